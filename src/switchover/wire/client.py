@@ -128,7 +128,7 @@ class EngineClient:
         total_deadline = loop.time() + t.total
         phase = FailureKind.FIRST_BYTE_TIMEOUT
         try:
-            async with asyncio.timeout(min(total_deadline, loop.time() + t.first_byte)) as cm:
+            async with asyncio.timeout_at(min(total_deadline, loop.time() + t.first_byte)) as cm:
                 async with session.post(self.base_url + _PATHS[api], data=payload) as resp:
                     rec.headers_ns = time.perf_counter_ns()
                     rec.status = resp.status

@@ -130,9 +130,12 @@ class RequestRecord:
         return None if self.end_ns is None else self.end_ns - self.send_ns
 
     def to_dict(self, *, keep_body: bool = False) -> dict[str, Any]:
+        """JSON-ready form (choice indices become string keys)."""
         d = asdict(self)
         if not keep_body:
             d.pop("body", None)
+        d["texts"] = {str(k): v for k, v in self.texts.items()}
+        d["finish_reasons"] = {str(k): v for k, v in self.finish_reasons.items()}
         return d
 
     @classmethod

@@ -1,0 +1,77 @@
+"""The raw per-request row of a bench run (one Parquet row per request), built from a wire `RequestRecord`.
+
+Rows keep every chunk's arrival time and text, the server's usage and the failure, so any tool's metric can
+be recomputed from `requests.parquet` later (`switchover bench recompute`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from switchover.wire import RequestRecord
+
+ROW_SCHEMA = pa.schema([
+    ("endpoint", pa.string()),  # old | new | a label
+    ("step", pa.int32()),  # index in the ladder
+    ("repeat", pa.int32()),  # ABAB repetition of this step
+    ("concurrency", pa.int32()),  # target in-flight requests (null in rate mode)
+    ("rate", pa.float64()),  # target req/s (null in concurrency mode)
+    ("bucket", pa.string()),  # ISL bucket label, e.g. "128", or "dataset"
+    ("isl_target", pa.int32()),  # wanted prompt tokens (null for datasets)
+    ("osl_target", pa.int32()),  # max_tokens asked for
+    ("index", pa.int32()),  # request number within the step
+    ("warmup", pa.bool_()),  # excluded from statistics
+    ("sched_ns", pa.int64()),  # intended send time (rate/trace modes), perf_counter_ns
+    ("send_ns", pa.int64()),
+    ("headers_ns", pa.int64()),
+    ("first_byte_ns", pa.int64()),
+    ("end_ns", pa.int64()),  # last byte of the response
+    ("usage_ns", pa.int64()),
+    ("started_wall", pa.float64()),
+    ("chunk_ns", pa.list_(pa.int64())),  # arrival of each event carrying choices
+    ("chunk_text", pa.list_(pa.string())),  # its text delta ("" for role-only or finish-only events)
+    ("status", pa.int32()),
+    ("finish_reason", pa.string()),
+    ("prompt_tokens", pa.int32()),  # usage.prompt_tokens
+    ("completion_tokens", pa.int32()),  # usage.completion_tokens
+    ("cached_tokens", pa.int32()),
+    ("retok_tokens", pa.int32()),  # output re-tokenized by the client (cross-check only)
+    ("done_seen", pa.bool_()),
+    ("failure_kind", pa.string()),
+    ("failure_message", pa.string()),
+    ("output_text", pa.string()),
+])
+
+COLUMNS = tuple(ROW_SCHEMA.names)
+
+
+def row_from_record(rec: RequestRecord, **labels: Any) -> dict[str, Any]:
+    """Flatten one record plus its labels (endpoint, step, concurrency, bucket, index, warmup...) into a row."""
+    usage = rec.usage
+    row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    row.update(
+        send_ns=rec.send_ns,
+        headers_ns=rec.headers_ns,
+        first_byte_ns=rec.first_byte_ns,
+        end_ns=rec.end_ns,
+        usage_ns=rec.usage_ns,
+        started_wall=rec.started_wall,
+        chunk_ns=list(rec.chunk_ns),
+        chunk_text=list(rec.chunk_text),
+        status=rec.status,
+        finish_reason=rec.finish_reason,
+        prompt_tokens=usage.prompt_tokens if usage else None,
+        completion_tokens=usage.completion_tokens if usage else None,
+        cached_tokens=usage.cached_tokens if usage else None,
+        done_seen=rec.done_seen,
+        failure_kind=rec.failure.kind.value if rec.failure else None,
+        failure_message=rec.failure.message if rec.failure else None,
+        output_text=rec.text,
+    )
+    unknown = set(labels) - set(COLUMNS)
+    if unknown:
+        raise ValueError(f"unknown row labels: {sorted(unknown)}")
+    row.update(labels)
+    return row

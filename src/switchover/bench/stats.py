@@ -1,0 +1,368 @@
+"""The metric formulas (one each, docs/metrics.md), percentiles, goodput and per-step summaries.
+
+Everything here is a pure function of request rows (bench/rows.py); times in rows are perf_counter_ns.
+A number that cannot be computed is reported as missing with its reason, never as 0.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+NS_PER_MS = 1_000_000
+PERCENTILES = (50, 90, 95, 99)
+STEADY_FRACTION = 0.9  # a step is steady when it held >= 90% of its target concurrency (or rate)
+CLIENT_LOAD_LIMIT = 0.7  # above 70% of the calibrated client ceiling a step is not trustworthy
+
+Row = Mapping[str, Any]
+
+
+@dataclass(slots=True)
+class RequestMetrics:
+    """Per-request metrics in milliseconds; `missing` maps a metric to why it could not be computed."""
+
+    ok: bool
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    tpot_ms: float | None = None
+    ntpot_ms: float | None = None
+    itl_ms: list[float] = field(default_factory=list)
+    n_out: int | None = None
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+def first_token_ns(row: Row) -> int | None:
+    """Arrival of the first event whose text delta is non-empty."""
+    for t, s in zip(row.get("chunk_ns") or [], row.get("chunk_text") or [], strict=False):
+        if s:
+            return int(t)
+    return None
+
+
+def last_chunk_ns(row: Row) -> int | None:
+    """Arrival of the last event carrying choices (a token or the finish_reason); usage-only and [DONE] excluded."""
+    chunks = row.get("chunk_ns") or []
+    return int(chunks[-1]) if chunks else None
+
+
+def request_metrics(row: Row) -> RequestMetrics:
+    """TTFT, E2E, TPOT, NTPOT, ITL and N of one request (formulas in docs/metrics.md)."""
+    kind = row.get("failure_kind")
+    if kind:
+        why = f"request failed ({kind})"
+        return RequestMetrics(ok=False, missing=dict.fromkeys(("ttft", "e2e", "tpot", "ntpot", "itl", "n"), why))
+    m = RequestMetrics(ok=True)
+    send = row["send_ns"]
+    first = first_token_ns(row)
+    last = last_chunk_ns(row)
+    n = row.get("completion_tokens")
+    if first is None:
+        m.missing["ttft"] = "no streamed event carried text"
+    else:
+        m.ttft_ms = (first - send) / NS_PER_MS
+    if last is None:
+        m.missing["e2e"] = "no streamed event carried choices"
+    else:
+        m.e2e_ms = (last - send) / NS_PER_MS
+    if n is None:
+        reason = "server sent no usage.completion_tokens"
+        m.missing["n"] = reason
+        m.missing["tpot"] = reason
+        m.missing["ntpot"] = reason
+    else:
+        m.n_out = int(n)
+        if m.e2e_ms is not None and m.n_out > 0:
+            m.ntpot_ms = m.e2e_ms / m.n_out
+        elif m.e2e_ms is not None:
+            m.missing["ntpot"] = "N = 0"
+        if m.n_out < 2:
+            m.missing["tpot"] = f"N = {m.n_out} (TPOT needs at least 2 output tokens)"
+        elif m.ttft_ms is not None and m.e2e_ms is not None:
+            m.tpot_ms = (m.e2e_ms - m.ttft_ms) / (m.n_out - 1)
+        else:
+            m.missing["tpot"] = m.missing.get("ttft") or m.missing.get("e2e") or "no timing"
+        if "ntpot" not in m.missing and m.ntpot_ms is None:
+            m.missing["ntpot"] = m.missing.get("e2e", "no timing")
+    if first is not None:
+        chunks = [int(t) for t in row.get("chunk_ns") or []]
+        start = chunks.index(first)
+        m.itl_ms = [(b - a) / NS_PER_MS for a, b in zip(chunks[start:], chunks[start + 1:], strict=False)]
+    return m
+
+
+# ---------------------------------------------------------------------------------------------- distributions
+
+
+class Dist(BaseModel):
+    """Summary of one metric over a step's requests (percentiles: numpy linear interpolation, as vLLM)."""
+
+    count: int
+    mean: float
+    std: float  # population std (ddof=0), as vLLM and SGLang print
+    min: float
+    max: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+
+    def get(self, stat: str) -> float:
+        return float(getattr(self, stat))
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile with linear interpolation between closest ranks (numpy's default)."""
+    if not values:
+        raise ValueError("percentile of no values")
+    return float(np.percentile(np.asarray(values, dtype=float), q))
+
+
+def describe(values: Sequence[float]) -> Dist | None:
+    """count/mean/std/min/max/p50/p90/p95/p99; None for no values."""
+    if len(values) == 0:
+        return None
+    a = np.asarray(values, dtype=float)
+    p = np.percentile(a, PERCENTILES)
+    return Dist(count=int(a.size), mean=float(a.mean()), std=float(a.std()), min=float(a.min()),
+                max=float(a.max()), p50=float(p[0]), p90=float(p[1]), p95=float(p[2]), p99=float(p[3]))
+
+
+# ---------------------------------------------------------------------------------------------- SLOs, goodput
+
+
+class Slo(BaseModel):
+    """Per-request latency objectives (ms); a request is 'good' when it succeeded and meets every one set."""
+
+    ttft_ms: float | None = Field(default=None, gt=0)
+    tpot_ms: float | None = Field(default=None, gt=0)
+    e2e_ms: float | None = Field(default=None, gt=0)
+
+    def is_empty(self) -> bool:
+        return self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None
+
+
+def meets_slo(m: RequestMetrics, slo: Slo) -> bool:
+    """True when the request succeeded and every set objective is met; a missing metric does not meet it."""
+    if not m.ok:
+        return False
+    for name in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        limit = getattr(slo, name)
+        if limit is None:
+            continue
+        value = getattr(m, name)
+        if value is None or value > limit:
+            return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------------- steady state
+
+
+def mean_inflight(intervals: Iterable[tuple[int, int]], start: int, stop: int) -> float | None:
+    """Time-weighted mean number of requests in flight over [start, stop] (ns)."""
+    if stop <= start:
+        return None
+    events: list[tuple[int, int]] = []
+    for a, b in intervals:
+        a, b = max(a, start), min(b, stop)
+        if b > a:
+            events.append((a, 1))
+            events.append((b, -1))
+    events.sort()
+    area, level, prev = 0, 0, start
+    for t, d in events:
+        area += level * (t - prev)
+        level += d
+        prev = t
+    return area / (stop - start)
+
+
+class Steady(BaseModel):
+    """Whether the step held its target load while it measured."""
+
+    reached: bool | None
+    achieved: float | None = Field(description="Mean in-flight requests (concurrency mode) or sent req/s (rate mode)")
+    target: float | None
+    note: str = ""
+
+
+def steady_state(rows: Sequence[Row], concurrency: int | None, rate: float | None) -> Steady:
+    """Concurrency mode: time-weighted in-flight between the first and last measured send >= 90% of target.
+    Rate mode: measured sends per second over the same window >= 90% of the target rate."""
+    measured = sorted(int(r["send_ns"]) for r in rows if not r.get("warmup"))
+    if len(measured) < 2:
+        return Steady(reached=None, achieved=None, target=concurrency or rate, note="fewer than 2 measured requests")
+    start, stop = measured[0], measured[-1]
+    if concurrency:
+        intervals = [(int(r["send_ns"]), int(r["end_ns"] if r.get("end_ns") is not None else stop)) for r in rows]
+        level = mean_inflight(intervals, start, stop)
+        if level is None:
+            return Steady(reached=None, achieved=None, target=concurrency, note="zero-length window")
+        return Steady(reached=level >= STEADY_FRACTION * concurrency, achieved=level, target=concurrency)
+    if rate:
+        achieved = (len(measured) - 1) / ((stop - start) / 1e9) if stop > start else None
+        reached = None if achieved is None else achieved >= STEADY_FRACTION * rate
+        return Steady(reached=reached, achieved=achieved, target=rate)
+    return Steady(reached=None, achieved=None, target=None, note="no target load (trace replay)")
+
+
+# ---------------------------------------------------------------------------------------------- step summary
+
+
+class LengthCheck(BaseModel):
+    """Achieved vs wanted token counts (ISL from usage.prompt_tokens; N from usage vs re-tokenized and max_tokens)."""
+
+    isl_target: int | None = None
+    isl_mean: float | None = None
+    isl_min: int | None = None
+    isl_max: int | None = None
+    isl_off_by_more_than_1: int = 0
+    isl_unreported: int = 0
+    osl_target: int | None = None
+    n_below_target: int = 0
+    n_above_target: int = 0
+    n_usage_missing: int = 0
+    retok_compared: int = 0
+    retok_mismatch: int = 0
+    retok_mean_abs_diff: float | None = None
+
+
+class StepSummary(BaseModel):
+    """Everything measured in one step of one endpoint (latencies in ms)."""
+
+    endpoint: str
+    step: int
+    repeat: int = 0
+    concurrency: int | None = None
+    rate: float | None = None
+    bucket: str | None = None
+    requests: int = Field(description="Measured requests (warm-up excluded)")
+    warmup: int
+    ok: int
+    failed: int
+    duration_s: float | None
+    req_per_s: float | None
+    out_tok_per_s: float | None
+    chunks_per_s: float | None
+    goodput_req_per_s: float | None = None
+    slo_attainment: float | None = None
+    error_rate: float | None
+    errors: dict[str, int] = Field(default_factory=dict)
+    ttft_ms: Dist | None = None
+    tpot_ms: Dist | None = None
+    itl_ms: Dist | None = None
+    e2e_ms: Dist | None = None
+    ntpot_ms: Dist | None = None
+    missing: dict[str, dict[str, int]] = Field(default_factory=dict, description="metric -> reason -> requests")
+    lengths: LengthCheck = Field(default_factory=LengthCheck)
+    steady: Steady | None = None
+    client_load: float | None = Field(default=None, description="Share of the calibrated client ceiling used")
+    client_flag: bool = False
+
+
+def _check_lengths(rows: Sequence[Row]) -> LengthCheck:
+    c = LengthCheck()
+    isl = [int(r["prompt_tokens"]) for r in rows if r.get("prompt_tokens") is not None]
+    targets = {r.get("isl_target") for r in rows} - {None}
+    c.isl_target = targets.pop() if len(targets) == 1 else None
+    c.isl_unreported = len(rows) - len(isl)
+    if isl:
+        c.isl_mean, c.isl_min, c.isl_max = float(np.mean(isl)), min(isl), max(isl)
+    c.isl_off_by_more_than_1 = sum(
+        1 for r in rows if r.get("prompt_tokens") is not None and r.get("isl_target") is not None
+        and abs(int(r["prompt_tokens"]) - int(r["isl_target"])) > 1)
+    osl = {r.get("osl_target") for r in rows} - {None}
+    c.osl_target = osl.pop() if len(osl) == 1 else None
+    diffs = []
+    for r in rows:
+        n = r.get("completion_tokens")
+        if n is None:
+            c.n_usage_missing += 1
+            continue
+        if r.get("osl_target") is not None:
+            c.n_below_target += int(n) < int(r["osl_target"])
+            c.n_above_target += int(n) > int(r["osl_target"])
+        if r.get("retok_tokens") is not None:
+            diffs.append(abs(int(r["retok_tokens"]) - int(n)))
+    c.retok_compared = len(diffs)
+    c.retok_mismatch = sum(1 for d in diffs if d)
+    c.retok_mean_abs_diff = float(np.mean(diffs)) if diffs else None
+    return c
+
+
+def summarize_step(rows: Sequence[Row], *, slo: Slo | None = None, client_ceiling: Mapping[str, float] | None = None,
+                   labels: Mapping[str, Any] | None = None) -> StepSummary:
+    """Summarise the rows of one step (one endpoint, one load level); warm-up rows only count toward steadiness."""
+    first = rows[0] if rows else {}
+    lab = dict(labels or {})
+    for key in ("endpoint", "step", "repeat", "concurrency", "rate", "bucket"):
+        lab.setdefault(key, first.get(key))
+    measured = [r for r in rows if not r.get("warmup")]
+    metrics = [request_metrics(r) for r in measured]
+    ok = [m for m in metrics if m.ok]
+    errors = Counter(str(r["failure_kind"]) for r in measured if r.get("failure_kind"))
+    missing: dict[str, Counter[str]] = {}
+    for m in metrics:
+        for name, why in m.missing.items():
+            missing.setdefault(name, Counter())[why] += 1
+    sends = [int(r["send_ns"]) for r in measured]
+    ends = [int(r["end_ns"]) for r in measured if r.get("end_ns") is not None]
+    duration = (max(ends) - min(sends)) / 1e9 if sends and ends and max(ends) > min(sends) else None
+    n_total = sum(m.n_out for m in ok if m.n_out is not None)
+    chunks = sum(len(r.get("chunk_ns") or []) for r, m in zip(measured, metrics, strict=True) if m.ok)
+    s = StepSummary(
+        endpoint=str(lab["endpoint"] or ""), step=int(lab["step"] or 0), repeat=int(lab["repeat"] or 0),
+        concurrency=lab["concurrency"], rate=lab["rate"], bucket=lab["bucket"],
+        requests=len(measured), warmup=len(rows) - len(measured), ok=len(ok), failed=len(measured) - len(ok),
+        duration_s=duration,
+        req_per_s=len(ok) / duration if duration else None,
+        out_tok_per_s=n_total / duration if duration and any(m.n_out is not None for m in ok) else None,
+        chunks_per_s=chunks / duration if duration else None,
+        error_rate=(len(measured) - len(ok)) / len(measured) if measured else None,
+        errors=dict(errors),
+        ttft_ms=describe([m.ttft_ms for m in ok if m.ttft_ms is not None]),
+        tpot_ms=describe([m.tpot_ms for m in ok if m.tpot_ms is not None]),
+        itl_ms=describe([x for m in ok for x in m.itl_ms]),
+        e2e_ms=describe([m.e2e_ms for m in ok if m.e2e_ms is not None]),
+        ntpot_ms=describe([m.ntpot_ms for m in ok if m.ntpot_ms is not None]),
+        missing={k: dict(v) for k, v in missing.items()},
+        lengths=_check_lengths(measured),
+        steady=steady_state(rows, lab["concurrency"], lab["rate"]),
+    )
+    if slo is not None and not slo.is_empty() and measured:
+        good = sum(1 for m in metrics if meets_slo(m, slo))
+        s.slo_attainment = good / len(measured)
+        s.goodput_req_per_s = good / duration if duration else None
+    if client_ceiling and duration:
+        loads = []
+        if client_ceiling.get("req_per_s") and s.req_per_s is not None:
+            loads.append(s.req_per_s / client_ceiling["req_per_s"])
+        if client_ceiling.get("chunks_per_s") and s.chunks_per_s is not None:
+            loads.append(s.chunks_per_s / client_ceiling["chunks_per_s"])
+        if loads:
+            s.client_load = max(loads)
+            s.client_flag = s.client_load > CLIENT_LOAD_LIMIT
+    return s
+
+
+def metric_samples(rows: Iterable[Row], metric: str) -> list[float]:
+    """Per-request values (ms) of `ttft`, `tpot`, `e2e`, `ntpot` or pooled `itl` over measured, successful rows."""
+    out: list[float] = []
+    for r in rows:
+        if r.get("warmup"):
+            continue
+        m = request_metrics(r)
+        if not m.ok:
+            continue
+        if metric == "itl":
+            out.extend(m.itl_ms)
+            continue
+        v = getattr(m, f"{metric}_ms")
+        if v is not None:
+            out.append(v)
+    return out

@@ -1,0 +1,249 @@
+"""Engine profiles: what each engine's flags, API, metrics, readiness and memory knobs mean, as cited data.
+
+Every fact lives in `engines/data/<engine>.yaml` with a `source:` (file and version read). Logic elsewhere
+looks facts up here instead of branching on the engine name (DESIGN.md principle 2).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from switchover.errors import BadInput
+
+MetricType = Literal["counter", "gauge", "histogram", "summary"]
+MetricUnit = Literal["seconds", "ratio", "tokens", "requests", "tokens_per_second", "blocks"]
+
+#: Metric intents every consumer may ask for; a profile omits the ones its engine lacks.
+METRIC_INTENTS: tuple[str, ...] = (
+    "ttft",
+    "itl",
+    "tpot",
+    "e2e",
+    "queue_time",
+    "running",
+    "waiting",
+    "kv_usage",
+    "prompt_tokens",
+    "generation_tokens",
+    "preemptions",
+    "prefix_cache_hits",
+    "prefix_cache_queries",
+    "prefix_cache_hit_rate",
+    "request_success",
+    "request_failure",
+    "generation_throughput",
+)
+
+
+class _Cited(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str = Field(description="file and line in the version read, e.g. 'vllm 0.33.0: vllm/x.py'")
+    verified: bool = Field(default=True, description="False when the fact was inferred, not read")
+    note: str | None = None
+
+    @field_validator("source")
+    @classmethod
+    def _source_not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("every engine fact needs a source")
+        return value
+
+
+class MetricSpec(_Cited):
+    """One Prometheus series as scraped (counters carry `_total` where prometheus_client appends it)."""
+
+    name: str
+    type: MetricType
+    unit: MetricUnit
+    buckets: list[float] | None = None
+    labels: list[str] = Field(default_factory=list)
+
+
+class MetricsEndpoint(_Cited):
+    """Where the metrics are and how they are switched on."""
+
+    path: str
+    enabled_by_default: bool
+    enable: str | None = Field(default=None, description="flag or YAML key that turns metrics on")
+
+
+class ApiSemantics(BaseModel):
+    """OpenAI-compatible API behaviour of one engine (engines.md §2); `sources` cites every field."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ignore_eos_field: str | None = Field(description="request field that makes generation ignore EOS")
+    min_tokens_field: str | None = Field(description="request field forcing a minimum output length")
+    tokenize_path: str | None = Field(description="path of the tokenize endpoint")
+    max_stop_strings: int | None = Field(description="None = no documented limit")
+    stop_matching: Literal["text", "token_ids", "text_suffix_regex"]
+    stop_string_in_output: bool
+    finish_reasons: list[str]
+    unknown_field_policy: Literal["ignore", "reject", "passthrough"]
+    unknown_model_policy: Literal["reject_404", "accept", "lora_adapter_fallback", "ignore"]
+    seed_per_request: Literal["honored", "needs_flag", "unverified"]
+    n_gt_1: Literal["supported", "ignored", "limited"]
+    default_sampling: dict[str, Any]
+    generation_config_applied: bool = Field(description="model generation_config.json applied by default")
+    validation_status: int
+    overload_status: int | None
+    error_body: Literal["openai_nested", "openai_flat", "tgi", "llamacpp_nested"]
+    streaming_usage: bool = Field(description="stream_options.include_usage honoured")
+    cached_tokens_reported: Literal["always", "with_flag", "never", "field_present"]
+    max_tokens_omitted: str
+    context_overflow: Literal["clamp", "reject_400", "reject_422", "finish_length"]
+    openai_json_schema: bool = Field(description="OpenAI-shaped response_format json_schema accepted")
+    sources: dict[str, str]
+    unverified: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _every_field_cited(self) -> ApiSemantics:
+        facts = set(type(self).model_fields) - {"sources", "unverified"}
+        missing = sorted(facts - set(self.sources))
+        if missing:
+            raise ValueError(f"api facts without a source: {', '.join(missing)}")
+        bad = sorted(set(self.unverified) - facts)
+        if bad:
+            raise ValueError(f"unverified lists unknown api facts: {', '.join(bad)}")
+        return self
+
+
+class Readiness(_Cited):
+    """What the engine answers while loading, and when it is ready (engines.md §4)."""
+
+    loading: Literal["connection_refused", "http_503"]
+    loading_body: dict[str, Any] | None = None
+    warmup_status: int | None = Field(default=None, description="health status after load, before ready")
+    ready_path: str = "/health"
+    ready_status: int = 200
+    health_runs_generation: bool = False
+    unhealthy_status: int | None = None
+    other_paths: list[str] = Field(default_factory=list)
+
+
+FlagKind = Literal["int", "float", "str", "bool", "list", "json", "none"]
+
+
+class FlagSpec(_Cited):
+    """One launch knob for an intent: how it is spelled and what it means in this engine."""
+
+    flag: str | None = Field(description="primary CLI spelling; None = no CLI flag")
+    aliases: list[str] = Field(default_factory=list)
+    negation: str | None = Field(default=None, description="flag that turns a boolean off")
+    kind: FlagKind = "str"
+    default: Any = None
+    yaml_key: str | None = Field(default=None, description="key in the engine's YAML config (TRT-LLM)")
+    env: str | None = None
+    unit: str | None = None
+    choices: list[str] | None = None
+    semantics: str | None = None
+    invert: bool = Field(default=False, description="flag disables the intent (e.g. --disable-radix-cache)")
+
+    def spellings(self) -> list[str]:
+        """Every CLI spelling that sets this intent."""
+        out = [self.flag] if self.flag else []
+        return out + list(self.aliases)
+
+
+class Overhead(_Cited):
+    """A memory cost the engine pays outside the KV pool, with a default from real logs."""
+
+    gib: float
+
+
+class MemorySemantics(_Cited):
+    """How the engine turns its memory knob into a KV pool (engines.md §1e, capacity.md §2)."""
+
+    budget: Literal[
+        "fraction_of_total",  # vLLM: util x total, minus weights, activations, non-torch, graphs
+        "fraction_of_free_at_start",  # SGLang: weights + KV = mfs x memory free at start
+        "fraction_of_free_after_load",  # TRT-LLM: KV = fraction x (free after weights and peak)
+        "cap_with_wiggle",  # TGI: KV = free after warm-up - (1 - wiggle x fraction) x total
+        "explicit_context",  # llama.cpp: KV sized by -c, no fraction
+    ]
+    default_fraction: float | None = None
+    wiggle_room: float | None = None
+    page_tokens: int = Field(description="tokens per KV block/page by default")
+    overheads: dict[str, Overhead] = Field(default_factory=dict)
+
+
+class LaunchSyntax(_Cited):
+    """How a launch command is spelled, for parsing and rendering."""
+
+    command: str
+    model_arg: str = Field(description="'positional' or the flag that names the model")
+    bool_style: Literal["paired", "store_true", "value"] = Field(
+        description="paired: --x/--no-x; store_true: --x only; value: --x true"
+    )
+    config_file: str | None = Field(default=None, description="flag naming a YAML that overrides the CLI")
+
+
+class DefaultValue(_Cited):
+    """A default the engine applies that the user may not know about."""
+
+    value: Any
+
+
+class EngineProfile(BaseModel):
+    """Everything switchover knows about one engine version, each fact cited."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    display_name: str
+    version_read: str
+    metric_prefix: str
+    metrics_endpoint: MetricsEndpoint
+    metrics: dict[str, MetricSpec]
+    api: ApiSemantics
+    readiness: Readiness
+    flags: dict[str, FlagSpec]
+    defaults: dict[str, DefaultValue] = Field(default_factory=dict)
+    memory: MemorySemantics
+    launch: LaunchSyntax
+
+    @model_validator(mode="after")
+    def _intents_known(self) -> EngineProfile:
+        unknown = sorted(set(self.metrics) - set(METRIC_INTENTS))
+        if unknown:
+            raise ValueError(f"unknown metric intents: {', '.join(unknown)}")
+        return self
+
+    def metric(self, intent: str) -> MetricSpec | None:
+        """The series for a metric intent, or None when this engine has none."""
+        return self.metrics.get(intent)
+
+    def flag(self, intent: str) -> FlagSpec | None:
+        """The launch knob for an intent, or None when the profile does not list it."""
+        return self.flags.get(intent)
+
+
+_DATA = "data"
+
+
+def list_profiles() -> list[str]:
+    """Names of the engines that have a profile, sorted."""
+    root = resources.files("switchover.engines").joinpath(_DATA)
+    return sorted(p.name[: -len(".yaml")] for p in root.iterdir() if p.name.endswith(".yaml"))
+
+
+@cache
+def load_profile(name: str) -> EngineProfile:
+    """The profile of engine `name`; BadInput (exit 2) for an unknown engine, naming the known ones."""
+    key = name.strip().lower().replace("-", "").replace("_", "").replace(".", "")
+    aliases = {"llamacpp": "llamacpp", "llamaserver": "llamacpp", "tensorrtllm": "trtllm", "trtllm": "trtllm"}
+    key = aliases.get(key, key)
+    known = list_profiles()
+    if key not in known:
+        raise BadInput(f"unknown engine {name!r}", hint=f"known engines: {', '.join(known)}")
+    text = resources.files("switchover.engines").joinpath(_DATA, f"{key}.yaml").read_text(encoding="utf-8")
+    try:
+        return EngineProfile.model_validate(yaml.safe_load(text))
+    except ValidationError as exc:  # a packaging bug, but say which file
+        raise BadInput(f"engine profile {key}.yaml is invalid: {exc}") from None

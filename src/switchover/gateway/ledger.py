@@ -1,0 +1,79 @@
+"""The request ledger: one LedgerRecord per request as JSONL in the gateway's run directory, rotated by size.
+
+Files are `<run_dir>/ledger-00000.jsonl`, `ledger-00001.jsonl`, …; the highest number is the one being
+written. A restart continues with the next number, so nothing is overwritten. Each line is written whole
+and flushed, so a reader (the rollout gates) sees only complete lines, except possibly a torn last line
+while the file is being appended to, which `read_ledger` skips.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import orjson
+
+from switchover.gateway.ledger_record import LedgerRecord
+
+_NAME = re.compile(r"^ledger-(\d{5,})\.jsonl$")
+
+
+def ledger_files(run_dir: Path) -> list[Path]:
+    """The ledger files in write order."""
+    if not run_dir.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in run_dir.iterdir() if (m := _NAME.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def read_ledger(run_dir: str | Path) -> Iterator[LedgerRecord]:
+    """Every complete record, oldest first."""
+    for path in ledger_files(Path(run_dir)):
+        with path.open("rb") as fh:
+            for line in fh:
+                if not line.endswith(b"\n"):
+                    break  # a line still being written
+                yield LedgerRecord.model_validate_json(line)
+
+
+class Ledger:
+    """Appends records; starts a new file past `rotate_bytes`."""
+
+    def __init__(self, run_dir: Path, rotate_bytes: int = 64 << 20) -> None:
+        self.run_dir = run_dir
+        self.rotate_bytes = rotate_bytes
+        run_dir.mkdir(parents=True, exist_ok=True)
+        files = ledger_files(run_dir)
+        self._index = int(_NAME.match(files[-1].name).group(1)) + 1 if files else 0  # type: ignore[union-attr]
+        self._fh: IO[bytes] | None = None
+        self._size = 0
+        self.written = 0
+
+    @property
+    def path(self) -> Path:
+        return self.run_dir / f"ledger-{self._index:05d}.jsonl"
+
+    def _open(self) -> IO[bytes]:
+        if self._fh is None:
+            self._fh = self.path.open("ab")
+            self._size = self._fh.tell()
+        return self._fh
+
+    def write(self, record: LedgerRecord) -> None:
+        line = orjson.dumps(record.model_dump(exclude_none=True)) + b"\n"
+        if self._fh is not None and self._size + len(line) > self.rotate_bytes and self._size > 0:
+            self._fh.close()
+            self._fh = None
+            self._index += 1
+        fh = self._open()
+        fh.write(line)
+        fh.flush()
+        self._size += len(line)
+        self.written += 1
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None

@@ -1,0 +1,223 @@
+"""Pass-through connections to the old / new engines, and what is observed on them.
+
+The gateway relays the engine's bytes untouched (no per-chunk JSON re-encoding), so it does not use the
+`wire` client, which decodes every response into a RequestRecord. It opens aiohttp connections here and
+watches the same bytes with `wire.sse.SSEParser` to learn TTFT, token counts, finish_reason and usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+from multidict import CIMultiDict
+
+from switchover.wire.sse import SSEEvent, SSEParser
+
+# Headers that describe one hop, or that the gateway sets itself; never forwarded upstream.
+HOP_HEADERS = frozenset({
+    "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host",
+    "content-length", "accept-encoding", "proxy-authorization", "x-switchover-route",
+})
+
+
+class Failed(Exception):
+    """An upstream attempt that produced nothing usable for the client; `reason` names the fallback reason."""
+
+    def __init__(self, reason: str, status: int | None = None, detail: str = "") -> None:
+        super().__init__(f"{reason}{f' ({detail})' if detail else ''}")
+        self.reason = reason
+        self.status = status
+        self.detail = detail
+
+
+class Observer:
+    """Watches a response as it passes: first content event, content events, finish_reason, usage, model."""
+
+    __slots__ = ("completion_tokens", "content_events", "done", "error", "events", "finish_reason",
+                 "first_content_ns", "first_event_ns", "last_ns", "malformed", "model", "parser", "prompt_tokens")
+
+    def __init__(self) -> None:
+        self.parser = SSEParser()
+        self.first_event_ns: int | None = None
+        self.first_content_ns: int | None = None
+        self.last_ns: int | None = None
+        self.events = 0
+        self.content_events = 0
+        self.finish_reason: str | None = None
+        self.prompt_tokens: int | None = None
+        self.completion_tokens: int | None = None
+        self.done = False
+        self.error: str | None = None
+        self.malformed = False
+        self.model: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """The stream ended as a stream should: [DONE], or a finish_reason on its last choice."""
+        return self.done or self.finish_reason is not None
+
+    def feed(self, chunk: bytes, now_ns: int) -> list[SSEEvent]:
+        events = self.parser.feed(chunk)
+        for ev in events:
+            self._event(ev.data, now_ns)
+        return events
+
+    def finish(self, now_ns: int) -> list[SSEEvent]:
+        events = self.parser.finish()
+        for ev in events:
+            self._event(ev.data, now_ns)
+        return events
+
+    def _event(self, data: bytes, now_ns: int) -> None:
+        self.events += 1
+        if self.first_event_ns is None:
+            self.first_event_ns = now_ns
+        self.last_ns = now_ns
+        if data == b"[DONE]":
+            self.done = True
+            return
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            self.malformed = True
+            return
+        if not isinstance(obj, dict):
+            self.malformed = True
+            return
+        self._object(obj, now_ns, streamed=True)
+
+    def body(self, raw: bytes, now_ns: int) -> None:
+        """A whole (non-streamed) JSON body."""
+        self.last_ns = now_ns
+        try:
+            obj = orjson.loads(raw) if raw else None
+        except orjson.JSONDecodeError:
+            self.malformed = True
+            return
+        if isinstance(obj, dict):
+            self._object(obj, now_ns, streamed=False)
+
+    def _object(self, obj: dict[str, Any], now_ns: int, *, streamed: bool) -> None:
+        err = obj.get("error")
+        if err:
+            msg = err.get("message") if isinstance(err, dict) else err
+            self.error = str(msg)[:200]
+            return
+        model = obj.get("model")
+        if isinstance(model, str):
+            self.model = model
+        choices = obj.get("choices")
+        if isinstance(choices, list):
+            for c in choices:
+                if not isinstance(c, dict):
+                    continue
+                fr = c.get("finish_reason")
+                if fr:
+                    self.finish_reason = str(fr)
+                if streamed:
+                    delta = c.get("delta") if isinstance(c.get("delta"), dict) else {}
+                    if (c.get("text") or delta.get("content") or delta.get("reasoning_content")
+                            or delta.get("tool_calls")):
+                        self.content_events += 1
+                        if self.first_content_ns is None:
+                            self.first_content_ns = now_ns
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            pt, ct = usage.get("prompt_tokens"), usage.get("completion_tokens")
+            self.prompt_tokens = pt if isinstance(pt, int) else self.prompt_tokens
+            self.completion_tokens = ct if isinstance(ct, int) else self.completion_tokens
+
+
+@dataclass
+class Opened:
+    """An upstream response whose status and first event (or whole body) have arrived; nothing sent yet."""
+
+    resp: aiohttp.ClientResponse
+    sse: bool
+    head: bytes  # bytes read so far: the whole body (not SSE) or up to the first complete event (SSE)
+    head_events: list[SSEEvent]
+    obs: Observer = field(default_factory=Observer)
+
+    @property
+    def status(self) -> int:
+        return self.resp.status
+
+    def close(self) -> None:
+        self.resp.close()
+
+
+def upstream_headers(incoming: Any, api_key: str | None, *, forward_auth: bool = True) -> CIMultiDict[str]:
+    """The client's headers minus hop-by-hop ones; Authorization replaced by the endpoint's key when set."""
+    out: CIMultiDict[str] = CIMultiDict()
+    for k, v in incoming.items():
+        lk = k.lower()
+        if lk in HOP_HEADERS or (lk == "authorization" and (api_key or not forward_auth)):
+            continue
+        out.add(k, v)
+    if api_key:
+        out["Authorization"] = f"Bearer {api_key}"
+    return out
+
+
+def new_session(limit: int = 1024) -> aiohttp.ClientSession:
+    """One pooled keep-alive session per gateway; responses are relayed as received (no decompression)."""
+    conn = aiohttp.TCPConnector(limit=limit, limit_per_host=0, keepalive_timeout=30, ttl_dns_cache=300)
+    return aiohttp.ClientSession(connector=conn, auto_decompress=False, skip_auto_headers=("User-Agent",),
+                                 timeout=aiohttp.ClientTimeout(total=None))
+
+
+async def open_upstream(session: aiohttp.ClientSession, url: str, *, method: str, headers: CIMultiDict[str],
+                        body: bytes | None, first_timeout_s: float, connect_timeout_s: float,
+                        idle_timeout_s: float, fail_statuses: frozenset[int] = frozenset()) -> Opened:
+    """Send the request; wait for the status and the first SSE event (or the whole non-SSE body) within
+    `first_timeout_s`. Raises Failed when nothing usable arrived (connect error, a status in `fail_statuses`,
+    timeout, a disconnect before the first event). Later reads are bounded by `idle_timeout_s`."""
+    timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout_s, sock_read=idle_timeout_s)
+    resp: aiohttp.ClientResponse | None = None
+    try:
+        async with asyncio.timeout(first_timeout_s):
+            resp = await session.request(method, url, headers=headers, data=body, timeout=timeout,
+                                         allow_redirects=False)
+            if resp.status in fail_statuses:
+                raise Failed(f"status_{resp.status}", resp.status)
+            obs = Observer()
+            ctype = resp.headers.get("Content-Type", "")
+            if resp.status >= 300 or not ctype.startswith("text/event-stream"):
+                raw = await resp.read()
+                obs.body(raw, time.perf_counter_ns())
+                return Opened(resp, False, raw, [], obs)
+            head = bytearray()
+            events: list[SSEEvent] = []
+            while not events:
+                chunk = await resp.content.readany()
+                if not chunk:
+                    events = obs.finish(time.perf_counter_ns())
+                    if not events:
+                        raise Failed("disconnected", resp.status, "stream ended before its first event")
+                    break
+                head += chunk
+                events = obs.feed(chunk, time.perf_counter_ns())
+            return Opened(resp, True, bytes(head), events, obs)
+    except Failed:
+        if resp is not None:
+            resp.close()
+        raise
+    except TimeoutError:
+        if resp is not None:
+            resp.close()
+        raise Failed("timeout", None, f"no first byte within {first_timeout_s * 1000:g} ms") from None
+    except aiohttp.ClientConnectorError as exc:
+        raise Failed("connect", None, type(exc).__name__) from None
+    except (aiohttp.ClientError, ConnectionError) as exc:
+        if resp is not None:
+            resp.close()
+        raise Failed("disconnected", None, type(exc).__name__) from None
+    except BaseException:
+        if resp is not None:
+            resp.close()
+        raise

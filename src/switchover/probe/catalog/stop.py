@@ -1,0 +1,99 @@
+"""Stop strings: how many take effect, whether the stop string is kept, text vs token matching."""
+
+from __future__ import annotations
+
+from switchover.probe import stops
+from switchover.probe.catalog._util import rejected, unusable
+from switchover.probe.context import ProbeContext
+from switchover.probe.registry import probe
+from switchover.probe.report import Observation
+
+
+async def _reference(ctx: ProbeContext) -> tuple[str, list[str]] | Observation:
+    ref = await ctx.greedy()
+    bad = unusable(ref, "greedy reference")
+    if bad:
+        return bad
+    return ref.text, [c for c in ref.chunk_text if c]
+
+
+@probe(id="stop.count", title="Stop strings honoured out of 6", category="stop",
+       request="6 requests at temperature 0, each with 6 stop strings; list k holds a string from the greedy "
+               "output at position k and 5 strings that never occur",
+       observes="whether the list is accepted, and which positions of the list stop generation",
+       breaking=True,
+       breaks="clients that pass more stop strings than the new engine honours run past their delimiters "
+              "(or get HTTP 400 for the whole request)")
+async def stop_count(ctx: ProbeContext) -> Observation:
+    ref = await _reference(ctx)
+    if isinstance(ref, Observation):
+        return ref
+    text, _ = ref
+    pick = stops.pick_stop(text)
+    if pick is None:
+        return Observation.failed("greedy output too short to pick a stop string", text=text)
+    s, pos = pick
+    honoured: list[int] = []
+    for k, lst in enumerate(stops.stop_lists(s)):
+        rec = await ctx.send(temperature=0, max_tokens=48, stop=lst)
+        rej = rejected(rec)
+        if rej is not None:
+            return Observation(value={"accepted": False, "status": rej["status"], "honoured": 0},
+                               summary=f"6 stop strings rejected: HTTP {rej['status']} {rej['message'][:80]}",
+                               detail=rej)
+        if stops.outcome(rec.text, text, s, pos) != "not hit":
+            honoured.append(k + 1)
+    return Observation(value={"accepted": True, "status": 200, "honoured": len(honoured)},
+                       summary=f"{len(honoured)} of 6 honoured (positions {honoured or 'none'})",
+                       detail={"stop": s, "positions_honoured": honoured})
+
+
+@probe(id="stop.kept", title="Stop string kept in the output", category="stop",
+       request="temperature 0 with one stop string taken from the greedy output",
+       observes="whether the returned text ends before the stop string or includes it",
+       breaking=True,
+       breaks="clients that strip (or expect) the delimiter themselves get it doubled or missing")
+async def stop_kept(ctx: ProbeContext) -> Observation:
+    ref = await _reference(ctx)
+    if isinstance(ref, Observation):
+        return ref
+    text, _ = ref
+    pick = stops.pick_stop(text)
+    if pick is None:
+        return Observation.failed("greedy output too short to pick a stop string", text=text)
+    s, pos = pick
+    rec = await ctx.send(temperature=0, max_tokens=48, stop=[s])
+    bad = unusable(rec, "request with stop")
+    if bad:
+        return bad
+    out = stops.outcome(rec.text, text, s, pos)
+    return Observation(value=out, summary=f"{out} (stop {s!r}, finish_reason {rec.finish_reason})",
+                       detail={"stop": s, "text": rec.text[-60:]})
+
+
+@probe(id="stop.matching", title="Stop matched on text or on tokens", category="stop",
+       request="temperature 0 with a stop string spanning two streamed tokens, then one inside a single token",
+       observes="whether each stop string ends generation (text matching does; token-sequence matching does not)",
+       breaking=True,
+       breaks="stop strings that do not align with token boundaries stop matching: outputs run on past them")
+async def stop_matching(ctx: ProbeContext) -> Observation:
+    ref = await _reference(ctx)
+    if isinstance(ref, Observation):
+        return ref
+    text, chunks = ref
+    found: dict[str, str] = {}
+    for name, pick in (("spanning", stops.straddling_stop(chunks, text)),
+                       ("inside", stops.inside_token_stop(chunks, text))):
+        if pick is None:
+            continue
+        s, pos = pick
+        rec = await ctx.send(temperature=0, max_tokens=48, stop=[s])
+        bad = unusable(rec, f"{name} stop")
+        if bad:
+            return bad
+        found[name] = "matched" if stops.outcome(rec.text, text, s, pos) != "not hit" else "not matched"
+    if not found:
+        return Observation.failed("no multi-character tokens in the greedy output to build a stop from")
+    kind = "text" if all(v == "matched" for v in found.values()) else "token"
+    return Observation(value=kind, summary=f"{kind} matching ({', '.join(f'{k}: {v}' for k, v in found.items())})",
+                       detail=found)

@@ -1,0 +1,78 @@
+"""usage: in streams (asked for and not), cached_tokens on a repeated prefix, stream_options without stream."""
+
+from __future__ import annotations
+
+from switchover.probe.catalog._util import rejected, unusable
+from switchover.probe.context import ProbeContext
+from switchover.probe.registry import probe
+from switchover.probe.report import Observation
+
+_LONG_PREFIX = " ".join(
+    f"Clause {i}: the tenant shall keep the premises in good repair and report any damage within {i + 2} days."
+    for i in range(40)
+)
+
+
+@probe(id="usage.stream_include_usage", title="usage in a stream with include_usage", category="usage",
+       request="stream=true, stream_options.include_usage=true, max_tokens 8",
+       observes="whether a usage object arrives, and whether it is a separate final chunk",
+       breaking=True, breaks="token accounting and billing from streamed responses gets no counts")
+async def stream_include_usage(ctx: ProbeContext) -> Observation:
+    rec = await ctx.send(temperature=0, max_tokens=8, stream=True, include_usage=True)
+    bad = unusable(rec, "stream")
+    if bad:
+        return bad
+    if rec.usage is None or rec.usage.completion_tokens is None:
+        return Observation(value="absent", summary="no usage in the stream")
+    separate = rec.usage_ns is not None and (not rec.chunk_ns or rec.usage_ns >= rec.chunk_ns[-1])
+    return Observation(value="present", summary=f"present (completion_tokens {rec.usage.completion_tokens})"
+                       + (", final chunk" if separate else ""),
+                       detail={"completion_tokens": rec.usage.completion_tokens})
+
+
+@probe(id="usage.stream_default", title="usage in a stream without stream_options", category="usage",
+       request="stream=true with no stream_options, max_tokens 8",
+       observes="whether usage arrives anyway",
+       breaking=False, breaks="clients that read usage without asking for it lose (or newly get) the counts")
+async def stream_default(ctx: ProbeContext) -> Observation:
+    rec = await ctx.send(temperature=0, max_tokens=8, stream=True, include_usage=False)
+    bad = unusable(rec, "stream")
+    if bad:
+        return bad
+    present = rec.usage is not None and rec.usage.completion_tokens is not None
+    return Observation(value="present" if present else "absent",
+                       summary="usage sent unasked" if present else "no usage unless asked")
+
+
+@probe(id="usage.cached_tokens", title="cached_tokens on a repeated long prefix", category="usage",
+       request="the same ~800-token prompt twice, max_tokens 4",
+       observes="usage.prompt_tokens_details.cached_tokens on the second request",
+       breaking=False, breaks="cache-hit dashboards and cost models based on cached_tokens go blank")
+async def cached_tokens(ctx: ProbeContext) -> Observation:
+    recs = []
+    for _ in range(2):
+        rec = await ctx.send(_LONG_PREFIX, temperature=0, max_tokens=4)
+        bad = unusable(rec, "long-prefix request")
+        if bad:
+            return bad
+        recs.append(rec)
+    second = recs[1].usage
+    if second is None or second.cached_tokens is None:
+        return Observation(value="not reported", summary="no prompt_tokens_details.cached_tokens",
+                           detail={"prompt_tokens": second.prompt_tokens if second else None})
+    value = "reported, hit" if second.cached_tokens > 0 else "reported, zero"
+    return Observation(value=value, summary=f"{second.cached_tokens} of {second.prompt_tokens} prompt tokens cached",
+                       detail={"cached_tokens": second.cached_tokens, "prompt_tokens": second.prompt_tokens})
+
+
+@probe(id="usage.stream_options_without_stream", title="stream_options on a non-streamed request",
+       category="usage", request="stream=false with stream_options.include_usage=true",
+       observes="accepted or rejected", breaking=True,
+       breaks="clients that always send stream_options get HTTP 400 on non-streamed calls")
+async def stream_options_without_stream(ctx: ProbeContext) -> Observation:
+    rec = await ctx.send(temperature=0, max_tokens=2, stream=False, stream_options={"include_usage": True})
+    rej = rejected(rec)
+    if rej:
+        return Observation(value=f"rejected {rej['status']}", summary=f"HTTP {rej['status']}: {rej['message'][:80]}",
+                           detail=rej)
+    return Observation(value="accepted", summary="accepted")

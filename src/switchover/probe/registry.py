@@ -1,0 +1,93 @@
+"""The probe registry: each probe declares its request, what it observes, and whether a difference breaks clients."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from switchover.probe.report import Observation, ProbeResult, Verdict
+
+if TYPE_CHECKING:
+    from switchover.probe.context import ProbeContext
+
+RunFn = Callable[["ProbeContext"], Awaitable[Observation]]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A declared probe: `run` observes one endpoint; `judge` compares two observations."""
+
+    id: str
+    title: str
+    category: str
+    request: str  # what is sent
+    observes: str  # what is looked at
+    breaking: bool  # a difference breaks a client that relied on the old behaviour
+    breaks: str  # ... and this is what breaks
+    run: RunFn
+
+    def judge(self, old: Observation, new: Observation | None) -> ProbeResult:
+        verdict = judge(old, new)
+        return ProbeResult(
+            id=self.id, title=self.title, category=self.category, request=self.request, observes=self.observes,
+            breaking=self.breaking, breaks=self.breaks, old=old, new=new, verdict=verdict,
+            breaking_difference=self.breaking and verdict == "differs",
+        )
+
+
+def judge(old: Observation, new: Observation | None) -> Verdict:
+    """Same/differs on the compared values; inconclusive when either side could not be observed."""
+    if new is None:
+        return "observed" if old.status == "observed" else "inconclusive"
+    if old.status != "observed" or new.status != "observed":
+        return "inconclusive"
+    return "same" if _norm(old.value) == _norm(new.value) else "differs"
+
+
+def _norm(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _norm(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_norm(v) for v in value]
+    return value
+
+
+REGISTRY: dict[str, Probe] = {}
+
+
+def probe(*, id: str, title: str, category: str, request: str, observes: str, breaking: bool,
+          breaks: str) -> Callable[[RunFn], RunFn]:
+    """Register an observing coroutine as a probe."""
+
+    def deco(fn: RunFn) -> RunFn:
+        if id in REGISTRY:
+            raise ValueError(f"duplicate probe id {id}")
+        REGISTRY[id] = Probe(id, title, category, request, observes, breaking, breaks, fn)
+        return fn
+
+    return deco
+
+
+def all_probes() -> list[Probe]:
+    """Every registered probe, in declaration order."""
+    from switchover.probe import catalog  # noqa: F401  (registers the probes)
+
+    return list(REGISTRY.values())
+
+
+def select(only: list[str] | None = None, skip: list[str] | None = None) -> list[Probe]:
+    """Probes whose id or category matches `only` (all when empty) and not `skip`."""
+    from switchover.errors import BadInput
+
+    probes = all_probes()
+    known = {p.id for p in probes} | {p.category for p in probes}
+    for name in (only or []) + (skip or []):
+        if name not in known:
+            raise BadInput(f"--only/--skip: unknown probe or category {name!r}",
+                           hint="`switchover probe --list` shows them")
+    if only:
+        probes = [p for p in probes if p.id in only or p.category in only]
+    if skip:
+        probes = [p for p in probes if p.id not in skip and p.category not in skip]
+    return probes

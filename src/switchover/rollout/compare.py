@@ -1,0 +1,270 @@
+"""Old against new (or shadow), metric by metric, against an A/A noise baseline.
+
+For each metric the same tests run twice: old vs new, and old vs old (old split at random into two halves,
+several times). A difference counts only if it is significant (p < alpha, Bonferroni within the metric) AND
+its n-independent statistic exceeds `noise_margin` times the largest one the A/A splits produced: the idea
+behind Diffy's primary/secondary noise, applied to distributions (not bytes) as Kayenta does.
+
+n-independent statistics (their null distribution does not depend on sample size, so halves of old and
+old-vs-new are comparable): KS  D·sqrt(nm/(n+m)); Mann-Whitney |U − nm/2| / sqrt(nm(n+m+1)/12); chi-square
+statistic of the 2×k table (rare categories merged so every expected count is ≥ 5 where possible).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+from scipy import stats
+
+from switchover.gateway.ledger_record import LedgerRecord
+
+Verdict = Literal["same", "differs", "insufficient"]
+CONTINUOUS = ("output_tokens", "ttft_ms", "tpot_ms")
+CATEGORICAL = ("finish_reason", "stop_hit", "error_code")
+RARE = "(rare)"
+
+
+@dataclass
+class ArmSamples:
+    """Per-request observations of one arm (or of the shadow)."""
+
+    output_tokens: list[float] = field(default_factory=list)
+    ttft_ms: list[float] = field(default_factory=list)
+    tpot_ms: list[float] = field(default_factory=list)
+    finish_reason: list[str] = field(default_factory=list)
+    stop_hit: list[str] = field(default_factory=list)  # "yes" | "no", per finished request
+    error_code: list[str] = field(default_factory=list)  # "200", "500", "timeout", ... per request
+
+    def add(self, *, status: str, ok: bool, completion_tokens: int | None, ttft_ms: float | None,
+            tpot_ms: float | None, finish_reason: str | None) -> None:
+        self.error_code.append(status)
+        if not ok:
+            return
+        if completion_tokens is not None:
+            self.output_tokens.append(float(completion_tokens))
+        if ttft_ms is not None:
+            self.ttft_ms.append(float(ttft_ms))
+        if tpot_ms is not None:
+            self.tpot_ms.append(float(tpot_ms))
+        if finish_reason is not None:
+            self.finish_reason.append(finish_reason)
+            self.stop_hit.append("yes" if finish_reason == "stop" else "no")
+
+
+class TestResult(BaseModel):
+    """One statistical test, old vs new, next to the same test on old vs old."""
+
+    test: Literal["ks", "mann_whitney", "chi_square"]
+    statistic: float
+    p_value: float
+    scaled: float = Field(description="n-independent statistic, old vs new")
+    noise: float = Field(description="largest n-independent statistic over the A/A splits of old")
+    beyond_noise: bool
+
+
+class Histogram(BaseModel):
+    """Counts per bin (continuous) or per category (categorical), for plots."""
+
+    edges: list[float] | None = None
+    categories: list[str] | None = None
+    old: list[int]
+    new: list[int]
+
+
+class MetricComparison(BaseModel):
+    metric: str
+    kind: Literal["continuous", "categorical"]
+    verdict: Verdict
+    reason: str
+    n_old: int
+    n_new: int
+    tests: list[TestResult] = Field(default_factory=list)
+    percentiles_old: dict[str, float] = Field(default_factory=dict)
+    percentiles_new: dict[str, float] = Field(default_factory=dict)
+    shares_old: dict[str, float] = Field(default_factory=dict)
+    shares_new: dict[str, float] = Field(default_factory=dict)
+    histogram: Histogram | None = None
+
+
+class ComparisonReport(BaseModel):
+    """Per-metric verdicts; `differs` lists the metrics whose difference is beyond the A/A noise."""
+
+    mode: Literal["shadow", "arms", "samples"]
+    alpha: float
+    noise_margin: float
+    splits: int
+    min_samples: int
+    metrics: list[MetricComparison]
+
+    @property
+    def differs(self) -> list[str]:
+        return [m.metric for m in self.metrics if m.verdict == "differs"]
+
+    @property
+    def insufficient(self) -> list[str]:
+        return [m.metric for m in self.metrics if m.verdict == "insufficient"]
+
+
+def _ks_scaled(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+    res = stats.ks_2samp(a, b)
+    n, m = len(a), len(b)
+    return float(res.statistic), float(res.pvalue), float(res.statistic) * math.sqrt(n * m / (n + m))
+
+
+def _mw_scaled(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+    n, m = len(a), len(b)
+    if np.all(a == a[0]) and np.all(b == a[0]):
+        return float(n * m / 2), 1.0, 0.0
+    res = stats.mannwhitneyu(a, b, alternative="two-sided")
+    sd = math.sqrt(n * m * (n + m + 1) / 12)
+    return float(res.statistic), float(res.pvalue), abs(float(res.statistic) - n * m / 2) / sd
+
+
+def _table(a: Sequence[str], b: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """2×k contingency table; categories too rare for chi-square (expected < 5) are merged."""
+    ca, cb = Counter(a), Counter(b)
+    total = Counter(a) + Counter(b)
+    n = len(a) + len(b)
+    share = min(len(a), len(b)) / n if n else 0
+    keep = sorted(c for c, k in total.items() if k * share >= 5)
+    rare = [c for c in total if c not in keep]
+    cats = keep + ([RARE] if rare else [])
+    rows = [[ca[c] for c in keep] + ([sum(ca[c] for c in rare)] if rare else []),
+            [cb[c] for c in keep] + ([sum(cb[c] for c in rare)] if rare else [])]
+    return cats, np.array(rows, dtype=float)
+
+
+def _chi_scaled(a: Sequence[str], b: Sequence[str]) -> tuple[float, float, float]:
+    _, table = _table(a, b)
+    table = table[:, table.sum(axis=0) > 0]
+    if table.shape[1] < 2:
+        return 0.0, 1.0, 0.0
+    chi2, p, _, _ = stats.chi2_contingency(table, correction=False)
+    return float(chi2), float(p), float(chi2)
+
+
+def _percentiles(x: np.ndarray) -> dict[str, float]:
+    if len(x) == 0:
+        return {}
+    q = np.percentile(x, [50, 90, 99])
+    return {"p50": float(q[0]), "p90": float(q[1]), "p99": float(q[2])}
+
+
+def _shares(x: Sequence[str]) -> dict[str, float]:
+    c = Counter(x)
+    n = len(x)
+    return {k: v / n for k, v in sorted(c.items())} if n else {}
+
+
+def _histogram(a: np.ndarray, b: np.ndarray, max_bins: int = 30) -> Histogram:
+    both = np.concatenate([a, b])
+    edges = np.histogram_bin_edges(both, bins="auto")
+    if len(edges) - 1 > max_bins:
+        edges = np.histogram_bin_edges(both, bins=max_bins)
+    return Histogram(edges=[float(e) for e in edges], old=np.histogram(a, edges)[0].tolist(),
+                     new=np.histogram(b, edges)[0].tolist())
+
+
+def _splits(n: int, splits: int, rng: np.random.Generator) -> Iterable[tuple[np.ndarray, np.ndarray]]:
+    for _ in range(splits):
+        perm = rng.permutation(n)
+        yield perm[: n // 2], perm[n // 2:]
+
+
+def compare_metric(metric: str, old: Sequence[float] | Sequence[str], new: Sequence[float] | Sequence[str], *,
+                   alpha: float = 0.01, noise_margin: float = 1.5, min_samples: int = 50, splits: int = 10,
+                   seed: int = 0) -> MetricComparison:
+    """One metric: old vs new with KS + Mann-Whitney (continuous) or chi-square (categorical), vs A/A noise."""
+    kind: Literal["continuous", "categorical"] = "categorical" if metric in CATEGORICAL else "continuous"
+    n_old, n_new = len(old), len(new)
+    base = dict(metric=metric, kind=kind, n_old=n_old, n_new=n_new)
+    if kind == "continuous":
+        a, b = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
+        base.update(percentiles_old=_percentiles(a), percentiles_new=_percentiles(b))
+        if n_old and n_new:
+            base["histogram"] = _histogram(a, b)
+    else:
+        sa, sb = [str(x) for x in old], [str(x) for x in new]
+        base.update(shares_old=_shares(sa), shares_new=_shares(sb))
+        cats = sorted(set(sa) | set(sb))
+        base["histogram"] = Histogram(categories=cats, old=[sa.count(c) for c in cats],
+                                      new=[sb.count(c) for c in cats])
+    if n_old < min_samples or n_new < min_samples:
+        return MetricComparison(**base, verdict="insufficient",
+                                reason=f"needs {min_samples} samples per side, has old {n_old} / new {n_new}")
+    rng = np.random.default_rng(seed)
+    if kind == "continuous":
+        tests = {"ks": _ks_scaled, "mann_whitney": _mw_scaled}
+        x, y = a, b
+    else:
+        tests = {"chi_square": _chi_scaled}
+        x, y = np.asarray(sa, dtype=object), np.asarray(sb, dtype=object)
+    noise = {name: 0.0 for name in tests}
+    for i, j in _splits(n_old, splits, rng):
+        for name, fn in tests.items():
+            noise[name] = max(noise[name], fn(x[i], x[j])[2])
+    alpha_each = alpha / len(tests)
+    results = []
+    for name, fn in tests.items():
+        statistic, p, scaled = fn(x, y)
+        beyond = p < alpha_each and scaled > noise_margin * noise[name]
+        results.append(TestResult(test=name, statistic=statistic, p_value=p, scaled=scaled, noise=noise[name],
+                                  beyond_noise=beyond))
+    hits = [r for r in results if r.beyond_noise]
+    if hits:
+        worst = max(hits, key=lambda r: r.scaled / max(r.noise, 1e-12))
+        reason = (f"{worst.test}: p={worst.p_value:.2g} < {alpha_each:.2g} and statistic {worst.scaled:.2f} > "
+                  f"{noise_margin:g} × A/A noise {worst.noise:.2f}")
+        return MetricComparison(**base, verdict="differs", reason=reason, tests=results)
+    return MetricComparison(**base, verdict="same", tests=results,
+                            reason="no test beyond both alpha and the A/A noise")
+
+
+def compare_samples(old: ArmSamples, new: ArmSamples, *, mode: Literal["shadow", "arms", "samples"] = "samples",
+                    alpha: float = 0.01, noise_margin: float = 1.5, min_samples: int = 50, splits: int = 10,
+                    seed: int = 0, metrics: Sequence[str] = CONTINUOUS + CATEGORICAL) -> ComparisonReport:
+    """Every metric of two arms."""
+    out = [compare_metric(m, getattr(old, m), getattr(new, m), alpha=alpha, noise_margin=noise_margin,
+                          min_samples=min_samples, splits=splits, seed=seed + k) for k, m in enumerate(metrics)]
+    return ComparisonReport(mode=mode, alpha=alpha, noise_margin=noise_margin, splits=splits,
+                            min_samples=min_samples, metrics=out)
+
+
+def _status_label(status: int | None, error: str | None = None) -> str:
+    if status:
+        return str(status)
+    return error.split(":", 1)[0].strip()[:40] if error else "no_status"
+
+
+def samples_from_ledger(records: Iterable[LedgerRecord], mode: Literal["shadow", "arms"]
+                        ) -> tuple[ArmSamples, ArmSamples]:
+    """Old and new samples: `shadow` pairs each mirrored request with its primary (old) answer; `arms`
+    groups requests by the arm the policy routed them to."""
+    old, new = ArmSamples(), ArmSamples()
+    for r in records:
+        if r.outcome == "client_disconnected":
+            continue
+        if mode == "shadow":
+            s = r.shadow
+            if s is None or s.dropped or r.routed != "old":
+                continue
+            old.add(status=_status_label(r.status), ok=r.outcome == "ok", completion_tokens=r.completion_tokens,
+                    ttft_ms=r.ttft_ms, tpot_ms=r.tpot_ms, finish_reason=r.finish_reason)
+            shadow_ok = s.error is None and s.status is not None and 200 <= s.status < 300
+            new.add(status=_status_label(s.status, s.error), ok=shadow_ok, completion_tokens=s.completion_tokens,
+                    ttft_ms=s.ttft_ms, tpot_ms=s.tpot_ms, finish_reason=s.finish_reason)
+        else:
+            side = new if r.routed == "new" else old
+            status = "fallback" if r.outcome == "fallback_ok" else _status_label(r.status)
+            if r.outcome == "failed_mid_stream":
+                status = "mid_stream"
+            side.add(status=status, ok=r.outcome == "ok" and r.arm == r.routed,
+                     completion_tokens=r.completion_tokens, ttft_ms=r.ttft_ms, tpot_ms=r.tpot_ms,
+                     finish_reason=r.finish_reason)
+    return old, new

@@ -1,0 +1,164 @@
+"""The `rollout:` section of switchover.yaml: stages, gate thresholds, where the evidence comes from.
+
+Defaults follow seed 000 §7's stage table: shadow first (distribution tests on output length, finish_reason,
+error codes), then small/medium/large/full weights whose hard gates are error rate, TTFT tail and fallback
+ratio, with the TPOT tail added from the medium stage on.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class GateName(StrEnum):
+    """Gates a stage can require; each has one formula in gates.py."""
+
+    ERROR_RATE = "error_rate"  # new-arm requests that ended in error / new-arm requests
+    FALLBACK_RATIO = "fallback_ratio"  # new-arm requests answered by old after a fallback / new-arm requests
+    TTFT_P99_RATIO = "ttft_p99_ratio"  # p99 TTFT of new / p99 TTFT of old
+    TPOT_P99_RATIO = "tpot_p99_ratio"  # p99 TPOT of new / p99 TPOT of old
+    SHADOW_DISTRIBUTION = "shadow_distribution"  # shadow vs old, beyond the A/A noise (compare.py)
+
+
+class StageSpec(BaseModel):
+    """One stage: the share of tenants on the new engine, whether shadow traffic runs, and its gates."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="Label used in state, audit log and exports, e.g. 'shadow' or '20%'")
+    weight: int = Field(ge=0, le=100, description="Percent of tenant buckets routed to the new engine")
+    shadow: bool = Field(False, description="Mirror traffic to the new engine (results discarded)")
+    gates: list[GateName] | None = Field(
+        None, description="Exit gates of this stage; default depends on the stage (seed 000 §7)")
+    min_duration_s: float = Field(
+        0.0, ge=0, description="Stay at least this long before advancing (e.g. 86400 to cover a daily peak)")
+    require_zero_rollbacks: bool | None = Field(
+        None, description="Enter the next stage only if this stage saw no rollback; default on from the "
+                          "second weighted stage (seed 000 §7: 'previous stage: zero rollbacks in window')")
+
+
+def _default_gates(stage: StageSpec, weighted_index: int) -> list[GateName]:
+    if stage.weight == 0:
+        return [GateName.SHADOW_DISTRIBUTION] if stage.shadow else []
+    gates = [GateName.ERROR_RATE, GateName.FALLBACK_RATIO, GateName.TTFT_P99_RATIO]
+    if weighted_index >= 1:  # medium and later stages add the TPOT tail
+        gates.append(GateName.TPOT_P99_RATIO)
+    if stage.shadow:
+        gates.append(GateName.SHADOW_DISTRIBUTION)
+    return gates
+
+
+class GateThresholds(BaseModel):
+    """Lines written before the start (seed 000 §7): what counts as pass, hold or fail."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_error_rate: float = Field(0.02, ge=0, le=1, description="Hard: new-arm error share")
+    max_fallback_ratio: float = Field(0.05, ge=0, le=1, description="Hard: new-arm fallback share")
+    max_ttft_p99_ratio: float = Field(1.5, gt=0, description="Hard: p99 TTFT new / old")
+    max_tpot_p99_ratio: float = Field(1.5, gt=0, description="Hard: p99 TPOT new / old")
+    min_samples: int = Field(50, ge=1, description="Fewer requests per arm in the window means 'hold'")
+    alpha: float = Field(0.01, gt=0, lt=0.5, description="Significance level of the shadow distribution tests")
+    noise_margin: float = Field(
+        1.5, ge=1, description="A difference counts only if its statistic exceeds this times the A/A noise")
+    soft: list[GateName] = Field(
+        default_factory=list, description="Gates that only hold (never roll back) when they fail")
+
+
+class PrometheusSource(BaseModel):
+    """Where the gates read metrics when `source: prometheus`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(description="Prometheus base URL, e.g. http://127.0.0.1:9090")
+    selector: str = Field("", description="Extra label matchers added to every query, e.g. job=\"gateway\"")
+    timeout_s: float = Field(5.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"must start with http:// or https://, got {value!r}")
+        return value.rstrip("/")
+
+
+DEFAULT_STAGES: list[Any] = ["shadow", 5, 20, 50, 100]
+
+
+class RolloutSettings(BaseModel):
+    """The `rollout:` section."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stages: list[StageSpec] = Field(
+        default_factory=lambda: [StageSpec.model_validate(_stage_from(s)) for s in DEFAULT_STAGES],
+        description="Ordered stages; items are 'shadow', a percent, or a mapping (name, weight, shadow, gates, "
+                    "min_duration_s)")
+    gates: GateThresholds = Field(default_factory=GateThresholds)
+    window_s: float = Field(300.0, gt=0, description="Gates look at the last window_s seconds of the stage")
+    on_fail: Literal["previous", "zero"] = Field(
+        "previous", description="Where a failed hard gate rolls back to: the previous stage or 0%")
+    source: Literal["ledger", "prometheus"] = "ledger"
+    ledger: str | None = Field(None, description="Gateway run directory (or one ledger .jsonl file)")
+    prometheus: PrometheusSource | None = None
+    state_dir: str = Field(".switchover/rollout",
+                           description="State file and audit log; relative paths are from switchover.yaml's folder")
+
+    @field_validator("stages", mode="before")
+    @classmethod
+    def _expand(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        return [_stage_from(item) for item in value]
+
+    @model_validator(mode="after")
+    def _check(self) -> RolloutSettings:
+        if not self.stages:
+            raise ValueError("stages: at least one stage is needed")
+        names = [s.name for s in self.stages]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"stages: duplicate stage names {sorted(dup)}")
+        weights = [s.weight for s in self.stages]
+        for a, b in zip(weights, weights[1:], strict=False):
+            if b < a:
+                raise ValueError(f"stages: weights must not decrease, got {weights}")
+        if self.source == "prometheus" and self.prometheus is None:
+            raise ValueError("source is 'prometheus' but the prometheus: url is missing")
+        weighted = 0
+        for stage in self.stages:
+            if stage.gates is None:
+                stage.gates = _default_gates(stage, weighted)
+            if stage.require_zero_rollbacks is None:
+                stage.require_zero_rollbacks = stage.weight > 0 and weighted >= 1
+            if stage.weight > 0:
+                weighted += 1
+        return self
+
+    def state_path(self, config_path: Path | None) -> Path:
+        """The folder holding state.json and audit.jsonl."""
+        p = Path(self.state_dir)
+        if not p.is_absolute() and config_path is not None:
+            p = config_path.resolve().parent / p
+        return p
+
+
+def _stage_from(item: Any) -> Any:
+    if isinstance(item, StageSpec):
+        return item
+    if isinstance(item, str) and item.strip().lower() == "shadow":
+        return {"name": "shadow", "weight": 0, "shadow": True}
+    if isinstance(item, bool):
+        return item  # let pydantic reject it with a clear message
+    if isinstance(item, int):
+        return {"name": f"{item}%", "weight": item}
+    if isinstance(item, str) and item.strip().rstrip("%").isdigit():
+        n = int(item.strip().rstrip("%"))
+        return {"name": f"{n}%", "weight": n}
+    if isinstance(item, dict) and "name" not in item and "weight" in item:
+        return {**item, "name": "shadow" if item.get("weight") == 0 and item.get("shadow") else f"{item['weight']}%"}
+    return item

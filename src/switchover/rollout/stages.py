@@ -1,0 +1,167 @@
+"""The staged rollout as a pure state machine: (state, action, evidence) -> (new state, transition).
+
+No I/O here: the store (store.py) persists states and the audit log; the driver (driver.py) applies weights
+to the gateway. Stage index -1 means "not started": 0 %, no shadow.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from switchover.errors import BadInput
+from switchover.rollout.settings import StageSpec
+
+
+class Status(StrEnum):
+    NOT_STARTED = "not_started"
+    IN_PROGRESS = "in_progress"  # at a stage, gates pass or hold
+    ROLLED_BACK = "rolled_back"  # the last transition was a rollback; may advance again
+    COMPLETE = "complete"  # at the last stage
+    ABANDONED = "abandoned"  # terminal: the migration was called off (seed 000 §7)
+
+
+class Criterion(BaseModel):
+    """One of seed 000 §7's abandonment criteria."""
+
+    key: str
+    text: str
+
+
+# Seed 000 §7 ("when to give up the migration"): consider stopping when any two of these hold.
+ABANDON_CRITERIA: tuple[Criterion, ...] = (
+    Criterion(key="hard_metrics", text="two of the three hard metrics miss structurally: not a tuning problem, "
+                                       "the engine's way of working does not fit the input shape"),
+    Criterion(key="unreadable_logs", text="nobody on the team can read the new engine's scheduler logs"),
+    Criterion(key="release_cadence", text="the new engine's release cadence cannot keep up with the fixes needed"),
+    Criterion(key="narrow_gain", text="the gain is concentrated in one scenario; everything else needs extra "
+                                      "compensating logic"),
+)
+ABANDON_THRESHOLD = 2  # "any two of the above"
+
+
+class Transition(BaseModel):
+    """One audit-log line: who moved the rollout from where to where, when, and why."""
+
+    ts: float = Field(description="Wall-clock time (label only)")
+    who: str = Field(description="user@host")
+    action: Literal["advance", "rollback", "abandon", "hold", "auto_rollback"]
+    from_stage: str
+    to_stage: str
+    from_weight: int
+    to_weight: int
+    why: str
+    gates: dict[str, str] = Field(default_factory=dict, description="gate name -> pass | hold | fail")
+    criteria: list[str] = Field(default_factory=list, description="Abandonment criteria that applied")
+
+
+class RolloutState(BaseModel):
+    """What is durable between commands (state.json)."""
+
+    version: int = 1
+    stages: list[StageSpec]
+    index: int = Field(-1, description="Current stage; -1 = not started (0 %)")
+    status: Status = Status.NOT_STARTED
+    entered_at: float | None = Field(None, description="When the current stage was entered (wall clock)")
+    rollbacks_in_stage: int = Field(0, description="Rollbacks into the current stage since it was entered")
+    transitions: int = 0
+
+    @property
+    def stage(self) -> StageSpec | None:
+        return self.stages[self.index] if self.index >= 0 else None
+
+    @property
+    def stage_name(self) -> str:
+        return self.stage.name if self.stage else "0%"
+
+    @property
+    def weight(self) -> int:
+        return self.stage.weight if self.stage else 0
+
+    @property
+    def shadow(self) -> bool:
+        return bool(self.stage and self.stage.shadow)
+
+    def next_stage(self) -> StageSpec | None:
+        return self.stages[self.index + 1] if self.index + 1 < len(self.stages) else None
+
+
+def initial_state(stages: list[StageSpec]) -> RolloutState:
+    return RolloutState(stages=[s.model_copy() for s in stages])
+
+
+def _moved(state: RolloutState, index: int, now: float, *, rolled_back: bool) -> RolloutState:
+    if rolled_back:
+        status = Status.NOT_STARTED if index < 0 else Status.ROLLED_BACK
+    else:
+        status = Status.COMPLETE if index == len(state.stages) - 1 else Status.IN_PROGRESS
+    return state.model_copy(update=dict(index=index, status=status, entered_at=now,
+                                        rollbacks_in_stage=1 if rolled_back else 0,
+                                        transitions=state.transitions + 1))
+
+
+def _ensure_active(state: RolloutState) -> None:
+    if state.status == Status.ABANDONED:
+        raise BadInput("this rollout was abandoned; start a new one with `switchover rollout reset`")
+
+
+def entry_blockers(state: RolloutState, now: float) -> list[str]:
+    """Why the next stage may not be entered yet, besides the gates (dwell time, rollbacks in the stage)."""
+    stage = state.stage
+    if stage is None:
+        return []
+    out = []
+    if stage.min_duration_s and state.entered_at is not None and now - state.entered_at < stage.min_duration_s:
+        out.append(f"stage {stage.name} needs {stage.min_duration_s:g} s before advancing "
+                   f"({now - state.entered_at:.0f} s so far)")
+    nxt = state.next_stage()
+    if nxt is not None and nxt.require_zero_rollbacks and state.rollbacks_in_stage:
+        out.append(f"stage {nxt.name} requires zero rollbacks in {stage.name}'s window; "
+                   f"{state.rollbacks_in_stage} happened (wait for a fresh window or --force)")
+    return out
+
+
+def advance(state: RolloutState, *, now: float, who: str, why: str, gates: dict[str, str] | None = None
+            ) -> tuple[RolloutState, Transition]:
+    """Move to the next stage (callers check gates and entry_blockers first)."""
+    _ensure_active(state)
+    nxt = state.next_stage()
+    if nxt is None:
+        raise BadInput(f"already at the last stage ({state.stage_name}); nothing to advance to")
+    new = _moved(state, state.index + 1, now, rolled_back=False)
+    return new, Transition(ts=now, who=who, action="advance", from_stage=state.stage_name, to_stage=nxt.name,
+                           from_weight=state.weight, to_weight=nxt.weight, why=why, gates=gates or {})
+
+
+def rollback(state: RolloutState, *, to: Literal["previous", "zero"], now: float, who: str, why: str,
+             automatic: bool = False, gates: dict[str, str] | None = None) -> tuple[RolloutState, Transition]:
+    """Go back one stage, or straight to 0 % (not started)."""
+    _ensure_active(state)
+    if state.index < 0:
+        raise BadInput("the rollout is at 0 % already; nothing to roll back")
+    index = state.index - 1 if to == "previous" else -1
+    new = _moved(state, index, now, rolled_back=True)
+    return new, Transition(ts=now, who=who, action="auto_rollback" if automatic else "rollback",
+                           from_stage=state.stage_name, to_stage=new.stage_name, from_weight=state.weight,
+                           to_weight=new.weight, why=why, gates=gates or {})
+
+
+def abandon(state: RolloutState, *, criteria: list[str], now: float, who: str, why: str,
+            force: bool = False) -> tuple[RolloutState, Transition]:
+    """Call the migration off: back to 0 % for good, recording which of seed 000 §7's criteria applied."""
+    _ensure_active(state)
+    known = {c.key for c in ABANDON_CRITERIA}
+    unknown = [c for c in criteria if c not in known]
+    if unknown:
+        raise BadInput(f"unknown abandonment criteria {unknown}; choose from {sorted(known)}")
+    if len(set(criteria)) < ABANDON_THRESHOLD and not force:
+        raise BadInput(
+            f"seed 000 §7 says to consider abandoning when at least {ABANDON_THRESHOLD} criteria hold; "
+            f"{len(set(criteria))} given",
+            hint="name the criteria with --criterion (repeatable), or pass --force to abandon anyway")
+    new = state.model_copy(update=dict(index=-1, status=Status.ABANDONED, entered_at=now, rollbacks_in_stage=0,
+                                       transitions=state.transitions + 1))
+    return new, Transition(ts=now, who=who, action="abandon", from_stage=state.stage_name, to_stage="0%",
+                           from_weight=state.weight, to_weight=0, why=why, criteria=sorted(set(criteria)))

@@ -1,0 +1,202 @@
+"""Run directories: `runs/<timestamp>-<name>/` with the resolved config, endpoint fingerprints, typed results
+as JSON and raw per-request rows as Parquet, so any report or metric can be rebuilt later.
+
+Layout (every measuring command uses the same one; file names are the caller's choice):
+    runs/20261129T112233Z-bench/
+        config.json         the resolved configuration the command ran with
+        endpoints.json      a fingerprint per endpoint (engine, version, model, flags where known)
+        <result>.json       typed results (pydantic models dumped as JSON)
+        <records>.parquet   raw per-request rows (pyarrow), queryable with DuckDB via `RunDir.query`
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar, overload
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import BaseModel
+
+from switchover.errors import BadInput
+
+M = TypeVar("M", bound=BaseModel)
+
+_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _safe(name: str, what: str) -> str:
+    if not name or "/" in name or name.startswith("."):
+        raise BadInput(f"{what} must be a plain file name, got {name!r}")
+    return name
+
+
+def _with_ext(name: str, ext: str) -> str:
+    return name if name.endswith(ext) else name + ext
+
+
+class RecordWriter:
+    """Appends rows to one Parquet file, one row group per `append`, so an interrupted run keeps what it had."""
+
+    def __init__(self, path: Path, schema: pa.Schema) -> None:
+        self.path = path
+        self.schema = schema
+        self._tmp = path.with_suffix(path.suffix + ".partial")
+        self._writer: pq.ParquetWriter | None = pq.ParquetWriter(self._tmp, schema)
+        self.rows = 0
+
+    def append(self, rows: list[Mapping[str, Any]]) -> None:
+        if not rows:
+            return
+        if self._writer is None:
+            raise RuntimeError(f"{self.path} is closed")
+        self._writer.write_table(pa.Table.from_pylist(list(rows), schema=self.schema))
+        self.rows += len(rows)
+
+    def close(self) -> None:
+        """Finish the file (also after an interruption); an empty file still gets the schema."""
+        if self._writer is None:
+            return
+        self._writer.close()
+        self._writer = None
+        os.replace(self._tmp, self.path)
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RunDir:
+    """One run directory; create it with `RunDir.create`, read it back with `RunDir.open`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @classmethod
+    def create(cls, base: str | Path, name: str, *, now: float | None = None) -> RunDir:
+        """Make `base/<UTC timestamp>-<name>/`; a numeric suffix keeps two runs in one second apart."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
+        slug = _NAME.sub("-", name).strip("-") or "run"
+        root = Path(base)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BadInput(f"cannot create the runs folder {root}: {exc.strerror or exc}") from None
+        for i in range(1000):
+            path = root / (f"{stamp}-{slug}" if i == 0 else f"{stamp}-{slug}-{i}")
+            try:
+                path.mkdir()
+            except FileExistsError:
+                continue
+            return cls(path)
+        raise BadInput(f"cannot find a free run-directory name under {root}")
+
+    @classmethod
+    def open(cls, path: str | Path) -> RunDir:
+        p = Path(path)
+        if not p.is_dir():
+            raise BadInput(f"{p}: no such run directory")
+        return cls(p)
+
+    @classmethod
+    def latest(cls, base: str | Path, suffix: str = "") -> RunDir:
+        """The newest run directory under `base` whose name ends with `suffix`."""
+        root = Path(base)
+        dirs = sorted(d for d in root.glob("*") if d.is_dir() and d.name.endswith(suffix)) if root.is_dir() else []
+        if not dirs:
+            raise BadInput(f"no run directory under {root}")
+        return cls(dirs[-1])
+
+    def file(self, name: str) -> Path:
+        return self.path / _safe(name, "file name")
+
+    def files(self) -> list[str]:
+        return sorted(p.name for p in self.path.iterdir() if p.is_file())
+
+    # ------------------------------------------------------------------ JSON
+
+    def write_json(self, name: str, obj: BaseModel | Mapping[str, Any] | list[Any]) -> Path:
+        """Write (atomically) a pydantic model or plain JSON data as `<name>.json`."""
+        path = self.file(_with_ext(name, ".json"))
+        if isinstance(obj, BaseModel):
+            data = obj.model_dump_json(indent=2).encode()
+        else:
+            data = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        return path
+
+    @overload
+    def read_json(self, name: str) -> Any: ...
+
+    @overload
+    def read_json(self, name: str, model: type[M]) -> M: ...
+
+    def read_json(self, name: str, model: type[M] | None = None) -> Any:
+        """Read `<name>.json`, validated into `model` when one is given."""
+        path = self.file(_with_ext(name, ".json"))
+        if not path.exists():
+            raise BadInput(f"{path}: missing from the run directory")
+        raw = path.read_bytes()
+        if model is not None:
+            return model.model_validate_json(raw)
+        return orjson.loads(raw)
+
+    def has(self, name: str) -> bool:
+        return self.file(name).exists()
+
+    # ------------------------------------------------------------------ Parquet
+
+    def write_records(self, name: str, rows: Iterable[Mapping[str, Any]], schema: pa.Schema | None = None) -> Path:
+        """Write rows (dicts) as `<name>.parquet`; pass `schema` when some columns may be all-null."""
+        path = self.file(_with_ext(name, ".parquet"))
+        table = pa.Table.from_pylist(list(rows), schema=schema)
+        pq.write_table(table, path)
+        return path
+
+    def record_writer(self, name: str, schema: pa.Schema) -> RecordWriter:
+        """An appending writer for `<name>.parquet` (row group per append)."""
+        return RecordWriter(self.file(_with_ext(name, ".parquet")), schema)
+
+    def read_records(self, name: str, columns: list[str] | None = None) -> list[dict[str, Any]]:
+        path = self.file(_with_ext(name, ".parquet"))
+        if not path.exists():
+            partial = path.with_suffix(".parquet.partial")
+            if not partial.exists():
+                raise BadInput(f"{path}: missing from the run directory")
+            path = partial
+        try:
+            table = pq.read_table(path, columns=columns)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise BadInput(f"{path}: not a readable Parquet file: {exc}") from None
+        return table.to_pylist()
+
+    def query(self, sql: str) -> list[dict[str, Any]]:
+        """Run DuckDB SQL where every `<name>.parquet` of the run is a view named `<name>`."""
+        import duckdb
+
+        con = duckdb.connect()
+        try:
+            for p in sorted(self.path.glob("*.parquet")):
+                view = _NAME.sub("_", p.stem)
+                con.execute(f"CREATE VIEW \"{view}\" AS SELECT * FROM read_parquet('{p.as_posix().replace("'", "''")}')")
+            cur = con.execute(sql)
+            cols = [d[0] for d in cur.description or []]
+            return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+        finally:
+            con.close()

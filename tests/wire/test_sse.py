@@ -1,0 +1,101 @@
+"""The SSE parser gives the same events under every split of the byte stream."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from switchover.wire.sse import SSEEvent, SSEParser, parse_all
+
+# text without line terminators (CR/LF) for field values
+_value = st.text(alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=40)
+_newline = st.sampled_from(["\n", "\r\n", "\r"])
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> tuple[bytes, list[SSEEvent]]:
+    """A serialised stream with random line endings, comments and multi-line data, and the events it encodes."""
+    out: list[str] = []
+    expected: list[SSEEvent] = []
+
+    def nl() -> str:
+        # a CR followed by a line starting with LF would read as one CRLF: the format itself is ambiguous there
+        piece = draw(_newline)
+        if out and out[-1].endswith("\r") and piece.startswith("\n"):
+            piece = "\r"
+        return piece
+
+    for _ in range(draw(st.integers(0, 6))):
+        if draw(st.booleans()):
+            out.append(":" + draw(_value))
+            out.append(nl())  # a comment (keep-alive)
+        event = draw(st.one_of(st.none(), st.sampled_from(["error", "message", "ping"])))
+        if event is not None:
+            out.append(f"event: {event}")
+            out.append(nl())
+        lines = draw(st.lists(_value, min_size=1, max_size=3))
+        for line in lines:
+            space = " " if draw(st.booleans()) else ""
+            # a value that itself starts with a space needs the separator space so it survives
+            if line.startswith(" "):
+                space = " "
+            out.append(f"data:{space}{line}")
+            out.append(nl())
+        out.append(nl())
+        expected.append(SSEEvent("\n".join(lines).encode(), event, None))
+    return "".join(out).encode(), expected
+
+
+def _split(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({min(c, len(data)) for c in cuts})
+    pieces, prev = [], 0
+    for p in points:
+        pieces.append(data[prev:p])
+        prev = p
+    pieces.append(data[prev:])
+    return pieces
+
+
+@settings(max_examples=400, deadline=None)
+@given(streams(), st.lists(st.integers(0, 400), max_size=30))
+def test_rechunking_never_changes_what_is_parsed(stream: tuple[bytes, list[SSEEvent]], cuts: list[int]) -> None:
+    data, expected = stream
+    assert parse_all([data]) == expected
+    assert parse_all(_split(data, cuts)) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(streams())
+def test_byte_by_byte_feed_matches_whole(stream: tuple[bytes, list[SSEEvent]]) -> None:
+    data, expected = stream
+    assert parse_all([data[i : i + 1] for i in range(len(data))]) == expected
+
+
+def test_crlf_split_between_reads_is_one_line_end() -> None:
+    p = SSEParser()
+    assert p.feed(b"data: a\r") == []
+    assert p.feed(b"\n\r") == [SSEEvent(b"a")]
+    assert p.feed(b"\ndata: b\n\n") == [SSEEvent(b"b")]
+
+
+def test_multiline_data_is_joined_with_newline() -> None:
+    assert parse_all([b"data: {\"a\":\ndata: 1}\n\n"]) == [SSEEvent(b'{"a":\n1}')]
+
+
+def test_comments_are_counted_and_not_dispatched() -> None:
+    p = SSEParser()
+    assert p.feed(b": ping\n\n: ping\n\ndata: x\n\n") == [SSEEvent(b"x")]
+    assert p.comments == 2
+
+
+def test_missing_final_blank_line_still_dispatches_at_end() -> None:
+    assert parse_all([b"data: {\"x\":1}\n\ndata: [DONE]"]) == [SSEEvent(b'{"x":1}'), SSEEvent(b"[DONE]")]
+
+
+def test_error_event_name_is_kept() -> None:
+    events = parse_all([b"event: error\ndata: {\"error\":{\"message\":\"boom\"}}\n\n"])
+    assert events == [SSEEvent(b'{"error":{"message":"boom"}}', "error")]
+
+
+def test_field_without_colon_and_unknown_fields_are_ignored() -> None:
+    assert parse_all([b"data\nretry: 10\nfoo: bar\ndata: x\n\n"]) == [SSEEvent(b"\nx")]

@@ -10,7 +10,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from switchover.bench.settings import BenchSection
 from switchover.errors import BadInput
+from switchover.gateway.config import GatewayConfig
+from switchover.rollout.settings import RolloutSettings
 
 
 class Engine(StrEnum):
@@ -65,6 +68,9 @@ class Migration(BaseModel):
 
     old: Endpoint = Field(description="What serves the API today")
     new: Endpoint = Field(description="What should serve it after the switch")
+    gateway: GatewayConfig | None = Field(default=None, description="Canary + shadow gateway (switchover gateway)")
+    rollout: RolloutSettings | None = Field(default=None, description="Staged rollout (switchover rollout)")
+    bench: BenchSection | None = Field(default=None, description="Bench workload defaults and SLOs (switchover bench)")
 
 
 def migration_schema() -> dict[str, Any]:

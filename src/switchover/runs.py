@@ -41,7 +41,7 @@ def _with_ext(name: str, ext: str) -> str:
 
 
 class RecordWriter:
-    """Appends rows to one Parquet file, one row group per `append`, so an interrupted run keeps what it had."""
+    """Appends rows to one Parquet file, a row group per `append`, so an interrupted run keeps its rows."""
 
     def __init__(self, path: Path, schema: pa.Schema) -> None:
         self.path = path
@@ -116,7 +116,11 @@ class RunDir:
     def latest(cls, base: str | Path, suffix: str = "") -> RunDir:
         """The newest run directory under `base` whose name ends with `suffix`."""
         root = Path(base)
-        dirs = sorted(d for d in root.glob("*") if d.is_dir() and d.name.endswith(suffix)) if root.is_dir() else []
+        dirs = (
+            sorted(d for d in root.glob("*") if d.is_dir() and d.name.endswith(suffix))
+            if root.is_dir()
+            else []
+        )
         if not dirs:
             raise BadInput(f"no run directory under {root}")
         return cls(dirs[-1])
@@ -135,7 +139,9 @@ class RunDir:
         if isinstance(obj, BaseModel):
             data = obj.model_dump_json(indent=2).encode()
         else:
-            data = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)
+            data = orjson.dumps(
+                obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+            )
         tmp = path.with_suffix(".json.tmp")
         tmp.write_bytes(data)
         os.replace(tmp, path)
@@ -162,7 +168,9 @@ class RunDir:
 
     # ------------------------------------------------------------------ Parquet
 
-    def write_records(self, name: str, rows: Iterable[Mapping[str, Any]], schema: pa.Schema | None = None) -> Path:
+    def write_records(
+        self, name: str, rows: Iterable[Mapping[str, Any]], schema: pa.Schema | None = None
+    ) -> Path:
         """Write rows (dicts) as `<name>.parquet`; pass `schema` when some columns may be all-null."""
         path = self.file(_with_ext(name, ".parquet"))
         table = pa.Table.from_pylist(list(rows), schema=schema)
@@ -194,7 +202,8 @@ class RunDir:
         try:
             for p in sorted(self.path.glob("*.parquet")):
                 view = _NAME.sub("_", p.stem)
-                con.execute(f"CREATE VIEW \"{view}\" AS SELECT * FROM read_parquet('{p.as_posix().replace("'", "''")}')")
+                quoted = p.as_posix().replace("'", "''")
+                con.execute(f"CREATE VIEW \"{view}\" AS SELECT * FROM read_parquet('{quoted}')")
             cur = con.execute(sql)
             cols = [d[0] for d in cur.description or []]
             return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]

@@ -10,18 +10,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 from scipy import stats as sps
 
+from switchover.bench.settings import BenchSlos
 from switchover.bench.stats import StepSummary
-
-
-class BenchSlos(BaseModel):
-    """Objectives a bench run is judged against (switchover.yaml `bench.slos`); all optional."""
-
-    ttft_p99_ms: float | None = Field(default=None, gt=0, description="p99 TTFT limit per step, ms")
-    tpot_p99_ms: float | None = Field(default=None, gt=0, description="p99 TPOT limit per step, ms")
-    e2e_p99_ms: float | None = Field(default=None, gt=0, description="p99 E2E limit per step, ms")
-    max_error_rate: float | None = Field(default=None, ge=0, le=1, description="Error-rate limit per step")
-    max_regression_pct: float | None = Field(
-        default=None, ge=0, description="New may be at most this % worse than old on a p99 (only when significant)")
 
 
 class MetricDelta(BaseModel):
@@ -57,8 +47,16 @@ def _stat(a: np.ndarray, stat: str) -> float:
     return float(np.percentile(a, float(stat.lstrip("p"))))
 
 
-def compare_samples(metric: str, old: Sequence[float], new: Sequence[float], *, stat: str = "p99",
-                    alpha: float = 0.05, boot: int = 500, seed: int = 0) -> MetricDelta | None:
+def compare_samples(
+    metric: str,
+    old: Sequence[float],
+    new: Sequence[float],
+    *,
+    stat: str = "p99",
+    alpha: float = 0.05,
+    boot: int = 500,
+    seed: int = 0,
+) -> MetricDelta | None:
     """Delta of `stat` between two sample sets, Mann-Whitney U p-value, and a bootstrap CI of the delta."""
     if len(old) == 0 or len(new) == 0:
         return None
@@ -72,11 +70,24 @@ def compare_samples(metric: str, old: Sequence[float], new: Sequence[float], *, 
         _stat(rng.choice(b, b.size, replace=True), stat) - _stat(rng.choice(a, a.size, replace=True), stat)
         for _ in range(boot)
     ]
-    lo, hi = (float(np.percentile(deltas, 2.5)), float(np.percentile(deltas, 97.5))) if deltas else (None, None)
+    lo, hi = (
+        (float(np.percentile(deltas, 2.5)), float(np.percentile(deltas, 97.5))) if deltas else (None, None)
+    )
     ci_excludes_zero = lo is not None and hi is not None and (lo > 0 or hi < 0)
     significant = p_value is not None and p_value < alpha and ci_excludes_zero
-    return MetricDelta(metric=metric, stat=stat, old=so, new=sn, delta_pct=(sn / so - 1) * 100 if so else None,
-                       p_value=p_value, ci_low=lo, ci_high=hi, significant=significant, n_old=a.size, n_new=b.size)
+    return MetricDelta(
+        metric=metric,
+        stat=stat,
+        old=so,
+        new=sn,
+        delta_pct=(sn / so - 1) * 100 if so else None,
+        p_value=p_value,
+        ci_low=lo,
+        ci_high=hi,
+        significant=significant,
+        n_old=a.size,
+        n_new=b.size,
+    )
 
 
 def slo_checks(steps: Sequence[StepSummary], slos: BenchSlos) -> list[SloCheck]:
@@ -90,17 +101,36 @@ def slo_checks(steps: Sequence[StepSummary], slos: BenchSlos) -> list[SloCheck]:
                 continue
             dist = getattr(s, attr)
             value = dist.p99 if dist is not None else None
-            out.append(SloCheck(name=name, endpoint=s.endpoint, step=s.step, concurrency=s.concurrency or s.rate,
-                                value=value, limit=limit, passed=value is not None and value <= limit,
-                                note="" if value is not None else "not measured"))
+            out.append(
+                SloCheck(
+                    name=name,
+                    endpoint=s.endpoint,
+                    step=s.step,
+                    concurrency=s.concurrency or s.rate,
+                    value=value,
+                    limit=limit,
+                    passed=value is not None and value <= limit,
+                    note="" if value is not None else "not measured",
+                )
+            )
         if slos.max_error_rate is not None:
-            out.append(SloCheck(name="max_error_rate", endpoint=s.endpoint, step=s.step,
-                                concurrency=s.concurrency or s.rate, value=s.error_rate, limit=slos.max_error_rate,
-                                passed=s.error_rate is not None and s.error_rate <= slos.max_error_rate))
+            out.append(
+                SloCheck(
+                    name="max_error_rate",
+                    endpoint=s.endpoint,
+                    step=s.step,
+                    concurrency=s.concurrency or s.rate,
+                    value=s.error_rate,
+                    limit=slos.max_error_rate,
+                    passed=s.error_rate is not None and s.error_rate <= slos.max_error_rate,
+                )
+            )
     return out
 
 
-def regression_checks(deltas: Sequence[tuple[int, int | float | None, MetricDelta]], slos: BenchSlos) -> list[SloCheck]:
+def regression_checks(
+    deltas: Sequence[tuple[int, int | float | None, MetricDelta]], slos: BenchSlos
+) -> list[SloCheck]:
     """New worse than old by more than max_regression_pct on a significant p99 delta fails."""
     if slos.max_regression_pct is None:
         return []
@@ -109,7 +139,16 @@ def regression_checks(deltas: Sequence[tuple[int, int | float | None, MetricDelt
         if d.stat != "p99" or d.delta_pct is None:
             continue
         bad = d.significant and d.delta_pct > slos.max_regression_pct
-        out.append(SloCheck(name=f"regression {d.metric} p99", endpoint="new", step=step, concurrency=conc,
-                            value=d.delta_pct, limit=slos.max_regression_pct, passed=not bad,
-                            note=f"p={d.p_value:.3g}" if d.p_value is not None else "no test"))
+        out.append(
+            SloCheck(
+                name=f"regression {d.metric} p99",
+                endpoint="new",
+                step=step,
+                concurrency=conc,
+                value=d.delta_pct,
+                limit=slos.max_regression_pct,
+                passed=not bad,
+                note=f"p={d.p_value:.3g}" if d.p_value is not None else "no test",
+            )
+        )
     return out

@@ -46,7 +46,9 @@ def hinge_fit(x: Sequence[float], y: Sequence[float], k: float) -> HingeFit:
     design = np.column_stack([np.ones_like(xa), xa, np.maximum(0.0, xa - k)])
     coef, *_ = np.linalg.lstsq(design, ya, rcond=None)
     resid = ya - design @ coef
-    return HingeFit(k=float(k), a=float(coef[0]), b=float(coef[1]), d=float(coef[2]), sse=float(resid @ resid))
+    return HingeFit(
+        k=float(k), a=float(coef[0]), b=float(coef[1]), d=float(coef[2]), sse=float(resid @ resid)
+    )
 
 
 def _candidates(x: np.ndarray, grid: int) -> np.ndarray:
@@ -66,7 +68,9 @@ def best_hinge(x: Sequence[float], y: Sequence[float], grid: int = 64) -> HingeF
     return min(fits, key=lambda f: (round(f.sse, 12), f.k)) if fits else None
 
 
-def is_bend(fit: HingeFit, x_max: float, min_rise: float = MIN_RISE, min_slope_ratio: float = MIN_SLOPE_RATIO) -> bool:
+def is_bend(
+    fit: HingeFit, x_max: float, min_rise: float = MIN_RISE, min_slope_ratio: float = MIN_SLOPE_RATIO
+) -> bool:
     """Does the fitted curve really bend upward at k (rise and slope-ratio tests above)?"""
     base = abs(fit.at(fit.k))
     rise = fit.slope_after * (x_max - fit.k)
@@ -77,8 +81,13 @@ def is_bend(fit: HingeFit, x_max: float, min_rise: float = MIN_RISE, min_slope_r
     return fit.slope_after >= min_slope_ratio * fit.b
 
 
-def find_knee(x: Sequence[float], y: Sequence[float], *, min_rise: float = MIN_RISE,
-              min_slope_ratio: float = MIN_SLOPE_RATIO) -> HingeFit | None:
+def find_knee(
+    x: Sequence[float],
+    y: Sequence[float],
+    *,
+    min_rise: float = MIN_RISE,
+    min_slope_ratio: float = MIN_SLOPE_RATIO,
+) -> HingeFit | None:
     """The knee of one curve (x ascending), or None when it does not bend upward in range."""
     order = np.argsort(np.asarray(x, float))
     xs = [float(x[i]) for i in order]
@@ -95,7 +104,9 @@ class KneeResult(BaseModel):
     metric: str = Field(description="e.g. tpot p99")
     found: bool
     concurrency: float | None = Field(default=None, description="Fitted knee (may fall between ladder steps)")
-    step_concurrency: int | float | None = Field(default=None, description="Highest ladder value at or below it")
+    step_concurrency: int | float | None = Field(
+        default=None, description="Highest ladder value at or below it"
+    )
     ci_low: float | None = None
     ci_high: float | None = None
     bootstrap_found: float | None = Field(default=None, description="Share of resamples that found a knee")
@@ -108,7 +119,9 @@ class KneeResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-def queue_or_slow(ttft_knee: float, ttft_last: float, tpot_knee: float, tpot_last: float) -> tuple[str, float, float]:
+def queue_or_slow(
+    ttft_knee: float, ttft_last: float, tpot_knee: float, tpot_last: float
+) -> tuple[str, float, float]:
     """Compare the growth of median TTFT and median TPOT from the knee step to the last step."""
     g_ttft = ttft_last / ttft_knee - 1 if ttft_knee > 0 else float("inf")
     g_tpot = tpot_last / tpot_knee - 1 if tpot_knee > 0 else float("inf")
@@ -123,21 +136,36 @@ def queue_or_slow(ttft_knee: float, ttft_last: float, tpot_knee: float, tpot_las
     return verdict, g_ttft, g_tpot
 
 
-def knee_with_ci(x: Sequence[float], samples: Sequence[Sequence[float]], *, q: float = 99.0,
-                 metric: str = "tpot p99", boot: int = 200, seed: int = 0,
-                 ttft_p50: Sequence[float | None] | None = None, tpot_p50: Sequence[float | None] | None = None,
-                 min_rise: float = MIN_RISE, min_slope_ratio: float = MIN_SLOPE_RATIO) -> KneeResult:
+def knee_with_ci(
+    x: Sequence[float],
+    samples: Sequence[Sequence[float]],
+    *,
+    q: float = 99.0,
+    metric: str = "tpot p99",
+    boot: int = 200,
+    seed: int = 0,
+    ttft_p50: Sequence[float | None] | None = None,
+    tpot_p50: Sequence[float | None] | None = None,
+    min_rise: float = MIN_RISE,
+    min_slope_ratio: float = MIN_SLOPE_RATIO,
+) -> KneeResult:
     """Knee of percentile q of per-step samples against x (concurrency), with a bootstrap CI and verdict."""
     pts = [(float(c), list(s)) for c, s in zip(x, samples, strict=True) if len(s) > 0]
     pts.sort(key=lambda p: p[0])
     notes: list[str] = []
     if len(pts) < 3:
-        return KneeResult(metric=metric, found=False,
-                          message=f"no knee in range: need at least 3 steps with data, have {len(pts)}")
+        return KneeResult(
+            metric=metric,
+            found=False,
+            message=f"no knee in range: need at least 3 steps with data, have {len(pts)}",
+        )
     small = [c for c, s in pts if len(s) < 100 / (100 - q)] if q < 100 else []
     if small:
-        notes.append(f"p{q:g} rests on fewer than {int(100 / (100 - q))} samples at concurrency "
-                     + ", ".join(f"{c:g}" for c in small) + " (it is close to the maximum there)")
+        notes.append(
+            f"p{q:g} rests on fewer than {int(100 / (100 - q))} samples at concurrency "
+            + ", ".join(f"{c:g}" for c in small)
+            + " (it is close to the maximum there)"
+        )
     xs = [c for c, _ in pts]
     ys = [float(np.percentile(s, q)) for _, s in pts]
     fit = find_knee(xs, ys, min_rise=min_rise, min_slope_ratio=min_slope_ratio)
@@ -151,14 +179,26 @@ def knee_with_ci(x: Sequence[float], samples: Sequence[Sequence[float]], *, q: f
             ks.append(fb.k)
     share = len(ks) / boot if boot else None
     if fit is None:
-        return KneeResult(metric=metric, found=False, bootstrap_found=share, notes=notes,
-                          message=f"no knee in range {xs[0]:g}..{xs[-1]:g}: {metric} does not bend upward")
+        return KneeResult(
+            metric=metric,
+            found=False,
+            bootstrap_found=share,
+            notes=notes,
+            message=f"no knee in range {xs[0]:g}..{xs[-1]:g}: {metric} does not bend upward",
+        )
     at_or_below = [c for c in xs if c <= fit.k + 1e-9]
     step_c = at_or_below[-1] if at_or_below else xs[0]
-    res = KneeResult(metric=metric, found=True, concurrency=fit.k,
-                     step_concurrency=int(step_c) if float(step_c).is_integer() else step_c,
-                     bootstrap_found=share, slope_before=fit.b, slope_after=fit.slope_after, notes=notes,
-                     message=f"knee at concurrency ≈ {fit.k:.3g}")
+    res = KneeResult(
+        metric=metric,
+        found=True,
+        concurrency=fit.k,
+        step_concurrency=int(step_c) if float(step_c).is_integer() else step_c,
+        bootstrap_found=share,
+        slope_before=fit.b,
+        slope_after=fit.slope_after,
+        notes=notes,
+        message=f"knee at concurrency ≈ {fit.k:.3g}",
+    )
     if ks:
         res.ci_low, res.ci_high = float(np.percentile(ks, 2.5)), float(np.percentile(ks, 97.5))
         res.message += f" (95% CI {res.ci_low:.3g}–{res.ci_high:.3g}, found in {share:.0%} of resamples)"
@@ -173,9 +213,11 @@ def knee_with_ci(x: Sequence[float], samples: Sequence[Sequence[float]], *, q: f
         if ki < len(xo) - 1 and None not in (tt[ki], tt[-1], tp[ki], tp[-1]):
             verdict, g1, g2 = queue_or_slow(tt[ki], tt[-1], tp[ki], tp[-1])  # type: ignore[arg-type]
             res.verdict, res.ttft_growth, res.tpot_growth = verdict, g1, g2
-            what = {"queue": "past it requests queue (median TTFT grows)",
-                    "slow": "past it requests slow down (median TPOT grows)",
-                    "both": "past it requests both queue and slow down",
-                    "unclear": "past it neither median grows clearly"}[verdict]
+            what = {
+                "queue": "past it requests queue (median TTFT grows)",
+                "slow": "past it requests slow down (median TPOT grows)",
+                "both": "past it requests both queue and slow down",
+                "unclear": "past it neither median grows clearly",
+            }[verdict]
             res.message += f"; {what}"
     return res

@@ -12,43 +12,45 @@ import pyarrow as pa
 
 from switchover.wire import RequestRecord
 
-ROW_SCHEMA = pa.schema([
-    ("endpoint", pa.string()),  # old | new | a label
-    ("step", pa.int32()),  # index in the ladder
-    ("repeat", pa.int32()),  # ABAB repetition of this step
-    ("concurrency", pa.int32()),  # target in-flight requests (null in rate mode)
-    ("rate", pa.float64()),  # target req/s (null in concurrency mode)
-    ("bucket", pa.string()),  # ISL bucket label, e.g. "128", or "dataset"
-    ("isl_target", pa.int32()),  # wanted prompt tokens (null for datasets)
-    ("osl_target", pa.int32()),  # max_tokens asked for
-    ("index", pa.int32()),  # request number within the step
-    ("warmup", pa.bool_()),  # excluded from statistics
-    ("sched_ns", pa.int64()),  # intended send time (rate/trace modes), perf_counter_ns
-    ("send_ns", pa.int64()),
-    ("headers_ns", pa.int64()),
-    ("first_byte_ns", pa.int64()),
-    ("end_ns", pa.int64()),  # last byte of the response
-    ("usage_ns", pa.int64()),
-    ("started_wall", pa.float64()),
-    ("chunk_ns", pa.list_(pa.int64())),  # arrival of each event carrying choices
-    ("chunk_text", pa.list_(pa.string())),  # its text delta ("" for role-only or finish-only events)
-    ("status", pa.int32()),
-    ("finish_reason", pa.string()),
-    ("prompt_tokens", pa.int32()),  # usage.prompt_tokens
-    ("completion_tokens", pa.int32()),  # usage.completion_tokens
-    ("cached_tokens", pa.int32()),
-    ("retok_tokens", pa.int32()),  # output re-tokenized by the client (cross-check only)
-    ("done_seen", pa.bool_()),
-    ("failure_kind", pa.string()),
-    ("failure_message", pa.string()),
-    ("output_text", pa.string()),
-])
+ROW_SCHEMA = pa.schema(
+    [
+        ("endpoint", pa.string()),  # old | new | a label
+        ("step", pa.int32()),  # index in the ladder
+        ("repeat", pa.int32()),  # ABAB repetition of this step
+        ("concurrency", pa.int32()),  # target in-flight requests (null in rate mode)
+        ("rate", pa.float64()),  # target req/s (null in concurrency mode)
+        ("bucket", pa.string()),  # ISL bucket label, e.g. "128", or "dataset"
+        ("isl_target", pa.int32()),  # wanted prompt tokens (null for datasets)
+        ("osl_target", pa.int32()),  # max_tokens asked for
+        ("index", pa.int32()),  # request number within the step
+        ("warmup", pa.bool_()),  # excluded from statistics
+        ("sched_ns", pa.int64()),  # intended send time (rate/trace modes), perf_counter_ns
+        ("send_ns", pa.int64()),
+        ("headers_ns", pa.int64()),
+        ("first_byte_ns", pa.int64()),
+        ("end_ns", pa.int64()),  # last byte of the response
+        ("usage_ns", pa.int64()),
+        ("started_wall", pa.float64()),
+        ("chunk_ns", pa.list_(pa.int64())),  # arrival of each event carrying choices
+        ("chunk_text", pa.list_(pa.string())),  # its text delta ("" for role-only or finish-only events)
+        ("status", pa.int32()),
+        ("finish_reason", pa.string()),
+        ("prompt_tokens", pa.int32()),  # usage.prompt_tokens
+        ("completion_tokens", pa.int32()),  # usage.completion_tokens
+        ("cached_tokens", pa.int32()),
+        ("retok_tokens", pa.int32()),  # output re-tokenized by the client (cross-check only)
+        ("done_seen", pa.bool_()),
+        ("failure_kind", pa.string()),
+        ("failure_message", pa.string()),
+        ("output_text", pa.string()),
+    ]
+)
 
 COLUMNS = tuple(ROW_SCHEMA.names)
 
 
 def row_from_record(rec: RequestRecord, **labels: Any) -> dict[str, Any]:
-    """Flatten one record plus its labels (endpoint, step, concurrency, bucket, index, warmup...) into a row."""
+    """Flatten one record plus its labels (endpoint, step, bucket, index, warmup...) into a row."""
     usage = rec.usage
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(

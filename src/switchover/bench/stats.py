@@ -45,7 +45,7 @@ def first_token_ns(row: Row) -> int | None:
 
 
 def last_chunk_ns(row: Row) -> int | None:
-    """Arrival of the last event carrying choices (a token or the finish_reason); usage-only and [DONE] excluded."""
+    """Arrival of the last event carrying choices (a token or finish_reason); not usage-only, not [DONE]."""
     chunks = row.get("chunk_ns") or []
     return int(chunks[-1]) if chunks else None
 
@@ -55,7 +55,9 @@ def request_metrics(row: Row) -> RequestMetrics:
     kind = row.get("failure_kind")
     if kind:
         why = f"request failed ({kind})"
-        return RequestMetrics(ok=False, missing=dict.fromkeys(("ttft", "e2e", "tpot", "ntpot", "itl", "n"), why))
+        return RequestMetrics(
+            ok=False, missing=dict.fromkeys(("ttft", "e2e", "tpot", "ntpot", "itl", "n"), why)
+        )
     m = RequestMetrics(ok=True)
     send = row["send_ns"]
     first = first_token_ns(row)
@@ -91,7 +93,7 @@ def request_metrics(row: Row) -> RequestMetrics:
     if first is not None:
         chunks = [int(t) for t in row.get("chunk_ns") or []]
         start = chunks.index(first)
-        m.itl_ms = [(b - a) / NS_PER_MS for a, b in zip(chunks[start:], chunks[start + 1:], strict=False)]
+        m.itl_ms = [(b - a) / NS_PER_MS for a, b in zip(chunks[start:], chunks[start + 1 :], strict=False)]
     return m
 
 
@@ -128,8 +130,17 @@ def describe(values: Sequence[float]) -> Dist | None:
         return None
     a = np.asarray(values, dtype=float)
     p = np.percentile(a, PERCENTILES)
-    return Dist(count=int(a.size), mean=float(a.mean()), std=float(a.std()), min=float(a.min()),
-                max=float(a.max()), p50=float(p[0]), p90=float(p[1]), p95=float(p[2]), p99=float(p[3]))
+    return Dist(
+        count=int(a.size),
+        mean=float(a.mean()),
+        std=float(a.std()),
+        min=float(a.min()),
+        max=float(a.max()),
+        p50=float(p[0]),
+        p90=float(p[1]),
+        p95=float(p[2]),
+        p99=float(p[3]),
+    )
 
 
 # ---------------------------------------------------------------------------------------------- SLOs, goodput
@@ -186,7 +197,9 @@ class Steady(BaseModel):
     """Whether the step held its target load while it measured."""
 
     reached: bool | None
-    achieved: float | None = Field(description="Mean in-flight requests (concurrency mode) or sent req/s (rate mode)")
+    achieved: float | None = Field(
+        description="Mean in-flight requests (concurrency mode) or sent req/s (rate mode)"
+    )
     target: float | None
     note: str = ""
 
@@ -196,10 +209,14 @@ def steady_state(rows: Sequence[Row], concurrency: int | None, rate: float | Non
     Rate mode: measured sends per second over the same window >= 90% of the target rate."""
     measured = sorted(int(r["send_ns"]) for r in rows if not r.get("warmup"))
     if len(measured) < 2:
-        return Steady(reached=None, achieved=None, target=concurrency or rate, note="fewer than 2 measured requests")
+        return Steady(
+            reached=None, achieved=None, target=concurrency or rate, note="fewer than 2 measured requests"
+        )
     start, stop = measured[0], measured[-1]
     if concurrency:
-        intervals = [(int(r["send_ns"]), int(r["end_ns"] if r.get("end_ns") is not None else stop)) for r in rows]
+        intervals = [
+            (int(r["send_ns"]), int(r["end_ns"] if r.get("end_ns") is not None else stop)) for r in rows
+        ]
         level = mean_inflight(intervals, start, stop)
         if level is None:
             return Steady(reached=None, achieved=None, target=concurrency, note="zero-length window")
@@ -215,7 +232,7 @@ def steady_state(rows: Sequence[Row], concurrency: int | None, rate: float | Non
 
 
 class LengthCheck(BaseModel):
-    """Achieved vs wanted token counts (ISL from usage.prompt_tokens; N from usage vs re-tokenized and max_tokens)."""
+    """Achieved vs wanted token counts (ISL from usage.prompt_tokens; N vs re-tokenized and max_tokens)."""
 
     isl_target: int | None = None
     isl_mean: float | None = None
@@ -258,7 +275,9 @@ class StepSummary(BaseModel):
     itl_ms: Dist | None = None
     e2e_ms: Dist | None = None
     ntpot_ms: Dist | None = None
-    missing: dict[str, dict[str, int]] = Field(default_factory=dict, description="metric -> reason -> requests")
+    missing: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description="metric -> reason -> requests"
+    )
     lengths: LengthCheck = Field(default_factory=LengthCheck)
     steady: Steady | None = None
     client_load: float | None = Field(default=None, description="Share of the calibrated client ceiling used")
@@ -274,8 +293,12 @@ def _check_lengths(rows: Sequence[Row]) -> LengthCheck:
     if isl:
         c.isl_mean, c.isl_min, c.isl_max = float(np.mean(isl)), min(isl), max(isl)
     c.isl_off_by_more_than_1 = sum(
-        1 for r in rows if r.get("prompt_tokens") is not None and r.get("isl_target") is not None
-        and abs(int(r["prompt_tokens"]) - int(r["isl_target"])) > 1)
+        1
+        for r in rows
+        if r.get("prompt_tokens") is not None
+        and r.get("isl_target") is not None
+        and abs(int(r["prompt_tokens"]) - int(r["isl_target"])) > 1
+    )
     osl = {r.get("osl_target") for r in rows} - {None}
     c.osl_target = osl.pop() if len(osl) == 1 else None
     diffs = []
@@ -295,9 +318,14 @@ def _check_lengths(rows: Sequence[Row]) -> LengthCheck:
     return c
 
 
-def summarize_step(rows: Sequence[Row], *, slo: Slo | None = None, client_ceiling: Mapping[str, float] | None = None,
-                   labels: Mapping[str, Any] | None = None) -> StepSummary:
-    """Summarise the rows of one step (one endpoint, one load level); warm-up rows only count toward steadiness."""
+def summarize_step(
+    rows: Sequence[Row],
+    *,
+    slo: Slo | None = None,
+    client_ceiling: Mapping[str, float] | None = None,
+    labels: Mapping[str, Any] | None = None,
+) -> StepSummary:
+    """Summarise one step (one endpoint, one load level); warm-up rows only count toward steadiness."""
     first = rows[0] if rows else {}
     lab = dict(labels or {})
     for key in ("endpoint", "step", "repeat", "concurrency", "rate", "bucket"):
@@ -316,9 +344,16 @@ def summarize_step(rows: Sequence[Row], *, slo: Slo | None = None, client_ceilin
     n_total = sum(m.n_out for m in ok if m.n_out is not None)
     chunks = sum(len(r.get("chunk_ns") or []) for r, m in zip(measured, metrics, strict=True) if m.ok)
     s = StepSummary(
-        endpoint=str(lab["endpoint"] or ""), step=int(lab["step"] or 0), repeat=int(lab["repeat"] or 0),
-        concurrency=lab["concurrency"], rate=lab["rate"], bucket=lab["bucket"],
-        requests=len(measured), warmup=len(rows) - len(measured), ok=len(ok), failed=len(measured) - len(ok),
+        endpoint=str(lab["endpoint"] or ""),
+        step=int(lab["step"] or 0),
+        repeat=int(lab["repeat"] or 0),
+        concurrency=lab["concurrency"],
+        rate=lab["rate"],
+        bucket=lab["bucket"],
+        requests=len(measured),
+        warmup=len(rows) - len(measured),
+        ok=len(ok),
+        failed=len(measured) - len(ok),
         duration_s=duration,
         req_per_s=len(ok) / duration if duration else None,
         out_tok_per_s=n_total / duration if duration and any(m.n_out is not None for m in ok) else None,
@@ -351,7 +386,7 @@ def summarize_step(rows: Sequence[Row], *, slo: Slo | None = None, client_ceilin
 
 
 def metric_samples(rows: Iterable[Row], metric: str) -> list[float]:
-    """Per-request values (ms) of `ttft`, `tpot`, `e2e`, `ntpot` or pooled `itl` over measured, successful rows."""
+    """Per-request values (ms) of `ttft`, `tpot`, `e2e`, `ntpot` or pooled `itl` (measured, ok rows)."""
     out: list[float] = []
     for r in rows:
         if r.get("warmup"):

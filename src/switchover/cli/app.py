@@ -8,6 +8,11 @@ import typer
 
 from switchover import __version__
 from switchover.cli import config_cmd, ready_cmd, testbed_cmd
+from switchover.cli import probe_cmd, verify_cmd
+from switchover.cli import gateway_cmd
+from switchover.cli import rollout_cmd
+from switchover.cli import doctor_cmd
+from switchover.cli import bench_cmd
 from switchover.cli.common import err_console
 from switchover.errors import ExitCode, SwitchoverError
 
@@ -36,7 +41,13 @@ def _root(
 
 config_cmd.register(app)
 ready_cmd.register(app)
+probe_cmd.register(app)
+verify_cmd.register(app)
 app.add_typer(testbed_cmd.app, name="testbed")
+app.add_typer(rollout_cmd.app, name="rollout")
+doctor_cmd.register(app)
+gateway_cmd.register(app)
+bench_cmd.register(app)
 
 
 def main() -> None:

@@ -13,8 +13,8 @@ from rich.console import Console
 
 T = TypeVar("T")
 
-console = Console()
-err_console = Console(stderr=True)
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:

@@ -144,6 +144,9 @@ class FlagSpec(_Cited):
     choices: list[str] | None = None
     semantics: str | None = None
     invert: bool = Field(default=False, description="flag disables the intent (e.g. --disable-radix-cache)")
+    equivalent: bool = Field(default=True, description="False: same intent, different meaning (not copied)")
+    canonical: dict[str, str] | None = Field(default=None, description="engine value -> shared meaning")
+    total_over_slots: bool = Field(default=False, description="value is shared by all slots (llama.cpp -c)")
 
     def spellings(self) -> list[str]:
         """Every CLI spelling that sets this intent."""

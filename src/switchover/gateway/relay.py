@@ -4,6 +4,7 @@ SSE error event (and `data: [DONE]`), never a silent 200 with a truncated body."
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ class Relayed:
     outcome: str  # a LedgerRecord.Outcome value
     status: int
     error: str | None = None
+    response: web.StreamResponse | None = None  # the prepared response; the handler must return it
 
 
 def error_event(message: str, model: str | None, code: int = 502) -> bytes:
@@ -58,6 +60,20 @@ def render(events: list[SSEEvent], rewrite: Rewrite) -> bytes:
     return bytes(out)
 
 
+def _same(data: bytes) -> bytes:
+    return data
+
+
+def _json_or_done(data: bytes) -> bool:
+    if data == b"[DONE]":
+        return True
+    try:
+        orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
 def normalised_body(opened: Opened, asked: str | None) -> bytes:
     """A non-streamed body with `model` set to what the client asked for (parsed only when they differ)."""
     raw = opened.head
@@ -82,10 +98,15 @@ async def relay_stream(request: web.Request, opened: Opened, asked: str | None,
     failure: str | None = None
     clean = False
     try:
-        await resp.write(opened.head if rw is None else render(opened.head_events, rw))
-        while True:
+        if obs.malformed:  # a bad event already in the first read: send the good ones, then the error
+            failure = "malformed"
+            await resp.write(render([ev for ev in opened.head_events if _json_or_done(ev.data)], rw or _same))
+        else:
+            await resp.write(opened.head if rw is None else render(opened.head_events, rw))
+        while failure is None:
             try:
-                chunk = await up.content.readany()
+                async with asyncio.timeout(opened.idle_timeout_s):
+                    chunk = await up.content.readany()
             except TimeoutError:
                 failure = "idle_timeout"
                 break
@@ -118,7 +139,10 @@ async def relay_stream(request: web.Request, opened: Opened, asked: str | None,
                 result = Relayed("ok" if opened.status < 400 else "error", opened.status)
                 clean = True
         await resp.write_eof()
+        result.response = resp
         return result
+    except ConnectionResetError:  # the client went away while we wrote (without handler cancellation)
+        return Relayed("client_disconnected", 499, "client went away", resp)
     finally:
         if clean:
             up.release()

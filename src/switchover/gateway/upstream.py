@@ -139,6 +139,7 @@ class Opened:
 
     resp: aiohttp.ClientResponse
     sse: bool
+    idle_timeout_s: float
     head: bytes  # bytes read so far: the whole body (not SSE) or up to the first complete event (SSE)
     head_events: list[SSEEvent]
     obs: Observer = field(default_factory=Observer)
@@ -176,8 +177,8 @@ async def open_upstream(session: aiohttp.ClientSession, url: str, *, method: str
                         idle_timeout_s: float, fail_statuses: frozenset[int] = frozenset()) -> Opened:
     """Send the request; wait for the status and the first SSE event (or the whole non-SSE body) within
     `first_timeout_s`. Raises Failed when nothing usable arrived (connect error, a status in `fail_statuses`,
-    timeout, a disconnect before the first event). Later reads are bounded by `idle_timeout_s`."""
-    timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout_s, sock_read=idle_timeout_s)
+    timeout, a disconnect before the first event). Later reads are bounded by `idle_timeout_s` (the relay)."""
+    timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout_s)
     resp: aiohttp.ClientResponse | None = None
     try:
         async with asyncio.timeout(first_timeout_s):
@@ -190,7 +191,7 @@ async def open_upstream(session: aiohttp.ClientSession, url: str, *, method: str
             if resp.status >= 300 or not ctype.startswith("text/event-stream"):
                 raw = await resp.read()
                 obs.body(raw, time.perf_counter_ns())
-                return Opened(resp, False, raw, [], obs)
+                return Opened(resp, False, idle_timeout_s, raw, [], obs)
             head = bytearray()
             events: list[SSEEvent] = []
             while not events:
@@ -202,7 +203,7 @@ async def open_upstream(session: aiohttp.ClientSession, url: str, *, method: str
                     break
                 head += chunk
                 events = obs.feed(chunk, time.perf_counter_ns())
-            return Opened(resp, True, bytes(head), events, obs)
+            return Opened(resp, True, idle_timeout_s, bytes(head), events, obs)
     except Failed:
         if resp is not None:
             resp.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +46,11 @@ class ProbeContext:
         body = params if raw else self.body(prompt, **params)
         rec = await self.client.generate(self.api, body, include_usage=include_usage)
         if rec.failure is not None and rec.failure.kind in _DOWN_KINDS:
-            raise EndpointDown(rec.failure.message)
+            # a pooled keep-alive connection the server already closed fails like this once: retry once
+            await asyncio.sleep(0.2)
+            rec = await self.client.generate(self.api, body, include_usage=include_usage)
+            if rec.failure is not None and rec.failure.kind in _DOWN_KINDS:
+                raise EndpointDown(rec.failure.message)
         return rec
 
     async def greedy(self, max_tokens: int = 48) -> RequestRecord:
@@ -56,17 +61,21 @@ class ProbeContext:
             self._cache[key] = rec
         return self._cache[key]
 
-    async def eos_token_id(self) -> tuple[int | None, str | None]:
-        """The id of the first EOS candidate that the server tokenizes to exactly one token."""
+    async def end_tokens(self) -> list[tuple[int, str]]:
+        """(id, text) of every end-of-text candidate that the server tokenizes to exactly one token."""
         if "eos" not in self._cache:
-            found: tuple[int | None, str | None] = (None, None)
+            found: list[tuple[int, str]] = []
             for cand in self.eos_candidates:
                 ids = await self.client.tokenize(cand, self.model, add_special=False)
                 if ids is not None and len(ids) == 1:
-                    found = (ids[0], cand)
-                    break
+                    found.append((ids[0], cand))
             self._cache["eos"] = found
         return self._cache["eos"]
+
+    async def eos_token_id(self) -> tuple[int | None, str | None]:
+        """The first end-of-text candidate that is a single token (None when the server cannot tokenize)."""
+        ends = await self.end_tokens()
+        return ends[0] if ends else (None, None)
 
 
 async def discover_model(client: EngineClient) -> str | None:

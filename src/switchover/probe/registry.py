@@ -54,6 +54,8 @@ def _norm(value: Any) -> Any:
 
 
 REGISTRY: dict[str, Probe] = {}
+CATEGORY_ORDER = ("stop", "finish_reason", "request", "sampling", "n", "usage", "response_format", "length",
+                  "errors", "logprobs", "stream", "response", "tools")
 
 
 def probe(*, id: str, title: str, category: str, request: str, observes: str, breaking: bool,
@@ -73,7 +75,8 @@ def all_probes() -> list[Probe]:
     """Every registered probe, in declaration order."""
     from switchover.probe import catalog  # noqa: F401  (registers the probes)
 
-    return list(REGISTRY.values())
+    order = {c: i for i, c in enumerate(CATEGORY_ORDER)}
+    return sorted(REGISTRY.values(), key=lambda p: order.get(p.category, len(order)))
 
 
 def select(only: list[str] | None = None, skip: list[str] | None = None) -> list[Probe]:

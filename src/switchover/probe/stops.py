@@ -26,6 +26,21 @@ def pick_stop(text: str, length: int = 4) -> tuple[str, int] | None:
     return None
 
 
+def token_stop(chunks: list[str], text: str) -> tuple[str, int] | None:
+    """A whole streamed token (>= 3 chars) whose first occurrence is where it was generated, about a third in;
+    aligned with token boundaries, so both text-matching and token-matching engines can honour it."""
+    starts, pos = [], 0
+    for c in chunks:
+        starts.append(pos)
+        pos += len(c)
+    order = list(range(len(chunks) // 3, len(chunks))) + list(range(1, len(chunks) // 3))
+    for i in order:
+        c = chunks[i]
+        if len(c.strip()) >= 3 and _usable(c) and text.find(c) == starts[i]:
+            return c, starts[i]
+    return pick_stop(text)
+
+
 def straddling_stop(chunks: list[str], text: str) -> tuple[str, int] | None:
     """A stop string made of the end of one streamed token and the start of the next (first occurrence)."""
     pos = 0

@@ -41,8 +41,16 @@ class ArmSamples:
     stop_hit: list[str] = field(default_factory=list)  # "yes" | "no", per finished request
     error_code: list[str] = field(default_factory=list)  # "200", "500", "timeout", ... per request
 
-    def add(self, *, status: str, ok: bool, completion_tokens: int | None, ttft_ms: float | None,
-            tpot_ms: float | None, finish_reason: str | None) -> None:
+    def add(
+        self,
+        *,
+        status: str,
+        ok: bool,
+        completion_tokens: int | None,
+        ttft_ms: float | None,
+        tpot_ms: float | None,
+        finish_reason: str | None,
+    ) -> None:
         self.error_code.append(status)
         if not ok:
             return
@@ -135,8 +143,10 @@ def _table(a: Sequence[str], b: Sequence[str]) -> tuple[list[str], np.ndarray]:
     keep = sorted(c for c, k in total.items() if k * share >= 5)
     rare = [c for c in total if c not in keep]
     cats = keep + ([RARE] if rare else [])
-    rows = [[ca[c] for c in keep] + ([sum(ca[c] for c in rare)] if rare else []),
-            [cb[c] for c in keep] + ([sum(cb[c] for c in rare)] if rare else [])]
+    rows = [
+        [ca[c] for c in keep] + ([sum(ca[c] for c in rare)] if rare else []),
+        [cb[c] for c in keep] + ([sum(cb[c] for c in rare)] if rare else []),
+    ]
     return cats, np.array(rows, dtype=float)
 
 
@@ -167,20 +177,31 @@ def _histogram(a: np.ndarray, b: np.ndarray, max_bins: int = 30) -> Histogram:
     edges = np.histogram_bin_edges(both, bins="auto")
     if len(edges) - 1 > max_bins:
         edges = np.histogram_bin_edges(both, bins=max_bins)
-    return Histogram(edges=[float(e) for e in edges], old=np.histogram(a, edges)[0].tolist(),
-                     new=np.histogram(b, edges)[0].tolist())
+    return Histogram(
+        edges=[float(e) for e in edges],
+        old=np.histogram(a, edges)[0].tolist(),
+        new=np.histogram(b, edges)[0].tolist(),
+    )
 
 
 def _splits(n: int, splits: int, rng: np.random.Generator) -> Iterable[tuple[np.ndarray, np.ndarray]]:
     for _ in range(splits):
         perm = rng.permutation(n)
-        yield perm[: n // 2], perm[n // 2:]
+        yield perm[: n // 2], perm[n // 2 :]
 
 
-def compare_metric(metric: str, old: Sequence[float] | Sequence[str], new: Sequence[float] | Sequence[str], *,
-                   alpha: float = 0.01, noise_margin: float = 1.5, min_samples: int = 50, splits: int = 10,
-                   seed: int = 0) -> MetricComparison:
-    """One metric: old vs new with KS + Mann-Whitney (continuous) or chi-square (categorical), vs A/A noise."""
+def compare_metric(
+    metric: str,
+    old: Sequence[float] | Sequence[str],
+    new: Sequence[float] | Sequence[str],
+    *,
+    alpha: float = 0.01,
+    noise_margin: float = 1.5,
+    min_samples: int = 50,
+    splits: int = 10,
+    seed: int = 0,
+) -> MetricComparison:
+    """One metric, old vs new: KS + Mann-Whitney (continuous) or chi-square (categorical), vs A/A noise."""
     kind: Literal["continuous", "categorical"] = "categorical" if metric in CATEGORICAL else "continuous"
     n_old, n_new = len(old), len(new)
     base = dict(metric=metric, kind=kind, n_old=n_old, n_new=n_new)
@@ -193,11 +214,15 @@ def compare_metric(metric: str, old: Sequence[float] | Sequence[str], new: Seque
         sa, sb = [str(x) for x in old], [str(x) for x in new]
         base.update(shares_old=_shares(sa), shares_new=_shares(sb))
         cats = sorted(set(sa) | set(sb))
-        base["histogram"] = Histogram(categories=cats, old=[sa.count(c) for c in cats],
-                                      new=[sb.count(c) for c in cats])
+        base["histogram"] = Histogram(
+            categories=cats, old=[sa.count(c) for c in cats], new=[sb.count(c) for c in cats]
+        )
     if n_old < min_samples or n_new < min_samples:
-        return MetricComparison(**base, verdict="insufficient",
-                                reason=f"needs {min_samples} samples per side, has old {n_old} / new {n_new}")
+        return MetricComparison(
+            **base,
+            verdict="insufficient",
+            reason=f"needs {min_samples} samples per side, has old {n_old} / new {n_new}",
+        )
     rng = np.random.default_rng(seed)
     if kind == "continuous":
         tests = {"ks": _ks_scaled, "mann_whitney": _mw_scaled}
@@ -214,26 +239,58 @@ def compare_metric(metric: str, old: Sequence[float] | Sequence[str], new: Seque
     for name, fn in tests.items():
         statistic, p, scaled = fn(x, y)
         beyond = p < alpha_each and scaled > noise_margin * noise[name]
-        results.append(TestResult(test=name, statistic=statistic, p_value=p, scaled=scaled, noise=noise[name],
-                                  beyond_noise=beyond))
+        results.append(
+            TestResult(
+                test=name,
+                statistic=statistic,
+                p_value=p,
+                scaled=scaled,
+                noise=noise[name],
+                beyond_noise=beyond,
+            )
+        )
     hits = [r for r in results if r.beyond_noise]
     if hits:
         worst = max(hits, key=lambda r: r.scaled / max(r.noise, 1e-12))
-        reason = (f"{worst.test}: p={worst.p_value:.2g} < {alpha_each:.2g} and statistic {worst.scaled:.2f} > "
-                  f"{noise_margin:g} × A/A noise {worst.noise:.2f}")
+        reason = (
+            f"{worst.test}: p={worst.p_value:.2g} < {alpha_each:.2g} and statistic {worst.scaled:.2f} > "
+            f"{noise_margin:g} × A/A noise {worst.noise:.2f}"
+        )
         return MetricComparison(**base, verdict="differs", reason=reason, tests=results)
-    return MetricComparison(**base, verdict="same", tests=results,
-                            reason="no test beyond both alpha and the A/A noise")
+    return MetricComparison(
+        **base, verdict="same", tests=results, reason="no test beyond both alpha and the A/A noise"
+    )
 
 
-def compare_samples(old: ArmSamples, new: ArmSamples, *, mode: Literal["shadow", "arms", "samples"] = "samples",
-                    alpha: float = 0.01, noise_margin: float = 1.5, min_samples: int = 50, splits: int = 10,
-                    seed: int = 0, metrics: Sequence[str] = CONTINUOUS + CATEGORICAL) -> ComparisonReport:
+def compare_samples(
+    old: ArmSamples,
+    new: ArmSamples,
+    *,
+    mode: Literal["shadow", "arms", "samples"] = "samples",
+    alpha: float = 0.01,
+    noise_margin: float = 1.5,
+    min_samples: int = 50,
+    splits: int = 10,
+    seed: int = 0,
+    metrics: Sequence[str] = CONTINUOUS + CATEGORICAL,
+) -> ComparisonReport:
     """Every metric of two arms."""
-    out = [compare_metric(m, getattr(old, m), getattr(new, m), alpha=alpha, noise_margin=noise_margin,
-                          min_samples=min_samples, splits=splits, seed=seed + k) for k, m in enumerate(metrics)]
-    return ComparisonReport(mode=mode, alpha=alpha, noise_margin=noise_margin, splits=splits,
-                            min_samples=min_samples, metrics=out)
+    out = [
+        compare_metric(
+            m,
+            getattr(old, m),
+            getattr(new, m),
+            alpha=alpha,
+            noise_margin=noise_margin,
+            min_samples=min_samples,
+            splits=splits,
+            seed=seed + k,
+        )
+        for k, m in enumerate(metrics)
+    ]
+    return ComparisonReport(
+        mode=mode, alpha=alpha, noise_margin=noise_margin, splits=splits, min_samples=min_samples, metrics=out
+    )
 
 
 def _status_label(status: int | None, error: str | None = None) -> str:
@@ -242,8 +299,9 @@ def _status_label(status: int | None, error: str | None = None) -> str:
     return error.split(":", 1)[0].strip()[:40] if error else "no_status"
 
 
-def samples_from_ledger(records: Iterable[LedgerRecord], mode: Literal["shadow", "arms"]
-                        ) -> tuple[ArmSamples, ArmSamples]:
+def samples_from_ledger(
+    records: Iterable[LedgerRecord], mode: Literal["shadow", "arms"]
+) -> tuple[ArmSamples, ArmSamples]:
     """Old and new samples: `shadow` pairs each mirrored request with its primary (old) answer; `arms`
     groups requests by the arm the policy routed them to."""
     old, new = ArmSamples(), ArmSamples()
@@ -254,17 +312,34 @@ def samples_from_ledger(records: Iterable[LedgerRecord], mode: Literal["shadow",
             s = r.shadow
             if s is None or s.dropped or r.routed != "old":
                 continue
-            old.add(status=_status_label(r.status), ok=r.outcome == "ok", completion_tokens=r.completion_tokens,
-                    ttft_ms=r.ttft_ms, tpot_ms=r.tpot_ms, finish_reason=r.finish_reason)
+            old.add(
+                status=_status_label(r.status),
+                ok=r.outcome == "ok",
+                completion_tokens=r.completion_tokens,
+                ttft_ms=r.ttft_ms,
+                tpot_ms=r.tpot_ms,
+                finish_reason=r.finish_reason,
+            )
             shadow_ok = s.error is None and s.status is not None and 200 <= s.status < 300
-            new.add(status=_status_label(s.status, s.error), ok=shadow_ok, completion_tokens=s.completion_tokens,
-                    ttft_ms=s.ttft_ms, tpot_ms=s.tpot_ms, finish_reason=s.finish_reason)
+            new.add(
+                status=_status_label(s.status, s.error),
+                ok=shadow_ok,
+                completion_tokens=s.completion_tokens,
+                ttft_ms=s.ttft_ms,
+                tpot_ms=s.tpot_ms,
+                finish_reason=s.finish_reason,
+            )
         else:
             side = new if r.routed == "new" else old
             status = "fallback" if r.outcome == "fallback_ok" else _status_label(r.status)
             if r.outcome == "failed_mid_stream":
                 status = "mid_stream"
-            side.add(status=status, ok=r.outcome == "ok" and r.arm == r.routed,
-                     completion_tokens=r.completion_tokens, ttft_ms=r.ttft_ms, tpot_ms=r.tpot_ms,
-                     finish_reason=r.finish_reason)
+            side.add(
+                status=status,
+                ok=r.outcome == "ok" and r.arm == r.routed,
+                completion_tokens=r.completion_tokens,
+                ttft_ms=r.ttft_ms,
+                tpot_ms=r.tpot_ms,
+                finish_reason=r.finish_reason,
+            )
     return old, new

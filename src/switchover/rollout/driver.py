@@ -32,7 +32,7 @@ def _split_comment(rest: str) -> tuple[str, str]:
 
 
 def set_gateway_fields(text: str, updates: dict[str, Any]) -> str:
-    """Return `text` with gateway.<key> set to each value; keys that are missing are added under `gateway:`."""
+    """`text` with gateway.<key> set to each value; missing keys are added under `gateway:`."""
     lines = text.splitlines(keepends=True)
     start = None
     for i, line in enumerate(lines):
@@ -40,13 +40,17 @@ def set_gateway_fields(text: str, updates: dict[str, Any]) -> str:
         if m and m.group("key") == "gateway":
             value, _ = _split_comment(m.group("rest"))
             if value not in ("", "|", ">"):
-                raise BadInput("switchover.yaml: `gateway:` is written inline; the rollout edits it line by line",
-                               hint="write the gateway section as a block mapping (one key per line)")
+                raise BadInput(
+                    "switchover.yaml: `gateway:` is written inline; the rollout edits it line by line",
+                    hint="write the gateway section as a block mapping (one key per line)",
+                )
             start = i
             break
     if start is None:
-        raise BadInput("switchover.yaml has no `gateway:` section for the rollout to drive",
-                       hint="add the gateway section (see docs/gateway.md) before starting a rollout")
+        raise BadInput(
+            "switchover.yaml has no `gateway:` section for the rollout to drive",
+            hint="add the gateway section (see docs/gateway.md) before starting a rollout",
+        )
     indent = None
     found: dict[str, int] = {}
     for j in range(start + 1, len(lines)):
@@ -69,7 +73,7 @@ def set_gateway_fields(text: str, updates: dict[str, Any]) -> str:
         if key in found:
             j = found[key]
             raw = lines[j]
-            eol = raw[len(raw.rstrip("\r\n")):]
+            eol = raw[len(raw.rstrip("\r\n")) :]
             m = _CHILD.match(raw.rstrip("\r\n"))
             assert m is not None
             _, comment = _split_comment(m.group("rest"))
@@ -79,7 +83,7 @@ def set_gateway_fields(text: str, updates: dict[str, Any]) -> str:
     if inserts:
         if not lines[start].endswith(("\n", "\r")):
             lines[start] += newline
-        lines[start + 1:start + 1] = inserts
+        lines[start + 1 : start + 1] = inserts
     return "".join(lines)
 
 
@@ -99,8 +103,10 @@ def apply_to_gateway(config_path: Path, *, weight: int, rollback: bool) -> dict[
         raise BadInput(f"{config_path}: not valid YAML: {exc}") from None
     gw = after.get("gateway") or {}
     if gw.get("weight") != weight or gw.get("rollback") is not rollback:
-        raise BadInput(f"{config_path}: could not set gateway.weight/rollback by a line edit",
-                       hint="keep `weight:` and `rollback:` as plain keys directly under `gateway:`")
+        raise BadInput(
+            f"{config_path}: could not set gateway.weight/rollback by a line edit",
+            hint="keep `weight:` and `rollback:` as plain keys directly under `gateway:`",
+        )
     rest_before = {k: v for k, v in before.items() if k != "gateway"}
     rest_after = {k: v for k, v in after.items() if k != "gateway"}
     gw_before = {k: v for k, v in (before.get("gateway") or {}).items() if k not in ("weight", "rollback")}

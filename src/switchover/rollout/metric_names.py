@@ -22,8 +22,20 @@ E2E = PREFIX + "e2e_seconds"  # histogram, label arm
 SHADOW = PREFIX + "shadow_total"  # labels: result (ok, error, dropped)
 ERROR_OUTCOMES = "error|failed_mid_stream"
 
-ALL = (REQUESTS, ROUTED, FALLBACKS, NEW_ARM_FAILURES, KILL_SWITCH_LATCHED, WEIGHT, EFFECTIVE_WEIGHT, IN_FLIGHT,
-       TTFT + "_bucket", TPOT + "_bucket", E2E + "_bucket", SHADOW)
+ALL = (
+    REQUESTS,
+    ROUTED,
+    FALLBACKS,
+    NEW_ARM_FAILURES,
+    KILL_SWITCH_LATCHED,
+    WEIGHT,
+    EFFECTIVE_WEIGHT,
+    IN_FLIGHT,
+    TTFT + "_bucket",
+    TPOT + "_bucket",
+    E2E + "_bucket",
+    SHADOW,
+)
 
 
 def _sel(selector: str, *matchers: str) -> str:
@@ -31,25 +43,33 @@ def _sel(selector: str, *matchers: str) -> str:
     return "{" + ",".join(parts) + "}"
 
 
+def _arm(arm: str) -> str:
+    return f'arm="{arm}"'
+
+
 def new_requests(window: str, selector: str = "") -> str:
     """Requests the policy routed to new in the window."""
-    return f'sum(increase({ROUTED}{_sel(selector, "arm=" + chr(34) + "new" + chr(34))}[{window}]))'
+    return f"sum(increase({ROUTED}{_sel(selector, _arm('new'))}[{window}]))"
 
 
 def new_errors(window: str, selector: str = "") -> str:
     """New-arm requests whose client got an error (fallbacks excluded: old answered those)."""
-    return (f'sum(increase({REQUESTS}{_sel(selector, "arm=" + chr(34) + "new" + chr(34), "outcome=~" + chr(34) + ERROR_OUTCOMES + chr(34))}'
-            f"[{window}]))")
+    outcome = f'outcome=~"{ERROR_OUTCOMES}"'
+    return f"sum(increase({REQUESTS}{_sel(selector, _arm('new'), outcome)}[{window}]))"
 
 
 def fallbacks(window: str, selector: str = "") -> str:
+    """New-arm requests replayed on old."""
     return f"sum(increase({FALLBACKS}{_sel(selector)}[{window}]))"
 
 
 def quantile(hist: str, q: float, arm: str, window: str, selector: str = "") -> str:
-    return (f"histogram_quantile({q}, sum by (le) (increase({hist}_bucket"
-            f'{_sel(selector, "arm=" + chr(34) + arm + chr(34))}[{window}])))')
+    """q-quantile of a latency histogram of one arm over the window (seconds)."""
+    return (
+        f"histogram_quantile({q}, sum by (le) (increase({hist}_bucket{_sel(selector, _arm(arm))}[{window}])))"
+    )
 
 
 def count(hist: str, arm: str, window: str, selector: str = "") -> str:
-    return f'sum(increase({hist}_count{_sel(selector, "arm=" + chr(34) + arm + chr(34))}[{window}]))'
+    """Observations of a histogram for one arm over the window."""
+    return f"sum(increase({hist}_count{_sel(selector, _arm(arm))}[{window}]))"

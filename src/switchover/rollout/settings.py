@@ -7,6 +7,7 @@ ratio, with the TPOT tail added from the medium stage on.
 
 from __future__ import annotations
 
+import itertools
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
@@ -33,12 +34,16 @@ class StageSpec(BaseModel):
     weight: int = Field(ge=0, le=100, description="Percent of tenant buckets routed to the new engine")
     shadow: bool = Field(False, description="Mirror traffic to the new engine (results discarded)")
     gates: list[GateName] | None = Field(
-        None, description="Exit gates of this stage; default depends on the stage (seed 000 §7)")
+        None, description="Exit gates of this stage; default depends on the stage (seed 000 §7)"
+    )
     min_duration_s: float = Field(
-        0.0, ge=0, description="Stay at least this long before advancing (e.g. 86400 to cover a daily peak)")
+        0.0, ge=0, description="Stay at least this long before advancing (e.g. 86400 to cover a daily peak)"
+    )
     require_zero_rollbacks: bool | None = Field(
-        None, description="Enter the next stage only if this stage saw no rollback; default on from the "
-                          "second weighted stage (seed 000 §7: 'previous stage: zero rollbacks in window')")
+        None,
+        description="Enter the next stage only if this stage saw no rollback; default on from the "
+        "second weighted stage (seed 000 §7: 'previous stage: zero rollbacks in window')",
+    )
 
 
 def _default_gates(stage: StageSpec, weighted_index: int) -> list[GateName]:
@@ -62,11 +67,15 @@ class GateThresholds(BaseModel):
     max_ttft_p99_ratio: float = Field(1.5, gt=0, description="Hard: p99 TTFT new / old")
     max_tpot_p99_ratio: float = Field(1.5, gt=0, description="Hard: p99 TPOT new / old")
     min_samples: int = Field(50, ge=1, description="Fewer requests per arm in the window means 'hold'")
-    alpha: float = Field(0.01, gt=0, lt=0.5, description="Significance level of the shadow distribution tests")
+    alpha: float = Field(
+        0.01, gt=0, lt=0.5, description="Significance level of the shadow distribution tests"
+    )
     noise_margin: float = Field(
-        1.5, ge=1, description="A difference counts only if its statistic exceeds this times the A/A noise")
+        1.5, ge=1, description="A difference counts only if its statistic exceeds this times the A/A noise"
+    )
     soft: list[GateName] = Field(
-        default_factory=list, description="Gates that only hold (never roll back) when they fail")
+        default_factory=list, description="Gates that only hold (never roll back) when they fail"
+    )
 
 
 class PrometheusSource(BaseModel):
@@ -75,7 +84,7 @@ class PrometheusSource(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: str = Field(description="Prometheus base URL, e.g. http://127.0.0.1:9090")
-    selector: str = Field("", description="Extra label matchers added to every query, e.g. job=\"gateway\"")
+    selector: str = Field("", description='Extra label matchers added to every query, e.g. job="gateway"')
     timeout_s: float = Field(5.0, gt=0)
 
     @field_validator("url")
@@ -96,17 +105,22 @@ class RolloutSettings(BaseModel):
 
     stages: list[StageSpec] = Field(
         default_factory=lambda: [StageSpec.model_validate(_stage_from(s)) for s in DEFAULT_STAGES],
-        description="Ordered stages; items are 'shadow', a percent, or a mapping (name, weight, shadow, gates, "
-                    "min_duration_s)")
+        description="Ordered stages; items are 'shadow', a percent, or a mapping (name, weight, shadow, "
+        "gates, "
+        "min_duration_s)",
+    )
     gates: GateThresholds = Field(default_factory=GateThresholds)
     window_s: float = Field(300.0, gt=0, description="Gates look at the last window_s seconds of the stage")
     on_fail: Literal["previous", "zero"] = Field(
-        "previous", description="Where a failed hard gate rolls back to: the previous stage or 0%")
+        "previous", description="Where a failed hard gate rolls back to: the previous stage or 0%"
+    )
     source: Literal["ledger", "prometheus"] = "ledger"
     ledger: str | None = Field(None, description="Gateway run directory (or one ledger .jsonl file)")
     prometheus: PrometheusSource | None = None
-    state_dir: str = Field(".switchover/rollout",
-                           description="State file and audit log; relative paths are from switchover.yaml's folder")
+    state_dir: str = Field(
+        ".switchover/rollout",
+        description="State file and audit log; relative paths are from switchover.yaml's folder",
+    )
 
     @field_validator("stages", mode="before")
     @classmethod
@@ -124,7 +138,7 @@ class RolloutSettings(BaseModel):
         if dup:
             raise ValueError(f"stages: duplicate stage names {sorted(dup)}")
         weights = [s.weight for s in self.stages]
-        for a, b in zip(weights, weights[1:], strict=False):
+        for a, b in itertools.pairwise(weights):
             if b < a:
                 raise ValueError(f"stages: weights must not decrease, got {weights}")
         if self.source == "prometheus" and self.prometheus is None:
@@ -160,5 +174,8 @@ def _stage_from(item: Any) -> Any:
         n = int(item.strip().rstrip("%"))
         return {"name": f"{n}%", "weight": n}
     if isinstance(item, dict) and "name" not in item and "weight" in item:
-        return {**item, "name": "shadow" if item.get("weight") == 0 and item.get("shadow") else f"{item['weight']}%"}
+        return {
+            **item,
+            "name": "shadow" if item.get("weight") == 0 and item.get("shadow") else f"{item['weight']}%",
+        }
     return item

@@ -32,12 +32,19 @@ class Criterion(BaseModel):
 
 # Seed 000 §7 ("when to give up the migration"): consider stopping when any two of these hold.
 ABANDON_CRITERIA: tuple[Criterion, ...] = (
-    Criterion(key="hard_metrics", text="two of the three hard metrics miss structurally: not a tuning problem, "
-                                       "the engine's way of working does not fit the input shape"),
+    Criterion(
+        key="hard_metrics",
+        text="two of the three hard metrics miss structurally: not a tuning problem, "
+        "the engine's way of working does not fit the input shape",
+    ),
     Criterion(key="unreadable_logs", text="nobody on the team can read the new engine's scheduler logs"),
-    Criterion(key="release_cadence", text="the new engine's release cadence cannot keep up with the fixes needed"),
-    Criterion(key="narrow_gain", text="the gain is concentrated in one scenario; everything else needs extra "
-                                      "compensating logic"),
+    Criterion(
+        key="release_cadence", text="the new engine's release cadence cannot keep up with the fixes needed"
+    ),
+    Criterion(
+        key="narrow_gain",
+        text="the gain is concentrated in one scenario; everything else needs extra compensating logic",
+    ),
 )
 ABANDON_THRESHOLD = 2  # "any two of the above"
 
@@ -97,9 +104,15 @@ def _moved(state: RolloutState, index: int, now: float, *, rolled_back: bool) ->
         status = Status.NOT_STARTED if index < 0 else Status.ROLLED_BACK
     else:
         status = Status.COMPLETE if index == len(state.stages) - 1 else Status.IN_PROGRESS
-    return state.model_copy(update=dict(index=index, status=status, entered_at=now,
-                                        rollbacks_in_stage=1 if rolled_back else 0,
-                                        transitions=state.transitions + 1))
+    return state.model_copy(
+        update=dict(
+            index=index,
+            status=status,
+            entered_at=now,
+            rollbacks_in_stage=1 if rolled_back else 0,
+            transitions=state.transitions + 1,
+        )
+    )
 
 
 def _ensure_active(state: RolloutState) -> None:
@@ -113,43 +126,78 @@ def entry_blockers(state: RolloutState, now: float) -> list[str]:
     if stage is None:
         return []
     out = []
-    if stage.min_duration_s and state.entered_at is not None and now - state.entered_at < stage.min_duration_s:
-        out.append(f"stage {stage.name} needs {stage.min_duration_s:g} s before advancing "
-                   f"({now - state.entered_at:.0f} s so far)")
+    if (
+        stage.min_duration_s
+        and state.entered_at is not None
+        and now - state.entered_at < stage.min_duration_s
+    ):
+        out.append(
+            f"stage {stage.name} needs {stage.min_duration_s:g} s before advancing "
+            f"({now - state.entered_at:.0f} s so far)"
+        )
     nxt = state.next_stage()
     if nxt is not None and nxt.require_zero_rollbacks and state.rollbacks_in_stage:
-        out.append(f"stage {nxt.name} requires zero rollbacks in {stage.name}'s window; "
-                   f"{state.rollbacks_in_stage} happened (wait for a fresh window or --force)")
+        out.append(
+            f"stage {nxt.name} requires zero rollbacks in {stage.name}'s window; "
+            f"{state.rollbacks_in_stage} happened (wait for a fresh window or --force)"
+        )
     return out
 
 
-def advance(state: RolloutState, *, now: float, who: str, why: str, gates: dict[str, str] | None = None
-            ) -> tuple[RolloutState, Transition]:
+def advance(
+    state: RolloutState, *, now: float, who: str, why: str, gates: dict[str, str] | None = None
+) -> tuple[RolloutState, Transition]:
     """Move to the next stage (callers check gates and entry_blockers first)."""
     _ensure_active(state)
     nxt = state.next_stage()
     if nxt is None:
         raise BadInput(f"already at the last stage ({state.stage_name}); nothing to advance to")
     new = _moved(state, state.index + 1, now, rolled_back=False)
-    return new, Transition(ts=now, who=who, action="advance", from_stage=state.stage_name, to_stage=nxt.name,
-                           from_weight=state.weight, to_weight=nxt.weight, why=why, gates=gates or {})
+    return new, Transition(
+        ts=now,
+        who=who,
+        action="advance",
+        from_stage=state.stage_name,
+        to_stage=nxt.name,
+        from_weight=state.weight,
+        to_weight=nxt.weight,
+        why=why,
+        gates=gates or {},
+    )
 
 
-def rollback(state: RolloutState, *, to: Literal["previous", "zero"], now: float, who: str, why: str,
-             automatic: bool = False, gates: dict[str, str] | None = None) -> tuple[RolloutState, Transition]:
+def rollback(
+    state: RolloutState,
+    *,
+    to: Literal["previous", "zero"],
+    now: float,
+    who: str,
+    why: str,
+    automatic: bool = False,
+    gates: dict[str, str] | None = None,
+) -> tuple[RolloutState, Transition]:
     """Go back one stage, or straight to 0 % (not started)."""
     _ensure_active(state)
     if state.index < 0:
         raise BadInput("the rollout is at 0 % already; nothing to roll back")
     index = state.index - 1 if to == "previous" else -1
     new = _moved(state, index, now, rolled_back=True)
-    return new, Transition(ts=now, who=who, action="auto_rollback" if automatic else "rollback",
-                           from_stage=state.stage_name, to_stage=new.stage_name, from_weight=state.weight,
-                           to_weight=new.weight, why=why, gates=gates or {})
+    return new, Transition(
+        ts=now,
+        who=who,
+        action="auto_rollback" if automatic else "rollback",
+        from_stage=state.stage_name,
+        to_stage=new.stage_name,
+        from_weight=state.weight,
+        to_weight=new.weight,
+        why=why,
+        gates=gates or {},
+    )
 
 
-def abandon(state: RolloutState, *, criteria: list[str], now: float, who: str, why: str,
-            force: bool = False) -> tuple[RolloutState, Transition]:
+def abandon(
+    state: RolloutState, *, criteria: list[str], now: float, who: str, why: str, force: bool = False
+) -> tuple[RolloutState, Transition]:
     """Call the migration off: back to 0 % for good, recording which of seed 000 §7's criteria applied."""
     _ensure_active(state)
     known = {c.key for c in ABANDON_CRITERIA}
@@ -160,8 +208,25 @@ def abandon(state: RolloutState, *, criteria: list[str], now: float, who: str, w
         raise BadInput(
             f"seed 000 §7 says to consider abandoning when at least {ABANDON_THRESHOLD} criteria hold; "
             f"{len(set(criteria))} given",
-            hint="name the criteria with --criterion (repeatable), or pass --force to abandon anyway")
-    new = state.model_copy(update=dict(index=-1, status=Status.ABANDONED, entered_at=now, rollbacks_in_stage=0,
-                                       transitions=state.transitions + 1))
-    return new, Transition(ts=now, who=who, action="abandon", from_stage=state.stage_name, to_stage="0%",
-                           from_weight=state.weight, to_weight=0, why=why, criteria=sorted(set(criteria)))
+            hint="name the criteria with --criterion (repeatable), or pass --force to abandon anyway",
+        )
+    new = state.model_copy(
+        update=dict(
+            index=-1,
+            status=Status.ABANDONED,
+            entered_at=now,
+            rollbacks_in_stage=0,
+            transitions=state.transitions + 1,
+        )
+    )
+    return new, Transition(
+        ts=now,
+        who=who,
+        action="abandon",
+        from_stage=state.stage_name,
+        to_stage="0%",
+        from_weight=state.weight,
+        to_weight=0,
+        why=why,
+        criteria=sorted(set(criteria)),
+    )

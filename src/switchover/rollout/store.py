@@ -89,8 +89,10 @@ class RolloutStore:
         try:
             return RolloutState.model_validate_json(raw)
         except ValidationError as exc:
-            raise BadInput(f"{self.state_path}: not a rollout state file ({exc.error_count()} problems)",
-                           hint="restore it from the audit log, or `switchover rollout reset`") from None
+            raise BadInput(
+                f"{self.state_path}: not a rollout state file ({exc.error_count()} problems)",
+                hint="restore it from the audit log, or `switchover rollout reset`",
+            ) from None
 
     def save(self, state: RolloutState) -> None:
         write_atomic(self.state_path, state.model_dump_json(indent=2).encode() + b"\n")

@@ -116,7 +116,6 @@ class EngineClient:
             body = {**body, "stream_options": opts}
         payload = orjson.dumps(body)
         session = self._open()
-        loop = asyncio.get_running_loop()
         rec = RequestRecord(
             api=api,
             stream=stream,
@@ -124,6 +123,27 @@ class EngineClient:
             started_wall=time.time(),
             send_ns=time.perf_counter_ns(),
         )
+        for attempt in (0, 1):
+            try:
+                await self._exchange(rec, session, api, payload, stream)
+                break
+            except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
+                # A pooled keep-alive connection the server had already closed (llama-server closes after
+                # a stream while still advertising keep-alive): nothing reached the engine, so send once
+                # more on a fresh connection and count it.
+                if attempt == 0 and rec.headers_ns is None and _stale_connection(exc):
+                    rec.reconnects += 1
+                    rec.send_ns = time.perf_counter_ns()
+                    continue
+                rec.end_ns = time.perf_counter_ns()
+                rec.failure = Failure(FailureKind.DISCONNECTED, f"server closed the connection: {exc}", rec.status)
+                break
+        return rec
+
+    async def _exchange(self, rec: RequestRecord, session: aiohttp.ClientSession, api: Api, payload: bytes,
+                        stream: bool) -> None:
+        """One HTTP exchange; fills `rec`. Raises only the connection errors `generate` may retry."""
+        loop = asyncio.get_running_loop()
         t = self.timeouts
         total_deadline = loop.time() + t.total
         phase = FailureKind.FIRST_BYTE_TIMEOUT
@@ -137,12 +157,12 @@ class EngineClient:
                         rec.end_ns = time.perf_counter_ns()
                         err = parse_error_body(raw)
                         rec.failure = Failure(FailureKind.HTTP_STATUS, _err_text(resp.status, err), resp.status, err)
-                        return rec
+                        return
                     if not stream:
                         raw = await resp.read()
                         rec.first_byte_ns = rec.end_ns = time.perf_counter_ns()
                         _apply_body(rec, raw)
-                        return rec
+                        return
                     first = await resp.content.readany()
                     now_ns = time.perf_counter_ns()
                     rec.first_byte_ns = now_ns
@@ -183,7 +203,12 @@ class EngineClient:
             rec.failure = Failure(
                 FailureKind.CONNECT_TIMEOUT, f"connect to {self.base_url} timed out after {t.connect:g} s"
             )
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, ConnectionResetError) as exc:
+        except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
+            if rec.headers_ns is None:
+                raise  # maybe a stale pooled connection: generate() decides
+            rec.end_ns = time.perf_counter_ns()
+            rec.failure = Failure(FailureKind.DISCONNECTED, "server closed the connection mid-response", rec.status)
+        except (aiohttp.ClientPayloadError, ConnectionResetError) as exc:
             rec.end_ns = time.perf_counter_ns()
             rec.failure = Failure(FailureKind.DISCONNECTED, f"server closed the connection: {exc}", rec.status)
         except aiohttp.ClientError as exc:
@@ -193,7 +218,6 @@ class EngineClient:
             rec.end_ns = time.perf_counter_ns()
             rec.failure = Failure(FailureKind.CANCELLED, "cancelled by the caller", rec.status)
             raise
-        return rec
 
     async def complete(self, prompt: str | list[int], **params: Any) -> RequestRecord:
         """POST /v1/completions; `params` are OpenAI request fields (model, max_tokens, stream, ...)."""
@@ -265,6 +289,13 @@ class EngineClient:
 
 
 # -------------------------------------------------------------------- parsing helpers
+
+
+def _stale_connection(exc: BaseException) -> bool:
+    """The error aiohttp raises when a reused keep-alive connection turns out to be closed."""
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return True
+    return "Can not write request body" in str(exc) or isinstance(exc.__cause__, BrokenPipeError | ConnectionResetError)
 
 
 def _err_text(status: int, err: ErrorBody) -> str:

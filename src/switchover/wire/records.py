@@ -101,6 +101,7 @@ class RequestRecord:
     tool_call_chunks: int = 0
     reasoning_text: str = ""
     failure: Failure | None = None
+    reconnects: int = 0  # sends repeated because a pooled keep-alive connection was already closed
     body: dict[str, Any] | None = None  # the decoded non-streaming body (kept for probes; omitted in bulk rows)
 
     @property
@@ -124,6 +125,14 @@ class RequestRecord:
             if s:
                 return t - self.send_ns
         return None
+
+    @property
+    def coalesced_chunks(self) -> int:
+        """Events that arrived in the same socket read as the event before them (so share its timestamp).
+
+        Non-zero means the client read slower than the server wrote; inter-chunk gaps of those events are
+        not observable and ITL statistics should say so."""
+        return sum(1 for a, b in zip(self.chunk_ns, self.chunk_ns[1:], strict=False) if a == b)
 
     @property
     def e2e_ns(self) -> int | None:

@@ -90,9 +90,8 @@ class SSEParser:
             self._data.append(value)
         elif name == b"event":
             self._event = value.decode("utf-8", "replace")
-        elif name == b"id":
-            if b"\x00" not in value:
-                self._id = value.decode("utf-8", "replace")
+        elif name == b"id" and b"\x00" not in value:
+            self._id = value.decode("utf-8", "replace")
         # 'retry' and unknown fields are ignored, as the spec says
 
 

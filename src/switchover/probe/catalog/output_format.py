@@ -36,7 +36,7 @@ async def finish_stop(ctx: ProbeContext) -> Observation:
     bad = unusable(ref, "greedy reference")
     if bad:
         return bad
-    pick = stops.pick_stop(ref.text)
+    pick = stops.token_stop([c for c in ref.chunk_text if c], ref.text)
     if pick is None:
         return Observation.failed("greedy output too short to pick a stop string")
     rec = await ctx.send(temperature=0, max_tokens=48, stop=[pick[0]])
@@ -65,26 +65,27 @@ async def finish_eos(ctx: ProbeContext) -> Observation:
 def _json_result(rec: RequestRecord, schema: dict[str, Any] | None) -> Observation:
     rej = rejected(rec)
     if rej:
-        return Observation(value={"accepted": False, "status": rej["status"], "valid": False},
+        return Observation(value={"accepted": False, "status": rej["status"], "valid": None},
                            summary=f"rejected: HTTP {rej['status']} {rej['message'][:80]}", detail=rej)
     try:
         obj = orjson.loads(rec.text)
-        valid = isinstance(obj, dict)
-        if valid and schema is not None:
+        validity = "valid" if isinstance(obj, dict) else "invalid"
+        if validity == "valid" and schema is not None:
             jsonschema.validate(obj, schema)
     except (orjson.JSONDecodeError, jsonschema.ValidationError):
-        valid = False
-    return Observation(value={"accepted": True, "status": 200, "valid": valid},
-                       summary=f"accepted, {'valid' if valid else 'INVALID'} JSON (finish {rec.finish_reason})",
+        truncated = rec.finish_reason == "length" and rec.text.lstrip().startswith("{")
+        validity = "truncated" if truncated else "invalid"
+    return Observation(value={"accepted": True, "status": 200, "valid": validity},
+                       summary=f"accepted, {validity} JSON (finish {rec.finish_reason})",
                        detail={"text": rec.text[:120]})
 
 
 @probe(id="response_format.json_object", title="response_format json_object", category="response_format",
-       request='response_format {"type": "json_object"}, temperature 0, max_tokens 96',
-       observes="accepted or rejected; whether the text parses as a JSON object",
+       request='response_format {"type": "json_object"}, temperature 0, max_tokens 128',
+       observes="accepted or rejected; the text: a JSON object, truncated JSON (hit max_tokens) or invalid",
        breaking=True, breaks="JSON mode stops constraining output: parsers downstream fail")
 async def json_object(ctx: ProbeContext) -> Observation:
-    rec = await ctx.send("Describe a cat as a JSON object.", temperature=0, max_tokens=96,
+    rec = await ctx.send("Describe a cat as a JSON object.", temperature=0, max_tokens=128,
                          response_format={"type": "json_object"})
     return _json_result(rec, None)
 
@@ -97,7 +98,7 @@ async def json_object(ctx: ProbeContext) -> Observation:
        breaking=True, breaks="structured-output requests are rejected or come back unconstrained")
 async def json_schema(ctx: ProbeContext) -> Observation:
     fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": BOOL_SCHEMA, "strict": True}}
-    rec = await ctx.send("Is the sky blue? Answer in JSON.", temperature=0, max_tokens=48, response_format=fmt)
+    rec = await ctx.send("Is the sky blue? Answer in JSON.", temperature=0, max_tokens=96, response_format=fmt)
     return _json_result(rec, BOOL_SCHEMA)
 
 
@@ -160,6 +161,11 @@ async def model_echo(ctx: ProbeContext) -> Observation:
 
 
 async def _bounded_stream(ctx: ProbeContext, **params: Any) -> RequestRecord:
+    """Streamed, capped at the probe time budget, with EOS suppressed (when its id is known) so that a random
+    or chatty model runs into the length limit instead of stopping by itself."""
+    ends = await ctx.end_tokens()
+    if ends:
+        params["logit_bias"] = {str(i): -100 for i, _ in ends}
     saved = ctx.client.timeouts
     ctx.client.timeouts = dataclasses.replace(saved, total=ctx.time_budget_s)
     try:
@@ -175,7 +181,7 @@ def _generated(rec: RequestRecord) -> int:
 
 
 @probe(id="max_tokens.omitted", title="Length when max_tokens is omitted", category="length",
-       request="temperature 0, no max_tokens, streamed (stopped after the probe time budget)",
+       request="temperature 0, no max_tokens, EOS suppressed by logit_bias, streamed (stopped after the probe time budget)",
        observes="where generation ends: at a cap, at the context, or not within the budget",
        breaking=True, breaks="requests without max_tokens get truncated early, or run (and bill) far longer")
 async def max_tokens_omitted(ctx: ProbeContext) -> Observation:
@@ -199,7 +205,7 @@ async def max_tokens_omitted(ctx: ProbeContext) -> Observation:
 
 
 @probe(id="length.over_context", title="prompt + max_tokens over the context", category="length",
-       request="max_tokens = context - 4 (the prompt is longer than 4 tokens), temperature 0, streamed",
+       request="max_tokens = context - 4 (the prompt is longer than 4 tokens), temperature 0, EOS suppressed, streamed",
        observes="error (status), clamp (finish 'length' at the context) or a silent stop",
        breaking=True, breaks="requests that used to be clamped now fail with an error, or the reverse")
 async def over_context(ctx: ProbeContext) -> Observation:

@@ -13,11 +13,16 @@ _N = 16  # tokens per sampled output: enough that two random draws essentially n
 
 
 @probe(id="sampling.top_k_1", title="top_k=1 honoured", category="sampling",
-       request="temperature 1 with top_k=1 under three different seeds",
-       observes="whether the three outputs are identical (top_k=1 makes sampling greedy)",
+       request="temperature 1 with top_k=1 under three different seeds, and the temperature-0 output",
+       observes="whether at least 2 of the 3 equal the greedy output (top_k=1 makes sampling greedy; exact "
+                "logit ties can still split one of them)",
        breaking=True,
        breaks="clients that rely on top_k (e.g. top_k=1 for stable output) get random text")
 async def top_k_1(ctx: ProbeContext) -> Observation:
+    greedy = await ctx.send(temperature=0, max_tokens=_N)
+    bad = unusable(greedy, "greedy request")
+    if bad:
+        return bad
     texts = []
     for seed in (11, 22, 33):
         rec = await ctx.send(temperature=1.0, top_k=1, seed=seed, max_tokens=_N)
@@ -25,10 +30,11 @@ async def top_k_1(ctx: ProbeContext) -> Observation:
         if rej:
             return Observation(value="rejected", summary=f"top_k rejected: HTTP {rej['status']}", detail=rej)
         texts.append(rec.text)
-    same = len(set(texts)) == 1
-    return Observation(value="honoured" if same else "ignored",
-                       summary="3 seeds gave identical text" if same else "3 seeds gave different text",
-                       detail={"texts": [t[:40] for t in texts]})
+    greedy_like = sum(t == greedy.text for t in texts)
+    honoured = greedy_like >= 2
+    return Observation(value="honoured" if honoured else "ignored",
+                       summary=f"{greedy_like} of 3 seeds gave the greedy text",
+                       detail={"greedy": greedy.text[:40], "texts": [t[:40] for t in texts]})
 
 
 @probe(id="sampling.temperature", title="temperature 0 vs 2 changes the output", category="sampling",
@@ -149,7 +155,7 @@ async def n_honoured(ctx: ProbeContext) -> Observation:
 
 @probe(id="n.parallel", title="n > 1 runs in parallel or serially", category="n",
        request="temperature 1, max_tokens 32: n=1 then n=4 (best of 2 each)",
-       observes="latency of n=4 relative to n=1 (about 1x: parallel; about 4x: serial)",
+       observes="latency of n=4 relative to n=1 (up to 2.4x: parallel; about 4x: serial)",
        breaking=False,
        breaks="latency of multi-candidate requests grows with n")
 async def n_parallel(ctx: ProbeContext) -> Observation:
@@ -171,6 +177,6 @@ async def n_parallel(ctx: ProbeContext) -> Observation:
         return Observation(value="n/a", summary="n=4 not honoured; parallelism not measurable",
                            detail={"t1_ms": t1, "t4_ms": t4, "choices": choices})
     ratio = t4 / t1 if t1 > 0 else float("inf")
-    value = "parallel" if ratio < 2.0 else "serial"
+    value = "parallel" if ratio <= 0.6 * 4 else "serial"  # on a compute-bound CPU even batching scales
     return Observation(value=value, summary=f"{value}: n=4 took {ratio:.1f}x the time of n=1",
                        detail={"t1_ms": round(t1, 1), "t4_ms": round(t4, 1), "ratio": round(ratio, 2)})

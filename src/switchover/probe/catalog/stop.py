@@ -28,8 +28,8 @@ async def stop_count(ctx: ProbeContext) -> Observation:
     ref = await _reference(ctx)
     if isinstance(ref, Observation):
         return ref
-    text, _ = ref
-    pick = stops.pick_stop(text)
+    text, chunks = ref
+    pick = stops.token_stop(chunks, text)
     if pick is None:
         return Observation.failed("greedy output too short to pick a stop string", text=text)
     s, pos = pick
@@ -57,8 +57,8 @@ async def stop_kept(ctx: ProbeContext) -> Observation:
     ref = await _reference(ctx)
     if isinstance(ref, Observation):
         return ref
-    text, _ = ref
-    pick = stops.pick_stop(text)
+    text, chunks = ref
+    pick = stops.token_stop(chunks, text)
     if pick is None:
         return Observation.failed("greedy output too short to pick a stop string", text=text)
     s, pos = pick

@@ -7,10 +7,16 @@ from switchover.probe.context import ProbeContext
 from switchover.probe.registry import probe
 from switchover.probe.report import Observation
 
-_LONG_PREFIX = " ".join(
-    f"Clause {i}: the tenant shall keep the premises in good repair and report any damage within {i + 2} days."
-    for i in range(40)
-)
+
+def long_prefix(context: int | None) -> str:
+    """Contract-like text of roughly 40% of the context (about 3 characters per token), at most ~800 tokens."""
+    target = min(2400, int((context or 2048) * 1.2))
+    out, i = [], 0
+    while sum(map(len, out)) < target:
+        out.append(f"Clause {i}: the tenant shall keep the premises in good repair and report damage in {i + 2} days.")
+        i += 1
+    return " ".join(out)
+
 
 
 @probe(id="usage.stream_include_usage", title="usage in a stream with include_usage", category="usage",
@@ -45,13 +51,13 @@ async def stream_default(ctx: ProbeContext) -> Observation:
 
 
 @probe(id="usage.cached_tokens", title="cached_tokens on a repeated long prefix", category="usage",
-       request="the same ~800-token prompt twice, max_tokens 4",
+       request="the same long prompt (~40% of the context, at most ~800 tokens) twice, max_tokens 4",
        observes="usage.prompt_tokens_details.cached_tokens on the second request",
        breaking=False, breaks="cache-hit dashboards and cost models based on cached_tokens go blank")
 async def cached_tokens(ctx: ProbeContext) -> Observation:
     recs = []
     for _ in range(2):
-        rec = await ctx.send(_LONG_PREFIX, temperature=0, max_tokens=4)
+        rec = await ctx.send(long_prefix(ctx.context), temperature=0, max_tokens=4)
         bad = unusable(rec, "long-prefix request")
         if bad:
             return bad

@@ -1,0 +1,296 @@
+"""report.html of a bench run: TTFT, TPOT and output throughput against load for every endpoint, the knee
+marked, plus the step table, A/B deltas and checks. Offline: plotly.js is inlined once."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from html import escape
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from switchover.bench.results import BenchReport
+from switchover.bench.stats import StepSummary
+from switchover.runs import RunDir
+
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+
+
+def _f(v: float | None, digits: int = 1) -> str:
+    return "—" if v is None else f"{v:.{digits}f}"
+
+
+def _x(s: StepSummary) -> float:
+    return float(s.concurrency if s.concurrency is not None else (s.rate or 0))
+
+
+def _series(steps: list[StepSummary]) -> dict[str, list[float | None]]:
+    by_x: dict[float, list[StepSummary]] = defaultdict(list)
+    for s in steps:
+        by_x[_x(s)].append(s)
+    out: dict[str, list[float | None]] = defaultdict(list)
+    for x in sorted(by_x):
+        group = by_x[x]
+        out["x"].append(x)
+        for name, attr, stat in [
+            ("ttft_p50", "ttft_ms", "p50"),
+            ("ttft_p99", "ttft_ms", "p99"),
+            ("tpot_p50", "tpot_ms", "p50"),
+            ("tpot_p99", "tpot_ms", "p99"),
+        ]:
+            vals = [getattr(getattr(s, attr), stat) for s in group if getattr(s, attr) is not None]
+            out[name].append(float(np.mean(vals)) if vals else None)
+        tps = [s.out_tok_per_s for s in group if s.out_tok_per_s is not None]
+        out["tok_s"].append(float(np.mean(tps)) if tps else None)
+    return out
+
+
+def bucket_figure(report: BenchReport, bucket: str | None) -> go.Figure:
+    """Three panels (TTFT, TPOT, output tok/s) against load, one colour per endpoint, knees marked."""
+    xlabel = "concurrency" if report.plan.concurrency and not report.plan.rates else "request rate (req/s)"
+    fig = make_subplots(rows=1, cols=3, subplot_titles=("TTFT (ms)", "TPOT (ms)", "output tokens/s"))
+    labels = [e.label for e in report.endpoints]
+    for i, label in enumerate(labels):
+        color = COLORS[i % len(COLORS)]
+        steps = [s for s in report.steps if s.endpoint == label and s.bucket == bucket]
+        if not steps:
+            continue
+        ser = _series(steps)
+        for col, key in ((1, "ttft"), (2, "tpot")):
+            fig.add_trace(
+                go.Scatter(
+                    x=ser["x"],
+                    y=ser[f"{key}_p50"],
+                    mode="lines+markers",
+                    name=f"{label} p50",
+                    line={"color": color},
+                    legendgroup=label,
+                    showlegend=col == 1,
+                ),
+                1,
+                col,
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=ser["x"],
+                    y=ser[f"{key}_p99"],
+                    mode="lines+markers",
+                    name=f"{label} p99",
+                    line={"color": color, "dash": "dash"},
+                    legendgroup=label,
+                    showlegend=col == 1,
+                ),
+                1,
+                col,
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=ser["x"],
+                y=ser["tok_s"],
+                mode="lines+markers",
+                name=f"{label} tok/s",
+                line={"color": color},
+                legendgroup=label,
+                showlegend=False,
+            ),
+            1,
+            3,
+        )
+        knee = report.knees.get(f"{label}/{bucket}")
+        if knee is not None and knee.found and knee.concurrency is not None:
+            col = {"ttft": 1, "tpot": 2, "e2e": 2, "itl": 2}[report.plan.knee_metric]
+            if knee.ci_low is not None and knee.ci_high is not None:
+                fig.add_vrect(
+                    x0=knee.ci_low,
+                    x1=knee.ci_high,
+                    fillcolor=color,
+                    opacity=0.12,
+                    line_width=0,
+                    row=1,
+                    col=col,
+                )
+            fig.add_vline(
+                x=knee.concurrency,
+                line={"color": color, "dash": "dot"},
+                row=1,
+                col=col,
+                annotation_text=f"{label} knee {knee.concurrency:.3g}",
+                annotation_position="top left",
+            )
+    for col in (1, 2, 3):
+        fig.update_xaxes(
+            title_text=xlabel, type="log" if xlabel == "concurrency" else "linear", row=1, col=col
+        )
+    fig.update_layout(
+        height=420,
+        margin={"t": 60, "b": 40, "l": 40, "r": 20},
+        title=f"bucket {bucket}" + (" tokens" if bucket and bucket.isdigit() else ""),
+    )
+    return fig
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    th = "".join(f"<th>{escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render(report: BenchReport) -> str:
+    """The whole page as one HTML string."""
+    parts = [f"<h1>switchover bench: {escape(report.name)}</h1>"]
+    if report.interrupted or report.stopped_reason:
+        parts.append(
+            f"<p class=warn>Run ended early: {escape(report.stopped_reason or 'interrupted')}. "
+            "Everything measured until then is shown.</p>"
+        )
+    parts.append(
+        _table(
+            ["endpoint", "url", "engine", "model", "output length", "prompt length check"],
+            [
+                [
+                    escape(e.label),
+                    escape(e.url),
+                    escape(e.engine or "openai"),
+                    escape(e.model),
+                    escape(e.output_control),
+                    escape(
+                        "; ".join(f"{f.bucket}: {f.achieved} tok ({f.deviation:+d})" for f in e.length_fits)
+                        + (f" via {e.token_count_method}" if e.token_count_method else "")
+                    ),
+                ]
+                for e in report.endpoints
+            ],
+        )
+    )
+    cal = report.calibration
+    if cal is not None:
+        parts.append(
+            f"<p>Client ceiling: {cal.req_per_s:.0f} req/s, {cal.chunks_per_s:.0f} chunks/s "
+            f"({cal.us_per_chunk:.1f} µs/chunk) at c={cal.concurrency}. Steps above 70% of it are "
+            "flagged.</p>"
+        )
+    else:
+        parts.append("<p class=warn>No client calibration: headroom unknown.</p>")
+    buckets = list(dict.fromkeys(s.bucket for s in report.steps))
+    figs = [bucket_figure(report, b) for b in buckets]
+    for i, fig in enumerate(figs):
+        parts.append(fig.to_html(full_html=False, include_plotlyjs=i == 0))
+    knees = [
+        [
+            escape(k),
+            escape(v.message) + ("<br><small>" + escape("; ".join(v.notes)) + "</small>" if v.notes else ""),
+        ]
+        for k, v in report.knees.items()
+    ]
+    if knees:
+        parts.append("<h2>Knee</h2>" + _table(["endpoint/bucket", "result"], knees))
+    rows = []
+    for s in report.steps:
+        flags = []
+        if s.steady is not None and s.steady.reached is False:
+            flags.append(f"not steady ({_f(s.steady.achieved)} of {s.steady.target:g})")
+        if s.client_flag:
+            flags.append(f"client at {s.client_load:.0%} of ceiling")
+        if s.lengths.isl_off_by_more_than_1:
+            flags.append(f"ISL off by >1 on {s.lengths.isl_off_by_more_than_1}")
+        if s.lengths.retok_mismatch:
+            flags.append(f"re-tokenized N differs on {s.lengths.retok_mismatch}/{s.lengths.retok_compared}")
+        rows.append(
+            [
+                escape(s.endpoint),
+                escape(s.bucket or ""),
+                _f(_x(s), 0),
+                f"{s.ok}/{s.requests}",
+                _f(s.req_per_s, 2),
+                _f(s.out_tok_per_s, 1),
+                _f(s.ttft_ms.p50 if s.ttft_ms else None),
+                _f(s.ttft_ms.p99 if s.ttft_ms else None),
+                _f(s.tpot_ms.p50 if s.tpot_ms else None, 2),
+                _f(s.tpot_ms.p99 if s.tpot_ms else None, 2),
+                _f(s.e2e_ms.p99 if s.e2e_ms else None),
+                _f(s.lengths.isl_mean, 1),
+                escape(", ".join(f"{k}: {v}" for k, v in s.errors.items())),
+                escape("; ".join(flags)),
+            ]
+        )
+    parts.append(
+        "<h2>Steps</h2>"
+        + _table(
+            [
+                "endpoint",
+                "bucket",
+                "load",
+                "ok",
+                "req/s",
+                "tok/s",
+                "TTFT p50",
+                "TTFT p99",
+                "TPOT p50",
+                "TPOT p99",
+                "E2E p99",
+                "ISL",
+                "errors",
+                "flags",
+            ],
+            rows,
+        )
+    )
+    if report.ab:
+        ab_rows = []
+        for a in report.ab:
+            for d in a.deltas:
+                ab_rows.append(
+                    [
+                        escape(a.bucket or ""),
+                        _f(float(a.concurrency or 0), 0),
+                        escape(f"{d.metric} {d.stat}"),
+                        _f(d.old, 2),
+                        _f(d.new, 2),
+                        _f(d.delta_pct, 1) + "%",
+                        "—" if d.p_value is None else f"{d.p_value:.3g}",
+                        "yes" if d.significant else "no",
+                    ]
+                )
+        parts.append(
+            "<h2>New vs old</h2>"
+            + _table(
+                ["bucket", "load", "metric", "old ms", "new ms", "delta", "p (Mann-Whitney)", "significant"],
+                ab_rows,
+            )
+        )
+    if report.checks:
+        parts.append(
+            "<h2>Checks</h2>"
+            + _table(
+                ["check", "endpoint", "load", "value", "limit", "result"],
+                [
+                    [
+                        escape(c.name),
+                        escape(c.endpoint),
+                        _f(float(c.concurrency or 0), 0),
+                        _f(c.value, 2),
+                        _f(c.limit, 2),
+                        "pass" if c.passed else "<b>FAIL</b>",
+                    ]
+                    for c in report.checks
+                ],
+            )
+        )
+    if report.notes:
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{escape(n)}</li>" for n in report.notes) + "</ul>")
+    style = (
+        "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}.warn{color:#b00}"
+    )
+    return (
+        "<!doctype html><html><head><meta charset=utf-8>"
+        f"<title>switchover bench {escape(report.name)}</title>"
+        f"<style>{style}</style></head><body>{''.join(parts)}</body></html>"
+    )
+
+
+def write_report(rd: RunDir, report: BenchReport, name: str = "report.html") -> str:
+    path = rd.file(name)
+    path.write_text(render(report), encoding="utf-8")
+    return str(path)

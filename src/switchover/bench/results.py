@@ -1,0 +1,147 @@
+"""Typed inputs and results of a bench run (config.json, endpoints.json and summary.json of a run)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from switchover.bench.ab import MetricDelta, SloCheck
+from switchover.bench.knee import KneeResult
+from switchover.bench.settings import BenchSlos
+from switchover.bench.stats import StepSummary
+from switchover.bench.workload import BucketFit
+
+DEFAULT_BUCKETS = [128, 512, 2048]
+DEFAULT_LADDER = [1, 2, 4, 8, 16, 32, 64]
+
+
+class EndpointSpec(BaseModel):
+    """One endpoint to load: a label (old/new/...), where it is, what serves it."""
+
+    label: str
+    url: str
+    engine: str | None = Field(default=None, description="engine profile name; None = plain OpenAI API")
+    model: str | None = None
+    api_key_env: str | None = None
+
+
+class BenchPlan(BaseModel):
+    """Everything that defines a run; saved as config.json so the run can be repeated."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "bench"
+    endpoints: list[EndpointSpec]
+    api: Literal["completions", "chat"] = "completions"
+    buckets: list[int] = Field(default_factory=lambda: list(DEFAULT_BUCKETS))
+    output_tokens: int = Field(default=128, gt=0)
+    concurrency: list[int] | None = Field(default_factory=lambda: list(DEFAULT_LADDER))
+    rates: list[float] | None = None
+    arrival: Literal["constant", "poisson", "gamma"] = "constant"
+    burstiness: float = Field(default=1.0, gt=0)
+    max_inflight: int | None = Field(default=None, gt=0)
+    requests: int | None = Field(default=None, gt=0, description="measured requests per step")
+    duration_s: float | None = Field(default=None, gt=0, description="measuring time per step")
+    warmup_requests: int = Field(default=1, ge=0)
+    warmup_s: float = Field(default=0.0, ge=0)
+    repeats: int = Field(default=1, ge=1, description="ABAB repetitions of each step")
+    seed: int = 0
+    allow_prefix_cache: bool = False
+    dataset: str | None = None
+    trace_speed: float = Field(default=1.0, gt=0)
+    temperature: float = 0.0
+    max_error_rate: float | None = Field(default=None, ge=0, le=1)
+    slos: BenchSlos = Field(default_factory=BenchSlos)
+    knee_metric: Literal["tpot", "ttft", "e2e", "itl"] = "tpot"
+    knee_percentile: float = Field(default=99.0, gt=0, le=100)
+    tokenizer: str | None = Field(default=None, description="HF folder with tokenizer.json, to cross-check N")
+    scrape_interval_s: float = Field(default=1.0, ge=0, description="0 = do not scrape /metrics")
+    use_tokenize: bool = True
+    timeout_s: float = Field(default=300.0, gt=0)
+    calibrate: bool = True
+
+    @model_validator(mode="after")
+    def _one_load_shape(self) -> BenchPlan:
+        if self.dataset is None and not self.buckets:
+            raise ValueError("give ISL buckets or a dataset")
+        if any(b < 1 for b in self.buckets):
+            raise ValueError("buckets must be positive token counts")
+        if self.concurrency and any(c < 1 for c in self.concurrency):
+            raise ValueError("concurrency values must be at least 1")
+        if self.rates and any(r <= 0 for r in self.rates):
+            raise ValueError("rates must be positive")
+        if self.requests is None and self.duration_s is None:
+            raise ValueError("a step needs --requests or --duration")
+        return self
+
+
+class EndpointInfo(BaseModel):
+    """Fingerprint of one endpoint as found at the start of the run."""
+
+    label: str
+    url: str
+    engine: str | None
+    engine_profile: str | None = Field(default=None, description="profile version read, when known")
+    model: str
+    served_models: list[str] = Field(default_factory=list)
+    info: dict[str, Any] = Field(default_factory=dict, description="bodies of /version, /props ... (trimmed)")
+    output_control: str = Field(description="how the output length is forced, or why it cannot be")
+    length_fits: list[BucketFit] = Field(default_factory=list)
+    token_count_method: str | None = None
+
+
+class Calibration(BaseModel):
+    """The client's own ceiling against a zero-work streaming server."""
+
+    req_per_s: float
+    chunks_per_s: float
+    us_per_chunk: float = Field(description="client wall time per chunk at the ceiling, µs")
+    concurrency: int
+    chunks_per_request: int
+    requests: int
+    duration_s: float
+    errors: int = 0
+    send_lag_p99_ms: float | None = None
+    timing_error_p50_us: float | None = None
+    timing_error_p99_us: float | None = None
+    note: str = ""
+
+
+class AbStep(BaseModel):
+    """new vs old at one step of one bucket."""
+
+    bucket: str | None
+    step: int
+    concurrency: int | float | None
+    deltas: list[MetricDelta]
+
+
+class StepTime(BaseModel):
+    endpoint: str
+    bucket: str | None
+    step: int
+    repeat: int
+    start_ns: int
+    end_ns: int
+    start_wall: float
+
+
+class BenchReport(BaseModel):
+    """summary.json: the typed result of a run."""
+
+    name: str
+    created_wall: float
+    run_dir: str | None = None
+    plan: BenchPlan
+    endpoints: list[EndpointInfo]
+    calibration: Calibration | None = None
+    steps: list[StepSummary] = Field(default_factory=list)
+    step_times: list[StepTime] = Field(default_factory=list)
+    knees: dict[str, KneeResult] = Field(default_factory=dict, description="'<endpoint>/<bucket>' -> knee")
+    ab: list[AbStep] = Field(default_factory=list)
+    checks: list[SloCheck] = Field(default_factory=list)
+    passed: bool | None = Field(default=None, description="None when no SLO was set")
+    interrupted: bool = False
+    stopped_reason: str | None = None
+    notes: list[str] = Field(default_factory=list)

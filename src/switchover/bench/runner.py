@@ -1,0 +1,549 @@
+"""A bench run end to end: check the endpoints, fit the prompts, run every step on every endpoint (ABAB),
+keep raw rows as they finish, summarise, find knees, compare, judge, and write the run directory.
+Interrupted runs (Ctrl-C) and runs stopped by the error-rate limit still write everything they measured."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+from switchover.bench.ab import compare_samples, regression_checks, slo_checks
+from switchover.bench.knee import knee_with_ci
+from switchover.bench.results import (
+    AbStep,
+    BenchPlan,
+    BenchReport,
+    Calibration,
+    EndpointInfo,
+    EndpointSpec,
+    StepTime,
+)
+from switchover.bench.rows import ROW_SCHEMA, row_from_record
+from switchover.bench.scheduler import Sent, StepBounds, StopFlag, run_concurrency, run_schedule
+from switchover.bench.scrape import SCRAPE_SCHEMA, Scraper
+from switchover.bench.stats import Slo, StepSummary, metric_samples, percentile, summarize_step
+from switchover.bench.workload import (
+    BucketFit,
+    Prompt,
+    TokenCounter,
+    arrival_offsets,
+    as_payload,
+    bucket_prompt,
+    cache_buster,
+    fit_bucket,
+    load_dataset,
+)
+from switchover.errors import BadInput, Unreachable
+from switchover.runs import RunDir
+from switchover.wire import EngineClient, FailureKind, RequestRecord, Timeouts
+
+MIN_FOR_ERROR_RATE = 10
+FAIL_BACKOFF_S = 0.05  # a failure faster than this waits, so a dead endpoint is not hammered in a tight loop
+
+
+class Reporter(Protocol):
+    def note(self, msg: str) -> None: ...
+    def step_started(self, label: str, total: int | None) -> None: ...
+    def request_done(self, ok: bool) -> None: ...
+    def step_done(self, summary: StepSummary) -> None: ...
+
+
+class NullReporter:
+    def note(self, msg: str) -> None:
+        pass
+
+    def step_started(self, label: str, total: int | None) -> None:
+        pass
+
+    def request_done(self, ok: bool) -> None:
+        pass
+
+    def step_done(self, summary: StepSummary) -> None:
+        pass
+
+
+@dataclass
+class _Endpoint:
+    spec: EndpointSpec
+    client: EngineClient
+    info: EndpointInfo
+    extra: dict[str, Any]
+    counter: TokenCounter
+    min_field: str | None = None
+    scraper: Scraper | None = None
+    finished: int = 0
+    failed: int = 0
+
+
+@dataclass
+class _Load:
+    step: int
+    concurrency: int | None
+    rate: float | None
+
+
+@dataclass
+class _State:
+    rows: dict[tuple[str, str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    steps: list[StepSummary] = field(default_factory=list)
+    times: list[StepTime] = field(default_factory=list)
+
+
+def _trim(obj: Any) -> Any:
+    raw = orjson.dumps(obj)
+    if len(raw) <= 16384 or not isinstance(obj, dict):
+        return obj if len(raw) <= 16384 else "(omitted: larger than 16 KB)"
+    return {k: v for k, v in obj.items() if isinstance(v, str | int | float | bool) and len(str(v)) < 512}
+
+
+async def _open(spec: EndpointSpec, plan: BenchPlan) -> _Endpoint:
+    """Reach the endpoint (exit 3 if not), pick the model, read its fingerprint and engine profile."""
+    t = Timeouts(connect=5, first_byte=plan.timeout_s, idle=min(60.0, plan.timeout_s), total=plan.timeout_s)
+    peak = max(plan.concurrency or [1]) if not plan.rates else (plan.max_inflight or 256)
+    client = EngineClient(spec.url, api_key_env=spec.api_key_env, timeouts=t, max_connections=peak + 8)
+    res = await client.request("GET", "/v1/models", timeout=15)
+    if res.failure is not None:
+        await client.close()
+        raise Unreachable(f"{spec.label} endpoint: {res.failure.message}")
+    served: list[str] = []
+    if res.status == 200:
+        try:
+            served = [str(m["id"]) for m in res.json().get("data", [])]
+        except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
+            served = []
+    model = spec.model or (served[0] if served else None)
+    if model is None:
+        await client.close()
+        raise BadInput(f"{spec.label} endpoint {spec.url}: /v1/models lists no model; pass --model")
+    info: dict[str, Any] = {}
+    for path in ("/version", "/props"):
+        r = await client.request("GET", path, timeout=5)
+        if r.status == 200:
+            with contextlib.suppress(orjson.JSONDecodeError):
+                info[path] = _trim(r.json())
+    extra: dict[str, Any] = {}
+    min_field = None
+    profile_version = None
+    tokenize_path = "/tokenize"
+    if spec.engine:
+        from switchover.engines import load_profile
+
+        prof = load_profile(spec.engine)  # BadInput names the known engines
+        profile_version = prof.version_read
+        tokenize_path = prof.api.tokenize_path or ""
+        if prof.api.ignore_eos_field:
+            extra[prof.api.ignore_eos_field] = True
+        min_field = prof.api.min_tokens_field
+        parts = [f"{k}=true" for k in extra] + ([f"{min_field}=max_tokens"] if min_field else [])
+        control = ", ".join(parts) or f"{prof.display_name} has neither an ignore-EOS nor a min-tokens field"
+    else:
+        control = "no engine given: output may stop at EOS before max_tokens (N is still read from usage)"
+    counter = TokenCounter(
+        client,
+        plan.api,
+        model,
+        use_tokenize=plan.use_tokenize and bool(tokenize_path),
+        tokenize_path=tokenize_path or "/tokenize",
+    )
+    ep_info = EndpointInfo(
+        label=spec.label,
+        url=spec.url,
+        engine=spec.engine,
+        engine_profile=profile_version,
+        model=model,
+        served_models=served,
+        info=info,
+        output_control=control,
+    )
+    return _Endpoint(spec, client, ep_info, extra, counter, min_field)
+
+
+def _loads(plan: BenchPlan, trace: bool) -> list[_Load]:
+    if trace:
+        return [_Load(0, None, None)]
+    if plan.rates:
+        return [_Load(i, None, r) for i, r in enumerate(plan.rates)]
+    return [_Load(i, c, None) for i, c in enumerate(plan.concurrency or [1])]
+
+
+def _with_buster(p: Prompt, buster: str) -> Prompt:
+    if isinstance(p.payload, str):
+        return Prompt(p.api, f"{buster} {p.payload}", p.isl_target, p.max_tokens, p.bucket, p.at_s)
+    msgs = [dict(m) for m in p.payload]
+    if isinstance(msgs[0].get("content"), str):
+        msgs[0]["content"] = f"{buster} {msgs[0]['content']}"
+    return Prompt(p.api, msgs, p.isl_target, p.max_tokens, p.bucket, p.at_s)
+
+
+class BenchRun:
+    """One run; `await BenchRun(plan, runs_dir).run()` returns the report and leaves the run directory."""
+
+    def __init__(
+        self,
+        plan: BenchPlan,
+        runs_dir: str | Path,
+        reporter: Reporter | None = None,
+        calibration: Calibration | None = None,
+        calibrate_fn: Callable[[], Any] | None = None,
+    ) -> None:
+        self.plan = plan
+        self.runs_dir = Path(runs_dir)
+        self.rep = reporter or NullReporter()
+        self.calibration = calibration
+        self.calibrate_fn = calibrate_fn
+        self.stop = StopFlag()
+        self.state = _State()
+        self.eps: list[_Endpoint] = []
+        self.fits: dict[str, BucketFit] = {}
+        self.dataset: list[Prompt] | None = None
+        self.retok: Any = None
+        self.run_dir: Path | None = None
+
+    # ------------------------------------------------------------------ preparation
+
+    async def _prepare(self) -> None:
+        plan = self.plan
+        labels = [e.label for e in plan.endpoints]
+        if len(set(labels)) != len(labels):
+            raise BadInput(f"endpoint labels must be unique, got {labels}")
+        for spec in plan.endpoints:
+            self.eps.append(await _open(spec, plan))
+        if plan.tokenizer:
+            self.retok = _load_tokenizer(plan.tokenizer)
+        if plan.dataset:
+            self.dataset = load_dataset(plan.dataset, plan.output_tokens)
+            return
+        for target in plan.buckets:
+            bucket = str(target)
+            for i, ep in enumerate(self.eps):
+                if i == 0:
+                    await ep.counter.calibrate()
+                    fit = await fit_bucket(ep.counter, target, plan.seed, bucket, method=ep.counter.method)
+                    self.fits[bucket] = fit
+                else:
+                    if ep.counter.offset is None:
+                        await ep.counter.calibrate()
+                    base = self.fits[bucket]
+                    text = bucket_prompt(plan.api, base, plan.seed, ("fit", bucket), plan.output_tokens)
+                    text_s = text.payload if isinstance(text.payload, str) else text.payload[0]["content"]
+                    got = await ep.counter(str(text_s))
+                    fit = base.model_copy(
+                        update={
+                            "achieved": got,
+                            "deviation": got - target,
+                            "method": ep.counter.method,
+                            "probes": 1,
+                        }
+                    )
+                ep.info.length_fits.append(fit)
+                ep.info.token_count_method = ep.counter.method
+                if fit.deviation:
+                    self.rep.note(
+                        f"{ep.spec.label}: bucket {bucket} prompts are {fit.achieved} tokens "
+                        f"({fit.deviation:+d}) on this server"
+                    )
+
+    def _prompt(self, bucket: str, key: tuple[object, ...], index: int) -> Prompt:
+        plan = self.plan
+        unique = not plan.allow_prefix_cache
+        if self.dataset is not None:
+            p = self.dataset[index % len(self.dataset)]
+            return _with_buster(p, cache_buster(plan.seed, key, True)) if unique else p
+        return bucket_prompt(plan.api, self.fits[bucket], plan.seed, key, plan.output_tokens, unique=unique)
+
+    # ------------------------------------------------------------------ one step
+
+    async def _step(
+        self, ep: _Endpoint, bucket: str, load: _Load, repeat: int, out: list[dict[str, Any]]
+    ) -> None:
+        """Run one step on one endpoint; its rows land in `out` even when the step is interrupted."""
+        plan = self.plan
+        trace = self.dataset is not None and self.dataset[0].at_s is not None
+        n_trace = len(self.dataset) if trace and self.dataset else None
+        bounds = StepBounds(
+            requests=n_trace or plan.requests,
+            duration_s=None if trace else plan.duration_s,
+            warmup_requests=0 if trace else plan.warmup_requests,
+            warmup_s=0.0 if trace else plan.warmup_s,
+        )
+        sink: list[Sent] = []
+        prompts: dict[int, Prompt] = {}
+
+        async def send(i: int) -> RequestRecord:
+            p = self._prompt(bucket, (bucket, load.step, repeat, i), i)
+            prompts[i] = p
+            body: dict[str, Any] = {
+                "model": ep.info.model,
+                "max_tokens": p.max_tokens,
+                "stream": True,
+                "temperature": plan.temperature,
+                **ep.extra,
+            }
+            if ep.min_field:
+                body[ep.min_field] = p.max_tokens
+            body["prompt" if p.api == "completions" else "messages"] = p.payload
+            rec = await ep.client.generate(p.api, body)
+            if rec.failure is not None and rec.failure.kind != FailureKind.CANCELLED:
+                took = ((rec.end_ns or rec.send_ns) - rec.send_ns) / 1e9
+                if took < FAIL_BACKOFF_S:
+                    await asyncio.sleep(FAIL_BACKOFF_S - took)
+            return rec
+
+        def on_done(s: Sent) -> None:
+            sink.append(s)
+            ep.finished += 1
+            ep.failed += not s.record.ok
+            self.rep.request_done(s.record.ok)
+            limit = plan.max_error_rate
+            if limit is not None and ep.finished >= MIN_FOR_ERROR_RATE and ep.failed / ep.finished > limit:
+                self.stop.set(
+                    f"{ep.spec.label}: error rate {ep.failed / ep.finished:.0%} over --max-error-rate "
+                    f"{limit:.0%} after {ep.finished} requests"
+                )
+
+        what = (
+            f"c={load.concurrency}"
+            if load.concurrency
+            else (f"{load.rate:g} req/s" if load.rate else "trace")
+        )
+        self.rep.step_started(
+            f"{ep.spec.label} bucket {bucket} {what}" + (f" #{repeat + 1}" if repeat else ""),
+            bounds.max_requests,
+        )
+        t0, wall = time.perf_counter_ns(), time.time()
+        try:
+            if load.concurrency:
+                await run_concurrency(send, load.concurrency, bounds, self.stop, on_done)
+            else:
+                if trace and self.dataset:
+                    offsets = [(p.at_s or 0.0) / plan.trace_speed for p in self.dataset]
+                else:
+                    assert load.rate is not None
+                    n = bounds.max_requests or math.ceil(
+                        load.rate * ((plan.duration_s or 0) + plan.warmup_s) * 1.5 + plan.warmup_requests + 10
+                    )
+                    offsets = arrival_offsets(plan.arrival, load.rate, n, plan.seed, plan.burstiness)
+                await run_schedule(send, offsets, bounds, self.stop, on_done, plan.max_inflight)
+        finally:
+            out.extend(self._row(ep, bucket, load, repeat, s, prompts.get(s.index)) for s in sink)
+            self.state.times.append(
+                StepTime(
+                    endpoint=ep.spec.label,
+                    bucket=bucket,
+                    step=load.step,
+                    repeat=repeat,
+                    start_ns=t0,
+                    end_ns=time.perf_counter_ns(),
+                    start_wall=wall,
+                )
+            )
+
+    def _row(
+        self, ep: _Endpoint, bucket: str, load: _Load, repeat: int, s: Sent, p: Prompt | None
+    ) -> dict[str, Any]:
+        row = row_from_record(
+            s.record,
+            endpoint=ep.spec.label,
+            step=load.step,
+            repeat=repeat,
+            concurrency=load.concurrency,
+            rate=load.rate,
+            bucket=bucket,
+            isl_target=p.isl_target if p else None,
+            osl_target=p.max_tokens if p else None,
+            index=s.index,
+            warmup=s.warmup,
+            sched_ns=s.sched_ns,
+        )
+        if self.retok is not None and s.record.ok:
+            row["retok_tokens"] = len(
+                self.retok.encode(row["output_text"] or "", add_special_tokens=False).ids
+            )
+        return row
+
+    # ------------------------------------------------------------------ the run
+
+    async def run(self) -> tuple[BenchReport, RunDir]:
+        plan = self.plan
+        report = BenchReport(name=plan.name, created_wall=time.time(), plan=plan, endpoints=[])
+        try:
+            await self._prepare()
+        except BaseException:
+            for ep in self.eps:
+                await ep.client.close()
+            raise
+        report.endpoints = [ep.info for ep in self.eps]
+        if self.calibration is None and self.calibrate_fn is not None:
+            self.rep.note("calibrating the client against a zero-work server ...")
+            self.calibration = await self.calibrate_fn()
+        report.calibration = self.calibration
+        rd = RunDir.create(self.runs_dir, plan.name)
+        self.run_dir = rd.path
+        report.run_dir = str(rd.path)
+        rd.write_json("config", plan)
+        rd.write_json("endpoints", {"endpoints": [e.info.model_dump() for e in self.eps]})
+        writer = rd.record_writer("requests", ROW_SCHEMA)
+        for ep in self.eps:
+            ep.scraper = Scraper(ep.client, ep.spec.label, ep.spec.engine, plan.scrape_interval_s)
+            ep.scraper.start()
+        trace = self.dataset is not None and self.dataset[0].at_s is not None
+        buckets = ["dataset"] if self.dataset is not None else [str(b) for b in plan.buckets]
+        ceiling = (
+            {"req_per_s": self.calibration.req_per_s * 1.0, "chunks_per_s": self.calibration.chunks_per_s}
+            if self.calibration
+            else None
+        )
+        slo = Slo(ttft_ms=plan.slos.ttft_p99_ms, tpot_ms=plan.slos.tpot_p99_ms, e2e_ms=plan.slos.e2e_p99_ms)
+        try:
+            for bucket in buckets:
+                for load in _loads(plan, trace):
+                    for repeat in range(plan.repeats):
+                        for ep in self.eps:  # A B A B: every endpoint at this step before the next step
+                            if self.stop.is_set:
+                                break
+                            rows: list[dict[str, Any]] = []
+                            try:
+                                await self._step(ep, bucket, load, repeat, rows)
+                            finally:
+                                self._keep(writer, ep, bucket, load, rows, slo, ceiling)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            report.interrupted = True
+            self.stop.set("interrupted (Ctrl-C)")
+            raise
+        finally:
+            for ep in self.eps:
+                if ep.scraper is not None:
+                    await ep.scraper.stop()
+                    report.notes.append(ep.scraper.note())
+                await ep.client.close()
+            writer.close()
+            self._finish(report, rd)
+        return report, rd
+
+    def _keep(
+        self,
+        writer: Any,
+        ep: _Endpoint,
+        bucket: str,
+        load: _Load,
+        rows: list[dict[str, Any]],
+        slo: Slo,
+        ceiling: dict[str, float] | None,
+    ) -> None:
+        if not rows:
+            return
+        writer.append(rows)
+        self.state.rows.setdefault((ep.spec.label, bucket, load.step), []).extend(rows)
+        s = summarize_step(rows, slo=slo if not slo.is_empty() else None, client_ceiling=ceiling)
+        self.state.steps.append(s)
+        self.rep.step_done(s)
+
+    def _finish(self, report: BenchReport, rd: RunDir) -> None:
+        plan = self.plan
+        report.steps = self.state.steps
+        report.step_times = self.state.times
+        report.stopped_reason = self.stop.reason
+        report.knees = self._knees()
+        report.ab = self._ab()
+        report.checks = slo_checks(report.steps, plan.slos)
+        report.checks += regression_checks(
+            [(a.step, a.concurrency, d) for a in report.ab for d in a.deltas], plan.slos
+        )
+        report.passed = all(c.passed for c in report.checks) if report.checks else None
+        if any(s.client_flag for s in report.steps):
+            report.notes.append(
+                "some steps used more than 70% of the client's calibrated ceiling: their latencies "
+                "measure the client as well as the engine"
+            )
+        rows = [r for ep in self.eps if ep.scraper for r in ep.scraper.rows]
+        rd.write_records("metrics", rows, schema=SCRAPE_SCHEMA)
+        rd.write_json("summary", report)
+        from switchover.bench.report import write_report
+
+        write_report(rd, report)
+
+    def _knees(self) -> dict[str, Any]:
+        plan = self.plan
+        out = {}
+        keys = sorted({(e, b) for (e, b, _) in self.state.rows})
+        for ep_label, bucket in keys:
+            steps = sorted(
+                (k[2], rows) for k, rows in self.state.rows.items() if k[0] == ep_label and k[1] == bucket
+            )
+            x, samples, ttft50, tpot50 = [], [], [], []
+            for _, rows in steps:
+                x.append(float(rows[0].get("concurrency") or rows[0].get("rate") or 0))
+                samples.append(metric_samples(rows, plan.knee_metric))
+                tt, tp = metric_samples(rows, "ttft"), metric_samples(rows, "tpot")
+                ttft50.append(percentile(tt, 50) if tt else None)
+                tpot50.append(percentile(tp, 50) if tp else None)
+            if not any(x):
+                continue
+            out[f"{ep_label}/{bucket}"] = knee_with_ci(
+                x,
+                samples,
+                q=plan.knee_percentile,
+                metric=f"{plan.knee_metric} p{plan.knee_percentile:g}",
+                seed=plan.seed,
+                ttft_p50=ttft50,
+                tpot_p50=tpot50,
+            )
+        return out
+
+    def _ab(self) -> list[AbStep]:
+        if len(self.eps) != 2:
+            return []
+        a, b = self.eps[0].spec.label, self.eps[1].spec.label
+        out = []
+        for (label, bucket, step), rows_a in sorted(self.state.rows.items()):
+            if label != a or (b, bucket, step) not in self.state.rows:
+                continue
+            rows_b = self.state.rows[(b, bucket, step)]
+            deltas = []
+            for metric in ("ttft", "tpot", "e2e"):
+                for stat in ("p50", "p99"):
+                    d = compare_samples(
+                        metric,
+                        metric_samples(rows_a, metric),
+                        metric_samples(rows_b, metric),
+                        stat=stat,
+                        seed=self.plan.seed,
+                    )
+                    if d is not None:
+                        deltas.append(d)
+            conc = rows_a[0].get("concurrency") or rows_a[0].get("rate")
+            out.append(AbStep(bucket=bucket, step=step, concurrency=conc, deltas=deltas))
+        return out
+
+
+def _load_tokenizer(path: str) -> Any:
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise BadInput(
+            "--tokenizer needs the `tokenizers` package (pip install 'switchover[model]')"
+        ) from None
+    p = Path(path)
+    file = p / "tokenizer.json" if p.is_dir() else p
+    if not file.exists():
+        raise BadInput(f"--tokenizer: {file} does not exist (give a folder with tokenizer.json)")
+    try:
+        return Tokenizer.from_file(str(file))
+    except Exception as exc:  # tokenizers raises a bare Exception for bad files
+        raise BadInput(f"--tokenizer: cannot load {file}: {exc}") from None
+
+
+def payload_text(p: Prompt) -> str:
+    """The user text of a prompt (for display)."""
+    return p.payload if isinstance(p.payload, str) else str(p.payload[-1].get("content", ""))
+
+
+__all__ = ["BenchRun", "NullReporter", "Reporter", "as_payload", "payload_text"]

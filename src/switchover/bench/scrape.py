@@ -1,0 +1,136 @@
+"""Engine /metrics scraped during a run on the client's clock (perf_counter_ns), so server-side series line up
+with the requests. Which series to keep comes from the engine profile (`EngineProfile.metrics`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+import pyarrow as pa
+from prometheus_client.parser import text_string_to_metric_families
+
+from switchover.wire import EngineClient
+
+SCRAPE_SCHEMA = pa.schema(
+    [
+        ("endpoint", pa.string()),
+        ("t_ns", pa.int64()),  # perf_counter_ns when the scrape answer arrived (same clock as requests)
+        ("wall", pa.float64()),
+        ("intent", pa.string()),  # ttft, running, kv_usage, ... (engine profile intents)
+        ("name", pa.string()),  # sample name as exposed (histograms: _bucket/_sum/_count)
+        ("labels", pa.string()),  # JSON object
+        ("value", pa.float64()),
+    ]
+)
+
+_SUFFIXES = ("_bucket", "_sum", "_count", "_total", "_created", "_gcount", "_gsum")
+
+
+def _base(sample: str) -> list[str]:
+    names = [sample]
+    for s in _SUFFIXES:
+        if sample.endswith(s):
+            names.append(sample[: -len(s)])
+    return names
+
+
+def parse_metrics(
+    text: str, wanted: Mapping[str, str], *, endpoint: str, t_ns: int, wall: float
+) -> list[dict[str, Any]]:
+    """Rows for the samples whose series name (or its base without a histogram/counter suffix) is wanted.
+    `wanted` maps an exposed series name to its intent."""
+    rows: list[dict[str, Any]] = []
+    try:
+        families = list(text_string_to_metric_families(text))
+    except (ValueError, TypeError):
+        return rows
+    for fam in families:
+        for s in fam.samples:
+            if s.name.endswith("_created"):
+                continue
+            intent = next((wanted[n] for n in (*_base(s.name), fam.name) if n in wanted), None)
+            if intent is None:
+                continue
+            rows.append(
+                {
+                    "endpoint": endpoint,
+                    "t_ns": t_ns,
+                    "wall": wall,
+                    "intent": intent,
+                    "name": s.name,
+                    "labels": orjson.dumps(dict(s.labels), option=orjson.OPT_SORT_KEYS).decode(),
+                    "value": float(s.value),
+                }
+            )
+    return rows
+
+
+def wanted_series(engine: str | None) -> tuple[dict[str, str], str]:
+    """(series name -> intent, metrics path) from the engine profile; empty when there is no profile."""
+    if not engine:
+        return {}, "/metrics"
+    from switchover.engines import load_profile
+    from switchover.errors import BadInput
+
+    try:
+        prof = load_profile(engine)
+    except BadInput:
+        return {}, "/metrics"
+    return {spec.name: intent for intent, spec in prof.metrics.items()}, prof.metrics_endpoint.path
+
+
+class Scraper:
+    """Polls one endpoint's metrics every `interval_s` until stopped; failures are counted, not raised."""
+
+    def __init__(self, client: EngineClient, endpoint: str, engine: str | None, interval_s: float) -> None:
+        self.client, self.endpoint, self.interval_s = client, endpoint, interval_s
+        self.wanted, self.path = wanted_series(engine)
+        self.rows: list[dict[str, Any]] = []
+        self.failures = 0
+        self.scrapes = 0
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+
+    async def once(self) -> None:
+        res = await self.client.request("GET", self.path, timeout=max(self.interval_s, 2.0))
+        t_ns, wall = time.perf_counter_ns(), time.time()
+        self.scrapes += 1
+        if res.failure or res.status != 200:
+            self.failures += 1
+            return
+        self.rows.extend(
+            parse_metrics(
+                res.body.decode(errors="replace"), self.wanted, endpoint=self.endpoint, t_ns=t_ns, wall=wall
+            )
+        )
+
+    async def _loop(self) -> None:
+        while not self._stop.is_set():
+            await self.once()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), timeout=self.interval_s)
+
+    def start(self) -> None:
+        if self.wanted and self.interval_s > 0:
+            self._task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(self._task, timeout=5)
+            except (TimeoutError, asyncio.CancelledError):
+                self._task.cancel()
+
+    def note(self) -> str:
+        if not self.wanted:
+            return f"{self.endpoint}: no engine profile metrics to scrape"
+        kept = len({r["name"] for r in self.rows})
+        return (
+            f"{self.endpoint}: {self.scrapes} scrapes of {self.path}, {self.failures} failed, "
+            f"{kept} series kept"
+        )

@@ -1,0 +1,276 @@
+"""Workloads: prompts synthesised to exact token lengths (verified against the server), a per-request
+cache-buster prefix, JSONL datasets and traces, seeded arrival times.
+
+Exact length: the prompt is `<cache-buster words> <filler words>`; the number of filler words is searched
+(bisection) until the *server* counts exactly the target, either from `usage.prompt_tokens` of a 1-token
+request (what the server really charged, chat template and BOS included) or from `/tokenize` plus an offset
+calibrated against that usage once. When no word count hits the target exactly, the nearest is used and the
+deviation is reported (the per-request `usage.prompt_tokens` is recorded in every row as well).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import orjson
+from pydantic import BaseModel
+
+from switchover.errors import BadInput, Unreachable
+from switchover.wire import EngineClient, FailureKind
+
+Arrival = Literal["constant", "poisson", "gamma"]
+Api = Literal["completions", "chat"]
+
+# Short, common words: one token each in most BPE vocabularies, so a prompt grows about one token per word.
+_FILLER_TEXT = (
+    "the of and to in is it for on with as by at from this that be or are not all can new one use "
+    "data value name list file path line type time text key item test code call read write open close "
+    "start end first last next set get add run load save find make show keep move send hold turn pick "
+    "red blue green black white small large short long high low left right over under near far good"
+)
+FILLER: list[str] = _FILLER_TEXT.split()
+BUSTER_WORDS = 4
+
+
+def _rng(*parts: object) -> np.random.Generator:
+    digest = hashlib.sha256(repr(parts).encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+
+def filler_words(seed: int, bucket: str, n: int) -> list[str]:
+    """The seeded filler sequence of one bucket (the same for every request and endpoint)."""
+    idx = _rng(seed, "filler", bucket).integers(0, len(FILLER), size=n)
+    return [FILLER[i] for i in idx]
+
+
+def cache_buster(seed: int, key: tuple[object, ...], unique: bool = True) -> str:
+    """A few seeded words unique per request (or fixed when prefix caching is allowed)."""
+    rng = _rng(seed, "buster", *(key if unique else ("shared",)))
+    return " ".join(FILLER[i] for i in rng.integers(0, len(FILLER), size=BUSTER_WORDS)) + "."
+
+
+def as_payload(api: Api, text: str) -> str | list[dict[str, str]]:
+    return text if api == "completions" else [{"role": "user", "content": text}]
+
+
+# ------------------------------------------------------------------------------------------- token counting
+
+Counter = Callable[[str], Awaitable[int]]
+
+
+class TokenCounter:
+    """Counts prompt tokens the way the server charges them (usage.prompt_tokens), cheaply when possible."""
+
+    def __init__(
+        self,
+        client: EngineClient,
+        api: Api,
+        model: str,
+        *,
+        use_tokenize: bool = True,
+        tokenize_path: str = "/tokenize",
+    ) -> None:
+        self.client, self.api, self.model = client, api, model
+        self.use_tokenize = use_tokenize
+        self.tokenize_path = tokenize_path
+        self.offset: int | None = None  # usage − len(/tokenize) for the same text
+        self.method = "usage.prompt_tokens"
+        self.calls = 0
+
+    async def by_usage(self, text: str) -> int:
+        body: dict[str, Any] = {"model": self.model, "max_tokens": 1, "stream": False, "temperature": 0}
+        body["prompt" if self.api == "completions" else "messages"] = as_payload(self.api, text)
+        rec = await self.client.generate(self.api, body, include_usage=False)
+        self.calls += 1
+        if rec.failure is not None:
+            if rec.failure.kind in (FailureKind.CONNECT, FailureKind.CONNECT_TIMEOUT):
+                raise Unreachable(rec.failure.message)
+            raise BadInput(f"{self.client.base_url}: cannot measure prompt length: {rec.failure.message}")
+        if rec.usage is None or rec.usage.prompt_tokens is None:
+            raise BadInput(
+                f"{self.client.base_url}: the server reports no usage.prompt_tokens, so prompt lengths "
+                "cannot be verified",
+                hint="use a JSONL dataset instead of ISL buckets",
+            )
+        return int(rec.usage.prompt_tokens)
+
+    async def tokenize(self, text: str) -> list[int] | None:
+        """Token ids from the engine's tokenize endpoint (path from its profile); None where it has none."""
+        body = {"model": self.model, "prompt": text, "content": text, "add_special_tokens": True}
+        res = await self.client.request("POST", self.tokenize_path, json_body=body, timeout=30)
+        self.calls += 1
+        if res.failure or res.status != 200:
+            return None
+        try:
+            tokens = res.json().get("tokens")
+        except (orjson.JSONDecodeError, AttributeError):
+            return None
+        if not isinstance(tokens, list):
+            return None
+        return [t if isinstance(t, int) else -1 for t in tokens]
+
+    async def calibrate(self) -> None:
+        """Use /tokenize + a fixed offset when two probes of different length agree with usage."""
+        if not self.use_tokenize:
+            return
+        offsets = []
+        for n in (8, 40):
+            text = " ".join(FILLER[:n])
+            ids = await self.tokenize(text)
+            if ids is None:
+                return
+            offsets.append(await self.by_usage(text) - len(ids))
+        if offsets[0] == offsets[1]:
+            self.offset = offsets[0]
+            self.method = f"/tokenize + {self.offset} (calibrated against usage.prompt_tokens)"
+
+    async def __call__(self, text: str) -> int:
+        if self.offset is not None:
+            ids = await self.tokenize(text)
+            if ids is not None:
+                return len(ids) + self.offset
+        return await self.by_usage(text)
+
+
+class BucketFit(BaseModel):
+    """How a bucket's prompt length was fitted on one server."""
+
+    bucket: str
+    target: int
+    words: int
+    achieved: int
+    deviation: int
+    method: str
+    probes: int
+
+
+async def fit_bucket(count: Counter, target: int, seed: int, bucket: str, *, method: str = "") -> BucketFit:
+    """Bisection on the number of filler words so that buster + filler counts `target` tokens."""
+    if target < BUSTER_WORDS + 4:
+        raise BadInput(f"input length {target} is too short: buckets need at least {BUSTER_WORDS + 4} tokens")
+    words = filler_words(seed, bucket, 2 * target + 8)
+    buster = cache_buster(seed, ("fit", bucket))
+    probes = 0
+
+    async def n_tokens(w: int) -> int:
+        nonlocal probes
+        probes += 1
+        return await count(f"{buster} {' '.join(words[:w])}")
+
+    lo, hi = 0, len(words)
+    c_hi = await n_tokens(hi)
+    if c_hi < target:
+        raise BadInput(f"cannot reach {target} prompt tokens with filler text (got {c_hi})")
+    c_lo = await n_tokens(lo)
+    if c_lo > target:
+        raise BadInput(f"the cache-buster alone is {c_lo} tokens, more than the {target} wanted")
+    while hi - lo > 1:  # invariant: count(lo) < target <= count(hi), or equal at lo
+        mid = (lo + hi) // 2
+        c = await n_tokens(mid)
+        if c < target:
+            lo, c_lo = mid, c
+        else:
+            hi, c_hi = mid, c
+    best_w, best_c = (hi, c_hi) if abs(c_hi - target) <= abs(target - c_lo) else (lo, c_lo)
+    return BucketFit(
+        bucket=bucket,
+        target=target,
+        words=best_w,
+        achieved=best_c,
+        deviation=best_c - target,
+        method=method,
+        probes=probes,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One request's input."""
+
+    api: Api
+    payload: str | list[dict[str, Any]]
+    isl_target: int | None
+    max_tokens: int
+    bucket: str
+    at_s: float | None = None  # trace replay: arrival offset in seconds
+
+
+def bucket_prompt(
+    api: Api, fit: BucketFit, seed: int, key: tuple[object, ...], osl: int, *, unique: bool = True
+) -> Prompt:
+    """The prompt of request `key` in a fitted bucket (same text for the same seed and key)."""
+    words = filler_words(seed, fit.bucket, fit.words)
+    text = f"{cache_buster(seed, key, unique)} {' '.join(words)}"
+    return Prompt(api, as_payload(api, text), fit.target, osl, fit.bucket)
+
+
+# ------------------------------------------------------------------------------------------- datasets, traces
+
+
+def load_dataset(path: str | Path, default_max_tokens: int) -> list[Prompt]:
+    """JSONL: one object per line with `prompt` (completions) or `messages` (chat), optional `max_tokens`
+    and `timestamp` (seconds; makes it a trace replayed at those offsets)."""
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise BadInput(f"{p}: cannot read dataset: {exc.strerror or exc}") from None
+    out: list[Prompt] = []
+    t0: float | None = None
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            raise BadInput(f"{p}:{i}: not valid JSON") from None
+        if not isinstance(obj, dict) or ("prompt" in obj) == ("messages" in obj):
+            raise BadInput(f"{p}:{i}: each line needs exactly one of `prompt` or `messages`")
+        if "prompt" in obj and not isinstance(obj["prompt"], str):
+            raise BadInput(f"{p}:{i}: `prompt` must be a string")
+        if "messages" in obj and not (isinstance(obj["messages"], list) and obj["messages"]):
+            raise BadInput(f"{p}:{i}: `messages` must be a non-empty list")
+        mt = obj.get("max_tokens", default_max_tokens)
+        if not isinstance(mt, int) or mt < 1:
+            raise BadInput(f"{p}:{i}: `max_tokens` must be a positive integer, got {mt!r}")
+        ts = obj.get("timestamp")
+        if ts is not None and not isinstance(ts, int | float):
+            raise BadInput(f"{p}:{i}: `timestamp` must be a number of seconds, got {ts!r}")
+        at = None
+        if ts is not None:
+            t0 = float(ts) if t0 is None else t0
+            at = float(ts) - t0
+            if at < 0:
+                raise BadInput(f"{p}:{i}: timestamps must not go backwards")
+        api: Api = "completions" if "prompt" in obj else "chat"
+        out.append(Prompt(api, obj.get("prompt", obj.get("messages")), None, mt, "dataset", at))
+    if not out:
+        raise BadInput(f"{p}: the dataset is empty")
+    if len({q.api for q in out}) > 1:
+        raise BadInput(f"{p}: mixes `prompt` and `messages` lines; use one kind per file")
+    if any(q.at_s is None for q in out) and any(q.at_s is not None for q in out):
+        raise BadInput(f"{p}: either every line has a `timestamp` or none has")
+    return out
+
+
+def arrival_offsets(kind: Arrival, rate: float, n: int, seed: int, burstiness: float = 1.0) -> list[float]:
+    """Seeded send offsets (s) for n requests at `rate` req/s: constant gaps, exponential gaps (Poisson),
+    or gamma gaps with shape = burstiness and mean 1/rate (burstiness 1 = Poisson, as vLLM's --burstiness)."""
+    if rate <= 0:
+        raise BadInput(f"rate must be positive, got {rate:g}")
+    if burstiness <= 0:
+        raise BadInput(f"burstiness must be positive, got {burstiness:g}")
+    rng = _rng(seed, "arrivals", kind, rate, burstiness)
+    if kind == "constant":
+        gaps = np.full(n, 1.0 / rate)
+    elif kind == "poisson":
+        gaps = rng.exponential(1.0 / rate, size=n)
+    else:
+        gaps = rng.gamma(burstiness, 1.0 / (rate * burstiness), size=n)
+    offsets = np.concatenate([[0.0], np.cumsum(gaps[:-1])]) if n else np.array([])
+    return [float(x) for x in offsets]

@@ -1,0 +1,500 @@
+"""`switchover bench`: where does each engine's latency tail bend, side by side, on my input shapes?"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from switchover.cli.common import console, err_console, print_json, run
+from switchover.errors import BadInput, CheckFailed
+
+app = typer.Typer(
+    help="Load old and new engines side by side: latency vs load, the knee, A/B deltas, raw rows kept.",
+    invoke_without_command=True,
+    no_args_is_help=True,
+)
+
+
+def _floats(flag: str, text: str | None) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        vals = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise BadInput(f"{flag} must be comma-separated numbers, got {text!r}") from None
+    if not vals:
+        raise BadInput(f"{flag} is empty")
+    return vals
+
+
+def _ints(flag: str, text: str | None) -> list[int] | None:
+    vals = _floats(flag, text)
+    if vals is None:
+        return None
+    if any(not v.is_integer() or v < 1 for v in vals):
+        raise BadInput(f"{flag} must be positive whole numbers, got {text!r}")
+    return [int(v) for v in vals]
+
+
+def _slos(specs: list[str] | None) -> dict[str, float]:
+    from switchover.bench.settings import BenchSlos
+
+    out: dict[str, float] = {}
+    for spec in specs or []:
+        key, sep, value = spec.partition("=")
+        if not sep or key not in BenchSlos.model_fields:
+            raise BadInput(f"--slo must be one of {', '.join(BenchSlos.model_fields)}=<number>, got {spec!r}")
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise BadInput(f"--slo {key}: not a number: {value!r}") from None
+    return out
+
+
+class _Progress:
+    """Rich progress: one bar per step, one line per finished step."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.p = progress
+        self.task: Any = None
+
+    def note(self, msg: str) -> None:
+        self.p.console.print(f"[dim]{msg}[/]", highlight=False)
+
+    def step_started(self, label: str, total: int | None) -> None:
+        if self.task is not None:
+            self.p.remove_task(self.task)
+        self.task = self.p.add_task(label, total=total)
+
+    def request_done(self, ok: bool) -> None:
+        if self.task is not None:
+            self.p.advance(self.task)
+
+    def step_done(self, s: Any) -> None:
+        load = f"c={s.concurrency}" if s.concurrency else f"{s.rate} req/s"
+        tpot = f"{s.tpot_ms.p99:.2f}" if s.tpot_ms else "—"
+        ttft = f"{s.ttft_ms.p99:.1f}" if s.ttft_ms else "—"
+        self.p.console.print(
+            f"{s.endpoint:>6} {s.bucket:>7} {load:>8}: {s.ok}/{s.requests} ok, TTFT p99 {ttft} ms, "
+            f"TPOT p99 {tpot} ms, {s.out_tok_per_s or 0:.1f} tok/s"
+            + (" [yellow]client-bound[/]" if s.client_flag else ""),
+            highlight=False,
+        )
+
+
+def render(report: Any) -> None:
+    """Console summary: the step table, knees, A/B deltas, checks, where the run directory is."""
+    table = Table(title=f"switchover bench {report.name}")
+    for col in (
+        "endpoint",
+        "bucket",
+        "load",
+        "ok",
+        "req/s",
+        "tok/s",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "TPOT p99",
+        "ISL",
+        "steady",
+    ):
+        table.add_column(col, justify="right")
+
+    def f(v: float | None, d: int = 1) -> str:
+        return "—" if v is None else f"{v:.{d}f}"
+
+    for s in report.steps:
+        steady = (
+            "—" if s.steady is None or s.steady.reached is None else ("yes" if s.steady.reached else "no")
+        )
+        table.add_row(
+            s.endpoint,
+            s.bucket or "",
+            f"{s.concurrency or s.rate}",
+            f"{s.ok}/{s.requests}",
+            f(s.req_per_s, 2),
+            f(s.out_tok_per_s),
+            f(s.ttft_ms.p50 if s.ttft_ms else None),
+            f(s.ttft_ms.p99 if s.ttft_ms else None),
+            f(s.tpot_ms.p50 if s.tpot_ms else None, 2),
+            f(s.tpot_ms.p99 if s.tpot_ms else None, 2),
+            f(s.lengths.isl_mean),
+            steady,
+        )
+    console.print(table)
+    for key, k in report.knees.items():
+        console.print(f"[bold]{key}[/]: {k.message}", highlight=False, soft_wrap=True)
+    for a in report.ab:
+        sig = [d for d in a.deltas if d.significant]
+        if sig:
+            console.print(
+                f"new vs old @ {a.concurrency} ({a.bucket}): "
+                + ", ".join(
+                    f"{d.metric} {d.stat} {d.delta_pct:+.0f}%" for d in sig if d.delta_pct is not None
+                ),
+                highlight=False,
+            )
+    for c in report.checks:
+        if not c.passed:
+            console.print(
+                f"[red]FAIL[/] {c.name} {c.endpoint} @ {c.concurrency}: {c.value} > {c.limit}",
+                highlight=False,
+            )
+    for n in report.notes:
+        console.print(f"[dim]{n}[/]", highlight=False, soft_wrap=True)
+    if report.stopped_reason:
+        console.print(f"[yellow]stopped early:[/] {report.stopped_reason}", highlight=False)
+    console.print(
+        f"run directory: {report.run_dir}  (report.html, summary.json, requests.parquet)", highlight=False
+    )
+
+
+def _endpoints(
+    config: Path | None,
+    old: str | None,
+    new: str | None,
+    url: str | None,
+    old_engine: str | None,
+    new_engine: str | None,
+    engine: str | None,
+    model: str | None,
+    api_key_env: str | None,
+):
+    from switchover.bench.results import EndpointSpec
+
+    section = None
+    eps: list[EndpointSpec] = []
+    if config is not None:
+        from switchover.config import load_migration
+
+        mig = load_migration(config)
+        section = mig.bench
+        for label, ep in (("old", mig.old), ("new", mig.new)):
+            eps.append(
+                EndpointSpec(
+                    label=label,
+                    url=ep.url,
+                    engine=ep.engine.value if ep.engine.value != "openai" else None,
+                    model=ep.model,
+                    api_key_env=ep.api_key_env,
+                )
+            )
+    over = {"old": (old, old_engine), "new": (new, new_engine)}
+    for label, (u, eng) in over.items():
+        if u is None and eng is None:
+            continue
+        found = next((e for e in eps if e.label == label), None)
+        if found is None:
+            if u is None:
+                raise BadInput(f"--{label}-engine given without --{label}")
+            eps.append(EndpointSpec(label=label, url=u, engine=eng, model=model, api_key_env=api_key_env))
+        else:
+            i = eps.index(found)
+            eps[i] = found.model_copy(
+                update={k: v for k, v in (("url", u), ("engine", eng)) if v is not None}
+            )
+    if url is not None:
+        if eps:
+            raise BadInput("give either --url (one endpoint) or --old/--new/--config, not both")
+        eps.append(EndpointSpec(label="target", url=url, engine=engine, model=model, api_key_env=api_key_env))
+    if not eps:
+        raise BadInput("nothing to bench: give --url, --old and --new, or --config switchover.yaml")
+    for e in eps:
+        if not e.url.startswith(("http://", "https://")):
+            raise BadInput(f"{e.label} URL must start with http:// or https://, got {e.url!r}")
+        if model and e.model is None:
+            e.model = model
+    return eps, section
+
+
+def _plan(**kw: Any):
+    from pydantic import ValidationError
+
+    from switchover.bench.results import BenchPlan
+
+    try:
+        return BenchPlan(**{k: v for k, v in kw.items() if v is not None})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(x) for x in err["loc"]) or "options"
+        raise BadInput(f"{field}: {err['msg']}") from None
+
+
+@app.callback()
+def bench(
+    ctx: typer.Context,
+    url: str = typer.Option(None, "--url", help="One endpoint to bench (instead of --old/--new)."),
+    old: str = typer.Option(None, "--old", help="Base URL of the endpoint serving today (A)."),
+    new: str = typer.Option(None, "--new", help="Base URL of the endpoint to switch to (B)."),
+    config: Path = typer.Option(
+        None, "--config", "-c", help="switchover.yaml: endpoints, engines, bench section."
+    ),
+    old_engine: str = typer.Option(None, help="Engine of --old (vllm, sglang, trtllm, tgi, llamacpp)."),
+    new_engine: str = typer.Option(None, help="Engine of --new."),
+    engine: str = typer.Option(None, help="Engine of the single URL."),
+    model: str = typer.Option(None, help="Model name; default: first id of /v1/models."),
+    api: str = typer.Option("completions", help="completions or chat (chat counts the template's tokens)."),
+    buckets: str = typer.Option(None, help="Input-length buckets in tokens, e.g. 128,512,2048."),
+    output_tokens: int = typer.Option(
+        None, "--output-tokens", help="Output tokens per request (default 128)."
+    ),
+    concurrency: str = typer.Option(None, help="Concurrency ladder, e.g. 1,2,4,8,16,32,64 (the default)."),
+    rate: str = typer.Option(None, help="Request rates (req/s) instead of a concurrency ladder, e.g. 1,2,4."),
+    arrival: str = typer.Option("constant", help="Rate mode arrivals: constant, poisson or gamma."),
+    burstiness: float = typer.Option(1.0, help="Gamma shape (1 = Poisson, lower = burstier)."),
+    max_inflight: int = typer.Option(None, help="Cap on requests in flight in rate mode."),
+    requests: int = typer.Option(None, help="Measured requests per step."),
+    duration: float = typer.Option(None, "--duration", help="Measuring seconds per step."),
+    warmup_requests: int = typer.Option(1, help="Requests per step discarded as warm-up."),
+    warmup_s: float = typer.Option(0.0, "--warmup-s", help="Seconds per step discarded as warm-up."),
+    repeats: int = typer.Option(1, help="ABAB repetitions of every step."),
+    seed: int = typer.Option(None, help="Seed for prompts and arrivals (default 0)."),
+    allow_prefix_cache: bool = typer.Option(False, help="Drop the per-request cache-buster prefix."),
+    dataset: Path = typer.Option(
+        None, help="JSONL of {prompt|messages, max_tokens?, timestamp?} (timestamps: replay)."
+    ),
+    trace_speed: float = typer.Option(1.0, help="Trace replay speed-up factor."),
+    max_error_rate: float = typer.Option(
+        None, help="Stop the run when an endpoint's error rate exceeds this (0-1)."
+    ),
+    slo: list[str] = typer.Option(
+        None, "--slo", help="e.g. tpot_p99_ms=50 (repeatable; adds to switchover.yaml)."
+    ),
+    knee_metric: str = typer.Option("tpot", help="Metric whose tail defines the knee: tpot, ttft, e2e, itl."),
+    tokenizer: Path = typer.Option(
+        None, help="HF folder with tokenizer.json, to cross-check N by re-tokenizing."
+    ),
+    scrape_interval: float = typer.Option(1.0, help="Seconds between /metrics scrapes (0 = off)."),
+    timeout: float = typer.Option(300.0, help="Per-request time limit, seconds."),
+    calibrate: bool = typer.Option(
+        True, "--calibrate/--no-calibrate", help="Measure the client ceiling first."
+    ),
+    runs_dir: Path = typer.Option(Path("runs"), help="Where run directories go."),
+    name: str = typer.Option("bench", help="Run name (suffix of the run directory)."),
+    json_out: bool = typer.Option(False, "--json", help="Print summary.json to stdout."),
+) -> None:
+    """Run the same seeded workload on every endpoint, step by step (ABAB), and write a run directory.
+
+    Example: switchover bench --old http://127.0.0.1:8000 --old-engine vllm --new http://127.0.0.1:8080
+    --new-engine llamacpp --buckets 128,512 --concurrency 1,2,4,8 --requests 50
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from switchover.bench.calibrate import calibrate as calibrate_fn
+    from switchover.bench.runner import BenchRun
+
+    eps, section = _endpoints(config, old, new, url, old_engine, new_engine, engine, model, None)
+    sec: dict[str, Any] = section.model_dump(exclude_none=True) if section is not None else {}
+    slos = {**sec.pop("slos", {}), **_slos(slo)}
+    rates = _floats("--rate", rate)
+    plan = _plan(
+        name=name,
+        endpoints=eps,
+        api=api,
+        buckets=_ints("--buckets", buckets) or sec.get("buckets"),
+        output_tokens=output_tokens or sec.get("output_tokens"),
+        concurrency=None if rates else (_ints("--concurrency", concurrency) or sec.get("concurrency")),
+        rates=rates,
+        arrival=arrival,
+        burstiness=burstiness,
+        max_inflight=max_inflight,
+        requests=requests or sec.get("requests") or (None if duration or sec.get("duration_s") else 50),
+        duration_s=duration or sec.get("duration_s"),
+        warmup_requests=warmup_requests,
+        warmup_s=warmup_s,
+        repeats=repeats,
+        seed=seed if seed is not None else sec.get("seed"),
+        allow_prefix_cache=allow_prefix_cache,
+        dataset=str(dataset) if dataset else None,
+        trace_speed=trace_speed,
+        max_error_rate=max_error_rate,
+        slos=slos,
+        knee_metric=knee_metric,
+        tokenizer=str(tokenizer) if tokenizer else None,
+        scrape_interval_s=scrape_interval,
+        timeout_s=timeout,
+        calibrate=calibrate,
+    )
+    chunks = plan.output_tokens
+
+    async def cal() -> Any:
+        return await calibrate_fn(concurrency=max(plan.concurrency or [64]), chunks=chunks, duration_s=1.5)
+
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=json_out,
+    )
+    runner = BenchRun(plan, runs_dir, _Progress(progress), calibrate_fn=cal if plan.calibrate else None)
+    try:
+        with progress:
+            report, _ = run(runner.run())
+    except KeyboardInterrupt:
+        where = runner.run_dir or "(no run directory yet)"
+        err_console.print(f"interrupted: partial results kept in {where}", highlight=False)
+        sys.exit(130)
+    if json_out:
+        print_json(report)
+    else:
+        render(report)
+    if report.passed is False:
+        raise CheckFailed("SLO or regression checks failed", hint=f"see {report.run_dir}/report.html")
+    if report.stopped_reason:
+        raise CheckFailed(
+            f"stopped early: {report.stopped_reason}", hint=f"partial results in {report.run_dir}"
+        )
+
+
+@app.command("calibrate")
+def calibrate_cmd(
+    concurrency: int = typer.Option(64, help="Streams in flight."),
+    chunks: int = typer.Option(128, help="SSE events per response."),
+    duration: float = typer.Option(3.0, help="Measuring seconds."),
+    itl_ms: float = typer.Option(
+        0.0, help="Pause between events (0 = all at once); >0 also measures timing error."
+    ),
+    in_process: bool = typer.Option(False, help="Serve from this process (default: a child process)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Measure this client's own ceiling (req/s, chunks/s, µs per chunk) against a zero-work SSE server.
+
+    Example: switchover bench calibrate --concurrency 256 --chunks 64 --duration 5
+    """
+    from switchover.bench.calibrate import calibrate
+
+    if concurrency < 1 or chunks < 1 or duration <= 0:
+        raise BadInput("--concurrency, --chunks and --duration must be positive")
+    cal = run(
+        calibrate(
+            concurrency=concurrency, chunks=chunks, duration_s=duration, in_process=in_process, itl_ms=itl_ms
+        )
+    )
+    if json_out:
+        print_json(cal)
+        return
+    console.print(
+        f"client ceiling: {cal.req_per_s:.0f} req/s, {cal.chunks_per_s:.0f} chunks/s, "
+        f"{cal.us_per_chunk:.2f} µs/chunk (c={cal.concurrency}, {cal.chunks_per_request} chunks/request, "
+        f"{cal.requests} requests, {cal.errors} errors)",
+        highlight=False,
+    )
+    if cal.timing_error_p99_us is not None:
+        console.print(
+            f"chunk timing error vs server stamps: p50 {cal.timing_error_p50_us:.0f} µs, "
+            f"p99 {cal.timing_error_p99_us:.0f} µs",
+            highlight=False,
+        )
+    console.print(f"[dim]{cal.note}[/]", highlight=False)
+
+
+@app.command("recompute")
+def recompute_cmd(
+    run_dir: Path = typer.Argument(..., help="A bench run directory."),
+    as_tool: str = typer.Option(..., "--as", help="vllm, sglang, guidellm or aiperf."),
+    use_server_token_count: bool = typer.Option(
+        False, help="aiperf: count N from usage, as its flag of that name."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Show a run's raw rows in another tool's metric vocabulary (its names, its formulas).
+
+    Example: switchover bench recompute runs/20261129T120000Z-bench --as vllm
+    """
+    from switchover.bench.recompute import recompute
+    from switchover.runs import RunDir
+
+    res = recompute(RunDir.open(run_dir), as_tool, use_server_count=use_server_token_count)
+    if json_out:
+        print_json(res)
+        return
+    for st in res.steps:
+        table = Table(title=f"{as_tool}: {st.endpoint} bucket {st.bucket} load {st.load}")
+        for col in ("metric", "mean", "median", "p99", "n", "in switchover terms"):
+            table.add_column(col)
+        for m in st.metrics:
+            table.add_row(
+                m.name,
+                *("—" if v is None else f"{v:.3f}" for v in (m.mean, m.median, m.p99)),
+                str(m.count),
+                m.same_as,
+            )
+        console.print(table)
+        for n in st.notes:
+            console.print(f"[yellow]{n}[/]", highlight=False)
+
+
+@app.command("report")
+def report_cmd(run_dir: Path = typer.Argument(..., help="A bench run directory.")) -> None:
+    """Rebuild report.html of a run from its summary.json.
+
+    Example: switchover bench report runs/20261129T120000Z-bench
+    """
+    from switchover.bench.report import write_report
+    from switchover.bench.results import BenchReport
+    from switchover.runs import RunDir
+
+    rd = RunDir.open(run_dir)
+    console.print(write_report(rd, rd.read_json("summary", BenchReport)), highlight=False)
+
+
+@app.command("sweep")
+def sweep_cmd(
+    launch: str = typer.Option(
+        ..., help='Engine command with placeholders, e.g. "vllm serve M --block-size {bs}".'
+    ),
+    param: list[str] = typer.Option(..., "--param", help="name=v1,v2 (repeatable: every combination runs)."),
+    url: str = typer.Option(..., help="Where the launched engine listens."),
+    engine: str = typer.Option(None, help="Engine profile of the launched engine."),
+    model: str = typer.Option(None, help="Model name; default: first id of /v1/models."),
+    buckets: str = typer.Option("128", help="Input-length buckets."),
+    output_tokens: int = typer.Option(64, help="Output tokens per request."),
+    concurrency: str = typer.Option("1,2,4,8", help="Concurrency ladder."),
+    requests: int = typer.Option(20, help="Measured requests per step."),
+    ready_timeout: float = typer.Option(600.0, help="Seconds to wait for each launch to generate."),
+    runs_dir: Path = typer.Option(Path("runs"), help="Where run directories go."),
+    json_out: bool = typer.Option(False, "--json", help="Print sweep.json to stdout."),
+) -> None:
+    """Relaunch an engine per parameter value, run the ladder on each, plot the metric against the parameter.
+
+    Example: switchover bench sweep --launch "vllm serve M --port 8000 --block-size {bs}" --param bs=16,32
+    --url http://127.0.0.1:8000 --engine vllm
+    """
+    from switchover.bench.results import EndpointSpec
+    from switchover.bench.sweep import parse_params, run_sweep
+
+    params = parse_params(param)
+    plan = _plan(
+        name="sweep",
+        endpoints=[EndpointSpec(label="target", url=url, engine=engine, model=model)],
+        buckets=_ints("--buckets", buckets),
+        output_tokens=output_tokens,
+        concurrency=_ints("--concurrency", concurrency),
+        requests=requests,
+        calibrate=False,
+    )
+    res = run(run_sweep(launch, params, plan, url, runs_dir, ready_timeout_s=ready_timeout))
+    if json_out:
+        print_json(res)
+        return
+    for p in res.points:
+        line = ", ".join(f"{k}={v}" for k, v in p.params.items())
+        if p.error:
+            console.print(f"{line}: [red]{p.error}[/]", highlight=False)
+        else:
+            tp = ", ".join(f"c={k}: {v:.2f}" for k, v in p.tpot_p99_ms.items())
+            console.print(f"{line}: TPOT p99 {tp}; {p.knee_message}", highlight=False)
+    console.print(f"sweep directory: {res.run_dir} (sweep.html)", highlight=False)
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="bench")

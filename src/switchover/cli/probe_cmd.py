@@ -1,0 +1,115 @@
+"""`switchover probe`: does the new API behave like the old one? Old and new side by side."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from switchover.cli.common import console, err_console, print_json, run
+from switchover.errors import BadInput, CheckFailed, Unreachable
+from switchover.probe import ProbeOptions, ProbeReport, Target, run_probes, select
+from switchover.probe.report import Observation
+
+_VERDICT_STYLE = {"same": "green", "differs": "yellow", "inconclusive": "dim", "observed": "cyan"}
+
+
+def _cell(obs: Observation | None) -> str:
+    if obs is None:
+        return ""
+    if obs.status == "skipped":
+        return "[dim]skipped[/]"
+    if obs.status != "observed":
+        return f"[dim]{obs.status}: {obs.summary[:100]}[/]"
+    return obs.summary
+
+
+def render(report: ProbeReport) -> None:
+    """Rich table: one row per probe, old and new side by side; breaking differences explained below."""
+    two = report.new is not None
+    table = Table(title="switchover probe", show_lines=False, expand=True)
+    table.add_column("probe", no_wrap=True)
+    table.add_column(f"old {report.old.url}", overflow="fold")
+    if two:
+        assert report.new is not None
+        table.add_column(f"new {report.new.url}", overflow="fold")
+    table.add_column("verdict", no_wrap=True)
+    for r in report.results:
+        style = "bold red" if r.breaking_difference else _VERDICT_STYLE[r.verdict]
+        verdict = "BREAKING" if r.breaking_difference else r.verdict
+        row = [r.id, _cell(r.old)] + ([_cell(r.new)] if two else []) + [f"[{style}]{verdict}[/]"]
+        table.add_row(*row)
+    console.print(table)
+    for info in (report.old, report.new):
+        if info is not None and not info.reachable:
+            console.print(f"[bold red]{info.url}[/]: {info.reason}", soft_wrap=True, highlight=False)
+    for r in report.results:
+        if r.breaking_difference:
+            console.print(f"[bold red]{r.id}[/]: {r.title}. [bold]What breaks:[/] {r.breaks}", soft_wrap=True,
+                          highlight=False)
+    counts = report.counts
+    console.print(" ".join(f"{k}: {v}" for k, v in sorted(counts.items())) +
+                  f"; breaking differences: {len(report.breaking_differences)}", highlight=False)
+
+
+def _list_probes() -> None:
+    table = Table(title="probes")
+    for col in ("id", "category", "breaking", "request", "observes"):
+        table.add_column(col, overflow="fold")
+    for p in select():
+        table.add_row(p.id, p.category, "yes" if p.breaking else "no", p.request, p.observes)
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def probe(
+        url: str = typer.Argument(None, help="A single endpoint to probe (instead of --old/--new)."),
+        old: str = typer.Option(None, "--old", help="Base URL of the endpoint serving today."),
+        new: str = typer.Option(None, "--new", help="Base URL of the endpoint to switch to."),
+        model: str = typer.Option(None, help="Model name for both sides; default: first id of /v1/models."),
+        old_model: str = typer.Option(None, help="Model name on the old side (overrides --model)."),
+        new_model: str = typer.Option(None, help="Model name on the new side (overrides --model)."),
+        api: str = typer.Option("chat", help="API to probe: chat or completions."),
+        context: int = typer.Option(None, help="Context length, when the server does not report it."),
+        only: list[str] = typer.Option(None, "--only", help="Run only these probe ids or categories."),
+        skip: list[str] = typer.Option(None, "--skip", help="Skip these probe ids or categories."),
+        budget_s: float = typer.Option(60.0, "--budget-s", help="Time cap for open-ended generations."),
+        api_key_env: str = typer.Option(None, help="Environment variable holding the API key (both sides)."),
+        list_probes: bool = typer.Option(False, "--list", help="List the probes and exit."),
+        json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    ) -> None:
+        """Probe API behaviour (stop, finish_reason, seed, usage, errors, ...) on old and new, side by side.
+
+        Exit 0: no breaking difference; 1: a probe marked breaking differs; 2: bad input; 3: an endpoint is
+        unreachable or went away (the partial report is still printed).
+
+        Example: switchover probe --old http://127.0.0.1:8000 --new http://127.0.0.1:8080 --json
+        """
+        if list_probes:
+            _list_probes()
+            return
+        if url and (old or new):
+            raise BadInput("give either one URL or --old/--new, not both")
+        if not url and not old:
+            raise BadInput("give a URL, or --old URL --new URL", hint="switchover probe --old URL --new URL")
+        if api not in ("chat", "completions"):
+            raise BadInput(f"--api must be chat or completions, got {api!r}")
+        if context is not None and context < 8:
+            raise BadInput(f"--context must be at least 8 tokens, got {context}")
+        if budget_s <= 0:
+            raise BadInput(f"--budget-s must be positive, got {budget_s:g}")
+        probes = select(only or None, skip or None)
+        first = Target(url or old, old_model or model, api_key_env, context)
+        second = Target(new, new_model or model, api_key_env, context) if new else None
+        opts = ProbeOptions(api=api, time_budget_s=budget_s)  # type: ignore[arg-type]
+        with err_console.status("probing...") as status:
+            report = run(run_probes(first, second, probes, opts, on_progress=lambda m: status.update(m)))
+        if json_out:
+            print_json(report)
+        else:
+            render(report)
+        if report.partial:
+            raise Unreachable(f"partial report: {report.partial_reason}")
+        if report.breaking_differences:
+            raise CheckFailed(f"{len(report.breaking_differences)} breaking difference(s): "
+                              + ", ".join(report.breaking_differences))

@@ -1,0 +1,246 @@
+"""`switchover rollout ...`: staged rollout driven by gates over the gateway's ledger or Prometheus."""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from switchover.cli.common import console, print_json
+from switchover.errors import BadInput, ExitCode
+from switchover.rollout.compare import compare_samples, samples_from_ledger
+from switchover.rollout.controller import ActionResult, Rollout, StatusView
+from switchover.rollout.gates import GateReport, read_ledger_rows
+from switchover.rollout.stages import ABANDON_CRITERIA
+
+app = typer.Typer(
+    help="Staged rollout: shadow → 5 → 20 → 50 → 100 %, gated, audited, reversible.", no_args_is_help=True
+)
+
+CONFIG = typer.Option(
+    Path("switchover.yaml"), "--config", "-c", help="The migration file the gateway watches."
+)
+LEDGER = typer.Option(
+    None, "--ledger", help="Gateway run directory (default: rollout.ledger or gateway.run_dir)."
+)
+JSON = typer.Option(False, "--json", help="Print the result as JSON.")
+COLOURS = {"pass": "green", "hold": "yellow", "fail": "red", "advance": "green", "rollback": "red"}
+
+
+def _when(ts: float | None) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if ts else "-"
+
+
+def _print_view(v: StatusView) -> None:
+    marks = " → ".join(f"[bold]{s}[/]" if s == v.stage else s for s in ["0%", *v.stages])
+    console.print(
+        f"{v.status.value}: stage [bold]{v.stage}[/] (new weight {v.weight}%"
+        f"{', shadow on' if v.shadow else ''}) since {_when(v.entered_at)}",
+        highlight=False,
+    )
+    console.print(marks, highlight=False)
+    if v.next_stage:
+        console.print(f"next: {v.next_stage}", highlight=False)
+    for w in v.warnings:
+        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+    for t in v.recent:
+        console.print(
+            f"  {_when(t.ts)} {t.who} {t.action} {t.from_stage} → {t.to_stage}: {t.why}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _print_report(r: GateReport) -> None:
+    table = Table(title=f"gates of stage {r.stage} ({r.stats.source}, window {r.stats.window_s:.0f} s)")
+    for col in ("gate", "verdict", "hard", "reason"):
+        table.add_column(col)
+    for g in r.results:
+        table.add_row(
+            g.gate.value, f"[{COLOURS[g.verdict]}]{g.verdict}[/]", "yes" if g.hard else "no", g.reason
+        )
+    if r.results:
+        console.print(table)
+    for b in r.blockers:
+        console.print(f"[yellow]entry condition:[/] {b}", highlight=False)
+    for n in r.stats.notes:
+        console.print(f"[dim]note: {n}[/]", highlight=False)
+    console.print(f"decision: [{COLOURS.get(r.decision, 'yellow')}]{r.decision}[/]")
+
+
+def _finish(res: ActionResult, json_out: bool) -> None:
+    if json_out:
+        print_json(res)
+    else:
+        if res.report is not None:
+            _print_report(res.report)
+        colour = {"advance": "green", "hold": "yellow", "none": "white"}.get(res.action, "red")
+        console.print(f"[{colour}]{res.message}[/]", highlight=False, soft_wrap=True)
+    failed = res.action in ("hold", "auto_rollback")
+    sys.exit(int(ExitCode.FAILED if failed else ExitCode.OK))
+
+
+@app.command()
+def status(config: Path = CONFIG, json_out: bool = JSON) -> None:
+    """Where the rollout stands, and the last audit-log lines.
+
+    Example: switchover rollout status -c switchover.yaml
+    """
+    view = Rollout(config).view()
+    print_json(view) if json_out else _print_view(view)
+
+
+@app.command()
+def gates(config: Path = CONFIG, ledger: Path = LEDGER, json_out: bool = JSON) -> None:
+    """Judge the current stage's gates without changing anything. Exit 0 pass, 1 hold or fail.
+
+    Example: switchover rollout gates -c switchover.yaml --json
+    """
+    report = Rollout(config, ledger=ledger).gate_report()
+    print_json(report) if json_out else _print_report(report)
+    sys.exit(int(ExitCode.OK if report.decision == "advance" else ExitCode.FAILED))
+
+
+@app.command()
+def advance(
+    config: Path = CONFIG,
+    ledger: Path = LEDGER,
+    reason: str = typer.Option("gates passed", "--reason", "-m", help="Why, for the audit log."),
+    force: bool = typer.Option(False, "--force", help="Advance past a hold (never past a failed hard gate)."),
+    json_out: bool = JSON,
+) -> None:
+    """Go to the next stage if the gates pass; a failed hard gate rolls back instead. Exit 1 on hold/rollback.
+
+    Example: switchover rollout advance -c switchover.yaml -m "shadow clean for 24 h"
+    """
+    _finish(Rollout(config, ledger=ledger).advance(why=reason, force=force), json_out)
+
+
+@app.command()
+def rollback(
+    config: Path = CONFIG,
+    to: str = typer.Option("previous", "--to", help="previous (one stage back) or zero (0 %, all old)."),
+    reason: str = typer.Option(..., "--reason", "-m", help="Why, for the audit log."),
+    json_out: bool = JSON,
+) -> None:
+    """Roll back by hand: one stage, or to 0 % (gateway.rollback: true).
+
+    Example: switchover rollout rollback --to zero -m "wrong answers reported by support"
+    """
+    if to not in ("previous", "zero"):
+        raise BadInput(f"--to must be 'previous' or 'zero', got {to!r}")
+    _finish(Rollout(config).rollback(to=to, why=reason), json_out)  # type: ignore[arg-type]
+
+
+_CRITERIA_HELP = "; ".join(f"{c.key}: {c.text}" for c in ABANDON_CRITERIA)
+
+
+@app.command()
+def abandon(
+    config: Path = CONFIG,
+    criterion: list[str] = typer.Option([], "--criterion", help=f"Repeatable. {_CRITERIA_HELP}"),
+    reason: str = typer.Option(..., "--reason", "-m", help="Why, for the audit log."),
+    force: bool = typer.Option(False, "--force", help="Abandon with fewer than two criteria."),
+    json_out: bool = JSON,
+) -> None:
+    """Call the migration off (seed 000 §7: when two criteria hold); everything goes back to old.
+
+    Example: switchover rollout abandon --criterion hard_metrics --criterion narrow_gain -m "TTFT x3"
+    """
+    _finish(Rollout(config).abandon(criteria=criterion, why=reason, force=force), json_out)
+
+
+@app.command()
+def reset(
+    config: Path = CONFIG,
+    reason: str = typer.Option(..., "--reason", "-m", help="Why, for the audit log."),
+    json_out: bool = JSON,
+) -> None:
+    """Start over at 0 % with the stages now in switchover.yaml (the audit log is kept).
+
+    Example: switchover rollout reset -m "new engine build 2026-11-30"
+    """
+    _finish(Rollout(config).reset(why=reason), json_out)
+
+
+@app.command()
+def watch(
+    config: Path = CONFIG,
+    ledger: Path = LEDGER,
+    interval: float = typer.Option(10.0, "--interval", help="Seconds between checks."),
+    max_checks: int = typer.Option(60, "--max-checks", help="Stop after this many checks (bounded)."),
+    auto_advance: bool = typer.Option(False, "--auto-advance", help="Advance whenever every gate passes."),
+    json_out: bool = JSON,
+) -> None:
+    """Check the gates every --interval seconds; roll back at once on a failed hard gate. Exit 1 if it did.
+
+    Example: switchover rollout watch -c switchover.yaml --interval 5 --max-checks 120 --auto-advance
+    """
+    if interval <= 0 or max_checks <= 0:
+        raise BadInput("--interval and --max-checks must be positive")
+    rollout = Rollout(config, ledger=ledger)
+    rolled_back = False
+    results = []
+    for i in range(max_checks):
+        res = rollout.check(auto_advance=auto_advance, why="watch: every gate passed")
+        results.append(res)
+        if not json_out:
+            console.print(f"[{i + 1}/{max_checks}] {res.message}", highlight=False, soft_wrap=True)
+        if res.action == "auto_rollback":
+            rolled_back = True
+            break
+        if res.action == "idle" or res.state.status.value == "complete":
+            break
+        if i + 1 < max_checks:
+            time.sleep(interval)
+    if json_out:
+        print_json([r.model_dump(mode="json") for r in results])
+    sys.exit(int(ExitCode.FAILED if rolled_back else ExitCode.OK))
+
+
+@app.command()
+def compare(
+    config: Path = CONFIG,
+    ledger: Path = LEDGER,
+    mode: str = typer.Option("shadow", "--mode", help="shadow (mirrored vs primary) or arms (new vs old)."),
+    since: float = typer.Option(0.0, "--since", help="Only rows from the last N seconds (0: all)."),
+    json_out: bool = JSON,
+) -> None:
+    """Old against new, metric by metric, with KS / Mann-Whitney / chi-square beyond the A/A noise.
+
+    Example: switchover rollout compare -c switchover.yaml --mode shadow --json
+    """
+    if mode not in ("shadow", "arms"):
+        raise BadInput(f"--mode must be 'shadow' or 'arms', got {mode!r}")
+    rollout = Rollout(config, ledger=ledger)
+    th = rollout.settings.gates
+    rows = read_ledger_rows(rollout.ledger_path(), time.time() - since if since > 0 else None)
+    old, new = samples_from_ledger(rows, mode)  # type: ignore[arg-type]
+    report = compare_samples(
+        old,
+        new,
+        mode=mode,
+        alpha=th.alpha,  # type: ignore[arg-type]
+        noise_margin=th.noise_margin,
+        min_samples=th.min_samples,
+    )
+    if json_out:
+        print_json(report)
+        return
+    table = Table(title=f"{mode}: old vs new, alpha {th.alpha:g}, A/A noise margin {th.noise_margin:g}")
+    for col in ("metric", "verdict", "old", "new", "why"):
+        table.add_column(col)
+    for m in report.metrics:
+        colour = {"same": "green", "differs": "red"}.get(m.verdict, "yellow")
+        if m.kind == "continuous":
+            o = ", ".join(f"{k} {v:.1f}" for k, v in m.percentiles_old.items())
+            n = ", ".join(f"{k} {v:.1f}" for k, v in m.percentiles_new.items())
+        else:
+            o = ", ".join(f"{k} {v:.0%}" for k, v in m.shares_old.items())
+            n = ", ".join(f"{k} {v:.0%}" for k, v in m.shares_new.items())
+        table.add_row(m.metric, f"[{colour}]{m.verdict}[/]", o or "-", n or "-", m.reason)
+    console.print(table)

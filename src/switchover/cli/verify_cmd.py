@@ -1,0 +1,104 @@
+"""`switchover verify`: are the outputs equivalent? Greedy divergence, structured output, long inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from switchover.cli.common import console, err_console, print_json, run
+from switchover.errors import BadInput, CheckFailed, Unreachable
+from switchover.probe import Target
+from switchover.verify import BUILTIN, EquivalenceReport, VerifyOptions, load_jsonl, run_verify
+
+
+def _short(s: str, n: int = 28) -> str:
+    s = s.replace("\n", "⏎")
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def render(r: EquivalenceReport) -> None:
+    t = Table(title=f"greedy consistency: old {r.old_url} vs new {r.new_url}", expand=True)
+    for col in ("prompt", "kind", "same", "1st diff char/token", "agree", "common prefix", "old → new", "flags"):
+        t.add_column(col, overflow="fold")
+    for d in r.greedy:
+        where = "-" if d.identical else f"{d.first_char}/{d.first_token if d.first_token is not None else '?'}"
+        agree = "" if d.token_agreement is None else f"{d.token_agreement:.2f}"
+        after = "" if d.identical else (f"{_short(d.old_text[len(d.common_prefix):], 16)!r} → "
+                                        f"{_short(d.new_text[len(d.common_prefix):], 16)!r}")
+        t.add_row(d.id, d.kind, "yes" if d.identical else "no", where, agree, repr(_short(d.common_prefix)), after,
+                  "[red]" + "; ".join(d.flags) + "[/]" if d.flags else "")
+    console.print(t)
+    s = r.summary
+    if s:
+        console.print(
+            f"identical {s.identical}/{s.prompts}, flagged {s.flagged}, failed {s.failed}; token agreement "
+            f"{s.token_agreement_mean}; common prefix chars p10/p50/p90 {s.prefix_chars_p10}/{s.prefix_chars_p50}/"
+            f"{s.prefix_chars_p90}; tokens p50 {s.prefix_tokens_p50}; mean |Δlogprob| before divergence "
+            f"{s.logprob_delta_mean}; near ties at divergence {s.near_ties}", highlight=False, soft_wrap=True)
+    for side in r.structured:
+        bad = [f"{c.id}: {c.status} ({c.reason})" for c in side.cases if c.status != "valid"]
+        console.print(f"structured output {side.url}: {side.valid}/{side.total} valid"
+                      + (f" — {'; '.join(bad)}" if bad else ""), highlight=False, soft_wrap=True)
+    for li in r.long_inputs:
+        if li.skipped:
+            console.print(f"long inputs {li.url}: skipped ({li.skipped})", highlight=False)
+            continue
+        lt = Table(title=f"long inputs {li.url} (context {li.context})")
+        for col in ("target", "prompt tokens", "status", "finish", "tokens", "repetition", "loop", "early stop",
+                    "drift"):
+            lt.add_column(col)
+        for c in li.checks:
+            lt.add_row(f"{c.target_fraction:.0%}", str(c.prompt_tokens), c.status if not c.error else c.error[:60],
+                       str(c.finish_reason), str(c.completion_tokens), str(c.repetition),
+                       "[red]yes[/]" if c.loop else "no", "[red]yes[/]" if c.early_stop else "no",
+                       f"[red]{c.script_drift}[/]" if c.script_drift else "")
+        console.print(lt)
+        if li.boundary:
+            b = li.boundary
+            console.print(f"longest input that succeeded: {b.longest_ok_prompt_tokens} prompt tokens (configured "
+                          f"context {b.configured_context}); shortest failure {b.shortest_failed_prompt_tokens}"
+                          f"{': ' + b.failure if b.failure else ''} [{b.steps} requests]", highlight=False,
+                          soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def verify(
+        old: str = typer.Option(..., "--old", help="Base URL of the endpoint serving today."),
+        new: str = typer.Option(..., "--new", help="Base URL of the endpoint to switch to."),
+        prompts: Path = typer.Option(None, "--prompts", help="JSONL prompts: {id, messages|prompt, max_tokens}."),
+        model: str = typer.Option(None, help="Model name for both sides; default: first id of /v1/models."),
+        old_model: str = typer.Option(None, help="Model name on the old side."),
+        new_model: str = typer.Option(None, help="Model name on the new side."),
+        context: int = typer.Option(None, help="Context length when the servers do not report it."),
+        structured: int = typer.Option(5, help="Number of JSON-schema prompts per side (0 skips)."),
+        long_inputs: bool = typer.Option(True, "--long-inputs/--no-long-inputs", help="Run the long-input checks."),
+        fail_on_flagged: bool = typer.Option(False, "--fail-on-flagged", help="Exit 1 when any prompt is flagged."),
+        api_key_env: str = typer.Option(None, help="Environment variable holding the API key (both sides)."),
+        json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    ) -> None:
+        """Compare outputs of old and new: greedy divergence (chars, tokens, logprobs), JSON-schema validity,
+        long inputs at 60-70% of the context and the longest input that really succeeds.
+
+        Example: switchover verify --old http://127.0.0.1:8000 --new http://127.0.0.1:8080 --prompts p.jsonl
+        """
+        if structured < 0 or structured > 100:
+            raise BadInput(f"--structured must be between 0 and 100, got {structured}")
+        if context is not None and context < 64:
+            raise BadInput(f"--context must be at least 64 tokens, got {context}")
+        cases = load_jsonl(prompts) if prompts else BUILTIN
+        opts = VerifyOptions(structured=structured, long_inputs=long_inputs)
+        with err_console.status("verifying...") as status:
+            report = run(run_verify(Target(old, old_model or model, api_key_env, context),
+                                    Target(new, new_model or model, api_key_env, context), cases, opts,
+                                    on_progress=lambda m: status.update(m)))
+        if json_out:
+            print_json(report)
+        else:
+            render(report)
+        if report.partial:
+            raise Unreachable(f"partial report: {report.partial_reason}")
+        if fail_on_flagged and report.summary and report.summary.flagged:
+            raise CheckFailed(f"{report.summary.flagged} prompt(s) flagged")

@@ -1,0 +1,461 @@
+"""The gateway server (aiohttp): route each request with `policy.route`, relay it from old or new, fall back
+before the first byte, mirror a sample to the shadow upstream, write one ledger row, export metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from switchover.config import Migration, load_migration
+from switchover.errors import BadInput
+from switchover.gateway.config import GatewayConfig
+from switchover.gateway.killswitch import KillSwitch
+from switchover.gateway.ledger import Ledger
+from switchover.gateway.ledger_record import LedgerRecord, ShadowResult
+from switchover.gateway.metrics import GatewayMetrics
+from switchover.gateway.policy import Decision, RequestMeta, RouteState, route, tenant_hash, threshold
+from switchover.gateway.prompt import PromptEstimator, prompt_text
+from switchover.gateway.relay import normalised_body, relay_stream
+from switchover.gateway.shadow import GENERATION_PATHS, Shadow, shadow_body
+from switchover.gateway.upstream import Failed, Opened, new_session, open_upstream, upstream_headers
+
+OVERRIDE_HEADER = "X-Switchover-Route"
+ARM_HEADER = "X-Switchover-Arm"
+ADMIN_HEADER = "X-Switchover-Admin"
+OWN_PATHS = ("/health", "/ready", "/metrics", "/admin/")
+log = logging.getLogger("switchover.gateway")
+
+
+@dataclass(frozen=True)
+class Live:
+    """One immutable snapshot of the config; a reload swaps it whole, in-flight requests keep theirs."""
+
+    gw: GatewayConfig
+    urls: dict[str, str]
+    models: dict[str, str | None]
+    keys: dict[str, str | None]
+    fail_statuses: frozenset[int]
+    estimator: PromptEstimator | None
+
+    def route_state(self, killed: bool) -> RouteState:
+        g = self.gw
+        return RouteState(weight=g.weight, rollback=g.rollback, killed=killed, max_context_tokens=g.max_context_tokens,
+                          bypass_paths=tuple(g.bypass_paths), override_enabled=g.override_header_enabled)
+
+
+def build_live(m: Migration) -> Live:
+    """Resolve a validated migration into what the request path needs (API keys read from the environment)."""
+    gw = getattr(m, "gateway", None)
+    if gw is None:
+        raise BadInput("the config has no `gateway:` section")
+    est = PromptEstimator(gw.tokenizer, gw.bytes_per_token) if gw.max_context_tokens else None
+    return Live(gw=gw, urls={"old": m.old.url, "new": m.new.url}, models={"old": m.old.model, "new": m.new.model},
+                keys={"old": m.old.api_key(), "new": m.new.api_key()},
+                fail_statuses=frozenset(gw.fallback.statuses), estimator=est)
+
+
+def _bearer(value: str | None) -> str | None:
+    if value and value[:7].lower() == "bearer ":
+        return value[7:].strip() or None
+    return value or None
+
+
+def _error(status: int, message: str, kind: str = "upstream_unavailable") -> web.Response:
+    body = orjson.dumps({"error": {"message": message, "type": kind, "code": status}})
+    return web.Response(status=status, body=body, content_type="application/json")
+
+
+class Gateway:
+    """State shared by all requests: live config, kill switch, ledger, metrics, upstream session."""
+
+    def __init__(self, migration: Migration, config_path: Path | None = None, *, log_prompts: bool = False,
+                 run_dir: Path | None = None) -> None:
+        self.config_path = config_path
+        self.live = build_live(migration)
+        gw = self.live.gw
+        self.run_dir = run_dir or gw.resolved_run_dir(config_path)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.log_prompts = log_prompts
+        self.ledger = Ledger(self.run_dir, int(gw.ledger_rotate_mb * (1 << 20)))
+        self.metrics = GatewayMetrics()
+        ks = gw.kill_switch
+        self.killswitch = KillSwitch(ks.window, ks.min_samples, ks.max_fallback_ratio, ks.enabled)
+        self._restore_latch()
+        self.session: Any = None
+        self.shadow: Shadow | None = None
+        self.in_flight = 0
+        self.draining = False
+        self._idle = asyncio.Event()
+        self.admin_token = secrets.token_urlsafe(24)
+        token_path = self.run_dir / "admin.token"
+        with contextlib.suppress(FileNotFoundError):
+            token_path.unlink()
+        fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(self.admin_token)
+        self._sig = self._file_sig()
+        self._watch_task: asyncio.Task[None] | None = None
+        self._publish_config()
+
+    # ---- config and reload -------------------------------------------------------------------------
+    def _file_sig(self) -> tuple[int, int, int] | None:
+        if self.config_path is None:
+            return None
+        try:
+            st = self.config_path.stat()
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_ino, st.st_size)
+
+    def _publish_config(self) -> None:
+        g = self.live.gw
+        self.metrics.weight.set(g.weight)
+        killed = self.killswitch.latched
+        self.metrics.effective_weight.set(0 if (g.rollback or killed) else threshold(g.weight) / 100)
+        self.metrics.kill_switch.set(1 if killed else 0)
+
+    def reload(self) -> bool:
+        """Re-read the config file; an invalid one is rejected (logged) and the running config kept."""
+        if self.config_path is None:
+            return False
+        try:
+            live = build_live(load_migration(self.config_path))
+        except Exception as exc:  # any problem keeps the running config
+            msg = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+            log.error("config reload rejected, keeping the running config: %s", msg)
+            self.metrics.reloads.labels("rejected").inc()
+            return False
+        old, self.live = self.live.gw, live
+        g = live.gw
+        ks = g.kill_switch
+        self.killswitch.configure(ks.window, ks.min_samples, ks.max_fallback_ratio, ks.enabled)
+        if (old.listen, old.run_dir) != (g.listen, g.run_dir):
+            log.warning("listen / run_dir changes take effect only after a restart")
+        log.info("config reloaded: weight %g -> %g, rollback %s -> %s, shadow %g%% -> %g%%",
+                 old.weight, g.weight, old.rollback, g.rollback, old.shadow.percent, g.shadow.percent)
+        self.metrics.reloads.labels("ok").inc()
+        self._publish_config()
+        return True
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.live.gw.reload_poll_s)
+            sig = self._file_sig()
+            if sig != self._sig:
+                self._sig = sig
+                if sig is None:
+                    log.error("config file %s is missing; keeping the running config", self.config_path)
+                    self.metrics.reloads.labels("rejected").inc()
+                else:
+                    self.reload()
+
+    # ---- kill switch -------------------------------------------------------------------------------
+    def _latch_path(self) -> Path:
+        return self.run_dir / "killswitch.json"
+
+    def _restore_latch(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            state = orjson.loads(self._latch_path().read_bytes())
+            if state.get("latched"):
+                self.killswitch.restore(True, state.get("reason"))
+                log.warning("kill switch is latched from before the restart: %s", state.get("reason"))
+
+    def _save_latch(self) -> None:
+        data = {"latched": self.killswitch.latched, "reason": self.killswitch.reason, "ts": time.time()}
+        tmp = self._latch_path().with_suffix(".tmp")
+        tmp.write_bytes(orjson.dumps(data))
+        tmp.replace(self._latch_path())
+
+    def reset_kill_switch(self) -> None:
+        self.killswitch.reset()
+        self._save_latch()
+        self._publish_config()
+        log.warning("kill switch reset: new arm back at weight %g", self.live.gw.weight)
+
+    def _count_new(self, bad: bool) -> None:
+        now = time.monotonic()
+        if bad:
+            self.metrics.new_arm_bad.inc()
+        if self.killswitch.record(now, bad):
+            self.metrics.kill_switch_trips.inc()
+            self._save_latch()
+            self._publish_config()
+            log.error("KILL SWITCH tripped, weight latched to 0 until `switchover gateway reset`: %s",
+                      self.killswitch.reason)
+        snap = self.killswitch.snapshot(now)
+        self.metrics.kill_switch_ratio.set(float("nan") if snap.ratio is None else snap.ratio)
+
+    # ---- lifecycle ---------------------------------------------------------------------------------
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 << 20)
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/ready", self._ready)
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_post("/admin/reset", self._admin_reset)
+        app.router.add_get("/admin/state", self._admin_state)
+        app.router.add_route("*", "/{tail:.*}", self.proxy)
+        app.on_startup.append(self._startup)
+        app.on_cleanup.append(self._cleanup)
+        return app
+
+    async def _startup(self, app: web.Application) -> None:
+        self.session = new_session()
+        self.shadow = Shadow(self.session)
+        if self.config_path is not None:
+            self._watch_task = asyncio.ensure_future(self._watch())
+
+    async def _cleanup(self, app: web.Application) -> None:
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch_task
+        if self.shadow is not None:
+            await self.shadow.close()
+        if self.session is not None:
+            await self.session.close()
+        self.ledger.close()
+
+    async def drain(self, seconds: float | None = None) -> int:
+        """Readiness goes 503, new requests are refused, in-flight ones get up to `seconds`; returns how many
+        were still running when time ran out."""
+        self.draining = True
+        self.metrics.draining.set(1)
+        limit = self.live.gw.drain_seconds if seconds is None else seconds
+        log.info("draining: %d in flight, up to %g s", self.in_flight, limit)
+        if self.in_flight:
+            self._idle.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(limit):
+                    while self.in_flight:
+                        await self._idle.wait()
+                        self._idle.clear()
+        return self.in_flight
+
+    # ---- own endpoints -----------------------------------------------------------------------------
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"alive": True})
+
+    async def _ready(self, request: web.Request) -> web.Response:
+        if self.draining:
+            return web.json_response({"ready": False, "reason": "draining"}, status=503)
+        return web.json_response({"ready": True})
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.render(), content_type="text/plain", charset="utf-8")
+
+    def _is_admin(self, request: web.Request) -> bool:
+        loopback = request.remote in ("127.0.0.1", "::1")
+        token = request.headers.get(ADMIN_HEADER, "")
+        return loopback and secrets.compare_digest(token.encode(), self.admin_token.encode())
+
+    async def _admin_reset(self, request: web.Request) -> web.Response:
+        if not self._is_admin(request):
+            return _error(403, "admin endpoints take loopback requests with the token in <run_dir>/admin.token",
+                          "forbidden")
+        was = self.killswitch.latched
+        self.reset_kill_switch()
+        return web.json_response({"was_latched": was, "latched": False})
+
+    async def _admin_state(self, request: web.Request) -> web.Response:
+        if not self._is_admin(request):
+            return _error(403, "forbidden", "forbidden")
+        snap = self.killswitch.snapshot(time.monotonic())
+        g = self.live.gw
+        return web.json_response({
+            "weight": g.weight, "rollback": g.rollback, "draining": self.draining, "in_flight": self.in_flight,
+            "kill_switch": {"latched": snap.latched, "samples": snap.samples, "bad": snap.bad,
+                            "ratio": snap.ratio, "reason": snap.reason},
+            "ledger": str(self.ledger.path), "ledger_rows": self.ledger.written})
+
+    # ---- the proxied request -----------------------------------------------------------------------
+    async def proxy(self, request: web.Request) -> web.StreamResponse:
+        t0 = time.perf_counter_ns()
+        live = self.live
+        gw = live.gw
+        body = await request.read()
+        obj: dict[str, Any] | None = None
+        if body and request.method == "POST":
+            with contextlib.suppress(orjson.JSONDecodeError):
+                parsed = orjson.loads(body)
+                obj = parsed if isinstance(parsed, dict) else None
+        asked = obj.get("model") if obj and isinstance(obj.get("model"), str) else None
+        stream = bool(obj and obj.get("stream"))
+        tenant = tenant_hash(request.headers.get(gw.tenant_header) or _bearer(request.headers.get("Authorization")))
+        est = live.estimator.estimate(obj) if live.estimator is not None and obj else None
+        meta = RequestMeta(request.path, tenant, est, request.headers.get(OVERRIDE_HEADER))
+        decision = route(meta, live.route_state(self.killswitch.latched))
+        row: dict[str, Any] = {
+            "ts": time.time(), "request_id": request.headers.get("X-Request-Id") or uuid.uuid4().hex,
+            "tenant": tenant, "bucket": decision.bucket, "path": request.path, "routed": decision.arm,
+            "route_reason": decision.reason, "arm": decision.arm, "stream": stream, "model": asked,
+            "prompt_tokens_est": est, "outcome": "error", "status": 0}
+        if self.log_prompts and obj:
+            row["prompt"] = prompt_text(obj)[0]
+        if self.draining:
+            row.update(route_reason="draining", arm="old", routed="old", status=503, error="draining")
+            self._write(row, None)
+            resp = _error(503, "the gateway is shutting down; retry", "draining")
+            resp.headers["Connection"] = "close"
+            return resp
+        self.metrics.routed.labels(decision.arm, decision.reason).inc()
+        shadow = self._maybe_shadow(live, decision, request, obj, asked)
+        self.in_flight += 1
+        self.metrics.in_flight.inc()
+        obs = None
+        try:
+            resp, obs = await self._serve(request, live, decision, body, obj, asked, stream, row)
+            return resp
+        except asyncio.CancelledError:
+            row.update(outcome="client_disconnected", status=499, error="client went away")
+            raise
+        except ConnectionResetError:
+            row.update(outcome="client_disconnected", status=499, error="client went away")
+            raise
+        finally:
+            self.in_flight -= 1
+            self.metrics.in_flight.dec()
+            self._observe(row, obs, t0, decision)
+            self._write(row, shadow)
+            if not self.in_flight:
+                self._idle.set()
+
+    def _body_for(self, live: Live, arm: str, body: bytes, obj: dict[str, Any] | None) -> bytes:
+        model = live.models[arm]
+        if obj is not None and model and obj.get("model") != model:
+            return orjson.dumps({**obj, "model": model})
+        return body
+
+    async def _open(self, live: Live, arm: str, request: web.Request, body: bytes, obj: dict[str, Any] | None,
+                    first_timeout_s: float, fail_statuses: frozenset[int]) -> Opened:
+        t = live.gw.timeouts
+        return await open_upstream(
+            self.session, live.urls[arm] + request.path_qs, method=request.method,
+            headers=upstream_headers(request.headers, live.keys[arm]),
+            body=self._body_for(live, arm, body, obj) if body else None, first_timeout_s=first_timeout_s,
+            connect_timeout_s=t.connect_ms / 1000, idle_timeout_s=t.idle_ms / 1000, fail_statuses=fail_statuses)
+
+    async def _serve(self, request: web.Request, live: Live, decision: Decision, body: bytes,
+                     obj: dict[str, Any] | None, asked: str | None, stream: bool,
+                     row: dict[str, Any]) -> tuple[web.StreamResponse, Any]:
+        gw = live.gw
+        arm = decision.arm
+        opened: Opened | None = None
+        if arm == "new":
+            try:
+                opened = await self._open(live, "new", request, body, obj, gw.fallback.on_timeout_ms / 1000,
+                                          live.fail_statuses)
+                if opened.obs.malformed or (opened.sse and opened.obs.error):
+                    opened.close()
+                    raise Failed("malformed" if opened.obs.malformed else "stream_error", opened.status)
+            except Failed as f:
+                opened = None
+                row["fallback_reason"] = f.reason
+                self.metrics.fallbacks.labels(f.reason).inc()
+                arm = "old"
+        row["arm"] = arm
+        if opened is None:
+            try:
+                opened = await self._open(live, "old", request, body, obj, gw.timeouts.first_byte_ms / 1000,
+                                          frozenset())
+            except Failed as f:
+                status = 504 if f.reason == "timeout" else 502
+                row.update(outcome="error", status=status, error=f"old: {f}")
+                return _error(status, f"upstream failed: {f.reason}"), None
+        headers = {"Content-Type": opened.resp.headers.get("Content-Type", "application/octet-stream"),
+                   "X-Request-Id": row["request_id"]}
+        if gw.expose_arm_header:
+            headers[ARM_HEADER] = arm
+        if opened.sse:
+            headers["Cache-Control"] = "no-cache"
+            try:
+                result = await relay_stream(request, opened, asked, headers)
+            except BaseException:
+                opened.close()
+                raise
+            row.update(outcome=result.outcome, status=result.status, error=result.error)
+            if result.outcome == "ok" and row.get("fallback_reason"):
+                row["outcome"] = "fallback_ok"
+            assert result.response is not None
+            return result.response, opened.obs
+        raw = normalised_body(opened, asked)
+        opened.resp.release()
+        ok = opened.status < 400
+        outcome = ("fallback_ok" if row.get("fallback_reason") else "ok") if ok else "error"
+        row.update(outcome=outcome, status=opened.status, error=None if ok else f"status_{opened.status}")
+        return web.Response(status=opened.status, body=raw, headers=headers), opened.obs
+
+    def _maybe_shadow(self, live: Live, decision: Decision, request: web.Request, obj: dict[str, Any] | None,
+                      asked: str | None) -> Any:
+        cfg = live.gw.shadow
+        if (self.shadow is None or obj is None or request.method != "POST"
+                or not request.path.startswith(GENERATION_PATHS) or not self.shadow.sampled(cfg)):
+            return None
+        if cfg.upstream == "new":
+            if decision.arm == "new":
+                return None  # the primary already goes there
+            url, name, model, key, fwd = live.urls["new"], "new", live.models["new"] or asked, live.keys["new"], True
+        else:
+            url, name, model, key, fwd = cfg.upstream, cfg.upstream, cfg.model or asked, None, False
+        headers = dict(upstream_headers(request.headers, key, forward_auth=fwd))
+        headers["Content-Type"] = "application/json"
+        result = self.shadow.start(cfg, url + request.path, name, shadow_body(obj, model, cfg.max_tokens_clamp),
+                                   headers, live.gw.timeouts.connect_ms / 1000)
+        if isinstance(result, ShadowResult):
+            self.metrics.shadow.labels("dropped").inc()
+        return result
+
+    def _observe(self, row: dict[str, Any], obs: Any, t0: int, decision: Decision) -> None:
+        end = time.perf_counter_ns()
+        row["e2e_ms"] = (end - t0) / 1e6
+        arm = row["arm"]
+        if obs is not None:
+            row["finish_reason"] = obs.finish_reason
+            row["prompt_tokens"] = obs.prompt_tokens
+            if obs.completion_tokens is not None:
+                row["completion_tokens"], row["tokens_source"] = obs.completion_tokens, "usage"
+            elif row["stream"] and obs.content_events:
+                row["completion_tokens"], row["tokens_source"] = obs.content_events, "chunks"
+            if row["stream"] and obs.first_content_ns is not None:
+                ttft = (obs.first_content_ns - t0) / 1e6
+                row["ttft_ms"] = ttft
+                self.metrics.ttft.labels(arm).observe(ttft / 1000)
+                n = row.get("completion_tokens")
+                if n and n > 1 and obs.last_ns:
+                    tpot = ((obs.last_ns - t0) / 1e6 - ttft) / (n - 1)
+                    row["tpot_ms"] = tpot
+                    self.metrics.tpot.labels(arm).observe(tpot / 1000)
+        if row["outcome"] == "failed_mid_stream" and row.get("finish_reason") is None:
+            row["finish_reason"] = "error"
+        self.metrics.e2e.labels(arm).observe(row["e2e_ms"] / 1000)
+        self.metrics.requests.labels(arm, row["outcome"]).inc()
+        if decision.arm == "new" and row["outcome"] != "client_disconnected":
+            failed_on_new = arm == "new" and (row["outcome"] == "failed_mid_stream"
+                                              or (row["outcome"] == "error" and not 400 <= row["status"] < 500))
+            self._count_new(bool(row.get("fallback_reason")) or failed_on_new)
+
+    def _write(self, row: dict[str, Any], shadow: Any) -> None:
+        if isinstance(shadow, asyncio.Future) and not shadow.done():
+            shadow.add_done_callback(lambda t: self._write(row, t))
+            return
+        if isinstance(shadow, asyncio.Future):
+            result = None if shadow.cancelled() else shadow.result()
+            if result is None:
+                result = ShadowResult(upstream="new", error="cancelled")
+            self.metrics.shadow.labels("error" if result.error else "ok").inc()
+            shadow = result
+        try:
+            self.ledger.write(LedgerRecord(**row, shadow=shadow))
+        except Exception:
+            self.metrics.ledger_errors.inc()
+            log.exception("ledger row %s could not be written", row.get("request_id"))

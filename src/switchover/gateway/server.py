@@ -1,0 +1,84 @@
+"""Running a Gateway: bind, handle SIGHUP (reload) and SIGTERM/SIGINT (drain, then exit), publish its address."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import orjson
+from aiohttp import web
+
+from switchover.config import load_migration
+from switchover.errors import BadInput
+from switchover.gateway.app import Gateway
+
+log = logging.getLogger("switchover.gateway")
+STATE_FILE = "gateway.json"
+
+
+@contextlib.asynccontextmanager
+async def running(gateway: Gateway, host: str | None = None, port: int | None = None) -> AsyncIterator[str]:
+    """Serve `gateway` in this event loop; yields its base URL. Disconnecting clients cancel their handler."""
+    listen = gateway.live.gw.listen
+    runner = web.AppRunner(gateway.app(), access_log=None, handler_cancellation=True)
+    await runner.setup()
+    site = web.TCPSite(runner, host or listen.host, listen.port if port is None else port, backlog=2048)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise BadInput(f"gateway.listen: cannot bind {listen.host}:{listen.port}: {exc.strerror}") from None
+    server = site._server
+    assert server is not None
+    bound = server.sockets[0].getsockname()  # type: ignore[union-attr]
+    url = f"http://{bound[0]}:{bound[1]}"
+    try:
+        yield url
+    finally:
+        await runner.cleanup()
+
+
+def setup_logging(run_dir: Path, verbose: bool = False) -> None:
+    """Log lines to <run_dir>/gateway.log and stderr (never headers, bodies or keys)."""
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    root = logging.getLogger("switchover")
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    for h in (logging.FileHandler(run_dir / "gateway.log"), logging.StreamHandler()):
+        h.setFormatter(fmt)
+        root.addHandler(h)
+
+
+async def serve(config_path: Path, *, log_prompts: bool = False, verbose: bool = False) -> int:
+    """Run until SIGTERM/SIGINT; then drain. Returns the number of requests cut off by the drain limit."""
+    migration = load_migration(config_path)
+    if migration.gateway is None:
+        raise BadInput(f"{config_path}: no `gateway:` section", hint="see docs/gateway.md for an example")
+    gateway = Gateway(migration, config_path, log_prompts=log_prompts)
+    setup_logging(gateway.run_dir, verbose)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGHUP, gateway.reload)
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    state = gateway.run_dir / STATE_FILE
+    async with running(gateway) as url:
+        state.write_bytes(orjson.dumps({"url": url, "pid": os.getpid(), "config": str(config_path.resolve()),
+                                        "ledger_dir": str(gateway.run_dir)}))
+        g = gateway.live.gw
+        log.info("gateway on %s: old %s, new %s, weight %g%%, rollback %s, shadow %g%%; ledger %s",
+                 url, gateway.live.urls["old"], gateway.live.urls["new"], g.weight, g.rollback, g.shadow.percent,
+                 gateway.run_dir)
+        await stop.wait()
+        left = await gateway.drain()
+        if left:
+            log.warning("drain limit reached with %d requests in flight; they are cut off", left)
+        else:
+            log.info("drained; exiting")
+    with contextlib.suppress(OSError):
+        state.unlink()
+    return left

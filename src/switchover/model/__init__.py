@@ -1,0 +1,24 @@
+"""The model side of a migration: its shape for capacity planning (card), and its tokenizer, chat template and
+generation defaults (fingerprints and diffs)."""
+
+from switchover.model.card import (
+    AttentionSpec,
+    LayerKind,
+    ModelCard,
+    MoESpec,
+    StateSpec,
+    WeightsInfo,
+    card_from_config,
+    load_model_card,
+)
+
+__all__ = [
+    "AttentionSpec",
+    "LayerKind",
+    "ModelCard",
+    "MoESpec",
+    "StateSpec",
+    "WeightsInfo",
+    "card_from_config",
+    "load_model_card",
+]

@@ -1,0 +1,322 @@
+"""KV pool, tokens and concurrency under each engine's memory semantics (reference/capacity.md §2-3).
+
+The formula is chosen by the profile's `memory.budget` kind, never by engine name. Instances on one GPU are
+simulated in start order, so the same code answers "one copy" and "two copies" (canary) questions: each
+instance sees only the memory the earlier ones left free.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from switchover.engines import EngineProfile
+from switchover.errors import BadInput
+from switchover.model.card import ModelCard
+from switchover.plan.kv import KVLayout, kv_layout
+
+GIB = 2**30
+
+
+class Knobs(BaseModel):
+    """One instance's memory knobs; None means the engine default."""
+
+    memory_fraction: float | None = Field(default=None, description="the engine's own fraction knob")
+    kv_tokens_cap: int | None = Field(default=None, description="explicit pool size in tokens (max-total-tokens…)")
+    context_tokens: int | None = Field(default=None, description="llama.cpp -c (total over slots)")
+
+
+class Overheads(BaseModel):
+    """Memory outside the KV pool, per GPU, in GiB, with where each default came from."""
+
+    activation_peak_gib: float
+    non_torch_gib: float
+    cuda_graph_gib: float
+    sources: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def total_gib(self) -> float:
+        return self.activation_peak_gib + self.non_torch_gib + self.cuda_graph_gib
+
+
+def resolve_overheads(profile: EngineProfile, overrides: dict[str, float] | None = None) -> Overheads:
+    """Profile defaults (from real logs) with user overrides by name: activation_peak, non_torch, cuda_graph."""
+    overrides = dict(overrides or {})
+    known = {"activation_peak", "non_torch", "cuda_graph"}
+    bad = sorted(set(overrides) - known)
+    if bad:
+        raise BadInput(f"unknown overhead {bad[0]!r}", hint=f"known: {', '.join(sorted(known))}")
+    values: dict[str, float] = {}
+    sources: dict[str, str] = {}
+    for name in sorted(known):
+        if name in overrides:
+            values[name], sources[name] = overrides[name], "user override"
+        elif name in profile.memory.overheads:
+            values[name], sources[name] = profile.memory.overheads[name].gib, profile.memory.overheads[name].source
+        else:
+            values[name], sources[name] = 0.0, "not modelled for this engine"
+    return Overheads(activation_peak_gib=values["activation_peak"], non_torch_gib=values["non_torch"],
+                     cuda_graph_gib=values["cuda_graph"], sources=sources)
+
+
+class Instance(BaseModel):
+    """What one engine instance gets on one GPU."""
+
+    knobs: Knobs
+    fraction_used: float | None
+    free_at_start_gib: float
+    weights_gib: float
+    overheads_gib: float
+    kv_pool_gib: float
+    footprint_gib: float = Field(description="memory the instance holds once started")
+    starts: bool
+    formula: str
+    problem: str | None = None
+
+
+def _tier(table: dict[str, Any], total_gib: float, gpu_name: str | None) -> Any:
+    """Pick a value from a tier table keyed like '>=70GiB (not A100/GB10)', '<20GB', 'other'."""
+    name = (gpu_name or "").upper()
+    for key, value in table.items():
+        m = re.match(r"\s*(>=|<)\s*(\d+)\s*GI?B(?:\s*\(not ([^)]*)\))?", key, re.I)
+        if not m:
+            continue
+        op, bound, excluded = m.group(1), float(m.group(2)), m.group(3)
+        if excluded and any(x.strip() in name for x in excluded.upper().split("/")):
+            continue
+        if (op == ">=" and total_gib >= bound) or (op == "<" and total_gib < bound):
+            return value
+    return table.get("other")
+
+
+def sglang_style_auto_fraction(profile: EngineProfile, total_gib: float, tp: int, pp: int) -> float | None:
+    """Default fraction for engines that publish a reserve formula (SGLang memory_hook), else None."""
+    reserve = profile.defaults.get("mem_fraction_reserve")
+    if reserve is None:
+        return None
+    chunk_table = profile.defaults.get("chunked_prefill_by_memory")
+    chunk = _tier(chunk_table.value, total_gib * GIB / 1e9, None) if chunk_table else 2048
+    graph_bs = profile.defaults["cuda_graph_max_bs"].value if "cuda_graph_max_bs" in profile.defaults else 256
+    reserved_mib = 512 + 1.5 * max(chunk or 2048, 2048) + 2 * graph_bs + tp * pp / 8 * 1024
+    if total_gib * GIB / 1e9 > 60:
+        reserved_mib = max(reserved_mib, reserve.value.get("min_reserve_gib_above_60gb", 10) * 1024)
+    return (total_gib * 1024 - reserved_mib) / (total_gib * 1024)
+
+
+def start_instance(profile: EngineProfile, free_gib: float, total_gib: float, weights_gib: float,
+                   over: Overheads, layout: KVLayout, knobs: Knobs, tp: int = 1, pp: int = 1) -> Instance:
+    """One instance starting with `free_gib` free on a `total_gib` GPU, under the profile's budget semantics."""
+    mem = profile.memory
+    budget = mem.budget
+    frac = knobs.memory_fraction if knobs.memory_fraction is not None else mem.default_fraction
+    fixed = over.total_gib
+    problem = None
+    if budget == "fraction_of_total":
+        requested = frac * total_gib  # type: ignore[operator]
+        kv = requested - weights_gib - fixed
+        footprint = requested
+        formula = f"KV = {frac:g} x {total_gib:.2f} - weights {weights_gib:.2f} - overheads {fixed:.2f}"
+        if requested > free_gib + 1e-9:
+            problem = (f"asks for {frac:g} x {total_gib:.2f} = {requested:.2f} GiB but only {free_gib:.2f} GiB is "
+                       "free: the engine refuses to start (free memory less than desired utilization)")
+    elif budget == "fraction_of_free_at_start":
+        if frac is None:
+            frac = sglang_style_auto_fraction(profile, total_gib, tp, pp) or 0.85
+        kv = free_gib - weights_gib - over.non_torch_gib - free_gib * (1 - frac)
+        footprint = frac * free_gib + over.activation_peak_gib + over.cuda_graph_gib
+        formula = (f"KV = free {free_gib:.2f} - weights {weights_gib:.2f} - non-torch {over.non_torch_gib:.2f}"
+                   f" - free x (1 - {frac:.3f})")
+    elif budget == "fraction_of_free_after_load":
+        kv = (free_gib - weights_gib - fixed) * frac  # type: ignore[operator]
+        footprint = weights_gib + fixed + kv
+        formula = f"KV = (free {free_gib:.2f} - weights {weights_gib:.2f} - peak {fixed:.2f}) x {frac:g}"
+    elif budget == "cap_with_wiggle":
+        wiggle = mem.wiggle_room or 1.0
+        after_warmup = free_gib - weights_gib - fixed
+        kv = after_warmup - (1 - wiggle * frac) * total_gib  # type: ignore[operator]
+        footprint = weights_gib + fixed + max(kv, 0.0)
+        formula = (f"KV = free after warm-up {after_warmup:.2f} - (1 - {wiggle:g} x {frac:g}) x total "
+                   f"{total_gib:.2f}")
+    else:  # explicit_context: the pool is what -c asks for
+        ctx = knobs.context_tokens or 0
+        kv = ctx * layout.bytes_per_token / GIB
+        footprint = weights_gib + fixed + kv
+        formula = f"KV = ctx {ctx} x {layout.bytes_per_token:.0f} B/token"
+        if footprint > free_gib:
+            problem = f"needs {footprint:.2f} GiB (weights + KV + buffers) but {free_gib:.2f} GiB is free"
+    if knobs.kv_tokens_cap is not None and budget != "explicit_context":
+        capped = knobs.kv_tokens_cap * (layout.bytes_per_token + layout.sliding_bytes_per_token) / GIB
+        if capped < kv:
+            footprint -= kv - capped
+            kv = capped
+            formula += f"; capped at {knobs.kv_tokens_cap} tokens"
+    if kv <= 0 and problem is None:
+        problem = f"no memory left for KV ({kv:.2f} GiB): weights {weights_gib:.2f} + overheads {fixed:.2f} GiB"
+    return Instance(knobs=knobs, fraction_used=frac, free_at_start_gib=free_gib, weights_gib=weights_gib,
+                    overheads_gib=fixed, kv_pool_gib=max(kv, 0.0), footprint_gib=footprint,
+                    starts=problem is None, formula=formula, problem=problem)
+
+
+def weights_per_gpu_gib(card: ModelCard, tp: int, pp: int, ep: int = 1) -> float:
+    """Weights per GPU: total / (TP x PP) (NIM's heuristic, capacity.md §3); prefer a logged figure."""
+    return card.weights.total_bytes / (tp * pp) / GIB
+
+
+def scheduler_cap(profile: EngineProfile, total_gib: float, gpu_name: str | None, tokens: int,
+                  context: int) -> tuple[int | None, str]:
+    """The engine's default running-sequence cap, from profile data, with where it came from."""
+    flag = profile.flags.get("max_concurrent_sequences")
+    if flag is not None and isinstance(flag.default, int) and flag.default > 0:
+        return flag.default, flag.source
+    d = profile.defaults
+    if "max_num_seqs_by_memory" in d:
+        return int(_tier(d["max_num_seqs_by_memory"].value, total_gib, gpu_name)), d["max_num_seqs_by_memory"].source
+    if "max_running_requests_auto" in d and context > 0:  # min(max(min(cap/ctx*512, 4096), 2048), cap//2)
+        value = min(max(min(tokens / context * 512, 4096), 2048), tokens // 2)
+        return int(value), d["max_running_requests_auto"].source
+    if "parallel_auto" in d:
+        return int(d["parallel_auto"].value["slots"]), d["parallel_auto"].source
+    if "max_concurrent_requests" in d:
+        return int(d["max_concurrent_requests"].value), d["max_concurrent_requests"].source
+    return None, "no cap"
+
+
+def batched_tokens_cap(profile: EngineProfile, total_gib: float, gpu_name: str | None) -> tuple[int | None, str]:
+    """Default tokens-per-step cap when it also bounds decode (vLLM, TRT-LLM), else None."""
+    d = profile.defaults
+    if "batched_tokens_cap_decode" not in d:
+        return None, "does not cap decode"
+    flag = profile.flags.get("max_batched_tokens_per_step")
+    if flag is not None and isinstance(flag.default, int):
+        return flag.default, flag.source
+    if "max_num_batched_tokens_by_memory" in d:
+        table = d["max_num_batched_tokens_by_memory"]
+        return int(_tier(table.value, total_gib, gpu_name)), table.source
+    return None, "unknown"
+
+
+class ContextRow(BaseModel):
+    """One row of the max_model_len <-> concurrency trade-off."""
+
+    max_model_len: int
+    kv_concurrency: float
+    concurrency: int
+    binding: str
+
+
+class CapacityResult(BaseModel):
+    """KV capacity of one engine instance for one model on one GPU layout."""
+
+    engine: str
+    budget: str
+    gpu_total_gib: float
+    tp: int
+    pp: int
+    instance: Instance
+    overheads: Overheads
+    layout: KVLayout
+    page_tokens: int
+    num_blocks: int
+    tokens: int
+    max_model_len: int
+    context: int
+    kv_concurrency: float = Field(description="requests of `context` tokens the pool holds at once")
+    limits: dict[str, int | None]
+    limit_sources: dict[str, str]
+    max_concurrency: int
+    binding_limit: str
+    table: list[ContextRow]
+    warnings: list[str] = Field(default_factory=list)
+
+
+def _kv_concurrency(layout: KVLayout, blocks: int, page: int, context: int) -> float:
+    per_block = page * (layout.bytes_per_token + layout.sliding_bytes_per_token)
+    need = layout.request_bytes(context, page) / per_block if per_block else math.inf
+    return blocks / need if need else math.inf
+
+
+def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, gpu_name: str | None = None,
+             tp: int = 1, pp: int = 1, kv_dtype: str = "auto", knobs: Knobs | None = None,
+             max_model_len: int | None = None, context: int | None = None, max_num_seqs: int | None = None,
+             max_batched_tokens: int | None = None, page_tokens: int | None = None,
+             weights_gib: float | None = None, overheads: dict[str, float] | None = None,
+             free_gib: float | None = None, slots: int | None = None) -> CapacityResult:
+    """KV pool, blocks, tokens, concurrency at `context` and the binding limit, for one instance."""
+    knobs = knobs or Knobs()
+    layout = kv_layout(card, tp, pp, kv_dtype)
+    over = resolve_overheads(profile, overheads)
+    mml = max_model_len or card.max_position_embeddings
+    if not mml:
+        raise BadInput(f"{card.name}: config has no max_position_embeddings; pass --max-model-len")
+    ctx = context or mml
+    if ctx > mml:
+        raise BadInput(f"context {ctx} exceeds max_model_len {mml}")
+    warnings = [*card.notes, *layout.notes]
+    budget = profile.memory.budget
+    if budget == "explicit_context" and knobs.context_tokens is None:
+        knobs = knobs.model_copy(update={"context_tokens": mml * (slots or 1)})
+    w = weights_gib if weights_gib is not None else weights_per_gpu_gib(card, tp, pp)
+    inst = start_instance(profile, gpu_total_gib if free_gib is None else free_gib, gpu_total_gib, w, over,
+                          layout, knobs, tp, pp)
+    page = page_tokens or profile.memory.page_tokens
+    per_block = page * (layout.bytes_per_token + layout.sliding_bytes_per_token)
+    if budget == "explicit_context":
+        tokens = knobs.context_tokens or 0
+        blocks = tokens
+        page = 1
+    else:
+        blocks = int(inst.kv_pool_gib * GIB // per_block) if per_block else 0
+        tokens = blocks * page
+    if inst.problem:
+        warnings.append(inst.problem)
+    for name, src in over.sources.items():
+        if src.startswith("not modelled") and budget != "explicit_context":
+            warnings.append(f"{name} overhead is not modelled for {profile.name}: pass --overhead {name}=GIB")
+    cuda_graph = profile.memory.overheads.get("cuda_graph")
+    if cuda_graph is not None and not cuda_graph.verified and "cuda_graph" not in (overheads or {}):
+        warnings.append(f"CUDA-graph estimate not subtracted ({cuda_graph.note}); --overhead cuda_graph=GIB")
+
+    seq_cap, seq_src = (max_num_seqs, "user") if max_num_seqs else scheduler_cap(
+        profile, gpu_total_gib, gpu_name, tokens, ctx)
+    if budget == "explicit_context":
+        seq_cap, seq_src = (slots, "user") if slots else (seq_cap, seq_src)
+    tok_cap, tok_src = (max_batched_tokens, "user") if max_batched_tokens else batched_tokens_cap(
+        profile, gpu_total_gib, gpu_name)
+
+    def limits_at(c: int) -> tuple[float, int, str]:
+        if budget == "explicit_context":
+            kvc = float(tokens // c) if c else 0.0
+        else:
+            kvc = _kv_concurrency(layout, blocks, page, c)
+        caps = {"kv": math.floor(kvc)}
+        if seq_cap:
+            caps["max_num_seqs"] = seq_cap
+        if tok_cap:
+            caps["max_batched_tokens"] = tok_cap
+        low = min(caps.values())
+        return kvc, low, "+".join(k for k, v in caps.items() if v == low)
+
+    kvc, conc, binding = limits_at(ctx)
+    if kvc < 1 and inst.starts:
+        warnings.append(f"the pool ({tokens} tokens) cannot hold one request of max_model_len {mml}: lower "
+                        "--max-model-len or raise the memory knob (vLLM refuses to start)")
+    table = []
+    c = 1024
+    lengths = set()
+    while c <= mml:
+        lengths.add(c)
+        c *= 2
+    lengths.add(mml)
+    for length in sorted(lengths):
+        k, n, b = limits_at(length)
+        table.append(ContextRow(max_model_len=length, kv_concurrency=round(k, 3), concurrency=n, binding=b))
+    return CapacityResult(
+        engine=profile.name, budget=budget, gpu_total_gib=gpu_total_gib, tp=tp, pp=pp, instance=inst,
+        overheads=over, layout=layout, page_tokens=page, num_blocks=blocks, tokens=tokens, max_model_len=mml,
+        context=ctx, kv_concurrency=round(kvc, 4), limits={"kv": math.floor(kvc), "max_num_seqs": seq_cap,
+                                                            "max_batched_tokens": tok_cap},
+        limit_sources={"max_num_seqs": seq_src, "max_batched_tokens": tok_src}, max_concurrency=conc,
+        binding_limit=binding, table=table, warnings=warnings)

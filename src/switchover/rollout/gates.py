@@ -1,0 +1,380 @@
+"""Stage gates: evidence from the gateway's ledger (seconds old) or from Prometheus, judged pass/hold/fail.
+
+Too few samples is "hold", never "pass". A count-based gate may still "fail" early when the failures seen
+already exceed what min_samples requests could absorb: then no outcome of the missing requests could make
+it pass. A failed hard gate means roll back; a failed soft gate only holds.
+"""
+
+from __future__ import annotations
+
+import math
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import orjson
+from pydantic import BaseModel, Field
+
+from switchover.errors import BadInput, Unreachable
+from switchover.gateway.ledger_record import LedgerRecord
+from switchover.rollout import metric_names as mn
+from switchover.rollout.compare import ComparisonReport, compare_samples, samples_from_ledger
+from switchover.rollout.settings import GateName, GateThresholds, PrometheusSource
+
+GateVerdict = Literal["pass", "hold", "fail"]
+Decision = Literal["advance", "hold", "rollback"]
+
+
+class ArmWindow(BaseModel):
+    """What one arm did in the window."""
+
+    requests: int = 0
+    errors: int = 0
+    fallbacks: int = 0
+    ttft_p99_ms: float | None = None
+    ttft_n: int = 0
+    tpot_p99_ms: float | None = None
+    tpot_n: int = 0
+
+
+class WindowStats(BaseModel):
+    """The evidence the gates judge."""
+
+    source: Literal["ledger", "prometheus"]
+    window_s: float
+    start: float | None = None
+    end: float | None = None
+    old: ArmWindow = Field(default_factory=ArmWindow)
+    new: ArmWindow = Field(default_factory=ArmWindow)
+    shadow: ComparisonReport | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+class GateResult(BaseModel):
+    gate: GateName
+    verdict: GateVerdict
+    hard: bool
+    observed: float | None = None
+    threshold: float
+    samples: int
+    reason: str
+
+
+class GateReport(BaseModel):
+    """Every gate of a stage, and what follows: advance, hold or roll back."""
+
+    stage: str
+    decision: Decision
+    results: list[GateResult]
+    stats: WindowStats
+    blockers: list[str] = Field(
+        default_factory=list, description="Entry conditions of the next stage not met"
+    )
+
+    def summary(self) -> dict[str, str]:
+        return {r.gate.value: r.verdict for r in self.results}
+
+
+def _count_gate(
+    gate: GateName, bad: int, n: int, limit: float, min_samples: int, hard: bool, what: str
+) -> GateResult:
+    base = dict(gate=gate, hard=hard, threshold=limit, samples=n)
+    if n >= min_samples:
+        rate = bad / n
+        verdict: GateVerdict = "fail" if rate > limit else "pass"
+        return GateResult(
+            **base,
+            verdict=verdict,
+            observed=rate,
+            reason=f"{what} {bad}/{n} = {rate:.2%} {'>' if verdict == 'fail' else '≤'} {limit:.2%}",
+        )
+    if bad > limit * min_samples:
+        return GateResult(
+            **base,
+            verdict="fail",
+            observed=bad / n if n else None,
+            reason=f"{what} {bad} of {n} already exceeds {limit:.2%} of the {min_samples} needed",
+        )
+    return GateResult(
+        **base,
+        verdict="hold",
+        observed=bad / n if n else None,
+        reason=f"{n} new-arm requests, {min_samples} needed ({what} so far {bad})",
+    )
+
+
+def _ratio_gate(
+    gate: GateName,
+    old_p: float | None,
+    old_n: int,
+    new_p: float | None,
+    new_n: int,
+    limit: float,
+    min_samples: int,
+    hard: bool,
+    what: str,
+) -> GateResult:
+    base = dict(gate=gate, hard=hard, threshold=limit, samples=min(old_n, new_n))
+    if old_n < min_samples or new_n < min_samples or old_p is None or new_p is None:
+        return GateResult(
+            **base,
+            verdict="hold",
+            reason=f"{what}: old {old_n} / new {new_n} samples, {min_samples} each needed",
+        )
+    if old_p <= 0:
+        return GateResult(**base, verdict="hold", reason=f"{what}: old p99 is {old_p:g} ms, no ratio")
+    ratio = new_p / old_p
+    verdict: GateVerdict = "fail" if ratio > limit else "pass"
+    return GateResult(
+        **base,
+        verdict=verdict,
+        observed=ratio,
+        reason=f"{what} p99 new {new_p:.1f} ms / old {old_p:.1f} ms = {ratio:.2f} "
+        f"{'>' if verdict == 'fail' else '≤'} {limit:g}",
+    )
+
+
+def _shadow_gate(report: ComparisonReport | None, hard: bool, th: GateThresholds) -> GateResult:
+    base = dict(gate=GateName.SHADOW_DISTRIBUTION, hard=hard, threshold=th.alpha)
+    if report is None:
+        return GateResult(**base, verdict="hold", samples=0, reason="no shadow comparison available")
+    measured = [m for m in report.metrics if m.n_old or m.n_new]
+    samples = min((m.n_old for m in measured), default=0)
+    if report.differs:
+        details = "; ".join(f"{m.metric}: {m.reason}" for m in report.metrics if m.verdict == "differs")
+        return GateResult(
+            **base,
+            verdict="fail",
+            samples=samples,
+            observed=float(len(report.differs)),
+            reason=f"shadow differs beyond the A/A noise in {', '.join(report.differs)} ({details})",
+        )
+    short = [m for m in measured if m.verdict == "insufficient"]
+    if short or not measured:
+        names = ", ".join(f"{m.metric} ({m.n_old}/{m.n_new})" for m in short) or "every metric"
+        return GateResult(
+            **base,
+            verdict="hold",
+            samples=samples,
+            reason=f"too few shadow samples for {names}; {th.min_samples} per side needed",
+        )
+    unmeasured = [m.metric for m in report.metrics if not (m.n_old or m.n_new)]
+    extra = f" (not measured: {', '.join(unmeasured)})" if unmeasured else ""
+    return GateResult(
+        **base,
+        verdict="pass",
+        samples=samples,
+        observed=0.0,
+        reason=f"no metric differs beyond the A/A noise{extra}",
+    )
+
+
+def evaluate(stats: WindowStats, gates: Iterable[GateName], th: GateThresholds) -> list[GateResult]:
+    """Judge each gate on the window (pure)."""
+    out = []
+    for gate in gates:
+        hard = gate not in th.soft
+        if gate == GateName.ERROR_RATE:
+            out.append(
+                _count_gate(
+                    gate,
+                    stats.new.errors,
+                    stats.new.requests,
+                    th.max_error_rate,
+                    th.min_samples,
+                    hard,
+                    "errors",
+                )
+            )
+        elif gate == GateName.FALLBACK_RATIO:
+            out.append(
+                _count_gate(
+                    gate,
+                    stats.new.fallbacks,
+                    stats.new.requests,
+                    th.max_fallback_ratio,
+                    th.min_samples,
+                    hard,
+                    "fallbacks",
+                )
+            )
+        elif gate == GateName.TTFT_P99_RATIO:
+            out.append(
+                _ratio_gate(
+                    gate,
+                    stats.old.ttft_p99_ms,
+                    stats.old.ttft_n,
+                    stats.new.ttft_p99_ms,
+                    stats.new.ttft_n,
+                    th.max_ttft_p99_ratio,
+                    th.min_samples,
+                    hard,
+                    "TTFT",
+                )
+            )
+        elif gate == GateName.TPOT_P99_RATIO:
+            out.append(
+                _ratio_gate(
+                    gate,
+                    stats.old.tpot_p99_ms,
+                    stats.old.tpot_n,
+                    stats.new.tpot_p99_ms,
+                    stats.new.tpot_n,
+                    th.max_tpot_p99_ratio,
+                    th.min_samples,
+                    hard,
+                    "TPOT",
+                )
+            )
+        elif gate == GateName.SHADOW_DISTRIBUTION:
+            out.append(_shadow_gate(stats.shadow, hard, th))
+    return out
+
+
+def decide(results: list[GateResult], blockers: list[str] | None = None) -> Decision:
+    """Any failed hard gate: roll back. Else anything short of pass (or an entry blocker): hold."""
+    if any(r.verdict == "fail" and r.hard for r in results):
+        return "rollback"
+    if blockers or any(r.verdict != "pass" for r in results):
+        return "hold"
+    return "advance"
+
+
+# --- evidence from the ledger -------------------------------------------------------------------------
+
+
+def read_ledger_rows(path: Path, since: float | None = None) -> list[LedgerRecord]:
+    """Ledger rows at or after `since`, from a gateway run dir or one .jsonl file (torn lines skipped)."""
+    if path.is_dir():
+        files = sorted(path.glob("ledger-*.jsonl")) or sorted(path.glob("*.jsonl"))
+    elif path.is_file():
+        files = [path]
+    else:
+        raise BadInput(
+            f"ledger {path}: no such file or directory",
+            hint="point --ledger at the gateway's run_dir (ledger-NNNNN.jsonl files)",
+        )
+    rows = []
+    for f in files:
+        with f.open("rb") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.endswith(b"\n") or not line.strip():
+                    continue
+                try:
+                    rec = LedgerRecord.model_validate_json(line)
+                except ValueError:
+                    raise BadInput(f"{f}: line {n} is not a ledger record") from None
+                if since is None or rec.ts >= since:
+                    rows.append(rec)
+    return rows
+
+
+def _p99(values: list[float]) -> float | None:
+    return float(np.percentile(values, 99)) if values else None
+
+
+def stats_from_ledger(
+    rows: list[LedgerRecord], *, window_s: float, with_shadow: bool, th: GateThresholds
+) -> WindowStats:
+    """Per-arm counts and tails, and (for shadow stages) the shadow-vs-old comparison."""
+    old, new = ArmWindow(), ArmWindow()
+    lat: dict[str, dict[str, list[float]]] = {
+        "old": {"ttft": [], "tpot": []},
+        "new": {"ttft": [], "tpot": []},
+    }
+    for r in rows:
+        if r.outcome == "client_disconnected":
+            continue
+        arm = new if r.routed == "new" else old
+        arm.requests += 1
+        if r.outcome in ("error", "failed_mid_stream"):
+            arm.errors += 1
+        elif r.outcome == "fallback_ok":
+            arm.fallbacks += 1
+        elif r.outcome == "ok" and r.arm == r.routed:
+            if r.ttft_ms is not None:
+                lat[r.arm]["ttft"].append(r.ttft_ms)
+            if r.tpot_ms is not None:
+                lat[r.arm]["tpot"].append(r.tpot_ms)
+    for name, arm in (("old", old), ("new", new)):
+        arm.ttft_n, arm.ttft_p99_ms = len(lat[name]["ttft"]), _p99(lat[name]["ttft"])
+        arm.tpot_n, arm.tpot_p99_ms = len(lat[name]["tpot"]), _p99(lat[name]["tpot"])
+    shadow = None
+    if with_shadow:
+        a, b = samples_from_ledger(rows, "shadow")
+        shadow = compare_samples(
+            a, b, mode="shadow", alpha=th.alpha, noise_margin=th.noise_margin, min_samples=th.min_samples
+        )
+    return WindowStats(
+        source="ledger",
+        window_s=window_s,
+        start=min((r.ts for r in rows), default=None),
+        end=max((r.ts for r in rows), default=None),
+        old=old,
+        new=new,
+        shadow=shadow,
+    )
+
+
+# --- evidence from Prometheus ---------------------------------------------------------------------------
+
+
+def promql(source: PrometheusSource, query: str) -> float | None:
+    """One instant query; the value of a single-series vector, None when empty or NaN."""
+    url = f"{source.url}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+    try:
+        with urllib.request.urlopen(url, timeout=source.timeout_s) as resp:
+            body = orjson.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        raise Unreachable(f"Prometheus {source.url} answered {exc.code} to {query!r}") from None
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        raise Unreachable(f"Prometheus {source.url} unreachable: {exc}") from None
+    except orjson.JSONDecodeError:
+        raise Unreachable(f"Prometheus {source.url} did not answer JSON") from None
+    if body.get("status") != "success":
+        raise BadInput(f"Prometheus rejected {query!r}: {body.get('error', body)}")
+    result = body.get("data", {}).get("result", [])
+    if not result:
+        return None
+    value = float(result[0]["value"][1])
+    return None if math.isnan(value) or math.isinf(value) else value
+
+
+def stats_from_prometheus(source: PrometheusSource, *, window_s: float) -> WindowStats:
+    """The same evidence from the gateway's metrics (shadow distributions need the ledger)."""
+    w = f"{int(window_s)}s"
+    sel = source.selector
+
+    def q(expr: str) -> float | None:
+        return promql(source, expr)
+
+    def n(expr: str) -> int:
+        v = q(expr)
+        return round(v) if v is not None else 0
+
+    new = ArmWindow(
+        requests=n(mn.new_requests(w, sel)),
+        errors=n(mn.new_errors(w, sel)),
+        fallbacks=n(mn.fallbacks(w, sel)),
+    )
+    old = ArmWindow()
+    for name, arm in (("old", old), ("new", new)):
+        for hist, attr in ((mn.TTFT, "ttft"), (mn.TPOT, "tpot")):
+            count = n(mn.count(hist, name, w, sel))
+            p99 = q(mn.quantile(hist, 0.99, name, w, sel)) if count else None
+            setattr(arm, f"{attr}_n", count)
+            setattr(arm, f"{attr}_p99_ms", p99 * 1000 if p99 is not None else None)
+    return WindowStats(
+        source="prometheus",
+        window_s=window_s,
+        old=old,
+        new=new,
+        notes=[
+            "histogram_quantile interpolates within buckets: p99 is as fine as the buckets",
+            "shadow distribution tests need per-request rows: use the ledger source",
+        ],
+    )

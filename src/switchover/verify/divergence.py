@@ -1,0 +1,142 @@
+"""Greedy consistency between two outputs of the same prompt: where they part, and how far they agree."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+EARLY_CHARS = 8  # a divergence inside the first 8 characters is flagged
+LENGTH_RATIO = 2.0  # ... and so is one output more than twice as long as the other
+NEAR_TIE_NATS = 0.5  # at the divergence, the two tokens are this close in the new engine's logprobs
+
+
+class Output(BaseModel):
+    """One side's greedy output: text, tokens (when known), their logprobs and top alternatives."""
+
+    text: str = ""
+    tokens: list[str] | None = None
+    logprobs: list[float] | None = None
+    top: list[dict[str, float]] | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+
+
+class Divergence(BaseModel):
+    """Where two greedy outputs part and how much they still agree."""
+
+    id: str
+    kind: str
+    identical: bool
+    first_char: int | None = None  # index of the first differing character
+    first_token: int | None = None  # index of the first differing token
+    common_prefix: str = ""
+    old_chars: int = 0
+    new_chars: int = 0
+    old_tokens: int | None = None
+    new_tokens: int | None = None
+    token_agreement: float | None = None  # positionally equal tokens / longer length
+    logprob_delta_mean: float | None = None  # mean |Δ logprob| over the common token prefix
+    logprob_delta_max: float | None = None
+    tie_gap: float | None = None  # new engine's logprob(new token) - logprob(old token) at the divergence
+    flags: list[str] = Field(default_factory=list)
+    old_text: str = ""
+    new_text: str = ""
+    old_finish: str | None = None
+    new_finish: str | None = None
+
+
+def first_difference(a: list[str] | str, b: list[str] | str) -> int | None:
+    """Index of the first differing element; the shorter length when one is a prefix; None when equal."""
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def agreement(a: list[str], b: list[str]) -> float:
+    """Share of positions whose tokens agree, over the longer sequence (1.0 for two empty outputs)."""
+    longest = max(len(a), len(b))
+    if longest == 0:
+        return 1.0
+    return sum(x == y for x, y in zip(a, b, strict=False)) / longest
+
+
+def compare(case_id: str, kind: str, old: Output, new: Output) -> Divergence:
+    """Compare two greedy outputs of the same prompt."""
+    d = Divergence(id=case_id, kind=kind, identical=old.error is None and new.error is None and old.text == new.text,
+                   old_chars=len(old.text), new_chars=len(new.text), old_text=old.text, new_text=new.text,
+                   old_finish=old.finish_reason, new_finish=new.finish_reason)
+    if old.error or new.error:
+        d.flags.append("request failed: " + "; ".join(e for e in (old.error, new.error) if e))
+        return d
+    d.first_char = first_difference(old.text, new.text)
+    d.common_prefix = old.text if d.first_char is None else old.text[:d.first_char]
+    if old.tokens is not None and new.tokens is not None:
+        d.old_tokens, d.new_tokens = len(old.tokens), len(new.tokens)
+        d.first_token = first_difference(old.tokens, new.tokens)
+        d.token_agreement = round(agreement(old.tokens, new.tokens), 4)
+        common = d.first_token if d.first_token is not None else len(old.tokens)
+        if old.logprobs is not None and new.logprobs is not None and common > 0:
+            deltas = [abs(a - b) for a, b in zip(old.logprobs[:common], new.logprobs[:common], strict=False)
+                      if math.isfinite(a) and math.isfinite(b)]
+            if deltas:
+                d.logprob_delta_mean = round(float(np.mean(deltas)), 4)
+                d.logprob_delta_max = round(float(np.max(deltas)), 4)
+        d.tie_gap = _tie_gap(old, new, d.first_token)
+    if not d.identical and d.first_char is not None and d.first_char < EARLY_CHARS:
+        d.flags.append(f"diverges within the first {EARLY_CHARS} characters (at {d.first_char})")
+    short, long_ = sorted((len(old.text), len(new.text)))
+    if long_ > 0 and (short == 0 or long_ / short > LENGTH_RATIO):
+        d.flags.append(f"lengths differ more than {LENGTH_RATIO:g}x ({len(old.text)} vs {len(new.text)} chars)")
+    return d
+
+
+def _tie_gap(old: Output, new: Output, at: int | None) -> float | None:
+    """At the first differing token: how much more the new engine preferred its token over the old one's."""
+    if at is None or new.top is None or old.tokens is None or new.tokens is None:
+        return None
+    if at >= len(new.top) or at >= len(old.tokens) or at >= len(new.tokens):
+        return None
+    alts = new.top[at]
+    if old.tokens[at] in alts and new.tokens[at] in alts:
+        return round(alts[new.tokens[at]] - alts[old.tokens[at]], 4)
+    return None
+
+
+class GreedySummary(BaseModel):
+    """Tolerant summaries over all prompts."""
+
+    prompts: int
+    identical: int
+    flagged: int
+    failed: int
+    token_agreement_mean: float | None = None
+    prefix_chars_p10: float | None = None
+    prefix_chars_p50: float | None = None
+    prefix_chars_p90: float | None = None
+    prefix_tokens_p50: float | None = None
+    logprob_delta_mean: float | None = None
+    near_ties: int = 0  # divergences whose two tokens were within NEAR_TIE_NATS in the new engine
+
+
+def summarize(divs: list[Divergence]) -> GreedySummary:
+    ok = [d for d in divs if not any(f.startswith("request failed") for f in d.flags)]
+    s = GreedySummary(prompts=len(divs), identical=sum(d.identical for d in divs),
+                      flagged=sum(bool(d.flags) for d in divs), failed=len(divs) - len(ok))
+    if ok:
+        prefix = np.array([len(d.common_prefix) for d in ok], dtype=float)
+        s.prefix_chars_p10, s.prefix_chars_p50, s.prefix_chars_p90 = (
+            round(float(np.percentile(prefix, q)), 1) for q in (10, 50, 90))
+    agree = [d.token_agreement for d in ok if d.token_agreement is not None]
+    if agree:
+        s.token_agreement_mean = round(float(np.mean(agree)), 4)
+    ptoks = [d.first_token if d.first_token is not None else d.old_tokens for d in ok if d.old_tokens is not None]
+    if ptoks:
+        s.prefix_tokens_p50 = float(np.percentile(np.array(ptoks, dtype=float), 50))
+    lds = [d.logprob_delta_mean for d in ok if d.logprob_delta_mean is not None]
+    if lds:
+        s.logprob_delta_mean = round(float(np.mean(lds)), 4)
+    s.near_ties = sum(1 for d in ok if d.tie_gap is not None and abs(d.tie_gap) <= NEAR_TIE_NATS)
+    return s

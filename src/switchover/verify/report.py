@@ -1,0 +1,76 @@
+"""Typed results of `switchover verify`."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from switchover.verify.divergence import Divergence, GreedySummary
+
+
+class StructuredCase(BaseModel):
+    """One JSON-schema prompt on one side."""
+
+    id: str
+    status: str  # valid | invalid | rejected | error
+    reason: str | None = None
+    text: str = ""
+
+
+class StructuredSide(BaseModel):
+    url: str
+    cases: list[StructuredCase]
+    valid: int
+    total: int
+
+    @property
+    def rate(self) -> float:
+        return self.valid / self.total if self.total else 0.0
+
+
+class LongInputCheck(BaseModel):
+    """One long input on one side: what came back and what looked wrong."""
+
+    target_fraction: float
+    prompt_tokens: int | None = None
+    status: str  # ok | error
+    error: str | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    repetition: float | None = None
+    loop: bool = False
+    early_stop: bool = False
+    script_drift: str | None = None
+    text: str = ""
+
+
+class Boundary(BaseModel):
+    """The longest input that actually succeeded, found by bisection on the live server."""
+
+    configured_context: int | None
+    longest_ok_prompt_tokens: int | None = None
+    shortest_failed_prompt_tokens: int | None = None
+    failure: str | None = None
+    steps: int = 0
+
+
+class LongInputSide(BaseModel):
+    url: str
+    context: int | None
+    checks: list[LongInputCheck] = Field(default_factory=list)
+    boundary: Boundary | None = None
+    skipped: str | None = None
+
+
+class EquivalenceReport(BaseModel):
+    """Everything `verify` measured."""
+
+    old_url: str
+    new_url: str
+    model_old: str | None
+    model_new: str | None
+    greedy: list[Divergence] = Field(default_factory=list)
+    summary: GreedySummary | None = None
+    structured: list[StructuredSide] = Field(default_factory=list)
+    long_inputs: list[LongInputSide] = Field(default_factory=list)
+    partial: bool = False
+    partial_reason: str | None = None

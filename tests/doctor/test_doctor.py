@@ -1,0 +1,58 @@
+"""Symptom lookup: the five symptoms of issue 7 §4 (seed 001 §6) map to their cause and a command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from switchover.doctor import SYMPTOMS, diagnose
+from switchover.errors import BadInput
+
+# Verbs the confirm commands may name: the ones switchover has or is building (issue 7's list).
+VERBS = {"plan", "probe", "verify", "diff-model", "bench", "ready", "drill", "rollout", "export", "gateway", "check"}
+
+
+@pytest.mark.parametrize(
+    ("query", "key", "cause_word"),
+    [
+        ("P99 up with QPS flat", "p99-up-qps-flat", "KV pool"),
+        ("wrong answers for a few requests", "wrong-answers-few", "cache key"),
+        ("empty responses at switch time", "empty-at-switch", "drain grace"),
+        ("token usage suddenly down", "token-usage-down", "tokenizer"),
+        ('"instruction following got worse"', "instruction-following-worse", "chat template"),
+        ("p99 went up but traffic is the same", "p99-up-qps-flat", "KV pool"),
+        ("tokn usage dwn", "token-usage-down", "tokenizer"),  # typos still match
+        ("dashboards flat after switch", "dashboards-flat", "units"),
+    ],
+)
+def test_symptoms_find_their_first_cause(query: str, key: str, cause_word: str) -> None:
+    best = diagnose(query)[0]
+    assert best.symptom.key == key
+    assert cause_word in best.symptom.causes[0].cause
+
+
+def test_an_exact_key_wins_and_nonsense_matches_nothing() -> None:
+    assert diagnose("empty-at-switch")[0].score == 1.0
+    assert diagnose("banana bread recipe") == []
+    with pytest.raises(BadInput):
+        diagnose("   ")
+
+
+def test_every_cause_cites_a_seed_and_names_a_switchover_verb() -> None:
+    for s in SYMPTOMS:
+        for c in s.causes:
+            assert c.source.startswith("seed 00"), s.key
+            for cmd in c.confirm:
+                words = cmd.split()
+                assert words[0] == "switchover" and words[1] in VERBS, cmd
+
+
+def test_cli_json_and_unknown_symptom_exit_2() -> None:
+    run = [sys.executable, "-m", "switchover", "doctor"]
+    p = subprocess.run([*run, "token usage down", "--json"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and orjson.loads(p.stdout)[0]["symptom"]["key"] == "token-usage-down"
+    p = subprocess.run([*run, "banana"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "no known symptom" in p.stderr and "Traceback" not in p.stderr

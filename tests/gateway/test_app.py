@@ -1,0 +1,281 @@
+"""The gateway end to end, in-process, against fault-injecting upstreams on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import orjson
+import pytest
+
+from switchover.wire.sse import parse_all
+from tests.gateway.conftest import MODEL, chat, closed_port_url, stack, tenant_in
+
+NEW_FAULT = {"X-Fault-Arm": "new"}
+
+
+def events(body: bytes) -> list[bytes]:
+    return [e.data for e in parse_all([body])]
+
+
+async def test_weight_routes_tenants_and_normalises_the_model_field(tmp_path):
+    async with stack(tmp_path, weight=50) as s:
+        t_new, t_old = tenant_in(50, "new"), tenant_in(50, "old")
+        status, body, headers = await s.post(chat(), tenant=t_new)
+        assert status == 200
+        assert orjson.loads(body)["model"] == MODEL  # new calls itself engine-new-name
+        assert b"engine-new-name" not in body
+        assert "X-Switchover-Arm" not in headers
+        status, body, _ = await s.post(chat(stream=True), tenant=t_new)
+        assert status == 200 and b"engine-new-name" not in body
+        assert all(orjson.loads(e)["model"] == MODEL for e in events(body) if e != b"[DONE]")
+        await s.post(chat(), tenant=t_old)
+        rows = s.rows()
+        assert [(r.routed, r.arm, r.outcome) for r in rows] == [("new", "new", "ok")] * 2 + [("old", "old", "ok")]
+        assert rows[1].completion_tokens == 4 and rows[1].tokens_source == "chunks"
+        assert rows[1].ttft_ms is not None and rows[1].finish_reason == "length"
+        assert s.new.stats.requests == 2 and s.old.stats.requests == 1
+
+
+async def test_arm_header_only_when_opted_in(tmp_path):
+    async with stack(tmp_path, weight=100, expose_arm_header=True) as s:
+        _, _, headers = await s.post(chat())
+        assert headers["X-Switchover-Arm"] == "new"
+
+
+@pytest.mark.parametrize(("fault", "reason", "stream"), [
+    ("status:503", "status_503", False),
+    ("status:500", "status_500", True),
+    ("hang:3", "timeout", True),
+    ("hang:3", "timeout", False),
+    ("refuse", "disconnected", True),
+    ("die_mid:0", "disconnected", True),
+    ("malformed:0", "malformed", True),
+    ("error_event:0", "stream_error", True),
+])
+async def test_failures_before_the_first_byte_replay_on_old(tmp_path, fault, reason, stream):
+    async with stack(tmp_path, weight=100) as s:
+        status, body, _ = await s.post(chat(stream=stream), headers={"X-Fault": fault, **NEW_FAULT})
+        assert status == 200
+        if stream:
+            assert events(body)[-1] == b"[DONE]" and b"error" not in body
+        [row] = s.rows()
+        assert (row.routed, row.arm, row.outcome, row.fallback_reason) == ("new", "old", "fallback_ok", reason)
+        assert s.old.stats.requests == 1
+
+
+async def test_connect_error_falls_back(tmp_path):
+    async with stack(tmp_path, weight=100, new_url=closed_port_url()) as s:
+        status, _, _ = await s.post(chat(stream=True))
+        assert status == 200
+        [row] = s.rows()
+        assert (row.arm, row.fallback_reason, row.outcome) == ("old", "connect", "fallback_ok")
+
+
+async def test_unlisted_status_is_passed_through_without_fallback(tmp_path):
+    async with stack(tmp_path, weight=100) as s:
+        status, body, _ = await s.post(chat(), headers={"X-Fault": "status:400", **NEW_FAULT})
+        assert status == 400 and b"scripted 400" in body
+        [row] = s.rows()
+        assert (row.arm, row.outcome, row.fallback_reason) == ("new", "error", None)
+
+
+@pytest.mark.parametrize(("fault", "error"), [
+    ("die_mid:2", "disconnected"), ("malformed:2", "malformed"), ("truncate:2", "truncated"),
+])
+async def test_failures_after_the_first_byte_end_with_an_sse_error_event(tmp_path, fault, error):
+    async with stack(tmp_path, weight=100) as s:
+        status, body, _ = await s.post(chat(stream=True, max_tokens=6), headers={"X-Fault": fault, **NEW_FAULT})
+        assert status == 200  # the status line was sent before the failure
+        evs = events(body)
+        assert evs[-1] == b"[DONE]"
+        last = orjson.loads(evs[-2])
+        assert last["error"]["type"] == "upstream_error" and last["choices"][0]["finish_reason"] == "error"
+        assert last["model"] == MODEL
+        [row] = s.rows()
+        assert row.outcome == "failed_mid_stream" and row.error is not None and error in row.error
+        assert row.finish_reason == "error"
+        assert s.old.stats.requests == 0  # never replayed after the first byte
+
+
+async def test_old_arm_breaking_mid_stream_also_ends_with_an_error_event(tmp_path):
+    async with stack(tmp_path, weight=0) as s:
+        _, body, _ = await s.post(chat(stream=True, max_tokens=6), headers={"X-Fault": "malformed:2"})
+        evs = events(body)
+        assert evs[-1] == b"[DONE]" and orjson.loads(evs[-2])["error"]["type"] == "upstream_error"
+        assert [(r.arm, r.outcome) for r in s.rows()] == [("old", "failed_mid_stream")]
+
+
+async def test_old_failing_too_gives_a_clean_error_status(tmp_path):
+    async with stack(tmp_path, weight=100) as s:
+        status, body, _ = await s.post(chat(), headers={"X-Fault": "status:503"})  # both arms
+        assert status == 503  # old's own answer is passed through
+        status, body, _ = await s.post(chat(), headers={"X-Fault": "refuse"})
+        assert status == 502 and orjson.loads(body)["error"]["type"] == "upstream_unavailable"
+        assert [r.outcome for r in s.rows()] == ["error", "error"]
+
+
+async def test_client_disconnect_cancels_the_upstream_request(tmp_path):
+    async with stack(tmp_path, weight=100) as s:
+        async with aiohttp.ClientSession() as http:
+            resp = await http.post(s.url + "/v1/chat/completions", data=orjson.dumps(chat(stream=True, max_tokens=50)),
+                                   headers={"X-Fault": "drip:100"})
+            await resp.content.readany()
+            resp.close()
+        for _ in range(50):
+            if s.new.stats.cancelled:
+                break
+            await asyncio.sleep(0.05)
+        assert s.new.stats.cancelled == 1 and s.new.stats.completed == 0
+        for _ in range(50):
+            if s.rows():
+                break
+            await asyncio.sleep(0.05)
+        [row] = s.rows()
+        assert row.outcome == "client_disconnected"
+
+
+async def test_bypass_override_and_long_context_pin(tmp_path):
+    async with stack(tmp_path, weight=100, max_context_tokens=10, override_header_enabled=True) as s:
+        await s.post({"model": MODEL, "input": "x"}, path="/v1/embeddings")
+        await s.post(chat(), headers={"X-Switchover-Route": "old"})
+        await s.post({"model": MODEL, "messages": [{"role": "user", "content": "long " * 40}]})
+        await s.post(chat())
+        assert [(r.arm, r.route_reason) for r in s.rows()] == [
+            ("old", "bypass"), ("old", "override"), ("old", "pinned_long"), ("new", "weight")]
+        assert s.rows()[2].prompt_tokens_est == 50
+
+
+async def test_override_header_is_ignored_unless_enabled(tmp_path):
+    async with stack(tmp_path, weight=100) as s:
+        await s.post(chat(), headers={"X-Switchover-Route": "old"})
+        [row] = s.rows()
+        assert (row.arm, row.route_reason) == ("new", "weight")
+        assert s.new.stats.requests == 1
+
+
+async def test_kill_switch_trips_latches_and_resets(tmp_path):
+    ks = {"min_samples": 4, "max_fallback_ratio": 0.5, "window": 60}
+    async with stack(tmp_path, weight=100, kill_switch=ks) as s:
+        for _ in range(4):
+            status, _, _ = await s.post(chat(), headers={"X-Fault": "status:503", **NEW_FAULT})
+            assert status == 200  # fallback keeps the client whole
+        assert s.gw.killswitch.latched
+        await s.post(chat())
+        assert s.rows()[-1].route_reason == "kill_switch" and s.rows()[-1].arm == "old"
+        async with s.http.get(s.url + "/metrics") as r:
+            text = await r.text()
+        assert "switchover_gateway_kill_switch_latched 1.0" in text
+        assert 'switchover_gateway_fallbacks_total{reason="status_503"} 4.0' in text
+        async with s.http.post(s.url + "/admin/reset") as r:
+            assert r.status == 403  # no token
+        token = (s.gw.run_dir / "admin.token").read_text()
+        async with s.http.post(s.url + "/admin/reset", headers={"X-Switchover-Admin": token}) as r:
+            assert r.status == 200 and (await r.json())["was_latched"] is True
+        await s.post(chat())
+        assert s.rows()[-1].arm == "new"
+
+
+async def test_latch_survives_a_restart(tmp_path):
+    ks = {"min_samples": 2, "max_fallback_ratio": 0.4}
+    async with stack(tmp_path, weight=100, kill_switch=ks) as s:
+        for _ in range(2):
+            await s.post(chat(), headers={"X-Fault": "status:503", **NEW_FAULT})
+        assert s.gw.killswitch.latched
+    async with stack(tmp_path, weight=100, kill_switch=ks) as s2:
+        assert s2.gw.killswitch.latched
+        await s2.post(chat())
+        assert s2.rows()[-1].route_reason == "kill_switch"
+
+
+async def wait_for(cond, timeout: float = 3.0) -> None:
+    for _ in range(int(timeout / 0.02)):
+        if cond():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition not reached")
+
+
+async def test_hot_reload_applies_weight_and_rejects_a_broken_file(tmp_path, caplog):
+    async with stack(tmp_path, weight=100) as s:
+        await s.post(chat())
+        s.rewrite(weight=0)
+        await wait_for(lambda: s.gw.live.gw.weight == 0)
+        await s.post(chat())
+        s.rewrite(weight=150)  # invalid
+        await wait_for(lambda: "reload rejected" in caplog.text)
+        assert "gateway.weight" in caplog.text
+        await s.post(chat())  # still serving, on the last good config
+        s.config_path.write_text("old: [unclosed")
+        await wait_for(lambda: caplog.text.count("reload rejected") >= 2)
+        status, _, _ = await s.post(chat())
+        assert status == 200
+        assert [r.arm for r in s.rows()] == ["new", "old", "old", "old"]
+
+
+async def test_rollback_line_while_a_stream_is_in_flight(tmp_path):
+    async with stack(tmp_path, weight=100) as s:
+        task = asyncio.ensure_future(s.post(chat(stream=True, max_tokens=10), headers={"X-Fault": "drip:50"}))
+        await wait_for(lambda: s.new.stats.in_flight == 1)
+        s.rewrite(rollback=True)
+        await wait_for(lambda: s.gw.live.gw.rollback)
+        await s.post(chat())
+        status, body, _ = await task
+        assert status == 200 and events(body)[-1] == b"[DONE]" and b"upstream_error" not in body
+        rows = {r.route_reason: r for r in s.rows()}
+        assert rows["weight"].arm == "new" and rows["weight"].outcome == "ok"
+        assert rows["rollback"].arm == "old"
+
+
+async def test_drain_finishes_in_flight_streams_and_refuses_new_ones(tmp_path):
+    async with stack(tmp_path, weight=100, drain_seconds=5) as s:
+        task = asyncio.ensure_future(s.post(chat(stream=True, max_tokens=10), headers={"X-Fault": "drip:50"}))
+        await wait_for(lambda: s.gw.in_flight == 1)
+        drain = asyncio.ensure_future(s.gw.drain())
+        await asyncio.sleep(0.05)
+        async with s.http.get(s.url + "/ready") as r:
+            assert r.status == 503
+        status, _, _ = await s.post(chat())
+        assert status == 503
+        status, body, _ = await task
+        assert status == 200 and events(body)[-1] == b"[DONE]" and b"upstream_error" not in body
+        assert await drain == 0
+        assert sorted(r.outcome for r in s.rows()) == ["error", "ok"]
+
+
+async def test_shadow_mirrors_measures_and_never_reaches_the_client(tmp_path):
+    shadow = {"percent": 100, "max_tokens_clamp": 3, "max_concurrency": 4}
+    async with stack(tmp_path, weight=0, shadow=shadow) as s:
+        status, body, _ = await s.post(chat(max_tokens=6))
+        assert status == 200 and orjson.loads(body)["model"] == MODEL
+        await wait_for(lambda: len(s.rows()) == 1)
+        [row] = s.rows()
+        assert row.arm == "old" and row.shadow is not None
+        sh = row.shadow
+        assert (sh.upstream, sh.status, sh.error, sh.completion_tokens) == ("new", 200, None, 3)
+        assert sh.ttft_ms is not None and sh.finish_reason == "length"
+        mirrored = s.new.stats.bodies[-1]
+        assert mirrored["stream"] is True and mirrored["max_tokens"] == 3
+
+
+async def test_saturated_shadow_is_dropped_and_does_not_delay_the_primary(tmp_path):
+    shadow = {"percent": 100, "max_concurrency": 1, "timeout_ms": 3000}
+    async with stack(tmp_path, weight=0, shadow=shadow) as s:
+        s.new.script(sequence=["hang:2"])
+        await s.post(chat())
+        status, _, _ = await s.post(chat())  # the first mirror still hangs: this one is dropped
+        assert status == 200
+        await wait_for(lambda: len(s.rows()) == 2, timeout=5)
+        rows = sorted(s.rows(), key=lambda r: r.ts)
+        assert [r.shadow.dropped for r in rows if r.shadow] == [False, True] or len(rows) == 2
+        assert any(r.shadow and r.shadow.dropped for r in rows)
+        async with s.http.get(s.url + "/metrics") as r:
+            assert 'switchover_gateway_shadow_total{result="dropped"} 1.0' in await r.text()
+
+
+async def test_a_stalled_stream_is_cut_at_the_idle_timeout_with_an_error_event(tmp_path):
+    async with stack(tmp_path, weight=100) as s:  # idle_ms = 1000
+        status, body, _ = await s.post(chat(stream=True, max_tokens=3), headers={"X-Fault": "drip:1500"})
+        assert status == 200 and b"upstream_error" in body and events(body)[-1] == b"[DONE]"
+        [row] = s.rows()
+        assert (row.outcome, row.error) == ("failed_mid_stream", "idle_timeout")

@@ -1,0 +1,126 @@
+"""`switchover gateway` as a process: SIGHUP reload, a broken file kept out, reset/state, SIGTERM drain."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+
+import aiohttp
+import orjson
+import yaml
+
+from switchover.gateway.faults import FaultUpstream
+from switchover.gateway.faults import running as running_upstream
+from switchover.gateway.ledger import read_ledger
+from switchover.wire.sse import parse_all
+from tests.gateway.conftest import chat
+
+CLI = [sys.executable, "-m", "switchover"]
+
+
+def cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout)
+
+
+async def wait_file(path, timeout: float = 20.0) -> bytes:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.stat().st_size:
+            return path.read_bytes()
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")
+
+
+async def test_gateway_process_reloads_resets_and_drains_on_sigterm(tmp_path):
+    old, new = FaultUpstream("old", model="client-model"), FaultUpstream("new", model="client-model")
+    async with running_upstream(old) as old_url, running_upstream(new) as new_url:
+        run_dir = tmp_path / "run"
+        config = {"old": {"url": old_url, "engine": "vllm"}, "new": {"url": new_url, "engine": "llamacpp"},
+                  "gateway": {"weight": 100, "run_dir": "run", "listen": {"port": 0}, "drain_seconds": 10,
+                              "reload_poll_s": 60, "kill_switch": {"min_samples": 2, "max_fallback_ratio": 0.4}}}
+        cfg = tmp_path / "switchover.yaml"
+        cfg.write_text(yaml.safe_dump(config))
+        proc = subprocess.Popen([*CLI, "gateway", "--config", str(cfg)], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        try:
+            url = orjson.loads(await wait_file(run_dir / "gateway.json"))["url"]
+            async with aiohttp.ClientSession() as http:
+                async def post(headers=None, stream=False, max_tokens=4):
+                    async with http.post(url + "/v1/chat/completions", data=orjson.dumps(
+                            chat(stream=stream, max_tokens=max_tokens)), headers=headers or {}) as r:
+                        return r.status, await r.read()
+
+                for _ in range(2):  # trip the kill switch
+                    assert (await post({"X-Fault": "status:503", "X-Fault-Arm": "new"}))[0] == 200
+                state = cli("gateway", "--config", str(cfg), "state", "--json")
+                assert state.returncode == 0, state.stdout + state.stderr
+                assert orjson.loads(state.stdout)["kill_switch"]["latched"] is True
+                reset = cli("gateway", "--config", str(cfg), "reset")
+                assert reset.returncode == 0 and "was latched" in reset.stdout
+
+                config["gateway"]["weight"] = 0  # SIGHUP reload
+                cfg.write_text(yaml.safe_dump(config))
+                proc.send_signal(signal.SIGHUP)
+                await asyncio.sleep(0.5)
+                await post()
+                cfg.write_text("gateway: {weight: lots}\n")  # broken: rejected, still serving
+                proc.send_signal(signal.SIGHUP)
+                await asyncio.sleep(0.5)
+                assert (await post())[0] == 200
+
+                streams = [asyncio.ensure_future(post({"X-Fault": "drip:100"}, stream=True, max_tokens=10))
+                           for _ in range(5)]
+                while old.stats.in_flight < 5:
+                    await asyncio.sleep(0.02)
+                proc.send_signal(signal.SIGTERM)
+                await asyncio.sleep(0.2)
+                async with http.get(url + "/ready") as r:
+                    assert r.status == 503
+                results = await asyncio.gather(*streams)
+            assert proc.wait(timeout=15) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        for status, body in results:  # SIGTERM during streams loses none of them
+            assert status == 200 and parse_all([body])[-1].data == b"[DONE]" and b"upstream_error" not in body
+        rows = list(read_ledger(run_dir))
+        assert [(r.route_reason, r.fallback_reason) for r in rows[:2]] == [("weight", "status_503")] * 2
+        assert [(r.arm, r.route_reason) for r in rows[2:4]] == [("old", "weight")] * 2  # SIGHUP: weight 0, kept
+        assert sum(r.outcome == "ok" and r.stream for r in rows) == 5
+        log = (run_dir / "gateway.log").read_text()
+        assert "reload rejected" in log and "KILL SWITCH" in log and "drained" in log
+        out = proc.stdout.read() if proc.stdout else ""
+        assert "Traceback" not in out
+        assert not (run_dir / "gateway.json").exists()
+
+
+def cli_here(args: list[str], capsys, monkeypatch) -> tuple[int, str]:
+    """Run the console entry in-process (the CLI start-up is slow on a loaded machine)."""
+    from switchover.cli.app import main
+
+    monkeypatch.setattr(sys, "argv", ["switchover", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    return code, capsys.readouterr().err
+
+
+def test_bad_configs_and_no_gateway_give_clean_exit_codes(tmp_path, capsys, monkeypatch):
+    code, err = cli_here(["gateway", "--config", str(tmp_path / "nope.yaml")], capsys, monkeypatch)
+    assert code == 2 and "no such file" in err and "Traceback" not in err
+    base = {"old": {"url": "http://a", "engine": "vllm"}, "new": {"url": "http://b", "engine": "vllm"}}
+    (tmp_path / "plain.yaml").write_text(yaml.safe_dump(base))
+    code, err = cli_here(["gateway", "--config", str(tmp_path / "plain.yaml")], capsys, monkeypatch)
+    assert code == 2 and "gateway" in err
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({**base, "gateway": {"weight": 120}}))
+    code, err = cli_here(["gateway", "--config", str(tmp_path / "bad.yaml")], capsys, monkeypatch)
+    assert code == 2 and "gateway.weight" in err
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({**base, "gateway": {"weight": 1, "run_dir": "r"}}))
+    code, err = cli_here(["gateway", "--config", str(tmp_path / "s.yaml"), "reset"], capsys, monkeypatch)
+    assert code == 3 and "no running gateway" in err

@@ -1,0 +1,76 @@
+"""Pure pieces of the relay: the error event, model rewriting, the stream observer, prompt estimates."""
+
+from __future__ import annotations
+
+import orjson
+
+from switchover.gateway.prompt import PromptEstimator, prompt_text
+from switchover.gateway.relay import error_event, model_rewriter, render
+from switchover.gateway.shadow import shadow_body
+from switchover.gateway.upstream import Observer, upstream_headers
+from switchover.wire.sse import SSEEvent, parse_all
+
+
+def test_error_event_is_well_formed_sse_that_ends_with_done():
+    evs = parse_all([b'data: {"partial', error_event("boom", "m")])
+    assert evs[-1].data == b"[DONE]"
+    err = orjson.loads(evs[-2].data)
+    assert err["error"]["message"] == "boom" and err["choices"][0]["finish_reason"] == "error"
+    assert err["model"] == "m"
+
+
+def test_model_rewriter_replaces_only_the_model_field():
+    rw = model_rewriter("engine/x", "asked")
+    assert rw is not None
+    out = rw(b'{"id":"engine/x","model": "engine/x","choices":[]}')
+    assert orjson.loads(out) == {"id": "engine/x", "model": "asked", "choices": []}
+    assert model_rewriter("same", "same") is None and model_rewriter(None, "a") is None
+    rendered = render([SSEEvent(b'{"model":"engine/x"}', "delta")], rw)
+    assert rendered == b'event: delta\ndata: {"model":"asked"}\n\n'
+
+
+def test_observer_counts_content_events_usage_and_completion():
+    obs = Observer()
+    stream = (b'data: {"model":"m","choices":[{"delta":{"role":"assistant"}}]}\n\n'
+              b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"choices":[{"text":"b",'
+              b'"finish_reason":"stop"}]}\n\ndata: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}'
+              b"\n\ndata: [DONE]\n\n")
+    for i in range(0, len(stream), 7):  # any split
+        obs.feed(stream[i:i + 7], i)
+    assert (obs.content_events, obs.finish_reason, obs.completion_tokens, obs.prompt_tokens) == (2, "stop", 2, 3)
+    assert obs.done and obs.complete and obs.model == "m" and not obs.malformed
+    assert obs.first_content_ns is not None and obs.first_event_ns < obs.first_content_ns
+
+
+def test_observer_flags_malformed_and_error_events():
+    bad = Observer()
+    bad.feed(b"data: {nope\n\n", 1)
+    assert bad.malformed and not bad.complete
+    err = Observer()
+    err.feed(b'data: {"error":{"message":"overloaded"}}\n\n', 1)
+    assert err.error == "overloaded"
+
+
+def test_upstream_headers_drop_hop_headers_and_replace_auth_when_configured():
+    incoming = {"Authorization": "Bearer client", "Host": "gw", "Connection": "keep-alive", "X-Tenant-Id": "t",
+                "X-Switchover-Route": "new", "Accept-Encoding": "gzip"}
+    h = upstream_headers(incoming, None)
+    assert dict(h) == {"Authorization": "Bearer client", "X-Tenant-Id": "t"}
+    h = upstream_headers(incoming, "engine-key")
+    assert h["Authorization"] == "Bearer engine-key"
+    assert "Authorization" not in upstream_headers(incoming, None, forward_auth=False)
+
+
+def test_prompt_estimates():
+    obj = {"messages": [{"role": "user", "content": "abcd" * 10}, {"role": "user",
+                                                                  "content": [{"type": "text", "text": "xy"}]}]}
+    assert prompt_text(obj)[0].endswith("xy")
+    assert PromptEstimator(None, 4).estimate(obj) == 11  # 43 bytes / 4, rounded up
+    assert PromptEstimator(None, 4).estimate({"prompt": [1, 2, 3]}) == 3
+
+
+def test_shadow_body_streams_with_usage_and_clamps():
+    body = orjson.loads(shadow_body({"model": "a", "max_tokens": 100, "stream": False}, "b", 16))
+    assert body == {"model": "b", "max_tokens": 16, "stream": True, "stream_options": {"include_usage": True}}
+    assert orjson.loads(shadow_body({"model": "a"}, None, 8))["max_tokens"] == 8
+    assert "max_tokens" not in orjson.loads(shadow_body({"model": "a"}, None, None))

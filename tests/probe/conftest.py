@@ -1,0 +1,29 @@
+"""Fixtures: start fake engines in-process on loopback."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import pytest
+from aiohttp import web
+
+from tests.probe.fake_engine import FakeEngine, Persona
+
+
+@asynccontextmanager
+async def serve(persona: Persona) -> AsyncIterator[str]:
+    runner = web.AppRunner(FakeEngine(persona).app())
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+def fake() -> Callable[[Persona], object]:
+    return serve

@@ -8,6 +8,7 @@ that answers /health but cannot generate within the budget.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from enum import StrEnum
 
 from pydantic import BaseModel, Field
@@ -47,6 +48,23 @@ class Readiness(BaseModel):
         return ExitCode.FAILED
 
 
+@dataclass
+class _Ctx:
+    """What is known so far about one check; `make` turns it into a result."""
+
+    url: str
+    max_ms: float
+    model: str | None = None
+    elapsed_ms: float | None = None
+    status: int | None = None
+
+    def make(self, state: ReadyState, ready: bool, reason: str, status: int | None = None,
+             tokens: int | None = None) -> Readiness:
+        return Readiness(url=self.url, state=state, ready=ready, reason=reason, model=self.model,
+                         status=status if status is not None else self.status, elapsed_ms=self.elapsed_ms,
+                         max_ms=self.max_ms, tokens=tokens)
+
+
 def _is_loading(status: int | None, message: str) -> bool:
     return status == 503 or "loading" in message.lower()
 
@@ -64,55 +82,55 @@ async def check_ready(
     # the generation is allowed 4x the budget so that "slow" can be told apart from "hung"
     timeouts = Timeouts(connect=connect_timeout_s, first_byte=budget_s * 4 + 1, idle=budget_s * 4 + 1,
                         total=budget_s * 4 + 1)
-    base = dict(url=url, max_ms=max_ms)
+    ctx = _Ctx(url=url, max_ms=max_ms)
     async with EngineClient(url, api_key_env=api_key_env, timeouts=timeouts) as client:
         if model is None:
             res = await client.request("GET", "/v1/models", timeout=budget_s * 4 + 1)
             if res.failure is not None:
-                return _from_failure(base, res.failure.kind, res.failure.message)
+                return _from_failure(ctx, res.failure.kind, res.failure.message)
             if res.status != 200:
                 text = res.body[:300].decode("utf-8", "replace")
                 if _is_loading(res.status, text):
-                    return Readiness(**base, state=ReadyState.LOADING, ready=False, status=res.status,
+                    return ctx.make(ReadyState.LOADING, ready=False, status=res.status,
                                      reason=f"loading: /v1/models answered {res.status} {text.strip()[:120]}")
-                return Readiness(**base, state=ReadyState.ERROR, ready=False, status=res.status,
+                return ctx.make(ReadyState.ERROR, ready=False, status=res.status,
                                  reason=f"/v1/models answered {res.status}: {text.strip()[:120]}")
             try:
                 ids = [str(m["id"]) for m in res.json().get("data", [])]
             except Exception:  # any unreadable list is an error state, reported below
                 ids = []
             if not ids:
-                return Readiness(**base, state=ReadyState.ERROR, ready=False, status=res.status,
+                return ctx.make(ReadyState.ERROR, ready=False, status=res.status,
                                  reason="/v1/models lists no model; pass --model")
             model = ids[0]
         t0 = time.perf_counter_ns()
         rec = await client.complete("Hello", model=model, max_tokens=1, temperature=0)
         elapsed = (time.perf_counter_ns() - t0) / 1e6
-    base.update(model=model, elapsed_ms=round(elapsed, 2), status=rec.status)
+    ctx.model, ctx.elapsed_ms, ctx.status = model, round(elapsed, 2), rec.status
     if rec.failure is not None:
         f = rec.failure
         if f.kind == FailureKind.HTTP_STATUS and _is_loading(f.status, f.message):
-            return Readiness(**base, state=ReadyState.LOADING, ready=False, reason=f"loading: {f.message}")
+            return ctx.make(ReadyState.LOADING, ready=False, reason=f"loading: {f.message}")
         if f.kind in (FailureKind.FIRST_BYTE_TIMEOUT, FailureKind.TOTAL_TIMEOUT, FailureKind.IDLE_TIMEOUT):
-            return Readiness(**base, state=ReadyState.SLOW, ready=False,
+            return ctx.make(ReadyState.SLOW, ready=False,
                              reason=f"no token within {elapsed:.0f} ms (budget {max_ms:g} ms)")
-        return _from_failure(base, f.kind, f.message)
+        return _from_failure(ctx, f.kind, f.message)
     tokens = rec.usage.completion_tokens if rec.usage else None
     if tokens == 0 or (tokens is None and not rec.text):
-        return Readiness(**base, state=ReadyState.ERROR, ready=False, tokens=tokens,
+        return ctx.make(ReadyState.ERROR, ready=False, tokens=tokens,
                          reason="the server answered but generated no token")
     if elapsed > max_ms:
-        return Readiness(**base, state=ReadyState.SLOW, ready=False, tokens=tokens,
+        return ctx.make(ReadyState.SLOW, ready=False, tokens=tokens,
                          reason=f"1 token took {elapsed:.0f} ms, over the {max_ms:g} ms budget")
-    return Readiness(**base, state=ReadyState.READY, ready=True, tokens=tokens,
+    return ctx.make(ReadyState.READY, ready=True, tokens=tokens,
                      reason=f"generated 1 token in {elapsed:.0f} ms with model {model!r}")
 
 
-def _from_failure(base: dict, kind: FailureKind, message: str) -> Readiness:
+def _from_failure(ctx: _Ctx, kind: FailureKind, message: str) -> Readiness:
     if kind == FailureKind.CONNECT:
-        return Readiness(**base, state=ReadyState.REFUSED, ready=False, reason=message)
+        return ctx.make(ReadyState.REFUSED, ready=False, reason=message)
     if kind == FailureKind.CONNECT_TIMEOUT:
-        return Readiness(**base, state=ReadyState.UNREACHABLE, ready=False, reason=message)
+        return ctx.make(ReadyState.UNREACHABLE, ready=False, reason=message)
     if kind in (FailureKind.FIRST_BYTE_TIMEOUT, FailureKind.TOTAL_TIMEOUT):
-        return Readiness(**base, state=ReadyState.SLOW, ready=False, reason=message)
-    return Readiness(**base, state=ReadyState.ERROR, ready=False, reason=message)
+        return ctx.make(ReadyState.SLOW, ready=False, reason=message)
+    return ctx.make(ReadyState.ERROR, ready=False, reason=message)

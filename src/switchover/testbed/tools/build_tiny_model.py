@@ -67,7 +67,7 @@ def main() -> None:
         vocab_size=len(tok), hidden_size=args.hidden, intermediate_size=2 * args.hidden,
         num_hidden_layers=args.layers, num_attention_heads=4, num_key_value_heads=2, head_dim=args.hidden // 4,
         max_position_embeddings=2048, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id, tie_word_embeddings=False, rope_theta=10000.0,
+        pad_token_id=tok.pad_token_id, tie_word_embeddings=False, rope_theta=10000.0,  # type: ignore[call-arg]
     )
     model = LlamaForCausalLM(config)
     with torch.no_grad():

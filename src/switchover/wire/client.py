@@ -126,6 +126,8 @@ class EngineClient:
         for attempt in (0, 1):
             try:
                 await self._exchange(rec, session, api, payload, stream)
+                if stream and not rec.texts and rec.chunk_text:
+                    _join_streamed_text(rec)  # a stream that ended in a failure keeps its partial text
                 break
             except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
                 # A pooled keep-alive connection the server had already closed (llama-server closes after
@@ -163,22 +165,28 @@ class EngineClient:
                         rec.first_byte_ns = rec.end_ns = time.perf_counter_ns()
                         _apply_body(rec, raw)
                         return
-                    first = await resp.content.readany()
+                    content = resp.content
+                    data = await content.readany()
                     now_ns = time.perf_counter_ns()
                     rec.first_byte_ns = now_ns
                     phase = FailureKind.IDLE_TIMEOUT
                     parser = SSEParser()
-                    data = first
                     while data:
+                        # readany() hands out one HTTP chunk at a time; whatever else is already buffered
+                        # arrived together with it and gets the same timestamp
+                        more = content.read_nowait()
+                        if more:
+                            data += more
                         for ev in parser.feed(data):
                             if _apply_event(rec, ev.data, ev.event, now_ns):
                                 break
                         cm.reschedule(min(total_deadline, loop.time() + t.idle))
-                        data = await resp.content.readany()
+                        data = await content.readany()
                         now_ns = time.perf_counter_ns()
                     for ev in parser.finish():
                         _apply_event(rec, ev.data, ev.event, now_ns)
                     rec.end_ns = now_ns
+                    _join_streamed_text(rec)
                     if rec.failure is None and not rec.done_seen and not any(
                         v is not None for v in rec.finish_reasons.values()
                     ):
@@ -313,18 +321,23 @@ def _connect_text(url: str, exc: aiohttp.ClientConnectorError) -> str:
 
 
 def _apply_choices(rec: RequestRecord, choices: list[Any], t_ns: int | None) -> None:
+    """Fold choices into the record. Streamed text goes to the chunk arrays only (joined once at the end)."""
     for ch in choices:
-        idx = int(ch.get("index", 0) or 0)
+        idx = ch.get("index") or 0
         delta = ch.get("delta")
         if delta is not None:  # streamed chat
             text = delta.get("content") or ""
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            if reasoning:
-                rec.reasoning_text += reasoning
-            tcs = delta.get("tool_calls")
-            if tcs:
-                rec.tool_call_chunks += 1
-                _merge_tool_calls(rec, tcs)
+            if "reasoning_content" in delta or "reasoning" in delta:
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                if reasoning:
+                    rec.reasoning_text += reasoning
+            if "tool_calls" in delta:
+                tcs = delta["tool_calls"]
+                if tcs:
+                    rec.tool_call_chunks += 1
+                    _merge_tool_calls(rec, tcs)
+        elif t_ns is not None:  # streamed completions
+            text = ch.get("text") or ""
         else:
             msg = ch.get("message")
             if msg is not None:  # non-streamed chat
@@ -334,16 +347,13 @@ def _apply_choices(rec: RequestRecord, choices: list[Any], t_ns: int | None) -> 
                     rec.reasoning_text += reasoning
                 if msg.get("tool_calls"):
                     _merge_tool_calls(rec, msg["tool_calls"])
-            else:  # completions
+            else:  # non-streamed completions
                 text = ch.get("text") or ""
+            rec.texts[idx] = rec.texts.get(idx, "") + text
         if t_ns is not None:
             rec.chunk_ns.append(t_ns)
             rec.chunk_text.append(text)
             rec.chunk_choice.append(idx)
-        if text:
-            rec.texts[idx] = rec.texts.get(idx, "") + text
-        else:
-            rec.texts.setdefault(idx, "")
         fr = ch.get("finish_reason")
         if fr is not None or idx not in rec.finish_reasons:
             rec.finish_reasons[idx] = fr
@@ -352,6 +362,14 @@ def _apply_choices(rec: RequestRecord, choices: list[Any], t_ns: int | None) -> 
             if rec.logprobs is None:
                 rec.logprobs = []
             rec.logprobs.append(lp)
+
+
+def _join_streamed_text(rec: RequestRecord) -> None:
+    """Build the full text of each choice from the streamed chunks."""
+    parts: dict[int, list[str]] = {}
+    for idx, text in zip(rec.chunk_choice, rec.chunk_text, strict=True):
+        parts.setdefault(idx, []).append(text)
+    rec.texts = {idx: "".join(p) for idx, p in parts.items()}
 
 
 def _merge_tool_calls(rec: RequestRecord, deltas: list[Any]) -> None:

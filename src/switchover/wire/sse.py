@@ -52,6 +52,8 @@ class SSEParser:
                 if not chunk:
                     return []
         buf = self._buf + chunk if self._buf else chunk
+        if b"\r" not in buf and not self._data and self._event is None:
+            return self._feed_lf_blocks(buf)
         if b"\r" in buf:
             lines = _LINE_END.split(buf)
             if buf.endswith(b"\r"):
@@ -64,11 +66,27 @@ class SSEParser:
             self._line(line, events)
         return events
 
+    def _feed_lf_blocks(self, buf: bytes) -> list[SSEEvent]:
+        """Fast path for LF-only streams between events: split on blank lines; the unfinished tail stays raw
+        in the buffer and is parsed again when the rest of its event arrives."""
+        blocks = buf.split(b"\n\n")
+        self._buf = blocks.pop()
+        events: list[SSEEvent] = []
+        for block in blocks:
+            if block[:6] == b"data: " and b"\n" not in block:
+                events.append(SSEEvent(block[6:], None, self._id))  # the common one-line event
+                continue
+            for line in block.split(b"\n"):
+                self._line(line, events)
+            self._line(b"", events)
+        return events
+
     def finish(self) -> list[SSEEvent]:
         """End of stream: a last event that lacked its blank line is still dispatched."""
         events: list[SSEEvent] = []
         if self._buf:
-            self._line(self._buf, events)
+            for line in _LINE_END.split(self._buf):
+                self._line(line, events)
             self._buf = b""
         self._line(b"", events)
         return events

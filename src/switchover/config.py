@@ -11,6 +11,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from switchover.bench.settings import BenchSection
+from switchover.check.settings import CheckSection
 from switchover.errors import BadInput
 from switchover.gateway.config import GatewayConfig
 from switchover.rollout.settings import RolloutSettings
@@ -71,6 +72,7 @@ class Migration(BaseModel):
     gateway: GatewayConfig | None = Field(default=None, description="Canary + shadow gateway (switchover gateway)")
     rollout: RolloutSettings | None = Field(default=None, description="Staged rollout (switchover rollout)")
     bench: BenchSection | None = Field(default=None, description="Bench workload defaults and SLOs (switchover bench)")
+    check: CheckSection | None = Field(default=None, description="Pre-flight parts and thresholds (switchover check)")
 
 
 def migration_schema() -> dict[str, Any]:

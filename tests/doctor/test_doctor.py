@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
+from unittest.mock import patch
 
 import orjson
 import pytest
 
+from switchover.cli.app import main
 from switchover.doctor import SYMPTOMS, diagnose
 from switchover.errors import BadInput
 
@@ -50,9 +51,16 @@ def test_every_cause_cites_a_seed_and_names_a_switchover_verb() -> None:
                 assert words[0] == "switchover" and words[1] in VERBS, cmd
 
 
-def test_cli_json_and_unknown_symptom_exit_2() -> None:
-    run = [sys.executable, "-m", "switchover", "doctor"]
-    p = subprocess.run([*run, "token usage down", "--json"], capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0 and orjson.loads(p.stdout)[0]["symptom"]["key"] == "token-usage-down"
-    p = subprocess.run([*run, "banana"], capture_output=True, text=True, timeout=60)
-    assert p.returncode == 2 and "no known symptom" in p.stderr and "Traceback" not in p.stderr
+def _doctor(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    with patch.object(sys, "argv", ["switchover", "doctor", *args]), pytest.raises(SystemExit) as exc:
+        main()
+    out = capsys.readouterr()
+    return int(exc.value.code or 0), out.out, out.err
+
+
+def test_cli_json_and_unknown_symptom_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _doctor(capsys, "token usage down", "--json")
+    assert code == 0 and orjson.loads(out)[0]["symptom"]["key"] == "token-usage-down"
+    code, _, err = _doctor(capsys, "banana")
+    assert code == 2 and "no known symptom" in err and "Traceback" not in err

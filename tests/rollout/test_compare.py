@@ -22,8 +22,11 @@ def _lognormal(seed: int, mu: float, n: int = 300) -> np.ndarray:
 
 @pytest.mark.parametrize("metric", ["ttft_ms", "output_tokens"])
 def test_identical_continuous_distributions_raise_no_more_alarms_than_alpha(metric: str) -> None:
-    alarms = sum(compare_metric(metric, _lognormal(s, 3.0), _lognormal(s + 10_000, 3.0), alpha=ALPHA,
-                                seed=s).verdict == "differs" for s in range(SEEDS))
+    alarms = sum(
+        compare_metric(metric, _lognormal(s, 3.0), _lognormal(s + 10_000, 3.0), alpha=ALPHA, seed=s).verdict
+        == "differs"
+        for s in range(SEEDS)
+    )
     assert alarms <= MAX_FALSE_ALARMS
 
 
@@ -38,8 +41,11 @@ def test_identical_categorical_mixes_raise_no_more_alarms_than_alpha() -> None:
 
 
 def test_a_shifted_latency_distribution_is_detected() -> None:
-    detected = sum(compare_metric("ttft_ms", _lognormal(s, 3.0), _lognormal(s + 10_000, 3.25), alpha=ALPHA,
-                                  seed=s).verdict == "differs" for s in range(50))
+    detected = sum(
+        compare_metric("ttft_ms", _lognormal(s, 3.0), _lognormal(s + 10_000, 3.25), alpha=ALPHA, seed=s).verdict
+        == "differs"
+        for s in range(50)
+    )
     assert detected >= 48
 
 

@@ -3,14 +3,16 @@ records who/when/why."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
+import time
 from pathlib import Path
+from unittest.mock import patch
 
 import orjson
 import pytest
 import yaml
 
+from switchover.cli.app import main
 from switchover.errors import BadInput
 from switchover.rollout.controller import Rollout
 from tests.rollout.builders import traffic, write_ledger
@@ -28,8 +30,9 @@ def _gateway(config: Path) -> dict:
     return yaml.safe_load(config.read_text())["gateway"]
 
 
-def test_a_full_rollout_with_hold_advance_auto_rollback_and_abandon(config_file: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_full_rollout_with_hold_advance_auto_rollback_and_abandon(
+    config_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SWITCHOVER_ACTOR", "tester@box")
     clock = Clock(1000.0)
     ledger = config_file.parent / "gw"
@@ -115,22 +118,42 @@ def test_on_fail_zero_sends_everything_back_to_old(config_file: Path) -> None:
     assert _gateway(config_file)["rollback"] is True
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "switchover", "rollout", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=60)
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run `switchover rollout ARGS` in-process through the real entry point (errors → one line, exit code)."""
+    capsys.readouterr()
+    with patch.object(sys, "argv", ["switchover", "rollout", *args]), pytest.raises(SystemExit) as exc:
+        main()
+    out = capsys.readouterr()
+    return int(exc.value.code or 0), out.out, out.err
 
 
-def test_cli_exit_codes_and_json(config_file: Path) -> None:
-    cwd = config_file.parent
-    (cwd / "gw").mkdir()
-    p = _cli("advance", "--json", cwd=cwd)
-    assert p.returncode == 0, p.stderr
-    assert orjson.loads(p.stdout)["state"]["stage"] == "shadow"
-    p = _cli("gates", cwd=cwd)
-    assert p.returncode == 1 and "hold" in p.stdout
-    p = _cli("rollback", "--to", "sideways", "-m", "x", cwd=cwd)
-    assert p.returncode == 2 and "--to" in p.stderr and "Traceback" not in p.stderr
-    p = _cli("status", "--json", cwd=cwd)
-    assert p.returncode == 0 and orjson.loads(p.stdout)["recent"][0]["action"] == "advance"
-    p = _cli("status", "-c", "nope.yaml", cwd=cwd)
-    assert p.returncode == 2 and "nope.yaml" in p.stderr
+def test_cli_exit_codes_and_json(
+    config_file: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(config_file.parent)
+    (config_file.parent / "gw").mkdir()
+    code, out, err = _cli(capsys, "advance", "--json")
+    assert code == 0, err
+    assert orjson.loads(out)["state"]["stage"] == "shadow"
+    code, out, _ = _cli(capsys, "gates")
+    assert code == 1 and "hold" in out
+    code, _, err = _cli(capsys, "rollback", "--to", "sideways", "-m", "x")
+    assert code == 2 and "--to" in err and "Traceback" not in err
+    code, out, _ = _cli(capsys, "status", "--json")
+    assert code == 0 and orjson.loads(out)["recent"][0]["action"] == "advance"
+    code, _, err = _cli(capsys, "status", "-c", "nope.yaml")
+    assert code == 2 and "nope.yaml" in err
+
+
+def test_cli_watch_rolls_back_and_exits_1(
+    config_file: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(config_file.parent)
+    ledger = config_file.parent / "gw"
+    write_ledger(ledger, [])
+    _cli(capsys, "advance")
+    _cli(capsys, "advance", "--force", "-m", "skip shadow for this test")
+    write_ledger(ledger, traffic(time.time(), 60, new_share=1.0, new_outcome="error"), index=1)
+    code, out, _ = _cli(capsys, "watch", "--interval", "0.01", "--max-checks", "3")
+    assert code == 1 and "rolled back 5% → shadow" in out
+    assert yaml.safe_load(config_file.read_text())["gateway"]["weight"] == 0

@@ -8,6 +8,7 @@ import urllib.parse
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -30,8 +31,12 @@ TH = GateThresholds(min_samples=50, max_error_rate=0.02, max_fallback_ratio=0.05
 
 
 def _stats(**new: float) -> WindowStats:
-    return WindowStats(source="ledger", window_s=60, new=ArmWindow(**new),
-                       old=ArmWindow(ttft_p99_ms=100, ttft_n=500, tpot_p99_ms=10, tpot_n=500))
+    return WindowStats(
+        source="ledger",
+        window_s=60,
+        new=ArmWindow(**new),
+        old=ArmWindow(ttft_p99_ms=100, ttft_n=500, tpot_p99_ms=10, tpot_n=500),
+    )
 
 
 @pytest.mark.parametrize(
@@ -120,12 +125,14 @@ def test_ledger_reader_skips_a_torn_last_line_and_rejects_garbage(tmp_path: Path
 
 def test_shadow_gate_fails_on_a_shifted_shadow_and_passes_on_a_clean_one() -> None:
     th = TH.model_copy(update={"min_samples": 100})
-    bad = stats_from_ledger(traffic(0.0, 400, new_share=0.0, shadow=True, shadow_ttft_scale=2.0), window_s=60,
-                            with_shadow=True, th=th)
+    bad = stats_from_ledger(
+        traffic(0.0, 400, new_share=0.0, shadow=True, shadow_ttft_scale=2.0), window_s=60, with_shadow=True, th=th
+    )
     [r] = evaluate(bad, [GateName.SHADOW_DISTRIBUTION], th)
     assert r.verdict == "fail" and "ttft_ms" in r.reason
-    good = stats_from_ledger(traffic(0.0, 400, new_share=0.0, shadow=True, seed=5), window_s=60,
-                             with_shadow=True, th=th)
+    good = stats_from_ledger(
+        traffic(0.0, 400, new_share=0.0, shadow=True, seed=5), window_s=60, with_shadow=True, th=th
+    )
     [r] = evaluate(good, [GateName.SHADOW_DISTRIBUTION], th)
     assert r.verdict == "pass", r.reason
     few = stats_from_ledger(traffic(0.0, 50, new_share=0.0, shadow=True), window_s=60, with_shadow=True, th=th)
@@ -134,10 +141,10 @@ def test_shadow_gate_fails_on_a_shifted_shadow_and_passes_on_a_clean_one() -> No
 
 
 class _FakePrometheus(BaseHTTPRequestHandler):
-    answers: dict[str, float | None] = {}
-    queries: list[str] = []
+    answers: ClassVar[dict[str, float | None]] = {}
+    queries: ClassVar[list[str]] = []
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)["query"][0]
         self.queries.append(query)
         value = next((v for k, v in self.answers.items() if k in query), None)
@@ -169,7 +176,7 @@ def test_prometheus_evidence_is_read_with_promql(prometheus: str) -> None:
     _FakePrometheus.queries = []
     _FakePrometheus.answers = {
         f'{mn.ROUTED}{{arm="new",job="gw"}}': 200.0,
-        f"{mn.REQUESTS}{{arm=\"new\",outcome": 9.0,
+        f'{mn.REQUESTS}{{arm="new",outcome': 9.0,
         f"{mn.FALLBACKS}": 1.0,
         f'{mn.TTFT}_count{{arm="new"': 190.0,
         f'{mn.TTFT}_count{{arm="old"': 800.0,
@@ -181,10 +188,11 @@ def test_prometheus_evidence_is_read_with_promql(prometheus: str) -> None:
     assert s.new.ttft_p99_ms == pytest.approx(300.0) and s.old.ttft_n == 800
     assert s.new.tpot_n == 0 and s.new.tpot_p99_ms is None  # no data: reported missing, not 0
     assert all("[300s]" in q for q in _FakePrometheus.queries)
-    results = {r.gate: r.verdict for r in evaluate(s, [GateName.ERROR_RATE, GateName.TTFT_P99_RATIO,
-                                                       GateName.TPOT_P99_RATIO], TH)}
-    assert results == {GateName.ERROR_RATE: "fail", GateName.TTFT_P99_RATIO: "fail",
-                       GateName.TPOT_P99_RATIO: "hold"}
+    results = {
+        r.gate: r.verdict
+        for r in evaluate(s, [GateName.ERROR_RATE, GateName.TTFT_P99_RATIO, GateName.TPOT_P99_RATIO], TH)
+    }
+    assert results == {GateName.ERROR_RATE: "fail", GateName.TTFT_P99_RATIO: "fail", GateName.TPOT_P99_RATIO: "hold"}
 
 
 def test_unreachable_prometheus_is_exit_3() -> None:
@@ -192,3 +200,16 @@ def test_unreachable_prometheus_is_exit_3() -> None:
 
     with pytest.raises(Unreachable):
         stats_from_prometheus(PrometheusSource(url=f"http://127.0.0.1:{free_port()}", timeout_s=1), window_s=60)
+
+
+def test_shadow_gate_judges_only_the_configured_metrics() -> None:
+    th = TH.model_copy(update={"min_samples": 100, "shadow_metrics": ["output_tokens", "finish_reason", "error_code"]})
+    s = stats_from_ledger(
+        traffic(0.0, 400, new_share=0.0, shadow=True, shadow_ttft_scale=2.0, seed=5),
+        window_s=60,
+        with_shadow=True,
+        th=th,
+    )
+    assert s.shadow is not None and "ttft_ms" in s.shadow.differs  # still compared and reported
+    [r] = evaluate(s, [GateName.SHADOW_DISTRIBUTION], th)
+    assert r.verdict == "pass", r.reason

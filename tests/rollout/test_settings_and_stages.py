@@ -13,7 +13,12 @@ from switchover.rollout.settings import GateName, RolloutSettings
 def test_default_stages_follow_seed_000_section_7() -> None:
     s = RolloutSettings()
     assert [(st.name, st.weight, st.shadow) for st in s.stages] == [
-        ("shadow", 0, True), ("5%", 5, False), ("20%", 20, False), ("50%", 50, False), ("100%", 100, False)]
+        ("shadow", 0, True),
+        ("5%", 5, False),
+        ("20%", 20, False),
+        ("50%", 50, False),
+        ("100%", 100, False),
+    ]
     assert s.stages[0].gates == [GateName.SHADOW_DISTRIBUTION]
     assert GateName.TPOT_P99_RATIO not in (s.stages[1].gates or [])  # small stage: error, TTFT, fallback
     assert GateName.TPOT_P99_RATIO in (s.stages[2].gates or [])  # medium adds the TPOT tail
@@ -56,14 +61,19 @@ def test_advance_walks_the_stages_and_completes_at_the_last() -> None:
     for t in range(3):
         s, tr = sm.advance(s, now=float(t), who="a@h", why="ok")
         seen.append((tr.from_stage, tr.to_stage, tr.to_weight, s.status))
-    assert seen == [("0%", "shadow", 0, sm.Status.IN_PROGRESS), ("shadow", "5%", 5, sm.Status.IN_PROGRESS),
-                    ("5%", "20%", 20, sm.Status.COMPLETE)]
+    assert seen == [
+        ("0%", "shadow", 0, sm.Status.IN_PROGRESS),
+        ("shadow", "5%", 5, sm.Status.IN_PROGRESS),
+        ("5%", "20%", 20, sm.Status.COMPLETE),
+    ]
     with pytest.raises(BadInput, match="last stage"):
         sm.advance(s, now=4.0, who="a@h", why="more")
 
 
-@pytest.mark.parametrize(("to", "stage", "weight", "status"),
-                         [("previous", "shadow", 0, sm.Status.ROLLED_BACK), ("zero", "0%", 0, sm.Status.NOT_STARTED)])
+@pytest.mark.parametrize(
+    ("to", "stage", "weight", "status"),
+    [("previous", "shadow", 0, sm.Status.ROLLED_BACK), ("zero", "0%", 0, sm.Status.NOT_STARTED)],
+)
 def test_rollback_goes_one_stage_back_or_to_zero(to: str, stage: str, weight: int, status: sm.Status) -> None:
     s = _state()
     for t in range(2):

@@ -6,6 +6,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 import typer
 from rich.table import Table
@@ -21,12 +22,8 @@ app = typer.Typer(
     help="Staged rollout: shadow → 5 → 20 → 50 → 100 %, gated, audited, reversible.", no_args_is_help=True
 )
 
-CONFIG = typer.Option(
-    Path("switchover.yaml"), "--config", "-c", help="The migration file the gateway watches."
-)
-LEDGER = typer.Option(
-    None, "--ledger", help="Gateway run directory (default: rollout.ledger or gateway.run_dir)."
-)
+CONFIG = typer.Option(Path("switchover.yaml"), "--config", "-c", help="The migration file the gateway watches.")
+LEDGER = typer.Option(None, "--ledger", help="Gateway run directory (default: rollout.ledger or gateway.run_dir).")
 JSON = typer.Option(False, "--json", help="Print the result as JSON.")
 COLOURS = {"pass": "green", "hold": "yellow", "fail": "red", "advance": "green", "rollback": "red"}
 
@@ -60,9 +57,7 @@ def _print_report(r: GateReport) -> None:
     for col in ("gate", "verdict", "hard", "reason"):
         table.add_column(col)
     for g in r.results:
-        table.add_row(
-            g.gate.value, f"[{COLOURS[g.verdict]}]{g.verdict}[/]", "yes" if g.hard else "no", g.reason
-        )
+        table.add_row(g.gate.value, f"[{COLOURS[g.verdict]}]{g.verdict}[/]", "yes" if g.hard else "no", g.reason)
     if r.results:
         console.print(table)
     for b in r.blockers:
@@ -101,7 +96,11 @@ def gates(config: Path = CONFIG, ledger: Path = LEDGER, json_out: bool = JSON) -
     Example: switchover rollout gates -c switchover.yaml --json
     """
     report = Rollout(config, ledger=ledger).gate_report()
-    print_json(report) if json_out else _print_report(report)
+    if json_out:
+        print_json(report)
+    else:
+        _print_report(report)
+        console.print("[dim](read-only: `rollout advance` or `rollout watch` act on the decision)[/]")
     sys.exit(int(ExitCode.OK if report.decision == "advance" else ExitCode.FAILED))
 
 
@@ -219,12 +218,13 @@ def compare(
     rollout = Rollout(config, ledger=ledger)
     th = rollout.settings.gates
     rows = read_ledger_rows(rollout.ledger_path(), time.time() - since if since > 0 else None)
-    old, new = samples_from_ledger(rows, mode)  # type: ignore[arg-type]
+    kind: Literal["shadow", "arms"] = "shadow" if mode == "shadow" else "arms"
+    old, new = samples_from_ledger(rows, kind)
     report = compare_samples(
         old,
         new,
-        mode=mode,
-        alpha=th.alpha,  # type: ignore[arg-type]
+        mode=kind,
+        alpha=th.alpha,
         noise_margin=th.noise_margin,
         min_samples=th.min_samples,
     )

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -25,6 +25,7 @@ from scipy import stats
 from switchover.gateway.ledger_record import LedgerRecord
 
 Verdict = Literal["same", "differs", "insufficient"]
+TestName = Literal["ks", "mann_whitney", "chi_square"]
 CONTINUOUS = ("output_tokens", "ttft_ms", "tpot_ms")
 CATEGORICAL = ("finish_reason", "stop_hit", "error_code")
 RARE = "(rare)"
@@ -68,7 +69,7 @@ class ArmSamples:
 class TestResult(BaseModel):
     """One statistical test, old vs new, next to the same test on old vs old."""
 
-    test: Literal["ks", "mann_whitney", "chi_square"]
+    test: TestName
     statistic: float
     p_value: float
     scaled: float = Field(description="n-independent statistic, old vs new")
@@ -204,7 +205,7 @@ def compare_metric(
     """One metric, old vs new: KS + Mann-Whitney (continuous) or chi-square (categorical), vs A/A noise."""
     kind: Literal["continuous", "categorical"] = "categorical" if metric in CATEGORICAL else "continuous"
     n_old, n_new = len(old), len(new)
-    base = dict(metric=metric, kind=kind, n_old=n_old, n_new=n_new)
+    base: dict[str, Any] = dict(metric=metric, kind=kind, n_old=n_old, n_new=n_new)
     if kind == "continuous":
         a, b = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
         base.update(percentiles_old=_percentiles(a), percentiles_new=_percentiles(b))
@@ -214,9 +215,7 @@ def compare_metric(
         sa, sb = [str(x) for x in old], [str(x) for x in new]
         base.update(shares_old=_shares(sa), shares_new=_shares(sb))
         cats = sorted(set(sa) | set(sb))
-        base["histogram"] = Histogram(
-            categories=cats, old=[sa.count(c) for c in cats], new=[sb.count(c) for c in cats]
-        )
+        base["histogram"] = Histogram(categories=cats, old=[sa.count(c) for c in cats], new=[sb.count(c) for c in cats])
     if n_old < min_samples or n_new < min_samples:
         return MetricComparison(
             **base,
@@ -224,6 +223,7 @@ def compare_metric(
             reason=f"needs {min_samples} samples per side, has old {n_old} / new {n_new}",
         )
     rng = np.random.default_rng(seed)
+    tests: dict[TestName, Callable[[Any, Any], tuple[float, float, float]]]
     if kind == "continuous":
         tests = {"ks": _ks_scaled, "mann_whitney": _mw_scaled}
         x, y = a, b
@@ -257,9 +257,7 @@ def compare_metric(
             f"{noise_margin:g} × A/A noise {worst.noise:.2f}"
         )
         return MetricComparison(**base, verdict="differs", reason=reason, tests=results)
-    return MetricComparison(
-        **base, verdict="same", tests=results, reason="no test beyond both alpha and the A/A noise"
-    )
+    return MetricComparison(**base, verdict="same", tests=results, reason="no test beyond both alpha and the A/A noise")
 
 
 def compare_samples(

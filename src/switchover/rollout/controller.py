@@ -99,11 +99,7 @@ class Rollout:
             )
         gateway = getattr(self.migration, "gateway", None)
         shadow_cfg = getattr(gateway, "shadow", None)
-        if (
-            any(s.shadow for s in state.stages)
-            and shadow_cfg is not None
-            and not getattr(shadow_cfg, "percent", 0)
-        ):
+        if any(s.shadow for s in state.stages) and shadow_cfg is not None and not getattr(shadow_cfg, "percent", 0):
             warnings.append("a stage expects shadow traffic but gateway.shadow.percent is 0")
         return StatusView(
             status=state.status,
@@ -167,9 +163,7 @@ class Rollout:
             if state.status == sm.Status.ABANDONED:
                 raise BadInput("this rollout was abandoned; `switchover rollout reset` starts a new one")
             if state.next_stage() is None:
-                return ActionResult(
-                    action="none", state=self.view(state), message="already at the last stage"
-                )
+                return ActionResult(action="none", state=self.view(state), message="already at the last stage")
             report = self.gate_report(state)
             if report.decision == "rollback":
                 return self._auto_rollback(state, report)
@@ -235,9 +229,7 @@ class Rollout:
     def abandon(self, *, criteria: list[str], why: str, force: bool = False) -> ActionResult:
         with self.store.locked():
             state = self.state()
-            new, tr = sm.abandon(
-                state, criteria=criteria, now=self.clock(), who=actor(), why=why, force=force
-            )
+            new, tr = sm.abandon(state, criteria=criteria, now=self.clock(), who=actor(), why=why, force=force)
             self._commit(new, tr, rollback_flag=True)
             return ActionResult(
                 action="abandon",

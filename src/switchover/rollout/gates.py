@@ -13,7 +13,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import orjson
@@ -71,18 +71,14 @@ class GateReport(BaseModel):
     decision: Decision
     results: list[GateResult]
     stats: WindowStats
-    blockers: list[str] = Field(
-        default_factory=list, description="Entry conditions of the next stage not met"
-    )
+    blockers: list[str] = Field(default_factory=list, description="Entry conditions of the next stage not met")
 
     def summary(self) -> dict[str, str]:
         return {r.gate.value: r.verdict for r in self.results}
 
 
-def _count_gate(
-    gate: GateName, bad: int, n: int, limit: float, min_samples: int, hard: bool, what: str
-) -> GateResult:
-    base = dict(gate=gate, hard=hard, threshold=limit, samples=n)
+def _count_gate(gate: GateName, bad: int, n: int, limit: float, min_samples: int, hard: bool, what: str) -> GateResult:
+    base: dict[str, Any] = dict(gate=gate, hard=hard, threshold=limit, samples=n)
     if n >= min_samples:
         rate = bad / n
         verdict: GateVerdict = "fail" if rate > limit else "pass"
@@ -118,7 +114,7 @@ def _ratio_gate(
     hard: bool,
     what: str,
 ) -> GateResult:
-    base = dict(gate=gate, hard=hard, threshold=limit, samples=min(old_n, new_n))
+    base: dict[str, Any] = dict(gate=gate, hard=hard, threshold=limit, samples=min(old_n, new_n))
     if old_n < min_samples or new_n < min_samples or old_p is None or new_p is None:
         return GateResult(
             **base,
@@ -139,9 +135,11 @@ def _ratio_gate(
 
 
 def _shadow_gate(report: ComparisonReport | None, hard: bool, th: GateThresholds) -> GateResult:
-    base = dict(gate=GateName.SHADOW_DISTRIBUTION, hard=hard, threshold=th.alpha)
+    base: dict[str, Any] = dict(gate=GateName.SHADOW_DISTRIBUTION, hard=hard, threshold=th.alpha)
     if report is None:
         return GateResult(**base, verdict="hold", samples=0, reason="no shadow comparison available")
+    judged = set(th.shadow_metrics)
+    report = report.model_copy(update={"metrics": [m for m in report.metrics if m.metric in judged]})
     measured = [m for m in report.metrics if m.n_old or m.n_new]
     samples = min((m.n_old for m in measured), default=0)
     if report.differs:

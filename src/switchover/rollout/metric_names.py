@@ -65,9 +65,7 @@ def fallbacks(window: str, selector: str = "") -> str:
 
 def quantile(hist: str, q: float, arm: str, window: str, selector: str = "") -> str:
     """q-quantile of a latency histogram of one arm over the window (seconds)."""
-    return (
-        f"histogram_quantile({q}, sum by (le) (increase({hist}_bucket{_sel(selector, _arm(arm))}[{window}])))"
-    )
+    return f"histogram_quantile({q}, sum by (le) (increase({hist}_bucket{_sel(selector, _arm(arm))}[{window}])))"
 
 
 def count(hist: str, arm: str, window: str, selector: str = "") -> str:

@@ -32,15 +32,15 @@ class StageSpec(BaseModel):
 
     name: str = Field(description="Label used in state, audit log and exports, e.g. 'shadow' or '20%'")
     weight: int = Field(ge=0, le=100, description="Percent of tenant buckets routed to the new engine")
-    shadow: bool = Field(False, description="Mirror traffic to the new engine (results discarded)")
+    shadow: bool = Field(default=False, description="Mirror traffic to the new engine (results discarded)")
     gates: list[GateName] | None = Field(
-        None, description="Exit gates of this stage; default depends on the stage (seed 000 §7)"
+        default=None, description="Exit gates of this stage; default depends on the stage (seed 000 §7)"
     )
     min_duration_s: float = Field(
-        0.0, ge=0, description="Stay at least this long before advancing (e.g. 86400 to cover a daily peak)"
+        default=0.0, ge=0, description="Stay at least this long before advancing (e.g. 86400 to cover a daily peak)"
     )
     require_zero_rollbacks: bool | None = Field(
-        None,
+        default=None,
         description="Enter the next stage only if this stage saw no rollback; default on from the "
         "second weighted stage (seed 000 §7: 'previous stage: zero rollbacks in window')",
     )
@@ -57,21 +57,35 @@ def _default_gates(stage: StageSpec, weighted_index: int) -> list[GateName]:
     return gates
 
 
+ShadowMetric = Literal["output_tokens", "ttft_ms", "tpot_ms", "finish_reason", "stop_hit", "error_code"]
+SHADOW_METRICS: tuple[ShadowMetric, ...] = (
+    "output_tokens",
+    "ttft_ms",
+    "tpot_ms",
+    "finish_reason",
+    "stop_hit",
+    "error_code",
+)
+
+
 class GateThresholds(BaseModel):
     """Lines written before the start (seed 000 §7): what counts as pass, hold or fail."""
 
     model_config = ConfigDict(extra="forbid")
 
-    max_error_rate: float = Field(0.02, ge=0, le=1, description="Hard: new-arm error share")
-    max_fallback_ratio: float = Field(0.05, ge=0, le=1, description="Hard: new-arm fallback share")
-    max_ttft_p99_ratio: float = Field(1.5, gt=0, description="Hard: p99 TTFT new / old")
-    max_tpot_p99_ratio: float = Field(1.5, gt=0, description="Hard: p99 TPOT new / old")
-    min_samples: int = Field(50, ge=1, description="Fewer requests per arm in the window means 'hold'")
-    alpha: float = Field(
-        0.01, gt=0, lt=0.5, description="Significance level of the shadow distribution tests"
-    )
+    max_error_rate: float = Field(default=0.02, ge=0, le=1, description="Hard: new-arm error share")
+    max_fallback_ratio: float = Field(default=0.05, ge=0, le=1, description="Hard: new-arm fallback share")
+    max_ttft_p99_ratio: float = Field(default=1.5, gt=0, description="Hard: p99 TTFT new / old")
+    max_tpot_p99_ratio: float = Field(default=1.5, gt=0, description="Hard: p99 TPOT new / old")
+    min_samples: int = Field(default=50, ge=1, description="Fewer requests per arm in the window means 'hold'")
+    alpha: float = Field(default=0.01, gt=0, lt=0.5, description="Significance level of the shadow distribution tests")
     noise_margin: float = Field(
-        1.5, ge=1, description="A difference counts only if its statistic exceeds this times the A/A noise"
+        default=1.5, ge=1, description="A difference counts only if its statistic exceeds this times the A/A noise"
+    )
+    shadow_metrics: list[ShadowMetric] = Field(
+        default_factory=lambda: list(SHADOW_METRICS),
+        description="Metrics the shadow gate judges (all are still compared and reported); e.g. leave out "
+        "ttft_ms/tpot_ms when a hardware change makes latency differ by design and the ratio gates cover it",
     )
     soft: list[GateName] = Field(
         default_factory=list, description="Gates that only hold (never roll back) when they fail"
@@ -84,8 +98,8 @@ class PrometheusSource(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: str = Field(description="Prometheus base URL, e.g. http://127.0.0.1:9090")
-    selector: str = Field("", description='Extra label matchers added to every query, e.g. job="gateway"')
-    timeout_s: float = Field(5.0, gt=0)
+    selector: str = Field(default="", description='Extra label matchers added to every query, e.g. job="gateway"')
+    timeout_s: float = Field(default=5.0, gt=0)
 
     @field_validator("url")
     @classmethod
@@ -110,15 +124,15 @@ class RolloutSettings(BaseModel):
         "min_duration_s)",
     )
     gates: GateThresholds = Field(default_factory=GateThresholds)
-    window_s: float = Field(300.0, gt=0, description="Gates look at the last window_s seconds of the stage")
+    window_s: float = Field(default=300.0, gt=0, description="Gates look at the last window_s seconds of the stage")
     on_fail: Literal["previous", "zero"] = Field(
-        "previous", description="Where a failed hard gate rolls back to: the previous stage or 0%"
+        default="previous", description="Where a failed hard gate rolls back to: the previous stage or 0%"
     )
     source: Literal["ledger", "prometheus"] = "ledger"
-    ledger: str | None = Field(None, description="Gateway run directory (or one ledger .jsonl file)")
+    ledger: str | None = Field(default=None, description="Gateway run directory (or one ledger .jsonl file)")
     prometheus: PrometheusSource | None = None
     state_dir: str = Field(
-        ".switchover/rollout",
+        default=".switchover/rollout",
         description="State file and audit log; relative paths are from switchover.yaml's folder",
     )
 

@@ -38,9 +38,7 @@ ABANDON_CRITERIA: tuple[Criterion, ...] = (
         "the engine's way of working does not fit the input shape",
     ),
     Criterion(key="unreadable_logs", text="nobody on the team can read the new engine's scheduler logs"),
-    Criterion(
-        key="release_cadence", text="the new engine's release cadence cannot keep up with the fixes needed"
-    ),
+    Criterion(key="release_cadence", text="the new engine's release cadence cannot keep up with the fixes needed"),
     Criterion(
         key="narrow_gain",
         text="the gain is concentrated in one scenario; everything else needs extra compensating logic",
@@ -69,10 +67,10 @@ class RolloutState(BaseModel):
 
     version: int = 1
     stages: list[StageSpec]
-    index: int = Field(-1, description="Current stage; -1 = not started (0 %)")
+    index: int = Field(default=-1, description="Current stage; -1 = not started (0 %)")
     status: Status = Status.NOT_STARTED
-    entered_at: float | None = Field(None, description="When the current stage was entered (wall clock)")
-    rollbacks_in_stage: int = Field(0, description="Rollbacks into the current stage since it was entered")
+    entered_at: float | None = Field(default=None, description="When the current stage was entered (wall clock)")
+    rollbacks_in_stage: int = Field(default=0, description="Rollbacks into the current stage since it was entered")
     transitions: int = 0
 
     @property
@@ -126,11 +124,7 @@ def entry_blockers(state: RolloutState, now: float) -> list[str]:
     if stage is None:
         return []
     out = []
-    if (
-        stage.min_duration_s
-        and state.entered_at is not None
-        and now - state.entered_at < stage.min_duration_s
-    ):
+    if stage.min_duration_s and state.entered_at is not None and now - state.entered_at < stage.min_duration_s:
         out.append(
             f"stage {stage.name} needs {stage.min_duration_s:g} s before advancing "
             f"({now - state.entered_at:.0f} s so far)"

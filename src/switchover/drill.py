@@ -1,0 +1,140 @@
+"""The rollback drill (seed 000 §6): stop the new engine, start the old one, and time the first good
+response. That figure, not a hope, is the recovery time a rollout may rely on; if it is longer than the
+acceptable outage, run both side by side behind the gateway instead of swapping in place.
+
+The stop command must exit. The start command may exit (`systemctl start`, `docker start`) or keep running
+as the server itself (`llama-server ...`); then it is left running, detached, and its pid is reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from switchover.errors import BadInput
+from switchover.readiness import check_ready
+
+_SECRET = re.compile(r"(?i)((?:api[_-]?key|token|secret|password)[=:\s]+|bearer\s+)[^\s'\"]+")
+
+
+def redact(cmd: str) -> str:
+    """Commands are recorded, secrets in them are not."""
+    return _SECRET.sub(r"\1***", cmd)
+
+
+class DrillResult(BaseModel):
+    """Timings of one drill, in seconds (perf_counter); `recovery_s` is the figure for the report."""
+
+    url: str
+    stop_command: str
+    start_command: str
+    started_wall: float = Field(description="Wall-clock start (label only)")
+    stop_s: float | None = Field(default=None, description="Stop command issued → exited")
+    stop_exit_code: int | None = None
+    start_s: float | None = Field(default=None, description="Start command issued → exited (None: runs in foreground)")
+    start_exit_code: int | None = None
+    foreground_pid: int | None = Field(default=None, description="The start command still running as the server")
+    ready_after_start_s: float | None = Field(default=None, description="Start command issued → first good response")
+    recovery_s: float | None = Field(default=None, description="Stop issued → first good response on the old engine")
+    checks: int = Field(default=0, description="Readiness checks made")
+    last_state: str | None = None
+    last_reason: str | None = None
+    ok: bool = False
+    reason: str = ""
+    max_recovery_s: float | None = None
+    within_budget: bool | None = None
+
+
+async def run_drill(
+    *,
+    stop_cmd: str,
+    start_cmd: str,
+    url: str,
+    model: str | None = None,
+    stop_timeout_s: float = 120.0,
+    ready_timeout_s: float = 600.0,
+    poll_s: float = 0.25,
+    max_ms: float = 5000.0,
+    log: Path | None = None,
+    max_recovery_s: float | None = None,
+) -> DrillResult:
+    """Run the drill; every wait is bounded by the given timeouts."""
+    if not stop_cmd.strip() or not start_cmd.strip():
+        raise BadInput("--stop-new and --start-old must be commands, e.g. --stop-new 'systemctl stop engine-new'")
+    if not url.startswith(("http://", "https://")):
+        raise BadInput(f"--url must start with http:// or https://, got {url!r}")
+    res = DrillResult(
+        url=url,
+        stop_command=redact(stop_cmd),
+        start_command=redact(start_cmd),
+        started_wall=time.time(),
+        max_recovery_s=max_recovery_s,
+    )
+    t0 = time.perf_counter()
+    stop = subprocess.Popen(
+        stop_cmd,
+        shell=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    while stop.poll() is None and time.perf_counter() - t0 < stop_timeout_s:
+        await asyncio.sleep(0.02)
+    if stop.poll() is None:
+        stop.kill()
+        stop.wait()
+        res.reason = f"the stop command did not exit within {stop_timeout_s:g} s"
+        return res
+    res.stop_s = round(time.perf_counter() - t0, 3)
+    res.stop_exit_code = stop.returncode
+
+    out = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
+    t1 = time.perf_counter()
+    try:
+        start = subprocess.Popen(
+            start_cmd,
+            shell=True,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        if log is not None:
+            out.close()  # type: ignore[union-attr]
+    deadline = t1 + ready_timeout_s
+    while time.perf_counter() < deadline:
+        code = start.poll()
+        if code is not None and res.start_s is None:
+            res.start_s = round(time.perf_counter() - t1, 3)
+            res.start_exit_code = code
+            if code != 0:
+                res.reason = f"the start command exited with {code}"
+                return res
+        r = await check_ready(url, model=model, max_ms=max_ms, connect_timeout_s=1.0)
+        res.checks += 1
+        res.last_state, res.last_reason = r.state.value, r.reason
+        if r.ready:
+            now = time.perf_counter()
+            res.ready_after_start_s = round(now - t1, 3)
+            res.recovery_s = round(now - t0, 3)
+            res.ok = True
+            if start.poll() is None:
+                res.foreground_pid = start.pid
+            res.within_budget = None if max_recovery_s is None else res.recovery_s <= max_recovery_s
+            res.reason = (
+                f"first good response {res.recovery_s:.2f} s after the stop was issued "
+                f"(stop {res.stop_s:.2f} s, then {res.ready_after_start_s:.2f} s to ready)"
+            )
+            return res
+        await asyncio.sleep(poll_s)
+    if start.poll() is None:
+        res.foreground_pid = start.pid
+    res.reason = f"no good response within {ready_timeout_s:g} s of the start command (last: {res.last_reason})"
+    return res

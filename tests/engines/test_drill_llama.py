@@ -1,0 +1,67 @@
+"""Rollback drill against a real llama-server: stop one we started ("new"), start another ("old"), and time
+the first good 1-token response. Uses its own servers on free ports, never the shared bed's."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+
+import pytest
+
+from switchover.cli.common import run
+from switchover.drill import run_drill
+from switchover.testbed import processes
+from switchover.testbed.install import installed
+from switchover.testbed.layout import Layout, bed_models
+
+pytestmark = pytest.mark.engines
+
+
+def _require_llama(layout: Layout) -> None:
+    missing = [m for m in installed(layout) if "llama" in m.lower() or "gguf" in m.lower()]
+    if missing:
+        reason = f"llama-server or the tiny GGUF missing: {'; '.join(missing)}"
+        if os.environ.get("CI"):
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+
+
+def test_drill_measures_recovery_on_llama_server(tmp_path) -> None:
+    layout = Layout.default()
+    _require_llama(layout)
+    model = bed_models(layout)["tiny"]
+    new_port, old_port = processes.free_port(), processes.free_port()
+    new = subprocess.Popen(
+        processes.llama_command(layout, model, new_port),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    start_old = shlex.join(processes.llama_command(layout, model, old_port))
+    res = None
+    try:
+        res = run(
+            run_drill(
+                stop_cmd=f"kill {new.pid}",
+                start_cmd=start_old,
+                url=f"http://127.0.0.1:{old_port}",
+                ready_timeout_s=120,
+                poll_s=0.1,
+                log=tmp_path / "old.log",
+                max_recovery_s=120,
+            )
+        )
+        print(f"drill figures: {res.model_dump_json()}")
+        assert res.ok, res.reason
+        assert new.wait(timeout=30) is not None  # the stop command really stopped "new"
+        assert res.foreground_pid and res.recovery_s is not None and res.ready_after_start_s is not None
+        assert 0 < res.ready_after_start_s <= res.recovery_s < 120
+        assert res.last_state == "ready"
+    finally:
+        if new.poll() is None:
+            new.kill()
+            new.wait()
+        if res is not None and res.foreground_pid:
+            os.killpg(res.foreground_pid, signal.SIGTERM)

@@ -1,0 +1,127 @@
+"""The Prometheus evidence path against a real Prometheus (Debian package `prometheus`) scraping the gateway's
+own metric registry: the gates' PromQL names, labels, increase() and histogram_quantile() really work.
+Skips with the reason when the binary is missing. Loopback only; bounded to ~20 s."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from switchover.gateway.metrics import GatewayMetrics
+from switchover.rollout.gates import evaluate, stats_from_prometheus
+from switchover.rollout.settings import GateName, GateThresholds, PrometheusSource
+from switchover.testbed.processes import free_port
+
+
+@pytest.fixture
+def exporter() -> Iterator[tuple[GatewayMetrics, int]]:
+    metrics = GatewayMetrics()
+
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = metrics.render()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield metrics, server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _scrapes(url: str) -> float:
+    q = urllib.parse.quote('up{job="gw"} == 1')
+    try:
+        with urllib.request.urlopen(f"{url}/api/v1/query?query={q}", timeout=2) as r:
+            return 1.0 if b'"result":[{' in r.read() else 0.0
+    except OSError:
+        return 0.0
+
+
+def test_gates_read_a_real_prometheus_scraping_the_gateway_metrics(exporter, tmp_path: Path) -> None:
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.skip("prometheus binary not installed (Debian package prometheus)")
+    metrics, target = exporter
+    for arm in ("old", "new"):  # series exist at 0 before the first scrape, so increase() sees every request
+        metrics.routed.labels(arm=arm, reason="weight")
+        metrics.requests.labels(arm=arm, outcome="ok")
+        metrics.ttft.labels(arm=arm)
+        metrics.tpot.labels(arm=arm)
+    metrics.requests.labels(arm="new", outcome="error")
+    metrics.fallbacks.labels(reason="status")
+    port = free_port()
+    cfg = tmp_path / "prometheus.yml"
+    cfg.write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        f"scrape_configs: [{{job_name: gw, static_configs: [{{targets: ['127.0.0.1:{target}']}}]}}]\n"
+    )
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={cfg}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while not _scrapes(url):
+            assert proc.poll() is None and time.monotonic() < deadline, "prometheus did not scrape in 30 s"
+            time.sleep(0.3)
+        time.sleep(1.5)
+        metrics.routed.labels(arm="new", reason="weight").inc(200)
+        metrics.routed.labels(arm="old", reason="weight").inc(800)
+        metrics.requests.labels(arm="new", outcome="ok").inc(190)
+        metrics.requests.labels(arm="new", outcome="error").inc(8)
+        metrics.fallbacks.labels(reason="status").inc(2)
+        for _ in range(190):
+            metrics.ttft.labels(arm="new").observe(0.3)
+            metrics.tpot.labels(arm="new").observe(0.02)
+        for _ in range(800):
+            metrics.ttft.labels(arm="old").observe(0.1)
+            metrics.tpot.labels(arm="old").observe(0.02)
+        time.sleep(3.5)  # a few scrapes after the increments
+        s = stats_from_prometheus(PrometheusSource(url=url, selector='job="gw"'), window_s=60)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+    # increase() extrapolates to the window edges a little: counts are close, not exact
+    assert 180 <= s.new.requests <= 260 and 7 <= s.new.errors <= 11 and 1 <= s.new.fallbacks <= 3
+    assert s.new.ttft_p99_ms is not None and 250 <= s.new.ttft_p99_ms <= 500  # inside the (0.25, 0.5] bucket
+    assert s.old.ttft_p99_ms is not None and 50 <= s.old.ttft_p99_ms <= 100
+    assert s.old.ttft_n >= 700
+    th = GateThresholds(min_samples=50, max_error_rate=0.02, max_ttft_p99_ratio=1.5)
+    verdicts = {
+        r.gate: r.verdict
+        for r in evaluate(
+            s, [GateName.ERROR_RATE, GateName.FALLBACK_RATIO, GateName.TTFT_P99_RATIO, GateName.TPOT_P99_RATIO], th
+        )
+    }
+    assert verdicts == {
+        GateName.ERROR_RATE: "fail",
+        GateName.FALLBACK_RATIO: "pass",
+        GateName.TTFT_P99_RATIO: "fail",
+        GateName.TPOT_P99_RATIO: "pass",
+    }

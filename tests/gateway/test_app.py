@@ -32,7 +32,7 @@ async def test_weight_routes_tenants_and_normalises_the_model_field(tmp_path):
         await s.post(chat(), tenant=t_old)
         rows = s.rows()
         assert [(r.routed, r.arm, r.outcome) for r in rows] == [("new", "new", "ok")] * 2 + [("old", "old", "ok")]
-        assert rows[1].completion_tokens == 4 and rows[1].tokens_source == "chunks"
+        assert rows[1].completion_tokens == 4 and rows[1].tokens_source == "usage"
         assert rows[1].ttft_ms is not None and rows[1].finish_reason == "length"
         assert s.new.stats.requests == 2 and s.old.stats.requests == 1
 
@@ -279,3 +279,14 @@ async def test_a_stalled_stream_is_cut_at_the_idle_timeout_with_an_error_event(t
         assert status == 200 and b"upstream_error" in body and events(body)[-1] == b"[DONE]"
         [row] = s.rows()
         assert (row.outcome, row.error) == ("failed_mid_stream", "idle_timeout")
+
+
+async def test_usage_is_asked_for_upstream_but_only_passed_on_when_the_client_asked(tmp_path):
+    async with stack(tmp_path, weight=100) as s:
+        _, body, _ = await s.post(chat(stream=True))
+        assert b'"usage"' not in body and s.new.stats.bodies[-1]["stream_options"] == {"include_usage": True}
+        _, body, _ = await s.post(chat(stream=True, stream_options={"include_usage": True}))
+        assert orjson.loads(events(body)[-2])["usage"]["completion_tokens"] == 4
+        assert [r.tokens_source for r in s.rows()] == ["usage", "usage"]
+        _, body, _ = await s.post(chat(stream=False))
+        assert "stream_options" not in s.new.stats.bodies[-1]  # non-streamed requests go through untouched

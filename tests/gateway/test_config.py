@@ -11,7 +11,8 @@ from switchover.config import load_migration
 from switchover.errors import BadInput
 from switchover.gateway.config import GatewayConfig
 
-BASE = {"old": {"url": "http://127.0.0.1:1", "engine": "vllm"}, "new": {"url": "http://127.0.0.1:2", "engine": "llamacpp"}}
+BASE = {"old": {"url": "http://127.0.0.1:1", "engine": "vllm"},
+        "new": {"url": "http://127.0.0.1:2", "engine": "llamacpp"}}
 
 
 def write(tmp_path: Path, gateway: object) -> Path:

@@ -43,6 +43,8 @@ class Persona:
     tools: bool = True
     stream_options_needs_stream: bool = True
     served: str = "fake-model"
+    salt: str = ""  # a different "model": changes the greedy text after the first `salt_after` tokens
+    salt_after: int = 0
     die_after: int | None = None  # stop answering after this many generation requests
     calls: int = field(default=0)
 
@@ -140,6 +142,8 @@ class FakeEngine:
             return self.error(422 if p.error_shape == "tgi" else p.validation_status, "bad response_format")
         prompt = json.dumps(body[key])
         prompt_tokens = 2 + len(prompt) // 4
+        if prompt_tokens >= p.context:
+            return self.error(p.validation_status, f"prompt of {prompt_tokens} tokens exceeds the context")
         if mt is not None and prompt_tokens + mt > p.context and p.over_context == "error":
             return self.error(p.validation_status, "exceeds the context")
         limit = p.context - prompt_tokens
@@ -154,11 +158,10 @@ class FakeEngine:
         for i in range(n):
             if temp == 0 or (p.honour_top_k and body.get("top_k") == 1):
                 ids = _greedy_ids(prompt, mt)
+                if p.salt:
+                    ids = ids[:p.salt_after] + _greedy_ids(prompt + p.salt, mt)[p.salt_after:]
             else:
-                if seed is not None and p.honour_seed:
-                    rng = random.Random(f"{seed}:{i}:{temp}")
-                else:
-                    rng = random.Random()
+                rng = random.Random(f"{seed}:{i}:{temp}") if seed is not None and p.honour_seed else random.Random()
                 ids = _sample_ids(rng, mt)
             toks = [VOCAB[t] for t in ids]
             finish = "length"

@@ -70,9 +70,7 @@ def compare_samples(
         _stat(rng.choice(b, b.size, replace=True), stat) - _stat(rng.choice(a, a.size, replace=True), stat)
         for _ in range(boot)
     ]
-    lo, hi = (
-        (float(np.percentile(deltas, 2.5)), float(np.percentile(deltas, 97.5))) if deltas else (None, None)
-    )
+    lo, hi = (float(np.percentile(deltas, 2.5)), float(np.percentile(deltas, 97.5))) if deltas else (None, None)
     ci_excludes_zero = lo is not None and hi is not None and (lo > 0 or hi < 0)
     significant = p_value is not None and p_value < alpha and ci_excludes_zero
     return MetricDelta(
@@ -128,9 +126,7 @@ def slo_checks(steps: Sequence[StepSummary], slos: BenchSlos) -> list[SloCheck]:
     return out
 
 
-def regression_checks(
-    deltas: Sequence[tuple[int, int | float | None, MetricDelta]], slos: BenchSlos
-) -> list[SloCheck]:
+def regression_checks(deltas: Sequence[tuple[int, int | float | None, MetricDelta]], slos: BenchSlos) -> list[SloCheck]:
     """New worse than old by more than max_regression_pct on a significant p99 delta fails."""
     if slos.max_regression_pct is None:
         return []

@@ -9,6 +9,7 @@ import contextlib
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from switchover.wire import EngineClient, RequestRecord, Timeouts
 
 
 @contextlib.asynccontextmanager
-async def zero_server(*, in_process: bool, chunks: int, itl_ms: float = 0.0):  # type: ignore[no-untyped-def]
+async def zero_server(*, in_process: bool, chunks: int, itl_ms: float = 0.0) -> AsyncIterator[str]:
     """Yield the base URL of a zero-work server, in this event loop or in a child process."""
     if in_process:
         async with ZeroWorkServer(chunks, itl_ms / 1000) as srv:
@@ -89,9 +90,7 @@ async def measure(
         async def send(_: int) -> RequestRecord:
             return await client.generate(api, body)  # type: ignore[arg-type]
 
-        sent = await run_concurrency(
-            send, concurrency, StepBounds(duration_s=duration_s, warmup_s=warmup_s), stop
-        )
+        sent = await run_concurrency(send, concurrency, StepBounds(duration_s=duration_s, warmup_s=warmup_s), stop)
     measured = [s.record for s in sent if not s.warmup]
     ok = [r for r in measured if r.ok]
     if not ok:

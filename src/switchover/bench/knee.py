@@ -46,9 +46,7 @@ def hinge_fit(x: Sequence[float], y: Sequence[float], k: float) -> HingeFit:
     design = np.column_stack([np.ones_like(xa), xa, np.maximum(0.0, xa - k)])
     coef, *_ = np.linalg.lstsq(design, ya, rcond=None)
     resid = ya - design @ coef
-    return HingeFit(
-        k=float(k), a=float(coef[0]), b=float(coef[1]), d=float(coef[2]), sse=float(resid @ resid)
-    )
+    return HingeFit(k=float(k), a=float(coef[0]), b=float(coef[1]), d=float(coef[2]), sse=float(resid @ resid))
 
 
 def _candidates(x: np.ndarray, grid: int) -> np.ndarray:
@@ -68,9 +66,7 @@ def best_hinge(x: Sequence[float], y: Sequence[float], grid: int = 64) -> HingeF
     return min(fits, key=lambda f: (round(f.sse, 12), f.k)) if fits else None
 
 
-def is_bend(
-    fit: HingeFit, x_max: float, min_rise: float = MIN_RISE, min_slope_ratio: float = MIN_SLOPE_RATIO
-) -> bool:
+def is_bend(fit: HingeFit, x_max: float, min_rise: float = MIN_RISE, min_slope_ratio: float = MIN_SLOPE_RATIO) -> bool:
     """Does the fitted curve really bend upward at k (rise and slope-ratio tests above)?"""
     base = abs(fit.at(fit.k))
     rise = fit.slope_after * (x_max - fit.k)
@@ -104,9 +100,7 @@ class KneeResult(BaseModel):
     metric: str = Field(description="e.g. tpot p99")
     found: bool
     concurrency: float | None = Field(default=None, description="Fitted knee (may fall between ladder steps)")
-    step_concurrency: int | float | None = Field(
-        default=None, description="Highest ladder value at or below it"
-    )
+    step_concurrency: int | float | None = Field(default=None, description="Highest ladder value at or below it")
     ci_low: float | None = None
     ci_high: float | None = None
     bootstrap_found: float | None = Field(default=None, description="Share of resamples that found a knee")
@@ -119,9 +113,7 @@ class KneeResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-def queue_or_slow(
-    ttft_knee: float, ttft_last: float, tpot_knee: float, tpot_last: float
-) -> tuple[str, float, float]:
+def queue_or_slow(ttft_knee: float, ttft_last: float, tpot_knee: float, tpot_last: float) -> tuple[str, float, float]:
     """Compare the growth of median TTFT and median TPOT from the knee step to the last step."""
     g_ttft = ttft_last / ttft_knee - 1 if ttft_knee > 0 else float("inf")
     g_tpot = tpot_last / tpot_knee - 1 if tpot_knee > 0 else float("inf")
@@ -211,7 +203,9 @@ def knee_with_ci(
         xo = [float(x[i]) for i in order]
         ki = xo.index(float(step_c))
         if ki < len(xo) - 1 and None not in (tt[ki], tt[-1], tp[ki], tp[-1]):
-            verdict, g1, g2 = queue_or_slow(tt[ki], tt[-1], tp[ki], tp[-1])  # type: ignore[arg-type]
+            verdict, g1, g2 = queue_or_slow(
+                float(tt[ki] or 0), float(tt[-1] or 0), float(tp[ki] or 0), float(tp[-1] or 0)
+            )
             res.verdict, res.ttft_growth, res.tpot_growth = verdict, g1, g2
             what = {
                 "queue": "past it requests queue (median TTFT grows)",

@@ -79,6 +79,11 @@ def _decode(r: Row, first: int | None, last: int | None, n: int | None) -> float
     return (last - first) / NS_PER_MS / (n - 1)
 
 
+def _ntpot(r: Row) -> float | None:
+    n, e2e = _n_usage(r), _ms(r["send_ns"], last_chunk_ns(r))
+    return None if not n or e2e is None else e2e / n
+
+
 Formula = Callable[[Row], list[float] | float | None]
 
 
@@ -119,9 +124,7 @@ def _formulas(tool: str, use_server_count: bool) -> list[tuple[str, str, Formula
             (
                 "time_per_output_token_ms",
                 "switchover NTPOT (includes TTFT; not switchover TPOT)",
-                lambda r: (
-                    None if not _n_usage(r) else (_ms(r["send_ns"], last_chunk_ns(r)) or 0) / _n_usage(r)
-                ),
+                _ntpot,
             ),
             (
                 "inter_token_latency_ms",
@@ -215,26 +218,18 @@ def recompute_rows(rows: Sequence[Row], tool: str, *, use_server_count: bool = F
                     p99=None,
                 )
             )
-        if (
-            tool == "aiperf"
-            and not use_server_count
-            and not any(r.get("retok_tokens") is not None for r in ok)
-        ):
+        if tool == "aiperf" and not use_server_count and not any(r.get("retok_tokens") is not None for r in ok):
             notes.append(
                 "AIPerf re-tokenizes by default: this run has no re-tokenized counts (bench --tokenizer), "
                 "so inter_token_latency is empty; use --use-server-token-count"
             )
         load = rs[0].get("concurrency") or rs[0].get("rate")
         out.append(
-            ToolStep(
-                endpoint=ep, bucket=bucket, step=step, load=load, duration_s=dur, metrics=metrics, notes=notes
-            )
+            ToolStep(endpoint=ep, bucket=bucket, step=step, load=load, duration_s=dur, metrics=metrics, notes=notes)
         )
     return out
 
 
 def recompute(run: RunDir, tool: str, *, use_server_count: bool = False) -> Recomputed:
     rows: list[dict[str, Any]] = run.read_records("requests")
-    return Recomputed(
-        tool=tool, run=str(run.path), steps=recompute_rows(rows, tool, use_server_count=use_server_count)
-    )
+    return Recomputed(tool=tool, run=str(run.path), steps=recompute_rows(rows, tool, use_server_count=use_server_count))

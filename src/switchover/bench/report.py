@@ -119,9 +119,7 @@ def bucket_figure(report: BenchReport, bucket: str | None) -> go.Figure:
                 annotation_position="top left",
             )
     for col in (1, 2, 3):
-        fig.update_xaxes(
-            title_text=xlabel, type="log" if xlabel == "concurrency" else "linear", row=1, col=col
-        )
+        fig.update_xaxes(title_text=xlabel, type="log" if xlabel == "concurrency" else "linear", row=1, col=col)
     fig.update_layout(
         height=420,
         margin={"t": 60, "b": 40, "l": 40, "r": 20},

@@ -5,7 +5,6 @@ Interrupted runs (Ctrl-C) and runs stopped by the error-rate limit still write e
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -13,17 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import orjson
-
 from switchover.bench.ab import compare_samples, regression_checks, slo_checks
+from switchover.bench.endpoints import Endpoint, load_tokenizer, open_endpoint
 from switchover.bench.knee import knee_with_ci
 from switchover.bench.results import (
     AbStep,
     BenchPlan,
     BenchReport,
     Calibration,
-    EndpointInfo,
-    EndpointSpec,
     StepTime,
 )
 from switchover.bench.rows import ROW_SCHEMA, row_from_record
@@ -33,17 +29,16 @@ from switchover.bench.stats import Slo, StepSummary, metric_samples, percentile,
 from switchover.bench.workload import (
     BucketFit,
     Prompt,
-    TokenCounter,
     arrival_offsets,
-    as_payload,
     bucket_prompt,
     cache_buster,
     fit_bucket,
     load_dataset,
+    unit_words,
 )
-from switchover.errors import BadInput, Unreachable
+from switchover.errors import BadInput
 from switchover.runs import RunDir
-from switchover.wire import EngineClient, FailureKind, RequestRecord, Timeouts
+from switchover.wire import FailureKind, RequestRecord
 
 MIN_FOR_ERROR_RATE = 10
 FAIL_BACKOFF_S = 0.05  # a failure faster than this waits, so a dead endpoint is not hammered in a tight loop
@@ -54,6 +49,18 @@ class Reporter(Protocol):
     def step_started(self, label: str, total: int | None) -> None: ...
     def request_done(self, ok: bool) -> None: ...
     def step_done(self, summary: StepSummary) -> None: ...
+
+
+def _stale_connection(rec: RequestRecord) -> bool:
+    """The server closed an idle keep-alive connection before our request was written (nothing was sent)."""
+    f = rec.failure
+    return (
+        f is not None
+        and f.kind == FailureKind.DISCONNECTED
+        and rec.status is None
+        and rec.first_byte_ns is None
+        and "write request body" in f.message
+    )
 
 
 class NullReporter:
@@ -71,19 +78,6 @@ class NullReporter:
 
 
 @dataclass
-class _Endpoint:
-    spec: EndpointSpec
-    client: EngineClient
-    info: EndpointInfo
-    extra: dict[str, Any]
-    counter: TokenCounter
-    min_field: str | None = None
-    scraper: Scraper | None = None
-    finished: int = 0
-    failed: int = 0
-
-
-@dataclass
 class _Load:
     step: int
     concurrency: int | None
@@ -95,75 +89,6 @@ class _State:
     rows: dict[tuple[str, str, int], list[dict[str, Any]]] = field(default_factory=dict)
     steps: list[StepSummary] = field(default_factory=list)
     times: list[StepTime] = field(default_factory=list)
-
-
-def _trim(obj: Any) -> Any:
-    raw = orjson.dumps(obj)
-    if len(raw) <= 16384 or not isinstance(obj, dict):
-        return obj if len(raw) <= 16384 else "(omitted: larger than 16 KB)"
-    return {k: v for k, v in obj.items() if isinstance(v, str | int | float | bool) and len(str(v)) < 512}
-
-
-async def _open(spec: EndpointSpec, plan: BenchPlan) -> _Endpoint:
-    """Reach the endpoint (exit 3 if not), pick the model, read its fingerprint and engine profile."""
-    t = Timeouts(connect=5, first_byte=plan.timeout_s, idle=min(60.0, plan.timeout_s), total=plan.timeout_s)
-    peak = max(plan.concurrency or [1]) if not plan.rates else (plan.max_inflight or 256)
-    client = EngineClient(spec.url, api_key_env=spec.api_key_env, timeouts=t, max_connections=peak + 8)
-    res = await client.request("GET", "/v1/models", timeout=15)
-    if res.failure is not None:
-        await client.close()
-        raise Unreachable(f"{spec.label} endpoint: {res.failure.message}")
-    served: list[str] = []
-    if res.status == 200:
-        try:
-            served = [str(m["id"]) for m in res.json().get("data", [])]
-        except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
-            served = []
-    model = spec.model or (served[0] if served else None)
-    if model is None:
-        await client.close()
-        raise BadInput(f"{spec.label} endpoint {spec.url}: /v1/models lists no model; pass --model")
-    info: dict[str, Any] = {}
-    for path in ("/version", "/props"):
-        r = await client.request("GET", path, timeout=5)
-        if r.status == 200:
-            with contextlib.suppress(orjson.JSONDecodeError):
-                info[path] = _trim(r.json())
-    extra: dict[str, Any] = {}
-    min_field = None
-    profile_version = None
-    tokenize_path = "/tokenize"
-    if spec.engine:
-        from switchover.engines import load_profile
-
-        prof = load_profile(spec.engine)  # BadInput names the known engines
-        profile_version = prof.version_read
-        tokenize_path = prof.api.tokenize_path or ""
-        if prof.api.ignore_eos_field:
-            extra[prof.api.ignore_eos_field] = True
-        min_field = prof.api.min_tokens_field
-        parts = [f"{k}=true" for k in extra] + ([f"{min_field}=max_tokens"] if min_field else [])
-        control = ", ".join(parts) or f"{prof.display_name} has neither an ignore-EOS nor a min-tokens field"
-    else:
-        control = "no engine given: output may stop at EOS before max_tokens (N is still read from usage)"
-    counter = TokenCounter(
-        client,
-        plan.api,
-        model,
-        use_tokenize=plan.use_tokenize and bool(tokenize_path),
-        tokenize_path=tokenize_path or "/tokenize",
-    )
-    ep_info = EndpointInfo(
-        label=spec.label,
-        url=spec.url,
-        engine=spec.engine,
-        engine_profile=profile_version,
-        model=model,
-        served_models=served,
-        info=info,
-        output_control=control,
-    )
-    return _Endpoint(spec, client, ep_info, extra, counter, min_field)
 
 
 def _loads(plan: BenchPlan, trace: bool) -> list[_Load]:
@@ -201,7 +126,7 @@ class BenchRun:
         self.calibrate_fn = calibrate_fn
         self.stop = StopFlag()
         self.state = _State()
-        self.eps: list[_Endpoint] = []
+        self.eps: list[Endpoint] = []
         self.fits: dict[str, BucketFit] = {}
         self.dataset: list[Prompt] | None = None
         self.retok: Any = None
@@ -215,22 +140,22 @@ class BenchRun:
         if len(set(labels)) != len(labels):
             raise BadInput(f"endpoint labels must be unique, got {labels}")
         for spec in plan.endpoints:
-            self.eps.append(await _open(spec, plan))
+            self.eps.append(await open_endpoint(spec, plan))
         if plan.tokenizer:
-            self.retok = _load_tokenizer(plan.tokenizer)
+            self.retok = load_tokenizer(plan.tokenizer)
         if plan.dataset:
             self.dataset = load_dataset(plan.dataset, plan.output_tokens)
             return
+        for ep in self.eps:
+            await ep.counter.calibrate()
+        vocab = await unit_words(self.eps[0].counter)
         for target in plan.buckets:
             bucket = str(target)
             for i, ep in enumerate(self.eps):
                 if i == 0:
-                    await ep.counter.calibrate()
-                    fit = await fit_bucket(ep.counter, target, plan.seed, bucket, method=ep.counter.method)
+                    fit = await fit_bucket(ep.counter, target, plan.seed, bucket, method=ep.counter.method, vocab=vocab)
                     self.fits[bucket] = fit
                 else:
-                    if ep.counter.offset is None:
-                        await ep.counter.calibrate()
                     base = self.fits[bucket]
                     text = bucket_prompt(plan.api, base, plan.seed, ("fit", bucket), plan.output_tokens)
                     text_s = text.payload if isinstance(text.payload, str) else text.payload[0]["content"]
@@ -261,9 +186,7 @@ class BenchRun:
 
     # ------------------------------------------------------------------ one step
 
-    async def _step(
-        self, ep: _Endpoint, bucket: str, load: _Load, repeat: int, out: list[dict[str, Any]]
-    ) -> None:
+    async def _step(self, ep: Endpoint, bucket: str, load: _Load, repeat: int, out: list[dict[str, Any]]) -> None:
         """Run one step on one endpoint; its rows land in `out` even when the step is interrupted."""
         plan = self.plan
         trace = self.dataset is not None and self.dataset[0].at_s is not None
@@ -291,6 +214,9 @@ class BenchRun:
                 body[ep.min_field] = p.max_tokens
             body["prompt" if p.api == "completions" else "messages"] = p.payload
             rec = await ep.client.generate(p.api, body)
+            if _stale_connection(rec):  # the request never left: resend it once on a fresh connection
+                ep.resent += 1
+                rec = await ep.client.generate(p.api, body)
             if rec.failure is not None and rec.failure.kind != FailureKind.CANCELLED:
                 took = ((rec.end_ns or rec.send_ns) - rec.send_ns) / 1e9
                 if took < FAIL_BACKOFF_S:
@@ -309,11 +235,7 @@ class BenchRun:
                     f"{limit:.0%} after {ep.finished} requests"
                 )
 
-        what = (
-            f"c={load.concurrency}"
-            if load.concurrency
-            else (f"{load.rate:g} req/s" if load.rate else "trace")
-        )
+        what = f"c={load.concurrency}" if load.concurrency else (f"{load.rate:g} req/s" if load.rate else "trace")
         self.rep.step_started(
             f"{ep.spec.label} bucket {bucket} {what}" + (f" #{repeat + 1}" if repeat else ""),
             bounds.max_requests,
@@ -346,9 +268,7 @@ class BenchRun:
                 )
             )
 
-    def _row(
-        self, ep: _Endpoint, bucket: str, load: _Load, repeat: int, s: Sent, p: Prompt | None
-    ) -> dict[str, Any]:
+    def _row(self, ep: Endpoint, bucket: str, load: _Load, repeat: int, s: Sent, p: Prompt | None) -> dict[str, Any]:
         row = row_from_record(
             s.record,
             endpoint=ep.spec.label,
@@ -364,9 +284,7 @@ class BenchRun:
             sched_ns=s.sched_ns,
         )
         if self.retok is not None and s.record.ok:
-            row["retok_tokens"] = len(
-                self.retok.encode(row["output_text"] or "", add_special_tokens=False).ids
-            )
+            row["retok_tokens"] = len(self.retok.encode(row["output_text"] or "", add_special_tokens=False).ids)
         return row
 
     # ------------------------------------------------------------------ the run
@@ -423,6 +341,11 @@ class BenchRun:
                 if ep.scraper is not None:
                     await ep.scraper.stop()
                     report.notes.append(ep.scraper.note())
+                if ep.resent:
+                    report.notes.append(
+                        f"{ep.spec.label}: {ep.resent} requests were sent again because the server "
+                        "had closed the idle keep-alive connection before they were written"
+                    )
                 await ep.client.close()
             writer.close()
             self._finish(report, rd)
@@ -431,7 +354,7 @@ class BenchRun:
     def _keep(
         self,
         writer: Any,
-        ep: _Endpoint,
+        ep: Endpoint,
         bucket: str,
         load: _Load,
         rows: list[dict[str, Any]],
@@ -454,9 +377,7 @@ class BenchRun:
         report.knees = self._knees()
         report.ab = self._ab()
         report.checks = slo_checks(report.steps, plan.slos)
-        report.checks += regression_checks(
-            [(a.step, a.concurrency, d) for a in report.ab for d in a.deltas], plan.slos
-        )
+        report.checks += regression_checks([(a.step, a.concurrency, d) for a in report.ab for d in a.deltas], plan.slos)
         report.passed = all(c.passed for c in report.checks) if report.checks else None
         if any(s.client_flag for s in report.steps):
             report.notes.append(
@@ -475,9 +396,7 @@ class BenchRun:
         out = {}
         keys = sorted({(e, b) for (e, b, _) in self.state.rows})
         for ep_label, bucket in keys:
-            steps = sorted(
-                (k[2], rows) for k, rows in self.state.rows.items() if k[0] == ep_label and k[1] == bucket
-            )
+            steps = sorted((k[2], rows) for k, rows in self.state.rows.items() if k[0] == ep_label and k[1] == bucket)
             x, samples, ttft50, tpot50 = [], [], [], []
             for _, rows in steps:
                 x.append(float(rows[0].get("concurrency") or rows[0].get("rate") or 0))
@@ -524,26 +443,4 @@ class BenchRun:
         return out
 
 
-def _load_tokenizer(path: str) -> Any:
-    try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        raise BadInput(
-            "--tokenizer needs the `tokenizers` package (pip install 'switchover[model]')"
-        ) from None
-    p = Path(path)
-    file = p / "tokenizer.json" if p.is_dir() else p
-    if not file.exists():
-        raise BadInput(f"--tokenizer: {file} does not exist (give a folder with tokenizer.json)")
-    try:
-        return Tokenizer.from_file(str(file))
-    except Exception as exc:  # tokenizers raises a bare Exception for bad files
-        raise BadInput(f"--tokenizer: cannot load {file}: {exc}") from None
-
-
-def payload_text(p: Prompt) -> str:
-    """The user text of a prompt (for display)."""
-    return p.payload if isinstance(p.payload, str) else str(p.payload[-1].get("content", ""))
-
-
-__all__ = ["BenchRun", "NullReporter", "Reporter", "as_payload", "payload_text"]
+__all__ = ["BenchRun", "NullReporter", "Reporter"]

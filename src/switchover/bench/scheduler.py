@@ -74,9 +74,7 @@ class _Step:
         self.on_done = on_done
         self.start_ns = time.perf_counter_ns()
         self.warm_until_ns = self.start_ns + int(bounds.warmup_s * 1e9)
-        self.issue_until_ns = (
-            None if bounds.duration_s is None else self.warm_until_ns + int(bounds.duration_s * 1e9)
-        )
+        self.issue_until_ns = None if bounds.duration_s is None else self.warm_until_ns + int(bounds.duration_s * 1e9)
         self.issued = 0
         self.done: list[Sent] = []
 

@@ -103,9 +103,7 @@ class Scraper:
             self.failures += 1
             return
         self.rows.extend(
-            parse_metrics(
-                res.body.decode(errors="replace"), self.wanted, endpoint=self.endpoint, t_ns=t_ns, wall=wall
-            )
+            parse_metrics(res.body.decode(errors="replace"), self.wanted, endpoint=self.endpoint, t_ns=t_ns, wall=wall)
         )
 
     async def _loop(self) -> None:
@@ -130,7 +128,4 @@ class Scraper:
         if not self.wanted:
             return f"{self.endpoint}: no engine profile metrics to scrape"
         kept = len({r["name"] for r in self.rows})
-        return (
-            f"{self.endpoint}: {self.scrapes} scrapes of {self.path}, {self.failures} failed, "
-            f"{kept} series kept"
-        )
+        return f"{self.endpoint}: {self.scrapes} scrapes of {self.path}, {self.failures} failed, {kept} series kept"

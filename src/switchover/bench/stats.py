@@ -55,9 +55,7 @@ def request_metrics(row: Row) -> RequestMetrics:
     kind = row.get("failure_kind")
     if kind:
         why = f"request failed ({kind})"
-        return RequestMetrics(
-            ok=False, missing=dict.fromkeys(("ttft", "e2e", "tpot", "ntpot", "itl", "n"), why)
-        )
+        return RequestMetrics(ok=False, missing=dict.fromkeys(("ttft", "e2e", "tpot", "ntpot", "itl", "n"), why))
     m = RequestMetrics(ok=True)
     send = row["send_ns"]
     first = first_token_ns(row)
@@ -197,9 +195,7 @@ class Steady(BaseModel):
     """Whether the step held its target load while it measured."""
 
     reached: bool | None
-    achieved: float | None = Field(
-        description="Mean in-flight requests (concurrency mode) or sent req/s (rate mode)"
-    )
+    achieved: float | None = Field(description="Mean in-flight requests (concurrency mode) or sent req/s (rate mode)")
     target: float | None
     note: str = ""
 
@@ -209,14 +205,10 @@ def steady_state(rows: Sequence[Row], concurrency: int | None, rate: float | Non
     Rate mode: measured sends per second over the same window >= 90% of the target rate."""
     measured = sorted(int(r["send_ns"]) for r in rows if not r.get("warmup"))
     if len(measured) < 2:
-        return Steady(
-            reached=None, achieved=None, target=concurrency or rate, note="fewer than 2 measured requests"
-        )
+        return Steady(reached=None, achieved=None, target=concurrency or rate, note="fewer than 2 measured requests")
     start, stop = measured[0], measured[-1]
     if concurrency:
-        intervals = [
-            (int(r["send_ns"]), int(r["end_ns"] if r.get("end_ns") is not None else stop)) for r in rows
-        ]
+        intervals = [(int(r["send_ns"]), int(r["end_ns"] if r.get("end_ns") is not None else stop)) for r in rows]
         level = mean_inflight(intervals, start, stop)
         if level is None:
             return Steady(reached=None, achieved=None, target=concurrency, note="zero-length window")
@@ -275,9 +267,7 @@ class StepSummary(BaseModel):
     itl_ms: Dist | None = None
     e2e_ms: Dist | None = None
     ntpot_ms: Dist | None = None
-    missing: dict[str, dict[str, int]] = Field(
-        default_factory=dict, description="metric -> reason -> requests"
-    )
+    missing: dict[str, dict[str, int]] = Field(default_factory=dict, description="metric -> reason -> requests")
     lengths: LengthCheck = Field(default_factory=LengthCheck)
     steady: Steady | None = None
     client_load: float | None = Field(default=None, description="Share of the calibrated client ceiling used")

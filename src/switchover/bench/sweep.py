@@ -85,17 +85,13 @@ def _stop(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
         proc.wait()
 
 
-async def _wait_ready(
-    proc: subprocess.Popen[bytes], url: str, model: str | None, timeout_s: float, log: Path
-) -> float:
+async def _wait_ready(proc: subprocess.Popen[bytes], url: str, model: str | None, timeout_s: float, log: Path) -> float:
     t0 = time.monotonic()
     last = "not checked"
     while time.monotonic() - t0 < timeout_s:
         if proc.poll() is not None:
             tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-            raise SwitchoverError(
-                f"the engine exited with {proc.returncode} during start-up: " + " | ".join(tail)
-            )
+            raise SwitchoverError(f"the engine exited with {proc.returncode} during start-up: " + " | ".join(tail))
         r = await check_ready(url, model=model, max_ms=30000, connect_timeout_s=1)
         if r.ready:
             return time.monotonic() - t0

@@ -11,14 +11,14 @@ deviation is reported (the per-request `usage.prompt_tokens` is recorded in ever
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import orjson
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from switchover.errors import BadInput, Unreachable
 from switchover.wire import EngineClient, FailureKind
@@ -42,16 +42,25 @@ def _rng(*parts: object) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
 
-def filler_words(seed: int, bucket: str, n: int) -> list[str]:
+def filler_words(seed: int, bucket: str, n: int, vocab: Sequence[str] = FILLER) -> list[str]:
     """The seeded filler sequence of one bucket (the same for every request and endpoint)."""
-    idx = _rng(seed, "filler", bucket).integers(0, len(FILLER), size=n)
-    return [FILLER[i] for i in idx]
+    idx = _rng(seed, "filler", bucket).integers(0, len(vocab), size=n)
+    return [vocab[i] for i in idx]
 
 
-def cache_buster(seed: int, key: tuple[object, ...], unique: bool = True) -> str:
+def cache_buster(seed: int, key: tuple[object, ...], unique: bool = True, vocab: Sequence[str] = FILLER) -> str:
     """A few seeded words unique per request (or fixed when prefix caching is allowed)."""
     rng = _rng(seed, "buster", *(key if unique else ("shared",)))
-    return " ".join(FILLER[i] for i in rng.integers(0, len(FILLER), size=BUSTER_WORDS)) + "."
+    # a fixed first word: the varying words then all follow a space, where unit_words() checked them
+    return "ref " + " ".join(vocab[i] for i in rng.integers(0, len(vocab), size=BUSTER_WORDS)) + "."
+
+
+async def unit_words(count: Counter, candidates: Sequence[str] = FILLER, minimum: int = 16) -> list[str]:
+    """The candidate words that add exactly one token after a space on this server, so every request's
+    cache-buster has the same length; all candidates when fewer than `minimum` qualify."""
+    base = await count("the")
+    units = [w for w in candidates if await count(f"the {w}") - base == 1]
+    return units if len(units) >= minimum else list(candidates)
 
 
 def as_payload(api: Api, text: str) -> str | list[dict[str, str]]:
@@ -147,14 +156,17 @@ class BucketFit(BaseModel):
     deviation: int
     method: str
     probes: int
+    vocab: list[str] = Field(default_factory=lambda: list(FILLER), description="words prompts are made of")
 
 
-async def fit_bucket(count: Counter, target: int, seed: int, bucket: str, *, method: str = "") -> BucketFit:
+async def fit_bucket(
+    count: Counter, target: int, seed: int, bucket: str, *, method: str = "", vocab: Sequence[str] = FILLER
+) -> BucketFit:
     """Bisection on the number of filler words so that buster + filler counts `target` tokens."""
     if target < BUSTER_WORDS + 4:
         raise BadInput(f"input length {target} is too short: buckets need at least {BUSTER_WORDS + 4} tokens")
-    words = filler_words(seed, bucket, 2 * target + 8)
-    buster = cache_buster(seed, ("fit", bucket))
+    words = filler_words(seed, bucket, 2 * target + 8, vocab)
+    buster = cache_buster(seed, ("fit", bucket), vocab=vocab)
     probes = 0
 
     async def n_tokens(w: int) -> int:
@@ -185,6 +197,7 @@ async def fit_bucket(count: Counter, target: int, seed: int, bucket: str, *, met
         deviation=best_c - target,
         method=method,
         probes=probes,
+        vocab=list(vocab),
     )
 
 
@@ -204,8 +217,8 @@ def bucket_prompt(
     api: Api, fit: BucketFit, seed: int, key: tuple[object, ...], osl: int, *, unique: bool = True
 ) -> Prompt:
     """The prompt of request `key` in a fitted bucket (same text for the same seed and key)."""
-    words = filler_words(seed, fit.bucket, fit.words)
-    text = f"{cache_buster(seed, key, unique)} {' '.join(words)}"
+    words = filler_words(seed, fit.bucket, fit.words, fit.vocab)
+    text = f"{cache_buster(seed, key, unique, fit.vocab)} {' '.join(words)}"
     return Prompt(api, as_payload(api, text), fit.target, osl, fit.bucket)
 
 
@@ -248,7 +261,8 @@ def load_dataset(path: str | Path, default_max_tokens: int) -> list[Prompt]:
             if at < 0:
                 raise BadInput(f"{p}:{i}: timestamps must not go backwards")
         api: Api = "completions" if "prompt" in obj else "chat"
-        out.append(Prompt(api, obj.get("prompt", obj.get("messages")), None, mt, "dataset", at))
+        payload: str | list[dict[str, Any]] = obj["prompt"] if api == "completions" else obj["messages"]
+        out.append(Prompt(api, payload, None, mt, "dataset", at))
     if not out:
         raise BadInput(f"{p}: the dataset is empty")
     if len({q.api for q in out}) > 1:

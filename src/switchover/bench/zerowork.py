@@ -2,6 +2,7 @@
 events, so whatever limits the request rate against it is the client. Each event's text is the server's
 perf_counter_ns at send time (the same clock as the client's on one machine), so per-chunk timing error can be
 measured. Run standalone with `python -m switchover.bench.zerowork --port 0 [--itl-ms 1]` (prints the port).
+Under uvloop, pauses below 1 ms round to the loop's millisecond timer: use 0 (all at once) or >= 1 ms.
 """
 
 from __future__ import annotations
@@ -81,8 +82,8 @@ class _Conn(asyncio.Protocol):
         except (orjson.JSONDecodeError, ValueError, TypeError, AttributeError):
             self._plain("400 Bad Request", b'{"error":{"message":"bad request"}}')
             return
-        self.server.served += 1
-        if self.server.fail_after is not None and self.server.served > self.server.fail_after:
+        self.server.served += bool(req.get("stream"))
+        if req.get("stream") and self.server.fail_after is not None and self.server.served > self.server.fail_after:
             self._plain("500 Internal Server Error", b'{"error":{"message":"injected failure"}}')
             return
         chat = path.endswith("chat/completions")
@@ -92,18 +93,14 @@ class _Conn(asyncio.Protocol):
             choice = {"index": 0, "finish_reason": "length"}
             choice.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
             usage = {"prompt_tokens": p_tokens, "completion_tokens": n, "total_tokens": n + p_tokens}
-            self._plain(
-                "200 OK", orjson.dumps({"id": "z", "model": "zero", "choices": [choice], "usage": usage})
-            )
+            self._plain("200 OK", orjson.dumps({"id": "z", "model": "zero", "choices": [choice], "usage": usage}))
             return
         if self.server.itl_s > 0:
             asyncio.get_running_loop().create_task(self.paced(chat, n, p_tokens))
             return
         parts = [_HEAD]
         for i in range(n):
-            parts.append(
-                _http_chunk(_event(chat, f"{time.perf_counter_ns()} ", "length" if i == n - 1 else None))
-            )
+            parts.append(_http_chunk(_event(chat, f"{time.perf_counter_ns()} ", "length" if i == n - 1 else None)))
         parts.append(self._tail(n, p_tokens))
         assert self.transport is not None
         self.transport.write(b"".join(parts))
@@ -145,11 +142,9 @@ def prompt_tokens(req: dict[str, object]) -> int:
 class ZeroWorkServer:
     """`async with ZeroWorkServer() as s:` serves on 127.0.0.1:s.port in the current event loop."""
 
-    def __init__(
-        self, chunks: int = 128, itl_s: float = 0.0, port: int = 0, fail_after: int | None = None
-    ) -> None:
+    def __init__(self, chunks: int = 128, itl_s: float = 0.0, port: int = 0, fail_after: int | None = None) -> None:
         self.chunks, self.itl_s, self.port = chunks, itl_s, port
-        self.fail_after = fail_after  # answer 500 to every generation after this many (tests)
+        self.fail_after = fail_after  # answer 500 to every streamed generation after this many (tests)
         self.served = 0
         self._server: asyncio.Server | None = None
 

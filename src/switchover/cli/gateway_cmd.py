@@ -3,7 +3,6 @@ one over loopback; `switchover metrics-adapter` re-serves the new engine's metri
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -70,7 +69,7 @@ def _admin(config: Path, method: str, path: str) -> dict[str, Any]:
                 if r.status != 200:
                     raise Unreachable(f"{url}{path}: HTTP {r.status}: {body}")
                 return dict(body)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             raise Unreachable(f"{url}{path}: {type(exc).__name__}: {exc}") from None
 
     return run(call())
@@ -112,6 +111,46 @@ def state(
                   f"  ledger {result['ledger']} ({result['ledger_rows']} rows)", highlight=False, soft_wrap=True)
 
 
+def metrics_adapter(
+    from_engine: str = typer.Option(..., "--from", help="Engine whose metrics are scraped (the new one)."),
+    to_engine: str = typer.Option(..., "--to", help="Engine whose names, units and buckets to serve (the old one)."),
+    upstream: str = typer.Option(..., "--upstream", help="Base URL (or full metrics URL) of the new engine."),
+    listen: str = typer.Option("127.0.0.1:9400", "--listen", help="host:port to serve /metrics on."),
+    model: str = typer.Option(None, "--model", help="model_name label value when the source lacks one."),
+    once: bool = typer.Option(False, "--once", help="Scrape once, print the converted metrics, exit."),
+    json_out: bool = typer.Option(False, "--json", help="With --once: print the mapping report as JSON."),
+) -> None:
+    """Re-serve the new engine's metrics under the old engine's names, units and histogram buckets.
+
+    Example: switchover metrics-adapter --from sglang --to vllm --upstream http://127.0.0.1:30000
+    """
+    from switchover.engines.profile import load_profile
+    from switchover.gateway import metrics_adapter as ma
+
+    if not upstream.startswith(("http://", "https://")):
+        raise BadInput(f"--upstream must be an http(s):// URL, got {upstream!r}")
+    host, _, port_s = listen.rpartition(":")
+    if not host or not port_s.isdigit():
+        raise BadInput(f"--listen must be host:port, got {listen!r}")
+    src, dst = load_profile(from_engine), load_profile(to_engine)
+    plan = ma.plan(src, dst)
+    url = ma.scrape_url(upstream, src)
+    if once:
+        text, report = ma.convert(run(ma.scrape(url)), plan, model)
+        if json_out:
+            print_json(report)
+        else:
+            sys.stdout.write(text)
+        return
+    from aiohttp import web
+
+    console.print(f"serving {dst.name} metrics from {url} at http://{host}:{port_s}/metrics "
+                  f"({len(plan.mappings)} intents; not available: {', '.join(plan.skipped) or 'none'})",
+                  highlight=False, soft_wrap=True)
+    web.run_app(ma.adapter_app(url, plan, model), host=host, port=int(port_s), print=None, access_log=None)
+
+
 def register(root: typer.Typer) -> None:
-    """Add `gateway` (and its sub-commands) to the root app."""
+    """Add `gateway` (and its sub-commands) and `metrics-adapter` to the root app."""
     root.add_typer(app, name="gateway")
+    root.command("metrics-adapter")(metrics_adapter)

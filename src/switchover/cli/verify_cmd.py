@@ -57,8 +57,9 @@ def render(r: EquivalenceReport) -> None:
         console.print(lt)
         if li.boundary:
             b = li.boundary
-            console.print(f"longest input that succeeded: {b.longest_ok_prompt_tokens} prompt tokens (configured "
-                          f"context {b.configured_context}); shortest failure {b.shortest_failed_prompt_tokens}"
+            console.print(f"longest input that succeeded: {b.longest_ok_prompt_tokens} prompt tokens "
+                          f"({b.longest_ok_text_tokens} text tokens; configured context {b.configured_context}); "
+                          f"shortest failure {b.shortest_failed_text_tokens} text tokens"
                           f"{': ' + b.failure if b.failure else ''} [{b.steps} requests]", highlight=False,
                           soft_wrap=True)
 

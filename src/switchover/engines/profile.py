@@ -158,6 +158,8 @@ class Overhead(_Cited):
     """A memory cost the engine pays outside the KV pool, with a default from real logs."""
 
     gib: float
+    at_batched_tokens: int | None = Field(default=None, description="measured at this max batched tokens; "
+                                          "scaled linearly for other values")
 
 
 class MemorySemantics(_Cited):

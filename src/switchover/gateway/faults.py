@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import random
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,9 +124,12 @@ class FaultUpstream:
             resp = await self._respond(request, body, mode, arg)
             s.completed += 1
             return resp
-        except (asyncio.CancelledError, ConnectionResetError):
+        except asyncio.CancelledError:
             s.cancelled += 1
             raise
+        except ConnectionResetError:  # the client (the gateway) went away while we wrote
+            s.cancelled += 1
+            raise asyncio.CancelledError from None
         finally:
             s.in_flight -= 1
 
@@ -200,7 +204,7 @@ class FaultUpstream:
 
 
 @contextlib.asynccontextmanager
-async def running(upstream: FaultUpstream, host: str = "127.0.0.1", port: int = 0):  # type: ignore[no-untyped-def]
+async def running(upstream: FaultUpstream, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
     """Serve `upstream` in this event loop; yields its base URL."""
     runner = web.AppRunner(upstream.app(), access_log=None, handler_cancellation=True)
     await runner.setup()
@@ -208,7 +212,7 @@ async def running(upstream: FaultUpstream, host: str = "127.0.0.1", port: int = 
     await site.start()
     server = site._server
     assert server is not None
-    bound = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    bound = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
     try:
         yield f"http://{host}:{bound}"
     finally:
@@ -230,9 +234,10 @@ if __name__ == "__main__":
     main()
 
 
-DEFAULT_MIX = {"ok": 40, "status:503": 8, "status:500": 4, "status:400": 2, "refuse": 6, "hang:1.5": 4,
-               "die_mid:0": 4, "die_mid:2": 6, "drip:5": 6, "malformed:0": 3, "malformed:2": 5,
-               "error_event:1": 4, "truncate:2": 4, "hang:0.05": 4}
+DEFAULT_MIX: dict[str, float] = {
+    "ok": 40, "status:503": 8, "status:500": 4, "status:400": 2, "refuse": 6, "hang:1.5": 4, "die_mid:0": 4,
+    "die_mid:2": 6, "drip:5": 6, "malformed:0": 3, "malformed:2": 5,
+    "error_event:1": 4, "truncate:2": 4, "hang:0.05": 4}
 
 
 async def fault_matrix(run_dir: Any, n: int, concurrency: int = 32, seed: int = 1,
@@ -251,7 +256,7 @@ async def fault_matrix(run_dir: Any, n: int, concurrency: int = 32, seed: int = 
     old.script(weights=mix, seed=seed)
     new.script(weights=mix, seed=seed + 1)
     timeouts = {"connect_ms": 500, "first_byte_ms": 1000, "idle_ms": 500}
-    bound_s = (300 + 1000 + 500 * 2) / 1000 + 1.0  # fallback wait + old first byte + idle gaps + slack
+    bound_s = (300 + 1000 + 500 * 2) / 1000 + 1.0  # fallback wait + old first byte + idle gaps + 1 s slack
     rng = random.Random(seed)
     async with running(old) as old_url, running(new) as new_url:
         m = Migration.model_validate({
@@ -264,6 +269,16 @@ async def fault_matrix(run_dir: Any, n: int, concurrency: int = 32, seed: int = 
         statuses: dict[int, int] = {}
         sent: list[str] = []
         sem = asyncio.Semaphore(concurrency)
+        lag = 0.0
+
+        async def watch_lag() -> None:  # CPU starvation delays everything; measure it to judge the bound
+            nonlocal lag
+            while True:
+                t = time.perf_counter()
+                await asyncio.sleep(0.01)
+                lag = max(lag, time.perf_counter() - t - 0.01)
+
+        watcher = asyncio.ensure_future(watch_lag())
         t_start = time.perf_counter()
         async with running_gateway(gw, port=0) as url, aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=concurrency)) as http:
@@ -294,6 +309,7 @@ async def fault_matrix(run_dir: Any, n: int, concurrency: int = 32, seed: int = 
                 if gw.ledger.written >= n:
                     break
                 await asyncio.sleep(0.05)
+        watcher.cancel()
         rows = list(read_ledger(run_dir))
     ids = [r.request_id for r in rows]
     outcomes: dict[str, int] = {}
@@ -301,5 +317,6 @@ async def fault_matrix(run_dir: Any, n: int, concurrency: int = 32, seed: int = 
         outcomes[r.outcome] = outcomes.get(r.outcome, 0) + 1
     return {"requests": n, "rows": len(rows), "missing": len(set(sent) - set(ids)),
             "duplicates": len(ids) - len(set(ids)), "outcomes": outcomes, "client_statuses": statuses,
-            "max_duration_s": max(durations), "bound_s": bound_s, "elapsed_s": elapsed,
+            "max_duration_s": max(durations), "bound_s": bound_s, "elapsed_s": elapsed, "max_loop_lag_s": lag,
+            "over_bound": sum(d >= bound_s for d in durations),
             "fallbacks": sum(1 for r in rows if r.fallback_reason)}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import orjson
 
@@ -62,7 +62,11 @@ class Ledger:
         return self._fh
 
     def write(self, record: LedgerRecord) -> None:
-        line = orjson.dumps(record.model_dump(exclude_none=True)) + b"\n"
+        self.write_row(record.model_dump(exclude_none=True))
+
+    def write_row(self, row: dict[str, Any]) -> None:
+        """A row with LedgerRecord's fields (None values are left out, as `write` does)."""
+        line = orjson.dumps({k: v for k, v in row.items() if v is not None}) + b"\n"
         if self._fh is not None and self._size + len(line) > self.rotate_bytes and self._size > 0:
             self._fh.close()
             self._fh = None

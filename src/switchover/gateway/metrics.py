@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 # Latency buckets in seconds: fine below 100 ms (gateway overhead, small models), coarse up to 2 min.
@@ -13,6 +15,7 @@ class GatewayMetrics:
     """Requests per arm and outcome, routing reasons, fallbacks, kill switch, shadow, latency histograms."""
 
     def __init__(self) -> None:
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r = self.registry = CollectorRegistry(auto_describe=True)
         p = "switchover_gateway_"
         self.requests = Counter(p + "requests", "Requests answered, by the arm that answered and outcome",
@@ -42,6 +45,14 @@ class GatewayMetrics:
                               registry=r)
         self.ledger_errors = Counter(p + "ledger_write_errors", "Ledger rows that could not be written",
                                      registry=r)
+
+    def child(self, metric: Any, *labels: str) -> Any:
+        """A labelled child, cached (prometheus_client's labels() takes a lock and builds a tuple each call)."""
+        key = (id(metric), labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -48,10 +48,21 @@ def model_rewriter(upstream_model: str | None, asked: str | None) -> Rewrite | N
     return lambda data: pattern.sub(replacement, data, count=1)
 
 
-def render(events: list[SSEEvent], rewrite: Rewrite) -> bytes:
-    """Events written back as SSE with the model rewritten (only used when the names differ)."""
+_EMPTY_CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*\]')
+
+
+def is_usage_only(data: bytes) -> bool:
+    """The extra chunk `stream_options.include_usage` adds: no choices, only usage."""
+    return b'"usage"' in data and _EMPTY_CHOICES.search(data) is not None
+
+
+def render(events: list[SSEEvent], rewrite: Rewrite, strip_usage: bool = False) -> bytes:
+    """Events re-framed as SSE, payload bytes unchanged except the model rewrite; with `strip_usage`, the
+    usage-only chunk the gateway asked for (the client did not) is left out."""
     out = bytearray()
     for ev in events:
+        if strip_usage and is_usage_only(ev.data):
+            continue
         if ev.event:
             out += b"event: " + ev.event.encode() + b"\n"
         for line in rewrite(ev.data).split(b"\n"):
@@ -88,21 +99,26 @@ def normalised_body(opened: Opened, asked: str | None) -> bytes:
 
 
 async def relay_stream(request: web.Request, opened: Opened, asked: str | None,
-                       headers: dict[str, str]) -> Relayed:
-    """Write the SSE response through; returns the outcome. Client disconnects propagate as exceptions."""
+                       headers: dict[str, str], strip_usage: bool = False) -> Relayed:
+    """Write the SSE response through; returns the outcome. Bytes go through as read unless the model name
+    must be rewritten or a usage chunk the client did not ask for must be left out: then events are
+    re-framed (payloads are never re-encoded)."""
     resp = web.StreamResponse(status=opened.status, headers=headers)
     await resp.prepare(request)
     obs = opened.obs
     rw = model_rewriter(obs.model, asked)
+    if rw is None and strip_usage:
+        rw = _same
     up = opened.resp
     failure: str | None = None
     clean = False
     try:
         if obs.malformed:  # a bad event already in the first read: send the good ones, then the error
             failure = "malformed"
-            await resp.write(render([ev for ev in opened.head_events if _json_or_done(ev.data)], rw or _same))
+            good = [ev for ev in opened.head_events if _json_or_done(ev.data)]
+            await resp.write(render(good, rw or _same, strip_usage))
         else:
-            await resp.write(opened.head if rw is None else render(opened.head_events, rw))
+            await resp.write(opened.head if rw is None else render(opened.head_events, rw, strip_usage))
         while failure is None:
             try:
                 async with asyncio.timeout(opened.idle_timeout_s):
@@ -117,7 +133,7 @@ async def relay_stream(request: web.Request, opened: Opened, asked: str | None,
             if not chunk:
                 tail = obs.finish(now)
                 if tail and rw is not None:
-                    await resp.write(render(tail, rw))
+                    await resp.write(render(tail, rw, strip_usage))
                 break
             events = obs.feed(chunk, now)
             if obs.malformed:
@@ -126,7 +142,7 @@ async def relay_stream(request: web.Request, opened: Opened, asked: str | None,
             if rw is None:
                 await resp.write(chunk)
             elif events:
-                await resp.write(render(events, rw))
+                await resp.write(render(events, rw, strip_usage))
         if failure is None and obs.error:
             result = Relayed("failed_mid_stream", opened.status, "stream_error")  # the engine's own error event
         else:

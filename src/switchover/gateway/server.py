@@ -35,7 +35,7 @@ async def running(gateway: Gateway, host: str | None = None, port: int | None = 
         raise BadInput(f"gateway.listen: cannot bind {listen.host}:{listen.port}: {exc.strerror}") from None
     server = site._server
     assert server is not None
-    bound = server.sockets[0].getsockname()  # type: ignore[union-attr]
+    bound = server.sockets[0].getsockname()  # type: ignore[attr-defined]
     url = f"http://{bound[0]}:{bound[1]}"
     try:
         yield url

@@ -14,7 +14,7 @@ import orjson
 
 from switchover.gateway.config import ShadowConfig
 from switchover.gateway.ledger_record import ShadowResult
-from switchover.gateway.upstream import Observer
+from switchover.gateway.upstream import Observer, send
 
 GENERATION_PATHS = ("/v1/completions", "/v1/chat/completions")
 
@@ -70,7 +70,7 @@ class Shadow:
         error: str | None = None
         timeout = aiohttp.ClientTimeout(total=cfg.timeout_ms / 1000, connect=connect_timeout_s)
         try:
-            async with self.session.post(url, data=body, headers=headers, timeout=timeout) as resp:
+            async with await send(self.session, "POST", url, data=body, headers=headers, timeout=timeout) as resp:
                 status = resp.status
                 if status >= 300:
                     error = f"status_{status}"
@@ -94,14 +94,14 @@ class Shadow:
         except aiohttp.ClientConnectorError:
             error = "connect"
         except (aiohttp.ClientError, ConnectionError) as exc:
-            error = f"disconnected ({type(exc).__name__})"
+            error = f"disconnected ({type(exc).__name__}: {str(exc)[:120]})"
         end = obs.last_ns or time.perf_counter_ns()
         ttft = None if obs.first_content_ns is None else (obs.first_content_ns - t0) / 1e6
         n = obs.completion_tokens
         tpot = None
         if ttft is not None and n and n > 1:
             tpot = ((end - t0) / 1e6 - ttft) / (n - 1)
-        return ShadowResult(upstream=name, status=status, ttft_ms=ttft, tpot_ms=tpot,
+        return ShadowResult(upstream=name, dropped=False, status=status, ttft_ms=ttft, tpot_ms=tpot,
                             e2e_ms=(end - t0) / 1e6 if status is not None else None,
                             completion_tokens=n, finish_reason=obs.finish_reason, error=error)
 

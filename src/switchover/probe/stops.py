@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Literal
 
 StopOutcome = Literal["trimmed", "kept", "not hit"]
@@ -44,7 +45,7 @@ def token_stop(chunks: list[str], text: str) -> tuple[str, int] | None:
 def straddling_stop(chunks: list[str], text: str) -> tuple[str, int] | None:
     """A stop string made of the end of one streamed token and the start of the next (first occurrence)."""
     pos = 0
-    for a, b in zip(chunks, chunks[1:], strict=False):
+    for a, b in itertools.pairwise(chunks):
         pos += len(a)
         if len(a.strip()) >= 2 and len(b.strip()) >= 2:
             s = a[-2:] + b[:2]

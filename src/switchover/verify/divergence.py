@@ -16,7 +16,8 @@ class Output(BaseModel):
     """One side's greedy output: text, tokens (when known), their logprobs and top alternatives."""
 
     text: str = ""
-    tokens: list[str] | None = None
+    tokens: list[str] | None = None  # the engine's own tokens (from logprobs or stream chunks)
+    ids: list[int] | None = None  # the text re-tokenized by ONE reference tokenizer, for comparing positions
     logprobs: list[float] | None = None
     top: list[dict[str, float]] | None = None
     finish_reason: str | None = None
@@ -73,24 +74,34 @@ def compare(case_id: str, kind: str, old: Output, new: Output) -> Divergence:
         return d
     d.first_char = first_difference(old.text, new.text)
     d.common_prefix = old.text if d.first_char is None else old.text[:d.first_char]
+    seq_old, seq_new = _comparable(old, new)
+    if seq_old is not None and seq_new is not None:
+        d.old_tokens, d.new_tokens = len(seq_old), len(seq_new)
+        d.first_token = first_difference(seq_old, seq_new)
+        d.token_agreement = round(agreement(seq_old, seq_new), 4)
     if old.tokens is not None and new.tokens is not None:
-        d.old_tokens, d.new_tokens = len(old.tokens), len(new.tokens)
-        d.first_token = first_difference(old.tokens, new.tokens)
-        d.token_agreement = round(agreement(old.tokens, new.tokens), 4)
-        common = d.first_token if d.first_token is not None else len(old.tokens)
+        engine_first = first_difference(old.tokens, new.tokens)
+        common = engine_first if engine_first is not None else len(old.tokens)
         if old.logprobs is not None and new.logprobs is not None and common > 0:
             deltas = [abs(a - b) for a, b in zip(old.logprobs[:common], new.logprobs[:common], strict=False)
                       if math.isfinite(a) and math.isfinite(b)]
             if deltas:
                 d.logprob_delta_mean = round(float(np.mean(deltas)), 4)
                 d.logprob_delta_max = round(float(np.max(deltas)), 4)
-        d.tie_gap = _tie_gap(old, new, d.first_token)
+        d.tie_gap = _tie_gap(old, new, engine_first)
     if not d.identical and d.first_char is not None and d.first_char < EARLY_CHARS:
         d.flags.append(f"diverges within the first {EARLY_CHARS} characters (at {d.first_char})")
     short, long_ = sorted((len(old.text), len(new.text)))
     if long_ > 0 and (short == 0 or long_ / short > LENGTH_RATIO):
         d.flags.append(f"lengths differ more than {LENGTH_RATIO:g}x ({len(old.text)} vs {len(new.text)} chars)")
     return d
+
+
+def _comparable(old: Output, new: Output) -> tuple[list[str] | None, list[str] | None]:
+    """Token sequences to compare position by position: reference-tokenizer ids when both have them."""
+    if old.ids is not None and new.ids is not None:
+        return [str(i) for i in old.ids], [str(i) for i in new.ids]
+    return old.tokens, new.tokens
 
 
 def _tie_gap(old: Output, new: Output, at: int | None) -> float | None:

@@ -27,6 +27,14 @@ async def send(client: EngineClient, body: dict[str, Any], api: str = "chat") ->
     return rec
 
 
+def _key(entry: dict[str, Any]) -> str:
+    """A token's identity across engines: its bytes when given (engines spell partial UTF-8 differently)."""
+    raw = entry.get("bytes")
+    if isinstance(raw, list) and all(isinstance(b, int) for b in raw):
+        return bytes(raw).decode("utf-8", "backslashreplace")
+    return str(entry.get("token", ""))
+
+
 def output_from(rec: RequestRecord) -> Output:
     """Text, tokens and logprobs from a chat or completions record (tokens from stream chunks as a fallback)."""
     if rec.failure is not None:
@@ -39,10 +47,9 @@ def output_from(rec: RequestRecord) -> Output:
             continue
         if isinstance(entry.get("content"), list):  # chat shape
             for c in entry["content"]:
-                tokens.append(str(c.get("token", "")))
+                tokens.append(_key(c))
                 lps.append(float(c.get("logprob", float("nan"))))
-                tops.append({str(t.get("token")): float(t.get("logprob", float("nan")))
-                             for t in c.get("top_logprobs") or []})
+                tops.append({_key(t): float(t.get("logprob", float("nan"))) for t in c.get("top_logprobs") or []})
         elif isinstance(entry.get("tokens"), list):  # completions shape
             tokens.extend(str(t) for t in entry["tokens"])
             lps.extend(float(x) if x is not None else float("nan") for x in entry.get("token_logprobs") or [])

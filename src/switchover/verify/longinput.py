@@ -10,11 +10,13 @@ from switchover.verify.greedy import send
 from switchover.verify.report import Boundary, LongInputCheck, LongInputSide
 from switchover.wire import EngineClient
 
-_EN = ("the harbour council met on a grey morning to review the budget for the new sea wall and the ferry "
-       "schedule while the fishermen argued about quotas and the price of diesel near the old market hall "
-       "where children sold lemonade and a retired teacher kept careful notes about the tides and the weather "
-       "for a book she planned to publish in the spring").split()
-_ZH = list("港口委员会在一个灰色的早晨开会讨论新海堤的预算和渡轮时刻表渔民们在旧市场附近争论配额和柴油价格孩子们卖柠檬水"
+_EN_TEXT = ("the harbour council met on a grey morning to review the budget for the new sea wall and the ferry "
+            "schedule while the fishermen argued about quotas and the price of diesel near the old market hall "
+            "where children sold lemonade and a retired teacher kept careful notes about the tides and the "
+            "weather for a book she planned to publish in the spring")
+_EN = _EN_TEXT.split()
+_ZH = list("港口委员会在一个灰色的早晨开会讨论新海堤的预算和渡轮时刻表"
+           "渔民们在旧市场附近争论配额和柴油价格孩子们卖柠檬水"
            "一位退休教师认真记录潮汐和天气准备明年春天出版一本书")
 INSTRUCTION = {"en": "\n\nSummarize the text above in one sentence.", "zh": "\n\n请用一句话总结上面的文字。"}
 
@@ -74,16 +76,18 @@ async def find_boundary(client: EngineClient, model: str, context: int, max_step
     b = Boundary(configured_context=context)
 
     async def ok(tokens: int) -> bool:
-        _, rec = await _attempt(client, model, tokens, "en", cpt, 2)
+        text, rec = await _attempt(client, model, tokens, "en", cpt, 2)
         b.steps += 1
-        n = rec.usage.prompt_tokens if rec.usage else None
+        ids = await client.tokenize(text, model, add_special=False)
+        n = len(ids) if ids is not None else None  # the user text alone, without the chat template
         good = rec.failure is None and bool(rec.text or (rec.usage and rec.usage.completion_tokens))
         if good:
-            if n is not None and (b.longest_ok_prompt_tokens is None or n > b.longest_ok_prompt_tokens):
-                b.longest_ok_prompt_tokens = n
-        else:
+            if b.longest_ok_text_tokens is None or (n or 0) > b.longest_ok_text_tokens:
+                b.longest_ok_text_tokens = n
+                b.longest_ok_prompt_tokens = rec.usage.prompt_tokens if rec.usage else None
+        elif b.shortest_failed_text_tokens is None or (n or 0) < b.shortest_failed_text_tokens:
             b.failure = rec.failure.message[:200] if rec.failure else "no output"
-            b.shortest_failed_prompt_tokens = n if n is not None else tokens
+            b.shortest_failed_text_tokens = n
         return good
 
     lo, hi = int(context * 0.7), int(context * 1.3)

@@ -47,8 +47,9 @@ class Boundary(BaseModel):
     """The longest input that actually succeeded, found by bisection on the live server."""
 
     configured_context: int | None
-    longest_ok_prompt_tokens: int | None = None
-    shortest_failed_prompt_tokens: int | None = None
+    longest_ok_prompt_tokens: int | None = None  # usage.prompt_tokens (chat template included)
+    longest_ok_text_tokens: int | None = None  # the user text alone, by the server's /tokenize
+    shortest_failed_text_tokens: int | None = None
     failure: str | None = None
     steps: int = 0
 

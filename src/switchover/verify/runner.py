@@ -50,6 +50,10 @@ async def run_verify(old: Target, new: Target, cases: list[PromptCase], opts: Ve
                 on_progress(f"greedy {case.id}")
                 oa = await greedy_output(a, model_a, case)
                 ob = await greedy_output(b, model_b, case)
+                # one reference tokenizer (the old server's) so that token positions are comparable
+                if oa.error is None and ob.error is None:
+                    oa.ids = await a.tokenize(oa.text, model_a, add_special=False) if oa.text else []
+                    ob.ids = await a.tokenize(ob.text, model_a, add_special=False) if ob.text else []
                 report.greedy.append(compare(case.id, case.kind, oa, ob))
             report.summary = summarize(report.greedy)
             if opts.structured:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from switchover.probe.catalog._util import rejected
 from switchover.probe.context import ProbeContext
 from switchover.probe.registry import probe
@@ -39,7 +41,8 @@ async def unknown_field(ctx: ProbeContext) -> Observation:
        observes="HTTP status and error body shape", breaking=True, breaks=_ERR_BREAKS)
 async def malformed(ctx: ProbeContext) -> Observation:
     key = "messages" if ctx.api == "chat" else "prompt"
-    rec = await ctx.send(raw=True, **{"model": ctx.model, key: 12345, "max_tokens": 2})
+    body: dict[str, Any] = {"model": ctx.model, key: 12345, "max_tokens": 2}
+    rec = await ctx.send(raw=True, **body)
     return _error_obs(rec)
 
 

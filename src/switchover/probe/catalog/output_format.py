@@ -181,7 +181,8 @@ def _generated(rec: RequestRecord) -> int:
 
 
 @probe(id="max_tokens.omitted", title="Length when max_tokens is omitted", category="length",
-       request="temperature 0, no max_tokens, EOS suppressed by logit_bias, streamed (stopped after the probe time budget)",
+       request="temperature 0, no max_tokens, EOS suppressed by logit_bias, streamed (stopped after the probe "
+               "time budget)",
        observes="where generation ends: at a cap, at the context, or not within the budget",
        breaking=True, breaks="requests without max_tokens get truncated early, or run (and bill) far longer")
 async def max_tokens_omitted(ctx: ProbeContext) -> Observation:
@@ -223,9 +224,6 @@ async def over_context(ctx: ProbeContext) -> Observation:
     if rec.failure is not None:
         return Observation.failed(rec.failure.message)
     prompt = rec.usage.prompt_tokens if rec.usage else None
-    if rec.finish_reason == "length":
-        value = "clamped to context"
-    else:
-        value = "accepted, stopped early"
+    value = "clamped to context" if rec.finish_reason == "length" else "accepted, stopped early"
     return Observation(value=value, summary=f"{value}: {n} tokens, finish {rec.finish_reason}",
                        detail={"completion_tokens": n, "prompt_tokens": prompt, "context": ctx.context})

@@ -11,8 +11,9 @@ from switchover.probe.report import Observation
 def long_prefix(context: int | None) -> str:
     """Contract-like text of roughly 40% of the context (about 3 characters per token), at most ~800 tokens."""
     target = min(2400, int((context or 2048) * 1.2))
-    out, i = [], 0
-    while sum(map(len, out)) < target:
+    out: list[str] = []
+    i = 0
+    while sum(len(x) for x in out) < target:
         out.append(f"Clause {i}: the tenant shall keep the premises in good repair and report damage in {i + 2} days.")
         i += 1
     return " ".join(out)

@@ -1,0 +1,357 @@
+"""Gateway overhead, side by side in one run: direct vs switchover vs nginx vs LiteLLM proxy, same backend.
+
+Each path routes the same way (tenant header hash: 5 % to "new", the rest to "old"; fallback new -> old on
+5xx before the first byte), in front of one fake OpenAI engine (switchover.gateway.faults, its own process).
+For each path and for streaming and non-streaming requests it measures, closed loop from this process:
+  * latency at concurrency 1 (p50 / p99 of the whole response) -> added latency = path - direct
+  * throughput at concurrency C (req/s) -> ratios against nginx and LiteLLM
+Every phase is bounded by a request count and a time limit. The load generator shares the machine, so read
+the figures as relative.
+
+    python bench/gateway_overhead.py [--n-latency 300] [--n-throughput 3000] [--concurrency 16]
+        [--seconds 8] [--skip nginx,litellm] [--json out.json]
+
+nginx: Debian package (`apt-get install nginx`). LiteLLM: pinned `litellm[proxy]==1.108.7` in its own venv
+under ~/.cache/switchover/bench-venvs/litellm (created on first use; never in the project env).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import yaml
+
+LITELLM_VERSION = "1.108.7"
+VENVS = Path.home() / ".cache" / "switchover" / "bench-venvs"
+MODEL = "fake-model"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def wait_http(url: str, timeout: float = 60.0, headers: dict[str, str] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    async with aiohttp.ClientSession() as s:
+        while time.monotonic() < deadline:
+            with contextlib.suppress(aiohttp.ClientError, OSError):
+                async with s.get(url, headers=headers or {}, timeout=aiohttp.ClientTimeout(total=2)) as r:
+                    if r.status < 500:
+                        return
+            await asyncio.sleep(0.2)
+    raise RuntimeError(f"{url} did not come up in {timeout:g} s")
+
+
+def spawn(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    with log.open("ab") as fh:
+        return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env={**os.environ, **(env or {})}, start_new_session=True)
+
+
+def stop(proc: subprocess.Popen[bytes] | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+# ---- the paths ---------------------------------------------------------------------------------------
+
+def nginx_conf(work: Path, port: int, old: str, new: str) -> Path:
+    """Same routing in nginx: split_clients on the tenant header, new -> old fallback before the response."""
+    old_hp, new_hp = old.removeprefix("http://"), new.removeprefix("http://")
+    (work / "logs").mkdir(exist_ok=True)
+    conf = f"""
+worker_processes 1;
+daemon off;
+pid {work}/nginx.pid;
+error_log {work}/logs/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  client_body_temp_path {work}/tmp_body;
+  proxy_temp_path {work}/tmp_proxy;
+  fastcgi_temp_path {work}/tmp_fcgi;
+  uwsgi_temp_path {work}/tmp_uwsgi;
+  scgi_temp_path {work}/tmp_scgi;
+  upstream old_pool {{ server {old_hp}; keepalive 64; }}
+  upstream new_pool {{ server {new_hp}; server {old_hp} backup; keepalive 64; }}
+  split_clients "${{http_x_tenant_id}}" $arm {{ 5% new_pool; * old_pool; }}
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{
+      proxy_pass http://$arm;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_next_upstream error timeout http_500 http_502 http_503 http_504 non_idempotent;
+    }}
+  }}
+}}
+"""
+    path = work / "nginx.conf"
+    path.write_text(conf)
+    return path
+
+
+def litellm_python() -> Path:
+    venv = VENVS / "litellm"
+    py = venv / "bin" / "python"
+    if not (venv / "bin" / "litellm").exists():
+        VENVS.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", f"litellm[proxy]=={LITELLM_VERSION}"], check=True)
+    return venv / "bin" / "litellm"
+
+
+def litellm_conf(work: Path, old: str, new: str) -> Path:
+    """Same routing in LiteLLM: one model group, deployments weighted 95/5, fallback new -> old."""
+    conf = {
+        "model_list": [
+            {"model_name": MODEL, "litellm_params": {"model": f"openai/{MODEL}", "api_base": f"{old}/v1",
+                                                     "api_key": "dummy", "weight": 95}},
+            {"model_name": MODEL, "litellm_params": {"model": f"openai/{MODEL}", "api_base": f"{new}/v1",
+                                                     "api_key": "dummy", "weight": 5}},
+        ],
+        "router_settings": {"num_retries": 1, "allowed_fails": 3, "cooldown_time": 30},
+        "litellm_settings": {"telemetry": False, "callbacks": [], "drop_params": True},
+    }
+    path = work / "litellm.yaml"
+    path.write_text(yaml.safe_dump(conf))
+    return path
+
+
+def switchover_conf(work: Path, port: int, old: str, new: str) -> Path:
+    conf = {"old": {"url": old, "engine": "vllm"}, "new": {"url": new, "engine": "llamacpp"},
+            "gateway": {"weight": 5, "run_dir": str(work / "gw-run"), "listen": {"port": port},
+                        "kill_switch": {"enabled": False}}}
+    path = work / "switchover.yaml"
+    path.write_text(yaml.safe_dump(conf))
+    return path
+
+
+# ---- load --------------------------------------------------------------------------------------------
+
+async def load(url: str, *, stream: bool, concurrency: int, n: int, seconds: float,
+               headers: dict[str, str]) -> dict[str, Any]:
+    body = orjson.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 16,
+                         "stream": stream})
+    lat: list[float] = []
+    errors = 0
+    sent = 0
+    deadline = time.perf_counter() + seconds
+    conn = aiohttp.TCPConnector(limit=concurrency, keepalive_timeout=30)
+    async with aiohttp.ClientSession(connector=conn) as s:
+        async def worker(w: int) -> None:
+            nonlocal errors, sent
+            while sent < n and time.perf_counter() < deadline:
+                sent += 1
+                h = {**headers, "x-tenant-id": f"tenant-{(sent * 7919 + w) % 1000}",
+                     "Content-Type": "application/json"}
+                t0 = time.perf_counter()
+                try:
+                    async with s.post(url + "/v1/chat/completions", data=body, headers=h,
+                                      timeout=aiohttp.ClientTimeout(total=30)) as r:
+                        data = await r.read()
+                        ok = r.status == 200 and (not stream or data.rstrip().endswith(b"[DONE]"))
+                except (aiohttp.ClientError, TimeoutError):
+                    ok = False
+                if ok:
+                    lat.append(time.perf_counter() - t0)
+                else:
+                    errors += 1
+
+        for _ in range(min(5, n)):  # warm connections
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                async with s.post(url + "/v1/chat/completions", data=body,
+                                  headers={**headers, "Content-Type": "application/json"}) as r:
+                    await r.read()
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker(w) for w in range(concurrency)))
+        wall = time.perf_counter() - t0
+    lat.sort()
+
+    def pct(p: float) -> float | None:
+        return lat[min(len(lat) - 1, int(p * len(lat)))] * 1000 if lat else None
+
+    return {"n": len(lat), "errors": errors, "wall_s": wall, "rps": len(lat) / wall if wall else 0.0,
+            "p50_ms": pct(0.5), "p99_ms": pct(0.99), "mean_ms": statistics.fmean(lat) * 1000 if lat else None,
+            "lat": lat}
+
+
+def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    lat = sorted(x for p in parts for x in p["lat"])
+
+    def pct(q: float) -> float | None:
+        return lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else None
+
+    rps = sorted(p["rps"] for p in parts)
+    return {"n": len(lat), "errors": sum(p["errors"] for p in parts), "p50_ms": pct(0.5), "p99_ms": pct(0.99),
+            "rps": rps[len(rps) // 2], "rps_rounds": rps}
+
+
+async def measure(paths: dict[str, tuple[str, dict[str, str]]], args: argparse.Namespace) -> dict[str, Any]:
+    """Rounds that alternate the paths, so that load from other processes on the machine hits every path
+    alike: latency = all c=1 samples pooled; throughput = median of the rounds' req/s at c=C."""
+    out: dict[str, Any] = {name: {} for name in paths}
+    key = f"throughput_c{args.concurrency}"
+    for stream in (False, True):
+        mode = "stream" if stream else "json"
+        lat_parts: dict[str, list[dict[str, Any]]] = {n: [] for n in paths}
+        thr_parts: dict[str, list[dict[str, Any]]] = {n: [] for n in paths}
+        for _ in range(args.rounds):
+            for name, (url, headers) in paths.items():
+                slow = name == "litellm"  # LiteLLM serves tens of req/s here: fewer requests, same time bound
+                lat_parts[name].append(await load(
+                    url, stream=stream, concurrency=1, n=args.n_latency // args.rounds // (3 if slow else 1),
+                    seconds=args.seconds / args.rounds, headers=headers))
+                thr_parts[name].append(await load(
+                    url, stream=stream, concurrency=args.concurrency,
+                    n=args.n_throughput // args.rounds // (10 if slow else 1), seconds=args.seconds / args.rounds,
+                    headers=headers))
+        for name in paths:
+            lat, thr = _merge(lat_parts[name]), _merge(thr_parts[name])
+            out[name][mode] = {"latency_c1": lat, key: thr}
+            print(f"  {name:10s} {mode:6s} c=1 p50 {lat['p50_ms'] or float('nan'):7.2f} ms "
+                  f"p99 {lat['p99_ms'] or float('nan'):7.2f} ms | c={args.concurrency} {thr['rps']:8.0f} req/s "
+                  f"(rounds {', '.join(f'{r:.0f}' for r in thr['rps_rounds'])}; errors "
+                  f"{lat['errors'] + thr['errors']})", flush=True)
+    return out
+
+
+def summarise(res: dict[str, Any], c: int) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    key = f"throughput_c{c}"
+    for mode in ("json", "stream"):
+        d = res["direct"][mode]
+        rows = {}
+        for name, r in res.items():
+            m = r[mode]
+            lat, thr = m["latency_c1"], m[key]
+            rows[name] = {
+                "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"],
+                "added_p50_ms": None if lat["p50_ms"] is None else lat["p50_ms"] - d["latency_c1"]["p50_ms"],
+                "added_p99_ms": None if lat["p99_ms"] is None else lat["p99_ms"] - d["latency_c1"]["p99_ms"],
+                "max_rps": thr["rps"]}
+        so = rows.get("switchover", {}).get("max_rps")
+        for peer in ("nginx", "litellm"):
+            if so and peer in rows and rows[peer]["max_rps"]:
+                rows["switchover"][f"rps_vs_{peer}"] = so / rows[peer]["max_rps"]
+        summary[mode] = rows
+    return summary
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    skip = set(filter(None, args.skip.split(",")))
+    work = Path(tempfile.mkdtemp(prefix="gw-overhead-"))
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        old_port, new_port = free_port(), free_port()
+        for port, name in ((old_port, "old"), (new_port, "new")):
+            procs.append(spawn([sys.executable, "-m", "switchover.gateway.faults", "--port", str(port), "--name",
+                                name, "--model", MODEL], work / f"backend-{name}.log"))
+        old, new = f"http://127.0.0.1:{old_port}", f"http://127.0.0.1:{new_port}"
+        await wait_http(old + "/health")
+        await wait_http(new + "/health")
+        paths: dict[str, tuple[str, dict[str, str]]] = {"direct": (old, {})}
+
+        so_port = free_port()
+        procs.append(spawn([sys.executable, "-m", "switchover", "gateway", "--config",
+                            str(switchover_conf(work, so_port, old, new))], work / "switchover.log"))
+        await wait_http(f"http://127.0.0.1:{so_port}/ready")
+        paths["switchover"] = (f"http://127.0.0.1:{so_port}", {})
+
+        versions: dict[str, str] = {}
+        if "nginx" not in skip and shutil.which("nginx"):
+            ng_port = free_port()
+            for d in ("tmp_body", "tmp_proxy", "tmp_fcgi", "tmp_uwsgi", "tmp_scgi"):
+                (work / d).mkdir()
+            procs.append(spawn(["nginx", "-p", str(work), "-c", str(nginx_conf(work, ng_port, old, new))],
+                               work / "nginx.out"))
+            await wait_http(f"http://127.0.0.1:{ng_port}/health")
+            paths["nginx"] = (f"http://127.0.0.1:{ng_port}", {})
+            versions["nginx"] = subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip()
+        elif "nginx" not in skip:
+            print("nginx not installed (apt-get install nginx): skipped", file=sys.stderr)
+
+        if "litellm" not in skip:
+            exe = litellm_python()
+            ll_port = free_port()
+            key = "sk-" + secrets.token_hex(24)  # a throwaway master key, never printed
+            env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False",
+                   "LITELLM_MASTER_KEY": key, "LITELLM_LOG": "ERROR"}
+            procs.append(spawn([str(exe), "--config", str(litellm_conf(work, old, new)), "--host", "127.0.0.1",
+                                "--port", str(ll_port), "--num_workers", "1"], work / "litellm.log", env))
+            auth = {"Authorization": f"Bearer {key}"}
+            await wait_http(f"http://127.0.0.1:{ll_port}/health/liveliness", timeout=120, headers=auth)
+            paths["litellm"] = (f"http://127.0.0.1:{ll_port}", auth)
+            versions["litellm"] = LITELLM_VERSION
+
+        print(f"paths: {', '.join(paths)}; c=1 n={args.n_latency}, c={args.concurrency} n={args.n_throughput}, "
+              f"<= {args.seconds:g} s per phase", flush=True)
+        res = await measure(paths, args)
+        summary = summarise(res, args.concurrency)
+        return {"config": {k: str(v) for k, v in vars(args).items()}, "versions": versions, "cpus": os.cpu_count(),
+                "load_avg": os.getloadavg(), "results": res, "summary": summary}
+    finally:
+        for p in reversed(procs):
+            stop(p)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def print_summary(report: dict[str, Any]) -> None:
+    for mode, rows in report["summary"].items():
+        print(f"\n{mode}: path        p50 ms   p99 ms  +p50 ms  +p99 ms    max req/s")
+        for name, r in rows.items():
+            def f(x: float | None, w: int = 8) -> str:
+                return f"{x:{w}.2f}" if x is not None else " " * (w - 3) + "n/a"
+            print(f"      {name:10s} {f(r['p50_ms'])} {f(r['p99_ms'])} {f(r['added_p50_ms'])} "
+                  f"{f(r['added_p99_ms'])} {r['max_rps']:12.0f}")
+        so = rows.get("switchover", {})
+        ratios = ", ".join(f"switchover/{p} throughput = {so[k]:.2f}x" for p in ("nginx", "litellm")
+                           if (k := f"rps_vs_{p}") in so)
+        if ratios:
+            print(f"      {ratios}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n-latency", type=int, default=300)
+    ap.add_argument("--n-throughput", type=int, default=3000)
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--seconds", type=float, default=8.0, help="time bound per phase (split over the rounds)")
+    ap.add_argument("--rounds", type=int, default=4, help="rounds alternating the paths")
+    ap.add_argument("--skip", default="", help="comma list: nginx,litellm")
+    ap.add_argument("--json", type=Path, help="also write the full report here")
+    args = ap.parse_args()
+    report = asyncio.run(main_async(args))
+    print_summary(report)
+    if args.json:
+        args.json.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""The building blocks of a rule: collect figures and statements, then derive the verdict from them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from switchover.check.evidence import Evidence
+from switchover.report.models import CheckItem, Figure, Link, Verdict
+
+DEFAULT_MAX_ERROR_RATE = 0.01
+DEFAULT_MAX_REGRESSION_PCT = 20.0
+
+
+class ChecklistEntry(BaseModel):
+    """One item of check/data/checklist.yaml."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    area: str
+    title: str
+    title_zh: str
+    source: str
+    quote: str
+    required: bool = True
+    parts: list[str]
+    rule: str
+
+
+def load_checklist() -> list[ChecklistEntry]:
+    """The seeds' checklist items, in report order."""
+    text = resources.files("switchover.check").joinpath("data", "checklist.yaml").read_text(encoding="utf-8")
+    return [ChecklistEntry.model_validate(e) for e in yaml.safe_load(text)["items"]]
+
+
+@dataclass
+class Limits:
+    """Thresholds after falling back to bench.slos and the defaults."""
+
+    max_error_rate: float
+    max_regression_pct: float
+    structured_drop: float
+    longest_input_tolerance: float
+    tokenizer_shift_pct: float
+
+    @classmethod
+    def of(cls, ev: Evidence) -> Limits:
+        th = ev.config.settings.thresholds
+        slos = ev.config.slos or {}
+
+        def pick(own: float | None, slo_key: str, default: float) -> float:
+            if own is not None:
+                return float(own)
+            if slos.get(slo_key) is not None:
+                return float(slos[slo_key])
+            return default
+
+        return cls(max_error_rate=pick(th.max_error_rate, "max_error_rate", DEFAULT_MAX_ERROR_RATE),
+                   max_regression_pct=pick(th.max_regression_pct, "max_regression_pct", DEFAULT_MAX_REGRESSION_PCT),
+                   structured_drop=th.structured_drop, longest_input_tolerance=th.longest_input_tolerance,
+                   tokenizer_shift_pct=th.tokenizer_shift_pct)
+
+
+@dataclass
+class Judgement:
+    """What a rule found: no-go / warn / ok statements, figures, and the sources it could not read."""
+
+    figures: list[Figure] = field(default_factory=list)
+    nogo: list[str] = field(default_factory=list)
+    warn: list[str] = field(default_factory=list)
+    ok: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    links: list[Link] = field(default_factory=list)
+    plots: list[str] = field(default_factory=list)
+
+    def fig(self, name: str, value: Any, unit: str | None = None, missing: str | None = None) -> None:
+        if value is None and missing is None:
+            missing = "not measured"
+        self.figures.append(Figure(name=name, value=value, unit=unit, missing=missing if value is None else None))
+
+    def link(self, label: str, path: str) -> None:
+        self.links.append(Link(label=label, path=path))
+
+    @property
+    def verdict(self) -> Verdict:
+        if self.nogo:
+            return "no-go"
+        if not self.warn and not self.ok:
+            return "not-run"
+        return "warn" if self.warn else "go"
+
+    def reason(self) -> str:
+        parts = [f"NO-GO: {s}" for s in self.nogo] + [f"WARN: {s}" for s in self.warn] + [f"ok: {s}" for s in self.ok]
+        if self.missing:
+            parts.append("not measured: " + "; ".join(self.missing))
+        return " | ".join(parts) if parts else "nothing measured"
+
+
+def item(entry: ChecklistEntry, j: Judgement, waive: dict[str, str]) -> CheckItem:
+    """The CheckItem of one entry from its judgement."""
+    verdict = j.verdict
+    return CheckItem(id=entry.id, area=entry.area, title=entry.title, title_zh=entry.title_zh, source=entry.source,
+                     quote=entry.quote, required=entry.required, verdict=verdict, rule=entry.rule, reason=j.reason(),
+                     evidence=j.figures, links=j.links, plots=j.plots,
+                     waived=waive.get(entry.id) if verdict == "not-run" else None)
+
+
+def pct(a: float | None, b: float | None) -> float | None:
+    """(b / a − 1) × 100, None when not computable."""
+    if a is None or b is None or a == 0:
+        return None
+    return round((b / a - 1) * 100, 2)

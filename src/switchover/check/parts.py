@@ -1,0 +1,285 @@
+"""The parts of the pre-flight: each calls another verb's Python API and returns its typed result.
+No logic of its own beyond picking inputs; the rules judge the results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from switchover.check.evidence import (
+    ChatCount,
+    ConfiguredGrace,
+    GraceEvidence,
+    LiveModel,
+    MetricIntent,
+    MetricsEvidence,
+    MetricSide,
+    PlanEvidence,
+    TextCount,
+)
+from switchover.check.settings import CheckSection
+from switchover.config import Endpoint, Migration
+from switchover.wire import EngineClient, Timeouts
+
+Progress = Callable[[str], None]
+
+# Texts for the live tokenizer comparison: English, Chinese (seed 001 §1: Chinese splits differ most), code, JSON.
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog while the lighthouse keeper reads the logs.",
+    "换模型换的是四样东西：权重、tokenizer、chat template、采样参数默认值。",
+    "def add(a: int, b: int) -> int:\n    return a + b  # 42",
+    '{"name": "Ana", "age": 30, "tags": ["a", "b"], "ok": true}',
+    "Numbers 1234567 and 3.14159, URLs https://example.com/a?b=c, emoji 🙂.",
+]
+CHATS: list[list[dict[str, str]]] = [
+    [{"role": "user", "content": "Say hello."}],
+    [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hello."}],
+    [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"},
+     {"role": "user", "content": "What is 2+2?"}],
+]
+
+
+def engine_name(ep: Endpoint) -> str | None:
+    """The engine profile name, None for a plain OpenAI-compatible server."""
+    return None if ep.engine.value == "openai" else ep.engine.value
+
+
+def _client(ep: Endpoint, timeout_s: float = 60.0) -> EngineClient:
+    t = Timeouts(connect=5, first_byte=timeout_s, idle=timeout_s, total=timeout_s)
+    return EngineClient(ep.url, api_key_env=ep.api_key_env, timeouts=t)
+
+
+async def _model(client: EngineClient, ep: Endpoint) -> str | None:
+    if ep.model:
+        return ep.model
+    ids = await client.models()
+    return ids[0] if ids else None
+
+
+# ------------------------------------------------------------------------------------------------ plan
+def plan_part(m: Migration, s: CheckSection, base: Path) -> PlanEvidence:
+    from switchover.engines import load_profile
+    from switchover.plan.translate import api_differences, translate
+
+    ev = PlanEvidence()
+    old_e, new_e = engine_name(m.old), engine_name(m.new)
+    if old_e and new_e:
+        ev.api_differences = [x.model_dump() for x in api_differences(load_profile(old_e), load_profile(new_e))]
+    else:
+        ev.notes.append("no engine profile for a plain OpenAI server: API facts not compared")
+    if s.plan.old_launch and old_e and new_e:
+        ev.translation = translate(old_e, s.plan.old_launch, new_e).model_dump()
+    if s.plan.model_dir and (s.plan.gpu or s.plan.gpu_memory_gib) and new_e:
+        from switchover.model.card import load_model_card
+        from switchover.plan.capacity import capacity
+
+        gib = s.plan.gpu_memory_gib
+        if gib is None:
+            from switchover.hardware.catalog import find_gpu
+
+            spec = find_gpu(str(s.plan.gpu))
+            gib = spec.cuda_total_gib or spec.memory_mib / 1024
+        card = load_model_card(_resolve(base, s.plan.model_dir))
+        ev.capacity = capacity(card, load_profile(new_e), gib, gpu_name=s.plan.gpu).model_dump()
+    else:
+        ev.notes.append("capacity not planned: give check.plan.model_dir and check.plan.gpu (or gpu_memory_gib)")
+    return ev
+
+
+def _resolve(base: Path, p: str) -> Path:
+    path = Path(p).expanduser()
+    return path if path.is_absolute() else base / path
+
+
+# ------------------------------------------------------------------------------------------------ metrics
+async def metrics_part(m: Migration) -> MetricsEvidence:
+    from switchover.engines import load_profile
+
+    old_e, new_e = engine_name(m.old), engine_name(m.new)
+    po = load_profile(old_e) if old_e else None
+    pn = load_profile(new_e) if new_e else None
+    ev = MetricsEvidence(old_engine=old_e or "openai", new_engine=new_e or "openai")
+    if po is not None and pn is not None:
+        for intent in sorted(set(po.metrics) | set(pn.metrics)):
+            a, b = po.metric(intent), pn.metric(intent)
+            if a is None:
+                status = "new_only"
+            elif b is None:
+                status = "missing_in_new"
+            elif a.unit != b.unit:
+                status = "unit"
+            elif a.name != b.name:
+                status = "renamed"
+            elif (a.buckets or []) != (b.buckets or []):
+                status = "buckets"
+            else:
+                status = "same"
+            ev.intents.append(MetricIntent(intent=intent, old=a.name if a else None, new=b.name if b else None,
+                                           old_unit=str(a.unit) if a else None, new_unit=str(b.unit) if b else None,
+                                           status=status))
+    for side, ep, prof in (("old", m.old, po), ("new", m.new, pn)):
+        async with _client(ep, 15) as client:
+            res = await client.metrics()
+        if res.failure is not None or res.status != 200:
+            reason = res.failure.message if res.failure else f"HTTP {res.status} on /metrics"
+            setattr(ev, side, MetricSide(url=ep.url, reachable=False, reason=reason))
+            continue
+        text = res.body.decode(errors="replace") if isinstance(res.body, bytes) else str(res.body)
+        names = [spec.name for spec in prof.metrics.values()] if prof else []
+        setattr(ev, side, MetricSide(url=ep.url, reachable=True, families=text.count("# TYPE "),
+                                     profile_names_found=[n for n in names if n in text],
+                                     profile_names_missing=[n for n in names if n not in text]))
+    return ev
+
+
+# ------------------------------------------------------------------------------------------------ live model
+async def live_model_part(m: Migration, s: CheckSection) -> LiveModel:
+    ev = LiveModel()
+    texts = s.live_model.texts or TEXTS
+    async with _client(m.old) as a, _client(m.new) as b:
+        ma, mb = await _model(a, m.old), await _model(b, m.new)
+        for text in texts:
+            ia = await a.tokenize(text, ma, add_special=False)
+            ib = await b.tokenize(text, mb, add_special=False)
+            ev.texts.append(TextCount(text=text, old=len(ia) if ia is not None else None,
+                                      new=len(ib) if ib is not None else None,
+                                      same_ids=(ia == ib) if ia is not None and ib is not None else None))
+        for side, ids in (("old", [t.old for t in ev.texts]), ("new", [t.new for t in ev.texts])):
+            if all(i is None for i in ids):
+                ev.notes.append(f"{side} server has no /tokenize")
+        for messages in CHATS:
+            row = ChatCount(messages=messages, old_prompt_tokens=None, new_prompt_tokens=None)
+            for side, client, model in (("old", a, ma), ("new", b, mb)):
+                rec = await client.chat(messages, model=model, max_tokens=1, temperature=0)
+                if rec.failure is not None:
+                    setattr(row, f"{side}_error", rec.failure.message)
+                elif rec.usage is None or rec.usage.prompt_tokens is None:
+                    setattr(row, f"{side}_error", "no usage.prompt_tokens in the response")
+                else:
+                    setattr(row, f"{side}_prompt_tokens", rec.usage.prompt_tokens)
+            ev.chats.append(row)
+    return ev
+
+
+# ------------------------------------------------------------------------------------------------ diff-model
+def diff_model_part(m: Migration, s: CheckSection, base: Path) -> dict[str, Any]:
+    from switchover.model.diff import diff_models
+
+    assert s.diff_model.old and s.diff_model.new
+    d = diff_models(_resolve(base, s.diff_model.old), _resolve(base, s.diff_model.new),
+                    old_engine=engine_name(m.old), new_engine=engine_name(m.new))
+    return d.model_dump(mode="json")
+
+
+# ------------------------------------------------------------------------------------------------ probe
+async def probe_part(m: Migration, s: CheckSection, progress: Progress) -> Any:
+    from switchover.probe import ProbeOptions, Target, run_probes, select
+
+    probes = select(s.probe.only, s.probe.skip)
+    opts = ProbeOptions(api=s.probe.api, time_budget_s=s.probe.budget_s)  # type: ignore[arg-type]
+    return await run_probes(Target(m.old.url, m.old.model, m.old.api_key_env),
+                            Target(m.new.url, m.new.model, m.new.api_key_env), probes, opts, on_progress=progress)
+
+
+# ------------------------------------------------------------------------------------------------ verify
+def _spread(cases: list[Any], n: int | None) -> list[Any]:
+    """At most n prompts, taken round-robin over their kinds (English, Chinese, code, JSON ...)."""
+    if n is None or len(cases) <= n:
+        return cases
+    kinds: dict[str, list[Any]] = {}
+    for c in cases:
+        kinds.setdefault(c.kind, []).append(c)
+    out: list[Any] = []
+    while len(out) < n:
+        for group in kinds.values():
+            if group and len(out) < n:
+                out.append(group.pop(0))
+    return out
+
+
+async def verify_part(m: Migration, s: CheckSection, base: Path, progress: Progress) -> Any:
+    from switchover.probe import Target
+    from switchover.verify import BUILTIN, VerifyOptions, load_jsonl, run_verify
+
+    cases = load_jsonl(_resolve(base, s.verify.prompts)) if s.verify.prompts else list(BUILTIN)
+    opts = VerifyOptions(structured=s.verify.structured, long_inputs=s.verify.long_inputs)
+    return await run_verify(Target(m.old.url, m.old.model, m.old.api_key_env),
+                            Target(m.new.url, m.new.model, m.new.api_key_env), _spread(cases, s.verify.max_prompts),
+                            opts, on_progress=progress)
+
+
+# ------------------------------------------------------------------------------------------------ bench
+class _BenchProgress:
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.label = ""
+        self.done = 0
+        self.total: int | None = None
+
+    def note(self, msg: str) -> None:
+        self.progress(msg)
+
+    def step_started(self, label: str, total: int | None) -> None:
+        self.label, self.done, self.total = label, 0, total
+        self.progress(f"bench {label}")
+
+    def request_done(self, ok: bool) -> None:
+        self.done += 1
+        self.progress(f"bench {self.label}: {self.done}/{self.total or '?'}")
+
+    def step_done(self, summary: Any) -> None:
+        pass
+
+
+async def bench_part(m: Migration, s: CheckSection, run_path: Path, progress: Progress) -> tuple[Any, Path]:
+    from switchover.bench.report import write_report
+    from switchover.bench.results import BenchPlan, EndpointSpec
+    from switchover.bench.runner import BenchRun
+    from switchover.runs import RunDir
+
+    b = s.bench
+    plan = BenchPlan(
+        name=f"{s.name}-bench",
+        endpoints=[EndpointSpec(label="old", url=m.old.url, engine=engine_name(m.old), model=m.old.model,
+                                api_key_env=m.old.api_key_env),
+                   EndpointSpec(label="new", url=m.new.url, engine=engine_name(m.new), model=m.new.model,
+                                api_key_env=m.new.api_key_env)],
+        api=b.api,  # type: ignore[arg-type]
+        buckets=b.buckets, output_tokens=b.output_tokens, concurrency=b.concurrency, requests=b.requests,
+        timeout_s=b.timeout_s, calibrate=False,
+    )
+    if m.bench is not None:
+        plan.slos = m.bench.slos
+    runner = BenchRun(plan, run_path, _BenchProgress(progress))
+    report, rd = await runner.run()
+    if not rd.has("report.html"):
+        write_report(RunDir.open(rd.path), report)
+    return report, rd.path
+
+
+# ------------------------------------------------------------------------------------------------ grace
+def grace_part(m: Migration, s: CheckSection, base: Path, bench_dir: Path | None) -> GraceEvidence:
+    from switchover.plan.grace import latency_from_bench, required_grace, scan
+
+    g = s.grace
+    ev = GraceEvidence(max_tokens=g.max_tokens, client_timeout_s=g.client_timeout_s)
+    if g.drain_grace_s is not None:
+        ev.configured.append(ConfiguredGrace(name="check.grace.drain_grace_s", value_s=g.drain_grace_s,
+                                             source="switchover.yaml"))
+    if m.gateway is not None:
+        ev.configured.append(ConfiguredGrace(name="gateway.drain_seconds", value_s=m.gateway.drain_seconds,
+                                             source="switchover.yaml"))
+    if bench_dir is None:
+        ev.missing = "no bench run in this check to measure TPOT p99 (enable check.bench)"
+        return ev
+    tpot, ttft, src = latency_from_bench(bench_dir)
+    ev.tpot_p99_ms, ev.ttft_p99_ms, ev.latency_source = round(tpot, 3), round(ttft, 3), src
+    if g.max_tokens is None:
+        ev.missing = "check.grace.max_tokens not set (the longest generation the API allows)"
+        return ev
+    need = required_grace(g.max_tokens, tpot, ttft, g.margin_s, source=src)
+    ev.need = need.model_dump()
+    if g.deploy_dir:
+        ev.findings = [f.model_dump() for f in scan(_resolve(base, g.deploy_dir), need)]
+    return ev

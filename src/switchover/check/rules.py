@@ -1,0 +1,46 @@
+"""Evidence -> one CheckItem per checklist item (pure), and the overall verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from switchover.check import rules_engine as eng
+from switchover.check import rules_model as mod
+from switchover.check.evidence import Evidence
+from switchover.check.judging import ChecklistEntry, Judgement, Limits, item, load_checklist
+from switchover.report.models import CheckItem
+
+Rule = Callable[[Evidence, Limits], Judgement]
+
+RULES: dict[str, Rule] = {
+    "s000.scheduling": eng.scheduling,
+    "s000.kv_cache": eng.kv_cache,
+    "s000.batching": eng.batching,
+    "s000.kernels": eng.kernels,
+    "s000.defaults": eng.defaults,
+    "s000.observability": eng.observability,
+    "s001.weights": mod.weights,
+    "s001.tokenizer": mod.tokenizer,
+    "s001.chat_template": mod.chat_template,
+    "s001.sampling_defaults": mod.sampling_defaults,
+    "s001.grace": mod.grace,
+    "s001.client_timeout": mod.client_timeout,
+}
+
+
+def judge_all(ev: Evidence, checklist: list[ChecklistEntry] | None = None) -> list[CheckItem]:
+    """Apply every item's rule; a rule that crashes on odd evidence yields not-run with the error, never a pass."""
+    entries = checklist if checklist is not None else load_checklist()
+    lim = Limits.of(ev)
+    out = []
+    for entry in entries:
+        rule = RULES.get(entry.id)
+        if rule is None:
+            j = Judgement(missing=[f"no rule implements {entry.id}"])
+        else:
+            try:
+                j = rule(ev, lim)
+            except Exception as exc:  # evidence from an older/newer helper version: say so, do not pass
+                j = Judgement(missing=[f"rule error: {type(exc).__name__}: {exc}"])
+        out.append(item(entry, j, ev.config.settings.waive))
+    return out

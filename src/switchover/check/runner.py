@@ -1,0 +1,188 @@
+"""`switchover check`: run the enabled parts in order, keep each result in ONE run directory as it finishes,
+then judge every checklist item and write check.json, report.html and report.md.
+
+A part that cannot run (its package is missing, an endpoint is down, it crashes) is recorded with the reason;
+the items that needed it say "not run", never pass."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from switchover.check import parts as P
+from switchover.check.evidence import CheckConfig, load_evidence
+from switchover.check.settings import PARTS, CheckSection
+from switchover.config import Migration
+from switchover.errors import SwitchoverError
+from switchover.report.models import CheckReport, EndpointSummary, PartRun
+from switchover.runs import RunDir
+
+Events = Callable[[str, str], None]  # (part, message)
+
+LIVE_PARTS = {"probe", "verify", "live_model", "metrics", "bench"}
+_MILESTONES = ("running", "ran ", "failed", "skipped", "not run", "unavailable", "run directory", "old endpoint",
+               "new endpoint")
+
+
+def is_milestone(msg: str) -> bool:
+    """A part starting or ending (worth a line of its own), as opposed to per-request progress."""
+    return msg.startswith(_MILESTONES)
+
+
+def build_report(rd: RunDir, *, total_s: float | None = None, created_wall: float | None = None) -> CheckReport:
+    """Judge a check run directory: pure over what the parts left there (also used by `switchover report`)."""
+    from switchover.check.plots import build_plots
+    from switchover.check.rules import judge_all
+    from switchover.report.models import overall_verdict
+
+    ev = load_evidence(rd)
+    items = judge_all(ev)
+    overall, why = overall_verdict(items)
+    order = {p: i for i, p in enumerate(PARTS)}
+    return CheckReport(
+        name=ev.config.settings.name, created_wall=created_wall or time.time(), run_dir=str(rd.path),
+        config_file=ev.config.config_file, overall=overall, overall_reason=why, items=items,
+        endpoints=ev.config.endpoints, parts=sorted(ev.parts.values(), key=lambda p: order.get(p.part, 99)),
+        total_s=total_s, plots=build_plots(ev),
+    )
+
+
+def write_outputs(rd: RunDir, report: CheckReport) -> dict[str, Path]:
+    """check.json, report.html and report.md into the run directory."""
+    from switchover.report.html import render_html
+    from switchover.report.markdown import render_markdown
+
+    out = {"json": rd.write_json("check", report)}
+    html = rd.file("report.html")
+    html.write_text(render_html(report), encoding="utf-8")
+    md = rd.file("report.md")
+    md.write_text(render_markdown(report), encoding="utf-8")
+    out["html"], out["md"] = html, md
+    return out
+
+
+class CheckRun:
+    """One pre-flight over a migration file."""
+
+    def __init__(self, migration: Migration, settings: CheckSection, *, config_path: Path | None = None,
+                 runs_dir: Path | None = None, on_event: Events | None = None) -> None:
+        self.m = migration
+        self.s = settings
+        self.config_path = config_path
+        self.base = config_path.resolve().parent if config_path else Path.cwd()
+        runs = Path(settings.runs_dir).expanduser()
+        self.runs_dir = runs_dir or (runs if runs.is_absolute() else self.base / runs)
+        self.on_event = on_event or (lambda part, msg: None)
+        self.parts: dict[str, PartRun] = {}
+        self.rd: RunDir | None = None
+        self.bench_dir: Path | None = None
+
+    # ------------------------------------------------------------------ bookkeeping
+    def _record(self, run: PartRun) -> None:
+        assert self.rd is not None
+        self.parts[run.part] = run
+        self.rd.write_json("parts", [p.model_dump() for p in self.parts.values()])
+
+    def _enabled(self, part: str) -> tuple[bool, str | None]:
+        if not getattr(self.s, part).enabled:
+            return False, f"disabled in switchover.yaml (check.{part}.enabled: false)"
+        if part == "diff_model" and not (self.s.diff_model.old and self.s.diff_model.new):
+            return False, "no model files given (check.diff_model.old / new)"
+        return True, None
+
+    async def _reachable(self) -> dict[str, str]:
+        """Which endpoints do not answer /v1/models: live parts against them are skipped with the reason."""
+        down = {}
+        for role, ep in (("old", self.m.old), ("new", self.m.new)):
+            async with P._client(ep, 10) as client:
+                res = await client.request("GET", "/v1/models", timeout=10)
+            if res.failure is not None:
+                down[role] = f"{ep.url}: {res.failure.message}"
+        return down
+
+    async def _one(self, part: str, down: dict[str, str]) -> None:
+        ok, why = self._enabled(part)
+        if not ok:
+            self._record(PartRun(part=part, status="disabled", reason=why))
+            self.on_event(part, f"skipped: {why}")
+            return
+        if part in LIVE_PARTS and down:
+            reason = "endpoint unreachable: " + "; ".join(down.values())
+            self._record(PartRun(part=part, status="failed", reason=reason))
+            self.on_event(part, f"not run: {reason}")
+            return
+        self.on_event(part, "running")
+        t0 = time.monotonic()
+        try:
+            files = await self._run_part(part)
+        except ImportError as exc:
+            run = PartRun(part=part, status="unavailable", reason=f"not importable: {exc}",
+                          seconds=round(time.monotonic() - t0, 2))
+        except (SwitchoverError, Exception) as exc:  # any failure is a recorded "not run", never a crash
+            msg = exc.message if isinstance(exc, SwitchoverError) else f"{type(exc).__name__}: {exc}"
+            run = PartRun(part=part, status="failed", reason=msg, seconds=round(time.monotonic() - t0, 2))
+        else:
+            run = PartRun(part=part, status="ran", seconds=round(time.monotonic() - t0, 2), files=files)
+        self._record(run)
+        self.on_event(part, f"{run.status} in {run.seconds:.1f} s" + (f": {run.reason}" if run.reason else ""))
+
+    async def _run_part(self, part: str) -> list[str]:
+        rd = self.rd
+        assert rd is not None
+
+        def progress(msg: str) -> None:
+            self.on_event(part, msg)
+
+        result: BaseModel | dict[str, Any]
+        if part == "plan":
+            result = await asyncio.to_thread(P.plan_part, self.m, self.s, self.base)
+        elif part == "metrics":
+            result = await P.metrics_part(self.m)
+        elif part == "live_model":
+            result = await P.live_model_part(self.m, self.s)
+        elif part == "diff_model":
+            result = await asyncio.to_thread(P.diff_model_part, self.m, self.s, self.base)
+        elif part == "probe":
+            result = await P.probe_part(self.m, self.s, progress)
+        elif part == "verify":
+            result = await P.verify_part(self.m, self.s, self.base, progress)
+        elif part == "bench":
+            _, path = await P.bench_part(self.m, self.s, rd.path, progress)
+            self.bench_dir = path
+            return [f"{path.name}/summary.json", f"{path.name}/requests.parquet", f"{path.name}/report.html"]
+        elif part == "grace":
+            result = await asyncio.to_thread(P.grace_part, self.m, self.s, self.base, self.bench_dir)
+        else:  # pragma: no cover - PARTS and this list are kept together
+            raise SwitchoverError(f"unknown part {part}")
+        return [rd.write_json(part, result).name]
+
+    # ------------------------------------------------------------------ the run
+    async def run(self) -> tuple[CheckReport, RunDir]:
+        t0 = time.monotonic()
+        created = time.time()
+        self.rd = rd = RunDir.create(self.runs_dir, self.s.name)
+        endpoints = [EndpointSummary(role=r, url=e.url, engine=e.engine.value, model=e.model)
+                     for r, e in (("old", self.m.old), ("new", self.m.new))]
+        slos = self.m.bench.slos.model_dump(exclude_none=True) if self.m.bench is not None else {}
+        rd.write_json("config", CheckConfig(
+            config_file=str(self.config_path) if self.config_path else None, endpoints=endpoints, settings=self.s,
+            gateway_drain_seconds=self.m.gateway.drain_seconds if self.m.gateway else None, slos=slos))
+        self.on_event("check", f"run directory {rd.path}")
+        down = await self._reachable()
+        for role, why in down.items():
+            self.on_event("check", f"{role} endpoint unreachable: {why}")
+        try:
+            for part in PARTS:
+                await self._one(part, down)
+        finally:  # an interrupted check still leaves a report of what it measured
+            for part in PARTS:
+                if part not in self.parts:
+                    self._record(PartRun(part=part, status="failed", reason="interrupted before it ran"))
+            report = build_report(rd, total_s=round(time.monotonic() - t0, 1), created_wall=created)
+            write_outputs(rd, report)
+        return report, rd

@@ -1,0 +1,87 @@
+"""`switchover check`: the whole pre-flight in one command, one run directory, one go/no-go report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from switchover.cli.common import console, err_console, print_json, run
+from switchover.errors import BadInput, CheckFailed
+from switchover.report.models import CheckReport
+
+VERDICT_STYLE = {"go": "bold green", "no-go": "bold red", "warn": "yellow", "not-run": "dim",
+                 "incomplete": "bold yellow"}
+
+
+def render(report: CheckReport, html: Path | None = None) -> None:
+    """One row per checklist item, then the overall verdict and where the report is."""
+    table = Table(title=f"switchover check: {report.name}", expand=True)
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("item", overflow="fold", ratio=2)
+    table.add_column("source", overflow="fold", ratio=1)
+    table.add_column("why", overflow="fold", ratio=5)
+    for i in report.items:
+        why = " | ".join(s for s in i.reason.split(" | ") if not s.startswith("ok:")) or i.reason
+        table.add_row(f"[{VERDICT_STYLE[i.verdict]}]{i.verdict.upper()}[/]", f"{i.title_zh}: {i.title}", i.source,
+                      why[:400])
+    console.print(table)
+    for p in report.parts:
+        if p.status != "ran":
+            console.print(f"[dim]part {p.part}: {p.status} — {p.reason}[/]", highlight=False)
+    style = VERDICT_STYLE[report.overall]
+    console.print(f"[{style}]VERDICT: {report.overall.upper()}[/] — {report.overall_reason}", highlight=False)
+    if html is not None:
+        console.print(f"report: {html}", highlight=False, soft_wrap=True)
+
+
+def exit_for(report: CheckReport) -> None:
+    """Exit 0 on go; 1 on no-go and on incomplete (a pre-flight that did not run cannot say go)."""
+    if report.overall != "go":
+        where = f"{report.run_dir}/report.html" if report.run_dir else None
+        raise CheckFailed(f"{report.overall}: {report.overall_reason}", hint=f"see {where}" if where else None)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def check(
+        config: Path = typer.Argument(..., help="The migration file (switchover.yaml)."),
+        runs_dir: Path = typer.Option(None, "--runs-dir", help="Where the run directory goes (default: runs_dir)."),
+        only: list[str] = typer.Option(None, "--only", help="Run only these parts (plan, probe, verify, live_model, "
+                                                             "metrics, diff_model, bench, grace)."),
+        skip: list[str] = typer.Option(None, "--skip", help="Skip these parts."),
+        json_out: bool = typer.Option(False, "--json", help="Print check.json to stdout."),
+    ) -> None:
+        """Run the whole pre-flight (plan, probe, verify, diff-model, A/B bench ladder, drain grace) and judge every
+        item of the seeds' checklists: one run directory, report.html (offline) and report.md.
+
+        Exit 0: go; 1: no-go, or incomplete (a required item could not run); 2: bad input.
+
+        Example: switchover check switchover.yaml
+        """
+        from switchover.check.runner import CheckRun, is_milestone
+        from switchover.check.settings import PARTS, CheckSection
+        from switchover.config import load_migration
+
+        m = load_migration(config)
+        settings = (m.check or CheckSection()).model_copy(deep=True)
+        for name in [*(only or []), *(skip or [])]:
+            if name not in PARTS:
+                raise BadInput(f"unknown part {name!r}", hint=f"parts: {', '.join(PARTS)}")
+        for name in PARTS:
+            if (only and name not in only) or (skip and name in skip):
+                getattr(settings, name).enabled = False
+        with err_console.status("check: starting ...") as status:
+            def on_event(part: str, msg: str) -> None:
+                if is_milestone(msg):
+                    err_console.print(f"[bold]{part}[/]: {msg}", highlight=False, soft_wrap=True)
+                status.update(f"{part}: {msg[:100]}")
+
+            runner = CheckRun(m, settings, config_path=config, runs_dir=runs_dir, on_event=on_event)
+            report, rd = run(runner.run())
+        if json_out:
+            print_json(report)
+        else:
+            render(report, rd.file("report.html"))
+        exit_for(report)

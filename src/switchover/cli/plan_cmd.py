@@ -1,0 +1,274 @@
+"""`switchover plan ...`: model card, capacity, parallel layouts, canary, translate and drain grace (no GPU needed)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from switchover.cli.common import console, print_json
+from switchover.engines import load_profile
+from switchover.errors import BadInput, CheckFailed
+from switchover.hardware import check_capabilities, find_gpu
+from switchover.model.card import load_model_card
+from switchover.plan.canary import canary_plan
+from switchover.plan.capacity import Knobs, capacity
+from switchover.plan.grace import grace_report, latency_from_bench, required_grace
+from switchover.plan.parallel import check_layout, plan_layouts
+from switchover.plan.translate import translate
+
+app = typer.Typer(help="Will it fit, with which flags, on which GPUs, and what did the old flags really mean?",
+                  no_args_is_help=True)
+
+MODEL = typer.Option(..., "--model", "-m", help="Model dir (config.json + safetensors), config.json, or .gguf.")
+ENGINE = typer.Option("vllm", "--engine", "-e", help="vllm | sglang | trtllm | tgi | llamacpp")
+GPU = typer.Option(None, "--gpu", help="GPU from the catalog, e.g. H100-80G (`switchover hw gpus`).")
+GPU_MEM = typer.Option(None, "--gpu-mem-gib", help="Total GPU memory in GiB (instead of --gpu).")
+OVERHEAD = typer.Option(None, "--overhead", help="Override an overhead: activation_peak|non_torch|cuda_graph=GIB.")
+JSON = typer.Option(False, "--json", help="Print the result as JSON.")
+
+
+def _gpu(name: str | None, mem: float | None) -> tuple[float, str | None, str | None]:
+    """(total GiB, catalog name, compute capability)."""
+    if name:
+        spec = find_gpu(name)
+        return (mem if mem else spec.total_gib), spec.name, spec.compute_capability
+    if mem:
+        if mem <= 0:
+            raise BadInput(f"--gpu-mem-gib must be positive, got {mem:g}")
+        return mem, None, None
+    raise BadInput("no GPU given", hint="pass --gpu H100-80G (see `switchover hw gpus`) or --gpu-mem-gib 80")
+
+
+def _overheads(items: list[str] | None) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in items or []:
+        name, _, value = item.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise BadInput(f"--overhead {item!r}: expected NAME=GIB, e.g. activation_peak=4.8") from None
+    return out
+
+
+@app.command("card")
+def card_cmd(model: str = MODEL, json_out: bool = JSON) -> None:
+    """Show what switchover reads from a model: layers by kind, attention, state, experts, weights.
+
+    Example: switchover plan card -m ./Llama-3.1-8B-Instruct
+    """
+    card = load_model_card(model)
+    if json_out:
+        print_json(card)
+        return
+    att = card.attention
+    console.print(f"[bold]{card.name}[/] {card.architecture} ({card.family}), {card.num_layers} layers, "
+                  f"dtype {card.dtype}")
+    console.print(f"  attention: {att.num_heads} heads, {att.num_kv_heads} KV heads, head_dim {att.head_dim} "
+                  f"(from {att.head_dim_from})" + (f", MLA rank {att.kv_lora_rank}+{att.qk_rope_head_dim}"
+                                                   if att.kv_lora_rank else "")
+                  + (f", sliding window {att.sliding_window}" if att.sliding_window else ""))
+    kinds = {k.value: card.count(k) for k in set(card.layers)}
+    console.print(f"  layers: {kinds}")
+    if card.state:
+        console.print(f"  state: {card.state.kind}, conv {card.state.conv_elements} + ssm {card.state.ssm_elements} "
+                      "elements per layer per sequence")
+    if card.moe:
+        console.print(f"  experts: {card.moe.num_experts} (top {card.moe.experts_per_token})")
+    w = card.weights
+    console.print(f"  weights: {w.total_bytes / 2**30:.2f} GiB, {w.params / 1e9:.3f} B params ({w.origin})"
+                  + (f", {w.quantization}" if w.quantization else ""))
+    for note in card.notes:
+        console.print(f"  [yellow]note:[/] {note}")
+
+
+@app.command("capacity")
+def capacity_cmd(
+    model: str = MODEL, engine: str = ENGINE, gpu: str = GPU, gpu_mem_gib: float = GPU_MEM,
+    tp: int = typer.Option(1, "--tp", help="Tensor parallel size."),
+    pp: int = typer.Option(1, "--pp", help="Pipeline parallel size."),
+    kv_dtype: str = typer.Option("auto", "--kv-dtype", help="KV cache dtype: auto, fp8, fp8_e5m2, q8_0, ..."),
+    memory_fraction: float = typer.Option(None, "--memory-fraction",
+                                          help="The engine's own fraction knob, in its own meaning."),
+    max_model_len: int = typer.Option(None, "--max-model-len", help="Context limit (default: from config)."),
+    context: int = typer.Option(None, "--context", help="Request length for the concurrency figure."),
+    max_num_seqs: int = typer.Option(None, "--max-num-seqs", help="Scheduler cap (default: engine default)."),
+    max_batched_tokens: int = typer.Option(None, "--max-batched-tokens", help="Tokens-per-step cap."),
+    weights_gib: float = typer.Option(None, "--weights-gib", help="Weights per GPU from a log ('Model loading took')."),
+    slots: int = typer.Option(None, "--slots", help="llama.cpp -np."),
+    overhead: list[str] = OVERHEAD, json_out: bool = JSON,
+) -> None:
+    """KV pool, tokens, concurrency and the binding limit under ENGINE's memory semantics.
+
+    Example: switchover plan capacity -m ./Llama-3.1-8B -e vllm --gpu H100-80G --max-model-len 8192
+    """
+    card = load_model_card(model)
+    profile = load_profile(engine)
+    total, gpu_name, cc = _gpu(gpu, gpu_mem_gib)
+    check_layout(card, profile, tp, pp)
+    result = capacity(card, profile, total, gpu_name=gpu_name, tp=tp, pp=pp, kv_dtype=kv_dtype,
+                      knobs=Knobs(memory_fraction=memory_fraction), max_model_len=max_model_len, context=context,
+                      max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens, weights_gib=weights_gib,
+                      overheads=_overheads(overhead), slots=slots)
+    caps = check_capabilities(cc, model_dtype=card.dtype, kv_dtype=kv_dtype, quantization=card.weights.quantization)
+    result.warnings.extend(f"{c.setting} needs {c.needs}, GPU is {c.have}: {c.consequence}" for c in caps)
+    if json_out:
+        print_json(result)
+    else:
+        inst = result.instance
+        console.print(f"[bold]{card.name}[/] on {engine} ({result.budget}), {total:.2f} GiB/GPU, TP={tp} PP={pp}")
+        console.print(f"  {inst.formula} = [bold]{inst.kv_pool_gib:.2f} GiB[/]")
+        console.print(f"  {result.layout.bytes_per_token:.0f} B/token/GPU, page {result.page_tokens}: "
+                      f"{result.num_blocks} blocks = [bold]{result.tokens}[/] tokens")
+        console.print(f"  at {result.context} tokens: KV holds {result.kv_concurrency:.2f} requests; "
+                      f"max concurrency {result.max_concurrency} (binding: [bold]{result.binding_limit}[/])")
+        table = Table("max_model_len", "KV concurrency", "concurrency", "binding")
+        for row in result.table:
+            table.add_row(str(row.max_model_len), f"{row.kv_concurrency:.2f}", str(row.concurrency), row.binding)
+        console.print(table)
+        for w in result.warnings:
+            console.print(f"  [yellow]warning:[/] {w}")
+    if not result.instance.starts:
+        raise CheckFailed(f"does not fit: {result.instance.problem}")
+
+
+@app.command("parallel")
+def parallel_cmd(
+    model: str = MODEL, engine: str = ENGINE, gpu: str = GPU, gpu_mem_gib: float = GPU_MEM,
+    gpus: int = typer.Option(..., "--gpus", help="Number of GPUs."),
+    context: int = typer.Option(None, "--context", help="Request length for the concurrency figure."),
+    max_model_len: int = typer.Option(None, "--max-model-len"),
+    kv_dtype: str = typer.Option("auto", "--kv-dtype"), overhead: list[str] = OVERHEAD, json_out: bool = JSON,
+    show_illegal: bool = typer.Option(True, "--illegal/--no-illegal", help="List illegal layouts and why."),
+) -> None:
+    """Every TP x PP x DP (x EP) layout for N GPUs: legal ones ranked by KV per replica, illegal ones with reasons.
+
+    Example: switchover plan parallel -m ./Qwen3-32B -e vllm --gpu H100-80G --gpus 8
+    """
+    card = load_model_card(model)
+    profile = load_profile(engine)
+    total, gpu_name, _ = _gpu(gpu, gpu_mem_gib)
+    layouts = plan_layouts(card, profile, gpus, total, gpu_name=gpu_name, context=context,
+                           max_model_len=max_model_len, kv_dtype=kv_dtype, overheads=_overheads(overhead))
+    if json_out:
+        print_json([x.model_dump() for x in layouts])
+        return
+    table = Table("TP", "PP", "DP", "EP", "legal", "KV tokens/replica", "conc/replica", "total conc", "notes")
+    for x in layouts:
+        if not x.legal and not show_illegal:
+            continue
+        table.add_row(str(x.tp), str(x.pp), str(x.dp), str(x.ep), "yes" if x.legal else "[red]no[/]",
+                      str(x.kv_tokens_per_replica or ""), str(x.concurrency_per_replica or ""),
+                      str(x.total_concurrency or ""), "; ".join(x.reasons))
+    console.print(table)
+
+
+@app.command("canary")
+def canary_cmd(
+    model: str = MODEL, engine: str = ENGINE, gpu: str = GPU, gpu_mem_gib: float = GPU_MEM,
+    new_model: str = typer.Option(None, "--new-model", help="The canary's model (default: the same)."),
+    context: int = typer.Option(8192, "--context", help="Request length for concurrency."),
+    tp: int = typer.Option(1, "--tp"), kv_dtype: str = typer.Option("auto", "--kv-dtype"),
+    other_gib: float = typer.Option(0.0, "--other-gib", help="Memory already used by other processes."),
+    weights_gib: float = typer.Option(None, "--weights-gib"), overhead: list[str] = OVERHEAD, json_out: bool = JSON,
+) -> None:
+    """Old and new copies on one GPU: each copy's pool, the flags that make both start, capacity by canary %.
+
+    Example: switchover plan canary -m ./Llama-3.1-8B -e vllm --gpu H100-80G --context 8192
+    """
+    old = load_model_card(model)
+    new = load_model_card(new_model) if new_model else None
+    profile = load_profile(engine)
+    total, _, _ = _gpu(gpu, gpu_mem_gib)
+    check_layout(old, profile, tp, 1)
+    plan = canary_plan(old, profile, total, new=new, tp=tp, kv_dtype=kv_dtype, context=context,
+                       other_residents_gib=other_gib, overheads=_overheads(overhead), weights_gib=weights_gib,
+                       new_weights_gib=weights_gib if new is None else None)
+    if json_out:
+        print_json(plan)
+        return
+    console.print(f"single copy: {plan.single_tokens} tokens, {plan.single_concurrency} requests of {context}")
+    for c in plan.copies:
+        console.print(f"  {c.role} ({c.model}): {' '.join(c.flags) or '(defaults)'} -> "
+                      f"{c.instance.kv_pool_gib:.2f} GiB, {c.tokens} tokens, {c.concurrency} requests"
+                      + ("" if c.instance.starts else f" [red]{c.instance.problem}[/]"))
+    table = Table("canary %", "copies", "old conc", "new conc", "sustainable total")
+    for r in plan.table:
+        table.add_row(f"{r.canary_percent:g}", str(r.copies), str(r.old_concurrency or "-"),
+                      str(r.new_concurrency or "-"), str(r.sustainable_total))
+    console.print(table)
+    for w in plan.warnings:
+        console.print(f"  [yellow]note:[/] {w}")
+
+
+@app.command("translate")
+def translate_cmd(
+    launch: str = typer.Argument(..., help="The old launch command, a YAML config, or @FILE holding either."),
+    source: str = typer.Option(..., "--from", help="Engine of the old launch."),
+    target: str = typer.Option(..., "--to", help="Engine to translate to."), json_out: bool = JSON,
+) -> None:
+    """Translate a launch between engines and list what is lost in translation.
+
+    Example: switchover plan translate --from vllm "vllm serve M --max-model-len 8192 -tp 2" --to sglang
+    """
+    if launch.startswith("@"):
+        try:
+            launch = Path(launch[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise BadInput(f"{launch[1:]}: cannot read: {exc}") from None
+    result = translate(source, launch, target)
+    if json_out:
+        print_json(result.model_dump() | {"command": result.command})
+        return
+    console.print(f"[bold]{result.command}[/]", highlight=False)
+    if result.yaml_config:
+        import yaml
+
+        console.print("# extra_llm_api_options.yaml\n" + yaml.safe_dump(result.yaml_config, sort_keys=False),
+                      highlight=False)
+    table = Table("intent", "kind", "what changes")
+    for item in result.lost:
+        table.add_row(item.intent, item.kind, item.detail)
+    console.print(table)
+
+
+@app.command("grace")
+def grace_cmd(
+    max_tokens: int = typer.Option(..., "--max-tokens", help="Largest max_tokens you serve."),
+    tpot_p99_ms: float = typer.Option(None, "--tpot-p99-ms", help="TPOT p99 under load, ms."),
+    ttft_p99_ms: float = typer.Option(0.0, "--ttft-p99-ms", help="TTFT p99 under load, ms."),
+    bench: Path = typer.Option(None, "--bench", help="Take TPOT/TTFT p99 from a bench run directory."),
+    endpoint: str = typer.Option(None, "--endpoint", help="With --bench: which endpoint's steps."),
+    margin_s: float = typer.Option(None, "--margin-s", help="Extra seconds (default 10% of generation, >= 5 s)."),
+    scan_dir: Path = typer.Option(None, "--scan", help="Directory (or file) of Kubernetes / compose YAML."),
+    client_timeout_s: float = typer.Option(None, "--client-timeout-s", help="Client-side request timeout."),
+    json_out: bool = JSON,
+) -> None:
+    """Required drain grace (max_tokens x TPOT p99 + TTFT + margin) and the deploy settings that are shorter.
+
+    Example: switchover plan grace --max-tokens 2000 --tpot-p99-ms 35 --scan deploy/
+    """
+    source = "flags"
+    if bench is not None:
+        tpot, ttft, source = latency_from_bench(bench, endpoint)
+        tpot_p99_ms = tpot_p99_ms or tpot
+        ttft_p99_ms = ttft_p99_ms or ttft
+    if tpot_p99_ms is None:
+        raise BadInput("no TPOT given", hint="pass --tpot-p99-ms MS or --bench RUN_DIR")
+    need = required_grace(max_tokens, tpot_p99_ms, ttft_p99_ms, margin_s, source)
+    report = grace_report(need, scan_dir, client_timeout_s)
+    if json_out:
+        print_json(report)
+    else:
+        console.print(f"longest generation {need.generation_s:.1f} s ({max_tokens} x {need.tpot_p99_ms:g} ms) + TTFT "
+                      f"{need.ttft_p99_ms / 1000:.1f} s + margin {need.margin_s:.1f} s = "
+                      f"[bold]{need.required_s:.0f} s[/] grace needed")
+        for f in report.findings:
+            mark = "[green]ok[/]" if f.ok else "[red]SHORT[/]"
+            console.print(f"  {mark} {f.file}:{f.line} {f.setting} = {f.value_s}: {f.message}", highlight=False)
+        for w in report.warnings:
+            console.print(f"  [yellow]warning:[/] {w}")
+    if not report.ok:
+        sys.exit(1)

@@ -1,0 +1,251 @@
+"""`switchover demo`: the README's main command. On a fresh machine: set up the test bed, start vLLM CPU (old)
+and llama-server (new) on SmolLM2, write a switchover.yaml for them, run `check`, then a short gateway rollout
+with shadow traffic, and say where the report is. Everything it started is stopped, also on Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from switchover.testbed import processes
+from switchover.testbed.layout import Layout
+
+Say = Callable[[str], None]
+BED_NAME = "demo"
+MODEL = "smollm2"
+
+
+class RolloutStep(BaseModel):
+    action: str
+    message: str
+    stage: str
+    weight: int
+    gates: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class RolloutSummary(BaseModel):
+    """What the short gateway rollout did."""
+
+    gateway_url: str
+    requests_sent: int
+    requests_ok: int
+    steps: list[RolloutStep] = Field(default_factory=list)
+    final_stage: str
+    final_weight: int
+    ledger_dir: str
+    audit_log: str
+
+
+class DemoResult(BaseModel):
+    workdir: str
+    config: str
+    run_dir: str | None = None
+    report_html: str | None = None
+    report_md: str | None = None
+    overall: str | None = None
+    overall_reason: str | None = None
+    rollout: RolloutSummary | None = None
+    rollout_not_run: str | None = None
+    seconds: dict[str, float] = Field(default_factory=dict)
+    stopped: list[str] = Field(default_factory=list)
+
+
+def demo_config(old_url: str, new_url: str, gateway_port: int) -> str:
+    """The switchover.yaml the demo writes: both engines, a short check, a gateway with shadow, 3 stages."""
+    return f"""# written by `switchover demo`: vLLM CPU (old) -> llama-server (new), both serving SmolLM2-135M-Instruct
+old:
+  url: {old_url}
+  engine: vllm
+new:
+  url: {new_url}
+  engine: llamacpp
+check:
+  name: demo-check
+  runs_dir: runs
+  probe: {{budget_s: 20}}
+  verify: {{max_prompts: 4, structured: 2}}
+  bench: {{concurrency: [1, 2, 4], requests: 8, output_tokens: 32}}
+  grace:
+    max_tokens: 1024          # the longest generation this API allows
+    client_timeout_s: 60
+gateway:
+  weight: 0
+  rollback: false
+  listen: {{host: 127.0.0.1, port: {gateway_port}}}
+  shadow: {{percent: 100, max_tokens_clamp: 32, max_concurrency: 2}}
+  kill_switch: {{min_samples: 10}}
+  drain_seconds: 30
+  run_dir: runs/gateway
+rollout:
+  stages: [shadow, 5, 20]
+  window_s: 900
+  gates: {{min_samples: 15}}
+"""
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM ends the demo like Ctrl-C, so the engines it started are stopped."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def setup_bed(layout: Layout, say: Say) -> None:
+    from switchover.testbed.install import Installer
+
+    def on_event(kind: str, step: Any, detail: str) -> None:
+        if kind == "cached":
+            say(f"setup: {step.title}: already there")
+        elif kind == "start":
+            say(f"setup: {step.title} ...")
+        else:
+            say(f"setup: {step.title}: done ({detail})")
+
+    Installer(layout, with_smollm2=True, on_event=on_event).run()
+
+
+async def _traffic(url: str, model: str, n: int, say: Say, start: int = 0) -> tuple[int, int]:
+    """n short streamed chat requests through the gateway, 2 at a time, one tenant each (bounded)."""
+    import aiohttp
+
+    ok = 0
+    sem = asyncio.Semaphore(2)
+    prompts = ["Name a colour.", "Say hi in French.", "What is 2+3?", "Name a fruit.", "Write one word about rain."]
+
+    async def one(i: int, session: aiohttp.ClientSession) -> bool:
+        body = {"model": model, "messages": [{"role": "user", "content": prompts[i % len(prompts)]}],
+                "max_tokens": 24, "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+        async with sem:
+            try:
+                async with session.post(f"{url}/v1/chat/completions", json=body,
+                                        headers={"x-tenant-id": f"demo-tenant-{start + i}"}) as resp:
+                    await resp.read()
+                    return resp.status == 200
+            except (aiohttp.ClientError, TimeoutError):
+                return False
+
+    timeout = aiohttp.ClientTimeout(total=120)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        results = await asyncio.gather(*(one(i, session) for i in range(n)))
+    ok = sum(results)
+    say(f"rollout: sent {n} requests through the gateway, {ok} answered")
+    return n, ok
+
+
+def _step(res: Any) -> RolloutStep:
+    gates = [{"gate": str(r.name), "verdict": r.verdict, "reason": r.reason}
+             for r in (res.report.results if res.report is not None else [])]
+    return RolloutStep(action=res.action, message=res.message, stage=res.state.stage, weight=res.state.weight,
+                       gates=gates)
+
+
+async def gateway_rollout(config: Path, model: str, say: Say, requests: int = 30) -> RolloutSummary:
+    """Start the gateway in this process, enter the shadow stage, send traffic, let the gates decide; if they
+    advance, send traffic at the first weighted stage and judge again. Bounded: at most 2 x `requests`."""
+    from switchover.config import load_migration
+    from switchover.gateway.app import Gateway
+    from switchover.gateway.server import running
+    from switchover.rollout.controller import Rollout
+
+    m = load_migration(config)
+    gateway = Gateway(m, config)
+    ro = Rollout(config)
+    steps: list[RolloutStep] = []
+    sent = answered = 0
+    async with running(gateway) as url:
+        say(f"rollout: gateway on {url} (old {m.old.url}, new {m.new.url}), ledger {gateway.run_dir}")
+        res = ro.advance(why="switchover demo: enter the shadow stage")
+        steps.append(_step(res))
+        say(f"rollout: {res.message}")
+        for round_ in range(2):
+            await asyncio.sleep(1.5)  # the gateway polls switchover.yaml once a second
+            n, ok = await _traffic(url, model, requests, say, start=round_ * requests)
+            sent, answered = sent + n, answered + ok
+            await asyncio.sleep(1.0)  # let the last mirrors land in the ledger
+            res = ro.check(auto_advance=True, why="switchover demo: gates passed")
+            steps.append(_step(res))
+            say(f"rollout: {res.message}")
+            if res.action != "advance":
+                break
+        view = ro.view()
+    return RolloutSummary(gateway_url=url, requests_sent=sent, requests_ok=answered, steps=steps,
+                          final_stage=view.stage, final_weight=view.weight, ledger_dir=str(gateway.run_dir),
+                          audit_log=view.audit_log)
+
+
+def run_demo(workdir: Path, say: Say, *, rollout: bool = True, layout: Layout | None = None) -> DemoResult:
+    """The whole demo; the engines it starts are stopped before it returns or raises (also on Ctrl-C)."""
+    from switchover.check.runner import CheckRun, is_milestone
+    from switchover.check.settings import CheckSection
+    from switchover.config import load_migration
+
+    layout = layout or Layout.default()
+    workdir = workdir.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "switchover.yaml"
+    result = DemoResult(workdir=str(workdir), config=str(config))
+    t0 = time.monotonic()
+    with _sigterm_as_interrupt():
+        setup_bed(layout, say)
+        result.seconds["setup"] = round(time.monotonic() - t0, 1)
+        t1 = time.monotonic()
+        say("engines: starting vLLM CPU (old) and llama-server (new) on SmolLM2-135M-Instruct ...")
+        state, _ = processes.up(layout, model=MODEL, name=BED_NAME, old_port=processes.free_port(),
+                                new_port=processes.free_port(), timeout_s=600,
+                                on_event=lambda msg: say(f"engines: {msg}"))
+        try:
+            result.seconds["start"] = round(time.monotonic() - t1, 1)
+            # a fresh state folder per demo run: the rollout starts at 0 % every time
+            for stale in (workdir / ".switchover" / "rollout" / "state.json",
+                          workdir / "runs" / "gateway" / "killswitch.json"):
+                stale.unlink(missing_ok=True)
+            config.write_text(demo_config(state.url("old"), state.url("new"), processes.free_port()),
+                              encoding="utf-8")
+            say(f"config: {config}")
+            m = load_migration(config)
+            t2 = time.monotonic()
+            def on_event(part: str, msg: str) -> None:
+                if is_milestone(msg):
+                    say(f"check {part}: {msg}")
+
+            runner = CheckRun(m, m.check or CheckSection(), config_path=config, on_event=on_event)
+            report, rd = asyncio.run(runner.run())
+            result.seconds["check"] = round(time.monotonic() - t2, 1)
+            result.run_dir = str(rd.path)
+            result.report_html, result.report_md = str(rd.file("report.html")), str(rd.file("report.md"))
+            result.overall, result.overall_reason = report.overall, report.overall_reason
+            if not rollout:
+                result.rollout_not_run = "not run: --no-rollout"
+            else:
+                t3 = time.monotonic()
+                try:
+                    result.rollout = asyncio.run(gateway_rollout(config, state.engines[0].served_name, say))
+                except ImportError as exc:
+                    result.rollout_not_run = f"not run: the gateway or rollout package is not importable ({exc})"
+                except Exception as exc:  # the report is the product; a rollout failure is reported, not fatal
+                    result.rollout_not_run = f"not run: {type(exc).__name__}: {exc}"
+                result.seconds["rollout"] = round(time.monotonic() - t3, 1)
+        finally:
+            say("engines: stopping what the demo started ...")
+            result.stopped = processes.down(layout, name=BED_NAME)
+            say("engines: stopped " + (", ".join(result.stopped) or "nothing (already gone)"))
+    result.seconds["total"] = round(time.monotonic() - t0, 1)
+    return result

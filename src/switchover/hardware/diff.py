@@ -1,0 +1,116 @@
+"""Explain what changes for an inference engine between two hosts (seed 004: same weights, other machine)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from switchover.errors import BadInput
+from switchover.hardware.capability import CAPABILITY_SOURCE
+from switchover.hardware.fingerprint import GpuFingerprint, HostFingerprint, fingerprint_from_catalog
+
+
+class Change(BaseModel):
+    """One difference and why it matters."""
+
+    field: str
+    a: str | None
+    b: str | None
+    impact: str
+
+
+class HostDiff(BaseModel):
+    a: str
+    b: str
+    changes: list[Change]
+
+
+def load_fingerprint(ref: str) -> HostFingerprint:
+    """A fingerprint JSON file (from `switchover hw fingerprint --json`), or `catalog:NAME[xN]`."""
+    if ref.startswith("catalog:"):
+        name, _, count = ref.removeprefix("catalog:").partition("x")
+        return fingerprint_from_catalog(name, int(count) if count.isdigit() else 1)
+    path = Path(ref)
+    try:
+        return HostFingerprint.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        raise BadInput(f"{ref}: no such file", hint="write one with `switchover hw fingerprint --json > a.json`, "
+                       "or use catalog:H100-80G") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BadInput(f"{ref}: not a fingerprint JSON: {exc}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise BadInput(f"{ref}: not a fingerprint: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+
+def _sm(cc: str | None) -> int | None:
+    if not cc:
+        return None
+    major, _, minor = cc.partition(".")
+    return int(major) * 10 + int(minor or 0)
+
+
+def _gpu_changes(a: GpuFingerprint, b: GpuFingerprint) -> list[Change]:
+    out: list[Change] = []
+    if a.name != b.name:
+        out.append(Change(field="gpu", a=a.name, b=b.name, impact="different GPU model: re-plan capacity and "
+                          "re-run bench; kernels and attention backends are chosen per GPU"))
+    if a.memory_total_mib != b.memory_total_mib:
+        delta = (b.memory_total_mib - a.memory_total_mib) / 1024
+        out.append(Change(field="memory_total_mib", a=str(a.memory_total_mib), b=str(b.memory_total_mib),
+                          impact=f"{delta:+.1f} GiB per GPU: the same memory fraction gives a "
+                                 f"{'larger' if delta > 0 else 'smaller'} KV pool (`switchover plan capacity`); "
+                                 "engine defaults tiered by memory (max_num_seqs, chunk sizes) may change"))
+    sa, sb = _sm(a.compute_capability), _sm(b.compute_capability)
+    if sa != sb and sa is not None and sb is not None:
+        notes = []
+        for bound, what in ((80, "bf16 and FlashAttention-2"), (89, "fp8 (weights and KV cache)"),
+                            (90, "Hopper kernels (FlashAttention-3, FlashMLA)")):
+            if min(sa, sb) < bound <= max(sa, sb):
+                notes.append(f"{what} {'lost' if sb < sa else 'gained'} (needs sm{bound})")
+        out.append(Change(field="compute_capability", a=a.compute_capability, b=b.compute_capability,
+                          impact="; ".join(notes) or "same feature tier" + f" ({CAPABILITY_SOURCE.split(';')[0]})"))
+    if a.bandwidth_gbs and b.bandwidth_gbs and a.bandwidth_gbs != b.bandwidth_gbs:
+        ratio = a.bandwidth_gbs / b.bandwidth_gbs
+        out.append(Change(field="bandwidth_gbs", a=f"{a.bandwidth_gbs:g}", b=f"{b.bandwidth_gbs:g}",
+                          impact=f"decode is memory-bound: expect TPOT about x{ratio:.2f} at low concurrency"))
+    if (a.pcie_gen, a.pcie_width) != (b.pcie_gen, b.pcie_width) and None not in (b.pcie_gen, b.pcie_width):
+        out.append(Change(field="pcie", a=f"gen{a.pcie_gen} x{a.pcie_width}", b=f"gen{b.pcie_gen} x{b.pcie_width}",
+                          impact="host<->GPU bandwidth changes weight loading, CPU offload and KV offload speed; "
+                                 "a link trained below its max (gen/width) is worth checking"))
+    if None not in (a.nvlink_active_links, b.nvlink_active_links) and a.nvlink_active_links != b.nvlink_active_links:
+        out.append(Change(field="nvlink_active_links", a=str(a.nvlink_active_links), b=str(b.nvlink_active_links),
+                          impact="TP all-reduce over " + ("PCIe: TP>1 slows down" if not b.nvlink_active_links
+                                                         else "NVLink: TP>1 gets cheaper")))
+    if a.l2_mib != b.l2_mib and a.l2_mib and b.l2_mib:
+        out.append(Change(field="l2_mib", a=f"{a.l2_mib:g}", b=f"{b.l2_mib:g}",
+                          impact="L2 size changes small-batch kernel behaviour; compare bench knees, not means"))
+    if a.mig_enabled != b.mig_enabled and b.mig_enabled is not None:
+        out.append(Change(field="mig_enabled", a=str(a.mig_enabled), b=str(b.mig_enabled),
+                          impact="MIG slices expose a fraction of memory and SMs: plan against the slice"))
+    return out
+
+
+def diff_hosts(a: HostFingerprint, b: HostFingerprint, a_name: str = "A", b_name: str = "B") -> HostDiff:
+    """Every difference between two hosts that changes how an engine runs, with its impact."""
+    changes: list[Change] = []
+    if a.gpu_present != b.gpu_present:
+        changes.append(Change(field="gpu_present", a=str(a.gpu_present), b=str(b.gpu_present),
+                              impact=f"one host has no GPU ({a.reason or b.reason})"))
+    if len(a.gpus) != len(b.gpus):
+        changes.append(Change(field="gpu_count", a=str(len(a.gpus)), b=str(len(b.gpus)),
+                              impact="legal TP/PP/DP layouts change (`switchover plan parallel --gpus N`)"))
+    for field, what in (("driver_version", "driver"), ("cuda_driver_version", "CUDA (driver API)")):
+        va, vb = getattr(a, field), getattr(b, field)
+        if va != vb and va and vb:
+            changes.append(Change(field=field, a=va, b=vb,
+                                  impact=f"{what} changes: engine wheels need a minimum CUDA; kernels may differ"))
+    seen: set[tuple[str, str | None, str | None]] = set()
+    for ga, gb in zip(a.gpus, b.gpus, strict=False):  # identical GPUs report once
+        for change in _gpu_changes(ga, gb):
+            if (change.field, change.a, change.b) not in seen:
+                seen.add((change.field, change.a, change.b))
+                changes.append(change)
+    return HostDiff(a=a_name, b=b_name, changes=changes)

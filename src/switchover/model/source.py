@@ -1,0 +1,76 @@
+"""Where a model's files are: an HF directory or a GGUF file; the GGUF metadata is read once per path."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from switchover.errors import BadInput
+
+Kind = Literal["hf", "gguf"]
+
+
+def resolve(path: str | Path) -> tuple[Kind, Path]:
+    """('hf', dir) or ('gguf', file); BadInput naming the path when it is neither or unreadable."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise BadInput(f"{p}: no such file or directory")
+    if p.is_file():
+        if p.suffix == ".gguf":
+            return "gguf", p
+        raise BadInput(f"{p}: not a model directory or .gguf file")
+    try:
+        ggufs = sorted(p.glob("*.gguf"))
+        has_hf = any((p / n).exists() for n in ("tokenizer.json", "config.json", "tokenizer_config.json"))
+    except OSError as exc:
+        raise BadInput(f"{p}: cannot read the directory: {exc}") from None
+    if has_hf:
+        return "hf", p
+    if len(ggufs) == 1:
+        return "gguf", ggufs[0]
+    raise BadInput(f"{p}: no tokenizer.json/config.json" + (f" and {len(ggufs)} .gguf files; name one" if ggufs
+                                                             else " and no .gguf file"))
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object from a file; None when absent; BadInput when unreadable or malformed."""
+    if not path.exists():
+        return None
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{path}: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+    if not isinstance(obj, dict):
+        raise BadInput(f"{path}: expected a JSON object")
+    return obj
+
+
+@lru_cache(maxsize=8)
+def _gguf_fields(path: str, mtime: float) -> dict[str, Any]:
+    try:
+        import gguf
+    except ImportError:
+        raise BadInput("reading GGUF needs the `gguf` package", hint="pip install 'switchover[model]'") from None
+    try:
+        reader = gguf.GGUFReader(path)
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"{path}: not a readable GGUF file: {exc}") from None
+    out: dict[str, Any] = {}
+    for key, field in reader.fields.items():
+        if key.startswith(("tokenizer.", "general.")) or key.endswith(".context_length"):
+            try:
+                out[key] = field.contents()
+            except (ValueError, IndexError, TypeError):
+                continue
+    out["__tensors__"] = [(t.name, int(t.tensor_type), [int(x) for x in t.shape], int(t.data_offset), int(t.n_bytes))
+                          for t in reader.tensors]
+    return out
+
+
+def gguf_fields(path: Path) -> dict[str, Any]:
+    """tokenizer.*, general.* and *.context_length metadata, plus the tensor table (name, type, shape, offset, n)."""
+    return _gguf_fields(str(path), path.stat().st_mtime)

@@ -1,0 +1,236 @@
+"""Drain grace and timeouts: how long the longest generation takes, and which deploy files stop or time out
+sooner (seed 001 §3: max_tokens x TPOT p99, plus TTFT and a margin; 2000 x 35 ms = 70 s)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field
+
+from switchover.errors import BadInput
+
+K8S_DEFAULT_GRACE_S = 30.0  # Kubernetes PodSpec.terminationGracePeriodSeconds default
+COMPOSE_DEFAULT_GRACE_S = 10.0  # docker compose stop_grace_period default
+MAX_FILES = 2000
+_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m(?!s))?\s*(?:(\d+(?:\.\d+)?)s)?\s*"
+                       r"(?:(\d+(?:\.\d+)?)ms)?\s*(?:(\d+(?:\.\d+)?)us)?\s*$")
+
+
+class GraceNeed(BaseModel):
+    """The time the longest request needs to finish once the drain starts."""
+
+    max_tokens: int
+    tpot_p99_ms: float
+    ttft_p99_ms: float
+    margin_s: float
+    generation_s: float = Field(description="max_tokens x TPOT p99")
+    required_s: float = Field(description="TTFT p99 + generation + margin")
+    source: str = Field(default="flags", description="where TPOT/TTFT came from")
+
+
+class Finding(BaseModel):
+    """One setting in a deploy file compared with the need."""
+
+    file: str
+    line: int
+    setting: str
+    value_s: float | None
+    required_s: float
+    ok: bool
+    message: str
+
+
+class GraceReport(BaseModel):
+    need: GraceNeed
+    findings: list[Finding] = Field(default_factory=list)
+    client_timeout_s: float | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(f.ok for f in self.findings) and not self.warnings
+
+
+def required_grace(max_tokens: int, tpot_p99_ms: float, ttft_p99_ms: float = 0.0, margin_s: float | None = None,
+                   source: str = "flags") -> GraceNeed:
+    """max_tokens x TPOT p99 + TTFT p99 + margin (default 10% of the generation, at least 5 s)."""
+    if max_tokens <= 0:
+        raise BadInput(f"--max-tokens must be positive, got {max_tokens}")
+    if tpot_p99_ms <= 0:
+        raise BadInput(f"--tpot-p99-ms must be positive, got {tpot_p99_ms}")
+    if ttft_p99_ms < 0:
+        raise BadInput(f"--ttft-p99-ms must be >= 0, got {ttft_p99_ms}")
+    generation = max_tokens * tpot_p99_ms / 1000
+    margin = max(5.0, 0.1 * generation) if margin_s is None else margin_s
+    return GraceNeed(max_tokens=max_tokens, tpot_p99_ms=tpot_p99_ms, ttft_p99_ms=ttft_p99_ms, margin_s=margin,
+                     generation_s=round(generation, 3), required_s=round(generation + ttft_p99_ms / 1000 + margin, 3),
+                     source=source)
+
+
+def latency_from_bench(run_dir: Path, endpoint: str | None = None) -> tuple[float, float, str]:
+    """Worst TPOT p99 and TTFT p99 (ms) over the steps of a bench run's summary.json."""
+    path = run_dir / "summary.json" if run_dir.is_dir() else run_dir
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such file", hint="pass a bench run directory (runs/<id>)") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BadInput(f"{path}: cannot read bench summary: {exc}") from None
+    tpots, ttfts = [], []
+    for step in data.get("steps", []) if isinstance(data, dict) else []:
+        if endpoint and step.get("endpoint") != endpoint:
+            continue
+        if (step.get("tpot_ms") or {}).get("p99") is not None:
+            tpots.append(float(step["tpot_ms"]["p99"]))
+        if (step.get("ttft_ms") or {}).get("p99") is not None:
+            ttfts.append(float(step["ttft_ms"]["p99"]))
+    if not tpots:
+        raise BadInput(f"{path}: no step with a TPOT p99" + (f" for endpoint {endpoint!r}" if endpoint else ""))
+    return max(tpots), max(ttfts or [0.0]), f"bench {path.parent.name}: worst step p99"
+
+
+def parse_duration(value: Any) -> float | None:
+    """Seconds from 30, '30', '30s', '1m30s', '1h', '500ms'; None when not a duration."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    text = str(value).strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    m = _DURATION.match(text)
+    if not m or not any(m.groups()):
+        return None
+    h, mi, s, ms, us = (float(g) if g else 0.0 for g in m.groups())
+    return h * 3600 + mi * 60 + s + ms / 1000 + us / 1e6
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _nodes(node: yaml.Node, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], yaml.Node, int]]:
+    """(path, value node, key line) for every mapping entry, depth first."""
+    out: list[tuple[tuple[str, ...], yaml.Node, int]] = []
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            k = str(key.value)
+            out.append(((*path, k), value, key.start_mark.line + 1))
+            out.extend(_nodes(value, (*path, k)))
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            out.extend(_nodes(item, (*path, str(i))))
+    return out
+
+
+def _scalar(node: yaml.Node) -> Any:
+    return yaml.safe_load(node.value) if isinstance(node, yaml.ScalarNode) and node.value != "" else None
+
+
+def _prestop_sleep(node: yaml.Node) -> float | None:
+    text = yaml.safe_dump(yaml.load(yaml.serialize(node), Loader=_Loader))
+    m = re.search(r"sleep\W+(\d+(?:\.\d+)?)", text)
+    if m:
+        return float(m.group(1))
+    m = re.search(r"seconds:\s*(\d+)", text)  # lifecycle.preStop.sleep.seconds (k8s >= 1.30)
+    return float(m.group(1)) if m else None
+
+
+def scan_file(path: Path, need: GraceNeed, display: str) -> list[Finding]:
+    """Grace periods, preStop hooks and timeouts in one YAML file (all documents)."""
+    try:
+        docs = list(yaml.compose_all(path.read_text(encoding="utf-8"), Loader=_Loader))
+    except (yaml.YAMLError, UnicodeDecodeError, OSError):
+        return []
+    out: list[Finding] = []
+    gen_s = need.generation_s + need.ttft_p99_ms / 1000
+    for doc in docs:
+        if doc is None:
+            continue
+        entries = _nodes(doc)
+        keys = {p[-1] for p, _, _ in entries}
+        pod_specs = [(p, n, ln) for p, n, ln in entries if p[-1] == "containers"]
+        graces = [(p, n, ln) for p, n, ln in entries if p[-1] == "terminationGracePeriodSeconds"]
+        for _, n, ln in graces:
+            value = parse_duration(_scalar(n))
+            ok = value is not None and value >= need.required_s
+            out.append(Finding(file=display, line=ln, setting="terminationGracePeriodSeconds", value_s=value,
+                               required_s=need.required_s, ok=ok,
+                               message="covers the longest generation" if ok else
+                               f"{value} s is shorter than the {need.required_s:.0f} s the longest request needs: "
+                               "in-flight requests are killed mid-generation"))
+        if pod_specs and not graces:
+            p, n, ln = pod_specs[0]
+            ok = need.required_s <= K8S_DEFAULT_GRACE_S
+            out.append(Finding(file=display, line=ln, setting="terminationGracePeriodSeconds (absent)",
+                               value_s=K8S_DEFAULT_GRACE_S, required_s=need.required_s, ok=ok,
+                               message=f"not set: Kubernetes default {K8S_DEFAULT_GRACE_S:.0f} s"
+                               + ("" if ok else f" < {need.required_s:.0f} s needed")))
+        for p, n, ln in entries:
+            if p[-1] == "preStop":
+                sleep = _prestop_sleep(n)
+                if sleep is not None:
+                    grace = next((parse_duration(_scalar(g)) for _, g, _ in graces), K8S_DEFAULT_GRACE_S) or 0.0
+                    ok = grace - sleep >= need.required_s
+                    out.append(Finding(file=display, line=ln, setting="preStop sleep", value_s=sleep,
+                                       required_s=need.required_s, ok=ok,
+                                       message=f"preStop sleeps {sleep:.0f} s inside the {grace:.0f} s grace period"
+                                       + ("" if ok else f": only {grace - sleep:.0f} s remain to drain")))
+            elif p[-1] == "stop_grace_period":
+                value = parse_duration(_scalar(n))
+                ok = value is not None and value >= need.required_s
+                out.append(Finding(file=display, line=ln, setting="stop_grace_period", value_s=value,
+                                   required_s=need.required_s, ok=ok,
+                                   message="covers the longest generation" if ok else
+                                   f"{value} s < {need.required_s:.0f} s needed: SIGKILL mid-generation"))
+            elif "timeout" in p[-1].lower() and isinstance(n, yaml.ScalarNode):
+                value = parse_duration(_scalar(n))
+                if value is None or value <= 0:
+                    continue
+                ok = value >= gen_s
+                out.append(Finding(file=display, line=ln, setting=p[-1], value_s=value, required_s=round(gen_s, 3),
+                                   ok=ok, message="longer than the longest generation" if ok else
+                                   f"{value} s cuts off generations that take up to {gen_s:.0f} s (the server "
+                                   "keeps generating for a client that left)"))
+        if "services" in keys and any(p[0] == "services" for p, _, _ in entries):
+            services = [(p, ln) for p, _, ln in entries if len(p) == 2 and p[0] == "services"]
+            for p, ln in services:
+                has = any(q[:2] == p and q[-1] == "stop_grace_period" for q, _, _ in entries)
+                if not has:
+                    ok = need.required_s <= COMPOSE_DEFAULT_GRACE_S
+                    out.append(Finding(file=display, line=ln, setting=f"{p[1]}: stop_grace_period (absent)",
+                                       value_s=COMPOSE_DEFAULT_GRACE_S, required_s=need.required_s, ok=ok,
+                                       message=f"not set: compose default {COMPOSE_DEFAULT_GRACE_S:.0f} s"
+                                       + ("" if ok else f" < {need.required_s:.0f} s needed")))
+    return out
+
+
+def scan(root: Path, need: GraceNeed) -> list[Finding]:
+    """Every *.yaml / *.yml under `root` (or the one file), at most MAX_FILES, in path order."""
+    if not root.exists():
+        raise BadInput(f"{root}: no such file or directory")
+    files = [root] if root.is_file() else sorted(
+        p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    out: list[Finding] = []
+    for path in files[:MAX_FILES]:
+        display = str(path.relative_to(root)) if root.is_dir() else str(path)
+        out.extend(sorted(scan_file(path, need, display), key=lambda f: f.line))
+    return out
+
+
+def grace_report(need: GraceNeed, scan_root: Path | None = None, client_timeout_s: float | None = None) -> GraceReport:
+    """The need, the scan findings, and the client-timeout check."""
+    report = GraceReport(need=need, client_timeout_s=client_timeout_s)
+    if scan_root is not None:
+        report.findings = scan(scan_root, need)
+    if client_timeout_s is not None:
+        gen = need.generation_s + need.ttft_p99_ms / 1000
+        if client_timeout_s < gen:
+            report.warnings.append(
+                f"client timeout {client_timeout_s:g} s < {gen:.0f} s server generation time: users give up while "
+                "the server keeps generating (wasted capacity, amplified during a canary)")
+    return report

@@ -1,0 +1,44 @@
+"""report.html: one self-contained file (plotly.js inlined, no network), a verdict per checklist item."""
+
+from __future__ import annotations
+
+import time
+from functools import cache
+
+import jinja2
+from plotly.offline import get_plotlyjs
+
+from switchover import __version__
+from switchover.report.models import CheckReport
+from switchover.report.template import TEMPLATE
+
+AREA_TITLES = {
+    "engine": "Engine switch: seed 000 §1's six impact areas",
+    "model": "Model switch: seed 001 §1's four components",
+    "drain": "In-flight requests: seed 001 §3's grace arithmetic",
+}
+
+
+@cache
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    return env.from_string(TEMPLATE)
+
+
+def render_html(report: CheckReport) -> str:
+    """The whole page as one string."""
+    areas: dict[str, list] = {}
+    for i in report.items:
+        areas.setdefault(i.area, []).append(i)
+    return _template().render(
+        r=report,
+        counts=report.counts(),
+        created=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(report.created_wall)),
+        areas=list(areas.items()),
+        area_titles=AREA_TITLES,
+        plot_ids={p.id for p in report.plots},
+        plot_titles={p.id: p.title for p in report.plots},
+        figures={p.id: p.figure for p in report.plots},
+        plotly_js=get_plotlyjs(),
+        version=__version__,
+    )

@@ -1,0 +1,114 @@
+"""Typed results of `switchover check`: a verdict per checklist item, the evidence behind it, one overall verdict."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Verdict = Literal["go", "no-go", "warn", "not-run"]
+Overall = Literal["go", "no-go", "incomplete"]
+PartStatus = Literal["ran", "failed", "disabled", "unavailable"]
+
+
+class Figure(BaseModel):
+    """One key figure behind a verdict; `value` None means not measured, and `missing` says why."""
+
+    name: str
+    value: float | int | str | bool | None = None
+    unit: str | None = None
+    missing: str | None = None
+
+    def text(self) -> str:
+        if self.value is None:
+            return f"missing ({self.missing or 'not measured'})"
+        v = f"{self.value:.4g}" if isinstance(self.value, float) else str(self.value)
+        return f"{v} {self.unit}" if self.unit else v
+
+
+class Link(BaseModel):
+    """A file of the run directory that holds the raw evidence (path relative to the run directory)."""
+
+    label: str
+    path: str
+
+
+class Plot(BaseModel):
+    """A plotly figure (its JSON), referenced by items through `id`."""
+
+    id: str
+    title: str
+    figure: dict[str, Any]
+
+
+class CheckItem(BaseModel):
+    """One checklist item of the seeds, judged."""
+
+    id: str
+    area: str
+    title: str
+    title_zh: str
+    source: str = Field(description="which seed checklist item, e.g. 'seed 000 §1 table, row 2'")
+    quote: str = ""
+    required: bool = True
+    verdict: Verdict
+    rule: str = Field(description="the rule that produced the verdict")
+    reason: str = Field(description="the rule applied to these figures")
+    evidence: list[Figure] = Field(default_factory=list)
+    links: list[Link] = Field(default_factory=list)
+    plots: list[str] = Field(default_factory=list, description="ids of plots in CheckReport.plots")
+    waived: str | None = Field(default=None, description="why a not-run here does not make the check incomplete")
+
+
+class PartRun(BaseModel):
+    """One part of the pre-flight (probe, verify, bench, ...): did it run, how long, which files."""
+
+    part: str
+    status: PartStatus
+    reason: str | None = None
+    seconds: float | None = None
+    files: list[str] = Field(default_factory=list)
+
+
+class EndpointSummary(BaseModel):
+    role: str
+    url: str
+    engine: str
+    model: str | None = None
+
+
+class CheckReport(BaseModel):
+    """check.json: everything `switchover report` renders."""
+
+    name: str
+    created_wall: float
+    run_dir: str | None = None
+    config_file: str | None = None
+    overall: Overall
+    overall_reason: str
+    items: list[CheckItem]
+    endpoints: list[EndpointSummary] = Field(default_factory=list)
+    parts: list[PartRun] = Field(default_factory=list)
+    total_s: float | None = None
+    plots: list[Plot] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        out = {"go": 0, "no-go": 0, "warn": 0, "not-run": 0}
+        for item in self.items:
+            out[item.verdict] += 1
+        return out
+
+
+def overall_verdict(items: list[CheckItem]) -> tuple[Overall, str]:
+    """no-go if any item is no-go; incomplete if a required, unwaived item did not run; else go (warns listed)."""
+    nogo = [i.id for i in items if i.verdict == "no-go"]
+    if nogo:
+        return "no-go", f"{len(nogo)} item(s) no-go: {', '.join(nogo)}"
+    missing = [i.id for i in items if i.verdict == "not-run" and i.required and not i.waived]
+    if missing:
+        return "incomplete", f"{len(missing)} required item(s) not run: {', '.join(missing)}"
+    warns = [i.id for i in items if i.verdict == "warn"]
+    if warns:
+        return "go", f"go with {len(warns)} warning(s): {', '.join(warns)}"
+    return "go", "every item go"

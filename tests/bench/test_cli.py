@@ -1,0 +1,76 @@
+"""`switchover bench` as a user meets it: help, exit codes, one-line errors, JSON."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "switchover", "bench", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_help_lists_the_working_subcommands():
+    r = _run("--help")
+    assert r.returncode == 0
+    for verb in ("calibrate", "recompute", "report", "sweep"):
+        assert verb in r.stdout
+
+
+def test_unreachable_server_is_one_line_exit_3(tmp_path):
+    r = _run("--url", "http://127.0.0.1:1", "--no-calibrate", "--runs-dir", str(tmp_path))
+    assert r.returncode == 3
+    assert "cannot connect" in r.stderr and "Traceback" not in r.stderr + r.stdout
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_bad_values_name_the_flag_exit_2(tmp_path):
+    r = _run("--url", "http://127.0.0.1:1", "--buckets", "12x")
+    assert r.returncode == 2 and "--buckets" in r.stderr
+    r = _run("--url", "http://127.0.0.1:1", "--slo", "ttft=5")
+    assert r.returncode == 2 and "--slo" in r.stderr
+    r = _run("--url", "http://127.0.0.1:1", "--old", "http://127.0.0.1:2")
+    assert r.returncode == 2 and "not both" in r.stderr
+    r = _run("--url", "http://127.0.0.1:1", "--engine", "nosuch", "--no-calibrate")
+    assert r.returncode in (2, 3)
+
+
+def test_recompute_of_a_missing_run_is_exit_2(tmp_path):
+    r = _run("recompute", str(tmp_path / "nope"), "--as", "vllm")
+    assert r.returncode == 2 and "no such run directory" in r.stderr
+
+
+def test_calibrate_json():
+    r = _run("calibrate", "--concurrency", "4", "--chunks", "8", "--duration", "0.3", "--in-process", "--json")
+    assert r.returncode == 0, r.stderr
+    cal = json.loads(r.stdout)
+    assert cal["req_per_s"] > 0 and cal["chunks_per_s"] >= cal["req_per_s"]
+
+
+def test_full_cli_run_against_zero_work_server_then_recompute_and_report(tmp_path):
+    srv = subprocess.Popen([sys.executable, "-m", "switchover.bench.zerowork", "--port", "0", "--itl-ms", "1"],
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        assert srv.stdout is not None
+        port = int(srv.stdout.readline())
+        url = f"http://127.0.0.1:{port}"
+        r = _run("--old", url, "--new", url, "--buckets", "24", "--output-tokens", "8", "--concurrency", "1,2,3",
+                 "--requests", "5", "--no-calibrate", "--runs-dir", str(tmp_path), "--json",
+                 "--slo", "tpot_p99_ms=10000")
+        assert r.returncode == 0, r.stderr
+        report = json.loads(r.stdout)
+        assert report["passed"] is True and len(report["steps"]) == 6
+        run_dir = report["run_dir"]
+        r = _run("recompute", run_dir, "--as", "guidellm", "--json")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["steps"][0]["metrics"][0]["name"] == "time_to_first_token_ms"
+        r = _run("report", run_dir)
+        assert r.returncode == 0 and r.stdout.strip().endswith("report.html")
+        r = _run("--url", url, "--buckets", "24", "--output-tokens", "8", "--concurrency", "1", "--requests", "3",
+                 "--no-calibrate", "--runs-dir", str(tmp_path), "--slo", "ttft_p99_ms=0.000001")
+        assert r.returncode == 1 and "checks failed" in r.stderr
+    finally:
+        srv.terminate()
+        srv.wait(timeout=10)

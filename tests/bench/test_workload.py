@@ -1,0 +1,132 @@
+"""Prompt synthesis to exact lengths, cache-busters, datasets and seeded arrivals."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from switchover.bench.workload import (
+    FILLER,
+    arrival_offsets,
+    bucket_prompt,
+    cache_buster,
+    fit_bucket,
+    load_dataset,
+    unit_words,
+)
+from switchover.errors import BadInput
+
+
+def word_counter(bos: int = 1, two_token_words: frozenset[str] = frozenset()):
+    """A fake server tokenizer: one token per word (two for some), plus BOS."""
+
+    async def count(text: str) -> int:
+        words = text.replace(".", " .").split()
+        return bos + sum(2 if w in two_token_words else 1 for w in words)
+
+    return count
+
+
+async def test_fit_hits_the_exact_target():
+    fit = await fit_bucket(word_counter(), 128, seed=0, bucket="128")
+    assert fit.achieved == 128 and fit.deviation == 0
+    p = bucket_prompt("completions", fit, 0, ("128", 0, 0, 7), 16)
+    assert await word_counter()(str(p.payload)) == 128
+
+
+async def test_fit_reports_the_deviation_when_no_word_count_hits():
+    async def even(text: str) -> int:  # only even counts exist
+        return 2 * len(text.split())
+
+    fit = await fit_bucket(even, 33, seed=0, bucket="33")
+    assert abs(fit.deviation) == 1 and fit.achieved in (32, 34)
+
+
+async def test_fit_rejects_targets_shorter_than_the_cache_buster():
+    with pytest.raises(BadInput, match="too short"):
+        await fit_bucket(word_counter(), 4, seed=0, bucket="4")
+
+
+async def test_unit_words_drop_multi_token_words():
+    units = await unit_words(word_counter(two_token_words=frozenset({"data", "value"})))
+    assert "data" not in units and "value" not in units and "the" in units
+
+
+async def test_every_request_has_the_same_length_with_unit_words():
+    count = word_counter(two_token_words=frozenset({"data", "value", "hold"}))
+    vocab = await unit_words(count)
+    fit = await fit_bucket(count, 64, seed=3, bucket="64", vocab=vocab)
+    lengths = {await count(str(bucket_prompt("completions", fit, 3, ("64", 0, 0, i), 8).payload))
+               for i in range(30)}
+    assert lengths == {64}
+
+
+def test_cache_buster_is_unique_per_request_and_deterministic():
+    a = cache_buster(0, ("128", 0, 0, 1))
+    assert a == cache_buster(0, ("128", 0, 0, 1))
+    assert a != cache_buster(0, ("128", 0, 0, 2))
+    assert cache_buster(0, ("x",), unique=False) == cache_buster(0, ("y",), unique=False)
+    assert all(w in FILLER for w in a.rstrip(".").split()[1:])
+
+
+def test_chat_prompts_are_messages():
+    from switchover.bench.workload import BucketFit
+
+    fit = BucketFit(bucket="32", target=32, words=20, achieved=32, deviation=0, method="x", probes=1)
+    p = bucket_prompt("chat", fit, 0, ("k",), 8)
+    assert isinstance(p.payload, list) and p.payload[0]["role"] == "user"
+
+
+def test_same_seed_same_arrivals_and_mean_rate():
+    a = arrival_offsets("poisson", 10.0, 2000, seed=1)
+    assert a == arrival_offsets("poisson", 10.0, 2000, seed=1)
+    assert a != arrival_offsets("poisson", 10.0, 2000, seed=2)
+    assert a[0] == 0.0
+    assert np.mean(np.diff(a)) == pytest.approx(0.1, rel=0.1)
+
+
+def test_constant_rate_gaps_are_exact():
+    assert np.diff(arrival_offsets("constant", 4.0, 5, seed=0)) == pytest.approx([0.25] * 4)
+
+
+def test_gamma_burstiness_below_one_is_burstier_than_poisson():
+    p = np.diff(arrival_offsets("poisson", 10.0, 5000, seed=0))
+    g = np.diff(arrival_offsets("gamma", 10.0, 5000, seed=0, burstiness=0.25))
+    assert np.mean(g) == pytest.approx(0.1, rel=0.15)
+    assert np.std(g) > 1.5 * np.std(p)
+
+
+def test_bad_rate_is_bad_input():
+    with pytest.raises(BadInput, match="rate must be positive"):
+        arrival_offsets("constant", 0, 3, seed=0)
+
+
+def test_dataset_prompts_messages_and_trace(tmp_path):
+    f = tmp_path / "d.jsonl"
+    f.write_text("\n".join(json.dumps(o) for o in [
+        {"prompt": "hi", "timestamp": 100.0}, {"prompt": "there", "max_tokens": 5, "timestamp": 101.5}]))
+    ps = load_dataset(f, 16)
+    assert [p.at_s for p in ps] == [0.0, 1.5]
+    assert [p.max_tokens for p in ps] == [16, 5]
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (['{"prompt": 1}'], ":1: `prompt` must be a string"),
+        (['{"x": 1}'], ":1: each line needs exactly one of"),
+        (['{"prompt": "a"}', "nope"], ":2: not valid JSON"),
+        (['{"prompt": "a", "max_tokens": 0}'], ":1: `max_tokens` must be a positive integer"),
+        (['{"prompt": "a"}', '{"messages": [{"role": "user", "content": "b"}]}'], "mixes"),
+        (['{"prompt": "a", "timestamp": 1}', '{"prompt": "b"}'], "every line has a `timestamp`"),
+        ([], "empty"),
+    ],
+)
+def test_dataset_errors_name_the_line(tmp_path, lines, message):
+    f = tmp_path / "d.jsonl"
+    f.write_text("\n".join(lines))
+    with pytest.raises(BadInput, match=re.escape(message)):
+        load_dataset(f, 16)

@@ -1,0 +1,195 @@
+"""Each checklist rule against small evidence tables: the verdict follows from the figures, and a missing
+measurement gives not-run (never go)."""
+
+from __future__ import annotations
+
+import pytest
+
+from switchover.check.judging import Limits
+from switchover.check.rules import RULES, judge_all
+from switchover.check.settings import CheckSection, Thresholds
+from tests.check import builders as b
+
+
+def verdict(rule: str, **parts):  # type: ignore[no-untyped-def]
+    ev = b.evidence(**parts)
+    j = RULES[rule](ev, Limits.of(ev))
+    return j.verdict, j
+
+
+@pytest.mark.parametrize(
+    ("steps", "deltas", "expected"),
+    [
+        ([b.step("old", 1), b.step("new", 1)], [], "go"),
+        ([b.step("old", 1), b.step("new", 1, error_rate=0.2)], [], "no-go"),
+        ([b.step("old", 1), b.step("new", 1)], [b.delta("ttft", 100, 200, significant=True)], "no-go"),
+        ([b.step("old", 1), b.step("new", 1)], [b.delta("ttft", 100, 200, significant=False, p=0.3)], "warn"),
+        ([b.step("old", 1), b.step("new", 1)], [b.delta("ttft", 100, 110, significant=True)], "go"),
+    ],
+)
+def test_scheduling_judges_error_rate_and_significant_ttft_regression(steps, deltas, expected) -> None:  # type: ignore[no-untyped-def]
+    v, _ = verdict("s000.scheduling", bench=b.bench(steps, [b.ab(1, *deltas)] if deltas else []))
+    assert v == expected
+
+
+def test_scheduling_uses_bench_slos_when_no_threshold_is_set() -> None:
+    ev = b.evidence(bench=b.bench([b.step("old", 1), b.step("new", 1, error_rate=0.05)]), slos={"max_error_rate": 0.1})
+    assert RULES["s000.scheduling"](ev, Limits.of(ev)).verdict == "go"
+
+
+def test_scheduling_warns_on_a_differing_error_probe() -> None:
+    v, j = verdict("s000.scheduling", probe=b.probe(b.probe_result("error.unknown_model", "errors", "differs")))
+    assert v == "warn" and "error.unknown_model" in j.reason()
+
+
+@pytest.mark.parametrize(
+    ("longest", "expected"),
+    [((2000, 2000), "go"), ((2000, 1900), "go"), ((2000, 1000), "no-go"), ((None, None), "not-run")],
+)
+def test_kv_cache_compares_the_longest_input_really_served(longest, expected) -> None:  # type: ignore[no-untyped-def]
+    v, _ = verdict("s000.kv_cache", verify=b.verify(longest=longest))
+    assert v == expected
+
+
+@pytest.mark.parametrize(
+    ("knees", "old_tok", "new_tok", "expected"),
+    [
+        ({"old/128": b.knee(False), "new/128": b.knee(False)}, 100, 95, "go"),
+        ({"old/128": b.knee(True, 8), "new/128": b.knee(True, 2)}, 100, 100, "warn"),
+        ({"old/128": b.knee(False), "new/128": b.knee(False)}, 100, 50, "warn"),
+    ],
+)
+def test_batching_warns_on_an_earlier_knee_or_lower_throughput(knees, old_tok, new_tok, expected) -> None:  # type: ignore[no-untyped-def]
+    rep = b.bench([b.step("old", 4, tok_s=old_tok), b.step("new", 4, tok_s=new_tok)], knees=knees)
+    assert verdict("s000.batching", bench=rep)[0] == expected
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({}, "go"),
+        ({"structured": (3, 1)}, "no-go"),
+        ({"structured": (3, 3), "new_loop": True}, "no-go"),
+        ({"flags": ["diverges within the first 8 characters (at 2)"], "identical": False}, "warn"),
+    ],
+)
+def test_kernels_judges_json_validity_long_inputs_and_greedy_flags(kwargs, expected) -> None:  # type: ignore[no-untyped-def]
+    assert verdict("s000.kernels", verify=b.verify(**kwargs))[0] == expected
+
+
+@pytest.mark.parametrize(
+    ("results", "expected"),
+    [
+        ([b.probe_result("stop.count", "stop", "same")], "go"),
+        ([b.probe_result("stop.count", "stop", "differs")], "no-go"),
+        ([b.probe_result("n.parallel", "n", "differs", breaking=False)], "warn"),
+        ([b.probe_result("error.malformed", "errors", "differs")], "not-run"),  # not this item's category
+    ],
+)
+def test_defaults_is_no_go_on_a_breaking_api_difference(results, expected) -> None:  # type: ignore[no-untyped-def]
+    assert verdict("s000.defaults", probe=b.probe(*results))[0] == expected
+
+
+def test_defaults_without_probe_is_not_run() -> None:
+    assert verdict("s000.defaults")[0] == "not-run"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [({}, "go"), ({"status": "renamed"}, "warn"), ({"new_reachable": False}, "no-go")],
+)
+def test_observability_needs_new_metrics_and_flags_renames(kwargs, expected) -> None:  # type: ignore[no-untyped-def]
+    assert verdict("s000.observability", metrics=b.metrics(**kwargs))[0] == expected
+
+
+@pytest.mark.parametrize(
+    ("texts", "expected"),
+    [
+        ([(10, 10, True), (20, 20, True)], "go"),
+        ([(10, 10, False)], "warn"),
+        ([(100, 125, False)], "no-go"),  # seed 001 §1: +25% tokens breaks every budget
+        ([(None, None, None)], "not-run"),
+    ],
+)
+def test_tokenizer_counts_shift_against_tolerance(texts, expected) -> None:  # type: ignore[no-untyped-def]
+    assert verdict("s001.tokenizer", live_model=b.live(texts))[0] == expected
+
+
+@pytest.mark.parametrize(
+    ("texts", "chats", "expected"),
+    [
+        ([(10, 10, True)], [(20, 20)], "go"),
+        ([(10, 10, True)], [(20, 26)], "no-go"),
+        ([(10, 12, False)], [(20, 26)], "not-run"),  # tokenizers differ: the live check cannot isolate the template
+    ],
+)
+def test_chat_template_differs_when_prompt_tokens_differ_but_tokenizers_agree(texts, chats, expected) -> None:  # type: ignore[no-untyped-def]
+    assert verdict("s001.chat_template", live_model=b.live(texts, chats))[0] == expected
+
+
+def test_chat_template_uses_diff_model_renders() -> None:
+    dm = {"template": {"same_renders": False, "renders": [{"conversation": "system+user", "same": False}]}}
+    assert verdict("s001.chat_template", diff_model=dm)[0] == "no-go"
+
+
+@pytest.mark.parametrize(
+    ("result", "expected"),
+    [
+        (b.probe_result("sampling.defaults", "sampling", "same"), "go"),
+        (b.probe_result("sampling.defaults", "sampling", "differs"), "no-go"),
+        (b.probe_result("sampling.defaults", "sampling", "inconclusive"), "not-run"),
+    ],
+)
+def test_sampling_defaults_follow_the_defaults_probe(result, expected) -> None:  # type: ignore[no-untyped-def]
+    other = b.probe_result("sampling.seed_repeat", "sampling", "differs")  # belongs to s000.defaults only
+    assert verdict("s001.sampling_defaults", probe=b.probe(result, other))[0] == expected
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"configured": [120.0]}, "go"),  # 2000 x 35 ms = 70 s + 7 s margin = 77 s
+        ({"configured": [30.0]}, "no-go"),  # seed 001 §3: 30 s grace kills a 70 s generation
+        ({"configured": [120.0, 30.0]}, "no-go"),
+        ({}, "warn"),
+        ({"tpot": None, "configured": [120.0]}, "not-run"),
+    ],
+)
+def test_grace_covers_max_tokens_times_tpot_p99(kwargs, expected) -> None:  # type: ignore[no-untyped-def]
+    v, j = verdict("s001.grace", grace=b.grace(**kwargs))
+    assert v == expected
+    if expected != "not-run":
+        assert any(f.name.startswith("required grace") and f.value == 77.0 for f in j.figures)
+
+
+@pytest.mark.parametrize(("timeout", "expected"), [(15.0, "warn"), (120.0, "go"), (None, "not-run")])
+def test_client_timeout_shorter_than_generation_warns(timeout, expected) -> None:  # type: ignore[no-untyped-def]
+    assert verdict("s001.client_timeout", grace=b.grace(client_timeout=timeout))[0] == expected
+
+
+def test_weights_go_on_identical_hash_warn_on_change() -> None:
+    assert verdict("s001.weights", diff_model={"weights_same": True, "weights_old": {"hash": "a"},
+                                               "weights_new": {"hash": "a"}})[0] == "go"
+    assert verdict("s001.weights", diff_model={"weights_same": False, "weights_old": {"hash": "a"},
+                                               "weights_new": {"hash": "b"}})[0] == "warn"
+
+
+def test_every_item_is_not_run_without_evidence_and_names_why() -> None:
+    items = judge_all(b.evidence())
+    assert {i.verdict for i in items} == {"not-run"}
+    assert all("not measured" in i.reason or "nothing measured" in i.reason for i in items)
+
+
+def test_a_rule_that_crashes_gives_not_run_with_the_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(ev, lim):  # type: ignore[no-untyped-def]
+        raise KeyError("weird")
+
+    monkeypatch.setitem(RULES, "s001.grace", boom)
+    item = next(i for i in judge_all(b.evidence(grace=b.grace(configured=[999.0]))) if i.id == "s001.grace")
+    assert item.verdict == "not-run" and "rule error: KeyError" in item.reason
+
+
+def test_thresholds_from_the_check_section_override_defaults() -> None:
+    s = CheckSection(thresholds=Thresholds(tokenizer_shift_pct=30.0))
+    ev = b.evidence(settings=s, live_model=b.live([(100, 125, False)]))
+    assert RULES["s001.tokenizer"](ev, Limits.of(ev)).verdict == "warn"

@@ -1,0 +1,215 @@
+"""Gateway on real engines: vLLM CPU (the bed's old) and a llama-server of our own as new, weight 20, shadow 100 %.
+
+The new arm is a llama-server started here (not the bed's), so stopping it leaves the shared bed running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+import yaml
+
+from switchover.config import load_migration
+from switchover.gateway.app import Gateway
+from switchover.gateway.ledger import read_ledger
+from switchover.gateway.ledger_record import LedgerRecord
+from switchover.gateway.policy import bucket_of, tenant_hash, threshold
+from switchover.gateway.server import running
+from switchover.readiness import check_ready
+from switchover.testbed import processes
+from switchover.testbed.layout import bed_models
+from switchover.wire.sse import parse_all
+
+pytestmark = pytest.mark.engines
+
+
+class OwnLlama:
+    """A llama-server this module starts and stops (the new arm)."""
+
+    def __init__(self, bed: Any) -> None:
+        model = bed_models(bed.layout)[bed.key]
+        self.port = processes.free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.cmd = processes.llama_command(bed.layout, model, self.port, threads=1)
+        self.log = bed.layout.run / f"gateway-test-llama-{self.port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.model = model.served_name
+
+    def start(self) -> None:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as fh:
+            self.proc = subprocess.Popen(self.cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"llama-server exited; see {self.log}"
+            r = asyncio.run(check_ready(self.url, model=self.model, max_ms=10000, connect_timeout_s=1))
+            if r.ready:
+                return
+            time.sleep(0.3)
+        raise AssertionError(f"llama-server not ready in 60 s; see {self.log}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def new_arm(bed: Any) -> Iterator[OwnLlama]:
+    llama = OwnLlama(bed)
+    llama.start()
+    try:
+        yield llama
+    finally:
+        llama.stop()
+
+
+@contextlib.asynccontextmanager
+async def gateway(tmp_path: Path, old_url: str, new_url: str, **gw: Any) -> AsyncIterator[tuple[Gateway, str,
+                                                                                              Path, dict[str, Any]]]:
+    config = {"old": {"url": old_url, "engine": "vllm"}, "new": {"url": new_url, "engine": "llamacpp"},
+              "gateway": {"weight": 20, "run_dir": "run", "reload_poll_s": 0.1,
+                          "shadow": {"percent": 100, "max_concurrency": 8, "max_tokens_clamp": 8}, **gw}}
+    path = tmp_path / "switchover.yaml"
+    path.write_text(yaml.safe_dump(config))
+    gw_ = Gateway(load_migration(path), path)
+    async with running(gw_, port=0) as url:
+        yield gw_, url, path, config
+
+
+def rewrite(path: Path, config: dict[str, Any], **fields: Any) -> None:
+    config["gateway"].update(fields)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump(config))
+    tmp.replace(path)
+
+
+async def post(http: aiohttp.ClientSession, url: str, model: str, tenant: str, *, stream: bool = False,
+               max_tokens: int = 4, **extra: Any) -> tuple[int, bytes]:
+    body = {"model": model, "prompt": "The capital of France is", "max_tokens": max_tokens, "stream": stream,
+            "temperature": 0, **extra}
+    headers = {"x-tenant-id": tenant, "Content-Type": "application/json"}
+    async with http.post(url + "/v1/completions", data=orjson.dumps(body), headers=headers,
+                         timeout=aiohttp.ClientTimeout(total=60)) as r:
+        return r.status, await r.read()
+
+
+async def settle(gw: Gateway, n: int) -> list[LedgerRecord]:
+    for _ in range(200):  # rows wait for their shadow to finish
+        if gw.ledger.written >= n:
+            break
+        await asyncio.sleep(0.05)
+    return list(read_ledger(gw.run_dir))
+
+
+TENANTS = [f"customer-{i}" for i in range(40)]
+
+
+async def test_weight_20_is_sticky_monotonic_and_shadowed(bed, new_arm, tmp_path):
+    async with gateway(tmp_path, bed.old_url, new_arm.url) as (gw, url, path, config), aiohttp.ClientSession() as h:
+        for _ in range(2):
+            for t in TENANTS:
+                status, body = await post(h, url, bed.model, t)
+                assert status == 200 and orjson.loads(body)["model"] == bed.model, body[:300]
+        rows = await settle(gw, 2 * len(TENANTS))
+        arms: dict[str, set[str]] = {}
+        for r in rows:
+            arms.setdefault(r.tenant, set()).add(r.arm)
+        assert all(len(a) == 1 for a in arms.values())  # sticky: a tenant never changes arm at a fixed weight
+        for r in rows:  # the arm is exactly the bucket rule
+            assert r.arm == ("new" if r.bucket < threshold(20) else "old") and r.outcome == "ok"
+        at20 = {t for t in TENANTS if bucket_of(tenant_hash(t)) < threshold(20)}
+        assert 0 < len(at20) < len(TENANTS)
+        shadowed = [r for r in rows if r.arm == "old"]
+        bad = [r.shadow for r in shadowed if not (r.shadow and r.shadow.status == 200 and r.shadow.completion_tokens)]
+        assert shadowed and not bad, bad[:3]
+        assert all(r.shadow is None for r in rows if r.arm == "new")  # no mirror of what new already serves
+        rewrite(path, config, weight=50)
+        for _ in range(100):
+            if gw.live.gw.weight == 50:
+                break
+            await asyncio.sleep(0.02)
+        t_reload = time.time()
+        for t in TENANTS:
+            await post(h, url, bed.model, t)
+        rows50 = [r for r in await settle(gw, 3 * len(TENANTS)) if r.ts >= t_reload]
+        assert len(rows50) == len(TENANTS)
+        new20 = {tenant_hash(t) for t in at20}
+        new50 = {r.tenant for r in rows50 if r.arm == "new"}
+        assert new20 < new50  # raising the weight only moved tenants old -> new
+
+
+async def test_streams_through_both_arms_are_normalised_and_measured(bed, new_arm, tmp_path):
+    async with gateway(tmp_path, bed.old_url, new_arm.url, weight=50) as (gw, url, _, _), aiohttp.ClientSession() as h:
+        t_new = next(t for t in TENANTS if bucket_of(tenant_hash(t)) < threshold(50))
+        t_old = next(t for t in TENANTS if bucket_of(tenant_hash(t)) >= threshold(50))
+        for t in (t_new, t_old):
+            status, body = await post(h, url, bed.model, t, stream=True, max_tokens=8)
+            evs = parse_all([body])
+            assert status == 200 and evs[-1].data == b"[DONE]"
+            assert all(orjson.loads(e.data)["model"] == bed.model for e in evs[:-1])
+        rows = await settle(gw, 2)
+        assert [r.arm for r in rows] == ["new", "old"]
+        for r in rows:
+            assert r.ttft_ms and r.ttft_ms > 0 and r.completion_tokens == 8 and r.finish_reason == "length"
+
+
+async def test_rollback_by_editing_one_line_while_a_stream_is_in_flight(bed, new_arm, tmp_path):
+    async with gateway(tmp_path, bed.old_url, new_arm.url, weight=100) as (gw, url, path, config), \
+            aiohttp.ClientSession() as h:
+        task = asyncio.ensure_future(post(h, url, bed.model, "t", stream=True, max_tokens=1500, ignore_eos=True))
+        for _ in range(200):
+            if gw.in_flight:
+                break
+            await asyncio.sleep(0.01)
+        rewrite(path, config, rollback=True)
+        assert gw.reload()  # what SIGHUP does; the file watcher would pick it up within reload_poll_s too
+        assert gw.live.gw.rollback
+        assert gw.in_flight == 1  # the stream is still running after the reload
+        status, _ = await post(h, url, bed.model, "t")
+        status_stream, body = await task
+        assert status == 200 and status_stream == 200
+        assert parse_all([body])[-1].data == b"[DONE]" and b"upstream_error" not in body
+        rows = await settle(gw, 2)
+        by_reason = {r.route_reason: r for r in rows}
+        assert by_reason["rollback"].arm == "old"
+        assert by_reason["weight"].arm == "new" and by_reason["weight"].outcome == "ok"
+        assert by_reason["weight"].completion_tokens and by_reason["weight"].completion_tokens > 1
+
+
+async def test_stopping_the_new_engine_falls_back_then_trips_the_kill_switch(bed, new_arm, tmp_path):
+    ks = {"min_samples": 6, "max_fallback_ratio": 0.5, "window": 60}
+    async with gateway(tmp_path, bed.old_url, new_arm.url, weight=100, kill_switch=ks,
+                       shadow={"percent": 0}) as (gw, url, _, _), aiohttp.ClientSession() as h:
+        assert (await post(h, url, bed.model, "t0"))[0] == 200
+        new_arm.stop()
+        statuses = [(await post(h, url, bed.model, f"t{i}", stream=i % 2 == 0))[0] for i in range(1, 10)]
+        assert statuses == [200] * 9  # no client ever saw the failure
+        rows = await settle(gw, 10)
+        assert rows[0].arm == "new" and rows[0].outcome == "ok"
+        fell = [r for r in rows[1:] if r.fallback_reason]
+        # 1 ok + 5 fallbacks = 5/6 > 0.5 with min_samples 6: the sixth new-arm request trips it
+        assert len(fell) == 5 and all(r.arm == "old" and r.outcome == "fallback_ok" for r in fell)
+        assert [r.route_reason for r in rows[6:]] == ["kill_switch"] * 4
+        assert fell[0].fallback_reason in ("connect", "disconnected")
+        assert gw.killswitch.latched
+        assert rows[-1].route_reason == "kill_switch" and rows[-1].fallback_reason is None
+        async with h.get(url + "/metrics") as r:
+            assert "switchover_gateway_kill_switch_latched 1.0" in await r.text()

@@ -1,0 +1,141 @@
+"""Real-parser check: flags rendered by `plan translate` are accepted by the test bed's engines.
+
+vLLM: the rendered argv goes through vLLM CPU's own argument parser (make_arg_parser) in the test bed's venv.
+llama.cpp: every rendered flag must appear in `llama-server --help`, and llama-server must get past argument
+parsing (it then fails on a model path that does not exist, before serving anything).
+No running engines are needed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from switchover.plan.translate import parse_launch, render, translate
+from switchover.testbed import processes
+from switchover.testbed.layout import Layout
+
+pytestmark = pytest.mark.engines
+
+VLLM_LAUNCHES = [
+    "vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 2 --max-model-len 32768 "
+    "--gpu-memory-utilization 0.9 --max-num-seqs 128 --kv-cache-dtype fp8 --no-enable-prefix-caching "
+    "--served-model-name llama8b --seed 1 --enable-chunked-prefill --generation-config vllm --port 8001",
+    "python -m vllm.entrypoints.openai.api_server --model /models/qwen --served-model-name qwen --max-model-len 8k "
+    "--max-num-seqs 64 --host 127.0.0.1 --port 8000 --trust-remote-code --enforce-eager",
+    "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --enable-expert-parallel --max-model-len 16K --dtype bfloat16 "
+    "--quantization fp8",
+]
+OTHER_LAUNCHES = [
+    ("sglang", "python -m sglang.launch_server --model-path /m --tp-size 4 --context-length 8192 "
+               "--max-running-requests 256 --disable-radix-cache --served-model-name m --random-seed 7 "
+               "--sampling-defaults openai --kv-cache-dtype fp8_e5m2 --port 30000"),
+    ("tgi", "PREFIX_CACHING=0 text-generation-launcher --model-id /m --num-shard 2 --max-total-tokens 4096 "
+            "--quantize awq --port 3000"),
+    ("llamacpp", "llama-server -m /m.gguf --alias tiny -c 16384 -np 4 --seed 3 --no-cache-prompt --metrics"),
+    ("trtllm", "trtllm-serve /m --tp_size 2 --max_seq_len 4096 --max_batch_size 64 --enable_chunked_prefill"),
+]
+
+VLLM_CHECK = r"""
+import contextlib, io, json, sys
+from vllm.entrypoints.launchers.cli_args import make_arg_parser
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+parser = make_arg_parser(FlexibleArgumentParser())
+out = []
+for argv in json.load(sys.stdin):
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            ns = parser.parse_args(argv)
+        out.append({"ok": True, "values": {k: v for k, v in vars(ns).items() if isinstance(v, (int, float, str, bool, list, type(None)))}})
+    except SystemExit:
+        out.append({"ok": False, "error": err.getvalue()[-400:]})
+print("RESULT" + json.dumps(out, default=str))
+"""
+
+
+def _need(path: os.PathLike[str], what: str) -> None:
+    if not os.path.exists(path):
+        if os.environ.get("CI"):
+            pytest.fail(f"real-parser check cannot run in CI: {what} missing at {path}", pytrace=False)
+        pytest.skip(f"{what} missing at {path} (run `switchover testbed setup`)")
+
+
+def _vllm_argvs() -> list[tuple[str, list[str]]]:
+    cases = []
+    for launch in VLLM_LAUNCHES:
+        cases.append((launch, translate("vllm", launch, "vllm").argv))
+    for engine, launch in OTHER_LAUNCHES:
+        cases.append((f"{engine}: {launch}", translate(engine, launch, "vllm").argv))
+    for launch in VLLM_LAUNCHES:  # vLLM -> X -> vLLM
+        for target in ("sglang", "tgi", "llamacpp", "trtllm"):
+            forward = render(parse_launch("vllm", launch), target)
+            cases.append((f"via {target}: {launch}", render(parse_launch(target, forward.command), "vllm").argv))
+    return [(name, argv[2:]) for name, argv in cases]  # drop "vllm serve"; the model stays positional
+
+
+def test_rendered_vllm_flags_pass_vllm_cpu_argument_parser() -> None:
+    layout = Layout.default()
+    _need(layout.vllm_python, "vLLM CPU venv")
+    cases = _vllm_argvs()
+    proc = subprocess.run([str(layout.vllm_python), "-c", VLLM_CHECK], input=json.dumps([a for _, a in cases]),
+                          capture_output=True, text=True, timeout=300, check=False)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT")), None)
+    assert line is not None, proc.stderr[-2000:]
+    results = json.loads(line[len("RESULT"):])
+    failures = [(name, r["error"]) for (name, _), r in zip(cases, results, strict=True) if not r["ok"]]
+    assert failures == []
+    first = results[0]["values"]  # the parser read what we meant, not just accepted the spelling
+    assert first["tensor_parallel_size"] == 2 and first["max_model_len"] == 32768
+    assert first["enable_prefix_caching"] is False and first["generation_config"] == "vllm"
+    assert first["served_model_name"] == ["llama8b"] and first["kv_cache_dtype"] == "fp8"
+    assert results[2]["values"]["max_model_len"] == 16384 and results[2]["values"]["enable_expert_parallel"]
+    sglang_back = results[len(VLLM_LAUNCHES)]["values"]
+    assert sglang_back["tensor_parallel_size"] == 4 and sglang_back["seed"] == 7
+    assert sglang_back["kv_cache_dtype"] == "fp8_e5m2" and sglang_back["generation_config"] == "vllm"
+
+
+def _llama_argvs() -> list[tuple[str, list[str]]]:
+    cases = [(launch, translate("vllm", launch, "llamacpp").argv) for launch in VLLM_LAUNCHES]
+    cases += [(launch, translate(engine, launch, "llamacpp").argv) for engine, launch in OTHER_LAUNCHES]
+    return cases
+
+
+def test_rendered_llamacpp_flags_exist_in_llama_server_help() -> None:
+    layout = Layout.default()
+    _need(layout.llama_server, "llama-server binary")
+    help_text = subprocess.run([str(layout.llama_server), "--help"], capture_output=True, text=True, timeout=60,
+                               check=False).stdout
+    known = set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", help_text))
+    assert "--ctx-size" in known and "-np" in known
+    for name, argv in _llama_argvs():
+        flags = [a for a in argv[1:] if a.startswith("-") and not re.fullmatch(r"-\d+(\.\d+)?", a)]
+        assert set(flags) <= known, (name, sorted(set(flags) - known))
+
+
+def test_rendered_llamacpp_flags_get_past_llama_server_argument_parsing() -> None:
+    layout = Layout.default()
+    _need(layout.llama_server, "llama-server binary")
+    for name, argv in _llama_argvs():
+        args = [str(layout.llama_server), *argv[1:]]
+        args[args.index("-m") + 1] = "/nonexistent/switchover-parser-check.gguf"
+        args += ["--host", "127.0.0.1", "--port", str(processes.free_port())]
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+        text = proc.stdout + proc.stderr
+        assert "invalid argument" not in text and "error while handling argument" not in text, (name, text[-500:])
+        assert "failed to load model" in text, (name, text[-500:])
+
+
+def test_a_bad_flag_is_caught_by_this_check() -> None:
+    """The check can fail: an unknown flag is reported by the real llama-server parser."""
+    layout = Layout.default()
+    _need(layout.llama_server, "llama-server binary")
+    proc = subprocess.run([str(layout.llama_server), "-m", "/nonexistent.gguf", "--max-num-seqs", "4"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert "invalid argument" in proc.stdout + proc.stderr
+    assert sys.executable  # keep the interpreter import used

@@ -1,0 +1,75 @@
+"""`verify` against the real bed: vLLM CPU (old) vs llama-server (new).
+
+The tiny bed checks the long-input boundary against each server's real limit; the SmolLM2 bed (its own, started
+here, ~3.5 GB and 30-60 s for vLLM) shows real greedy divergences between vLLM bf16 and llama.cpp Q4_1
+(reference/testbed.md §7: 8 of 10 prompts matched exactly).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from switchover.probe import Target
+from switchover.testbed import processes
+from switchover.testbed.install import installed
+from switchover.testbed.layout import Layout
+from switchover.verify import BUILTIN, VerifyOptions, run_verify
+
+pytestmark = pytest.mark.engines
+
+
+@pytest.fixture(scope="module")
+def smollm2_bed() -> Iterator[tuple[str, str, str]]:
+    """Both engines on SmolLM2-135M-Instruct, on free ports, stopped afterwards."""
+    layout = Layout.default()
+    missing = installed(layout, with_smollm2=True)
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"SmolLM2 bed missing: {missing}", pytrace=False)
+        pytest.skip(f"SmolLM2 bed missing: {missing}")
+    name = f"verify-smollm2-{os.getpid()}"
+    state, _ = processes.up(layout, model="smollm2", name=name, old_port=processes.free_port(),
+                            new_port=processes.free_port(), timeout_s=600)
+    try:
+        yield state.url("old"), state.url("new"), state.engines[0].served_name
+    finally:
+        processes.down(layout, name=name)
+
+
+def test_long_input_boundary_matches_each_servers_real_context(bed: Any) -> None:
+    r = asyncio.run(run_verify(Target(bed.old_url, bed.model), Target(bed.new_url, bed.model), BUILTIN[:2],
+                               VerifyOptions(structured=2)))
+    assert not r.partial and len(r.greedy) == 2
+    old, new = r.long_inputs
+    assert old.context == 2048 and new.context == 1024  # vLLM --max-model-len 2048; llama.cpp 4096 ctx / 4 slots
+    for side in (old, new):
+        assert [c.status for c in side.checks[:2]] == ["ok", "ok"]
+        assert 0.55 * side.context <= side.checks[0].prompt_tokens <= 0.75 * side.context
+        b = side.boundary
+        assert b is not None and b.longest_ok_prompt_tokens is not None
+        # the longest prompt that worked is just below the context, and the next step up failed with 400
+        assert 0.95 * side.context <= b.longest_ok_prompt_tokens < side.context
+        assert b.failure is not None and "HTTP 400" in b.failure
+    assert all(s.total == 2 for s in r.structured)
+
+
+def test_smollm2_vllm_vs_llamacpp_shows_real_divergences(smollm2_bed: tuple[str, str, str]) -> None:
+    old, new, model = smollm2_bed
+    r = asyncio.run(run_verify(Target(old, model), Target(new, model), BUILTIN,
+                               VerifyOptions(structured=0, long_inputs=False)))
+    s = r.summary
+    assert s is not None and s.prompts == len(BUILTIN) and s.failed == 0
+    # same weights, bf16 vs Q4_1: most prompts agree exactly, some diverge (near-ties flip)
+    assert 0 < s.identical < s.prompts
+    diverged = [d for d in r.greedy if not d.identical]
+    assert all(d.first_char is not None and d.first_token is not None for d in diverged)
+    assert s.token_agreement_mean is not None and 0.2 < s.token_agreement_mean < 1.0
+    assert s.logprob_delta_mean is not None and s.logprob_delta_mean > 0  # logprobs from both engines
+    print("\n" + "\n".join(f"{d.id}: identical={d.identical} first_char={d.first_char} first_token="
+                           f"{d.first_token} agreement={d.token_agreement} flags={d.flags}" for d in r.greedy))
+    print(s.model_dump())

@@ -1,0 +1,91 @@
+"""The plan and hw commands end to end: exit codes (2 for bad input, 1 for a failed check) and JSON output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from switchover.cli.app import app
+from switchover.errors import SwitchoverError
+from tests.plan import configs as C
+
+
+class Result:
+    """Exit code as `switchover` (main) would return it, plus captured output."""
+
+    def __init__(self, returncode: int, stdout: str, stderr: str) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def _run(*args: str) -> Result:
+    res = CliRunner().invoke(app, list(args))
+    if isinstance(res.exception, SwitchoverError):
+        exc = res.exception
+        return Result(int(exc.exit_code), res.stdout, f"error: {exc.message}\nhint: {exc.hint}")
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        raise res.exception
+    return Result(res.exit_code, res.stdout, "")
+
+
+@pytest.fixture()
+def llama_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "llama-8b"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(C.LLAMA_8B))
+    return d
+
+
+def test_malformed_config_exits_2_with_an_explanation(tmp_path: Path) -> None:
+    """The one test through the real console script: one line, no traceback."""
+    (tmp_path / "config.json").write_text('{"num_hidden_layers": 2,')
+    res = subprocess.run([sys.executable, "-m", "switchover", "plan", "capacity", "-m", str(tmp_path), "--gpu",
+                          "H100-80G"], capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 2
+    assert "malformed JSON at line 1" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_impossible_plan_exits_2(llama_dir: Path) -> None:
+    res = _run("plan", "capacity", "-m", str(llama_dir), "--gpu", "H100-80G", "--tp", "3")
+    assert res.returncode == 2
+    assert "TP=3 does not divide the 32 attention heads" in res.stderr
+
+
+def test_unknown_gpu_exits_2(llama_dir: Path) -> None:
+    res = _run("plan", "capacity", "-m", str(llama_dir), "--gpu", "H999")
+    assert res.returncode == 2 and "unknown GPU 'H999'" in res.stderr and "H100-80G" in res.stderr
+
+
+def test_capacity_json(llama_dir: Path) -> None:
+    res = _run("plan", "capacity", "-m", str(llama_dir), "--gpu", "H100-80G", "--max-model-len", "8192",
+               "--weights-gib", "14.99", "--overhead", "activation_peak=4.74", "--overhead", "non_torch=0.13",
+               "--memory-fraction", "0.9", "--json")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["instance"]["kv_pool_gib"] == pytest.approx(51.4, rel=0.01)
+    assert data["binding_limit"] == "kv"
+
+
+def test_translate_and_grace_commands() -> None:
+    res = _run("plan", "translate", "--from", "vllm", "vllm serve m --max-model-len 4096 -tp 2", "--to", "sglang",
+               "--json")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert "--tp-size 2" in data["command"] and "--context-length 4096" in data["command"]
+    short = _run("plan", "grace", "--max-tokens", "2000", "--tpot-p99-ms", "35", "--client-timeout-s", "10")
+    assert short.returncode == 1 and "77 s" in short.stdout
+    ok = _run("plan", "grace", "--max-tokens", "100", "--tpot-p99-ms", "35", "--json")
+    assert ok.returncode == 0 and json.loads(ok.stdout)["need"]["generation_s"] == 3.5
+
+
+def test_hw_fingerprint_and_diff() -> None:
+    res = _run("hw", "fingerprint", "--json")
+    assert res.returncode == 0
+    assert "gpu_present" in json.loads(res.stdout)
+    diff = _run("hw", "diff", "catalog:A100-80G", "catalog:H100-80G", "--json")
+    assert diff.returncode == 0 and any(c["field"] == "compute_capability" for c in json.loads(diff.stdout)["changes"])
+    assert _run("hw", "diff", "nope.json", "catalog:H100").returncode == 2

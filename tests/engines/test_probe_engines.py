@@ -20,7 +20,8 @@ pytestmark = pytest.mark.engines
 def report(bed: Any) -> ProbeReport:
     opts = ProbeOptions(time_budget_s=60, probe_timeout_s=120, request_timeout_s=60)
     probes = [p for p in select() if p.id != "n.parallel"]  # latency-based: not asserted on a shared 2-core box
-    return asyncio.run(run_probes(Target(bed.old_url, bed.model), Target(bed.new_url, bed.model), probes, opts))
+    return asyncio.run(run_probes(Target(bed.old_url, bed.model, engine="vllm"),
+                                  Target(bed.new_url, bed.model, engine="llamacpp"), probes, opts))
 
 
 def _values(report: ProbeReport, side: str) -> dict[str, Any]:
@@ -108,3 +109,10 @@ def test_known_breaking_differences_between_vllm_and_llamacpp_are_flagged(report
     for pid in ("stop.kept", "finish.length", "finish.stop_string", "request.unknown_field"):
         assert pid not in breaking, pid
     assert not report.partial
+
+
+def test_live_observations_agree_with_the_engine_profiles(report: ProbeReport) -> None:
+    # engines/data/vllm.yaml and llamacpp.yaml predict these at default flags; none differ on the bed
+    assert report.profile_mismatches == []
+    checked = [r.id for r in report.results if r.old.profile_match is not None]
+    assert len(checked) >= 15

@@ -150,3 +150,31 @@ def test_hybrid_requests_pay_their_state() -> None:
     per_token = res.layout.bytes_per_token
     naive = res.instance.kv_pool_gib * GIB / (per_token * 4096)
     assert res.kv_concurrency < naive  # the per-sequence GDN state is not free
+
+
+@pytest.mark.parametrize(
+    ("layers", "kv_heads", "logged_tokens"),
+    [(2, 2, 1_048_576), (30, 3, 46_592)],  # tiny-llama-v1 and SmolLM2-135M, test bed vLLM CPU logs 2026-11-29
+)
+def test_explicit_pool_reproduces_vllm_cpu_logged_tokens(layers: int, kv_heads: int, logged_tokens: int) -> None:
+    """VLLM_CPU_KVCACHE_SPACE=1 GiB: 'CPU KV cache size: N tokens' (blocks of 16)."""
+    cfg = {**C.LLAMA_8B, "num_hidden_layers": layers, "num_key_value_heads": kv_heads, "num_attention_heads": 9
+           if kv_heads == 3 else 4, "head_dim": 64, "hidden_size": 576 if kv_heads == 3 else 256,
+           "max_position_embeddings": 2048}
+    res = capacity(card_from_config(cfg), load_profile("vllm"), 24.0, knobs=Knobs(kv_pool_gib=1.0))
+    assert res.tokens == logged_tokens
+    assert "explicit" in res.instance.formula
+
+
+def test_vllm_sliding_layers_keep_window_plus_batched_tokens() -> None:
+    """capacity.md §1: a vLLM sliding layer needs cdiv(min(W - 1 + max_num_batched_tokens, C), block) + 1 blocks."""
+    card = card_from_config(C.GEMMA2_9B)  # window 4096, 21 sliding + 21 global layers
+    big = capacity(card, load_profile("vllm"), 79.18, gpu_name="H100-80G", max_model_len=8192)
+    small = capacity(card, load_profile("vllm"), 79.18, gpu_name="H100-80G", max_model_len=8192,
+                     max_batched_tokens=512)
+    sgl = capacity(card, load_profile("sglang"), 79.18, max_model_len=8192)
+    per_block = 16 * (big.layout.bytes_per_token + big.layout.sliding_bytes_per_token)
+    assert big.kv_concurrency == pytest.approx(big.num_blocks / (8192 * 2 * big.layout.bytes_per_token / per_block),
+                                               rel=1e-3)  # 4096 + 8191 > 8192: slides like a full layer
+    assert small.kv_concurrency > big.kv_concurrency  # 4096 + 511 tokens per sliding layer
+    assert sgl.kv_concurrency / (sgl.tokens / 8192) == pytest.approx(8192 * 2 / (8192 + 4096 + 1), rel=1e-3)

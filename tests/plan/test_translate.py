@@ -150,3 +150,43 @@ def test_llamacpp_launch_parses_short_flags_and_per_slot_context() -> None:
     assert intent.values["max_context_length"] == 1024  # explicit slots: -c is shared
     assert intent.values["served_model_name"] == "tiny" and intent.values["metrics_enable"] is True
     assert "-t 2" in intent.unknown
+
+
+@pytest.mark.parametrize("target", ["sglang", "trtllm", "tgi"])
+def test_memory_knob_is_converted_to_the_same_pool_with_model_and_gpu(target: str) -> None:
+    from switchover.engines import load_profile
+    from switchover.model import card_from_config
+    from switchover.plan.equivalence import equivalent_memory_knob
+    from tests.plan import configs as C
+
+    card = card_from_config(C.LLAMA_8B)
+    eq = equivalent_memory_knob(card, load_profile("vllm"), load_profile(target), 79.18, 0.9)
+    assert eq is not None and eq.intent == "gpu_memory_fraction"
+    assert eq.pool_gib == pytest.approx(eq.source_pool_gib, rel=0.01)
+    assert eq.value != 0.9
+    tr = translate("vllm", "vllm serve m --gpu-memory-utilization 0.9", target, card=card, gpu_total_gib=79.18)
+    spec = load_profile(target).flags["gpu_memory_fraction"]
+    rendered = tr.argv[tr.argv.index(spec.flag) + 1] if spec.flag in tr.argv else None
+    assert rendered == str(eq.value)
+    assert any(i.intent == "gpu_memory_fraction" and "converted, not copied" in i.detail for i in tr.lost)
+
+
+def test_llamacpp_gets_as_many_slots_as_the_same_memory_holds() -> None:
+    from switchover.model import card_from_config
+    from tests.plan import configs as C
+
+    tr = translate("vllm", "vllm serve m --gpu-memory-utilization 0.9 --max-model-len 8192 --max-num-seqs 128",
+                   "llamacpp", card=card_from_config(C.LLAMA_8B), gpu_total_gib=79.18)
+    slots = int(tr.argv[tr.argv.index("--parallel") + 1])
+    assert 40 < slots < 128  # ~51 GiB at 1 GiB per 8192-token slot
+    assert int(tr.argv[tr.argv.index("--ctx-size") + 1]) == slots * 8192
+
+
+def test_trtllm_extra_options_file_is_read_and_overrides(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    cfg = tmp_path / "extra.yaml"
+    cfg.write_text("kv_cache_config:\n  enable_block_reuse: false\n  dtype: fp8\nmax_batch_size: 32\n")
+    intent = parse_launch("trtllm", f"trtllm-serve /m --max_batch_size 64 --extra_llm_api_options {cfg}")
+    assert intent.values["max_concurrent_sequences"] == 32  # the YAML wins, as in trtllm-serve
+    assert intent.values["prefix_caching"] is False and intent.values["kv_cache_dtype"] == "fp8"
+    missing = parse_launch("trtllm", "trtllm-serve /m --extra_llm_api_options /nope.yaml")
+    assert any("not found" in u for u in missing.unknown)

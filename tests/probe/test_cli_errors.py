@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from switchover.cli.app import main
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "switchover", *args], capture_output=True, text=True, timeout=120)
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    def _run(*args: str) -> Result:
+        monkeypatch.setattr(sys, "argv", ["switchover", *args])
+        with pytest.raises(SystemExit) as exc:
+            main()
+        out = capsys.readouterr()
+        return Result(int(exc.value.code or 0), out.out, out.err)
+
+    return _run
 
 
 @pytest.mark.parametrize(("args", "code", "needle"), [
@@ -27,23 +44,24 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     (["cachekey", "/nonexistent", "--model-id", "m", "--prompt", "x"], 2, "no such file"),
     (["cachekey", "/tmp", "--model-id", "m"], 2, "exactly one of --prompt"),
 ])
-def test_bad_input_and_unreachable_end_with_one_line_and_exit_code(args: list[str], code: int, needle: str) -> None:
-    p = _run(*args)
+def test_bad_input_and_unreachable_end_with_one_line_and_exit_code(run_cli, args: list[str], code: int,
+                                                                    needle: str) -> None:
+    p = run_cli(*args)
     assert p.returncode == code, p.stderr
     assert needle in p.stderr + p.stdout
     assert "Traceback" not in p.stderr
 
 
-def test_probe_list_shows_at_least_20_probes() -> None:
-    p = _run("probe", "--list")
+def test_probe_list_shows_at_least_20_probes(run_cli) -> None:
+    p = run_cli("probe", "--list")
     assert p.returncode == 0
     assert p.stdout.count("stop.") >= 3 and "tools.stream" in p.stdout
 
 
-def test_unreadable_model_dir_is_exit_2(tmp_path: Path) -> None:
+def test_unreadable_model_dir_is_exit_2(run_cli, tmp_path: Path) -> None:
     d = tmp_path / "m"
     d.mkdir()
     (d / "tokenizer.json").write_text("{")
     (d / "model.safetensors").write_bytes(b"\x00")
-    p = _run("diff-model", str(d), str(d), "--no-weights")
+    p = run_cli("diff-model", str(d), str(d), "--no-weights")
     assert p.returncode == 2 and "malformed JSON" in p.stderr and "Traceback" not in p.stderr

@@ -207,9 +207,13 @@ def canary_cmd(
 def translate_cmd(
     launch: str = typer.Argument(..., help="The old launch command, a YAML config, or @FILE holding either."),
     source: str = typer.Option(..., "--from", help="Engine of the old launch."),
-    target: str = typer.Option(..., "--to", help="Engine to translate to."), json_out: bool = JSON,
+    target: str = typer.Option(..., "--to", help="Engine to translate to."),
+    model: str = typer.Option(None, "--model", "-m", help="Model dir: with --gpu, convert the memory knob."),
+    gpu: str = GPU, gpu_mem_gib: float = GPU_MEM, json_out: bool = JSON,
 ) -> None:
     """Translate a launch between engines and list what is lost in translation.
+
+    With --model and --gpu the memory fraction is converted to the target's meaning (same KV pool).
 
     Example: switchover plan translate --from vllm "vllm serve M --max-model-len 8192 -tp 2" --to sglang
     """
@@ -218,7 +222,9 @@ def translate_cmd(
             launch = Path(launch[1:]).read_text(encoding="utf-8")
         except OSError as exc:
             raise BadInput(f"{launch[1:]}: cannot read: {exc}") from None
-    result = translate(source, launch, target)
+    card = load_model_card(model) if model else None
+    total = _gpu(gpu, gpu_mem_gib)[0] if card is not None and (gpu or gpu_mem_gib) else None
+    result = translate(source, launch, target, card=card, gpu_total_gib=total)
     if json_out:
         print_json(result.model_dump() | {"command": result.command})
         return

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 from rich.table import Table
 
 from switchover.cli.common import console, err_console, print_json, run
+from switchover.config import load_migration
+from switchover.engines import load_profile
 from switchover.errors import BadInput, CheckFailed, Unreachable
 from switchover.probe import ProbeOptions, ProbeReport, Target, run_probes, select
 from switchover.probe.report import Observation
@@ -20,6 +24,8 @@ def _cell(obs: Observation | None) -> str:
         return "[dim]skipped[/]"
     if obs.status != "observed":
         return f"[dim]{obs.status}: {obs.summary[:100]}[/]"
+    if obs.profile_match is False:
+        return f"{obs.summary} [magenta](profile predicts {obs.expected})[/]"
     return obs.summary
 
 
@@ -48,7 +54,9 @@ def render(report: ProbeReport) -> None:
                           highlight=False)
     counts = report.counts
     console.print(" ".join(f"{k}: {v}" for k, v in sorted(counts.items())) +
-                  f"; breaking differences: {len(report.breaking_differences)}", highlight=False)
+                  f"; breaking differences: {len(report.breaking_differences)}"
+                  + (f"; differs from the engine profile: {', '.join(report.profile_mismatches)}"
+                     if report.profile_mismatches else ""), highlight=False, soft_wrap=True)
 
 
 def _list_probes() -> None:
@@ -64,17 +72,22 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def probe(
         url: str = typer.Argument(None, help="A single endpoint to probe (instead of --old/--new)."),
-        old: str = typer.Option(None, "--old", help="Base URL of the endpoint serving today."),
-        new: str = typer.Option(None, "--new", help="Base URL of the endpoint to switch to."),
+        old: str | None = typer.Option(None, "--old", help="Base URL of the endpoint serving today."),
+        new: str | None = typer.Option(None, "--new", help="Base URL of the endpoint to switch to."),
         model: str = typer.Option(None, help="Model name for both sides; default: first id of /v1/models."),
-        old_model: str = typer.Option(None, help="Model name on the old side (overrides --model)."),
-        new_model: str = typer.Option(None, help="Model name on the new side (overrides --model)."),
+        config: Path = typer.Option(None, "--config", "-c", help="switchover.yaml: take old/new url, engine, model "
+                                                                   "and api_key_env from it."),
+        old_engine: str | None = typer.Option(None, help="Engine of the old side (vllm, llamacpp, ...): check against "
+                                                  "its profile."),
+        new_engine: str | None = typer.Option(None, help="Engine of the new side (or of the single URL)."),
+        old_model: str | None = typer.Option(None, help="Model name on the old side (overrides --model)."),
+        new_model: str | None = typer.Option(None, help="Model name on the new side (overrides --model)."),
         api: str = typer.Option("chat", help="API to probe: chat or completions."),
         context: int = typer.Option(None, help="Context length, when the server does not report it."),
         only: list[str] = typer.Option(None, "--only", help="Run only these probe ids or categories."),
         skip: list[str] = typer.Option(None, "--skip", help="Skip these probe ids or categories."),
         budget_s: float = typer.Option(60.0, "--budget-s", help="Time cap for open-ended generations."),
-        api_key_env: str = typer.Option(None, help="Environment variable holding the API key (both sides)."),
+        api_key_env: str | None = typer.Option(None, help="Environment variable holding the API key (both sides)."),
         list_probes: bool = typer.Option(False, "--list", help="List the probes and exit."),
         json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     ) -> None:
@@ -83,11 +96,21 @@ def register(app: typer.Typer) -> None:
         Exit 0: no breaking difference; 1: a probe marked breaking differs; 2: bad input; 3: an endpoint is
         unreachable or went away (the partial report is still printed).
 
-        Example: switchover probe --old http://127.0.0.1:8000 --new http://127.0.0.1:8080 --json
+        Example: switchover probe --old http://127.0.0.1:8000 --new http://127.0.0.1:8080 --old-engine vllm
+        --new-engine llamacpp --json
         """
         if list_probes:
             _list_probes()
             return
+        if config is not None:
+            if url or old or new:
+                raise BadInput("give --config or URLs, not both")
+            mig = load_migration(config)
+            old, new = mig.old.url, mig.new.url
+            old_model, new_model = old_model or mig.old.model, new_model or mig.new.model
+            old_engine = old_engine or (mig.old.engine.value if mig.old.engine.value != "openai" else None)
+            new_engine = new_engine or (mig.new.engine.value if mig.new.engine.value != "openai" else None)
+            api_key_env = api_key_env or mig.old.api_key_env
         if url and (old or new):
             raise BadInput("give either one URL or --old/--new, not both")
         if not url and not old:
@@ -98,9 +121,12 @@ def register(app: typer.Typer) -> None:
             raise BadInput(f"--context must be at least 8 tokens, got {context}")
         if budget_s <= 0:
             raise BadInput(f"--budget-s must be positive, got {budget_s:g}")
+        for e in (old_engine, new_engine):
+            if e:
+                load_profile(e)  # BadInput naming the known engines
         probes = select(only or None, skip or None)
-        first = Target(url or old, old_model or model, api_key_env, context)
-        second = Target(new, new_model or model, api_key_env, context) if new else None
+        first = Target(url or old, old_model or model, api_key_env, context, new_engine if url else old_engine)
+        second = Target(new, new_model or model, api_key_env, context, new_engine) if new else None
         opts = ProbeOptions(api=api, time_budget_s=budget_s)  # type: ignore[arg-type]
         with err_console.status("probing...") as status:
             report = run(run_probes(first, second, probes, opts, on_progress=lambda m: status.update(m)))

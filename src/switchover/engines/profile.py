@@ -175,6 +175,8 @@ class MemorySemantics(_Cited):
     default_fraction: float | None = None
     wiggle_room: float | None = None
     page_tokens: int = Field(description="tokens per KV block/page by default")
+    sliding_window_slack: Literal["none", "max_batched_tokens"] = Field(
+        default="none", description="extra tokens a sliding-window layer keeps beyond the window")
     overheads: dict[str, Overhead] = Field(default_factory=dict)
 
 

@@ -245,9 +245,9 @@ class CapacityResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-def _kv_concurrency(layout: KVLayout, blocks: int, page: int, context: int) -> float:
+def _kv_concurrency(layout: KVLayout, blocks: int, page: int, context: int, slack: int = 0) -> float:
     per_block = page * (layout.bytes_per_token + layout.sliding_bytes_per_token)
-    need = layout.request_bytes(context, page) / per_block if per_block else math.inf
+    need = layout.request_bytes(context, page, slack) / per_block if per_block else math.inf
     return blocks / need if need else math.inf
 
 
@@ -298,12 +298,13 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
         profile, gpu_total_gib, gpu_name, tokens, ctx)
     if budget == "explicit_context":
         seq_cap, seq_src = (slots, "user") if slots else (seq_cap, seq_src)
+    slack = (tok_cap or 0) if profile.memory.sliding_window_slack == "max_batched_tokens" else 0
 
     def limits_at(c: int) -> tuple[float, int, str]:
         if budget == "explicit_context":
             kvc = float(tokens // c) if c else 0.0
         else:
-            kvc = _kv_concurrency(layout, blocks, page, c)
+            kvc = _kv_concurrency(layout, blocks, page, c, slack)
         caps = {"kv": math.floor(kvc)}
         if seq_cap:
             caps["max_num_seqs"] = seq_cap

@@ -50,13 +50,14 @@ class KVLayout(BaseModel):
     state_bytes_per_sequence: float = Field(description="fixed conv + SSM state of all linear/mamba layers")
     notes: list[str] = Field(default_factory=list)
 
-    def request_bytes(self, context: int, page_tokens: int = 1) -> float:
-        """Bytes one request holds at `context` tokens, pages rounded up (capacity.md §3)."""
+    def request_bytes(self, context: int, page_tokens: int = 1, window_slack: int = 0) -> float:
+        """Bytes one request holds at `context` tokens, pages rounded up (capacity.md §3). Sliding layers keep
+        the window plus `window_slack` tokens (vLLM: W - 1 + max_num_batched_tokens, capacity.md §1)."""
         pages = math.ceil(context / page_tokens)
         full = pages * page_tokens * self.bytes_per_token
         sliding = 0.0
         if self.sliding_layers:
-            window = min(context, self.sliding_window or context)
+            window = min(context, (self.sliding_window or context) + max(window_slack - 1, 0))
             sliding = (math.ceil(window / page_tokens) + (1 if window < context else 0)) * page_tokens
             sliding *= self.sliding_bytes_per_token
         return full + sliding + self.state_bytes_per_sequence

@@ -17,6 +17,8 @@ class Observation(BaseModel):
     value: Any = None
     summary: str = ""
     detail: dict[str, Any] = Field(default_factory=dict)
+    expected: Any = None  # what the engine profile predicts (when the engine is named)
+    profile_match: bool | None = None
 
     @classmethod
     def failed(cls, reason: str, **detail: Any) -> Observation:
@@ -47,6 +49,7 @@ class EndpointInfo(BaseModel):
     """One probed endpoint."""
 
     url: str
+    engine: str | None = None
     model: str | None = None
     context: int | None = None
     reachable: bool = True
@@ -60,6 +63,7 @@ class ProbeReport(BaseModel):
     new: EndpointInfo | None = None
     results: list[ProbeResult]
     breaking_differences: list[str] = Field(default_factory=list)
+    profile_mismatches: list[str] = Field(default_factory=list)  # "old:stop.count" ...
     partial: bool = False
     partial_reason: str | None = None
 

@@ -6,7 +6,9 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from switchover.engines import load_profile
 from switchover.probe.context import EndpointDown, ProbeContext, discover_context, discover_model
+from switchover.probe.expect import expected, matches
 from switchover.probe.registry import Probe
 from switchover.probe.report import EndpointInfo, Observation, ProbeReport
 from switchover.wire import EngineClient, Timeouts
@@ -21,6 +23,7 @@ class Target:
     model: str | None = None
     api_key_env: str | None = None
     context: int | None = None
+    engine: str | None = None  # a profile name (engines/data): observations are checked against it
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ async def _observe_side(target: Target, probes: list[Probe], opts: ProbeOptions,
             return (EndpointInfo(url=target.url, reachable=False, reason=reason),
                     {p.id: Observation.skipped(reason) for p in probes})
         context = target.context or await discover_context(client, model)
-        info = EndpointInfo(url=target.url, model=model, context=context)
+        info = EndpointInfo(url=target.url, engine=target.engine, model=model, context=context)
         ctx = ProbeContext(client=client, model=model, api=opts.api, context=context,
                            time_budget_s=opts.time_budget_s)
         down: str | None = None
@@ -67,9 +70,22 @@ async def _observe_side(target: Target, probes: list[Probe], opts: ProbeOptions,
                 obs[p.id] = Observation.failed(f"probe took longer than {opts.probe_timeout_s:g} s")
             except Exception as exc:  # a probe bug must not lose the rest of the report
                 obs[p.id] = Observation.failed(f"probe error: {type(exc).__name__}: {exc}")
+        if target.engine:
+            _check_profile(target.engine, obs)
         if down is not None:
             info = info.model_copy(update={"reachable": False, "reason": f"went away during probing: {down}"})
     return info, obs
+
+
+def _check_profile(engine: str, obs: dict[str, Observation]) -> None:
+    api = load_profile(engine).api
+    for pid, o in obs.items():
+        pred = expected(pid, api)
+        if pred is None:
+            continue
+        o.expected = pred
+        if o.status == "observed":
+            o.profile_match = matches(o.value, pred)
 
 
 async def run_probes(old: Target, new: Target | None, probes: list[Probe], opts: ProbeOptions | None = None,
@@ -86,4 +102,6 @@ async def run_probes(old: Target, new: Target | None, probes: list[Probe], opts:
         old=old_info, new=new_info, results=results,
         breaking_differences=[r.id for r in results if r.breaking_difference],
         partial=bool(gone), partial_reason="; ".join(f"{i.url}: {i.reason}" for i in gone) or None,
+        profile_mismatches=[f"{side}:{r.id}" for r in results for side, o in (("old", r.old), ("new", r.new))
+                            if o is not None and o.profile_match is False],
     )

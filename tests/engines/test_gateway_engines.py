@@ -116,6 +116,7 @@ async def settle(gw: Gateway, n: int) -> list[LedgerRecord]:
         if gw.ledger.written >= n:
             break
         await asyncio.sleep(0.05)
+    gw.ledger.flush()
     return list(read_ledger(gw.run_dir))
 
 
@@ -213,3 +214,28 @@ async def test_stopping_the_new_engine_falls_back_then_trips_the_kill_switch(bed
         assert rows[-1].route_reason == "kill_switch" and rows[-1].fallback_reason is None
         async with h.get(url + "/metrics") as r:
             assert "switchover_gateway_kill_switch_latched 1.0" in await r.text()
+
+
+async def test_metrics_adapter_on_real_engine_scrapes(bed):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from switchover.engines.profile import load_profile
+    from switchover.gateway import metrics_adapter as ma
+
+    vllm, sglang, llama = load_profile("vllm"), load_profile("sglang"), load_profile("llamacpp")
+    raw = await ma.scrape(ma.scrape_url(bed.old_url, vllm))
+    text, report = ma.convert(raw, ma.plan(vllm, sglang))
+    assert {"ttft", "e2e", "running", "prompt_tokens"} <= set(report["served"])
+    src = {s.name: s.value for f in text_string_to_metric_families(raw) for s in f.samples
+           if s.name == "vllm:time_to_first_token_seconds_count"}
+    out = {f.name: f for f in text_string_to_metric_families(text)}
+    ttft = out["sglang:time_to_first_token_seconds"]
+    count = next(s.value for s in ttft.samples if s.name.endswith("_count"))
+    assert count == sum(src.values()) > 0  # counts carried over exactly
+    les = [s.labels["le"] for s in ttft.samples if s.name.endswith("_bucket")]
+    assert len(les) == len(sglang.metric("ttft").buckets) + 1  # SGLang's buckets, not vLLM's
+    raw = await ma.scrape(ma.scrape_url(bed.new_url, llama))
+    text, report = ma.convert(raw, ma.plan(llama, vllm), model=bed.model)
+    assert {"running", "prompt_tokens", "generation_tokens"} <= set(report["served"])
+    assert "ttft" in report["skipped"]  # llama.cpp exports no latency histograms
+    assert f'vllm:num_requests_running{{model_name="{bed.model}"}}' in text

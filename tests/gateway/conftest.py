@@ -35,6 +35,7 @@ class Stack:
     http: aiohttp.ClientSession
 
     def rows(self) -> list[LedgerRecord]:
+        self.gw.ledger.flush()
         return list(read_ledger(self.gw.run_dir))
 
     def rewrite(self, **gateway_fields: Any) -> None:

@@ -55,10 +55,10 @@ async def test_gateway_process_reloads_resets_and_drains_on_sigterm(tmp_path):
 
                 for _ in range(2):  # trip the kill switch
                     assert (await post({"X-Fault": "status:503", "X-Fault-Arm": "new"}))[0] == 200
-                state = cli("gateway", "--config", str(cfg), "state", "--json")
-                assert state.returncode == 0, state.stdout + state.stderr
-                assert orjson.loads(state.stdout)["kill_switch"]["latched"] is True
-                reset = cli("gateway", "--config", str(cfg), "reset")
+                token = (run_dir / "admin.token").read_text()
+                async with http.get(url + "/admin/state", headers={"X-Switchover-Admin": token}) as r:
+                    assert (await r.json())["kill_switch"]["latched"] is True
+                reset = cli("gateway", "reset", "--config", str(cfg))
                 assert reset.returncode == 0 and "was latched" in reset.stdout
 
                 config["gateway"]["weight"] = 0  # SIGHUP reload
@@ -123,4 +123,6 @@ def test_bad_configs_and_no_gateway_give_clean_exit_codes(tmp_path, capsys, monk
     assert code == 2 and "gateway.weight" in err
     (tmp_path / "s.yaml").write_text(yaml.safe_dump({**base, "gateway": {"weight": 1, "run_dir": "r"}}))
     code, err = cli_here(["gateway", "--config", str(tmp_path / "s.yaml"), "reset"], capsys, monkeypatch)
+    assert code == 3 and "no running gateway" in err
+    code, err = cli_here(["gateway", "state", "--config", str(tmp_path / "s.yaml")], capsys, monkeypatch)
     assert code == 3 and "no running gateway" in err

@@ -48,3 +48,13 @@ def test_rows_omit_empty_fields_and_hold_no_prompt_by_default(tmp_path):
     led.close()
     line = ledger_files(tmp_path)[0].read_text()
     assert "prompt" not in line and "null" not in line
+
+
+def test_rows_are_batched_until_the_flush_interval_or_flush(tmp_path):
+    led = Ledger(tmp_path, flush_interval_s=3600)
+    led.write(rec(1))  # the first write flushes (no flush yet in this interval)
+    led.write(rec(2))
+    assert [r.request_id for r in read_ledger(tmp_path)] == ["r1"]
+    led.flush()
+    assert [r.request_id for r in read_ledger(tmp_path)] == ["r1", "r2"]
+    led.close()

@@ -13,7 +13,6 @@ from switchover.cli.common import console, print_json, run
 from switchover.errors import BadInput, Unreachable
 
 app = typer.Typer(
-    help="Canary + shadow gateway in front of the old and new engines (hot-reloaded weight, one-line rollback).",
     invoke_without_command=True,
     no_args_is_help=False,
 )
@@ -28,8 +27,10 @@ def gateway(
     log_prompts: bool = typer.Option(False, "--log-prompts", help="Store prompt text in the ledger (off: never)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging."),
 ) -> None:
-    """Serve until SIGTERM (then drain). Edit `gateway.weight` / `gateway.rollback` in the file (or send SIGHUP)
-    to change routing without a restart; an invalid file is rejected and the running config kept.
+    """Canary + shadow gateway in front of the old and new engines; serves until SIGTERM, then drains.
+
+    Edit `gateway.weight` or `gateway.rollback` in the file (or send SIGHUP) to change routing without a
+    restart; an invalid file is rejected and the running config kept. See docs/gateway.md.
 
     Example: switchover gateway --config switchover.yaml
     """
@@ -78,13 +79,14 @@ def _admin(config: Path, method: str, path: str) -> dict[str, Any]:
 @app.command()
 def reset(
     ctx: typer.Context,
+    config: Path = typer.Option(None, "--config", "-c", help="The migration file (also accepted before `reset`)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Clear the kill-switch latch of the running gateway (loopback admin endpoint + token in its run dir).
 
-    Example: switchover gateway --config switchover.yaml reset
+    Example: switchover gateway reset --config switchover.yaml
     """
-    result = _admin(ctx.obj["config"], "POST", "/admin/reset")
+    result = _admin(config or ctx.obj["config"], "POST", "/admin/reset")
     if json_out:
         print_json(result)
     else:
@@ -95,13 +97,14 @@ def reset(
 @app.command()
 def state(
     ctx: typer.Context,
+    config: Path = typer.Option(None, "--config", "-c", help="The migration file (also accepted before `state`)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Weight, rollback, kill switch, in-flight requests and ledger path of the running gateway.
 
-    Example: switchover gateway --config switchover.yaml state --json
+    Example: switchover gateway state --config switchover.yaml --json
     """
-    result = _admin(ctx.obj["config"], "GET", "/admin/state")
+    result = _admin(config or ctx.obj["config"], "GET", "/admin/state")
     if json_out:
         print_json(result)
         return

@@ -33,7 +33,7 @@ from switchover.gateway.upstream import Failed, Opened, new_session, open_upstre
 OVERRIDE_HEADER = "X-Switchover-Route"
 ARM_HEADER = "X-Switchover-Arm"
 ADMIN_HEADER = "X-Switchover-Admin"
-OWN_PATHS = ("/health", "/ready", "/metrics", "/admin/")
+LEDGER_FLUSH_S = 0.1  # ledger rows reach the file within this (one write syscall per batch, not per row)
 log = logging.getLogger("switchover.gateway")
 
 
@@ -95,7 +95,7 @@ class Gateway:
         self.run_dir = run_dir or gw.resolved_run_dir(config_path)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.log_prompts = log_prompts
-        self.ledger = Ledger(self.run_dir, int(gw.ledger_rotate_mb * (1 << 20)))
+        self.ledger = Ledger(self.run_dir, int(gw.ledger_rotate_mb * (1 << 20)), flush_interval_s=LEDGER_FLUSH_S)
         self.metrics = GatewayMetrics()
         ks = gw.kill_switch
         self.killswitch = KillSwitch(ks.window, ks.min_samples, ks.max_fallback_ratio, ks.enabled)
@@ -114,6 +114,7 @@ class Gateway:
             fh.write(self.admin_token)
         self._sig = self._file_sig()
         self._watch_task: asyncio.Task[None] | None = None
+        self._flush_task: asyncio.Task[None] | None = None
         self._publish_config()
 
     # ---- config and reload -------------------------------------------------------------------------
@@ -155,6 +156,11 @@ class Gateway:
         self.metrics.child(self.metrics.reloads, "ok").inc()
         self._publish_config()
         return True
+
+    async def _flush_ledger(self) -> None:
+        while True:
+            await asyncio.sleep(LEDGER_FLUSH_S)
+            self.ledger.flush()
 
     async def _watch(self) -> None:
         while True:
@@ -220,14 +226,16 @@ class Gateway:
     async def _startup(self, app: web.Application) -> None:
         self.session = new_session()
         self.shadow = Shadow(self.session)
+        self._flush_task = asyncio.ensure_future(self._flush_ledger())
         if self.config_path is not None:
             self._watch_task = asyncio.ensure_future(self._watch())
 
     async def _cleanup(self, app: web.Application) -> None:
-        if self._watch_task is not None:
-            self._watch_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch_task
+        for task in (self._watch_task, self._flush_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self.shadow is not None:
             await self.shadow.close()
         if self.session is not None:

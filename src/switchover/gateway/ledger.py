@@ -1,14 +1,16 @@
 """The request ledger: one LedgerRecord per request as JSONL in the gateway's run directory, rotated by size.
 
 Files are `<run_dir>/ledger-00000.jsonl`, `ledger-00001.jsonl`, …; the highest number is the one being
-written. A restart continues with the next number, so nothing is overwritten. Each line is written whole
-and flushed, so a reader (the rollout gates) sees only complete lines, except possibly a torn last line
-while the file is being appended to, which `read_ledger` skips.
+written. A restart continues with the next number, so nothing is overwritten. Rows are buffered and flushed
+at least every `flush_interval_s` (the gateway uses 0.1 s), so a reader (the rollout gates) sees a row at
+most that long after its request ended; a torn last line of a file being appended to is skipped by
+`read_ledger`.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -39,11 +41,15 @@ def read_ledger(run_dir: str | Path) -> Iterator[LedgerRecord]:
 
 
 class Ledger:
-    """Appends records; starts a new file past `rotate_bytes`."""
+    """Appends records; starts a new file past `rotate_bytes`. Rows are flushed to the file at most
+    `flush_interval_s` after they are written (0: every row), and on flush() / close()."""
 
-    def __init__(self, run_dir: Path, rotate_bytes: int = 64 << 20) -> None:
+    def __init__(self, run_dir: Path, rotate_bytes: int = 64 << 20, flush_interval_s: float = 0.0) -> None:
         self.run_dir = run_dir
         self.rotate_bytes = rotate_bytes
+        self.flush_interval_s = flush_interval_s
+        self._last_flush = float("-inf")
+        self._dirty = False
         run_dir.mkdir(parents=True, exist_ok=True)
         files = ledger_files(run_dir)
         self._index = int(_NAME.match(files[-1].name).group(1)) + 1 if files else 0  # type: ignore[union-attr]
@@ -57,7 +63,7 @@ class Ledger:
 
     def _open(self) -> IO[bytes]:
         if self._fh is None:
-            self._fh = self.path.open("ab")
+            self._fh = self.path.open("ab", buffering=1 << 20)
             self._size = self._fh.tell()
         return self._fh
 
@@ -73,9 +79,19 @@ class Ledger:
             self._index += 1
         fh = self._open()
         fh.write(line)
-        fh.flush()
         self._size += len(line)
         self.written += 1
+        self._dirty = True
+        now = time.monotonic()
+        if now - self._last_flush >= self.flush_interval_s:
+            self.flush(now)
+
+    def flush(self, now: float | None = None) -> None:
+        """Push buffered rows to the file (the gateway calls this on a timer)."""
+        if self._fh is not None and self._dirty:
+            self._fh.flush()
+            self._dirty = False
+        self._last_flush = time.monotonic() if now is None else now
 
     def close(self) -> None:
         if self._fh is not None:

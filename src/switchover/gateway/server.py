@@ -79,6 +79,7 @@ async def serve(config_path: Path, *, log_prompts: bool = False, verbose: bool =
             log.warning("drain limit reached with %d requests in flight; they are cut off", left)
         else:
             log.info("drained; exiting")
-    with contextlib.suppress(OSError):
-        state.unlink()
+    for path in (state, gateway.run_dir / "admin.token"):
+        with contextlib.suppress(OSError):
+            path.unlink()
     return left

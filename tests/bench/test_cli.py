@@ -74,3 +74,28 @@ def test_full_cli_run_against_zero_work_server_then_recompute_and_report(tmp_pat
     finally:
         srv.terminate()
         srv.wait(timeout=10)
+
+
+def test_config_file_gives_endpoints_and_slos(tmp_path):
+    srv = subprocess.Popen([sys.executable, "-m", "switchover.bench.zerowork", "--port", "0", "--itl-ms", "1"],
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        assert srv.stdout is not None
+        url = f"http://127.0.0.1:{int(srv.stdout.readline())}"
+        cfg = tmp_path / "switchover.yaml"
+        cfg.write_text(f"old: {{url: {url}, engine: openai}}\nnew: {{url: {url}, engine: openai}}\n"
+                       "bench:\n  buckets: [24]\n  output_tokens: 4\n  concurrency: [1, 2, 3]\n  requests: 3\n"
+                       "  slos: {ttft_p99_ms: 0.000001}\n")
+        r = _run("--config", str(cfg), "--no-calibrate", "--runs-dir", str(tmp_path / "runs"), "--json")
+        assert r.returncode == 1 and "checks failed" in r.stderr
+        report = json.loads(r.stdout)
+        assert [e["label"] for e in report["endpoints"]] == ["old", "new"]
+        assert report["plan"]["slos"]["ttft_p99_ms"] == 0.000001 and report["passed"] is False
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(f"old: {{url: {url}, engine: openai}}\nnew: {{url: {url}, engine: openai}}\n"
+                       "bench:\n  buckets: [24]\n  nosuch: 1\n")
+        r = _run("--config", str(bad), "--no-calibrate")
+        assert r.returncode == 2 and "bench.nosuch" in r.stderr
+    finally:
+        srv.terminate()
+        srv.wait(timeout=10)

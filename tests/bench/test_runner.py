@@ -106,3 +106,10 @@ async def test_rate_mode_runs_and_reports_send_rate(tmp_path):
                                    tmp_path).run()
     assert [s.rate for s in report.steps] == [50.0, 100.0]
     assert all(s.steady is not None and s.steady.target == s.rate for s in report.steps)
+
+
+async def test_chat_prompts_count_the_template_tokens_and_hit_the_target(tmp_path):
+    async with ZeroWorkServer(itl_s=0.0005) as a:  # its chat template costs 3 tokens per message + BOS
+        report, rd = await BenchRun(_plan(a.url, api="chat", concurrency=[1]), tmp_path).run()
+    assert {r["prompt_tokens"] for r in rd.read_records("requests")} == {24}
+    assert report.endpoints[0].length_fits[0].deviation == 0

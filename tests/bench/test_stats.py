@@ -149,3 +149,10 @@ def test_metric_samples_skip_warmup_and_failures():
     rows = [row(), row(warmup=True), row(failure_kind="connect")]
     assert metric_samples(rows, "tpot") == [pytest.approx(5.0)]
     assert len(metric_samples(rows, "itl")) == 3
+
+
+def test_requests_with_all_tokens_in_one_read_are_counted():
+    rows = [row(chunks_ms=(10, 10, 10, 10)), row()]
+    s = summarize_step(rows)
+    assert s.one_read == 1
+    assert s.tpot_ms is not None and s.tpot_ms.min == 0.0

@@ -41,10 +41,14 @@ async def test_ladder_1_to_4_vllm_vs_llamacpp_is_complete_and_consistent(bed, tm
     for r in ok:
         first, last = first_token_ns(r), last_chunk_ns(r)
         assert first is not None and last is not None
-        assert r["send_ns"] < first <= last  # TTFT <= E2E; strictly less unless all tokens came in one read
+        assert r["send_ns"] < first <= last  # TTFT <= E2E; equal only when all tokens came in one read
+        if first == last:
+            assert len(set(r["chunk_ns"][r["chunk_ns"].index(first):])) == 1
         assert r["completion_tokens"] == 16  # N from usage equals the forced output length
     for s in report.steps:
-        assert s.ttft_ms is not None and s.e2e_ms is not None and s.ttft_ms.p50 < s.e2e_ms.p50
+        assert s.ttft_ms is not None and s.e2e_ms is not None
+        # TTFT < E2E, except for requests whose tokens all came in one read: those are counted and flagged
+        assert s.ttft_ms.p50 < s.e2e_ms.p50 or s.one_read * 2 >= s.ok
         step_rows = [r for r in rows if r["endpoint"] == s.endpoint and r["bucket"] == s.bucket
                      and r["step"] == s.step and not r["warmup"] and r["prompt_tokens"] is not None]
         off = sum(1 for r in step_rows if abs(r["prompt_tokens"] - int(s.bucket or 0)) > 1)

@@ -12,6 +12,7 @@ import orjson
 
 from switchover.bench.results import BenchPlan, EndpointInfo, EndpointSpec
 from switchover.bench.scrape import Scraper
+from switchover.bench.settings import BenchSection
 from switchover.bench.workload import TokenCounter
 from switchover.errors import BadInput, Unreachable
 from switchover.wire import EngineClient, Timeouts
@@ -30,7 +31,6 @@ class Endpoint:
     scraper: Scraper | None = None
     finished: int = 0
     failed: int = 0
-    resent: int = 0
 
 
 def _trim(obj: Any) -> Any:
@@ -115,3 +115,58 @@ def load_tokenizer(path: str) -> Any:
         return Tokenizer.from_file(str(file))
     except Exception as exc:  # tokenizers raises a bare Exception for bad files
         raise BadInput(f"--tokenizer: cannot load {file}: {exc}") from None
+
+
+def endpoints_from(
+    config: Path | None,
+    old: str | None,
+    new: str | None,
+    url: str | None,
+    old_engine: str | None,
+    new_engine: str | None,
+    engine: str | None,
+    model: str | None,
+    api_key_env: str | None = None,
+) -> tuple[list[EndpointSpec], BenchSection | None]:
+    """The endpoints to load: from switchover.yaml (`--config`), overridden by --old/--new, or one --url."""
+    section = None
+    eps: list[EndpointSpec] = []
+    if config is not None:
+        from switchover.config import load_migration
+
+        mig = load_migration(config)
+        section = mig.bench
+        for label, ep in (("old", mig.old), ("new", mig.new)):
+            eps.append(
+                EndpointSpec(
+                    label=label,
+                    url=ep.url,
+                    engine=ep.engine.value if ep.engine.value != "openai" else None,
+                    model=ep.model,
+                    api_key_env=ep.api_key_env,
+                )
+            )
+    over = {"old": (old, old_engine), "new": (new, new_engine)}
+    for label, (u, eng) in over.items():
+        if u is None and eng is None:
+            continue
+        found = next((e for e in eps if e.label == label), None)
+        if found is None:
+            if u is None:
+                raise BadInput(f"--{label}-engine given without --{label}")
+            eps.append(EndpointSpec(label=label, url=u, engine=eng, model=model, api_key_env=api_key_env))
+        else:
+            i = eps.index(found)
+            eps[i] = found.model_copy(update={k: v for k, v in (("url", u), ("engine", eng)) if v is not None})
+    if url is not None:
+        if eps:
+            raise BadInput("give either --url (one endpoint) or --old/--new/--config, not both")
+        eps.append(EndpointSpec(label="target", url=url, engine=engine, model=model, api_key_env=api_key_env))
+    if not eps:
+        raise BadInput("nothing to bench: give --url, --old and --new, or --config switchover.yaml")
+    for e in eps:
+        if not e.url.startswith(("http://", "https://")):
+            raise BadInput(f"{e.label} URL must start with http:// or https://, got {e.url!r}")
+        if model and e.model is None:
+            e.model = model
+    return eps, section

@@ -192,6 +192,8 @@ def render(report: BenchReport) -> str:
             flags.append(f"client at {s.client_load:.0%} of ceiling")
         if s.lengths.isl_off_by_more_than_1:
             flags.append(f"ISL off by >1 on {s.lengths.isl_off_by_more_than_1}")
+        if s.one_read:
+            flags.append(f"{s.one_read} with all tokens in one read (TPOT 0)")
         if s.lengths.retok_mismatch:
             flags.append(f"re-tokenized N differs on {s.lengths.retok_mismatch}/{s.lengths.retok_compared}")
         rows.append(

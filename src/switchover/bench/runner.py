@@ -51,18 +51,6 @@ class Reporter(Protocol):
     def step_done(self, summary: StepSummary) -> None: ...
 
 
-def _stale_connection(rec: RequestRecord) -> bool:
-    """The server closed an idle keep-alive connection before our request was written (nothing was sent)."""
-    f = rec.failure
-    return (
-        f is not None
-        and f.kind == FailureKind.DISCONNECTED
-        and rec.status is None
-        and rec.first_byte_ns is None
-        and "write request body" in f.message
-    )
-
-
 class NullReporter:
     def note(self, msg: str) -> None:
         pass
@@ -214,9 +202,6 @@ class BenchRun:
                 body[ep.min_field] = p.max_tokens
             body["prompt" if p.api == "completions" else "messages"] = p.payload
             rec = await ep.client.generate(p.api, body)
-            if _stale_connection(rec):  # the request never left: resend it once on a fresh connection
-                ep.resent += 1
-                rec = await ep.client.generate(p.api, body)
             if rec.failure is not None and rec.failure.kind != FailureKind.CANCELLED:
                 took = ((rec.end_ns or rec.send_ns) - rec.send_ns) / 1e9
                 if took < FAIL_BACKOFF_S:
@@ -341,11 +326,6 @@ class BenchRun:
                 if ep.scraper is not None:
                     await ep.scraper.stop()
                     report.notes.append(ep.scraper.note())
-                if ep.resent:
-                    report.notes.append(
-                        f"{ep.spec.label}: {ep.resent} requests were sent again because the server "
-                        "had closed the idle keep-alive connection before they were written"
-                    )
                 await ep.client.close()
             writer.close()
             self._finish(report, rd)

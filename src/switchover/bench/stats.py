@@ -270,6 +270,11 @@ class StepSummary(BaseModel):
     missing: dict[str, dict[str, int]] = Field(default_factory=dict, description="metric -> reason -> requests")
     lengths: LengthCheck = Field(default_factory=LengthCheck)
     steady: Steady | None = None
+    one_read: int = Field(
+        default=0,
+        description="Successful requests (N > 1) whose tokens all arrived in one read: "
+        "TPOT 0 and TTFT = E2E (the server flushed them together, or the client read late)",
+    )
     client_load: float | None = Field(default=None, description="Share of the calibrated client ceiling used")
     client_flag: bool = False
 
@@ -358,6 +363,11 @@ def summarize_step(
         missing={k: dict(v) for k, v in missing.items()},
         lengths=_check_lengths(measured),
         steady=steady_state(rows, lab["concurrency"], lab["rate"]),
+    )
+    s.one_read = sum(
+        1
+        for r, m in zip(measured, metrics, strict=True)
+        if m.ok and (m.n_out or 0) > 1 and first_token_ns(r) is not None and first_token_ns(r) == last_chunk_ns(r)
     )
     if slo is not None and not slo.is_empty() and measured:
         good = sum(1 for m in metrics if meets_slo(m, slo))

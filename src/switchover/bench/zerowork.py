@@ -1,7 +1,8 @@
 """A zero-work OpenAI-compatible streaming server: answers every completion at once with `max_tokens` SSE
-events, so whatever limits the request rate against it is the client. Each event's text is the server's
-perf_counter_ns at send time (the same clock as the client's on one machine), so per-chunk timing error can be
-measured. Run standalone with `python -m switchover.bench.zerowork --port 0 [--itl-ms 1]` (prints the port).
+events (one pre-rendered write per response shape), so whatever limits the request rate against it is the
+client. With `--itl-ms`, events are paced and each event's text is the server's perf_counter_ns at send time
+(the same clock as the client's on one machine), so per-chunk timing error can be measured.
+Run standalone with `python -m switchover.bench.zerowork --port 0 [--itl-ms 1]` (prints the port).
 Under uvloop, pauses below 1 ms round to the loop's millisecond timer: use 0 (all at once) or >= 1 ms.
 """
 
@@ -31,7 +32,8 @@ def _event(chat: bool, text: str, finish: str | None) -> bytes:
         choice["delta"] = {"content": text}
     else:
         choice["text"] = text
-    return b"data: " + orjson.dumps({"id": "z", "model": "zero", "choices": [choice]}) + b"\n\n"
+    obj = "chat.completion.chunk" if chat else "text_completion"
+    return b"data: " + orjson.dumps({"id": "z", "object": obj, "model": "zero", "choices": [choice]}) + b"\n\n"
 
 
 class _Conn(asyncio.Protocol):
@@ -93,22 +95,31 @@ class _Conn(asyncio.Protocol):
             choice = {"index": 0, "finish_reason": "length"}
             choice.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
             usage = {"prompt_tokens": p_tokens, "completion_tokens": n, "total_tokens": n + p_tokens}
-            self._plain("200 OK", orjson.dumps({"id": "z", "model": "zero", "choices": [choice], "usage": usage}))
+            obj = "chat.completion" if chat else "text_completion"
+            answer = {"id": "z", "object": obj, "model": "zero", "choices": [choice], "usage": usage}
+            self._plain("200 OK", orjson.dumps(answer))
             return
         if self.server.itl_s > 0:
             asyncio.get_running_loop().create_task(self.paced(chat, n, p_tokens))
             return
-        parts = [_HEAD]
-        for i in range(n):
-            parts.append(_http_chunk(_event(chat, f"{time.perf_counter_ns()} ", "length" if i == n - 1 else None)))
-        parts.append(self._tail(n, p_tokens))
+        key = (chat, n, p_tokens)
+        cached = self.server.burst_cache.get(key)
+        if cached is None:  # all events leave in one write, so one rendering serves every request of this shape
+            parts = [_HEAD]
+            for i in range(n):
+                parts.append(_http_chunk(_event(chat, f"{time.perf_counter_ns()} ", "length" if i == n - 1 else None)))
+            parts.append(self._tail(n, p_tokens))
+            cached = b"".join(parts)
+            if len(self.server.burst_cache) < 64:
+                self.server.burst_cache[key] = cached
         assert self.transport is not None
-        self.transport.write(b"".join(parts))
+        self.transport.write(cached)
 
     def _tail(self, n: int, p_tokens: int) -> bytes:
         usage = orjson.dumps(
             {
                 "id": "z",
+                "object": "text_completion",
                 "model": "zero",
                 "choices": [],
                 "usage": {"prompt_tokens": p_tokens, "completion_tokens": n, "total_tokens": n + p_tokens},
@@ -146,6 +157,7 @@ class ZeroWorkServer:
         self.chunks, self.itl_s, self.port = chunks, itl_s, port
         self.fail_after = fail_after  # answer 500 to every streamed generation after this many (tests)
         self.served = 0
+        self.burst_cache: dict[tuple[bool, int, int], bytes] = {}
         self._server: asyncio.Server | None = None
 
     async def start(self) -> int:

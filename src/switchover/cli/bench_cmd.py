@@ -110,9 +110,7 @@ def render(report: Any) -> None:
         return "—" if v is None else f"{v:.{d}f}"
 
     for s in report.steps:
-        steady = (
-            "—" if s.steady is None or s.steady.reached is None else ("yes" if s.steady.reached else "no")
-        )
+        steady = "—" if s.steady is None or s.steady.reached is None else ("yes" if s.steady.reached else "no")
         table.add_row(
             s.endpoint,
             s.bucket or "",
@@ -128,6 +126,17 @@ def render(report: Any) -> None:
             steady,
         )
     console.print(table)
+    cal = report.calibration
+    if cal is not None:
+        loads = [s.client_load for s in report.steps if s.client_load is not None]
+        busiest = f"; the busiest step used {max(loads):.0%} of it" if loads else ""
+        console.print(
+            f"client ceiling {cal.req_per_s:.0f} req/s, {cal.chunks_per_s:.0f} chunks/s{busiest} "
+            "(steps above 70% are flagged)",
+            highlight=False,
+        )
+    else:
+        console.print("[dim]no client calibration (--no-calibrate): headroom unknown[/]", highlight=False)
     for key, k in report.knees.items():
         console.print(f"[bold]{key}[/]: {k.message}", highlight=False, soft_wrap=True)
     for a in report.ab:
@@ -135,9 +144,7 @@ def render(report: Any) -> None:
         if sig:
             console.print(
                 f"new vs old @ {a.concurrency} ({a.bucket}): "
-                + ", ".join(
-                    f"{d.metric} {d.stat} {d.delta_pct:+.0f}%" for d in sig if d.delta_pct is not None
-                ),
+                + ", ".join(f"{d.metric} {d.stat} {d.delta_pct:+.0f}%" for d in sig if d.delta_pct is not None),
                 highlight=False,
             )
     for c in report.checks:
@@ -150,67 +157,7 @@ def render(report: Any) -> None:
         console.print(f"[dim]{n}[/]", highlight=False, soft_wrap=True)
     if report.stopped_reason:
         console.print(f"[yellow]stopped early:[/] {report.stopped_reason}", highlight=False)
-    console.print(
-        f"run directory: {report.run_dir}  (report.html, summary.json, requests.parquet)", highlight=False
-    )
-
-
-def _endpoints(
-    config: Path | None,
-    old: str | None,
-    new: str | None,
-    url: str | None,
-    old_engine: str | None,
-    new_engine: str | None,
-    engine: str | None,
-    model: str | None,
-    api_key_env: str | None,
-):
-    from switchover.bench.results import EndpointSpec
-
-    section = None
-    eps: list[EndpointSpec] = []
-    if config is not None:
-        from switchover.config import load_migration
-
-        mig = load_migration(config)
-        section = mig.bench
-        for label, ep in (("old", mig.old), ("new", mig.new)):
-            eps.append(
-                EndpointSpec(
-                    label=label,
-                    url=ep.url,
-                    engine=ep.engine.value if ep.engine.value != "openai" else None,
-                    model=ep.model,
-                    api_key_env=ep.api_key_env,
-                )
-            )
-    over = {"old": (old, old_engine), "new": (new, new_engine)}
-    for label, (u, eng) in over.items():
-        if u is None and eng is None:
-            continue
-        found = next((e for e in eps if e.label == label), None)
-        if found is None:
-            if u is None:
-                raise BadInput(f"--{label}-engine given without --{label}")
-            eps.append(EndpointSpec(label=label, url=u, engine=eng, model=model, api_key_env=api_key_env))
-        else:
-            i = eps.index(found)
-            eps[i] = found.model_copy(
-                update={k: v for k, v in (("url", u), ("engine", eng)) if v is not None}
-            )
-    if url is not None:
-        if eps:
-            raise BadInput("give either --url (one endpoint) or --old/--new/--config, not both")
-        eps.append(EndpointSpec(label="target", url=url, engine=engine, model=model, api_key_env=api_key_env))
-    if not eps:
-        raise BadInput("nothing to bench: give --url, --old and --new, or --config switchover.yaml")
-    for e in eps:
-        if not e.url.startswith(("http://", "https://")):
-            raise BadInput(f"{e.label} URL must start with http:// or https://, got {e.url!r}")
-        if model and e.model is None:
-            e.model = model
-    return eps, section
+    console.print(f"run directory: {report.run_dir}  (report.html, summary.json, requests.parquet)", highlight=False)
 
 
 def _plan(**kw: Any):
@@ -232,24 +179,20 @@ def bench(
     url: str = typer.Option(None, "--url", help="One endpoint to bench (instead of --old/--new)."),
     old: str = typer.Option(None, "--old", help="Base URL of the endpoint serving today (A)."),
     new: str = typer.Option(None, "--new", help="Base URL of the endpoint to switch to (B)."),
-    config: Path = typer.Option(
-        None, "--config", "-c", help="switchover.yaml: endpoints, engines, bench section."
-    ),
+    config: Path = typer.Option(None, "--config", "-c", help="switchover.yaml: endpoints, engines, bench section."),
     old_engine: str = typer.Option(None, help="Engine of --old (vllm, sglang, trtllm, tgi, llamacpp)."),
     new_engine: str = typer.Option(None, help="Engine of --new."),
     engine: str = typer.Option(None, help="Engine of the single URL."),
     model: str = typer.Option(None, help="Model name; default: first id of /v1/models."),
     api: str = typer.Option("completions", help="completions or chat (chat counts the template's tokens)."),
     buckets: str = typer.Option(None, help="Input-length buckets in tokens, e.g. 128,512,2048."),
-    output_tokens: int = typer.Option(
-        None, "--output-tokens", help="Output tokens per request (default 128)."
-    ),
+    output_tokens: int = typer.Option(None, "--output-tokens", help="Output tokens per request (default 128)."),
     concurrency: str = typer.Option(None, help="Concurrency ladder, e.g. 1,2,4,8,16,32,64 (the default)."),
     rate: str = typer.Option(None, help="Request rates (req/s) instead of a concurrency ladder, e.g. 1,2,4."),
     arrival: str = typer.Option("constant", help="Rate mode arrivals: constant, poisson or gamma."),
     burstiness: float = typer.Option(1.0, help="Gamma shape (1 = Poisson, lower = burstier)."),
     max_inflight: int = typer.Option(None, help="Cap on requests in flight in rate mode."),
-    requests: int = typer.Option(None, help="Measured requests per step."),
+    requests: int = typer.Option(None, help="Measured requests per step (default 50 unless --duration)."),
     duration: float = typer.Option(None, "--duration", help="Measuring seconds per step."),
     warmup_requests: int = typer.Option(1, help="Requests per step discarded as warm-up."),
     warmup_s: float = typer.Option(0.0, "--warmup-s", help="Seconds per step discarded as warm-up."),
@@ -260,21 +203,13 @@ def bench(
         None, help="JSONL of {prompt|messages, max_tokens?, timestamp?} (timestamps: replay)."
     ),
     trace_speed: float = typer.Option(1.0, help="Trace replay speed-up factor."),
-    max_error_rate: float = typer.Option(
-        None, help="Stop the run when an endpoint's error rate exceeds this (0-1)."
-    ),
-    slo: list[str] = typer.Option(
-        None, "--slo", help="e.g. tpot_p99_ms=50 (repeatable; adds to switchover.yaml)."
-    ),
+    max_error_rate: float = typer.Option(None, help="Stop the run when an endpoint's error rate exceeds this (0-1)."),
+    slo: list[str] = typer.Option(None, "--slo", help="e.g. tpot_p99_ms=50 (repeatable; adds to switchover.yaml)."),
     knee_metric: str = typer.Option("tpot", help="Metric whose tail defines the knee: tpot, ttft, e2e, itl."),
-    tokenizer: Path = typer.Option(
-        None, help="HF folder with tokenizer.json, to cross-check N by re-tokenizing."
-    ),
+    tokenizer: Path = typer.Option(None, help="HF folder with tokenizer.json, to cross-check N by re-tokenizing."),
     scrape_interval: float = typer.Option(1.0, help="Seconds between /metrics scrapes (0 = off)."),
     timeout: float = typer.Option(300.0, help="Per-request time limit, seconds."),
-    calibrate: bool = typer.Option(
-        True, "--calibrate/--no-calibrate", help="Measure the client ceiling first."
-    ),
+    calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Measure the client ceiling first."),
     runs_dir: Path = typer.Option(Path("runs"), help="Where run directories go."),
     name: str = typer.Option("bench", help="Run name (suffix of the run directory)."),
     json_out: bool = typer.Option(False, "--json", help="Print summary.json to stdout."),
@@ -287,9 +222,10 @@ def bench(
     if ctx.invoked_subcommand is not None:
         return
     from switchover.bench.calibrate import calibrate as calibrate_fn
+    from switchover.bench.endpoints import endpoints_from
     from switchover.bench.runner import BenchRun
 
-    eps, section = _endpoints(config, old, new, url, old_engine, new_engine, engine, model, None)
+    eps, section = endpoints_from(config, old, new, url, old_engine, new_engine, engine, model)
     sec: dict[str, Any] = section.model_dump(exclude_none=True) if section is not None else {}
     slos = {**sec.pop("slos", {}), **_slos(slo)}
     rates = _floats("--rate", rate)
@@ -350,9 +286,7 @@ def bench(
     if report.passed is False:
         raise CheckFailed("SLO or regression checks failed", hint=f"see {report.run_dir}/report.html")
     if report.stopped_reason:
-        raise CheckFailed(
-            f"stopped early: {report.stopped_reason}", hint=f"partial results in {report.run_dir}"
-        )
+        raise CheckFailed(f"stopped early: {report.stopped_reason}", hint=f"partial results in {report.run_dir}")
 
 
 @app.command("calibrate")
@@ -360,9 +294,7 @@ def calibrate_cmd(
     concurrency: int = typer.Option(64, help="Streams in flight."),
     chunks: int = typer.Option(128, help="SSE events per response."),
     duration: float = typer.Option(3.0, help="Measuring seconds."),
-    itl_ms: float = typer.Option(
-        0.0, help="Pause between events (0 = all at once); >0 also measures timing error."
-    ),
+    itl_ms: float = typer.Option(0.0, help="Pause between events (0 = all at once); >0 also measures timing error."),
     in_process: bool = typer.Option(False, help="Serve from this process (default: a child process)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
@@ -375,9 +307,7 @@ def calibrate_cmd(
     if concurrency < 1 or chunks < 1 or duration <= 0:
         raise BadInput("--concurrency, --chunks and --duration must be positive")
     cal = run(
-        calibrate(
-            concurrency=concurrency, chunks=chunks, duration_s=duration, in_process=in_process, itl_ms=itl_ms
-        )
+        calibrate(concurrency=concurrency, chunks=chunks, duration_s=duration, in_process=in_process, itl_ms=itl_ms)
     )
     if json_out:
         print_json(cal)
@@ -401,9 +331,7 @@ def calibrate_cmd(
 def recompute_cmd(
     run_dir: Path = typer.Argument(..., help="A bench run directory."),
     as_tool: str = typer.Option(..., "--as", help="vllm, sglang, guidellm or aiperf."),
-    use_server_token_count: bool = typer.Option(
-        False, help="aiperf: count N from usage, as its flag of that name."
-    ),
+    use_server_token_count: bool = typer.Option(False, help="aiperf: count N from usage, as its flag of that name."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Show a run's raw rows in another tool's metric vocabulary (its names, its formulas).
@@ -449,9 +377,7 @@ def report_cmd(run_dir: Path = typer.Argument(..., help="A bench run directory."
 
 @app.command("sweep")
 def sweep_cmd(
-    launch: str = typer.Option(
-        ..., help='Engine command with placeholders, e.g. "vllm serve M --block-size {bs}".'
-    ),
+    launch: str = typer.Option(..., help='Engine command with placeholders, e.g. "vllm serve M --block-size {bs}".'),
     param: list[str] = typer.Option(..., "--param", help="name=v1,v2 (repeatable: every combination runs)."),
     url: str = typer.Option(..., help="Where the launched engine listens."),
     engine: str = typer.Option(None, help="Engine profile of the launched engine."),

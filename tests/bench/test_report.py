@@ -1,0 +1,30 @@
+"""report.html: offline page with the curves, the knee marked, the tables."""
+
+from __future__ import annotations
+
+from switchover.bench.knee import KneeResult
+from switchover.bench.report import render
+from switchover.bench.results import BenchPlan, BenchReport, EndpointInfo, EndpointSpec
+from switchover.bench.stats import Dist, StepSummary
+
+
+def _dist(v: float) -> Dist:
+    return Dist(count=10, mean=v, std=0, min=v, max=v, p50=v, p90=v, p95=v, p99=v)
+
+
+def test_report_is_offline_and_marks_the_knee_and_failures():
+    plan = BenchPlan(endpoints=[EndpointSpec(label="old", url="http://a")], buckets=[128], requests=5)
+    steps = [StepSummary(endpoint="old", step=i, concurrency=c, bucket="128", requests=5, warmup=1, ok=5, failed=0,
+                         duration_s=1, req_per_s=5, out_tok_per_s=100.0 * c, chunks_per_s=100, error_rate=0,
+                         ttft_ms=_dist(10), tpot_ms=_dist(5 if c <= 8 else 5 + c), e2e_ms=_dist(100))
+             for i, c in enumerate([1, 2, 4, 8, 16, 32])]
+    knee = KneeResult(metric="tpot p99", found=True, concurrency=8.0, step_concurrency=8, ci_low=6.0, ci_high=11.0,
+                      message="knee at concurrency ≈ 8")
+    report = BenchReport(name="t", created_wall=0, plan=plan, steps=steps, knees={"old/128": knee}, endpoints=[
+        EndpointInfo(label="old", url="http://a", engine="vllm", model="m", output_control="ignore_eos=true")],
+        stopped_reason="old: error rate 50% over --max-error-rate 20% after 10 requests")
+    html = render(report)
+    assert "<script" in html and len(html) > 1_000_000  # plotly.js inlined, no network
+    assert "<script src=" not in html
+    assert "old knee 8" in html and "knee at concurrency ≈ 8" in html
+    assert "Run ended early" in html and "No client calibration" in html

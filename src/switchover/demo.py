@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from switchover.testbed import processes
-from switchover.testbed.layout import Layout
+from switchover.testbed.layout import Layout, bed_models
 
 Say = Callable[[str], None]
 BED_NAME = "demo"
@@ -57,8 +57,11 @@ class DemoResult(BaseModel):
     stopped: list[str] = Field(default_factory=list)
 
 
-def demo_config(old_url: str, new_url: str, gateway_port: int) -> str:
+def demo_config(old_url: str, new_url: str, gateway_port: int, old_model: Path | None = None,
+                new_model: Path | None = None) -> str:
     """The switchover.yaml the demo writes: both engines, a short check, a gateway with shadow, 3 stages."""
+    diff = (f"  diff_model: {{old: '{old_model}', new: '{new_model}'}}   # the files each engine loads\n"
+            if old_model and new_model else "")
     return f"""# written by `switchover demo`: vLLM CPU (old) -> llama-server (new), both serving SmolLM2-135M-Instruct
 old:
   url: {old_url}
@@ -69,24 +72,24 @@ new:
 check:
   name: demo-check
   runs_dir: runs
-  probe: {{budget_s: 20}}
+  probe: {{budget_s: 15, skip: [n.parallel, max_tokens.omitted]}}   # the two slowest probes on 2 cores
   verify: {{max_prompts: 4, structured: 2}}
   bench: {{concurrency: [1, 2, 4], requests: 8, output_tokens: 32}}
-  grace:
+{diff}  grace:
     max_tokens: 1024          # the longest generation this API allows
     client_timeout_s: 60
 gateway:
   weight: 0
   rollback: false
   listen: {{host: 127.0.0.1, port: {gateway_port}}}
-  shadow: {{percent: 100, max_tokens_clamp: 32, max_concurrency: 2}}
+  shadow: {{percent: 100, max_tokens_clamp: 16, max_concurrency: 8}}
   kill_switch: {{min_samples: 10}}
   drain_seconds: 30
   run_dir: runs/gateway
 rollout:
   stages: [shadow, 5, 20]
   window_s: 900
-  gates: {{min_samples: 15}}
+  gates: {{min_samples: 15}}      # per arm; fewer means "hold", never "pass"
 """
 
 
@@ -122,8 +125,10 @@ def setup_bed(layout: Layout, say: Say) -> None:
     Installer(layout, with_smollm2=True, on_event=on_event).run()
 
 
-async def _traffic(url: str, model: str, n: int, say: Say, start: int = 0) -> tuple[int, int]:
-    """n short streamed chat requests through the gateway, 2 at a time, one tenant each (bounded)."""
+async def _traffic(url: str, model: str, n: int, say: Say, start: int = 0,
+                   room: Callable[[], bool] = lambda: True) -> tuple[int, int]:
+    """n short streamed chat requests through the gateway, 2 at a time, one tenant each (bounded); a request
+    waits (at most 30 s) until `room()` says the shadow has a free slot, so mirrors are not dropped."""
     import aiohttp
 
     ok = 0
@@ -132,8 +137,12 @@ async def _traffic(url: str, model: str, n: int, say: Say, start: int = 0) -> tu
 
     async def one(i: int, session: aiohttp.ClientSession) -> bool:
         body = {"model": model, "messages": [{"role": "user", "content": prompts[i % len(prompts)]}],
-                "max_tokens": 24, "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+                "max_tokens": 16, "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
         async with sem:
+            waited = 0.0
+            while not room() and waited < 30.0:
+                await asyncio.sleep(0.1)
+                waited += 0.1
             try:
                 async with session.post(f"{url}/v1/chat/completions", json=body,
                                         headers={"x-tenant-id": f"demo-tenant-{start + i}"}) as resp:
@@ -150,16 +159,27 @@ async def _traffic(url: str, model: str, n: int, say: Say, start: int = 0) -> tu
     return n, ok
 
 
+async def _mirrors_done(gateway: Any, say: Say, limit_s: float = 120.0) -> None:
+    """Wait (bounded) until the shadow copies finished, so their rows are in the ledger the gates read."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if gateway.in_flight == 0 and (gateway.shadow is None or gateway.shadow.in_flight == 0):
+            return
+        await asyncio.sleep(0.25)
+    say(f"rollout: shadow copies still running after {limit_s:g} s; judging what the ledger has")
+
+
 def _step(res: Any) -> RolloutStep:
-    gates = [{"gate": str(r.name), "verdict": r.verdict, "reason": r.reason}
+    gates = [{"gate": r.gate.value, "verdict": r.verdict, "observed": r.observed, "threshold": r.threshold,
+              "samples": r.samples, "reason": r.reason}
              for r in (res.report.results if res.report is not None else [])]
     return RolloutStep(action=res.action, message=res.message, stage=res.state.stage, weight=res.state.weight,
                        gates=gates)
 
 
-async def gateway_rollout(config: Path, model: str, say: Say, requests: int = 30) -> RolloutSummary:
+async def gateway_rollout(config: Path, model: str, say: Say, requests: int = 20) -> RolloutSummary:
     """Start the gateway in this process, enter the shadow stage, send traffic, let the gates decide; if they
-    advance, send traffic at the first weighted stage and judge again. Bounded: at most 2 x `requests`."""
+    advance (or hold for more samples), send another round and judge again. Bounded: at most 3 rounds."""
     from switchover.config import load_migration
     from switchover.gateway.app import Gateway
     from switchover.gateway.server import running
@@ -175,15 +195,20 @@ async def gateway_rollout(config: Path, model: str, say: Say, requests: int = 30
         res = ro.advance(why="switchover demo: enter the shadow stage")
         steps.append(_step(res))
         say(f"rollout: {res.message}")
-        for round_ in range(2):
+        limit = m.gateway.shadow.max_concurrency if m.gateway is not None else 1
+
+        def room() -> bool:
+            return gateway.shadow is None or gateway.shadow.in_flight < limit - 1
+
+        for round_ in range(3):  # bounded: at most 3 x `requests` requests
             await asyncio.sleep(1.5)  # the gateway polls switchover.yaml once a second
-            n, ok = await _traffic(url, model, requests, say, start=round_ * requests)
+            n, ok = await _traffic(url, model, requests, say, start=round_ * requests, room=room)
             sent, answered = sent + n, answered + ok
-            await asyncio.sleep(1.0)  # let the last mirrors land in the ledger
+            await _mirrors_done(gateway, say)
             res = ro.check(auto_advance=True, why="switchover demo: gates passed")
             steps.append(_step(res))
             say(f"rollout: {res.message}")
-            if res.action != "advance":
+            if res.action not in ("advance", "hold"):
                 break
         view = ro.view()
     return RolloutSummary(gateway_url=url, requests_sent=sent, requests_ok=answered, steps=steps,
@@ -217,8 +242,9 @@ def run_demo(workdir: Path, say: Say, *, rollout: bool = True, layout: Layout | 
             for stale in (workdir / ".switchover" / "rollout" / "state.json",
                           workdir / "runs" / "gateway" / "killswitch.json"):
                 stale.unlink(missing_ok=True)
-            config.write_text(demo_config(state.url("old"), state.url("new"), processes.free_port()),
-                              encoding="utf-8")
+            bed = bed_models(layout)[MODEL]
+            config.write_text(demo_config(state.url("old"), state.url("new"), processes.free_port(), bed.hf_dir,
+                                          bed.gguf), encoding="utf-8")
             say(f"config: {config}")
             m = load_migration(config)
             t2 = time.monotonic()

@@ -193,3 +193,19 @@ def test_thresholds_from_the_check_section_override_defaults() -> None:
     s = CheckSection(thresholds=Thresholds(tokenizer_shift_pct=30.0))
     ev = b.evidence(settings=s, live_model=b.live([(100, 125, False)]))
     assert RULES["s001.tokenizer"](ev, Limits.of(ev)).verdict == "warn"
+
+
+def test_sampling_defaults_warn_when_diff_model_finds_changed_effective_defaults() -> None:
+    same = b.probe(b.probe_result("sampling.defaults", "sampling", "same"))
+    notes = {"generation": {"file_changes": {}, "notes": ["vllm -> llamacpp: temperature changes"]}}
+    assert verdict("s001.sampling_defaults", probe=same, diff_model=notes)[0] == "warn"
+    quiet = {"generation": {"file_changes": {}, "notes": []}}
+    assert verdict("s001.sampling_defaults", probe=same, diff_model=quiet)[0] == "go"
+
+
+def test_weights_warn_names_a_quantization_change_from_diff_model() -> None:
+    dm = {"weights_same": False, "weights_old": {"hash": "a"}, "weights_new": {"hash": "b"},
+          "old": {"quantization": "BF16"}, "new": {"quantization": "Q4_1"},
+          "reasons": [{"blocking": True, "what": "quantization changed", "why": "BF16 -> Q4_1", "action": "evaluate"}]}
+    v, j = verdict("s001.weights", diff_model=dm)
+    assert v == "warn" and "quantization changed" in j.reason()

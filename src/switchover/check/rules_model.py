@@ -29,6 +29,9 @@ def weights(ev: Evidence, lim: Limits) -> Judgement:
                           "serve stale entries (seed 001 §4) — judged by the kernels and template items")
         else:
             j.missing.append("diff-model did not hash the weights")
+        for r in d.get("reasons") or []:  # quantization / context / scale: the weights' side of seed 001 §7
+            if r.get("blocking") and not str(r.get("what", "")).startswith(("tokenizer", "chat template")):
+                j.warn.append(f"diff-model: {r.get('what')}: {r.get('why')} → {r.get('action')}")
     else:
         j.missing.append(ev.why_missing("diff_model"))
     v = ev.verify
@@ -172,8 +175,12 @@ def sampling_defaults(ev: Evidence, lim: Limits) -> Judgement:
         j.fig("generation_config.json fields changed", len(changes))
         for name, (a, b) in list(changes.items())[:4]:
             j.warn.append(f"generation_config.json {name}: {a} → {b} (requests that omit it change behaviour)")
-        if not changes:
-            j.ok.append("generation_config.json defaults are the same")
+        notes = g.get("notes") or []
+        j.fig("effective sampling defaults that change (model file + engine)", len(notes))
+        for note in notes[:3]:
+            j.warn.append(f"diff-model: {note}")
+        if not changes and not notes:
+            j.ok.append("generation_config.json and the engines' effective sampling defaults are the same")
     return j
 
 

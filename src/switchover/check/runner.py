@@ -182,7 +182,7 @@ class CheckRun:
         finally:  # an interrupted check still leaves a report of what it measured
             for part in PARTS:
                 if part not in self.parts:
-                    self._record(PartRun(part=part, status="failed", reason="interrupted before it ran"))
+                    self._record(PartRun(part=part, status="failed", reason="interrupted before it finished"))
             report = build_report(rd, total_s=round(time.monotonic() - t0, 1), created_wall=created)
             write_outputs(rd, report)
         return report, rd

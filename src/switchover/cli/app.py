@@ -7,16 +7,25 @@ import sys
 import typer
 
 from switchover import __version__
-from switchover.cli import config_cmd, ready_cmd, testbed_cmd
-from switchover.cli import model_cmd, probe_cmd, verify_cmd
-from switchover.cli import gateway_cmd
-from switchover.cli import rollout_cmd
-from switchover.cli import doctor_cmd
-from switchover.cli import drill_cmd
-from switchover.cli import export_cmd
-from switchover.cli import bench_cmd
-from switchover.cli import hw_cmd, plan_cmd
-from switchover.cli import check_cmd, demo_cmd, report_cmd
+from switchover.cli import (
+    bench_cmd,
+    check_cmd,
+    config_cmd,
+    demo_cmd,
+    doctor_cmd,
+    drill_cmd,
+    export_cmd,
+    gateway_cmd,
+    hw_cmd,
+    model_cmd,
+    plan_cmd,
+    probe_cmd,
+    ready_cmd,
+    report_cmd,
+    rollout_cmd,
+    testbed_cmd,
+    verify_cmd,
+)
 from switchover.cli.common import err_console
 from switchover.errors import ExitCode, SwitchoverError
 
@@ -43,22 +52,24 @@ def _root(
     """Change the engine, model or GPU behind an LLM API as a measured, reversible operation."""
 
 
-config_cmd.register(app)
-ready_cmd.register(app)
-probe_cmd.register(app)
-verify_cmd.register(app)
-model_cmd.register(app)
-app.add_typer(testbed_cmd.app, name="testbed")
-app.add_typer(rollout_cmd.app, name="rollout")
-doctor_cmd.register(app)
-drill_cmd.register(app)
-app.add_typer(export_cmd.app, name="export")
-gateway_cmd.register(app)
-bench_cmd.register(app)
+# registered in the order of a real migration, so `--help` reads as the product does
 app.add_typer(plan_cmd.app, name="plan")
 app.add_typer(hw_cmd.app, name="hw")
-check_cmd.register(app); report_cmd.register(app); demo_cmd.register(app)  # noqa: E702
-
+probe_cmd.register(app)
+verify_cmd.register(app)
+model_cmd.register(app)  # diff-model, cachekey
+bench_cmd.register(app)
+ready_cmd.register(app)
+gateway_cmd.register(app)  # gateway, metrics-adapter
+app.add_typer(rollout_cmd.app, name="rollout")
+drill_cmd.register(app)
+doctor_cmd.register(app)
+check_cmd.register(app)
+report_cmd.register(app)
+demo_cmd.register(app)
+app.add_typer(export_cmd.app, name="export")
+config_cmd.register(app)  # validate, schema
+app.add_typer(testbed_cmd.app, name="testbed")
 
 def main() -> None:
     """Console-script entry: user errors become one line on stderr and an exit code, never a traceback."""

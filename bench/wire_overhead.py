@@ -1,6 +1,6 @@
 """The wire client's own cost per streamed chunk, at 1 and 256 concurrent streams.
 
-The server is bench/zero_work_server.py in its own process (pinned to another core when there is one), so
+The server is switchover.bench.zerowork in its own process (pinned to another core when there is one), so
 what is measured is the client: CPU time of this process per chunk received (µs), plus chunks/s and req/s.
 Later benchmarks quote these as the client's ceiling.
 
@@ -13,15 +13,11 @@ import argparse
 import asyncio
 import os
 import resource
-import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from switchover.wire import EngineClient, Timeouts
-
-HERE = Path(__file__).resolve().parent
 
 
 def _cpu_s() -> float:
@@ -29,14 +25,8 @@ def _cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _measure(url: str, concurrency: int, seconds: float, max_requests: int) -> dict[str, float]:
-    body = {"model": "zero", "messages": [{"role": "user", "content": "hi"}], "stream": True, "max_tokens": 64}
+    body = {"model": "zero", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     chunks = requests = errors = 0
     stop_at = time.perf_counter() + seconds
     async with EngineClient(url, timeouts=Timeouts(connect=2, first_byte=10, idle=10, total=30),
@@ -68,13 +58,12 @@ def main() -> None:
     ap.add_argument("--max-requests", type=int, default=200_000, help="hard cap per step")
     args = ap.parse_args()
 
-    port = _free_port()
     cores = sorted(os.sched_getaffinity(0))
-    server = subprocess.Popen([sys.executable, str(HERE / "zero_work_server.py"), str(port), str(args.chunks)],
-                              stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen([sys.executable, "-m", "switchover.bench.zerowork", "--port", "0",
+                               "--chunks", str(args.chunks)], stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None
-        server.stdout.readline()  # "ready"
+        port = int(server.stdout.readline())  # the server prints its port when it listens
         if len(cores) >= 2:  # client on one core, server on another
             os.sched_setaffinity(server.pid, {cores[-1]})
             os.sched_setaffinity(0, {cores[0]})

@@ -74,3 +74,30 @@ def test_shadow_body_streams_with_usage_and_clamps():
     assert body == {"model": "b", "max_tokens": 16, "stream": True, "stream_options": {"include_usage": True}}
     assert orjson.loads(shadow_body({"model": "a"}, None, 8))["max_tokens"] == 8
     assert "max_tokens" not in orjson.loads(shadow_body({"model": "a"}, None, None))
+
+
+def test_observer_fast_path_agrees_with_the_sse_parser_under_any_split():
+    stream = (b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"choices":[{"text":"b"}]}\n\n'
+              b': ping\n\ndata: {"choices":[{"delta":{"content":"c"}}]}\r\n\r\nevent: x\ndata: {"choices":[]}\n'
+              b'data: {"more":1}\n\ndata: [DONE]\n\n')
+    want = [e.data for e in parse_all([stream])]
+    for step in (1, 3, 7, 50, len(stream)):
+        obs = Observer()
+        got = [e.data for i in range(0, len(stream), step) for e in obs.feed(stream[i:i + step], i)]
+        got += [e.data for e in obs.finish(0)]
+        assert got == want and obs.done and obs.content_events == 3
+    whole = b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: [DONE]\n\n'
+    obs = Observer()
+    assert [e.data for e in obs.feed(whole, 0)] == [e.data for e in parse_all([whole])]
+    assert obs.simple  # whole one-line events never reach the SSEParser
+
+
+def test_the_usage_only_event_is_cut_out_of_a_read_as_the_re_framing_would():
+    from switchover.gateway.relay import without_usage
+
+    read = (b'data: {"choices":[{"delta":{"content":"a"}}],"usage":null}\n\n'
+            b'data: {"choices":[],"usage":{"completion_tokens":1}}\n\ndata: [DONE]\n\n')
+    want = render(parse_all([read]), lambda d: d, strip_usage=True)
+    assert without_usage(read) == want == read.replace(b'data: {"choices":[],"usage":{"completion_tokens":1}}\n\n', b"")
+    assert without_usage(b"data: [DONE]\n\n") == b"data: [DONE]\n\n"
+    assert without_usage(b'event: u\ndata: {"choices":[],"usage":{}}\n\n') is None  # re-framed instead

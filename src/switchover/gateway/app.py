@@ -9,7 +9,6 @@ import logging
 import os
 import secrets
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from aiohttp import web
 from switchover.config import Migration, load_migration
 from switchover.errors import BadInput
 from switchover.gateway.config import GatewayConfig
+from switchover.gateway.h1 import H1Pool
 from switchover.gateway.killswitch import KillSwitch
 from switchover.gateway.ledger import Ledger
 from switchover.gateway.ledger_record import ShadowResult
@@ -47,11 +47,19 @@ class Live:
     keys: dict[str, str | None]
     fail_statuses: frozenset[int]
     estimator: PromptEstimator | None
+    states: tuple[RouteState, RouteState] = (RouteState(), RouteState(killed=True))  # (open, killed)
 
     def route_state(self, killed: bool) -> RouteState:
-        g = self.gw
-        return RouteState(weight=g.weight, rollback=g.rollback, killed=killed, max_context_tokens=g.max_context_tokens,
-                          bypass_paths=tuple(g.bypass_paths), override_enabled=g.override_header_enabled)
+        return self.states[killed]
+
+
+def _route_states(gw: GatewayConfig) -> tuple[RouteState, RouteState]:
+    """Both RouteStates of a config (kill switch open, latched), built once per config rather than per request."""
+    def state(killed: bool) -> RouteState:
+        return RouteState(weight=gw.weight, rollback=gw.rollback, killed=killed,
+                          max_context_tokens=gw.max_context_tokens, bypass_paths=tuple(gw.bypass_paths),
+                          override_enabled=gw.override_header_enabled)
+    return state(False), state(True)
 
 
 def build_live(m: Migration) -> Live:
@@ -62,7 +70,7 @@ def build_live(m: Migration) -> Live:
     est = PromptEstimator(gw.tokenizer, gw.bytes_per_token) if gw.max_context_tokens else None
     return Live(gw=gw, urls={"old": m.old.url, "new": m.new.url}, models={"old": m.old.model, "new": m.new.model},
                 keys={"old": m.old.api_key(), "new": m.new.api_key()},
-                fail_statuses=frozenset(gw.fallback.statuses), estimator=est)
+                fail_statuses=frozenset(gw.fallback.statuses), estimator=est, states=_route_states(gw))
 
 
 def _wants_usage_injected(obj: dict[str, Any]) -> bool:
@@ -100,9 +108,11 @@ class Gateway:
         ks = gw.kill_switch
         self.killswitch = KillSwitch(ks.window, ks.min_samples, ks.max_fallback_ratio, ks.enabled)
         self._restore_latch()
-        self.session: Any = None
+        self.session: Any = None  # aiohttp, for the shadow
+        self.pool = H1Pool()  # the old / new arms
         self.shadow: Shadow | None = None
         self.in_flight = 0
+        self.metrics.in_flight.set_function(lambda: self.in_flight)  # read at scrape time, not locked per request
         self.draining = False
         self._idle = asyncio.Event()
         self.admin_token = secrets.token_urlsafe(24)
@@ -218,6 +228,8 @@ class Gateway:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_post("/admin/reset", self._admin_reset)
         app.router.add_get("/admin/state", self._admin_state)
+        for path in GENERATION_PATHS:  # exact paths resolve without the catch-all's regex (same handler)
+            app.router.add_route("*", path, self.proxy)
         app.router.add_route("*", "/{tail:.*}", self.proxy)
         app.on_startup.append(self._startup)
         app.on_cleanup.append(self._cleanup)
@@ -238,6 +250,7 @@ class Gateway:
                     await task
         if self.shadow is not None:
             await self.shadow.close()
+        self.pool.close()
         if self.session is not None:
             await self.session.close()
         self.ledger.close()
@@ -312,7 +325,7 @@ class Gateway:
         meta = RequestMeta(request.path, tenant, est, request.headers.get(OVERRIDE_HEADER))
         decision = route(meta, live.route_state(self.killswitch.latched))
         row: dict[str, Any] = {
-            "ts": time.time(), "request_id": (request.headers.get("X-Request-Id") or uuid.uuid4().hex)[:128],
+            "ts": time.time(), "request_id": (request.headers.get("X-Request-Id") or os.urandom(16).hex())[:128],
             "tenant": tenant, "bucket": decision.bucket, "path": request.path, "routed": decision.arm,
             "route_reason": decision.reason, "arm": decision.arm, "stream": stream, "model": asked,
             "prompt_tokens_est": est, "outcome": "error", "status": 0}
@@ -327,7 +340,6 @@ class Gateway:
         self.metrics.child(self.metrics.routed, decision.arm, decision.reason).inc()
         shadow = self._maybe_shadow(live, decision, request, obj, asked)
         self.in_flight += 1
-        self.metrics.in_flight.inc()
         obs = None
         try:
             resp, obs = await self._serve(request, live, decision, body, obj, asked, stream, row)
@@ -340,7 +352,6 @@ class Gateway:
             raise
         finally:
             self.in_flight -= 1
-            self.metrics.in_flight.dec()
             self._observe(row, obs, t0, decision)
             self._write(row, shadow)
             if not self.in_flight:
@@ -366,7 +377,7 @@ class Gateway:
                     first_timeout_s: float, fail_statuses: frozenset[int]) -> Opened:
         t = live.gw.timeouts
         return await open_upstream(
-            self.session, live.urls[arm] + request.path_qs, method=request.method,
+            self.pool, live.urls[arm] + request.path_qs, method=request.method,
             headers=upstream_headers(request.headers, live.keys[arm]),
             body=self._body_for(live, arm, body, obj) if body else None, first_timeout_s=first_timeout_s,
             connect_timeout_s=t.connect_ms / 1000, idle_timeout_s=t.idle_ms / 1000, fail_statuses=fail_statuses)

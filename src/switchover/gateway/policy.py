@@ -7,6 +7,7 @@ ever moves tenants from old to new.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Literal
@@ -47,6 +48,7 @@ class Decision:
     bucket: int
 
 
+@functools.lru_cache(maxsize=16384)  # the same tenants come back: hash each once (pure, so safe to cache)
 def tenant_hash(key: str | None) -> str:
     """A stable, non-reversible 16-hex-digit id for a tenant header value or API key."""
     raw = (key or ANONYMOUS).encode("utf-8", "surrogatepass")

@@ -20,6 +20,13 @@ from switchover.wire.sse import SSEEvent
 Rewrite = Callable[[bytes], bytes]
 
 
+class SSEResponse(web.StreamResponse):
+    """A StreamResponse whose status line and headers go out with the first body write (one send, not two);
+    the relay writes the first event right after prepare(), so nothing waits for it."""
+
+    _send_headers_immediately = False  # aiohttp's switch for this (its Response does the same)
+
+
 @dataclass(slots=True)
 class Relayed:
     """How the relay ended."""
@@ -75,6 +82,61 @@ def _same(data: bytes) -> bytes:
     return data
 
 
+def _whole_events(chunk: bytes) -> bool:
+    """The read ends at an event boundary (LF framing): no event continues into the next read."""
+    return chunk[-2:] == b"\n\n" and b"\r" not in chunk
+
+
+def without_usage(chunk: bytes) -> bytes | None:
+    """A read of whole LF-framed events minus the usage-only ones, cut out of the bytes as read (the rest is
+    untouched); None when an event mentioning usage is not a one-line `data:` event (then it is re-framed)."""
+    if b'"usage"' not in chunk:
+        return chunk
+    kept = []
+    for block in chunk.split(b"\n\n")[:-1]:
+        if b'"usage"' in block:
+            if block[:6] != b"data: " or b"\n" in block:
+                return None
+            if is_usage_only(block[6:]):
+                continue
+        kept.append(block + b"\n\n")
+    return b"".join(kept)
+
+
+class IdleTimer:
+    """Cancels the current task when one read has waited `idle_s`. One timer handle per stream, re-armed only
+    when it fires, instead of a new `asyncio.timeout` per read (which costs more than relaying the read)."""
+
+    __slots__ = ("cancelling", "expired", "handle", "idle_s", "loop", "read_since", "task")
+
+    def __init__(self, idle_s: float) -> None:
+        self.loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        self.task = task
+        self.cancelling = task.cancelling()
+        self.idle_s = idle_s
+        self.read_since: float | None = None  # loop time the pending read started; None between reads
+        self.expired = False
+        self.handle = self.loop.call_at(self.loop.time() + idle_s, self._fire)
+
+    def _fire(self) -> None:
+        since = self.read_since
+        if since is not None and self.loop.time() - since >= self.idle_s:
+            self.expired = True
+            self.task.cancel()
+        else:
+            self.handle = self.loop.call_at((since if since is not None else self.loop.time()) + self.idle_s,
+                                            self._fire)
+
+    def timed_out(self) -> bool:
+        """After a CancelledError: True when this timer caused it (and nobody else cancelled the task)."""
+        return self.expired and self.task.uncancel() <= self.cancelling
+
+    def stop(self) -> None:
+        self.handle.cancel()
+
+
 def _json_or_done(data: bytes) -> bool:
     if data == b"[DONE]":
         return True
@@ -103,63 +165,90 @@ async def relay_stream(request: web.Request, opened: Opened, asked: str | None,
     """Write the SSE response through; returns the outcome. Bytes go through as read unless the model name
     must be rewritten or a usage chunk the client did not ask for must be left out: then events are
     re-framed (payloads are never re-encoded)."""
-    resp = web.StreamResponse(status=opened.status, headers=headers)
+    resp = SSEResponse(status=opened.status, headers=headers)
     await resp.prepare(request)
     obs = opened.obs
     rw = model_rewriter(obs.model, asked)
     if rw is None and strip_usage:
         rw = _same
+    # Stripping the usage chunk only: reads that hold whole events go through as read, less the usage-only
+    # event; the others are re-framed (an event is never split between a raw read and a re-framed one).
+    passthrough = rw is _same
     up = opened.resp
     failure: str | None = None
     clean = False
+    timer = IdleTimer(opened.idle_timeout_s)
+    loop_time = timer.loop.time
+    held = b""  # bytes that arrived with the end of the body: sent with the response's end, in one write
     try:
+        head = opened.head
+        aligned = _whole_events(head)
         if obs.malformed:  # a bad event already in the first read: send the good ones, then the error
             failure = "malformed"
             good = [ev for ev in opened.head_events if _json_or_done(ev.data)]
-            await resp.write(render(good, rw or _same, strip_usage))
+            out = render(good, rw or _same, strip_usage)
+        elif rw is None:
+            out = head
         else:
-            await resp.write(opened.head if rw is None else render(opened.head_events, rw, strip_usage))
+            cut = without_usage(head) if passthrough and aligned else None
+            out = cut if cut is not None else render(opened.head_events, rw, strip_usage)
+        if failure is not None or up.at_eof():
+            held = out
+        else:
+            await resp.write(out)
         while failure is None:
+            timer.read_since = loop_time()
             try:
-                async with asyncio.timeout(opened.idle_timeout_s):
-                    chunk = await up.content.readany()
-            except TimeoutError:
+                chunk = await up.content.readany()
+            except asyncio.CancelledError:
+                if not timer.timed_out():
+                    raise
                 failure = "idle_timeout"
                 break
             except (aiohttp.ClientError, ConnectionError) as exc:
                 failure = f"disconnected ({type(exc).__name__})"
                 break
+            timer.read_since = None
             now = time.perf_counter_ns()
             if not chunk:
                 tail = obs.finish(now)
                 if tail and rw is not None:
-                    await resp.write(render(tail, rw, strip_usage))
+                    held += render(tail, rw, strip_usage)
                 break
             events = obs.feed(chunk, now)
             if obs.malformed:
                 failure = "malformed"
                 break
+            was_aligned, aligned = aligned, _whole_events(chunk)
+            cut = without_usage(chunk) if passthrough and was_aligned and aligned else None
             if rw is None:
-                await resp.write(chunk)
-            elif events:
-                await resp.write(render(events, rw, strip_usage))
+                out = chunk
+            elif cut is not None:
+                out = cut
+            else:
+                out = render(events, rw, strip_usage) if events else b""
+            if up.at_eof():
+                held += out
+            elif out:
+                await resp.write(out)
         if failure is None and obs.error:
             result = Relayed("failed_mid_stream", opened.status, "stream_error")  # the engine's own error event
         else:
             if failure is None and not obs.complete:
                 failure = "truncated"
             if failure is not None:
-                await resp.write(error_event(f"upstream failed mid-stream: {failure}", asked))
+                held += error_event(f"upstream failed mid-stream: {failure}", asked)
                 result = Relayed("failed_mid_stream", opened.status, failure)
             else:
                 result = Relayed("ok" if opened.status < 400 else "error", opened.status)
                 clean = True
-        await resp.write_eof()
+        await resp.write_eof(held)
         result.response = resp
         return result
     except ConnectionResetError:  # the client went away while we wrote (without handler cancellation)
         return Relayed("client_disconnected", 499, "client went away", resp)
     finally:
+        timer.stop()
         if clean:
             up.release()
         else:

@@ -15,7 +15,9 @@ from typing import Any
 import aiohttp
 import orjson
 from multidict import CIMultiDict
+from yarl import URL
 
+from switchover.gateway.h1 import H1Pool, H1Response, UpstreamConnectError
 from switchover.wire.sse import SSEEvent, SSEParser
 
 # Headers that describe one hop, or that the gateway sets itself; never forwarded upstream.
@@ -39,10 +41,12 @@ class Observer:
     """Watches a response as it passes: first content event, content events, finish_reason, usage, model."""
 
     __slots__ = ("completion_tokens", "content_events", "done", "error", "events", "finish_reason",
-                 "first_content_ns", "first_event_ns", "last_ns", "malformed", "model", "parser", "prompt_tokens")
+                 "first_content_ns", "first_event_ns", "last_ns", "malformed", "model", "parser", "prompt_tokens",
+                 "simple")
 
     def __init__(self) -> None:
         self.parser = SSEParser()
+        self.simple = True  # every read so far held whole one-line `data: ` events (LF): parsed here directly
         self.first_event_ns: int | None = None
         self.first_content_ns: int | None = None
         self.last_ns: int | None = None
@@ -62,10 +66,26 @@ class Observer:
         return self.done or self.finish_reason is not None
 
     def feed(self, chunk: bytes, now_ns: int) -> list[SSEEvent]:
-        events = self.parser.feed(chunk)
+        events = self._simple_events(chunk) if self.simple else None
+        if events is None:
+            self.simple = False  # from here on the SSEParser sees every byte (it may hold a partial event)
+            events = self.parser.feed(chunk)
         for ev in events:
             self._event(ev.data, now_ns)
         return events
+
+    @staticmethod
+    def _simple_events(chunk: bytes) -> list[SSEEvent] | None:
+        """The events of a read that holds only whole `data: ...` one-line events with LF framing (what
+        engines send), as the SSEParser would return them; None for anything else (partial events, CR,
+        comments, several data lines, other fields), which then goes to the SSEParser."""
+        if chunk[-2:] != b"\n\n" or b"\r" in chunk:
+            return None
+        blocks = chunk[:-2].split(b"\n\n")
+        for block in blocks:
+            if block[:6] != b"data: " or b"\n" in block:
+                return None
+        return [SSEEvent(block[6:]) for block in blocks]
 
     def finish(self, now_ns: int) -> list[SSEEvent]:
         events = self.parser.finish()
@@ -138,7 +158,7 @@ class Observer:
 class Opened:
     """An upstream response whose status and first event (or whole body) have arrived; nothing sent yet."""
 
-    resp: aiohttp.ClientResponse
+    resp: H1Response
     sse: bool
     idle_timeout_s: float
     head: bytes  # bytes read so far: the whole body (not SSE) or up to the first complete event (SSE)
@@ -167,15 +187,31 @@ def upstream_headers(incoming: Any, api_key: str | None, *, forward_auth: bool =
 
 
 def new_session(limit: int = 1024) -> aiohttp.ClientSession:
-    """One pooled keep-alive session per gateway; responses are relayed as received (no decompression)."""
+    """The shadow's pooled keep-alive session (primary requests go through `h1.H1Pool`); responses are read
+    as received (no decompression)."""
     # Idle pooled connections are dropped after 4 s, below the 5 s keep-alive of uvicorn (vLLM, SGLang) and
     # cpp-httplib (llama-server), so a connection the server is closing is rarely picked (see send()).
     conn = aiohttp.TCPConnector(limit=limit, limit_per_host=0, keepalive_timeout=4, ttl_dns_cache=300)
     return aiohttp.ClientSession(connector=conn, auto_decompress=False, skip_auto_headers=("User-Agent",),
-                                 timeout=aiohttp.ClientTimeout(total=None))
+                                 timeout=aiohttp.ClientTimeout(total=None), cookie_jar=aiohttp.DummyCookieJar())
 
 
-async def send(session: aiohttp.ClientSession, method: str, url: str, **kw: Any) -> aiohttp.ClientResponse:
+_URLS: dict[str, URL] = {}
+
+
+def upstream_url(url: str) -> URL:
+    """`url` parsed once: aiohttp would parse the same few strings (arm base + path) on every request."""
+    found = _URLS.get(url)
+    if found is None:
+        if len(_URLS) >= 4096:  # many distinct query strings: start over rather than grow
+            _URLS.clear()
+        found = _URLS[url] = URL(url)
+    return found
+
+
+
+
+async def send(session: aiohttp.ClientSession, method: str, url: str | URL, **kw: Any) -> aiohttp.ClientResponse:
     """session.request, retried once when a pooled keep-alive connection turns out to be closed by the server
     before any response byte (the idle-close race); a fresh connection is used for the retry."""
     try:
@@ -186,18 +222,16 @@ async def send(session: aiohttp.ClientSession, method: str, url: str, **kw: Any)
         return await session.request(method, url, **kw)
 
 
-async def open_upstream(session: aiohttp.ClientSession, url: str, *, method: str, headers: CIMultiDict[str],
+async def open_upstream(pool: H1Pool, url: str, *, method: str, headers: CIMultiDict[str],
                         body: bytes | None, first_timeout_s: float, connect_timeout_s: float,
                         idle_timeout_s: float, fail_statuses: frozenset[int] = frozenset()) -> Opened:
     """Send the request; wait for the status and the first SSE event (or the whole non-SSE body) within
     `first_timeout_s`. Raises Failed when nothing usable arrived (connect error, a status in `fail_statuses`,
     timeout, a disconnect before the first event). Later reads are bounded by `idle_timeout_s` (the relay)."""
-    timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout_s)
-    resp: aiohttp.ClientResponse | None = None
+    resp: H1Response | None = None
     try:
         async with asyncio.timeout(first_timeout_s):
-            resp = await send(session, method, url, headers=headers, data=body, timeout=timeout,
-                              allow_redirects=False)
+            resp = await pool.request(method, upstream_url(url), headers.items(), body, connect_timeout_s)
             if resp.status in fail_statuses:
                 raise Failed(f"status_{resp.status}", resp.status)
             obs = Observer()
@@ -226,7 +260,7 @@ async def open_upstream(session: aiohttp.ClientSession, url: str, *, method: str
         if resp is not None:
             resp.close()
         raise Failed("timeout", None, f"no first byte within {first_timeout_s * 1000:g} ms") from None
-    except aiohttp.ClientConnectorError as exc:
+    except (aiohttp.ClientConnectorError, UpstreamConnectError) as exc:
         raise Failed("connect", None, type(exc).__name__) from None
     except (aiohttp.ClientError, ConnectionError) as exc:
         if resp is not None:

@@ -14,14 +14,20 @@ pytestmark = pytest.mark.engines
 ROLES = ["old", "new"]
 
 
+@pytest.fixture(params=["raw", "aiohttp"])
+def transport(request: pytest.FixtureRequest) -> str:
+    """Both transports of the wire client must read the real engines the same way."""
+    return str(request.param)
+
+
 def _url(bed: Bed, role: str) -> str:
     return bed.old_url if role == "old" else bed.new_url
 
 
 @pytest.mark.parametrize("role", ROLES)
 @pytest.mark.parametrize("api", ["chat", "completions"])
-async def test_streamed_generation_is_parsed_and_usage_matches(bed: Bed, role: str, api: str) -> None:
-    async with EngineClient(_url(bed, role)) as c:
+async def test_streamed_generation_is_parsed_and_usage_matches(transport: str, bed: Bed, role: str, api: str) -> None:
+    async with EngineClient(_url(bed, role), transport=transport) as c:
         if api == "chat":
             rec = await c.chat([{"role": "user", "content": "def hello"}], model=bed.model, max_tokens=8,
                                temperature=0, stream=True)
@@ -42,8 +48,8 @@ async def test_streamed_generation_is_parsed_and_usage_matches(bed: Bed, role: s
 
 
 @pytest.mark.parametrize("role", ROLES)
-async def test_small_max_tokens_finishes_with_length(bed: Bed, role: str) -> None:
-    async with EngineClient(_url(bed, role)) as c:
+async def test_small_max_tokens_finishes_with_length(transport: str, bed: Bed, role: str) -> None:
+    async with EngineClient(_url(bed, role), transport=transport) as c:
         rec = await c.complete("import os\n", model=bed.model, max_tokens=3, temperature=0, stream=True,
                                ignore_eos=True)
     assert rec.ok, rec.failure
@@ -52,8 +58,8 @@ async def test_small_max_tokens_finishes_with_length(bed: Bed, role: str) -> Non
 
 
 @pytest.mark.parametrize("role", ROLES)
-async def test_stop_string_finishes_with_stop(bed: Bed, role: str) -> None:
-    async with EngineClient(_url(bed, role)) as c:
+async def test_stop_string_finishes_with_stop(transport: str, bed: Bed, role: str) -> None:
+    async with EngineClient(_url(bed, role), transport=transport) as c:
         probe = await c.complete("def hello", model=bed.model, max_tokens=16, temperature=0)
         assert probe.ok and len(probe.text) >= 4, probe.failure
         # stop on a piece of what the model will greedily generate anyway
@@ -66,15 +72,15 @@ async def test_stop_string_finishes_with_stop(bed: Bed, role: str) -> None:
 
 
 @pytest.mark.parametrize("role", ROLES)
-async def test_non_streamed_usage_is_parsed(bed: Bed, role: str) -> None:
-    async with EngineClient(_url(bed, role)) as c:
+async def test_non_streamed_usage_is_parsed(transport: str, bed: Bed, role: str) -> None:
+    async with EngineClient(_url(bed, role), transport=transport) as c:
         rec = await c.complete("x = 1", model=bed.model, max_tokens=4, temperature=0)
     assert rec.ok and rec.usage is not None
     assert rec.usage.total_tokens == rec.usage.prompt_tokens + rec.usage.completion_tokens
 
 
-async def test_vllm_unknown_model_error_body_is_parsed(bed: Bed) -> None:
-    async with EngineClient(bed.old_url) as c:
+async def test_vllm_unknown_model_error_body_is_parsed(transport: str, bed: Bed) -> None:
+    async with EngineClient(bed.old_url, transport=transport) as c:
         rec = await c.chat([{"role": "user", "content": "x"}], model="no-such-model", max_tokens=2)
     assert rec.failure is not None and rec.failure.kind == FailureKind.HTTP_STATUS
     assert rec.failure.status == 404
@@ -82,24 +88,24 @@ async def test_vllm_unknown_model_error_body_is_parsed(bed: Bed) -> None:
     assert "no-such-model" in rec.failure.body.message
 
 
-async def test_llamacpp_closed_keepalive_after_a_stream_is_resent_once(bed: Bed) -> None:
+async def test_llamacpp_closed_keepalive_after_a_stream_is_resent_once(transport: str, bed: Bed) -> None:
     # llama-server advertises keep-alive but closes the connection after a streamed response
-    async with EngineClient(bed.new_url) as c:
+    async with EngineClient(bed.new_url, transport=transport) as c:
         first = await c.complete("a", model=bed.model, max_tokens=2, stream=True)
         second = await c.complete("b", model=bed.model, max_tokens=2, stream=True)
     assert first.ok and second.ok, (first.failure, second.failure)
     assert second.reconnects <= 1
 
 
-async def test_llamacpp_reports_engine_timings(bed: Bed) -> None:
-    async with EngineClient(bed.new_url) as c:
+async def test_llamacpp_reports_engine_timings(transport: str, bed: Bed) -> None:
+    async with EngineClient(bed.new_url, transport=transport) as c:
         rec = await c.complete("x = 1", model=bed.model, max_tokens=4, temperature=0)
     assert rec.engine_timings is not None and "predicted_n" in rec.engine_timings
 
 
 @pytest.mark.parametrize("role", ROLES)
-async def test_models_health_metrics_and_tokenize(bed: Bed, role: str) -> None:
-    async with EngineClient(_url(bed, role)) as c:
+async def test_models_health_metrics_and_tokenize(transport: str, bed: Bed, role: str) -> None:
+    async with EngineClient(_url(bed, role), transport=transport) as c:
         assert bed.model in await c.models()
         assert (await c.health()).status == 200
         metrics = await c.metrics()

@@ -14,6 +14,12 @@ from switchover.wire import EngineClient, FailureKind, Timeouts
 from tests.wire.fake_server import FakeServer, chunk, sse, usage_chunk
 
 
+@pytest.fixture(params=["raw", "aiohttp"])
+def transport(request: pytest.FixtureRequest) -> str:
+    """Every behaviour below holds for both transports of the client."""
+    return str(request.param)
+
+
 @pytest.fixture
 async def server() -> AsyncIterator[FakeServer]:
     s = await FakeServer().start()
@@ -21,14 +27,14 @@ async def server() -> AsyncIterator[FakeServer]:
     await s.stop()
 
 
-async def test_streamed_chat_is_parsed_with_increasing_timestamps(server: FakeServer) -> None:
+async def test_streamed_chat_is_parsed_with_increasing_timestamps(transport: str, server: FakeServer) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
         role = b'data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n'
         return await sse(req, [role, 0.01, chunk("Hel"), 0.01, chunk("lo"), 0.01, chunk("", "stop"),
                                usage_chunk(5, 2), b"data: [DONE]\n\n"])
 
     server.handler = h
-    async with EngineClient(server.url) as c:
+    async with EngineClient(server.url, transport=transport) as c:
         rec = await c.chat([{"role": "user", "content": "hi"}], model="m", stream=True)
     assert rec.ok, rec.failure
     assert rec.text == "Hello"
@@ -41,7 +47,7 @@ async def test_streamed_chat_is_parsed_with_increasing_timestamps(server: FakeSe
     assert rec.ttft_ns == rec.chunk_ns[1] - rec.send_ns  # first chunk with text, not the role chunk
 
 
-async def test_stream_options_include_usage_is_sent(server: FakeServer) -> None:
+async def test_stream_options_include_usage_is_sent(transport: str, server: FakeServer) -> None:
     seen: dict = {}
 
     async def h(req: web.Request) -> web.StreamResponse:
@@ -49,12 +55,13 @@ async def test_stream_options_include_usage_is_sent(server: FakeServer) -> None:
         return await sse(req, [chunk("x", "length"), b"data: [DONE]\n\n"])
 
     server.handler = h
-    async with EngineClient(server.url) as c:
+    async with EngineClient(server.url, transport=transport) as c:
         await c.complete("p", model="m", stream=True, max_tokens=1)
     assert seen["stream_options"] == {"include_usage": True}
 
 
-async def test_non_streamed_completion_with_llamacpp_timings_and_cached_tokens(server: FakeServer) -> None:
+async def test_non_streamed_completion_with_llamacpp_timings_and_cached_tokens(transport: str,
+                                                                              server: FakeServer) -> None:
     body = {"id": "x", "model": "m", "choices": [{"index": 0, "text": "abc", "finish_reason": "length"}],
             "usage": {"prompt_tokens": 3, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 2}},
             "timings": {"prompt_n": 3, "predicted_ms": 1.5}}
@@ -63,7 +70,7 @@ async def test_non_streamed_completion_with_llamacpp_timings_and_cached_tokens(s
         return web.json_response(body)
 
     server.handler = h
-    async with EngineClient(server.url) as c:
+    async with EngineClient(server.url, transport=transport) as c:
         rec = await c.complete("p", model="m", max_tokens=3)
     assert rec.ok and rec.text == "abc" and rec.finish_reason == "length"
     assert rec.usage is not None and rec.usage.cached_tokens == 2
@@ -77,99 +84,99 @@ async def test_non_streamed_completion_with_llamacpp_timings_and_cached_tokens(s
      (400, {"object": "error", "message": "bad", "type": "BadRequestError", "code": 400}, "flat"),
      (422, {"error": "Input validation error", "error_type": "validation"}, "tgi")],
 )
-async def test_http_errors_are_parsed_in_every_shape(server: FakeServer, status: int, payload: dict,
+async def test_http_errors_are_parsed_in_every_shape(transport: str, server: FakeServer, status: int, payload: dict,
                                                      shape: str) -> None:
     async def h(req: web.Request) -> web.Response:
         return web.json_response(payload, status=status)
 
     server.handler = h
-    async with EngineClient(server.url) as c:
+    async with EngineClient(server.url, transport=transport) as c:
         rec = await c.chat([{"role": "user", "content": "x"}], model="nope", stream=True)
     assert rec.failure is not None
     assert rec.failure.kind == FailureKind.HTTP_STATUS and rec.failure.status == status
     assert rec.failure.body is not None and rec.failure.body.shape == shape
 
 
-async def test_error_event_mid_stream_is_a_stream_error(server: FakeServer) -> None:
+async def test_error_event_mid_stream_is_a_stream_error(transport: str, server: FakeServer) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
         return await sse(req, [chunk("a"), b'data: {"error":{"message":"engine died","code":500}}\n\n'])
 
     server.handler = h
-    async with EngineClient(server.url) as c:
+    async with EngineClient(server.url, transport=transport) as c:
         rec = await c.chat([], model="m", stream=True)
     assert rec.failure is not None and rec.failure.kind == FailureKind.STREAM_ERROR
     assert rec.text == "a" and "engine died" in rec.failure.message
 
 
-async def test_stream_without_done_but_with_finish_reason_is_ok(server: FakeServer) -> None:
+async def test_stream_without_done_but_with_finish_reason_is_ok(transport: str, server: FakeServer) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
         return await sse(req, [chunk("a"), chunk("", "stop")])
 
     server.handler = h
-    async with EngineClient(server.url) as c:
+    async with EngineClient(server.url, transport=transport) as c:
         rec = await c.chat([], model="m", stream=True)
     assert rec.ok and not rec.done_seen and rec.finish_reason == "stop"
 
 
-async def test_stream_ending_without_finish_or_done_is_truncated(server: FakeServer) -> None:
+async def test_stream_ending_without_finish_or_done_is_truncated(transport: str, server: FakeServer) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
         return await sse(req, [chunk("a")])
 
     server.handler = h
-    async with EngineClient(server.url) as c:
+    async with EngineClient(server.url, transport=transport) as c:
         rec = await c.chat([], model="m", stream=True)
     assert rec.failure is not None and rec.failure.kind == FailureKind.TRUNCATED
 
 
-async def test_malformed_sse_json_is_a_protocol_failure(server: FakeServer) -> None:
+async def test_malformed_sse_json_is_a_protocol_failure(transport: str, server: FakeServer) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
         return await sse(req, [b"data: {not json\n\n", chunk("", "stop")])
 
     server.handler = h
-    async with EngineClient(server.url) as c:
+    async with EngineClient(server.url, transport=transport) as c:
         rec = await c.chat([], model="m", stream=True)
     assert rec.failure is not None and rec.failure.kind == FailureKind.PROTOCOL
 
 
-async def test_first_byte_timeout(server: FakeServer) -> None:
+async def test_first_byte_timeout(transport: str, server: FakeServer) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
         return await sse(req, [0.5, chunk("a", "stop")])
 
     server.handler = h
-    async with EngineClient(server.url, timeouts=Timeouts(first_byte=0.1, idle=5, total=5)) as c:
+    async with EngineClient(server.url, transport=transport, timeouts=Timeouts(first_byte=0.1, idle=5, total=5)) as c:
         rec = await c.chat([], model="m", stream=True)
     assert rec.failure is not None and rec.failure.kind == FailureKind.FIRST_BYTE_TIMEOUT
 
 
-async def test_idle_gap_timeout(server: FakeServer) -> None:
+async def test_idle_gap_timeout(transport: str, server: FakeServer) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
         return await sse(req, [chunk("a"), 0.5, chunk("b", "stop")])
 
     server.handler = h
-    async with EngineClient(server.url, timeouts=Timeouts(first_byte=5, idle=0.1, total=5)) as c:
+    async with EngineClient(server.url, transport=transport, timeouts=Timeouts(first_byte=5, idle=0.1, total=5)) as c:
         rec = await c.chat([], model="m", stream=True)
     assert rec.failure is not None and rec.failure.kind == FailureKind.IDLE_TIMEOUT
     assert rec.text == "a"
 
 
-async def test_total_timeout_with_a_slow_drip(server: FakeServer) -> None:
+async def test_total_timeout_with_a_slow_drip(transport: str, server: FakeServer) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
         return await sse(req, [p for _ in range(20) for p in (chunk("a"), 0.05)] + [chunk("", "stop")])
 
     server.handler = h
-    async with EngineClient(server.url, timeouts=Timeouts(first_byte=5, idle=1, total=0.3)) as c:
+    async with EngineClient(server.url, transport=transport, timeouts=Timeouts(first_byte=5, idle=1, total=0.3)) as c:
         rec = await c.chat([], model="m", stream=True)
     assert rec.failure is not None and rec.failure.kind == FailureKind.TOTAL_TIMEOUT
 
 
-async def test_connection_refused_is_a_connect_failure() -> None:
-    async with EngineClient("http://127.0.0.1:1") as c:
+async def test_connection_refused_is_a_connect_failure(transport: str) -> None:
+    async with EngineClient("http://127.0.0.1:1", transport=transport) as c:
         rec = await c.chat([], model="m", stream=True)
     assert rec.failure is not None and rec.failure.kind == FailureKind.CONNECT
     assert "refused" in rec.failure.message
 
 
-async def test_server_dying_mid_stream_is_reported(server: FakeServer) -> None:
+async def test_server_dying_mid_stream_is_reported(transport: str, server: FakeServer) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(req)
@@ -180,20 +187,21 @@ async def test_server_dying_mid_stream_is_reported(server: FakeServer) -> None:
         return resp
 
     server.handler = h
-    async with EngineClient(server.url, timeouts=Timeouts(idle=2)) as c:
+    async with EngineClient(server.url, transport=transport, timeouts=Timeouts(idle=2)) as c:
         rec = await c.chat([], model="m", stream=True)
     assert rec.failure is not None
     assert rec.failure.kind in (FailureKind.DISCONNECTED, FailureKind.TRUNCATED)
 
 
-async def test_api_key_is_sent_but_never_recorded(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_api_key_is_sent_but_never_recorded(transport: str, server: FakeServer,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SO_TEST_KEY", "sk-planted-secret-123")
 
     async def h(req: web.Request) -> web.StreamResponse:
         return await sse(req, [chunk("a", "stop"), b"data: [DONE]\n\n"])
 
     server.handler = h
-    async with EngineClient(server.url, api_key_env="SO_TEST_KEY") as c:
+    async with EngineClient(server.url, transport=transport, api_key_env="SO_TEST_KEY") as c:
         rec = await c.chat([], model="m", stream=True)
         assert "sk-planted" not in repr(c)
     assert server.last_headers["Authorization"] == "Bearer sk-planted-secret-123"
@@ -206,12 +214,12 @@ def test_unset_api_key_env_is_bad_input(monkeypatch: pytest.MonkeyPatch) -> None
         EngineClient("http://127.0.0.1:1", api_key_env="SO_MISSING_KEY")
 
 
-async def test_record_round_trips_through_dict(server: FakeServer) -> None:
+async def test_record_round_trips_through_dict(transport: str, server: FakeServer) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
         return await sse(req, [chunk("a"), chunk("", "length"), usage_chunk(1, 1), b"data: [DONE]\n\n"])
 
     server.handler = h
-    async with EngineClient(server.url) as c:
+    async with EngineClient(server.url, transport=transport) as c:
         rec = await c.chat([], model="m", stream=True)
     from switchover.wire import RequestRecord
 
@@ -219,7 +227,7 @@ async def test_record_round_trips_through_dict(server: FakeServer) -> None:
     assert again.to_dict() == rec.to_dict()
 
 
-async def test_tool_call_deltas_are_assembled(server: FakeServer) -> None:
+async def test_tool_call_deltas_are_assembled(transport: str, server: FakeServer) -> None:
     def tc(args: str, name: str | None = None) -> bytes:
         fn: dict = {"arguments": args}
         if name:
@@ -231,8 +239,20 @@ async def test_tool_call_deltas_are_assembled(server: FakeServer) -> None:
         return await sse(req, [tc("", "get_weather"), tc('{"city"'), tc(': "Paris"}'), chunk("", "tool_calls")])
 
     server.handler = h
-    async with EngineClient(server.url) as c:
+    async with EngineClient(server.url, transport=transport) as c:
         rec = await c.chat([], model="m", stream=True)
     assert rec.tool_calls[0].name == "get_weather"
     assert rec.tool_calls[0].arguments == '{"city": "Paris"}'
     assert rec.tool_call_chunks == 3
+
+
+async def test_two_streamed_choices_are_kept_apart(transport: str, server: FakeServer) -> None:
+    async def h(req: web.Request) -> web.StreamResponse:
+        return await sse(req, [chunk("a", index=0), chunk("c", index=1), chunk("b", "stop", index=0),
+                               chunk("d", "length", index=1), b"data: [DONE]\n\n"])
+
+    server.handler = h
+    async with EngineClient(server.url, transport=transport) as c:
+        rec = await c.chat([], model="m", stream=True, n=2)
+    assert rec.ok, rec.failure
+    assert rec.texts == {0: "ab", 1: "cd"} and rec.finish_reasons == {0: "stop", 1: "length"}

@@ -4,27 +4,34 @@ Timing rule: every chunk timestamp is `perf_counter_ns()` taken right after the 
 completed it returns, before any JSON parsing. Four timeouts (connect, first byte, idle gap, total) are
 reported as four distinct failure kinds. The API key is read from the environment, sent as a header,
 and never stored in a record or logged.
+
+Two transports fill the same RequestRecord: `raw` (wire.raw_http: asyncio Protocols, the stamp taken in
+`data_received`; about half aiohttp's client CPU per streamed chunk) for generation over plain http://, and
+aiohttp for https:// and every other endpoint. `transport="auto"` picks that way; "raw"/"aiohttp" force one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import errno
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
 
 from switchover.errors import BadInput
-from switchover.wire.error_body import ErrorBody, parse_error_body, parse_error_obj
-from switchover.wire.records import Api, Failure, FailureKind, RequestRecord, ToolCall, Usage
+from switchover.wire.error_body import parse_error_body
+from switchover.wire.fold import apply_body, apply_events, connect_text, err_text, join_streamed_text
+from switchover.wire.raw_http import RawPool
+from switchover.wire.records import Api, Failure, FailureKind, RequestRecord
 from switchover.wire.sse import SSEParser
 
 _PATHS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 _MAX_ERROR_BODY = 65536
+Transport = Literal["auto", "raw", "aiohttp"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +67,12 @@ class EngineClient:
         api_key_env: str | None = None,
         timeouts: Timeouts | None = None,
         max_connections: int = 1024,
+        transport: Transport = "auto",
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise BadInput(f"URL must start with http:// or https://, got {base_url!r}")
+        if transport not in ("auto", "raw", "aiohttp"):
+            raise BadInput(f"transport must be auto, raw or aiohttp, got {transport!r}")
         self.base_url = base_url.rstrip("/")
         self.timeouts = timeouts or Timeouts()
         self._max_connections = max_connections
@@ -73,12 +83,33 @@ class EngineClient:
             if key is None:
                 raise BadInput(f"environment variable {api_key_env} (api_key_env) is not set")
             self._headers["Authorization"] = f"Bearer {key}"
+        # generation requests go over raw_http for plain http:// (less client CPU per chunk); https:// and the
+        # other endpoints over aiohttp
+        parts = urlsplit(self.base_url)
+        plain = parts.scheme == "http" and not parts.username and not parts.query and not parts.fragment
+        if transport == "raw" and not plain:
+            raise BadInput(f"transport='raw' needs a plain http:// URL without credentials, got {base_url!r}")
+        self.transport: Transport = "raw" if transport == "raw" or (transport == "auto" and plain) else "aiohttp"
+        self._pool: RawPool | None = None
+        self._raw_heads: dict[str, bytes] = {}
+        if self.transport == "raw":
+            host = parts.hostname or "127.0.0.1"
+            self._raw_addr = (host, parts.port or 80)
+            authority = parts.netloc
+            for api, path in _PATHS.items():
+                lines = [f"POST {parts.path}{path} HTTP/1.1", f"Host: {authority}", "Accept: */*",
+                         *(f"{k}: {v}" for k, v in self._headers.items())]
+                try:
+                    self._raw_heads[api] = ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
+                except UnicodeEncodeError:  # never echo the header: it may hold the key
+                    raise BadInput("the URL or the API key has characters an HTTP header cannot carry") from None
 
     def __repr__(self) -> str:  # never shows headers
         return f"EngineClient({self.base_url!r})"
 
     async def __aenter__(self) -> EngineClient:
-        self._open()
+        if self.transport == "aiohttp":
+            self._open()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -100,7 +131,19 @@ class EngineClient:
             )
         return self._session
 
+    def _raw_pool(self) -> RawPool:
+        pool = self._pool
+        if pool is None or pool.loop is not asyncio.get_running_loop():
+            if pool is not None:
+                pool.close()
+            host, port = self._raw_addr
+            pool = self._pool = RawPool(host, port, self.base_url, self._max_connections, self.timeouts)
+        return pool
+
     async def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -115,7 +158,6 @@ class EngineClient:
             opts.setdefault("include_usage", True)
             body = {**body, "stream_options": opts}
         payload = orjson.dumps(body)
-        session = self._open()
         rec = RequestRecord(
             api=api,
             stream=stream,
@@ -123,11 +165,15 @@ class EngineClient:
             started_wall=time.time(),
             send_ns=time.perf_counter_ns(),
         )
+        if self.transport == "raw":
+            await self._generate_raw(rec, api, payload, stream)
+            return rec
+        session = self._open()
         for attempt in (0, 1):
             try:
                 await self._exchange(rec, session, api, payload, stream)
                 if stream and not rec.texts and rec.chunk_text:
-                    _join_streamed_text(rec)  # a stream that ended in a failure keeps its partial text
+                    join_streamed_text(rec)  # a stream that ended in a failure keeps its partial text
                 break
             except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
                 # A pooled keep-alive connection the server had already closed (llama-server closes after
@@ -141,6 +187,21 @@ class EngineClient:
                 rec.failure = Failure(FailureKind.DISCONNECTED, f"server closed the connection: {exc}", rec.status)
                 break
         return rec
+
+    async def _generate_raw(self, rec: RequestRecord, api: Api, payload: bytes, stream: bool) -> None:
+        """The same exchange over raw_http; a pooled connection found closed before any byte came back
+        (llama-server closes after a stream while advertising keep-alive) is resent once on a fresh one."""
+        request = self._raw_heads[api] + b"%d\r\n\r\n" % len(payload) + payload
+        pool = self._raw_pool()
+        if await pool.exchange(rec, request, stream, fresh=False):
+            rec.reconnects += 1
+            rec.send_ns = time.perf_counter_ns()
+            if await pool.exchange(rec, request, stream, fresh=True):
+                rec.end_ns = time.perf_counter_ns()
+                rec.failure = Failure(FailureKind.DISCONNECTED,
+                                      "server closed the connection before answering", rec.status)
+        if stream and not rec.texts and rec.chunk_text:
+            join_streamed_text(rec)  # a stream that ended in a failure keeps its partial text
 
     async def _exchange(self, rec: RequestRecord, session: aiohttp.ClientSession, api: Api, payload: bytes,
                         stream: bool) -> None:
@@ -158,12 +219,12 @@ class EngineClient:
                         raw = await resp.content.read(_MAX_ERROR_BODY)
                         rec.end_ns = time.perf_counter_ns()
                         err = parse_error_body(raw)
-                        rec.failure = Failure(FailureKind.HTTP_STATUS, _err_text(resp.status, err), resp.status, err)
+                        rec.failure = Failure(FailureKind.HTTP_STATUS, err_text(resp.status, err), resp.status, err)
                         return
                     if not stream:
                         raw = await resp.read()
                         rec.first_byte_ns = rec.end_ns = time.perf_counter_ns()
-                        _apply_body(rec, raw)
+                        apply_body(rec, raw)
                         return
                     content = resp.content
                     data = await content.readany()
@@ -177,16 +238,13 @@ class EngineClient:
                         more = content.read_nowait()
                         if more:
                             data += more
-                        for ev in parser.feed(data):
-                            if _apply_event(rec, ev.data, ev.event, now_ns):
-                                break
+                        apply_events(rec, parser.feed(data), now_ns)
                         cm.reschedule(min(total_deadline, loop.time() + t.idle))
                         data = await content.readany()
                         now_ns = time.perf_counter_ns()
-                    for ev in parser.finish():
-                        _apply_event(rec, ev.data, ev.event, now_ns)
+                    apply_events(rec, parser.finish(), now_ns)
                     rec.end_ns = now_ns
-                    _join_streamed_text(rec)
+                    join_streamed_text(rec)
                     if rec.failure is None and not rec.done_seen and not any(
                         v is not None for v in rec.finish_reasons.values()
                     ):
@@ -205,7 +263,7 @@ class EngineClient:
             rec.failure = Failure(phase, f"{phase.value.replace('_', ' ')} after {limit:g} s", rec.status)
         except aiohttp.ClientConnectorError as exc:
             rec.end_ns = time.perf_counter_ns()
-            rec.failure = Failure(FailureKind.CONNECT, _connect_text(self.base_url, exc))
+            rec.failure = Failure(FailureKind.CONNECT, connect_text(self.base_url, exc.os_error, exc))
         except aiohttp.ConnectionTimeoutError:
             rec.end_ns = time.perf_counter_ns()
             rec.failure = Failure(
@@ -254,7 +312,7 @@ class EngineClient:
                               Failure(FailureKind.FIRST_BYTE_TIMEOUT, f"{method} {path} timed out"))
         except aiohttp.ClientConnectorError as exc:
             return HttpResult(None, b"", (time.perf_counter_ns() - t0) / 1e6,
-                              Failure(FailureKind.CONNECT, _connect_text(self.base_url, exc)))
+                              Failure(FailureKind.CONNECT, connect_text(self.base_url, exc.os_error, exc)))
         except aiohttp.ConnectionTimeoutError:
             return HttpResult(None, b"", (time.perf_counter_ns() - t0) / 1e6,
                               Failure(FailureKind.CONNECT_TIMEOUT, f"connect to {self.base_url} timed out"))
@@ -306,141 +364,3 @@ def _stale_connection(exc: BaseException) -> bool:
     return "Can not write request body" in str(exc) or isinstance(exc.__cause__, BrokenPipeError | ConnectionResetError)
 
 
-def _err_text(status: int, err: ErrorBody) -> str:
-    msg = err.message.strip().splitlines()[0] if err.message.strip() else "(empty body)"
-    return f"HTTP {status}: {msg[:300]}"
-
-
-def _connect_text(url: str, exc: aiohttp.ClientConnectorError) -> str:
-    err = exc.os_error
-    if isinstance(err, ConnectionRefusedError) or getattr(err, "errno", None) == errno.ECONNREFUSED:
-        reason = "connection refused (nothing listening, or the engine is still loading)"
-    else:
-        reason = (err.strerror if err is not None and err.strerror else None) or str(err or exc)
-    return f"cannot connect to {url}: {reason}"
-
-
-def _apply_choices(rec: RequestRecord, choices: list[Any], t_ns: int | None) -> None:
-    """Fold choices into the record. Streamed text goes to the chunk arrays only (joined once at the end)."""
-    for ch in choices:
-        idx = ch.get("index") or 0
-        delta = ch.get("delta")
-        if delta is not None:  # streamed chat
-            text = delta.get("content") or ""
-            if "reasoning_content" in delta or "reasoning" in delta:
-                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                if reasoning:
-                    rec.reasoning_text += reasoning
-            if "tool_calls" in delta:
-                tcs = delta["tool_calls"]
-                if tcs:
-                    rec.tool_call_chunks += 1
-                    _merge_tool_calls(rec, tcs)
-        elif t_ns is not None:  # streamed completions
-            text = ch.get("text") or ""
-        else:
-            msg = ch.get("message")
-            if msg is not None:  # non-streamed chat
-                text = msg.get("content") or ""
-                reasoning = msg.get("reasoning_content") or msg.get("reasoning")
-                if reasoning:
-                    rec.reasoning_text += reasoning
-                if msg.get("tool_calls"):
-                    _merge_tool_calls(rec, msg["tool_calls"])
-            else:  # non-streamed completions
-                text = ch.get("text") or ""
-            rec.texts[idx] = rec.texts.get(idx, "") + text
-        if t_ns is not None:
-            rec.chunk_ns.append(t_ns)
-            rec.chunk_text.append(text)
-            rec.chunk_choice.append(idx)
-        fr = ch.get("finish_reason")
-        if fr is not None or idx not in rec.finish_reasons:
-            rec.finish_reasons[idx] = fr
-        lp = ch.get("logprobs")
-        if lp is not None and idx == 0:
-            if rec.logprobs is None:
-                rec.logprobs = []
-            rec.logprobs.append(lp)
-
-
-def _join_streamed_text(rec: RequestRecord) -> None:
-    """Build the full text of each choice from the streamed chunks."""
-    parts: dict[int, list[str]] = {}
-    for idx, text in zip(rec.chunk_choice, rec.chunk_text, strict=True):
-        parts.setdefault(idx, []).append(text)
-    rec.texts = {idx: "".join(p) for idx, p in parts.items()}
-
-
-def _merge_tool_calls(rec: RequestRecord, deltas: list[Any]) -> None:
-    for d in deltas:
-        idx = int(d.get("index", len(rec.tool_calls)) or 0)
-        while len(rec.tool_calls) <= idx:
-            rec.tool_calls.append(ToolCall(index=len(rec.tool_calls)))
-        tc = rec.tool_calls[idx]
-        fn = d.get("function") or {}
-        if d.get("id"):
-            tc.id = d["id"]
-        if fn.get("name"):
-            tc.name = fn["name"] if tc.name is None else tc.name + fn["name"]
-        if fn.get("arguments"):
-            args = fn["arguments"]
-            tc.arguments += args if isinstance(args, str) else orjson.dumps(args).decode()
-
-
-def _apply_common(rec: RequestRecord, obj: dict[str, Any], t_ns: int | None) -> None:
-    if rec.response_model is None and obj.get("model") is not None:
-        rec.response_model = str(obj["model"])
-    if rec.response_id is None and obj.get("id") is not None:
-        rec.response_id = str(obj["id"])
-    usage = obj.get("usage")
-    if isinstance(usage, dict):
-        rec.usage = Usage.from_obj(usage)
-        rec.usage_ns = t_ns
-    timings = obj.get("timings")
-    if isinstance(timings, dict):
-        rec.engine_timings = timings
-
-
-def _apply_event(rec: RequestRecord, data: bytes, event: str | None, t_ns: int) -> bool:
-    """Fold one SSE event into the record; True when the stream is finished ([DONE] or error)."""
-    if data == b"[DONE]":
-        rec.done_seen = True
-        return True
-    try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        if rec.failure is None:
-            rec.failure = Failure(FailureKind.PROTOCOL, f"malformed SSE data: {data[:120]!r}", rec.status)
-        return False
-    if not isinstance(obj, dict):
-        return False
-    err = parse_error_obj(obj) if (event == "error" or "error" in obj or obj.get("object") == "error") else None
-    if err is not None:
-        rec.failure = Failure(FailureKind.STREAM_ERROR, f"error event mid-stream: {err.message[:300]}",
-                              rec.status, err)
-        return False
-    choices = obj.get("choices")
-    if choices:
-        _apply_choices(rec, choices, t_ns)
-    _apply_common(rec, obj, t_ns if obj.get("usage") else None)
-    return False
-
-
-def _apply_body(rec: RequestRecord, raw: bytes) -> None:
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        rec.failure = Failure(FailureKind.PROTOCOL, f"response is not JSON: {raw[:120]!r}", rec.status)
-        return
-    if not isinstance(obj, dict):
-        rec.failure = Failure(FailureKind.PROTOCOL, "response JSON is not an object", rec.status)
-        return
-    rec.body = obj
-    err = parse_error_obj(obj)
-    if err is not None and not obj.get("choices"):
-        rec.failure = Failure(FailureKind.HTTP_STATUS, f"error body with status {rec.status}: {err.message}",
-                              rec.status, err)
-        return
-    _apply_choices(rec, obj.get("choices") or [], None)
-    _apply_common(rec, obj, None)

@@ -9,18 +9,22 @@ a blank line dispatches the event. Data is kept as bytes so the JSON parser can 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from functools import partial
+from typing import NamedTuple
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
-@dataclass(slots=True, frozen=True)
-class SSEEvent:
-    """One dispatched event."""
+class SSEEvent(NamedTuple):
+    """One dispatched event (a NamedTuple: immutable like before, and three times cheaper to create than a frozen
+    dataclass, which matters at one per streamed token)."""
 
     data: bytes
     event: str | None = None
     id: str | None = None
+
+
+_new_event = partial(tuple.__new__, SSEEvent)  # SSEEvent(...) without the Python-level __new__: per token
 
 
 class SSEParser:
@@ -74,7 +78,7 @@ class SSEParser:
         events: list[SSEEvent] = []
         for block in blocks:
             if block[:6] == b"data: " and b"\n" not in block:
-                events.append(SSEEvent(block[6:], None, self._id))  # the common one-line event
+                events.append(_new_event((block[6:], None, self._id)))  # the common one-line event
                 continue
             for line in block.split(b"\n"):
                 self._line(line, events)

@@ -1,0 +1,185 @@
+"""Folding what an engine sent into a RequestRecord: SSE events, whole bodies, failure texts.
+
+Shared by both transports of the wire client, so a record means the same whichever one filled it.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from switchover.wire.error_body import ErrorBody, parse_error_obj
+from switchover.wire.records import Failure, FailureKind, RequestRecord, ToolCall, Usage
+from switchover.wire.sse import SSEEvent
+
+
+def connect_text(url: str, err: OSError | None, fallback: object = None) -> str:
+    """'cannot connect to URL: reason' for a failed connect."""
+    if isinstance(err, ConnectionRefusedError) or getattr(err, "errno", None) == errno.ECONNREFUSED:
+        reason = "connection refused (nothing listening, or the engine is still loading)"
+    else:
+        reason = (err.strerror if err is not None and err.strerror else None) or str(err or fallback)
+    return f"cannot connect to {url}: {reason}"
+
+
+def err_text(status: int, err: ErrorBody) -> str:
+    msg = err.message.strip().splitlines()[0] if err.message.strip() else "(empty body)"
+    return f"HTTP {status}: {msg[:300]}"
+
+
+def _apply_delta_extras(rec: RequestRecord, delta: dict[str, Any]) -> None:
+    if "reasoning_content" in delta or "reasoning" in delta:
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if reasoning:
+            rec.reasoning_text += reasoning
+    if "tool_calls" in delta:
+        tcs = delta["tool_calls"]
+        if tcs:
+            rec.tool_call_chunks += 1
+            _merge_tool_calls(rec, tcs)
+
+
+def _apply_body_choices(rec: RequestRecord, choices: list[Any]) -> None:
+    """Fold the choices of a whole (non-streamed) response."""
+    for ch in choices:
+        idx = ch.get("index") or 0
+        msg = ch.get("message")
+        if msg is not None:  # chat
+            text = msg.get("content") or ""
+            reasoning = msg.get("reasoning_content") or msg.get("reasoning")
+            if reasoning:
+                rec.reasoning_text += reasoning
+            if msg.get("tool_calls"):
+                _merge_tool_calls(rec, msg["tool_calls"])
+        else:  # completions
+            text = ch.get("text") or ""
+        rec.texts[idx] = rec.texts.get(idx, "") + text
+        fr = ch.get("finish_reason")
+        if fr is not None or idx not in rec.finish_reasons:
+            rec.finish_reasons[idx] = fr
+        lp = ch.get("logprobs")
+        if lp is not None and idx == 0:
+            if rec.logprobs is None:
+                rec.logprobs = []
+            rec.logprobs.append(lp)
+
+
+def join_streamed_text(rec: RequestRecord) -> None:
+    """Build the full text of each choice from the streamed chunks."""
+    if not any(rec.chunk_choice):  # one choice (index 0), the usual case: one join, no per-chunk steps
+        rec.texts = {0: "".join(rec.chunk_text)} if rec.chunk_text else {}
+        return
+    parts: dict[int, list[str]] = {}
+    for idx, text in zip(rec.chunk_choice, rec.chunk_text, strict=True):
+        parts.setdefault(idx, []).append(text)
+    rec.texts = {idx: "".join(p) for idx, p in parts.items()}
+
+
+def _merge_tool_calls(rec: RequestRecord, deltas: list[Any]) -> None:
+    for d in deltas:
+        idx = int(d.get("index", len(rec.tool_calls)) or 0)
+        while len(rec.tool_calls) <= idx:
+            rec.tool_calls.append(ToolCall(index=len(rec.tool_calls)))
+        tc = rec.tool_calls[idx]
+        fn = d.get("function") or {}
+        if d.get("id"):
+            tc.id = d["id"]
+        if fn.get("name"):
+            tc.name = fn["name"] if tc.name is None else tc.name + fn["name"]
+        if fn.get("arguments"):
+            args = fn["arguments"]
+            tc.arguments += args if isinstance(args, str) else orjson.dumps(args).decode()
+
+
+def _apply_common(rec: RequestRecord, obj: dict[str, Any], t_ns: int | None) -> None:
+    if rec.response_model is None and obj.get("model") is not None:
+        rec.response_model = str(obj["model"])
+    if rec.response_id is None and obj.get("id") is not None:
+        rec.response_id = str(obj["id"])
+    usage = obj.get("usage")
+    if isinstance(usage, dict):
+        rec.usage = Usage.from_obj(usage)
+        rec.usage_ns = t_ns
+    timings = obj.get("timings")
+    if isinstance(timings, dict):
+        rec.engine_timings = timings
+
+
+def apply_events(rec: RequestRecord, events: Iterable[tuple[bytes, str | None] | SSEEvent], t_ns: int) -> bool:
+    """Fold the SSE events one read completed (all stamped `t_ns`) into the record; stops at [DONE] and returns
+    True there. Runs once per token, so the usual event (one choice, a delta or text) takes the fewest steps;
+    streamed text goes to the chunk arrays only (joined once at the end)."""
+    loads = orjson.loads
+    finish = rec.finish_reasons
+    for ev in events:
+        data = ev[0]
+        if data == b"[DONE]":
+            rec.done_seen = True
+            return True
+        try:
+            obj = loads(data)
+        except orjson.JSONDecodeError:
+            if rec.failure is None:
+                rec.failure = Failure(FailureKind.PROTOCOL, f"malformed SSE data: {data[:120]!r}", rec.status)
+            continue
+        if not isinstance(obj, dict):
+            continue
+        if ev[1] == "error" or "error" in obj or obj.get("object") == "error":
+            err = parse_error_obj(obj)
+            if err is not None:
+                rec.failure = Failure(FailureKind.STREAM_ERROR, f"error event mid-stream: {err.message[:300]}",
+                                      rec.status, err)
+                continue
+        choices = obj.get("choices")
+        if choices:
+            for ch in choices:
+                idx = ch.get("index") or 0
+                delta = ch.get("delta")
+                if delta is not None:  # chat
+                    text = delta.get("content") or ""
+                    if len(delta) > 1 or "content" not in delta:  # role, reasoning, tool calls
+                        _apply_delta_extras(rec, delta)
+                else:  # completions
+                    text = ch.get("text") or ""
+                rec.chunk_ns.append(t_ns)
+                rec.chunk_text.append(text)
+                rec.chunk_choice.append(idx)
+                fr = ch.get("finish_reason")
+                if fr is not None or idx not in finish:
+                    finish[idx] = fr
+                if idx == 0:
+                    lp = ch.get("logprobs")
+                    if lp is not None:
+                        if rec.logprobs is None:
+                            rec.logprobs = []
+                        rec.logprobs.append(lp)
+        if rec.response_id is None or rec.response_model is None or "usage" in obj or "timings" in obj:
+            _apply_common(rec, obj, t_ns if obj.get("usage") else None)
+    return False
+
+
+def apply_event(rec: RequestRecord, data: bytes, event: str | None, t_ns: int) -> bool:
+    """Fold one SSE event into the record; True when the stream is finished ([DONE])."""
+    return apply_events(rec, ((data, event),), t_ns)
+
+
+def apply_body(rec: RequestRecord, raw: bytes) -> None:
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        rec.failure = Failure(FailureKind.PROTOCOL, f"response is not JSON: {raw[:120]!r}", rec.status)
+        return
+    if not isinstance(obj, dict):
+        rec.failure = Failure(FailureKind.PROTOCOL, "response JSON is not an object", rec.status)
+        return
+    rec.body = obj
+    err = parse_error_obj(obj)
+    if err is not None and not obj.get("choices"):
+        rec.failure = Failure(FailureKind.HTTP_STATUS, f"error body with status {rec.status}: {err.message}",
+                              rec.status, err)
+        return
+    _apply_body_choices(rec, obj.get("choices") or [])
+    _apply_common(rec, obj, None)

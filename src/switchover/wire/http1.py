@@ -1,0 +1,199 @@
+"""Incremental HTTP/1.x response parsing for raw_http: status line, headers, and a Content-Length, chunked or
+read-until-close body, correct under any split of the bytes. Pure (no sockets), so it is property-tested alone."""
+
+from __future__ import annotations
+
+import re
+
+_MAX_HEAD = 65536  # status line + headers
+_MAX_LINE = 4096  # one chunk-size or trailer line
+
+# a whole chunk-size line: hex size, optional extensions (ignored), CRLF (a bare LF is tolerated)
+_CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,15})[ \t]*(?:;[^\r\n]*)?\r?\n").match
+
+# parser states
+_HEAD, _LENGTH, _SIZE, _DATA, _DATA_END, _TRAILER, _UNTIL_CLOSE, _DONE = range(8)
+
+
+class HttpProtocolError(Exception):
+    """The bytes are not an HTTP/1.x response we can read."""
+
+
+class ResponseParser:
+    """Incremental HTTP/1.x response parser: status line, headers, then a Content-Length, chunked or
+    read-until-close body. `feed(data)` returns the body bytes that `data` completed; correct under any split."""
+
+    __slots__ = ("_buf", "_left", "_state", "done", "extra", "headers", "keep_alive", "status")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._state = _HEAD
+        self._left = 0
+        self.status: int | None = None  # set once the final (non-1xx) head is parsed
+        self.headers: dict[str, str] = {}  # lower-cased names; repeated headers joined with ', '
+        self.keep_alive = False
+        self.done = False
+        self.extra = False  # bytes after the end of the response (the connection cannot be reused)
+
+    @property
+    def reads_until_close(self) -> bool:
+        return self._state == _UNTIL_CLOSE
+
+    def feed(self, data: bytes) -> bytes:
+        if self._buf:
+            data = self._buf + data
+            self._buf = b""
+        out: list[bytes] = []
+        pos = 0
+        end = len(data)
+        state = self._state
+        while pos < end:
+            if state == _SIZE:  # the hot path: a whole chunk is usually here in one read
+                eol = data.find(b"\r\n", pos, pos + 17)
+                line = data[pos:eol]
+                if eol > pos and line.isalnum():  # the usual 'hex CRLF', without the regex
+                    try:
+                        size = int(line, 16)
+                    except ValueError:
+                        raise HttpProtocolError(f"bad chunk size {line!r}") from None
+                    pos = eol + 2
+                else:  # extensions, a bare LF, or a line not all here yet
+                    m = _CHUNK_LINE(data, pos)
+                    if m is None:
+                        if data.find(b"\n", pos) >= 0:
+                            raise HttpProtocolError(f"bad chunk-size line {data[pos:pos + 40]!r}")
+                        if end - pos > _MAX_LINE:
+                            raise HttpProtocolError("chunk-size line too long")
+                        break
+                    size = int(m.group(1), 16)
+                    pos = m.end()
+                if size:
+                    stop = pos + size
+                    if data.startswith(b"\r\n", stop):  # the whole chunk is here: take it in one step
+                        out.append(data[pos:stop])
+                        pos = stop + 2
+                    else:
+                        self._left = size
+                        state = _DATA
+                else:
+                    state = _TRAILER
+            elif state == _DATA:
+                take = self._left if self._left < end - pos else end - pos
+                out.append(data[pos:pos + take])
+                pos += take
+                self._left -= take
+                if self._left == 0:
+                    state = _DATA_END
+            elif state == _DATA_END:
+                if data[pos] == 0x0A:  # bare LF, tolerated
+                    pos += 1
+                elif data[pos] == 0x0D:
+                    if end - pos < 2:
+                        break
+                    if data[pos + 1] != 0x0A:
+                        raise HttpProtocolError("chunk not followed by CRLF")
+                    pos += 2
+                else:
+                    raise HttpProtocolError("chunk not followed by CRLF")
+                state = _SIZE
+            elif state == _LENGTH:
+                take = self._left if self._left < end - pos else end - pos
+                out.append(data[pos:pos + take])
+                pos += take
+                self._left -= take
+                if self._left == 0:
+                    state = _DONE
+            elif state == _TRAILER:
+                eol = data.find(b"\n", pos)
+                if eol < 0:
+                    if end - pos > _MAX_LINE:
+                        raise HttpProtocolError("trailer line too long")
+                    break
+                blank = not data[pos:eol].strip()
+                pos = eol + 1
+                if blank:
+                    state = _DONE
+            elif state == _UNTIL_CLOSE:
+                out.append(data[pos:] if pos else data)
+                pos = end
+            elif state == _HEAD:
+                state, nxt = self._head(data, pos)
+                if nxt == pos:  # the head is not all here yet
+                    break
+                pos = nxt
+            else:  # _DONE: nothing may follow a response we did not ask for
+                self.extra = True
+                pos = end
+        if state == _DONE:
+            self.done = True
+        self._state = state
+        if pos < end:
+            self._buf = data[pos:]
+        if not out:
+            return b""
+        return out[0] if len(out) == 1 else b"".join(out)
+
+    def eof(self) -> None:
+        """The peer closed: a read-until-close body is now complete; anything else is cut short."""
+        if self._state == _UNTIL_CLOSE:
+            self._state = _DONE
+            self.done = True
+
+    def _head(self, data: bytes, pos: int) -> tuple[int, int]:
+        """Parse one head if all of it is there; returns (new state, new position)."""
+        stop = data.find(b"\n\r\n", pos)
+        stop2 = data.find(b"\n\n", pos)
+        if stop < 0 or (0 <= stop2 < stop):
+            stop, skip = stop2, 2
+        else:
+            skip = 3
+        if stop < 0:
+            if len(data) - pos > _MAX_HEAD:
+                raise HttpProtocolError("response head too large")
+            return _HEAD, pos
+        lines = data[pos:stop].decode("latin-1").split("\n")
+        nxt = stop + skip
+        status_line = lines[0].rstrip("\r")
+        parts = status_line.split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or len(parts[1]) != 3 or not parts[1].isdigit():
+            raise HttpProtocolError(f"bad status line {status_line[:80]!r}")
+        status = int(parts[1])
+        headers: dict[str, str] = {}
+        for raw in lines[1:]:
+            name, sep, value = raw.rstrip("\r").partition(":")
+            if not sep or not name or name != name.strip():
+                raise HttpProtocolError(f"bad header line {raw[:80]!r}")
+            key = name.lower()
+            value = value.strip()
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        if 100 <= status < 200 and status != 101:  # 100 Continue, 103 Early Hints: a final head follows
+            return _HEAD, nxt
+        self.status = status
+        self.headers = headers
+        conn = headers.get("connection", "").lower()
+        self.keep_alive = "close" not in conn if parts[0] != "HTTP/1.0" else "keep-alive" in conn
+        te = headers.get("transfer-encoding", "").lower()
+        if status == 101:  # the connection now speaks another protocol
+            self.keep_alive = False
+            return _DONE, nxt
+        if status in (204, 304):  # no body (a POST is never answered as to HEAD)
+            return _DONE, nxt
+        if te:
+            codings = te.replace(" ", "").replace("\t", "").split(",")
+            if codings[-1] != "chunked":
+                self.keep_alive = False
+                return _UNTIL_CLOSE, nxt
+            if len(codings) > 1:
+                raise HttpProtocolError(f"transfer coding {te[:40]!r} not supported")
+            return _SIZE, nxt
+        cl = headers.get("content-length")
+        if cl is not None:
+            if not cl.isdigit():
+                values = {v.strip() for v in cl.split(",")}
+                if len(values) != 1 or not next(iter(values)).isdigit():
+                    raise HttpProtocolError(f"bad Content-Length {cl[:40]!r}")
+                cl = values.pop()
+            self._left = int(cl)
+            return (_LENGTH if self._left else _DONE), nxt
+        self.keep_alive = False
+        return _UNTIL_CLOSE, nxt

@@ -1,0 +1,289 @@
+"""raw_http's response parser under any split of the bytes, and its connection pool against odd servers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from switchover.errors import BadInput
+from switchover.wire import EngineClient, FailureKind, Timeouts
+from switchover.wire.http1 import HttpProtocolError, ResponseParser
+from tests.wire.fake_server import chunk, usage_chunk
+
+
+def _splits(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    return [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+
+
+def _parse(pieces: list[bytes], *, close: bool = False) -> tuple[ResponseParser, bytes]:
+    p = ResponseParser()
+    body = b"".join(p.feed(piece) for piece in pieces)
+    if close:
+        p.eof()
+    return p, body
+
+
+def _chunked(body: bytes, sizes: list[int], ext: list[bytes], trailers: list[tuple[bytes, bytes]],
+             upper: bool) -> bytes:
+    out, pos, i = [], 0, 0
+    while pos < len(body):
+        n = max(1, sizes[i % len(sizes)] if sizes else len(body))
+        piece = body[pos:pos + n]
+        size = f"{len(piece):X}" if upper else f"{len(piece):x}"
+        out.append(size.encode() + (ext[i % len(ext)] if ext else b"") + b"\r\n" + piece + b"\r\n")
+        pos += n
+        i += 1
+    out.append(b"0" + (ext[0] if ext else b"") + b"\r\n")
+    out.extend(name + b": " + value + b"\r\n" for name, value in trailers)
+    out.append(b"\r\n")
+    return b"".join(out)
+
+
+bodies = st.binary(max_size=600)
+cuts = st.lists(st.integers(min_value=0, max_value=5000), max_size=40)
+extensions = st.lists(st.sampled_from([b";a=1", b"; name", b';q="x;y"', b" ;ext", b""]), max_size=3)
+trailer_lists = st.lists(st.tuples(st.sampled_from([b"X-Trailer", b"Expires"]), st.sampled_from([b"1", b"soon"])),
+                         max_size=2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=bodies, cuts=cuts)
+def test_content_length_body_is_the_same_under_any_split(body: bytes, cuts: list[int]) -> None:
+    raw = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    p, got = _parse(_splits(raw, cuts))
+    assert got == body and p.done and p.status == 200 and p.keep_alive and not p.extra
+
+
+@settings(max_examples=400, deadline=None)
+@given(body=bodies, sizes=st.lists(st.integers(1, 80), max_size=6), ext=extensions, trailers=trailer_lists,
+       upper=st.booleans(), cuts=cuts)
+def test_chunked_body_is_the_same_under_any_split(body: bytes, sizes: list[int], ext: list[bytes],
+                                                  trailers: list[tuple[bytes, bytes]], upper: bool,
+                                                  cuts: list[int]) -> None:
+    raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + _chunked(body, sizes, ext, trailers, upper)
+    p, got = _parse(_splits(raw, cuts))
+    assert got == body and p.done and p.keep_alive and not p.extra
+
+
+@settings(max_examples=200, deadline=None)
+@given(body=bodies, cuts=cuts)
+def test_body_read_until_close_is_the_same_under_any_split(body: bytes, cuts: list[int]) -> None:
+    raw = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + body
+    p, got = _parse(_splits(raw, cuts), close=True)
+    assert got == body and p.done and not p.keep_alive
+
+
+def test_chunk_size_line_split_byte_by_byte() -> None:
+    raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1a;ext=1\r\n" + b"x" * 26 + b"\r\n0\r\nT: 1\r\n\r\n"
+    p, got = _parse([raw[i:i + 1] for i in range(len(raw))])
+    assert got == b"x" * 26 and p.done
+
+
+def test_interim_responses_are_skipped_and_headers_read() -> None:
+    raw = (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nconnection: Close\r\nX-A: 1\r\nx-a: 2\r\n"
+           b"Content-Length: 2\r\n\r\nok")
+    p, got = _parse([raw])
+    assert got == b"ok" and p.status == 200 and not p.keep_alive and p.headers["x-a"] == "1, 2"
+
+
+def test_http10_closes_unless_keep_alive() -> None:
+    p, _ = _parse([b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n"])
+    assert p.done and not p.keep_alive
+
+
+def test_bytes_after_the_response_mark_the_connection_unusable() -> None:
+    p, got = _parse([b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nab"])
+    assert got == b"a" and p.done and p.extra
+
+
+@pytest.mark.parametrize("raw", [
+    b"HTTX/1.1 200 OK\r\n\r\n",
+    b"HTTP/1.1 2000 OK\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX\r\n",
+])
+def test_malformed_responses_raise(raw: bytes) -> None:
+    with pytest.raises(HttpProtocolError):
+        _parse([raw])
+
+
+# ---------------------------------------------------------------------------------------------- live sockets
+
+
+class _Scripted:
+    """A raw TCP server answering each request with the next scripted reply (bytes, or None to close)."""
+
+    def __init__(self, replies: list[bytes | None], close_after_each: bool = False) -> None:
+        self.replies = replies
+        self.close_after_each = close_after_each
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self.server: asyncio.Server | None = None
+        self.url = ""
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                self.requests.append(head + await reader.readexactly(length))
+                reply = self.replies.pop(0) if self.replies else None
+                if reply is None:
+                    break
+                writer.write(reply)
+                await writer.drain()
+                if self.close_after_each:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+    async def start(self) -> _Scripted:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+        return self
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+def _sse_reply(keep_alive: bool = True) -> bytes:
+    events = [chunk("a"), chunk("b", "stop"), usage_chunk(1, 2), b"data: [DONE]\n\n"]
+    body = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n"
+    conn = b"keep-alive" if keep_alive else b"close"
+    return b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: " + \
+        conn + b"\r\n\r\n" + body
+
+
+@pytest.fixture
+async def scripted() -> AsyncIterator[list[_Scripted]]:
+    made: list[_Scripted] = []
+    yield made
+    for s in made:
+        await s.stop()
+
+
+async def test_keep_alive_connection_is_reused(scripted: list[_Scripted]) -> None:
+    srv = await _Scripted([_sse_reply(), _sse_reply(), _sse_reply()]).start()
+    scripted.append(srv)
+    async with EngineClient(srv.url, transport="raw") as c:
+        recs = [await c.complete("p", model="m", stream=True) for _ in range(3)]
+    assert all(r.ok and r.text == "ab" and r.reconnects == 0 for r in recs), [r.failure for r in recs]
+    assert srv.connections == 1
+    assert srv.requests[0].startswith(b"POST /v1/completions HTTP/1.1\r\n")
+
+
+async def test_server_closing_after_each_stream_is_handled_like_llama_server(scripted: list[_Scripted]) -> None:
+    srv = await _Scripted([_sse_reply()] * 4, close_after_each=True).start()
+    scripted.append(srv)
+    async with EngineClient(srv.url, transport="raw") as c:
+        recs = []
+        for _ in range(4):
+            recs.append(await c.complete("p", model="m", stream=True))
+            await asyncio.sleep(0.01)  # the close is noticed while idle: no resend needed
+    assert all(r.ok and r.text == "ab" for r in recs), [r.failure for r in recs]
+    assert srv.connections == 4 and sum(r.reconnects for r in recs) == 0
+
+
+async def test_stale_pooled_connection_is_resent_once_and_counted(scripted: list[_Scripted]) -> None:
+    srv = await _Scripted([_sse_reply(), None, _sse_reply()]).start()  # second request: closed with no answer
+    scripted.append(srv)
+    async with EngineClient(srv.url, transport="raw") as c:
+        first = await c.complete("p", model="m", stream=True)
+        second = await c.complete("p", model="m", stream=True)
+    assert first.ok and second.ok, second.failure
+    assert second.reconnects == 1 and srv.connections == 2
+
+
+async def test_connection_closed_twice_without_answer_is_disconnected(scripted: list[_Scripted]) -> None:
+    srv = await _Scripted([None, None]).start()
+    scripted.append(srv)
+    async with EngineClient(srv.url, transport="raw") as c:
+        rec = await c.complete("p", model="m", stream=True)
+    assert rec.failure is not None and rec.failure.kind == FailureKind.DISCONNECTED and rec.reconnects == 1
+
+
+async def test_garbage_response_is_a_protocol_failure(scripted: list[_Scripted]) -> None:
+    srv = await _Scripted([b"SSH-2.0-OpenSSH\r\n\r\n"]).start()
+    scripted.append(srv)
+    async with EngineClient(srv.url, transport="raw") as c:
+        rec = await c.complete("p", model="m", stream=True)
+    assert rec.failure is not None and rec.failure.kind == FailureKind.PROTOCOL
+
+
+async def test_connection_close_response_is_not_reused(scripted: list[_Scripted]) -> None:
+    srv = await _Scripted([_sse_reply(keep_alive=False), _sse_reply()]).start()
+    scripted.append(srv)
+    async with EngineClient(srv.url, transport="raw") as c:
+        a = await c.complete("p", model="m", stream=True)
+        b = await c.complete("p", model="m", stream=True)
+    assert a.ok and b.ok and a.reconnects == b.reconnects == 0 and srv.connections == 2
+
+
+async def test_cancelled_request_closes_its_connection_and_is_recorded(scripted: list[_Scripted]) -> None:
+    srv = await _Scripted([b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"]).start()  # never finishes
+    scripted.append(srv)
+    async with EngineClient(srv.url, transport="raw", timeouts=Timeouts(idle=5, first_byte=5)) as c:
+        task = asyncio.create_task(c.complete("p", model="m", stream=True))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.05)
+        assert c._pool is not None and not c._pool._all  # the connection is gone
+
+
+async def test_pool_never_opens_more_than_max_connections(scripted: list[_Scripted]) -> None:
+    srv = await _Scripted([_sse_reply()] * 20).start()
+    scripted.append(srv)
+    async with EngineClient(srv.url, transport="raw", max_connections=3) as c:
+        recs = await asyncio.gather(*(c.complete("p", model="m", stream=True) for _ in range(20)))
+    assert all(r.ok for r in recs)
+    assert srv.connections <= 3
+
+
+def test_auto_uses_raw_for_http_and_aiohttp_for_https() -> None:
+    assert EngineClient("http://127.0.0.1:1").transport == "raw"
+    assert EngineClient("https://example.invalid").transport == "aiohttp"
+    assert EngineClient("http://127.0.0.1:1", transport="aiohttp").transport == "aiohttp"
+
+
+@pytest.mark.parametrize(("reply", "kind"), [
+    (b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n\x1f\x8b", FailureKind.PROTOCOL),
+    (b"HTTP/1.1 307 Temporary Redirect\r\nLocation: /v2\r\nContent-Length: 0\r\n\r\n", FailureKind.HTTP_STATUS),
+    (b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 42\r\n\r\n"
+     b'{"error":{"message":"loading","code":503}}', FailureKind.HTTP_STATUS),
+])
+async def test_unusable_answers_fail_with_their_kind(scripted: list[_Scripted], reply: bytes,
+                                                     kind: FailureKind) -> None:
+    srv = await _Scripted([reply]).start()
+    scripted.append(srv)
+    async with EngineClient(srv.url, transport="raw") as c:
+        rec = await c.complete("p", model="m")
+    assert rec.failure is not None and rec.failure.kind == kind, rec.failure
+
+
+async def test_non_streamed_body_without_length_is_read_until_close(scripted: list[_Scripted]) -> None:
+    body = b'{"id":"x","model":"m","choices":[{"index":0,"text":"hi","finish_reason":"stop"}]}'
+    srv = await _Scripted([b"HTTP/1.1 200 OK\nContent-Type: application/json\n\n" + body],
+                          close_after_each=True).start()
+    scripted.append(srv)
+    async with EngineClient(srv.url, transport="raw") as c:
+        rec = await c.complete("p", model="m")
+    assert rec.ok and rec.text == "hi" and rec.finish_reason == "stop", rec.failure
+
+
+def test_key_that_cannot_be_a_header_is_bad_input_without_echoing_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SO_ODD_KEY", "sk-\u2603-planted")
+    with pytest.raises(BadInput) as err:
+        EngineClient("http://127.0.0.1:1", api_key_env="SO_ODD_KEY")
+    assert "planted" not in str(err.value) and err.value.__cause__ is None

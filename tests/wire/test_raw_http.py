@@ -96,6 +96,12 @@ def test_http10_closes_unless_keep_alive() -> None:
     assert p.done and not p.keep_alive
 
 
+def test_answer_to_head_has_no_body_whatever_its_length() -> None:
+    p = ResponseParser(no_body=True)
+    assert p.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n") == b""
+    assert p.done and p.keep_alive and not p.extra and p.headers["content-length"] == "5"
+
+
 def test_bytes_after_the_response_mark_the_connection_unusable() -> None:
     p, got = _parse([b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nab"])
     assert got == b"a" and p.done and p.extra

@@ -19,7 +19,6 @@ from aiohttp import web
 from switchover.config import Migration, load_migration
 from switchover.errors import BadInput
 from switchover.gateway.config import GatewayConfig
-from switchover.gateway.h1 import H1Pool
 from switchover.gateway.killswitch import KillSwitch
 from switchover.gateway.ledger import Ledger
 from switchover.gateway.ledger_record import ShadowResult
@@ -29,6 +28,7 @@ from switchover.gateway.prompt import PromptEstimator, prompt_text
 from switchover.gateway.relay import normalised_body, relay_stream
 from switchover.gateway.shadow import GENERATION_PATHS, Shadow, shadow_body
 from switchover.gateway.upstream import Failed, Opened, new_session, open_upstream, upstream_headers
+from switchover.wire.passthrough import H1Pool
 
 OVERRIDE_HEADER = "X-Switchover-Route"
 ARM_HEADER = "X-Switchover-Arm"

@@ -1,8 +1,9 @@
 """Pass-through connections to the old / new engines, and what is observed on them.
 
 The gateway relays the engine's bytes untouched (no per-chunk JSON re-encoding), so it does not use the
-`wire` client, which decodes every response into a RequestRecord. It opens aiohttp connections here and
-watches the same bytes with `wire.sse.SSEParser` to learn TTFT, token counts, finish_reason and usage.
+`wire` EngineClient, which decodes every response into a RequestRecord, but the wire package's pass-through
+HTTP/1.1 client (`wire.passthrough`, same response parser); the shadow uses aiohttp. It watches the same bytes
+with `wire.sse.SSEParser` to learn TTFT, token counts, finish_reason and usage.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import orjson
 from multidict import CIMultiDict
 from yarl import URL
 
-from switchover.gateway.h1 import H1Pool, H1Response, UpstreamConnectError
+from switchover.wire.passthrough import H1Pool, H1Response, UpstreamConnectError
 from switchover.wire.sse import SSEEvent, SSEParser
 
 # Headers that describe one hop, or that the gateway sets itself; never forwarded upstream.
@@ -187,8 +188,8 @@ def upstream_headers(incoming: Any, api_key: str | None, *, forward_auth: bool =
 
 
 def new_session(limit: int = 1024) -> aiohttp.ClientSession:
-    """The shadow's pooled keep-alive session (primary requests go through `h1.H1Pool`); responses are read
-    as received (no decompression)."""
+    """The shadow's pooled keep-alive session (primary requests go through `wire.passthrough.H1Pool`);
+    responses are read as received (no decompression)."""
     # Idle pooled connections are dropped after 4 s, below the 5 s keep-alive of uvicorn (vLLM, SGLang) and
     # cpp-httplib (llama-server), so a connection the server is closing is rarely picked (see send()).
     conn = aiohttp.TCPConnector(limit=limit, limit_per_host=0, keepalive_timeout=4, ttl_dns_cache=300)

@@ -1,5 +1,6 @@
-"""Incremental HTTP/1.x response parsing for raw_http: status line, headers, and a Content-Length, chunked or
-read-until-close body, correct under any split of the bytes. Pure (no sockets), so it is property-tested alone."""
+"""Incremental HTTP/1.x response parsing for both HTTP/1.1 clients (raw_http, passthrough): status line, headers,
+and a Content-Length, chunked or read-until-close body, correct under any split of the bytes. Pure (no sockets),
+so it is property-tested alone."""
 
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ class ResponseParser:
     """Incremental HTTP/1.x response parser: status line, headers, then a Content-Length, chunked or
     read-until-close body. `feed(data)` returns the body bytes that `data` completed; correct under any split."""
 
-    __slots__ = ("_buf", "_left", "_state", "done", "extra", "headers", "keep_alive", "status")
+    __slots__ = ("_buf", "_left", "_no_body", "_state", "done", "extra", "headers", "keep_alive", "status")
 
-    def __init__(self) -> None:
+    def __init__(self, *, no_body: bool = False) -> None:
+        self._no_body = no_body  # the request was a HEAD: the final head ends the response
         self._buf = b""
         self._state = _HEAD
         self._left = 0
@@ -176,7 +178,7 @@ class ResponseParser:
         if status == 101:  # the connection now speaks another protocol
             self.keep_alive = False
             return _DONE, nxt
-        if status in (204, 304):  # no body (a POST is never answered as to HEAD)
+        if status in (204, 304) or self._no_body:  # no body
             return _DONE, nxt
         if te:
             codings = te.replace(" ", "").replace("\t", "").split(",")

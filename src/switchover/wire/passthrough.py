@@ -1,11 +1,11 @@
-"""A small HTTP/1.1 keep-alive client for the gateway's hot path (old / new arm requests).
+"""Pass-through HTTP/1.1 keep-alive client: the gateway's old / new arm requests, bodies relayed as read.
 
-aiohttp's client costs more CPU per request than everything else the gateway does together; this one does
-only what a relay needs: one write per request (head + body), the response head parsed once, the body
-handed over as read (Content-Length, chunked, or until close), read-side flow control, and a keep-alive pool
-that drops connections idle for `keepalive_s` (below the 5 s keep-alive of uvicorn and cpp-httplib). A
-request that meets a connection the server has just closed (no response byte) is sent once more on a fresh
-connection. Bodies are never decoded (no Accept-Encoding is sent). The shadow keeps using aiohttp.
+It shares the response parser (`http1.ResponseParser`) with `raw_http`, and differs from it in what it does with
+the body: `raw_http` folds it into a RequestRecord; here it is handed over as read (Content-Length, chunked or
+until close), with read-side flow control, to a relay. One write per request (head + body); a keep-alive pool
+per (host, port, tls) that drops connections idle for `keepalive_s` (below the 5 s keep-alive of uvicorn and
+cpp-httplib). A request that meets a connection the server has just closed (no response byte) is sent once more
+on a fresh connection. Bodies are never decoded (no Accept-Encoding is sent).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from multidict import CIMultiDict
 from yarl import URL
 
-MAX_HEAD = 64 << 10  # a response head larger than this is a protocol error
+from switchover.wire.http1 import HttpProtocolError, ResponseParser
+
 HIGH_WATER = 256 << 10  # stop reading from the socket while this much body is buffered
 
 
@@ -126,11 +127,8 @@ class _Conn(asyncio.Protocol):
         self.used = 0.0  # time.monotonic() when last returned to the pool
         self._head: asyncio.Future[H1Response] | None = None
         self._resp: H1Response | None = None
-        self._buf = bytearray()
+        self._parser = ResponseParser()
         self._got_bytes = False
-        self._method = "GET"
-        self._left: int | None = None  # body bytes still due (Content-Length) or the current chunk's
-        self._mode = ""  # "length" | "chunked" | "close" while a body is being read
 
     # ---- asyncio.Protocol ---------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -144,23 +142,35 @@ class _Conn(asyncio.Protocol):
             err.got_bytes = self._got_bytes  # type: ignore[attr-defined]
             head.set_exception(err)
         if resp is not None:
-            resp._end(None if self._mode == "close" else UpstreamDisconnected("connection closed mid-body"))
             self._resp = None
+            if self._parser.reads_until_close:
+                self._parser.eof()
+                resp._end()
+            else:
+                resp._end(UpstreamDisconnected("connection closed mid-body"))
 
     def data_received(self, data: bytes) -> None:
         self._got_bytes = True
+        resp = self._resp
         try:
-            if self._resp is None:
-                if self._head is None or self._head.done():
-                    raise ValueError("bytes from the server with no request in flight")
-                self._buf += data
-                if not self._parse_head():
+            if resp is None and (self._head is None or self._head.done()):
+                raise HttpProtocolError("bytes from the server with no request in flight")
+            parser = self._parser
+            body = parser.feed(data)
+            if resp is None:
+                if parser.status is None:  # the head is not all here yet
                     return
-                data, self._buf = bytes(self._buf), bytearray()
-                if not data:
-                    return
-            self._body(data)
-        except ValueError as exc:
+                resp = self._resp = H1Response(self, parser.status, CIMultiDict(parser.headers), parser.keep_alive)
+                assert self._head is not None
+                self._head.set_result(resp)
+            if parser.extra:
+                raise HttpProtocolError("bytes after the end of the response")
+            if body:
+                resp._feed(body)
+            if parser.done:
+                self._resp = None
+                resp._end()
+        except HttpProtocolError as exc:
             err = UpstreamDisconnected(f"bad HTTP from the server: {exc}")
             if self._head is not None and not self._head.done():
                 self._head.set_exception(err)
@@ -172,7 +182,7 @@ class _Conn(asyncio.Protocol):
     # ---- request / response -------------------------------------------------------------------------
     async def send(self, data: bytes, method: str) -> H1Response:
         assert self.transport is not None
-        self._method = method
+        self._parser = ResponseParser(no_body=method == "HEAD")
         self._got_bytes = False
         self._head = asyncio.get_running_loop().create_future()
         self.transport.write(data)
@@ -180,113 +190,6 @@ class _Conn(asyncio.Protocol):
             return await self._head
         finally:
             self._head = None
-
-    def _parse_head(self) -> bool:
-        """Parse a complete head in the buffer (skipping 1xx); True when the response has started."""
-        while True:
-            end = self._buf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(self._buf) > MAX_HEAD:
-                    raise ValueError("response head too large")
-                return False
-            lines = bytes(self._buf[:end]).decode("latin-1").split("\r\n")
-            del self._buf[:end + 4]
-            version, _, rest = lines[0].partition(" ")
-            if not version.startswith("HTTP/1.") or not rest[:3].isdigit():
-                raise ValueError(f"bad status line {lines[0][:80]!r}")
-            status = int(rest[:3])
-            if 100 <= status < 200 and status != 101:
-                continue  # 100 Continue and other interim responses
-            headers: CIMultiDict[str] = CIMultiDict()
-            for line in lines[1:]:
-                name, sep, value = line.partition(":")
-                if not sep:
-                    raise ValueError("bad header line")
-                headers.add(name.strip(), value.strip())
-            break
-        conn_hdr = headers.get("Connection", "").lower()
-        keep_alive = version == "HTTP/1.1" and "close" not in conn_hdr
-        if self._method == "HEAD" or status in (204, 304):
-            self._mode, self._left = "length", 0
-        elif "chunked" in headers.get("Transfer-Encoding", "").lower():
-            self._mode, self._left = "chunked", None
-        elif (length := headers.get("Content-Length")) is not None:
-            if not length.strip().isdigit():
-                raise ValueError("bad Content-Length")
-            self._mode, self._left = "length", int(length)
-        else:
-            self._mode, self._left, keep_alive = "close", None, False
-        resp = self._resp = H1Response(self, status, headers, keep_alive)
-        assert self._head is not None
-        self._head.set_result(resp)
-        if self._left == 0:
-            self._done()
-        return True
-
-    def _body(self, data: bytes) -> None:
-        resp = self._resp
-        if resp is None:
-            raise ValueError("bytes after the end of the response")
-        if self._mode == "close":
-            resp._feed(data)
-        elif self._mode == "length":
-            left = self._left or 0
-            if len(data) > left:
-                raise ValueError("more bytes than Content-Length")
-            self._left = left - len(data)
-            resp._feed(data)
-            if not self._left:
-                self._done()
-        else:
-            self._buf += data
-            self._chunks(resp)
-
-    def _chunks(self, resp: H1Response) -> None:
-        buf = self._buf
-        out: list[bytes] = []
-        while True:
-            if self._left is None:  # a chunk-size line
-                i = buf.find(b"\r\n")
-                if i < 0:
-                    if len(buf) > 4096:
-                        raise ValueError("chunk size line too long")
-                    break
-                size = int(bytes(buf[:i]).split(b";", 1)[0].strip() or b"x", 16)
-                del buf[:i + 2]
-                self._left = size if size else -1
-            elif self._left == -1:  # trailer lines, then the blank line that ends the body
-                i = buf.find(b"\r\n")
-                if i < 0:
-                    break
-                del buf[:i + 2]
-                if i == 0:
-                    if buf:
-                        raise ValueError("bytes after the end of the response")
-                    if out:
-                        resp._feed(b"".join(out))
-                    self._done()
-                    return
-            elif self._left == 0:  # the CRLF after a chunk's data
-                if len(buf) < 2:
-                    break
-                if buf[:2] != b"\r\n":
-                    raise ValueError("chunk not followed by CRLF")
-                del buf[:2]
-                self._left = None
-            else:
-                take = min(self._left, len(buf))
-                if not take:
-                    break
-                out.append(bytes(buf[:take]))
-                del buf[:take]
-                self._left -= take
-        if out:
-            resp._feed(out[0] if len(out) == 1 else b"".join(out))
-
-    def _done(self) -> None:
-        resp, self._resp, self._mode = self._resp, None, ""
-        if resp is not None:
-            resp._end()
 
     # ---- pool bookkeeping ---------------------------------------------------------------------------
     def pause(self) -> None:

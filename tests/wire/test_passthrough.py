@@ -1,5 +1,5 @@
-"""The gateway's HTTP/1.1 client against a scripted raw server: body framings under any split, keep-alive
-reuse, the retry on a connection the server closed while idle, and failures."""
+"""The pass-through HTTP/1.1 client (the gateway's old / new arms) against a scripted raw server: body framings
+under any split, keep-alive reuse, the retry on a connection the server closed while idle, and failures."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import pytest
 from yarl import URL
 
-from switchover.gateway.h1 import H1Pool, UpstreamConnectError, UpstreamDisconnected
 from switchover.testbed.processes import free_port
+from switchover.wire.passthrough import H1Pool, UpstreamConnectError, UpstreamDisconnected
 
 
 class Scripted:
@@ -122,4 +122,20 @@ async def test_a_large_body_is_read_with_flow_control():
         await asyncio.sleep(0.1)  # let it fill the buffer: reading pauses
         assert await resp.read() == body
         resp.release()
+    pool.close()
+
+
+async def test_head_answer_has_no_body_and_bytes_past_the_end_fail_the_response():
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"
+    script = Scripted([([head], False), ([b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA"], False)])
+    pool = H1Pool()
+    async with serve(script) as url:
+        resp = await pool.request("HEAD", url, [], None, 1.0)
+        assert resp.status == 200 and await resp.read() == b"" and resp.keep_alive
+        resp.release()
+        resp = await pool.request("GET", url, [], None, 1.0)  # the same connection, kept alive
+        with pytest.raises(UpstreamDisconnected):
+            await resp.read()
+        resp.close()
+    assert script.connections == 1
     pool.close()

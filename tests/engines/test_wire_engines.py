@@ -35,8 +35,9 @@ async def test_streamed_generation_is_parsed_and_usage_matches(transport: str, b
             rec = await c.complete("def hello", model=bed.model, max_tokens=8, temperature=0, stream=True)
     assert rec.ok, rec.failure
     assert rec.usage is not None and rec.usage.prompt_tokens and rec.usage.prompt_tokens > 0
-    # the usage the engine reported equals the tokens we saw: one text chunk per token on both engines
-    assert rec.usage.completion_tokens == sum(1 for t in rec.chunk_text if t) or rec.finish_reason == "stop"
+    # each token yields at most one text chunk; a token can yield none (vLLM holds back a partial UTF-8 byte
+    # token's text), so chunk counting is not a token count: usage is
+    assert sum(1 for t in rec.chunk_text if t) <= (rec.usage.completion_tokens or 0)
     assert rec.usage.completion_tokens is not None and 1 <= rec.usage.completion_tokens <= 8
     # events that arrive in one socket read share its timestamp (vLLM sends the role-only chat chunk and the
     # first token together; on a busy machine llama-server's 0.2 ms tokens pile up between two reads)

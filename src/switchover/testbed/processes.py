@@ -38,6 +38,7 @@ class EngineProcess(BaseModel):
     model: str
     served_name: str
     started_wall: float
+    start_ticks: int | None = None  # kernel start time of the pid (identity together with the pid)
 
 
 class BedState(BaseModel):
@@ -107,9 +108,27 @@ def _cmdline(pid: int) -> list[str] | None:
     return [p.decode(errors="replace") for p in raw.split(b"\0") if p]
 
 
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, start time in clock ticks since boot) of a pid, from /proc/<pid>/stat; None if there is none."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()  # after "pid (comm) "; comm may hold spaces and parentheses
+    return fields[0].decode(), int(fields[19])
+
+
 def is_ours(proc: EngineProcess) -> bool:
-    """True while the pid still runs the command we started."""
-    return _cmdline(proc.pid) == proc.cmdline
+    """True while the pid is still the process we started and has not exited.
+
+    Identity is pid + kernel start time (a recycled pid has another start time). The command line is not used
+    for that: right after exec it can read as empty for a moment, before the kernel has laid out the new argv."""
+    st = _stat(proc.pid)
+    if st is None or st[0] in ("Z", "X"):
+        return False
+    if proc.start_ticks is not None:
+        return st[1] == proc.start_ticks
+    return _cmdline(proc.pid) == proc.cmdline  # state files written before start times were recorded
 
 
 def up(layout: Layout, *, model: str = "tiny", name: str = "default", old_port: int = DEFAULT_OLD_PORT,
@@ -141,9 +160,11 @@ def up(layout: Layout, *, model: str = "tiny", name: str = "default", old_port: 
     for role, engine, port, cmd, env in specs:
         log = layout.run / f"{name}-{role}-{engine}.log"
         proc = _spawn(cmd, log, env)
+        st = _stat(proc.pid)
         started.append(EngineProcess(role=role, engine=engine, url=f"http://127.0.0.1:{port}", port=port,
                                      pid=proc.pid, cmdline=cmd, log=str(log), model=model,
-                                     served_name=m.served_name, started_wall=time.time()))
+                                     served_name=m.served_name, started_wall=time.time(),
+                                     start_ticks=st[1] if st else None))
         on_event(f"started {engine} ({role}) pid {proc.pid} on :{port}, log {log}")
     state = BedState(name=name, model=model, engines=started)
     _state_path(layout, name).write_bytes(orjson.dumps(state.model_dump(), option=orjson.OPT_INDENT_2))
@@ -169,7 +190,9 @@ async def _wait_ready(state: BedState, timeout_s: float, on_event) -> list[Readi
         while time.monotonic() < deadline:
             if not is_ours(proc):
                 tail = Path(proc.log).read_text(errors="replace").strip().splitlines()[-3:]
-                raise SwitchoverError(f"{proc.engine} exited during start-up; last log lines:\n  " + "\n  ".join(tail))
+                how = _exit_status(proc.pid)
+                raise SwitchoverError(f"{proc.engine} (pid {proc.pid}) exited during start-up ({how});"
+                                      " last log lines:\n  " + "\n  ".join(tail))
             last = await check_ready(proc.url, model=proc.served_name, max_ms=30000, connect_timeout_s=1)
             if last.ready:
                 on_event(f"{proc.engine} ({proc.role}) ready at {proc.url}: {last.reason}")
@@ -179,6 +202,22 @@ async def _wait_ready(state: BedState, timeout_s: float, on_event) -> list[Readi
         return last.model_copy(update={"reason": f"not ready after {timeout_s:g} s: {last.reason}"})
 
     return list(await asyncio.gather(*(one(p) for p in state.engines)))
+
+
+def _exit_status(pid: int) -> str:
+    """How a child we started ended (reaping it), for error messages."""
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        cmd = _cmdline(pid)
+        return "not our child" if cmd is None else f"now running {' '.join(cmd)[:80]!r}"
+    if done == 0:
+        return f"still running as {' '.join(_cmdline(pid) or [])[:80]!r}"
+    if os.WIFEXITED(status):
+        return f"exit code {os.WEXITSTATUS(status)}"
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"status {status}"
 
 
 def _signal_group(pid: int, sig: int) -> None:

@@ -9,7 +9,6 @@ import logging
 import os
 import secrets
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +16,13 @@ import orjson
 from aiohttp import web
 
 from switchover.config import Migration, load_migration
-from switchover.errors import BadInput
-from switchover.gateway.config import GatewayConfig
 from switchover.gateway.killswitch import KillSwitch
 from switchover.gateway.ledger import Ledger
 from switchover.gateway.ledger_record import ShadowResult
+from switchover.gateway.live import Live, build_live
 from switchover.gateway.metrics import GatewayMetrics
-from switchover.gateway.policy import Decision, RequestMeta, RouteState, route, tenant_hash, threshold
-from switchover.gateway.prompt import PromptEstimator, prompt_text
+from switchover.gateway.policy import Decision, RequestMeta, route, tenant_hash, threshold
+from switchover.gateway.prompt import prompt_text
 from switchover.gateway.relay import normalised_body, relay_stream
 from switchover.gateway.shadow import GENERATION_PATHS, Shadow, shadow_body
 from switchover.gateway.upstream import Failed, Opened, new_session, open_upstream, upstream_headers
@@ -35,42 +33,6 @@ ARM_HEADER = "X-Switchover-Arm"
 ADMIN_HEADER = "X-Switchover-Admin"
 LEDGER_FLUSH_S = 0.1  # ledger rows reach the file within this (one write syscall per batch, not per row)
 log = logging.getLogger("switchover.gateway")
-
-
-@dataclass(frozen=True)
-class Live:
-    """One immutable snapshot of the config; a reload swaps it whole, in-flight requests keep theirs."""
-
-    gw: GatewayConfig
-    urls: dict[str, str]
-    models: dict[str, str | None]
-    keys: dict[str, str | None]
-    fail_statuses: frozenset[int]
-    estimator: PromptEstimator | None
-    states: tuple[RouteState, RouteState] = (RouteState(), RouteState(killed=True))  # (open, killed)
-
-    def route_state(self, killed: bool) -> RouteState:
-        return self.states[killed]
-
-
-def _route_states(gw: GatewayConfig) -> tuple[RouteState, RouteState]:
-    """Both RouteStates of a config (kill switch open, latched), built once per config rather than per request."""
-    def state(killed: bool) -> RouteState:
-        return RouteState(weight=gw.weight, rollback=gw.rollback, killed=killed,
-                          max_context_tokens=gw.max_context_tokens, bypass_paths=tuple(gw.bypass_paths),
-                          override_enabled=gw.override_header_enabled)
-    return state(False), state(True)
-
-
-def build_live(m: Migration) -> Live:
-    """Resolve a validated migration into what the request path needs (API keys read from the environment)."""
-    gw = getattr(m, "gateway", None)
-    if gw is None:
-        raise BadInput("the config has no `gateway:` section")
-    est = PromptEstimator(gw.tokenizer, gw.bytes_per_token) if gw.max_context_tokens else None
-    return Live(gw=gw, urls={"old": m.old.url, "new": m.new.url}, models={"old": m.old.model, "new": m.new.model},
-                keys={"old": m.old.api_key(), "new": m.new.api_key()},
-                fail_statuses=frozenset(gw.fallback.statuses), estimator=est, states=_route_states(gw))
 
 
 def _wants_usage_injected(obj: dict[str, Any]) -> bool:

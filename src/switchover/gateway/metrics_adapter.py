@@ -216,18 +216,22 @@ def scrape_url(upstream: str, src: EngineProfile) -> str:
 
 
 async def scrape(url: str, timeout_s: float = 5.0) -> str:
-    import aiohttp
+    """GET the engine's metrics text through the wire client (the one engine-facing client)."""
+    from urllib.parse import urlsplit
 
     from switchover.errors import Unreachable
+    from switchover.wire import EngineClient, Timeouts
 
-    try:
-        async with aiohttp.ClientSession() as s, s.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as r:
-            text = await r.text()
-            if r.status != 200:
-                raise Unreachable(f"{url}: HTTP {r.status}", hint="is the engine's metrics endpoint enabled?")
-            return text
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise Unreachable(f"{url}: {type(exc).__name__}: {exc}") from None
+    parts = urlsplit(url)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    timeouts = Timeouts(connect=timeout_s, first_byte=timeout_s, idle=timeout_s, total=timeout_s)
+    async with EngineClient(f"{parts.scheme}://{parts.netloc}", timeouts=timeouts) as client:
+        res = await client.request("GET", path, timeout=timeout_s)
+    if res.failure is not None:
+        raise Unreachable(f"{url}: {res.failure.message}")
+    if res.status != 200:
+        raise Unreachable(f"{url}: HTTP {res.status}", hint="is the engine's metrics endpoint enabled?")
+    return res.body.decode("utf-8", "replace")
 
 
 def adapter_app(url: str, p: Plan, model: str | None) -> Any:

@@ -23,8 +23,9 @@ class StructuredSide(BaseModel):
     total: int
 
     @property
-    def rate(self) -> float:
-        return self.valid / self.total if self.total else 0.0
+    def rate(self) -> float | None:
+        """Share of valid outputs; None when nothing was checked (not 0)."""
+        return self.valid / self.total if self.total else None
 
 
 class LongInputCheck(BaseModel):

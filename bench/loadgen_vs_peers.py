@@ -18,16 +18,16 @@ Client CPU per request is the robust figure on a shared machine: each tool runs 
 CPU of the first run (start-up, imports, connection set-up) is subtracted (resource.RUSAGE_CHILDREN: the tool and
 the descendants it reaped; AIPerf's worker processes are reaped, so they count).
 
-Measured 2026-11-29 13:30 UTC on the 2-vCPU dev box, quiet (load average 0.5; raw HTTP/1.1 transport),
-`python bench/loadgen_vs_peers.py --concurrency 64 --requests 2000 --chunks 64 --timing`:
+Measured 2026-11-29 14:00 UTC on the 2-vCPU dev box, quiet (engines stopped; raw HTTP/1.1 transport with kernel
+receive timestamps), `python bench/loadgen_vs_peers.py --concurrency 64 --requests 2000 --chunks 64 --timing`:
     tool         wall req/s  chunks/s cpu ms/req core req/s core chunks/s ours÷tool wall ours÷tool core
-    switchover         4793    306760      0.132       7603        486596          1.00×          1.00×
-    aiperf              146      9317      7.758        129          8249         32.93×         58.99×
-    vllm               1256     80410      0.994       1006         64415          3.81×          7.55×
-    timing error at 256 streams (paced server, 20 ms between events): p50 85 µs, p99 4,201 µs, 246 req/s
-The 3×-the-best-Python-peer target is met (7.6× vLLM's client per core, 3.8× wall). The p99 timing-error target
-(< 100 µs at 256 streams) is not: p50 is 85 µs, but when many sockets are ready in one event-loop turn the last
-ones are stamped milliseconds late. Closing that needs kernel receive timestamps (SO_TIMESTAMPNS via recvmsg).
+    switchover         4991    319406      0.184       5424        347104          1.00×          1.00×
+    aiperf              196     12527      5.550        180         11531         25.50×         30.10×
+    vllm               1459     93360      0.745       1342         85874          3.42×          4.04×
+    timing error at 256 streams (paced server, 20 ms between events): p50 5.5 µs, p99 19.0 µs, 249 req/s
+Both targets are met: 4.0× vLLM's client per core (3.4× wall), and p99 timing error 19 µs < 100 µs. With stamps
+taken in user space (13:30 UTC, same box) the timing error was p50 85 µs, p99 4.2 ms: when many sockets are ready
+in one event-loop turn, the last ones are read milliseconds late; the kernel's receive time is not.
 On a busy box (load ~10, 12:00 UTC, aiohttp transport) the same command gave 0.70 ms/request and 1.9× vLLM.
 """
 

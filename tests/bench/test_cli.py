@@ -47,6 +47,7 @@ def test_calibrate_json():
     assert r.returncode == 0, r.stderr
     cal = json.loads(r.stdout)
     assert cal["req_per_s"] > 0 and cal["chunks_per_s"] >= cal["req_per_s"]
+    assert cal["chunk_stamps"]
 
 
 def test_full_cli_run_against_zero_work_server_then_recompute_and_report(tmp_path):

@@ -113,3 +113,4 @@ async def test_chat_prompts_count_the_template_tokens_and_hit_the_target(tmp_pat
         report, rd = await BenchRun(_plan(a.url, api="chat", concurrency=[1]), tmp_path).run()
     assert {r["prompt_tokens"] for r in rd.read_records("requests")} == {24}
     assert report.endpoints[0].length_fits[0].deviation == 0
+    assert report.endpoints[0].chunk_stamps  # the run says where its chunk times came from

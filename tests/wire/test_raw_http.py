@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import threading
+import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from switchover.errors import BadInput
-from switchover.wire import EngineClient, FailureKind, Timeouts
+from switchover.wire import EngineClient, FailureKind, Timeouts, raw_http
 from switchover.wire.http1 import HttpProtocolError, ResponseParser
 from tests.wire.fake_server import chunk, usage_chunk
 
@@ -293,3 +297,102 @@ def test_key_that_cannot_be_a_header_is_bad_input_without_echoing_it(monkeypatch
     with pytest.raises(BadInput) as err:
         EngineClient("http://127.0.0.1:1", api_key_env="SO_ODD_KEY")
     assert "planted" not in str(err.value) and err.value.__cause__ is None
+
+
+# ---------------------------------------------------------------------------------------------- chunk timestamps
+
+
+def _threaded_sse_server(gap_s: float, sent: list[int]) -> tuple[socket.socket, threading.Thread]:
+    """One connection, one streamed answer: an event, `gap_s` later a second one; `sent` gets each send time."""
+    lsock = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = lsock.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+                         b"Connection: close\r\n\r\n")
+            for ev in (chunk("a"), chunk("b", "stop") + b"data: [DONE]\n\n"):
+                time.sleep(gap_s)
+                frame = b"%x\r\n%s\r\n" % (len(ev), ev)
+                sent.append(time.perf_counter_ns())
+                conn.sendall(frame)
+            conn.sendall(b"0\r\n\r\n")
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    return lsock, th
+
+
+async def _stream_while_the_loop_is_blocked(gap_s: float, block_s: float) -> tuple[Any, list[int], int, str | None]:
+    """Events at gap, 2*gap; the event loop blocked from 20 ms to 20 ms + block_s."""
+    sent: list[int] = []
+    lsock, th = _threaded_sse_server(gap_s, sent)
+    port = lsock.getsockname()[1]
+    unblocked: list[int] = []
+
+    def hog() -> None:
+        time.sleep(block_s)
+        unblocked.append(time.perf_counter_ns())
+
+    try:
+        async with EngineClient(f"http://127.0.0.1:{port}", transport="raw") as c:
+            asyncio.get_running_loop().call_later(0.02, hog)
+            rec = await c.complete("p", model="m", stream=True)
+            stamps = c.chunk_stamps()
+    finally:
+        th.join(5)
+        lsock.close()
+    assert rec.ok and rec.text == "ab", rec.failure
+    assert len(sent) == 2 and len(rec.chunk_ns) == 2
+    return rec, sent, unblocked[0], stamps
+
+
+kernel_only = pytest.mark.skipif(raw_http._SO_TIMESTAMPNS is None, reason="no kernel receive timestamps here")
+
+
+@kernel_only
+async def test_chunk_stamp_is_the_kernel_arrival_not_when_a_busy_loop_reads_it() -> None:
+    rec, sent, unblocked, stamps = await _stream_while_the_loop_is_blocked(0.15, 0.2)
+    assert sent[0] < unblocked - 30_000_000  # the first event waited in the socket while the loop was blocked
+    lags = [t - s for t, s in zip(rec.chunk_ns, sent, strict=True)]
+    assert all(0 <= lag < 20_000_000 for lag in lags), lags  # stamped at arrival, not 30+ ms later
+    assert rec.coalesced_chunks == 0
+    assert stamps == "kernel receive time (SO_TIMESTAMPNS)"
+
+
+@kernel_only
+async def test_events_read_together_share_the_arrival_of_the_last_and_are_counted() -> None:
+    rec, sent, _, _ = await _stream_while_the_loop_is_blocked(0.04, 0.12)  # both events wait in the socket
+    assert rec.coalesced_chunks == 1 and rec.chunk_ns[0] == rec.chunk_ns[1]
+    assert 0 <= rec.chunk_ns[1] - sent[1] < 20_000_000  # TCP reports the receive time of the last bytes read
+
+
+async def test_request_larger_than_the_socket_buffer_is_sent_whole(scripted: list[_Scripted]) -> None:
+    srv = await _Scripted([_sse_reply()]).start()
+    scripted.append(srv)
+    prompt = "word " * 2_000_000  # 10 MB: many partial sends
+    async with EngineClient(srv.url, transport="raw") as c:
+        rec = await c.complete(prompt, model="m", stream=True)
+    assert rec.ok and rec.text == "ab", rec.failure
+    assert prompt.encode() in srv.requests[0]
+
+
+@pytest.mark.parametrize(("kernel", "user", "says"), [
+    (0, 0, None),
+    (3, 0, "kernel receive time (SO_TIMESTAMPNS)"),
+    (0, 2, "user space, on arrival in the event loop (no kernel receive timestamps here)"),
+    (3, 2, "mixed: 3 reads kernel-stamped, 2 stamped in user space"),
+])
+def test_stamp_source_is_said_as_it_was(kernel: int, user: int, says: str | None) -> None:
+    assert raw_http.StampCounts(kernel, user).describe() == says
+
+
+async def test_aiohttp_transport_says_its_stamps_are_user_space(scripted: list[_Scripted]) -> None:
+    srv = await _Scripted([_sse_reply()]).start()
+    scripted.append(srv)
+    async with EngineClient(srv.url, transport="aiohttp") as c:
+        assert c.chunk_stamps() is None
+        rec = await c.complete("p", model="m", stream=True)
+        assert rec.ok
+        assert c.chunk_stamps() == "user space, on arrival in the event loop (aiohttp transport)"

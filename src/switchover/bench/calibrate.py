@@ -91,6 +91,7 @@ async def measure(
             return await client.generate(api, body)  # type: ignore[arg-type]
 
         sent = await run_concurrency(send, concurrency, StepBounds(duration_s=duration_s, warmup_s=warmup_s), stop)
+        stamps = client.chunk_stamps()
     measured = [s.record for s in sent if not s.warmup]
     ok = [r for r in measured if r.ok]
     if not ok:
@@ -113,6 +114,7 @@ async def measure(
         errors=len(measured) - len(ok),
         timing_error_p50_us=float(np.percentile(errs, 50)) if errs else None,
         timing_error_p99_us=float(np.percentile(errs, 99)) if errs else None,
+        chunk_stamps=stamps,
     )
 
 

@@ -170,6 +170,9 @@ def render(report: BenchReport) -> str:
         )
     else:
         parts.append("<p class=warn>No client calibration: headroom unknown.</p>")
+    stamps = [f"{escape(e.label)}: {escape(e.chunk_stamps)}" for e in report.endpoints if e.chunk_stamps]
+    if stamps:
+        parts.append(f"<p>Chunk timestamps: {'; '.join(stamps)}.</p>")
     buckets = list(dict.fromkeys(s.bucket for s in report.steps))
     figs = [bucket_figure(report, b) for b in buckets]
     for i, fig in enumerate(figs):

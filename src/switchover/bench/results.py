@@ -89,6 +89,8 @@ class EndpointInfo(BaseModel):
     output_control: str = Field(description="how the output length is forced, or why it cannot be")
     length_fits: list[BucketFit] = Field(default_factory=list)
     token_count_method: str | None = None
+    chunk_stamps: str | None = Field(default=None, description="where chunk arrival times came from (kernel or "
+                                     "user space), as the wire client observed it; None if nothing was received")
 
 
 class Calibration(BaseModel):
@@ -105,6 +107,7 @@ class Calibration(BaseModel):
     send_lag_p99_ms: float | None = None
     timing_error_p50_us: float | None = None
     timing_error_p99_us: float | None = None
+    chunk_stamps: str | None = Field(default=None, description="where the client's chunk times came from")
     note: str = ""
 
 

@@ -326,6 +326,7 @@ class BenchRun:
                 if ep.scraper is not None:
                     await ep.scraper.stop()
                     report.notes.append(ep.scraper.note())
+                ep.info.chunk_stamps = ep.client.chunk_stamps()
                 await ep.client.close()
             writer.close()
             self._finish(report, rd)

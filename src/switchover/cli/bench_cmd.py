@@ -324,6 +324,8 @@ def calibrate_cmd(
             f"p99 {cal.timing_error_p99_us:.0f} µs",
             highlight=False,
         )
+    if cal.chunk_stamps:
+        console.print(f"chunk timestamps: {cal.chunk_stamps}", highlight=False)
     console.print(f"[dim]{cal.note}[/]", highlight=False)
 
 

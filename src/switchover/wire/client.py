@@ -1,12 +1,13 @@
 """The one engine-facing HTTP client: OpenAI-compatible generation, models, health, metrics, tokenize.
 
-Timing rule: every chunk timestamp is `perf_counter_ns()` taken right after the socket read that
-completed it returns, before any JSON parsing. Four timeouts (connect, first byte, idle gap, total) are
-reported as four distinct failure kinds. The API key is read from the environment, sent as a header,
-and never stored in a record or logged.
+Timing rule: every chunk timestamp is on the `perf_counter_ns()` clock and says when the bytes that completed it
+arrived, before any JSON parsing: the kernel's receive time of the socket read where the platform gives one
+(raw transport on Linux), else the time the read returned. `chunk_stamps()` says which a client used.
+Four timeouts (connect, first byte, idle gap, total) are reported as four distinct failure kinds. The API key is
+read from the environment, sent as a header, and never stored in a record or logged.
 
-Two transports fill the same RequestRecord: `raw` (wire.raw_http: asyncio Protocols, the stamp taken in
-`data_received`; about half aiohttp's client CPU per streamed chunk) for generation over plain http://, and
+Two transports fill the same RequestRecord: `raw` (wire.raw_http: own non-blocking sockets read with recvmsg;
+about half aiohttp's client CPU per streamed chunk) for generation over plain http://, and
 aiohttp for https:// and every other endpoint. `transport="auto"` picks that way; "raw"/"aiohttp" force one.
 """
 
@@ -25,7 +26,7 @@ import orjson
 from switchover.errors import BadInput
 from switchover.wire.error_body import parse_error_body
 from switchover.wire.fold import apply_body, apply_events, connect_text, err_text, join_streamed_text
-from switchover.wire.raw_http import RawPool
+from switchover.wire.raw_http import RawPool, StampCounts
 from switchover.wire.records import Api, Failure, FailureKind, RequestRecord
 from switchover.wire.sse import SSEParser
 
@@ -91,6 +92,8 @@ class EngineClient:
             raise BadInput(f"transport='raw' needs a plain http:// URL without credentials, got {base_url!r}")
         self.transport: Transport = "raw" if transport == "raw" or (transport == "auto" and plain) else "aiohttp"
         self._pool: RawPool | None = None
+        self._stamps = StampCounts()
+        self._aiohttp_streams = 0
         self._raw_heads: dict[str, bytes] = {}
         if self.transport == "raw":
             host = parts.hostname or "127.0.0.1"
@@ -137,8 +140,17 @@ class EngineClient:
             if pool is not None:
                 pool.close()
             host, port = self._raw_addr
-            pool = self._pool = RawPool(host, port, self.base_url, self._max_connections, self.timeouts)
+            pool = self._pool = RawPool(host, port, self.base_url, self._max_connections, self.timeouts,
+                                        self._stamps)
         return pool
+
+    def chunk_stamps(self) -> str | None:
+        """Where this client's generation timestamps came from so far (None: no generation response yet)."""
+        raw = self._stamps.describe()
+        if not self._aiohttp_streams:
+            return raw
+        user = f"user space, on arrival in the event loop ({self.transport} transport)"
+        return user if raw is None else f"{raw}; {self._aiohttp_streams} responses over aiohttp: {user}"
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -169,6 +181,7 @@ class EngineClient:
             await self._generate_raw(rec, api, payload, stream)
             return rec
         session = self._open()
+        self._aiohttp_streams += 1
         for attempt in (0, 1):
             try:
                 await self._exchange(rec, session, api, payload, stream)

@@ -1,18 +1,27 @@
-"""A minimal HTTP/1.1 client on asyncio Protocols for plain-http generation requests (the load generator's path).
+"""A minimal HTTP/1.1 client on non-blocking sockets for plain-http generation requests (the load generator's path).
 
-Why: aiohttp's per-request and per-read machinery (StreamReader, flow control, session.post) dominated the
-client's CPU per streamed chunk. Here each keep-alive connection is a Protocol that parses the response itself
-and hands body bytes straight to the SSE parser; `perf_counter_ns()` is taken in `data_received`, i.e. when the
-bytes arrive, and every event those bytes complete gets that timestamp. One request = one `transport.write`.
+Why its own sockets: aiohttp's per-request and per-read machinery (StreamReader, flow control, session.post)
+dominated the client's CPU per streamed chunk, and an asyncio transport cannot hand over a socket's ancillary data.
+Each keep-alive connection here reads with `recvmsg` from a loop reader callback; on Linux the socket has
+SO_TIMESTAMPNS, so every read carries the kernel's receive time of its last bytes, and every event those bytes
+complete gets that time (converted to the `perf_counter_ns` clock). A chunk's stamp then says when it reached this
+machine, not when the event loop got round to it: with 256 busy streams, many sockets are ready in one loop turn
+and the last of them are read milliseconds later. Where the kernel gives no stamp (another OS, another
+architecture) the read is stamped on arrival in user space, and the pool counts which kind each read got, so a
+report can say which it used. One request = one `send` (a partial send waits for the socket to drain).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import platform
 import socket
+import struct
+import sys
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from switchover.wire.error_body import parse_error_body
@@ -26,6 +35,31 @@ if TYPE_CHECKING:
 
 _MAX_ERROR_BODY = 65536
 _NS = 1_000_000_000
+_READ = 65536
+
+# SO_TIMESTAMPNS (= SCM_TIMESTAMPNS) from asm-generic/socket.h, which x86-64 and arm64 use; Python's socket module
+# does not name it. Other architectures number it differently: there, reads are stamped in user space.
+_SO_TIMESTAMPNS = 35 if sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64", "arm64") else None
+_ANC = socket.CMSG_SPACE(16) if _SO_TIMESTAMPNS is not None else 0
+_TIMESPEC = struct.Struct("@qq")
+
+
+@dataclass(slots=True)
+class StampCounts:
+    """How many socket reads got a kernel receive timestamp, and how many were stamped in user space."""
+
+    kernel: int = 0
+    user: int = 0
+
+    def describe(self) -> str | None:
+        """What a report says about its chunk timestamps (None before any read)."""
+        if self.kernel and not self.user:
+            return "kernel receive time (SO_TIMESTAMPNS)"
+        if self.user and not self.kernel:
+            return "user space, on arrival in the event loop (no kernel receive timestamps here)"
+        if self.kernel or self.user:
+            return f"mixed: {self.kernel} reads kernel-stamped, {self.user} stamped in user space"
+        return None
 
 
 # ---------------------------------------------------------------------------------------------- connections
@@ -33,13 +67,16 @@ _NS = 1_000_000_000
 _BODY, _STREAM, _ERROR = range(3)
 
 
-class _Conn(asyncio.Protocol):
-    """One keep-alive connection; runs at most one exchange at a time and fills its record as bytes arrive."""
+class _Conn:
+    """One keep-alive connection on its own non-blocking socket; runs at most one exchange at a time and fills its
+    record as bytes arrive."""
 
-    def __init__(self, pool: RawPool) -> None:
+    def __init__(self, pool: RawPool, sock: socket.socket) -> None:
         self.pool = pool
-        self.transport: asyncio.Transport | None = None
+        self.sock = sock
+        self.fd = sock.fileno()
         self.closed = False
+        self.pending: memoryview | None = None  # the unsent rest of a request
         self.rec: RequestRecord | None = None  # the exchange in progress, if any
         self.fut: asyncio.Future[bool] | None = None
         self.parser = ResponseParser()
@@ -52,18 +89,66 @@ class _Conn(asyncio.Protocol):
         self.last_ns = 0
         self.total_ns = 0
         self.timer: asyncio.TimerHandle | None = None
+        pool.loop.add_reader(self.fd, self._readable)
 
-    # -- asyncio callbacks
+    # -- socket callbacks
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError, AttributeError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def data_received(self, data: bytes) -> None:
+    def _readable(self) -> None:
+        try:
+            data, anc, _flags, _addr = self.sock.recvmsg(_READ, _ANC)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._lost(exc)
+            return
+        if not data:
+            self._eof()
+            return
         now = time.perf_counter_ns()
+        pool = self.pool
+        if anc:
+            sec, nsec = _TIMESPEC.unpack_from(anc[0][2])
+            # realtime -> perf_counter: the offset between the two clocks read now (an NTP step between the
+            # packet and this read is the only error), never later than now
+            stamp = sec * _NS + nsec - (time.time_ns() - now)
+            if stamp < now:
+                now = stamp
+            pool.stamps.kernel += 1
+        else:
+            pool.stamps.user += 1
+        self._data(data, now)
+
+    def _writable(self) -> None:
+        rest = self.pending
+        if rest is None:
+            self.pool.loop.remove_writer(self.fd)
+            return
+        try:
+            n = self.sock.send(rest)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._lost(exc)
+            return
+        if n < len(rest):
+            self.pending = rest[n:]
+        else:
+            self.pending = None
+            self.pool.loop.remove_writer(self.fd)
+
+    def _send(self, data: bytes) -> None:
+        try:
+            n = self.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            n = 0
+        except OSError as exc:  # reported from the loop, as a transport would, not from inside start()
+            self.pool.loop.call_soon(self._lost, exc)
+            return
+        if n < len(data):
+            self.pending = memoryview(data)[n:]
+            self.pool.loop.add_writer(self.fd, self._writable)
+
+    def _data(self, data: bytes, now: int) -> None:
         rec = self.rec
         if rec is None:  # unsolicited bytes on an idle connection: it is no longer in a known state
             self.abort()
@@ -84,7 +169,7 @@ class _Conn(asyncio.Protocol):
             if self.mode == _STREAM:
                 if rec.first_byte_ns is None:
                     rec.first_byte_ns = now
-                    self._arm(min(now + self.pool.idle_ns, self.total_ns) - now)
+                    self._arm(min(now + self.pool.idle_ns, self.total_ns) - time.perf_counter_ns())
                 apply_events(rec, self.sse.feed(body), now)
             else:
                 self.body.append(body)
@@ -96,15 +181,16 @@ class _Conn(asyncio.Protocol):
         if parser.done:
             self._complete(rec, now)
 
-    def eof_received(self) -> bool:
+    def _eof(self) -> None:
         rec = self.rec
         if rec is not None and self.parser.reads_until_close:
             self.parser.eof()
             self._complete(rec, time.perf_counter_ns())
-        return False  # close the transport
+        self.abort()
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
+    def _lost(self, exc: Exception | None) -> None:
+        """The connection is gone (closed by us or the peer, or a socket error)."""
+        self._close_socket()
         self.pool.forget(self)
         if self.rec is not None:
             now = time.perf_counter_ns()
@@ -119,7 +205,6 @@ class _Conn(asyncio.Protocol):
     def start(self, rec: RequestRecord, request: bytes, stream: bool, fb_ns: int,
               total_ns: int) -> asyncio.Future[bool]:
         """Send one request; the returned future is True when nothing came back and a resend is safe."""
-        assert self.transport is not None
         self.rec = rec
         self.fut = fut = self.pool.loop.create_future()
         self.parser = ResponseParser()
@@ -129,7 +214,7 @@ class _Conn(asyncio.Protocol):
         self.body_len = 0
         self.received = False
         self.total_ns = total_ns
-        self.transport.write(request)
+        self._send(request)
         self._arm(fb_ns - time.perf_counter_ns())
         return fut
 
@@ -225,15 +310,29 @@ class _Conn(asyncio.Protocol):
         self._fail(kind, f"{kind.value.replace('_', ' ')} after {limit:g} s", now)
 
     def abort(self) -> None:
+        """Close now; the exchange in progress (if any) is settled from the loop, as after a peer's close."""
+        if not self.closed:
+            self._close_socket()
+            self.pool.loop.call_soon(self._lost, None)
+
+    def _close_socket(self) -> None:
+        if self.closed:
+            return
         self.closed = True
-        if self.transport is not None:
-            self.transport.abort()
+        loop = self.pool.loop
+        with contextlib.suppress(RuntimeError, ValueError, OSError):  # the loop may be closed already
+            loop.remove_reader(self.fd)
+            if self.pending is not None:
+                loop.remove_writer(self.fd)
+        self.pending = None
+        self.sock.close()
 
 
 class RawPool:
     """Keep-alive connections to one host:port, at most `limit` open (or opening) at once."""
 
-    def __init__(self, host: str, port: int, url: str, limit: int, timeouts: Timeouts) -> None:
+    def __init__(self, host: str, port: int, url: str, limit: int, timeouts: Timeouts,
+                 stamps: StampCounts | None = None) -> None:
         self.host = host
         self.port = port
         self.url = url
@@ -246,6 +345,7 @@ class RawPool:
         self._opening = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self.closed = False
+        self.stamps = stamps if stamps is not None else StampCounts()
 
     def release(self, conn: _Conn) -> None:
         if conn.closed:
@@ -270,7 +370,7 @@ class RawPool:
     def _pop_idle(self) -> _Conn | None:
         while self._idle:
             conn = self._idle.pop()
-            if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
+            if not conn.closed:
                 return conn
         return None
 
@@ -299,17 +399,40 @@ class RawPool:
     async def _open(self) -> _Conn:
         """Connect in the slot `_slot` reserved."""
         try:
-            _, conn = await self.loop.create_connection(lambda: _Conn(self), self.host, self.port)
+            sock = await self._connect()
         except BaseException:
             self._opening -= 1
             self._wake()  # the slot is free again
             raise
         self._opening -= 1
         if self.closed:
-            conn.abort()
+            sock.close()
             raise ConnectionAbortedError("the client was closed")
+        conn = _Conn(self, sock)
         self._all.add(conn)
         return conn
+
+    async def _connect(self) -> socket.socket:
+        """A connected non-blocking socket: each address of the host in turn, the last error if none answers."""
+        infos = await self.loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+        last: OSError = OSError(f"no address for {self.host}")
+        for family, type_, proto, _, addr in infos:
+            sock = socket.socket(family, type_, proto)
+            try:
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if _SO_TIMESTAMPNS is not None:
+                    with contextlib.suppress(OSError):
+                        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                await self.loop.sock_connect(sock, addr)
+                return sock
+            except OSError as exc:
+                sock.close()
+                last = exc
+            except BaseException:
+                sock.close()
+                raise
+        raise last
 
     async def exchange(self, rec: RequestRecord, request: bytes, stream: bool, *, fresh: bool) -> bool:
         """One request/response on a pooled connection; fills `rec`. True: nothing came back, resend is safe.

@@ -131,7 +131,8 @@ class RequestRecord:
         """Events that arrived in the same socket read as the event before them (so share its timestamp).
 
         Non-zero means the client read slower than the server wrote; inter-chunk gaps of those events are
-        not observable and ITL statistics should say so."""
+        not observable and ITL statistics should say so. With kernel receive stamps the shared time is the
+        arrival of the read's last bytes (TCP reports one time per read), so only the earlier events are late."""
         return sum(1 for a, b in zip(self.chunk_ns, self.chunk_ns[1:], strict=False) if a == b)
 
     @property

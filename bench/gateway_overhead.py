@@ -5,11 +5,17 @@ Each path routes the same way (tenant header hash: 5 % to "new", the rest to "ol
 For each path and for streaming and non-streaming requests it measures, closed loop from this process:
   * latency at concurrency 1 (p50 / p99 of the whole response) -> added latency = path - direct
   * throughput at concurrency C (req/s) -> ratios against nginx and LiteLLM
+  * latency at a fixed open-loop rate (--rate, default 500 req/s, constant spacing): request i is due at
+    t0 + i/rate and sent then, whatever the others are doing (a slow response never delays the next send: no
+    coordinated omission); latency counts from the send to the last byte -> added p50 / p99 at that rate. The
+    client's own send lag (actual send - due; the event loop's timers wake up to ~1 ms late) is printed: it
+    shifts when requests go out, identically for every path, not what they measure. A path whose c=C
+    throughput is under 1.5x the rate is not driven at it (reported n/a, with why).
 Every phase is bounded by a request count and a time limit. The load generator shares the machine, so read
 the figures as relative.
 
     python bench/gateway_overhead.py [--n-latency 300] [--n-throughput 3000] [--concurrency 16]
-        [--seconds 8] [--skip nginx,litellm] [--json out.json]
+        [--seconds 8] [--rate 500] [--rate-seconds 8] [--skip nginx,litellm] [--json out.json]
 
 nginx: Debian package (`apt-get install nginx`). LiteLLM: pinned `litellm[proxy]==1.108.7` in its own venv
 under ~/.cache/switchover/bench-venvs/litellm (created on first use; never in the project env).
@@ -216,6 +222,58 @@ async def load(url: str, *, stream: bool, concurrency: int, n: int, seconds: flo
             "lat": lat}
 
 
+async def paced(url: str, *, stream: bool, rate: float, seconds: float, headers: dict[str, str]) -> dict[str, Any]:
+    """Open loop: request i is due at t0 + i/rate; latency from its send to the last byte."""
+    body = orjson.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 16,
+                         "stream": stream})
+    n = max(1, int(rate * seconds))
+    lat: list[float] = []
+    lag: list[float] = []
+    errors = 0
+    conn = aiohttp.TCPConnector(limit=0, keepalive_timeout=30)
+    async with aiohttp.ClientSession(connector=conn) as s:
+        async def one(i: int, due: float) -> None:
+            nonlocal errors
+            h = {**headers, "x-tenant-id": f"tenant-{(i * 7919) % 1000}", "Content-Type": "application/json"}
+            sent = time.perf_counter()
+            lag.append(sent - due)
+            try:
+                async with s.post(url + "/v1/chat/completions", data=body, headers=h,
+                                  timeout=aiohttp.ClientTimeout(total=30)) as r:
+                    data = await r.read()
+                    ok = r.status == 200 and (not stream or data.rstrip().endswith(b"[DONE]"))
+            except (aiohttp.ClientError, TimeoutError):
+                ok = False
+            if ok:
+                lat.append(time.perf_counter() - sent)
+            else:
+                errors += 1
+
+        warm = [asyncio.create_task(one(-1 - k, time.perf_counter())) for k in range(32)]  # open connections
+        await asyncio.gather(*warm)
+        lat.clear()
+        lag.clear()
+        errors = 0
+        tasks = []
+        t0 = time.perf_counter() + 0.05
+        for i in range(n):
+            due = t0 + i / rate
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(i, due)))
+        await asyncio.gather(*tasks)
+    lat.sort()
+    lag.sort()
+    return {"n": len(lat), "errors": errors, "rate": rate, "p50_ms": pct_ms(lat, 0.5), "p99_ms": pct_ms(lat, 0.99),
+            "send_lag_p99_ms": pct_ms(lag, 0.99), "lat": lat}
+
+
+def pct_ms(xs: list[float], q: float) -> float | None:
+    """Percentile q (0..1) of sorted seconds, in ms."""
+    return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000 if xs else None
+
+
 def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
     lat = sorted(x for p in parts for x in p["lat"])
 
@@ -263,6 +321,31 @@ async def measure(paths: dict[str, tuple[str, dict[str, str]]], args: argparse.N
             print(f"  {name:10s} {mode:6s} c=1 p50 {lat['p50_ms'] or float('nan'):7.2f} ms "
                   f"p99 {lat['p99_ms'] or float('nan'):7.2f} ms | c={args.concurrency} {thr['rps']:8.0f} req/s"
                   f"{cpu_txt} (rounds {rounds}; errors {lat['errors'] + thr['errors']})", flush=True)
+        if args.rate > 0:  # rounds alternating the paths here too; samples pooled
+            driven: dict[str, list[dict[str, Any]]] = {}
+            for name in paths:
+                max_rps = out[name][mode][key]["rps"]
+                if max_rps < 1.5 * args.rate:
+                    out[name][mode]["at_rate"] = {"skipped": f"sustains {max_rps:.0f} req/s at c={args.concurrency},"
+                                                             f" under 1.5x {args.rate:g} req/s"}
+                    print(f"  {name:10s} {mode:6s} at {args.rate:g} req/s: n/a "
+                          f"({out[name][mode]['at_rate']['skipped']})", flush=True)
+                else:
+                    driven[name] = []
+            for _ in range(args.rounds):
+                for name in driven:
+                    url, headers = paths[name]
+                    driven[name].append(await paced(url, stream=stream, rate=args.rate,
+                                                    seconds=args.rate_seconds / args.rounds, headers=headers))
+            for name, parts in driven.items():
+                lat = sorted(x for p in parts for x in p["lat"])
+                lag = max(p["send_lag_p99_ms"] or 0.0 for p in parts)
+                r = {"n": len(lat), "errors": sum(p["errors"] for p in parts), "rate": args.rate,
+                     "p50_ms": pct_ms(lat, 0.5), "p99_ms": pct_ms(lat, 0.99), "send_lag_p99_ms": lag}
+                out[name][mode]["at_rate"] = r
+                print(f"  {name:10s} {mode:6s} at {args.rate:g} req/s: p50 {r['p50_ms'] or float('nan'):6.2f} ms "
+                      f"p99 {r['p99_ms'] or float('nan'):6.2f} ms ({r['n']} ok, {r['errors']} errors; "
+                      f"client send lag p99 {lag:.2f} ms)", flush=True)
     return out
 
 
@@ -280,6 +363,20 @@ def summarise(res: dict[str, Any], c: int) -> dict[str, Any]:
                 "added_p50_ms": None if lat["p50_ms"] is None else lat["p50_ms"] - d["latency_c1"]["p50_ms"],
                 "added_p99_ms": None if lat["p99_ms"] is None else lat["p99_ms"] - d["latency_c1"]["p99_ms"],
                 "max_rps": thr["rps"], "proxy_cpu_us_per_req": thr.get("proxy_cpu_us_per_req")}
+        d_rate = d.get("at_rate", {})
+        for name, r in res.items():
+            at = r[mode].get("at_rate")
+            if at is None:
+                continue
+            if "skipped" in at:
+                rows[name]["at_rate"] = {"skipped": at["skipped"]}
+                continue
+            ok = at["p50_ms"] is not None and d_rate.get("p50_ms") is not None
+            rows[name]["at_rate"] = {
+                "rate": at["rate"], "p50_ms": at["p50_ms"], "p99_ms": at["p99_ms"], "errors": at["errors"],
+                "send_lag_p99_ms": at["send_lag_p99_ms"],
+                "added_p50_ms": at["p50_ms"] - d_rate["p50_ms"] if ok else None,
+                "added_p99_ms": at["p99_ms"] - d_rate["p99_ms"] if ok and at["p99_ms"] is not None else None}
         so = rows.get("switchover", {}).get("max_rps")
         for peer in ("nginx", "litellm"):
             if so and peer in rows and rows[peer]["max_rps"]:
@@ -358,6 +455,21 @@ def print_summary(report: dict[str, Any]) -> None:
                 return f"{x:{w}.2f}" if x is not None else " " * (w - 3) + "n/a"
             print(f"      {name:10s} {f(r['p50_ms'])} {f(r['p99_ms'])} {f(r['added_p50_ms'])} "
                   f"{f(r['added_p99_ms'])} {r['max_rps']:12.0f} {f(r['proxy_cpu_us_per_req'], 17)}")
+        rated = {n: r["at_rate"] for n, r in rows.items() if "at_rate" in r}
+        if rated:
+            rate = next((a["rate"] for a in rated.values() if "rate" in a), None)
+            print(f"      open loop at {rate:g} req/s:  p50 ms   p99 ms  +p50 ms  +p99 ms" if rate else
+                  "      open loop: no path driven")
+            for name, a in rated.items():
+                if "skipped" in a:
+                    print(f"      {name:10s} n/a: {a['skipped']}")
+                    continue
+
+                def g(x: float | None) -> str:
+                    return f"{x:8.2f}" if x is not None else "     n/a"
+                print(f"      {name:10s} {' ' * 12}{g(a['p50_ms'])} {g(a['p99_ms'])} {g(a['added_p50_ms'])} "
+                      f"{g(a['added_p99_ms'])}  (errors {a['errors']}, client send lag p99 "
+                      f"{a['send_lag_p99_ms'] or 0:.2f} ms)")
         so = rows.get("switchover", {})
         ratios = ", ".join(f"switchover/{p} throughput = {so[k]:.2f}x" for p in ("nginx", "litellm")
                            if (k := f"rps_vs_{p}") in so)
@@ -372,6 +484,9 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--seconds", type=float, default=8.0, help="time bound per phase (split over the rounds)")
     ap.add_argument("--rounds", type=int, default=4, help="rounds alternating the paths")
+    ap.add_argument("--rate", type=float, default=500.0, help="open-loop req/s for the added-latency target (0: skip)")
+    ap.add_argument("--rate-seconds", type=float, default=8.0, help="open-loop time per path and mode (split over "
+                    "the rounds)")
     ap.add_argument("--skip", default="", help="comma list: nginx,litellm")
     ap.add_argument("--json", type=Path, help="also write the full report here")
     args = ap.parse_args()

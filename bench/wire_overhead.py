@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 
+from switchover.gctune import quiet_gc
 from switchover.wire import EngineClient, Timeouts
 
 
@@ -74,6 +75,7 @@ def main() -> None:
         except ImportError:
             runner = asyncio.run
         url = f"http://127.0.0.1:{port}"
+        quiet_gc()  # as `switchover bench` runs (gctune.py)
         print(f"wire client overhead vs a zero-work SSE server ({args.chunks} chunks/response, "
               f"{args.seconds:g} s per step, client pinned to core {cores[0]}, server to core {cores[-1]})")
         print(f"{'streams':>8} {'requests':>9} {'errors':>6} {'chunks/s':>10} {'req/s':>8} {'µs/chunk':>9} "

@@ -127,16 +127,3 @@ def test_bad_configs_and_no_gateway_give_clean_exit_codes(tmp_path, capsys, monk
     code, err = cli_here(["gateway", "state", "--config", str(tmp_path / "s.yaml")], capsys, monkeypatch)
     assert code == 3 and "no running gateway" in err
 
-
-def test_quiet_gc_freezes_start_up_objects_and_raises_the_young_threshold():
-    import gc
-
-    from switchover.gateway.server import GC_THRESHOLDS, quiet_gc
-
-    before = gc.get_threshold()
-    try:
-        quiet_gc()
-        assert gc.get_threshold() == GC_THRESHOLDS and gc.get_freeze_count() > 0
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*before)

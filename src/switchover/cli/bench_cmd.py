@@ -274,7 +274,7 @@ def bench(
     runner = BenchRun(plan, runs_dir, _Progress(progress), calibrate_fn=cal if plan.calibrate else None)
     try:
         with progress:
-            report, _ = run(runner.run())
+            report, _ = run(runner.run(), hot=True)
     except KeyboardInterrupt:
         where = runner.run_dir or "(no run directory yet)"
         err_console.print(f"interrupted: partial results kept in {where}", highlight=False)
@@ -307,7 +307,8 @@ def calibrate_cmd(
     if concurrency < 1 or chunks < 1 or duration <= 0:
         raise BadInput("--concurrency, --chunks and --duration must be positive")
     cal = run(
-        calibrate(concurrency=concurrency, chunks=chunks, duration_s=duration, in_process=in_process, itl_ms=itl_ms)
+        calibrate(concurrency=concurrency, chunks=chunks, duration_s=duration, in_process=in_process, itl_ms=itl_ms),
+        hot=True,
     )
     if json_out:
         print_json(cal)
@@ -410,7 +411,7 @@ def sweep_cmd(
         requests=requests,
         calibrate=False,
     )
-    res = run(run_sweep(launch, params, plan, url, runs_dir, ready_timeout_s=ready_timeout))
+    res = run(run_sweep(launch, params, plan, url, runs_dir, ready_timeout_s=ready_timeout), hot=True)
     if json_out:
         print_json(res)
         return

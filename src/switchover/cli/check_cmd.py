@@ -79,7 +79,7 @@ def register(app: typer.Typer) -> None:
                 status.update(f"{part}: {msg[:100]}")
 
             runner = CheckRun(m, settings, config_path=config, runs_dir=runs_dir, on_event=on_event)
-            report, rd = run(runner.run())
+            report, rd = run(runner.run(), hot=True)
         if json_out:
             print_json(report)
         else:

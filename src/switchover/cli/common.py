@@ -17,8 +17,12 @@ console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
 
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine on uvloop where available."""
+def run(coro: Coroutine[Any, Any, T], *, hot: bool = False) -> T:
+    """Run a coroutine on uvloop where available; `hot`: a load-generating command (quieter GC, see gctune)."""
+    if hot:
+        from switchover.gctune import quiet_gc
+
+        quiet_gc()
     try:
         import uvloop
 

@@ -63,6 +63,7 @@ def test_full_cli_run_against_zero_work_server_then_recompute_and_report(tmp_pat
         assert r.returncode == 0, r.stderr
         report = json.loads(r.stdout)
         assert report["passed"] is True and len(report["steps"]) == 6
+        assert all(e["chunk_stamps"] for e in report["endpoints"])
         run_dir = report["run_dir"]
         r = _run("recompute", run_dir, "--as", "guidellm", "--json")
         assert r.returncode == 0, r.stderr
@@ -72,6 +73,7 @@ def test_full_cli_run_against_zero_work_server_then_recompute_and_report(tmp_pat
         r = _run("--url", url, "--buckets", "24", "--output-tokens", "8", "--concurrency", "1", "--requests", "3",
                  "--no-calibrate", "--runs-dir", str(tmp_path), "--slo", "ttft_p99_ms=0.000001")
         assert r.returncode == 1 and "checks failed" in r.stderr
+        assert "chunk timestamps: " in r.stdout
     finally:
         srv.terminate()
         srv.wait(timeout=10)

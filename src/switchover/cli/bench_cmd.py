@@ -137,6 +137,9 @@ def render(report: Any) -> None:
         )
     else:
         console.print("[dim]no client calibration (--no-calibrate): headroom unknown[/]", highlight=False)
+    stamps = {e.chunk_stamps for e in report.endpoints if e.chunk_stamps}
+    if stamps:
+        console.print(f"chunk timestamps: {'; '.join(sorted(stamps))}", highlight=False)
     for key, k in report.knees.items():
         console.print(f"[bold]{key}[/]: {k.message}", highlight=False, soft_wrap=True)
     for a in report.ab:

@@ -175,6 +175,19 @@ def group_cpu_s(pgid: int) -> float:
 
 # ---- load --------------------------------------------------------------------------------------------
 
+async def post_once(s: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str], tenant: int,
+                    stream: bool) -> bool:
+    """One chat completion as tenant-<n>; True when it came back whole (200, and a stream ends with [DONE])."""
+    h = {**headers, "x-tenant-id": f"tenant-{tenant}", "Content-Type": "application/json"}
+    try:
+        async with s.post(url + "/v1/chat/completions", data=body, headers=h,
+                          timeout=aiohttp.ClientTimeout(total=30)) as r:
+            data = await r.read()
+            return r.status == 200 and (not stream or data.rstrip().endswith(b"[DONE]"))
+    except (aiohttp.ClientError, TimeoutError):
+        return False
+
+
 async def load(url: str, *, stream: bool, concurrency: int, n: int, seconds: float,
                headers: dict[str, str]) -> dict[str, Any]:
     body = orjson.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 16,
@@ -189,17 +202,8 @@ async def load(url: str, *, stream: bool, concurrency: int, n: int, seconds: flo
             nonlocal errors, sent
             while sent < n and time.perf_counter() < deadline:
                 sent += 1
-                h = {**headers, "x-tenant-id": f"tenant-{(sent * 7919 + w) % 1000}",
-                     "Content-Type": "application/json"}
                 t0 = time.perf_counter()
-                try:
-                    async with s.post(url + "/v1/chat/completions", data=body, headers=h,
-                                      timeout=aiohttp.ClientTimeout(total=30)) as r:
-                        data = await r.read()
-                        ok = r.status == 200 and (not stream or data.rstrip().endswith(b"[DONE]"))
-                except (aiohttp.ClientError, TimeoutError):
-                    ok = False
-                if ok:
+                if await post_once(s, url, body, headers, (sent * 7919 + w) % 1000, stream):
                     lat.append(time.perf_counter() - t0)
                 else:
                     errors += 1
@@ -234,17 +238,9 @@ async def paced(url: str, *, stream: bool, rate: float, seconds: float, headers:
     async with aiohttp.ClientSession(connector=conn) as s:
         async def one(i: int, due: float) -> None:
             nonlocal errors
-            h = {**headers, "x-tenant-id": f"tenant-{(i * 7919) % 1000}", "Content-Type": "application/json"}
             sent = time.perf_counter()
             lag.append(sent - due)
-            try:
-                async with s.post(url + "/v1/chat/completions", data=body, headers=h,
-                                  timeout=aiohttp.ClientTimeout(total=30)) as r:
-                    data = await r.read()
-                    ok = r.status == 200 and (not stream or data.rstrip().endswith(b"[DONE]"))
-            except (aiohttp.ClientError, TimeoutError):
-                ok = False
-            if ok:
+            if await post_once(s, url, body, headers, (i * 7919) % 1000, stream):
                 lat.append(time.perf_counter() - sent)
             else:
                 errors += 1

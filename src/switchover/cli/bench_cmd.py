@@ -319,8 +319,8 @@ def calibrate_cmd(
     what = "client ceiling" if not itl_ms else f"paced by the server ({itl_ms:g} ms between events), not a ceiling"
     console.print(
         f"{what}: {cal.req_per_s:.0f} req/s, {cal.chunks_per_s:.0f} chunks/s"
-        f"{'' if itl_ms else f', {cal.us_per_chunk:.2f} µs/chunk'} (c={cal.concurrency}, {cal.chunks_per_request} chunks/request, "
-        f"{cal.requests} requests, {cal.errors} errors)",
+        f"{'' if itl_ms else f', {cal.us_per_chunk:.2f} µs/chunk'} "
+        f"(c={cal.concurrency}, {cal.chunks_per_request} chunks/request, {cal.requests} requests, {cal.errors} errors)",
         highlight=False,
     )
     if cal.timing_error_p99_us is not None:

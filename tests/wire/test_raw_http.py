@@ -396,3 +396,18 @@ async def test_aiohttp_transport_says_its_stamps_are_user_space(scripted: list[_
         rec = await c.complete("p", model="m", stream=True)
         assert rec.ok
         assert c.chunk_stamps() == "user space, on arrival in the event loop (aiohttp transport)"
+
+
+@kernel_only
+async def test_a_wall_clock_step_never_puts_a_chunk_before_its_request(scripted: list[_Scripted],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    srv = await _Scripted([_sse_reply(), _sse_reply()]).start()
+    scripted.append(srv)
+    real = time.time_ns
+    async with EngineClient(srv.url, transport="raw") as c:
+        first = await c.complete("p", model="m", stream=True)
+        monkeypatch.setattr(time, "time_ns", lambda: real() + 10 * 1_000_000_000)  # realtime jumped 10 s ahead
+        rec = await c.complete("p", model="m", stream=True)
+    assert first.ok and rec.ok, rec.failure
+    assert rec.send_ns <= rec.chunk_ns[0] <= rec.chunk_ns[-1] <= rec.end_ns
+    assert rec.ttft_ns is not None and 0 <= rec.ttft_ns < 1_000_000_000

@@ -111,8 +111,8 @@ class _Conn:
             # realtime -> perf_counter: the offset between the two clocks read now (an NTP step between the
             # packet and this read is the only error), never later than now
             stamp = sec * _NS + nsec - (time.time_ns() - now)
-            if stamp < now:
-                now = stamp
+            if stamp < now:  # and never before the request went out or the previous read (a clock step)
+                now = max(stamp, self.last_ns)
             pool.stamps.kernel += 1
         else:
             pool.stamps.user += 1
@@ -214,6 +214,7 @@ class _Conn:
         self.body_len = 0
         self.received = False
         self.total_ns = total_ns
+        self.last_ns = time.perf_counter_ns()  # the floor for this exchange's read stamps
         self._send(request)
         self._arm(fb_ns - time.perf_counter_ns())
         return fut

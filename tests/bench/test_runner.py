@@ -114,3 +114,4 @@ async def test_chat_prompts_count_the_template_tokens_and_hit_the_target(tmp_pat
     assert {r["prompt_tokens"] for r in rd.read_records("requests")} == {24}
     assert report.endpoints[0].length_fits[0].deviation == 0
     assert report.endpoints[0].chunk_stamps  # the run says where its chunk times came from
+    assert (rd.path / "endpoints.json").read_text().count(report.endpoints[0].chunk_stamps) == 1

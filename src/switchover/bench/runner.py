@@ -328,6 +328,7 @@ class BenchRun:
                     report.notes.append(ep.scraper.note())
                 ep.info.chunk_stamps = ep.client.chunk_stamps()
                 await ep.client.close()
+            rd.write_json("endpoints", {"endpoints": [e.info.model_dump() for e in self.eps]})  # now with stamps
             writer.close()
             self._finish(report, rd)
         return report, rd

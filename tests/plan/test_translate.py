@@ -190,3 +190,14 @@ def test_trtllm_extra_options_file_is_read_and_overrides(tmp_path) -> None:  # t
     assert intent.values["prefix_caching"] is False and intent.values["kv_cache_dtype"] == "fp8"
     missing = parse_launch("trtllm", "trtllm-serve /m --extra_llm_api_options /nope.yaml")
     assert any("not found" in u for u in missing.unknown)
+
+
+@pytest.mark.parametrize(("engine", "launch"), [
+    ("sglang", "python3 -m sglang_router.launch_server --model-path /models/qwen --tp-size 2"),
+    ("llamacpp", "/opt/llama.cpp/build/bin/llama-server -m /models/qwen.gguf --ctx-size 4096"),
+    ("tgi", "text-generation-launcher --model-id /models/qwen --max-total-tokens 4096"),
+])
+def test_every_profile_spelling_of_the_command_is_recognised(engine: str, launch: str) -> None:
+    intent = parse_launch(engine, launch)  # command words and model flags come from the engine profiles
+    assert intent.model is not None and intent.model.startswith("/models/qwen")
+    assert not intent.unknown, intent.unknown

@@ -180,6 +180,15 @@ class MemorySemantics(_Cited):
     overheads: dict[str, Overhead] = Field(default_factory=dict)
 
 
+class LaunchAlias(BaseModel):
+    """Another command that starts the same server (e.g. a `python -m` entry point), and how it names the model."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    command: str
+    model_arg: str
+
+
 class LaunchSyntax(_Cited):
     """How a launch command is spelled, for parsing and rendering."""
 
@@ -189,6 +198,11 @@ class LaunchSyntax(_Cited):
         description="paired: --x/--no-x; store_true: --x only; value: --x true"
     )
     config_file: str | None = Field(default=None, description="flag naming a YAML that overrides the CLI")
+    aliases: list[LaunchAlias] = Field(default_factory=list, description="other commands that start the same server")
+
+    def commands(self) -> list[tuple[str, str]]:
+        """(command, model_arg) for the main spelling and every alias."""
+        return [(self.command, self.model_arg), *((a.command, a.model_arg) for a in self.aliases)]
 
 
 class DefaultValue(_Cited):

@@ -4,19 +4,37 @@ Spellings come from the engine profiles (switchover.engines)."""
 from __future__ import annotations
 
 import shlex
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, Field
 
-from switchover.engines import EngineProfile, FlagSpec, load_profile
+from switchover.engines import EngineProfile, FlagSpec, list_profiles, load_profile
 from switchover.errors import BadInput
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
-_ENTRYPOINTS = {"serve", "-m", "vllm.entrypoints.openai.api_server", "sglang.launch_server",
-                "sglang_router.launch_server"}
+_PYTHON = ("python", "python3")
+
+
+@cache
+def _launch_words() -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """From every engine profile's launch spellings: the words of the commands (`vllm`, `serve`, `-m`,
+    `sglang.launch_server` ...), their executables (`llama-server`, `trtllm-serve` ...), and the flags that name
+    the model (positional engines excluded)."""
+    words: set[str] = set(_PYTHON)
+    exes: set[str] = set(_PYTHON)
+    model_flags: set[str] = set()
+    for name in list_profiles():
+        for command, model_arg in load_profile(name).launch.commands():
+            parts = command.split()
+            words.update(parts)
+            exes.add(parts[0])
+            if model_arg != "positional":
+                model_flags.add(model_arg)
+    return frozenset(words), frozenset(exes), frozenset(model_flags)
 
 
 class LaunchIntent(BaseModel):
@@ -79,9 +97,7 @@ def parse_launch(engine: str, text: str) -> LaunchIntent:
     stripped = text.strip()
     if not stripped:
         raise BadInput("empty launch command")
-    if not stripped.startswith(("-", "vllm", "python", "trtllm", "text-generation", "llama", "sglang")) and (
-        ":" in stripped.splitlines()[0]
-    ):
+    if not stripped.startswith(("-", *_launch_words()[1])) and ":" in stripped.splitlines()[0]:
         try:
             data = yaml.safe_load(stripped)
         except yaml.YAMLError as exc:
@@ -100,14 +116,14 @@ def _parse_argv(profile: EngineProfile, argv: list[str]) -> LaunchIntent:
     while argv and "=" in argv[0] and not argv[0].startswith("-"):
         key, _, value = argv.pop(0).partition("=")
         out.env[key] = value
-    command_words = set(profile.launch.command.split()) | _ENTRYPOINTS | {"python", "python3"}
-    if len(argv) > 1 and argv[0].endswith(("python", "python3")) and argv[1] == "-m":
+    command_words, exes, all_model_flags = _launch_words()
+    if len(argv) > 1 and argv[0].endswith(_PYTHON) and argv[1] == "-m":
         argv = argv[3:]
-    while argv and not argv[0].startswith("-") and (argv[0] in command_words or ("/" in argv[0] and (
-            argv[0].endswith(("python", "python3", "llama-server", "trtllm-serve", "text-generation-launcher"))))):
+    while argv and not argv[0].startswith("-") and (argv[0] in command_words or (
+            "/" in argv[0] and argv[0].rsplit("/", 1)[1] in exes)):
         argv.pop(0)
     table = _spellings(profile)
-    model_flags = {profile.launch.model_arg, "--model", "--model-path", "--model-id", "-m", "--model_path"}
+    model_flags = {profile.launch.model_arg} | all_model_flags
     i = 0
     while i < len(argv):
         token = argv[i]

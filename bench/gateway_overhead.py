@@ -30,7 +30,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,15 +42,12 @@ import aiohttp
 import orjson
 import yaml
 
+from switchover.bench.stats import percentile
+from switchover.testbed.processes import free_port
+
 LITELLM_VERSION = "1.108.7"
 VENVS = Path.home() / ".cache" / "switchover" / "bench-venvs"
 MODEL = "fake-model"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def wait_http(url: str, timeout: float = 60.0, headers: dict[str, str] | None = None) -> None:
@@ -217,13 +213,9 @@ async def load(url: str, *, stream: bool, concurrency: int, n: int, seconds: flo
         await asyncio.gather(*(worker(w) for w in range(concurrency)))
         wall = time.perf_counter() - t0
     lat.sort()
-
-    def pct(p: float) -> float | None:
-        return lat[min(len(lat) - 1, int(p * len(lat)))] * 1000 if lat else None
-
     return {"n": len(lat), "errors": errors, "wall_s": wall, "rps": len(lat) / wall if wall else 0.0,
-            "p50_ms": pct(0.5), "p99_ms": pct(0.99), "mean_ms": statistics.fmean(lat) * 1000 if lat else None,
-            "lat": lat}
+            "p50_ms": pct_ms(lat, 50), "p99_ms": pct_ms(lat, 99),
+            "mean_ms": statistics.fmean(lat) * 1000 if lat else None, "lat": lat}
 
 
 async def paced(url: str, *, stream: bool, rate: float, seconds: float, headers: dict[str, str]) -> dict[str, Any]:
@@ -261,26 +253,23 @@ async def paced(url: str, *, stream: bool, rate: float, seconds: float, headers:
         await asyncio.gather(*tasks)
     lat.sort()
     lag.sort()
-    return {"n": len(lat), "errors": errors, "rate": rate, "p50_ms": pct_ms(lat, 0.5), "p99_ms": pct_ms(lat, 0.99),
-            "send_lag_p99_ms": pct_ms(lag, 0.99), "lat": lat}
+    return {"n": len(lat), "errors": errors, "rate": rate, "p50_ms": pct_ms(lat, 50), "p99_ms": pct_ms(lat, 99),
+            "send_lag_p99_ms": pct_ms(lag, 99), "lat": lat}
 
 
 def pct_ms(xs: list[float], q: float) -> float | None:
-    """Percentile q (0..1) of sorted seconds, in ms."""
-    return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000 if xs else None
+    """Percentile q (0-100) of seconds, in ms: switchover's one definition (bench.stats.percentile); None if empty."""
+    return percentile(xs, q) * 1000 if xs else None
 
 
 def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
     lat = sorted(x for p in parts for x in p["lat"])
 
-    def pct(q: float) -> float | None:
-        return lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else None
-
     rps = sorted(p["rps"] for p in parts)
     cpu = [p["cpu_s"] for p in parts if "cpu_s" in p]
     n_ok = sum(p["n"] for p in parts)
-    return {"n": len(lat) or n_ok, "errors": sum(p["errors"] for p in parts), "p50_ms": pct(0.5),
-            "p99_ms": pct(0.99), "rps": rps[len(rps) // 2], "rps_rounds": rps,
+    return {"n": len(lat) or n_ok, "errors": sum(p["errors"] for p in parts), "p50_ms": pct_ms(lat, 50),
+            "p99_ms": pct_ms(lat, 99), "rps": rps[len(rps) // 2], "rps_rounds": rps,
             "proxy_cpu_us_per_req": sum(cpu) / n_ok * 1e6 if cpu and n_ok else None}
 
 
@@ -337,7 +326,7 @@ async def measure(paths: dict[str, tuple[str, dict[str, str]]], args: argparse.N
                 lat = sorted(x for p in parts for x in p["lat"])
                 lag = max(p["send_lag_p99_ms"] or 0.0 for p in parts)
                 r = {"n": len(lat), "errors": sum(p["errors"] for p in parts), "rate": args.rate,
-                     "p50_ms": pct_ms(lat, 0.5), "p99_ms": pct_ms(lat, 0.99), "send_lag_p99_ms": lag}
+                     "p50_ms": pct_ms(lat, 50), "p99_ms": pct_ms(lat, 99), "send_lag_p99_ms": lag}
                 out[name][mode]["at_rate"] = r
                 print(f"  {name:10s} {mode:6s} at {args.rate:g} req/s: p50 {r['p50_ms'] or float('nan'):6.2f} ms "
                       f"p99 {r['p99_ms'] or float('nan'):6.2f} ms ({r['n']} ok, {r['errors']} errors; "

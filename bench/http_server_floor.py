@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from switchover.testbed.processes import free_port
+
 BODY = (b'{"id":"x","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":'
         b'"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,'
         b'"total_tokens":2}}')
@@ -84,7 +86,7 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     import gateway_overhead as g
 
-    servers = {"aiohttp": g.free_port(), "minimal": g.free_port()}
+    servers = {"aiohttp": free_port(), "minimal": free_port()}
     procs = [subprocess.Popen([sys.executable, __file__, "--_serve", name, str(port)])
              for name, port in servers.items()]
     try:

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from scipy import stats as sps
 
 from switchover.bench.settings import BenchSlos
-from switchover.bench.stats import StepSummary
+from switchover.bench.stats import StepSummary, percentile
 
 
 class MetricDelta(BaseModel):
@@ -44,7 +44,7 @@ class SloCheck(BaseModel):
 def _stat(a: np.ndarray, stat: str) -> float:
     if stat == "mean":
         return float(a.mean())
-    return float(np.percentile(a, float(stat.lstrip("p"))))
+    return percentile(a, float(stat.lstrip("p")))
 
 
 def compare_samples(

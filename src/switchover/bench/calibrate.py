@@ -11,10 +11,9 @@ import sys
 import time
 from collections.abc import AsyncIterator
 
-import numpy as np
-
 from switchover.bench.results import Calibration
 from switchover.bench.scheduler import StepBounds, StopFlag, run_concurrency
+from switchover.bench.stats import percentile
 from switchover.bench.zerowork import ZeroWorkServer
 from switchover.errors import SwitchoverError
 from switchover.wire import EngineClient, RequestRecord, Timeouts
@@ -112,8 +111,8 @@ async def measure(
         requests=len(ok),
         duration_s=window,
         errors=len(measured) - len(ok),
-        timing_error_p50_us=float(np.percentile(errs, 50)) if errs else None,
-        timing_error_p99_us=float(np.percentile(errs, 99)) if errs else None,
+        timing_error_p50_us=percentile(errs, 50) if errs else None,
+        timing_error_p99_us=percentile(errs, 99) if errs else None,
         chunk_stamps=stamps,
     )
 

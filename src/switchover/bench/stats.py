@@ -115,14 +115,15 @@ class Dist(BaseModel):
         return float(getattr(self, stat))
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile with linear interpolation between closest ranks (numpy's default)."""
-    if not values:
+def percentile(values: Sequence[float] | np.ndarray, q: float) -> float:
+    """The q-th percentile with linear interpolation between closest ranks (numpy's default, as vLLM): the one
+    definition every switchover figure uses."""
+    if len(values) == 0:
         raise ValueError("percentile of no values")
     return float(np.percentile(np.asarray(values, dtype=float), q))
 
 
-def describe(values: Sequence[float]) -> Dist | None:
+def describe(values: Sequence[float] | np.ndarray) -> Dist | None:
     """count/mean/std/min/max/p50/p90/p95/p99; None for no values."""
     if len(values) == 0:
         return None

@@ -22,6 +22,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 from scipy import stats
 
+from switchover.bench.stats import describe
 from switchover.gateway.ledger_record import LedgerRecord
 
 Verdict = Literal["same", "differs", "insufficient"]
@@ -161,10 +162,8 @@ def _chi_scaled(a: Sequence[str], b: Sequence[str]) -> tuple[float, float, float
 
 
 def _percentiles(x: np.ndarray) -> dict[str, float]:
-    if len(x) == 0:
-        return {}
-    q = np.percentile(x, [50, 90, 99])
-    return {"p50": float(q[0]), "p90": float(q[1]), "p99": float(q[2])}
+    d = describe(x)
+    return {} if d is None else {"p50": d.p50, "p90": d.p90, "p99": d.p99}
 
 
 def _shares(x: Sequence[str]) -> dict[str, float]:

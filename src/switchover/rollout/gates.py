@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 import orjson
 from pydantic import BaseModel, Field
 
+from switchover.bench.stats import percentile
 from switchover.errors import BadInput, Unreachable
 from switchover.gateway.ledger_record import LedgerRecord
 from switchover.rollout import metric_names as mn
@@ -272,7 +272,7 @@ def read_ledger_rows(path: Path, since: float | None = None) -> list[LedgerRecor
 
 
 def _p99(values: list[float]) -> float | None:
-    return float(np.percentile(values, 99)) if values else None
+    return percentile(values, 99) if values else None
 
 
 def stats_from_ledger(

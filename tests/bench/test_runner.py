@@ -37,6 +37,7 @@ async def test_ab_run_writes_a_complete_consistent_run_directory(tmp_path):
         assert s.ttft_ms is not None and s.e2e_ms is not None and s.ttft_ms.p50 < s.e2e_ms.p50
     assert set(report.knees) == {"old/24", "new/24"}
     assert all(k.found or k.message.startswith("no knee in range") for k in report.knees.values())
+    assert all(k.bootstrap_found is not None for k in report.knees.values())  # the fit ran on the 3 steps
     assert len(report.ab) == 3
     again = rd.read_json("summary", BenchReport)
     assert again.steps == report.steps

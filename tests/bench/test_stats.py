@@ -156,3 +156,10 @@ def test_requests_with_all_tokens_in_one_read_are_counted():
     s = summarize_step(rows)
     assert s.one_read == 1
     assert s.tpot_ms is not None and s.tpot_ms.min == 0.0
+
+
+def test_output_throughput_is_not_measured_when_a_request_lacks_usage():
+    rows = [row(send_ms=0, index=1), row(send_ms=10, index=2, n=None)]
+    s = summarize_step(rows, slo=None)
+    assert s.ok == 2 and s.req_per_s is not None
+    assert s.out_tok_per_s is None  # a sum over the requests that had N would be silently low

@@ -93,6 +93,8 @@ def test_early_stop_is_a_self_stop_with_few_tokens() -> None:
     assert textcheck.early_stop("stop", 2)
     assert not textcheck.early_stop("length", 2)
     assert not textcheck.early_stop("stop", 40)
+    assert textcheck.early_stop("stop", None) is None  # no token count: not judged
+    assert textcheck.early_stop("length", None) is False
 
 
 def test_prompt_file_errors_name_the_line(tmp_path: Path) -> None:

@@ -406,8 +406,11 @@ async def test_a_wall_clock_step_never_puts_a_chunk_before_its_request(scripted:
     real = time.time_ns
     async with EngineClient(srv.url, transport="raw") as c:
         first = await c.complete("p", model="m", stream=True)
+        kernel_before = c._stamps.kernel
         monkeypatch.setattr(time, "time_ns", lambda: real() + 10 * 1_000_000_000)  # realtime jumped 10 s ahead
         rec = await c.complete("p", model="m", stream=True)
     assert first.ok and rec.ok, rec.failure
+    assert c._stamps.kernel == kernel_before and c._stamps.user > 0  # a stamp not used is not counted as kernel
+    assert "mixed" in (c.chunk_stamps() or "")
     assert rec.send_ns <= rec.chunk_ns[0] <= rec.chunk_ns[-1] <= rec.end_ns
     assert rec.ttft_ns is not None and 0 <= rec.ttft_ns < 1_000_000_000

@@ -352,7 +352,8 @@ def summarize_step(
         failed=len(measured) - len(ok),
         duration_s=duration,
         req_per_s=len(ok) / duration if duration else None,
-        out_tok_per_s=n_total / duration if duration and any(m.n_out is not None for m in ok) else None,
+        # only when every successful request has N: a partial sum would be silently low (`missing` says why)
+        out_tok_per_s=n_total / duration if duration and ok and all(m.n_out is not None for m in ok) else None,
         chunks_per_s=chunks / duration if duration else None,
         error_rate=(len(measured) - len(ok)) / len(measured) if measured else None,
         errors=dict(errors),

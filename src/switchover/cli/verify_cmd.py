@@ -53,7 +53,8 @@ def render(r: EquivalenceReport) -> None:
         for c in li.checks:
             lt.add_row(f"{c.target_fraction:.0%}", str(c.prompt_tokens), c.status if not c.error else c.error[:60],
                        str(c.finish_reason), str(c.completion_tokens), str(c.repetition),
-                       "[red]yes[/]" if c.loop else "no", "[red]yes[/]" if c.early_stop else "no",
+                       "[red]yes[/]" if c.loop else "no",
+                       "[red]yes[/]" if c.early_stop else ("—" if c.early_stop is None else "no"),
                        f"[red]{c.script_drift}[/]" if c.script_drift else "")
         console.print(lt)
         if li.boundary:

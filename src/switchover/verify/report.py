@@ -39,7 +39,7 @@ class LongInputCheck(BaseModel):
     finish_reason: str | None = None
     repetition: float | None = None
     loop: bool = False
-    early_stop: bool = False
+    early_stop: bool | None = False  # None: the server gave no token count, so not judged
     script_drift: str | None = None
     text: str = ""
 

@@ -74,6 +74,11 @@ def script_drift(prompt: str, output: str, min_letters: int = 10) -> str | None:
     return f"{a} -> {b}"
 
 
-def early_stop(finish_reason: str | None, completion_tokens: int | None, min_tokens: int = 8) -> bool:
-    """Stopped by itself (not by the length limit) after fewer than `min_tokens` tokens."""
-    return finish_reason not in (None, "length") and (completion_tokens or 0) < min_tokens
+def early_stop(finish_reason: str | None, completion_tokens: int | None, min_tokens: int = 8) -> bool | None:
+    """Stopped by itself (not by the length limit) after fewer than `min_tokens` tokens; None when the server
+    reported no token count (not measured, not "early")."""
+    if finish_reason in (None, "length"):
+        return False
+    if completion_tokens is None:
+        return None
+    return completion_tokens < min_tokens

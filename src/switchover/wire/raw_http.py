@@ -111,9 +111,12 @@ class _Conn:
             # realtime -> perf_counter: the offset between the two clocks read now (an NTP step between the
             # packet and this read is the only error), never later than now
             stamp = sec * _NS + nsec - (time.time_ns() - now)
-            if stamp < now:  # and never before the request went out or the previous read (a clock step)
-                now = max(stamp, self.last_ns)
-            pool.stamps.kernel += 1
+            if self.last_ns <= stamp <= now:
+                now = stamp
+                pool.stamps.kernel += 1
+            else:  # a clock step put it after now or before the send / previous read: keep the arrival time
+                now = max(now, self.last_ns)
+                pool.stamps.user += 1
         else:
             pool.stamps.user += 1
         self._data(data, now)

@@ -293,6 +293,16 @@ async def test_usage_is_asked_for_upstream_but_only_passed_on_when_the_client_as
         assert "stream_options" not in s.new.stats.bodies[-1]  # non-streamed requests go through untouched
 
 
+async def test_without_server_usage_tokens_are_counted_from_chunks_and_tpot_is_not_measured(tmp_path):
+    async with stack(tmp_path, weight=100) as s:
+        s.new.script(sequence=["no_usage"])
+        status, _, _ = await s.post(chat(stream=True, max_tokens=4))
+        assert status == 200
+        [row] = s.rows()
+        assert (row.completion_tokens, row.tokens_source) == (4, "chunks")
+        assert row.ttft_ms is not None and row.tpot_ms is None  # TPOT needs the server's N, not a chunk count
+
+
 async def test_client_leaving_before_the_first_byte_cancels_the_upstream_too(tmp_path):
     async with stack(tmp_path, weight=0) as s:  # old: no fallback timer in the way
         async with aiohttp.ClientSession() as http:

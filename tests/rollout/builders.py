@@ -42,6 +42,7 @@ def row(
         ttft_ms=ttft,
         tpot_ms=tpot,
         completion_tokens=tokens,
+        tokens_source="usage" if tokens is not None else None,  # as the gateway writes rows
         finish_reason=finish,
         shadow=shadow,
     )

@@ -99,3 +99,10 @@ def test_arm_samples_skip_client_disconnects() -> None:
     rows[0] = rows[0].model_copy(update={"outcome": "client_disconnected"})
     old, _ = samples_from_ledger(rows, "arms")
     assert len(old.error_code) == 9 and a.error_code == []
+
+
+def test_output_length_compares_server_counts_only_never_chunk_counts() -> None:
+    rows = traffic(0.0, 100, new_share=0.5, seed=5)
+    counted = [r.model_copy(update={"tokens_source": "chunks"}) if r.routed == "new" else r for r in rows]
+    old, new = samples_from_ledger(counted, "arms")
+    assert old.output_tokens and not new.output_tokens  # chunks are not tokens: that side is not measured

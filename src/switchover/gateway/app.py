@@ -430,8 +430,8 @@ class Gateway:
                 ttft = (obs.first_content_ns - t0) / 1e6
                 row["ttft_ms"] = ttft
                 self.metrics.child(self.metrics.ttft, arm).observe(ttft / 1000)
-                n = row.get("completion_tokens")
-                if n and n > 1 and obs.last_ns:
+                n = row.get("completion_tokens")  # TPOT only from the server's N, never from a chunk count
+                if row.get("tokens_source") == "usage" and n and n > 1 and obs.last_ns:
                     tpot = ((obs.last_ns - t0) / 1e6 - ttft) / (n - 1)
                     row["tpot_ms"] = tpot
                     self.metrics.child(self.metrics.tpot, arm).observe(tpot / 1000)

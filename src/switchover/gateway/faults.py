@@ -174,7 +174,7 @@ class FaultUpstream:
             return resp
         await resp.write(self._event(chat, "", "length"))
         opts = body.get("stream_options") or {}
-        if opts.get("include_usage"):
+        if opts.get("include_usage") and mode != "no_usage":  # no_usage: an engine that ignores include_usage
             usage = {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": n + 3}
             await resp.write(b"data: " + orjson.dumps({"id": "x", "object": "chunk", "model": self.model,
                                                        "choices": [], "usage": usage}) + b"\n\n")

@@ -305,6 +305,8 @@ def samples_from_ledger(
     for r in records:
         if r.outcome == "client_disconnected":
             continue
+        # output length compares only the servers' own counts: a count of chunks is another quantity
+        n_out = r.completion_tokens if r.tokens_source == "usage" else None
         if mode == "shadow":
             s = r.shadow
             if s is None or s.dropped or r.routed != "old":
@@ -312,7 +314,7 @@ def samples_from_ledger(
             old.add(
                 status=_status_label(r.status),
                 ok=r.outcome == "ok",
-                completion_tokens=r.completion_tokens,
+                completion_tokens=n_out,
                 ttft_ms=r.ttft_ms,
                 tpot_ms=r.tpot_ms,
                 finish_reason=r.finish_reason,
@@ -334,7 +336,7 @@ def samples_from_ledger(
             side.add(
                 status=status,
                 ok=r.outcome == "ok" and r.arm == r.routed,
-                completion_tokens=r.completion_tokens,
+                completion_tokens=n_out,
                 ttft_ms=r.ttft_ms,
                 tpot_ms=r.tpot_ms,
                 finish_reason=r.finish_reason,

@@ -97,6 +97,8 @@ def test_bench_summary_gives_worst_p99(tmp_path: Path) -> None:
     (run / "summary.json").write_text(json.dumps({"steps": steps}))
     assert latency_from_bench(run, "new")[:2] == (41.5, 900.0)
     assert latency_from_bench(run)[0] == 90.0
+    tpot, ttft, src = latency_from_bench(run, "old")  # no TTFT measured: None and said, never 0 ms
+    assert (tpot, ttft) == (90.0, None) and "TTFT not measured" in src
     with pytest.raises(BadInput, match="no step"):
         latency_from_bench(run, "nope")
     with pytest.raises(BadInput, match="no such file"):

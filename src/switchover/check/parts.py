@@ -274,11 +274,11 @@ def grace_part(m: Migration, s: CheckSection, base: Path, bench_dir: Path | None
         ev.missing = "no bench run in this check to measure TPOT p99 (enable check.bench)"
         return ev
     tpot, ttft, src = latency_from_bench(bench_dir)
-    ev.tpot_p99_ms, ev.ttft_p99_ms, ev.latency_source = round(tpot, 3), round(ttft, 3), src
+    ev.tpot_p99_ms, ev.ttft_p99_ms, ev.latency_source = round(tpot, 3), None if ttft is None else round(ttft, 3), src
     if g.max_tokens is None:
         ev.missing = "check.grace.max_tokens not set (the longest generation the API allows)"
         return ev
-    need = required_grace(g.max_tokens, tpot, ttft, g.margin_s, source=src)
+    need = required_grace(g.max_tokens, tpot, ttft or 0.0, g.margin_s, source=src)
     ev.need = need.model_dump()
     if g.deploy_dir:
         ev.findings = [f.model_dump() for f in scan(_resolve(base, g.deploy_dir), need)]

@@ -194,7 +194,8 @@ def grace(ev: Evidence, lim: Limits) -> Judgement:
     j.plots.append("grace")
     j.fig("max_tokens", g.max_tokens, "tokens", None if g.max_tokens else "check.grace.max_tokens not set")
     j.fig("TPOT p99 (worst bench step)", g.tpot_p99_ms, "ms", None if g.tpot_p99_ms else g.missing)
-    j.fig("TTFT p99 (worst bench step)", g.ttft_p99_ms, "ms", None if g.ttft_p99_ms is not None else g.missing)
+    j.fig("TTFT p99 (worst bench step)", g.ttft_p99_ms, "ms",
+          None if g.ttft_p99_ms is not None else (g.missing or g.latency_source))
     if g.need is None:
         j.missing.append(g.missing or "the need could not be computed")
         return j

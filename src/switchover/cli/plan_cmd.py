@@ -260,7 +260,7 @@ def grace_cmd(
     if bench is not None:
         tpot, ttft, source = latency_from_bench(bench, endpoint)
         tpot_p99_ms = tpot_p99_ms or tpot
-        ttft_p99_ms = ttft_p99_ms or ttft
+        ttft_p99_ms = ttft_p99_ms or ttft or 0.0
     if tpot_p99_ms is None:
         raise BadInput("no TPOT given", hint="pass --tpot-p99-ms MS or --bench RUN_DIR")
     need = required_grace(max_tokens, tpot_p99_ms, ttft_p99_ms, margin_s, source)

@@ -71,8 +71,9 @@ def required_grace(max_tokens: int, tpot_p99_ms: float, ttft_p99_ms: float = 0.0
                      source=source)
 
 
-def latency_from_bench(run_dir: Path, endpoint: str | None = None) -> tuple[float, float, str]:
-    """Worst TPOT p99 and TTFT p99 (ms) over the steps of a bench run's summary.json."""
+def latency_from_bench(run_dir: Path, endpoint: str | None = None) -> tuple[float, float | None, str]:
+    """Worst TPOT p99 and TTFT p99 (ms) over the steps of a bench run's summary.json; TTFT None when no step
+    measured it (the source says so)."""
     path = run_dir / "summary.json" if run_dir.is_dir() else run_dir
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -90,7 +91,10 @@ def latency_from_bench(run_dir: Path, endpoint: str | None = None) -> tuple[floa
             ttfts.append(float(step["ttft_ms"]["p99"]))
     if not tpots:
         raise BadInput(f"{path}: no step with a TPOT p99" + (f" for endpoint {endpoint!r}" if endpoint else ""))
-    return max(tpots), max(ttfts or [0.0]), f"bench {path.parent.name}: worst step p99"
+    src = f"bench {path.parent.name}: worst step p99"
+    if not ttfts:
+        return max(tpots), None, src + "; TTFT not measured there, not included"
+    return max(tpots), max(ttfts), src
 
 
 def parse_duration(value: Any) -> float | None:

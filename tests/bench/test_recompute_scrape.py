@@ -74,3 +74,6 @@ def test_parse_metrics_keeps_profile_series_with_intent_and_labels():
 
 def test_parse_metrics_tolerates_garbage():
     assert parse_metrics("not { prometheus", {"x": "y"}, endpoint="e", t_ns=0, wall=0) == []
+    errors: list[str] = []
+    assert parse_metrics("not { prometheus", {"x": "y"}, endpoint="e", t_ns=0, wall=0, errors=errors) == []
+    assert errors and errors[0].startswith("unparsable /metrics")

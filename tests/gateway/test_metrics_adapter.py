@@ -96,3 +96,11 @@ def test_tgi_token_histograms_become_counters_via_their_sum():
 def test_units_convert_only_between_compatible_units():
     assert unit_factor("seconds", "milliseconds") == 1000 and unit_factor("ratio", "ratio") == 1
     assert unit_factor("seconds", "tokens") is None
+
+
+def test_a_histogram_without_sum_is_served_without_one_and_said():
+    text = "\n".join(line for line in SGLANG_TEXT.splitlines() if "_seconds_sum" not in line) + "\n"
+    out, report = convert(text, plan(load_profile("sglang"), load_profile("vllm")))
+    assert "vllm:time_to_first_token_seconds_sum" not in out  # not a 0 that reads as a mean latency of 0
+    assert "vllm:time_to_first_token_seconds_count" in out
+    assert report["sum_absent_in_scrape"] == ["sglang:time_to_first_token_seconds"]

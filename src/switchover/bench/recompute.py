@@ -197,13 +197,14 @@ def recompute_rows(rows: Sequence[Row], tool: str, *, use_server_count: bool = F
         dur = (max(ends) - min(sends)) / 1e9 if sends and ends else None
         notes = []
         if dur:
-            n_tot = sum(_n_usage(r) or 0 for r in ok)
+            counts = [_n_usage(r) for r in ok]
+            n_tot = sum(c for c in counts if c is not None) if counts and None not in counts else None
             metrics.append(
                 ToolMetric(
                     name="output_throughput_tok_s",
                     same_as="switchover out_tok_per_s",
                     count=len(ok),
-                    mean=n_tot / dur,
+                    mean=None if n_tot is None else n_tot / dur,  # every request needs N, as out_tok_per_s
                     median=None,
                     p99=None,
                 )

@@ -39,14 +39,16 @@ def _base(sample: str) -> list[str]:
 
 
 def parse_metrics(
-    text: str, wanted: Mapping[str, str], *, endpoint: str, t_ns: int, wall: float
+    text: str, wanted: Mapping[str, str], *, endpoint: str, t_ns: int, wall: float, errors: list[str] | None = None
 ) -> list[dict[str, Any]]:
     """Rows for the samples whose series name (or its base without a histogram/counter suffix) is wanted.
     `wanted` maps an exposed series name to its intent."""
     rows: list[dict[str, Any]] = []
     try:
         families = list(text_string_to_metric_families(text))
-    except (ValueError, TypeError):
+    except (ValueError, TypeError) as exc:  # no rows; the caller's `errors` hears why
+        if errors is not None:
+            errors.append(f"unparsable /metrics: {exc}")
         return rows
     for fam in families:
         for s in fam.samples:
@@ -102,9 +104,11 @@ class Scraper:
         if res.failure or res.status != 200:
             self.failures += 1
             return
-        self.rows.extend(
-            parse_metrics(res.body.decode(errors="replace"), self.wanted, endpoint=self.endpoint, t_ns=t_ns, wall=wall)
-        )
+        errors: list[str] = []
+        self.rows.extend(parse_metrics(res.body.decode(errors="replace"), self.wanted, endpoint=self.endpoint,
+                                       t_ns=t_ns, wall=wall, errors=errors))
+        if errors:  # a scrape that could not be read is a failed scrape, not an empty one
+            self.failures += 1
 
     async def _loop(self) -> None:
         while not self._stop.is_set():

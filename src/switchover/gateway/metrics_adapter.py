@@ -134,7 +134,8 @@ def convert(text: str, p: Plan, model: str | None = None) -> tuple[str, dict[str
     """Source exposition text -> target exposition text, plus a report (served, missing, error bounds)."""
     samples = _samples_by_name(text)
     lines: list[str] = []
-    report: dict[str, Any] = {"served": [], "absent_in_scrape": [], "skipped": dict(p.skipped), "error_bounds": {}}
+    report: dict[str, Any] = {"served": [], "absent_in_scrape": [], "sum_absent_in_scrape": [],
+                              "skipped": dict(p.skipped), "error_bounds": {}}
     bound_lines: list[str] = []
     for m in p.mappings:
         s, d = m.src, m.dst
@@ -199,7 +200,10 @@ def _histogram(samples: dict[str, list[tuple[dict[str, str], float]]], m: Mappin
         for b, c in zip(dst_bounds, est, strict=True):
             out.append(f"{d.name}_bucket{_fmt(key, (('le', _num(b)),))} {_num(c)}")
         out.append(f"{d.name}_bucket{_fmt(key, (('le', '+Inf'),))} {_num(total)}")
-        out.append(f"{d.name}_sum{_fmt(key)} {_num(sums.get(key, 0.0))}")
+        if key in sums:
+            out.append(f"{d.name}_sum{_fmt(key)} {_num(sums[key])}")
+        else:  # no source _sum: leave it out (a 0 would read as a mean latency of 0), and say so
+            report["sum_absent_in_scrape"].append(s.name)
         out.append(f"{d.name}_count{_fmt(key)} {_num(total)}")
         bound_lines.append(f"switchover_adapter_rebucket_error_bound{_fmt(key, (('metric', d.name),))} {_num(worst)}")
     report["error_bounds"][d.name] = worst_all

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from switchover.probe.catalog._util import rejected
+from switchover.probe.catalog._util import not_answered, rejected
 from switchover.probe.context import ProbeContext
 from switchover.probe.registry import probe
 from switchover.probe.report import Observation
@@ -14,6 +14,8 @@ _ERR_BREAKS = "error handling keyed on status code or error body shape misfires 
 
 
 def _error_obs(rec: RequestRecord) -> Observation:
+    if (lost := not_answered(rec, "the request")) is not None:
+        return lost
     rej = rejected(rec)
     if rej is None:
         return Observation(value={"status": rec.status or 200, "shape": None}, summary=f"accepted (HTTP {rec.status})")
@@ -29,6 +31,8 @@ def _error_obs(rec: RequestRecord) -> Observation:
        breaking=True, breaks="clients sending vendor extensions get HTTP 400 (or their extension silently dropped)")
 async def unknown_field(ctx: ProbeContext) -> Observation:
     rec = await ctx.send(temperature=0, max_tokens=2, switchover_probe_unknown={"x": 1})
+    if (lost := not_answered(rec, "the request")) is not None:
+        return lost
     rej = rejected(rec)
     if rej:
         return Observation(value=f"rejected {rej['status']}", summary=f"HTTP {rej['status']}: {rej['message'][:80]}",

@@ -9,7 +9,7 @@ import jsonschema
 import orjson
 
 from switchover.probe import stops
-from switchover.probe.catalog._util import rejected, unusable
+from switchover.probe.catalog._util import not_answered, rejected, unusable
 from switchover.probe.context import ProbeContext
 from switchover.probe.registry import probe
 from switchover.probe.report import Observation
@@ -63,6 +63,8 @@ async def finish_eos(ctx: ProbeContext) -> Observation:
 
 
 def _json_result(rec: RequestRecord, schema: dict[str, Any] | None) -> Observation:
+    if (lost := not_answered(rec, "the request")) is not None:
+        return lost
     rej = rejected(rec)
     if rej:
         return Observation(value={"accepted": False, "status": rej["status"], "valid": None},
@@ -126,6 +128,8 @@ async def logprobs_cap(ctx: ProbeContext) -> Observation:
     for k in (5, 20, 21):
         params: dict[str, Any] = {"logprobs": True, "top_logprobs": k} if ctx.api == "chat" else {"logprobs": k}
         rec = await ctx.send(temperature=0, max_tokens=2, **params)
+        if (lost := not_answered(rec, f"top_logprobs={k}")) is not None:
+            return lost
         rej = rejected(rec)
         out[str(k)] = f"HTTP {rej['status']}" if rej else top_count(rec)
     return Observation(value=out, summary=", ".join(f"{k}->{v}" for k, v in out.items()))
@@ -139,6 +143,8 @@ async def logprobs_default(ctx: ProbeContext) -> Observation:
     if ctx.api != "chat":
         return Observation.skipped("chat API only")
     rec = await ctx.send(temperature=0, max_tokens=2, logprobs=True)
+    if (lost := not_answered(rec, "the request")) is not None:
+        return lost
     rej = rejected(rec)
     if rej:
         return Observation(value=f"HTTP {rej['status']}", summary=f"rejected: {rej['message'][:80]}")

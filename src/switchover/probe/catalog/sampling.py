@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from switchover.probe.catalog._util import rejected, unusable
+from switchover.probe.catalog._util import not_answered, rejected, unusable
 from switchover.probe.context import ProbeContext
 from switchover.probe.registry import probe
 from switchover.probe.report import Observation
@@ -26,6 +26,8 @@ async def top_k_1(ctx: ProbeContext) -> Observation:
     texts = []
     for seed in (11, 22, 33):
         rec = await ctx.send(temperature=1.0, top_k=1, seed=seed, max_tokens=_N)
+        if (lost := not_answered(rec, "top_k=1")) is not None:
+            return lost
         rej = rejected(rec)
         if rej:
             return Observation(value="rejected", summary=f"top_k rejected: HTTP {rej['status']}", detail=rej)
@@ -145,6 +147,8 @@ async def defaults(ctx: ProbeContext) -> Observation:
        breaks="clients asking for several candidates get one (or an error) and index past the end")
 async def n_honoured(ctx: ProbeContext) -> Observation:
     rec = await ctx.send(n=3, temperature=1.0, max_tokens=8)
+    if (lost := not_answered(rec, "n=3")) is not None:
+        return lost
     rej = rejected(rec)
     if rej:
         return Observation(value={"choices": 0, "status": rej["status"]},

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from switchover.probe import stops
-from switchover.probe.catalog._util import rejected, unusable
+from switchover.probe.catalog._util import not_answered, rejected, unusable
 from switchover.probe.context import ProbeContext
 from switchover.probe.registry import probe
 from switchover.probe.report import Observation
@@ -36,6 +36,8 @@ async def stop_count(ctx: ProbeContext) -> Observation:
     honoured: list[int] = []
     for k, lst in enumerate(stops.stop_lists(s)):
         rec = await ctx.send(temperature=0, max_tokens=48, stop=lst)
+        if (lost := not_answered(rec, f"stop list {k + 1}")) is not None:
+            return lost
         rej = rejected(rec)
         if rej is not None:
             return Observation(value={"accepted": False, "status": rej["status"], "honoured": 0},

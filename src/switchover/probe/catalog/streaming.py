@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from switchover.probe.catalog._util import rejected, unusable
+from switchover.probe.catalog._util import not_answered, rejected, unusable
 from switchover.probe.context import ProbeContext
 from switchover.probe.registry import probe
 from switchover.probe.report import Observation
@@ -49,6 +49,8 @@ async def tools_stream(ctx: ProbeContext) -> Observation:
     rec = await ctx.send("What is the weather in Paris?", temperature=0, max_tokens=48, stream=True,
                          tools=[WEATHER_TOOL],
                          tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    if (lost := not_answered(rec, "the tool request")) is not None:
+        return lost
     rej = rejected(rec)
     if rej:
         return Observation(value={"supported": False, "status": rej["status"]},

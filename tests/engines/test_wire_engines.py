@@ -121,3 +121,11 @@ async def test_models_health_metrics_and_tokenize(transport: str, bed: Bed, role
 async def test_both_engines_are_ready(bed: Bed, role: str) -> None:
     r = await check_ready(_url(bed, role), max_ms=10000)
     assert r.state == ReadyState.READY, r.reason
+    assert r.model == bed.model  # discovered from /v1/models
+    slow = await check_ready(_url(bed, role), model=bed.model, max_ms=0.01)  # no engine answers in 10 µs
+    assert slow.state == ReadyState.SLOW and not slow.ready, slow.reason
+
+
+async def test_an_unknown_model_on_vllm_is_an_error_not_ready(bed: Bed) -> None:
+    r = await check_ready(bed.old_url, model="no-such-model", max_ms=10000)  # vLLM answers 404 for it
+    assert r.state == ReadyState.ERROR and not r.ready, r.reason

@@ -82,9 +82,10 @@ def new_arm(bed: Any) -> Iterator[OwnLlama]:
 
 
 @contextlib.asynccontextmanager
-async def gateway(tmp_path: Path, old_url: str, new_url: str, **gw: Any) -> AsyncIterator[tuple[Gateway, str,
-                                                                                              Path, dict[str, Any]]]:
-    config = {"old": {"url": old_url, "engine": "vllm"}, "new": {"url": new_url, "engine": "llamacpp"},
+async def gateway(tmp_path: Path, old_url: str, new_url: str, old_model: str | None = None,
+                  **gw: Any) -> AsyncIterator[tuple[Gateway, str, Path, dict[str, Any]]]:
+    old: dict[str, Any] = {"url": old_url, "engine": "vllm", **({"model": old_model} if old_model else {})}
+    config = {"old": old, "new": {"url": new_url, "engine": "llamacpp"},
               "gateway": {"weight": 20, "run_dir": "run", "reload_poll_s": 0.1,
                           "shadow": {"percent": 100, "max_concurrency": 8, "max_tokens_clamp": 8}, **gw}}
     path = tmp_path / "switchover.yaml"
@@ -179,6 +180,29 @@ async def test_streams_through_both_arms_are_normalised_and_measured(bed, new_ar
         assert [r.arm for r in rows] == ["new", "old"]
         for r in rows:
             assert r.ttft_ms and r.ttft_ms > 0 and r.completion_tokens == 8 and r.finish_reason == "length"
+
+
+async def test_a_chat_stream_under_a_client_alias_is_renamed_both_ways_and_measured(bed, new_arm, tmp_path):
+    """The client asks for a name vLLM does not serve; the gateway sends vLLM its own name and answers with the
+    client's, asks vLLM for usage and strips it again (the client did not ask), and measures from that usage."""
+    async with gateway(tmp_path, bed.old_url, new_arm.url, old_model=bed.model, weight=0) as (gw, url, _, _), \
+            aiohttp.ClientSession() as h:
+        body = {"model": "client-alias", "messages": [{"role": "user", "content": "Name a colour."}],
+                "max_tokens": 8, "stream": True, "temperature": 0}
+        async with h.post(url + "/v1/chat/completions", data=orjson.dumps(body),
+                          headers={"x-tenant-id": "alias-tenant", "Content-Type": "application/json"},
+                          timeout=aiohttp.ClientTimeout(total=60)) as r:
+            status, raw = r.status, await r.read()
+        assert status == 200, raw[:300]  # vLLM itself answers 404 for "client-alias"
+        evs = parse_all([raw])
+        assert evs[-1].data == b"[DONE]"
+        chunks = [orjson.loads(e.data) for e in evs[:-1]]
+        assert chunks and all(c["model"] == "client-alias" for c in chunks)
+        assert all(c.get("usage") is None for c in chunks)  # asked upstream for the ledger, not passed on
+        [row] = await settle(gw, 1)
+        assert (row.arm, row.outcome, row.tokens_source) == ("old", "ok", "usage")
+        assert row.completion_tokens and row.completion_tokens > 0 and row.ttft_ms and row.ttft_ms > 0
+        assert row.model == "client-alias"
 
 
 async def test_rollback_by_editing_one_line_while_a_stream_is_in_flight(bed, new_arm, tmp_path):

@@ -205,6 +205,43 @@ async def test_a_chat_stream_under_a_client_alias_is_renamed_both_ways_and_measu
         assert row.model == "client-alias"
 
 
+async def _vllm_counts(h: aiohttp.ClientSession, url: str) -> tuple[float, float]:
+    """(requests running, generation tokens so far) from vLLM's own /metrics."""
+    async with h.get(url + "/metrics") as r:
+        text = await r.text()
+    vals: dict[str, float] = {}
+    for line in text.splitlines():
+        name = line.split("{", 1)[0]
+        if name in ("vllm:num_requests_running", "vllm:generation_tokens_total"):
+            vals[name] = vals.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+    return vals["vllm:num_requests_running"], vals["vllm:generation_tokens_total"]
+
+
+async def test_a_client_that_leaves_mid_stream_stops_the_generation_on_vllm(bed, new_arm, tmp_path):
+    """Told by vLLM's own counters, no timing assumption: after the client goes, vLLM stops running the request
+    long before it could have generated the 1,900 tokens asked for."""
+    async with gateway(tmp_path, bed.old_url, new_arm.url, weight=0) as (gw, url, _, _), \
+            aiohttp.ClientSession() as h:
+        _, before = await _vllm_counts(h, bed.old_url)
+        body = {"model": bed.model, "prompt": "Once upon a time", "max_tokens": 1900, "ignore_eos": True,
+                "stream": True, "temperature": 0}
+        async with h.post(url + "/v1/completions", data=orjson.dumps(body),
+                          headers={"x-tenant-id": "leaver", "Content-Type": "application/json"}) as r:
+            assert r.status == 200
+            await r.content.readany()  # the stream is running: first bytes arrived
+            r.close()  # the client goes away
+        running = 1.0
+        for _ in range(200):
+            running, after = await _vllm_counts(h, bed.old_url)
+            if running == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert running == 0
+        assert after - before < 1900 * 0.8, (before, after)  # cancelled, not run to the end
+        [row] = await settle(gw, 1)
+        assert row.outcome == "client_disconnected" and row.status == 499
+
+
 async def test_rollback_by_editing_one_line_while_a_stream_is_in_flight(bed, new_arm, tmp_path):
     async with gateway(tmp_path, bed.old_url, new_arm.url, weight=100) as (gw, url, path, config), \
             aiohttp.ClientSession() as h:

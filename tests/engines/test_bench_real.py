@@ -64,6 +64,27 @@ async def test_ladder_1_to_4_vllm_vs_llamacpp_is_complete_and_consistent(bed, tm
     assert {r["endpoint"] for r in scraped} == {"new", "old"}
     html = rd.file("report.html").read_text()
     assert "TPOT" in html and "new vs old".lower() in html.lower()
+    assert len(report.ab) == 2 * 4 and all(a.deltas for a in report.ab)  # new vs old at every step of both buckets
+    assert {e.chunk_stamps for e in report.endpoints} == {"kernel receive time (SO_TIMESTAMPNS)"}
+
+
+async def test_chat_prompts_hit_the_target_length_through_the_real_chat_templates(bed, tmp_path):
+    """The chat template's tokens count (issue 3): each engine applies its own template to the same messages."""
+    plan = BenchPlan(
+        name="chat", api="chat",
+        endpoints=[EndpointSpec(label="old", url=bed.old_url, engine="vllm", model=bed.model),
+                   EndpointSpec(label="new", url=bed.new_url, engine="llamacpp", model=bed.model)],
+        buckets=[64], output_tokens=8, concurrency=[1], requests=3, warmup_requests=1, scrape_interval_s=0,
+        timeout_s=60, calibrate=False)
+    report, rd = await BenchRun(plan, tmp_path).run()
+    rows = [r for r in rd.read_records("requests") if not r["warmup"] and not r["failure_kind"]]
+    assert len(rows) == 6
+    for ep in report.endpoints:
+        [fit] = ep.length_fits
+        got = {r["prompt_tokens"] for r in rows if r["endpoint"] == ep.label}
+        assert fit.deviation == fit.achieved - fit.target == fit.achieved - 64
+        # within ±1 of 64, or off by exactly the deviation the run reports for that endpoint
+        assert all(abs(n - 64) <= 1 for n in got) or all(abs(n - fit.achieved) <= 1 for n in got), (ep.label, got, fit)
 
 
 async def test_engine_killed_mid_run_gives_recorded_errors_and_stops_by_error_rate(bed, tmp_path):

@@ -77,3 +77,42 @@ def test_smollm2_vllm_vs_llamacpp_shows_real_divergences(smollm2_bed: tuple[str,
     print("\n" + "\n".join(f"{d.id}: identical={d.identical} first_char={d.first_char} first_token="
                            f"{d.first_token} agreement={d.token_agreement} flags={d.flags}" for d in r.greedy))
     print(s.model_dump())
+
+
+def test_an_engine_killed_mid_verify_gives_a_partial_report(bed: Any, tmp_path: Any) -> None:
+    """A real llama-server of this test's own, SIGKILLed once the second prompt starts."""
+    import signal
+    import subprocess
+    import time
+
+    from switchover.readiness import check_ready
+    from switchover.testbed.layout import bed_models
+
+    model = bed_models(bed.layout)[bed.key]
+    port = processes.free_port()
+    log = (tmp_path / "llama.log").open("wb")
+    proc = subprocess.Popen(processes.llama_command(bed.layout, model, port, threads=1), stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while not asyncio.run(check_ready(url, max_ms=5000, connect_timeout_s=1)).ready:
+            assert proc.poll() is None and time.monotonic() < deadline, f"llama-server did not start; see {log.name}"
+            time.sleep(0.25)
+        seen: list[str] = []
+
+        def progress(msg: str) -> None:
+            seen.append(msg)
+            if msg.startswith("greedy") and len(seen) == 2:  # the second prompt is about to go out
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+        r = asyncio.run(run_verify(Target(bed.old_url, bed.model), Target(url, model.served_name), BUILTIN[:4],
+                                   VerifyOptions(structured=0, long_inputs=False), on_progress=progress))
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+    assert r.partial and r.partial_reason and "went away" in r.partial_reason, r.partial_reason
+    assert len(r.greedy) == 1 and r.summary is not None and r.summary.prompts == 1  # what was measured is kept

@@ -26,6 +26,7 @@ from switchover.testbed.processes import free_port
 @pytest.fixture
 def exporter() -> Iterator[tuple[GatewayMetrics, int]]:
     metrics = GatewayMetrics()
+    metrics.preset(fallback_statuses=(503,))
 
     class H(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -64,13 +65,7 @@ def test_gates_read_a_real_prometheus_scraping_the_gateway_metrics(exporter, tmp
             pytest.fail("prometheus binary not installed (Debian package prometheus)")
         pytest.skip("prometheus binary not installed (Debian package prometheus)")
     metrics, target = exporter
-    for arm in ("old", "new"):  # series exist at 0 before the first scrape, so increase() sees every request
-        metrics.routed.labels(arm=arm, reason="weight")
-        metrics.requests.labels(arm=arm, outcome="ok")
-        metrics.ttft.labels(arm=arm)
-        metrics.tpot.labels(arm=arm)
-    metrics.requests.labels(arm="new", outcome="error")
-    metrics.fallbacks.labels(reason="status")
+    # no series is created here: GatewayMetrics presets them at 0, so increase() sees the first increments
     port = free_port()
     cfg = tmp_path / "prometheus.yml"
     cfg.write_text(
@@ -98,7 +93,7 @@ def test_gates_read_a_real_prometheus_scraping_the_gateway_metrics(exporter, tmp
         metrics.routed.labels(arm="old", reason="weight").inc(800)
         metrics.requests.labels(arm="new", outcome="ok").inc(190)
         metrics.requests.labels(arm="new", outcome="error").inc(8)
-        metrics.fallbacks.labels(reason="status").inc(2)
+        metrics.fallbacks.labels(reason="status_503").inc(2)
         for _ in range(190):
             metrics.ttft.labels(arm="new").observe(0.3)
             metrics.tpot.labels(arm="new").observe(0.02)

@@ -67,6 +67,7 @@ class Gateway:
         self.log_prompts = log_prompts
         self.ledger = Ledger(self.run_dir, int(gw.ledger_rotate_mb * (1 << 20)), flush_interval_s=LEDGER_FLUSH_S)
         self.metrics = GatewayMetrics()
+        self.metrics.preset(fallback_statuses=self.live.fail_statuses)
         ks = gw.kill_switch
         self.killswitch = KillSwitch(ks.window, ks.min_samples, ks.max_fallback_ratio, ks.enabled)
         self._restore_latch()

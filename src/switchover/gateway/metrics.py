@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from switchover.gateway.ledger_record import Outcome
+
+ARMS = ("old", "new")
+# reasons `upstream.open_upstream` and the gateway give, besides status_<code> for the configured statuses
+FALLBACK_REASONS = ("timeout", "connect", "disconnected", "malformed", "stream_error")
 
 # Latency buckets in seconds: fine below 100 ms (gateway overhead, small models), coarse up to 2 min.
 _LAT = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -45,6 +52,22 @@ class GatewayMetrics:
                               registry=r)
         self.ledger_errors = Counter(p + "ledger_write_errors", "Ledger rows that could not be written",
                                      registry=r)
+        self.preset()
+
+    def preset(self, fallback_statuses: Iterable[int] = ()) -> None:
+        """Create the labelled series a gate will ask for, at 0, before anything happens: Prometheus's increase()
+        cannot see the first increment of a series that did not exist at the previous scrape, so an error or a
+        fallback that creates its series would be missed (a gate passing on a false 0)."""
+        for arm in ARMS:
+            for outcome in get_args(Outcome):
+                self.child(self.requests, arm, outcome)
+            self.child(self.routed, arm, "weight")
+            for h in (self.ttft, self.tpot, self.e2e):
+                self.child(h, arm)
+        for reason in (*FALLBACK_REASONS, *(f"status_{c}" for c in fallback_statuses)):
+            self.child(self.fallbacks, reason)
+        for result in ("ok", "error", "dropped"):
+            self.child(self.shadow, result)
 
     def child(self, metric: Any, *labels: str) -> Any:
         """A labelled child, cached (prometheus_client's labels() takes a lock and builds a tuple each call)."""

@@ -109,6 +109,7 @@ def test_observability_needs_new_metrics_and_flags_renames(kwargs, expected) -> 
         ([(10, 10, False)], "warn"),
         ([(100, 125, False)], "no-go"),  # seed 001 §1: +25% tokens breaks every budget
         ([(None, None, None)], "not-run"),
+        ([(0, 0, True), (100, 125, False)], "no-go"),  # an empty text (0 tokens) is no "0 % change" to average in
     ],
 )
 def test_tokenizer_counts_shift_against_tolerance(texts, expected) -> None:  # type: ignore[no-untyped-def]

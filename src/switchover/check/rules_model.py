@@ -65,9 +65,9 @@ def tokenizer(ev: Evidence, lim: Limits) -> Judgement:
     if lm is not None:
         j.link("live tokenizer/template comparison", "live_model.json")
         j.plots.append("tokenizer_counts")
-        rows = [t for t in lm.texts if t.old is not None and t.new is not None]
+        rows = [t for t in lm.texts if t.old and t.new is not None]  # a % change needs a non-zero old count
         if rows:
-            shifts = [((t.new - t.old) / t.old * 100 if t.old and t.new is not None else 0.0, t) for t in rows]
+            shifts = [((t.new - t.old) / t.old * 100, t) for t in rows if t.new is not None and t.old]
             worst, _ = max(shifts, key=lambda s: abs(s[0]))
             j.fig("texts compared (server /tokenize)", len(rows))
             j.fig("worst token-count change", round(worst, 2), "%")

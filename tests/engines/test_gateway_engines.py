@@ -218,28 +218,42 @@ async def _vllm_counts(h: aiohttp.ClientSession, url: str) -> tuple[float, float
 
 
 async def test_a_client_that_leaves_mid_stream_stops_the_generation_on_vllm(bed, new_arm, tmp_path):
-    """Told by vLLM's own counters, no timing assumption: after the client goes, vLLM stops running the request
-    long before it could have generated the 1,900 tokens asked for."""
+    """Told by vLLM's own counters: the request asks for 1,900 tokens with EOS ignored, so only a cancellation
+    ends it short of them. The client leaves after the first bytes; vLLM then stops the request.
+
+    vLLM's API server hears of a disconnect only when it gets the CPU: on a starved 2-core machine it can send its
+    first bytes, or act on the disconnect, only after the engine has generated everything (seen in CI, and
+    reproduced with two busy loops on the test bed: also without the gateway, 3 of 40 direct requests). Such an
+    attempt proves nothing either way, so up to five are made, a second apart; a gateway that never closes the
+    upstream fails all five."""
     async with gateway(tmp_path, bed.old_url, new_arm.url, weight=0) as (gw, url, _, _), \
             aiohttp.ClientSession() as h:
-        _, before = await _vllm_counts(h, bed.old_url)
         body = {"model": bed.model, "prompt": "Once upon a time", "max_tokens": 1900, "ignore_eos": True,
                 "stream": True, "temperature": 0}
-        async with h.post(url + "/v1/completions", data=orjson.dumps(body),
-                          headers={"x-tenant-id": "leaver", "Content-Type": "application/json"}) as r:
-            assert r.status == 200
-            await r.content.readany()  # the stream is running: first bytes arrived
-            r.close()  # the client goes away
-        running = 1.0
-        for _ in range(200):
-            running, after = await _vllm_counts(h, bed.old_url)
-            if running == 0:
+        generated: list[float] = []
+        for attempt in range(5):
+            if attempt:
+                await asyncio.sleep(1)  # let a starved machine catch up
+            _, before = await _vllm_counts(h, bed.old_url)
+            async with h.post(url + "/v1/completions", data=orjson.dumps(body),
+                              headers={"x-tenant-id": "leaver", "Content-Type": "application/json"}) as r:
+                assert r.status == 200
+                await r.content.readany()  # the stream is running: first bytes arrived
+                r.close()  # the client goes away
+            running, after, deadline = 1.0, before, time.monotonic() + 30
+            while time.monotonic() < deadline:
+                running, after = await _vllm_counts(h, bed.old_url)
+                if running == 0:
+                    break
+                await asyncio.sleep(0.05)
+            assert running == 0, "vLLM still runs the request 30 s after the client left"
+            generated.append(after - before)
+            if after - before < 1900:
                 break
-            await asyncio.sleep(0.05)
-        assert running == 0
-        assert after - before < 1900 * 0.8, (before, after)  # cancelled, not run to the end
-        [row] = await settle(gw, 1)
-        assert row.outcome == "client_disconnected" and row.status == 499
+        rows = await settle(gw, len(generated))
+        assert generated[-1] < 1900, ("vLLM generated all 1,900 tokens each time the client left", generated,
+                                      [r.outcome for r in rows])
+        assert rows[-1].outcome == "client_disconnected" and rows[-1].status == 499
 
 
 async def test_rollback_by_editing_one_line_while_a_stream_is_in_flight(bed, new_arm, tmp_path):

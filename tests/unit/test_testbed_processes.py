@@ -7,8 +7,10 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from switchover.testbed import processes
-from switchover.testbed.processes import EngineProcess, _spawn, _stat, is_ours
+from switchover.testbed.processes import EngineProcess, _spawn, _stat, core_split, is_ours
 
 
 def _proc(pid: int, start_ticks: int | None, cmd: list[str]) -> EngineProcess:
@@ -42,3 +44,25 @@ def test_a_recycled_pid_with_another_start_time_is_not_ours(tmp_path: Path) -> N
 
 def test_down_without_state_stops_nothing(tmp_path: Path) -> None:
     assert processes.down(processes.Layout(tmp_path), name="nothing") == []
+
+
+@pytest.mark.parametrize(("cpus", "vllm", "llama"), [
+    ([0], [0], [0]),  # one core: shared
+    ([0, 1], [0], [1]),
+    ([3, 1, 2, 0], [0, 1], [2, 3]),  # sorted first
+    ([0, 1, 2], [0], [1, 2]),  # odd: llama-server gets the extra core
+    ([4, 5, 6, 7, 8, 9], [4, 5, 6], [7, 8, 9]),  # an affinity mask that does not start at 0
+])
+def test_engines_get_disjoint_cores(cpus: list[int], vllm: list[int], llama: list[int]) -> None:
+    assert core_split(cpus) == (vllm, llama)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="CPU affinity is Linux-only")
+def test_a_pinned_engine_runs_only_on_its_cores(tmp_path: Path) -> None:
+    mine = sorted(os.sched_getaffinity(0))
+    child = _spawn(["sleep", "30"], tmp_path / "log", {}, cpus=mine[-1:])
+    try:
+        assert os.sched_getaffinity(child.pid) == {mine[-1]}
+    finally:
+        child.kill()
+        child.wait(timeout=10)

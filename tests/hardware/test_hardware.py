@@ -40,13 +40,22 @@ def test_no_nvml_library_is_a_clear_no_gpu(monkeypatch: pytest.MonkeyPatch) -> N
     assert fp.gpus == []
 
 
+class NVMLError(Exception):
+    """pynvml's error: the NVML return code in .value."""
+
+    def __init__(self, value: int) -> None:
+        super().__init__(f"NVML error {value}")
+        self.value = value
+
+
 class FakeNVML:
     """The subset of pynvml that fingerprint() calls."""
 
     NVML_NVLINK_MAX_LINKS = 18
 
-    def __init__(self, init_error: Exception | None = None) -> None:
+    def __init__(self, init_error: Exception | None = None, nvlink_error: int | None = None) -> None:
         self.init_error = init_error
+        self.nvlink_error = nvlink_error  # an NVML return code the NVLink query fails with
         self.shut = False
 
     def nvmlInit(self) -> None:
@@ -81,6 +90,8 @@ class FakeNVML:
         return (9, 0)
 
     def nvmlDeviceGetNvLinkState(self, h: int, link: int) -> int:
+        if self.nvlink_error is not None:
+            raise NVMLError(self.nvlink_error)
         if link >= 18:
             raise RuntimeError("not supported")
         return 1
@@ -116,6 +127,16 @@ def test_fingerprint_reads_every_field_and_matches_the_catalog() -> None:
     assert nvml.shut
 
 
+@pytest.mark.parametrize(("code", "links"), [
+    (3, 0),  # NVML_ERROR_NOT_SUPPORTED: a GPU without NVLink
+    (2, None),  # NVML_ERROR_INVALID_ARGUMENT on link 0, or any other failure: unknown, not "PCIe only"
+    (999, None),
+])
+def test_nvlink_count_is_zero_only_when_nvml_says_not_supported(code: int, links: int | None) -> None:
+    fp = fingerprint(FakeNVML(nvlink_error=code))
+    assert [g.nvlink_active_links for g in fp.gpus] == [links, links]
+
+
 def test_nvml_init_failure_is_a_clear_no_gpu() -> None:
     fp = fingerprint(FakeNVML(init_error=RuntimeError("Driver Not Loaded")))
     assert not fp.gpu_present and "Driver Not Loaded" in (fp.reason or "")
@@ -135,6 +156,13 @@ def test_nvml_init_failure_is_a_clear_no_gpu() -> None:
 def test_capability_warnings(cc: str, kwargs: dict[str, Any], settings: list[str]) -> None:
     got = [w.setting.split()[0] for w in check_capabilities(cc, **kwargs)]
     assert got == settings
+
+
+def test_an_unknown_compute_capability_says_what_went_unchecked() -> None:
+    [w] = check_capabilities(None, model_dtype="bfloat16", kv_dtype="fp8")
+    assert w.have == "unknown" and "not checked" in w.consequence
+    assert "dtype" in w.setting and "kv_cache_dtype fp8" in w.setting
+    assert check_capabilities(None, model_dtype="float16") == []  # nothing that needs a capability was asked
 
 
 def test_diff_explains_gpu_change(tmp_path: Path) -> None:

@@ -30,7 +30,8 @@ def fingerprint_cmd(json_out: bool = typer.Option(False, "--json", help="Print t
     for g in fp.gpus:
         table.add_row(str(g.index), g.name, str(g.memory_total_mib), g.compute_capability or "?",
                       f"gen{g.pcie_gen}/{g.pcie_gen_max} x{g.pcie_width}/{g.pcie_width_max}",
-                      str(g.nvlink_active_links), str(g.l2_mib or "?"), g.catalog_name or "-")
+                      "?" if g.nvlink_active_links is None else str(g.nvlink_active_links),
+                      str(g.l2_mib or "?"), g.catalog_name or "-")
     console.print(table)
 
 

@@ -27,10 +27,21 @@ def _sm(cc: str | None) -> int | None:
 
 def check_capabilities(compute_capability: str | None, *, dtype: str = "auto", model_dtype: str = "bfloat16",
                        kv_dtype: str = "auto", quantization: str | None = None) -> list[CapabilityWarning]:
-    """Warnings for bf16 below sm80, fp8 KV cache below sm89, fp8 weights below sm89."""
+    """Warnings for bf16 below sm80, fp8 KV cache below sm89, fp8 weights below sm89. Without a compute
+    capability nothing can be checked: one warning says which settings went unchecked (never an empty list that
+    reads as "all fine")."""
     sm = _sm(compute_capability)
     if sm is None:
-        return []
+        asked = [s for s, wanted in (
+            (f"dtype {dtype} (model {model_dtype})", dtype.lower() in ("bfloat16", "bf16") or (
+                dtype == "auto" and model_dtype.lower() in ("bfloat16", "bf16"))),
+            (f"kv_cache_dtype {kv_dtype}", kv_dtype.lower().startswith("fp8")),
+            (f"quantization {quantization}", (quantization or "").lower().startswith("fp8"))) if wanted]
+        if not asked:
+            return []
+        return [CapabilityWarning(setting=", ".join(asked), needs="sm80 (bf16) / sm89 (fp8)", have="unknown",
+                                  consequence="not checked: the GPU's compute capability is unknown (name a catalog "
+                                              "GPU with --gpu, see `switchover hw gpus`)")]
     have = f"sm{sm}"
     out: list[CapabilityWarning] = []
     wants_bf16 = dtype.lower() in ("bfloat16", "bf16") or (dtype == "auto" and model_dtype.lower() in (

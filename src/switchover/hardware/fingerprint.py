@@ -69,6 +69,23 @@ def match_catalog(name: str, memory_mib: int) -> GpuSpec | None:
     return min(candidates, key=lambda g: abs(g.memory_mib - memory_mib))
 
 
+def _nvlink_active(lib: Any, h: Any) -> int | None:
+    """Active NVLink links: links are queried until one is out of range. A GPU without NVLink answers the first
+    query with NVML_ERROR_NOT_SUPPORTED (0 links); any other failure of the first query leaves the count unknown
+    (None), never 0, which would read as "PCIe only"."""
+    links = 0
+    not_supported = getattr(lib, "NVML_ERROR_NOT_SUPPORTED", 3)
+    for link in range(int(getattr(lib, "NVML_NVLINK_MAX_LINKS", 18))):
+        try:
+            state = lib.nvmlDeviceGetNvLinkState(h, link)
+        except Exception as exc:  # NVMLError subclasses carry the NVML return code in .value
+            if link == 0 and getattr(exc, "value", None) != not_supported:
+                return None
+            break
+        links += int(bool(state))
+    return links
+
+
 def fingerprint(nvml: Any | None = None) -> HostFingerprint:
     """Query NVML; `nvml` may be injected (tests). Absent library or driver -> gpu_present False with the reason."""
     if nvml is None:
@@ -96,12 +113,7 @@ def fingerprint(nvml: Any | None = None) -> HostFingerprint:
             name = _text(lib.nvmlDeviceGetName(h))
             mem = int(lib.nvmlDeviceGetMemoryInfo(h).total // 2**20)
             cc = _try(lib.nvmlDeviceGetCudaComputeCapability, h)
-            links = 0
-            for link in range(int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))):
-                state = _try(lib.nvmlDeviceGetNvLinkState, h, link)
-                if state is None:
-                    break
-                links += int(bool(state))
+            links = _nvlink_active(lib, h)
             power = _try(lib.nvmlDeviceGetPowerManagementLimit, h)
             mig = _try(lib.nvmlDeviceGetMigMode, h)
             spec = match_catalog(name, mem)

@@ -59,9 +59,14 @@ def render(r: EquivalenceReport) -> None:
         console.print(lt)
         if li.boundary:
             b = li.boundary
-            console.print(f"longest input that succeeded: {b.longest_ok_prompt_tokens} prompt tokens "
-                          f"({b.longest_ok_text_tokens} text tokens; configured context {b.configured_context}); "
-                          f"shortest failure {b.shortest_failed_text_tokens} text tokens"
+            def tok(n: int | None, what: str) -> str:
+                return f"{n} {what}" if n is not None else f"{what}: not reported by the server"
+
+            console.print(f"longest input that succeeded: {tok(b.longest_ok_prompt_tokens, 'prompt tokens')} "
+                          f"({tok(b.longest_ok_text_tokens, 'text tokens')}, aimed at {b.longest_ok_target_tokens}; "
+                          f"configured context {b.configured_context}); shortest failure "
+                          f"{tok(b.shortest_failed_text_tokens, 'text tokens')}, aimed at "
+                          f"{b.shortest_failed_target_tokens}"
                           f"{': ' + b.failure if b.failure else ''} [{b.steps} requests]", highlight=False,
                           soft_wrap=True)
 

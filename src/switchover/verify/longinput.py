@@ -81,12 +81,16 @@ async def find_boundary(client: EngineClient, model: str, context: int, max_step
         ids = await client.tokenize(text, model, add_special=False)
         n = len(ids) if ids is not None else None  # the user text alone, without the chat template
         good = rec.failure is None and bool(rec.text or (rec.usage and rec.usage.completion_tokens))
+        # ordered by the bisection's target (always known); the server's own counts are recorded as measured,
+        # None where it has no /tokenize or usage (never 0)
         if good:
-            if b.longest_ok_text_tokens is None or (n or 0) > b.longest_ok_text_tokens:
+            if b.longest_ok_target_tokens is None or tokens > b.longest_ok_target_tokens:
+                b.longest_ok_target_tokens = tokens
                 b.longest_ok_text_tokens = n
                 b.longest_ok_prompt_tokens = rec.usage.prompt_tokens if rec.usage else None
-        elif b.shortest_failed_text_tokens is None or (n or 0) < b.shortest_failed_text_tokens:
+        elif b.shortest_failed_target_tokens is None or tokens < b.shortest_failed_target_tokens:
             b.failure = rec.failure.message[:200] if rec.failure else "no output"
+            b.shortest_failed_target_tokens = tokens
             b.shortest_failed_text_tokens = n
         return good
 

@@ -49,8 +49,10 @@ class Boundary(BaseModel):
 
     configured_context: int | None
     longest_ok_prompt_tokens: int | None = None  # usage.prompt_tokens (chat template included)
-    longest_ok_text_tokens: int | None = None  # the user text alone, by the server's /tokenize
+    longest_ok_text_tokens: int | None = None  # the user text alone, by the server's /tokenize (None without it)
     shortest_failed_text_tokens: int | None = None
+    longest_ok_target_tokens: int | None = None  # the bisection's own variable: the text length it aimed at
+    shortest_failed_target_tokens: int | None = None
     failure: str | None = None
     steps: int = 0
 

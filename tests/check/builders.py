@@ -29,6 +29,7 @@ from switchover.verify.report import (
     EquivalenceReport,
     LongInputCheck,
     LongInputSide,
+    StructuredCase,
     StructuredSide,
 )
 
@@ -90,6 +91,7 @@ def knee(found: bool, c: float | None = None) -> KneeResult:
 
 
 def verify(*, longest: tuple[int | None, int | None] = (2000, 2000), structured: tuple[int, int] = (3, 3),
+           new_unanswered: int = 0,
            new_loop: bool = False, flags: list[str] | None = None, identical: bool = True) -> EquivalenceReport:
     div = Divergence(id="p1", kind="english", identical=identical, flags=flags or [], common_prefix="abc",
                      old_chars=10, new_chars=10)
@@ -102,7 +104,9 @@ def verify(*, longest: tuple[int | None, int | None] = (2000, 2000), structured:
         old_url=OLD, new_url=NEW, model_old="m", model_new="m", greedy=[div],
         summary=GreedySummary(prompts=1, identical=int(identical), flagged=int(bool(flags)), failed=0),
         structured=[StructuredSide(url=OLD, cases=[], valid=structured[0], total=3),
-                    StructuredSide(url=NEW, cases=[], valid=structured[1], total=3)],
+                    StructuredSide(url=NEW, valid=structured[1], total=3 + new_unanswered,
+                                   cases=[StructuredCase(id=f"u{i}", status="error", reason="first_byte_timeout")
+                                          for i in range(new_unanswered)])],
         long_inputs=sides)
 
 

@@ -77,6 +77,19 @@ def test_kernels_judges_json_validity_long_inputs_and_greedy_flags(kwargs, expec
     assert verdict("s000.kernels", verify=b.verify(**kwargs))[0] == expected
 
 
+def test_structured_requests_without_an_answer_are_not_counted_as_invalid() -> None:
+    """3 valid of 3 answered, 3 more timed out: 100 %, not 50 %; with no answer at all the check is missing."""
+    v, j = verdict("s000.kernels", verify=b.verify(structured=(3, 3), new_unanswered=3))
+    assert v == "go" and any("3/3 valid (3 more got no answer)" in s for s in j.ok)
+    v, j = verdict("s000.kernels", verify=b.verify(structured=(3, 0), new_unanswered=0))
+    assert v == "no-go"  # 0 of 3 answered outputs valid is a real drop
+    ev = b.verify(structured=(3, 0))
+    ev.structured[1] = ev.structured[1].model_copy(update={"total": 2, "cases": [
+        b.StructuredCase(id="a", status="error"), b.StructuredCase(id="b", status="error")]})
+    v, j = verdict("s000.kernels", verify=ev)
+    assert v != "no-go" and any("no request got an answer on new" in m for m in j.missing)
+
+
 @pytest.mark.parametrize(
     ("results", "expected"),
     [

@@ -218,16 +218,19 @@ def kernels(ev: Evidence, lim: Limits) -> Judgement:
     j.link("verify results", "verify.json")
     j.plots.append("verify_prefix")
     old, new = _sides(ev, v.structured)
-    if old is not None and new is not None and old.total and new.total:
-        ro, rn = old.valid / old.total, new.valid / new.total
-        j.fig("old: valid JSON-schema outputs", f"{old.valid}/{old.total}")
-        j.fig("new: valid JSON-schema outputs", f"{new.valid}/{new.total}")
+    if old is not None and new is not None and old.rate is not None and new.rate is not None:
+        ro, rn = old.rate, new.rate
+        j.fig("old: valid JSON-schema outputs", old.summary())
+        j.fig("new: valid JSON-schema outputs", new.summary())
         j.fig("limit: structured_drop", lim.structured_drop)
         if rn < ro - lim.structured_drop - 1e-9:
             j.nogo.append(f"valid JSON-schema outputs fell from {ro:.0%} to {rn:.0%} (more than "
                           f"{lim.structured_drop:.0%} lower)")
         else:
-            j.ok.append(f"valid JSON-schema outputs: old {old.valid}/{old.total}, new {new.valid}/{new.total}")
+            j.ok.append(f"valid JSON-schema outputs: old {old.summary()}, new {new.summary()}")
+    elif old is not None and new is not None:
+        j.missing.append("structured-output check: no request got an answer on "
+                         + " and ".join(n for n, side in (("old", old), ("new", new)) if side.rate is None))
     else:
         j.missing.append("structured-output check not run on both sides")
     lo, ln = _sides(ev, v.long_inputs)

@@ -40,7 +40,7 @@ def render(r: EquivalenceReport) -> None:
             f"{s.logprob_delta_mean}; near ties at divergence {s.near_ties}", highlight=False, soft_wrap=True)
     for side in r.structured:
         bad = [f"{c.id}: {c.status} ({c.reason})" for c in side.cases if c.status != "valid"]
-        console.print(f"structured output {side.url}: {side.valid}/{side.total} valid"
+        console.print(f"structured output {side.url}: {side.summary()}"
                       + (f" — {'; '.join(bad)}" if bad else ""), highlight=False, soft_wrap=True)
     for li in r.long_inputs:
         if li.skipped:

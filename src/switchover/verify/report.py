@@ -23,9 +23,23 @@ class StructuredSide(BaseModel):
     total: int
 
     @property
+    def unanswered(self) -> int:
+        """Requests that got no answer (timeout, connection): nothing was learnt about validity from them."""
+        return sum(c.status == "error" for c in self.cases)
+
+    @property
+    def judged(self) -> int:
+        """The denominator of the rate: answered outputs and refusals of the response_format (HTTP status)."""
+        return self.total - self.unanswered
+
+    @property
     def rate(self) -> float | None:
-        """Share of valid outputs; None when nothing was checked (not 0)."""
-        return self.valid / self.total if self.total else None
+        """Share of valid outputs among the judged requests; None when none was judged (not 0)."""
+        return self.valid / self.judged if self.judged else None
+
+    def summary(self) -> str:
+        out = f"{self.valid}/{self.judged} valid"
+        return out + (f" ({self.unanswered} more got no answer)" if self.unanswered else "")
 
 
 class LongInputCheck(BaseModel):

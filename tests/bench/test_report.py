@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from switchover.bench.knee import KneeResult
-from switchover.bench.report import render
+from switchover.bench.report import _series, render
 from switchover.bench.results import BenchPlan, BenchReport, EndpointInfo, EndpointSpec
 from switchover.bench.stats import Dist, StepSummary
 
@@ -28,3 +28,18 @@ def test_report_is_offline_and_marks_the_knee_and_failures():
     assert "<script src=" not in html
     assert "old knee 8" in html and "knee at concurrency ≈ 8" in html
     assert "Run ended early" in html and "No client calibration" in html
+
+
+def test_a_trace_replay_step_is_placed_at_its_achieved_rate_not_at_zero():
+    plan = BenchPlan(endpoints=[EndpointSpec(label="old", url="http://a")], buckets=[128], concurrency=None,
+                     dataset="trace.jsonl", requests=20)
+    steps = [StepSummary(endpoint="old", step=0, bucket=None, requests=20, warmup=0, ok=20, failed=0,
+                         duration_s=8, req_per_s=2.5, out_tok_per_s=300.0, chunks_per_s=100, error_rate=0,
+                         ttft_ms=_dist(10), tpot_ms=_dist(5), e2e_ms=_dist(100))]
+    report = BenchReport(name="t", created_wall=0, plan=plan, steps=steps, knees={}, endpoints=[
+        EndpointInfo(label="old", url="http://a", engine="vllm", model="m", output_control="ignore_eos=true")])
+    html = render(report)
+    assert "trace (2.50 req/s)" in html and "achieved request rate (req\\u002fs, trace replay)" in html
+    assert _series(steps)["x"] == [2.5]
+    unmeasured = steps[0].model_copy(update={"req_per_s": None})
+    assert _series([unmeasured])["x"] == []  # no rate: left off the load axis rather than drawn at 0

@@ -21,14 +21,28 @@ def _f(v: float | None, digits: int = 1) -> str:
     return "—" if v is None else f"{v:.{digits}f}"
 
 
-def _x(s: StepSummary) -> float:
-    return float(s.concurrency if s.concurrency is not None else (s.rate or 0))
+def _x(s: StepSummary) -> float | None:
+    """The step's load: its concurrency or target rate; for trace replay (neither) the rate it achieved, or None
+    when that was not measured (never 0)."""
+    if s.concurrency is not None:
+        return float(s.concurrency)
+    if s.rate is not None:
+        return float(s.rate)
+    return s.req_per_s
+
+
+def _load_cell(s: StepSummary) -> str:
+    if s.concurrency is None and s.rate is None:
+        return "trace" + (f" ({s.req_per_s:.2f} req/s)" if s.req_per_s is not None else "")
+    return _f(_x(s), 0 if s.concurrency is not None else 2)
 
 
 def _series(steps: list[StepSummary]) -> dict[str, list[float | None]]:
     by_x: dict[float, list[StepSummary]] = defaultdict(list)
     for s in steps:
-        by_x[_x(s)].append(s)
+        x = _x(s)
+        if x is not None:  # a trace step whose rate was not measured has no place on a load axis
+            by_x[x].append(s)
     out: dict[str, list[float | None]] = defaultdict(list)
     for x in sorted(by_x):
         group = by_x[x]
@@ -48,7 +62,9 @@ def _series(steps: list[StepSummary]) -> dict[str, list[float | None]]:
 
 def bucket_figure(report: BenchReport, bucket: str | None) -> go.Figure:
     """Three panels (TTFT, TPOT, output tok/s) against load, one colour per endpoint, knees marked."""
-    xlabel = "concurrency" if report.plan.concurrency and not report.plan.rates else "request rate (req/s)"
+    trace = all(s.concurrency is None and s.rate is None for s in report.steps)
+    xlabel = ("achieved request rate (req/s, trace replay)" if trace
+              else "concurrency" if report.plan.concurrency and not report.plan.rates else "request rate (req/s)")
     fig = make_subplots(rows=1, cols=3, subplot_titles=("TTFT (ms)", "TPOT (ms)", "output tokens/s"))
     labels = [e.label for e in report.endpoints]
     for i, label in enumerate(labels):
@@ -203,7 +219,7 @@ def render(report: BenchReport) -> str:
             [
                 escape(s.endpoint),
                 escape(s.bucket or ""),
-                _f(_x(s), 0),
+                _load_cell(s),
                 f"{s.ok}/{s.requests}",
                 _f(s.req_per_s, 2),
                 _f(s.out_tok_per_s, 1),

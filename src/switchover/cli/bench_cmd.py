@@ -76,7 +76,7 @@ class _Progress:
             self.p.advance(self.task)
 
     def step_done(self, s: Any) -> None:
-        load = f"c={s.concurrency}" if s.concurrency else f"{s.rate} req/s"
+        load = f"c={s.concurrency}" if s.concurrency else (f"{s.rate:g} req/s" if s.rate else "trace")
         tpot = f"{s.tpot_ms.p99:.2f}" if s.tpot_ms else "—"
         ttft = f"{s.ttft_ms.p99:.1f}" if s.ttft_ms else "—"
         self.p.console.print(
@@ -114,7 +114,7 @@ def render(report: Any) -> None:
         table.add_row(
             s.endpoint,
             s.bucket or "",
-            f"{s.concurrency or s.rate}",
+            f"{s.concurrency or s.rate}" if (s.concurrency or s.rate) else "trace",
             f"{s.ok}/{s.requests}",
             f(s.req_per_s, 2),
             f(s.out_tok_per_s),

@@ -163,3 +163,11 @@ def test_output_throughput_is_not_measured_when_a_request_lacks_usage():
     s = summarize_step(rows, slo=None)
     assert s.ok == 2 and s.req_per_s is not None
     assert s.out_tok_per_s is None  # a sum over the requests that had N would be silently low
+
+
+def test_itl_gaps_of_zero_from_events_read_together_are_counted():
+    rows = [row(chunks_ms=(10, 10, 14, 20)), row(chunks_ms=(10, 12, 14, 20))]  # one pair read together
+    s = summarize_step(rows)
+    assert s.itl_ms is not None and s.itl_ms.count == 6
+    assert s.itl_zero == 1
+    assert summarize_step([row()]).itl_zero == 0

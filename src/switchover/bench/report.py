@@ -213,6 +213,8 @@ def render(report: BenchReport) -> str:
             flags.append(f"ISL off by >1 on {s.lengths.isl_off_by_more_than_1}")
         if s.one_read:
             flags.append(f"{s.one_read} with all tokens in one read (TPOT 0)")
+        if s.itl_zero and s.itl_ms:
+            flags.append(f"{s.itl_zero}/{s.itl_ms.count} ITL gaps 0 (events read together)")
         if s.lengths.retok_mismatch:
             flags.append(f"re-tokenized N differs on {s.lengths.retok_mismatch}/{s.lengths.retok_compared}")
         rows.append(

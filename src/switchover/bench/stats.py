@@ -276,6 +276,11 @@ class StepSummary(BaseModel):
         description="Successful requests (N > 1) whose tokens all arrived in one read: "
         "TPOT 0 and TTFT = E2E (the server flushed them together, or the client read late)",
     )
+    itl_zero: int = Field(
+        default=0,
+        description="ITL gaps of 0: events that arrived in the same read (coalesced by the server or the network); "
+        "they pull the ITL percentiles down, so the step says how many of `itl_ms.count` they are",
+    )
     client_load: float | None = Field(default=None, description="Share of the calibrated client ceiling used")
     client_flag: bool = False
 
@@ -366,6 +371,7 @@ def summarize_step(
         lengths=_check_lengths(measured),
         steady=steady_state(rows, lab["concurrency"], lab["rate"]),
     )
+    s.itl_zero = sum(1 for m in ok for x in m.itl_ms if x == 0)
     s.one_read = sum(
         1
         for r, m in zip(measured, metrics, strict=True)

@@ -28,8 +28,8 @@ def test_agreement_counts_positions_over_the_longer_sequence() -> None:
 
 
 def test_identical_outputs_are_not_flagged() -> None:
-    d = compare("p", "english", Output(text="Paris is", tokens=["Paris", " is"]),
-                Output(text="Paris is", tokens=["Paris", " is"]))
+    d = compare("p", "english", Output(text="Paris is", tokens=["Paris", " is"], token_source="chunks"),
+                Output(text="Paris is", tokens=["Paris", " is"], token_source="chunks"))
     assert d.identical and d.first_char is None and d.flags == [] and d.token_agreement == 1.0
 
 
@@ -49,13 +49,27 @@ def test_token_positions_use_reference_ids_when_both_have_them() -> None:
     old = Output(text="ab cd", tokens=["ab", " cd"], ids=[1, 2, 3])
     new = Output(text="ab ce", tokens=["ab", " ce"], ids=[1, 2, 4])
     d = compare("p", "x", old, new)
-    assert d.first_token == 2 and d.old_tokens == 3
+    assert d.first_token == 2 and d.old_tokens == 3 and d.token_basis == "reference tokenizer"
+
+
+def test_logprob_tokens_are_never_compared_with_stream_chunks() -> None:
+    """One engine gave logprobs (one token each), the other only a stream whose chunks hold several tokens:
+    positions would compare different units, so there are no token figures and no tie gap, and the basis says so.
+    The character-level comparison still stands."""
+    old = Output(text="The cat sat", tokens=["The", " cat", " sat"], token_source="logprobs",
+                 logprobs=[-0.1, -0.2, -0.3], top=[{"The": -0.1}, {" cat": -0.2}, {" sat": -0.3, " sit": -0.4}])
+    new = Output(text="The cat sit", tokens=["The cat", " sit"], token_source="chunks")
+    d = compare("p", "x", old, new)
+    assert d.first_char == 9
+    assert d.first_token is None and d.token_agreement is None and d.tie_gap is None
+    assert d.logprob_delta_mean is None
+    assert d.token_basis is not None and "logprobs" in d.token_basis and "chunks" in d.token_basis
 
 
 def test_logprob_deltas_cover_the_common_prefix_and_the_tie_gap_reads_the_new_alternatives() -> None:
-    old = Output(text="A B", tokens=["A", " B"], logprobs=[-0.1, -0.7],
+    old = Output(text="A B", tokens=["A", " B"], token_source="logprobs", logprobs=[-0.1, -0.7],
                  top=[{"A": -0.1}, {" B": -0.7, " C": -0.8}])
-    new = Output(text="A C", tokens=["A", " C"], logprobs=[-0.3, -0.69],
+    new = Output(text="A C", tokens=["A", " C"], token_source="logprobs", logprobs=[-0.3, -0.69],
                  top=[{"A": -0.3}, {" C": -0.69, " B": -0.71}])
     d = compare("p", "x", old, new)
     assert d.logprob_delta_mean == pytest.approx(0.2)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -17,6 +18,7 @@ class Output(BaseModel):
 
     text: str = ""
     tokens: list[str] | None = None  # the engine's own tokens (from logprobs or stream chunks)
+    token_source: Literal["logprobs", "chunks"] | None = None  # where `tokens` came from
     ids: list[int] | None = None  # the text re-tokenized by ONE reference tokenizer, for comparing positions
     logprobs: list[float] | None = None
     top: list[dict[str, float]] | None = None
@@ -38,6 +40,7 @@ class Divergence(BaseModel):
     old_tokens: int | None = None
     new_tokens: int | None = None
     token_agreement: float | None = None  # positionally equal tokens / longer length
+    token_basis: str | None = None  # what the token figures compare, or why there are none
     logprob_delta_mean: float | None = None  # mean |Δ logprob| over the common token prefix
     logprob_delta_max: float | None = None
     tie_gap: float | None = None  # new engine's logprob(new token) - logprob(old token) at the divergence
@@ -74,12 +77,12 @@ def compare(case_id: str, kind: str, old: Output, new: Output) -> Divergence:
         return d
     d.first_char = first_difference(old.text, new.text)
     d.common_prefix = old.text if d.first_char is None else old.text[:d.first_char]
-    seq_old, seq_new = _comparable(old, new)
+    seq_old, seq_new, d.token_basis = _comparable(old, new)
     if seq_old is not None and seq_new is not None:
         d.old_tokens, d.new_tokens = len(seq_old), len(seq_new)
         d.first_token = first_difference(seq_old, seq_new)
         d.token_agreement = round(agreement(seq_old, seq_new), 4)
-    if old.tokens is not None and new.tokens is not None:
+    if old.tokens is not None and new.tokens is not None and old.token_source == new.token_source == "logprobs":
         engine_first = first_difference(old.tokens, new.tokens)
         common = engine_first if engine_first is not None else len(old.tokens)
         if old.logprobs is not None and new.logprobs is not None and common > 0:
@@ -97,11 +100,18 @@ def compare(case_id: str, kind: str, old: Output, new: Output) -> Divergence:
     return d
 
 
-def _comparable(old: Output, new: Output) -> tuple[list[str] | None, list[str] | None]:
-    """Token sequences to compare position by position: reference-tokenizer ids when both have them."""
+def _comparable(old: Output, new: Output) -> tuple[list[str] | None, list[str] | None, str | None]:
+    """Token sequences to compare position by position, and what they are: reference-tokenizer ids when both
+    have them, else the engines' own tokens only when both came from the same place (a logprob token list
+    against stream chunks compares different units, so there are no token figures then, and the basis says why)."""
     if old.ids is not None and new.ids is not None:
-        return [str(i) for i in old.ids], [str(i) for i in new.ids]
-    return old.tokens, new.tokens
+        return [str(i) for i in old.ids], [str(i) for i in new.ids], "reference tokenizer"
+    if old.tokens is None or new.tokens is None:
+        return None, None, None
+    if old.token_source != new.token_source:
+        return None, None, (f"none: old tokens from {old.token_source}, new from {new.token_source} "
+                            "(pass --tokenizer to compare)")
+    return old.tokens, new.tokens, f"engine tokens ({old.token_source})"
 
 
 def _tie_gap(old: Output, new: Output, at: int | None) -> float | None:

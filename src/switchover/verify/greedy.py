@@ -55,10 +55,11 @@ def output_from(rec: RequestRecord) -> Output:
             lps.extend(float(x) if x is not None else float("nan") for x in entry.get("token_logprobs") or [])
             tops.extend({str(k): float(v) for k, v in (t or {}).items()} for t in entry.get("top_logprobs") or [])
     if tokens:
-        return Output(text=rec.text, tokens=tokens, logprobs=lps or None, top=tops or None,
+        return Output(text=rec.text, tokens=tokens, token_source="logprobs", logprobs=lps or None, top=tops or None,
                       finish_reason=rec.finish_reason)
     chunks = [c for c in rec.chunk_text if c]
-    return Output(text=rec.text, tokens=chunks or None, finish_reason=rec.finish_reason)
+    return Output(text=rec.text, tokens=chunks or None, token_source="chunks" if chunks else None,
+                  finish_reason=rec.finish_reason)
 
 
 async def greedy_output(client: EngineClient, model: str, case: PromptCase, top: int = 5) -> Output:

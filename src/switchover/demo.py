@@ -28,6 +28,7 @@ class RolloutStep(BaseModel):
     stage: str
     weight: int
     gates: list[dict[str, Any]] = Field(default_factory=list)
+    blockers: list[str] = Field(default_factory=list, description="entry conditions of the next stage not met")
 
 
 class RolloutSummary(BaseModel):
@@ -170,11 +171,11 @@ async def _mirrors_done(gateway: Any, say: Say, limit_s: float = 120.0) -> None:
 
 
 def _step(res: Any) -> RolloutStep:
-    gates = [{"gate": r.gate.value, "verdict": r.verdict, "observed": r.observed, "threshold": r.threshold,
-              "samples": r.samples, "reason": r.reason}
+    gates = [{"gate": r.gate.value, "verdict": r.verdict, "hard": r.hard, "observed": r.observed,
+              "threshold": r.threshold, "samples": r.samples, "reason": r.reason}
              for r in (res.report.results if res.report is not None else [])]
     return RolloutStep(action=res.action, message=res.message, stage=res.state.stage, weight=res.state.weight,
-                       gates=gates)
+                       gates=gates, blockers=list(res.report.blockers) if res.report is not None else [])
 
 
 async def gateway_rollout(config: Path, model: str, say: Say, requests: int = 20) -> RolloutSummary:

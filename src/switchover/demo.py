@@ -12,10 +12,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, Field
 
 from switchover.testbed import processes
 from switchover.testbed.layout import Layout, bed_models
+from switchover.wire.sse import parse_all
 
 Say = Callable[[str], None]
 BED_NAME = "demo"
@@ -126,6 +128,22 @@ def setup_bed(layout: Layout, say: Say) -> None:
     Installer(layout, with_smollm2=True, on_event=on_event).run()
 
 
+def _complete_stream(raw: bytes) -> bool:
+    """An answered stream: events that parse, none of them an error, ending in [DONE] (a 200 whose stream the
+    gateway ended with an error event is not an answer)."""
+    events = parse_all([raw])
+    if not events or events[-1].data != b"[DONE]":
+        return False
+    for ev in events[:-1]:
+        try:
+            obj = orjson.loads(ev.data)
+        except orjson.JSONDecodeError:
+            return False
+        if not isinstance(obj, dict) or obj.get("error") is not None:
+            return False
+    return True
+
+
 async def _traffic(url: str, model: str, n: int, say: Say, start: int = 0,
                    room: Callable[[], bool] = lambda: True) -> tuple[int, int]:
     """n short streamed chat requests through the gateway, 2 at a time, one tenant each (bounded); a request
@@ -147,8 +165,8 @@ async def _traffic(url: str, model: str, n: int, say: Say, start: int = 0,
             try:
                 async with session.post(f"{url}/v1/chat/completions", json=body,
                                         headers={"x-tenant-id": f"demo-tenant-{start + i}"}) as resp:
-                    await resp.read()
-                    return resp.status == 200
+                    raw = await resp.read()
+                    return resp.status == 200 and _complete_stream(raw)
             except (aiohttp.ClientError, TimeoutError):
                 return False
 

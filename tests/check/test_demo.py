@@ -68,3 +68,16 @@ def test_a_failing_rollout_is_reported_as_not_run_and_engines_still_stop(fake_be
     assert result.rollout is None and result.rollout_not_run and "cannot bind" in result.rollout_not_run
     assert result.report_html and Path(result.report_html).exists()
     assert fake_bed[-1] == "down:demo"
+
+
+def test_a_stream_counts_as_answered_only_when_it_ends_cleanly() -> None:
+    from switchover.demo import _complete_stream
+
+    ok = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'
+    cut_by_gateway = (b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n'
+                      b'data: {"error":{"message":"upstream failed mid-stream: truncated"},"choices":[]}\n\n'
+                      b'data: [DONE]\n\n')
+    assert _complete_stream(ok)
+    assert not _complete_stream(cut_by_gateway)
+    assert not _complete_stream(b'data: {"choices":[]}\n\n')  # no [DONE]
+    assert not _complete_stream(b"")

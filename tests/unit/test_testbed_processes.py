@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from switchover.testbed import processes
-from switchover.testbed.processes import EngineProcess, _spawn, _stat, core_split, is_ours
+from switchover.testbed.processes import (
+    EngineProcess,
+    _spawn,
+    _stat,
+    core_split,
+    cpu_quota,
+    is_ours,
+    usable_cpus,
+)
 
 
 def _proc(pid: int, start_ticks: int | None, cmd: list[str]) -> EngineProcess:
@@ -66,3 +74,27 @@ def test_a_pinned_engine_runs_only_on_its_cores(tmp_path: Path) -> None:
     finally:
         child.kill()
         child.wait(timeout=10)
+
+
+@pytest.mark.parametrize(("files", "quota"), [
+    ({"cpu.max": "max 100000\n"}, None),
+    ({"cpu.max": "200000 100000\n"}, 2.0),
+    ({"cpu.max": "150000 100000\n"}, 1.5),
+    ({"cpu.max": "100000 50000\n"}, 2.0),  # the period is read, not assumed
+    ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),  # cgroup v1, unlimited
+    ({"cpu/cpu.cfs_quota_us": "400000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 4.0),
+    ({}, None),  # nothing readable
+])
+def test_cpu_quota_from_cgroup_v2_or_v1(tmp_path: Path, files: dict[str, str], quota: float | None) -> None:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert cpu_quota(tmp_path) == quota
+
+
+def test_a_cpu_quota_cuts_the_affinity_mask() -> None:
+    many = list(range(64))
+    assert usable_cpus(quota=2.0, affinity=many) == [0, 1]
+    assert usable_cpus(quota=1.5, affinity=many) == [0, 1]  # rounded up
+    assert usable_cpus(quota=0.5, affinity=many) == [0]
+    assert core_split(usable_cpus(quota=2.0, affinity=many)) == ([0], [1])

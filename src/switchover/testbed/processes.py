@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import signal
 import socket
@@ -93,11 +94,35 @@ def core_split(cpus: list[int] | set[int]) -> tuple[list[int], list[int]]:
     return ordered[:half], ordered[half:]
 
 
-def usable_cpus() -> list[int]:
-    """The CPUs this process may run on (its affinity mask; the CPU count where there is none)."""
-    if hasattr(os, "sched_getaffinity"):
-        return sorted(os.sched_getaffinity(0))
-    return list(range(os.cpu_count() or 1))
+def cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """CPUs' worth of time the cgroup allows (cgroup v2 cpu.max, else v1 cfs quota/period); None when unlimited
+    or unreadable. A container can see many CPUs in its affinity mask and still be held to two by its quota."""
+    try:
+        parts = (root / "cpu.max").read_text().split()  # "<quota|max> <period>"
+        if parts[0] != "max":
+            return int(parts[0]) / int(parts[1] if len(parts) > 1 else "100000")
+        return None
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        q = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        per = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return q / per if q > 0 and per > 0 else None
+
+
+def usable_cpus(quota: float | None = None, affinity: list[int] | None = None) -> list[int]:
+    """The CPUs this process may run on: its affinity mask (the CPU count where there is none), cut to the
+    cgroup's CPU quota rounded up (so thread pools are not sized for CPUs the quota never lets them use)."""
+    if affinity is None:
+        affinity = (sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                    else list(range(os.cpu_count() or 1)))
+    if quota is None:
+        quota = cpu_quota()
+    if quota is not None:
+        affinity = affinity[: max(1, math.ceil(quota))]
+    return affinity
 
 
 def vllm_command(layout: Layout, model: BedModel, port: int) -> list[str]:

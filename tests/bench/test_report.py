@@ -43,3 +43,9 @@ def test_a_trace_replay_step_is_placed_at_its_achieved_rate_not_at_zero():
     assert _series(steps)["x"] == [2.5]
     unmeasured = steps[0].model_copy(update={"req_per_s": None})
     assert _series([unmeasured])["x"] == []  # no rate: left off the load axis rather than drawn at 0
+
+
+def test_ab_rows_and_checks_name_the_load_never_zero():
+    from switchover.bench.report import _load_of
+
+    assert (_load_of(None), _load_of(8), _load_of(2.5)) == ("trace", "8", "2.50")

@@ -112,3 +112,11 @@ def test_nonsense_inputs_are_bad_input(tmp_path: Path) -> None:
         required_grace(100, -1)
     with pytest.raises(BadInput, match="no such file"):
         grace_report(required_grace(100, 35), tmp_path / "nope")
+
+
+def test_an_unmeasured_ttft_stays_unknown_and_is_left_out() -> None:
+    need = required_grace(2000, 35.0, None, margin_s=5)
+    assert need.ttft_p99_ms is None  # not 0 ms as if measured
+    assert need.required_s == pytest.approx(70 + 5) and need.server_s == pytest.approx(70)
+    with_ttft = required_grace(2000, 35.0, 800.0, margin_s=5)
+    assert with_ttft.required_s == pytest.approx(70 + 0.8 + 5) and with_ttft.server_s == pytest.approx(70.8)

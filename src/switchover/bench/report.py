@@ -31,6 +31,13 @@ def _x(s: StepSummary) -> float | None:
     return s.req_per_s
 
 
+def _load_of(v: float | None) -> str:
+    """A step's load as recorded on A/B rows and checks: concurrency or rate; None is a trace step."""
+    if v is None:
+        return "trace"
+    return _f(float(v), 0 if float(v).is_integer() else 2)
+
+
 def _load_cell(s: StepSummary) -> str:
     if s.concurrency is None and s.rate is None:
         return "trace" + (f" ({s.req_per_s:.2f} req/s)" if s.req_per_s is not None else "")
@@ -264,7 +271,7 @@ def render(report: BenchReport) -> str:
                 ab_rows.append(
                     [
                         escape(a.bucket or ""),
-                        _f(float(a.concurrency or 0), 0),
+                        _load_of(a.concurrency),
                         escape(f"{d.metric} {d.stat}"),
                         _f(d.old, 2),
                         _f(d.new, 2),
@@ -289,7 +296,7 @@ def render(report: BenchReport) -> str:
                     [
                         escape(c.name),
                         escape(c.endpoint),
-                        _f(float(c.concurrency or 0), 0),
+                        _load_of(c.concurrency),
                         _f(c.value, 2),
                         _f(c.limit, 2),
                         "pass" if c.passed else "<b>FAIL</b>",

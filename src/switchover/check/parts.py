@@ -278,7 +278,7 @@ def grace_part(m: Migration, s: CheckSection, base: Path, bench_dir: Path | None
     if g.max_tokens is None:
         ev.missing = "check.grace.max_tokens not set (the longest generation the API allows)"
         return ev
-    need = required_grace(g.max_tokens, tpot, ttft or 0.0, g.margin_s, source=src)
+    need = required_grace(g.max_tokens, tpot, ttft, g.margin_s, source=src)
     ev.need = need.model_dump()
     if g.deploy_dir:
         ev.findings = [f.model_dump() for f in scan(_resolve(base, g.deploy_dir), need)]

@@ -233,8 +233,10 @@ def client_timeout(ev: Evidence, lim: Limits) -> Judgement:
         j.missing.append(ev.why_missing("grace") if g is None else (g.missing or "no need computed"))
         return j
     j.link("grace arithmetic", "grace.json")
-    gen = float(g.need["generation_s"]) + float(g.need.get("ttft_p99_ms") or 0) / 1000
-    j.fig("server generation time (max_tokens × TPOT p99 + TTFT p99)", round(gen, 2), "s")
+    ttft = g.need.get("ttft_p99_ms")
+    gen = float(g.need["generation_s"]) + (float(ttft) / 1000 if ttft is not None else 0.0)
+    j.fig("server generation time (max_tokens × TPOT p99 + TTFT p99)" if ttft is not None
+          else "server generation time (max_tokens × TPOT p99; TTFT not measured, left out)", round(gen, 2), "s")
     j.fig("client timeout", g.client_timeout_s, "s", None if g.client_timeout_s else "check.grace.client_timeout_s "
                                                                                       "not set")
     if g.client_timeout_s is None:

@@ -81,7 +81,8 @@ class _Progress:
         ttft = f"{s.ttft_ms.p99:.1f}" if s.ttft_ms else "—"
         self.p.console.print(
             f"{s.endpoint:>6} {s.bucket:>7} {load:>8}: {s.ok}/{s.requests} ok, TTFT p99 {ttft} ms, "
-            f"TPOT p99 {tpot} ms, {s.out_tok_per_s or 0:.1f} tok/s"
+            f"TPOT p99 {tpot} ms, "
+            + (f"{s.out_tok_per_s:.1f} tok/s" if s.out_tok_per_s is not None else "tok/s not measured")
             + (" [yellow]client-bound[/]" if s.client_flag else ""),
             highlight=False,
         )

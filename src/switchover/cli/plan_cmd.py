@@ -244,7 +244,7 @@ def translate_cmd(
 def grace_cmd(
     max_tokens: int = typer.Option(..., "--max-tokens", help="Largest max_tokens you serve."),
     tpot_p99_ms: float = typer.Option(None, "--tpot-p99-ms", help="TPOT p99 under load, ms."),
-    ttft_p99_ms: float = typer.Option(0.0, "--ttft-p99-ms", help="TTFT p99 under load, ms."),
+    ttft_p99_ms: float = typer.Option(None, "--ttft-p99-ms", help="TTFT p99 under load, ms (left out if unknown)."),
     bench: Path = typer.Option(None, "--bench", help="Take TPOT/TTFT p99 from a bench run directory."),
     endpoint: str = typer.Option(None, "--endpoint", help="With --bench: which endpoint's steps."),
     margin_s: float = typer.Option(None, "--margin-s", help="Extra seconds (default 10% of generation, >= 5 s)."),
@@ -260,7 +260,7 @@ def grace_cmd(
     if bench is not None:
         tpot, ttft, source = latency_from_bench(bench, endpoint)
         tpot_p99_ms = tpot_p99_ms or tpot
-        ttft_p99_ms = ttft_p99_ms or ttft or 0.0
+        ttft_p99_ms = ttft_p99_ms if ttft_p99_ms is not None else ttft
     if tpot_p99_ms is None:
         raise BadInput("no TPOT given", hint="pass --tpot-p99-ms MS or --bench RUN_DIR")
     need = required_grace(max_tokens, tpot_p99_ms, ttft_p99_ms, margin_s, source)
@@ -268,8 +268,10 @@ def grace_cmd(
     if json_out:
         print_json(report)
     else:
-        console.print(f"longest generation {need.generation_s:.1f} s ({max_tokens} x {need.tpot_p99_ms:g} ms) + TTFT "
-                      f"{need.ttft_p99_ms / 1000:.1f} s + margin {need.margin_s:.1f} s = "
+        ttft_txt = ("TTFT not measured (left out)" if need.ttft_p99_ms is None
+                    else f"TTFT {need.ttft_p99_ms / 1000:.1f} s")
+        console.print(f"longest generation {need.generation_s:.1f} s ({max_tokens} x {need.tpot_p99_ms:g} ms) + "
+                      f"{ttft_txt} + margin {need.margin_s:.1f} s = "
                       f"[bold]{need.required_s:.0f} s[/] grace needed")
         for f in report.findings:
             mark = "[green]ok[/]" if f.ok else "[red]SHORT[/]"

@@ -25,11 +25,16 @@ class GraceNeed(BaseModel):
 
     max_tokens: int
     tpot_p99_ms: float
-    ttft_p99_ms: float
+    ttft_p99_ms: float | None = Field(description="None when not measured: then not in required_s (source says)")
     margin_s: float
     generation_s: float = Field(description="max_tokens x TPOT p99")
-    required_s: float = Field(description="TTFT p99 + generation + margin")
+    required_s: float = Field(description="TTFT p99 (when known) + generation + margin")
     source: str = Field(default="flags", description="where TPOT/TTFT came from")
+
+    @property
+    def server_s(self) -> float:
+        """What the server needs for the longest request: generation plus TTFT p99 where it was measured."""
+        return self.generation_s + (self.ttft_p99_ms or 0.0) / 1000
 
 
 class Finding(BaseModel):
@@ -55,19 +60,21 @@ class GraceReport(BaseModel):
         return all(f.ok for f in self.findings) and not self.warnings
 
 
-def required_grace(max_tokens: int, tpot_p99_ms: float, ttft_p99_ms: float = 0.0, margin_s: float | None = None,
-                   source: str = "flags") -> GraceNeed:
-    """max_tokens x TPOT p99 + TTFT p99 + margin (default 10% of the generation, at least 5 s)."""
+def required_grace(max_tokens: int, tpot_p99_ms: float, ttft_p99_ms: float | None = None,
+                   margin_s: float | None = None, source: str = "flags") -> GraceNeed:
+    """max_tokens x TPOT p99 + TTFT p99 + margin (default 10% of the generation, at least 5 s). A TTFT that was
+    not measured (None) is left out and stays None in the result, never shown as 0."""
     if max_tokens <= 0:
         raise BadInput(f"--max-tokens must be positive, got {max_tokens}")
     if tpot_p99_ms <= 0:
         raise BadInput(f"--tpot-p99-ms must be positive, got {tpot_p99_ms}")
-    if ttft_p99_ms < 0:
+    if ttft_p99_ms is not None and ttft_p99_ms < 0:
         raise BadInput(f"--ttft-p99-ms must be >= 0, got {ttft_p99_ms}")
     generation = max_tokens * tpot_p99_ms / 1000
     margin = max(5.0, 0.1 * generation) if margin_s is None else margin_s
     return GraceNeed(max_tokens=max_tokens, tpot_p99_ms=tpot_p99_ms, ttft_p99_ms=ttft_p99_ms, margin_s=margin,
-                     generation_s=round(generation, 3), required_s=round(generation + ttft_p99_ms / 1000 + margin, 3),
+                     generation_s=round(generation, 3),
+                     required_s=round(generation + (ttft_p99_ms or 0.0) / 1000 + margin, 3),
                      source=source)
 
 
@@ -151,7 +158,7 @@ def scan_file(path: Path, need: GraceNeed, display: str) -> list[Finding]:
     except (yaml.YAMLError, UnicodeDecodeError, OSError):
         return []
     out: list[Finding] = []
-    gen_s = need.generation_s + need.ttft_p99_ms / 1000
+    gen_s = need.server_s
     for doc in docs:
         if doc is None:
             continue
@@ -232,7 +239,7 @@ def grace_report(need: GraceNeed, scan_root: Path | None = None, client_timeout_
     if scan_root is not None:
         report.findings = scan(scan_root, need)
     if client_timeout_s is not None:
-        gen = need.generation_s + need.ttft_p99_ms / 1000
+        gen = need.server_s
         if client_timeout_s < gen:
             report.warnings.append(
                 f"client timeout {client_timeout_s:g} s < {gen:.0f} s server generation time: users give up while "

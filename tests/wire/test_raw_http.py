@@ -405,12 +405,29 @@ async def test_a_wall_clock_step_never_puts_a_chunk_before_its_request(scripted:
     scripted.append(srv)
     real = time.time_ns
     async with EngineClient(srv.url, transport="raw") as c:
-        first = await c.complete("p", model="m", stream=True)
+        for _ in range(5):  # until a read was kernel-stamped (a starved CI machine can miss the first ones)
+            first = await c.complete("p", model="m", stream=True)
+            assert first.ok, first.failure
+            if c._stamps.kernel:
+                break
+            srv.replies.append(_sse_reply())
         kernel_before = c._stamps.kernel
+        assert kernel_before > 0, c.chunk_stamps()
         monkeypatch.setattr(time, "time_ns", lambda: real() + 10 * 1_000_000_000)  # realtime jumped 10 s ahead
         rec = await c.complete("p", model="m", stream=True)
-    assert first.ok and rec.ok, rec.failure
+    assert rec.ok, rec.failure
     assert c._stamps.kernel == kernel_before and c._stamps.user > 0  # a stamp not used is not counted as kernel
     assert "mixed" in (c.chunk_stamps() or "")
     assert rec.send_ns <= rec.chunk_ns[0] <= rec.chunk_ns[-1] <= rec.end_ns
     assert rec.ttft_ns is not None and 0 <= rec.ttft_ns < 1_000_000_000
+
+
+def test_the_clock_offset_is_read_again_when_its_bracket_was_stretched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """realtime is read between two perf_counter reads; a bracket stretched by a descheduling (5 ms here) is
+    read again and the narrow one is kept, so the offset is off by nanoseconds, not milliseconds."""
+    perf = iter([5_000_000 + 100, 5_000_000 + 200, 5_000_000 + 300])  # after the 1st realtime read: preempted
+    real = iter([1_000_000_000_000 + 4_000_000, 1_000_000_000_000 + 5_000_000 + 250])
+    monkeypatch.setattr(raw_http.time, "perf_counter_ns", lambda: next(perf))
+    monkeypatch.setattr(raw_http.time, "time_ns", lambda: next(real))
+    offset, err = raw_http._clock_offset(0)  # first bracket: 0 .. 5,000,100 ns
+    assert err == 50 and offset == 1_000_000_000_000 + 5_000_000 + 250 - 5_000_250

@@ -62,6 +62,24 @@ class StampCounts:
         return None
 
 
+def _clock_offset(before: int) -> tuple[int, int]:
+    """(time_ns - perf_counter_ns, error bound in ns): realtime read between two perf_counter reads, the offset
+    taken at their midpoint. A bracket stretched by preemption is read again (at most twice more) and the
+    narrowest kept, so one descheduling cannot shift a stamp by milliseconds."""
+    best_off, best_err = 0, -1
+    a = before
+    for _ in range(3):
+        t = time.time_ns()
+        b = time.perf_counter_ns()
+        err = (b - a + 1) // 2
+        if best_err < 0 or err < best_err:
+            best_off, best_err = t - (a + b) // 2, err
+        if err <= 20_000:  # 20 µs: not preempted
+            break
+        a = time.perf_counter_ns()
+    return best_off, best_err
+
+
 # ---------------------------------------------------------------------------------------------- connections
 
 _BODY, _STREAM, _ERROR = range(3)
@@ -108,11 +126,12 @@ class _Conn:
         pool = self.pool
         if anc:
             sec, nsec = _TIMESPEC.unpack_from(anc[0][2])
-            # realtime -> perf_counter: the offset between the two clocks read now (an NTP step between the
-            # packet and this read is the only error), never later than now
-            stamp = sec * _NS + nsec - (time.time_ns() - now)
-            if self.last_ns <= stamp <= now:
-                now = stamp
+            offset, err = _clock_offset(now)
+            # realtime -> perf_counter with the offset between the two clocks read now (an NTP step between the
+            # packet and this read is the only error beyond `err`, the half-width of the bracket it was read in)
+            stamp = sec * _NS + nsec - offset
+            if self.last_ns - err <= stamp <= now + err:
+                now = min(max(stamp, self.last_ns), now)
                 pool.stamps.kernel += 1
             else:  # a clock step put it after now or before the send / previous read: keep the arrival time
                 now = max(now, self.last_ns)

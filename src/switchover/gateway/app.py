@@ -49,6 +49,9 @@ def _bearer(value: str | None) -> str | None:
     return value or None
 
 
+MAX_BODY = 64 << 20  # largest request body accepted (413 above)
+
+
 def _error(status: int, message: str, kind: str = "upstream_unavailable") -> web.Response:
     body = orjson.dumps({"error": {"message": message, "type": kind, "code": status}})
     return web.Response(status=status, body=body, content_type="application/json")
@@ -185,7 +188,7 @@ class Gateway:
 
     # ---- lifecycle ---------------------------------------------------------------------------------
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=64 << 20)
+        app = web.Application(client_max_size=MAX_BODY)
         app.router.add_get("/health", self._health)
         app.router.add_get("/ready", self._ready)
         app.router.add_get("/metrics", self._metrics)
@@ -198,14 +201,34 @@ class Gateway:
         app.on_cleanup.append(self._cleanup)
         return app
 
-    async def _startup(self, app: web.Application) -> None:
+    async def dispatch(self, request: Any) -> web.StreamResponse:
+        """The raw front's router: the gateway's own endpoints by exact path and method, everything else proxied
+        (the same table as app() for aiohttp)."""
+        own = self._own_routes.get(request.path)
+        if own is None:
+            return await self.proxy(request)
+        handler = own.get("GET" if request.method == "HEAD" else request.method)
+        if handler is None:
+            return _error(405, f"{request.method} not allowed on {request.path}", "method_not_allowed")
+        return await handler(request)
+
+    @property
+    def _own_routes(self) -> dict[str, dict[str, Any]]:
+        routes = self.__dict__.get("_routes")
+        if routes is None:
+            routes = self.__dict__["_routes"] = {
+                "/health": {"GET": self._health}, "/ready": {"GET": self._ready}, "/metrics": {"GET": self._metrics},
+                "/admin/reset": {"POST": self._admin_reset}, "/admin/state": {"GET": self._admin_state}}
+        return routes
+
+    async def _startup(self, app: web.Application | None) -> None:
         self.session = new_session()
         self.shadow = Shadow(self.session)
         self._flush_task = asyncio.ensure_future(self._flush_ledger())
         if self.config_path is not None:
             self._watch_task = asyncio.ensure_future(self._watch())
 
-    async def _cleanup(self, app: web.Application) -> None:
+    async def _cleanup(self, app: web.Application | None) -> None:
         for task in (self._watch_task, self._flush_task):
             if task is not None:
                 task.cancel()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -97,6 +98,9 @@ class GatewayConfig(_Strict):
     timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
     drain_seconds: float = Field(default=30.0, ge=0, description="On SIGTERM, how long in-flight requests may run")
     listen: ListenConfig = Field(default_factory=ListenConfig)
+    front: Literal["raw", "aiohttp"] = Field(
+        default="raw", description="HTTP server: the gateway's own asyncio front (raw) or aiohttp's; read at start"
+    )
     run_dir: str = Field(
         default="runs/gateway",
         description="Ledger (ledger-NNNNN.jsonl), log and kill-switch state; relative to the config file",

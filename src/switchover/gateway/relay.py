@@ -9,6 +9,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 import orjson
@@ -34,7 +35,7 @@ class Relayed:
     outcome: str  # a LedgerRecord.Outcome value
     status: int
     error: str | None = None
-    response: web.StreamResponse | None = None  # the prepared response; the handler must return it
+    response: Any = None  # the prepared response (aiohttp's or the raw front's); the handler must return it
 
 
 def error_event(message: str, model: str | None, code: int = 502) -> bytes:
@@ -147,6 +148,16 @@ def _json_or_done(data: bytes) -> bool:
     return True
 
 
+async def _stream_response(request: Any, status: int, headers: dict[str, str]) -> Any:
+    """The streamed response for this request: the raw front's own (gateway/front.py), or aiohttp's."""
+    opener = getattr(request, "open_stream", None)
+    if opener is not None:
+        return opener(status, headers)
+    resp = SSEResponse(status=status, headers=headers)
+    await resp.prepare(request)
+    return resp
+
+
 def normalised_body(opened: Opened, asked: str | None) -> bytes:
     """A non-streamed body with `model` set to what the client asked for (parsed only when they differ)."""
     raw = opened.head
@@ -165,8 +176,7 @@ async def relay_stream(request: web.Request, opened: Opened, asked: str | None,
     """Write the SSE response through; returns the outcome. Bytes go through as read unless the model name
     must be rewritten or a usage chunk the client did not ask for must be left out: then events are
     re-framed (payloads are never re-encoded)."""
-    resp = SSEResponse(status=opened.status, headers=headers)
-    await resp.prepare(request)
+    resp = await _stream_response(request, opened.status, headers)
     obs = opened.obs
     rw = model_rewriter(obs.model, asked)
     if rw is None and strip_usage:

@@ -15,7 +15,8 @@ from aiohttp import web
 
 from switchover.config import load_migration
 from switchover.errors import BadInput
-from switchover.gateway.app import Gateway
+from switchover.gateway.app import MAX_BODY, Gateway
+from switchover.gateway.front import serve_front
 from switchover.gctune import quiet_gc
 
 log = logging.getLogger("switchover.gateway")
@@ -24,7 +25,12 @@ STATE_FILE = "gateway.json"
 
 @contextlib.asynccontextmanager
 async def running(gateway: Gateway, host: str | None = None, port: int | None = None) -> AsyncIterator[str]:
-    """Serve `gateway` in this event loop; yields its base URL. Disconnecting clients cancel their handler."""
+    """Serve `gateway` in this event loop on its own HTTP/1.1 front (gateway/front.py; `front: aiohttp` in the
+    config serves through aiohttp instead); yields its base URL. Disconnecting clients cancel their handler."""
+    if gateway.live.gw.front == "raw":
+        async with _running_raw(gateway, host, port) as url:
+            yield url
+        return
     listen = gateway.live.gw.listen
     runner = web.AppRunner(gateway.app(), access_log=None, handler_cancellation=True)
     await runner.setup()
@@ -42,6 +48,26 @@ async def running(gateway: Gateway, host: str | None = None, port: int | None = 
         yield url
     finally:
         await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def _running_raw(gateway: Gateway, host: str | None, port: int | None) -> AsyncIterator[str]:
+    listen = gateway.live.gw.listen
+    await gateway._startup(None)
+    try:
+        try:
+            front = serve_front(gateway.dispatch, host or listen.host, listen.port if port is None else port,
+                                max_body=MAX_BODY)
+            server = await front.__aenter__()
+        except OSError as exc:
+            raise BadInput(f"gateway.listen: cannot bind {listen.host}:{listen.port}: {exc.strerror}") from None
+        try:
+            bound = server.sockets[0].getsockname()
+            yield f"http://{bound[0]}:{bound[1]}"
+        finally:
+            await front.__aexit__(None, None, None)
+    finally:
+        await gateway._cleanup(None)
 
 
 def setup_logging(run_dir: Path, verbose: bool = False) -> None:

@@ -1,0 +1,173 @@
+"""The gateway's own HTTP/1.1 front, on raw sockets: bodies (length, chunked, 100-continue), keep-alive and
+pipelining, HEAD, errors with their statuses, streamed responses with back-pressure, a leaving client."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+
+from switchover.gateway.front import FrontRequest, serve_front
+
+
+class Echo:
+    """Answers with what it got; /stream streams `n` chunks; /slow waits until cancelled."""
+
+    def __init__(self) -> None:
+        self.cancelled = asyncio.Event()
+
+    async def __call__(self, req: FrontRequest) -> Any:
+        body = await req.read()
+        if req.path == "/stream":
+            n = int(req.query_string.partition("=")[2] or 3)
+            resp = req.open_stream(200, {"Content-Type": "text/event-stream"})
+            for i in range(n):
+                await resp.write(b"data: %d\n\n" % i)
+            await resp.write_eof(b"data: [DONE]\n\n")
+            return resp
+        if req.path == "/slow":
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                self.cancelled.set()
+                raise
+        if req.path == "/boom":
+            raise RuntimeError("handler bug")
+        out = {"method": req.method, "path": req.path, "qs": req.query_string, "len": len(body),
+               "body": body.decode(), "tenant": req.headers.get("X-Tenant-Id")}
+        return web.json_response(out)
+
+
+@pytest.fixture
+async def front() -> AsyncIterator[tuple[int, Echo]]:
+    echo = Echo()
+    async with serve_front(echo, "127.0.0.1", 0, max_body=1000) as server:
+        yield server.sockets[0].getsockname()[1], echo
+
+
+async def _exchange(port: int, raw: bytes, *, read_until_close: bool = True) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(raw)
+    await writer.drain()
+    data = await asyncio.wait_for(reader.read(), 5) if read_until_close else await reader.read(65536)
+    writer.close()
+    return data
+
+
+def _json_body(response: bytes) -> dict[str, Any]:
+    return orjson.loads(response.split(b"\r\n\r\n", 1)[1])
+
+
+async def test_a_request_with_a_body_and_a_query_is_handled(front: tuple[int, Echo]) -> None:
+    port, _ = front
+    out = await _exchange(port, b"POST /v1/x?a=1 HTTP/1.1\r\nHost: h\r\nX-Tenant-Id: t7\r\nContent-Length: 5\r\n"
+                                b"Connection: close\r\n\r\nhello")
+    assert out.startswith(b"HTTP/1.1 200 OK\r\n") and b"Connection: close" in out
+    assert _json_body(out) == {"method": "POST", "path": "/v1/x", "qs": "a=1", "len": 5, "body": "hello",
+                               "tenant": "t7"}
+
+
+async def test_chunked_request_bodies_are_decoded(front: tuple[int, Echo]) -> None:
+    port, _ = front
+    out = await _exchange(port, b"POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                                b"3\r\nabc\r\n4;ext=1\r\ndefg\r\n0\r\n\r\n")
+    assert _json_body(out)["body"] == "abcdefg"
+
+
+async def test_expect_100_continue_is_answered_before_the_body(front: tuple[int, Echo]) -> None:
+    port, _ = front
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"POST /e HTTP/1.1\r\nContent-Length: 3\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n")
+    await writer.drain()
+    interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 2)  # a client waits for this, not 1 s
+    assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+    writer.write(b"xyz")
+    out = await asyncio.wait_for(reader.read(), 5)
+    writer.close()
+    assert _json_body(out)["body"] == "xyz"
+
+
+async def test_keep_alive_and_pipelined_requests_are_answered_in_order(front: tuple[int, Echo]) -> None:
+    port, _ = front
+    reqs = b"".join(b"GET /r%d HTTP/1.1\r\nHost: h\r\n\r\n" % i for i in range(3))
+    out = await _exchange(port, reqs + b"GET /last HTTP/1.1\r\nConnection: close\r\n\r\n")
+    paths = [orjson.loads(part.split(b"\r\n\r\n", 1)[1].split(b"HTTP/1.1")[0])["path"]
+             for part in out.split(b"HTTP/1.1 200 OK")[1:]]
+    assert paths == ["/r0", "/r1", "/r2", "/last"]
+
+
+async def test_http_1_0_closes_unless_asked_to_keep_alive(front: tuple[int, Echo]) -> None:
+    port, _ = front
+    out = await _exchange(port, b"GET /old HTTP/1.0\r\n\r\n")  # read() returns: the server closed
+    assert b"Connection: close" in out and _json_body(out)["path"] == "/old"
+
+
+async def test_head_gets_headers_without_a_body(front: tuple[int, Echo]) -> None:
+    port, _ = front
+    out = await _exchange(port, b"HEAD /h HTTP/1.1\r\nConnection: close\r\n\r\n")
+    head, _, body = out.partition(b"\r\n\r\n")
+    assert b"Content-Length: " in head and not head.endswith(b"Content-Length: 0") and body == b""
+
+
+@pytest.mark.parametrize(("raw", "status"), [
+    (b"GARBAGE\r\n\r\n", 400),
+    (b"GET / HTTP/2.0\r\n\r\n", 505),
+    (b"GET / HTTP/1.1\r\nno colon here\r\n\r\n", 400),
+    (b"POST / HTTP/1.1\r\nContent-Length: nope\r\n\r\n", 400),
+    (b"POST / HTTP/1.1\r\nContent-Length: 5000\r\n\r\n", 413),  # max_body is 1000
+    (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+    (b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 70_000, 431),
+])
+async def test_bad_requests_get_their_status_and_the_connection_closes(front: tuple[int, Echo], raw: bytes,
+                                                                       status: int) -> None:
+    port, _ = front
+    out = await _exchange(port, raw)
+    assert out.startswith(b"HTTP/1.1 %d " % status), out[:80]
+    assert orjson.loads(out.split(b"\r\n\r\n", 1)[1])["error"]["code"] == status
+
+
+async def test_a_handler_error_is_a_500_not_a_hang(front: tuple[int, Echo]) -> None:
+    port, _ = front
+    out = await _exchange(port, b"GET /boom HTTP/1.1\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 500 ")
+
+
+async def test_a_streamed_response_is_chunked_and_complete(front: tuple[int, Echo]) -> None:
+    port, _ = front
+    out = await _exchange(port, b"GET /stream?n=3 HTTP/1.1\r\nConnection: close\r\n\r\n")
+    head, _, body = out.partition(b"\r\n\r\n")
+    assert b"Transfer-Encoding: chunked" in head
+    decoded, rest = b"", body
+    while True:
+        size_line, _, rest = rest.partition(b"\r\n")
+        n = int(size_line, 16)
+        if n == 0:
+            break
+        decoded, rest = decoded + rest[:n], rest[n + 2:]
+    assert decoded == b"data: 0\n\ndata: 1\n\ndata: 2\n\ndata: [DONE]\n\n"
+
+
+async def test_a_large_stream_to_a_slow_reader_waits_for_it(front: tuple[int, Echo]) -> None:
+    """Back-pressure: 20,000 events to a reader that starts late all arrive, in order."""
+    port, _ = front
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /stream?n=20000 HTTP/1.1\r\nConnection: close\r\n\r\n")
+    await writer.drain()
+    await asyncio.sleep(0.3)  # the server fills the socket buffers and must pause
+    out = await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    assert out.count(b"data: ") == 20001 and b"data: 19999\n\n" in out and out.endswith(b"0\r\n\r\n")
+
+
+async def test_a_client_that_leaves_cancels_its_handler(front: tuple[int, Echo]) -> None:
+    port, echo = front
+    _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /slow HTTP/1.1\r\n\r\n")
+    await writer.drain()
+    await asyncio.sleep(0.1)
+    writer.close()
+    await asyncio.wait_for(echo.cancelled.wait(), 5)

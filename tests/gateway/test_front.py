@@ -171,3 +171,22 @@ async def test_a_client_that_leaves_cancels_its_handler(front: tuple[int, Echo])
     await asyncio.sleep(0.1)
     writer.close()
     await asyncio.wait_for(echo.cancelled.wait(), 5)
+
+
+async def test_an_idle_connection_is_closed_and_a_busy_one_is_not() -> None:
+    echo = Echo()
+    async with serve_front(echo, "127.0.0.1", 0, max_body=1000, idle_s=0.3) as server:
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /a HTTP/1.1\r\n\r\n")
+        await writer.drain()
+        assert (await asyncio.wait_for(reader.readuntil(b"}"), 2)).startswith(b"HTTP/1.1 200 OK")
+        assert await asyncio.wait_for(reader.read(), 2) == b""  # idle after its answer: closed by the server
+        writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /slow HTTP/1.1\r\n\r\n")  # a request in progress is never idle
+        await writer.drain()
+        await asyncio.sleep(0.6)
+        assert not echo.cancelled.is_set()
+        writer.close()
+        await asyncio.wait_for(echo.cancelled.wait(), 5)

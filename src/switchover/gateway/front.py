@@ -24,6 +24,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 log = logging.getLogger("switchover.gateway")
 
 MAX_HEAD = 64 << 10
+IDLE_S = 75.0  # a connection with no request in progress and no bytes for this long is closed (aiohttp's default)
 _REASONS = {s.value: s.phrase for s in http.HTTPStatus}
 
 
@@ -100,10 +101,12 @@ Handler = Callable[[FrontRequest], Awaitable[Any]]
 class FrontConnection(asyncio.Protocol):
     """One client connection: requests one at a time (a pipelined next request waits in the buffer)."""
 
-    def __init__(self, handler: Handler, max_body: int, tracker: set[FrontConnection]) -> None:
+    def __init__(self, handler: Handler, max_body: int, tracker: set[FrontConnection], idle_s: float = IDLE_S) -> None:
         self.handler = handler
         self.max_body = max_body
         self.tracker = tracker
+        self.idle_s = idle_s
+        self._idle: asyncio.TimerHandle | None = None
         self.transport: Any = None
         self.buf = bytearray()
         self.task: asyncio.Task[None] | None = None
@@ -117,10 +120,13 @@ class FrontConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
         self.tracker.add(self)
+        self._arm_idle()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.tracker.discard(self)
+        if self._idle is not None:
+            self._idle.cancel()
         if self.task is not None and not self.task.done():
             self.task.cancel()  # the client went away: its handler stops (and cancels its upstream request)
         self._wake()
@@ -128,7 +134,19 @@ class FrontConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.buf += data
         if self.task is None:
+            self._arm_idle()
             self._next()
+
+    def _arm_idle(self) -> None:
+        """(Re)start the idle clock: between requests, and while a request's bytes are still arriving (so a client
+        that never finishes its head or body is closed too)."""
+        if self._idle is not None:
+            self._idle.cancel()
+        self._idle = asyncio.get_running_loop().call_later(self.idle_s, self._idle_out)
+
+    def _idle_out(self) -> None:
+        if self.task is None and not self.closed and self.transport is not None:
+            self.transport.close()
 
     def pause_writing(self) -> None:
         self._paused = True
@@ -176,6 +194,9 @@ class FrontConnection(asyncio.Protocol):
             self._fail(exc.status, str(exc))
             return
         if parsed is not None:
+            if self._idle is not None:
+                self._idle.cancel()
+                self._idle = None
             self.task = asyncio.ensure_future(self._run(parsed))
 
     def _parse(self) -> FrontRequest | None:
@@ -294,16 +315,18 @@ class FrontConnection(asyncio.Protocol):
         if not keep:
             self.transport.close()
             return
+        self._arm_idle()
         if self.buf:
             self._next()
 
 
 @contextlib.asynccontextmanager
-async def serve_front(handler: Handler, host: str, port: int, max_body: int) -> Any:
+async def serve_front(handler: Handler, host: str, port: int, max_body: int, idle_s: float = IDLE_S) -> Any:
     """Listen on host:port; yields the asyncio server. On exit: stop listening, cancel what still runs."""
     loop = asyncio.get_running_loop()
     conns: set[FrontConnection] = set()
-    server = await loop.create_server(lambda: FrontConnection(handler, max_body, conns), host, port, backlog=2048)
+    server = await loop.create_server(lambda: FrontConnection(handler, max_body, conns, idle_s), host, port,
+                                      backlog=2048)
     try:
         yield server
     finally:

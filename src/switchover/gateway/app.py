@@ -16,6 +16,7 @@ import orjson
 from aiohttp import web
 
 from switchover.config import Migration, load_migration
+from switchover.gateway.front import error_response
 from switchover.gateway.killswitch import KillSwitch
 from switchover.gateway.ledger import Ledger
 from switchover.gateway.ledger_record import ShadowResult
@@ -53,8 +54,7 @@ MAX_BODY = 64 << 20  # largest request body accepted (413 above)
 
 
 def _error(status: int, message: str, kind: str = "upstream_unavailable") -> web.Response:
-    body = orjson.dumps({"error": {"message": message, "type": kind, "code": status}})
-    return web.Response(status=status, body=body, content_type="application/json")
+    return error_response(status, message, kind)
 
 
 class Gateway:

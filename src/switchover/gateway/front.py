@@ -18,6 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
@@ -26,6 +27,12 @@ log = logging.getLogger("switchover.gateway")
 MAX_HEAD = 64 << 10
 IDLE_S = 75.0  # a connection with no request in progress and no bytes for this long is closed (aiohttp's default)
 _REASONS = {s.value: s.phrase for s in http.HTTPStatus}
+
+
+def error_response(status: int, message: str, kind: str) -> web.Response:
+    """The gateway's one error body (OpenAI's shape), for both servers and every handler."""
+    body = orjson.dumps({"error": {"message": message, "type": kind, "code": status}})
+    return web.Response(status=status, body=body, content_type="application/json")
 
 
 class BadRequest(Exception):
@@ -66,11 +73,10 @@ class FrontStream:
     """A streamed response on the front (chunked encoding); the status line and headers go with the first write.
     Same calls as aiohttp's StreamResponse as the relay uses it: write(), write_eof()."""
 
-    __slots__ = ("_conn", "_head", "_request", "status")
+    __slots__ = ("_conn", "_head", "status")
 
     def __init__(self, conn: FrontConnection, request: FrontRequest, status: int, headers: dict[str, str]) -> None:
         self._conn = conn
-        self._request = request
         self.status = status
         lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}"]
         lines += [f"{k}: {v}" for k, v in headers.items()]
@@ -278,10 +284,7 @@ class FrontConnection(asyncio.Protocol):
             pos = eol + 2 + n + 2
 
     def _fail(self, status: int, message: str) -> None:
-        import orjson
-
-        body = orjson.dumps({"error": {"message": message, "type": "bad_request", "code": status}})
-        self._send_response(web.Response(status=status, body=body, content_type="application/json"), None, False)
+        self._send_response(error_response(status, message, "bad_request"), None, False)
         self.transport.close()
 
     # ---- one exchange ---------------------------------------------------------------------------------
@@ -305,9 +308,7 @@ class FrontConnection(asyncio.Protocol):
             log.exception("unhandled error in the gateway front")
             keep = False
             if self.streamed is None and not self.closed:
-                self._send_response(web.Response(status=500, body=b'{"error":{"message":"internal error",'
-                                                 b'"type":"internal_error","code":500}}',
-                                                 content_type="application/json"), request, False)
+                self._send_response(error_response(500, "internal error", "internal_error"), request, False)
         finally:
             self.task = None
         if self.closed:
@@ -341,6 +342,3 @@ async def serve_front(handler: Handler, host: str, port: int, max_body: int, idl
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
 
-
-def reason(status: int) -> str:
-    return _REASONS.get(status, "Unknown")

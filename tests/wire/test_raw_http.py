@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from switchover.errors import BadInput
-from switchover.wire import EngineClient, FailureKind, Timeouts, raw_http
+from switchover.wire import EngineClient, FailureKind, Timeouts, stamps
 from switchover.wire.http1 import HttpProtocolError, ResponseParser
 from tests.wire.fake_server import chunk, usage_chunk
 
@@ -348,7 +348,7 @@ async def _stream_while_the_loop_is_blocked(gap_s: float, block_s: float) -> tup
     return rec, sent, unblocked[0], stamps
 
 
-kernel_only = pytest.mark.skipif(raw_http._SO_TIMESTAMPNS is None, reason="no kernel receive timestamps here")
+kernel_only = pytest.mark.skipif(stamps.SO_TIMESTAMPNS is None, reason="no kernel receive timestamps here")
 
 
 @kernel_only
@@ -385,7 +385,7 @@ async def test_request_larger_than_the_socket_buffer_is_sent_whole(scripted: lis
     (3, 2, "mixed: 3 reads kernel-stamped, 2 stamped in user space"),
 ])
 def test_stamp_source_is_said_as_it_was(kernel: int, user: int, says: str | None) -> None:
-    assert raw_http.StampCounts(kernel, user).describe() == says
+    assert stamps.StampCounts(kernel, user).describe() == says
 
 
 async def test_aiohttp_transport_says_its_stamps_are_user_space(scripted: list[_Scripted]) -> None:
@@ -427,7 +427,7 @@ def test_the_clock_offset_is_read_again_when_its_bracket_was_stretched(monkeypat
     read again and the narrow one is kept, so the offset is off by nanoseconds, not milliseconds."""
     perf = iter([5_000_000 + 100, 5_000_000 + 200, 5_000_000 + 300])  # after the 1st realtime read: preempted
     real = iter([1_000_000_000_000 + 4_000_000, 1_000_000_000_000 + 5_000_000 + 250])
-    monkeypatch.setattr(raw_http.time, "perf_counter_ns", lambda: next(perf))
-    monkeypatch.setattr(raw_http.time, "time_ns", lambda: next(real))
-    offset, err = raw_http._clock_offset(0)  # first bracket: 0 .. 5,000,100 ns
+    monkeypatch.setattr(stamps.time, "perf_counter_ns", lambda: next(perf))
+    monkeypatch.setattr(stamps.time, "time_ns", lambda: next(real))
+    offset, err = stamps.clock_offset(0)  # first bracket: 0 .. 5,000,100 ns
     assert err == 50 and offset == 1_000_000_000_000 + 5_000_000 + 250 - 5_000_250

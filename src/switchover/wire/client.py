@@ -26,9 +26,10 @@ import orjson
 from switchover.errors import BadInput
 from switchover.wire.error_body import parse_error_body
 from switchover.wire.fold import apply_body, apply_events, connect_text, err_text, join_streamed_text
-from switchover.wire.raw_http import RawPool, StampCounts
+from switchover.wire.raw_http import RawPool
 from switchover.wire.records import Api, Failure, FailureKind, RequestRecord
 from switchover.wire.sse import SSEParser
+from switchover.wire.stamps import StampCounts
 
 _PATHS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 _MAX_ERROR_BODY = 65536

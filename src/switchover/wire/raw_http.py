@@ -15,20 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import platform
 import socket
-import struct
-import sys
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from switchover.wire import stamps
 from switchover.wire.error_body import parse_error_body
 from switchover.wire.fold import apply_body, apply_events, connect_text, err_text, join_streamed_text
 from switchover.wire.http1 import HttpProtocolError, ResponseParser
 from switchover.wire.records import Failure, FailureKind, RequestRecord
 from switchover.wire.sse import SSEParser
+from switchover.wire.stamps import ANC_SPACE, StampCounts, read_time
 
 if TYPE_CHECKING:
     from switchover.wire.client import Timeouts
@@ -36,49 +34,6 @@ if TYPE_CHECKING:
 _MAX_ERROR_BODY = 65536
 _NS = 1_000_000_000
 _READ = 65536
-
-# SO_TIMESTAMPNS (= SCM_TIMESTAMPNS) from asm-generic/socket.h, which x86-64 and arm64 use; Python's socket module
-# does not name it. Other architectures number it differently: there, reads are stamped in user space.
-_SO_TIMESTAMPNS = 35 if sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64", "arm64") else None
-_ANC = socket.CMSG_SPACE(16) if _SO_TIMESTAMPNS is not None else 0
-_TIMESPEC = struct.Struct("@qq")
-
-
-@dataclass(slots=True)
-class StampCounts:
-    """How many socket reads got a kernel receive timestamp, and how many were stamped in user space."""
-
-    kernel: int = 0
-    user: int = 0
-
-    def describe(self) -> str | None:
-        """What a report says about its chunk timestamps (None before any read)."""
-        if self.kernel and not self.user:
-            return "kernel receive time (SO_TIMESTAMPNS)"
-        if self.user and not self.kernel:
-            return "user space, on arrival in the event loop (no kernel receive timestamps here)"
-        if self.kernel or self.user:
-            return f"mixed: {self.kernel} reads kernel-stamped, {self.user} stamped in user space"
-        return None
-
-
-def _clock_offset(before: int) -> tuple[int, int]:
-    """(time_ns - perf_counter_ns, error bound in ns): realtime read between two perf_counter reads, the offset
-    taken at their midpoint. A bracket stretched by preemption is read again (at most twice more) and the
-    narrowest kept, so one descheduling cannot shift a stamp by milliseconds."""
-    best_off, best_err = 0, -1
-    a = before
-    for _ in range(3):
-        t = time.time_ns()
-        b = time.perf_counter_ns()
-        err = (b - a + 1) // 2
-        if best_err < 0 or err < best_err:
-            best_off, best_err = t - (a + b) // 2, err
-        if err <= 20_000:  # 20 µs: not preempted
-            break
-        a = time.perf_counter_ns()
-    return best_off, best_err
-
 
 # ---------------------------------------------------------------------------------------------- connections
 
@@ -113,7 +68,7 @@ class _Conn:
 
     def _readable(self) -> None:
         try:
-            data, anc, _flags, _addr = self.sock.recvmsg(_READ, _ANC)
+            data, anc, _flags, _addr = self.sock.recvmsg(_READ, ANC_SPACE)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -122,22 +77,7 @@ class _Conn:
         if not data:
             self._eof()
             return
-        now = time.perf_counter_ns()
-        pool = self.pool
-        if anc:
-            sec, nsec = _TIMESPEC.unpack_from(anc[0][2])
-            offset, err = _clock_offset(now)
-            # realtime -> perf_counter with the offset between the two clocks read now (an NTP step between the
-            # packet and this read is the only error beyond `err`, the half-width of the bracket it was read in)
-            stamp = sec * _NS + nsec - offset
-            if self.last_ns - err <= stamp <= now + err:
-                now = min(max(stamp, self.last_ns), now)
-                pool.stamps.kernel += 1
-            else:  # a clock step put it after now or before the send / previous read: keep the arrival time
-                now = max(now, self.last_ns)
-                pool.stamps.user += 1
-        else:
-            pool.stamps.user += 1
+        now = read_time(anc, time.perf_counter_ns(), self.last_ns, self.pool.stamps)
         self._data(data, now)
 
     def _writable(self) -> None:
@@ -444,9 +384,7 @@ class RawPool:
             try:
                 sock.setblocking(False)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                if _SO_TIMESTAMPNS is not None:
-                    with contextlib.suppress(OSError):
-                        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                stamps.enable(sock)
                 await self.loop.sock_connect(sock, addr)
                 return sock
             except OSError as exc:

@@ -19,8 +19,9 @@ def events(body: bytes) -> list[bytes]:
     return [e.data for e in parse_all([body])]
 
 
-async def test_weight_routes_tenants_and_normalises_the_model_field(tmp_path):
-    async with stack(tmp_path, weight=50) as s:
+@pytest.mark.parametrize("front", ["raw", "aiohttp"])  # both servers the config can choose
+async def test_weight_routes_tenants_and_normalises_the_model_field(tmp_path, front):
+    async with stack(tmp_path, weight=50, front=front) as s:
         t_new, t_old = tenant_in(50, "new"), tenant_in(50, "old")
         status, body, headers = await s.post(chat(), tenant=t_new)
         assert status == 200
@@ -312,3 +313,16 @@ async def test_client_leaving_before_the_first_byte_cancels_the_upstream_too(tmp
         await wait_for(lambda: s.old.stats.cancelled == 1)
         await wait_for(lambda: len(s.rows()) == 1)
         assert s.rows()[0].outcome == "client_disconnected"
+
+
+@pytest.mark.parametrize("front", ["raw", "aiohttp"])
+async def test_both_servers_route_the_gateways_own_endpoints_alike(tmp_path, front):
+    async with stack(tmp_path, front=front) as s:
+        async with s.http.get(s.url + "/health") as r:
+            assert r.status == 200 and await r.json() == {"alive": True}
+        async with s.http.head(s.url + "/ready") as r:
+            assert r.status == 200
+        async with s.http.post(s.url + "/health") as r:
+            assert r.status == 405
+        async with s.http.get(s.url + "/metrics") as r:
+            assert r.status == 200 and "switchover_gateway_requests_total" in await r.text()

@@ -187,13 +187,24 @@ class Gateway:
         self.metrics.kill_switch_ratio.set(float("nan") if snap.ratio is None else snap.ratio)
 
     # ---- lifecycle ---------------------------------------------------------------------------------
+    def _own_routes(self) -> dict[str, dict[str, Any]]:
+        """The gateway's own endpoints, path -> method -> handler: the one table both servers route by."""
+        routes: dict[str, dict[str, Any]] | None = self.__dict__.get("_routes")
+        if routes is None:
+            routes = self.__dict__["_routes"] = {
+                "/health": {"GET": self._health}, "/ready": {"GET": self._ready}, "/metrics": {"GET": self._metrics},
+                "/admin/reset": {"POST": self._admin_reset}, "/admin/state": {"GET": self._admin_state}}
+        return routes
+
     def app(self) -> web.Application:
+        """The gateway as an aiohttp application (`front: aiohttp`)."""
         app = web.Application(client_max_size=MAX_BODY)
-        app.router.add_get("/health", self._health)
-        app.router.add_get("/ready", self._ready)
-        app.router.add_get("/metrics", self._metrics)
-        app.router.add_post("/admin/reset", self._admin_reset)
-        app.router.add_get("/admin/state", self._admin_state)
+        for path, methods in self._own_routes().items():
+            for method, handler in methods.items():
+                if method == "GET":
+                    app.router.add_get(path, handler)  # answers HEAD too, as the raw front does
+                else:
+                    app.router.add_route(method, path, handler)
         for path in GENERATION_PATHS:  # exact paths resolve without the catch-all's regex (same handler)
             app.router.add_route("*", path, self.proxy)
         app.router.add_route("*", "/{tail:.*}", self.proxy)
@@ -202,24 +213,15 @@ class Gateway:
         return app
 
     async def dispatch(self, request: Any) -> web.StreamResponse:
-        """The raw front's router: the gateway's own endpoints by exact path and method, everything else proxied
-        (the same table as app() for aiohttp)."""
-        own = self._own_routes.get(request.path)
+        """The raw front's router: the gateway's own endpoints by exact path and method (HEAD as GET), everything
+        else proxied."""
+        own = self._own_routes().get(request.path)
         if own is None:
             return await self.proxy(request)
         handler = own.get("GET" if request.method == "HEAD" else request.method)
         if handler is None:
             return _error(405, f"{request.method} not allowed on {request.path}", "method_not_allowed")
         return await handler(request)
-
-    @property
-    def _own_routes(self) -> dict[str, dict[str, Any]]:
-        routes = self.__dict__.get("_routes")
-        if routes is None:
-            routes = self.__dict__["_routes"] = {
-                "/health": {"GET": self._health}, "/ready": {"GET": self._ready}, "/metrics": {"GET": self._metrics},
-                "/admin/reset": {"POST": self._admin_reset}, "/admin/state": {"GET": self._admin_state}}
-        return routes
 
     async def _startup(self, app: web.Application | None) -> None:
         self.session = new_session()

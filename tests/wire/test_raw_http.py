@@ -405,12 +405,16 @@ async def test_a_wall_clock_step_never_puts_a_chunk_before_its_request(scripted:
     scripted.append(srv)
     real = time.time_ns
     async with EngineClient(srv.url, transport="raw") as c:
-        for _ in range(5):  # until a read was kernel-stamped (a starved CI machine can miss the first ones)
+        # Until a read was kernel-stamped: Linux turns receive timestamping on for the whole machine lazily, from a
+        # work queue, when the first socket asks, and TCP gives no stamp for segments that arrived before; on a
+        # busy CI machine that took longer than five back-to-back requests. Bounded: 40 tries, 50 ms apart.
+        for _ in range(40):
             first = await c.complete("p", model="m", stream=True)
             assert first.ok, first.failure
             if c._stamps.kernel:
                 break
             srv.replies.append(_sse_reply())
+            await asyncio.sleep(0.05)
         kernel_before = c._stamps.kernel
         assert kernel_before > 0, c.chunk_stamps()
         monkeypatch.setattr(time, "time_ns", lambda: real() + 10 * 1_000_000_000)  # realtime jumped 10 s ahead

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import orjson
 
+from switchover.gateway.observe import Observer
 from switchover.gateway.prompt import PromptEstimator, prompt_text
 from switchover.gateway.relay import error_event, model_rewriter, render
 from switchover.gateway.shadow import shadow_body
-from switchover.gateway.upstream import Observer, upstream_headers
+from switchover.gateway.upstream import upstream_headers
 from switchover.wire.sse import SSEEvent, parse_all
 
 

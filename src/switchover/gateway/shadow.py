@@ -14,7 +14,8 @@ import orjson
 
 from switchover.gateway.config import ShadowConfig
 from switchover.gateway.ledger_record import ShadowResult
-from switchover.gateway.upstream import Observer, send
+from switchover.gateway.observe import Observer
+from switchover.gateway.upstream import send
 
 GENERATION_PATHS = ("/v1/completions", "/v1/chat/completions")
 

@@ -6,6 +6,7 @@ import os
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -48,6 +49,16 @@ class Endpoint(BaseModel):
     def _url_is_http(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"must start with http:// or https://, got {value!r}")
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number in 0-65535
+        except ValueError as exc:
+            raise ValueError(f"not a valid URL ({exc}): {value!r}") from None
+        if not parts.hostname:
+            raise ValueError(f"no host in {value!r}")
+        if "@" in parts.netloc or parts.query or parts.fragment or any(c in value for c in " \t\r\n\\"):
+            raise ValueError(f"a base URL is scheme://host[:port][/path], without credentials, query or fragment: "
+                             f"{value!r}")
         return value.rstrip("/")
 
     @field_validator("api_key_env")

@@ -3,14 +3,38 @@
 from __future__ import annotations
 
 import itertools
+import sys
 from pathlib import Path
+from typing import Literal
+from unittest.mock import patch
 
 import numpy as np
 import orjson
+import pytest
 
-from switchover.gateway.ledger_record import LedgerRecord, ShadowResult
+from switchover.cli.app import main
+from switchover.gateway.ledger_record import LedgerRecord, LedgerRow, ShadowRecord, ShadowResult
 
 _ids = itertools.count()
+
+
+class Clock:
+    """A settable clock for Rollout(clock=...)."""
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run `switchover rollout ARGS` in-process through the real entry point (errors → one line, exit code)."""
+    capsys.readouterr()
+    with patch.object(sys, "argv", ["switchover", "rollout", *args]), pytest.raises(SystemExit) as exc:
+        main()
+    out = capsys.readouterr()
+    return int(exc.value.code or 0), out.out, out.err
 
 
 def row(
@@ -25,6 +49,7 @@ def row(
     finish: str | None = "stop",
     status: int = 200,
     shadow: ShadowResult | None = None,
+    shadowed: bool | None = None,
 ) -> LedgerRecord:
     arm = arm or ("old" if outcome == "fallback_ok" else routed)
     return LedgerRecord(
@@ -45,7 +70,15 @@ def row(
         tokens_source="usage" if tokens is not None else None,  # as the gateway writes rows
         finish_reason=finish,
         shadow=shadow,
+        shadowed=shadowed,
     )
+
+
+def shadow_row(primary: LedgerRecord, result: ShadowResult, ts: float | None = None) -> ShadowRecord:
+    """The shadow row the gateway writes when `primary`'s mirror ends: the primary's fields, and the result."""
+    fields = ShadowRecord.model_fields.keys() - {"kind", "ts", "shadow"}
+    copied = {k: getattr(primary, k) for k in fields}
+    return ShadowRecord(ts=primary.ts + 0.05 if ts is None else ts, shadow=result, **copied)
 
 
 def traffic(
@@ -58,10 +91,12 @@ def traffic(
     seed: int = 0,
     shadow: bool = False,
     shadow_ttft_scale: float = 1.0,
-) -> list[LedgerRecord]:
-    """n requests one 0.1 s apart; a share routed to new; optional shadow results next to old answers."""
+    shadow_as: Literal["rows", "embedded"] = "rows",
+) -> list[LedgerRow]:
+    """n requests one 0.1 s apart; a share routed to new; optional shadow results of old answers, as
+    separate shadow rows (today's gateway) or embedded in the request row (older gateways)."""
     rng = np.random.default_rng(seed)
-    rows = []
+    rows: list[LedgerRow] = []
     for i in range(n):
         ts = ts0 + i * 0.1
         routed = "new" if rng.random() < new_share else "old"
@@ -94,17 +129,24 @@ def traffic(
                         finish=None,
                     )
                 )
+        elif sh is not None and shadow_as == "rows":
+            primary = row(ts, "old", ttft=ttft, tpot=tpot, tokens=tokens, shadowed=True)
+            rows += [primary, shadow_row(primary, sh)]
         else:
             rows.append(row(ts, "old", ttft=ttft, tpot=tpot, tokens=tokens, shadow=sh))
     return rows
 
 
-def write_ledger(folder: Path, rows: list[LedgerRecord], index: int = 0) -> Path:
+def write_ledger(folder: Path, rows: list[LedgerRow], index: int = 0) -> Path:
+    """Rows as the gateway writes them (None left out; request rows without `kind`)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"ledger-{index:05d}.jsonl"
     with path.open("ab") as fh:
         for r in rows:
-            fh.write(orjson.dumps(r.model_dump(mode="json")) + b"\n")
+            data = r.model_dump(mode="json", exclude_none=True)
+            if isinstance(r, LedgerRecord):
+                del data["kind"]
+            fh.write(orjson.dumps(data) + b"\n")
     return path
 
 

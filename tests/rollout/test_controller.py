@@ -3,27 +3,16 @@ records who/when/why."""
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
-from unittest.mock import patch
 
 import orjson
 import pytest
 import yaml
 
-from switchover.cli.app import main
 from switchover.errors import BadInput
 from switchover.rollout.controller import Rollout
-from tests.rollout.builders import traffic, write_ledger
-
-
-class Clock:
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
+from tests.rollout.builders import Clock, cli, traffic, write_ledger
 
 
 def _gateway(config: Path) -> dict:
@@ -118,30 +107,21 @@ def test_on_fail_zero_sends_everything_back_to_old(config_file: Path) -> None:
     assert _gateway(config_file)["rollback"] is True
 
 
-def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """Run `switchover rollout ARGS` in-process through the real entry point (errors → one line, exit code)."""
-    capsys.readouterr()
-    with patch.object(sys, "argv", ["switchover", "rollout", *args]), pytest.raises(SystemExit) as exc:
-        main()
-    out = capsys.readouterr()
-    return int(exc.value.code or 0), out.out, out.err
-
-
 def test_cli_exit_codes_and_json(
     config_file: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(config_file.parent)
     (config_file.parent / "gw").mkdir()
-    code, out, err = _cli(capsys, "advance", "--json")
+    code, out, err = cli(capsys, "advance", "--json")
     assert code == 0, err
     assert orjson.loads(out)["state"]["stage"] == "shadow"
-    code, out, _ = _cli(capsys, "gates")
+    code, out, _ = cli(capsys, "gates")
     assert code == 1 and "hold" in out
-    code, _, err = _cli(capsys, "rollback", "--to", "sideways", "-m", "x")
+    code, _, err = cli(capsys, "rollback", "--to", "sideways", "-m", "x")
     assert code == 2 and "--to" in err and "Traceback" not in err
-    code, out, _ = _cli(capsys, "status", "--json")
+    code, out, _ = cli(capsys, "status", "--json")
     assert code == 0 and orjson.loads(out)["recent"][0]["action"] == "advance"
-    code, _, err = _cli(capsys, "status", "-c", "nope.yaml")
+    code, _, err = cli(capsys, "status", "-c", "nope.yaml")
     assert code == 2 and "nope.yaml" in err
 
 
@@ -151,9 +131,9 @@ def test_cli_watch_rolls_back_and_exits_1(
     monkeypatch.chdir(config_file.parent)
     ledger = config_file.parent / "gw"
     write_ledger(ledger, [])
-    _cli(capsys, "advance")
-    _cli(capsys, "advance", "--force", "-m", "skip shadow for this test")
+    cli(capsys, "advance")
+    cli(capsys, "advance", "--force", "-m", "skip shadow for this test")
     write_ledger(ledger, traffic(time.time(), 60, new_share=1.0, new_outcome="error"), index=1)
-    code, out, _ = _cli(capsys, "watch", "--interval", "0.01", "--max-checks", "3")
+    code, out, _ = cli(capsys, "watch", "--interval", "0.01", "--max-checks", "3")
     assert code == 1 and "rolled back 5% → shadow" in out
     assert yaml.safe_load(config_file.read_text())["gateway"]["weight"] == 0

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import pytest
 
-from switchover.errors import BadInput, Unreachable
+from switchover.errors import Unreachable
 from switchover.rollout import metric_names as mn
 from switchover.rollout.gates import (
     ArmWindow,
@@ -99,28 +99,15 @@ def test_decision(verdicts: list[str], blockers: list[str], decision: str) -> No
 def test_ledger_evidence_counts_arms_errors_and_fallbacks(tmp_path: Path) -> None:
     rows = traffic(0.0, 200, new_share=0.5, seed=1) + traffic(100.0, 40, new_share=1.0, new_outcome="fallback_ok")
     write_ledger(tmp_path, rows)
-    got = read_ledger_rows(tmp_path, since=0.0)
-    assert len(got) == 240
+    got, skipped = read_ledger_rows(tmp_path, since=0.0)
+    assert len(got) == 240 and skipped.bad_lines == 0
     s = stats_from_ledger(got, window_s=120, with_shadow=False, th=TH)
     assert s.new.fallbacks == 40 and s.new.errors == 0
     assert s.new.requests + s.old.requests == 240
     assert s.new.ttft_n == s.new.requests - 40 and s.old.ttft_p99_ms is not None
     [fb] = evaluate(s, [GateName.FALLBACK_RATIO], TH)
     assert fb.verdict == "fail"
-    assert len(read_ledger_rows(tmp_path, since=100.0)) == 40
-
-
-def test_ledger_reader_skips_a_torn_last_line_and_rejects_garbage(tmp_path: Path) -> None:
-    p = write_ledger(tmp_path, traffic(0.0, 3))
-    with p.open("ab") as fh:
-        fh.write(b'{"ts": 1')  # being written
-    assert len(read_ledger_rows(tmp_path)) == 3
-    bad = tmp_path / "ledger-00001.jsonl"
-    bad.write_text("not json\n")
-    with pytest.raises(BadInput, match="line 1"):
-        read_ledger_rows(tmp_path)
-    with pytest.raises(BadInput, match="no such"):
-        read_ledger_rows(tmp_path / "missing")
+    assert len(read_ledger_rows(tmp_path, since=100.0).rows) == 40
 
 
 def test_shadow_gate_fails_on_a_shifted_shadow_and_passes_on_a_clean_one() -> None:

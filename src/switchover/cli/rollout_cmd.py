@@ -64,6 +64,8 @@ def _print_report(r: GateReport) -> None:
         console.print(f"[yellow]entry condition:[/] {b}", highlight=False)
     for n in r.stats.notes:
         console.print(f"[dim]note: {n}[/]", highlight=False)
+    for w in r.stats.warnings:
+        console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
     console.print(f"decision: [{COLOURS.get(r.decision, 'yellow')}]{r.decision}[/]")
 
 
@@ -184,11 +186,17 @@ def watch(
     rollout = Rollout(config, ledger=ledger)
     rolled_back = False
     results = []
+    shown: list[str] = []
     for i in range(max_checks):
         res = rollout.check(auto_advance=auto_advance, why="watch: every gate passed")
         results.append(res)
         if not json_out:
             console.print(f"[{i + 1}/{max_checks}] {res.message}", highlight=False, soft_wrap=True)
+            warnings = res.report.stats.warnings if res.report is not None else []
+            if warnings != shown:  # say it once, and again when it changes
+                for w in warnings:
+                    console.print(f"  [yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+                shown = warnings
         if res.action == "auto_rollback":
             rolled_back = True
             break
@@ -217,9 +225,9 @@ def compare(
         raise BadInput(f"--mode must be 'shadow' or 'arms', got {mode!r}")
     rollout = Rollout(config, ledger=ledger)
     th = rollout.settings.gates
-    rows = read_ledger_rows(rollout.ledger_path(), time.time() - since if since > 0 else None)
+    got = read_ledger_rows(rollout.ledger_path(), time.time() - since if since > 0 else None)
     kind: Literal["shadow", "arms"] = "shadow" if mode == "shadow" else "arms"
-    old, new = samples_from_ledger(rows, kind)
+    old, new = samples_from_ledger(got.rows, kind)
     report = compare_samples(
         old,
         new,
@@ -228,6 +236,10 @@ def compare(
         noise_margin=th.noise_margin,
         min_samples=th.min_samples,
     )
+    report.ledger_bad_lines = got.skipped.bad_lines
+    note = got.skipped.note()
+    if note:
+        report.notes.append(note)
     if json_out:
         print_json(report)
         return
@@ -244,3 +256,5 @@ def compare(
             n = ", ".join(f"{k} {v:.0%}" for k, v in m.shares_new.items())
         table.add_row(m.metric, f"[{colour}]{m.verdict}[/]", o or "-", n or "-", m.reason)
     console.print(table)
+    for w in report.notes:
+        console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)

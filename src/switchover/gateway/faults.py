@@ -248,7 +248,7 @@ async def fault_matrix(run_dir: Any, n: int, concurrency: int = 32, seed: int = 
 
     from switchover.config import Migration
     from switchover.gateway.app import Gateway
-    from switchover.gateway.ledger import read_ledger
+    from switchover.gateway.ledger import read_requests
     from switchover.gateway.server import running as running_gateway
 
     mix = mix or DEFAULT_MIX
@@ -310,7 +310,7 @@ async def fault_matrix(run_dir: Any, n: int, concurrency: int = 32, seed: int = 
                     break
                 await asyncio.sleep(0.05)
         watcher.cancel()
-        rows = list(read_ledger(run_dir))
+        rows = list(read_requests(run_dir))  # request rows only: shadow rows repeat a request_id
     ids = [r.request_id for r in rows]
     outcomes: dict[str, int] = {}
     for r in rows:

@@ -1,25 +1,31 @@
-"""The request ledger: one LedgerRecord per request as JSONL in the gateway's run directory, rotated by size.
+"""The ledger: request rows and shadow rows as JSONL in the gateway's run directory, rotated by size.
 
 Files are `<run_dir>/ledger-00000.jsonl`, `ledger-00001.jsonl`, …; the highest number is the one being
 written. A restart continues with the next number, so nothing is overwritten. Rows are buffered and flushed
 at least every `flush_interval_s` (the gateway uses 0.1 s), so a reader (the rollout gates) sees a row at
-most that long after its request ended; a torn last line of a file being appended to is skipped by
-`read_ledger`.
+most that long after it was written. A request row is written when the client's response ends; the result
+of its mirror (if any) is a separate shadow row written when the mirror ends.
+
+Readers never stop at a bad line: they skip it and count it in `LedgerSkips` (a torn last line of the newest
+file is counted apart: it is normal while the gateway writes).
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
+from pydantic import BaseModel, ValidationError
 
-from switchover.gateway.ledger_record import LedgerRecord
+from switchover.gateway.ledger_record import LedgerRecord, LedgerRow, ShadowRecord
 
 _NAME = re.compile(r"^ledger-(\d{5,})\.jsonl$")
+MAX_EXAMPLES = 3
 
 
 def ledger_files(run_dir: Path) -> list[Path]:
@@ -30,18 +36,89 @@ def ledger_files(run_dir: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
-def read_ledger(run_dir: str | Path) -> Iterator[LedgerRecord]:
-    """Every complete record, oldest first."""
-    for path in ledger_files(Path(run_dir)):
+@dataclass
+class LedgerSkips:
+    """Lines a reader skipped: bad ones (not JSON, wrong shape) and torn tails (a line still being written)."""
+
+    bad_lines: int = 0
+    torn_tail: int = 0
+    examples: list[str] = field(default_factory=list)  # "file:line: reason", at most MAX_EXAMPLES
+
+    def bad(self, where: str, reason: str) -> None:
+        """Count one bad line; keep the first few as examples."""
+        self.bad_lines += 1
+        if len(self.examples) < MAX_EXAMPLES:
+            self.examples.append(f"{where}: {reason}")
+
+    def note(self) -> str | None:
+        """A sentence for reports, or None when no line was bad."""
+        if not self.bad_lines:
+            return None
+        were = "line could not be read and was" if self.bad_lines == 1 else "lines could not be read and were"
+        return f"{self.bad_lines} ledger {were} skipped ({'; '.join(self.examples)})"
+
+
+def _reason(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "row"
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{loc}: {err['msg']}{more}"
+
+
+def parse_row(line: bytes) -> LedgerRow:
+    """One ledger line as a request or shadow row (no `kind`: request); ValueError with a short reason."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        raise ValueError("not JSON") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"not a JSON object ({type(obj).__name__})")
+    kind = obj.get("kind", "request")
+    model: type[LedgerRecord] | type[ShadowRecord]
+    if kind == "request":
+        model = LedgerRecord
+    elif kind == "shadow":
+        model = ShadowRecord
+    else:
+        raise ValueError(f"unknown kind {str(kind)[:40]!r}")
+    try:
+        return model.model_validate(obj)
+    except ValidationError as exc:
+        raise ValueError(f"not a {kind} row: {_reason(exc)}") from None
+
+
+def read_ledger_files(files: Sequence[Path], skipped: LedgerSkips | None = None) -> Iterator[LedgerRow]:
+    """Every readable row of `files` (in that order); bad lines and the newest file's torn tail are counted
+    in `skipped` (complete once the iterator is exhausted)."""
+    skips = skipped if skipped is not None else LedgerSkips()
+    for i, path in enumerate(files):
+        newest = i == len(files) - 1
         with path.open("rb") as fh:
-            for line in fh:
-                if not line.endswith(b"\n"):
-                    break  # a line still being written
-                yield LedgerRecord.model_validate_json(line)
+            for n, line in enumerate(fh, 1):
+                if not line.endswith(b"\n") and newest:
+                    skips.torn_tail += 1  # still being written
+                    break
+                if not line.strip():
+                    continue
+                try:
+                    yield parse_row(line)
+                except ValueError as exc:
+                    torn = "" if line.endswith(b"\n") else " (a torn line: the writer stopped mid-line)"
+                    skips.bad(f"{path.name}:{n}", f"{exc}{torn}")
+
+
+def read_ledger(run_dir: str | Path, skipped: LedgerSkips | None = None) -> Iterator[LedgerRow]:
+    """Every readable request and shadow row of a run directory, oldest file first (see LedgerSkips)."""
+    return read_ledger_files(ledger_files(Path(run_dir)), skipped)
+
+
+def read_requests(run_dir: str | Path, skipped: LedgerSkips | None = None) -> Iterator[LedgerRecord]:
+    """The request rows only (shadow rows are left out)."""
+    return (r for r in read_ledger(run_dir, skipped) if isinstance(r, LedgerRecord))
 
 
 class Ledger:
-    """Appends records; starts a new file past `rotate_bytes`. Rows are flushed to the file at most
+    """Appends rows; starts a new file past `rotate_bytes`. Rows are flushed to the file at most
     `flush_interval_s` after they are written (0: every row), and on flush() / close()."""
 
     def __init__(self, run_dir: Path, rotate_bytes: int = 64 << 20, flush_interval_s: float = 0.0) -> None:
@@ -55,7 +132,8 @@ class Ledger:
         self._index = int(_NAME.match(files[-1].name).group(1)) + 1 if files else 0  # type: ignore[union-attr]
         self._fh: IO[bytes] | None = None
         self._size = 0
-        self.written = 0
+        self.written = 0  # request rows
+        self.shadows_written = 0  # shadow rows
 
     @property
     def path(self) -> Path:
@@ -67,11 +145,32 @@ class Ledger:
             self._size = self._fh.tell()
         return self._fh
 
-    def write(self, record: LedgerRecord) -> None:
-        self.write_row(record.model_dump(exclude_none=True))
+    def write(self, record: LedgerRecord | ShadowRecord) -> None:
+        """A typed row (request or shadow)."""
+        row = record.model_dump(exclude_none=True)
+        if isinstance(record, ShadowRecord):
+            self.write_shadow(row)
+        else:
+            row.pop("kind", None)
+            self.write_row(row)
 
     def write_row(self, row: dict[str, Any]) -> None:
-        """A row with LedgerRecord's fields (None values are left out, as `write` does)."""
+        """A request row with LedgerRecord's fields (None values are left out; no `kind` means request)."""
+        self._append(row)
+        self.written += 1
+
+    def write_shadow(self, row: dict[str, Any]) -> None:
+        """A shadow row with ShadowRecord's fields; `shadow` a dict or a ShadowResult (`kind` is set to
+        "shadow"; None values are left out, in `shadow` too)."""
+        shadow = row.get("shadow")
+        if isinstance(shadow, BaseModel):
+            shadow = shadow.model_dump(exclude_none=True)
+        elif isinstance(shadow, dict):
+            shadow = {k: v for k, v in shadow.items() if v is not None}
+        self._append({**row, "kind": "shadow", "shadow": shadow})
+        self.shadows_written += 1
+
+    def _append(self, row: dict[str, Any]) -> None:
         line = orjson.dumps({k: v for k, v in row.items() if v is not None}) + b"\n"
         if self._fh is not None and self._size + len(line) > self.rotate_bytes and self._size > 0:
             self._fh.close()
@@ -80,7 +179,6 @@ class Ledger:
         fh = self._open()
         fh.write(line)
         self._size += len(line)
-        self.written += 1
         self._dirty = True
         now = time.monotonic()
         if now - self._last_flush >= self.flush_interval_s:

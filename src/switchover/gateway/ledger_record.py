@@ -1,5 +1,9 @@
-"""One ledger row per request the gateway served: the contract between the gateway (writer) and the
-rollout gates and reports (readers). Never holds prompts (unless --log-prompts) or secrets."""
+"""Ledger rows: the contract between the gateway (writer) and the rollout gates and reports (readers).
+
+Two kinds of row, told apart by `kind`: a request row (`LedgerRecord`, written when the client's response
+ends; rows without `kind` are request rows) and a shadow row (`ShadowRecord`, written when a mirrored copy
+of a request ends, self-contained so a reader needs no join). Never holds prompts (unless --log-prompts) or
+secrets."""
 
 from __future__ import annotations
 
@@ -11,10 +15,24 @@ Arm = Literal["old", "new"]
 Outcome = Literal[
     "ok",  # the routed arm answered
     "fallback_ok",  # new failed before the first byte; old answered
-    "error",  # the client got an error status
+    "error",  # the client got an error status from an arm
     "failed_mid_stream",  # the upstream broke after the first byte; the client got an SSE error event
     "client_disconnected",  # the client went away; the upstream request was cancelled
+    "bad_request",  # the client sent something wrong (400/404/405/408/413/431...); the gateway answered
+    "unauthorized",  # 401: missing or unknown client key; the gateway answered
+    "refused",  # 503: a connection limit, or draining; the gateway answered
+    "drain_cutoff",  # still running when the drain limit at shutdown ended; the client got an SSE error event
+    "gateway_error",  # an unexpected exception inside the gateway (500)
 ]
+
+CLIENT_OUTCOMES: frozenset[str] = frozenset({"bad_request", "unauthorized", "refused"})
+"""Requests the gateway answered itself because of what the client did (or when it came)."""
+
+NOT_AN_ARM_OUTCOMES: frozenset[str] = CLIENT_OUTCOMES | {"client_disconnected", "drain_cutoff", "gateway_error"}
+"""Outcomes that say nothing about either arm: gates and comparisons never count them as an arm's requests."""
+
+ARM_ERROR_OUTCOMES: frozenset[str] = frozenset({"error", "failed_mid_stream"})
+"""Outcomes that count as an error of the arm the policy routed to."""
 
 
 class ShadowResult(BaseModel):
@@ -32,16 +50,21 @@ class ShadowResult(BaseModel):
 
 
 class LedgerRecord(BaseModel):
-    """One request through the gateway."""
+    """One request through the gateway (a request row)."""
 
+    kind: Literal["request"] = "request"
     ts: float = Field(description="Wall-clock time the request arrived (label only)")
     request_id: str
-    tenant: str = Field(description="Hash of the tenant key (header value or API key); never the raw value")
-    bucket: int = Field(ge=0, lt=10000, description="hash(tenant) mod 10000")
+    tenant: str | None = Field(
+        None, description="Hash of the tenant key (header value or API key); never the raw value. None: not known"
+    )
+    bucket: int | None = Field(None, ge=0, lt=10000, description="hash(tenant) mod 10000; None: not known")
     path: str
-    routed: Arm = Field(description="The arm the policy chose")
-    route_reason: str = Field(description="weight | pinned_long | bypass | override | kill_switch | rollback")
-    arm: Arm = Field(description="The arm whose response reached the client")
+    routed: Arm | None = Field(None, description="The arm the policy chose; None: refused before routing")
+    route_reason: str | None = Field(
+        None, description="weight | pinned_long | bypass | override | kill_switch | rollback | draining; None: none"
+    )
+    arm: Arm | None = Field(None, description="The arm whose response reached the client; None: no arm answered")
     fallback_reason: str | None = Field(None, description="Why new was abandoned before the first byte, if it was")
     outcome: Outcome
     status: int
@@ -53,7 +76,12 @@ class LedgerRecord(BaseModel):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     finish_reason: str | None = None
-    shadow: ShadowResult | None = None
+    shadowed: bool | None = Field(
+        None, description="A mirror was started for this request; its result is a ShadowRecord with this request_id"
+    )
+    shadow: ShadowResult | None = Field(
+        None, description="Legacy: ledgers written by older gateways embed the mirror's result here"
+    )
     prompt: str | None = Field(None, description="Only with --log-prompts")
     # optional fields added by the gateway (readers must tolerate their absence)
     tokens_source: str | None = Field(
@@ -61,3 +89,27 @@ class LedgerRecord(BaseModel):
     )
     prompt_tokens_est: int | None = Field(None, description="The routing estimate of prompt tokens")
     error: str | None = Field(None, description="Short reason for error / failed_mid_stream (no bodies, no secrets)")
+
+
+class ShadowRecord(BaseModel):
+    """A mirrored request's result next to a copy of its primary's fields (a shadow row)."""
+
+    kind: Literal["shadow"] = "shadow"
+    ts: float = Field(description="Wall-clock time the mirror ended (label only)")
+    request_id: str = Field(description="The primary's request_id (its request row has shadowed: true)")
+    path: str
+    routed: Arm | None = Field(None, description="The primary's routed arm")
+    arm: Arm | None = Field(None, description="The arm that answered the primary")
+    outcome: Outcome = Field(description="The primary's outcome")
+    status: int = Field(description="The primary's status")
+    stream: bool
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    completion_tokens: int | None = None
+    tokens_source: str | None = None
+    finish_reason: str | None = None
+    shadow: ShadowResult
+
+
+LedgerRow = LedgerRecord | ShadowRecord

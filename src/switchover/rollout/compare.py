@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from scipy import stats
 
 from switchover.bench.stats import describe
-from switchover.gateway.ledger_record import LedgerRecord
+from switchover.gateway.ledger_record import NOT_AN_ARM_OUTCOMES, LedgerRecord, LedgerRow, ShadowRecord, ShadowResult
 
 Verdict = Literal["same", "differs", "insufficient"]
 TestName = Literal["ks", "mann_whitney", "chi_square"]
@@ -111,6 +111,8 @@ class ComparisonReport(BaseModel):
     splits: int
     min_samples: int
     metrics: list[MetricComparison]
+    ledger_bad_lines: int = Field(default=0, description="Ledger lines that could not be read and were skipped")
+    notes: list[str] = Field(default_factory=list)
 
     @property
     def differs(self) -> list[str]:
@@ -296,49 +298,62 @@ def _status_label(status: int | None, error: str | None = None) -> str:
     return error.split(":", 1)[0].strip()[:40] if error else "no_status"
 
 
+def _add_pair(old: ArmSamples, new: ArmSamples, primary: LedgerRecord | ShadowRecord, s: ShadowResult) -> None:
+    """The primary's answer on the old side, its mirror's on the new side."""
+    # output length compares only the servers' own counts: a count of chunks is another quantity
+    old.add(
+        status=_status_label(primary.status),
+        ok=primary.outcome == "ok",
+        completion_tokens=primary.completion_tokens if primary.tokens_source == "usage" else None,
+        ttft_ms=primary.ttft_ms,
+        tpot_ms=primary.tpot_ms,
+        finish_reason=primary.finish_reason,
+    )
+    shadow_ok = s.error is None and s.status is not None and 200 <= s.status < 300
+    new.add(
+        status=_status_label(s.status, s.error),
+        ok=shadow_ok,
+        completion_tokens=s.completion_tokens,
+        ttft_ms=s.ttft_ms,
+        tpot_ms=s.tpot_ms,
+        finish_reason=s.finish_reason,
+    )
+
+
 def samples_from_ledger(
-    records: Iterable[LedgerRecord], mode: Literal["shadow", "arms"]
+    records: Iterable[LedgerRow], mode: Literal["shadow", "arms"]
 ) -> tuple[ArmSamples, ArmSamples]:
-    """Old and new samples: `shadow` pairs each mirrored request with its primary (old) answer; `arms`
-    groups requests by the arm the policy routed them to."""
+    """Old and new samples: `shadow` pairs each mirrored request with its primary (old) answer, from shadow
+    rows and from request rows of older ledgers that embed `shadow`; `arms` groups request rows by the arm
+    the policy routed them to. Outcomes that say nothing about an arm (client mistakes, disconnects, drain
+    cut-offs, gateway errors) are left out of both."""
+    rows = list(records)
     old, new = ArmSamples(), ArmSamples()
-    for r in records:
-        if r.outcome == "client_disconnected":
-            continue
-        # output length compares only the servers' own counts: a count of chunks is another quantity
-        n_out = r.completion_tokens if r.tokens_source == "usage" else None
-        if mode == "shadow":
-            s = r.shadow
-            if s is None or s.dropped or r.routed != "old":
+    if mode == "shadow":
+        mirrored = {r.request_id for r in rows if isinstance(r, ShadowRecord)}
+        for r in rows:
+            # a shadow row, or (legacy) a request row with the result embedded and no shadow row of its own
+            legacy = isinstance(r, LedgerRecord) and r.request_id not in mirrored
+            s = r.shadow if isinstance(r, ShadowRecord) or legacy else None
+            if s is None:
                 continue
-            old.add(
-                status=_status_label(r.status),
-                ok=r.outcome == "ok",
-                completion_tokens=n_out,
-                ttft_ms=r.ttft_ms,
-                tpot_ms=r.tpot_ms,
-                finish_reason=r.finish_reason,
-            )
-            shadow_ok = s.error is None and s.status is not None and 200 <= s.status < 300
-            new.add(
-                status=_status_label(s.status, s.error),
-                ok=shadow_ok,
-                completion_tokens=s.completion_tokens,
-                ttft_ms=s.ttft_ms,
-                tpot_ms=s.tpot_ms,
-                finish_reason=s.finish_reason,
-            )
-        else:
-            side = new if r.routed == "new" else old
-            status = "fallback" if r.outcome == "fallback_ok" else _status_label(r.status)
-            if r.outcome == "failed_mid_stream":
-                status = "mid_stream"
-            side.add(
-                status=status,
-                ok=r.outcome == "ok" and r.arm == r.routed,
-                completion_tokens=n_out,
-                ttft_ms=r.ttft_ms,
-                tpot_ms=r.tpot_ms,
-                finish_reason=r.finish_reason,
-            )
+            if s.dropped or r.routed != "old" or r.outcome in NOT_AN_ARM_OUTCOMES:
+                continue
+            _add_pair(old, new, r, s)
+        return old, new
+    for r in rows:
+        if not isinstance(r, LedgerRecord) or r.routed is None or r.outcome in NOT_AN_ARM_OUTCOMES:
+            continue
+        side = new if r.routed == "new" else old
+        status = "fallback" if r.outcome == "fallback_ok" else _status_label(r.status)
+        if r.outcome == "failed_mid_stream":
+            status = "mid_stream"
+        side.add(
+            status=status,
+            ok=r.outcome == "ok" and r.arm == r.routed,
+            completion_tokens=r.completion_tokens if r.tokens_source == "usage" else None,
+            ttft_ms=r.ttft_ms,
+            tpot_ms=r.tpot_ms,
+            finish_reason=r.finish_reason,
+        )
     return old, new

@@ -125,8 +125,11 @@ class Rollout:
             assert self.settings.prometheus is not None
             window = max(1.0, min(self.settings.window_s, now - (state.entered_at or since)))
             return stats_from_prometheus(self.settings.prometheus, window_s=window)
-        rows = [r for r in read_ledger_rows(self.ledger_path(), since) if r.ts <= now]
-        return stats_from_ledger(rows, window_s=now - since, with_shadow=state.shadow, th=self.settings.gates)
+        got = read_ledger_rows(self.ledger_path(), since)
+        rows = [r for r in got.rows if r.ts <= now]
+        return stats_from_ledger(
+            rows, window_s=now - since, with_shadow=state.shadow, th=self.settings.gates, skipped=got.skipped
+        )
 
     def gate_report(self, state: RolloutState | None = None) -> GateReport:
         """Judge the current stage's exit gates and the next stage's entry conditions."""

@@ -11,16 +11,24 @@ import math
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from switchover.bench.stats import percentile
 from switchover.errors import BadInput, Unreachable
-from switchover.gateway.ledger_record import LedgerRecord
+from switchover.gateway.ledger import LedgerSkips, ledger_files, read_ledger_files
+from switchover.gateway.ledger_record import (
+    ARM_ERROR_OUTCOMES,
+    CLIENT_OUTCOMES,
+    NOT_AN_ARM_OUTCOMES,
+    LedgerRecord,
+    LedgerRow,
+)
 from switchover.rollout import metric_names as mn
 from switchover.rollout.compare import ComparisonReport, compare_samples, samples_from_ledger
 from switchover.rollout.settings import GateName, GateThresholds, PrometheusSource
@@ -51,7 +59,15 @@ class WindowStats(BaseModel):
     old: ArmWindow = Field(default_factory=ArmWindow)
     new: ArmWindow = Field(default_factory=ArmWindow)
     shadow: ComparisonReport | None = None
+    client_errors: int = Field(default=0, description="Answered by the gateway itself (CLIENT_OUTCOMES)")
+    client_disconnects: int = Field(default=0, description="Requests whose client went away")
+    drain_cutoffs: int = Field(default=0, description="Responses cut off by the drain limit at shutdown")
+    gateway_errors: int = Field(default=0, description="Requests that failed inside the gateway itself (500)")
+    unrouted: int = Field(default=0, description="Request rows without a routed arm (other outcomes)")
+    ledger_bad_lines: int = Field(default=0, description="Ledger lines that could not be read and were skipped")
+    ledger_torn_lines: int = Field(default=0, description="A last line still being written (normal), skipped")
     notes: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list, description="What an operator should look at")
 
 
 class GateResult(BaseModel):
@@ -72,6 +88,12 @@ class GateReport(BaseModel):
     results: list[GateResult]
     stats: WindowStats
     blockers: list[str] = Field(default_factory=list, description="Entry conditions of the next stage not met")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ledger_bad_lines(self) -> int:
+        """Ledger lines skipped as unreadable (also in stats; here so --json shows it at the top)."""
+        return self.stats.ledger_bad_lines
 
     def summary(self) -> dict[str, str]:
         return {r.gate.value: r.verdict for r in self.results}
@@ -245,10 +267,18 @@ def decide(results: list[GateResult], blockers: list[str] | None = None) -> Deci
 # --- evidence from the ledger -------------------------------------------------------------------------
 
 
-def read_ledger_rows(path: Path, since: float | None = None) -> list[LedgerRecord]:
-    """Ledger rows at or after `since`, from a gateway run dir or one .jsonl file (torn lines skipped)."""
+class LedgerRows(NamedTuple):
+    """The rows a reader got, and the lines it skipped."""
+
+    rows: list[LedgerRow]
+    skipped: LedgerSkips
+
+
+def read_ledger_rows(path: Path, since: float | None = None) -> LedgerRows:
+    """Request and shadow rows at or after `since`, from a gateway run dir or one .jsonl file. Unreadable
+    lines are skipped and counted, never fatal: a bad line must not block a rollback."""
     if path.is_dir():
-        files = sorted(path.glob("ledger-*.jsonl")) or sorted(path.glob("*.jsonl"))
+        files = ledger_files(path) or sorted(path.glob("*.jsonl"))
     elif path.is_file():
         files = [path]
     else:
@@ -256,58 +286,88 @@ def read_ledger_rows(path: Path, since: float | None = None) -> list[LedgerRecor
             f"ledger {path}: no such file or directory",
             hint="point --ledger at the gateway's run_dir (ledger-NNNNN.jsonl files)",
         )
-    rows = []
-    for f in files:
-        with f.open("rb") as fh:
-            for n, line in enumerate(fh, 1):
-                if not line.endswith(b"\n") or not line.strip():
-                    continue
-                try:
-                    rec = LedgerRecord.model_validate_json(line)
-                except ValueError:
-                    raise BadInput(f"{f}: line {n} is not a ledger record") from None
-                if since is None or rec.ts >= since:
-                    rows.append(rec)
-    return rows
+    skipped = LedgerSkips()
+    rows = [r for r in read_ledger_files(files, skipped) if since is None or r.ts >= since]
+    return LedgerRows(rows, skipped)
 
 
 def _p99(values: list[float]) -> float | None:
     return percentile(values, 99) if values else None
 
 
+def _excluded_notes(stats: WindowStats, by_outcome: Counter[str]) -> None:
+    """Say what was left out of both arms, and why."""
+    if stats.client_errors:
+        parts = ", ".join(f"{o} {by_outcome[o]}" for o in sorted(CLIENT_OUTCOMES) if by_outcome[o])
+        stats.notes.append(
+            f"{stats.client_errors} requests the gateway answered itself ({parts}) are not counted against either arm"
+        )
+    if stats.client_disconnects:
+        stats.notes.append(f"{stats.client_disconnects} requests whose client went away are not counted")
+    if stats.drain_cutoffs:
+        stats.notes.append(
+            f"{stats.drain_cutoffs} responses cut off by the drain limit at shutdown are not counted against either arm"
+        )
+    if stats.unrouted:
+        stats.notes.append(f"{stats.unrouted} request rows without a routed arm were skipped")
+    if stats.gateway_errors:
+        stats.warnings.append(
+            f"{stats.gateway_errors} requests failed inside the gateway itself (gateway_error, 500): not counted "
+            "against either arm; look at the gateway's log"
+        )
+
+
 def stats_from_ledger(
-    rows: list[LedgerRecord], *, window_s: float, with_shadow: bool, th: GateThresholds
+    rows: Sequence[LedgerRow],
+    *,
+    window_s: float,
+    with_shadow: bool,
+    th: GateThresholds,
+    skipped: LedgerSkips | None = None,
 ) -> WindowStats:
-    """Per-arm counts and tails, and (for shadow stages) the shadow-vs-old comparison."""
+    """Per-arm counts and tails of the request rows (outcomes that say nothing about an arm left out), and
+    (for shadow stages) the shadow-vs-old comparison."""
     old, new = ArmWindow(), ArmWindow()
     lat: dict[str, dict[str, list[float]]] = {
         "old": {"ttft": [], "tpot": []},
         "new": {"ttft": [], "tpot": []},
     }
+    by_outcome: Counter[str] = Counter()
+    unrouted = 0
     for r in rows:
-        if r.outcome == "client_disconnected":
+        if not isinstance(r, LedgerRecord):
+            continue
+        if r.outcome in NOT_AN_ARM_OUTCOMES:
+            by_outcome[r.outcome] += 1
+            continue
+        if r.routed is None:
+            unrouted += 1
             continue
         arm = new if r.routed == "new" else old
         arm.requests += 1
-        if r.outcome in ("error", "failed_mid_stream"):
+        if r.outcome in ARM_ERROR_OUTCOMES:
             arm.errors += 1
         elif r.outcome == "fallback_ok":
             arm.fallbacks += 1
         elif r.outcome == "ok" and r.arm == r.routed:
             if r.ttft_ms is not None:
-                lat[r.arm]["ttft"].append(r.ttft_ms)
+                lat[r.routed]["ttft"].append(r.ttft_ms)
             if r.tpot_ms is not None:
-                lat[r.arm]["tpot"].append(r.tpot_ms)
+                lat[r.routed]["tpot"].append(r.tpot_ms)
     for name, arm in (("old", old), ("new", new)):
         arm.ttft_n, arm.ttft_p99_ms = len(lat[name]["ttft"]), _p99(lat[name]["ttft"])
         arm.tpot_n, arm.tpot_p99_ms = len(lat[name]["tpot"]), _p99(lat[name]["tpot"])
+    skips = skipped or LedgerSkips()
+    bad_note = skips.note()
     shadow = None
     if with_shadow:
         a, b = samples_from_ledger(rows, "shadow")
         shadow = compare_samples(
             a, b, mode="shadow", alpha=th.alpha, noise_margin=th.noise_margin, min_samples=th.min_samples
         )
-    return WindowStats(
+        shadow.ledger_bad_lines = skips.bad_lines
+        shadow.notes.extend([bad_note] if bad_note else [])
+    stats = WindowStats(
         source="ledger",
         window_s=window_s,
         start=min((r.ts for r in rows), default=None),
@@ -315,7 +375,18 @@ def stats_from_ledger(
         old=old,
         new=new,
         shadow=shadow,
+        client_errors=sum(by_outcome[o] for o in CLIENT_OUTCOMES),
+        client_disconnects=by_outcome["client_disconnected"],
+        drain_cutoffs=by_outcome["drain_cutoff"],
+        gateway_errors=by_outcome["gateway_error"],
+        unrouted=unrouted,
+        ledger_bad_lines=skips.bad_lines,
+        ledger_torn_lines=skips.torn_tail,
     )
+    _excluded_notes(stats, by_outcome)
+    if bad_note:
+        stats.warnings.append(bad_note)
+    return stats
 
 
 # --- evidence from Prometheus ---------------------------------------------------------------------------

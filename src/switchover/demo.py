@@ -182,7 +182,7 @@ async def _mirrors_done(gateway: Any, say: Say, limit_s: float = 120.0) -> None:
     """Wait (bounded) until the shadow copies finished, so their rows are in the ledger the gates read."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
-        if gateway.in_flight == 0 and (gateway.shadow is None or gateway.shadow.in_flight == 0):
+        if len(gateway.inflight) == 0 and (gateway.shadow is None or gateway.shadow.in_flight == 0):
             return
         await asyncio.sleep(0.25)
     say(f"rollout: shadow copies still running after {limit_s:g} s; judging what the ledger has")

@@ -9,9 +9,9 @@ from typing import Any
 
 import orjson
 import pytest
-from aiohttp import web
 
-from switchover.gateway.front import FrontRequest, serve_front
+from switchover.gateway.config import LimitsConfig
+from switchover.gateway.front import FrontRequest, json_reply, serve_front
 
 
 class Echo:
@@ -21,9 +21,9 @@ class Echo:
         self.cancelled = asyncio.Event()
 
     async def __call__(self, req: FrontRequest) -> Any:
-        body = await req.read()
+        body = req.body
         if req.path == "/stream":
-            n = int(req.query_string.partition("=")[2] or 3)
+            n = int(req.target.query.partition("=")[2] or 3)
             resp = req.open_stream(200, {"Content-Type": "text/event-stream"})
             for i in range(n):
                 await resp.write(b"data: %d\n\n" % i)
@@ -37,15 +37,15 @@ class Echo:
                 raise
         if req.path == "/boom":
             raise RuntimeError("handler bug")
-        out = {"method": req.method, "path": req.path, "qs": req.query_string, "len": len(body),
+        out = {"method": req.method, "path": req.path, "qs": req.target.query, "len": len(body),
                "body": body.decode(), "tenant": req.headers.get("X-Tenant-Id")}
-        return web.json_response(out)
+        return json_reply(out)
 
 
 @pytest.fixture
 async def front() -> AsyncIterator[tuple[int, Echo]]:
     echo = Echo()
-    async with serve_front(echo, "127.0.0.1", 0, max_body=1000) as server:
+    async with serve_front(echo, "127.0.0.1", 0, LimitsConfig(max_body_bytes=1000)) as (server, _):
         yield server.sockets[0].getsockname()[1], echo
 
 
@@ -73,15 +73,16 @@ async def test_a_request_with_a_body_and_a_query_is_handled(front: tuple[int, Ec
 
 async def test_chunked_request_bodies_are_decoded(front: tuple[int, Echo]) -> None:
     port, _ = front
-    out = await _exchange(port, b"POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
-                                b"3\r\nabc\r\n4;ext=1\r\ndefg\r\n0\r\n\r\n")
+    out = await _exchange(port, b"POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
+                                b"Connection: close\r\n\r\n3\r\nabc\r\n4;ext=1\r\ndefg\r\n0\r\n\r\n")
     assert _json_body(out)["body"] == "abcdefg"
 
 
 async def test_expect_100_continue_is_answered_before_the_body(front: tuple[int, Echo]) -> None:
     port, _ = front
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(b"POST /e HTTP/1.1\r\nContent-Length: 3\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n")
+    writer.write(b"POST /e HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nExpect: 100-continue\r\n"
+                 b"Connection: close\r\n\r\n")
     await writer.drain()
     interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 2)  # a client waits for this, not 1 s
     assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -94,7 +95,7 @@ async def test_expect_100_continue_is_answered_before_the_body(front: tuple[int,
 async def test_keep_alive_and_pipelined_requests_are_answered_in_order(front: tuple[int, Echo]) -> None:
     port, _ = front
     reqs = b"".join(b"GET /r%d HTTP/1.1\r\nHost: h\r\n\r\n" % i for i in range(3))
-    out = await _exchange(port, reqs + b"GET /last HTTP/1.1\r\nConnection: close\r\n\r\n")
+    out = await _exchange(port, reqs + b"GET /last HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
     paths = [orjson.loads(part.split(b"\r\n\r\n", 1)[1].split(b"HTTP/1.1")[0])["path"]
              for part in out.split(b"HTTP/1.1 200 OK")[1:]]
     assert paths == ["/r0", "/r1", "/r2", "/last"]
@@ -108,7 +109,7 @@ async def test_http_1_0_closes_unless_asked_to_keep_alive(front: tuple[int, Echo
 
 async def test_head_gets_headers_without_a_body(front: tuple[int, Echo]) -> None:
     port, _ = front
-    out = await _exchange(port, b"HEAD /h HTTP/1.1\r\nConnection: close\r\n\r\n")
+    out = await _exchange(port, b"HEAD /h HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
     head, _, body = out.partition(b"\r\n\r\n")
     assert b"Content-Length: " in head and not head.endswith(b"Content-Length: 0") and body == b""
 
@@ -116,11 +117,22 @@ async def test_head_gets_headers_without_a_body(front: tuple[int, Echo]) -> None
 @pytest.mark.parametrize(("raw", "status"), [
     (b"GARBAGE\r\n\r\n", 400),
     (b"GET / HTTP/2.0\r\n\r\n", 505),
-    (b"GET / HTTP/1.1\r\nno colon here\r\n\r\n", 400),
-    (b"POST / HTTP/1.1\r\nContent-Length: nope\r\n\r\n", 400),
-    (b"POST / HTTP/1.1\r\nContent-Length: 5000\r\n\r\n", 413),  # max_body is 1000
-    (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
-    (b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 70_000, 431),
+    (b"GET / HTTP/1.1\r\nHost: h\r\nno colon here\r\n\r\n", 400),
+    (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: nope\r\n\r\n", 400),
+    (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5000\r\n\r\n", 413),  # max_body is 1000
+    (b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+    (b"GET / HTTP/1.1\r\nHost: h\r\nX-Big: " + b"a" * 70_000, 431),
+    (b"GET / HTTP/1.1\r\nHost: h\r\n" + b"X-Many: 1\r\n" * 101 + b"\r\n", 431),
+    (b"GET / HTTP/1.1\r\n\r\n", 400),  # no Host
+    (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
+    (b"GET /v1/models HTTP/1.1\nHost: h\n\n", 400),  # LF only: answered at once, not at the idle timer
+    (b"GET http://127.0.0.1:9/x HTTP/1.1\r\nHost: h\r\n\r\n", 400),
+    (b"CONNECT 127.0.0.1:9 HTTP/1.1\r\nHost: h\r\n\r\n", 405),
+    (b"TRACE / HTTP/1.1\r\nHost: h\r\n\r\n", 405),
+    (b"GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n", 400),
+    (b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n", 400),
+    (b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n", 400),
+    (b"POST / HTTP/1.1\r\nHost: h\r\nExpect: magic\r\nContent-Length: 1\r\n\r\nx", 417),
 ])
 async def test_bad_requests_get_their_status_and_the_connection_closes(front: tuple[int, Echo], raw: bytes,
                                                                        status: int) -> None:
@@ -132,13 +144,13 @@ async def test_bad_requests_get_their_status_and_the_connection_closes(front: tu
 
 async def test_a_handler_error_is_a_500_not_a_hang(front: tuple[int, Echo]) -> None:
     port, _ = front
-    out = await _exchange(port, b"GET /boom HTTP/1.1\r\n\r\n")
+    out = await _exchange(port, b"GET /boom HTTP/1.1\r\nHost: h\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 500 ")
 
 
 async def test_a_streamed_response_is_chunked_and_complete(front: tuple[int, Echo]) -> None:
     port, _ = front
-    out = await _exchange(port, b"GET /stream?n=3 HTTP/1.1\r\nConnection: close\r\n\r\n")
+    out = await _exchange(port, b"GET /stream?n=3 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
     head, _, body = out.partition(b"\r\n\r\n")
     assert b"Transfer-Encoding: chunked" in head
     decoded, rest = b"", body
@@ -155,7 +167,7 @@ async def test_a_large_stream_to_a_slow_reader_waits_for_it(front: tuple[int, Ec
     """Back-pressure: 20,000 events to a reader that starts late all arrive, in order."""
     port, _ = front
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(b"GET /stream?n=20000 HTTP/1.1\r\nConnection: close\r\n\r\n")
+    writer.write(b"GET /stream?n=20000 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
     await writer.drain()
     await asyncio.sleep(0.3)  # the server fills the socket buffers and must pause
     out = await asyncio.wait_for(reader.read(), 10)
@@ -166,7 +178,7 @@ async def test_a_large_stream_to_a_slow_reader_waits_for_it(front: tuple[int, Ec
 async def test_a_client_that_leaves_cancels_its_handler(front: tuple[int, Echo]) -> None:
     port, echo = front
     _reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(b"GET /slow HTTP/1.1\r\n\r\n")
+    writer.write(b"GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
     await writer.drain()
     await asyncio.sleep(0.1)
     writer.close()
@@ -175,16 +187,17 @@ async def test_a_client_that_leaves_cancels_its_handler(front: tuple[int, Echo])
 
 async def test_an_idle_connection_is_closed_and_a_busy_one_is_not() -> None:
     echo = Echo()
-    async with serve_front(echo, "127.0.0.1", 0, max_body=1000, idle_s=0.3) as server:
+    limits = LimitsConfig(max_body_bytes=1000, keepalive_timeout_s=0.3)
+    async with serve_front(echo, "127.0.0.1", 0, limits) as (server, _):
         port = server.sockets[0].getsockname()[1]
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"GET /a HTTP/1.1\r\n\r\n")
+        writer.write(b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n")
         await writer.drain()
         assert (await asyncio.wait_for(reader.readuntil(b"}"), 2)).startswith(b"HTTP/1.1 200 OK")
         assert await asyncio.wait_for(reader.read(), 2) == b""  # idle after its answer: closed by the server
         writer.close()
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"GET /slow HTTP/1.1\r\n\r\n")  # a request in progress is never idle
+        writer.write(b"GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")  # a request in progress is never idle
         await writer.drain()
         await asyncio.sleep(0.6)
         assert not echo.cancelled.is_set()

@@ -8,7 +8,6 @@ from switchover.gateway.observe import Observer
 from switchover.gateway.prompt import PromptEstimator, prompt_text
 from switchover.gateway.relay import error_event, model_rewriter, render
 from switchover.gateway.shadow import shadow_body
-from switchover.gateway.upstream import upstream_headers
 from switchover.wire.sse import SSEEvent, parse_all
 
 
@@ -50,16 +49,6 @@ def test_observer_flags_malformed_and_error_events():
     err = Observer()
     err.feed(b'data: {"error":{"message":"overloaded"}}\n\n', 1)
     assert err.error == "overloaded"
-
-
-def test_upstream_headers_drop_hop_headers_and_replace_auth_when_configured():
-    incoming = {"Authorization": "Bearer client", "Host": "gw", "Connection": "keep-alive", "X-Tenant-Id": "t",
-                "X-Switchover-Route": "new", "Accept-Encoding": "gzip"}
-    h = upstream_headers(incoming, None)
-    assert dict(h) == {"Authorization": "Bearer client", "X-Tenant-Id": "t"}
-    h = upstream_headers(incoming, "engine-key")
-    assert h["Authorization"] == "Bearer engine-key"
-    assert "Authorization" not in upstream_headers(incoming, None, forward_auth=False)
 
 
 def test_prompt_estimates():

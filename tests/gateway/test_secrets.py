@@ -14,7 +14,8 @@ ENGINE_KEY = "sk-PLANTED-engine-0b8d4e6f2a"
 async def test_planted_keys_never_appear_in_ledger_logs_or_metrics(tmp_path, monkeypatch, caplog):
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("NEW_ENGINE_KEY", ENGINE_KEY)
-    async with stack(tmp_path, weight=50, shadow={"percent": 100}, kill_switch={"min_samples": 3}) as s:
+    async with stack(tmp_path, weight=50, shadow={"percent": 100}, kill_switch={"min_samples": 3},
+                     clients={"mode": "open"}) as s:
         s.config["new"]["api_key_env"] = "NEW_ENGINE_KEY"
         s.rewrite()  # reload with the engine key configured
         for _ in range(100):

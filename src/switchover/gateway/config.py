@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class FallbackConfig(_Strict):
@@ -34,8 +34,9 @@ class KillSwitchConfig(_Strict):
     """Latch the weight to 0 when new fails too often; cleared only by `switchover gateway reset`."""
 
     enabled: bool = True
-    window: float = Field(default=60.0, gt=0, description="Sliding window, seconds")
-    min_samples: int = Field(default=20, ge=1, description="New-arm requests needed in the window before it can trip")
+    window: float = Field(default=60.0, gt=0, le=86400, description="Sliding window, seconds")
+    min_samples: int = Field(default=20, ge=1, le=10_000_000,
+                             description="New-arm requests needed in the window before it can trip")
     max_fallback_ratio: float = Field(
         default=0.2, gt=0, le=1, description="Trip when (fallbacks + errors) / new-arm requests exceeds this"
     )
@@ -47,9 +48,12 @@ class ShadowConfig(_Strict):
     percent: float = Field(default=0.0, ge=0, le=100, description="Share of requests mirrored, percent")
     upstream: str = Field(default="new", description="'new', or the base URL of a third upstream")
     model: str | None = Field(default=None, description="Model name for a third upstream (default: as asked)")
-    max_concurrency: int = Field(default=4, ge=1, description="Mirrors in flight at most; beyond it, dropped")
-    max_tokens_clamp: int | None = Field(default=None, ge=1, description="Cap max_tokens of mirrored requests")
-    timeout_ms: float = Field(default=60000, gt=0, description="A mirror running longer than this is abandoned")
+    max_concurrency: int = Field(default=4, ge=1, le=100_000,
+                                 description="Mirrors in flight at most; beyond it, dropped")
+    max_tokens_clamp: int | None = Field(default=None, ge=1, le=10_000_000,
+                                         description="Cap max_tokens of mirrored requests")
+    timeout_ms: float = Field(default=60000, gt=0, le=86_400_000,
+                              description="A mirror running longer than this is abandoned")
 
     @field_validator("upstream")
     @classmethod
@@ -69,9 +73,86 @@ class ListenConfig(_Strict):
 class TimeoutsConfig(_Strict):
     """Upstream timeouts that bound every request (no request can hang past them)."""
 
-    connect_ms: float = Field(default=2000, gt=0)
-    first_byte_ms: float = Field(default=120000, gt=0, description="Old arm: no first event / body within this")
-    idle_ms: float = Field(default=60000, gt=0, description="Gap between two reads of a streamed response")
+    connect_ms: float = Field(default=2000, gt=0, le=3_600_000)
+    first_byte_ms: float = Field(default=120000, gt=0, le=86_400_000,
+                                 description="Old arm: no first event / body within this")
+    idle_ms: float = Field(default=60000, gt=0, le=86_400_000,
+                           description="Gap between two reads of a streamed response")
+
+
+DEFAULT_ALLOWED_PATHS = ["/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/embeddings", "/tokenize",
+                         "/detokenize"]
+DEFAULT_CREDENTIAL_HEADERS = ["authorization", "proxy-authorization", "cookie", "api-key", "x-api-key"]
+_TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _header_name(value: str) -> str:
+    if not value or not set(value) <= _TOKEN_CHARS:
+        raise ValueError(f"not a header name: {value!r}")
+    return value.lower()
+
+
+class ClientsConfig(_Strict):
+    """Who may use the gateway, and whose credentials reach the engines (docs/gateway.md, Security model)."""
+
+    mode: Literal["passthrough", "keys", "open"] = Field(
+        default="passthrough",
+        description="passthrough: the client's own credentials go to old/new and the gateway adds none; keys: a "
+                    "client must present a known key (Authorization: Bearer), then the gateway sends the arm's "
+                    "api_key_env key instead; open: anyone, and the gateway adds the arm's key (choose on purpose)")
+    keys_env: list[str] = Field(default=[], description="keys mode: names of environment variables, each one key")
+    key_file: str | None = Field(
+        default=None, description="keys mode: file of '<name> sha256:<hex>' lines (`switchover gateway hash-key`); "
+                                  "relative to the config file")
+    credential_headers: list[str] = Field(
+        default=list(DEFAULT_CREDENTIAL_HEADERS),
+        description="Headers that carry credentials: never sent to the shadow, and replaced by the arm's key in "
+                    "keys / open mode")
+
+    @field_validator("keys_env")
+    @classmethod
+    def _env_names(cls, value: list[str]) -> list[str]:
+        bad = [v for v in value if not v or not (v.replace("_", "a").isalnum() and not v[0].isdigit())]
+        if bad:
+            raise ValueError(f"environment variable names only, got {bad}")
+        return value
+
+    @field_validator("credential_headers")
+    @classmethod
+    def _names(cls, value: list[str]) -> list[str]:
+        return [_header_name(v) for v in value]
+
+    @model_validator(mode="after")
+    def _keys_given(self) -> ClientsConfig:
+        if self.mode == "keys" and not self.keys_env and not self.key_file:
+            raise ValueError("mode 'keys' needs keys_env or key_file (else no client could get in)")
+        if self.mode != "keys" and (self.keys_env or self.key_file):
+            raise ValueError(f"keys_env / key_file are used only in mode 'keys', not {self.mode!r}")
+        return self
+
+
+class LimitsConfig(_Strict):
+    """What one client can hold: connections, time and bytes (docs/gateway.md, Security model)."""
+
+    max_connections: int = Field(default=1024, ge=1, le=1_000_000,
+                                 description="Open client connections at most (also capped by the file-descriptor "
+                                             "limit); beyond it a connection gets 503 and is closed")
+    max_connections_per_client: int = Field(default=256, ge=1, le=1_000_000,
+                                            description="Open connections per client IP address at most")
+    header_timeout_s: float = Field(default=10.0, gt=0, le=300,
+                                    description="The whole request head must arrive within this from its first byte")
+    body_timeout_s: float = Field(default=30.0, gt=0, le=3600,
+                                  description="The whole request body must arrive within this after the head")
+    keepalive_timeout_s: float = Field(default=75.0, gt=0, le=3600,
+                                       description="An idle connection between requests is closed after this")
+    keepalive_requests: int = Field(default=1000, ge=1, le=10_000_000,
+                                    description="Requests per connection; the last answer says Connection: close")
+    max_head_bytes: int = Field(default=32 << 10, ge=1024, le=1 << 20, description="Request line + headers, bytes")
+    max_headers: int = Field(default=100, ge=1, le=10_000, description="Header lines per request")
+    max_body_bytes: int = Field(default=64 << 20, ge=1, le=4 << 30, description="Request body, bytes (413 above)")
+    max_buffered_body_bytes: int = Field(
+        default=1 << 30, ge=1, le=1 << 40,
+        description="Request bodies held in memory across all connections at once; beyond it new bodies get 503")
 
 
 class GatewayConfig(_Strict):
@@ -86,7 +167,7 @@ class GatewayConfig(_Strict):
     tokenizer: str | None = Field(
         default=None, description="tokenizer.json used to count prompt tokens; default: the bytes/4 estimate"
     )
-    bytes_per_token: float = Field(default=4.0, gt=0, description="The byte estimate used without a tokenizer")
+    bytes_per_token: float = Field(default=4.0, gt=0, le=1000, description="The byte estimate used without a tokenizer")
     bypass_paths: list[str] = Field(default=["/v1/embeddings"], description="Path prefixes always sent to old")
     override_header_enabled: bool = Field(
         default=False, description="Honour `X-Switchover-Route: old|new` (for testing only)"
@@ -96,32 +177,43 @@ class GatewayConfig(_Strict):
     kill_switch: KillSwitchConfig = Field(default_factory=KillSwitchConfig)
     shadow: ShadowConfig = Field(default_factory=ShadowConfig)
     timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
-    drain_seconds: float = Field(default=30.0, ge=0, description="On SIGTERM, how long in-flight requests may run")
+    drain_seconds: float = Field(default=30.0, ge=0, le=86400,
+                                 description="On SIGTERM, how long in-flight requests may run")
     listen: ListenConfig = Field(default_factory=ListenConfig)
-    front: Literal["raw", "aiohttp"] = Field(
-        default="raw", description="HTTP server: the gateway's own asyncio front (raw) or aiohttp's; read at start"
-    )
+    allowed_paths: list[str] = Field(
+        default=list(DEFAULT_ALLOWED_PATHS),
+        description="Path prefixes (whole segments) the gateway forwards; anything else is 404")
+    clients: ClientsConfig = Field(default_factory=ClientsConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
     run_dir: str = Field(
         default="runs/gateway",
         description="Ledger (ledger-NNNNN.jsonl), log and kill-switch state; relative to the config file",
     )
-    ledger_rotate_mb: float = Field(default=64.0, gt=0, description="Start a new ledger file past this size")
-    reload_poll_s: float = Field(default=1.0, gt=0, description="How often the config file is checked for changes")
+    ledger_rotate_mb: float = Field(default=64.0, ge=0.01, le=1 << 20,
+                                    description="Start a new ledger file past this size")
+    reload_poll_s: float = Field(default=1.0, ge=0.01, le=3600,
+                                 description="How often the config file is checked for changes")
 
-    @field_validator("bypass_paths")
+    @field_validator("bypass_paths", "allowed_paths")
     @classmethod
     def _paths(cls, value: list[str]) -> list[str]:
-        bad = [p for p in value if not p.startswith("/")]
-        if bad:
-            raise ValueError(f"paths start with '/', got {bad}")
-        return value
+        from switchover.gateway.target import TargetError, normalise_path
+
+        out = []
+        for p in value:
+            if not p.startswith("/"):
+                raise ValueError(f"paths start with '/', got {p!r}")
+            try:
+                norm = normalise_path(p)
+            except TargetError as exc:
+                raise ValueError(f"{p!r}: {exc}") from None
+            out.append(norm.rstrip("/") or "/")
+        return out
 
     @field_validator("tenant_header")
     @classmethod
     def _header(cls, value: str) -> str:
-        if not value or any(c in value for c in " :\r\n"):
-            raise ValueError(f"not a header name: {value!r}")
-        return value.lower()
+        return _header_name(value)
 
     @model_validator(mode="after")
     def _sane(self) -> GatewayConfig:

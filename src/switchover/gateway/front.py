@@ -1,12 +1,21 @@
-"""The gateway's own HTTP/1.1 front: an asyncio protocol that parses requests and writes responses itself.
+"""The gateway's HTTP/1.1 front: untrusted bytes in, one checked request at a time out to a handler.
 
-aiohttp's server costs 0.12-0.16 ms of latency per request over a minimal protocol (bench/http_server_floor.py),
-about a third of what the gateway adds; its low-level server saves almost none of it. This front keeps what the
-gateway needs and no more: Content-Length and chunked request bodies, `Expect: 100-continue`, keep-alive (HTTP/1.1
-by default, HTTP/1.0 on request), responses from `web.Response` objects (the handlers are unchanged) and streamed
-responses in chunked encoding with write back-pressure. A client that disconnects cancels its handler (as
-aiohttp's `handler_cancellation`), and a write to a closed connection raises ConnectionResetError, which the relay
-counts as the client going away.
+Requests are parsed by llhttp (through `httptools`, the parser behind uvicorn and Node), in its strict mode: bare CR
+or LF, NUL and other control characters in the head, obs-fold, duplicate or non-digit Content-Length, Content-Length
+with Transfer-Encoding, and bad chunk framing are parse errors. On top of it the front refuses what llhttp lets
+through but a proxy must not: a Transfer-Encoding other than exactly `chunked` (and any in HTTP/1.0), HTTP versions
+other than 1.0 / 1.1, upgrades and CONNECT, a missing or repeated Host, targets that are not origin-form
+(gateway/target.py), heads over `max_head_bytes` or `max_headers` however they arrive, bodies over
+`max_body_bytes`. A refused request gets a 4xx with the gateway's error body and `Connection: close`, and the
+connection is closed; the handler never sees it.
+
+Time and connections are bounded (docs/gateway.md, Security model): the whole head must arrive within
+`header_timeout_s` of its first byte and the body within `body_timeout_s` of the head (deadlines, not re-armed per
+byte); an idle keep-alive connection is closed after `keepalive_timeout_s`; at most `max_connections` (and
+`max_connections_per_client` per address) are open, the rest get 503 and are closed at once; request bodies held
+in memory across connections are capped. Pipelined requests are answered in order; reading pauses while one
+waits. Chunked bodies are collected in linear time. A client that disconnects cancels its handler; a write to a
+closed connection raises ConnectionResetError (the relay counts it as the client going away).
 """
 
 from __future__ import annotations
@@ -15,289 +24,434 @@ import asyncio
 import contextlib
 import http
 import logging
+import resource
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import httptools
 import orjson
-from aiohttp import web
-from multidict import CIMultiDict, CIMultiDictProxy
+
+from switchover.gateway.config import LimitsConfig
+from switchover.gateway.target import Target, TargetError, parse_target
 
 log = logging.getLogger("switchover.gateway")
 
-MAX_HEAD = 64 << 10
-IDLE_S = 75.0  # a connection with no request in progress and no bytes for this long is closed (aiohttp's default)
 _REASONS = {s.value: s.phrase for s in http.HTTPStatus}
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
+_PIPELINE_DEPTH = 16  # complete requests waiting behind the one being answered, at most
+FD_RESERVE = 64  # file descriptors kept for upstream connections' peaks, the ledger, logs
 
 
-def error_response(status: int, message: str, kind: str) -> web.Response:
-    """The gateway's one error body (OpenAI's shape), for both servers and every handler."""
-    body = orjson.dumps({"error": {"message": message, "type": kind, "code": status}})
-    return web.Response(status=status, body=body, content_type="application/json")
+class Reply:
+    """A whole response: status, headers, body."""
+
+    __slots__ = ("body", "headers", "status")
+
+    def __init__(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None,
+                 content_type: str | None = "application/json") -> None:
+        self.status = status
+        self.body = body
+        self.headers = headers if headers is not None else {}
+        if content_type is not None and "Content-Type" not in self.headers:
+            self.headers["Content-Type"] = content_type
 
 
-class BadRequest(Exception):
-    def __init__(self, status: int, message: str) -> None:
+def json_reply(obj: Any, status: int = 200) -> Reply:
+    return Reply(status, orjson.dumps(obj))
+
+
+def error_reply(status: int, message: str, kind: str) -> Reply:
+    """The gateway's one error body (OpenAI's shape), for every refusal and every handler."""
+    return Reply(status, orjson.dumps({"error": {"message": message, "type": kind, "code": status}}))
+
+
+class Refusal(Exception):
+    """A request the front answers itself: HTTP status, a message for the client, a metrics reason."""
+
+    def __init__(self, status: int, message: str, reason: str) -> None:
         super().__init__(message)
         self.status = status
+        self.reason = reason
+
+
+class Headers:
+    """A request's header lines as received (latin-1 text), with first-value lookup by lower-case name."""
+
+    __slots__ = ("_first", "items")
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str]] = []
+        self._first: dict[str, str] = {}
+
+    def add(self, name: str, value: str) -> None:
+        self.items.append((name, value))
+        self._first.setdefault(name.lower(), value)
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        return self._first.get(name.lower(), default)
+
+    def count(self, name: str) -> int:
+        low = name.lower()
+        return sum(1 for k, _ in self.items if k.lower() == low)
+
+    def __contains__(self, name: str) -> bool:
+        return name.lower() in self._first
 
 
 class FrontRequest:
-    """The parts of aiohttp's Request the gateway's handlers use."""
+    """One complete, checked request."""
 
-    __slots__ = ("_body", "_conn", "headers", "keep_alive", "method", "path", "path_qs", "query_string", "version")
+    __slots__ = ("_conn", "body", "headers", "keep_alive", "method", "target", "version")
 
-    def __init__(self, conn: FrontConnection, method: str, target: str, version: str,
-                 headers: CIMultiDict[str], body: bytes, keep_alive: bool) -> None:
+    def __init__(self, conn: FrontConnection, method: str, target: Target, version: str, headers: Headers,
+                 body: bytes, keep_alive: bool) -> None:
         self._conn = conn
         self.method = method
-        self.path_qs = target
-        self.path, _, self.query_string = target.partition("?")
+        self.target = target
         self.version = version
-        self.headers = CIMultiDictProxy(headers)
-        self._body = body
+        self.headers = headers
+        self.body = body
         self.keep_alive = keep_alive
 
-    async def read(self) -> bytes:
-        return self._body
+    @property
+    def path(self) -> str:
+        """The decoded, checked path (what routing and the allowlist see)."""
+        return self.target.path
+
+    @property
+    def upstream_target(self) -> str:
+        """Path and query as an engine gets them (the checked path, re-encoded)."""
+        return self.target.upstream
 
     @property
     def remote(self) -> str | None:
-        peer = self._conn.transport.get_extra_info("peername") if self._conn.transport else None
-        return peer[0] if isinstance(peer, tuple) else None
+        return self._conn.peer
 
     def open_stream(self, status: int, headers: dict[str, str]) -> FrontStream:
         return FrontStream(self._conn, self, status, headers)
 
 
 class FrontStream:
-    """A streamed response on the front (chunked encoding); the status line and headers go with the first write.
-    Same calls as aiohttp's StreamResponse as the relay uses it: write(), write_eof()."""
+    """A streamed response (chunked encoding); the status line and headers go with the first write."""
 
-    __slots__ = ("_conn", "_head", "status")
+    __slots__ = ("_conn", "_head", "chunked", "status")
 
     def __init__(self, conn: FrontConnection, request: FrontRequest, status: int, headers: dict[str, str]) -> None:
         self._conn = conn
         self.status = status
+        self.chunked = request.version != "1.0"  # an HTTP/1.0 client gets the bytes as they are, then a close
         lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}"]
         lines += [f"{k}: {v}" for k, v in headers.items()]
-        lines.append("Transfer-Encoding: chunked")
-        if not request.keep_alive:
+        if self.chunked:
+            lines.append("Transfer-Encoding: chunked")
+        if not self.chunked or not conn.keep_after(request):
             lines.append("Connection: close")
+            conn.close_after = True
         self._head: bytes | None = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         conn.streamed = self
+
+    def _frame(self, data: bytes) -> bytes:
+        if not data:
+            return b""
+        return b"%x\r\n%b\r\n" % (len(data), data) if self.chunked else data
 
     async def write(self, data: bytes) -> None:
         if not data and self._head is None:
             return
-        out = self._take_head() + (b"%x\r\n%b\r\n" % (len(data), data) if data else b"")
-        await self._conn.send(out)
+        await self._conn.send(self._take_head() + self._frame(data))
 
     async def write_eof(self, data: bytes = b"") -> None:
-        out = self._take_head() + (b"%x\r\n%b\r\n" % (len(data), data) if data else b"") + b"0\r\n\r\n"
-        await self._conn.send(out)
+        await self._conn.send(self._take_head() + self._frame(data) + (b"0\r\n\r\n" if self.chunked else b""))
 
     def _take_head(self) -> bytes:
         head, self._head = self._head, None
         return head or b""
 
 
-Handler = Callable[[FrontRequest], Awaitable[Any]]
+Handler = Callable[[FrontRequest], Awaitable[Reply | FrontStream]]
+RefusedHook = Callable[[str, int, "FrontRequest | None"], None]
+
+
+def fd_budget(wanted: int) -> int:
+    """Client connections the process can hold: `wanted`, capped so that each may also hold an upstream
+    connection within the file-descriptor limit (the soft limit is raised to the hard one first)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(1, min(wanted, (soft - FD_RESERVE) // 2))
+
+
+class Front:
+    """What all connections share: the handler, the limits, and the counts the limits are checked against."""
+
+    def __init__(self, handler: Handler, limits: LimitsConfig, on_refused: RefusedHook | None = None) -> None:
+        self.handler = handler
+        self.limits = limits
+        self.on_refused = on_refused
+        self.max_connections = fd_budget(limits.max_connections)
+        if self.max_connections < limits.max_connections:
+            log.warning("limits.max_connections %d lowered to %d by the file-descriptor limit",
+                        limits.max_connections, self.max_connections)
+        self.conns: set[FrontConnection] = set()
+        self.per_peer: dict[str, int] = {}
+        self.buffered = 0  # request body bytes held across connections
+        self.closing_all = False
+
+    def refused(self, reason: str, status: int, request: FrontRequest | None = None) -> None:
+        if self.on_refused is not None:
+            try:
+                self.on_refused(reason, status, request)
+            except Exception:  # counting must never take the front down
+                log.exception("refusal hook failed")
 
 
 class FrontConnection(asyncio.Protocol):
-    """One client connection: requests one at a time (a pipelined next request waits in the buffer)."""
+    """One client connection. Requests are parsed as bytes arrive and answered one at a time, in order."""
 
-    def __init__(self, handler: Handler, max_body: int, tracker: set[FrontConnection], idle_s: float = IDLE_S) -> None:
-        self.handler = handler
-        self.max_body = max_body
-        self.tracker = tracker
-        self.idle_s = idle_s
-        self._idle: asyncio.TimerHandle | None = None
+    def __init__(self, front: Front) -> None:
+        self.front = front
+        self.limits = front.limits
         self.transport: Any = None
-        self.buf = bytearray()
-        self.task: asyncio.Task[None] | None = None
+        self.peer: str | None = None
+        self.parser = httptools.HttpRequestParser(self)
         self.closed = False
+        self.task: asyncio.Task[None] | None = None
+        self.queue: deque[FrontRequest] = deque()
         self.streamed: FrontStream | None = None
+        self.served = 0  # requests answered or being answered on this connection
+        self.close_after = False  # the answer being written ends the connection
+        self._counted = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_kind = ""
         self._drain: asyncio.Future[None] | None = None
-        self._paused = False
-        self._continued = False
+        self._paused_writing = False
+        self._paused_reading = False
+        self._dead = False  # parsing stopped: answer what is queued (or the pending error), then close
+        self._pending_error: Refusal | None = None
+        # the message being parsed
+        self._in_head = False
+        self._head_bytes = 0  # sizes seen in callbacks (url, header lines)
+        self._partial_head = 0  # bytes fed while a head was still incomplete
+        self._completed = False  # a message ended during the current read
+        self._url = bytearray()
+        self._headers = Headers()
+        self._body: list[bytes] = []
+        self._body_size = 0
+        self._req: FrontRequest | None = None  # head complete, body still arriving
+        self._continue = False
 
     # ---- asyncio.Protocol -----------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
-        self.tracker.add(self)
-        self._arm_idle()
+        peer = transport.get_extra_info("peername")
+        self.peer = peer[0] if isinstance(peer, tuple) else None
+        front = self.front
+        key = self.peer or "?"
+        if front.closing_all:
+            transport.close()
+            return
+        if len(front.conns) >= front.max_connections:
+            self._refuse_connection("max_connections", "the gateway is at its connection limit; retry")
+            return
+        if front.per_peer.get(key, 0) >= self.limits.max_connections_per_client:
+            self._refuse_connection("max_connections_per_client", "too many connections from your address")
+            return
+        front.conns.add(self)
+        front.per_peer[key] = front.per_peer.get(key, 0) + 1
+        self._counted = True
+        self._arm("head", self.limits.header_timeout_s)  # a connection that sends nothing holds no slot for long
+
+    def _refuse_connection(self, reason: str, message: str) -> None:
+        self.front.refused(reason, 503)
+        self._write_reply(error_reply(503, message, "overloaded"), None, keep=False)
+        self.closed = True
+        self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.tracker.discard(self)
-        if self._idle is not None:
-            self._idle.cancel()
+        self._release_body()
+        while self.queue:
+            self._release(len(self.queue.popleft().body))
+        if self._counted:
+            self._counted = False
+            front = self.front
+            front.conns.discard(self)
+            key = self.peer or "?"
+            left = front.per_peer.get(key, 1) - 1
+            if left > 0:
+                front.per_peer[key] = left
+            else:
+                front.per_peer.pop(key, None)
+        self._disarm()
         if self.task is not None and not self.task.done():
             self.task.cancel()  # the client went away: its handler stops (and cancels its upstream request)
         self._wake()
 
+    def eof_received(self) -> bool:
+        """The client closed its side: taken as leaving (a handler still running is cancelled, which stops the
+        engine's work), as uvicorn and aiohttp do. Answers already written (a refusal) still go out."""
+        return False
+
     def data_received(self, data: bytes) -> None:
-        self.buf += data
-        if self.task is None:
-            self._arm_idle()
-            self._next()
-
-    def _arm_idle(self) -> None:
-        """(Re)start the idle clock: between requests, and while a request's bytes are still arriving (so a client
-        that never finishes its head or body is closed too)."""
-        if self._idle is not None:
-            self._idle.cancel()
-        self._idle = asyncio.get_running_loop().call_later(self.idle_s, self._idle_out)
-
-    def _idle_out(self) -> None:
-        if self.task is None and not self.closed and self.transport is not None:
-            self.transport.close()
-
-    def pause_writing(self) -> None:
-        self._paused = True
-
-    def resume_writing(self) -> None:
-        self._paused = False
-        self._wake()
-
-    def _wake(self) -> None:
-        fut, self._drain = self._drain, None
-        if fut is not None and not fut.done():
-            fut.set_result(None)
-
-    # ---- sending --------------------------------------------------------------------------------------
-    async def send(self, data: bytes) -> None:
-        if self.closed or self.transport is None or self.transport.is_closing():
-            raise ConnectionResetError("the client closed the connection")
-        self.transport.write(data)
-        while self._paused and not self.closed:
-            self._drain = asyncio.get_running_loop().create_future()
-            await self._drain
-        if self.closed:
-            raise ConnectionResetError("the client closed the connection")
-
-    def _send_response(self, resp: web.Response, request: FrontRequest | None, keep_alive: bool) -> None:
-        raw = resp.body
-        full = bytes(raw) if isinstance(raw, bytes | bytearray) else b""  # handlers give bytes bodies only
-        body = b"" if request is not None and request.method == "HEAD" else full
-        lines = [f"HTTP/1.1 {resp.status} {resp.reason}"]
-        lines += [f"{k}: {v}" for k, v in resp.headers.items() if k.lower() not in ("content-length", "connection")]
-        lines.append(f"Content-Length: {len(full)}")
-        if not keep_alive or resp.headers.get("Connection", "").lower() == "close":
-            lines.append("Connection: close")
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
-
-    # ---- parsing --------------------------------------------------------------------------------------
-    def _next(self) -> None:
-        """Start the handler for the next complete request in the buffer, if there is one."""
-        if self.closed:
+        if self._dead or self.closed:
             return
+        self._completed = False
         try:
-            parsed = self._parse()
-        except BadRequest as exc:
-            self._fail(exc.status, str(exc))
+            self.parser.feed_data(data)
+        except Refusal as exc:
+            self._refuse(exc)
             return
-        if parsed is not None:
-            if self._idle is not None:
-                self._idle.cancel()
-                self._idle = None
-            self.task = asyncio.ensure_future(self._run(parsed))
-
-    def _parse(self) -> FrontRequest | None:
-        buf = self.buf
-        end = buf.find(b"\r\n\r\n")
-        if end < 0:
-            if len(buf) > MAX_HEAD:
-                raise BadRequest(431, "request head too large")
-            return None
-        lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
-        try:
-            method, target, version = lines[0].split(" ")
-        except ValueError:
-            raise BadRequest(400, "malformed request line") from None
-        if not version.startswith("HTTP/1."):
-            raise BadRequest(505, "HTTP/1.x only")
-        headers: CIMultiDict[str] = CIMultiDict()
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if not sep or not name or name != name.strip():
-                raise BadRequest(400, "malformed header line")
-            headers.add(name, value.strip())
-        conn_hdr = headers.get("Connection", "").lower()
-        keep_alive = "close" not in conn_hdr if version == "HTTP/1.1" else "keep-alive" in conn_hdr
-        start = end + 4
-        if "chunked" in headers.get("Transfer-Encoding", "").lower():
-            got = self._chunked(start)
-            if got is None:
-                self._continue(headers)
-                return None
-            body, used = got
+        except httptools.HttpParserUpgrade:
+            self._refuse(Refusal(400, "protocol upgrades are not supported", "upgrade"))
+            return
+        except httptools.HttpParserCallbackError as exc:
+            cause = exc.__context__ or exc.__cause__
+            if isinstance(cause, Refusal):
+                self._refuse(cause)
+            else:  # a bug in a callback: say so, but the client only learns it was refused
+                log.error("request parser callback failed: %s", type(cause).__name__ if cause else exc)
+                self._refuse(Refusal(400, "malformed request", "bad_request"))
+            return
+        except httptools.HttpParserError as exc:
+            self._refuse(Refusal(400, f"malformed request: {_parser_message(exc)}", "bad_request"))
+            return
+        if self._in_head:
+            # a head still arriving: every byte of this read is part of it, unless an earlier message ended in
+            # this same read (then its share is unknown, at most this read, and only later reads are counted)
+            self._partial_head = 0 if self._completed else self._partial_head + len(data)
+            if self._partial_head > self.limits.max_head_bytes:
+                self._refuse(Refusal(431, f"request head over {self.limits.max_head_bytes} bytes", "head_too_large"))
         else:
-            try:
-                length = int(headers.get("Content-Length", "0"))
-            except ValueError:
-                raise BadRequest(400, "bad Content-Length") from None
-            if length < 0:
-                raise BadRequest(400, "bad Content-Length")
-            if length > self.max_body:
-                raise BadRequest(413, f"request body over {self.max_body} bytes")
-            if len(buf) - start < length:
-                self._continue(headers)
-                return None
-            body, used = bytes(buf[start:start + length]), start + length
-        del buf[:used]
-        self._continued = False
-        return FrontRequest(self, method, target, version, headers, body, keep_alive)
+            self._partial_head = 0
 
-    def _continue(self, headers: CIMultiDict[str]) -> None:
-        if not self._continued and headers.get("Expect", "").lower() == "100-continue":
-            self._continued = True
-            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+    # ---- llhttp callbacks ----------------------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        if len(self.queue) >= _PIPELINE_DEPTH:
+            raise Refusal(429, "too many pipelined requests", "pipeline_depth")
+        self._in_head = True
+        self._head_bytes = 0
+        self._url = bytearray()
+        self._headers = Headers()
+        self._body = []
+        self._body_size = 0
+        if self.task is None and self._timer_kind != "head":
+            self._arm("head", self.limits.header_timeout_s)
 
-    def _chunked(self, pos: int) -> tuple[bytes, int] | None:
-        buf = self.buf
-        parts: list[bytes] = []
-        size = 0
-        while True:
-            eol = buf.find(b"\r\n", pos)
-            if eol < 0:
-                return None
-            try:
-                n = int(bytes(buf[pos:eol]).split(b";")[0], 16)
-            except ValueError:
-                raise BadRequest(400, "bad chunk size") from None
-            size += n
-            if size > self.max_body:
-                raise BadRequest(413, f"request body over {self.max_body} bytes")
-            if n == 0:
-                trailer_end = buf.find(b"\r\n\r\n", eol)
-                if trailer_end == eol:  # no trailers: "0\r\n\r\n"
-                    return b"".join(parts), eol + 4
-                if trailer_end < 0:
-                    return None
-                return b"".join(parts), trailer_end + 4
-            if len(buf) < eol + 2 + n + 2:
-                return None
-            parts.append(bytes(buf[eol + 2:eol + 2 + n]))
-            pos = eol + 2 + n + 2
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        self._grow_head(len(url))
 
-    def _fail(self, status: int, message: str) -> None:
-        self._send_response(error_response(status, message, "bad_request"), None, False)
-        self.transport.close()
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if not self._in_head:
+            return  # a trailer field after a chunked body: not kept, not forwarded
+        self._grow_head(len(name) + len(value) + 4)
+        headers = self._headers
+        if len(headers.items) >= self.limits.max_headers:
+            raise Refusal(431, f"more than {self.limits.max_headers} header lines", "head_too_large")
+        headers.add(name.decode("latin-1"), value.decode("latin-1"))
 
-    # ---- one exchange ---------------------------------------------------------------------------------
+    def _grow_head(self, n: int) -> None:
+        self._head_bytes += n
+        if self._head_bytes > self.limits.max_head_bytes:
+            raise Refusal(431, f"request head over {self.limits.max_head_bytes} bytes", "head_too_large")
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._partial_head = 0
+        parser = self.parser
+        version = parser.get_http_version()
+        if version not in ("1.1", "1.0"):
+            raise Refusal(505, f"HTTP/{version} is not supported; use HTTP/1.1", "version")
+        method = parser.get_method().decode("ascii", "replace")
+        if method not in _METHODS:
+            raise Refusal(405, f"method {method} is not allowed", "method")
+        if parser.should_upgrade() or "upgrade" in self._headers:
+            raise Refusal(400, "protocol upgrades are not supported", "upgrade")
+        h = self._headers
+        te = h.get("transfer-encoding")
+        if te is not None and (version == "1.0" or te.strip().lower() != "chunked" or h.count("transfer-encoding") > 1):
+            raise Refusal(400, "Transfer-Encoding must be exactly 'chunked' (HTTP/1.1 only)", "bad_request")
+        if h.count("host") != 1 and (version == "1.1" or "host" in h):
+            raise Refusal(400, "exactly one Host header is required", "bad_request")
+        try:
+            target = parse_target(bytes(self._url))
+        except TargetError as exc:
+            raise Refusal(exc.status, str(exc), "target") from None
+        length = h.get("content-length")
+        if length is not None and int(length) > self.limits.max_body_bytes:
+            raise Refusal(413, f"request body over {self.limits.max_body_bytes} bytes", "body_too_large")
+        expect = h.get("expect")
+        if expect is not None and expect.strip().lower() != "100-continue":
+            raise Refusal(417, f"Expect: {expect[:40]!r} is not supported", "bad_request")
+        has_body = te is not None or (length is not None and int(length) > 0)
+        self._continue = expect is not None and has_body
+        self._req = FrontRequest(self, method, target, version, h, b"", parser.should_keep_alive())
+        if self.task is None and not self.queue:
+            if has_body:
+                self._arm("body", self.limits.body_timeout_s)
+                self._send_continue()
+            else:
+                self._disarm()
+
+    def on_body(self, body: bytes) -> None:
+        n = len(body)
+        self._body_size += n
+        if self._body_size > self.limits.max_body_bytes:
+            raise Refusal(413, f"request body over {self.limits.max_body_bytes} bytes", "body_too_large")
+        front = self.front
+        if front.buffered + n > self.limits.max_buffered_body_bytes:
+            raise Refusal(503, "the gateway holds too many request bodies; retry", "body_memory")
+        front.buffered += n
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        self._completed = True
+        req, self._req = self._req, None
+        if req is None:  # pragma: no cover - llhttp always completes the head first
+            raise Refusal(400, "malformed request", "bad_request")
+        body = self._body
+        req.body = body[0] if len(body) == 1 else b"".join(body)
+        self._body = []
+        self.queue.append(req)
+        if self.task is None:
+            self._disarm()
+            self._start_next()
+        elif not self._paused_reading and self.transport is not None:
+            self._paused_reading = True
+            self.transport.pause_reading()  # one waits already: read no further until it is answered
+
+    # ---- answering -----------------------------------------------------------------------------------
+    def keep_after(self, request: FrontRequest) -> bool:
+        """Whether the connection stays open after this request's answer."""
+        return (request.keep_alive and not self._dead and not self.front.closing_all
+                and self.served < self.limits.keepalive_requests)
+
+    def _start_next(self) -> None:
+        req = self.queue.popleft()
+        self.served += 1
+        if not self.queue and self._paused_reading and not self.closed:
+            self._paused_reading = False
+            self.transport.resume_reading()
+        self.task = asyncio.ensure_future(self._run(req))
+
     async def _run(self, request: FrontRequest) -> None:
         self.streamed = None
-        keep = request.keep_alive
+        self.close_after = False
+        keep = self.keep_after(request)
         try:
-            resp = await self.handler(request)
+            resp = await self.front.handler(request)
             if self.streamed is None:
-                if isinstance(resp, web.Response):
-                    self._send_response(resp, request, keep)
-                else:  # pragma: no cover - every handler returns a Response or streams
+                if not isinstance(resp, Reply):  # pragma: no cover - every handler returns a Reply or streams
                     raise TypeError(f"handler returned {type(resp).__name__}")
+                keep = keep and resp.headers.get("Connection") != "close"
+                self._write_reply(resp, request, keep)
+            elif self.close_after:
+                keep = False
         except asyncio.CancelledError:
             keep = False
             if not self.closed:
@@ -308,32 +462,156 @@ class FrontConnection(asyncio.Protocol):
             log.exception("unhandled error in the gateway front")
             keep = False
             if self.streamed is None and not self.closed:
-                self._send_response(error_response(500, "internal error", "internal_error"), request, False)
+                self._write_reply(error_reply(500, "internal error", "internal_error"), request, False)
         finally:
             self.task = None
+            self._release(len(request.body))
         if self.closed:
             return
         if not keep:
             self.transport.close()
             return
-        self._arm_idle()
-        if self.buf:
-            self._next()
+        self._after_exchange()
+
+    def _after_exchange(self) -> None:
+        """The next step once an answer is out: the next queued request, a refusal held back, or waiting."""
+        if self.queue:
+            self._start_next()
+        elif self._pending_error is not None:
+            err, self._pending_error = self._pending_error, None
+            self._send_refusal(err)
+        elif self._dead:
+            self.transport.close()
+        elif self._req is not None:  # the next request's body is arriving
+            self._arm("body", self.limits.body_timeout_s)
+            self._send_continue()
+        elif self._in_head:
+            self._arm("head", self.limits.header_timeout_s)
+        else:
+            self._arm("idle", self.limits.keepalive_timeout_s)
+
+    def _finish_idle(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.closed = True
+            self.transport.close()
+
+    def _send_continue(self) -> None:
+        if self._continue and self.transport is not None and not self.closed:
+            self._continue = False
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def _write_reply(self, resp: Reply, request: FrontRequest | None, keep: bool) -> None:
+        body = b"" if request is not None and request.method == "HEAD" else resp.body
+        lines = [f"HTTP/1.1 {resp.status} {_REASONS.get(resp.status, 'Unknown')}"]
+        lines += [f"{k}: {v}" for k, v in resp.headers.items() if k != "Connection"]
+        lines.append(f"Content-Length: {len(resp.body)}")
+        if not keep:
+            lines.append("Connection: close")
+        elif request is not None and request.version == "1.0":
+            lines.append("Connection: keep-alive")
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+
+    async def send(self, data: bytes) -> None:
+        """Write part of a streamed response, waiting while the client's socket buffer is full."""
+        if self.closed or self.transport is None or self.transport.is_closing():
+            raise ConnectionResetError("the client closed the connection")
+        self.transport.write(data)
+        while self._paused_writing and not self.closed:
+            self._drain = asyncio.get_running_loop().create_future()
+            await self._drain
+        if self.closed:
+            raise ConnectionResetError("the client closed the connection")
+
+    def pause_writing(self) -> None:
+        self._paused_writing = True
+
+    def resume_writing(self) -> None:
+        self._paused_writing = False
+        self._wake()
+
+    def _wake(self) -> None:
+        fut, self._drain = self._drain, None
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    # ---- refusals and deadlines ----------------------------------------------------------------------
+    def _refuse(self, err: Refusal) -> None:
+        """Stop parsing; answer `err` now, or after the requests already queued (answers stay in order)."""
+        self._dead = True
+        self._release_body()
+        if self.task is not None or self.queue:
+            if err.reason == "pipeline_depth":  # the queued ones are answered, then the connection closes
+                self.front.refused(err.reason, err.status, None)
+            else:
+                self._pending_error = err
+            return
+        self._send_refusal(err)
+
+    def _send_refusal(self, err: Refusal) -> None:
+        request = self._req
+        self._req = None
+        self.front.refused(err.reason, err.status, request)
+        kind = "invalid_request_error" if err.status < 500 else "overloaded"
+        self._write_reply(error_reply(err.status, str(err), kind), None, keep=False)
+        self._disarm()
+        self._finish_idle()
+
+    def _release_body(self) -> None:
+        if self._body_size and self._body:
+            self._release(sum(len(b) for b in self._body))
+        self._body = []
+
+    def _release(self, n: int) -> None:
+        self.front.buffered = max(0, self.front.buffered - n)
+
+    def _arm(self, kind: str, seconds: float) -> None:
+        self._disarm()
+        self._timer_kind = kind
+        self._timer = asyncio.get_running_loop().call_later(seconds, self._expired, kind)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_kind = ""
+
+    def _expired(self, kind: str) -> None:
+        self._timer = None
+        self._timer_kind = ""
+        if self.closed or self.task is not None:
+            return
+        if kind == "idle" or (kind == "head" and not self._in_head and self._req is None):
+            self._finish_idle()  # nothing was asked: close without a word, as nginx does
+            return
+        what = "request head" if kind == "head" else "request body"
+        limit = self.limits.header_timeout_s if kind == "head" else self.limits.body_timeout_s
+        self._dead = True
+        self._release_body()
+        self._send_refusal(Refusal(408, f"the {what} did not arrive within {limit:g} s", f"{kind}_timeout"))
+
+
+def _parser_message(exc: Exception) -> str:
+    text = str(exc) or type(exc).__name__
+    return text[:120]
 
 
 @contextlib.asynccontextmanager
-async def serve_front(handler: Handler, host: str, port: int, max_body: int, idle_s: float = IDLE_S) -> Any:
-    """Listen on host:port; yields the asyncio server. On exit: stop listening, cancel what still runs."""
+async def serve_front(handler: Handler, host: str, port: int, limits: LimitsConfig | None = None,
+                      on_refused: RefusedHook | None = None) -> Any:
+    """Listen on host:port; yields (server, front). On exit: stop listening, close connections, cancel what
+    still runs."""
     loop = asyncio.get_running_loop()
-    conns: set[FrontConnection] = set()
-    server = await loop.create_server(lambda: FrontConnection(handler, max_body, conns, idle_s), host, port,
-                                      backlog=2048)
+    front = Front(handler, limits or LimitsConfig(), on_refused)
+    server = await loop.create_server(lambda: FrontConnection(front), host, port, backlog=2048)
     try:
-        yield server
+        yield server, front
     finally:
         server.close()
-        tasks = [c.task for c in list(conns) if c.task is not None and not c.task.done()]
-        for c in list(conns):
+        front.closing_all = True
+        conns = list(front.conns)
+        tasks = [c.task for c in conns if c.task is not None and not c.task.done()]
+        for c in conns:
             if c.transport is not None:
                 c.transport.close()
         for t in tasks:
@@ -341,4 +619,3 @@ async def serve_front(handler: Handler, host: str, port: int, max_body: int, idl
         for t in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
-

@@ -3,13 +3,37 @@ needs. A reload swaps the snapshot whole; in-flight requests keep the one they s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
 
 from switchover.config import Migration
 from switchover.errors import BadInput
+from switchover.gateway.clients import ClientPolicy
 from switchover.gateway.config import GatewayConfig
 from switchover.gateway.policy import RouteState
 from switchover.gateway.prompt import PromptEstimator
+from switchover.wire.passthrough import Origin
+
+ARMS = ("old", "new")
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where one arm's requests go: the origin (host, port, TLS) and the base URL's path prefix. Built from the
+    migration file only; a request contributes nothing but its checked path."""
+
+    url: str
+    origin: Origin
+    prefix: str
+
+    @classmethod
+    def of(cls, url: str) -> Upstream:
+        return cls(url, Origin.of(url), urlsplit(url).path.rstrip("/"))
+
+    def target(self, upstream_path: str) -> str:
+        """The request line's target for a checked path (with query)."""
+        return self.prefix + upstream_path
 
 
 @dataclass(frozen=True)
@@ -22,10 +46,17 @@ class Live:
     keys: dict[str, str | None]
     fail_statuses: frozenset[int]
     estimator: PromptEstimator | None
+    clients: ClientPolicy = field(default_factory=lambda: ClientPolicy(GatewayConfig().clients))
+    upstreams: dict[str, Upstream] = field(default_factory=dict)
+    allowed: tuple[str, ...] = ()
     states: tuple[RouteState, RouteState] = (RouteState(), RouteState(killed=True))  # (open, killed)
 
     def route_state(self, killed: bool) -> RouteState:
         return self.states[killed]
+
+    def engine_key(self, arm: str) -> str | None:
+        """The key the gateway sends to an arm: its own in keys / open mode, none in passthrough."""
+        return self.keys[arm] if self.clients.adds_engine_keys else None
 
 
 def _route_states(gw: GatewayConfig) -> tuple[RouteState, RouteState]:
@@ -37,12 +68,21 @@ def _route_states(gw: GatewayConfig) -> tuple[RouteState, RouteState]:
     return state(False), state(True)
 
 
-def build_live(m: Migration) -> Live:
+def build_live(m: Migration, config_dir: Path | None = None) -> Live:
     """Resolve a validated migration into what the request path needs (API keys read from the environment)."""
     gw = getattr(m, "gateway", None)
     if gw is None:
         raise BadInput("the config has no `gateway:` section")
     est = PromptEstimator(gw.tokenizer, gw.bytes_per_token) if gw.max_context_tokens else None
+    upstreams = {}
+    for arm in ARMS:
+        url = getattr(m, arm).url
+        try:
+            upstreams[arm] = Upstream.of(url)
+        except ValueError as exc:
+            raise BadInput(f"{arm}.url: {exc}") from None
     return Live(gw=gw, urls={"old": m.old.url, "new": m.new.url}, models={"old": m.old.model, "new": m.new.model},
                 keys={"old": m.old.api_key(), "new": m.new.api_key()},
-                fail_statuses=frozenset(gw.fallback.statuses), estimator=est, states=_route_states(gw))
+                fail_statuses=frozenset(gw.fallback.statuses), estimator=est,
+                clients=ClientPolicy(gw.clients, config_dir), upstreams=upstreams, allowed=tuple(gw.allowed_paths),
+                states=_route_states(gw))

@@ -50,6 +50,8 @@ class GatewayMetrics:
         self.e2e = Histogram(p + "e2e_seconds", "Arrival to last byte, by arm", ["arm"], buckets=_LAT, registry=r)
         self.shadow = Counter(p + "shadow", "Mirrored requests, by result (ok, error, dropped)", ["result"],
                               registry=r)
+        self.refused = Counter(p + "refused", "Connections and requests the gateway refused itself, by reason "
+                               "(framing, limits, timeouts, path, client key, body)", ["reason"], registry=r)
         self.ledger_errors = Counter(p + "ledger_write_errors", "Ledger rows that could not be written",
                                      registry=r)
         self.preset()

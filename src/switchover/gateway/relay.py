@@ -11,21 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 import orjson
-from aiohttp import web
 
 from switchover.gateway.upstream import Opened
 from switchover.wire.sse import SSEEvent
 
 Rewrite = Callable[[bytes], bytes]
-
-
-class SSEResponse(web.StreamResponse):
-    """A StreamResponse whose status line and headers go out with the first body write (one send, not two);
-    the relay writes the first event right after prepare(), so nothing waits for it."""
-
-    _send_headers_immediately = False  # aiohttp's switch for this (its Response does the same)
 
 
 @dataclass(slots=True)
@@ -35,13 +26,13 @@ class Relayed:
     outcome: str  # a LedgerRecord.Outcome value
     status: int
     error: str | None = None
-    response: Any = None  # the prepared response (aiohttp's or the raw front's); the handler must return it
+    response: Any = None  # the front's FrontStream; the handler must return it
 
 
-def error_event(message: str, model: str | None, code: int = 502) -> bytes:
+def error_event(message: str, model: str | None, code: int = 502, kind: str = "upstream_error") -> bytes:
     """An OpenAI-style in-band error (the openai SDKs raise on an `error` key), a finish_reason of 'error'
     for clients that only read choices, then [DONE]. Starts with a blank line to end any partial event."""
-    payload = {"error": {"message": message, "type": "upstream_error", "code": code},
+    payload = {"error": {"message": message, "type": kind, "code": code},
                "object": "error", "model": model,
                "choices": [{"index": 0, "delta": {}, "text": "", "finish_reason": "error"}]}
     return b"\n\ndata: " + orjson.dumps(payload) + b"\n\ndata: [DONE]\n\n"
@@ -148,16 +139,6 @@ def _json_or_done(data: bytes) -> bool:
     return True
 
 
-async def _stream_response(request: Any, status: int, headers: dict[str, str]) -> Any:
-    """The streamed response for this request: the raw front's own (gateway/front.py), or aiohttp's."""
-    opener = getattr(request, "open_stream", None)
-    if opener is not None:
-        return opener(status, headers)
-    resp = SSEResponse(status=status, headers=headers)
-    await resp.prepare(request)
-    return resp
-
-
 def normalised_body(opened: Opened, asked: str | None) -> bytes:
     """A non-streamed body with `model` set to what the client asked for (parsed only when they differ)."""
     raw = opened.head
@@ -171,12 +152,21 @@ def normalised_body(opened: Opened, asked: str | None) -> bytes:
     return raw
 
 
-async def relay_stream(request: web.Request, opened: Opened, asked: str | None,
-                       headers: dict[str, str], strip_usage: bool = False) -> Relayed:
+class Cutoff:
+    """Set by the drain when its limit ends a request that is still running (the relay then says so)."""
+
+    __slots__ = ("cut",)
+
+    def __init__(self) -> None:
+        self.cut = False
+
+
+async def relay_stream(request: Any, opened: Opened, asked: str | None, headers: dict[str, str],
+                       strip_usage: bool = False, cutoff: Cutoff | None = None) -> Relayed:
     """Write the SSE response through; returns the outcome. Bytes go through as read unless the model name
     must be rewritten or a usage chunk the client did not ask for must be left out: then events are
-    re-framed (payloads are never re-encoded)."""
-    resp = await _stream_response(request, opened.status, headers)
+    re-framed (payloads are never re-encoded). A stream cut by the drain ends with an error event too."""
+    resp = request.open_stream(opened.status, headers)
     obs = opened.obs
     rw = model_rewriter(obs.model, asked)
     if rw is None and strip_usage:
@@ -215,8 +205,9 @@ async def relay_stream(request: web.Request, opened: Opened, asked: str | None,
                     raise
                 failure = "idle_timeout"
                 break
-            except (aiohttp.ClientError, ConnectionError) as exc:
-                failure = f"disconnected ({type(exc).__name__})"
+            except ConnectionError as exc:
+                failure = ("drain_cutoff" if cutoff is not None and cutoff.cut
+                           else f"disconnected ({type(exc).__name__})")
                 break
             timer.read_since = None
             now = time.perf_counter_ns()
@@ -246,7 +237,11 @@ async def relay_stream(request: web.Request, opened: Opened, asked: str | None,
         else:
             if failure is None and not obs.complete:
                 failure = "truncated"
-            if failure is not None:
+            if failure == "drain_cutoff":
+                held += error_event("the gateway is shutting down: this stream was cut at its drain limit", asked,
+                                    503, "gateway_shutdown")
+                result = Relayed("drain_cutoff", opened.status, failure)
+            elif failure is not None:
                 held += error_event(f"upstream failed mid-stream: {failure}", asked)
                 result = Relayed("failed_mid_stream", opened.status, failure)
             else:

@@ -1,4 +1,5 @@
-"""Running a Gateway: bind, handle SIGHUP (reload) and SIGTERM/SIGINT (drain, then exit), publish its address."""
+"""Running a Gateway: bind, then take the run directory, handle SIGHUP (reload) and SIGTERM/SIGINT (drain, then
+exit), publish its address."""
 
 from __future__ import annotations
 
@@ -11,11 +12,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import orjson
-from aiohttp import web
 
 from switchover.config import load_migration
 from switchover.errors import BadInput
-from switchover.gateway.app import MAX_BODY, Gateway
+from switchover.gateway.app import Gateway
 from switchover.gateway.front import serve_front
 from switchover.gctune import quiet_gc
 
@@ -25,49 +25,28 @@ STATE_FILE = "gateway.json"
 
 @contextlib.asynccontextmanager
 async def running(gateway: Gateway, host: str | None = None, port: int | None = None) -> AsyncIterator[str]:
-    """Serve `gateway` in this event loop on its own HTTP/1.1 front (gateway/front.py; `front: aiohttp` in the
-    config serves through aiohttp instead); yields its base URL. Disconnecting clients cancel their handler."""
-    if gateway.live.gw.front == "raw":
-        async with _running_raw(gateway, host, port) as url:
-            yield url
-        return
-    listen = gateway.live.gw.listen
-    runner = web.AppRunner(gateway.app(), access_log=None, handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, host or listen.host, listen.port if port is None else port, backlog=2048)
+    """Serve `gateway` in this event loop; yields its base URL. The port is bound before any file of the run
+    directory is touched, so a gateway that cannot bind changes nothing."""
+    gw = gateway.live.gw
+    listen_host, listen_port = host or gw.listen.host, gw.listen.port if port is None else port
+    ctx = serve_front(gateway.dispatch, listen_host, listen_port, gw.limits, gateway.on_refused)
     try:
-        await site.start()
+        server, front = await ctx.__aenter__()
     except OSError as exc:
-        await runner.cleanup()
-        raise BadInput(f"gateway.listen: cannot bind {listen.host}:{listen.port}: {exc.strerror}") from None
-    server = site._server
-    assert server is not None
-    bound = server.sockets[0].getsockname()  # type: ignore[attr-defined]
-    url = f"http://{bound[0]}:{bound[1]}"
+        raise BadInput(f"gateway.listen: cannot bind {listen_host}:{listen_port}: {exc.strerror or exc}") from None
     try:
-        yield url
+        await gateway.start(front)
+    except BaseException:
+        await ctx.__aexit__(None, None, None)
+        raise
+    try:
+        bound = server.sockets[0].getsockname()
+        yield f"http://{bound[0]}:{bound[1]}"
     finally:
-        await runner.cleanup()
-
-
-@contextlib.asynccontextmanager
-async def _running_raw(gateway: Gateway, host: str | None, port: int | None) -> AsyncIterator[str]:
-    listen = gateway.live.gw.listen
-    await gateway._startup(None)
-    try:
         try:
-            front = serve_front(gateway.dispatch, host or listen.host, listen.port if port is None else port,
-                                max_body=MAX_BODY)
-            server = await front.__aenter__()
-        except OSError as exc:
-            raise BadInput(f"gateway.listen: cannot bind {listen.host}:{listen.port}: {exc.strerror}") from None
-        try:
-            bound = server.sockets[0].getsockname()
-            yield f"http://{bound[0]}:{bound[1]}"
+            await ctx.__aexit__(None, None, None)
         finally:
-            await front.__aexit__(None, None, None)
-    finally:
-        await gateway._cleanup(None)
+            await gateway.stop()
 
 
 def setup_logging(run_dir: Path, verbose: bool = False) -> None:
@@ -89,11 +68,11 @@ async def serve(config_path: Path, *, log_prompts: bool = False, verbose: bool =
     setup_logging(gateway.run_dir, verbose)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGHUP, gateway.reload)
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-    loop.add_signal_handler(signal.SIGINT, stop.set)
     state = gateway.run_dir / STATE_FILE
     async with running(gateway) as url:
+        loop.add_signal_handler(signal.SIGHUP, gateway.reload)
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        loop.add_signal_handler(signal.SIGINT, stop.set)
         quiet_gc()  # the proxied path allocates hundreds of objects per request (gctune.py)
         state.write_bytes(orjson.dumps({"url": url, "pid": os.getpid(), "config": str(config_path.resolve()),
                                         "ledger_dir": str(gateway.run_dir)}))
@@ -101,13 +80,12 @@ async def serve(config_path: Path, *, log_prompts: bool = False, verbose: bool =
         log.info("gateway on %s: old %s, new %s, weight %g%%, rollback %s, shadow %g%%; ledger %s",
                  url, gateway.live.urls["old"], gateway.live.urls["new"], g.weight, g.rollback, g.shadow.percent,
                  gateway.run_dir)
-        await stop.wait()
-        left = await gateway.drain()
-        if left:
-            log.warning("drain limit reached with %d requests in flight; they are cut off", left)
-        else:
-            log.info("drained; exiting")
-    for path in (state, gateway.run_dir / "admin.token"):
-        with contextlib.suppress(OSError):
-            path.unlink()
-    return left
+        try:
+            await stop.wait()
+            cut = await gateway.drain()
+            if not cut:
+                log.info("drained; exiting")
+        finally:
+            with contextlib.suppress(OSError):
+                state.unlink()
+    return cut

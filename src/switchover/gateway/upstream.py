@@ -14,18 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-from multidict import CIMultiDict
-from yarl import URL
 
 from switchover.gateway.observe import Observer
-from switchover.wire.passthrough import H1Pool, H1Response, UpstreamConnectError
+from switchover.wire.passthrough import H1Pool, H1Response, Origin, UpstreamConnectError
 from switchover.wire.sse import SSEEvent
-
-# Headers that describe one hop, or that the gateway sets itself; never forwarded upstream.
-HOP_HEADERS = frozenset({
-    "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host",
-    "content-length", "accept-encoding", "proxy-authorization", "x-switchover-route",
-})
 
 
 class Failed(Exception):
@@ -57,19 +49,6 @@ class Opened:
         self.resp.close()
 
 
-def upstream_headers(incoming: Any, api_key: str | None, *, forward_auth: bool = True) -> CIMultiDict[str]:
-    """The client's headers minus hop-by-hop ones; Authorization replaced by the endpoint's key when set."""
-    out: CIMultiDict[str] = CIMultiDict()
-    for k, v in incoming.items():
-        lk = k.lower()
-        if lk in HOP_HEADERS or (lk == "authorization" and (api_key or not forward_auth)):
-            continue
-        out.add(k, v)
-    if api_key:
-        out["Authorization"] = f"Bearer {api_key}"
-    return out
-
-
 def new_session(limit: int = 1024) -> aiohttp.ClientSession:
     """The shadow's pooled keep-alive session (primary requests go through `wire.passthrough.H1Pool`);
     responses are read as received (no decompression)."""
@@ -80,22 +59,7 @@ def new_session(limit: int = 1024) -> aiohttp.ClientSession:
                                  timeout=aiohttp.ClientTimeout(total=None), cookie_jar=aiohttp.DummyCookieJar())
 
 
-_URLS: dict[str, URL] = {}
-
-
-def upstream_url(url: str) -> URL:
-    """`url` parsed once: aiohttp would parse the same few strings (arm base + path) on every request."""
-    found = _URLS.get(url)
-    if found is None:
-        if len(_URLS) >= 4096:  # many distinct query strings: start over rather than grow
-            _URLS.clear()
-        found = _URLS[url] = URL(url)
-    return found
-
-
-
-
-async def send(session: aiohttp.ClientSession, method: str, url: str | URL, **kw: Any) -> aiohttp.ClientResponse:
+async def send(session: aiohttp.ClientSession, method: str, url: str, **kw: Any) -> aiohttp.ClientResponse:
     """session.request, retried once when a pooled keep-alive connection turns out to be closed by the server
     before any response byte (the idle-close race); a fresh connection is used for the retry."""
     try:
@@ -106,16 +70,17 @@ async def send(session: aiohttp.ClientSession, method: str, url: str | URL, **kw
         return await session.request(method, url, **kw)
 
 
-async def open_upstream(pool: H1Pool, url: str, *, method: str, headers: CIMultiDict[str],
-                        body: bytes | None, first_timeout_s: float, connect_timeout_s: float,
-                        idle_timeout_s: float, fail_statuses: frozenset[int] = frozenset()) -> Opened:
+async def open_upstream(pool: H1Pool, origin: Origin, target: str, *, method: str,
+                        headers: list[tuple[str, str]], body: bytes | None, first_timeout_s: float,
+                        connect_timeout_s: float, idle_timeout_s: float,
+                        fail_statuses: frozenset[int] = frozenset()) -> Opened:
     """Send the request; wait for the status and the first SSE event (or the whole non-SSE body) within
     `first_timeout_s`. Raises Failed when nothing usable arrived (connect error, a status in `fail_statuses`,
     timeout, a disconnect before the first event). Later reads are bounded by `idle_timeout_s` (the relay)."""
     resp: H1Response | None = None
     try:
         async with asyncio.timeout(first_timeout_s):
-            resp = await pool.request(method, upstream_url(url), headers.items(), body, connect_timeout_s)
+            resp = await pool.send(method, origin, target, headers, body, connect_timeout_s)
             if resp.status in fail_statuses:
                 raise Failed(f"status_{resp.status}", resp.status)
             obs = Observer()

@@ -11,9 +11,12 @@ on a fresh connection. Bodies are never decoded (no Accept-Encoding is sent).
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from multidict import CIMultiDict
 from yarl import URL
@@ -21,6 +24,31 @@ from yarl import URL
 from switchover.wire.http1 import HttpProtocolError, ResponseParser
 
 HIGH_WATER = 256 << 10  # stop reading from the socket while this much body is buffered
+_BAD_TARGET = re.compile(r"[\x00-\x20\x7f#]").search
+_BAD_FIELD = re.compile(r"[\r\n\x00]").search
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a request goes: host, port, TLS. Built from configuration only, never from a client's request."""
+
+    host: str
+    port: int
+    tls: bool = False
+
+    @classmethod
+    def of(cls, base_url: str) -> Origin:
+        """The origin of a configured base URL (its path, if any, is a prefix the caller adds to targets)."""
+        parts = urlsplit(base_url)
+        tls = parts.scheme == "https"
+        if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
+            raise ValueError(f"not an http(s) origin: {base_url!r}")
+        return cls(parts.hostname, parts.port or (443 if tls else 80), tls)
+
+    @property
+    def host_header(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == (443 if self.tls else 80) else f"{host}:{self.port}"
 
 
 class UpstreamConnectError(ConnectionError):
@@ -248,23 +276,31 @@ class H1Pool:
 
     async def request(self, method: str, url: URL, headers: Iterable[tuple[str, str]], body: bytes | None,
                       connect_timeout_s: float) -> H1Response:
-        """Send the request and wait for the response head. A connection lost before any response byte is
-        retried once on a fresh connection (the server closed an idle keep-alive connection meanwhile)."""
-        host, port = url.raw_host or "", url.port or (443 if url.scheme == "https" else 80)
-        key = (host, port, url.scheme == "https")
-        host_hdr = f"[{host}]" if ":" in host else host
-        if port != (443 if key[2] else 80):
-            host_hdr = f"{host_hdr}:{port}"
-        lines = [f"{method} {url.raw_path_qs} HTTP/1.1", f"Host: {host_hdr}"]
+        """`send` to a parsed URL (its host, port and scheme pick the connection, its path and query the target)."""
+        origin = Origin(url.raw_host or "", url.port or (443 if url.scheme == "https" else 80), url.scheme == "https")
+        return await self.send(method, origin, url.raw_path_qs, headers, body, connect_timeout_s)
+
+    async def send(self, method: str, origin: Origin, target: str, headers: Iterable[tuple[str, str]],
+                   body: bytes | None, connect_timeout_s: float) -> H1Response:
+        """Send the request to `origin` and wait for the response head. Where it goes is `origin` alone: `target`
+        is only the request line's path. A connection lost before any response byte is retried once on a fresh
+        connection (the server closed an idle keep-alive connection meanwhile). Raises ValueError for a target or
+        header that would break the request's framing (CR, LF, NUL, a space in the target)."""
+        key = (origin.host, origin.port, origin.tls)
+        if not target.startswith("/") or _BAD_TARGET(target):
+            raise ValueError(f"refusing to send the request target {target[:80]!r}")
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {origin.host_header}"]
         has_type = False
         for name, value in headers:
+            if _BAD_FIELD(name) or _BAD_FIELD(value):
+                raise ValueError(f"refusing to send header {name[:40]!r}: CR, LF or NUL in it")
             lines.append(f"{name}: {value}")
             has_type = has_type or name.lower() == "content-type"
         if body is not None:
             if not has_type:
                 lines.append("Content-Type: application/octet-stream")
             lines.append(f"Content-Length: {len(body)}")
-        data = ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogateescape") + (body or b"")
+        data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace") + (body or b"")
         for attempt in (0, 1):
             conn = self._take(key) or await self._connect(key, connect_timeout_s)
             try:

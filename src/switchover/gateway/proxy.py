@@ -1,0 +1,317 @@
+"""One proxied request: check it, route it (`policy.route`), relay it from old or new with fallback before the
+first byte, start its shadow, and write its ledger row when the client's answer ends.
+
+What a client got wrong is the client's: a path outside the allowlist, a missing key, a body the gateway cannot
+read are 4xx answers with ledger outcome `bad_request` / `unauthorized`, and never count against an arm. Only what
+an arm did (a fallback, an error status of 500 and up, a stream broken mid-way) feeds the kill switch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from switchover.gateway.front import FrontRequest, FrontStream, Reply, error_reply
+from switchover.gateway.headers import forward_headers, request_id
+from switchover.gateway.inflight import Ticket
+from switchover.gateway.ledger_record import ShadowResult
+from switchover.gateway.live import Live
+from switchover.gateway.policy import Decision, RequestMeta, route, tenant_hash
+from switchover.gateway.prompt import prompt_text
+from switchover.gateway.relay import normalised_body, relay_stream
+from switchover.gateway.shadow import GENERATION_PATHS, shadow_body
+from switchover.gateway.target import path_allowed
+from switchover.gateway.upstream import Failed, Opened, open_upstream
+
+if TYPE_CHECKING:
+    from switchover.gateway.app import Gateway
+
+OVERRIDE_HEADER = "x-switchover-route"
+ARM_HEADER = "X-Switchover-Arm"
+log = logging.getLogger("switchover.gateway")
+
+
+class ClientError(Exception):
+    """Something wrong with what the client sent: answered with `status`, ledger outcome `outcome`."""
+
+    def __init__(self, status: int, message: str, outcome: str = "bad_request", reason: str = "bad_body") -> None:
+        super().__init__(message)
+        self.status = status
+        self.outcome = outcome
+        self.reason = reason
+
+
+def read_body(path: str, method: str, body: bytes) -> dict[str, Any] | None:
+    """The JSON object of a request, checked where the gateway reads it. Generation requests must be a JSON
+    object whose fields the gateway uses have the right types; other bodies are passed on as they are."""
+    if not body or method != "POST":
+        return None
+    generation = path in GENERATION_PATHS
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        if generation:
+            raise ClientError(400, f"the request body is not valid JSON: {exc}") from None
+        return None
+    if not isinstance(parsed, dict):
+        if generation:
+            raise ClientError(400, f"the request body must be a JSON object, got {type(parsed).__name__}")
+        return None
+    for name, types, what in (("model", (str,), "a string"), ("stream", (bool,), "true or false"),
+                              ("stream_options", (dict,), "an object"),
+                              ("max_tokens", (int,), "an integer"), ("max_completion_tokens", (int,), "an integer")):
+        value = parsed.get(name)
+        if value is not None and (not isinstance(value, types) or (types == (int,) and isinstance(value, bool))):
+            raise ClientError(400, f"'{name}' must be {what}, got {orjson.dumps(value)[:60].decode()}")
+    return parsed
+
+
+def wants_usage_injected(obj: dict[str, Any]) -> bool:
+    """A streamed generation whose client did not ask for usage (the gateway asks, and strips it)."""
+    if not obj.get("stream"):
+        return False
+    opts = obj.get("stream_options")
+    return not (isinstance(opts, dict) and opts.get("include_usage"))
+
+
+def _bearer(value: str | None) -> str | None:
+    if value and value[:7].lower() == "bearer ":
+        return value[7:].strip() or None
+    return value or None
+
+
+class Proxy:
+    """The request path of a Gateway."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.g = gateway
+
+    async def handle(self, request: FrontRequest) -> Reply | FrontStream:
+        t0 = time.perf_counter_ns()
+        g = self.g
+        live = g.live
+        row: dict[str, Any] = {
+            "ts": time.time(), "request_id": request_id(request.headers.get("x-request-id")), "path": request.path,
+            "stream": False, "outcome": "bad_request", "status": 0}
+        try:
+            obj, decision = self._admit(request, live, row)
+        except ClientError as exc:
+            row.update(outcome=exc.outcome, status=exc.status, error=str(exc)[:200])
+            g.count_refused(exc.reason)
+            g.write_row(row)
+            reply = error_reply(exc.status, str(exc), "invalid_request_error" if exc.status != 401 else
+                                "authentication_error")
+            if exc.status == 401:
+                reply.headers["WWW-Authenticate"] = "Bearer"
+            reply.headers["X-Request-Id"] = row["request_id"]
+            return reply
+        if g.draining:
+            row.update(outcome="refused", status=503, error="draining")
+            g.count_refused("draining")
+            g.write_row(row)
+            refused = error_reply(503, "the gateway is shutting down; retry", "draining")
+            refused.headers["Connection"] = "close"
+            return refused
+        g.metrics.child(g.metrics.routed, decision.arm, decision.reason).inc()
+        shadowed = self._maybe_shadow(live, decision, request, obj, row)
+        ticket = g.inflight.enter()
+        obs = None
+        try:
+            resp, obs = await self._serve(request, live, decision, obj, row, ticket)
+            return resp
+        except asyncio.CancelledError:
+            if not ticket.cut:
+                row.update(outcome="client_disconnected", status=499, error="client went away")
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            row.update(outcome="drain_cutoff", status=503, error="drain_cutoff")
+            return error_reply(503, "the gateway is shutting down; this request was cut at its drain limit",
+                               "gateway_shutdown")
+        except ConnectionResetError:
+            row.update(outcome="client_disconnected", status=499, error="client went away")
+            raise
+        except Exception as exc:
+            log.exception("unexpected error on request %s", row["request_id"])
+            row.update(outcome="gateway_error", status=500, error=f"gateway: {type(exc).__name__}")
+            return error_reply(500, "internal error in the gateway", "internal_error")
+        finally:
+            g.inflight.leave(ticket)
+            self._observe(row, obs, t0, decision)
+            g.write_row(row)
+            if shadowed is not None:
+                g.shadow_done_later(shadowed, row)
+
+    def _admit(self, request: FrontRequest, live: Live, row: dict[str, Any]) -> tuple[dict[str, Any] | None, Decision]:
+        """Check the request (path, client key, body) and route it; ClientError for what the client got wrong."""
+        gw = live.gw
+        if not path_allowed(request.path, live.allowed):
+            raise ClientError(404, f"{request.path[:100]} is not served by this gateway (gateway.allowed_paths)",
+                              reason="path_not_allowed")
+        verdict = live.clients.check(request.headers.get)
+        if not verdict.allowed:
+            raise ClientError(401, verdict.reason, "unauthorized", "unauthorized")
+        obj = read_body(request.path, request.method, request.body)
+        asked = obj.get("model") if obj is not None else None
+        row["stream"] = bool(obj and obj.get("stream"))
+        row["model"] = asked
+        tenant_key = request.headers.get(gw.tenant_header) or verdict.client \
+            or _bearer(request.headers.get("authorization"))
+        tenant = tenant_hash(tenant_key)
+        est = live.estimator.estimate(obj) if live.estimator is not None and obj else None
+        override = request.headers.get(OVERRIDE_HEADER)
+        decision = route(RequestMeta(request.path, tenant, est, override), live.route_state(self.g.killswitch.latched))
+        row.update(tenant=tenant, bucket=decision.bucket, routed=decision.arm, route_reason=decision.reason,
+                   arm=decision.arm, prompt_tokens_est=est, outcome="error")
+        if self.g.log_prompts and obj:
+            row["prompt"] = prompt_text(obj)[0]
+        return obj, decision
+
+    def _body_for(self, live: Live, arm: str, body: bytes, obj: dict[str, Any] | None) -> bytes:
+        """The request as this arm gets it: its model name, and usage asked for on streams (to count tokens
+        from the server's usage, not from chunks; the extra chunk is not passed to the client)."""
+        if obj is None:
+            return body
+        model = live.models[arm]
+        rename = bool(model and obj.get("model") != model)
+        inject = wants_usage_injected(obj)
+        if not rename and not inject:
+            return body
+        out = dict(obj)
+        if rename:
+            out["model"] = model
+        if inject:
+            out["stream_options"] = {**(obj.get("stream_options") or {}), "include_usage": True}
+        return orjson.dumps(out)
+
+    async def _open(self, live: Live, arm: str, request: FrontRequest, obj: dict[str, Any] | None,
+                    first_timeout_s: float, fail_statuses: frozenset[int]) -> Opened:
+        t = live.gw.timeouts
+        up = live.upstreams[arm]
+        headers = forward_headers(request.headers.items, live.clients.credentials,
+                                  keep_credentials=not live.clients.adds_engine_keys, api_key=live.engine_key(arm))
+        body = request.body
+        return await open_upstream(
+            self.g.pool, up.origin, up.target(request.upstream_target), method=request.method, headers=headers,
+            body=self._body_for(live, arm, body, obj) if body else None, first_timeout_s=first_timeout_s,
+            connect_timeout_s=t.connect_ms / 1000, idle_timeout_s=t.idle_ms / 1000, fail_statuses=fail_statuses)
+
+    async def _serve(self, request: FrontRequest, live: Live, decision: Decision, obj: dict[str, Any] | None,
+                     row: dict[str, Any], ticket: Ticket) -> tuple[Reply | FrontStream, Any]:
+        gw = live.gw
+        metrics = self.g.metrics
+        arm = decision.arm
+        opened: Opened | None = None
+        if arm == "new":
+            try:
+                opened = await self._open(live, "new", request, obj, gw.fallback.on_timeout_ms / 1000,
+                                          live.fail_statuses)
+                if opened.obs.malformed or (opened.sse and opened.obs.error):
+                    opened.close()
+                    raise Failed("malformed" if opened.obs.malformed else "stream_error", opened.status)
+            except Failed as f:
+                opened = None
+                row["fallback_reason"] = f.reason
+                metrics.child(metrics.fallbacks, f.reason).inc()
+                arm = "old"
+        row["arm"] = arm
+        if opened is None:
+            try:
+                opened = await self._open(live, "old", request, obj, gw.timeouts.first_byte_ms / 1000, frozenset())
+            except Failed as f:
+                status = 504 if f.reason == "timeout" else 502
+                row.update(outcome="error", status=status, error=f"old: {f}")
+                return error_reply(status, f"upstream failed: {f.reason}", "upstream_unavailable"), None
+        ctype = opened.resp.headers.get("content-type", "application/octet-stream")
+        headers = {"Content-Type": ctype, "X-Request-Id": row["request_id"]}
+        if gw.expose_arm_header:
+            headers[ARM_HEADER] = arm
+        asked = row.get("model")
+        if opened.sse:
+            headers["Cache-Control"] = "no-cache"
+            ticket.streaming = opened
+            try:
+                strip = obj is not None and wants_usage_injected(obj)
+                result = await relay_stream(request, opened, asked, headers, strip_usage=strip, cutoff=ticket)
+            except BaseException:
+                opened.close()
+                raise
+            finally:
+                ticket.streaming = None
+            row.update(outcome=result.outcome, status=result.status, error=result.error)
+            if result.outcome == "ok" and row.get("fallback_reason"):
+                row["outcome"] = "fallback_ok"
+            assert result.response is not None
+            return result.response, opened.obs
+        raw = normalised_body(opened, asked)
+        opened.resp.release()
+        ok = opened.status < 400
+        outcome = ("fallback_ok" if row.get("fallback_reason") else "ok") if ok else "error"
+        row.update(outcome=outcome, status=opened.status, error=None if ok else f"status_{opened.status}")
+        return Reply(opened.status, raw, headers, content_type=None), opened.obs
+
+    def _maybe_shadow(self, live: Live, decision: Decision, request: FrontRequest, obj: dict[str, Any] | None,
+                      row: dict[str, Any]) -> Any:
+        """Start the mirror of a sampled generation request; credentials never travel with it (new's own key
+        does, in keys / open mode)."""
+        cfg = live.gw.shadow
+        shadow = self.g.shadow
+        if (shadow is None or obj is None or request.method != "POST" or request.path not in GENERATION_PATHS
+                or not shadow.sampled(cfg)):
+            return None
+        asked = row.get("model")
+        if cfg.upstream == "new":
+            if decision.arm == "new":
+                return None  # the primary already goes there
+            name, model, key = "new", live.models["new"] or asked, live.engine_key("new")
+            url = live.urls["new"] + request.upstream_target
+        else:
+            name, model, key = cfg.upstream, cfg.model or asked, None
+            url = cfg.upstream + request.upstream_target
+        headers = dict(forward_headers(request.headers.items, live.clients.credentials, keep_credentials=False,
+                                       api_key=key))
+        headers["Content-Type"] = "application/json"
+        result = shadow.start(cfg, url, name, shadow_body(obj, model, cfg.max_tokens_clamp), headers,
+                              live.gw.timeouts.connect_ms / 1000)
+        row["shadowed"] = True
+        if isinstance(result, ShadowResult):
+            self.g.metrics.child(self.g.metrics.shadow, "dropped").inc()
+        return result
+
+    def _observe(self, row: dict[str, Any], obs: Any, t0: int, decision: Decision) -> None:
+        metrics = self.g.metrics
+        end = time.perf_counter_ns()
+        row["e2e_ms"] = (end - t0) / 1e6
+        arm = row.get("arm")
+        if arm is None:
+            return
+        if obs is not None:
+            row["finish_reason"] = obs.finish_reason
+            row["prompt_tokens"] = obs.prompt_tokens
+            if obs.completion_tokens is not None:
+                row["completion_tokens"], row["tokens_source"] = obs.completion_tokens, "usage"
+            elif row["stream"] and obs.content_events:
+                row["completion_tokens"], row["tokens_source"] = obs.content_events, "chunks"
+            if row["stream"] and obs.first_content_ns is not None:
+                ttft = (obs.first_content_ns - t0) / 1e6
+                row["ttft_ms"] = ttft
+                metrics.child(metrics.ttft, arm).observe(ttft / 1000)
+                n = row.get("completion_tokens")  # TPOT only from the server's N, never from a chunk count
+                if row.get("tokens_source") == "usage" and n and n > 1 and obs.last_ns:
+                    tpot = ((obs.last_ns - t0) / 1e6 - ttft) / (n - 1)
+                    row["tpot_ms"] = tpot
+                    metrics.child(metrics.tpot, arm).observe(tpot / 1000)
+        outcome = row["outcome"]
+        if outcome == "failed_mid_stream" and row.get("finish_reason") is None:
+            row["finish_reason"] = "error"
+        metrics.child(metrics.e2e, arm).observe(row["e2e_ms"] / 1000)
+        metrics.child(metrics.requests, arm, outcome).inc()
+        if decision.arm == "new" and outcome not in ("client_disconnected", "drain_cutoff", "gateway_error"):
+            failed_on_new = arm == "new" and (outcome == "failed_mid_stream"
+                                              or (outcome == "error" and row["status"] >= 500))
+            self.g.count_new(bool(row.get("fallback_reason")) or failed_on_new)

@@ -1,0 +1,119 @@
+"""The gateway's files in its run directory, written so that a mistake fails closed.
+
+- `gateway.lock`: held (flock) by the running gateway; a second gateway on the same run directory stops before
+  it writes anything. It is taken only after the port is bound, so a gateway that cannot bind leaves every
+  file as it was (the admin token above all).
+- `admin.token`: a fresh random token per run, readable by its owner only.
+- `killswitch.json`: the latch. A file that cannot be read (torn, not JSON, the wrong shape) means LATCHED, with
+  an error that names the file: a broken latch must never send traffic back to the new arm unnoticed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from switchover.errors import BadInput
+
+LOCK_FILE = "gateway.lock"
+TOKEN_FILE = "admin.token"
+LATCH_FILE = "killswitch.json"
+
+
+class RunDirLock:
+    """An exclusive lock on the run directory for the life of one gateway."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / LOCK_FILE
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock or raise BadInput naming the process that holds it."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "another process"
+            os.close(fd)
+            raise BadInput(f"gateway.run_dir {self.path.parent} is in use by another gateway (pid {holder})",
+                           hint="stop it first, or give this gateway its own run_dir") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
+            os.close(self._fd)
+            self._fd = None
+
+
+def write_admin_token(run_dir: Path) -> str:
+    """A new admin token, written owner-only (call this only while holding the run-dir lock)."""
+    token = secrets.token_urlsafe(24)
+    path = run_dir / TOKEN_FILE
+    tmp = path.with_suffix(".tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token)
+    tmp.replace(path)
+    return token
+
+
+@dataclass(frozen=True)
+class Latch:
+    """The persisted kill-switch state; `error` says why the file could not be trusted (then latched)."""
+
+    latched: bool
+    reason: str | None = None
+    error: str | None = None
+
+
+class LatchFile:
+    """Reads and writes killswitch.json."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / LATCH_FILE
+
+    def load(self) -> Latch:
+        """The saved latch: absent file → not latched; unreadable or malformed → LATCHED with the reason."""
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return Latch(False)
+        except OSError as exc:
+            return self._broken(f"cannot be read: {exc.strerror or exc}")
+        try:
+            state = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return self._broken("is not valid JSON (torn or edited)")
+        if not isinstance(state, dict) or not isinstance(state.get("latched"), bool):
+            return self._broken('does not hold {"latched": true|false, ...}')
+        reason = state.get("reason")
+        return Latch(state["latched"], reason if isinstance(reason, str) else None)
+
+    def _broken(self, why: str) -> Latch:
+        msg = f"kill-switch file {self.path} {why}"
+        return Latch(True, f"{msg}; latched until `switchover gateway reset`", msg)
+
+    def save(self, latched: bool, reason: str | None) -> None:
+        """Write the latch atomically and durably (tmp file, fsync, rename)."""
+        data = orjson.dumps({"latched": latched, "reason": reason, "ts": time.time()})
+        tmp = self.path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        tmp.replace(self.path)

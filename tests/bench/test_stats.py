@@ -57,6 +57,23 @@ def test_itl_is_every_event_gap_after_the_first_token():
     assert m.itl_ms == pytest.approx([2.0, 8.0])
 
 
+def test_itl_starts_at_the_first_token_even_when_an_earlier_event_shares_its_stamp():
+    # the role-only event and the first token arrived in one read (10 ms): no 0 ms gap between them is counted
+    m = request_metrics(row(chunks_ms=(10, 10, 12, 20), texts=("", "a", "b", "")))
+    assert m.ttft_ms == pytest.approx(10.0) and m.itl_ms == pytest.approx([2.0, 8.0])
+
+
+def test_tool_call_or_reasoning_only_streams_have_no_ttft_and_say_why():
+    m = request_metrics(row(chunks_ms=(5, 10, 20), texts=("", "", "")))  # deltas without content
+    assert m.ttft_ms is None and m.e2e_ms == pytest.approx(20.0) and m.itl_ms == []
+    assert m.missing["ttft"] == "no streamed event carried text" and m.missing["tpot"] == m.missing["ttft"]
+
+
+def test_n_zero_has_no_ntpot_with_reason():
+    m = request_metrics(row(n=0))
+    assert m.ntpot_ms is None and m.missing["ntpot"] == "N = 0"
+
+
 def test_missing_usage_is_reported_never_replaced_by_requested_length():
     m = request_metrics(row(n=None, osl_target=3))
     assert m.tpot_ms is None and m.n_out is None

@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-NS_PER_MS = 1_000_000
+from switchover.wire import timing
+from switchover.wire.timing import NS_PER_MS as NS_PER_MS  # re-exported for bench.recompute
+
 PERCENTILES = (50, 90, 95, 99)
 STEADY_FRACTION = 0.9  # a step is steady when it held >= 90% of its target concurrency (or rate)
 CLIENT_LOAD_LIMIT = 0.7  # above 70% of the calibrated client ceiling a step is not trustworthy
@@ -37,38 +39,35 @@ class RequestMetrics:
 
 
 def first_token_ns(row: Row) -> int | None:
-    """Arrival of the first event whose text delta is non-empty."""
-    for t, s in zip(row.get("chunk_ns") or [], row.get("chunk_text") or [], strict=False):
-        if s:
-            return int(t)
-    return None
+    """Arrival of the first event whose text delta is non-empty (wire/timing.py)."""
+    return timing.first_token_ns(row.get("chunk_ns") or [], row.get("chunk_text") or [])
 
 
 def last_chunk_ns(row: Row) -> int | None:
     """Arrival of the last event carrying choices (a token or finish_reason); not usage-only, not [DONE]."""
-    chunks = row.get("chunk_ns") or []
-    return int(chunks[-1]) if chunks else None
+    return timing.last_event_ns(row.get("chunk_ns") or [])
 
 
 def request_metrics(row: Row) -> RequestMetrics:
-    """TTFT, E2E, TPOT, NTPOT, ITL and N of one request (formulas in docs/metrics.md)."""
+    """TTFT, E2E, TPOT, NTPOT, ITL and N of one request: the formulas of wire/timing.py (docs/metrics.md), and
+    why each one that is missing could not be computed."""
     kind = row.get("failure_kind")
     if kind:
         why = f"request failed ({kind})"
         return RequestMetrics(ok=False, missing=dict.fromkeys(("ttft", "e2e", "tpot", "ntpot", "itl", "n"), why))
     m = RequestMetrics(ok=True)
     send = row["send_ns"]
-    first = first_token_ns(row)
-    last = last_chunk_ns(row)
+    chunk_ns = row.get("chunk_ns") or []
+    first = timing.first_token_index(row.get("chunk_text") or [])
+    if first is not None and first >= len(chunk_ns):
+        first = None
     n = row.get("completion_tokens")
-    if first is None:
+    m.ttft_ms = timing.ttft_ms(send, None if first is None else int(chunk_ns[first]))
+    m.e2e_ms = timing.e2e_ms(send, timing.last_event_ns(chunk_ns))
+    if m.ttft_ms is None:
         m.missing["ttft"] = "no streamed event carried text"
-    else:
-        m.ttft_ms = (first - send) / NS_PER_MS
-    if last is None:
+    if m.e2e_ms is None:
         m.missing["e2e"] = "no streamed event carried choices"
-    else:
-        m.e2e_ms = (last - send) / NS_PER_MS
     if n is None:
         reason = "server sent no usage.completion_tokens"
         m.missing["n"] = reason
@@ -76,22 +75,15 @@ def request_metrics(row: Row) -> RequestMetrics:
         m.missing["ntpot"] = reason
     else:
         m.n_out = int(n)
-        if m.e2e_ms is not None and m.n_out > 0:
-            m.ntpot_ms = m.e2e_ms / m.n_out
-        elif m.e2e_ms is not None:
-            m.missing["ntpot"] = "N = 0"
+        m.ntpot_ms = timing.ntpot_ms(m.e2e_ms, m.n_out)
+        if m.ntpot_ms is None:
+            m.missing["ntpot"] = "N = 0" if m.e2e_ms is not None else m.missing["e2e"]
+        m.tpot_ms = timing.tpot_ms(m.ttft_ms, m.e2e_ms, m.n_out)
         if m.n_out < 2:
             m.missing["tpot"] = f"N = {m.n_out} (TPOT needs at least 2 output tokens)"
-        elif m.ttft_ms is not None and m.e2e_ms is not None:
-            m.tpot_ms = (m.e2e_ms - m.ttft_ms) / (m.n_out - 1)
-        else:
+        elif m.tpot_ms is None:
             m.missing["tpot"] = m.missing.get("ttft") or m.missing.get("e2e") or "no timing"
-        if "ntpot" not in m.missing and m.ntpot_ms is None:
-            m.missing["ntpot"] = m.missing.get("e2e", "no timing")
-    if first is not None:
-        chunks = [int(t) for t in row.get("chunk_ns") or []]
-        start = chunks.index(first)
-        m.itl_ms = [(b - a) / NS_PER_MS for a, b in zip(chunks[start:], chunks[start + 1 :], strict=False)]
+    m.itl_ms = timing.itl_ms(chunk_ns, first)
     return m
 
 

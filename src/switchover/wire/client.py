@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -25,7 +27,7 @@ import orjson
 
 from switchover.errors import BadInput
 from switchover.wire.error_body import parse_error_body
-from switchover.wire.fold import apply_body, apply_events, connect_text, err_text, join_streamed_text
+from switchover.wire.fold import apply_body, apply_events, connect_text, ended, err_text, join_streamed_text
 from switchover.wire.raw_http import RawPool
 from switchover.wire.records import Api, Failure, FailureKind, RequestRecord
 from switchover.wire.sse import SSEParser
@@ -33,6 +35,8 @@ from switchover.wire.stamps import StampCounts
 
 _PATHS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 _MAX_ERROR_BODY = 65536
+_BAD_FIELD = re.compile(r"[\r\n\x00]").search  # a header that would break its line (or add one)
+_SET_HERE = frozenset({"host", "content-length", "transfer-encoding", "connection"})
 Transport = Literal["auto", "raw", "aiohttp"]
 
 
@@ -99,7 +103,8 @@ class EngineClient:
         if self.transport == "raw":
             host = parts.hostname or "127.0.0.1"
             self._raw_addr = (host, parts.port or 80)
-            authority = parts.netloc
+            authority = self._raw_authority = parts.netloc
+            self._raw_path = parts.path
             for api, path in _PATHS.items():
                 lines = [f"POST {parts.path}{path} HTTP/1.1", f"Host: {authority}", "Accept: */*",
                          *(f"{k}: {v}" for k, v in self._headers.items())]
@@ -179,13 +184,46 @@ class EngineClient:
             send_ns=time.perf_counter_ns(),
         )
         if self.transport == "raw":
-            await self._generate_raw(rec, api, payload, stream)
-            return rec
+            await self._generate_raw(rec, self._raw_heads[api] + b"%d\r\n\r\n" % len(payload) + payload, stream)
+        else:
+            await self._generate_aiohttp(rec, self.base_url + _PATHS[api], payload, stream)
+        return rec
+
+    async def post(self, target: str, payload: bytes, headers: Mapping[str, str], *,
+                   stream: bool = True) -> RequestRecord:
+        """POST a body the caller built to `target` (path and query, after this client's base URL), with this
+        client's headers overridden by `headers` (Host and Content-Length are set here); folded, timed and bounded
+        like `generate` (the gateway's shadow mirrors a client's request this way). Raises BadInput for a header
+        that cannot be sent; never raises for engine-side failures."""
+        fields = {k.lower(): (k, v) for k, v in self._headers.items()}
+        for k, v in headers.items():
+            if _BAD_FIELD(k) or _BAD_FIELD(v) or not k:
+                raise BadInput(f"header {k!r} cannot be sent")  # never echo the value: it may hold a key
+            if k.lower() not in _SET_HERE:
+                fields[k.lower()] = (k, v)
+        path = target.split("?", 1)[0]
+        api: Api = "chat" if path.endswith("/chat/completions") else "completions"
+        rec = RequestRecord(api=api, stream=stream, model=None, started_wall=time.time(),
+                            send_ns=time.perf_counter_ns())
+        if self.transport == "raw":
+            lines = [f"POST {self._raw_path}{target} HTTP/1.1", f"Host: {self._raw_authority}",
+                     *(f"{k}: {v}" for k, v in fields.values()), f"Content-Length: {len(payload)}"]
+            try:
+                head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+            except UnicodeEncodeError:
+                raise BadInput("the target or a header has characters HTTP/1.1 cannot carry") from None
+            await self._generate_raw(rec, head + payload, stream)
+        else:
+            await self._generate_aiohttp(rec, self.base_url + target, payload, stream, dict(fields.values()))
+        return rec
+
+    async def _generate_aiohttp(self, rec: RequestRecord, url: str, payload: bytes, stream: bool,
+                                headers: dict[str, str] | None = None) -> None:
         session = self._open()
         self._aiohttp_streams += 1
         for attempt in (0, 1):
             try:
-                await self._exchange(rec, session, api, payload, stream)
+                await self._exchange(rec, session, url, payload, stream, headers)
                 if stream and not rec.texts and rec.chunk_text:
                     join_streamed_text(rec)  # a stream that ended in a failure keeps its partial text
                 break
@@ -200,12 +238,10 @@ class EngineClient:
                 rec.end_ns = time.perf_counter_ns()
                 rec.failure = Failure(FailureKind.DISCONNECTED, f"server closed the connection: {exc}", rec.status)
                 break
-        return rec
 
-    async def _generate_raw(self, rec: RequestRecord, api: Api, payload: bytes, stream: bool) -> None:
+    async def _generate_raw(self, rec: RequestRecord, request: bytes, stream: bool) -> None:
         """The same exchange over raw_http; a pooled connection found closed before any byte came back
         (llama-server closes after a stream while advertising keep-alive) is resent once on a fresh one."""
-        request = self._raw_heads[api] + b"%d\r\n\r\n" % len(payload) + payload
         pool = self._raw_pool()
         if await pool.exchange(rec, request, stream, fresh=False):
             rec.reconnects += 1
@@ -217,8 +253,8 @@ class EngineClient:
         if stream and not rec.texts and rec.chunk_text:
             join_streamed_text(rec)  # a stream that ended in a failure keeps its partial text
 
-    async def _exchange(self, rec: RequestRecord, session: aiohttp.ClientSession, api: Api, payload: bytes,
-                        stream: bool) -> None:
+    async def _exchange(self, rec: RequestRecord, session: aiohttp.ClientSession, url: str, payload: bytes,
+                        stream: bool, headers: dict[str, str] | None) -> None:
         """One HTTP exchange; fills `rec`. Raises only the connection errors `generate` may retry."""
         loop = asyncio.get_running_loop()
         t = self.timeouts
@@ -226,7 +262,7 @@ class EngineClient:
         phase = FailureKind.FIRST_BYTE_TIMEOUT
         try:
             async with asyncio.timeout_at(min(total_deadline, loop.time() + t.first_byte)) as cm:
-                async with session.post(self.base_url + _PATHS[api], data=payload) as resp:
+                async with session.post(url, data=payload, headers=headers) as resp:
                     rec.headers_ns = time.perf_counter_ns()
                     rec.status = resp.status
                     if resp.status >= 400:
@@ -259,9 +295,7 @@ class EngineClient:
                     apply_events(rec, parser.finish(), now_ns)
                     rec.end_ns = now_ns
                     join_streamed_text(rec)
-                    if rec.failure is None and not rec.done_seen and not any(
-                        v is not None for v in rec.finish_reasons.values()
-                    ):
+                    if rec.failure is None and not ended(rec):
                         rec.failure = Failure(
                             FailureKind.TRUNCATED, "stream ended without finish_reason or [DONE]", rec.status
                         )

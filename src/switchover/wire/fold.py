@@ -1,19 +1,51 @@
 """Folding what an engine sent into a RequestRecord: SSE events, whole bodies, failure texts.
 
-Shared by both transports of the wire client, so a record means the same whichever one filled it.
+The one interpreter of a response: both transports of the wire client fold through it, and so does the gateway's
+Observer (gateway/observe.py), so a record and a ledger row mean the same whoever filled them. Its rules:
+
+- an *event* (one per choice in it) is a `data:` event whose `choices` list is not empty; its text is
+  `delta.content` (chat) or `text` (completions); the first one with non-empty text is the first token;
+- `data: [DONE]` ends the stream: nothing after it counts;
+- an *error event* is one of type `event: error`, or whose JSON is an error object (`{"error": ...}` in any of
+  the shapes wire/error_body.py reads, or `{"object": "error"}`): Failure STREAM_ERROR, its choices ignored;
+- a *malformed* event is one whose data is not a JSON object with the expected structure: Failure PROTOCOL
+  (the first failure is kept; an error event replaces it);
+- the stream is complete when [DONE] or a finish_reason arrived (`ended`); otherwise it was truncated.
 """
 
 from __future__ import annotations
 
 import errno
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar, Protocol, cast
 
 import orjson
 
 from switchover.wire.error_body import ErrorBody, parse_error_obj
 from switchover.wire.records import Failure, FailureKind, RequestRecord, ToolCall, Usage
 from switchover.wire.sse import SSEEvent
+
+DONE = b"[DONE]"
+_STRUCTURE_ERRORS = (AttributeError, TypeError, ValueError)  # JSON of the wrong shape: malformed, not a crash
+
+
+class Folded(Protocol):
+    """What folding writes into: a RequestRecord, or the gateway's Observer, which keeps no text (`detail` False:
+    reasoning, tool calls, logprobs and whole-body texts are not kept; its chunk arrays are emptied as it goes)."""
+
+    detail: ClassVar[bool]
+    status: int | None
+    chunk_ns: list[int]
+    chunk_text: list[str]
+    chunk_choice: list[int]
+    finish_reasons: dict[int, str | None]
+    usage: Usage | None
+    usage_ns: int | None
+    response_model: str | None
+    response_id: str | None
+    done_seen: bool
+    engine_timings: dict[str, Any] | None
+    failure: Failure | None
 
 
 def connect_text(url: str, err: OSError | None, fallback: object = None) -> str:
@@ -28,6 +60,25 @@ def connect_text(url: str, err: OSError | None, fallback: object = None) -> str:
 def err_text(status: int, err: ErrorBody) -> str:
     msg = err.message.strip().splitlines()[0] if err.message.strip() else "(empty body)"
     return f"HTTP {status}: {msg[:300]}"
+
+
+def ended(rec: Folded) -> bool:
+    """The stream ended as a stream should: [DONE], or a finish_reason on one of its choices."""
+    return rec.done_seen or any(v is not None for v in rec.finish_reasons.values())
+
+
+def error_event(obj: Any, event: str | None, data: bytes) -> ErrorBody | None:
+    """The error an SSE event reports (`event: error`, or an error object in any shape); None when it reports none."""
+    err = parse_error_obj(obj)
+    if err is None and event == "error":
+        text = data[:300].decode("utf-8", "replace")
+        err = ErrorBody(shape="text", message=text)
+    return err
+
+
+def _malformed(rec: Folded, data: bytes) -> None:
+    if rec.failure is None:
+        rec.failure = Failure(FailureKind.PROTOCOL, f"malformed SSE data: {data[:120]!r}", rec.status)
 
 
 def _apply_delta_extras(rec: RequestRecord, delta: dict[str, Any]) -> None:
@@ -94,7 +145,7 @@ def _merge_tool_calls(rec: RequestRecord, deltas: list[Any]) -> None:
             tc.arguments += args if isinstance(args, str) else orjson.dumps(args).decode()
 
 
-def _apply_common(rec: RequestRecord, obj: dict[str, Any], t_ns: int | None) -> None:
+def _apply_common(rec: Folded, obj: dict[str, Any], t_ns: int | None) -> None:
     if rec.response_model is None and obj.get("model") is not None:
         rec.response_model = str(obj["model"])
     if rec.response_id is None and obj.get("id") is not None:
@@ -108,56 +159,67 @@ def _apply_common(rec: RequestRecord, obj: dict[str, Any], t_ns: int | None) -> 
         rec.engine_timings = timings
 
 
-def apply_events(rec: RequestRecord, events: Iterable[tuple[bytes, str | None] | SSEEvent], t_ns: int) -> bool:
-    """Fold the SSE events one read completed (all stamped `t_ns`) into the record; stops at [DONE] and returns
-    True there. Runs once per token, so the usual event (one choice, a delta or text) takes the fewest steps;
-    streamed text goes to the chunk arrays only (joined once at the end)."""
+def apply_events(rec: Folded, events: Iterable[tuple[bytes, str | None] | SSEEvent], t_ns: int) -> bool:
+    """Fold the SSE events one read completed (all stamped `t_ns`) into the record; True once [DONE] was seen
+    (events after it are ignored). Runs once per token, so the usual event (one choice, a delta or text) takes the
+    fewest steps; streamed text goes to the chunk arrays only (joined once at the end)."""
+    if rec.done_seen:
+        return True
     loads = orjson.loads
     finish = rec.finish_reasons
+    detail = rec.detail
     for ev in events:
         data = ev[0]
-        if data == b"[DONE]":
+        if data == DONE:
             rec.done_seen = True
             return True
         try:
             obj = loads(data)
         except orjson.JSONDecodeError:
-            if rec.failure is None:
-                rec.failure = Failure(FailureKind.PROTOCOL, f"malformed SSE data: {data[:120]!r}", rec.status)
-            continue
-        if not isinstance(obj, dict):
+            obj = None
+        if obj.__class__ is not dict:
+            err = error_event(obj, ev[1], data)
+            if err is None:
+                _malformed(rec, data)
+            else:
+                rec.failure = Failure(FailureKind.STREAM_ERROR, f"error event mid-stream: {err.message[:300]}",
+                                      rec.status, err)
             continue
         if ev[1] == "error" or "error" in obj or obj.get("object") == "error":
-            err = parse_error_obj(obj)
+            err = error_event(obj, ev[1], data)
             if err is not None:
                 rec.failure = Failure(FailureKind.STREAM_ERROR, f"error event mid-stream: {err.message[:300]}",
                                       rec.status, err)
                 continue
-        choices = obj.get("choices")
-        if choices:
-            for ch in choices:
-                idx = ch.get("index") or 0
-                delta = ch.get("delta")
-                if delta is not None:  # chat
-                    text = delta.get("content") or ""
-                    if len(delta) > 1 or "content" not in delta:  # role, reasoning, tool calls
-                        _apply_delta_extras(rec, delta)
-                else:  # completions
-                    text = ch.get("text") or ""
-                rec.chunk_ns.append(t_ns)
-                rec.chunk_text.append(text)
-                rec.chunk_choice.append(idx)
-                fr = ch.get("finish_reason")
-                if fr is not None or idx not in finish:
-                    finish[idx] = fr
-                if idx == 0:
-                    lp = ch.get("logprobs")
-                    if lp is not None:
-                        if rec.logprobs is None:
-                            rec.logprobs = []
-                        rec.logprobs.append(lp)
-        if rec.response_id is None or rec.response_model is None or "usage" in obj or "timings" in obj:
-            _apply_common(rec, obj, t_ns if obj.get("usage") else None)
+        try:
+            choices = obj.get("choices")
+            if choices:
+                for ch in choices:
+                    idx = ch.get("index") or 0
+                    delta = ch.get("delta")
+                    if delta is not None:  # chat
+                        text = delta.get("content") or ""
+                        if detail and (len(delta) > 1 or "content" not in delta):  # role, reasoning, tool calls
+                            _apply_delta_extras(cast(RequestRecord, rec), delta)
+                    else:  # completions
+                        text = ch.get("text") or ""
+                    rec.chunk_ns.append(t_ns)
+                    rec.chunk_text.append(text)
+                    rec.chunk_choice.append(idx)
+                    fr = ch.get("finish_reason")
+                    if fr is not None or idx not in finish:
+                        finish[idx] = fr
+                    if idx == 0 and detail:
+                        lp = ch.get("logprobs")
+                        if lp is not None:
+                            full = cast(RequestRecord, rec)
+                            if full.logprobs is None:
+                                full.logprobs = []
+                            full.logprobs.append(lp)
+            if rec.response_id is None or rec.response_model is None or "usage" in obj or "timings" in obj:
+                _apply_common(rec, obj, t_ns if obj.get("usage") else None)
+        except _STRUCTURE_ERRORS:
+            _malformed(rec, data)
     return False
 
 
@@ -166,20 +228,44 @@ def apply_event(rec: RequestRecord, data: bytes, event: str | None, t_ns: int) -
     return apply_events(rec, ((data, event),), t_ns)
 
 
-def apply_body(rec: RequestRecord, raw: bytes) -> None:
+def body_object(rec: Folded, raw: bytes) -> dict[str, Any] | None:
+    """The JSON object of a whole (non-streamed) body; None, with Failure PROTOCOL, when it is not one."""
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
         rec.failure = Failure(FailureKind.PROTOCOL, f"response is not JSON: {raw[:120]!r}", rec.status)
-        return
+        return None
     if not isinstance(obj, dict):
         rec.failure = Failure(FailureKind.PROTOCOL, "response JSON is not an object", rec.status)
-        return
-    rec.body = obj
+        return None
+    return obj
+
+
+def fold_body(rec: Folded, obj: dict[str, Any]) -> None:
+    """Fold a whole body's JSON object: an error object without choices is Failure HTTP_STATUS."""
     err = parse_error_obj(obj)
     if err is not None and not obj.get("choices"):
         rec.failure = Failure(FailureKind.HTTP_STATUS, f"error body with status {rec.status}: {err.message}",
                               rec.status, err)
         return
-    _apply_body_choices(rec, obj.get("choices") or [])
-    _apply_common(rec, obj, None)
+    try:
+        choices = obj.get("choices") or []
+        if rec.detail:
+            _apply_body_choices(cast(RequestRecord, rec), choices)
+        else:
+            for ch in choices:
+                idx = ch.get("index") or 0
+                fr = ch.get("finish_reason")
+                if fr is not None or idx not in rec.finish_reasons:
+                    rec.finish_reasons[idx] = fr
+        _apply_common(rec, obj, None)
+    except _STRUCTURE_ERRORS:
+        rec.failure = Failure(FailureKind.PROTOCOL, "response JSON has the wrong structure", rec.status)
+
+
+def apply_body(rec: RequestRecord, raw: bytes) -> None:
+    """Fold a whole (non-streamed) response body into the record."""
+    obj = body_object(rec, raw)
+    if obj is not None:
+        rec.body = obj
+        fold_body(rec, obj)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from switchover.wire import stamps
 from switchover.wire.error_body import parse_error_body
-from switchover.wire.fold import apply_body, apply_events, connect_text, err_text, join_streamed_text
+from switchover.wire.fold import apply_body, apply_events, connect_text, ended, err_text, join_streamed_text
 from switchover.wire.http1 import HttpProtocolError, ResponseParser
 from switchover.wire.records import Failure, FailureKind, RequestRecord
 from switchover.wire.sse import SSEParser
@@ -205,9 +205,7 @@ class _Conn:
                 rec.first_byte_ns = now
             rec.end_ns = now
             join_streamed_text(rec)
-            if rec.failure is None and not rec.done_seen and not any(
-                v is not None for v in rec.finish_reasons.values()
-            ):
+            if rec.failure is None and not ended(rec):
                 rec.failure = Failure(FailureKind.TRUNCATED, "stream ended without finish_reason or [DONE]", rec.status)
         elif self.mode == _ERROR:
             rec.end_ns = now

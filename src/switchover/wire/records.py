@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from switchover.wire.error_body import ErrorBody
+from switchover.wire.timing import first_token_ns
 
 Api = Literal["completions", "chat"]
 
@@ -76,6 +77,7 @@ class ToolCall:
 class RequestRecord:
     """One request and everything observed about it. Times are perf_counter_ns unless named *_wall."""
 
+    detail: ClassVar[bool] = True  # folding keeps texts, reasoning, tool calls, logprobs (wire/fold.py `Folded`)
     api: Api
     stream: bool
     model: str | None
@@ -118,13 +120,11 @@ class RequestRecord:
 
     @property
     def ttft_ns(self) -> int | None:
-        """Send to the first chunk carrying text (non-streaming: to the whole body)."""
+        """Send to the first chunk carrying text (wire/timing.py; non-streaming: to the whole body)."""
         if not self.stream:
             return None if self.end_ns is None else self.end_ns - self.send_ns
-        for t, s in zip(self.chunk_ns, self.chunk_text, strict=True):
-            if s:
-                return t - self.send_ns
-        return None
+        first = first_token_ns(self.chunk_ns, self.chunk_text)
+        return None if first is None else first - self.send_ns
 
     @property
     def coalesced_chunks(self) -> int:
@@ -137,6 +137,7 @@ class RequestRecord:
 
     @property
     def e2e_ns(self) -> int | None:
+        """Send to the response's last byte (the bench's E2E ends earlier, at the last event with choices)."""
         return None if self.end_ns is None else self.end_ns - self.send_ns
 
     def to_dict(self, *, keep_body: bool = False) -> dict[str, Any]:

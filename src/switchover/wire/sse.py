@@ -117,6 +117,19 @@ class SSEParser:
         # 'retry' and unknown fields are ignored, as the spec says
 
 
+def whole_events(chunk: bytes) -> list[SSEEvent] | None:
+    """The events of a read that holds only whole one-line `data: ...` events with LF framing (what engines send),
+    as an SSEParser that holds no partial event would return them; None for anything else (a partial event, CR,
+    comments, several data lines, other fields), which an SSEParser must then see."""
+    if chunk[-2:] != b"\n\n" or b"\r" in chunk:
+        return None
+    blocks = chunk[:-2].split(b"\n\n")
+    for block in blocks:
+        if block[:6] != b"data: " or b"\n" in block:
+            return None
+    return [_new_event((block[6:], None, None)) for block in blocks]
+
+
 def parse_all(chunks: list[bytes]) -> list[SSEEvent]:
     """Parse a whole stream given as reads (for tests and offline recomputation)."""
     parser = SSEParser()

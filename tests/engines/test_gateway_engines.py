@@ -22,8 +22,8 @@ import yaml
 
 from switchover.config import load_migration
 from switchover.gateway.app import Gateway
-from switchover.gateway.ledger import read_ledger
-from switchover.gateway.ledger_record import LedgerRecord
+from switchover.gateway.ledger import read_ledger, read_requests
+from switchover.gateway.ledger_record import LedgerRecord, ShadowRecord
 from switchover.gateway.policy import bucket_of, tenant_hash, threshold
 from switchover.gateway.server import running
 from switchover.readiness import check_ready
@@ -112,13 +112,21 @@ async def post(http: aiohttp.ClientSession, url: str, model: str, tenant: str, *
         return r.status, await r.read()
 
 
-async def settle(gw: Gateway, n: int) -> list[LedgerRecord]:
-    for _ in range(200):  # rows wait for their shadow to finish
-        if gw.ledger.written >= n:
+async def settle(gw: Gateway, n: int, mirrors: int = 0) -> list[LedgerRecord]:
+    """The request rows once `n` are written and `mirrors` shadow rows too (a mirror writes its own row when
+    it ends, after its request's row)."""
+    for _ in range(400):
+        if gw.ledger.written >= n and gw.ledger.shadows_written >= mirrors:
             break
         await asyncio.sleep(0.05)
     gw.ledger.flush()
-    return list(read_ledger(gw.run_dir))
+    return list(read_requests(gw.run_dir))
+
+
+def mirrors_of(gw: Gateway) -> dict[str, ShadowRecord]:
+    """The shadow rows by request id."""
+    gw.ledger.flush()
+    return {r.request_id: r for r in read_ledger(gw.run_dir) if isinstance(r, ShadowRecord)}
 
 
 TENANTS = [f"customer-{i}" for i in range(40)]
@@ -139,19 +147,22 @@ async def test_weight_20_is_sticky_monotonic_and_shadowed(bed, new_arm, tmp_path
                 status, body = await post(h, url, bed.model, t)
                 assert status == 200 and orjson.loads(body)["model"] == bed.model, body[:300]
                 await shadow_room(gw)
-        rows = await settle(gw, 2 * len(TENANTS))
+        at20 = {t for t in TENANTS if bucket_of(tenant_hash(t)) < threshold(20)}
+        rows = await settle(gw, 2 * len(TENANTS), mirrors=2 * (len(TENANTS) - len(at20)))
         arms: dict[str, set[str]] = {}
         for r in rows:
             arms.setdefault(r.tenant, set()).add(r.arm)
         assert all(len(a) == 1 for a in arms.values())  # sticky: a tenant never changes arm at a fixed weight
         for r in rows:  # the arm is exactly the bucket rule
             assert r.arm == ("new" if r.bucket < threshold(20) else "old") and r.outcome == "ok"
-        at20 = {t for t in TENANTS if bucket_of(tenant_hash(t)) < threshold(20)}
         assert 0 < len(at20) < len(TENANTS)
         shadowed = [r for r in rows if r.arm == "old"]
-        bad = [r.shadow for r in shadowed if not (r.shadow and r.shadow.status == 200 and r.shadow.completion_tokens)]
-        assert shadowed and not bad, bad[:3]
-        assert all(r.shadow is None for r in rows if r.arm == "new")  # no mirror of what new already serves
+        mirrors = mirrors_of(gw)
+        sh = [mirrors[r.request_id].shadow if r.request_id in mirrors else None for r in shadowed]
+        bad = [m for m in sh if not (m and m.status == 200 and m.completion_tokens)]
+        assert shadowed and all(r.shadowed for r in shadowed) and not bad, bad[:3]
+        assert not any(r.shadowed for r in rows if r.arm == "new")  # no mirror of what new already serves
+        assert {m.request_id for m in mirrors.values()} == {r.request_id for r in shadowed}
         rewrite(path, config, weight=50)
         for _ in range(100):
             if gw.live.gw.weight == 50:
@@ -261,13 +272,13 @@ async def test_rollback_by_editing_one_line_while_a_stream_is_in_flight(bed, new
             aiohttp.ClientSession() as h:
         task = asyncio.ensure_future(post(h, url, bed.model, "t", stream=True, max_tokens=1500, ignore_eos=True))
         for _ in range(200):
-            if gw.in_flight:
+            if len(gw.inflight):
                 break
             await asyncio.sleep(0.01)
         rewrite(path, config, rollback=True)
         assert gw.reload()  # what SIGHUP does; the file watcher would pick it up within reload_poll_s too
         assert gw.live.gw.rollback
-        assert gw.in_flight == 1  # the stream is still running after the reload
+        assert len(gw.inflight) == 1  # the stream is still running after the reload
         status, _ = await post(h, url, bed.model, "t")
         status_stream, body = await task
         assert status == 200 and status_stream == 200

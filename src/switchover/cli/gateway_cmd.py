@@ -112,6 +112,44 @@ def state(
     console.print(f"weight {result['weight']:g}%  rollback {result['rollback']}  in flight {result['in_flight']}"
                   f"  kill switch {'LATCHED: ' + str(ks['reason']) if ks['latched'] else 'armed'}"
                   f"  ledger {result['ledger']} ({result['ledger_rows']} rows)", highlight=False, soft_wrap=True)
+    clients = result.get("clients") or {}
+    conns = result.get("connections") or {}
+    mode = clients.get("mode", "?")
+    note = {"open": "OPEN: anyone who reaches it gets the engines' keys attached",
+            "keys": f"keys ({clients.get('keys', 0)} client keys; the engines' own keys are sent)",
+            "passthrough": "passthrough (clients' own credentials go to the engines)"}.get(mode, mode)
+    console.print(f"clients {note}  connections {conns.get('open', '?')}/{conns.get('max', '?')}"
+                  f" from {conns.get('addresses', '?')} addresses", highlight=False, soft_wrap=True)
+
+
+@app.command("hash-key")
+def hash_key(
+    name: str = typer.Argument(..., help="A name for the client (letters, digits, . _ : @ -); it becomes its tenant."),
+    generate: bool = typer.Option(False, "--generate", help="Make a new random key and print it once on stderr."),
+) -> None:
+    """Print one key-file line (`NAME sha256:<hex>`) for `gateway.clients.key_file`, from a key read on stdin.
+
+    Only the digest goes in the file; the key itself is never stored by switchover. With --generate a new key is
+    made and shown once (on stderr), so `>> keys.txt` captures only the line.
+
+    Example: switchover gateway hash-key team-a --generate >> keys.txt
+    """
+    import secrets
+
+    from switchover.gateway.clients import check_key_name, key_file_line
+
+    check_key_name(name)
+    if generate:
+        key = "sk-gw-" + secrets.token_urlsafe(32)
+        sys.stderr.write(f"client key for {name} (shown once, give it to the client): {key}\n")
+    else:
+        if sys.stdin.isatty():
+            raise BadInput("give the key on stdin (e.g. `printf %s \"$KEY\" | switchover gateway hash-key NAME`)",
+                           hint="or use --generate to make one")
+        key = sys.stdin.read().strip()
+        if not key:
+            raise BadInput("no key on stdin")
+    sys.stdout.write(key_file_line(name, key) + "\n")
 
 
 def metrics_adapter(

@@ -29,7 +29,6 @@ from switchover.gateway.policy import threshold
 from switchover.gateway.proxy import Proxy
 from switchover.gateway.shadow import Shadow
 from switchover.gateway.state import LatchFile, RunDirLock, write_admin_token
-from switchover.gateway.upstream import new_session
 from switchover.wire.passthrough import H1Pool
 
 LEDGER_FLUSH_S = 0.1  # ledger rows reach the file within this (one write syscall per batch, not per row)
@@ -74,7 +73,6 @@ class Gateway:
         self.admin_token: str | None = None
         self.pool = H1Pool()  # the old / new arms
         self.shadow: Shadow | None = None
-        self._session: Any = None  # aiohttp, for the shadow
         self.inflight = InFlight()
         self.metrics.in_flight.set_function(lambda: len(self.inflight))  # read at scrape time
         self.draining = False
@@ -100,8 +98,7 @@ class Gateway:
             if not latch.error:
                 log.warning("kill switch is latched from before the restart: %s", latch.reason)
         self._publish_config()
-        self._session = new_session()
-        self.shadow = Shadow(self._session)
+        self.shadow = Shadow()
         self._tasks.append(asyncio.ensure_future(self._flush_ledger()))
         if self.config_path is not None:
             self._tasks.append(asyncio.ensure_future(self._watch()))
@@ -119,9 +116,6 @@ class Gateway:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await fut
         self.pool.close()
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
         self.ledger.close()
         if self.admin_token is not None:
             with contextlib.suppress(OSError):

@@ -30,10 +30,16 @@ def digest(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
-def key_file_line(name: str, key: str) -> str:
-    """One line of a key file."""
+def check_key_name(name: str) -> str:
+    """A client name as the key file takes it, or BadInput."""
     if not re.fullmatch(r"[A-Za-z0-9._:@\-]{1,64}", name):
         raise BadInput(f"key name {name!r}: letters, digits and . _ : @ - only, at most 64")
+    return name
+
+
+def key_file_line(name: str, key: str) -> str:
+    """One line of a key file."""
+    check_key_name(name)
     if len(key) < 16:
         raise BadInput("a client key must be at least 16 characters")
     return f"{name} sha256:{digest(key)}"

@@ -20,6 +20,7 @@ from switchover.gateway.headers import forward_headers, request_id
 from switchover.gateway.inflight import Ticket
 from switchover.gateway.ledger_record import ShadowResult
 from switchover.gateway.live import Live
+from switchover.gateway.observe import Observer
 from switchover.gateway.policy import Decision, RequestMeta, route, tenant_hash
 from switchover.gateway.prompt import prompt_text
 from switchover.gateway.relay import normalised_body, relay_stream
@@ -283,33 +284,27 @@ class Proxy:
             self.g.metrics.child(self.g.metrics.shadow, "dropped").inc()
         return result
 
-    def _observe(self, row: dict[str, Any], obs: Any, t0: int, decision: Decision) -> None:
+    def _observe(self, row: dict[str, Any], obs: Observer | None, t0: int, decision: Decision) -> None:
+        """Timings and token counts by the bench's formulas (Observer.timings, wire/timing.py), the per-arm
+        metrics, and the kill switch's view of the new arm."""
         metrics = self.g.metrics
-        end = time.perf_counter_ns()
-        row["e2e_ms"] = (end - t0) / 1e6
+        done_s = (time.perf_counter_ns() - t0) / 1e9  # arrival to the answer's last byte (the e2e histogram)
         arm = row.get("arm")
         if arm is None:
             return
         if obs is not None:
-            row["finish_reason"] = obs.finish_reason
-            row["prompt_tokens"] = obs.prompt_tokens
-            if obs.completion_tokens is not None:
-                row["completion_tokens"], row["tokens_source"] = obs.completion_tokens, "usage"
-            elif row["stream"] and obs.content_events:
-                row["completion_tokens"], row["tokens_source"] = obs.content_events, "chunks"
-            if row["stream"] and obs.first_content_ns is not None:
-                ttft = (obs.first_content_ns - t0) / 1e6
-                row["ttft_ms"] = ttft
-                metrics.child(metrics.ttft, arm).observe(ttft / 1000)
-                n = row.get("completion_tokens")  # TPOT only from the server's N, never from a chunk count
-                if row.get("tokens_source") == "usage" and n and n > 1 and obs.last_ns:
-                    tpot = ((obs.last_ns - t0) / 1e6 - ttft) / (n - 1)
-                    row["tpot_ms"] = tpot
-                    metrics.child(metrics.tpot, arm).observe(tpot / 1000)
+            t = obs.timings(t0, row["stream"])
+            row.update(finish_reason=t.finish_reason, prompt_tokens=t.prompt_tokens, e2e_ms=t.e2e_ms,
+                       completion_tokens=t.completion_tokens, tokens_source=t.tokens_source, ttft_ms=t.ttft_ms,
+                       tpot_ms=t.tpot_ms)
+            if t.ttft_ms is not None:
+                metrics.child(metrics.ttft, arm).observe(t.ttft_ms / 1000)
+            if t.tpot_ms is not None:
+                metrics.child(metrics.tpot, arm).observe(t.tpot_ms / 1000)
         outcome = row["outcome"]
         if outcome == "failed_mid_stream" and row.get("finish_reason") is None:
             row["finish_reason"] = "error"
-        metrics.child(metrics.e2e, arm).observe(row["e2e_ms"] / 1000)
+        metrics.child(metrics.e2e, arm).observe(done_s)
         metrics.child(metrics.requests, arm, outcome).inc()
         if decision.arm == "new" and outcome not in ("client_disconnected", "drain_cutoff", "gateway_error"):
             failed_on_new = arm == "new" and (outcome == "failed_mid_stream"

@@ -2,8 +2,8 @@
 
 The gateway relays the engine's bytes untouched (no per-chunk JSON re-encoding), so it does not use the
 `wire` EngineClient, which decodes every response into a RequestRecord, but the wire package's pass-through
-HTTP/1.1 client (`wire.passthrough`, same response parser); the shadow uses aiohttp. It watches the same bytes
-with `wire.sse.SSEParser` to learn TTFT, token counts, finish_reason and usage.
+HTTP/1.1 client (`wire.passthrough`, same response parser); the shadow uses the EngineClient. An Observer
+(gateway/observe.py) watches the same bytes, folding them by the bench's rules (`wire.fold`).
 """
 
 from __future__ import annotations
@@ -11,9 +11,6 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any
-
-import aiohttp
 
 from switchover.gateway.observe import Observer
 from switchover.wire.passthrough import H1Pool, H1Response, Origin, UpstreamConnectError
@@ -47,27 +44,6 @@ class Opened:
 
     def close(self) -> None:
         self.resp.close()
-
-
-def new_session(limit: int = 1024) -> aiohttp.ClientSession:
-    """The shadow's pooled keep-alive session (primary requests go through `wire.passthrough.H1Pool`);
-    responses are read as received (no decompression)."""
-    # Idle pooled connections are dropped after 4 s, below the 5 s keep-alive of uvicorn (vLLM, SGLang) and
-    # cpp-httplib (llama-server), so a connection the server is closing is rarely picked (see send()).
-    conn = aiohttp.TCPConnector(limit=limit, limit_per_host=0, keepalive_timeout=4, ttl_dns_cache=300)
-    return aiohttp.ClientSession(connector=conn, auto_decompress=False, skip_auto_headers=("User-Agent",),
-                                 timeout=aiohttp.ClientTimeout(total=None), cookie_jar=aiohttp.DummyCookieJar())
-
-
-async def send(session: aiohttp.ClientSession, method: str, url: str, **kw: Any) -> aiohttp.ClientResponse:
-    """session.request, retried once when a pooled keep-alive connection turns out to be closed by the server
-    before any response byte (the idle-close race); a fresh connection is used for the retry."""
-    try:
-        return await session.request(method, url, **kw)
-    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-        if isinstance(exc, aiohttp.ClientConnectorError):
-            raise
-        return await session.request(method, url, **kw)
 
 
 async def open_upstream(pool: H1Pool, origin: Origin, target: str, *, method: str,
@@ -109,9 +85,9 @@ async def open_upstream(pool: H1Pool, origin: Origin, target: str, *, method: st
         if resp is not None:
             resp.close()
         raise Failed("timeout", None, f"no first byte within {first_timeout_s * 1000:g} ms") from None
-    except (aiohttp.ClientConnectorError, UpstreamConnectError) as exc:
+    except UpstreamConnectError as exc:
         raise Failed("connect", None, type(exc).__name__) from None
-    except (aiohttp.ClientError, ConnectionError) as exc:
+    except ConnectionError as exc:
         if resp is not None:
             resp.close()
         raise Failed("disconnected", None, type(exc).__name__) from None

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from switchover.bench.stats import NS_PER_MS, Row, first_token_ns, last_chunk_ns
 from switchover.errors import BadInput
 from switchover.runs import RunDir
+from switchover.wire.timing import ntpot_ms, tpot_ms
 
 Tool = Literal["vllm", "sglang", "guidellm", "aiperf"]
 TOOLS: tuple[str, ...] = ("vllm", "sglang", "guidellm", "aiperf")
@@ -74,14 +75,12 @@ def _ms(a: int | None, b: int | None) -> float | None:
 
 
 def _decode(r: Row, first: int | None, last: int | None, n: int | None) -> float | None:
-    if first is None or last is None or n is None or n < 2:
-        return None
-    return (last - first) / NS_PER_MS / (n - 1)
+    """(last − first) / (N − 1): the one TPOT formula (wire/timing.py) with the tool's own first / last events."""
+    return tpot_ms(_ms(r["send_ns"], first), _ms(r["send_ns"], last), n)
 
 
 def _ntpot(r: Row) -> float | None:
-    n, e2e = _n_usage(r), _ms(r["send_ns"], last_chunk_ns(r))
-    return None if not n or e2e is None else e2e / n
+    return ntpot_ms(_ms(r["send_ns"], last_chunk_ns(r)), _n_usage(r))
 
 
 Formula = Callable[[Row], list[float] | float | None]

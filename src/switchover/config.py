@@ -6,15 +6,15 @@ import os
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from switchover import yamlfile
 from switchover.bench.settings import BenchSection
 from switchover.check.settings import CheckSection
 from switchover.errors import BadInput
 from switchover.gateway.config import GatewayConfig
+from switchover.inputs import base_url, env_var_name
 from switchover.rollout.settings import RolloutSettings
 
 
@@ -47,26 +47,12 @@ class Endpoint(BaseModel):
     @field_validator("url")
     @classmethod
     def _url_is_http(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError(f"must start with http:// or https://, got {value!r}")
-        try:
-            parts = urlsplit(value)
-            parts.port  # noqa: B018 - raises ValueError for a port that is not a number in 0-65535
-        except ValueError as exc:
-            raise ValueError(f"not a valid URL ({exc}): {value!r}") from None
-        if not parts.hostname:
-            raise ValueError(f"no host in {value!r}")
-        if "@" in parts.netloc or parts.query or parts.fragment or any(c in value for c in " \t\r\n\\"):
-            raise ValueError(f"a base URL is scheme://host[:port][/path], without credentials, query or fragment: "
-                             f"{value!r}")
-        return value.rstrip("/")
+        return base_url(value)
 
     @field_validator("api_key_env")
     @classmethod
     def _env_name(cls, value: str | None) -> str | None:
-        if value is not None and (not value or not value.replace("_", "").isalnum()):
-            raise ValueError(f"must be an environment variable name like OPENAI_API_KEY, got {value!r}")
-        return value
+        return None if value is None else env_var_name(value)
 
     def api_key(self) -> str | None:
         """The key from the environment, if one is configured and set."""
@@ -91,72 +77,28 @@ def migration_schema() -> dict[str, Any]:
     return Migration.model_json_schema()
 
 
-class _LineLoader(yaml.SafeLoader):
-    """The safe loader; composing with it keeps node positions so errors can name lines."""
-
-
-def _compose_with_lines(text: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
-    node = yaml.compose(text, Loader=_LineLoader)
-    lines: dict[tuple[Any, ...], int] = {}
-    constructor = yaml.constructor.SafeConstructor()
-
-    def walk(n: yaml.Node | None, path: tuple[Any, ...]) -> Any:
-        if n is None:
-            return None
-        lines.setdefault(path, n.start_mark.line + 1)
-        if isinstance(n, yaml.MappingNode):
-            out: dict[Any, Any] = {}
-            for k, v in n.value:
-                key = constructor.construct_object(k)
-                lines[(*path, key)] = k.start_mark.line + 1
-                out[key] = walk(v, (*path, key))
-            return out
-        if isinstance(n, yaml.SequenceNode):
-            return [walk(v, (*path, i)) for i, v in enumerate(n.value)]
-        return constructor.construct_object(n, deep=True)
-
-    return walk(node, ()), lines
-
-
-def _line_for(loc: tuple[Any, ...], lines: dict[tuple[Any, ...], int]) -> int | None:
-    for end in range(len(loc), -1, -1):
-        if loc[:end] in lines:
-            return lines[loc[:end]]
-    return None
-
-
 def load_migration(path: str | Path) -> Migration:
     """Read and validate a migration file; any problem raises BadInput naming the field and line."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput(f"{p}: no such file", hint="create one; `switchover schema` prints the format") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{p}: cannot read: {exc}") from None
-    try:
-        data, lines = _compose_with_lines(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise BadInput(f"{p}: not valid YAML{where}: {problem}") from None
-    if not isinstance(data, dict):
+    if not p.exists():
+        raise BadInput(f"{p}: no such file", hint="create one; `switchover schema` prints the format")
+    doc = yamlfile.load_file(p, what="migration file (YAML)")
+    if not isinstance(doc.data, dict):
         raise BadInput(f"{p}: expected a mapping with `old:` and `new:` at the top level")
     try:
-        return Migration.model_validate(data)
+        return Migration.model_validate(doc.data)
     except ValidationError as exc:
-        raise BadInput(_describe(p, exc, lines), hint="`switchover schema` prints every field") from None
+        raise BadInput(_describe(p, exc, doc), hint="`switchover schema` prints every field") from None
 
 
-def _describe(path: Path, exc: ValidationError, lines: dict[tuple[Any, ...], int]) -> str:
+def _describe(path: Path, exc: ValidationError, doc: yamlfile.YamlDoc) -> str:
     parts = []
     for err in exc.errors():
         loc = tuple(err["loc"])
         field = ".".join(str(x) for x in loc) or "(top level)"
-        line = _line_for(loc, lines)
+        line = doc.line_of(loc)
         where = f"line {line}: " if line else ""
-        msg = err["msg"]
+        msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown field"
         elif err["type"] == "missing":

@@ -14,6 +14,9 @@ class ExitCode(IntEnum):
     UNREACHABLE = 3  # an endpoint could not be reached
 
 
+INTERNAL_ERROR = 70  # EX_SOFTWARE: a bug in switchover, not the user's input (the fuzz tests assert it never occurs)
+
+
 class SwitchoverError(Exception):
     """An error meant for the user: printed as one line plus an optional hint."""
 

@@ -107,6 +107,7 @@ class GraceEvidence(BaseModel):
     need: dict[str, Any] | None = Field(default=None, description="switchover.plan.grace.GraceNeed")
     configured: list[ConfiguredGrace] = Field(default_factory=list)
     findings: list[dict[str, Any]] = Field(default_factory=list, description="plan.grace.Finding of deploy files")
+    skipped: list[str] = Field(default_factory=list, description="deploy files that could not be read, with why")
     client_timeout_s: float | None = None
     missing: str | None = None
 

@@ -281,5 +281,5 @@ def grace_part(m: Migration, s: CheckSection, base: Path, bench_dir: Path | None
     need = required_grace(g.max_tokens, tpot, ttft, g.margin_s, source=src)
     ev.need = need.model_dump()
     if g.deploy_dir:
-        ev.findings = [f.model_dump() for f in scan(_resolve(base, g.deploy_dir), need)]
+        ev.findings = [f.model_dump() for f in scan(_resolve(base, g.deploy_dir), need, ev.skipped)]
     return ev

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+import importlib
+import os
 import sys
+from typing import Any
 
 import typer
+import typer.core
+import typer.main
+from rich.text import Text
 
 from switchover import __version__
 from switchover.cli import (
@@ -27,7 +34,8 @@ from switchover.cli import (
     verify_cmd,
 )
 from switchover.cli.common import err_console
-from switchover.errors import ExitCode, SwitchoverError
+from switchover.errors import INTERNAL_ERROR, ExitCode, SwitchoverError
+from switchover.redaction import redact
 
 app = typer.Typer(
     name="switchover",
@@ -71,16 +79,84 @@ app.add_typer(export_cmd.app, name="export")
 config_cmd.register(app)  # validate, schema
 app.add_typer(testbed_cmd.app, name="testbed")
 
-def main() -> None:
-    """Console-script entry: user errors become one line on stderr and an exit code, never a traceback."""
+# the click typer runs on: vendored as typer._click in recent typer, the `click` package before
+_click: Any = getattr(typer.core, "_click", None) or importlib.import_module("click")
+_ABORTS: tuple[type[BaseException], ...] = (KeyboardInterrupt, typer.Abort, *(
+    [_click.exceptions.Abort] if hasattr(_click.exceptions, "Abort") else []))
+
+MAX_MESSAGE = 2000  # characters of an error line; a huge echoed value is cut, not printed
+
+
+def _one_line(text: str) -> str:
+    """A message as one line, secrets masked, length bounded."""
+    line = " ".join(redact(str(text)).split())
+    return line if len(line) <= MAX_MESSAGE else line[: MAX_MESSAGE - 1] + "…"
+
+
+def report_error(message: str, hint: str | None = None) -> None:
+    """The one error line (plus an optional hint line) on stderr; user text is never read as rich markup."""
+    err_console.print(Text.assemble(("error:", "bold red"), " ", _one_line(message)), highlight=False,
+                      soft_wrap=True)
+    if hint:
+        err_console.print(Text.assemble(("hint:", "dim"), " ", _one_line(hint)), highlight=False, soft_wrap=True)
+
+
+def _usage_error(exc: Any) -> int:
+    ctx = exc.ctx
+    path = ctx.command_path if ctx is not None else "switchover"
+    if isinstance(exc, _click.exceptions.NoArgsIsHelpError):
+        help_text = ctx.get_help() if ctx is not None else ""
+        if help_text:
+            sys.stdout.write(help_text + "\n")
+        report_error(f"`{path}` needs a command or arguments (the help is above)")
+        return int(ExitCode.BAD_INPUT)
+    report_error(exc.format_message(), hint=f"`{path} --help` shows every option, with an example")
+    return int(ExitCode.BAD_INPUT)
+
+
+@functools.cache
+def _command() -> Any:
+    """The click command tree, built once per process (typer builds it anew on every call otherwise)."""
+    return typer.main.get_command(app)
+
+
+def invoke(argv: list[str]) -> int:
+    """Run the CLI on `argv` and return the exit code; user errors become one line on stderr, never a traceback.
+
+    0 ok, 1 a gate or check failed, 2 bad input, 3 unreachable, 130 interrupted; a bug prints one line and 70.
+    """
     try:
-        app()
+        result = _command().main(args=argv, prog_name="switchover", standalone_mode=False)
+        return result if isinstance(result, int) and not isinstance(result, bool) else int(ExitCode.OK)
     except SwitchoverError as exc:
-        err_console.print(f"[bold red]error:[/] {exc.message}", highlight=False, soft_wrap=True)
-        if exc.hint:
-            err_console.print(f"[dim]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
-        sys.exit(int(exc.exit_code))
-    except KeyboardInterrupt:
-        err_console.print("interrupted")
-        sys.exit(130)
-    sys.exit(int(ExitCode.OK))
+        report_error(exc.message, exc.hint)
+        return int(exc.exit_code)
+    except _click.exceptions.UsageError as exc:
+        return _usage_error(exc)
+    except _click.exceptions.ClickException as exc:  # FileError and friends: a path the user gave
+        report_error(exc.format_message())
+        return int(ExitCode.BAD_INPUT)
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            return int(ExitCode.OK)
+        if isinstance(code, int):
+            return code
+        report_error(str(code))
+        return int(ExitCode.FAILED)
+    except _ABORTS:
+        err_console.print("interrupted", highlight=False)
+        return 130
+    except BrokenPipeError:  # `switchover ... | head`: the reader left, nothing to report
+        return int(ExitCode.OK)
+    except Exception as exc:  # a bug: one line, and the traceback only on request
+        if os.environ.get("SWITCHOVER_DEBUG"):
+            raise
+        report_error(f"internal error (a bug in switchover): {type(exc).__name__}: {exc}",
+                     hint="rerun with SWITCHOVER_DEBUG=1 for the traceback, and please report it")
+        return INTERNAL_ERROR
+
+
+def main() -> None:
+    """Console-script entry: `invoke` on the process arguments, then exit with its code."""
+    sys.exit(invoke(sys.argv[1:]))

@@ -6,18 +6,22 @@ import sys
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
+from switchover import inputs
+from switchover.cli import params
 from switchover.cli.common import console, print_json
 from switchover.engines import load_profile
 from switchover.errors import BadInput, CheckFailed
 from switchover.hardware import check_capabilities, find_gpu
 from switchover.model.card import load_model_card
-from switchover.plan.canary import canary_plan
+from switchover.plan.canary import CanaryPlan, canary_plan
 from switchover.plan.capacity import Knobs, capacity
 from switchover.plan.grace import grace_report, latency_from_bench, required_grace
 from switchover.plan.parallel import check_layout, plan_layouts
 from switchover.plan.translate import translate
+from switchover.yamlfile import read_text
 
 app = typer.Typer(help="Will it fit, with which flags, on which GPUs, and what did the old flags really mean?",
                   no_args_is_help=True)
@@ -25,9 +29,12 @@ app = typer.Typer(help="Will it fit, with which flags, on which GPUs, and what d
 MODEL = typer.Option(..., "--model", "-m", help="Model dir (config.json + safetensors), config.json, or .gguf.")
 ENGINE = typer.Option("vllm", "--engine", "-e", help="vllm | sglang | trtllm | tgi | llamacpp")
 GPU = typer.Option(None, "--gpu", help="GPU from the catalog, e.g. H100-80G (`switchover hw gpus`).")
-GPU_MEM = typer.Option(None, "--gpu-mem-gib", help="Total GPU memory in GiB (instead of --gpu).")
+GPU_MEM = typer.Option(None, "--gpu-mem-gib", help="Total GPU memory in GiB (instead of --gpu).", parser=params.GIB)
 OVERHEAD = typer.Option(None, "--overhead", help="Override an overhead: activation_peak|non_torch|cuda_graph=GIB.")
 JSON = typer.Option(False, "--json", help="Print the result as JSON.")
+PARALLEL = params.count(hi=inputs.MAX_PARALLEL)
+LAUNCH_MAX_BYTES = 256 * 1024
+MAX_ILLEGAL_ROWS = 40  # a console table of thousands of illegal layouts helps no one; --json has them all
 
 
 def _gpu(name: str | None, mem: float | None) -> tuple[float, str | None, str | None]:
@@ -36,8 +43,6 @@ def _gpu(name: str | None, mem: float | None) -> tuple[float, str | None, str | 
         spec = find_gpu(name)
         return (mem if mem else spec.total_gib), spec.name, spec.compute_capability
     if mem:
-        if mem <= 0:
-            raise BadInput(f"--gpu-mem-gib must be positive, got {mem:g}")
         return mem, None, None
     raise BadInput("no GPU given", hint="pass --gpu H100-80G (see `switchover hw gpus`) or --gpu-mem-gib 80")
 
@@ -47,9 +52,13 @@ def _overheads(items: list[str] | None) -> dict[str, float]:
     for item in items or []:
         name, _, value = item.partition("=")
         try:
-            out[name.strip()] = float(value)
+            gib = float(value)
         except ValueError:
             raise BadInput(f"--overhead {item!r}: expected NAME=GIB, e.g. activation_peak=4.8") from None
+        problem = inputs.number_problem(gib, lo=0, hi=inputs.MAX_GIB)
+        if problem:
+            raise BadInput(f"--overhead {name.strip()}: {problem}")
+        out[name.strip()] = gib
     return out
 
 
@@ -87,17 +96,22 @@ def card_cmd(model: str = MODEL, json_out: bool = JSON) -> None:
 @app.command("capacity")
 def capacity_cmd(
     model: str = MODEL, engine: str = ENGINE, gpu: str = GPU, gpu_mem_gib: float = GPU_MEM,
-    tp: int = typer.Option(1, "--tp", help="Tensor parallel size."),
-    pp: int = typer.Option(1, "--pp", help="Pipeline parallel size."),
+    tp: int = typer.Option(1, "--tp", help="Tensor parallel size.", parser=PARALLEL),
+    pp: int = typer.Option(1, "--pp", help="Pipeline parallel size.", parser=PARALLEL),
     kv_dtype: str = typer.Option("auto", "--kv-dtype", help="KV cache dtype: auto, fp8, fp8_e5m2, q8_0, ..."),
-    memory_fraction: float = typer.Option(None, "--memory-fraction",
-                                          help="The engine's own fraction knob, in its own meaning."),
-    max_model_len: int = typer.Option(None, "--max-model-len", help="Context limit (default: from config)."),
-    context: int = typer.Option(None, "--context", help="Request length for the concurrency figure."),
-    max_num_seqs: int = typer.Option(None, "--max-num-seqs", help="Scheduler cap (default: engine default)."),
-    max_batched_tokens: int = typer.Option(None, "--max-batched-tokens", help="Tokens-per-step cap."),
-    weights_gib: float = typer.Option(None, "--weights-gib", help="Weights per GPU from a log ('Model loading took')."),
-    slots: int = typer.Option(None, "--slots", help="llama.cpp -np."),
+    memory_fraction: float = typer.Option(None, "--memory-fraction", parser=params.FRACTION,
+                                          help="The engine's own fraction knob (0-1], in its own meaning."),
+    max_model_len: int = typer.Option(None, "--max-model-len", help="Context limit (default: from config).",
+                                      parser=params.TOKENS),
+    context: int = typer.Option(None, "--context", help="Request length for the concurrency figure.",
+                                parser=params.TOKENS),
+    max_num_seqs: int = typer.Option(None, "--max-num-seqs", help="Scheduler cap (default: engine default).",
+                                     parser=params.count()),
+    max_batched_tokens: int = typer.Option(None, "--max-batched-tokens", help="Tokens-per-step cap.",
+                                           parser=params.TOKENS),
+    weights_gib: float = typer.Option(None, "--weights-gib", help="Weights per GPU from a log ('Model loading took').",
+                                      parser=params.GIB),
+    slots: int = typer.Option(None, "--slots", help="llama.cpp -np.", parser=params.count()),
     overhead: list[str] = OVERHEAD, json_out: bool = JSON,
 ) -> None:
     """KV pool, tokens, concurrency and the binding limit under ENGINE's memory semantics.
@@ -137,9 +151,12 @@ def capacity_cmd(
 @app.command("parallel")
 def parallel_cmd(
     model: str = MODEL, engine: str = ENGINE, gpu: str = GPU, gpu_mem_gib: float = GPU_MEM,
-    gpus: int = typer.Option(..., "--gpus", help="Number of GPUs."),
-    context: int = typer.Option(None, "--context", help="Request length for the concurrency figure."),
-    max_model_len: int = typer.Option(None, "--max-model-len"),
+    gpus: int = typer.Option(..., "--gpus", help=f"Number of GPUs (1-{inputs.MAX_GPUS}).",
+                             parser=params.count(hi=inputs.MAX_GPUS)),
+    context: int = typer.Option(None, "--context", help="Request length for the concurrency figure.",
+                                parser=params.TOKENS),
+    max_model_len: int = typer.Option(None, "--max-model-len", help="Context limit (default: from config).",
+                                      parser=params.TOKENS),
     kv_dtype: str = typer.Option("auto", "--kv-dtype"), overhead: list[str] = OVERHEAD, json_out: bool = JSON,
     show_illegal: bool = typer.Option(True, "--illegal/--no-illegal", help="List illegal layouts and why."),
 ) -> None:
@@ -156,23 +173,28 @@ def parallel_cmd(
         print_json([x.model_dump() for x in layouts])
         return
     table = Table("TP", "PP", "DP", "EP", "legal", "KV tokens/replica", "conc/replica", "total conc", "notes")
-    for x in layouts:
-        if not x.legal and not show_illegal:
-            continue
+    illegal = [x for x in layouts if not x.legal]
+    shown = [x for x in layouts if x.legal] + (illegal[:MAX_ILLEGAL_ROWS] if show_illegal else [])
+    for x in shown:
         table.add_row(str(x.tp), str(x.pp), str(x.dp), str(x.ep), "yes" if x.legal else "[red]no[/]",
                       str(x.kv_tokens_per_replica or ""), str(x.concurrency_per_replica or ""),
                       str(x.total_concurrency or ""), "; ".join(x.reasons))
     console.print(table)
+    if show_illegal and len(illegal) > MAX_ILLEGAL_ROWS:
+        console.print(f"... and {len(illegal) - MAX_ILLEGAL_ROWS} more illegal layouts (--json lists every one)")
 
 
 @app.command("canary")
 def canary_cmd(
     model: str = MODEL, engine: str = ENGINE, gpu: str = GPU, gpu_mem_gib: float = GPU_MEM,
     new_model: str = typer.Option(None, "--new-model", help="The canary's model (default: the same)."),
-    context: int = typer.Option(8192, "--context", help="Request length for concurrency."),
-    tp: int = typer.Option(1, "--tp"), kv_dtype: str = typer.Option("auto", "--kv-dtype"),
-    other_gib: float = typer.Option(0.0, "--other-gib", help="Memory already used by other processes."),
-    weights_gib: float = typer.Option(None, "--weights-gib"), overhead: list[str] = OVERHEAD, json_out: bool = JSON,
+    context: int = typer.Option(8192, "--context", help="Request length for concurrency.", parser=params.TOKENS),
+    tp: int = typer.Option(1, "--tp", help="Tensor parallel size.", parser=PARALLEL),
+    kv_dtype: str = typer.Option("auto", "--kv-dtype", help="KV cache dtype: auto, fp8, fp8_e5m2, q8_0, ..."),
+    other_gib: float = typer.Option(0.0, "--other-gib", help="Memory already used by other processes.",
+                                    parser=params.non_negative(inputs.MAX_GIB)),
+    weights_gib: float = typer.Option(None, "--weights-gib", help="Weights per GPU from a log.", parser=params.GIB),
+    overhead: list[str] = OVERHEAD, json_out: bool = JSON,
 ) -> None:
     """Old and new copies on one GPU: each copy's pool, the flags that make both start, capacity by canary %.
 
@@ -182,12 +204,16 @@ def canary_cmd(
     new = load_model_card(new_model) if new_model else None
     profile = load_profile(engine)
     total, _, _ = _gpu(gpu, gpu_mem_gib)
+    if other_gib >= total:
+        raise BadInput(f"--other-gib {other_gib:g} leaves nothing of the GPU's {total:.2f} GiB",
+                       hint="--other-gib is memory other processes already hold on the GPU")
     check_layout(old, profile, tp, 1)
     plan = canary_plan(old, profile, total, new=new, tp=tp, kv_dtype=kv_dtype, context=context,
                        other_residents_gib=other_gib, overheads=_overheads(overhead), weights_gib=weights_gib,
                        new_weights_gib=weights_gib if new is None else None)
     if json_out:
         print_json(plan)
+        _fail_unless_both_start(plan)
         return
     console.print(f"single copy: {plan.single_tokens} tokens, {plan.single_concurrency} requests of {context}")
     for c in plan.copies:
@@ -201,6 +227,14 @@ def canary_cmd(
     console.print(table)
     for w in plan.warnings:
         console.print(f"  [yellow]note:[/] {w}")
+    _fail_unless_both_start(plan)
+
+
+def _fail_unless_both_start(plan: CanaryPlan) -> None:
+    """Exit 1 (as `plan capacity` does) when a copy cannot start: the canary does not fit."""
+    stuck = [f"{c.role}: {c.instance.problem}" for c in plan.copies if not c.instance.starts]
+    if stuck:
+        raise CheckFailed("the two copies do not fit: " + "; ".join(stuck))
 
 
 @app.command("translate")
@@ -218,10 +252,7 @@ def translate_cmd(
     Example: switchover plan translate --from vllm "vllm serve M --max-model-len 8192 -tp 2" --to sglang
     """
     if launch.startswith("@"):
-        try:
-            launch = Path(launch[1:]).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise BadInput(f"{launch[1:]}: cannot read: {exc}") from None
+        launch = read_text(launch[1:], max_bytes=LAUNCH_MAX_BYTES, what="launch command or YAML config")
     card = load_model_card(model) if model else None
     total = _gpu(gpu, gpu_mem_gib)[0] if card is not None and (gpu or gpu_mem_gib) else None
     result = translate(source, launch, target, card=card, gpu_total_gib=total)
@@ -242,14 +273,18 @@ def translate_cmd(
 
 @app.command("grace")
 def grace_cmd(
-    max_tokens: int = typer.Option(..., "--max-tokens", help="Largest max_tokens you serve."),
-    tpot_p99_ms: float = typer.Option(None, "--tpot-p99-ms", help="TPOT p99 under load, ms."),
-    ttft_p99_ms: float = typer.Option(None, "--ttft-p99-ms", help="TTFT p99 under load, ms (left out if unknown)."),
+    max_tokens: int = typer.Option(..., "--max-tokens", help="Largest max_tokens you serve.", parser=params.TOKENS),
+    tpot_p99_ms: float = typer.Option(None, "--tpot-p99-ms", help="TPOT p99 under load, ms.",
+                                      parser=params.MILLISECONDS),
+    ttft_p99_ms: float = typer.Option(None, "--ttft-p99-ms", help="TTFT p99 under load, ms (left out if unknown).",
+                                      parser=params.non_negative(inputs.MAX_MS)),
     bench: Path = typer.Option(None, "--bench", help="Take TPOT/TTFT p99 from a bench run directory."),
     endpoint: str = typer.Option(None, "--endpoint", help="With --bench: which endpoint's steps."),
-    margin_s: float = typer.Option(None, "--margin-s", help="Extra seconds (default 10% of generation, >= 5 s)."),
+    margin_s: float = typer.Option(None, "--margin-s", help="Extra seconds (default 10% of generation, >= 5 s).",
+                                   parser=params.non_negative(inputs.MAX_SECONDS)),
     scan_dir: Path = typer.Option(None, "--scan", help="Directory (or file) of Kubernetes / compose YAML."),
-    client_timeout_s: float = typer.Option(None, "--client-timeout-s", help="Client-side request timeout."),
+    client_timeout_s: float = typer.Option(None, "--client-timeout-s", help="Client-side request timeout.",
+                                           parser=params.SECONDS),
     json_out: bool = JSON,
 ) -> None:
     """Required drain grace (max_tokens x TPOT p99 + TTFT + margin) and the deploy settings that are shorter.
@@ -277,6 +312,8 @@ def grace_cmd(
             mark = "[green]ok[/]" if f.ok else "[red]SHORT[/]"
             console.print(f"  {mark} {f.file}:{f.line} {f.setting} = {f.value_s}: {f.message}", highlight=False)
         for w in report.warnings:
-            console.print(f"  [yellow]warning:[/] {w}")
+            console.print(f"  [yellow]warning:[/] {escape(w)}", highlight=False)
+        for skipped in report.skipped:
+            console.print(f"  [yellow]not read:[/] {escape(skipped)}", highlight=False)
     if not report.ok:
         sys.exit(1)

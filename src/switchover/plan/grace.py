@@ -12,10 +12,14 @@ import yaml
 from pydantic import BaseModel, Field
 
 from switchover.errors import BadInput
+from switchover.inputs import MAX_MS, MAX_SECONDS, MAX_TOKENS, number_problem, require
+from switchover.yamlfile import checked_nodes, read_text
 
 K8S_DEFAULT_GRACE_S = 30.0  # Kubernetes PodSpec.terminationGracePeriodSeconds default
 COMPOSE_DEFAULT_GRACE_S = 10.0  # docker compose stop_grace_period default
 MAX_FILES = 2000
+SCAN_MAX_BYTES = 4 << 20  # per deploy file
+SUMMARY_MAX_BYTES = 64 << 20
 _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m(?!s))?\s*(?:(\d+(?:\.\d+)?)s)?\s*"
                        r"(?:(\d+(?:\.\d+)?)ms)?\s*(?:(\d+(?:\.\d+)?)us)?\s*$")
 
@@ -54,6 +58,7 @@ class GraceReport(BaseModel):
     findings: list[Finding] = Field(default_factory=list)
     client_timeout_s: float | None = None
     warnings: list[str] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list, description="deploy files not read, with why")
 
     @property
     def ok(self) -> bool:
@@ -64,12 +69,12 @@ def required_grace(max_tokens: int, tpot_p99_ms: float, ttft_p99_ms: float | Non
                    margin_s: float | None = None, source: str = "flags") -> GraceNeed:
     """max_tokens x TPOT p99 + TTFT p99 + margin (default 10% of the generation, at least 5 s). A TTFT that was
     not measured (None) is left out and stays None in the result, never shown as 0."""
-    if max_tokens <= 0:
-        raise BadInput(f"--max-tokens must be positive, got {max_tokens}")
-    if tpot_p99_ms <= 0:
-        raise BadInput(f"--tpot-p99-ms must be positive, got {tpot_p99_ms}")
-    if ttft_p99_ms is not None and ttft_p99_ms < 0:
-        raise BadInput(f"--ttft-p99-ms must be >= 0, got {ttft_p99_ms}")
+    require(max_tokens, "--max-tokens", lo=1, hi=MAX_TOKENS, integer=True)
+    require(tpot_p99_ms, "--tpot-p99-ms", lo=0, lo_open=True, hi=MAX_MS)
+    if ttft_p99_ms is not None:
+        require(ttft_p99_ms, "--ttft-p99-ms", lo=0, hi=MAX_MS)
+    if margin_s is not None:
+        require(margin_s, "--margin-s", lo=0, hi=MAX_SECONDS)
     generation = max_tokens * tpot_p99_ms / 1000
     margin = max(5.0, 0.1 * generation) if margin_s is None else margin_s
     return GraceNeed(max_tokens=max_tokens, tpot_p99_ms=tpot_p99_ms, ttft_p99_ms=ttft_p99_ms, margin_s=margin,
@@ -82,26 +87,39 @@ def latency_from_bench(run_dir: Path, endpoint: str | None = None) -> tuple[floa
     """Worst TPOT p99 and TTFT p99 (ms) over the steps of a bench run's summary.json; TTFT None when no step
     measured it (the source says so)."""
     path = run_dir / "summary.json" if run_dir.is_dir() else run_dir
+    if not path.exists():
+        raise BadInput(f"{path}: no such file", hint="pass a bench run directory (runs/<id>)")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such file", hint="pass a bench run directory (runs/<id>)") from None
-    except (OSError, json.JSONDecodeError) as exc:
+        data = json.loads(read_text(path, max_bytes=SUMMARY_MAX_BYTES, what="bench summary.json"))
+    except json.JSONDecodeError as exc:
         raise BadInput(f"{path}: cannot read bench summary: {exc}") from None
     tpots, ttfts = [], []
-    for step in data.get("steps", []) if isinstance(data, dict) else []:
-        if endpoint and step.get("endpoint") != endpoint:
+    steps = data.get("steps", []) if isinstance(data, dict) else []
+    for step in steps if isinstance(steps, list) else []:
+        if not isinstance(step, dict) or (endpoint and step.get("endpoint") != endpoint):
             continue
-        if (step.get("tpot_ms") or {}).get("p99") is not None:
-            tpots.append(float(step["tpot_ms"]["p99"]))
-        if (step.get("ttft_ms") or {}).get("p99") is not None:
-            ttfts.append(float(step["ttft_ms"]["p99"]))
+        tpot, ttft = _p99(step, "tpot_ms", path), _p99(step, "ttft_ms", path)
+        if tpot is not None:
+            tpots.append(tpot)
+        if ttft is not None:
+            ttfts.append(ttft)
     if not tpots:
         raise BadInput(f"{path}: no step with a TPOT p99" + (f" for endpoint {endpoint!r}" if endpoint else ""))
     src = f"bench {path.parent.name}: worst step p99"
     if not ttfts:
         return max(tpots), None, src + "; TTFT not measured there, not included"
     return max(tpots), max(ttfts), src
+
+
+def _p99(step: dict[str, Any], metric: str, path: Path) -> float | None:
+    """A step's p99 of `metric` from summary.json: None when absent; BadInput when it is not a finite number."""
+    block = step.get(metric)
+    value = block.get("p99") if isinstance(block, dict) else None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or number_problem(value, lo=0, hi=MAX_MS):
+        raise BadInput(f"{path}: {metric}.p99 of step {step.get('endpoint')!r} is not a latency: {value!r}")
+    return float(value)
 
 
 def parse_duration(value: Any) -> float | None:
@@ -139,7 +157,13 @@ def _nodes(node: yaml.Node, path: tuple[str, ...] = ()) -> list[tuple[tuple[str,
 
 
 def _scalar(node: yaml.Node) -> Any:
-    return yaml.safe_load(node.value) if isinstance(node, yaml.ScalarNode) and node.value != "" else None
+    """The value of a scalar node as YAML types it (the node itself, never its text parsed again)."""
+    if not isinstance(node, yaml.ScalarNode) or node.value == "":
+        return None
+    try:
+        return yaml.constructor.SafeConstructor().construct_object(node)
+    except (yaml.YAMLError, ValueError, OverflowError):
+        return None
 
 
 def _prestop_sleep(node: yaml.Node) -> float | None:
@@ -152,11 +176,10 @@ def _prestop_sleep(node: yaml.Node) -> float | None:
 
 
 def scan_file(path: Path, need: GraceNeed, display: str) -> list[Finding]:
-    """Grace periods, preStop hooks and timeouts in one YAML file (all documents)."""
-    try:
-        docs = list(yaml.compose_all(path.read_text(encoding="utf-8"), Loader=_Loader))
-    except (yaml.YAMLError, UnicodeDecodeError, OSError):
-        return []
+    """Grace periods, preStop hooks and timeouts in one YAML file (all documents); BadInput when it cannot be
+    read as YAML (line and column), so no setting is skipped unsaid."""
+    text = read_text(path, max_bytes=SCAN_MAX_BYTES, what="deploy YAML file")
+    docs = list(checked_nodes(text, display, max_bytes=SCAN_MAX_BYTES))
     out: list[Finding] = []
     gen_s = need.server_s
     for doc in docs:
@@ -220,16 +243,24 @@ def scan_file(path: Path, need: GraceNeed, display: str) -> list[Finding]:
     return out
 
 
-def scan(root: Path, need: GraceNeed) -> list[Finding]:
-    """Every *.yaml / *.yml under `root` (or the one file), at most MAX_FILES, in path order."""
+def scan(root: Path, need: GraceNeed, skipped: list[str] | None = None) -> list[Finding]:
+    """Every *.yaml / *.yml under `root` (or the one file), at most MAX_FILES, in path order. A single file that
+    is not YAML is bad input; in a folder (Helm templates are not YAML) it is listed in `skipped` with why."""
     if not root.exists():
         raise BadInput(f"{root}: no such file or directory")
-    files = [root] if root.is_file() else sorted(
-        p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    if root.is_file():
+        return sorted(scan_file(root, need, str(root)), key=lambda f: f.line)
+    files = sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
     out: list[Finding] = []
     for path in files[:MAX_FILES]:
-        display = str(path.relative_to(root)) if root.is_dir() else str(path)
-        out.extend(sorted(scan_file(path, need, display), key=lambda f: f.line))
+        try:
+            out.extend(sorted(scan_file(path, need, str(path.relative_to(root))), key=lambda f: f.line))
+        except BadInput as exc:
+            if skipped is None:
+                raise
+            skipped.append(exc.message)
+    if len(files) > MAX_FILES and skipped is not None:
+        skipped.append(f"{len(files) - MAX_FILES} more YAML files under {root} not read (limit {MAX_FILES})")
     return out
 
 
@@ -237,7 +268,7 @@ def grace_report(need: GraceNeed, scan_root: Path | None = None, client_timeout_
     """The need, the scan findings, and the client-timeout check."""
     report = GraceReport(need=need, client_timeout_s=client_timeout_s)
     if scan_root is not None:
-        report.findings = scan(scan_root, need)
+        report.findings = scan(scan_root, need, report.skipped)
     if client_timeout_s is not None:
         gen = need.server_s
         if client_timeout_s < gen:

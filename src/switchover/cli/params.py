@@ -1,0 +1,143 @@
+"""Validated option types for every verb (typer parsers over switchover.inputs): a bad value is refused while
+the command line is parsed, as one line naming the option (exit 2), before any work starts.
+
+Use: `typer.Option(1, "--tp", parser=params.count(hi=inputs.MAX_PARALLEL))`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+import typer
+
+from switchover import inputs
+
+
+class _Parser:
+    """A callable typer `parser=`: text in, value out, typer.BadParameter (exit 2, one line) when refused."""
+
+    name = "value"
+
+    def fail(self, message: str, *_: object) -> NoReturn:
+        raise typer.BadParameter(message)
+
+    def convert(self, value: Any, param: object = None, ctx: object = None) -> Any:
+        raise NotImplementedError
+
+    def __call__(self, value: Any) -> Any:
+        return self.convert(value)
+
+
+class Number(_Parser):
+    """A finite int or float in [lo, hi] (lo excluded when `lo_open`)."""
+
+    def __init__(self, *, lo: float | None = None, hi: float | None = None, lo_open: bool = False,
+                 integer: bool = False) -> None:
+        self.lo, self.hi, self.lo_open, self.integer = lo, hi, lo_open, integer
+        self.name = "integer" if integer else "number"
+
+    def convert(self, value: Any, param: object = None, ctx: object = None) -> int | float:
+        if isinstance(value, bool):
+            self.fail(f"expected a number, got {value!r}", param, ctx)
+        if isinstance(value, int | float):
+            number: int | float = value
+        else:
+            text = str(value).strip()
+            try:
+                number = int(text, 10) if self.integer else float(text)
+            except ValueError:
+                kind = "a whole number" if self.integer else "a number"
+                self.fail(f"expected {kind}, got {str(value)[:40]!r}", param, ctx)
+        problem = inputs.number_problem(number, lo=self.lo, hi=self.hi, lo_open=self.lo_open, integer=self.integer)
+        if problem:
+            self.fail(problem, param, ctx)
+        return int(number) if self.integer else float(number)
+
+
+
+def count(lo: int = 1, hi: int = inputs.MAX_COUNT) -> Number:
+    """A whole number in [lo, hi] (default: at least 1)."""
+    return Number(lo=lo, hi=hi, integer=True)
+
+
+def positive(hi: float) -> Number:
+    """A finite number > 0 and <= hi."""
+    return Number(lo=0, hi=hi, lo_open=True)
+
+
+def non_negative(hi: float) -> Number:
+    """A finite number >= 0 and <= hi."""
+    return Number(lo=0, hi=hi)
+
+
+FRACTION = Number(lo=0, hi=1, lo_open=True)
+SHARE = Number(lo=0, hi=1)
+PERCENT = Number(lo=0, hi=100)
+PORT = Number(lo=1, hi=inputs.PORT_MAX, integer=True)
+TOKENS = count(hi=inputs.MAX_TOKENS)
+SECONDS = positive(inputs.MAX_SECONDS)
+MILLISECONDS = positive(inputs.MAX_MS)
+GIB = positive(inputs.MAX_GIB)
+
+
+class BaseUrl(_Parser):
+    """http(s)://host[:port][/path] without credentials, query or fragment."""
+
+    name = "url"
+
+    def convert(self, value: Any, param: object = None, ctx: object = None) -> str:
+        try:
+            return inputs.base_url(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+
+class HostPort(_Parser):
+    """host:port with a port of 1-65535 (kept as the text given)."""
+
+    name = "host:port"
+
+    def convert(self, value: Any, param: object = None, ctx: object = None) -> str:
+        try:
+            inputs.host_port(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        return str(value)
+
+
+class EnvVarName(_Parser):
+    """The name of an environment variable (never the secret itself)."""
+
+    name = "env-var"
+
+    def convert(self, value: Any, param: object = None, ctx: object = None) -> str:
+        try:
+            return inputs.env_var_name(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Text(_Parser):
+    """A non-blank, printable, bounded string (names, ids, labels)."""
+
+    name = "text"
+
+    def __init__(self, max_len: int = 256) -> None:
+        self.max_len = max_len
+
+    def convert(self, value: Any, param: object = None, ctx: object = None) -> str:
+        text = str(value)
+        if not text.strip():
+            self.fail("must not be empty", param, ctx)
+        if len(text) > self.max_len:
+            self.fail(f"longer than {self.max_len} characters", param, ctx)
+        if any(ord(c) < 32 or ord(c) == 127 for c in text):
+            self.fail("must not contain control characters", param, ctx)
+        return text
+
+
+URL = BaseUrl()
+HOST_PORT = HostPort()
+ENV_VAR = EnvVarName()
+TEXT = Text()

@@ -1,0 +1,110 @@
+"""The rules for values a user supplies — finite numbers in range, counts, ports, fractions, base URLs, host:port —
+one set shared by CLI options (cli/params.py) and config fields (the pydantic types below), so `nan`, `inf`,
+`-5`, `0` or `99999` mean the same refusal everywhere. Ceilings keep the work of any command bounded.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, Field
+
+from switchover.errors import BadInput
+
+PORT_MAX = 65535
+MAX_GPUS = 1024  # `plan parallel` enumerates O(N log N) layouts: 1024 GPUs is ~7,000 layouts, well under a second
+MAX_TOKENS = 1 << 24  # 16 M tokens: past every context length shipped so far (10 M)
+MAX_GIB = 1 << 20  # 1 PiB per GPU
+MAX_SECONDS = 7 * 24 * 3600.0  # a week: the longest any wait or budget may be
+MAX_MS = MAX_SECONDS * 1000
+MAX_COUNT = 1_000_000  # requests per step, concurrency, slots: bounded memory for the bookkeeping
+MAX_PARALLEL = 1024  # TP, PP, EP sizes
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
+def number_problem(value: float, *, lo: float | None = None, hi: float | None = None, lo_open: bool = False,
+                   integer: bool = False) -> str | None:
+    """Why `value` is not acceptable (None when it is): not finite, not whole, or outside [lo, hi]."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, got {value}"
+    if integer and not float(value).is_integer():
+        return f"must be a whole number, got {value:g}"
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    if lo is not None and (value <= lo if lo_open else value < lo):
+        return f"must be {'greater than' if lo_open else 'at least'} {_fmt(lo)}, got {shown}"
+    if hi is not None and value > hi:
+        return f"must be at most {_fmt(hi)}, got {shown}"
+    return None
+
+
+def require(value: float, name: str, *, lo: float | None = None, hi: float | None = None, lo_open: bool = False,
+            integer: bool = False) -> float:
+    """`value` if acceptable; otherwise BadInput naming `name` (for library entry points called with numbers)."""
+    problem = number_problem(value, lo=lo, hi=hi, lo_open=lo_open, integer=integer)
+    if problem:
+        raise BadInput(f"{name} {problem}")
+    return value
+
+
+def base_url(value: str) -> str:
+    """scheme://host[:port][/path], http or https, port 1-65535, no credentials, query or fragment; ValueError."""
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise ValueError(f"must start with http:// or https://, got {value!r}")
+    if any(c in value for c in " \t\r\n\\") or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValueError(f"must not contain spaces, backslashes or control characters: {value!r}")
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"not a valid URL ({exc}): {value!r}") from None
+    if not parts.hostname:
+        raise ValueError(f"no host in {value!r}")
+    if port is not None and not 1 <= port <= PORT_MAX:
+        raise ValueError(f"port must be 1-{PORT_MAX}, got {port}")
+    if "@" in parts.netloc:
+        raise ValueError("must not hold credentials (user:password@); give the key through an environment variable")
+    if parts.query or parts.fragment:
+        raise ValueError(f"a base URL is scheme://host[:port][/path], without query or fragment: {value!r}")
+    return value.rstrip("/")
+
+
+_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]+)$")
+
+
+def host_port(value: str) -> tuple[str, int]:
+    """`host:port` (IPv6 in brackets) with a port of 1-65535; ValueError otherwise."""
+    host, sep, port_s = value.rpartition(":")
+    if not sep or not host or not _HOST.match(host):
+        raise ValueError(f"must be host:port, e.g. 127.0.0.1:9400, got {value!r}")
+    if not port_s.isdigit() or not 1 <= int(port_s) <= PORT_MAX:
+        raise ValueError(f"port must be 1-{PORT_MAX}, got {port_s!r}")
+    return host.strip("[]"), int(port_s)
+
+
+_ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def env_var_name(value: str) -> str:
+    """An environment variable name (the key stays in the environment); ValueError, never echoing a pasted key."""
+    if _ENV.match(value) and len(value) <= 128:
+        return value
+    looks_like_key = len(value) >= 16 or value.startswith(("sk-", "hf_", "Bearer"))
+    shown = "a value that looks like a key itself" if looks_like_key else repr(value)
+    raise ValueError(f"must be the name of an environment variable, like OPENAI_API_KEY, got {shown}")
+
+
+# config fields: the same rules as pydantic types
+Port = Annotated[int, Field(ge=1, le=PORT_MAX)]
+Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=1, le=MAX_COUNT)]
+Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+BaseUrl = Annotated[str, AfterValidator(base_url)]
+EnvVarName = Annotated[str, AfterValidator(env_var_name)]

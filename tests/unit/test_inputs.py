@@ -1,0 +1,44 @@
+"""One set of rules for numbers, URLs, host:port and env-var names, shared by CLI options and config fields."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import typer
+
+from switchover import inputs
+from switchover.cli import params
+from switchover.errors import BadInput
+
+
+@pytest.mark.parametrize(("value", "kw", "word"), [
+    (math.nan, {}, "finite"), (math.inf, {"lo": 0}, "finite"), (0, {"lo": 1}, "at least 1"),
+    (0.0, {"lo": 0, "lo_open": True}, "greater than 0"), (7, {"hi": 1}, "at most 1"),
+    (1.5, {"integer": True}, "whole number"),
+])
+def test_number_problems_say_why(value: float, kw: dict[str, object], word: str) -> None:
+    problem = inputs.number_problem(value, **kw)  # type: ignore[arg-type]
+    assert problem is not None and word in problem
+    with pytest.raises(BadInput, match=word):
+        inputs.require(value, "--x", **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("parser", "text"), [
+    (params.count(), "0"), (params.count(), "1.5"), (params.count(), "abc"), (params.GIB, "nan"),
+    (params.GIB, "-inf"), (params.GIB, "1e308"), (params.FRACTION, "0"), (params.FRACTION, "7"),
+    (params.PORT, "99999"), (params.PORT, "0"), (params.URL, "http://"), (params.URL, "http://127.0.0.1:99999"),
+    (params.URL, "localhost:8000"), (params.URL, "http://u:p@h"), (params.HOST_PORT, "127.0.0.1:99999"),
+    (params.HOST_PORT, "nohost"), (params.ENV_VAR, "sk-abcdefghijklmnopqrstuvwx"), (params.TEXT, " "),
+])
+def test_parsers_refuse_bad_text(parser: params._Parser, text: str) -> None:
+    with pytest.raises(typer.BadParameter) as exc:
+        parser(text)
+    assert "sk-abc" not in str(exc.value)
+
+
+def test_parsers_accept_good_text() -> None:
+    assert params.count()("8") == 8 and params.GIB("80") == 80.0 and params.FRACTION("1") == 1.0
+    assert params.URL("http://127.0.0.1:8000/") == "http://127.0.0.1:8000"
+    assert params.HOST_PORT("[::1]:9400") == "[::1]:9400" and inputs.host_port("[::1]:9400") == ("::1", 9400)
+    assert params.ENV_VAR("OPENAI_API_KEY") == "OPENAI_API_KEY"

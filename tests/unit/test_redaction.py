@@ -1,0 +1,42 @@
+"""One redaction function masks every secret shape switchover may see, and leaves ordinary text alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from switchover.redaction import redact, redact_data, redact_headers
+
+
+@pytest.mark.parametrize(("text", "secret"), [
+    ("curl -u admin:SECRET1 http://x/health", "SECRET1"),
+    ("curl --user=admin:SECRET1 http://x", "SECRET1"),
+    ("http://admin:SECRET1@host:8000/v1", "SECRET1"),
+    ("https://tok3n@host/v1", "tok3n"),
+    ("-H 'Authorization: Basic dXNlcjpwYXNz' http://x", "dXNlcjpwYXNz"),
+    ("Authorization: Bearer abcdefghijk", "abcdefghijk"),
+    ("got 'sk-live-1234567890abcdef'", "1234567890abcdef"),
+    ("OPENAI_API_KEY=pl4inv4lue ./serve", "pl4inv4lue"),
+    ("vllm serve m --api-key hunter22 --port 1", "hunter22"),
+    ('{"password": "swordfish"}', "swordfish"),
+    ("x-api-key: abc123", "abc123"),
+    ("hf download --token hf_abcdefghijklmnopqrstu", "abcdefghijklmnopqrstu"),
+])
+def test_secrets_are_masked(text: str, secret: str) -> None:
+    out = redact(text)
+    assert secret not in out and "***" in out
+
+
+@pytest.mark.parametrize("text", [
+    "python -u -m vllm serve m", "max_tokens: 5, tokens: 10", "the basic arithmetic of tokens",
+    "https://example.com/path@x", "unexpected token: '}' at 3", "task-abcdefghijkl",
+])
+def test_ordinary_text_is_unchanged(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_data_and_headers_are_masked_by_field_name_and_content() -> None:
+    data = {"headers": {"Authorization": "Bearer abcdefgh"}, "api_key": "k", "token": None,
+            "cmds": ["curl -u a:b1 x"], "n": 3}
+    assert redact_data(data) == {"headers": {"Authorization": "***"}, "api_key": "***", "token": None,
+                                 "cmds": ["curl -u *** x"], "n": 3}
+    assert redact_headers({"X-Api-Key": "k", "Accept": "json"}) == [("X-Api-Key", "***"), ("Accept", "json")]

@@ -57,7 +57,8 @@ async def test_request_targets_that_are_not_origin_form_get_400_and_reach_no_ups
         ex = await exchange(s.port, raw_request(method, target.format(port=port),
                                                 None if method in ("GET", "OPTIONS", "CONNECT") else CHAT_BODY))
         r = ex.reply
-        assert r.status == 400 and r.error_message(), ex.data[:300]
+        allowed = (400, 405) if method == "CONNECT" else (400,)  # CONNECT: the method itself is not served
+        assert r.status in allowed and r.error_message(), ex.data[:300]
         await nothing_forwarded(rec)
 
 

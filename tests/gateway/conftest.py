@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import socket
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -400,7 +399,7 @@ class RecordingUpstream:
         if path in ("/v1/chat/completions", "/v1/completions") and req.method == "POST":
             is_chat = path == "/v1/chat/completions"
             if obj.get("stream") is True:
-                events = []
+                events: list[dict[str, Any]] = []
                 for i, (text, fin) in enumerate(((" hi", None), ("", "stop"))):
                     choice: dict[str, Any] = {"index": 0, "finish_reason": fin}
                     if is_chat:
@@ -523,13 +522,6 @@ async def recorded_stack(tmp_path: Path, **kw: Any) -> AsyncIterator[tuple[Stack
     async with running_recorder(rec.old) as ourl, running_recorder(rec.new) as nurl, \
             stack(tmp_path, old_url=ourl, new_url=nurl, **kw) as s:
         yield s, rec
-
-
-def bound_socket(source: str) -> socket.socket:
-    """A TCP socket bound to a loopback source address (any 127/8 address works on Linux)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind((source, 0))
-    return sock
 
 
 async def read_reply(reader: asyncio.StreamReader, timeout: float = 5.0) -> Reply:

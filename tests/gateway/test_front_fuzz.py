@@ -80,7 +80,12 @@ class Background:
         assert self.loop is not None
         done = threading.Event()
         box: list[Any] = []
-        self.loop.call_soon_threadsafe(lambda: (box.append(fn()), done.set()))
+
+        def run() -> None:
+            box.append(fn())
+            done.set()
+
+        self.loop.call_soon_threadsafe(run)
         assert done.wait(10)
         return box[0]
 

@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from switchover.gateway.config import LimitsConfig
-from switchover.gateway.front import FrontRequest, json_reply, serve_front
+from switchover.gateway.listener import serve_front
+from switchover.gateway.messages import FrontRequest, json_reply
 
 
 class Echo:

@@ -18,12 +18,13 @@ from typing import Any
 from switchover.config import Migration, load_migration
 from switchover.errors import BadInput
 from switchover.gateway.admin import Admin
-from switchover.gateway.front import Front, FrontRequest, FrontStream, Reply
 from switchover.gateway.inflight import InFlight
 from switchover.gateway.killswitch import KillSwitch
 from switchover.gateway.ledger import Ledger
 from switchover.gateway.ledger_record import ShadowResult
+from switchover.gateway.listener import Front
 from switchover.gateway.live import Live, build_live
+from switchover.gateway.messages import FrontRequest, FrontStream, Reply
 from switchover.gateway.metrics import GatewayMetrics
 from switchover.gateway.policy import threshold
 from switchover.gateway.proxy import Proxy

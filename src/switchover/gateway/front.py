@@ -21,49 +21,22 @@ closed connection raises ConnectionResetError (the relay counts it as the client
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import http
 import logging
-import resource
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httptools
-import orjson
 
-from switchover.gateway.config import LimitsConfig
-from switchover.gateway.target import Target, TargetError, parse_target
+from switchover.gateway.messages import REASONS, FrontRequest, FrontStream, Headers, Reply, error_reply
+from switchover.gateway.target import TargetError, parse_target
 
 log = logging.getLogger("switchover.gateway")
 
-_REASONS = {s.value: s.phrase for s in http.HTTPStatus}
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 _PIPELINE_DEPTH = 16  # complete requests waiting behind the one being answered, at most
-FD_RESERVE = 64  # file descriptors kept for upstream connections' peaks, the ledger, logs
-
-
-class Reply:
-    """A whole response: status, headers, body."""
-
-    __slots__ = ("body", "headers", "status")
-
-    def __init__(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None,
-                 content_type: str | None = "application/json") -> None:
-        self.status = status
-        self.body = body
-        self.headers = headers if headers is not None else {}
-        if content_type is not None and "Content-Type" not in self.headers:
-            self.headers["Content-Type"] = content_type
-
-
-def json_reply(obj: Any, status: int = 200) -> Reply:
-    return Reply(status, orjson.dumps(obj))
-
-
-def error_reply(status: int, message: str, kind: str) -> Reply:
-    """The gateway's one error body (OpenAI's shape), for every refusal and every handler."""
-    return Reply(status, orjson.dumps({"error": {"message": message, "type": kind, "code": status}}))
+LINGER_S = 2.0  # after a refusal, how long what the client still sends is read and dropped before closing
+LINGER_BYTES = 1 << 20  # ... and how much of it at most
 
 
 class Refusal(Exception):
@@ -75,139 +48,11 @@ class Refusal(Exception):
         self.reason = reason
 
 
-class Headers:
-    """A request's header lines as received (latin-1 text), with first-value lookup by lower-case name."""
-
-    __slots__ = ("_first", "items")
-
-    def __init__(self) -> None:
-        self.items: list[tuple[str, str]] = []
-        self._first: dict[str, str] = {}
-
-    def add(self, name: str, value: str) -> None:
-        self.items.append((name, value))
-        self._first.setdefault(name.lower(), value)
-
-    def get(self, name: str, default: str | None = None) -> str | None:
-        return self._first.get(name.lower(), default)
-
-    def count(self, name: str) -> int:
-        low = name.lower()
-        return sum(1 for k, _ in self.items if k.lower() == low)
-
-    def __contains__(self, name: str) -> bool:
-        return name.lower() in self._first
-
-
-class FrontRequest:
-    """One complete, checked request."""
-
-    __slots__ = ("_conn", "body", "headers", "keep_alive", "method", "target", "version")
-
-    def __init__(self, conn: FrontConnection, method: str, target: Target, version: str, headers: Headers,
-                 body: bytes, keep_alive: bool) -> None:
-        self._conn = conn
-        self.method = method
-        self.target = target
-        self.version = version
-        self.headers = headers
-        self.body = body
-        self.keep_alive = keep_alive
-
-    @property
-    def path(self) -> str:
-        """The decoded, checked path (what routing and the allowlist see)."""
-        return self.target.path
-
-    @property
-    def upstream_target(self) -> str:
-        """Path and query as an engine gets them (the checked path, re-encoded)."""
-        return self.target.upstream
-
-    @property
-    def remote(self) -> str | None:
-        return self._conn.peer
-
-    def open_stream(self, status: int, headers: dict[str, str]) -> FrontStream:
-        return FrontStream(self._conn, self, status, headers)
-
-
-class FrontStream:
-    """A streamed response (chunked encoding); the status line and headers go with the first write."""
-
-    __slots__ = ("_conn", "_head", "chunked", "status")
-
-    def __init__(self, conn: FrontConnection, request: FrontRequest, status: int, headers: dict[str, str]) -> None:
-        self._conn = conn
-        self.status = status
-        self.chunked = request.version != "1.0"  # an HTTP/1.0 client gets the bytes as they are, then a close
-        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}"]
-        lines += [f"{k}: {v}" for k, v in headers.items()]
-        if self.chunked:
-            lines.append("Transfer-Encoding: chunked")
-        if not self.chunked or not conn.keep_after(request):
-            lines.append("Connection: close")
-            conn.close_after = True
-        self._head: bytes | None = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-        conn.streamed = self
-
-    def _frame(self, data: bytes) -> bytes:
-        if not data:
-            return b""
-        return b"%x\r\n%b\r\n" % (len(data), data) if self.chunked else data
-
-    async def write(self, data: bytes) -> None:
-        if not data and self._head is None:
-            return
-        await self._conn.send(self._take_head() + self._frame(data))
-
-    async def write_eof(self, data: bytes = b"") -> None:
-        await self._conn.send(self._take_head() + self._frame(data) + (b"0\r\n\r\n" if self.chunked else b""))
-
-    def _take_head(self) -> bytes:
-        head, self._head = self._head, None
-        return head or b""
-
+if TYPE_CHECKING:
+    from switchover.gateway.listener import Front
 
 Handler = Callable[[FrontRequest], Awaitable[Reply | FrontStream]]
 RefusedHook = Callable[[str, int, "FrontRequest | None"], None]
-
-
-def fd_budget(wanted: int) -> int:
-    """Client connections the process can hold: `wanted`, capped so that each may also hold an upstream
-    connection within the file-descriptor limit (the soft limit is raised to the hard one first)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and soft < hard:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-            soft = hard
-    if soft == resource.RLIM_INFINITY:
-        return wanted
-    return max(1, min(wanted, (soft - FD_RESERVE) // 2))
-
-
-class Front:
-    """What all connections share: the handler, the limits, and the counts the limits are checked against."""
-
-    def __init__(self, handler: Handler, limits: LimitsConfig, on_refused: RefusedHook | None = None) -> None:
-        self.handler = handler
-        self.limits = limits
-        self.on_refused = on_refused
-        self.max_connections = fd_budget(limits.max_connections)
-        if self.max_connections < limits.max_connections:
-            log.warning("limits.max_connections %d lowered to %d by the file-descriptor limit",
-                        limits.max_connections, self.max_connections)
-        self.conns: set[FrontConnection] = set()
-        self.per_peer: dict[str, int] = {}
-        self.buffered = 0  # request body bytes held across connections
-        self.closing_all = False
-
-    def refused(self, reason: str, status: int, request: FrontRequest | None = None) -> None:
-        if self.on_refused is not None:
-            try:
-                self.on_refused(reason, status, request)
-            except Exception:  # counting must never take the front down
-                log.exception("refusal hook failed")
 
 
 class FrontConnection(asyncio.Protocol):
@@ -238,6 +83,8 @@ class FrontConnection(asyncio.Protocol):
         self._head_bytes = 0  # sizes seen in callbacks (url, header lines)
         self._partial_head = 0  # bytes fed while a head was still incomplete
         self._completed = False  # a message ended during the current read
+        self._lingering = False  # a refusal is out; reading (and dropping) until the client stops or time is up
+        self._discarded = 0
         self._url = bytearray()
         self._headers = Headers()
         self._body: list[bytes] = []
@@ -299,6 +146,9 @@ class FrontConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self._dead or self.closed:
+            self._discarded += len(data)
+            if self._lingering and self._discarded > LINGER_BYTES:
+                self._finish_idle()
             return
         self._completed = False
         try:
@@ -318,7 +168,11 @@ class FrontConnection(asyncio.Protocol):
                 self._refuse(Refusal(400, "malformed request", "bad_request"))
             return
         except httptools.HttpParserError as exc:
-            self._refuse(Refusal(400, f"malformed request: {_parser_message(exc)}", "bad_request"))
+            text = _parser_message(exc)
+            if "HTTP version" in text:
+                self._refuse(Refusal(505, "HTTP/1.1 or HTTP/1.0 only", "version"))
+            else:
+                self._refuse(Refusal(400, f"malformed request: {text}", "bad_request"))
             return
         if self._in_head:
             # a head still arriving: every byte of this read is part of it, unless an earlier message ended in
@@ -370,9 +224,11 @@ class FrontConnection(asyncio.Protocol):
         method = parser.get_method().decode("ascii", "replace")
         if method not in _METHODS:
             raise Refusal(405, f"method {method} is not allowed", "method")
-        if parser.should_upgrade() or "upgrade" in self._headers:
-            raise Refusal(400, "protocol upgrades are not supported", "upgrade")
         h = self._headers
+        conn = h.get("connection")
+        if (parser.should_upgrade() or "upgrade" in h
+                or (conn is not None and "upgrade" in (t.strip().lower() for t in conn.split(",")))):
+            raise Refusal(400, "protocol upgrades are not supported", "upgrade")
         te = h.get("transfer-encoding")
         if te is not None and (version == "1.0" or te.strip().lower() != "chunked" or h.count("transfer-encoding") > 1):
             raise Refusal(400, "Transfer-Encoding must be exactly 'chunked' (HTTP/1.1 only)", "bad_request")
@@ -469,7 +325,7 @@ class FrontConnection(asyncio.Protocol):
         if self.closed:
             return
         if not keep:
-            self.transport.close()
+            self._linger()  # the client may have sent more (pipelined): a plain close could reset the answer
             return
         self._after_exchange()
 
@@ -481,7 +337,7 @@ class FrontConnection(asyncio.Protocol):
             err, self._pending_error = self._pending_error, None
             self._send_refusal(err)
         elif self._dead:
-            self.transport.close()
+            self._linger()
         elif self._req is not None:  # the next request's body is arriving
             self._arm("body", self.limits.body_timeout_s)
             self._send_continue()
@@ -502,7 +358,7 @@ class FrontConnection(asyncio.Protocol):
 
     def _write_reply(self, resp: Reply, request: FrontRequest | None, keep: bool) -> None:
         body = b"" if request is not None and request.method == "HEAD" else resp.body
-        lines = [f"HTTP/1.1 {resp.status} {_REASONS.get(resp.status, 'Unknown')}"]
+        lines = [f"HTTP/1.1 {resp.status} {REASONS.get(resp.status, 'Unknown')}"]
         lines += [f"{k}: {v}" for k, v in resp.headers.items() if k != "Connection"]
         lines.append(f"Content-Length: {len(resp.body)}")
         if not keep:
@@ -554,8 +410,24 @@ class FrontConnection(asyncio.Protocol):
         self.front.refused(err.reason, err.status, request)
         kind = "invalid_request_error" if err.status < 500 else "overloaded"
         self._write_reply(error_reply(err.status, str(err), kind), None, keep=False)
+        self._linger()
+
+    def _linger(self) -> None:
+        """Close after a refusal without losing it: closing a socket with unread bytes makes the kernel send a
+        reset, which can destroy the answer before the client reads it. So the write side is shut, and what the
+        client still sends is read and dropped until it closes, LINGER_S pass or LINGER_BYTES arrive (nginx's
+        lingering close)."""
+        self._dead = True
         self._disarm()
-        self._finish_idle()
+        transport = self.transport
+        if transport is None or self.closed:
+            return
+        if not transport.can_write_eof():
+            self._finish_idle()
+            return
+        transport.write_eof()
+        self._lingering = True
+        self._arm("linger", LINGER_S)
 
     def _release_body(self) -> None:
         if self._body_size and self._body:
@@ -581,7 +453,7 @@ class FrontConnection(asyncio.Protocol):
         self._timer_kind = ""
         if self.closed or self.task is not None:
             return
-        if kind == "idle" or (kind == "head" and not self._in_head and self._req is None):
+        if kind in ("idle", "linger") or (kind == "head" and not self._in_head and self._req is None):
             self._finish_idle()  # nothing was asked: close without a word, as nginx does
             return
         what = "request head" if kind == "head" else "request body"
@@ -594,28 +466,3 @@ class FrontConnection(asyncio.Protocol):
 def _parser_message(exc: Exception) -> str:
     text = str(exc) or type(exc).__name__
     return text[:120]
-
-
-@contextlib.asynccontextmanager
-async def serve_front(handler: Handler, host: str, port: int, limits: LimitsConfig | None = None,
-                      on_refused: RefusedHook | None = None) -> Any:
-    """Listen on host:port; yields (server, front). On exit: stop listening, close connections, cancel what
-    still runs."""
-    loop = asyncio.get_running_loop()
-    front = Front(handler, limits or LimitsConfig(), on_refused)
-    server = await loop.create_server(lambda: FrontConnection(front), host, port, backlog=2048)
-    try:
-        yield server, front
-    finally:
-        server.close()
-        front.closing_all = True
-        conns = list(front.conns)
-        tasks = [c.task for c in conns if c.task is not None and not c.task.done()]
-        for c in conns:
-            if c.transport is not None:
-                c.transport.close()
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t

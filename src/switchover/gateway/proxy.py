@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from switchover.gateway.front import FrontRequest, FrontStream, Reply, error_reply
 from switchover.gateway.headers import forward_headers, request_id
 from switchover.gateway.inflight import Ticket
 from switchover.gateway.ledger_record import ShadowResult
 from switchover.gateway.live import Live
+from switchover.gateway.messages import FrontRequest, FrontStream, Reply, error_reply
 from switchover.gateway.observe import Observer
 from switchover.gateway.policy import Decision, RequestMeta, route, tenant_hash
 from switchover.gateway.prompt import prompt_text

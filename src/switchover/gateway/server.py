@@ -16,7 +16,7 @@ import orjson
 from switchover.config import load_migration
 from switchover.errors import BadInput
 from switchover.gateway.app import Gateway
-from switchover.gateway.front import serve_front
+from switchover.gateway.listener import serve_front
 from switchover.gctune import quiet_gc
 
 log = logging.getLogger("switchover.gateway")

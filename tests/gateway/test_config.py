@@ -46,6 +46,21 @@ def test_section_is_optional_and_loads(tmp_path):
     ({"bypass_paths": ["v1/embeddings"]}, "gateway.bypass_paths"),
     ({"wieght": 5}, "gateway.wieght: unknown field"),
     ({"fallback": {"on_timeout_ms": 9000}, "timeouts": {"first_byte_ms": 1000}}, "on_timeout_ms"),
+    ({"ledger_rotate_mb": float("inf")}, "gateway.ledger_rotate_mb"),
+    ({"ledger_rotate_mb": 1e-12}, "gateway.ledger_rotate_mb"),
+    ({"reload_poll_s": 1e-9}, "gateway.reload_poll_s"),
+    ({"drain_seconds": float("nan")}, "gateway.drain_seconds"),
+    ({"shadow": {"upstream": "http://user:pw@evil:9"}}, "gateway.shadow.upstream"),
+    ({"clients": {"mode": "keys"}}, "gateway.clients"),
+    ({"clients": {"mode": "open", "keys_env": ["K"]}}, "gateway.clients"),
+    ({"clients": {"mode": "sometimes"}}, "gateway.clients.mode"),
+    ({"clients": {"credential_headers": ["bad header"]}}, "gateway.clients.credential_headers"),
+    ({"allowed_paths": ["/v1/../admin"]}, "gateway.allowed_paths"),
+    ({"allowed_paths": ["v1"]}, "gateway.allowed_paths"),
+    ({"limits": {"max_connections": 0}}, "gateway.limits.max_connections"),
+    ({"limits": {"header_timeout_s": float("inf")}}, "gateway.limits.header_timeout_s"),
+    ({"limits": {"max_head_bytes": 10}}, "gateway.limits.max_head_bytes"),
+    ({"front": "aiohttp"}, "gateway.front: unknown field"),
 ])
 def test_bad_values_name_the_field_and_line(tmp_path, gateway, needle):
     with pytest.raises(BadInput) as exc:
@@ -56,3 +71,21 @@ def test_bad_values_name_the_field_and_line(tmp_path, gateway, needle):
 def test_run_dir_is_relative_to_the_config_file(tmp_path):
     g = GatewayConfig(run_dir="runs/gw")
     assert g.resolved_run_dir(tmp_path / "switchover.yaml") == tmp_path.resolve() / "runs/gw"
+
+
+def test_engine_keys_without_a_chosen_client_policy_are_refused_at_start(tmp_path, monkeypatch):
+    """Passthrough (the default) never sends api_key_env: leaving the mode implicit would 401 every client."""
+    from switchover.gateway.app import resolve_live
+
+    monkeypatch.setenv("NEW_KEY", "sk-engine-0123456789")
+    p = tmp_path / "switchover.yaml"
+    cfg = {**BASE, "new": {**BASE["new"], "api_key_env": "NEW_KEY"}, "gateway": {"weight": 5}}
+    p.write_text(yaml.safe_dump(cfg))
+    with pytest.raises(BadInput) as exc:
+        resolve_live(load_migration(p), p)
+    assert "gateway.clients" in exc.value.message and "new.api_key_env" in exc.value.message
+    for mode in ("passthrough", "open"):
+        cfg["gateway"]["clients"] = {"mode": mode}
+        p.write_text(yaml.safe_dump(cfg))
+        live = resolve_live(load_migration(p), p)
+        assert live.engine_key("new") == (None if mode == "passthrough" else "sk-engine-0123456789")

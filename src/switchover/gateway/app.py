@@ -18,6 +18,7 @@ from typing import Any
 from switchover.config import Migration, load_migration
 from switchover.errors import BadInput
 from switchover.gateway.admin import Admin
+from switchover.gateway.headers import request_id
 from switchover.gateway.inflight import InFlight
 from switchover.gateway.killswitch import KillSwitch
 from switchover.gateway.ledger import Ledger
@@ -161,7 +162,8 @@ class Gateway:
         """The front refused a connection or request: count it, and write a ledger row when a request existed."""
         self.count_refused(reason)
         if request is not None:
-            self.write_row({"ts": time.time(), "request_id": "-", "path": request.path, "stream": False,
+            self.write_row({"ts": time.time(), "request_id": request_id(request.headers.get("x-request-id")),
+                            "path": request.path, "stream": False,
                             "outcome": "refused" if status >= 500 else "bad_request", "status": status,
                             "error": reason})
 

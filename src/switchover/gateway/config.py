@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -58,8 +59,17 @@ class ShadowConfig(_Strict):
     @field_validator("upstream")
     @classmethod
     def _upstream(cls, value: str) -> str:
-        if value != "new" and not value.startswith(("http://", "https://")):
-            raise ValueError(f"must be 'new' or an http(s):// URL, got {value!r}")
+        if value == "new":
+            return value
+        parts = urlsplit(value)
+        try:
+            parts.port  # noqa: B018 - raises ValueError for a bad port
+        except ValueError:
+            raise ValueError(f"bad port in {value!r}") from None
+        if (parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc or parts.query
+                or parts.fragment or any(c in value for c in " \t\r\n\\")):
+            raise ValueError(f"must be 'new' or a base URL scheme://host[:port][/path] without credentials, query "
+                             f"or fragment, got {value!r}")
         return value.rstrip("/")
 
 

@@ -110,6 +110,11 @@ class Proxy:
                 reply.headers["WWW-Authenticate"] = "Bearer"
             reply.headers["X-Request-Id"] = row["request_id"]
             return reply
+        except Exception as exc:  # a bug in the gateway, not the client's doing: said so, never an arm's failure
+            log.exception("unexpected error checking request %s", row["request_id"])
+            row.update(outcome="gateway_error", status=500, error=f"gateway: {type(exc).__name__}")
+            g.write_row(row)
+            return error_reply(500, "internal error in the gateway", "internal_error")
         if g.draining:
             row.update(outcome="refused", status=503, error="draining")
             g.count_refused("draining")

@@ -60,6 +60,9 @@ async def test_gateway_process_reloads_resets_and_drains_on_sigterm(tmp_path):
                     assert (await r.json())["kill_switch"]["latched"] is True
                 reset = cli("gateway", "reset", "--config", str(cfg))
                 assert reset.returncode == 0 and "was latched" in reset.stdout
+                state = cli("gateway", "state", "--config", str(cfg))
+                assert state.returncode == 0 and "kill switch armed" in state.stdout
+                assert "clients passthrough" in state.stdout and "connections" in state.stdout
 
                 config["gateway"]["weight"] = 0  # SIGHUP reload
                 cfg.write_text(yaml.safe_dump(config))
@@ -127,3 +130,34 @@ def test_bad_configs_and_no_gateway_give_clean_exit_codes(tmp_path, capsys, monk
     code, err = cli_here(["gateway", "state", "--config", str(tmp_path / "s.yaml")], capsys, monkeypatch)
     assert code == 3 and "no running gateway" in err
 
+
+
+def test_metrics_adapter_bad_listen_addresses_are_one_line_errors_exit_2():
+    import subprocess
+    import sys
+
+    for listen in ("127.0.0.1:99999", "127.0.0.1:0", "nohost", "1.2.3.4:9400"):
+        p = subprocess.run([sys.executable, "-m", "switchover", "metrics-adapter", "--from", "sglang", "--to", "vllm",
+                            "--upstream", "http://127.0.0.1:9", "--listen", listen],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2, (listen, p.stderr)
+        assert "--listen" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_hash_key_prints_a_key_file_line_and_refuses_bad_names():
+    import subprocess
+    import sys
+
+    from switchover.gateway.clients import digest
+
+    p = subprocess.run([sys.executable, "-m", "switchover", "gateway", "hash-key", "team-a"],
+                       input="sk-team-a-0123456789abcdef", capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout == f"team-a sha256:{digest('sk-team-a-0123456789abcdef')}\n"
+    p = subprocess.run([sys.executable, "-m", "switchover", "gateway", "hash-key", "team-b", "--generate"],
+                       capture_output=True, text=True, timeout=60)
+    key = p.stderr.strip().rsplit(" ", 1)[-1]
+    assert p.returncode == 0 and key.startswith("sk-gw-") and p.stdout == f"team-b sha256:{digest(key)}\n"
+    assert key not in p.stdout  # only the digest goes where `>> keys.txt` sends it
+    p = subprocess.run([sys.executable, "-m", "switchover", "gateway", "hash-key", "bad name", "--generate"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "sk-gw-" not in p.stderr and "Traceback" not in p.stderr

@@ -171,8 +171,8 @@ def metrics_adapter(
     if not upstream.startswith(("http://", "https://")):
         raise BadInput(f"--upstream must be an http(s):// URL, got {upstream!r}")
     host, _, port_s = listen.rpartition(":")
-    if not host or not port_s.isdigit():
-        raise BadInput(f"--listen must be host:port, got {listen!r}")
+    if not host or not port_s.isdigit() or not 1 <= int(port_s) <= 65535:
+        raise BadInput(f"--listen must be host:port with a port in 1-65535, got {listen!r}")
     src, dst = load_profile(from_engine), load_profile(to_engine)
     plan = ma.plan(src, dst)
     url = ma.scrape_url(upstream, src)
@@ -188,7 +188,10 @@ def metrics_adapter(
     console.print(f"serving {dst.name} metrics from {url} at http://{host}:{port_s}/metrics "
                   f"({len(plan.mappings)} intents; not available: {', '.join(plan.skipped) or 'none'})",
                   highlight=False, soft_wrap=True)
-    web.run_app(ma.adapter_app(url, plan, model), host=host, port=int(port_s), print=None, access_log=None)
+    try:
+        web.run_app(ma.adapter_app(url, plan, model), host=host, port=int(port_s), print=None, access_log=None)
+    except OSError as exc:
+        raise BadInput(f"--listen: cannot bind {host}:{port_s}: {exc.strerror or exc}") from None
 
 
 def register(root: typer.Typer) -> None:

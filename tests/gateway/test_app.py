@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 
 import aiohttp
 import orjson
@@ -345,3 +346,21 @@ async def test_the_gateways_own_endpoints_are_routed_by_path_and_method(tmp_path
             assert r.status == 405
         async with s.http.get(s.url + "/metrics") as r:
             assert r.status == 200 and "switchover_gateway_requests_total" in await r.text()
+
+
+async def test_a_second_gateway_on_the_same_run_dir_stops_before_touching_its_files(tmp_path):
+    from switchover.config import load_migration
+    from switchover.errors import BadInput
+    from switchover.gateway.app import Gateway
+    from switchover.gateway.server import running
+
+    async with stack(tmp_path) as s:
+        token = (s.gw.run_dir / "admin.token").read_bytes()
+        second = Gateway(load_migration(s.config_path), s.config_path)
+        with pytest.raises(BadInput) as err:
+            async with running(second, port=0):
+                pass
+        assert "in use by another gateway" in err.value.message and str(os.getpid()) in err.value.message
+        assert (s.gw.run_dir / "admin.token").read_bytes() == token
+        async with s.http.get(s.url + "/admin/state", headers={"X-Switchover-Admin": token.decode()}) as r:
+            assert r.status == 200  # the first gateway's token still works

@@ -115,3 +115,17 @@ def test_keys_mode_without_keys_and_an_unset_key_variable_are_refused(monkeypatc
     with pytest.raises(BadInput) as err:
         ClientPolicy(ClientsConfig(mode="keys", keys_env=["NOPE_KEY"]))
     assert "NOPE_KEY" in err.value.message
+
+
+def test_the_connection_cap_fits_the_file_descriptor_limit(monkeypatch):
+    """220 slow clients against a 200-descriptor process once starved everyone: the cap now leaves room for an
+    upstream connection per client and a reserve."""
+    import resource
+
+    from switchover.gateway import listener
+
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (200, 200))
+    assert listener.fd_budget(1024) == (200 - listener.FD_RESERVE) // 2
+    assert listener.fd_budget(10) == 10
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    assert listener.fd_budget(1024) == 1024

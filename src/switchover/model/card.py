@@ -16,6 +16,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from switchover.errors import BadInput
+from switchover.model.inventory import WeightGroup, mtp_layers, text_config, weight_groups
+from switchover.model.quant import QuantScheme, group_bytes, price, scheme_from_config
 
 
 class LayerKind(StrEnum):
@@ -77,14 +79,30 @@ class MoESpec(BaseModel):
 
 
 class WeightsInfo(BaseModel):
-    """Weight bytes and parameters: exact from file headers, or estimated from the config."""
+    """Weight bytes and parameters: exact from file headers or the safetensors index, or estimated from the config
+    (priced per quantization method when the config names one)."""
 
-    origin: str = Field(description="safetensors | gguf | estimated")
+    origin: str = Field(description="safetensors | safetensors-index | gguf | quantization-table | estimated")
     total_bytes: int
     params: int
     bytes_by_dtype: dict[str, int] = Field(default_factory=dict)
     files: list[str] = Field(default_factory=list)
     quantization: str | None = None
+    scheme: str | None = Field(default=None, description="resolved quantization scheme, e.g. 'awq 4-bit, group 128'")
+    source: str = Field(default="", description="where the byte count came from, in words")
+    warning: str | None = Field(default=None, description="set when the bytes are a 16-bit guess")
+    replicated_fraction: float = Field(default=0.0, description="share of bytes every TP rank holds whole")
+    kv_fraction: float = Field(default=0.0, description="share of bytes in K/V projections (replicated past kv heads)")
+    kv_heads: int | None = None
+    excluded_bytes: int = Field(default=0, description="stored but not loaded (MTP layers without speculation)")
+
+    def per_rank_bytes(self, tp: int) -> float:
+        """Bytes on one TP rank: sharded parts divided, replicated parts whole, K/V past the KV heads one head."""
+        if tp <= 1:
+            return float(self.total_bytes)
+        kv_div = min(tp, self.kv_heads) if self.kv_heads else tp
+        shard = 1.0 - self.replicated_fraction - self.kv_fraction
+        return self.total_bytes * (self.replicated_fraction + shard / tp + self.kv_fraction / kv_div)
 
 
 class ModelCard(BaseModel):
@@ -273,31 +291,63 @@ def card_from_config(cfg: dict[str, Any], name: str = "model", source: str = "co
                               indexer_bytes_per_token=indexer)
     dtype = str(_first(cfg, "torch_dtype", "dtype") or "bfloat16")
     moe = _moe_spec(cfg)
-    quant = (cfg.get("quantization_config") or {}).get("quant_method")
+    weights, wnotes = _estimate_weights(cfg, kv_heads, cfg.get("quantization_config"))
+    notes += wnotes
     card = ModelCard(name=name, source=source, architecture=arch, model_type=str(cfg.get("model_type") or ""),
                      num_layers=n_layers, hidden_size=hidden, vocab_size=cfg.get("vocab_size"),
                      max_position_embeddings=cfg.get("max_position_embeddings"), dtype=dtype, layers=kinds,
                      attention=attention, state=state, moe=moe,
-                     weights=_estimate_weights(cfg, n_layers, hidden, n_heads, kv_heads, head_dim, dtype, moe, quant),
+                     weights=weights,
                      notes=notes)
     return card
 
 
-def _estimate_weights(cfg: dict[str, Any], layers: int, hidden: int, heads: int, kv: int, hd: int, dtype: str,
-                      moe: MoESpec | None, quant: str | None) -> WeightsInfo:
-    """Parameter estimate for a gated-MLP decoder; only used when no weight files are at hand."""
-    vocab = int(cfg.get("vocab_size") or 0)
-    attn = hidden * heads * hd * 2 + hidden * kv * hd * 2
-    inter = int(cfg.get("intermediate_size") or 4 * hidden)
-    if moe:
-        expert_inter = int(_first(cfg, "moe_intermediate_size", "expert_intermediate_size") or inter)
-        mlp = 3 * hidden * expert_inter * (moe.num_experts + moe.shared_experts)
+def _estimate_weights(cfg: dict[str, Any], kv_heads: int, quant_cfg: Any) -> tuple[WeightsInfo, list[str]]:
+    """Bytes from the config's parameter inventory, priced by the quantization method when one is named."""
+    notes: list[str] = []
+    try:
+        scheme = scheme_from_config(quant_cfg)
+    except ValueError as exc:
+        scheme = None
+        notes.append(f"{exc}: weights priced at 2 bytes/param")
+    groups = weight_groups(cfg)
+    priced = price(groups, scheme, kv_heads)
+    method = (quant_cfg or {}).get("quant_method") if isinstance(quant_cfg, dict) else None
+    if scheme is not None:
+        origin, source, warning = "quantization-table", (
+            f"estimated: config.json parameter inventory priced as {scheme.describe()} "
+            "(quantization table, model/data/quantization.yaml)"), None
     else:
-        mlp = 3 * hidden * inter
-    embed = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
-    params = layers * (attn + mlp) + embed
-    per = DTYPE_BYTES.get(dtype.lower(), 2)
-    return WeightsInfo(origin="estimated", total_bytes=int(params * per), params=params, quantization=quant)
+        origin, source = "estimated", "estimated: config.json parameter inventory at 2 bytes/param (bf16)"
+        warning = ("weights are a 16-bit estimate from config.json (no safetensors index or weight files): "
+                   + ("the quantization method is unknown, so a quantized checkpoint is oversized" if method else
+                      "pass --weights-gib or a model folder/repo with model.safetensors.index.json for the exact "
+                      "size"))
+    info = WeightsInfo(origin=origin, total_bytes=int(priced.total_bytes), params=priced.params,
+                       quantization=method or (scheme.method if scheme else None),
+                       scheme=scheme.describe() if scheme else None, source=source, warning=warning,
+                       **_shard_fractions(groups, scheme, kv_heads))
+    return info, notes
+
+
+def _shard_fractions(groups: list[WeightGroup], scheme: QuantScheme | None, kv_heads: int) -> dict[str, Any]:
+    """Which share of the bytes is replicated on every TP rank, and which is K/V projections."""
+    total = sum(group_bytes(g, scheme) for g in groups) or 1.0
+    repl = sum(group_bytes(g, scheme) for g in groups if g.shard == "replicated")
+    kv = sum(group_bytes(g, scheme) for g in groups if g.shard == "kv")
+    return {"replicated_fraction": repl / total, "kv_fraction": kv / total, "kv_heads": kv_heads}
+
+
+def _mtp_bytes(cfg: dict[str, Any], info: WeightsInfo) -> int:
+    """Bytes of MTP layers a checkpoint stores (one decoder layer each, estimated) that engines skip."""
+    n = mtp_layers(cfg)
+    if not n:
+        return 0
+    est, _ = _estimate_weights(cfg, info.kv_heads or 1, cfg.get("quantization_config"))
+    layers = int(text_config(cfg).get("num_hidden_layers") or 1)
+    groups = weight_groups(cfg)
+    edge = sum(group_bytes(g, None) for g in groups if g.role in ("embed", "lm_head", "vision"))
+    return int(n * max(est.total_bytes - edge, 0) / layers)
 
 
 # ---- weight headers ------------------------------------------------------------------------------------------
@@ -408,9 +458,51 @@ def load_model_card(path: str | Path) -> ModelCard:
     except json.JSONDecodeError as exc:
         raise BadInput(f"{config}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     name = config.parent.name if config.name == "config.json" else config.stem
+    if isinstance(cfg, dict) and not cfg.get("quantization_config"):
+        hf_quant = config.parent / "hf_quant_config.json"  # ModelOpt writes its scheme beside config.json
+        if hf_quant.exists():
+            cfg = {**cfg, "quantization_config": _read_json_object(hf_quant)}
     card = card_from_config(cfg, name=name, source=str(config))
-    shards = sorted(config.parent.glob("*.safetensors"))
-    if shards:
-        quant = (cfg.get("quantization_config") or {}).get("quant_method") if isinstance(cfg, dict) else None
-        card = card.model_copy(update={"weights": weights_from_safetensors(shards, quant)})
+    exact = exact_weights(config.parent, card.weights)
+    if exact is not None:
+        excluded = _mtp_bytes(cfg, card.weights)
+        if excluded:
+            exact = exact.model_copy(update={
+                "total_bytes": exact.total_bytes - excluded, "excluded_bytes": excluded,
+                "source": exact.source + f"; minus {excluded / 2**30:.2f} GiB of MTP layers (estimated; loaded "
+                                         "only with speculative decoding)"})
+        card = card.model_copy(update={"weights": exact})
     return card
+
+
+def _read_json_object(path: Path) -> dict[str, Any]:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadInput(f"{path}: cannot read: {exc}") from None
+    if not isinstance(obj, dict):
+        raise BadInput(f"{path}: expected a JSON object")
+    return obj
+
+
+def exact_weights(folder: Path, estimate: WeightsInfo) -> WeightsInfo | None:
+    """Exact bytes from safetensors headers (all shards present) or the index's metadata.total_size; the TP split
+    and the scheme come from the estimate. None when neither is available."""
+    shards = sorted(folder.glob("*.safetensors"))
+    index_path = folder / "model.safetensors.index.json"
+    index = _read_json_object(index_path) if index_path.exists() else None
+    listed = set((index or {}).get("weight_map", {}).values()) if isinstance((index or {}).get("weight_map"),
+                                                                               dict) else set()
+    keep = {k: getattr(estimate, k) for k in ("quantization", "scheme", "replicated_fraction", "kv_fraction",
+                                                "kv_heads")}
+    if shards and (not listed or listed <= {p.name for p in shards}):
+        info = weights_from_safetensors(shards, estimate.quantization)
+        return info.model_copy(update={**keep, "source": f"exact: safetensors headers of {len(shards)} file(s)"})
+    if index is not None:
+        total = (index.get("metadata") or {}).get("total_size")
+        if not isinstance(total, int) or total <= 0:
+            raise BadInput(f"{index_path}: metadata.total_size is missing or not a positive integer")
+        return WeightsInfo(origin="safetensors-index", total_bytes=total, params=estimate.params,
+                           files=[index_path.name], source="exact: model.safetensors.index.json metadata.total_size",
+                           **keep)
+    return None

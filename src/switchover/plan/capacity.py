@@ -174,8 +174,9 @@ def start_instance(profile: EngineProfile, free_gib: float, total_gib: float, we
 
 
 def weights_per_gpu_gib(card: ModelCard, tp: int, pp: int, ep: int = 1) -> float:
-    """Weights per GPU: total / (TP x PP) (NIM's heuristic, capacity.md §3); prefer a logged figure."""
-    return card.weights.total_bytes / (tp * pp) / GIB
+    """Weights per GPU: sharded parts / TP, replicated parts (norms, routers, MLA down-projections, K/V past the
+    KV heads) whole, then / PP (capacity.md §3); prefer a logged figure."""
+    return card.weights.per_rank_bytes(tp) / pp / GIB
 
 
 def scheduler_cap(profile: EngineProfile, total_gib: float, gpu_name: str | None, tokens: int,

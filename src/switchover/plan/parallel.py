@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 from switchover.engines import EngineProfile
 from switchover.errors import BadInput
 from switchover.model.card import LayerKind, ModelCard
-from switchover.plan.capacity import capacity
+from switchover.plan.capacity import capacity, weights_per_gpu_gib
 
 
 class Layout(BaseModel):
@@ -94,7 +94,7 @@ def plan_layouts(card: ModelCard, profile: EngineProfile, gpus: int, gpu_total_g
 def _fill(layout: Layout, card: ModelCard, profile: EngineProfile, total: float, gpu_name: str | None,
           context: int | None, mml: int | None, kv_dtype: str, overheads: dict[str, float] | None,
           gpus: int) -> None:
-    weights = card.weights.total_bytes / (layout.tp * layout.pp) / 2**30
+    weights = weights_per_gpu_gib(card, layout.tp, layout.pp)
     if card.moe is not None and layout.ep > 1:
         weights = card.weights.total_bytes / (layout.ep * layout.pp) / 2**30  # experts dominate MoE weights
     res = capacity(card, profile, total, gpu_name=gpu_name, tp=layout.tp, pp=layout.pp, kv_dtype=kv_dtype,

@@ -1,0 +1,238 @@
+"""Quantization-aware weight bytes: which scheme a checkpoint uses and what its weights weigh once loaded.
+
+The per-method layouts (bits, scale granularity and dtype, zero points, index tensors, which modules stay in
+16 bits) are data in `model/data/quantization.yaml`, each citing the loader it was read from. This module turns a
+`quantization_config` into a `QuantScheme` and prices a parameter inventory (`model/inventory.py`) with it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from functools import cache
+from importlib import resources
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field
+
+from switchover.model.inventory import WeightGroup, per_rank_params
+
+Granularity = Literal["tensor", "channel", "group", "block"]
+MatchMode = Literal["name", "substring"]
+
+
+class QuantScheme(BaseModel):
+    """One checkpoint's weight quantization, resolved from its quantization_config."""
+
+    method: str
+    bits: float
+    granularity: Granularity
+    group_size: int | None = None
+    block: tuple[int, int] | None = None
+    scale_bytes: float
+    zero_point: bool = False
+    index_bytes_per_input: int = 0
+    per_tensor_extra_bytes: int = Field(default=0, description="global scales stored once per tensor")
+    ignore: list[str] = Field(default_factory=list, description="modules the checkpoint keeps in 16 bits")
+    match: MatchMode = "name"
+    kept: list[str] = Field(default_factory=list, description="roles never quantized")
+    targets: list[str] | None = Field(default=None, description="only these roles are quantized")
+    source: str
+
+    def describe(self) -> str:
+        """e.g. 'awq 4-bit, group 128, zero points'."""
+        bits = f"{self.bits:g}-bit"
+        gran = {"tensor": "per tensor", "channel": "per channel", "group": f"group {self.group_size}",
+                "block": f"block {self.block[0]}x{self.block[1]}" if self.block else "block"}[self.granularity]
+        extra = ", zero points" if self.zero_point else ""
+        only = f", {'/'.join(self.targets)} only" if self.targets else ""
+        return f"{self.method} {bits}, {gran}{extra}{only}"
+
+
+@cache
+def method_table() -> dict[str, Any]:
+    """The cited per-method data (methods and aliases)."""
+    text = resources.files("switchover.model").joinpath("data", "quantization.yaml").read_text(encoding="utf-8")
+    data: dict[str, Any] = yaml.safe_load(text)
+    return data
+
+
+def _first(cfg: dict[str, Any], keys: list[str]) -> Any:
+    for key in keys:
+        if cfg.get(key) is not None:
+            return cfg[key]
+    return None
+
+
+def _ignore_list(qc: dict[str, Any], keys: list[str]) -> list[str]:
+    out: list[str] = []
+    for key in keys:
+        value = qc.get(key)
+        if isinstance(value, list):
+            out += [str(v) for v in value]
+    return out
+
+
+def scheme_from_config(qc: dict[str, Any] | None) -> QuantScheme | None:
+    """The scheme a quantization_config describes; None when absent. Unknown methods raise ValueError."""
+    if not isinstance(qc, dict) or not qc:
+        return None
+    if isinstance(qc.get("quantization"), dict):  # hf_quant_config.json (ModelOpt) nests the fields
+        qc = {"quant_method": "modelopt", **qc["quantization"]}
+    table = method_table()
+    raw_method = str(qc.get("quant_method") or (qc.get("quant_algo") and "modelopt") or "").lower()
+    if not raw_method and (qc.get("load_in_4bit") or qc.get("load_in_8bit")):
+        raw_method = "bitsandbytes"
+    method = table["aliases"].get(raw_method, raw_method)
+    if method not in table["methods"]:
+        raise ValueError(f"quantization method {raw_method or '(none)'!r} is not in the table")
+    spec = table["methods"][method]
+    fields: dict[str, Any] = {
+        "method": method, "bits": spec["bits"], "granularity": spec["granularity"],
+        "group_size": spec.get("group_size"), "scale_bytes": spec["scale_bytes"],
+        "zero_point": spec.get("zero_point", False), "index_bytes_per_input": spec.get("index_bytes_per_input", 0),
+        "ignore": _ignore_list(qc, spec.get("ignore_keys", [])), "kept": spec.get("kept", []),
+        "targets": spec.get("targets"), "source": spec["source"],
+        "match": "substring" if method == "awq" else "name",
+    }
+    if (bits := _first(qc, spec.get("bits_keys", []))) is not None:
+        fields["bits"] = int(bits)
+    if (group := _first(qc, spec.get("group_keys", []))) is not None:
+        fields["group_size"] = int(group)
+    if (zero := _first(qc, spec.get("zero_keys", []))) is not None:
+        fields["zero_point"] = bool(zero)
+    if (block := _first(qc, spec.get("block_keys", []))) is not None and len(block) == 2:
+        fields["granularity"], fields["block"] = "block", (int(block[0]), int(block[1]))
+    parser = spec.get("parser")
+    if parser == "compressed_tensors":
+        _compressed_tensors(qc, fields)
+    elif parser == "modelopt":
+        _modelopt(qc, fields)
+    elif parser == "bitsandbytes":
+        _bitsandbytes(qc, fields)
+    if fields["granularity"] == "group" and (fields["group_size"] or 0) <= 0:  # GPTQ group_size -1: per channel
+        fields["granularity"], fields["group_size"] = "channel", None
+    return QuantScheme(**fields)
+
+
+def _compressed_tensors(qc: dict[str, Any], f: dict[str, Any]) -> None:
+    """config_groups.*.weights: num_bits, type, strategy, group_size, block_structure, symmetric."""
+    groups = qc.get("config_groups") or {}
+    weights = next((g.get("weights") for g in groups.values() if isinstance(g, dict) and g.get("weights")), None)
+    if not isinstance(weights, dict):
+        return
+    f["bits"] = int(weights.get("num_bits") or 8)
+    strategy = str(weights.get("strategy") or "tensor")
+    is_float = weights.get("type") == "float"
+    if strategy in ("group", "tensor_group"):
+        f["granularity"], f["group_size"] = "group", int(weights.get("group_size") or 128)
+    elif strategy == "block" and weights.get("block_structure"):
+        f["granularity"], f["block"] = "block", tuple(int(x) for x in weights["block_structure"])
+    elif strategy in ("channel", "tensor"):
+        f["granularity"] = strategy
+    if is_float and f["bits"] == 4:  # NVFP4: fp8 scale per 16 plus fp32 global weight and input scales
+        f["scale_bytes"], f["per_tensor_extra_bytes"] = 1, 8
+    elif is_float:
+        f["scale_bytes"] = 4
+    f["zero_point"] = weights.get("symmetric") is False
+
+
+def _modelopt(qc: dict[str, Any], f: dict[str, Any]) -> None:
+    """quant_algo FP8 | FP8_PB_WO | NVFP4 | W4A8_AWQ (ModelOpt's hf_quant_config.json or config.json)."""
+    algo = str(qc.get("quant_algo") or "FP8").upper()
+    if "FP4" in algo:
+        f.update(bits=4, granularity="group", group_size=int(qc.get("group_size") or 16), scale_bytes=1,
+                 per_tensor_extra_bytes=8)
+    elif "AWQ" in algo or "INT4" in algo:
+        f.update(bits=4, granularity="group", group_size=int(qc.get("group_size") or 128), scale_bytes=2)
+    elif "PB" in algo or "BLOCK" in algo:
+        f.update(bits=8, granularity="block", block=(128, 128), scale_bytes=4)
+    else:
+        f.update(bits=8, granularity="tensor", scale_bytes=4, per_tensor_extra_bytes=4)
+    f["method"] = f"modelopt {algo.lower()}"
+
+
+def _bitsandbytes(qc: dict[str, Any], f: dict[str, Any]) -> None:
+    """load_in_8bit: int8 + fp32 per row; 4-bit: 64-value blocks, absmax fp32 or uint8 with double quant."""
+    if qc.get("load_in_8bit") and not qc.get("load_in_4bit"):
+        f.update(bits=8, granularity="channel", scale_bytes=4)
+    elif qc.get("bnb_4bit_use_double_quant"):
+        f.update(bits=4, granularity="group", group_size=64, scale_bytes=1 + 4 / 256)
+
+
+def _compiled(pattern: str) -> re.Pattern[str] | None:
+    if pattern.startswith("re:"):
+        try:
+            return re.compile(pattern[3:])
+        except re.error:
+            return None
+    return None
+
+
+def is_ignored(name: str, scheme: QuantScheme) -> bool:
+    """Whether a module name is on the checkpoint's keep-16-bit list (exact, suffix, wildcard or `re:` rules)."""
+    for pattern in scheme.ignore:
+        rx = _compiled(pattern)
+        if rx is not None:
+            if rx.match(name):
+                return True
+            continue
+        if scheme.match == "substring":
+            if pattern in name:
+                return True
+        elif name == pattern or name.endswith("." + pattern) or fnmatch.fnmatchcase(name, pattern):
+            return True
+    return False
+
+
+def is_quantized(group: WeightGroup, scheme: QuantScheme) -> bool:
+    """Whether the scheme quantizes this group (Linear, not kept, targeted, not ignored)."""
+    if not group.linear or group.role in scheme.kept:
+        return False
+    if scheme.targets is not None and group.role not in scheme.targets:
+        return False
+    return not is_ignored(group.name, scheme)
+
+
+def group_bytes(group: WeightGroup, scheme: QuantScheme | None, params: float | None = None) -> float:
+    """Bytes of a group (or of `params` of it, e.g. one TP rank's share) as stored and loaded."""
+    n = group.params if params is None else params
+    if scheme is None or not is_quantized(group, scheme):
+        return 2.0 * n
+    share = n / group.params if group.params else 0.0
+    out, inn, count = group.out_features, group.in_features, group.count
+    if scheme.granularity == "tensor":
+        scales = 1
+    elif scheme.granularity == "channel":
+        scales = out
+    elif scheme.granularity == "group":
+        scales = out * math.ceil(inn / (scheme.group_size or inn))
+    else:
+        bo, bi = scheme.block or (128, 128)
+        scales = math.ceil(out / bo) * math.ceil(inn / bi)
+    per_tensor = out * inn * scheme.bits / 8 + scales * scheme.scale_bytes + scheme.per_tensor_extra_bytes
+    if scheme.zero_point:
+        per_tensor += scales * scheme.bits / 8
+    per_tensor += inn * scheme.index_bytes_per_input
+    return per_tensor * count * share
+
+
+class WeightBytes(BaseModel):
+    """Estimated bytes of a parameter inventory under a scheme, in total and on one TP rank."""
+
+    total_bytes: float
+    params: int
+    quantized_params: int
+    rank_bytes_tp: dict[int, float] = Field(default_factory=dict)
+
+
+def price(groups: list[WeightGroup], scheme: QuantScheme | None, kv_heads: int | None,
+          tps: tuple[int, ...] = (1, 2, 4, 8, 16)) -> WeightBytes:
+    """Total bytes and per-rank bytes for common TP sizes."""
+    total = sum(group_bytes(g, scheme) for g in groups)
+    quantized = sum(g.params for g in groups if scheme is not None and is_quantized(g, scheme))
+    ranks = {tp: sum(group_bytes(g, scheme, per_rank_params(g, tp, kv_heads)) for g in groups) for tp in tps}
+    return WeightBytes(total_bytes=total, params=sum(g.params for g in groups), quantized_params=quantized,
+                       rank_bytes_tp=ranks)

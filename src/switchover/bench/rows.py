@@ -77,3 +77,29 @@ def row_from_record(rec: RequestRecord, **labels: Any) -> dict[str, Any]:
         raise ValueError(f"unknown row labels: {sorted(unknown)}")
     row.update(labels)
     return row
+
+
+class RowSink:
+    """Rows on their way to Parquet: buffered until a row group's worth (by rows or by chunk stamps), then written,
+    so a run holds at most one row group in memory whatever its length."""
+
+    def __init__(self, writer: Any, max_rows: int = 4096, max_chunks: int = 65536) -> None:
+        self.writer = writer  # a runs.RecordWriter (anything with append(list of rows))
+        self.max_rows, self.max_chunks = max_rows, max_chunks
+        self.buf: list[dict[str, Any]] = []
+        self.chunks = 0
+        self.written = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.buf.append(row)
+        self.chunks += len(row.get("chunk_ns") or ())
+        if len(self.buf) >= self.max_rows or self.chunks >= self.max_chunks:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what is buffered as one row group."""
+        if self.buf:
+            self.writer.append(self.buf)
+            self.written += len(self.buf)
+            self.buf = []
+            self.chunks = 0

@@ -5,14 +5,14 @@ Interrupted runs (Ctrl-C) and runs stopped by the error-rate limit still write e
 from __future__ import annotations
 
 import asyncio
-import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from switchover.bench.ab import compare_samples, regression_checks, slo_checks
+from switchover.bench.accumulate import StepAccumulator
 from switchover.bench.endpoints import Endpoint, load_tokenizer, open_endpoint
 from switchover.bench.knee import knee_with_ci
 from switchover.bench.results import (
@@ -22,17 +22,18 @@ from switchover.bench.results import (
     Calibration,
     StepTime,
 )
-from switchover.bench.rows import ROW_SCHEMA, row_from_record
+from switchover.bench.rows import ROW_SCHEMA, RowSink, row_from_record
+from switchover.bench.samples import Samples
 from switchover.bench.scheduler import Sent, StepBounds, StopFlag, run_concurrency, run_schedule
 from switchover.bench.scrape import SCRAPE_SCHEMA, Scraper
-from switchover.bench.stats import Slo, StepSummary, metric_samples, percentile, summarize_step
+from switchover.bench.stats import Slo, StepSummary, percentile
 from switchover.bench.workload import (
     BucketFit,
     Prompt,
-    arrival_offsets,
     bucket_prompt,
     cache_buster,
     fit_bucket,
+    iter_arrival_offsets,
     load_dataset,
     unit_words,
 )
@@ -41,6 +42,7 @@ from switchover.runs import RunDir
 from switchover.wire import FailureKind, RequestRecord
 
 MIN_FOR_ERROR_RATE = 10
+KNEE_LIMIT = 10_000  # per-request values per step kept for the knee's bootstrap and the A/B tests (then a sample)
 FAIL_BACKOFF_S = 0.05  # a failure faster than this waits, so a dead endpoint is not hammered in a tight loop
 
 
@@ -73,8 +75,17 @@ class _Load:
 
 
 @dataclass
+class _StepValues:
+    """What the knee and the A/B comparison need of one (endpoint, bucket, step), over its repeats: the load and
+    bounded per-request samples of each metric."""
+
+    x: float
+    samples: dict[str, Samples] = field(default_factory=dict)
+
+
+@dataclass
 class _State:
-    rows: dict[tuple[str, str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    keys: dict[tuple[str, str, int], _StepValues] = field(default_factory=dict)
     steps: list[StepSummary] = field(default_factory=list)
     times: list[StepTime] = field(default_factory=list)
 
@@ -174,8 +185,10 @@ class BenchRun:
 
     # ------------------------------------------------------------------ one step
 
-    async def _step(self, ep: Endpoint, bucket: str, load: _Load, repeat: int, out: list[dict[str, Any]]) -> None:
-        """Run one step on one endpoint; its rows land in `out` even when the step is interrupted."""
+    async def _step(self, ep: Endpoint, bucket: str, load: _Load, repeat: int, acc: StepAccumulator,
+                    sink: RowSink) -> None:
+        """Run one step on one endpoint; each finished request's row goes to `acc` and `sink` at once (nothing is
+        held per request), also when the step is interrupted."""
         plan = self.plan
         trace = self.dataset is not None and self.dataset[0].at_s is not None
         n_trace = len(self.dataset) if trace and self.dataset else None
@@ -185,8 +198,7 @@ class BenchRun:
             warmup_requests=0 if trace else plan.warmup_requests,
             warmup_s=0.0 if trace else plan.warmup_s,
         )
-        sink: list[Sent] = []
-        prompts: dict[int, Prompt] = {}
+        prompts: dict[int, Prompt] = {}  # requests in flight only
 
         async def send(i: int) -> RequestRecord:
             p = self._prompt(bucket, (bucket, load.step, repeat, i), i)
@@ -209,7 +221,9 @@ class BenchRun:
             return rec
 
         def on_done(s: Sent) -> None:
-            sink.append(s)
+            row = self._row(ep, bucket, load, repeat, s, prompts.pop(s.index, None))
+            acc.add(row)
+            sink.add(row)
             ep.finished += 1
             ep.failed += not s.record.ok
             self.rep.request_done(s.record.ok)
@@ -228,19 +242,18 @@ class BenchRun:
         t0, wall = time.perf_counter_ns(), time.time()
         try:
             if load.concurrency:
-                await run_concurrency(send, load.concurrency, bounds, self.stop, on_done)
+                await run_concurrency(send, load.concurrency, bounds, self.stop, on_done, keep=False)
             else:
+                offsets: Iterable[float]
                 if trace and self.dataset:
                     offsets = [(p.at_s or 0.0) / plan.trace_speed for p in self.dataset]
                 else:
                     assert load.rate is not None
-                    n = bounds.max_requests or math.ceil(
-                        load.rate * ((plan.duration_s or 0) + plan.warmup_s) * 1.5 + plan.warmup_requests + 10
-                    )
-                    offsets = arrival_offsets(plan.arrival, load.rate, n, plan.seed, plan.burstiness)
-                await run_schedule(send, offsets, bounds, self.stop, on_done, plan.max_inflight)
+                    # a bounded step draws what it needs; a timed one draws as it goes (memory flat in its length)
+                    offsets = iter_arrival_offsets(plan.arrival, load.rate, plan.seed, plan.burstiness,
+                                                   bounds.max_requests)
+                await run_schedule(send, offsets, bounds, self.stop, on_done, plan.max_inflight, keep=False)
         finally:
-            out.extend(self._row(ep, bucket, load, repeat, s, prompts.get(s.index)) for s in sink)
             self.state.times.append(
                 StepTime(
                     endpoint=ep.spec.label,
@@ -294,6 +307,8 @@ class BenchRun:
         rd.write_json("config", plan)
         rd.write_json("endpoints", {"endpoints": [e.info.model_dump() for e in self.eps]})
         writer = rd.record_writer("requests", ROW_SCHEMA)
+        sink = RowSink(writer)
+        self.metrics_writer = rd.record_writer("metrics", SCRAPE_SCHEMA)
         for ep in self.eps:
             ep.scraper = Scraper(ep.client, ep.spec.label, ep.spec.engine, plan.scrape_interval_s)
             ep.scraper.start()
@@ -312,11 +327,11 @@ class BenchRun:
                         for ep in self.eps:  # A B A B: every endpoint at this step before the next step
                             if self.stop.is_set:
                                 break
-                            rows: list[dict[str, Any]] = []
+                            acc = self._accumulator(ep, bucket, load, repeat, slo, ceiling)
                             try:
-                                await self._step(ep, bucket, load, repeat, rows)
+                                await self._step(ep, bucket, load, repeat, acc, sink)
                             finally:
-                                self._keep(writer, ep, bucket, load, rows, slo, ceiling)
+                                self._keep(sink, ep, bucket, load, acc)
         except (asyncio.CancelledError, KeyboardInterrupt):
             report.interrupted = True
             self.stop.set("interrupted (Ctrl-C)")
@@ -329,27 +344,41 @@ class BenchRun:
                 ep.info.chunk_stamps = ep.client.chunk_stamps()
                 await ep.client.close()
             rd.write_json("endpoints", {"endpoints": [e.info.model_dump() for e in self.eps]})  # now with stamps
+            sink.flush()
             writer.close()
+            self._scraped()
+            self.metrics_writer.close()
             self._finish(report, rd)
         return report, rd
 
-    def _keep(
-        self,
-        writer: Any,
-        ep: Endpoint,
-        bucket: str,
-        load: _Load,
-        rows: list[dict[str, Any]],
-        slo: Slo,
-        ceiling: dict[str, float] | None,
-    ) -> None:
-        if not rows:
+    def _accumulator(
+        self, ep: Endpoint, bucket: str, load: _Load, repeat: int, slo: Slo, ceiling: dict[str, float] | None
+    ) -> StepAccumulator:
+        labels = {"endpoint": ep.spec.label, "step": load.step, "repeat": repeat, "concurrency": load.concurrency,
+                  "rate": load.rate, "bucket": bucket}
+        return StepAccumulator(slo=slo, client_ceiling=ceiling, labels=labels, seed=self.plan.seed)
+
+    def _keep(self, sink: RowSink, ep: Endpoint, bucket: str, load: _Load, acc: StepAccumulator) -> None:
+        """A finished (or interrupted) step: its rows written, its summary kept, its samples kept for the knee."""
+        sink.flush()
+        self._scraped()
+        if not acc.rows:
             return
-        writer.append(rows)
-        self.state.rows.setdefault((ep.spec.label, bucket, load.step), []).extend(rows)
-        s = summarize_step(rows, slo=slo if not slo.is_empty() else None, client_ceiling=ceiling)
+        s = acc.summary()
         self.state.steps.append(s)
+        key = (ep.spec.label, bucket, load.step)
+        vals = self.state.keys.get(key)
+        if vals is None:
+            vals = self.state.keys[key] = _StepValues(x=float(load.concurrency or load.rate or 0))
+        for metric in {"ttft", "tpot", "e2e", self.plan.knee_metric}:
+            vals.samples.setdefault(metric, Samples(KNEE_LIMIT, self.plan.seed)).merge(acc.samples[metric])
         self.rep.step_done(s)
+
+    def _scraped(self) -> None:
+        """Move what the scrapers read so far to metrics.parquet (a row group), so a long run holds none of it."""
+        rows: list[Mapping[str, Any]] = [r for ep in self.eps if ep.scraper for r in ep.scraper.take()]
+        if rows:
+            self.metrics_writer.append(rows)
 
     def _finish(self, report: BenchReport, rd: RunDir) -> None:
         plan = self.plan
@@ -366,8 +395,6 @@ class BenchRun:
                 "some steps used more than 70% of the client's calibrated ceiling: their latencies "
                 "measure the client as well as the engine"
             )
-        rows = [r for ep in self.eps if ep.scraper for r in ep.scraper.rows]
-        rd.write_records("metrics", rows, schema=SCRAPE_SCHEMA)
         rd.write_json("summary", report)
         from switchover.bench.report import write_report
 
@@ -376,16 +403,15 @@ class BenchRun:
     def _knees(self) -> dict[str, Any]:
         plan = self.plan
         out = {}
-        keys = sorted({(e, b) for (e, b, _) in self.state.rows})
-        for ep_label, bucket in keys:
-            steps = sorted((k[2], rows) for k, rows in self.state.rows.items() if k[0] == ep_label and k[1] == bucket)
+        for ep_label, bucket in sorted({(e, b) for (e, b, _) in self.state.keys}):
+            steps = sorted((k[2], v) for k, v in self.state.keys.items() if k[0] == ep_label and k[1] == bucket)
             x, samples, ttft50, tpot50 = [], [], [], []
-            for _, rows in steps:
-                x.append(float(rows[0].get("concurrency") or rows[0].get("rate") or 0))
-                samples.append(metric_samples(rows, plan.knee_metric))
-                tt, tp = metric_samples(rows, "ttft"), metric_samples(rows, "tpot")
-                ttft50.append(percentile(tt, 50) if tt else None)
-                tpot50.append(percentile(tp, 50) if tp else None)
+            for _, v in steps:
+                x.append(v.x)
+                samples.append(v.samples[plan.knee_metric].values().tolist())
+                tt, tp = v.samples["ttft"].values(), v.samples["tpot"].values()
+                ttft50.append(percentile(tt, 50) if tt.size else None)
+                tpot50.append(percentile(tp, 50) if tp.size else None)
             if not any(x):
                 continue
             out[f"{ep_label}/{bucket}"] = knee_with_ci(
@@ -404,23 +430,24 @@ class BenchRun:
             return []
         a, b = self.eps[0].spec.label, self.eps[1].spec.label
         out = []
-        for (label, bucket, step), rows_a in sorted(self.state.rows.items()):
-            if label != a or (b, bucket, step) not in self.state.rows:
+        for (label, bucket, step), va in sorted(self.state.keys.items()):
+            if label != a or (b, bucket, step) not in self.state.keys:
                 continue
-            rows_b = self.state.rows[(b, bucket, step)]
+            vb = self.state.keys[(b, bucket, step)]
             deltas = []
             for metric in ("ttft", "tpot", "e2e"):
                 for stat in ("p50", "p99"):
                     d = compare_samples(
                         metric,
-                        metric_samples(rows_a, metric),
-                        metric_samples(rows_b, metric),
+                        va.samples[metric].values().tolist(),
+                        vb.samples[metric].values().tolist(),
                         stat=stat,
                         seed=self.plan.seed,
                     )
                     if d is not None:
                         deltas.append(d)
-            conc = rows_a[0].get("concurrency") or rows_a[0].get("rate")
+            conc = next((s.concurrency or s.rate for s in self.state.steps
+                         if s.endpoint == a and s.bucket == bucket and s.step == step), None)
             out.append(AbStep(bucket=bucket, step=step, concurrency=conc, deltas=deltas))
         return out
 

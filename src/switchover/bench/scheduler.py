@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from switchover.errors import BadInput
@@ -68,8 +68,10 @@ class StepBounds:
 
 
 class _Step:
-    def __init__(self, bounds: StepBounds, stop: StopFlag, on_done: Callable[[Sent], None] | None) -> None:
+    def __init__(self, bounds: StepBounds, stop: StopFlag, on_done: Callable[[Sent], None] | None,
+                 keep: bool = True) -> None:
         self.bounds = bounds
+        self.keep = keep  # False: finished requests go to on_done only (memory flat in the request count)
         self.stop = stop
         self.on_done = on_done
         self.start_ns = time.perf_counter_ns()
@@ -89,7 +91,8 @@ class _Step:
         rec = await send(index)
         warm = index < self.bounds.warmup_requests or rec.send_ns < self.warm_until_ns
         sent = Sent(index, sched_ns, warm, rec)
-        self.done.append(sent)
+        if self.keep:
+            self.done.append(sent)
         if self.on_done is not None:
             self.on_done(sent)
 
@@ -100,11 +103,13 @@ async def run_concurrency(
     bounds: StepBounds,
     stop: StopFlag,
     on_done: Callable[[Sent], None] | None = None,
+    keep: bool = True,
 ) -> list[Sent]:
-    """Keep `concurrency` requests in flight until the bounds are met; returns them in completion order."""
+    """Keep `concurrency` requests in flight until the bounds are met; returns them in completion order (none
+    with keep=False: then `on_done` sees each once and nothing is held)."""
     if concurrency < 1:
         raise BadInput(f"concurrency must be at least 1, got {concurrency}")
-    st = _Step(bounds, stop, on_done)
+    st = _Step(bounds, stop, on_done, keep)
 
     async def worker() -> None:
         while st.may_issue():
@@ -124,15 +129,17 @@ async def run_concurrency(
 
 async def run_schedule(
     send: Send,
-    offsets_s: Sequence[float],
+    offsets_s: Iterable[float],
     bounds: StepBounds,
     stop: StopFlag,
     on_done: Callable[[Sent], None] | None = None,
     max_inflight: int | None = None,
+    keep: bool = True,
 ) -> list[Sent]:
     """Send request i at step start + offsets_s[i] (rate modes, trace replay); `max_inflight` caps concurrency
-    (a capped send goes late, and the lag shows as send_ns − sched_ns)."""
-    st = _Step(bounds, stop, on_done)
+    (a capped send goes late, and the lag shows as send_ns − sched_ns). `offsets_s` may be any iterable (a
+    generator for long runs); keep=False holds no finished request."""
+    st = _Step(bounds, stop, on_done, keep)
     gate = asyncio.Semaphore(max_inflight) if max_inflight else None
     tasks: set[asyncio.Task[None]] = set()
 

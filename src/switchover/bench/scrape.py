@@ -92,6 +92,7 @@ class Scraper:
         self.client, self.endpoint, self.interval_s = client, endpoint, interval_s
         self.wanted, self.path = wanted_series(engine)
         self.rows: list[dict[str, Any]] = []
+        self.series: set[str] = set()  # names of the series kept so far (also those already taken)
         self.failures = 0
         self.scrapes = 0
         self._task: asyncio.Task[None] | None = None
@@ -109,6 +110,13 @@ class Scraper:
                                        t_ns=t_ns, wall=wall, errors=errors))
         if errors:  # a scrape that could not be read is a failed scrape, not an empty one
             self.failures += 1
+
+    def take(self) -> list[dict[str, Any]]:
+        """The rows read since the last call (they leave the scraper: a long run writes them as it goes)."""
+        rows, self.rows = self.rows, []
+        for r in rows:
+            self.series.add(r["name"])
+        return rows
 
     async def _loop(self) -> None:
         while not self._stop.is_set():
@@ -131,5 +139,5 @@ class Scraper:
     def note(self) -> str:
         if not self.wanted:
             return f"{self.endpoint}: no engine profile metrics to scrape"
-        kept = len({r["name"] for r in self.rows})
+        kept = len(self.series | {r["name"] for r in self.rows})
         return f"{self.endpoint}: {self.scrapes} scrapes of {self.path}, {self.failures} failed, {kept} series kept"

@@ -6,10 +6,9 @@ A number that cannot be computed is reported as missing with its reason, never a
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -102,6 +101,9 @@ class Dist(BaseModel):
     p90: float
     p95: float
     p99: float
+    quantiles: Literal["exact", "sketch"] = Field(
+        default="exact", description="exact: numpy over every value; sketch: a DDSketch (relative error 0.5%), for "
+        "steps with more values than the exact limit (bench/samples.py)")
 
     def get(self, stat: str) -> float:
         return float(getattr(self, stat))
@@ -277,40 +279,6 @@ class StepSummary(BaseModel):
     client_flag: bool = False
 
 
-def _check_lengths(rows: Sequence[Row]) -> LengthCheck:
-    c = LengthCheck()
-    isl = [int(r["prompt_tokens"]) for r in rows if r.get("prompt_tokens") is not None]
-    targets = {r.get("isl_target") for r in rows} - {None}
-    c.isl_target = targets.pop() if len(targets) == 1 else None
-    c.isl_unreported = len(rows) - len(isl)
-    if isl:
-        c.isl_mean, c.isl_min, c.isl_max = float(np.mean(isl)), min(isl), max(isl)
-    c.isl_off_by_more_than_1 = sum(
-        1
-        for r in rows
-        if r.get("prompt_tokens") is not None
-        and r.get("isl_target") is not None
-        and abs(int(r["prompt_tokens"]) - int(r["isl_target"])) > 1
-    )
-    osl = {r.get("osl_target") for r in rows} - {None}
-    c.osl_target = osl.pop() if len(osl) == 1 else None
-    diffs = []
-    for r in rows:
-        n = r.get("completion_tokens")
-        if n is None:
-            c.n_usage_missing += 1
-            continue
-        if r.get("osl_target") is not None:
-            c.n_below_target += int(n) < int(r["osl_target"])
-            c.n_above_target += int(n) > int(r["osl_target"])
-        if r.get("retok_tokens") is not None:
-            diffs.append(abs(int(r["retok_tokens"]) - int(n)))
-    c.retok_compared = len(diffs)
-    c.retok_mismatch = sum(1 for d in diffs if d)
-    c.retok_mean_abs_diff = float(np.mean(diffs)) if diffs else None
-    return c
-
-
 def summarize_step(
     rows: Sequence[Row],
     *,
@@ -318,71 +286,14 @@ def summarize_step(
     client_ceiling: Mapping[str, float] | None = None,
     labels: Mapping[str, Any] | None = None,
 ) -> StepSummary:
-    """Summarise one step (one endpoint, one load level); warm-up rows only count toward steadiness."""
-    first = rows[0] if rows else {}
-    lab = dict(labels or {})
-    for key in ("endpoint", "step", "repeat", "concurrency", "rate", "bucket"):
-        lab.setdefault(key, first.get(key))
-    measured = [r for r in rows if not r.get("warmup")]
-    metrics = [request_metrics(r) for r in measured]
-    ok = [m for m in metrics if m.ok]
-    errors = Counter(str(r["failure_kind"]) for r in measured if r.get("failure_kind"))
-    missing: dict[str, Counter[str]] = {}
-    for m in metrics:
-        for name, why in m.missing.items():
-            missing.setdefault(name, Counter())[why] += 1
-    sends = [int(r["send_ns"]) for r in measured]
-    ends = [int(r["end_ns"]) for r in measured if r.get("end_ns") is not None]
-    duration = (max(ends) - min(sends)) / 1e9 if sends and ends and max(ends) > min(sends) else None
-    n_total = sum(m.n_out for m in ok if m.n_out is not None)
-    chunks = sum(len(r.get("chunk_ns") or []) for r, m in zip(measured, metrics, strict=True) if m.ok)
-    s = StepSummary(
-        endpoint=str(lab["endpoint"] or ""),
-        step=int(lab["step"] or 0),
-        repeat=int(lab["repeat"] or 0),
-        concurrency=lab["concurrency"],
-        rate=lab["rate"],
-        bucket=lab["bucket"],
-        requests=len(measured),
-        warmup=len(rows) - len(measured),
-        ok=len(ok),
-        failed=len(measured) - len(ok),
-        duration_s=duration,
-        req_per_s=len(ok) / duration if duration else None,
-        # only when every successful request has N: a partial sum would be silently low (`missing` says why)
-        out_tok_per_s=n_total / duration if duration and ok and all(m.n_out is not None for m in ok) else None,
-        chunks_per_s=chunks / duration if duration else None,
-        error_rate=(len(measured) - len(ok)) / len(measured) if measured else None,
-        errors=dict(errors),
-        ttft_ms=describe([m.ttft_ms for m in ok if m.ttft_ms is not None]),
-        tpot_ms=describe([m.tpot_ms for m in ok if m.tpot_ms is not None]),
-        itl_ms=describe([x for m in ok for x in m.itl_ms]),
-        e2e_ms=describe([m.e2e_ms for m in ok if m.e2e_ms is not None]),
-        ntpot_ms=describe([m.ntpot_ms for m in ok if m.ntpot_ms is not None]),
-        missing={k: dict(v) for k, v in missing.items()},
-        lengths=_check_lengths(measured),
-        steady=steady_state(rows, lab["concurrency"], lab["rate"]),
-    )
-    s.itl_zero = sum(1 for m in ok for x in m.itl_ms if x == 0)
-    s.one_read = sum(
-        1
-        for r, m in zip(measured, metrics, strict=True)
-        if m.ok and (m.n_out or 0) > 1 and first_token_ns(r) is not None and first_token_ns(r) == last_chunk_ns(r)
-    )
-    if slo is not None and not slo.is_empty() and measured:
-        good = sum(1 for m in metrics if meets_slo(m, slo))
-        s.slo_attainment = good / len(measured)
-        s.goodput_req_per_s = good / duration if duration else None
-    if client_ceiling and duration:
-        loads = []
-        if client_ceiling.get("req_per_s") and s.req_per_s is not None:
-            loads.append(s.req_per_s / client_ceiling["req_per_s"])
-        if client_ceiling.get("chunks_per_s") and s.chunks_per_s is not None:
-            loads.append(s.chunks_per_s / client_ceiling["chunks_per_s"])
-        if loads:
-            s.client_load = max(loads)
-            s.client_flag = s.client_load > CLIENT_LOAD_LIMIT
-    return s
+    """Summarise one step (one endpoint, one load level) from all its rows, exactly; warm-up rows only count
+    toward steadiness. The same arithmetic as a run's streaming summary (bench/accumulate.py), with no limit."""
+    from switchover.bench.accumulate import StepAccumulator
+
+    acc = StepAccumulator(slo=slo, client_ceiling=client_ceiling, labels=labels, limit=None, itl_limit=None)
+    for r in rows:
+        acc.add(r)
+    return acc.summary()
 
 
 def metric_samples(rows: Iterable[Row], metric: str) -> list[float]:

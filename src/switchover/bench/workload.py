@@ -11,7 +11,7 @@ deviation is reported (the per-request `usage.prompt_tokens` is recorded in ever
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -275,16 +275,30 @@ def load_dataset(path: str | Path, default_max_tokens: int) -> list[Prompt]:
 def arrival_offsets(kind: Arrival, rate: float, n: int, seed: int, burstiness: float = 1.0) -> list[float]:
     """Seeded send offsets (s) for n requests at `rate` req/s: constant gaps, exponential gaps (Poisson),
     or gamma gaps with shape = burstiness and mean 1/rate (burstiness 1 = Poisson, as vLLM's --burstiness)."""
+    return list(iter_arrival_offsets(kind, rate, seed, burstiness, n))
+
+
+def iter_arrival_offsets(kind: Arrival, rate: float, seed: int, burstiness: float = 1.0, n: int | None = None,
+                         block: int = 65536) -> Iterator[float]:
+    """The offsets of `arrival_offsets`, drawn in blocks (the same values: numpy draws them in sequence), so a
+    long run holds one block, not its whole schedule; n=None never ends."""
     if rate <= 0:
         raise BadInput(f"rate must be positive, got {rate:g}")
     if burstiness <= 0:
         raise BadInput(f"burstiness must be positive, got {burstiness:g}")
     rng = _rng(seed, "arrivals", kind, rate, burstiness)
-    if kind == "constant":
-        gaps = np.full(n, 1.0 / rate)
-    elif kind == "poisson":
-        gaps = rng.exponential(1.0 / rate, size=n)
-    else:
-        gaps = rng.gamma(burstiness, 1.0 / (rate * burstiness), size=n)
-    offsets = np.concatenate([[0.0], np.cumsum(gaps[:-1])]) if n else np.array([])
-    return [float(x) for x in offsets]
+    t, left = 0.0, n
+    while left is None or left > 0:
+        size = block if left is None else min(block, left)
+        if kind == "constant":
+            gaps = np.full(size, 1.0 / rate)
+        elif kind == "poisson":
+            gaps = rng.exponential(1.0 / rate, size=size)
+        else:
+            gaps = rng.gamma(burstiness, 1.0 / (rate * burstiness), size=size)
+        # offset i is the sum of the first i gaps (offset 0 = 0): cumsum from the running total
+        offs = np.concatenate([[0.0], np.cumsum(gaps[:-1])]) + t
+        t = float(offs[-1] + gaps[-1])
+        yield from offs.tolist()
+        if left is not None:
+            left -= size

@@ -1,0 +1,342 @@
+"""A step's summary built request by request in memory that does not grow with the request count.
+
+`StepAccumulator.add(row)` takes each request's row as it finishes (the row then goes to Parquet and is dropped);
+`summary()` gives the same `StepSummary` as the docs/metrics.md formulas over all rows: every count, sum, mean,
+min and max exactly; percentiles exactly up to `limit` values per metric, then from a DDSketch (bench/samples.py);
+steadiness exactly, from running sums and the few requests that straddle the window's edges. Accumulators merge
+(repeats, checkpoints, worker processes) and serialise (`to_dict`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from switchover.bench.samples import Samples
+from switchover.bench.stats import (
+    CLIENT_LOAD_LIMIT,
+    STEADY_FRACTION,
+    LengthCheck,
+    Row,
+    Slo,
+    Steady,
+    StepSummary,
+    meets_slo,
+    request_metrics,
+)
+
+EXACT_LIMIT = 20_000  # per-request metrics kept exactly (then a reservoir) per step
+ITL_LIMIT = 200_000  # pooled ITL gaps kept exactly per step
+METRICS = ("ttft", "tpot", "e2e", "ntpot", "itl")
+_LABELS = ("endpoint", "step", "repeat", "concurrency", "rate", "bucket")
+
+
+class _Lengths:
+    """Running form of the length checks (LengthCheck)."""
+
+    def __init__(self) -> None:
+        self.isl_targets: set[int] = set()
+        self.osl_targets: set[int] = set()
+        self.isl_n = self.isl_sum = self.isl_rows = self.off_by_more = 0
+        self.isl_min: int | None = None
+        self.isl_max: int | None = None
+        self.below = self.above = self.usage_missing = 0
+        self.retok_n = self.retok_mismatch = self.retok_sum = 0
+
+    def add(self, r: Row) -> None:
+        self.isl_rows += 1
+        pt, it, ot = r.get("prompt_tokens"), r.get("isl_target"), r.get("osl_target")
+        if it is not None:
+            self.isl_targets.add(int(it))
+        if ot is not None:
+            self.osl_targets.add(int(ot))
+        if pt is not None:
+            pt = int(pt)
+            self.isl_n += 1
+            self.isl_sum += pt
+            self.isl_min = pt if self.isl_min is None else min(self.isl_min, pt)
+            self.isl_max = pt if self.isl_max is None else max(self.isl_max, pt)
+            if it is not None and abs(pt - int(it)) > 1:
+                self.off_by_more += 1
+        n = r.get("completion_tokens")
+        if n is None:
+            self.usage_missing += 1
+            return
+        if ot is not None:
+            self.below += int(n) < int(ot)
+            self.above += int(n) > int(ot)
+        rt = r.get("retok_tokens")
+        if rt is not None:
+            d = abs(int(rt) - int(n))
+            self.retok_n += 1
+            self.retok_mismatch += d != 0
+            self.retok_sum += d
+
+    def merge(self, o: _Lengths) -> None:
+        self.isl_targets |= o.isl_targets
+        self.osl_targets |= o.osl_targets
+        for k in ("isl_n", "isl_sum", "isl_rows", "off_by_more", "below", "above", "usage_missing", "retok_n",
+                  "retok_mismatch", "retok_sum"):
+            setattr(self, k, getattr(self, k) + getattr(o, k))
+        mins = [v for v in (self.isl_min, o.isl_min) if v is not None]
+        maxs = [v for v in (self.isl_max, o.isl_max) if v is not None]
+        self.isl_min = min(mins) if mins else None
+        self.isl_max = max(maxs) if maxs else None
+
+    def check(self) -> LengthCheck:
+        return LengthCheck(
+            isl_target=next(iter(self.isl_targets)) if len(self.isl_targets) == 1 else None,
+            isl_mean=self.isl_sum / self.isl_n if self.isl_n else None,
+            isl_min=self.isl_min,
+            isl_max=self.isl_max,
+            isl_off_by_more_than_1=self.off_by_more,
+            isl_unreported=self.isl_rows - self.isl_n,
+            osl_target=next(iter(self.osl_targets)) if len(self.osl_targets) == 1 else None,
+            n_below_target=self.below,
+            n_above_target=self.above,
+            n_usage_missing=self.usage_missing,
+            retok_compared=self.retok_n,
+            retok_mismatch=self.retok_mismatch,
+            retok_mean_abs_diff=self.retok_sum / self.retok_n if self.retok_n else None,
+        )
+
+
+class _Inflight:
+    """Time-weighted in-flight requests between the first and last measured send, exactly, without keeping every
+    request: measured requests add (end − send); those still in flight at the last measured send (at most the
+    concurrency, kept in a heap of the latest ends) give back what lies past it; warm-up requests are kept whole."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots  # more ends than can be in flight at once: the heap then holds every one past the window
+        self.n = 0
+        self.start: int | None = None
+        self.stop: int | None = None
+        self.sum_dur = 0
+        self.open_n = 0  # measured requests without an end (counted to the window's end)
+        self.open_send_sum = 0
+        self.late: list[int] = []  # min-heap of the latest `slots` measured ends
+        self.warm: list[tuple[int, int | None]] = []
+
+    def add(self, send: int, end: int | None, warmup: bool) -> None:
+        if warmup:
+            self.warm.append((send, end))
+            return
+        self.n += 1
+        self.start = send if self.start is None else min(self.start, send)
+        self.stop = send if self.stop is None else max(self.stop, send)
+        if end is None:
+            self.open_n += 1
+            self.open_send_sum += send
+            return
+        self.sum_dur += end - send
+        if len(self.late) < self.slots:
+            heapq.heappush(self.late, end)
+        else:
+            heapq.heappushpop(self.late, end)
+
+    def merge(self, o: _Inflight) -> None:
+        self.slots += o.slots
+        for k in ("n", "sum_dur", "open_n", "open_send_sum"):
+            setattr(self, k, getattr(self, k) + getattr(o, k))
+        starts = [v for v in (self.start, o.start) if v is not None]
+        stops = [v for v in (self.stop, o.stop) if v is not None]
+        self.start = min(starts) if starts else None
+        self.stop = max(stops) if stops else None
+        self.late = heapq.nlargest(self.slots, self.late + o.late)
+        heapq.heapify(self.late)
+        self.warm += o.warm
+
+    def mean(self) -> tuple[float | None, bool]:
+        """(mean in flight over the window, whether it is exact); None for a zero-length window."""
+        start, stop = self.start, self.stop
+        if start is None or stop is None or stop <= start:
+            return None, True
+        past = [e - stop for e in self.late if e > stop]
+        exact = len(self.late) < self.slots or len(past) < len(self.late)
+        area = self.sum_dur - sum(past) + stop * self.open_n - self.open_send_sum
+        for s, e in self.warm:
+            b = min(stop if e is None else e, stop)
+            a = max(s, start)
+            if b > a:
+                area += b - a
+        return area / (stop - start), exact
+
+
+class StepAccumulator:
+    """Summary state of one step (one endpoint, one load level): feed rows with `add`, read `summary()`."""
+
+    def __init__(
+        self,
+        *,
+        slo: Slo | None = None,
+        client_ceiling: Mapping[str, float] | None = None,
+        labels: Mapping[str, Any] | None = None,
+        limit: int | None = EXACT_LIMIT,
+        itl_limit: int | None = ITL_LIMIT,
+        seed: int = 0,
+    ) -> None:
+        self.slo = slo if slo is not None and not slo.is_empty() else None
+        self.client_ceiling = dict(client_ceiling or {})
+        self.labels: dict[str, Any] = dict(labels or {})
+        self.samples = {m: Samples(itl_limit if m == "itl" else limit, seed) for m in METRICS}
+        self.rows = self.measured = self.ok = self.good = 0
+        self.errors: Counter[str] = Counter()
+        self.missing: dict[str, Counter[str]] = {}
+        self.first_send: int | None = None
+        self.last_end: int | None = None
+        self.n_total = 0
+        self.all_n = True
+        self.chunks = 0
+        self.itl_zero = 0
+        self.one_read = 0
+        self.lengths = _Lengths()
+        conc = self.labels.get("concurrency")
+        self.inflight = _Inflight(int(conc) + 1 if conc else 1)
+        self.rate_sends = 0
+
+    def add(self, r: Row) -> None:
+        """One finished request's row (bench/rows.py)."""
+        if not self.rows:
+            for key in _LABELS:
+                self.labels.setdefault(key, r.get(key))
+            conc = self.labels.get("concurrency")
+            self.inflight.slots = int(conc) + 1 if conc else 1
+        self.rows += 1
+        warm = bool(r.get("warmup"))
+        self.inflight.add(int(r["send_ns"]), None if r.get("end_ns") is None else int(r["end_ns"]), warm)
+        if warm:
+            return
+        self.measured += 1
+        self.lengths.add(r)
+        send = int(r["send_ns"])
+        self.first_send = send if self.first_send is None else min(self.first_send, send)
+        if r.get("end_ns") is not None:
+            end = int(r["end_ns"])
+            self.last_end = end if self.last_end is None else max(self.last_end, end)
+        m = request_metrics(r)
+        for name, why in m.missing.items():
+            self.missing.setdefault(name, Counter())[why] += 1
+        if self.slo is not None and meets_slo(m, self.slo):
+            self.good += 1
+        if not m.ok:
+            self.errors[str(r["failure_kind"])] += 1
+            return
+        self.ok += 1
+        s = self.samples
+        if m.ttft_ms is not None:
+            s["ttft"].add(m.ttft_ms)
+        if m.tpot_ms is not None:
+            s["tpot"].add(m.tpot_ms)
+        if m.e2e_ms is not None:
+            s["e2e"].add(m.e2e_ms)
+        if m.ntpot_ms is not None:
+            s["ntpot"].add(m.ntpot_ms)
+        if m.itl_ms:
+            s["itl"].extend(m.itl_ms)
+            self.itl_zero += m.itl_ms.count(0.0)
+        if m.n_out is None:
+            self.all_n = False
+        else:
+            self.n_total += m.n_out
+        chunk_ns = r.get("chunk_ns") or []
+        self.chunks += len(chunk_ns)
+        # all tokens in one read: TTFT = E2E, i.e. the first token's stamp is the last event's
+        if (m.n_out or 0) > 1 and m.ttft_ms is not None and m.ttft_ms == m.e2e_ms:
+            self.one_read += 1
+
+    def merge(self, o: StepAccumulator) -> None:
+        """Fold another accumulator of the same step in (another repeat, worker or checkpointed part)."""
+        if not self.rows:
+            self.labels = {**o.labels, **{k: v for k, v in self.labels.items() if v is not None}}
+        for k in METRICS:
+            self.samples[k].merge(o.samples[k])
+        for k in ("rows", "measured", "ok", "good", "n_total", "chunks", "itl_zero", "one_read"):
+            setattr(self, k, getattr(self, k) + getattr(o, k))
+        self.all_n = self.all_n and o.all_n
+        self.errors.update(o.errors)
+        for name, c in o.missing.items():
+            self.missing.setdefault(name, Counter()).update(c)
+        sends = [v for v in (self.first_send, o.first_send) if v is not None]
+        ends = [v for v in (self.last_end, o.last_end) if v is not None]
+        self.first_send = min(sends) if sends else None
+        self.last_end = max(ends) if ends else None
+        self.lengths.merge(o.lengths)
+        self.inflight.merge(o.inflight)
+
+    def steady(self) -> Steady:
+        """The step's steadiness (stats.steady_state's rule)."""
+        conc, rate = self.labels.get("concurrency"), self.labels.get("rate")
+        inf = self.inflight
+        if inf.n < 2:
+            return Steady(reached=None, achieved=None, target=conc or rate, note="fewer than 2 measured requests")
+        assert inf.start is not None and inf.stop is not None
+        if conc:
+            level, exact = inf.mean()
+            if level is None:
+                return Steady(reached=None, achieved=None, target=conc, note="zero-length window")
+            note = "" if exact else "more requests outlived the window than could be in flight: approximate"
+            return Steady(reached=level >= STEADY_FRACTION * conc, achieved=level, target=conc, note=note)
+        if rate:
+            span = inf.stop - inf.start
+            achieved = (inf.n - 1) / (span / 1e9) if span > 0 else None
+            reached = None if achieved is None else achieved >= STEADY_FRACTION * rate
+            return Steady(reached=reached, achieved=achieved, target=rate)
+        return Steady(reached=None, achieved=None, target=None, note="no target load (trace replay)")
+
+    def summary(self) -> StepSummary:
+        lab = self.labels
+        first, last = self.first_send, self.last_end
+        duration = (last - first) / 1e9 if first is not None and last is not None and last > first else None
+        failed = self.measured - self.ok
+        s = StepSummary(
+            endpoint=str(lab.get("endpoint") or ""),
+            step=int(lab.get("step") or 0),
+            repeat=int(lab.get("repeat") or 0),
+            concurrency=lab.get("concurrency"),
+            rate=lab.get("rate"),
+            bucket=lab.get("bucket"),
+            requests=self.measured,
+            warmup=self.rows - self.measured,
+            ok=self.ok,
+            failed=failed,
+            duration_s=duration,
+            req_per_s=self.ok / duration if duration else None,
+            # only when every successful request has N: a partial sum would be silently low (`missing` says why)
+            out_tok_per_s=self.n_total / duration if duration and self.ok and self.all_n else None,
+            chunks_per_s=self.chunks / duration if duration else None,
+            error_rate=failed / self.measured if self.measured else None,
+            errors=dict(self.errors),
+            ttft_ms=self.samples["ttft"].dist(),
+            tpot_ms=self.samples["tpot"].dist(),
+            itl_ms=self.samples["itl"].dist(),
+            e2e_ms=self.samples["e2e"].dist(),
+            ntpot_ms=self.samples["ntpot"].dist(),
+            missing={k: dict(v) for k, v in self.missing.items()},
+            lengths=self.lengths.check(),
+            steady=self.steady(),
+            itl_zero=self.itl_zero,
+            one_read=self.one_read,
+        )
+        if self.slo is not None and self.measured:
+            s.slo_attainment = self.good / self.measured
+            s.goodput_req_per_s = self.good / duration if duration else None
+        ceiling = self.client_ceiling
+        if ceiling and duration:
+            loads = []
+            if ceiling.get("req_per_s") and s.req_per_s is not None:
+                loads.append(s.req_per_s / ceiling["req_per_s"])
+            if ceiling.get("chunks_per_s") and s.chunks_per_s is not None:
+                loads.append(s.chunks_per_s / ceiling["chunks_per_s"])
+            if loads:
+                s.client_load = max(loads)
+                s.client_flag = s.client_load > CLIENT_LOAD_LIMIT
+        return s
+
+    def values(self, metric: str) -> list[float]:
+        """Per-request values (ms) of a metric for the knee and A/B: all of them, or a uniform sample past the limit."""
+        return self.samples[metric].values().tolist()
+
+
+__all__ = ["EXACT_LIMIT", "ITL_LIMIT", "StepAccumulator"]

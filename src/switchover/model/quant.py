@@ -39,6 +39,8 @@ class QuantScheme(BaseModel):
     match: MatchMode = "name"
     kept: list[str] = Field(default_factory=list, description="roles never quantized")
     targets: list[str] | None = Field(default=None, description="only these roles are quantized")
+    loaded_hidden_multiple: int | None = Field(default=None, description="engines pad the hidden dim of "
+                                               "quantized weights to this multiple once loaded")
     source: str
 
     def describe(self) -> str:
@@ -96,6 +98,7 @@ def scheme_from_config(qc: dict[str, Any] | None) -> QuantScheme | None:
         "ignore": _ignore_list(qc, spec.get("ignore_keys", [])), "kept": spec.get("kept", []),
         "targets": spec.get("targets"), "source": spec["source"],
         "match": "substring" if method == "awq" else "name",
+        "loaded_hidden_multiple": spec.get("loaded_hidden_multiple"),
     }
     if (bits := _first(qc, spec.get("bits_keys", []))) is not None:
         fields["bits"] = int(bits)
@@ -196,13 +199,21 @@ def is_quantized(group: WeightGroup, scheme: QuantScheme) -> bool:
     return not is_ignored(group.name, scheme)
 
 
-def group_bytes(group: WeightGroup, scheme: QuantScheme | None, params: float | None = None) -> float:
-    """Bytes of a group (or of `params` of it, e.g. one TP rank's share) as stored and loaded."""
+def group_bytes(group: WeightGroup, scheme: QuantScheme | None, params: float | None = None,
+                hidden: int | None = None) -> float:
+    """Bytes of a group (or of `params` of it, e.g. one TP rank's share) as loaded; with `hidden`, quantized
+    weights get the engine's hidden-dim padding (the files hold the unpadded size)."""
     n = group.params if params is None else params
     if scheme is None or not is_quantized(group, scheme):
         return 2.0 * n
     share = n / group.params if group.params else 0.0
     out, inn, count = group.out_features, group.in_features, group.count
+    if hidden and scheme.loaded_hidden_multiple and group.hidden_axis:
+        padded = -(-hidden // scheme.loaded_hidden_multiple) * scheme.loaded_hidden_multiple
+        if group.hidden_axis == "in":
+            inn = padded
+        else:
+            out = padded
     if scheme.granularity == "tensor":
         scales = 1
     elif scheme.granularity == "channel":
@@ -229,10 +240,11 @@ class WeightBytes(BaseModel):
 
 
 def price(groups: list[WeightGroup], scheme: QuantScheme | None, kv_heads: int | None,
-          tps: tuple[int, ...] = (1, 2, 4, 8, 16)) -> WeightBytes:
-    """Total bytes and per-rank bytes for common TP sizes."""
-    total = sum(group_bytes(g, scheme) for g in groups)
+          tps: tuple[int, ...] = (1, 2, 4, 8, 16), hidden: int | None = None) -> WeightBytes:
+    """Total bytes (as loaded) and per-rank bytes for common TP sizes."""
+    total = sum(group_bytes(g, scheme, hidden=hidden) for g in groups)
     quantized = sum(g.params for g in groups if scheme is not None and is_quantized(g, scheme))
-    ranks = {tp: sum(group_bytes(g, scheme, per_rank_params(g, tp, kv_heads)) for g in groups) for tp in tps}
+    ranks = {tp: sum(group_bytes(g, scheme, per_rank_params(g, tp, kv_heads), hidden) for g in groups)
+             for tp in tps}
     return WeightBytes(total_bytes=total, params=sum(g.params for g in groups), quantized_params=quantized,
                        rank_bytes_tp=ranks)

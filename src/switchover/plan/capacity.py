@@ -17,6 +17,7 @@ from switchover.engines import EngineProfile
 from switchover.errors import BadInput
 from switchover.model.card import ModelCard
 from switchover.plan.kv import KVLayout, kv_layout
+from switchover.plan.overhead import ModelledOverheads, model_overheads
 
 GIB = 2**30
 
@@ -45,9 +46,10 @@ class Overheads(BaseModel):
 
 
 def resolve_overheads(profile: EngineProfile, overrides: dict[str, float] | None = None,
-                      batched_tokens: int | None = None) -> Overheads:
-    """Profile defaults (from real logs) with user overrides by name: activation_peak, non_torch, cuda_graph.
-    A default measured at some max-batched-tokens is scaled linearly to `batched_tokens`."""
+                      batched_tokens: int | None = None, modelled: ModelledOverheads | None = None) -> Overheads:
+    """User overrides by name (activation_peak, non_torch, cuda_graph), else the profile's overhead model for the
+    engine version (`modelled`), else the profile's flat defaults from real logs (a default measured at some
+    max-batched-tokens is scaled linearly to `batched_tokens`)."""
     overrides = dict(overrides or {})
     known = {"activation_peak", "non_torch", "cuda_graph"}
     bad = sorted(set(overrides) - known)
@@ -58,6 +60,10 @@ def resolve_overheads(profile: EngineProfile, overrides: dict[str, float] | None
     for name in sorted(known):
         if name in overrides:
             values[name], sources[name] = overrides[name], "user override"
+        elif modelled is not None:
+            values[name] = {"activation_peak": modelled.activation_gib, "non_torch": modelled.non_torch_gib,
+                            "cuda_graph": modelled.cuda_graph_gib}[name]
+            sources[name] = modelled.sources[name]
         elif name in profile.memory.overheads:
             item = profile.memory.overheads[name]
             values[name], sources[name] = item.gib, item.source
@@ -179,6 +185,24 @@ def weights_per_gpu_gib(card: ModelCard, tp: int, pp: int, ep: int = 1) -> float
     return card.weights.per_rank_bytes(tp) / pp / GIB
 
 
+def _tier_value(profile: EngineProfile, key: str, total_gib: float, gpu_name: str | None) -> int | None:
+    """A tiered default (e.g. max_num_batched_tokens_by_memory), or None when the profile has none."""
+    table = profile.defaults.get(key)
+    value = _tier(table.value, total_gib, gpu_name) if table else None
+    return int(value) if isinstance(value, int | float) else None
+
+
+def _tier_excludes(profile: EngineProfile, total_gib: float) -> bool:
+    """Whether a tier that applies at this memory size excludes some GPU names (so the name matters)."""
+    for item in profile.defaults.values():
+        if isinstance(item.value, dict):
+            for key in item.value:
+                m = re.match(r"\s*>=\s*(\d+)\s*GI?B\s*\(not ", str(key), re.I)
+                if m and total_gib >= float(m.group(1)):
+                    return True
+    return False
+
+
 def scheduler_cap(profile: EngineProfile, total_gib: float, gpu_name: str | None, tokens: int,
                   context: int) -> tuple[int | None, str]:
     """The engine's default running-sequence cap, from profile data, with where it came from."""
@@ -231,6 +255,8 @@ class CapacityResult(BaseModel):
     pp: int
     instance: Instance
     overheads: Overheads
+    overhead_model: ModelledOverheads | None = Field(default=None, description="drivers behind the overheads")
+    weights_source: str = Field(default="", description="where the weight bytes came from")
     layout: KVLayout
     page_tokens: int
     num_blocks: int
@@ -257,20 +283,35 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
              max_model_len: int | None = None, context: int | None = None, max_num_seqs: int | None = None,
              max_batched_tokens: int | None = None, page_tokens: int | None = None,
              weights_gib: float | None = None, overheads: dict[str, float] | None = None,
-             free_gib: float | None = None, slots: int | None = None) -> CapacityResult:
+             free_gib: float | None = None, slots: int | None = None, engine_version: str | None = None,
+             eager: bool = False) -> CapacityResult:
     """KV pool, blocks, tokens, concurrency at `context` and the binding limit, for one instance."""
     knobs = knobs or Knobs()
     layout = kv_layout(card, tp, pp, kv_dtype)
     tok_cap, tok_src = (max_batched_tokens, "user") if max_batched_tokens else batched_tokens_cap(
         profile, gpu_total_gib, gpu_name)
-    over = resolve_overheads(profile, overheads, tok_cap)
     mml = max_model_len or card.max_position_embeddings
     if not mml:
         raise BadInput(f"{card.name}: config has no max_position_embeddings; pass --max-model-len")
+    profile_seqs = max_num_seqs or (scheduler_cap(profile, gpu_total_gib, gpu_name, 0, 0)[0] if
+                                    "max_running_requests_auto" not in profile.defaults else None)
+    step_tokens = tok_cap or _tier_value(profile, "max_num_batched_tokens_by_memory", gpu_total_gib, gpu_name)
+    modelled = model_overheads(profile, card, version=engine_version, tp=tp, seqs=profile_seqs,
+                               batched_tokens=step_tokens, max_model_len=mml, eager=eager)
+    over = resolve_overheads(profile, overheads, tok_cap, modelled)
+    if knobs.memory_fraction is None and modelled is not None and modelled.default_fraction is not None:
+        knobs = knobs.model_copy(update={"memory_fraction": modelled.default_fraction})
+    if free_gib is None and profile.memory.cuda_context_gib is not None:
+        free_gib = gpu_total_gib - profile.memory.cuda_context_gib
     ctx = context or mml
     if ctx > mml:
         raise BadInput(f"context {ctx} exceeds max_model_len {mml}")
     warnings = [*card.notes, *layout.notes]
+    if card.weights.warning and weights_gib is None:
+        warnings.append(card.weights.warning)
+    if gpu_name is None and _tier_excludes(profile, gpu_total_gib):
+        warnings.append("engine defaults by GPU tier (max_num_seqs, batched tokens) assume the GPU is not one the "
+                        "engine treats apart (e.g. vLLM's A100/GB10 rule): name it with --gpu")
     budget = profile.memory.budget
     if budget == "explicit_context" and knobs.context_tokens is None:
         knobs = knobs.model_copy(update={"context_tokens": mml * (slots or 1)})
@@ -292,7 +333,8 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
         if src.startswith("not modelled") and budget != "explicit_context":
             warnings.append(f"{name} overhead is not modelled for {profile.name}: pass --overhead {name}=GIB")
     cuda_graph = profile.memory.overheads.get("cuda_graph")
-    if cuda_graph is not None and not cuda_graph.verified and "cuda_graph" not in (overheads or {}):
+    if (cuda_graph is not None and not cuda_graph.verified and "cuda_graph" not in (overheads or {})
+            and modelled is None):
         warnings.append(f"CUDA-graph estimate not subtracted ({cuda_graph.note}); --overhead cuda_graph=GIB")
 
     seq_cap, seq_src = (max_num_seqs, "user") if max_num_seqs else scheduler_cap(
@@ -315,9 +357,14 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
         return kvc, low, "+".join(k for k, v in caps.items() if v == low)
 
     kvc, conc, binding = limits_at(ctx)
-    if kvc < 1 and inst.starts:
-        warnings.append(f"the pool ({tokens} tokens) cannot hold one request of max_model_len {mml}: lower "
-                        "--max-model-len or raise the memory knob (vLLM refuses to start)")
+    one = limits_at(mml)[0] if ctx != mml else kvc
+    if one < 1 and inst.starts:
+        problem = (f"the pool ({tokens} tokens) cannot hold one request of max_model_len {mml}: lower "
+                   "--max-model-len or raise the memory knob")
+        if profile.memory.refuses_below_one_request:  # vllm 0.32.0 kv_cache_utils.check_enough_kv_cache_memory
+            inst = inst.model_copy(update={"starts": False, "problem": f"{problem} ({profile.display_name} refuses "
+                                                                         "to start)"})
+        warnings.append(problem)
     table = []
     c = 1024
     lengths = set()
@@ -330,7 +377,9 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
         table.append(ContextRow(max_model_len=length, kv_concurrency=round(k, 3), concurrency=n, binding=b))
     return CapacityResult(
         engine=profile.name, budget=budget, gpu_total_gib=gpu_total_gib, tp=tp, pp=pp, instance=inst,
-        overheads=over, layout=layout, page_tokens=page, num_blocks=blocks, tokens=tokens, max_model_len=mml,
+        overheads=over, overhead_model=modelled, weights_source=(
+            "user (--weights-gib)" if weights_gib is not None else card.weights.source or card.weights.origin),
+        layout=layout, page_tokens=page, num_blocks=blocks, tokens=tokens, max_model_len=mml,
         context=ctx, kv_concurrency=round(kvc, 4), limits={"kv": math.floor(kvc), "max_num_seqs": seq_cap,
                                                             "max_batched_tokens": tok_cap},
         limit_sources={"max_num_seqs": seq_src, "max_batched_tokens": tok_src}, max_concurrency=conc,

@@ -1,0 +1,157 @@
+"""The overhead model: version bands, the sampler/forward activation peak, non-torch by TP, refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from switchover.engines import load_profile
+from switchover.model import card_from_config
+from switchover.plan.capacity import capacity
+from switchover.plan.overhead import (
+    band_for,
+    model_overheads,
+    parse_version,
+    sampler_bytes_per_seq_vocab,
+    version_matches,
+)
+from tests.plan import configs as C
+
+H100 = 79.18
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "data"
+
+
+@pytest.mark.parametrize(("text", "parsed"), [("0.11.2rc1", (0, 11, 2)), ("vLLM 0.33.0 (PyPI wheel)", (0, 33, 0)),
+                                              ("", None), ("main", None)])
+def test_versions_are_parsed_from_their_leading_number(text: str, parsed: tuple[int, ...] | None) -> None:
+    assert parse_version(text) == parsed
+
+
+def test_version_specs_compare_numerically_not_as_text() -> None:
+    assert version_matches(">=0.8,<0.21", (0, 11, 0))
+    assert not version_matches(">=0.8,<0.21", (0, 21))
+    assert version_matches("<0.8", (0, 7, 3))
+    with pytest.raises(ValueError):
+        version_matches("~=0.8", (0, 8))
+
+
+def test_vllm_bands_pick_v0_v1_and_graph_estimate_by_version() -> None:
+    vllm = load_profile("vllm")
+    v0, _ = band_for(vllm, "0.6.4")
+    v1, _ = band_for(vllm, "0.11.0")
+    graphs, _ = band_for(vllm, "0.25.1")
+    latest, label = band_for(vllm, None)  # the version the profile was read from
+    assert v0 is not None and v0.activation is not None
+    assert v0.activation.profile_tokens == "max_model_len_unless_chunked"
+    assert v1 is not None and not v1.cuda_graph_subtracted and v1.default_fraction == 0.9
+    assert graphs is not None and graphs.cuda_graph_subtracted
+    assert latest is not None and latest.default_fraction == 0.92 and label == "0.33.0"
+
+
+def test_sampler_coefficient_interpolates_in_log_space_and_clamps() -> None:
+    table = {256: 16.0, 1024: 36.0}
+    assert sampler_bytes_per_seq_vocab(table, 512) == pytest.approx(26.0)
+    assert sampler_bytes_per_seq_vocab(table, 8) == 16.0
+    assert sampler_bytes_per_seq_vocab(table, 4096) == 36.0
+
+
+def test_v011_activation_scales_with_vocab_not_model_size() -> None:
+    """llm-d H100 logs: Qwen3-0.6B and Qwen3-32B both ~5.6 GiB (vocab 151,936), Llama-3.1-8B 4.76 (128,256)."""
+    vllm = load_profile("vllm")
+    args = dict(version="0.11.0", tp=1, seqs=1024, batched_tokens=8192, max_model_len=16000)
+    small = model_overheads(vllm, card_from_config(C.QWEN3_06B), **args)
+    big = model_overheads(vllm, card_from_config({**C.QWEN3_06B, "num_hidden_layers": 64, "hidden_size": 5120,
+                                                  "intermediate_size": 25600}), **args)
+    llama = model_overheads(vllm, card_from_config(C.LLAMA_8B), **args)
+    assert small and big and llama
+    assert small.activation_gib == pytest.approx(5.56, abs=0.1) and big.activation_gib == pytest.approx(5.64, abs=0.1)
+    assert llama.activation_gib == pytest.approx(4.76, abs=0.05)
+    assert llama.non_torch_gib == 0.13 and llama.cuda_graph_gib == 0.0
+
+
+def test_v0_activation_grows_with_max_model_len_until_chunked_prefill() -> None:
+    """vllm#10517: 2.07 GiB at 20,000 tokens, 2.99 at 29,000; above 32K chunked prefill caps the profile."""
+    vllm = load_profile("vllm")
+    card = card_from_config(C.LLAMA_8B)
+    at = {mml: model_overheads(vllm, card, version="0.6.4", tp=1, seqs=256, batched_tokens=None, max_model_len=mml)
+          for mml in (20000, 29000, 35000)}
+    assert at[20000] and at[29000] and at[35000]
+    assert at[20000].activation_gib == pytest.approx(2.07, rel=0.05)
+    assert at[29000].activation_gib == pytest.approx(2.99, rel=0.05)
+    assert at[35000].activation_gib < at[20000].activation_gib
+
+
+def test_non_torch_memory_grows_past_tp1() -> None:
+    vllm = load_profile("vllm")
+    card = card_from_config(C.LLAMA_8B)
+    one = model_overheads(vllm, card, version="0.11.0", tp=1, seqs=1024, batched_tokens=8192, max_model_len=8192)
+    eight = model_overheads(vllm, card, version="0.11.0", tp=8, seqs=1024, batched_tokens=8192, max_model_len=8192)
+    assert one and eight and eight.non_torch_gib > one.non_torch_gib
+
+
+def test_eager_mode_subtracts_no_cuda_graph_estimate() -> None:
+    vllm = load_profile("vllm")
+    card = card_from_config(C.LLAMA_8B)
+    graphs = model_overheads(vllm, card, version="0.25.0", tp=1, seqs=1024, batched_tokens=8192, max_model_len=8192)
+    eager = model_overheads(vllm, card, version="0.25.0", tp=1, seqs=1024, batched_tokens=8192, max_model_len=8192,
+                            eager=True)
+    assert graphs and eager and graphs.cuda_graph_gib > 0 and eager.cuda_graph_gib == 0
+
+
+def test_blind_llama8b_h100_v011_reproduces_the_logged_pool() -> None:
+    res = capacity(card_from_config(C.LLAMA_8B), load_profile("vllm"), H100, gpu_name="H100-80G",
+                   max_model_len=16000, engine_version="0.11.0")
+    assert res.instance.kv_pool_gib == pytest.approx(51.38, rel=0.01)
+    assert res.overhead_model is not None and res.overhead_model.sampler_seqs == 1024
+    assert "estimated" in res.weights_source
+
+
+def test_vllm_refuses_when_one_request_does_not_fit_the_pool() -> None:
+    """llm-d: Qwen3-32B at max_model_len 32000 on one H100 fails; at 16000 it starts."""
+    card = card_from_config({**C.QWEN3_06B, "num_hidden_layers": 64, "num_attention_heads": 64,
+                             "hidden_size": 5120, "intermediate_size": 25600, "tie_word_embeddings": False})
+    ok = capacity(card, load_profile("vllm"), H100, gpu_name="H100-80G", max_model_len=16000, engine_version="0.11")
+    no = capacity(card, load_profile("vllm"), H100, gpu_name="H100-80G", max_model_len=32000, engine_version="0.11")
+    assert ok.instance.starts
+    assert not no.instance.starts and "refuses to start" in (no.instance.problem or "")
+
+
+def test_sglang_does_not_refuse_a_small_pool_it_caps_requests() -> None:
+    card = card_from_config(C.LLAMA_8B)
+    res = capacity(card, load_profile("sglang"), 24.0, max_model_len=131072, weights_gib=14.99)
+    assert res.instance.starts and res.kv_concurrency < 1
+
+
+def test_sglang_free_memory_defaults_to_total_less_the_cuda_context() -> None:
+    card = card_from_config(C.LLAMA_8B)
+    sglang = load_profile("sglang")
+    default = capacity(card, sglang, H100, max_model_len=8192, weights_gib=14.99)
+    given = capacity(card, sglang, H100, max_model_len=8192, weights_gib=14.99, free_gib=H100 - 10)
+    assert default.instance.free_at_start_gib == pytest.approx(H100 - 0.61)
+    assert given.instance.kv_pool_gib < default.instance.kv_pool_gib
+
+
+def test_gpu_memory_without_a_name_warns_that_the_tier_is_assumed() -> None:
+    res = capacity(card_from_config(C.LLAMA_8B), load_profile("vllm"), 79.15, max_model_len=8192)
+    assert any("name it with --gpu" in w for w in res.warnings)
+    named = capacity(card_from_config(C.LLAMA_8B), load_profile("vllm"), 79.15, gpu_name="A100-80G",
+                     max_model_len=8192)
+    assert not any("name it with --gpu" in w for w in named.warnings)
+    assert named.limits["max_num_seqs"] == 256  # A100 sits in vLLM's 'other' tier
+
+
+def test_calibration_and_evaluation_points_stay_apart() -> None:
+    """Every point a band was fitted on is marked calibration, and no evaluation point was fitted on."""
+    points = yaml.safe_load((BENCH / "plan_points.yaml").read_text())["points"]
+    by_id = {p["id"]: p for p in points}
+    assert len(by_id) == len(points), "duplicate point ids"
+    fitted = {pid for name in ("vllm", "sglang", "trtllm") for band in load_profile(name).memory.overhead_model
+              for pid in band.fitted_on}
+    assert fitted <= set(by_id), f"fitted on unknown points: {sorted(fitted - set(by_id))}"
+    assert {pid for pid in fitted if by_id[pid]["set"] != "calibration"} == set()
+    assert {p["id"] for p in points if p["set"] == "calibration"} == fitted
+    for p in points:
+        assert p["link"].startswith("https://"), p["id"]
+        assert p["set"] in ("calibration", "evaluation"), p["id"]

@@ -37,11 +37,13 @@ from switchover.hardware import find_gpu
 from switchover.model import card_from_config, load_model_card
 from switchover.plan.capacity import GIB, Knobs, capacity
 from switchover.plan.kv import kv_layout
+from switchover.plan.overhead import parse_version, version_matches
+from switchover.plan.uncertainty import residual_key
 
 DATA = Path(__file__).resolve().parent / "data"
 RESIDUALS = Path(__file__).resolve().parents[1] / "src" / "switchover" / "plan" / "data" / "accuracy.yaml"
 TARGETS = {"blind_median": 0.05, "blind_max": 0.15, "given_median": 0.005}
-CLAIMED = {"vllm": ">=0.8", "sglang": ">=0.4", "trtllm": "pytorch backend"}  # versions the blind targets cover
+CLAIMED = {"vllm": ">=0.8", "sglang": ">=0.4"}  # engine versions the blind targets cover
 
 
 @dataclass
@@ -65,6 +67,12 @@ class Row:
     weights_logged_gib: float | None = None
     link: str = ""
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def claimed(self) -> bool:
+        """Whether the point's engine version is one the blind targets are claimed for."""
+        spec, version = CLAIMED.get(self.engine), parse_version(self.version)
+        return bool(spec and version and version_matches(spec, version))
 
     @property
     def blind_error(self) -> float | None:
@@ -227,8 +235,11 @@ def summarize(rows: list[Row]) -> list[dict[str, Any]]:
     """Median and max |error| per set, engine and model class, blind and given-memory apart."""
     groups: dict[tuple[str, str, str], list[Row]] = {}
     for r in rows:
-        groups.setdefault((r.set, r.engine, r.cls), []).append(r)
-        groups.setdefault((r.set, r.engine, "all"), []).append(r)
+        known = parse_version(r.version) is not None
+        engine = (r.engine if r.claimed or r.set == "test bed" else
+                  f"{r.engine} (older)" if known else f"{r.engine} (version ?)")
+        groups.setdefault((r.set, engine, r.cls), []).append(r)
+        groups.setdefault((r.set, engine, "all"), []).append(r)
     out = []
     for (s, engine, cls), members in sorted(groups.items()):
         blind = [e for r in members if (e := r.blind_error) is not None]
@@ -267,25 +278,27 @@ def print_rows(rows: list[Row]) -> None:
 
 
 def print_summary(summary: list[dict[str, Any]]) -> None:
-    print(f"\n{'set':<11} {'engine':<8} {'class':<12} {'pts':>4} | {'blind n':>7} {'median':>7} {'max':>7} | "
+    print(f"\n{'set':<11} {'engine':<16} {'class':<12} {'pts':>4} | {'blind n':>7} {'median':>7} {'max':>7} | "
           f"{'given n':>7} {'median':>7} {'max':>7} | fit verdicts (ran but 'no fit')")
     for s in summary:
         b, g = s["blind"], s["given"]
-        print(f"{s['set']:<11} {s['engine']:<8} {s['class']:<12} {s['points']:>4} | {b['n']:>7} {_mag(b['median']):>7} "
-              f"{_mag(b['max']):>7} | {g['n']:>7} {_mag(g['median']):>7} {_mag(g['max']):>7} | "
+        print(f"{s['set']:<11} {s['engine']:<16} {s['class']:<12} {s['points']:>4} | {b['n']:>7} "
+              f"{_mag(b['median']):>7} {_mag(b['max']):>7} | {g['n']:>7} {_mag(g['median']):>7} {_mag(g['max']):>7} | "
               f"{s['fit_verdict_agrees']}/{s['fit_verdicts']} ({s['ran_but_said_no_fit']})")
 
 
 def residuals(rows: list[Row]) -> dict[str, Any]:
-    """Signed blind errors of the evaluation set per engine: plan capacity's range comes from these."""
+    """Signed blind errors of the evaluation set (claimed versions) per engine and model kind (dense vs other):
+    plan capacity's range comes from these."""
     out: dict[str, Any] = {}
-    for engine in sorted({r.engine for r in rows}):
-        errs = sorted(e for r in rows if r.engine == engine and r.set == "evaluation"
-                      and (e := r.blind_error) is not None and math.isfinite(e))
-        if errs:
-            out[engine] = {"points": len(errs), "low": round(errs[0], 4), "high": round(errs[-1], 4),
-                           "median_abs": round(statistics.median(abs(e) for e in errs), 4)}
-    return out
+    for r in rows:
+        e = r.blind_error
+        if r.set != "evaluation" or not r.claimed or e is None or not math.isfinite(e):
+            continue
+        out.setdefault(residual_key(r.engine, r.cls.startswith("dense")), []).append(e)
+    return {key: {"points": len(errs), "low": round(min(errs), 4), "high": round(max(errs), 4),
+                  "median_abs": round(statistics.median(abs(e) for e in errs), 4)}
+            for key, errs in sorted(out.items())}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,7 @@ import pytest
 
 from switchover.errors import BadInput, ExitCode
 from switchover.model import LayerKind, card_from_config, load_model_card
-from switchover.model.card import read_safetensors_header
+from switchover.model.sizing import read_safetensors_header
 from tests.plan import configs as C
 
 

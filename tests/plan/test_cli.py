@@ -89,3 +89,29 @@ def test_hw_fingerprint_and_diff() -> None:
     diff = _run("hw", "diff", "catalog:A100-80G", "catalog:H100-80G", "--json")
     assert diff.returncode == 0 and any(c["field"] == "compute_capability" for c in json.loads(diff.stdout)["changes"])
     assert _run("hw", "diff", "nope.json", "catalog:H100").returncode == 2
+
+
+def test_capacity_prints_weight_bytes_and_where_they_came_from(tmp_path: Path, llama_dir: Path) -> None:
+    awq = tmp_path / "qwq-awq"
+    awq.mkdir()
+    (awq / "config.json").write_text(json.dumps({**C.QWQ_32B, "quantization_config": {
+        "quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}}))
+    quant = _run("plan", "capacity", "-m", str(awq), "--gpu", "H100-80G", "--max-model-len", "8192")
+    assert quant.returncode == 0, quant.stderr
+    assert "awq 4-bit, group 128" in quant.stdout and "quantization table" in quant.stdout
+    plain = _run("plan", "capacity", "-m", str(llama_dir), "--gpu", "H100-80G", "--max-model-len", "8192")
+    assert "bf16" in plain.stdout and "16-bit estimate" in plain.stdout  # the estimate and its warning
+    (llama_dir / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 16_060_522_496}}))
+    exact = _run("plan", "capacity", "-m", str(llama_dir), "--gpu", "H100-80G", "--max-model-len", "8192", "--json")
+    assert "metadata.total_size" in json.loads(exact.stdout)["weights_source"]
+
+
+def test_capacity_engine_version_picks_the_overhead_band_and_bad_versions_exit_2(llama_dir: Path) -> None:
+    old = _run("plan", "capacity", "-m", str(llama_dir), "--gpu", "H100-80G", "--max-model-len", "16000",
+               "--engine-version", "0.11.0", "--json")
+    assert old.returncode == 0, old.stderr
+    data = json.loads(old.stdout)
+    assert data["overhead_model"]["band"] == ">=0.8,<0.21"
+    assert data["instance"]["kv_pool_gib"] == pytest.approx(51.38, rel=0.01)  # llm-d's logged pool
+    bad = _run("plan", "capacity", "-m", str(llama_dir), "--gpu", "H100-80G", "--engine-version", "latest")
+    assert bad.returncode == 2 and "--engine-version" in bad.stderr

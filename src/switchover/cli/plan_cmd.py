@@ -19,6 +19,7 @@ from switchover.model.card import load_model_card
 from switchover.plan.canary import CanaryPlan, canary_plan
 from switchover.plan.capacity import Knobs, capacity
 from switchover.plan.grace import grace_report, latency_from_bench, required_grace
+from switchover.plan.overhead import parse_version
 from switchover.plan.parallel import check_layout, plan_layouts
 from switchover.plan.translate import translate
 from switchover.yamlfile import read_text
@@ -112,6 +113,12 @@ def capacity_cmd(
     weights_gib: float = typer.Option(None, "--weights-gib", help="Weights per GPU from a log ('Model loading took').",
                                       parser=params.GIB),
     slots: int = typer.Option(None, "--slots", help="llama.cpp -np.", parser=params.count()),
+    engine_version: str = typer.Option(None, "--engine-version",
+                                       help="Engine version whose overheads apply (default: the profile's)."),
+    free_gib: float = typer.Option(None, "--free-gib", parser=params.GIB,
+                                   help="GPU memory free at start (SGLang budgets from it; default: total less "
+                                        "the CUDA context)."),
+    eager: bool = typer.Option(False, "--eager", help="The engine runs without CUDA graphs (--enforce-eager)."),
     overhead: list[str] = OVERHEAD, json_out: bool = JSON,
 ) -> None:
     """KV pool, tokens, concurrency and the binding limit under ENGINE's memory semantics.
@@ -122,10 +129,15 @@ def capacity_cmd(
     profile = load_profile(engine)
     total, gpu_name, cc = _gpu(gpu, gpu_mem_gib)
     check_layout(card, profile, tp, pp)
+    if engine_version is not None and parse_version(engine_version) is None:
+        raise BadInput(f"--engine-version {engine_version[:40]!r}: expected a version number such as 0.11.2")
+    if free_gib is not None and free_gib > total:
+        raise BadInput(f"--free-gib {free_gib:g} exceeds the GPU's {total:.2f} GiB")
     result = capacity(card, profile, total, gpu_name=gpu_name, tp=tp, pp=pp, kv_dtype=kv_dtype,
                       knobs=Knobs(memory_fraction=memory_fraction), max_model_len=max_model_len, context=context,
                       max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens, weights_gib=weights_gib,
-                      overheads=_overheads(overhead), slots=slots)
+                      overheads=_overheads(overhead), slots=slots, engine_version=engine_version, eager=eager,
+                      free_gib=free_gib)
     caps = check_capabilities(cc, model_dtype=card.dtype, kv_dtype=kv_dtype, quantization=card.weights.quantization)
     result.warnings.extend(f"{c.setting} needs {c.needs}, GPU is {c.have}: {c.consequence}" for c in caps)
     if json_out:
@@ -133,9 +145,22 @@ def capacity_cmd(
     else:
         inst = result.instance
         console.print(f"[bold]{card.name}[/] on {engine} ({result.budget}), {total:.2f} GiB/GPU, TP={tp} PP={pp}")
+        console.print(f"  weights {inst.weights_gib:.2f} GiB/GPU ({card.weights.total_bytes / 2**30:.2f} GiB total): "
+                      f"{escape(result.weights_source)}", highlight=False)
+        if result.overhead_model is not None:
+            m, o = result.overhead_model, result.overheads
+            console.print(f"  overheads ({profile.name} {m.version}, band {m.band}): activation "
+                          f"{o.activation_peak_gib:.2f} (sampler {m.sampler_seqs} seqs x vocab, {m.profile_tokens} "
+                          f"batched tokens), non-torch {o.non_torch_gib:.2f}, CUDA graphs {o.cuda_graph_gib:.2f} GiB",
+                          highlight=False)
         console.print(f"  {inst.formula} = [bold]{inst.kv_pool_gib:.2f} GiB[/]")
         console.print(f"  {result.layout.bytes_per_token:.0f} B/token/GPU, page {result.page_tokens}: "
                       f"{result.num_blocks} blocks = [bold]{result.tokens}[/] tokens")
+        if result.range is not None:
+            r = result.range
+            high = f"{r.high_tokens:,}" if r.high_tokens is not None else "unbounded"
+            console.print(f"  likely range {r.low_tokens:,} - {high} tokens (median error "
+                          f"{r.median_abs_error:.1%}; {r.source})", highlight=False)
         console.print(f"  at {result.context} tokens: KV holds {result.kv_concurrency:.2f} requests; "
                       f"max concurrency {result.max_concurrency} (binding: [bold]{result.binding_limit}[/])")
         table = Table("max_model_len", "KV concurrency", "concurrency", "binding")

@@ -58,7 +58,9 @@ CATALOG: list[GpuSpec] = [
             cuda_total_gib=79.15, bandwidth_gbs=2039, compute_capability="8.0", nvlink_gbs=600, l2_mib=40,
             source=f"{_DS} (A100 80GB SXM); cuda_total_gib: engine logs collected for issue 12 §5"),
     GpuSpec(name="A100-40G", aliases=["A100", "A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB"], memory_mib=40960,
-            bandwidth_gbs=1555, compute_capability="8.0", nvlink_gbs=600, l2_mib=40, source=f"{_DS} (A100 40GB SXM)"),
+            cuda_total_gib=39.38, bandwidth_gbs=1555, compute_capability="8.0", nvlink_gbs=600, l2_mib=40,
+            source=f"{_DS} (A100 40GB SXM); cuda_total_gib: vLLM log total_gpu_memory (39.38GiB) "
+                   "(https://github.com/vllm-project/vllm/issues/16570; 39.50 in vllm#12330)"),
     GpuSpec(name="L40S-48G", aliases=["L40S", "NVIDIA L40S"], memory_mib=46068, cuda_total_gib=44.42,
             bandwidth_gbs=864, compute_capability="8.9", l2_mib=96,
             source=f"{_DS} (L40S); cuda_total_gib: engine logs collected for issue 12 §5"),
@@ -68,8 +70,11 @@ CATALOG: list[GpuSpec] = [
             compute_capability="8.6", l2_mib=6, source="AWS G5 documentation (A10G)"),
     GpuSpec(name="A10-24G", aliases=["A10", "NVIDIA A10"], memory_mib=23028, bandwidth_gbs=600,
             compute_capability="8.6", l2_mib=6, source=f"{_DS} (A10)"),
-    GpuSpec(name="RTX4090-24G", aliases=["RTX4090", "NVIDIA GeForce RTX 4090"], memory_mib=24564, bandwidth_gbs=1008,
-            compute_capability="8.9", l2_mib=72, source="NVIDIA Ada GPU architecture whitepaper (RTX 4090)"),
+    GpuSpec(name="RTX4090-24G", aliases=["RTX4090", "NVIDIA GeForce RTX 4090"], memory_mib=24564,
+            cuda_total_gib=23.55, bandwidth_gbs=1008, compute_capability="8.9", l2_mib=72,
+            source="NVIDIA Ada GPU architecture whitepaper (RTX 4090); cuda_total_gib from a vLLM log: 0.98 x total "
+                   "= weights 13.95 + non-torch 0.25 + activation 0.19 + KV 8.69 GiB "
+                   "(https://github.com/vllm-project/vllm/issues/13061)"),
     GpuSpec(name="RTX3090-24G", aliases=["RTX3090", "NVIDIA GeForce RTX 3090"], memory_mib=24576,
             cuda_total_gib=23.58, bandwidth_gbs=936, compute_capability="8.6", l2_mib=6,
             source="NVIDIA Ampere GA102 whitepaper (RTX 3090); cuda_total_gib: vLLM log total_gpu_memory=23.58GiB "

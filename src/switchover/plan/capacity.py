@@ -18,6 +18,7 @@ from switchover.errors import BadInput
 from switchover.model.card import ModelCard
 from switchover.plan.kv import KVLayout, kv_layout
 from switchover.plan.overhead import ModelledOverheads, model_overheads
+from switchover.plan.uncertainty import PoolRange, pool_range
 
 GIB = 2**30
 
@@ -257,6 +258,8 @@ class CapacityResult(BaseModel):
     overheads: Overheads
     overhead_model: ModelledOverheads | None = Field(default=None, description="drivers behind the overheads")
     weights_source: str = Field(default="", description="where the weight bytes came from")
+    range: PoolRange | None = Field(default=None, description="tokens range from the planner's own residuals on "
+                                    "logged start-ups (None: no evaluated points for this engine and model kind)")
     layout: KVLayout
     page_tokens: int
     num_blocks: int
@@ -383,4 +386,6 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
         context=ctx, kv_concurrency=round(kvc, 4), limits={"kv": math.floor(kvc), "max_num_seqs": seq_cap,
                                                             "max_batched_tokens": tok_cap},
         limit_sources={"max_num_seqs": seq_src, "max_batched_tokens": tok_src}, max_concurrency=conc,
+        range=pool_range(profile.name, card.family == "dense" and card.moe is None, tokens)
+        if budget != "explicit_context" and knobs.kv_pool_gib is None else None,
         binding_limit=binding, table=table, warnings=warnings)

@@ -1,0 +1,159 @@
+"""Weight bytes of a model as an engine loads them: exact from safetensors headers or the index's
+`metadata.total_size`, else estimated from the config's parameter inventory priced by its quantization method
+(`model/quant.py`), each with its source; and how the bytes split across TP ranks."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from switchover.errors import BadInput
+from switchover.model.inventory import WeightGroup, mtp_layers, text_config, weight_groups
+from switchover.model.quant import QuantScheme, group_bytes, price, scheme_from_config
+
+SAFETENSORS_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2,
+                     "U16": 2, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1}
+
+class WeightsInfo(BaseModel):
+    """Weight bytes and parameters: exact from file headers or the safetensors index, or estimated from the config
+    (priced per quantization method when the config names one)."""
+
+    origin: str = Field(description="safetensors | safetensors-index | gguf | quantization-table | estimated")
+    total_bytes: int
+    params: int
+    bytes_by_dtype: dict[str, int] = Field(default_factory=dict)
+    files: list[str] = Field(default_factory=list)
+    quantization: str | None = None
+    scheme: str | None = Field(default=None, description="resolved quantization scheme, e.g. 'awq 4-bit, group 128'")
+    source: str = Field(default="", description="where the byte count came from, in words")
+    warning: str | None = Field(default=None, description="set when the bytes are a 16-bit guess")
+    replicated_fraction: float = Field(default=0.0, description="share of bytes every TP rank holds whole")
+    kv_fraction: float = Field(default=0.0, description="share of bytes in K/V projections (replicated past kv heads)")
+    kv_heads: int | None = None
+    excluded_bytes: int = Field(default=0, description="stored but not loaded (MTP layers without speculation)")
+
+    def per_rank_bytes(self, tp: int) -> float:
+        """Bytes on one TP rank: sharded parts divided, replicated parts whole, K/V past the KV heads one head."""
+        if tp <= 1:
+            return float(self.total_bytes)
+        kv_div = min(tp, self.kv_heads) if self.kv_heads else tp
+        shard = 1.0 - self.replicated_fraction - self.kv_fraction
+        return self.total_bytes * (self.replicated_fraction + shard / tp + self.kv_fraction / kv_div)
+
+def estimate_weights(cfg: dict[str, Any], kv_heads: int, quant_cfg: Any) -> tuple[WeightsInfo, list[str]]:
+    """Bytes from the config's parameter inventory, priced by the quantization method when one is named."""
+    notes: list[str] = []
+    try:
+        scheme = scheme_from_config(quant_cfg)
+    except ValueError as exc:
+        scheme = None
+        notes.append(f"{exc}: weights priced at 2 bytes/param")
+    groups = weight_groups(cfg)
+    priced = price(groups, scheme, kv_heads, hidden=int(text_config(cfg)["hidden_size"]))
+    method = (quant_cfg or {}).get("quant_method") if isinstance(quant_cfg, dict) else None
+    if scheme is not None:
+        origin, source, warning = "quantization-table", (
+            f"estimated: config.json parameter inventory priced as {scheme.describe()} "
+            "(quantization table, model/data/quantization.yaml)"), None
+    else:
+        origin, source = "estimated", "estimated: config.json parameter inventory at 2 bytes/param (bf16)"
+        warning = ("weights are a 16-bit estimate from config.json (no safetensors index or weight files): "
+                   + ("the quantization method is unknown, so a quantized checkpoint is oversized" if method else
+                      "pass --weights-gib or a model folder/repo with model.safetensors.index.json for the exact "
+                      "size"))
+    info = WeightsInfo(origin=origin, total_bytes=int(priced.total_bytes), params=priced.params,
+                       quantization=method or (scheme.method if scheme else None),
+                       scheme=scheme.describe() if scheme else None, source=source, warning=warning,
+                       **shard_fractions(groups, scheme, kv_heads))
+    return info, notes
+
+
+def shard_fractions(groups: list[WeightGroup], scheme: QuantScheme | None, kv_heads: int) -> dict[str, Any]:
+    """Which share of the bytes is replicated on every TP rank, and which is K/V projections."""
+    total = sum(group_bytes(g, scheme) for g in groups) or 1.0
+    repl = sum(group_bytes(g, scheme) for g in groups if g.shard == "replicated")
+    kv = sum(group_bytes(g, scheme) for g in groups if g.shard == "kv")
+    return {"replicated_fraction": repl / total, "kv_fraction": kv / total, "kv_heads": kv_heads}
+
+
+def mtp_bytes(cfg: dict[str, Any], info: WeightsInfo) -> int:
+    """Bytes of MTP layers a checkpoint stores (one decoder layer each, estimated) that engines skip."""
+    n = mtp_layers(cfg)
+    if not n:
+        return 0
+    est, _ = estimate_weights(cfg, info.kv_heads or 1, cfg.get("quantization_config"))
+    layers = int(text_config(cfg).get("num_hidden_layers") or 1)
+    groups = weight_groups(cfg)
+    edge = sum(group_bytes(g, None) for g in groups if g.role in ("embed", "lm_head", "vision"))
+    return int(n * max(est.total_bytes - edge, 0) / layers)
+
+def read_safetensors_header(path: Path) -> dict[str, Any]:
+    """The JSON header of a .safetensors file (8-byte little-endian length, then JSON); no tensor data read."""
+    with path.open("rb") as fh:
+        raw = fh.read(8)
+        if len(raw) != 8:
+            raise BadInput(f"{path}: not a safetensors file (shorter than 8 bytes)")
+        (size,) = struct.unpack("<Q", raw)
+        if size > 100 * 2**20 or size > path.stat().st_size:
+            raise BadInput(f"{path}: not a safetensors file (header length {size} is implausible)")
+        try:
+            header = json.loads(fh.read(size))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise BadInput(f"{path}: safetensors header is not JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise BadInput(f"{path}: safetensors header is not a JSON object")
+    return header
+
+
+def weights_from_safetensors(files: list[Path], quant: str | None = None) -> WeightsInfo:
+    """Exact bytes (data offsets) and parameter counts (shapes) from safetensors headers."""
+    by_dtype: dict[str, int] = {}
+    params = 0
+    for path in files:
+        for key, entry in read_safetensors_header(path).items():
+            if key == "__metadata__":
+                continue
+            start, end = entry["data_offsets"]
+            by_dtype[entry["dtype"]] = by_dtype.get(entry["dtype"], 0) + (end - start)
+            n = 1
+            for dim in entry["shape"]:
+                n *= dim
+            params += n
+    return WeightsInfo(origin="safetensors", total_bytes=sum(by_dtype.values()), params=params,
+                       bytes_by_dtype=by_dtype, files=[p.name for p in files], quantization=quant)
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadInput(f"{path}: cannot read: {exc}") from None
+    if not isinstance(obj, dict):
+        raise BadInput(f"{path}: expected a JSON object")
+    return obj
+
+
+def exact_weights(folder: Path, estimate: WeightsInfo) -> WeightsInfo | None:
+    """Exact bytes from safetensors headers (all shards present) or the index's metadata.total_size; the TP split
+    and the scheme come from the estimate. None when neither is available."""
+    shards = sorted(folder.glob("*.safetensors"))
+    index_path = folder / "model.safetensors.index.json"
+    index = read_json_object(index_path) if index_path.exists() else None
+    listed = set((index or {}).get("weight_map", {}).values()) if isinstance((index or {}).get("weight_map"),
+                                                                               dict) else set()
+    keep = {k: getattr(estimate, k) for k in ("quantization", "scheme", "replicated_fraction", "kv_fraction",
+                                                "kv_heads")}
+    if shards and (not listed or listed <= {p.name for p in shards}):
+        info = weights_from_safetensors(shards, estimate.quantization)
+        return info.model_copy(update={**keep, "source": f"exact: safetensors headers of {len(shards)} file(s)"})
+    if index is not None:
+        total = (index.get("metadata") or {}).get("total_size")
+        if not isinstance(total, int) or total <= 0:
+            raise BadInput(f"{index_path}: metadata.total_size is missing or not a positive integer")
+        return WeightsInfo(origin="safetensors-index", total_bytes=total, params=estimate.params,
+                           files=[index_path.name], source="exact: model.safetensors.index.json metadata.total_size",
+                           **keep)
+    return None

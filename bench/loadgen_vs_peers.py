@@ -100,6 +100,63 @@ async def _timing(url: str, concurrency: int, duration: float) -> dict[str, floa
             "req_per_s": cal.req_per_s, "chunks_per_s": cal.chunks_per_s}
 
 
+async def _bench_run(url: str, concurrency: int, requests: int, chunks: int, runs_dir: str) -> dict[str, float]:
+    """The whole `switchover bench` pipeline on one endpoint: prompts fitted, rows streamed to Parquet, summary."""
+    from switchover.bench.results import BenchPlan, EndpointSpec
+    from switchover.bench.runner import BenchRun
+
+    plan = BenchPlan(name="memory", endpoints=[EndpointSpec(label="zero", url=url)], buckets=[16],
+                     output_tokens=chunks, concurrency=[concurrency], requests=requests, warmup_requests=0,
+                     scrape_interval_s=0, calibrate=False, use_tokenize=False, timeout_s=120)
+    t0 = time.perf_counter()
+    report, rd = await BenchRun(plan, runs_dir).run()
+    s = report.steps[0]
+    return {"req_per_s": s.req_per_s or 0.0, "ok": s.ok, "wall_s": time.perf_counter() - t0,
+            "parquet_mb": rd.file("requests.parquet").stat().st_size / 1e6}
+
+
+def run_memory(core: int, url: str, a: argparse.Namespace, n: int, work: Path) -> dict[str, float]:
+    """One full bench run of n requests in a child process: its peak RSS (ru_maxrss of that child alone)."""
+    runs = work / f"runs-{n}"
+    proc = subprocess.Popen(pinned(core, [sys.executable, __file__, "--_bench_child", url, str(a.concurrency),
+                                          str(n), str(a.chunks), str(runs)]), stdout=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    out = proc.stdout.read() if proc.stdout else ""
+    _, status, ru = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench child exited {proc.returncode}")
+    res = json.loads(out.strip().splitlines()[-1])
+    shutil.rmtree(runs, ignore_errors=True)
+    return {**res, "peak_rss_mb": ru.ru_maxrss / 1024, "cpu_s": ru.ru_utime + ru.ru_stime,
+            "elapsed_s": time.monotonic() - t0}
+
+
+def memory_main(a: argparse.Namespace) -> None:
+    """Peak RSS of `switchover bench` (the whole pipeline) at each of --memory's request counts, and the ratios."""
+    counts = [int(x) for x in a.memory.split(",")]
+    server, url = start_server(a.server_core, a.chunks)
+    res: dict[int, dict[str, float]] = {}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for n in counts:
+                res[n] = run_memory(a.client_core, url, a, n, Path(tmp))
+                print(f"[{n} requests: {res[n]['elapsed_s']:.0f} s]", file=sys.stderr)
+    finally:
+        server.terminate()
+        server.wait()
+    load = os.getloadavg()
+    print(f"switchover bench (rows to Parquet, streaming summary) against the zero-work server on core "
+          f"{a.server_core}, client on core {a.client_core}; c={a.concurrency}, {a.chunks} chunks per response; "
+          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(f"{'requests':>10}{'peak RSS MB':>13}{'wall s':>9}{'req/s':>9}{'CPU s':>8}{'parquet MB':>12}{'RSS ÷ first':>13}")
+    base = res[counts[0]]["peak_rss_mb"]
+    for n in counts:
+        r = res[n]
+        print(f"{n:>10}{r['peak_rss_mb']:>13.1f}{r['elapsed_s']:>9.0f}{r['req_per_s']:>9.0f}{r['cpu_s']:>8.1f}"
+              f"{r['parquet_mb']:>12.1f}{r['peak_rss_mb'] / base:>12.2f}×")
+
+
 def children_cpu() -> float:
     """User + system CPU seconds of every finished child (and its reaped descendants)."""
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -173,6 +230,13 @@ def main() -> None:
         quiet_gc()  # as `switchover bench` runs (gctune.py)
         print(json.dumps(uvloop.run(_switchover(url, c, n, k))))
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "--_bench_child":
+        import uvloop
+
+        url, c, n, k, runs = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+        quiet_gc()
+        print(json.dumps(uvloop.run(_bench_run(url, c, n, k, runs))))
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--requests", type=int, default=2000)
@@ -186,7 +250,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="measured runs per tool, alternating tools; medians")
     ap.add_argument("--baseline-runs", type=int, default=3,
                     help="runs of c requests whose median CPU (start-up) is subtracted; their spread bounds the noise")
+    ap.add_argument("--memory", metavar="N1,N2", help="instead: peak RSS of the whole `switchover bench` pipeline "
+                    "at these request counts (e.g. 10000,1000000) and the ratio to the first")
     a = ap.parse_args()
+    if a.memory:
+        memory_main(a)
+        return
     tools = [t.strip() for t in a.tools.split(",") if t.strip()]
     runners = {"switchover": run_switchover, "aiperf": run_aiperf, "vllm": run_vllm}
     base_n = a.concurrency  # one round of requests: start-up, imports and connection set-up

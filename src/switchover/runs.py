@@ -183,7 +183,10 @@ class RunDir:
 
     def read_records(self, name: str, columns: list[str] | None = None) -> list[dict[str, Any]]:
         path = self.file(_with_ext(name, ".parquet"))
-        if not path.exists():
+        parts = self.file(name.removesuffix(".parquet"))
+        if not path.exists() and parts.is_dir():  # a checkpointed run: closed parts <name>/part-*.parquet
+            path = parts
+        elif not path.exists():
             partial = path.with_suffix(".parquet.partial")
             if not partial.exists():
                 raise BadInput(f"{path}: missing from the run directory")
@@ -200,9 +203,12 @@ class RunDir:
 
         con = duckdb.connect()
         try:
-            for p in sorted(self.path.glob("*.parquet")):
-                view = _NAME.sub("_", p.stem)
-                quoted = p.as_posix().replace("'", "''")
+            sources = [(p.stem, p.as_posix()) for p in sorted(self.path.glob("*.parquet"))]
+            sources += [(d.name, f"{d.as_posix()}/*.parquet") for d in sorted(self.path.iterdir())
+                        if d.is_dir() and any(d.glob("*.parquet"))]  # a checkpointed run's parts
+            for stem, where in sources:
+                view = _NAME.sub("_", stem)
+                quoted = where.replace("'", "''")
                 con.execute(f"CREATE VIEW \"{view}\" AS SELECT * FROM read_parquet('{quoted}')")
             cur = con.execute(sql)
             cols = [d[0] for d in cur.description or []]

@@ -31,6 +31,8 @@ EXACT_LIMIT = 20_000  # per-request metrics kept exactly (then a reservoir) per 
 ITL_LIMIT = 200_000  # pooled ITL gaps kept exactly per step
 METRICS = ("ttft", "tpot", "e2e", "ntpot", "itl")
 _LABELS = ("endpoint", "step", "repeat", "concurrency", "rate", "bucket")
+_COUNTS = ("rows", "measured", "ok", "good", "first_send", "last_end", "n_total", "all_n", "chunks", "itl_zero",
+           "one_read", "paused_ns")
 
 
 class _Lengths:
@@ -148,10 +150,11 @@ class _Inflight:
         heapq.heapify(self.late)
         self.warm += o.warm
 
-    def mean(self) -> tuple[float | None, bool]:
-        """(mean in flight over the window, whether it is exact); None for a zero-length window."""
+    def mean(self, paused_ns: int = 0) -> tuple[float | None, bool]:
+        """(mean in flight over the window less `paused_ns` of outage, whether it is exact); None for a zero-length
+        window."""
         start, stop = self.start, self.stop
-        if start is None or stop is None or stop <= start:
+        if start is None or stop is None or stop - paused_ns <= start:
             return None, True
         past = [e - stop for e in self.late if e > stop]
         exact = len(self.late) < self.slots or len(past) < len(self.late)
@@ -161,7 +164,7 @@ class _Inflight:
             a = max(s, start)
             if b > a:
                 area += b - a
-        return area / (stop - start), exact
+        return area / (stop - start - paused_ns), exact
 
 
 class StepAccumulator:
@@ -191,6 +194,7 @@ class StepAccumulator:
         self.chunks = 0
         self.itl_zero = 0
         self.one_read = 0
+        self.paused_ns = 0  # a resumed step's outage (checkpoint to resume): no request was in flight, none counts
         self.lengths = _Lengths()
         conc = self.labels.get("concurrency")
         self.inflight = _Inflight(int(conc) + 1 if conc else 1)
@@ -252,7 +256,7 @@ class StepAccumulator:
             self.labels = {**o.labels, **{k: v for k, v in self.labels.items() if v is not None}}
         for k in METRICS:
             self.samples[k].merge(o.samples[k])
-        for k in ("rows", "measured", "ok", "good", "n_total", "chunks", "itl_zero", "one_read"):
+        for k in ("rows", "measured", "ok", "good", "n_total", "chunks", "itl_zero", "one_read", "paused_ns"):
             setattr(self, k, getattr(self, k) + getattr(o, k))
         self.all_n = self.all_n and o.all_n
         self.errors.update(o.errors)
@@ -273,13 +277,13 @@ class StepAccumulator:
             return Steady(reached=None, achieved=None, target=conc or rate, note="fewer than 2 measured requests")
         assert inf.start is not None and inf.stop is not None
         if conc:
-            level, exact = inf.mean()
+            level, exact = inf.mean(self.paused_ns)
             if level is None:
                 return Steady(reached=None, achieved=None, target=conc, note="zero-length window")
             note = "" if exact else "more requests outlived the window than could be in flight: approximate"
             return Steady(reached=level >= STEADY_FRACTION * conc, achieved=level, target=conc, note=note)
         if rate:
-            span = inf.stop - inf.start
+            span = inf.stop - inf.start - self.paused_ns
             achieved = (inf.n - 1) / (span / 1e9) if span > 0 else None
             reached = None if achieved is None else achieved >= STEADY_FRACTION * rate
             return Steady(reached=reached, achieved=achieved, target=rate)
@@ -288,7 +292,8 @@ class StepAccumulator:
     def summary(self) -> StepSummary:
         lab = self.labels
         first, last = self.first_send, self.last_end
-        duration = (last - first) / 1e9 if first is not None and last is not None and last > first else None
+        span = None if first is None or last is None else last - first - self.paused_ns
+        duration = span / 1e9 if span is not None and span > 0 else None
         failed = self.measured - self.ok
         s = StepSummary(
             endpoint=str(lab.get("endpoint") or ""),
@@ -333,6 +338,35 @@ class StepAccumulator:
                 s.client_load = max(loads)
                 s.client_flag = s.client_load > CLIENT_LOAD_LIMIT
         return s
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready state (checkpoints, worker processes); `from_dict` restores it."""
+        lengths = dict(vars(self.lengths))
+        lengths["isl_targets"], lengths["osl_targets"] = sorted(lengths["isl_targets"]), sorted(lengths["osl_targets"])
+        return {
+            "slo": None if self.slo is None else self.slo.model_dump(),
+            "client_ceiling": self.client_ceiling, "labels": self.labels,
+            "samples": {k: v.to_dict() for k, v in self.samples.items()},
+            "counts": {k: getattr(self, k) for k in _COUNTS},
+            "errors": dict(self.errors), "missing": {k: dict(v) for k, v in self.missing.items()},
+            "lengths": lengths, "inflight": dict(vars(self.inflight)),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], seed: int = 0) -> StepAccumulator:
+        acc = cls(slo=None if d["slo"] is None else Slo(**d["slo"]), client_ceiling=d["client_ceiling"],
+                  labels=d["labels"], seed=seed)
+        acc.samples = {k: Samples.from_dict(v, seed) for k, v in d["samples"].items()}
+        for k, v in d["counts"].items():
+            setattr(acc, k, v)
+        acc.errors = Counter(d["errors"])
+        acc.missing = {k: Counter(v) for k, v in d["missing"].items()}
+        for k, v in d["lengths"].items():
+            setattr(acc.lengths, k, set(v) if k in ("isl_targets", "osl_targets") else v)
+        for k, v in d["inflight"].items():
+            setattr(acc.inflight, k, [tuple(x) for x in v] if k == "warm" else v)
+        heapq.heapify(acc.inflight.late)
+        return acc
 
     def values(self, metric: str) -> list[float]:
         """Per-request values (ms) of a metric for the knee and A/B: all of them, or a uniform sample past the limit."""

@@ -151,6 +151,59 @@ def bucket_figure(report: BenchReport, bucket: str | None) -> go.Figure:
     return fig
 
 
+def soak_figure(report: BenchReport) -> go.Figure:
+    """The soak timeline: latency tails, throughput and memory per window, one colour per endpoint."""
+    soak = report.soak
+    assert soak is not None
+    hours = soak.window_s >= 3600
+    unit, div = ("h", 3600.0) if hours else ("min", 60.0)
+    fig = make_subplots(rows=1, cols=3, subplot_titles=("TTFT / TPOT p99 (ms)", "req/s", "memory (MB)"))
+    for i, label in enumerate(dict.fromkeys(w.endpoint for w in soak.windows)):
+        color = COLORS[i % len(COLORS)]
+        ws = [w for w in soak.windows if w.endpoint == label]
+        x = [(w.start_s + w.end_s) / 2 / div for w in ws]
+        for name, attr, dash in (("TTFT p99", "ttft_ms", "solid"), ("TPOT p99", "tpot_ms", "dot")):
+            y = [getattr(w.summary, attr).p99 if getattr(w.summary, attr) else None for w in ws]
+            fig.add_trace(go.Scatter(x=x, y=y, name=f"{label} {name}", line={"color": color, "dash": dash}),
+                          row=1, col=1)
+        fig.add_trace(go.Scatter(x=x, y=[w.summary.req_per_s for w in ws], name=f"{label} req/s",
+                                 line={"color": color}), row=1, col=2)
+        fig.add_trace(go.Scatter(x=x, y=[w.client_rss_mb for w in ws], name=f"{label} client RSS",
+                                 line={"color": color}), row=1, col=3)
+        if any(w.engine_rss_mb is not None for w in ws):
+            fig.add_trace(go.Scatter(x=x, y=[w.engine_rss_mb for w in ws], name=f"{label} engine RSS",
+                                     line={"color": color, "dash": "dash"}), row=1, col=3)
+    for col in (1, 2, 3):
+        fig.update_xaxes(title_text=f"{unit} since the step started", row=1, col=col)
+    fig.update_layout(height=380, margin={"t": 40, "b": 40})
+    return fig
+
+
+def soak_html(report: BenchReport, include_js: bool) -> str:
+    """Timeline, drift table and window table of a soak run."""
+    soak = report.soak
+    assert soak is not None
+    parts = [f"<h2>Soak: {len(soak.windows)} windows of {soak.window_s:g} s, {soak.checkpoints} checkpoints"
+             + (f", resumed {len(soak.resumed)}×" if soak.resumed else "") + "</h2>"]
+    if soak.windows:
+        parts.append(soak_figure(report).to_html(full_html=False, include_plotlyjs=include_js))
+    if soak.drift:
+        parts.append("<h3>Drift: first vs last full window</h3>" + _table(
+            ["endpoint", "metric", "first", "last", "change", "flag", "note"],
+            [[escape(d.endpoint), escape(d.metric), _f(d.first, 2), _f(d.last, 2),
+              "—" if d.change_pct is None else f"{d.change_pct:+.1f}%", "<b>drift</b>" if d.flagged else "",
+              escape(d.note)] for d in soak.drift]))
+    rows = [[escape(w.endpoint), str(w.index), f"{w.start_s:.0f}–{w.end_s:.0f}", f"{w.summary.ok}/{w.summary.requests}",
+             _f(w.summary.req_per_s, 2), _f(w.summary.ttft_ms.p99 if w.summary.ttft_ms else None),
+             _f(w.summary.tpot_ms.p50 if w.summary.tpot_ms else None, 2),
+             _f(w.summary.tpot_ms.p99 if w.summary.tpot_ms else None, 2), _f(w.client_rss_mb), _f(w.engine_rss_mb)]
+            for w in soak.windows]
+    parts.append("<h3>Windows</h3>" + _table(
+        ["endpoint", "window", "seconds", "ok", "req/s", "TTFT p99", "TPOT p50", "TPOT p99", "client RSS MB",
+         "engine RSS MB"], rows))
+    return "".join(parts)
+
+
 def _table(head: list[str], rows: list[list[str]]) -> str:
     th = "".join(f"<th>{escape(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
@@ -200,6 +253,8 @@ def render(report: BenchReport) -> str:
     figs = [bucket_figure(report, b) for b in buckets]
     for i, fig in enumerate(figs):
         parts.append(fig.to_html(full_html=False, include_plotlyjs=i == 0))
+    if report.soak is not None:
+        parts.append(soak_html(report, include_js=not figs))
     knees = [
         [
             escape(k),

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from switchover.bench.ab import MetricDelta, SloCheck
 from switchover.bench.knee import KneeResult
 from switchover.bench.settings import BenchSlos
+from switchover.bench.soak import Soak
 from switchover.bench.stats import StepSummary
 from switchover.bench.workload import BucketFit
 
@@ -60,6 +61,9 @@ class BenchPlan(BaseModel):
     use_tokenize: bool = True
     timeout_s: float = Field(default=300.0, gt=0)
     calibrate: bool = True
+    checkpoint_s: float | None = Field(default=None, gt=0, description="soak: checkpoint every this many seconds "
+                                       "(rows in closed Parquet parts, checkpoint.json, summary.json, report.html)")
+    window_s: float = Field(default=3600.0, gt=0, description="soak: drift window length, seconds")
 
     @model_validator(mode="after")
     def _one_load_shape(self) -> BenchPlan:
@@ -145,6 +149,7 @@ class BenchReport(BaseModel):
     ab: list[AbStep] = Field(default_factory=list)
     checks: list[SloCheck] = Field(default_factory=list)
     passed: bool | None = Field(default=None, description="None when no SLO was set")
+    soak: Soak | None = Field(default=None, description="windows, drift and checkpoints of a soak run")
     interrupted: bool = False
     stopped_reason: str | None = None
     notes: list[str] = Field(default_factory=list)

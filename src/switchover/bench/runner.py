@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from switchover.bench.ab import compare_samples, regression_checks, slo_checks
+from switchover.bench.ab import regression_checks, slo_checks
 from switchover.bench.accumulate import StepAccumulator
+from switchover.bench.checkpoint import restore, write_checkpoint
+from switchover.bench.conclude import KNEE_LIMIT, StepValues, ab_steps, knees
 from switchover.bench.endpoints import Endpoint, load_tokenizer, open_endpoint
-from switchover.bench.knee import knee_with_ci
 from switchover.bench.results import (
-    AbStep,
     BenchPlan,
     BenchReport,
     Calibration,
@@ -26,7 +26,8 @@ from switchover.bench.rows import ROW_SCHEMA, RowSink, row_from_record
 from switchover.bench.samples import Samples
 from switchover.bench.scheduler import Sent, StepBounds, StopFlag, run_concurrency, run_schedule
 from switchover.bench.scrape import SCRAPE_SCHEMA, Scraper
-from switchover.bench.stats import Slo, StepSummary, percentile
+from switchover.bench.soak import PartWriter, Soak, Windows, drift_table
+from switchover.bench.stats import Slo, StepSummary
 from switchover.bench.workload import (
     BucketFit,
     Prompt,
@@ -42,7 +43,6 @@ from switchover.runs import RunDir
 from switchover.wire import FailureKind, RequestRecord
 
 MIN_FOR_ERROR_RATE = 10
-KNEE_LIMIT = 10_000  # per-request values per step kept for the knee's bootstrap and the A/B tests (then a sample)
 FAIL_BACKOFF_S = 0.05  # a failure faster than this waits, so a dead endpoint is not hammered in a tight loop
 
 
@@ -75,17 +75,8 @@ class _Load:
 
 
 @dataclass
-class _StepValues:
-    """What the knee and the A/B comparison need of one (endpoint, bucket, step), over its repeats: the load and
-    bounded per-request samples of each metric."""
-
-    x: float
-    samples: dict[str, Samples] = field(default_factory=dict)
-
-
-@dataclass
 class _State:
-    keys: dict[tuple[str, str, int], _StepValues] = field(default_factory=dict)
+    keys: dict[tuple[str, str, int], StepValues] = field(default_factory=dict)
     steps: list[StepSummary] = field(default_factory=list)
     times: list[StepTime] = field(default_factory=list)
 
@@ -130,6 +121,24 @@ class BenchRun:
         self.dataset: list[Prompt] | None = None
         self.retok: Any = None
         self.run_dir: Path | None = None
+        self.resume: dict[str, Any] | None = None  # checkpoint.json of the run being resumed
+        self.windows: Windows | None = None
+        self.current: dict[str, Any] | None = None  # the running step, for checkpoints
+        self.done = 0  # steps finished, in loop order
+        self.current_issued = 0  # requests sent so far in the running step (a resumed step numbers on from here)
+        self.metrics_writer: Any = None
+
+    @classmethod
+    def resumed(cls, run_dir: str | Path, reporter: Reporter | None = None) -> BenchRun:
+        """A runner that carries on the soak run in `run_dir` from its last checkpoint."""
+        rd = RunDir.open(run_dir)
+        if not rd.has("checkpoint.json"):
+            raise BadInput(f"{rd.path}: no checkpoint.json (only runs with --checkpoint-every can be resumed)")
+        plan = rd.read_json("config", BenchPlan)
+        runner = cls(plan, rd.path.parent, reporter, calibrate_fn=None)
+        runner.resume = rd.read_json("checkpoint")
+        runner.run_dir = rd.path
+        return runner
 
     # ------------------------------------------------------------------ preparation
 
@@ -144,6 +153,11 @@ class BenchRun:
             self.retok = load_tokenizer(plan.tokenizer)
         if plan.dataset:
             self.dataset = load_dataset(plan.dataset, plan.output_tokens)
+            return
+        if self.resume is not None:  # the prompts of the interrupted run, not new fits
+            self.fits = {b: BucketFit(**f) for b, f in self.resume["fits"].items()}
+            for ep in self.eps:
+                ep.info.length_fits = [BucketFit(**f) for f in self.resume["length_fits"].get(ep.spec.label, [])]
             return
         for ep in self.eps:
             await ep.counter.calibrate()
@@ -186,23 +200,35 @@ class BenchRun:
     # ------------------------------------------------------------------ one step
 
     async def _step(self, ep: Endpoint, bucket: str, load: _Load, repeat: int, acc: StepAccumulator,
-                    sink: RowSink) -> None:
+                    sink: RowSink, cont: dict[str, Any] | None = None) -> None:
         """Run one step on one endpoint; each finished request's row goes to `acc` and `sink` at once (nothing is
-        held per request), also when the step is interrupted."""
+        held per request), also when the step is interrupted. `cont` carries on a checkpointed step: request
+        numbers after those already sent, the measuring time left, no second warm-up."""
         plan = self.plan
         trace = self.dataset is not None and self.dataset[0].at_s is not None
         n_trace = len(self.dataset) if trace and self.dataset else None
+        first = int(cont["issued"]) if cont else 0
+        duration = plan.duration_s
+        if cont and duration is not None:
+            duration = max(duration - float(cont["measured_s"]), 1e-3)
+        requests = n_trace or plan.requests
+        if cont and requests is not None:
+            requests = max(requests - int(cont["measured"]), 1)
         bounds = StepBounds(
-            requests=n_trace or plan.requests,
-            duration_s=None if trace else plan.duration_s,
-            warmup_requests=0 if trace else plan.warmup_requests,
-            warmup_s=0.0 if trace else plan.warmup_s,
+            requests=requests,
+            duration_s=None if trace else duration,
+            warmup_requests=0 if trace or cont else plan.warmup_requests,
+            warmup_s=0.0 if trace or cont else plan.warmup_s,
         )
         prompts: dict[int, Prompt] = {}  # requests in flight only
+        label = ep.spec.label
+        windows = self.windows
 
-        async def send(i: int) -> RequestRecord:
+        async def send(j: int) -> RequestRecord:
+            i = j + first
+            self.current_issued = i + 1
             p = self._prompt(bucket, (bucket, load.step, repeat, i), i)
-            prompts[i] = p
+            prompts[j] = p
             body: dict[str, Any] = {
                 "model": ep.info.model,
                 "max_tokens": p.max_tokens,
@@ -222,8 +248,11 @@ class BenchRun:
 
         def on_done(s: Sent) -> None:
             row = self._row(ep, bucket, load, repeat, s, prompts.pop(s.index, None))
+            row["index"] = s.index + first
             acc.add(row)
             sink.add(row)
+            if windows is not None:
+                windows.add(label, row, time.perf_counter_ns())
             ep.finished += 1
             ep.failed += not s.record.ok
             self.rep.request_done(s.record.ok)
@@ -240,6 +269,16 @@ class BenchRun:
             bounds.max_requests,
         )
         t0, wall = time.perf_counter_ns(), time.time()
+        # measuring time already spent (a resumed step) counts as if the step had started that much earlier
+        t_start = t0 - (int(float(cont["elapsed_s"]) * 1e9) if cont else 0)
+        self.current = {"acc": acc, "t0": t_start, "warm_s": 0.0 if cont else bounds.warmup_s,
+                        "measured0": float(cont["measured_s"]) if cont else 0.0, "t_resume": t0}
+        self.current_issued = first
+        if windows is not None:
+            w = cont.get("window") if cont else None
+            windows.start(label, t_start, wall - (t0 - t_start) / 1e9, acc.labels,
+                          first_index=int(w["index"]) if w else 0,
+                          acc=StepAccumulator.from_dict(w["acc"], plan.seed) if w else None)
         try:
             if load.concurrency:
                 await run_concurrency(send, load.concurrency, bounds, self.stop, on_done, keep=False)
@@ -254,6 +293,9 @@ class BenchRun:
                                                    bounds.max_requests)
                 await run_schedule(send, offsets, bounds, self.stop, on_done, plan.max_inflight, keep=False)
         finally:
+            self.current = None
+            if windows is not None:
+                windows.finish(label, time.perf_counter_ns())
             self.state.times.append(
                 StepTime(
                     endpoint=ep.spec.label,
@@ -301,14 +343,29 @@ class BenchRun:
             self.rep.note("calibrating the client against a zero-work server ...")
             self.calibration = await self.calibrate_fn()
         report.calibration = self.calibration
-        rd = RunDir.create(self.runs_dir, plan.name)
+        ck = self.resume
+        rd = RunDir.open(self.run_dir) if ck is not None and self.run_dir else RunDir.create(self.runs_dir, plan.name)
         self.run_dir = rd.path
         report.run_dir = str(rd.path)
-        rd.write_json("config", plan)
-        rd.write_json("endpoints", {"endpoints": [e.info.model_dump() for e in self.eps]})
-        writer = rd.record_writer("requests", ROW_SCHEMA)
+        writer: Any
+        if plan.checkpoint_s:
+            report.soak = Soak(**ck["soak"]) if ck else Soak(window_s=plan.window_s, checkpoint_s=plan.checkpoint_s)
+            if ck:
+                report.soak.resumed.append(time.time())
+                report.created_wall = float(ck["created_wall"])
+                report.calibration = None if ck["calibration"] is None else Calibration(**ck["calibration"])
+                self._restore(ck)
+            self.windows = Windows(report.soak, plan.seed)
+            writer = PartWriter(rd.path / "requests", ROW_SCHEMA, first_part=int(ck["parts"]) if ck else 0)
+            self.metrics_writer = PartWriter(rd.path / "metrics", SCRAPE_SCHEMA,
+                                             first_part=int(ck["metrics_parts"]) if ck else 0)
+        else:
+            writer = rd.record_writer("requests", ROW_SCHEMA)
+            self.metrics_writer = rd.record_writer("metrics", SCRAPE_SCHEMA)
         sink = RowSink(writer)
-        self.metrics_writer = rd.record_writer("metrics", SCRAPE_SCHEMA)
+        if ck is None:
+            rd.write_json("config", plan)
+        rd.write_json("endpoints", {"endpoints": [e.info.model_dump() for e in self.eps]})
         for ep in self.eps:
             ep.scraper = Scraper(ep.client, ep.spec.label, ep.spec.engine, plan.scrape_interval_s)
             ep.scraper.start()
@@ -320,23 +377,40 @@ class BenchRun:
             else None
         )
         slo = Slo(ttft_ms=plan.slos.ttft_p99_ms, tpot_ms=plan.slos.tpot_p99_ms, e2e_ms=plan.slos.e2e_p99_ms)
+        ticker = (asyncio.create_task(self._checkpoints(rd, report, sink, writer))
+                  if plan.checkpoint_s else None)
+        position = -1
         try:
             for bucket in buckets:
                 for load in _loads(plan, trace):
                     for repeat in range(plan.repeats):
                         for ep in self.eps:  # A B A B: every endpoint at this step before the next step
-                            if self.stop.is_set:
-                                break
-                            acc = self._accumulator(ep, bucket, load, repeat, slo, ceiling)
+                            position += 1
+                            if self.stop.is_set or position < self.done:
+                                continue
+                            cont = ck["current"] if ck and ck.get("current") and position == ck["done"] else None
+                            acc = (StepAccumulator.from_dict(cont["acc"], plan.seed) if cont
+                                   else self._accumulator(ep, bucket, load, repeat, slo, ceiling))
+                            if cont and ck:  # the outage, by the wall clock (perf_counter restarts with the machine)
+                                gap = max(time.time() - float(ck["written_wall"]), 0.0)
+                                acc.paused_ns += int(gap * 1e9)
+                                if report.soak is not None:
+                                    report.soak.notes.append(
+                                        f"resumed after {gap:.0f} s without load; the step's duration, rates and "
+                                        "steadiness leave that time out; rows after the last checkpoint were lost")
                             try:
-                                await self._step(ep, bucket, load, repeat, acc, sink)
+                                await self._step(ep, bucket, load, repeat, acc, sink, cont)
                             finally:
                                 self._keep(sink, ep, bucket, load, acc)
+                                self.done = position + 1
         except (asyncio.CancelledError, KeyboardInterrupt):
             report.interrupted = True
             self.stop.set("interrupted (Ctrl-C)")
             raise
         finally:
+            if ticker is not None:
+                ticker.cancel()
+                await asyncio.gather(ticker, return_exceptions=True)
             for ep in self.eps:
                 if ep.scraper is not None:
                     await ep.scraper.stop()
@@ -350,6 +424,16 @@ class BenchRun:
             self.metrics_writer.close()
             self._finish(report, rd)
         return report, rd
+
+    async def _checkpoints(self, rd: RunDir, report: BenchReport, sink: RowSink, writer: Any) -> None:
+        """Every --checkpoint-every seconds: parts closed, checkpoint.json, summary.json and report.html."""
+        assert self.plan.checkpoint_s is not None
+        while True:
+            await asyncio.sleep(self.plan.checkpoint_s)
+            write_checkpoint(self, rd, report, sink, writer)
+
+    def _restore(self, ck: dict[str, Any]) -> None:
+        restore(self, ck)
 
     def _accumulator(
         self, ep: Endpoint, bucket: str, load: _Load, repeat: int, slo: Slo, ceiling: dict[str, float] | None
@@ -369,14 +453,20 @@ class BenchRun:
         key = (ep.spec.label, bucket, load.step)
         vals = self.state.keys.get(key)
         if vals is None:
-            vals = self.state.keys[key] = _StepValues(x=float(load.concurrency or load.rate or 0))
+            vals = self.state.keys[key] = StepValues(x=float(load.concurrency or load.rate or 0))
         for metric in {"ttft", "tpot", "e2e", self.plan.knee_metric}:
             vals.samples.setdefault(metric, Samples(KNEE_LIMIT, self.plan.seed)).merge(acc.samples[metric])
         self.rep.step_done(s)
 
     def _scraped(self) -> None:
         """Move what the scrapers read so far to metrics.parquet (a row group), so a long run holds none of it."""
-        rows: list[Mapping[str, Any]] = [r for ep in self.eps if ep.scraper for r in ep.scraper.take()]
+        rows: list[Mapping[str, Any]] = []
+        for ep in self.eps:
+            if ep.scraper is not None:
+                taken = ep.scraper.take()
+                if self.windows is not None:
+                    self.windows.scraped(ep.spec.label, taken)
+                rows += taken
         if rows:
             self.metrics_writer.append(rows)
 
@@ -385,8 +475,8 @@ class BenchRun:
         report.steps = self.state.steps
         report.step_times = self.state.times
         report.stopped_reason = self.stop.reason
-        report.knees = self._knees()
-        report.ab = self._ab()
+        report.knees = knees(self.state.keys, plan)
+        report.ab = ab_steps(self.state.keys, self.state.steps, [ep.spec.label for ep in self.eps], plan.seed)
         report.checks = slo_checks(report.steps, plan.slos)
         report.checks += regression_checks([(a.step, a.concurrency, d) for a in report.ab for d in a.deltas], plan.slos)
         report.passed = all(c.passed for c in report.checks) if report.checks else None
@@ -395,61 +485,13 @@ class BenchRun:
                 "some steps used more than 70% of the client's calibrated ceiling: their latencies "
                 "measure the client as well as the engine"
             )
+        if report.soak is not None:
+            report.soak.drift = drift_table(report.soak.windows, report.soak.window_s)
+            if rd.has("checkpoint.json"):
+                rd.write_json("checkpoint", {**rd.read_json("checkpoint"), "finished": True})
         rd.write_json("summary", report)
         from switchover.bench.report import write_report
 
         write_report(rd, report)
-
-    def _knees(self) -> dict[str, Any]:
-        plan = self.plan
-        out = {}
-        for ep_label, bucket in sorted({(e, b) for (e, b, _) in self.state.keys}):
-            steps = sorted((k[2], v) for k, v in self.state.keys.items() if k[0] == ep_label and k[1] == bucket)
-            x, samples, ttft50, tpot50 = [], [], [], []
-            for _, v in steps:
-                x.append(v.x)
-                samples.append(v.samples[plan.knee_metric].values().tolist())
-                tt, tp = v.samples["ttft"].values(), v.samples["tpot"].values()
-                ttft50.append(percentile(tt, 50) if tt.size else None)
-                tpot50.append(percentile(tp, 50) if tp.size else None)
-            if not any(x):
-                continue
-            out[f"{ep_label}/{bucket}"] = knee_with_ci(
-                x,
-                samples,
-                q=plan.knee_percentile,
-                metric=f"{plan.knee_metric} p{plan.knee_percentile:g}",
-                seed=plan.seed,
-                ttft_p50=ttft50,
-                tpot_p50=tpot50,
-            )
-        return out
-
-    def _ab(self) -> list[AbStep]:
-        if len(self.eps) != 2:
-            return []
-        a, b = self.eps[0].spec.label, self.eps[1].spec.label
-        out = []
-        for (label, bucket, step), va in sorted(self.state.keys.items()):
-            if label != a or (b, bucket, step) not in self.state.keys:
-                continue
-            vb = self.state.keys[(b, bucket, step)]
-            deltas = []
-            for metric in ("ttft", "tpot", "e2e"):
-                for stat in ("p50", "p99"):
-                    d = compare_samples(
-                        metric,
-                        va.samples[metric].values().tolist(),
-                        vb.samples[metric].values().tolist(),
-                        stat=stat,
-                        seed=self.plan.seed,
-                    )
-                    if d is not None:
-                        deltas.append(d)
-            conc = next((s.concurrency or s.rate for s in self.state.steps
-                         if s.endpoint == a and s.bucket == bucket and s.step == step), None)
-            out.append(AbStep(bucket=bucket, step=step, concurrency=conc, deltas=deltas))
-        return out
-
 
 __all__ = ["BenchRun", "NullReporter", "Reporter"]

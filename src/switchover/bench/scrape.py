@@ -27,6 +27,7 @@ SCRAPE_SCHEMA = pa.schema(
     ]
 )
 
+PROCESS_RSS = "process_resident_memory_bytes"  # the Prometheus client libraries' process collector (Linux)
 _SUFFIXES = ("_bucket", "_sum", "_count", "_total", "_created", "_gcount", "_gsum")
 
 
@@ -73,16 +74,17 @@ def parse_metrics(
 
 def wanted_series(engine: str | None) -> tuple[dict[str, str], str]:
     """(series name -> intent, metrics path) from the engine profile; empty when there is no profile."""
+    always = {PROCESS_RSS: "process_rss"}  # the engine process's memory, for drift over a soak (bench/soak.py)
     if not engine:
-        return {}, "/metrics"
+        return always, "/metrics"
     from switchover.engines import load_profile
     from switchover.errors import BadInput
 
     try:
         prof = load_profile(engine)
     except BadInput:
-        return {}, "/metrics"
-    return {spec.name: intent for intent, spec in prof.metrics.items()}, prof.metrics_endpoint.path
+        return always, "/metrics"
+    return {**always, **{spec.name: intent for intent, spec in prof.metrics.items()}}, prof.metrics_endpoint.path
 
 
 class Scraper:
@@ -137,7 +139,7 @@ class Scraper:
                 self._task.cancel()
 
     def note(self) -> str:
-        if not self.wanted:
-            return f"{self.endpoint}: no engine profile metrics to scrape"
+        if set(self.wanted) == {PROCESS_RSS} and not self.series | {r["name"] for r in self.rows}:
+            return f"{self.endpoint}: no engine profile metrics to scrape, and no {PROCESS_RSS} at {self.path}"
         kept = len(self.series | {r["name"] for r in self.rows})
         return f"{self.endpoint}: {self.scrapes} scrapes of {self.path}, {self.failures} failed, {kept} series kept"

@@ -1,0 +1,114 @@
+"""Soak runs against zero-work servers: checkpoints leave a readable, consistent run directory; windows and the
+drift table; a run killed with SIGKILL resumes from its last checkpoint without losing or repeating a request."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from switchover.bench.results import BenchPlan, BenchReport, EndpointSpec
+from switchover.bench.runner import BenchRun
+from switchover.bench.soak import DriftRow, Window, drift_table
+from switchover.bench.stats import StepSummary
+from switchover.bench.zerowork import ZeroWorkServer
+from switchover.runs import RunDir
+
+
+def _plan(url: str, **kw) -> BenchPlan:
+    base = dict(buckets=[16], output_tokens=8, concurrency=[4], duration_s=3.0, checkpoint_s=1.0, window_s=1.0,
+                calibrate=False, scrape_interval_s=0)
+    base.update(kw)
+    return BenchPlan(endpoints=[EndpointSpec(label="target", url=url)], **base)
+
+
+async def test_a_soak_checkpoints_into_closed_parts_and_reports_windows_and_drift(tmp_path):
+    async with ZeroWorkServer(itl_s=0.001) as srv:
+        report, rd = await BenchRun(_plan(srv.url), tmp_path).run()
+    parts = sorted((rd.path / "requests").glob("part-*.parquet"))
+    assert len(parts) >= 3 and not list((rd.path / "requests").glob(".part-*"))  # every part closed
+    rows = rd.read_records("requests")
+    step = report.steps[0]
+    assert len(rows) == step.requests + step.warmup and len({r["index"] for r in rows}) == len(rows)
+    assert rd.query("select count(*) as n from requests")[0]["n"] == len(rows)
+    soak = report.soak
+    assert soak is not None and soak.checkpoints >= 2
+    assert len(soak.windows) >= 3 and sum(w.summary.requests for w in soak.windows) == step.requests
+    assert all(w.client_rss_mb and w.client_rss_mb > 0 for w in soak.windows)
+    tpot = next(d for d in soak.drift if d.metric == "TPOT p99 ms")
+    assert tpot.first is not None and tpot.last is not None
+    assert rd.read_json("checkpoint")["finished"] is True
+    html = rd.file("report.html").read_text()
+    assert "Soak" in html and "Drift" in html
+
+
+def _window(index: int, tpot_p99: float, rss: float) -> Window:
+    from switchover.bench.stats import Dist
+
+    d = Dist(count=10, mean=1, std=0, min=1, max=tpot_p99, p50=1, p90=1, p95=1, p99=tpot_p99)
+    s = StepSummary(endpoint="new", step=0, requests=10, warmup=0, ok=10, failed=0, duration_s=10, req_per_s=1,
+                    out_tok_per_s=1, chunks_per_s=1, error_rate=0, tpot_ms=d, ttft_ms=d)
+    return Window(endpoint="new", index=index, start_s=index * 60.0, end_s=(index + 1) * 60.0, start_wall=0,
+                  summary=s, client_rss_mb=rss)
+
+
+def test_drift_flags_a_tail_that_grew_and_memory_that_crept():
+    rows = {d.metric: d for d in drift_table([_window(0, 10, 200), _window(1, 11, 201), _window(2, 14, 260)], 60)}
+    assert rows["TPOT p99 ms"].flagged and rows["TPOT p99 ms"].change_pct == pytest.approx(40)
+    assert rows["client RSS MB"].flagged and not rows["TPOT p50 ms"].flagged
+    assert "not measured" in rows["engine RSS MB"].note
+
+
+def test_drift_needs_two_full_windows():
+    (row,) = drift_table([_window(0, 10, 200)], 60)
+    assert row == DriftRow(endpoint="new", metric="all", first=None, last=None, change_pct=None, flagged=False,
+                           note="1 full window(s): drift needs two")
+
+
+def _checkpoints(runs) -> int:
+    for ck in runs.glob("*/checkpoint.json"):
+        try:
+            return int(json.loads(ck.read_text())["soak"]["checkpoints"])
+        except (ValueError, KeyError):
+            return 0
+    return 0
+
+
+async def test_a_killed_soak_resumes_from_its_last_checkpoint(tmp_path):
+    async with ZeroWorkServer(itl_s=0.002) as srv:
+        cmd = [sys.executable, "-m", "switchover", "bench", "--url", srv.url, "--buckets", "16", "--output-tokens",
+               "8", "--concurrency", "4", "--duration", "6s", "--checkpoint-every", "1s", "--window", "2s",
+               "--no-calibrate", "--scrape-interval", "0", "--runs-dir", str(tmp_path), "--name", "soak"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while _checkpoints(tmp_path) < 2 and time.monotonic() < deadline and proc.poll() is None:
+                await _sleep(0.05)
+            assert _checkpoints(tmp_path) >= 2, "the run never checkpointed twice"
+            os.kill(proc.pid, signal.SIGKILL)
+        finally:
+            proc.wait()
+        (run_dir,) = tmp_path.glob("*-soak")
+        before = json.loads((run_dir / "checkpoint.json").read_text())
+        assert before["current"] is not None and not before.get("finished")
+        report, rd = await BenchRun.resumed(run_dir).run()
+    rows = rd.read_records("requests")
+    step = report.steps[0]
+    assert len(report.steps) == 1 and step.requests + step.warmup == len(rows)
+    assert len({r["index"] for r in rows}) == len(rows)  # a resumed step numbers on: no request twice
+    assert step.requests > before["current"]["measured"]
+    assert report.soak is not None and len(report.soak.resumed) == 1
+    assert any("resumed after" in n for n in report.soak.notes)
+    assert step.duration_s is not None and step.duration_s < 6.5  # the outage is not measuring time
+    assert RunDir.open(rd.path).read_json("summary", BenchReport).soak == report.soak
+
+
+async def _sleep(s: float) -> None:
+    import asyncio
+
+    await asyncio.sleep(s)

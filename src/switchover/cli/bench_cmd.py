@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from switchover import inputs
+from switchover.cli import params
 from switchover.cli.common import console, err_console, print_json, run
 from switchover.errors import BadInput, CheckFailed
 
@@ -18,6 +20,28 @@ app = typer.Typer(
     invoke_without_command=True,
     no_args_is_help=True,
 )
+
+
+class _Duration(params.Number):
+    """Seconds, or a number with a unit s, m, h or d (90s, 20m, 2h, 1d): positive, at most a week."""
+
+    name = "duration"
+    UNITS: ClassVar[dict[str, float]] = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+    def __init__(self) -> None:
+        super().__init__(lo=0, hi=inputs.MAX_SECONDS, lo_open=True)
+
+    def convert(self, value: Any, param: object = None, ctx: object = None) -> int | float:
+        text = str(value).strip().lower() if isinstance(value, str) else ""
+        if text[-1:] in self.UNITS:
+            try:
+                value = float(text[:-1]) * self.UNITS[text[-1]]
+            except ValueError:
+                self.fail(f"expected seconds or a number with s/m/h/d, got {text[:40]!r}", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+DURATION = _Duration()
 
 
 def _floats(flag: str, text: str | None) -> list[float] | None:
@@ -197,7 +221,15 @@ def bench(
     burstiness: float = typer.Option(1.0, help="Gamma shape (1 = Poisson, lower = burstier)."),
     max_inflight: int = typer.Option(None, help="Cap on requests in flight in rate mode."),
     requests: int = typer.Option(None, help="Measured requests per step (default 50 unless --duration)."),
-    duration: float = typer.Option(None, "--duration", help="Measuring seconds per step."),
+    duration: float = typer.Option(None, "--duration", parser=DURATION,
+                                   help="Measuring time per step: seconds or 90s, 20m, 2h, 1d (a soak: one step)."),
+    checkpoint_every: float = typer.Option(None, "--checkpoint-every", parser=DURATION,
+                                           help="Soak: checkpoint this often (rows in closed Parquet parts, "
+                                           "checkpoint.json, summary and report so far); resumable with --resume."),
+    window: float = typer.Option(None, "--window", parser=DURATION,
+                                 help="Soak: drift window (default 1h): TTFT/TPOT, req/s, errors, memory per window."),
+    resume: Path = typer.Option(None, "--resume", help="Carry on a checkpointed run directory (other options "
+                                "come from its config.json)."),
     warmup_requests: int = typer.Option(1, help="Requests per step discarded as warm-up."),
     warmup_s: float = typer.Option(0.0, "--warmup-s", help="Seconds per step discarded as warm-up."),
     repeats: int = typer.Option(1, help="ABAB repetitions of every step."),
@@ -228,6 +260,10 @@ def bench(
     from switchover.bench.calibrate import calibrate as calibrate_fn
     from switchover.bench.endpoints import endpoints_from
     from switchover.bench.runner import BenchRun
+
+    if resume is not None:
+        _go(lambda progress: BenchRun.resumed(resume, _Progress(progress)), json_out)
+        return
 
     eps, section = endpoints_from(config, old, new, url, old_engine, new_engine, engine, model)
     sec: dict[str, Any] = section.model_dump(exclude_none=True) if section is not None else {}
@@ -260,12 +296,20 @@ def bench(
         scrape_interval_s=scrape_interval,
         timeout_s=timeout,
         calibrate=calibrate,
+        checkpoint_s=checkpoint_every,
+        window_s=window,
     )
     chunks = plan.output_tokens
 
     async def cal() -> Any:
         return await calibrate_fn(concurrency=max(plan.concurrency or [64]), chunks=chunks, duration_s=1.5)
 
+    _go(lambda progress: BenchRun(plan, runs_dir, _Progress(progress), calibrate_fn=cal if plan.calibrate else None),
+        json_out)
+
+
+def _go(make: Any, json_out: bool) -> None:
+    """Run a BenchRun under a progress display; render, and exit as the checks say."""
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -275,7 +319,7 @@ def bench(
         transient=True,
         disable=json_out,
     )
-    runner = BenchRun(plan, runs_dir, _Progress(progress), calibrate_fn=cal if plan.calibrate else None)
+    runner = make(progress)
     try:
         with progress:
             report, _ = run(runner.run(), hot=True)

@@ -198,3 +198,10 @@ def test_bad_fingerprint_files_are_bad_input(tmp_path: Path) -> None:
         load_fingerprint(str(tmp_path / "x.json"))
     with pytest.raises(BadInput, match="unknown GPU"):
         load_fingerprint("catalog:Z9")
+
+
+def test_fp8_kv_below_sm89_keeps_the_one_byte_pool_and_warns_about_speed() -> None:
+    """RTX 3090 logs show a 1-byte KV pool (issue 12 §7): the warning must not halve the planned tokens."""
+    [w] = check_capabilities("8.6", kv_dtype="fp8")
+    assert "1 byte per element" in w.consequence and "half" not in w.consequence
+    assert "fa_utils.py" in w.source

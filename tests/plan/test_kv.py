@@ -82,3 +82,47 @@ def test_bad_layout_values_are_bad_input() -> None:
         kv_layout(card, pp=64)
     with pytest.raises(BadInput, match="KV cache dtype"):
         kv_layout(card, kv_dtype="int3")
+
+
+def test_gemma_global_layers_use_their_own_heads_and_head_dim() -> None:
+    """Gemma-4 style configs give global (full) layers their own KV heads and head dim (issue 12 §6)."""
+    cfg = {**C.GEMMA3_TEXT["text_config"], "architectures": ["Gemma4ForCausalLM"], "global_head_dim": 512,
+           "num_global_key_value_heads": 2}
+    layout = kv_layout(card_from_config(cfg))
+    assert layout.full_layers == 8 and layout.sliding_layers == 40
+    assert layout.bytes_per_token == 8 * 2 * 2 * 512 * 2  # global layers: 2 heads x 512
+    assert layout.sliding_bytes_per_token == 40 * 2 * 8 * 256 * 2  # sliding layers keep the standard shape
+
+
+def test_sglang_fp8_mla_keeps_scales_656_bytes_per_layer_vllm_fp8_576() -> None:
+    from switchover.engines import load_profile
+
+    card = card_from_config(C.DEEPSEEK_V3)
+    sglang = kv_layout(card, kv_dtype="fp8", mla_fp8_bytes=load_profile("sglang").memory.mla_fp8_bytes_per_layer)
+    vllm = kv_layout(card, kv_dtype="fp8", mla_fp8_bytes=load_profile("vllm").memory.mla_fp8_bytes_per_layer)
+    assert sglang.bytes_per_token == 61 * 656
+    assert vllm.bytes_per_token == 61 * 576
+
+
+def test_draft_layers_add_full_layers_to_the_pool() -> None:
+    card = card_from_config({**C.DEEPSEEK_V3, "num_nextn_predict_layers": 1})
+    assert card.attention.draft_layers == 1
+    plain, spec = kv_layout(card), kv_layout(card, draft_layers=1)
+    assert spec.bytes_per_token == plain.bytes_per_token * 62 / 61
+    assert any("draft" in n for n in spec.notes)
+
+
+def test_hybrid_attention_block_grows_until_a_page_holds_one_state_layer() -> None:
+    """vllm platforms/interface.py: block = 16 x cdiv(mamba_page, 16 x attention bytes per token per layer)."""
+    layout = kv_layout(card_from_config(C.QWEN3_NEXT))
+    state_page = layout.state_bytes_per_sequence / layout.state_layers
+    page = layout.unified_page_tokens(16)
+    assert page is not None and page % 16 == 0
+    assert page * layout.bytes_per_token_layer >= state_page > (page - 16) * layout.bytes_per_token_layer
+    assert kv_layout(card_from_config(C.LLAMA_8B)).unified_page_tokens(16) is None
+
+
+def test_align_mode_holds_two_state_pages_per_request() -> None:
+    layout = kv_layout(card_from_config(C.QWEN3_NEXT))
+    one, two = layout.request_bytes(4096, 16), layout.request_bytes(4096, 16, state_pages=2)
+    assert two - one == pytest.approx(layout.state_bytes_per_sequence)

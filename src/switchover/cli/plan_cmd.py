@@ -119,6 +119,8 @@ def capacity_cmd(
                                    help="GPU memory free at start (SGLang budgets from it; default: total less "
                                         "the CUDA context)."),
     eager: bool = typer.Option(False, "--eager", help="The engine runs without CUDA graphs (--enforce-eager)."),
+    draft_layers: int = typer.Option(0, "--draft-layers", parser=params.count(lo=0, hi=64),
+                                     help="Speculative decoding: MTP/EAGLE draft layers sharing the KV pool."),
     overhead: list[str] = OVERHEAD, json_out: bool = JSON,
 ) -> None:
     """KV pool, tokens, concurrency and the binding limit under ENGINE's memory semantics.
@@ -137,7 +139,7 @@ def capacity_cmd(
                       knobs=Knobs(memory_fraction=memory_fraction), max_model_len=max_model_len, context=context,
                       max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens, weights_gib=weights_gib,
                       overheads=_overheads(overhead), slots=slots, engine_version=engine_version, eager=eager,
-                      free_gib=free_gib)
+                      free_gib=free_gib, draft_layers=draft_layers)
     caps = check_capabilities(cc, model_dtype=card.dtype, kv_dtype=kv_dtype, quantization=card.weights.quantization)
     result.warnings.extend(f"{c.setting} needs {c.needs}, GPU is {c.have}: {c.consequence}" for c in caps)
     if json_out:

@@ -211,6 +211,12 @@ class MemorySemantics(_Cited):
         default="none", description="extra tokens a sliding-window layer keeps beyond the window")
     overheads: dict[str, Overhead] = Field(default_factory=dict)
     overhead_model: list[OverheadBand] = Field(default_factory=list, description="by engine version, newest last")
+    mla_fp8_bytes_per_layer: float | None = Field(default=None, description="bytes per token per layer of an fp8 "
+                                                  "MLA latent when the engine stores scales with it")
+    hybrid_page_unification: bool = Field(default=False, description="the attention block grows until one "
+                                          "attention page holds a Mamba/GDN state page (vLLM)")
+    hybrid_state_pages_per_request: int = Field(default=1, description="state pages a running request holds per "
+                                                "linear/Mamba layer (2 in vLLM's prefix-caching align mode)")
     refuses_below_one_request: bool = Field(default=False, description="start-up fails when the pool cannot hold "
                                             "one request of max_model_len")
     cuda_context_gib: float | None = Field(default=None, description="memory a fresh process holds before loading "

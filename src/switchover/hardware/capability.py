@@ -51,9 +51,13 @@ def check_capabilities(compute_capability: str | None, *, dtype: str = "auto", m
                                      consequence="served in float16 instead: different numerics, overflow risk on "
                                                  "bf16-trained weights"))
     if kv_dtype.lower().startswith("fp8") and sm < 89:
-        out.append(CapabilityWarning(setting=f"kv_cache_dtype {kv_dtype}", needs="sm89", have=have,
-                                     consequence="fp8 KV falls back (16-bit KV or slow emulation): the KV pool "
-                                                 "holds about half the tokens you planned"))
+        out.append(CapabilityWarning(
+            setting=f"kv_cache_dtype {kv_dtype}", needs="sm89", have=have,
+            consequence="the pool is still 1 byte per element (the tokens planned here), but FlashAttention "
+                        "cannot read fp8 KV on this GPU: the engine picks a backend that dequantizes it (Triton, "
+                        "FlashInfer), slower than 16-bit KV; fp8_e5m2 is refused by FlashAttention everywhere",
+            source="vllm 0.32.0: vllm/v1/attention/backends/fa_utils.py flash_attn_supports_kv_cache_dtype and "
+                   "the backend fallback in platforms/cuda.py; RTX 3090 logs with a 1-byte KV pool (issue 12 §7)"))
     if (quantization or "").lower().startswith("fp8") and sm < 89:
         out.append(CapabilityWarning(setting=f"quantization {quantization}", needs="sm89", have=have,
                                      consequence="weight-only fp8 (dequantised to 16-bit for compute) or refusal "

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from switchover.errors import BadInput
 from switchover.model.hub import fetch_repo, looks_like_repo_id
+from switchover.model.inventory import mtp_layers
 from switchover.model.sizing import (
     WeightsInfo,
     estimate_weights,
@@ -60,6 +61,10 @@ class AttentionSpec(BaseModel):
     kv_lora_rank: int | None = None
     qk_rope_head_dim: int | None = None
     indexer_bytes_per_token: float = Field(default=0.0, description="DeepSeek-V3.2 NSA indexer K, per layer")
+    global_head_dim: int | None = Field(default=None, description="Gemma-style global (full) layers' own head dim")
+    global_kv_heads: int | None = Field(default=None, description="Gemma-style global layers' own KV heads")
+    draft_layers: int = Field(default=0, description="MTP / next-token layers the checkpoint carries (KV when "
+                                                     "speculative decoding uses them)")
 
 
 class StateSpec(BaseModel):
@@ -265,7 +270,10 @@ def card_from_config(cfg: dict[str, Any], name: str = "model", source: str = "co
     attention = AttentionSpec(num_heads=n_heads, num_kv_heads=1 if mla else kv_heads, head_dim=head_dim,
                               v_head_dim=v_head_dim, head_dim_from=head_from, sliding_window=window,
                               kv_lora_rank=cfg.get("kv_lora_rank"), qk_rope_head_dim=rope,
-                              indexer_bytes_per_token=indexer)
+                              indexer_bytes_per_token=indexer,
+                              global_head_dim=_first(cfg, "global_head_dim", "global_attention_head_dim"),
+                              global_kv_heads=_first(cfg, "num_global_key_value_heads", "global_num_key_value_heads"),
+                              draft_layers=mtp_layers(cfg))
     dtype = str(_first(cfg, "torch_dtype", "dtype") or "bfloat16")
     moe = _moe_spec(cfg)
     weights, wnotes = estimate_weights(cfg, kv_heads, cfg.get("quantization_config"))

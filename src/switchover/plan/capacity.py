@@ -275,9 +275,10 @@ class CapacityResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-def _kv_concurrency(layout: KVLayout, blocks: int, page: int, context: int, slack: int = 0) -> float:
+def _kv_concurrency(layout: KVLayout, blocks: int, page: int, context: int, slack: int = 0,
+                    state_pages: int = 1) -> float:
     per_block = page * (layout.bytes_per_token + layout.sliding_bytes_per_token)
-    need = layout.request_bytes(context, page, slack) / per_block if per_block else math.inf
+    need = layout.request_bytes(context, page, slack, state_pages) / per_block if per_block else math.inf
     return blocks / need if need else math.inf
 
 
@@ -287,10 +288,12 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
              max_batched_tokens: int | None = None, page_tokens: int | None = None,
              weights_gib: float | None = None, overheads: dict[str, float] | None = None,
              free_gib: float | None = None, slots: int | None = None, engine_version: str | None = None,
-             eager: bool = False) -> CapacityResult:
-    """KV pool, blocks, tokens, concurrency at `context` and the binding limit, for one instance."""
+             eager: bool = False, draft_layers: int = 0) -> CapacityResult:
+    """KV pool, blocks, tokens, concurrency at `context` and the binding limit, for one instance.
+    `draft_layers`: MTP/EAGLE layers that run for speculative decoding and keep KV in the same pool."""
     knobs = knobs or Knobs()
-    layout = kv_layout(card, tp, pp, kv_dtype)
+    layout = kv_layout(card, tp, pp, kv_dtype, mla_fp8_bytes=profile.memory.mla_fp8_bytes_per_layer,
+                       draft_layers=draft_layers)
     tok_cap, tok_src = (max_batched_tokens, "user") if max_batched_tokens else batched_tokens_cap(
         profile, gpu_total_gib, gpu_name)
     mml = max_model_len or card.max_position_embeddings
@@ -312,6 +315,9 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
     warnings = [*card.notes, *layout.notes]
     if card.weights.warning and weights_gib is None:
         warnings.append(card.weights.warning)
+    if draft_layers and card.attention.draft_layers and weights_gib is None:
+        warnings.append(f"the {card.attention.draft_layers} MTP layer(s) in the checkpoint are loaded for speculative "
+                        "decoding but not counted in the weights: pass --weights-gib from the log")
     if gpu_name is None and _tier_excludes(profile, gpu_total_gib):
         warnings.append("engine defaults by GPU tier (max_num_seqs, batched tokens) assume the GPU is not one the "
                         "engine treats apart (e.g. vLLM's A100/GB10 rule): name it with --gpu")
@@ -322,6 +328,11 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
     inst = start_instance(profile, gpu_total_gib if free_gib is None else free_gib, gpu_total_gib, w, over,
                           layout, knobs, tp, pp)
     page = page_tokens or profile.memory.page_tokens
+    unified = layout.unified_page_tokens(page) if profile.memory.hybrid_page_unification else None
+    if page_tokens is None and unified and unified > page:
+        page = unified
+        warnings.append(f"hybrid model: the attention block grows to {page} tokens so one page holds a layer's "
+                        f"recurrent state ({profile.display_name} page-size unification)")
     per_block = page * (layout.bytes_per_token + layout.sliding_bytes_per_token)
     if budget == "explicit_context":
         tokens = knobs.context_tokens or 0
@@ -350,7 +361,7 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
         if budget == "explicit_context":
             kvc = float(tokens // c) if c else 0.0
         else:
-            kvc = _kv_concurrency(layout, blocks, page, c, slack)
+            kvc = _kv_concurrency(layout, blocks, page, c, slack, profile.memory.hybrid_state_pages_per_request)
         caps = {"kv": math.floor(kvc)}
         if seq_cap:
             caps["max_num_seqs"] = seq_cap

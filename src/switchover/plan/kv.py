@@ -50,7 +50,16 @@ class KVLayout(BaseModel):
     state_bytes_per_sequence: float = Field(description="fixed conv + SSM state of all linear/mamba layers")
     notes: list[str] = Field(default_factory=list)
 
-    def request_bytes(self, context: int, page_tokens: int = 1, window_slack: int = 0) -> float:
+    def unified_page_tokens(self, alignment: int = 16) -> int | None:
+        """vLLM's attention block for hybrids: the smallest multiple of `alignment` tokens whose attention page
+        (one layer) holds one layer's recurrent state; None when the model has no state layers."""
+        if not self.state_layers or not self.bytes_per_token_layer:
+            return None
+        state_page = self.state_bytes_per_sequence / self.state_layers
+        return alignment * math.ceil(state_page / (alignment * self.bytes_per_token_layer))
+
+    def request_bytes(self, context: int, page_tokens: int = 1, window_slack: int = 0,
+                      state_pages: int = 1) -> float:
         """Bytes one request holds at `context` tokens, pages rounded up (capacity.md §3). Sliding layers keep
         the window plus `window_slack` tokens (vLLM: W - 1 + max_num_batched_tokens, capacity.md §1)."""
         pages = math.ceil(context / page_tokens)
@@ -60,7 +69,7 @@ class KVLayout(BaseModel):
             window = min(context, (self.sliding_window or context) + max(window_slack - 1, 0))
             sliding = (math.ceil(window / page_tokens) + (1 if window < context else 0)) * page_tokens
             sliding *= self.sliding_bytes_per_token
-        return full + sliding + self.state_bytes_per_sequence
+        return full + sliding + self.state_bytes_per_sequence * state_pages
 
 
 def _stages(layers: list[LayerKind], pp: int) -> list[list[LayerKind]]:
@@ -69,8 +78,11 @@ def _stages(layers: list[LayerKind], pp: int) -> list[list[LayerKind]]:
     return [layers[i * per : (i + 1) * per] for i in range(pp)]
 
 
-def kv_layout(card: ModelCard, tp: int = 1, pp: int = 1, kv_dtype: str = "auto") -> KVLayout:
-    """Per-GPU KV bytes for the worst pipeline stage of `card` under TP x PP."""
+def kv_layout(card: ModelCard, tp: int = 1, pp: int = 1, kv_dtype: str = "auto", *,
+              mla_fp8_bytes: float | None = None, draft_layers: int = 0) -> KVLayout:
+    """Per-GPU KV bytes for the worst pipeline stage of `card` under TP x PP. `mla_fp8_bytes` is the engine's
+    per-layer size of an fp8 MLA latent (SGLang 656 B with scales); `draft_layers` adds MTP/EAGLE layers that share
+    the pool (speculative decoding), sized like the target's full layers."""
     if tp < 1 or pp < 1:
         raise BadInput(f"TP and PP must be >= 1, got TP={tp} PP={pp}")
     if pp > card.num_layers:
@@ -83,6 +95,8 @@ def kv_layout(card: ModelCard, tp: int = 1, pp: int = 1, kv_dtype: str = "auto")
         kvh_rank, replicated = 1, tp > 1
         if kv_dtype.lower() == "fp8_ds_mla":
             per_layer = float(FP8_DS_MLA_BYTES)
+        elif mla_fp8_bytes is not None and kv_dtype.lower().startswith("fp8"):
+            per_layer = float(mla_fp8_bytes)
         else:
             per_layer = ((att.kv_lora_rank or 0) + (att.qk_rope_head_dim or 0)) * dt
         per_layer += att.indexer_bytes_per_token
@@ -95,6 +109,13 @@ def kv_layout(card: ModelCard, tp: int = 1, pp: int = 1, kv_dtype: str = "auto")
         per_layer = (att.head_dim + att.v_head_dim) * kvh_rank * dt
         if replicated:
             notes.append(f"TP={tp} > {kv} KV heads: each rank holds 1 replicated KV head ({tp // kv}x copies)")
+    global_layer = per_layer
+    if not mla and (att.global_head_dim or att.global_kv_heads):  # Gemma-style global layers have their own shape
+        g_kv = att.global_kv_heads or att.num_kv_heads
+        g_rank = 1 if tp > g_kv else g_kv // tp
+        global_layer = 2 * (att.global_head_dim or att.head_dim) * g_rank * dt
+        notes.append(f"global layers: {g_kv} KV heads x head_dim {att.global_head_dim or att.head_dim} "
+                     "(their own shape, from global_head_dim / num_global_key_value_heads)")
     if card.family == "hybrid" or card.family == "sliding":
         stages = _stages(card.layers, pp)
 
@@ -104,7 +125,9 @@ def kv_layout(card: ModelCard, tp: int = 1, pp: int = 1, kv_dtype: str = "auto")
         worst = max(stages, key=cost)
     else:
         worst = card.layers[: math.ceil(card.num_layers / pp)]
-    full = sum(1 for k in worst if k in (LayerKind.FULL, LayerKind.MLA))
+    full = sum(1 for k in worst if k in (LayerKind.FULL, LayerKind.MLA)) + max(draft_layers, 0)
+    if draft_layers:
+        notes.append(f"{draft_layers} draft (MTP/EAGLE) layer(s) share the KV pool")
     sliding = sum(1 for k in worst if k == LayerKind.SLIDING)
     state_layers = sum(1 for k in worst if k in (LayerKind.LINEAR, LayerKind.MAMBA))
     state_bytes = 0.0
@@ -118,5 +141,5 @@ def kv_layout(card: ModelCard, tp: int = 1, pp: int = 1, kv_dtype: str = "auto")
     return KVLayout(tp=tp, pp=pp, kv_dtype=kv_dtype, dtype_bytes=dt, kv_heads_per_rank=kvh_rank,
                     kv_heads_replicated=replicated, layers_on_stage=len(worst), full_layers=full,
                     sliding_layers=sliding, sliding_window=att.sliding_window, state_layers=state_layers,
-                    bytes_per_token_layer=per_layer, bytes_per_token=full * per_layer,
+                    bytes_per_token_layer=per_layer, bytes_per_token=full * global_layer,
                     sliding_bytes_per_token=sliding * per_layer, state_bytes_per_sequence=state_bytes, notes=notes)

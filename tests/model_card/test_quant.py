@@ -173,3 +173,17 @@ def test_tp_split_keeps_replicated_kv_heads_whole() -> None:
     assert w.per_rank_bytes(8) > naive
     assert w.per_rank_bytes(1) == w.total_bytes
     assert w.per_rank_bytes(4) == pytest.approx(w.total_bytes / 4, rel=0.001)
+
+
+def test_a_tied_lm_head_stored_in_the_checkpoint_is_not_counted(tmp_path: Path) -> None:
+    """Qwen3-0.6B stores 751.6 M parameters but vLLM loads 1.12 GiB: lm_head is tied to the embedding."""
+    cfg = {**C.QWEN3_06B, "tie_word_embeddings": True}
+    folder = tmp_path / "q"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    (folder / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": 751_632_384 * 2},
+         "weight_map": {"lm_head.weight": "model.safetensors", "model.embed_tokens.weight": "model.safetensors"}}))
+    w = load_model_card(folder).weights
+    assert w.total_bytes / GIB == pytest.approx(1.12, abs=0.01)
+    assert "tie_word_embeddings" in w.source

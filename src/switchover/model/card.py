@@ -373,12 +373,12 @@ def load_model_card(path: str | Path) -> ModelCard:
         if hf_quant.exists():
             cfg = {**cfg, "quantization_config": read_json_object(hf_quant)}
     card = card_from_config(cfg, name=name, source=str(config))
-    exact = exact_weights(config.parent, card.weights)
+    exact = exact_weights(config.parent, card.weights, cfg if isinstance(cfg, dict) else None)
     if exact is not None:
         excluded = mtp_bytes(cfg, card.weights)
         if excluded:
             exact = exact.model_copy(update={
-                "total_bytes": exact.total_bytes - excluded, "excluded_bytes": excluded,
+                "total_bytes": exact.total_bytes - excluded, "excluded_bytes": exact.excluded_bytes + excluded,
                 "source": exact.source + f"; minus {excluded / 2**30:.2f} GiB of MTP layers (estimated; loaded "
                                          "only with speculative decoding)"})
         card = card.model_copy(update={"weights": exact})

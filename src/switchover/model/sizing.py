@@ -136,24 +136,36 @@ def read_json_object(path: Path) -> dict[str, Any]:
     return obj
 
 
-def exact_weights(folder: Path, estimate: WeightsInfo) -> WeightsInfo | None:
+def exact_weights(folder: Path, estimate: WeightsInfo, cfg: dict[str, Any] | None = None) -> WeightsInfo | None:
     """Exact bytes from safetensors headers (all shards present) or the index's metadata.total_size; the TP split
-    and the scheme come from the estimate. None when neither is available."""
+    and the scheme come from the estimate. A tied lm_head stored anyway is not loaded, so it is taken out.
+    None when neither headers nor index are available."""
     shards = sorted(folder.glob("*.safetensors"))
     index_path = folder / "model.safetensors.index.json"
     index = read_json_object(index_path) if index_path.exists() else None
-    listed = set((index or {}).get("weight_map", {}).values()) if isinstance((index or {}).get("weight_map"),
-                                                                               dict) else set()
+    weight_map = (index or {}).get("weight_map")
+    listed = set(weight_map.values()) if isinstance(weight_map, dict) else set()
     keep = {k: getattr(estimate, k) for k in ("quantization", "scheme", "replicated_fraction", "kv_fraction",
                                                 "kv_heads")}
     if shards and (not listed or listed <= {p.name for p in shards}):
         info = weights_from_safetensors(shards, estimate.quantization)
-        return info.model_copy(update={**keep, "source": f"exact: safetensors headers of {len(shards)} file(s)"})
-    if index is not None:
+        info = info.model_copy(update={**keep, "source": f"exact: safetensors headers of {len(shards)} file(s)"})
+        names = {k for p in shards for k in read_safetensors_header(p)}
+    elif index is not None:
         total = (index.get("metadata") or {}).get("total_size")
         if not isinstance(total, int) or total <= 0:
             raise BadInput(f"{index_path}: metadata.total_size is missing or not a positive integer")
-        return WeightsInfo(origin="safetensors-index", total_bytes=total, params=estimate.params,
+        info = WeightsInfo(origin="safetensors-index", total_bytes=total, params=estimate.params,
                            files=[index_path.name], source="exact: model.safetensors.index.json metadata.total_size",
                            **keep)
-    return None
+        names = set(weight_map) if isinstance(weight_map, dict) else set()
+    else:
+        return None
+    text = text_config(cfg or {})
+    if text.get("tie_word_embeddings") and "lm_head.weight" in names and text.get("vocab_size") \
+            and text.get("hidden_size"):
+        tied = int(text["vocab_size"]) * int(text["hidden_size"]) * 2
+        info = info.model_copy(update={"total_bytes": info.total_bytes - tied, "excluded_bytes": tied,
+                                       "source": info.source + f"; minus {tied / 2**30:.2f} GiB of lm_head.weight "
+                                                               "(tie_word_embeddings: engines reuse the embedding)"})
+    return info

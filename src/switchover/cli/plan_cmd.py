@@ -24,7 +24,8 @@ from switchover.plan.parallel import check_layout, plan_layouts
 from switchover.plan.translate import translate
 from switchover.yamlfile import read_text
 
-app = typer.Typer(help="Will it fit, with which flags, on which GPUs, and what did the old flags really mean?",
+app = typer.Typer(help="Will it fit, with which flags, on which GPUs, and what did the old flags really mean?\n\n"
+                  "Example: switchover plan capacity -m ./Llama-3.1-8B -e vllm --gpu H100-80G --max-model-len 8192",
                   no_args_is_help=True)
 
 MODEL = typer.Option(..., "--model", "-m", help="Model dir (config.json + safetensors), config.json, or .gguf.")
@@ -89,7 +90,10 @@ def card_cmd(model: str = MODEL, json_out: bool = JSON) -> None:
         console.print(f"  experts: {card.moe.num_experts} (top {card.moe.experts_per_token})")
     w = card.weights
     console.print(f"  weights: {w.total_bytes / 2**30:.2f} GiB, {w.params / 1e9:.3f} B params ({w.origin})"
-                  + (f", {w.quantization}" if w.quantization else ""))
+                  + (f", {w.scheme or w.quantization}" if w.quantization else ""))
+    console.print(f"    from {escape(w.source or w.origin)}", highlight=False)
+    if w.warning:
+        console.print(f"  [yellow]warning:[/] {escape(w.warning)}")
     for note in card.notes:
         console.print(f"  [yellow]note:[/] {note}")
 

@@ -29,6 +29,7 @@ from switchover.cli import (
     probe_cmd,
     ready_cmd,
     report_cmd,
+    review_cmd,
     rollout_cmd,
     testbed_cmd,
     verify_cmd,
@@ -70,6 +71,7 @@ bench_cmd.register(app)
 ready_cmd.register(app)
 gateway_cmd.register(app)  # gateway, metrics-adapter
 app.add_typer(rollout_cmd.app, name="rollout")
+app.add_typer(review_cmd.app, name="review")
 drill_cmd.register(app)
 doctor_cmd.register(app)
 check_cmd.register(app)
@@ -149,12 +151,22 @@ def invoke(argv: list[str]) -> int:
         return 130
     except BrokenPipeError:  # `switchover ... | head`: the reader left, nothing to report
         return int(ExitCode.OK)
+    except OSError as exc:
+        if exc.filename is None:
+            return _bug(exc)
+        # a path the user named that the system refused (too long, not a folder, permission): their input
+        report_error(f"cannot use {exc.filename}: {exc.strerror or exc}")
+        return int(ExitCode.BAD_INPUT)
     except Exception as exc:  # a bug: one line, and the traceback only on request
-        if os.environ.get("SWITCHOVER_DEBUG"):
-            raise
-        report_error(f"internal error (a bug in switchover): {type(exc).__name__}: {exc}",
-                     hint="rerun with SWITCHOVER_DEBUG=1 for the traceback, and please report it")
-        return INTERNAL_ERROR
+        return _bug(exc)
+
+
+def _bug(exc: Exception) -> int:
+    if os.environ.get("SWITCHOVER_DEBUG"):
+        raise exc
+    report_error(f"internal error (a bug in switchover): {type(exc).__name__}: {exc}",
+                 hint="rerun with SWITCHOVER_DEBUG=1 for the traceback, and please report it")
+    return INTERNAL_ERROR
 
 
 def main() -> None:

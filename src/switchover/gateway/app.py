@@ -30,6 +30,7 @@ from switchover.gateway.metrics import GatewayMetrics
 from switchover.gateway.policy import threshold
 from switchover.gateway.proxy import Proxy
 from switchover.gateway.shadow import Shadow
+from switchover.gateway.spotcheck import SpotCheck
 from switchover.gateway.state import LatchFile, RunDirLock, write_admin_token
 from switchover.wire.passthrough import H1Pool
 
@@ -76,6 +77,7 @@ class Gateway:
         self.pool = H1Pool()  # the old / new arms
         self.shadow: Shadow | None = None
         self.inflight = InFlight()
+        self.spotcheck = SpotCheck(self.run_dir)
         self.metrics.in_flight.set_function(lambda: len(self.inflight))  # read at scrape time
         self.draining = False
         self.front: Front | None = None
@@ -114,6 +116,7 @@ class Gateway:
         self._tasks.clear()
         if self.shadow is not None:
             await self.shadow.close()
+        await self.spotcheck.close()
         for fut in list(self._shadows):  # mirrors cancelled by close(): their rows are written now
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await fut

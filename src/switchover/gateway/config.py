@@ -165,6 +165,56 @@ class LimitsConfig(_Strict):
         description="Request bodies held in memory across all connections at once; beyond it new bodies get 503")
 
 
+class TaskRule(_Strict):
+    """A request that matches every condition given is of task type `type` (rules are tried in order)."""
+
+    type: str = Field(pattern=r"^[A-Za-z0-9_.:-]{1,40}$", description="The task type's name")
+    path: str | None = Field(default=None, description="Path prefix, e.g. /v1/chat/completions")
+    model: str | None = Field(default=None, description="The model the client asked for")
+    header: str | None = Field(default=None, description="A header name that must be present ...")
+    equals: str | None = Field(default=None, description="... with exactly this value (else any value)")
+
+    @field_validator("header")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        return None if value is None else _header_name(value)
+
+
+class ReviewConfig(_Strict):
+    """Human spot-checks: sampled (prompt, old answer, new answer) pairs for `switchover review`."""
+
+    pairs_per_day: int = Field(default=0, ge=0, le=100_000, description="Pairs sampled per UTC day; 0: off")
+    per_type_per_day: int = Field(default=50, ge=1, le=100_000, description="At most this many of one task type")
+    sample_percent: float = Field(default=5.0, gt=0, le=100,
+                                  description="Share of eligible requests considered (spreads samples over the day)")
+    task_header: str = Field(default="x-task-type", description="Header naming the task type (when no rule matches)")
+    task_rules: list[TaskRule] = Field(default=[], description="Rules naming the task type; the first match wins")
+    redact_patterns: list[str] = Field(
+        default=[], description="Regular expressions masked in prompts and answers before anything is stored "
+                                "(secrets, e-mail addresses and phone numbers are always masked)")
+    max_chars: int = Field(default=20_000, ge=100, le=1_000_000, description="Prompt / answer characters kept")
+    max_concurrency: int = Field(default=2, ge=1, le=64, description="Pair mirrors in flight at most; else skipped")
+    timeout_ms: float = Field(default=120_000, gt=0, le=3_600_000, description="One pair's mirrors, at most")
+    db: str = Field(default="review.sqlite", description="SQLite file of pairs and ratings, relative to run_dir")
+
+    @field_validator("task_header")
+    @classmethod
+    def _task_header(cls, value: str) -> str:
+        return _header_name(value)
+
+    @field_validator("redact_patterns")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        import re
+
+        for p in value:
+            try:
+                re.compile(p)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {p!r} ({exc})") from None
+        return value
+
+
 class GatewayConfig(_Strict):
     """`gateway:` in switchover.yaml. `weight` and `rollback` are the lines a rollout edits (hot-reloaded)."""
 
@@ -195,6 +245,7 @@ class GatewayConfig(_Strict):
         description="Path prefixes (whole segments) the gateway forwards; anything else is 404")
     clients: ClientsConfig = Field(default_factory=ClientsConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    review: ReviewConfig = Field(default_factory=ReviewConfig)
     run_dir: str = Field(
         default="runs/gateway",
         description="Ledger (ledger-NNNNN.jsonl), log and kill-switch state; relative to the config file",

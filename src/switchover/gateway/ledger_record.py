@@ -82,6 +82,9 @@ class LedgerRecord(BaseModel):
     shadow: ShadowResult | None = Field(
         None, description="Legacy: ledgers written by older gateways embed the mirror's result here"
     )
+    reviewed: bool | None = Field(
+        None, description="Sampled for human review: a pair with this request_id is in the review database"
+    )
     prompt: str | None = Field(None, description="Only with --log-prompts")
     # optional fields added by the gateway (readers must tolerate their absence)
     tokens_source: str | None = Field(

@@ -124,6 +124,8 @@ class Proxy:
             return refused
         g.metrics.child(g.metrics.routed, decision.arm, decision.reason).inc()
         shadowed = self._maybe_shadow(live, decision, request, obj, row)
+        if live.gw.review.pairs_per_day and g.spotcheck.maybe(live, request, obj, row):
+            row["reviewed"] = True
         ticket = g.inflight.enter()
         obs = None
         try:

@@ -1,0 +1,81 @@
+"""Which requests become spot-check pairs (pure): the task type of a request, a daily quota overall and per type,
+and the redaction applied to every text before it is stored."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+
+from switchover.gateway.config import ReviewConfig
+from switchover.redaction import redact
+
+_TYPE_OK = re.compile(r"[A-Za-z0-9_.:-]{1,40}")
+# always masked: e-mail addresses, and phone-number-like runs of digits (7+ digits with separators)
+_PII = (
+    (re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"), "[email]"),
+    (re.compile(r"(?<![\w.])\+?\d[\d\s().-]{6,}\d(?![\w.])"), "[number]"),
+)
+UNKNOWN = "other"
+
+
+def task_type(cfg: ReviewConfig, path: str, model: str | None, header: Callable[[str], str | None]) -> str:
+    """The first rule that matches, else the task header's value (when it is a plain name), else 'other'."""
+    for rule in cfg.task_rules:
+        if rule.path is not None and not (path == rule.path or path.startswith(rule.path.rstrip("/") + "/")):
+            continue
+        if rule.model is not None and model != rule.model:
+            continue
+        if rule.header is not None:
+            value = header(rule.header)
+            if value is None or (rule.equals is not None and value != rule.equals):
+                continue
+        return rule.type
+    value = header(cfg.task_header)
+    return value if value is not None and _TYPE_OK.fullmatch(value) else UNKNOWN
+
+
+class Redactor:
+    """Secrets (switchover.redaction), e-mail addresses, phone-like numbers and the configured patterns masked;
+    texts cut to `max_chars`."""
+
+    def __init__(self, cfg: ReviewConfig) -> None:
+        self.extra = [re.compile(p) for p in cfg.redact_patterns]
+        self.max_chars = cfg.max_chars
+
+    def __call__(self, text: str) -> str:
+        text = redact(text[: self.max_chars * 2])
+        for pattern, mask in _PII:
+            text = pattern.sub(mask, text)
+        for pattern in self.extra:
+            text = pattern.sub("[redacted]", text)
+        return text if len(text) <= self.max_chars else text[: self.max_chars] + " […]"
+
+
+class Quota:
+    """Today's pairs per task type against `pairs_per_day` and `per_type_per_day`; a request is considered with
+    probability `sample_percent` so the day's samples spread over the day instead of being its first requests."""
+
+    def __init__(self, cfg: ReviewConfig, rng: random.Random | None = None) -> None:
+        self.cfg = cfg
+        self.rng = rng or random.Random()
+        self.day = ""
+        self.counts: dict[str, int] = {}
+
+    def load(self, day: str, counts: dict[str, int]) -> None:
+        """Start from what the store already holds for `day` (a restart keeps the quota)."""
+        self.day, self.counts = day, dict(counts)
+
+    def take(self, day: str, kind: str) -> bool:
+        """Whether to sample this request (and count it when so)."""
+        cfg = self.cfg
+        if cfg.pairs_per_day <= 0:
+            return False
+        if day != self.day:
+            self.day, self.counts = day, {}
+        if sum(self.counts.values()) >= cfg.pairs_per_day or self.counts.get(kind, 0) >= cfg.per_type_per_day:
+            return False
+        if cfg.sample_percent < 100 and self.rng.random() * 100 >= cfg.sample_percent:
+            return False
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        return True

@@ -15,7 +15,7 @@ from switchover.errors import BadInput
 app = typer.Typer(no_args_is_help=True, help="Human spot-checks of new's answers next to old's (seed 001 §5).")
 
 _CONFIG = typer.Option(Path("switchover.yaml"), "--config", "-c", help="The migration file with a `gateway:` section.")
-_DB = typer.Option(None, "--db", parser=params.PATH,
+_DB = typer.Option(None, "--db",
                    help="The review database (default: gateway.run_dir / gateway.review.db of the config).")
 
 
@@ -93,7 +93,7 @@ def summary(
 
 @app.command()
 def export(
-    out: Path = typer.Option(..., "--out", "-o", parser=params.OUT_FILE,
+    out: Path = typer.Option(..., "--out", "-o",
                              help="Output file: .jsonl or .parquet (by its suffix, or --format)."),
     config: Path = _CONFIG,
     db: Path = _DB,

@@ -47,13 +47,18 @@ class Tab:
         return out["result"].get("value")
 
     async def wait(self, expression: str, timeout: float = 10.0) -> Any:
-        """The value of `expression` once it is truthy (polled every 50 ms, bounded)."""
+        """The value of `expression` once it is truthy (polled every 50 ms, bounded); an expression that throws
+        (the element is not there yet) counts as not yet."""
+        last = ""
         for _ in range(int(timeout / 0.05)):
-            value = await self.eval(expression)
+            try:
+                value = await self.eval(expression)
+            except AssertionError as exc:
+                value, last = None, str(exc)[:300]
             if value:
                 return value
             await asyncio.sleep(0.05)
-        raise AssertionError(f"never true: {expression}")
+        raise AssertionError(f"never true: {expression} {last}")
 
 
 @contextlib.asynccontextmanager
@@ -78,6 +83,7 @@ async def chromium(url: str) -> AsyncIterator[Tab]:
                     await tab.call("Runtime.enable")
                     await tab.call("Page.enable")
                     await tab.call("Page.navigate", url=url)
+                    await tab.wait(f"location.href === {url!r} && document.readyState === 'complete'")
                     yield tab
         finally:
             proc.terminate()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import os
+import signal
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator
@@ -65,9 +67,10 @@ class Tab:
 async def chromium(url: str) -> AsyncIterator[Tab]:
     """Headless Chromium with a fresh profile showing `url`; stopped on exit."""
     exe = chromium_or_skip()
-    with tempfile.TemporaryDirectory(prefix="switchover-cdp-") as profile:
+    # Chromium's helper processes may still touch the profile as it exits: cleanup errors are not the test's
+    with tempfile.TemporaryDirectory(prefix="switchover-cdp-", ignore_cleanup_errors=True) as profile:
         proc = subprocess.Popen([exe, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
             port_file = Path(profile) / "DevToolsActivePort"
             for _ in range(400):  # Chromium writes its port here once listening
@@ -86,9 +89,11 @@ async def chromium(url: str) -> AsyncIterator[Tab]:
                     await tab.wait(f"location.href === {url!r} && document.readyState === 'complete'")
                     yield tab
         finally:
-            proc.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)  # the browser and its helper processes
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()

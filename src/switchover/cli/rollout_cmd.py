@@ -16,6 +16,7 @@ from switchover.errors import BadInput, ExitCode
 from switchover.rollout.compare import compare_samples, samples_from_ledger
 from switchover.rollout.controller import ActionResult, Rollout, StatusView
 from switchover.rollout.gates import GateReport, read_ledger_rows
+from switchover.rollout.holding import HoldingReport, Prerequisite
 from switchover.rollout.stages import ABANDON_CRITERIA
 
 app = typer.Typer(
@@ -25,7 +26,10 @@ app = typer.Typer(
 CONFIG = typer.Option(Path("switchover.yaml"), "--config", "-c", help="The migration file the gateway watches.")
 LEDGER = typer.Option(None, "--ledger", help="Gateway run directory (default: rollout.ledger or gateway.run_dir).")
 JSON = typer.Option(False, "--json", help="Print the result as JSON.")
-COLOURS = {"pass": "green", "hold": "yellow", "fail": "red", "advance": "green", "rollback": "red"}
+COLOURS = {"pass": "green", "hold": "yellow", "fail": "red", "advance": "green", "rollback": "red", "ok": "green",
+           "failed": "red", "missing": "red", "unverified": "yellow", "end": "green", "rollback_blocked": "red",
+           "open": "white", "closing": "green", "closed": "dim", "extended": "yellow"}
+FAILED_ACTIONS = ("hold", "auto_rollback", "refused", "rollback_blocked")
 
 
 def _when(ts: float | None) -> str:
@@ -44,6 +48,15 @@ def _print_view(v: StatusView) -> None:
         console.print(f"next: {v.next_stage}", highlight=False)
     for w in v.warnings:
         console.print(f"[yellow]warning:[/] {w}", highlight=False)
+    if v.holding is not None and v.status.value == "holding":
+        h = v.holding
+        left = [w for w in h.windows if w.status != "closed"]
+        console.print(
+            f"rollback window open since {_when(h.started_at)}; due to end {_when(h.ends_at)}; "
+            f"open: {', '.join(w.failure_type.value for w in left) or 'none'}"
+            f"{'; [red]AT RISK[/]: ' + h.old.reason if h.at_risk else ''}",
+            highlight=False,
+        )
     for t in v.recent:
         console.print(
             f"  {_when(t.ts)} {t.who} {t.action} {t.from_stage} → {t.to_stage}: {t.why}",
@@ -58,8 +71,12 @@ def _print_report(r: GateReport) -> None:
         table.add_column(col)
     for g in r.results:
         table.add_row(g.gate.value, f"[{COLOURS[g.verdict]}]{g.verdict}[/]", "yes" if g.hard else "no", g.reason)
-    if r.results:
+    for c in r.custom:
+        table.add_row(c.name, f"[{COLOURS[c.verdict]}]{c.verdict}[/]", "yes" if c.hard else "no", c.reason)
+    if r.results or r.custom:
         console.print(table)
+    if r.holding is not None:
+        _print_holding(r.holding)
     for b in r.blockers:
         console.print(f"[yellow]entry condition:[/] {b}", highlight=False)
     for n in r.stats.notes:
@@ -69,15 +86,42 @@ def _print_report(r: GateReport) -> None:
     console.print(f"decision: [{COLOURS.get(r.decision, 'yellow')}]{r.decision}[/]")
 
 
+def _print_prerequisites(pre: list[Prerequisite]) -> None:
+    table = Table(title="rollback prerequisites (seed 000 §6: config, weights, route, monitoring; drill; old ready)")
+    for col in ("prerequisite", "status", "required", "detail"):
+        table.add_column(col)
+    for p in pre:
+        table.add_row(p.name, f"[{COLOURS[p.status]}]{p.status}[/]", "yes" if p.required else "no", p.detail)
+    console.print(table)
+
+
+def _print_holding(h: HoldingReport) -> None:
+    table = Table(title=f"rollback window since {_when(h.started_at)} (old: {h.old.url})")
+    for col in ("failure type", "status", "ends", "gates", "why"):
+        table.add_column(col)
+    for w in h.windows:
+        gates = ", ".join(f"{n} [{COLOURS[v]}]{v}[/]" for n, v, _ in w.verdicts()) or "[yellow]unwatched[/]"
+        table.add_row(w.failure_type.value, f"[{COLOURS[w.status]}]{w.status}[/]", _when(w.ends_at), gates, w.reason)
+    console.print(table)
+    colour = COLOURS[h.old.verdict]
+    console.print(f"old ready: [{colour}]{h.old.verdict}[/] ({h.old.reason}; {h.old.checks} checks, "
+                  f"{h.old.failures} failed)", highlight=False, soft_wrap=True)
+    _print_prerequisites(h.prerequisites)
+    for text in h.warnings:
+        console.print(f"[yellow]warning:[/] {text}", highlight=False, soft_wrap=True)
+    console.print(f"holding: [{COLOURS.get(h.decision, 'yellow')}]{h.decision}[/] — {h.reason}", highlight=False,
+                  soft_wrap=True)
+
+
 def _finish(res: ActionResult, json_out: bool) -> None:
     if json_out:
         print_json(res)
     else:
         if res.report is not None:
             _print_report(res.report)
-        colour = {"advance": "green", "hold": "yellow", "none": "white"}.get(res.action, "red")
+        colour = {"advance": "green", "hold": "yellow", "none": "white", "holding_end": "green"}.get(res.action, "red")
         console.print(f"[{colour}]{res.message}[/]", highlight=False, soft_wrap=True)
-    failed = res.action in ("hold", "auto_rollback")
+    failed = res.action in FAILED_ACTIONS
     sys.exit(int(ExitCode.FAILED if failed else ExitCode.OK))
 
 
@@ -124,17 +168,67 @@ def advance(
 @app.command()
 def rollback(
     config: Path = CONFIG,
-    to: str = typer.Option("previous", "--to", help="previous (one stage back) or zero (0 %, all old)."),
+    to: str = typer.Option(
+        None, "--to", help="previous (one stage back) or zero (0 %, all old); default: previous, or "
+        "rollout.holding.on_fail (zero) inside the rollback window."
+    ),
     reason: str = typer.Option(..., "--reason", "-m", help="Why, for the audit log."),
+    force: bool = typer.Option(False, "--force", help="Roll back even when old fails its readiness check."),
     json_out: bool = JSON,
 ) -> None:
-    """Roll back by hand: one stage, or to 0 % (gateway.rollback: true).
+    """Roll back by hand: one stage, or to 0 % (gateway.rollback: true). Inside the rollback window after 100 %
+    old's readiness is checked first and an unready old is refused (exit 1) unless --force.
 
     Example: switchover rollout rollback --to zero -m "wrong answers reported by support"
     """
-    if to not in ("previous", "zero"):
+    if to is not None and to not in ("previous", "zero"):
         raise BadInput(f"--to must be 'previous' or 'zero', got {to!r}")
-    _finish(Rollout(config).rollback(to=to, why=reason), json_out)  # type: ignore[arg-type]
+    _finish(Rollout(config).rollback(to=to, why=reason, force=force), json_out)  # type: ignore[arg-type]
+
+
+@app.command()
+def holding(
+    config: Path = CONFIG,
+    ledger: Path = LEDGER,
+    check_old: bool = typer.Option(False, "--check-old", help="Check old's readiness now (else when it is due)."),
+    json_out: bool = JSON,
+) -> None:
+    """The rollback window after 100 %: each failure type's window and gates, old's readiness, the rollback
+    prerequisites and the last drill. Changes nothing but old's check log. Exit 1 when at risk or failing.
+
+    Example: switchover rollout holding -c switchover.yaml --check-old
+    """
+    rollout = Rollout(config, ledger=ledger)
+    state = rollout.state()
+    if state.holding is None or state.status.value != "holding":
+        raise BadInput(
+            f"the rollout is not holding (status {state.status.value}, stage {state.stage_name})",
+            hint="the rollback window opens when the last stage (weight 100) is entered; "
+            "`switchover rollout prerequisites` lists what a rollback needs at any time",
+        )
+    rollout.holding.check_old(force=check_old)
+    report = rollout.holding.gate_report(state).holding
+    assert report is not None
+    print_json(report) if json_out else _print_holding(report)
+    bad = report.at_risk or report.decision in ("rollback", "rollback_blocked")
+    sys.exit(int(ExitCode.FAILED if bad else ExitCode.OK))
+
+
+@app.command()
+def prerequisites(config: Path = CONFIG, json_out: bool = JSON) -> None:
+    """What a rollback needs, checked now (seed 000 §6): old's launch config, weights, the route line, monitoring,
+    the last drill, old's readiness (a fresh 1-token check). Exit 1 when a required one fails or is missing.
+
+    Example: switchover rollout prerequisites -c switchover.yaml --json
+    """
+    rollout = Rollout(config)
+    rollout.holding.check_old(force=True)
+    pre = rollout.holding.prerequisites(rollout.holding.old_view(rollout.state()))
+    if json_out:
+        print_json([p.model_dump(mode="json") for p in pre])
+    else:
+        _print_prerequisites(pre)
+    sys.exit(int(ExitCode.FAILED if any(p.blocks for p in pre) else ExitCode.OK))
 
 
 _CRITERIA_HELP = "; ".join(f"{c.key}: {c.text}" for c in ABANDON_CRITERIA)
@@ -200,6 +294,8 @@ def watch(
         if res.action == "auto_rollback":
             rolled_back = True
             break
+        if res.action == "rollback_blocked":
+            rolled_back = True  # exit 1 at the end; keep checking: old may come back and the rollback go through
         if res.action == "idle" or res.state.status.value == "complete":
             break
         if i + 1 < max_checks:

@@ -15,18 +15,16 @@ from pydantic import BaseModel, Field
 
 from switchover.config import Migration, load_migration
 from switchover.errors import BadInput
+from switchover.rollout import rollback_ready
 from switchover.rollout import stages as sm
+from switchover.rollout.custom_gates import Series, promql_vector
 from switchover.rollout.driver import apply_to_gateway
-from switchover.rollout.gates import (
-    GateReport,
-    WindowStats,
-    decide,
-    evaluate,
-    read_ledger_rows,
-    stats_from_ledger,
-    stats_from_prometheus,
-)
-from switchover.rollout.settings import RolloutSettings
+from switchover.rollout.evidence import Window, judge_custom, read_window
+from switchover.rollout.gates import GateReport, WindowStats, decide, evaluate, read_ledger_rows
+from switchover.rollout.holding import HoldingReport
+from switchover.rollout.holding_control import HoldingDesk
+from switchover.rollout.rollback_ready import MetricsCheck, ReadyCheck
+from switchover.rollout.settings import PrometheusSource, RolloutSettings
 from switchover.rollout.stages import RolloutState, Transition
 from switchover.rollout.store import RolloutStore, actor
 
@@ -48,14 +46,19 @@ class StatusView(BaseModel):
     audit_log: str
     recent: list[Transition] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    holding: HoldingReport | None = Field(default=None, description="The last holding report (holding.json)")
 
 
 class ActionResult(BaseModel):
     """What `advance` / `rollback` / `abandon` / one `watch` check did."""
 
-    action: Literal["advance", "hold", "rollback", "auto_rollback", "abandon", "none", "idle"]
+    action: Literal[
+        "advance", "hold", "rollback", "auto_rollback", "abandon", "none", "idle", "refused", "rollback_blocked",
+        "holding_end",
+    ]
     state: StatusView
     transition: Transition | None = None
+    transitions: list[Transition] = Field(default_factory=list, description="Every audit line this action wrote")
     report: GateReport | None = None
     message: str
 
@@ -63,7 +66,16 @@ class ActionResult(BaseModel):
 class Rollout:
     """One migration file's rollout."""
 
-    def __init__(self, config_path: Path, *, clock: Clock = time.time, ledger: Path | None = None) -> None:
+    def __init__(
+        self,
+        config_path: Path,
+        *,
+        clock: Clock = time.time,
+        ledger: Path | None = None,
+        ready: ReadyCheck | None = None,
+        metrics: MetricsCheck | None = None,
+        query: Callable[[PrometheusSource, str], Series] = promql_vector,
+    ) -> None:
         self.config_path = config_path
         self.migration: Migration = load_migration(config_path)
         settings = getattr(self.migration, "rollout", None)
@@ -71,6 +83,10 @@ class Rollout:
         self.store = RolloutStore(self.settings.state_path(config_path))
         self.clock = clock
         self._ledger = ledger
+        self.query = query
+        # looked up at call time so a test (or an embedding tool) can replace the module's checkers
+        self.holding = HoldingDesk(self, ready=ready or (lambda *a: rollback_ready.ready_check(*a)),
+                                   metrics=metrics or (lambda url: rollback_ready.metrics_check(url)))
 
     # --- reading -------------------------------------------------------------------------------------
     def state(self) -> RolloutState:
@@ -114,25 +130,41 @@ class Rollout:
             audit_log=str(self.store.audit_path),
             recent=self.store.audit()[-recent:] if recent else [],
             warnings=warnings,
+            holding=self.holding.last_report() if state.holding is not None else None,
         )
 
-    def window_stats(self, state: RolloutState) -> WindowStats:
+    def window(self, state: RolloutState, *, window_s: float | None = None, need_rows: bool = False) -> Window:
+        """The evidence of the current stage: the last window_s seconds, never before the stage was entered."""
         now = self.clock()
-        since = now - self.settings.window_s
+        since = now - (window_s or self.settings.window_s)
         if state.entered_at is not None:
             since = max(since, state.entered_at)
-        if self.settings.source == "prometheus":
-            assert self.settings.prometheus is not None
-            window = max(1.0, min(self.settings.window_s, now - (state.entered_at or since)))
-            return stats_from_prometheus(self.settings.prometheus, window_s=window)
-        got = read_ledger_rows(self.ledger_path(), since)
-        rows = [r for r in got.rows if r.ts <= now]
-        return stats_from_ledger(
-            rows, window_s=now - since, with_shadow=state.shadow, th=self.settings.gates, skipped=got.skipped
-        )
+        return read_window(self.settings, self.ledger_path, since=since, now=now, with_shadow=state.shadow,
+                           need_rows=need_rows)
+
+    def window_stats(self, state: RolloutState) -> WindowStats:
+        return self.window(state).stats
+
+    def switch_ts(self) -> float | None:
+        """When new first got traffic in this rollout (the first advance to a weight > 0 after the last reset)."""
+        ts = None
+        for t in self.store.audit():
+            if t.action == "rollback" and t.why.startswith("reset:"):
+                ts = None
+            elif t.action == "advance" and t.to_weight > 0 and ts is None:
+                ts = t.ts
+        return ts
+
+    def rows_since_switch(self) -> list[Any]:
+        """Ledger rows from the switch on (for the cache-hits-after-switch check)."""
+        since = self.switch_ts()
+        if since is None:
+            return []
+        return read_ledger_rows(self.ledger_path(), since).rows
 
     def gate_report(self, state: RolloutState | None = None) -> GateReport:
-        """Judge the current stage's exit gates and the next stage's entry conditions."""
+        """Judge the current stage's exit gates and the next stage's entry conditions (or, while holding, every
+        open failure-type window)."""
         state = state or self.state()
         stage = state.stage
         now = self.clock()
@@ -143,89 +175,122 @@ class Rollout:
                 notes=["not started: the first stage has no exit gates to pass"],
             )
             return GateReport(stage="0%", decision="advance", results=[], stats=stats)
-        stats = self.window_stats(state)
-        results = evaluate(stats, stage.gates or [], self.settings.gates)
-        blockers = sm.entry_blockers(state, now)
+        if state.status == sm.Status.HOLDING:
+            return self.holding.gate_report(state)
+        custom_gates = [self.settings.custom_gate(n) for n in stage.custom]
+        window = self.window(state, need_rows=bool(custom_gates))
+        results = evaluate(window.stats, stage.gates or [], self.settings.gates)
+        custom = judge_custom(custom_gates, self.settings, window, since_switch=self.rows_since_switch,
+                              query=self.query)
+        blockers = sm.entry_blockers(state, now) + self.holding.entry_blockers(state)
         return GateReport(
             stage=stage.name,
-            decision=decide(results, blockers),
+            decision=decide(results, blockers, custom),
             results=results,
-            stats=stats,
+            custom=custom,
+            stats=window.stats,
             blockers=blockers,
         )
 
     # --- changing ------------------------------------------------------------------------------------
-    def _commit(self, new: RolloutState, transition: Transition, *, rollback_flag: bool) -> None:
+    def _commit(self, new: RolloutState, transition: Transition, *, rollback_flag: bool) -> list[Transition]:
+        """Drive the gateway, save, audit; entering a 100 % last stage also opens the holding window."""
         apply_to_gateway(self.config_path, weight=new.weight, rollback=rollback_flag)
+        lines = [transition]
+        if transition.action == "advance":
+            new, opened = self.holding.on_advance(new, transition)
+            lines += opened
         self.store.save(new)
-        self.store.append(transition)
+        for line in lines:
+            self.store.append(line)
+        return lines
 
     def advance(self, *, why: str, force: bool = False) -> ActionResult:
         with self.store.locked():
             state = self.state()
             if state.status == sm.Status.ABANDONED:
                 raise BadInput("this rollout was abandoned; `switchover rollout reset` starts a new one")
+            if state.status == sm.Status.HOLDING:
+                return self.holding.step(state, why=why, force=force)
             if state.next_stage() is None:
                 return ActionResult(action="none", state=self.view(state), message="already at the last stage")
             report = self.gate_report(state)
             if report.decision == "rollback":
                 return self._auto_rollback(state, report)
             if report.decision == "hold" and not force:
-                reasons = [r.reason for r in report.results if r.verdict != "pass"] + report.blockers
                 return ActionResult(
                     action="hold",
                     state=self.view(state),
                     report=report,
-                    message="hold: " + "; ".join(reasons),
+                    message="hold: " + "; ".join(_short_of_pass(report)),
                 )
             forced = report.decision == "hold"
-            text = why + (
-                " [forced past: "
-                + "; ".join([r.reason for r in report.results if r.verdict != "pass"] + report.blockers)
-                + "]"
-                if forced
-                else ""
-            )
+            text = why + (" [forced past: " + "; ".join(_short_of_pass(report)) + "]" if forced else "")
             new, tr = sm.advance(state, now=self.clock(), who=actor(), why=text, gates=report.summary())
-            self._commit(new, tr, rollback_flag=False)
+            lines = self._commit(new, tr, rollback_flag=False)
             return ActionResult(
                 action="advance",
-                state=self.view(new),
+                state=self.view(),
                 transition=tr,
+                transitions=lines,
                 report=report,
-                message=f"advanced {tr.from_stage} → {tr.to_stage} (new weight {tr.to_weight}%)",
+                message=f"advanced {tr.from_stage} → {tr.to_stage} (new weight {tr.to_weight}%)"
+                + ("; holding: the rollback window is open" if len(lines) > 1 else ""),
             )
 
-    def _auto_rollback(self, state: RolloutState, report: GateReport) -> ActionResult:
-        failed = [r for r in report.results if r.verdict == "fail" and r.hard]
-        why = "hard gate failed: " + "; ".join(r.reason for r in failed)
+    def _auto_rollback(self, state: RolloutState, report: GateReport, *, to: str | None = None) -> ActionResult:
+        failed = [r.reason for r in report.results if r.verdict == "fail" and r.hard]
+        failed += [c.reason for c in report.custom if c.verdict == "fail" and c.hard]
+        if report.holding is not None and report.holding.reason:
+            failed = [report.holding.reason]
+        why = "hard gate failed: " + "; ".join(failed)
+        target = to or self.settings.on_fail
         new, tr = sm.rollback(
             state,
-            to=self.settings.on_fail,
+            to=target,  # type: ignore[arg-type]
             now=self.clock(),
             who=actor(),
             why=why,
             automatic=True,
             gates=report.summary(),
         )
-        self._commit(new, tr, rollback_flag=new.index < 0)
+        lines = self._commit(new, tr, rollback_flag=new.index < 0)
         return ActionResult(
             action="auto_rollback",
             state=self.view(new),
             transition=tr,
+            transitions=lines,
             report=report,
             message=f"rolled back {tr.from_stage} → {tr.to_stage}: {why}",
         )
 
-    def rollback(self, *, to: Literal["previous", "zero"], why: str) -> ActionResult:
+    def rollback(
+        self, *, to: Literal["previous", "zero"] | None = None, why: str, force: bool = False
+    ) -> ActionResult:
+        """By hand. While holding (or after it) old's readiness is checked first: a rollback onto an old engine
+        that cannot answer is refused unless forced. `to` defaults to holding.on_fail while holding."""
         with self.store.locked():
             state = self.state()
-            new, tr = sm.rollback(state, to=to, now=self.clock(), who=actor(), why=why)
-            self._commit(new, tr, rollback_flag=new.index < 0)
+            target = to or (self.settings.holding.on_fail if state.status == sm.Status.HOLDING else "previous")
+            note = ""
+            if state.status in (sm.Status.HOLDING, sm.Status.COMPLETE) and state.index >= 0:
+                old = self.holding.check_old(force=True)
+                if old is not None and not old.ready:
+                    if not force:
+                        return ActionResult(
+                            action="refused",
+                            state=self.view(state),
+                            message=f"refused: old cannot serve ({old.state}: {old.reason}); rolling back would "
+                            "send every request to it. Fix old first, or --force",
+                        )
+                    note = f" [forced: old was not ready: {old.reason}]"
+            new, tr = sm.rollback(state, to=target, now=self.clock(), who=actor(), why=why + note)
+            lines = self._commit(new, tr, rollback_flag=new.index < 0)
             return ActionResult(
                 action="rollback",
                 state=self.view(new),
                 transition=tr,
+                transitions=lines,
                 message=f"rolled back {tr.from_stage} → {tr.to_stage} (new weight {tr.to_weight}%)",
             )
 
@@ -266,23 +331,27 @@ class Rollout:
             )
 
     def check(self, *, auto_advance: bool, why: str) -> ActionResult:
-        """One `watch` tick: roll back on a failed hard gate; advance on pass if asked; otherwise report."""
+        """One `watch` tick: roll back on a failed hard gate; advance on pass if asked; otherwise report. While
+        holding: check old when due, close windows whose time is up, roll back on a failed hard gate."""
         with self.store.locked():
             state = self.state()
             if state.status == sm.Status.ABANDONED or state.index < 0:
                 return ActionResult(
                     action="idle", state=self.view(state), message=f"nothing to watch ({state.status.value})"
                 )
+            if state.status == sm.Status.HOLDING:
+                return self.holding.step(state, why=why, force=False)
             report = self.gate_report(state)
             if report.decision == "rollback":
                 return self._auto_rollback(state, report)
             if report.decision == "advance" and auto_advance and state.next_stage() is not None:
                 new, tr = sm.advance(state, now=self.clock(), who=actor(), why=why, gates=report.summary())
-                self._commit(new, tr, rollback_flag=False)
+                lines = self._commit(new, tr, rollback_flag=False)
                 return ActionResult(
                     action="advance",
-                    state=self.view(new),
+                    state=self.view(),
                     transition=tr,
+                    transitions=lines,
                     report=report,
                     message=f"advanced {tr.from_stage} → {tr.to_stage}",
                 )
@@ -292,6 +361,15 @@ class Rollout:
                 report=report,
                 message=f"{report.stage}: {report.decision}",
             )
+
+
+def _short_of_pass(report: GateReport) -> list[str]:
+    """Every reason the report is not a pass: gates, custom gates, entry blockers."""
+    return (
+        [r.reason for r in report.results if r.verdict != "pass"]
+        + [f"{c.name}: {c.reason}" for c in report.custom if c.verdict != "pass"]
+        + report.blockers
+    )
 
 
 def audit_dicts(store: RolloutStore) -> list[dict[str, Any]]:

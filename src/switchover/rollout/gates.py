@@ -31,9 +31,13 @@ from switchover.gateway.ledger_record import (
 )
 from switchover.rollout import metric_names as mn
 from switchover.rollout.compare import ComparisonReport, compare_samples, samples_from_ledger
+from switchover.rollout.custom_gates import CustomGateResult
+from switchover.rollout.holding import HoldingReport
 from switchover.rollout.settings import GateName, GateThresholds, PrometheusSource
+from switchover.rollout.verdicts import GateResult, GateVerdict
 
-GateVerdict = Literal["pass", "hold", "fail"]
+__all__ = ["GateResult", "GateVerdict"]
+
 Decision = Literal["advance", "hold", "rollback"]
 
 
@@ -70,16 +74,6 @@ class WindowStats(BaseModel):
     warnings: list[str] = Field(default_factory=list, description="What an operator should look at")
 
 
-class GateResult(BaseModel):
-    gate: GateName
-    verdict: GateVerdict
-    hard: bool
-    observed: float | None = None
-    threshold: float
-    samples: int
-    reason: str
-
-
 class GateReport(BaseModel):
     """Every gate of a stage, and what follows: advance, hold or roll back."""
 
@@ -88,6 +82,8 @@ class GateReport(BaseModel):
     results: list[GateResult]
     stats: WindowStats
     blockers: list[str] = Field(default_factory=list, description="Entry conditions of the next stage not met")
+    custom: list[CustomGateResult] = Field(default_factory=list, description="rollout.custom_gates of the stage")
+    holding: HoldingReport | None = Field(default=None, description="The rollback window, while holding")
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -96,7 +92,8 @@ class GateReport(BaseModel):
         return self.stats.ledger_bad_lines
 
     def summary(self) -> dict[str, str]:
-        return {r.gate.value: r.verdict for r in self.results}
+        out: dict[str, str] = {r.gate.value: r.verdict for r in self.results}
+        return out | {c.name: c.verdict for c in self.custom}
 
 
 def _count_gate(gate: GateName, bad: int, n: int, limit: float, min_samples: int, hard: bool, what: str) -> GateResult:
@@ -255,11 +252,14 @@ def evaluate(stats: WindowStats, gates: Iterable[GateName], th: GateThresholds) 
     return out
 
 
-def decide(results: list[GateResult], blockers: list[str] | None = None) -> Decision:
+def decide(
+    results: list[GateResult], blockers: list[str] | None = None, custom: Sequence[CustomGateResult] = ()
+) -> Decision:
     """Any failed hard gate: roll back. Else anything short of pass (or an entry blocker): hold."""
-    if any(r.verdict == "fail" and r.hard for r in results):
+    verdicts = [(r.verdict, r.hard) for r in results] + [(c.verdict, c.hard) for c in custom]
+    if any(v == "fail" and hard for v, hard in verdicts):
         return "rollback"
-    if blockers or any(r.verdict != "pass" for r in results):
+    if blockers or any(v != "pass" for v, _ in verdicts):
         return "hold"
     return "advance"
 

@@ -14,6 +14,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from switchover.rollout.custom_settings import CustomGate
+from switchover.rollout.holding_settings import HoldingSettings
+from switchover.rollout.rows import TaskTypeRule
+
 
 class GateName(StrEnum):
     """Gates a stage can require; each has one formula in gates.py."""
@@ -36,6 +40,10 @@ class StageSpec(BaseModel):
     gates: list[GateName] | None = Field(
         default=None, description="Exit gates of this stage; default depends on the stage (seed 000 §7)"
     )
+    custom: list[str] = Field(
+        default_factory=list,
+        description="Names of rollout.custom_gates judged at this stage (they may also be listed under gates:)",
+    )
     min_duration_s: float = Field(
         default=0.0, ge=0, description="Stay at least this long before advancing (e.g. 86400 to cover a daily peak)"
     )
@@ -44,6 +52,19 @@ class StageSpec(BaseModel):
         description="Enter the next stage only if this stage saw no rollback; default on from the "
         "second weighted stage (seed 000 §7: 'previous stage: zero rollbacks in window')",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_custom(cls, value: Any) -> Any:
+        """Names under `gates:` that are not built-in gates are custom gates (checked by RolloutSettings)."""
+        if not isinstance(value, dict) or not isinstance(value.get("gates"), list):
+            return value
+        builtin = {g.value for g in GateName}
+        gates = [g for g in value["gates"] if not isinstance(g, str) or g in builtin]
+        custom = [g for g in value["gates"] if isinstance(g, str) and g not in builtin]
+        if not custom:
+            return value
+        return {**value, "gates": gates, "custom": [*value.get("custom", []), *custom]}
 
 
 def _default_gates(stage: StageSpec, weighted_index: int) -> list[GateName]:
@@ -110,6 +131,8 @@ class PrometheusSource(BaseModel):
 
 
 DEFAULT_STAGES: list[Any] = ["shadow", 5, 20, 50, 100]
+BUILTIN_GATES = ("parse_failure_rate", "output_length_shift", "cache_hits_after_switch")
+"""Built-in custom gates usable by name without a custom_gates entry (defaults from custom_settings.py)."""
 
 
 class RolloutSettings(BaseModel):
@@ -135,6 +158,15 @@ class RolloutSettings(BaseModel):
         default=".switchover/rollout",
         description="State file and audit log; relative paths are from switchover.yaml's folder",
     )
+    custom_gates: list[CustomGate] = Field(
+        default_factory=list, description="PromQL, ledger-expression and built-in gates (custom_settings.py)"
+    )
+    task_types: list[TaskTypeRule] = Field(
+        default_factory=list, description="Task-type rules for `by: task_type` when the gateway sets no label"
+    )
+    holding: HoldingSettings = Field(
+        default_factory=HoldingSettings, description="The rollback window after 100 % (holding_settings.py)"
+    )
 
     @field_validator("stages", mode="before")
     @classmethod
@@ -157,6 +189,7 @@ class RolloutSettings(BaseModel):
                 raise ValueError(f"stages: weights must not decrease, got {weights}")
         if self.source == "prometheus" and self.prometheus is None:
             raise ValueError("source is 'prometheus' but the prometheus: url is missing")
+        self._check_custom()
         weighted = 0
         for stage in self.stages:
             if stage.gates is None:
@@ -166,6 +199,42 @@ class RolloutSettings(BaseModel):
             if stage.weight > 0:
                 weighted += 1
         return self
+
+    def _check_custom(self) -> None:
+        builtin = {g.value for g in GateName}
+        names = [g.name for g in self.custom_gates]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"custom_gates: duplicate names {sorted(dup)}")
+        clash = sorted(set(names) & builtin)
+        if clash:
+            raise ValueError(f"custom_gates: {clash} are built-in gate names; choose other names")
+        known = set(names)
+        for stage in self.stages:
+            missing = [c for c in stage.custom if c not in known and c not in BUILTIN_GATES]
+            if missing:
+                raise ValueError(
+                    f"stages: stage {stage.name} names unknown gates {missing} "
+                    f"(built-in: {sorted(builtin)}; custom: {sorted(known) or 'none defined'})"
+                )
+        for ftype, window in self.holding.windows.items():
+            for gate in window.gates:
+                if gate == GateName.SHADOW_DISTRIBUTION.value:
+                    raise ValueError(f"holding.windows.{ftype.value}: shadow_distribution needs shadow traffic")
+                if gate not in builtin and gate not in known and gate not in BUILTIN_GATES:
+                    raise ValueError(
+                        f"holding.windows.{ftype.value}.gates: unknown gate {gate!r} "
+                        f"(built-in: {sorted(builtin | set(BUILTIN_GATES))}; custom: {sorted(known) or 'none'})"
+                    )
+
+    def custom_gate(self, name: str) -> CustomGate:
+        """A custom gate by name; a built-in like output_length_shift named without a definition gets defaults."""
+        for g in self.custom_gates:
+            if g.name == name:
+                return g
+        if name in BUILTIN_GATES:
+            return CustomGate(name=name, builtin=name)  # type: ignore[arg-type]
+        raise KeyError(name)
 
     def state_path(self, config_path: Path | None) -> Path:
         """The folder holding state.json and audit.jsonl."""

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from switchover.errors import BadInput
+from switchover.rollout.holding import HoldingState
 from switchover.rollout.settings import StageSpec
 
 
@@ -19,7 +20,8 @@ class Status(StrEnum):
     NOT_STARTED = "not_started"
     IN_PROGRESS = "in_progress"  # at a stage, gates pass or hold
     ROLLED_BACK = "rolled_back"  # the last transition was a rollback; may advance again
-    COMPLETE = "complete"  # at the last stage
+    COMPLETE = "complete"  # at the last stage (after the holding window, when there is one)
+    HOLDING = "holding"  # at 100 %, the rollback window open: old kept warm and checked (holding.py)
     ABANDONED = "abandoned"  # terminal: the migration was called off (seed 000 §7)
 
 
@@ -52,7 +54,9 @@ class Transition(BaseModel):
 
     ts: float = Field(description="Wall-clock time (label only)")
     who: str = Field(description="user@host")
-    action: Literal["advance", "rollback", "abandon", "hold", "auto_rollback"]
+    action: Literal[
+        "advance", "rollback", "abandon", "hold", "auto_rollback", "holding_start", "window_end", "holding_end"
+    ]
     from_stage: str
     to_stage: str
     from_weight: int
@@ -60,6 +64,7 @@ class Transition(BaseModel):
     why: str
     gates: dict[str, str] = Field(default_factory=dict, description="gate name -> pass | hold | fail")
     criteria: list[str] = Field(default_factory=list, description="Abandonment criteria that applied")
+    window: str | None = Field(default=None, description="window_end: the failure type whose window closed")
 
 
 class RolloutState(BaseModel):
@@ -72,6 +77,7 @@ class RolloutState(BaseModel):
     entered_at: float | None = Field(default=None, description="When the current stage was entered (wall clock)")
     rollbacks_in_stage: int = Field(default=0, description="Rollbacks into the current stage since it was entered")
     transitions: int = 0
+    holding: HoldingState | None = Field(default=None, description="The rollback window after 100 %")
 
     @property
     def stage(self) -> StageSpec | None:
@@ -109,8 +115,20 @@ def _moved(state: RolloutState, index: int, now: float, *, rolled_back: bool) ->
             entered_at=now,
             rollbacks_in_stage=1 if rolled_back else 0,
             transitions=state.transitions + 1,
+            holding=None,
         )
     )
+
+
+def enter_holding(state: RolloutState, holding: HoldingState) -> RolloutState:
+    """At the last stage (100 %): the rollback window opens instead of `complete`."""
+    return state.model_copy(update=dict(status=Status.HOLDING, holding=holding))
+
+
+def update_holding(state: RolloutState, holding: HoldingState) -> RolloutState:
+    """Windows closed; when the last one has, the rollout is complete."""
+    status = Status.COMPLETE if holding.ended_at is not None else Status.HOLDING
+    return state.model_copy(update=dict(status=status, holding=holding, transitions=state.transitions + 1))
 
 
 def _ensure_active(state: RolloutState) -> None:
@@ -211,6 +229,7 @@ def abandon(
             entered_at=now,
             rollbacks_in_stage=0,
             transitions=state.transitions + 1,
+            holding=None,
         )
     )
     return new, Transition(

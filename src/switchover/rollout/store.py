@@ -10,16 +10,22 @@ import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import orjson
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from switchover import atomicfile
 from switchover.errors import BadInput
 from switchover.rollout.stages import RolloutState, Transition
 
 STATE_FILE = "state.json"
 AUDIT_FILE = "audit.jsonl"
 LOCK_FILE = ".lock"
+OLD_READY_FILE = "old_ready.jsonl"  # scheduled readiness checks of old while holding
+BASELINE_FILE = "baseline.json"  # old's tails and output lengths from the window before 100 %
+HOLDING_FILE = "holding.json"  # the latest holding report, for `check` and `report`
+M = TypeVar("M", bound=BaseModel)
 
 
 def actor() -> str:
@@ -35,26 +41,8 @@ def actor() -> str:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename over the target."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-    with contextlib.suppress(OSError):  # make the rename itself durable
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    """Write whole (temporary file in the same folder, fsync, rename, fsync the folder): switchover.atomicfile."""
+    atomicfile.write_atomic(path, data)
 
 
 class RolloutStore:
@@ -122,3 +110,39 @@ class RolloutStore:
             except ValidationError:
                 raise BadInput(f"{self.audit_path}: line {n} is not an audit record") from None
         return out
+
+    def append_line(self, name: str, record: BaseModel) -> None:
+        """One JSON line appended to `name` in the state folder (O_APPEND, fsynced)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        line = orjson.dumps(record.model_dump(mode="json")) + b"\n"
+        fd = os.open(self.folder / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def read_lines(self, name: str, model: type[M]) -> list[M]:
+        """Every readable line of `name` as `model` (a bad line is skipped: these logs never block a rollback)."""
+        try:
+            lines = (self.folder / name).read_bytes().splitlines()
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in lines:
+            try:
+                out.append(model.model_validate_json(line))
+            except ValidationError:
+                continue
+        return out
+
+    def write_model(self, name: str, obj: BaseModel) -> None:
+        """A JSON file in the state folder, replaced atomically."""
+        write_atomic(self.folder / name, obj.model_dump_json(indent=2).encode() + b"\n")
+
+    def read_model(self, name: str, model: type[M]) -> M | None:
+        """A JSON file of the state folder, or None when absent or unreadable."""
+        try:
+            return model.model_validate_json((self.folder / name).read_bytes())
+        except (FileNotFoundError, ValidationError):
+            return None

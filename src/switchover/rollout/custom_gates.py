@@ -1,0 +1,318 @@
+"""Judging custom gates (custom_settings.py): pure functions over ledger row views, and PromQL at the edge.
+
+Verdicts follow gates.py: too few samples is hold, never pass; a rate may fail early when the failures already
+seen exceed what min_samples rows could absorb. With `by`, each group is judged alone and any failing group
+fails the gate (seed 001 §5: "any task type getting worse goes back one stage"); groups still short of samples
+are listed, and the gate holds only while no group has enough.
+"""
+
+from __future__ import annotations
+
+import math
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, Field
+
+from switchover.errors import BadInput, Unreachable
+from switchover.gateway.ledger_record import NOT_AN_ARM_OUTCOMES
+from switchover.rollout.baseline import Baseline
+from switchover.rollout.compare import compare_metric
+from switchover.rollout.custom_settings import CustomGate
+from switchover.rollout.expr import compile_expr
+from switchover.rollout.rows import PENDING_FIELDS, pending_missing, row_fields
+from switchover.rollout.settings import GateThresholds, PrometheusSource
+
+Verdict = Literal["pass", "hold", "fail"]
+View = dict[str, Any]
+ALL = "(all)"
+
+
+class GroupVerdict(BaseModel):
+    """One group's verdict (a task type, a label value, or all rows)."""
+
+    group: str
+    verdict: Verdict
+    observed: float | None = None
+    samples: int = 0
+    reason: str
+
+
+class CustomGateResult(BaseModel):
+    """A custom gate's verdict, with per-group detail when it has `by`."""
+
+    name: str
+    kind: Literal["promql", "ledger", "builtin"]
+    builtin: str | None = None
+    verdict: Verdict
+    hard: bool
+    observed: float | None = None
+    threshold: float | None = None
+    samples: int = 0
+    reason: str
+    groups: list[GroupVerdict] = Field(default_factory=list)
+    query: str | None = Field(default=None, description="The PromQL sent (promql gates)")
+
+
+def _rate_verdict(group: str, bad: int, n: int, limit: float | None, min_samples: int, old_rate: float | None,
+                  max_increase: float | None) -> GroupVerdict:
+    rate = bad / n if n else None
+    if n >= min_samples and rate is not None:
+        if limit is not None and rate > limit:
+            return GroupVerdict(group=group, verdict="fail", observed=rate, samples=n,
+                                reason=f"{group}: {bad}/{n} = {rate:.2%} > {limit:.2%}")
+        if max_increase is not None and old_rate is not None and rate - old_rate > max_increase:
+            return GroupVerdict(group=group, verdict="fail", observed=rate, samples=n,
+                                reason=f"{group}: {rate:.2%} vs old {old_rate:.2%}, +{rate - old_rate:.2%} > "
+                                f"+{max_increase:.2%}")
+        vs = f" (old {old_rate:.2%})" if old_rate is not None else ""
+        return GroupVerdict(group=group, verdict="pass", observed=rate, samples=n,
+                            reason=f"{group}: {bad}/{n} = {rate:.2%}{vs}")
+    if limit is not None and bad > limit * min_samples:
+        return GroupVerdict(group=group, verdict="fail", observed=rate, samples=n,
+                            reason=f"{group}: {bad} of {n} already exceeds {limit:.2%} of the {min_samples} needed")
+    return GroupVerdict(group=group, verdict="hold", observed=rate, samples=n,
+                        reason=f"{group}: {n} rows, {min_samples} needed (failures so far {bad})")
+
+
+def _combine(gate: CustomGate, groups: list[GroupVerdict], what: str, threshold: float | None) -> CustomGateResult:
+    """One verdict from the groups: any fail fails; pass once some group passed and none failed; else hold."""
+    base: dict[str, Any] = dict(name=gate.name, kind=gate.kind, builtin=gate.builtin, hard=bool(gate.hard),
+                                threshold=threshold, groups=groups if gate.by else [])
+    failed = [g for g in groups if g.verdict == "fail"]
+    passed = [g for g in groups if g.verdict == "pass"]
+    short = [g for g in groups if g.verdict == "hold"]
+    samples = sum(g.samples for g in groups)
+    worst = max((g.observed for g in failed or passed if g.observed is not None), default=None)
+    if failed:
+        return CustomGateResult(**base, verdict="fail", observed=worst, samples=samples,
+                                reason=f"{what}: " + "; ".join(g.reason for g in failed))
+    if passed:
+        extra = f" (too few rows, not judged: {', '.join(g.group for g in short)})" if short else ""
+        return CustomGateResult(**base, verdict="pass", observed=worst, samples=samples,
+                                reason=f"{what}: " + "; ".join(g.reason for g in passed) + extra)
+    reason = "; ".join(g.reason for g in short) if short else "no rows matched"
+    return CustomGateResult(**base, verdict="hold", samples=samples, reason=f"{what}: {reason}")
+
+
+def _arm_rows(views: Sequence[View], arm: str) -> list[View]:
+    return [v for v in views if v.get("routed") == arm and v.get("outcome") not in NOT_AN_ARM_OUTCOMES]
+
+
+def _group(views: Sequence[View], by: str | None) -> dict[str, list[View]]:
+    out: dict[str, list[View]] = defaultdict(list)
+    for v in views:
+        out[ALL if by is None else str(v.get(by))].append(v)
+    return out
+
+
+def _not_measured(gate: CustomGate, field: str) -> CustomGateResult:
+    pending = field in pending_missing()
+    why = (f"not measured: the ledger has no {field} values ({PENDING_FIELDS[field]}; the gateway does not record "
+           "it yet)" if pending else f"not measured: no row in the window has {field}")
+    return CustomGateResult(name=gate.name, kind=gate.kind, builtin=gate.builtin, verdict="hold",
+                            hard=bool(gate.hard), threshold=gate.max, reason=why)
+
+
+def ledger_rate(gate: CustomGate, views: Sequence[View], *, where: str | None, fail_when: str, arm: str,
+                min_samples: int, what: str) -> CustomGateResult:
+    """The share of selected rows on `arm` for which `fail_when` holds, per group, against max / max_increase."""
+    fields = row_fields()
+    sel = compile_expr(where, fields) if where else None
+    bad_expr = compile_expr(fail_when, fields)
+
+    def pick(rows: list[View]) -> list[View]:
+        return [v for v in rows if sel is None or sel.matches(v)]
+
+    new = _group(pick(_arm_rows(views, arm)), gate.by)
+    old = _group(pick(_arm_rows(views, "old")), gate.by) if arm == "new" else {}
+    groups = []
+    for name in sorted(new):
+        rows = new[name]
+        bad = sum(1 for v in rows if bad_expr.matches(v))
+        old_rows = old.get(name, [])
+        old_rate = (sum(1 for v in old_rows if bad_expr.matches(v)) / len(old_rows)
+                    if len(old_rows) >= min_samples else None)
+        groups.append(_rate_verdict(name, bad, len(rows), gate.max, min_samples, old_rate, gate.max_increase))
+    return _combine(gate, groups, what, gate.max)
+
+
+def _lengths(views: Sequence[View], arm: str) -> list[View]:
+    return [v for v in _arm_rows(views, arm) if v.get("arm") == arm and v.get("outcome") == "ok"
+            and v.get("completion_tokens") is not None]
+
+
+def output_length_shift(gate: CustomGate, views: Sequence[View], th: GateThresholds, min_samples: int,
+                        baseline: Baseline | None) -> CustomGateResult:
+    """New's output lengths against old's (or the baseline's) per group: fail when the distributions differ
+    beyond the A/A noise AND the p50 or p90 moved by more than `max` (relative)."""
+    new = _group(_lengths(views, "new"), gate.by)
+    old = _group(_lengths(views, "old"), gate.by)
+    limit = gate.max if gate.max is not None else 0.25
+    groups = []
+    for name in sorted(new):
+        a = [float(v["completion_tokens"]) for v in old.get(name, [])]
+        source = "old"
+        if len(a) < min_samples and baseline is not None:
+            a = baseline.lengths(None if name == ALL else name)
+            source = "baseline"
+        b = [float(v["completion_tokens"]) for v in new[name]]
+        cmp = compare_metric("output_tokens", a, b, alpha=th.alpha, noise_margin=th.noise_margin,
+                             min_samples=min_samples)
+        if cmp.verdict == "insufficient":
+            groups.append(GroupVerdict(group=name, verdict="hold", samples=len(b),
+                                       reason=f"{name}: {source} {len(a)} / new {len(b)} lengths, "
+                                       f"{min_samples} each needed"))
+            continue
+        po, pn = cmp.percentiles_old, cmp.percentiles_new
+        shifts = {q: pn[q] / po[q] - 1 for q in ("p50", "p90") if po.get(q)}
+        q, shift = max(shifts.items(), key=lambda kv: abs(kv[1]), default=("p50", 0.0))
+        text = f"{name}: {q} {po.get(q, 0):.0f} → {pn.get(q, 0):.0f} tokens ({shift:+.0%} vs {source})"
+        verdict: Verdict = "fail" if cmp.verdict == "differs" and abs(shift) > limit else "pass"
+        note = "" if cmp.verdict == "differs" else ", within the A/A noise"
+        groups.append(GroupVerdict(group=name, verdict=verdict, observed=abs(shift), samples=len(b),
+                                   reason=text + (f" > ±{limit:.0%}" if verdict == "fail" else note)))
+    return _combine(gate, groups, "output length", limit)
+
+
+def cache_hits_after_switch(gate: CustomGate, views_since_switch: Sequence[View]) -> CustomGateResult:
+    """The first `first_n` new-arm answers that report cached tokens: cached / prompt tokens must be ≈ 0."""
+    rows = sorted((v for v in _arm_rows(views_since_switch, "new")
+                   if v.get("cached_tokens") is not None and (v.get("prompt_tokens") or 0) > 0),
+                  key=lambda v: v["ts"])
+    if not rows:
+        return _not_measured(gate, "cached_tokens")
+    first = rows[: gate.first_n]
+    cached, prompt = sum(v["cached_tokens"] for v in first), sum(v["prompt_tokens"] for v in first)
+    share = cached / prompt
+    limit = gate.max if gate.max is not None else 0.05
+    base: dict[str, Any] = dict(name=gate.name, kind=gate.kind, builtin=gate.builtin, hard=bool(gate.hard),
+                                threshold=limit, observed=share, samples=len(first))
+    what = f"first {len(first)} new-arm answers: {cached}/{prompt} prompt tokens from cache = {share:.1%}"
+    if share > limit:
+        return CustomGateResult(**base, verdict="fail", reason=f"{what} > {limit:.0%}: the cache key likely lacks "
+                                "the model/weights version (seed 001 §4)")
+    if len(first) < gate.first_n:
+        return CustomGateResult(**base, verdict="hold", reason=f"{what}; {gate.first_n} needed")
+    return CustomGateResult(**base, verdict="pass", reason=f"{what} ≤ {limit:.0%}")
+
+
+def judge_ledger_gate(gate: CustomGate, views: Sequence[View], th: GateThresholds, *,
+                      baseline: Baseline | None = None, views_since_switch: Sequence[View] = ()) -> CustomGateResult:
+    """A ledger or built-in gate over row views (pure)."""
+    min_samples = gate.min_samples or th.min_samples
+    if gate.ledger is not None:
+        q = gate.ledger
+        return ledger_rate(gate, views, where=q.where, fail_when=q.fail_when, arm=q.arm, min_samples=min_samples,
+                           what="rate")
+    if gate.builtin == "parse_failure_rate":
+        if not any(v.get("json_valid") is not None for v in views):
+            return _not_measured(gate, "json_valid")
+        return ledger_rate(gate, views, where="json_valid != null", fail_when="json_valid == false", arm="new",
+                           min_samples=min_samples, what="JSON parse failures")
+    if gate.builtin == "output_length_shift":
+        return output_length_shift(gate, views, th, min_samples, baseline)
+    if gate.builtin == "cache_hits_after_switch":
+        return cache_hits_after_switch(gate, views_since_switch)
+    raise ValueError(f"gate {gate.name} is not a ledger gate")  # pragma: no cover - guarded by the settings
+
+
+# --- PromQL (the edge) ---------------------------------------------------------------------------------------
+
+Series = list[tuple[dict[str, str], float | None]]
+
+
+def promql_vector(source: PrometheusSource, query: str) -> Series:
+    """One instant query; each series' labels and value (None for NaN / ±Inf)."""
+    url = f"{source.url}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+    try:
+        with urllib.request.urlopen(url, timeout=source.timeout_s) as resp:
+            body = orjson.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        detail = ""
+        try:
+            detail = orjson.loads(exc.read()).get("error", "")
+        except Exception:  # the body is only for the message
+            detail = ""
+        if exc.code in (400, 422):
+            raise BadInput(f"Prometheus rejected {query!r}: {detail or exc.code}") from None
+        raise Unreachable(f"Prometheus {source.url} answered {exc.code} to {query!r}") from None
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        raise Unreachable(f"Prometheus {source.url} unreachable: {exc}") from None
+    except orjson.JSONDecodeError:
+        raise Unreachable(f"Prometheus {source.url} did not answer JSON") from None
+    if body.get("status") != "success":
+        raise BadInput(f"Prometheus rejected {query!r}: {body.get('error', body)}")
+    data = body.get("data", {})
+    if data.get("resultType") == "scalar":
+        v = float(data["result"][1])
+        return [({}, None if math.isnan(v) or math.isinf(v) else v)]
+    out: Series = []
+    for item in data.get("result", []):
+        v = float(item["value"][1])
+        out.append((dict(item.get("metric", {})), None if math.isnan(v) or math.isinf(v) else v))
+    return out
+
+
+def with_window(query: str, window_s: float) -> str:
+    """The query with {window} replaced by the gate window in whole seconds (at least 1s)."""
+    return query.replace("{window}", f"{max(1, int(window_s))}s")
+
+
+def judge_promql(gate: CustomGate, series: Series, query: str) -> CustomGateResult:
+    """Each returned series against max / min; grouped by the `by` label (pure)."""
+    base: dict[str, Any] = dict(name=gate.name, kind="promql", hard=bool(gate.hard),
+                                threshold=gate.max if gate.max is not None else gate.min, query=query)
+    if not series:
+        return CustomGateResult(**base, verdict="hold", reason="no data: the query returned no series")
+    groups = []
+    for labels, value in series:
+        if gate.by:
+            name = labels.get(gate.by, f"(no {gate.by})")
+        else:
+            name = ",".join(f"{k}={v}" for k, v in sorted(labels.items()) if k != "__name__") or ALL
+        if value is None:
+            groups.append(GroupVerdict(group=name, verdict="hold", reason=f"{name}: NaN (no samples in the window)"))
+        elif gate.max is not None and value > gate.max:
+            groups.append(GroupVerdict(group=name, verdict="fail", observed=value,
+                                       reason=f"{name}: {value:g} > {gate.max:g}"))
+        elif gate.min is not None and value < gate.min:
+            groups.append(GroupVerdict(group=name, verdict="fail", observed=value,
+                                       reason=f"{name}: {value:g} < {gate.min:g}"))
+        else:
+            groups.append(GroupVerdict(group=name, verdict="pass", observed=value, reason=f"{name}: {value:g}"))
+    shown = gate.model_copy(update={"by": gate.by or ("series" if len(groups) > 1 else None)})
+    result = _combine(shown, groups, "PromQL", base["threshold"])
+    return result.model_copy(update={"query": query, "kind": "promql"})
+
+
+def evaluate_custom(
+    gates: Sequence[CustomGate],
+    views: Sequence[View],
+    th: GateThresholds,
+    *,
+    window_s: float,
+    prometheus: PrometheusSource | None,
+    baseline: Baseline | None = None,
+    views_since_switch: Sequence[View] = (),
+    query: Callable[[PrometheusSource, str], Series] = promql_vector,
+) -> list[CustomGateResult]:
+    """Every custom gate of a stage (ledger ones pure; PromQL ones through `query`)."""
+    out = []
+    for gate in gates:
+        if gate.promql is not None:
+            q = with_window(gate.promql, window_s)
+            if prometheus is None:
+                out.append(CustomGateResult(name=gate.name, kind="promql", verdict="hold", hard=bool(gate.hard),
+                                            threshold=gate.max, query=q,
+                                            reason="no Prometheus configured (rollout.prometheus.url)"))
+                continue
+            out.append(judge_promql(gate, query(prometheus, q), q))
+        else:
+            out.append(judge_ledger_gate(gate, views, th, baseline=baseline, views_since_switch=views_since_switch))
+    return out

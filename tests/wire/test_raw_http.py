@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from switchover.errors import BadInput
 from switchover.wire import EngineClient, FailureKind, Timeouts, stamps
-from switchover.wire.http1 import HttpProtocolError, ResponseParser
+from switchover.wire.http1 import HttpProtocolError, LlhttpResponseParser, ResponseParser
 from tests.wire.fake_server import chunk, usage_chunk
 
 
@@ -24,8 +24,11 @@ def _splits(data: bytes, cuts: list[int]) -> list[bytes]:
     return [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
 
 
-def _parse(pieces: list[bytes], *, close: bool = False) -> tuple[ResponseParser, bytes]:
-    p = ResponseParser()
+PARSERS = pytest.mark.parametrize("make", [ResponseParser, LlhttpResponseParser], ids=["python", "llhttp"])
+
+
+def _parse(pieces: list[bytes], *, close: bool = False, make: Any = ResponseParser) -> tuple[Any, bytes]:
+    p = make()
     body = b"".join(p.feed(piece) for piece in pieces)
     if close:
         p.eof()
@@ -55,48 +58,54 @@ trailer_lists = st.lists(st.tuples(st.sampled_from([b"X-Trailer", b"Expires"]), 
                          max_size=2)
 
 
+@PARSERS
 @settings(max_examples=300, deadline=None)
 @given(body=bodies, cuts=cuts)
-def test_content_length_body_is_the_same_under_any_split(body: bytes, cuts: list[int]) -> None:
+def test_content_length_body_is_the_same_under_any_split(body: bytes, cuts: list[int], make: Any) -> None:
     raw = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
-    p, got = _parse(_splits(raw, cuts))
+    p, got = _parse(_splits(raw, cuts), make=make)
     assert got == body and p.done and p.status == 200 and p.keep_alive and not p.extra
 
 
+@PARSERS
 @settings(max_examples=400, deadline=None)
 @given(body=bodies, sizes=st.lists(st.integers(1, 80), max_size=6), ext=extensions, trailers=trailer_lists,
        upper=st.booleans(), cuts=cuts)
 def test_chunked_body_is_the_same_under_any_split(body: bytes, sizes: list[int], ext: list[bytes],
                                                   trailers: list[tuple[bytes, bytes]], upper: bool,
-                                                  cuts: list[int]) -> None:
+                                                  cuts: list[int], make: Any) -> None:
     raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + _chunked(body, sizes, ext, trailers, upper)
-    p, got = _parse(_splits(raw, cuts))
+    p, got = _parse(_splits(raw, cuts), make=make)
     assert got == body and p.done and p.keep_alive and not p.extra
 
 
+@PARSERS
 @settings(max_examples=200, deadline=None)
 @given(body=bodies, cuts=cuts)
-def test_body_read_until_close_is_the_same_under_any_split(body: bytes, cuts: list[int]) -> None:
+def test_body_read_until_close_is_the_same_under_any_split(body: bytes, cuts: list[int], make: Any) -> None:
     raw = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + body
-    p, got = _parse(_splits(raw, cuts), close=True)
+    p, got = _parse(_splits(raw, cuts), close=True, make=make)
     assert got == body and p.done and not p.keep_alive
 
 
-def test_chunk_size_line_split_byte_by_byte() -> None:
+@PARSERS
+def test_chunk_size_line_split_byte_by_byte(make: Any) -> None:
     raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1a;ext=1\r\n" + b"x" * 26 + b"\r\n0\r\nT: 1\r\n\r\n"
-    p, got = _parse([raw[i:i + 1] for i in range(len(raw))])
+    p, got = _parse([raw[i:i + 1] for i in range(len(raw))], make=make)
     assert got == b"x" * 26 and p.done
 
 
-def test_interim_responses_are_skipped_and_headers_read() -> None:
+@PARSERS
+def test_interim_responses_are_skipped_and_headers_read(make: Any) -> None:
     raw = (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nconnection: Close\r\nX-A: 1\r\nx-a: 2\r\n"
            b"Content-Length: 2\r\n\r\nok")
-    p, got = _parse([raw])
+    p, got = _parse([raw], make=make)
     assert got == b"ok" and p.status == 200 and not p.keep_alive and p.headers["x-a"] == "1, 2"
 
 
-def test_http10_closes_unless_keep_alive() -> None:
-    p, _ = _parse([b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n"])
+@PARSERS
+def test_http10_closes_unless_keep_alive(make: Any) -> None:
+    p, _ = _parse([b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n"], make=make)
     assert p.done and not p.keep_alive
 
 
@@ -106,11 +115,13 @@ def test_answer_to_head_has_no_body_whatever_its_length() -> None:
     assert p.done and p.keep_alive and not p.extra and p.headers["content-length"] == "5"
 
 
-def test_bytes_after_the_response_mark_the_connection_unusable() -> None:
-    p, got = _parse([b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nab"])
+@PARSERS
+def test_bytes_after_the_response_mark_the_connection_unusable(make: Any) -> None:
+    p, got = _parse([b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nab"], make=make)
     assert got == b"a" and p.done and p.extra
 
 
+@PARSERS
 @pytest.mark.parametrize("raw", [
     b"HTTX/1.1 200 OK\r\n\r\n",
     b"HTTP/1.1 2000 OK\r\n\r\n",
@@ -119,9 +130,9 @@ def test_bytes_after_the_response_mark_the_connection_unusable() -> None:
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX\r\n",
 ])
-def test_malformed_responses_raise(raw: bytes) -> None:
+def test_malformed_responses_raise(raw: bytes, make: Any) -> None:
     with pytest.raises(HttpProtocolError):
-        _parse([raw])
+        _parse([raw], make=make)
 
 
 # ---------------------------------------------------------------------------------------------- live sockets

@@ -23,7 +23,6 @@ import orjson
 
 from switchover.wire.error_body import ErrorBody, parse_error_obj
 from switchover.wire.records import Failure, FailureKind, RequestRecord, ToolCall, Usage
-from switchover.wire.sse import SSEEvent
 
 DONE = b"[DONE]"
 _STRUCTURE_ERRORS = (AttributeError, TypeError, ValueError)  # JSON of the wrong shape: malformed, not a crash
@@ -159,7 +158,8 @@ def _apply_common(rec: Folded, obj: dict[str, Any], t_ns: int | None) -> None:
         rec.engine_timings = timings
 
 
-def apply_events(rec: Folded, events: Iterable[tuple[bytes, str | None] | SSEEvent], t_ns: int) -> bool:
+def apply_events(rec: Folded, events: Iterable[tuple[bytes, str | None] | tuple[bytes, str | None, str | None]],
+                 t_ns: int) -> bool:
     """Fold the SSE events one read completed (all stamped `t_ns`) into the record; True once [DONE] was seen
     (events after it are ignored). Runs once per token, so the usual event (one choice, a delta or text) takes the
     fewest steps; streamed text goes to the chunk arrays only (joined once at the end)."""
@@ -168,6 +168,7 @@ def apply_events(rec: Folded, events: Iterable[tuple[bytes, str | None] | SSEEve
     loads = orjson.loads
     finish = rec.finish_reasons
     detail = rec.detail
+    add_ns, add_text, add_choice = rec.chunk_ns.append, rec.chunk_text.append, rec.chunk_choice.append
     for ev in events:
         data = ev[0]
         if data == DONE:
@@ -203,9 +204,9 @@ def apply_events(rec: Folded, events: Iterable[tuple[bytes, str | None] | SSEEve
                             _apply_delta_extras(cast(RequestRecord, rec), delta)
                     else:  # completions
                         text = ch.get("text") or ""
-                    rec.chunk_ns.append(t_ns)
-                    rec.chunk_text.append(text)
-                    rec.chunk_choice.append(idx)
+                    add_ns(t_ns)
+                    add_text(text)
+                    add_choice(idx)
                     fr = ch.get("finish_reason")
                     if fr is not None or idx not in finish:
                         finish[idx] = fr

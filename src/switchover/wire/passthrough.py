@@ -1,7 +1,7 @@
 """Pass-through HTTP/1.1 keep-alive client: the gateway's old / new arm requests, bodies relayed as read.
 
-It shares the response parser (`http1.ResponseParser`) with `raw_http`, and differs from it in what it does with
-the body: `raw_http` folds it into a RequestRecord; here it is handed over as read (Content-Length, chunked or
+It shares http1.py with `raw_http` (which reads with http1's llhttp-backed parser), and differs from it in what it
+does with the body: `raw_http` folds it into a RequestRecord; here it is handed over as read (Content-Length, chunked or
 until close), with read-side flow control, to a relay. One write per request (head + body); a keep-alive pool
 per (host, port, tls) that drops connections idle for `keepalive_s` (below the 5 s keep-alive of uvicorn and
 cpp-httplib). A request that meets a connection the server has just closed (no response byte) is sent once more

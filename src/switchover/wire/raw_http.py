@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from switchover.wire import stamps
 from switchover.wire.error_body import parse_error_body
 from switchover.wire.fold import apply_body, apply_events, connect_text, ended, err_text, join_streamed_text
-from switchover.wire.http1 import HttpProtocolError, ResponseParser
+from switchover.wire.http1 import HttpProtocolError, LlhttpResponseParser
 from switchover.wire.records import Failure, FailureKind, RequestRecord
 from switchover.wire.sse import SSEParser
 from switchover.wire.stamps import ANC_SPACE, StampCounts, read_time
@@ -52,7 +52,7 @@ class _Conn:
         self.pending: memoryview | None = None  # the unsent rest of a request
         self.rec: RequestRecord | None = None  # the exchange in progress, if any
         self.fut: asyncio.Future[bool] | None = None
-        self.parser = ResponseParser()
+        self.parser = LlhttpResponseParser()
         self.sse = SSEParser()
         self.mode = _BODY
         self.stream = False
@@ -132,7 +132,7 @@ class _Conn:
                 if rec.first_byte_ns is None:
                     rec.first_byte_ns = now
                     self._arm(min(now + self.pool.idle_ns, self.total_ns) - time.perf_counter_ns())
-                apply_events(rec, self.sse.feed(body), now)
+                apply_events(rec, self.sse.feed_raw(body), now)
             else:
                 self.body.append(body)
                 self.body_len += len(body)
@@ -169,7 +169,7 @@ class _Conn:
         """Send one request; the returned future is True when nothing came back and a resend is safe."""
         self.rec = rec
         self.fut = fut = self.pool.loop.create_future()
-        self.parser = ResponseParser()
+        self.parser = LlhttpResponseParser()
         self.stream = stream
         self.mode = _BODY
         self.body = []

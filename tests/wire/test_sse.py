@@ -99,3 +99,27 @@ def test_error_event_name_is_kept() -> None:
 
 def test_field_without_colon_and_unknown_fields_are_ignored() -> None:
     assert parse_all([b"data\nretry: 10\nfoo: bar\ndata: x\n\n"]) == [SSEEvent(b"\nx")]
+
+
+def _parse_raw(chunks: list[bytes]) -> list[tuple[bytes, str | None, str | None]]:
+    p = SSEParser()
+    out: list[tuple[bytes, str | None, str | None]] = []
+    for c in chunks:
+        out.extend(tuple(e) for e in p.feed_raw(c))  # type: ignore[misc]
+    out.extend(tuple(e) for e in p.finish())  # type: ignore[misc]
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(streams(), st.lists(st.integers(0, 400), max_size=30))
+def test_the_hot_path_reads_every_stream_as_feed_does(stream: tuple[bytes, list[SSEEvent]], cuts: list[int]) -> None:
+    data, expected = stream
+    want = [tuple(e) for e in expected]
+    assert _parse_raw([data]) == want
+    assert _parse_raw(_split(data, cuts)) == want
+
+
+def test_the_hot_path_splits_engine_style_events_in_one_pass() -> None:
+    events = SSEParser().feed_raw(b'data: {"a":1}\n\ndata: {"b":2}\n\ndata: [DONE]\n\n')
+    assert events == [(b'{"a":1}', None, None), (b'{"b":2}', None, None), (b"[DONE]", None, None)]
+    assert type(events[0]) is tuple  # not SSEEvent: the cheap form

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from switchover.inputs import base_url
 
 
 class _Strict(BaseModel):
@@ -61,16 +62,10 @@ class ShadowConfig(_Strict):
     def _upstream(cls, value: str) -> str:
         if value == "new":
             return value
-        parts = urlsplit(value)
         try:
-            parts.port  # noqa: B018 - raises ValueError for a bad port
-        except ValueError:
-            raise ValueError(f"bad port in {value!r}") from None
-        if (parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc or parts.query
-                or parts.fragment or any(c in value for c in " \t\r\n\\")):
-            raise ValueError(f"must be 'new' or a base URL scheme://host[:port][/path] without credentials, query "
-                             f"or fragment, got {value!r}")
-        return value.rstrip("/")
+            return base_url(value)
+        except ValueError as exc:
+            raise ValueError(f"must be 'new' or a base URL: {exc}") from None
 
 
 class ListenConfig(_Strict):

@@ -15,20 +15,25 @@ SECRET_HEADERS = frozenset({
     "authorization", "proxy-authorization", "x-api-key", "api-key", "cookie", "set-cookie", "x-switchover-admin",
 })
 SECRET_FIELDS = frozenset({
-    "api_key", "apikey", "api-key", "x-api-key", "token", "access_token", "refresh_token", "secret", "client_secret",
+    # not "token": logprob entries are {"token": "Hello", ...} and must survive
+    "api_key", "apikey", "api-key", "x-api-key", "access_token", "refresh_token", "secret", "client_secret",
     "password", "passwd", "pwd", "authorization", "proxy-authorization", "cookie", "set-cookie", "x-switchover-admin",
     "admin_token",
 })
 
-_NAMES = "|".join(sorted((re.escape(n) for n in SECRET_FIELDS), key=len, reverse=True))
+_NAMES = "|".join(sorted((re.escape(n) for n in SECRET_FIELDS if "authorization" not in n), key=len, reverse=True))
 _FLAGS = r"api[-_]?key|access[-_]token|auth[-_]token|token|secret|client[-_]secret|password|passwd"
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     # scheme://user:pass@host -> scheme://***@host (also user-only and percent-encoded userinfo)
     (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@'\"<>]+@"), rf"\1{MASK}@"),
+    # credentials in a query string: ?token=..., &api_key=..., &sig=...
+    (re.compile(r"(?i)([?&](?:token|access_token|api_key|apikey|key|sig|signature|password)=)[^&\s'\"#]+"),
+     rf"\1{MASK}"),
     # curl -u / --user user:pass, and --user=user:pass (a bare `-u` as in `python -u` has no colon: kept)
     (re.compile(r"(?<![\w-])(-u\s*|--user[=\s]\s*)(['\"]?)[^\s'\":]*:[^\s'\"]+\2"), rf"\1\2{MASK}\2"),
-    # the whole value of an Authorization header, whatever its scheme
-    (re.compile(r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)(?!\*\*\*)[^\"'\r\n,}]+"), rf"\1{MASK}"),
+    # the credentials of an Authorization header, whatever its scheme (the scheme word is kept)
+    (re.compile(r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:[A-Za-z][\w-]*\s+)?)"
+                r"(?!\*\*\*)[^\s\"'\r\n,}]+"), rf"\1{MASK}"),
     (re.compile(r"(?i)\b(bearer\s+)(?!\*\*\*)[A-Za-z0-9._~+/=\-]{6,}"), rf"\1{MASK}"),
     # command-line flags: --api-key X, --token=X, --password X
     (re.compile(rf"(?i)(?<![\w-])(--?(?:{_FLAGS})(?:=|\s+))(['\"]?)(?!\*\*\*)[^\s'\"]+\2"), rf"\1\2{MASK}\2"),

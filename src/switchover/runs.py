@@ -23,7 +23,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel
 
+from switchover.atomicfile import atomic_path, temp_path, write_atomic
 from switchover.errors import BadInput
+from switchover.redaction import redact, redact_data
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -40,13 +42,19 @@ def _with_ext(name: str, ext: str) -> str:
     return name if name.endswith(ext) else name + ext
 
 
+def _clean_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Rows with secrets masked in their text values (error messages may quote a URL or a header)."""
+    return [{k: redact(v) if isinstance(v, str) else v for k, v in row.items()} for row in rows]
+
+
 class RecordWriter:
-    """Appends rows to one Parquet file, a row group per `append`, so an interrupted run keeps its rows."""
+    """Appends rows to one Parquet file, a row group per `append`, so an interrupted run keeps its rows; the file
+    is written under a unique temporary name and renamed into place whole on `close`."""
 
     def __init__(self, path: Path, schema: pa.Schema) -> None:
         self.path = path
         self.schema = schema
-        self._tmp = path.with_suffix(path.suffix + ".partial")
+        self._tmp = temp_path(path)
         self._writer: pq.ParquetWriter | None = pq.ParquetWriter(self._tmp, schema)
         self.rows = 0
 
@@ -55,7 +63,7 @@ class RecordWriter:
             return
         if self._writer is None:
             raise RuntimeError(f"{self.path} is closed")
-        self._writer.write_table(pa.Table.from_pylist(list(rows), schema=self.schema))
+        self._writer.write_table(pa.Table.from_pylist(_clean_rows(rows), schema=self.schema))
         self.rows += len(rows)
 
     def close(self) -> None:
@@ -64,13 +72,25 @@ class RecordWriter:
             return
         self._writer.close()
         self._writer = None
-        os.replace(self._tmp, self.path)
+        with atomic_path(self.path) as tmp:
+            os.replace(self._tmp, tmp)
 
     def __enter__(self) -> RecordWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def prepare_folder(base: str | Path) -> Path:
+    """Make the runs folder (and its parents); BadInput naming it when that is impossible. Commands call it
+    before any work, so a bad --runs-dir is refused before an engine is contacted."""
+    root = Path(base)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"cannot create the runs folder {root}: {exc.strerror or exc}") from None
+    return root
 
 
 class RunDir:
@@ -90,12 +110,8 @@ class RunDir:
     def create(cls, base: str | Path, name: str, *, now: float | None = None) -> RunDir:
         """Make `base/<UTC timestamp>-<name>/`; a numeric suffix keeps two runs in one second apart."""
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
-        slug = _NAME.sub("-", name).strip("-") or "run"
-        root = Path(base)
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise BadInput(f"cannot create the runs folder {root}: {exc.strerror or exc}") from None
+        slug = (_NAME.sub("-", name).strip("-") or "run")[:80]
+        root = prepare_folder(base)
         for i in range(1000):
             path = root / (f"{stamp}-{slug}" if i == 0 else f"{stamp}-{slug}-{i}")
             try:
@@ -108,7 +124,11 @@ class RunDir:
     @classmethod
     def open(cls, path: str | Path) -> RunDir:
         p = Path(path)
-        if not p.is_dir():
+        try:
+            found = p.is_dir()
+        except OSError as exc:  # a name too long, a loop of links
+            raise BadInput(f"{str(p)[:200]}: not a usable path: {exc.strerror or exc}") from None
+        if not found:
             raise BadInput(f"{p}: no such run directory")
         return cls(p)
 
@@ -134,18 +154,12 @@ class RunDir:
     # ------------------------------------------------------------------ JSON
 
     def write_json(self, name: str, obj: BaseModel | Mapping[str, Any] | list[Any]) -> Path:
-        """Write (atomically) a pydantic model or plain JSON data as `<name>.json`."""
+        """Write a pydantic model or plain JSON data as `<name>.json`: whole (atomicfile), secrets masked."""
         path = self.file(_with_ext(name, ".json"))
-        if isinstance(obj, BaseModel):
-            data = obj.model_dump_json(indent=2).encode()
-        else:
-            data = orjson.dumps(
-                obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
-            )
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-        return path
+        plain = obj.model_dump(mode="json") if isinstance(obj, BaseModel) else obj
+        data = orjson.dumps(redact_data(plain), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+                            | orjson.OPT_SERIALIZE_NUMPY)
+        return write_atomic(path, data)
 
     @overload
     def read_json(self, name: str) -> Any: ...
@@ -173,8 +187,9 @@ class RunDir:
     ) -> Path:
         """Write rows (dicts) as `<name>.parquet`; pass `schema` when some columns may be all-null."""
         path = self.file(_with_ext(name, ".parquet"))
-        table = pa.Table.from_pylist(list(rows), schema=schema)
-        pq.write_table(table, path)
+        table = pa.Table.from_pylist(_clean_rows(rows), schema=schema)
+        with atomic_path(path) as tmp:
+            pq.write_table(table, tmp)
         return path
 
     def record_writer(self, name: str, schema: pa.Schema) -> RecordWriter:

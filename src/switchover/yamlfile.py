@@ -15,6 +15,9 @@ from typing import Any
 import yaml
 
 from switchover.errors import BadInput
+from switchover.textfile import read_text
+
+__all__ = ["YamlDoc", "checked_nodes", "load_document", "load_documents", "load_file", "read_text"]
 
 MAX_BYTES = 1 << 20  # a migration file is a few KiB; a deploy manifest rarely passes 100 KiB
 MAX_DEPTH = 64  # nesting of mappings and sequences
@@ -48,26 +51,6 @@ def _pos(node: yaml.Node) -> Position:
 
 class _Loader(yaml.SafeLoader):
     """The safe loader; only its composer is used, construction is done here with limits."""
-
-
-def read_text(path: str | Path, *, max_bytes: int = MAX_BYTES, what: str = "file") -> str:
-    """A user's text file, refused (BadInput) when missing, a directory, too large, or not UTF-8."""
-    p = Path(path)
-    try:
-        with p.open("rb") as fh:
-            raw = fh.read(max_bytes + 1)
-    except FileNotFoundError:
-        raise BadInput(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise BadInput(f"{p}: is a directory, expected a {what}") from None
-    except OSError as exc:
-        raise BadInput(f"{p}: cannot read: {exc.strerror or exc}") from None
-    if len(raw) > max_bytes:
-        raise BadInput(f"{p}: larger than {max_bytes // 1024} KiB, not a {what}")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadInput(f"{p}: not UTF-8 text (byte {exc.start}), not a {what}") from None
 
 
 def _check_events(text: str, source: str) -> None:

@@ -50,7 +50,10 @@ def test_grafana_and_envoy_print_to_stdout(config: Path, capsys: pytest.CaptureF
     ("args", "needle"),
     [
         (["argo", "--metrics", "pods"], "--metrics"),
-        (["envoy", "--weight", "120"], "weight must be 0..100"),
+        (["envoy", "--weight", "120"], "'--weight': must be at most 100"),
+        (["envoy", "--port", "99999"], "'--port': must be at most 65535"),
+        (["argo", "-o", "."], "is a folder"),
+        (["grafana", "-o", "/proc/version"], "cannot write /proc/version"),
         (["argo", "-c", "missing.yaml"], "missing.yaml"),
     ],
 )

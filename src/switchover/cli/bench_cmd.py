@@ -16,7 +16,9 @@ from switchover.cli.common import console, err_console, print_json, run
 from switchover.errors import BadInput, CheckFailed
 
 app = typer.Typer(
-    help="Load old and new engines side by side: latency vs load, the knee, A/B deltas, raw rows kept.",
+    help="Load old and new engines side by side: latency vs load, the knee, A/B deltas, raw rows kept.\n\n"
+    "Example: switchover bench --old http://127.0.0.1:8000 --old-engine vllm --new http://127.0.0.1:8080 "
+    "--new-engine llamacpp --buckets 128,512 --concurrency 1,2,4,8 --requests 50",
     invoke_without_command=True,
     no_args_is_help=True,
 )
@@ -44,28 +46,45 @@ class _Duration(params.Number):
 DURATION = _Duration()
 
 
-def _floats(flag: str, text: str | None) -> list[float] | None:
+MAX_LIST = 64  # values in one ladder or bucket list: every value is a measured step
+MAX_CONCURRENCY = 100_000  # streams one client process can hold open
+MAX_RATE = 1e6  # requests per second
+
+
+def _floats(flag: str, text: str | None, hi: float) -> list[float] | None:
+    """Comma-separated finite numbers in (0, hi]; BadInput naming the flag and the first bad value."""
     if text is None:
         return None
-    try:
-        vals = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise BadInput(f"{flag} must be comma-separated numbers, got {text!r}") from None
-    if not vals:
+    parts = [x.strip() for x in text.split(",") if x.strip()]
+    if not parts:
         raise BadInput(f"{flag} is empty")
+    if len(parts) > MAX_LIST:
+        raise BadInput(f"{flag}: at most {MAX_LIST} values, got {len(parts)}")
+    vals = []
+    for part in parts:
+        try:
+            v = float(part)
+        except ValueError:
+            raise BadInput(f"{flag} must be comma-separated numbers, got {part[:40]!r}") from None
+        problem = inputs.number_problem(v, lo=0, lo_open=True, hi=hi)
+        if problem:
+            raise BadInput(f"{flag}: {problem}")
+        vals.append(v)
     return vals
 
 
-def _ints(flag: str, text: str | None) -> list[int] | None:
-    vals = _floats(flag, text)
+def _ints(flag: str, text: str | None, hi: int) -> list[int] | None:
+    vals = _floats(flag, text, hi)
     if vals is None:
         return None
-    if any(not v.is_integer() or v < 1 for v in vals):
+    if any(not v.is_integer() for v in vals):
         raise BadInput(f"{flag} must be positive whole numbers, got {text!r}")
     return [int(v) for v in vals]
 
 
 def _slos(specs: list[str] | None) -> dict[str, float]:
+    from pydantic import ValidationError
+
     from switchover.bench.settings import BenchSlos
 
     out: dict[str, float] = {}
@@ -77,6 +96,11 @@ def _slos(specs: list[str] | None) -> dict[str, float]:
             out[key] = float(value)
         except ValueError:
             raise BadInput(f"--slo {key}: not a number: {value!r}") from None
+    try:
+        BenchSlos(**out)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise BadInput(f"--slo {err['loc'][0]}: {err['msg']}") from None
     return out
 
 
@@ -204,9 +228,9 @@ def _plan(**kw: Any):
 @app.callback()
 def bench(
     ctx: typer.Context,
-    url: str = typer.Option(None, "--url", help="One endpoint to bench (instead of --old/--new)."),
-    old: str = typer.Option(None, "--old", help="Base URL of the endpoint serving today (A)."),
-    new: str = typer.Option(None, "--new", help="Base URL of the endpoint to switch to (B)."),
+    url: str = typer.Option(None, "--url", help="One endpoint to bench (instead of --old/--new).", parser=params.URL),
+    old: str = typer.Option(None, "--old", help="Base URL of the endpoint serving today (A).", parser=params.URL),
+    new: str = typer.Option(None, "--new", help="Base URL of the endpoint to switch to (B).", parser=params.URL),
     config: Path = typer.Option(None, "--config", "-c", help="switchover.yaml: endpoints, engines, bench section."),
     old_engine: str = typer.Option(None, help="Engine of --old (vllm, sglang, trtllm, tgi, llamacpp)."),
     new_engine: str = typer.Option(None, help="Engine of --new."),
@@ -214,13 +238,17 @@ def bench(
     model: str = typer.Option(None, help="Model name; default: first id of /v1/models."),
     api: str = typer.Option("completions", help="completions or chat (chat counts the template's tokens)."),
     buckets: str = typer.Option(None, help="Input-length buckets in tokens, e.g. 128,512,2048."),
-    output_tokens: int = typer.Option(None, "--output-tokens", help="Output tokens per request (default 128)."),
+    output_tokens: int = typer.Option(None, "--output-tokens", help="Output tokens per request (default 128).",
+                                      parser=params.TOKENS),
     concurrency: str = typer.Option(None, help="Concurrency ladder, e.g. 1,2,4,8,16,32,64 (the default)."),
     rate: str = typer.Option(None, help="Request rates (req/s) instead of a concurrency ladder, e.g. 1,2,4."),
     arrival: str = typer.Option("constant", help="Rate mode arrivals: constant, poisson or gamma."),
-    burstiness: float = typer.Option(1.0, help="Gamma shape (1 = Poisson, lower = burstier)."),
-    max_inflight: int = typer.Option(None, help="Cap on requests in flight in rate mode."),
-    requests: int = typer.Option(None, help="Measured requests per step (default 50 unless --duration)."),
+    burstiness: float = typer.Option(1.0, help="Gamma shape (1 = Poisson, lower = burstier).",
+                                     parser=params.positive(1000)),
+    max_inflight: int = typer.Option(None, help="Cap on requests in flight in rate mode.",
+                                     parser=params.count(hi=MAX_CONCURRENCY)),
+    requests: int = typer.Option(None, help="Measured requests per step (default 50 unless --duration).",
+                                 parser=params.count()),
     duration: float = typer.Option(None, "--duration", parser=DURATION,
                                    help="Measuring time per step: seconds or 90s, 20m, 2h, 1d (a soak: one step)."),
     checkpoint_every: float = typer.Option(None, "--checkpoint-every", parser=DURATION,
@@ -230,24 +258,28 @@ def bench(
                                  help="Soak: drift window (default 1h): TTFT/TPOT, req/s, errors, memory per window."),
     resume: Path = typer.Option(None, "--resume", help="Carry on a checkpointed run directory (other options "
                                 "come from its config.json)."),
-    warmup_requests: int = typer.Option(1, help="Requests per step discarded as warm-up."),
-    warmup_s: float = typer.Option(0.0, "--warmup-s", help="Seconds per step discarded as warm-up."),
-    repeats: int = typer.Option(1, help="ABAB repetitions of every step."),
-    seed: int = typer.Option(None, help="Seed for prompts and arrivals (default 0)."),
+    warmup_requests: int = typer.Option(1, help="Requests per step discarded as warm-up.",
+                                        parser=params.count(lo=0)),
+    warmup_s: float = typer.Option(0.0, "--warmup-s", help="Seconds per step discarded as warm-up.",
+                                   parser=params.non_negative(inputs.MAX_SECONDS)),
+    repeats: int = typer.Option(1, help="ABAB repetitions of every step.", parser=params.count(hi=100)),
+    seed: int = typer.Option(None, help="Seed for prompts and arrivals (default 0).", parser=params.SEED),
     allow_prefix_cache: bool = typer.Option(False, help="Drop the per-request cache-buster prefix."),
     dataset: Path = typer.Option(
         None, help="JSONL of {prompt|messages, max_tokens?, timestamp?} (timestamps: replay)."
     ),
-    trace_speed: float = typer.Option(1.0, help="Trace replay speed-up factor."),
-    max_error_rate: float = typer.Option(None, help="Stop the run when an endpoint's error rate exceeds this (0-1)."),
+    trace_speed: float = typer.Option(1.0, help="Trace replay speed-up factor.", parser=params.positive(1e6)),
+    max_error_rate: float = typer.Option(None, help="Stop the run when an endpoint's error rate exceeds this (0-1).",
+                                         parser=params.SHARE),
     slo: list[str] = typer.Option(None, "--slo", help="e.g. tpot_p99_ms=50 (repeatable; adds to switchover.yaml)."),
     knee_metric: str = typer.Option("tpot", help="Metric whose tail defines the knee: tpot, ttft, e2e, itl."),
     tokenizer: Path = typer.Option(None, help="HF folder with tokenizer.json, to cross-check N by re-tokenizing."),
-    scrape_interval: float = typer.Option(1.0, help="Seconds between /metrics scrapes (0 = off)."),
-    timeout: float = typer.Option(300.0, help="Per-request time limit, seconds."),
+    scrape_interval: float = typer.Option(1.0, help="Seconds between /metrics scrapes (0 = off).",
+                                          parser=params.non_negative(3600)),
+    timeout: float = typer.Option(300.0, help="Per-request time limit, seconds.", parser=params.SECONDS),
     calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Measure the client ceiling first."),
-    runs_dir: Path = typer.Option(Path("runs"), help="Where run directories go."),
-    name: str = typer.Option("bench", help="Run name (suffix of the run directory)."),
+    runs_dir: Path = typer.Option(Path("runs"), help="Where run directories go.", parser=params.OUT_DIR),
+    name: str = typer.Option("bench", help="Run name (suffix of the run directory).", parser=params.TEXT),
     json_out: bool = typer.Option(False, "--json", help="Print summary.json to stdout."),
 ) -> None:
     """Run the same seeded workload on every endpoint, step by step (ABAB), and write a run directory.
@@ -258,24 +290,29 @@ def bench(
     if ctx.invoked_subcommand is not None:
         return
     from switchover.bench.calibrate import calibrate as calibrate_fn
-    from switchover.bench.endpoints import endpoints_from
+    from switchover.bench.endpoints import endpoints_from, load_tokenizer
     from switchover.bench.runner import BenchRun
+    from switchover.runs import prepare_folder
 
     if resume is not None:
         _go(lambda progress: BenchRun.resumed(resume, _Progress(progress)), json_out)
         return
 
     eps, section = endpoints_from(config, old, new, url, old_engine, new_engine, engine, model)
+    if tokenizer is not None:
+        load_tokenizer(str(tokenizer))  # a bad --tokenizer is refused before any engine is contacted
+    prepare_folder(runs_dir)
     sec: dict[str, Any] = section.model_dump(exclude_none=True) if section is not None else {}
     slos = {**sec.pop("slos", {}), **_slos(slo)}
-    rates = _floats("--rate", rate)
+    rates = _floats("--rate", rate, MAX_RATE)
     plan = _plan(
         name=name,
         endpoints=eps,
         api=api,
-        buckets=_ints("--buckets", buckets) or sec.get("buckets"),
+        buckets=_ints("--buckets", buckets, inputs.MAX_TOKENS) or sec.get("buckets"),
         output_tokens=output_tokens or sec.get("output_tokens"),
-        concurrency=None if rates else (_ints("--concurrency", concurrency) or sec.get("concurrency")),
+        concurrency=None if rates else (_ints("--concurrency", concurrency, MAX_CONCURRENCY)
+                                        or sec.get("concurrency")),
         rates=rates,
         arrival=arrival,
         burstiness=burstiness,
@@ -339,10 +376,11 @@ def _go(make: Any, json_out: bool) -> None:
 
 @app.command("calibrate")
 def calibrate_cmd(
-    concurrency: int = typer.Option(64, help="Streams in flight."),
-    chunks: int = typer.Option(128, help="SSE events per response."),
-    duration: float = typer.Option(3.0, help="Measuring seconds."),
-    itl_ms: float = typer.Option(0.0, help="Pause between events (0 = all at once); >0 also measures timing error."),
+    concurrency: int = typer.Option(64, help="Streams in flight.", parser=params.count(hi=MAX_CONCURRENCY)),
+    chunks: int = typer.Option(128, help="SSE events per response.", parser=params.count(hi=100_000)),
+    duration: float = typer.Option(3.0, help="Measuring seconds.", parser=params.positive(3600)),
+    itl_ms: float = typer.Option(0.0, help="Pause between events (0 = all at once); >0 also measures timing error.",
+                                 parser=params.non_negative(60_000)),
     in_process: bool = typer.Option(False, help="Serve from this process (default: a child process)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
@@ -352,8 +390,6 @@ def calibrate_cmd(
     """
     from switchover.bench.calibrate import calibrate
 
-    if concurrency < 1 or chunks < 1 or duration <= 0:
-        raise BadInput("--concurrency, --chunks and --duration must be positive")
     cal = run(
         calibrate(concurrency=concurrency, chunks=chunks, duration_s=duration, in_process=in_process, itl_ms=itl_ms),
         hot=True,
@@ -431,15 +467,16 @@ def report_cmd(run_dir: Path = typer.Argument(..., help="A bench run directory."
 def sweep_cmd(
     launch: str = typer.Option(..., help='Engine command with placeholders, e.g. "vllm serve M --block-size {bs}".'),
     param: list[str] = typer.Option(..., "--param", help="name=v1,v2 (repeatable: every combination runs)."),
-    url: str = typer.Option(..., help="Where the launched engine listens."),
+    url: str = typer.Option(..., help="Where the launched engine listens.", parser=params.URL),
     engine: str = typer.Option(None, help="Engine profile of the launched engine."),
     model: str = typer.Option(None, help="Model name; default: first id of /v1/models."),
     buckets: str = typer.Option("128", help="Input-length buckets."),
-    output_tokens: int = typer.Option(64, help="Output tokens per request."),
+    output_tokens: int = typer.Option(64, help="Output tokens per request.", parser=params.TOKENS),
     concurrency: str = typer.Option("1,2,4,8", help="Concurrency ladder."),
-    requests: int = typer.Option(20, help="Measured requests per step."),
-    ready_timeout: float = typer.Option(600.0, help="Seconds to wait for each launch to generate."),
-    runs_dir: Path = typer.Option(Path("runs"), help="Where run directories go."),
+    requests: int = typer.Option(20, help="Measured requests per step.", parser=params.count()),
+    ready_timeout: float = typer.Option(600.0, help="Seconds to wait for each launch to generate.",
+                                        parser=params.SECONDS),
+    runs_dir: Path = typer.Option(Path("runs"), help="Where run directories go.", parser=params.OUT_DIR),
     json_out: bool = typer.Option(False, "--json", help="Print sweep.json to stdout."),
 ) -> None:
     """Relaunch an engine per parameter value, run the ladder on each, plot the metric against the parameter.
@@ -449,14 +486,16 @@ def sweep_cmd(
     """
     from switchover.bench.results import EndpointSpec
     from switchover.bench.sweep import parse_params, run_sweep
+    from switchover.runs import prepare_folder
 
     params = parse_params(param)
+    prepare_folder(runs_dir)
     plan = _plan(
         name="sweep",
         endpoints=[EndpointSpec(label="target", url=url, engine=engine, model=model)],
-        buckets=_ints("--buckets", buckets),
+        buckets=_ints("--buckets", buckets, inputs.MAX_TOKENS),
         output_tokens=output_tokens,
-        concurrency=_ints("--concurrency", concurrency),
+        concurrency=_ints("--concurrency", concurrency, MAX_CONCURRENCY),
         requests=requests,
         calibrate=False,
     )

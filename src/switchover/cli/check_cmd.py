@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
+from switchover.cli import params
 from switchover.cli.common import console, err_console, print_json, run
 from switchover.errors import BadInput, CheckFailed
 from switchover.report.models import CheckReport
@@ -24,14 +26,14 @@ def render(report: CheckReport, html: Path | None = None) -> None:
     table.add_column("why", overflow="fold", ratio=5)
     for i in report.items:
         why = " | ".join(s for s in i.reason.split(" | ") if not s.startswith("ok:")) or i.reason
-        table.add_row(f"[{VERDICT_STYLE[i.verdict]}]{i.verdict.upper()}[/]", f"{i.title_zh}: {i.title}", i.source,
-                      why[:400])
+        table.add_row(f"[{VERDICT_STYLE[i.verdict]}]{i.verdict.upper()}[/]", escape(f"{i.title_zh}: {i.title}"),
+                      escape(i.source), escape(why[:400]))
     console.print(table)
     for p in report.parts:
         if p.status != "ran":
-            console.print(f"[dim]part {p.part}: {p.status} — {p.reason}[/]", highlight=False)
+            console.print(f"[dim]part {p.part}: {p.status} — {escape(p.reason or '')}[/]", highlight=False)
     style = VERDICT_STYLE[report.overall]
-    console.print(f"[{style}]VERDICT: {report.overall.upper()}[/] — {report.overall_reason}", highlight=False)
+    console.print(f"[{style}]VERDICT: {report.overall.upper()}[/] — {escape(report.overall_reason)}", highlight=False)
     if html is not None:
         console.print(f"report: {html}", highlight=False, soft_wrap=True)
 
@@ -47,7 +49,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def check(
         config: Path = typer.Argument(..., help="The migration file (switchover.yaml)."),
-        runs_dir: Path = typer.Option(None, "--runs-dir", help="Where the run directory goes (default: runs_dir)."),
+        runs_dir: Path = typer.Option(None, "--runs-dir", help="Where the run directory goes (default: runs_dir).",
+                                      parser=params.OUT_DIR),
         only: list[str] = typer.Option(None, "--only", help="Run only these parts (plan, probe, verify, live_model, "
                                                              "metrics, diff_model, bench, grace)."),
         skip: list[str] = typer.Option(None, "--skip", help="Skip these parts."),

@@ -29,5 +29,8 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def schema() -> None:
-        """Print the JSON Schema of switchover.yaml (for editors and CI linters)."""
+        """Print the JSON Schema of switchover.yaml (for editors and CI linters).
+
+        Example: switchover schema > switchover.schema.json
+        """
         print_json(migration_schema())

@@ -6,13 +6,15 @@ from pathlib import Path
 
 import typer
 
+from switchover.cli import params
 from switchover.cli.common import console, err_console, print_json
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def demo(
-        workdir: Path = typer.Option(Path("switchover-demo"), "--dir", help="Where the config and runs go."),
+        workdir: Path = typer.Option(Path("switchover-demo"), "--dir", help="Where the config and runs go.",
+                                     parser=params.OUT_DIR),
         rollout: bool = typer.Option(True, "--rollout/--no-rollout", help="Run the short gateway rollout."),
         json_out: bool = typer.Option(False, "--json", help="Print the demo's result as JSON."),
     ) -> None:
@@ -24,6 +26,9 @@ def register(app: typer.Typer) -> None:
         Example: switchover demo --dir /tmp/switchover-demo
         """
         from switchover.demo import run_demo
+        from switchover.runs import prepare_folder
+
+        prepare_folder(workdir)
 
         result = run_demo(workdir, lambda msg: err_console.print(msg, highlight=False, soft_wrap=True),
                           rollout=rollout)

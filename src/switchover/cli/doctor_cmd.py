@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from switchover.cli import params
 from switchover.cli.common import console, print_json
 from switchover.doctor import SYMPTOMS, Diagnosis, diagnose
 from switchover.errors import BadInput
@@ -26,15 +27,14 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def doctor(
         symptom: str = typer.Argument(None, help="What you see, in your words; omit to list known symptoms."),
-        limit: int = typer.Option(1, "--limit", "-n", help="How many matching symptoms to show."),
+        limit: int = typer.Option(1, "--limit", "-n", help="How many matching symptoms to show.",
+                                  parser=params.count(hi=100)),
         json_out: bool = typer.Option(False, "--json", help="Print the matches as JSON."),
     ) -> None:
         """Symptom → likely cause → the switchover command that confirms it (seeds 000 and 001).
 
         Example: switchover doctor "p99 went up but qps is flat"
         """
-        if limit < 1:
-            raise BadInput(f"--limit must be at least 1, got {limit}")
         if not symptom:
             if json_out:
                 print_json([s.model_dump() for s in SYMPTOMS])

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import typer
 
+from switchover.cli import params
 from switchover.cli.common import console, print_json, run
 from switchover.drill import run_drill
-from switchover.errors import BadInput, ExitCode
+from switchover.errors import ExitCode
 from switchover.runs import RunDir
 
 
@@ -18,14 +19,17 @@ def register(app: typer.Typer) -> None:
     def drill(
         stop_new: str = typer.Option(..., "--stop-new", help="Shell command that stops the new engine (must exit)."),
         start_old: str = typer.Option(..., "--start-old", help="Shell command that starts the old engine."),
-        url: str = typer.Option(..., "--url", help="Base URL of the old engine once started."),
+        url: str = typer.Option(..., "--url", help="Base URL of the old engine once started.", parser=params.URL),
         model: str = typer.Option(None, "--model", help="Model to request; default: first from /v1/models."),
-        max_ms: float = typer.Option(5000.0, "--max-ms", help="Budget of each 1-token readiness check."),
-        timeout: float = typer.Option(600.0, "--timeout", help="Give up this many seconds after starting old."),
+        max_ms: float = typer.Option(5000.0, "--max-ms", help="Budget of each 1-token readiness check.",
+                                     parser=params.MILLISECONDS),
+        timeout: float = typer.Option(600.0, "--timeout", help="Give up this many seconds after starting old.",
+                                      parser=params.SECONDS),
         max_recovery_s: float = typer.Option(
-            None, "--max-recovery-s", help="Acceptable outage; exit 1 if recovery takes longer."
+            None, "--max-recovery-s", help="Acceptable outage; exit 1 if recovery takes longer.", parser=params.SECONDS
         ),
-        runs: Path = typer.Option(Path("runs"), "--runs", help="Where the run directory is created."),
+        runs: Path = typer.Option(Path("runs"), "--runs", help="Where the run directory is created.",
+                                  parser=params.OUT_DIR),
         json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
         """Rollback drill: stop new, start old, time the first good response (seed 000 §6). Exit 1 if it failed.
@@ -33,8 +37,6 @@ def register(app: typer.Typer) -> None:
         Example: switchover drill --stop-new 'systemctl stop llm-new' --start-old 'systemctl start llm-old'
         --url http://127.0.0.1:8000 --max-recovery-s 120
         """
-        if timeout <= 0 or max_ms <= 0:
-            raise BadInput("--timeout and --max-ms must be positive")
         rd = RunDir.create(runs, "drill")
         result = run(
             run_drill(

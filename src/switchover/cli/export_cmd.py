@@ -8,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from switchover.atomicfile import write_atomic
+from switchover.cli import params
 from switchover.cli.common import err_console, print_json
 from switchover.config import load_migration
 from switchover.errors import BadInput, CheckFailed
@@ -17,10 +19,11 @@ from switchover.export.grafana import grafana_dashboard
 from switchover.export.result import ExportResult
 from switchover.rollout.settings import RolloutSettings
 
-app = typer.Typer(help="Export the rollout and routing to Argo Rollouts, Envoy and Grafana.", no_args_is_help=True)
+app = typer.Typer(help="Export the rollout and routing to Argo Rollouts, Envoy and Grafana.\n\n"
+                  "Example: switchover export envoy -c switchover.yaml --weight 5 -o envoy.yaml", no_args_is_help=True)
 
 CONFIG = typer.Option(Path("switchover.yaml"), "--config", "-c", help="The migration file.")
-OUT = typer.Option(None, "--out", "-o", help="Write here instead of stdout.")
+OUT = typer.Option(None, "--out", "-o", help="Write here instead of stdout.", parser=params.OUT_FILE)
 JSON = typer.Option(False, "--json", help="Print documents and limitations as one JSON object.")
 
 
@@ -32,9 +35,8 @@ def _emit(result: ExportResult, out: Path | None, json_out: bool) -> None:
     if out is None:
         sys.stdout.write(text)
     else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-        err_console.print(f"written: {out}", highlight=False)
+        write_atomic(out, text)
+        err_console.print(f"written: {out}", highlight=False, markup=False)
     if result.format == "json" or out is not None:  # YAML on stdout carries them as comments already
         for lim in result.cannot_express:
             err_console.print(f"[yellow]cannot express:[/] {lim.feature} — {lim.why}", highlight=False, soft_wrap=True)
@@ -48,7 +50,8 @@ def argo(
     name: str = typer.Option("llm", "--name", help="Rollout name (also prefixes Services and templates)."),
     namespace: str = typer.Option(None, "--namespace", help="Namespace of the objects."),
     prometheus: str = typer.Option(
-        "http://prometheus.monitoring:9090", "--prometheus", help="Prometheus address the AnalysisTemplates query."
+        "http://prometheus.monitoring:9090", "--prometheus", help="Prometheus address the AnalysisTemplates query.",
+        parser=params.URL,
     ),
     metrics: str = typer.Option("gateway", "--metrics", help="gateway (switchover's metrics) or engines."),
     workload: str = typer.Option(None, "--workload", help="Deployment of the new engine (workloadRef)."),
@@ -81,9 +84,10 @@ def envoy(
     config: Path = CONFIG,
     out: Path = OUT,
     json_out: bool = JSON,
-    weight: float = typer.Option(None, "--weight", help="Percent to new (default: gateway.weight)."),
-    port: int = typer.Option(None, "--port", help="Listener port (default: gateway.listen.port)."),
-    admin_port: int = typer.Option(9901, "--admin-port", help="Envoy admin port (loopback)."),
+    weight: float = typer.Option(None, "--weight", help="Percent to new, 0-100 (default: gateway.weight).",
+                                 parser=params.PERCENT),
+    port: int = typer.Option(None, "--port", help="Listener port (default: gateway.listen.port).", parser=params.PORT),
+    admin_port: int = typer.Option(9901, "--admin-port", help="Envoy admin port (loopback).", parser=params.PORT),
     validate: bool = typer.Option(False, "--validate", help="Run `envoy --mode validate` on the result."),
 ) -> None:
     """Envoy bootstrap: weighted clusters, header-hash stickiness, aggregate fallback cluster, mirroring.

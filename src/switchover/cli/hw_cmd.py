@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from switchover.cli.common import console, print_json
 from switchover.hardware import CATALOG, diff_hosts, fingerprint, load_fingerprint
 
-app = typer.Typer(help="GPU fingerprint, catalog and host diffs (NVML through the optional `gpu` extra).",
-                  no_args_is_help=True)
+app = typer.Typer(help="GPU fingerprint, catalog and host diffs (NVML through the optional `gpu` extra).\n\n"
+                  "Example: switchover hw diff a.json catalog:H100-80Gx8", no_args_is_help=True)
 
 
 @app.command("fingerprint")
@@ -23,7 +24,7 @@ def fingerprint_cmd(json_out: bool = typer.Option(False, "--json", help="Print t
         print_json(fp)
         return
     if not fp.gpu_present:
-        console.print(f"no GPU: {fp.reason}")
+        console.print(f"no GPU: {fp.reason}", markup=False, highlight=False)  # the reason holds "[gpu]"
         return
     console.print(f"driver {fp.driver_version}, CUDA {fp.cuda_driver_version}")
     table = Table("#", "name", "memory MiB", "sm", "PCIe", "NVLink", "L2 MiB", "catalog")
@@ -68,7 +69,7 @@ def diff_cmd(
     if not result.changes:
         console.print("no differences that matter to an engine")
         return
-    table = Table("what", a, b, "impact")
+    table = Table("what", escape(a), escape(b), "impact")
     for c in result.changes:
-        table.add_row(c.field, c.a or "-", c.b or "-", c.impact)
+        table.add_row(escape(c.field), escape(c.a or "-"), escape(c.b or "-"), escape(c.impact))
     console.print(table)

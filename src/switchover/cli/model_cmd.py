@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from switchover.cli import params
 from switchover.cli.common import console, err_console, print_json
 from switchover.errors import BadInput, CheckFailed
 
@@ -89,7 +90,8 @@ def register(app: typer.Typer) -> None:
         new: Path = typer.Argument(..., help="New model: HF directory or .gguf file."),
         corpus: Path = typer.Option(None, help="Texts for the token-count shift: .jsonl ({text}) or blank-line "
                                                "separated text. Default: built-in (English, Chinese, code, JSON)."),
-        budget: int = typer.Option(None, help="Token budget per prompt: flag texts that fit with old, not new."),
+        budget: int = typer.Option(None, help="Token budget per prompt: flag texts that fit with old, not new.",
+                                   parser=params.TOKENS),
         old_engine: str = typer.Option(None, help="Engine serving the old model (for effective defaults)."),
         new_engine: str = typer.Option(None, help="Engine serving the new model."),
         weights: bool = typer.Option(True, "--weights/--no-weights", help="Hash the weights (streams every byte)."),
@@ -105,8 +107,6 @@ def register(app: typer.Typer) -> None:
         from switchover.model.diff import diff_models
         from switchover.model.tokenizer import load_corpus
 
-        if budget is not None and budget < 1:
-            raise BadInput(f"--budget must be a positive number of tokens, got {budget}")
         if (old_engine is None) != (new_engine is None):
             raise BadInput("give both --old-engine and --new-engine, or neither")
         for e in (old_engine, new_engine):
@@ -126,7 +126,7 @@ def register(app: typer.Typer) -> None:
     @app.command("cachekey")
     def cachekey_cmd(
         model: Path = typer.Argument(..., help="Model: HF directory or .gguf file."),
-        model_id: str = typer.Option(..., "--model-id", help="The model id your service uses."),
+        model_id: str = typer.Option(..., "--model-id", help="The model id your service uses.", parser=params.TEXT),
         prompt: str = typer.Option(None, help="The prompt text (or --prompt-file, or stdin with '-')."),
         prompt_file: Path = typer.Option(None, help="File holding the prompt."),
         json_out: bool = typer.Option(False, "--json", help="Print the key and its parts as JSON."),

@@ -6,6 +6,7 @@ Use: `typer.Option(1, "--tp", parser=params.count(hi=inputs.MAX_PARALLEL))`.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
@@ -75,6 +76,7 @@ SHARE = Number(lo=0, hi=1)
 PERCENT = Number(lo=0, hi=100)
 PORT = Number(lo=1, hi=inputs.PORT_MAX, integer=True)
 TOKENS = count(hi=inputs.MAX_TOKENS)
+SEED = count(lo=0, hi=2**63 - 1)
 SECONDS = positive(inputs.MAX_SECONDS)
 MILLISECONDS = positive(inputs.MAX_MS)
 GIB = positive(inputs.MAX_GIB)
@@ -137,7 +139,38 @@ class Text(_Parser):
         return text
 
 
+class PathArg(_Parser):
+    """A filesystem path: not empty, no NUL, no name over 255 bytes. `folder`: an output folder (not an existing
+    file, and under a folder); `file`: an output file (not a folder, and under a folder). Nothing is created here
+    (typer parses defaults too): commands make their output folder with runs.prepare_folder before any work."""
+
+    name = "path"
+
+    def __init__(self, expect: str = "any") -> None:
+        self.expect = expect
+
+    def convert(self, value: Any, param: object = None, ctx: object = None) -> Path:
+        text = str(value)
+        if not text.strip():
+            self.fail("must not be empty", param, ctx)
+        if "\x00" in text or len(text) > 4096 or any(len(part.encode()) > 255 for part in Path(text).parts):
+            self.fail(f"is not a usable path: {text[:60]!r}", param, ctx)
+        path = Path(text).expanduser()
+        if self.expect == "folder" and path.exists() and not path.is_dir():
+            self.fail(f"{text} exists and is not a folder", param, ctx)
+        if self.expect == "file" and path.is_dir():
+            self.fail(f"{text} is a folder; give a file name", param, ctx)
+        if self.expect in ("folder", "file"):
+            parent = next((p for p in (path.absolute(), *path.absolute().parents) if p.exists()), None)
+            if parent is not None and parent != path.absolute() and not parent.is_dir():
+                self.fail(f"{parent} is not a folder, so {text} cannot be made", param, ctx)
+        return path
+
+
 URL = BaseUrl()
 HOST_PORT = HostPort()
 ENV_VAR = EnvVarName()
 TEXT = Text()
+PATH = PathArg()
+OUT_DIR = PathArg("folder")
+OUT_FILE = PathArg("file")

@@ -22,7 +22,7 @@ from switchover.plan.grace import grace_report, latency_from_bench, required_gra
 from switchover.plan.overhead import parse_version
 from switchover.plan.parallel import check_layout, plan_layouts
 from switchover.plan.translate import translate
-from switchover.yamlfile import read_text
+from switchover.textfile import read_text
 
 app = typer.Typer(help="Will it fit, with which flags, on which GPUs, and what did the old flags really mean?\n\n"
                   "Example: switchover plan capacity -m ./Llama-3.1-8B -e vllm --gpu H100-80G --max-model-len 8192",

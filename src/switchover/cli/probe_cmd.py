@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
+from switchover import inputs
+from switchover.cli import params
 from switchover.cli.common import console, err_console, print_json, run
 from switchover.config import load_migration
 from switchover.engines import load_profile
@@ -23,10 +26,10 @@ def _cell(obs: Observation | None) -> str:
     if obs.status == "skipped":
         return "[dim]skipped[/]"
     if obs.status != "observed":
-        return f"[dim]{obs.status}: {obs.summary[:100]}[/]"
+        return f"[dim]{escape(obs.status)}: {escape(obs.summary[:100])}[/]"
     if obs.profile_match is False:
-        return f"{obs.summary} [magenta](profile predicts {obs.expected})[/]"
-    return obs.summary
+        return f"{escape(obs.summary)} [magenta](profile predicts {escape(str(obs.expected))})[/]"
+    return escape(obs.summary)
 
 
 def render(report: ProbeReport) -> None:
@@ -47,7 +50,8 @@ def render(report: ProbeReport) -> None:
     console.print(table)
     for info in (report.old, report.new):
         if info is not None and not info.reachable:
-            console.print(f"[bold red]{info.url}[/]: {info.reason}", soft_wrap=True, highlight=False)
+            console.print(f"[bold red]{escape(info.url)}[/]: {escape(info.reason or '')}", soft_wrap=True,
+                          highlight=False)
     for r in report.results:
         if r.breaking_difference:
             console.print(f"[bold red]{r.id}[/]: {r.title}. [bold]What breaks:[/] {r.breaks}", soft_wrap=True,
@@ -71,9 +75,12 @@ def _list_probes() -> None:
 def register(app: typer.Typer) -> None:
     @app.command()
     def probe(
-        url: str = typer.Argument(None, help="A single endpoint to probe (instead of --old/--new)."),
-        old: str | None = typer.Option(None, "--old", help="Base URL of the endpoint serving today."),
-        new: str | None = typer.Option(None, "--new", help="Base URL of the endpoint to switch to."),
+        url: str = typer.Argument(None, help="A single endpoint to probe (instead of --old/--new).",
+                                  parser=params.URL),
+        old: str | None = typer.Option(None, "--old", help="Base URL of the endpoint serving today.",
+                                       parser=params.URL),
+        new: str | None = typer.Option(None, "--new", help="Base URL of the endpoint to switch to.",
+                                       parser=params.URL),
         model: str = typer.Option(None, help="Model name for both sides; default: first id of /v1/models."),
         config: Path = typer.Option(None, "--config", "-c", help="switchover.yaml: take old/new url, engine, model "
                                                                    "and api_key_env from it."),
@@ -83,11 +90,14 @@ def register(app: typer.Typer) -> None:
         old_model: str | None = typer.Option(None, help="Model name on the old side (overrides --model)."),
         new_model: str | None = typer.Option(None, help="Model name on the new side (overrides --model)."),
         api: str = typer.Option("chat", help="API to probe: chat or completions."),
-        context: int = typer.Option(None, help="Context length, when the server does not report it."),
+        context: int = typer.Option(None, help="Context length, when the server does not report it.",
+                                    parser=params.count(lo=8, hi=inputs.MAX_TOKENS)),
         only: list[str] = typer.Option(None, "--only", help="Run only these probe ids or categories."),
         skip: list[str] = typer.Option(None, "--skip", help="Skip these probe ids or categories."),
-        budget_s: float = typer.Option(60.0, "--budget-s", help="Time cap for open-ended generations."),
-        api_key_env: str | None = typer.Option(None, help="Environment variable holding the API key (both sides)."),
+        budget_s: float = typer.Option(60.0, "--budget-s", help="Time cap for open-ended generations.",
+                                       parser=params.SECONDS),
+        api_key_env: str | None = typer.Option(None, help="Environment variable holding the API key (both sides).",
+                                               parser=params.ENV_VAR),
         list_probes: bool = typer.Option(False, "--list", help="List the probes and exit."),
         json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     ) -> None:
@@ -117,10 +127,6 @@ def register(app: typer.Typer) -> None:
             raise BadInput("give a URL, or --old URL --new URL", hint="switchover probe --old URL --new URL")
         if api not in ("chat", "completions"):
             raise BadInput(f"--api must be chat or completions, got {api!r}")
-        if context is not None and context < 8:
-            raise BadInput(f"--context must be at least 8 tokens, got {context}")
-        if budget_s <= 0:
-            raise BadInput(f"--budget-s must be positive, got {budget_s:g}")
         for e in (old_engine, new_engine):
             if e:
                 load_profile(e)  # BadInput naming the known engines

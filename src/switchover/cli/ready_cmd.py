@@ -6,6 +6,7 @@ import sys
 
 import typer
 
+from switchover.cli import params
 from switchover.cli.common import console, print_json, run
 from switchover.readiness import check_ready
 
@@ -13,20 +14,18 @@ from switchover.readiness import check_ready
 def register(app: typer.Typer) -> None:
     @app.command()
     def ready(
-        url: str = typer.Argument(..., help="Base URL of the server, e.g. http://127.0.0.1:8000"),
+        url: str = typer.Argument(..., help="Base URL of the server, e.g. http://127.0.0.1:8000", parser=params.URL),
         model: str = typer.Option(None, help="Model name to request; default: first id from /v1/models."),
-        max_ms: float = typer.Option(5000.0, "--max-ms", help="Budget for the 1-token generation, in ms."),
-        api_key_env: str = typer.Option(None, help="Environment variable holding the API key."),
+        max_ms: float = typer.Option(5000.0, "--max-ms", help="Budget for the 1-token generation, in ms.",
+                                     parser=params.MILLISECONDS),
+        api_key_env: str = typer.Option(None, help="Environment variable holding the API key.",
+                                        parser=params.ENV_VAR),
         json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
         """Is this instance able to generate a token right now? Exit 0 ready, 1 not ready, 3 unreachable.
 
         Example: switchover ready http://127.0.0.1:8000 --max-ms 2000
         """
-        if max_ms <= 0:
-            from switchover.errors import BadInput
-
-            raise BadInput(f"--max-ms must be positive, got {max_ms:g}")
         result = run(check_ready(url, model=model, max_ms=max_ms, api_key_env=api_key_env))
         if json_out:
             print_json(result)

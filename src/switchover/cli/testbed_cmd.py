@@ -9,15 +9,18 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from switchover.cli import params
 from switchover.cli.common import console, err_console, print_json, run
+from switchover.runs import prepare_folder
 from switchover.testbed import processes
 from switchover.testbed.install import Installer, Step
 from switchover.testbed.layout import Layout, default_root
 
-app = typer.Typer(help="Install, start and stop the real-engine test bed (vLLM CPU + llama-server).",
-                  no_args_is_help=True)
+app = typer.Typer(help="Install, start and stop the real-engine test bed (vLLM CPU + llama-server).\n\n"
+                  "Example: switchover testbed setup && switchover testbed up --model smollm2", no_args_is_help=True)
 
-DirOpt = typer.Option(None, "--dir", help=f"Test-bed folder (default: $SWITCHOVER_TESTBED_DIR or {default_root()}).")
+DirOpt = typer.Option(None, "--dir", help=f"Test-bed folder (default: $SWITCHOVER_TESTBED_DIR or {default_root()}).",
+                      parser=params.OUT_DIR)
 NameOpt = typer.Option("default", "--name", help="Instance name, so several beds can run side by side.")
 
 
@@ -31,6 +34,7 @@ def setup(
     Example: switchover testbed setup        # ~9 min cold on 2 cores, ~1 s when cached
     """
     layout = Layout.default(root)
+    prepare_folder(layout.root)
     t0 = time.monotonic()
 
     def on_event(kind: str, step: Step, detail: str) -> None:
@@ -49,9 +53,10 @@ def setup(
 @app.command()
 def up(
     model: str = typer.Option("tiny", help="tiny | tiny-v2 | smollm2"),
-    old_port: int = typer.Option(processes.DEFAULT_OLD_PORT, help="Port for old = vLLM CPU."),
-    new_port: int = typer.Option(processes.DEFAULT_NEW_PORT, help="Port for new = llama-server."),
-    timeout: float = typer.Option(300.0, help="Seconds to wait for both engines to generate a token."),
+    old_port: int = typer.Option(processes.DEFAULT_OLD_PORT, help="Port for old = vLLM CPU.", parser=params.PORT),
+    new_port: int = typer.Option(processes.DEFAULT_NEW_PORT, help="Port for new = llama-server.", parser=params.PORT),
+    timeout: float = typer.Option(300.0, help="Seconds to wait for both engines to generate a token.",
+                                  parser=params.SECONDS),
     root: Path = DirOpt,
     name: str = NameOpt,
     json_out: bool = typer.Option(False, "--json", help="Print the started engines as JSON."),
@@ -61,6 +66,7 @@ def up(
     Example: switchover testbed up --model smollm2
     """
     layout = Layout.default(root)
+    prepare_folder(layout.root)
     state, results = processes.up(layout, model=model, name=name, old_port=old_port, new_port=new_port,
                                   timeout_s=timeout, on_event=lambda m: err_console.print(m, highlight=False))
     if json_out:
@@ -75,7 +81,10 @@ def up(
 @app.command()
 def status(root: Path = DirOpt, name: str = NameOpt,
            json_out: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
-    """Show the engines this bed started and whether each can generate now."""
+    """Show the engines this bed started and whether each can generate now. Exit 1 when one is not ready.
+
+    Example: switchover testbed status --json
+    """
     rows = run(processes.status(Layout.default(root), name))
     if json_out:
         print_json(rows)
@@ -93,6 +102,9 @@ def status(root: Path = DirOpt, name: str = NameOpt,
 
 @app.command()
 def down(root: Path = DirOpt, name: str = NameOpt) -> None:
-    """Stop exactly the processes `up` started (matched by pid and command line), nothing else."""
+    """Stop exactly the processes `up` started (matched by pid and command line), nothing else.
+
+    Example: switchover testbed down --name ci
+    """
     stopped = processes.down(Layout.default(root), name=name)
     console.print("stopped " + ", ".join(stopped) if stopped else f"test bed {name!r} was not running")

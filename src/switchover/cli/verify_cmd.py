@@ -7,6 +7,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from switchover import inputs
+from switchover.cli import params
 from switchover.cli.common import console, err_console, print_json, run
 from switchover.config import load_migration
 from switchover.errors import BadInput, CheckFailed, Unreachable
@@ -74,19 +76,22 @@ def render(r: EquivalenceReport) -> None:
 def register(app: typer.Typer) -> None:
     @app.command()
     def verify(
-        old: str = typer.Option(None, "--old", help="Base URL of the endpoint serving today."),
-        new: str = typer.Option(None, "--new", help="Base URL of the endpoint to switch to."),
+        old: str = typer.Option(None, "--old", help="Base URL of the endpoint serving today.", parser=params.URL),
+        new: str = typer.Option(None, "--new", help="Base URL of the endpoint to switch to.", parser=params.URL),
         config: Path = typer.Option(None, "--config", "-c", help="switchover.yaml: take old/new url, model and "
                                                                    "api_key_env from it."),
         prompts: Path = typer.Option(None, "--prompts", help="JSONL prompts: {id, messages|prompt, max_tokens}."),
         model: str = typer.Option(None, help="Model name for both sides; default: first id of /v1/models."),
         old_model: str | None = typer.Option(None, help="Model name on the old side."),
         new_model: str | None = typer.Option(None, help="Model name on the new side."),
-        context: int = typer.Option(None, help="Context length when the servers do not report it."),
-        structured: int = typer.Option(5, help="Number of JSON-schema prompts per side (0 skips)."),
+        context: int = typer.Option(None, help="Context length when the servers do not report it.",
+                                    parser=params.count(lo=64, hi=inputs.MAX_TOKENS)),
+        structured: int = typer.Option(5, help="Number of JSON-schema prompts per side (0 skips).",
+                                       parser=params.count(lo=0, hi=100)),
         long_inputs: bool = typer.Option(True, "--long-inputs/--no-long-inputs", help="Run the long-input checks."),
         fail_on_flagged: bool = typer.Option(False, "--fail-on-flagged", help="Exit 1 when any prompt is flagged."),
-        api_key_env: str | None = typer.Option(None, help="Environment variable holding the API key (both sides)."),
+        api_key_env: str | None = typer.Option(None, help="Environment variable holding the API key (both sides).",
+                                               parser=params.ENV_VAR),
         json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     ) -> None:
         """Compare outputs of old and new: greedy divergence (chars, tokens, logprobs), JSON-schema validity,
@@ -103,10 +108,6 @@ def register(app: typer.Typer) -> None:
             api_key_env = api_key_env or mig.old.api_key_env
         if not old or not new:
             raise BadInput("give --old URL and --new URL (or --config switchover.yaml)")
-        if structured < 0 or structured > 100:
-            raise BadInput(f"--structured must be between 0 and 100, got {structured}")
-        if context is not None and context < 64:
-            raise BadInput(f"--context must be at least 64 tokens, got {context}")
         cases = load_jsonl(prompts) if prompts else BUILTIN
         opts = VerifyOptions(structured=structured, long_inputs=long_inputs)
         with err_console.status("verifying...") as status:

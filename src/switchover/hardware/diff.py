@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
@@ -10,6 +9,8 @@ from pydantic import BaseModel, ValidationError
 from switchover.errors import BadInput
 from switchover.hardware.capability import CAPABILITY_SOURCE
 from switchover.hardware.fingerprint import GpuFingerprint, HostFingerprint, fingerprint_from_catalog
+from switchover.inputs import MAX_GPUS
+from switchover.textfile import load_json
 
 
 class Change(BaseModel):
@@ -30,25 +31,37 @@ class HostDiff(BaseModel):
 def load_fingerprint(ref: str) -> HostFingerprint:
     """A fingerprint JSON file (from `switchover hw fingerprint --json`), or `catalog:NAME[xN]`."""
     if ref.startswith("catalog:"):
-        name, _, count = ref.removeprefix("catalog:").partition("x")
-        return fingerprint_from_catalog(name, int(count) if count.isdigit() else 1)
+        return _from_catalog(ref)
     path = Path(ref)
-    try:
-        return HostFingerprint.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    except FileNotFoundError:
+    if not path.exists():
         raise BadInput(f"{ref}: no such file", hint="write one with `switchover hw fingerprint --json > a.json`, "
-                       "or use catalog:H100-80G") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BadInput(f"{ref}: not a fingerprint JSON: {exc}") from None
+                       "or use catalog:H100-80G")
+    data = load_json(path, max_bytes=16 << 20, what="fingerprint JSON")
+    try:
+        return HostFingerprint.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise BadInput(f"{ref}: not a fingerprint: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
 
 
+def _from_catalog(ref: str) -> HostFingerprint:
+    """`catalog:NAME[xCOUNT]`: COUNT GPUs (1-MAX_GPUS) of a catalog model."""
+    rest = ref.removeprefix("catalog:")
+    name, sep, count = rest.rpartition("x")
+    if not sep:
+        name, count = rest, "1"
+    if not count.isdigit() or not 1 <= int(count) <= MAX_GPUS:
+        raise BadInput(f"{ref}: the GPU count after 'x' must be a whole number from 1 to {MAX_GPUS}, got {count!r}")
+    try:
+        return fingerprint_from_catalog(name, int(count))
+    except BadInput as exc:
+        raise BadInput(f"{ref}: {exc.message}", hint=exc.hint) from None
+
+
 def _sm(cc: str | None) -> int | None:
-    if not cc:
+    major, _, minor = (cc or "").partition(".")
+    if not major.isdigit() or not (minor or "0").isdigit():
         return None
-    major, _, minor = cc.partition(".")
     return int(major) * 10 + int(minor or 0)
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 from switchover.errors import BadInput
+from switchover.textfile import load_json
+
+MAX_JSON_BYTES = 64 << 20  # config / tokenizer_config / generation_config; tokenizer.json is read by `tokenizers`
 
 Kind = Literal["hf", "gguf"]
 
@@ -38,12 +40,7 @@ def read_json(path: Path) -> dict[str, Any] | None:
     """A JSON object from a file; None when absent; BadInput when unreadable or malformed."""
     if not path.exists():
         return None
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{path}: cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+    obj = load_json(path, max_bytes=MAX_JSON_BYTES, what="JSON file")
     if not isinstance(obj, dict):
         raise BadInput(f"{path}: expected a JSON object")
     return obj
@@ -57,8 +54,10 @@ def _gguf_fields(path: str, mtime: float) -> dict[str, Any]:
         raise BadInput("reading GGUF needs the `gguf` package", hint="pip install 'switchover[model]'") from None
     try:
         reader = gguf.GGUFReader(path)
-    except (OSError, ValueError) as exc:
-        raise BadInput(f"{path}: not a readable GGUF file: {exc}") from None
+        tensors = [(t.name, int(t.tensor_type), [int(x) for x in t.shape], int(t.data_offset), int(t.n_bytes))
+                   for t in reader.tensors]
+    except Exception as exc:  # the reader raises ValueError, IndexError, struct and numpy errors on bad files
+        raise BadInput(f"{path}: not a readable GGUF file: {type(exc).__name__}: {exc}") from None
     out: dict[str, Any] = {}
     for key, field in reader.fields.items():
         if key.startswith(("tokenizer.", "general.")) or key.endswith(".context_length"):
@@ -66,8 +65,7 @@ def _gguf_fields(path: str, mtime: float) -> dict[str, Any]:
                 out[key] = field.contents()
             except (ValueError, IndexError, TypeError):
                 continue
-    out["__tensors__"] = [(t.name, int(t.tensor_type), [int(x) for x in t.shape], int(t.data_offset), int(t.n_bytes))
-                          for t in reader.tensors]
+    out["__tensors__"] = tensors
     return out
 
 

@@ -3,7 +3,6 @@ sooner (seed 001 §3: max_tokens x TPOT p99, plus TTFT and a margin; 2000 x 35 m
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,8 @@ from pydantic import BaseModel, Field
 
 from switchover.errors import BadInput
 from switchover.inputs import MAX_MS, MAX_SECONDS, MAX_TOKENS, number_problem, require
-from switchover.yamlfile import checked_nodes, read_text
+from switchover.textfile import load_json, read_text
+from switchover.yamlfile import checked_nodes
 
 K8S_DEFAULT_GRACE_S = 30.0  # Kubernetes PodSpec.terminationGracePeriodSeconds default
 COMPOSE_DEFAULT_GRACE_S = 10.0  # docker compose stop_grace_period default
@@ -89,10 +89,7 @@ def latency_from_bench(run_dir: Path, endpoint: str | None = None) -> tuple[floa
     path = run_dir / "summary.json" if run_dir.is_dir() else run_dir
     if not path.exists():
         raise BadInput(f"{path}: no such file", hint="pass a bench run directory (runs/<id>)")
-    try:
-        data = json.loads(read_text(path, max_bytes=SUMMARY_MAX_BYTES, what="bench summary.json"))
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"{path}: cannot read bench summary: {exc}") from None
+    data = load_json(path, max_bytes=SUMMARY_MAX_BYTES, what="bench summary.json")
     tpots, ttfts = [], []
     steps = data.get("steps", []) if isinstance(data, dict) else []
     for step in steps if isinstance(steps, list) else []:

@@ -1,0 +1,180 @@
+"""Every verb, every parameter, every class of bad value (issue 11): exit code in {0,1,2,3} as documented, a value
+the option's rules refuse is exit 2 naming the option, an error is one line on stderr (plus an optional hint),
+never a traceback or an internal error, no secret in an error line, no temporary file left behind, and every
+case finishes within a bound. The cases come from the live command tree (tests/cli/cases.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from switchover.atomicfile import is_temp
+from switchover.cli.app import invoke
+from switchover.errors import INTERNAL_ERROR
+from tests.cli import cases as C
+from tests.cli import workspace as W
+
+REACHED = 99  # a patched side effect (serve, install, launch) was reached: the input was accepted
+CASE_LIMIT_S = 10.0
+HANG_S = 30.0  # a case still running then is stopped and reported
+HUNG = -1
+# commands whose files belong to other engineers: failures there are listed, not fixed here (see KNOWN)
+OTHERS = {"gateway", "gateway reset", "gateway state", "gateway hash-key", "metrics-adapter", *(
+    f"rollout {v}" for v in ("status", "gates", "advance", "rollback", "abandon", "reset", "watch", "compare",
+                             "holding", "prerequisites")), *(
+    f"review {v}" for v in ("serve", "summary", "export", "gate"))}
+# (command, param) -> why its cases still fail, in files owned by other engineers; the test fails when every case
+# of one of these passes (then remove it)
+KNOWN: dict[tuple[str, str], str] = {
+    ("metrics-adapter", "--upstream"): "cli/gateway_cmd.py checks the scheme only (parser=params.URL would refuse "
+    "http://, :0, :99999, [::1, spaces, credentials, queries); an HTML answer raises ValueError in "
+    "gateway/metrics_adapter.py",
+    ("metrics-adapter", "--listen"): "cli/gateway_cmd.py accepts a host with a space (parser=params.HOST_PORT)",
+}
+
+TOTALS: dict[str, Any] = {"cases": 0, "seconds": 0.0}
+
+
+def _reached(*_: object, **__: object) -> None:
+    raise SystemExit(REACHED)
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[W.Workspace]:
+    root = tmp_path_factory.mktemp("fuzz")
+    workspace = W.build(root)
+    with W.servers() as urls, pytest.MonkeyPatch.context() as mp:
+        workspace.urls = urls
+        mp.setenv("SWITCHOVER_TESTBED_DIR", str(root / "out" / "default-testbed"))
+        mp.delenv("SWITCHOVER_DEBUG", raising=False)
+        mp.chdir(workspace.work)
+        for target in ("switchover.gateway.server.Gateway", "aiohttp.web.run_app",
+                       "switchover.testbed.install.Installer.run", "switchover.testbed.processes.up",
+                       "switchover.demo.run_demo", "switchover.bench.calibrate.calibrate",
+                       "switchover.bench.sweep.run_sweep", "switchover.review.server.serving"):
+            mp.setattr(target, _reached)
+        run = root / "in" / "check-runs"
+        _run(["check", workspace.path("switchover.yaml"), "--runs-dir", str(run), "--skip", "bench"])
+        next(run.iterdir()).rename(root / "in" / "check-run")
+        yield workspace
+
+
+class Hung(BaseException):
+    """Raised by the alarm in a case that runs past HANG_S (a BaseException, so no handler swallows it)."""
+
+
+def _alarm(*_: object) -> None:
+    raise Hung
+
+
+@contextlib.contextmanager
+def _stdin(text: str) -> Iterator[None]:
+    saved = sys.stdin
+    sys.stdin = io.StringIO(text)
+    try:
+        yield
+    finally:
+        sys.stdin = saved
+
+
+def _run(argv: list[str]) -> tuple[int, str, str, float]:
+    out, err = io.StringIO(), io.StringIO()
+    t0 = time.perf_counter()
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, HANG_S)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _stdin(""):
+            code = invoke(argv)
+    except Hung:
+        code = HUNG
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    return code, out.getvalue(), err.getvalue(), time.perf_counter() - t0
+
+
+def _temp_files(root: Path) -> list[str]:
+    return [str(p) for p in root.rglob("*") if is_temp(p) or p.name.endswith((".partial", ".tmp"))]
+
+
+def check_case(case: C.Case, root: Path) -> list[str]:
+    """What is wrong with one case's outcome (empty: it met the contract)."""
+    code, out, err, seconds = _run(case.argv)
+    problems = []
+    lines = [x for x in err.splitlines() if x.strip()]
+    errors = [x for x in lines if x.startswith("error:")]
+    if code == HUNG:
+        problems.append(f"still running after {HANG_S:g} s (stopped)")
+    if "Traceback" in out + err:
+        problems.append("traceback")
+    if code == INTERNAL_ERROR or "internal error" in err:
+        problems.append(f"internal error: {errors[-1:]}")
+    if (0 if code == REACHED else code) not in case.allowed:
+        problems.append(f"exit {code}, allowed {sorted(case.allowed)}")
+    if case.must_refuse and code != 2:
+        problems.append(f"accepted (exit {code}), must be refused with exit 2")
+    if code == 2:
+        if len(errors) != 1 or not lines[-1].startswith(("error:", "hint:")) or (
+                lines[-1].startswith("hint:") and not lines[-2].startswith("error:")):
+            problems.append(f"exit 2 without one error line last: {lines[-3:]}")
+        elif case.must_refuse and case.names and not any(n in errors[0] for n in case.names):
+            problems.append(f"error does not name {case.names[0]}: {errors[0][:160]}")
+    if any(W.SECRET in line for line in lines if line.startswith(("error:", "hint:"))):
+        problems.append("a planted secret is echoed in an error line")
+    if seconds > CASE_LIMIT_S:
+        problems.append(f"took {seconds:.1f} s")
+    left = _temp_files(root)
+    if left:
+        problems.append(f"temp files left: {left[:3]}")
+        for p in left:
+            Path(p).unlink(missing_ok=True)
+    return problems
+
+
+def test_every_command_has_a_fuzz_spec() -> None:
+    assert set(C.commands()) == set(C.SPECS)
+
+
+def test_every_numeric_option_of_our_commands_is_bounded() -> None:
+    owned = set(C.SPECS) - OTHERS
+    assert C.numeric_options_without_parser(owned) == []
+
+
+@pytest.mark.parametrize("name", sorted(C.SPECS))
+def test_bad_input_never_breaks_the_contract(ws: W.Workspace, name: str) -> None:
+    cases = C.generate(ws, name, C.commands()[name])
+    failures, still_known = [], set()
+    t0 = time.perf_counter()
+    for case in cases:
+        problems = check_case(case, ws.root)
+        key = (case.command, case.param)
+        if key in KNOWN:
+            if problems:
+                still_known.add(key)
+            continue
+        if problems:
+            failures.append(f"{' '.join(case.argv)[:200]!r} [{case.param} {case.label}]: {'; '.join(problems)}")
+    TOTALS["cases"] += len(cases)
+    TOTALS["seconds"] += time.perf_counter() - t0
+    fixed = {k for k in KNOWN if k[0] == name} - still_known
+    assert not fixed, f"these now pass, remove them from KNOWN: {sorted(fixed)}"
+    assert not failures, f"{len(failures)} of {len(cases)} cases broke the contract:\n" + "\n".join(failures[:60])
+
+
+def test_no_written_file_holds_a_planted_secret(ws: W.Workspace) -> None:
+    """Runs after the fuzz cases (file order): every file they wrote is free of the secrets put into argv."""
+    leaks = []
+    for root in (ws.work, ws.root / "out"):
+        for p in root.rglob("*"):
+            if p.is_file() and W.SECRET.encode() in p.read_bytes():
+                leaks.append(str(p))
+    assert leaks == []
+    assert TOTALS["cases"] >= 0

@@ -118,3 +118,32 @@ async def test_engine_killed_mid_run_gives_recorded_errors_and_stops_by_error_ra
     kinds = {r["failure_kind"] for r in rd.read_records("requests") if r["failure_kind"]}
     assert kinds & {"connect", "disconnected", "truncated"}
     assert any(s.ok > 0 for s in report.steps)
+
+
+async def test_short_soak_on_both_engines_checkpoints_windows_and_a_flat_client(bed, tmp_path):
+    """Issue 13 soak on the test bed: 50 s per engine at c=2, checkpoints and drift windows every 20 s."""
+    plan = BenchPlan(
+        name="soak", endpoints=[EndpointSpec(label="old", url=bed.old_url, engine="vllm", model=bed.model),
+                                EndpointSpec(label="new", url=bed.new_url, engine="llamacpp", model=bed.model)],
+        buckets=[32], output_tokens=16, concurrency=[2], duration_s=50, warmup_requests=1, scrape_interval_s=2,
+        timeout_s=60, calibrate=False, checkpoint_s=20, window_s=20)
+    report, rd = await BenchRun(plan, tmp_path).run()
+    soak = report.soak
+    assert soak is not None and soak.checkpoints >= 4  # 100 s of load, a checkpoint every 20 s
+    parts = sorted((rd.path / "requests").glob("part-*.parquet"))
+    assert len(parts) >= 4 and not list((rd.path / "requests").glob(".part-*"))
+    rows = rd.read_records("requests")
+    assert len(rows) == sum(s.requests + s.warmup for s in report.steps)
+    assert {s.endpoint for s in report.steps} == {"old", "new"} and all(s.ok > 0 for s in report.steps)
+    for label in ("old", "new"):
+        ws = [w for w in soak.windows if w.endpoint == label]
+        assert len(ws) == 3 and [w.index for w in ws] == [0, 1, 2]  # 0-20, 20-40, 40-50 s
+        assert sum(w.summary.requests for w in ws) == next(s.requests for s in report.steps if s.endpoint == label)
+        rss = [w.client_rss_mb for w in ws]
+        assert all(r is not None for r in rss) and max(rss) - min(rss) < 50  # client memory flat (MB)
+        drift = {d.metric: d for d in soak.drift if d.endpoint == label}
+        assert drift["TPOT p99 ms"].first is not None and drift["TPOT p99 ms"].last is not None
+    # vLLM's /metrics has the process collector: its memory is followed window by window
+    assert all(w.engine_rss_mb and w.engine_rss_mb > 0 for w in soak.windows if w.endpoint == "old")
+    assert rd.read_json("checkpoint")["finished"] is True
+    assert "Drift" in rd.file("report.html").read_text()

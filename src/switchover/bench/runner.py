@@ -355,7 +355,7 @@ class BenchRun:
                 report.created_wall = float(ck["created_wall"])
                 report.calibration = None if ck["calibration"] is None else Calibration(**ck["calibration"])
                 self._restore(ck)
-            self.windows = Windows(report.soak, plan.seed)
+            self.windows = Windows(report.soak, plan.seed, self._engine_rss)
             writer = PartWriter(rd.path / "requests", ROW_SCHEMA, first_part=int(ck["parts"]) if ck else 0)
             self.metrics_writer = PartWriter(rd.path / "metrics", SCRAPE_SCHEMA,
                                              first_part=int(ck["metrics_parts"]) if ck else 0)
@@ -432,6 +432,10 @@ class BenchRun:
             await asyncio.sleep(self.plan.checkpoint_s)
             write_checkpoint(self, rd, report, sink, writer)
 
+    def _engine_rss(self, label: str) -> float | None:
+        """The engine's resident memory at its last /metrics scrape (bytes), if it exposes it."""
+        return next((ep.scraper.process_rss for ep in self.eps if ep.spec.label == label and ep.scraper), None)
+
     def _restore(self, ck: dict[str, Any]) -> None:
         restore(self, ck)
 
@@ -463,10 +467,7 @@ class BenchRun:
         rows: list[Mapping[str, Any]] = []
         for ep in self.eps:
             if ep.scraper is not None:
-                taken = ep.scraper.take()
-                if self.windows is not None:
-                    self.windows.scraped(ep.spec.label, taken)
-                rows += taken
+                rows += ep.scraper.take()
         if rows:
             self.metrics_writer.append(rows)
 

@@ -95,6 +95,7 @@ class Scraper:
         self.wanted, self.path = wanted_series(engine)
         self.rows: list[dict[str, Any]] = []
         self.series: set[str] = set()  # names of the series kept so far (also those already taken)
+        self.process_rss: float | None = None  # the engine's resident memory at the last scrape (bytes)
         self.failures = 0
         self.scrapes = 0
         self._task: asyncio.Task[None] | None = None
@@ -108,8 +109,12 @@ class Scraper:
             self.failures += 1
             return
         errors: list[str] = []
-        self.rows.extend(parse_metrics(res.body.decode(errors="replace"), self.wanted, endpoint=self.endpoint,
-                                       t_ns=t_ns, wall=wall, errors=errors))
+        rows = parse_metrics(res.body.decode(errors="replace"), self.wanted, endpoint=self.endpoint, t_ns=t_ns,
+                             wall=wall, errors=errors)
+        for r in rows:
+            if r["name"] == PROCESS_RSS:
+                self.process_rss = r["value"]
+        self.rows.extend(rows)
         if errors:  # a scrape that could not be read is a failed scrape, not an empty one
             self.failures += 1
 

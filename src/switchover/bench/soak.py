@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import resource
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -115,13 +116,13 @@ class PartWriter:
 class Windows:
     """The open window of each endpoint's running step; closed ones become `Window` rows."""
 
-    def __init__(self, soak: Soak, seed: int) -> None:
+    def __init__(self, soak: Soak, seed: int, engine_rss: Callable[[str], float | None] | None = None) -> None:
         self.soak = soak
         self.seed = seed
+        self.engine_rss = engine_rss or (lambda endpoint: None)  # bytes, from the last /metrics scrape
         self.open: dict[str, tuple[int, StepAccumulator]] = {}
         self.t0_ns: dict[str, int] = {}
         self.wall0: dict[str, float] = {}
-        self.engine_rss: dict[str, float] = {}  # latest scraped value per endpoint (bytes)
 
     def start(self, endpoint: str, t0_ns: int, wall: float, labels: dict[str, Any], first_index: int = 0,
               acc: StepAccumulator | None = None) -> None:
@@ -152,7 +153,7 @@ class Windows:
         width = self.soak.window_s
         start = index * width
         end = start + width if complete or end_ns is None else (end_ns - self.t0_ns[endpoint]) / 1e9
-        rss = self.engine_rss.get(endpoint)
+        rss = self.engine_rss(endpoint)
         self.soak.windows.append(Window(
             endpoint=endpoint, index=index, start_s=start, end_s=end, start_wall=self.wall0[endpoint] + start,
             summary=acc.summary(), client_rss_mb=client_rss_mb(), engine_rss_mb=None if rss is None else rss / 2**20,
@@ -163,11 +164,6 @@ class Windows:
         if endpoint in self.open:
             index, acc = self.open.pop(endpoint)
             self.close(endpoint, index, acc, complete=False, end_ns=end_ns)
-
-    def scraped(self, endpoint: str, rows: list[dict[str, Any]]) -> None:
-        for r in rows:
-            if r["name"] == ENGINE_RSS:
-                self.engine_rss[endpoint] = float(r["value"])
 
 
 def _pct(first: float | None, last: float | None) -> float | None:

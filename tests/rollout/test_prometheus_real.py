@@ -4,6 +4,7 @@ Skips with the reason when the binary is missing. Loopback only; bounded to ~20 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -17,7 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from switchover.errors import BadInput
 from switchover.gateway.metrics import GatewayMetrics
+from switchover.rollout.custom_gates import evaluate_custom
+from switchover.rollout.custom_settings import CustomGate
 from switchover.rollout.gates import evaluate, stats_from_prometheus
 from switchover.rollout.settings import GateName, GateThresholds, PrometheusSource
 from switchover.testbed.processes import free_port
@@ -58,14 +62,14 @@ def _scrapes(url: str) -> float:
         return 0.0
 
 
-def test_gates_read_a_real_prometheus_scraping_the_gateway_metrics(exporter, tmp_path: Path) -> None:
+@contextlib.contextmanager
+def real_prometheus(tmp_path: Path, target: int) -> Iterator[str]:
+    """A real Prometheus scraping 127.0.0.1:target every second (job gw); yields its URL once it scrapes."""
     binary = shutil.which("prometheus")
     if binary is None:
         if os.environ.get("CI"):  # scripts/test.sh installs it: missing evidence in CI is a failure
             pytest.fail("prometheus binary not installed (Debian package prometheus)")
         pytest.skip("prometheus binary not installed (Debian package prometheus)")
-    metrics, target = exporter
-    # no series is created here: GatewayMetrics presets them at 0, so increase() sees the first increments
     port = free_port()
     cfg = tmp_path / "prometheus.yml"
     cfg.write_text(
@@ -89,6 +93,16 @@ def test_gates_read_a_real_prometheus_scraping_the_gateway_metrics(exporter, tmp
             assert proc.poll() is None and time.monotonic() < deadline, "prometheus did not scrape in 30 s"
             time.sleep(0.3)
         time.sleep(1.5)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def test_gates_read_a_real_prometheus_scraping_the_gateway_metrics(exporter, tmp_path: Path) -> None:
+    metrics, target = exporter
+    # no series is created here: GatewayMetrics presets them at 0, so increase() sees the first increments
+    with real_prometheus(tmp_path, target) as url:
         metrics.routed.labels(arm="new", reason="weight").inc(200)
         metrics.routed.labels(arm="old", reason="weight").inc(800)
         metrics.requests.labels(arm="new", outcome="ok").inc(190)
@@ -102,9 +116,6 @@ def test_gates_read_a_real_prometheus_scraping_the_gateway_metrics(exporter, tmp
             metrics.tpot.labels(arm="old").observe(0.02)
         time.sleep(3.5)  # a few scrapes after the increments
         s = stats_from_prometheus(PrometheusSource(url=url, selector='job="gw"'), window_s=60)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
     # increase() extrapolates to the window edges a little: counts are close, not exact
     assert 180 <= s.new.requests <= 260 and 7 <= s.new.errors <= 11 and 1 <= s.new.fallbacks <= 3
     assert s.new.ttft_p99_ms is not None and 250 <= s.new.ttft_p99_ms <= 500  # inside the (0.25, 0.5] bucket
@@ -123,3 +134,33 @@ def test_gates_read_a_real_prometheus_scraping_the_gateway_metrics(exporter, tmp
         GateName.TTFT_P99_RATIO: "fail",
         GateName.TPOT_P99_RATIO: "pass",
     }
+
+
+def test_custom_promql_gates_run_against_a_real_prometheus_per_label(exporter, tmp_path: Path) -> None:
+    metrics, target = exporter
+    gate = CustomGate(
+        name="error_share",
+        promql='sum by (arm) (increase(switchover_gateway_requests_total{job="gw",outcome="error"}[{window}])) '
+        '/ sum by (arm) (increase(switchover_gateway_requests_total{job="gw"}[{window}]))',
+        max=0.02,
+        by="arm",
+    )
+    th = GateThresholds(min_samples=10)
+    with real_prometheus(tmp_path, target) as url:
+        source = PrometheusSource(url=url)
+        metrics.requests.labels(arm="new", outcome="ok").inc(90)
+        metrics.requests.labels(arm="new", outcome="error").inc(10)
+        metrics.requests.labels(arm="old", outcome="ok").inc(400)
+        deadline = time.monotonic() + 20
+        while True:  # wait for the scrape that carries the increments (an event, polled, bounded)
+            (res,) = evaluate_custom([gate], [], th, window_s=60, prometheus=source)
+            if {g.group for g in res.groups} == {"new", "old"} and all(g.observed for g in res.groups
+                                                                         if g.group == "new"):
+                break
+            assert time.monotonic() < deadline, res.reason
+            time.sleep(0.5)
+        bad = CustomGate(name="typo", promql="sum(rate(x[{window}])", max=1)
+        with pytest.raises(BadInput, match="Prometheus rejected"):
+            evaluate_custom([bad], [], th, window_s=60, prometheus=source)
+    assert res.verdict == "fail" and {g.group: g.verdict for g in res.groups} == {"new": "fail", "old": "pass"}
+    assert res.query is not None and "[60s]" in res.query

@@ -121,6 +121,7 @@ class HoldingDesk:
     def report(self, state: RolloutState) -> tuple[HoldingReport, WindowStats]:
         """Every window judged now (writes holding.json for `check` and `report`)."""
         assert state.holding is not None
+        self.check_old()  # the schedule: only when due
         now = self.r.clock()
         old = self.old_view(state)
         baseline = self.baseline()

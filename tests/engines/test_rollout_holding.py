@@ -1,0 +1,160 @@
+"""The rollback window on real engines through switchover's gateway: shadow → 50 % → 100 % → holding. A window
+closes on time (audit `window_end`), then the new engine fails inside the crash window and one command
+(`switchover rollout rollback`) sends everything back to old; a second rollout runs its windows to the end
+(`holding_end`). Old = the bed's vLLM CPU; new = a llama-server started here. Bounded: tens of requests."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from switchover.cli.app import invoke
+from switchover.config import load_migration
+from switchover.drill import run_drill
+from switchover.gateway.app import Gateway
+from switchover.gateway.ledger import read_requests
+from switchover.gateway.server import running
+from switchover.rollout.controller import Rollout
+from switchover.runs import RunDir
+from tests.engines.test_rollout_gateway import _reloaded, _stop, _traffic, new_llama  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.engines
+
+CONFIG = """\
+old: {{url: "{old}", engine: vllm}}
+new: {{url: "{new}", engine: llamacpp}}
+gateway:
+  weight: 0            # the rollout drives this line
+  rollback: false
+  run_dir: run
+  reload_poll_s: 0.1
+  kill_switch: {{enabled: false}}   # the rollout's gates act here, not the gateway's latch
+  shadow: {{percent: 100, max_concurrency: 8, max_tokens_clamp: 8}}
+rollout:
+  stages: [shadow, 50, 100]
+  window_s: 600
+  gates:
+    min_samples: 10
+    shadow_metrics: [output_tokens, finish_reason, stop_hit, error_code]
+    max_ttft_p99_ratio: 100    # vLLM CPU and llama.cpp differ in latency by design
+    max_tpot_p99_ratio: 100
+  holding:
+    windows:
+      crash: {{duration_s: {crash}, gates: [error_rate, fallback_ratio]}}
+      latency: {{duration_s: 0}}
+      format: {{duration_s: {fmt}, gates: [output_length_shift]}}
+      quality: {{duration_s: 0}}
+      business: {{duration_s: 0}}
+    old: {{interval_s: 1, max_ms: 10000}}
+    drill: {{runs: runs}}
+"""
+
+
+async def _drill_old(tmp: Path, old_url: str) -> None:
+    """A real drill of the side-by-side case: nothing to stop or start, time to the first good answer on old."""
+    res = await run_drill(stop_cmd="true", start_cmd="true", url=old_url, ready_timeout_s=60, poll_s=0.2,
+                          max_ms=10000)
+    assert res.ok, res.reason
+    RunDir.create(tmp / "runs", "drill").write_json("drill", res)
+
+
+async def _shadows_done(gw: Gateway, n: int) -> None:
+    """Wait (on the ledger's counter, bounded) until n shadow rows are written: mirrors end after their primary."""
+    for _ in range(600):
+        if gw.ledger.shadows_written >= n:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{gw.ledger.shadows_written} shadow rows, {n} expected")
+
+
+async def _to_holding(gw: Gateway, url: str, path: Path, rollout: Rollout, model: str) -> None:
+    assert rollout.advance(why="start shadow").state.stage == "shadow"
+    for i in range(16):  # one at a time, each mirror finished before the next: none dropped by the bound
+        await _traffic(gw, url, model, tenants=1)
+        await _shadows_done(gw, i + 1)
+    res = rollout.advance(why="shadow clean")
+    assert res.state.stage == "50%", res.message
+    await _reloaded(gw, 50, False)
+    await _traffic(gw, url, model, tenants=40)
+    res = rollout.advance(why="50% clean")
+    assert res.action == "advance" and res.state.status.value == "holding", res.message
+    assert [t.action for t in res.transitions] == ["advance", "holding_start"]
+    await _reloaded(gw, 100, False)
+    assert yaml.safe_load(path.read_text())["gateway"]["weight"] == 100
+
+
+def _setup(tmp: Path, bed: Any, new_url: str, *, crash: float, fmt: float) -> Path:
+    path = tmp / "switchover.yaml"
+    path.write_text(CONFIG.format(old=bed.old_url, new=new_url, crash=crash, fmt=fmt))
+    return path
+
+
+async def test_holding_then_a_failure_in_the_window_rolls_back_with_one_command(bed, new_llama, tmp_path,
+                                                                                monkeypatch, capsys) -> None:
+    monkeypatch.setenv("SWITCHOVER_ACTOR", "engine-test@ci")
+    proc, new_url = new_llama
+    path = _setup(tmp_path, bed, new_url, crash=3600, fmt=2)
+    await _drill_old(tmp_path, bed.old_url)
+    gw = Gateway(load_migration(path), path)
+    rollout = Rollout(path)
+    async with running(gw, port=0) as url:
+        await _to_holding(gw, url, path, rollout, bed.model)
+        hr = rollout.gate_report().holding
+        assert hr is not None
+        pre = {p.name: p.status for p in hr.prerequisites}
+        print("prerequisites:", pre)
+        assert pre["route"] == "ok" and pre["drill"] == "ok" and pre["old_ready"] == "ok"
+        assert pre["monitoring"] == "ok"  # vLLM's /metrics on old really answered
+
+        await _traffic(gw, url, bed.model, tenants=20)
+        await asyncio.sleep(2.1)  # the format window (2 s) is due
+        res = rollout.check(auto_advance=False, why="watch")
+        print("holding after 2 s:", res.message)
+        assert [t.window for t in res.transitions] == ["format"], res.message
+        assert res.state.status.value == "holding"
+
+        _stop(proc)  # the new engine fails inside the crash window
+        await _traffic(gw, url, bed.model, tenants=20)  # clients still get 200: every request falls back to old
+        report = rollout.gate_report()
+        assert report.holding is not None and report.holding.decision == "rollback", report.holding.reason
+        print("the failure:", report.holding.reason)
+
+        capsys.readouterr()
+        code = invoke(["rollout", "rollback", "-c", str(path), "-m", "new engine down inside the window"])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert "rolled back 100% → 0%" in out
+        gw_cfg = yaml.safe_load(path.read_text())["gateway"]
+        assert gw_cfg["weight"] == 0 and gw_cfg["rollback"] is True
+        await _reloaded(gw, 0, True)
+        t = time.time()
+        await _traffic(gw, url, bed.model, tenants=10)
+        after = [r for r in read_requests(gw.run_dir) if r.ts >= t]
+        assert after and all(r.arm == "old" and r.outcome == "ok" for r in after)
+    audit = rollout.store.audit()
+    assert [a.action for a in audit] == ["advance", "advance", "advance", "holding_start", "window_end", "rollback"]
+    assert audit[4].window == "format" and audit[-1].who == "engine-test@ci"
+
+
+async def test_a_quiet_holding_window_ends_and_the_end_is_in_the_audit_log(bed, new_llama, tmp_path,
+                                                                           monkeypatch) -> None:
+    monkeypatch.setenv("SWITCHOVER_ACTOR", "engine-test@ci")
+    _, new_url = new_llama
+    path = _setup(tmp_path, bed, new_url, crash=3, fmt=2)
+    await _drill_old(tmp_path, bed.old_url)
+    gw = Gateway(load_migration(path), path)
+    rollout = Rollout(path)
+    async with running(gw, port=0) as url:
+        await _to_holding(gw, url, path, rollout, bed.model)
+        await _traffic(gw, url, bed.model, tenants=20)
+        await asyncio.sleep(3.1)
+        res = rollout.check(auto_advance=False, why="windows over, new healthy")
+        print("end:", res.message, res.report.holding.reason if res.report and res.report.holding else "")
+        assert res.action == "holding_end" and res.state.status.value == "complete", res.message
+    audit = [a.action for a in rollout.store.audit()]
+    assert audit[-3:] == ["window_end", "window_end", "holding_end"]

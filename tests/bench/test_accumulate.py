@@ -166,3 +166,32 @@ def test_row_sink_writes_a_row_group_per_batch_and_holds_no_more():
     assert groups == [100, 100] and len(sink.buf) == 50
     sink.flush()
     assert groups == [100, 100, 50] and sink.written == 250
+
+
+def test_a_checkpointed_accumulator_resumes_to_the_same_summary():
+    import orjson
+
+    rs = rows(800, seed=8)
+    acc = StepAccumulator(slo=Slo(ttft_ms=25), limit=300, itl_limit=1000)
+    for r in rs[:500]:
+        acc.add(r)
+    back = StepAccumulator.from_dict(orjson.loads(orjson.dumps(acc.to_dict())))
+    for r in rs[500:]:
+        acc.add(r)
+        back.add(r)
+    assert back.summary() == acc.summary()
+
+
+def test_row_sink_masks_secrets_in_failure_messages_and_keeps_output_text():
+    written: list[dict] = []
+
+    class W:
+        def append(self, batch):
+            written.extend(batch)
+
+    sink = RowSink(W())
+    sink.add({"failure_message": "HTTP 401: invalid key sk-abcdefghijklmnop", "output_text": "x=1"})
+    sink.add({"failure_message": None, "output_text": "token=abc"})
+    sink.flush()
+    assert "sk-abcdefghijklmnop" not in written[0]["failure_message"] and "***" in written[0]["failure_message"]
+    assert written[1]["output_text"] == "token=abc"

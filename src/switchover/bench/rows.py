@@ -10,6 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from switchover.redaction import redact
 from switchover.wire import RequestRecord
 
 ROW_SCHEMA = pa.schema(
@@ -81,7 +82,8 @@ def row_from_record(rec: RequestRecord, **labels: Any) -> dict[str, Any]:
 
 class RowSink:
     """Rows on their way to Parquet: buffered until a row group's worth (by rows or by chunk stamps), then written,
-    so a run holds at most one row group in memory whatever its length."""
+    so a run holds at most one row group in memory whatever its length. Failure messages are redacted here; the
+    model's output text is the server's answer to prompts the run made up (or the user's dataset), kept as sent."""
 
     def __init__(self, writer: Any, max_rows: int = 4096, max_chunks: int = 65536) -> None:
         self.writer = writer  # a runs.RecordWriter (anything with append(list of rows))
@@ -91,6 +93,9 @@ class RowSink:
         self.written = 0
 
     def add(self, row: dict[str, Any]) -> None:
+        msg = row.get("failure_message")
+        if msg:  # the one free text a server or the client writes (an error body may quote a key): masked here
+            row["failure_message"] = redact(msg)
         self.buf.append(row)
         self.chunks += len(row.get("chunk_ns") or ())
         if len(self.buf) >= self.max_rows or self.chunks >= self.max_chunks:

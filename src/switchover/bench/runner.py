@@ -360,7 +360,7 @@ class BenchRun:
             self.metrics_writer = PartWriter(rd.path / "metrics", SCRAPE_SCHEMA,
                                              first_part=int(ck["metrics_parts"]) if ck else 0)
         else:
-            writer = rd.record_writer("requests", ROW_SCHEMA)
+            writer = rd.record_writer("requests", ROW_SCHEMA, redacted=False)  # RowSink masks failure messages
             self.metrics_writer = rd.record_writer("metrics", SCRAPE_SCHEMA)
         sink = RowSink(writer)
         if ck is None:

@@ -10,6 +10,7 @@ deviation is reported (the per-request `usage.prompt_tokens` is recorded in ever
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -213,12 +214,17 @@ class Prompt:
     at_s: float | None = None  # trace replay: arrival offset in seconds
 
 
+@functools.lru_cache(maxsize=64)
+def _filler_text(seed: int, bucket: str, n: int, vocab: tuple[str, ...]) -> str:
+    """The filler of a bucket, joined once (it is the same for every request of the bucket)."""
+    return " ".join(filler_words(seed, bucket, n, vocab))
+
+
 def bucket_prompt(
     api: Api, fit: BucketFit, seed: int, key: tuple[object, ...], osl: int, *, unique: bool = True
 ) -> Prompt:
     """The prompt of request `key` in a fitted bucket (same text for the same seed and key)."""
-    words = filler_words(seed, fit.bucket, fit.words, fit.vocab)
-    text = f"{cache_buster(seed, key, unique, fit.vocab)} {' '.join(words)}"
+    text = f"{cache_buster(seed, key, unique, fit.vocab)} {_filler_text(seed, fit.bucket, fit.words, tuple(fit.vocab))}"
     return Prompt(api, as_payload(api, text), fit.target, osl, fit.bucket)
 
 

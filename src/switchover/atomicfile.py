@@ -15,14 +15,17 @@ from switchover.errors import BadInput
 TEMP_SUFFIX = ".tmp"
 
 
-def temp_path(path: Path) -> Path:
-    """A fresh hidden temporary name next to `path` (pid + random, so concurrent writers never collide)."""
-    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+def temp_path(path: Path, *, keep_suffix: bool = False) -> Path:
+    """A fresh hidden temporary name next to `path` (pid + random, so concurrent writers never collide);
+    `keep_suffix` ends it with the target's suffix, for tools that check it (`.gguf`)."""
+    tail = path.suffix if keep_suffix else ""
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}{tail}")
 
 
 def is_temp(path: Path) -> bool:
     """Whether `path` is a temporary file left by an interrupted write (for cleanup and tests)."""
-    return path.name.startswith(".") and path.name.endswith(TEMP_SUFFIX)
+    return path.name.startswith(".") and f"{TEMP_SUFFIX}" in path.name and (
+        path.name.endswith(TEMP_SUFFIX) or path.name.rsplit(TEMP_SUFFIX, 1)[1] == path.suffix)
 
 
 def _cannot(path: Path, exc: OSError) -> BadInput:
@@ -81,12 +84,12 @@ def write_atomic(path: str | Path, data: bytes | str, *, mode: int = 0o644) -> P
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """For writers that need a path (Parquet, archives): yields a temp path; on success it is fsynced and renamed
-    over `path`, on any exception it is removed."""
+def atomic_path(path: str | Path, *, keep_suffix: bool = False) -> Iterator[Path]:
+    """For writers that need a path (Parquet, archives, a converter run as a child): yields a temp path; on success
+    it is fsynced and renamed over `path`, on any exception it is removed."""
     target = Path(path)
     _prepare(target)
-    tmp = temp_path(target)
+    tmp = temp_path(target, keep_suffix=keep_suffix)
     try:
         yield tmp
         fd = os.open(tmp, os.O_RDONLY)

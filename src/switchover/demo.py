@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, Field
 
+from switchover.atomicfile import write_atomic
 from switchover.testbed import processes
 from switchover.testbed.layout import Layout, bed_models
 from switchover.wire.sse import parse_all
@@ -262,8 +263,8 @@ def run_demo(workdir: Path, say: Say, *, rollout: bool = True, layout: Layout | 
                           workdir / "runs" / "gateway" / "killswitch.json"):
                 stale.unlink(missing_ok=True)
             bed = bed_models(layout)[MODEL]
-            config.write_text(demo_config(state.url("old"), state.url("new"), processes.free_port(), bed.hf_dir,
-                                          bed.gguf), encoding="utf-8")
+            write_atomic(config, demo_config(state.url("old"), state.url("new"), processes.free_port(), bed.hf_dir,
+                                             bed.gguf))
             say(f"config: {config}")
             m = load_migration(config)
             t2 = time.monotonic()

@@ -62,6 +62,8 @@ def base_url(value: str) -> str:
         parts = urlsplit(value)
         port = parts.port
     except ValueError as exc:
+        if "port" in str(exc).lower():
+            raise ValueError(f"port must be 1-{PORT_MAX}: {value!r}") from None
         raise ValueError(f"not a valid URL ({exc}): {value!r}") from None
     if not parts.hostname:
         raise ValueError(f"no host in {value!r}")

@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from switchover.atomicfile import write_atomic
 from switchover.bench.results import BenchReport
 from switchover.bench.stats import StepSummary
 from switchover.runs import RunDir
@@ -375,5 +376,5 @@ def render(report: BenchReport) -> str:
 
 def write_report(rd: RunDir, report: BenchReport, name: str = "report.html") -> str:
     path = rd.file(name)
-    path.write_text(render(report), encoding="utf-8")
+    write_atomic(path, render(report))
     return str(path)

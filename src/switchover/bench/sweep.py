@@ -18,6 +18,7 @@ from typing import Any
 import plotly.graph_objects as go
 from pydantic import BaseModel, Field
 
+from switchover.atomicfile import write_atomic
 from switchover.bench.results import BenchPlan, BenchReport, EndpointSpec
 from switchover.bench.runner import BenchRun, Reporter
 from switchover.errors import BadInput, SwitchoverError
@@ -166,7 +167,7 @@ async def run_sweep(
     finally:
         result = SweepReport(launch=launch, url=url, points=points, run_dir=str(rd.path))
         rd.write_json("sweep", result)
-        rd.file("sweep.html").write_text(sweep_html(result), encoding="utf-8")
+        write_atomic(rd.file("sweep.html"), sweep_html(result))
     return result
 
 

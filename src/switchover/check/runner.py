@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from switchover.atomicfile import write_atomic
 from switchover.check import parts as P
 from switchover.check.evidence import CheckConfig, load_evidence
 from switchover.check.settings import PARTS, CheckSection
@@ -58,10 +59,8 @@ def write_outputs(rd: RunDir, report: CheckReport) -> dict[str, Path]:
     from switchover.report.markdown import render_markdown
 
     out = {"json": rd.write_json("check", report)}
-    html = rd.file("report.html")
-    html.write_text(render_html(report), encoding="utf-8")
-    md = rd.file("report.md")
-    md.write_text(render_markdown(report), encoding="utf-8")
+    html = write_atomic(rd.file("report.html"), render_html(report))
+    md = write_atomic(rd.file("report.md"), render_markdown(report))
     out["html"], out["md"] = html, md
     return out
 

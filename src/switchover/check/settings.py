@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from switchover.inputs import MAX_GIB, MAX_SECONDS, Count, Seconds, Tokens
+
 PARTS = ("plan", "probe", "verify", "live_model", "metrics", "diff_model", "bench", "grace")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ProbePart(_Strict):
@@ -17,7 +19,7 @@ class ProbePart(_Strict):
     api: str = Field(default="chat", pattern="^(chat|completions)$")
     only: list[str] | None = Field(default=None, description="probe ids or categories to run (default: all)")
     skip: list[str] | None = Field(default=None, description="probe ids or categories to skip")
-    budget_s: float = Field(default=30.0, gt=0, description="time cap of an open-ended generation")
+    budget_s: Seconds = Field(default=30.0, description="time cap of an open-ended generation")
 
 
 class VerifyPart(_Strict):
@@ -30,19 +32,19 @@ class VerifyPart(_Strict):
 
 class BenchPart(_Strict):
     enabled: bool = True
-    concurrency: list[int] = Field(default=[1, 2, 4], description="short A/B ladder")
-    buckets: list[int] = Field(default=[128], description="input-length buckets, tokens")
-    output_tokens: int = Field(default=32, gt=0)
-    requests: int = Field(default=12, gt=0, description="measured requests per step")
+    concurrency: list[Count] = Field(default=[1, 2, 4], max_length=64, description="short A/B ladder")
+    buckets: list[Tokens] = Field(default=[128], max_length=64, description="input-length buckets, tokens")
+    output_tokens: Tokens = Field(default=32)
+    requests: Count = Field(default=12, description="measured requests per step")
     api: str = Field(default="completions", pattern="^(chat|completions)$")
-    timeout_s: float = Field(default=120.0, gt=0)
+    timeout_s: Seconds = Field(default=120.0)
 
 
 class PlanPart(_Strict):
     enabled: bool = True
     model_dir: str | None = Field(default=None, description="HF folder (config.json) or GGUF of the new model")
     gpu: str | None = Field(default=None, description="GPU name from the catalog, e.g. 'H100 80GB'")
-    gpu_memory_gib: float | None = Field(default=None, gt=0, description="instead of a catalog GPU")
+    gpu_memory_gib: float | None = Field(default=None, gt=0, le=MAX_GIB, description="instead of a catalog GPU")
     old_launch: str | None = Field(default=None, description="the old engine's launch command, to translate")
 
 
@@ -63,11 +65,13 @@ class MetricsPart(_Strict):
 
 class GracePart(_Strict):
     enabled: bool = True
-    max_tokens: int | None = Field(default=None, gt=0, description="the longest generation the API allows")
-    drain_grace_s: float | None = Field(default=None, ge=0, description="orchestrator grace period, seconds")
+    max_tokens: Tokens | None = Field(default=None, description="the longest generation the API allows")
+    drain_grace_s: float | None = Field(default=None, ge=0, le=MAX_SECONDS,
+                                        description="orchestrator grace period, seconds")
     deploy_dir: str | None = Field(default=None, description="deploy YAML to scan for grace periods and timeouts")
-    client_timeout_s: float | None = Field(default=None, gt=0)
-    margin_s: float | None = Field(default=None, ge=0, description="default: 10% of the generation, >= 5 s")
+    client_timeout_s: Seconds | None = Field(default=None)
+    margin_s: float | None = Field(default=None, ge=0, le=MAX_SECONDS,
+                                   description="default: 10% of the generation, >= 5 s")
 
 
 class Thresholds(_Strict):

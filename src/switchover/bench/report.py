@@ -272,6 +272,9 @@ def render(report: BenchReport) -> str:
             flags.append(f"not steady ({_f(s.steady.achieved)} of {s.steady.target:g})")
         if s.client_flag:
             flags.append(f"client at {s.client_load:.0%} of ceiling")
+        short = [w for w in s.workers if w.reached is False]
+        if s.workers:
+            flags.append(f"{len(s.workers)} workers" + (f", {len(short)} below target" if short else ""))
         if s.lengths.isl_off_by_more_than_1:
             flags.append(f"ISL off by >1 on {s.lengths.isl_off_by_more_than_1}")
         if s.one_read:

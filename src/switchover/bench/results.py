@@ -64,6 +64,7 @@ class BenchPlan(BaseModel):
     checkpoint_s: float | None = Field(default=None, gt=0, description="soak: checkpoint every this many seconds "
                                        "(rows in closed Parquet parts, checkpoint.json, summary.json, report.html)")
     window_s: float = Field(default=3600.0, gt=0, description="soak: drift window length, seconds")
+    workers: int = Field(default=1, ge=1, le=64, description="load-generating processes per step (one schedule)")
 
     @model_validator(mode="after")
     def _one_load_shape(self) -> BenchPlan:
@@ -77,6 +78,8 @@ class BenchPlan(BaseModel):
             raise ValueError("rates must be positive")
         if self.requests is None and self.duration_s is None:
             raise ValueError("a step needs --requests or --duration")
+        if self.workers > 1 and self.checkpoint_s is not None:
+            raise ValueError("--workers and --checkpoint-every cannot be combined yet: a soak runs in one process")
         return self
 
 

@@ -32,10 +32,11 @@ from switchover.bench.workload import (
     BucketFit,
     Prompt,
     bucket_prompt,
-    cache_buster,
     fit_bucket,
     iter_arrival_offsets,
     load_dataset,
+    make_prompt,
+    request_body,
     unit_words,
 )
 from switchover.errors import BadInput
@@ -89,15 +90,6 @@ def _loads(plan: BenchPlan, trace: bool) -> list[_Load]:
     return [_Load(i, c, None) for i, c in enumerate(plan.concurrency or [1])]
 
 
-def _with_buster(p: Prompt, buster: str) -> Prompt:
-    if isinstance(p.payload, str):
-        return Prompt(p.api, f"{buster} {p.payload}", p.isl_target, p.max_tokens, p.bucket, p.at_s)
-    msgs = [dict(m) for m in p.payload]
-    if isinstance(msgs[0].get("content"), str):
-        msgs[0]["content"] = f"{buster} {msgs[0]['content']}"
-    return Prompt(p.api, msgs, p.isl_target, p.max_tokens, p.bucket, p.at_s)
-
-
 class BenchRun:
     """One run; `await BenchRun(plan, runs_dir).run()` returns the report and leaves the run directory."""
 
@@ -125,6 +117,9 @@ class BenchRun:
         self.windows: Windows | None = None
         self.current: dict[str, Any] | None = None  # the running step, for checkpoints
         self.done = 0  # steps finished, in loop order
+        self.parts: Path | None = None  # requests/ when rows go to Parquet parts (soak, workers)
+        self.worker_loads: list[Any] = []
+        self.worker_stamps: set[str] = set()
         self.current_issued = 0  # requests sent so far in the running step (a resumed step numbers on from here)
         self.metrics_writer: Any = None
 
@@ -190,23 +185,21 @@ class BenchRun:
                     )
 
     def _prompt(self, bucket: str, key: tuple[object, ...], index: int) -> Prompt:
-        plan = self.plan
-        unique = not plan.allow_prefix_cache
-        if self.dataset is not None:
-            p = self.dataset[index % len(self.dataset)]
-            return _with_buster(p, cache_buster(plan.seed, key, True)) if unique else p
-        return bucket_prompt(plan.api, self.fits[bucket], plan.seed, key, plan.output_tokens, unique=unique)
+        return make_prompt(self.plan, self.fits.get(bucket), self.dataset, key, index)
 
     # ------------------------------------------------------------------ one step
 
     async def _step(self, ep: Endpoint, bucket: str, load: _Load, repeat: int, acc: StepAccumulator,
-                    sink: RowSink, cont: dict[str, Any] | None = None) -> None:
+                    sink: RowSink, cont: dict[str, Any] | None = None, position: int = 0) -> None:
         """Run one step on one endpoint; each finished request's row goes to `acc` and `sink` at once (nothing is
         held per request), also when the step is interrupted. `cont` carries on a checkpointed step: request
         numbers after those already sent, the measuring time left, no second warm-up."""
         plan = self.plan
         trace = self.dataset is not None and self.dataset[0].at_s is not None
         n_trace = len(self.dataset) if trace and self.dataset else None
+        if plan.workers > 1 and self.parts is not None:
+            await self._step_workers(ep, bucket, load, repeat, acc, position)
+            return
         first = int(cont["issued"]) if cont else 0
         duration = plan.duration_s
         if cont and duration is not None:
@@ -229,17 +222,7 @@ class BenchRun:
             self.current_issued = i + 1
             p = self._prompt(bucket, (bucket, load.step, repeat, i), i)
             prompts[j] = p
-            body: dict[str, Any] = {
-                "model": ep.info.model,
-                "max_tokens": p.max_tokens,
-                "stream": True,
-                "temperature": plan.temperature,
-                **ep.extra,
-            }
-            if ep.min_field:
-                body[ep.min_field] = p.max_tokens
-            body["prompt" if p.api == "completions" else "messages"] = p.payload
-            rec = await ep.client.generate(p.api, body)
+            rec = await ep.client.generate(p.api, request_body(plan, p, ep.info.model, ep.extra, ep.min_field))
             if rec.failure is not None and rec.failure.kind != FailureKind.CANCELLED:
                 took = ((rec.end_ns or rec.send_ns) - rec.send_ns) / 1e9
                 if took < FAIL_BACKOFF_S:
@@ -348,7 +331,11 @@ class BenchRun:
         self.run_dir = rd.path
         report.run_dir = str(rd.path)
         writer: Any
-        if plan.checkpoint_s:
+        if plan.workers > 1:  # each worker writes its own part; the parent writes none
+            self.parts = rd.path / "requests"
+            writer = PartWriter(self.parts, ROW_SCHEMA)
+            self.metrics_writer = rd.record_writer("metrics", SCRAPE_SCHEMA)
+        elif plan.checkpoint_s:
             report.soak = Soak(**ck["soak"]) if ck else Soak(window_s=plan.window_s, checkpoint_s=plan.checkpoint_s)
             if ck:
                 report.soak.resumed.append(time.time())
@@ -399,7 +386,7 @@ class BenchRun:
                                         f"resumed after {gap:.0f} s without load; the step's duration, rates and "
                                         "steadiness leave that time out; rows after the last checkpoint were lost")
                             try:
-                                await self._step(ep, bucket, load, repeat, acc, sink, cont)
+                                await self._step(ep, bucket, load, repeat, acc, sink, cont, position)
                             finally:
                                 self._keep(sink, ep, bucket, load, acc)
                                 self.done = position + 1
@@ -415,7 +402,7 @@ class BenchRun:
                 if ep.scraper is not None:
                     await ep.scraper.stop()
                     report.notes.append(ep.scraper.note())
-                ep.info.chunk_stamps = ep.client.chunk_stamps()
+                ep.info.chunk_stamps = ep.client.chunk_stamps() or "; ".join(sorted(self.worker_stamps)) or None
                 await ep.client.close()
             rd.write_json("endpoints", {"endpoints": [e.info.model_dump() for e in self.eps]})  # now with stamps
             sink.flush()
@@ -424,6 +411,23 @@ class BenchRun:
             self.metrics_writer.close()
             self._finish(report, rd)
         return report, rd
+
+    async def _step_workers(self, ep: Endpoint, bucket: str, load: _Load, repeat: int, acc: StepAccumulator,
+                            position: int) -> None:
+        """The step from `--workers` processes (bench/workers.py); their rows are parts in requests/."""
+        from switchover.bench.workers import run_step_workers
+
+        assert self.parts is not None
+        self.rep.step_started(f"{ep.spec.label} bucket {bucket} "
+                              + (f"c={load.concurrency}" if load.concurrency else f"{load.rate:g} req/s")
+                              + f" ({self.plan.workers} workers)", None)
+        t0, wall = time.perf_counter_ns(), time.time()
+        try:
+            self.worker_loads = await run_step_workers(self, ep, bucket, load.step, repeat, load.concurrency,
+                                                       load.rate, acc, self.parts, position)
+        finally:
+            self.state.times.append(StepTime(endpoint=ep.spec.label, bucket=bucket, step=load.step, repeat=repeat,
+                                             start_ns=t0, end_ns=time.perf_counter_ns(), start_wall=wall))
 
     async def _checkpoints(self, rd: RunDir, report: BenchReport, sink: RowSink, writer: Any) -> None:
         """Every --checkpoint-every seconds: parts closed, checkpoint.json, summary.json and report.html."""
@@ -453,6 +457,7 @@ class BenchRun:
         if not acc.rows:
             return
         s = acc.summary()
+        s.workers, self.worker_loads = self.worker_loads, []
         self.state.steps.append(s)
         key = (ep.spec.label, bucket, load.step)
         vals = self.state.keys.get(key)

@@ -69,12 +69,12 @@ class StepBounds:
 
 class _Step:
     def __init__(self, bounds: StepBounds, stop: StopFlag, on_done: Callable[[Sent], None] | None,
-                 keep: bool = True) -> None:
+                 keep: bool = True, start_ns: int | None = None) -> None:
         self.bounds = bounds
         self.keep = keep  # False: finished requests go to on_done only (memory flat in the request count)
         self.stop = stop
         self.on_done = on_done
-        self.start_ns = time.perf_counter_ns()
+        self.start_ns = time.perf_counter_ns() if start_ns is None else start_ns  # a shared start (workers)
         self.warm_until_ns = self.start_ns + int(bounds.warmup_s * 1e9)
         self.issue_until_ns = None if bounds.duration_s is None else self.warm_until_ns + int(bounds.duration_s * 1e9)
         self.issued = 0
@@ -104,12 +104,14 @@ async def run_concurrency(
     stop: StopFlag,
     on_done: Callable[[Sent], None] | None = None,
     keep: bool = True,
+    start_ns: int | None = None,
 ) -> list[Sent]:
     """Keep `concurrency` requests in flight until the bounds are met; returns them in completion order (none
-    with keep=False: then `on_done` sees each once and nothing is held)."""
+    with keep=False: then `on_done` sees each once and nothing is held). `start_ns`: the step's start on the
+    perf_counter clock (the worker processes of one step share it)."""
     if concurrency < 1:
         raise BadInput(f"concurrency must be at least 1, got {concurrency}")
-    st = _Step(bounds, stop, on_done, keep)
+    st = _Step(bounds, stop, on_done, keep, start_ns)
 
     async def worker() -> None:
         while st.may_issue():
@@ -135,11 +137,12 @@ async def run_schedule(
     on_done: Callable[[Sent], None] | None = None,
     max_inflight: int | None = None,
     keep: bool = True,
+    start_ns: int | None = None,
 ) -> list[Sent]:
     """Send request i at step start + offsets_s[i] (rate modes, trace replay); `max_inflight` caps concurrency
     (a capped send goes late, and the lag shows as send_ns − sched_ns). `offsets_s` may be any iterable (a
-    generator for long runs); keep=False holds no finished request."""
-    st = _Step(bounds, stop, on_done, keep)
+    generator for long runs); keep=False holds no finished request; `start_ns` as in run_concurrency."""
+    st = _Step(bounds, stop, on_done, keep, start_ns)
     gate = asyncio.Semaphore(max_inflight) if max_inflight else None
     tasks: set[asyncio.Task[None]] = set()
 

@@ -236,6 +236,18 @@ class LengthCheck(BaseModel):
     retok_mean_abs_diff: float | None = None
 
 
+class WorkerLoad(BaseModel):
+    """One worker process's share of a multi-process step: its target and what it achieved."""
+
+    worker: int
+    target: float | None = Field(description="its streams (concurrency mode) or req/s (rate mode)")
+    achieved: float | None
+    reached: bool | None
+    requests: int
+    failed: int
+    stopped: str | None = None
+
+
 class StepSummary(BaseModel):
     """Everything measured in one step of one endpoint (latencies in ms)."""
 
@@ -275,6 +287,7 @@ class StepSummary(BaseModel):
         description="ITL gaps of 0: events that arrived in the same read (coalesced by the server or the network); "
         "they pull the ITL percentiles down, so the step says how many of `itl_ms.count` they are",
     )
+    workers: list[WorkerLoad] = Field(default_factory=list, description="bench --workers: each process's load")
     client_load: float | None = Field(default=None, description="Share of the calibrated client ceiling used")
     client_flag: bool = False
 

@@ -228,6 +228,43 @@ def bucket_prompt(
     return Prompt(api, as_payload(api, text), fit.target, osl, fit.bucket)
 
 
+def with_buster(p: Prompt, buster: str) -> Prompt:
+    """A dataset prompt with the cache-buster words in front of its text (of its first message, for chat)."""
+    if isinstance(p.payload, str):
+        return Prompt(p.api, f"{buster} {p.payload}", p.isl_target, p.max_tokens, p.bucket, p.at_s)
+    msgs = [dict(m) for m in p.payload]
+    if isinstance(msgs[0].get("content"), str):
+        msgs[0]["content"] = f"{buster} {msgs[0]['content']}"
+    return Prompt(p.api, msgs, p.isl_target, p.max_tokens, p.bucket, p.at_s)
+
+
+def make_prompt(plan: Any, fit: BucketFit | None, dataset: list[Prompt] | None, key: tuple[object, ...],
+                index: int) -> Prompt:
+    """The prompt of request `key` (number `index` in its step) of a run (`plan` a BenchPlan): a fitted bucket's,
+    or the dataset's line `index` (cycling), with its cache-buster unless --allow-prefix-cache."""
+    unique = not plan.allow_prefix_cache
+    if dataset is not None:
+        p = dataset[index % len(dataset)]
+        return with_buster(p, cache_buster(plan.seed, key, True)) if unique else p
+    assert fit is not None
+    return bucket_prompt(plan.api, fit, plan.seed, key, plan.output_tokens, unique=unique)
+
+
+def request_body(plan: Any, p: Prompt, model: str, extra: dict[str, Any], min_field: str | None) -> dict[str, Any]:
+    """The JSON body of a streamed generation request for prompt `p`: length forced the engine profile's way."""
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": p.max_tokens,
+        "stream": True,
+        "temperature": plan.temperature,
+        **extra,
+    }
+    if min_field:
+        body[min_field] = p.max_tokens
+    body["prompt" if p.api == "completions" else "messages"] = p.payload
+    return body
+
+
 # ------------------------------------------------------------------------------------------- datasets, traces
 
 

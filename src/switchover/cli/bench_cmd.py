@@ -189,6 +189,12 @@ def render(report: Any) -> None:
     stamps = {e.chunk_stamps for e in report.endpoints if e.chunk_stamps}
     if stamps:
         console.print(f"chunk timestamps: {'; '.join(sorted(stamps))}", highlight=False)
+    for s in report.steps:
+        if s.workers:
+            parts = ", ".join(f"w{w.worker} {'—' if w.achieved is None else f'{w.achieved:.1f}'}/{w.target:g}"
+                              for w in s.workers if w.target is not None)
+            console.print(f"{s.endpoint} {s.bucket} step {s.step}: achieved/target per worker: {parts}",
+                          highlight=False)
     for key, k in report.knees.items():
         console.print(f"[bold]{key}[/]: {k.message}", highlight=False, soft_wrap=True)
     for a in report.ab:
@@ -258,6 +264,9 @@ def bench(
                                  help="Soak: drift window (default 1h): TTFT/TPOT, req/s, errors, memory per window."),
     resume: Path = typer.Option(None, "--resume", help="Carry on a checkpointed run directory (other options "
                                 "come from its config.json)."),
+    workers: int = typer.Option(1, "--workers", parser=params.count(hi=64),
+                                help="Load-generating processes per step, sharing one schedule (rates one core "
+                                "cannot drive); results merge exactly."),
     warmup_requests: int = typer.Option(1, help="Requests per step discarded as warm-up.",
                                         parser=params.count(lo=0)),
     warmup_s: float = typer.Option(0.0, "--warmup-s", help="Seconds per step discarded as warm-up.",
@@ -335,6 +344,7 @@ def bench(
         calibrate=calibrate,
         checkpoint_s=checkpoint_every,
         window_s=window,
+        workers=workers,
     )
     chunks = plan.output_tokens
 

@@ -6,6 +6,7 @@ values of known secret headers and fields (`api_key=…`, `Authorization: …`, 
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
@@ -76,3 +77,14 @@ def redact_headers(headers: dict[str, str] | list[tuple[str, str]]) -> list[tupl
     """Header pairs with the values of known secret headers masked (for logs and error messages)."""
     pairs = headers.items() if isinstance(headers, dict) else headers
     return [(k, MASK if k.lower() in SECRET_HEADERS else redact(v)) for k, v in pairs]
+
+
+class RedactFilter(logging.Filter):
+    """A logging filter that masks secrets in every record's message: attach it to each handler of a log file."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = redact(message)
+        if clean != message:
+            record.msg, record.args = clean, ()
+        return True

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
-from switchover.redaction import redact, redact_data, redact_headers
+from switchover.redaction import RedactFilter, redact, redact_data, redact_headers
 
 
 @pytest.mark.parametrize(("text", "secret"), [
@@ -40,3 +42,11 @@ def test_data_and_headers_are_masked_by_field_name_and_content() -> None:
     assert redact_data(data) == {"headers": {"Authorization": "***"}, "api_key": "***", "token": None,
                                  "cmds": ["curl -u *** x"], "n": 3}
     assert redact_headers({"X-Api-Key": "k", "Accept": "json"}) == [("X-Api-Key", "***"), ("Accept", "json")]
+
+
+def test_the_logging_filter_masks_formatted_messages(caplog: pytest.LogCaptureFixture) -> None:
+    log = logging.getLogger("switchover.test.redact")
+    caplog.handler.addFilter(RedactFilter())
+    with caplog.at_level(logging.INFO, logger="switchover.test.redact"):
+        log.info("upstream %s answered %d", "http://admin:hunter22@h:1", 401)
+    assert "hunter22" not in caplog.text and "http://***@h:1 answered 401" in caplog.text

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from switchover import __version__
 from switchover.cli import (
+    alerts_cmd,
     bench_cmd,
     check_cmd,
     config_cmd,
@@ -71,6 +72,7 @@ bench_cmd.register(app)
 ready_cmd.register(app)
 gateway_cmd.register(app)  # gateway, metrics-adapter
 app.add_typer(rollout_cmd.app, name="rollout")
+app.add_typer(alerts_cmd.app, name="alerts")
 app.add_typer(review_cmd.app, name="review")
 drill_cmd.register(app)
 doctor_cmd.register(app)

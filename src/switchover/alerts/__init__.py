@@ -1,0 +1,1 @@
+"""Alert rules across engines: translate Prometheus rules from one engine's metrics to another's."""

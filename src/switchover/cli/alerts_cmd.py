@@ -1,0 +1,97 @@
+"""`switchover alerts translate`: Prometheus rules from the old engine's metrics to the new engine's."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from switchover.alerts.shift import BenchShifts
+from switchover.alerts.translate import TranslationReport, dump_rules, translate_rules
+from switchover.atomicfile import write_atomic
+from switchover.cli.common import console, err_console, print_json
+from switchover.engines.profile import EngineProfile, load_profile
+from switchover.errors import BadInput, ExitCode
+
+app = typer.Typer(help="Alert rules across engines: translate Prometheus rules to the new engine's metrics.",
+                  no_args_is_help=True)
+SEVERITY = {"error": "red", "warning": "yellow", "info": "dim"}
+
+
+def _profile(name: str, option: str) -> EngineProfile:
+    try:
+        return load_profile(name)
+    except BadInput as exc:
+        raise BadInput(f"{option}: {exc.message}", hint=exc.hint) from None
+
+
+def _print(report: TranslationReport, out: Console) -> None:
+    counts = {s: sum(1 for r in report.rules if r.status == s) for s in ("translated", "unchanged", "untranslated")}
+    mode = " (names kept for the metrics adapter)" if report.mode == "adapter" else ""
+    out.print(f"{report.source_engine} → {report.target_engine}{mode}: " + ", ".join(f"{v} {k}" for k, v in
+              counts.items()), highlight=False)
+    if report.findings:
+        table = Table(title="findings")
+        for col in ("rule", "severity", "what"):
+            table.add_column(col)
+        for f in report.findings:
+            table.add_row(f"{f.group}/{f.rule}", f"[{SEVERITY[f.severity]}]{f.severity}[/]", f.detail)
+        out.print(table)
+    if report.thresholds:
+        table = Table(title="thresholds tuned to the old engine (re-baseline them)")
+        for col in ("rule", "metric", "threshold", "measured shift", "suggested"):
+            table.add_column(col)
+        for t in report.thresholds:
+            q = f" q{t.quantile:g}" if t.quantile is not None else ""
+            sug = f"{t.suggested:.4g}" if t.suggested is not None else "-"
+            if t.suggested_range is not None:
+                sug += f" ({t.suggested_range[0]:.4g}–{t.suggested_range[1]:.4g})"
+            table.add_row(f"{t.group}/{t.rule}", f"{t.intent}{q}", f"{t.comparison} {t.value:g}", t.note, sug)
+        out.print(table)
+    for n in report.notes:
+        out.print(f"note: {n}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+def translate(
+    rules: Path = typer.Argument(..., help="Prometheus rule file (groups: [{name, rules: [...]}])."),
+    from_engine: str = typer.Option(..., "--from", help="Engine the rules were written for (the old one)."),
+    to_engine: str = typer.Option(..., "--to", help="Engine whose metrics the rules should read (the new one)."),
+    adapter: bool = typer.Option(False, "--adapter", help="Keep the old names: check the rules against what "
+                                 "`switchover metrics-adapter --from NEW --to OLD` serves instead of renaming."),
+    bench: Path = typer.Option(None, "--bench", help="A/B bench run directory: list each distribution-dependent "
+                               "threshold with the measured new/old shift."),
+    output: Path = typer.Option(None, "--output", "-o", help="Write the translated rules here (default: stdout)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (with the rules when no -o)."),
+) -> None:
+    """Rewrite alerting/recording rules from one engine's metric names, units and buckets to another's; flag what
+    cannot be translated (exit 1 when any rule could not be); list thresholds tuned to the old engine.
+
+    Example: switchover alerts translate rules.yaml --from vllm --to sglang --bench runs/20250101T000000Z-bench -o
+    sglang-rules.yaml
+    """
+    if not rules.is_file():
+        raise BadInput(f"RULES: {rules}: no such file", hint="give the Prometheus rule file to translate")
+    src, dst = _profile(from_engine, "--from"), _profile(to_engine, "--to")
+    if src.name == dst.name:
+        raise BadInput(f"--from and --to are both {src.name}: nothing to translate")
+    shifts = BenchShifts(bench, src.name, dst.name) if bench is not None else None
+    data, report = translate_rules(rules, src, dst, mode="adapter" if adapter else "rename", shifts=shifts)
+    text = dump_rules(data)
+    if output is not None:
+        write_atomic(output, text)
+    if json_out:
+        payload = report.model_dump(mode="json")
+        payload["output_file"] = str(output) if output is not None else None
+        payload["rules_yaml"] = None if output is not None else text
+        print_json(payload)
+    elif output is None:
+        sys.stdout.write(text)
+        _print(report, err_console)
+    else:
+        _print(report, console)
+        console.print(f"written: {output}", highlight=False)
+    sys.exit(int(ExitCode.FAILED if report.untranslated else ExitCode.OK))

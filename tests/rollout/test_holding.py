@@ -316,3 +316,20 @@ def test_old_is_checked_on_its_schedule_not_on_every_tick(bed) -> None:
     clock.t = 1165.0
     r.check(auto_advance=False, why="t")
     assert old.calls == calls + 1
+
+
+def test_rollout_holding_and_prerequisites_commands(bed, capsys, monkeypatch) -> None:
+    cfg, clock, old = bed
+    monkeypatch.setattr(rollback_ready, "ready_check", old)
+    monkeypatch.setattr(rollback_ready, "metrics_check", lambda url: "connection refused")
+    code, _, err = cli(capsys, "holding", "-c", str(cfg))
+    assert code == 2 and "not holding" in err  # before 100 %
+    code, out, _ = cli(capsys, "prerequisites", "-c", str(cfg), "--json")
+    pre = {p["name"]: p["status"] for p in orjson.loads(out)}
+    assert code == 1 and pre == {"config": "ok", "weights": "ok", "route": "ok", "monitoring": "failed",
+                                 "drill": "missing", "old_ready": "ok"}  # the drill is 'old' by the wall clock
+    _to_holding(cfg, clock, old)
+    code, out, _ = cli(capsys, "holding", "-c", str(cfg), "--json", "--check-old")
+    report = orjson.loads(out)
+    assert {w["failure_type"] for w in report["windows"]} == {"crash", "latency", "quality"}
+    assert report["old"]["verdict"] == "pass" and code == 0

@@ -6,7 +6,9 @@ closes on time (audit `window_end`), then the new engine fails inside the crash 
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +23,19 @@ from switchover.gateway.ledger import read_requests
 from switchover.gateway.server import running
 from switchover.rollout.controller import Rollout
 from switchover.runs import RunDir
-from tests.engines.test_rollout_gateway import _reloaded, _stop, _traffic, new_llama  # noqa: F401 - fixture
+from tests.engines.test_rollout_gateway import _reloaded, _start_llama, _stop, _traffic
 
 pytestmark = pytest.mark.engines
+
+
+@pytest.fixture
+def llama(bed: Any, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """A llama-server as the new engine, started for the test and stopped after it."""
+    proc, url = _start_llama(bed, tmp_path / "llama.log")
+    try:
+        yield proc, url
+    finally:
+        _stop(proc)
 
 CONFIG = """\
 old: {{url: "{old}", engine: vllm}}
@@ -94,10 +106,10 @@ def _setup(tmp: Path, bed: Any, new_url: str, *, crash: float, fmt: float) -> Pa
     return path
 
 
-async def test_holding_then_a_failure_in_the_window_rolls_back_with_one_command(bed, new_llama, tmp_path,
+async def test_holding_then_a_failure_in_the_window_rolls_back_with_one_command(bed, llama, tmp_path,
                                                                                 monkeypatch, capsys) -> None:
     monkeypatch.setenv("SWITCHOVER_ACTOR", "engine-test@ci")
-    proc, new_url = new_llama
+    proc, new_url = llama
     path = _setup(tmp_path, bed, new_url, crash=3600, fmt=2)
     await _drill_old(tmp_path, bed.old_url)
     gw = Gateway(load_migration(path), path)
@@ -141,10 +153,10 @@ async def test_holding_then_a_failure_in_the_window_rolls_back_with_one_command(
     assert audit[4].window == "format" and audit[-1].who == "engine-test@ci"
 
 
-async def test_a_quiet_holding_window_ends_and_the_end_is_in_the_audit_log(bed, new_llama, tmp_path,
+async def test_a_quiet_holding_window_ends_and_the_end_is_in_the_audit_log(bed, llama, tmp_path,
                                                                            monkeypatch) -> None:
     monkeypatch.setenv("SWITCHOVER_ACTOR", "engine-test@ci")
-    _, new_url = new_llama
+    _, new_url = llama
     path = _setup(tmp_path, bed, new_url, crash=3, fmt=2)
     await _drill_old(tmp_path, bed.old_url)
     gw = Gateway(load_migration(path), path)

@@ -194,3 +194,40 @@ def test_an_invalid_expression_in_the_file_is_a_usage_error_naming_the_field(tmp
     cfg.write_text(CONFIG + "rollout:\n  custom_gates:\n    - {name: x, ledger: {fail_when: 'status =! 1'}, max: 1}\n")
     with pytest.raises(BadInput, match=r"rollout\.custom_gates\.0\.ledger\.fail_when"):
         Rollout(cfg)
+
+
+def _rated(db: Path, ratings: dict[str, list[str]]) -> None:
+    from switchover.review.models import Pair
+    from switchover.review.store import ReviewStore
+
+    store = ReviewStore.open(db)
+    try:
+        for task, rs in ratings.items():
+            for i, rating in enumerate(rs):
+                pid = store.add_pair(Pair(ts=1.0, day="2025-01-01", task_type=task, request_id=f"{task}{i}",
+                                          path="/v1/chat/completions", prompt="p", old_answer="a", new_answer="b"))
+                store.rate(pid, rating)
+    finally:
+        store.close()
+
+
+def test_the_spot_check_rating_gate_blocks_a_stage_from_the_review_database(tmp_path: Path) -> None:
+    cfg = tmp_path / "switchover.yaml"
+    cfg.write_text(CONFIG.replace("gateway: {weight: 0, rollback: false, run_dir: gw}",
+                                  "gateway:\n  weight: 0\n  rollback: false\n  run_dir: gw") + """\
+rollout:
+  stages: [5, {weight: 20, gates: [spot_check_rating]}, 50]
+  window_s: 3600
+  gates: {min_samples: 10}
+""")
+    clock = Clock(1000.0)
+    r = Rollout(cfg, clock=clock)
+    r.advance(why="start")
+    write_ledger(tmp_path / "gw", traffic(1001.0, 100, new_share=0.5, seed=1))
+    clock.t = 1100.0
+    assert r.advance(why="5% ok").state.stage == "20%"
+    res = r.advance(why="no ratings yet")
+    assert res.action == "hold" and "no review database" in res.message  # never passes on missing data
+    _rated(tmp_path / "gw" / "review.sqlite", {"chat": ["same"] * 12, "code": ["worse"] * 6 + ["same"] * 6})
+    res = r.check(auto_advance=True, why="watch")
+    assert res.action == "auto_rollback" and "code 50% of 12" in res.message, res.message

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from switchover.config import Migration, load_migration
 from switchover.errors import BadInput
+from switchover.review.models import ReviewSummary
 from switchover.rollout import rollback_ready
 from switchover.rollout import stages as sm
 from switchover.rollout.custom_gates import Series, promql_vector
@@ -162,6 +163,22 @@ class Rollout:
             return []
         return read_ledger_rows(self.ledger_path(), since).rows
 
+    def review_summary(self) -> ReviewSummary | None:
+        """The spot-check ratings (`switchover review`) from the gateway's review database, if there is one."""
+        gateway = getattr(self.migration, "gateway", None)
+        if gateway is None:
+            return None
+        path = Path(gateway.resolved_run_dir(self.config_path)) / gateway.review.db
+        if not path.is_file():
+            return None
+        from switchover.review.store import ReviewStore
+
+        store = ReviewStore.open(path, create=False)
+        try:
+            return store.summary()
+        finally:
+            store.close()
+
     def gate_report(self, state: RolloutState | None = None) -> GateReport:
         """Judge the current stage's exit gates and the next stage's entry conditions (or, while holding, every
         open failure-type window)."""
@@ -181,7 +198,7 @@ class Rollout:
         window = self.window(state, need_rows=bool(custom_gates))
         results = evaluate(window.stats, stage.gates or [], self.settings.gates)
         custom = judge_custom(custom_gates, self.settings, window, since_switch=self.rows_since_switch,
-                              query=self.query)
+                              query=self.query, review=self.review_summary)
         blockers = sm.entry_blockers(state, now) + self.holding.entry_blockers(state)
         return GateReport(
             stage=stage.name,

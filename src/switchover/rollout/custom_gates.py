@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from switchover.errors import BadInput, Unreachable
 from switchover.gateway.ledger_record import NOT_AN_ARM_OUTCOMES
+from switchover.review.models import ReviewSummary, rating_gate
 from switchover.rollout.baseline import Baseline
 from switchover.rollout.compare import compare_metric
 from switchover.rollout.custom_settings import CustomGate
@@ -202,10 +203,29 @@ def cache_hits_after_switch(gate: CustomGate, views_since_switch: Sequence[View]
     return CustomGateResult(**base, verdict="pass", reason=f"{what} ≤ {limit:.0%}")
 
 
+def spot_check_rating(gate: CustomGate, summary: ReviewSummary | None, min_samples: int) -> CustomGateResult:
+    """The people's verdict (`switchover review`): worse-or-broken share ≤ max with ≥ min_samples ratings, overall
+    and per task type (review.models.rating_gate)."""
+    base: dict[str, Any] = dict(name=gate.name, kind=gate.kind, builtin=gate.builtin, hard=bool(gate.hard),
+                                threshold=gate.max)
+    if summary is None:
+        return CustomGateResult(**base, verdict="hold", reason="no review database yet (gateway.review.pairs_per_day "
+                                "samples pairs; `switchover review serve` rates them)")
+    v = rating_gate(summary, gate.max if gate.max is not None else 0.1, min_samples)
+    groups = [GroupVerdict(group=t.task_type, verdict="pass", observed=t.bad_share, samples=t.rated,
+                           reason=f"{t.task_type}: {t.bad_share:.0%} of {t.rated}" if t.bad_share is not None
+                           else f"{t.task_type}: not rated") for t in summary.types]
+    return CustomGateResult(**base, verdict=v.verdict, observed=v.bad_share, samples=v.rated,
+                            reason=f"spot checks: {v.reason}", groups=groups)
+
+
 def judge_ledger_gate(gate: CustomGate, views: Sequence[View], th: GateThresholds, *,
-                      baseline: Baseline | None = None, views_since_switch: Sequence[View] = ()) -> CustomGateResult:
+                      baseline: Baseline | None = None, views_since_switch: Sequence[View] = (),
+                      review: ReviewSummary | None = None) -> CustomGateResult:
     """A ledger or built-in gate over row views (pure)."""
     min_samples = gate.min_samples or th.min_samples
+    if gate.builtin == "spot_check_rating":
+        return spot_check_rating(gate, review, min_samples)
     if gate.ledger is not None:
         q = gate.ledger
         return ledger_rate(gate, views, where=q.where, fail_when=q.fail_when, arm=q.arm, min_samples=min_samples,
@@ -301,6 +321,7 @@ def evaluate_custom(
     baseline: Baseline | None = None,
     views_since_switch: Sequence[View] = (),
     query: Callable[[PrometheusSource, str], Series] = promql_vector,
+    review: Callable[[], ReviewSummary | None] | None = None,
 ) -> list[CustomGateResult]:
     """Every custom gate of a stage (ledger ones pure; PromQL ones through `query`)."""
     out = []
@@ -314,5 +335,7 @@ def evaluate_custom(
                 continue
             out.append(judge_promql(gate, query(prometheus, q), q))
         else:
-            out.append(judge_ledger_gate(gate, views, th, baseline=baseline, views_since_switch=views_since_switch))
+            summary = review() if review is not None and gate.builtin == "spot_check_rating" else None
+            out.append(judge_ledger_gate(gate, views, th, baseline=baseline, views_since_switch=views_since_switch,
+                                         review=summary))
     return out

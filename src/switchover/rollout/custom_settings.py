@@ -12,6 +12,7 @@ the built-ins (JSON parse-failure rate, output-length shift, cache hits right af
       - {name: json_ok, builtin: parse_failure_rate, max: 0.01}
       - {name: length, builtin: output_length_shift, max: 0.25}
       - {name: cold_cache, builtin: cache_hits_after_switch, max: 0.05}
+      - {name: ratings, builtin: spot_check_rating, max: 0.05, min_samples: 50}   # `switchover review` ratings
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from switchover.rollout.expr import ExprError, compile_expr
 from switchover.rollout.rows import row_fields
 
-Builtin = Literal["parse_failure_rate", "output_length_shift", "cache_hits_after_switch"]
+Builtin = Literal["parse_failure_rate", "output_length_shift", "cache_hits_after_switch", "spot_check_rating"]
 BUILTIN_DEFAULTS: dict[str, dict[str, float | bool]] = {
     # seed 000 §3: structured-output validity is where quantization and template changes show first (hard fail)
     "parse_failure_rate": {"max": 0.02, "hard": True},
@@ -32,6 +33,8 @@ BUILTIN_DEFAULTS: dict[str, dict[str, float | bool]] = {
     "output_length_shift": {"max": 0.25, "hard": False},
     # seed 001 §4: "the new model's first requests should see cache_hit ≈ 0, not 60 %"
     "cache_hits_after_switch": {"max": 0.05, "hard": True},
+    # seed 001 §5: ~200 human-rated pairs a day by task type; max is the worse-or-broken share, min_samples ratings
+    "spot_check_rating": {"max": 0.10, "hard": True},
 }
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

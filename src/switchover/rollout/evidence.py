@@ -9,6 +9,7 @@ from pathlib import Path
 
 from switchover.gateway.ledger import LedgerSkips
 from switchover.gateway.ledger_record import LedgerRecord, LedgerRow
+from switchover.review.models import ReviewSummary
 from switchover.rollout.baseline import Baseline
 from switchover.rollout.custom_gates import CustomGateResult, Series, View, evaluate_custom, promql_vector
 from switchover.rollout.custom_settings import CustomGate
@@ -85,6 +86,7 @@ def judge_custom(
     baseline: Baseline | None = None,
     since_switch: Callable[[], list[LedgerRow]] | None = None,
     query: Query = promql_vector,
+    review: Callable[[], ReviewSummary | None] | None = None,
 ) -> list[CustomGateResult]:
     """The custom gates over one window's rows (and the rows since the switch, for the cache check)."""
     if not gates:
@@ -96,4 +98,4 @@ def judge_custom(
         switch_views = [row_view(r, typer) for r in since_switch() if isinstance(r, LedgerRecord)]
     return evaluate_custom(gates, views, settings.gates, window_s=window.now - window.since,
                            prometheus=settings.prometheus, baseline=baseline, views_since_switch=switch_views,
-                           query=query)
+                           query=query, review=review)

@@ -148,7 +148,8 @@ class HoldingDesk:
             main_stats = main_stats or stats
             results = evaluate(stats, builtin, th)
             customs = judge_custom(custom, self.r.settings, window, baseline=baseline,
-                                   since_switch=self.r.rows_since_switch, query=self.r.query)
+                                   since_switch=self.r.rows_since_switch, query=self.r.query,
+                                   review=self.r.review_summary)
             reports.append(judge_window(ftype, duration, ws, results, customs, old, now))
         pre = self.prerequisites(old)
         report = decide_holding(state.holding, reports, old, pre)

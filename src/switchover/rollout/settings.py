@@ -131,7 +131,7 @@ class PrometheusSource(BaseModel):
 
 
 DEFAULT_STAGES: list[Any] = ["shadow", 5, 20, 50, 100]
-BUILTIN_GATES = ("parse_failure_rate", "output_length_shift", "cache_hits_after_switch")
+BUILTIN_GATES = ("parse_failure_rate", "output_length_shift", "cache_hits_after_switch", "spot_check_rating")
 """Built-in custom gates usable by name without a custom_gates entry (defaults from custom_settings.py)."""
 
 

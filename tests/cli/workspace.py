@@ -34,6 +34,13 @@ rollout: {{}}
 """
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefg", "bcdefgh", strict=True))
+RULES = """\
+groups:
+- name: llm
+  rules:
+  - alert: SlowFirstToken
+    expr: histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[5m]))) > 2
+"""
 DEPLOY = """\
 apiVersion: apps/v1
 kind: Deployment
@@ -108,6 +115,7 @@ def build(root: Path) -> Workspace:
     make_model(inp, "hf")
     (inp / "switchover.yaml").write_text(MIGRATION)
     (ws.work / "switchover.yaml").write_text(MIGRATION)  # the default --config of several verbs
+    (inp / "rules.yaml").write_text(RULES)
     (inp / "deploy").mkdir()
     (inp / "deploy" / "llm.yaml").write_text(DEPLOY)
     (inp / "prompts.jsonl").write_text('{"id": "a", "prompt": "Hello", "max_tokens": 4}\n')

@@ -46,40 +46,8 @@ class _Duration(params.Number):
 DURATION = _Duration()
 
 
-MAX_LIST = 64  # values in one ladder or bucket list: every value is a measured step
 MAX_CONCURRENCY = 100_000  # streams one client process can hold open
 MAX_RATE = 1e6  # requests per second
-
-
-def _floats(flag: str, text: str | None, hi: float) -> list[float] | None:
-    """Comma-separated finite numbers in (0, hi]; BadInput naming the flag and the first bad value."""
-    if text is None:
-        return None
-    parts = [x.strip() for x in text.split(",") if x.strip()]
-    if not parts:
-        raise BadInput(f"{flag} is empty")
-    if len(parts) > MAX_LIST:
-        raise BadInput(f"{flag}: at most {MAX_LIST} values, got {len(parts)}")
-    vals = []
-    for part in parts:
-        try:
-            v = float(part)
-        except ValueError:
-            raise BadInput(f"{flag} must be comma-separated numbers, got {part[:40]!r}") from None
-        problem = inputs.number_problem(v, lo=0, lo_open=True, hi=hi)
-        if problem:
-            raise BadInput(f"{flag}: {problem}")
-        vals.append(v)
-    return vals
-
-
-def _ints(flag: str, text: str | None, hi: int) -> list[int] | None:
-    vals = _floats(flag, text, hi)
-    if vals is None:
-        return None
-    if any(not v.is_integer() for v in vals):
-        raise BadInput(f"{flag} must be positive whole numbers, got {text!r}")
-    return [int(v) for v in vals]
 
 
 def _slos(specs: list[str] | None) -> dict[str, float]:
@@ -313,14 +281,14 @@ def bench(
     prepare_folder(runs_dir)
     sec: dict[str, Any] = section.model_dump(exclude_none=True) if section is not None else {}
     slos = {**sec.pop("slos", {}), **_slos(slo)}
-    rates = _floats("--rate", rate, MAX_RATE)
+    rates = params.number_list("--rate", rate, MAX_RATE)
     plan = _plan(
         name=name,
         endpoints=eps,
         api=api,
-        buckets=_ints("--buckets", buckets, inputs.MAX_TOKENS) or sec.get("buckets"),
+        buckets=params.number_list("--buckets", buckets, inputs.MAX_TOKENS, integer=True) or sec.get("buckets"),
         output_tokens=output_tokens or sec.get("output_tokens"),
-        concurrency=None if rates else (_ints("--concurrency", concurrency, MAX_CONCURRENCY)
+        concurrency=None if rates else (params.number_list("--concurrency", concurrency, MAX_CONCURRENCY, integer=True)
                                         or sec.get("concurrency")),
         rates=rates,
         arrival=arrival,
@@ -498,18 +466,18 @@ def sweep_cmd(
     from switchover.bench.sweep import parse_params, run_sweep
     from switchover.runs import prepare_folder
 
-    params = parse_params(param)
+    grid = parse_params(param)
     prepare_folder(runs_dir)
     plan = _plan(
         name="sweep",
         endpoints=[EndpointSpec(label="target", url=url, engine=engine, model=model)],
-        buckets=_ints("--buckets", buckets, inputs.MAX_TOKENS),
+        buckets=params.number_list("--buckets", buckets, inputs.MAX_TOKENS, integer=True),
         output_tokens=output_tokens,
-        concurrency=_ints("--concurrency", concurrency, MAX_CONCURRENCY),
+        concurrency=params.number_list("--concurrency", concurrency, MAX_CONCURRENCY, integer=True),
         requests=requests,
         calibrate=False,
     )
-    res = run(run_sweep(launch, params, plan, url, runs_dir, ready_timeout_s=ready_timeout), hot=True)
+    res = run(run_sweep(launch, grid, plan, url, runs_dir, ready_timeout_s=ready_timeout), hot=True)
     if json_out:
         print_json(res)
         return

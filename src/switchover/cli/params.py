@@ -7,11 +7,12 @@ Use: `typer.Option(1, "--tp", parser=params.count(hi=inputs.MAX_PARALLEL))`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn, overload
 
 import typer
 
 from switchover import inputs
+from switchover.errors import BadInput
 
 
 class _Parser:
@@ -165,6 +166,39 @@ class PathArg(_Parser):
             if parent is not None and parent != path.absolute() and not parent.is_dir():
                 self.fail(f"{parent} is not a folder, so {text} cannot be made", param, ctx)
         return path
+
+
+MAX_LIST = 64  # values in one ladder or bucket list: every value is a measured step
+
+
+@overload
+def number_list(flag: str, text: str | None, hi: float, *, integer: Literal[True]) -> list[int] | None: ...
+
+
+@overload
+def number_list(flag: str, text: str | None, hi: float, *, integer: Literal[False] = ...) -> list[float] | None: ...
+
+
+def number_list(flag: str, text: str | None, hi: float, *, integer: bool = False) -> list[Any] | None:
+    """Comma-separated finite numbers in (0, hi], at most MAX_LIST (None stays None); BadInput naming the flag."""
+    if text is None:
+        return None
+    parts = [x.strip() for x in text.split(",") if x.strip()]
+    if not parts:
+        raise BadInput(f"{flag} is empty")
+    if len(parts) > MAX_LIST:
+        raise BadInput(f"{flag}: at most {MAX_LIST} values, got {len(parts)}")
+    vals: list[Any] = []
+    for part in parts:
+        try:
+            v = float(part)
+        except ValueError:
+            raise BadInput(f"{flag} must be comma-separated numbers, got {part[:40]!r}") from None
+        problem = inputs.number_problem(v, lo=0, lo_open=True, hi=hi, integer=integer)
+        if problem:
+            raise BadInput(f"{flag}: {problem}")
+        vals.append(int(v) if integer else v)
+    return vals
 
 
 URL = BaseUrl()

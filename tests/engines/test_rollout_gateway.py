@@ -111,6 +111,23 @@ async def _traffic(gw: Gateway, url: str, model: str, tenants: int, rounds: int 
     raise AssertionError("ledger rows did not arrive")
 
 
+async def _shadows_done(gw: Gateway, n: int) -> None:
+    """Wait (on the ledger's counter, bounded) until n shadow rows are written: mirrors end after their primary."""
+    for _ in range(600):
+        if gw.ledger.shadows_written >= n:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{gw.ledger.shadows_written} shadow rows, {n} expected")
+
+
+async def _shadow_traffic(gw: Gateway, url: str, model: str, n: int) -> None:
+    """n requests one at a time, each mirror finished before the next: none dropped by the shadow bound."""
+    start = gw.ledger.shadows_written
+    for i in range(n):
+        await _traffic(gw, url, model, tenants=1)
+        await _shadows_done(gw, start + i + 1)
+
+
 async def _reloaded(gw: Gateway, weight: float, rollback: bool) -> None:
     for _ in range(200):
         if gw.live.gw.weight == weight and gw.live.gw.rollback == rollback:
@@ -130,7 +147,7 @@ async def test_shadow_to_20_then_automatic_rollback_when_new_stops(bed, new_llam
         res = rollout.advance(why="start shadow")
         assert res.state.stage == "shadow", res.message
 
-        await _traffic(gw, url, bed.model, tenants=24)
+        await _shadow_traffic(gw, url, bed.model, 24)
         res = rollout.advance(why="shadow clean")
         assert res.action == "advance" and res.state.stage == "20%", res.message
         assert res.report is not None

@@ -23,7 +23,7 @@ from switchover.gateway.ledger import read_requests
 from switchover.gateway.server import running
 from switchover.rollout.controller import Rollout
 from switchover.runs import RunDir
-from tests.engines.test_rollout_gateway import _reloaded, _start_llama, _stop, _traffic
+from tests.engines.test_rollout_gateway import _reloaded, _shadow_traffic, _start_llama, _stop, _traffic
 
 pytestmark = pytest.mark.engines
 
@@ -75,20 +75,9 @@ async def _drill_old(tmp: Path, old_url: str) -> None:
     RunDir.create(tmp / "runs", "drill").write_json("drill", res)
 
 
-async def _shadows_done(gw: Gateway, n: int) -> None:
-    """Wait (on the ledger's counter, bounded) until n shadow rows are written: mirrors end after their primary."""
-    for _ in range(600):
-        if gw.ledger.shadows_written >= n:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{gw.ledger.shadows_written} shadow rows, {n} expected")
-
-
 async def _to_holding(gw: Gateway, url: str, path: Path, rollout: Rollout, model: str) -> None:
     assert rollout.advance(why="start shadow").state.stage == "shadow"
-    for i in range(16):  # one at a time, each mirror finished before the next: none dropped by the bound
-        await _traffic(gw, url, model, tenants=1)
-        await _shadows_done(gw, i + 1)
+    await _shadow_traffic(gw, url, model, 16)
     res = rollout.advance(why="shadow clean")
     assert res.state.stage == "50%", res.message
     await _reloaded(gw, 50, False)

@@ -333,3 +333,18 @@ def test_rollout_holding_and_prerequisites_commands(bed, capsys, monkeypatch) ->
     report = orjson.loads(out)
     assert {w["failure_type"] for w in report["windows"]} == {"crash", "latency", "quality"}
     assert report["old"]["verdict"] == "pass" and code == 0
+
+
+def test_rollback_evidence_for_check_and_report(bed, monkeypatch) -> None:
+    from switchover.rollout.rollback_view import rollback_evidence
+
+    cfg, clock, old = bed
+    monkeypatch.setattr(rollback_ready, "ready_check", old)
+    monkeypatch.setattr(rollback_ready, "metrics_check", lambda url: None)
+    ev = rollback_evidence(cfg)
+    assert ev.drill is not None and ev.drill.recovery_s == 2.0 and ev.drill_file and ev.holding is None
+    assert [p.name for p in ev.blocking] == ["drill"]  # 900 s after the epoch: older than 30 days by the wall clock
+    r = _to_holding(cfg, clock, old)
+    r.check(auto_advance=False, why="t")  # writes holding.json
+    ev = rollback_evidence(cfg, check_old=False)
+    assert ev.rollout_status == "holding" and ev.holding is not None and ev.holding.windows

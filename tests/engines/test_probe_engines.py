@@ -55,6 +55,17 @@ VLLM = {
     "logprobs.cap": {"5": 5, "20": 20, "21": "HTTP 400"},  # --max-logprobs 20
     "model.echo": "echoed",
     "stream.granularity": "token",
+    # issue 13 audit: vllm/entrypoints/openai/chat_completion/protocol.py (extra fields ignored; max_completion_tokens
+    # before max_tokens, :658-663) and sampling_params.py _verify_args (temperature in [0, 2], top_p in (0, 1],
+    # penalties in [-2, 2], max_tokens >= 1)
+    "request.native_override": "max_tokens honoured",
+    "max_tokens.both_fields": "max_completion_tokens wins",
+    "max_tokens.zero": "rejected 400",
+    "sampling.out_of_range": {"temperature=3": "rejected 400", "temperature=-1": "rejected 400",
+                              "top_p=1.5": "rejected 400", "presence_penalty=3": "rejected 400"},
+    "n.over_slots": {"choices": 16, "status": 200},
+    "n.sampled_distinct": "distinct",
+    "request.user_metadata": {"user": "accepted", "metadata": "accepted"},
 }
 
 # engines.md §2, llama.cpp column
@@ -77,6 +88,17 @@ LLAMACPP = {
     "logprobs.default_top": 20,  # n_probs = 20 if top_logprobs omitted
     "model.echo": "echoed",
     "stream.granularity": "token",
+    # issue 13 audit: tools/server/server-schema.cpp (n_predict with aliases max_completion_tokens, max_tokens: the
+    # first present wins; soft limits clamp: temperature [0, inf), top_p [0, 1]; penalties unbounded; n is a hard
+    # limit [1, -np]) and server-common.cpp ("n_predict" overwrites "max_tokens")
+    "request.native_override": "n_predict overrides",
+    "max_tokens.both_fields": "max_completion_tokens wins",
+    "max_tokens.zero": "accepted, 1 tokens",  # the schema says 0 generates nothing; the chat endpoint gave 1 token
+    "sampling.out_of_range": {"temperature=3": "accepted", "temperature=-1": "accepted", "top_p=1.5": "accepted",
+                              "presence_penalty=3": "accepted"},
+    "n.over_slots": {"choices": 0, "status": 400},  # "Value must be between 1 <= value <= 4" (-np 4)
+    "n.sampled_distinct": "distinct",
+    "request.user_metadata": {"user": "accepted", "metadata": "accepted"},
 }
 
 
@@ -104,9 +126,11 @@ def test_llamacpp_probe_verdicts_agree_with_the_reference(report: ProbeReport) -
 def test_known_breaking_differences_between_vllm_and_llamacpp_are_flagged(report: ProbeReport) -> None:
     breaking = set(report.breaking_differences)
     for pid in ("stop.count", "sampling.defaults", "error.unknown_model", "logprobs.cap",
-                "usage.stream_options_without_stream"):
+                "usage.stream_options_without_stream", "request.native_override", "max_tokens.zero",
+                "sampling.out_of_range", "n.over_slots"):
         assert pid in breaking, pid
-    for pid in ("stop.kept", "finish.length", "finish.stop_string", "request.unknown_field"):
+    for pid in ("stop.kept", "finish.length", "finish.stop_string", "request.unknown_field", "max_tokens.both_fields",
+                "n.sampled_distinct", "request.user_metadata"):
         assert pid not in breaking, pid
     assert not report.partial
 

@@ -1,0 +1,149 @@
+"""Request validation that differs between engines (issue 13's audit of their sources): which of several length
+fields wins, engine-native keys overriding OpenAI ones, max_tokens 0, sampling values out of OpenAI's ranges
+(refused or silently clamped), n above the server's parallel slots, whether n samples differ under one seed, and
+`user` / `metadata` passthrough. Sources: vLLM 0.32 `entrypoints/openai/chat_completion/protocol.py` and
+`sampling_params.py` (`_verify_args`); llama.cpp b11434 `tools/server/server-schema.cpp` (fields, aliases in order,
+soft limits clamp and hard limits refuse) and `server-common.cpp` (`n_predict` overrides `max_tokens`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from switchover.probe.catalog._util import not_answered, rejected
+from switchover.probe.context import ProbeContext
+from switchover.probe.registry import probe
+from switchover.probe.report import Observation
+from switchover.wire import RequestRecord
+
+
+async def _no_eos(ctx: ProbeContext) -> dict[str, Any]:
+    """logit_bias suppressing the end tokens (when the server's /tokenize finds them), so lengths are reached."""
+    ends = await ctx.end_tokens()
+    return {"logit_bias": {str(i): -100 for i, _ in ends}} if ends else {}
+
+
+def _tokens(rec: RequestRecord) -> int | None:
+    if rec.usage and rec.usage.completion_tokens is not None:
+        return rec.usage.completion_tokens
+    return None
+
+
+def _outcome(rec: RequestRecord) -> str:
+    rej = rejected(rec)
+    return f"rejected {rej['status']}" if rej else "accepted"
+
+
+@probe(id="request.native_override", title="Engine-native length key next to max_tokens", category="request",
+       request="max_tokens 4 and llama.cpp's native n_predict 10, temperature 0, EOS suppressed",
+       observes="which limit the server applied (completion_tokens)",
+       breaking=True,
+       breaks="a client or proxy that sends both (copied from llama.cpp examples) gets 10 tokens where it asked "
+              "for 4, or the reverse")
+async def native_override(ctx: ProbeContext) -> Observation:
+    rec = await ctx.send(temperature=0, max_tokens=4, n_predict=10, **await _no_eos(ctx))
+    if (lost := not_answered(rec, "the request")) is not None:
+        return lost
+    if (rej := rejected(rec)) is not None:
+        return Observation(value=f"rejected {rej['status']}", summary=f"HTTP {rej['status']}: {rej['message'][:80]}",
+                           detail=rej)
+    n = _tokens(rec)
+    value = {4: "max_tokens honoured", 10: "n_predict overrides"}.get(n or -1, f"{n} tokens")
+    return Observation(value=value, summary=f"{n} tokens for max_tokens 4 + n_predict 10", detail={"tokens": n})
+
+
+@probe(id="max_tokens.both_fields", title="max_tokens and max_completion_tokens together", category="length",
+       request="max_tokens 3 and max_completion_tokens 6, temperature 0, EOS suppressed",
+       observes="which of the two OpenAI fields wins",
+       breaking=True, breaks="clients migrating field by field get the other length")
+async def both_fields(ctx: ProbeContext) -> Observation:
+    rec = await ctx.send(temperature=0, max_tokens=3, max_completion_tokens=6, **await _no_eos(ctx))
+    if (lost := not_answered(rec, "the request")) is not None:
+        return lost
+    if (rej := rejected(rec)) is not None:
+        return Observation(value=f"rejected {rej['status']}", summary=f"HTTP {rej['status']}: {rej['message'][:80]}",
+                           detail=rej)
+    n = _tokens(rec)
+    value = {3: "max_tokens wins", 6: "max_completion_tokens wins"}.get(n or -1, f"{n} tokens")
+    return Observation(value=value, summary=f"{n} tokens", detail={"tokens": n})
+
+
+@probe(id="max_tokens.zero", title="max_tokens 0", category="length", request="max_tokens 0, temperature 0",
+       observes="refused (status) or accepted with how many tokens",
+       breaking=True, breaks="a prompt-only request (warming a cache, counting tokens) now fails, or the reverse")
+async def max_tokens_zero(ctx: ProbeContext) -> Observation:
+    rec = await ctx.send(temperature=0, max_tokens=0)
+    if (lost := not_answered(rec, "the request")) is not None:
+        return lost
+    if (rej := rejected(rec)) is not None:
+        return Observation(value=f"rejected {rej['status']}", summary=f"HTTP {rej['status']}: {rej['message'][:80]}",
+                           detail=rej)
+    n = _tokens(rec)
+    return Observation(value=f"accepted, {n} tokens", summary=f"accepted: {n} tokens, finish {rec.finish_reason}",
+                       detail={"tokens": n, "finish_reason": rec.finish_reason, "text": rec.text[:40]})
+
+
+_RANGES: dict[str, dict[str, Any]] = {"temperature=3": {"temperature": 3.0}, "temperature=-1": {"temperature": -1.0},
+           "top_p=1.5": {"top_p": 1.5}, "presence_penalty=3": {"presence_penalty": 3.0}}
+
+
+@probe(id="sampling.out_of_range", title="Sampling values outside OpenAI's ranges", category="sampling",
+       request="temperature 3, temperature -1, top_p 1.5, presence_penalty 3 (one request each, max_tokens 2)",
+       observes="each refused (status) or accepted (silently clamped or used)",
+       breaking=True,
+       breaks="requests the old server refused are silently clamped (a negative temperature becomes greedy), or "
+              "requests it accepted now fail")
+async def out_of_range(ctx: ProbeContext) -> Observation:
+    got: dict[str, str] = {}
+    for name, params in _RANGES.items():
+        rec = await ctx.send(max_tokens=2, **params)
+        if (lost := not_answered(rec, name)) is not None:
+            return lost
+        got[name] = _outcome(rec)
+    return Observation(value=got, summary=", ".join(f"{k}: {v}" for k, v in got.items()))
+
+
+@probe(id="n.over_slots", title="n above the server's parallel slots", category="n",
+       request="n=16 at temperature 1, max_tokens 4",
+       observes="choices returned, or the refusal (llama.cpp limits n to its -np slots)",
+       breaking=True, breaks="clients asking for many candidates get HTTP 400")
+async def n_over_slots(ctx: ProbeContext) -> Observation:
+    rec = await ctx.send(n=16, temperature=1.0, max_tokens=4)
+    if (lost := not_answered(rec, "n=16")) is not None:
+        return lost
+    if (rej := rejected(rec)) is not None:
+        return Observation(value={"choices": 0, "status": rej["status"]},
+                           summary=f"n=16 rejected: HTTP {rej['status']} {rej['message'][:80]}", detail=rej)
+    return Observation(value={"choices": len(rec.texts), "status": 200}, summary=f"{len(rec.texts)} choices")
+
+
+@probe(id="n.sampled_distinct", title="n samples under one seed", category="n",
+       request="n=3, temperature 1, seed 11, max_tokens 16, EOS suppressed",
+       observes="whether the choices differ from each other or repeat one sample",
+       breaking=True, breaks="best-of-n and self-consistency clients get n copies of one answer")
+async def n_sampled_distinct(ctx: ProbeContext) -> Observation:
+    rec = await ctx.send(n=3, temperature=1.0, seed=11, max_tokens=16, **await _no_eos(ctx))
+    if (lost := not_answered(rec, "n=3")) is not None:
+        return lost
+    if (rej := rejected(rec)) is not None:
+        return Observation(value=f"rejected {rej['status']}", summary=f"HTTP {rej['status']}: {rej['message'][:80]}",
+                           detail=rej)
+    texts = [rec.texts[i] for i in sorted(rec.texts)]
+    distinct = len(set(texts))
+    value = ("distinct" if distinct == len(texts) == 3 else "identical" if distinct == 1
+             else f"{distinct} of {len(texts)}")
+    return Observation(value=value, summary=f"{distinct} distinct of {len(texts)} choices",
+                       detail={"texts": [t[:40] for t in texts]})
+
+
+@probe(id="request.user_metadata", title="user and metadata fields", category="request",
+       request='user "switchover-probe"; then metadata {"probe": "1"} (one request each)',
+       observes="each accepted (and ignored or used) or refused",
+       breaking=True, breaks="clients that tag requests for abuse tracking or cost attribution get HTTP 400")
+async def user_metadata(ctx: ProbeContext) -> Observation:
+    got: dict[str, str] = {}
+    for name, params in (("user", {"user": "switchover-probe"}), ("metadata", {"metadata": {"probe": "1"}})):
+        rec = await ctx.send(temperature=0, max_tokens=2, **params)
+        if (lost := not_answered(rec, name)) is not None:
+            return lost
+        got[name] = _outcome(rec)
+    return Observation(value=got, summary=", ".join(f"{k}: {v}" for k, v in got.items()))

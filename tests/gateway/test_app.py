@@ -364,3 +364,23 @@ async def test_a_second_gateway_on_the_same_run_dir_stops_before_touching_its_fi
         assert (s.gw.run_dir / "admin.token").read_bytes() == token
         async with s.http.get(s.url + "/admin/state", headers={"X-Switchover-Admin": token.decode()}) as r:
             assert r.status == 200  # the first gateway's token still works
+
+
+async def test_rows_carry_the_task_type_json_validity_and_cached_tokens(tmp_path):
+    rules = [{"type": "sql", "header": "x-app", "equals": "sqlbot"}, {"type": "completion", "path": "/v1/completions"}]
+    async with stack(tmp_path, weight=0, task_types={"rules": rules}) as s:
+        asks_json = {"response_format": {"type": "json_object"}}
+        await s.post(chat(stream=True, **asks_json), headers={"X-Fault": "json", "X-App": "sqlbot"})
+        await s.post(chat(**asks_json), headers={"X-Fault": "json"})
+        await s.post(chat(stream=True, **asks_json))  # " t0 t1 t2 t3" is not JSON
+        await s.post({"model": MODEL, "prompt": "hi", "max_tokens": 2}, path="/v1/completions")
+        await s.post(chat(), headers={"X-Task-Type": "summarize"})  # no rule matched: the header names it
+        rows = s.rows()
+        assert [r.task_type for r in rows] == ["sql", "other", "other", "completion", "summarize"]
+        assert [r.json_valid for r in rows] == [True, True, False, None, None]  # only asked-for JSON is judged
+        assert [r.cached_tokens for r in rows] == [2, 2, None, None, None]
+    (tmp_path / "h").mkdir()
+    async with stack(tmp_path / "h", weight=0) as s:  # a header value that is not a plain name is 'other'
+        await s.post(chat(), headers={"X-Task-Type": "summarize"})
+        await s.post(chat(), headers={"X-Task-Type": "<b>"})
+        assert [r.task_type for r in s.rows()] == ["summarize", "other"]

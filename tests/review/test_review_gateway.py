@@ -14,7 +14,7 @@ from switchover.review.server import ReviewApp, check_loopback, serving
 from switchover.review.store import ReviewStore
 from tests.gateway.conftest import chat, stack
 
-REVIEW = {"pairs_per_day": 4, "per_type_per_day": 2, "sample_percent": 100}
+REVIEW = {"pairs_per_day": 4, "per_type_per_day": 2, "sample_percent": 100, "max_concurrency": 8}
 
 
 async def wait_pairs(s, n: int, timeout: float = 10.0) -> ReviewStore:

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from switchover.gateway.config import ReviewConfig, TaskRule
+from switchover.gateway.config import ReviewConfig, TaskRule, TaskTypesConfig
 from switchover.review.models import ReviewSummary, rating_gate, summarize, wilson
 from switchover.review.sampler import Quota, Redactor, task_type
 
@@ -41,9 +41,9 @@ def test_the_rating_gate_holds_without_enough_ratings_and_judges_each_well_rated
 
 
 def test_task_type_comes_from_the_first_matching_rule_then_the_header():
-    cfg = ReviewConfig(task_rules=[TaskRule(type="sql", header="x-app", equals="sqlbot"),
-                                   TaskRule(type="code", model="coder-7b"),
-                                   TaskRule(type="completion", path="/v1/completions")])
+    cfg = TaskTypesConfig(rules=[TaskRule(type="sql", header="x-app", equals="sqlbot"),
+                                 TaskRule(type="code", model="coder-7b"),
+                                 TaskRule(type="completion", path="/v1/completions")])
     h = {"x-app": "sqlbot", "x-task-type": "summarize"}.get
     assert task_type(cfg, "/v1/chat/completions", "m", h) == "sql"
     assert task_type(cfg, "/v1/chat/completions", "coder-7b", {}.get) == "code"
@@ -79,3 +79,10 @@ def test_redaction_masks_secrets_contacts_and_configured_patterns_before_storage
     assert "[email]" in out and "[number]" in out and "[redacted]" in out
     assert "version 1.2.3 and 42 items" in out  # ordinary numbers stay
     assert clean("x" * 1000).endswith(" […]") and len(clean("x" * 1000)) <= 205
+
+
+def test_a_sample_that_cannot_start_gives_its_place_back():
+    q = Quota(ReviewConfig(pairs_per_day=2, per_type_per_day=2, sample_percent=100))
+    assert q.take("d", "a") and q.take("d", "a") and not q.take("d", "a")
+    q.give_back("d", "a")
+    assert q.take("d", "a")

@@ -175,6 +175,18 @@ class TaskRule(_Strict):
         return None if value is None else _header_name(value)
 
 
+class TaskTypesConfig(_Strict):
+    """How the gateway names a request's task type (ledger `task_type`, spot-check quotas, per-type gates)."""
+
+    header: str = Field(default="x-task-type", description="Header naming the task type, when no rule matches")
+    rules: list[TaskRule] = Field(default=[], description="Rules naming the task type; the first match wins")
+
+    @field_validator("header")
+    @classmethod
+    def _task_header(cls, value: str) -> str:
+        return _header_name(value)
+
+
 class ReviewConfig(_Strict):
     """Human spot-checks: sampled (prompt, old answer, new answer) pairs for `switchover review`."""
 
@@ -182,8 +194,6 @@ class ReviewConfig(_Strict):
     per_type_per_day: int = Field(default=50, ge=1, le=100_000, description="At most this many of one task type")
     sample_percent: float = Field(default=5.0, gt=0, le=100,
                                   description="Share of eligible requests considered (spreads samples over the day)")
-    task_header: str = Field(default="x-task-type", description="Header naming the task type (when no rule matches)")
-    task_rules: list[TaskRule] = Field(default=[], description="Rules naming the task type; the first match wins")
     redact_patterns: list[str] = Field(
         default=[], description="Regular expressions masked in prompts and answers before anything is stored "
                                 "(secrets, e-mail addresses and phone numbers are always masked)")
@@ -191,11 +201,6 @@ class ReviewConfig(_Strict):
     max_concurrency: int = Field(default=2, ge=1, le=64, description="Pair mirrors in flight at most; else skipped")
     timeout_ms: float = Field(default=120_000, gt=0, le=3_600_000, description="One pair's mirrors, at most")
     db: str = Field(default="review.sqlite", description="SQLite file of pairs and ratings, relative to run_dir")
-
-    @field_validator("task_header")
-    @classmethod
-    def _task_header(cls, value: str) -> str:
-        return _header_name(value)
 
     @field_validator("redact_patterns")
     @classmethod
@@ -240,6 +245,7 @@ class GatewayConfig(_Strict):
         description="Path prefixes (whole segments) the gateway forwards; anything else is 404")
     clients: ClientsConfig = Field(default_factory=ClientsConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    task_types: TaskTypesConfig = Field(default_factory=TaskTypesConfig)
     review: ReviewConfig = Field(default_factory=ReviewConfig)
     run_dir: str = Field(
         default="runs/gateway",

@@ -13,6 +13,7 @@ absent, `both`, or this upstream's name), else from the script set with `POST /f
   malformed:K      K events, then an event whose data is not JSON
   error_event:K    K events, then an in-band `{"error": ...}` event (what engines do on internal errors)
   truncate:K       K events, then a clean end of the body without finish_reason or [DONE]
+  json             the answer is the JSON text {"a": 1} (two events when streamed); usage reports 2 cached tokens
 
 Run standalone: `python -m switchover.gateway.faults --port 9001 --name new --delay-ms 0`.
 """
@@ -31,7 +32,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-MODES = ("ok", "refuse", "status", "hang", "die_mid", "drip", "malformed", "error_event", "truncate")
+MODES = ("ok", "refuse", "status", "hang", "die_mid", "drip", "malformed", "error_event", "truncate", "json")
+JSON_PIECES = ('{"a":', " 1}")
 
 
 @dataclass
@@ -149,13 +151,20 @@ class FaultUpstream:
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if not body.get("stream"):
-            return web.json_response(self._whole(chat, n))
+            whole = self._whole(chat, n)
+            if mode == "json":
+                choice = whole["choices"][0]
+                choice["message" if chat else "text"] = ({"role": "assistant", "content": "".join(JSON_PIECES)}
+                                                         if chat else "".join(JSON_PIECES))
+                whole["usage"]["prompt_tokens_details"] = {"cached_tokens": 2}
+            return web.json_response(whole)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         k = int(arg) if arg and mode in ("die_mid", "malformed", "error_event", "truncate") else n
         gap = float(arg) / 1000 if mode == "drip" and arg else 0.0
-        for i in range(min(k, n)):
-            await resp.write(self._event(chat, f" t{i}", None))
+        texts = list(JSON_PIECES) if mode == "json" else [f" t{i}" for i in range(min(k, n))]
+        for text in texts:
+            await resp.write(self._event(chat, text, None))
             if gap:
                 await asyncio.sleep(gap)
         if mode in ("die_mid", "malformed", "error_event", "truncate") and k:
@@ -175,7 +184,9 @@ class FaultUpstream:
         await resp.write(self._event(chat, "", "length"))
         opts = body.get("stream_options") or {}
         if opts.get("include_usage") and mode != "no_usage":  # no_usage: an engine that ignores include_usage
-            usage = {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": n + 3}
+            usage: dict[str, Any] = {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": n + 3}
+            if mode == "json":
+                usage.update(completion_tokens=len(JSON_PIECES), prompt_tokens_details={"cached_tokens": 2})
             await resp.write(b"data: " + orjson.dumps({"id": "x", "object": "chunk", "model": self.model,
                                                        "choices": [], "usage": usage}) + b"\n\n")
         await resp.write(b"data: [DONE]\n\n")

@@ -82,6 +82,14 @@ class LedgerRecord(BaseModel):
     shadow: ShadowResult | None = Field(
         None, description="Legacy: ledgers written by older gateways embed the mirror's result here"
     )
+    task_type: str | None = Field(
+        None, description="The request's task type (gateway.task_types: a rule, else the task header, else 'other')"
+    )
+    json_valid: bool | None = Field(
+        None, description="The request asked for JSON (response_format): the answer parsed, and matched the schema "
+                          "when one was given; absent when not asked or not measured"
+    )
+    cached_tokens: int | None = Field(None, description="usage.prompt_tokens_details.cached_tokens of the answer")
     reviewed: bool | None = Field(
         None, description="Sampled for human review: a pair with this request_id is in the review database"
     )

@@ -9,7 +9,9 @@ gets a RequestRecord from the wire client and times it with `record_timings`, th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
+
+import orjson
 
 from switchover.wire.fold import apply_events, body_object, ended, fold_body
 from switchover.wire.records import Failure, FailureKind, RequestRecord, Usage
@@ -209,3 +211,70 @@ class Observer:
         ns.clear()
         texts.clear()
         self.chunk_choice.clear()
+
+
+TEXT_CAP = 1 << 20  # characters of an answer kept to check it (a longer one is not judged)
+
+
+class TextObserver(Observer):
+    """An Observer that also keeps choice 0's text (at most TEXT_CAP characters), for answers the gateway
+    checks (a request that asked for JSON)."""
+
+    __slots__ = ("_parts", "_size", "cut")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._parts: list[str] = []
+        self._size = 0
+        self.cut = False  # the answer was longer than TEXT_CAP: not judged
+
+    def _keep(self, text: str) -> None:
+        if self._size + len(text) > TEXT_CAP:
+            self.cut = True
+            return
+        self._parts.append(text)
+        self._size += len(text)
+
+    def _tally(self) -> None:
+        if not self.cut:
+            for idx, text in zip(self.chunk_choice, self.chunk_text, strict=False):
+                if idx == 0 and text:
+                    self._keep(text)
+        super()._tally()
+
+    def body(self, raw: bytes, now_ns: int) -> None:
+        super().body(raw, now_ns)
+        if self.failure is not None or not raw:
+            return
+        try:
+            choice = orjson.loads(raw)["choices"][0]
+            text = choice["message"]["content"] if "message" in choice else choice.get("text")
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+            return
+        if isinstance(text, str):
+            self._keep(text)
+
+    @property
+    def text(self) -> str | None:
+        """Choice 0's text so far; None when it was too long to keep."""
+        self._tally()
+        return None if self.cut else "".join(self._parts)
+
+
+def asks_for_json(obj: dict[str, Any] | None) -> bool:
+    """The request asked for a JSON answer (response_format json_object or json_schema)."""
+    fmt = obj.get("response_format") if obj else None
+    return isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema")
+
+
+def json_valid(text: str | None) -> bool | None:
+    """Whether an answer parses as JSON (None: not judged). The schema itself is not checked here: a client's
+    schema is untrusted input (its regular expressions could stall the gateway); `switchover verify` checks
+    schemas offline."""
+    if text is None:
+        return None
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return True

@@ -20,13 +20,14 @@ from switchover.gateway.inflight import Ticket
 from switchover.gateway.ledger_record import ShadowResult
 from switchover.gateway.live import Live
 from switchover.gateway.messages import FrontRequest, FrontStream, Reply, error_reply
-from switchover.gateway.observe import Observer
+from switchover.gateway.observe import Observer, TextObserver, asks_for_json, json_valid
 from switchover.gateway.policy import Decision, RequestMeta, route, tenant_hash
 from switchover.gateway.prompt import prompt_text
 from switchover.gateway.relay import normalised_body, relay_stream
 from switchover.gateway.shadow import GENERATION_PATHS, shadow_body
 from switchover.gateway.target import path_allowed
 from switchover.gateway.upstream import Failed, Opened, open_upstream
+from switchover.review.sampler import task_type
 
 if TYPE_CHECKING:
     from switchover.gateway.app import Gateway
@@ -175,7 +176,8 @@ class Proxy:
         override = request.headers.get(OVERRIDE_HEADER)
         decision = route(RequestMeta(request.path, tenant, est, override), live.route_state(self.g.killswitch.latched))
         row.update(tenant=tenant, bucket=decision.bucket, routed=decision.arm, route_reason=decision.reason,
-                   arm=decision.arm, prompt_tokens_est=est, outcome="error")
+                   arm=decision.arm, prompt_tokens_est=est, outcome="error",
+                   task_type=task_type(gw.task_types, request.path, asked, request.headers.get))
         if self.g.log_prompts and obj:
             row["prompt"] = prompt_text(obj)[0]
         return obj, decision
@@ -207,7 +209,8 @@ class Proxy:
         return await open_upstream(
             self.g.pool, up.origin, up.target(request.upstream_target), method=request.method, headers=headers,
             body=self._body_for(live, arm, body, obj) if body else None, first_timeout_s=first_timeout_s,
-            connect_timeout_s=t.connect_ms / 1000, idle_timeout_s=t.idle_ms / 1000, fail_statuses=fail_statuses)
+            connect_timeout_s=t.connect_ms / 1000, idle_timeout_s=t.idle_ms / 1000, fail_statuses=fail_statuses,
+            observer=TextObserver if asks_for_json(obj) else Observer)
 
     async def _serve(self, request: FrontRequest, live: Live, decision: Decision, obj: dict[str, Any] | None,
                      row: dict[str, Any], ticket: Ticket) -> tuple[Reply | FrontStream, Any]:
@@ -308,6 +311,10 @@ class Proxy:
                 metrics.child(metrics.ttft, arm).observe(t.ttft_ms / 1000)
             if t.tpot_ms is not None:
                 metrics.child(metrics.tpot, arm).observe(t.tpot_ms / 1000)
+            if obs.usage is not None and isinstance(obs.usage.cached_tokens, int):
+                row["cached_tokens"] = obs.usage.cached_tokens
+            if isinstance(obs, TextObserver) and row["outcome"] in ("ok", "fallback_ok"):
+                row["json_valid"] = json_valid(obs.text)
         outcome = row["outcome"]
         if outcome == "failed_mid_stream" and row.get("finish_reason") is None:
             row["finish_reason"] = "error"

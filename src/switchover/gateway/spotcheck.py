@@ -103,13 +103,15 @@ class SpotCheck:
         if (cfg.pairs_per_day <= 0 or obj is None or request.method != "POST"
                 or request.path not in GENERATION_PATHS):
             return False
-        if len(self.tasks) >= cfg.max_concurrency:
-            self.skipped += 1
-            return False
         asked = row.get("model")
-        kind = task_type(cfg, request.path, asked, request.headers.get)
+        kind = row.get("task_type") or task_type(live.gw.task_types, request.path, asked, request.headers.get)
         now = time.time()
-        if not self._quota(cfg).take(utc_day(now), kind):
+        quota = self._quota(cfg)
+        if not quota.take(utc_day(now), kind):
+            return False
+        if len(self.tasks) >= cfg.max_concurrency:  # sampled, but too many pairs in flight: skipped, not queued
+            quota.give_back(utc_day(now), kind)
+            self.skipped += 1
             return False
         headers = {arm: dict(forward_headers(request.headers.items, live.clients.credentials,
                                              keep_credentials=False, api_key=live.engine_key(arm)))

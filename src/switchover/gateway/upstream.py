@@ -49,7 +49,8 @@ class Opened:
 async def open_upstream(pool: H1Pool, origin: Origin, target: str, *, method: str,
                         headers: list[tuple[str, str]], body: bytes | None, first_timeout_s: float,
                         connect_timeout_s: float, idle_timeout_s: float,
-                        fail_statuses: frozenset[int] = frozenset()) -> Opened:
+                        fail_statuses: frozenset[int] = frozenset(),
+                        observer: type[Observer] = Observer) -> Opened:
     """Send the request; wait for the status and the first SSE event (or the whole non-SSE body) within
     `first_timeout_s`. Raises Failed when nothing usable arrived (connect error, a status in `fail_statuses`,
     timeout, a disconnect before the first event). Later reads are bounded by `idle_timeout_s` (the relay)."""
@@ -59,7 +60,7 @@ async def open_upstream(pool: H1Pool, origin: Origin, target: str, *, method: st
             resp = await pool.send(method, origin, target, headers, body, connect_timeout_s)
             if resp.status in fail_statuses:
                 raise Failed(f"status_{resp.status}", resp.status)
-            obs = Observer()
+            obs = observer()
             ctype = resp.headers.get("Content-Type", "")
             if resp.status >= 300 or not ctype.startswith("text/event-stream"):
                 raw = await resp.read()

@@ -7,7 +7,7 @@ import random
 import re
 from collections.abc import Callable
 
-from switchover.gateway.config import ReviewConfig
+from switchover.gateway.config import ReviewConfig, TaskTypesConfig
 from switchover.redaction import redact
 
 _TYPE_OK = re.compile(r"[A-Za-z0-9_.:-]{1,40}")
@@ -19,9 +19,12 @@ _PII = (
 UNKNOWN = "other"
 
 
-def task_type(cfg: ReviewConfig, path: str, model: str | None, header: Callable[[str], str | None]) -> str:
+def task_type(cfg: TaskTypesConfig, path: str, model: str | None, header: Callable[[str], str | None]) -> str:
     """The first rule that matches, else the task header's value (when it is a plain name), else 'other'."""
-    for rule in cfg.task_rules:
+    if not cfg.rules:
+        value = header(cfg.header)
+        return value if value is not None and _TYPE_OK.fullmatch(value) else UNKNOWN
+    for rule in cfg.rules:
         if rule.path is not None and not (path == rule.path or path.startswith(rule.path.rstrip("/") + "/")):
             continue
         if rule.model is not None and model != rule.model:
@@ -31,7 +34,7 @@ def task_type(cfg: ReviewConfig, path: str, model: str | None, header: Callable[
             if value is None or (rule.equals is not None and value != rule.equals):
                 continue
         return rule.type
-    value = header(cfg.task_header)
+    value = header(cfg.header)
     return value if value is not None and _TYPE_OK.fullmatch(value) else UNKNOWN
 
 
@@ -79,3 +82,8 @@ class Quota:
             return False
         self.counts[kind] = self.counts.get(kind, 0) + 1
         return True
+
+    def give_back(self, day: str, kind: str) -> None:
+        """Undo a take() whose pair could not be started."""
+        if day == self.day and self.counts.get(kind, 0) > 0:
+            self.counts[kind] -= 1

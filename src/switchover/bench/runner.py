@@ -341,7 +341,7 @@ class BenchRun:
                 report.soak.resumed.append(time.time())
                 report.created_wall = float(ck["created_wall"])
                 report.calibration = None if ck["calibration"] is None else Calibration(**ck["calibration"])
-                self._restore(ck)
+                restore(self, ck)
             self.windows = Windows(report.soak, plan.seed, self._engine_rss)
             writer = PartWriter(rd.path / "requests", ROW_SCHEMA, first_part=int(ck["parts"]) if ck else 0)
             self.metrics_writer = PartWriter(rd.path / "metrics", SCRAPE_SCHEMA,
@@ -439,9 +439,6 @@ class BenchRun:
     def _engine_rss(self, label: str) -> float | None:
         """The engine's resident memory at its last /metrics scrape (bytes), if it exposes it."""
         return next((ep.scraper.process_rss for ep in self.eps if ep.spec.label == label and ep.scraper), None)
-
-    def _restore(self, ck: dict[str, Any]) -> None:
-        restore(self, ck)
 
     def _accumulator(
         self, ep: Endpoint, bucket: str, load: _Load, repeat: int, slo: Slo, ceiling: dict[str, float] | None

@@ -15,7 +15,7 @@ from tests.cli import cases as C
 from tests.cli.runner import HUNG, run_cli
 
 # groups whose help lives in files owned by other engineers; strict, so a fix shows here
-OTHERS_WITHOUT_EXAMPLE = {"rollout", "review", "alerts"}
+OTHERS_WITHOUT_EXAMPLE: set[str] = set()  # every group has an example now
 
 
 def _groups(cmd: Any, path: list[str]) -> list[str]:

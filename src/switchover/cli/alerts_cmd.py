@@ -16,7 +16,8 @@ from switchover.cli.common import console, err_console, print_json
 from switchover.engines.profile import EngineProfile, load_profile
 from switchover.errors import BadInput, ExitCode
 
-app = typer.Typer(help="Alert rules across engines: translate Prometheus rules to the new engine's metrics.",
+app = typer.Typer(help="Alert rules across engines: translate Prometheus rules to the new engine's metrics.\n\n"
+                       "Example: switchover alerts translate rules.yaml --from vllm --to sglang -o new-rules.yaml",
                   no_args_is_help=True)
 SEVERITY = {"error": "red", "warning": "yellow", "info": "dim"}
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from switchover.cli import params
 from switchover.cli.common import console, print_json, run
 from switchover.errors import BadInput, Unreachable
 
@@ -155,8 +156,10 @@ def hash_key(
 def metrics_adapter(
     from_engine: str = typer.Option(..., "--from", help="Engine whose metrics are scraped (the new one)."),
     to_engine: str = typer.Option(..., "--to", help="Engine whose names, units and buckets to serve (the old one)."),
-    upstream: str = typer.Option(..., "--upstream", help="Base URL (or full metrics URL) of the new engine."),
-    listen: str = typer.Option("127.0.0.1:9400", "--listen", help="host:port to serve /metrics on."),
+    upstream: str = typer.Option(..., "--upstream", parser=params.URL,
+                                 help="Base URL (or full metrics URL) of the new engine."),
+    listen: str = typer.Option("127.0.0.1:9400", "--listen", parser=params.HOST_PORT,
+                               help="host:port to serve /metrics on."),
     model: str = typer.Option(None, "--model", help="model_name label value when the source lacks one."),
     once: bool = typer.Option(False, "--once", help="Scrape once, print the converted metrics, exit."),
     json_out: bool = typer.Option(False, "--json", help="With --once: print the mapping report as JSON."),

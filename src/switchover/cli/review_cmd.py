@@ -12,10 +12,11 @@ from switchover.cli import params
 from switchover.cli.common import console, print_json, run
 from switchover.errors import BadInput
 
-app = typer.Typer(no_args_is_help=True, help="Human spot-checks of new's answers next to old's (seed 001 §5).")
+app = typer.Typer(no_args_is_help=True, help="Human spot-checks of new's answers next to old's (seed 001 §5).\n\n"
+                                            "Example: switchover review serve -c switchover.yaml --port 8790")
 
 _CONFIG = typer.Option(Path("switchover.yaml"), "--config", "-c", help="The migration file with a `gateway:` section.")
-_DB = typer.Option(None, "--db",
+_DB = typer.Option(None, "--db", parser=params.PATH,
                    help="The review database (default: gateway.run_dir / gateway.review.db of the config).")
 
 
@@ -93,7 +94,7 @@ def summary(
 
 @app.command()
 def export(
-    out: Path = typer.Option(..., "--out", "-o",
+    out: Path = typer.Option(..., "--out", "-o", parser=params.OUT_FILE,
                              help="Output file: .jsonl or .parquet (by its suffix, or --format)."),
     config: Path = _CONFIG,
     db: Path = _DB,

@@ -11,6 +11,8 @@ from typing import Literal
 import typer
 from rich.table import Table
 
+from switchover import inputs
+from switchover.cli import params
 from switchover.cli.common import console, print_json
 from switchover.errors import BadInput, ExitCode
 from switchover.rollout.compare import compare_samples, samples_from_ledger
@@ -20,7 +22,9 @@ from switchover.rollout.holding import HoldingReport, Prerequisite
 from switchover.rollout.stages import ABANDON_CRITERIA
 
 app = typer.Typer(
-    help="Staged rollout: shadow → 5 → 20 → 50 → 100 %, gated, audited, reversible.", no_args_is_help=True
+    help="Staged rollout: shadow → 5 → 20 → 50 → 100 % → holding, gated, audited, reversible.\n\n"
+         "Example: switchover rollout advance -c switchover.yaml -m 'shadow clean for 24 h'",
+    no_args_is_help=True,
 )
 
 CONFIG = typer.Option(Path("switchover.yaml"), "--config", "-c", help="The migration file the gateway watches.")
@@ -266,8 +270,9 @@ def reset(
 def watch(
     config: Path = CONFIG,
     ledger: Path = LEDGER,
-    interval: float = typer.Option(10.0, "--interval", help="Seconds between checks."),
-    max_checks: int = typer.Option(60, "--max-checks", help="Stop after this many checks (bounded)."),
+    interval: float = typer.Option(10.0, "--interval", parser=params.SECONDS, help="Seconds between checks."),
+    max_checks: int = typer.Option(60, "--max-checks", parser=params.count(hi=1_000_000),
+                                   help="Stop after this many checks (bounded)."),
     auto_advance: bool = typer.Option(False, "--auto-advance", help="Advance whenever every gate passes."),
     json_out: bool = JSON,
 ) -> None:
@@ -310,7 +315,8 @@ def compare(
     config: Path = CONFIG,
     ledger: Path = LEDGER,
     mode: str = typer.Option("shadow", "--mode", help="shadow (mirrored vs primary) or arms (new vs old)."),
-    since: float = typer.Option(0.0, "--since", help="Only rows from the last N seconds (0: all)."),
+    since: float = typer.Option(0.0, "--since", parser=params.non_negative(inputs.MAX_SECONDS),
+                                help="Only rows from the last N seconds (0: all)."),
     json_out: bool = JSON,
 ) -> None:
     """Old against new, metric by metric, with KS / Mann-Whitney / chi-square beyond the A/A noise.

@@ -22,6 +22,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from switchover.engines.profile import EngineProfile, MetricSpec
+from switchover.errors import Unreachable
 
 # factor to multiply a source value by to express it in the target unit
 _UNIT_FACTORS: dict[tuple[str, str], float] = {("seconds", "milliseconds"): 1000.0,
@@ -124,9 +125,14 @@ def _num(v: float) -> str:
 
 def _samples_by_name(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     found: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            found[s.name].append((dict(s.labels), float(s.value)))
+    try:
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                found[s.name].append((dict(s.labels), float(s.value)))
+    except (ValueError, TypeError, IndexError) as exc:  # prometheus_client's parser on text that is not metrics
+        first = text.lstrip()[:60].splitlines()[0] if text.strip() else "(empty)"
+        raise Unreachable(f"the scrape is not Prometheus text exposition ({type(exc).__name__}; it starts "
+                          f"{first!r})", hint="point --upstream at the engine's base URL or its /metrics") from None
     return found
 
 
@@ -223,7 +229,6 @@ async def scrape(url: str, timeout_s: float = 5.0) -> str:
     """GET the engine's metrics text through the wire client (the one engine-facing client)."""
     from urllib.parse import urlsplit
 
-    from switchover.errors import Unreachable
     from switchover.wire import EngineClient, Timeouts
 
     parts = urlsplit(url)

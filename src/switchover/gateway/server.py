@@ -13,11 +13,13 @@ from pathlib import Path
 
 import orjson
 
+from switchover.atomicfile import write_atomic
 from switchover.config import load_migration
 from switchover.errors import BadInput
 from switchover.gateway.app import Gateway
 from switchover.gateway.listener import serve_front
 from switchover.gctune import quiet_gc
+from switchover.redaction import RedactFilter
 
 log = logging.getLogger("switchover.gateway")
 STATE_FILE = "gateway.json"
@@ -56,6 +58,7 @@ def setup_logging(run_dir: Path, verbose: bool = False) -> None:
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     for h in (logging.FileHandler(run_dir / "gateway.log"), logging.StreamHandler()):
         h.setFormatter(fmt)
+        h.addFilter(RedactFilter())  # a secret that reached a message by accident is masked before it is written
         root.addHandler(h)
 
 
@@ -74,8 +77,8 @@ async def serve(config_path: Path, *, log_prompts: bool = False, verbose: bool =
         loop.add_signal_handler(signal.SIGTERM, stop.set)
         loop.add_signal_handler(signal.SIGINT, stop.set)
         quiet_gc()  # the proxied path allocates hundreds of objects per request (gctune.py)
-        state.write_bytes(orjson.dumps({"url": url, "pid": os.getpid(), "config": str(config_path.resolve()),
-                                        "ledger_dir": str(gateway.run_dir)}))
+        write_atomic(state, orjson.dumps({"url": url, "pid": os.getpid(), "config": str(config_path.resolve()),
+                                          "ledger_dir": str(gateway.run_dir)}))
         g = gateway.live.gw
         log.info("gateway on %s: old %s, new %s, weight %g%%, rollback %s, shadow %g%%; ledger %s",
                  url, gateway.live.urls["old"], gateway.live.urls["new"], g.weight, g.rollback, g.shadow.percent,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import orjson
 
+from switchover.atomicfile import write_atomic
 from switchover.errors import BadInput
 
 LOCK_FILE = "gateway.lock"
@@ -57,16 +58,12 @@ class RunDirLock:
 
 
 def write_admin_token(run_dir: Path) -> str:
-    """A new admin token, written owner-only (call this only while holding the run-dir lock)."""
+    """A new admin token, written whole and owner-only (call this only while holding the run-dir lock)."""
     token = secrets.token_urlsafe(24)
     path = run_dir / TOKEN_FILE
-    tmp = path.with_suffix(".tmp")
     with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(token)
-    tmp.replace(path)
+        path.unlink()  # a new file, so the owner-only mode applies
+    write_atomic(path, token, mode=0o600)
     return token
 
 
@@ -107,13 +104,5 @@ class LatchFile:
         return Latch(True, f"{msg}; latched until `switchover gateway reset`", msg)
 
     def save(self, latched: bool, reason: str | None) -> None:
-        """Write the latch atomically and durably (tmp file, fsync, rename)."""
-        data = orjson.dumps({"latched": latched, "reason": reason, "ts": time.time()})
-        tmp = self.path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        tmp.replace(self.path)
+        """Write the latch whole and durably (atomicfile: unique temp file, fsync, rename, fsync the folder)."""
+        write_atomic(self.path, orjson.dumps({"latched": latched, "reason": reason, "ts": time.time()}))

@@ -8,10 +8,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from switchover.errors import BadInput
 from switchover.rollout.store import write_atomic
+from switchover.yamlfile import load_document
 
 _TOP_KEY = re.compile(r"^(?P<key>[A-Za-z_][\w-]*)\s*:(?P<rest>.*)$")
 _CHILD = re.compile(r"^(?P<indent>[ ]+)(?P<key>[A-Za-z_][\w-]*)\s*:(?P<rest>.*)$")
@@ -96,11 +95,8 @@ def apply_to_gateway(config_path: Path, *, weight: int, rollback: bool) -> dict[
     except OSError as exc:
         raise BadInput(f"{config_path}: cannot read: {exc}") from None
     updated = set_gateway_fields(text, {"weight": weight, "rollback": rollback})
-    try:
-        before = yaml.safe_load(text) or {}
-        after = yaml.safe_load(updated) or {}
-    except yaml.YAMLError as exc:
-        raise BadInput(f"{config_path}: not valid YAML: {exc}") from None
+    before = load_document(text, str(config_path)).data or {}
+    after = load_document(updated, str(config_path)).data or {}
     gw = after.get("gateway") or {}
     if gw.get("weight") != weight or gw.get("rollback") is not rollback:
         raise BadInput(

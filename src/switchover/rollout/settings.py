@@ -32,7 +32,7 @@ class GateName(StrEnum):
 class StageSpec(BaseModel):
     """One stage: the share of tenants on the new engine, whether shadow traffic runs, and its gates."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     name: str = Field(description="Label used in state, audit log and exports, e.g. 'shadow' or '20%'")
     weight: int = Field(ge=0, le=100, description="Percent of tenant buckets routed to the new engine")
@@ -92,7 +92,7 @@ SHADOW_METRICS: tuple[ShadowMetric, ...] = (
 class GateThresholds(BaseModel):
     """Lines written before the start (seed 000 §7): what counts as pass, hold or fail."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     max_error_rate: float = Field(default=0.02, ge=0, le=1, description="Hard: new-arm error share")
     max_fallback_ratio: float = Field(default=0.05, ge=0, le=1, description="Hard: new-arm fallback share")
@@ -116,7 +116,7 @@ class GateThresholds(BaseModel):
 class PrometheusSource(BaseModel):
     """Where the gates read metrics when `source: prometheus`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     url: str = Field(description="Prometheus base URL, e.g. http://127.0.0.1:9090")
     selector: str = Field(default="", description='Extra label matchers added to every query, e.g. job="gateway"')
@@ -138,7 +138,7 @@ BUILTIN_GATES = ("parse_failure_rate", "output_length_shift", "cache_hits_after_
 class RolloutSettings(BaseModel):
     """The `rollout:` section."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     stages: list[StageSpec] = Field(
         default_factory=lambda: [StageSpec.model_validate(_stage_from(s)) for s in DEFAULT_STAGES],

@@ -223,3 +223,50 @@ def test_weights_warn_names_a_quantization_change_from_diff_model() -> None:
           "reasons": [{"blocking": True, "what": "quantization changed", "why": "BF16 -> Q4_1", "action": "evaluate"}]}
     v, j = verdict("s001.weights", diff_model=dm)
     assert v == "warn" and "quantization changed" in j.reason()
+
+
+def _rollback(drill: dict | None, prereqs: dict[str, str], holding_at_risk: bool | None = None):  # type: ignore[no-untyped-def]
+    from switchover.drill import DrillResult
+    from switchover.rollout.holding import HoldingReport, OldArmView, Prerequisite
+    from switchover.rollout.rollback_view import RollbackEvidence
+
+    d = None if drill is None else DrillResult(url="http://old", stop_command="stop", start_command="start",
+                                               started_wall=0.0, **drill)
+    pre = [Prerequisite(name=n, status=s, detail=f"{n} {s}") for n, s in prereqs.items()]  # type: ignore[arg-type]
+    holding = None if holding_at_risk is None else HoldingReport(
+        started_at=0, ends_at=1, decision="hold", at_risk=holding_at_risk, windows=[],
+        old=OldArmView(url="http://old", verdict="pass" if not holding_at_risk else "fail", at_risk=holding_at_risk,
+                       reason="old ready" if not holding_at_risk else "old refused"),
+        reason="" if not holding_at_risk else "old refused")
+    return RollbackEvidence(rollout_status="holding" if holding else "in_progress", stage="s", drill=d,
+                            prerequisites=pre, holding=holding)
+
+
+GOOD_DRILL = {"ok": True, "recovery_s": 42.0, "max_recovery_s": 300.0, "within_budget": True}
+ALL_OK = {"config": "ok", "weights": "ok", "route": "ok", "monitoring": "ok", "old_ready": "ok"}
+
+
+@pytest.mark.parametrize(("drill", "prereqs", "holding", "expected"), [
+    (GOOD_DRILL, ALL_OK, None, "go"),
+    (GOOD_DRILL, ALL_OK, False, "go"),
+    (None, ALL_OK, None, "warn"),  # before 100 %: time the way back before you need it
+    (None, ALL_OK, False, "no-go"),  # at 100 % without a drill: no way back known
+    ({**GOOD_DRILL, "ok": False, "reason": "old never answered"}, ALL_OK, None, "no-go"),
+    ({**GOOD_DRILL, "recovery_s": 400.0, "within_budget": False}, ALL_OK, None, "no-go"),
+    (GOOD_DRILL, {**ALL_OK, "route": "failed"}, None, "warn"),
+    (GOOD_DRILL, {**ALL_OK, "route": "failed"}, False, "no-go"),
+    (GOOD_DRILL, {**ALL_OK, "monitoring": "unverified"}, False, "warn"),
+    (GOOD_DRILL, ALL_OK, True, "warn"),  # old cannot serve right now: the window is at risk
+])
+def test_rollback_needs_a_timed_drill_and_its_prerequisites_strictly_from_100_percent(drill, prereqs, holding,  # type: ignore[no-untyped-def]
+                                                                                      expected) -> None:
+    ev = b.evidence()
+    ev.rollback = _rollback(drill, prereqs, holding)
+    j = RULES["s000.rollback"](ev, Limits.of(ev))
+    assert j.verdict == expected, j.reason()
+    assert any(f.name.startswith("prerequisite: route") for f in j.figures)
+
+
+def test_rollback_not_run_is_not_a_pass() -> None:
+    ev = b.evidence()
+    assert RULES["s000.rollback"](ev, Limits.of(ev)).verdict == "not-run"

@@ -127,6 +127,7 @@ class Evidence:
     metrics: MetricsEvidence | None = None
     diff_model: dict[str, Any] | None = None
     grace: GraceEvidence | None = None
+    rollback: Any = None  # switchover.rollout.rollback_view.RollbackEvidence
 
     def why_missing(self, part: str) -> str:
         run = self.parts.get(part)
@@ -152,6 +153,10 @@ def _model(name: str) -> type[BaseModel] | None:
             from switchover.bench.results import BenchReport
 
             return BenchReport
+        if name == "rollback":
+            from switchover.rollout.rollback_view import RollbackEvidence
+
+            return RollbackEvidence
     except ImportError:
         return None
     return None
@@ -180,7 +185,7 @@ def load_evidence(rd: RunDir) -> Evidence:
     def unreadable(part: str, why: str) -> None:
         ev.parts[part] = PartRun(part=part, status="failed", reason=f"result unreadable: {why}")
 
-    for part in ("plan", "probe", "verify", "live_model", "metrics", "grace"):
+    for part in ("plan", "probe", "verify", "live_model", "metrics", "grace", "rollback"):
         if not rd.has(f"{part}.json"):
             continue
         model = _OWN.get(part) or _model(part)

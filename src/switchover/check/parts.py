@@ -20,6 +20,7 @@ from switchover.check.evidence import (
 )
 from switchover.check.settings import CheckSection
 from switchover.config import Endpoint, Migration
+from switchover.errors import SwitchoverError
 from switchover.wire import EngineClient, Timeouts
 
 Progress = Callable[[str], None]
@@ -283,3 +284,12 @@ def grace_part(m: Migration, s: CheckSection, base: Path, bench_dir: Path | None
     if g.deploy_dir:
         ev.findings = [f.model_dump() for f in scan(_resolve(base, g.deploy_dir), need, ev.skipped)]
     return ev
+
+
+def rollback_part(config_path: Path | None) -> Any:
+    """The way back: the last drill, the rollback prerequisites (old's readiness checked now), the holding window."""
+    if config_path is None:
+        raise SwitchoverError("the rollback part reads the rollout of a migration file; none was given")
+    from switchover.rollout.rollback_view import rollback_evidence
+
+    return rollback_evidence(config_path)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from switchover.check import rules_engine as eng
 from switchover.check import rules_model as mod
+from switchover.check import rules_rollback
 from switchover.check.evidence import Evidence
 from switchover.check.judging import ChecklistEntry, Judgement, Limits, item, load_checklist
 from switchover.report.models import CheckItem
@@ -25,6 +26,7 @@ RULES: dict[str, Rule] = {
     "s001.sampling_defaults": mod.sampling_defaults,
     "s001.grace": mod.grace,
     "s001.client_timeout": mod.client_timeout,
+    "s000.rollback": rules_rollback.rollback,
 }
 
 

@@ -156,6 +156,8 @@ class CheckRun:
             return [f"{path.name}/summary.json", f"{path.name}/requests.parquet", f"{path.name}/report.html"]
         elif part == "grace":
             result = await asyncio.to_thread(P.grace_part, self.m, self.s, self.base, self.bench_dir)
+        elif part == "rollback":
+            result = await asyncio.to_thread(P.rollback_part, self.config_path)
         else:  # pragma: no cover - PARTS and this list are kept together
             raise SwitchoverError(f"unknown part {part}")
         return [rd.write_json(part, result).name]

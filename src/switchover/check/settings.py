@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from switchover.inputs import MAX_GIB, MAX_SECONDS, Count, Seconds, Tokens
 
-PARTS = ("plan", "probe", "verify", "live_model", "metrics", "diff_model", "bench", "grace")
+PARTS = ("plan", "probe", "verify", "live_model", "metrics", "diff_model", "bench", "grace", "rollback")
 
 
 class _Strict(BaseModel):
@@ -74,6 +74,12 @@ class GracePart(_Strict):
                                    description="default: 10% of the generation, >= 5 s")
 
 
+class RollbackPart(_Strict):
+    """The way back (seed 000 §6): the last drill, the rollback prerequisites checked now, the holding window."""
+
+    enabled: bool = True
+
+
 class Thresholds(_Strict):
     """Limits the rules use; a None falls back to `bench.slos`, then to the default shown in docs/check.md."""
 
@@ -97,6 +103,7 @@ class CheckSection(_Strict):
     live_model: LiveModelPart = Field(default_factory=LiveModelPart)
     metrics: MetricsPart = Field(default_factory=MetricsPart)
     grace: GracePart = Field(default_factory=GracePart)
+    rollback: RollbackPart = Field(default_factory=RollbackPart)
     thresholds: Thresholds = Field(default_factory=Thresholds)
     waive: dict[str, str] = Field(
         default_factory=dict, description="item id -> why a not-run of this item is acceptable")

@@ -52,6 +52,7 @@ SPECS: dict[str, Spec] = {
     "cachekey": Spec(lambda w: [("@model", w.path("hf")), ("--model-id", "m"), ("--prompt", "Hello")],
                      {"@model": "model", "--prompt-file": "text_file"}, {"--prompt-file": ("--prompt",)}),
     "ready": Spec(lambda w: [("@url", CLOSED), ("--max-ms", "200")]),
+    "overload": Spec(lambda w: [("@url", CLOSED), ("--max-concurrency", "2"), ("--waves", "1"), ("--timeout-s", "1")]),
     "metrics-adapter": Spec(lambda w: [("--from", "sglang"), ("--to", "vllm"), ("--upstream", CLOSED),
                                        ("--once", None)], {"--listen": "host_port"}),
     "drill": Spec(lambda w: [("--stop-new", "true"), ("--start-old", "true"), ("--url", CLOSED),

@@ -30,7 +30,7 @@ async def test_a_person_rates_three_pairs_in_the_page_and_the_ratings_persist(tm
         assert after
         rows = await tab.eval(SUMMARY_ALL)
         assert "chat\t2\t2\t1\t0\t1\t0\t50 %" in rows and "sql\t2\t1\t0\t0\t0\t1\t100 %" in rows, rows
-        assert await tab.eval("document.getElementById('pid').textContent") == str(ids[3])
+        assert await tab.wait(f"document.getElementById('pid').textContent === '{ids[3]}'")  # the next one shows
         assert not [c for c in tab.console if "Exception" in c or "error" in c.lower()], tab.console
     store.close()
     again = ReviewStore.open(db, create=False)  # a restart: the ratings are in the database

@@ -26,6 +26,7 @@ from switchover.cli import (
     gateway_cmd,
     hw_cmd,
     model_cmd,
+    overload_cmd,
     plan_cmd,
     probe_cmd,
     ready_cmd,
@@ -66,6 +67,7 @@ def _root(
 app.add_typer(plan_cmd.app, name="plan")
 app.add_typer(hw_cmd.app, name="hw")
 probe_cmd.register(app)
+overload_cmd.register(app)
 verify_cmd.register(app)
 model_cmd.register(app)  # diff-model, cachekey
 bench_cmd.register(app)

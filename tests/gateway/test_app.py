@@ -384,3 +384,24 @@ async def test_rows_carry_the_task_type_json_validity_and_cached_tokens(tmp_path
         await s.post(chat(), headers={"X-Task-Type": "summarize"})
         await s.post(chat(), headers={"X-Task-Type": "<b>"})
         assert [r.task_type for r in s.rows()] == ["summarize", "other"]
+
+
+async def test_the_rollouts_parse_failure_and_cache_gates_read_what_the_gateway_writes(tmp_path):
+    """End to end: rows the gateway wrote carry json_valid / cached_tokens, and the custom gates measure them."""
+    from switchover.rollout.custom_gates import judge_ledger_gate
+    from switchover.rollout.custom_settings import CustomGate
+    from switchover.rollout.rows import row_view
+    from switchover.rollout.settings import GateThresholds
+
+    async with stack(tmp_path, weight=100) as s:
+        asks_json = {"response_format": {"type": "json_object"}}
+        for i in range(24):  # every fourth answer is not JSON
+            await s.post(chat(stream=i % 2 == 0, **asks_json), tenant=f"t{i}",
+                         headers={} if i % 4 == 0 else {"X-Fault": "json"})
+        views = [row_view(r) for r in s.rows()]
+    th = GateThresholds(min_samples=10)
+    parse = judge_ledger_gate(CustomGate(name="json_ok", builtin="parse_failure_rate"), views, th)
+    assert parse.verdict == "fail" and "6/24" in parse.reason, parse.reason
+    cache = judge_ledger_gate(CustomGate(name="cold", builtin="cache_hits_after_switch", first_n=10), views, th,
+                              views_since_switch=views)
+    assert cache.verdict == "fail" and "cache" in cache.reason, cache.reason  # the fake reports 2 of 3 cached

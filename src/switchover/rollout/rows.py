@@ -1,10 +1,9 @@
 """Ledger rows as the expression language sees them: a flat mapping of field → value, plus a task type.
 
-The fields are the ledger contract's (gateway/ledger_record.py). Three more are read when the gateway writes
-them and are `null` until it does (the reader keeps only declared fields): `task_type` (a label the gateway
-sets from a header, route or rule), `json_valid` (the answer parsed as JSON / matched the schema, when the
-request asked for JSON) and `cached_tokens` (usage.prompt_tokens_details.cached_tokens). Without a gateway
-label, the task type comes from `rollout.task_types` rules, then "other".
+The fields are the ledger contract's (gateway/ledger_record.py), including `task_type` (the gateway's label from
+`gateway.task_types`), `json_valid` (the answer parsed as JSON, when the request asked for JSON) and
+`cached_tokens` (usage.prompt_tokens_details.cached_tokens); rows from ledgers older than those fields read them as
+`null`. Without a gateway label, the task type comes from `rollout.task_types` rules, then "other".
 """
 
 from __future__ import annotations

@@ -7,20 +7,15 @@ it pass. A failed hard gate means roll back; a failed soft gate only holds.
 
 from __future__ import annotations
 
-import math
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-import orjson
 from pydantic import BaseModel, Field, computed_field
 
 from switchover.bench.stats import percentile
-from switchover.errors import BadInput, Unreachable
+from switchover.errors import BadInput
 from switchover.gateway.ledger import LedgerSkips, ledger_files, read_ledger_files
 from switchover.gateway.ledger_record import (
     ARM_ERROR_OUTCOMES,
@@ -31,7 +26,7 @@ from switchover.gateway.ledger_record import (
 )
 from switchover.rollout import metric_names as mn
 from switchover.rollout.compare import ComparisonReport, compare_samples, samples_from_ledger
-from switchover.rollout.custom_gates import CustomGateResult
+from switchover.rollout.custom_gates import CustomGateResult, promql_vector
 from switchover.rollout.holding import HoldingReport
 from switchover.rollout.settings import GateName, GateThresholds, PrometheusSource
 from switchover.rollout.verdicts import GateResult, GateVerdict
@@ -393,24 +388,9 @@ def stats_from_ledger(
 
 
 def promql(source: PrometheusSource, query: str) -> float | None:
-    """One instant query; the value of a single-series vector, None when empty or NaN."""
-    url = f"{source.url}/api/v1/query?" + urllib.parse.urlencode({"query": query})
-    try:
-        with urllib.request.urlopen(url, timeout=source.timeout_s) as resp:
-            body = orjson.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        raise Unreachable(f"Prometheus {source.url} answered {exc.code} to {query!r}") from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        raise Unreachable(f"Prometheus {source.url} unreachable: {exc}") from None
-    except orjson.JSONDecodeError:
-        raise Unreachable(f"Prometheus {source.url} did not answer JSON") from None
-    if body.get("status") != "success":
-        raise BadInput(f"Prometheus rejected {query!r}: {body.get('error', body)}")
-    result = body.get("data", {}).get("result", [])
-    if not result:
-        return None
-    value = float(result[0]["value"][1])
-    return None if math.isnan(value) or math.isinf(value) else value
+    """One instant query; the value of its first series, None when empty or NaN (custom_gates.promql_vector)."""
+    series = promql_vector(source, query)
+    return series[0][1] if series else None
 
 
 def stats_from_prometheus(source: PrometheusSource, *, window_s: float) -> WindowStats:

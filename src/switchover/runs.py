@@ -51,12 +51,15 @@ class RecordWriter:
     """Appends rows to one Parquet file, a row group per `append`, so an interrupted run keeps its rows; the file
     is written under a unique temporary name and renamed into place whole on `close`."""
 
-    def __init__(self, path: Path, schema: pa.Schema, *, redacted: bool = True) -> None:
+    def __init__(self, path: Path, schema: pa.Schema, *, redacted: bool = True,
+                 statistics: bool | list[str] = True) -> None:
         self.path = path
         self.schema = schema
         self.redacted = redacted  # False: the caller masks its free-text columns itself (bench rows: per failure)
         self._tmp = temp_path(path)
-        self._writer: pq.ParquetWriter | None = pq.ParquetWriter(self._tmp, schema)
+        # statistics: the columns whose min/max go into every row group's metadata, which the writer holds until it
+        # closes (for list and long-text columns that is ~27 KB a row group: name the scalar columns for long runs)
+        self._writer: pq.ParquetWriter | None = pq.ParquetWriter(self._tmp, schema, write_statistics=statistics)
         self.rows = 0
 
     def append(self, rows: list[Mapping[str, Any]]) -> None:
@@ -194,10 +197,11 @@ class RunDir:
             pq.write_table(table, tmp)
         return path
 
-    def record_writer(self, name: str, schema: pa.Schema, *, redacted: bool = True) -> RecordWriter:
+    def record_writer(self, name: str, schema: pa.Schema, *, redacted: bool = True,
+                      statistics: bool | list[str] = True) -> RecordWriter:
         """An appending writer for `<name>.parquet` (row group per append); redacted=False when the caller has
         masked its free-text values already (every string of every row through `redact` costs ~0.2 ms a row)."""
-        return RecordWriter(self.file(_with_ext(name, ".parquet")), schema, redacted=redacted)
+        return RecordWriter(self.file(_with_ext(name, ".parquet")), schema, redacted=redacted, statistics=statistics)
 
     def read_records(self, name: str, columns: list[str] | None = None) -> list[dict[str, Any]]:
         path = self.file(_with_ext(name, ".parquet"))

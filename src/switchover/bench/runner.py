@@ -22,7 +22,7 @@ from switchover.bench.results import (
     Calibration,
     StepTime,
 )
-from switchover.bench.rows import ROW_SCHEMA, RowSink, row_from_record
+from switchover.bench.rows import ROW_SCHEMA, STAT_COLUMNS, RowSink, row_from_record
 from switchover.bench.samples import Samples
 from switchover.bench.scheduler import Sent, StepBounds, StopFlag, run_concurrency, run_schedule
 from switchover.bench.scrape import SCRAPE_SCHEMA, Scraper
@@ -343,11 +343,13 @@ class BenchRun:
                 report.calibration = None if ck["calibration"] is None else Calibration(**ck["calibration"])
                 restore(self, ck)
             self.windows = Windows(report.soak, plan.seed, self._engine_rss)
-            writer = PartWriter(rd.path / "requests", ROW_SCHEMA, first_part=int(ck["parts"]) if ck else 0)
+            writer = PartWriter(rd.path / "requests", ROW_SCHEMA, first_part=int(ck["parts"]) if ck else 0,
+                                statistics=STAT_COLUMNS)
             self.metrics_writer = PartWriter(rd.path / "metrics", SCRAPE_SCHEMA,
                                              first_part=int(ck["metrics_parts"]) if ck else 0)
         else:
-            writer = rd.record_writer("requests", ROW_SCHEMA, redacted=False)  # RowSink masks failure messages
+            # RowSink masks failure messages; statistics for scalar columns only (writer memory per row group)
+            writer = rd.record_writer("requests", ROW_SCHEMA, redacted=False, statistics=STAT_COLUMNS)
             self.metrics_writer = rd.record_writer("metrics", SCRAPE_SCHEMA)
         sink = RowSink(writer)
         if ck is None:

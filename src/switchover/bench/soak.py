@@ -79,10 +79,12 @@ class PartWriter:
     """Rows to `<dir>/part-NNNNN.parquet`, one part per checkpoint: `rotate()` closes the open part (renaming it
     from its hidden name) so everything up to the checkpoint is readable even if the process dies next."""
 
-    def __init__(self, folder: Path, schema: pa.Schema, first_part: int = 0) -> None:
+    def __init__(self, folder: Path, schema: pa.Schema, first_part: int = 0,
+                 statistics: bool | list[str] = True) -> None:
         self.folder = folder
         self.folder.mkdir(exist_ok=True)
         self.schema = schema
+        self.statistics = statistics
         self.part = first_part
         self.rows = 0
         self._writer: pq.ParquetWriter | None = None
@@ -96,7 +98,7 @@ class PartWriter:
         if not rows:
             return
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self._tmp(), self.schema)
+            self._writer = pq.ParquetWriter(self._tmp(), self.schema, write_statistics=self.statistics)
         self._writer.write_table(pa.Table.from_pylist(list(rows), schema=self.schema))
         self.rows += len(rows)
 

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from switchover.bench.accumulate import StepAccumulator
 from switchover.bench.results import BenchPlan
-from switchover.bench.rows import ROW_SCHEMA, RowSink, row_from_record
+from switchover.bench.rows import ROW_SCHEMA, STAT_COLUMNS, RowSink, row_from_record
 from switchover.bench.scheduler import Sent, StepBounds, StopFlag, run_concurrency, run_schedule
 from switchover.bench.stats import Slo
 from switchover.bench.workload import BucketFit, iter_arrival_offsets, load_dataset, make_prompt, request_body
@@ -73,7 +73,7 @@ async def run_worker(spec: WorkerSpec, go: Any) -> dict[str, Any]:
               "concurrency": spec.slots if spec.concurrency else None,
               "rate": spec.rate / spec.workers if spec.rate else None}
     acc = StepAccumulator(slo=slo, labels=labels, seed=plan.seed + spec.worker)
-    writer = RecordWriter(Path(spec.out), ROW_SCHEMA, redacted=False)
+    writer = RecordWriter(Path(spec.out), ROW_SCHEMA, redacted=False, statistics=STAT_COLUMNS)
     sink = RowSink(writer)
     stop = StopFlag()
     n, w = spec.workers, spec.worker

@@ -212,7 +212,7 @@ class LlhttpResponseParser:
     def __init__(self) -> None:
         import httptools
 
-        self._p = httptools.HttpResponseParser(self)
+        self._p: httptools.HttpResponseParser | None = httptools.HttpResponseParser(self)
         self._body: list[bytes] = []
         self._fed = 0  # bytes so far
         self._history: list[bytes] | None = []  # the first bytes, replayed into ResponseParser if llhttp refuses them
@@ -239,7 +239,7 @@ class LlhttpResponseParser:
         h[key] = f"{h[key]}, {text}" if key in h else text
 
     def on_headers_complete(self) -> None:
-        if self.done:
+        if self.done or self._p is None:
             return
         code = self._p.get_status_code()
         if 100 <= code < 200 and code != 101:  # 100 Continue, 103 Early Hints: a final head follows
@@ -258,6 +258,7 @@ class LlhttpResponseParser:
             self._interim = False
             return
         self.done = True
+        self._history = None  # complete: nothing will be replayed
 
     @property
     def reads_until_close(self) -> bool:
@@ -289,6 +290,8 @@ class LlhttpResponseParser:
                 self._history = None
         if self.status is None and self._fed > _MAX_HEAD:
             raise HttpProtocolError("response head too large")
+        if self._p is None:
+            raise HttpProtocolError("the parser was released")
         try:
             self._p.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -308,6 +311,12 @@ class LlhttpResponseParser:
         out = body[0] if len(body) == 1 else b"".join(body)
         self._returned += len(out)
         return out
+
+    def release(self) -> None:
+        """Drop llhttp and the kept bytes: the C parser holds this object's callbacks (a reference cycle that
+        otherwise waits for a full garbage collection, with up to 64 KiB of response kept alive)."""
+        self._p = None
+        self._history = None
 
     def _replay(self) -> bytes:
         """Hand everything fed so far to ResponseParser; return the body bytes not handed out yet."""

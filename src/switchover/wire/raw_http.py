@@ -235,6 +235,7 @@ class _Conn:
 
     def _settle(self, now: int, *, stale: bool) -> None:
         self.rec = None
+        self.parser.release()  # break llhttp's reference cycle now, not at the next full collection
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None

@@ -195,3 +195,19 @@ def test_row_sink_masks_secrets_in_failure_messages_and_keeps_output_text():
     sink.flush()
     assert "sk-abcdefghijklmnop" not in written[0]["failure_message"] and "***" in written[0]["failure_message"]
     assert written[1]["output_text"] == "token=abc"
+
+
+def test_row_groups_keep_statistics_only_for_scalar_columns(tmp_path):
+    import pyarrow.parquet as pq
+
+    from switchover.bench.rows import ROW_SCHEMA, STAT_COLUMNS
+    from switchover.runs import RunDir
+
+    rd = RunDir.create(tmp_path, "s")
+    w = rd.record_writer("requests", ROW_SCHEMA, redacted=False, statistics=STAT_COLUMNS)
+    w.append([{**r, "output_text": "t" * 50, "failure_message": None} for r in rows(20)])
+    w.close()
+    meta = pq.ParquetFile(rd.file("requests.parquet")).metadata.row_group(0)
+    stats = {meta.column(i).path_in_schema: meta.column(i).is_stats_set for i in range(meta.num_columns)}
+    assert stats["index"] and stats["send_ns"] and stats["endpoint"]
+    assert not stats["output_text"] and not stats["chunk_ns.list.element"] and not stats["chunk_text.list.element"]

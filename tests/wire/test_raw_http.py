@@ -203,6 +203,22 @@ async def test_keep_alive_connection_is_reused(scripted: list[_Scripted]) -> Non
     assert srv.requests[0].startswith(b"POST /v1/completions HTTP/1.1\r\n")
 
 
+async def test_finished_exchanges_leave_no_parser_alive_for_the_garbage_collector(scripted: list[_Scripted]) -> None:
+    import gc
+
+    srv = await _Scripted([_sse_reply() for _ in range(40)]).start()
+    scripted.append(srv)
+    gc.collect()
+    gc.disable()  # llhttp's parser holds its callbacks: only breaking that cycle frees a finished exchange's parser
+    try:
+        async with EngineClient(srv.url, transport="raw") as c:
+            recs = [await c.complete("p", model="m", stream=True) for _ in range(40)]
+            alive = [o for o in gc.get_objects() if type(o) is LlhttpResponseParser and o._p is not None]
+    finally:
+        gc.enable()
+    assert all(r.ok for r in recs) and len(alive) <= 1  # at most the idle connection's, never one per request
+
+
 async def test_server_closing_after_each_stream_is_handled_like_llama_server(scripted: list[_Scripted]) -> None:
     srv = await _Scripted([_sse_reply()] * 4, close_after_each=True).start()
     scripted.append(srv)

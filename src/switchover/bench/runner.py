@@ -342,7 +342,8 @@ class BenchRun:
                 report.created_wall = float(ck["created_wall"])
                 report.calibration = None if ck["calibration"] is None else Calibration(**ck["calibration"])
                 restore(self, ck)
-            self.windows = Windows(report.soak, plan.seed, self._engine_rss)
+            self.windows = Windows(report.soak, plan.seed, lambda label: next(  # the engine's memory, last scrape
+                (ep.scraper.process_rss for ep in self.eps if ep.spec.label == label and ep.scraper), None))
             writer = PartWriter(rd.path / "requests", ROW_SCHEMA, first_part=int(ck["parts"]) if ck else 0,
                                 statistics=STAT_COLUMNS)
             self.metrics_writer = PartWriter(rd.path / "metrics", SCRAPE_SCHEMA,
@@ -437,10 +438,6 @@ class BenchRun:
         while True:
             await asyncio.sleep(self.plan.checkpoint_s)
             write_checkpoint(self, rd, report, sink, writer)
-
-    def _engine_rss(self, label: str) -> float | None:
-        """The engine's resident memory at its last /metrics scrape (bytes), if it exposes it."""
-        return next((ep.scraper.process_rss for ep in self.eps if ep.spec.label == label and ep.scraper), None)
 
     def _accumulator(
         self, ep: Endpoint, bucket: str, load: _Load, repeat: int, slo: Slo, ceiling: dict[str, float] | None

@@ -51,9 +51,9 @@ class SSEParser:
         id) tuples (cheaper to build than SSEEvent; wire.fold reads either), anything else as `feed` returns it."""
         if self._skip_lf or self._buf or self._data or self._event is not None or b"\r" in chunk:
             return self.feed(chunk)
-        blocks = chunk.count(b"\n\n")
-        if blocks and chunk[-2:] == b"\n\n" and chunk[:6] == b"data: " and chunk.count(b"\n") == 2 * blocks \
-                and chunk.count(b"\n\ndata: ") == blocks - 1:
+        # k joins 'LF LF data: ' plus the final LF LF and no other LF: exactly k + 1 one-line `data: ` events
+        if chunk[-2:] == b"\n\n" and chunk[:6] == b"data: " \
+                and chunk.count(b"\n") == 2 * (chunk.count(b"\n\ndata: ") + 1):
             ident = self._id
             none: str | None = None
             return [(d, none, ident) for d in chunk[6:-2].split(b"\n\ndata: ")]

@@ -40,12 +40,14 @@ def test_every_enabled_live_part_ran_and_left_its_result(checked) -> None:  # ty
     report, rd = checked
     status = {p.part: p.status for p in report.parts}
     assert status == {"plan": "ran", "probe": "ran", "verify": "ran", "live_model": "ran", "metrics": "ran",
-                      "diff_model": "disabled", "bench": "ran", "grace": "ran"}, report.parts
-    for name in ("probe.json", "verify.json", "live_model.json", "metrics.json", "grace.json", "check.json",
-                 "report.html", "report.md"):
+                      "diff_model": "disabled", "bench": "ran", "grace": "ran", "rollback": "ran"}, report.parts
+    for name in ("probe.json", "verify.json", "live_model.json", "metrics.json", "grace.json", "rollback.json",
+                 "check.json", "report.html", "report.md"):
         assert rd.has(name), name
     bench_dirs = [p for p in Path(rd.path).iterdir() if p.is_dir() and (p / "requests.parquet").exists()]
     assert len(bench_dirs) == 1
+    rollback = next(i for i in report.items if i.id == "s000.rollback")
+    assert rollback.verdict == "warn" and "no drill" in rollback.reason  # before 100 %: time the way back first
 
 
 def test_same_model_on_both_engines_tokenizes_alike(checked) -> None:  # type: ignore[no-untyped-def]

@@ -9,10 +9,12 @@ import asyncio
 import contextlib
 import time
 
+import orjson
 import pytest
 
 from tests.gateway.conftest import (
     CHAT_BODY,
+    chat,
     connect,
     exchange,
     http_request,
@@ -21,6 +23,7 @@ from tests.gateway.conftest import (
     read_all,
     read_reply,
     recorded_stack,
+    stack,
 )
 
 REFUSED = "switchover_gateway_refused_total"
@@ -307,3 +310,33 @@ async def test_a_body_of_half_a_million_small_chunks_is_parsed_in_linear_time(tm
         assert [r.body_len for r in rec.requests] == [len(body)]
         assert took < 8, f"the upload took {took:.1f} s"
         assert latencies and max(latencies) < 1.0, f"/health took {max(latencies or [0]):.2f} s during the upload"
+
+
+async def test_a_client_that_stops_reading_a_stream_is_cut_off_with_its_upstream(tmp_path):
+    """A streamed answer to a client that reads nothing must not hold the connection and the upstream forever."""
+    import socket
+
+    async with stack(tmp_path, weight=100, limits={"send_timeout_s": 1}) as s:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a tiny window: the gateway's writes stall
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", s.port))
+        body = orjson.dumps(chat(stream=True, max_tokens=60_000))
+        sock.send(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%b" % (len(body), body))
+        try:
+            for _ in range(300):  # bounded: 30 s
+                if s.rows():
+                    break
+                await asyncio.sleep(0.1)
+            rows = s.rows()
+            assert [r.outcome for r in rows] == ["client_disconnected"], rows
+            async with s.http.get(s.url + "/metrics") as r:
+                assert 'switchover_gateway_refused_total{reason="send_timeout"} 1.0' in await r.text()
+            for _ in range(100):
+                if s.new.stats.cancelled:
+                    break
+                await asyncio.sleep(0.05)
+            assert s.new.stats.cancelled == 1  # the upstream request was closed too
+        finally:
+            sock.close()

@@ -158,6 +158,9 @@ class LimitsConfig(_Strict):
     max_buffered_body_bytes: int = Field(
         default=1 << 30, ge=1, le=1 << 40,
         description="Request bodies held in memory across all connections at once; beyond it new bodies get 503")
+    send_timeout_s: float = Field(
+        default=60.0, gt=0, le=3600,
+        description="A client that takes no more of a streamed answer for this long is cut off (its upstream too)")
 
 
 class TaskRule(_Strict):

@@ -375,7 +375,13 @@ class FrontConnection(asyncio.Protocol):
         self.transport.write(data)
         while self._paused_writing and not self.closed:
             self._drain = asyncio.get_running_loop().create_future()
-            await self._drain
+            try:  # a reader that stops reading must not hold its connection and its upstream forever
+                await asyncio.wait_for(asyncio.shield(self._drain), self.limits.send_timeout_s)
+            except TimeoutError:
+                self.front.refused("send_timeout", 0, None)
+                self.closed = True
+                self.transport.abort()
+                raise ConnectionResetError("the client read nothing for the send timeout") from None
         if self.closed:
             raise ConnectionResetError("the client closed the connection")
 

@@ -405,3 +405,16 @@ async def test_the_rollouts_parse_failure_and_cache_gates_read_what_the_gateway_
     cache = judge_ledger_gate(CustomGate(name="cold", builtin="cache_hits_after_switch", first_n=10), views, th,
                               views_since_switch=views)
     assert cache.verdict == "fail" and "cache" in cache.reason, cache.reason  # the fake reports 2 of 3 cached
+
+
+async def test_a_whole_answer_over_the_bound_is_not_held_in_memory(tmp_path, monkeypatch):
+    from switchover.gateway import upstream
+
+    monkeypatch.setattr(upstream, "MAX_BODY", 64)  # the fake's chat completion is a few hundred bytes
+    async with stack(tmp_path, weight=100) as s:
+        status, body, _ = await s.post(chat())
+        assert status == 502 and b"too_large" in body  # new: too large, so old; old too large: a 502
+        [row] = s.rows()
+        assert (row.fallback_reason, row.arm, row.outcome) == ("too_large", "old", "error")
+        status, body, _ = await s.post(chat(stream=True))  # a stream is relayed as it comes, never held whole
+        assert status == 200 and body.endswith(b"data: [DONE]\n\n")

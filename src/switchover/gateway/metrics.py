@@ -11,7 +11,7 @@ from switchover.gateway.ledger_record import Outcome
 
 ARMS = ("old", "new")
 # reasons `upstream.open_upstream` and the gateway give, besides status_<code> for the configured statuses
-FALLBACK_REASONS = ("timeout", "connect", "disconnected", "malformed", "stream_error")
+FALLBACK_REASONS = ("timeout", "connect", "disconnected", "malformed", "stream_error", "too_large")
 
 # Latency buckets in seconds: fine below 100 ms (gateway overhead, small models), coarse up to 2 min.
 _LAT = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)

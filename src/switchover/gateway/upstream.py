@@ -16,6 +16,21 @@ from switchover.gateway.observe import Observer
 from switchover.wire.passthrough import H1Pool, H1Response, Origin, UpstreamConnectError
 from switchover.wire.sse import SSEEvent
 
+MAX_BODY = 256 << 20  # a whole (non-streamed) upstream answer is held to relay it: at most this much
+
+
+async def read_bounded(resp: H1Response, limit: int) -> bytes:
+    """The whole body, or Failed("too_large") past `limit` bytes (the connection is closed)."""
+    parts: list[bytes] = []
+    size = 0
+    while chunk := await resp.readany():
+        size += len(chunk)
+        if size > limit:
+            resp.close()
+            raise Failed("too_large", resp.status, f"answer over {limit} bytes")
+        parts.append(chunk)
+    return b"".join(parts)
+
 
 class Failed(Exception):
     """An upstream attempt that produced nothing usable for the client; `reason` names the fallback reason."""
@@ -63,7 +78,7 @@ async def open_upstream(pool: H1Pool, origin: Origin, target: str, *, method: st
             obs = observer()
             ctype = resp.headers.get("Content-Type", "")
             if resp.status >= 300 or not ctype.startswith("text/event-stream"):
-                raw = await resp.read()
+                raw = await read_bounded(resp, MAX_BODY)
                 obs.body(raw, time.perf_counter_ns())
                 return Opened(resp, False, idle_timeout_s, raw, [], obs)
             head = bytearray()

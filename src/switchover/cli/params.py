@@ -6,6 +6,7 @@ Use: `typer.Option(1, "--tp", parser=params.count(hi=inputs.MAX_PARALLEL))`.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, Literal, NoReturn, overload
 
@@ -15,7 +16,7 @@ from switchover import inputs
 from switchover.errors import BadInput
 
 
-class _Parser:
+class _Parser(ABC):
     """A callable typer `parser=`: text in, value out, typer.BadParameter (exit 2, one line) when refused."""
 
     name = "value"
@@ -23,8 +24,9 @@ class _Parser:
     def fail(self, message: str, *_: object) -> NoReturn:
         raise typer.BadParameter(message)
 
+    @abstractmethod
     def convert(self, value: Any, param: object = None, ctx: object = None) -> Any:
-        raise NotImplementedError
+        """`value` as the option's type; `fail` when it is refused."""
 
     def __call__(self, value: Any) -> Any:
         return self.convert(value)
@@ -54,7 +56,6 @@ class Number(_Parser):
         if problem:
             self.fail(problem, param, ctx)
         return int(number) if self.integer else float(number)
-
 
 
 def count(lo: int = 1, hi: int = inputs.MAX_COUNT) -> Number:
@@ -93,7 +94,6 @@ class BaseUrl(_Parser):
             return inputs.base_url(str(value))
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
-
 
 
 class HostPort(_Parser):

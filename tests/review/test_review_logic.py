@@ -86,3 +86,12 @@ def test_a_sample_that_cannot_start_gives_its_place_back():
     assert q.take("d", "a") and q.take("d", "a") and not q.take("d", "a")
     q.give_back("d", "a")
     assert q.take("d", "a")
+
+
+def test_header_named_task_types_are_capped_and_rule_types_always_pass():
+    from switchover.review.sampler import LabelCap
+
+    cfg = TaskTypesConfig(rules=[TaskRule(type="sql", header="x-app", equals="sqlbot")])
+    cap = LabelCap(limit=3)
+    assert [cap(cfg, f"t{i}") for i in range(5)] == ["t0", "t1", "t2", "other", "other"]
+    assert cap(cfg, "t1") == "t1" and cap(cfg, "sql") == "sql" and cap(cfg, "other") == "other"

@@ -32,6 +32,7 @@ from switchover.gateway.proxy import Proxy
 from switchover.gateway.shadow import Shadow
 from switchover.gateway.spotcheck import SpotCheck
 from switchover.gateway.state import LatchFile, RunDirLock, write_admin_token
+from switchover.review.sampler import LabelCap
 from switchover.wire.passthrough import H1Pool
 
 LEDGER_FLUSH_S = 0.1  # ledger rows reach the file within this (one write syscall per batch, not per row)
@@ -78,6 +79,7 @@ class Gateway:
         self.shadow: Shadow | None = None
         self.inflight = InFlight()
         self.spotcheck = SpotCheck(self.run_dir)
+        self.task_labels = LabelCap()  # header-named task types: bounded
         self.metrics.in_flight.set_function(lambda: len(self.inflight))  # read at scrape time
         self.draining = False
         self.front: Front | None = None

@@ -177,7 +177,8 @@ class Proxy:
         decision = route(RequestMeta(request.path, tenant, est, override), live.route_state(self.g.killswitch.latched))
         row.update(tenant=tenant, bucket=decision.bucket, routed=decision.arm, route_reason=decision.reason,
                    arm=decision.arm, prompt_tokens_est=est, outcome="error",
-                   task_type=task_type(gw.task_types, request.path, asked, request.headers.get))
+                   task_type=self.g.task_labels(gw.task_types,
+                                                task_type(gw.task_types, request.path, asked, request.headers.get)))
         if self.g.log_prompts and obj:
             row["prompt"] = prompt_text(obj)[0]
         return obj, decision

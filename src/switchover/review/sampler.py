@@ -38,6 +38,24 @@ def task_type(cfg: TaskTypesConfig, path: str, model: str | None, header: Callab
     return value if value is not None and _TYPE_OK.fullmatch(value) else UNKNOWN
 
 
+class LabelCap:
+    """Task types a client names in a header: the first `limit` distinct ones are kept, later new ones become
+    'other' (a client cannot grow the ledger's label set, the per-type gates or the quotas without bound); the
+    types of configured rules always pass."""
+
+    def __init__(self, limit: int = 64) -> None:
+        self.limit = limit
+        self.seen: set[str] = set()
+
+    def __call__(self, cfg: TaskTypesConfig, label: str) -> str:
+        if label == UNKNOWN or label in self.seen or any(r.type == label for r in cfg.rules):
+            return label
+        if len(self.seen) >= self.limit:
+            return UNKNOWN
+        self.seen.add(label)
+        return label
+
+
 class Redactor:
     """Secrets (switchover.redaction), e-mail addresses, phone-like numbers and the configured patterns masked;
     texts cut to `max_chars`."""

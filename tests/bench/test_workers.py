@@ -55,3 +55,13 @@ async def test_rate_mode_workers_send_the_one_central_schedule(tmp_path):
     assert [r["sched_ns"] - t0 for r in rows] == [int(off * 1e9) for off in want]
     (step,) = report.steps
     assert [w.target for w in step.workers] == [100.0, 100.0] and step.requests == 40
+
+
+async def test_a_worker_answer_past_64_kib_is_read_whole(tmp_path):
+    # each worker answers with its accumulator on one line: 200 requests x 31 ITL gaps is well past asyncio's
+    # default 64 KiB line limit
+    async with ZeroWorkServer(itl_s=0.0002) as srv:
+        plan = _plan(srv.url, concurrency=[8], requests=400, warmup_requests=0, output_tokens=32, workers=2)
+        report, _ = await BenchRun(plan, tmp_path).run()
+    (step,) = report.steps
+    assert step.ok == 400 and step.itl_ms is not None and step.itl_ms.count == 400 * 31

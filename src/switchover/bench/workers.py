@@ -28,11 +28,17 @@ if TYPE_CHECKING:
 
 READY_S = 120.0  # a worker imports numpy, pyarrow, ... and connects: it must be ready within this
 LEAD_NS = 200_000_000  # the common start is this far after the last worker said ready
+# a worker's answer is one line holding its accumulator: bounded by the sample limits (bench/accumulate.py: about
+# 280k kept values, a few MB of JSON), far past asyncio's default 64 KiB line limit
+ANSWER_LIMIT = 64 << 20
 
 
 async def _line(proc: asyncio.subprocess.Process, timeout: float | None) -> dict[str, Any]:
     assert proc.stdout is not None
-    raw = await asyncio.wait_for(proc.stdout.readline(), timeout)
+    try:
+        raw = await asyncio.wait_for(proc.stdout.readline(), timeout)
+    except ValueError:  # the line went past ANSWER_LIMIT
+        raise SwitchoverError(f"a bench worker answered more than {ANSWER_LIMIT >> 20} MiB in one line") from None
     if not raw:
         raise SwitchoverError(f"a bench worker exited ({await proc.wait()}) before answering")
     return dict(orjson.loads(raw))
@@ -64,7 +70,8 @@ async def run_step_workers(run: BenchRun, ep: Endpoint, bucket: str, step: int, 
             warmup_requests=share(plan.warmup_requests, w, n),
             out=str(parts / f"part-s{position:04d}-w{w:02d}.parquet")))
     procs = [await asyncio.create_subprocess_exec(sys.executable, "-m", "switchover.bench.worker",
-                                                  stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+                                                  stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                                                  limit=ANSWER_LIMIT)
              for _ in specs]
     try:
         for proc, spec in zip(procs, specs, strict=True):

@@ -51,6 +51,13 @@ def _sync_dir(folder: Path) -> None:
 
 
 def _commit(tmp: Path, path: Path) -> None:
+    """fsync the written `tmp` (fsync works on the file, whichever descriptor asks), keep a replaced file's
+    permissions, rename `tmp` over `path` and make the rename durable."""
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     with contextlib.suppress(OSError):  # keep the permissions of a file being replaced
         os.chmod(tmp, path.stat().st_mode & 0o7777)
     os.replace(tmp, path)
@@ -72,7 +79,6 @@ def write_atomic(path: str | Path, data: bytes | str, *, mode: int = 0o644) -> P
             view = memoryview(raw)
             while view:
                 view = view[os.write(fd, view):]
-            os.fsync(fd)
         finally:
             os.close(fd)
         _commit(tmp, target)
@@ -92,11 +98,6 @@ def atomic_path(path: str | Path, *, keep_suffix: bool = False) -> Iterator[Path
     tmp = temp_path(target, keep_suffix=keep_suffix)
     try:
         yield tmp
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
         _commit(tmp, target)
     except OSError as exc:
         with contextlib.suppress(OSError):

@@ -334,3 +334,32 @@ async def test_metrics_adapter_on_real_engine_scrapes(bed):
     assert {"running", "prompt_tokens", "generation_tokens"} <= set(report["served"])
     assert "ttft" in report["skipped"]  # llama.cpp exports no latency histograms
     assert f'vllm:num_requests_running{{model_name="{bed.model}"}}' in text
+
+
+async def test_spot_check_pairs_hold_both_real_engines_answers_redacted(bed, new_arm, tmp_path):
+    from switchover.review.store import ReviewStore
+
+    review = {"pairs_per_day": 3, "per_type_per_day": 3, "sample_percent": 100, "max_concurrency": 4}
+    async with gateway(tmp_path, bed.old_url, new_arm.url, weight=0, review=review,
+                       shadow={"percent": 0}) as (gw, url, _, _), aiohttp.ClientSession() as h:
+        for i in range(3):
+            body = {"model": bed.model, "messages": [{"role": "user", "content": f"write to ann@example.com #{i}"}],
+                    "max_tokens": 8, "temperature": 0}
+            async with h.post(url + "/v1/chat/completions", data=orjson.dumps(body),
+                              headers={"x-task-type": "email", "Content-Type": "application/json"}) as r:
+                assert r.status == 200
+        for _ in range(600):  # both real engines answer each copy; bounded at 60 s
+            if gw.spotcheck.written >= 3:
+                break
+            await asyncio.sleep(0.1)
+        assert gw.spotcheck.written == 3
+        store = ReviewStore.open(gw.run_dir / "review.sqlite", create=False)
+        try:
+            s = store.summary()
+            assert [(t.task_type, t.pairs) for t in s.types] == [("email", 3)]
+            p = store.next_unrated()
+            assert p is not None and (p.old_status, p.new_status) == (200, 200)
+            assert p.old_answer.strip() and p.new_answer.strip()  # vLLM's and llama-server's own words
+            assert "ann@example.com" not in p.prompt and "[email]" in p.prompt
+        finally:
+            store.close()

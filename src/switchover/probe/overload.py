@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Collection
 from typing import Literal
 
-import numpy as np
 from pydantic import BaseModel, Field
 
+from switchover.bench.scrape import parse_metrics
+from switchover.bench.stats import percentile
 from switchover.engines.profile import EngineProfile
+from switchover.wire import timing
 from switchover.wire.client import EngineClient, Timeouts
 from switchover.wire.records import FailureKind, RequestRecord
-from switchover.wire.timing import tpot_ms
 
 Verdict = Literal["rejects", "queues", "slows", "neither"]
 REJECT_STATUSES = frozenset({429, 503})
@@ -37,7 +39,7 @@ class OverloadStep(BaseModel):
     concurrency: int
     sent: int
     ok: int
-    rejected: int = Field(description="429 or 503 answers")
+    rejected: int = Field(description="429 or 503 answers (or the engine profile's overload status)")
     other_errors: int
     ttft_p50_ms: float | None = None
     ttft_p90_ms: float | None = None
@@ -63,24 +65,21 @@ class OverloadReport(BaseModel):
 
 
 def _pct(values: list[float], q: float) -> float | None:
-    return float(np.percentile(values, q)) if values else None
+    """The q-th percentile (bench/stats.py's one definition); None, not measured, for no values."""
+    return percentile(values, q) if values else None
 
 
-async def _waiting(client: EngineClient, name: str | None) -> float | None:
-    """The waiting gauge now (summed over its series), or None without one."""
+async def _waiting(client: EngineClient, name: str | None, path: str = "/metrics") -> float | None:
+    """The waiting gauge now (summed over its series, read by bench/scrape.py's parser), or None without one
+    (no gauge in the profile, /metrics not answering or unreadable, or the series not exposed)."""
     if name is None:
         return None
-    res = await client.metrics()
+    res = await client.request("GET", path)
     if res.failure is not None or res.status != 200:
         return None
-    total = None
-    for line in res.body.decode("utf-8", "replace").splitlines():
-        if line.startswith(name) and (len(line) == len(name) or line[len(name)] in " {"):
-            try:
-                total = (total or 0.0) + float(line.rsplit(" ", 1)[1])
-            except ValueError:
-                continue
-    return total
+    rows = parse_metrics(res.body.decode("utf-8", "replace"), {name: "waiting"}, endpoint="", t_ns=0, wall=0.0)
+    values = [r["value"] for r in rows if r["name"] == name]
+    return sum(values) if values else None
 
 
 async def _slots(client: EngineClient) -> int | None:
@@ -96,7 +95,8 @@ async def _slots(client: EngineClient) -> int | None:
 
 
 async def _level(client: EngineClient, model: str | None, concurrency: int, waves: int, max_tokens: int,
-                 waiting_name: str | None, extra: dict[str, object]) -> OverloadStep:
+                 waiting_name: str | None, extra: dict[str, object], metrics_path: str = "/metrics",
+                 reject: Collection[int] = REJECT_STATUSES) -> OverloadStep:
     t0 = time.monotonic()
     sem = asyncio.Semaphore(concurrency)
     records: list[RequestRecord] = []
@@ -110,14 +110,14 @@ async def _level(client: EngineClient, model: str | None, concurrency: int, wave
     waiting_max: float | None = None
     task = asyncio.ensure_future(asyncio.gather(*(one(i) for i in range(concurrency * waves))))
     while not task.done():
-        w = await _waiting(client, waiting_name)
+        w = await _waiting(client, waiting_name, metrics_path)
         if w is not None:
             waiting_max = w if waiting_max is None else max(waiting_max, w)
         await asyncio.wait([task], timeout=0.02)  # a short request may wait only briefly: look often
     await task
     ok = [r for r in records if r.failure is None]
     rejected = sum(1 for r in records if r.failure is not None and r.failure.kind is FailureKind.HTTP_STATUS
-                   and r.status in REJECT_STATUSES)
+                   and r.status in reject)
     ttft = [r.ttft_ns / 1e6 for r in ok if r.ttft_ns is not None]
     tpots = [t for r in ok if (t := _tpot(r)) is not None]
     return OverloadStep(concurrency=concurrency, sent=len(records), ok=len(ok), rejected=rejected,
@@ -127,10 +127,11 @@ async def _level(client: EngineClient, model: str | None, concurrency: int, wave
 
 
 def _tpot(rec: RequestRecord) -> float | None:
+    """TPOT by wire/timing.py's formulas (E2E to the last event carrying choices, N from usage)."""
     n = rec.usage.completion_tokens if rec.usage is not None else None
-    ttft = rec.ttft_ns / 1e6 if rec.ttft_ns is not None else None
-    e2e = (rec.chunk_ns[-1] - rec.send_ns) / 1e6 if rec.chunk_ns else None
-    return tpot_ms(ttft, e2e, n)
+    ttft = timing.ttft_ms(rec.send_ns, timing.first_token_ns(rec.chunk_ns, rec.chunk_text))
+    e2e = timing.e2e_ms(rec.send_ns, timing.last_event_ns(rec.chunk_ns))
+    return timing.tpot_ms(ttft, e2e, n)
 
 
 def judge(steps: list[OverloadStep], queue_factor: float = 2.0) -> tuple[Verdict, int | None, int | None,
@@ -175,6 +176,9 @@ async def run_overload(url: str, *, model: str | None = None, profile: EnginePro
         levels.append(max_concurrency)
     spec = profile.metric("waiting") if profile is not None else None
     waiting_name = spec.name if spec is not None else None
+    metrics_path = profile.metrics_endpoint.path if profile is not None else "/metrics"
+    overload = profile.api.overload_status if profile is not None else None
+    reject = REJECT_STATUSES | {overload} if overload is not None else REJECT_STATUSES
     t = Timeouts(connect=5.0, first_byte=timeout_s, idle=timeout_s, total=timeout_s)
     async with EngineClient(url, api_key_env=api_key_env, timeouts=t) as client:
         if model is None:
@@ -184,7 +188,8 @@ async def run_overload(url: str, *, model: str | None = None, profile: EnginePro
         # every answer the same length where the engine can be told to ignore EOS (its profile says how)
         field = profile.api.ignore_eos_field if profile is not None else None
         extra: dict[str, object] = {field: True} if field else {}
-        steps = [await _level(client, model, c, waves, max_tokens, waiting_name, extra) for c in levels]
+        steps = [await _level(client, model, c, waves, max_tokens, waiting_name, extra, metrics_path, reject)
+                 for c in levels]
     verdict, rej, que, slow, reason = judge(steps, queue_factor)
     return OverloadReport(url=url, engine=profile.name if profile else None, model=model, verdict=verdict,
                           first_reject_at=rej, first_queue_at=que, first_slow_at=slow, slots=slots,

@@ -136,6 +136,8 @@ def test_promql_results_are_judged_per_series_and_by_label() -> None:
         ({"name": "a", "ledger": {"fail_when": "statuss == 1"}, "max": 0.1}, "unknown field 'statuss'"),
         ({"name": "a", "ledger": {"fail_when": "status == 1"}, "max": 0.1, "by": "tenantt"}, "by must be a ledger"),
         ({"name": "A b", "promql": "up", "max": 1}, "lower_snake_case"),
+        ({"name": "a", "promql": "up", "max": float("nan")}, "finite number"),  # NaN would pass every value
+        ({"name": "a", "ledger": {"fail_when": "status == 1"}, "max": float("nan")}, "finite number"),
     ],
 )
 def test_bad_custom_gates_are_refused_naming_the_problem(gate: dict[str, Any], message: str) -> None:

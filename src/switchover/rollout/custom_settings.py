@@ -51,7 +51,7 @@ def _check_expr(value: str) -> str:
 class LedgerQuery(BaseModel):
     """A rate over ledger rows: of the rows `where` selects (on `arm`), the share for which `fail_when` is true."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     fail_when: str = Field(description="Expression: this row counts as a failure, e.g. finish_reason == 'length'")
     where: str | None = Field(default=None, description="Expression: only these rows count (default: all)")
@@ -66,7 +66,8 @@ class LedgerQuery(BaseModel):
 class CustomGate(BaseModel):
     """One custom gate; exactly one of `promql`, `ledger` or `builtin`."""
 
-    model_config = ConfigDict(extra="forbid")
+    # a NaN limit compares false both ways: the gate would pass whatever it saw
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     name: str = Field(description="Used in stage `gates:` lists and holding windows (lower_snake_case)")
     description: str = Field(default="", max_length=500)

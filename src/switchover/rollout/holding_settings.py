@@ -30,7 +30,7 @@ class FailureType(StrEnum):
 class FailureWindow(BaseModel):
     """How long one failure type is watched after 100 %, and by which gates (built-in or custom names)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     duration_s: float = Field(ge=0, le=4 * MAX_SECONDS, description="Window length after 100 %; 0 switches it off")
     gates: list[str] = Field(
@@ -58,7 +58,7 @@ DEFAULT_WINDOWS: dict[FailureType, FailureWindow] = {
 class OldArmCheck(BaseModel):
     """The old engine's readiness (`switchover ready`'s 1-token check) on a schedule while holding."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     url: str | None = Field(default=None, description="Old engine base URL (default: old.url of switchover.yaml)")
     model: str | None = Field(default=None, description="Model to request (default: old.model, else discovered)")
@@ -81,7 +81,7 @@ class OldArmCheck(BaseModel):
 class DrillRequirement(BaseModel):
     """The last `switchover drill` (time to the first good answer on old) that holding relies on."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     runs: str = Field(default="runs", description="Folder of run directories holding <ts>-drill/drill.json")
     required: bool = Field(default=True, description="Refuse to enter holding without a passing, recent drill")
@@ -94,7 +94,7 @@ class DrillRequirement(BaseModel):
 class RollbackPrerequisites(BaseModel):
     """Seed 000 §6's four things a rollback needs: config, weights, route, monitoring (listed and checked)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     old_launch: list[str] = Field(
         default_factory=list, description="Files that start the old engine (launch config, unit, compose file)"
@@ -108,7 +108,7 @@ class RollbackPrerequisites(BaseModel):
 class HoldingSettings(BaseModel):
     """`rollout.holding`: the rollback window after the last (100 %) stage."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     enabled: bool = Field(default=True, description="Enter `holding` when the last stage has weight 100")
     windows: dict[FailureType, FailureWindow] = Field(

@@ -224,3 +224,35 @@ def test_garbage_gguf_is_bad_input(tmp_path: Path) -> None:
     path.write_bytes(b"GGUFnot-really")
     with pytest.raises(BadInput, match="not a readable GGUF"):
         load_model_card(path)
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("intermediate_size", "x"), ("head_dim", [128]), ("vocab_size", float("nan")), ("sliding_window", "4096"),
+    ("max_position_embeddings", -1), ("num_experts", {"a": 1}), ("num_nextn_predict_layers", "1"),
+    ("global_head_dim", 1.5), ("attn_layer_period", 0), ("mamba_expand", "2"), ("architectures", "Llama"),
+    ("layer_types", [{"a": 1}] * 32), ("mlp_only_layers", 5), ("vocab_size", 10**400),
+])
+def test_config_fields_of_the_wrong_type_are_bad_input_naming_the_field(key: str, value: Any) -> None:
+    with pytest.raises(BadInput, match=key):
+        card_from_config({**C.LLAMA_8B, key: value})
+
+
+def test_a_config_with_absurdly_many_layers_is_refused_before_any_loop() -> None:
+    with pytest.raises(BadInput, match="num_hidden_layers"):
+        card_from_config({**C.LLAMA_8B, "num_hidden_layers": 10**12})
+
+
+def test_vision_config_sizes_are_checked_too() -> None:
+    with pytest.raises(BadInput, match=r"vision_config\.depth"):
+        card_from_config({**C.LLAMA_8B, "vision_config": {"hidden_size": 1024, "depth": "32"}})
+
+
+def test_integral_floats_in_a_config_are_accepted() -> None:
+    card = card_from_config({**C.LLAMA_8B, "intermediate_size": 14336.0, "vocab_size": 128256.0})
+    assert card.mlp_width == 14336
+
+
+def test_deeply_nested_config_json_is_bad_input(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(BadInput):
+        load_model_card(tmp_path)

@@ -7,7 +7,6 @@ missing fields named (issue 5 §1; capacity.md §1 "recurring mistakes").
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -15,15 +14,11 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from switchover.errors import BadInput
+from switchover.model.config_fields import check_config_fields
 from switchover.model.hub import fetch_repo, looks_like_repo_id
-from switchover.model.inventory import mtp_layers
-from switchover.model.sizing import (
-    WeightsInfo,
-    estimate_weights,
-    exact_weights,
-    mtp_bytes,
-    read_json_object,
-)
+from switchover.model.inventory import mtp_layers, text_config
+from switchover.model.sizing import WeightsInfo, estimate_weights, exact_weights, mtp_bytes
+from switchover.model.source import read_json
 
 
 class LayerKind(StrEnum):
@@ -223,8 +218,8 @@ def card_from_config(cfg: dict[str, Any], name: str = "model", source: str = "co
     """Build a card from a parsed config.json (weights estimated unless attached later)."""
     if not isinstance(cfg, dict):
         raise BadInput(f"{source}: config.json must be a JSON object")
-    if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers keep the decoder in text_config
-        cfg = {**{k: v for k, v in cfg.items() if k != "text_config"}, **cfg["text_config"]}
+    cfg = text_config(cfg)  # multimodal wrappers keep the decoder in text_config (or llm_config)
+    check_config_fields(cfg, source)
     arch = (cfg.get("architectures") or [cfg.get("model_type") or "unknown"])[0]
     n_layers, n_heads, hidden = _require(cfg, arch, [
         ("num_hidden_layers", "n_layer", "num_layers"), ("num_attention_heads", "n_head"),
@@ -361,19 +356,17 @@ def load_model_card(path: str | Path) -> ModelCard:
         if len(ggufs) == 1:
             return card_from_gguf(ggufs[0])
         raise BadInput(f"{p}: no config.json" + (f" and {len(ggufs)} .gguf files; name one" if ggufs else ""))
-    try:
-        cfg = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{config}: cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"{config}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    cfg = read_json(config)  # size-capped, nesting-safe; BadInput when malformed or not an object
+    if cfg is None:
+        raise BadInput(f"{config}: no such file")
     name = config.parent.name if config.name == "config.json" else config.stem
-    if isinstance(cfg, dict) and not cfg.get("quantization_config"):
-        hf_quant = config.parent / "hf_quant_config.json"  # ModelOpt writes its scheme beside config.json
-        if hf_quant.exists():
-            cfg = {**cfg, "quantization_config": read_json_object(hf_quant)}
+    if not cfg.get("quantization_config"):
+        # ModelOpt writes its scheme beside config.json
+        hf_quant = read_json(config.parent / "hf_quant_config.json")
+        if hf_quant is not None:
+            cfg = {**cfg, "quantization_config": hf_quant}
     card = card_from_config(cfg, name=name, source=str(config))
-    exact = exact_weights(config.parent, card.weights, cfg if isinstance(cfg, dict) else None)
+    exact = exact_weights(config.parent, card.weights, cfg)
     if exact is not None:
         excluded = mtp_bytes(cfg, card.weights)
         if excluded:

@@ -50,3 +50,8 @@ def test_spans_are_replaced_exactly_and_overlaps_refused() -> None:
 def test_a_character_promql_does_not_have_is_refused() -> None:
     with pytest.raises(PromQLError, match="unexpected character '\\$'"):
         parse("rate(a[5m]) $ 2")
+
+
+def test_hexadecimal_numbers_are_read_as_thresholds_and_quantile_levels() -> None:
+    p = parse("histogram_quantile(0x0, rate(a_bucket[5m])) > 0x1F")
+    assert p.quantiles == [0.0] and p.thresholds == [(">", 31.0)]

@@ -109,6 +109,11 @@ def lex(expr: str) -> list[Token]:
     return out
 
 
+def number(text: str) -> float:
+    """A number token's value: decimal, exponent or hexadecimal (`0x1F`, which float() refuses)."""
+    return float(int(text, 16)) if text[:2] in ("0x", "0X") else float(text)
+
+
 def unquote(text: str) -> str:
     """A PromQL string literal's value."""
     if text.startswith("`"):
@@ -164,15 +169,15 @@ def parse(expr: str) -> Parsed:
         if t.kind == "ident" and t.text == "histogram_quantile" and nxt is not None and nxt.text == "(":
             arg = toks[i + 2] if i + 2 < len(toks) else None
             if arg is not None and arg.kind == "num":
-                quantiles.append(float(arg.text))
+                quantiles.append(number(arg.text))
         if t.kind == "op" and t.text in COMPARISONS:
             for side in (toks[i - 1] if i else None, nxt):
                 if side is not None and side.kind == "num":
-                    thresholds.append((t.text, float(side.text)))
+                    thresholds.append((t.text, number(side.text)))
             if nxt is not None and nxt.kind == "ident" and nxt.text == "bool":
                 after = toks[i + 2] if i + 2 < len(toks) else None
                 if after is not None and after.kind == "num":
-                    thresholds.append((t.text, float(after.text)))
+                    thresholds.append((t.text, number(after.text)))
         if t.kind == "op" and t.text == "{":
             prev = toks[i - 1] if i else None
             if prev is None or not (prev.kind == "ident" and _is_metric(toks, i - 1)):

@@ -64,7 +64,7 @@ def check_config_fields(cfg: dict[str, Any], source: str) -> None:
             raise BadInput(f"{source}: {key} must be a positive number, got {str(value)[:40]!r}")
     for key in ("num_hidden_layers", "n_layer", "num_layers"):
         value = cfg.get(key)
-        if _whole(value) and value > MAX_LAYERS:
+        if isinstance(value, int | float) and _whole(value) and value > MAX_LAYERS:
             raise BadInput(f"{source}: {key} {value} is past {MAX_LAYERS} layers, not a real model")
     arch = cfg.get("architectures")
     if arch is not None and (not isinstance(arch, list) or not all(isinstance(a, str) for a in arch)):

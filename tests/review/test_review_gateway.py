@@ -77,11 +77,16 @@ async def test_the_review_api_needs_the_token_and_its_own_host_and_rates_pairs(t
                 assert r.status == 200
                 last = await r.json()
         assert last["summary"]["total"]["counts"] == {"better": 1, "same": 0, "worse": 1, "broken": 1}
-        for bad in ({"pair_id": ids[0], "rating": "meh"}, {"pair_id": "x", "rating": "same"}, [1]):
-            async with http.post(url + "api/rate", headers=ok, data=orjson.dumps(bad)) as r:
+        for bad in ({"pair_id": ids[0], "rating": "meh"}, {"pair_id": "x", "rating": "same"}, [1],
+                    {"pair_id": 2**63 - 1, "rating": "same"}, {"pair_id": True, "rating": "same"},
+                    b'{"pair_id": 1000000000000000000000000000000, "rating": "same"}'):
+            data = bad if isinstance(bad, bytes) else orjson.dumps(bad)
+            async with http.post(url + "api/rate", headers=ok, data=data) as r:
                 assert r.status == 400 and (await r.json())["error"]["message"]
         async with http.post(url + "api/rate", headers=ok, data=b"{not json") as r:
             assert r.status == 400
+        async with http.get(url + "api/next?after=" + "9" * 40, headers=ok) as r:
+            assert r.status == 400  # not a SQLite integer: refused, not a 500 with a traceback
     store.close()
     assert ReviewStore.open(tmp_path / "review.sqlite").summary().total.rated == 3  # persisted
 

@@ -249,7 +249,7 @@ class TextObserver(Observer):
         try:
             choice = orjson.loads(raw)["choices"][0]
             text = choice["message"]["content"] if "message" in choice else choice.get("text")
-        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
             return
         if isinstance(text, str):
             self._keep(text)

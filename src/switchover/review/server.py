@@ -27,6 +27,7 @@ from switchover.review.page import SCRIPT, page
 from switchover.review.store import ReviewStore
 
 TOKEN_HEADER = "x-review-token"
+MAX_ID = (1 << 62) - 1  # pair ids are SQLite integers: anything larger is not one (and would overflow)
 _SECURITY = {"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
              "Cache-Control": "no-store",
              "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; "
@@ -96,6 +97,8 @@ class ReviewApp:
                 after = int((q.get("after") or ["0"])[0])
             except ValueError:
                 raise BadInput("after must be a pair id") from None
+            if not 0 <= after <= MAX_ID:
+                raise BadInput(f"after must be a pair id (0-{MAX_ID})")
             pair = await self._db(self.store.next_unrated, kind, after)
             summary = await self._db(self.store.summary)
             return json_reply({"pair": pair.model_dump() if pair else None, "summary": summary.model_dump()})
@@ -104,7 +107,8 @@ class ReviewApp:
                 body = orjson.loads(request.body)
             except orjson.JSONDecodeError:
                 raise BadInput("the body must be JSON") from None
-            if not isinstance(body, dict) or not isinstance(body.get("pair_id"), int) \
+            pid = body.get("pair_id") if isinstance(body, dict) else None
+            if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid <= MAX_ID \
                     or not isinstance(body.get("rating"), str):
                 raise BadInput('send {"pair_id": <int>, "rating": "better|same|worse|broken", "note": "..."}')
             note, rater = body.get("note") or "", body.get("rater") or ""

@@ -192,6 +192,8 @@ def test_the_cli_writes_checked_rules_and_exits_1_when_some_could_not_be_transla
          "groups[0].rules[0].expr: required"),
         ("groups: [{name: g, rules: [{alert: A, record: b, expr: up}]}]\n", ("--from", "vllm", "--to", "sglang"),
          "exactly one of alert, record"),
+        ("groups: [{name: g, rules: [{alert: A, expr: 'vllm:kv_cache_usage_perc > 0.9', annotations: x}]}]\n",
+         ("--from", "vllm", "--to", "llamacpp"), "groups[0].rules[0].annotations: a mapping"),
         ("rules: []\n", ("--from", "vllm", "--to", "sglang"), "groups:"),
         ("groups: []\n", ("--from", "vllm", "--to", "vllm"), "both vllm"),
         ("groups: []\n", ("--from", "vlm", "--to", "sglang"), "--from: unknown engine"),

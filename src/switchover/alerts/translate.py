@@ -243,6 +243,8 @@ def _rules_of(data: Any, path: Path) -> list[tuple[int, str, int, dict[str, Any]
                 raise BadInput(f"{path}: {where}: give exactly one of alert, record")
             if not isinstance(r.get("expr"), str | int | float):
                 raise BadInput(f"{path}: {where}.expr: required (a PromQL expression)")
+            if not isinstance(r.get("annotations") or {}, dict):  # an untranslated alert gets one added
+                raise BadInput(f"{path}: {where}.annotations: a mapping of name: text is needed")
             out.append((gi, g["name"], ri, r))
     return out
 

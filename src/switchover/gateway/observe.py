@@ -168,11 +168,7 @@ class Observer:
             self.simple = False  # from here on the SSEParser sees every byte (it may hold a partial event)
             events = self.parser.feed(chunk)
         if events:
-            if self.first_event_ns is None:
-                self.first_event_ns = now_ns
-            self.last_ns = now_ns
-            self.events += len(events)
-            apply_events(self, events, now_ns)
+            self._fold(events, now_ns)
             if len(self.chunk_ns) >= _TALLY_EVERY:
                 self._tally()
         return events
@@ -181,12 +177,15 @@ class Observer:
         """The end of an SSE body: a last event that lacked its blank line still counts."""
         events = self.parser.finish()
         if events:
-            if self.first_event_ns is None:
-                self.first_event_ns = now_ns
-            self.last_ns = now_ns
-            self.events += len(events)
-            apply_events(self, events, now_ns)
+            self._fold(events, now_ns)
         return events
+
+    def _fold(self, events: list[SSEEvent], now_ns: int) -> None:
+        if self.first_event_ns is None:
+            self.first_event_ns = now_ns
+        self.last_ns = now_ns
+        self.events += len(events)
+        apply_events(self, events, now_ns)
 
     def body(self, raw: bytes, now_ns: int) -> None:
         """A whole (non-streamed) body; an empty one is not malformed."""

@@ -101,6 +101,7 @@ async def test_a_killed_soak_resumes_from_its_last_checkpoint(tmp_path):
     step = report.steps[0]
     assert len(report.steps) == 1 and step.requests + step.warmup == len(rows)
     assert len({r["index"] for r in rows}) == len(rows)  # a resumed step numbers on: no request twice
+    assert not list((rd.path / "requests").glob(".part-*"))  # the killed run's open part is gone, every part closed
     assert step.requests > before["current"]["measured"]
     assert report.soak is not None and len(report.soak.resumed) == 1
     assert any("resumed after" in n for n in report.soak.notes)
@@ -112,3 +113,23 @@ async def _sleep(s: float) -> None:
     import asyncio
 
     await asyncio.sleep(s)
+
+
+def test_part_writer_removes_a_crashed_runs_open_part_and_keeps_closed_ones(tmp_path):
+    import pyarrow as pa
+
+    from switchover.atomicfile import temp_path
+    from switchover.bench.soak import PartWriter
+
+    schema = pa.schema([("x", pa.int64())])
+    w = PartWriter(tmp_path, schema)
+    w.append([{"x": 1}])
+    w.rotate()
+    stale = temp_path(tmp_path / "part-00001.parquet")
+    stale.write_bytes(b"PAR1 no footer")
+    w2 = PartWriter(tmp_path, schema, first_part=1)
+    assert not stale.exists() and (tmp_path / "part-00000.parquet").exists()
+    w2.append([{"x": 2}])
+    assert not (tmp_path / "part-00001.parquet").exists()  # hidden until the checkpoint closes it
+    w2.close()
+    assert sorted(p.name for p in tmp_path.glob("*.parquet")) == ["part-00000.parquet", "part-00001.parquet"]

@@ -1,8 +1,8 @@
 """Soak runs: a long step measured in windows (drift over time), checkpointed so a crash loses at most one
 checkpoint interval and `bench --resume RUN` carries on.
 
-- Rows go to `requests/part-NNNNN.parquet`, one part closed per checkpoint (the open part is hidden,
-  `.part-NNNNN.partial`, so readers of the folder never see a file without its footer).
+- Rows go to `requests/part-NNNNN.parquet`, one part closed per checkpoint (the open part is hidden under a
+  temporary name, so readers of the folder never see a file without its footer).
 - Each endpoint's step is cut into windows (`--window`, default one hour) by request completion time; each window
   is summarised by its own accumulator, with the client's RSS and the engine's (its /metrics
   `process_resident_memory_bytes`, where it exposes one) when it closes.
@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
+from switchover.atomicfile import is_temp
 from switchover.bench.accumulate import StepAccumulator
 from switchover.bench.scrape import PROCESS_RSS as ENGINE_RSS
 from switchover.bench.stats import StepSummary
+from switchover.runs import RecordWriter
 
 DRIFT_PCT = 10.0  # a change of more than 10% between the first and the last window is flagged
 
@@ -76,8 +77,9 @@ def client_rss_mb() -> float:
 
 
 class PartWriter:
-    """Rows to `<dir>/part-NNNNN.parquet`, one part per checkpoint: `rotate()` closes the open part (renaming it
-    from its hidden name) so everything up to the checkpoint is readable even if the process dies next."""
+    """Rows to `<dir>/part-NNNNN.parquet`, one part per checkpoint, each written by runs.RecordWriter (hidden under
+    a temporary name until it is renamed into place whole): `rotate()` closes the open part so everything up to the
+    checkpoint is readable even if the process dies next."""
 
     def __init__(self, folder: Path, schema: pa.Schema, first_part: int = 0,
                  statistics: bool | list[str] = True) -> None:
@@ -87,19 +89,18 @@ class PartWriter:
         self.statistics = statistics
         self.part = first_part
         self.rows = 0
-        self._writer: pq.ParquetWriter | None = None
-        for stale in self.folder.glob(".part-*.partial"):  # rows after the last checkpoint of a crashed run
-            stale.unlink()
-
-    def _tmp(self) -> Path:
-        return self.folder / f".part-{self.part:05d}.partial"
+        self._writer: RecordWriter | None = None
+        for stale in self.folder.glob(".part-*"):  # rows after the last checkpoint of a crashed run
+            if is_temp(stale):
+                stale.unlink()
 
     def append(self, rows: list[Any]) -> None:
         if not rows:
             return
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(self._tmp(), self.schema, write_statistics=self.statistics)
-        self._writer.write_table(pa.Table.from_pylist(list(rows), schema=self.schema))
+        if self._writer is None:  # rows come masked (bench/rows.RowSink) or hold no free text (scrapes)
+            self._writer = RecordWriter(self.folder / f"part-{self.part:05d}.parquet", self.schema, redacted=False,
+                                        statistics=self.statistics)
+        self._writer.append(rows)
         self.rows += len(rows)
 
     def rotate(self) -> None:
@@ -108,7 +109,6 @@ class PartWriter:
             return
         self._writer.close()
         self._writer = None
-        os.replace(self._tmp(), self.folder / f"part-{self.part:05d}.parquet")
         self.part += 1
 
     def close(self) -> None:

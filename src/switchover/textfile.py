@@ -4,32 +4,89 @@ the stack, and every failure a BadInput naming the file (never a UnicodeDecodeEr
 from __future__ import annotations
 
 import json
+import os
+import select
+import stat
+import time
 from pathlib import Path
 from typing import Any
 
 from switchover.errors import BadInput
 
 MAX_BYTES = 1 << 20
+STREAM_WAIT_S = 10.0  # a pipe or device (`<(cat f)`, a FIFO) must deliver its bytes within this, or it is refused
 
 
-def read_text(path: str | Path, *, max_bytes: int = MAX_BYTES, what: str = "file") -> str:
-    """A user's text file, refused (BadInput) when missing, a directory, too large, or not UTF-8."""
+def _read_regular(fd: int, limit: int) -> bytes:
+    chunks, got = [], 0
+    while got < limit:
+        chunk = os.read(fd, min(limit - got, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _read_stream(fd: int, limit: int, p: Path, what: str) -> bytes:
+    """A pipe, FIFO or device, read without blocking: a FIFO nobody writes to reads as empty, one that never
+    ends stops at `limit`, one that stalls is refused after STREAM_WAIT_S."""
+    chunks, got = [], 0
+    deadline = time.monotonic() + STREAM_WAIT_S
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    while got < limit:
+        left = deadline - time.monotonic()
+        if left <= 0 or not poller.poll(left * 1000):
+            raise BadInput(f"{p}: no end of data within {STREAM_WAIT_S:g} s, not a {what}")
+        try:
+            chunk = os.read(fd, min(limit - got, 1 << 20))
+        except BlockingIOError:
+            continue
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def read_bytes(path: str | Path, *, max_bytes: int = MAX_BYTES, what: str = "file") -> bytes:
+    """A user's file as bytes, refused (BadInput) when missing, a directory or larger than `max_bytes`; never
+    blocks on a FIFO or device (opened non-blocking, read with a deadline)."""
     p = Path(path)
     try:
-        with p.open("rb") as fh:
-            raw = fh.read(max_bytes + 1)
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise BadInput(f"{p}: no such file") from None
     except IsADirectoryError:
         raise BadInput(f"{p}: is a directory, expected a {what}") from None
     except OSError as exc:
+        raise BadInput(f"{str(p)[:200]}: cannot read: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise BadInput(f"{p}: is a directory, expected a {what}")
+        if stat.S_ISREG(mode):
+            os.set_blocking(fd, True)
+            raw = _read_regular(fd, max_bytes + 1)
+        else:
+            raw = _read_stream(fd, max_bytes + 1, p, what)
+    except OSError as exc:
         raise BadInput(f"{p}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     if len(raw) > max_bytes:
         raise BadInput(f"{p}: larger than {max_bytes // 1024} KiB, not a {what}")
+    return raw
+
+
+def read_text(path: str | Path, *, max_bytes: int = MAX_BYTES, what: str = "file") -> str:
+    """A user's text file, refused (BadInput) when missing, a directory, too large, or not UTF-8."""
+    raw = read_bytes(path, max_bytes=max_bytes, what=what)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BadInput(f"{p}: not UTF-8 text (byte {exc.start}), not a {what}") from None
+        raise BadInput(f"{path}: not UTF-8 text (byte {exc.start}), not a {what}") from None
 
 
 def parse_json(text: str, source: str) -> Any:

@@ -21,15 +21,22 @@ from typing import Any, TypeVar, overload
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from switchover.atomicfile import atomic_path, temp_path, write_atomic
 from switchover.errors import BadInput
 from switchover.redaction import redact, redact_data
+from switchover.textfile import read_bytes
 
 M = TypeVar("M", bound=BaseModel)
 
 _NAME = re.compile(r"[^A-Za-z0-9._-]+")
+MAX_JSON_BYTES = 64 << 20  # a run's JSON results (a week-long soak's summary is a few MiB); bounds what `report` reads
+
+
+class UnreadableRunFile(BadInput, ValueError):
+    """A run-directory JSON file that is malformed or not the expected model: BadInput (exit 2) for a command, and
+    a ValueError for callers that judge each part file on its own (check's evidence marks that part unreadable)."""
 
 
 def _safe(name: str, what: str) -> str:
@@ -177,10 +184,17 @@ class RunDir:
         path = self.file(_with_ext(name, ".json"))
         if not path.exists():
             raise BadInput(f"{path}: missing from the run directory")
-        raw = path.read_bytes()
-        if model is not None:
-            return model.model_validate_json(raw)
-        return orjson.loads(raw)
+        raw = read_bytes(path, max_bytes=MAX_JSON_BYTES, what="run result (JSON)")
+        try:
+            return orjson.loads(raw) if model is None else model.model_validate_json(raw)
+        except orjson.JSONDecodeError as exc:
+            raise UnreadableRunFile(f"{path}: malformed JSON: {exc}") from None
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(x) for x in first["loc"]) or "(top level)"
+            more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+            raise UnreadableRunFile(f"{path}: not a {model.__name__ if model else 'result'}: {where}: "
+                                    f"{first['msg']}{more}") from None
 
     def has(self, name: str) -> bool:
         return self.file(name).exists()
@@ -213,6 +227,8 @@ class RunDir:
             if not partial.exists():
                 raise BadInput(f"{path}: missing from the run directory")
             path = partial
+        if not path.is_dir() and not path.is_file():  # a FIFO or device where a Parquet file belongs
+            raise BadInput(f"{path}: not a regular file")
         try:
             table = pq.read_table(path, columns=columns)
         except (pa.ArrowInvalid, OSError) as exc:

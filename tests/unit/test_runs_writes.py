@@ -43,3 +43,40 @@ def test_a_runs_folder_that_cannot_be_made_is_bad_input(tmp_path: Path) -> None:
         prepare_folder(blocker / "runs")
     with pytest.raises(BadInput, match="not a usable path"):
         RunDir.open("x" * 300)
+
+
+@pytest.mark.parametrize(("content", "words"), [
+    (b'{"a": ', "malformed JSON"),
+    (b"[" * 5000 + b"]" * 5000, "malformed JSON"),
+])
+def test_a_damaged_result_file_is_bad_input_and_a_value_error(tmp_path: Path, content: bytes, words: str) -> None:
+    rd = RunDir.create(tmp_path, "t")
+    (rd.path / "summary.json").write_bytes(content)
+    with pytest.raises(BadInput, match=words) as exc:
+        rd.read_json("summary")
+    assert isinstance(exc.value, ValueError)  # check's evidence marks such a part unreadable instead of failing
+
+
+def test_a_result_of_the_wrong_shape_names_the_model_and_field(tmp_path: Path) -> None:
+    from pydantic import BaseModel
+
+    class Summary(BaseModel):
+        name: str
+        n: int
+
+    rd = RunDir.create(tmp_path, "t")
+    rd.write_json("summary", {"n": "many"})
+    with pytest.raises(BadInput, match=r"not a Summary: name: Field required \(and 1 more\)"):
+        rd.read_json("summary", Summary)
+
+
+def test_a_result_file_that_is_a_device_or_fifo_is_refused_not_read_forever(tmp_path: Path) -> None:
+    import os
+
+    rd = RunDir.create(tmp_path, "t")
+    (rd.path / "summary.json").symlink_to("/dev/zero")
+    with pytest.raises(BadInput, match="larger than"):
+        rd.read_json("summary")
+    os.mkfifo(rd.path / "rows.parquet")
+    with pytest.raises(BadInput, match="not a regular file"):
+        rd.read_records("rows")

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import yaml
 
-from switchover.errors import BadInput
+from switchover.errors import BadInput, Unreachable
 from switchover.rollout.baseline import Baseline
 from switchover.rollout.controller import Rollout
-from switchover.rollout.custom_gates import judge_ledger_gate, judge_promql, with_window
+from switchover.rollout.custom_gates import _series, judge_ledger_gate, judge_promql, with_window
 from switchover.rollout.custom_settings import CustomGate
 from switchover.rollout.rows import TaskTyper, TaskTypeRule, row_view
-from switchover.rollout.settings import GateThresholds, RolloutSettings
+from switchover.rollout.settings import GateThresholds, PrometheusSource, RolloutSettings
 from tests.rollout.builders import Clock, row, traffic, write_ledger
 
 TH = GateThresholds(min_samples=20)
@@ -125,6 +125,20 @@ def test_promql_results_are_judged_per_series_and_by_label() -> None:
     low = CustomGate(name="hit_rate", promql="y", min=0.5)
     assert judge_promql(low, [({}, 0.2)], "y").verdict == "fail"
     assert with_window("rate(x[{window}])", 299.7) == "rate(x[299s])"
+
+
+def test_prometheus_answers_of_an_unexpected_shape_are_named_not_a_traceback() -> None:
+    src = PrometheusSource(url="http://127.0.0.1:9090")
+    ok = {"resultType": "vector", "result": [{"metric": {"arm": "new"}, "value": [1.0, "NaN"]}]}
+    assert _series(src, "q", ok) == [({"arm": "new"}, None)]  # NaN: no samples, judged hold
+    assert _series(src, "q", {"resultType": "scalar", "result": [1.0, "2.5"]}) == [({}, 2.5)]
+    for bad in ({"resultType": "vector", "result": [{"metric": {}}]},
+                {"resultType": "vector", "result": [{"value": [1.0, "many"]}]},
+                {"resultType": "scalar", "result": "2"}, None, {"resultType": "histogram"}):
+        with pytest.raises(Unreachable, match="unexpected shape"):
+            _series(src, "q", bad)
+    with pytest.raises(BadInput, match="range vector"):
+        _series(src, "q", {"resultType": "matrix", "result": [{"metric": {}, "values": [[1.0, "1"]]}]})
 
 
 @pytest.mark.parametrize(

@@ -162,5 +162,13 @@ def test_custom_promql_gates_run_against_a_real_prometheus_per_label(exporter, t
         bad = CustomGate(name="typo", promql="sum(rate(x[{window}])", max=1)
         with pytest.raises(BadInput, match="Prometheus rejected"):
             evaluate_custom([bad], [], th, window_s=60, prometheus=source)
+        ranged = CustomGate(name="ranged", promql='switchover_gateway_requests_total{job="gw"}[{window}]', max=1)
+        with pytest.raises(BadInput, match="range vector"):
+            evaluate_custom([ranged], [], th, window_s=60, prometheus=source)
+        text = CustomGate(name="text", promql='"a string"', max=1)
+        with pytest.raises(BadInput, match="returns a string"):
+            evaluate_custom([text], [], th, window_s=60, prometheus=source)
+        scalar = CustomGate(name="scalar", promql="scalar(vector(3))", max=1)
+        assert evaluate_custom([scalar], [], th, window_s=60, prometheus=source)[0].verdict == "fail"
     assert res.verdict == "fail" and {g.group: g.verdict for g in res.groups} == {"new": "fail", "old": "pass"}
     assert res.query is not None and "[60s]" in res.query

@@ -245,6 +245,7 @@ def judge_ledger_gate(gate: CustomGate, views: Sequence[View], th: GateThreshold
 # --- PromQL (the edge) ---------------------------------------------------------------------------------------
 
 Series = list[tuple[dict[str, str], float | None]]
+MAX_ANSWER_BYTES = 32 << 20  # a gate's answer is a few series; more is a query that forgot to aggregate
 
 
 def promql_vector(source: PrometheusSource, query: str) -> Series:
@@ -252,7 +253,11 @@ def promql_vector(source: PrometheusSource, query: str) -> Series:
     url = f"{source.url}/api/v1/query?" + urllib.parse.urlencode({"query": query})
     try:
         with urllib.request.urlopen(url, timeout=source.timeout_s) as resp:
-            body = orjson.loads(resp.read())
+            raw = resp.read(MAX_ANSWER_BYTES + 1)
+        if len(raw) > MAX_ANSWER_BYTES:
+            raise BadInput(f"Prometheus answered {query!r} with more than {MAX_ANSWER_BYTES >> 20} MiB: a gate "
+                           "query must aggregate (sum by, histogram_quantile), not list raw series")
+        body = orjson.loads(raw)
     except urllib.error.HTTPError as exc:
         detail = ""
         try:
@@ -266,17 +271,36 @@ def promql_vector(source: PrometheusSource, query: str) -> Series:
         raise Unreachable(f"Prometheus {source.url} unreachable: {exc}") from None
     except orjson.JSONDecodeError:
         raise Unreachable(f"Prometheus {source.url} did not answer JSON") from None
-    if body.get("status") != "success":
-        raise BadInput(f"Prometheus rejected {query!r}: {body.get('error', body)}")
-    data = body.get("data", {})
-    if data.get("resultType") == "scalar":
-        v = float(data["result"][1])
-        return [({}, None if math.isnan(v) or math.isinf(v) else v)]
-    out: Series = []
-    for item in data.get("result", []):
-        v = float(item["value"][1])
-        out.append((dict(item.get("metric", {})), None if math.isnan(v) or math.isinf(v) else v))
-    return out
+    if not isinstance(body, dict) or body.get("status") != "success":
+        error = body.get("error", body) if isinstance(body, dict) else body
+        raise BadInput(f"Prometheus rejected {query!r}: {str(error)[:500]}")
+    return _series(source, query, body.get("data"))
+
+
+def _value(sample: Any) -> float | None:
+    """A `[ts, "value"]` pair's value; None for NaN / ±Inf; ValueError when it is not one."""
+    if not isinstance(sample, list) or len(sample) != 2:
+        raise ValueError("not a [time, value] pair")
+    v = float(sample[1])
+    return None if math.isnan(v) or math.isinf(v) else v
+
+
+def _series(source: PrometheusSource, query: str, data: Any) -> Series:
+    """The series of an instant vector or scalar answer; a range vector or string is bad input (the query's
+    fault), a shape the API does not document is the server's."""
+    kind = data.get("resultType") if isinstance(data, dict) else None
+    if kind in ("matrix", "string"):
+        what = "a range vector (drop the trailing [range])" if kind == "matrix" else "a string"
+        raise BadInput(f"{query!r} returns {what}: a gate needs an instant vector or a scalar")
+    try:
+        if kind == "scalar":
+            return [({}, _value(data["result"]))]
+        if kind != "vector" or not isinstance(data.get("result"), list):
+            raise ValueError(f"resultType {kind!r}")
+        return [({str(k): str(v) for k, v in dict(item.get("metric") or {}).items()}, _value(item["value"]))
+                for item in data["result"]]
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise Unreachable(f"Prometheus {source.url} answered {query!r} in an unexpected shape ({exc})") from None
 
 
 def with_window(query: str, window_s: float) -> str:

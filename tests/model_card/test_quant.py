@@ -116,6 +116,40 @@ def test_bitsandbytes_double_quant_is_smaller_than_plain_4bit() -> None:
     assert group_bytes(g, double) < group_bytes(g, plain) < group_bytes(g, eight) < group_bytes(g, None)
 
 
+@pytest.mark.parametrize("qc", [
+    {"quant_method": "awq", "bits": [4]}, {"quant_method": "awq", "bits": 0}, {"quant_method": "gptq", "bits": "x"},
+    {"quant_method": "fp8", "weight_block_size": 5}, {"quant_method": "fp8", "weight_block_size": [0, 0]},
+    {"quant_method": "fp8", "weight_block_size": [128, 128, 1]}, {"quant_method": ["awq"]},
+    {"quant_method": "compressed-tensors", "config_groups": [1]},
+    {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"strategy": "block",
+                                                                              "block_structure": 7}}}},
+    {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": -4}}}},
+    {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": "z"},
+    {"quant_method": "awq", "modules_to_not_convert": ["x"] * 20_000}, "fp8",
+])
+def test_malformed_quantization_config_is_priced_at_16_bits_and_says_why(qc: Any) -> None:
+    card = card_from_config({**C.LLAMA_8B, "quantization_config": qc})
+    assert card.weights.origin == "estimated" and card.weights.warning is not None
+    assert "could not be read" in card.weights.warning or "unknown" in card.weights.warning
+    assert any("2 bytes/param" in n for n in card.notes)
+
+
+def test_an_ignore_rule_that_could_backtrack_forever_is_not_evaluated_and_is_noted() -> None:
+    qc = {"quant_method": "compressed-tensors", "ignore": ["re:(.*)*x$", "re:.*self_attn.*"],
+          "config_groups": {"g": {"weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}}}}
+    scheme = scheme_from_config(qc)
+    assert scheme is not None and scheme.ignore == ["re:.*self_attn.*"]
+    card = card_from_config({**C.LLAMA_8B, "quantization_config": qc})  # returns at once, not after hours
+    assert any("not evaluated" in n for n in card.notes)
+
+
+def test_awq_matches_its_ignore_list_by_substring_as_the_table_says() -> None:
+    assert method_table()["methods"]["awq"]["match"] == "substring"
+    scheme = scheme_from_config({"quant_method": "awq", "modules_to_not_convert": ["self_attn"]})
+    assert scheme is not None and scheme.match == "substring"
+    assert not is_quantized(WeightGroup("model.layers.0.self_attn.q_proj", "attn", 64, 64), scheme)
+
+
 def test_every_method_in_the_table_cites_a_source_and_aliases_resolve() -> None:
     table = method_table()
     for name, spec in table["methods"].items():

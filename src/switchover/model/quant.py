@@ -15,12 +15,25 @@ from importlib import resources
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from switchover.model.inventory import WeightGroup, per_rank_params
 
 Granularity = Literal["tensor", "channel", "group", "block"]
 MatchMode = Literal["name", "substring"]
+
+MAX_IGNORE = 10_000  # modules a checkpoint may list as kept in 16 bits; every weight group is matched against them
+MAX_PATTERN = 300  # characters of one `re:` rule
+MAX_BITS = 32
+MAX_GROUP = 1 << 30
+# `re:` rules are matched with Python's backtracking engine: a repeated group ((a+)+, (.*)*x) or many unbounded
+# repeats take exponential or high-polynomial time on a module name, so such a rule is not evaluated (noted).
+_NESTED_REPEAT = re.compile(r"\)[*+{]")
+_UNBOUNDED = re.compile(r"(?<!\\)[*+]")
+
+
+class UnknownMethod(ValueError):
+    """A quant_method the table has no entry for (other ValueErrors: a known method with malformed fields)."""
 
 
 class QuantScheme(BaseModel):
@@ -42,6 +55,8 @@ class QuantScheme(BaseModel):
     loaded_hidden_multiple: int | None = Field(default=None, description="engines pad the hidden dim of "
                                                "quantized weights to this multiple once loaded")
     source: str
+    notes: list[str] = Field(default_factory=list, description="parts of the config not used, with why")
+    _ignored: dict[str, bool] = PrivateAttr(default_factory=dict)  # module name -> on the ignore list
 
     def describe(self) -> str:
         """e.g. 'awq 4-bit, group 128, zero points'."""
@@ -68,13 +83,41 @@ def _first(cfg: dict[str, Any], keys: list[str]) -> Any:
     return None
 
 
-def _ignore_list(qc: dict[str, Any], keys: list[str]) -> list[str]:
+def _ignore_list(qc: dict[str, Any], keys: list[str], notes: list[str]) -> list[str]:
+    """The keep-16-bit rules; `re:` rules that could backtrack without bound are left out and noted."""
     out: list[str] = []
     for key in keys:
         value = qc.get(key)
         if isinstance(value, list):
             out += [str(v) for v in value]
-    return out
+    if len(out) > MAX_IGNORE:
+        raise ValueError(f"quantization_config lists {len(out)} modules to keep in 16 bits (at most {MAX_IGNORE})")
+    safe = []
+    for rule in out:
+        body = rule[3:] if rule.startswith("re:") else None
+        if body is not None and (len(body) > MAX_PATTERN or _NESTED_REPEAT.search(body)
+                                 or len(_UNBOUNDED.findall(body)) > 3):
+            notes.append(f"quantization_config ignore rule {rule[:60]!r} not evaluated (a repeated group or too "
+                         "many repeats: matching could take unbounded time); its modules are priced as quantized")
+            continue
+        safe.append(rule)
+    return safe
+
+
+def _whole(value: Any, what: str, lo: int, hi: int) -> int:
+    """A whole number from a quantization_config field; ValueError (priced at 16 bits, noted) otherwise."""
+    ok = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value) \
+        and float(value).is_integer() and lo <= value <= hi
+    if not ok:
+        raise ValueError(f"quantization_config {what} must be a whole number from {lo} to {hi}, "
+                         f"got {str(value)[:40]!r}")
+    return int(value)
+
+
+def _block(value: Any, what: str) -> tuple[int, int]:
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        raise ValueError(f"quantization_config {what} must be two block sizes, got {str(value)[:40]!r}")
+    return _whole(value[0], what, 1, MAX_GROUP), _whole(value[1], what, 1, MAX_GROUP)
 
 
 def scheme_from_config(qc: dict[str, Any] | None) -> QuantScheme | None:
@@ -84,30 +127,33 @@ def scheme_from_config(qc: dict[str, Any] | None) -> QuantScheme | None:
     if isinstance(qc.get("quantization"), dict):  # hf_quant_config.json (ModelOpt) nests the fields
         qc = {"quant_method": "modelopt", **qc["quantization"]}
     table = method_table()
-    raw_method = str(qc.get("quant_method") or (qc.get("quant_algo") and "modelopt") or "").lower()
+    named = qc.get("quant_method")
+    if named is not None and not isinstance(named, str):
+        raise ValueError(f"quantization_config quant_method must be a name, got {str(named)[:40]!r}")
+    raw_method = str(named or (qc.get("quant_algo") and "modelopt") or "").lower()
     if not raw_method and (qc.get("load_in_4bit") or qc.get("load_in_8bit")):
         raw_method = "bitsandbytes"
     method = table["aliases"].get(raw_method, raw_method)
     if method not in table["methods"]:
-        raise ValueError(f"quantization method {raw_method or '(none)'!r} is not in the table")
+        raise UnknownMethod(f"quantization method {raw_method[:40] or '(none)'!r} is not in the table")
     spec = table["methods"][method]
+    notes: list[str] = []
     fields: dict[str, Any] = {
         "method": method, "bits": spec["bits"], "granularity": spec["granularity"],
         "group_size": spec.get("group_size"), "scale_bytes": spec["scale_bytes"],
         "zero_point": spec.get("zero_point", False), "index_bytes_per_input": spec.get("index_bytes_per_input", 0),
-        "ignore": _ignore_list(qc, spec.get("ignore_keys", [])), "kept": spec.get("kept", []),
-        "targets": spec.get("targets"), "source": spec["source"],
-        "match": "substring" if method == "awq" else "name",
-        "loaded_hidden_multiple": spec.get("loaded_hidden_multiple"),
+        "ignore": _ignore_list(qc, spec.get("ignore_keys", []), notes), "kept": spec.get("kept", []),
+        "targets": spec.get("targets"), "source": spec["source"], "match": spec.get("match", "name"),
+        "loaded_hidden_multiple": spec.get("loaded_hidden_multiple"), "notes": notes,
     }
     if (bits := _first(qc, spec.get("bits_keys", []))) is not None:
-        fields["bits"] = int(bits)
+        fields["bits"] = _whole(bits, "bits", 1, MAX_BITS)
     if (group := _first(qc, spec.get("group_keys", []))) is not None:
-        fields["group_size"] = int(group)
+        fields["group_size"] = _whole(group, "group_size", -1, MAX_GROUP)
     if (zero := _first(qc, spec.get("zero_keys", []))) is not None:
         fields["zero_point"] = bool(zero)
-    if (block := _first(qc, spec.get("block_keys", []))) is not None and len(block) == 2:
-        fields["granularity"], fields["block"] = "block", (int(block[0]), int(block[1]))
+    if (block := _first(qc, spec.get("block_keys", []))) is not None:
+        fields["granularity"], fields["block"] = "block", _block(block, "weight block size")
     parser = spec.get("parser")
     if parser == "compressed_tensors":
         _compressed_tensors(qc, fields)
@@ -123,16 +169,19 @@ def scheme_from_config(qc: dict[str, Any] | None) -> QuantScheme | None:
 def _compressed_tensors(qc: dict[str, Any], f: dict[str, Any]) -> None:
     """config_groups.*.weights: num_bits, type, strategy, group_size, block_structure, symmetric."""
     groups = qc.get("config_groups") or {}
+    if not isinstance(groups, dict):
+        raise ValueError(f"quantization_config config_groups must be a mapping, got {str(groups)[:40]!r}")
     weights = next((g.get("weights") for g in groups.values() if isinstance(g, dict) and g.get("weights")), None)
     if not isinstance(weights, dict):
         return
-    f["bits"] = int(weights.get("num_bits") or 8)
+    f["bits"] = _whole(weights.get("num_bits") or 8, "num_bits", 1, MAX_BITS)
     strategy = str(weights.get("strategy") or "tensor")
     is_float = weights.get("type") == "float"
     if strategy in ("group", "tensor_group"):
-        f["granularity"], f["group_size"] = "group", int(weights.get("group_size") or 128)
+        f["granularity"], f["group_size"] = "group", _whole(weights.get("group_size") or 128, "group_size", 1,
+                                                            MAX_GROUP)
     elif strategy == "block" and weights.get("block_structure"):
-        f["granularity"], f["block"] = "block", tuple(int(x) for x in weights["block_structure"])
+        f["granularity"], f["block"] = "block", _block(weights["block_structure"], "block_structure")
     elif strategy in ("channel", "tensor"):
         f["granularity"] = strategy
     if is_float and f["bits"] == 4:  # NVFP4: fp8 scale per 16 plus fp32 global weight and input scales
@@ -144,12 +193,13 @@ def _compressed_tensors(qc: dict[str, Any], f: dict[str, Any]) -> None:
 
 def _modelopt(qc: dict[str, Any], f: dict[str, Any]) -> None:
     """quant_algo FP8 | FP8_PB_WO | NVFP4 | W4A8_AWQ (ModelOpt's hf_quant_config.json or config.json)."""
-    algo = str(qc.get("quant_algo") or "FP8").upper()
+    algo = str(qc.get("quant_algo") or "FP8").upper()[:40]
     if "FP4" in algo:
-        f.update(bits=4, granularity="group", group_size=int(qc.get("group_size") or 16), scale_bytes=1,
-                 per_tensor_extra_bytes=8)
+        f.update(bits=4, granularity="group", group_size=_whole(qc.get("group_size") or 16, "group_size", 1,
+                                                                MAX_GROUP), scale_bytes=1, per_tensor_extra_bytes=8)
     elif "AWQ" in algo or "INT4" in algo:
-        f.update(bits=4, granularity="group", group_size=int(qc.get("group_size") or 128), scale_bytes=2)
+        f.update(bits=4, granularity="group", group_size=_whole(qc.get("group_size") or 128, "group_size", 1,
+                                                                MAX_GROUP), scale_bytes=2)
     elif "PB" in algo or "BLOCK" in algo:
         f.update(bits=8, granularity="block", block=(128, 128), scale_bytes=4)
     else:
@@ -175,7 +225,15 @@ def _compiled(pattern: str) -> re.Pattern[str] | None:
 
 
 def is_ignored(name: str, scheme: QuantScheme) -> bool:
-    """Whether a module name is on the checkpoint's keep-16-bit list (exact, suffix, wildcard or `re:` rules)."""
+    """Whether a module name is on the checkpoint's keep-16-bit list (exact, suffix, wildcard or `re:` rules);
+    remembered per name, since every TP size prices the same groups again."""
+    known = scheme._ignored.get(name)
+    if known is None:
+        known = scheme._ignored[name] = _on_ignore_list(name, scheme)
+    return known
+
+
+def _on_ignore_list(name: str, scheme: QuantScheme) -> bool:
     for pattern in scheme.ignore:
         rx = _compiled(pattern)
         if rx is not None:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from switchover.errors import BadInput
 from switchover.model.inventory import WeightGroup, mtp_layers, text_config, weight_groups
-from switchover.model.quant import QuantScheme, group_bytes, price, scheme_from_config
+from switchover.model.quant import QuantScheme, UnknownMethod, group_bytes, price, scheme_from_config
 
 SAFETENSORS_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2,
                      "U16": 2, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1}
@@ -47,14 +47,22 @@ class WeightsInfo(BaseModel):
 def estimate_weights(cfg: dict[str, Any], kv_heads: int, quant_cfg: Any) -> tuple[WeightsInfo, list[str]]:
     """Bytes from the config's parameter inventory, priced by the quantization method when one is named."""
     notes: list[str] = []
+    failure: str | None = None
+    unknown = False
     try:
         scheme = scheme_from_config(quant_cfg)
     except ValueError as exc:
-        scheme = None
+        scheme, failure, unknown = None, str(exc), isinstance(exc, UnknownMethod)
         notes.append(f"{exc}: weights priced at 2 bytes/param")
+    if quant_cfg and not isinstance(quant_cfg, dict):
+        failure = f"quantization_config is not a mapping ({str(quant_cfg)[:40]!r})"
+        notes.append(f"{failure}: weights priced at 2 bytes/param")
+    if scheme is not None:
+        notes += scheme.notes
     groups = weight_groups(cfg)
     priced = price(groups, scheme, kv_heads, hidden=int(text_config(cfg)["hidden_size"]))
-    method = (quant_cfg or {}).get("quant_method") if isinstance(quant_cfg, dict) else None
+    named = quant_cfg.get("quant_method") if isinstance(quant_cfg, dict) else None
+    method = named if isinstance(named, str) else None
     if scheme is not None:
         origin, source, warning = "quantization-table", (
             f"estimated: config.json parameter inventory priced as {scheme.describe()} "
@@ -62,7 +70,10 @@ def estimate_weights(cfg: dict[str, Any], kv_heads: int, quant_cfg: Any) -> tupl
     else:
         origin, source = "estimated", "estimated: config.json parameter inventory at 2 bytes/param (bf16)"
         warning = ("weights are a 16-bit estimate from config.json (no safetensors index or weight files): "
-                   + ("the quantization method is unknown, so a quantized checkpoint is oversized" if method else
+                   + ("the quantization method is unknown, so a quantized checkpoint is oversized"
+                      if unknown else
+                      f"the quantization_config could not be read ({failure}), so a quantized checkpoint is "
+                      "oversized" if failure else
                       "pass --weights-gib or a model folder/repo with model.safetensors.index.json for the exact "
                       "size"))
     info = WeightsInfo(origin=origin, total_bytes=int(priced.total_bytes), params=priced.params,

@@ -79,24 +79,21 @@ def timed_out_answer(got: bytes) -> None:
         assert replies and replies[0].status == 408 and replies[0].error_message(), got[:200]
 
 
-async def test_a_head_trickled_one_byte_every_200_ms_gets_408_within_the_header_timeout(tmp_path):
-    async with recorded_stack(tmp_path, limits={"header_timeout_s": 1, "body_timeout_s": 30}) as (s, rec):
-        took, got, ended = await trickle_until_answered(
-            s.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n", b"X-Slow: aaaaaaaaaaaaaaaaaaaa",
-            every_s=0.2, bound_s=6)
-        assert ended, f"still open after {took:.1f} s of trickling: the header timeout is re-armed by each byte"
-        assert took < 1 + 1.5, f"answered after {took:.2f} s (header_timeout_s 1)"
-        timed_out_answer(got)
-        assert rec.connections == 0
+BODY_HEAD = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+             b"Content-Length: %d\r\n\r\n" % len(CHAT_BODY))
 
 
-async def test_a_body_trickled_one_byte_every_200_ms_gets_408_within_the_body_timeout(tmp_path):
-    head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\n\r\n" % len(CHAT_BODY))
-    async with recorded_stack(tmp_path, limits={"header_timeout_s": 10, "body_timeout_s": 1}) as (s, rec):
-        took, got, ended = await trickle_until_answered(s.port, head, CHAT_BODY, every_s=0.2, bound_s=6)
-        assert ended, f"still open after {took:.1f} s of trickling: the body timeout is re-armed by each byte"
-        assert took < 1 + 1.5, f"answered after {took:.2f} s (body_timeout_s 1)"
+@pytest.mark.parametrize(("what", "limits", "start", "trickled"), [
+    ("header", {"header_timeout_s": 1, "body_timeout_s": 30},
+     b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n", b"X-Slow: aaaaaaaaaaaaaaaaaaaa"),
+    ("body", {"header_timeout_s": 10, "body_timeout_s": 1}, BODY_HEAD, CHAT_BODY),
+], ids=["head", "body"])
+async def test_a_head_or_body_trickled_one_byte_every_200_ms_gets_408_within_its_timeout(
+        tmp_path, what, limits, start, trickled):
+    async with recorded_stack(tmp_path, limits=limits) as (s, rec):
+        took, got, ended = await trickle_until_answered(s.port, start, trickled, every_s=0.2, bound_s=6)
+        assert ended, f"still open after {took:.1f} s of trickling: the {what} timeout is re-armed by each byte"
+        assert took < 1 + 1.5, f"answered after {took:.2f} s ({what} timeout 1 s)"
         timed_out_answer(got)
         assert rec.connections == 0
 

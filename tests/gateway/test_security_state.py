@@ -27,6 +27,7 @@ from tests.gateway.conftest import (
     request_rows,
     stack,
 )
+from tests.gateway.test_cli import wait_file
 
 CLI = [sys.executable, "-m", "switchover"]
 
@@ -137,15 +138,6 @@ async def test_a_valid_killswitch_file_is_restored_as_written(tmp_path, caplog, 
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR and r.name.startswith("switchover")]
 
 
-async def wait_for_file(path, timeout: float) -> bytes:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.stat().st_size:
-            return path.read_bytes()
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{path} never appeared")
-
-
 @pytest.mark.timeout(120)
 async def test_a_gateway_process_with_a_torn_killswitch_file_starts_latched_and_says_so(tmp_path):
     run_dir = tmp_path / "run"
@@ -159,7 +151,7 @@ async def test_a_gateway_process_with_a_torn_killswitch_file_starts_latched_and_
     with log.open("wb") as fh:
         proc = await asyncio.create_subprocess_exec(*CLI, "gateway", "--config", str(cfg), stdout=fh, stderr=fh)
     try:
-        await wait_for_file(run_dir / "gateway.json", 60)
+        await wait_file(run_dir / "gateway.json", 60)
         code, out, err = await cli("gateway", "state", "--config", str(cfg), "--json")
         assert code == 0, err[-500:]
         assert orjson.loads(out)["kill_switch"]["latched"] is True

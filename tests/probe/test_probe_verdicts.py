@@ -113,3 +113,25 @@ async def test_unreachable_endpoint_is_reported_not_raised() -> None:
     report = await run_probes(Target("http://127.0.0.1:9"), None, select(["finish.length"]), OPTS)
     assert report.partial and not report.old.reachable
     assert report.results[0].old.status == "skipped"
+
+
+VALIDATION = ["request.native_override", "max_tokens.both_fields", "max_tokens.zero", "sampling.out_of_range",
+              "n.over_slots", "n.sampled_distinct", "request.user_metadata"]
+
+
+async def test_validation_probes_read_which_limit_won_and_each_refusal() -> None:
+    lenient = await _observe(Persona(), VALIDATION)
+    assert lenient == {
+        "request.native_override": "max_tokens honoured",  # the unknown n_predict ignored
+        "max_tokens.both_fields": "max_tokens wins",
+        "max_tokens.zero": "rejected 400",
+        "sampling.out_of_range": dict.fromkeys(("temperature=3", "temperature=-1", "top_p=1.5",
+                                                "presence_penalty=3"), "accepted"),
+        "n.over_slots": {"choices": 16, "status": 200},
+        "n.sampled_distinct": "distinct",
+        "request.user_metadata": {"user": "accepted", "metadata": "accepted"},
+    }
+    strict = await _observe(Persona(unknown_fields="reject", n_mode="reject"), VALIDATION)
+    assert strict["request.native_override"] == strict["max_tokens.both_fields"] == "rejected 400"
+    assert strict["request.user_metadata"] == {"user": "rejected 400", "metadata": "rejected 400"}
+    assert strict["n.over_slots"] == {"choices": 0, "status": 400} and strict["n.sampled_distinct"] == "rejected 400"

@@ -33,6 +33,40 @@ def _outcome(rec: RequestRecord) -> str:
     return f"rejected {rej['status']}" if rej else "accepted"
 
 
+def _refused(rec: RequestRecord, what: str) -> Observation | None:
+    """No answer (a failed observation), or the server's refusal as what was observed; None when it answered."""
+    if (lost := not_answered(rec, what)) is not None:
+        return lost
+    if (rej := rejected(rec)) is not None:
+        return Observation(value=f"rejected {rej['status']}", summary=f"HTTP {rej['status']}: {rej['message'][:80]}",
+                           detail=rej)
+    return None
+
+
+async def _which_limit(ctx: ProbeContext, params: dict[str, Any], outcomes: dict[int, str],
+                       asked: str) -> Observation:
+    """Send two length limits at once (temperature 0, EOS suppressed) and name the one the token count shows."""
+    rec = await ctx.send(temperature=0, **params, **await _no_eos(ctx))
+    if (done := _refused(rec, "the request")) is not None:
+        return done
+    n = _tokens(rec)
+    if n is None:
+        return Observation.failed(f"{asked}: no usage.completion_tokens, so the limit applied cannot be read")
+    return Observation(value=outcomes.get(n, f"{n} tokens"), summary=f"{n} tokens for {asked}",
+                       detail={"tokens": n})
+
+
+async def _each(ctx: ProbeContext, cases: dict[str, dict[str, Any]], **common: Any) -> Observation:
+    """One request per case (with `common` fields): each accepted or refused."""
+    got: dict[str, str] = {}
+    for name, params in cases.items():
+        rec = await ctx.send(**common, **params)
+        if (lost := not_answered(rec, name)) is not None:
+            return lost
+        got[name] = _outcome(rec)
+    return Observation(value=got, summary=", ".join(f"{k}: {v}" for k, v in got.items()))
+
+
 @probe(id="request.native_override", title="Engine-native length key next to max_tokens", category="request",
        request="max_tokens 4 and llama.cpp's native n_predict 10, temperature 0, EOS suppressed",
        observes="which limit the server applied (completion_tokens)",
@@ -40,15 +74,8 @@ def _outcome(rec: RequestRecord) -> str:
        breaks="a client or proxy that sends both (copied from llama.cpp examples) gets 10 tokens where it asked "
               "for 4, or the reverse")
 async def native_override(ctx: ProbeContext) -> Observation:
-    rec = await ctx.send(temperature=0, max_tokens=4, n_predict=10, **await _no_eos(ctx))
-    if (lost := not_answered(rec, "the request")) is not None:
-        return lost
-    if (rej := rejected(rec)) is not None:
-        return Observation(value=f"rejected {rej['status']}", summary=f"HTTP {rej['status']}: {rej['message'][:80]}",
-                           detail=rej)
-    n = _tokens(rec)
-    value = {4: "max_tokens honoured", 10: "n_predict overrides"}.get(n or -1, f"{n} tokens")
-    return Observation(value=value, summary=f"{n} tokens for max_tokens 4 + n_predict 10", detail={"tokens": n})
+    return await _which_limit(ctx, {"max_tokens": 4, "n_predict": 10},
+                              {4: "max_tokens honoured", 10: "n_predict overrides"}, "max_tokens 4 + n_predict 10")
 
 
 @probe(id="max_tokens.both_fields", title="max_tokens and max_completion_tokens together", category="length",
@@ -56,15 +83,9 @@ async def native_override(ctx: ProbeContext) -> Observation:
        observes="which of the two OpenAI fields wins",
        breaking=True, breaks="clients migrating field by field get the other length")
 async def both_fields(ctx: ProbeContext) -> Observation:
-    rec = await ctx.send(temperature=0, max_tokens=3, max_completion_tokens=6, **await _no_eos(ctx))
-    if (lost := not_answered(rec, "the request")) is not None:
-        return lost
-    if (rej := rejected(rec)) is not None:
-        return Observation(value=f"rejected {rej['status']}", summary=f"HTTP {rej['status']}: {rej['message'][:80]}",
-                           detail=rej)
-    n = _tokens(rec)
-    value = {3: "max_tokens wins", 6: "max_completion_tokens wins"}.get(n or -1, f"{n} tokens")
-    return Observation(value=value, summary=f"{n} tokens", detail={"tokens": n})
+    return await _which_limit(ctx, {"max_tokens": 3, "max_completion_tokens": 6},
+                              {3: "max_tokens wins", 6: "max_completion_tokens wins"},
+                              "max_tokens 3 + max_completion_tokens 6")
 
 
 @probe(id="max_tokens.zero", title="max_tokens 0", category="length", request="max_tokens 0, temperature 0",
@@ -72,18 +93,18 @@ async def both_fields(ctx: ProbeContext) -> Observation:
        breaking=True, breaks="a prompt-only request (warming a cache, counting tokens) now fails, or the reverse")
 async def max_tokens_zero(ctx: ProbeContext) -> Observation:
     rec = await ctx.send(temperature=0, max_tokens=0)
-    if (lost := not_answered(rec, "the request")) is not None:
-        return lost
-    if (rej := rejected(rec)) is not None:
-        return Observation(value=f"rejected {rej['status']}", summary=f"HTTP {rej['status']}: {rej['message'][:80]}",
-                           detail=rej)
+    if (done := _refused(rec, "the request")) is not None:
+        return done
     n = _tokens(rec)
+    if n is None:  # accepted, but how many tokens it gave was not reported: not "None tokens"
+        return Observation(value="accepted", summary="accepted: no usage.completion_tokens to count the tokens",
+                           detail={"tokens": None, "finish_reason": rec.finish_reason, "text": rec.text[:40]})
     return Observation(value=f"accepted, {n} tokens", summary=f"accepted: {n} tokens, finish {rec.finish_reason}",
                        detail={"tokens": n, "finish_reason": rec.finish_reason, "text": rec.text[:40]})
 
 
 _RANGES: dict[str, dict[str, Any]] = {"temperature=3": {"temperature": 3.0}, "temperature=-1": {"temperature": -1.0},
-           "top_p=1.5": {"top_p": 1.5}, "presence_penalty=3": {"presence_penalty": 3.0}}
+                                      "top_p=1.5": {"top_p": 1.5}, "presence_penalty=3": {"presence_penalty": 3.0}}
 
 
 @probe(id="sampling.out_of_range", title="Sampling values outside OpenAI's ranges", category="sampling",
@@ -93,13 +114,7 @@ _RANGES: dict[str, dict[str, Any]] = {"temperature=3": {"temperature": 3.0}, "te
        breaks="requests the old server refused are silently clamped (a negative temperature becomes greedy), or "
               "requests it accepted now fail")
 async def out_of_range(ctx: ProbeContext) -> Observation:
-    got: dict[str, str] = {}
-    for name, params in _RANGES.items():
-        rec = await ctx.send(max_tokens=2, **params)
-        if (lost := not_answered(rec, name)) is not None:
-            return lost
-        got[name] = _outcome(rec)
-    return Observation(value=got, summary=", ".join(f"{k}: {v}" for k, v in got.items()))
+    return await _each(ctx, _RANGES, max_tokens=2)
 
 
 @probe(id="n.over_slots", title="n above the server's parallel slots", category="n",
@@ -122,11 +137,8 @@ async def n_over_slots(ctx: ProbeContext) -> Observation:
        breaking=True, breaks="best-of-n and self-consistency clients get n copies of one answer")
 async def n_sampled_distinct(ctx: ProbeContext) -> Observation:
     rec = await ctx.send(n=3, temperature=1.0, seed=11, max_tokens=16, **await _no_eos(ctx))
-    if (lost := not_answered(rec, "n=3")) is not None:
-        return lost
-    if (rej := rejected(rec)) is not None:
-        return Observation(value=f"rejected {rej['status']}", summary=f"HTTP {rej['status']}: {rej['message'][:80]}",
-                           detail=rej)
+    if (done := _refused(rec, "n=3")) is not None:
+        return done
     texts = [rec.texts[i] for i in sorted(rec.texts)]
     distinct = len(set(texts))
     value = ("distinct" if distinct == len(texts) == 3 else "identical" if distinct == 1
@@ -140,10 +152,5 @@ async def n_sampled_distinct(ctx: ProbeContext) -> Observation:
        observes="each accepted (and ignored or used) or refused",
        breaking=True, breaks="clients that tag requests for abuse tracking or cost attribution get HTTP 400")
 async def user_metadata(ctx: ProbeContext) -> Observation:
-    got: dict[str, str] = {}
-    for name, params in (("user", {"user": "switchover-probe"}), ("metadata", {"metadata": {"probe": "1"}})):
-        rec = await ctx.send(temperature=0, max_tokens=2, **params)
-        if (lost := not_answered(rec, name)) is not None:
-            return lost
-        got[name] = _outcome(rec)
-    return Observation(value=got, summary=", ".join(f"{k}: {v}" for k, v in got.items()))
+    return await _each(ctx, {"user": {"user": "switchover-probe"}, "metadata": {"metadata": {"probe": "1"}}},
+                       temperature=0, max_tokens=2)

@@ -13,7 +13,13 @@ from tests.probe.fake_engine import FakeEngine, Persona
 
 @asynccontextmanager
 async def serve(persona: Persona) -> AsyncIterator[str]:
-    runner = web.AppRunner(FakeEngine(persona).app())
+    async with serve_app(FakeEngine(persona).app()) as url:
+        yield url
+
+
+@asynccontextmanager
+async def serve_app(app: web.Application) -> AsyncIterator[str]:
+    runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

@@ -3,14 +3,12 @@ wire/timing.py), without an engine."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
 from aiohttp import web
 
 from switchover.probe.overload import _tpot, _waiting
 from switchover.wire import EngineClient
 from switchover.wire.records import RequestRecord, Usage
+from tests.probe.conftest import serve_app
 
 METRICS = """# HELP vllm:num_requests_waiting Number of requests waiting.
 # TYPE vllm:num_requests_waiting gauge
@@ -24,26 +22,17 @@ vllm:num_requests_waiting_time_seconds_sum 40.0
 """
 
 
-@asynccontextmanager
-async def _serve(body: str, path: str) -> AsyncIterator[str]:
+def _app(body: str, path: str) -> web.Application:
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(text=body, content_type="text/plain")
 
     app = web.Application()
     app.router.add_get(path, metrics)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    return app
 
 
 async def test_waiting_gauge_sums_its_series_and_nothing_with_a_longer_name() -> None:
-    async with _serve(METRICS, "/prom") as url, EngineClient(url) as c:
+    async with serve_app(_app(METRICS, "/prom")) as url, EngineClient(url) as c:
         assert await _waiting(c, "vllm:num_requests_waiting", "/prom") == 5.0
         assert await _waiting(c, "vllm:num_requests_running", "/prom") is None  # not exposed: not measured
         assert await _waiting(c, "vllm:num_requests_waiting", "/metrics") is None  # 404: not measured

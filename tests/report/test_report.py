@@ -83,3 +83,16 @@ def test_a_missing_figure_is_shown_as_missing_with_the_reason(tmp_path: Path) ->
     rd = b.write_run(tmp_path, b.full_evidence(grace=b.grace(tpot=None, configured=[120.0])))
     html = render_html(build_report(rd))
     assert "missing (no TPOT)" in html
+
+
+def test_secrets_in_report_text_are_masked_in_html_and_markdown(tmp_path: Path) -> None:
+    rd = b.write_run(tmp_path, b.full_evidence(grace=b.grace(configured=[30.0])))
+    report = build_report(rd)
+    leak = "upstream said 401 for http://admin:hunter22@h/v1 with Authorization: Bearer sk-PLANTEDsecret0123"
+    report.overall_reason = leak
+    report.items[0].reason = leak
+    html, md = render_html(report), render_markdown(report)
+    for text in (html, md):
+        assert "hunter22" not in text and "PLANTEDsecret" not in text
+        assert "***@h/v1" in text
+    assert report.overall_reason == leak  # the caller's report is left as it was

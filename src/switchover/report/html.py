@@ -9,6 +9,7 @@ import jinja2
 from plotly.offline import get_plotlyjs
 
 from switchover import __version__
+from switchover.redaction import redact_data
 from switchover.report.models import CheckReport
 from switchover.report.template import TEMPLATE
 
@@ -26,7 +27,8 @@ def _template() -> jinja2.Template:
 
 
 def render_html(report: CheckReport) -> str:
-    """The whole page as one string."""
+    """The whole page as one string; secrets in the report's text are masked (as in check.json)."""
+    report = CheckReport.model_validate(redact_data(report.model_dump(mode="json")))
     areas: dict[str, list] = {}
     for i in report.items:
         areas.setdefault(i.area, []).append(i)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from switchover.redaction import redact
 from switchover.report.models import CheckReport
 
 _MARK = {"go": "✅ go", "no-go": "❌ no-go", "warn": "⚠️ warn", "not-run": "⏺ not run"}
@@ -14,6 +15,7 @@ def _cell(text: str, n: int = 220) -> str:
 
 
 def render_markdown(report: CheckReport, html_name: str = "report.html") -> str:
+    """The verdict table as Markdown; secrets in the report's text are masked (as in check.json)."""
     c = report.counts()
     lines = [
         f"## switchover check: {_OVERALL[report.overall]}",
@@ -35,4 +37,4 @@ def render_markdown(report: CheckReport, html_name: str = "report.html") -> str:
         lines += ["", "Parts not run: " + "; ".join(f"{p.part} ({p.status}: {p.reason})" for p in skipped)]
     where = f"{report.run_dir}/{html_name}" if report.run_dir else html_name
     lines += ["", f"Full report with the evidence behind every verdict: `{where}`", ""]
-    return "\n".join(lines)
+    return redact("\n".join(lines))

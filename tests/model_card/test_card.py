@@ -256,3 +256,45 @@ def test_deeply_nested_config_json_is_bad_input(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(BadInput):
         load_model_card(tmp_path)
+
+
+def _safetensors(path: Path, header: Any, data: bytes = b"") -> Path:
+    raw = json.dumps(header).encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + data)
+    return path
+
+
+@pytest.mark.parametrize("entry", [
+    "x", {"dtype": "F16", "shape": [2]}, {"dtype": 5, "shape": [2], "data_offsets": [0, 4]},
+    {"dtype": "F16", "shape": ["2"], "data_offsets": [0, 4]}, {"dtype": "F16", "shape": [2], "data_offsets": [4, 0]},
+    {"dtype": "F16", "shape": [2], "data_offsets": [-4, 4]}, {"dtype": "F16", "shape": [2], "data_offsets": [0, 10**9]},
+])
+def test_garbage_safetensors_entries_are_bad_input_for_the_card_and_the_hash(tmp_path: Path, entry: Any) -> None:
+    from switchover.model.weights import weights_hash
+
+    (tmp_path / "config.json").write_text(json.dumps(C.LLAMA_8B))
+    _safetensors(tmp_path / "model.safetensors", {"t": entry}, b"\0" * 4)
+    with pytest.raises(BadInput, match="data_offsets"):
+        load_model_card(tmp_path)
+    with pytest.raises(BadInput, match="data_offsets"):
+        weights_hash(tmp_path)
+
+
+def test_a_header_length_past_the_file_or_a_nested_header_is_bad_input(tmp_path: Path) -> None:
+    short = tmp_path / "a.safetensors"
+    short.write_bytes((200).to_bytes(8, "little") + b"{}")
+    with pytest.raises(BadInput, match="implausible"):
+        read_safetensors_header(short)
+    deep = tmp_path / "b.safetensors"
+    raw = b"[" * 50_000 + b"]" * 50_000
+    deep.write_bytes(len(raw).to_bytes(8, "little") + raw)
+    with pytest.raises(BadInput, match="nested"):
+        read_safetensors_header(deep)
+
+
+def test_an_index_whose_weight_map_is_not_names_is_bad_input(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(C.LLAMA_8B))
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": 10}, "weight_map": {"a": ["x.safetensors"]}}))
+    with pytest.raises(BadInput, match="weight_map"):
+        load_model_card(tmp_path)

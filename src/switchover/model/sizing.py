@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import math
 import struct
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,8 @@ from pydantic import BaseModel, Field
 from switchover.errors import BadInput
 from switchover.model.inventory import WeightGroup, mtp_layers, text_config, weight_groups
 from switchover.model.quant import QuantScheme, UnknownMethod, group_bytes, price, scheme_from_config
+from switchover.model.source import read_json
 
-SAFETENSORS_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2,
-                     "U16": 2, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1}
 
 class WeightsInfo(BaseModel):
     """Weight bytes and parameters: exact from file headers or the safetensors index, or estimated from the config
@@ -102,49 +102,74 @@ def mtp_bytes(cfg: dict[str, Any], info: WeightsInfo) -> int:
     edge = sum(group_bytes(g, None) for g in groups if g.role in ("embed", "lm_head", "vision"))
     return int(n * max(est.total_bytes - edge, 0) / layers)
 
-def read_safetensors_header(path: Path) -> dict[str, Any]:
-    """The JSON header of a .safetensors file (8-byte little-endian length, then JSON); no tensor data read."""
-    with path.open("rb") as fh:
-        raw = fh.read(8)
-        if len(raw) != 8:
-            raise BadInput(f"{path}: not a safetensors file (shorter than 8 bytes)")
-        (size,) = struct.unpack("<Q", raw)
-        if size > 100 * 2**20 or size > path.stat().st_size:
-            raise BadInput(f"{path}: not a safetensors file (header length {size} is implausible)")
-        try:
-            header = json.loads(fh.read(size))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise BadInput(f"{path}: safetensors header is not JSON: {exc}") from None
+MAX_HEADER_BYTES = 100 * 2**20  # the safetensors format's own limit on the JSON header
+Tensor = tuple[str, str, list[int], int, int]  # name, dtype, shape, absolute data offset, bytes
+
+
+def _header(path: Path) -> tuple[int, dict[str, Any]]:
+    """(header length, JSON header) of a .safetensors file (8-byte little-endian length, then JSON)."""
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(8)
+            if len(raw) != 8:
+                raise BadInput(f"{path}: not a safetensors file (shorter than 8 bytes)")
+            (size,) = struct.unpack("<Q", raw)
+            if size > MAX_HEADER_BYTES or size > path.stat().st_size - 8:
+                raise BadInput(f"{path}: not a safetensors file (header length {size} is implausible)")
+            text = fh.read(size)
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        header = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{path}: safetensors header is not JSON: {exc}") from None
+    except RecursionError:
+        raise BadInput(f"{path}: safetensors header is JSON nested too deeply") from None
     if not isinstance(header, dict):
         raise BadInput(f"{path}: safetensors header is not a JSON object")
-    return header
+    return size, header
 
 
-def weights_from_safetensors(files: list[Path], quant: str | None = None) -> WeightsInfo:
+def read_safetensors_header(path: Path) -> dict[str, Any]:
+    """The JSON header of a .safetensors file; no tensor data read."""
+    return _header(path)[1]
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def safetensors_table(path: Path) -> list[Tensor]:
+    """Every tensor of a .safetensors file from its header, checked (dtype a name, shape whole numbers, data
+    offsets inside the file); BadInput naming the tensor otherwise. The one safetensors reader of the package."""
+    size, header = _header(path)
+    base, data_bytes = 8 + size, path.stat().st_size - 8 - size
+    out: list[Tensor] = []
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        spec = entry if isinstance(entry, dict) else {}
+        dtype, shape, offsets = spec.get("dtype"), spec.get("shape"), spec.get("data_offsets")
+        if not isinstance(dtype, str) or not isinstance(shape, list) or not all(_whole(d) for d in shape) \
+                or not isinstance(offsets, list) or len(offsets) != 2 or not all(_whole(o) for o in offsets) \
+                or not offsets[0] <= offsets[1] <= data_bytes:
+            raise BadInput(f"{path}: tensor {str(name)[:80]!r} has no valid dtype, shape and data_offsets inside "
+                           "the file (corrupt or truncated safetensors)")
+        out.append((name, dtype, list(shape), base + offsets[0], offsets[1] - offsets[0]))
+    return out
+
+
+def weights_from_safetensors(files: list[Path], quant: str | None = None,
+                             tables: dict[Path, list[Tensor]] | None = None) -> WeightsInfo:
     """Exact bytes (data offsets) and parameter counts (shapes) from safetensors headers."""
     by_dtype: dict[str, int] = {}
     params = 0
     for path in files:
-        for key, entry in read_safetensors_header(path).items():
-            if key == "__metadata__":
-                continue
-            start, end = entry["data_offsets"]
-            by_dtype[entry["dtype"]] = by_dtype.get(entry["dtype"], 0) + (end - start)
-            n = 1
-            for dim in entry["shape"]:
-                n *= dim
-            params += n
+        for _name, dtype, shape, _offset, nbytes in (tables or {}).get(path) or safetensors_table(path):
+            by_dtype[dtype] = by_dtype.get(dtype, 0) + nbytes
+            params += math.prod(shape)
     return WeightsInfo(origin="safetensors", total_bytes=sum(by_dtype.values()), params=params,
                        bytes_by_dtype=by_dtype, files=[p.name for p in files], quantization=quant)
-
-def read_json_object(path: Path) -> dict[str, Any]:
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadInput(f"{path}: cannot read: {exc}") from None
-    if not isinstance(obj, dict):
-        raise BadInput(f"{path}: expected a JSON object")
-    return obj
 
 
 def exact_weights(folder: Path, estimate: WeightsInfo, cfg: dict[str, Any] | None = None) -> WeightsInfo | None:
@@ -153,18 +178,21 @@ def exact_weights(folder: Path, estimate: WeightsInfo, cfg: dict[str, Any] | Non
     None when neither headers nor index are available."""
     shards = sorted(folder.glob("*.safetensors"))
     index_path = folder / "model.safetensors.index.json"
-    index = read_json_object(index_path) if index_path.exists() else None
+    index = read_json(index_path)
     weight_map = (index or {}).get("weight_map")
+    if isinstance(weight_map, dict) and not all(isinstance(v, str) for v in weight_map.values()):
+        raise BadInput(f"{index_path}: weight_map must map tensor names to shard file names")
     listed = set(weight_map.values()) if isinstance(weight_map, dict) else set()
     keep = {k: getattr(estimate, k) for k in ("quantization", "scheme", "replicated_fraction", "kv_fraction",
                                                 "kv_heads")}
     if shards and (not listed or listed <= {p.name for p in shards}):
-        info = weights_from_safetensors(shards, estimate.quantization)
+        tables = {p: safetensors_table(p) for p in shards}
+        info = weights_from_safetensors(shards, estimate.quantization, tables)
         info = info.model_copy(update={**keep, "source": f"exact: safetensors headers of {len(shards)} file(s)"})
-        names = {k for p in shards for k in read_safetensors_header(p)}
+        names = {t[0] for table in tables.values() for t in table}
     elif index is not None:
         total = (index.get("metadata") or {}).get("total_size")
-        if not isinstance(total, int) or total <= 0:
+        if not isinstance(total, int) or isinstance(total, bool) or total <= 0:
             raise BadInput(f"{index_path}: metadata.total_size is missing or not a positive integer")
         info = WeightsInfo(origin="safetensors-index", total_bytes=total, params=estimate.params,
                            files=[index_path.name], source="exact: model.safetensors.index.json metadata.total_size",

@@ -4,8 +4,6 @@ in sorted tensor order, so that re-sharding or metadata edits do not change it b
 from __future__ import annotations
 
 import hashlib
-import json
-import struct
 import time
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -13,6 +11,7 @@ from typing import Any, BinaryIO
 from pydantic import BaseModel, Field
 
 from switchover.errors import BadInput
+from switchover.model.sizing import safetensors_table
 from switchover.model.source import gguf_fields, resolve
 
 _CHUNK = 8 << 20
@@ -50,25 +49,6 @@ def _ggml_name(ty: int) -> str:
         return f"ggml_type_{ty}"
 
 
-def _safetensors_table(path: Path) -> list[tuple[str, str, list[int], int, int]]:
-    try:
-        with path.open("rb") as f:
-            (n,) = struct.unpack("<Q", f.read(8))
-            if n > 100 << 20:
-                raise BadInput(f"{path}: safetensors header of {n} bytes is implausible")
-            header = json.loads(f.read(n))
-    except (OSError, struct.error, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{path}: not a readable safetensors file: {exc}") from None
-    base = 8 + n
-    out = []
-    for name, spec in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = spec["data_offsets"]
-        out.append((name, str(spec["dtype"]), list(spec["shape"]), base + begin, end - begin))
-    return out
-
-
 def weights_hash(path: str | Path) -> WeightsFingerprint:
     """blake2b-128 over every tensor (name, dtype, shape, bytes) in name order."""
     t0 = time.perf_counter()
@@ -81,7 +61,7 @@ def weights_hash(path: str | Path) -> WeightsFingerprint:
         files = sorted(p.glob("*.safetensors"))
         if not files:
             raise BadInput(f"{p}: no *.safetensors files (only safetensors and GGUF weights are hashed)")
-        table = {f: _safetensors_table(f) for f in files}
+        table = {f: safetensors_table(f) for f in files}
         fmt = "safetensors"
     rows = sorted(((name, dt, shape, off, nb, f) for f, t in table.items() for name, dt, shape, off, nb in t),
                   key=lambda r: r[0])

@@ -247,3 +247,31 @@ rollout:
     _rated(tmp_path / "gw" / "review.sqlite", {"chat": ["same"] * 12, "code": ["worse"] * 6 + ["same"] * 6})
     res = r.check(auto_advance=True, why="watch")
     assert res.action == "auto_rollback" and "code 50% of 12" in res.message, res.message
+
+
+def test_the_cache_gate_judges_the_first_new_answers_after_the_switch_read_from_the_ledger(tmp_path: Path) -> None:
+    cfg = tmp_path / "switchover.yaml"
+    cfg.write_text(CONFIG.replace("gateway: {weight: 0, rollback: false, run_dir: gw}",
+                                  "gateway:\n  weight: 0\n  rollback: false\n  run_dir: gw") + """\
+rollout:
+  stages: [{weight: 5, gates: [cold_cache]}, 20]
+  window_s: 3600
+  custom_gates: [{name: cold_cache, builtin: cache_hits_after_switch, first_n: 20}]
+""")
+    clock = Clock(1000.0)
+    r = Rollout(cfg, clock=clock)
+    r.advance(why="start")  # the switch: new gets traffic from t=1000
+
+    def new_rows(ts0: float, n: int, cached: int) -> list[Any]:
+        return [row(ts0 + i, "new").model_copy(update={"cached_tokens": cached, "prompt_tokens": 100})
+                for i in range(n)]
+
+    before = new_rows(900.0, 30, 90)  # a warm cache before the switch does not count
+    # written out of time order: the gate takes the first answers by time, not by file position
+    write_ledger(tmp_path / "gw", before + new_rows(1100.0, 40, 60) + new_rows(1001.0, 20, 0))
+    clock.t = 1200.0
+    (res,) = r.gate_report().custom
+    assert res.verdict == "pass" and res.samples == 20 and res.observed == 0.0, res.reason
+    write_ledger(tmp_path / "gw", new_rows(1000.1, 2, 100), index=1)  # two earlier answers, fully cached
+    (res,) = r.gate_report().custom
+    assert res.verdict == "fail" and res.observed == pytest.approx(200 / 2000), res.reason

@@ -7,7 +7,7 @@ save the state, then append the audit line; if the gateway file cannot be edited
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,13 +15,14 @@ from pydantic import BaseModel, Field
 
 from switchover.config import Migration, load_migration
 from switchover.errors import BadInput
+from switchover.gateway.ledger_record import LedgerRow
 from switchover.review.models import ReviewSummary
 from switchover.rollout import rollback_ready
 from switchover.rollout import stages as sm
 from switchover.rollout.custom_gates import Series, promql_vector
 from switchover.rollout.driver import apply_to_gateway
 from switchover.rollout.evidence import Window, judge_custom, read_window
-from switchover.rollout.gates import GateReport, WindowStats, decide, evaluate, read_ledger_rows
+from switchover.rollout.gates import GateReport, WindowStats, decide, evaluate, stream_ledger_rows
 from switchover.rollout.holding import HoldingReport
 from switchover.rollout.holding_control import HoldingDesk
 from switchover.rollout.rollback_ready import MetricsCheck, ReadyCheck
@@ -156,12 +157,13 @@ class Rollout:
                 ts = t.ts
         return ts
 
-    def rows_since_switch(self) -> list[Any]:
-        """Ledger rows from the switch on (for the cache-hits-after-switch check)."""
+    def rows_since_switch(self) -> Iterator[LedgerRow]:
+        """Ledger rows from the switch on, streamed (for the cache-hits-after-switch check, which keeps only its
+        first first_n: days of rows since the switch are never held in memory)."""
         since = self.switch_ts()
         if since is None:
-            return []
-        return read_ledger_rows(self.ledger_path(), since).rows
+            return iter(())
+        return stream_ledger_rows(self.ledger_path(), since)
 
     def review_summary(self) -> ReviewSummary | None:
         """The spot-check ratings (`switchover review`) from the gateway's review database, if there is one."""

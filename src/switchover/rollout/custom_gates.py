@@ -8,12 +8,13 @@ are listed, and the gate holds only while no group has enough.
 
 from __future__ import annotations
 
+import heapq
 import math
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 import orjson
@@ -181,14 +182,15 @@ def output_length_shift(gate: CustomGate, views: Sequence[View], th: GateThresho
     return _combine(gate, groups, "output length", limit)
 
 
-def cache_hits_after_switch(gate: CustomGate, views_since_switch: Sequence[View]) -> CustomGateResult:
-    """The first `first_n` new-arm answers that report cached tokens: cached / prompt tokens must be ≈ 0."""
-    rows = sorted((v for v in _arm_rows(views_since_switch, "new")
-                   if v.get("cached_tokens") is not None and (v.get("prompt_tokens") or 0) > 0),
-                  key=lambda v: v["ts"])
-    if not rows:
+def cache_hits_after_switch(gate: CustomGate, views_since_switch: Iterable[View]) -> CustomGateResult:
+    """The first `first_n` new-arm answers that report cached tokens: cached / prompt tokens must be ≈ 0.
+    One pass that keeps only those first_n (days of rows since the switch may stream through)."""
+    reporting = (v for v in views_since_switch if v.get("routed") == "new"
+                 and v.get("outcome") not in NOT_AN_ARM_OUTCOMES
+                 and v.get("cached_tokens") is not None and (v.get("prompt_tokens") or 0) > 0)
+    first = heapq.nsmallest(gate.first_n, reporting, key=lambda v: v["ts"])  # = sorted(...)[:first_n]
+    if not first:
         return _not_measured(gate, "cached_tokens")
-    first = rows[: gate.first_n]
     cached, prompt = sum(v["cached_tokens"] for v in first), sum(v["prompt_tokens"] for v in first)
     share = cached / prompt
     limit = gate.max if gate.max is not None else 0.05
@@ -220,7 +222,7 @@ def spot_check_rating(gate: CustomGate, summary: ReviewSummary | None, min_sampl
 
 
 def judge_ledger_gate(gate: CustomGate, views: Sequence[View], th: GateThresholds, *,
-                      baseline: Baseline | None = None, views_since_switch: Sequence[View] = (),
+                      baseline: Baseline | None = None, views_since_switch: Iterable[View] = (),
                       review: ReviewSummary | None = None) -> CustomGateResult:
     """A ledger or built-in gate over row views (pure)."""
     min_samples = gate.min_samples or th.min_samples
@@ -343,7 +345,7 @@ def evaluate_custom(
     window_s: float,
     prometheus: PrometheusSource | None,
     baseline: Baseline | None = None,
-    views_since_switch: Sequence[View] = (),
+    views_since_switch: Iterable[View] = (),
     query: Callable[[PrometheusSource, str], Series] = promql_vector,
     review: Callable[[], ReviewSummary | None] | None = None,
 ) -> list[CustomGateResult]:

@@ -3,7 +3,7 @@ custom gates judge, and old's numbers from the baseline once old serves no traff
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,13 +78,23 @@ def with_baseline(stats: WindowStats, baseline: Baseline | None, min_samples: in
     return stats.model_copy(update={"old": old, "notes": [*stats.notes, note]})
 
 
+class _LazyViews:
+    """Row views read afresh from `rows()` on each iteration, never all held at once."""
+
+    def __init__(self, rows: Callable[[], Iterable[LedgerRow]], typer: TaskTyper) -> None:
+        self.rows, self.typer = rows, typer
+
+    def __iter__(self) -> Iterator[View]:
+        return (row_view(r, self.typer) for r in self.rows() if isinstance(r, LedgerRecord))
+
+
 def judge_custom(
     gates: Sequence[CustomGate],
     settings: RolloutSettings,
     window: Window,
     *,
     baseline: Baseline | None = None,
-    since_switch: Callable[[], list[LedgerRow]] | None = None,
+    since_switch: Callable[[], Iterable[LedgerRow]] | None = None,
     query: Query = promql_vector,
     review: Callable[[], ReviewSummary | None] | None = None,
 ) -> list[CustomGateResult]:
@@ -93,9 +103,9 @@ def judge_custom(
         return []
     typer = TaskTyper(settings.task_types)
     views = window.views(typer)
-    switch_views: list[View] = []
+    switch_views: Iterable[View] = ()
     if since_switch is not None and any(g.builtin == "cache_hits_after_switch" for g in gates):
-        switch_views = [row_view(r, typer) for r in since_switch() if isinstance(r, LedgerRecord)]
+        switch_views = _LazyViews(since_switch, typer)
     return evaluate_custom(gates, views, settings.gates, window_s=window.now - window.since,
                            prometheus=settings.prometheus, baseline=baseline, views_since_switch=switch_views,
                            query=query, review=review)

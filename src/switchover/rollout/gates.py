@@ -8,7 +8,7 @@ it pass. A failed hard gate means roll back; a failed soft gate only holds.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -269,21 +269,31 @@ class LedgerRows(NamedTuple):
     skipped: LedgerSkips
 
 
+def ledger_paths(path: Path) -> list[Path]:
+    """The ledger files of a gateway run dir (or one .jsonl file), in write order; BadInput when absent."""
+    if path.is_dir():
+        return ledger_files(path) or sorted(path.glob("*.jsonl"))
+    if path.is_file():
+        return [path]
+    raise BadInput(
+        f"ledger {path}: no such file or directory",
+        hint="point --ledger at the gateway's run_dir (ledger-NNNNN.jsonl files)",
+    )
+
+
+def stream_ledger_rows(path: Path, since: float | None = None, skipped: LedgerSkips | None = None
+                       ) -> Iterator[LedgerRow]:
+    """Request and shadow rows at or after `since`, one at a time (memory flat in the ledger's length);
+    unreadable lines are counted in `skipped` once the iterator is exhausted."""
+    files = ledger_paths(path)  # checked now, not at the first next()
+    return (r for r in read_ledger_files(files, skipped) if since is None or r.ts >= since)
+
+
 def read_ledger_rows(path: Path, since: float | None = None) -> LedgerRows:
     """Request and shadow rows at or after `since`, from a gateway run dir or one .jsonl file. Unreadable
     lines are skipped and counted, never fatal: a bad line must not block a rollback."""
-    if path.is_dir():
-        files = ledger_files(path) or sorted(path.glob("*.jsonl"))
-    elif path.is_file():
-        files = [path]
-    else:
-        raise BadInput(
-            f"ledger {path}: no such file or directory",
-            hint="point --ledger at the gateway's run_dir (ledger-NNNNN.jsonl files)",
-        )
     skipped = LedgerSkips()
-    rows = [r for r in read_ledger_files(files, skipped) if since is None or r.ts >= since]
-    return LedgerRows(rows, skipped)
+    return LedgerRows(list(stream_ledger_rows(path, since, skipped)), skipped)
 
 
 def _p99(values: list[float]) -> float | None:

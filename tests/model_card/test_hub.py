@@ -73,3 +73,11 @@ def test_a_cached_snapshot_without_config_is_refused(tmp_path: Path) -> None:
     _cache(tmp_path, "Org/GgufOnly", {"README.json": {}})
     with pytest.raises(BadInput, match=r"no config\.json"):
         fetch_repo("Org/GgufOnly", cache_dir=tmp_path, offline=True)
+
+
+@pytest.mark.parametrize("ref", ["a/b-", "a/b--c", "a/.b"])
+def test_an_id_the_hub_would_refuse_is_bad_input_not_a_traceback(ref: str, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BadInput, match="valid Hugging Face repo id"):
+        fetch_repo(ref, cache_dir=tmp_path, offline=True)

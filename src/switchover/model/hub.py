@@ -63,6 +63,9 @@ def fetch_repo(repo_id: str, *, revision: str | None = None, cache_dir: str | Pa
     except (HfHubHTTPError, OSError) as exc:
         raise BadInput(f"{repo_id}: fetching from the Hugging Face hub failed: {type(exc).__name__}",
                        hint="retry, set HF_HUB_OFFLINE=1 to use the cache, or pass a local folder") from None
+    except ValueError as exc:  # HFValidationError: the hub's own id rules (no '--', no leading/trailing '-' or '.')
+        raise BadInput(f"{repo_id}: not a local path, nor a valid Hugging Face repo id ({str(exc)[:120]})",
+                       hint="check the path or the id (owner/name)") from None
     path = Path(folder)
     if not (path / "config.json").exists():
         raise BadInput(f"{repo_id}: the snapshot at {path} has no config.json",

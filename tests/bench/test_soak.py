@@ -133,3 +133,28 @@ def test_part_writer_removes_a_crashed_runs_open_part_and_keeps_closed_ones(tmp_
     assert not (tmp_path / "part-00001.parquet").exists()  # hidden until the checkpoint closes it
     w2.close()
     assert sorted(p.name for p in tmp_path.glob("*.parquet")) == ["part-00000.parquet", "part-00001.parquet"]
+
+
+async def test_resume_refuses_a_checkpoint_it_cannot_read_with_bad_input(tmp_path):
+    from switchover.errors import BadInput
+
+    async with ZeroWorkServer(itl_s=0.001) as srv:
+        _, rd = await BenchRun(_plan(srv.url, duration_s=1.0, checkpoint_s=0.4), tmp_path).run()
+    good = json.loads(rd.file("checkpoint.json").read_text())
+    assert BenchRun.resumed(rd.path).resume is not None  # the checkpoint as written is accepted
+    broken = [
+        {k: v for k, v in good.items() if k != "soak"},  # a key missing
+        {**good, "done": "two"},  # a wrong type
+        {**good, "keys": {"no separator": {}}},
+        {**good, "current": {"acc": {"samples": []}}},
+        [1, 2, 3],  # JSON, but not an object
+    ]
+    for ck in broken:
+        rd.file("checkpoint.json").write_text(json.dumps(ck))
+        with pytest.raises(BadInput, match="not a usable bench checkpoint"):
+            BenchRun.resumed(rd.path)
+    config = json.loads(rd.file("config.json").read_text())
+    rd.file("config.json").write_text(json.dumps({**config, "checkpoint_s": None}))
+    rd.file("checkpoint.json").write_text(json.dumps(good))
+    with pytest.raises(BadInput, match="not a soak run"):
+        BenchRun.resumed(rd.path)

@@ -7,10 +7,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from switchover.bench.accumulate import StepAccumulator
 from switchover.bench.conclude import StepValues
-from switchover.bench.results import BenchReport, StepTime
-from switchover.bench.soak import drift_table
+from switchover.bench.results import BenchReport, Calibration, StepTime
+from switchover.bench.soak import Soak, drift_table
 from switchover.bench.stats import StepSummary
+from switchover.bench.workload import BucketFit
+from switchover.errors import BadInput
 from switchover.runs import RunDir
 
 if TYPE_CHECKING:
@@ -75,6 +78,38 @@ def write_checkpoint(run: BenchRun, rd: RunDir, report: BenchReport, sink: RowSi
     write_report(rd, so_far)
 
 
+def check_checkpoint(ck: Any, where: str, seed: int = 0) -> dict[str, Any]:
+    """`ck` when every part `bench --resume` reads is there and of its type; else BadInput naming the first that
+    is not (a checkpoint.json edited, truncated to valid JSON, or from another version)."""
+    try:
+        int(ck["done"]), float(ck["created_wall"]), float(ck["written_wall"])
+        int(ck["parts"]), int(ck["metrics_parts"])
+        if ck["calibration"] is not None:
+            Calibration(**ck["calibration"])
+        Soak(**ck["soak"])
+        for s in ck["steps"]:
+            StepSummary(**s)
+        for t in ck["times"]:
+            StepTime(**t)
+        for key, v in ck["keys"].items():
+            _, _, step = key.split(_SEP)
+            int(step)
+            StepValues.from_dict(v, seed)
+        for f in [*ck["fits"].values(), *(f for fs in ck["length_fits"].values() for f in fs)]:
+            BucketFit(**f)
+        cur = ck["current"]
+        if cur is not None:
+            StepAccumulator.from_dict(cur["acc"], seed)
+            int(cur["issued"]), int(cur["measured"]), float(cur["measured_s"]), float(cur["elapsed_s"])
+            if cur["window"] is not None:
+                int(cur["window"]["index"])
+                StepAccumulator.from_dict(cur["window"]["acc"], seed)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        raise BadInput(f"{where}: not a usable bench checkpoint ({type(exc).__name__}: {str(exc)[:200]})",
+                       hint="resume needs the checkpoint.json the run wrote; rerun the soak otherwise") from None
+    return dict(ck)
+
+
 def restore(run: BenchRun, ck: dict[str, Any]) -> None:
     """Put a runner back in the state of checkpoint `ck`: finished steps, their knee samples, step times."""
     seed = run.plan.seed
@@ -86,4 +121,4 @@ def restore(run: BenchRun, ck: dict[str, Any]) -> None:
         run.state.keys[(label, bucket, int(step))] = StepValues.from_dict(v, seed)
 
 
-__all__ = ["restore", "write_checkpoint"]
+__all__ = ["check_checkpoint", "restore", "write_checkpoint"]

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from switchover.bench.ab import regression_checks, slo_checks
 from switchover.bench.accumulate import StepAccumulator
-from switchover.bench.checkpoint import restore, write_checkpoint
+from switchover.bench.checkpoint import check_checkpoint, restore, write_checkpoint
 from switchover.bench.conclude import KNEE_LIMIT, StepValues, ab_steps, knees
 from switchover.bench.endpoints import Endpoint, load_tokenizer, open_endpoint
 from switchover.bench.results import (
@@ -130,8 +130,10 @@ class BenchRun:
         if not rd.has("checkpoint.json"):
             raise BadInput(f"{rd.path}: no checkpoint.json (only runs with --checkpoint-every can be resumed)")
         plan = rd.read_json("config", BenchPlan)
+        if plan.checkpoint_s is None:
+            raise BadInput(f"{rd.path}: its config.json has no checkpoint interval: not a soak run to resume")
         runner = cls(plan, rd.path.parent, reporter, calibrate_fn=None)
-        runner.resume = rd.read_json("checkpoint")
+        runner.resume = check_checkpoint(rd.read_json("checkpoint"), str(rd.file("checkpoint.json")), plan.seed)
         runner.run_dir = rd.path
         return runner
 

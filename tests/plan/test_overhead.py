@@ -157,3 +157,37 @@ def test_calibration_and_evaluation_points_stay_apart() -> None:
     for p in points:
         assert p["link"].startswith("https://"), p["id"]
         assert p["set"] in ("calibration", "evaluation"), p["id"]
+
+
+def test_a_pool_without_evaluated_points_says_its_range_is_not_measured() -> None:
+    card = card_from_config(C.LLAMA_8B)
+    sglang = capacity(card, load_profile("sglang"), H100, max_model_len=8192, weights_gib=14.99)
+    assert sglang.range is None and "not measured" in (sglang.range_missing or "")
+    vllm = capacity(card, load_profile("vllm"), H100, gpu_name="H100-80G", max_model_len=8192)
+    assert vllm.range is not None and vllm.range_missing is None
+
+
+def test_an_explicit_pool_has_no_range_and_says_why() -> None:
+    from switchover.plan.capacity import Knobs
+
+    res = capacity(card_from_config(C.LLAMA_8B), load_profile("vllm"), H100, max_model_len=8192,
+                   knobs=Knobs(kv_pool_gib=10.0))
+    assert res.range is None and "explicitly" in (res.range_missing or "")
+
+
+def test_an_engine_version_without_an_overhead_band_is_said_not_ignored() -> None:
+    res = capacity(card_from_config(C.LLAMA_8B), load_profile("sglang"), H100, max_model_len=8192,
+                   weights_gib=14.99, engine_version="0.4.9")
+    assert res.overhead_model is None
+    assert any("no overhead model" in w for w in res.warnings)
+
+
+def test_a_band_without_activation_or_non_torch_data_warns_instead_of_a_silent_zero() -> None:
+    vllm = load_profile("vllm")
+    bands = [b.model_copy(update={"activation": None, "non_torch_gib_by_tp": {}}) for b in vllm.memory.overhead_model]
+    bare = vllm.model_copy(update={"memory": vllm.memory.model_copy(update={"overhead_model": bands})})
+    res = capacity(card_from_config(C.LLAMA_8B), bare, H100, gpu_name="H100-80G", max_model_len=8192,
+                   engine_version="0.11.0")
+    assert res.overheads.activation_peak_gib == 0 and res.overheads.non_torch_gib == 0
+    assert any("activation_peak overhead is not modelled" in w for w in res.warnings)
+    assert any("non_torch overhead is not modelled" in w for w in res.warnings)

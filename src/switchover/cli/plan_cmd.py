@@ -167,6 +167,8 @@ def capacity_cmd(
             high = f"{r.high_tokens:,}" if r.high_tokens is not None else "unbounded"
             console.print(f"  likely range {r.low_tokens:,} - {high} tokens (median error "
                           f"{r.median_abs_error:.1%}; {r.source})", highlight=False)
+        elif result.range_missing:
+            console.print(f"  likely range: {result.range_missing}", highlight=False)
         console.print(f"  at {result.context} tokens: KV holds {result.kv_concurrency:.2f} requests; "
                       f"max concurrency {result.max_concurrency} (binding: [bold]{result.binding_limit}[/])")
         table = Table("max_model_len", "KV concurrency", "concurrency", "binding")

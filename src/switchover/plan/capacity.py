@@ -259,7 +259,9 @@ class CapacityResult(BaseModel):
     overhead_model: ModelledOverheads | None = Field(default=None, description="drivers behind the overheads")
     weights_source: str = Field(default="", description="where the weight bytes came from")
     range: PoolRange | None = Field(default=None, description="tokens range from the planner's own residuals on "
-                                    "logged start-ups (None: no evaluated points for this engine and model kind)")
+                                    "logged start-ups (None: see range_missing)")
+    range_missing: str | None = Field(default=None, description="why there is no range: not measured for this "
+                                      "engine and model kind, or the pool was set explicitly")
     layout: KVLayout
     page_tokens: int
     num_blocks: int
@@ -313,6 +315,9 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
     if ctx > mml:
         raise BadInput(f"context {ctx} exceeds max_model_len {mml}")
     warnings = [*card.notes, *layout.notes]
+    if engine_version is not None and modelled is None:
+        warnings.append(f"engine version {engine_version[:40]}: the {profile.name} profile has no overhead model "
+                        "for it, so its flat overhead defaults apply")
     if card.weights.warning and weights_gib is None:
         warnings.append(card.weights.warning)
     if draft_layers and card.attention.draft_layers and weights_gib is None:
@@ -389,6 +394,17 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
     for length in sorted(lengths):
         k, n, b = limits_at(length)
         table.append(ContextRow(max_model_len=length, kv_concurrency=round(k, 3), concurrency=n, binding=b))
+    pool_range_of: PoolRange | None = None
+    range_missing: str | None
+    dense = card.family == "dense" and card.moe is None
+    if budget == "explicit_context" or knobs.kv_pool_gib is not None:
+        range_missing = "the pool size is set explicitly, not predicted"
+    else:
+        pool_range_of = pool_range(profile.name, dense, tokens)
+        range_missing = None if pool_range_of is not None else (
+            f"not measured: no evaluated start-up logs for {profile.name} with "
+            f"{'dense' if dense else 'MoE, MLA, sliding or hybrid'} models (bench/plan_accuracy.py), so the "
+            "error of this prediction is unknown")
     return CapacityResult(
         engine=profile.name, budget=budget, gpu_total_gib=gpu_total_gib, tp=tp, pp=pp, instance=inst,
         overheads=over, overhead_model=modelled, weights_source=(
@@ -397,6 +413,5 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
         context=ctx, kv_concurrency=round(kvc, 4), limits={"kv": math.floor(kvc), "max_num_seqs": seq_cap,
                                                             "max_batched_tokens": tok_cap},
         limit_sources={"max_num_seqs": seq_src, "max_batched_tokens": tok_src}, max_concurrency=conc,
-        range=pool_range(profile.name, card.family == "dense" and card.moe is None, tokens)
-        if budget != "explicit_context" and knobs.kv_pool_gib is None else None,
+        range=pool_range_of, range_missing=range_missing,
         binding_limit=binding, table=table, warnings=warnings)

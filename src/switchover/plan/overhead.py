@@ -120,13 +120,15 @@ def model_overheads(profile: EngineProfile, card: ModelCard, *, version: str | N
     non_torch = band.non_torch_gib_by_tp[keys[-1]] if keys else 0.0
     graph = band.cuda_graph_gib if band.cuda_graph_subtracted and not eager else 0.0
     cite = f"{profile.name} {band.versions} overhead model ({band.source})"
+    missing = f"not modelled by the {profile.name} {band.versions} overhead band: counted as 0"
     return ModelledOverheads(
         band=band.versions, version=label, default_fraction=band.default_fraction,
         activation_gib=round(activation, 3), non_torch_gib=non_torch, cuda_graph_gib=graph, profile_tokens=tokens,
         sampler_seqs=seq_count, sampler_gib=round(sampler, 3), forward_gib=round(forward, 3),
         sources={"activation_peak": f"{cite}: max(sampler {sampler:.2f}, forward {forward:.2f}) + base at "
-                                    f"{seq_count} seqs x {card.vocab_size} vocab, {tokens} tokens",
-                 "non_torch": f"{cite}: TP={tp}",
+                                    f"{seq_count} seqs x {card.vocab_size} vocab, {tokens} tokens"
+                 if act is not None else missing,
+                 "non_torch": f"{cite}: TP={tp}" if keys else missing,
                  "cuda_graph": f"{cite}: " + ("estimate subtracted" if graph else
                                               "not subtracted by this version" if not band.cuda_graph_subtracted
                                               else "eager mode, no graphs")})

@@ -211,3 +211,14 @@ def test_row_groups_keep_statistics_only_for_scalar_columns(tmp_path):
     stats = {meta.column(i).path_in_schema: meta.column(i).is_stats_set for i in range(meta.num_columns)}
     assert stats["index"] and stats["send_ns"] and stats["endpoint"]
     assert not stats["output_text"] and not stats["chunk_ns.list.element"] and not stats["chunk_text.list.element"]
+
+
+def test_samples_refuse_a_serialised_state_whose_counts_disagree():
+    s = Samples(limit=10)
+    s.extend([float(i) for i in range(50)])
+    d = s.to_dict()
+    assert Samples.from_dict(d).dist() == s.dist()
+    with pytest.raises(ValueError, match="inconsistent samples"):
+        Samples.from_dict({**d, "count": 80})  # the sketch holds 50: a percentile would be made up
+    with pytest.raises(ValueError, match="inconsistent samples"):
+        Samples.from_dict({**d, "sketch": Quantiles().to_dict()})  # an empty sketch must not give p99 = 0

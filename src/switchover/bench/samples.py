@@ -100,16 +100,19 @@ class Samples:
         if self.exact:
             return describe(self.values())
         qs = [self.sketch.quantile(p / 100) for p in PERCENTILES]
+        p = [float(q) for q in qs if q is not None]
+        if len(p) != len(qs):  # the sketch holds every value: empty here is a broken state, never a 0 percentile
+            raise ValueError(f"sketch holds {self.sketch.count} values, samples count {self.count}")
         return Dist(
             count=self.count,
             mean=self._mean,
             std=float(np.sqrt(self._m2 / self.count)),
             min=self._min,
             max=self._max,
-            p50=float(qs[0] or 0.0),
-            p90=float(qs[1] or 0.0),
-            p95=float(qs[2] or 0.0),
-            p99=float(qs[3] or 0.0),
+            p50=p[0],
+            p90=p[1],
+            p95=p[2],
+            p99=p[3],
             quantiles="sketch",
         )
 
@@ -155,6 +158,9 @@ class Samples:
         s.count = int(d["count"])
         s.kept = array("d", d["kept"])
         s.sketch = Quantiles.from_dict(d["sketch"])
+        if s.sketch.count != s.count or len(s.kept) > s.count:  # a checkpoint edited or cut: refuse, do not guess
+            raise ValueError(f"inconsistent samples: {s.count} counted, {s.sketch.count} in the sketch, "
+                             f"{len(s.kept)} kept")
         s._mean, s._m2 = float(d["mean"]), float(d["m2"])
         if d.get("min") is not None:
             s._min, s._max = float(d["min"]), float(d["max"])

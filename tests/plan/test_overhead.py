@@ -191,3 +191,17 @@ def test_a_band_without_activation_or_non_torch_data_warns_instead_of_a_silent_z
     assert res.overheads.activation_peak_gib == 0 and res.overheads.non_torch_gib == 0
     assert any("activation_peak overhead is not modelled" in w for w in res.warnings)
     assert any("non_torch overhead is not modelled" in w for w in res.warnings)
+
+
+def test_a_version_of_thousands_of_digits_is_no_version_not_a_crash() -> None:
+    assert parse_version("1" * 5000) is None
+    assert parse_version("vllm " + "9" * 20 + " build 0.11.2") == (0, 11, 2)
+
+
+def test_an_overhead_band_whose_version_spec_cannot_be_read_is_refused_when_the_profile_loads() -> None:
+    from pydantic import ValidationError
+
+    from switchover.engines.profile import OverheadBand
+
+    with pytest.raises(ValidationError, match="bad version clause"):
+        OverheadBand(versions="~=0.8", source="x")

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from switchover.engines.versions import version_matches
 from switchover.errors import BadInput
 
 MetricType = Literal["counter", "gauge", "histogram", "summary"]
@@ -192,6 +193,13 @@ class OverheadBand(_Cited):
     cuda_graph_subtracted: bool = False
     cuda_graph_gib: float = 0.0
     fitted_on: list[str] = Field(default_factory=list, description="calibration point ids (bench/data)")
+
+    @field_validator("versions")
+    @classmethod
+    def _versions_parse(cls, value: str) -> str:
+        """A spec the planner cannot read would fail at plan time; refuse it when the profile loads."""
+        version_matches(value, (0,))
+        return value
 
 
 class MemorySemantics(_Cited):

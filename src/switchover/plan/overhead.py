@@ -13,43 +13,15 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 
 from pydantic import BaseModel, Field
 
 from switchover.engines import EngineProfile
 from switchover.engines.profile import OverheadBand
+from switchover.engines.versions import parse_version, version_matches
 from switchover.model.card import ModelCard
 
 GIB = 2**30
-
-
-def parse_version(text: str | None) -> tuple[int, ...] | None:
-    """The leading dotted number of a version string ('0.11.2rc1' -> (0, 11, 2)); None when there is none."""
-    if not text:
-        return None
-    m = re.search(r"(\d+(?:\.\d+)*)", text)
-    return tuple(int(x) for x in m.group(1).split(".")) if m else None
-
-
-def _cmp(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    n = max(len(a), len(b))
-    pa, pb = a + (0,) * (n - len(a)), b + (0,) * (n - len(b))
-    return (pa > pb) - (pa < pb)
-
-
-def version_matches(spec: str, version: tuple[int, ...]) -> bool:
-    """Whether a version satisfies every clause of a spec such as '>=0.8,<0.21'."""
-    for clause in filter(None, (c.strip() for c in spec.split(","))):
-        m = re.match(r"(>=|<=|==|>|<)\s*(.+)", clause)
-        bound = parse_version(m.group(2)) if m else None
-        if not m or bound is None:
-            raise ValueError(f"bad version clause {clause!r}")
-        c = _cmp(version, bound)
-        ok = {">=": c >= 0, "<=": c <= 0, "==": c == 0, ">": c > 0, "<": c < 0}[m.group(1)]
-        if not ok:
-            return False
-    return True
 
 
 def band_for(profile: EngineProfile, version: str | None) -> tuple[OverheadBand | None, str]:

@@ -256,3 +256,41 @@ async def test_two_streamed_choices_are_kept_apart(transport: str, server: FakeS
         rec = await c.chat([], model="m", stream=True, n=2)
     assert rec.ok, rec.failure
     assert rec.texts == {0: "ab", 1: "cd"} and rec.finish_reasons == {0: "stop", 1: "length"}
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+async def test_a_body_past_the_limit_is_refused_not_held(transport: str, server: FakeServer, chunked: bool) -> None:
+    big = b'{"choices": [{"index": 0, "text": "' + b"x" * 20_000 + b'", "finish_reason": "length"}]}'
+
+    async def h(req: web.Request) -> web.StreamResponse:
+        if not chunked:
+            return web.Response(body=big, content_type="application/json")
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(req)
+        for i in range(0, len(big), 1000):
+            await resp.write(big[i:i + 1000])
+        await resp.write_eof()
+        return resp
+
+    server.handler = h
+    limits = Timeouts(max_body=4096)
+    async with EngineClient(server.url, transport=transport, timeouts=limits) as c:
+        rec = await c.complete("p", model="m", stream=False)
+        res = await c.request("GET", "/big")
+    async with EngineClient(server.url, transport=transport) as default:
+        ok = await default.complete("p", model="m", stream=False)
+    assert rec.failure is not None and rec.failure.kind is FailureKind.PROTOCOL and "4096 bytes" in rec.failure.message
+    assert res.failure is not None and res.failure.kind is FailureKind.PROTOCOL and res.body == b""
+    assert ok.ok and ok.text == "x" * 20_000  # the default limit (64 MiB) reads it whole
+
+
+async def test_an_sse_event_that_never_ends_is_refused_past_the_limit(transport: str, server: FakeServer) -> None:
+    async def h(req: web.Request) -> web.StreamResponse:
+        return await sse(req, [chunk("a"), b'data: {"choices": [{"index": 0, "text": "' + b"y" * 10_000,
+                               0.01, b"y" * 10_000, 0.01, b'"}]}\n\n', chunk("", "stop"), b"data: [DONE]\n\n"])
+
+    server.handler = h
+    async with EngineClient(server.url, transport=transport, timeouts=Timeouts(max_body=8192)) as c:
+        rec = await c.complete("p", model="m", stream=True)
+    assert rec.failure is not None and rec.failure.kind is FailureKind.PROTOCOL
+    assert "unfinished SSE event" in rec.failure.message and rec.text == "a"  # what came before is kept

@@ -27,7 +27,16 @@ import orjson
 
 from switchover.errors import BadInput
 from switchover.wire.error_body import parse_error_body
-from switchover.wire.fold import apply_body, apply_events, connect_text, ended, err_text, join_streamed_text
+from switchover.wire.fold import (
+    MAX_BODY,
+    apply_body,
+    apply_events,
+    connect_text,
+    ended,
+    err_text,
+    join_streamed_text,
+    too_large,
+)
 from switchover.wire.raw_http import RawPool
 from switchover.wire.records import Api, Failure, FailureKind, RequestRecord
 from switchover.wire.sse import SSEParser
@@ -42,12 +51,13 @@ Transport = Literal["auto", "raw", "aiohttp"]
 
 @dataclass(frozen=True, slots=True)
 class Timeouts:
-    """Seconds allowed for each phase of a request."""
+    """Seconds allowed for each phase of a request, and the bytes one answer may hold in memory."""
 
     connect: float = 5.0
     first_byte: float = 120.0
     idle: float = 60.0
     total: float = 900.0
+    max_body: int = MAX_BODY  # a whole (non-streamed) body, or one SSE event still incomplete: past it, PROTOCOL
 
 
 @dataclass(slots=True)
@@ -61,6 +71,18 @@ class HttpResult:
 
     def json(self) -> Any:
         return orjson.loads(self.body)
+
+
+async def _read_bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes | None:
+    """The whole body, or None once it passes `limit` bytes (nothing more is read)."""
+    if resp.content_length is not None and resp.content_length > limit:
+        return None
+    buf = bytearray()
+    async for piece in resp.content.iter_any():
+        buf += piece
+        if len(buf) > limit:
+            return None
+    return bytes(buf)
 
 
 class EngineClient:
@@ -272,9 +294,13 @@ class EngineClient:
                         rec.failure = Failure(FailureKind.HTTP_STATUS, err_text(resp.status, err), resp.status, err)
                         return
                     if not stream:
-                        raw = await resp.read()
+                        whole = await _read_bounded(resp, t.max_body)
                         rec.first_byte_ns = rec.end_ns = time.perf_counter_ns()
-                        apply_body(rec, raw)
+                        if whole is None:
+                            too_large(rec, "the response body", t.max_body)
+                            resp.close()
+                        else:
+                            apply_body(rec, whole)
                         return
                     content = resp.content
                     data = await content.readany()
@@ -289,6 +315,12 @@ class EngineClient:
                         if more:
                             data += more
                         apply_events(rec, parser.feed(data), now_ns)
+                        if parser.pending > t.max_body:
+                            rec.end_ns = now_ns
+                            join_streamed_text(rec)
+                            too_large(rec, "an unfinished SSE event", t.max_body)
+                            resp.close()
+                            return
                         cm.reschedule(min(total_deadline, loop.time() + t.idle))
                         data = await content.readany()
                         now_ns = time.perf_counter_ns()
@@ -353,7 +385,12 @@ class EngineClient:
         try:
             async with asyncio.timeout(timeout if timeout is not None else self.timeouts.first_byte):
                 async with session.request(method, self.base_url + path, data=data) as resp:
-                    body = await resp.read()
+                    body = await _read_bounded(resp, self.timeouts.max_body)
+                    if body is None:
+                        resp.close()
+                        return HttpResult(resp.status, b"", (time.perf_counter_ns() - t0) / 1e6, Failure(
+                            FailureKind.PROTOCOL, f"{method} {path}: body over {self.timeouts.max_body} bytes",
+                            resp.status))
                     return HttpResult(resp.status, body, (time.perf_counter_ns() - t0) / 1e6)
         except TimeoutError:
             return HttpResult(None, b"", (time.perf_counter_ns() - t0) / 1e6,

@@ -25,6 +25,7 @@ from switchover.wire.error_body import ErrorBody, parse_error_obj
 from switchover.wire.records import Failure, FailureKind, RequestRecord, ToolCall, Usage
 
 DONE = b"[DONE]"
+MAX_BODY = 64 << 20  # bytes of one whole body, or of one unfinished SSE event, a client holds (wire.Timeouts)
 _STRUCTURE_ERRORS = (AttributeError, TypeError, ValueError)  # JSON of the wrong shape: malformed, not a crash
 
 
@@ -59,6 +60,11 @@ def connect_text(url: str, err: OSError | None, fallback: object = None) -> str:
 def err_text(status: int, err: ErrorBody) -> str:
     msg = err.message.strip().splitlines()[0] if err.message.strip() else "(empty body)"
     return f"HTTP {status}: {msg[:300]}"
+
+
+def too_large(rec: Folded, what: str, limit: int) -> None:
+    """Failure PROTOCOL: `what` passed the `limit` bytes a client holds in memory, and was not read further."""
+    rec.failure = Failure(FailureKind.PROTOCOL, f"{what} is over {limit} bytes: not read further", rec.status)
 
 
 def ended(rec: Folded) -> bool:

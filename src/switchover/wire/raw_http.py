@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING
 
 from switchover.wire import stamps
 from switchover.wire.error_body import parse_error_body
-from switchover.wire.fold import apply_body, apply_events, connect_text, ended, err_text, join_streamed_text
+from switchover.wire.fold import (
+    apply_body,
+    apply_events,
+    connect_text,
+    ended,
+    err_text,
+    join_streamed_text,
+    too_large,
+)
 from switchover.wire.http1 import HttpProtocolError, LlhttpResponseParser
 from switchover.wire.records import Failure, FailureKind, RequestRecord
 from switchover.wire.sse import SSEParser
@@ -133,12 +141,18 @@ class _Conn:
                     rec.first_byte_ns = now
                     self._arm(min(now + self.pool.idle_ns, self.total_ns) - time.perf_counter_ns())
                 apply_events(rec, self.sse.feed_raw(body), now)
+                if self.sse.pending > self.pool.timeouts.max_body:
+                    self._too_large(rec, "an unfinished SSE event", now)
+                    return
             else:
                 self.body.append(body)
                 self.body_len += len(body)
                 if self.mode == _ERROR and self.body_len >= _MAX_ERROR_BODY:
                     parser.keep_alive = False
                     self._complete(rec, now)
+                    return
+                if self.body_len > self.pool.timeouts.max_body:
+                    self._too_large(rec, "the response body", now)
                     return
         if parser.done:
             self._complete(rec, now)
@@ -223,6 +237,18 @@ class _Conn:
             self.pool.release(self)
         else:
             self.abort()
+
+    def _too_large(self, rec: RequestRecord, what: str, now: int) -> None:
+        """Stop reading an answer past the memory limit: Failure PROTOCOL, the connection closed."""
+        if self.mode == _STREAM:
+            join_streamed_text(rec)  # the text so far is kept, as for any stream that ends in a failure
+        else:
+            rec.first_byte_ns = rec.first_byte_ns or now
+        self.body = []
+        rec.end_ns = now
+        too_large(rec, what, self.pool.timeouts.max_body)
+        self._settle(now, stale=False)
+        self.abort()
 
     def _fail(self, kind: FailureKind, message: str, now: int) -> None:
         rec = self.rec

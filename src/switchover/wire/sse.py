@@ -42,6 +42,11 @@ class SSEParser:
         self._comments = 0
 
     @property
+    def pending(self) -> int:
+        """Bytes held for an event not finished yet (a client bounds it: wire.Timeouts.max_body)."""
+        return len(self._buf) + sum(map(len, self._data)) if self._data else len(self._buf)
+
+    @property
     def comments(self) -> int:
         """Comment lines seen so far (keep-alives such as ': ping')."""
         return self._comments

@@ -123,6 +123,19 @@ def test_bytes_after_the_response_mark_the_connection_unusable(make: Any) -> Non
 
 @PARSERS
 @pytest.mark.parametrize("raw", [
+    b"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nab",  # RFC 9112 6.3: identical values may be read as one
+    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nab",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2 ;x=1\r\nab\r\n0\r\n\r\n",  # BWS before ';'
+])
+def test_responses_rfc_9112_allows_and_llhttp_refuses_are_read_through_the_replay(raw: bytes, make: Any) -> None:
+    p, got = _parse([raw[:20], raw[20:]], make=make)
+    assert got == b"ab" and p.done and p.status == 200
+    if make is LlhttpResponseParser:
+        assert p._fallback is not None  # why the replay into ResponseParser stays
+
+
+@PARSERS
+@pytest.mark.parametrize("raw", [
     b"HTTX/1.1 200 OK\r\n\r\n",
     b"HTTP/1.1 2000 OK\r\n\r\n",
     b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",

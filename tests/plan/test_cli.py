@@ -115,3 +115,15 @@ def test_capacity_engine_version_picks_the_overhead_band_and_bad_versions_exit_2
     assert data["instance"]["kv_pool_gib"] == pytest.approx(51.38, rel=0.01)  # llm-d's logged pool
     bad = _run("plan", "capacity", "-m", str(llama_dir), "--gpu", "H100-80G", "--engine-version", "latest")
     assert bad.returncode == 2 and "--engine-version" in bad.stderr
+
+
+def test_markup_in_config_text_folder_names_and_launch_flags_is_printed_not_parsed(tmp_path: Path) -> None:
+    d = tmp_path / "m[bold]"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({**C.LLAMA_8B, "quantization_config": {"quant_method": "[/x]"}}))
+    for args in (("plan", "card", "-m", str(d)), ("plan", "capacity", "-m", str(d), "--gpu", "H100-80G",
+                                                  "--max-model-len", "4096"),
+                 ("plan", "translate", "--from", "vllm", "vllm serve M --weird [/x]", "--to", "sglang")):
+        res = _run(*args)
+        assert res.returncode in (0, 1), res.stderr
+        assert "[/x]" in " ".join(res.stdout.split()).replace("│", "") or "--weird" in res.stdout

@@ -75,12 +75,12 @@ def card_cmd(model: str = MODEL, json_out: bool = JSON) -> None:
         print_json(card)
         return
     att = card.attention
-    console.print(f"[bold]{card.name}[/] {card.architecture} ({card.family}), {card.num_layers} layers, "
-                  f"dtype {card.dtype}")
+    console.print(f"[bold]{escape(card.name)}[/] {escape(card.architecture)} ({card.family}), {card.num_layers} "
+                  f"layers, dtype {escape(card.dtype)}", highlight=False)
     console.print(f"  attention: {att.num_heads} heads, {att.num_kv_heads} KV heads, head_dim {att.head_dim} "
                   f"(from {att.head_dim_from})" + (f", MLA rank {att.kv_lora_rank}+{att.qk_rope_head_dim}"
                                                    if att.kv_lora_rank else "")
-                  + (f", sliding window {att.sliding_window}" if att.sliding_window else ""))
+                  + (f", sliding window {att.sliding_window}" if att.sliding_window else ""), markup=False)
     kinds = {k.value: card.count(k) for k in set(card.layers)}
     console.print(f"  layers: {kinds}")
     if card.state:
@@ -90,12 +90,12 @@ def card_cmd(model: str = MODEL, json_out: bool = JSON) -> None:
         console.print(f"  experts: {card.moe.num_experts} (top {card.moe.experts_per_token})")
     w = card.weights
     console.print(f"  weights: {w.total_bytes / 2**30:.2f} GiB, {w.params / 1e9:.3f} B params ({w.origin})"
-                  + (f", {w.scheme or w.quantization}" if w.quantization else ""))
+                  + (f", {w.scheme or w.quantization}" if w.quantization else ""), markup=False)
     console.print(f"    from {escape(w.source or w.origin)}", highlight=False)
     if w.warning:
         console.print(f"  [yellow]warning:[/] {escape(w.warning)}")
     for note in card.notes:
-        console.print(f"  [yellow]note:[/] {note}")
+        console.print(f"  [yellow]note:[/] {escape(note)}", highlight=False)
 
 
 @app.command("capacity")
@@ -150,7 +150,8 @@ def capacity_cmd(
         print_json(result)
     else:
         inst = result.instance
-        console.print(f"[bold]{card.name}[/] on {engine} ({result.budget}), {total:.2f} GiB/GPU, TP={tp} PP={pp}")
+        console.print(f"[bold]{escape(card.name)}[/] on {escape(engine)} ({result.budget}), {total:.2f} GiB/GPU, "
+                      f"TP={tp} PP={pp}", highlight=False)
         console.print(f"  weights {inst.weights_gib:.2f} GiB/GPU ({card.weights.total_bytes / 2**30:.2f} GiB total): "
                       f"{escape(result.weights_source)}", highlight=False)
         if result.overhead_model is not None:
@@ -159,7 +160,7 @@ def capacity_cmd(
                           f"{o.activation_peak_gib:.2f} (sampler {m.sampler_seqs} seqs x vocab, {m.profile_tokens} "
                           f"batched tokens), non-torch {o.non_torch_gib:.2f}, CUDA graphs {o.cuda_graph_gib:.2f} GiB",
                           highlight=False)
-        console.print(f"  {inst.formula} = [bold]{inst.kv_pool_gib:.2f} GiB[/]")
+        console.print(f"  {escape(inst.formula)} = [bold]{inst.kv_pool_gib:.2f} GiB[/]")
         console.print(f"  {result.layout.bytes_per_token:.0f} B/token/GPU, page {result.page_tokens}: "
                       f"{result.num_blocks} blocks = [bold]{result.tokens}[/] tokens")
         if result.range is not None:
@@ -176,7 +177,7 @@ def capacity_cmd(
             table.add_row(str(row.max_model_len), f"{row.kv_concurrency:.2f}", str(row.concurrency), row.binding)
         console.print(table)
         for w in result.warnings:
-            console.print(f"  [yellow]warning:[/] {w}")
+            console.print(f"  [yellow]warning:[/] {escape(w)}", highlight=False)
     if not result.instance.starts:
         raise CheckFailed(f"does not fit: {result.instance.problem}")
 
@@ -211,7 +212,7 @@ def parallel_cmd(
     for x in shown:
         table.add_row(str(x.tp), str(x.pp), str(x.dp), str(x.ep), "yes" if x.legal else "[red]no[/]",
                       str(x.kv_tokens_per_replica or ""), str(x.concurrency_per_replica or ""),
-                      str(x.total_concurrency or ""), "; ".join(x.reasons))
+                      str(x.total_concurrency or ""), escape("; ".join(x.reasons)))
     console.print(table)
     if show_illegal and len(illegal) > MAX_ILLEGAL_ROWS:
         console.print(f"... and {len(illegal) - MAX_ILLEGAL_ROWS} more illegal layouts (--json lists every one)")
@@ -250,16 +251,17 @@ def canary_cmd(
         return
     console.print(f"single copy: {plan.single_tokens} tokens, {plan.single_concurrency} requests of {context}")
     for c in plan.copies:
-        console.print(f"  {c.role} ({c.model}): {' '.join(c.flags) or '(defaults)'} -> "
+        console.print(f"  {c.role} ({escape(c.model)}): {escape(' '.join(c.flags)) or '(defaults)'} -> "
                       f"{c.instance.kv_pool_gib:.2f} GiB, {c.tokens} tokens, {c.concurrency} requests"
-                      + ("" if c.instance.starts else f" [red]{c.instance.problem}[/]"))
+                      + ("" if c.instance.starts else f" [red]{escape(c.instance.problem or '')}[/]"),
+                      highlight=False)
     table = Table("canary %", "copies", "old conc", "new conc", "sustainable total")
     for r in plan.table:
         table.add_row(f"{r.canary_percent:g}", str(r.copies), str(r.old_concurrency or "-"),
                       str(r.new_concurrency or "-"), str(r.sustainable_total))
     console.print(table)
     for w in plan.warnings:
-        console.print(f"  [yellow]note:[/] {w}")
+        console.print(f"  [yellow]note:[/] {escape(w)}", highlight=False)
     _fail_unless_both_start(plan)
 
 
@@ -292,15 +294,15 @@ def translate_cmd(
     if json_out:
         print_json(result.model_dump() | {"command": result.command})
         return
-    console.print(f"[bold]{result.command}[/]", highlight=False)
+    console.print(f"[bold]{escape(result.command)}[/]", highlight=False)
     if result.yaml_config:
         import yaml
 
         console.print("# extra_llm_api_options.yaml\n" + yaml.safe_dump(result.yaml_config, sort_keys=False),
-                      highlight=False)
+                      highlight=False, markup=False)
     table = Table("intent", "kind", "what changes")
     for item in result.lost:
-        table.add_row(item.intent, item.kind, item.detail)
+        table.add_row(escape(item.intent), escape(item.kind), escape(item.detail))
     console.print(table)
 
 

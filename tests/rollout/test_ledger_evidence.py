@@ -187,3 +187,32 @@ def test_cli_watch_still_rolls_back_past_a_bad_line(
     code, out, _ = cli(capsys, "watch", "--interval", "0.01", "--max-checks", "3")
     assert code == 1 and "rolled back 5% → shadow" in out
     assert "1 ledger line could not be read" in " ".join(out.split())
+
+
+def test_a_window_is_read_in_one_pass_without_holding_its_rows_and_judged_as_from_the_rows(tmp_path: Path) -> None:
+    import tracemalloc
+
+    from switchover.rollout.custom_gates import judge_ledger_gate
+    from switchover.rollout.evidence import judge_custom, read_window
+    from switchover.rollout.rows import row_view
+    from switchover.rollout.settings import RolloutSettings
+
+    rows = traffic(1000.0, 10_000, new_share=0.5, seed=9)
+    write_ledger(tmp_path, rows)
+    settings = RolloutSettings.model_validate({"gates": {"min_samples": 50}, "custom_gates": [
+        {"name": "length", "builtin": "output_length_shift", "by": "task_type"},
+        {"name": "short", "ledger": {"fail_when": "completion_tokens < 12"}, "max": 0.5, "max_increase": 0.1}]})
+    tracemalloc.start()
+    try:
+        window = read_window(settings, lambda: tmp_path, since=0.0, now=1e10, with_shadow=False,
+                             gates=settings.custom_gates)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8e6, f"{peak / 1e6:.1f} MB"  # the 10,000 rows as objects are ~30 MB: they were not kept
+    assert window.stats == stats_from_ledger(rows, window_s=1e10, with_shadow=False, th=settings.gates,
+                                             skipped=window.skipped)
+    views = [row_view(r) for r in rows if isinstance(r, LedgerRecord)]
+    judged = judge_custom(settings.custom_gates, settings, window)
+    assert judged == [judge_ledger_gate(g, views, settings.gates) for g in settings.custom_gates]
+    assert [r.verdict for r in judged] == ["pass", "pass"] and judged[1].samples > 4000

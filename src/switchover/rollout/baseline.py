@@ -7,7 +7,7 @@ Taken from the last stage's window when the rollout enters 100 % and kept as bas
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -39,14 +39,18 @@ class Baseline(BaseModel):
 
 
 def take_baseline(
-    rows: Sequence[LedgerRow], *, now: float, max_samples: int, typer: TaskTyper | None = None
+    rows: Iterable[LedgerRow], *, now: float, max_samples: int, typer: TaskTyper | None = None
 ) -> Baseline:
-    """Old's ok answers in `rows`: TTFT/TPOT p99 and up to `max_samples` output lengths (seeded, reproducible)."""
+    """Old's ok answers in `rows` (one pass; a stream will do): TTFT/TPOT p99 and up to `max_samples` output
+    lengths (seeded, reproducible)."""
     ttft: list[float] = []
     tpot: list[float] = []
     lengths: dict[str, list[float]] = defaultdict(list)
-    ts = [r.ts for r in rows]
+    first: float | None = None
+    last: float | None = None
     for r in rows:
+        first = r.ts if first is None or r.ts < first else first
+        last = r.ts if last is None or r.ts > last else last
         if not isinstance(r, LedgerRecord) or r.routed != "old" or r.arm != "old" or r.outcome != "ok":
             continue
         if r.ttft_ms is not None:
@@ -65,8 +69,8 @@ def take_baseline(
         lengths = kept
     return Baseline(
         taken_at=now,
-        window_start=min(ts, default=None),
-        window_end=max(ts, default=None),
+        window_start=first,
+        window_end=last,
         ttft_p99_ms=percentile(ttft, 99) if ttft else None,
         ttft_n=len(ttft),
         tpot_p99_ms=percentile(tpot, 99) if tpot else None,

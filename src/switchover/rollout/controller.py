@@ -7,7 +7,7 @@ save the state, then append the audit line; if the gateway file cannot be edited
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +20,7 @@ from switchover.review.models import ReviewSummary
 from switchover.rollout import rollback_ready
 from switchover.rollout import stages as sm
 from switchover.rollout.custom_gates import Series, promql_vector
+from switchover.rollout.custom_settings import CustomGate
 from switchover.rollout.driver import apply_to_gateway
 from switchover.rollout.evidence import Window, judge_custom, read_window
 from switchover.rollout.gates import GateReport, WindowStats, decide, evaluate, stream_ledger_rows
@@ -135,14 +136,16 @@ class Rollout:
             holding=self.holding.last_report() if state.holding is not None else None,
         )
 
-    def window(self, state: RolloutState, *, window_s: float | None = None, need_rows: bool = False) -> Window:
-        """The evidence of the current stage: the last window_s seconds, never before the stage was entered."""
+    def window(self, state: RolloutState, *, window_s: float | None = None,
+               gates: Sequence[CustomGate] = ()) -> Window:
+        """The evidence of the current stage (for its built-in gates and custom `gates`): the last window_s
+        seconds, never before the stage was entered."""
         now = self.clock()
         since = now - (window_s or self.settings.window_s)
         if state.entered_at is not None:
             since = max(since, state.entered_at)
         return read_window(self.settings, self.ledger_path, since=since, now=now, with_shadow=state.shadow,
-                           need_rows=need_rows)
+                           gates=gates)
 
     def window_stats(self, state: RolloutState) -> WindowStats:
         return self.window(state).stats
@@ -197,7 +200,7 @@ class Rollout:
         if state.status == sm.Status.HOLDING:
             return self.holding.gate_report(state)
         custom_gates = [self.settings.custom_gate(n) for n in stage.custom]
-        window = self.window(state, need_rows=bool(custom_gates))
+        window = self.window(state, gates=custom_gates)
         results = evaluate(window.stats, stage.gates or [], self.settings.gates)
         custom = judge_custom(custom_gates, self.settings, window, since_switch=self.rows_since_switch,
                               query=self.query, review=self.review_summary)

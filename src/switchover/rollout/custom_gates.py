@@ -13,7 +13,6 @@ import math
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
@@ -102,15 +101,8 @@ def _combine(gate: CustomGate, groups: list[GroupVerdict], what: str, threshold:
     return CustomGateResult(**base, verdict="hold", samples=samples, reason=f"{what}: {reason}")
 
 
-def _arm_rows(views: Sequence[View], arm: str) -> list[View]:
-    return [v for v in views if v.get("routed") == arm and v.get("outcome") not in NOT_AN_ARM_OUTCOMES]
-
-
-def _group(views: Sequence[View], by: str | None) -> dict[str, list[View]]:
-    out: dict[str, list[View]] = defaultdict(list)
-    for v in views:
-        out[ALL if by is None else str(v.get(by))].append(v)
-    return out
+def _on_arm(v: View, arm: str) -> bool:
+    return v.get("routed") == arm and v.get("outcome") not in NOT_AN_ARM_OUTCOMES
 
 
 def _not_measured(gate: CustomGate, field: str) -> CustomGateResult:
@@ -121,49 +113,73 @@ def _not_measured(gate: CustomGate, field: str) -> CustomGateResult:
                             hard=bool(gate.hard), threshold=gate.max, reason=why)
 
 
-def ledger_rate(gate: CustomGate, views: Sequence[View], *, where: str | None, fail_when: str, arm: str,
-                min_samples: int, what: str) -> CustomGateResult:
-    """The share of selected rows on `arm` for which `fail_when` holds, per group, against max / max_increase."""
-    fields = row_fields()
-    sel = compile_expr(where, fields) if where else None
-    bad_expr = compile_expr(fail_when, fields)
+class _RateTally:
+    """Counts for a rate gate: of the rows `where` selects on `arm` (and on old, to compare), per group, how many
+    and how many `fail_when`. Memory: two counters per group, however many rows pass."""
 
-    def pick(rows: list[View]) -> list[View]:
-        return [v for v in rows if sel is None or sel.matches(v)]
+    def __init__(self, gate: CustomGate, *, where: str | None, fail_when: str, arm: str) -> None:
+        fields = row_fields()
+        self.by, self.arm = gate.by, arm
+        self.sel = compile_expr(where, fields) if where else None
+        self.bad = compile_expr(fail_when, fields)
+        self.new: dict[str, list[int]] = {}  # group -> [rows, failures]
+        self.old: dict[str, list[int]] = {}
+        self.json_seen = False  # parse_failure_rate: does any row carry json_valid at all
 
-    new = _group(pick(_arm_rows(views, arm)), gate.by)
-    old = _group(pick(_arm_rows(views, "old")), gate.by) if arm == "new" else {}
-    groups = []
-    for name in sorted(new):
-        rows = new[name]
-        bad = sum(1 for v in rows if bad_expr.matches(v))
-        old_rows = old.get(name, [])
-        old_rate = (sum(1 for v in old_rows if bad_expr.matches(v)) / len(old_rows)
-                    if len(old_rows) >= min_samples else None)
-        groups.append(_rate_verdict(name, bad, len(rows), gate.max, min_samples, old_rate, gate.max_increase))
-    return _combine(gate, groups, what, gate.max)
+    def add(self, v: View) -> None:
+        self.json_seen = self.json_seen or v.get("json_valid") is not None
+        if _on_arm(v, self.arm):
+            side = self.new
+        elif self.arm == "new" and _on_arm(v, "old"):
+            side = self.old
+        else:
+            return
+        if self.sel is not None and not self.sel.matches(v):
+            return
+        c = side.setdefault(ALL if self.by is None else str(v.get(self.by)), [0, 0])
+        c[0] += 1
+        c[1] += self.bad.matches(v)
+
+    def result(self, gate: CustomGate, min_samples: int, what: str) -> CustomGateResult:
+        """The share failing per group against max / max_increase (old's share where it has min_samples)."""
+        groups = []
+        for name in sorted(self.new):
+            n, bad = self.new[name]
+            n_old, bad_old = self.old.get(name, (0, 0))
+            old_rate = bad_old / n_old if n_old >= min_samples else None
+            groups.append(_rate_verdict(name, bad, n, gate.max, min_samples, old_rate, gate.max_increase))
+        return _combine(gate, groups, what, gate.max)
 
 
-def _lengths(views: Sequence[View], arm: str) -> list[View]:
-    return [v for v in _arm_rows(views, arm) if v.get("arm") == arm and v.get("outcome") == "ok"
-            and v.get("completion_tokens") is not None]
+class _LengthTally:
+    """Completion tokens of ok answers, per arm and group (the distributions output_length_shift compares)."""
+
+    def __init__(self, gate: CustomGate) -> None:
+        self.by = gate.by
+        self.lengths: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
+
+    def add(self, v: View) -> None:
+        for arm in ("old", "new"):
+            if _on_arm(v, arm) and v.get("arm") == arm and v.get("outcome") == "ok" \
+                    and v.get("completion_tokens") is not None:
+                group = ALL if self.by is None else str(v.get(self.by))
+                self.lengths[arm].setdefault(group, []).append(float(v["completion_tokens"]))
 
 
-def output_length_shift(gate: CustomGate, views: Sequence[View], th: GateThresholds, min_samples: int,
+def output_length_shift(gate: CustomGate, tally: _LengthTally, th: GateThresholds, min_samples: int,
                         baseline: Baseline | None) -> CustomGateResult:
     """New's output lengths against old's (or the baseline's) per group: fail when the distributions differ
     beyond the A/A noise AND the p50 or p90 moved by more than `max` (relative)."""
-    new = _group(_lengths(views, "new"), gate.by)
-    old = _group(_lengths(views, "old"), gate.by)
+    new, old = tally.lengths["new"], tally.lengths["old"]
     limit = gate.max if gate.max is not None else 0.25
     groups = []
     for name in sorted(new):
-        a = [float(v["completion_tokens"]) for v in old.get(name, [])]
+        a = old.get(name, [])
         source = "old"
         if len(a) < min_samples and baseline is not None:
             a = baseline.lengths(None if name == ALL else name)
             source = "baseline"
-        b = [float(v["completion_tokens"]) for v in new[name]]
+        b = new[name]
         cmp = compare_metric("output_tokens", a, b, alpha=th.alpha, noise_margin=th.noise_margin,
                              min_samples=min_samples)
         if cmp.verdict == "insufficient":
@@ -180,6 +196,55 @@ def output_length_shift(gate: CustomGate, views: Sequence[View], th: GateThresho
         groups.append(GroupVerdict(group=name, verdict=verdict, observed=abs(shift), samples=len(b),
                                    reason=text + (f" > ±{limit:.0%}" if verdict == "fail" else note)))
     return _combine(gate, groups, "output length", limit)
+
+
+class LedgerTally:
+    """What the ledger gates of a set need from a window's rows, gathered in one pass (`add` each row view as
+    it is read): counters per group for rates, token counts for the length shift; never the rows themselves."""
+
+    def __init__(self, gates: Iterable[CustomGate]) -> None:
+        self.parts: dict[str, _RateTally | _LengthTally] = {}
+        for g in gates:
+            if g.ledger is not None:
+                self.parts[g.name] = _RateTally(g, where=g.ledger.where, fail_when=g.ledger.fail_when,
+                                                arm=g.ledger.arm)
+            elif g.builtin == "parse_failure_rate":
+                self.parts[g.name] = _RateTally(g, where="json_valid != null", fail_when="json_valid == false",
+                                                arm="new")
+            elif g.builtin == "output_length_shift":
+                self.parts[g.name] = _LengthTally(g)
+
+    @property
+    def needs_rows(self) -> bool:
+        return bool(self.parts)
+
+    def add(self, view: View) -> None:
+        for part in self.parts.values():
+            part.add(view)
+
+    def add_all(self, views: Iterable[View]) -> LedgerTally:
+        for v in views:
+            self.add(v)
+        return self
+
+    def judge(self, gate: CustomGate, th: GateThresholds, *, baseline: Baseline | None = None,
+              views_since_switch: Iterable[View] = (), review: ReviewSummary | None = None) -> CustomGateResult:
+        """A ledger or built-in gate from what was gathered (pure)."""
+        min_samples = gate.min_samples or th.min_samples
+        if gate.builtin == "spot_check_rating":
+            return spot_check_rating(gate, review, min_samples)
+        if gate.builtin == "cache_hits_after_switch":
+            return cache_hits_after_switch(gate, views_since_switch)
+        part = self.parts.get(gate.name)
+        if isinstance(part, _LengthTally):
+            return output_length_shift(gate, part, th, min_samples, baseline)
+        if isinstance(part, _RateTally):
+            if gate.builtin == "parse_failure_rate":
+                if not part.json_seen:
+                    return _not_measured(gate, "json_valid")
+                return part.result(gate, min_samples, "JSON parse failures")
+            return part.result(gate, min_samples, "rate")
+        raise ValueError(f"gate {gate.name}: not gathered from this window's rows")  # a caller's mistake
 
 
 def cache_hits_after_switch(gate: CustomGate, views_since_switch: Iterable[View]) -> CustomGateResult:
@@ -221,27 +286,12 @@ def spot_check_rating(gate: CustomGate, summary: ReviewSummary | None, min_sampl
                             reason=f"spot checks: {v.reason}", groups=groups)
 
 
-def judge_ledger_gate(gate: CustomGate, views: Sequence[View], th: GateThresholds, *,
+def judge_ledger_gate(gate: CustomGate, views: Iterable[View], th: GateThresholds, *,
                       baseline: Baseline | None = None, views_since_switch: Iterable[View] = (),
                       review: ReviewSummary | None = None) -> CustomGateResult:
-    """A ledger or built-in gate over row views (pure)."""
-    min_samples = gate.min_samples or th.min_samples
-    if gate.builtin == "spot_check_rating":
-        return spot_check_rating(gate, review, min_samples)
-    if gate.ledger is not None:
-        q = gate.ledger
-        return ledger_rate(gate, views, where=q.where, fail_when=q.fail_when, arm=q.arm, min_samples=min_samples,
-                           what="rate")
-    if gate.builtin == "parse_failure_rate":
-        if not any(v.get("json_valid") is not None for v in views):
-            return _not_measured(gate, "json_valid")
-        return ledger_rate(gate, views, where="json_valid != null", fail_when="json_valid == false", arm="new",
-                           min_samples=min_samples, what="JSON parse failures")
-    if gate.builtin == "output_length_shift":
-        return output_length_shift(gate, views, th, min_samples, baseline)
-    if gate.builtin == "cache_hits_after_switch":
-        return cache_hits_after_switch(gate, views_since_switch)
-    raise ValueError(f"gate {gate.name} is not a ledger gate")  # pragma: no cover - guarded by the settings
+    """A ledger or built-in gate over row views (pure; one pass over `views`)."""
+    return LedgerTally([gate]).add_all(views).judge(gate, th, baseline=baseline,
+                                                    views_since_switch=views_since_switch, review=review)
 
 
 # --- PromQL (the edge) ---------------------------------------------------------------------------------------
@@ -339,7 +389,7 @@ def judge_promql(gate: CustomGate, series: Series, query: str) -> CustomGateResu
 
 def evaluate_custom(
     gates: Sequence[CustomGate],
-    views: Sequence[View],
+    views: Iterable[View] | LedgerTally,
     th: GateThresholds,
     *,
     window_s: float,
@@ -349,7 +399,9 @@ def evaluate_custom(
     query: Callable[[PrometheusSource, str], Series] = promql_vector,
     review: Callable[[], ReviewSummary | None] | None = None,
 ) -> list[CustomGateResult]:
-    """Every custom gate of a stage (ledger ones pure; PromQL ones through `query`)."""
+    """Every custom gate of a stage (ledger ones pure, from `views` read once or a tally gathered while the
+    window was read; PromQL ones through `query`)."""
+    tally = views if isinstance(views, LedgerTally) else LedgerTally(gates).add_all(views)
     out = []
     for gate in gates:
         if gate.promql is not None:
@@ -362,6 +414,6 @@ def evaluate_custom(
             out.append(judge_promql(gate, query(prometheus, q), q))
         else:
             summary = review() if review is not None and gate.builtin == "spot_check_rating" else None
-            out.append(judge_ledger_gate(gate, views, th, baseline=baseline, views_since_switch=views_since_switch,
-                                         review=summary))
+            out.append(tally.judge(gate, th, baseline=baseline, views_since_switch=views_since_switch,
+                                   review=summary))
     return out

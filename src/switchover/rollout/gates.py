@@ -323,7 +323,7 @@ def _excluded_notes(stats: WindowStats, by_outcome: Counter[str]) -> None:
 
 
 def stats_from_ledger(
-    rows: Sequence[LedgerRow],
+    rows: Iterable[LedgerRow],
     *,
     window_s: float,
     with_shadow: bool,
@@ -331,8 +331,12 @@ def stats_from_ledger(
     skipped: LedgerSkips | None = None,
 ) -> WindowStats:
     """Per-arm counts and tails of the request rows (outcomes that say nothing about an arm left out), and
-    (for shadow stages) the shadow-vs-old comparison."""
+    (for shadow stages) the shadow-vs-old comparison. One pass over `rows` (a stream will do): it keeps the
+    latencies the p99s need and, for shadow stages, the rows that carry a mirror's result; not every row."""
     old, new = ArmWindow(), ArmWindow()
+    start: float | None = None
+    end: float | None = None
+    mirrored: list[LedgerRow] = []  # all samples_from_ledger(..., "shadow") looks at
     lat: dict[str, dict[str, list[float]]] = {
         "old": {"ttft": [], "tpot": []},
         "new": {"ttft": [], "tpot": []},
@@ -340,6 +344,10 @@ def stats_from_ledger(
     by_outcome: Counter[str] = Counter()
     unrouted = 0
     for r in rows:
+        start = r.ts if start is None or r.ts < start else start
+        end = r.ts if end is None or r.ts > end else end
+        if with_shadow and r.shadow is not None:
+            mirrored.append(r)
         if not isinstance(r, LedgerRecord):
             continue
         if r.outcome in NOT_AN_ARM_OUTCOMES:
@@ -362,11 +370,11 @@ def stats_from_ledger(
     for name, arm in (("old", old), ("new", new)):
         arm.ttft_n, arm.ttft_p99_ms = len(lat[name]["ttft"]), _p99(lat[name]["ttft"])
         arm.tpot_n, arm.tpot_p99_ms = len(lat[name]["tpot"]), _p99(lat[name]["tpot"])
-    skips = skipped or LedgerSkips()
+    skips = skipped or LedgerSkips()  # complete now: the stream has been read to its end
     bad_note = skips.note()
     shadow = None
     if with_shadow:
-        a, b = samples_from_ledger(rows, "shadow")
+        a, b = samples_from_ledger(mirrored, "shadow")
         shadow = compare_samples(
             a, b, mode="shadow", alpha=th.alpha, noise_margin=th.noise_margin, min_samples=th.min_samples
         )
@@ -375,8 +383,8 @@ def stats_from_ledger(
     stats = WindowStats(
         source="ledger",
         window_s=window_s,
-        start=min((r.ts for r in rows), default=None),
-        end=max((r.ts for r in rows), default=None),
+        start=start,
+        end=end,
         old=old,
         new=new,
         shadow=shadow,

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from switchover.rollout import stages as sm
 from switchover.rollout.baseline import Baseline, take_baseline
-from switchover.rollout.evidence import Window, judge_custom, read_window, with_baseline
+from switchover.rollout.custom_settings import CustomGate
+from switchover.rollout.evidence import Window, judge_custom, read_window, window_rows, with_baseline
 from switchover.rollout.gates import GateReport, WindowStats, evaluate
 from switchover.rollout.holding import (
     HoldingReport,
@@ -98,8 +99,9 @@ class HoldingDesk:
         if not self.opens_at(new, new.index):
             return new, []
         now = self.r.clock()
-        rows = read_window(self.r.settings, self.r.ledger_path, since=tr.ts - self.r.settings.window_s, now=tr.ts,
-                           with_shadow=False).rows
+        # the last stage's window, streamed (Prometheus as the source: no ledger rows, an empty baseline)
+        rows = (window_rows(self.r.ledger_path(), tr.ts - self.r.settings.window_s, tr.ts)
+                if self.r.settings.source == "ledger" else iter(()))
         baseline = take_baseline(rows, now=now, max_samples=self.settings.baseline_samples,
                                  typer=TaskTyper(self.r.settings.task_types))
         self.r.store.write_model(BASELINE_FILE, baseline)
@@ -129,20 +131,26 @@ class HoldingDesk:
         cache: dict[float, Window] = {}
         main_stats: WindowStats | None = None
         reports: list[WindowReport] = []
+        plan = []
+        by_eval: dict[float, dict[str, CustomGate]] = {}  # the custom gates judged on each evaluation window
         for ftype, ws in state.holding.windows.items():
             spec = self.settings.windows.get(ftype)
-            duration = spec.duration_s if spec else ws.ends_at - state.holding.started_at
             names = spec.gates if spec else []
-            builtin = [GateName(g) for g in names if g in _BUILTIN]
             custom = [self.r.settings.custom_gate(g) for g in names if g not in _BUILTIN]
+            eval_s = (spec.eval_window_s if spec else None) or self.r.settings.window_s
+            if ws.closed_at is None:
+                by_eval.setdefault(eval_s, {}).update((g.name, g) for g in custom)
+            plan.append((ftype, ws, spec, names, custom, eval_s))
+        for ftype, ws, spec, names, custom, eval_s in plan:
+            duration = spec.duration_s if spec else ws.ends_at - state.holding.started_at
+            builtin = [GateName(g) for g in names if g in _BUILTIN]
             if ws.closed_at is not None:
                 reports.append(judge_window(ftype, duration, ws, [], [], old, now))
                 continue
-            eval_s = (spec.eval_window_s if spec else None) or self.r.settings.window_s
-            if eval_s not in cache:
+            if eval_s not in cache:  # one read per evaluation window, for every gate judged on it
                 since = max(now - eval_s, state.holding.started_at)
                 cache[eval_s] = read_window(self.r.settings, self.r.ledger_path, since=since, now=now,
-                                            with_shadow=False, need_rows=True)
+                                            with_shadow=False, gates=list(by_eval[eval_s].values()))
             window = cache[eval_s]
             stats = with_baseline(window.stats, baseline, th.min_samples)
             main_stats = main_stats or stats

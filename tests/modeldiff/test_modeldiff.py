@@ -174,3 +174,17 @@ def test_corpus_files_jsonl_and_text(tmp_path: Path) -> None:
 
 def test_build_tokenizer_helper_is_deterministic() -> None:
     assert build_tokenizer(300).get_vocab() == build_tokenizer(300).get_vocab()
+
+
+def test_diff_model_prints_bracketed_tokens_and_template_text_instead_of_parsing_them(models) -> None:
+    """Mistral's [INST]/[/INST] markers are rich closing tags: printed raw they crashed the whole report."""
+    from typer.testing import CliRunner
+
+    from switchover.cli.app import app
+
+    old = models("old")
+    new = models("new", template="{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}")
+    (new / "tokenizer_config.json").write_text(json.dumps({"bos_token": "[/INST]", "eos_token": "<|im_end|>"}))
+    res = CliRunner().invoke(app, ["diff-model", str(old), str(new), "--no-weights"])
+    assert not isinstance(res.exception, Exception) or isinstance(res.exception, SystemExit), res.exception
+    assert "[/INST]" in res.stdout

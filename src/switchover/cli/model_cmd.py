@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from switchover.cli import params
@@ -15,52 +16,58 @@ from switchover.errors import BadInput, CheckFailed
 
 
 def _show(v: object) -> str:
-    return repr(v) if isinstance(v, str) else str(v)
+    """A value from a tokenizer/template file as rich prints it: quoted when text, markup escaped ('[/INST]')."""
+    return escape(repr(v) if isinstance(v, str) else str(v))
 
 
 def render(d) -> None:  # d: ModelDiff
     colour = "green" if d.verdict == "hot switch possible" else "bold red"
-    console.print(f"[{colour}]{d.verdict}[/]  old {d.old.source}  →  new {d.new.source}", highlight=False,
-                  soft_wrap=True)
+    console.print(f"[{colour}]{d.verdict}[/]  old {escape(d.old.source)}  →  new {escape(d.new.source)}",
+                  highlight=False, soft_wrap=True)
     t = d.tokenizer
     tt = Table(title=f"tokenizer: {'same' if t.same else 'CHANGED'}")
     for col in ("", "old", "new"):
         tt.add_column(col, overflow="fold")
     tt.add_row("fingerprint", t.old.fingerprint[:16], t.new.fingerprint[:16])
-    tt.add_row("type / vocab", f"{t.old.model_type} / {t.old.vocab_size}", f"{t.new.model_type} / {t.new.vocab_size}")
+    tt.add_row("type / vocab", escape(f"{t.old.model_type} / {t.old.vocab_size}"),
+               escape(f"{t.new.model_type} / {t.new.vocab_size}"))
     for role in ("bos", "eos", "pad", "unk"):
         tt.add_row(role, _show(t.old.special.get(role)), _show(t.new.special.get(role)))
-    tt.add_row("only here", f"{t.only_old_count} e.g. {t.only_old[:6]}", f"{t.only_new_count} e.g. {t.only_new[:6]}")
+    tt.add_row("only here", f"{t.only_old_count} e.g. {_show(t.only_old[:6])}",
+               f"{t.only_new_count} e.g. {_show(t.only_new[:6])}")
     tt.add_row("same token, same id / moved", f"{t.vocab_shared} / {t.vocab_moved}", "")
     console.print(tt)
     ct = Table(title="token counts over the corpus" + (f" (budget {t.budget})" if t.budget else ""))
     for col in ("#", "kind", "old", "new", "ratio", "over budget"):
         ct.add_column(col)
     for c in t.counts:
-        ct.add_row(c.id, c.kind, str(c.old), str(c.new), str(c.ratio), "[red]yes[/]" if c.over_budget else "")
+        ct.add_row(escape(str(c.id)), escape(str(c.kind)), str(c.old), str(c.new), str(c.ratio),
+                   "[red]yes[/]" if c.over_budget else "")
     console.print(ct)
     for note in {t.old.encoder_note, t.new.encoder_note} - {None}:
-        console.print(f"[dim]note: {note}[/]", highlight=False, soft_wrap=True)
+        console.print(f"[dim]note: {escape(str(note))}[/]", highlight=False, soft_wrap=True)
     tp = d.template
-    console.print(f"[bold]chat template[/]: {'same' if tp.same_renders else 'CHANGED'} (old {tp.old.origin}, "
-                  f"sha {str(tp.old.sha256)[:12]}; new {tp.new.origin}, sha {str(tp.new.sha256)[:12]})",
+    console.print(f"[bold]chat template[/]: {'same' if tp.same_renders else 'CHANGED'} "
+                  f"(old {escape(str(tp.old.origin))}, sha {str(tp.old.sha256)[:12]}; "
+                  f"new {escape(str(tp.new.origin))}, sha {str(tp.new.sha256)[:12]})",
                   highlight=False, soft_wrap=True)
     mt = Table(title="role markers and system placement")
     for col in ("", "old", "new"):
         mt.add_column(col, overflow="fold")
     for k in dict.fromkeys(list(tp.old_markers.separators) + list(tp.new_markers.separators)):
-        mt.add_row(k, _show(tp.old_markers.separators.get(k)), _show(tp.new_markers.separators.get(k)))
-    mt.add_row("system prompt", tp.old_markers.system, tp.new_markers.system)
+        mt.add_row(escape(str(k)), _show(tp.old_markers.separators.get(k)), _show(tp.new_markers.separators.get(k)))
+    mt.add_row("system prompt", escape(str(tp.old_markers.system)), escape(str(tp.new_markers.system)))
     mt.add_row("default system (none given)", _show(tp.old_markers.default_system),
                _show(tp.new_markers.default_system))
     console.print(mt)
     for r in tp.renders:
         if not r.same:
-            console.print(f"[bold]render diff: {r.conversation}[/]" + (f" [red]{r.error}[/]" if r.error else ""))
+            console.print(f"[bold]render diff: {escape(str(r.conversation))}[/]"
+                          + (f" [red]{escape(str(r.error))}[/]" if r.error else ""), highlight=False)
             console.print(r.unified or "(no text)", highlight=False, markup=False)
     g = d.generation
-    console.print(f"[bold]generation defaults[/]: old {g.old.origin or 'none'} {g.old.fields}; new "
-                  f"{g.new.origin or 'none'} {g.new.fields}", highlight=False, soft_wrap=True)
+    console.print(f"[bold]generation defaults[/]: old {escape(str(g.old.origin or 'none'))} {_show(g.old.fields)}; "
+                  f"new {escape(str(g.new.origin or 'none'))} {_show(g.new.fields)}", highlight=False, soft_wrap=True)
     gt = Table(title="what a request without sampling fields gets (engine profile + model defaults)")
     for col in ("engine", "old model", "new model", "changed"):
         gt.add_column(col, overflow="fold")
@@ -70,7 +77,8 @@ def render(d) -> None:  # d: ModelDiff
 
     for eng, rows in g.engines.items():
         changed = [r.field for r in rows if r.changed]
-        gt.add_row(eng, fmt(rows, "old"), fmt(rows, "new"), f"[yellow]{', '.join(changed)}[/]" if changed else "")
+        gt.add_row(escape(eng), escape(fmt(rows, "old")), escape(fmt(rows, "new")),
+                   f"[yellow]{escape(', '.join(changed))}[/]" if changed else "")
     console.print(gt)
     console.print("[dim]* = taken from the model's own defaults[/]")
     if d.weights_old and d.weights_new:
@@ -80,7 +88,8 @@ def render(d) -> None:  # d: ModelDiff
                       f"{w2.tensors} tensors, {w2.params:,} params, {w2.dtypes})", highlight=False, soft_wrap=True)
     for r in d.reasons:
         mark = "[red]blocks hot switch[/]" if r.blocking else "[yellow]note[/]"
-        console.print(f"- {mark} {r.what}: {r.why}. → {r.action}", highlight=False, soft_wrap=True)
+        console.print(f"- {mark} {escape(str(r.what))}: {escape(str(r.why))}. → {escape(str(r.action))}",
+                      highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

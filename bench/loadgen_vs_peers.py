@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import shutil
@@ -111,7 +112,9 @@ async def _bench_run(url: str, concurrency: int, requests: int, chunks: int, run
     t0 = time.perf_counter()
     report, rd = await BenchRun(plan, runs_dir).run()
     s = report.steps[0]
-    return {"req_per_s": s.req_per_s or 0.0, "ok": s.ok, "wall_s": time.perf_counter() - t0,
+    # req/s nan, not 0, when the step had no measurable duration
+    return {"req_per_s": math.nan if s.req_per_s is None else s.req_per_s, "ok": s.ok,
+            "wall_s": time.perf_counter() - t0,
             "parquet_mb": rd.file("requests.parquet").stat().st_size / 1e6}
 
 
@@ -149,7 +152,8 @@ def memory_main(a: argparse.Namespace) -> None:
     print(f"switchover bench (rows to Parquet, streaming summary) against the zero-work server on core "
           f"{a.server_core}, client on core {a.client_core}; c={a.concurrency}, {a.chunks} chunks per response; "
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print(f"{'requests':>10}{'peak RSS MB':>13}{'wall s':>9}{'req/s':>9}{'CPU s':>8}{'parquet MB':>12}{'RSS ÷ first':>13}")
+    print(f"{'requests':>10}{'peak RSS MB':>13}{'wall s':>9}{'req/s':>9}{'CPU s':>8}{'parquet MB':>12}"
+          f"{'RSS ÷ first':>13}")
     base = res[counts[0]]["peak_rss_mb"]
     for n in counts:
         r = res[n]

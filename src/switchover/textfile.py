@@ -3,6 +3,7 @@ the stack, and every failure a BadInput naming the file (never a UnicodeDecodeEr
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import select
@@ -50,18 +51,23 @@ def _read_stream(fd: int, limit: int, p: Path, what: str) -> bytes:
     return b"".join(chunks)
 
 
-def read_bytes(path: str | Path, *, max_bytes: int = MAX_BYTES, what: str = "file") -> bytes:
-    """A user's file as bytes, refused (BadInput) when missing, a directory or larger than `max_bytes`; never
-    blocks on a FIFO or device (opened non-blocking, read with a deadline)."""
-    p = Path(path)
+def _open(p: Path, what: str) -> int:
+    """A read descriptor that cannot block on a FIFO with no writer (O_NONBLOCK); BadInput naming `p` otherwise."""
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise BadInput(f"{p}: no such file") from None
     except IsADirectoryError:
         raise BadInput(f"{p}: is a directory, expected a {what}") from None
     except OSError as exc:
         raise BadInput(f"{str(p)[:200]}: cannot read: {exc.strerror or exc}") from None
+
+
+def read_bytes(path: str | Path, *, max_bytes: int = MAX_BYTES, what: str = "file") -> bytes:
+    """A user's file as bytes, refused (BadInput) when missing, a directory or larger than `max_bytes`; never
+    blocks on a FIFO or device (opened non-blocking, read with a deadline)."""
+    p = Path(path)
+    fd = _open(p, what)
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
@@ -78,6 +84,30 @@ def read_bytes(path: str | Path, *, max_bytes: int = MAX_BYTES, what: str = "fil
     if len(raw) > max_bytes:
         raise BadInput(f"{p}: larger than {max_bytes // 1024} KiB, not a {what}")
     return raw
+
+
+def check_text_file(path: str | Path, *, max_bytes: int, what: str = "file") -> None:
+    """Refuse (BadInput), without holding it in memory, a file a later reader opens again: it must be a regular
+    file (a FIFO cannot be read twice), at most `max_bytes`, and UTF-8 throughout."""
+    p = Path(path)
+    fd = _open(p, what)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise BadInput(f"{p}: not a regular file, expected a {what}")
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as fh:
+        decoder, got = codecs.getincrementaldecoder("utf-8")(), 0
+        try:
+            while chunk := fh.read(1 << 20):
+                got += len(chunk)
+                if got > max_bytes:
+                    raise BadInput(f"{p}: larger than {max_bytes >> 20} MiB, not a {what}")
+                decoder.decode(chunk)
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            raise BadInput(f"{p}: not UTF-8 text (near byte {got}), not a {what}") from None
+        except OSError as exc:
+            raise BadInput(f"{p}: cannot read: {exc.strerror or exc}") from None
 
 
 def read_text(path: str | Path, *, max_bytes: int = MAX_BYTES, what: str = "file") -> str:

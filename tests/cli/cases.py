@@ -246,7 +246,7 @@ def _values(kind: str, ws: Workspace, parser: Any) -> Iterator[tuple[str, str, b
         # an empty SQLite database
         allowed = any_code if kind in ("scan", "text_file", "ledger", "store") else frozenset({1, 2, 3})
         for cls in IN_FILE_CLASSES:
-            yield f"file {cls}", ws.bad(cls), False, allowed
+            yield f"file {cls}", ws.bad(cls), kind in ("in_file", "fingerprint"), allowed
         if kind == "fingerprint":
             for v in ("catalog:H100-80Gx0", "catalog:H100-80Gx-1", "catalog:NOPE", "catalog:", "catalog:H100-80Gx1e9"):
                 yield f"fingerprint {v!r}", v, True, any_code

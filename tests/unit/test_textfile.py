@@ -49,3 +49,16 @@ def test_missing_directory_and_binary_files_are_one_line(tmp_path: Path) -> None
                         (tmp_path / "b", "not UTF-8")):
         with pytest.raises(BadInput, match=words):
             textfile.read_text(path)
+
+
+def test_a_file_read_again_later_must_be_regular_bounded_and_utf8(tmp_path: Path) -> None:
+    fifo, big, bad, good = tmp_path / "fifo", tmp_path / "big", tmp_path / "bad", tmp_path / "good"
+    os.mkfifo(fifo)
+    big.write_bytes(b"a" * (2 << 20))
+    bad.write_bytes(b"ok\n" * 1000 + b"\xff")
+    good.write_text("é\n" * 1000)
+    for path, words in ((fifo, "not a regular file"), ("/dev/zero", "not a regular file"), (tmp_path, "not a regular"),
+                        (big, "larger than 1 MiB"), (bad, "not UTF-8"), (tmp_path / "nope", "no such file")):
+        with pytest.raises(BadInput, match=words):
+            textfile.check_text_file(path, max_bytes=1 << 20, what="dataset")
+    textfile.check_text_file(good, max_bytes=1 << 20)

@@ -5,10 +5,8 @@ case finishes within a bound. The cases come from the live command tree (tests/c
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,16 +18,6 @@ from tests.cli.runner import HUNG, run_cli
 
 REACHED = 99  # a patched side effect (serve, install, launch) was reached: the input was accepted
 CASE_LIMIT_S = 20.0  # generous: two shared cores; the slowest case takes about 1 s alone
-# commands whose files belong to other engineers: failures there are listed, not fixed here (see KNOWN)
-OTHERS = {"gateway", "gateway reset", "gateway state", "gateway hash-key", "metrics-adapter", *(
-    f"rollout {v}" for v in ("status", "gates", "advance", "rollback", "abandon", "reset", "watch", "compare",
-                             "holding", "prerequisites")), *(
-    f"review {v}" for v in ("serve", "summary", "export", "gate")), "alerts translate"}
-# (command, param) -> why its cases still fail, in files owned by other engineers; the test fails when every case
-# of one of these passes (then remove it)
-KNOWN: dict[tuple[str, str], str] = {}
-
-TOTALS: dict[str, Any] = {"cases": 0, "seconds": 0.0}
 
 
 def _reached(*_: object, **__: object) -> None:
@@ -98,29 +86,18 @@ def test_every_command_has_a_fuzz_spec() -> None:
     assert set(C.commands()) == set(C.SPECS)
 
 
-def test_every_numeric_option_of_our_commands_is_bounded() -> None:
-    owned = set(C.SPECS) - OTHERS
-    assert C.numeric_options_without_parser(owned) == []
+def test_every_numeric_option_is_bounded() -> None:
+    assert C.numeric_options_without_parser(set(C.SPECS)) == []
 
 
 @pytest.mark.parametrize("name", sorted(C.SPECS))
 def test_bad_input_never_breaks_the_contract(ws: W.Workspace, name: str) -> None:
     cases = C.generate(ws, name, C.commands()[name])
-    failures, still_known = [], set()
-    t0 = time.perf_counter()
+    failures = []
     for case in cases:
         problems = check_case(case, ws.root)
-        key = (case.command, case.param)
-        if key in KNOWN:
-            if problems:
-                still_known.add(key)
-            continue
         if problems:
             failures.append(f"{' '.join(case.argv)[:200]!r} [{case.param} {case.label}]: {'; '.join(problems)}")
-    TOTALS["cases"] += len(cases)
-    TOTALS["seconds"] += time.perf_counter() - t0
-    fixed = {k for k in KNOWN if k[0] == name} - still_known
-    assert not fixed, f"these now pass, remove them from KNOWN: {sorted(fixed)}"
     assert not failures, f"{len(failures)} of {len(cases)} cases broke the contract:\n" + "\n".join(failures[:60])
 
 
@@ -132,4 +109,3 @@ def test_no_written_file_holds_a_planted_secret(ws: W.Workspace) -> None:
             if p.is_file() and W.SECRET.encode() in p.read_bytes():
                 leaks.append(str(p))
     assert leaks == []
-    assert TOTALS["cases"] >= 0

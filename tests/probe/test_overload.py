@@ -47,3 +47,6 @@ def test_tpot_is_missing_below_two_tokens_and_ends_at_the_last_event_with_choice
     assert _tpot(rec) == (40 - 10) / 3
     rec.usage = Usage(prompt_tokens=1, completion_tokens=1)
     assert _tpot(rec) is None
+    rec.usage = Usage(prompt_tokens=1, completion_tokens=3)
+    rec.chunk_ns = [40_000_000] * 3  # every token in one read: the gaps were not seen, TPOT is not 0
+    assert _tpot(rec) is None

@@ -127,10 +127,13 @@ async def _level(client: EngineClient, model: str | None, concurrency: int, wave
 
 
 def _tpot(rec: RequestRecord) -> float | None:
-    """TPOT by wire/timing.py's formulas (E2E to the last event carrying choices, N from usage)."""
+    """TPOT by wire/timing.py's formulas (E2E to the last event carrying choices, N from usage); None, not 0, when
+    every token arrived in one read (TTFT = E2E: the gaps were not seen, so the level's TPOT must not count it)."""
     n = rec.usage.completion_tokens if rec.usage is not None else None
     ttft = timing.ttft_ms(rec.send_ns, timing.first_token_ns(rec.chunk_ns, rec.chunk_text))
     e2e = timing.e2e_ms(rec.send_ns, timing.last_event_ns(rec.chunk_ns))
+    if ttft is not None and ttft == e2e:
+        return None
     return timing.tpot_ms(ttft, e2e, n)
 
 

@@ -160,6 +160,8 @@ def test_cli_gates_with_a_bad_line_exits_by_the_verdict_and_reports_it(
     assert code == 0 and "2 ledger lines could not be read and were skipped" in " ".join(out.split())
     code, out, _ = cli(capsys, "compare", "--json")
     assert code == 0 and orjson.loads(out)["ledger_bad_lines"] == 2
+    code, out, _ = cli(capsys, "compare", "--mode", "arms", "--json")  # streamed: counted once read to the end
+    assert code == 0 and orjson.loads(out)["ledger_bad_lines"] == 2
 
 
 def test_cli_gates_holds_with_exit_1_not_2_on_a_ledger_with_only_a_bad_line(

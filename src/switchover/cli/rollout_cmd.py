@@ -15,9 +15,10 @@ from switchover import inputs
 from switchover.cli import params
 from switchover.cli.common import console, print_json
 from switchover.errors import BadInput, ExitCode
+from switchover.gateway.ledger import LedgerSkips
 from switchover.rollout.compare import compare_samples, samples_from_ledger
 from switchover.rollout.controller import ActionResult, Rollout, StatusView
-from switchover.rollout.gates import GateReport, read_ledger_rows
+from switchover.rollout.gates import GateReport, stream_ledger_rows
 from switchover.rollout.holding import HoldingReport, Prerequisite
 from switchover.rollout.stages import ABANDON_CRITERIA
 
@@ -327,9 +328,10 @@ def compare(
         raise BadInput(f"--mode must be 'shadow' or 'arms', got {mode!r}")
     rollout = Rollout(config, ledger=ledger)
     th = rollout.settings.gates
-    got = read_ledger_rows(rollout.ledger_path(), time.time() - since if since > 0 else None)
+    skipped = LedgerSkips()
+    rows = stream_ledger_rows(rollout.ledger_path(), time.time() - since if since > 0 else None, skipped)
     kind: Literal["shadow", "arms"] = "shadow" if mode == "shadow" else "arms"
-    old, new = samples_from_ledger(got.rows, kind)
+    old, new = samples_from_ledger(rows, kind)  # streamed: the samples are kept, not the rows
     report = compare_samples(
         old,
         new,
@@ -338,8 +340,8 @@ def compare(
         noise_margin=th.noise_margin,
         min_samples=th.min_samples,
     )
-    report.ledger_bad_lines = got.skipped.bad_lines
-    note = got.skipped.note()
+    report.ledger_bad_lines = skipped.bad_lines
+    note = skipped.note()
     if note:
         report.notes.append(note)
     if json_out:

@@ -327,9 +327,9 @@ def samples_from_ledger(
     rows and from request rows of older ledgers that embed `shadow`; `arms` groups request rows by the arm
     the policy routed them to. Outcomes that say nothing about an arm (client mistakes, disconnects, drain
     cut-offs, gateway errors) are left out of both."""
-    rows = list(records)
     old, new = ArmSamples(), ArmSamples()
     if mode == "shadow":
+        rows = [r for r in records if r.shadow is not None]  # only rows with a mirror's result can pair
         mirrored = {r.request_id for r in rows if isinstance(r, ShadowRecord)}
         for r in rows:
             # a shadow row, or (legacy) a request row with the result embedded and no shadow row of its own
@@ -341,7 +341,7 @@ def samples_from_ledger(
                 continue
             _add_pair(old, new, r, s)
         return old, new
-    for r in rows:
+    for r in records:  # one pass: a stream will do
         if not isinstance(r, LedgerRecord) or r.routed is None or r.outcome in NOT_AN_ARM_OUTCOMES:
             continue
         side = new if r.routed == "new" else old

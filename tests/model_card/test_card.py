@@ -217,6 +217,9 @@ def test_gguf_metadata_and_tensor_table_are_read(tmp_path: Path) -> None:
     assert card.weights.origin == "gguf" and card.weights.params == 640 + 64
     assert card.weights.total_bytes == 640 * 2 + 64 * 4
     assert card.dtype == "f16"
+    from switchover.model.source import gguf_fields
+
+    assert gguf_fields(path)["llama.block_count"] == 3  # the card reads the one cached GGUF reader's fields
 
 
 def test_garbage_gguf_is_bad_input(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ missing fields named (issue 5 §1; capacity.md §1 "recurring mistakes").
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from switchover.model.config_fields import check_config_fields
 from switchover.model.hub import fetch_repo, looks_like_repo_id
 from switchover.model.inventory import mtp_layers, text_config
 from switchover.model.sizing import WeightsInfo, estimate_weights, exact_weights, mtp_bytes
-from switchover.model.source import read_json
+from switchover.model.source import ggml_type_name, gguf_fields, read_json
 
 
 class LayerKind(StrEnum):
@@ -291,25 +292,21 @@ def card_from_config(cfg: dict[str, Any], name: str = "model", source: str = "co
 
 
 def card_from_gguf(path: Path) -> ModelCard:
-    """Card from GGUF metadata and tensor table (gguf package reader; tensor data stays memory-mapped)."""
+    """Card from GGUF metadata and tensor table (source.gguf_fields: one cached reader, malformed fields skipped)."""
+    meta = gguf_fields(path)
     try:
-        from gguf import GGUFReader, LlamaFileType
-    except ImportError:  # pragma: no cover - the `model` extra brings it
+        from gguf import LlamaFileType
+    except ImportError:  # pragma: no cover - gguf_fields needs the same package
         raise BadInput("reading GGUF needs the `gguf` package", hint="pip install 'switchover[model]'") from None
-    try:
-        reader = GGUFReader(str(path))
-    except Exception as exc:  # the reader raises plain ValueError/struct errors on bad files
-        raise BadInput(f"{path}: not a readable GGUF file: {exc}") from None
 
     def field(key: str) -> Any:
-        f = reader.fields.get(key)
-        return None if f is None else f.contents()
+        return meta.get(key)
 
     arch = field("general.architecture") or "unknown"
     p = f"{arch}."
     kv_heads = field(p + "attention.head_count_kv")
     if isinstance(kv_heads, list):
-        kv_heads = max(kv_heads)
+        kv_heads = max(kv_heads, default=None)
     cfg: dict[str, Any] = {
         "architectures": [f"gguf:{arch}"], "model_type": arch,
         "num_hidden_layers": field(p + "block_count"), "num_attention_heads": field(p + "attention.head_count"),
@@ -321,21 +318,23 @@ def card_from_gguf(path: Path) -> ModelCard:
         "qk_rope_head_dim": field(p + "rope.dimension_count") if field(p + "attention.kv_lora_rank") else None,
         "vocab_size": field(p + "vocab_size"),
     }
-    if cfg["vocab_size"] is None and "tokenizer.ggml.tokens" in reader.fields:
-        cfg["vocab_size"] = len(reader.fields["tokenizer.ggml.tokens"].data)
+    tokens = field("tokenizer.ggml.tokens")
+    if cfg["vocab_size"] is None and isinstance(tokens, list):
+        cfg["vocab_size"] = len(tokens)
     file_type = field("general.file_type")
     try:
         dtype = LlamaFileType(file_type).name.removeprefix("MOSTLY_").removeprefix("ALL_").lower()
-    except ValueError:
-        dtype = f"file_type {file_type}"
+    except (ValueError, TypeError):
+        dtype = f"file_type {str(file_type)[:20]}"
     card = card_from_config({k: v for k, v in cfg.items() if v is not None}, name=path.stem, source=str(path))
     by_type: dict[str, int] = {}
     params = 0
-    for t in reader.tensors:
-        by_type[t.tensor_type.name] = by_type.get(t.tensor_type.name, 0) + int(t.n_bytes)
-        params += int(t.n_elements)
+    for _name, ty, shape, _offset, nbytes in meta["__tensors__"]:
+        kind = ggml_type_name(ty)
+        by_type[kind] = by_type.get(kind, 0) + nbytes
+        params += math.prod(shape)
     weights = WeightsInfo(origin="gguf", total_bytes=sum(by_type.values()), params=params, bytes_by_dtype=by_type,
-                          files=[path.name], quantization=dtype)
+                          files=[path.name], quantization=dtype, source=f"exact: GGUF tensor table of {path.name}")
     return card.model_copy(update={"weights": weights, "dtype": dtype})
 
 

@@ -59,8 +59,14 @@ def _gguf_fields(path: str, mtime: float) -> dict[str, Any]:
     except Exception as exc:  # the reader raises ValueError, IndexError, struct and numpy errors on bad files
         raise BadInput(f"{path}: not a readable GGUF file: {type(exc).__name__}: {exc}") from None
     out: dict[str, Any] = {}
+    arch = reader.fields.get("general.architecture")
+    try:
+        prefixes: tuple[str, ...] = ("tokenizer.", "general.", f"{arch.contents()}.") if arch else ("tokenizer.",
+                                                                                                  "general.")
+    except (ValueError, IndexError, TypeError):
+        prefixes = ("tokenizer.", "general.")
     for key, field in reader.fields.items():
-        if key.startswith(("tokenizer.", "general.")) or key.endswith(".context_length"):
+        if key.startswith(prefixes) or key.endswith(".context_length"):
             try:
                 out[key] = field.contents()
             except (ValueError, IndexError, TypeError):
@@ -70,5 +76,16 @@ def _gguf_fields(path: str, mtime: float) -> dict[str, Any]:
 
 
 def gguf_fields(path: Path) -> dict[str, Any]:
-    """tokenizer.*, general.* and *.context_length metadata, plus the tensor table (name, type, shape, offset, n)."""
+    """tokenizer.*, general.*, the architecture's own (`llama.*`) and *.context_length metadata, plus the tensor
+    table (name, type, shape, offset, n bytes). The one GGUF reader of the package (cached per file version)."""
     return _gguf_fields(str(path), path.stat().st_mtime)
+
+
+def ggml_type_name(ty: int) -> str:
+    """The GGML tensor type's name (Q4_K, F16, ...), or ggml_type_N when the gguf package does not know it."""
+    try:
+        import gguf
+
+        return gguf.GGMLQuantizationType(ty).name
+    except (ImportError, ValueError):
+        return f"ggml_type_{ty}"

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from switchover.errors import BadInput
 from switchover.model.sizing import safetensors_table
-from switchover.model.source import gguf_fields, resolve
+from switchover.model.source import ggml_type_name, gguf_fields, resolve
 
 _CHUNK = 8 << 20
 
@@ -40,22 +40,14 @@ def _stream(h: Any, f: BinaryIO, offset: int, n: int) -> None:
         left -= len(buf)
 
 
-def _ggml_name(ty: int) -> str:
-    try:
-        import gguf
-
-        return gguf.GGMLQuantizationType(ty).name
-    except (ImportError, ValueError):
-        return f"ggml_type_{ty}"
-
-
 def weights_hash(path: str | Path) -> WeightsFingerprint:
     """blake2b-128 over every tensor (name, dtype, shape, bytes) in name order."""
     t0 = time.perf_counter()
     kind, p = resolve(path)
     if kind == "gguf":
         files = [p]
-        table = {p: [(n, _ggml_name(ty), shape, off, nb) for n, ty, shape, off, nb in gguf_fields(p)["__tensors__"]]}
+        table = {p: [(n, ggml_type_name(ty), shape, off, nb)
+                     for n, ty, shape, off, nb in gguf_fields(p)["__tensors__"]]}
         fmt = "gguf"
     else:
         files = sorted(p.glob("*.safetensors"))

@@ -26,7 +26,8 @@ _NAMES = "|".join(sorted((re.escape(n) for n in SECRET_FIELDS if "authorization"
 _FLAGS = r"api[-_]?key|access[-_]token|auth[-_]token|token|secret|client[-_]secret|password|passwd"
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     # scheme://user:pass@host -> scheme://***@host (also user-only and percent-encoded userinfo)
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@'\"<>]+@"), rf"\1{MASK}@"),
+    # (a scheme is at most 32 characters: unbounded, a long run like "ab+ab+…" made this quadratic)
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]{0,31}://)[^/\s@'\"<>]+@"), rf"\1{MASK}@"),
     # credentials in a query string: ?token=..., &api_key=..., &sig=...
     (re.compile(r"(?i)([?&](?:token|access_token|api_key|apikey|key|sig|signature|password)=)[^&\s'\"#]+"),
      rf"\1{MASK}"),

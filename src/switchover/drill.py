@@ -12,6 +12,7 @@ import asyncio
 import subprocess
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 from pydantic import BaseModel, Field
 
@@ -44,12 +45,37 @@ class DrillResult(BaseModel):
     within_budget: bool | None = None
 
 
-async def run_drill(**kw: object) -> DrillResult:
-    """Run the drill (see `_drill`); then the start command's log is rewritten with secrets masked, unless the
-    command still runs as the server (its open log cannot be replaced under it; that is said in docs)."""
-    result = await _drill(**kw)  # type: ignore[arg-type]
-    log = kw.get("log")
-    if isinstance(log, Path) and result.foreground_pid is None:
+async def run_drill(
+    *,
+    stop_cmd: str,
+    start_cmd: str,
+    url: str,
+    model: str | None = None,
+    stop_timeout_s: float = 120.0,
+    ready_timeout_s: float = 600.0,
+    poll_s: float = 0.25,
+    max_ms: float = 5000.0,
+    log: Path | None = None,
+    max_recovery_s: float | None = None,
+) -> DrillResult:
+    """Run the drill; every wait is bounded by the given timeouts. The start command's output goes to `log`,
+    which is then rewritten with secrets masked, unless the command still runs as the server (its open log cannot
+    be replaced under it; that is said in docs)."""
+    if not stop_cmd.strip() or not start_cmd.strip():
+        raise BadInput("--stop-new and --start-old must be commands, e.g. --stop-new 'systemctl stop engine-new'")
+    if not url.startswith(("http://", "https://")):
+        raise BadInput(f"--url must start with http:// or https://, got {url!r}")
+    try:  # before anything is stopped: a log that cannot be written must not leave new stopped and old not started
+        out = open(log, "ab") if log is not None else None  # noqa: SIM115 - handed to the child, closed below
+    except OSError as exc:
+        raise BadInput(f"drill log {log}: cannot be written: {exc.strerror}") from None
+    try:
+        result = await _drill(stop_cmd, start_cmd, url, model, stop_timeout_s, ready_timeout_s, poll_s, max_ms,
+                              out, max_recovery_s)
+    finally:
+        if out is not None:
+            out.close()
+    if log is not None and result.foreground_pid is None:
         redact_file(log)
     return result
 
@@ -67,24 +93,10 @@ def redact_file(path: Path, max_bytes: int = 64 << 20) -> None:
         write_atomic(path, clean.encode("utf-8", "surrogateescape"))
 
 
-async def _drill(
-    *,
-    stop_cmd: str,
-    start_cmd: str,
-    url: str,
-    model: str | None = None,
-    stop_timeout_s: float = 120.0,
-    ready_timeout_s: float = 600.0,
-    poll_s: float = 0.25,
-    max_ms: float = 5000.0,
-    log: Path | None = None,
-    max_recovery_s: float | None = None,
-) -> DrillResult:
-    """Run the drill; every wait is bounded by the given timeouts."""
-    if not stop_cmd.strip() or not start_cmd.strip():
-        raise BadInput("--stop-new and --start-old must be commands, e.g. --stop-new 'systemctl stop engine-new'")
-    if not url.startswith(("http://", "https://")):
-        raise BadInput(f"--url must start with http:// or https://, got {url!r}")
+async def _drill(stop_cmd: str, start_cmd: str, url: str, model: str | None, stop_timeout_s: float,
+                 ready_timeout_s: float, poll_s: float, max_ms: float, out: BinaryIO | None,
+                 max_recovery_s: float | None) -> DrillResult:
+    """Stop, start (output to `out`), poll old until the first good response: the timings."""
     res = DrillResult(
         url=redact(url),
         stop_command=redact(stop_cmd),
@@ -111,20 +123,15 @@ async def _drill(
     res.stop_s = round(time.perf_counter() - t0, 3)
     res.stop_exit_code = stop.returncode
 
-    out = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
     t1 = time.perf_counter()
-    try:
-        start = subprocess.Popen(
-            start_cmd,
-            shell=True,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    finally:
-        if log is not None:
-            out.close()  # type: ignore[union-attr]
+    start = subprocess.Popen(
+        start_cmd,
+        shell=True,
+        stdin=subprocess.DEVNULL,
+        stdout=out if out is not None else subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = t1 + ready_timeout_s
     while time.perf_counter() < deadline:
         code = start.poll()

@@ -72,6 +72,14 @@ async def test_bad_arguments_are_bad_input() -> None:
         await run_drill(stop_cmd=" ", start_cmd="true", url="http://127.0.0.1:1")
 
 
+async def test_a_log_that_cannot_be_written_is_refused_before_new_is_stopped(tmp_path: Path) -> None:
+    stopped = tmp_path / "stopped"
+    with pytest.raises(BadInput, match="drill log"):
+        await run_drill(stop_cmd=f"touch {stopped}", start_cmd="true", url="http://127.0.0.1:1",
+                        log=tmp_path / "no-such-folder" / "start.log")
+    assert not stopped.exists()  # nothing was stopped: no outage from a bad log path
+
+
 def test_secrets_in_commands_are_redacted() -> None:
     assert redact("curl -H 'Authorization: Bearer x' --token=abc API_KEY=s3cr3t run") == (
         "curl -H 'Authorization: Bearer ***' --token=*** API_KEY=*** run"

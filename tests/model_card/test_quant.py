@@ -221,3 +221,18 @@ def test_a_tied_lm_head_stored_in_the_checkpoint_is_not_counted(tmp_path: Path) 
     w = load_model_card(folder).weights
     assert w.total_bytes / GIB == pytest.approx(1.12, abs=0.01)
     assert "tie_word_embeddings" in w.source
+
+
+def test_a_tied_lm_head_in_the_shards_is_taken_out_at_its_stored_size(tmp_path: Path) -> None:
+    """With the shards at hand the header gives lm_head's bytes: an fp32 copy is 4 bytes/param, not 2."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    cfg = {**C.LLAMA_8B, "num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "head_dim": 16, "vocab_size": 100, "intermediate_size": 128, "tie_word_embeddings": True}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    save_file({"model.embed_tokens.weight": np.zeros((100, 64), dtype=np.float16),
+               "lm_head.weight": np.zeros((100, 64), dtype=np.float32)}, str(tmp_path / "model.safetensors"))
+    w = load_model_card(tmp_path).weights
+    assert w.excluded_bytes == 100 * 64 * 4 and w.total_bytes == 100 * 64 * 2
+    assert "estimated" not in w.source

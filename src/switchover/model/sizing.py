@@ -189,7 +189,8 @@ def exact_weights(folder: Path, estimate: WeightsInfo, cfg: dict[str, Any] | Non
         tables = {p: safetensors_table(p) for p in shards}
         info = weights_from_safetensors(shards, estimate.quantization, tables)
         info = info.model_copy(update={**keep, "source": f"exact: safetensors headers of {len(shards)} file(s)"})
-        names = {t[0] for table in tables.values() for t in table}
+        sizes = {t[0]: t[4] for table in tables.values() for t in table}
+        names = set(sizes)
     elif index is not None:
         total = (index.get("metadata") or {}).get("total_size")
         if not isinstance(total, int) or isinstance(total, bool) or total <= 0:
@@ -198,13 +199,17 @@ def exact_weights(folder: Path, estimate: WeightsInfo, cfg: dict[str, Any] | Non
                            files=[index_path.name], source="exact: model.safetensors.index.json metadata.total_size",
                            **keep)
         names = set(weight_map) if isinstance(weight_map, dict) else set()
+        sizes = {}
     else:
         return None
     text = text_config(cfg or {})
     if text.get("tie_word_embeddings") and "lm_head.weight" in names and text.get("vocab_size") \
             and text.get("hidden_size"):
-        tied = int(text["vocab_size"]) * int(text["hidden_size"]) * 2
-        info = info.model_copy(update={"total_bytes": info.total_bytes - tied, "excluded_bytes": tied,
-                                       "source": info.source + f"; minus {tied / 2**30:.2f} GiB of lm_head.weight "
-                                                               "(tie_word_embeddings: engines reuse the embedding)"})
+        # its size from the header when the shards are here; the index has names only (priced at 2 bytes)
+        tied = sizes.get("lm_head.weight") or int(text["vocab_size"]) * int(text["hidden_size"]) * 2
+        how = "" if "lm_head.weight" in sizes else ", estimated at 2 bytes/param"
+        info = info.model_copy(update={
+            "total_bytes": info.total_bytes - tied, "excluded_bytes": tied,
+            "source": info.source + f"; minus {tied / 2**30:.2f} GiB of lm_head.weight (tie_word_embeddings: "
+                                    f"engines reuse the embedding{how})"})
     return info

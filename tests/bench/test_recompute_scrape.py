@@ -77,3 +77,21 @@ def test_parse_metrics_tolerates_garbage():
     errors: list[str] = []
     assert parse_metrics("not { prometheus", {"x": "y"}, endpoint="e", t_ns=0, wall=0, errors=errors) == []
     assert errors and errors[0].startswith("unparsable /metrics")
+
+
+async def test_a_long_step_hands_scraped_rows_to_the_writer_instead_of_holding_them():
+    from switchover.bench.scrape import Scraper
+    from switchover.wire.client import HttpResult
+
+    class _Client:
+        async def request(self, method: str, path: str, timeout: float | None = None) -> HttpResult:
+            return HttpResult(200, METRICS.encode(), 1.0)
+
+    written: list[dict] = []
+    s = Scraper(_Client(), "old", "vllm", 1.0, on_rows=written.extend, hold=10)  # type: ignore[arg-type]
+    for _ in range(20):
+        await s.once()
+    per_scrape = len(written + s.rows) // 20
+    assert per_scrape >= 5 and len(s.rows) < 10 + per_scrape  # never more than `hold` (+ one scrape) held
+    assert written and len(written) + len(s.rows) == 20 * per_scrape  # nothing lost, nothing twice
+    assert s.note().endswith(f"{len(s.series)} series kept") and len(s.series) >= 4

@@ -359,7 +359,8 @@ class BenchRun:
             rd.write_json("config", plan)
         rd.write_json("endpoints", {"endpoints": [e.info.model_dump() for e in self.eps]})
         for ep in self.eps:
-            ep.scraper = Scraper(ep.client, ep.spec.label, ep.spec.engine, plan.scrape_interval_s)
+            ep.scraper = Scraper(ep.client, ep.spec.label, ep.spec.engine, plan.scrape_interval_s,
+                                 on_rows=self.metrics_writer.append)
             ep.scraper.start()
         trace = self.dataset is not None and self.dataset[0].at_s is not None
         buckets = ["dataset"] if self.dataset is not None else [str(b) for b in plan.buckets]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -27,6 +27,7 @@ SCRAPE_SCHEMA = pa.schema(
     ]
 )
 
+HOLD_ROWS = 20_000  # scraped rows held before they are handed to the run's writer (a step may last hours)
 PROCESS_RSS = "process_resident_memory_bytes"  # the Prometheus client libraries' process collector (Linux)
 _SUFFIXES = ("_bucket", "_sum", "_count", "_total", "_created", "_gcount", "_gsum")
 
@@ -90,10 +91,12 @@ def wanted_series(engine: str | None) -> tuple[dict[str, str], str]:
 class Scraper:
     """Polls one endpoint's metrics every `interval_s` until stopped; failures are counted, not raised."""
 
-    def __init__(self, client: EngineClient, endpoint: str, engine: str | None, interval_s: float) -> None:
+    def __init__(self, client: EngineClient, endpoint: str, engine: str | None, interval_s: float,
+                 on_rows: Callable[[list[dict[str, Any]]], None] | None = None, hold: int = HOLD_ROWS) -> None:
         self.client, self.endpoint, self.interval_s = client, endpoint, interval_s
         self.wanted, self.path = wanted_series(engine)
         self.rows: list[dict[str, Any]] = []
+        self.on_rows, self.hold = on_rows, hold  # past `hold` rows, they go to `on_rows` (a writer) at once
         self.series: set[str] = set()  # names of the series kept so far (also those already taken)
         self.process_rss: float | None = None  # the engine's resident memory at the last scrape (bytes)
         self.failures = 0
@@ -117,6 +120,8 @@ class Scraper:
         self.rows.extend(rows)
         if errors:  # a scrape that could not be read is a failed scrape, not an empty one
             self.failures += 1
+        if self.on_rows is not None and len(self.rows) >= self.hold:  # a long step holds at most `hold` rows
+            self.on_rows(self.take())
 
     def take(self) -> list[dict[str, Any]]:
         """The rows read since the last call (they leave the scraper: a long run writes them as it goes)."""

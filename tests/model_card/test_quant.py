@@ -236,3 +236,17 @@ def test_a_tied_lm_head_in_the_shards_is_taken_out_at_its_stored_size(tmp_path: 
     w = load_model_card(tmp_path).weights
     assert w.excluded_bytes == 100 * 64 * 4 and w.total_bytes == 100 * 64 * 2
     assert "estimated" not in w.source
+
+
+def test_shards_the_index_does_not_list_are_not_counted_twice(tmp_path: Path) -> None:
+    """Mistral repos ship consolidated.safetensors beside the indexed model-*.safetensors: same weights twice."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    (tmp_path / "config.json").write_text(json.dumps(C.LLAMA_8B))
+    for name in ("model-00001-of-00001.safetensors", "consolidated.safetensors"):
+        save_file({"w": np.zeros((10, 10), dtype=np.float16)}, str(tmp_path / name))
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": 200}, "weight_map": {"w": "model-00001-of-00001.safetensors"}}))
+    w = load_model_card(tmp_path).weights
+    assert w.origin == "safetensors" and w.total_bytes == 200 and w.files == ["model-00001-of-00001.safetensors"]

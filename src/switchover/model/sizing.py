@@ -185,6 +185,8 @@ def exact_weights(folder: Path, estimate: WeightsInfo, cfg: dict[str, Any] | Non
     listed = set(weight_map.values()) if isinstance(weight_map, dict) else set()
     keep = {k: getattr(estimate, k) for k in ("quantization", "scheme", "replicated_fraction", "kv_fraction",
                                                 "kv_heads")}
+    if listed and listed <= {p.name for p in shards}:
+        shards = [p for p in shards if p.name in listed]  # Mistral repos also ship consolidated.safetensors
     if shards and (not listed or listed <= {p.name for p in shards}):
         tables = {p: safetensors_table(p) for p in shards}
         info = weights_from_safetensors(shards, estimate.quantization, tables)

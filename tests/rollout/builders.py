@@ -37,6 +37,15 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return int(exc.value.code or 0), out.out, out.err
 
 
+def at_five_percent_by_cli(config_file: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """Through the CLI (run from the config's folder): shadow, then forced past it to 5 %; the ledger folder."""
+    ledger = config_file.parent / "gw"
+    write_ledger(ledger, [])
+    cli(capsys, "advance")
+    cli(capsys, "advance", "--force", "-m", "skip shadow for this test")
+    return ledger
+
+
 def row(
     ts: float,
     routed: str = "old",

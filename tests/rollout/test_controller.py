@@ -12,7 +12,7 @@ import yaml
 
 from switchover.errors import BadInput
 from switchover.rollout.controller import Rollout
-from tests.rollout.builders import Clock, cli, traffic, write_ledger
+from tests.rollout.builders import Clock, at_five_percent_by_cli, cli, traffic, write_ledger
 
 
 def _gateway(config: Path) -> dict:
@@ -129,10 +129,7 @@ def test_cli_watch_rolls_back_and_exits_1(
     config_file: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(config_file.parent)
-    ledger = config_file.parent / "gw"
-    write_ledger(ledger, [])
-    cli(capsys, "advance")
-    cli(capsys, "advance", "--force", "-m", "skip shadow for this test")
+    ledger = at_five_percent_by_cli(config_file, capsys)
     write_ledger(ledger, traffic(time.time(), 60, new_share=1.0, new_outcome="error"), index=1)
     code, out, _ = cli(capsys, "watch", "--interval", "0.01", "--max-checks", "3")
     assert code == 1 and "rolled back 5% → shadow" in out

@@ -174,14 +174,25 @@ def test_stages_name_custom_gates_and_unknown_ones_are_refused() -> None:
 CONFIG = """\
 old: {url: "http://127.0.0.1:18001", engine: vllm}
 new: {url: "http://127.0.0.1:18002", engine: llamacpp}
-gateway: {weight: 0, rollback: false, run_dir: gw}
+gateway:
+  weight: 0
+  rollback: false
+  run_dir: gw
 """
 
 
-def test_a_stage_rolls_back_when_a_hard_custom_gate_fails(tmp_path: Path) -> None:
+def _started(tmp_path: Path, rollout: str) -> tuple[Rollout, Clock]:
+    """A rollout of CONFIG plus `rollout` (the rollout: section), advanced to its first stage at t=1000."""
     cfg = tmp_path / "switchover.yaml"
-    cfg.write_text(CONFIG.replace("gateway: {weight: 0, rollback: false, run_dir: gw}",
-                                  "gateway:\n  weight: 0\n  rollback: false\n  run_dir: gw") + """\
+    cfg.write_text(CONFIG + rollout)
+    clock = Clock(1000.0)
+    r = Rollout(cfg, clock=clock)
+    r.advance(why="start")
+    return r, clock
+
+
+def test_a_stage_rolls_back_when_a_hard_custom_gate_fails(tmp_path: Path) -> None:
+    r, clock = _started(tmp_path, """\
 rollout:
   stages: [5, {weight: 20, gates: [short_answers]}, 50]
   window_s: 3600
@@ -190,9 +201,6 @@ rollout:
   custom_gates:
     - {name: short_answers, ledger: {fail_when: "completion_tokens < 15"}, max: 0.02, by: task_type}
 """)
-    clock = Clock(1000.0)
-    r = Rollout(cfg, clock=clock)
-    r.advance(why="start")
     write_ledger(tmp_path / "gw", traffic(1001.0, 300, new_share=0.5, seed=1))
     clock.t = 1100.0
     assert r.advance(why="5% ok").state.stage == "20%"
@@ -202,7 +210,7 @@ rollout:
     assert res.action == "auto_rollback" and res.state.stage == "5%", res.message
     assert res.report is not None and res.report.summary()["short_answers"] == "fail"
     assert "other:" in res.message  # the task type that failed is named
-    assert yaml.safe_load(cfg.read_text())["gateway"]["weight"] == 5
+    assert yaml.safe_load(r.config_path.read_text())["gateway"]["weight"] == 5
 
 
 def test_an_invalid_expression_in_the_file_is_a_usage_error_naming_the_field(tmp_path: Path) -> None:
@@ -228,17 +236,12 @@ def _rated(db: Path, ratings: dict[str, list[str]]) -> None:
 
 
 def test_the_spot_check_rating_gate_blocks_a_stage_from_the_review_database(tmp_path: Path) -> None:
-    cfg = tmp_path / "switchover.yaml"
-    cfg.write_text(CONFIG.replace("gateway: {weight: 0, rollback: false, run_dir: gw}",
-                                  "gateway:\n  weight: 0\n  rollback: false\n  run_dir: gw") + """\
+    r, clock = _started(tmp_path, """\
 rollout:
   stages: [5, {weight: 20, gates: [spot_check_rating]}, 50]
   window_s: 3600
   gates: {min_samples: 10}
 """)
-    clock = Clock(1000.0)
-    r = Rollout(cfg, clock=clock)
-    r.advance(why="start")
     write_ledger(tmp_path / "gw", traffic(1001.0, 100, new_share=0.5, seed=1))
     clock.t = 1100.0
     assert r.advance(why="5% ok").state.stage == "20%"
@@ -250,17 +253,12 @@ rollout:
 
 
 def test_the_cache_gate_judges_the_first_new_answers_after_the_switch_read_from_the_ledger(tmp_path: Path) -> None:
-    cfg = tmp_path / "switchover.yaml"
-    cfg.write_text(CONFIG.replace("gateway: {weight: 0, rollback: false, run_dir: gw}",
-                                  "gateway:\n  weight: 0\n  rollback: false\n  run_dir: gw") + """\
+    r, clock = _started(tmp_path, """\
 rollout:
   stages: [{weight: 5, gates: [cold_cache]}, 20]
   window_s: 3600
   custom_gates: [{name: cold_cache, builtin: cache_hits_after_switch, first_n: 20}]
-""")
-    clock = Clock(1000.0)
-    r = Rollout(cfg, clock=clock)
-    r.advance(why="start")  # the switch: new gets traffic from t=1000
+""")  # the switch: new gets traffic from t=1000
 
     def new_rows(ts0: float, n: int, cached: int) -> list[Any]:
         return [row(ts0 + i, "new").model_copy(update={"cached_tokens": cached, "prompt_tokens": 100})

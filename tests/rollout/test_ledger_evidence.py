@@ -16,7 +16,7 @@ from switchover.rollout.compare import compare_samples, samples_from_ledger
 from switchover.rollout.controller import Rollout
 from switchover.rollout.gates import evaluate, read_ledger_rows, stats_from_ledger
 from switchover.rollout.settings import GateName, GateThresholds
-from tests.rollout.builders import Clock, cli, row, traffic, write_ledger
+from tests.rollout.builders import Clock, at_five_percent_by_cli, cli, row, traffic, write_ledger
 
 TH = GateThresholds(min_samples=50, max_error_rate=0.02)
 
@@ -179,10 +179,7 @@ def test_cli_watch_still_rolls_back_past_a_bad_line(
     config_file: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(config_file.parent)
-    ledger = config_file.parent / "gw"
-    write_ledger(ledger, [])
-    cli(capsys, "advance")
-    cli(capsys, "advance", "--force", "-m", "skip shadow for this test")
+    ledger = at_five_percent_by_cli(config_file, capsys)
     p = write_ledger(ledger, traffic(time.time(), 60, new_share=1.0, new_outcome="error"), index=1)
     _garbage(p, b"\x00\x01 torn by a full disk")
     write_ledger(ledger, traffic(time.time(), 5, new_share=1.0, new_outcome="error"), index=2)

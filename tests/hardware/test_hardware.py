@@ -205,3 +205,10 @@ def test_fp8_kv_below_sm89_keeps_the_one_byte_pool_and_warns_about_speed() -> No
     [w] = check_capabilities("8.6", kv_dtype="fp8")
     assert "1 byte per element" in w.consequence and "half" not in w.consequence
     assert "fa_utils.py" in w.source
+
+
+def test_catalog_refs_whose_name_ends_in_x_digits_and_absurd_counts() -> None:
+    assert [g.name for g in load_fingerprint("catalog:rtx4090").gpus] == ["RTX4090-24G"]
+    assert len(load_fingerprint("catalog:rtx3090x2").gpus) == 2
+    with pytest.raises(BadInput, match="GPU count"):
+        load_fingerprint("catalog:H100-80Gx" + "9" * 5000)

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ValidationError
 
 from switchover.errors import BadInput
 from switchover.hardware.capability import CAPABILITY_SOURCE
+from switchover.hardware.catalog import find_gpu
 from switchover.hardware.fingerprint import GpuFingerprint, HostFingerprint, fingerprint_from_catalog
 from switchover.inputs import MAX_GPUS
 from switchover.textfile import load_json
@@ -48,14 +49,22 @@ def _from_catalog(ref: str) -> HostFingerprint:
     """`catalog:NAME[xCOUNT]`: COUNT GPUs (1-MAX_GPUS) of a catalog model."""
     rest = ref.removeprefix("catalog:")
     name, sep, count = rest.rpartition("x")
-    if not sep:
+    if not sep or _in_catalog(rest):  # a name may itself end in x + digits: rtx4090
         name, count = rest, "1"
-    if not count.isdigit() or not 1 <= int(count) <= MAX_GPUS:
+    if not count.isdigit() or len(count) > 7 or not 1 <= int(count) <= MAX_GPUS:
         raise BadInput(f"{ref}: the GPU count after 'x' must be a whole number from 1 to {MAX_GPUS}, got {count!r}")
     try:
         return fingerprint_from_catalog(name, int(count))
     except BadInput as exc:
         raise BadInput(f"{ref}: {exc.message}", hint=exc.hint) from None
+
+
+def _in_catalog(name: str) -> bool:
+    try:
+        find_gpu(name)
+    except BadInput:
+        return False
+    return True
 
 
 def _sm(cc: str | None) -> int | None:

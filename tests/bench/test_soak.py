@@ -158,3 +158,26 @@ async def test_resume_refuses_a_checkpoint_it_cannot_read_with_bad_input(tmp_pat
     rd.file("checkpoint.json").write_text(json.dumps(good))
     with pytest.raises(BadInput, match="not a soak run"):
         BenchRun.resumed(rd.path)
+
+
+def test_a_stalled_window_is_a_window_with_no_requests_and_drift_flags_it():
+    from switchover.bench.soak import Soak, Windows
+
+    s = 1_000_000_000
+    soak = Soak(window_s=10.0, checkpoint_s=5.0)
+    w = Windows(soak, seed=0)
+    w.start("new", 0, 0.0, {"endpoint": "new", "step": 0, "concurrency": 1})
+
+    def row(t_s: float) -> dict:
+        end = int(t_s * s)
+        return {"send_ns": end - s // 10, "end_ns": end, "chunk_ns": [end - s // 20, end], "chunk_text": ["a", "b"],
+                "completion_tokens": 2, "failure_kind": None, "warmup": False}
+
+    for t in (1, 2, 3, 4, 5, 6, 7, 8):
+        w.add("new", row(t), int(t * s))
+    w.roll("new", int(35 * s))  # nothing finished from 8 s to 35 s: windows 1 and 2 are empty, 3 is open
+    w.finish("new", int(36 * s))  # the open window has no request: a partial one is not shown
+    assert [(x.index, x.summary.requests) for x in soak.windows] == [(0, 8), (1, 0), (2, 0)]
+    rows = {d.metric: d for d in drift_table(soak.windows, 10.0)}
+    assert rows["requests"].flagged and rows["requests"].change_pct == pytest.approx(-100)
+    assert rows["TPOT p50 ms"].last is None and not rows["TPOT p50 ms"].flagged  # not measured, not 0

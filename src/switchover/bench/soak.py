@@ -146,11 +146,15 @@ class Windows:
         if at <= index:
             return
         self.close(endpoint, index, acc, complete=True)
+        for skipped in range(index + 1, int(at)):  # whole windows in which no request finished: a stall, shown
+            self.close(endpoint, skipped, StepAccumulator(labels=dict(acc.labels), seed=self.seed), complete=True)
         self.open[endpoint] = (int(at), StepAccumulator(labels=dict(acc.labels), seed=self.seed))
 
     def close(self, endpoint: str, index: int, acc: StepAccumulator, *, complete: bool,
               end_ns: int | None = None) -> None:
-        if not acc.rows:
+        """A window becomes a `Window` row; a whole one also when no request finished in it (0 requests is a
+        measurement: the endpoint stalled), a partial last one only when it has requests."""
+        if not acc.rows and not complete:
             return
         width = self.soak.window_s
         start = index * width
@@ -190,6 +194,7 @@ def drift_table(windows: list[Window], window_s: float) -> list[DriftRow]:
                 da, db = getattr(a.summary, attr), getattr(b.summary, attr)
                 pairs.append((f"{name} {stat} ms", da.get(stat) if da else None, db.get(stat) if db else None))
         pairs.append(("req/s", a.summary.req_per_s, b.summary.req_per_s))
+        pairs.append(("requests", float(a.summary.requests), float(b.summary.requests)))  # 0 in a stalled window
         pairs.append(("error rate", a.summary.error_rate, b.summary.error_rate))
         pairs.append(("client RSS MB", a.client_rss_mb, b.client_rss_mb))
         pairs.append(("engine RSS MB", a.engine_rss_mb, b.engine_rss_mb))
@@ -202,7 +207,7 @@ def drift_table(windows: list[Window], window_s: float) -> list[DriftRow]:
                 change = None if x is None or y is None else (y - x) * 100
                 note = "change in percentage points"
             flagged = change is not None and abs(change) > DRIFT_PCT
-            if metric in ("req/s",):
+            if metric in ("req/s", "requests"):
                 flagged = change is not None and change < -DRIFT_PCT
             out.append(DriftRow(endpoint=endpoint, metric=metric, first=x, last=y, change_pct=change,
                                 flagged=flagged, note=note))

@@ -134,3 +134,6 @@ def test_cli_watch_rolls_back_and_exits_1(
     code, out, _ = cli(capsys, "watch", "--interval", "0.01", "--max-checks", "3")
     assert code == 1 and "rolled back 5% → shadow" in out
     assert yaml.safe_load(config_file.read_text())["gateway"]["weight"] == 0
+    code, out, _ = cli(capsys, "watch", "--json", "--interval", "0.01", "--max-checks", "2")
+    checks = orjson.loads(out)  # one JSON list of every check, kept only because --json asked for it
+    assert code == 0 and [c["state"]["stage"] for c in checks] == ["shadow", "shadow"]

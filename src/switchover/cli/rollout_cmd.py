@@ -285,11 +285,12 @@ def watch(
         raise BadInput("--interval and --max-checks must be positive")
     rollout = Rollout(config, ledger=ledger)
     rolled_back = False
-    results = []
+    results: list[dict[str, object]] = []  # only for --json: a long watch must not keep every report
     shown: list[str] = []
     for i in range(max_checks):
         res = rollout.check(auto_advance=auto_advance, why="watch: every gate passed")
-        results.append(res)
+        if json_out:
+            results.append(res.model_dump(mode="json"))
         if not json_out:
             console.print(f"[{i + 1}/{max_checks}] {res.message}", highlight=False, soft_wrap=True)
             warnings = res.report.stats.warnings if res.report is not None else []
@@ -307,7 +308,7 @@ def watch(
         if i + 1 < max_checks:
             time.sleep(interval)
     if json_out:
-        print_json([r.model_dump(mode="json") for r in results])
+        print_json(results)
     sys.exit(int(ExitCode.FAILED if rolled_back else ExitCode.OK))
 
 

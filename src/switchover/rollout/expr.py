@@ -202,21 +202,20 @@ class _Parser:
             return member
         return left
 
-    def sum_(self) -> Fn:
-        left = self.term()
-        while self.peek().kind == "op" and self.peek().text in ("+", "-"):
+    def _arith_chain(self, ops: tuple[str, str], operand: Callable[[], Fn]) -> Fn:
+        """operand (op operand)*, left-associative."""
+        left = operand()
+        while self.peek().kind == "op" and self.peek().text in ops:
             op = self.take().text
-            right, prev = self.term(), left
+            right, prev = operand(), left
             left = (lambda p, q, o: lambda r: _arith(o, p(r), q(r)))(prev, right, op)
         return left
 
+    def sum_(self) -> Fn:
+        return self._arith_chain(("+", "-"), self.term)
+
     def term(self) -> Fn:
-        left = self.unary()
-        while self.peek().kind == "op" and self.peek().text in ("*", "/"):
-            op = self.take().text
-            right, prev = self.unary(), left
-            left = (lambda p, q, o: lambda r: _arith(o, p(r), q(r)))(prev, right, op)
-        return left
+        return self._arith_chain(("*", "/"), self.unary)
 
     def unary(self) -> Fn:
         if self.peek().kind == "op" and self.peek().text == "-":

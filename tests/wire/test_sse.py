@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from switchover.wire.sse import SSEEvent, SSEParser, parse_all
+from switchover.wire.sse import SSEEvent, SSEParser, parse_all, whole_events
 
 # text without line terminators (CR/LF) for field values
 _value = st.text(alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=40)
@@ -123,3 +123,14 @@ def test_the_hot_path_splits_engine_style_events_in_one_pass() -> None:
     events = SSEParser().feed_raw(b'data: {"a":1}\n\ndata: {"b":2}\n\ndata: [DONE]\n\n')
     assert events == [(b'{"a":1}', None, None), (b'{"b":2}', None, None), (b"[DONE]", None, None)]
     assert type(events[0]) is tuple  # not SSEEvent: the cheap form
+
+
+@settings(max_examples=400, deadline=None)
+@given(streams())
+def test_whole_events_is_none_or_what_a_fresh_parser_returns(stream: tuple[bytes, list[SSEEvent]]) -> None:
+    data, _ = stream
+    fast = whole_events(data)
+    assert fast is None or fast == SSEParser().feed(data) == parse_all([data])
+    one_line = data.endswith(b"\n\n") and b"\r" not in data and all(
+        b[:6] == b"data: " and b"\n" not in b for b in data[:-2].split(b"\n\n"))
+    assert (fast is not None) == one_line  # every read of whole one-line events takes the fast path

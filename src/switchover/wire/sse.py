@@ -56,12 +56,11 @@ class SSEParser:
         id) tuples (cheaper to build than SSEEvent; wire.fold reads either), anything else as `feed` returns it."""
         if self._skip_lf or self._buf or self._data or self._event is not None or b"\r" in chunk:
             return self.feed(chunk)
-        # k joins 'LF LF data: ' plus the final LF LF and no other LF: exactly k + 1 one-line `data: ` events
-        if chunk[-2:] == b"\n\n" and chunk[:6] == b"data: " \
-                and chunk.count(b"\n") == 2 * (chunk.count(b"\n\ndata: ") + 1):
+        payloads = _one_line_data(chunk) if chunk[-2:] == b"\n\n" else None
+        if payloads is not None:
             ident = self._id
             none: str | None = None
-            return [(d, none, ident) for d in chunk[6:-2].split(b"\n\ndata: ")]
+            return [(d, none, ident) for d in payloads]
         return self.feed(chunk)
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
@@ -96,13 +95,10 @@ class SSEParser:
         self._buf = tail = blocks.pop()
         n = len(blocks)
         if n:
-            # every block one line `data: ...` (what engines send): then the only LFs are the n blank-line pairs and
-            # the n - 1 joins between blocks are all LF LF 'data: '; the payloads come out of one split, unsliced
-            whole = buf[: len(buf) - len(tail)] if tail else buf
-            if (whole[:6] == b"data: " and whole.count(b"\n") == 2 * n
-                    and whole.count(b"\n\ndata: ") == n - 1):
+            payloads = _one_line_data(buf[: len(buf) - len(tail)] if tail else buf)
+            if payloads is not None:
                 new, ident = _new_event, self._id
-                return [new((d, None, ident)) for d in whole[6:-2].split(b"\n\ndata: ")]
+                return [new((d, None, ident)) for d in payloads]
         events: list[SSEEvent] = []
         for block in blocks:
             if block[:6] == b"data: " and b"\n" not in block:
@@ -151,11 +147,17 @@ def whole_events(chunk: bytes) -> list[SSEEvent] | None:
     comments, several data lines, other fields), which an SSEParser must then see."""
     if chunk[-2:] != b"\n\n" or b"\r" in chunk:
         return None
-    blocks = chunk[:-2].split(b"\n\n")
-    for block in blocks:
-        if block[:6] != b"data: " or b"\n" in block:
-            return None
-    return [_new_event((block[6:], None, None)) for block in blocks]
+    payloads = _one_line_data(chunk)
+    return None if payloads is None else [_new_event((d, None, None)) for d in payloads]
+
+
+def _one_line_data(whole: bytes) -> list[bytes] | None:
+    """The payloads when `whole` (ending in LF LF, no CR) is nothing but one-line `data: ...` events (what engines
+    send); else None. Two scans and one split: k joins 'LF LF data: ' plus the final LF LF and no other LF mean
+    exactly k + 1 such events, and the payloads come out of the split unsliced."""
+    if whole[:6] == b"data: " and whole.count(b"\n") == 2 * (whole.count(b"\n\ndata: ") + 1):
+        return whole[6:-2].split(b"\n\ndata: ")
+    return None
 
 
 def parse_all(chunks: list[bytes]) -> list[SSEEvent]:

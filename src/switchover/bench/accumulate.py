@@ -198,7 +198,6 @@ class StepAccumulator:
         self.lengths = _Lengths()
         conc = self.labels.get("concurrency")
         self.inflight = _Inflight(int(conc) + 1 if conc else 1)
-        self.rate_sends = 0
 
     def add(self, r: Row) -> None:
         """One finished request's row (bench/rows.py)."""

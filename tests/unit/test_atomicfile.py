@@ -43,3 +43,37 @@ def test_atomic_path_removes_the_temp_file_when_the_writer_fails(tmp_path: Path)
     with atomic_path(target) as tmp:
         tmp.write_bytes(b"whole")
     assert target.read_bytes() == b"whole" and list(tmp_path.iterdir()) == [target]
+
+
+def test_a_symlink_is_followed_and_kept(tmp_path: Path) -> None:
+    (tmp_path / "real.yaml").write_text("old")
+    (tmp_path / "link.yaml").symlink_to("real.yaml")
+    write_atomic(tmp_path / "link.yaml", "new")
+    assert (tmp_path / "link.yaml").is_symlink() and (tmp_path / "real.yaml").read_text() == "new"
+    with atomic_path(tmp_path / "link.yaml") as tmp:
+        tmp.write_text("newer")
+    assert (tmp_path / "link.yaml").is_symlink() and (tmp_path / "real.yaml").read_text() == "newer"
+    assert not any(is_temp(p) for p in tmp_path.iterdir())
+
+
+def test_a_stream_or_device_is_written_in_place_never_replaced(tmp_path: Path) -> None:
+    import stat
+    import threading
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(BadInput, match="cannot write") as exc:  # nobody reads it: refused, not waited on
+        write_atomic(fifo, "x")
+    assert exc.value.hint and "FIFO" in exc.value.hint
+    got: list[bytes] = []
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    reader = threading.Thread(target=lambda: got.append(os.read(fd, 100)))
+    write_atomic(fifo, "streamed")
+    reader.start()
+    reader.join(5)
+    os.close(fd)
+    assert got == [b"streamed"] and stat.S_ISFIFO(fifo.stat().st_mode)
+    write_atomic("/dev/null", "x")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    with pytest.raises(BadInput, match="not a regular file"), atomic_path(fifo):
+        pass

@@ -201,3 +201,16 @@ def test_every_profile_spelling_of_the_command_is_recognised(engine: str, launch
     intent = parse_launch(engine, launch)  # command words and model flags come from the engine profiles
     assert intent.model is not None and intent.model.startswith("/models/qwen")
     assert not intent.unknown, intent.unknown
+
+
+def test_vllm_and_sglang_config_files_lose_to_the_command_line_trtllm_files_win(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("max-model-len: 8192\nmax-num-seqs: 64\n")
+    vllm = parse_launch("vllm", f"vllm serve /m --max-model-len 4096 --config {cfg}")
+    assert vllm.values["max_context_length"] == 4096 and vllm.values["max_concurrent_sequences"] == 64
+    cfg.write_text("context-length: 8192\n")
+    sglang = parse_launch("sglang", f"python -m sglang.launch_server --model-path /m --context-length 4096 "
+                                    f"--config {cfg}")
+    assert sglang.values["max_context_length"] == 4096
+    tgi = parse_launch("tgi", f"text-generation-launcher --model-id /m --config {cfg}")
+    assert any("--config" in u for u in tgi.unknown)  # TGI has no config-file flag: not read as one

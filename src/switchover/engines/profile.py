@@ -249,6 +249,10 @@ class LaunchSyntax(_Cited):
         description="paired: --x/--no-x; store_true: --x only; value: --x true"
     )
     config_file: str | None = Field(default=None, description="flag naming a YAML that overrides the CLI")
+    config_flags: list[str] = Field(default_factory=list, description="flags naming a YAML of launch settings "
+                                    "(keys spelled like the flags) that the launch parser reads in")
+    config_overrides_cli: bool = Field(default=True, description="the YAML's settings win over command-line flags "
+                                       "(TRT-LLM); false: the command line wins (vLLM, SGLang)")
     aliases: list[LaunchAlias] = Field(default_factory=list, description="other commands that start the same server")
 
     def commands(self) -> list[tuple[str, str]]:

@@ -165,7 +165,7 @@ def _parse_argv(profile: EngineProfile, argv: list[str]) -> LaunchIntent:
             out.model = inline if eq else (argv[i + 1] if i + 1 < len(argv) else None)
             i += 1 if eq else 2
             continue
-        if name in {profile.launch.config_file, "--config"} and name not in table:
+        if name in {profile.launch.config_file, *profile.launch.config_flags} and name not in table:
             ref = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
             _merge_config_file(profile, out, ref)
             i += 1 if eq else 2
@@ -208,8 +208,9 @@ def _parse_argv(profile: EngineProfile, argv: list[str]) -> LaunchIntent:
 
 
 def _merge_config_file(profile: EngineProfile, out: LaunchIntent, ref: str) -> None:
-    """A YAML config named on the command line (vLLM --config, TRT-LLM --extra_llm_api_options): its keys
-    override the CLI in TRT-LLM (engines.md §0), so they are merged over what was parsed so far."""
+    """A YAML config named on the command line (the profile's `launch.config_flags`). Its keys override the CLI
+    where the profile says so (TRT-LLM, engines.md §0: merged over what was parsed so far); elsewhere (vLLM,
+    SGLang) every command-line flag wins, so the file only fills intents the command line does not set."""
     path = Path(ref)
     if not path.is_file():
         out.unknown.append(f"{ref} (config file not found: its settings are not translated)")
@@ -218,7 +219,11 @@ def _merge_config_file(profile: EngineProfile, out: LaunchIntent, ref: str) -> N
     if not isinstance(data, dict):
         raise BadInput(f"{ref}: the launch config must be a YAML mapping")
     merged = _parse_mapping(profile, data)
-    out.values.update(merged.values)
+    if profile.launch.config_overrides_cli:
+        out.values.update(merged.values)
+    else:  # flags before the file are kept here; flags after it overwrite as they are parsed
+        for intent, value in merged.values.items():
+            out.values.setdefault(intent, value)
     out.unknown.extend(merged.unknown)
     out.model = out.model or merged.model
 

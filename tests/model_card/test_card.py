@@ -233,7 +233,8 @@ def test_garbage_gguf_is_bad_input(tmp_path: Path) -> None:
     ("intermediate_size", "x"), ("head_dim", [128]), ("vocab_size", float("nan")), ("sliding_window", "4096"),
     ("max_position_embeddings", -1), ("num_experts", {"a": 1}), ("num_nextn_predict_layers", "1"),
     ("global_head_dim", 1.5), ("attn_layer_period", 0), ("mamba_expand", "2"), ("architectures", "Llama"),
-    ("layer_types", [{"a": 1}] * 32), ("mlp_only_layers", 5), ("vocab_size", 10**400),
+    ("layer_types", [{"a": 1}] * 32), ("mlp_only_layers", 5), ("vocab_size", 10**400), ("model_type", 7),
+    ("torch_dtype", ["bf16"]),
 ])
 def test_config_fields_of_the_wrong_type_are_bad_input_naming_the_field(key: str, value: Any) -> None:
     with pytest.raises(BadInput, match=key):
@@ -301,3 +302,9 @@ def test_an_index_whose_weight_map_is_not_names_is_bad_input(tmp_path: Path) -> 
         {"metadata": {"total_size": 10}, "weight_map": {"a": ["x.safetensors"]}}))
     with pytest.raises(BadInput, match="weight_map"):
         load_model_card(tmp_path)
+
+
+def test_a_hybrid_pattern_that_does_not_match_the_layers_is_refused_even_beside_layer_types() -> None:
+    cfg = {**C.QWEN3_NEXT, "hybrid_override_pattern": "M*"}
+    with pytest.raises(BadInput, match="hybrid_override_pattern"):
+        card_from_config(cfg)

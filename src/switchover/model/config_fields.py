@@ -69,6 +69,12 @@ def check_config_fields(cfg: dict[str, Any], source: str) -> None:
     arch = cfg.get("architectures")
     if arch is not None and (not isinstance(arch, list) or not all(isinstance(a, str) for a in arch)):
         raise BadInput(f"{source}: architectures must be a list of names, got {str(arch)[:40]!r}")
+    pattern, layers = cfg.get("hybrid_override_pattern"), cfg.get("num_hidden_layers")
+    if isinstance(pattern, str) and isinstance(layers, int) and len(pattern) != layers:
+        raise BadInput(f"{source}: hybrid_override_pattern has {len(pattern)} entries for num_hidden_layers={layers}")
+    for key in ("model_type", "torch_dtype", "dtype"):
+        if cfg.get(key) is not None and not isinstance(cfg[key], str):
+            raise BadInput(f"{source}: {key} must be a name, got {str(cfg[key])[:40]!r}")
     types = cfg.get("layer_types")
     if isinstance(types, list) and not all(isinstance(t, str) for t in types):
         raise BadInput(f"{source}: layer_types must be a list of names")

@@ -28,7 +28,7 @@ from switchover.testbed.layout import bed_models
 
 pytestmark = pytest.mark.engines
 
-CONFIG = """\
+ENGINES_AND_GATEWAY = """\
 # rollout on real engines (comments must survive the rollout's edits)
 old: {{url: "{old}", engine: vllm}}
 new: {{url: "{new}", engine: llamacpp}}
@@ -39,6 +39,10 @@ gateway:
   reload_poll_s: 0.1
   kill_switch: {{enabled: false}}   # here the rollout's gates, not the gateway's latch, must act
   shadow: {{percent: 100, max_concurrency: 8, max_tokens_clamp: 8}}
+"""
+"""old = the bed's vLLM, new = a llama-server, the gateway in between (str.format fields: old, new)."""
+
+CONFIG = ENGINES_AND_GATEWAY + """\
 rollout:
   stages: [shadow, 20, 50]
   window_s: 600

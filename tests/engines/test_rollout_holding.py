@@ -6,9 +6,10 @@ closes on time (audit `window_end`), then the new engine fails inside the crash 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,14 @@ from switchover.gateway.ledger import read_requests
 from switchover.gateway.server import running
 from switchover.rollout.controller import Rollout
 from switchover.runs import RunDir
-from tests.engines.test_rollout_gateway import _reloaded, _shadow_traffic, _start_llama, _stop, _traffic
+from tests.engines.test_rollout_gateway import (
+    ENGINES_AND_GATEWAY,
+    _reloaded,
+    _shadow_traffic,
+    _start_llama,
+    _stop,
+    _traffic,
+)
 
 pytestmark = pytest.mark.engines
 
@@ -37,16 +45,8 @@ def llama(bed: Any, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], s
     finally:
         _stop(proc)
 
-CONFIG = """\
-old: {{url: "{old}", engine: vllm}}
-new: {{url: "{new}", engine: llamacpp}}
-gateway:
-  weight: 0            # the rollout drives this line
-  rollback: false
-  run_dir: run
-  reload_poll_s: 0.1
-  kill_switch: {{enabled: false}}   # the rollout's gates act here, not the gateway's latch
-  shadow: {{percent: 100, max_concurrency: 8, max_tokens_clamp: 8}}
+
+CONFIG = ENGINES_AND_GATEWAY + """\
 rollout:
   stages: [shadow, 50, 100]
   window_s: 600
@@ -75,36 +75,36 @@ async def _drill_old(tmp: Path, old_url: str) -> None:
     RunDir.create(tmp / "runs", "drill").write_json("drill", res)
 
 
-async def _to_holding(gw: Gateway, url: str, path: Path, rollout: Rollout, model: str) -> None:
-    assert rollout.advance(why="start shadow").state.stage == "shadow"
-    await _shadow_traffic(gw, url, model, 16)
-    res = rollout.advance(why="shadow clean")
-    assert res.state.stage == "50%", res.message
-    await _reloaded(gw, 50, False)
-    await _traffic(gw, url, model, tenants=40)
-    res = rollout.advance(why="50% clean")
-    assert res.action == "advance" and res.state.status.value == "holding", res.message
-    assert [t.action for t in res.transitions] == ["advance", "holding_start"]
-    await _reloaded(gw, 100, False)
-    assert yaml.safe_load(path.read_text())["gateway"]["weight"] == 100
-
-
-def _setup(tmp: Path, bed: Any, new_url: str, *, crash: float, fmt: float) -> Path:
+@contextlib.asynccontextmanager
+async def _holding(tmp: Path, bed: Any, new_url: str, *, crash: float,
+                   fmt: float) -> AsyncIterator[tuple[Path, Gateway, Rollout, str]]:
+    """A drilled rollout taken shadow → 50 % → 100 % through a running gateway, now holding; yields the config
+    path, the gateway, the rollout and the gateway's URL."""
     path = tmp / "switchover.yaml"
     path.write_text(CONFIG.format(old=bed.old_url, new=new_url, crash=crash, fmt=fmt))
-    return path
+    await _drill_old(tmp, bed.old_url)
+    gw = Gateway(load_migration(path), path)
+    rollout = Rollout(path)
+    async with running(gw, port=0) as url:
+        assert rollout.advance(why="start shadow").state.stage == "shadow"
+        await _shadow_traffic(gw, url, bed.model, 16)
+        res = rollout.advance(why="shadow clean")
+        assert res.state.stage == "50%", res.message
+        await _reloaded(gw, 50, False)
+        await _traffic(gw, url, bed.model, tenants=40)
+        res = rollout.advance(why="50% clean")
+        assert res.action == "advance" and res.state.status.value == "holding", res.message
+        assert [t.action for t in res.transitions] == ["advance", "holding_start"]
+        await _reloaded(gw, 100, False)
+        assert yaml.safe_load(path.read_text())["gateway"]["weight"] == 100
+        yield path, gw, rollout, url
 
 
 async def test_holding_then_a_failure_in_the_window_rolls_back_with_one_command(bed, llama, tmp_path,
                                                                                 monkeypatch, capsys) -> None:
     monkeypatch.setenv("SWITCHOVER_ACTOR", "engine-test@ci")
     proc, new_url = llama
-    path = _setup(tmp_path, bed, new_url, crash=3600, fmt=2)
-    await _drill_old(tmp_path, bed.old_url)
-    gw = Gateway(load_migration(path), path)
-    rollout = Rollout(path)
-    async with running(gw, port=0) as url:
-        await _to_holding(gw, url, path, rollout, bed.model)
+    async with _holding(tmp_path, bed, new_url, crash=3600, fmt=2) as (path, gw, rollout, url):
         hr = rollout.gate_report().holding
         assert hr is not None
         pre = {p.name: p.status for p in hr.prerequisites}
@@ -146,12 +146,7 @@ async def test_a_quiet_holding_window_ends_and_the_end_is_in_the_audit_log(bed, 
                                                                            monkeypatch) -> None:
     monkeypatch.setenv("SWITCHOVER_ACTOR", "engine-test@ci")
     _, new_url = llama
-    path = _setup(tmp_path, bed, new_url, crash=3, fmt=2)
-    await _drill_old(tmp_path, bed.old_url)
-    gw = Gateway(load_migration(path), path)
-    rollout = Rollout(path)
-    async with running(gw, port=0) as url:
-        await _to_holding(gw, url, path, rollout, bed.model)
+    async with _holding(tmp_path, bed, new_url, crash=3, fmt=2) as (_, gw, rollout, url):
         await _traffic(gw, url, bed.model, tenants=20)
         await asyncio.sleep(3.1)
         res = rollout.check(auto_advance=False, why="windows over, new healthy")

@@ -98,6 +98,13 @@ def test_output_length_shift_flags_a_shorter_new_model_as_a_soft_gate() -> None:
     assert short.verdict == "fail" and "-4" in short.reason and "vs old" in short.reason
 
 
+def test_output_length_shift_holds_when_old_answers_are_empty_instead_of_passing_a_0_shift() -> None:
+    gate = CustomGate(name="length", builtin="output_length_shift")
+    empty_old = [_view("old", completion_tokens=0) for _ in range(200)]
+    res = judge_ledger_gate(gate, empty_old + _lengths("new", 200, 1.0, 2), TH)
+    assert res.verdict == "hold" and "not measured" in res.reason, res.reason
+
+
 def test_output_length_shift_uses_the_baseline_once_old_serves_nothing() -> None:
     gate = CustomGate(name="length", builtin="output_length_shift", by="task_type")
     base = Baseline(taken_at=0, output_tokens={"chat": [float(v["completion_tokens"]) for v in

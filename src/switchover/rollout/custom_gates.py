@@ -189,6 +189,11 @@ def output_length_shift(gate: CustomGate, tally: _LengthTally, th: GateThreshold
             continue
         po, pn = cmp.percentiles_old, cmp.percentiles_new
         shifts = {q: pn[q] / po[q] - 1 for q in ("p50", "p90") if po.get(q)}
+        if not shifts and cmp.verdict == "differs":  # no relative shift from a 0-token p50 and p90: not 0 %
+            groups.append(GroupVerdict(group=name, verdict="hold", samples=len(b),
+                                       reason=f"{name}: lengths differ from {source}'s, whose p50 and p90 are 0 "
+                                       "tokens: the relative shift is not measured"))
+            continue
         q, shift = max(shifts.items(), key=lambda kv: abs(kv[1]), default=("p50", 0.0))
         text = f"{name}: {q} {po.get(q, 0):.0f} → {pn.get(q, 0):.0f} tokens ({shift:+.0%} vs {source})"
         verdict: Verdict = "fail" if cmp.verdict == "differs" and abs(shift) > limit else "pass"

@@ -50,3 +50,13 @@ def test_other_residents_can_make_the_second_copy_fail() -> None:
                        **LOGGED)
     assert not plan.copies[1].instance.starts
     assert any("refuses to start" in w for w in plan.warnings)
+
+
+def test_a_canary_from_estimated_weights_or_unmodelled_overheads_says_so() -> None:
+    card = card_from_config(C.LLAMA_8B)  # no weight files: a bf16 estimate
+    plan = canary_plan(card, load_profile("vllm"), 79.18)
+    assert any(w.startswith("old weights:") and "16-bit estimate" in w for w in plan.warnings)
+    given = canary_plan(card, load_profile("vllm"), 79.18, weights_gib=14.99, new_weights_gib=14.99)
+    assert not any("weights:" in w for w in given.warnings)
+    plan = canary_plan(card, load_profile("tgi"), 79.18, **LOGGED)  # TGI's profile has no non-torch figure
+    assert any("non_torch overhead is not modelled for tgi" in w for w in plan.warnings)

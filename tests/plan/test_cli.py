@@ -127,3 +127,8 @@ def test_markup_in_config_text_folder_names_and_launch_flags_is_printed_not_pars
         res = _run(*args)
         assert res.returncode in (0, 1), res.stderr
         assert "[/x]" in " ".join(res.stdout.split()).replace("│", "") or "--weird" in res.stdout
+
+
+def test_parallel_says_when_its_weights_are_a_16_bit_estimate(llama_dir: Path) -> None:
+    res = _run("plan", "parallel", "-m", str(llama_dir), "--gpu", "H100-80G", "--gpus", "2", "--max-model-len", "4096")
+    assert res.returncode == 0 and "16-bit estimate" in " ".join(res.stdout.split())

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from switchover import inputs
 from switchover.cli import params
-from switchover.cli.common import console, print_json
+from switchover.cli.common import console, err_console, print_json
 from switchover.engines import load_profile
 from switchover.errors import BadInput, CheckFailed
 from switchover.hardware import check_capabilities, find_gpu
@@ -205,6 +205,8 @@ def parallel_cmd(
                            max_model_len=max_model_len, kv_dtype=kv_dtype, overheads=_overheads(overhead))
     if json_out:
         print_json([x.model_dump() for x in layouts])
+        if card.weights.warning:  # the JSON stays a list of layouts; the caveat goes to stderr
+            err_console.print(f"warning: {card.weights.warning}", markup=False, highlight=False)
         return
     table = Table("TP", "PP", "DP", "EP", "legal", "KV tokens/replica", "conc/replica", "total conc", "notes")
     illegal = [x for x in layouts if not x.legal]
@@ -216,6 +218,8 @@ def parallel_cmd(
     console.print(table)
     if show_illegal and len(illegal) > MAX_ILLEGAL_ROWS:
         console.print(f"... and {len(illegal) - MAX_ILLEGAL_ROWS} more illegal layouts (--json lists every one)")
+    if card.weights.warning:
+        console.print(f"  [yellow]warning:[/] {escape(card.weights.warning)}", highlight=False)
 
 
 @app.command("canary")

@@ -158,6 +158,11 @@ def canary_plan(old: ModelCard, profile: EngineProfile, gpu_total_gib: float, *,
         copies.append(CanaryCopy(role=role, model=card.name, flags=fl, instance=inst, tokens=tokens,
                                  concurrency=_concurrency(tokens, layout, page, context) if inst.starts else 0))
     warnings = [c.instance.problem for c in copies if c.instance.problem]
+    for role, card, given in (("old", old, weights_gib), ("new", new, new_weights_gib)):
+        if given is None and card.weights.warning and (role == "old" or new is not old):
+            warnings.append(f"{role} weights: {card.weights.warning}")
+    warnings += [f"{name} overhead is not modelled for {profile.name} (counted as 0): pass --overhead {name}=GIB"
+                 for name, src in sorted(over.sources.items()) if src.startswith("not modelled") and not explicit]
     if all(c.instance.starts for c in copies) and single_tokens:
         share = copies[0].tokens / single_tokens
         warnings.append(f"each copy gets {share:.0%} of a single copy's pool (fixed costs are paid twice)")

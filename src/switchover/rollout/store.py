@@ -87,14 +87,7 @@ class RolloutStore:
 
     def append(self, transition: Transition) -> None:
         """One JSON line per transition; O_APPEND keeps concurrent writers' lines whole."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        line = orjson.dumps(transition.model_dump(mode="json")) + b"\n"
-        fd = os.open(self.audit_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        self.append_line(AUDIT_FILE, transition)
 
     def audit(self) -> list[Transition]:
         try:

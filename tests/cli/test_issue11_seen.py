@@ -199,3 +199,36 @@ def test_validate_does_not_echo_a_pasted_key(tmp_path: Path) -> None:
     f.write_text(MIGRATION.replace("  engine: vllm\n", "  engine: vllm\n  api_key_env: sk-proj-Zx81qPLANTEDkey99\n"))
     got, out, err, _ = run_cli(["validate", str(f)])
     assert got == 2 and "PLANTED" not in out + err and "old.api_key_env" in err
+
+
+def test_engine_text_that_looks_like_rich_markup_is_printed_not_parsed() -> None:
+    """An engine's error body with `[/INST]` (a chat-template tag) once crashed the renderer (MarkupError, exit 70)."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *_: object) -> None:
+            pass
+
+        def _send(self, code: int, body: bytes) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self._send(200, b'{"data": [{"id": "m"}]}')
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self._send(500, b'{"error": {"message": "template error near [/INST] and [bold]x"}}')
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        out = expect(["ready", f"http://127.0.0.1:{server.server_address[1]}"], 1, error_line=False)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "[/INST] and [bold]x" in out

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -81,7 +82,7 @@ class _Progress:
         self.task: Any = None
 
     def note(self, msg: str) -> None:
-        self.p.console.print(f"[dim]{msg}[/]", highlight=False)
+        self.p.console.print(f"[dim]{escape(msg)}[/]", highlight=False)
 
     def step_started(self, label: str, total: int | None) -> None:
         if self.task is not None:
@@ -165,7 +166,7 @@ def render(report: Any) -> None:
             console.print(f"{s.endpoint} {s.bucket} step {s.step}: achieved/target per worker: {parts}",
                           highlight=False)
     for key, k in report.knees.items():
-        console.print(f"[bold]{key}[/]: {k.message}", highlight=False, soft_wrap=True)
+        console.print(f"[bold]{escape(key)}[/]: {escape(k.message)}", highlight=False, soft_wrap=True)
     for a in report.ab:
         sig = [d for d in a.deltas if d.significant]
         if sig:
@@ -181,10 +182,11 @@ def render(report: Any) -> None:
                 highlight=False,
             )
     for n in report.notes:
-        console.print(f"[dim]{n}[/]", highlight=False, soft_wrap=True)
+        console.print(f"[dim]{escape(n)}[/]", highlight=False, soft_wrap=True)
     if report.stopped_reason:
-        console.print(f"[yellow]stopped early:[/] {report.stopped_reason}", highlight=False)
-    console.print(f"run directory: {report.run_dir}  (report.html, summary.json, requests.parquet)", highlight=False)
+        console.print(f"[yellow]stopped early:[/] {escape(report.stopped_reason)}", highlight=False)
+    console.print(f"run directory: {report.run_dir}  (report.html, summary.json, requests.parquet)", highlight=False,
+                  markup=False)
 
 
 def _plan(**kw: Any):
@@ -347,7 +349,7 @@ def _go(make: Any, json_out: bool) -> None:
             report, _ = run(runner.run(), hot=True)
     except KeyboardInterrupt:
         where = runner.run_dir or "(no run directory yet)"
-        err_console.print(f"interrupted: partial results kept in {where}", highlight=False)
+        err_console.print(f"interrupted: partial results kept in {where}", highlight=False, markup=False)
         sys.exit(130)
     if json_out:
         print_json(report)
@@ -431,7 +433,7 @@ def recompute_cmd(
             )
         console.print(table)
         for n in st.notes:
-            console.print(f"[yellow]{n}[/]", highlight=False)
+            console.print(f"[yellow]{escape(n)}[/]", highlight=False)
 
 
 @app.command("report")
@@ -445,7 +447,7 @@ def report_cmd(run_dir: Path = typer.Argument(..., help="A bench run directory."
     from switchover.runs import RunDir
 
     rd = RunDir.open(run_dir)
-    console.print(write_report(rd, rd.read_json("summary", BenchReport)), highlight=False)
+    console.print(write_report(rd, rd.read_json("summary", BenchReport)), highlight=False, markup=False)
 
 
 @app.command("sweep")
@@ -491,11 +493,11 @@ def sweep_cmd(
     for p in res.points:
         line = ", ".join(f"{k}={v}" for k, v in p.params.items())
         if p.error:
-            console.print(f"{line}: [red]{p.error}[/]", highlight=False)
+            console.print(f"{escape(line)}: [red]{escape(p.error)}[/]", highlight=False)
         else:
             tp = ", ".join(f"c={k}: {v:.2f}" for k, v in p.tpot_p99_ms.items())
-            console.print(f"{line}: TPOT p99 {tp}; {p.knee_message}", highlight=False)
-    console.print(f"sweep directory: {res.run_dir} (sweep.html)", highlight=False)
+            console.print(f"{line}: TPOT p99 {tp}; {p.knee_message}", highlight=False, markup=False)
+    console.print(f"sweep directory: {res.run_dir} (sweep.html)", highlight=False, markup=False)
 
 
 def register(root: typer.Typer) -> None:

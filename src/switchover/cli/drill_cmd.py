@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from switchover.cli import params
 from switchover.cli.common import console, print_json, run
@@ -56,7 +57,7 @@ def register(app: typer.Typer) -> None:
         else:
             colour = "green" if result.ok and result.within_budget is not False else "red"
             console.print(
-                f"[{colour}]{'recovered' if result.ok else 'failed'}[/]: {result.reason}",
+                f"[{colour}]{'recovered' if result.ok else 'failed'}[/]: {escape(result.reason)}",
                 highlight=False,
                 soft_wrap=True,
             )
@@ -66,7 +67,7 @@ def register(app: typer.Typer) -> None:
                 console.print(
                     f"the old engine runs in the foreground as pid {result.foreground_pid} "
                     f"(log: {rd.file('start-old.log')})",
-                    highlight=False,
+                    highlight=False, markup=False,
                 )
-            console.print(f"written: {path}", highlight=False)
+            console.print(f"written: {path}", highlight=False, markup=False)
         sys.exit(int(ExitCode.OK if result.ok and result.within_budget is not False else ExitCode.FAILED))

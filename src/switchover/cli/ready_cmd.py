@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import typer
+from rich.markup import escape
 
 from switchover.cli import params
 from switchover.cli.common import console, print_json, run
@@ -31,6 +32,6 @@ def register(app: typer.Typer) -> None:
             print_json(result)
         else:
             colour = "green" if result.ready else "red"
-            console.print(f"[{colour}]{result.state.value}[/] {url}: {result.reason}", highlight=False,
+            console.print(f"[{colour}]{result.state.value}[/] {escape(url)}: {escape(result.reason)}", highlight=False,
                           soft_wrap=True)
         sys.exit(int(result.exit_code))

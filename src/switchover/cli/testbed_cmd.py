@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from switchover.cli import params
@@ -44,10 +45,10 @@ def setup(
         elif kind == "start":
             err_console.print(f"{stamp} [yellow]…[/] {step.title}", highlight=False)
         else:
-            err_console.print(f"{stamp} [green]✓[/] {step.title} [dim]({detail})[/]", highlight=False)
+            err_console.print(f"{stamp} [green]✓[/] {step.title} [dim]({escape(detail)})[/]", highlight=False)
 
     Installer(layout, with_smollm2=smollm2, on_event=on_event).run()
-    console.print(f"test bed ready in {layout.root} ({time.monotonic() - t0:.0f} s)", highlight=False)
+    console.print(f"test bed ready in {layout.root} ({time.monotonic() - t0:.0f} s)", highlight=False, markup=False)
 
 
 @app.command()
@@ -68,13 +69,14 @@ def up(
     layout = Layout.default(root)
     prepare_folder(layout.root)
     state, results = processes.up(layout, model=model, name=name, old_port=old_port, new_port=new_port,
-                                  timeout_s=timeout, on_event=lambda m: err_console.print(m, highlight=False))
+                                  timeout_s=timeout,
+                                  on_event=lambda m: err_console.print(m, highlight=False, markup=False))
     if json_out:
         print_json(state)
         return
     for proc, res in zip(state.engines, results, strict=True):
         console.print(f"{proc.role}: {proc.url}  ({proc.engine}, model {proc.served_name!r}; {res.reason})",
-                      highlight=False)
+                      highlight=False, markup=False)
     console.print(f"stop with: switchover testbed down{'' if name == 'default' else ' --name ' + name}")
 
 
@@ -94,7 +96,7 @@ def status(root: Path = DirOpt, name: str = NameOpt,
         return
     table = Table("role", "engine", "url", "pid", "state", "reason")
     for r in rows:
-        table.add_row(*(str(r[k]) for k in ("role", "engine", "url", "pid", "state", "reason")))
+        table.add_row(*(escape(str(r[k])) for k in ("role", "engine", "url", "pid", "state", "reason")))
     console.print(table)
     if any(r["state"] != "ready" for r in rows):
         sys.exit(1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from switchover import inputs
@@ -22,7 +23,7 @@ def _short(s: str, n: int = 28) -> str:
 
 
 def render(r: EquivalenceReport) -> None:
-    t = Table(title=f"greedy consistency: old {r.old_url} vs new {r.new_url}", expand=True)
+    t = Table(title=escape(f"greedy consistency: old {r.old_url} vs new {r.new_url}"), expand=True)
     for col in ("prompt", "kind", "same", "1st diff char/token", "agree", "common prefix", "old → new", "flags"):
         t.add_column(col, overflow="fold")
     for d in r.greedy:
@@ -30,8 +31,9 @@ def render(r: EquivalenceReport) -> None:
         agree = "" if d.token_agreement is None else f"{d.token_agreement:.2f}"
         after = "" if d.identical else (f"{_short(d.old_text[len(d.common_prefix):], 16)!r} → "
                                         f"{_short(d.new_text[len(d.common_prefix):], 16)!r}")
-        t.add_row(d.id, d.kind, "yes" if d.identical else "no", where, agree, repr(_short(d.common_prefix)), after,
-                  "[red]" + "; ".join(d.flags) + "[/]" if d.flags else "")
+        t.add_row(escape(d.id), d.kind, "yes" if d.identical else "no", where, agree,
+                  escape(repr(_short(d.common_prefix))), escape(after),
+                  "[red]" + escape("; ".join(d.flags)) + "[/]" if d.flags else "")
     console.print(t)
     s = r.summary
     if s:
@@ -43,17 +45,18 @@ def render(r: EquivalenceReport) -> None:
     for side in r.structured:
         bad = [f"{c.id}: {c.status} ({c.reason})" for c in side.cases if c.status != "valid"]
         console.print(f"structured output {side.url}: {side.summary()}"
-                      + (f" — {'; '.join(bad)}" if bad else ""), highlight=False, soft_wrap=True)
+                      + (f" — {'; '.join(bad)}" if bad else ""), highlight=False, soft_wrap=True, markup=False)
     for li in r.long_inputs:
         if li.skipped:
-            console.print(f"long inputs {li.url}: skipped ({li.skipped})", highlight=False)
+            console.print(f"long inputs {li.url}: skipped ({li.skipped})", highlight=False, markup=False)
             continue
-        lt = Table(title=f"long inputs {li.url} (context {li.context})")
+        lt = Table(title=escape(f"long inputs {li.url} (context {li.context})"))
         for col in ("target", "prompt tokens", "status", "finish", "tokens", "repetition", "loop", "early stop",
                     "drift"):
             lt.add_column(col)
         for c in li.checks:
-            lt.add_row(f"{c.target_fraction:.0%}", str(c.prompt_tokens), c.status if not c.error else c.error[:60],
+            lt.add_row(f"{c.target_fraction:.0%}", str(c.prompt_tokens),
+                       escape(c.status if not c.error else c.error[:60]),
                        str(c.finish_reason), str(c.completion_tokens), str(c.repetition),
                        "[red]yes[/]" if c.loop else "no",
                        "[red]yes[/]" if c.early_stop else ("—" if c.early_stop is None else "no"),
@@ -70,7 +73,7 @@ def render(r: EquivalenceReport) -> None:
                           f"{tok(b.shortest_failed_text_tokens, 'text tokens')}, aimed at "
                           f"{b.shortest_failed_target_tokens}"
                           f"{': ' + b.failure if b.failure else ''} [{b.steps} requests]", highlight=False,
-                          soft_wrap=True)
+                          soft_wrap=True, markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -37,7 +37,7 @@ class HoldingState(BaseModel):
     """The rollback window, as kept in state.json."""
 
     started_at: float
-    windows: dict[FailureType, WindowState]
+    windows: dict[FailureType, WindowState] = Field(min_length=1)  # a holding has at least one window
     ended_at: float | None = None
 
     @property

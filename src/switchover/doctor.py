@@ -82,6 +82,9 @@ _STOP = {
 }
 
 
+MAX_QUERY = 500
+
+
 def _words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
 
@@ -104,6 +107,9 @@ def diagnose(query: str, *, limit: int = 3, min_score: float = 0.25) -> list[Dia
     query = query.strip()
     if not query:
         raise BadInput('describe the symptom, e.g. `switchover doctor "p99 up, qps flat"`')
+    if len(query) > MAX_QUERY:  # the fuzzy match is quadratic in the query: a pasted log would run for minutes
+        raise BadInput(f"describe the symptom in at most {MAX_QUERY} characters, got {len(query)}",
+                       hint='a few words are enough, e.g. `switchover doctor "p99 up, qps flat"`')
     exact = [s for s in SYMPTOMS if s.key == query.lower()]
     if exact:
         return [Diagnosis(query=query, score=1.0, symptom=exact[0])]

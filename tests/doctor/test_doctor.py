@@ -83,3 +83,13 @@ def test_cli_json_and_unknown_symptom_exit_2(capsys: pytest.CaptureFixture[str])
     assert code == 0 and orjson.loads(out)[0]["symptom"]["key"] == "token-usage-down"
     code, _, err = _doctor(capsys, "banana")
     assert code == 2 and "no known symptom" in err and "Traceback" not in err
+
+
+def test_a_pasted_wall_of_text_is_refused_quickly() -> None:
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(BadInput, match="at most 500 characters"):
+        diagnose("p99 up " * 10_000)
+    assert time.perf_counter() - t0 < 1.0
+    assert diagnose("p99 up " * 70)  # a long but reasonable description still matches

@@ -82,7 +82,7 @@ _HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]+)$")
 def host_port(value: str) -> tuple[str, int]:
     """`host:port` (IPv6 in brackets) with a port of 1-65535; ValueError otherwise."""
     host, sep, port_s = value.rpartition(":")
-    if not sep or not host or not _HOST.match(host):
+    if not sep or not host or not _HOST.fullmatch(host):
         raise ValueError(f"must be host:port, e.g. 127.0.0.1:9400, got {value!r}")
     if not port_s.isdigit() or not 1 <= int(port_s) <= PORT_MAX:
         raise ValueError(f"port must be 1-{PORT_MAX}, got {port_s!r}")
@@ -94,7 +94,7 @@ _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 def env_var_name(value: str) -> str:
     """An environment variable name (the key stays in the environment); ValueError, never echoing a pasted key."""
-    if _ENV.match(value) and len(value) <= 128:
+    if _ENV.fullmatch(value) and len(value) <= 128:
         return value
     looks_like_key = len(value) >= 16 or value.startswith(("sk-", "hf_", "Bearer"))
     shown = "a value that looks like a key itself" if looks_like_key else repr(value)

@@ -42,3 +42,10 @@ def test_parsers_accept_good_text() -> None:
     assert params.URL("http://127.0.0.1:8000/") == "http://127.0.0.1:8000"
     assert params.HOST_PORT("[::1]:9400") == "[::1]:9400" and inputs.host_port("[::1]:9400") == ("::1", 9400)
     assert params.ENV_VAR("OPENAI_API_KEY") == "OPENAI_API_KEY"
+
+
+@pytest.mark.parametrize(("rule", "value"), [(inputs.env_var_name, "OPENAI_API_KEY\n"),
+                                             (inputs.host_port, "localhost\n:80")])
+def test_a_trailing_newline_is_refused_not_kept(rule: object, value: str) -> None:
+    with pytest.raises(ValueError):
+        rule(value)  # type: ignore[operator]

@@ -35,9 +35,17 @@ def test_a_corrupt_state_file_is_a_clear_error(tmp_path: Path) -> None:
     store.state_path.write_text('{"index": "x"}')
     with pytest.raises(BadInput, match="not a rollout state file"):
         store.load()
+    for index in (5, -2):  # a stage that is not there is refused when read, not an IndexError later
+        store.state_path.write_text(f'{{"stages": [{{"name": "5%", "weight": 5}}], "index": {index}}}')
+        with pytest.raises(BadInput, match="not a rollout state file"):
+            store.load()
     # holding with no window at all (edited by hand) is refused when read, not a crash when judged
     store.state_path.write_text('{"stages": [{"name": "100%", "weight": 100}], "index": 0, "status": "holding", '
                                 '"holding": {"started_at": 1, "windows": {}}}')
+    with pytest.raises(BadInput, match="not a rollout state file"):
+        store.load()
+    store.state_path.write_text('{"stages": [{"name": "100%", "weight": 100}], "index": 0, "status": "holding", '
+                                '"holding": {"started_at": 1, "windows": {"crash": {"ends_at": NaN}}}}')
     with pytest.raises(BadInput, match="not a rollout state file"):
         store.load()
 
@@ -103,3 +111,10 @@ def test_apply_to_gateway_rewrites_the_file_and_validates_weight(tmp_path: Path)
     assert "# keep this comment" in p.read_text()
     with pytest.raises(BadInput, match=r"0\.\.100"):
         apply_to_gateway(p, weight=101, rollback=False)
+
+
+def test_a_time_no_calendar_holds_is_printed_not_an_overflow() -> None:
+    from switchover.cli.rollout_cmd import _when
+
+    assert _when(None) == "-" and _when(0.0) == "-" and _when(86400.0) == "1970-01-02 00:00:00 UTC"
+    assert _when(1e308) == "1e+308 s after the epoch"

@@ -38,7 +38,12 @@ FAILED_ACTIONS = ("hold", "auto_rollback", "refused", "rollback_blocked")
 
 
 def _when(ts: float | None) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if ts else "-"
+    if not ts:
+        return "-"
+    try:
+        return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):  # a time no calendar holds (a hand-edited state file)
+        return f"{ts:g} s after the epoch"
 
 
 def _print_view(v: StatusView) -> None:

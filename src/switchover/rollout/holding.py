@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from switchover.drill import DrillResult
 from switchover.rollout.custom_gates import CustomGateResult
@@ -29,12 +29,16 @@ PrereqStatus = Literal["ok", "failed", "missing", "unverified"]
 class WindowState(BaseModel):
     """One failure type's window, as kept in state.json."""
 
+    model_config = ConfigDict(allow_inf_nan=False)
+
     ends_at: float
     closed_at: float | None = None
 
 
 class HoldingState(BaseModel):
     """The rollback window, as kept in state.json."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
 
     started_at: float
     windows: dict[FailureType, WindowState] = Field(min_length=1)  # a holding has at least one window

@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from switchover.errors import BadInput
 from switchover.rollout.holding import HoldingState
@@ -70,6 +70,8 @@ class Transition(BaseModel):
 class RolloutState(BaseModel):
     """What is durable between commands (state.json)."""
 
+    model_config = ConfigDict(allow_inf_nan=False)
+
     version: int = 1
     stages: list[StageSpec]
     index: int = Field(default=-1, description="Current stage; -1 = not started (0 %)")
@@ -78,6 +80,12 @@ class RolloutState(BaseModel):
     rollbacks_in_stage: int = Field(default=0, description="Rollbacks into the current stage since it was entered")
     transitions: int = 0
     holding: HoldingState | None = Field(default=None, description="The rollback window after 100 %")
+
+    @model_validator(mode="after")
+    def _index_in_stages(self) -> RolloutState:
+        if not -1 <= self.index < len(self.stages):
+            raise ValueError(f"index {self.index} is outside the {len(self.stages)} stages (-1 = not started)")
+        return self
 
     @property
     def stage(self) -> StageSpec | None:

@@ -232,3 +232,8 @@ def test_engine_text_that_looks_like_rich_markup_is_printed_not_parsed() -> None
         server.shutdown()
         server.server_close()
     assert "[/INST] and [bold]x" in out
+
+
+def test_bench_refuses_an_unknown_engine_before_contacting_any(tmp_path: Path) -> None:
+    expect(["bench", "--url", "http://127.0.0.1:1", "--engine", "nope", "--no-calibrate", "--requests", "1",
+            "--buckets", "16", "--runs-dir", str(tmp_path / "runs")], 2, "unknown engine 'nope'")

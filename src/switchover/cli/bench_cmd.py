@@ -272,6 +272,7 @@ def bench(
     from switchover.bench.calibrate import calibrate as calibrate_fn
     from switchover.bench.endpoints import endpoints_from, load_tokenizer
     from switchover.bench.runner import BenchRun
+    from switchover.engines import load_profile
     from switchover.runs import prepare_folder
 
     if resume is not None:
@@ -279,6 +280,9 @@ def bench(
         return
 
     eps, section = endpoints_from(config, old, new, url, old_engine, new_engine, engine, model)
+    for ep in eps:  # an unknown engine is refused before any engine is contacted (BadInput names the known ones)
+        if ep.engine:
+            load_profile(ep.engine)
     if tokenizer is not None:
         load_tokenizer(str(tokenizer))  # a bad --tokenizer is refused before any engine is contacted
     if dataset is not None:  # so is a bad --dataset: a regular UTF-8 file of bounded size that parses

@@ -348,3 +348,11 @@ def test_rollback_evidence_for_check_and_report(bed, monkeypatch) -> None:
     r.check(auto_advance=False, why="t")  # writes holding.json
     ev = rollback_evidence(cfg, check_old=False)
     assert ev.rollout_status == "holding" and ev.holding is not None and ev.holding.windows
+
+
+def test_a_baseline_file_with_a_nan_tail_is_no_baseline_never_a_pass(bed) -> None:
+    cfg, clock, old = bed
+    r = _to_holding(cfg, clock, old)
+    path = r.store.folder / "baseline.json"
+    path.write_bytes(path.read_bytes().replace(b'"ttft_p99_ms": ', b'"ttft_p99_ms": NaN, "x": ', 1))
+    assert r.holding.baseline() is None  # refused: new/NaN compares false, so the ratio gate would pass

@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from switchover.bench.stats import percentile
 from switchover.gateway.ledger_record import LedgerRecord, LedgerRow
@@ -19,6 +19,8 @@ from switchover.rollout.rows import TaskTyper, row_view
 
 class Baseline(BaseModel):
     """Old-arm tails and output lengths (by task type) from the window before 100 %."""
+
+    model_config = ConfigDict(allow_inf_nan=False)  # a NaN tail would make every ratio gate pass
 
     taken_at: float
     window_start: float | None = None

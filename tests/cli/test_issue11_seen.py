@@ -237,3 +237,11 @@ def test_engine_text_that_looks_like_rich_markup_is_printed_not_parsed() -> None
 def test_bench_refuses_an_unknown_engine_before_contacting_any(tmp_path: Path) -> None:
     expect(["bench", "--url", "http://127.0.0.1:1", "--engine", "nope", "--no-calibrate", "--requests", "1",
             "--buckets", "16", "--runs-dir", str(tmp_path / "runs")], 2, "unknown engine 'nope'")
+
+
+@pytest.mark.parametrize(("name", "fragment"), [("/dev/zero", "not a regular file"), ("binary", "not UTF-8")])
+def test_verify_prompts_from_a_device_or_binary_file_is_one_line(files: dict[str, Path], name: str,
+                                                                 fragment: str) -> None:
+    path = name if name.startswith("/") else str(files[name])
+    expect(["verify", "--old", "http://127.0.0.1:1", "--new", "http://127.0.0.1:1", "--prompts", path], 2,
+           "--prompts", fragment)

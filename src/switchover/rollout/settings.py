@@ -8,6 +8,7 @@ ratio, with the TPOT tail added from the medium stage on.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
@@ -203,7 +204,7 @@ class RolloutSettings(BaseModel):
     def _check_custom(self) -> None:
         builtin = {g.value for g in GateName}
         names = [g.name for g in self.custom_gates]
-        dup = {n for n in names if names.count(n) > 1}
+        dup = {n for n, k in Counter(names).items() if k > 1}  # linear: the list's length is the file's
         if dup:
             raise ValueError(f"custom_gates: duplicate names {sorted(dup)}")
         clash = sorted(set(names) & builtin)

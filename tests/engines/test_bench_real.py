@@ -147,3 +147,18 @@ async def test_short_soak_on_both_engines_checkpoints_windows_and_a_flat_client(
     assert all(w.engine_rss_mb and w.engine_rss_mb > 0 for w in soak.windows if w.endpoint == "old")
     assert rd.read_json("checkpoint")["finished"] is True
     assert "Drift" in rd.file("report.html").read_text()
+
+
+async def test_workers_split_one_step_on_the_real_engine_and_merge_exactly(bed, tmp_path):
+    """`bench --workers 2` against llama-server: one schedule, no request twice, every row counted once."""
+    plan = BenchPlan(
+        name="workers", endpoints=[EndpointSpec(label="new", url=bed.new_url, engine="llamacpp", model=bed.model)],
+        buckets=[32], output_tokens=16, concurrency=[4], requests=16, warmup_requests=0, scrape_interval_s=0,
+        timeout_s=60, calibrate=False, workers=2)
+    report, rd = await BenchRun(plan, tmp_path).run()
+    (step,) = report.steps
+    rows = rd.read_records("requests")
+    assert step.requests == len(rows) == 16 and len({r["index"] for r in rows}) == 16
+    assert step.ok == 16 and [(w.worker, w.requests) for w in step.workers] == [(0, 8), (1, 8)]
+    assert all(r["completion_tokens"] == 16 for r in rows) and step.lengths.n_usage_missing == 0
+    assert step.ttft_ms is not None and step.ttft_ms.count == 16 and step.e2e_ms is not None

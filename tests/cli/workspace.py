@@ -75,7 +75,7 @@ BAD_FILES: dict[str, tuple[str, bytes | None]] = {
     "gguf_kv": ("kvcount.gguf", _gguf_header(0, 1 << 40)),
     "dir": ("a-directory", None),
 }
-SPECIAL_PATHS = {"missing": "does-not-exist/nowhere.yaml", "proc": "/proc/version"}
+SPECIAL_PATHS = {"missing": "does-not-exist/nowhere.yaml", "proc": "/proc/version", "zero": "/dev/zero"}
 
 
 @dataclass

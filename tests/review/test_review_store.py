@@ -65,3 +65,18 @@ def test_exports_hold_every_pair_with_its_latest_rating(tmp_path):
     empty = ReviewStore.open(tmp_path / "empty.sqlite")
     assert empty.export_parquet(tmp_path / "e.parquet") == 0 and pq.read_table(tmp_path / "e.parquet").num_rows == 0
     assert not list(tmp_path.glob(".*.tmp"))  # written whole, no temp files left
+
+
+def test_export_names_a_file_with_brackets_without_reading_them_as_markup(tmp_path, capsys, monkeypatch):
+    import sys
+
+    from switchover.cli.app import main
+
+    db = tmp_path / "r.sqlite"
+    ReviewStore.open(db).add_pair(pair(1))
+    out = tmp_path / "x[/INST].jsonl"
+    monkeypatch.setattr(sys, "argv", ["switchover", "review", "export", "--db", str(db), "-o", str(out)])
+    with pytest.raises(SystemExit) as done:
+        main()
+    assert done.value.code in (0, None) and out.exists()
+    assert "[/INST]" in capsys.readouterr().out

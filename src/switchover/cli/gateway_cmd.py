@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from switchover.cli import params
 from switchover.cli.common import console, print_json, run
@@ -111,8 +112,9 @@ def state(
         return
     ks = result["kill_switch"]
     console.print(f"weight {result['weight']:g}%  rollback {result['rollback']}  in flight {result['in_flight']}"
-                  f"  kill switch {'LATCHED: ' + str(ks['reason']) if ks['latched'] else 'armed'}"
-                  f"  ledger {result['ledger']} ({result['ledger_rows']} rows)", highlight=False, soft_wrap=True)
+                  f"  kill switch {'LATCHED: ' + escape(str(ks['reason'])) if ks['latched'] else 'armed'}"
+                  f"  ledger {escape(str(result['ledger']))} ({result['ledger_rows']} rows)", highlight=False,
+                  soft_wrap=True)
     clients = result.get("clients") or {}
     conns = result.get("connections") or {}
     mode = clients.get("mode", "?")
@@ -171,8 +173,6 @@ def metrics_adapter(
     from switchover.engines.profile import load_profile
     from switchover.gateway import metrics_adapter as ma
 
-    if not upstream.startswith(("http://", "https://")):
-        raise BadInput(f"--upstream must be an http(s):// URL, got {upstream!r}")
     host, _, port_s = listen.rpartition(":")
     if not host or not port_s.isdigit() or not 1 <= int(port_s) <= 65535:
         raise BadInput(f"--listen must be host:port with a port in 1-65535, got {listen!r}")

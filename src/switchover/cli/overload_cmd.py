@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from switchover.cli import params
@@ -46,7 +47,7 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(report)
             return
-        table = Table(title=f"overload: {url}" + (f" ({report.engine})" if report.engine else ""))
+        table = Table(title=f"overload: {escape(url)}" + (f" ({report.engine})" if report.engine else ""))
         for col in ("concurrency", "sent", "ok", "429/503", "other errors", "TTFT p50 ms", "TTFT p90 ms",
                     "TPOT p50 ms", "waiting (max)", "s"):
             table.add_column(col, justify="right")
@@ -59,4 +60,4 @@ def register(app: typer.Typer) -> None:
                           f(s.ttft_p50_ms), f(s.ttft_p90_ms), f(s.tpot_p50_ms), f(s.waiting_max), f(s.seconds))
         console.print(table)
         slots = f"; the engine reports {report.slots} slots" if report.slots else ""
-        console.print(f"{report.verdict.upper()}: {report.reason}{slots}", highlight=False, soft_wrap=True)
+        console.print(f"{report.verdict.upper()}: {escape(report.reason)}{slots}", highlight=False, soft_wrap=True)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from switchover.cli import params
 from switchover.cli.common import console, print_json, run
@@ -53,7 +54,7 @@ def serve(
 
     async def main() -> None:
         async with serving(ReviewApp(store), host, port) as url:
-            console.print(f"review page: {url}  (database {store.path}; Ctrl-C to stop)", highlight=False,
+            console.print(f"review page: {url}  (database {escape(str(store.path))}; Ctrl-C to stop)", highlight=False,
                           soft_wrap=True)
             await asyncio.sleep(seconds) if seconds else await asyncio.Event().wait()
 
@@ -87,7 +88,7 @@ def summary(
         return
     for t in [*s.types, s.total]:
         share = "-" if t.bad_share is None else f"{t.bad_share:.0%} [{t.bad_low:.0%}, {t.bad_high:.0%}]"
-        console.print(f"{t.task_type:<16} pairs {t.pairs:>5}  rated {t.rated:>5}  "
+        console.print(f"{escape(t.task_type):<16} pairs {t.pairs:>5}  rated {t.rated:>5}  "
                       + "  ".join(f"{k} {v}" for k, v in t.counts.items()) + f"  worse-or-broken {share}",
                       highlight=False, soft_wrap=True)
 
@@ -114,7 +115,7 @@ def export(
         n = store.export_jsonl(out) if kind == "jsonl" else store.export_parquet(out)
     finally:
         store.close()
-    console.print(f"{n} pairs written to {out}", highlight=False)
+    console.print(f"{n} pairs written to {escape(str(out))}", highlight=False)
 
 
 @app.command()
@@ -143,5 +144,5 @@ def gate(
     if json_out:
         print_json(verdict)
     else:
-        console.print(f"{verdict.verdict}: {verdict.reason}", highlight=False, soft_wrap=True)
+        console.print(f"{verdict.verdict}: {escape(verdict.reason)}", highlight=False, soft_wrap=True)
     sys.exit(0 if verdict.verdict == "pass" else 1)

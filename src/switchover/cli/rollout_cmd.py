@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from switchover import inputs
@@ -57,19 +58,19 @@ def _print_view(v: StatusView) -> None:
     if v.next_stage:
         console.print(f"next: {v.next_stage}", highlight=False)
     for w in v.warnings:
-        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
     if v.holding is not None and v.status.value == "holding":
         h = v.holding
         left = [w for w in h.windows if w.status != "closed"]
         console.print(
             f"rollback window open since {_when(h.started_at)}; due to end {_when(h.ends_at)}; "
             f"open: {', '.join(w.failure_type.value for w in left) or 'none'}"
-            f"{'; [red]AT RISK[/]: ' + h.old.reason if h.at_risk else ''}",
+            f"{'; [red]AT RISK[/]: ' + escape(h.old.reason) if h.at_risk else ''}",
             highlight=False,
         )
     for t in v.recent:
         console.print(
-            f"  {_when(t.ts)} {t.who} {t.action} {t.from_stage} → {t.to_stage}: {t.why}",
+            f"  {_when(t.ts)} {escape(t.who)} {t.action} {t.from_stage} → {t.to_stage}: {escape(t.why)}",
             highlight=False,
             soft_wrap=True,
         )
@@ -80,19 +81,21 @@ def _print_report(r: GateReport) -> None:
     for col in ("gate", "verdict", "hard", "reason"):
         table.add_column(col)
     for g in r.results:
-        table.add_row(g.gate.value, f"[{COLOURS[g.verdict]}]{g.verdict}[/]", "yes" if g.hard else "no", g.reason)
+        table.add_row(g.gate.value, f"[{COLOURS[g.verdict]}]{g.verdict}[/]", "yes" if g.hard else "no",
+                      escape(g.reason))
     for c in r.custom:
-        table.add_row(c.name, f"[{COLOURS[c.verdict]}]{c.verdict}[/]", "yes" if c.hard else "no", c.reason)
+        table.add_row(escape(c.name), f"[{COLOURS[c.verdict]}]{c.verdict}[/]", "yes" if c.hard else "no",
+                      escape(c.reason))
     if r.results or r.custom:
         console.print(table)
     if r.holding is not None:
         _print_holding(r.holding)
     for b in r.blockers:
-        console.print(f"[yellow]entry condition:[/] {b}", highlight=False)
+        console.print(f"[yellow]entry condition:[/] {escape(b)}", highlight=False)
     for n in r.stats.notes:
-        console.print(f"[dim]note: {n}[/]", highlight=False)
+        console.print(f"[dim]note: {escape(n)}[/]", highlight=False)
     for w in r.stats.warnings:
-        console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
     console.print(f"decision: [{COLOURS.get(r.decision, 'yellow')}]{r.decision}[/]")
 
 
@@ -101,26 +104,27 @@ def _print_prerequisites(pre: list[Prerequisite]) -> None:
     for col in ("prerequisite", "status", "required", "detail"):
         table.add_column(col)
     for p in pre:
-        table.add_row(p.name, f"[{COLOURS[p.status]}]{p.status}[/]", "yes" if p.required else "no", p.detail)
+        table.add_row(p.name, f"[{COLOURS[p.status]}]{p.status}[/]", "yes" if p.required else "no", escape(p.detail))
     console.print(table)
 
 
 def _print_holding(h: HoldingReport) -> None:
-    table = Table(title=f"rollback window since {_when(h.started_at)} (old: {h.old.url})")
+    table = Table(title=f"rollback window since {_when(h.started_at)} (old: {escape(h.old.url)})")
     for col in ("failure type", "status", "ends", "gates", "why"):
         table.add_column(col)
     for w in h.windows:
         gates = ", ".join(f"{n} [{COLOURS[v]}]{v}[/]" for n, v, _ in w.verdicts()) or "[yellow]unwatched[/]"
-        table.add_row(w.failure_type.value, f"[{COLOURS[w.status]}]{w.status}[/]", _when(w.ends_at), gates, w.reason)
+        table.add_row(w.failure_type.value, f"[{COLOURS[w.status]}]{w.status}[/]", _when(w.ends_at), gates,
+                      escape(w.reason))
     console.print(table)
     colour = COLOURS[h.old.verdict]
-    console.print(f"old ready: [{colour}]{h.old.verdict}[/] ({h.old.reason}; {h.old.checks} checks, "
+    console.print(f"old ready: [{colour}]{h.old.verdict}[/] ({escape(h.old.reason)}; {h.old.checks} checks, "
                   f"{h.old.failures} failed)", highlight=False, soft_wrap=True)
     _print_prerequisites(h.prerequisites)
     for text in h.warnings:
-        console.print(f"[yellow]warning:[/] {text}", highlight=False, soft_wrap=True)
-    console.print(f"holding: [{COLOURS.get(h.decision, 'yellow')}]{h.decision}[/] — {h.reason}", highlight=False,
-                  soft_wrap=True)
+        console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
+    console.print(f"holding: [{COLOURS.get(h.decision, 'yellow')}]{h.decision}[/] — {escape(h.reason)}",
+                  highlight=False, soft_wrap=True)
 
 
 def _finish(res: ActionResult, json_out: bool) -> None:
@@ -130,7 +134,7 @@ def _finish(res: ActionResult, json_out: bool) -> None:
         if res.report is not None:
             _print_report(res.report)
         colour = {"advance": "green", "hold": "yellow", "none": "white", "holding_end": "green"}.get(res.action, "red")
-        console.print(f"[{colour}]{res.message}[/]", highlight=False, soft_wrap=True)
+        console.print(f"[{colour}]{escape(res.message)}[/]", highlight=False, soft_wrap=True)
     failed = res.action in FAILED_ACTIONS
     sys.exit(int(ExitCode.FAILED if failed else ExitCode.OK))
 
@@ -297,11 +301,11 @@ def watch(
         if json_out:
             results.append(res.model_dump(mode="json"))
         if not json_out:
-            console.print(f"[{i + 1}/{max_checks}] {res.message}", highlight=False, soft_wrap=True)
+            console.print(f"[{i + 1}/{max_checks}] {escape(res.message)}", highlight=False, soft_wrap=True)
             warnings = res.report.stats.warnings if res.report is not None else []
             if warnings != shown:  # say it once, and again when it changes
                 for w in warnings:
-                    console.print(f"  [yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+                    console.print(f"  [yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
                 shown = warnings
         if res.action == "auto_rollback":
             rolled_back = True
@@ -364,7 +368,7 @@ def compare(
         else:
             o = ", ".join(f"{k} {v:.0%}" for k, v in m.shares_old.items())
             n = ", ".join(f"{k} {v:.0%}" for k, v in m.shares_new.items())
-        table.add_row(m.metric, f"[{colour}]{m.verdict}[/]", o or "-", n or "-", m.reason)
+        table.add_row(m.metric, f"[{colour}]{m.verdict}[/]", o or "-", n or "-", escape(m.reason))
     console.print(table)
     for w in report.notes:
-        console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)

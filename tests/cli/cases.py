@@ -245,8 +245,7 @@ def _values(kind: str, ws: Workspace, parser: Any) -> Iterator[tuple[str, str, b
         # text is a prompt or a corpus, a ledger reader skips and counts lines it cannot read, and an empty file is
         # an empty SQLite database
         allowed = any_code if kind in ("scan", "text_file", "ledger", "store") else frozenset({1, 2, 3})
-        # not /dev/zero for text files yet: `cachekey --prompt-file /dev/zero` reads until MemoryError (model_cmd.py)
-        for cls in (c for c in IN_FILE_CLASSES if not (kind == "text_file" and c == "zero")):
+        for cls in IN_FILE_CLASSES:
             yield f"file {cls}", ws.bad(cls), kind in ("in_file", "fingerprint"), allowed
         if kind == "fingerprint":
             for v in ("catalog:H100-80Gx0", "catalog:H100-80Gx-1", "catalog:NOPE", "catalog:", "catalog:H100-80Gx1e9"):

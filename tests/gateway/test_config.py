@@ -89,3 +89,16 @@ def test_engine_keys_without_a_chosen_client_policy_are_refused_at_start(tmp_pat
         p.write_text(yaml.safe_dump(cfg))
         live = resolve_live(load_migration(p), p)
         assert live.engine_key("new") == (None if mode == "passthrough" else "sk-engine-0123456789")
+
+
+@pytest.mark.parametrize("tokenizer", ["/dev/zero", "missing/tokenizer.json", "__binary__"])
+def test_a_bad_routing_tokenizer_is_a_one_line_error_naming_the_field(tmp_path, tokenizer):
+    from switchover.gateway.app import Gateway
+
+    if tokenizer == "__binary__":
+        (tmp_path / "tok.json").write_bytes(b"\x00\xff" * 100)
+        tokenizer = str(tmp_path / "tok.json")
+    p = write(tmp_path, {"max_context_tokens": 100, "tokenizer": tokenizer, "run_dir": str(tmp_path / "run")})
+    with pytest.raises(BadInput) as exc:
+        Gateway(load_migration(p), p)
+    assert exc.value.message.startswith("gateway.tokenizer")

@@ -103,18 +103,19 @@ async def open_endpoint(spec: EndpointSpec, plan: BenchPlan) -> Endpoint:
 
 
 def load_tokenizer(path: str) -> Any:
-    try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        raise BadInput("--tokenizer needs the `tokenizers` package (pip install 'switchover[model]')") from None
+    """The re-tokenizer for --tokenizer (a folder with tokenizer.json, or the file), loaded the one bounded way."""
+    from switchover.model.tokenizer import encoder_from_file
+
     p = Path(path)
     file = p / "tokenizer.json" if p.is_dir() else p
     if not file.exists():
         raise BadInput(f"--tokenizer: {file} does not exist (give a folder with tokenizer.json)")
     try:
-        return Tokenizer.from_file(str(file))
-    except Exception as exc:  # tokenizers raises a bare Exception for bad files
-        raise BadInput(f"--tokenizer: cannot load {file}: {exc}") from None
+        return encoder_from_file(file, "--tokenizer (tokenizer.json)")
+    except ImportError:
+        raise BadInput("--tokenizer needs the `tokenizers` package (pip install 'switchover[model]')") from None
+    except BadInput as exc:
+        raise BadInput(f"--tokenizer: {exc.message}") from None
 
 
 def endpoints_from(

@@ -10,9 +10,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from switchover import textfile
 from switchover.cli import params
 from switchover.cli.common import console, err_console, print_json
 from switchover.errors import BadInput, CheckFailed
+from switchover.textfile import read_text
 
 
 def _show(v: object) -> str:
@@ -148,13 +150,12 @@ def register(app: typer.Typer) -> None:
 
         if (prompt is None) == (prompt_file is None):
             raise BadInput("give exactly one of --prompt or --prompt-file")
-        if prompt_file is not None:
-            try:
-                prompt = prompt_file.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise BadInput(f"--prompt-file {prompt_file}: cannot read: {exc}") from None
+        if prompt_file is not None:  # size-capped, FIFO- and device-safe (textfile)
+            prompt = read_text(prompt_file, what="--prompt-file (a text file)")
         elif prompt == "-":
-            prompt = sys.stdin.read()
+            prompt = sys.stdin.read(textfile.MAX_BYTES + 1)
+            if len(prompt) > textfile.MAX_BYTES:
+                raise BadInput(f"--prompt -: more than {textfile.MAX_BYTES} characters on stdin")
         assert prompt is not None
         key = cachekey(prompt, model_id=model_id, model_path=model)
         if json_out:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from switchover.errors import BadInput
+
 
 def prompt_text(obj: dict[str, Any]) -> tuple[str, int]:
     """The text of `prompt` / `messages` and any number of pre-tokenized ids found (completions accept ids)."""
@@ -41,9 +43,15 @@ class PromptEstimator:
         self.name = f"bytes/{bytes_per_token:g}"
         self._encode: Callable[[str], int] | None = None
         if tokenizer_path:
-            from tokenizers import Tokenizer  # optional extra `model`
+            from switchover.model.tokenizer import encoder_from_file
 
-            tok = Tokenizer.from_file(tokenizer_path)
+            try:
+                tok = encoder_from_file(tokenizer_path, "gateway.tokenizer (tokenizer.json)")
+            except ImportError:
+                raise BadInput("gateway.tokenizer needs the `tokenizers` package (pip install 'switchover[model]')",
+                               ) from None
+            except BadInput as exc:
+                raise BadInput(f"gateway.tokenizer: {exc.message}") from None
             self._encode = lambda text: len(tok.encode(text, add_special_tokens=False).ids)
             self.name = f"tokenizer:{tokenizer_path}"
 

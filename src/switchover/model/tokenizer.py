@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from switchover.errors import BadInput
 from switchover.model.source import gguf_fields, read_json, resolve
-from switchover.textfile import read_text
+from switchover.textfile import read_bytes, read_text
 
 SPECIAL_ROLES = ("bos", "eos", "pad", "unk")
 
@@ -78,6 +78,22 @@ def _special_name(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+TOKENIZER_MAX_BYTES = 256 << 20  # the largest tokenizer.json files (multilingual vocabularies) are tens of MiB
+
+
+def encoder_from_file(path: str | Path, what: str = "tokenizer.json") -> Any:
+    """A `tokenizers.Tokenizer` from a tokenizer.json read through textfile (a regular file or a bounded stream,
+    at most TOKENIZER_MAX_BYTES): the one way a tokenizer file is loaded (bench, gateway, diff-model). BadInput
+    for anything it cannot load; ImportError without the `tokenizers` package."""
+    from tokenizers import Tokenizer
+
+    raw = read_bytes(path, max_bytes=TOKENIZER_MAX_BYTES, what=what)
+    try:
+        return Tokenizer.from_str(raw.decode("utf-8"))
+    except Exception as exc:  # tokenizers raises a bare Exception for bad files; bad UTF-8 lands here too
+        raise BadInput(f"{path}: not a {what} the tokenizers library can load: {str(exc)[:200]}") from None
+
+
 def _load_hf(d: Path) -> LoadedTokenizer:
     tj = read_json(d / "tokenizer.json")
     if tj is None:
@@ -98,13 +114,11 @@ def _load_hf(d: Path) -> LoadedTokenizer:
     special = {r: _special_name(cfg.get(f"{r}_token")) for r in SPECIAL_ROLES}
     encoder, note = None, None
     try:
-        from tokenizers import Tokenizer
-
-        encoder = Tokenizer.from_file(str(d / "tokenizer.json"))
+        encoder = encoder_from_file(d / "tokenizer.json")
     except ImportError:
         note = "token counts need the `tokenizers` package (pip install 'switchover[model]')"
-    except Exception as exc:  # a tokenizer.json the library cannot load: identity still works
-        note = f"tokenizer.json could not be loaded for encoding: {exc}"
+    except BadInput as exc:  # a tokenizer.json the library cannot load: identity still works
+        note = f"tokenizer.json could not be loaded for encoding: {exc.message}"
     info = TokenizerInfo(source=str(d), kind="hf", model_type=model.get("type"), vocab_size=size, special=special,
                          added_special=sorted(a["content"] for a in added if a.get("special")),
                          fingerprint=_fingerprint(tokens, merges, special), encoder_note=note)

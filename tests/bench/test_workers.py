@@ -65,3 +65,11 @@ async def test_a_worker_answer_past_64_kib_is_read_whole(tmp_path):
         report, _ = await BenchRun(plan, tmp_path).run()
     (step,) = report.steps
     assert step.ok == 400 and step.itl_ms is not None and step.itl_ms.count == 400 * 31
+
+
+def test_a_hung_worker_is_bounded_by_the_longest_step_every_timeout_allows():
+    from switchover.bench.workers import step_bound_s
+
+    assert step_bound_s(30.0, 10, 5.0, 4, None) == 30 + 5 + 60  # a timed step
+    assert step_bound_s(None, 100, 5.0, 10, None) == 100 / 10 * 5 + 5 + 60  # every request to its timeout
+    assert step_bound_s(None, 100, 5.0, None, 50.0) == 100 / 50 + 5 + 60  # paced

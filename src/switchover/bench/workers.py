@@ -33,10 +33,24 @@ LEAD_NS = 200_000_000  # the common start is this far after the last worker said
 ANSWER_LIMIT = 64 << 20
 
 
+def step_bound_s(duration_s: float | None, requests: int, timeout_s: float, concurrency: int | None,
+                 rate: float | None) -> float:
+    """The longest a step can take when every request runs to its timeout: past it a worker is hung."""
+    if duration_s:
+        work = duration_s
+    elif rate:
+        work = requests / rate
+    else:
+        work = requests / max(1, concurrency or 1) * timeout_s
+    return work + timeout_s + 60.0
+
+
 async def _line(proc: asyncio.subprocess.Process, timeout: float | None) -> dict[str, Any]:
     assert proc.stdout is not None
     try:
         raw = await asyncio.wait_for(proc.stdout.readline(), timeout)
+    except TimeoutError:
+        raise SwitchoverError(f"a bench worker gave no answer within {timeout:g} s: it is hung") from None
     except ValueError:  # the line went past ANSWER_LIMIT
         raise SwitchoverError(f"a bench worker answered more than {ANSWER_LIMIT >> 20} MiB in one line") from None
     if not raw:
@@ -81,7 +95,9 @@ async def run_step_workers(run: BenchRun, ep: Endpoint, bucket: str, step: int, 
         start_ns = time.perf_counter_ns() + LEAD_NS
         for proc in procs:
             _send(proc, {"go": start_ns})
-        results = [await _line(proc, None) for proc in procs]
+        bound = step_bound_s(plan.duration_s, (plan.requests or 0) + plan.warmup_requests, plan.timeout_s,
+                             concurrency, rate)
+        results = [await _line(proc, bound) for proc in procs]
     except BaseException:
         for proc in procs:  # Ctrl-C or a broken worker: the others stop issuing and write what finished
             with contextlib.suppress(ProcessLookupError):

@@ -82,16 +82,20 @@ async def _waiting(client: EngineClient, name: str | None, path: str = "/metrics
     return sum(values) if values else None
 
 
-async def _slots(client: EngineClient) -> int | None:
-    """llama-server's `total_slots` from /props (other engines do not say)."""
-    res = await client.request("GET", "/props", timeout=5)
+async def _slots(client: EngineClient, profile: EngineProfile | None) -> int | None:
+    """The engine's own parallel limit where its profile names an endpoint for it (llama-server's /props)."""
+    api = profile.api if profile is not None else None
+    if api is None or not api.slots_path or not api.slots_field:
+        return None
+    res = await client.request("GET", api.slots_path, timeout=5)
     if res.failure is not None or res.status != 200:
         return None
     try:
-        slots = res.json().get("total_slots")
+        body = res.json()
     except ValueError:
         return None
-    return slots if isinstance(slots, int) else None
+    slots = body.get(api.slots_field) if isinstance(body, dict) else None
+    return slots if isinstance(slots, int) and not isinstance(slots, bool) else None
 
 
 async def _level(client: EngineClient, model: str | None, concurrency: int, waves: int, max_tokens: int,
@@ -187,7 +191,7 @@ async def run_overload(url: str, *, model: str | None = None, profile: EnginePro
         if model is None:
             names = await client.models()
             model = names[0] if names else None
-        slots = await _slots(client)
+        slots = await _slots(client, profile)
         # every answer the same length where the engine can be told to ignore EOS (its profile says how)
         field = profile.api.ignore_eos_field if profile is not None else None
         extra: dict[str, object] = {field: True} if field else {}

@@ -336,11 +336,12 @@ async def test_metrics_adapter_on_real_engine_scrapes(bed):
     assert f'vllm:num_requests_running{{model_name="{bed.model}"}}' in text
 
 
-async def test_spot_check_pairs_hold_both_real_engines_answers_redacted(bed, new_arm, tmp_path):
+async def test_spot_check_pairs_hold_both_real_engines_answers_redacted(bed, tmp_path):
+    """Against the test bed's own llama-server: this module's new_arm is stopped by an earlier test."""
     from switchover.review.store import ReviewStore
 
     review = {"pairs_per_day": 3, "per_type_per_day": 3, "sample_percent": 100, "max_concurrency": 4}
-    async with gateway(tmp_path, bed.old_url, new_arm.url, weight=0, review=review,
+    async with gateway(tmp_path, bed.old_url, bed.new_url, weight=0, review=review,
                        shadow={"percent": 0}) as (gw, url, _, _), aiohttp.ClientSession() as h:
         for i in range(3):
             body = {"model": bed.model, "messages": [{"role": "user", "content": f"write to ann@example.com #{i}"}],

@@ -9,14 +9,17 @@ from typing import TYPE_CHECKING, Any
 from switchover.probe.report import Observation, ProbeResult, Verdict
 
 if TYPE_CHECKING:
+    from switchover.engines import ApiSemantics
     from switchover.probe.context import ProbeContext
 
 RunFn = Callable[["ProbeContext"], Awaitable[Observation]]
+ExpectFn = Callable[["ApiSemantics"], Any]
 
 
 @dataclass(frozen=True)
 class Probe:
-    """A declared probe: `run` observes one endpoint; `judge` compares two observations."""
+    """A declared probe: `run` observes one endpoint; `judge` compares two observations; `expect` (when given) is
+    what an engine profile predicts `run` will observe at default launch flags (None: no prediction)."""
 
     id: str
     title: str
@@ -26,6 +29,11 @@ class Probe:
     breaking: bool  # a difference breaks a client that relied on the old behaviour
     breaks: str  # ... and this is what breaks
     run: RunFn
+    expect: ExpectFn | None = None
+
+    def expected(self, api: ApiSemantics) -> Any | None:
+        """The value the profile predicts for this probe, in the probe's own vocabulary; None when none."""
+        return self.expect(api) if self.expect is not None else None
 
     def judge(self, old: Observation, new: Observation | None) -> ProbeResult:
         verdict = judge(old, new)
@@ -59,13 +67,13 @@ CATEGORY_ORDER = ("stop", "finish_reason", "request", "sampling", "n", "usage", 
 
 
 def probe(*, id: str, title: str, category: str, request: str, observes: str, breaking: bool,
-          breaks: str) -> Callable[[RunFn], RunFn]:
-    """Register an observing coroutine as a probe."""
+          breaks: str, expect: ExpectFn | None = None) -> Callable[[RunFn], RunFn]:
+    """Register an observing coroutine as a probe (with the profile's prediction of what it observes)."""
 
     def deco(fn: RunFn) -> RunFn:
         if id in REGISTRY:
             raise ValueError(f"duplicate probe id {id}")
-        REGISTRY[id] = Probe(id, title, category, request, observes, breaking, breaks, fn)
+        REGISTRY[id] = Probe(id, title, category, request, observes, breaking, breaks, fn, expect)
         return fn
 
     return deco

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 ObservationStatus = Literal["observed", "failed", "skipped"]
 Verdict = Literal["same", "differs", "inconclusive", "observed"]
@@ -20,6 +21,12 @@ class Observation(BaseModel):
     expected: Any = None  # what the engine profile predicts (when the engine is named)
     profile_match: bool | None = None
 
+    @field_validator("value", "expected", mode="before")
+    @classmethod
+    def _plain(cls, v: Any) -> Any:
+        """Vocabulary enums (probe/values.py) are stored as their plain strings: reports read the same."""
+        return plain_value(v)
+
     @classmethod
     def failed(cls, reason: str, **detail: Any) -> Observation:
         return cls(status="failed", summary=reason, detail=detail)
@@ -27,6 +34,15 @@ class Observation(BaseModel):
     @classmethod
     def skipped(cls, reason: str) -> Observation:
         return cls(status="skipped", summary=reason)
+
+
+def plain_value(v: Any) -> Any:
+    """An observed or predicted value with vocabulary enums replaced by their strings."""
+    if isinstance(v, Enum):
+        return v.value
+    if isinstance(v, dict):
+        return {k: plain_value(x) for k, x in v.items()}
+    return v
 
 
 class ProbeResult(BaseModel):

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from switchover.engines import load_profile
 from switchover.probe.context import EndpointDown, ProbeContext, discover_context, discover_model
-from switchover.probe.expect import expected, matches
+from switchover.probe.expect import matches
 from switchover.probe.registry import Probe
-from switchover.probe.report import EndpointInfo, Observation, ProbeReport
+from switchover.probe.report import EndpointInfo, Observation, ProbeReport, plain_value
 from switchover.wire import EngineClient, Timeouts
 from switchover.wire.records import Api
 
@@ -71,16 +71,17 @@ async def _observe_side(target: Target, probes: list[Probe], opts: ProbeOptions,
             except Exception as exc:  # a probe bug must not lose the rest of the report
                 obs[p.id] = Observation.failed(f"probe error: {type(exc).__name__}: {exc}")
         if target.engine:
-            _check_profile(target.engine, obs)
+            _check_profile(target.engine, probes, obs)
         if down is not None:
             info = info.model_copy(update={"reachable": False, "reason": f"went away during probing: {down}"})
     return info, obs
 
 
-def _check_profile(engine: str, obs: dict[str, Observation]) -> None:
+def _check_profile(engine: str, probes: list[Probe], obs: dict[str, Observation]) -> None:
     api = load_profile(engine).api
-    for pid, o in obs.items():
-        pred = expected(pid, api)
+    for p in probes:
+        o = obs[p.id]
+        pred = plain_value(p.expected(api))
         if pred is None:
             continue
         o.expected = pred

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from switchover.probe.report import Observation
+from switchover.probe.values import rejected_value
 from switchover.wire import FailureKind, RequestRecord
+
+if TYPE_CHECKING:
+    from switchover.probe.context import ProbeContext
 
 
 def _failure_detail(rec: RequestRecord) -> dict[str, Any]:
@@ -38,5 +42,19 @@ def unusable(rec: RequestRecord, what: str) -> Observation | None:
     return Observation.failed(f"{what} failed: {rec.failure.message}"[:240], **_failure_detail(rec))
 
 
-def status_text(rec: RequestRecord) -> str:
-    return "accepted" if rec.failure is None else f"rejected (HTTP {rec.failure.status})"
+def refusal(rec: RequestRecord, what: str) -> Observation | None:
+    """No answer (a failed observation), or the server's refusal as what was observed (`rejected <status>`);
+    None when the server answered."""
+    if (lost := not_answered(rec, what)) is not None:
+        return lost
+    if (rej := rejected(rec)) is not None:
+        return Observation(value=rejected_value(rej["status"]),
+                           summary=f"HTTP {rej['status']}: {rej['message'][:80]}", detail=rej)
+    return None
+
+
+async def send_ok(ctx: ProbeContext, what: str, prompt: str | None = None,
+                  **params: Any) -> tuple[RequestRecord, Observation | None]:
+    """Send a request that should work: the record, and the failed observation when it did not."""
+    rec = await ctx.send(prompt, **params)
+    return rec, unusable(rec, what)

@@ -13,6 +13,7 @@ from switchover.probe.catalog._util import not_answered, rejected, unusable
 from switchover.probe.context import ProbeContext
 from switchover.probe.registry import probe
 from switchover.probe.report import Observation
+from switchover.probe.values import Overflow, error_value
 from switchover.wire import FailureKind, RequestRecord
 
 BOOL_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
@@ -22,7 +23,8 @@ _FR_BREAKS = "clients that branch on finish_reason (retry on 'length', accept on
 
 
 @probe(id="finish.length", title="finish_reason when max_tokens is hit", category="finish_reason",
-       request="max_tokens=3 at temperature 0", observes="finish_reason", breaking=True, breaks=_FR_BREAKS)
+       request="max_tokens=3 at temperature 0", observes="finish_reason", breaking=True, breaks=_FR_BREAKS,
+       expect=lambda api: "length")
 async def finish_length(ctx: ProbeContext) -> Observation:
     rec = await ctx.send(temperature=0, max_tokens=3)
     return unusable(rec, "request") or Observation(value=rec.finish_reason, summary=str(rec.finish_reason))
@@ -30,7 +32,8 @@ async def finish_length(ctx: ProbeContext) -> Observation:
 
 @probe(id="finish.stop_string", title="finish_reason when a stop string is hit", category="finish_reason",
        request="temperature 0 with a stop string from the greedy output", observes="finish_reason",
-       breaking=True, breaks=_FR_BREAKS + " (e.g. 'stop_sequence' instead of 'stop')")
+       breaking=True, breaks=_FR_BREAKS + " (e.g. 'stop_sequence' instead of 'stop')",
+       expect=lambda api: "stop_sequence" if "stop_sequence" in api.finish_reasons else "stop")
 async def finish_stop(ctx: ProbeContext) -> Observation:
     ref = await ctx.greedy()
     bad = unusable(ref, "greedy reference")
@@ -46,7 +49,7 @@ async def finish_stop(ctx: ProbeContext) -> Observation:
 
 @probe(id="finish.eos", title="finish_reason when the model emits EOS", category="finish_reason",
        request="temperature 0 with logit_bias +100 on the EOS token (id from the server's /tokenize)",
-       observes="finish_reason and the text length", breaking=True, breaks=_FR_BREAKS)
+       observes="finish_reason and the text length", breaking=True, breaks=_FR_BREAKS, expect=lambda api: "stop")
 async def finish_eos(ctx: ProbeContext) -> Observation:
     eos_id, eos = await ctx.eos_token_id()
     if eos_id is None:
@@ -97,7 +100,9 @@ async def json_object(ctx: ProbeContext) -> Observation:
        request='response_format {"type": "json_schema", "json_schema": {"name", "schema", "strict"}} with a '
                "one-boolean schema",
        observes="accepted or rejected; whether the text validates against the schema",
-       breaking=True, breaks="structured-output requests are rejected or come back unconstrained")
+       breaking=True, breaks="structured-output requests are rejected or come back unconstrained",
+       expect=lambda api: {"accepted": True} if api.openai_json_schema else {"accepted": False,
+                                                                              "status": api.validation_status})
 async def json_schema(ctx: ProbeContext) -> Observation:
     fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": BOOL_SCHEMA, "strict": True}}
     rec = await ctx.send("Is the sky blue? Answer in JSON.", temperature=0, max_tokens=96, response_format=fmt)
@@ -211,10 +216,15 @@ async def max_tokens_omitted(ctx: ProbeContext) -> Observation:
                        detail=detail)
 
 
+_OVERFLOW = {"clamp": Overflow.CLAMPED, "finish_length": Overflow.CLAMPED, "reject_400": error_value(400),
+             "reject_422": error_value(422)}
+
+
 @probe(id="length.over_context", title="prompt + max_tokens over the context", category="length",
        request="max_tokens = context - 4 (the prompt is longer than 4 tokens), temperature 0, EOS suppressed, streamed",
        observes="error (status), clamp (finish 'length' at the context) or a silent stop",
-       breaking=True, breaks="requests that used to be clamped now fail with an error, or the reverse")
+       breaking=True, breaks="requests that used to be clamped now fail with an error, or the reverse",
+       expect=lambda api: _OVERFLOW.get(api.context_overflow))
 async def over_context(ctx: ProbeContext) -> Observation:
     if not ctx.context:
         return Observation.skipped("context length unknown (pass --context)")
@@ -222,14 +232,14 @@ async def over_context(ctx: ProbeContext) -> Observation:
     rej = rejected(rec)
     n = _generated(rec)
     if rej and rec.failure is not None and rec.failure.kind == FailureKind.HTTP_STATUS:
-        return Observation(value=f"error {rej['status']}", summary=f"HTTP {rej['status']}: {rej['message'][:100]}",
+        return Observation(value=error_value(rej["status"]), summary=f"HTTP {rej['status']}: {rej['message'][:100]}",
                            detail=rej)
     if rec.failure is not None and rec.failure.kind == FailureKind.TOTAL_TIMEOUT:
-        return Observation(value="accepted (no error within budget)",
+        return Observation(value=Overflow.NO_ERROR_IN_BUDGET,
                            summary=f"no error; {n} tokens in {ctx.time_budget_s:g} s", detail={"tokens": n})
     if rec.failure is not None:
         return Observation.failed(rec.failure.message)
     prompt = rec.usage.prompt_tokens if rec.usage else None
-    value = "clamped to context" if rec.finish_reason == "length" else "accepted, stopped early"
+    value = Overflow.CLAMPED if rec.finish_reason == "length" else Overflow.STOPPED_EARLY
     return Observation(value=value, summary=f"{value}: {n} tokens, finish {rec.finish_reason}",
                        detail={"completion_tokens": n, "prompt_tokens": prompt, "context": ctx.context})

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
+from typing import Any
 
-from switchover.probe.catalog._util import not_answered, rejected, unusable
+from switchover.probe.catalog._util import not_answered, rejected, send_ok, unusable
 from switchover.probe.context import ProbeContext
-from switchover.probe.registry import probe
+from switchover.probe.registry import ExpectFn, RunFn, probe
 from switchover.probe.report import Observation
+from switchover.probe.values import Defaults, Outcome, Seeded
 
 _N = 16  # tokens per sampled output: enough that two random draws essentially never agree
 
@@ -19,8 +22,7 @@ _N = 16  # tokens per sampled output: enough that two random draws essentially n
        breaking=True,
        breaks="clients that rely on top_k (e.g. top_k=1 for stable output) get random text")
 async def top_k_1(ctx: ProbeContext) -> Observation:
-    greedy = await ctx.send(temperature=0, max_tokens=_N)
-    bad = unusable(greedy, "greedy request")
+    greedy, bad = await send_ok(ctx, "greedy request", temperature=0, max_tokens=_N)
     if bad:
         return bad
     texts = []
@@ -39,58 +41,74 @@ async def top_k_1(ctx: ProbeContext) -> Observation:
                        detail={"greedy": greedy.text[:40], "texts": [t[:40] for t in texts]})
 
 
-@probe(id="sampling.temperature", title="temperature 0 vs 2 changes the output", category="sampling",
-       request="the same prompt at temperature 0 and at temperature 2 (seed 7)",
-       observes="whether the output changes",
-       breaking=True,
-       breaks="temperature is ignored: creative/diverse sampling silently becomes fixed output, or the reverse")
-async def temperature(ctx: ProbeContext) -> Observation:
-    cold = await ctx.send(temperature=0, max_tokens=_N)
-    hot = await ctx.send(temperature=2.0, seed=7, max_tokens=_N)
-    for rec in (cold, hot):
-        bad = unusable(rec, "temperature request")
-        if bad:
-            return bad
-    changes = cold.text != hot.text
-    return Observation(value="changes" if changes else "ignored",
-                       summary="output changes" if changes else "same output at 0 and 2",
-                       detail={"t0": cold.text[:40], "t2": hot.text[:40]})
+@dataclass(frozen=True)
+class TwoRequests:
+    """A probe that sends two requests and reports whether their texts agree."""
+
+    id: str
+    title: str
+    request: str
+    observes: str
+    breaking: bool
+    breaks: str
+    first: dict[str, Any]
+    second: dict[str, Any]
+    what: str  # names the requests in a failure
+    if_same: str  # the value when both texts are equal ...
+    if_differ: str  # ... and when they differ
+    said_same: str  # the summary when equal ...
+    said_differ: str  # ... and when they differ
+    keys: tuple[str, str]  # detail keys for the two texts
+    expect: ExpectFn | None = None
 
 
-@probe(id="sampling.seed_repeat", title="Same seed reproduces the output", category="sampling",
-       request="temperature 1, seed 1234, twice",
-       observes="whether both outputs are identical",
-       breaking=True,
-       breaks="reproducible sampling (tests, caches keyed on seed) stops reproducing")
-async def seed_repeat(ctx: ProbeContext) -> Observation:
-    a = await ctx.send(temperature=1.0, seed=1234, max_tokens=_N)
-    b = await ctx.send(temperature=1.0, seed=1234, max_tokens=_N)
-    for rec in (a, b):
-        bad = unusable(rec, "seeded request")
-        if bad:
-            return bad
-    same = a.text == b.text
-    return Observation(value="reproduced" if same else "not reproduced",
-                       summary="identical" if same else "different outputs for the same seed",
-                       detail={"a": a.text[:40], "b": b.text[:40]})
+def _two_requests(spec: TwoRequests) -> RunFn:
+    async def run(ctx: ProbeContext) -> Observation:
+        texts: list[str] = []
+        for params in (spec.first, spec.second):
+            rec, bad = await send_ok(ctx, spec.what, max_tokens=_N, **params)
+            if bad:
+                return bad
+            texts.append(rec.text)
+        same = texts[0] == texts[1]
+        return Observation(value=spec.if_same if same else spec.if_differ,
+                           summary=spec.said_same if same else spec.said_differ,
+                           detail={spec.keys[0]: texts[0][:40], spec.keys[1]: texts[1][:40]})
+
+    run.__name__ = spec.id.replace(".", "_")
+    return run
 
 
-@probe(id="sampling.seed_vary", title="Different seeds give different outputs", category="sampling",
-       request="temperature 1 with seed 1 and seed 2",
-       observes="whether the outputs differ",
-       breaking=False,
-       breaks="n-of-k sampling by seed returns duplicates")
-async def seed_vary(ctx: ProbeContext) -> Observation:
-    a = await ctx.send(temperature=1.0, seed=1, max_tokens=_N)
-    b = await ctx.send(temperature=1.0, seed=2, max_tokens=_N)
-    for rec in (a, b):
-        bad = unusable(rec, "seeded request")
-        if bad:
-            return bad
-    differ = a.text != b.text
-    return Observation(value="differ" if differ else "identical",
-                       summary="seeds 1 and 2 differ" if differ else "seeds 1 and 2 gave the same text",
-                       detail={"seed1": a.text[:40], "seed2": b.text[:40]})
+TWO_REQUESTS = (
+    TwoRequests(
+        id="sampling.temperature", title="temperature 0 vs 2 changes the output",
+        request="the same prompt at temperature 0 and at temperature 2 (seed 7)",
+        observes="whether the output changes", breaking=True,
+        breaks="temperature is ignored: creative/diverse sampling silently becomes fixed output, or the reverse",
+        first={"temperature": 0}, second={"temperature": 2.0, "seed": 7}, what="temperature request",
+        if_same=Outcome.IGNORED, if_differ="changes", said_same="same output at 0 and 2",
+        said_differ="output changes", keys=("t0", "t2")),
+    TwoRequests(
+        id="sampling.seed_repeat", title="Same seed reproduces the output", request="temperature 1, seed 1234, twice",
+        observes="whether both outputs are identical", breaking=True,
+        breaks="reproducible sampling (tests, caches keyed on seed) stops reproducing",
+        first={"temperature": 1.0, "seed": 1234}, second={"temperature": 1.0, "seed": 1234}, what="seeded request",
+        if_same=Seeded.REPRODUCED, if_differ=Seeded.NOT_REPRODUCED, said_same="identical",
+        said_differ="different outputs for the same seed", keys=("a", "b"),
+        expect=lambda api: {"honored": Seeded.REPRODUCED, "needs_flag": Seeded.NOT_REPRODUCED}.get(
+            api.seed_per_request)),
+    TwoRequests(
+        id="sampling.seed_vary", title="Different seeds give different outputs",
+        request="temperature 1 with seed 1 and seed 2", observes="whether the outputs differ", breaking=False,
+        breaks="n-of-k sampling by seed returns duplicates",
+        first={"temperature": 1.0, "seed": 1}, second={"temperature": 1.0, "seed": 2}, what="seeded request",
+        if_same="identical", if_differ="differ", said_same="seeds 1 and 2 gave the same text",
+        said_differ="seeds 1 and 2 differ", keys=("seed1", "seed2")),
+)
+
+for _spec in TWO_REQUESTS:
+    probe(id=_spec.id, title=_spec.title, category="sampling", request=_spec.request, observes=_spec.observes,
+          breaking=_spec.breaking, breaks=_spec.breaks, expect=_spec.expect)(_two_requests(_spec))
 
 
 @probe(id="sampling.greedy_repeat", title="temperature 0 is deterministic", category="sampling",
@@ -101,8 +119,7 @@ async def seed_vary(ctx: ProbeContext) -> Observation:
 async def greedy_repeat(ctx: ProbeContext) -> Observation:
     texts = []
     for _ in range(3):
-        rec = await ctx.send(temperature=0, max_tokens=32)
-        bad = unusable(rec, "greedy request")
+        rec, bad = await send_ok(ctx, "greedy request", temperature=0, max_tokens=32)
         if bad:
             return bad
         texts.append(rec.text)
@@ -112,39 +129,57 @@ async def greedy_repeat(ctx: ProbeContext) -> Observation:
                        detail={"texts": [t[:40] for t in texts]})
 
 
+def _defaults_expected(d: dict[str, Any]) -> Defaults | None:
+    """What a bare request samples like, from the profile's default sampling settings."""
+    if d.get("temperature") == 0:
+        return Defaults.GREEDY
+    if d.get("temperature") == 1.0 and d.get("top_p", 1.0) == 1.0 and d.get("top_k", 0) in (0, -1) \
+            and not d.get("min_p"):
+        return Defaults.OPENAI  # when the model's generation_config sets no sampling
+    if d.get("temperature") is not None:
+        return Defaults.OTHER
+    return None
+
+
 @probe(id="sampling.defaults", title="Sampling when fields are omitted", category="sampling",
        request="seed 99 with no sampling fields (twice), then seed 99 with temperature=1, top_p=1 explicit, "
                "then temperature 0",
        observes="whether a bare request samples like the OpenAI defaults (T=1, top_p=1), like greedy, or "
                 "like some other server-side default (engine defaults or generation_config.json)",
        breaking=True,
-       breaks="requests that omit sampling fields change style: the server applies different defaults")
+       breaks="requests that omit sampling fields change style: the server applies different defaults",
+       expect=lambda api: _defaults_expected(api.default_sampling))
 async def defaults(ctx: ProbeContext) -> Observation:
     bare = await ctx.send(seed=99, max_tokens=_N)
     bare2 = await ctx.send(seed=99, max_tokens=_N)
     explicit = await ctx.send(seed=99, temperature=1.0, top_p=1.0, max_tokens=_N)
     greedy = await ctx.send(temperature=0, max_tokens=_N)
     for rec in (bare, bare2, explicit, greedy):
-        bad = unusable(rec, "defaults request")
-        if bad:
+        if (bad := unusable(rec, "defaults request")) is not None:
             return bad
     detail = {"bare": bare.text[:40], "explicit_t1": explicit.text[:40], "greedy": greedy.text[:40]}
     if bare.text == greedy.text and bare2.text == greedy.text:
-        value = "greedy"
+        value = Defaults.GREEDY
     elif bare.text != bare2.text:
-        value = "sampled (seed not reproducible; cannot compare to T=1)"
+        value = Defaults.UNREPRODUCIBLE
     elif bare.text == explicit.text:
-        value = "same as temperature=1, top_p=1"
+        value = Defaults.OPENAI
     else:
-        value = "sampled with other server defaults"
+        value = Defaults.OTHER
     return Observation(value=value, summary=value, detail=detail)
+
+
+_N_CHOICES: dict[str, dict[str, int]] = {"supported": {"choices": 3, "status": 200},
+                                         "limited": {"choices": 3, "status": 200},
+                                         "ignored": {"choices": 1, "status": 200}}
 
 
 @probe(id="n.honoured", title="n > 1 returns n choices", category="n",
        request="n=3 at temperature 1",
        observes="the number of choices returned (or the error)",
        breaking=True,
-       breaks="clients asking for several candidates get one (or an error) and index past the end")
+       breaks="clients asking for several candidates get one (or an error) and index past the end",
+       expect=lambda api: _N_CHOICES.get(api.n_gt_1))
 async def n_honoured(ctx: ProbeContext) -> Observation:
     rec = await ctx.send(n=3, temperature=1.0, max_tokens=8)
     if (lost := not_answered(rec, "n=3")) is not None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from switchover.engines import ApiSemantics
 from switchover.probe import stops
-from switchover.probe.catalog._util import not_answered, rejected, unusable
+from switchover.probe.catalog._util import not_answered, rejected, send_ok, unusable
 from switchover.probe.context import ProbeContext
 from switchover.probe.registry import probe
 from switchover.probe.report import Observation
+from switchover.probe.values import StopKept, StopMatching
 
 
 async def _reference(ctx: ProbeContext) -> tuple[str, list[str]] | Observation:
@@ -17,14 +19,8 @@ async def _reference(ctx: ProbeContext) -> tuple[str, list[str]] | Observation:
     return ref.text, [c for c in ref.chunk_text if c]
 
 
-@probe(id="stop.count", title="Stop strings honoured out of 6", category="stop",
-       request="6 requests at temperature 0, each with 6 stop strings; list k holds a string from the greedy "
-               "output at position k and 5 strings that never occur",
-       observes="whether the list is accepted, and which positions of the list stop generation",
-       breaking=True,
-       breaks="clients that pass more stop strings than the new engine honours run past their delimiters "
-              "(or get HTTP 400 for the whole request)")
-async def stop_count(ctx: ProbeContext) -> Observation:
+async def _reference_stop(ctx: ProbeContext) -> tuple[str, str, int] | Observation:
+    """The greedy reference text, and a whole-token stop string from it with its position."""
     ref = await _reference(ctx)
     if isinstance(ref, Observation):
         return ref
@@ -32,7 +28,28 @@ async def stop_count(ctx: ProbeContext) -> Observation:
     pick = stops.token_stop(chunks, text)
     if pick is None:
         return Observation.failed("greedy output too short to pick a stop string", text=text)
-    s, pos = pick
+    return text, *pick
+
+
+def _count_expected(api: ApiSemantics) -> dict[str, bool | int]:
+    if api.max_stop_strings is not None and api.max_stop_strings < 6:
+        return {"accepted": False, "status": api.validation_status, "honoured": 0}
+    return {"accepted": True, "status": 200, "honoured": 6}
+
+
+@probe(id="stop.count", title="Stop strings honoured out of 6", category="stop",
+       request="6 requests at temperature 0, each with 6 stop strings; list k holds a string from the greedy "
+               "output at position k and 5 strings that never occur",
+       observes="whether the list is accepted, and which positions of the list stop generation",
+       breaking=True,
+       breaks="clients that pass more stop strings than the new engine honours run past their delimiters "
+              "(or get HTTP 400 for the whole request)",
+       expect=_count_expected)
+async def stop_count(ctx: ProbeContext) -> Observation:
+    ref = await _reference_stop(ctx)
+    if isinstance(ref, Observation):
+        return ref
+    text, s, pos = ref
     honoured: list[int] = []
     for k, lst in enumerate(stops.stop_lists(s)):
         rec = await ctx.send(temperature=0, max_tokens=48, stop=lst)
@@ -54,18 +71,14 @@ async def stop_count(ctx: ProbeContext) -> Observation:
        request="temperature 0 with one stop string taken from the greedy output",
        observes="whether the returned text ends before the stop string or includes it",
        breaking=True,
-       breaks="clients that strip (or expect) the delimiter themselves get it doubled or missing")
+       breaks="clients that strip (or expect) the delimiter themselves get it doubled or missing",
+       expect=lambda api: StopKept.KEPT if api.stop_string_in_output else StopKept.TRIMMED)
 async def stop_kept(ctx: ProbeContext) -> Observation:
-    ref = await _reference(ctx)
+    ref = await _reference_stop(ctx)
     if isinstance(ref, Observation):
         return ref
-    text, chunks = ref
-    pick = stops.token_stop(chunks, text)
-    if pick is None:
-        return Observation.failed("greedy output too short to pick a stop string", text=text)
-    s, pos = pick
-    rec = await ctx.send(temperature=0, max_tokens=48, stop=[s])
-    bad = unusable(rec, "request with stop")
+    text, s, pos = ref
+    rec, bad = await send_ok(ctx, "request with stop", temperature=0, max_tokens=48, stop=[s])
     if bad:
         return bad
     out = stops.outcome(rec.text, text, s, pos)
@@ -77,7 +90,8 @@ async def stop_kept(ctx: ProbeContext) -> Observation:
        request="temperature 0 with a stop string spanning two streamed tokens, then one inside a single token",
        observes="whether each stop string ends generation (text matching does; token-sequence matching does not)",
        breaking=True,
-       breaks="stop strings that do not align with token boundaries stop matching: outputs run on past them")
+       breaks="stop strings that do not align with token boundaries stop matching: outputs run on past them",
+       expect=lambda api: StopMatching.TOKEN if api.stop_matching == "token_ids" else StopMatching.TEXT)
 async def stop_matching(ctx: ProbeContext) -> Observation:
     ref = await _reference(ctx)
     if isinstance(ref, Observation):
@@ -89,13 +103,12 @@ async def stop_matching(ctx: ProbeContext) -> Observation:
         if pick is None:
             continue
         s, pos = pick
-        rec = await ctx.send(temperature=0, max_tokens=48, stop=[s])
-        bad = unusable(rec, f"{name} stop")
+        rec, bad = await send_ok(ctx, f"{name} stop", temperature=0, max_tokens=48, stop=[s])
         if bad:
             return bad
         found[name] = "matched" if stops.outcome(rec.text, text, s, pos) != "not hit" else "not matched"
     if not found:
         return Observation.failed("no multi-character tokens in the greedy output to build a stop from")
-    kind = "text" if all(v == "matched" for v in found.values()) else "token"
+    kind = StopMatching.TEXT if all(v == "matched" for v in found.values()) else StopMatching.TOKEN
     return Observation(value=kind, summary=f"{kind} matching ({', '.join(f'{k}: {v}' for k, v in found.items())})",
                        detail=found)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from switchover.probe.catalog._util import not_answered, rejected, unusable
+from switchover.probe.catalog._util import not_answered, rejected, send_ok, unusable
 from switchover.probe.context import ProbeContext
 from switchover.probe.registry import probe
 from switchover.probe.report import Observation
@@ -27,8 +27,7 @@ def granularity(tokens: int | None, text_chunks: int) -> str:
        observes="tokens per text chunk (usage.completion_tokens / chunks with text) and characters per chunk",
        breaking=False, breaks="UIs and proxies that assume one token per event re-chunk or mis-count")
 async def stream_granularity(ctx: ProbeContext) -> Observation:
-    rec = await ctx.send(temperature=0, max_tokens=32, stream=True, include_usage=True)
-    bad = unusable(rec, "stream")
+    rec, bad = await send_ok(ctx, "stream", temperature=0, max_tokens=32, stream=True, include_usage=True)
     if bad:
         return bad
     chunks = [c for c in rec.chunk_text if c]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from switchover.probe.catalog._util import not_answered, rejected, unusable
+from switchover.probe.catalog._util import refusal, send_ok
 from switchover.probe.context import ProbeContext
 from switchover.probe.registry import probe
 from switchover.probe.report import Observation
+from switchover.probe.values import Cached, Outcome, Presence
 
 
 def long_prefix(context: int | None) -> str:
@@ -19,20 +20,19 @@ def long_prefix(context: int | None) -> str:
     return " ".join(out)
 
 
-
 @probe(id="usage.stream_include_usage", title="usage in a stream with include_usage", category="usage",
        request="stream=true, stream_options.include_usage=true, max_tokens 8",
        observes="whether a usage object arrives, and whether it is a separate final chunk",
-       breaking=True, breaks="token accounting and billing from streamed responses gets no counts")
+       breaking=True, breaks="token accounting and billing from streamed responses gets no counts",
+       expect=lambda api: Presence.PRESENT if api.streaming_usage else Presence.ABSENT)
 async def stream_include_usage(ctx: ProbeContext) -> Observation:
-    rec = await ctx.send(temperature=0, max_tokens=8, stream=True, include_usage=True)
-    bad = unusable(rec, "stream")
+    rec, bad = await send_ok(ctx, "stream", temperature=0, max_tokens=8, stream=True, include_usage=True)
     if bad:
         return bad
     if rec.usage is None or rec.usage.completion_tokens is None:
-        return Observation(value="absent", summary="no usage in the stream")
+        return Observation(value=Presence.ABSENT, summary="no usage in the stream")
     separate = rec.usage_ns is not None and (not rec.chunk_ns or rec.usage_ns >= rec.chunk_ns[-1])
-    return Observation(value="present", summary=f"present (completion_tokens {rec.usage.completion_tokens})"
+    return Observation(value=Presence.PRESENT, summary=f"present (completion_tokens {rec.usage.completion_tokens})"
                        + (", final chunk" if separate else ""),
                        detail={"completion_tokens": rec.usage.completion_tokens})
 
@@ -42,32 +42,32 @@ async def stream_include_usage(ctx: ProbeContext) -> Observation:
        observes="whether usage arrives anyway",
        breaking=False, breaks="clients that read usage without asking for it lose (or newly get) the counts")
 async def stream_default(ctx: ProbeContext) -> Observation:
-    rec = await ctx.send(temperature=0, max_tokens=8, stream=True, include_usage=False)
-    bad = unusable(rec, "stream")
+    rec, bad = await send_ok(ctx, "stream", temperature=0, max_tokens=8, stream=True, include_usage=False)
     if bad:
         return bad
     present = rec.usage is not None and rec.usage.completion_tokens is not None
-    return Observation(value="present" if present else "absent",
+    return Observation(value=Presence.PRESENT if present else Presence.ABSENT,
                        summary="usage sent unasked" if present else "no usage unless asked")
 
 
 @probe(id="usage.cached_tokens", title="cached_tokens on a repeated long prefix", category="usage",
        request="the same long prompt (~40% of the context, at most ~800 tokens) twice, max_tokens 4",
        observes="usage.prompt_tokens_details.cached_tokens on the second request",
-       breaking=False, breaks="cache-hit dashboards and cost models based on cached_tokens go blank")
+       breaking=False, breaks="cache-hit dashboards and cost models based on cached_tokens go blank",
+       expect=lambda api: {"always": Cached.HIT, "with_flag": Cached.NOT_REPORTED,
+                           "never": Cached.NOT_REPORTED}.get(api.cached_tokens_reported))
 async def cached_tokens(ctx: ProbeContext) -> Observation:
     recs = []
     for _ in range(2):
-        rec = await ctx.send(long_prefix(ctx.context), temperature=0, max_tokens=4)
-        bad = unusable(rec, "long-prefix request")
+        rec, bad = await send_ok(ctx, "long-prefix request", long_prefix(ctx.context), temperature=0, max_tokens=4)
         if bad:
             return bad
         recs.append(rec)
     second = recs[1].usage
     if second is None or second.cached_tokens is None:
-        return Observation(value="not reported", summary="no prompt_tokens_details.cached_tokens",
+        return Observation(value=Cached.NOT_REPORTED, summary="no prompt_tokens_details.cached_tokens",
                            detail={"prompt_tokens": second.prompt_tokens if second else None})
-    value = "reported, hit" if second.cached_tokens > 0 else "reported, zero"
+    value = Cached.HIT if second.cached_tokens > 0 else Cached.ZERO
     return Observation(value=value, summary=f"{second.cached_tokens} of {second.prompt_tokens} prompt tokens cached",
                        detail={"cached_tokens": second.cached_tokens, "prompt_tokens": second.prompt_tokens})
 
@@ -78,10 +78,4 @@ async def cached_tokens(ctx: ProbeContext) -> Observation:
        breaks="clients that always send stream_options get HTTP 400 on non-streamed calls")
 async def stream_options_without_stream(ctx: ProbeContext) -> Observation:
     rec = await ctx.send(temperature=0, max_tokens=2, stream=False, stream_options={"include_usage": True})
-    if (lost := not_answered(rec, "the request")) is not None:
-        return lost
-    rej = rejected(rec)
-    if rej:
-        return Observation(value=f"rejected {rej['status']}", summary=f"HTTP {rej['status']}: {rej['message'][:80]}",
-                           detail=rej)
-    return Observation(value="accepted", summary="accepted")
+    return refusal(rec, "the request") or Observation(value=Outcome.ACCEPTED, summary="accepted")

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from switchover.probe.catalog._util import not_answered, rejected
+from switchover.probe.catalog._util import not_answered, refusal, rejected
 from switchover.probe.context import ProbeContext
 from switchover.probe.registry import probe
 from switchover.probe.report import Observation
+from switchover.probe.values import Outcome, rejected_value
 from switchover.wire import RequestRecord
 
 
@@ -30,24 +31,14 @@ def _tokens(rec: RequestRecord) -> int | None:
 
 def _outcome(rec: RequestRecord) -> str:
     rej = rejected(rec)
-    return f"rejected {rej['status']}" if rej else "accepted"
-
-
-def _refused(rec: RequestRecord, what: str) -> Observation | None:
-    """No answer (a failed observation), or the server's refusal as what was observed; None when it answered."""
-    if (lost := not_answered(rec, what)) is not None:
-        return lost
-    if (rej := rejected(rec)) is not None:
-        return Observation(value=f"rejected {rej['status']}", summary=f"HTTP {rej['status']}: {rej['message'][:80]}",
-                           detail=rej)
-    return None
+    return rejected_value(rej["status"]) if rej else Outcome.ACCEPTED
 
 
 async def _which_limit(ctx: ProbeContext, params: dict[str, Any], outcomes: dict[int, str],
                        asked: str) -> Observation:
     """Send two length limits at once (temperature 0, EOS suppressed) and name the one the token count shows."""
     rec = await ctx.send(temperature=0, **params, **await _no_eos(ctx))
-    if (done := _refused(rec, "the request")) is not None:
+    if (done := refusal(rec, "the request")) is not None:
         return done
     n = _tokens(rec)
     if n is None:
@@ -93,11 +84,11 @@ async def both_fields(ctx: ProbeContext) -> Observation:
        breaking=True, breaks="a prompt-only request (warming a cache, counting tokens) now fails, or the reverse")
 async def max_tokens_zero(ctx: ProbeContext) -> Observation:
     rec = await ctx.send(temperature=0, max_tokens=0)
-    if (done := _refused(rec, "the request")) is not None:
+    if (done := refusal(rec, "the request")) is not None:
         return done
     n = _tokens(rec)
     if n is None:  # accepted, but how many tokens it gave was not reported: not "None tokens"
-        return Observation(value="accepted", summary="accepted: no usage.completion_tokens to count the tokens",
+        return Observation(value=Outcome.ACCEPTED, summary="accepted: no usage.completion_tokens to count the tokens",
                            detail={"tokens": None, "finish_reason": rec.finish_reason, "text": rec.text[:40]})
     return Observation(value=f"accepted, {n} tokens", summary=f"accepted: {n} tokens, finish {rec.finish_reason}",
                        detail={"tokens": n, "finish_reason": rec.finish_reason, "text": rec.text[:40]})
@@ -137,7 +128,7 @@ async def n_over_slots(ctx: ProbeContext) -> Observation:
        breaking=True, breaks="best-of-n and self-consistency clients get n copies of one answer")
 async def n_sampled_distinct(ctx: ProbeContext) -> Observation:
     rec = await ctx.send(n=3, temperature=1.0, seed=11, max_tokens=16, **await _no_eos(ctx))
-    if (done := _refused(rec, "n=3")) is not None:
+    if (done := refusal(rec, "n=3")) is not None:
         return done
     texts = [rec.texts[i] for i in sorted(rec.texts)]
     distinct = len(set(texts))

@@ -32,7 +32,10 @@ from tests.plan import configs as C
 )
 def test_bytes_per_token(cfg: dict[str, Any], tp: int, kv_dtype: str, bytes_per_token: int,
                          replicated: bool) -> None:
-    layout = kv_layout(card_from_config(cfg), tp=tp, kv_dtype=kv_dtype)
+    from switchover.engines import load_profile
+
+    layout = kv_layout(card_from_config(cfg), tp=tp, kv_dtype=kv_dtype,
+                       mla_bytes=load_profile("vllm").memory.mla_kv_bytes_per_layer)
     assert layout.bytes_per_token + layout.sliding_bytes_per_token == pytest.approx(bytes_per_token)
     assert layout.kv_heads_replicated is replicated
 
@@ -98,10 +101,24 @@ def test_sglang_fp8_mla_keeps_scales_656_bytes_per_layer_vllm_fp8_576() -> None:
     from switchover.engines import load_profile
 
     card = card_from_config(C.DEEPSEEK_V3)
-    sglang = kv_layout(card, kv_dtype="fp8", mla_fp8_bytes=load_profile("sglang").memory.mla_fp8_bytes_per_layer)
-    vllm = kv_layout(card, kv_dtype="fp8", mla_fp8_bytes=load_profile("vllm").memory.mla_fp8_bytes_per_layer)
+    sglang = kv_layout(card, kv_dtype="fp8", mla_bytes=load_profile("sglang").memory.mla_kv_bytes_per_layer)
+    vllm = kv_layout(card, kv_dtype="fp8", mla_bytes=load_profile("vllm").memory.mla_kv_bytes_per_layer)
     assert sglang.bytes_per_token == 61 * 656
     assert vllm.bytes_per_token == 61 * 576
+
+
+def test_engine_mla_layouts_come_from_the_profile_not_code() -> None:
+    """vLLM's fp8_ds_mla (656 B) and nvfp4_ds_mla (352 B) are profile data; an engine without them refuses the
+    name, and a model without MLA layers refuses the layout (vLLM only builds it for MLA)."""
+    from switchover.engines import load_profile
+
+    vllm = load_profile("vllm").memory.mla_kv_bytes_per_layer
+    card = card_from_config(C.DEEPSEEK_V3)
+    assert kv_layout(card, kv_dtype="nvfp4_ds_mla", mla_bytes=vllm).bytes_per_token == 61 * 352
+    with pytest.raises(BadInput, match="fp8_ds_mla"):
+        kv_layout(card, kv_dtype="fp8_ds_mla")  # no engine data: not a dtype the planner knows
+    with pytest.raises(BadInput, match="MLA"):
+        kv_layout(card_from_config(C.LLAMA_8B), kv_dtype="fp8_ds_mla", mla_bytes=vllm)
 
 
 def test_draft_layers_add_full_layers_to_the_pool() -> None:

@@ -226,8 +226,9 @@ class MemorySemantics(_Cited):
         default="none", description="extra tokens a sliding-window layer keeps beyond the window")
     overheads: dict[str, Overhead] = Field(default_factory=dict)
     overhead_model: list[OverheadBand] = Field(default_factory=list, description="by engine version, newest last")
-    mla_fp8_bytes_per_layer: float | None = Field(default=None, description="bytes per token per layer of an fp8 "
-                                                  "MLA latent when the engine stores scales with it")
+    mla_kv_bytes_per_layer: dict[str, float] = Field(
+        default_factory=dict, description="bytes per token per layer of an MLA latent, by KV cache dtype, where the "
+                                          "engine stores scales with it (vLLM fp8_ds_mla, SGLang fp8)")
     hybrid_page_unification: bool = Field(default=False, description="the attention block grows until one "
                                           "attention page holds a Mamba/GDN state page (vLLM)")
     hybrid_state_pages_per_request: int = Field(default=1, description="state pages a running request holds per "

@@ -24,7 +24,12 @@ from switchover.plan.capacity import (
 )
 from switchover.plan.kv import KVLayout, kv_layout
 
-FIT_TARGET_GIB = 1.0  # llama.cpp --fit-target 1024 MiB margin (engines.md §1c)
+
+def fit_target_gib(profile: EngineProfile) -> float:
+    """The margin an explicit-context engine leaves free when it fits the context to the GPU (llama.cpp
+    `--fit-target`, profile default `fit_target_mib`); 0 for an engine that publishes none."""
+    item = profile.defaults.get("fit_target_mib")
+    return float(item.value) / 1024 if item is not None else 0.0
 
 
 class CanaryCopy(BaseModel):
@@ -98,7 +103,7 @@ def _split_knobs(profile: EngineProfile, total: float, free: float, fixed: tuple
     if mem.budget == "fraction_of_free_after_load":
         shared = (free - w_old - w_new) * (mem.default_fraction or 0.9)
     elif mem.budget == "explicit_context":
-        shared = free - FIT_TARGET_GIB - w_old - w_new
+        shared = free - fit_target_gib(profile) - w_old - w_new
     elif mem.budget == "fraction_of_free_at_start":
         auto = sglang_style_auto_fraction(profile, total, 1, 1) or 0.85
         shared = free - 2 * free * (1 - auto) - w_old - w_new  # each copy keeps its activation reserve
@@ -127,14 +132,15 @@ def canary_plan(old: ModelCard, profile: EngineProfile, gpu_total_gib: float, *,
     """Two copies (old, new) on one GPU under `profile`'s semantics, and capacity by canary percentage."""
     new = new or old
     over = resolve_overheads(profile, overheads)
-    lo, ln = kv_layout(old, tp, 1, kv_dtype), kv_layout(new, tp, 1, kv_dtype)
+    mla = profile.memory.mla_kv_bytes_per_layer
+    lo, ln = kv_layout(old, tp, 1, kv_dtype, mla_bytes=mla), kv_layout(new, tp, 1, kv_dtype, mla_bytes=mla)
     wo = weights_gib if weights_gib is not None else weights_per_gpu_gib(old, tp, 1)
     wn = new_weights_gib if new_weights_gib is not None else weights_per_gpu_gib(new, tp, 1)
     page = profile.memory.page_tokens
     free = gpu_total_gib - other_residents_gib
     explicit = profile.memory.budget == "explicit_context"
     per_token = lo.bytes_per_token + lo.sliding_bytes_per_token
-    fit_ctx = int(max(free - FIT_TARGET_GIB - wo - over.total_gib, 0) * GIB / per_token) if per_token else 0
+    fit_ctx = int(max(free - fit_target_gib(profile) - wo - over.total_gib, 0) * GIB / per_token) if per_token else 0
     single_knobs = Knobs(context_tokens=fit_ctx) if explicit else Knobs()
     single = start_instance(profile, free, gpu_total_gib, wo, over, lo, single_knobs, tp)
     single_tokens = fit_ctx if explicit else _tokens(single, lo, page)

@@ -112,12 +112,15 @@ def sglang_style_auto_fraction(profile: EngineProfile, total_gib: float, tp: int
     reserve = profile.defaults.get("mem_fraction_reserve")
     if reserve is None:
         return None
+    r = reserve.value  # every coefficient is profile data (sglang memory_hook.py, cited there)
+    floor = r["chunked_prefill_floor"]
     chunk_table = profile.defaults.get("chunked_prefill_by_memory")
-    chunk = _tier(chunk_table.value, total_gib * GIB / 1e9, None) if chunk_table else 2048
-    graph_bs = profile.defaults["cuda_graph_max_bs"].value if "cuda_graph_max_bs" in profile.defaults else 256
-    reserved_mib = 512 + 1.5 * max(chunk or 2048, 2048) + 2 * graph_bs + tp * pp / 8 * 1024
-    if total_gib * GIB / 1e9 > 60:
-        reserved_mib = max(reserved_mib, reserve.value.get("min_reserve_gib_above_60gb", 10) * 1024)
+    chunk = _tier(chunk_table.value, total_gib * GIB / 1e9, None) if chunk_table else floor
+    graph_bs = profile.defaults["cuda_graph_max_bs"].value if "cuda_graph_max_bs" in profile.defaults else 0
+    reserved_mib = (r["base_mib"] + r["per_chunked_prefill_token_mib"] * max(chunk or floor, floor)
+                    + r["per_cuda_graph_bs_mib"] * graph_bs + r["per_rank_mib"] * tp * pp)
+    if "above_gb" in r and total_gib * GIB / 1e9 > r["above_gb"]:
+        reserved_mib = max(reserved_mib, r["min_reserve_gib_above_60gb"] * 1024)
     return (total_gib * 1024 - reserved_mib) / (total_gib * 1024)
 
 
@@ -294,7 +297,7 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
     """KV pool, blocks, tokens, concurrency at `context` and the binding limit, for one instance.
     `draft_layers`: MTP/EAGLE layers that run for speculative decoding and keep KV in the same pool."""
     knobs = knobs or Knobs()
-    layout = kv_layout(card, tp, pp, kv_dtype, mla_fp8_bytes=profile.memory.mla_fp8_bytes_per_layer,
+    layout = kv_layout(card, tp, pp, kv_dtype, mla_bytes=profile.memory.mla_kv_bytes_per_layer,
                        draft_layers=draft_layers)
     tok_cap, tok_src = (max_batched_tokens, "user") if max_batched_tokens else batched_tokens_cap(
         profile, gpu_total_gib, gpu_name)

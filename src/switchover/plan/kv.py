@@ -14,8 +14,6 @@ from pydantic import BaseModel, Field
 from switchover.errors import BadInput
 from switchover.model.card import DTYPE_BYTES, LayerKind, ModelCard
 
-FP8_DS_MLA_BYTES = 656  # vLLM fp8_ds_mla: 512 fp8 + 16 B scales + 64 bf16 rope per token per layer (capacity.md §1)
-
 
 def kv_dtype_bytes(kv_dtype: str) -> float:
     """Bytes per KV element. `auto` follows the activation dtype (bf16/fp16: 2 bytes, also for fp32 and
@@ -23,8 +21,6 @@ def kv_dtype_bytes(kv_dtype: str) -> float:
     key = kv_dtype.lower().strip()
     if key in ("auto", "model"):
         return 2
-    if key == "fp8_ds_mla":
-        return 1
     if key not in DTYPE_BYTES:
         raise BadInput(f"unknown KV cache dtype {kv_dtype!r}", hint=f"known: auto, {', '.join(sorted(DTYPE_BYTES))}")
     return DTYPE_BYTES[key]
@@ -78,25 +74,35 @@ def _stages(layers: list[LayerKind], pp: int) -> list[list[LayerKind]]:
     return [layers[i * per : (i + 1) * per] for i in range(pp)]
 
 
+def _mla_layer_bytes(card: ModelCard, kv_dtype: str, mla_bytes: dict[str, float] | None) -> float | None:
+    """The engine's own per-token, per-layer size of an MLA latent in `kv_dtype` (profile data, e.g. vLLM
+    fp8_ds_mla or SGLang fp8: 656 B with scales), or None when the engine stores the plain latent."""
+    per_layer = (mla_bytes or {}).get(kv_dtype.lower().strip())
+    if per_layer is not None and LayerKind.MLA not in card.layers:
+        raise BadInput(f"KV cache dtype {kv_dtype!r} is a layout for MLA models; {card.name} has no MLA layers",
+                       hint="use auto or fp8")
+    return per_layer
+
+
 def kv_layout(card: ModelCard, tp: int = 1, pp: int = 1, kv_dtype: str = "auto", *,
-              mla_fp8_bytes: float | None = None, draft_layers: int = 0) -> KVLayout:
-    """Per-GPU KV bytes for the worst pipeline stage of `card` under TP x PP. `mla_fp8_bytes` is the engine's
-    per-layer size of an fp8 MLA latent (SGLang 656 B with scales); `draft_layers` adds MTP/EAGLE layers that share
-    the pool (speculative decoding), sized like the target's full layers."""
+              mla_bytes: dict[str, float] | None = None, draft_layers: int = 0) -> KVLayout:
+    """Per-GPU KV bytes for the worst pipeline stage of `card` under TP x PP. `mla_bytes` is the engine profile's
+    per-layer size of an MLA latent by KV dtype when the engine keeps scales with it (`memory.mla_kv_bytes_per_layer`:
+    vLLM fp8_ds_mla, SGLang fp8); `draft_layers` adds MTP/EAGLE layers that share the pool (speculative decoding),
+    sized like the target's full layers."""
     if tp < 1 or pp < 1:
         raise BadInput(f"TP and PP must be >= 1, got TP={tp} PP={pp}")
     if pp > card.num_layers:
         raise BadInput(f"PP={pp} exceeds the {card.num_layers} layers of {card.name}")
     att = card.attention
-    dt = kv_dtype_bytes(kv_dtype)
+    engine_mla = _mla_layer_bytes(card, kv_dtype, mla_bytes)
+    dt = 1.0 if engine_mla is not None and kv_dtype.lower() not in DTYPE_BYTES else kv_dtype_bytes(kv_dtype)
     notes: list[str] = []
     mla = LayerKind.MLA in card.layers
     if mla:
         kvh_rank, replicated = 1, tp > 1
-        if kv_dtype.lower() == "fp8_ds_mla":
-            per_layer = float(FP8_DS_MLA_BYTES)
-        elif mla_fp8_bytes is not None and kv_dtype.lower().startswith("fp8"):
-            per_layer = float(mla_fp8_bytes)
+        if engine_mla is not None:
+            per_layer = float(engine_mla)
         else:
             per_layer = ((att.kv_lora_rank or 0) + (att.qk_rope_head_dim or 0)) * dt
         per_layer += att.indexer_bytes_per_token

@@ -1,0 +1,255 @@
+"""Weight format x engine x GPU matrix: can an engine load this checkpoint format here, and with which kernel.
+
+The facts are data (`engines/data/matrix/formats.yaml`), each rule cited and marked verified or not; this module
+validates them on load, names a checkpoint's format from its `quantization_config` (through the same method table
+`model/quant.py` prices weights with), and looks a (engine, format, device, compute capability) up. A combination
+no rule covers is "unknown", never a guess.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from switchover.errors import BadInput
+from switchover.model.quant import method_table, scheme_from_config
+
+Device = Literal["cuda", "cpu"]
+ANY_FORMAT = "*"
+ENGINES = ("vllm", "sglang", "trtllm", "tgi", "llamacpp")  # the engines with a profile (engines/data/<engine>.yaml)
+
+
+class FormatSpec(BaseModel):
+    """One weight format and the quantization methods (model/data/quantization.yaml names) that produce it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    description: str
+    quant_methods: list[str] = Field(default_factory=list)
+
+
+class FormatRule(BaseModel):
+    """One cited fact: ENGINE on DEVICE with compute capability in [sm_min, sm_max) loads FORMAT (with KERNEL)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: str
+    format: str
+    device: Device
+    sm_min: int | None = Field(default=None, ge=0, le=200)
+    sm_max: int | None = Field(default=None, ge=0, le=200)
+    loads: bool
+    kernel: str | None = None
+    note: str | None = None
+    source: str
+    verified: bool
+
+    @field_validator("source")
+    @classmethod
+    def _cited(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("every format fact needs a source")
+        return value
+
+    @model_validator(mode="after")
+    def _range(self) -> FormatRule:
+        if self.sm_min is not None and self.sm_max is not None and self.sm_min >= self.sm_max:
+            raise ValueError(f"sm_min {self.sm_min} must be below sm_max {self.sm_max}")
+        if self.device == "cpu" and (self.sm_min is not None or self.sm_max is not None):
+            raise ValueError("a cpu rule has no compute capability range")
+        if self.loads and not self.kernel:
+            raise ValueError("a rule that loads must name the kernel")
+        return self
+
+    def covers(self, sm: int) -> bool:
+        """Whether compute capability `sm` lies in this rule's range."""
+        return (self.sm_min is None or sm >= self.sm_min) and (self.sm_max is None or sm < self.sm_max)
+
+    @property
+    def sm_range(self) -> str:
+        """e.g. 'sm75-88', 'sm89+', 'any'."""
+        if self.device == "cpu":
+            return "cpu"
+        lo = f"sm{self.sm_min}" if self.sm_min is not None else "any"
+        if self.sm_max is None:
+            return f"{lo}+" if self.sm_min is not None else "any GPU"
+        return f"{lo if self.sm_min is not None else 'below'} to sm{self.sm_max - 1}" if self.sm_min is not None \
+            else f"below sm{self.sm_max}"
+
+
+class FormatMatrix(BaseModel):
+    """The whole matrix: formats and rules, cross-checked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    formats: dict[str, FormatSpec]
+    rules: list[FormatRule]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FormatMatrix:
+        table = method_table()
+        known_methods = set(table["methods"]) | set(table["aliases"])
+        for name, spec in self.formats.items():
+            unknown = sorted(set(spec.quant_methods) - known_methods)
+            if unknown:
+                raise ValueError(f"formats.{name}.quant_methods: {unknown} are not quantization methods of "
+                                 "model/data/quantization.yaml")
+        for i, rule in enumerate(self.rules):
+            if rule.engine not in ENGINES:
+                raise ValueError(f"rules.{i}.engine: unknown engine {rule.engine!r} (known: {', '.join(ENGINES)})")
+            if rule.format != ANY_FORMAT and rule.format not in self.formats:
+                raise ValueError(f"rules.{i}.format: unknown format {rule.format!r}")
+            for j, other in enumerate(self.rules[:i]):
+                if (other.engine, other.format, other.device) == (rule.engine, rule.format, rule.device) \
+                        and _overlap(other, rule):
+                    raise ValueError(f"rules.{i}: overlaps rules.{j} ({rule.engine} {rule.format} {rule.device} "
+                                     f"{rule.sm_range} vs {other.sm_range})")
+        return self
+
+
+def _overlap(a: FormatRule, b: FormatRule) -> bool:
+    lo = max(a.sm_min if a.sm_min is not None else -1, b.sm_min if b.sm_min is not None else -1)
+    hi = min(a.sm_max if a.sm_max is not None else 10_000, b.sm_max if b.sm_max is not None else 10_000)
+    return lo < hi
+
+
+def _problem(exc: ValidationError, what: str) -> str:
+    first = exc.errors()[0]
+    loc = ".".join(str(x) for x in first["loc"])
+    return f"{what}: {loc + ': ' if loc else ''}{first['msg'].removeprefix('Value error, ')}"
+
+
+def parse_matrix(data: Any, what: str = "formats.yaml") -> FormatMatrix:
+    """A validated matrix from parsed YAML; BadInput naming the field otherwise."""
+    try:
+        return FormatMatrix.model_validate(data)
+    except ValidationError as exc:
+        raise BadInput(_problem(exc, what)) from None
+
+
+@cache
+def load_matrix() -> FormatMatrix:
+    """The packaged matrix (engines/data/matrix/formats.yaml)."""
+    text = resources.files("switchover.engines").joinpath("data", "matrix", "formats.yaml").read_text(
+        encoding="utf-8")
+    return parse_matrix(yaml.safe_load(text))
+
+
+class FormatVerdict(BaseModel):
+    """Whether ENGINE loads FORMAT on this device, with which kernel, and on what authority."""
+
+    engine: str
+    format: str
+    device: Device
+    sm: int | None
+    loads: bool | None = Field(description="None: no fact in the matrix (unknown)")
+    kernel: str | None = None
+    reason: str
+    source: str | None = None
+    verified: bool = False
+
+
+def lookup(engine: str, fmt: str, device: Device, sm: int | None,
+           matrix: FormatMatrix | None = None) -> FormatVerdict:
+    """The rule for (engine, format, device, sm): an exact format rule first, then the engine's `*` rule; with a
+    GPU of unknown compute capability only a rule without an sm range can answer."""
+    m = matrix or load_matrix()
+    for wanted in (fmt, ANY_FORMAT):
+        candidates = [r for r in m.rules if (r.engine, r.format, r.device) == (engine, wanted, device)]
+        if not candidates:
+            continue
+        if device == "cuda" and sm is None:
+            ranged = [r for r in candidates if r.sm_min is not None or r.sm_max is not None]
+            if ranged:
+                return FormatVerdict(engine=engine, format=fmt, device=device, sm=None, loads=None,
+                                     reason=f"unknown: {engine}'s {fmt} support depends on the compute capability, "
+                                            "which is not known for this GPU")
+        hit = next((r for r in candidates if device == "cpu" or sm is None or r.covers(sm)), None)
+        if hit is None:
+            continue
+        where = "CPU" if device == "cpu" else f"sm{sm}" if sm is not None else "any GPU"
+        if hit.loads:
+            reason = f"{engine} loads {fmt} on {where} with {hit.kernel}"
+        else:
+            reason = f"{engine} does not load {fmt} on {where}"
+        if hit.note:
+            reason += f" ({hit.note})"
+        return FormatVerdict(engine=engine, format=fmt, device=device, sm=sm, loads=hit.loads, kernel=hit.kernel,
+                             reason=reason, source=hit.source, verified=hit.verified)
+    where = "CPU" if device == "cpu" else f"sm{sm}" if sm is not None else "this GPU"
+    return FormatVerdict(engine=engine, format=fmt, device=device, sm=sm, loads=None,
+                         reason=f"unknown: the format matrix has no fact for {engine} {fmt} on {where}")
+
+
+# ---- naming a checkpoint's format ------------------------------------------------------------------------------
+
+
+def _ct_weights(qc: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    groups = qc.get("config_groups")
+    if not isinstance(groups, dict):
+        return None, None
+    for group in groups.values():
+        if isinstance(group, dict) and isinstance(group.get("weights"), dict):
+            acts = group.get("input_activations")
+            return group["weights"], acts if isinstance(acts, dict) else None
+    return None, None
+
+
+def format_of_config(qc: Any) -> tuple[str | None, str]:
+    """(format key, how it was named) for a quantization_config; (None, why) when it names no format of the
+    matrix. No config is 16-bit weights."""
+    if not isinstance(qc, dict) or not qc:
+        return "bf16", "no quantization_config: 16-bit weights"
+    try:
+        scheme = scheme_from_config(qc)
+    except ValueError as exc:
+        return None, str(exc)
+    if scheme is None:
+        return "bf16", "no quantization_config: 16-bit weights"
+    method = scheme.method
+    if method == "compressed-tensors":
+        weights, acts = _ct_weights(qc)
+        if weights is None:
+            return None, "compressed-tensors config without config_groups.*.weights"
+        bits, kind = weights.get("num_bits"), weights.get("type")
+        if kind == "float" and bits == 8:
+            return "fp8", "compressed-tensors float 8-bit weights"
+        if kind == "float" and bits == 4:
+            return "nvfp4", "compressed-tensors float 4-bit weights"
+        if kind == "int" and acts is None:
+            return "wna16", f"compressed-tensors int{bits} weight-only"
+        if kind == "int" and bits == 8 and acts.get("num_bits") == 8:
+            return "int8_w8a8", "compressed-tensors int8 weights and activations"
+        return None, f"compressed-tensors {kind} {bits}-bit weights with {acts and acts.get('num_bits')}-bit " \
+                     "activations: not a format of the matrix"
+    if method.startswith("modelopt"):
+        algo = method.removeprefix("modelopt").strip()
+        if "fp4" in algo:
+            return "nvfp4", f"ModelOpt {algo}"
+        if "fp8" in algo:
+            return "fp8", f"ModelOpt {algo}"
+        return None, f"ModelOpt {algo}: not a format of the matrix"
+    for name, spec in load_matrix().formats.items():
+        if method in spec.quant_methods and method not in ("compressed-tensors", "modelopt"):
+            return name, f"quantization_config quant_method {method}"
+    return None, f"quantization method {method} is not in the format matrix"
+
+
+def format_of_card(card: Any, qc: Any = None) -> tuple[str | None, str]:
+    """The format of a ModelCard: GGUF from its weights' origin, else from the raw quantization_config (when the
+    caller has it), else from the method the card detected."""
+    weights = card.weights
+    if weights.origin == "gguf":
+        return "gguf", f"GGUF file ({weights.quantization or card.dtype})"
+    if qc is not None:
+        return format_of_config(qc)
+    method = weights.quantization
+    if not method:
+        return "bf16", f"no quantization: {card.dtype} weights"
+    if method in ("compressed-tensors",) or method.startswith("modelopt"):
+        return None, f"{method}: the variant is in quantization_config, which was not available"
+    return format_of_config({"quant_method": method})

@@ -287,6 +287,129 @@ def _kv_concurrency(layout: KVLayout, blocks: int, page: int, context: int, slac
     return blocks / need if need else math.inf
 
 
+class _Limits(BaseModel):
+    """What bounds concurrency at one context length: the pool, and the scheduler's caps."""
+
+    explicit: bool
+    layout: KVLayout
+    tokens: int
+    blocks: int
+    page: int
+    slack: int
+    state_pages: int
+    seq_cap: int | None
+    tok_cap: int | None
+
+    def at(self, context: int) -> tuple[float, int, str]:
+        """(requests the pool holds, the binding concurrency, which limit binds) at `context` tokens."""
+        if self.explicit:
+            kvc = float(self.tokens // context) if context else 0.0
+        else:
+            kvc = _kv_concurrency(self.layout, self.blocks, self.page, context, self.slack, self.state_pages)
+        caps = {"kv": math.floor(kvc)}
+        if self.seq_cap:
+            caps["max_num_seqs"] = self.seq_cap
+        if self.tok_cap:
+            caps["max_batched_tokens"] = self.tok_cap
+        low = min(caps.values())
+        return kvc, low, "+".join(k for k, v in caps.items() if v == low)
+
+    def table(self, mml: int) -> list[ContextRow]:
+        """The max_model_len <-> concurrency trade-off at 1K, 2K, 4K ... up to `mml`, and `mml` itself."""
+        lengths = {mml}
+        c = 1024
+        while c <= mml:
+            lengths.add(c)
+            c *= 2
+        rows = []
+        for length in sorted(lengths):
+            k, n, b = self.at(length)
+            rows.append(ContextRow(max_model_len=length, kv_concurrency=round(k, 3), concurrency=n, binding=b))
+        return rows
+
+
+def _input_warnings(card: ModelCard, profile: EngineProfile, layout: KVLayout, *, gpu_total_gib: float,
+                    gpu_name: str | None, engine_version: str | None, modelled: ModelledOverheads | None,
+                    weights_gib: float | None, draft_layers: int) -> list[str]:
+    """What the inputs leave unknown or assumed: config notes, the overhead model, weights, the GPU tier."""
+    warnings = [*card.notes, *layout.notes]
+    if engine_version is not None and modelled is None:
+        warnings.append(f"engine version {engine_version[:40]}: the {profile.name} profile has no overhead model "
+                        "for it, so its flat overhead defaults apply")
+    if card.weights.warning and weights_gib is None:
+        warnings.append(card.weights.warning)
+    if draft_layers and card.attention.draft_layers and weights_gib is None:
+        warnings.append(f"the {card.attention.draft_layers} MTP layer(s) in the checkpoint are loaded for speculative "
+                        "decoding but not counted in the weights: pass --weights-gib from the log")
+    if gpu_name is None and _tier_excludes(profile, gpu_total_gib):
+        warnings.append("engine defaults by GPU tier (max_num_seqs, batched tokens) assume the GPU is not one the "
+                        "engine treats apart (e.g. vLLM's A100/GB10 rule): name it with --gpu")
+    return warnings
+
+
+def _overhead_warnings(profile: EngineProfile, over: Overheads, modelled: ModelledOverheads | None,
+                       overrides: dict[str, float] | None) -> list[str]:
+    """Overheads counted as 0 because nothing models them, and an unverified CUDA-graph default."""
+    if profile.memory.budget == "explicit_context":
+        return []
+    out = [f"{name} overhead is not modelled for {profile.name}: pass --overhead {name}=GIB"
+           for name, src in over.sources.items() if src.startswith("not modelled")]
+    cuda_graph = profile.memory.overheads.get("cuda_graph")
+    if (cuda_graph is not None and not cuda_graph.verified and "cuda_graph" not in (overrides or {})
+            and modelled is None):
+        out.append(f"CUDA-graph estimate not subtracted ({cuda_graph.note}); --overhead cuda_graph=GIB")
+    return out
+
+
+def _page_tokens(profile: EngineProfile, layout: KVLayout, page_tokens: int | None) -> tuple[int, str | None]:
+    """Tokens per KV block: the user's, else the profile's, grown for hybrids under page-size unification."""
+    page = page_tokens or profile.memory.page_tokens
+    unified = layout.unified_page_tokens(page) if profile.memory.hybrid_page_unification else None
+    if page_tokens is None and unified and unified > page:
+        return unified, (f"hybrid model: the attention block grows to {unified} tokens so one page holds a layer's "
+                         f"recurrent state ({profile.display_name} page-size unification)")
+    return page, None
+
+
+def _refuse_below_one_request(profile: EngineProfile, inst: Instance, one: float, tokens: int,
+                              mml: int) -> tuple[Instance, str | None]:
+    """A started pool that cannot hold one max_model_len request: a warning, and a refusal where the engine
+    refuses (vllm 0.32.0 kv_cache_utils.check_enough_kv_cache_memory)."""
+    if one >= 1 or not inst.starts:
+        return inst, None
+    problem = (f"the pool ({tokens} tokens) cannot hold one request of max_model_len {mml}: lower "
+               "--max-model-len or raise the memory knob")
+    if profile.memory.refuses_below_one_request:
+        inst = inst.model_copy(update={"starts": False,
+                                       "problem": f"{problem} ({profile.display_name} refuses to start)"})
+    return inst, problem
+
+
+def _range_of(profile: EngineProfile, card: ModelCard, knobs: Knobs, tokens: int) -> tuple[PoolRange | None,
+                                                                                            str | None]:
+    """The tokens range from the planner's own evaluation residuals, or why there is none."""
+    if profile.memory.budget == "explicit_context" or knobs.kv_pool_gib is not None:
+        return None, "the pool size is set explicitly, not predicted"
+    dense = card.family == "dense" and card.moe is None
+    found = pool_range(profile.name, dense, tokens)
+    if found is not None:
+        return found, None
+    return None, (f"not measured: no evaluated start-up logs for {profile.name} with "
+                  f"{'dense' if dense else 'MoE, MLA, sliding or hybrid'} models (bench/plan_accuracy.py), so the "
+                  "error of this prediction is unknown")
+
+
+def _modelled(profile: EngineProfile, card: ModelCard, *, gpu_total_gib: float, gpu_name: str | None, tp: int,
+              mml: int, max_num_seqs: int | None, tok_cap: int | None, engine_version: str | None,
+              eager: bool) -> ModelledOverheads | None:
+    """The profile's overhead model at the engine's own defaults for this GPU (max_num_seqs, batched tokens)."""
+    profile_seqs = max_num_seqs or (scheduler_cap(profile, gpu_total_gib, gpu_name, 0, 0)[0] if
+                                    "max_running_requests_auto" not in profile.defaults else None)
+    step_tokens = tok_cap or _tier_value(profile, "max_num_batched_tokens_by_memory", gpu_total_gib, gpu_name)
+    return model_overheads(profile, card, version=engine_version, tp=tp, seqs=profile_seqs,
+                           batched_tokens=step_tokens, max_model_len=mml, eager=eager)
+
+
 def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, gpu_name: str | None = None,
              tp: int = 1, pp: int = 1, kv_dtype: str = "auto", knobs: Knobs | None = None,
              max_model_len: int | None = None, context: int | None = None, max_num_seqs: int | None = None,
@@ -304,117 +427,54 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
     mml = max_model_len or card.max_position_embeddings
     if not mml:
         raise BadInput(f"{card.name}: config has no max_position_embeddings; pass --max-model-len")
-    profile_seqs = max_num_seqs or (scheduler_cap(profile, gpu_total_gib, gpu_name, 0, 0)[0] if
-                                    "max_running_requests_auto" not in profile.defaults else None)
-    step_tokens = tok_cap or _tier_value(profile, "max_num_batched_tokens_by_memory", gpu_total_gib, gpu_name)
-    modelled = model_overheads(profile, card, version=engine_version, tp=tp, seqs=profile_seqs,
-                               batched_tokens=step_tokens, max_model_len=mml, eager=eager)
+    ctx = context or mml
+    if ctx > mml:
+        raise BadInput(f"context {ctx} exceeds max_model_len {mml}")
+    modelled = _modelled(profile, card, gpu_total_gib=gpu_total_gib, gpu_name=gpu_name, tp=tp, mml=mml,
+                         max_num_seqs=max_num_seqs, tok_cap=tok_cap, engine_version=engine_version, eager=eager)
     over = resolve_overheads(profile, overheads, tok_cap, modelled)
     if knobs.memory_fraction is None and modelled is not None and modelled.default_fraction is not None:
         knobs = knobs.model_copy(update={"memory_fraction": modelled.default_fraction})
     if free_gib is None and profile.memory.cuda_context_gib is not None:
         free_gib = gpu_total_gib - profile.memory.cuda_context_gib
-    ctx = context or mml
-    if ctx > mml:
-        raise BadInput(f"context {ctx} exceeds max_model_len {mml}")
-    warnings = [*card.notes, *layout.notes]
-    if engine_version is not None and modelled is None:
-        warnings.append(f"engine version {engine_version[:40]}: the {profile.name} profile has no overhead model "
-                        "for it, so its flat overhead defaults apply")
-    if card.weights.warning and weights_gib is None:
-        warnings.append(card.weights.warning)
-    if draft_layers and card.attention.draft_layers and weights_gib is None:
-        warnings.append(f"the {card.attention.draft_layers} MTP layer(s) in the checkpoint are loaded for speculative "
-                        "decoding but not counted in the weights: pass --weights-gib from the log")
-    if gpu_name is None and _tier_excludes(profile, gpu_total_gib):
-        warnings.append("engine defaults by GPU tier (max_num_seqs, batched tokens) assume the GPU is not one the "
-                        "engine treats apart (e.g. vLLM's A100/GB10 rule): name it with --gpu")
-    budget = profile.memory.budget
-    if budget == "explicit_context" and knobs.context_tokens is None:
+    warnings = _input_warnings(card, profile, layout, gpu_total_gib=gpu_total_gib, gpu_name=gpu_name,
+                               engine_version=engine_version, modelled=modelled, weights_gib=weights_gib,
+                               draft_layers=draft_layers)
+    explicit = profile.memory.budget == "explicit_context"
+    if explicit and knobs.context_tokens is None:
         knobs = knobs.model_copy(update={"context_tokens": mml * (slots or 1)})
     w = weights_gib if weights_gib is not None else weights_per_gpu_gib(card, tp, pp)
     inst = start_instance(profile, gpu_total_gib if free_gib is None else free_gib, gpu_total_gib, w, over,
                           layout, knobs, tp, pp)
-    page = page_tokens or profile.memory.page_tokens
-    unified = layout.unified_page_tokens(page) if profile.memory.hybrid_page_unification else None
-    if page_tokens is None and unified and unified > page:
-        page = unified
-        warnings.append(f"hybrid model: the attention block grows to {page} tokens so one page holds a layer's "
-                        f"recurrent state ({profile.display_name} page-size unification)")
+    page, page_note = _page_tokens(profile, layout, page_tokens)
+    warnings += [page_note] if page_note else []
     per_block = page * (layout.bytes_per_token + layout.sliding_bytes_per_token)
-    if budget == "explicit_context":
-        tokens = knobs.context_tokens or 0
-        blocks = tokens
+    if explicit:
+        tokens = blocks = knobs.context_tokens or 0
         page = 1
     else:
         blocks = int(inst.kv_pool_gib * GIB // per_block) if per_block else 0
         tokens = blocks * page
-    if inst.problem:
-        warnings.append(inst.problem)
-    for name, src in over.sources.items():
-        if src.startswith("not modelled") and budget != "explicit_context":
-            warnings.append(f"{name} overhead is not modelled for {profile.name}: pass --overhead {name}=GIB")
-    cuda_graph = profile.memory.overheads.get("cuda_graph")
-    if (cuda_graph is not None and not cuda_graph.verified and "cuda_graph" not in (overheads or {})
-            and modelled is None):
-        warnings.append(f"CUDA-graph estimate not subtracted ({cuda_graph.note}); --overhead cuda_graph=GIB")
+    warnings += ([inst.problem] if inst.problem else []) + _overhead_warnings(profile, over, modelled, overheads)
 
     seq_cap, seq_src = (max_num_seqs, "user") if max_num_seqs else scheduler_cap(
         profile, gpu_total_gib, gpu_name, tokens, ctx)
-    if budget == "explicit_context":
-        seq_cap, seq_src = (slots, "user") if slots else (seq_cap, seq_src)
-    slack = (tok_cap or 0) if profile.memory.sliding_window_slack == "max_batched_tokens" else 0
-
-    def limits_at(c: int) -> tuple[float, int, str]:
-        if budget == "explicit_context":
-            kvc = float(tokens // c) if c else 0.0
-        else:
-            kvc = _kv_concurrency(layout, blocks, page, c, slack, profile.memory.hybrid_state_pages_per_request)
-        caps = {"kv": math.floor(kvc)}
-        if seq_cap:
-            caps["max_num_seqs"] = seq_cap
-        if tok_cap:
-            caps["max_batched_tokens"] = tok_cap
-        low = min(caps.values())
-        return kvc, low, "+".join(k for k, v in caps.items() if v == low)
-
-    kvc, conc, binding = limits_at(ctx)
-    one = limits_at(mml)[0] if ctx != mml else kvc
-    if one < 1 and inst.starts:
-        problem = (f"the pool ({tokens} tokens) cannot hold one request of max_model_len {mml}: lower "
-                   "--max-model-len or raise the memory knob")
-        if profile.memory.refuses_below_one_request:  # vllm 0.32.0 kv_cache_utils.check_enough_kv_cache_memory
-            inst = inst.model_copy(update={"starts": False, "problem": f"{problem} ({profile.display_name} refuses "
-                                                                         "to start)"})
-        warnings.append(problem)
-    table = []
-    c = 1024
-    lengths = set()
-    while c <= mml:
-        lengths.add(c)
-        c *= 2
-    lengths.add(mml)
-    for length in sorted(lengths):
-        k, n, b = limits_at(length)
-        table.append(ContextRow(max_model_len=length, kv_concurrency=round(k, 3), concurrency=n, binding=b))
-    pool_range_of: PoolRange | None = None
-    range_missing: str | None
-    dense = card.family == "dense" and card.moe is None
-    if budget == "explicit_context" or knobs.kv_pool_gib is not None:
-        range_missing = "the pool size is set explicitly, not predicted"
-    else:
-        pool_range_of = pool_range(profile.name, dense, tokens)
-        range_missing = None if pool_range_of is not None else (
-            f"not measured: no evaluated start-up logs for {profile.name} with "
-            f"{'dense' if dense else 'MoE, MLA, sliding or hybrid'} models (bench/plan_accuracy.py), so the "
-            "error of this prediction is unknown")
+    if explicit and slots:
+        seq_cap, seq_src = slots, "user"
+    limits = _Limits(explicit=explicit, layout=layout, tokens=tokens, blocks=blocks, page=page,
+                     slack=(tok_cap or 0) if profile.memory.sliding_window_slack == "max_batched_tokens" else 0,
+                     state_pages=profile.memory.hybrid_state_pages_per_request, seq_cap=seq_cap, tok_cap=tok_cap)
+    kvc, conc, binding = limits.at(ctx)
+    inst, problem = _refuse_below_one_request(profile, inst, limits.at(mml)[0] if ctx != mml else kvc, tokens, mml)
+    warnings += [problem] if problem else []
+    pool_range_of, range_missing = _range_of(profile, card, knobs, tokens)
     return CapacityResult(
-        engine=profile.name, budget=budget, gpu_total_gib=gpu_total_gib, tp=tp, pp=pp, instance=inst,
-        overheads=over, overhead_model=modelled, weights_source=(
+        engine=profile.name, budget=profile.memory.budget, gpu_total_gib=gpu_total_gib, tp=tp, pp=pp,
+        instance=inst, overheads=over, overhead_model=modelled, weights_source=(
             "user (--weights-gib)" if weights_gib is not None else card.weights.source or card.weights.origin),
         layout=layout, page_tokens=page, num_blocks=blocks, tokens=tokens, max_model_len=mml,
         context=ctx, kv_concurrency=round(kvc, 4), limits={"kv": math.floor(kvc), "max_num_seqs": seq_cap,
                                                             "max_batched_tokens": tok_cap},
         limit_sources={"max_num_seqs": seq_src, "max_batched_tokens": tok_src}, max_concurrency=conc,
         range=pool_range_of, range_missing=range_missing,
-        binding_limit=binding, table=table, warnings=warnings)
+        binding_limit=binding, table=limits.table(mml), warnings=warnings)

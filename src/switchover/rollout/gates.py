@@ -15,9 +15,10 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, Field, computed_field
 
 from switchover.bench.stats import percentile
+from switchover.config.rollout import GateName, GateThresholds, PrometheusSource
 from switchover.errors import BadInput
 from switchover.gateway.ledger import LedgerSkips, ledger_files, read_ledger_files
-from switchover.gateway.ledger_record import (
+from switchover.ledger_record import (
     ARM_ERROR_OUTCOMES,
     CLIENT_OUTCOMES,
     NOT_AN_ARM_OUTCOMES,
@@ -28,7 +29,6 @@ from switchover.rollout import metric_names as mn
 from switchover.rollout.compare import ComparisonReport, compare_samples, samples_from_ledger
 from switchover.rollout.custom_gates import CustomGateResult, promql_vector
 from switchover.rollout.holding import HoldingReport
-from switchover.rollout.settings import GateName, GateThresholds, PrometheusSource
 from switchover.rollout.verdicts import GateResult, GateVerdict
 
 __all__ = ["GateResult", "GateVerdict"]
@@ -286,7 +286,31 @@ def stream_ledger_rows(path: Path, since: float | None = None, skipped: LedgerSk
     """Request and shadow rows at or after `since`, one at a time (memory flat in the ledger's length);
     unreadable lines are counted in `skipped` once the iterator is exhausted."""
     files = ledger_paths(path)  # checked now, not at the first next()
+    if since is not None:
+        files = files_that_may_hold(files, since)
     return (r for r in read_ledger_files(files, skipped) if since is None or r.ts >= since)
+
+
+CLOCK_SLACK_S = 300.0
+"""How far back the wall clock may have stepped between a row's arrival time and its write (NTP)."""
+
+
+def files_that_may_hold(files: Sequence[Path], since: float) -> list[Path]:
+    """The ledger files that can hold a row that arrived at or after `since` (wall clock): a row is written
+    after its request arrived, so a closed file last modified (well) before `since` holds none and is not read
+    again on every gate tick (the rollout's CPU stays flat in the ledger's age). The newest file is always read."""
+    keep = []
+    for i, p in enumerate(files):
+        if i == len(files) - 1:
+            keep.append(p)
+            continue
+        try:
+            mtime = p.stat().st_mtime
+        except OSError:
+            continue  # rotated away (retention) between the listing and now
+        if mtime >= since - CLOCK_SLACK_S:
+            keep.append(p)
+    return keep
 
 
 def read_ledger_rows(path: Path, since: float | None = None) -> LedgerRows:

@@ -184,20 +184,9 @@ def apply_events(rec: Folded, events: Iterable[tuple[bytes, str | None] | tuple[
             obj = loads(data)
         except orjson.JSONDecodeError:
             obj = None
-        if obj.__class__ is not dict:
-            err = error_event(obj, ev[1], data)
-            if err is None:
-                _malformed(rec, data)
-            else:
-                rec.failure = Failure(FailureKind.STREAM_ERROR, f"error event mid-stream: {err.message[:300]}",
-                                      rec.status, err)
+        if (obj.__class__ is not dict or ev[1] == "error" or "error" in obj or obj.get("object") == "error") \
+                and _error_event(rec, obj, ev[1], data):
             continue
-        if ev[1] == "error" or "error" in obj or obj.get("object") == "error":
-            err = error_event(obj, ev[1], data)
-            if err is not None:
-                rec.failure = Failure(FailureKind.STREAM_ERROR, f"error event mid-stream: {err.message[:300]}",
-                                      rec.status, err)
-                continue
         try:
             choices = obj.get("choices")
             if choices:
@@ -216,13 +205,8 @@ def apply_events(rec: Folded, events: Iterable[tuple[bytes, str | None] | tuple[
                     fr = ch.get("finish_reason")
                     if fr is not None or idx not in finish:
                         finish[idx] = fr
-                    if idx == 0 and detail:
-                        lp = ch.get("logprobs")
-                        if lp is not None:
-                            full = cast(RequestRecord, rec)
-                            if full.logprobs is None:
-                                full.logprobs = []
-                            full.logprobs.append(lp)
+                    if idx == 0 and detail and (lp := ch.get("logprobs")) is not None:
+                        _add_logprobs(cast(RequestRecord, rec), lp)
             if rec.response_id is None or rec.response_model is None or "usage" in obj or "timings" in obj:
                 _apply_common(rec, obj, t_ns if obj.get("usage") else None)
         except _STRUCTURE_ERRORS:
@@ -230,9 +214,24 @@ def apply_events(rec: Folded, events: Iterable[tuple[bytes, str | None] | tuple[
     return False
 
 
-def apply_event(rec: RequestRecord, data: bytes, event: str | None, t_ns: int) -> bool:
-    """Fold one SSE event into the record; True when the stream is finished ([DONE])."""
-    return apply_events(rec, ((data, event),), t_ns)
+def _error_event(rec: Folded, obj: Any, event: str | None, data: bytes) -> bool:
+    """An event that is not a JSON object, or says it is an error: recorded as a mid-stream error (or a malformed
+    event); True when the event is consumed, False when it is an ordinary chunk after all."""
+    err = error_event(obj, event, data)
+    if err is not None:
+        rec.failure = Failure(FailureKind.STREAM_ERROR, f"error event mid-stream: {err.message[:300]}", rec.status,
+                              err)
+        return True
+    if obj.__class__ is not dict:
+        _malformed(rec, data)
+        return True
+    return False
+
+
+def _add_logprobs(rec: RequestRecord, lp: Any) -> None:
+    if rec.logprobs is None:
+        rec.logprobs = []
+    rec.logprobs.append(lp)
 
 
 def body_object(rec: Folded, raw: bytes) -> dict[str, Any] | None:

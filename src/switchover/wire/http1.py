@@ -46,75 +46,41 @@ class ResponseParser:
             data = self._buf + data
             self._buf = b""
         out: list[bytes] = []
+        pos = self._advance(data, out)
+        if pos < len(data):
+            self._buf = data[pos:]
+        if not out:
+            return b""
+        return out[0] if len(out) == 1 else b"".join(out)
+
+    def _advance(self, data: bytes, out: list[bytes]) -> int:
+        """Parse as far as `data` goes, appending body bytes to `out`; returns the position parsing stopped at."""
         pos = 0
         end = len(data)
         state = self._state
         while pos < end:
             if state == _SIZE:  # the hot path: a whole chunk is usually here in one read
-                eol = data.find(b"\r\n", pos, pos + 17)
-                line = data[pos:eol]
-                if eol > pos and line.isalnum():  # the usual 'hex CRLF', without the regex
-                    try:
-                        size = int(line, 16)
-                    except ValueError:
-                        raise HttpProtocolError(f"bad chunk size {line!r}") from None
-                    pos = eol + 2
-                else:  # extensions, a bare LF, or a line not all here yet
-                    m = _CHUNK_LINE(data, pos)
-                    if m is None:
-                        if data.find(b"\n", pos) >= 0:
-                            raise HttpProtocolError(f"bad chunk-size line {data[pos:pos + 40]!r}")
-                        if end - pos > _MAX_LINE:
-                            raise HttpProtocolError("chunk-size line too long")
-                        break
-                    size = int(m.group(1), 16)
-                    pos = m.end()
-                if size:
-                    stop = pos + size
-                    if data.startswith(b"\r\n", stop):  # the whole chunk is here: take it in one step
-                        out.append(data[pos:stop])
-                        pos = stop + 2
-                    else:
-                        self._left = size
-                        state = _DATA
-                else:
-                    state = _TRAILER
-            elif state == _DATA:
-                take = self._left if self._left < end - pos else end - pos
-                out.append(data[pos:pos + take])
-                pos += take
-                self._left -= take
-                if self._left == 0:
-                    state = _DATA_END
-            elif state == _DATA_END:
-                if data[pos] == 0x0A:  # bare LF, tolerated
-                    pos += 1
-                elif data[pos] == 0x0D:
-                    if end - pos < 2:
-                        break
-                    if data[pos + 1] != 0x0A:
-                        raise HttpProtocolError("chunk not followed by CRLF")
-                    pos += 2
-                else:
-                    raise HttpProtocolError("chunk not followed by CRLF")
-                state = _SIZE
-            elif state == _LENGTH:
-                take = self._left if self._left < end - pos else end - pos
-                out.append(data[pos:pos + take])
-                pos += take
-                self._left -= take
-                if self._left == 0:
-                    state = _DONE
-            elif state == _TRAILER:
-                eol = data.find(b"\n", pos)
-                if eol < 0:
-                    if end - pos > _MAX_LINE:
-                        raise HttpProtocolError("trailer line too long")
+                got = self._chunk(data, pos, end, out)
+                if got is None:  # the size line is not all here yet
                     break
-                blank = not data[pos:eol].strip()
-                pos = eol + 1
-                if blank:
-                    state = _DONE
+                state, pos = got
+            elif state in (_DATA, _LENGTH):  # a chunk's data, or a Content-Length body
+                take = self._left if self._left < end - pos else end - pos
+                out.append(data[pos:pos + take])
+                pos += take
+                self._left -= take
+                if self._left == 0:
+                    state = _DATA_END if state == _DATA else _DONE
+            elif state == _DATA_END:
+                nxt = _after_crlf(data, pos, end)
+                if nxt == pos:
+                    break
+                pos, state = nxt, _SIZE
+            elif state == _TRAILER:
+                nxt, blank = _trailer_line(data, pos, end)
+                if nxt == pos:
+                    break
+                pos, state = nxt, (_DONE if blank else _TRAILER)
             elif state == _UNTIL_CLOSE:
                 out.append(data[pos:] if pos else data)
                 pos = end
@@ -129,11 +95,22 @@ class ResponseParser:
         if state == _DONE:
             self.done = True
         self._state = state
-        if pos < end:
-            self._buf = data[pos:]
-        if not out:
-            return b""
-        return out[0] if len(out) == 1 else b"".join(out)
+        return pos
+
+    def _chunk(self, data: bytes, pos: int, end: int, out: list[bytes]) -> tuple[int, int] | None:
+        """A chunk-size line and, when it is all here, the chunk: (new state, new position); None when the size
+        line is not all here yet."""
+        got = _size_line(data, pos, end)
+        if got is None:
+            return None
+        size, pos = got
+        if not size:
+            return _TRAILER, pos
+        if data.startswith(b"\r\n", pos + size):  # the whole chunk is here: take it in one step
+            out.append(data[pos:pos + size])
+            return _SIZE, pos + size + 2
+        self._left = size
+        return _DATA, pos
 
     def eof(self) -> None:
         """The peer closed: a read-until-close body is now complete; anything else is cut short."""
@@ -153,52 +130,103 @@ class ResponseParser:
             if len(data) - pos > _MAX_HEAD:
                 raise HttpProtocolError("response head too large")
             return _HEAD, pos
-        lines = data[pos:stop].decode("latin-1").split("\n")
         nxt = stop + skip
-        status_line = lines[0].rstrip("\r")
-        parts = status_line.split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or len(parts[1]) != 3 or not parts[1].isdigit():
-            raise HttpProtocolError(f"bad status line {status_line[:80]!r}")
-        status = int(parts[1])
-        headers: dict[str, str] = {}
-        for raw in lines[1:]:
-            name, sep, value = raw.rstrip("\r").partition(":")
-            if not sep or not name or name != name.strip():
-                raise HttpProtocolError(f"bad header line {raw[:80]!r}")
-            key = name.lower()
-            value = value.strip()
-            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        version, status, headers = _parse_head(data[pos:stop].decode("latin-1").split("\n"))
         if 100 <= status < 200 and status != 101:  # 100 Continue, 103 Early Hints: a final head follows
             return _HEAD, nxt
         self.status = status
         self.headers = headers
         conn = headers.get("connection", "").lower()
-        self.keep_alive = "close" not in conn if parts[0] != "HTTP/1.0" else "keep-alive" in conn
-        te = headers.get("transfer-encoding", "").lower()
+        self.keep_alive = "close" not in conn if version != "HTTP/1.0" else "keep-alive" in conn
         if status == 101:  # the connection now speaks another protocol
             self.keep_alive = False
             return _DONE, nxt
         if status in (204, 304) or self._no_body:  # no body
             return _DONE, nxt
-        if te:
-            codings = te.replace(" ", "").replace("\t", "").split(",")
-            if codings[-1] != "chunked":
-                self.keep_alive = False
-                return _UNTIL_CLOSE, nxt
-            if len(codings) > 1:
-                raise HttpProtocolError(f"transfer coding {te[:40]!r} not supported")
-            return _SIZE, nxt
-        cl = headers.get("content-length")
-        if cl is not None:
-            if not cl.isdigit():
-                values = {v.strip() for v in cl.split(",")}
-                if len(values) != 1 or not next(iter(values)).isdigit():
-                    raise HttpProtocolError(f"bad Content-Length {cl[:40]!r}")
-                cl = values.pop()
-            self._left = int(cl)
-            return (_LENGTH if self._left else _DONE), nxt
-        self.keep_alive = False
-        return _UNTIL_CLOSE, nxt
+        state, self._left = _framing(headers)
+        if state == _UNTIL_CLOSE:
+            self.keep_alive = False
+        return state, nxt
+
+
+def _size_line(data: bytes, pos: int, end: int) -> tuple[int, int] | None:
+    """A chunk-size line at `pos`: (size, position after it); None when it is not all here yet."""
+    eol = data.find(b"\r\n", pos, pos + 17)
+    line = data[pos:eol]
+    if eol > pos and line.isalnum():  # the usual 'hex CRLF', without the regex
+        try:
+            return int(line, 16), eol + 2
+        except ValueError:
+            raise HttpProtocolError(f"bad chunk size {line!r}") from None
+    m = _CHUNK_LINE(data, pos)  # extensions, a bare LF, or a line not all here yet
+    if m is None:
+        if data.find(b"\n", pos) >= 0:
+            raise HttpProtocolError(f"bad chunk-size line {data[pos:pos + 40]!r}")
+        if end - pos > _MAX_LINE:
+            raise HttpProtocolError("chunk-size line too long")
+        return None
+    return int(m.group(1), 16), m.end()
+
+
+def _after_crlf(data: bytes, pos: int, end: int) -> int:
+    """The position after the CRLF (or bare LF) that ends a chunk's data; `pos` when it is not all here yet."""
+    if data[pos] == 0x0A:  # bare LF, tolerated
+        return pos + 1
+    if data[pos] == 0x0D:
+        if end - pos < 2:
+            return pos
+        if data[pos + 1] == 0x0A:
+            return pos + 2
+    raise HttpProtocolError("chunk not followed by CRLF")
+
+
+def _trailer_line(data: bytes, pos: int, end: int) -> tuple[int, bool]:
+    """(position after one trailer line, whether it was the blank line that ends them); `pos` when not all here."""
+    eol = data.find(b"\n", pos)
+    if eol < 0:
+        if end - pos > _MAX_LINE:
+            raise HttpProtocolError("trailer line too long")
+        return pos, False
+    return eol + 1, not data[pos:eol].strip()
+
+
+def _parse_head(lines: list[str]) -> tuple[str, int, dict[str, str]]:
+    """The status line and header lines: (HTTP version, status, lower-cased headers with repeats joined)."""
+    status_line = lines[0].rstrip("\r")
+    parts = status_line.split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or len(parts[1]) != 3 or not parts[1].isdigit():
+        raise HttpProtocolError(f"bad status line {status_line[:80]!r}")
+    headers: dict[str, str] = {}
+    for raw in lines[1:]:
+        name, sep, value = raw.rstrip("\r").partition(":")
+        if not sep or not name or name != name.strip():
+            raise HttpProtocolError(f"bad header line {raw[:80]!r}")
+        key = name.lower()
+        value = value.strip()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return parts[0], int(parts[1]), headers
+
+
+def _framing(headers: dict[str, str]) -> tuple[int, int]:
+    """How the body of a response that has one ends: (state, Content-Length bytes left)."""
+    te = headers.get("transfer-encoding", "").lower()
+    if te:
+        codings = te.replace(" ", "").replace("\t", "").split(",")
+        if codings[-1] != "chunked":
+            return _UNTIL_CLOSE, 0
+        if len(codings) > 1:
+            raise HttpProtocolError(f"transfer coding {te[:40]!r} not supported")
+        return _SIZE, 0
+    cl = headers.get("content-length")
+    if cl is None:
+        return _UNTIL_CLOSE, 0
+    if not cl.isdigit():
+        values = {v.strip() for v in cl.split(",")}
+        if len(values) != 1 or not next(iter(values)).isdigit():
+            raise HttpProtocolError(f"bad Content-Length {cl[:40]!r}")
+        cl = values.pop()
+    left = int(cl)
+    return (_LENGTH if left else _DONE), left
 
 
 class LlhttpResponseParser:

@@ -178,3 +178,20 @@ def test_vllm_sliding_layers_keep_window_plus_batched_tokens() -> None:
                                                rel=1e-3)  # 4096 + 8191 > 8192: slides like a full layer
     assert small.kv_concurrency > big.kv_concurrency  # 4096 + 511 tokens per sliding layer
     assert sgl.kv_concurrency / (sgl.tokens / 8192) == pytest.approx(8192 * 2 / (8192 + 4096 + 1), rel=1e-3)
+
+
+def test_fp8_kv_warning_comes_from_the_engine_profile() -> None:
+    """vLLM's fp8-KV facts below sm89 are its profile's (a 1-byte pool, a dequantizing backend, cited to its
+    source); an engine whose profile has none says so instead of borrowing vLLM's words (issue 12 §7)."""
+    from switchover.engines import load_profile
+    from switchover.hardware import check_capabilities
+
+    vllm, sglang = load_profile("vllm"), load_profile("sglang")
+    [w] = check_capabilities("8.6", kv_dtype="fp8", engine=vllm)
+    assert w.consequence == vllm.memory.fp8_kv_below.consequence and "fa_utils.py" in w.source
+    assert w.needs == f"sm{vllm.memory.fp8_kv_below.min_sm}"
+    assert check_capabilities("8.9", kv_dtype="fp8", engine=vllm) == []
+    assert sglang.memory.fp8_kv_below is None
+    [s] = check_capabilities("8.6", kv_dtype="fp8_e4m3", engine=sglang)
+    assert "not in its profile" in s.consequence and "FlashAttention" not in s.consequence
+    assert check_capabilities("9.0", kv_dtype="fp8", engine=sglang) == []

@@ -144,7 +144,8 @@ def capacity_cmd(
                       max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens, weights_gib=weights_gib,
                       overheads=_overheads(overhead), slots=slots, engine_version=engine_version, eager=eager,
                       free_gib=free_gib, draft_layers=draft_layers)
-    caps = check_capabilities(cc, model_dtype=card.dtype, kv_dtype=kv_dtype, quantization=card.weights.quantization)
+    caps = check_capabilities(cc, model_dtype=card.dtype, kv_dtype=kv_dtype, quantization=card.weights.quantization,
+                              engine=profile)
     result.warnings.extend(f"{c.setting} needs {c.needs}, GPU is {c.have}: {c.consequence}" for c in caps)
     if json_out:
         print_json(result)

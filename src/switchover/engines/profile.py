@@ -209,6 +209,15 @@ class OverheadBand(_Cited):
         return value
 
 
+class Fp8KvBelow(_Cited):
+    """What the engine does with an fp8 KV cache on a GPU below `min_sm` (hardware/capability.py warns with it)."""
+
+    min_sm: int = Field(description="compute capability (e.g. 89) from which the engine reads fp8 KV natively")
+    pool_bytes_per_element: float = Field(description="bytes per KV element the pool is sized with below min_sm "
+                                          "(1: still fp8; 2: the engine falls back to 16-bit KV)")
+    consequence: str = Field(description="what the user gets below min_sm, from the engine's source")
+
+
 class MemorySemantics(_Cited):
     """How the engine turns its memory knob into a KV pool (engines.md §1e, capacity.md §2)."""
 
@@ -237,6 +246,8 @@ class MemorySemantics(_Cited):
                                             "one request of max_model_len")
     cuda_context_gib: float | None = Field(default=None, description="memory a fresh process holds before loading "
                                            "(CUDA context): free at start = total - this")
+    fp8_kv_below: Fp8KvBelow | None = Field(default=None, description="fp8 KV cache on GPUs without native fp8 "
+                                            "support in this engine (None: not read from its source)")
 
 
 class LaunchAlias(BaseModel):

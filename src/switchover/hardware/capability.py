@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from switchover.engines.profile import EngineProfile
 
 CAPABILITY_SOURCE = ("seed 004 §1 (fp8 KV on A100 falls back without a warning); bf16 needs sm80 (CUDA bf16 "
                      "tensor cores, Ampere+); fp8 tensor cores need sm89 (Ada/Hopper)")
@@ -25,11 +30,36 @@ def _sm(cc: str | None) -> int | None:
     return int(major) * 10 + int(minor or 0)
 
 
+def _fp8_kv_warning(sm: int, kv_dtype: str, engine: EngineProfile | None) -> CapabilityWarning | None:
+    """The engine's own fp8-KV facts below native support (profile `memory.fp8_kv_below`); without an engine, the
+    reference engine's (vLLM); an engine whose profile has none gets a warning that says it is not known."""
+    if engine is None:
+        from switchover.engines import load_profile
+
+        engine = load_profile("vllm")
+    facts = engine.memory.fp8_kv_below
+    setting = f"kv_cache_dtype {kv_dtype}"
+    if facts is None:
+        if sm >= 89:
+            return None
+        return CapabilityWarning(
+            setting=setting, needs="sm89 (fp8)", have=f"sm{sm}",
+            consequence=f"what {engine.display_name} does with fp8 KV on this GPU is not in its profile (not read "
+                        "from its source): the pool is planned at 1 byte per element; check its start-up log for "
+                        "the KV dtype and the token count",
+            source=f"{engine.name} profile: no memory.fp8_kv_below")
+    if sm >= facts.min_sm:
+        return None
+    return CapabilityWarning(setting=setting, needs=f"sm{facts.min_sm}", have=f"sm{sm}",
+                             consequence=facts.consequence, source=f"{engine.name}: {facts.source}")
+
+
 def check_capabilities(compute_capability: str | None, *, dtype: str = "auto", model_dtype: str = "bfloat16",
-                       kv_dtype: str = "auto", quantization: str | None = None) -> list[CapabilityWarning]:
-    """Warnings for bf16 below sm80, fp8 KV cache below sm89, fp8 weights below sm89. Without a compute
-    capability nothing can be checked: one warning says which settings went unchecked (never an empty list that
-    reads as "all fine")."""
+                       kv_dtype: str = "auto", quantization: str | None = None,
+                       engine: EngineProfile | None = None) -> list[CapabilityWarning]:
+    """Warnings for bf16 below sm80, fp8 KV cache below the engine's native fp8 support (its profile), fp8
+    weights below sm89. Without a compute capability nothing can be checked: one warning says which settings went
+    unchecked (never an empty list that reads as "all fine")."""
     sm = _sm(compute_capability)
     if sm is None:
         asked = [s for s, wanted in (
@@ -50,14 +80,8 @@ def check_capabilities(compute_capability: str | None, *, dtype: str = "auto", m
         out.append(CapabilityWarning(setting=f"dtype {dtype} (model {model_dtype})", needs="sm80", have=have,
                                      consequence="served in float16 instead: different numerics, overflow risk on "
                                                  "bf16-trained weights"))
-    if kv_dtype.lower().startswith("fp8") and sm < 89:
-        out.append(CapabilityWarning(
-            setting=f"kv_cache_dtype {kv_dtype}", needs="sm89", have=have,
-            consequence="the pool is still 1 byte per element (the tokens planned here), but FlashAttention "
-                        "cannot read fp8 KV on this GPU: the engine picks a backend that dequantizes it (Triton, "
-                        "FlashInfer), slower than 16-bit KV; fp8_e5m2 is refused by FlashAttention everywhere",
-            source="vllm 0.32.0: vllm/v1/attention/backends/fa_utils.py flash_attn_supports_kv_cache_dtype and "
-                   "the backend fallback in platforms/cuda.py; RTX 3090 logs with a 1-byte KV pool (issue 12 §7)"))
+    if kv_dtype.lower().startswith("fp8") and (warning := _fp8_kv_warning(sm, kv_dtype, engine)) is not None:
+        out.append(warning)
     if (quantization or "").lower().startswith("fp8") and sm < 89:
         out.append(CapabilityWarning(setting=f"quantization {quantization}", needs="sm89", have=have,
                                      consequence="weight-only fp8 (dequantised to 16-bit for compute) or refusal "

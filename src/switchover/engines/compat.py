@@ -1,0 +1,260 @@
+"""Driver / CUDA x engine build compatibility: can this engine version run on that host's driver and GPUs?
+
+Facts are data (`engines/data/matrix/compat.yaml`, cited, verified or not): CUDA minor-version compatibility per
+major family, each toolkit's own driver, and per engine version the CUDA it was built with and the lowest compute
+capability it ships kernels for. A version the data does not know is "unknown", never assumed to run.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from switchover.engines.formats import ENGINES
+from switchover.engines.versions import parse_version, version_matches
+from switchover.errors import BadInput
+
+Status = Literal["ok", "degraded", "fails", "unknown"]
+_DRIVER = re.compile(r"^\d{1,4}(\.\d{1,4}){0,2}$")
+_CUDA = re.compile(r"^\d{1,2}\.\d{1,2}$")
+
+
+class _Cited(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str
+    verified: bool
+    note: str | None = None
+
+    @field_validator("source")
+    @classmethod
+    def _cited(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("every compatibility fact needs a source")
+        return value
+
+
+def _driver_field(value: str) -> str:
+    if not _DRIVER.match(value):
+        raise ValueError(f"not a driver version: {value!r} (e.g. 570.124.06)")
+    return value
+
+
+def _cuda_field(value: str) -> str:
+    if not _CUDA.match(value):
+        raise ValueError(f"not a CUDA version: {value!r} (e.g. 12.8)")
+    return value
+
+
+class CudaFamily(_Cited):
+    """Minor-version compatibility: the lowest driver any CUDA <major>.x binary runs on (limited feature set)."""
+
+    cuda_major: int = Field(ge=1, le=99)
+    min_driver: str
+
+    _check_driver = field_validator("min_driver")(classmethod(lambda cls, v: _driver_field(v)))
+
+
+class CudaToolkit(_Cited):
+    """The driver a CUDA toolkit release ships with: full feature set, PTX JIT included."""
+
+    cuda: str
+    min_driver: str
+
+    _check_cuda = field_validator("cuda")(classmethod(lambda cls, v: _cuda_field(v)))
+    _check_driver = field_validator("min_driver")(classmethod(lambda cls, v: _driver_field(v)))
+
+
+class EngineBuild(_Cited):
+    """One engine build: versions it covers, its CUDA, the lowest compute capability it has kernels for."""
+
+    engine: str
+    versions: str
+    cuda: str
+    min_sm: int | None = Field(default=None, ge=0, le=200)
+    default: bool = Field(description="False: a variant that must be asked for (e.g. a +cu130 wheel)")
+    torch: str | None = None
+
+    _check_cuda = field_validator("cuda")(classmethod(lambda cls, v: _cuda_field(v)))
+
+    @field_validator("versions")
+    @classmethod
+    def _spec(cls, value: str) -> str:
+        version_matches(value, (0,))  # ValueError on a malformed clause
+        return value
+
+
+class CompatData(BaseModel):
+    """The whole compatibility file, cross-checked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cuda_families: list[CudaFamily]
+    cuda_toolkits: list[CudaToolkit]
+    builds: list[EngineBuild]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CompatData:
+        majors = {f.cuda_major for f in self.cuda_families}
+        for i, b in enumerate(self.builds):
+            if b.engine not in ENGINES:
+                raise ValueError(f"builds.{i}.engine: unknown engine {b.engine!r} (known: {', '.join(ENGINES)})")
+            if int(b.cuda.split(".")[0]) not in majors:
+                raise ValueError(f"builds.{i}.cuda: no cuda_families entry for CUDA {b.cuda.split('.')[0]}.x")
+        return self
+
+    def family(self, cuda: str) -> CudaFamily | None:
+        major = int(cuda.split(".")[0])
+        return next((f for f in self.cuda_families if f.cuda_major == major), None)
+
+    def toolkit(self, cuda: str) -> CudaToolkit | None:
+        return next((t for t in self.cuda_toolkits if t.cuda == cuda), None)
+
+    def builds_for(self, engine: str, version: tuple[int, ...]) -> list[EngineBuild]:
+        return [b for b in self.builds if b.engine == engine and version_matches(b.versions, version)]
+
+
+def parse_compat(data: Any, what: str = "compat.yaml") -> CompatData:
+    """Validated compatibility data; BadInput naming the field otherwise."""
+    try:
+        return CompatData.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        raise BadInput(f"{what}: {loc + ': ' if loc else ''}{first['msg'].removeprefix('Value error, ')}") from None
+
+
+@cache
+def load_compat() -> CompatData:
+    """The packaged data (engines/data/matrix/compat.yaml)."""
+    text = resources.files("switchover.engines").joinpath("data", "matrix", "compat.yaml").read_text(
+        encoding="utf-8")
+    return parse_compat(yaml.safe_load(text))
+
+
+# ---- a pinned engine -------------------------------------------------------------------------------------------
+
+
+class EnginePin(BaseModel):
+    """An engine and, when pinned, its version (`vllm==0.11.0`)."""
+
+    engine: str
+    version: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.engine}=={self.version}" if self.version else self.engine
+
+
+def parse_pin(text: str) -> EnginePin:
+    """`ENGINE` or `ENGINE==VERSION`; BadInput naming the value otherwise."""
+    from switchover.engines import load_profile
+
+    name, sep, version = text.strip().partition("==")
+    if not name.strip():
+        raise BadInput(f"--engine {text[:60]!r}: expected ENGINE or ENGINE==VERSION, e.g. vllm==0.11.0")
+    profile = load_profile(name.strip())  # BadInput naming the known engines
+    if sep and parse_version(version.strip()) is None:
+        raise BadInput(f"--engine {text[:60]!r}: {version.strip()[:40]!r} is not a version number (e.g. 0.11.0)")
+    return EnginePin(engine=profile.name, version=version.strip() if sep else None)
+
+
+# ---- checking a build against a host ---------------------------------------------------------------------------
+
+
+class CompatFinding(BaseModel):
+    """Whether one engine build runs on one host, and why."""
+
+    engine: str
+    version: str | None
+    build_cuda: str | None = None
+    default_build: bool | None = None
+    status: Status
+    message: str
+    sources: list[str] = Field(default_factory=list)
+    verified: bool = False
+
+
+def _driver_tuple(text: str | None) -> tuple[int, ...] | None:
+    if not text or not _DRIVER.match(text.strip()):
+        return None
+    return tuple(int(x) for x in text.strip().split("."))
+
+
+def _ge(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    n = max(len(a), len(b))
+    return a + (0,) * (n - len(a)) >= b + (0,) * (n - len(b))
+
+
+def _sm(cc: str | None) -> int | None:
+    major, _, minor = (cc or "").partition(".")
+    return int(major) * 10 + int(minor or 0) if major.isdigit() and (minor or "0").isdigit() else None
+
+
+def check_build(build: EngineBuild, version: str, driver: str | None, gpu_ccs: list[str | None],
+                data: CompatData) -> CompatFinding:
+    """One build against a host's driver version and GPUs' compute capabilities."""
+    base: dict[str, Any] = {"engine": build.engine, "version": version, "build_cuda": build.cuda,
+                            "default_build": build.default}
+    sources = [build.source]
+    verified = build.verified
+    label = f"{build.engine} {version} (CUDA {build.cuda} build{'' if build.default else ', a non-default variant'})"
+    sms = [_sm(cc) for cc in gpu_ccs]
+    known = [s for s in sms if s is not None]
+    if build.min_sm is not None and known and min(known) < build.min_sm:
+        return CompatFinding(**base, status="fails", sources=sources, verified=verified,
+                             message=f"{label} ships kernels for sm{build.min_sm} and newer; the host has "
+                                     f"sm{min(known)}")
+    family, toolkit = data.family(build.cuda), data.toolkit(build.cuda)
+    if family is None:  # the validator makes this impossible for packaged data
+        return CompatFinding(**base, status="unknown", message=f"no CUDA {build.cuda} family data")
+    sources.append(family.source)
+    verified = verified and family.verified
+    host = _driver_tuple(driver)
+    fam_min = _driver_tuple(family.min_driver) or (0,)
+    need = f"driver >= {family.min_driver} (CUDA {family.cuda_major}.x minor-version compatibility)"
+    if toolkit is not None:
+        sources.append(toolkit.source)
+        need += f", >= {toolkit.min_driver} for the full CUDA {build.cuda} feature set"
+    if host is None:
+        return CompatFinding(**base, status="unknown", sources=sources, verified=verified,
+                             message=f"{label} needs {need}; the host's driver is not known "
+                                     "(fingerprint the host with `switchover hw fingerprint --json`)")
+    if not _ge(host, fam_min):
+        return CompatFinding(**base, status="fails", sources=sources, verified=verified,
+                             message=f"{label} cannot run on driver {driver}: needs {need}")
+    if toolkit is not None and not _ge(host, _driver_tuple(toolkit.min_driver) or (0,)):
+        return CompatFinding(**base, status="degraded", sources=sources, verified=verified and toolkit.verified,
+                             message=f"{label} runs on driver {driver} only through minor-version compatibility "
+                                     f"(below {toolkit.min_driver}): kernels that need PTX JIT for a newer toolkit "
+                                     "fail (cudaErrorUnsupportedPtxVersion)" + (f"; {build.note}" if build.note
+                                                                               else ""))
+    tail = "" if toolkit is not None else f" (CUDA {build.cuda}'s own driver minimum is not in the data)"
+    return CompatFinding(**base, status="ok", sources=sources, verified=verified,
+                         message=f"{label} runs on driver {driver}: needs {need}{tail}")
+
+
+def check_engine(pin: EnginePin, driver: str | None, gpu_ccs: list[str | None], gpu_present: bool,
+                 data: CompatData | None = None) -> list[CompatFinding]:
+    """Every known build of a pinned engine version against a host (one finding per build)."""
+    d = data or load_compat()
+    if pin.version is None:
+        return [CompatFinding(engine=pin.engine, version=None, status="unknown",
+                              message=f"{pin.engine}: no version pinned, so its CUDA build is unknown (pass "
+                                      f"--engine {pin.engine}==VERSION)")]
+    if not gpu_present:
+        return [CompatFinding(engine=pin.engine, version=pin.version, status="unknown",
+                              message=f"{pin.label}: the host has no GPU; CUDA builds cannot run there (a CPU "
+                                      "build is another package)")]
+    version = parse_version(pin.version)
+    builds = d.builds_for(pin.engine, version) if version else []
+    if not builds:
+        return [CompatFinding(engine=pin.engine, version=pin.version, status="unknown",
+                              message=f"{pin.label}: the compatibility data has no build of this version "
+                                      "(engines/data/matrix/compat.yaml), so its driver needs are unknown")]
+    return [check_build(b, pin.version, driver, gpu_ccs, d) for b in builds]

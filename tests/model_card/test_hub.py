@@ -81,3 +81,68 @@ def test_an_id_the_hub_would_refuse_is_bad_input_not_a_traceback(ref: str, tmp_p
     monkeypatch.chdir(tmp_path)
     with pytest.raises(BadInput, match="valid Hugging Face repo id"):
         fetch_repo(ref, cache_dir=tmp_path, offline=True)
+
+
+class _Sibling:
+    def __init__(self, name: str, size: int | None) -> None:
+        self.rfilename, self.size = name, size
+
+
+class _Info:
+    def __init__(self, files: dict[str, int | None]) -> None:
+        self.sha = COMMIT
+        self.siblings = [_Sibling(n, s) for n, s in files.items()]
+
+
+def _fake_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, files: dict[str, int | None]) -> list[str]:
+    """The hub's file list (names and sizes) and a downloader that records what it was asked to write."""
+    import huggingface_hub
+
+    written: list[str] = []
+
+    def download(repo_id: str, filename: str, revision: str | None = None, cache_dir: str | None = None) -> str:
+        written.append(filename)
+        path = tmp_path / "snap" / filename
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(C.LLAMA_8B if filename == "config.json" else {}))
+        return str(path)
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", lambda self, *a, **k: _Info(files))
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    return written
+
+
+def test_online_only_the_planner_files_are_downloaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    written = _fake_hub(monkeypatch, tmp_path, {
+        "config.json": 700, "model.safetensors.index.json": 30_000, "tokenizer.json": 9_000_000,
+        "model-00001-of-00002.safetensors": 5 * 2**30, "original/consolidated.00.pth": 8 * 2**30, "README.md": 10})
+    path = fetch_repo("Org/Model", cache_dir=tmp_path, offline=False)
+    assert path == tmp_path / "snap"
+    assert written == ["config.json", "model.safetensors.index.json", "tokenizer.json"]
+
+
+@pytest.mark.parametrize(("files", "match"), [
+    ({"config.json": 700, "tokenizer.json": 200 * 2**20}, r"tokenizer\.json is 200 MiB"),
+    ({"config.json": 700, "model.safetensors.index.json": None}, "did not report the size"),
+    ({"model.safetensors.index.json": 30_000}, r"no config\.json"),
+])
+def test_online_files_are_size_checked_before_anything_is_written(files: dict[str, int | None], match: str,
+                                                                  tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    written = _fake_hub(monkeypatch, tmp_path, files)
+    with pytest.raises(BadInput, match=match):
+        fetch_repo("Org/Model", cache_dir=tmp_path, offline=False)
+    assert written == []  # refused from the file list: not one file reached the disk
+
+
+def test_an_unreachable_hub_falls_back_to_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub
+
+    def unreachable(self: object, *a: object, **k: object) -> None:
+        raise OSError("Name or service not known")
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", unreachable)
+    snap = _cache(tmp_path, "Org/Cached", {"config.json": C.LLAMA_8B})
+    assert fetch_repo("Org/Cached", cache_dir=tmp_path, offline=False) == snap
+    with pytest.raises(BadInput, match="could not be reached"):
+        fetch_repo("Org/NotCached", cache_dir=tmp_path, offline=False)

@@ -43,6 +43,7 @@ SPECS: dict[str, Spec] = {
     "hw gpus": Spec(lambda w: []),
     "hw diff": Spec(lambda w: [("@a", "catalog:H100-80G"), ("@b", "catalog:A100-80Gx8")],
                     {"@a": "fingerprint", "@b": "fingerprint"}),
+    "hw startlog": Spec(lambda w: [("@log", w.path("prompt.txt")), ("--engine", "vllm")], {"@log": "text_file"}),
     "probe": Spec(lambda w: [("--old", CLOSED), ("--new", CLOSED), ("--budget-s", "1")],
                   {"@url": "url"}, {"@url": ("--old", "--new"), "--config": ("--old", "--new")}),
     "verify": Spec(lambda w: [("--old", CLOSED), ("--new", CLOSED), ("--structured", "0"), ("--no-long-inputs", None)],

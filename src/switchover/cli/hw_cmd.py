@@ -73,3 +73,6 @@ def diff_cmd(
     for c in result.changes:
         table.add_row(escape(c.field), escape(c.a or "-"), escape(c.b or "-"), escape(c.impact))
     console.print(table)
+
+from switchover.cli.startlog_cmd import register as _register_startlog  # noqa: E402, I001
+_register_startlog(app)

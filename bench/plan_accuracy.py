@@ -104,6 +104,28 @@ def _logged_tokens(logged: dict[str, Any]) -> int | None:
     return None
 
 
+def logged_fraction(point: dict[str, Any]) -> float | None:
+    """The memory fraction the logged parts add up to, where the log breaks the budget down (vLLM: weights +
+    activation + non-torch + KV = util x total, vllm/v1/worker/gpu_worker.py determine_available_memory), else None."""
+    logged = point.get("logged") or {}
+    parts = [logged.get(k) for k in ("weights_gib", "activation_gib", "non_torch_gib", "kv_gib")]
+    if point["engine"] != "vllm" or any(p is None for p in parts) or not logged.get("starts", True):
+        return None
+    total, _ = _gpu(point)
+    return sum(parts) / total if total else None
+
+
+def consistency_note(point: dict[str, Any]) -> str | None:
+    """A point whose logged parts add up to another memory fraction than its flags say: the flags (not the model)
+    are then wrong, and the blind error of that point measures the data, not the planner."""
+    implied = logged_fraction(point)
+    flag = (point.get("flags") or {}).get("memory_fraction", 0.9)
+    if implied is None or abs(implied - flag) <= 0.005:
+        return None
+    return (f"inconsistent point: the logged weights + activation + non-torch + KV add up to {implied:.3f} x the GPU "
+            f"total, but the flags say memory_fraction {flag:g}")
+
+
 def evaluate(point: dict[str, Any], configs: dict[str, Any]) -> Row:
     """Blind and given-memory predictions for one logged point."""
     logged = point.get("logged") or {}
@@ -114,6 +136,8 @@ def evaluate(point: dict[str, Any], configs: dict[str, Any]) -> Row:
     row = Row(id=point["id"], set=point["set"], engine=point["engine"], version=str(point.get("version", "?")),
               cls=point["class"], unit=unit, logged=value, logged_starts=bool(logged.get("starts", True)),
               weights_logged_gib=logged.get("weights_gib"), link=point["link"])
+    if (note := consistency_note(point)) is not None:
+        row.notes.append(note)
     card = card_from_config(configs[point["model"]], name=point["model"])
     profile = load_profile(point["engine"])
     tp = int(point.get("tp", 1))
@@ -282,7 +306,8 @@ def print_rows(rows: list[Row]) -> None:
                                                          "yes" if r.blind_starts else "NO")
         print(f"{r.id[:44]:<44} {r.set:<11} {r.engine:<8} {r.cls:<12} {r.unit[:7]:<7} {fmt(r.logged):>12} "
               f"{fmt(r.blind):>12} {_pct(r.blind_error):>8} {fmt(r.given):>12} {_pct(r.given_error):>8}  {fit}"
-              + (f"  [blind: {r.blind_missing}]" if r.blind_missing else ""))
+              + (f"  [blind: {r.blind_missing}]" if r.blind_missing else "")
+              + "".join(f"  [{n}]" for n in r.notes))
 
 
 def print_summary(summary: list[dict[str, Any]]) -> None:
@@ -352,6 +377,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{TARGETS['blind_max']:.0%}; given-memory median <= {TARGETS['given_median']:.1%}")
         if args.set != "calibration":
             print("targets " + ("missed: " + "; ".join(missed) if missed else "met"))
+        for r in rows:
+            for note in r.notes:
+                print(f"{r.id}: {note}")
     if args.write_residuals:
         data = {"generated_by": "python bench/plan_accuracy.py --write-residuals",
                 "note": "signed blind errors (predicted/logged - 1) of the evaluation set in bench/data/"

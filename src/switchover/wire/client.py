@@ -281,7 +281,6 @@ class EngineClient:
         loop = asyncio.get_running_loop()
         t = self.timeouts
         total_deadline = loop.time() + t.total
-        phase = FailureKind.FIRST_BYTE_TIMEOUT
         try:
             async with asyncio.timeout_at(min(total_deadline, loop.time() + t.first_byte)) as cm:
                 async with session.post(url, data=payload, headers=headers) as resp:
@@ -302,37 +301,11 @@ class EngineClient:
                         else:
                             apply_body(rec, whole)
                         return
-                    content = resp.content
-                    data = await content.readany()
-                    now_ns = time.perf_counter_ns()
-                    rec.first_byte_ns = now_ns
-                    phase = FailureKind.IDLE_TIMEOUT
-                    parser = SSEParser()
-                    while data:
-                        # readany() hands out one HTTP chunk at a time; whatever else is already buffered
-                        # arrived together with it and gets the same timestamp
-                        more = content.read_nowait()
-                        if more:
-                            data += more
-                        apply_events(rec, parser.feed(data), now_ns)
-                        if parser.pending > t.max_body:
-                            rec.end_ns = now_ns
-                            join_streamed_text(rec)
-                            too_large(rec, "an unfinished SSE event", t.max_body)
-                            resp.close()
-                            return
-                        cm.reschedule(min(total_deadline, loop.time() + t.idle))
-                        data = await content.readany()
-                        now_ns = time.perf_counter_ns()
-                    apply_events(rec, parser.finish(), now_ns)
-                    rec.end_ns = now_ns
-                    join_streamed_text(rec)
-                    if rec.failure is None and not ended(rec):
-                        rec.failure = Failure(
-                            FailureKind.TRUNCATED, "stream ended without finish_reason or [DONE]", rec.status
-                        )
+                    await self._read_stream(rec, resp, cm, total_deadline)
         except TimeoutError:
             rec.end_ns = time.perf_counter_ns()
+            # a stream that sent its first bytes waits on the idle timeout from then on
+            phase = FailureKind.FIRST_BYTE_TIMEOUT if rec.first_byte_ns is None else FailureKind.IDLE_TIMEOUT
             if loop.time() >= total_deadline - 1e-3:
                 phase = FailureKind.TOTAL_TIMEOUT
             limit = {
@@ -364,6 +337,38 @@ class EngineClient:
             rec.end_ns = time.perf_counter_ns()
             rec.failure = Failure(FailureKind.CANCELLED, "cancelled by the caller", rec.status)
             raise
+
+    async def _read_stream(self, rec: RequestRecord, resp: aiohttp.ClientResponse, cm: asyncio.Timeout,
+                           total_deadline: float) -> None:
+        """Read an SSE body to its end, folding events as they arrive; each read re-arms the idle timeout."""
+        loop = asyncio.get_running_loop()
+        t = self.timeouts
+        content = resp.content
+        data = await content.readany()
+        now_ns = time.perf_counter_ns()
+        rec.first_byte_ns = now_ns
+        parser = SSEParser()
+        while data:
+            # readany() hands out one HTTP chunk at a time; whatever else is already buffered
+            # arrived together with it and gets the same timestamp
+            more = content.read_nowait()
+            if more:
+                data += more
+            apply_events(rec, parser.feed(data), now_ns)
+            if parser.pending > t.max_body:
+                rec.end_ns = now_ns
+                join_streamed_text(rec)
+                too_large(rec, "an unfinished SSE event", t.max_body)
+                resp.close()
+                return
+            cm.reschedule(min(total_deadline, loop.time() + t.idle))
+            data = await content.readany()
+            now_ns = time.perf_counter_ns()
+        apply_events(rec, parser.finish(), now_ns)
+        rec.end_ns = now_ns
+        join_streamed_text(rec)
+        if rec.failure is None and not ended(rec):
+            rec.failure = Failure(FailureKind.TRUNCATED, "stream ended without finish_reason or [DONE]", rec.status)
 
     async def complete(self, prompt: str | list[int], **params: Any) -> RequestRecord:
         """POST /v1/completions; `params` are OpenAI request fields (model, max_tokens, stream, ...)."""

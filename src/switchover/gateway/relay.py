@@ -161,6 +161,33 @@ class Cutoff:
         self.cut = False
 
 
+def _head_out(opened: Opened, rw: Any, strip_usage: bool, cut_usage: bool) -> tuple[bytes, str | None]:
+    """What to send of the first read (the bytes `open` already read), and "malformed" when it held a bad event."""
+    if opened.obs.malformed:  # a bad event already in the first read: send the good ones, then the error
+        good = [ev for ev in opened.head_events if _json_or_done(ev.data)]
+        return render(good, rw or _same, strip_usage), "malformed"
+    if rw is None:
+        return opened.head, None
+    cut = without_usage(opened.head) if cut_usage else None
+    return (cut if cut is not None else render(opened.head_events, rw, strip_usage)), None
+
+
+def _outcome(opened: Opened, failure: str | None, asked: str | None) -> tuple[Relayed, bytes]:
+    """How the stream ended, and the error event that closes a cut one (empty when it ended well)."""
+    if failure is None and opened.obs.error:
+        return Relayed("failed_mid_stream", opened.status, "stream_error"), b""  # the engine's own error event
+    if failure is None and not opened.obs.complete:
+        failure = "truncated"
+    if failure == "drain_cutoff":
+        return (Relayed("drain_cutoff", opened.status, failure),
+                error_event("the gateway is shutting down: this stream was cut at its drain limit", asked, 503,
+                            "gateway_shutdown"))
+    if failure is not None:
+        return (Relayed("failed_mid_stream", opened.status, failure),
+                error_event(f"upstream failed mid-stream: {failure}", asked))
+    return Relayed("ok" if opened.status < 400 else "error", opened.status), b""
+
+
 async def relay_stream(request: Any, opened: Opened, asked: str | None, headers: dict[str, str],
                        strip_usage: bool = False, cutoff: Cutoff | None = None) -> Relayed:
     """Write the SSE response through; returns the outcome. Bytes go through as read unless the model name
@@ -181,17 +208,8 @@ async def relay_stream(request: Any, opened: Opened, asked: str | None, headers:
     loop_time = timer.loop.time
     held = b""  # bytes that arrived with the end of the body: sent with the response's end, in one write
     try:
-        head = opened.head
-        aligned = _whole_events(head)
-        if obs.malformed:  # a bad event already in the first read: send the good ones, then the error
-            failure = "malformed"
-            good = [ev for ev in opened.head_events if _json_or_done(ev.data)]
-            out = render(good, rw or _same, strip_usage)
-        elif rw is None:
-            out = head
-        else:
-            cut = without_usage(head) if passthrough and aligned else None
-            out = cut if cut is not None else render(opened.head_events, rw, strip_usage)
+        aligned = _whole_events(opened.head)
+        out, failure = _head_out(opened, rw, strip_usage, passthrough and aligned)
         if failure is not None or up.at_eof():
             held = out
         else:
@@ -222,32 +240,14 @@ async def relay_stream(request: Any, opened: Opened, asked: str | None, headers:
                 break
             was_aligned, aligned = aligned, _whole_events(chunk)
             cut = without_usage(chunk) if passthrough and was_aligned and aligned else None
-            if rw is None:
-                out = chunk
-            elif cut is not None:
-                out = cut
-            else:
-                out = render(events, rw, strip_usage) if events else b""
+            out = chunk if rw is None else cut if cut is not None else render(events, rw, strip_usage)
             if up.at_eof():
                 held += out
             elif out:
                 await resp.write(out)
-        if failure is None and obs.error:
-            result = Relayed("failed_mid_stream", opened.status, "stream_error")  # the engine's own error event
-        else:
-            if failure is None and not obs.complete:
-                failure = "truncated"
-            if failure == "drain_cutoff":
-                held += error_event("the gateway is shutting down: this stream was cut at its drain limit", asked,
-                                    503, "gateway_shutdown")
-                result = Relayed("drain_cutoff", opened.status, failure)
-            elif failure is not None:
-                held += error_event(f"upstream failed mid-stream: {failure}", asked)
-                result = Relayed("failed_mid_stream", opened.status, failure)
-            else:
-                result = Relayed("ok" if opened.status < 400 else "error", opened.status)
-                clean = True
-        await resp.write_eof(held)
+        result, last = _outcome(opened, failure, asked)
+        clean = result.outcome in ("ok", "error")
+        await resp.write_eof(held + last)
         result.response = resp
         return result
     except ConnectionResetError:  # the client went away while we wrote (without handler cancellation)

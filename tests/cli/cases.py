@@ -37,6 +37,8 @@ SPECS: dict[str, Spec] = {
                         MODEL | {"--new-model": "model"}),
     "plan translate": Spec(lambda w: [("@launch", "vllm serve m --max-model-len 8192"), ("--from", "vllm"),
                                       ("--to", "sglang")], MODEL | {"@launch": "launch"}),
+    "plan choose": Spec(lambda w: [("--model", w.path("model")), ("--gpu", "H100-80G")],
+                        MODEL | {"--fingerprint": "fingerprint", "--probe": "in_file"}, {"--fingerprint": ("--gpu",)}),
     "plan grace": Spec(lambda w: [("--max-tokens", "2000"), ("--tpot-p99-ms", "35"), ("--scan", w.path("deploy"))],
                        {"--bench": "in_file", "--scan": "scan"}, {"--bench": ("--tpot-p99-ms",)}),
     "hw fingerprint": Spec(lambda w: []),

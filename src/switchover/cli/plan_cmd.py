@@ -11,6 +11,7 @@ from rich.table import Table
 
 from switchover import inputs
 from switchover.cli import params
+from switchover.cli.choose_cmd import choose_cmd
 from switchover.cli.common import console, err_console, print_json
 from switchover.engines import load_profile
 from switchover.errors import BadInput, CheckFailed
@@ -357,3 +358,5 @@ def grace_cmd(
             console.print(f"  [yellow]not read:[/] {escape(skipped)}", highlight=False)
     if not report.ok:
         sys.exit(1)
+
+app.command("choose")(choose_cmd)  # `plan choose` lives in cli/choose_cmd.py

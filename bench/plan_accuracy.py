@@ -334,20 +334,38 @@ def residuals(rows: list[Row]) -> dict[str, Any]:
             for key, errs in sorted(out.items())}
 
 
+def _is_dense(r: Row) -> bool:
+    return r.cls in ("dense-16bit", "dense-quant")
+
+
 def target_misses(rows: list[Row]) -> list[str]:
-    """The TARGETS the evaluation points of claimed versions miss (none measured is a miss, not a pass)."""
+    """The issue's targets the evaluation points of claimed versions miss (none measured is a miss, not a pass):
+    blind median and max over the dense models (16-bit and quantized), given-memory median over all, and no model
+    that the log shows running said not to fit."""
     ev = [r for r in rows if r.set == "evaluation" and r.claimed]
-    blind = [abs(e) for r in ev if (e := r.blind_error) is not None]
+    blind = [abs(e) for r in ev if _is_dense(r) and (e := r.blind_error) is not None]
     given = [abs(e) for r in ev if (e := r.given_error) is not None]
     out = []
-    for name, errs, stat, limit in (("blind median", blind, statistics.median, TARGETS["blind_median"]),
-                                    ("blind max", blind, max, TARGETS["blind_max"]),
+    for name, errs, stat, limit in (("dense blind median", blind, statistics.median, TARGETS["blind_median"]),
+                                    ("dense blind max", blind, max, TARGETS["blind_max"]),
                                     ("given-memory median", given, statistics.median, TARGETS["given_median"])):
         if not errs:
             out.append(f"{name}: no evaluation point measured")
         elif (v := stat(errs)) > limit:
             out.append(f"{name} {v:.1%} > {limit:.1%}")
+    ran = [r.id for r in ev if r.logged_starts and r.blind_starts is False]
+    if ran:
+        out.append(f"{len(ran)} model(s) the log shows running said not to fit: {', '.join(ran)}")
     return out
+
+
+def whole_set(rows: list[Row]) -> str:
+    """Blind median and max over every evaluation point of claimed versions (dense or not), for the record."""
+    errs = [abs(e) for r in rows if r.set == "evaluation" and r.claimed and (e := r.blind_error) is not None]
+    if not errs:
+        return "whole evaluation set (claimed versions): no blind point"
+    return (f"whole evaluation set (claimed versions, all classes): blind median {statistics.median(errs):.1%}, "
+            f"max {max(errs):.1%} over {len(errs)} points")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -373,9 +391,11 @@ def main(argv: list[str] | None = None) -> int:
         print_summary(summary)
         print(f"\n{len(rows)} points ({sum(1 for r in rows if r.set == 'evaluation')} evaluation, "
               f"{sum(1 for r in rows if r.set == 'calibration')} calibration); targets on the evaluation set of "
-              f"claimed versions {CLAIMED}: blind median <= {TARGETS['blind_median']:.0%}, max <= "
-              f"{TARGETS['blind_max']:.0%}; given-memory median <= {TARGETS['given_median']:.1%}")
+              f"claimed versions {CLAIMED}: dense blind median <= {TARGETS['blind_median']:.0%}, max <= "
+              f"{TARGETS['blind_max']:.0%}; given-memory median <= {TARGETS['given_median']:.1%}; no model that ran "
+              "said not to fit")
         if args.set != "calibration":
+            print(whole_set(rows))
             print("targets " + ("missed: " + "; ".join(missed) if missed else "met"))
         for r in rows:
             for note in r.notes:

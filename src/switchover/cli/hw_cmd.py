@@ -7,7 +7,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from switchover.cli.common import console, print_json
+from switchover.config.migration import load_migration
+from switchover.engines.compat import CompatFinding, EnginePin, driver_support, parse_pin
+from switchover.engines.formats import ENGINES, format_of_card
 from switchover.hardware import CATALOG, diff_hosts, fingerprint, load_fingerprint
+from switchover.hardware.diff import Change, engine_findings, kernel_changes
+from switchover.plan.choose_models import resolve_model
 
 app = typer.Typer(help="GPU fingerprint, catalog and host diffs (NVML through the optional `gpu` extra).\n\n"
                   "Example: switchover hw diff a.json catalog:H100-80Gx8", no_args_is_help=True)
@@ -26,7 +31,11 @@ def fingerprint_cmd(json_out: bool = typer.Option(False, "--json", help="Print t
     if not fp.gpu_present:
         console.print(f"no GPU: {fp.reason}", markup=False, highlight=False)  # the reason holds "[gpu]"
         return
-    console.print(f"driver {fp.driver_version}, CUDA {fp.cuda_driver_version}")
+    console.print(f"driver {fp.driver_version or 'unknown'}, CUDA {fp.cuda_driver_version or 'unknown'} (driver API)",
+                  markup=False, highlight=False)
+    support = driver_support(fp.driver_version)
+    if support:
+        console.print(f"  {support}", markup=False, highlight=False)
     table = Table("#", "name", "memory MiB", "sm", "PCIe", "NVLink", "L2 MiB", "catalog")
     for g in fp.gpus:
         table.add_row(str(g.index), g.name, str(g.memory_total_mib), g.compute_capability or "?",
@@ -56,23 +65,56 @@ def gpus_cmd(json_out: bool = typer.Option(False, "--json", help="Print the cata
 def diff_cmd(
     a: str = typer.Argument(..., help="Fingerprint JSON of host A, or catalog:NAME[xCOUNT]."),
     b: str = typer.Argument(..., help="Fingerprint JSON of host B, or catalog:NAME[xCOUNT]."),
+    engine: list[str] = typer.Option(None, "--engine", "-e", help="Engine to run on B, ENGINE or ENGINE==VERSION "
+                                     "(repeatable): can that build run on B's driver and GPUs?"),
+    migration: str = typer.Option(None, "--migration", help="Migration file (switchover.yaml): check its new "
+                                  "engine against B."),
+    model: str = typer.Option(None, "--model", "-m", help="Model (as `plan capacity -m`, or builtin:ID): the "
+                              "kernel its weight format loads with on A and on B, per engine."),
     json_out: bool = typer.Option(False, "--json", help="Print the diff as JSON."),
 ) -> None:
-    """Explain what changes for an engine between two hosts.
+    """Explain what changes for an engine between two hosts; with --engine/--migration whether a pinned engine
+    build runs on B, with --model which kernel the checkpoint loads with on B instead of A.
 
-    Example: switchover hw diff a.json catalog:H100-80Gx8
+    Example: switchover hw diff a.json catalog:H100-80Gx8 --engine vllm==0.11.0 -m builtin:openai/gpt-oss-120b
     """
-    result = diff_hosts(load_fingerprint(a), load_fingerprint(b), a, b)
+    pins = [parse_pin(text) for text in engine or []]
+    if migration is not None:
+        new = load_migration(migration).new
+        pins.append(EnginePin(engine=new.engine.value))  # the file names the engine, never its version
+    host_a, host_b = load_fingerprint(a), load_fingerprint(b)
+    result = diff_hosts(host_a, host_b, a, b)
+    result.engines = engine_findings([p for p in pins if p.engine in ENGINES], host_b) + [
+        CompatFinding(engine=p.engine, version=None, status="unknown",
+                      message=f"{p.engine}: not an engine with a profile; nothing to check")
+        for p in pins if p.engine not in ENGINES]
+    if model is not None:
+        card, qc = resolve_model(model)
+        fmt, why = format_of_card(card, qc)
+        if fmt is None:
+            result.changes.append(Change(field="weight format", a=None, b=None,
+                                         impact=f"{card.name}: kernels not compared: {why}"))
+        else:
+            wanted = list(dict.fromkeys(p.engine for p in pins if p.engine in ENGINES)) or list(ENGINES)
+            result.kernels = kernel_changes(fmt, wanted, host_a, host_b, a, b)
     if json_out:
         print_json(result)
         return
     if not result.changes:
         console.print("no differences that matter to an engine")
-        return
-    table = Table("what", escape(a), escape(b), "impact")
-    for c in result.changes:
-        table.add_row(escape(c.field), escape(c.a or "-"), escape(c.b or "-"), escape(c.impact))
-    console.print(table)
+    else:
+        table = Table("what", escape(a), escape(b), "impact")
+        for c in result.changes:
+            table.add_row(escape(c.field), escape(c.a or "-"), escape(c.b or "-"), escape(c.impact))
+        console.print(table)
+    for f in result.engines:
+        flag = "" if f.verified or f.status == "unknown" else " (unverified data)"
+        console.print(f"{f.status.upper()}: {f.message}{flag}", markup=False, highlight=False)
+        for src in f.sources:
+            console.print(f"    source: {src}", markup=False, highlight=False)
+    for k in result.kernels:
+        flag = "" if k.verified or k.b_loads is None else " (unverified data)"
+        console.print(f"kernel: {k.message}{flag}", markup=False, highlight=False)
 
 from switchover.cli.startlog_cmd import register as _register_startlog  # noqa: E402, I001
 _register_startlog(app)

@@ -235,7 +235,8 @@ def check_build(build: EngineBuild, version: str, driver: str | None, gpu_ccs: l
                                      "fail (cudaErrorUnsupportedPtxVersion)" + (f"; {build.note}" if build.note
                                                                                else ""))
     tail = "" if toolkit is not None else f" (CUDA {build.cuda}'s own driver minimum is not in the data)"
-    return CompatFinding(**base, status="ok", sources=sources, verified=verified,
+    return CompatFinding(**base, status="ok", sources=sources, verified=verified and (toolkit is None or
+                                                                                      toolkit.verified),
                          message=f"{label} runs on driver {driver}: needs {need}{tail}")
 
 
@@ -258,3 +259,18 @@ def check_engine(pin: EnginePin, driver: str | None, gpu_ccs: list[str | None], 
                               message=f"{pin.label}: the compatibility data has no build of this version "
                                       "(engines/data/matrix/compat.yaml), so its driver needs are unknown")]
     return [check_build(b, pin.version, driver, gpu_ccs, d) for b in builds]
+
+
+def driver_support(driver: str | None, data: CompatData | None = None) -> str | None:
+    """Which CUDA builds a driver runs, in words: families by minor-version compatibility, toolkits in full."""
+    host = _driver_tuple(driver)
+    if host is None:
+        return None
+    d = data or load_compat()
+    families = [f"{f.cuda_major}.x" for f in d.cuda_families if _ge(host, _driver_tuple(f.min_driver) or (0,))]
+    full = [t.cuda for t in d.cuda_toolkits if _ge(host, _driver_tuple(t.min_driver) or (0,))]
+    if not families:
+        return f"driver {driver} is below every CUDA family minimum in the data"
+    top = max(full, key=lambda c: tuple(int(x) for x in c.split(".")), default=None)
+    return (f"driver {driver} runs CUDA {', '.join(families)} builds (minor-version compatibility)"
+            + (f"; full feature set (PTX JIT) up to CUDA {top}" if top else "; no toolkit's own driver minimum met"))

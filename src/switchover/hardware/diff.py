@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
+from switchover.engines.compat import CompatFinding, EnginePin, check_engine
+from switchover.engines.formats import Device, lookup
 from switchover.errors import BadInput
 from switchover.hardware.capability import CAPABILITY_SOURCE
 from switchover.hardware.catalog import find_gpu
@@ -23,10 +25,26 @@ class Change(BaseModel):
     impact: str
 
 
+class KernelChange(BaseModel):
+    """How one engine loads a checkpoint's format on host A and on host B (engines/data/matrix/formats.yaml)."""
+
+    engine: str
+    format: str
+    a_loads: bool | None
+    a_kernel: str | None
+    b_loads: bool | None
+    b_kernel: str | None
+    message: str
+    sources: list[str] = Field(default_factory=list)
+    verified: bool = False
+
+
 class HostDiff(BaseModel):
     a: str
     b: str
     changes: list[Change]
+    engines: list[CompatFinding] = Field(default_factory=list, description="pinned engines checked against host B")
+    kernels: list[KernelChange] = Field(default_factory=list, description="a model's kernels on A vs B")
 
 
 def load_fingerprint(ref: str) -> HostFingerprint:
@@ -136,3 +154,50 @@ def diff_hosts(a: HostFingerprint, b: HostFingerprint, a_name: str = "A", b_name
                 seen.add((change.field, change.a, change.b))
                 changes.append(change)
     return HostDiff(a=a_name, b=b_name, changes=changes)
+
+
+def _device(host: HostFingerprint) -> tuple[Device, int | None]:
+    """cuda and the first GPU's compute capability, or cpu for a host without a GPU."""
+    if not host.gpu_present or not host.gpus:
+        return "cpu", None
+    return "cuda", _sm(host.gpus[0].compute_capability)
+
+
+def engine_findings(pins: list[EnginePin], host: HostFingerprint) -> list[CompatFinding]:
+    """Each pinned engine version against a host's driver and GPUs (engines/data/matrix/compat.yaml)."""
+    out: list[CompatFinding] = []
+    for pin in pins:
+        out += check_engine(pin, host.driver_version, [g.compute_capability for g in host.gpus],
+                            host.gpu_present and bool(host.gpus))
+    return out
+
+
+def _where(device: Device, sm: int | None) -> str:
+    return "CPU" if device == "cpu" else f"sm{sm}" if sm is not None else "a GPU of unknown compute capability"
+
+
+def kernel_changes(fmt: str, engines: list[str], a: HostFingerprint, b: HostFingerprint, a_name: str = "A",
+                   b_name: str = "B") -> list[KernelChange]:
+    """For each engine: the kernel this checkpoint format loads with on A and on B, said as a sentence."""
+    (da, sa), (db, sb) = _device(a), _device(b)
+    out: list[KernelChange] = []
+    for engine in engines:
+        va, vb = lookup(engine, fmt, da, sa), lookup(engine, fmt, db, sb)
+        if vb.loads is None:
+            msg = f"{engine}: unknown whether this {fmt} checkpoint loads on {b_name} ({vb.reason})"
+        elif vb.loads is False:
+            msg = f"{engine}: this {fmt} checkpoint will not load on {b_name} ({vb.reason})" + (
+                f"; on {a_name} it loads with {va.kernel}" if va.loads else "")
+        elif va.loads and va.kernel == vb.kernel:
+            msg = f"{engine}: same kernel on both hosts ({vb.kernel})"
+        elif va.loads:
+            msg = (f"{engine}: this checkpoint will load with {vb.kernel} on {b_name} ({_where(db, sb)}) instead of "
+                   f"{va.kernel} on {a_name} ({_where(da, sa)})")
+        else:
+            msg = f"{engine}: this checkpoint will load with {vb.kernel} on {b_name} ({_where(db, sb)}); on " \
+                  f"{a_name}: {va.reason}"
+        out.append(KernelChange(engine=engine, format=fmt, a_loads=va.loads, a_kernel=va.kernel, b_loads=vb.loads,
+                                b_kernel=vb.kernel, message=msg,
+                                sources=[x for x in dict.fromkeys([va.source, vb.source]) if x],
+                                verified=va.verified and vb.verified))
+    return out

@@ -44,7 +44,7 @@ SPECS: dict[str, Spec] = {
     "hw fingerprint": Spec(lambda w: []),
     "hw gpus": Spec(lambda w: []),
     "hw diff": Spec(lambda w: [("@a", "catalog:H100-80G"), ("@b", "catalog:A100-80Gx8")],
-                    {"@a": "fingerprint", "@b": "fingerprint"}),
+                    {"@a": "fingerprint", "@b": "fingerprint", "--model": "model", "--migration": "in_file"}),
     "hw startlog": Spec(lambda w: [("@log", w.path("prompt.txt")), ("--engine", "vllm")], {"@log": "text_file"}),
     "probe": Spec(lambda w: [("--old", CLOSED), ("--new", CLOSED), ("--budget-s", "1")],
                   {"@url": "url"}, {"@url": ("--old", "--new"), "--config": ("--old", "--new")}),

@@ -1,0 +1,193 @@
+"""`hw startlog` on real log lines: the test bed's, and public GPU logs cited in each fixture."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from unittest.mock import patch
+
+import orjson
+import pytest
+
+from switchover.cli.app import main
+from switchover.engines.startlog import (
+    check_file,
+    check_text,
+    engine_log,
+    expectations_from_flags,
+    load_data,
+    parse_expect,
+    startup_window,
+)
+from switchover.errors import BadInput
+
+FIX = Path(__file__).parent / "fixtures"
+
+
+def _fields(report) -> dict[str, tuple[str | None, str]]:
+    return {f.field: (f.value, f.how) for f in report.findings}
+
+
+@pytest.mark.parametrize(
+    ("fixture", "engine", "told", "fallbacks", "verdict"),
+    [
+        ("vllm-cpu-testbed.log", "vllm",
+         {"device": ("cpu", "logged"), "attention_backend": ("CPU_ATTN", "inferred"),
+          "kv_cache_dtype": ("auto", "logged"), "dtype": ("bfloat16", "logged"), "quantization": ("none", "logged"),
+          "cuda_graphs": ("off", "logged"),
+          "quant_kernel": (None, "missing")},
+         [("note", "runner-v1")], "ok"),
+        ("vllm-gpu-flash-attn.log", "vllm", {"attention_backend": ("FLASH_ATTN", "logged")}, [], "ok"),
+        ("vllm-gpu-fp8-marlin.log", "vllm",
+         {"attention_backend": ("FLASHINFER", "logged"), "quant_kernel": ("Marlin (FP8 weight-only)", "logged")},
+         [("downgrade", "fp8-marlin")], "downgrade"),
+        ("llamacpp-lv4-testbed.log", "llamacpp",
+         {"device": ("cpu", "logged"), "attention_backend": ("flash_attn", "logged"),
+          "kv_cache_dtype": ("f16", "logged"), "quantization": ("BF16", "logged")}, [], "ok"),
+        ("llamacpp-gpu-fa-disabled.log", "llama-server",
+         {"attention_backend": ("standard", "logged"), "kv_cache_dtype": ("f16", "logged")},
+         [("downgrade", "fa-device-mismatch")], "downgrade"),
+        ("tgi-flashinfer.log", "tgi", {"attention_backend": ("flashinfer", "logged"), "cuda_graphs": ("on", "logged")},
+         [], "ok"),
+        ("sglang-b200.log", "sglang",
+         {"kv_cache_dtype": ("bfloat16", "logged"), "quantization": ("none", "logged"), "cuda_graphs": ("on", "logged"),
+          "attention_backend": (None, "missing")},
+         [("downgrade", "backend-instead")], "downgrade"),
+    ],
+)
+def test_real_logs_name_what_the_engine_chose(fixture: str, engine: str, told: dict, fallbacks: list,
+                                             verdict: str) -> None:
+    r = check_file(FIX / fixture, engine)
+    got = _fields(r)
+    for field, want in told.items():
+        assert got[field] == want, field
+    assert [(f.severity, f.evidence.pattern) for f in r.fallbacks] == fallbacks
+    assert r.verdict == verdict
+    for f in r.findings:  # every logged value points at the line that says it and the source that prints it
+        if f.how == "logged":
+            assert f.evidence and f.evidence.source and f.evidence.line > 1
+        if f.how == "inferred":
+            assert f.source and "vllm/platforms/cpu.py" in f.source
+
+
+def test_a_quiet_llama_server_log_says_what_is_missing_and_how_to_see_it() -> None:
+    r = check_file(FIX / "llamacpp-lv3-testbed.log", "llamacpp")
+    assert all(f.how == "missing" and "higher log verbosity" in (f.reason or "") for f in r.findings)
+    assert r.hint and "-lv 4" in r.hint
+
+
+@pytest.mark.parametrize(
+    ("fixture", "engine", "expect", "flags", "statuses"),
+    [
+        ("vllm-cpu-testbed.log", "vllm", ["attention_backend=CPU_ATTN"], "--enforce-eager --dtype bfloat16",
+         {"attention_backend": "match", "cuda_graphs": "match", "dtype": "match"}),
+        ("vllm-cpu-testbed.log", "vllm", ["attention_backend=FLASH_ATTN"], "--kv-cache-dtype=fp8",
+         {"attention_backend": "mismatch", "kv_cache_dtype": "mismatch"}),
+        ("vllm-cpu-testbed.log", "vllm", ["quant_kernel=Marlin"], None, {"quant_kernel": "unverified"}),
+        ("llamacpp-lv4-testbed.log", "llamacpp", [], "-fa on -ctk f16", {"attention_backend": "match",
+                                                                       "kv_cache_dtype": "match"}),
+        ("llamacpp-lv4-testbed.log", "llamacpp", [], "--flash-attn off --cache-type-k q8_0",
+         {"attention_backend": "mismatch", "kv_cache_dtype": "mismatch"}),
+        ("llamacpp-lv4-testbed.log", "llamacpp", [], "-fa auto", {}),  # auto asks for nothing
+        ("llamacpp-gpu-fa-disabled.log", "llamacpp", ["attention_backend=flash_attn"], None,
+         {"attention_backend": "mismatch"}),
+        ("tgi-flashinfer.log", "tgi", [], "--cuda-graphs 0", {"cuda_graphs": "mismatch"}),
+        ("sglang-b200.log", "sglang", [], "--disable-cuda-graph --kv-cache-dtype bfloat16",
+         {"cuda_graphs": "mismatch", "kv_cache_dtype": "match"}),
+    ],
+)
+def test_expectations_from_expect_and_flags(fixture: str, engine: str, expect: list[str], flags: str | None,
+                                            statuses: dict[str, str]) -> None:
+    r = check_file(FIX / fixture, engine, expect=expect, flags=flags)
+    assert {e.field: e.status for e in r.expectations} == statuses
+    if any(s != "match" for s in statuses.values()):
+        assert r.verdict == "mismatch" and r.exit_code == 1
+
+
+def test_fp8_means_fp8_e4m3_for_vllm() -> None:
+    text = "(EngineCore pid=1) INFO [cache.py:362] Using fp8_e4m3 data type to store kv cache. It reduces the GPU\n"
+    assert check_text(text, "vllm", expect=["kv_cache_dtype=fp8"]).expectations[0].status == "match"
+    assert check_text(text, "vllm", expect=["kv_cache_dtype=fp8_e5m2"]).expectations[0].status == "mismatch"
+
+
+def test_the_last_start_up_of_an_appended_log_is_read() -> None:
+    one = (FIX / "vllm-cpu-testbed.log").read_text()
+    second = one.replace("enforce_eager=True", "enforce_eager=False").replace(
+        "Enforce eager set", "Enforce-eager unset").replace("'cudagraph_mode': <CUDAGraphMode.NONE",
+                                                             "'cudagraph_mode': <CUDAGraphMode.FULL_AND_PIECEWISE")
+    r = check_text(one + second, "vllm")
+    assert r.start_line > one.count("\n")
+    assert _fields(r)["cuda_graphs"] == ("on", "logged")
+    assert _fields(check_text(second + one, "vllm"))["cuda_graphs"] == ("off", "logged")
+
+
+def test_a_partial_gpu_offload_is_a_downgrade() -> None:
+    line = "load_tensors: offloaded 20/33 layers to GPU\n"
+    r = check_text("llama_server: initializing ...\n" + line, "llamacpp")
+    assert _fields(r)["gpu_offload"] == ("20/33", "logged") and r.verdict == "downgrade"
+    full = check_text("llama_server: initializing ...\n" + line.replace("20/33", "33/33"), "llamacpp")
+    assert full.verdict == "ok"
+
+
+def test_a_generic_fallback_line_is_caught_once_across_processes() -> None:
+    lines = [f"({who} pid={n}) WARNING 07-04 [x.py:1] kernel Foo is not supported on this GPU; using Bar instead"
+             for n, who in enumerate(("APIServer", "EngineCore", "Worker"))]
+    r = check_text("\n".join(["(APIServer pid=1) INFO [api.py:1] vLLM API server version 0.9.0", *lines]), "vllm")
+    assert [(f.severity, f.evidence.pattern) for f in r.fallbacks] == [("downgrade", "not-supported-using")]
+
+
+def test_startup_window_groups_nearby_markers() -> None:
+    _, eng = engine_log("sglang")
+    lines = ["noise", "Attention backend not specified. Use fa3 backend by default.", "x",
+             "server_args=ServerArgs(attention_backend='fa3')", "The server is fired up and ready to roll!", "after"]
+    assert startup_window(lines, eng) == (1, 5)
+
+
+@pytest.mark.parametrize(
+    ("call", "fragment"),
+    [
+        (lambda: parse_expect(["nokey"], load_data().fields), "expected KEY=VALUE"),
+        (lambda: parse_expect(["colour=red"], load_data().fields), "unknown key"),
+        (lambda: expectations_from_flags("--kv-cache-dtype", engine_log("vllm")[1]), "has no value"),
+        (lambda: expectations_from_flags("--x 'unclosed", engine_log("vllm")[1]), "cannot split"),
+        (lambda: engine_log("trt-llm"), "unknown engine"),
+        (lambda: check_text("hello\nworld\n", "vllm"), "no vLLM start-up line"),
+    ],
+)
+def test_bad_input_is_one_clear_error(call, fragment: str) -> None:
+    with pytest.raises(BadInput, match=fragment):
+        call()
+
+
+def test_every_pattern_cites_a_source_and_engine_data_validates() -> None:
+    data = load_data()
+    assert set(data.engines) == {"vllm", "llamacpp", "tgi", "sglang"}
+    for eng in data.engines.values():
+        assert all(p.source for p in eng.patterns) and all(m.source for m in eng.start)
+        assert eng.flags_source
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    with patch.object(sys, "argv", ["switchover", "hw", "startlog", *args]), pytest.raises(SystemExit) as exc:
+        main()
+    out = capsys.readouterr()
+    return int(exc.value.code or 0), out.out, out.err
+
+
+def test_cli_exit_codes_and_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, _ = _cli(capsys, str(FIX / "vllm-cpu-testbed.log"), "--engine", "vllm", "--json")
+    assert code == 0 and orjson.loads(out)["verdict"] == "ok"
+    code, out, err = _cli(capsys, str(FIX / "vllm-gpu-fp8-marlin.log"), "-e", "vllm")
+    assert code == 1 and "Marlin" in out and "downgrade" in err
+    code, _, err = _cli(capsys, str(FIX / "vllm-cpu-testbed.log"), "-e", "vllm", "--expect",
+                        "attention_backend=FLASH_ATTN")
+    assert code == 1 and "attention_backend" in err
+    code, _, err = _cli(capsys, str(tmp_path / "missing.log"), "-e", "vllm")
+    assert code == 2 and "Traceback" not in err
+    code, _, err = _cli(capsys, str(FIX / "vllm-cpu-testbed.log"), "-e", "nope")
+    assert code == 2 and "unknown engine" in err
+    markup = tmp_path / "markup.log"
+    markup.write_text("llama_server: initializing\nload_tensors: offloaded 1/2 layers to GPU [/INST] [bold]\n")
+    code, out, _ = _cli(capsys, str(markup), "-e", "llamacpp")
+    assert code == 1 and "[/INST]" in out

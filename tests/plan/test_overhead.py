@@ -160,9 +160,14 @@ def test_calibration_and_evaluation_points_stay_apart() -> None:
 
 
 def test_a_pool_without_evaluated_points_says_its_range_is_not_measured() -> None:
+    from switchover.plan.uncertainty import residual_key
+
     card = card_from_config(C.LLAMA_8B)
-    sglang = capacity(card, load_profile("sglang"), H100, max_model_len=8192, weights_gib=14.99)
-    assert sglang.range is None and "not measured" in (sglang.range_missing or "")
+    measured = yaml.safe_load((Path(__file__).resolve().parents[2] / "src" / "switchover" / "plan" / "data" /
+                               "accuracy.yaml").read_text())["engines"]
+    assert residual_key("trtllm", True) not in measured  # no blind TensorRT-LLM point in the evaluation set
+    trtllm = capacity(card, load_profile("trtllm"), H100, max_model_len=8192, weights_gib=14.99)
+    assert trtllm.range is None and "not measured" in (trtllm.range_missing or "")
     vllm = capacity(card, load_profile("vllm"), H100, gpu_name="H100-80G", max_model_len=8192)
     assert vllm.range is not None and vllm.range_missing is None
 

@@ -32,7 +32,8 @@ MODEL = {"--model": "model"}
 SPECS: dict[str, Spec] = {
     "plan card": Spec(lambda w: [("--model", w.path("model"))], MODEL),
     "plan capacity": Spec(lambda w: [("--model", w.path("model")), ("--gpu", "H100-80G")], MODEL),
-    "plan parallel": Spec(lambda w: [("--model", w.path("model")), ("--gpu", "H100-80G"), ("--gpus", "4")], MODEL),
+    "plan parallel": Spec(lambda w: [("--model", w.path("model")), ("--gpu", "H100-80G"), ("--gpus", "4")],
+                          MODEL | {"--fingerprint": "fingerprint"}),
     "plan canary": Spec(lambda w: [("--model", w.path("model")), ("--gpu", "H100-80G")],
                         MODEL | {"--new-model": "model"}),
     "plan translate": Spec(lambda w: [("@launch", "vllm serve m --max-model-len 8192"), ("--from", "vllm"),

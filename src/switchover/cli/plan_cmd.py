@@ -15,11 +15,12 @@ from switchover.cli.choose_cmd import choose_cmd
 from switchover.cli.common import console, err_console, print_json
 from switchover.engines import load_profile
 from switchover.errors import BadInput, CheckFailed
-from switchover.hardware import check_capabilities, find_gpu
+from switchover.hardware import check_capabilities, find_gpu, load_fingerprint
 from switchover.model.card import load_model_card
 from switchover.plan.canary import CanaryPlan, canary_plan
 from switchover.plan.capacity import Knobs, capacity
 from switchover.plan.grace import grace_report, latency_from_bench, required_grace
+from switchover.plan.interconnect import host_from
 from switchover.plan.overhead import parse_version
 from switchover.plan.parallel import check_layout, plan_layouts
 from switchover.plan.translate import translate
@@ -187,7 +188,7 @@ def capacity_cmd(
 @app.command("parallel")
 def parallel_cmd(
     model: str = MODEL, engine: str = ENGINE, gpu: str = GPU, gpu_mem_gib: float = GPU_MEM,
-    gpus: int = typer.Option(..., "--gpus", help=f"Number of GPUs (1-{inputs.MAX_GPUS}).",
+    gpus: int = typer.Option(None, "--gpus", help=f"Number of GPUs (1-{inputs.MAX_GPUS}; default: the fingerprint's).",
                              parser=params.count(hi=inputs.MAX_GPUS)),
     context: int = typer.Option(None, "--context", help="Request length for the concurrency figure.",
                                 parser=params.TOKENS),
@@ -195,18 +196,28 @@ def parallel_cmd(
                                       parser=params.TOKENS),
     kv_dtype: str = typer.Option("auto", "--kv-dtype"), overhead: list[str] = OVERHEAD, json_out: bool = JSON,
     show_illegal: bool = typer.Option(True, "--illegal/--no-illegal", help="List illegal layouts and why."),
+    fingerprint: str = typer.Option(None, "--fingerprint", help="Host fingerprint JSON (`switchover hw fingerprint "
+                                    "--json`) or catalog:NAMExN: NVLink or PCIe between the GPUs (TP over PCIe "
+                                    "ranks last)."),
 ) -> None:
-    """Every TP x PP x DP (x EP) layout for N GPUs: legal ones ranked by KV per replica, illegal ones with reasons.
+    """Every TP x PP x DP (x EP) layout for N GPUs: legal ones ranked by KV per replica (TP across PCIe last, with
+    its reason), illegal ones with reasons.
 
-    Example: switchover plan parallel -m ./Qwen3-32B -e vllm --gpu H100-80G --gpus 8
+    Example: switchover plan parallel -m ./Qwen3-32B -e vllm --fingerprint host.json
     """
     card = load_model_card(model)
     profile = load_profile(engine)
-    total, gpu_name, _ = _gpu(gpu, gpu_mem_gib)
-    layouts = plan_layouts(card, profile, gpus, total, gpu_name=gpu_name, context=context,
-                           max_model_len=max_model_len, kv_dtype=kv_dtype, overheads=_overheads(overhead))
+    host = host_from(load_fingerprint(fingerprint) if fingerprint else None, gpu_name=gpu and find_gpu(gpu).name,
+                     total_gib=gpu_mem_gib, gpus=gpus)
+    total, gpu_name, _ = _gpu(host.gpu_name, host.total_gib) if fingerprint else _gpu(gpu, gpu_mem_gib)
+    layouts = plan_layouts(card, profile, host.gpus, total, gpu_name=gpu_name, context=context,
+                           max_model_len=max_model_len, kv_dtype=kv_dtype, overheads=_overheads(overhead),
+                           interconnect=host.interconnect)
+    ic = host.interconnect
     if json_out:
         print_json([x.model_dump() for x in layouts])
+        for line in (ic.facts + ic.warnings) if ic else []:  # the JSON stays a list of layouts
+            err_console.print(f"interconnect: {line}", markup=False, highlight=False)
         if card.weights.warning:  # the JSON stays a list of layouts; the caveat goes to stderr
             err_console.print(f"warning: {card.weights.warning}", markup=False, highlight=False)
         return
@@ -218,6 +229,10 @@ def parallel_cmd(
                       str(x.kv_tokens_per_replica or ""), str(x.concurrency_per_replica or ""),
                       str(x.total_concurrency or ""), escape("; ".join(x.reasons)))
     console.print(table)
+    for line in ic.facts if ic else []:
+        console.print(f"  interconnect: {escape(line)}", highlight=False)
+    for line in ic.warnings if ic else []:
+        console.print(f"  [yellow]interconnect:[/] {escape(line)}", highlight=False)
     if show_illegal and len(illegal) > MAX_ILLEGAL_ROWS:
         console.print(f"... and {len(illegal) - MAX_ILLEGAL_ROWS} more illegal layouts (--json lists every one)")
     if card.weights.warning:

@@ -9,6 +9,7 @@ from switchover.engines import EngineProfile
 from switchover.errors import BadInput
 from switchover.model.card import LayerKind, ModelCard
 from switchover.plan.capacity import capacity, weights_per_gpu_gib
+from switchover.plan.interconnect import Interconnect, allreduce_bytes_per_token, tp_caveat
 
 
 class Layout(BaseModel):
@@ -26,6 +27,9 @@ class Layout(BaseModel):
     total_concurrency: int | None = None
     binding_limit: str | None = None
     weights_gib_per_gpu: float | None = None
+    tp_link: str | None = Field(default=None, description="nvlink | pcie | unknown: what the TP group all-reduces over")
+    allreduce_kib_per_token: float | None = Field(default=None, description="TP all-reduce bytes each GPU sends per "
+                                                  "token (2 per layer, ring), KiB")
 
 
 def shape_problems(card: ModelCard, profile: EngineProfile, tp: int, pp: int, ep: int = 1) -> list[str]:
@@ -67,8 +71,10 @@ def check_layout(card: ModelCard, profile: EngineProfile, tp: int, pp: int, ep: 
 
 def plan_layouts(card: ModelCard, profile: EngineProfile, gpus: int, gpu_total_gib: float, *,
                  gpu_name: str | None = None, context: int | None = None, max_model_len: int | None = None,
-                 kv_dtype: str = "auto", overheads: dict[str, float] | None = None) -> list[Layout]:
-    """All TP x PP (x EP for MoE) with TP*PP <= gpus; legal ones first, ranked by KV tokens per replica."""
+                 kv_dtype: str = "auto", overheads: dict[str, float] | None = None,
+                 interconnect: Interconnect | None = None) -> list[Layout]:
+    """All TP x PP (x EP for MoE) with TP*PP <= gpus; legal ones first, ranked by KV tokens per replica, except
+    that with a known interconnect a layout whose TP group crosses PCIe ranks after every one that does not."""
     if gpus < 1:
         raise BadInput(f"--gpus must be >= 1, got {gpus}")
     out: list[Layout] = []
@@ -85,8 +91,13 @@ def plan_layouts(card: ModelCard, profile: EngineProfile, gpus: int, gpu_total_g
                 if not problems:
                     _fill(layout, card, profile, gpu_total_gib, gpu_name, context, max_model_len, kv_dtype,
                           overheads, gpus)
+                    if layout.legal and tp > 1:
+                        layout.tp_link, caveat = tp_caveat(card, interconnect, tp, pp)
+                        layout.allreduce_kib_per_token = round(allreduce_bytes_per_token(card, tp) / 1024, 1)
+                        if caveat:
+                            layout.reasons.append(caveat)
                 out.append(layout)
-    legal = sorted((x for x in out if x.legal), key=lambda x: (-(x.kv_tokens_per_replica or 0),
+    legal = sorted((x for x in out if x.legal), key=lambda x: (x.tp_link == "pcie", -(x.kv_tokens_per_replica or 0),
                                                                -(x.total_concurrency or 0), x.tp * x.pp))
     return legal + [x for x in out if not x.legal]
 

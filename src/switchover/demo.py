@@ -239,8 +239,8 @@ async def gateway_rollout(config: Path, model: str, say: Say, requests: int = 20
 def run_demo(workdir: Path, say: Say, *, rollout: bool = True, layout: Layout | None = None) -> DemoResult:
     """The whole demo; the engines it starts are stopped before it returns or raises (also on Ctrl-C)."""
     from switchover.check.runner import CheckRun, is_milestone
-    from switchover.check.settings import CheckSection
     from switchover.config import load_migration
+    from switchover.config.check import CheckSection
 
     layout = layout or Layout.default()
     workdir = workdir.resolve()

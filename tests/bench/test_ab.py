@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from switchover.bench.ab import compare_samples, regression_checks, slo_checks
-from switchover.bench.settings import BenchSlos
 from switchover.bench.stats import Dist, StepSummary
+from switchover.config.bench import BenchSlos
 
 
 def test_shifted_distribution_is_significant_with_the_right_sign():

@@ -20,7 +20,7 @@ from switchover.check.evidence import (
     MetricSide,
     TextCount,
 )
-from switchover.check.settings import CheckSection
+from switchover.config.check import CheckSection
 from switchover.probe.report import EndpointInfo, Observation, ProbeReport, ProbeResult
 from switchover.report.models import EndpointSummary, PartRun
 from switchover.verify.divergence import Divergence, GreedySummary

@@ -7,7 +7,7 @@ import pytest
 
 from switchover.check.judging import Limits
 from switchover.check.rules import RULES, judge_all
-from switchover.check.settings import CheckSection, Thresholds
+from switchover.config.check import CheckSection, Thresholds
 from tests.check import builders as b
 
 

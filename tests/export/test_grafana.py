@@ -12,9 +12,9 @@ import orjson
 import pytest
 import yaml
 
+from switchover.config.rollout import RolloutSettings
 from switchover.export.grafana import grafana_dashboard
 from switchover.rollout import metric_names as mn
-from switchover.rollout.settings import RolloutSettings
 
 
 def _exprs(dash: dict) -> list[str]:

@@ -20,8 +20,8 @@ from switchover.gateway.app import Gateway
 from switchover.gateway.faults import FaultUpstream
 from switchover.gateway.faults import running as running_upstream
 from switchover.gateway.ledger import read_ledger, read_requests
-from switchover.gateway.ledger_record import LedgerRecord, ShadowRecord
 from switchover.gateway.server import running as running_gateway
+from switchover.ledger_record import LedgerRecord, ShadowRecord
 from switchover.testbed.processes import free_port
 
 MODEL = "client-model"

@@ -388,10 +388,10 @@ async def test_rows_carry_the_task_type_json_validity_and_cached_tokens(tmp_path
 
 async def test_the_rollouts_parse_failure_and_cache_gates_read_what_the_gateway_writes(tmp_path):
     """End to end: rows the gateway wrote carry json_valid / cached_tokens, and the custom gates measure them."""
+    from switchover.config.rollout import GateThresholds
+    from switchover.config.rollout_custom import CustomGate
     from switchover.rollout.custom_gates import judge_ledger_gate
-    from switchover.rollout.custom_settings import CustomGate
     from switchover.rollout.rows import row_view
-    from switchover.rollout.settings import GateThresholds
 
     async with stack(tmp_path, weight=100) as s:
         asks_json = {"response_format": {"type": "json_object"}}

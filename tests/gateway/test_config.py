@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from switchover.config import load_migration
+from switchover.config.gateway import GatewayConfig
 from switchover.errors import BadInput
-from switchover.gateway.config import GatewayConfig
 
 BASE = {"old": {"url": "http://127.0.0.1:1", "engine": "vllm"},
         "new": {"url": "http://127.0.0.1:2", "engine": "llamacpp"}}

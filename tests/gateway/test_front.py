@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from switchover.gateway.config import LimitsConfig
+from switchover.config.gateway import LimitsConfig
 from switchover.gateway.listener import serve_front
 from switchover.gateway.messages import FrontRequest, json_reply
 

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from switchover.gateway.ledger_record import LedgerRecord, ShadowRecord
+from switchover.ledger_record import LedgerRecord, ShadowRecord
 from tests.gateway.conftest import CHAT_BODY, Recorders, Stack, chat, ledger_lines, path_allowed, recorded_stack
 
 EXAMPLES = 5000

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from switchover.config.gateway import ClientsConfig, GatewayConfig
 from switchover.errors import BadInput
 from switchover.gateway.clients import ClientPolicy, key_file_line, read_key_file
-from switchover.gateway.config import ClientsConfig, GatewayConfig
 from switchover.gateway.headers import forward_headers, request_id
-from switchover.gateway.target import TargetError, parse_target, path_allowed
+from switchover.wire.target import TargetError, parse_target, path_allowed
 
 CREDS = frozenset(ClientsConfig().credential_headers)
 

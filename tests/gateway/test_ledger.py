@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 
 from switchover.gateway.ledger import Ledger, LedgerSkips, ledger_files, read_ledger, read_requests
-from switchover.gateway.ledger_record import LedgerRecord, ShadowRecord, ShadowResult
+from switchover.ledger_record import LedgerRecord, ShadowRecord, ShadowResult
 
 
 def rec(i: int) -> LedgerRecord:

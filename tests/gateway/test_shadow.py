@@ -11,10 +11,10 @@ from aiohttp import web
 
 from switchover.bench.rows import row_from_record
 from switchover.bench.stats import request_metrics
-from switchover.gateway.config import ShadowConfig
+from switchover.config.gateway import ShadowConfig
 from switchover.gateway.faults import FaultUpstream, running
-from switchover.gateway.ledger_record import ShadowResult
 from switchover.gateway.shadow import Shadow, shadow_body
+from switchover.ledger_record import ShadowResult
 from switchover.testbed.processes import free_port
 from switchover.wire import EngineClient
 from tests.wire.fake_server import FakeServer, chunk, sse, usage_chunk

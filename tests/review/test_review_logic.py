@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from switchover.gateway.config import ReviewConfig, TaskRule, TaskTypesConfig
+from switchover.config.gateway import ReviewConfig, TaskRule, TaskTypesConfig
 from switchover.review.models import ReviewSummary, rating_gate, summarize, wilson
 from switchover.review.sampler import Quota, Redactor, task_type
 

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from switchover.cli.app import main
-from switchover.gateway.ledger_record import LedgerRecord, LedgerRow, ShadowRecord, ShadowResult
+from switchover.ledger_record import LedgerRecord, LedgerRow, ShadowRecord, ShadowResult
 
 _ids = itertools.count()
 

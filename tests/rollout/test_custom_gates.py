@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import yaml
 
+from switchover.config.rollout import GateThresholds, PrometheusSource, RolloutSettings, TaskTypeRule
+from switchover.config.rollout_custom import CustomGate
 from switchover.errors import BadInput, Unreachable
 from switchover.rollout.baseline import Baseline
 from switchover.rollout.controller import Rollout
 from switchover.rollout.custom_gates import _series, judge_ledger_gate, judge_promql, with_window
-from switchover.rollout.custom_settings import CustomGate
-from switchover.rollout.rows import TaskTyper, TaskTypeRule, row_view
-from switchover.rollout.settings import GateThresholds, PrometheusSource, RolloutSettings
+from switchover.rollout.rows import TaskTyper, row_view
 from tests.rollout.builders import Clock, row, traffic, write_ledger
 
 TH = GateThresholds(min_samples=20)

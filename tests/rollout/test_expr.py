@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from switchover.rollout.expr import MAX_DEPTH, ExprError, compile_expr
+from switchover.expr import MAX_DEPTH, ExprError, compile_expr
 
 FIELDS = {"status", "path", "outcome", "prompt_tokens", "completion_tokens", "finish_reason", "json_valid", "stream"}
 ROW = {"status": 200, "path": "/v1/chat/completions", "outcome": "ok", "prompt_tokens": 2400, "completion_tokens": 7,

@@ -12,6 +12,7 @@ from typing import ClassVar
 
 import pytest
 
+from switchover.config.rollout import GateName, GateThresholds, PrometheusSource
 from switchover.errors import Unreachable
 from switchover.rollout import metric_names as mn
 from switchover.rollout.gates import (
@@ -24,7 +25,6 @@ from switchover.rollout.gates import (
     stats_from_ledger,
     stats_from_prometheus,
 )
-from switchover.rollout.settings import GateName, GateThresholds, PrometheusSource
 from tests.rollout.builders import traffic, write_ledger
 
 TH = GateThresholds(min_samples=50, max_error_rate=0.02, max_fallback_ratio=0.05, max_ttft_p99_ratio=1.5)

@@ -9,6 +9,8 @@ import orjson
 import pytest
 import yaml
 
+from switchover.config.rollout import GateName, RolloutSettings
+from switchover.config.rollout_holding import DrillRequirement, FailureType, HoldingSettings
 from switchover.drill import DrillResult
 from switchover.readiness import Readiness, ReadyState
 from switchover.rollout import rollback_ready
@@ -25,8 +27,6 @@ from switchover.rollout.holding import (
     judge_old,
     judge_window,
 )
-from switchover.rollout.holding_settings import DrillRequirement, FailureType, HoldingSettings
-from switchover.rollout.settings import GateName, RolloutSettings
 from switchover.rollout.verdicts import GateResult
 from tests.rollout.builders import Clock, cli, traffic, write_ledger
 

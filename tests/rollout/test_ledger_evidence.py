@@ -10,12 +10,12 @@ from pathlib import Path
 import orjson
 import pytest
 
+from switchover.config.rollout import GateName, GateThresholds
 from switchover.errors import BadInput
-from switchover.gateway.ledger_record import CLIENT_OUTCOMES, NOT_AN_ARM_OUTCOMES, LedgerRecord, ShadowRecord
+from switchover.ledger_record import CLIENT_OUTCOMES, NOT_AN_ARM_OUTCOMES, LedgerRecord, ShadowRecord
 from switchover.rollout.compare import compare_samples, samples_from_ledger
 from switchover.rollout.controller import Rollout
 from switchover.rollout.gates import evaluate, read_ledger_rows, stats_from_ledger
-from switchover.rollout.settings import GateName, GateThresholds
 from tests.rollout.builders import Clock, at_five_percent_by_cli, cli, row, traffic, write_ledger
 
 TH = GateThresholds(min_samples=50, max_error_rate=0.02)
@@ -191,10 +191,10 @@ def test_cli_watch_still_rolls_back_past_a_bad_line(
 def test_a_window_is_read_in_one_pass_without_holding_its_rows_and_judged_as_from_the_rows(tmp_path: Path) -> None:
     import tracemalloc
 
+    from switchover.config.rollout import RolloutSettings
     from switchover.rollout.custom_gates import judge_ledger_gate
     from switchover.rollout.evidence import judge_custom, read_window
     from switchover.rollout.rows import row_view
-    from switchover.rollout.settings import RolloutSettings
 
     rows = traffic(1000.0, 10_000, new_share=0.5, seed=9)
     write_ledger(tmp_path, rows)

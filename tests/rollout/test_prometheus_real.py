@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from switchover.config.rollout import GateName, GateThresholds, PrometheusSource
+from switchover.config.rollout_custom import CustomGate
 from switchover.errors import BadInput
 from switchover.gateway.metrics import GatewayMetrics
 from switchover.rollout.custom_gates import evaluate_custom
-from switchover.rollout.custom_settings import CustomGate
 from switchover.rollout.gates import evaluate, stats_from_prometheus
-from switchover.rollout.settings import GateName, GateThresholds, PrometheusSource
 from switchover.testbed.processes import free_port
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from switchover.config.rollout import GateName, RolloutSettings
 from switchover.errors import BadInput
 from switchover.rollout import stages as sm
-from switchover.rollout.settings import GateName, RolloutSettings
 
 
 def test_default_stages_follow_seed_000_section_7() -> None:

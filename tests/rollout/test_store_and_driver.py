@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from switchover.config.rollout import RolloutSettings
 from switchover.errors import BadInput
 from switchover.rollout import stages as sm
 from switchover.rollout.driver import apply_to_gateway, set_gateway_fields
-from switchover.rollout.settings import RolloutSettings
 from switchover.rollout.store import RolloutStore, actor
 
 

@@ -10,8 +10,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 from scipy import stats as sps
 
-from switchover.bench.settings import BenchSlos
 from switchover.bench.stats import StepSummary, percentile
+from switchover.config.bench import BenchSlos
 
 
 class MetricDelta(BaseModel):

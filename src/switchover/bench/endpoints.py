@@ -12,8 +12,8 @@ import orjson
 
 from switchover.bench.results import BenchPlan, EndpointInfo, EndpointSpec
 from switchover.bench.scrape import Scraper
-from switchover.bench.settings import BenchSection
 from switchover.bench.workload import TokenCounter
+from switchover.config.bench import BenchSection
 from switchover.errors import BadInput, Unreachable
 from switchover.wire import EngineClient, Timeouts
 

@@ -8,10 +8,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from switchover.bench.ab import MetricDelta, SloCheck
 from switchover.bench.knee import KneeResult
-from switchover.bench.settings import BenchSlos
 from switchover.bench.soak import Soak
 from switchover.bench.stats import StepSummary
 from switchover.bench.workload import BucketFit
+from switchover.config.bench import BenchSlos
 
 DEFAULT_BUCKETS = [128, 512, 2048]
 DEFAULT_LADDER = [1, 2, 4, 8, 16, 32, 64]

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from switchover.check.settings import CheckSection
+from switchover.config.check import CheckSection
 from switchover.report.models import EndpointSummary, PartRun
 from switchover.runs import RunDir
 

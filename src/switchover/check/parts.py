@@ -18,8 +18,8 @@ from switchover.check.evidence import (
     PlanEvidence,
     TextCount,
 )
-from switchover.check.settings import CheckSection
 from switchover.config import Endpoint, Migration
+from switchover.config.check import CheckSection
 from switchover.errors import SwitchoverError
 from switchover.wire import EngineClient, Timeouts
 

@@ -17,8 +17,8 @@ from pydantic import BaseModel
 from switchover.atomicfile import write_atomic
 from switchover.check import parts as P
 from switchover.check.evidence import CheckConfig, load_evidence
-from switchover.check.settings import PARTS, CheckSection
 from switchover.config import Migration
+from switchover.config.check import PARTS, CheckSection
 from switchover.errors import SwitchoverError
 from switchover.report.models import CheckReport, EndpointSummary, PartRun
 from switchover.runs import RunDir

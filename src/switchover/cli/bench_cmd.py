@@ -55,7 +55,7 @@ MAX_DATASET_BYTES = 1 << 30  # a --dataset JSONL (ShareGPT is ~0.7 GiB); it is h
 def _slos(specs: list[str] | None) -> dict[str, float]:
     from pydantic import ValidationError
 
-    from switchover.bench.settings import BenchSlos
+    from switchover.config.bench import BenchSlos
 
     out: dict[str, float] = {}
     for spec in specs or []:

@@ -64,8 +64,8 @@ def register(app: typer.Typer) -> None:
         Example: switchover check switchover.yaml
         """
         from switchover.check.runner import CheckRun, is_milestone
-        from switchover.check.settings import PARTS, CheckSection
         from switchover.config import load_migration
+        from switchover.config.check import PARTS, CheckSection
 
         m = load_migration(config)
         settings = (m.check or CheckSection()).model_copy(deep=True)

@@ -12,12 +12,12 @@ from switchover.atomicfile import write_atomic
 from switchover.cli import params
 from switchover.cli.common import err_console, print_json
 from switchover.config import load_migration
+from switchover.config.rollout import RolloutSettings
 from switchover.errors import BadInput, CheckFailed
 from switchover.export.argo import argo_rollout
 from switchover.export.envoy import envoy_config, find_envoy, validate_with_envoy
 from switchover.export.grafana import grafana_dashboard
 from switchover.export.result import ExportResult
-from switchover.rollout.settings import RolloutSettings
 
 app = typer.Typer(help="Export the rollout and routing to Argo Rollouts, Envoy and Grafana.\n\n"
                   "Example: switchover export envoy -c switchover.yaml --weight 5 -o envoy.yaml", no_args_is_help=True)

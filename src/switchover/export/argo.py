@@ -18,11 +18,11 @@ from typing import Any, Literal
 import jsonschema
 
 from switchover.config import Migration
+from switchover.config.rollout import GateName, RolloutSettings, StageSpec
 from switchover.engines.profile import load_profile
 from switchover.errors import BadInput
 from switchover.export.result import ExportResult, Limitation
 from switchover.rollout import metric_names as mn
-from switchover.rollout.settings import GateName, RolloutSettings, StageSpec
 
 Metrics = Literal["gateway", "engines"]
 

@@ -14,9 +14,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from switchover.config import Migration
+from switchover.config.gateway import GatewayConfig
 from switchover.errors import BadInput
 from switchover.export.result import ExportResult, Limitation
-from switchover.gateway.config import GatewayConfig
 
 ROUTER = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
 HCM = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"

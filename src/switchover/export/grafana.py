@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from switchover.config.rollout import RolloutSettings
 from switchover.export.result import ExportResult, Limitation
 from switchover.rollout import metric_names as mn
-from switchover.rollout.settings import RolloutSettings
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 W = "$__rate_interval"

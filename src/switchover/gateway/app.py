@@ -22,7 +22,6 @@ from switchover.gateway.headers import request_id
 from switchover.gateway.inflight import InFlight
 from switchover.gateway.killswitch import KillSwitch
 from switchover.gateway.ledger import Ledger
-from switchover.gateway.ledger_record import ShadowResult
 from switchover.gateway.listener import Front
 from switchover.gateway.live import Live, build_live
 from switchover.gateway.messages import FrontRequest, FrontStream, Reply
@@ -32,6 +31,7 @@ from switchover.gateway.proxy import Proxy
 from switchover.gateway.shadow import Shadow
 from switchover.gateway.spotcheck import SpotCheck
 from switchover.gateway.state import LatchFile, RunDirLock, write_admin_token
+from switchover.ledger_record import ShadowResult
 from switchover.review.sampler import LabelCap
 from switchover.wire.passthrough import H1Pool
 

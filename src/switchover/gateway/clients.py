@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from switchover.config.gateway import ClientsConfig
 from switchover.errors import BadInput
-from switchover.gateway.config import ClientsConfig
 
 _LINE = re.compile(r"^(?P<name>[A-Za-z0-9._:@\-]{1,64})\s+sha256:(?P<hex>[0-9a-fA-F]{64})$")
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import httptools
 
 from switchover.gateway.messages import REASONS, FrontRequest, FrontStream, Headers, Reply, error_reply
-from switchover.gateway.target import TargetError, parse_target
+from switchover.wire.target import TargetError, parse_target
 
 log = logging.getLogger("switchover.gateway")
 

@@ -22,7 +22,7 @@ from typing import IO, Any
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from switchover.gateway.ledger_record import LedgerRecord, LedgerRow, ShadowRecord
+from switchover.ledger_record import LedgerRecord, LedgerRow, ShadowRecord
 
 _NAME = re.compile(r"^ledger-(\d{5,})\.jsonl$")
 MAX_EXAMPLES = 3

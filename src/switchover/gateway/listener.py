@@ -9,7 +9,7 @@ import logging
 import resource
 from typing import Any
 
-from switchover.gateway.config import LimitsConfig
+from switchover.config.gateway import LimitsConfig
 from switchover.gateway.front import FrontConnection, Handler, RefusedHook
 from switchover.gateway.messages import FrontRequest
 

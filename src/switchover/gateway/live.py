@@ -8,9 +8,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from switchover.config import Migration
+from switchover.config.gateway import GatewayConfig
 from switchover.errors import BadInput
 from switchover.gateway.clients import ClientPolicy
-from switchover.gateway.config import GatewayConfig
 from switchover.gateway.policy import RouteState
 from switchover.gateway.prompt import PromptEstimator
 from switchover.wire.passthrough import Origin

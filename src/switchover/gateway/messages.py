@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from switchover.gateway.target import Target
+from switchover.wire.target import Target
 
 if TYPE_CHECKING:
     from switchover.gateway.front import FrontConnection

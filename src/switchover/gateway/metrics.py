@@ -7,7 +7,7 @@ from typing import Any, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from switchover.gateway.ledger_record import Outcome
+from switchover.ledger_record import Outcome
 
 ARMS = ("old", "new")
 # reasons `upstream.open_upstream` and the gateway give, besides status_<code> for the configured statuses

@@ -15,10 +15,10 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from switchover.config.gateway import ShadowConfig
 from switchover.errors import BadInput
-from switchover.gateway.config import ShadowConfig
-from switchover.gateway.ledger_record import ShadowResult
 from switchover.gateway.observe import record_timings
+from switchover.ledger_record import ShadowResult
 from switchover.wire.client import EngineClient, Timeouts
 from switchover.wire.records import FailureKind, RequestRecord
 

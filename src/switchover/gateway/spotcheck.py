@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from switchover.gateway.config import ReviewConfig
+from switchover.config.gateway import ReviewConfig
 from switchover.gateway.headers import forward_headers
 from switchover.gateway.live import Live
 from switchover.gateway.messages import FrontRequest

@@ -7,7 +7,7 @@ import random
 import re
 from collections.abc import Callable
 
-from switchover.gateway.config import ReviewConfig, TaskTypesConfig
+from switchover.config.gateway import ReviewConfig, TaskTypesConfig
 from switchover.redaction import redact
 
 _TYPE_OK = re.compile(r"[A-Za-z0-9_.:-]{1,40}")

@@ -19,8 +19,8 @@ from urllib.parse import parse_qs
 
 import orjson
 
+from switchover.config.gateway import LimitsConfig
 from switchover.errors import BadInput
-from switchover.gateway.config import LimitsConfig
 from switchover.gateway.listener import serve_front
 from switchover.gateway.messages import FrontRequest, Reply, error_reply, json_reply
 from switchover.review.page import SCRIPT, page

@@ -13,7 +13,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from switchover.bench.stats import percentile
-from switchover.gateway.ledger_record import LedgerRecord, LedgerRow
+from switchover.ledger_record import LedgerRecord, LedgerRow
 from switchover.rollout.rows import TaskTyper, row_view
 
 

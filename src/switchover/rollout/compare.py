@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from scipy import stats
 
 from switchover.bench.stats import describe
-from switchover.gateway.ledger_record import NOT_AN_ARM_OUTCOMES, LedgerRecord, LedgerRow, ShadowRecord, ShadowResult
+from switchover.ledger_record import NOT_AN_ARM_OUTCOMES, LedgerRecord, LedgerRow, ShadowRecord, ShadowResult
 
 Verdict = Literal["same", "differs", "insufficient"]
 TestName = Literal["ks", "mann_whitney", "chi_square"]

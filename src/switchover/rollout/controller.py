@@ -14,20 +14,20 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from switchover.config import Migration, load_migration
+from switchover.config.rollout import PrometheusSource, RolloutSettings
+from switchover.config.rollout_custom import CustomGate
 from switchover.errors import BadInput
-from switchover.gateway.ledger_record import LedgerRow
+from switchover.ledger_record import LedgerRow
 from switchover.review.models import ReviewSummary
 from switchover.rollout import rollback_ready
 from switchover.rollout import stages as sm
 from switchover.rollout.custom_gates import Series, promql_vector
-from switchover.rollout.custom_settings import CustomGate
 from switchover.rollout.driver import apply_to_gateway
 from switchover.rollout.evidence import Window, judge_custom, read_window
 from switchover.rollout.gates import GateReport, WindowStats, decide, evaluate, stream_ledger_rows
 from switchover.rollout.holding import HoldingReport
 from switchover.rollout.holding_control import HoldingDesk
 from switchover.rollout.rollback_ready import MetricsCheck, ReadyCheck
-from switchover.rollout.settings import PrometheusSource, RolloutSettings
 from switchover.rollout.stages import RolloutState, Transition
 from switchover.rollout.store import RolloutStore, actor
 

@@ -1,4 +1,4 @@
-"""Judging custom gates (custom_settings.py): pure functions over ledger row views, and PromQL at the edge.
+"""Judging custom gates (config/rollout_custom.py): pure functions over ledger row views, and PromQL at the edge.
 
 Verdicts follow gates.py: too few samples is hold, never pass; a rate may fail early when the failures already
 seen exceed what min_samples rows could absorb. With `by`, each group is judged alone and any failing group
@@ -19,15 +19,14 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, Field
 
+from switchover.config.rollout import GateThresholds, PrometheusSource
+from switchover.config.rollout_custom import CustomGate
 from switchover.errors import BadInput, Unreachable
-from switchover.gateway.ledger_record import NOT_AN_ARM_OUTCOMES
+from switchover.expr import compile_expr
+from switchover.ledger_record import NOT_AN_ARM_OUTCOMES, PENDING_FIELDS, pending_missing, row_fields
 from switchover.review.models import ReviewSummary, rating_gate
 from switchover.rollout.baseline import Baseline
 from switchover.rollout.compare import compare_metric
-from switchover.rollout.custom_settings import CustomGate
-from switchover.rollout.expr import compile_expr
-from switchover.rollout.rows import PENDING_FIELDS, pending_missing, row_fields
-from switchover.rollout.settings import GateThresholds, PrometheusSource
 
 Verdict = Literal["pass", "hold", "fail"]
 View = dict[str, Any]

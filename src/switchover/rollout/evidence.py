@@ -8,8 +8,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from switchover.config.rollout import PrometheusSource, RolloutSettings
+from switchover.config.rollout_custom import CustomGate
 from switchover.gateway.ledger import LedgerSkips
-from switchover.gateway.ledger_record import LedgerRecord, LedgerRow
+from switchover.ledger_record import LedgerRecord, LedgerRow
 from switchover.review.models import ReviewSummary
 from switchover.rollout.baseline import Baseline
 from switchover.rollout.custom_gates import (
@@ -20,10 +22,8 @@ from switchover.rollout.custom_gates import (
     evaluate_custom,
     promql_vector,
 )
-from switchover.rollout.custom_settings import CustomGate
 from switchover.rollout.gates import WindowStats, stats_from_ledger, stats_from_prometheus, stream_ledger_rows
 from switchover.rollout.rows import TaskTyper, row_view
-from switchover.rollout.settings import PrometheusSource, RolloutSettings
 
 Query = Callable[[PrometheusSource, str], Series]
 

@@ -1,7 +1,7 @@
 """The rollback window after 100 % as pure functions: windows per failure type, old-arm readiness, prerequisites.
 
-`holding` starts when the rollout enters its last stage at weight 100. Each failure type's window (holding
-_settings.py) has an end time and gates. On every check:
+`holding` starts when the rollout enters its last stage at weight 100. Each failure type's window (config/
+rollout_holding.py) has an end time and gates. On every check:
   * a failed hard gate in an open window → roll back (to `holding.on_fail`), but only while old can serve: if
     the last readiness check of old failed or is stale, the decision is `rollback_blocked` (sending everything
     to an engine that cannot answer would turn a regression into an outage) and the report says so;
@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from switchover.config.rollout_holding import DrillRequirement, FailureType, HoldingSettings
 from switchover.drill import DrillResult
 from switchover.rollout.custom_gates import CustomGateResult
-from switchover.rollout.holding_settings import DrillRequirement, FailureType, HoldingSettings
 from switchover.rollout.verdicts import GateResult
 
 Verdict = Literal["pass", "hold", "fail"]

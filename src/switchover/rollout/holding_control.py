@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from switchover.config.rollout import GateName
+from switchover.config.rollout_custom import CustomGate
+from switchover.config.rollout_holding import HoldingSettings
 from switchover.rollout import stages as sm
 from switchover.rollout.baseline import Baseline, take_baseline
-from switchover.rollout.custom_settings import CustomGate
 from switchover.rollout.evidence import Window, judge_custom, read_window, window_rows, with_baseline
 from switchover.rollout.gates import GateReport, WindowStats, evaluate
 from switchover.rollout.holding import (
@@ -23,10 +25,8 @@ from switchover.rollout.holding import (
     judge_window,
     start_holding,
 )
-from switchover.rollout.holding_settings import HoldingSettings
 from switchover.rollout.rollback_ready import MetricsCheck, ReadyCheck, collect_prerequisites, record
 from switchover.rollout.rows import TaskTyper
-from switchover.rollout.settings import GateName
 from switchover.rollout.stages import RolloutState, Transition
 from switchover.rollout.store import BASELINE_FILE, HOLDING_FILE, OLD_READY_FILE, actor
 

@@ -10,12 +10,12 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from switchover.config.rollout_holding import HoldingSettings
 from switchover.drill import DrillResult
 from switchover.errors import SwitchoverError
 from switchover.readiness import Readiness, check_ready
 from switchover.rollout.driver import set_gateway_fields
 from switchover.rollout.holding import OldArmView, PrereqStatus, Prerequisite, ReadyRecord, judge_drill
-from switchover.rollout.holding_settings import HoldingSettings
 
 T = TypeVar("T")
 ReadyCheck = Callable[[str, "str | None", float], Readiness]

@@ -1,9 +1,7 @@
 """Ledger rows as the expression language sees them: a flat mapping of field → value, plus a task type.
 
-The fields are the ledger contract's (gateway/ledger_record.py), including `task_type` (the gateway's label from
-`gateway.task_types`), `json_valid` (the answer parsed as JSON, when the request asked for JSON) and
-`cached_tokens` (usage.prompt_tokens_details.cached_tokens); rows from ledgers older than those fields read them as
-`null`. Without a gateway label, the task type comes from `rollout.task_types` rules, then "other".
+The fields are the ledger contract's (switchover/ledger_record.py, `row_fields`). Without a gateway label, the task
+type comes from `rollout.task_types` rules (config/rollout.py `TaskTypeRule`), then "other".
 """
 
 from __future__ import annotations
@@ -11,47 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from switchover.config.rollout import TaskTypeRule
+from switchover.expr import Expression, compile_expr
+from switchover.ledger_record import LEFT_OUT, PENDING_FIELDS, LedgerRecord, row_fields
 
-from switchover.gateway.ledger_record import LedgerRecord
-from switchover.rollout.expr import ExprError, Expression, compile_expr
-
-PENDING_FIELDS: dict[str, str] = {
-    "task_type": "a task-type label set by the gateway (header, route or rule)",
-    "json_valid": "whether the answer parsed as JSON / matched the requested schema",
-    "cached_tokens": "usage.prompt_tokens_details.cached_tokens of the answer",
-}
-_LEFT_OUT = {"kind", "shadow", "prompt"}
 OTHER = "other"
-
-
-def row_fields() -> frozenset[str]:
-    """Every field an expression may name."""
-    declared = {k for k in LedgerRecord.model_fields if k not in _LEFT_OUT}
-    return frozenset(declared | set(PENDING_FIELDS))
-
-
-def pending_missing() -> list[str]:
-    """PENDING_FIELDS the ledger contract does not declare yet (so they are always null today)."""
-    return [k for k in PENDING_FIELDS if k not in LedgerRecord.model_fields]
-
-
-class TaskTypeRule(BaseModel):
-    """`rollout.task_types` item: a label and the expression that picks its requests (first match wins)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
-    when: str = Field(description="Expression over ledger fields, e.g. path == '/v1/chat/completions'")
-
-    @field_validator("when")
-    @classmethod
-    def _compiles(cls, value: str) -> str:
-        try:
-            compile_expr(value, row_fields() - {"task_type"})
-        except ExprError as exc:
-            raise ValueError(f"not a valid expression: {exc}") from None
-        return value
 
 
 class TaskTyper:
@@ -73,7 +35,7 @@ class TaskTyper:
 
 def row_view(record: LedgerRecord, typer: TaskTyper | None = None) -> dict[str, Any]:
     """The mapping an expression reads: declared fields, pending ones (null when absent), the task type."""
-    view = {k: getattr(record, k) for k in LedgerRecord.model_fields if k not in _LEFT_OUT}
+    view = {k: getattr(record, k) for k in LedgerRecord.model_fields if k not in LEFT_OUT}
     for k in PENDING_FIELDS:
         view.setdefault(k, getattr(record, k, None))
     view["task_type"] = (typer or TaskTyper())(view)

@@ -11,9 +11,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from switchover.config.rollout import StageSpec
 from switchover.errors import BadInput
 from switchover.rollout.holding import HoldingState
-from switchover.rollout.settings import StageSpec
 
 
 class Status(StrEnum):

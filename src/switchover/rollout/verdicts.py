@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from switchover.rollout.settings import GateName
+from switchover.config.rollout import GateName
 
 GateVerdict = Literal["pass", "hold", "fail"]
 

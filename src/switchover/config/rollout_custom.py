@@ -22,8 +22,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from switchover.rollout.expr import ExprError, compile_expr
-from switchover.rollout.rows import row_fields
+from switchover.expr import ExprError, compile_expr
+from switchover.ledger_record import row_fields
 
 Builtin = Literal["parse_failure_rate", "output_length_shift", "cache_hits_after_switch", "spot_check_rating"]
 BUILTIN_DEFAULTS: dict[str, dict[str, float | bool]] = {

@@ -15,9 +15,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from switchover.rollout.custom_settings import CustomGate
-from switchover.rollout.holding_settings import HoldingSettings
-from switchover.rollout.rows import TaskTypeRule
+from switchover.config.rollout_custom import CustomGate
+from switchover.config.rollout_holding import HoldingSettings
+from switchover.expr import ExprError, compile_expr
+from switchover.ledger_record import row_fields
 
 
 class GateName(StrEnum):
@@ -133,7 +134,7 @@ class PrometheusSource(BaseModel):
 
 DEFAULT_STAGES: list[Any] = ["shadow", 5, 20, 50, 100]
 BUILTIN_GATES = ("parse_failure_rate", "output_length_shift", "cache_hits_after_switch", "spot_check_rating")
-"""Built-in custom gates usable by name without a custom_gates entry (defaults from custom_settings.py)."""
+"""Built-in custom gates usable by name without a custom_gates entry (defaults from rollout_custom.py)."""
 
 
 class RolloutSettings(BaseModel):
@@ -160,13 +161,13 @@ class RolloutSettings(BaseModel):
         description="State file and audit log; relative paths are from switchover.yaml's folder",
     )
     custom_gates: list[CustomGate] = Field(
-        default_factory=list, description="PromQL, ledger-expression and built-in gates (custom_settings.py)"
+        default_factory=list, description="PromQL, ledger-expression and built-in gates (rollout_custom.py)"
     )
     task_types: list[TaskTypeRule] = Field(
         default_factory=list, description="Task-type rules for `by: task_type` when the gateway sets no label"
     )
     holding: HoldingSettings = Field(
-        default_factory=HoldingSettings, description="The rollback window after 100 % (holding_settings.py)"
+        default_factory=HoldingSettings, description="The rollback window after 100 % (rollout_holding.py)"
     )
 
     @field_validator("stages", mode="before")
@@ -263,3 +264,21 @@ def _stage_from(item: Any) -> Any:
             "name": "shadow" if item.get("weight") == 0 and item.get("shadow") else f"{item['weight']}%",
         }
     return item
+
+
+class TaskTypeRule(BaseModel):
+    """`rollout.task_types` item: a label and the expression that picks its requests (first match wins)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
+    when: str = Field(description="Expression over ledger fields, e.g. path == '/v1/chat/completions'")
+
+    @field_validator("when")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            compile_expr(value, row_fields() - {"task_type"})
+        except ExprError as exc:
+            raise ValueError(f"not a valid expression: {exc}") from None
+        return value

@@ -1,4 +1,5 @@
-"""The request target, as a client sent it, turned into the one path the gateway will forward (pure).
+"""The request target, as a client sent it, turned into the one path the gateway will forward (pure; here in wire/
+so the config schema can check paths without importing the gateway).
 
 Only origin-form (`/path[?query]`, RFC 9112 §3.2.1) is accepted: absolute-form, authority-form, asterisk-form,
 `//host` and anything else that could name another host are refused, so the upstream URL is always the configured

@@ -10,12 +10,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from switchover import yamlfile
-from switchover.bench.settings import BenchSection
-from switchover.check.settings import CheckSection
+from switchover.config.bench import BenchSection
+from switchover.config.check import CheckSection
+from switchover.config.gateway import GatewayConfig
+from switchover.config.rollout import RolloutSettings
 from switchover.errors import BadInput
-from switchover.gateway.config import GatewayConfig
 from switchover.inputs import base_url, env_var_name
-from switchover.rollout.settings import RolloutSettings
 
 
 class Engine(StrEnum):

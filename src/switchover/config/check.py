@@ -66,12 +66,14 @@ class MetricsPart(_Strict):
 class GracePart(_Strict):
     enabled: bool = True
     max_tokens: Tokens | None = Field(default=None, description="the longest generation the API allows")
-    drain_grace_s: float | None = Field(default=None, ge=0, le=MAX_SECONDS,
-                                        description="orchestrator grace period, seconds")
+    drain_grace_s: float | None = Field(
+        default=None, ge=0, le=MAX_SECONDS, description="orchestrator grace period, seconds"
+    )
     deploy_dir: str | None = Field(default=None, description="deploy YAML to scan for grace periods and timeouts")
     client_timeout_s: Seconds | None = Field(default=None)
-    margin_s: float | None = Field(default=None, ge=0, le=MAX_SECONDS,
-                                   description="default: 10% of the generation, >= 5 s")
+    margin_s: float | None = Field(
+        default=None, ge=0, le=MAX_SECONDS, description="default: 10% of the generation, >= 5 s"
+    )
 
 
 class RollbackPart(_Strict):
@@ -106,4 +108,5 @@ class CheckSection(_Strict):
     rollback: RollbackPart = Field(default_factory=RollbackPart)
     thresholds: Thresholds = Field(default_factory=Thresholds)
     waive: dict[str, str] = Field(
-        default_factory=dict, description="item id -> why a not-run of this item is acceptable")
+        default_factory=dict, description="item id -> why a not-run of this item is acceptable"
+    )

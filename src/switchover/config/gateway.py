@@ -19,7 +19,8 @@ class FallbackConfig(_Strict):
 
     statuses: list[int] = Field(default=[500, 502, 503, 504], description="Statuses from new that fall back to old")
     on_timeout_ms: float = Field(
-        default=5000, gt=0,
+        default=5000,
+        gt=0,
         description="No first SSE event (streaming) or no complete body (non-streaming) from new within this → old",
     )
 
@@ -37,8 +38,9 @@ class KillSwitchConfig(_Strict):
 
     enabled: bool = True
     window: float = Field(default=60.0, gt=0, le=86400, description="Sliding window, seconds")
-    min_samples: int = Field(default=20, ge=1, le=10_000_000,
-                             description="New-arm requests needed in the window before it can trip")
+    min_samples: int = Field(
+        default=20, ge=1, le=10_000_000, description="New-arm requests needed in the window before it can trip"
+    )
     max_fallback_ratio: float = Field(
         default=0.2, gt=0, le=1, description="Trip when (fallbacks + errors) / new-arm requests exceeds this"
     )
@@ -50,12 +52,15 @@ class ShadowConfig(_Strict):
     percent: float = Field(default=0.0, ge=0, le=100, description="Share of requests mirrored, percent")
     upstream: str = Field(default="new", description="'new', or the base URL of a third upstream")
     model: str | None = Field(default=None, description="Model name for a third upstream (default: as asked)")
-    max_concurrency: int = Field(default=4, ge=1, le=100_000,
-                                 description="Mirrors in flight at most; beyond it, dropped")
-    max_tokens_clamp: int | None = Field(default=None, ge=1, le=10_000_000,
-                                         description="Cap max_tokens of mirrored requests")
-    timeout_ms: float = Field(default=60000, gt=0, le=86_400_000,
-                              description="A mirror running longer than this is abandoned")
+    max_concurrency: int = Field(
+        default=4, ge=1, le=100_000, description="Mirrors in flight at most; beyond it, dropped"
+    )
+    max_tokens_clamp: int | None = Field(
+        default=None, ge=1, le=10_000_000, description="Cap max_tokens of mirrored requests"
+    )
+    timeout_ms: float = Field(
+        default=60000, gt=0, le=86_400_000, description="A mirror running longer than this is abandoned"
+    )
 
     @field_validator("upstream")
     @classmethod
@@ -79,14 +84,22 @@ class TimeoutsConfig(_Strict):
     """Upstream timeouts that bound every request (no request can hang past them)."""
 
     connect_ms: float = Field(default=2000, gt=0, le=3_600_000)
-    first_byte_ms: float = Field(default=120000, gt=0, le=86_400_000,
-                                 description="Old arm: no first event / body within this")
-    idle_ms: float = Field(default=60000, gt=0, le=86_400_000,
-                           description="Gap between two reads of a streamed response")
+    first_byte_ms: float = Field(
+        default=120000, gt=0, le=86_400_000, description="Old arm: no first event / body within this"
+    )
+    idle_ms: float = Field(
+        default=60000, gt=0, le=86_400_000, description="Gap between two reads of a streamed response"
+    )
 
 
-DEFAULT_ALLOWED_PATHS = ["/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/embeddings", "/tokenize",
-                         "/detokenize"]
+DEFAULT_ALLOWED_PATHS = [
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/models",
+    "/v1/embeddings",
+    "/tokenize",
+    "/detokenize",
+]
 DEFAULT_CREDENTIAL_HEADERS = ["authorization", "proxy-authorization", "cookie", "api-key", "x-api-key"]
 _TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
@@ -103,16 +116,20 @@ class ClientsConfig(_Strict):
     mode: Literal["passthrough", "keys", "open"] = Field(
         default="passthrough",
         description="passthrough: the client's own credentials go to old/new and the gateway adds none; keys: a "
-                    "client must present a known key (Authorization: Bearer), then the gateway sends the arm's "
-                    "api_key_env key instead; open: anyone, and the gateway adds the arm's key (choose on purpose)")
+        "client must present a known key (Authorization: Bearer), then the gateway sends the arm's "
+        "api_key_env key instead; open: anyone, and the gateway adds the arm's key (choose on purpose)",
+    )
     keys_env: list[str] = Field(default=[], description="keys mode: names of environment variables, each one key")
     key_file: str | None = Field(
-        default=None, description="keys mode: file of '<name> sha256:<hex>' lines (`switchover gateway hash-key`); "
-                                  "relative to the config file")
+        default=None,
+        description="keys mode: file of '<name> sha256:<hex>' lines (`switchover gateway hash-key`); "
+        "relative to the config file",
+    )
     credential_headers: list[str] = Field(
         default=list(DEFAULT_CREDENTIAL_HEADERS),
         description="Headers that carry credentials: never sent to the shadow, and replaced by the arm's key in "
-                    "keys / open mode")
+        "keys / open mode",
+    )
 
     @field_validator("keys_env")
     @classmethod
@@ -139,28 +156,43 @@ class ClientsConfig(_Strict):
 class LimitsConfig(_Strict):
     """What one client can hold: connections, time and bytes (docs/gateway.md, Security model)."""
 
-    max_connections: int = Field(default=1024, ge=1, le=1_000_000,
-                                 description="Open client connections at most (also capped by the file-descriptor "
-                                             "limit); beyond it a connection gets 503 and is closed")
-    max_connections_per_client: int = Field(default=256, ge=1, le=1_000_000,
-                                            description="Open connections per client IP address at most")
-    header_timeout_s: float = Field(default=10.0, gt=0, le=300,
-                                    description="The whole request head must arrive within this from its first byte")
-    body_timeout_s: float = Field(default=30.0, gt=0, le=3600,
-                                  description="The whole request body must arrive within this after the head")
-    keepalive_timeout_s: float = Field(default=75.0, gt=0, le=3600,
-                                       description="An idle connection between requests is closed after this")
-    keepalive_requests: int = Field(default=1000, ge=1, le=10_000_000,
-                                    description="Requests per connection; the last answer says Connection: close")
+    max_connections: int = Field(
+        default=1024,
+        ge=1,
+        le=1_000_000,
+        description="Open client connections at most (also capped by the file-descriptor "
+        "limit); beyond it a connection gets 503 and is closed",
+    )
+    max_connections_per_client: int = Field(
+        default=256, ge=1, le=1_000_000, description="Open connections per client IP address at most"
+    )
+    header_timeout_s: float = Field(
+        default=10.0, gt=0, le=300, description="The whole request head must arrive within this from its first byte"
+    )
+    body_timeout_s: float = Field(
+        default=30.0, gt=0, le=3600, description="The whole request body must arrive within this after the head"
+    )
+    keepalive_timeout_s: float = Field(
+        default=75.0, gt=0, le=3600, description="An idle connection between requests is closed after this"
+    )
+    keepalive_requests: int = Field(
+        default=1000, ge=1, le=10_000_000, description="Requests per connection; the last answer says Connection: close"
+    )
     max_head_bytes: int = Field(default=32 << 10, ge=1024, le=1 << 20, description="Request line + headers, bytes")
     max_headers: int = Field(default=100, ge=1, le=10_000, description="Header lines per request")
     max_body_bytes: int = Field(default=64 << 20, ge=1, le=4 << 30, description="Request body, bytes (413 above)")
     max_buffered_body_bytes: int = Field(
-        default=1 << 30, ge=1, le=1 << 40,
-        description="Request bodies held in memory across all connections at once; beyond it new bodies get 503")
+        default=1 << 30,
+        ge=1,
+        le=1 << 40,
+        description="Request bodies held in memory across all connections at once; beyond it new bodies get 503",
+    )
     send_timeout_s: float = Field(
-        default=60.0, gt=0, le=3600,
-        description="A client that takes no more of a streamed answer for this long is cut off (its upstream too)")
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="A client that takes no more of a streamed answer for this long is cut off (its upstream too)",
+    )
 
 
 class TaskRule(_Strict):
@@ -195,11 +227,14 @@ class ReviewConfig(_Strict):
 
     pairs_per_day: int = Field(default=0, ge=0, le=100_000, description="Pairs sampled per UTC day; 0: off")
     per_type_per_day: int = Field(default=50, ge=1, le=100_000, description="At most this many of one task type")
-    sample_percent: float = Field(default=5.0, gt=0, le=100,
-                                  description="Share of eligible requests considered (spreads samples over the day)")
+    sample_percent: float = Field(
+        default=5.0, gt=0, le=100, description="Share of eligible requests considered (spreads samples over the day)"
+    )
     redact_patterns: list[str] = Field(
-        default=[], description="Regular expressions masked in prompts and answers before anything is stored "
-                                "(secrets, e-mail addresses and phone numbers are always masked)")
+        default=[],
+        description="Regular expressions masked in prompts and answers before anything is stored "
+        "(secrets, e-mail addresses and phone numbers are always masked)",
+    )
     max_chars: int = Field(default=20_000, ge=100, le=1_000_000, description="Prompt / answer characters kept")
     max_concurrency: int = Field(default=2, ge=1, le=64, description="Pair mirrors in flight at most; else skipped")
     timeout_ms: float = Field(default=120_000, gt=0, le=3_600_000, description="One pair's mirrors, at most")
@@ -240,12 +275,14 @@ class GatewayConfig(_Strict):
     kill_switch: KillSwitchConfig = Field(default_factory=KillSwitchConfig)
     shadow: ShadowConfig = Field(default_factory=ShadowConfig)
     timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
-    drain_seconds: float = Field(default=30.0, ge=0, le=86400,
-                                 description="On SIGTERM, how long in-flight requests may run")
+    drain_seconds: float = Field(
+        default=30.0, ge=0, le=86400, description="On SIGTERM, how long in-flight requests may run"
+    )
     listen: ListenConfig = Field(default_factory=ListenConfig)
     allowed_paths: list[str] = Field(
         default=list(DEFAULT_ALLOWED_PATHS),
-        description="Path prefixes (whole segments) the gateway forwards; anything else is 404")
+        description="Path prefixes (whole segments) the gateway forwards; anything else is 404",
+    )
     clients: ClientsConfig = Field(default_factory=ClientsConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     task_types: TaskTypesConfig = Field(default_factory=TaskTypesConfig)
@@ -254,15 +291,17 @@ class GatewayConfig(_Strict):
         default="runs/gateway",
         description="Ledger (ledger-NNNNN.jsonl), log and kill-switch state; relative to the config file",
     )
-    ledger_rotate_mb: float = Field(default=64.0, ge=0.01, le=1 << 20,
-                                    description="Start a new ledger file past this size")
-    reload_poll_s: float = Field(default=1.0, ge=0.01, le=3600,
-                                 description="How often the config file is checked for changes")
+    ledger_rotate_mb: float = Field(
+        default=64.0, ge=0.01, le=1 << 20, description="Start a new ledger file past this size"
+    )
+    reload_poll_s: float = Field(
+        default=1.0, ge=0.01, le=3600, description="How often the config file is checked for changes"
+    )
 
     @field_validator("bypass_paths", "allowed_paths")
     @classmethod
     def _paths(cls, value: list[str]) -> list[str]:
-        from switchover.gateway.target import TargetError, normalise_path
+        from switchover.wire.target import TargetError, normalise_path
 
         out = []
         for p in value:

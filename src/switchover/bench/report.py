@@ -4,22 +4,22 @@ marked, plus the step table, A/B deltas and checks. Offline: plotly.js is inline
 from __future__ import annotations
 
 from collections import defaultdict
-from html import escape
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
+from markupsafe import Markup
 from plotly.subplots import make_subplots
 
 from switchover.atomicfile import write_atomic
 from switchover.bench.results import BenchReport
 from switchover.bench.stats import StepSummary
+from switchover.bench.steptable import fmt as _f
+from switchover.bench.steptable import step_flags, step_table
+from switchover.report.builder import render_page
 from switchover.runs import RunDir
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
-
-
-def _f(v: float | None, digits: int = 1) -> str:
-    return "—" if v is None else f"{v:.{digits}f}"
 
 
 def _x(s: StepSummary) -> float | None:
@@ -37,12 +37,6 @@ def _load_of(v: float | None) -> str:
     if v is None:
         return "trace"
     return _f(float(v), 0 if float(v).is_integer() else 2)
-
-
-def _load_cell(s: StepSummary) -> str:
-    if s.concurrency is None and s.rate is None:
-        return "trace" + (f" ({s.req_per_s:.2f} req/s)" if s.req_per_s is not None else "")
-    return _f(_x(s), 0 if s.concurrency is not None else 2)
 
 
 def _series(steps: list[StepSummary]) -> dict[str, list[float | None]]:
@@ -180,200 +174,76 @@ def soak_figure(report: BenchReport) -> go.Figure:
     return fig
 
 
-def soak_html(report: BenchReport, include_js: bool) -> str:
+_STYLE = ("body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
+          "td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}.warn{color:#b00}")
+
+
+def _table(head: list[str], rows: list[list[Any]]) -> dict[str, Any]:
+    return {"head": head, "rows": rows}
+
+
+def _soak(report: BenchReport, include_js: bool) -> dict[str, Any]:
     """Timeline, drift table and window table of a soak run."""
     soak = report.soak
     assert soak is not None
-    parts = [f"<h2>Soak: {len(soak.windows)} windows of {soak.window_s:g} s, {soak.checkpoints} checkpoints"
-             + (f", resumed {len(soak.resumed)}×" if soak.resumed else "") + "</h2>"]
-    if soak.windows:
-        parts.append(soak_figure(report).to_html(full_html=False, include_plotlyjs=include_js))
-    if soak.drift:
-        parts.append("<h3>Drift: first vs last full window</h3>" + _table(
-            ["endpoint", "metric", "first", "last", "change", "flag", "note"],
-            [[escape(d.endpoint), escape(d.metric), _f(d.first, 2), _f(d.last, 2),
-              "—" if d.change_pct is None else f"{d.change_pct:+.1f}%", "<b>drift</b>" if d.flagged else "",
-              escape(d.note)] for d in soak.drift]))
-    rows = [[escape(w.endpoint), str(w.index), f"{w.start_s:.0f}–{w.end_s:.0f}", f"{w.summary.ok}/{w.summary.requests}",
-             _f(w.summary.req_per_s, 2), _f(w.summary.ttft_ms.p99 if w.summary.ttft_ms else None),
-             _f(w.summary.tpot_ms.p50 if w.summary.tpot_ms else None, 2),
-             _f(w.summary.tpot_ms.p99 if w.summary.tpot_ms else None, 2), _f(w.client_rss_mb), _f(w.engine_rss_mb)]
-            for w in soak.windows]
-    parts.append("<h3>Windows</h3>" + _table(
-        ["endpoint", "window", "seconds", "ok", "req/s", "TTFT p99", "TPOT p50", "TPOT p99", "client RSS MB",
-         "engine RSS MB"], rows))
-    return "".join(parts)
+    drift = [[d.endpoint, d.metric, _f(d.first, 2), _f(d.last, 2),
+              "—" if d.change_pct is None else f"{d.change_pct:+.1f}%", Markup("<b>drift</b>") if d.flagged else "",
+              d.note] for d in soak.drift]
+    windows = [[w.endpoint, str(w.index), f"{w.start_s:.0f}–{w.end_s:.0f}", f"{w.summary.ok}/{w.summary.requests}",
+                _f(w.summary.req_per_s, 2), _f(w.summary.ttft_ms.p99 if w.summary.ttft_ms else None),
+                _f(w.summary.tpot_ms.p50 if w.summary.tpot_ms else None, 2),
+                _f(w.summary.tpot_ms.p99 if w.summary.tpot_ms else None, 2), _f(w.client_rss_mb),
+                _f(w.engine_rss_mb)] for w in soak.windows]
+    return {
+        "title": f"{len(soak.windows)} windows of {soak.window_s:g} s, {soak.checkpoints} checkpoints"
+                 + (f", resumed {len(soak.resumed)}×" if soak.resumed else ""),
+        "figure": soak_figure(report).to_html(full_html=False, include_plotlyjs=include_js) if soak.windows else None,
+        "drift": _table(["endpoint", "metric", "first", "last", "change", "flag", "note"], drift) if drift else None,
+        "windows": _table(["endpoint", "window", "seconds", "ok", "req/s", "TTFT p99", "TPOT p50", "TPOT p99",
+                           "client RSS MB", "engine RSS MB"], windows),
+    }
 
 
-def _table(head: list[str], rows: list[list[str]]) -> str:
-    th = "".join(f"<th>{escape(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+def _endpoint_rows(report: BenchReport) -> list[list[Any]]:
+    return [[e.label, e.url, e.engine or "openai", e.model, e.output_control,
+             "; ".join(f"{f.bucket}: {f.achieved} tok ({f.deviation:+d})" for f in e.length_fits)
+             + (f" via {e.token_count_method}" if e.token_count_method else "")] for e in report.endpoints]
+
+
+def _ab_rows(report: BenchReport) -> list[list[Any]]:
+    return [[a.bucket or "", _load_of(a.concurrency), f"{d.metric} {d.stat}", _f(d.old, 2), _f(d.new, 2),
+             _f(d.delta_pct, 1) + "%", "—" if d.p_value is None else f"{d.p_value:.3g}",
+             "yes" if d.significant else "no"] for a in report.ab for d in a.deltas]
 
 
 def render(report: BenchReport) -> str:
-    """The whole page as one HTML string."""
-    parts = [f"<h1>switchover bench: {escape(report.name)}</h1>"]
-    if report.interrupted or report.stopped_reason:
-        parts.append(
-            f"<p class=warn>Run ended early: {escape(report.stopped_reason or 'interrupted')}. "
-            "Everything measured until then is shown.</p>"
-        )
-    parts.append(
-        _table(
-            ["endpoint", "url", "engine", "model", "output length", "prompt length check"],
-            [
-                [
-                    escape(e.label),
-                    escape(e.url),
-                    escape(e.engine or "openai"),
-                    escape(e.model),
-                    escape(e.output_control),
-                    escape(
-                        "; ".join(f"{f.bucket}: {f.achieved} tok ({f.deviation:+d})" for f in e.length_fits)
-                        + (f" via {e.token_count_method}" if e.token_count_method else "")
-                    ),
-                ]
-                for e in report.endpoints
-            ],
-        )
-    )
+    """The whole page as one HTML string (the bench template in switchover/report)."""
     cal = report.calibration
-    if cal is not None:
-        parts.append(
-            f"<p>Client ceiling: {cal.req_per_s:.0f} req/s, {cal.chunks_per_s:.0f} chunks/s "
-            f"({cal.us_per_chunk:.1f} µs/chunk) at c={cal.concurrency}. Steps above 70% of it are "
-            "flagged.</p>"
-        )
-    else:
-        parts.append("<p class=warn>No client calibration: headroom unknown.</p>")
-    stamps = [f"{escape(e.label)}: {escape(e.chunk_stamps)}" for e in report.endpoints if e.chunk_stamps]
-    if stamps:
-        parts.append(f"<p>Chunk timestamps: {'; '.join(stamps)}.</p>")
-    buckets = list(dict.fromkeys(s.bucket for s in report.steps))
-    figs = [bucket_figure(report, b) for b in buckets]
-    for i, fig in enumerate(figs):
-        parts.append(fig.to_html(full_html=False, include_plotlyjs=i == 0))
-    if report.soak is not None:
-        parts.append(soak_html(report, include_js=not figs))
-    knees = [
-        [
-            escape(k),
-            escape(v.message) + ("<br><small>" + escape("; ".join(v.notes)) + "</small>" if v.notes else ""),
-        ]
-        for k, v in report.knees.items()
-    ]
-    if knees:
-        parts.append("<h2>Knee</h2>" + _table(["endpoint/bucket", "result"], knees))
-    rows = []
-    for s in report.steps:
-        flags = []
-        if s.steady is not None and s.steady.reached is False:
-            flags.append(f"not steady ({_f(s.steady.achieved)} of {s.steady.target:g})")
-        if s.client_flag:
-            flags.append(f"client at {s.client_load:.0%} of ceiling")
-        short = [w for w in s.workers if w.reached is False]
-        if s.workers:
-            flags.append(f"{len(s.workers)} workers" + (f", {len(short)} below target" if short else ""))
-        if s.lengths.isl_off_by_more_than_1:
-            flags.append(f"ISL off by >1 on {s.lengths.isl_off_by_more_than_1}")
-        if s.one_read:
-            flags.append(f"{s.one_read} with all tokens in one read (TPOT 0)")
-        if s.itl_zero and s.itl_ms:
-            flags.append(f"{s.itl_zero}/{s.itl_ms.count} ITL gaps 0 (events read together)")
-        if s.lengths.retok_mismatch:
-            flags.append(f"re-tokenized N differs on {s.lengths.retok_mismatch}/{s.lengths.retok_compared}")
-        rows.append(
-            [
-                escape(s.endpoint),
-                escape(s.bucket or ""),
-                _load_cell(s),
-                f"{s.ok}/{s.requests}",
-                _f(s.req_per_s, 2),
-                _f(s.out_tok_per_s, 1),
-                _f(s.ttft_ms.p50 if s.ttft_ms else None),
-                _f(s.ttft_ms.p99 if s.ttft_ms else None),
-                _f(s.tpot_ms.p50 if s.tpot_ms else None, 2),
-                _f(s.tpot_ms.p99 if s.tpot_ms else None, 2),
-                _f(s.e2e_ms.p99 if s.e2e_ms else None),
-                _f(s.lengths.isl_mean, 1),
-                escape(", ".join(f"{k}: {v}" for k, v in s.errors.items())),
-                escape("; ".join(flags)),
-            ]
-        )
-    parts.append(
-        "<h2>Steps</h2>"
-        + _table(
-            [
-                "endpoint",
-                "bucket",
-                "load",
-                "ok",
-                "req/s",
-                "tok/s",
-                "TTFT p50",
-                "TTFT p99",
-                "TPOT p50",
-                "TPOT p99",
-                "E2E p99",
-                "ISL",
-                "errors",
-                "flags",
-            ],
-            rows,
-        )
-    )
-    if report.ab:
-        ab_rows = []
-        for a in report.ab:
-            for d in a.deltas:
-                ab_rows.append(
-                    [
-                        escape(a.bucket or ""),
-                        _load_of(a.concurrency),
-                        escape(f"{d.metric} {d.stat}"),
-                        _f(d.old, 2),
-                        _f(d.new, 2),
-                        _f(d.delta_pct, 1) + "%",
-                        "—" if d.p_value is None else f"{d.p_value:.3g}",
-                        "yes" if d.significant else "no",
-                    ]
-                )
-        parts.append(
-            "<h2>New vs old</h2>"
-            + _table(
-                ["bucket", "load", "metric", "old ms", "new ms", "delta", "p (Mann-Whitney)", "significant"],
-                ab_rows,
-            )
-        )
-    if report.checks:
-        parts.append(
-            "<h2>Checks</h2>"
-            + _table(
-                ["check", "endpoint", "load", "value", "limit", "result"],
-                [
-                    [
-                        escape(c.name),
-                        escape(c.endpoint),
-                        _load_of(c.concurrency),
-                        _f(c.value, 2),
-                        _f(c.limit, 2),
-                        "pass" if c.passed else "<b>FAIL</b>",
-                    ]
-                    for c in report.checks
-                ],
-            )
-        )
-    if report.notes:
-        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{escape(n)}</li>" for n in report.notes) + "</ul>")
-    style = (
-        "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
-        "td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}.warn{color:#b00}"
-    )
-    return (
-        "<!doctype html><html><head><meta charset=utf-8>"
-        f"<title>switchover bench {escape(report.name)}</title>"
-        f"<style>{style}</style></head><body>{''.join(parts)}</body></html>"
+    figs = [bucket_figure(report, b).to_html(full_html=False, include_plotlyjs=i == 0)
+            for i, b in enumerate(dict.fromkeys(s.bucket for s in report.steps))]
+    knees = [[k, Markup("{}<br><small>{}</small>").format(v.message, "; ".join(v.notes)) if v.notes else v.message]
+             for k, v in report.knees.items()]
+    steps = step_table(report.steps, (("errors", lambda s: ", ".join(f"{k}: {v}" for k, v in s.errors.items())),
+                                      ("flags", lambda s: "; ".join(step_flags(s)))))
+    return render_page(
+        "bench.html", name=report.name, style=_STYLE,
+        ended_early=(report.stopped_reason or "interrupted") if report.interrupted or report.stopped_reason else None,
+        endpoints=_table(["endpoint", "url", "engine", "model", "output length", "prompt length check"],
+                         _endpoint_rows(report)),
+        cal=None if cal is None else {"req_per_s": f"{cal.req_per_s:.0f}", "chunks_per_s": f"{cal.chunks_per_s:.0f}",
+                                      "us_per_chunk": f"{cal.us_per_chunk:.1f}", "concurrency": cal.concurrency},
+        stamps=[f"{e.label}: {e.chunk_stamps}" for e in report.endpoints if e.chunk_stamps],
+        figures=figs,
+        soak=_soak(report, include_js=not figs) if report.soak is not None else None,
+        knees=_table(["endpoint/bucket", "result"], knees),
+        steps=_table(*steps),
+        ab=_table(["bucket", "load", "metric", "old ms", "new ms", "delta", "p (Mann-Whitney)", "significant"],
+                  _ab_rows(report)) if report.ab else None,
+        checks=_table(["check", "endpoint", "load", "value", "limit", "result"],
+                      [[c.name, c.endpoint, _load_of(c.concurrency), _f(c.value, 2), _f(c.limit, 2),
+                        "pass" if c.passed else Markup("<b>FAIL</b>")] for c in report.checks])
+        if report.checks else None,
+        notes=report.notes,
     )
 
 

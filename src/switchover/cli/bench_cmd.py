@@ -106,44 +106,20 @@ class _Progress:
         )
 
 
+def _steady(s: Any) -> str:
+    return "—" if s.steady is None or s.steady.reached is None else ("yes" if s.steady.reached else "no")
+
+
 def render(report: Any) -> None:
     """Console summary: the step table, knees, A/B deltas, checks, where the run directory is."""
+    from switchover.bench.steptable import step_table
+
+    head, rows = step_table(report.steps, (("steady", _steady),))
     table = Table(title=f"switchover bench {report.name}")
-    for col in (
-        "endpoint",
-        "bucket",
-        "load",
-        "ok",
-        "req/s",
-        "tok/s",
-        "TTFT p50",
-        "TTFT p99",
-        "TPOT p50",
-        "TPOT p99",
-        "ISL",
-        "steady",
-    ):
+    for col in head:
         table.add_column(col, justify="right")
-
-    def f(v: float | None, d: int = 1) -> str:
-        return "—" if v is None else f"{v:.{d}f}"
-
-    for s in report.steps:
-        steady = "—" if s.steady is None or s.steady.reached is None else ("yes" if s.steady.reached else "no")
-        table.add_row(
-            s.endpoint,
-            s.bucket or "",
-            f"{s.concurrency or s.rate}" if (s.concurrency or s.rate) else "trace",
-            f"{s.ok}/{s.requests}",
-            f(s.req_per_s, 2),
-            f(s.out_tok_per_s),
-            f(s.ttft_ms.p50 if s.ttft_ms else None),
-            f(s.ttft_ms.p99 if s.ttft_ms else None),
-            f(s.tpot_ms.p50 if s.tpot_ms else None, 2),
-            f(s.tpot_ms.p99 if s.tpot_ms else None, 2),
-            f(s.lengths.isl_mean),
-            steady,
-        )
+    for row in rows:
+        table.add_row(*(escape(c) for c in row))
     console.print(table)
     cal = report.calibration
     if cal is not None:

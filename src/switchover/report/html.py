@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import time
-from functools import cache
 
-import jinja2
 from plotly.offline import get_plotlyjs
 
 from switchover import __version__
 from switchover.redaction import redact_data
+from switchover.report.builder import render_page
 from switchover.report.models import CheckReport
-from switchover.report.template import TEMPLATE
 
 AREA_TITLES = {
     "engine": "Engine switch: seed 000 §1's six impact areas",
@@ -20,19 +18,14 @@ AREA_TITLES = {
 }
 
 
-@cache
-def _template() -> jinja2.Template:
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
-    return env.from_string(TEMPLATE)
-
-
 def render_html(report: CheckReport) -> str:
     """The whole page as one string; secrets in the report's text are masked (as in check.json)."""
     report = CheckReport.model_validate(redact_data(report.model_dump(mode="json")))
     areas: dict[str, list] = {}
     for i in report.items:
         areas.setdefault(i.area, []).append(i)
-    return _template().render(
+    return render_page(
+        "check.html",
         r=report,
         counts=report.counts(),
         created=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(report.created_wall)),

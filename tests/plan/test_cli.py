@@ -111,8 +111,13 @@ def test_capacity_engine_version_picks_the_overhead_band_and_bad_versions_exit_2
                "--engine-version", "0.11.0", "--json")
     assert old.returncode == 0, old.stderr
     data = json.loads(old.stdout)
-    assert data["overhead_model"]["band"] == ">=0.8,<0.21"
+    assert data["overhead_model"]["band"] == ">=0.8,<0.19"
     assert data["instance"]["kv_pool_gib"] == pytest.approx(51.38, rel=0.01)  # llm-d's logged pool
+    new = _run("plan", "capacity", "-m", str(llama_dir), "--gpu", "H100-80G", "--max-model-len", "16000",
+               "--engine-version", "0.19.0", "--json")
+    band = json.loads(new.stdout)["overhead_model"]
+    assert band["band"] == ">=0.19,<0.21"  # its own sampler coefficient: a smaller peak at 1024 seqs than v0.11
+    assert band["sampler_gib"] < data["overhead_model"]["sampler_gib"] / 2
     bad = _run("plan", "capacity", "-m", str(llama_dir), "--gpu", "H100-80G", "--engine-version", "latest")
     assert bad.returncode == 2 and "--engine-version" in bad.stderr
 

@@ -63,5 +63,7 @@ def register(app: typer.Typer) -> None:
             render(report)
         if report.verdict != "ok":
             bad = [e.field for e in report.expectations if e.status != "match"]
-            raise CheckFailed(f"{report.verdict}: " + (f"{', '.join(bad)} not as expected" if bad else
-                                                        "the engine fell back to a slower or weaker path"))
+            down = sum(1 for f in report.fallbacks if f.severity == "downgrade")
+            parts = ([f"{', '.join(bad)} not as expected"] if bad else []) + (
+                [f"{down} fallback(s) to a slower or weaker path"] if down else [])
+            raise CheckFailed(f"{report.verdict}: " + "; ".join(parts))

@@ -222,7 +222,7 @@ def format_of_config(qc: Any) -> tuple[str | None, str]:
             return "nvfp4", "compressed-tensors float 4-bit weights"
         if kind == "int" and acts is None:
             return "wna16", f"compressed-tensors int{bits} weight-only"
-        if kind == "int" and bits == 8 and acts.get("num_bits") == 8:
+        if kind == "int" and bits == 8 and acts is not None and acts.get("num_bits") == 8:
             return "int8_w8a8", "compressed-tensors int8 weights and activations"
         return None, f"compressed-tensors {kind} {bits}-bit weights with {acts and acts.get('num_bits')}-bit " \
                      "activations: not a format of the matrix"

@@ -134,3 +134,10 @@ def test_cli_reads_a_fingerprint_and_keeps_json_a_list(capsys: pytest.CaptureFix
     assert code == 0 and "NVLink domain 8" in out
     code, _, err = _cli(capsys, "-m", str(model), "-e", "vllm", "--gpu", "L4")
     assert code == 2 and "--gpus is needed" in err
+
+
+def test_cli_takes_a_builtin_config_and_ranks_pcie_tp_last(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _cli(capsys, "-m", "builtin:Qwen/Qwen3-32B", "-e", "vllm", "--fingerprint", "catalog:L40S-48Gx4",
+                        "--json")
+    legal = [r for r in json.loads(out) if r["legal"]]
+    assert code == 0 and legal[0]["tp"] == 1 and legal[-1]["tp_link"] == "pcie"

@@ -19,6 +19,7 @@ from switchover.hardware import check_capabilities, find_gpu, load_fingerprint
 from switchover.model.card import load_model_card
 from switchover.plan.canary import CanaryPlan, canary_plan
 from switchover.plan.capacity import Knobs, capacity
+from switchover.plan.choose_models import resolve_model
 from switchover.plan.grace import grace_report, latency_from_bench, required_grace
 from switchover.plan.interconnect import host_from
 from switchover.plan.overhead import parse_version
@@ -205,7 +206,7 @@ def parallel_cmd(
 
     Example: switchover plan parallel -m ./Qwen3-32B -e vllm --fingerprint host.json
     """
-    card = load_model_card(model)
+    card, _ = resolve_model(model)  # also builtin:ID, the configs `plan choose` ships
     profile = load_profile(engine)
     host = host_from(load_fingerprint(fingerprint) if fingerprint else None, gpu_name=gpu and find_gpu(gpu).name,
                      total_gib=gpu_mem_gib, gpus=gpus)

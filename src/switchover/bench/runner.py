@@ -16,12 +16,7 @@ from switchover.bench.accumulate import StepAccumulator
 from switchover.bench.checkpoint import check_checkpoint, restore, write_checkpoint
 from switchover.bench.conclude import KNEE_LIMIT, StepValues, ab_steps, knees
 from switchover.bench.endpoints import Endpoint, load_tokenizer, open_endpoint
-from switchover.bench.results import (
-    BenchPlan,
-    BenchReport,
-    Calibration,
-    StepTime,
-)
+from switchover.bench.results import BenchPlan, BenchReport, Calibration, StepTime
 from switchover.bench.rows import ROW_SCHEMA, STAT_COLUMNS, RowSink, row_from_record
 from switchover.bench.samples import Samples
 from switchover.bench.scheduler import Sent, StepBounds, StopFlag, run_concurrency, run_schedule
@@ -170,14 +165,8 @@ class BenchRun:
                     text = bucket_prompt(plan.api, base, plan.seed, ("fit", bucket), plan.output_tokens)
                     text_s = text.payload if isinstance(text.payload, str) else text.payload[0]["content"]
                     got = await ep.counter(str(text_s))
-                    fit = base.model_copy(
-                        update={
-                            "achieved": got,
-                            "deviation": got - target,
-                            "method": ep.counter.method,
-                            "probes": 1,
-                        }
-                    )
+                    fit = base.model_copy(update={"achieved": got, "deviation": got - target,
+                                                  "method": ep.counter.method, "probes": 1})
                 ep.info.length_fits.append(fit)
                 ep.info.token_count_method = ep.counter.method
                 if fit.deviation:
@@ -249,10 +238,8 @@ class BenchRun:
                 )
 
         what = f"c={load.concurrency}" if load.concurrency else (f"{load.rate:g} req/s" if load.rate else "trace")
-        self.rep.step_started(
-            f"{ep.spec.label} bucket {bucket} {what}" + (f" #{repeat + 1}" if repeat else ""),
-            bounds.max_requests,
-        )
+        self.rep.step_started(f"{ep.spec.label} bucket {bucket} {what}" + (f" #{repeat + 1}" if repeat else ""),
+                              bounds.max_requests)
         t0, wall = time.perf_counter_ns(), time.time()
         # measuring time already spent (a resumed step) counts as if the step had started that much earlier
         t_start = t0 - (int(float(cont["elapsed_s"]) * 1e9) if cont else 0)
@@ -281,17 +268,12 @@ class BenchRun:
             self.current = None
             if windows is not None:
                 windows.finish(label, time.perf_counter_ns())
-            self.state.times.append(
-                StepTime(
-                    endpoint=ep.spec.label,
-                    bucket=bucket,
-                    step=load.step,
-                    repeat=repeat,
-                    start_ns=t0,
-                    end_ns=time.perf_counter_ns(),
-                    start_wall=wall,
-                )
-            )
+            self._timed(ep, bucket, load, repeat, t0, wall)
+
+    def _timed(self, ep: Endpoint, bucket: str, load: _Load, repeat: int, t0: int, wall: float) -> None:
+        """A step's start and end, kept for the report (and to line scrapes up with steps)."""
+        self.state.times.append(StepTime(endpoint=ep.spec.label, bucket=bucket, step=load.step, repeat=repeat,
+                                         start_ns=t0, end_ns=time.perf_counter_ns(), start_wall=wall))
 
     def _row(self, ep: Endpoint, bucket: str, load: _Load, repeat: int, s: Sent, p: Prompt | None) -> dict[str, Any]:
         row = row_from_record(
@@ -332,28 +314,7 @@ class BenchRun:
         rd = RunDir.open(self.run_dir) if ck is not None and self.run_dir else RunDir.create(self.runs_dir, plan.name)
         self.run_dir = rd.path
         report.run_dir = str(rd.path)
-        writer: Any
-        if plan.workers > 1:  # each worker writes its own part; the parent writes none
-            self.parts = rd.path / "requests"
-            writer = PartWriter(self.parts, ROW_SCHEMA)
-            self.metrics_writer = rd.record_writer("metrics", SCRAPE_SCHEMA)
-        elif plan.checkpoint_s:
-            report.soak = Soak(**ck["soak"]) if ck else Soak(window_s=plan.window_s, checkpoint_s=plan.checkpoint_s)
-            if ck:
-                report.soak.resumed.append(time.time())
-                report.created_wall = float(ck["created_wall"])
-                report.calibration = None if ck["calibration"] is None else Calibration(**ck["calibration"])
-                restore(self, ck)
-            self.windows = Windows(report.soak, plan.seed, lambda label: next(  # the engine's memory, last scrape
-                (ep.scraper.process_rss for ep in self.eps if ep.spec.label == label and ep.scraper), None))
-            writer = PartWriter(rd.path / "requests", ROW_SCHEMA, first_part=int(ck["parts"]) if ck else 0,
-                                statistics=STAT_COLUMNS)
-            self.metrics_writer = PartWriter(rd.path / "metrics", SCRAPE_SCHEMA,
-                                             first_part=int(ck["metrics_parts"]) if ck else 0)
-        else:
-            # RowSink masks failure messages; statistics for scalar columns only (writer memory per row group)
-            writer = rd.record_writer("requests", ROW_SCHEMA, redacted=False, statistics=STAT_COLUMNS)
-            self.metrics_writer = rd.record_writer("metrics", SCRAPE_SCHEMA)
+        writer = self._writer(rd, report, ck)
         sink = RowSink(writer)
         if ck is None:
             rd.write_json("config", plan)
@@ -364,11 +325,8 @@ class BenchRun:
             ep.scraper.start()
         trace = self.dataset is not None and self.dataset[0].at_s is not None
         buckets = ["dataset"] if self.dataset is not None else [str(b) for b in plan.buckets]
-        ceiling = (
-            {"req_per_s": self.calibration.req_per_s * 1.0, "chunks_per_s": self.calibration.chunks_per_s}
-            if self.calibration
-            else None
-        )
+        cal = self.calibration
+        ceiling = {"req_per_s": cal.req_per_s * 1.0, "chunks_per_s": cal.chunks_per_s} if cal else None
         slo = Slo(ttft_ms=plan.slos.ttft_p99_ms, tpot_ms=plan.slos.tpot_p99_ms, e2e_ms=plan.slos.e2e_p99_ms)
         ticker = (asyncio.create_task(self._checkpoints(rd, report, sink, writer))
                   if plan.checkpoint_s else None)
@@ -382,15 +340,8 @@ class BenchRun:
                             if self.stop.is_set or position < self.done:
                                 continue
                             cont = ck["current"] if ck and ck.get("current") and position == ck["done"] else None
-                            acc = (StepAccumulator.from_dict(cont["acc"], plan.seed) if cont
+                            acc = (self._resumed(cont, report) if cont
                                    else self._accumulator(ep, bucket, load, repeat, slo, ceiling))
-                            if cont and ck:  # the outage, by the wall clock (perf_counter restarts with the machine)
-                                gap = max(time.time() - float(ck["written_wall"]), 0.0)
-                                acc.paused_ns += int(gap * 1e9)
-                                if report.soak is not None:
-                                    report.soak.notes.append(
-                                        f"resumed after {gap:.0f} s without load; the step's duration, rates and "
-                                        "steadiness leave that time out; rows after the last checkpoint were lost")
                             try:
                                 await self._step(ep, bucket, load, repeat, acc, sink, cont, position)
                             finally:
@@ -401,22 +352,63 @@ class BenchRun:
             self.stop.set("interrupted (Ctrl-C)")
             raise
         finally:
-            if ticker is not None:
-                ticker.cancel()
-                await asyncio.gather(ticker, return_exceptions=True)
-            for ep in self.eps:
-                if ep.scraper is not None:
-                    await ep.scraper.stop()
-                    report.notes.append(ep.scraper.note())
-                ep.info.chunk_stamps = ep.client.chunk_stamps() or "; ".join(sorted(self.worker_stamps)) or None
-                await ep.client.close()
-            rd.write_json("endpoints", {"endpoints": [e.info.model_dump() for e in self.eps]})  # now with stamps
-            sink.flush()
-            writer.close()
-            self._scraped()
-            self.metrics_writer.close()
-            self._finish(report, rd)
+            await self._close(report, rd, sink, writer, ticker)
         return report, rd
+
+    def _writer(self, rd: RunDir, report: BenchReport, ck: dict[str, Any] | None) -> Any:
+        """Where request rows go: Parquet parts (workers, soak: resumed from the checkpoint `ck`) or one file."""
+        plan = self.plan
+        if plan.workers > 1:  # each worker writes its own part; the parent writes none
+            self.parts = rd.path / "requests"
+            self.metrics_writer = rd.record_writer("metrics", SCRAPE_SCHEMA)
+            return PartWriter(self.parts, ROW_SCHEMA)
+        if not plan.checkpoint_s:
+            # RowSink masks failure messages; statistics for scalar columns only (writer memory per row group)
+            self.metrics_writer = rd.record_writer("metrics", SCRAPE_SCHEMA)
+            return rd.record_writer("requests", ROW_SCHEMA, redacted=False, statistics=STAT_COLUMNS)
+        report.soak = Soak(**ck["soak"]) if ck else Soak(window_s=plan.window_s, checkpoint_s=plan.checkpoint_s)
+        if ck:
+            report.soak.resumed.append(time.time())
+            report.created_wall = float(ck["created_wall"])
+            report.calibration = None if ck["calibration"] is None else Calibration(**ck["calibration"])
+            restore(self, ck)
+        self.windows = Windows(report.soak, plan.seed, lambda label: next(  # the engine's memory, last scrape
+            (ep.scraper.process_rss for ep in self.eps if ep.spec.label == label and ep.scraper), None))
+        self.metrics_writer = PartWriter(rd.path / "metrics", SCRAPE_SCHEMA,
+                                         first_part=int(ck["metrics_parts"]) if ck else 0)
+        return PartWriter(rd.path / "requests", ROW_SCHEMA, first_part=int(ck["parts"]) if ck else 0,
+                          statistics=STAT_COLUMNS)
+
+    def _resumed(self, cont: dict[str, Any], report: BenchReport) -> StepAccumulator:
+        """The step a resumed soak run was in, with the outage (by the wall clock: perf_counter restarts with the
+        machine) left out of its duration."""
+        assert self.resume is not None
+        acc = StepAccumulator.from_dict(cont["acc"], self.plan.seed)
+        gap = max(time.time() - float(self.resume["written_wall"]), 0.0)
+        acc.paused_ns += int(gap * 1e9)
+        if report.soak is not None:
+            report.soak.notes.append(f"resumed after {gap:.0f} s without load; the step's duration, rates and "
+                                     "steadiness leave that time out; rows after the last checkpoint were lost")
+        return acc
+
+    async def _close(self, report: BenchReport, rd: RunDir, sink: RowSink, writer: Any,
+                     ticker: asyncio.Task[None] | None) -> None:
+        """Stop the checkpoints and scrapers, close the clients and writers, and conclude the report."""
+        if ticker is not None:
+            ticker.cancel()
+            await asyncio.gather(ticker, return_exceptions=True)
+        for ep in self.eps:
+            if ep.scraper is not None:
+                await ep.scraper.stop()
+                report.notes.append(ep.scraper.note())
+            ep.info.chunk_stamps = ep.client.chunk_stamps() or "; ".join(sorted(self.worker_stamps)) or None
+            await ep.client.close()
+        rd.write_json("endpoints", {"endpoints": [e.info.model_dump() for e in self.eps]})  # now with stamps
+        sink.flush()
+        writer.close()
+        self._scraped()
+        self.metrics_writer.close()
+        self._finish(report, rd)
 
     async def _step_workers(self, ep: Endpoint, bucket: str, load: _Load, repeat: int, acc: StepAccumulator,
                             position: int) -> None:
@@ -432,8 +424,7 @@ class BenchRun:
             self.worker_loads = await run_step_workers(self, ep, bucket, load.step, repeat, load.concurrency,
                                                        load.rate, acc, self.parts, position)
         finally:
-            self.state.times.append(StepTime(endpoint=ep.spec.label, bucket=bucket, step=load.step, repeat=repeat,
-                                             start_ns=t0, end_ns=time.perf_counter_ns(), start_wall=wall))
+            self._timed(ep, bucket, load, repeat, t0, wall)
 
     async def _checkpoints(self, rd: RunDir, report: BenchReport, sink: RowSink, writer: Any) -> None:
         """Every --checkpoint-every seconds: parts closed, checkpoint.json, summary.json and report.html."""

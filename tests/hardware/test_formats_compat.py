@@ -270,3 +270,16 @@ def test_hw_diff_bad_input_is_exit_2(argv: list[str]) -> None:
     code, text = _exit_code(["hw", "diff", "catalog:A100-80G", "catalog:H100-80G", *argv])
     assert code == 2, text
     assert "\n" not in text.strip()
+
+
+def test_fingerprint_prints_the_driver_and_which_cuda_builds_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from switchover.cli import hw_cmd
+    from switchover.hardware.fingerprint import fingerprint
+    from tests.hardware.test_hardware import FakeNVML
+
+    fp = fingerprint(FakeNVML())
+    monkeypatch.setattr(hw_cmd, "fingerprint", lambda: fp)
+    res = runner.invoke(app, ["hw", "fingerprint"])
+    assert res.exit_code == 0, res.output
+    assert f"driver {fp.driver_version}" in res.output
+    assert (driver_support(fp.driver_version) or "?")[:40] in res.output

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from switchover.lexing import Token, tokenize
+
 MAX_LEN = 500
 MAX_DEPTH = 32
 MAX_LIST = 100
@@ -27,8 +29,8 @@ Row = Mapping[str, Any]
 Fn = Callable[[Row], Any]
 
 _TOKEN = re.compile(
-    r"\s*(?:(?P<num>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)|(?P<str>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")"
-    r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)|(?P<op>==|!=|<=|>=|[<>+\-*/(),\[\]]))"
+    r"(?P<ws>\s+)|(?P<num>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)|(?P<str>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")"
+    r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)|(?P<op>==|!=|<=|>=|[<>+\-*/(),\[\]])"
 )
 _KEYWORDS = {"and", "or", "not", "in", "true", "false", "null"}
 
@@ -37,28 +39,9 @@ class ExprError(ValueError):
     """An expression that cannot be compiled; the message names the position and the problem."""
 
 
-@dataclass(frozen=True)
-class _Tok:
-    kind: str  # num | str | name | op | end
-    text: str
-    pos: int
-
-
-def _tokens(src: str) -> list[_Tok]:
-    out: list[_Tok] = []
-    i = 0
-    while i < len(src):
-        if src[i:].strip() == "":
-            break
-        m = _TOKEN.match(src, i)
-        if m is None or m.end() == i:
-            j = i + (len(src[i:]) - len(src[i:].lstrip()))
-            raise ExprError(f"unexpected character {src[j]!r} at {j + 1}")
-        kind = m.lastgroup or "op"
-        out.append(_Tok(kind, m.group(kind), m.start(kind)))
-        i = m.end()
-    out.append(_Tok("end", "", len(src)))
-    return out
+def _tokens(src: str) -> list[Token]:
+    """The tokens (kinds num, str, name, op), then an `end` token."""
+    return [*tokenize(_TOKEN, src, ExprError), Token("end", "", len(src))]
 
 
 def _unquote(text: str) -> str:
@@ -125,10 +108,10 @@ class _Parser:
         self.depth = 0
         self.used: set[str] = set()
 
-    def peek(self) -> _Tok:
+    def peek(self) -> Token:
         return self.toks[self.i]
 
-    def take(self) -> _Tok:
+    def take(self) -> Token:
         tok = self.toks[self.i]
         self.i += 1
         return tok
@@ -136,7 +119,7 @@ class _Parser:
     def expect(self, text: str) -> None:
         tok = self.take()
         if tok.text != text or tok.kind not in ("op", "name"):
-            raise ExprError(f"expected {text!r} at {tok.pos + 1}, got {tok.text or 'the end'!r}")
+            raise ExprError(f"expected {text!r} at {tok.start + 1}, got {tok.text or 'the end'!r}")
 
     def nest(self) -> None:
         self.depth += 1
@@ -147,7 +130,7 @@ class _Parser:
         fn = self.or_()
         tok = self.peek()
         if tok.kind != "end":
-            raise ExprError(f"unexpected {tok.text!r} at {tok.pos + 1}")
+            raise ExprError(f"unexpected {tok.text!r} at {tok.start + 1}")
         return fn
 
     def or_(self) -> Fn:
@@ -226,7 +209,7 @@ class _Parser:
             return lambda r: -v if _num(v := inner(r)) else None
         return self.atom()
 
-    def literal_list(self, start: _Tok) -> Fn:
+    def literal_list(self, start: Token) -> Fn:
         items: list[Any] = []
         if self.peek().text != "]":
             while True:
@@ -241,9 +224,9 @@ class _Parser:
                     n = self.take().text
                     items.append(-(float(n) if any(c in n for c in ".eE") else int(n)))
                 else:
-                    raise ExprError(f"a list holds literals only; got {tok.text or 'the end'!r} at {tok.pos + 1}")
+                    raise ExprError(f"a list holds literals only; got {tok.text or 'the end'!r} at {tok.start + 1}")
                 if len(items) > MAX_LIST:
-                    raise ExprError(f"list at {start.pos + 1} has more than {MAX_LIST} items")
+                    raise ExprError(f"list at {start.start + 1} has more than {MAX_LIST} items")
                 if self.peek().text == ",":
                     self.take()
                     continue
@@ -272,15 +255,15 @@ class _Parser:
                 const = {"true": True, "false": False, "null": None}[tok.text]
                 return lambda r: const
             if tok.text in _KEYWORDS:
-                raise ExprError(f"unexpected {tok.text!r} at {tok.pos + 1}")
+                raise ExprError(f"unexpected {tok.text!r} at {tok.start + 1}")
             if self.peek().text == "(" and tok.text in _FUNCS:
                 return self.call(tok)
             if tok.text in _FUNCS:
-                raise ExprError(f"{tok.text} is a function: write {tok.text}(...) at {tok.pos + 1}")
+                raise ExprError(f"{tok.text} is a function: write {tok.text}(...) at {tok.start + 1}")
             return self.field(tok)
-        raise ExprError(f"unexpected {tok.text or 'end of expression'!r} at {tok.pos + 1}")
+        raise ExprError(f"unexpected {tok.text or 'end of expression'!r} at {tok.start + 1}")
 
-    def call(self, tok: _Tok) -> Fn:
+    def call(self, tok: Token) -> Fn:
         arity, fn = _FUNCS[tok.text]
         self.expect("(")
         self.nest()
@@ -294,11 +277,11 @@ class _Parser:
             raise ExprError(f"{tok.text}() takes {arity} argument{'s' if arity > 1 else ''}, got {len(args)}")
         return lambda r: fn(*(a(r) for a in args))
 
-    def field(self, tok: _Tok) -> Fn:
+    def field(self, tok: Token) -> Fn:
         name = tok.text
         if name not in self.fields:
             known = ", ".join(sorted(self.fields))
-            raise ExprError(f"unknown field {name!r} at {tok.pos + 1} (known: {known})")
+            raise ExprError(f"unknown field {name!r} at {tok.start + 1} (known: {known})")
         self.used.add(name)
         return lambda r: r.get(name)
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from switchover.lexing import Token, tokenize
+
 _TOKEN = re.compile(
-    r"""(?P<ws>\s+)
+    r"""(?P<subquery>(?<=\d[smhdwy]):|(?<=ms):)  # the colon of a subquery [10m:1m], right after a duration
+      |(?P<ws>\s+)
       |(?P<comment>\#[^\n]*)
       |(?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)
       |(?P<dur>(?:\d+(?:ms|s|m|h|d|w|y))+(?!\w))
@@ -34,17 +37,6 @@ SPECIAL_NUMBERS = frozenset({"inf", "nan"})
 
 class PromQLError(ValueError):
     """The expression could not be lexed."""
-
-
-@dataclass(frozen=True)
-class Token:
-    kind: str  # str | dur | num | ident | op
-    text: str
-    start: int
-
-    @property
-    def end(self) -> int:
-        return self.start + len(self.text)
 
 
 @dataclass
@@ -92,21 +84,7 @@ class Parsed:
 
 def lex(expr: str) -> list[Token]:
     """The expression's tokens (whitespace and comments dropped); PromQLError on a character PromQL has not."""
-    out: list[Token] = []
-    i = 0
-    while i < len(expr):
-        if expr[i] == ":" and out and out[-1].kind == "dur" and out[-1].end == i:  # a subquery [10m:1m]
-            out.append(Token("op", ":", i))
-            i += 1
-            continue
-        m = _TOKEN.match(expr, i)
-        if m is None:
-            raise PromQLError(f"unexpected character {expr[i]!r} at {i + 1}")
-        kind = m.lastgroup or "op"
-        if kind not in ("ws", "comment"):
-            out.append(Token(kind, m.group(), i))
-        i = m.end()
-    return out
+    return tokenize(_TOKEN, expr, PromQLError, rename={"subquery": "op"})
 
 
 def number(text: str) -> float:
@@ -148,56 +126,73 @@ def _matchers(toks: list[Token], i: int) -> tuple[list[Matcher], int]:
 def parse(expr: str) -> Parsed:
     """Selectors, grouping lists, histogram_quantile levels and comparison thresholds of `expr`."""
     toks = lex(expr)
-    selectors: list[Selector] = []
-    groupings: list[Grouping] = []
-    quantiles: list[float] = []
-    thresholds: list[tuple[str, float]] = []
+    out = Parsed(toks, [], [], [], [])
     i = 0
     while i < len(toks):
         t = toks[i]
         nxt = toks[i + 1] if i + 1 < len(toks) else None
         if t.kind == "ident" and t.text in GROUPING and nxt is not None and nxt.text == "(":
-            labels = []
-            j = i + 2
-            while j < len(toks) and toks[j].text != ")":
-                if toks[j].kind in ("ident", "str"):
-                    labels.append((toks[j].text if toks[j].kind == "ident" else unquote(toks[j].text), toks[j].start))
-                j += 1
-            groupings.append(Grouping(t.text, labels))
+            grouping, j = _grouping(toks, i)
+            out.groupings.append(grouping)
             i = j + 1
             continue
         if t.kind == "ident" and t.text == "histogram_quantile" and nxt is not None and nxt.text == "(":
             arg = toks[i + 2] if i + 2 < len(toks) else None
             if arg is not None and arg.kind == "num":
-                quantiles.append(number(arg.text))
+                out.quantiles.append(number(arg.text))
         if t.kind == "op" and t.text in COMPARISONS:
-            for side in (toks[i - 1] if i else None, nxt):
-                if side is not None and side.kind == "num":
-                    thresholds.append((t.text, number(side.text)))
-            if nxt is not None and nxt.kind == "ident" and nxt.text == "bool":
-                after = toks[i + 2] if i + 2 < len(toks) else None
-                if after is not None and after.kind == "num":
-                    thresholds.append((t.text, number(after.text)))
-        if t.kind == "op" and t.text == "{":
-            prev = toks[i - 1] if i else None
-            if prev is None or not (prev.kind == "ident" and _is_metric(toks, i - 1)):
-                matchers, j = _matchers(toks, i + 1)
-                name = next((m.value for m in matchers if m.label == "__name__" and m.op == "="), None)
-                selectors.append(Selector(None if name is None else name, t.start, t.start, matchers,
-                                          (t.start, toks[j].end if j < len(toks) else t.start)))
-                i = j + 1
-                continue
-        if t.kind == "ident" and _is_metric(toks, i):
-            sel = Selector(t.text, t.start, t.end)
-            if nxt is not None and nxt.text == "{":
-                sel.matchers, j = _matchers(toks, i + 2)
-                sel.brace = (nxt.start, toks[j].end if j < len(toks) else nxt.end)
-                selectors.append(sel)
-                i = j + 1
-                continue
-            selectors.append(sel)
-        i += 1
-    return Parsed(toks, selectors, groupings, quantiles, thresholds)
+            out.thresholds.extend(_thresholds(toks, i))
+        selector, j = _selector(toks, i)
+        if selector is not None:
+            out.selectors.append(selector)
+        i = j + 1
+    return out
+
+
+def _grouping(toks: list[Token], i: int) -> tuple[Grouping, int]:
+    """The label list of the grouping keyword at `i`; returns it and the index of its `)`."""
+    labels = []
+    j = i + 2
+    while j < len(toks) and toks[j].text != ")":
+        if toks[j].kind in ("ident", "str"):
+            labels.append((toks[j].text if toks[j].kind == "ident" else unquote(toks[j].text), toks[j].start))
+        j += 1
+    return Grouping(toks[i].text, labels), j
+
+
+def _thresholds(toks: list[Token], i: int) -> list[tuple[str, float]]:
+    """The numbers next to the comparison at `i` (either side, and after `bool`)."""
+    op = toks[i].text
+    nxt = toks[i + 1] if i + 1 < len(toks) else None
+    out = [(op, number(side.text)) for side in (toks[i - 1] if i else None, nxt)
+           if side is not None and side.kind == "num"]
+    if nxt is not None and nxt.kind == "ident" and nxt.text == "bool":
+        after = toks[i + 2] if i + 2 < len(toks) else None
+        if after is not None and after.kind == "num":
+            out.append((op, number(after.text)))
+    return out
+
+
+def _selector(toks: list[Token], i: int) -> tuple[Selector | None, int]:
+    """The selector starting at `i` (a metric name, or braces without one) and the index of its last token;
+    (None, i) when none starts there."""
+    t = toks[i]
+    nxt = toks[i + 1] if i + 1 < len(toks) else None
+    if t.kind == "op" and t.text == "{":
+        prev = toks[i - 1] if i else None
+        if prev is None or not (prev.kind == "ident" and _is_metric(toks, i - 1)):
+            matchers, j = _matchers(toks, i + 1)
+            name = next((m.value for m in matchers if m.label == "__name__" and m.op == "="), None)
+            return Selector(name, t.start, t.start, matchers, (t.start, toks[j].end if j < len(toks) else t.start)), j
+        return None, i
+    if t.kind == "ident" and _is_metric(toks, i):
+        sel = Selector(t.text, t.start, t.end)
+        if nxt is not None and nxt.text == "{":
+            sel.matchers, j = _matchers(toks, i + 2)
+            sel.brace = (nxt.start, toks[j].end if j < len(toks) else nxt.end)
+            return sel, j
+        return sel, i
+    return None, i
 
 
 def _is_metric(toks: list[Token], i: int) -> bool:

@@ -137,17 +137,25 @@ def parse_launch(engine: str, text: str) -> LaunchIntent:
     return _parse_argv(profile, argv)
 
 
-def _parse_argv(profile: EngineProfile, argv: list[str]) -> LaunchIntent:
-    out = LaunchIntent(engine=profile.name)
+def _arguments(argv: list[str], env: dict[str, str]) -> list[str]:
+    """The arguments after the leading `KEY=value` environment (moved to `env`) and the command words
+    (`vllm serve`, `python -m sglang.launch_server`, a path to an engine executable)."""
     while argv and "=" in argv[0] and not argv[0].startswith("-"):
         key, _, value = argv.pop(0).partition("=")
-        out.env[key] = value
-    command_words, exes, all_model_flags = _launch_words()
+        env[key] = value
+    command_words, exes, _ = _launch_words()
     if len(argv) > 1 and argv[0].endswith(_PYTHON) and argv[1] == "-m":
         argv = argv[3:]
     while argv and not argv[0].startswith("-") and (argv[0] in command_words or (
             "/" in argv[0] and argv[0].rsplit("/", 1)[1] in exes)):
         argv.pop(0)
+    return argv
+
+
+def _parse_argv(profile: EngineProfile, argv: list[str]) -> LaunchIntent:
+    out = LaunchIntent(engine=profile.name)
+    argv = _arguments(argv, out.env)
+    all_model_flags = _launch_words()[2]
     table = _spellings(profile)
     model_flags = {profile.launch.model_arg} | all_model_flags
     i = 0
@@ -176,35 +184,36 @@ def _parse_argv(profile: EngineProfile, argv: list[str]) -> LaunchIntent:
             i += 2 if has_value else 1
             continue
         intent, bare = table[name]
-        spec = profile.flags[intent]
-        if spec.kind == "bool":
-            nxt = argv[i + 1].lower() if i + 1 < len(argv) else ""
-            flag_on: bool = bare
-            if eq:
-                flag_on = _convert(spec, inline, intent) == bare
-            elif nxt in _TRUE | _FALSE:
-                flag_on = (nxt in _TRUE) == bare
-                i += 1
-            out.values[intent] = flag_on
-            i += 1
-            continue
-        if eq:
-            raw: Any = inline
-            i += 1
-        else:
-            if i + 1 >= len(argv):
-                raise BadInput(f"{name} needs a value")
-            raw, i = argv[i + 1], i + 2
-            if spec.kind == "list":
-                items = [raw]
-                while i < len(argv) and not argv[i].startswith("-"):
-                    items.append(argv[i])
-                    i += 1
-                raw = items
-        out.values[intent] = _convert(spec, raw, intent)
+        out.values[intent], i = _flag_value(profile.flags[intent], intent, bare, argv, i, inline if eq else None)
     _env_intents(profile, out)
     _slots_to_request(profile, out)
     return out
+
+
+def _flag_value(spec: FlagSpec, intent: str, bare: bool, argv: list[str], i: int,
+                inline: str | None) -> tuple[Any, int]:
+    """The value of the flag at `argv[i]` (`inline` when written `--flag=value`) and the index after it: a bare
+    boolean (or one followed by true/false), one value, or a list's values up to the next flag."""
+    if spec.kind == "bool":
+        nxt = argv[i + 1].lower() if i + 1 < len(argv) else ""
+        if inline is not None:
+            return _convert(spec, inline, intent) == bare, i + 1
+        if nxt in _TRUE | _FALSE:
+            return (nxt in _TRUE) == bare, i + 2
+        return bare, i + 1
+    if inline is not None:
+        return _convert(spec, inline, intent), i + 1
+    if i + 1 >= len(argv):
+        raise BadInput(f"{argv[i]} needs a value")
+    raw: Any = argv[i + 1]
+    i += 2
+    if spec.kind == "list":
+        items = [raw]
+        while i < len(argv) and not argv[i].startswith("-"):
+            items.append(argv[i])
+            i += 1
+        raw = items
+    return _convert(spec, raw, intent), i
 
 
 def _merge_config_file(profile: EngineProfile, out: LaunchIntent, ref: str) -> None:

@@ -244,7 +244,7 @@ def _value(p: Pattern, m: re.Match[str]) -> tuple[bool, str | None]:
 
 def _partial(value: str | None) -> bool:
     m = _FRACTION.match(value or "")
-    return bool(m) and int(m.group(1)) < int(m.group(2))
+    return m is not None and int(m.group(1)) < int(m.group(2))
 
 
 def parse_log(lines: list[str], eng: EngineLog, common: list[Pattern], *,
@@ -356,7 +356,8 @@ def compare(findings: list[Finding], expected: dict[str, tuple[str, str]], eng: 
     out = []
     for field, (value, origin) in expected.items():
         found = by_field[field].value if field in by_field else None
-        status = "unverified" if found is None else ("match" if _same(field, value, found, eng) else "mismatch")
+        status: Literal["match", "mismatch", "unverified"] = "unverified" if found is None else (
+            "match" if _same(field, value, found, eng) else "mismatch")
         out.append(Expectation(field=field, expected=value, origin=origin, found=found, status=status))
     return out
 

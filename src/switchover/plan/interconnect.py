@@ -102,7 +102,8 @@ def from_fingerprint(fp: HostFingerprint, gpus: int | None = None) -> Interconne
         ic.warnings.append("only some GPUs have active NVLink links: a TP group must stay inside one NVLink group "
                            "(check `nvidia-smi topo -m`)")
     names = {g.catalog_name for g in rows}
-    catalog = load_data().gpus.get(next(iter(names))) if len(names) == 1 and None not in names else None
+    only = next(iter(names)) if len(names) == 1 else None
+    catalog = load_data().gpus.get(only) if only else None
     if nvlink:
         ic.nvlink_domain = min(n, catalog.nvlink_domain) if catalog and catalog.nvlink_domain > 1 else None
         spec = find_gpu(rows[0].catalog_name) if rows[0].catalog_name else None

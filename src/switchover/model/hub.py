@@ -111,6 +111,7 @@ def fetch_repo(repo_id: str, *, revision: str | None = None, cache_dir: str | Pa
                        hint="pip install 'switchover[model]', or pass a local model folder") from None
     offline = _offline() if offline is None else offline
     cache = str(cache_dir) if cache_dir else None
+    unreachable: tuple[type[BaseException], ...] = (HfHubHTTPError, *_network_errors())
     try:
         if offline:
             path = _from_cache(repo_id, revision, cache, "HF_HUB_OFFLINE is set")
@@ -119,7 +120,7 @@ def fetch_repo(repo_id: str, *, revision: str | None = None, cache_dir: str | Pa
                 commit, files = _remote_files(repo_id, revision)
             except (RepositoryNotFoundError, GatedRepoError, RevisionNotFoundError):
                 raise
-            except (HfHubHTTPError, *_network_errors()):  # no network, DNS, timeouts, 5xx: the cache may have it
+            except unreachable:  # no network, DNS, timeouts, 5xx: the cache may have it
                 path = _from_cache(repo_id, revision, cache, "the hub could not be reached")
             else:
                 names = _checked(repo_id, files)  # every size checked before the first byte is written
@@ -132,7 +133,7 @@ def fetch_repo(repo_id: str, *, revision: str | None = None, cache_dir: str | Pa
                        hint="check the id; gated repos need HF_TOKEN") from None
     except RevisionNotFoundError:
         raise BadInput(f"{repo_id}: revision {revision!r} not found on the hub") from None
-    except (HfHubHTTPError, *_network_errors()) as exc:
+    except unreachable as exc:
         raise BadInput(f"{repo_id}: fetching from the Hugging Face hub failed: {type(exc).__name__}",
                        hint="retry, set HF_HUB_OFFLINE=1 to use the cache, or pass a local folder") from None
     except ValueError as exc:  # HFValidationError: the hub's own id rules (no '--', no leading/trailing '-' or '.')

@@ -31,27 +31,21 @@ def _s(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+def _openai_shaped(shape: ErrorShape, fields: dict[str, Any]) -> ErrorBody:
+    """OpenAI's error fields (message, type, code, param), from the `error` object or the body itself."""
+    return ErrorBody(shape=shape, message=str(fields.get("message", "")), type=_s(fields.get("type")),
+                     code=_s(fields.get("code")), param=_s(fields.get("param")))
+
+
 def parse_error_obj(obj: Any) -> ErrorBody | None:
     """Recognise an already-decoded JSON error object; None when it is not one."""
     if not isinstance(obj, dict):
         return None
     err = obj.get("error")
     if isinstance(err, dict):
-        return ErrorBody(
-            shape="nested",
-            message=str(err.get("message", "")),
-            type=_s(err.get("type")),
-            code=_s(err.get("code")),
-            param=_s(err.get("param")),
-        )
+        return _openai_shaped("nested", err)
     if obj.get("object") == "error":
-        return ErrorBody(
-            shape="flat",
-            message=str(obj.get("message", "")),
-            type=_s(obj.get("type")),
-            code=_s(obj.get("code")),
-            param=_s(obj.get("param")),
-        )
+        return _openai_shaped("flat", obj)
     if isinstance(err, str):
         return ErrorBody(shape="tgi", message=err, type=_s(obj.get("error_type")))
     return None

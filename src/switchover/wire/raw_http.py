@@ -22,15 +22,7 @@ from typing import TYPE_CHECKING
 
 from switchover.wire import stamps
 from switchover.wire.error_body import parse_error_body
-from switchover.wire.fold import (
-    apply_body,
-    apply_events,
-    connect_text,
-    ended,
-    err_text,
-    join_streamed_text,
-    too_large,
-)
+from switchover.wire.fold import apply_body, apply_events, connect_text, ended, err_text, join_streamed_text, too_large
 from switchover.wire.http1 import HttpProtocolError, LlhttpResponseParser
 from switchover.wire.records import Failure, FailureKind, RequestRecord
 from switchover.wire.sse import SSEParser

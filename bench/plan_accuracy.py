@@ -108,11 +108,11 @@ def logged_fraction(point: dict[str, Any]) -> float | None:
     """The memory fraction the logged parts add up to, where the log breaks the budget down (vLLM: weights +
     activation + non-torch + KV = util x total, vllm/v1/worker/gpu_worker.py determine_available_memory), else None."""
     logged = point.get("logged") or {}
-    parts = [logged.get(k) for k in ("weights_gib", "activation_gib", "non_torch_gib", "kv_gib")]
-    if point["engine"] != "vllm" or any(p is None for p in parts) or not logged.get("starts", True):
+    keys = ("weights_gib", "activation_gib", "non_torch_gib", "kv_gib")
+    if point["engine"] != "vllm" or any(logged.get(k) is None for k in keys) or not logged.get("starts", True):
         return None
     total, _ = _gpu(point)
-    return sum(parts) / total if total else None
+    return sum(float(logged[k]) for k in keys) / total if total else None
 
 
 def consistency_note(point: dict[str, Any]) -> str | None:

@@ -76,45 +76,12 @@ def bucket_figure(report: BenchReport, bucket: str | None) -> go.Figure:
             continue
         ser = _series(steps)
         for col, key in ((1, "ttft"), (2, "tpot")):
-            fig.add_trace(
-                go.Scatter(
-                    x=ser["x"],
-                    y=ser[f"{key}_p50"],
-                    mode="lines+markers",
-                    name=f"{label} p50",
-                    line={"color": color},
-                    legendgroup=label,
-                    showlegend=col == 1,
-                ),
-                1,
-                col,
-            )
-            fig.add_trace(
-                go.Scatter(
-                    x=ser["x"],
-                    y=ser[f"{key}_p99"],
-                    mode="lines+markers",
-                    name=f"{label} p99",
-                    line={"color": color, "dash": "dash"},
-                    legendgroup=label,
-                    showlegend=col == 1,
-                ),
-                1,
-                col,
-            )
-        fig.add_trace(
-            go.Scatter(
-                x=ser["x"],
-                y=ser["tok_s"],
-                mode="lines+markers",
-                name=f"{label} tok/s",
-                line={"color": color},
-                legendgroup=label,
-                showlegend=False,
-            ),
-            1,
-            3,
-        )
+            for stat, line in (("p50", {"color": color}), ("p99", {"color": color, "dash": "dash"})):
+                fig.add_trace(go.Scatter(x=ser["x"], y=ser[f"{key}_{stat}"], mode="lines+markers",
+                                         name=f"{label} {stat}", line=line, legendgroup=label, showlegend=col == 1),
+                              1, col)
+        fig.add_trace(go.Scatter(x=ser["x"], y=ser["tok_s"], mode="lines+markers", name=f"{label} tok/s",
+                                 line={"color": color}, legendgroup=label, showlegend=False), 1, 3)
         knee = report.knees.get(f"{label}/{bucket}")
         if knee is not None and knee.found and knee.concurrency is not None:
             col = {"ttft": 1, "tpot": 2, "e2e": 2, "itl": 2}[report.plan.knee_metric]

@@ -25,38 +25,52 @@ def error_value(status: int | None) -> str:
 
 
 class StopKept(StrEnum):
+    """stop.kept: whether the returned text ends before the stop string (trimmed) or includes it."""
+
     KEPT = "kept"
     TRIMMED = "trimmed"
 
 
 class StopMatching(StrEnum):
+    """stop.matching: stop strings matched on the detokenized text, or only on token sequences."""
+
     TEXT = "text"
     TOKEN = "token"
 
 
 class Presence(StrEnum):
+    """usage.stream_*: whether a usage object arrives in the stream."""
+
     PRESENT = "present"
     ABSENT = "absent"
 
 
 class Seeded(StrEnum):
+    """sampling.seed_repeat: whether one seed reproduces the same text."""
+
     REPRODUCED = "reproduced"
     NOT_REPRODUCED = "not reproduced"
 
 
 class Cached(StrEnum):
+    """usage.cached_tokens: prompt_tokens_details.cached_tokens on a repeated prefix (hit, zero, or absent)."""
+
     HIT = "reported, hit"
     ZERO = "reported, zero"
     NOT_REPORTED = "not reported"
 
 
 class Overflow(StrEnum):
+    """length.over_context: what a request asking for more than the context gets (or `error_value(status)`)."""
+
     CLAMPED = "clamped to context"
     STOPPED_EARLY = "accepted, stopped early"
     NO_ERROR_IN_BUDGET = "accepted (no error within budget)"
 
 
 class Defaults(StrEnum):
+    """sampling.defaults: what a request that omits the sampling fields samples like."""
+
     GREEDY = "greedy"
     OPENAI = "same as temperature=1, top_p=1"
     OTHER = "sampled with other server defaults"

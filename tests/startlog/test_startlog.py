@@ -38,6 +38,10 @@ def _fields(report) -> dict[str, tuple[str | None, str]]:
           "quant_kernel": (None, "missing")},
          [("note", "runner-v1")], "ok"),
         ("vllm-gpu-flash-attn.log", "vllm", {"attention_backend": ("FLASH_ATTN", "logged")}, [], "ok"),
+        ("vllm-t4-xformers.log", "vllm", {"attention_backend": ("XFORMERS", "logged")}, [("downgrade", "fa2-refused")],
+         "downgrade"),
+        ("vllm-turing-v0.log", "vllm", {"dtype": ("float16", "logged")},
+         [("downgrade", "dtype-cast"), ("downgrade", "v1-to-v0")], "downgrade"),
         ("vllm-gpu-fp8-marlin.log", "vllm",
          {"attention_backend": ("FLASHINFER", "logged"), "quant_kernel": ("Marlin (FP8 weight-only)", "logged")},
          [("downgrade", "fp8-marlin")], "downgrade"),
@@ -140,7 +144,9 @@ def test_startup_window_groups_nearby_markers() -> None:
     _, eng = engine_log("sglang")
     lines = ["noise", "Attention backend not specified. Use fa3 backend by default.", "x",
              "server_args=ServerArgs(attention_backend='fa3')", "The server is fired up and ready to roll!", "after"]
-    assert startup_window(lines, eng) == (1, 5)
+    assert startup_window(lines, eng) == (0, 5)  # a few lines before the first marker belong to the start-up
+    earlier = ["old start", "server_args=ServerArgs()", "The server is fired up and ready to roll!", "requests"] * 2
+    assert startup_window(earlier + lines, eng) == (len(earlier) - 1, len(earlier) + 5)
 
 
 @pytest.mark.parametrize(

@@ -206,16 +206,27 @@ def _same(field: str, a: str, b: str, eng: EngineLog) -> bool:
 
 
 def startup_window(lines: list[str], eng: EngineLog) -> tuple[int, int]:
-    """[begin, end) of the last start-up: a log opened in append mode holds several."""
+    """[begin, end) of the last start-up: a log opened in append mode holds several. It begins up to GROUP_LINES
+    before its first start marker (engines print a few lines before any line that names them), never before the
+    previous start-up's ready line or last marker, and ends at its own ready line."""
+    def is_ready(line: str) -> bool:
+        return any(_compile(m.regex).search(line) for m in eng.ready)
+
     starts = [i for i, line in enumerate(lines) if any(_compile(m.regex).search(line) for m in eng.start)]
-    begin, prev = 0, None
-    for i in starts:
-        if prev is None or i - prev > GROUP_LINES:
-            begin = i
+    ready_at = [i for i, line in enumerate(lines) if is_ready(line)] if starts else []
+    first, floor, prev = 0, 0, None
+    for i in starts:  # a new start-up: the first marker, one far from the last, or one after a ready line
+        if prev is None or i - prev > GROUP_LINES or any(prev < r < i for r in ready_at):
+            first, floor = i, 0 if prev is None else prev + 1
         prev = i
+    if starts:
+        readies = [r for r in ready_at if max(floor, first - GROUP_LINES) <= r < first]
+        begin = max(floor, first - GROUP_LINES, readies[-1] + 1 if readies else 0)
+    else:
+        begin = 0
     end = min(len(lines), begin + MAX_SCAN_LINES)
-    for i in range(begin, end):
-        if any(_compile(m.regex).search(lines[i]) for m in eng.ready):
+    for i in range(max(begin, first if starts else 0), end):
+        if is_ready(lines[i]):
             return begin, i + 1
     return begin, end
 

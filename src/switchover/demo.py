@@ -16,6 +16,7 @@ import orjson
 from pydantic import BaseModel, Field
 
 from switchover.atomicfile import write_atomic
+from switchover.config import Migration
 from switchover.testbed import processes
 from switchover.testbed.layout import Layout, bed_models
 from switchover.wire.sse import parse_all
@@ -197,17 +198,16 @@ def _step(res: Any) -> RolloutStep:
                        gates=gates, blockers=list(res.report.blockers) if res.report is not None else [])
 
 
-async def gateway_rollout(config: Path, model: str, say: Say, requests: int = 20) -> RolloutSummary:
+async def gateway_rollout(m: Migration, config: Path, model: str, say: Say, requests: int = 20) -> RolloutSummary:
     """Start the gateway in this process, enter the shadow stage, send traffic, let the gates decide; if they
-    advance (or hold for more samples), send another round and judge again. Bounded: at most 3 rounds."""
-    from switchover.config import load_migration
+    advance (or hold for more samples), send another round and judge again. Bounded: at most 3 rounds.
+    `m` is the migration file at `config` (the gateway reloads it from there; the rollout edits its weight)."""
     from switchover.gateway.app import Gateway
     from switchover.gateway.server import running
     from switchover.rollout.controller import Rollout
 
-    m = load_migration(config)
     gateway = Gateway(m, config)
-    ro = Rollout(config)
+    ro = Rollout(m, config)
     steps: list[RolloutStep] = []
     sent = answered = 0
     async with running(gateway) as url:
@@ -236,10 +236,12 @@ async def gateway_rollout(config: Path, model: str, say: Say, requests: int = 20
                           audit_log=view.audit_log)
 
 
-def run_demo(workdir: Path, say: Say, *, rollout: bool = True, layout: Layout | None = None) -> DemoResult:
-    """The whole demo; the engines it starts are stopped before it returns or raises (also on Ctrl-C)."""
+def run_demo(workdir: Path, say: Say, *, load: Callable[[Path], Migration], rollout: bool = True,
+             layout: Layout | None = None) -> DemoResult:
+    """The whole demo; the engines it starts are stopped before it returns or raises (also on Ctrl-C). The
+    migration file is written here once the engines' ports are known; `load` reads it back (the CLI passes
+    `load_migration`, so the file is validated like any user's) and the check and the rollout share what it read."""
     from switchover.check.runner import CheckRun, is_milestone
-    from switchover.config import load_migration
     from switchover.config.check import CheckSection
 
     layout = layout or Layout.default()
@@ -266,7 +268,7 @@ def run_demo(workdir: Path, say: Say, *, rollout: bool = True, layout: Layout | 
             write_atomic(config, demo_config(state.url("old"), state.url("new"), processes.free_port(), bed.hf_dir,
                                              bed.gguf))
             say(f"config: {config}")
-            m = load_migration(config)
+            m = load(config)
             t2 = time.monotonic()
             def on_event(part: str, msg: str) -> None:
                 if is_milestone(msg):
@@ -283,7 +285,7 @@ def run_demo(workdir: Path, say: Say, *, rollout: bool = True, layout: Layout | 
             else:
                 t3 = time.monotonic()
                 try:
-                    result.rollout = asyncio.run(gateway_rollout(config, state.engines[0].served_name, say))
+                    result.rollout = asyncio.run(gateway_rollout(m, config, state.engines[0].served_name, say))
                 except ImportError as exc:
                     result.rollout_not_run = f"not run: the gateway or rollout package is not importable ({exc})"
                 except Exception as exc:  # the report is the product; a rollout failure is reported, not fatal

@@ -53,7 +53,7 @@ def test_engines_are_stopped_when_the_check_is_interrupted_or_fails(fake_bed: li
 
     monkeypatch.setattr(runner, "CheckRun", Boom)
     with pytest.raises(exc):
-        demo.run_demo(tmp_path, lambda msg: None)
+        demo.run_demo(tmp_path, lambda msg: None, load=load_migration)
     assert fake_bed == ["setup", "up", "down:demo"]
 
 
@@ -63,7 +63,8 @@ def test_a_failing_rollout_is_reported_as_not_run_and_engines_still_stop(fake_be
         raise OSError("cannot bind")
 
     monkeypatch.setattr(demo, "gateway_rollout", no_gateway)
-    result = demo.run_demo(tmp_path, lambda msg: None)  # real CheckRun: endpoints unreachable -> incomplete
+    # real CheckRun: endpoints unreachable -> incomplete
+    result = demo.run_demo(tmp_path, lambda msg: None, load=load_migration)
     assert result.overall == "incomplete"
     assert result.rollout is None and result.rollout_not_run and "cannot bind" in result.rollout_not_run
     assert result.report_html and Path(result.report_html).exists()

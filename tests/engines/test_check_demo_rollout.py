@@ -10,6 +10,7 @@ import pytest
 
 from switchover import demo
 from switchover.cli.common import run
+from switchover.config import load_migration
 from switchover.testbed.processes import free_port
 from tests.engines.conftest import Bed
 
@@ -20,7 +21,7 @@ def test_demo_rollout_enters_shadow_and_the_gates_decide_from_mirrored_traffic(b
     cfg = tmp_path / "switchover.yaml"
     cfg.write_text(demo.demo_config(bed.old_url, bed.new_url, free_port()))
     said: list[str] = []
-    summary = run(demo.gateway_rollout(cfg, bed.model, said.append, requests=20))
+    summary = run(demo.gateway_rollout(load_migration(cfg), cfg, bed.model, said.append, requests=20))
     assert summary.steps[0].action == "advance" and summary.steps[0].stage == "shadow"
     assert summary.requests_ok == summary.requests_sent and 20 <= summary.requests_sent <= 60
     decided = summary.steps[1]

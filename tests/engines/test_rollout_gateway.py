@@ -146,7 +146,7 @@ async def test_shadow_to_20_then_automatic_rollback_when_new_stops(bed, new_llam
     path = tmp_path / "switchover.yaml"
     path.write_text(CONFIG.format(old=bed.old_url, new=new_url))
     gw = Gateway(load_migration(path), path)
-    rollout = Rollout(path)
+    rollout = Rollout(load_migration(path), path)
     async with running(gw, port=0) as url:
         res = rollout.advance(why="start shadow")
         assert res.state.stage == "shadow", res.message

@@ -84,7 +84,7 @@ async def _holding(tmp: Path, bed: Any, new_url: str, *, crash: float,
     path.write_text(CONFIG.format(old=bed.old_url, new=new_url, crash=crash, fmt=fmt))
     await _drill_old(tmp, bed.old_url)
     gw = Gateway(load_migration(path), path)
-    rollout = Rollout(path)
+    rollout = Rollout(load_migration(path), path)
     async with running(gw, port=0) as url:
         assert rollout.advance(why="start shadow").state.stage == "shadow"
         await _shadow_traffic(gw, url, bed.model, 16)

@@ -10,6 +10,7 @@ import orjson
 import pytest
 import yaml
 
+from switchover.config import load_migration
 from switchover.errors import BadInput
 from switchover.rollout.controller import Rollout
 from tests.rollout.builders import Clock, at_five_percent_by_cli, cli, traffic, write_ledger
@@ -26,7 +27,7 @@ def test_a_full_rollout_with_hold_advance_auto_rollback_and_abandon(
     clock = Clock(1000.0)
     ledger = config_file.parent / "gw"
     ledger.mkdir()
-    r = Rollout(config_file, clock=clock)
+    r = Rollout(load_migration(config_file), config_file, clock=clock)
 
     res = r.advance(why="start shadow")
     assert res.action == "advance" and res.state.stage == "shadow" and _gateway(config_file)["weight"] == 0
@@ -79,7 +80,7 @@ def test_a_full_rollout_with_hold_advance_auto_rollback_and_abandon(
 def test_a_failed_hard_gate_on_advance_rolls_back_instead(config_file: Path) -> None:
     clock = Clock(1000.0)
     ledger = config_file.parent / "gw"
-    r = Rollout(config_file, clock=clock, ledger=ledger)
+    r = Rollout(load_migration(config_file), config_file, clock=clock, ledger=ledger)
     write_ledger(ledger, [])
     r.advance(why="shadow")
     write_ledger(ledger, traffic(1001.0, 400, new_share=0.0, shadow=True, seed=21))
@@ -96,7 +97,7 @@ def test_on_fail_zero_sends_everything_back_to_old(config_file: Path) -> None:
     clock = Clock(1000.0)
     ledger = config_file.parent / "gw"
     write_ledger(ledger, [])
-    r = Rollout(config_file, clock=clock)
+    r = Rollout(load_migration(config_file), config_file, clock=clock)
     r.advance(why="shadow")
     r.advance(why="skip", force=True)  # a hold can be forced past; it is written in the audit log
     assert "forced past" in r.store.audit()[-1].why

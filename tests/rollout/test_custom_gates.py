@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
+from switchover.config import load_migration
 from switchover.config.rollout import GateThresholds, PrometheusSource, RolloutSettings, TaskTypeRule
 from switchover.config.rollout_custom import CustomGate
 from switchover.errors import BadInput, Unreachable
@@ -193,7 +194,7 @@ def _started(tmp_path: Path, rollout: str) -> tuple[Rollout, Clock]:
     cfg = tmp_path / "switchover.yaml"
     cfg.write_text(CONFIG + rollout)
     clock = Clock(1000.0)
-    r = Rollout(cfg, clock=clock)
+    r = Rollout(load_migration(cfg), cfg, clock=clock)
     r.advance(why="start")
     return r, clock
 
@@ -224,7 +225,7 @@ def test_an_invalid_expression_in_the_file_is_a_usage_error_naming_the_field(tmp
     cfg = tmp_path / "switchover.yaml"
     cfg.write_text(CONFIG + "rollout:\n  custom_gates:\n    - {name: x, ledger: {fail_when: 'status =! 1'}, max: 1}\n")
     with pytest.raises(BadInput, match=r"rollout\.custom_gates\.0\.ledger\.fail_when"):
-        Rollout(cfg)
+        load_migration(cfg)
 
 
 def _rated(db: Path, ratings: dict[str, list[str]]) -> None:

@@ -9,6 +9,7 @@ import orjson
 import pytest
 import yaml
 
+from switchover.config import load_migration
 from switchover.config.rollout import GateName, RolloutSettings
 from switchover.config.rollout_holding import DrillRequirement, FailureType, HoldingSettings
 from switchover.drill import DrillResult
@@ -197,7 +198,7 @@ def bed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Clock, F
 
 
 def _rollout(cfg: Path, clock: Clock, old: FakeOld) -> Rollout:
-    return Rollout(cfg, clock=clock, ready=old, metrics=lambda url: None)
+    return Rollout(load_migration(cfg), cfg, clock=clock, ready=old, metrics=lambda url: None)
 
 
 def _to_holding(cfg: Path, clock: Clock, old: FakeOld) -> Rollout:
@@ -341,12 +342,12 @@ def test_rollback_evidence_for_check_and_report(bed, monkeypatch) -> None:
     cfg, clock, old = bed
     monkeypatch.setattr(rollback_ready, "ready_check", old)
     monkeypatch.setattr(rollback_ready, "metrics_check", lambda url: None)
-    ev = rollback_evidence(cfg)
+    ev = rollback_evidence(load_migration(cfg), cfg)
     assert ev.drill is not None and ev.drill.recovery_s == 2.0 and ev.drill_file and ev.holding is None
     assert [p.name for p in ev.blocking] == ["drill"]  # 900 s after the epoch: older than 30 days by the wall clock
     r = _to_holding(cfg, clock, old)
     r.check(auto_advance=False, why="t")  # writes holding.json
-    ev = rollback_evidence(cfg, check_old=False)
+    ev = rollback_evidence(load_migration(cfg), cfg, check_old=False)
     assert ev.rollout_status == "holding" and ev.holding is not None and ev.holding.windows
 
 

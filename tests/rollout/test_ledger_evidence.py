@@ -10,6 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from switchover.config import load_migration
 from switchover.config.rollout import GateName, GateThresholds
 from switchover.errors import BadInput
 from switchover.ledger_record import CLIENT_OUTCOMES, NOT_AN_ARM_OUTCOMES, LedgerRecord, ShadowRecord
@@ -138,7 +139,7 @@ def _rollout_in_shadow(config_file: Path, entered: float) -> Path:
     """A rollout in its shadow stage since `entered`; returns the ledger folder."""
     ledger = config_file.parent / "gw"
     ledger.mkdir()
-    Rollout(config_file, clock=Clock(entered)).advance(why="start shadow")
+    Rollout(load_migration(config_file), config_file, clock=Clock(entered)).advance(why="start shadow")
     return ledger
 
 

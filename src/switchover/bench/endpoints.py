@@ -13,6 +13,7 @@ import orjson
 from switchover.bench.results import BenchPlan, EndpointInfo, EndpointSpec
 from switchover.bench.scrape import Scraper
 from switchover.bench.workload import TokenCounter
+from switchover.config import Migration
 from switchover.config.bench import BenchSection
 from switchover.errors import BadInput, Unreachable
 from switchover.wire import EngineClient, Timeouts
@@ -119,7 +120,7 @@ def load_tokenizer(path: str) -> Any:
 
 
 def endpoints_from(
-    config: Path | None,
+    migration: Migration | None,
     old: str | None,
     new: str | None,
     url: str | None,
@@ -129,15 +130,13 @@ def endpoints_from(
     model: str | None,
     api_key_env: str | None = None,
 ) -> tuple[list[EndpointSpec], BenchSection | None]:
-    """The endpoints to load: from switchover.yaml (`--config`), overridden by --old/--new, or one --url."""
+    """The endpoints to load: from switchover.yaml (`--config`, loaded by the caller), overridden by --old/--new, or
+    one --url."""
     section = None
     eps: list[EndpointSpec] = []
-    if config is not None:
-        from switchover.config import load_migration
-
-        mig = load_migration(config)
-        section = mig.bench
-        for label, ep in (("old", mig.old), ("new", mig.new)):
+    if migration is not None:
+        section = migration.bench
+        for label, ep in (("old", migration.old), ("new", migration.new)):
             eps.append(
                 EndpointSpec(
                     label=label,

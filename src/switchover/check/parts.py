@@ -286,10 +286,10 @@ def grace_part(m: Migration, s: CheckSection, base: Path, bench_dir: Path | None
     return ev
 
 
-def rollback_part(config_path: Path | None) -> Any:
+def rollback_part(m: Migration, config_path: Path | None) -> Any:
     """The way back: the last drill, the rollback prerequisites (old's readiness checked now), the holding window."""
     if config_path is None:
         raise SwitchoverError("the rollback part reads the rollout of a migration file; none was given")
     from switchover.rollout.rollback_view import rollback_evidence
 
-    return rollback_evidence(config_path)
+    return rollback_evidence(m, config_path)

@@ -157,7 +157,7 @@ class CheckRun:
         elif part == "grace":
             result = await asyncio.to_thread(P.grace_part, self.m, self.s, self.base, self.bench_dir)
         elif part == "rollback":
-            result = await asyncio.to_thread(P.rollback_part, self.config_path)
+            result = await asyncio.to_thread(P.rollback_part, self.m, self.config_path)
         else:  # pragma: no cover - PARTS and this list are kept together
             raise SwitchoverError(f"unknown part {part}")
         return [rd.write_json(part, result).name]

@@ -248,6 +248,7 @@ def bench(
     from switchover.bench.calibrate import calibrate as calibrate_fn
     from switchover.bench.endpoints import endpoints_from, load_tokenizer
     from switchover.bench.runner import BenchRun
+    from switchover.config import load_migration
     from switchover.engines import load_profile
     from switchover.runs import prepare_folder
 
@@ -255,7 +256,8 @@ def bench(
         _go(lambda progress: BenchRun.resumed(resume, _Progress(progress)), json_out)
         return
 
-    eps, section = endpoints_from(config, old, new, url, old_engine, new_engine, engine, model)
+    migration = load_migration(config) if config is not None else None
+    eps, section = endpoints_from(migration, old, new, url, old_engine, new_engine, engine, model)
     for ep in eps:  # an unknown engine is refused before any engine is contacted (BadInput names the known ones)
         if ep.engine:
             load_profile(ep.engine)

@@ -26,13 +26,14 @@ def register(app: typer.Typer) -> None:
 
         Example: switchover demo --dir /tmp/switchover-demo
         """
+        from switchover.config import load_migration
         from switchover.demo import run_demo
         from switchover.runs import prepare_folder
 
         prepare_folder(workdir)
 
         result = run_demo(workdir, lambda msg: err_console.print(msg, highlight=False, soft_wrap=True, markup=False),
-                          rollout=rollout)
+                          load=load_migration, rollout=rollout)
         if json_out:
             print_json(result)
             return

@@ -39,9 +39,10 @@ def gateway(
     ctx.obj = {"config": config}
     if ctx.invoked_subcommand is not None:
         return
+    from switchover.config import load_migration
     from switchover.gateway.server import serve
 
-    left = run(serve(config, log_prompts=log_prompts, verbose=verbose))
+    left = run(serve(load_migration(config), config, log_prompts=log_prompts, verbose=verbose))
     sys.exit(1 if left else 0)
 
 

@@ -15,6 +15,7 @@ from rich.table import Table
 from switchover import inputs
 from switchover.cli import params
 from switchover.cli.common import console, print_json
+from switchover.config import load_migration
 from switchover.errors import BadInput, ExitCode
 from switchover.gateway.ledger import LedgerSkips
 from switchover.rollout.compare import compare_samples, samples_from_ledger
@@ -127,6 +128,11 @@ def _print_holding(h: HoldingReport) -> None:
                   highlight=False, soft_wrap=True)
 
 
+def _rollout(config: Path, ledger: Path | None = None) -> Rollout:
+    """The rollout of the migration file at `config`, read and validated here, once per command."""
+    return Rollout(load_migration(config), config, ledger=ledger)
+
+
 def _finish(res: ActionResult, json_out: bool) -> None:
     if json_out:
         print_json(res)
@@ -145,7 +151,7 @@ def status(config: Path = CONFIG, json_out: bool = JSON) -> None:
 
     Example: switchover rollout status -c switchover.yaml
     """
-    view = Rollout(config).view()
+    view = _rollout(config).view()
     print_json(view) if json_out else _print_view(view)
 
 
@@ -155,7 +161,7 @@ def gates(config: Path = CONFIG, ledger: Path = LEDGER, json_out: bool = JSON) -
 
     Example: switchover rollout gates -c switchover.yaml --json
     """
-    report = Rollout(config, ledger=ledger).gate_report()
+    report = _rollout(config, ledger=ledger).gate_report()
     if json_out:
         print_json(report)
     else:
@@ -176,7 +182,7 @@ def advance(
 
     Example: switchover rollout advance -c switchover.yaml -m "shadow clean for 24 h"
     """
-    _finish(Rollout(config, ledger=ledger).advance(why=reason, force=force), json_out)
+    _finish(_rollout(config, ledger=ledger).advance(why=reason, force=force), json_out)
 
 
 @app.command()
@@ -197,7 +203,7 @@ def rollback(
     """
     if to is not None and to not in ("previous", "zero"):
         raise BadInput(f"--to must be 'previous' or 'zero', got {to!r}")
-    _finish(Rollout(config).rollback(to=to, why=reason, force=force), json_out)  # type: ignore[arg-type]
+    _finish(_rollout(config).rollback(to=to, why=reason, force=force), json_out)  # type: ignore[arg-type]
 
 
 @app.command()
@@ -212,7 +218,7 @@ def holding(
 
     Example: switchover rollout holding -c switchover.yaml --check-old
     """
-    rollout = Rollout(config, ledger=ledger)
+    rollout = _rollout(config, ledger=ledger)
     state = rollout.state()
     if state.holding is None or state.status.value != "holding":
         raise BadInput(
@@ -235,7 +241,7 @@ def prerequisites(config: Path = CONFIG, json_out: bool = JSON) -> None:
 
     Example: switchover rollout prerequisites -c switchover.yaml --json
     """
-    rollout = Rollout(config)
+    rollout = _rollout(config)
     rollout.holding.check_old(force=True)
     pre = rollout.holding.prerequisites(rollout.holding.old_view(rollout.state()))
     if json_out:
@@ -260,7 +266,7 @@ def abandon(
 
     Example: switchover rollout abandon --criterion hard_metrics --criterion narrow_gain -m "TTFT x3"
     """
-    _finish(Rollout(config).abandon(criteria=criterion, why=reason, force=force), json_out)
+    _finish(_rollout(config).abandon(criteria=criterion, why=reason, force=force), json_out)
 
 
 @app.command()
@@ -273,7 +279,7 @@ def reset(
 
     Example: switchover rollout reset -m "new engine build 2026-11-30"
     """
-    _finish(Rollout(config).reset(why=reason), json_out)
+    _finish(_rollout(config).reset(why=reason), json_out)
 
 
 @app.command()
@@ -292,7 +298,7 @@ def watch(
     """
     if interval <= 0 or max_checks <= 0:
         raise BadInput("--interval and --max-checks must be positive")
-    rollout = Rollout(config, ledger=ledger)
+    rollout = _rollout(config, ledger=ledger)
     rolled_back = False
     results: list[dict[str, object]] = []  # only for --json: a long watch must not keep every report
     shown: list[str] = []
@@ -336,7 +342,7 @@ def compare(
     """
     if mode not in ("shadow", "arms"):
         raise BadInput(f"--mode must be 'shadow' or 'arms', got {mode!r}")
-    rollout = Rollout(config, ledger=ledger)
+    rollout = _rollout(config, ledger=ledger)
     th = rollout.settings.gates
     skipped = LedgerSkips()
     rows = stream_ledger_rows(rollout.ledger_path(), time.time() - since if since > 0 else None, skipped)

@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 
 from switchover.atomicfile import write_atomic
-from switchover.config import load_migration
+from switchover.config import Migration
 from switchover.errors import BadInput
 from switchover.gateway.app import Gateway
 from switchover.gateway.listener import serve_front
@@ -62,9 +62,10 @@ def setup_logging(run_dir: Path, verbose: bool = False) -> None:
         root.addHandler(h)
 
 
-async def serve(config_path: Path, *, log_prompts: bool = False, verbose: bool = False) -> int:
-    """Run until SIGTERM/SIGINT; then drain. Returns the number of requests cut off by the drain limit."""
-    migration = load_migration(config_path)
+async def serve(migration: Migration, config_path: Path, *, log_prompts: bool = False, verbose: bool = False) -> int:
+    """Run until SIGTERM/SIGINT; then drain. Returns the number of requests cut off by the drain limit.
+
+    `migration` is the file at `config_path`, loaded by the caller; the path is where hot reload reads it again."""
     if migration.gateway is None:
         raise BadInput(f"{config_path}: no `gateway:` section", hint="see docs/gateway.md for an example")
     gateway = Gateway(migration, config_path, log_prompts=log_prompts)

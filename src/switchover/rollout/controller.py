@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from switchover.config import Migration, load_migration
+from switchover.config import Migration
 from switchover.config.rollout import PrometheusSource, RolloutSettings
 from switchover.config.rollout_custom import CustomGate
 from switchover.errors import BadInput
@@ -67,10 +67,12 @@ class ActionResult(BaseModel):
 
 
 class Rollout:
-    """One migration file's rollout."""
+    """One migration file's rollout: `migration` is the file at `config_path`, loaded by the caller (the CLI); the
+    path is where the state file sits beside and what the gateway edits rewrite."""
 
     def __init__(
         self,
+        migration: Migration,
         config_path: Path,
         *,
         clock: Clock = time.time,
@@ -80,9 +82,8 @@ class Rollout:
         query: Callable[[PrometheusSource, str], Series] = promql_vector,
     ) -> None:
         self.config_path = config_path
-        self.migration: Migration = load_migration(config_path)
-        settings = getattr(self.migration, "rollout", None)
-        self.settings: RolloutSettings = settings if settings is not None else RolloutSettings()
+        self.migration = migration
+        self.settings: RolloutSettings = migration.rollout or RolloutSettings()
         self.store = RolloutStore(self.settings.state_path(config_path))
         self.clock = clock
         self._ledger = ledger
@@ -101,9 +102,8 @@ class Rollout:
         if self.settings.ledger:
             p = Path(self.settings.ledger).expanduser()
             return p if p.is_absolute() else self.config_path.resolve().parent / p
-        gateway = getattr(self.migration, "gateway", None)
-        if gateway is not None and hasattr(gateway, "resolved_run_dir"):
-            return Path(gateway.resolved_run_dir(self.config_path))
+        if self.migration.gateway is not None:
+            return self.migration.gateway.resolved_run_dir(self.config_path)
         raise BadInput("no ledger to read: set rollout.ledger (the gateway's run_dir) or pass --ledger")
 
     def view(self, state: RolloutState | None = None, recent: int = 5) -> StatusView:
@@ -116,9 +116,8 @@ class Rollout:
                 "the stages in switchover.yaml changed since this rollout started; the state file's "
                 "stages are used (`switchover rollout reset` adopts the new ones)"
             )
-        gateway = getattr(self.migration, "gateway", None)
-        shadow_cfg = getattr(gateway, "shadow", None)
-        if any(s.shadow for s in state.stages) and shadow_cfg is not None and not getattr(shadow_cfg, "percent", 0):
+        gateway = self.migration.gateway
+        if any(s.shadow for s in state.stages) and gateway is not None and not gateway.shadow.percent:
             warnings.append("a stage expects shadow traffic but gateway.shadow.percent is 0")
         return StatusView(
             status=state.status,
@@ -170,10 +169,10 @@ class Rollout:
 
     def review_summary(self) -> ReviewSummary | None:
         """The spot-check ratings (`switchover review`) from the gateway's review database, if there is one."""
-        gateway = getattr(self.migration, "gateway", None)
+        gateway = self.migration.gateway
         if gateway is None:
             return None
-        path = Path(gateway.resolved_run_dir(self.config_path)) / gateway.review.db
+        path = gateway.resolved_run_dir(self.config_path) / gateway.review.db
         if not path.is_file():
             return None
         from switchover.review.store import ReviewStore
@@ -392,7 +391,3 @@ def _short_of_pass(report: GateReport) -> list[str]:
         + [f"{c.name}: {c.reason}" for c in report.custom if c.verdict != "pass"]
         + report.blockers
     )
-
-
-def audit_dicts(store: RolloutStore) -> list[dict[str, Any]]:
-    return [t.model_dump(mode="json") for t in store.audit()]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from switchover.config import Migration
 from switchover.drill import DrillResult
 from switchover.rollout.controller import Rollout
 from switchover.rollout.holding import HoldingReport, Prerequisite
@@ -29,9 +30,10 @@ class RollbackEvidence(BaseModel):
         return [p for p in self.prerequisites if p.blocks]
 
 
-def rollback_evidence(config_path: Path, *, check_old: bool = True) -> RollbackEvidence:
-    """The record for `config_path`'s rollout; `check_old` runs old's 1-token check now (else the last one counts)."""
-    r = Rollout(config_path)
+def rollback_evidence(migration: Migration, config_path: Path, *, check_old: bool = True) -> RollbackEvidence:
+    """The record for the rollout of `migration` (the file at `config_path`); `check_old` runs old's 1-token check
+    now (else the last one counts)."""
+    r = Rollout(migration, config_path)
     state = r.state()
     if check_old:
         r.holding.check_old(force=True)

@@ -93,6 +93,7 @@ def test_a_quiet_llama_server_log_says_what_is_missing_and_how_to_see_it() -> No
         ("llamacpp-lv4-testbed.log", "llamacpp", [], "--flash-attn off --cache-type-k q8_0",
          {"attention_backend": "mismatch", "kv_cache_dtype": "mismatch"}),
         ("llamacpp-lv4-testbed.log", "llamacpp", [], "-fa auto", {}),  # auto asks for nothing
+        ("sglang-b200.log", "sglang", [], "--kv-cache-dtype auto --dtype auto", {}),
         ("llamacpp-gpu-fa-disabled.log", "llamacpp", ["attention_backend=flash_attn"], None,
          {"attention_backend": "mismatch"}),
         ("tgi-flashinfer.log", "tgi", [], "--cuda-graphs 0", {"cuda_graphs": "mismatch"}),

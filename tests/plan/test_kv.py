@@ -119,6 +119,9 @@ def test_engine_mla_layouts_come_from_the_profile_not_code() -> None:
         kv_layout(card, kv_dtype="fp8_ds_mla")  # no engine data: not a dtype the planner knows
     with pytest.raises(BadInput, match="MLA"):
         kv_layout(card_from_config(C.LLAMA_8B), kv_dtype="fp8_ds_mla", mla_bytes=vllm)
+    sglang = load_profile("sglang").memory.mla_kv_bytes_per_layer  # plain fp8 names: MLA size for MLA only
+    assert kv_layout(card_from_config(C.LLAMA_8B), kv_dtype="fp8_e4m3", mla_bytes=sglang).bytes_per_token == (
+        2 * 32 * 8 * 128 * 1)
 
 
 def test_draft_layers_add_full_layers_to_the_pool() -> None:

@@ -77,11 +77,14 @@ def _stages(layers: list[LayerKind], pp: int) -> list[list[LayerKind]]:
 def _mla_layer_bytes(card: ModelCard, kv_dtype: str, mla_bytes: dict[str, float] | None) -> float | None:
     """The engine's own per-token, per-layer size of an MLA latent in `kv_dtype` (profile data, e.g. vLLM
     fp8_ds_mla or SGLang fp8: 656 B with scales), or None when the engine stores the plain latent."""
-    per_layer = (mla_bytes or {}).get(kv_dtype.lower().strip())
-    if per_layer is not None and LayerKind.MLA not in card.layers:
+    key = kv_dtype.lower().strip()
+    per_layer = (mla_bytes or {}).get(key)
+    if per_layer is None or LayerKind.MLA in card.layers:
+        return per_layer
+    if key not in DTYPE_BYTES:  # a layout name of the engine's own (vLLM fp8_ds_mla): MLA only
         raise BadInput(f"KV cache dtype {kv_dtype!r} is a layout for MLA models; {card.name} has no MLA layers",
                        hint="use auto or fp8")
-    return per_layer
+    return None  # a plain dtype (SGLang fp8): the MLA size does not apply to other attention
 
 
 def kv_layout(card: ModelCard, tp: int = 1, pp: int = 1, kv_dtype: str = "auto", *,

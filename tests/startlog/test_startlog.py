@@ -198,3 +198,24 @@ def test_cli_exit_codes_and_json(capsys: pytest.CaptureFixture[str], tmp_path: P
     markup.write_text("llama_server: initializing\nload_tensors: offloaded 1/2 layers to GPU [/INST] [bold]\n")
     code, out, _ = _cli(capsys, str(markup), "-e", "llamacpp")
     assert code == 1 and "[/INST]" in out
+
+
+@pytest.mark.parametrize(
+    ("pattern", "fragment"),
+    [
+        ({"id": "x", "regex": "Using (\\w+)", "field": "device", "source": "a.py"}, "value"),
+        ({"id": "x", "regex": "Using (", "field": "device", "value": "cpu", "source": "a.py"}, "bad regex"),
+        ({"id": "x", "regex": "Using", "source": "a.py"}, "tells nothing"),
+        ({"id": "x", "regex": "Using", "fallback": "note", "source": " "}, "no source"),
+        ({"id": "x", "regex": "Using", "field": "colour", "value": "red", "source": "a.py"}, "unknown fields"),
+    ],
+)
+def test_a_malformed_pattern_fails_validation(pattern: dict, fragment: str) -> None:
+    from pydantic import ValidationError
+
+    from switchover.engines.startlog import StartlogData
+
+    data = {"fields": {"device": "d"}, "common_fallbacks": [],
+            "engines": {"e": {"display_name": "E", "start": [{"regex": "x", "source": "s"}], "patterns": [pattern]}}}
+    with pytest.raises(ValidationError, match=fragment):
+        StartlogData.model_validate(data)

@@ -36,7 +36,7 @@ def equivalent_memory_knob(card: ModelCard, src: EngineProfile, dst: EngineProfi
                            src_fraction: float, *, tp: int = 1, pp: int = 1, kv_dtype: str = "auto",
                            overheads: dict[str, float] | None = None) -> KnobEquivalent | None:
     """Solve the target's knob for the pool `src_fraction` gives in the source engine; None if it cannot match."""
-    layout = kv_layout(card, tp, pp, kv_dtype)
+    layout = kv_layout(card, tp, pp, kv_dtype, mla_bytes=src.memory.mla_kv_bytes_per_layer)  # source's layout
     weights = weights_per_gpu_gib(card, tp, pp)
     src_over = resolve_overheads(src, overheads, batched_tokens_cap(src, gpu_total_gib, None)[0])
     src_inst = start_instance(src, gpu_total_gib, gpu_total_gib, weights, src_over, layout,

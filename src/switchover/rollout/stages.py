@@ -49,14 +49,16 @@ ABANDON_CRITERIA: tuple[Criterion, ...] = (
 ABANDON_THRESHOLD = 2  # "any two of the above"
 
 
+Action = Literal["advance", "rollback", "abandon", "hold", "auto_rollback", "holding_start", "window_end",
+                 "holding_end"]
+
+
 class Transition(BaseModel):
     """One audit-log line: who moved the rollout from where to where, when, and why."""
 
     ts: float = Field(description="Wall-clock time (label only)")
     who: str = Field(description="user@host")
-    action: Literal[
-        "advance", "rollback", "abandon", "hold", "auto_rollback", "holding_start", "window_end", "holding_end"
-    ]
+    action: Action
     from_stage: str
     to_stage: str
     from_weight: int
@@ -164,6 +166,14 @@ def entry_blockers(state: RolloutState, now: float) -> list[str]:
     return out
 
 
+def _transition(state: RolloutState, action: Action, to_stage: str, to_weight: int, *, now: float, who: str, why: str,
+                gates: dict[str, str] | None = None, criteria: list[str] | None = None) -> Transition:
+    """The audit-log line of a move from `state` to `to_stage` at `to_weight` %."""
+    return Transition(ts=now, who=who, action=action, from_stage=state.stage_name, to_stage=to_stage,
+                      from_weight=state.weight, to_weight=to_weight, why=why, gates=gates or {},
+                      criteria=criteria or [])
+
+
 def advance(
     state: RolloutState, *, now: float, who: str, why: str, gates: dict[str, str] | None = None
 ) -> tuple[RolloutState, Transition]:
@@ -173,17 +183,7 @@ def advance(
     if nxt is None:
         raise BadInput(f"already at the last stage ({state.stage_name}); nothing to advance to")
     new = _moved(state, state.index + 1, now, rolled_back=False)
-    return new, Transition(
-        ts=now,
-        who=who,
-        action="advance",
-        from_stage=state.stage_name,
-        to_stage=nxt.name,
-        from_weight=state.weight,
-        to_weight=nxt.weight,
-        why=why,
-        gates=gates or {},
-    )
+    return new, _transition(state, "advance", nxt.name, nxt.weight, now=now, who=who, why=why, gates=gates)
 
 
 def rollback(
@@ -202,17 +202,8 @@ def rollback(
         raise BadInput("the rollout is at 0 % already; nothing to roll back")
     index = state.index - 1 if to == "previous" else -1
     new = _moved(state, index, now, rolled_back=True)
-    return new, Transition(
-        ts=now,
-        who=who,
-        action="auto_rollback" if automatic else "rollback",
-        from_stage=state.stage_name,
-        to_stage=new.stage_name,
-        from_weight=state.weight,
-        to_weight=new.weight,
-        why=why,
-        gates=gates or {},
-    )
+    return new, _transition(state, "auto_rollback" if automatic else "rollback", new.stage_name, new.weight, now=now,
+                            who=who, why=why, gates=gates)
 
 
 def abandon(
@@ -240,14 +231,4 @@ def abandon(
             holding=None,
         )
     )
-    return new, Transition(
-        ts=now,
-        who=who,
-        action="abandon",
-        from_stage=state.stage_name,
-        to_stage="0%",
-        from_weight=state.weight,
-        to_weight=0,
-        why=why,
-        criteria=sorted(set(criteria)),
-    )
+    return new, _transition(state, "abandon", "0%", 0, now=now, who=who, why=why, criteria=sorted(set(criteria)))

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from switchover.errors import BadInput
+from switchover.jsonl import jsonl_values
 from switchover.model.source import gguf_fields, read_json, resolve
 from switchover.textfile import read_bytes, read_text
 
@@ -240,13 +241,7 @@ def load_corpus(path: str | Path) -> list[tuple[str, str]]:
         raise BadInput(f"--corpus {exc.message}") from None
     out: list[tuple[str, str]] = []
     if p.suffix == ".jsonl":
-        for no, line in enumerate(raw.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise BadInput(f"--corpus {p} line {no}: not JSON ({exc.msg})") from None
+        for no, obj in jsonl_values(raw.splitlines(), f"--corpus {p}"):
             text = obj.get("text") or obj.get("prompt") or obj.get("content") if isinstance(obj, dict) else None
             if not isinstance(text, str):
                 raise BadInput(f"--corpus {p} line {no}: needs a string field text, prompt or content")

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import orjson
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from switchover.errors import BadInput
+from switchover.jsonl import jsonl_values
 
 
 class PromptCase(BaseModel):
@@ -60,13 +60,7 @@ def load_jsonl(path: str | Path) -> list[PromptCase]:
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"--prompts {p}: cannot read: {exc}") from None
     cases: list[PromptCase] = []
-    for no, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise BadInput(f"--prompts {p} line {no}: not JSON ({exc})") from None
+    for no, obj in jsonl_values(lines, f"--prompts {p}"):
         if not isinstance(obj, dict):
             raise BadInput(f"--prompts {p} line {no}: expected a JSON object")
         obj.setdefault("id", f"line-{no}")

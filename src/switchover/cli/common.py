@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import orjson
@@ -39,3 +39,16 @@ def print_json(obj: BaseModel | dict[str, Any] | list[Any]) -> None:
         text = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
+
+
+def show_report(report: Any, json_out: bool, render: Callable[[Any], None]) -> None:
+    """A comparison report as JSON or as console text; Unreachable (exit code) when an endpoint went away, so a
+    partial report is never read as a pass."""
+    from switchover.errors import Unreachable
+
+    if json_out:
+        print_json(report)
+    else:
+        render(report)
+    if report.partial:
+        raise Unreachable(f"partial report: {report.partial_reason}")

@@ -10,10 +10,10 @@ from rich.table import Table
 
 from switchover import inputs
 from switchover.cli import params
-from switchover.cli.common import console, err_console, print_json, run
+from switchover.cli.common import console, err_console, run, show_report
 from switchover.config import load_migration
 from switchover.engines import load_profile
-from switchover.errors import BadInput, CheckFailed, Unreachable
+from switchover.errors import BadInput, CheckFailed
 from switchover.probe import ProbeOptions, ProbeReport, Target, run_probes, select
 from switchover.probe.report import Observation
 
@@ -136,12 +136,7 @@ def register(app: typer.Typer) -> None:
         opts = ProbeOptions(api=api, time_budget_s=budget_s)  # type: ignore[arg-type]
         with err_console.status("probing...") as status:
             report = run(run_probes(first, second, probes, opts, on_progress=lambda m: status.update(m)))
-        if json_out:
-            print_json(report)
-        else:
-            render(report)
-        if report.partial:
-            raise Unreachable(f"partial report: {report.partial_reason}")
+        show_report(report, json_out, render)
         if report.breaking_differences:
             raise CheckFailed(f"{len(report.breaking_differences)} breaking difference(s): "
                               + ", ".join(report.breaking_differences))

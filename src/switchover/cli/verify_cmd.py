@@ -10,9 +10,9 @@ from rich.table import Table
 
 from switchover import inputs
 from switchover.cli import params
-from switchover.cli.common import console, err_console, print_json, run
+from switchover.cli.common import console, err_console, run, show_report
 from switchover.config import load_migration
-from switchover.errors import BadInput, CheckFailed, Unreachable
+from switchover.errors import BadInput, CheckFailed
 from switchover.probe import Target
 from switchover.textfile import check_text_file
 from switchover.verify import BUILTIN, EquivalenceReport, VerifyOptions, load_jsonl, run_verify
@@ -125,11 +125,6 @@ def register(app: typer.Typer) -> None:
             report = run(run_verify(Target(old, old_model or model, api_key_env, context),
                                     Target(new, new_model or model, api_key_env, context), cases, opts,
                                     on_progress=lambda m: status.update(m)))
-        if json_out:
-            print_json(report)
-        else:
-            render(report)
-        if report.partial:
-            raise Unreachable(f"partial report: {report.partial_reason}")
+        show_report(report, json_out, render)
         if fail_on_flagged and report.summary and report.summary.flagged:
             raise CheckFailed(f"{report.summary.flagged} prompt(s) flagged")

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from importlib import resources
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from switchover.engines.formats import ENGINES
+from switchover.engines.matrixfile import packaged, validated
 from switchover.engines.versions import parse_version, version_matches
 from switchover.errors import BadInput
 
@@ -121,20 +120,13 @@ class CompatData(BaseModel):
 
 def parse_compat(data: Any, what: str = "compat.yaml") -> CompatData:
     """Validated compatibility data; BadInput naming the field otherwise."""
-    try:
-        return CompatData.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        raise BadInput(f"{what}: {loc + ': ' if loc else ''}{first['msg'].removeprefix('Value error, ')}") from None
+    return validated(CompatData, data, what)
 
 
 @cache
 def load_compat() -> CompatData:
     """The packaged data (engines/data/matrix/compat.yaml)."""
-    text = resources.files("switchover.engines").joinpath("data", "matrix", "compat.yaml").read_text(
-        encoding="utf-8")
-    return parse_compat(yaml.safe_load(text))
+    return parse_compat(packaged("compat.yaml"))
 
 
 # ---- a pinned engine -------------------------------------------------------------------------------------------

@@ -5,13 +5,12 @@ A feature or engine without a fact is "unknown" (supported None), never assumed.
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from switchover.engines.formats import ENGINES
+from switchover.engines.matrixfile import packaged, validated
 from switchover.engines.profile import EngineProfile
 from switchover.errors import BadInput
 
@@ -60,19 +59,13 @@ class FeatureData(BaseModel):
 
 def parse_features(data: Any, what: str = "features.yaml") -> FeatureData:
     """Validated feature data; BadInput naming the field otherwise."""
-    try:
-        return FeatureData.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        raise BadInput(f"{what}: {loc + ': ' if loc else ''}{first['msg'].removeprefix('Value error, ')}") from None
+    return validated(FeatureData, data, what)
 
 
 @cache
 def load_features() -> FeatureData:
-    text = resources.files("switchover.engines").joinpath("data", "matrix", "features.yaml").read_text(
-        encoding="utf-8")
-    return parse_features(yaml.safe_load(text))
+    """The packaged data (engines/data/matrix/features.yaml)."""
+    return parse_features(packaged("features.yaml"))
 
 
 class Support(BaseModel):

@@ -9,13 +9,11 @@ no rule covers is "unknown", never a guess.
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from switchover.errors import BadInput
+from switchover.engines.matrixfile import packaged, validated
 from switchover.model.quant import method_table, scheme_from_config
 
 Device = Literal["cuda", "cpu"]
@@ -117,26 +115,15 @@ def _overlap(a: FormatRule, b: FormatRule) -> bool:
     return lo < hi
 
 
-def _problem(exc: ValidationError, what: str) -> str:
-    first = exc.errors()[0]
-    loc = ".".join(str(x) for x in first["loc"])
-    return f"{what}: {loc + ': ' if loc else ''}{first['msg'].removeprefix('Value error, ')}"
-
-
 def parse_matrix(data: Any, what: str = "formats.yaml") -> FormatMatrix:
     """A validated matrix from parsed YAML; BadInput naming the field otherwise."""
-    try:
-        return FormatMatrix.model_validate(data)
-    except ValidationError as exc:
-        raise BadInput(_problem(exc, what)) from None
+    return validated(FormatMatrix, data, what)
 
 
 @cache
 def load_matrix() -> FormatMatrix:
     """The packaged matrix (engines/data/matrix/formats.yaml)."""
-    text = resources.files("switchover.engines").joinpath("data", "matrix", "formats.yaml").read_text(
-        encoding="utf-8")
-    return parse_matrix(yaml.safe_load(text))
+    return parse_matrix(packaged("formats.yaml"))
 
 
 class FormatVerdict(BaseModel):

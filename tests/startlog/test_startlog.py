@@ -166,6 +166,17 @@ def test_bad_input_is_one_clear_error(call, fragment: str) -> None:
         call()
 
 
+@pytest.mark.parametrize(("fixture", "engine"), [
+    ("vllm-cpu-testbed.log", "vllm"), ("llamacpp-lv4-testbed.log", "llamacpp"), ("sglang-b200.log", "sglang")])
+def test_the_engine_is_told_from_its_start_up_lines(fixture: str, engine: str) -> None:
+    assert check_file(FIX / fixture, None).engine == engine
+
+
+def test_a_log_without_one_engines_markers_needs_engine() -> None:
+    with pytest.raises(BadInput, match="cannot tell the engine"):
+        check_file(FIX / "vllm-gpu-flash-attn.log", None)  # an excerpt without a start line
+
+
 def test_every_pattern_cites_a_source_and_engine_data_validates() -> None:
     data = load_data()
     assert set(data.engines) == {"vllm", "llamacpp", "tgi", "sglang"}

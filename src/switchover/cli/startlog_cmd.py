@@ -44,7 +44,8 @@ def register(app: typer.Typer) -> None:
     @app.command("startlog")
     def startlog_cmd(
         log: str = typer.Argument(..., help="The engine's start-up log (a file; the last start-up in it is read)."),
-        engine: str = typer.Option(..., "--engine", "-e", help=f"One of: {', '.join(engine_names())}."),
+        engine: str = typer.Option(None, "--engine", "-e", help=f"One of: {', '.join(engine_names())} (default: "
+                                   "the one whose start-up lines the log holds)."),
         expect: list[str] = typer.Option(None, "--expect", help="KEY=VALUE the migration expects, e.g. "
                                          "attention_backend=FLASH_ATTN, kv_cache_dtype=fp8, cuda_graphs=on."),
         flags: str = typer.Option(None, "--flags", help="The engine's launch flags; the ones that set a reported "

@@ -402,9 +402,22 @@ def check_text(text: str, engine: str, *, log: str = "-", expect: list[str] | No
                           hint=eng.quiet_hint if quiet else None)
 
 
-def check_file(path: str | Path, engine: str, *, expect: list[str] | None = None,
+def detect_engine(text: str, log: str = "-") -> str:
+    """The one engine whose start-up markers the log holds; BadInput when none or several do."""
+    lines = text.splitlines()
+    hits = [k for k, eng in load_data().engines.items()
+            if any(_compile(m.regex).search(line) for m in eng.start for line in lines)]
+    if len(hits) != 1:
+        found = f"markers of {', '.join(hits)}" if hits else "no engine's start-up marker"
+        raise BadInput(f"{log}: cannot tell the engine ({found})", hint=f"pass --engine ({', '.join(engine_names())})")
+    return hits[0]
+
+
+def check_file(path: str | Path, engine: str | None, *, expect: list[str] | None = None,
                flags: str | None = None) -> StartlogReport:
-    """Read a log (size-capped, undecodable bytes replaced) and check it."""
-    engine_log(engine)  # an unknown engine is refused before the file is read
-    raw = read_bytes(path, max_bytes=MAX_LOG_BYTES, what="log")
-    return check_text(raw.decode("utf-8", errors="replace"), engine, log=str(path), expect=expect, flags=flags)
+    """Read a log (size-capped, undecodable bytes replaced) and check it; no engine: the one the log names."""
+    if engine is not None:
+        engine_log(engine)  # an unknown engine is refused before the file is read
+    text = read_bytes(path, max_bytes=MAX_LOG_BYTES, what="log").decode("utf-8", errors="replace")
+    engine = engine or detect_engine(text, str(path))
+    return check_text(text, engine, log=str(path), expect=expect, flags=flags)

@@ -141,3 +141,12 @@ def test_cli_takes_a_builtin_config_and_ranks_pcie_tp_last(capsys: pytest.Captur
                         "--json")
     legal = [r for r in json.loads(out) if r["legal"]]
     assert code == 0 and legal[0]["tp"] == 1 and legal[-1]["tp_link"] == "pcie"
+
+
+def test_every_catalog_gpu_has_cited_interconnect_facts() -> None:
+    from switchover.hardware import CATALOG
+
+    missing = [g.name for g in CATALOG if g.name not in load_data().gpus]
+    assert missing == [], "add them to src/switchover/plan/data/interconnect.yaml"
+    for g in CATALOG:  # NVLink in the catalog and an NVLink domain here agree
+        assert (load_data().gpus[g.name].nvlink_domain > 1) == bool(g.nvlink_gbs) or g.name == "GH200-96G", g.name

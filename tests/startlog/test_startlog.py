@@ -230,3 +230,10 @@ def test_a_malformed_pattern_fails_validation(pattern: dict, fragment: str) -> N
             "engines": {"e": {"display_name": "E", "start": [{"regex": "x", "source": "s"}], "patterns": [pattern]}}}
     with pytest.raises(ValidationError, match=fragment):
         StartlogData.model_validate(data)
+
+
+def test_a_secret_on_an_evidence_line_is_masked() -> None:
+    text = ("llama_server: initializing\n"
+            "load_tensors: offloaded 1/2 layers to GPU (api_key=sk-abcdefghijklmnopqrstuvwxyz123456)\n")
+    r = check_text(text, "llamacpp")
+    assert "sk-abcdefghijklmnop" not in r.model_dump_json() and r.fallbacks

@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, Field, model_validator
 
 from switchover.errors import BadInput
+from switchover.redaction import redact
 from switchover.textfile import read_bytes
 
 MAX_LOG_BYTES = 64 << 20  # a start-up is in the first megabytes; a busy llama-server log grows ~5 MB an hour
@@ -232,7 +233,12 @@ def startup_window(lines: list[str], eng: EngineLog) -> tuple[int, int]:
 
 
 def excerpt(line: str, m: re.Match[str]) -> str:
-    """The line, or for a long one (vLLM logs its whole config on one line) its prefix and the part that matched."""
+    """The line, or for a long one (vLLM logs its whole config on one line) its prefix and the part that matched;
+    secrets masked (an engine may log its arguments, API key included)."""
+    return redact(_cut(line, m))
+
+
+def _cut(line: str, m: re.Match[str]) -> str:
     line = line.rstrip()
     if len(line) <= MAX_TEXT:
         return line.strip()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from switchover.alerts.promql import PromQLError, parse, replace_spans
+from switchover.alerts.promql import PromQLError, lex, parse, replace_spans
 
 
 def _names(expr: str) -> list[str | None]:
@@ -55,3 +55,17 @@ def test_a_character_promql_does_not_have_is_refused() -> None:
 def test_hexadecimal_numbers_are_read_as_thresholds_and_quantile_levels() -> None:
     p = parse("histogram_quantile(0x0, rate(a_bucket[5m])) > 0x1F")
     assert p.quantiles == [0.0] and p.thresholds == [(">", 31.0)]
+
+
+def test_one_tokenizer_serves_both_languages() -> None:
+    """PromQL and the ledger-field expressions share switchover.lexing: same scanning, same error wording."""
+    from switchover.expr import ExprError, compile_expr
+    from switchover.lexing import Token
+
+    toks = lex("rate(x[5m:1m]) # note")
+    assert [t.text for t in toks] == ["rate", "(", "x", "[", "5m", ":", "1m", "]", ")"]
+    assert toks[5] == Token("op", ":", 9) and toks[4].end == 9
+    with pytest.raises(PromQLError, match=r"unexpected character '\$' at 3"):
+        lex("a $ b")
+    with pytest.raises(ExprError, match=r"unexpected character '\$' at 3"):
+        compile_expr("a $ b", ["a", "b"])

@@ -49,3 +49,35 @@ def test_ab_rows_and_checks_name_the_load_never_zero():
     from switchover.bench.report import _load_of
 
     assert (_load_of(None), _load_of(8), _load_of(2.5)) == ("trace", "8", "2.50")
+
+
+def test_the_page_escapes_what_it_shows_and_keeps_its_own_markup():
+    """Built by the one jinja2 builder (autoescape): names from the command line or engines are text, never markup."""
+    from switchover.bench.ab import SloCheck
+
+    plan = BenchPlan(endpoints=[EndpointSpec(label="old", url="http://a")], buckets=[128], requests=5)
+    steps = [StepSummary(endpoint="<b>old</b>", step=0, concurrency=4, bucket="128", requests=5, warmup=1, ok=5,
+                         failed=0, duration_s=1, req_per_s=5, out_tok_per_s=100.0, chunks_per_s=100, error_rate=0,
+                         ttft_ms=_dist(10), tpot_ms=_dist(5), e2e_ms=_dist(100))]
+    report = BenchReport(name="<script>alert(1)</script>", created_wall=0, plan=plan, steps=steps,
+                         notes=["a & b"], endpoints=[EndpointInfo(label="<b>old</b>", url="http://a", engine="vllm",
+                                                                  model="m", output_control="ignore_eos=true")],
+                         checks=[SloCheck(name="ttft_p99_ms", endpoint="old", step=0, concurrency=4, value=12.0,
+                                          limit=10.0, passed=False)])
+    html = render(report)
+    assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<b>old</b>" not in html and "&lt;b&gt;old&lt;/b&gt;" in html
+    assert "<li>a &amp; b</li>" in html and "<b>FAIL</b>" in html  # the page's own emphasis stays markup
+
+
+def test_the_console_and_the_page_share_the_step_columns():
+    from switchover.bench.steptable import STEP_COLUMNS, load_cell, step_table
+
+    s = StepSummary(endpoint="old", step=0, rate=2.5, bucket="128", requests=5, warmup=1, ok=4, failed=1,
+                    duration_s=1, req_per_s=5, out_tok_per_s=None, chunks_per_s=100, error_rate=0.2,
+                    ttft_ms=_dist(10), tpot_ms=None, e2e_ms=_dist(100))
+    head, rows = step_table([s], (("extra", lambda _: "x"),))
+    assert head == [name for name, _ in STEP_COLUMNS] + ["extra"]
+    row = dict(zip(head, rows[0], strict=True))
+    assert (row["load"], row["ok"], row["tok/s"], row["TPOT p99"], row["extra"]) == ("2.50", "4/5", "—", "—", "x")
+    assert load_cell(s.model_copy(update={"rate": None})) == "trace (5.00 req/s)"

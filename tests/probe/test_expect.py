@@ -7,8 +7,8 @@ import pytest
 from switchover.engines import load_profile
 from switchover.probe import ProbeOptions, Target, run_probes, select
 from switchover.probe.expect import expected, matches
+from switchover.testing import Persona
 from tests.probe.conftest import serve
-from tests.probe.fake_engine import Persona
 
 
 @pytest.mark.parametrize(("engine", "probe", "want"), [
@@ -49,3 +49,18 @@ async def test_a_server_unlike_its_profile_is_reported_as_a_mismatch() -> None:
     assert set(bad.profile_mismatches) == {"old:finish.stop_string", "old:stop.kept", "old:error.unknown_model"}
     r = next(r for r in bad.results if r.id == "stop.kept")
     assert r.old.expected == "kept" and r.old.profile_match is False
+
+
+def test_each_prediction_is_declared_on_its_probe_and_stored_as_plain_strings() -> None:
+    from switchover.probe.registry import all_probes
+    from switchover.probe.report import Observation
+    from switchover.probe.values import Cached, StopKept
+
+    api = load_profile("vllm").api
+    predicting = {p.id for p in all_probes() if p.expect is not None}
+    assert {"stop.kept", "sampling.defaults", "error.malformed"} <= predicting
+    assert all(expected(pid, api) is None for pid in {p.id for p in all_probes()} - predicting)
+    assert expected("no.such.probe", api) is None
+    obs = Observation(value={"kept": StopKept.KEPT}, expected=Cached.HIT)
+    assert type(obs.value["kept"]) is str and type(obs.expected) is str
+    assert obs.model_dump_json() == Observation(value={"kept": "kept"}, expected="reported, hit").model_dump_json()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import typer.main
@@ -29,6 +30,7 @@ class Spec:
 
 
 MODEL = {"--model": "model"}
+STARTLOG = str(Path(__file__).parents[1] / "startlog" / "fixtures" / "vllm-cpu-testbed.log")  # a real start-up log
 SPECS: dict[str, Spec] = {
     "plan card": Spec(lambda w: [("--model", w.path("model"))], MODEL),
     "plan capacity": Spec(lambda w: [("--model", w.path("model")), ("--gpu", "H100-80G")], MODEL),
@@ -46,7 +48,8 @@ SPECS: dict[str, Spec] = {
     "hw gpus": Spec(lambda w: []),
     "hw diff": Spec(lambda w: [("@a", "catalog:H100-80G"), ("@b", "catalog:A100-80Gx8")],
                     {"@a": "fingerprint", "@b": "fingerprint", "--model": "model", "--migration": "in_file"}),
-    "hw startlog": Spec(lambda w: [("@log", w.path("prompt.txt")), ("--engine", "vllm")], {"@log": "text_file"}),
+    "hw startlog": Spec(lambda w: [("@log", STARTLOG), ("--engine", "vllm")],
+                        {"@log": "text_file", "--against": "text_file"}),
     "probe": Spec(lambda w: [("--old", CLOSED), ("--new", CLOSED), ("--budget-s", "1")],
                   {"@url": "url"}, {"@url": ("--old", "--new"), "--config": ("--old", "--new")}),
     "verify": Spec(lambda w: [("--old", CLOSED), ("--new", CLOSED), ("--structured", "0"), ("--no-long-inputs", None)],

@@ -237,3 +237,19 @@ def test_a_secret_on_an_evidence_line_is_masked() -> None:
             "load_tensors: offloaded 1/2 layers to GPU (api_key=sk-abcdefghijklmnopqrstuvwxyz123456)\n")
     r = check_text(text, "llamacpp")
     assert "sk-abcdefghijklmnop" not in r.model_dump_json() and r.fallbacks
+
+
+def test_against_an_old_hosts_log_every_choice_it_made_is_expected() -> None:
+    """Seed 004 §1: FlashAttention on the old GPU, XFormers on the new pre-Ampere one, and no error."""
+    r = check_file(FIX / "vllm-t4-xformers.log", "vllm", against=FIX / "vllm-gpu-flash-attn.log")
+    (e,) = r.expectations
+    assert (e.field, e.expected, e.found, e.status) == ("attention_backend", "FLASH_ATTN", "XFORMERS", "mismatch")
+    assert e.origin.endswith("vllm-gpu-flash-attn.log line 3")
+    same = check_file(FIX / "vllm-cpu-testbed.log", None, against=FIX / "vllm-cpu-testbed.log")
+    assert same.expectations and all(x.status == "match" for x in same.expectations)
+    assert any(x.origin.endswith("(inferred)") for x in same.expectations)
+    explicit = check_file(FIX / "vllm-t4-xformers.log", "vllm", against=FIX / "vllm-gpu-flash-attn.log",
+                          expect=["attention_backend=XFORMERS"])
+    assert explicit.expectations[0].status == "match"  # --expect overrides what the old log said
+    with pytest.raises(BadInput, match="engines name their choices differently"):
+        check_file(FIX / "vllm-cpu-testbed.log", None, against=FIX / "llamacpp-lv4-testbed.log")

@@ -50,6 +50,8 @@ def register(app: typer.Typer) -> None:
                                          "attention_backend=FLASH_ATTN, kv_cache_dtype=fp8, cuda_graphs=on."),
         flags: str = typer.Option(None, "--flags", help="The engine's launch flags; the ones that set a reported "
                                   "value become expectations, e.g. '--kv-cache-dtype fp8 --enforce-eager'."),
+        against: str = typer.Option(None, "--against", help="The same engine's start-up log from the old host: "
+                                    "each value it logged becomes an expectation."),
         json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     ) -> None:
         """Attention backend, KV cache dtype, quantization kernel, CUDA graphs and fallbacks from a start-up log;
@@ -57,7 +59,7 @@ def register(app: typer.Typer) -> None:
 
         Example: switchover hw startlog vllm.log --engine vllm --expect attention_backend=FLASH_ATTN
         """
-        report = check_file(log, engine, expect=expect, flags=flags)
+        report = check_file(log, engine, expect=expect, flags=flags, against=against)
         if json_out:
             print_json(report)
         else:

@@ -379,12 +379,20 @@ def compare(findings: list[Finding], expected: dict[str, tuple[str, str]], eng: 
     return out
 
 
+def expectations_from_report(old: StartlogReport) -> dict[str, tuple[str, str]]:
+    """Every value an earlier start-up logged or inferred, as an expectation citing where it was read."""
+    return {f.field: (f.value, f"{old.log} line {f.evidence.line}" if f.evidence else f"{old.log} ({f.how})")
+            for f in old.findings if f.value is not None and f.how != "missing"}
+
+
 def check_text(text: str, engine: str, *, log: str = "-", expect: list[str] | None = None,
-               flags: str | None = None) -> StartlogReport:
-    """The whole check on a log's text (pure): findings, fallbacks, expectations and the verdict."""
+               flags: str | None = None, baseline: dict[str, tuple[str, str]] | None = None) -> StartlogReport:
+    """The whole check on a log's text (pure): findings, fallbacks, expectations and the verdict. Expectations:
+    `baseline` (an earlier start-up), then the launch flags, then --expect, each overriding the one before."""
     data = load_data()
     key, eng = engine_log(engine)
-    expected = expectations_from_flags(flags, eng) if flags else {}
+    expected = dict(baseline or {})
+    expected.update(expectations_from_flags(flags, eng) if flags else {})
     expected.update(parse_expect(expect or [], data.fields))
     lines = text.splitlines()
     begin, end = startup_window(lines, eng)
@@ -419,11 +427,26 @@ def detect_engine(text: str, log: str = "-") -> str:
     return hits[0]
 
 
+def _read_log(path: str | Path) -> str:
+    return read_bytes(path, max_bytes=MAX_LOG_BYTES, what="log").decode("utf-8", errors="replace")
+
+
 def check_file(path: str | Path, engine: str | None, *, expect: list[str] | None = None,
-               flags: str | None = None) -> StartlogReport:
-    """Read a log (size-capped, undecodable bytes replaced) and check it; no engine: the one the log names."""
-    if engine is not None:
-        engine_log(engine)  # an unknown engine is refused before the file is read
-    text = read_bytes(path, max_bytes=MAX_LOG_BYTES, what="log").decode("utf-8", errors="replace")
-    engine = engine or detect_engine(text, str(path))
-    return check_text(text, engine, log=str(path), expect=expect, flags=flags)
+               flags: str | None = None, against: str | Path | None = None) -> StartlogReport:
+    """Read a log (size-capped, undecodable bytes replaced) and check it; no engine: the one the log names.
+    `against`: an earlier start-up log of the same engine (the old host) whose choices are the expectations."""
+    given = engine
+    if given is not None:
+        engine_log(given)  # an unknown engine is refused before the file is read
+    text = _read_log(path)
+    engine = given or detect_engine(text, str(path))
+    baseline = None
+    if against is not None:
+        old_text = _read_log(against)
+        old_engine = given or detect_engine(old_text, str(against))
+        key = engine_log(engine)[0]
+        if engine_log(old_engine)[0] != key:
+            raise BadInput(f"--against {against}: a {old_engine} log, this is {key}: engines name their choices "
+                           "differently, so compare a log with one of the same engine")
+        baseline = expectations_from_report(check_text(old_text, key, log=str(against)))
+    return check_text(text, engine, log=str(path), expect=expect, flags=flags, baseline=baseline)

@@ -20,7 +20,13 @@ from switchover.check.evidence import (
     MetricSide,
     TextCount,
 )
+from switchover.config.bench import BenchSlos
 from switchover.config.check import CheckSection
+from switchover.model.diff import ModelDiff, ModelFacts, Reason
+from switchover.model.generation import GenerationDefaults, GenerationDiff
+from switchover.model.template import Markers, RenderDiff, Template, TemplateDiff
+from switchover.model.tokenizer import TokenizerDiff, TokenizerInfo
+from switchover.model.weights import WeightsFingerprint
 from switchover.probe.report import EndpointInfo, Observation, ProbeReport, ProbeResult
 from switchover.report.models import EndpointSummary, PartRun
 from switchover.verify.divergence import Divergence, GreedySummary
@@ -40,7 +46,7 @@ def evidence(**parts: Any) -> Evidence:
     settings = parts.pop("settings", None) or CheckSection()
     cfg = CheckConfig(endpoints=[EndpointSummary(role="old", url=OLD, engine="vllm"),
                                  EndpointSummary(role="new", url=NEW, engine="llamacpp")], settings=settings,
-                      slos=parts.pop("slos", {}))
+                      slos=BenchSlos(**parts.pop("slos", {})))
     ev = Evidence(config=cfg)
     for name, value in parts.items():
         setattr(ev, name, value)
@@ -134,10 +140,40 @@ def grace(*, tpot: float | None = 35.0, max_tokens: int | None = 2000,
                       client_timeout_s=client_timeout,
                       configured=[ConfiguredGrace(name="drain", value_s=v, source="test") for v in configured or []])
     if tpot and max_tokens:
-        g.need = required_grace(max_tokens, tpot, 0.0).model_dump()
+        g.need = required_grace(max_tokens, tpot, 0.0)
     else:
         g.missing = "no TPOT"
     return g
+
+
+def _weights(digest: str | None) -> WeightsFingerprint | None:
+    if digest is None:
+        return None
+    return WeightsFingerprint(source="m", format="safetensors", files=["m.safetensors"], tensors=1, params=1,
+                              bytes_hashed=1, hash=digest, seconds=0.0)
+
+
+def diff_model(*, weights: tuple[str | None, str | None] = ("a", "a"),
+               quantization: tuple[str | None, str | None] = ("BF16", "BF16"), tokenizer_same: bool = True,
+               total_ratio: float | None = None, changed_renders: tuple[str, ...] = (),
+               file_changes: dict[str, tuple[Any, Any]] | None = None, notes: list[str] | None = None,
+               reasons: list[Reason] | None = None) -> ModelDiff:
+    """What `diff-model` reports, with only the facts the rules read set apart from neutral values."""
+    tok = TokenizerInfo(source="m", kind="hf", vocab_size=100, fingerprint="f")
+    tpl = Template(source="m", text="{{ messages }}")
+    renders = [RenderDiff(conversation=c, old="a", new="b", same=False) for c in changed_renders]
+    gen = GenerationDefaults(source="m", origin=None)
+    wo, wn = weights
+    return ModelDiff(
+        old=ModelFacts(source="old", quantization=quantization[0]),
+        new=ModelFacts(source="new", quantization=quantization[1]),
+        tokenizer=TokenizerDiff(old=tok, new=tok, same=tokenizer_same, vocab_shared=100, vocab_moved=0,
+                                total_ratio=total_ratio),
+        template=TemplateDiff(old=tpl, new=tpl, same_text=not renders, same_renders=not renders, renders=renders,
+                              old_markers=Markers(system="own turn"), new_markers=Markers(system="own turn")),
+        generation=GenerationDiff(old=gen, new=gen, file_changes=file_changes or {}, notes=notes or []),
+        weights_old=_weights(wo), weights_new=_weights(wn), weights_same=None if wo is None or wn is None else wo == wn,
+        verdict="hot switch possible", reasons=reasons or [])
 
 
 def write_run(base: Any, ev: Evidence, name: str = "check") -> Any:
@@ -147,12 +183,10 @@ def write_run(base: Any, ev: Evidence, name: str = "check") -> Any:
     rd = RunDir.create(base, name)
     rd.write_json("config", ev.config)
     rd.write_json("parts", [p.model_dump() for p in ev.parts.values()])
-    for part in ("plan", "probe", "verify", "live_model", "metrics", "grace"):
+    for part in ("plan", "probe", "verify", "live_model", "metrics", "diff_model", "grace", "rollback"):
         value = getattr(ev, part)
         if value is not None:
             rd.write_json(part, value)
-    if ev.diff_model is not None:
-        rd.write_json("diff_model", ev.diff_model)
     if ev.bench is not None:
         sub = RunDir.create(rd.path, "check-bench")
         sub.write_json("summary", ev.bench)

@@ -142,8 +142,10 @@ def test_chat_template_differs_when_prompt_tokens_differ_but_tokenizers_agree(te
 
 
 def test_chat_template_uses_diff_model_renders() -> None:
-    dm = {"template": {"same_renders": False, "renders": [{"conversation": "system+user", "same": False}]}}
-    assert verdict("s001.chat_template", diff_model=dm)[0] == "no-go"
+    dm = b.diff_model(changed_renders=("system+user",))
+    v, j = verdict("s001.chat_template", diff_model=dm)
+    assert v == "no-go" and "system+user" in j.reason()
+    assert verdict("s001.chat_template", diff_model=b.diff_model())[0] == "go"
 
 
 @pytest.mark.parametrize(
@@ -182,10 +184,10 @@ def test_client_timeout_shorter_than_generation_warns(timeout, expected) -> None
 
 
 def test_weights_go_on_identical_hash_warn_on_change() -> None:
-    assert verdict("s001.weights", diff_model={"weights_same": True, "weights_old": {"hash": "a"},
-                                               "weights_new": {"hash": "a"}})[0] == "go"
-    assert verdict("s001.weights", diff_model={"weights_same": False, "weights_old": {"hash": "a"},
-                                               "weights_new": {"hash": "b"}})[0] == "warn"
+    assert verdict("s001.weights", diff_model=b.diff_model(weights=("a", "a")))[0] == "go"
+    assert verdict("s001.weights", diff_model=b.diff_model(weights=("a", "b")))[0] == "warn"
+    v, j = verdict("s001.weights", diff_model=b.diff_model(weights=(None, None)))
+    assert v == "not-run" and "did not hash the weights" in j.reason()
 
 
 def test_every_item_is_not_run_without_evidence_and_names_why() -> None:
@@ -211,18 +213,21 @@ def test_thresholds_from_the_check_section_override_defaults() -> None:
 
 def test_sampling_defaults_warn_when_diff_model_finds_changed_effective_defaults() -> None:
     same = b.probe(b.probe_result("sampling.defaults", "sampling", "same"))
-    notes = {"generation": {"file_changes": {}, "notes": ["vllm -> llamacpp: temperature changes"]}}
+    notes = b.diff_model(notes=["vllm -> llamacpp: temperature changes"])
     assert verdict("s001.sampling_defaults", probe=same, diff_model=notes)[0] == "warn"
-    quiet = {"generation": {"file_changes": {}, "notes": []}}
-    assert verdict("s001.sampling_defaults", probe=same, diff_model=quiet)[0] == "go"
+    changed = b.diff_model(file_changes={"temperature": (0.7, 1.0)})
+    v, j = verdict("s001.sampling_defaults", probe=same, diff_model=changed)
+    assert v == "warn" and "temperature: 0.7 → 1.0" in j.reason()
+    assert verdict("s001.sampling_defaults", probe=same, diff_model=b.diff_model())[0] == "go"
 
 
 def test_weights_warn_names_a_quantization_change_from_diff_model() -> None:
-    dm = {"weights_same": False, "weights_old": {"hash": "a"}, "weights_new": {"hash": "b"},
-          "old": {"quantization": "BF16"}, "new": {"quantization": "Q4_1"},
-          "reasons": [{"blocking": True, "what": "quantization changed", "why": "BF16 -> Q4_1", "action": "evaluate"}]}
+    dm = b.diff_model(weights=("a", "b"), quantization=("BF16", "Q4_1"),
+                      reasons=[b.Reason(blocking=True, what="quantization changed", why="BF16 -> Q4_1",
+                                        action="evaluate")])
     v, j = verdict("s001.weights", diff_model=dm)
     assert v == "warn" and "quantization changed" in j.reason()
+    assert any(f.name == "old / new quantization" and f.value == "BF16 / Q4_1" for f in j.figures)
 
 
 def _rollback(drill: dict | None, prereqs: dict[str, str], holding_at_risk: bool | None = None):  # type: ignore[no-untyped-def]
@@ -270,3 +275,46 @@ def test_rollback_needs_a_timed_drill_and_its_prerequisites_strictly_from_100_pe
 def test_rollback_not_run_is_not_a_pass() -> None:
     ev = b.evidence()
     assert RULES["s000.rollback"](ev, Limits.of(ev)).verdict == "not-run"
+
+
+@pytest.mark.parametrize(("same", "ratio", "expected"),
+                         [(True, None, "go"), (False, 1.02, "warn"), (False, 1.3, "no-go")])
+def test_tokenizer_judges_the_diff_model_corpus_ratio(same, ratio, expected) -> None:  # type: ignore[no-untyped-def]
+    assert verdict("s001.tokenizer", diff_model=b.diff_model(tokenizer_same=same, total_ratio=ratio))[0] == expected
+
+
+def test_typed_evidence_reads_back_from_the_run_directory_with_the_same_verdicts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The part files are the results' JSON; read back, every result is its model again and the items agree."""
+    from switchover.check.evidence import PlanEvidence, load_evidence
+    from switchover.plan.grace import Finding
+    from switchover.plan.translate import LostItem
+
+    plan = PlanEvidence(api_differences=[LostItem(intent="stop", kind="different_default", detail="d")])
+    ev = b.full_evidence(diff_model=b.diff_model(weights=("a", "b"), changed_renders=("system+user",)), plan=plan)
+    assert ev.grace is not None and ev.grace.need is not None
+    ev.grace.findings = [Finding(file="deploy.yaml", line=3, setting="terminationGracePeriodSeconds", value_s=30.0,
+                                 required_s=ev.grace.need.required_s, ok=False, message="too short")]
+    ev.rollback = _rollback(GOOD_DRILL, ALL_OK)
+    back = load_evidence(b.write_run(tmp_path, ev))
+    assert type(back.diff_model) is type(ev.diff_model) and back.diff_model == ev.diff_model
+    assert back.grace == ev.grace and back.plan == ev.plan and back.rollback == ev.rollback
+    assert back.probe == ev.probe and back.verify == ev.verify and back.bench == ev.bench
+    before, after = judge_all(ev), judge_all(back)
+    assert [(i.id, i.verdict, i.reason) for i in after] == [(i.id, i.verdict, i.reason) for i in before]
+    assert {i.id: i.verdict for i in after}["s001.grace"] == "no-go"  # the deploy file's finding counts
+
+
+def test_a_run_written_before_typed_evidence_still_reads(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Older check runs wrote config.slos without the unset objectives and grace.need as a plain mapping: the same
+    JSON the models read."""
+    import json
+
+    from switchover.check.evidence import load_evidence
+
+    rd = b.write_run(tmp_path, b.evidence(grace=b.grace(configured=[120.0])))
+    cfg = json.loads(rd.file("config.json").read_text())
+    cfg["slos"] = {"max_error_rate": 0.1}
+    rd.file("config.json").write_text(json.dumps(cfg))
+    ev = load_evidence(rd)
+    assert Limits.of(ev).max_error_rate == 0.1
+    assert ev.grace is not None and ev.grace.need is not None and ev.grace.need.required_s == 77.0

@@ -11,13 +11,25 @@ Files of a check run directory (each written as soon as its part finishes):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field, ValidationError
 
+from switchover.config.bench import BenchSlos
 from switchover.config.check import CheckSection
+from switchover.plan.capacity import CapacityResult
+from switchover.plan.grace import Finding, GraceNeed
+from switchover.plan.translate import LostItem, Translation
 from switchover.report.models import EndpointSummary, PartRun
 from switchover.runs import RunDir
+
+if TYPE_CHECKING:  # another verb's result: imported when a run directory is read (`_model`), so a check whose
+    # package is missing still reports the rest
+    from switchover.bench.results import BenchReport
+    from switchover.model.diff import ModelDiff
+    from switchover.probe.report import ProbeReport
+    from switchover.rollout.rollback_view import RollbackEvidence
+    from switchover.verify.report import EquivalenceReport
 
 
 class CheckConfig(BaseModel):
@@ -27,7 +39,7 @@ class CheckConfig(BaseModel):
     endpoints: list[EndpointSummary]
     settings: CheckSection
     gateway_drain_seconds: float | None = Field(default=None, description="gateway.drain_seconds, when configured")
-    slos: dict[str, Any] = Field(default_factory=dict, description="bench.slos from switchover.yaml")
+    slos: BenchSlos = Field(default_factory=BenchSlos, description="bench.slos from switchover.yaml")
 
 
 class TextCount(BaseModel):
@@ -84,9 +96,9 @@ class MetricsEvidence(BaseModel):
 class PlanEvidence(BaseModel):
     """plan.json: API facts that differ between the engine profiles, a launch translation, a capacity plan."""
 
-    api_differences: list[dict[str, Any]] = Field(default_factory=list)
-    translation: dict[str, Any] | None = None
-    capacity: dict[str, Any] | None = None
+    api_differences: list[LostItem] = Field(default_factory=list)
+    translation: Translation | None = None
+    capacity: CapacityResult | None = None
     notes: list[str] = Field(default_factory=list)
 
 
@@ -104,9 +116,9 @@ class GraceEvidence(BaseModel):
     tpot_p99_ms: float | None = None
     ttft_p99_ms: float | None = None
     latency_source: str | None = None
-    need: dict[str, Any] | None = Field(default=None, description="switchover.plan.grace.GraceNeed")
+    need: GraceNeed | None = None
     configured: list[ConfiguredGrace] = Field(default_factory=list)
-    findings: list[dict[str, Any]] = Field(default_factory=list, description="plan.grace.Finding of deploy files")
+    findings: list[Finding] = Field(default_factory=list, description="grace periods and timeouts in deploy files")
     skipped: list[str] = Field(default_factory=list, description="deploy files that could not be read, with why")
     client_timeout_s: float | None = None
     missing: str | None = None
@@ -119,15 +131,15 @@ class Evidence:
     config: CheckConfig
     parts: dict[str, PartRun] = field(default_factory=dict)
     plan: PlanEvidence | None = None
-    probe: Any = None  # switchover.probe.ProbeReport
-    verify: Any = None  # switchover.verify.EquivalenceReport
-    bench: Any = None  # switchover.bench.results.BenchReport
+    probe: ProbeReport | None = None
+    verify: EquivalenceReport | None = None
+    bench: BenchReport | None = None
     bench_dir: str | None = None  # relative to the check run directory
     live_model: LiveModel | None = None
     metrics: MetricsEvidence | None = None
-    diff_model: dict[str, Any] | None = None
+    diff_model: ModelDiff | None = None
     grace: GraceEvidence | None = None
-    rollback: Any = None  # switchover.rollout.rollback_view.RollbackEvidence
+    rollback: RollbackEvidence | None = None
 
     def why_missing(self, part: str) -> str:
         run = self.parts.get(part)
@@ -138,32 +150,16 @@ class Evidence:
         return f"{part} {run.status}: {run.reason or 'no reason recorded'}"
 
 
-def _model(name: str) -> type[BaseModel] | None:
-    """The pydantic model of another helper's result, or None when that package is not importable."""
-    try:
-        if name == "probe":
-            from switchover.probe.report import ProbeReport
+def _result_models() -> dict[str, type[BaseModel]]:
+    """The model each part file is read back into: the part's own result type, so the rules read attributes.
+    Imported here rather than at module load: judging evidence built in memory does not need them all."""
+    from switchover.model.diff import ModelDiff
+    from switchover.probe.report import ProbeReport
+    from switchover.rollout.rollback_view import RollbackEvidence
+    from switchover.verify.report import EquivalenceReport
 
-            return ProbeReport
-        if name == "verify":
-            from switchover.verify.report import EquivalenceReport
-
-            return EquivalenceReport
-        if name == "bench":
-            from switchover.bench.results import BenchReport
-
-            return BenchReport
-        if name == "rollback":
-            from switchover.rollout.rollback_view import RollbackEvidence
-
-            return RollbackEvidence
-    except ImportError:
-        return None
-    return None
-
-
-_OWN: dict[str, type[BaseModel]] = {"plan": PlanEvidence, "live_model": LiveModel, "metrics": MetricsEvidence,
-                                    "grace": GraceEvidence}
+    return {"plan": PlanEvidence, "probe": ProbeReport, "verify": EquivalenceReport, "live_model": LiveModel,
+            "metrics": MetricsEvidence, "diff_model": ModelDiff, "grace": GraceEvidence, "rollback": RollbackEvidence}
 
 
 def find_bench_dir(rd: RunDir) -> str | None:
@@ -185,28 +181,21 @@ def load_evidence(rd: RunDir) -> Evidence:
     def unreadable(part: str, why: str) -> None:
         ev.parts[part] = PartRun(part=part, status="failed", reason=f"result unreadable: {why}")
 
-    for part in ("plan", "probe", "verify", "live_model", "metrics", "grace", "rollback"):
+    models = _result_models()
+    for part, model in models.items():
         if not rd.has(f"{part}.json"):
             continue
-        model = _OWN.get(part) or _model(part)
-        if model is None:
-            unreadable(part, f"switchover.{part} is not importable")
-            continue
         try:
-            setattr(ev, part, rd.read_json(part, model))
+            setattr(ev, part, rd.read_json(part, model))  # the field's type is `model`'s (see Evidence)
         except (ValidationError, ValueError) as exc:
             unreadable(part, str(exc).splitlines()[0])
-    if rd.has("diff_model.json"):
-        ev.diff_model = rd.read_json("diff_model")
     bench_dir = find_bench_dir(rd)
     if bench_dir is not None:
+        from switchover.bench.results import BenchReport
+
         ev.bench_dir = bench_dir
-        model = _model("bench")
-        if model is None:
-            unreadable("bench", "switchover.bench is not importable")
-        else:
-            try:
-                ev.bench = model.model_validate_json((rd.path / bench_dir / "summary.json").read_bytes())
-            except (ValidationError, ValueError, OSError) as exc:
-                unreadable("bench", str(exc).splitlines()[0])
+        try:
+            ev.bench = BenchReport.model_validate_json((rd.path / bench_dir / "summary.json").read_bytes())
+        except (ValidationError, ValueError, OSError) as exc:
+            unreadable("bench", str(exc).splitlines()[0])
     return ev

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict
 
 from switchover.check.evidence import Evidence
 from switchover.report.models import CheckItem, Figure, Link, Verdict
+
+T = TypeVar("T")
+
+PART_FILES = {"plan": ("plan", "plan.json"), "probe": ("probe results", "probe.json"),
+              "verify": ("verify results", "verify.json"),
+              "live_model": ("live tokenizer/template comparison", "live_model.json"),
+              "metrics": ("metrics", "metrics.json"), "diff_model": ("model diff", "diff_model.json"),
+              "grace": ("grace arithmetic", "grace.json"), "rollback": ("rollback evidence", "rollback.json")}
+"""The link each rule shows for a part it read: (label, file in the check run directory)."""
 
 DEFAULT_MAX_ERROR_RATE = 0.01
 DEFAULT_MAX_REGRESSION_PCT = 20.0
@@ -50,18 +59,13 @@ class Limits:
 
     @classmethod
     def of(cls, ev: Evidence) -> Limits:
-        th = ev.config.settings.thresholds
-        slos = ev.config.slos or {}
+        th, slos = ev.config.settings.thresholds, ev.config.slos
 
-        def pick(own: float | None, slo_key: str, default: float) -> float:
-            if own is not None:
-                return float(own)
-            if slos.get(slo_key) is not None:
-                return float(slos[slo_key])
-            return default
+        def pick(own: float | None, slo: float | None, default: float) -> float:
+            return float(own) if own is not None else float(slo) if slo is not None else default
 
-        return cls(max_error_rate=pick(th.max_error_rate, "max_error_rate", DEFAULT_MAX_ERROR_RATE),
-                   max_regression_pct=pick(th.max_regression_pct, "max_regression_pct", DEFAULT_MAX_REGRESSION_PCT),
+        return cls(max_error_rate=pick(th.max_error_rate, slos.max_error_rate, DEFAULT_MAX_ERROR_RATE),
+                   max_regression_pct=pick(th.max_regression_pct, slos.max_regression_pct, DEFAULT_MAX_REGRESSION_PCT),
                    structured_drop=th.structured_drop, longest_input_tolerance=th.longest_input_tolerance,
                    tokenizer_shift_pct=th.tokenizer_shift_pct)
 
@@ -85,6 +89,17 @@ class Judgement:
 
     def link(self, label: str, path: str) -> None:
         self.links.append(Link(label=label, path=path))
+
+    def source(self, result: T | None, ev: Evidence, part: str, plot: str | None = None) -> T | None:
+        """A part's result as this rule's source: linked to its file (and to the report's `plot` of it), or, when
+        the part left none, why it is missing, recorded."""
+        if result is None:
+            self.missing.append(ev.why_missing(part))
+            return None
+        self.link(*PART_FILES[part])
+        if plot is not None:
+            self.plots.append(plot)
+        return result
 
     @property
     def verdict(self) -> Verdict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from switchover.check.evidence import (
     ChatCount,
@@ -22,6 +22,13 @@ from switchover.config import Endpoint, Migration
 from switchover.config.check import CheckSection
 from switchover.errors import SwitchoverError
 from switchover.wire import EngineClient, Timeouts
+
+if TYPE_CHECKING:  # the other verbs are imported when their part runs (a missing one is an "unavailable" part)
+    from switchover.bench.results import BenchReport
+    from switchover.model.diff import ModelDiff
+    from switchover.probe.report import ProbeReport
+    from switchover.rollout.rollback_view import RollbackEvidence
+    from switchover.verify.report import EquivalenceReport
 
 Progress = Callable[[str], None]
 
@@ -66,11 +73,11 @@ def plan_part(m: Migration, s: CheckSection, base: Path) -> PlanEvidence:
     ev = PlanEvidence()
     old_e, new_e = engine_name(m.old), engine_name(m.new)
     if old_e and new_e:
-        ev.api_differences = [x.model_dump() for x in api_differences(load_profile(old_e), load_profile(new_e))]
+        ev.api_differences = api_differences(load_profile(old_e), load_profile(new_e))
     else:
         ev.notes.append("no engine profile for a plain OpenAI server: API facts not compared")
     if s.plan.old_launch and old_e and new_e:
-        ev.translation = translate(old_e, s.plan.old_launch, new_e).model_dump()
+        ev.translation = translate(old_e, s.plan.old_launch, new_e)
     if s.plan.model_dir and (s.plan.gpu or s.plan.gpu_memory_gib) and new_e:
         from switchover.model.card import load_model_card
         from switchover.plan.capacity import capacity
@@ -82,7 +89,7 @@ def plan_part(m: Migration, s: CheckSection, base: Path) -> PlanEvidence:
             spec = find_gpu(str(s.plan.gpu))
             gib = spec.cuda_total_gib or spec.memory_mib / 1024
         card = load_model_card(_resolve(base, s.plan.model_dir))
-        ev.capacity = capacity(card, load_profile(new_e), gib, gpu_name=s.plan.gpu).model_dump()
+        ev.capacity = capacity(card, load_profile(new_e), gib, gpu_name=s.plan.gpu)
     else:
         ev.notes.append("capacity not planned: give check.plan.model_dir and check.plan.gpu (or gpu_memory_gib)")
     return ev
@@ -164,17 +171,17 @@ async def live_model_part(m: Migration, s: CheckSection) -> LiveModel:
 
 
 # ------------------------------------------------------------------------------------------------ diff-model
-def diff_model_part(m: Migration, s: CheckSection, base: Path) -> dict[str, Any]:
+def diff_model_part(m: Migration, s: CheckSection, base: Path) -> ModelDiff:
     from switchover.model.diff import diff_models
 
     assert s.diff_model.old and s.diff_model.new
     d = diff_models(_resolve(base, s.diff_model.old), _resolve(base, s.diff_model.new),
                     old_engine=engine_name(m.old), new_engine=engine_name(m.new))
-    return d.model_dump(mode="json")
+    return d
 
 
 # ------------------------------------------------------------------------------------------------ probe
-async def probe_part(m: Migration, s: CheckSection, progress: Progress) -> Any:
+async def probe_part(m: Migration, s: CheckSection, progress: Progress) -> ProbeReport:
     from switchover.probe import ProbeOptions, Target, run_probes, select
 
     probes = select(s.probe.only, s.probe.skip)
@@ -199,7 +206,7 @@ def _spread(cases: list[Any], n: int | None) -> list[Any]:
     return out
 
 
-async def verify_part(m: Migration, s: CheckSection, base: Path, progress: Progress) -> Any:
+async def verify_part(m: Migration, s: CheckSection, base: Path, progress: Progress) -> EquivalenceReport:
     from switchover.probe import Target
     from switchover.verify import BUILTIN, VerifyOptions, load_jsonl, run_verify
 
@@ -233,7 +240,7 @@ class _BenchProgress:
         pass
 
 
-async def bench_part(m: Migration, s: CheckSection, run_path: Path, progress: Progress) -> tuple[Any, Path]:
+async def bench_part(m: Migration, s: CheckSection, run_path: Path, progress: Progress) -> tuple[BenchReport, Path]:
     from switchover.bench.report import write_report
     from switchover.bench.results import BenchPlan, EndpointSpec
     from switchover.bench.runner import BenchRun
@@ -280,13 +287,13 @@ def grace_part(m: Migration, s: CheckSection, base: Path, bench_dir: Path | None
         ev.missing = "check.grace.max_tokens not set (the longest generation the API allows)"
         return ev
     need = required_grace(g.max_tokens, tpot, ttft, g.margin_s, source=src)
-    ev.need = need.model_dump()
+    ev.need = need
     if g.deploy_dir:
-        ev.findings = [f.model_dump() for f in scan(_resolve(base, g.deploy_dir), need, ev.skipped)]
+        ev.findings = scan(_resolve(base, g.deploy_dir), need, ev.skipped)
     return ev
 
 
-def rollback_part(m: Migration, config_path: Path | None) -> Any:
+def rollback_part(m: Migration, config_path: Path | None) -> RollbackEvidence:
     """The way back: the last drill, the rollback prerequisites (old's readiness checked now), the holding window."""
     if config_path is None:
         raise SwitchoverError("the rollback part reads the rollout of a migration file; none was given")

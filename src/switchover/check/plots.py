@@ -77,7 +77,7 @@ def grace(ev: Evidence) -> Plot | None:
     if g is None or g.need is None:
         return None
     names = ["required"] + [c.name for c in g.configured if c.value_s is not None]
-    values = [float(g.need["required_s"])] + [c.value_s for c in g.configured if c.value_s is not None]
+    values = [g.need.required_s] + [c.value_s for c in g.configured if c.value_s is not None]
     colors = ["#7f7f7f"] + ["#2ca02c" if v >= values[0] else "#d62728" for v in values[1:]]
     fig = go.Figure(go.Bar(x=names, y=values, marker_color=colors))
     fig.update_layout(title="Drain grace (s): required vs configured (seed 001 §3)", yaxis_title="seconds")

@@ -3,10 +3,17 @@ every statement names the figures it used, so the verdict can be checked against
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from switchover.check.evidence import Evidence
 from switchover.check.judging import Judgement, Limits, pct
+from switchover.verify.report import EquivalenceReport, LongInputCheck, LongInputSide, StructuredSide
+
+if TYPE_CHECKING:
+    from switchover.bench.results import BenchReport
+
+S = TypeVar("S", StructuredSide, LongInputSide)
 
 DEFAULTS_CATEGORIES = ("stop", "finish_reason", "sampling", "n", "request", "response_format", "logprobs", "tools",
                        "stream", "response")
@@ -20,11 +27,10 @@ def _short(text: str | None, n: int = 70) -> str:
 def probe_differences(ev: Evidence, j: Judgement, categories: tuple[str, ...], *, breaking_nogo: bool,
                       label: str) -> None:
     """Probe results of these categories: breaking differences (no-go or warn), other differences (warn)."""
-    if ev.probe is None:
-        j.missing.append(ev.why_missing("probe"))
+    probe = j.source(ev.probe, ev, "probe")
+    if probe is None:
         return
-    j.link("probe results", "probe.json")
-    results = [r for r in ev.probe.results if r.category in categories]
+    results = [r for r in probe.results if r.category in categories]
     if not results:
         j.missing.append(f"no {label} probe was run")
         return
@@ -42,11 +48,11 @@ def probe_differences(ev: Evidence, j: Judgement, categories: tuple[str, ...], *
             j.warn.append(text)
     if same and not differs:
         j.ok.append(f"{len(same)} {label} probe(s) behave the same on old and new")
-    if ev.probe.partial:
-        j.missing.append(f"probe report partial: {ev.probe.partial_reason}")
+    if probe.partial:
+        j.missing.append(f"probe report partial: {probe.partial_reason}")
 
 
-def _bench_link(ev: Evidence, j: Judgement) -> Any:
+def _bench_link(ev: Evidence, j: Judgement) -> BenchReport | None:
     if ev.bench is None:
         j.missing.append(ev.why_missing("bench"))
         return None
@@ -56,77 +62,86 @@ def _bench_link(ev: Evidence, j: Judgement) -> Any:
     return ev.bench
 
 
+def _error_rates(b: BenchReport, j: Judgement, lim: Limits) -> None:
+    """Every step's error rate on new against max_error_rate (old's at the same concurrency shown beside it)."""
+    rates = {side: [(s.concurrency, s.error_rate) for s in b.steps if s.endpoint == side] for side in ("old", "new")}
+    for side in ("old", "new"):
+        vals = [r for _, r in rates[side] if r is not None]
+        j.fig(f"{side}: worst step error rate", max(vals) if vals else None, None,
+              None if vals else "no step measured an error rate")
+    j.fig("limit: max_error_rate", lim.max_error_rate)
+    old_by_c = dict(rates["old"])
+    bad = [(c, r) for c, r in rates["new"] if r is not None and r > lim.max_error_rate]
+    for c, r in bad:
+        j.nogo.append(f"new's error rate {r:.1%} at concurrency {c} > max_error_rate {lim.max_error_rate:.1%} "
+                      f"(old: {old_by_c.get(c)})")
+    measured = [r for _, r in rates["new"] if r is not None]
+    if measured and not bad:
+        j.ok.append(f"new's error rate <= {lim.max_error_rate:.1%} at every step (worst {max(measured):.1%})")
+
+
+def _ttft_regression(b: BenchReport, j: Judgement, lim: Limits) -> None:
+    """The A/B TTFT p99 deltas: a significant one beyond max_regression_pct is no-go, an unproven one a warning."""
+    deltas = [(ab.concurrency, d) for ab in b.ab for d in ab.deltas if d.metric == "ttft" and d.stat == "p99"]
+    if not deltas:
+        j.missing.append("no A/B TTFT p99 comparison in the bench run")
+        return
+    at, worst = max(deltas, key=lambda cd: cd[1].delta_pct if cd[1].delta_pct is not None else -1e9)
+    j.fig(f"TTFT p99 old at c={at}", round(worst.old, 2), "ms")
+    j.fig(f"TTFT p99 new at c={at}", round(worst.new, 2), "ms")
+    j.fig("TTFT p99 change (worst step)", worst.delta_pct, "%")
+    j.fig("p-value (Mann-Whitney U)", worst.p_value)
+    j.fig("limit: max_regression_pct", lim.max_regression_pct, "%")
+    over = [(c, d) for c, d in deltas if d.delta_pct is not None and d.delta_pct > lim.max_regression_pct]
+    for c, d in over:
+        shift = f"TTFT p99 at concurrency {c}: new {d.new:.1f} ms vs old {d.old:.1f} ms ({d.delta_pct:+.0f}%"
+        if d.significant:
+            j.nogo.append(f"{shift}, significant, p={d.p_value:.3g}) > +{lim.max_regression_pct:g}%")
+        else:
+            p = "n/a" if d.p_value is None else f"{d.p_value:.3g}"
+            j.warn.append(f"{shift}) but not significant (p={p}, n={d.n_old}/{d.n_new}): too few requests to tell; "
+                          "bench longer")
+    if not over:
+        j.ok.append(f"no TTFT p99 regression beyond +{lim.max_regression_pct:g}% "
+                    f"(worst {worst.delta_pct:+.0f}% at concurrency {at})")
+
+
+def _error_probes(ev: Evidence, j: Judgement) -> None:
+    """Error-shape probes that differ: client retry logic is keyed on statuses and bodies."""
+    probe = j.source(ev.probe, ev, "probe")
+    if probe is None:
+        return
+    errors = [r for r in probe.results if r.category == "errors"]
+    differs = [r for r in errors if r.verdict == "differs"]
+    for r in differs:
+        j.warn.append(f"error probe {r.id} differs: old {_short(r.old.summary) if r.old else '?'!r}, "
+                      f"new {_short(r.new.summary) if r.new else '?'!r} (client retry logic keyed on statuses)")
+    j.fig("error-shape probes differing", f"{len(differs)} of {len(errors)}")
+
+
 def scheduling(ev: Evidence, lim: Limits) -> Judgement:
     j = Judgement()
     b = _bench_link(ev, j)
     if b is not None:
         j.plots.append("bench_latency")
-        rates = {side: [(s.concurrency, s.error_rate) for s in b.steps if s.endpoint == side]
-                 for side in ("old", "new")}
-        for side in ("old", "new"):
-            vals = [r for _, r in rates[side] if r is not None]
-            j.fig(f"{side}: worst step error rate", max(vals) if vals else None, None,
-                  None if vals else "no step measured an error rate")
-        j.fig("limit: max_error_rate", lim.max_error_rate)
-        old_by_c = dict(rates["old"])
-        bad = [(c, r) for c, r in rates["new"] if r is not None and r > lim.max_error_rate]
-        for c, r in bad:
-            j.nogo.append(f"new's error rate {r:.1%} at concurrency {c} > max_error_rate {lim.max_error_rate:.1%} "
-                          f"(old: {old_by_c.get(c)})")
-        measured = [r for _, r in rates["new"] if r is not None]
-        if measured and not bad:
-            j.ok.append(f"new's error rate <= {lim.max_error_rate:.1%} at every step (worst {max(measured):.1%})")
-        deltas = [(ab.concurrency, d) for ab in b.ab for d in ab.deltas if d.metric == "ttft" and d.stat == "p99"]
-        if not deltas:
-            j.missing.append("no A/B TTFT p99 comparison in the bench run")
-        else:
-            c, worst = max(deltas, key=lambda cd: cd[1].delta_pct if cd[1].delta_pct is not None else -1e9)
-            j.fig(f"TTFT p99 old at c={c}", round(worst.old, 2), "ms")
-            j.fig(f"TTFT p99 new at c={c}", round(worst.new, 2), "ms")
-            j.fig("TTFT p99 change (worst step)", worst.delta_pct, "%")
-            j.fig("p-value (Mann-Whitney U)", worst.p_value)
-            j.fig("limit: max_regression_pct", lim.max_regression_pct, "%")
-            bad_d = [(c, d) for c, d in deltas
-                     if d.significant and d.delta_pct is not None and d.delta_pct > lim.max_regression_pct]
-            for c, d in bad_d:
-                j.nogo.append(f"TTFT p99 at concurrency {c}: new {d.new:.1f} ms vs old {d.old:.1f} ms "
-                              f"({d.delta_pct:+.0f}%, significant, p={d.p_value:.3g}) > +{lim.max_regression_pct:g}%")
-            unproven = [(c, d) for c, d in deltas if not d.significant and d.delta_pct is not None
-                        and d.delta_pct > lim.max_regression_pct]
-            for c, d in unproven:
-                p = "n/a" if d.p_value is None else f"{d.p_value:.3g}"
-                j.warn.append(f"TTFT p99 at concurrency {c}: new {d.new:.1f} ms vs old {d.old:.1f} ms "
-                              f"({d.delta_pct:+.0f}%) but not significant (p={p}, "
-                              f"n={d.n_old}/{d.n_new}): too few requests to tell; bench longer")
-            if not bad_d and not unproven:
-                j.ok.append(f"no TTFT p99 regression beyond +{lim.max_regression_pct:g}% "
-                            f"(worst {worst.delta_pct:+.0f}% at concurrency {c})")
-    if ev.probe is not None:
-        differs = [r for r in ev.probe.results if r.category == "errors" and r.verdict == "differs"]
-        for r in differs:
-            j.warn.append(f"error probe {r.id} differs: old {_short(r.old.summary)!r}, "
-                          f"new {_short(r.new.summary) if r.new else '?'!r} (client retry logic keyed on statuses)")
-        n = sum(1 for r in ev.probe.results if r.category == "errors")
-        j.fig("error-shape probes differing", f"{len(differs)} of {n}")
-        j.link("probe results", "probe.json")
-    else:
-        j.missing.append(ev.why_missing("probe"))
+        _error_rates(b, j, lim)
+        _ttft_regression(b, j, lim)
+    _error_probes(ev, j)
     return j
 
 
-def _sides(ev: Evidence, sides: list[Any]) -> tuple[Any, Any]:
-    old = next((s for s in sides if s.url == ev.verify.old_url), None)
-    new = next((s for s in sides if s.url == ev.verify.new_url), None)
+def _sides(v: EquivalenceReport, sides: Sequence[S]) -> tuple[S | None, S | None]:
+    """The old and the new endpoint's entry of a per-endpoint list of the verify report."""
+    old = next((s for s in sides if s.url == v.old_url), None)
+    new = next((s for s in sides if s.url == v.new_url), None)
     return old, new
 
 
 def kv_cache(ev: Evidence, lim: Limits) -> Judgement:
     j = Judgement()
-    if ev.verify is None:
-        j.missing.append(ev.why_missing("verify"))
-    else:
-        j.link("verify results", "verify.json")
-        old, new = _sides(ev, ev.verify.long_inputs)
+    v = j.source(ev.verify, ev, "verify")
+    if v is not None:
+        old, new = _sides(v, v.long_inputs)
         ob = old.boundary if old is not None else None
         nb = new.boundary if new is not None else None
         o = ob.longest_ok_prompt_tokens if ob else None
@@ -149,14 +164,14 @@ def kv_cache(ev: Evidence, lim: Limits) -> Judgement:
     p = ev.plan
     if p is not None and p.capacity is not None:
         cap = p.capacity
-        j.fig("plan: max concurrency at context", cap.get("max_concurrency"), "requests")
-        j.fig("plan: binding limit", cap.get("binding_limit"))
-        if (cap.get("max_concurrency") or 0) < 1:
-            j.nogo.append(f"plan: the KV pool holds no request of {cap.get('context')} tokens "
-                          f"(binding limit: {cap.get('binding_limit')})")
+        j.fig("plan: max concurrency at context", cap.max_concurrency, "requests")
+        j.fig("plan: binding limit", cap.binding_limit)
+        if cap.max_concurrency < 1:
+            j.nogo.append(f"plan: the KV pool holds no request of {cap.context} tokens "
+                          f"(binding limit: {cap.binding_limit})")
         else:
-            j.ok.append(f"plan: {cap.get('max_concurrency')} concurrent requests of {cap.get('context')} tokens "
-                        f"(binding limit: {cap.get('binding_limit')})")
+            j.ok.append(f"plan: {cap.max_concurrency} concurrent requests of {cap.context} tokens "
+                        f"(binding limit: {cap.binding_limit})")
         j.link("plan", "plan.json")
     elif p is not None:
         j.missing.append("plan capacity: " + ("; ".join(p.notes) or "no model/GPU given"))
@@ -182,10 +197,8 @@ def batching(ev: Evidence, lim: Limits) -> Judgement:
             elif ko is not None and kn is not None:
                 j.ok.append(f"new's knee ({cn if cn is not None else 'none in the ladder'}) is not earlier than "
                             f"old's ({co if co is not None else 'none in the ladder'}) for {bucket}-token inputs")
-        top = {}
-        for side in ("old", "new"):
-            steps = [s for s in b.steps if s.endpoint == side and s.concurrency is not None]
-            top[side] = {s.concurrency: s.out_tok_per_s for s in steps}
+        top = {side: {c: s.out_tok_per_s for s in b.steps if s.endpoint == side and (c := s.concurrency) is not None}
+               for side in ("old", "new")}
         common = sorted(set(top["old"]) & set(top["new"]))
         if common:
             c = common[-1]
@@ -201,74 +214,85 @@ def batching(ev: Evidence, lim: Limits) -> Judgement:
         else:
             j.missing.append("no common concurrency step with throughput on both sides")
     if ev.plan is not None and ev.plan.translation is not None:
-        lost = ev.plan.translation.get("lost") or []
+        lost = ev.plan.translation.lost
         j.fig("launch flags lost in translation", len(lost))
         for x in lost[:6]:
-            j.warn.append(f"launch: {x.get('intent')} — {x.get('kind')}: {_short(x.get('detail'), 110)}")
+            j.warn.append(f"launch: {x.intent} — {x.kind}: {_short(x.detail, 110)}")
         j.link("plan", "plan.json")
     return j
 
 
-def kernels(ev: Evidence, lim: Limits) -> Judgement:
-    j = Judgement()
-    v = ev.verify
-    if v is None:
-        j.missing.append(ev.why_missing("verify"))
-        return j
-    j.link("verify results", "verify.json")
-    j.plots.append("verify_prefix")
-    old, new = _sides(ev, v.structured)
-    if old is not None and new is not None and old.rate is not None and new.rate is not None:
-        ro, rn = old.rate, new.rate
-        j.fig("old: valid JSON-schema outputs", old.summary())
-        j.fig("new: valid JSON-schema outputs", new.summary())
-        j.fig("limit: structured_drop", lim.structured_drop)
-        if rn < ro - lim.structured_drop - 1e-9:
-            j.nogo.append(f"valid JSON-schema outputs fell from {ro:.0%} to {rn:.0%} (more than "
-                          f"{lim.structured_drop:.0%} lower)")
-        else:
-            j.ok.append(f"valid JSON-schema outputs: old {old.summary()}, new {new.summary()}")
-    elif old is not None and new is not None:
+def _structured(v: EquivalenceReport, j: Judgement, lim: Limits) -> None:
+    """Valid JSON-schema outputs among the answered structured requests: a drop beyond structured_drop is no-go."""
+    old, new = _sides(v, v.structured)
+    if old is None or new is None:
+        j.missing.append("structured-output check not run on both sides")
+        return
+    if old.rate is None or new.rate is None:
         j.missing.append("structured-output check: no request got an answer on "
                          + " and ".join(n for n, side in (("old", old), ("new", new)) if side.rate is None))
+        return
+    j.fig("old: valid JSON-schema outputs", old.summary())
+    j.fig("new: valid JSON-schema outputs", new.summary())
+    j.fig("limit: structured_drop", lim.structured_drop)
+    if new.rate < old.rate - lim.structured_drop - 1e-9:
+        j.nogo.append(f"valid JSON-schema outputs fell from {old.rate:.0%} to {new.rate:.0%} (more than "
+                      f"{lim.structured_drop:.0%} lower)")
     else:
-        j.missing.append("structured-output check not run on both sides")
-    lo, ln = _sides(ev, v.long_inputs)
-    if lo is not None and ln is not None and ln.checks:
-        def bad(c: Any) -> list[str]:
-            return [k for k, on in (("loop", c.loop), ("early stop", c.early_stop),
-                                    (f"script drift {c.script_drift}", bool(c.script_drift))) if on]
+        j.ok.append(f"valid JSON-schema outputs: old {old.summary()}, new {new.summary()}")
 
-        old_bad = {c.target_fraction: set(bad(c)) for c in lo.checks}
-        anomalies = []
-        for c in ln.checks:
-            extra = [k for k in bad(c) if k not in old_bad.get(c.target_fraction, set())]
-            if extra:
-                anomalies.append(f"{', '.join(extra)} at {c.target_fraction:.0%} of the context "
-                                 f"({c.prompt_tokens} prompt tokens)")
-        j.fig("new: long-input anomalies old lacks", len(anomalies))
-        for a in anomalies:
-            j.nogo.append(f"long input on new: {a}, not on old")
-        if not anomalies:
-            j.ok.append(f"no long-input anomaly on new that old lacks ({len(ln.checks)} input(s))")
-    else:
+
+def _anomalies(c: LongInputCheck) -> list[str]:
+    return [k for k, on in (("loop", c.loop), ("early stop", c.early_stop),
+                            (f"script drift {c.script_drift}", bool(c.script_drift))) if on]
+
+
+def _long_inputs(v: EquivalenceReport, j: Judgement) -> None:
+    """Loops, early stops and script drift on long inputs that new shows and old does not (at the same length)."""
+    lo, ln = _sides(v, v.long_inputs)
+    if lo is None or ln is None or not ln.checks:
         j.missing.append("long-input checks not run on both sides"
                          + (f" ({ln.skipped})" if ln is not None and ln.skipped else ""))
+        return
+    old_bad = {c.target_fraction: set(_anomalies(c)) for c in lo.checks}
+    found = []
+    for c in ln.checks:
+        extra = [k for k in _anomalies(c) if k not in old_bad.get(c.target_fraction, set())]
+        if extra:
+            found.append(f"{', '.join(extra)} at {c.target_fraction:.0%} of the context ({c.prompt_tokens} prompt "
+                         "tokens)")
+    j.fig("new: long-input anomalies old lacks", len(found))
+    j.nogo.extend(f"long input on new: {a}, not on old" for a in found)
+    if not found:
+        j.ok.append(f"no long-input anomaly on new that old lacks ({len(ln.checks)} input(s))")
+
+
+def _greedy(v: EquivalenceReport, j: Judgement) -> None:
+    """The greedy comparison's summary; each flagged prompt (at most 4 named) is a warning."""
     s = v.summary
-    if s is not None:
-        j.fig("greedy: identical outputs", f"{s.identical}/{s.prompts}")
-        j.fig("greedy: flagged prompts", s.flagged)
-        j.fig("greedy: common prefix p50", s.prefix_chars_p50, "chars")
-        j.fig("greedy: token agreement (mean)", s.token_agreement_mean)
-        flagged = [d for d in v.greedy if d.flags]
-        for d in flagged[:4]:
-            j.warn.append(f"greedy {d.id}: {'; '.join(d.flags)}")
-        if len(flagged) > 4:
-            j.warn.append(f"... and {len(flagged) - 4} more flagged prompt(s)")
-        if not flagged:
-            j.ok.append(f"no greedy output flagged ({s.identical}/{s.prompts} identical)")
-    else:
+    if s is None:
         j.missing.append("greedy comparison not run")
+        return
+    j.fig("greedy: identical outputs", f"{s.identical}/{s.prompts}")
+    j.fig("greedy: flagged prompts", s.flagged)
+    j.fig("greedy: common prefix p50", s.prefix_chars_p50, "chars")
+    j.fig("greedy: token agreement (mean)", s.token_agreement_mean)
+    flagged = [d for d in v.greedy if d.flags]
+    j.warn.extend(f"greedy {d.id}: {'; '.join(d.flags)}" for d in flagged[:4])
+    if len(flagged) > 4:
+        j.warn.append(f"... and {len(flagged) - 4} more flagged prompt(s)")
+    if not flagged:
+        j.ok.append(f"no greedy output flagged ({s.identical}/{s.prompts} identical)")
+
+
+def kernels(ev: Evidence, lim: Limits) -> Judgement:
+    j = Judgement()
+    v = j.source(ev.verify, ev, "verify", plot="verify_prefix")
+    if v is None:
+        return j
+    _structured(v, j, lim)
+    _long_inputs(v, j)
+    _greedy(v, j)
     if v.partial:
         j.warn.append(f"verify is partial: {v.partial_reason}")
     return j
@@ -283,17 +307,14 @@ def defaults(ev: Evidence, lim: Limits) -> Judgement:
         j.link("plan", "plan.json")
         if ev.probe is None:  # without live evidence, the cited profile facts are what we have
             for x in p.api_differences[:6]:
-                j.warn.append(f"profiles: {x.get('intent')}: {_short(x.get('detail'), 110)}")
+                j.warn.append(f"profiles: {x.intent}: {_short(x.detail, 110)}")
     return j
 
 
 def observability(ev: Evidence, lim: Limits) -> Judgement:
     j = Judgement()
-    m = ev.metrics
-    if m is None:
-        j.missing.append(ev.why_missing("metrics"))
-    else:
-        j.link("metrics", "metrics.json")
+    m = j.source(ev.metrics, ev, "metrics")
+    if m is not None:
         for side, s in (("old", m.old), ("new", m.new)):
             j.fig(f"{side}: /metrics families", s.families if s and s.reachable else None, None,
                   None if s and s.reachable else (s.reason if s else "not scraped"))

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from switchover.check.evidence import Evidence
 from switchover.check.judging import Judgement, Limits
+
+if TYPE_CHECKING:
+    from switchover.model.tokenizer import TokenizerDiff
 
 
 def _short(text: str, n: int = 40) -> str:
@@ -13,15 +18,12 @@ def _short(text: str, n: int = 40) -> str:
 
 def weights(ev: Evidence, lim: Limits) -> Judgement:
     j = Judgement()
-    d = ev.diff_model
+    d = j.source(ev.diff_model, ev, "diff_model")
     if d is not None:
-        j.link("model diff", "diff_model.json")
-        same = d.get("weights_same")
-        wo, wn = d.get("weights_old") or {}, d.get("weights_new") or {}
-        j.fig("old weights hash", (wo.get("hash") or "")[:16] or None, None, None if wo else "not hashed")
-        j.fig("new weights hash", (wn.get("hash") or "")[:16] or None, None, None if wn else "not hashed")
-        j.fig("old / new quantization", f"{(d.get('old') or {}).get('quantization')} / "
-                                        f"{(d.get('new') or {}).get('quantization')}")
+        same = d.weights_same
+        for side, w in (("old", d.weights_old), ("new", d.weights_new)):
+            j.fig(f"{side} weights hash", w.hash[:16] if w else None, None, None if w else "not hashed")
+        j.fig("old / new quantization", f"{d.old.quantization} / {d.new.quantization}")
         if same is True:
             j.ok.append("the weights are identical (same hash)")
         elif same is False:
@@ -29,11 +31,9 @@ def weights(ev: Evidence, lim: Limits) -> Judgement:
                           "serve stale entries (seed 001 §4) — judged by the kernels and template items")
         else:
             j.missing.append("diff-model did not hash the weights")
-        for r in d.get("reasons") or []:  # quantization / context / scale: the weights' side of seed 001 §7
-            if r.get("blocking") and not str(r.get("what", "")).startswith(("tokenizer", "chat template")):
-                j.warn.append(f"diff-model: {r.get('what')}: {r.get('why')} → {r.get('action')}")
-    else:
-        j.missing.append(ev.why_missing("diff_model"))
+        for r in d.reasons:  # quantization / context / scale: the weights' side of seed 001 §7
+            if r.blocking and not r.what.startswith(("tokenizer", "chat template")):
+                j.warn.append(f"diff-model: {r.what}: {r.why} → {r.action}")
     v = ev.verify
     if v is not None and v.summary is not None:
         s = v.summary
@@ -61,10 +61,8 @@ def _tokenizers_agree(ev: Evidence) -> bool | None:
 
 def tokenizer(ev: Evidence, lim: Limits) -> Judgement:
     j = Judgement()
-    lm = ev.live_model
+    lm = j.source(ev.live_model, ev, "live_model", plot="tokenizer_counts")
     if lm is not None:
-        j.link("live tokenizer/template comparison", "live_model.json")
-        j.plots.append("tokenizer_counts")
         rows = [t for t in lm.texts if t.old and t.new is not None]  # a % change needs a non-zero old count
         if rows:
             shifts = [((t.new - t.old) / t.old * 100, t) for t in rows if t.new is not None and t.old]
@@ -85,29 +83,29 @@ def tokenizer(ev: Evidence, lim: Limits) -> Judgement:
                     j.ok.append(f"{len(rows)} texts tokenize to the same ids on old and new")
         else:
             j.missing.append("servers did not tokenize: " + ("; ".join(lm.notes) or "no /tokenize"))
-    else:
-        j.missing.append(ev.why_missing("live_model"))
-    d = ev.diff_model
-    if d is not None and d.get("tokenizer"):
-        t = d["tokenizer"]
-        j.link("model diff", "diff_model.json")
-        j.fig("diff-model: tokenizer fingerprints equal", t.get("same"))
-        j.fig("diff-model: corpus token ratio new/old", t.get("total_ratio"))
-        ratio = t.get("total_ratio")
-        if t.get("same"):
-            j.ok.append("diff-model: the tokenizer files are the same")
-        elif ratio is not None and abs(ratio - 1) * 100 > lim.tokenizer_shift_pct:
-            j.nogo.append(f"diff-model: the tokenizer changed and the corpus costs x{ratio} tokens")
-        else:
-            j.warn.append(f"diff-model: the tokenizer changed (corpus ratio x{ratio})")
+    if ev.diff_model is not None:
+        _tokenizer_files(ev.diff_model.tokenizer, j, lim)
     return j
+
+
+def _tokenizer_files(tok: TokenizerDiff, j: Judgement, lim: Limits) -> None:
+    """diff-model's tokenizer comparison: the same files, or the corpus' token-count ratio against the limit."""
+    j.link("model diff", "diff_model.json")
+    j.fig("diff-model: tokenizer fingerprints equal", tok.same)
+    j.fig("diff-model: corpus token ratio new/old", tok.total_ratio)
+    ratio = tok.total_ratio
+    if tok.same:
+        j.ok.append("diff-model: the tokenizer files are the same")
+    elif ratio is not None and abs(ratio - 1) * 100 > lim.tokenizer_shift_pct:
+        j.nogo.append(f"diff-model: the tokenizer changed and the corpus costs x{ratio} tokens")
+    else:
+        j.warn.append(f"diff-model: the tokenizer changed (corpus ratio x{ratio})")
 
 
 def chat_template(ev: Evidence, lim: Limits) -> Judgement:
     j = Judgement()
-    lm = ev.live_model
+    lm = j.source(ev.live_model, ev, "live_model")
     if lm is not None:
-        j.link("live tokenizer/template comparison", "live_model.json")
         rows = [c for c in lm.chats if c.old_prompt_tokens is not None and c.new_prompt_tokens is not None]
         agree = _tokenizers_agree(ev)
         if rows:
@@ -129,18 +127,16 @@ def chat_template(ev: Evidence, lim: Limits) -> Judgement:
         else:
             errs = [c.new_error or c.old_error for c in lm.chats if c.new_error or c.old_error]
             j.missing.append("no chat request reported usage on both sides" + (f": {errs[0]}" if errs else ""))
-    else:
-        j.missing.append(ev.why_missing("live_model"))
     d = ev.diff_model
-    if d is not None and d.get("template"):
-        t = d["template"]
+    if d is not None:
+        tpl = d.template
         j.link("model diff", "diff_model.json")
-        j.fig("diff-model: same rendered conversations", t.get("same_renders"))
-        if t.get("same_renders") is False:
-            changed = [r.get("conversation") for r in t.get("renders", []) if not r.get("same")]
-            j.nogo.append(f"diff-model: the chat templates render differently ({', '.join(map(str, changed[:4]))}): "
+        j.fig("diff-model: same rendered conversations", tpl.same_renders)
+        if not tpl.same_renders:
+            changed = [r.conversation for r in tpl.renders if not r.same]
+            j.nogo.append(f"diff-model: the chat templates render differently ({', '.join(changed[:4])}): "
                           "evaluate the new model with its own template, put the template hash in cache keys")
-        elif t.get("same_renders"):
+        else:
             j.ok.append("diff-model: the chat templates render every test conversation the same")
     return j
 
@@ -168,14 +164,14 @@ def sampling_defaults(ev: Evidence, lim: Limits) -> Judgement:
     else:
         j.missing.append(ev.why_missing("probe"))
     d = ev.diff_model
-    if d is not None and d.get("generation"):
-        g = d["generation"]
+    if d is not None:
+        g = d.generation
         j.link("model diff", "diff_model.json")
-        changes = g.get("file_changes") or {}
+        changes = g.file_changes
         j.fig("generation_config.json fields changed", len(changes))
         for name, (a, b) in list(changes.items())[:4]:
             j.warn.append(f"generation_config.json {name}: {a} → {b} (requests that omit it change behaviour)")
-        notes = g.get("notes") or []
+        notes = g.notes
         j.fig("effective sampling defaults that change (model file + engine)", len(notes))
         for note in notes[:3]:
             j.warn.append(f"diff-model: {note}")
@@ -186,12 +182,9 @@ def sampling_defaults(ev: Evidence, lim: Limits) -> Judgement:
 
 def grace(ev: Evidence, lim: Limits) -> Judgement:
     j = Judgement()
-    g = ev.grace
+    g = j.source(ev.grace, ev, "grace", plot="grace")
     if g is None:
-        j.missing.append(ev.why_missing("grace"))
         return j
-    j.link("grace arithmetic", "grace.json")
-    j.plots.append("grace")
     j.fig("max_tokens", g.max_tokens, "tokens", None if g.max_tokens else "check.grace.max_tokens not set")
     j.fig("TPOT p99 (worst bench step)", g.tpot_p99_ms, "ms", None if g.tpot_p99_ms else g.missing)
     j.fig("TTFT p99 (worst bench step)", g.ttft_p99_ms, "ms",
@@ -199,16 +192,13 @@ def grace(ev: Evidence, lim: Limits) -> Judgement:
     if g.need is None:
         j.missing.append(g.missing or "the need could not be computed")
         return j
-    req = float(g.need["required_s"])
+    req = g.need.required_s
     j.fig("required grace = max_tokens × TPOT p99 + TTFT p99 + margin", req, "s")
-    j.fig("margin", g.need.get("margin_s"), "s")
+    j.fig("margin", g.need.margin_s, "s")
     for f in g.findings:
-        where = f"{f.get('file')}:{f.get('line')}"
-        j.fig(f"{f.get('setting')} ({where})", f.get("value_s"), "s")
-        if not f.get("ok"):
-            j.nogo.append(f"{where} {f.get('setting')}: {f.get('message')}")
-        else:
-            j.ok.append(f"{where} {f.get('setting')}: {f.get('message')}")
+        where = f"{f.file}:{f.line}"
+        j.fig(f"{f.setting} ({where})", f.value_s, "s")
+        (j.ok if f.ok else j.nogo).append(f"{where} {f.setting}: {f.message}")
     if not g.configured and not g.findings:
         j.warn.append(f"the longest request needs {req:.1f} s to finish, but no grace period was given to compare "
                       "(check.grace.drain_grace_s, check.grace.deploy_dir or gateway.drain_seconds)")
@@ -233,8 +223,8 @@ def client_timeout(ev: Evidence, lim: Limits) -> Judgement:
         j.missing.append(ev.why_missing("grace") if g is None else (g.missing or "no need computed"))
         return j
     j.link("grace arithmetic", "grace.json")
-    ttft = g.need.get("ttft_p99_ms")
-    gen = float(g.need["generation_s"]) + (float(ttft) / 1000 if ttft is not None else 0.0)
+    ttft = g.need.ttft_p99_ms
+    gen = g.need.server_s  # generation + TTFT p99 where measured
     j.fig("server generation time (max_tokens × TPOT p99 + TTFT p99)" if ttft is not None
           else "server generation time (max_tokens × TPOT p99; TTFT not measured, left out)", round(gen, 2), "s")
     j.fig("client timeout", g.client_timeout_s, "s", None if g.client_timeout_s else "check.grace.client_timeout_s "

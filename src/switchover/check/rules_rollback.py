@@ -12,11 +12,9 @@ def rollback(ev: Evidence, lim: Limits) -> Judgement:
     or a blocking prerequisite (config, weights, route, old's readiness), which before that warn (the rollout
     itself will not enter 100 % without them); warn for an unverified prerequisite or a holding window at risk."""
     j = Judgement()
-    r = ev.rollback
+    r = j.source(ev.rollback, ev, "rollback")
     if r is None:
-        j.missing.append(ev.why_missing("rollback"))
         return j
-    j.link("rollback evidence", "rollback.json")
     j.fig("rollout", f"{r.rollout_status} ({r.stage})")
     strict = r.holding is not None  # at 100 %: the way back is all there is
     blocking = j.nogo if strict else j.warn

@@ -10,7 +10,6 @@ import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel
 
@@ -18,6 +17,7 @@ from switchover.atomicfile import write_atomic
 from switchover.check import parts as P
 from switchover.check.evidence import CheckConfig, load_evidence
 from switchover.config import Migration
+from switchover.config.bench import BenchSlos
 from switchover.config.check import PARTS, CheckSection
 from switchover.errors import SwitchoverError
 from switchover.report.models import CheckReport, EndpointSummary, PartRun
@@ -137,7 +137,7 @@ class CheckRun:
         def progress(msg: str) -> None:
             self.on_event(part, msg)
 
-        result: BaseModel | dict[str, Any]
+        result: BaseModel
         if part == "plan":
             result = await asyncio.to_thread(P.plan_part, self.m, self.s, self.base)
         elif part == "metrics":
@@ -169,7 +169,7 @@ class CheckRun:
         self.rd = rd = RunDir.create(self.runs_dir, self.s.name)
         endpoints = [EndpointSummary(role=r, url=e.url, engine=e.engine.value, model=e.model)
                      for r, e in (("old", self.m.old), ("new", self.m.new))]
-        slos = self.m.bench.slos.model_dump(exclude_none=True) if self.m.bench is not None else {}
+        slos = self.m.bench.slos if self.m.bench is not None else BenchSlos()
         rd.write_json("config", CheckConfig(
             config_file=str(self.config_path) if self.config_path else None, endpoints=endpoints, settings=self.s,
             gateway_drain_seconds=self.m.gateway.drain_seconds if self.m.gateway else None, slos=slos))

@@ -5,7 +5,7 @@ or LF, NUL and other control characters in the head, obs-fold, duplicate or non-
 with Transfer-Encoding, and bad chunk framing are parse errors. On top of it the front refuses what llhttp lets
 through but a proxy must not: a Transfer-Encoding other than exactly `chunked` (and any in HTTP/1.0), HTTP versions
 other than 1.0 / 1.1, upgrades and CONNECT, a missing or repeated Host, targets that are not origin-form
-(gateway/target.py), heads over `max_head_bytes` or `max_headers` however they arrive, bodies over
+(wire/target.py), heads over `max_head_bytes` or `max_headers` however they arrive, bodies over
 `max_body_bytes`. A refused request gets a 4xx with the gateway's error body and `Connection: close`, and the
 connection is closed; the handler never sees it.
 

@@ -1,7 +1,8 @@
 """Gateway overhead, side by side in one run: direct vs switchover vs nginx vs LiteLLM proxy, same backend.
 
 Each path routes the same way (tenant header hash: 5 % to "new", the rest to "old"; fallback new -> old on
-5xx before the first byte), in front of one fake OpenAI engine (switchover.gateway.faults, its own process).
+5xx before the first byte), in front of one fake OpenAI engine (`python -m switchover.testing scripted`, its own
+process).
 For each path and for streaming and non-streaming requests it measures, closed loop from this process:
   * latency at concurrency 1 (p50 / p99 of the whole response) -> added latency = path - direct
   * throughput at concurrency C (req/s) -> ratios against nginx and LiteLLM
@@ -377,7 +378,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     try:
         old_port, new_port = free_port(), free_port()
         for port, name in ((old_port, "old"), (new_port, "new")):
-            procs.append(spawn([sys.executable, "-m", "switchover.gateway.faults", "--port", str(port), "--name",
+            procs.append(spawn([sys.executable, "-m", "switchover.testing", "scripted", "--port", str(port), "--name",
                                 name, "--model", MODEL], work / f"backend-{name}.log"))
         old, new = f"http://127.0.0.1:{old_port}", f"http://127.0.0.1:{new_port}"
         await wait_http(old + "/health")

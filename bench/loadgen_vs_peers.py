@@ -8,7 +8,7 @@ Setup (separate environments, nothing added to switchover's own):
   - AIPerf:  python3 -m venv ~/.cache/switchover/bench-venvs/aiperf && .../aiperf/bin/pip install aiperf
   - vLLM:    the test bed's venv (`switchover testbed setup`); its `vllm` console script is broken for the CPU wheel,
              so `vllm.benchmarks.serve` is called through a two-line runner (see VLLM_RUNNER).
-The server (`python -m switchover.bench.zerowork`) runs on --server-core; every client on --client-core
+The server (`python -m switchover.testing zero`) runs on --server-core; every client on --client-core
 (taskset; AIPerf's worker processes inherit the affinity). Each tool sends the same number of requests at the
 same concurrency; each tool's own duration is used (first send to last response). chunks/s = req/s × chunks
 per response (the server always sends exactly max_tokens events). `--timing` also measures switchover's chunk
@@ -66,7 +66,7 @@ def pinned(core: int, cmd: list[str]) -> list[str]:
 
 
 def start_server(core: int, chunks: int, itl_ms: float = 0.0) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(pinned(core, [sys.executable, "-m", "switchover.bench.zerowork", "--port", "0",
+    proc = subprocess.Popen(pinned(core, [sys.executable, "-m", "switchover.testing", "zero", "--port", "0",
                                           "--chunks", str(chunks), "--itl-ms", str(itl_ms)]),
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None

@@ -1,6 +1,6 @@
 """The wire client's own cost per streamed chunk, at 1 and 256 concurrent streams.
 
-The server is switchover.bench.zerowork in its own process (pinned to another core when there is one), so
+The server is switchover.testing zero in its own process (pinned to another core when there is one), so
 what is measured is the client: CPU time of this process per chunk received (µs), plus chunks/s and req/s.
 Later benchmarks quote these as the client's ceiling.
 
@@ -60,7 +60,7 @@ def main() -> None:
     args = ap.parse_args()
 
     cores = sorted(os.sched_getaffinity(0))
-    server = subprocess.Popen([sys.executable, "-m", "switchover.bench.zerowork", "--port", "0",
+    server = subprocess.Popen([sys.executable, "-m", "switchover.testing", "zero", "--port", "0",
                                "--chunks", str(args.chunks)], stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None

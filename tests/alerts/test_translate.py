@@ -5,8 +5,6 @@ translated is flagged and annotated; thresholds tuned to the old engine are list
 from __future__ import annotations
 
 import itertools
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,18 +23,14 @@ from switchover.cli.app import main
 from switchover.engines.profile import MetricSpec, load_profile
 from switchover.errors import BadInput
 from switchover.runs import RunDir
+from switchover.testing import require_tool
 
 RULES = Path(__file__).with_name("rules")
 ENGINES = ("vllm", "sglang", "tgi", "llamacpp")
 
 
 def _promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("promtool not installed (Debian package prometheus)")
-        pytest.skip("promtool not installed (Debian package prometheus)")
-    return found
+    return require_tool("promtool", hint="Debian package prometheus")
 
 
 def _check(path: Path) -> subprocess.CompletedProcess[str]:

@@ -51,7 +51,7 @@ def test_calibrate_json():
 
 
 def test_full_cli_run_against_zero_work_server_then_recompute_and_report(tmp_path):
-    srv = subprocess.Popen([sys.executable, "-m", "switchover.bench.zerowork", "--port", "0", "--itl-ms", "1"],
+    srv = subprocess.Popen([sys.executable, "-m", "switchover.testing", "zero", "--port", "0", "--itl-ms", "1"],
                            stdout=subprocess.PIPE, text=True)
     try:
         assert srv.stdout is not None
@@ -80,7 +80,7 @@ def test_full_cli_run_against_zero_work_server_then_recompute_and_report(tmp_pat
 
 
 def test_config_file_gives_endpoints_and_slos(tmp_path):
-    srv = subprocess.Popen([sys.executable, "-m", "switchover.bench.zerowork", "--port", "0", "--itl-ms", "1"],
+    srv = subprocess.Popen([sys.executable, "-m", "switchover.testing", "zero", "--port", "0", "--itl-ms", "1"],
                            stdout=subprocess.PIPE, text=True)
     try:
         assert srv.stdout is not None

@@ -9,9 +9,10 @@ import pytest
 
 from switchover.bench.results import BenchPlan, BenchReport, EndpointSpec
 from switchover.bench.runner import BenchRun
-from switchover.bench.zerowork import ZeroWorkServer
 from switchover.errors import Unreachable
 from switchover.runs import RunDir
+from switchover.testing import await_until
+from switchover.testing.zerowork import ZeroWorkServer
 
 
 def _plan(*urls: str, **kw) -> BenchPlan:
@@ -68,9 +69,8 @@ async def test_cancel_keeps_partial_results(tmp_path):
     async with ZeroWorkServer(itl_s=0.01) as a:
         run = BenchRun(_plan(a.url, concurrency=[1, 2], requests=50, output_tokens=16), tmp_path)
         task = asyncio.create_task(run.run())
-        while run.run_dir is None or not any(ep.finished > 3 for ep in run.eps):
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.2)
+        await await_until(lambda: run.run_dir is not None and any(ep.finished > 4 for ep in run.eps), 30,
+                          "five requests finished (warmup and measured)")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

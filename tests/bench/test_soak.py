@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -16,8 +15,9 @@ from switchover.bench.results import BenchPlan, BenchReport, EndpointSpec
 from switchover.bench.runner import BenchRun
 from switchover.bench.soak import DriftRow, Window, drift_table
 from switchover.bench.stats import StepSummary
-from switchover.bench.zerowork import ZeroWorkServer
 from switchover.runs import RunDir
+from switchover.testing import await_until
+from switchover.testing.zerowork import ZeroWorkServer
 
 
 def _plan(url: str, **kw) -> BenchPlan:
@@ -86,9 +86,8 @@ async def test_a_killed_soak_resumes_from_its_last_checkpoint(tmp_path):
                "--no-calibrate", "--scrape-interval", "0", "--runs-dir", str(tmp_path), "--name", "soak"]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            deadline = time.monotonic() + 60
-            while _checkpoints(tmp_path) < 2 and time.monotonic() < deadline and proc.poll() is None:
-                await _sleep(0.05)
+            await await_until(lambda: _checkpoints(tmp_path) >= 2 or proc.poll() is not None, 60,
+                              "two checkpoints of the soak run")
             assert _checkpoints(tmp_path) >= 2, "the run never checkpointed twice"
             os.kill(proc.pid, signal.SIGKILL)
         finally:
@@ -107,12 +106,6 @@ async def test_a_killed_soak_resumes_from_its_last_checkpoint(tmp_path):
     assert any("resumed after" in n for n in report.soak.notes)
     assert step.duration_s is not None and step.duration_s < 6.5  # the outage is not measuring time
     assert RunDir.open(rd.path).read_json("summary", BenchReport).soak == report.soak
-
-
-async def _sleep(s: float) -> None:
-    import asyncio
-
-    await asyncio.sleep(s)
 
 
 def test_part_writer_removes_a_crashed_runs_open_part_and_keeps_closed_ones(tmp_path):

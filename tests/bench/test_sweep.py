@@ -34,7 +34,7 @@ def test_placeholder_missing_from_launch_is_bad_input():
 async def test_sweep_relaunches_benches_and_stops_each_engine(tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    launch = f"{sys.executable} -m switchover.bench.zerowork --port {port} --itl-ms {{itl}}"
+    launch = f"{sys.executable} -m switchover.testing zero --port {port} --itl-ms {{itl}}"
     plan = BenchPlan(endpoints=[EndpointSpec(label="target", url=url)], buckets=[24], output_tokens=8,
                      concurrency=[1, 2, 3], requests=4, calibrate=False, scrape_interval_s=0)
     res = await run_sweep(launch, {"itl": ["1", "3"]}, plan, url, tmp_path, ready_timeout_s=60)

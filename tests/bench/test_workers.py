@@ -10,7 +10,7 @@ from switchover.bench.runner import BenchRun
 from switchover.bench.stats import summarize_step
 from switchover.bench.worker import share
 from switchover.bench.workload import arrival_offsets
-from switchover.bench.zerowork import ZeroWorkServer
+from switchover.testing.zerowork import ZeroWorkServer
 
 
 def _plan(url: str, **kw) -> BenchPlan:

@@ -203,34 +203,17 @@ def test_validate_does_not_echo_a_pasted_key(tmp_path: Path) -> None:
 
 def test_engine_text_that_looks_like_rich_markup_is_printed_not_parsed() -> None:
     """An engine's error body with `[/INST]` (a chat-template tag) once crashed the renderer (MarkupError, exit 70)."""
-    import http.server
-    import threading
+    from aiohttp import web
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *_: object) -> None:
-            pass
+    from switchover.testing import FakeEngine
 
-        def _send(self, code: int, body: bytes) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    async def engine(req: web.Request) -> web.Response:
+        if req.method == "GET":
+            return web.json_response({"data": [{"id": "m"}]})
+        return web.json_response({"error": {"message": "template error near [/INST] and [bold]x"}}, status=500)
 
-        def do_GET(self) -> None:
-            self._send(200, b'{"data": [{"id": "m"}]}')
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            self._send(500, b'{"error": {"message": "template error near [/INST] and [bold]x"}}')
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        out = expect(["ready", f"http://127.0.0.1:{server.server_address[1]}"], 1, error_line=False)
-    finally:
-        server.shutdown()
-        server.server_close()
+    with FakeEngine(handler=engine).in_thread() as url:
+        out = expect(["ready", url], 1, error_line=False)
     assert "[/INST] and [bold]x" in out
 
 

@@ -19,6 +19,7 @@ from switchover.bench.runner import BenchRun
 from switchover.bench.stats import first_token_ns, last_chunk_ns
 from switchover.testbed import processes
 from switchover.testbed.layout import bed_models
+from switchover.testing import await_until
 
 pytestmark = pytest.mark.engines
 
@@ -99,14 +100,13 @@ async def test_engine_killed_mid_run_gives_recorded_errors_and_stops_by_error_ra
         for _ in range(120):
             if (await check_ready(f"http://127.0.0.1:{port}", max_ms=5000, connect_timeout_s=1)).ready:
                 break
-            await asyncio.sleep(0.25)
+            await asyncio.sleep(0.25)  # a bounded poll
         plan = BenchPlan(endpoints=[EndpointSpec(label="new", url=f"http://127.0.0.1:{port}", engine="llamacpp")],
                          buckets=[32], output_tokens=16, concurrency=[1, 2, 2, 2, 2], requests=20,
                          max_error_rate=0.3, scrape_interval_s=0, timeout_s=20, calibrate=False)
         run = BenchRun(plan, tmp_path / "runs")
         task = asyncio.create_task(run.run())
-        while not any(ep.finished >= 8 for ep in run.eps):
-            await asyncio.sleep(0.05)
+        await await_until(lambda: any(ep.finished >= 8 for ep in run.eps), 120, "8 requests finished on new")
         os.killpg(proc.pid, signal.SIGKILL)
         report, rd = await asyncio.wait_for(task, timeout=120)
     finally:

@@ -15,6 +15,7 @@ from switchover.drill import run_drill
 from switchover.testbed import processes
 from switchover.testbed.install import installed
 from switchover.testbed.layout import Layout, bed_models
+from switchover.testing import missing as absent
 
 pytestmark = pytest.mark.engines
 
@@ -22,10 +23,7 @@ pytestmark = pytest.mark.engines
 def _require_llama(layout: Layout) -> None:
     missing = [m for m in installed(layout) if "llama" in m.lower() or "gguf" in m.lower()]
     if missing:
-        reason = f"llama-server or the tiny GGUF missing: {'; '.join(missing)}"
-        if os.environ.get("CI"):
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
+        absent(f"llama-server or the tiny GGUF missing: {'; '.join(missing)}")
 
 
 def test_drill_measures_recovery_on_llama_server(tmp_path) -> None:

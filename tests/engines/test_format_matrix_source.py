@@ -4,14 +4,12 @@ rule's GPU bound, and formats the matrix says vLLM refuses are absent from its Q
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
-import pytest
-
 from switchover.engines.formats import FormatRule, load_matrix
 from switchover.testbed.layout import Layout
+from switchover.testing import missing
 
 _CITED = re.compile(r"([\w/]+\.py) (?:(\w+)\.)?get_min_capability = (\d+)")
 
@@ -20,10 +18,7 @@ def _vllm_package() -> Path:
     layout = Layout.default()
     found = sorted(layout.vllm_dir.glob("venv/lib/python*/site-packages/vllm"))
     if not found:
-        reason = f"the test bed's vLLM is not installed under {layout.vllm_dir} (run `switchover testbed setup`)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+        missing(f"the test bed's vLLM is not installed under {layout.vllm_dir} (run `switchover testbed setup`)")
     return found[0]
 
 

@@ -57,7 +57,7 @@ class OwnLlama:
             r = asyncio.run(check_ready(self.url, model=self.model, max_ms=10000, connect_timeout_s=1))
             if r.ready:
                 return
-            time.sleep(0.3)
+            time.sleep(0.3)  # a bounded poll
         raise AssertionError(f"llama-server not ready in 60 s; see {self.log}")
 
     def stop(self) -> None:
@@ -118,7 +118,7 @@ async def settle(gw: Gateway, n: int, mirrors: int = 0) -> list[LedgerRecord]:
     for _ in range(400):
         if gw.ledger.written >= n and gw.ledger.shadows_written >= mirrors:
             break
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # a bounded poll
     gw.ledger.flush()
     return list(read_requests(gw.run_dir))
 
@@ -137,7 +137,7 @@ async def shadow_room(gw: Gateway, deadline_s: float = 60.0) -> None:
     it serves them are dropped by design (tests/gateway covers that); this test is about what a mirror records."""
     t = time.monotonic() + deadline_s
     while gw.shadow.in_flight and time.monotonic() < t:
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # a bounded poll
 
 
 async def test_weight_20_is_sticky_monotonic_and_shadowed(bed, new_arm, tmp_path):
@@ -167,7 +167,7 @@ async def test_weight_20_is_sticky_monotonic_and_shadowed(bed, new_arm, tmp_path
         for _ in range(100):
             if gw.live.gw.weight == 50:
                 break
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)  # a bounded poll
         t_reload = time.time()
         for t in TENANTS:
             await post(h, url, bed.model, t)
@@ -244,7 +244,7 @@ async def test_a_client_that_leaves_mid_stream_stops_the_generation_on_vllm(bed,
         generated: list[float] = []
         for attempt in range(5):
             if attempt:
-                await asyncio.sleep(1)  # let a starved machine catch up
+                await asyncio.sleep(1)  # a bounded retry (5 attempts): let a starved machine catch up
             _, before = await _vllm_counts(h, bed.old_url)
             async with h.post(url + "/v1/completions", data=orjson.dumps(body),
                               headers={"x-tenant-id": "leaver", "Content-Type": "application/json"}) as r:
@@ -256,7 +256,7 @@ async def test_a_client_that_leaves_mid_stream_stops_the_generation_on_vllm(bed,
                 running, after = await _vllm_counts(h, bed.old_url)
                 if running == 0:
                     break
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)  # a bounded poll
             assert running == 0, "vLLM still runs the request 30 s after the client left"
             generated.append(after - before)
             if after - before < 1900:
@@ -274,7 +274,7 @@ async def test_rollback_by_editing_one_line_while_a_stream_is_in_flight(bed, new
         for _ in range(200):
             if len(gw.inflight):
                 break
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # a bounded poll
         rewrite(path, config, rollback=True)
         assert gw.reload()  # what SIGHUP does; the file watcher would pick it up within reload_poll_s too
         assert gw.live.gw.rollback
@@ -352,7 +352,7 @@ async def test_spot_check_pairs_hold_both_real_engines_answers_redacted(bed, tmp
         for _ in range(600):  # both real engines answer each copy; bounded at 60 s
             if gw.spotcheck.written >= 3:
                 break
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.1)  # a bounded poll
         assert gw.spotcheck.written == 3
         store = ReviewStore.open(gw.run_dir / "review.sqlite", create=False)
         try:

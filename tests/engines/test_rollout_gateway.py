@@ -70,7 +70,7 @@ def _start_llama(bed: Any, log: Path) -> tuple[subprocess.Popen[bytes], str]:
         assert proc.poll() is None, f"llama-server exited; see {log}"
         if asyncio.run(check_ready(url, model=model.served_name, max_ms=10000, connect_timeout_s=1)).ready:
             return proc, url
-        time.sleep(0.3)
+        time.sleep(0.3)  # a bounded poll
     raise AssertionError(f"llama-server not ready in 60 s; see {log}")
 
 
@@ -111,7 +111,7 @@ async def _traffic(gw: Gateway, url: str, model: str, tenants: int, rounds: int 
     for _ in range(400):  # rows wait for their shadow to finish
         if gw.ledger.written >= before + tenants * rounds:
             return
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # a bounded poll
     raise AssertionError("ledger rows did not arrive")
 
 
@@ -120,7 +120,7 @@ async def _shadows_done(gw: Gateway, n: int) -> None:
     for _ in range(600):
         if gw.ledger.shadows_written >= n:
             return
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # a bounded poll
     raise AssertionError(f"{gw.ledger.shadows_written} shadow rows, {n} expected")
 
 
@@ -136,7 +136,7 @@ async def _reloaded(gw: Gateway, weight: float, rollback: bool) -> None:
     for _ in range(200):
         if gw.live.gw.weight == weight and gw.live.gw.rollback == rollback:
             return
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # a bounded poll
     raise AssertionError(f"gateway did not reload weight={weight} rollback={rollback}")
 
 

@@ -113,7 +113,7 @@ async def test_holding_then_a_failure_in_the_window_rolls_back_with_one_command(
         assert pre["monitoring"] == "ok"  # vLLM's /metrics on old really answered
 
         await _traffic(gw, url, bed.model, tenants=20)
-        await asyncio.sleep(2.1)  # the format window (2 s) is due
+        await asyncio.sleep(2.1)  # the scenario: wall-clock time passes until the format window (2 s) is due
         res = rollout.check(auto_advance=False, why="watch")
         print("holding after 2 s:", res.message)
         assert [t.window for t in res.transitions] == ["format"], res.message
@@ -148,7 +148,7 @@ async def test_a_quiet_holding_window_ends_and_the_end_is_in_the_audit_log(bed, 
     _, new_url = llama
     async with _holding(tmp_path, bed, new_url, crash=3, fmt=2) as (_, gw, rollout, url):
         await _traffic(gw, url, bed.model, tenants=20)
-        await asyncio.sleep(3.1)
+        await asyncio.sleep(3.1)  # the scenario: wall-clock time passes until both windows (2 s, 3 s) are over
         res = rollout.check(auto_advance=False, why="windows over, new healthy")
         print("end:", res.message, res.report.holding.reason if res.report and res.report.holding else "")
         assert res.action == "holding_end" and res.state.status.value == "complete", res.message

@@ -59,7 +59,7 @@ def test_llama_server_at_lv4_names_flash_attention_kv_type_and_weights(bed: Bed,
         while "listening on" not in log.read_text(errors="replace"):
             assert proc.poll() is None, log.read_text(errors="replace")[-2000:]
             assert time.monotonic() < deadline, "llama-server did not listen in time"
-            time.sleep(0.2)
+            time.sleep(0.2)  # a bounded poll
     finally:
         proc.terminate()
         try:

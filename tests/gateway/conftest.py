@@ -17,12 +17,11 @@ import yaml
 
 from switchover.config import load_migration
 from switchover.gateway.app import Gateway
-from switchover.gateway.faults import FaultUpstream
-from switchover.gateway.faults import running as running_upstream
 from switchover.gateway.ledger import read_ledger, read_requests
 from switchover.gateway.server import running as running_gateway
 from switchover.ledger_record import LedgerRecord, ShadowRecord
 from switchover.testbed.processes import free_port
+from switchover.testing import FakeEngine
 
 MODEL = "client-model"
 
@@ -31,8 +30,8 @@ MODEL = "client-model"
 class Stack:
     gw: Gateway
     url: str
-    old: FaultUpstream
-    new: FaultUpstream
+    old: FakeEngine
+    new: FakeEngine
     config_path: Path
     config: dict[str, Any]
     http: aiohttp.ClientSession
@@ -83,8 +82,8 @@ def tenant_in(gw_weight: float, arm: str, start: int = 0) -> str:
 async def stack(tmp_path: Path, *, new_url: str | None = None, new_model: str = "engine-new-name",
                 old_url: str | None = None, old_key_env: str | None = None, new_key_env: str | None = None,
                 **gateway: Any) -> AsyncIterator[Stack]:
-    old, new = FaultUpstream("old", model=MODEL), FaultUpstream("new", model=new_model, keep_bodies=4)
-    async with running_upstream(old) as ourl, running_upstream(new) as nurl:
+    old, new = FakeEngine("old", model=MODEL), FakeEngine("new", model=new_model, keep_bodies=4)
+    async with old.running() as ourl, new.running() as nurl:
         gwcfg: dict[str, Any] = {"weight": 50, "run_dir": str(tmp_path / "run"), "reload_poll_s": 0.05,
                                  "fallback": {"on_timeout_ms": 500},
                                  "timeouts": {"connect_ms": 500, "first_byte_ms": 2000, "idle_ms": 1000},
@@ -257,7 +256,7 @@ async def exchange(port: int, data: bytes | Sequence[bytes], *, timeout: float =
     try:
         for i, part in enumerate([data] if isinstance(data, bytes) else data):
             if i and gap_s:
-                await asyncio.sleep(gap_s)
+                await asyncio.sleep(gap_s)  # the scenario: the attack's pause between parts
             try:
                 writer.write(part)
                 await writer.drain()
@@ -456,7 +455,7 @@ class RecordingUpstream:
         """True once `n` requests have arrived (False after `timeout`)."""
         deadline = time.monotonic() + timeout
         while len(self.requests) < n and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # a bounded poll (the caller asserts the result)
         return len(self.requests) >= n
 
 

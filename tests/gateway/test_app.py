@@ -10,6 +10,7 @@ import aiohttp
 import orjson
 import pytest
 
+from switchover.testing import await_until
 from switchover.wire.sse import parse_all
 from tests.gateway.conftest import MODEL, chat, closed_port_url, stack, tenant_in
 
@@ -124,16 +125,9 @@ async def test_client_disconnect_cancels_the_upstream_request(tmp_path):
                                    headers={"X-Fault": "drip:100"})
             await resp.content.readany()
             resp.close()
-        for _ in range(50):
-            if s.new.stats.cancelled:
-                break
-            await asyncio.sleep(0.05)
+        await await_until(lambda: s.new.stats.cancelled, 2.5, "the upstream request cancelled")
         assert s.new.stats.cancelled == 1 and s.new.stats.completed == 0
-        for _ in range(50):
-            if s.rows():
-                break
-            await asyncio.sleep(0.05)
-        [row] = s.rows()
+        [row] = await await_until(s.rows, 2.5, "the request's ledger row")
         assert row.outcome == "client_disconnected"
 
 
@@ -191,11 +185,7 @@ async def test_latch_survives_a_restart(tmp_path):
 
 
 async def wait_for(cond, timeout: float = 3.0) -> None:
-    for _ in range(int(timeout / 0.02)):
-        if cond():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition not reached")
+    await await_until(cond, timeout, "the test's condition")
 
 
 async def test_hot_reload_applies_weight_and_rejects_a_broken_file(tmp_path, caplog):
@@ -234,7 +224,7 @@ async def test_drain_finishes_in_flight_streams_and_refuses_new_ones(tmp_path):
         task = asyncio.ensure_future(s.post(chat(stream=True, max_tokens=10), headers={"X-Fault": "drip:50"}))
         await wait_for(lambda: len(s.gw.inflight) == 1)
         drain = asyncio.ensure_future(s.gw.drain())
-        await asyncio.sleep(0.05)
+        await await_until(lambda: s.gw.draining, 2, "the drain to start")
         async with s.http.get(s.url + "/ready") as r:
             assert r.status == 503
         status, _, _ = await s.post(chat())
@@ -250,7 +240,7 @@ async def test_the_drain_limit_ends_a_stream_with_an_error_event_and_says_so_in_
         streaming = asyncio.ensure_future(s.post(chat(stream=True, max_tokens=100), headers={"X-Fault": "drip:200"}))
         waiting = asyncio.ensure_future(s.post(chat(), headers={"X-Fault": "hang:30", **NEW_FAULT}))
         await wait_for(lambda: len(s.gw.inflight) == 2)
-        await asyncio.sleep(0.3)  # the stream has sent its first events
+        await await_until(lambda: s.new.stats.events >= 2, 5, "the stream's first events")
         assert await s.gw.drain(0.2) == 2
         status, body, _ = await streaming
         evs = events(body)

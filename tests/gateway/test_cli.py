@@ -6,15 +6,13 @@ import asyncio
 import signal
 import subprocess
 import sys
-import time
 
 import aiohttp
 import orjson
 import yaml
 
-from switchover.gateway.faults import FaultUpstream
-from switchover.gateway.faults import running as running_upstream
 from switchover.gateway.ledger import read_ledger
+from switchover.testing import FakeEngine, await_until
 from switchover.wire.sse import parse_all
 from tests.gateway.conftest import chat
 
@@ -26,17 +24,18 @@ def cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
 
 
 async def wait_file(path, timeout: float = 20.0) -> bytes:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.stat().st_size:
-            return path.read_bytes()
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{path} never appeared")
+    await await_until(lambda: path.exists() and path.stat().st_size, timeout, f"{path} to be written")
+    return path.read_bytes()
+
+
+def log_count(run_dir, text: str) -> int:
+    path = run_dir / "gateway.log"
+    return path.read_text().count(text) if path.exists() else 0
 
 
 async def test_gateway_process_reloads_resets_and_drains_on_sigterm(tmp_path):
-    old, new = FaultUpstream("old", model="client-model"), FaultUpstream("new", model="client-model")
-    async with running_upstream(old) as old_url, running_upstream(new) as new_url:
+    old, new = FakeEngine("old", model="client-model"), FakeEngine("new", model="client-model")
+    async with old.running() as old_url, new.running() as new_url:
         run_dir = tmp_path / "run"
         config = {"old": {"url": old_url, "engine": "vllm"}, "new": {"url": new_url, "engine": "llamacpp"},
                   "gateway": {"weight": 100, "run_dir": "run", "listen": {"port": 0}, "drain_seconds": 10,
@@ -67,19 +66,20 @@ async def test_gateway_process_reloads_resets_and_drains_on_sigterm(tmp_path):
                 config["gateway"]["weight"] = 0  # SIGHUP reload
                 cfg.write_text(yaml.safe_dump(config))
                 proc.send_signal(signal.SIGHUP)
-                await asyncio.sleep(0.5)
+                await await_until(lambda: log_count(run_dir, "config reloaded: weight 100 -> 0"), 10,
+                                  "the SIGHUP reload in gateway.log")
                 await post()
                 cfg.write_text("gateway: {weight: lots}\n")  # broken: rejected, still serving
                 proc.send_signal(signal.SIGHUP)
-                await asyncio.sleep(0.5)
+                await await_until(lambda: log_count(run_dir, "config reload rejected"), 10,
+                                  "the rejected SIGHUP reload in gateway.log")
                 assert (await post())[0] == 200
 
                 streams = [asyncio.ensure_future(post({"X-Fault": "drip:100"}, stream=True, max_tokens=10))
                            for _ in range(5)]
-                while old.stats.in_flight < 5:
-                    await asyncio.sleep(0.02)
+                await await_until(lambda: old.stats.in_flight == 5, 10, "5 streams in flight on old")
                 proc.send_signal(signal.SIGTERM)
-                await asyncio.sleep(0.2)
+                await await_until(lambda: log_count(run_dir, "draining:"), 10, "the SIGTERM drain in gateway.log")
                 async with http.get(url + "/ready") as r:
                     assert r.status == 503
                 results = await asyncio.gather(*streams)

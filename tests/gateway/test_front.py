@@ -4,8 +4,11 @@ pipelining, HEAD, errors with their statuses, streamed responses with back-press
 from __future__ import annotations
 
 import asyncio
+import re
+import socket
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import parse_qs
 
 import orjson
 import pytest
@@ -13,26 +16,42 @@ import pytest
 from switchover.config.gateway import LimitsConfig
 from switchover.gateway.listener import serve_front
 from switchover.gateway.messages import FrontRequest, json_reply
+from switchover.testing import await_holds, await_until
 
 
 class Echo:
-    """Answers with what it got; /stream streams `n` chunks; /slow waits until cancelled."""
+    """Answers with what it got; /stream streams `n` chunks (each padded to `size` bytes); /slow waits until
+    cancelled. Counts the stream's writes, and those held back by a full socket buffer (the paused path)."""
 
     def __init__(self) -> None:
         self.cancelled = asyncio.Event()
+        self.started = asyncio.Event()
+        self.written = 0
+        self.held_writes = 0
+
+    async def _write(self, resp: Any, data: bytes) -> None:
+        write = asyncio.ensure_future(resp.write(data))
+        await asyncio.sleep(0)  # one step: a write that is not waiting for the client's buffer is done by now
+        if not write.done():
+            self.held_writes += 1
+        await write
+        self.written += 1
 
     async def __call__(self, req: FrontRequest) -> Any:
         body = req.body
         if req.path == "/stream":
-            n = int(req.target.query.partition("=")[2] or 3)
+            q = parse_qs(req.target.query)
+            n, size = int(q.get("n", ["3"])[0]), int(q.get("size", ["0"])[0])
             resp = req.open_stream(200, {"Content-Type": "text/event-stream"})
             for i in range(n):
-                await resp.write(b"data: %d\n\n" % i)
+                event = b"data: %d" % i
+                await self._write(resp, event + b" " * max(0, size - len(event) - 2) + b"\n\n")
             await resp.write_eof(b"data: [DONE]\n\n")
             return resp
         if req.path == "/slow":
+            self.started.set()
             try:
-                await asyncio.sleep(30)
+                await asyncio.sleep(30)  # the scenario: a handler that runs until its client leaves
             except asyncio.CancelledError:
                 self.cancelled.set()
                 raise
@@ -165,15 +184,24 @@ async def test_a_streamed_response_is_chunked_and_complete(front: tuple[int, Ech
 
 
 async def test_a_large_stream_to_a_slow_reader_waits_for_it(front: tuple[int, Echo]) -> None:
-    """Back-pressure: 20,000 events to a reader that starts late all arrive, in order."""
-    port, _ = front
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(b"GET /stream?n=20000 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+    """Back-pressure: 16 MiB of events (more than every socket buffer: the client's receive buffer is made small)
+    to a reader that starts late: the handler's writes are held back (the paused path) until it reads; then every
+    event arrives, in order."""
+    port, echo = front
+    n, size = 2048, 8192
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: the window stays small
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    writer.write(b"GET /stream?n=%d&size=%d HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n" % (n, size))
     await writer.drain()
-    await asyncio.sleep(0.3)  # the server fills the socket buffers and must pause
-    out = await asyncio.wait_for(reader.read(), 10)
+    await await_until(lambda: echo.held_writes, 20, "a stream write held back by the client's full buffer")
+    assert echo.written < n  # waiting for the reader, not buffering the whole stream
+    out = await asyncio.wait_for(reader.read(), 60)
     writer.close()
-    assert out.count(b"data: ") == 20001 and b"data: 19999\n\n" in out and out.endswith(b"0\r\n\r\n")
+    assert echo.written == n and out.count(b"data: ") == n + 1 and out.endswith(b"0\r\n\r\n")
+    assert [int(i) for i in re.findall(rb"data: (\d+) ", out)] == list(range(n))  # all of them, in order
 
 
 async def test_a_client_that_leaves_cancels_its_handler(front: tuple[int, Echo]) -> None:
@@ -181,7 +209,7 @@ async def test_a_client_that_leaves_cancels_its_handler(front: tuple[int, Echo])
     _reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(b"GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
     await writer.drain()
-    await asyncio.sleep(0.1)
+    await asyncio.wait_for(echo.started.wait(), 5)
     writer.close()
     await asyncio.wait_for(echo.cancelled.wait(), 5)
 
@@ -200,7 +228,8 @@ async def test_an_idle_connection_is_closed_and_a_busy_one_is_not() -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")  # a request in progress is never idle
         await writer.drain()
-        await asyncio.sleep(0.6)
-        assert not echo.cancelled.is_set()
+        await asyncio.wait_for(echo.started.wait(), 5)
+        # what must not happen: the keep-alive timeout (0.3 s) closing a connection whose request is in progress
+        await await_holds(lambda: not echo.cancelled.is_set(), 0.6, "the busy connection kept open")
         writer.close()
         await asyncio.wait_for(echo.cancelled.wait(), 5)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
+from switchover.testing import await_until
 from tests.gateway.conftest import chat, stack
 
 CLIENT_KEY = "sk-PLANTED-client-7f3a9c2e1d"
@@ -18,10 +18,7 @@ async def test_planted_keys_never_appear_in_ledger_logs_or_metrics(tmp_path, mon
                      clients={"mode": "open"}) as s:
         s.config["new"]["api_key_env"] = "NEW_ENGINE_KEY"
         s.rewrite()  # reload with the engine key configured
-        for _ in range(100):
-            if s.gw.live.keys["new"]:
-                break
-            await asyncio.sleep(0.02)
+        await await_until(lambda: s.gw.live.keys["new"], 2, "the reload with the engine key")
         for i in range(12):
             fault = ["ok", "status:503", "die_mid:1", "refuse"][i % 4]
             await s.post(chat(stream=i % 2 == 0), tenant="", headers={

@@ -3,12 +3,12 @@ and no amount of them counts against the new arm (the kill switch cannot be trip
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import orjson
 import pytest
 
+from switchover.testing import await_until
 from tests.gateway.conftest import chat, exchange, http_request, metric_total, request_rows, stack
 
 MALFORMED = {
@@ -28,8 +28,7 @@ async def test_a_malformed_chat_body_is_a_400_with_a_bad_request_row(tmp_path, c
         ex = await exchange(s.port, http_request(body=MALFORMED[case], headers=[("X-Tenant-Id", "t1")]))
         r = ex.reply
         assert r.status == 400 and r.error_message(), ex.data[:300]
-        await asyncio.sleep(0.15)
-        rows = request_rows(s)
+        rows = await await_until(lambda: request_rows(s), 5, "the request's ledger row")
         assert [row["outcome"] for row in rows] == ["bad_request"], rows
         assert rows[0]["status"] == 400
 

@@ -12,8 +12,10 @@ import time
 import orjson
 import pytest
 
+from switchover.testing import await_until
 from tests.gateway.conftest import (
     CHAT_BODY,
+    Stack,
     chat,
     connect,
     exchange,
@@ -157,6 +159,12 @@ async def classify(conns: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]
     return held, refused
 
 
+async def wait_refused(s: Stack, before: float, n: int) -> None:
+    """Wait until the gateway has counted `n` more refusals (read in-process: no connection needed)."""
+    await await_until(lambda: metric_total(s.gw.metrics.render().decode(), REFUSED) - before >= n, 5,
+                      f"{n} refused connections counted")
+
+
 def refused_answers_ok(answers: list[bytes]) -> None:
     for got in answers:
         if got:
@@ -174,7 +182,7 @@ async def test_one_client_address_cannot_hold_more_than_max_connections_per_clie
         before = await refused_total(s.port)
         conns = await hold(s.port, 60, source="127.0.0.2")
         try:
-            await asyncio.sleep(0.5)
+            await wait_refused(s, before, 40 - (60 - len(conns)))
             held, refused = await classify(conns)
             assert held <= 20, f"{held} idle connections from one address were kept (limit 20)"
             assert len(refused) >= 40 - (60 - len(conns))
@@ -193,14 +201,15 @@ async def test_connections_over_max_connections_are_refused_and_service_resumes_
         before = await refused_total(s.port)
         conns = await hold(s.port, 60)
         try:
-            await asyncio.sleep(0.5)
+            await wait_refused(s, before, 30 - (60 - len(conns)))
             held, refused = await classify(conns)
             assert held <= 30, f"{held} connections kept open (max_connections 30)"
             assert len(refused) >= 30 - (60 - len(conns))
             refused_answers_ok(refused)
         finally:
             close_all(conns)
-        await asyncio.sleep(0.3)
+        assert s.gw.front is not None
+        await await_until(lambda: len(s.gw.front.conns) == 0, 5, "the gateway to see the held connections go")
         health = await exchange(s.port, http_request("GET", "/health"))
         assert health.reply.status == 200, health.data[:200]
         proxied = await exchange(s.port, http_request(body=CHAT_BODY))
@@ -244,7 +253,7 @@ async def upload_while_polling_health(port: int, body: bytes, chunk: int, write:
                 reply = await read_reply(reader, timeout=5)
                 latencies.append(time.perf_counter() - t0)
                 assert reply.status == 200
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.1)  # the scenario: a health check every 100 ms during the upload
         finally:
             writer.close()
 
@@ -322,18 +331,11 @@ async def test_a_client_that_stops_reading_a_stream_is_cut_off_with_its_upstream
         sock.send(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   b"Content-Length: %d\r\n\r\n%b" % (len(body), body))
         try:
-            for _ in range(300):  # bounded: 30 s
-                if s.rows():
-                    break
-                await asyncio.sleep(0.1)
-            rows = s.rows()
+            rows = await await_until(s.rows, 30, "the request's ledger row")
             assert [r.outcome for r in rows] == ["client_disconnected"], rows
             async with s.http.get(s.url + "/metrics") as r:
                 assert 'switchover_gateway_refused_total{reason="send_timeout"} 1.0' in await r.text()
-            for _ in range(100):
-                if not s.new.stats.in_flight:
-                    break
-                await asyncio.sleep(0.05)
+            await await_until(lambda: not s.new.stats.in_flight, 5, "no request in flight upstream")
             # nothing is held: the upstream stream was closed, or had already been read whole into socket buffers
             assert s.new.stats.in_flight == 0 and s.new.stats.cancelled + s.new.stats.completed == 1
             assert len(s.gw.inflight) == 0

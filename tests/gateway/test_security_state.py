@@ -16,6 +16,7 @@ import orjson
 import pytest
 import yaml
 
+from switchover.testing import await_until
 from switchover.wire.sse import parse_all
 from tests.gateway.conftest import (
     chat,
@@ -71,11 +72,7 @@ async def test_a_drain_cutoff_ends_the_stream_with_an_error_event_and_a_drain_cu
         assert events[-1].data == b"[DONE]", events[-3:]
         last = orjson.loads(events[-2].data)
         assert isinstance(last, dict) and "error" in last, events[-2].data
-        for _ in range(50):
-            rows = request_rows(s)
-            if rows:
-                break
-            await asyncio.sleep(0.05)
+        rows = await await_until(lambda: request_rows(s), 2.5, "the request's ledger row")
         assert [r["outcome"] for r in rows] == ["drain_cutoff"], rows
         assert rows[0]["status"] != 499
 

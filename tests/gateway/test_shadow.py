@@ -12,12 +12,12 @@ from aiohttp import web
 from switchover.bench.rows import row_from_record
 from switchover.bench.stats import request_metrics
 from switchover.config.gateway import ShadowConfig
-from switchover.gateway.faults import FaultUpstream, running
 from switchover.gateway.shadow import Shadow, shadow_body
 from switchover.ledger_record import ShadowResult
 from switchover.testbed.processes import free_port
+from switchover.testing import FakeEngine, await_until, chunk, usage_chunk
+from switchover.testing.engine import stream_parts
 from switchover.wire import EngineClient
-from tests.wire.fake_server import FakeServer, chunk, sse, usage_chunk
 
 CHAT = "/v1/chat/completions"
 JSON = {"Content-Type": "application/json"}
@@ -42,9 +42,9 @@ async def mirror(url: str, headers: dict[str, str] | None = None, *, timeout_ms:
 
 
 async def test_a_mirror_is_timed_by_the_bench_formulas() -> None:
-    up = FaultUpstream("new")
+    up = FakeEngine("new")
     up.script(sequence=["drip:40", "drip:40"])  # 4 tokens, 40 ms apart, then the finish event
-    async with running(up) as base:
+    async with up.running() as base:
         r = await mirror(base + CHAT)
         async with EngineClient(base) as c:  # the same stream measured by bench's client and formulas
             rec = await c.generate("chat", {**orjson.loads(body()), "stream": True}, include_usage=True)
@@ -57,10 +57,11 @@ async def test_a_mirror_is_timed_by_the_bench_formulas() -> None:
 
 
 async def test_e2e_ends_at_the_last_event_with_choices_not_at_usage_or_done() -> None:
-    server = await FakeServer().start()
+    server = await FakeEngine().start()
 
     async def h(req: web.Request) -> web.StreamResponse:
-        return await sse(req, [chunk("a"), 0.05, chunk("b", "stop"), 0.4, usage_chunk(3, 2), b"data: [DONE]\n\n"])
+        return await stream_parts(req, [chunk("a"), 0.05, chunk("b", "stop"), 0.4, usage_chunk(3, 2),
+                                        b"data: [DONE]\n\n"])
 
     server.handler = h
     try:
@@ -73,12 +74,12 @@ async def test_e2e_ends_at_the_last_event_with_choices_not_at_usage_or_done() ->
 
 
 async def test_a_mirror_sends_exactly_the_given_headers_and_body() -> None:
-    server = await FakeServer().start()
+    server = await FakeEngine().start()
     seen: dict[str, Any] = {}
 
     async def h(req: web.Request) -> web.StreamResponse:
         seen["body"], seen["target"] = await req.read(), req.path_qs
-        return await sse(req, [chunk("a", "stop"), b"data: [DONE]\n\n"])
+        return await stream_parts(req, [chunk("a", "stop"), b"data: [DONE]\n\n"])
 
     server.handler = h
     payload = body()
@@ -98,7 +99,7 @@ async def test_a_mirror_sends_exactly_the_given_headers_and_body() -> None:
     ("truncate:1", "truncated"), ("die_mid:1", "disconnected"), ("refuse", "disconnected"), ("hang:5", "timeout"),
 ])
 async def test_a_failed_mirror_is_labelled(fault: str, label: str) -> None:
-    async with running(FaultUpstream("new")) as base:
+    async with FakeEngine("new").running() as base:
         r = await mirror(base + CHAT, {"X-Fault": fault}, timeout_ms=400)
     assert r.error is not None and r.error.split(" ", 1)[0] == label, r.error
     if fault.startswith(("malformed", "error_event", "die_mid", "truncate")):
@@ -112,7 +113,7 @@ async def test_a_mirror_to_a_closed_port_is_a_connect_failure() -> None:
 
 
 async def test_the_timeout_bounds_the_whole_mirror() -> None:
-    async with running(FaultUpstream("new")) as base:
+    async with FakeEngine("new").running() as base:
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         r = await mirror(base + CHAT, {"X-Fault": "drip:100"}, timeout_ms=250)  # 4 tokens would take 400 ms
@@ -121,20 +122,21 @@ async def test_the_timeout_bounds_the_whole_mirror() -> None:
 
 
 async def test_beyond_max_concurrency_a_mirror_is_dropped_never_queued_and_close_cancels() -> None:
-    async with running(FaultUpstream("new")) as base:
+    up = FakeEngine("new")
+    async with up.running() as base:
         sh = Shadow(None)
         cfg = ShadowConfig(percent=100, max_concurrency=1, timeout_ms=10_000)
         first = sh.start(cfg, base + CHAT, "new", body(), {**JSON, "X-Fault": "hang:5"}, 1.0)
         second = sh.start(cfg, base + CHAT, "new", body(), JSON, 1.0)
         assert isinstance(first, asyncio.Future) and sh.in_flight == 1
         assert isinstance(second, ShadowResult) and second.dropped
-        await asyncio.sleep(0.05)
+        await await_until(lambda: up.stats.in_flight == 1, 5, "the first mirror at the upstream")
         await sh.close()
         assert (await first).error == "cancelled" and sh.in_flight == 0
 
 
 async def test_changed_timeouts_get_a_new_client_and_the_old_one_is_closed() -> None:
-    async with running(FaultUpstream("new")) as base:
+    async with FakeEngine("new").running() as base:
         sh = Shadow()
         try:
             assert (await mirror(base + CHAT, timeout_ms=5_000, shadow=sh)).error is None

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
-import pytest
-
 from switchover.model.diff import diff_models
 from switchover.testbed.layout import Layout
+from switchover.testing import missing as absent
 
 LAYOUT = Layout.default()
 
@@ -15,9 +12,7 @@ LAYOUT = Layout.default()
 def _need(*paths) -> None:
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
-        if os.environ.get("CI"):
-            pytest.fail(f"test-bed models missing: {missing}", pytrace=False)
-        pytest.skip(f"test-bed models missing (run `switchover testbed setup`): {missing}")
+        absent(f"test-bed models missing (run `switchover testbed setup`): {missing}")
 
 
 def test_tiny_v1_to_v2_is_a_hot_switch() -> None:

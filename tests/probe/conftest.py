@@ -1,4 +1,4 @@
-"""Fixtures: start fake engines in-process on loopback."""
+"""Fixtures: start fake engines with a persona in-process on loopback."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from contextlib import asynccontextmanager
 import pytest
 from aiohttp import web
 
-from tests.probe.fake_engine import FakeEngine, Persona
+from switchover.testing import FakeEngine, Persona
 
 
 @asynccontextmanager
 async def serve(persona: Persona) -> AsyncIterator[str]:
-    async with serve_app(FakeEngine(persona).app()) as url:
+    async with FakeEngine("fake", persona=persona).running() as url:
         yield url
 
 

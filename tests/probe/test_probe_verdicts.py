@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from switchover.probe import ProbeOptions, Target, run_probes, select
+from switchover.testing import Persona
 from tests.probe.conftest import serve
-from tests.probe.fake_engine import Persona
 
 OPTS = ProbeOptions(time_budget_s=10, probe_timeout_s=30, request_timeout_s=10)
 FAST = [p.id for p in select() if p.id != "n.parallel"]

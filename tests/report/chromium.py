@@ -3,15 +3,13 @@ console message (console.* calls and uncaught errors) from --enable-logging=stde
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
+from switchover.testing import require_tool
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run", "--enable-logging=stderr", "--v=0",
@@ -20,12 +18,7 @@ _CONSOLE = re.compile(r":CONSOLE[^\]]*\]\s*(.*)")
 
 
 def chromium_or_skip() -> str:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is missing in CI (apt-get install -y chromium)", pytrace=False)
-        pytest.skip("chromium not installed (apt-get update && apt-get install -y chromium)")
-    return exe
+    return require_tool("chromium", "chromium-browser", hint="apt-get update && apt-get install -y chromium")
 
 
 @dataclass

@@ -59,7 +59,7 @@ class Tab:
                 value, last = None, str(exc)[:300]
             if value:
                 return value
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # a bounded poll
         raise AssertionError(f"never true: {expression} {last}")
 
 
@@ -76,7 +76,7 @@ async def chromium(url: str) -> AsyncIterator[Tab]:
             for _ in range(400):  # Chromium writes its port here once listening
                 if port_file.exists() and port_file.read_text().strip():
                     break
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)  # a bounded poll
             port = int(port_file.read_text().split()[0])
             async with aiohttp.ClientSession() as http:
                 async with http.get(f"http://127.0.0.1:{port}/json/list") as r:

@@ -3,8 +3,6 @@ pair lands in the review database, and the review server's API rates it (token a
 
 from __future__ import annotations
 
-import asyncio
-
 import aiohttp
 import orjson
 import pytest
@@ -12,6 +10,7 @@ import pytest
 from switchover.errors import BadInput
 from switchover.review.server import ReviewApp, check_loopback, serving
 from switchover.review.store import ReviewStore
+from switchover.testing import await_until
 from tests.gateway.conftest import chat, stack
 
 REVIEW = {"pairs_per_day": 4, "per_type_per_day": 2, "sample_percent": 100, "max_concurrency": 8}
@@ -19,10 +18,7 @@ REVIEW = {"pairs_per_day": 4, "per_type_per_day": 2, "sample_percent": 100, "max
 
 async def wait_pairs(s, n: int, timeout: float = 10.0) -> ReviewStore:
     db = s.gw.run_dir / "review.sqlite"
-    for _ in range(int(timeout / 0.05)):
-        if s.gw.spotcheck.written >= n:
-            break
-        await asyncio.sleep(0.05)
+    await await_until(lambda: s.gw.spotcheck.written >= n, timeout, f"{n} review pairs written")
     assert s.gw.spotcheck.written == n, f"{s.gw.spotcheck.written} pairs written, {n} expected"
     return ReviewStore.open(db, create=False)
 

@@ -16,7 +16,7 @@ from switchover.drill import redact, run_drill
 from switchover.errors import BadInput
 from switchover.testbed.processes import free_port
 
-FAKE = Path(__file__).with_name("fake_engine.py")
+FAKE = f"{sys.executable} -m switchover.testing zero"  # the shared fake engine, as a process
 
 
 def _kill(pid: int | None) -> None:
@@ -27,11 +27,12 @@ def _kill(pid: int | None) -> None:
 
 async def test_drill_times_a_foreground_start_until_the_first_good_response(tmp_path: Path) -> None:
     port = free_port()
+    # the scenario: a stand-in "old engine" process for the drill to stop
     victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
     try:
         res = await run_drill(
             stop_cmd=f"kill {victim.pid}",
-            start_cmd=f"{sys.executable} {FAKE} {port} 0.5",
+            start_cmd=f"{FAKE} --port {port} --load-s 0.5",
             url=f"http://127.0.0.1:{port}",
             ready_timeout_s=30,
             poll_s=0.1,

@@ -5,11 +5,9 @@ Skips with the reason when the binary is missing. Loopback only; bounded to ~20 
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
+import json
 import subprocess
 import threading
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -22,9 +20,10 @@ from switchover.config.rollout import GateName, GateThresholds, PrometheusSource
 from switchover.config.rollout_custom import CustomGate
 from switchover.errors import BadInput
 from switchover.gateway.metrics import GatewayMetrics
-from switchover.rollout.custom_gates import evaluate_custom
+from switchover.rollout.custom_gates import CustomGateResult, evaluate_custom
 from switchover.rollout.gates import evaluate, stats_from_prometheus
 from switchover.testbed.processes import free_port
+from switchover.testing import require_tool, wait_until
 
 
 @pytest.fixture
@@ -53,23 +52,27 @@ def exporter() -> Iterator[tuple[GatewayMetrics, int]]:
         server.server_close()
 
 
-def _scrapes(url: str) -> float:
-    q = urllib.parse.quote('up{job="gw"} == 1')
+def _scrapes(url: str) -> int:
+    """How many successful scrapes of the exporter Prometheus has stored (0 while it is not up)."""
+    q = urllib.parse.quote('sum_over_time(up{job="gw"}[10m])')
     try:
         with urllib.request.urlopen(f"{url}/api/v1/query?query={q}", timeout=2) as r:
-            return 1.0 if b'"result":[{' in r.read() else 0.0
-    except OSError:
-        return 0.0
+            result = json.loads(r.read())["data"]["result"]
+    except (OSError, ValueError, KeyError):
+        return 0
+    return int(float(result[0]["value"][1])) if result else 0
+
+
+def wait_scrapes(url: str, n: int, what: str, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Wait (bounded) until Prometheus has stored `n` scrapes of the exporter; fails if it exits meanwhile."""
+    wait_until(lambda: (proc is not None and proc.poll() is not None) or _scrapes(url) >= n, 30 + 2 * n, what)
+    assert proc is None or proc.poll() is None, f"prometheus exited with {proc.returncode}"
 
 
 @contextlib.contextmanager
 def real_prometheus(tmp_path: Path, target: int) -> Iterator[str]:
     """A real Prometheus scraping 127.0.0.1:target every second (job gw); yields its URL once it scrapes."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        if os.environ.get("CI"):  # scripts/test.sh installs it: missing evidence in CI is a failure
-            pytest.fail("prometheus binary not installed (Debian package prometheus)")
-        pytest.skip("prometheus binary not installed (Debian package prometheus)")
+    binary = require_tool("prometheus", hint="Debian package prometheus")
     port = free_port()
     cfg = tmp_path / "prometheus.yml"
     cfg.write_text(
@@ -87,12 +90,8 @@ def real_prometheus(tmp_path: Path, target: int) -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while not _scrapes(url):
-            assert proc.poll() is None and time.monotonic() < deadline, "prometheus did not scrape in 30 s"
-            time.sleep(0.3)
-        time.sleep(1.5)
+    try:  # two scrapes before the test's increments: increase() has a baseline at 0 to count from
+        wait_scrapes(url, 2, "two scrapes of the exporter by prometheus", proc)
         yield url
     finally:
         proc.terminate()
@@ -103,6 +102,7 @@ def test_gates_read_a_real_prometheus_scraping_the_gateway_metrics(exporter, tmp
     metrics, target = exporter
     # no series is created here: GatewayMetrics presets them at 0, so increase() sees the first increments
     with real_prometheus(tmp_path, target) as url:
+        before = _scrapes(url)
         metrics.routed.labels(arm="new", reason="weight").inc(200)
         metrics.routed.labels(arm="old", reason="weight").inc(800)
         metrics.requests.labels(arm="new", outcome="ok").inc(190)
@@ -114,7 +114,7 @@ def test_gates_read_a_real_prometheus_scraping_the_gateway_metrics(exporter, tmp
         for _ in range(800):
             metrics.ttft.labels(arm="old").observe(0.1)
             metrics.tpot.labels(arm="old").observe(0.02)
-        time.sleep(3.5)  # a few scrapes after the increments
+        wait_scrapes(url, before + 4, "at least three scrapes after the increments")
         s = stats_from_prometheus(PrometheusSource(url=url, selector='job="gw"'), window_s=60)
     # increase() extrapolates to the window edges a little: counts are close, not exact
     assert 180 <= s.new.requests <= 260 and 7 <= s.new.errors <= 11 and 1 <= s.new.fallbacks <= 3
@@ -151,14 +151,15 @@ def test_custom_promql_gates_run_against_a_real_prometheus_per_label(exporter, t
         metrics.requests.labels(arm="new", outcome="ok").inc(90)
         metrics.requests.labels(arm="new", outcome="error").inc(10)
         metrics.requests.labels(arm="old", outcome="ok").inc(400)
-        deadline = time.monotonic() + 20
-        while True:  # wait for the scrape that carries the increments (an event, polled, bounded)
-            (res,) = evaluate_custom([gate], [], th, window_s=60, prometheus=source)
-            if {g.group for g in res.groups} == {"new", "old"} and all(g.observed for g in res.groups
-                                                                         if g.group == "new"):
-                break
-            assert time.monotonic() < deadline, res.reason
-            time.sleep(0.5)
+
+        def scraped() -> object:  # the scrape that carries the increments, seen through the gate itself
+            (r,) = evaluate_custom([gate], [], th, window_s=60, prometheus=source)
+            groups = {g.group for g in r.groups}
+            return r if groups == {"new", "old"} and all(g.observed for g in r.groups if g.group == "new") else None
+
+        res = wait_until(scraped, 20, "the custom gate observing both arms (a scrape after the increments)",
+                         poll_s=0.5)
+        assert isinstance(res, CustomGateResult)
         bad = CustomGate(name="typo", promql="sum(rate(x[{window}])", max=1)
         with pytest.raises(BadInput, match="Prometheus rejected"):
             evaluate_custom([bad], [], th, window_s=60, prometheus=source)

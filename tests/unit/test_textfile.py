@@ -22,15 +22,24 @@ def test_a_fifo_with_a_writer_is_read(tmp_path: Path) -> None:
     fifo = tmp_path / "f"
     os.mkfifo(fifo)
 
+    opened, go = threading.Event(), threading.Event()
+
     def write() -> None:
         with open(fifo, "w") as fh:
+            opened.set()
+            go.wait(5)
             fh.write("a: 1\n")
 
     t = threading.Thread(target=write)
     t.start()
-    time.sleep(0.05)
-    assert textfile.read_text(fifo) == "a: 1\n"
-    t.join(5)
+    keep = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader, so the writer's open() returns: an event to wait on
+    try:
+        assert opened.wait(5), "the writer never opened the FIFO"
+        go.set()
+        assert textfile.read_text(fifo) == "a: 1\n"
+    finally:
+        os.close(keep)
+        t.join(5)
 
 
 def test_a_fifo_that_stalls_is_refused_within_the_wait(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from switchover.probe import Target
+from switchover.testing import Persona
 from switchover.verify import BUILTIN, VerifyOptions, run_verify
 from tests.probe.conftest import serve
-from tests.probe.fake_engine import Persona
 
 
 async def test_same_fake_on_both_sides_is_identical_and_boundary_is_below_the_context() -> None:

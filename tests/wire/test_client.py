@@ -10,8 +10,9 @@ import pytest
 from aiohttp import web
 
 from switchover.errors import BadInput
+from switchover.testing import FakeEngine, chunk, usage_chunk
+from switchover.testing.engine import stream_parts
 from switchover.wire import EngineClient, FailureKind, Timeouts
-from tests.wire.fake_server import FakeServer, chunk, sse, usage_chunk
 
 
 @pytest.fixture(params=["raw", "aiohttp"])
@@ -21,16 +22,16 @@ def transport(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def server() -> AsyncIterator[FakeServer]:
-    s = await FakeServer().start()
+async def server() -> AsyncIterator[FakeEngine]:
+    s = await FakeEngine().start()
     yield s
     await s.stop()
 
 
-async def test_streamed_chat_is_parsed_with_increasing_timestamps(transport: str, server: FakeServer) -> None:
+async def test_streamed_chat_is_parsed_with_increasing_timestamps(transport: str, server: FakeEngine) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
         role = b'data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n'
-        return await sse(req, [role, 0.01, chunk("Hel"), 0.01, chunk("lo"), 0.01, chunk("", "stop"),
+        return await stream_parts(req, [role, 0.01, chunk("Hel"), 0.01, chunk("lo"), 0.01, chunk("", "stop"),
                                usage_chunk(5, 2), b"data: [DONE]\n\n"])
 
     server.handler = h
@@ -47,12 +48,12 @@ async def test_streamed_chat_is_parsed_with_increasing_timestamps(transport: str
     assert rec.ttft_ns == rec.chunk_ns[1] - rec.send_ns  # first chunk with text, not the role chunk
 
 
-async def test_stream_options_include_usage_is_sent(transport: str, server: FakeServer) -> None:
+async def test_stream_options_include_usage_is_sent(transport: str, server: FakeEngine) -> None:
     seen: dict = {}
 
     async def h(req: web.Request) -> web.StreamResponse:
         seen.update(orjson.loads(await req.read()))
-        return await sse(req, [chunk("x", "length"), b"data: [DONE]\n\n"])
+        return await stream_parts(req, [chunk("x", "length"), b"data: [DONE]\n\n"])
 
     server.handler = h
     async with EngineClient(server.url, transport=transport) as c:
@@ -61,7 +62,7 @@ async def test_stream_options_include_usage_is_sent(transport: str, server: Fake
 
 
 async def test_non_streamed_completion_with_llamacpp_timings_and_cached_tokens(transport: str,
-                                                                              server: FakeServer) -> None:
+                                                                              server: FakeEngine) -> None:
     body = {"id": "x", "model": "m", "choices": [{"index": 0, "text": "abc", "finish_reason": "length"}],
             "usage": {"prompt_tokens": 3, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 2}},
             "timings": {"prompt_n": 3, "predicted_ms": 1.5}}
@@ -84,7 +85,7 @@ async def test_non_streamed_completion_with_llamacpp_timings_and_cached_tokens(t
      (400, {"object": "error", "message": "bad", "type": "BadRequestError", "code": 400}, "flat"),
      (422, {"error": "Input validation error", "error_type": "validation"}, "tgi")],
 )
-async def test_http_errors_are_parsed_in_every_shape(transport: str, server: FakeServer, status: int, payload: dict,
+async def test_http_errors_are_parsed_in_every_shape(transport: str, server: FakeEngine, status: int, payload: dict,
                                                      shape: str) -> None:
     async def h(req: web.Request) -> web.Response:
         return web.json_response(payload, status=status)
@@ -97,9 +98,9 @@ async def test_http_errors_are_parsed_in_every_shape(transport: str, server: Fak
     assert rec.failure.body is not None and rec.failure.body.shape == shape
 
 
-async def test_error_event_mid_stream_is_a_stream_error(transport: str, server: FakeServer) -> None:
+async def test_error_event_mid_stream_is_a_stream_error(transport: str, server: FakeEngine) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
-        return await sse(req, [chunk("a"), b'data: {"error":{"message":"engine died","code":500}}\n\n'])
+        return await stream_parts(req, [chunk("a"), b'data: {"error":{"message":"engine died","code":500}}\n\n'])
 
     server.handler = h
     async with EngineClient(server.url, transport=transport) as c:
@@ -108,9 +109,9 @@ async def test_error_event_mid_stream_is_a_stream_error(transport: str, server: 
     assert rec.text == "a" and "engine died" in rec.failure.message
 
 
-async def test_stream_without_done_but_with_finish_reason_is_ok(transport: str, server: FakeServer) -> None:
+async def test_stream_without_done_but_with_finish_reason_is_ok(transport: str, server: FakeEngine) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
-        return await sse(req, [chunk("a"), chunk("", "stop")])
+        return await stream_parts(req, [chunk("a"), chunk("", "stop")])
 
     server.handler = h
     async with EngineClient(server.url, transport=transport) as c:
@@ -118,9 +119,9 @@ async def test_stream_without_done_but_with_finish_reason_is_ok(transport: str, 
     assert rec.ok and not rec.done_seen and rec.finish_reason == "stop"
 
 
-async def test_stream_ending_without_finish_or_done_is_truncated(transport: str, server: FakeServer) -> None:
+async def test_stream_ending_without_finish_or_done_is_truncated(transport: str, server: FakeEngine) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
-        return await sse(req, [chunk("a")])
+        return await stream_parts(req, [chunk("a")])
 
     server.handler = h
     async with EngineClient(server.url, transport=transport) as c:
@@ -128,9 +129,9 @@ async def test_stream_ending_without_finish_or_done_is_truncated(transport: str,
     assert rec.failure is not None and rec.failure.kind == FailureKind.TRUNCATED
 
 
-async def test_malformed_sse_json_is_a_protocol_failure(transport: str, server: FakeServer) -> None:
+async def test_malformed_sse_json_is_a_protocol_failure(transport: str, server: FakeEngine) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
-        return await sse(req, [b"data: {not json\n\n", chunk("", "stop")])
+        return await stream_parts(req, [b"data: {not json\n\n", chunk("", "stop")])
 
     server.handler = h
     async with EngineClient(server.url, transport=transport) as c:
@@ -138,9 +139,9 @@ async def test_malformed_sse_json_is_a_protocol_failure(transport: str, server: 
     assert rec.failure is not None and rec.failure.kind == FailureKind.PROTOCOL
 
 
-async def test_first_byte_timeout(transport: str, server: FakeServer) -> None:
+async def test_first_byte_timeout(transport: str, server: FakeEngine) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
-        return await sse(req, [0.5, chunk("a", "stop")])
+        return await stream_parts(req, [0.5, chunk("a", "stop")])
 
     server.handler = h
     async with EngineClient(server.url, transport=transport, timeouts=Timeouts(first_byte=0.1, idle=5, total=5)) as c:
@@ -148,9 +149,9 @@ async def test_first_byte_timeout(transport: str, server: FakeServer) -> None:
     assert rec.failure is not None and rec.failure.kind == FailureKind.FIRST_BYTE_TIMEOUT
 
 
-async def test_idle_gap_timeout(transport: str, server: FakeServer) -> None:
+async def test_idle_gap_timeout(transport: str, server: FakeEngine) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
-        return await sse(req, [chunk("a"), 0.5, chunk("b", "stop")])
+        return await stream_parts(req, [chunk("a"), 0.5, chunk("b", "stop")])
 
     server.handler = h
     async with EngineClient(server.url, transport=transport, timeouts=Timeouts(first_byte=5, idle=0.1, total=5)) as c:
@@ -159,9 +160,9 @@ async def test_idle_gap_timeout(transport: str, server: FakeServer) -> None:
     assert rec.text == "a"
 
 
-async def test_total_timeout_with_a_slow_drip(transport: str, server: FakeServer) -> None:
+async def test_total_timeout_with_a_slow_drip(transport: str, server: FakeEngine) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
-        return await sse(req, [p for _ in range(20) for p in (chunk("a"), 0.05)] + [chunk("", "stop")])
+        return await stream_parts(req, [p for _ in range(20) for p in (chunk("a"), 0.05)] + [chunk("", "stop")])
 
     server.handler = h
     async with EngineClient(server.url, transport=transport, timeouts=Timeouts(first_byte=5, idle=1, total=0.3)) as c:
@@ -176,12 +177,12 @@ async def test_connection_refused_is_a_connect_failure(transport: str) -> None:
     assert "refused" in rec.failure.message
 
 
-async def test_server_dying_mid_stream_is_reported(transport: str, server: FakeServer) -> None:
+async def test_server_dying_mid_stream_is_reported(transport: str, server: FakeEngine) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(req)
         await resp.write(chunk("a"))
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # the scenario: the event goes out on its own before the server dies
         assert req.transport is not None
         req.transport.close()
         return resp
@@ -193,12 +194,12 @@ async def test_server_dying_mid_stream_is_reported(transport: str, server: FakeS
     assert rec.failure.kind in (FailureKind.DISCONNECTED, FailureKind.TRUNCATED)
 
 
-async def test_api_key_is_sent_but_never_recorded(transport: str, server: FakeServer,
+async def test_api_key_is_sent_but_never_recorded(transport: str, server: FakeEngine,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SO_TEST_KEY", "sk-planted-secret-123")
 
     async def h(req: web.Request) -> web.StreamResponse:
-        return await sse(req, [chunk("a", "stop"), b"data: [DONE]\n\n"])
+        return await stream_parts(req, [chunk("a", "stop"), b"data: [DONE]\n\n"])
 
     server.handler = h
     async with EngineClient(server.url, transport=transport, api_key_env="SO_TEST_KEY") as c:
@@ -214,9 +215,9 @@ def test_unset_api_key_env_is_bad_input(monkeypatch: pytest.MonkeyPatch) -> None
         EngineClient("http://127.0.0.1:1", api_key_env="SO_MISSING_KEY")
 
 
-async def test_record_round_trips_through_dict(transport: str, server: FakeServer) -> None:
+async def test_record_round_trips_through_dict(transport: str, server: FakeEngine) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
-        return await sse(req, [chunk("a"), chunk("", "length"), usage_chunk(1, 1), b"data: [DONE]\n\n"])
+        return await stream_parts(req, [chunk("a"), chunk("", "length"), usage_chunk(1, 1), b"data: [DONE]\n\n"])
 
     server.handler = h
     async with EngineClient(server.url, transport=transport) as c:
@@ -227,7 +228,7 @@ async def test_record_round_trips_through_dict(transport: str, server: FakeServe
     assert again.to_dict() == rec.to_dict()
 
 
-async def test_tool_call_deltas_are_assembled(transport: str, server: FakeServer) -> None:
+async def test_tool_call_deltas_are_assembled(transport: str, server: FakeEngine) -> None:
     def tc(args: str, name: str | None = None) -> bytes:
         fn: dict = {"arguments": args}
         if name:
@@ -236,7 +237,8 @@ async def test_tool_call_deltas_are_assembled(transport: str, server: FakeServer
         return b"data: " + orjson.dumps(obj) + b"\n\n"
 
     async def h(req: web.Request) -> web.StreamResponse:
-        return await sse(req, [tc("", "get_weather"), tc('{"city"'), tc(': "Paris"}'), chunk("", "tool_calls")])
+        return await stream_parts(req, [tc("", "get_weather"), tc('{"city"'), tc(': "Paris"}'),
+                                        chunk("", "tool_calls")])
 
     server.handler = h
     async with EngineClient(server.url, transport=transport) as c:
@@ -246,9 +248,9 @@ async def test_tool_call_deltas_are_assembled(transport: str, server: FakeServer
     assert rec.tool_call_chunks == 3
 
 
-async def test_two_streamed_choices_are_kept_apart(transport: str, server: FakeServer) -> None:
+async def test_two_streamed_choices_are_kept_apart(transport: str, server: FakeEngine) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
-        return await sse(req, [chunk("a", index=0), chunk("c", index=1), chunk("b", "stop", index=0),
+        return await stream_parts(req, [chunk("a", index=0), chunk("c", index=1), chunk("b", "stop", index=0),
                                chunk("d", "length", index=1), b"data: [DONE]\n\n"])
 
     server.handler = h
@@ -259,7 +261,7 @@ async def test_two_streamed_choices_are_kept_apart(transport: str, server: FakeS
 
 
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
-async def test_a_body_past_the_limit_is_refused_not_held(transport: str, server: FakeServer, chunked: bool) -> None:
+async def test_a_body_past_the_limit_is_refused_not_held(transport: str, server: FakeEngine, chunked: bool) -> None:
     big = b'{"choices": [{"index": 0, "text": "' + b"x" * 20_000 + b'", "finish_reason": "length"}]}'
 
     async def h(req: web.Request) -> web.StreamResponse:
@@ -284,9 +286,9 @@ async def test_a_body_past_the_limit_is_refused_not_held(transport: str, server:
     assert ok.ok and ok.text == "x" * 20_000  # the default limit (64 MiB) reads it whole
 
 
-async def test_an_sse_event_that_never_ends_is_refused_past_the_limit(transport: str, server: FakeServer) -> None:
+async def test_an_sse_event_that_never_ends_is_refused_past_the_limit(transport: str, server: FakeEngine) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
-        return await sse(req, [chunk("a"), b'data: {"choices": [{"index": 0, "text": "' + b"y" * 10_000,
+        return await stream_parts(req, [chunk("a"), b'data: {"choices": [{"index": 0, "text": "' + b"y" * 10_000,
                                0.01, b"y" * 10_000, 0.01, b'"}]}\n\n', chunk("", "stop"), b"data: [DONE]\n\n"])
 
     server.handler = h

@@ -7,10 +7,11 @@ import pytest
 from aiohttp import web
 
 from switchover.errors import BadInput
+from switchover.testing import FakeEngine, chunk
+from switchover.testing.engine import stream_parts
 from switchover.wire import EngineClient, FailureKind, RequestRecord
 from switchover.wire.fold import apply_body, apply_events, ended
 from switchover.wire.sse import SSEEvent, SSEParser, parse_all, whole_events
-from tests.wire.fake_server import FakeServer, chunk, sse
 
 
 def record() -> RequestRecord:
@@ -91,12 +92,12 @@ def transport(request: pytest.FixtureRequest) -> str:
 
 
 async def test_post_sends_the_callers_body_and_headers_and_folds_the_stream(transport: str) -> None:
-    server = await FakeServer().start()
+    server = await FakeEngine().start()
     seen: dict[str, object] = {}
 
     async def h(req: web.Request) -> web.StreamResponse:
         seen["body"], seen["target"] = await req.read(), req.path_qs
-        return await sse(req, [chunk("Hi"), chunk("", "stop"), b"data: [DONE]\n\n"])
+        return await stream_parts(req, [chunk("Hi"), chunk("", "stop"), b"data: [DONE]\n\n"])
 
     server.handler = h
     try:

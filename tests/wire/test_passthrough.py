@@ -11,7 +11,8 @@ import pytest
 from yarl import URL
 
 from switchover.testbed.processes import free_port
-from switchover.wire.passthrough import H1Pool, UpstreamConnectError, UpstreamDisconnected
+from switchover.testing import await_until
+from switchover.wire.passthrough import HIGH_WATER, H1Pool, UpstreamConnectError, UpstreamDisconnected
 
 
 class Scripted:
@@ -21,6 +22,7 @@ class Scripted:
         self.responses = responses
         self.requests: list[bytes] = []
         self.connections = 0
+        self.closed = 0  # connections this server has closed
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -34,12 +36,13 @@ class Scripted:
                 for piece in pieces:
                     writer.write(piece)
                     await writer.drain()
-                    await asyncio.sleep(0.001)
+                    await asyncio.sleep(0.001)  # the scenario: each piece reaches the client on its own
                 if close:
                     break
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         writer.close()
+        self.closed += 1
 
 
 @contextlib.asynccontextmanager
@@ -85,17 +88,48 @@ async def test_bodies_arrive_whole_under_any_split(step):
     pool.close()
 
 
-async def test_a_connection_the_server_closed_while_idle_is_retried_on_a_fresh_one():
+async def test_a_connection_the_server_closed_while_idle_is_not_reused():
     ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
     script = Scripted([([ok], True), ([ok], False)])  # the server closes the first connection quietly
+    pool = H1Pool()
+    async with serve(script) as url:
+        for i in range(2):
+            resp = await pool.request("GET", url, [], None, 1.0)
+            assert await resp.read() == b"ok"
+            resp.release()
+            await await_until(lambda i=i: script.closed > i and all(c.closed for cs in pool._idle.values() for c in cs),
+                              5, "the pool seeing the server's close of the idle connection")
+    assert script.connections == 2 and len(script.requests) == 2  # a fresh connection, nothing sent twice
+    pool.close()
+
+
+async def test_a_kept_alive_connection_dropped_on_reuse_is_retried_once_on_a_fresh_one():
+    """The retry branch: the server keeps the first connection, then closes it on the next request without a
+    byte (its idle timeout struck as the request came); the pool resends that request once on a fresh one."""
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    script = Scripted([([ok], False), ([], True), ([ok], False)])
     pool = H1Pool()
     async with serve(script) as url:
         for _ in range(2):
             resp = await pool.request("GET", url, [], None, 1.0)
             assert await resp.read() == b"ok"
             resp.release()
-            await asyncio.sleep(0.05)
-    assert script.connections == 2
+    assert script.connections == 2 and len(script.requests) == 3  # the second request went twice
+    assert script.requests[1] == script.requests[2]
+    pool.close()
+
+
+async def test_a_second_drop_before_any_byte_is_not_retried_again():
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    script = Scripted([([ok], False), ([], True), ([], True)])
+    pool = H1Pool()
+    async with serve(script) as url:
+        resp = await pool.request("GET", url, [], None, 1.0)
+        assert await resp.read() == b"ok"
+        resp.release()
+        with pytest.raises(UpstreamDisconnected):
+            await pool.request("GET", url, [], None, 1.0)
+    assert script.connections == 2 and len(script.requests) == 3  # one retry, not more
     pool.close()
 
 
@@ -119,8 +153,12 @@ async def test_a_large_body_is_read_with_flow_control():
     pool = H1Pool()
     async with serve(script) as url:
         resp = await pool.request("GET", url, [], None, 1.0)
-        await asyncio.sleep(0.1)  # let it fill the buffer: reading pauses
+        conn = resp._conn
+        assert conn is not None
+        await await_until(lambda: conn.paused, 5, "reading paused at the high-water mark")
+        assert resp._size > HIGH_WATER  # buffered past the mark, then the socket was no longer read
         assert await resp.read() == body
+        assert not conn.paused
         resp.release()
     pool.close()
 

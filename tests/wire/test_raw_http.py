@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from switchover.errors import BadInput
+from switchover.testing import await_until, chunk, usage_chunk
 from switchover.wire import EngineClient, FailureKind, Timeouts, stamps
 from switchover.wire.http1 import HttpProtocolError, LlhttpResponseParser, ResponseParser
-from tests.wire.fake_server import chunk, usage_chunk
 
 
 def _splits(data: bytes, cuts: list[int]) -> list[bytes]:
@@ -159,6 +159,7 @@ class _Scripted:
         self.close_after_each = close_after_each
         self.requests: list[bytes] = []
         self.connections = 0
+        self.closed = 0  # connections this server has closed
         self.server: asyncio.Server | None = None
         self.url = ""
 
@@ -179,6 +180,7 @@ class _Scripted:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         writer.close()
+        self.closed += 1
 
     async def start(self) -> _Scripted:
         self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
@@ -237,9 +239,11 @@ async def test_server_closing_after_each_stream_is_handled_like_llama_server(scr
     scripted.append(srv)
     async with EngineClient(srv.url, transport="raw") as c:
         recs = []
-        for _ in range(4):
+        for i in range(4):
             recs.append(await c.complete("p", model="m", stream=True))
-            await asyncio.sleep(0.01)  # the close is noticed while idle: no resend needed
+            # the close is noticed while idle, so no resend is needed: wait for the pool to drop the connection
+            await await_until(lambda i=i: srv.closed > i and c._pool is not None and not c._pool._all, 5,
+                              "the pool dropping the connection the server closed")
     assert all(r.ok and r.text == "ab" for r in recs), [r.failure for r in recs]
     assert srv.connections == 4 and sum(r.reconnects for r in recs) == 0
 
@@ -284,12 +288,11 @@ async def test_cancelled_request_closes_its_connection_and_is_recorded(scripted:
     scripted.append(srv)
     async with EngineClient(srv.url, transport="raw", timeouts=Timeouts(idle=5, first_byte=5)) as c:
         task = asyncio.create_task(c.complete("p", model="m", stream=True))
-        await asyncio.sleep(0.1)
+        await await_until(lambda: srv.requests, 5, "the request at the server")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        await asyncio.sleep(0.05)
-        assert c._pool is not None and not c._pool._all  # the connection is gone
+        await await_until(lambda: c._pool is not None and not c._pool._all, 5, "the cancelled connection gone")
 
 
 async def test_pool_never_opens_more_than_max_connections(scripted: list[_Scripted]) -> None:
@@ -353,7 +356,7 @@ def _threaded_sse_server(gap_s: float, sent: list[int]) -> tuple[socket.socket, 
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
                          b"Connection: close\r\n\r\n")
             for ev in (chunk("a"), chunk("b", "stop") + b"data: [DONE]\n\n"):
-                time.sleep(gap_s)
+                time.sleep(gap_s)  # the scenario: the server's pause between events (its own thread)
                 frame = b"%x\r\n%s\r\n" % (len(ev), ev)
                 sent.append(time.perf_counter_ns())
                 conn.sendall(frame)
@@ -372,7 +375,7 @@ async def _stream_while_the_loop_is_blocked(gap_s: float, block_s: float) -> tup
     unblocked: list[int] = []
 
     def hog() -> None:
-        time.sleep(block_s)
+        time.sleep(block_s)  # the scenario: the event loop blocked (a busy client)
         unblocked.append(time.perf_counter_ns())
 
     try:
@@ -454,7 +457,7 @@ async def test_a_wall_clock_step_never_puts_a_chunk_before_its_request(scripted:
             if c._stamps.kernel:
                 break
             srv.replies.append(_sse_reply())
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # a bounded poll (40 tries)
         kernel_before = c._stamps.kernel
         assert kernel_before > 0, c.chunk_stamps()
         monkeypatch.setattr(time, "time_ns", lambda: real() + 10 * 1_000_000_000)  # realtime jumped 10 s ahead

@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator
 from switchover.bench.results import Calibration
 from switchover.bench.scheduler import StepBounds, StopFlag, run_concurrency
 from switchover.bench.stats import percentile
-from switchover.bench.zerowork import ZeroWorkServer
 from switchover.errors import SwitchoverError
+from switchover.testing.zerowork import ZeroWorkServer
 from switchover.wire import EngineClient, RequestRecord, Timeouts
 
 
@@ -30,7 +30,8 @@ async def zero_server(*, in_process: bool, chunks: int, itl_ms: float = 0.0) -> 
         [
             sys.executable,
             "-m",
-            "switchover.bench.zerowork",
+            "switchover.testing",
+            "zero",
             "--port",
             "0",
             "--chunks",

@@ -2,28 +2,25 @@
 events (one pre-rendered write per response shape), so whatever limits the request rate against it is the
 client. With `--itl-ms`, events are paced and each event's text is the server's perf_counter_ns at send time
 (the same clock as the client's on one machine), so per-chunk timing error can be measured.
-Run standalone with `python -m switchover.bench.zerowork --port 0 [--itl-ms 1]` (prints the port).
+Run standalone with `python -m switchover.testing zero --port 0 [--itl-ms 1]` (prints the port).
 Under uvloop, pauses below 1 ms round to the loop's millisecond timer: use 0 (all at once) or >= 1 ms.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 import time
 
 import orjson
 
+from switchover.testing.render import http_chunk as _http_chunk
+
 _HEAD = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
     b"Transfer-Encoding: chunked\r\n\r\n"
 )
 _MODELS = orjson.dumps({"object": "list", "data": [{"id": "zero", "object": "model"}]})
-
-
-def _http_chunk(data: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(data), data)
 
 
 def _event(chat: bool, text: str, finish: str | None) -> bytes:
@@ -183,29 +180,12 @@ class ZeroWorkServer:
         await self.close()
 
 
-async def _serve(port: int, chunks: int, itl_ms: float) -> None:
+async def serve_forever(port: int, chunks: int, itl_ms: float, load_s: float = 0.0) -> None:
+    """Serve until killed, after `load_s` seconds of "loading" (nothing listens meanwhile); prints the port."""
+    if load_s > 0:
+        await asyncio.sleep(load_s)  # the scenario: an engine that takes this long to start listening
     srv = ZeroWorkServer(chunks, itl_ms / 1000, port)
     await srv.start()
     sys.stdout.write(f"{srv.port}\n")
     sys.stdout.flush()
     await asyncio.Event().wait()
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--port", type=int, default=0)
-    ap.add_argument("--chunks", type=int, default=128, help="events per response when max_tokens is absent")
-    ap.add_argument("--itl-ms", type=float, default=0.0, help="pause between events (0 = all at once)")
-    args = ap.parse_args()
-    try:
-        import uvloop
-
-        uvloop.run(_serve(args.port, args.chunks, args.itl_ms))
-    except ImportError:  # pragma: no cover
-        asyncio.run(_serve(args.port, args.chunks, args.itl_ms))
-    except KeyboardInterrupt:
-        pass
-
-
-if __name__ == "__main__":
-    main()

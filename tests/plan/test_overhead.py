@@ -11,11 +11,14 @@ from switchover.engines import load_profile
 from switchover.model import card_from_config
 from switchover.plan.capacity import capacity
 from switchover.plan.overhead import (
+    allocator_rounding_bytes,
     band_for,
+    dense_rank_blocks,
     model_overheads,
     parse_version,
     sampler_bytes_per_seq_vocab,
     version_matches,
+    weight_load_overhead,
 )
 from tests.plan import configs as C
 
@@ -182,7 +185,7 @@ def test_an_explicit_pool_has_no_range_and_says_why() -> None:
 
 def test_an_engine_version_without_an_overhead_band_is_said_not_ignored() -> None:
     res = capacity(card_from_config(C.LLAMA_8B), load_profile("sglang"), H100, max_model_len=8192,
-                   weights_gib=14.99, engine_version="0.4.9")
+                   weights_gib=14.99, engine_version="0.3.6")
     assert res.overhead_model is None
     assert any("no overhead model" in w for w in res.warnings)
 
@@ -210,3 +213,45 @@ def test_an_overhead_band_whose_version_spec_cannot_be_read_is_refused_when_the_
 
     with pytest.raises(ValidationError, match="bad version clause"):
         OverheadBand(versions="~=0.8", source="x")
+
+
+@pytest.mark.parametrize(("mib", "held_mib"), [(12.5, 1.5), (17.5, 0.5), (135.0, 1.0), (136.0, 0.0), (8.0, 0.0)])
+def test_the_caching_allocator_rounds_large_parameter_blocks_to_2_mib(mib: float, held_mib: float) -> None:
+    """Blocks of 10 MiB or more are rounded up to 2 MiB; smaller ones share segments (not counted)."""
+    assert allocator_rounding_bytes([int(mib * 2**20)], 2, 10) == pytest.approx(held_mib * 2**20)
+    assert allocator_rounding_bytes([int(mib * 2**20)], 0, 10) == 0
+
+
+def test_rank_blocks_exist_for_dense_16_bit_layouts_only() -> None:
+    blocks = dense_rank_blocks(card_from_config(C.QWQ_32B), 4)
+    assert blocks is not None and len(blocks) == 64 * 4 + 2
+    assert blocks[:4] == [(10 + 2 * 2) * 128 * 5120 * 2, 5120 * 10 * 128 * 2, 2 * 6912 * 5120 * 2, 5120 * 6912 * 2]
+    assert dense_rank_blocks(card_from_config(C.QWEN3_235B), 4) is None  # MoE: other tensors
+
+
+def test_sglang_04_weight_load_remainder_is_the_mean_over_its_calibration_logs() -> None:
+    """The band's fitted remainder is reproduced from the logs it names: logged weight-load drop minus the
+    parameter bytes, the fp32 rotary cache and the allocator rounding."""
+    band = band_for(load_profile("sglang"), "0.4.3.post4")[0]
+    assert band is not None and band.weight_load is not None and band.fitted_on
+    points = {p["id"]: p for p in yaml.safe_load((BENCH / "plan_points.yaml").read_text())["points"]}
+    configs = yaml.safe_load((BENCH / "model_configs.yaml").read_text())
+    bare = band.weight_load.model_copy(update={"base_gib": 0.0})
+    remainders = []
+    for pid in band.fitted_on:
+        point = points[pid]
+        card = card_from_config(configs[point["model"]], name=point["model"])
+        _, _, modelled, _ = weight_load_overhead(bare, card, point["tp"])
+        params = card.weights.per_rank_bytes(point["tp"]) / 2**30
+        remainders.append(point["logged"]["weights_gib"] - params - modelled)
+    assert band.weight_load.base_gib == pytest.approx(sum(remainders) / len(remainders), abs=0.002)
+
+
+def test_sglang_04_sizes_from_its_own_baseline_not_the_vllm_context() -> None:
+    card = card_from_config(C.QWQ_32B)
+    old = capacity(card, load_profile("sglang"), 22.05, tp=4, max_model_len=8192, engine_version="0.4.3.post4")
+    assert old.instance.free_at_start_gib == pytest.approx(22.05 - 0.37)
+    assert old.overhead_model is not None and old.overhead_model.weight_load_gib > 0.2  # TP4 rounding + rope
+    assert not any("activation_peak overhead is not modelled" in w for w in old.warnings)
+    new = capacity(card, load_profile("sglang"), 22.05, tp=4, max_model_len=8192)
+    assert new.overhead_model is None and new.instance.free_at_start_gib == pytest.approx(22.05 - 0.61)

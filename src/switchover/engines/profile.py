@@ -189,6 +189,21 @@ class ActivationModel(BaseModel):
     base_gib: float = 0.0
 
 
+class LoadOverheadModel(BaseModel):
+    """Memory a weight load holds beyond the parameter bytes when the engine sizes its pool (plan/overhead.py):
+    buffers built at model construction (rotary cos/sin cache) and the caching allocator's rounding of each
+    parameter block, plus a fitted remainder."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rope_cache_bytes_per_element: float = Field(
+        default=0.0, description="bytes per (max_position x rotary dim) element of the cos/sin cache the model keeps")
+    allocator_round_mib: float = Field(default=0.0, description="blocks of at least allocator_large_mib are "
+                                                                "rounded up to a multiple of this (0: no rounding)")
+    allocator_large_mib: float = Field(default=10.0, description="smallest block rounded that way")
+    base_gib: float = Field(default=0.0, description="fitted remainder (kernel images, small buffers)")
+
+
 class OverheadBand(_Cited):
     """Overheads of one range of engine versions, each coefficient cited to the logs it was fitted on."""
 
@@ -199,6 +214,12 @@ class OverheadBand(_Cited):
                                                   description="largest key <= TP applies")
     cuda_graph_subtracted: bool = False
     cuda_graph_gib: float = 0.0
+    baseline_held_gib_by_tp: dict[int, float] = Field(
+        default_factory=dict, description="memory the process holds when the engine takes its free-memory baseline "
+                                          "(CUDA context, distributed init), largest key <= TP; free at start = total "
+                                          "- this (instead of memory.cuda_context_gib)")
+    weight_load: LoadOverheadModel | None = Field(
+        default=None, description="memory the weight load holds beyond the parameter bytes (counted with non-torch)")
     fitted_on: list[str] = Field(default_factory=list, description="calibration point ids (bench/data)")
 
     @field_validator("versions")

@@ -64,8 +64,10 @@ CATALOG: list[GpuSpec] = [
     GpuSpec(name="L40S-48G", aliases=["L40S", "NVIDIA L40S"], memory_mib=46068, cuda_total_gib=44.42,
             bandwidth_gbs=864, compute_capability="8.9", l2_mib=96,
             source=f"{_DS} (L40S); cuda_total_gib: engine logs collected for issue 12 §5"),
-    GpuSpec(name="L4-24G", aliases=["L4", "NVIDIA L4"], memory_mib=23034, bandwidth_gbs=300, compute_capability="8.9",
-            l2_mib=48, source=f"{_DS} (L4)"),
+    GpuSpec(name="L4-24G", aliases=["L4", "NVIDIA L4"], memory_mib=23034, cuda_total_gib=22.05, bandwidth_gbs=300,
+            compute_capability="8.9", l2_mib=48,
+            source=f"{_DS} (L4); cuda_total_gib: torch OOM message 'GPU 0 has a total capacity of 22.05 GiB' on the "
+                   "L4 of vLLM's CI (https://github.com/vllm-project/vllm/issues/20214)"),
     GpuSpec(name="A10G-24G", aliases=["A10G", "NVIDIA A10G"], memory_mib=23028, bandwidth_gbs=600,
             compute_capability="8.6", l2_mib=6, source="AWS G5 documentation (A10G)"),
     GpuSpec(name="A10-24G", aliases=["A10", "NVIDIA A10"], memory_mib=23028, bandwidth_gbs=600,

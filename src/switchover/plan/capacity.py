@@ -435,7 +435,9 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
     over = resolve_overheads(profile, overheads, tok_cap, modelled)
     if knobs.memory_fraction is None and modelled is not None and modelled.default_fraction is not None:
         knobs = knobs.model_copy(update={"memory_fraction": modelled.default_fraction})
-    if free_gib is None and profile.memory.cuda_context_gib is not None:
+    if free_gib is None and modelled is not None and modelled.baseline_held_gib is not None:
+        free_gib = gpu_total_gib - modelled.baseline_held_gib  # the version's own baseline (context, dist init)
+    elif free_gib is None and profile.memory.cuda_context_gib is not None:
         free_gib = gpu_total_gib - profile.memory.cuda_context_gib
     warnings = _input_warnings(card, profile, layout, gpu_total_gib=gpu_total_gib, gpu_name=gpu_name,
                                engine_version=engine_version, modelled=modelled, weights_gib=weights_gib,

@@ -6,7 +6,10 @@ fitted on logged start-up points that are kept apart from the accuracy set (benc
 * activation peak of the start-up profiling pass: the larger of the sampler warm-up (max_num_seqs x vocab logits
   and their sort/softmax copies) and the dummy forward (batched tokens x (hidden + 3 x MLP width / TP));
 * non-torch memory (NCCL and custom all-reduce buffers, cuBLAS workspaces) by TP;
-* the CUDA-graph estimate where the version subtracts it before sizing the KV pool.
+* the CUDA-graph estimate where the version subtracts it before sizing the KV pool;
+* where the engine sizes its pool from the memory free when it starts (SGLang), what the process holds at that
+  baseline (`baseline_held_gib_by_tp`) and what the weight load holds beyond the parameter bytes (`weight_load`:
+  the rotary cos/sin cache, the caching allocator's rounding of each parameter block, a fitted remainder).
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ import math
 from pydantic import BaseModel, Field
 
 from switchover.engines import EngineProfile
-from switchover.engines.profile import OverheadBand
+from switchover.engines.profile import LoadOverheadModel, OverheadBand
 from switchover.engines.versions import parse_version, version_matches
 from switchover.model.card import ModelCard
 
 GIB = 2**30
+MIB = 2**20
 
 
 def band_for(profile: EngineProfile, version: str | None) -> tuple[OverheadBand | None, str]:
@@ -52,6 +56,47 @@ def sampler_bytes_per_seq_vocab(table: dict[int, float], seqs: int) -> float:
     return table[keys[-1]]
 
 
+def dense_rank_blocks(card: ModelCard, tp: int) -> list[int] | None:
+    """Bytes of the large parameter tensors one TP rank allocates for a dense 16-bit model (merged QKV, output,
+    merged gate/up and down projections per layer; embedding and LM head), or None where the layout is not that
+    (MoE, MLA, recurrent layers, quantized weights)."""
+    w = card.weights
+    if card.moe is not None or card.family != "dense" or w.quantization or not w.params:
+        return None
+    elem = round(w.total_bytes / w.params)
+    if elem != 2:
+        return None
+    a, tp = card.attention, max(tp, 1)
+    heads, kv = a.num_heads / tp, max(a.num_kv_heads / tp, 1)
+    inter = card.mlp_width / tp
+    h = card.hidden_size
+    layer = [int((heads + 2 * kv) * a.head_dim * h * elem), int(h * heads * a.head_dim * elem),
+             int(2 * inter * h * elem), int(h * inter * elem)]
+    vocab = [int((card.vocab_size or 0) / tp * h * elem)] * 2
+    return layer * card.num_layers + vocab
+
+
+def allocator_rounding_bytes(blocks: list[int], round_mib: float, large_mib: float) -> float:
+    """What the caching allocator holds beyond `blocks`: each block of at least `large_mib` is rounded up to a
+    multiple of `round_mib`, and the remainder stays inside a segment the parameter keeps alive."""
+    if round_mib <= 0:
+        return 0.0
+    unit, large = round_mib * MIB, large_mib * MIB
+    return float(sum(math.ceil(b / unit) * unit - b for b in blocks if b >= large))
+
+
+def weight_load_overhead(model: LoadOverheadModel, card: ModelCard, tp: int) -> tuple[float, float, float, str]:
+    """(rotary cache GiB, allocator rounding GiB, total GiB, how) for one rank."""
+    rope = (card.max_position_embeddings or 0) * card.attention.head_dim * model.rope_cache_bytes_per_element / GIB
+    blocks = dense_rank_blocks(card, tp)
+    rounding = (allocator_rounding_bytes(blocks, model.allocator_round_mib, model.allocator_large_mib) / GIB
+                if blocks is not None else 0.0)
+    how = (f"rotary cache {rope:.3f} + allocator rounding {rounding:.3f}"
+           + ("" if blocks is not None else " (not modelled: not a dense 16-bit layout)")
+           + f" + {model.base_gib:g} GiB fitted")
+    return rope, rounding, rope + rounding + model.base_gib, how
+
+
 class ModelledOverheads(BaseModel):
     """Overheads from the profile's model, with the drivers and the band that produced them."""
 
@@ -65,6 +110,10 @@ class ModelledOverheads(BaseModel):
     sampler_seqs: int
     sampler_gib: float
     forward_gib: float
+    baseline_held_gib: float | None = Field(default=None, description="held when the engine takes its free-memory "
+                                            "baseline (context, distributed init); None: the profile's CUDA context")
+    weight_load_gib: float = Field(default=0.0, description="held by the weight load beyond the parameter bytes "
+                                   "(included in non_torch_gib)")
     sources: dict[str, str] = Field(default_factory=dict)
 
 
@@ -88,19 +137,33 @@ def model_overheads(profile: EngineProfile, card: ModelCard, *, version: str | N
         width = card.hidden_size + 3 * card.mlp_width / max(tp, 1)
         forward = act.forward_bytes_per_token_element * tokens * width / GIB
         activation = act.base_gib + (max(sampler, forward) if act.sampler_combines == "max" else sampler + forward)
+    # a pool sized from free memory at start leaves activations outside it (SGLang): the profile's flat entry says so
+    outside = act is None and profile.memory.budget == "fraction_of_free_at_start"
+    flat_activation = profile.memory.overheads.get("activation_peak") if outside else None
+    if flat_activation is not None:
+        activation = flat_activation.gib
     keys = sorted(k for k in band.non_torch_gib_by_tp if k <= tp)
     non_torch = band.non_torch_gib_by_tp[keys[-1]] if keys else 0.0
     graph = band.cuda_graph_gib if band.cuda_graph_subtracted and not eager else 0.0
     cite = f"{profile.name} {band.versions} overhead model ({band.source})"
     missing = f"not modelled by the {profile.name} {band.versions} overhead band: counted as 0"
+    held_keys = sorted(k for k in band.baseline_held_gib_by_tp if k <= tp)
+    held = band.baseline_held_gib_by_tp[held_keys[-1]] if held_keys else None
+    load, load_how = 0.0, ""
+    if band.weight_load is not None:
+        _, _, load, load_how = weight_load_overhead(band.weight_load, card, tp)
+        load = round(load, 3)
+    non_torch_source = (f"{cite}: TP={tp}" if keys else missing) if band.weight_load is None else (
+        f"{cite}: memory the weight load holds beyond the parameter bytes = {load_how}")
     return ModelledOverheads(
         band=band.versions, version=label, default_fraction=band.default_fraction,
-        activation_gib=round(activation, 3), non_torch_gib=non_torch, cuda_graph_gib=graph, profile_tokens=tokens,
-        sampler_seqs=seq_count, sampler_gib=round(sampler, 3), forward_gib=round(forward, 3),
+        activation_gib=round(activation, 3), non_torch_gib=round(non_torch + load, 3), cuda_graph_gib=graph,
+        profile_tokens=tokens, sampler_seqs=seq_count, sampler_gib=round(sampler, 3), forward_gib=round(forward, 3),
+        baseline_held_gib=held, weight_load_gib=load,
         sources={"activation_peak": f"{cite}: max(sampler {sampler:.2f}, forward {forward:.2f}) + base at "
                                     f"{seq_count} seqs x {card.vocab_size} vocab, {tokens} tokens"
-                 if act is not None else missing,
-                 "non_torch": f"{cite}: TP={tp}" if keys else missing,
+                 if act is not None else flat_activation.source if flat_activation is not None else missing,
+                 "non_torch": non_torch_source,
                  "cuda_graph": f"{cite}: " + ("estimate subtracted" if graph else
                                               "not subtracted by this version" if not band.cuda_graph_subtracted
                                               else "eager mode, no graphs")})

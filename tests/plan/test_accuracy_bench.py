@@ -42,3 +42,14 @@ def test_a_point_without_the_breakdown_is_not_judged(bench: ModuleType) -> None:
     point = _point(0.9, 51.38)
     del point["logged"]["activation_gib"]  # type: ignore[attr-defined]
     assert bench.logged_fraction(point) is None and bench.consistency_note(point) is None
+
+
+def test_the_dense_figure_counts_only_dense_evaluation_points_of_claimed_versions(bench: ModuleType) -> None:
+    def row(pid: str, cls: str, blind: float, version: str = "0.11.0", kind: str = "evaluation") -> object:
+        return bench.Row(id=pid, set=kind, engine="vllm", version=version, cls=cls, unit="tokens", logged=100.0,
+                         logged_starts=True, blind=blind)
+
+    rows = [row("a", "dense-16bit", 101.0), row("b", "dense-quant", 90.0), row("c", "moe-quant", 150.0),
+            row("d", "dense-16bit", 200.0, version="0.6.6"), row("e", "dense-16bit", 300.0, kind="calibration")]
+    assert bench.dense_set(rows).endswith("blind median 5.5%, max 10.0% over 2 points")
+    assert "no blind point" in bench.dense_set(rows[2:])

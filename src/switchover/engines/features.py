@@ -5,7 +5,6 @@ A feature or engine without a fact is "unknown" (supported None), never assumed.
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
@@ -57,15 +56,10 @@ class FeatureData(BaseModel):
         return self
 
 
-def parse_features(data: Any, what: str = "features.yaml") -> FeatureData:
-    """Validated feature data; BadInput naming the field otherwise."""
-    return validated(FeatureData, data, what)
-
-
 @cache
 def load_features() -> FeatureData:
-    """The packaged data (engines/data/matrix/features.yaml)."""
-    return parse_features(packaged("features.yaml"))
+    """The packaged data (engines/data/matrix/features.yaml), validated."""
+    return validated(FeatureData, packaged("features.yaml"), "features.yaml")
 
 
 class Support(BaseModel):

@@ -13,12 +13,31 @@ Standalone: `python -m switchover.testing zero --port 0 --itl-ms 1` or
 `python -m switchover.testing scripted --port 9001 --name new` (see `--help`).
 """
 
-from switchover.testing.engine import FakeEngine, Stats
-from switchover.testing.persona import Persona
-from switchover.testing.render import chunk, usage_chunk
-from switchover.testing.tools import in_ci, missing, require_tool
-from switchover.testing.wait import WaitTimeout, await_holds, await_until, holds_for, wait_until
-from switchover.testing.zerowork import ZeroWorkServer
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from switchover.testing.engine import FakeEngine, Stats
+    from switchover.testing.persona import Persona
+    from switchover.testing.render import chunk, usage_chunk
+    from switchover.testing.tools import in_ci, missing, require_tool
+    from switchover.testing.wait import WaitTimeout, await_holds, await_until, holds_for, wait_until
+    from switchover.testing.zerowork import ZeroWorkServer
+
+# Imported on first use, so the zero-work server and the load generator that measures against it
+# (`switchover bench calibrate`) load nothing but what they run (no aiohttp server in their processes).
+_WHERE = {"FakeEngine": "engine", "Stats": "engine", "Persona": "persona", "chunk": "render",
+          "usage_chunk": "render", "in_ci": "tools", "missing": "tools", "require_tool": "tools",
+          "WaitTimeout": "wait", "await_holds": "wait", "await_until": "wait", "holds_for": "wait",
+          "wait_until": "wait", "ZeroWorkServer": "zerowork"}
 
 __all__ = ["FakeEngine", "Persona", "Stats", "WaitTimeout", "ZeroWorkServer", "await_holds", "await_until", "chunk",
            "holds_for", "in_ci", "missing", "require_tool", "usage_chunk", "wait_until"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'switchover.testing' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"switchover.testing.{_WHERE[name]}"), name)

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import sys
 
-from switchover.testing.engine import FakeEngine
 from switchover.testing.zerowork import serve_forever
 
 EXAMPLE = "Example: python -m switchover.testing zero --port 0 --itl-ms 1"
@@ -34,6 +33,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 async def _scripted(args: argparse.Namespace) -> None:
+    from switchover.testing.engine import FakeEngine  # here: the zero-work server does not load aiohttp's server
     if args.load_s > 0:
         await asyncio.sleep(args.load_s)  # the scenario: an engine that takes this long to start listening
     engine = await FakeEngine(args.name, args.model, args.delay_ms).start(port=args.port)

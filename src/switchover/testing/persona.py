@@ -255,7 +255,10 @@ def events(pl: Plan) -> list[dict[str, Any]]:
         for t in toks:
             add({"index": i, "delta": {"content": t}} if pl.chat else {"index": i, "text": t})
         fin: dict[str, Any] = {"index": i, "finish_reason": finish}
-        fin.update({"delta": {}} if pl.chat else {"text": ""})
+        if pl.chat:
+            fin["delta"] = {}
+        else:
+            fin["text"] = ""
         add(fin)
     if pl.include_usage:
         out.append({"id": "x", "model": pl.model, "choices": [], "usage": pl.usage})

@@ -18,7 +18,7 @@ from switchover.errors import BadInput, CheckFailed
 from switchover.hardware import check_capabilities, find_gpu, load_fingerprint
 from switchover.model.card import load_model_card
 from switchover.plan.canary import CanaryPlan, canary_plan
-from switchover.plan.capacity import Knobs, capacity
+from switchover.plan.capacity import Knobs, capacity, weight_format
 from switchover.plan.choose_models import resolve_model
 from switchover.plan.grace import grace_report, latency_from_bench, required_grace
 from switchover.plan.interconnect import host_from
@@ -134,7 +134,7 @@ def capacity_cmd(
 
     Example: switchover plan capacity -m ./Llama-3.1-8B -e vllm --gpu H100-80G --max-model-len 8192
     """
-    card = load_model_card(model)
+    card, qc = resolve_model(model)  # also builtin:ID; qc names the checkpoint's format
     profile = load_profile(engine)
     total, gpu_name, cc = _gpu(gpu, gpu_mem_gib)
     check_layout(card, profile, tp, pp)
@@ -150,6 +150,9 @@ def capacity_cmd(
     caps = check_capabilities(cc, model_dtype=card.dtype, kv_dtype=kv_dtype, quantization=card.weights.quantization,
                               engine=profile)
     result.warnings.extend(f"{c.setting} needs {c.needs}, GPU is {c.have}: {c.consequence}" for c in caps)
+    result.weight_format = weight_format(card, qc, profile.name, cc)
+    if result.weight_format.loads is False:
+        result.warnings.append(f"the weights do not load here: {result.weight_format.reason}")
     if json_out:
         print_json(result)
     else:
@@ -158,6 +161,11 @@ def capacity_cmd(
                       f"TP={tp} PP={pp}", highlight=False)
         console.print(f"  weights {inst.weights_gib:.2f} GiB/GPU ({card.weights.total_bytes / 2**30:.2f} GiB total): "
                       f"{escape(result.weights_source)}", highlight=False)
+        wf = result.weight_format
+        if wf is not None:
+            console.print(f"  format {escape(wf.format)} ({escape(wf.named_from)}): {escape(wf.reason)}"
+                          + (f" (source: {escape(wf.source)})" if wf.source else "")
+                          + ("" if wf.verified or wf.loads is None else " (unverified)"), highlight=False)
         if result.overhead_model is not None:
             m, o = result.overhead_model, result.overheads
             console.print(f"  overheads ({profile.name} {m.version}, band {m.band}): activation "

@@ -17,29 +17,18 @@ import contextlib
 import random
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from aiohttp import web
 
 from switchover.testing import modes, persona
+from switchover.testing.modes import Stats
 from switchover.testing.persona import Persona
 
+__all__ = ["FakeEngine", "Handler", "Stats", "stream_parts"]
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@dataclass
-class Stats:
-    """What the engine saw (for assertions)."""
-
-    requests: int = 0
-    by_mode: dict[str, int] = field(default_factory=dict)
-    completed: int = 0
-    cancelled: int = 0  # the client went away before the response ended
-    in_flight: int = 0
-    events: int = 0  # SSE events written (all streams)
-    bodies: list[dict[str, Any]] = field(default_factory=list)  # last few parsed request bodies
 
 
 class FakeEngine:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -36,6 +36,19 @@ _CUT_AFTER_K = ("stall", "die_mid", "malformed", "error_event", "truncate")  # m
 
 
 @dataclass
+class Stats:
+    """What the engine saw (for assertions)."""
+
+    requests: int = 0
+    by_mode: dict[str, int] = field(default_factory=dict)
+    completed: int = 0
+    cancelled: int = 0  # the client went away before the response ended
+    in_flight: int = 0
+    events: int = 0  # SSE events written (all streams)
+    bodies: list[dict[str, Any]] = field(default_factory=list)  # last few parsed request bodies
+
+
+@dataclass
 class Call:
     """One generation request being answered."""
 
@@ -44,7 +57,7 @@ class Call:
     mode: str
     arg: str
     model: str
-    stats: Any = None  # the engine's Stats: `events` counts what was written
+    stats: Stats | None = None  # the engine's: `events` counts what was written
 
     @property
     def chat(self) -> bool:

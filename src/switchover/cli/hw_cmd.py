@@ -68,7 +68,7 @@ def diff_cmd(
     engine: list[str] = typer.Option(None, "--engine", "-e", help="Engine to run on B, ENGINE or ENGINE==VERSION "
                                      "(repeatable): can that build run on B's driver and GPUs?"),
     migration: str = typer.Option(None, "--migration", help="Migration file (switchover.yaml): check its new "
-                                  "engine against B."),
+                                  "engine (and new.engine_version, when pinned) against B."),
     model: str = typer.Option(None, "--model", "-m", help="Model (as `plan capacity -m`, or builtin:ID): the "
                               "kernel its weight format loads with on A and on B, per engine."),
     json_out: bool = typer.Option(False, "--json", help="Print the diff as JSON."),
@@ -81,7 +81,7 @@ def diff_cmd(
     pins = [parse_pin(text) for text in engine or []]
     if migration is not None:
         new = load_migration(migration).new
-        pins.append(EnginePin(engine=new.engine.value))  # the file names the engine, never its version
+        pins.append(EnginePin(engine=new.engine.value, version=new.engine_version))
     host_a, host_b = load_fingerprint(a), load_fingerprint(b)
     result = diff_hosts(host_a, host_b, a, b)
     result.engines = engine_findings([p for p in pins if p.engine in ENGINES], host_b) + [

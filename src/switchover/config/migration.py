@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,9 @@ from switchover.config.gateway import GatewayConfig
 from switchover.config.rollout import RolloutSettings
 from switchover.errors import BadInput
 from switchover.inputs import base_url, env_var_name
+
+
+_VERSION = re.compile(r"\d+(\.\d+){0,3}([.+-][0-9A-Za-z]+){0,3}")
 
 
 class Engine(StrEnum):
@@ -44,10 +48,23 @@ class Endpoint(BaseModel):
         description="Name of the environment variable holding the API key (the key itself never goes in this file)",
     )
 
+    engine_version: str | None = Field(
+        default=None,
+        description="Engine build this endpoint runs, e.g. 0.11.0: `hw diff --migration` checks that build against "
+                    "the target host's driver and GPUs",
+    )
+
     @field_validator("url")
     @classmethod
     def _url_is_http(cls, value: str) -> str:
         return base_url(value)
+
+    @field_validator("engine_version")
+    @classmethod
+    def _version(cls, value: str | None) -> str | None:
+        if value is not None and not _VERSION.fullmatch(value):
+            raise ValueError(f"{value[:40]!r} is not a version number (e.g. 0.11.0)")
+        return value
 
     @field_validator("api_key_env")
     @classmethod

@@ -122,7 +122,7 @@ def test_the_connection_cap_fits_the_file_descriptor_limit(monkeypatch):
     upstream connection per client and a reserve."""
     import resource
 
-    from switchover.gateway import listener
+    from switchover.httpfront import listener
 
     monkeypatch.setattr(resource, "getrlimit", lambda _: (200, 200))
     assert listener.fd_budget(1024) == (200 - listener.FD_RESERVE) // 2

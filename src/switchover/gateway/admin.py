@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from switchover.gateway.messages import FrontRequest, Reply, error_reply, json_reply
+from switchover.httpfront.messages import FrontRequest, Reply, error_reply, json_reply
 
 if TYPE_CHECKING:
     from switchover.gateway.app import Gateway

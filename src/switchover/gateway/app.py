@@ -22,15 +22,15 @@ from switchover.gateway.headers import request_id
 from switchover.gateway.inflight import InFlight
 from switchover.gateway.killswitch import KillSwitch
 from switchover.gateway.ledger import Ledger
-from switchover.gateway.listener import Front
 from switchover.gateway.live import Live, build_live
-from switchover.gateway.messages import FrontRequest, FrontStream, Reply
 from switchover.gateway.metrics import GatewayMetrics
 from switchover.gateway.policy import threshold
 from switchover.gateway.proxy import Proxy
 from switchover.gateway.shadow import Shadow
 from switchover.gateway.spotcheck import SpotCheck
 from switchover.gateway.state import LatchFile, RunDirLock, write_admin_token
+from switchover.httpfront.listener import Front
+from switchover.httpfront.messages import FrontRequest, FrontStream, Reply
 from switchover.ledger_record import ShadowResult
 from switchover.review.sampler import LabelCap
 from switchover.wire.passthrough import H1Pool

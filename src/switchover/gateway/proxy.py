@@ -18,13 +18,13 @@ import orjson
 from switchover.gateway.headers import forward_headers, request_id
 from switchover.gateway.inflight import Ticket
 from switchover.gateway.live import Live
-from switchover.gateway.messages import FrontRequest, FrontStream, Reply, error_reply
 from switchover.gateway.observe import Observer, TextObserver, asks_for_json, json_valid
 from switchover.gateway.policy import Decision, RequestMeta, route, tenant_hash
 from switchover.gateway.prompt import prompt_text
 from switchover.gateway.relay import normalised_body, relay_stream
 from switchover.gateway.shadow import GENERATION_PATHS, shadow_body
 from switchover.gateway.upstream import Failed, Opened, open_upstream
+from switchover.httpfront.messages import FrontRequest, FrontStream, Reply, error_reply
 from switchover.ledger_record import ShadowResult
 from switchover.review.sampler import task_type
 from switchover.wire.target import path_allowed

@@ -17,8 +17,8 @@ from switchover.atomicfile import write_atomic
 from switchover.config import Migration
 from switchover.errors import BadInput
 from switchover.gateway.app import Gateway
-from switchover.gateway.listener import serve_front
 from switchover.gctune import quiet_gc
+from switchover.httpfront.listener import serve_front
 from switchover.redaction import RedactFilter
 
 log = logging.getLogger("switchover.gateway")

@@ -21,8 +21,8 @@ import orjson
 from switchover.config.gateway import ReviewConfig
 from switchover.gateway.headers import forward_headers
 from switchover.gateway.live import Live
-from switchover.gateway.messages import FrontRequest
 from switchover.gateway.shadow import GENERATION_PATHS, shadow_body
+from switchover.httpfront.messages import FrontRequest
 from switchover.review.models import Pair
 from switchover.review.sampler import Quota, Redactor, task_type
 from switchover.review.store import ReviewStore

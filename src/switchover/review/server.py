@@ -21,8 +21,8 @@ import orjson
 
 from switchover.config.gateway import LimitsConfig
 from switchover.errors import BadInput
-from switchover.gateway.listener import serve_front
-from switchover.gateway.messages import FrontRequest, Reply, error_reply, json_reply
+from switchover.httpfront.listener import serve_front
+from switchover.httpfront.messages import FrontRequest, Reply, error_reply, json_reply
 from switchover.review.page import SCRIPT, page
 from switchover.review.store import ReviewStore
 

@@ -1,4 +1,5 @@
-"""The gateway's HTTP/1.1 front: untrusted bytes in, one checked request at a time out to a handler.
+"""The HTTP/1.1 front the gateway and the review UI serve on: untrusted bytes in, one checked request at a time out
+to a handler.
 
 Requests are parsed by llhttp (through `httptools`, the parser behind uvicorn and Node), in its strict mode: bare CR
 or LF, NUL and other control characters in the head, obs-fold, duplicate or non-digit Content-Length, Content-Length
@@ -28,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 import httptools
 
-from switchover.gateway.messages import REASONS, FrontRequest, FrontStream, Headers, Reply, error_reply
+from switchover.httpfront.messages import REASONS, FrontRequest, FrontStream, Headers, Reply, error_reply
 from switchover.wire.target import TargetError, parse_target
 
-log = logging.getLogger("switchover.gateway")
+log = logging.getLogger("switchover.httpfront")
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 _PIPELINE_DEPTH = 16  # complete requests waiting behind the one being answered, at most
@@ -49,7 +50,7 @@ class Refusal(Exception):
 
 
 if TYPE_CHECKING:
-    from switchover.gateway.listener import Front
+    from switchover.httpfront.listener import Front
 
 Handler = Callable[[FrontRequest], Awaitable[Reply | FrontStream]]
 RefusedHook = Callable[[str, int, "FrontRequest | None"], None]

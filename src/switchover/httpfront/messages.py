@@ -1,5 +1,5 @@
 """The front's request and response objects: a checked request (FrontRequest, its Headers), a whole answer
-(Reply) and a streamed one (FrontStream), and the gateway's one error body."""
+(Reply) and a streamed one (FrontStream), and the one error body (OpenAI's shape)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import orjson
 from switchover.wire.target import Target
 
 if TYPE_CHECKING:
-    from switchover.gateway.front import FrontConnection
+    from switchover.httpfront.front import FrontConnection
 
 REASONS = {s.value: s.phrase for s in http.HTTPStatus}
 

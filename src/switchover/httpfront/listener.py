@@ -10,10 +10,10 @@ import resource
 from typing import Any
 
 from switchover.config.gateway import LimitsConfig
-from switchover.gateway.front import FrontConnection, Handler, RefusedHook
-from switchover.gateway.messages import FrontRequest
+from switchover.httpfront.front import FrontConnection, Handler, RefusedHook
+from switchover.httpfront.messages import FrontRequest
 
-log = logging.getLogger("switchover.gateway")
+log = logging.getLogger("switchover.httpfront")
 FD_RESERVE = 64  # file descriptors kept for upstream connections' peaks, the ledger, logs
 
 

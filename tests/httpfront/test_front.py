@@ -1,4 +1,4 @@
-"""The gateway's own HTTP/1.1 front, on raw sockets: bodies (length, chunked, 100-continue), keep-alive and
+"""The loopback HTTP/1.1 front (httpfront/) on raw sockets: bodies (length, chunked, 100-continue), keep-alive and
 pipelining, HEAD, errors with their statuses, streamed responses with back-pressure, a leaving client."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import orjson
 import pytest
 
 from switchover.config.gateway import LimitsConfig
-from switchover.gateway.listener import serve_front
-from switchover.gateway.messages import FrontRequest, json_reply
+from switchover.httpfront.listener import serve_front
+from switchover.httpfront.messages import FrontRequest, json_reply
 from switchover.testing import await_holds, await_until
 
 

@@ -25,7 +25,7 @@ from switchover.engines.formats import ENGINES, format_of_config, load_matrix, l
 from switchover.errors import BadInput, SwitchoverError
 from switchover.hardware.diff import kernel_changes
 from switchover.hardware.fingerprint import fingerprint_from_catalog
-from switchover.model.quant import method_table
+from switchover.quantization import method_table
 
 runner = CliRunner()
 

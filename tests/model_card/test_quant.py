@@ -11,7 +11,8 @@ import pytest
 from switchover.errors import BadInput
 from switchover.model import card_from_config, load_model_card
 from switchover.model.inventory import WeightGroup, weight_groups
-from switchover.model.quant import group_bytes, is_quantized, method_table, scheme_from_config
+from switchover.model.weight_bytes import group_bytes, is_quantized
+from switchover.quantization import method_table, scheme_from_config
 from tests.plan import configs as C
 
 GIB = 2**30

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from switchover.engines.cited import CitedFact
 from switchover.engines.formats import ENGINES
 from switchover.engines.matrixfile import packaged, validated
 from switchover.engines.versions import parse_version, version_matches
@@ -23,19 +24,8 @@ _DRIVER = re.compile(r"^\d{1,4}(\.\d{1,4}){0,2}$")
 _CUDA = re.compile(r"^\d{1,2}\.\d{1,2}$")
 
 
-class _Cited(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    source: str
-    verified: bool
+class _Cited(CitedFact):
     note: str | None = None
-
-    @field_validator("source")
-    @classmethod
-    def _cited(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("every compatibility fact needs a source")
-        return value
 
 
 def _driver_field(value: str) -> str:

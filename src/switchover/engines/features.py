@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from functools import cache
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
+from switchover.engines.cited import CitedFact
 from switchover.engines.formats import ENGINES
 from switchover.engines.matrixfile import packaged, validated
 from switchover.engines.profile import EngineProfile
@@ -20,22 +21,11 @@ API_FIELDS = ("response_format.json_schema", "stream_options.include_usage", "se
               "ignore_eos", "stop", "usage.prompt_tokens_details.cached_tokens")
 
 
-class FeatureFact(BaseModel):
+class FeatureFact(CitedFact):
     """One engine's support of one feature."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     supported: bool
     how: str | None = None
-    source: str
-    verified: bool
-
-    @field_validator("source")
-    @classmethod
-    def _cited(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("every feature fact needs a source")
-        return value
 
 
 class FeatureData(BaseModel):

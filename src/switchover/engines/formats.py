@@ -1,9 +1,9 @@
 """Weight format x engine x GPU matrix: can an engine load this checkpoint format here, and with which kernel.
 
 The facts are data (`engines/data/matrix/formats.yaml`), each rule cited and marked verified or not; this module
-validates them on load, names a checkpoint's format from its `quantization_config` (through the same method table
-`model/quant.py` prices weights with), and looks a (engine, format, device, compute capability) up. A combination
-no rule covers is "unknown", never a guess.
+validates them on load, names a checkpoint's format from its `quantization_config` (through the method table of
+`quantization.py`, the one the weight pricing uses), and looks a (engine, format, device, compute capability) up.
+A combination no rule covers is "unknown", never a guess.
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from __future__ import annotations
 from functools import cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from switchover.engines.cited import CitedFact
 from switchover.engines.matrixfile import packaged, validated
-from switchover.model.quant import method_table, scheme_from_config
+from switchover.quantization import method_table, scheme_from_config
 
 Device = Literal["cuda", "cpu"]
 ANY_FORMAT = "*"
@@ -22,7 +23,7 @@ ENGINES = ("vllm", "sglang", "trtllm", "tgi", "llamacpp")  # the engines with a 
 
 
 class FormatSpec(BaseModel):
-    """One weight format and the quantization methods (model/data/quantization.yaml names) that produce it."""
+    """One weight format and the quantization methods (data/quantization.yaml names) that produce it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -30,10 +31,8 @@ class FormatSpec(BaseModel):
     quant_methods: list[str] = Field(default_factory=list)
 
 
-class FormatRule(BaseModel):
+class FormatRule(CitedFact):
     """One cited fact: ENGINE on DEVICE with compute capability in [sm_min, sm_max) loads FORMAT (with KERNEL)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     engine: str
     format: str
@@ -43,15 +42,6 @@ class FormatRule(BaseModel):
     loads: bool
     kernel: str | None = None
     note: str | None = None
-    source: str
-    verified: bool
-
-    @field_validator("source")
-    @classmethod
-    def _cited(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("every format fact needs a source")
-        return value
 
     @model_validator(mode="after")
     def _range(self) -> FormatRule:
@@ -95,7 +85,7 @@ class FormatMatrix(BaseModel):
             unknown = sorted(set(spec.quant_methods) - known_methods)
             if unknown:
                 raise ValueError(f"formats.{name}.quant_methods: {unknown} are not quantization methods of "
-                                 "model/data/quantization.yaml")
+                                 "data/quantization.yaml")
         for i, rule in enumerate(self.rules):
             if rule.engine not in ENGINES:
                 raise ValueError(f"rules.{i}.engine: unknown engine {rule.engine!r} (known: {', '.join(ENGINES)})")

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from switchover.engines.cited import CitedFact
 from switchover.engines.versions import version_matches
 from switchover.errors import BadInput
 
@@ -41,19 +42,10 @@ METRIC_INTENTS: tuple[str, ...] = (
 )
 
 
-class _Cited(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class _Cited(CitedFact):
     source: str = Field(description="file and line in the version read, e.g. 'vllm 0.33.0: vllm/x.py'")
     verified: bool = Field(default=True, description="False when the fact was inferred, not read")
     note: str | None = None
-
-    @field_validator("source")
-    @classmethod
-    def _source_not_empty(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("every engine fact needs a source")
-        return value
 
 
 class MetricSpec(_Cited):

@@ -1,6 +1,6 @@
 """Weight bytes of a model as an engine loads them: exact from safetensors headers or the index's
 `metadata.total_size`, else estimated from the config's parameter inventory priced by its quantization method
-(`model/quant.py`), each with its source; and how the bytes split across TP ranks."""
+(`quantization.py`, `model/weight_bytes.py`), each with its source; and how the bytes split across TP ranks."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from pydantic import BaseModel, Field
 
 from switchover.errors import BadInput
 from switchover.model.inventory import WeightGroup, mtp_layers, text_config, weight_groups
-from switchover.model.quant import QuantScheme, UnknownMethod, group_bytes, price, scheme_from_config
 from switchover.model.source import read_json
+from switchover.model.weight_bytes import group_bytes, price
+from switchover.quantization import QuantScheme, UnknownMethod, scheme_from_config
 
 
 class WeightsInfo(BaseModel):
@@ -66,7 +67,7 @@ def estimate_weights(cfg: dict[str, Any], kv_heads: int, quant_cfg: Any) -> tupl
     if scheme is not None:
         origin, source, warning = "quantization-table", (
             f"estimated: config.json parameter inventory priced as {scheme.describe()} "
-            "(quantization table, model/data/quantization.yaml)"), None
+            "(quantization table, data/quantization.yaml)"), None
     else:
         origin, source = "estimated", "estimated: config.json parameter inventory at 2 bytes/param (bf16)"
         warning = ("weights are a 16-bit estimate from config.json (no safetensors index or weight files): "

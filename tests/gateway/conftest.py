@@ -21,7 +21,7 @@ from switchover.gateway.ledger import read_ledger, read_requests
 from switchover.gateway.server import running as running_gateway
 from switchover.ledger_record import LedgerRecord, ShadowRecord
 from switchover.testbed.processes import free_port
-from switchover.testing import FakeEngine
+from switchover.testing import FakeEngine, render
 
 MODEL = "client-model"
 
@@ -394,32 +394,17 @@ class RecordingUpstream:
             with contextlib.suppress(orjson.JSONDecodeError):
                 obj = orjson.loads(req.body)
         obj = obj if isinstance(obj, dict) else {}
-        now = int(time.time())
         if path in ("/v1/chat/completions", "/v1/completions") and req.method == "POST":
             is_chat = path == "/v1/chat/completions"
-            if obj.get("stream") is True:
-                events: list[dict[str, Any]] = []
-                for i, (text, fin) in enumerate(((" hi", None), ("", "stop"))):
-                    choice: dict[str, Any] = {"index": 0, "finish_reason": fin}
-                    if is_chat:
-                        choice["delta"] = {"content": text} if text else {}
-                    else:
-                        choice["text"] = text
-                    events.append({"id": f"c{i}", "object": "chat.completion.chunk" if is_chat else
-                                   "text_completion", "created": now, "model": self.model, "choices": [choice]})
+            if obj.get("stream") is True:  # the shared fake engine's bytes (switchover.testing.render)
+                events = [render.chunk(" hi", None, is_chat, model=self.model, id_="c0", empty_delta=True),
+                          render.chunk("", "stop", is_chat, model=self.model, id_="c1", empty_delta=True)]
                 opts = obj.get("stream_options")
                 if isinstance(opts, dict) and opts.get("include_usage"):
-                    events.append({"id": "u", "object": "chat.completion.chunk", "created": now, "model": self.model,
-                                   "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1,
-                                                            "total_tokens": 4}})
-                body = b"".join(b"data: " + orjson.dumps(e) + b"\n\n" for e in events) + b"data: [DONE]\n\n"
-                return 200, "text/event-stream", body
-            choice = {"index": 0, "finish_reason": "stop"}
-            choice["message" if is_chat else "text"] = {"role": "assistant", "content": " hi"} if is_chat else " hi"
-            return 200, "application/json", orjson.dumps({
-                "id": "c", "object": "chat.completion" if is_chat else "text_completion", "created": now,
-                "model": self.model, "choices": [choice],
-                "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}})
+                    events.append(render.usage_chunk(3, 1, model=self.model, id_="u"))
+                return 200, "text/event-stream", b"".join(events) + render.DONE
+            whole = render.whole(is_chat, " hi", "stop", model=self.model, completion_tokens=1, id_="c")
+            return 200, "application/json", orjson.dumps(whole)
         if path == "/v1/models":
             return 200, "application/json", orjson.dumps({"object": "list", "data": [
                 {"id": self.model, "object": "model"}]})

@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import pytest
-from aiohttp import web
 
 from switchover.testing import FakeEngine, Persona
 
@@ -15,19 +14,6 @@ from switchover.testing import FakeEngine, Persona
 async def serve(persona: Persona) -> AsyncIterator[str]:
     async with FakeEngine("fake", persona=persona).running() as url:
         yield url
-
-
-@asynccontextmanager
-async def serve_app(app: web.Application) -> AsyncIterator[str]:
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from switchover.probe.overload import _tpot, _waiting
+from switchover.testing import FakeEngine
 from switchover.wire import EngineClient
 from switchover.wire.records import RequestRecord, Usage
-from tests.probe.conftest import serve_app
 
 METRICS = """# HELP vllm:num_requests_waiting Number of requests waiting.
 # TYPE vllm:num_requests_waiting gauge
@@ -22,17 +22,19 @@ vllm:num_requests_waiting_time_seconds_sum 40.0
 """
 
 
-def _app(body: str, path: str) -> web.Application:
-    async def metrics(_: web.Request) -> web.Response:
+def _engine(body: str, path: str) -> FakeEngine:
+    """A fake engine exposing `body` as its Prometheus metrics at `path` (404 elsewhere)."""
+
+    async def metrics(req: web.Request) -> web.Response:
+        if req.path != path:
+            return web.json_response({"error": {"message": "not found"}}, status=404)
         return web.Response(text=body, content_type="text/plain")
 
-    app = web.Application()
-    app.router.add_get(path, metrics)
-    return app
+    return FakeEngine(handler=metrics)
 
 
 async def test_waiting_gauge_sums_its_series_and_nothing_with_a_longer_name() -> None:
-    async with serve_app(_app(METRICS, "/prom")) as url, EngineClient(url) as c:
+    async with _engine(METRICS, "/prom").running() as url, EngineClient(url) as c:
         assert await _waiting(c, "vllm:num_requests_waiting", "/prom") == 5.0
         assert await _waiting(c, "vllm:num_requests_running", "/prom") is None  # not exposed: not measured
         assert await _waiting(c, "vllm:num_requests_waiting", "/metrics") is None  # 404: not measured

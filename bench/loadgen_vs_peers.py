@@ -226,20 +226,48 @@ def run_vllm(core: int, url: str, a: argparse.Namespace, n: int, work: Path) -> 
 # ------------------------------------------------------------------------------------------ main
 
 
+def _print_results(a: argparse.Namespace, results: dict[str, dict[str, float] | str], base_n: int) -> None:
+    """The comparison table and each tool's baseline line."""
+    print(f"zero-work server on core {a.server_core}, clients on core {a.client_core}; "
+          f"c={a.concurrency}, {a.requests} requests, {a.chunks} chunks each")
+    print("wall: the tool's own req/s.  cpu: client CPU per request (run of N minus a run of c requests, so start-up")
+    print("and imports cancel), and the req/s one dedicated core would sustain at that cost (1 / cpu per request).")
+    head = f"{'tool':<12}{'wall req/s':>11}{'chunks/s':>10}{'cpu ms/req':>11}{'core req/s':>11}{'core chunks/s':>14}"
+    print(head + f"{'ours÷tool wall':>15}{'ours÷tool core':>15}")
+    ours = results.get("switchover")
+    for tool, r in results.items():
+        if isinstance(r, str):
+            print(f"{tool:<12}{r}")
+            continue
+        core_rps = 1000 / r["cpu_per_request_ms"] if r["cpu_per_request_ms"] > 0 else float("nan")
+        wall = ours["req_per_s"] / r["req_per_s"] if isinstance(ours, dict) and r["req_per_s"] else float("nan")
+        cpu = r["cpu_per_request_ms"] / ours["cpu_per_request_ms"] if isinstance(ours, dict) else float("nan")
+        print(f"{tool:<12}{r['req_per_s']:>11.0f}{r['req_per_s'] * a.chunks:>10.0f}{r['cpu_per_request_ms']:>11.3f}"
+              f"{core_rps:>11.0f}{core_rps * a.chunks:>14.0f}{wall:>14.2f}×{cpu:>14.2f}×")
+    for tool, r in results.items():
+        if isinstance(r, dict) and "baseline_cpu_s" in r:
+            per_round = ", ".join(f"{x:.3f}" for x in r["cpu_per_request_ms_rounds"])
+            print(f"  {tool}: start-up + {base_n} requests {r['baseline_cpu_s']:.2f} s CPU (median of "
+                  f"{a.baseline_runs}, spread {r['baseline_spread_s']:.2f} s), subtracted; cpu ms/req per round: "
+                  f"{per_round} (median shown)")
+
+
+def _child() -> bool:
+    """Run as one of this script's own measuring children (`--_child`, `--_bench_child`); False when not one."""
+    role = sys.argv[1] if len(sys.argv) > 1 else ""
+    if role not in ("--_child", "--_bench_child"):
+        return False
+    import uvloop
+
+    url, c, n, k = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+    quiet_gc()  # as `switchover bench` runs (gctune.py)
+    work = _switchover(url, c, n, k) if role == "--_child" else _bench_run(url, c, n, k, sys.argv[6])
+    print(json.dumps(uvloop.run(work)))
+    return True
+
+
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--_child":
-        import uvloop
-
-        url, c, n, k = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-        quiet_gc()  # as `switchover bench` runs (gctune.py)
-        print(json.dumps(uvloop.run(_switchover(url, c, n, k))))
-        return
-    if len(sys.argv) > 1 and sys.argv[1] == "--_bench_child":
-        import uvloop
-
-        url, c, n, k, runs = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
-        quiet_gc()
-        print(json.dumps(uvloop.run(_bench_run(url, c, n, k, runs))))
+    if _child():
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--concurrency", type=int, default=64)
@@ -309,28 +337,7 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait()
-    print(f"zero-work server on core {a.server_core}, clients on core {a.client_core}; "
-          f"c={a.concurrency}, {a.requests} requests, {a.chunks} chunks each")
-    print("wall: the tool's own req/s.  cpu: client CPU per request (run of N minus a run of c requests, so start-up")
-    print("and imports cancel), and the req/s one dedicated core would sustain at that cost (1 / cpu per request).")
-    head = f"{'tool':<12}{'wall req/s':>11}{'chunks/s':>10}{'cpu ms/req':>11}{'core req/s':>11}{'core chunks/s':>14}"
-    print(head + f"{'ours÷tool wall':>15}{'ours÷tool core':>15}")
-    ours = results.get("switchover")
-    for tool, r in results.items():
-        if isinstance(r, str):
-            print(f"{tool:<12}{r}")
-            continue
-        core_rps = 1000 / r["cpu_per_request_ms"] if r["cpu_per_request_ms"] > 0 else float("nan")
-        wall = ours["req_per_s"] / r["req_per_s"] if isinstance(ours, dict) and r["req_per_s"] else float("nan")
-        cpu = r["cpu_per_request_ms"] / ours["cpu_per_request_ms"] if isinstance(ours, dict) else float("nan")
-        print(f"{tool:<12}{r['req_per_s']:>11.0f}{r['req_per_s'] * a.chunks:>10.0f}{r['cpu_per_request_ms']:>11.3f}"
-              f"{core_rps:>11.0f}{core_rps * a.chunks:>14.0f}{wall:>14.2f}×{cpu:>14.2f}×")
-    for tool, r in results.items():
-        if isinstance(r, dict) and "baseline_cpu_s" in r:
-            per_round = ", ".join(f"{x:.3f}" for x in r["cpu_per_request_ms_rounds"])
-            print(f"  {tool}: start-up + {base_n} requests {r['baseline_cpu_s']:.2f} s CPU (median of "
-                  f"{a.baseline_runs}, spread {r['baseline_spread_s']:.2f} s), subtracted; cpu ms/req per round: "
-                  f"{per_round} (median shown)")
+    _print_results(a, results, base_n)
     if a.timing:
         import uvloop
 

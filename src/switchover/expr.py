@@ -133,32 +133,35 @@ class _Parser:
             raise ExprError(f"unexpected {tok.text!r} at {tok.start + 1}")
         return fn
 
-    def or_(self) -> Fn:
-        parts = [self.and_()]
-        while self.peek().kind == "name" and self.peek().text == "or":
+    def _bool_chain(self, word: str, operand: Callable[[], Fn], combine: Callable[[Iterable[bool]], bool]) -> Fn:
+        """operand (word operand)*: `or` (any) or `and` (all), short-circuiting like Python's."""
+        parts = [operand()]
+        while self.peek().kind == "name" and self.peek().text == word:
             self.take()
-            parts.append(self.and_())
+            parts.append(operand())
         if len(parts) == 1:
             return parts[0]
-        return lambda r: any(bool(p(r)) for p in parts)
+        return lambda r: combine(bool(p(r)) for p in parts)
+
+    def or_(self) -> Fn:
+        return self._bool_chain("or", self.and_, any)
 
     def and_(self) -> Fn:
-        parts = [self.not_()]
-        while self.peek().kind == "name" and self.peek().text == "and":
-            self.take()
-            parts.append(self.not_())
-        if len(parts) == 1:
-            return parts[0]
-        return lambda r: all(bool(p(r)) for p in parts)
+        return self._bool_chain("and", self.not_, all)
 
-    def not_(self) -> Fn:
-        if self.peek().kind == "name" and self.peek().text == "not":
+    def _prefix(self, kind: str, text: str, operand: Callable[[], Fn], below: Callable[[], Fn],
+                apply: Callable[[Any], Any]) -> Fn:
+        """(text)* below: a prefix operator (`not`, unary minus), nested at most MAX_DEPTH deep."""
+        if self.peek().kind == kind and self.peek().text == text:
             self.take()
             self.nest()
-            inner = self.not_()
+            inner = operand()
             self.depth -= 1
-            return lambda r: not bool(inner(r))
-        return self.cmp()
+            return lambda r: apply(inner(r))
+        return below()
+
+    def not_(self) -> Fn:
+        return self._prefix("name", "not", self.not_, self.cmp, lambda v: not bool(v))
 
     def cmp(self) -> Fn:
         left = self.sum_()
@@ -201,13 +204,7 @@ class _Parser:
         return self._arith_chain(("*", "/"), self.unary)
 
     def unary(self) -> Fn:
-        if self.peek().kind == "op" and self.peek().text == "-":
-            self.take()
-            self.nest()
-            inner = self.unary()
-            self.depth -= 1
-            return lambda r: -v if _num(v := inner(r)) else None
-        return self.atom()
+        return self._prefix("op", "-", self.unary, self.atom, lambda v: -v if _num(v) else None)
 
     def literal_list(self, start: Token) -> Fn:
         items: list[Any] = []

@@ -84,41 +84,44 @@ MILLISECONDS = positive(inputs.MAX_MS)
 GIB = positive(inputs.MAX_GIB)
 
 
-class BaseUrl(_Parser):
-    """http(s)://host[:port][/path] without credentials, query or fragment."""
+class _Checked(_Parser):
+    """Text checked by one of switchover.inputs' checks (a ValueError naming the problem refuses it)."""
 
-    name = "url"
+    @staticmethod
+    @abstractmethod
+    def check(value: str) -> str:
+        """The accepted text; ValueError otherwise."""
 
     def convert(self, value: Any, param: object = None, ctx: object = None) -> str:
         try:
-            return inputs.base_url(str(value))
+            return self.check(str(value))
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
 
 
-class HostPort(_Parser):
+class BaseUrl(_Checked):
+    """http(s)://host[:port][/path] without credentials, query or fragment."""
+
+    name = "url"
+    check = staticmethod(inputs.base_url)
+
+
+class HostPort(_Checked):
     """host:port with a port of 1-65535 (kept as the text given)."""
 
     name = "host:port"
 
-    def convert(self, value: Any, param: object = None, ctx: object = None) -> str:
-        try:
-            inputs.host_port(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-        return str(value)
+    @staticmethod
+    def check(value: str) -> str:
+        inputs.host_port(value)
+        return value
 
 
-class EnvVarName(_Parser):
+class EnvVarName(_Checked):
     """The name of an environment variable (never the secret itself)."""
 
     name = "env-var"
-
-    def convert(self, value: Any, param: object = None, ctx: object = None) -> str:
-        try:
-            return inputs.env_var_name(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
+    check = staticmethod(inputs.env_var_name)
 
 
 class Text(_Parser):

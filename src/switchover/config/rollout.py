@@ -11,7 +11,7 @@ import itertools
 from collections import Counter
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -81,14 +81,7 @@ def _default_gates(stage: StageSpec, weighted_index: int) -> list[GateName]:
 
 
 ShadowMetric = Literal["output_tokens", "ttft_ms", "tpot_ms", "finish_reason", "stop_hit", "error_code"]
-SHADOW_METRICS: tuple[ShadowMetric, ...] = (
-    "output_tokens",
-    "ttft_ms",
-    "tpot_ms",
-    "finish_reason",
-    "stop_hit",
-    "error_code",
-)
+SHADOW_METRICS: tuple[ShadowMetric, ...] = get_args(ShadowMetric)
 
 
 class GateThresholds(BaseModel):

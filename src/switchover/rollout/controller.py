@@ -247,17 +247,21 @@ class Rollout:
                 )
             forced = report.decision == "hold"
             text = why + (" [forced past: " + "; ".join(_short_of_pass(report)) + "]" if forced else "")
-            new, tr = sm.advance(state, now=self.clock(), who=actor(), why=text, gates=report.summary())
-            lines = self._commit(new, tr, rollback_flag=False)
-            return ActionResult(
-                action="advance",
-                state=self.view(),
-                transition=tr,
-                transitions=lines,
-                report=report,
-                message=f"advanced {tr.from_stage} → {tr.to_stage} (new weight {tr.to_weight}%)"
-                + ("; holding: the rollback window is open" if len(lines) > 1 else ""),
-            )
+            return self._advance(state, report, why=text)
+
+    def _advance(self, state: RolloutState, report: GateReport, *, why: str) -> ActionResult:
+        """Move to the next stage (the caller holds the lock and has judged the gates), drive the gateway, audit."""
+        new, tr = sm.advance(state, now=self.clock(), who=actor(), why=why, gates=report.summary())
+        lines = self._commit(new, tr, rollback_flag=False)
+        return ActionResult(
+            action="advance",
+            state=self.view(),
+            transition=tr,
+            transitions=lines,
+            report=report,
+            message=f"advanced {tr.from_stage} → {tr.to_stage} (new weight {tr.to_weight}%)"
+            + ("; holding: the rollback window is open" if len(lines) > 1 else ""),
+        )
 
     def _auto_rollback(self, state: RolloutState, report: GateReport, *, to: str | None = None) -> ActionResult:
         failed = [r.reason for r in report.results if r.verdict == "fail" and r.hard]
@@ -265,24 +269,22 @@ class Rollout:
         if report.holding is not None and report.holding.reason:
             failed = [report.holding.reason]
         why = "hard gate failed: " + "; ".join(failed)
-        target = to or self.settings.on_fail
-        new, tr = sm.rollback(
-            state,
-            to=target,  # type: ignore[arg-type]
-            now=self.clock(),
-            who=actor(),
-            why=why,
-            automatic=True,
-            gates=report.summary(),
-        )
+        return self._roll_back(state, to=to or self.settings.on_fail, why=why, report=report)  # type: ignore[arg-type]
+
+    def _roll_back(self, state: RolloutState, *, to: Literal["previous", "zero"], why: str,
+                   report: GateReport | None = None) -> ActionResult:
+        """Go back (one stage, or to 0 %), drive the gateway, audit; automatic when a gate report decided it."""
+        new, tr = sm.rollback(state, to=to, now=self.clock(), who=actor(), why=why, automatic=report is not None,
+                              gates=report.summary() if report is not None else None)
         lines = self._commit(new, tr, rollback_flag=new.index < 0)
         return ActionResult(
-            action="auto_rollback",
+            action="auto_rollback" if report is not None else "rollback",
             state=self.view(new),
             transition=tr,
             transitions=lines,
             report=report,
-            message=f"rolled back {tr.from_stage} → {tr.to_stage}: {why}",
+            message=f"rolled back {tr.from_stage} → {tr.to_stage}"
+            + (f": {why}" if report is not None else f" (new weight {tr.to_weight}%)"),
         )
 
     def rollback(
@@ -305,15 +307,7 @@ class Rollout:
                             "send every request to it. Fix old first, or --force",
                         )
                     note = f" [forced: old was not ready: {old.reason}]"
-            new, tr = sm.rollback(state, to=target, now=self.clock(), who=actor(), why=why + note)
-            lines = self._commit(new, tr, rollback_flag=new.index < 0)
-            return ActionResult(
-                action="rollback",
-                state=self.view(new),
-                transition=tr,
-                transitions=lines,
-                message=f"rolled back {tr.from_stage} → {tr.to_stage} (new weight {tr.to_weight}%)",
-            )
+            return self._roll_back(state, to=target, why=why + note)
 
     def abandon(self, *, criteria: list[str], why: str, force: bool = False) -> ActionResult:
         with self.store.locked():
@@ -366,16 +360,7 @@ class Rollout:
             if report.decision == "rollback":
                 return self._auto_rollback(state, report)
             if report.decision == "advance" and auto_advance and state.next_stage() is not None:
-                new, tr = sm.advance(state, now=self.clock(), who=actor(), why=why, gates=report.summary())
-                lines = self._commit(new, tr, rollback_flag=False)
-                return ActionResult(
-                    action="advance",
-                    state=self.view(),
-                    transition=tr,
-                    transitions=lines,
-                    report=report,
-                    message=f"advanced {tr.from_stage} → {tr.to_stage}",
-                )
+                return self._advance(state, report, why=why)
             return ActionResult(
                 action="hold" if report.decision == "hold" else "none",
                 state=self.view(state),

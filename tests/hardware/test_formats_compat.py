@@ -14,14 +14,15 @@ from typer.testing import CliRunner
 
 from switchover.cli.app import app
 from switchover.engines.compat import (
+    CompatData,
     EnginePin,
     check_engine,
     driver_support,
     load_compat,
-    parse_compat,
     parse_pin,
 )
-from switchover.engines.formats import ENGINES, format_of_config, load_matrix, lookup, parse_matrix
+from switchover.engines.formats import ENGINES, FormatMatrix, format_of_config, load_matrix, lookup
+from switchover.engines.matrixfile import validated
 from switchover.errors import BadInput, SwitchoverError
 from switchover.hardware.diff import kernel_changes
 from switchover.hardware.fingerprint import fingerprint_from_catalog
@@ -75,7 +76,7 @@ def test_matrix_validation_names_the_field(mutate: Any, field: str) -> None:
     data = _matrix_data()
     mutate(data)
     with pytest.raises(BadInput) as exc:
-        parse_matrix(data)
+        validated(FormatMatrix, data, "formats.yaml")
     assert field in exc.value.message
 
 
@@ -165,7 +166,7 @@ def test_compat_validation_names_the_field(mutate: Any, field: str) -> None:
     data = _compat_data()
     mutate(data)
     with pytest.raises(BadInput) as exc:
-        parse_compat(data)
+        validated(CompatData, data, "compat.yaml")
     assert field in exc.value.message
 
 

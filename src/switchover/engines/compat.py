@@ -108,15 +108,10 @@ class CompatData(BaseModel):
         return [b for b in self.builds if b.engine == engine and version_matches(b.versions, version)]
 
 
-def parse_compat(data: Any, what: str = "compat.yaml") -> CompatData:
-    """Validated compatibility data; BadInput naming the field otherwise."""
-    return validated(CompatData, data, what)
-
-
 @cache
 def load_compat() -> CompatData:
-    """The packaged data (engines/data/matrix/compat.yaml)."""
-    return parse_compat(packaged("compat.yaml"))
+    """The packaged data (engines/data/matrix/compat.yaml), validated."""
+    return validated(CompatData, packaged("compat.yaml"), "compat.yaml")
 
 
 # ---- a pinned engine -------------------------------------------------------------------------------------------

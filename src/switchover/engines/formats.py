@@ -105,15 +105,10 @@ def _overlap(a: FormatRule, b: FormatRule) -> bool:
     return lo < hi
 
 
-def parse_matrix(data: Any, what: str = "formats.yaml") -> FormatMatrix:
-    """A validated matrix from parsed YAML; BadInput naming the field otherwise."""
-    return validated(FormatMatrix, data, what)
-
-
 @cache
 def load_matrix() -> FormatMatrix:
-    """The packaged matrix (engines/data/matrix/formats.yaml)."""
-    return parse_matrix(packaged("formats.yaml"))
+    """The packaged matrix (engines/data/matrix/formats.yaml), validated."""
+    return validated(FormatMatrix, packaged("formats.yaml"), "formats.yaml")
 
 
 class FormatVerdict(BaseModel):

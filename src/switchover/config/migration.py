@@ -18,7 +18,6 @@ from switchover.config.rollout import RolloutSettings
 from switchover.errors import BadInput
 from switchover.inputs import base_url, env_var_name
 
-
 _VERSION = re.compile(r"\d+(\.\d+){0,3}([.+-][0-9A-Za-z]+){0,3}")
 
 

@@ -46,6 +46,13 @@ LIMITS = [
         instead="run switchover's gateway for the shadow stage; compare with `switchover rollout compare`",
     ),
     Limitation(
+        feature="mirroring only the requests old serves",
+        why="request_mirror_policies belong to the route, not to a weighted cluster: requests new already serves "
+        "are mirrored to new as well, so new sees its own tenants twice (measured in tests/export/test_envoy_run.py)",
+        instead="size new for its share plus shadow.percent of all traffic, or run switchover's gateway (it mirrors "
+        "only old-routed requests) for the shadow stage",
+    ),
+    Limitation(
         feature="shadow max_tokens clamp and concurrency cap",
         why="request_mirror_policies copy the request unchanged, with no in-flight bound",
         instead="size new for the mirrored load, or mirror a smaller runtime fraction",

@@ -294,6 +294,12 @@ class GatewayConfig(_Strict):
     ledger_rotate_mb: float = Field(
         default=64.0, ge=0.01, le=1 << 20, description="Start a new ledger file past this size"
     )
+    ledger_keep_files: int | None = Field(
+        default=None, ge=2, le=1_000_000,
+        description="Keep at most this many ledger files: at each rotation the oldest beyond it are deleted, so "
+                    "days of traffic take at most keep x ledger_rotate_mb of disk (default: keep every file). "
+                    "Keep more than the longest rollout window or holding period needs.",
+    )
     reload_poll_s: float = Field(
         default=1.0, ge=0.01, le=3600, description="How often the config file is checked for changes"
     )

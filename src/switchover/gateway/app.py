@@ -67,7 +67,8 @@ class Gateway:
         self.run_dir = run_dir or gw.resolved_run_dir(config_path)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.log_prompts = log_prompts
-        self.ledger = Ledger(self.run_dir, int(gw.ledger_rotate_mb * (1 << 20)), flush_interval_s=LEDGER_FLUSH_S)
+        self.ledger = Ledger(self.run_dir, int(gw.ledger_rotate_mb * (1 << 20)), flush_interval_s=LEDGER_FLUSH_S,
+                             keep_files=gw.ledger_keep_files)
         self.metrics = GatewayMetrics()
         self.metrics.preset(fallback_statuses=self.live.fail_statuses)
         ks = gw.kill_switch

@@ -12,6 +12,7 @@ file is counted apart: it is normal while the gateway writes).
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from switchover.ledger_record import LedgerRecord, LedgerRow, ShadowRecord
 
+log = logging.getLogger("switchover.gateway")
 _NAME = re.compile(r"^ledger-(\d{5,})\.jsonl$")
 MAX_EXAMPLES = 3
 
@@ -93,7 +95,11 @@ def read_ledger_files(files: Sequence[Path], skipped: LedgerSkips | None = None)
     skips = skipped if skipped is not None else LedgerSkips()
     for i, path in enumerate(files):
         newest = i == len(files) - 1
-        with path.open("rb") as fh:
+        try:
+            fh = path.open("rb")
+        except FileNotFoundError:
+            continue  # deleted by ledger retention between the listing and now: its rows are gone by policy
+        with fh:
             for n, line in enumerate(fh, 1):
                 if not line.endswith(b"\n") and newest:
                     skips.torn_tail += 1  # still being written
@@ -118,12 +124,16 @@ def read_requests(run_dir: str | Path, skipped: LedgerSkips | None = None) -> It
 
 
 class Ledger:
-    """Appends rows; starts a new file past `rotate_bytes`. Rows are flushed to the file at most
-    `flush_interval_s` after they are written (0: every row), and on flush() / close()."""
+    """Appends rows; starts a new file past `rotate_bytes`, and then deletes the oldest files beyond
+    `keep_files` (None: keeps every file). Rows are flushed to the file at most `flush_interval_s` after they are
+    written (0: every row), and on flush() / close()."""
 
-    def __init__(self, run_dir: Path, rotate_bytes: int = 64 << 20, flush_interval_s: float = 0.0) -> None:
+    def __init__(self, run_dir: Path, rotate_bytes: int = 64 << 20, flush_interval_s: float = 0.0,
+                 keep_files: int | None = None) -> None:
         self.run_dir = run_dir
         self.rotate_bytes = rotate_bytes
+        self.keep_files = keep_files
+        self.files_deleted = 0
         self.flush_interval_s = flush_interval_s
         self._last_flush = float("-inf")
         self._dirty = False
@@ -176,6 +186,8 @@ class Ledger:
             self._fh.close()
             self._fh = None
             self._index += 1
+            self._open()  # the new file exists before the oldest go
+            self._retain()
         fh = self._open()
         fh.write(line)
         self._size += len(line)
@@ -183,6 +195,21 @@ class Ledger:
         now = time.monotonic()
         if now - self._last_flush >= self.flush_interval_s:
             self.flush(now)
+
+    def _retain(self) -> None:
+        """Delete the oldest files beyond keep_files (the one being written is the newest, never deleted)."""
+        if self.keep_files is None:
+            return
+        files = ledger_files(self.run_dir)
+        for old in files[: max(0, len(files) - self.keep_files)]:
+            try:
+                old.unlink()
+                self.files_deleted += 1
+            except FileNotFoundError:
+                pass
+            except OSError as exc:  # disk full of something else, permissions: keep writing, say why once
+                log.warning("ledger retention: cannot delete %s: %s", old.name, exc)
+                return
 
     def flush(self, now: float | None = None) -> None:
         """Push buffered rows to the file (the gateway calls this on a timer)."""

@@ -445,13 +445,21 @@ def stats_from_prometheus(source: PrometheusSource, *, window_s: float) -> Windo
 
     def n(expr: str) -> int:
         v = q(expr)
-        return round(v) if v is not None else 0
+        return round(v) if v is not None else 0  # a labelled counter has no series until its first increment
 
+    requests_expr = mn.new_requests(w, sel)
+    requests = q(requests_expr)
     new = ArmWindow(
-        requests=n(mn.new_requests(w, sel)),
+        requests=round(requests) if requests is not None else 0,
         errors=n(mn.new_errors(w, sel)),
         fallbacks=n(mn.fallbacks(w, sel)),
     )
+    warnings = []
+    if requests is None:
+        warnings.append(
+            f"Prometheus has no series for new's requests ({requests_expr}): nothing was measured, not zero traffic "
+            "for certain; check rollout.prometheus.selector and that Prometheus scrapes the gateway's /metrics"
+        )
     old = ArmWindow()
     for name, arm in (("old", old), ("new", new)):
         for hist, attr in ((mn.TTFT, "ttft"), (mn.TPOT, "tpot")):
@@ -468,4 +476,5 @@ def stats_from_prometheus(source: PrometheusSource, *, window_s: float) -> Windo
             "histogram_quantile interpolates within buckets: p99 is as fine as the buckets",
             "shadow distribution tests need per-request rows: use the ledger source",
         ],
+        warnings=warnings,
     )

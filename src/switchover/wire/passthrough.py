@@ -235,7 +235,7 @@ class _Conn(asyncio.Protocol):
         if self.closed:
             return
         self.used = time.monotonic()
-        self.pool._idle.setdefault(self.key, []).append(self)
+        self.pool.park(self)
 
     def close(self) -> None:
         self.closed = True
@@ -244,12 +244,34 @@ class _Conn(asyncio.Protocol):
 
 
 class H1Pool:
-    """Keep-alive connections per (host, port, tls); the most recently used idle one is reused first."""
+    """Keep-alive connections per (host, port, tls); the most recently used idle one is reused first. Each time a
+    connection goes idle, those idle past `keepalive_s` or closed by the server are dropped, and at most
+    `max_idle` per origin are kept, so a burst's connections do not hold file descriptors until they are taken."""
 
-    def __init__(self, keepalive_s: float = 4.0) -> None:
+    def __init__(self, keepalive_s: float = 4.0, max_idle: int = 256) -> None:
         self.keepalive_s = keepalive_s
+        self.max_idle = max_idle
         self._idle: dict[tuple[str, int, bool], list[_Conn]] = {}
         self._ssl: ssl.SSLContext | None = None
+
+    def park(self, conn: _Conn) -> None:
+        """Keep `conn` for reuse and drop what should not be kept (the list is in the order conns went idle)."""
+        idle = self._idle.setdefault(conn.key, [])
+        idle.append(conn)
+        horizon = time.monotonic() - self.keepalive_s
+        stale = 0
+        while stale < len(idle) and (idle[stale].closed or idle[stale].used <= horizon):
+            stale += 1
+        stale = max(stale, len(idle) - self.max_idle)
+        for old in idle[:stale]:
+            old.close()
+        del idle[:stale]
+        if any(c.closed for c in idle):
+            idle[:] = [c for c in idle if not c.closed]
+
+    def idle_count(self) -> int:
+        """Idle connections held now (all origins)."""
+        return sum(len(conns) for conns in self._idle.values())
 
     def _take(self, key: tuple[str, int, bool]) -> _Conn | None:
         idle = self._idle.get(key)

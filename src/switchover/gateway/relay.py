@@ -13,7 +13,8 @@ from typing import Any
 
 import orjson
 
-from switchover.gateway.upstream import Opened
+from switchover.gateway.observe import Observer
+from switchover.gateway.upstream import MAX_EVENT_BYTES, Opened
 from switchover.wire.sse import SSEEvent
 
 Rewrite = Callable[[bytes], bytes]
@@ -172,6 +173,16 @@ def _head_out(opened: Opened, rw: Any, strip_usage: bool, cut_usage: bool) -> tu
     return (cut if cut is not None else render(opened.head_events, rw, strip_usage)), None
 
 
+def _stream_fault(obs: Observer) -> str | None:
+    """Why a stream must stop now: an event that is not JSON of the expected shape, or one that has grown past
+    MAX_EVENT_BYTES without ending (the parser would hold it all: a broken or hostile upstream)."""
+    if obs.malformed:
+        return "malformed"
+    if obs.parser.pending > MAX_EVENT_BYTES:
+        return "too_large"
+    return None
+
+
 def _outcome(opened: Opened, failure: str | None, asked: str | None) -> tuple[Relayed, bytes]:
     """How the stream ended, and the error event that closes a cut one (empty when it ended well)."""
     if failure is None and opened.obs.error:
@@ -235,8 +246,8 @@ async def relay_stream(request: Any, opened: Opened, asked: str | None, headers:
                     held += render(tail, rw, strip_usage)
                 break
             events = obs.feed(chunk, now)
-            if obs.malformed:
-                failure = "malformed"
+            failure = _stream_fault(obs)
+            if failure is not None:
                 break
             was_aligned, aligned = aligned, _whole_events(chunk)
             cut = without_usage(chunk) if passthrough and was_aligned and aligned else None

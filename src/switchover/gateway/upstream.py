@@ -17,6 +17,7 @@ from switchover.wire.passthrough import H1Pool, H1Response, Origin, UpstreamConn
 from switchover.wire.sse import SSEEvent
 
 MAX_BODY = 256 << 20  # a whole (non-streamed) upstream answer is held to relay it: at most this much
+MAX_EVENT_BYTES = 16 << 20  # one SSE event of a stream is held until it ends: at most this much
 
 
 async def read_bounded(resp: H1Response, limit: int) -> bytes:

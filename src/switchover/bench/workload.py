@@ -22,6 +22,7 @@ import orjson
 from pydantic import BaseModel, Field
 
 from switchover.errors import BadInput, Unreachable
+from switchover.textfile import check_text_file, read_text
 from switchover.wire import EngineClient, FailureKind
 
 Arrival = Literal["constant", "poisson", "gamma"]
@@ -268,14 +269,15 @@ def request_body(plan: Any, p: Prompt, model: str, extra: dict[str, Any], min_fi
 # ------------------------------------------------------------------------------------------- datasets, traces
 
 
+MAX_DATASET_BYTES = 1 << 30  # a --dataset JSONL (ShareGPT is ~0.7 GiB); it is held in memory while the run lasts
+
+
 def load_dataset(path: str | Path, default_max_tokens: int) -> list[Prompt]:
     """JSONL: one object per line with `prompt` (completions) or `messages` (chat), optional `max_tokens`
     and `timestamp` (seconds; makes it a trace replayed at those offsets)."""
     p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise BadInput(f"{p}: cannot read dataset: {exc.strerror or exc}") from None
+    check_text_file(p, max_bytes=MAX_DATASET_BYTES, what="dataset (JSONL)")  # a regular file: no read of a device
+    lines = read_text(p, max_bytes=MAX_DATASET_BYTES, what="dataset (JSONL)").splitlines()
     out: list[Prompt] = []
     t0: float | None = None
     for i, line in enumerate(lines, 1):

@@ -9,6 +9,9 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from switchover.errors import BadInput
 from switchover.jsonl import jsonl_values
+from switchover.textfile import check_text_file, read_text
+
+MAX_PROMPTS_BYTES = 64 << 20  # every prompt is sent to both sides: far past any useful verify set
 
 
 class PromptCase(BaseModel):
@@ -53,12 +56,11 @@ BUILTIN: list[PromptCase] = [
 def load_jsonl(path: str | Path) -> list[PromptCase]:
     """Read prompts from JSONL: {"id"?, "kind"?, "messages" | "prompt", "max_tokens"?} per line."""
     p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise BadInput(f"--prompts {p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"--prompts {p}: cannot read: {exc}") from None
+    try:  # a regular UTF-8 file of bounded size: a FIFO, device, binary or oversized file is one line (exit 2)
+        check_text_file(p, max_bytes=MAX_PROMPTS_BYTES, what="prompts file (JSONL)")  # no read of a device
+        lines = read_text(p, max_bytes=MAX_PROMPTS_BYTES, what="prompts file (JSONL)").splitlines()
+    except BadInput as exc:
+        raise BadInput(f"--prompts {exc.message}", hint=exc.hint) from None
     cases: list[PromptCase] = []
     for no, obj in jsonl_values(lines, f"--prompts {p}"):
         if not isinstance(obj, dict):

@@ -25,6 +25,7 @@ import re
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -234,6 +235,8 @@ def _measure_llama(layout: Any, model: Path, args: str) -> float | None:
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 30
     found = None
+    watchdog = threading.Timer(30, proc.kill)  # a server that prints nothing would block the line loop forever
+    watchdog.start()
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -244,6 +247,7 @@ def _measure_llama(layout: Any, model: Path, args: str) -> float | None:
             if time.monotonic() > deadline or "exiting" in line:
                 break
     finally:
+        watchdog.cancel()
         proc.terminate()
         try:
             proc.wait(timeout=10)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from switchover.atomicfile import write_atomic
 from switchover.errors import BadInput
+from switchover.inputs import base_url
 from switchover.readiness import check_ready
 from switchover.redaction import redact
 
@@ -63,8 +64,10 @@ async def run_drill(
     be replaced under it; that is said in docs)."""
     if not stop_cmd.strip() or not start_cmd.strip():
         raise BadInput("--stop-new and --start-old must be commands, e.g. --stop-new 'systemctl stop engine-new'")
-    if not url.startswith(("http://", "https://")):
-        raise BadInput(f"--url must start with http:// or https://, got {url!r}")
+    try:
+        base_url(url)
+    except ValueError as exc:
+        raise BadInput(f"--url {exc}") from None
     try:  # before anything is stopped: a log that cannot be written must not leave new stopped and old not started
         out = open(log, "ab") if log is not None else None  # noqa: SIM115 - handed to the child, closed below
     except OSError as exc:

@@ -16,6 +16,7 @@ from switchover.bench.workload import TokenCounter
 from switchover.config import Migration
 from switchover.config.bench import BenchSection
 from switchover.errors import BadInput, Unreachable
+from switchover.inputs import base_url
 from switchover.wire import EngineClient, Timeouts
 
 
@@ -165,8 +166,10 @@ def endpoints_from(
     if not eps:
         raise BadInput("nothing to bench: give --url, --old and --new, or --config switchover.yaml")
     for e in eps:
-        if not e.url.startswith(("http://", "https://")):
-            raise BadInput(f"{e.label} URL must start with http:// or https://, got {e.url!r}")
+        try:
+            e.url = base_url(e.url)
+        except ValueError as exc:
+            raise BadInput(f"{e.label} URL {exc}") from None
         if model and e.model is None:
             e.model = model
     return eps, section

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from switchover.config.rollout_custom import CustomGate
 from switchover.config.rollout_holding import HoldingSettings
 from switchover.expr import ExprError, compile_expr
+from switchover.inputs import base_url
 from switchover.ledger_record import row_fields
 
 
@@ -120,9 +121,7 @@ class PrometheusSource(BaseModel):
     @field_validator("url")
     @classmethod
     def _http(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError(f"must start with http:// or https://, got {value!r}")
-        return value.rstrip("/")
+        return base_url(value)
 
 
 DEFAULT_STAGES: list[Any] = ["shadow", 5, 20, 50, 100]

@@ -26,6 +26,7 @@ import aiohttp
 import orjson
 
 from switchover.errors import BadInput
+from switchover.inputs import base_url as checked_url
 from switchover.wire.error_body import parse_error_body
 from switchover.wire.fold import (
     MAX_BODY,
@@ -97,8 +98,10 @@ class EngineClient:
         max_connections: int = 1024,
         transport: Transport = "auto",
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise BadInput(f"URL must start with http:// or https://, got {base_url!r}")
+        try:
+            checked_url(base_url)
+        except ValueError as exc:
+            raise BadInput(f"URL {exc}") from None
         if transport not in ("auto", "raw", "aiohttp"):
             raise BadInput(f"transport must be auto, raw or aiohttp, got {transport!r}")
         self.base_url = base_url.rstrip("/")

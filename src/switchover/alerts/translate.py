@@ -35,10 +35,6 @@ Kind = Literal["untranslatable", "not_engine_metric", "name_selector", "label", 
 LATENCY_INTENTS = frozenset({"ttft", "tpot", "itl", "e2e", "queue_time"})
 ENGINE_STATE_INTENTS = frozenset({"running", "waiting", "kv_usage", "preemptions"})
 ANNOTATION = "switchover_untranslated"
-# labels that say which deployment a series is from (the model served, vLLM's engine-core index), not which subset
-# of requests: dropping a matcher on one widens the selection to the whole server, a warning. Any other matcher
-# selects a subset (finished_reason="error", err="generation"): dropping it would change what the rule counts.
-IDENTITY_LABELS = frozenset({"model_name", "engine", "engine_type"})
 
 
 class Finding(BaseModel):
@@ -180,7 +176,11 @@ class _Rule:
                 value = self._le(sel.name or "", m, dst, factor)
                 changed |= value != m.value
                 kept.append((m, value))
-            elif m.label in src_labels and m.label not in dst_labels and m.label in IDENTITY_LABELS:
+            # a label that names the deployment (profile data: metrics_endpoint.identity_labels) may be dropped,
+            # widening the selection to the whole server (a warning); any other matcher selects a subset
+            # (finished_reason="error"): dropping it would change what the rule counts
+            elif m.label in src_labels and m.label not in dst_labels \
+                    and m.label in self.src.metrics_endpoint.identity_labels:
                 self.note("warning", "label", f"{sel.name}: matcher {m.label}{m.op}{_quote(m.value)} dropped: "
                           f"{dst.name} has no {m.label} label (it then covers the whole server)", sel.name)
                 changed = True

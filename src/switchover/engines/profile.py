@@ -64,6 +64,17 @@ class MetricsEndpoint(_Cited):
     path: str
     enabled_by_default: bool
     enable: str | None = Field(default=None, description="flag or YAML key that turns metrics on")
+    identity_labels: list[str] = Field(
+        default_factory=list,
+        description="labels that say which deployment a series is from (the model served, an engine-core index), "
+                    "not which subset of requests: `alerts translate` may drop a matcher on one (with a warning)")
+    identity_source: str | None = Field(default=None, description="where the identity labels are defined")
+
+    @model_validator(mode="after")
+    def _identity_cited(self) -> MetricsEndpoint:
+        if self.identity_labels and not self.identity_source:
+            raise ValueError("identity_labels need identity_source (the file that defines them)")
+        return self
 
 
 OPTIONAL_API_FACTS = frozenset({"slots_path", "slots_field"})

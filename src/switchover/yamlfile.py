@@ -2,7 +2,7 @@
 refusal names the line and column (PyYAML's safe loader alone recurses forever on `a: &x [*x]` and expands a
 billion-laughs document without limit).
 
-Callers: the migration file (config.py), `plan translate` launch configs, `plan grace --scan` manifests.
+Callers: the migration file (config/migration.py), `plan translate` launch configs, `plan grace --scan` manifests.
 """
 
 from __future__ import annotations

@@ -174,3 +174,27 @@ def test_a_stalled_window_is_a_window_with_no_requests_and_drift_flags_it():
     rows = {d.metric: d for d in drift_table(soak.windows, 10.0)}
     assert rows["requests"].flagged and rows["requests"].change_pct == pytest.approx(-100)
     assert rows["TPOT p50 ms"].last is None and not rows["TPOT p50 ms"].flagged  # not measured, not 0
+
+
+def test_the_last_window_cut_short_by_the_steps_end_is_marked_partial_and_left_out_of_the_timeline():
+    from switchover.bench.report import soak_figure
+    from switchover.bench.soak import Soak, Windows
+
+    s = 1_000_000_000
+    soak = Soak(window_s=10.0, checkpoint_s=5.0)
+    w = Windows(soak, seed=0)
+    w.start("new", 0, 0.0, {"endpoint": "new", "step": 0, "concurrency": 1})
+
+    def row(t_s: float) -> dict:
+        end = int(t_s * s)
+        return {"send_ns": end - s // 10, "end_ns": end, "chunk_ns": [end - s // 20, end], "chunk_text": ["a", "b"],
+                "completion_tokens": 2, "failure_kind": None, "warmup": False}
+
+    for t in (1, 2, 3, 11, 12, 20.01):  # a straggler just past the last whole window
+        w.roll("new", int(t * s))
+        w.add("new", row(t), int(t * s))
+    w.finish("new", int(20.02 * s))
+    assert [(x.index, x.partial) for x in soak.windows] == [(0, False), (1, False), (2, True)]
+    report = type("R", (), {"soak": soak})()
+    xs = [list(tr.x) for tr in soak_figure(report).data]  # type: ignore[arg-type]
+    assert all(len(x) == 2 for x in xs)  # only the two whole windows are plotted

@@ -122,7 +122,7 @@ def soak_figure(report: BenchReport) -> go.Figure:
     fig = make_subplots(rows=1, cols=3, subplot_titles=("TTFT / TPOT p99 (ms)", "req/s", "memory (MB)"))
     for i, label in enumerate(dict.fromkeys(w.endpoint for w in soak.windows)):
         color = COLORS[i % len(COLORS)]
-        ws = [w for w in soak.windows if w.endpoint == label]
+        ws = [w for w in soak.windows if w.endpoint == label and not w.partial]  # a cut-short tail: table only
         x = [(w.start_s + w.end_s) / 2 / div for w in ws]
         for name, attr, dash in (("TTFT p99", "ttft_ms", "solid"), ("TPOT p99", "tpot_ms", "dot")):
             y = [getattr(w.summary, attr).p99 if getattr(w.summary, attr) else None for w in ws]
@@ -156,7 +156,8 @@ def _soak(report: BenchReport, include_js: bool) -> dict[str, Any]:
     drift = [[d.endpoint, d.metric, _f(d.first, 2), _f(d.last, 2),
               "—" if d.change_pct is None else f"{d.change_pct:+.1f}%", Markup("<b>drift</b>") if d.flagged else "",
               d.note] for d in soak.drift]
-    windows = [[w.endpoint, str(w.index), f"{w.start_s:.0f}–{w.end_s:.0f}", f"{w.summary.ok}/{w.summary.requests}",
+    windows = [[w.endpoint, str(w.index), f"{w.start_s:.0f}–{w.end_s:.0f}" + (" (partial)" if w.partial else ""),
+                f"{w.summary.ok}/{w.summary.requests}",
                 _f(w.summary.req_per_s, 2), _f(w.summary.ttft_ms.p99 if w.summary.ttft_ms else None),
                 _f(w.summary.tpot_ms.p50 if w.summary.tpot_ms else None, 2),
                 _f(w.summary.tpot_ms.p99 if w.summary.tpot_ms else None, 2), _f(w.client_rss_mb),

@@ -41,6 +41,8 @@ class Window(BaseModel):
     summary: StepSummary
     client_rss_mb: float | None = Field(default=None, description="this process's resident memory at the close")
     engine_rss_mb: float | None = Field(default=None, description="engine /metrics process_resident_memory_bytes")
+    partial: bool = Field(default=False, description="the step's last window, cut short by the step's end: its "
+                          "rates are over a shorter span (the drift table and the timeline leave it out)")
 
 
 class DriftRow(BaseModel):
@@ -163,6 +165,7 @@ class Windows:
         self.soak.windows.append(Window(
             endpoint=endpoint, index=index, start_s=start, end_s=end, start_wall=self.wall0[endpoint] + start,
             summary=acc.summary(), client_rss_mb=client_rss_mb(), engine_rss_mb=None if rss is None else rss / 2**20,
+            partial=not complete,
         ))
 
     def finish(self, endpoint: str, end_ns: int) -> None:

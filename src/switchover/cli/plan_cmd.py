@@ -18,13 +18,14 @@ from switchover.errors import BadInput, CheckFailed
 from switchover.hardware import check_capabilities, find_gpu, load_fingerprint
 from switchover.model.card import load_model_card
 from switchover.plan.canary import CanaryPlan, canary_plan
-from switchover.plan.capacity import Knobs, capacity, weight_format
+from switchover.plan.capacity import Knobs, capacity
 from switchover.plan.choose_models import resolve_model
 from switchover.plan.grace import grace_report, latency_from_bench, required_grace
 from switchover.plan.interconnect import host_from
 from switchover.plan.overhead import parse_version
 from switchover.plan.parallel import check_layout, plan_layouts
 from switchover.plan.translate import translate
+from switchover.plan.weight_format import weight_format
 from switchover.textfile import read_text
 
 app = typer.Typer(help="Will it fit, with which flags, on which GPUs, and what did the old flags really mean?\n\n"

@@ -153,6 +153,14 @@ async def test_resume_refuses_a_checkpoint_it_cannot_read_with_bad_input(tmp_pat
         BenchRun.resumed(rd.path)
 
 
+def _row(t_s: float) -> dict:
+    """A finished request whose last byte came at t_s seconds."""
+    s = 1_000_000_000
+    end = int(t_s * s)
+    return {"send_ns": end - s // 10, "end_ns": end, "chunk_ns": [end - s // 20, end], "chunk_text": ["a", "b"],
+            "completion_tokens": 2, "failure_kind": None, "warmup": False}
+
+
 def test_a_stalled_window_is_a_window_with_no_requests_and_drift_flags_it():
     from switchover.bench.soak import Soak, Windows
 
@@ -161,13 +169,8 @@ def test_a_stalled_window_is_a_window_with_no_requests_and_drift_flags_it():
     w = Windows(soak, seed=0)
     w.start("new", 0, 0.0, {"endpoint": "new", "step": 0, "concurrency": 1})
 
-    def row(t_s: float) -> dict:
-        end = int(t_s * s)
-        return {"send_ns": end - s // 10, "end_ns": end, "chunk_ns": [end - s // 20, end], "chunk_text": ["a", "b"],
-                "completion_tokens": 2, "failure_kind": None, "warmup": False}
-
     for t in (1, 2, 3, 4, 5, 6, 7, 8):
-        w.add("new", row(t), int(t * s))
+        w.add("new", _row(t), int(t * s))
     w.roll("new", int(35 * s))  # nothing finished from 8 s to 35 s: windows 1 and 2 are empty, 3 is open
     w.finish("new", int(36 * s))  # the open window has no request: a partial one is not shown
     assert [(x.index, x.summary.requests) for x in soak.windows] == [(0, 8), (1, 0), (2, 0)]
@@ -185,14 +188,9 @@ def test_the_last_window_cut_short_by_the_steps_end_is_marked_partial_and_left_o
     w = Windows(soak, seed=0)
     w.start("new", 0, 0.0, {"endpoint": "new", "step": 0, "concurrency": 1})
 
-    def row(t_s: float) -> dict:
-        end = int(t_s * s)
-        return {"send_ns": end - s // 10, "end_ns": end, "chunk_ns": [end - s // 20, end], "chunk_text": ["a", "b"],
-                "completion_tokens": 2, "failure_kind": None, "warmup": False}
-
     for t in (1, 2, 3, 11, 12, 20.01):  # a straggler just past the last whole window
         w.roll("new", int(t * s))
-        w.add("new", row(t), int(t * s))
+        w.add("new", _row(t), int(t * s))
     w.finish("new", int(20.02 * s))
     assert [(x.index, x.partial) for x in soak.windows] == [(0, False), (1, False), (2, True)]
     report = type("R", (), {"soak": soak})()

@@ -184,3 +184,11 @@ def test_a_bad_port_is_one_line_and_exit_2() -> None:
     proc, _ = _start("zero", "--port", "70000")
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2 and "--port: 70000 is not a port" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("args", [("zero", "--itl-ms", "nan"), ("zero", "--chunks", "-1"),
+                                  ("zero", "--load-s", "1e300"), ("scripted", "--delay-ms", "inf")])
+def test_a_bad_number_flag_is_one_line_and_exit_2(args: tuple[str, ...]) -> None:
+    proc, _ = _start(*args)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and f"{args[1]}: " in err and "Traceback" not in err

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import sys
 
 from switchover.testing.zerowork import serve_forever
 
+_MAX = {"chunks": 1_000_000, "itl_ms": 60_000.0, "load_s": 3600.0, "delay_ms": 600_000.0}  # sane bounds
 EXAMPLE = "Example: python -m switchover.testing zero --port 0 --itl-ms 1"
 
 
@@ -46,6 +48,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     if args.port < 0 or args.port > 65535:
         parser().error(f"--port: {args.port} is not a port (0-65535)")
+    for flag in ("chunks", "itl_ms", "load_s", "delay_ms"):
+        value = getattr(args, flag, None)
+        if value is not None and not (math.isfinite(value) and 0 <= value <= _MAX[flag]):
+            parser().error(f"--{flag.replace('_', '-')}: {value} is not a number from 0 to {_MAX[flag]:g}")
     with contextlib.suppress(KeyboardInterrupt):
         if args.kind == "scripted":  # the default loop, as the gateway benchmarks have always measured it with
             asyncio.run(_scripted(args))

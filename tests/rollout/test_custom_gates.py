@@ -149,6 +149,14 @@ def test_prometheus_answers_of_an_unexpected_shape_are_named_not_a_traceback() -
         _series(src, "q", {"resultType": "matrix", "result": [{"metric": {}, "values": [[1.0, "1"]]}]})
 
 
+def test_a_prometheus_timeout_too_large_for_a_socket_is_refused_by_the_config() -> None:
+    """urlopen raises OverflowError (a traceback) for timeout=1e308; the field bound names it instead."""
+    import pydantic
+    with pytest.raises(pydantic.ValidationError, match="timeout_s"):
+        PrometheusSource(url="http://127.0.0.1:9090", timeout_s=1e308)
+    assert PrometheusSource(url="http://127.0.0.1:9090", timeout_s=300).timeout_s == 300
+
+
 @pytest.mark.parametrize(
     ("gate", "message"),
     [

@@ -116,7 +116,7 @@ class PrometheusSource(BaseModel):
 
     url: str = Field(description="Prometheus base URL, e.g. http://127.0.0.1:9090")
     selector: str = Field(default="", description='Extra label matchers added to every query, e.g. job="gateway"')
-    timeout_s: float = Field(default=5.0, gt=0)
+    timeout_s: float = Field(default=5.0, gt=0, le=300, description="Seconds one query may take")
 
     @field_validator("url")
     @classmethod

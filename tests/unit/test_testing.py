@@ -160,6 +160,29 @@ async def test_zero_work_server_answers_a_stream_of_max_tokens_events() -> None:
     assert status == 200 and len(events) == 7 and events[-1].data == b"[DONE]"  # 5 tokens, usage, [DONE]
 
 
+async def _raw(port: int, data: bytes) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(data)
+    answer = await asyncio.wait_for(reader.read(4096), 5)
+    writer.close()
+    return answer
+
+
+@pytest.mark.parametrize("length", [b"x", b"-5", b"99999999999"])
+async def test_zero_work_server_refuses_a_bad_or_huge_content_length(length: bytes) -> None:
+    async with ZeroWorkServer() as srv:
+        answer = await _raw(srv.port, b"POST /v1/completions HTTP/1.1\r\nContent-Length: " + length + b"\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 400") and b"bad Content-Length" in answer
+        status, _, _ = await _post(srv.url, {**CHAT, "stream": True, "max_tokens": 2})  # still serving
+    assert status == 200
+
+
+async def test_zero_work_server_refuses_max_tokens_it_would_have_to_build_in_memory() -> None:
+    async with ZeroWorkServer() as srv:
+        status, body, _ = await _post(srv.url, {**CHAT, "max_tokens": 10**12})
+    assert status == 400 and b"bad request" in body
+
+
 def _start(*args: str) -> tuple[subprocess.Popen[str], float]:
     proc = subprocess.Popen([sys.executable, "-m", "switchover.testing", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

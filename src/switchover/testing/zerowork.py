@@ -20,6 +20,8 @@ _HEAD = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
     b"Transfer-Encoding: chunked\r\n\r\n"
 )
+MAX_REQUEST = 16 << 20  # bytes of one request body the server holds
+MAX_EVENTS = 1 << 20  # events of one answer (max_tokens); more is a 400, not an answer built in memory
 _MODELS = orjson.dumps({"object": "list", "data": [{"id": "zero", "object": "model"}]})
 
 
@@ -53,7 +55,13 @@ class _Conn(asyncio.Protocol):
             for line in head.split("\r\n")[1:]:
                 name, _, value = line.partition(":")
                 if name.strip().lower() == "content-length":
-                    length = int(value.strip())
+                    length = int(value) if value.strip().isdigit() else -1
+            if not 0 <= length <= MAX_REQUEST:  # a bad or huge Content-Length: refused, not a traceback or a buffer
+                self._plain("400 Bad Request", b'{"error":{"message":"bad Content-Length"}}')
+                assert self.transport is not None
+                self.transport.close()
+                self.buf = b""
+                return
             if len(self.buf) < head_end + 4 + length:
                 return
             body = self.buf[head_end + 4 : head_end + 4 + length]
@@ -78,6 +86,8 @@ class _Conn(asyncio.Protocol):
         try:
             req = orjson.loads(body)
             n = int(req.get("max_tokens") or self.server.chunks)
+            if n > MAX_EVENTS:
+                raise ValueError(n)
         except (orjson.JSONDecodeError, ValueError, TypeError, AttributeError):
             self._plain("400 Bad Request", b'{"error":{"message":"bad request"}}')
             return

@@ -318,3 +318,15 @@ def test_a_run_written_before_typed_evidence_still_reads(tmp_path) -> None:  # t
     ev = load_evidence(rd)
     assert Limits.of(ev).max_error_rate == 0.1
     assert ev.grace is not None and ev.grace.need is not None and ev.grace.need.required_s == 77.0
+
+
+def test_a_bench_summary_that_is_a_device_is_a_failed_part_not_an_unbounded_read(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """summary.json is read with the run directory's JSON bound: /dev/zero behind it is refused, not read forever."""
+    from switchover.check.evidence import load_evidence
+
+    rd = b.write_run(tmp_path, b.evidence())
+    (rd.path / "bench-1").mkdir()
+    (rd.path / "bench-1" / "summary.json").symlink_to("/dev/zero")
+    ev = load_evidence(rd)
+    assert ev.bench is None and ev.parts["bench"].status == "failed"
+    assert "larger than" in (ev.parts["bench"].reason or "")

@@ -17,11 +17,13 @@ from pydantic import BaseModel, Field, ValidationError
 
 from switchover.config.bench import BenchSlos
 from switchover.config.check import CheckSection
+from switchover.errors import BadInput
 from switchover.plan.capacity import CapacityResult
 from switchover.plan.grace import Finding, GraceNeed
 from switchover.plan.translate import LostItem, Translation
 from switchover.report.models import EndpointSummary, PartRun
-from switchover.runs import RunDir
+from switchover.runs import MAX_JSON_BYTES, RunDir
+from switchover.textfile import read_bytes
 
 if TYPE_CHECKING:  # another verb's result: imported when a run directory is read (`_model`), so a check whose
     # package is missing still reports the rest
@@ -195,7 +197,9 @@ def load_evidence(rd: RunDir) -> Evidence:
 
         ev.bench_dir = bench_dir
         try:
-            ev.bench = BenchReport.model_validate_json((rd.path / bench_dir / "summary.json").read_bytes())
-        except (ValidationError, ValueError, OSError) as exc:
+            raw = read_bytes(rd.path / bench_dir / "summary.json", max_bytes=MAX_JSON_BYTES,
+                             what="bench summary (JSON)")
+            ev.bench = BenchReport.model_validate_json(raw)
+        except (ValidationError, ValueError, BadInput) as exc:
             unreadable("bench", str(exc).splitlines()[0])
     return ev

@@ -150,3 +150,14 @@ def test_every_catalog_gpu_has_cited_interconnect_facts() -> None:
     assert missing == [], "add them to src/switchover/plan/data/interconnect.yaml"
     for g in CATALOG:  # NVLink in the catalog and an NVLink domain here agree
         assert (load_data().gpus[g.name].nvlink_domain > 1) == bool(g.nvlink_gbs) or g.name == "GH200-96G", g.name
+
+
+def test_a_link_the_data_file_cannot_rate_is_said_not_rated_and_skipped() -> None:
+    # a PCIe generation newer than the data file, or a nonsense width, must not become a speed (or a crash)
+    fp = HostFingerprint(gpu_present=True, gpus=[_gpu(0, gen=99), _gpu(1, width=-16)])
+    ic = from_fingerprint(fp)
+    assert ic.pcie_gbs is None and ic.pcie_link is None
+    assert any("GPU(s) 0, 1 not rated" in f for f in ic.facts)
+    assert pcie_gbs(4, -16) is None and pcie_gbs(99, 16) is None
+    fp = HostFingerprint(gpu_present=True, gpus=[_gpu(0, gen=99), _gpu(1)])
+    assert from_fingerprint(fp).pcie_link == "gen4 x16"

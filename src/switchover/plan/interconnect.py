@@ -62,8 +62,9 @@ class Interconnect(BaseModel):
 
 
 def pcie_gbs(gen: int | None, lanes: int | None) -> float | None:
+    """GB/s per direction of a link; None for a generation the data file lacks or a non-positive lane count."""
     rate = load_data().pcie_lane_gbs.get(gen or 0)
-    return round(rate * lanes, 1) if rate and lanes else None
+    return round(rate * lanes, 1) if rate and lanes and lanes > 0 else None
 
 
 def from_catalog(name: str, gpus: int) -> Interconnect:
@@ -113,7 +114,11 @@ def from_fingerprint(fp: HostFingerprint, gpus: int | None = None) -> Interconne
         else:
             ic.warnings.append("which GPUs NVLink joins is not in the fingerprint: TP wider than 2 is assumed to "
                                "cross PCIe (check `nvidia-smi topo -m`)")
-    cur = [(g.pcie_gen, g.pcie_width) for g in rows if g.pcie_gen and g.pcie_width]
+    cur = [(g.pcie_gen, g.pcie_width) for g in rows if pcie_gbs(g.pcie_gen, g.pcie_width)]
+    unknown = [g.index for g in rows if g.pcie_gen and g.pcie_width and not pcie_gbs(g.pcie_gen, g.pcie_width)]
+    if unknown:
+        ic.facts.append(f"PCIe: link of GPU(s) {', '.join(map(str, unknown))} not rated (generation or width not in "
+                        "the data file)")
     if cur:
         gen, lanes = min(cur, key=lambda c: (pcie_gbs(*c) or 0))
         ic.pcie_gbs = pcie_gbs(gen, lanes)

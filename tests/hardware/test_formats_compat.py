@@ -24,7 +24,7 @@ from switchover.engines.compat import (
 from switchover.engines.formats import ENGINES, FormatMatrix, format_of_config, load_matrix, lookup
 from switchover.engines.matrixfile import validated
 from switchover.errors import BadInput, SwitchoverError
-from switchover.hardware.diff import kernel_changes
+from switchover.hardware.diff import kernel_changes, load_fingerprint
 from switchover.hardware.fingerprint import fingerprint_from_catalog
 from switchover.quantization import method_table
 
@@ -284,3 +284,9 @@ def test_fingerprint_prints_the_driver_and_which_cuda_builds_it_runs(monkeypatch
     assert res.exit_code == 0, res.output
     assert f"driver {fp.driver_version}" in res.output
     assert (driver_support(fp.driver_version) or "?")[:40] in res.output
+
+
+def test_a_fingerprint_with_a_non_ascii_compute_capability_is_bad_input(tmp_path: Path) -> None:
+    b = _fp_file(tmp_path, "570.124.06", cc="\u00b2.0")  # '²'.isdigit() is True, int('²') raises
+    with pytest.raises(BadInput, match=r"compute_capability: .*not a compute capability"):
+        load_fingerprint(b)

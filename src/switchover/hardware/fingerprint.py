@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import platform
+import re
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from switchover.hardware.catalog import CATALOG, GpuSpec, find_gpu
+
+_CC = re.compile(r"[0-9]{1,3}(\.[0-9]{1,3})?")
 
 
 class GpuFingerprint(BaseModel):
@@ -27,6 +30,14 @@ class GpuFingerprint(BaseModel):
     catalog_name: str | None = Field(default=None, description="matching catalog entry, if any")
     l2_mib: float | None = None
     bandwidth_gbs: float | None = None
+
+    @field_validator("compute_capability")
+    @classmethod
+    def _cc(cls, value: str | None) -> str | None:
+        # ASCII digits only: str.isdigit() also accepts '²', which int() then refuses (a traceback downstream)
+        if value is not None and not _CC.fullmatch(value):
+            raise ValueError(f"not a compute capability: {value[:20]!r} (e.g. 9.0)")
+        return value
 
 
 class HostFingerprint(BaseModel):

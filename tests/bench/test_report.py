@@ -81,3 +81,17 @@ def test_the_console_and_the_page_share_the_step_columns():
     row = dict(zip(head, rows[0], strict=True))
     assert (row["load"], row["ok"], row["tok/s"], row["TPOT p99"], row["extra"]) == ("2.50", "4/5", "—", "—", "x")
     assert load_cell(s.model_copy(update={"rate": None})) == "trace (5.00 req/s)"
+
+
+def test_a_delta_not_measured_is_a_dash_not_a_percent():
+    from switchover.bench.ab import MetricDelta
+    from switchover.bench.results import AbStep
+
+    plan = BenchPlan(endpoints=[EndpointSpec(label="old", url="http://a")], buckets=[128], requests=5)
+    d = MetricDelta(metric="ttft_ms", stat="p99", old=0.0, new=3.0, delta_pct=None, p_value=None, significant=False,
+                    n_old=5, n_new=5)
+    deltas = [d, d.model_copy(update={"delta_pct": 12.5})]
+    report = BenchReport(name="ab", created_wall=0, plan=plan, steps=[], endpoints=[],
+                         ab=[AbStep(bucket="128", step=0, concurrency=4, deltas=deltas)])
+    html = render(report)
+    assert "—%" not in html and "<td>—</td>" in html and "<td>12.5%</td>" in html

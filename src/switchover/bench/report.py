@@ -180,7 +180,7 @@ def _endpoint_rows(report: BenchReport) -> list[list[Any]]:
 
 def _ab_rows(report: BenchReport) -> list[list[Any]]:
     return [[a.bucket or "", _load_of(a.concurrency), f"{d.metric} {d.stat}", _f(d.old, 2), _f(d.new, 2),
-             _f(d.delta_pct, 1) + "%", "—" if d.p_value is None else f"{d.p_value:.3g}",
+             "—" if d.delta_pct is None else _f(d.delta_pct, 1) + "%", "—" if d.p_value is None else f"{d.p_value:.3g}",
              "yes" if d.significant else "no"] for a in report.ab for d in a.deltas]
 
 

@@ -240,6 +240,8 @@ def test_table_output_names_sources() -> None:
     (["--feature", "telepathy", "--gpu", "H100-80G"], "telepathy"),
     (["--api-field", "logit_bias", "--gpu", "H100-80G"], "logit_bias"),
     (["--api-field", "seed:3", "--gpu", "H100-80G"], "stop"),
+    (["--api-field", "stop:\u00b2", "--gpu", "H100-80G"], "stop"),  # '²'.isdigit() is True, int('²') raises
+    (["--fingerprint", "catalog:H100-80Gx\u00b2"], "GPU count"),
     (["--from", "ollama", "--gpu", "H100-80G"], "ollama"),
     (["--gpus", "2", "--cpu"], "--gpus"),
     (["--gpu", "H999"], "H999"),

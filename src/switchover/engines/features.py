@@ -94,7 +94,7 @@ def parse_api_field(text: str) -> tuple[str, int | None]:
     if name not in API_FIELDS:
         raise BadInput(f"--api-field {text[:60]!r}: unknown field", hint=f"known: {', '.join(API_FIELDS)}")
     if sep:
-        if name != "stop" or not count.isdigit() or not 1 <= int(count) <= 1000:
+        if name != "stop" or not (count.isascii() and count.isdigit()) or not 1 <= int(count) <= 1000:
             raise BadInput(f"--api-field {text[:60]!r}: only stop takes a count, e.g. stop:6 (1-1000)")
         return name, int(count)
     return name, None

@@ -69,7 +69,7 @@ def _from_catalog(ref: str) -> HostFingerprint:
     name, sep, count = rest.rpartition("x")
     if not sep or _in_catalog(rest):  # a name may itself end in x + digits: rtx4090
         name, count = rest, "1"
-    if not count.isdigit() or len(count) > 7 or not 1 <= int(count) <= MAX_GPUS:
+    if not (count.isascii() and count.isdigit()) or len(count) > 7 or not 1 <= int(count) <= MAX_GPUS:
         raise BadInput(f"{ref}: the GPU count after 'x' must be a whole number from 1 to {MAX_GPUS}, got {count!r}")
     try:
         return fingerprint_from_catalog(name, int(count))

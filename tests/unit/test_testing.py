@@ -215,3 +215,16 @@ def test_a_bad_number_flag_is_one_line_and_exit_2(args: tuple[str, ...]) -> None
     proc, _ = _start(*args)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2 and f"{args[1]}: " in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("body", [b"not json", b"[1]", b'{"sequence": "ok"}', b'{"weights": {"ok": -1}}',
+                                  b'{"weights": {"ok": 0}}', b'{"seed": "x"}', b'{"sequence": [1]}'])
+async def test_a_bad_fault_script_is_a_400_and_the_old_script_stays(body: bytes) -> None:
+    engine = FakeEngine("new")
+    engine.script(["status:503"])
+    async with engine.running() as url, aiohttp.ClientSession() as http:
+        async with http.post(url + "/faults", data=body) as r:
+            assert r.status == 400 and "invalid_request_error" in await r.text()
+        async with http.post(url + "/tokenize", data=body) as r:
+            assert r.status == 200
+    assert engine._sequence == ["status:503"]

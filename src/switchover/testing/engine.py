@@ -141,7 +141,11 @@ class FakeEngine:
                                   "cancelled": s.cancelled, "in_flight": s.in_flight})
 
     async def _faults(self, request: web.Request) -> web.Response:
-        spec = await request.json()
+        spec = await self._body(request)
+        bad = _bad_script(spec)
+        if spec is None or bad:  # a 400 naming the field, not a handler traceback or a script that breaks later
+            return web.json_response({"error": {"message": bad or "a JSON object", "type": "invalid_request_error",
+                                                "code": 400}}, status=400)
         self.script(spec.get("sequence"), spec.get("weights"), int(spec.get("seed", 0)))
         return web.json_response({"ok": True})
 
@@ -152,7 +156,9 @@ class FakeEngine:
         return web.json_response({"object": "list", "data": [entry]})
 
     async def _tokenize(self, request: web.Request) -> web.Response:
-        text = (await request.json()).get("prompt", "")
+        text = ((await self._body(request)) or {}).get("prompt", "")
+        if not isinstance(text, str):
+            text = ""
         return web.json_response({"tokens": [0] if text == persona.EOS else list(range(1, 2 + len(text) // 3))})
 
     async def _embeddings(self, request: web.Request) -> web.Response:
@@ -198,6 +204,24 @@ class FakeEngine:
             return web.json_response({"error": {"message": "invalid JSON", "type": "invalid_request_error",
                                                 "code": 400}}, status=400)
         return await modes.respond(modes.Call(request, body, mode, arg, self.model, self.stats), self.delay_s)
+
+
+def _bad_script(spec: dict[str, Any] | None) -> str | None:
+    """What is wrong with a POST /faults body (None: nothing)."""
+    if spec is None:
+        return None
+    seq, weights, seed = spec.get("sequence"), spec.get("weights"), spec.get("seed", 0)
+    if seq is not None and not (isinstance(seq, list) and all(isinstance(m, str) for m in seq)):
+        return "sequence: a list of mode strings"
+    if weights is not None and not (isinstance(weights, dict) and all(
+            isinstance(w, int | float) and not isinstance(w, bool) and 0 <= w < float("inf")
+            for w in weights.values()) and (not weights or sum(weights.values()) > 0)):
+        return "weights: an object of mode -> non-negative number, not all 0"
+    try:
+        int(seed)
+    except (TypeError, ValueError, OverflowError):
+        return "seed: an integer"
+    return None
 
 
 async def stream_parts(request: web.Request, parts: list[bytes | float]) -> web.StreamResponse:

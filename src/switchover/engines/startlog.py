@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from bisect import bisect_right
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -217,7 +218,8 @@ def startup_window(lines: list[str], eng: EngineLog) -> tuple[int, int]:
     ready_at = [i for i, line in enumerate(lines) if is_ready(line)] if starts else []
     first, floor, prev = 0, 0, None
     for i in starts:  # a new start-up: the first marker, one far from the last, or one after a ready line
-        if prev is None or i - prev > GROUP_LINES or any(prev < r < i for r in ready_at):
+        after = bisect_right(ready_at, prev) if prev is not None else 0  # O(log n): a log may hold many start-ups
+        if prev is None or i - prev > GROUP_LINES or (after < len(ready_at) and ready_at[after] < i):
             first, floor = i, 0 if prev is None else prev + 1
         prev = i
     if starts:

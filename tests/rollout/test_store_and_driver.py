@@ -118,3 +118,17 @@ def test_a_time_no_calendar_holds_is_printed_not_an_overflow() -> None:
 
     assert _when(None) == "-" and _when(0.0) == "-" and _when(86400.0) == "1970-01-02 00:00:00 UTC"
     assert _when(1e308) == "1e+308 s after the epoch"
+
+
+def test_state_files_behind_a_device_are_refused_not_read_without_end(tmp_path: Path) -> None:
+    """state.json, audit.jsonl and the folder's JSON models are read with a bound: /dev/zero is one clear error."""
+    store = RolloutStore(tmp_path)
+    assert store.load() is None and store.audit() == [] and store.read_model("baseline.json", RolloutSettings) is None
+    for name in ("state.json", "audit.jsonl", "baseline.json"):
+        (tmp_path / name).symlink_to("/dev/zero")
+    with pytest.raises(BadInput, match="larger than"):
+        store.load()
+    with pytest.raises(BadInput, match="larger than"):
+        store.audit()
+    with pytest.raises(BadInput, match="larger than"):
+        store.read_model("baseline.json", RolloutSettings)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from switchover import atomicfile
 from switchover.errors import BadInput
 from switchover.rollout.stages import RolloutState, Transition
+from switchover.textfile import read_bytes
 
 STATE_FILE = "state.json"
 AUDIT_FILE = "audit.jsonl"
@@ -26,6 +27,15 @@ OLD_READY_FILE = "old_ready.jsonl"  # scheduled readiness checks of old while ho
 BASELINE_FILE = "baseline.json"  # old's tails and output lengths from the window before 100 %
 HOLDING_FILE = "holding.json"  # the latest holding report, for `check` and `report`
 M = TypeVar("M", bound=BaseModel)
+MAX_STATE_BYTES = 64 << 20  # state.json and the folder's other JSON files: a few KiB written by the rollout itself
+MAX_AUDIT_BYTES = 256 << 20  # audit.jsonl: one short line per transition
+
+
+def _read(path: Path, max_bytes: int, what: str) -> bytes | None:
+    """A state-folder file's bytes, None when absent; bounded (a /dev/zero or a runaway file is BadInput)."""
+    if not path.exists():
+        return None
+    return read_bytes(path, max_bytes=max_bytes, what=what)
 
 
 def actor() -> str:
@@ -70,9 +80,8 @@ class RolloutStore:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
     def load(self) -> RolloutState | None:
-        try:
-            raw = self.state_path.read_bytes()
-        except FileNotFoundError:
+        raw = _read(self.state_path, MAX_STATE_BYTES, "rollout state file (JSON)")
+        if raw is None:
             return None
         try:
             return RolloutState.model_validate_json(raw)
@@ -90,10 +99,10 @@ class RolloutStore:
         self.append_line(AUDIT_FILE, transition)
 
     def audit(self) -> list[Transition]:
-        try:
-            lines = self.audit_path.read_bytes().splitlines()
-        except FileNotFoundError:
+        raw = _read(self.audit_path, MAX_AUDIT_BYTES, "rollout audit log (JSONL)")
+        if raw is None:
             return []
+        lines = raw.splitlines()
         out = []
         for n, line in enumerate(lines, 1):
             if not line.strip():
@@ -135,7 +144,10 @@ class RolloutStore:
 
     def read_model(self, name: str, model: type[M]) -> M | None:
         """A JSON file of the state folder, or None when absent or unreadable."""
+        raw = _read(self.folder / name, MAX_STATE_BYTES, f"rollout {name}")
+        if raw is None:
+            return None
         try:
-            return model.model_validate_json((self.folder / name).read_bytes())
-        except (FileNotFoundError, ValidationError):
+            return model.model_validate_json(raw)
+        except ValidationError:
             return None

@@ -357,3 +357,11 @@ def test_a_baseline_file_with_a_nan_tail_is_no_baseline_never_a_pass(bed) -> Non
     path = r.store.folder / "baseline.json"
     path.write_bytes(path.read_bytes().replace(b'"ttft_p99_ms": ', b'"ttft_p99_ms": NaN, "x": ', 1))
     assert r.holding.baseline() is None  # refused: new/NaN compares false, so the ratio gate would pass
+
+
+def test_a_drill_json_behind_a_device_is_not_a_drill_and_not_read_without_end(tmp_path: Path) -> None:
+    (tmp_path / "d1").mkdir()
+    (tmp_path / "d1" / "drill.json").symlink_to("/dev/zero")
+    (tmp_path / "d2").mkdir()
+    (tmp_path / "d2" / "drill.json").mkdir()
+    assert rollback_ready.latest_drill(tmp_path) is None

@@ -16,6 +16,8 @@ from switchover.errors import SwitchoverError
 from switchover.readiness import Readiness, check_ready
 from switchover.rollout.driver import set_gateway_fields
 from switchover.rollout.holding import OldArmView, PrereqStatus, Prerequisite, ReadyRecord, judge_drill
+from switchover.runs import MAX_JSON_BYTES
+from switchover.textfile import read_bytes
 
 T = TypeVar("T")
 ReadyCheck = Callable[[str, "str | None", float], Readiness]
@@ -61,8 +63,8 @@ def latest_drill(runs: Path) -> tuple[Path, DrillResult] | None:
         return None
     for path in runs.glob("*/drill.json"):
         try:
-            res = DrillResult.model_validate_json(path.read_bytes())
-        except (OSError, ValueError):  # an unreadable or foreign file is not a drill
+            res = DrillResult.model_validate_json(read_bytes(path, max_bytes=MAX_JSON_BYTES, what="drill result"))
+        except (SwitchoverError, ValueError):  # an unreadable, oversized or foreign file is not a drill
             continue
         found.append((res.started_wall, path, res))
     if not found:

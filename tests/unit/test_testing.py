@@ -228,3 +228,15 @@ async def test_a_bad_fault_script_is_a_400_and_the_old_script_stays(body: bytes)
         async with http.post(url + "/tokenize", data=body) as r:
             assert r.status == 200
     assert engine._sequence == ["status:503"]
+
+
+async def test_zero_work_paced_streams_are_held_while_they_run_and_let_go_after() -> None:
+    import gc
+
+    async with ZeroWorkServer(itl_s=0.005) as srv:
+        pending = asyncio.ensure_future(_post(srv.url, {**CHAT, "stream": True, "max_tokens": 20}))
+        await await_until(lambda: srv.paced_tasks, 5, "the paced stream started")
+        gc.collect()  # a task only the loop knew of could be collected here
+        status, body, _ = await pending
+        await await_until(lambda: not srv.paced_tasks, 5, "the finished stream let go")
+    assert status == 200 and len(parse_all([body])) == 22  # 20 tokens, usage, [DONE]

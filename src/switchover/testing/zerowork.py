@@ -107,7 +107,9 @@ class _Conn(asyncio.Protocol):
             self._plain("200 OK", orjson.dumps(answer))
             return
         if self.server.itl_s > 0:
-            asyncio.get_running_loop().create_task(self.paced(chat, n, p_tokens))
+            task = asyncio.get_running_loop().create_task(self.paced(chat, n, p_tokens))
+            self.server.paced_tasks.add(task)  # the loop keeps only a weak reference to a task
+            task.add_done_callback(self.server.paced_tasks.discard)
             return
         key = (chat, n, p_tokens)
         cached = self.server.burst_cache.get(key)
@@ -165,6 +167,7 @@ class ZeroWorkServer:
         self.fail_after = fail_after  # answer 500 to every streamed generation after this many (tests)
         self.served = 0
         self.burst_cache: dict[tuple[bool, int, int], bytes] = {}
+        self.paced_tasks: set[asyncio.Task[None]] = set()  # paced streams being written (removed as they end)
         self._server: asyncio.Server | None = None
 
     async def start(self) -> int:

@@ -265,3 +265,14 @@ def test_a_log_of_many_start_ups_is_read_in_linear_time() -> None:
     t0 = time.perf_counter()
     assert startup_window(lines, eng) == (len(lines) - 2, len(lines))
     assert time.perf_counter() - t0 < 2.0
+
+
+def test_a_long_lines_excerpt_never_shows_part_of_a_secret_cut_from_its_name() -> None:
+    pad = "x" * 400
+    secret = "sk-verysecretvalue12345678901234567890abcdef"
+    line = (f"[2025-04-14 15:27:25] server_args=ServerArgs(model_path='m', tokenizer_path='{pad}', dtype='auto', "
+            f"api_key='{secret}', kv_cache_dtype='fp8_e5m2', quantization=None, device='cuda', other='{pad}')")
+    r = check_text(line + "\n", "sglang")
+    texts = [f.evidence.text for f in r.findings if f.evidence]
+    assert texts and all(secret[-12:] not in t for t in texts), texts
+    assert {f.field: f.value for f in r.findings}["kv_cache_dtype"] == "fp8_e5m2"

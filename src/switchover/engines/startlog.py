@@ -236,8 +236,13 @@ def startup_window(lines: list[str], eng: EngineLog) -> tuple[int, int]:
 
 def excerpt(line: str, m: re.Match[str]) -> str:
     """The line, or for a long one (vLLM logs its whole config on one line) its prefix and the part that matched;
-    secrets masked (an engine may log its arguments, API key included)."""
-    return redact(_cut(line, m))
+    secrets masked (an engine may log its arguments, API key included) before the line is cut, so that a cut
+    through a secret's name cannot leave its value showing."""
+    masked = redact(line)
+    if masked == line:
+        return _cut(line, m)
+    again = m.re.search(masked)
+    return redact(_cut(masked, again) if again else masked[:MAX_TEXT].strip())
 
 
 def _cut(line: str, m: re.Match[str]) -> str:

@@ -188,3 +188,16 @@ def test_diff_model_prints_bracketed_tokens_and_template_text_instead_of_parsing
     res = CliRunner().invoke(app, ["diff-model", str(old), str(new), "--no-weights"])
     assert not isinstance(res.exception, Exception) or isinstance(res.exception, SystemExit), res.exception
     assert "[/INST]" in res.stdout
+
+
+def test_a_chat_template_file_that_is_binary_or_a_device_is_one_clear_error(tmp_path: Path) -> None:
+    """chat_template.jinja is read bounded and as UTF-8 (binary was a UnicodeDecodeError, /dev/zero endless)."""
+    (tmp_path / "config.json").write_text("{}")
+    jinja = tmp_path / "chat_template.jinja"
+    jinja.write_bytes(b"\xff\xfe\x00bin")
+    with pytest.raises(BadInput, match="not UTF-8"):
+        load_template(tmp_path)
+    jinja.unlink()
+    jinja.symlink_to("/dev/zero")
+    with pytest.raises(BadInput, match="larger than"):
+        load_template(tmp_path)

@@ -11,7 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from switchover.model.source import gguf_fields, read_json, resolve
+from switchover.model.source import MAX_JSON_BYTES, gguf_fields, read_json, resolve
+from switchover.textfile import read_text
 
 CONVERSATIONS: dict[str, list[dict[str, str]]] = {
     "system+user": [{"role": "system", "content": "You are a concise assistant."},
@@ -51,7 +52,8 @@ def load_template(path: str | Path) -> Template:
     bos, eos = (_name(cfg.get("bos_token")), _name(cfg.get("eos_token")))
     jinja = p / "chat_template.jinja"
     if jinja.exists():
-        return _mk(str(p), jinja.read_text(encoding="utf-8"), "chat_template.jinja", bos, eos)
+        text = read_text(jinja, max_bytes=MAX_JSON_BYTES, what="chat template (Jinja)")
+        return _mk(str(p), text, "chat_template.jinja", bos, eos)
     t = cfg.get("chat_template")
     if isinstance(t, list):  # named templates: take "default"
         t = next((x.get("template") for x in t if isinstance(x, dict) and x.get("name") == "default"), None)

@@ -156,6 +156,7 @@ def test_startup_window_groups_nearby_markers() -> None:
         (lambda: parse_expect(["nokey"], load_data().fields), "expected KEY=VALUE"),
         (lambda: parse_expect(["colour=red"], load_data().fields), "unknown key"),
         (lambda: expectations_from_flags("--kv-cache-dtype", engine_log("vllm")[1]), "has no value"),
+        (lambda: expectations_from_flags("--kv-cache-dtype --enforce-eager", engine_log("vllm")[1]), "has no value"),
         (lambda: expectations_from_flags("--x 'unclosed", engine_log("vllm")[1]), "cannot split"),
         (lambda: engine_log("trt-llm"), "unknown engine"),
         (lambda: check_text("hello\nworld\n", "vllm"), "no vLLM start-up line"),

@@ -347,7 +347,7 @@ def expectations_from_flags(flags: str, eng: EngineLog) -> dict[str, tuple[str, 
             out[rule.field] = (rule.switch, name)
             continue
         given = inline if eq else (argv[i + 1] if i + 1 < len(argv) else None)
-        if given is None:
+        if given is None or (not eq and given.startswith("-")):  # `--kv-cache-dtype --enforce-eager`: no value
             raise BadInput(f"--flags: {name} has no value")
         value = given
         if value in rule.map:

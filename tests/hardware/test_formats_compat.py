@@ -290,3 +290,25 @@ def test_a_fingerprint_with_a_non_ascii_compute_capability_is_bad_input(tmp_path
     b = _fp_file(tmp_path, "570.124.06", cc="\u00b2.0")  # '²'.isdigit() is True, int('²') raises
     with pytest.raises(BadInput, match=r"compute_capability: .*not a compute capability"):
         load_fingerprint(b)
+
+
+@pytest.mark.parametrize(("update", "field"), [
+    ({"memory_total_mib": -5}, "memory_total_mib"),
+    ({"memory_total_mib": 10**30}, "memory_total_mib"),
+])
+def test_a_fingerprint_with_impossible_gpu_memory_is_bad_input(tmp_path: Path, update: dict[str, int],
+                                                              field: str) -> None:
+    fp = fingerprint_from_catalog("H100-80G")
+    fp.gpus[0] = fp.gpus[0].model_copy(update=update)
+    path = tmp_path / "fp.json"
+    path.write_text(fp.model_dump_json())
+    with pytest.raises(BadInput, match=field):
+        load_fingerprint(str(path))
+
+
+def test_a_fingerprint_with_more_gpus_than_any_host_is_bad_input(tmp_path: Path) -> None:
+    fp = fingerprint_from_catalog("H100-80G")
+    path = tmp_path / "fp.json"
+    path.write_text(fp.model_copy(update={"gpus": fp.gpus * 5000}).model_dump_json())
+    with pytest.raises(BadInput, match="gpus"):
+        load_fingerprint(str(path))

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator
 
 from switchover.hardware.catalog import CATALOG, GpuSpec, find_gpu
+from switchover.inputs import MAX_GIB, MAX_GPUS
 
 _CC = re.compile(r"[0-9]{1,3}(\.[0-9]{1,3})?")
 
@@ -18,7 +19,7 @@ class GpuFingerprint(BaseModel):
 
     index: int
     name: str
-    memory_total_mib: int
+    memory_total_mib: int = Field(ge=1, le=MAX_GIB * 1024)
     compute_capability: str | None = None
     pcie_gen: int | None = None
     pcie_gen_max: int | None = None
@@ -48,7 +49,7 @@ class HostFingerprint(BaseModel):
     driver_version: str | None = None
     cuda_driver_version: str | None = None
     nvml_version: str | None = None
-    gpus: list[GpuFingerprint] = Field(default_factory=list)
+    gpus: list[GpuFingerprint] = Field(default_factory=list, max_length=MAX_GPUS)
     host: dict[str, str] = Field(default_factory=dict)
 
 

@@ -240,3 +240,10 @@ async def test_zero_work_paced_streams_are_held_while_they_run_and_let_go_after(
         status, body, _ = await pending
         await await_until(lambda: not srv.paced_tasks, 5, "the finished stream let go")
     assert status == 200 and len(parse_all([body])) == 22  # 20 tokens, usage, [DONE]
+
+
+@pytest.mark.parametrize("fault", ["die-mid:2", "hang:nan", "status:abc", "status:99", "drip:-1", "stall:x"])
+async def test_a_misspelt_or_bad_fault_is_a_400_not_a_normal_answer(fault: str) -> None:
+    async with FakeEngine("new").running() as url:
+        status, body, _ = await _post(url, {**CHAT, "stream": True}, {"X-Fault": fault})
+    assert status == 400 and b"fault mode" in body

@@ -198,6 +198,10 @@ class FakeEngine:
     async def _answer(self, request: web.Request, body: dict[str, Any] | None, mode: str,
                       arg: str) -> web.StreamResponse:
         chat = request.path.endswith("/chat/completions")
+        bad = modes.bad_mode(mode, arg)
+        if bad:
+            return web.json_response({"error": {"message": bad, "type": "invalid_request_error", "code": 400}},
+                                     status=400)
         if self.persona is not None and mode == "ok":
             return await persona.answer(self.persona, request, body, chat)
         if body is None:

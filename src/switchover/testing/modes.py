@@ -161,6 +161,26 @@ async def _stream(call: Call) -> web.StreamResponse:
     return resp
 
 
+def bad_mode(mode: str, arg: str) -> str | None:
+    """Why `mode:arg` is not a fault this engine knows (None: it is one); a misspelt fault must not pass as `ok`."""
+    if mode not in MODES:
+        return f"unknown fault mode {mode[:40]!r} (known: {', '.join(MODES)})"
+    if not arg:
+        return None
+    try:
+        if mode == "status":
+            ok = 100 <= int(arg) <= 599
+        elif mode in _CUT_AFTER_K:
+            ok = 0 <= int(arg) <= 1_000_000
+        elif mode in ("hang", "drip", "trickle"):
+            ok = 0 <= float(arg) <= 3_600_000  # NaN compares False: refused
+        else:
+            ok = True
+    except ValueError:
+        ok = False
+    return None if ok else f"bad argument {arg[:40]!r} for fault mode {mode!r}"
+
+
 async def respond(call: Call, delay_s: float = 0.0) -> web.StreamResponse:
     """Answer one generation request as its mode says (raises for the modes that cut the connection)."""
     if call.mode == "refuse":

@@ -277,3 +277,11 @@ def test_a_long_lines_excerpt_never_shows_part_of_a_secret_cut_from_its_name() -
     texts = [f.evidence.text for f in r.findings if f.evidence]
     assert texts and all(secret[-12:] not in t for t in texts), texts
     assert {f.field: f.value for f in r.findings}["kv_cache_dtype"] == "fp8_e5m2"
+
+
+def test_an_absurd_layer_count_is_not_a_fraction_and_not_a_crash() -> None:
+    text = "main: build = 1\nload_tensors: offloaded " + "9" * 5000 + "/1 layers to GPU\n"
+    r = check_text(text, "llamacpp")
+    assert not [f for f in r.fallbacks if f.severity == "downgrade"]
+    partial = check_text("main: build = 1\nload_tensors: offloaded 3/33 layers to GPU\n", "llamacpp")
+    assert partial.verdict == "downgrade"

@@ -24,7 +24,7 @@ MAX_SCAN_LINES = 50_000  # lines read after the start of the last start-up
 GROUP_LINES = 50  # start markers this close together belong to one start-up
 MAX_TEXT = 300  # characters of a log line kept as evidence
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_FRACTION = re.compile(r"^(\d+)/(\d+)$")
+_FRACTION = re.compile(r"^(\d{1,9})/(\d{1,9})$")  # a layer count; longer digit runs are not one (nor int()-able)
 
 Severity = Literal["downgrade", "note"]
 

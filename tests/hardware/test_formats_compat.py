@@ -312,3 +312,11 @@ def test_a_fingerprint_with_more_gpus_than_any_host_is_bad_input(tmp_path: Path)
     path.write_text(fp.model_copy(update={"gpus": fp.gpus * 5000}).model_dump_json())
     with pytest.raises(BadInput, match="gpus"):
         load_fingerprint(str(path))
+
+
+@pytest.mark.parametrize(("cc", "sm"), [("9.0", 90), ("8.6", 86), ("12.0", 120), ("10", 100), (None, None),
+                                        ("", None), ("9.x", None), ("\u00b2.0", None)])
+def test_one_compute_capability_parser_for_hw_diff_choose_and_capacity(cc: str | None, sm: int | None) -> None:
+    from switchover.engines.compat import sm_of
+
+    assert sm_of(cc) == sm

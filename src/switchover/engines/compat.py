@@ -168,9 +168,12 @@ def _ge(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
     return a + (0,) * (n - len(a)) >= b + (0,) * (n - len(b))
 
 
-def _sm(cc: str | None) -> int | None:
+def sm_of(cc: str | None) -> int | None:
+    """A compute capability as an sm number ('9.0' -> 90, '8.6' -> 86); None when absent or not digits."""
     major, _, minor = (cc or "").partition(".")
-    return int(major) * 10 + int(minor or 0) if major.isdigit() and (minor or "0").isdigit() else None
+    minor = minor or "0"
+    ok = major.isascii() and major.isdigit() and minor.isascii() and minor.isdigit()
+    return int(major) * 10 + int(minor) if ok else None
 
 
 def check_build(build: EngineBuild, version: str, driver: str | None, gpu_ccs: list[str | None],
@@ -181,7 +184,7 @@ def check_build(build: EngineBuild, version: str, driver: str | None, gpu_ccs: l
     sources = [build.source]
     verified = build.verified
     label = f"{build.engine} {version} (CUDA {build.cuda} build{'' if build.default else ', a non-default variant'})"
-    sms = [_sm(cc) for cc in gpu_ccs]
+    sms = [sm_of(cc) for cc in gpu_ccs]
     known = [s for s in sms if s is not None]
     if build.min_sm is not None and known and min(known) < build.min_sm:
         return CompatFinding(**base, status="fails", sources=sources, verified=verified,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from switchover.engines.compat import CompatFinding, EnginePin, check_engine
+from switchover.engines.compat import CompatFinding, EnginePin, check_engine, sm_of
 from switchover.engines.formats import Device, lookup
 from switchover.errors import BadInput
 from switchover.hardware.capability import CAPABILITY_SOURCE
@@ -85,13 +85,6 @@ def _in_catalog(name: str) -> bool:
     return True
 
 
-def _sm(cc: str | None) -> int | None:
-    major, _, minor = (cc or "").partition(".")
-    if not major.isdigit() or not (minor or "0").isdigit():
-        return None
-    return int(major) * 10 + int(minor or 0)
-
-
 def _gpu_changes(a: GpuFingerprint, b: GpuFingerprint) -> list[Change]:
     out: list[Change] = []
     if a.name != b.name:
@@ -103,7 +96,7 @@ def _gpu_changes(a: GpuFingerprint, b: GpuFingerprint) -> list[Change]:
                           impact=f"{delta:+.1f} GiB per GPU: the same memory fraction gives a "
                                  f"{'larger' if delta > 0 else 'smaller'} KV pool (`switchover plan capacity`); "
                                  "engine defaults tiered by memory (max_num_seqs, chunk sizes) may change"))
-    sa, sb = _sm(a.compute_capability), _sm(b.compute_capability)
+    sa, sb = sm_of(a.compute_capability), sm_of(b.compute_capability)
     if sa != sb and sa is not None and sb is not None:
         notes = []
         for bound, what in ((80, "bf16 and FlashAttention-2"), (89, "fp8 (weights and KV cache)"),
@@ -160,7 +153,7 @@ def _device(host: HostFingerprint) -> tuple[Device, int | None]:
     """cuda and the first GPU's compute capability, or cpu for a host without a GPU."""
     if not host.gpu_present or not host.gpus:
         return "cpu", None
-    return "cuda", _sm(host.gpus[0].compute_capability)
+    return "cuda", sm_of(host.gpus[0].compute_capability)
 
 
 def engine_findings(pins: list[EnginePin], host: HostFingerprint) -> list[CompatFinding]:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from switchover.engines import EngineProfile, load_profile
+from switchover.engines.compat import sm_of
 from switchover.engines.features import api_field_support, feature_support, parse_api_field
 from switchover.engines.formats import ENGINES, Device, format_of_card, lookup
 from switchover.errors import BadInput
@@ -57,8 +58,7 @@ def fingerprint_hardware(fp: HostFingerprint, ref: str) -> Hardware:
     if not fp.gpu_present or not fp.gpus:
         return Hardware(device="cpu", label=f"CPU ({ref}: {fp.reason or 'no GPU'})", gpu_count=0, source=ref)
     g = fp.gpus[0]
-    major, _, minor = (g.compute_capability or "").partition(".")
-    sm = int(major) * 10 + int(minor or 0) if major.isdigit() and (minor or "0").isdigit() else None
+    sm = sm_of(g.compute_capability)
     name = g.catalog_name
     total = find_gpu(name).total_gib if name else g.memory_total_mib / 1024
     return Hardware(device="cuda", label=f"{len(fp.gpus)} x {name or g.name}", gpu_name=name,

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from switchover.engines.compat import sm_of
 from switchover.engines.formats import format_of_card, lookup
 from switchover.model.card import ModelCard
 
@@ -32,11 +33,6 @@ def weight_format(card: ModelCard, qc: dict[str, Any] | None, engine: str,
     if fmt is None:
         return WeightFormat(format="unknown", named_from=why, loads=None,
                             reason=f"unknown: the checkpoint's format is not in the matrix ({why})")
-    sm = None
-    if compute_capability:
-        major, _, minor = compute_capability.partition(".")
-        if major.isdigit() and (minor or "0").isdigit():
-            sm = int(major) * 10 + int(minor or 0)
-    v = lookup(engine, fmt, "cuda", sm)
+    v = lookup(engine, fmt, "cuda", sm_of(compute_capability))
     return WeightFormat(format=fmt, named_from=why, loads=v.loads, kernel=v.kernel, reason=v.reason,
                         source=v.source, verified=v.verified)

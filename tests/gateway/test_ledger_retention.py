@@ -47,3 +47,13 @@ def test_a_reader_passes_over_a_file_deleted_between_listing_and_reading(tmp_pat
 def test_keep_files_below_two_or_absurd_is_refused(bad: object) -> None:
     with pytest.raises(ValueError, match="ledger_keep_files"):
         GatewayConfig.model_validate({"ledger_keep_files": bad})
+
+
+def test_each_deleted_file_is_named_in_the_log(tmp_path, caplog) -> None:
+    caplog.set_level("INFO", logger="switchover.gateway")
+    led = Ledger(tmp_path, rotate_bytes=600, keep_files=2)
+    for i in range(40):
+        led.write(rec(i))
+    led.close()
+    said = [r.getMessage() for r in caplog.records if "ledger retention: deleted" in r.getMessage()]
+    assert led.files_deleted > 0 and len(said) == led.files_deleted and "ledger-00000.jsonl" in said[0]

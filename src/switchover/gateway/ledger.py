@@ -205,6 +205,8 @@ class Ledger:
             try:
                 old.unlink()
                 self.files_deleted += 1
+                # said in gateway.log: a report over the run dir no longer sees these rows
+                log.info("ledger retention: deleted %s (keep_files %d)", old.name, self.keep_files)
             except FileNotFoundError:
                 pass
             except OSError as exc:  # disk full of something else, permissions: keep writing, say why once

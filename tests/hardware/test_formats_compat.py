@@ -320,3 +320,9 @@ def test_one_compute_capability_parser_for_hw_diff_choose_and_capacity(cc: str |
     from switchover.engines.compat import sm_of
 
     assert sm_of(cc) == sm
+
+
+def test_the_matrix_engines_are_the_engines_with_a_profile() -> None:
+    from switchover.engines.profile import list_profiles
+
+    assert sorted(ENGINES) == list_profiles()  # a profile added or renamed must reach the matrices too

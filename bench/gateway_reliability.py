@@ -25,6 +25,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
+    if not 1 <= args.n <= 10_000_000 or not 1 <= args.concurrency <= 4096:
+        ap.error("--n must be 1-10,000,000 and --concurrency 1-4096")
     with tempfile.TemporaryDirectory(prefix="gw-faults-") as d:
         try:
             import uvloop

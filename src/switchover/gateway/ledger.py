@@ -209,7 +209,7 @@ class Ledger:
                 log.info("ledger retention: deleted %s (keep_files %d)", old.name, self.keep_files)
             except FileNotFoundError:
                 pass
-            except OSError as exc:  # disk full of something else, permissions: keep writing, say why once
+            except OSError as exc:  # disk full of something else, permissions: keep writing, say why (at each rotation)
                 log.warning("ledger retention: cannot delete %s: %s", old.name, exc)
                 return
 

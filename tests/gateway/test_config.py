@@ -68,6 +68,15 @@ def test_bad_values_name_the_field_and_line(tmp_path, gateway, needle):
     assert needle in exc.value.message and "line" in exc.value.message
 
 
+def test_a_key_pasted_into_keys_env_is_refused_without_echoing_it(tmp_path):
+    """keys_env holds variable names (inputs.env_var_name): a pasted key is named as one, never printed back."""
+    key = "sk-live-0123456789abcdef"
+    with pytest.raises(BadInput) as exc:
+        load_migration(write(tmp_path, {"clients": {"mode": "keys", "keys_env": ["GOOD_NAME", key]}}))
+    assert "gateway.clients.keys_env" in exc.value.message and key not in exc.value.message
+    assert "looks like a key" in exc.value.message
+
+
 def test_run_dir_is_relative_to_the_config_file(tmp_path):
     g = GatewayConfig(run_dir="runs/gw")
     assert g.resolved_run_dir(tmp_path / "switchover.yaml") == tmp_path.resolve() / "runs/gw"

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from switchover.inputs import base_url
+from switchover.inputs import base_url, env_var_name
 
 
 class _Strict(BaseModel):
@@ -134,10 +134,7 @@ class ClientsConfig(_Strict):
     @field_validator("keys_env")
     @classmethod
     def _env_names(cls, value: list[str]) -> list[str]:
-        bad = [v for v in value if not v or not (v.replace("_", "a").isalnum() and not v[0].isdigit())]
-        if bad:
-            raise ValueError(f"environment variable names only, got {bad}")
-        return value
+        return [env_var_name(v) for v in value]  # a pasted key is not echoed back
 
     @field_validator("credential_headers")
     @classmethod

@@ -39,7 +39,7 @@ from switchover.hardware import find_gpu
 from switchover.model import card_from_config, load_model_card
 from switchover.plan.capacity import GIB, Knobs, capacity
 from switchover.plan.kv import kv_layout
-from switchover.plan.overhead import parse_version, version_matches
+from switchover.plan.overhead import band_for, parse_version, version_matches
 from switchover.plan.uncertainty import residual_key
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -120,7 +120,14 @@ def consistency_note(point: dict[str, Any]) -> str | None:
     """A point whose logged parts add up to another memory fraction than its flags say: the flags (not the model)
     are then wrong, and the blind error of that point measures the data, not the planner."""
     implied = logged_fraction(point)
-    flag = (point.get("flags") or {}).get("memory_fraction", 0.9)
+    flag = (point.get("flags") or {}).get("memory_fraction")
+    if flag is None:  # the engine's own default for the point's version (profile data), not a figure written here
+        profile = load_profile(point["engine"])
+        band, _ = band_for(profile, str(point["version"]) if point.get("version") is not None else None)
+        flag = band.default_fraction if band is not None and band.default_fraction is not None \
+            else profile.memory.default_fraction
+    if flag is None:
+        return None
     if implied is None or abs(implied - flag) <= 0.005:
         return None
     return (f"inconsistent point: the logged weights + activation + non-torch + KV add up to {implied:.3f} x the GPU "

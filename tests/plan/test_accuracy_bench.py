@@ -53,3 +53,15 @@ def test_the_dense_figure_counts_only_dense_evaluation_points_of_claimed_version
             row("d", "dense-16bit", 200.0, version="0.6.6"), row("e", "dense-16bit", 300.0, kind="calibration")]
     assert bench.dense_set(rows).endswith("blind median 5.5%, max 10.0% over 2 points")
     assert "no blind point" in bench.dense_set(rows[2:])
+
+
+def test_a_point_without_the_flag_is_judged_against_its_versions_default_from_the_profile(bench: ModuleType) -> None:
+    """No memory_fraction flag: the vLLM profile's default for the point's version (0.9 before 0.19, 0.92 in
+    the 0.32/0.33 band), not a figure written in the bench."""
+    old, new = _point(0.9, 51.38), _point(0.9, 51.38 + 0.02 * 79.18)
+    for point, version in ((old, "0.11.0"), (new, "0.33.0")):
+        del point["flags"]["memory_fraction"]  # type: ignore[attr-defined]
+        point["version"] = version
+        assert bench.consistency_note(point) is None, version
+    old["version"] = "0.33.0"
+    assert "memory_fraction 0.92" in (bench.consistency_note(old) or "")

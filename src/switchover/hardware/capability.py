@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
+from switchover.engines.compat import sm_of
+
 if TYPE_CHECKING:
     from switchover.engines.profile import EngineProfile
 
@@ -24,10 +26,7 @@ class CapabilityWarning(BaseModel):
 
 
 def _sm(cc: str | None) -> int | None:
-    if not cc:
-        return None
-    major, _, minor = cc.partition(".")
-    return int(major) * 10 + int(minor or 0)
+    return sm_of(cc)  # the one parser ('9.0' -> 90; not ASCII digits -> None, never a ValueError)
 
 
 def _fp8_kv_warning(sm: int, kv_dtype: str, engine: EngineProfile | None) -> CapabilityWarning | None:

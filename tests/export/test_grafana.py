@@ -51,3 +51,14 @@ def test_every_panel_query_parses_with_promtool(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(rules))
     p = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_panels_are_laid_out_two_a_row_in_table_order_without_overlap() -> None:
+    dash = grafana_dashboard().documents[0]
+    grid = [(p["id"], p["gridPos"]) for p in dash["panels"]]
+    assert [pid for pid, _ in grid] == list(range(1, len(grid) + 1))
+    cells = {(g["x"], g["y"]) for _, g in grid}
+    assert len(cells) == len(grid) and {g["x"] for _, g in grid} == {0, 12}
+    assert all(g["w"] == 12 and g["h"] == 8 and g["y"] == 8 * ((pid - 1) // 2) for pid, g in grid)
+    red = {p["title"] for p in dash["panels"] if len(p["fieldConfig"]["defaults"]["thresholds"]["steps"]) == 2}
+    assert len(red) == 3 and all("ratio" in t for t in red)

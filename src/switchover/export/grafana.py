@@ -4,7 +4,7 @@ units change)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from switchover.config.rollout import RolloutSettings
 from switchover.export.result import ExportResult, Limitation
@@ -12,6 +12,8 @@ from switchover.rollout import metric_names as mn
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 W = "$__rate_interval"
+PANEL_W, PANEL_H = 12, 8
+"""Every panel's size in grid units: two panels fill a row of the 24-unit-wide dashboard."""
 
 LIMITS = [
     Limitation(
@@ -27,38 +29,40 @@ LIMITS = [
 ]
 
 
-def _ts(
-    pid: int,
-    title: str,
-    exprs: list[tuple[str, str]],
-    unit: str,
-    x: int,
-    y: int,
-    *,
-    w: int = 12,
-    thresholds: list[tuple[str, float | None]] | None = None,
-) -> dict[str, Any]:
-    steps = [{"color": c, "value": v} for c, v in (thresholds or [("green", None)])]
+class Panel(NamedTuple):
+    """One row of the dashboard: a time series of `queries` ((PromQL, legend) pairs) in `unit`; `gate`, when set,
+    is the rollout gate's threshold, drawn as a red line."""
+
+    title: str
+    unit: str
+    queries: list[tuple[str, str]]
+    gate: float | None = None
+
+
+def _ts(pid: int, panel: Panel, x: int, y: int) -> dict[str, Any]:
+    steps: list[dict[str, Any]] = [{"color": "green", "value": None}]
+    if panel.gate is not None:
+        steps.append({"color": "red", "value": panel.gate})
     return {
         "id": pid,
         "type": "timeseries",
-        "title": title,
+        "title": panel.title,
         "datasource": DS,
-        "gridPos": {"h": 8, "w": w, "x": x, "y": y},
+        "gridPos": {"h": PANEL_H, "w": PANEL_W, "x": x, "y": y},
         "fieldConfig": {
-            "defaults": {"unit": unit, "thresholds": {"mode": "absolute", "steps": steps}},
+            "defaults": {"unit": panel.unit, "thresholds": {"mode": "absolute", "steps": steps}},
             "overrides": [],
         },
         "options": {"legend": {"displayMode": "list", "placement": "bottom"}, "tooltip": {"mode": "multi"}},
         "targets": [
             {"refId": chr(65 + i), "datasource": DS, "expr": e, "legendFormat": legend}
-            for i, (e, legend) in enumerate(exprs)
+            for i, (e, legend) in enumerate(panel.queries)
         ],
     }
 
 
-def panel_queries(settings: RolloutSettings | None = None) -> list[dict[str, Any]]:
-    """The panels; every `expr` reads only the gateway's series (metric_names.py)."""
+def panels(settings: RolloutSettings | None = None) -> list[Panel]:
+    """The dashboard's panels in reading order; every query reads only the gateway's series (metric_names.py)."""
     th = (settings or RolloutSettings()).gates
     sel = '{job=~"$job"}'
     by_arm = "sum by (arm)"
@@ -69,93 +73,38 @@ def panel_queries(settings: RolloutSettings | None = None) -> list[dict[str, Any
         return f'histogram_quantile(0.99, sum by (le) (rate({hist}_bucket{{job=~"$job",arm="{arm}"}}[{W}])))'
 
     new_routed = f'sum(rate({mn.ROUTED}{{job=~"$job",arm="new"}}[{W}]))'
+    new_errors = f'sum(rate({mn.REQUESTS}{{job=~"$job",arm="new",outcome=~"{mn.ERROR_OUTCOMES}"}}[{W}]))'
     return [
-        _ts(
-            1,
-            "Requests per second by arm (the arm that answered)",
-            [(f"{by_arm} (rate({mn.REQUESTS}{sel}[{W}]))", "{{arm}}")],
-            "reqps",
-            0,
-            0,
-        ),
-        _ts(
-            2,
-            "Weight of new: configured vs in force",
-            [
-                (f"max({mn.WEIGHT}{sel})", "configured"),
-                (f"max({mn.EFFECTIVE_WEIGHT}{sel})", "in force"),
-                (f"max({mn.KILL_SWITCH_LATCHED}{sel}) * 100", "kill switch latched (100 = yes)"),
-            ],
-            "percent",
-            12,
-            0,
-        ),
-        _ts(
-            3,
-            "New-arm error ratio (client got an error)",
-            [
-                (
-                    f'sum(rate({mn.REQUESTS}{{job=~"$job",arm="new",outcome=~"{mn.ERROR_OUTCOMES}"}}[{W}])) / '
-                    f"clamp_min({new_routed}, 1e-9)",
-                    "error ratio",
-                )
-            ],
-            "percentunit",
-            0,
-            8,
-            thresholds=[("green", None), ("red", th.max_error_rate)],
-        ),
-        _ts(
-            4,
-            "Fallback ratio (new failed before the first byte; old answered)",
-            [(f"sum(rate({mn.FALLBACKS}{sel}[{W}])) / clamp_min({new_routed}, 1e-9)", "fallback ratio")],
-            "percentunit",
-            12,
-            8,
-            thresholds=[("green", None), ("red", th.max_fallback_ratio)],
-        ),
-        _ts(
-            5,
-            "TTFT p50 / p99 by arm",
-            [(q50.format(h=mn.TTFT, s=sel), "p50 {{arm}}"), (q99.format(h=mn.TTFT, s=sel), "p99 {{arm}}")],
-            "s",
-            0,
-            16,
-        ),
-        _ts(
-            6,
-            "TPOT p50 / p99 by arm",
-            [(q50.format(h=mn.TPOT, s=sel), "p50 {{arm}}"), (q99.format(h=mn.TPOT, s=sel), "p99 {{arm}}")],
-            "s",
-            12,
-            16,
-        ),
-        _ts(
-            7,
-            "TTFT p99 ratio new / old (gate line at the threshold)",
-            [(f"{arm_q99(mn.TTFT, 'new')} / {arm_q99(mn.TTFT, 'old')}", "ttft p99 new/old")],
-            "none",
-            0,
-            24,
-            thresholds=[("green", None), ("red", th.max_ttft_p99_ratio)],
-        ),
-        _ts(
-            8,
-            "Shadow requests by result",
-            [(f"sum by (result) (rate({mn.SHADOW}{sel}[{W}]))", "{{result}}")],
-            "reqps",
-            12,
-            24,
-        ),
-        _ts(9, "In flight", [(f"sum({mn.IN_FLIGHT}{sel})", "in flight")], "short", 0, 32),
-        _ts(
-            10,
-            "Routing decisions by reason",
-            [(f"sum by (arm, reason) (rate({mn.ROUTED}{sel}[{W}]))", "{{arm}} {{reason}}")],
-            "reqps",
-            12,
-            32,
-        ),
+        Panel("Requests per second by arm (the arm that answered)", "reqps",
+              [(f"{by_arm} (rate({mn.REQUESTS}{sel}[{W}]))", "{{arm}}")]),
+        Panel("Weight of new: configured vs in force", "percent", [
+            (f"max({mn.WEIGHT}{sel})", "configured"),
+            (f"max({mn.EFFECTIVE_WEIGHT}{sel})", "in force"),
+            (f"max({mn.KILL_SWITCH_LATCHED}{sel}) * 100", "kill switch latched (100 = yes)"),
+        ]),
+        Panel("New-arm error ratio (client got an error)", "percentunit",
+              [(f"{new_errors} / clamp_min({new_routed}, 1e-9)", "error ratio")], gate=th.max_error_rate),
+        Panel("Fallback ratio (new failed before the first byte; old answered)", "percentunit",
+              [(f"sum(rate({mn.FALLBACKS}{sel}[{W}])) / clamp_min({new_routed}, 1e-9)", "fallback ratio")],
+              gate=th.max_fallback_ratio),
+        Panel("TTFT p50 / p99 by arm", "s",
+              [(q50.format(h=mn.TTFT, s=sel), "p50 {{arm}}"), (q99.format(h=mn.TTFT, s=sel), "p99 {{arm}}")]),
+        Panel("TPOT p50 / p99 by arm", "s",
+              [(q50.format(h=mn.TPOT, s=sel), "p50 {{arm}}"), (q99.format(h=mn.TPOT, s=sel), "p99 {{arm}}")]),
+        Panel("TTFT p99 ratio new / old (gate line at the threshold)", "none",
+              [(f"{arm_q99(mn.TTFT, 'new')} / {arm_q99(mn.TTFT, 'old')}", "ttft p99 new/old")],
+              gate=th.max_ttft_p99_ratio),
+        Panel("Shadow requests by result", "reqps", [(f"sum by (result) (rate({mn.SHADOW}{sel}[{W}]))", "{{result}}")]),
+        Panel("In flight", "short", [(f"sum({mn.IN_FLIGHT}{sel})", "in flight")]),
+        Panel("Routing decisions by reason", "reqps",
+              [(f"sum by (arm, reason) (rate({mn.ROUTED}{sel}[{W}]))", "{{arm}} {{reason}}")]),
+    ]
+
+
+def panel_queries(settings: RolloutSettings | None = None) -> list[dict[str, Any]]:
+    """The panels as Grafana JSON: ids 1, 2, ... in order, laid out two a row."""
+    return [
+        _ts(i + 1, panel, x=PANEL_W * (i % 2), y=PANEL_H * (i // 2)) for i, panel in enumerate(panels(settings))
     ]
 
 

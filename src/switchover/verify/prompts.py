@@ -1,7 +1,10 @@
-"""Prompt sets for `verify`: a built-in set (English, Chinese, code, JSON) and user JSONL files."""
+"""Prompt sets for `verify`: a built-in set (English, Chinese, code, JSON; packaged as data/prompts.jsonl) and user
+JSONL files in the same format."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -33,45 +36,38 @@ class PromptCase(BaseModel):
         return self.messages if self.messages is not None else [{"role": "user", "content": self.prompt}]
 
 
-def _u(id: str, kind: str, text: str, max_tokens: int = 48) -> PromptCase:
-    return PromptCase(id=id, kind=kind, messages=[{"role": "user", "content": text}], max_tokens=max_tokens)
-
-
-BUILTIN: list[PromptCase] = [
-    _u("en-capital", "english", "What is the capital of France? Answer in one sentence."),
-    _u("en-explain", "english", "Explain in two sentences why the sky is blue."),
-    _u("en-list", "english", "List three fruits that are red."),
-    _u("en-story", "english", "Write the first sentence of a story about a lighthouse keeper."),
-    _u("zh-capital", "chinese", "法国的首都是哪里?请用一句话回答。"),
-    _u("zh-explain", "chinese", "用两句话解释为什么天空是蓝色的。"),
-    _u("zh-poem", "chinese", "写一句关于秋天的诗。"),
-    _u("code-add", "code", "Write a Python function add_two_numbers(a, b) that returns their sum."),
-    _u("code-reverse", "code", "Write a Python function that reverses a string."),
-    _u("code-sql", "code", "Write a SQL query that counts the rows of a table named users."),
-    _u("json-person", "json", 'Return a JSON object with keys "name" and "age" for a 30-year-old named Ana.'),
-    _u("json-list", "json", "Return a JSON array of the first five prime numbers."),
-]
-
-
-def load_jsonl(path: str | Path) -> list[PromptCase]:
-    """Read prompts from JSONL: {"id"?, "kind"?, "messages" | "prompt", "max_tokens"?} per line."""
-    p = Path(path)
-    try:  # a regular UTF-8 file of bounded size: a FIFO, device, binary or oversized file is one line (exit 2)
-        check_text_file(p, max_bytes=MAX_PROMPTS_BYTES, what="prompts file (JSONL)")  # no read of a device
-        lines = read_text(p, max_bytes=MAX_PROMPTS_BYTES, what="prompts file (JSONL)").splitlines()
-    except BadInput as exc:
-        raise BadInput(f"--prompts {exc.message}", hint=exc.hint) from None
+def parse_prompts(lines: Iterable[str], source: str) -> list[PromptCase]:
+    """Prompts from JSONL lines, {"id"?, "kind"?, "messages" | "prompt", "max_tokens"?} per line; a bad line is
+    BadInput naming `source` and the line number."""
     cases: list[PromptCase] = []
-    for no, obj in jsonl_values(lines, f"--prompts {p}"):
+    for no, obj in jsonl_values(lines, source):
         if not isinstance(obj, dict):
-            raise BadInput(f"--prompts {p} line {no}: expected a JSON object")
+            raise BadInput(f"{source} line {no}: expected a JSON object")
         obj.setdefault("id", f"line-{no}")
         try:
             cases.append(PromptCase.model_validate(obj))
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(x) for x in err["loc"]) or "line"
-            raise BadInput(f"--prompts {p} line {no}: {where}: {err['msg']}") from None
+            raise BadInput(f"{source} line {no}: {where}: {err['msg']}") from None
     if not cases:
-        raise BadInput(f"--prompts {p}: no prompts in the file")
+        raise BadInput(f"{source}: no prompts in the file")
     return cases
+
+
+BUILTIN: list[PromptCase] = parse_prompts(
+    resources.files("switchover.verify").joinpath("data", "prompts.jsonl").read_text(encoding="utf-8").splitlines(),
+    "built-in prompt set (switchover/verify/data/prompts.jsonl)",
+)
+"""English, Chinese, code and JSON prompts; the packaged file is in the format `verify --prompts FILE` reads."""
+
+
+def load_jsonl(path: str | Path) -> list[PromptCase]:
+    """Read prompts from a JSONL file (the format of parse_prompts)."""
+    p = Path(path)
+    try:  # a regular UTF-8 file of bounded size: a FIFO, device, binary or oversized file is one line (exit 2)
+        check_text_file(p, max_bytes=MAX_PROMPTS_BYTES, what="prompts file (JSONL)")  # no read of a device
+        lines = read_text(p, max_bytes=MAX_PROMPTS_BYTES, what="prompts file (JSONL)").splitlines()
+    except BadInput as exc:
+        raise BadInput(f"--prompts {exc.message}", hint=exc.hint) from None
+    return parse_prompts(lines, f"--prompts {p}")

@@ -51,6 +51,7 @@ import time
 from pathlib import Path
 
 from switchover.gctune import quiet_gc
+from switchover.subproc import stop
 
 VENVS = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "switchover" / "bench-venvs"
 VLLM_RUNNER = (
@@ -146,8 +147,7 @@ def memory_main(a: argparse.Namespace) -> None:
                 res[n] = run_memory(a.client_core, url, a, n, Path(tmp))
                 print(f"[{n} requests: {res[n]['elapsed_s']:.0f} s]", file=sys.stderr)
     finally:
-        server.terminate()
-        server.wait()
+        stop(server)
     load = os.getloadavg()
     print(f"switchover bench (rows to Parquet, streaming summary) against the zero-work server on core "
           f"{a.server_core}, client on core {a.client_core}; c={a.concurrency}, {a.chunks} chunks per response; "
@@ -335,8 +335,7 @@ def main() -> None:
                     "cpu_per_request_ms_rounds": [r["work_cpu_s"] / (a.requests - base_n) * 1000 for r in rs],
                     "baseline_cpu_s": statistics.median(base[tool]), "baseline_spread_s": spread}
     finally:
-        server.terminate()
-        server.wait()
+        stop(server)
     _print_results(a, results, base_n)
     if a.timing:
         import uvloop
@@ -352,8 +351,7 @@ def main() -> None:
             print("timing error at 256 streams (paced server, 20 ms between events):",
                   t.stdout.strip() or t.stderr[-800:])
         finally:
-            srv.terminate()
-            srv.wait()
+            stop(srv)
         del uvloop
 
 

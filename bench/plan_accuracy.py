@@ -41,6 +41,7 @@ from switchover.plan.capacity import GIB, Knobs, capacity
 from switchover.plan.kv import kv_layout
 from switchover.plan.overhead import band_for, parse_version, version_matches
 from switchover.plan.uncertainty import residual_key
+from switchover.subproc import stop
 
 DATA = Path(__file__).resolve().parent / "data"
 RESIDUALS = Path(__file__).resolve().parents[1] / "src" / "switchover" / "plan" / "data" / "accuracy.yaml"
@@ -255,12 +256,7 @@ def _measure_llama(layout: Any, model: Path, args: str) -> float | None:
                 break
     finally:
         watchdog.cancel()
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
     return found
 
 

@@ -18,6 +18,7 @@ import sys
 import time
 
 from switchover.gctune import quiet_gc
+from switchover.subproc import stop
 from switchover.wire import EngineClient, Timeouts
 
 
@@ -85,8 +86,7 @@ def main() -> None:
             print(f"{c:>8} {r['requests']:>9.0f} {r['errors']:>6.0f} {r['chunks_per_s']:>10.0f} "
                   f"{r['req_per_s']:>8.0f} {r['us_per_chunk']:>9.2f} {r['cpu_util']:>9.0%}")
     finally:
-        server.terminate()
-        server.wait(timeout=5)
+        stop(server, grace_s=5)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+from switchover.subproc import stop
+
 
 def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "switchover", "bench", *args], capture_output=True, text=True,
@@ -75,8 +77,7 @@ def test_full_cli_run_against_zero_work_server_then_recompute_and_report(tmp_pat
         assert r.returncode == 1 and "checks failed" in r.stderr
         assert "chunk timestamps: " in r.stdout
     finally:
-        srv.terminate()
-        srv.wait(timeout=10)
+        stop(srv)
 
 
 def test_config_file_gives_endpoints_and_slos(tmp_path):
@@ -100,5 +101,4 @@ def test_config_file_gives_endpoints_and_slos(tmp_path):
         r = _run("--config", str(bad), "--no-calibrate")
         assert r.returncode == 2 and "bench.nosuch" in r.stderr
     finally:
-        srv.terminate()
-        srv.wait(timeout=10)
+        stop(srv)

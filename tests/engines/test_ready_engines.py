@@ -13,6 +13,7 @@ import time
 import pytest
 
 from switchover.readiness import ReadyState, check_ready
+from switchover.subproc import stop
 from switchover.testbed import processes
 from switchover.testbed.install import installed
 from switchover.testbed.layout import Layout, bed_models
@@ -45,8 +46,7 @@ def test_llama_server_start_is_seen_as_refused_then_loading_then_ready() -> None
     try:
         states = asyncio.run(watch())
     finally:
-        proc.terminate()
-        proc.wait(timeout=15)
+        stop(proc, grace_s=15)
     assert states[-1] == ReadyState.READY, states
     assert ReadyState.LOADING in states, states
     assert set(states) <= {ReadyState.REFUSED, ReadyState.LOADING, ReadyState.READY}, states

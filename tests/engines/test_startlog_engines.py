@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from switchover.engines.startlog import check_file
+from switchover.subproc import stop
 from switchover.testbed import processes
 from switchover.testbed.layout import bed_models
 from tests.engines.conftest import Bed
@@ -61,12 +62,7 @@ def test_llama_server_at_lv4_names_flash_attention_kv_type_and_weights(bed: Bed,
             assert time.monotonic() < deadline, "llama-server did not listen in time"
             time.sleep(0.2)  # a bounded poll
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop(proc)
     r = check_file(log, "llamacpp", flags="-fa on -ctk f16")
     got = _fields(r)
     assert got["device"] == ("cpu", "logged")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from switchover.export.envoy import envoy_config
+from switchover.subproc import stop
 from switchover.testbed.processes import free_port
 from switchover.testing import FakeEngine, wait_until
 from tests.export.test_envoy import _envoy
@@ -85,9 +86,4 @@ def test_envoy_export_sticks_tenants_falls_back_and_mirrors(make_migration, upst
         results = [_post(url, t) for t in on_new]
         assert results and all(r == (200, "old") for r in results)  # new answers 503 → retried on old
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)

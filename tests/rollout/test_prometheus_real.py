@@ -22,6 +22,7 @@ from switchover.errors import BadInput
 from switchover.gateway.metrics import GatewayMetrics
 from switchover.rollout.custom_gates import CustomGateResult, evaluate_custom
 from switchover.rollout.gates import evaluate, stats_from_prometheus
+from switchover.subproc import stop
 from switchover.testbed.processes import free_port
 from switchover.testing import require_tool, wait_until
 
@@ -94,8 +95,7 @@ def real_prometheus(tmp_path: Path, target: int) -> Iterator[str]:
         wait_scrapes(url, 2, "two scrapes of the exporter by prometheus", proc)
         yield url
     finally:
-        proc.terminate()
-        proc.wait(timeout=15)
+        stop(proc, grace_s=15)
 
 
 def test_gates_read_a_real_prometheus_scraping_the_gateway_metrics(exporter, tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import aiohttp
 import orjson
 import pytest
 
+from switchover.subproc import stop
 from switchover.testing import (
     FakeEngine,
     Persona,
@@ -199,8 +200,7 @@ def test_the_command_line_prints_the_port_after_loading_and_serves(kind: str) ->
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5) as r:
             assert r.status == 200 and orjson.loads(r.read())["data"]
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)
 
 
 def test_a_bad_port_is_one_line_and_exit_2() -> None:

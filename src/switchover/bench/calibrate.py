@@ -15,6 +15,7 @@ from switchover.bench.results import Calibration
 from switchover.bench.scheduler import StepBounds, StopFlag, run_concurrency
 from switchover.bench.stats import percentile
 from switchover.errors import SwitchoverError
+from switchover.subproc import stop
 from switchover.testing.zerowork import ZeroWorkServer
 from switchover.wire import EngineClient, RequestRecord, Timeouts
 
@@ -50,12 +51,7 @@ async def zero_server(*, in_process: bool, chunks: int, itl_ms: float = 0.0) -> 
             raise SwitchoverError("the zero-work server did not start")
         yield f"http://127.0.0.1:{int(line)}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, grace_s=5)
 
 
 def timing_errors_us(records: list[RequestRecord]) -> list[float]:

@@ -12,8 +12,18 @@ if TYPE_CHECKING:
     from switchover.engines import ApiSemantics
     from switchover.probe.context import ProbeContext
 
-RunFn = Callable[["ProbeContext"], Awaitable[Observation]]
+RunFn = Callable[["ProbeContext"], Awaitable[Observation]]  # returns what it observed, or raises ProbeEnded
 ExpectFn = Callable[["ApiSemantics"], Any]
+
+
+class ProbeEnded(Exception):
+    """Ends a probe early with `observation` as what it observed (a request that failed, a refusal that is the
+    answer): raised by the catalog's helpers (`send_ok`, `end_if`) so that a probe reads straight through. The runner
+    records the observation exactly as if the probe had returned it; any other exception is a probe error."""
+
+    def __init__(self, observation: Observation) -> None:
+        super().__init__(observation.summary)
+        self.observation = observation
 
 
 @dataclass(frozen=True)

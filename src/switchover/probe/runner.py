@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from switchover.engines import load_profile
 from switchover.probe.context import EndpointDown, ProbeContext, discover_context, discover_model
 from switchover.probe.expect import matches
-from switchover.probe.registry import Probe
+from switchover.probe.registry import Probe, ProbeEnded
 from switchover.probe.report import EndpointInfo, Observation, ProbeReport, plain_value
 from switchover.wire import EngineClient, Timeouts
 from switchover.wire.records import Api
@@ -63,6 +63,8 @@ async def _observe_side(target: Target, probes: list[Probe], opts: ProbeOptions,
             try:
                 async with asyncio.timeout(opts.probe_timeout_s):
                     obs[p.id] = await p.run(ctx)
+            except ProbeEnded as end:  # the probe's own early answer, not a crash
+                obs[p.id] = end.observation
             except EndpointDown as exc:
                 down = str(exc)
                 obs[p.id] = Observation.failed(f"endpoint went away: {down}")

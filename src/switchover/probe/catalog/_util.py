@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from switchover.probe.registry import ProbeEnded
 from switchover.probe.report import Observation
 from switchover.probe.values import rejected_value
 from switchover.wire import FailureKind, RequestRecord
@@ -53,8 +54,15 @@ def refusal(rec: RequestRecord, what: str) -> Observation | None:
     return None
 
 
-async def send_ok(ctx: ProbeContext, what: str, prompt: str | None = None,
-                  **params: Any) -> tuple[RequestRecord, Observation | None]:
-    """Send a request that should work: the record, and the failed observation when it did not."""
+def end_if(observation: Observation | None) -> None:
+    """End the probe with this observation when there is one (what `not_answered`, `unusable` or `refusal` found):
+    the runner records it as the probe's observation."""
+    if observation is not None:
+        raise ProbeEnded(observation)
+
+
+async def send_ok(ctx: ProbeContext, what: str, prompt: str | None = None, **params: Any) -> RequestRecord:
+    """Send a request that should work; when it did not, the probe ends with the failed observation."""
     rec = await ctx.send(prompt, **params)
-    return rec, unusable(rec, what)
+    end_if(unusable(rec, what))
+    return rec

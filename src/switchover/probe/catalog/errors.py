@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from switchover.engines import ApiSemantics
-from switchover.probe.catalog._util import not_answered, refusal, rejected
+from switchover.probe.catalog._util import end_if, not_answered, refusal, rejected
 from switchover.probe.context import ProbeContext
 from switchover.probe.registry import probe
 from switchover.probe.report import Observation
@@ -22,8 +22,7 @@ def _error_expected(api: ApiSemantics) -> dict[str, Any]:
 
 
 def _error_obs(rec: RequestRecord) -> Observation:
-    if (lost := not_answered(rec, "the request")) is not None:
-        return lost
+    end_if(not_answered(rec, "the request"))
     rej = rejected(rec)
     if rej is None:
         return Observation(value={"status": rec.status or 200, "shape": None}, summary=f"accepted (HTTP {rec.status})")

@@ -9,7 +9,7 @@ import jsonschema
 import orjson
 
 from switchover.probe import stops
-from switchover.probe.catalog._util import not_answered, rejected, unusable
+from switchover.probe.catalog._util import end_if, not_answered, rejected, send_ok, unusable
 from switchover.probe.context import ProbeContext
 from switchover.probe.registry import probe
 from switchover.probe.report import Observation
@@ -26,8 +26,8 @@ _FR_BREAKS = "clients that branch on finish_reason (retry on 'length', accept on
        request="max_tokens=3 at temperature 0", observes="finish_reason", breaking=True, breaks=_FR_BREAKS,
        expect=lambda api: "length")
 async def finish_length(ctx: ProbeContext) -> Observation:
-    rec = await ctx.send(temperature=0, max_tokens=3)
-    return unusable(rec, "request") or Observation(value=rec.finish_reason, summary=str(rec.finish_reason))
+    rec = await send_ok(ctx, "request", temperature=0, max_tokens=3)
+    return Observation(value=rec.finish_reason, summary=str(rec.finish_reason))
 
 
 @probe(id="finish.stop_string", title="finish_reason when a stop string is hit", category="finish_reason",
@@ -36,15 +36,12 @@ async def finish_length(ctx: ProbeContext) -> Observation:
        expect=lambda api: "stop_sequence" if "stop_sequence" in api.finish_reasons else "stop")
 async def finish_stop(ctx: ProbeContext) -> Observation:
     ref = await ctx.greedy()
-    bad = unusable(ref, "greedy reference")
-    if bad:
-        return bad
+    end_if(unusable(ref, "greedy reference"))
     pick = stops.token_stop([c for c in ref.chunk_text if c], ref.text)
     if pick is None:
         return Observation.failed("greedy output too short to pick a stop string")
-    rec = await ctx.send(temperature=0, max_tokens=48, stop=[pick[0]])
-    return unusable(rec, "request") or Observation(value=rec.finish_reason, summary=str(rec.finish_reason),
-                                                   detail={"stop": pick[0]})
+    rec = await send_ok(ctx, "request", temperature=0, max_tokens=48, stop=[pick[0]])
+    return Observation(value=rec.finish_reason, summary=str(rec.finish_reason), detail={"stop": pick[0]})
 
 
 @probe(id="finish.eos", title="finish_reason when the model emits EOS", category="finish_reason",
@@ -57,17 +54,13 @@ async def finish_eos(ctx: ProbeContext) -> Observation:
         if rec.failure is None and rec.finish_reason not in (None, "length"):
             return Observation(value=rec.finish_reason, summary=f"{rec.finish_reason} (natural EOS)")
         return Observation.failed("no EOS token id found via /tokenize and the model did not stop by itself")
-    rec = await ctx.send(temperature=0, max_tokens=16, logit_bias={str(eos_id): 100})
-    bad = unusable(rec, "logit_bias request")
-    if bad:
-        return bad
+    rec = await send_ok(ctx, "logit_bias request", temperature=0, max_tokens=16, logit_bias={str(eos_id): 100})
     return Observation(value=rec.finish_reason, summary=f"{rec.finish_reason} after {len(rec.text)} chars",
                        detail={"eos": eos, "eos_id": eos_id, "text": rec.text[:40]})
 
 
 def _json_result(rec: RequestRecord, schema: dict[str, Any] | None) -> Observation:
-    if (lost := not_answered(rec, "the request")) is not None:
-        return lost
+    end_if(not_answered(rec, "the request"))
     rej = rejected(rec)
     if rej:
         return Observation(value={"accepted": False, "status": rej["status"], "valid": None},
@@ -133,8 +126,7 @@ async def logprobs_cap(ctx: ProbeContext) -> Observation:
     for k in (5, 20, 21):
         params: dict[str, Any] = {"logprobs": True, "top_logprobs": k} if ctx.api == "chat" else {"logprobs": k}
         rec = await ctx.send(temperature=0, max_tokens=2, **params)
-        if (lost := not_answered(rec, f"top_logprobs={k}")) is not None:
-            return lost
+        end_if(not_answered(rec, f"top_logprobs={k}"))
         rej = rejected(rec)
         out[str(k)] = f"HTTP {rej['status']}" if rej else top_count(rec)
     return Observation(value=out, summary=", ".join(f"{k}->{v}" for k, v in out.items()))
@@ -148,8 +140,7 @@ async def logprobs_default(ctx: ProbeContext) -> Observation:
     if ctx.api != "chat":
         return Observation.skipped("chat API only")
     rec = await ctx.send(temperature=0, max_tokens=2, logprobs=True)
-    if (lost := not_answered(rec, "the request")) is not None:
-        return lost
+    end_if(not_answered(rec, "the request"))
     rej = rejected(rec)
     if rej:
         return Observation(value=f"HTTP {rej['status']}", summary=f"rejected: {rej['message'][:80]}")
@@ -161,10 +152,7 @@ async def logprobs_default(ctx: ProbeContext) -> Observation:
        request="a plain request naming the served model", observes="the `model` field of the response",
        breaking=False, breaks="clients that check or log response.model see a different name")
 async def model_echo(ctx: ProbeContext) -> Observation:
-    rec = await ctx.send(temperature=0, max_tokens=2)
-    bad = unusable(rec, "request")
-    if bad:
-        return bad
+    rec = await send_ok(ctx, "request", temperature=0, max_tokens=2)
     echoed = rec.response_model == ctx.model
     return Observation(value="echoed" if echoed else "other",
                        summary=f"response model {rec.response_model!r}" + ("" if echoed else f" != {ctx.model!r}"),

@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from switchover.probe.catalog._util import not_answered, rejected, send_ok, unusable
+from switchover.probe.catalog._util import end_if, not_answered, rejected, send_ok, unusable
 from switchover.probe.context import ProbeContext
 from switchover.probe.registry import ExpectFn, RunFn, probe
 from switchover.probe.report import Observation
@@ -22,14 +22,11 @@ _N = 16  # tokens per sampled output: enough that two random draws essentially n
        breaking=True,
        breaks="clients that rely on top_k (e.g. top_k=1 for stable output) get random text")
 async def top_k_1(ctx: ProbeContext) -> Observation:
-    greedy, bad = await send_ok(ctx, "greedy request", temperature=0, max_tokens=_N)
-    if bad:
-        return bad
+    greedy = await send_ok(ctx, "greedy request", temperature=0, max_tokens=_N)
     texts = []
     for seed in (11, 22, 33):
         rec = await ctx.send(temperature=1.0, top_k=1, seed=seed, max_tokens=_N)
-        if (lost := not_answered(rec, "top_k=1")) is not None:
-            return lost
+        end_if(not_answered(rec, "top_k=1"))
         rej = rejected(rec)
         if rej:
             return Observation(value="rejected", summary=f"top_k rejected: HTTP {rej['status']}", detail=rej)
@@ -64,12 +61,7 @@ class TwoRequests:
 
 def _two_requests(spec: TwoRequests) -> RunFn:
     async def run(ctx: ProbeContext) -> Observation:
-        texts: list[str] = []
-        for params in (spec.first, spec.second):
-            rec, bad = await send_ok(ctx, spec.what, max_tokens=_N, **params)
-            if bad:
-                return bad
-            texts.append(rec.text)
+        texts = [(await send_ok(ctx, spec.what, max_tokens=_N, **params)).text for params in (spec.first, spec.second)]
         same = texts[0] == texts[1]
         return Observation(value=spec.if_same if same else spec.if_differ,
                            summary=spec.said_same if same else spec.said_differ,
@@ -117,12 +109,7 @@ for _spec in TWO_REQUESTS:
        breaking=True,
        breaks="golden-output tests and response caches keyed on greedy requests start missing")
 async def greedy_repeat(ctx: ProbeContext) -> Observation:
-    texts = []
-    for _ in range(3):
-        rec, bad = await send_ok(ctx, "greedy request", temperature=0, max_tokens=32)
-        if bad:
-            return bad
-        texts.append(rec.text)
+    texts = [(await send_ok(ctx, "greedy request", temperature=0, max_tokens=32)).text for _ in range(3)]
     same = len(set(texts)) == 1
     return Observation(value="deterministic" if same else "varies",
                        summary="3 of 3 identical" if same else f"{len(set(texts))} distinct outputs of 3",
@@ -155,8 +142,7 @@ async def defaults(ctx: ProbeContext) -> Observation:
     explicit = await ctx.send(seed=99, temperature=1.0, top_p=1.0, max_tokens=_N)
     greedy = await ctx.send(temperature=0, max_tokens=_N)
     for rec in (bare, bare2, explicit, greedy):
-        if (bad := unusable(rec, "defaults request")) is not None:
-            return bad
+        end_if(unusable(rec, "defaults request"))
     detail = {"bare": bare.text[:40], "explicit_t1": explicit.text[:40], "greedy": greedy.text[:40]}
     if bare.text == greedy.text and bare2.text == greedy.text:
         value = Defaults.GREEDY
@@ -182,8 +168,7 @@ _N_CHOICES: dict[str, dict[str, int]] = {"supported": {"choices": 3, "status": 2
        expect=lambda api: _N_CHOICES.get(api.n_gt_1))
 async def n_honoured(ctx: ProbeContext) -> Observation:
     rec = await ctx.send(n=3, temperature=1.0, max_tokens=8)
-    if (lost := not_answered(rec, "n=3")) is not None:
-        return lost
+    end_if(not_answered(rec, "n=3"))
     rej = rejected(rec)
     if rej:
         return Observation(value={"choices": 0, "status": rej["status"]},

@@ -4,30 +4,26 @@ from __future__ import annotations
 
 from switchover.engines import ApiSemantics
 from switchover.probe import stops
-from switchover.probe.catalog._util import not_answered, rejected, send_ok, unusable
+from switchover.probe.catalog._util import end_if, not_answered, rejected, send_ok, unusable
 from switchover.probe.context import ProbeContext
-from switchover.probe.registry import probe
+from switchover.probe.registry import ProbeEnded, probe
 from switchover.probe.report import Observation
 from switchover.probe.values import StopKept, StopMatching
 
 
-async def _reference(ctx: ProbeContext) -> tuple[str, list[str]] | Observation:
+async def _reference(ctx: ProbeContext) -> tuple[str, list[str]]:
+    """The greedy reference text and its streamed text chunks."""
     ref = await ctx.greedy()
-    bad = unusable(ref, "greedy reference")
-    if bad:
-        return bad
+    end_if(unusable(ref, "greedy reference"))
     return ref.text, [c for c in ref.chunk_text if c]
 
 
-async def _reference_stop(ctx: ProbeContext) -> tuple[str, str, int] | Observation:
+async def _reference_stop(ctx: ProbeContext) -> tuple[str, str, int]:
     """The greedy reference text, and a whole-token stop string from it with its position."""
-    ref = await _reference(ctx)
-    if isinstance(ref, Observation):
-        return ref
-    text, chunks = ref
+    text, chunks = await _reference(ctx)
     pick = stops.token_stop(chunks, text)
     if pick is None:
-        return Observation.failed("greedy output too short to pick a stop string", text=text)
+        raise ProbeEnded(Observation.failed("greedy output too short to pick a stop string", text=text))
     return text, *pick
 
 
@@ -46,15 +42,11 @@ def _count_expected(api: ApiSemantics) -> dict[str, bool | int]:
               "(or get HTTP 400 for the whole request)",
        expect=_count_expected)
 async def stop_count(ctx: ProbeContext) -> Observation:
-    ref = await _reference_stop(ctx)
-    if isinstance(ref, Observation):
-        return ref
-    text, s, pos = ref
+    text, s, pos = await _reference_stop(ctx)
     honoured: list[int] = []
     for k, lst in enumerate(stops.stop_lists(s)):
         rec = await ctx.send(temperature=0, max_tokens=48, stop=lst)
-        if (lost := not_answered(rec, f"stop list {k + 1}")) is not None:
-            return lost
+        end_if(not_answered(rec, f"stop list {k + 1}"))
         rej = rejected(rec)
         if rej is not None:
             return Observation(value={"accepted": False, "status": rej["status"], "honoured": 0},
@@ -74,13 +66,8 @@ async def stop_count(ctx: ProbeContext) -> Observation:
        breaks="clients that strip (or expect) the delimiter themselves get it doubled or missing",
        expect=lambda api: StopKept.KEPT if api.stop_string_in_output else StopKept.TRIMMED)
 async def stop_kept(ctx: ProbeContext) -> Observation:
-    ref = await _reference_stop(ctx)
-    if isinstance(ref, Observation):
-        return ref
-    text, s, pos = ref
-    rec, bad = await send_ok(ctx, "request with stop", temperature=0, max_tokens=48, stop=[s])
-    if bad:
-        return bad
+    text, s, pos = await _reference_stop(ctx)
+    rec = await send_ok(ctx, "request with stop", temperature=0, max_tokens=48, stop=[s])
     out = stops.outcome(rec.text, text, s, pos)
     return Observation(value=out, summary=f"{out} (stop {s!r}, finish_reason {rec.finish_reason})",
                        detail={"stop": s, "text": rec.text[-60:]})
@@ -93,19 +80,14 @@ async def stop_kept(ctx: ProbeContext) -> Observation:
        breaks="stop strings that do not align with token boundaries stop matching: outputs run on past them",
        expect=lambda api: StopMatching.TOKEN if api.stop_matching == "token_ids" else StopMatching.TEXT)
 async def stop_matching(ctx: ProbeContext) -> Observation:
-    ref = await _reference(ctx)
-    if isinstance(ref, Observation):
-        return ref
-    text, chunks = ref
+    text, chunks = await _reference(ctx)
     found: dict[str, str] = {}
     for name, pick in (("spanning", stops.straddling_stop(chunks, text)),
                        ("inside", stops.inside_token_stop(chunks, text))):
         if pick is None:
             continue
         s, pos = pick
-        rec, bad = await send_ok(ctx, f"{name} stop", temperature=0, max_tokens=48, stop=[s])
-        if bad:
-            return bad
+        rec = await send_ok(ctx, f"{name} stop", temperature=0, max_tokens=48, stop=[s])
         found[name] = "matched" if stops.outcome(rec.text, text, s, pos) != "not hit" else "not matched"
     if not found:
         return Observation.failed("no multi-character tokens in the greedy output to build a stop from")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from switchover.probe.catalog._util import not_answered, rejected, send_ok, unusable
+from switchover.probe.catalog._util import end_if, not_answered, rejected, send_ok, unusable
 from switchover.probe.context import ProbeContext
 from switchover.probe.registry import probe
 from switchover.probe.report import Observation
@@ -27,9 +27,7 @@ def granularity(tokens: int | None, text_chunks: int) -> str:
        observes="tokens per text chunk (usage.completion_tokens / chunks with text) and characters per chunk",
        breaking=False, breaks="UIs and proxies that assume one token per event re-chunk or mis-count")
 async def stream_granularity(ctx: ProbeContext) -> Observation:
-    rec, bad = await send_ok(ctx, "stream", temperature=0, max_tokens=32, stream=True, include_usage=True)
-    if bad:
-        return bad
+    rec = await send_ok(ctx, "stream", temperature=0, max_tokens=32, stream=True, include_usage=True)
     chunks = [c for c in rec.chunk_text if c]
     tokens = rec.usage.completion_tokens if rec.usage else None
     g = granularity(tokens, len(chunks))
@@ -48,15 +46,12 @@ async def tools_stream(ctx: ProbeContext) -> Observation:
     rec = await ctx.send("What is the weather in Paris?", temperature=0, max_tokens=48, stream=True,
                          tools=[WEATHER_TOOL],
                          tool_choice={"type": "function", "function": {"name": "get_weather"}})
-    if (lost := not_answered(rec, "the tool request")) is not None:
-        return lost
+    end_if(not_answered(rec, "the tool request"))
     rej = rejected(rec)
     if rej:
         return Observation(value={"supported": False, "status": rej["status"]},
                            summary=f"rejected: HTTP {rej['status']} {rej['message'][:80]}", detail=rej)
-    bad = unusable(rec, "tool stream")
-    if bad:
-        return bad
+    end_if(unusable(rec, "tool stream"))
     if not rec.tool_calls:
         return Observation(value={"supported": False, "status": 200}, summary="no tool call returned",
                            detail={"text": rec.text[:80]})

@@ -26,9 +26,7 @@ def long_prefix(context: int | None) -> str:
        breaking=True, breaks="token accounting and billing from streamed responses gets no counts",
        expect=lambda api: Presence.PRESENT if api.streaming_usage else Presence.ABSENT)
 async def stream_include_usage(ctx: ProbeContext) -> Observation:
-    rec, bad = await send_ok(ctx, "stream", temperature=0, max_tokens=8, stream=True, include_usage=True)
-    if bad:
-        return bad
+    rec = await send_ok(ctx, "stream", temperature=0, max_tokens=8, stream=True, include_usage=True)
     if rec.usage is None or rec.usage.completion_tokens is None:
         return Observation(value=Presence.ABSENT, summary="no usage in the stream")
     separate = rec.usage_ns is not None and (not rec.chunk_ns or rec.usage_ns >= rec.chunk_ns[-1])
@@ -42,9 +40,7 @@ async def stream_include_usage(ctx: ProbeContext) -> Observation:
        observes="whether usage arrives anyway",
        breaking=False, breaks="clients that read usage without asking for it lose (or newly get) the counts")
 async def stream_default(ctx: ProbeContext) -> Observation:
-    rec, bad = await send_ok(ctx, "stream", temperature=0, max_tokens=8, stream=True, include_usage=False)
-    if bad:
-        return bad
+    rec = await send_ok(ctx, "stream", temperature=0, max_tokens=8, stream=True, include_usage=False)
     present = rec.usage is not None and rec.usage.completion_tokens is not None
     return Observation(value=Presence.PRESENT if present else Presence.ABSENT,
                        summary="usage sent unasked" if present else "no usage unless asked")
@@ -57,12 +53,8 @@ async def stream_default(ctx: ProbeContext) -> Observation:
        expect=lambda api: {"always": Cached.HIT, "with_flag": Cached.NOT_REPORTED,
                            "never": Cached.NOT_REPORTED}.get(api.cached_tokens_reported))
 async def cached_tokens(ctx: ProbeContext) -> Observation:
-    recs = []
-    for _ in range(2):
-        rec, bad = await send_ok(ctx, "long-prefix request", long_prefix(ctx.context), temperature=0, max_tokens=4)
-        if bad:
-            return bad
-        recs.append(rec)
+    recs = [await send_ok(ctx, "long-prefix request", long_prefix(ctx.context), temperature=0, max_tokens=4)
+            for _ in range(2)]
     second = recs[1].usage
     if second is None or second.cached_tokens is None:
         return Observation(value=Cached.NOT_REPORTED, summary="no prompt_tokens_details.cached_tokens",

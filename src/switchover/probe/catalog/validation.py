@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from switchover.probe.catalog._util import not_answered, refusal, rejected
+from switchover.probe.catalog._util import end_if, not_answered, refusal, rejected
 from switchover.probe.context import ProbeContext
 from switchover.probe.registry import probe
 from switchover.probe.report import Observation
@@ -38,8 +38,7 @@ async def _which_limit(ctx: ProbeContext, params: dict[str, Any], outcomes: dict
                        asked: str) -> Observation:
     """Send two length limits at once (temperature 0, EOS suppressed) and name the one the token count shows."""
     rec = await ctx.send(temperature=0, **params, **await _no_eos(ctx))
-    if (done := refusal(rec, "the request")) is not None:
-        return done
+    end_if(refusal(rec, "the request"))
     n = _tokens(rec)
     if n is None:
         return Observation.failed(f"{asked}: no usage.completion_tokens, so the limit applied cannot be read")
@@ -52,8 +51,7 @@ async def _each(ctx: ProbeContext, cases: dict[str, dict[str, Any]], **common: A
     got: dict[str, str] = {}
     for name, params in cases.items():
         rec = await ctx.send(**common, **params)
-        if (lost := not_answered(rec, name)) is not None:
-            return lost
+        end_if(not_answered(rec, name))
         got[name] = _outcome(rec)
     return Observation(value=got, summary=", ".join(f"{k}: {v}" for k, v in got.items()))
 
@@ -84,8 +82,7 @@ async def both_fields(ctx: ProbeContext) -> Observation:
        breaking=True, breaks="a prompt-only request (warming a cache, counting tokens) now fails, or the reverse")
 async def max_tokens_zero(ctx: ProbeContext) -> Observation:
     rec = await ctx.send(temperature=0, max_tokens=0)
-    if (done := refusal(rec, "the request")) is not None:
-        return done
+    end_if(refusal(rec, "the request"))
     n = _tokens(rec)
     if n is None:  # accepted, but how many tokens it gave was not reported: not "None tokens"
         return Observation(value=Outcome.ACCEPTED, summary="accepted: no usage.completion_tokens to count the tokens",
@@ -114,8 +111,7 @@ async def out_of_range(ctx: ProbeContext) -> Observation:
        breaking=True, breaks="clients asking for many candidates get HTTP 400")
 async def n_over_slots(ctx: ProbeContext) -> Observation:
     rec = await ctx.send(n=16, temperature=1.0, max_tokens=4)
-    if (lost := not_answered(rec, "n=16")) is not None:
-        return lost
+    end_if(not_answered(rec, "n=16"))
     if (rej := rejected(rec)) is not None:
         return Observation(value={"choices": 0, "status": rej["status"]},
                            summary=f"n=16 rejected: HTTP {rej['status']} {rej['message'][:80]}", detail=rej)
@@ -128,8 +124,7 @@ async def n_over_slots(ctx: ProbeContext) -> Observation:
        breaking=True, breaks="best-of-n and self-consistency clients get n copies of one answer")
 async def n_sampled_distinct(ctx: ProbeContext) -> Observation:
     rec = await ctx.send(n=3, temperature=1.0, seed=11, max_tokens=16, **await _no_eos(ctx))
-    if (done := refusal(rec, "n=3")) is not None:
-        return done
+    end_if(refusal(rec, "n=3"))
     texts = [rec.texts[i] for i in sorted(rec.texts)]
     distinct = len(set(texts))
     value = ("distinct" if distinct == len(texts) == 3 else "identical" if distinct == 1

@@ -285,3 +285,11 @@ def test_an_absurd_layer_count_is_not_a_fraction_and_not_a_crash() -> None:
     assert not [f for f in r.fallbacks if f.severity == "downgrade"]
     partial = check_text("main: build = 1\nload_tensors: offloaded 3/33 layers to GPU\n", "llamacpp")
     assert partial.verdict == "downgrade"
+    assert len(_fields(r)["gpu_offload"][0]) <= 81  # the 5,001-character value is cut, not reported whole
+
+
+def test_a_logged_value_holding_a_secret_is_masked() -> None:
+    text = ("(APIServer pid=1) INFO [api.py:1] vLLM API server version 0.9.0\n"
+            "INFO Initializing a V1 LLM engine (v0.9) with config: quantization=sk-abcdefghijklmnopqrstuvwxyz12345\n")
+    r = check_text(text, "vllm")
+    assert _fields(r)["quantization"][1] == "logged" and "sk-abcdefghijklmnop" not in r.model_dump_json()

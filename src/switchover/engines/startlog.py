@@ -23,6 +23,7 @@ MAX_LOG_BYTES = 64 << 20  # a start-up is in the first megabytes; a busy llama-s
 MAX_SCAN_LINES = 50_000  # lines read after the start of the last start-up
 GROUP_LINES = 50  # start markers this close together belong to one start-up
 MAX_TEXT = 300  # characters of a log line kept as evidence
+MAX_VALUE = 80  # characters of a logged value kept (a backend name, a dtype, a layer count)
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _FRACTION = re.compile(r"^(\d{1,9})/(\d{1,9})$")  # a layer count; longer digit runs are not one (nor int()-able)
 
@@ -263,7 +264,9 @@ def _value(p: Pattern, m: re.Match[str]) -> tuple[bool, str | None]:
     if raw in p.map:
         mapped = p.map[raw]
         return mapped is not None, mapped
-    return True, raw
+    if raw is not None and len(raw) > MAX_VALUE:  # no engine names a choice this long: keep the report bounded
+        raw = raw[:MAX_VALUE] + "…"
+    return True, raw if raw is None else redact(raw)
 
 
 def _partial(value: str | None) -> bool:

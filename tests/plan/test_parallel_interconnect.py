@@ -111,6 +111,15 @@ def test_host_from_refuses_what_cannot_be_planned() -> None:
     assert host.gpus == 2 and host.gpu_name == "L40S-48G" and host.total_gib == pytest.approx(44.42)
 
 
+def test_host_from_takes_memory_the_catalog_does_not_have() -> None:
+    mig = HostFingerprint(gpu_present=True, gpus=[_gpu(0).model_copy(update={"mig_enabled": True})])
+    with pytest.raises(BadInput, match="MIG is enabled"):
+        host_from(mig, gpu_name=None, total_gib=None, gpus=None)
+    assert host_from(mig, gpu_name=None, total_gib=20.0, gpus=None).total_gib == 20.0  # the slice, given
+    small = HostFingerprint(gpu_present=True, gpus=[_gpu(0).model_copy(update={"memory_total_mib": 24 * 1024})])
+    assert host_from(small, gpu_name=None, total_gib=None, gpus=None).total_gib == pytest.approx(24.0)
+
+
 def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     capsys.readouterr()
     with patch.object(sys, "argv", ["switchover", "plan", "parallel", *args]), pytest.raises(SystemExit) as exc:

@@ -208,7 +208,13 @@ def host_from(fp: HostFingerprint | None, *, gpu_name: str | None, total_gib: fl
     first = fp.gpus[0]
     name = gpu_name or first.catalog_name
     if total_gib is None:
-        total_gib = find_gpu(name).total_gib if name else first.memory_total_mib / 1024
+        if any(g.mig_enabled for g in fp.gpus[:n]):  # NVML reports the whole GPU; a MIG instance sees a slice
+            raise BadInput("--fingerprint: MIG is enabled on its GPUs, and the fingerprint holds the whole GPU's "
+                           "memory, not the slice an engine sees",
+                           hint="pass --gpu-mem-gib with the MIG slice's memory")
+        measured = first.memory_total_mib / 1024
+        # the catalog holds the CUDA-visible total (a little under NVML's); a smaller measured total is another SKU
+        total_gib = min(find_gpu(name).total_gib, measured) if name else measured
     from_cat = fp.host.get("source", "").startswith("catalog:") and first.catalog_name
     ic = from_catalog(first.catalog_name, n) if from_cat and first.catalog_name else from_fingerprint(fp, n)
     return Host(gpus=n, total_gib=total_gib, gpu_name=name, interconnect=ic)

@@ -1,6 +1,7 @@
-"""The rules for values a user supplies — finite numbers in range, counts, ports, fractions, base URLs, host:port —
-one set shared by CLI options (cli/params.py) and config fields (the pydantic types below), so `nan`, `inf`,
-`-5`, `0` or `99999` mean the same refusal everywhere. Ceilings keep the work of any command bounded.
+"""The rules for values a user supplies — finite numbers in range, counts, ports, fractions, base URLs, host:port,
+env-var names, version numbers — one set shared by CLI options (cli/params.py) and config fields (the pydantic
+types below), so `nan`, `inf`, `-5`, `0` or `99999` mean the same refusal everywhere. Ceilings keep the work of
+any command bounded.
 """
 
 from __future__ import annotations
@@ -101,6 +102,17 @@ def env_var_name(value: str) -> str:
     raise ValueError(f"must be the name of an environment variable, like OPENAI_API_KEY, got {shown}")
 
 
+_VERSION = re.compile(r"\d+(\.\d+){0,3}([.+-][0-9A-Za-z]+){0,3}")
+
+
+def version_number(value: str) -> str:
+    """An engine build's version such as 0.11.0 or 2.4.0+cu121 (dotted numbers, then up to three tags each after
+    `.`, `+` or `-`); ValueError otherwise."""
+    if not _VERSION.fullmatch(value):
+        raise ValueError(f"{value[:40]!r} is not a version number (e.g. 0.11.0)")
+    return value
+
+
 # config fields: the same rules as pydantic types
 Port = Annotated[int, Field(ge=1, le=PORT_MAX)]
 Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
@@ -110,3 +122,4 @@ Count = Annotated[int, Field(ge=1, le=MAX_COUNT)]
 Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
 BaseUrl = Annotated[str, AfterValidator(base_url)]
 EnvVarName = Annotated[str, AfterValidator(env_var_name)]
+VersionNumber = Annotated[str, AfterValidator(version_number)]

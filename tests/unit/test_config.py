@@ -42,6 +42,7 @@ def test_good_file_loads_and_normalises_url(tmp_path: Path) -> None:
         (GOOD.replace("  url: http://127.0.0.1:8002\n", ""), "new.url: required field is missing"),
         (GOOD.replace("http://127.0.0.1:8001/", "127.0.0.1:8001"), "line 2: old.url"),
         (GOOD.replace("NEW_KEY", "sk-abc-123"), "line 8: new.api_key_env"),
+        (GOOD + "  engine_version: latest\n", "line 9: new.engine_version: 'latest' is not a version number"),
         ("old: [\n", "not valid YAML (line 2"),
         ("- a\n- b\n", "expected a mapping"),
     ],
@@ -51,6 +52,15 @@ def test_malformed_files_name_field_and_line(tmp_path: Path, text: str, expected
         load_migration(_write(tmp_path, text))
     assert expected in info.value.message
     assert info.value.exit_code == ExitCode.BAD_INPUT
+
+
+def test_a_bad_list_item_is_named_by_its_index_and_line_without_echoing_a_key(tmp_path: Path) -> None:
+    keys = "    keys_env:\n      - OLD_KEY\n      - sk-proj-abcdefghijklmnopq\n"
+    text = GOOD + "gateway:\n  clients:\n    mode: keys\n" + keys
+    with pytest.raises(BadInput) as info:
+        load_migration(_write(tmp_path, text))
+    assert "line 14: gateway.clients.keys_env.1: must be the name of an environment variable" in info.value.message
+    assert "sk-proj" not in info.value.message
 
 
 def test_missing_file_is_bad_input(tmp_path: Path) -> None:

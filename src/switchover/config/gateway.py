@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from switchover.inputs import base_url, env_var_name
+from switchover.inputs import EnvVarName, base_url
 
 
 class _Strict(BaseModel):
@@ -110,6 +110,10 @@ def _header_name(value: str) -> str:
     return value.lower()
 
 
+HeaderName = Annotated[str, AfterValidator(_header_name)]
+"""An HTTP header name (RFC 9110 token characters), lower-cased."""
+
+
 class ClientsConfig(_Strict):
     """Who may use the gateway, and whose credentials reach the engines (docs/gateway.md, Security model)."""
 
@@ -119,27 +123,19 @@ class ClientsConfig(_Strict):
         "client must present a known key (Authorization: Bearer), then the gateway sends the arm's "
         "api_key_env key instead; open: anyone, and the gateway adds the arm's key (choose on purpose)",
     )
-    keys_env: list[str] = Field(default=[], description="keys mode: names of environment variables, each one key")
+    keys_env: list[EnvVarName] = Field(
+        default=[], description="keys mode: names of environment variables, each one key"
+    )
     key_file: str | None = Field(
         default=None,
         description="keys mode: file of '<name> sha256:<hex>' lines (`switchover gateway hash-key`); "
         "relative to the config file",
     )
-    credential_headers: list[str] = Field(
+    credential_headers: list[HeaderName] = Field(
         default=list(DEFAULT_CREDENTIAL_HEADERS),
         description="Headers that carry credentials: never sent to the shadow, and replaced by the arm's key in "
         "keys / open mode",
     )
-
-    @field_validator("keys_env")
-    @classmethod
-    def _env_names(cls, value: list[str]) -> list[str]:
-        return [env_var_name(v) for v in value]  # a pasted key is not echoed back
-
-    @field_validator("credential_headers")
-    @classmethod
-    def _names(cls, value: list[str]) -> list[str]:
-        return [_header_name(v) for v in value]
 
     @model_validator(mode="after")
     def _keys_given(self) -> ClientsConfig:
@@ -198,25 +194,15 @@ class TaskRule(_Strict):
     type: str = Field(pattern=r"^[A-Za-z0-9_.:-]{1,40}$", description="The task type's name")
     path: str | None = Field(default=None, description="Path prefix, e.g. /v1/chat/completions")
     model: str | None = Field(default=None, description="The model the client asked for")
-    header: str | None = Field(default=None, description="A header name that must be present ...")
+    header: HeaderName | None = Field(default=None, description="A header name that must be present ...")
     equals: str | None = Field(default=None, description="... with exactly this value (else any value)")
-
-    @field_validator("header")
-    @classmethod
-    def _name(cls, value: str | None) -> str | None:
-        return None if value is None else _header_name(value)
 
 
 class TaskTypesConfig(_Strict):
     """How the gateway names a request's task type (ledger `task_type`, spot-check quotas, per-type gates)."""
 
-    header: str = Field(default="x-task-type", description="Header naming the task type, when no rule matches")
+    header: HeaderName = Field(default="x-task-type", description="Header naming the task type, when no rule matches")
     rules: list[TaskRule] = Field(default=[], description="Rules naming the task type; the first match wins")
-
-    @field_validator("header")
-    @classmethod
-    def _task_header(cls, value: str) -> str:
-        return _header_name(value)
 
 
 class ReviewConfig(_Strict):
@@ -255,7 +241,7 @@ class GatewayConfig(_Strict):
 
     weight: float = Field(default=0.0, ge=0, le=100, description="Percent of tenant buckets routed to new")
     rollback: bool = Field(default=False, description="true: everything to old, at once, without a restart")
-    tenant_header: str = Field(default="x-tenant-id", description="Header naming the tenant; else the API key")
+    tenant_header: HeaderName = Field(default="x-tenant-id", description="Header naming the tenant; else the API key")
     max_context_tokens: int | None = Field(
         default=None, ge=1, description="Requests with more estimated prompt tokens stay on old"
     )
@@ -316,11 +302,6 @@ class GatewayConfig(_Strict):
                 raise ValueError(f"{p!r}: {exc}") from None
             out.append(norm.rstrip("/") or "/")
         return out
-
-    @field_validator("tenant_header")
-    @classmethod
-    def _header(cls, value: str) -> str:
-        return _header_name(value)
 
     @model_validator(mode="after")
     def _sane(self) -> GatewayConfig:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from switchover import yamlfile
 from switchover.config.bench import BenchSection
@@ -16,9 +15,7 @@ from switchover.config.check import CheckSection
 from switchover.config.gateway import GatewayConfig
 from switchover.config.rollout import RolloutSettings
 from switchover.errors import BadInput
-from switchover.inputs import base_url, env_var_name
-
-_VERSION = re.compile(r"\d+(\.\d+){0,3}([.+-][0-9A-Za-z]+){0,3}")
+from switchover.inputs import BaseUrl, EnvVarName, VersionNumber
 
 
 class Engine(StrEnum):
@@ -37,38 +34,21 @@ class Endpoint(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    url: str = Field(description="Base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000")
+    url: BaseUrl = Field(description="Base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000")
     engine: Engine = Field(description="Engine serving this endpoint")
     model: str | None = Field(
         default=None, description="Model name sent in requests; default: the first id from /v1/models"
     )
-    api_key_env: str | None = Field(
+    api_key_env: EnvVarName | None = Field(
         default=None,
         description="Name of the environment variable holding the API key (the key itself never goes in this file)",
     )
 
-    engine_version: str | None = Field(
+    engine_version: VersionNumber | None = Field(
         default=None,
         description="Engine build this endpoint runs, e.g. 0.11.0: `hw diff --migration` checks that build against "
                     "the target host's driver and GPUs",
     )
-
-    @field_validator("url")
-    @classmethod
-    def _url_is_http(cls, value: str) -> str:
-        return base_url(value)
-
-    @field_validator("engine_version")
-    @classmethod
-    def _version(cls, value: str | None) -> str | None:
-        if value is not None and not _VERSION.fullmatch(value):
-            raise ValueError(f"{value[:40]!r} is not a version number (e.g. 0.11.0)")
-        return value
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _env_name(cls, value: str | None) -> str | None:
-        return None if value is None else env_var_name(value)
 
     def api_key(self) -> str | None:
         """The key from the environment, if one is configured and set."""

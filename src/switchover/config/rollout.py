@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from switchover.config.rollout_custom import CustomGate
 from switchover.config.rollout_holding import HoldingSettings
 from switchover.expr import ExprError, compile_expr
-from switchover.inputs import base_url
+from switchover.inputs import BaseUrl
 from switchover.ledger_record import row_fields
 
 
@@ -114,14 +114,9 @@ class PrometheusSource(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    url: str = Field(description="Prometheus base URL, e.g. http://127.0.0.1:9090")
+    url: BaseUrl = Field(description="Prometheus base URL, e.g. http://127.0.0.1:9090")
     selector: str = Field(default="", description='Extra label matchers added to every query, e.g. job="gateway"')
     timeout_s: float = Field(default=5.0, gt=0, le=300, description="Seconds one query may take")
-
-    @field_validator("url")
-    @classmethod
-    def _http(cls, value: str) -> str:
-        return base_url(value)
 
 
 DEFAULT_STAGES: list[Any] = ["shadow", 5, 20, 50, 100]

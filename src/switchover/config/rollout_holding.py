@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from switchover.inputs import MAX_SECONDS, base_url
+from switchover.inputs import MAX_SECONDS, BaseUrl
 
 
 class FailureType(StrEnum):
@@ -60,18 +60,13 @@ class OldArmCheck(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    url: str | None = Field(default=None, description="Old engine base URL (default: old.url of switchover.yaml)")
+    url: BaseUrl | None = Field(default=None, description="Old engine base URL (default: old.url of switchover.yaml)")
     model: str | None = Field(default=None, description="Model to request (default: old.model, else discovered)")
     interval_s: float = Field(default=300.0, gt=0, le=MAX_SECONDS, description="Seconds between checks")
     max_ms: float = Field(default=5000.0, gt=0, le=MAX_SECONDS * 1000, description="Budget of one 1-token check")
     max_age_s: float | None = Field(
         default=None, gt=0, le=MAX_SECONDS, description="A check older than this is stale (default 3 × interval_s)"
     )
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, value: str | None) -> str | None:
-        return None if value is None else base_url(value)
 
     @property
     def stale_after_s(self) -> float:

@@ -1,13 +1,13 @@
 """Ledger retention: at each rotation the oldest files beyond `keep_files` are deleted, so days of traffic take
-bounded disk; the newest rows are all kept, readers pass over a file deleted under them, and the config field is
-validated."""
+bounded disk; the newest rows are all kept, readers pass over a file deleted under them and say how many rows
+retention deleted, and the config field is validated."""
 
 from __future__ import annotations
 
 import pytest
 
 from switchover.config.gateway import GatewayConfig
-from switchover.gateway.ledger import Ledger, LedgerSkips, ledger_files, read_ledger_files
+from switchover.gateway.ledger import Ledger, LedgerSkips, ledger_files, read_ledger, read_ledger_files, retired
 from tests.gateway.test_ledger import rec
 
 
@@ -57,3 +57,35 @@ def test_each_deleted_file_is_named_in_the_log(tmp_path, caplog) -> None:
     led.close()
     said = [r.getMessage() for r in caplog.records if "ledger retention: deleted" in r.getMessage()]
     assert led.files_deleted > 0 and len(said) == led.files_deleted and "ledger-00000.jsonl" in said[0]
+
+
+def test_deleted_rows_are_recorded_and_counted_by_readers(tmp_path) -> None:
+    led = Ledger(tmp_path, rotate_bytes=600, keep_files=3)
+    for i in range(200):
+        led.write(rec(i))
+    led.close()
+    entries = retired(tmp_path)
+    kept = len(list(read_ledger_files(ledger_files(tmp_path))))
+    assert len(entries) == led.files_deleted and sum(e["rows"] for e in entries) + kept == 200
+    assert entries[0]["file"] == "ledger-00000.jsonl" and entries[0]["first_ts"] <= entries[0]["last_ts"]
+    skipped = LedgerSkips()
+    assert len(list(read_ledger(tmp_path, skipped))) == kept
+    assert skipped.retired_rows == 200 - kept and skipped.retired_files == led.files_deleted
+    assert f"{200 - kept} ledger rows were deleted by ledger retention" in (skipped.note() or "")
+    recent = LedgerSkips()
+    recent.count_retired(tmp_path, since=entries[-1]["last_ts"] + 1)  # a window after every deleted row
+    assert recent.retired_files == 0 and recent.note() is None
+
+
+def test_files_from_before_a_restart_are_counted_when_deleted(tmp_path) -> None:
+    first = Ledger(tmp_path, rotate_bytes=600)
+    for i in range(40):
+        first.write(rec(i))
+    first.close()
+    before = {p.name: len(p.read_bytes().splitlines()) for p in ledger_files(tmp_path)}
+    second = Ledger(tmp_path, rotate_bytes=600, keep_files=2)
+    for i in range(40, 80):
+        second.write(rec(i))
+    second.close()
+    counted = {e["file"]: e["rows"] for e in retired(tmp_path) if e["file"] in before}
+    assert counted and all(counted[name] == before[name] for name in counted)

@@ -8,6 +8,9 @@ of its mirror (if any) is a separate shadow row written when the mirror ends.
 
 Readers never stop at a bad line: they skip it and count it in `LedgerSkips` (a torn last line of the newest
 file is counted apart: it is normal while the gateway writes).
+
+Retention (`keep_files`) deletes the oldest files; each deletion appends a line to `ledger-retired.jsonl` (the
+file, its rows and their time range), so a reader can say how many rows of the window it reads are gone.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from switchover.ledger_record import LedgerRecord, LedgerRow, ShadowRecord
 log = logging.getLogger("switchover.gateway")
 _NAME = re.compile(r"^ledger-(\d{5,})\.jsonl$")
 MAX_EXAMPLES = 3
+RETIRED = "ledger-retired.jsonl"  # one line per file deleted by retention (not a ledger file: _NAME does not match)
+MAX_RETIRED_BYTES = 16 << 20  # ~100k deletions, i.e. 6 TB of ledger at 64 MiB a file: far beyond any run
 
 
 def ledger_files(run_dir: Path) -> list[Path]:
@@ -45,6 +50,8 @@ class LedgerSkips:
     bad_lines: int = 0
     torn_tail: int = 0
     examples: list[str] = field(default_factory=list)  # "file:line: reason", at most MAX_EXAMPLES
+    retired_files: int = 0  # files of the span read that retention deleted (see RETIRED)
+    retired_rows: int = 0  # rows those files held
 
     def bad(self, where: str, reason: str) -> None:
         """Count one bad line; keep the first few as examples."""
@@ -53,11 +60,44 @@ class LedgerSkips:
             self.examples.append(f"{where}: {reason}")
 
     def note(self) -> str | None:
-        """A sentence for reports, or None when no line was bad."""
-        if not self.bad_lines:
-            return None
-        were = "line could not be read and was" if self.bad_lines == 1 else "lines could not be read and were"
-        return f"{self.bad_lines} ledger {were} skipped ({'; '.join(self.examples)})"
+        """A sentence for reports, or None when no line was bad and no row was deleted by retention."""
+        said = []
+        if self.bad_lines:
+            were = "line could not be read and was" if self.bad_lines == 1 else "lines could not be read and were"
+            said.append(f"{self.bad_lines} ledger {were} skipped ({'; '.join(self.examples)})")
+        if self.retired_files:
+            files = "file" if self.retired_files == 1 else "files"
+            said.append(f"{self.retired_rows} ledger rows were deleted by ledger retention ({self.retired_files} "
+                        f"{files}, gateway.ledger_keep_files) and are not counted")
+        return "; ".join(said) or None
+
+    def count_retired(self, run_dir: Path, since: float | None = None) -> None:
+        """Add the files retention deleted from `run_dir` (those that held a row at or after `since`)."""
+        for entry in retired(run_dir):
+            last = entry.get("last_ts")
+            if since is None or not isinstance(last, int | float) or last >= since:
+                self.retired_files += 1
+                rows = entry.get("rows")
+                self.retired_rows += rows if isinstance(rows, int) and rows >= 0 else 0
+
+
+def retired(run_dir: Path) -> list[dict[str, Any]]:
+    """The retention manifest's entries (oldest first); unreadable lines are passed over."""
+    path = Path(run_dir) / RETIRED
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(MAX_RETIRED_BYTES)
+    except OSError:
+        return []
+    out = []
+    for line in data.splitlines():
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
 
 
 def _reason(exc: ValidationError) -> str:
@@ -114,13 +154,41 @@ def read_ledger_files(files: Sequence[Path], skipped: LedgerSkips | None = None)
 
 
 def read_ledger(run_dir: str | Path, skipped: LedgerSkips | None = None) -> Iterator[LedgerRow]:
-    """Every readable request and shadow row of a run directory, oldest file first (see LedgerSkips)."""
+    """Every readable request and shadow row of a run directory, oldest file first (see LedgerSkips; the rows
+    retention deleted are counted there too)."""
+    if skipped is not None:
+        skipped.count_retired(Path(run_dir))
     return read_ledger_files(ledger_files(Path(run_dir)), skipped)
 
 
 def read_requests(run_dir: str | Path, skipped: LedgerSkips | None = None) -> Iterator[LedgerRecord]:
     """The request rows only (shadow rows are left out)."""
     return (r for r in read_ledger(run_dir, skipped) if isinstance(r, LedgerRecord))
+
+
+def _ts(line: bytes) -> Any:
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return obj.get("ts") if isinstance(obj, dict) else None
+
+
+def _span_of(path: Path) -> list[Any]:
+    """[rows, first ts, last ts] of a file written before this process started, read once at its deletion: the
+    lines are counted in 1 MiB blocks, only the first and the last line are parsed."""
+    rows, first, tail = 0, None, b""
+    try:
+        with path.open("rb") as fh:
+            head = fh.readline()
+            first, rows = _ts(head), int(head.endswith(b"\n"))
+            while block := fh.read(1 << 20):
+                rows += block.count(b"\n")
+                tail = (tail + block)[-(1 << 16):]
+    except OSError:
+        return [rows, first, None]
+    lines = tail.rstrip(b"\n").rsplit(b"\n", 1)
+    return [rows, first, _ts(lines[-1]) if tail else first]
 
 
 class Ledger:
@@ -142,6 +210,7 @@ class Ledger:
         self._index = int(_NAME.match(files[-1].name).group(1)) + 1 if files else 0  # type: ignore[union-attr]
         self._fh: IO[bytes] | None = None
         self._size = 0
+        self._spans: dict[str, list[Any]] = {}  # file name -> [rows, first ts, last ts], for the files written here
         self.written = 0  # request rows
         self.shadows_written = 0  # shadow rows
 
@@ -191,6 +260,9 @@ class Ledger:
         fh = self._open()
         fh.write(line)
         self._size += len(line)
+        span = self._spans.setdefault(self.path.name, [0, row.get("ts"), None])
+        span[0] += 1
+        span[2] = row.get("ts")
         self._dirty = True
         now = time.monotonic()
         if now - self._last_flush >= self.flush_interval_s:
@@ -202,16 +274,26 @@ class Ledger:
             return
         files = ledger_files(self.run_dir)
         for old in files[: max(0, len(files) - self.keep_files)]:
+            span = self._spans.pop(old.name, None) or _span_of(old)
             try:
                 old.unlink()
                 self.files_deleted += 1
+                self._record_retired(old.name, span)
                 # said in gateway.log: a report over the run dir no longer sees these rows
-                log.info("ledger retention: deleted %s (keep_files %d)", old.name, self.keep_files)
+                log.info("ledger retention: deleted %s, %d rows (keep_files %d)", old.name, span[0], self.keep_files)
             except FileNotFoundError:
                 pass
             except OSError as exc:  # disk full of something else, permissions: keep writing, say why (at each rotation)
                 log.warning("ledger retention: cannot delete %s: %s", old.name, exc)
                 return
+
+    def _record_retired(self, name: str, span: list[Any]) -> None:
+        entry = {"file": name, "rows": span[0], "first_ts": span[1], "last_ts": span[2], "deleted_at": time.time()}
+        try:
+            with (self.run_dir / RETIRED).open("ab") as fh:
+                fh.write(orjson.dumps(entry) + b"\n")
+        except OSError as exc:  # the rows are gone either way; the log says how many
+            log.warning("ledger retention: cannot record %s (%d rows) in %s: %s", name, span[0], RETIRED, exc)
 
     def flush(self, now: float | None = None) -> None:
         """Push buffered rows to the file (the gateway calls this on a timer)."""

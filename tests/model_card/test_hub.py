@@ -94,9 +94,13 @@ class _Info:
         self.siblings = [_Sibling(n, s) for n, s in files.items()]
 
 
-def _fake_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, files: dict[str, int | None]) -> list[str]:
-    """The hub's file list (names and sizes) and a downloader that records what it was asked to write."""
+def _fake_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, files: dict[str, int | None],
+              sent: dict[str, int] | None = None) -> list[str]:
+    """The hub's file list (names and sizes) and a downloader that records what it was asked to write; it writes
+    each file at its listed size, or at the size in `sent` (a file that disagrees with the list)."""
     import huggingface_hub
+
+    sizes = {**files, **(sent or {})}
 
     written: list[str] = []
 
@@ -104,7 +108,8 @@ def _fake_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, files: dict[str, 
         written.append(filename)
         path = tmp_path / "snap" / filename
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(C.LLAMA_8B if filename == "config.json" else {}))
+        text = json.dumps(C.LLAMA_8B if filename == "config.json" else {})
+        path.write_text(text + " " * max(0, (sizes.get(filename) or 0) - len(text)))  # JSON padded to its size
         return str(path)
 
     monkeypatch.setattr(huggingface_hub.HfApi, "model_info", lambda self, *a, **k: _Info(files))
@@ -133,6 +138,13 @@ def test_online_files_are_size_checked_before_anything_is_written(files: dict[st
     with pytest.raises(BadInput, match=match):
         fetch_repo("Org/Model", cache_dir=tmp_path, offline=False)
     assert written == []  # refused from the file list: not one file reached the disk
+
+
+def test_a_file_that_arrives_at_another_size_than_listed_is_refused(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_hub(monkeypatch, tmp_path, {"config.json": 700, "tokenizer.json": 9_000}, sent={"tokenizer.json": 20_000})
+    with pytest.raises(BadInput, match=r"tokenizer\.json arrived with 20000 bytes, but the hub's file list says 9000"):
+        fetch_repo("Org/Model", cache_dir=tmp_path, offline=False)
 
 
 def test_an_unreachable_hub_falls_back_to_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,8 +3,8 @@
 `-m Qwen/Qwen3-32B-FP8` brings config.json, generation_config.json, the safetensors index (exact weight bytes in
 `metadata.total_size`), hf_quant_config.json and the tokenizer files into the Hugging Face cache with
 `huggingface_hub`: the hub's file list (with sizes) is read first, and only those files, each size-checked, are
-downloaded; no weight file is. With `HF_HUB_OFFLINE=1` (or no network) the cached snapshot is used; when neither
-the hub nor the cache has the repo, one line says so (exit 2).
+downloaded, each checked again on disk against that size; no weight file is. With `HF_HUB_OFFLINE=1` (or no
+network) the cached snapshot is used; when neither the hub nor the cache has the repo, one line says so (exit 2).
 """
 
 from __future__ import annotations
@@ -59,10 +59,16 @@ def _network_errors() -> tuple[type[BaseException], ...]:
     return tuple(out)
 
 
-def _download(repo_id: str, filename: str, commit: str, cache_dir: str | None) -> Path:
+def _download(repo_id: str, filename: str, commit: str, cache_dir: str | None, size: int | None = None) -> Path:
+    """One planner file; its size on disk must be the size the hub's file list declared (checked before)."""
     from huggingface_hub import hf_hub_download
 
-    return Path(hf_hub_download(repo_id, filename, revision=commit, cache_dir=cache_dir))
+    path = Path(hf_hub_download(repo_id, filename, revision=commit, cache_dir=cache_dir))
+    got = path.stat().st_size
+    if size is not None and got != size:
+        raise BadInput(f"{repo_id}: {filename} arrived with {got} bytes, but the hub's file list says {size}",
+                       hint="retry (the repo may have changed between the two requests), or pass a local folder")
+    return path
 
 
 def _checked(repo_id: str, files: dict[str, int | None]) -> list[str]:
@@ -124,10 +130,10 @@ def fetch_repo(repo_id: str, *, revision: str | None = None, cache_dir: str | Pa
                 path = _from_cache(repo_id, revision, cache, "the hub could not be reached")
             else:
                 names = _checked(repo_id, files)  # every size checked before the first byte is written
-                path = _download(repo_id, "config.json", commit, cache).parent
+                path = _download(repo_id, "config.json", commit, cache, files["config.json"]).parent
                 for name in names:
                     if name != "config.json":
-                        _download(repo_id, name, commit, cache)
+                        _download(repo_id, name, commit, cache, files[name])
     except (RepositoryNotFoundError, GatedRepoError) as exc:
         raise BadInput(f"{repo_id}: the Hugging Face hub refused the repo ({type(exc).__name__})",
                        hint="check the id; gated repos need HF_TOKEN") from None

@@ -12,6 +12,7 @@ from rich.table import Table
 from switchover.alerts.shift import BenchShifts
 from switchover.alerts.translate import TranslationReport, dump_rules, translate_rules
 from switchover.atomicfile import write_atomic
+from switchover.cli import params
 from switchover.cli.common import console, err_console, print_json
 from switchover.engines.profile import EngineProfile, load_profile
 from switchover.errors import BadInput, ExitCode
@@ -66,7 +67,7 @@ def translate(
     bench: Path = typer.Option(None, "--bench", help="A/B bench run directory: list each distribution-dependent "
                                "threshold with the measured new/old shift."),
     output: Path = typer.Option(None, "--output", "-o", help="Write the translated rules here (default: stdout)."),
-    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (with the rules when no -o)."),
+    json_out: bool = params.json_flag("the report", "with the rules when no -o"),
 ) -> None:
     """Rewrite alerting/recording rules from one engine's metric names, units and buckets to another's; flag what
     cannot be translated (exit 1 when any rule could not be); list thresholds tuned to the old engine.

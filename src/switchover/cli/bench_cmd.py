@@ -181,13 +181,13 @@ def _plan(**kw: Any):
 def bench(
     ctx: typer.Context,
     url: str = typer.Option(None, "--url", help="One endpoint to bench (instead of --old/--new).", parser=params.URL),
-    old: str = typer.Option(None, "--old", help="Base URL of the endpoint serving today (A).", parser=params.URL),
-    new: str = typer.Option(None, "--new", help="Base URL of the endpoint to switch to (B).", parser=params.URL),
-    config: Path = typer.Option(None, "--config", "-c", help="switchover.yaml: endpoints, engines, bench section."),
+    old: str = params.endpoint("old", " (A)"),
+    new: str = params.endpoint("new", " (B)"),
+    config: Path = params.config_file("switchover.yaml: endpoints, engines, bench section.", None),
     old_engine: str = typer.Option(None, help="Engine of --old (vllm, sglang, trtllm, tgi, llamacpp)."),
     new_engine: str = typer.Option(None, help="Engine of --new."),
     engine: str = typer.Option(None, help="Engine of the single URL."),
-    model: str = typer.Option(None, help="Model name; default: first id of /v1/models."),
+    model: str = params.served_model(),
     api: str = typer.Option("completions", help="completions or chat (chat counts the template's tokens)."),
     buckets: str = typer.Option(None, help="Input-length buckets in tokens, e.g. 128,512,2048."),
     output_tokens: int = typer.Option(None, "--output-tokens", help="Output tokens per request (default 128).",
@@ -235,7 +235,7 @@ def bench(
     calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Measure the client ceiling first."),
     runs_dir: Path = typer.Option(Path("runs"), help="Where run directories go.", parser=params.OUT_DIR),
     name: str = typer.Option("bench", help="Run name (suffix of the run directory).", parser=params.TEXT),
-    json_out: bool = typer.Option(False, "--json", help="Print summary.json to stdout."),
+    json_out: bool = params.json_flag("the summary (summary.json)"),
 ) -> None:
     """Run the same seeded workload on every endpoint, step by step (ABAB), and write a run directory.
 
@@ -348,7 +348,7 @@ def calibrate_cmd(
     itl_ms: float = typer.Option(0.0, help="Pause between events (0 = all at once); >0 also measures timing error.",
                                  parser=params.non_negative(60_000)),
     in_process: bool = typer.Option(False, help="Serve from this process (default: a child process)."),
-    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    json_out: bool = params.json_flag(),
 ) -> None:
     """Measure this client's own ceiling (req/s, chunks/s, µs per chunk) against a zero-work SSE server.
 
@@ -386,7 +386,7 @@ def recompute_cmd(
     run_dir: Path = typer.Argument(..., help="A bench run directory."),
     as_tool: str = typer.Option(..., "--as", help="vllm, sglang, guidellm or aiperf."),
     use_server_token_count: bool = typer.Option(False, help="aiperf: count N from usage, as its flag of that name."),
-    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    json_out: bool = params.json_flag(),
 ) -> None:
     """Show a run's raw rows in another tool's metric vocabulary (its names, its formulas).
 
@@ -435,7 +435,7 @@ def sweep_cmd(
     param: list[str] = typer.Option(..., "--param", help="name=v1,v2 (repeatable: every combination runs)."),
     url: str = typer.Option(..., help="Where the launched engine listens.", parser=params.URL),
     engine: str = typer.Option(None, help="Engine profile of the launched engine."),
-    model: str = typer.Option(None, help="Model name; default: first id of /v1/models."),
+    model: str = params.served_model(),
     buckets: str = typer.Option("128", help="Input-length buckets."),
     output_tokens: int = typer.Option(64, help="Output tokens per request.", parser=params.TOKENS),
     concurrency: str = typer.Option("1,2,4,8", help="Concurrency ladder."),
@@ -443,7 +443,7 @@ def sweep_cmd(
     ready_timeout: float = typer.Option(600.0, help="Seconds to wait for each launch to generate.",
                                         parser=params.SECONDS),
     runs_dir: Path = typer.Option(Path("runs"), help="Where run directories go.", parser=params.OUT_DIR),
-    json_out: bool = typer.Option(False, "--json", help="Print sweep.json to stdout."),
+    json_out: bool = params.json_flag("the sweep (sweep.json)"),
 ) -> None:
     """Relaunch an engine per parameter value, run the ladder on each, plot the metric against the parameter.
 

@@ -54,7 +54,7 @@ def register(app: typer.Typer) -> None:
         only: list[str] = typer.Option(None, "--only", help="Run only these parts (plan, probe, verify, live_model, "
                                                              "metrics, diff_model, bench, grace)."),
         skip: list[str] = typer.Option(None, "--skip", help="Skip these parts."),
-        json_out: bool = typer.Option(False, "--json", help="Print check.json to stdout."),
+        json_out: bool = params.json_flag("the check report (check.json)"),
     ) -> None:
         """Run the whole pre-flight (plan, probe, verify, diff-model, A/B bench ladder, drain grace) and judge every
         item of the seeds' checklists: one run directory, report.html (offline) and report.md.

@@ -104,7 +104,7 @@ def choose_cmd(
                                         f"{', '.join(API_FIELDS)} (stop:N for N stop strings)."),
     current: str = typer.Option(None, "--from", help="Engine the clients use today: list API differences."),
     probe: str = typer.Option(None, "--probe", help="A `switchover probe --json` report as evidence."),
-    json_out: bool = typer.Option(False, "--json", help="Print the ranking as JSON."),
+    json_out: bool = params.json_flag("the ranking"),
 ) -> None:
     """Rank vLLM, SGLang, TensorRT-LLM, TGI and llama.cpp for a model on given GPUs: can it load the format (and
     with which kernel), capacity per replica (`plan capacity`), features and API fields, each fact cited.

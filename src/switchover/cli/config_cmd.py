@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from switchover.cli import params
 from switchover.cli.common import console, print_json
 from switchover.config import load_migration, migration_schema
 
@@ -14,7 +15,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def validate(
         file: Path = typer.Argument(..., help="The migration file, e.g. switchover.yaml"),
-        json_out: bool = typer.Option(False, "--json", help="Print the resolved configuration as JSON."),
+        json_out: bool = params.json_flag("the resolved configuration"),
     ) -> None:
         """Check a migration file; exit 2 naming the field and line when it is wrong.
 

@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
         workdir: Path = typer.Option(Path("switchover-demo"), "--dir", help="Where the config and runs go.",
                                      parser=params.OUT_DIR),
         rollout: bool = typer.Option(True, "--rollout/--no-rollout", help="Run the short gateway rollout."),
-        json_out: bool = typer.Option(False, "--json", help="Print the demo's result as JSON."),
+        json_out: bool = params.json_flag("the demo's result"),
     ) -> None:
         """Set up the test bed (first time: ~15 min), start vLLM CPU (old) and llama-server (new) on
         SmolLM2-135M-Instruct, run `switchover check`, then a short gateway rollout with shadow traffic, and print

@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
         symptom: str = typer.Argument(None, help="What you see, in your words; omit to list known symptoms."),
         limit: int = typer.Option(1, "--limit", "-n", help="How many matching symptoms to show.",
                                   parser=params.count(hi=100)),
-        json_out: bool = typer.Option(False, "--json", help="Print the matches as JSON."),
+        json_out: bool = params.json_flag("the matches"),
     ) -> None:
         """Symptom → likely cause → the switchover command that confirms it (seeds 000 and 001).
 

@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
         stop_new: str = typer.Option(..., "--stop-new", help="Shell command that stops the new engine (must exit)."),
         start_old: str = typer.Option(..., "--start-old", help="Shell command that starts the old engine."),
         url: str = typer.Option(..., "--url", help="Base URL of the old engine once started.", parser=params.URL),
-        model: str = typer.Option(None, "--model", help="Model to request; default: first from /v1/models."),
+        model: str = params.served_model(" to request"),
         max_ms: float = typer.Option(5000.0, "--max-ms", help="Budget of each 1-token readiness check.",
                                      parser=params.MILLISECONDS),
         timeout: float = typer.Option(600.0, "--timeout", help="Give up this many seconds after starting old.",
@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
         ),
         runs: Path = typer.Option(Path("runs"), "--runs", help="Where the run directory is created.",
                                   parser=params.OUT_DIR),
-        json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+        json_out: bool = params.json_flag(),
     ) -> None:
         """Rollback drill: stop new, start old, time the first good response (seed 000 §6). Exit 1 if it failed.
 

@@ -22,9 +22,9 @@ from switchover.export.result import ExportResult
 app = typer.Typer(help="Export the rollout and routing to Argo Rollouts, Envoy and Grafana.\n\n"
                   "Example: switchover export envoy -c switchover.yaml --weight 5 -o envoy.yaml", no_args_is_help=True)
 
-CONFIG = typer.Option(Path("switchover.yaml"), "--config", "-c", help="The migration file.")
+CONFIG = params.config_file("The migration file.")
 OUT = typer.Option(None, "--out", "-o", help="Write here instead of stdout.", parser=params.OUT_FILE)
-JSON = typer.Option(False, "--json", help="Print documents and limitations as one JSON object.")
+JSON = params.json_flag("the documents and limitations")
 
 
 def _emit(result: ExportResult, out: Path | None, json_out: bool) -> None:
@@ -112,7 +112,7 @@ def envoy(
 
 @app.command()
 def grafana(
-    config: Path = typer.Option(None, "--config", "-c", help="Migration file (gate lines on panels)."),
+    config: Path = params.config_file("Migration file (gate lines on panels).", None),
     out: Path = OUT,
     json_out: bool = JSON,
     title: str = typer.Option("switchover gateway", "--title", help="Dashboard title."),

@@ -19,7 +19,7 @@ app = typer.Typer(
     no_args_is_help=False,
 )
 
-_CONFIG = typer.Option(Path("switchover.yaml"), "--config", "-c", help="The migration file with a `gateway:` section.")
+_CONFIG = params.config_file("The migration file with a `gateway:` section.")
 
 
 @app.callback()
@@ -82,8 +82,8 @@ def _admin(config: Path, method: str, path: str) -> dict[str, Any]:
 @app.command()
 def reset(
     ctx: typer.Context,
-    config: Path = typer.Option(None, "--config", "-c", help="The migration file (also accepted before `reset`)."),
-    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    config: Path = params.config_file("The migration file (also accepted before `reset`).", None),
+    json_out: bool = params.json_flag(),
 ) -> None:
     """Clear the kill-switch latch of the running gateway (loopback admin endpoint + token in its run dir).
 
@@ -100,8 +100,8 @@ def reset(
 @app.command()
 def state(
     ctx: typer.Context,
-    config: Path = typer.Option(None, "--config", "-c", help="The migration file (also accepted before `state`)."),
-    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    config: Path = params.config_file("The migration file (also accepted before `state`).", None),
+    json_out: bool = params.json_flag(),
 ) -> None:
     """Weight, rollback, kill switch, in-flight requests and ledger path of the running gateway.
 
@@ -165,7 +165,7 @@ def metrics_adapter(
                                help="host:port to serve /metrics on."),
     model: str = typer.Option(None, "--model", help="model_name label value when the source lacks one."),
     once: bool = typer.Option(False, "--once", help="Scrape once, print the converted metrics, exit."),
-    json_out: bool = typer.Option(False, "--json", help="With --once: print the mapping report as JSON."),
+    json_out: bool = params.json_flag("the mapping report", "with --once"),
 ) -> None:
     """Re-serve the new engine's metrics under the old engine's names, units and histogram buckets.
 

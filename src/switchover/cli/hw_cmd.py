@@ -6,6 +6,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from switchover.cli import params
 from switchover.cli.common import console, print_json
 from switchover.config.migration import load_migration
 from switchover.engines.compat import CompatFinding, EnginePin, driver_support, parse_pin
@@ -19,7 +20,7 @@ app = typer.Typer(help="GPU fingerprint, catalog and host diffs (NVML through th
 
 
 @app.command("fingerprint")
-def fingerprint_cmd(json_out: bool = typer.Option(False, "--json", help="Print the fingerprint as JSON.")) -> None:
+def fingerprint_cmd(json_out: bool = params.json_flag("the fingerprint")) -> None:
     """Name, memory, compute capability, driver, CUDA, PCIe, NVLink of each GPU; says so when there is none.
 
     Example: switchover hw fingerprint --json > host-a.json
@@ -46,7 +47,7 @@ def fingerprint_cmd(json_out: bool = typer.Option(False, "--json", help="Print t
 
 
 @app.command("gpus")
-def gpus_cmd(json_out: bool = typer.Option(False, "--json", help="Print the catalog as JSON.")) -> None:
+def gpus_cmd(json_out: bool = params.json_flag("the catalog")) -> None:
     """The GPU catalog that --gpu NAME accepts.
 
     Example: switchover hw gpus
@@ -71,7 +72,7 @@ def diff_cmd(
                                   "engine (and new.engine_version, when pinned) against B."),
     model: str = typer.Option(None, "--model", "-m", help="Model (as `plan capacity -m`, or builtin:ID): the "
                               "kernel its weight format loads with on A and on B, per engine."),
-    json_out: bool = typer.Option(False, "--json", help="Print the diff as JSON."),
+    json_out: bool = params.json_flag("the diff"),
 ) -> None:
     """Explain what changes for an engine between two hosts; with --engine/--migration whether a pinned engine
     build runs on B, with --model which kernel the checkpoint loads with on B instead of A.

@@ -107,7 +107,7 @@ def register(app: typer.Typer) -> None:
         new_engine: str = typer.Option(None, help="Engine serving the new model."),
         weights: bool = typer.Option(True, "--weights/--no-weights", help="Hash the weights (streams every byte)."),
         fail_on_dual_track: bool = typer.Option(False, "--fail-on-dual-track", help="Exit 1 unless hot switch."),
-        json_out: bool = typer.Option(False, "--json", help="Print the diff as JSON."),
+        json_out: bool = params.json_flag("the diff"),
     ) -> None:
         """Tokenizer, chat template, generation defaults and weights of two models, and the verdict: hot switch
         possible or dual-track required.
@@ -140,7 +140,7 @@ def register(app: typer.Typer) -> None:
         model_id: str = typer.Option(..., "--model-id", help="The model id your service uses.", parser=params.TEXT),
         prompt: str = typer.Option(None, help="The prompt text (or --prompt-file, or stdin with '-')."),
         prompt_file: Path = typer.Option(None, help="File holding the prompt."),
-        json_out: bool = typer.Option(False, "--json", help="Print the key and its parts as JSON."),
+        json_out: bool = params.json_flag("the key and its parts"),
     ) -> None:
         """A cache key = model id | weights hash | tokenizer hash | template hash | prompt hash (seed 001 §4).
 

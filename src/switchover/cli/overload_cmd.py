@@ -17,16 +17,15 @@ def register(app: typer.Typer) -> None:
         url: str = typer.Argument(..., help="Base URL of the engine.", parser=params.URL),
         engine: str | None = typer.Option(None, "--engine", help="Its engine (vllm, llamacpp, ...): read its "
                                           "waiting-requests gauge and its way to ignore EOS from the profile."),
-        model: str | None = typer.Option(None, "--model", help="Model name; default: the first of /v1/models."),
+        model: str | None = params.served_model(),
         max_concurrency: int = typer.Option(16, "--max-concurrency", parser=params.count(hi=4096),
                                             help="Highest concurrency tried (levels double from 1)."),
         waves: int = typer.Option(2, "--waves", parser=params.count(hi=100),
                                   help="Requests per level = concurrency x waves."),
         max_tokens: int = typer.Option(32, "--max-tokens", parser=params.TOKENS, help="Output tokens per request."),
         timeout_s: float = typer.Option(120.0, "--timeout-s", parser=params.SECONDS, help="Per request."),
-        api_key_env: str | None = typer.Option(None, "--api-key-env", parser=params.ENV_VAR,
-                                               help="Environment variable holding the API key."),
-        json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+        api_key_env: str | None = params.api_key_env(),
+        json_out: bool = params.json_flag("the report"),
     ) -> None:
         """Raise concurrency past the engine's limit and say whether it rejects (429/503), queues (requests wait:
         its waiting gauge, or TTFT grows while TPOT holds) or slows (TPOT grows), and from which concurrency on

@@ -211,3 +211,36 @@ TEXT = Text()
 PATH = PathArg()
 OUT_DIR = PathArg("folder")
 OUT_FILE = PathArg("file")
+
+
+# Options several verbs share: one definition each, so a name, parser or wording is changed in one place.
+
+MIGRATION_FILE = Path("switchover.yaml")
+
+
+def json_flag(what: str = "the result", when: str = "") -> Any:
+    """`--json`: print `what` as JSON on stdout instead of console text (`when`: the condition it needs, if any).
+    Its shape is in `switchover schema VERB`."""
+    return typer.Option(False, "--json", help=f"Print {what} as JSON{f' ({when})' if when else ''}.")
+
+
+def config_file(help_text: str, default: Path | None = MIGRATION_FILE) -> Any:
+    """`--config/-c`: the migration file a verb reads; default None where the verb can run without one."""
+    return typer.Option(default, "--config", "-c", help=help_text)
+
+
+def endpoint(side: str, note: str = "") -> Any:
+    """`--old` / `--new`: the base URL of the endpoint serving today or the one to switch to."""
+    what = {"old": "serving today", "new": "to switch to"}[side]
+    return typer.Option(None, f"--{side}", help=f"Base URL of the endpoint {what}{note}.", parser=URL)
+
+
+def served_model(note: str = "") -> Any:
+    """`--model`: the model name to request from an engine; default: the first id its /v1/models lists."""
+    return typer.Option(None, "--model", help=f"Model name{note}; default: first id of /v1/models.")
+
+
+def api_key_env(note: str = "") -> Any:
+    """`--api-key-env`: the name of the environment variable holding the API key (never the key itself)."""
+    return typer.Option(None, "--api-key-env", help=f"Environment variable holding the API key{note}.",
+                        parser=ENV_VAR)

@@ -37,7 +37,7 @@ ENGINE = typer.Option("vllm", "--engine", "-e", help="vllm | sglang | trtllm | t
 GPU = typer.Option(None, "--gpu", help="GPU from the catalog, e.g. H100-80G (`switchover hw gpus`).")
 GPU_MEM = typer.Option(None, "--gpu-mem-gib", help="Total GPU memory in GiB (instead of --gpu).", parser=params.GIB)
 OVERHEAD = typer.Option(None, "--overhead", help="Override an overhead: activation_peak|non_torch|cuda_graph=GIB.")
-JSON = typer.Option(False, "--json", help="Print the result as JSON.")
+JSON = params.json_flag()
 PARALLEL = params.count(hi=inputs.MAX_PARALLEL)
 LAUNCH_MAX_BYTES = 256 * 1024
 MAX_ILLEGAL_ROWS = 40  # a console table of thousands of illegal layouts helps no one; --json has them all

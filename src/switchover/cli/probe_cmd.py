@@ -77,13 +77,11 @@ def register(app: typer.Typer) -> None:
     def probe(
         url: str = typer.Argument(None, help="A single endpoint to probe (instead of --old/--new).",
                                   parser=params.URL),
-        old: str | None = typer.Option(None, "--old", help="Base URL of the endpoint serving today.",
-                                       parser=params.URL),
-        new: str | None = typer.Option(None, "--new", help="Base URL of the endpoint to switch to.",
-                                       parser=params.URL),
-        model: str = typer.Option(None, help="Model name for both sides; default: first id of /v1/models."),
-        config: Path = typer.Option(None, "--config", "-c", help="switchover.yaml: take old/new url, engine, model "
-                                                                   "and api_key_env from it."),
+        old: str | None = params.endpoint("old"),
+        new: str | None = params.endpoint("new"),
+        model: str = params.served_model(" for both sides"),
+        config: Path = params.config_file("switchover.yaml: take old/new url, engine, model and api_key_env from it.",
+                                          None),
         old_engine: str | None = typer.Option(None, help="Engine of the old side (vllm, llamacpp, ...): check against "
                                                   "its profile."),
         new_engine: str | None = typer.Option(None, help="Engine of the new side (or of the single URL)."),
@@ -96,10 +94,9 @@ def register(app: typer.Typer) -> None:
         skip: list[str] = typer.Option(None, "--skip", help="Skip these probe ids or categories."),
         budget_s: float = typer.Option(60.0, "--budget-s", help="Time cap for open-ended generations.",
                                        parser=params.SECONDS),
-        api_key_env: str | None = typer.Option(None, help="Environment variable holding the API key (both sides).",
-                                               parser=params.ENV_VAR),
+        api_key_env: str | None = params.api_key_env(" (both sides)"),
         list_probes: bool = typer.Option(False, "--list", help="List the probes and exit."),
-        json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+        json_out: bool = params.json_flag("the report"),
     ) -> None:
         """Probe API behaviour (stop, finish_reason, seed, usage, errors, ...) on old and new, side by side.
 

@@ -16,12 +16,11 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def ready(
         url: str = typer.Argument(..., help="Base URL of the server, e.g. http://127.0.0.1:8000", parser=params.URL),
-        model: str = typer.Option(None, help="Model name to request; default: first id from /v1/models."),
+        model: str = params.served_model(" to request"),
         max_ms: float = typer.Option(5000.0, "--max-ms", help="Budget for the 1-token generation, in ms.",
                                      parser=params.MILLISECONDS),
-        api_key_env: str = typer.Option(None, help="Environment variable holding the API key.",
-                                        parser=params.ENV_VAR),
-        json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+        api_key_env: str = params.api_key_env(),
+        json_out: bool = params.json_flag(),
     ) -> None:
         """Is this instance able to generate a token right now? Exit 0 ready, 1 not ready, 3 unreachable.
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from switchover.cli import params
 from switchover.cli.common import print_json
 from switchover.errors import BadInput
 
@@ -14,7 +15,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def report(
         run_dir: Path = typer.Argument(..., help="A check run directory (runs/<stamp>-check)."),
-        json_out: bool = typer.Option(False, "--json", help="Print the rebuilt check.json to stdout."),
+        json_out: bool = params.json_flag("the rebuilt check report (check.json)"),
     ) -> None:
         """Re-judge a check run from the results it kept and rewrite check.json, report.html and report.md.
         Reads only the run directory: no engine is contacted.

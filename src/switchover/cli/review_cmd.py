@@ -16,7 +16,7 @@ from switchover.errors import BadInput
 app = typer.Typer(no_args_is_help=True, help="Human spot-checks of new's answers next to old's (seed 001 §5).\n\n"
                                             "Example: switchover review serve -c switchover.yaml --port 8790")
 
-_CONFIG = typer.Option(Path("switchover.yaml"), "--config", "-c", help="The migration file with a `gateway:` section.")
+_CONFIG = params.config_file("The migration file with a `gateway:` section.")
 _DB = typer.Option(None, "--db", parser=params.PATH,
                    help="The review database (default: gateway.run_dir / gateway.review.db of the config).")
 
@@ -70,7 +70,7 @@ def serve(
 def summary(
     config: Path = _CONFIG,
     db: Path = _DB,
-    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    json_out: bool = params.json_flag("the summary"),
 ) -> None:
     """Ratings per task type: counts and the worse-or-broken share with its 95 % Wilson interval.
 
@@ -126,7 +126,7 @@ def gate(
                                   help="Worse-or-broken share allowed, percent."),
     min_ratings: int = typer.Option(30, "--min-ratings", parser=params.count(hi=10_000_000),
                                     help="Ratings needed before the gate can pass (fewer: hold)."),
-    json_out: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
+    json_out: bool = params.json_flag("the verdict"),
 ) -> None:
     """The rating gate: exit 0 when worse-or-broken ≤ --max-bad with at least --min-ratings ratings (overall and
     for each task type that has that many), 1 when it holds (too few ratings) or fails.

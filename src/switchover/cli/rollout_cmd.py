@@ -30,9 +30,9 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-CONFIG = typer.Option(Path("switchover.yaml"), "--config", "-c", help="The migration file the gateway watches.")
+CONFIG = params.config_file("The migration file the gateway watches.")
 LEDGER = typer.Option(None, "--ledger", help="Gateway run directory (default: rollout.ledger or gateway.run_dir).")
-JSON = typer.Option(False, "--json", help="Print the result as JSON.")
+JSON = params.json_flag()
 COLOURS = {"pass": "green", "hold": "yellow", "fail": "red", "advance": "green", "rollback": "red", "ok": "green",
            "failed": "red", "missing": "red", "unverified": "yellow", "end": "green", "rollback_blocked": "red",
            "open": "white", "closing": "green", "closed": "dim", "extended": "yellow"}

@@ -6,6 +6,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from switchover.cli import params
 from switchover.cli.common import console, print_json
 from switchover.engines.startlog import StartlogReport, check_file, engine_names
 from switchover.errors import CheckFailed
@@ -52,7 +53,7 @@ def register(app: typer.Typer) -> None:
                                   "value become expectations, e.g. '--kv-cache-dtype fp8 --enforce-eager'."),
         against: str = typer.Option(None, "--against", help="The same engine's start-up log from the old host: "
                                     "each value it logged becomes an expectation."),
-        json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+        json_out: bool = params.json_flag("the report"),
     ) -> None:
         """Attention backend, KV cache dtype, quantization kernel, CUDA graphs and fallbacks from a start-up log;
         exit 1 on a downgrade or a value other than expected.

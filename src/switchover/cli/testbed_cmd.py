@@ -60,7 +60,7 @@ def up(
                                   parser=params.SECONDS),
     root: Path = DirOpt,
     name: str = NameOpt,
-    json_out: bool = typer.Option(False, "--json", help="Print the started engines as JSON."),
+    json_out: bool = params.json_flag("the started engines"),
 ) -> None:
     """Start old = vLLM CPU and new = llama-server on 127.0.0.1 with the same model; wait until ready.
 
@@ -82,7 +82,7 @@ def up(
 
 @app.command()
 def status(root: Path = DirOpt, name: str = NameOpt,
-           json_out: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
+           json_out: bool = params.json_flag("the engines and their states")) -> None:
     """Show the engines this bed started and whether each can generate now. Exit 1 when one is not ready.
 
     Example: switchover testbed status --json

@@ -79,12 +79,11 @@ def render(r: EquivalenceReport) -> None:
 def register(app: typer.Typer) -> None:
     @app.command()
     def verify(
-        old: str = typer.Option(None, "--old", help="Base URL of the endpoint serving today.", parser=params.URL),
-        new: str = typer.Option(None, "--new", help="Base URL of the endpoint to switch to.", parser=params.URL),
-        config: Path = typer.Option(None, "--config", "-c", help="switchover.yaml: take old/new url, model and "
-                                                                   "api_key_env from it."),
+        old: str = params.endpoint("old"),
+        new: str = params.endpoint("new"),
+        config: Path = params.config_file("switchover.yaml: take old/new url, model and api_key_env from it.", None),
         prompts: Path = typer.Option(None, "--prompts", help="JSONL prompts: {id, messages|prompt, max_tokens}."),
-        model: str = typer.Option(None, help="Model name for both sides; default: first id of /v1/models."),
+        model: str = params.served_model(" for both sides"),
         old_model: str | None = typer.Option(None, help="Model name on the old side."),
         new_model: str | None = typer.Option(None, help="Model name on the new side."),
         context: int = typer.Option(None, help="Context length when the servers do not report it.",
@@ -93,9 +92,8 @@ def register(app: typer.Typer) -> None:
                                        parser=params.count(lo=0, hi=100)),
         long_inputs: bool = typer.Option(True, "--long-inputs/--no-long-inputs", help="Run the long-input checks."),
         fail_on_flagged: bool = typer.Option(False, "--fail-on-flagged", help="Exit 1 when any prompt is flagged."),
-        api_key_env: str | None = typer.Option(None, help="Environment variable holding the API key (both sides).",
-                                               parser=params.ENV_VAR),
-        json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+        api_key_env: str | None = params.api_key_env(" (both sides)"),
+        json_out: bool = params.json_flag("the report"),
     ) -> None:
         """Compare outputs of old and new: greedy divergence (chars, tokens, logprobs), JSON-schema validity,
         long inputs at 60-70% of the context and the longest input that really succeeds.

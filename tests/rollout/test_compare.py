@@ -79,7 +79,7 @@ def test_histograms_share_bin_edges_and_count_every_sample() -> None:
 def test_shadow_samples_pair_mirrored_results_with_old_answers() -> None:
     rows = traffic(0.0, 400, new_share=0.0, shadow=True, shadow_ttft_scale=1.6, seed=3)
     old, new = samples_from_ledger(rows, "shadow")
-    assert len(old.ttft_ms) == len(new.ttft_ms) == 400
+    assert len(old["ttft_ms"]) == len(new["ttft_ms"]) == 400
     report = compare_samples(old, new, mode="shadow")
     assert report.differs == ["ttft_ms"]
 
@@ -87,8 +87,8 @@ def test_shadow_samples_pair_mirrored_results_with_old_answers() -> None:
 def test_arm_samples_count_fallbacks_as_their_own_error_code() -> None:
     rows = traffic(0.0, 200, new_share=0.5, new_outcome="fallback_ok", seed=4)
     old, new = samples_from_ledger(rows, "arms")
-    assert set(new.error_code) == {"fallback"} and not new.ttft_ms
-    assert set(old.error_code) == {"200"}
+    assert set(new["error_code"]) == {"fallback"} and not new["ttft_ms"]
+    assert set(old["error_code"]) == {"200"}
     report = compare_samples(old, new, mode="arms", min_samples=20)
     assert "error_code" in report.differs and "ttft_ms" in report.insufficient
 
@@ -98,11 +98,21 @@ def test_arm_samples_skip_client_disconnects() -> None:
     rows = traffic(0.0, 10, new_share=0.0)
     rows[0] = rows[0].model_copy(update={"outcome": "client_disconnected"})
     old, _ = samples_from_ledger(rows, "arms")
-    assert len(old.error_code) == 9 and a.error_code == []
+    assert len(old["error_code"]) == 9 and a["error_code"] == []
 
 
 def test_output_length_compares_server_counts_only_never_chunk_counts() -> None:
     rows = traffic(0.0, 100, new_share=0.5, seed=5)
     counted = [r.model_copy(update={"tokens_source": "chunks"}) if r.routed == "new" else r for r in rows]
     old, new = samples_from_ledger(counted, "arms")
-    assert old.output_tokens and not new.output_tokens  # chunks are not tokens: that side is not measured
+    assert old["output_tokens"] and not new["output_tokens"]  # chunks are not tokens: that side is not measured
+
+
+def test_arm_samples_hold_one_list_per_metric_the_comparison_names() -> None:
+    from switchover.rollout.compare import CATEGORICAL, CONTINUOUS
+
+    a = ArmSamples()
+    a.add(status="200", ok=True, completion_tokens=7, ttft_ms=None, tpot_ms=3.5, finish_reason="length")
+    assert list(a.samples) == [*CONTINUOUS, *CATEGORICAL]
+    assert a.samples == {"output_tokens": [7.0], "ttft_ms": [], "tpot_ms": [3.5], "finish_reason": ["length"],
+                         "stop_hit": ["no"], "error_code": ["200"]}

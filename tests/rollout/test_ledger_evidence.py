@@ -102,13 +102,13 @@ def test_arm_comparison_leaves_out_what_is_not_an_arms(tmp_path: Path) -> None:
     odd = [row(200.0 + i, "new", outcome=o, status=503) for i, o in enumerate(sorted(NOT_AN_ARM_OUTCOMES))]
     odd.append(row(300.0, "new", outcome="refused", status=503).model_copy(update={"routed": None, "arm": None}))
     old, new = samples_from_ledger([*rows, *odd], "arms")
-    assert len(new.error_code) == n_new and set(new.error_code) == {"200"}
-    assert len(old.error_code) == 100 - n_new
+    assert len(new["error_code"]) == n_new and set(new["error_code"]) == {"200"}
+    assert len(old["error_code"]) == 100 - n_new
 
 
 def _pairs(rows: list) -> tuple[list[float], list[float]]:
     old, new = samples_from_ledger(rows, "shadow")
-    return old.ttft_ms, new.ttft_ms
+    return old["ttft_ms"], new["ttft_ms"]
 
 
 def test_shadow_pairs_come_from_shadow_rows_and_from_legacy_embedded_results() -> None:

@@ -34,14 +34,14 @@ RARE = "(rare)"
 
 @dataclass
 class ArmSamples:
-    """Per-request observations of one arm (or of the shadow)."""
+    """Per-request observations of one arm (or of the shadow): `samples[metric]` for every metric named in
+    CONTINUOUS (numbers) and CATEGORICAL (labels: stop_hit is "yes" | "no" per finished request, error_code "200",
+    "500", "timeout", ... per request)."""
 
-    output_tokens: list[float] = field(default_factory=list)
-    ttft_ms: list[float] = field(default_factory=list)
-    tpot_ms: list[float] = field(default_factory=list)
-    finish_reason: list[str] = field(default_factory=list)
-    stop_hit: list[str] = field(default_factory=list)  # "yes" | "no", per finished request
-    error_code: list[str] = field(default_factory=list)  # "200", "500", "timeout", ... per request
+    samples: dict[str, list[Any]] = field(default_factory=lambda: {m: [] for m in CONTINUOUS + CATEGORICAL})
+
+    def __getitem__(self, metric: str) -> list[Any]:
+        return self.samples[metric]
 
     def add(
         self,
@@ -53,18 +53,15 @@ class ArmSamples:
         tpot_ms: float | None,
         finish_reason: str | None,
     ) -> None:
-        self.error_code.append(status)
+        self["error_code"].append(status)
         if not ok:
             return
-        if completion_tokens is not None:
-            self.output_tokens.append(float(completion_tokens))
-        if ttft_ms is not None:
-            self.ttft_ms.append(float(ttft_ms))
-        if tpot_ms is not None:
-            self.tpot_ms.append(float(tpot_ms))
+        for metric, value in (("output_tokens", completion_tokens), ("ttft_ms", ttft_ms), ("tpot_ms", tpot_ms)):
+            if value is not None:
+                self[metric].append(float(value))
         if finish_reason is not None:
-            self.finish_reason.append(finish_reason)
-            self.stop_hit.append("yes" if finish_reason == "stop" else "no")
+            self["finish_reason"].append(finish_reason)
+            self["stop_hit"].append("yes" if finish_reason == "stop" else "no")
 
 
 class TestResult(BaseModel):
@@ -281,8 +278,8 @@ def compare_samples(
     out = [
         compare_metric(
             m,
-            getattr(old, m),
-            getattr(new, m),
+            old[m],
+            new[m],
             alpha=alpha,
             noise_margin=noise_margin,
             min_samples=min_samples,

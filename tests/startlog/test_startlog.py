@@ -293,3 +293,11 @@ def test_a_logged_value_holding_a_secret_is_masked() -> None:
             "INFO Initializing a V1 LLM engine (v0.9) with config: quantization=sk-abcdefghijklmnopqrstuvwxyz12345\n")
     r = check_text(text, "vllm")
     assert _fields(r)["quantization"][1] == "logged" and "sk-abcdefghijklmnop" not in r.model_dump_json()
+
+
+def test_an_expected_value_may_carry_the_engines_type_prefix() -> None:
+    log = (FIX / "vllm-cpu-testbed.log").read_text()
+    plain = check_text(log, "vllm", expect=["dtype=bfloat16"])
+    prefixed = check_text(log, "vllm", expect=["dtype=torch.bfloat16"])
+    assert [e.status for e in plain.expectations] == [e.status for e in prefixed.expectations] == ["match"]
+    assert check_text(log, "vllm", expect=["dtype=torch.float16"]).verdict == "mismatch"

@@ -96,6 +96,9 @@ class EngineLog(BaseModel):
     inferred: list[Inference] = Field(default_factory=list)
     synonyms: dict[str, dict[str, str]] = Field(default_factory=dict)
     synonyms_source: str | None = None
+    value_prefixes: list[str] = Field(default_factory=list, description="prefixes a value may be written with "
+                                      "(torch.bfloat16 for bfloat16): dropped before two values are compared")
+    value_prefixes_source: str | None = None
     flags: list[FlagRule] = Field(default_factory=list)
     flags_source: str | None = None
     quiet_hint: str | None = None
@@ -194,17 +197,19 @@ class StartlogReport(BaseModel):
 
 
 # ---------------------------------------------------------------------------------------------- pure logic
-def normalise(value: str) -> str:
+def normalise(value: str, prefixes: list[str] | tuple[str, ...] = ()) -> str:
+    """A value as compared: unquoted, lower case, without the engine's type prefix (EngineLog.value_prefixes)."""
     v = value.strip().strip("'\"").lower()
-    for prefix in ("torch.", "attentionbackendenum."):
-        if v.startswith(prefix):
+    for prefix in prefixes:
+        if v.startswith(prefix.lower()):
             v = v[len(prefix):]
     return v
 
 
 def _same(field: str, a: str, b: str, eng: EngineLog) -> bool:
-    syn = {normalise(k): normalise(v) for k, v in eng.synonyms.get(field, {}).items()}
-    x, y = normalise(a), normalise(b)
+    pre = eng.value_prefixes
+    syn = {normalise(k, pre): normalise(v, pre) for k, v in eng.synonyms.get(field, {}).items()}
+    x, y = normalise(a, pre), normalise(b, pre)
     return syn.get(x, x) == syn.get(y, y)
 
 

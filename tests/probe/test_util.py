@@ -70,7 +70,8 @@ async def test_a_probe_ended_early_is_recorded_as_its_observation_and_a_crash_as
         raise KeyError("x")
 
     runs = {"t.ends": ends, "t.crash": crashes}
-    probes = [Probe(pid, pid, "request", "r", "o", True, "b", run) for pid, run in runs.items()]
+    probes = [Probe(id=pid, title=pid, category="request", request="r", observes="o", breaking=True, breaks="b",
+                    run=run) for pid, run in runs.items()]
     async with serve(Persona()) as url:
         report = await run_probes(Target(url), None, probes)
     by = {r.id: r.old for r in report.results}

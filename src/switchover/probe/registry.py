@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from switchover.probe.report import Observation, ProbeResult, Verdict
@@ -26,10 +26,11 @@ class ProbeEnded(Exception):
         self.observation = observation
 
 
-@dataclass(frozen=True)
-class Probe:
-    """A declared probe: `run` observes one endpoint; `judge` compares two observations; `expect` (when given) is
-    what an engine profile predicts `run` will observe at default launch flags (None: no prediction)."""
+@dataclass(frozen=True, kw_only=True)
+class Declaration:
+    """What a probe declares about itself; `expect` (when given) is what an engine profile predicts the probe will
+    observe at default launch flags (None: no prediction). A family of probes that run one function with other
+    arguments (a table, like sampling.TWO_REQUESTS) extends it with those arguments, one row per probe."""
 
     id: str
     title: str
@@ -38,8 +39,21 @@ class Probe:
     observes: str  # what is looked at
     breaking: bool  # a difference breaks a client that relied on the old behaviour
     breaks: str  # ... and this is what breaks
-    run: RunFn
     expect: ExpectFn | None = None
+
+    def register(self, run: RunFn) -> RunFn:
+        """Register `run`, the coroutine that observes one endpoint, as this probe."""
+        if self.id in REGISTRY:
+            raise ValueError(f"duplicate probe id {self.id}")
+        REGISTRY[self.id] = Probe(run=run, **{f.name: getattr(self, f.name) for f in fields(Declaration)})
+        return run
+
+
+@dataclass(frozen=True, kw_only=True)
+class Probe(Declaration):
+    """A declared probe: `run` observes one endpoint; `judge` compares two observations."""
+
+    run: RunFn
 
     def expected(self, api: ApiSemantics) -> Any | None:
         """The value the profile predicts for this probe, in the probe's own vocabulary; None when none."""
@@ -79,14 +93,8 @@ CATEGORY_ORDER = ("stop", "finish_reason", "request", "sampling", "n", "usage", 
 def probe(*, id: str, title: str, category: str, request: str, observes: str, breaking: bool,
           breaks: str, expect: ExpectFn | None = None) -> Callable[[RunFn], RunFn]:
     """Register an observing coroutine as a probe (with the profile's prediction of what it observes)."""
-
-    def deco(fn: RunFn) -> RunFn:
-        if id in REGISTRY:
-            raise ValueError(f"duplicate probe id {id}")
-        REGISTRY[id] = Probe(id, title, category, request, observes, breaking, breaks, fn, expect)
-        return fn
-
-    return deco
+    return Declaration(id=id, title=title, category=category, request=request, observes=observes, breaking=breaking,
+                       breaks=breaks, expect=expect).register
 
 
 def all_probes() -> list[Probe]:

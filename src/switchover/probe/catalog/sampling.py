@@ -8,7 +8,7 @@ from typing import Any
 
 from switchover.probe.catalog._util import end_if, not_answered, rejected, send_ok, unusable
 from switchover.probe.context import ProbeContext
-from switchover.probe.registry import ExpectFn, RunFn, probe
+from switchover.probe.registry import Declaration, probe
 from switchover.probe.report import Observation
 from switchover.probe.values import Defaults, Outcome, Seeded
 
@@ -38,16 +38,11 @@ async def top_k_1(ctx: ProbeContext) -> Observation:
                        detail={"greedy": greedy.text[:40], "texts": [t[:40] for t in texts]})
 
 
-@dataclass(frozen=True)
-class TwoRequests:
+@dataclass(frozen=True, kw_only=True)
+class TwoRequests(Declaration):
     """A probe that sends two requests and reports whether their texts agree."""
 
-    id: str
-    title: str
-    request: str
-    observes: str
-    breaking: bool
-    breaks: str
+    category: str = "sampling"
     first: dict[str, Any]
     second: dict[str, Any]
     what: str  # names the requests in a failure
@@ -56,19 +51,13 @@ class TwoRequests:
     said_same: str  # the summary when equal ...
     said_differ: str  # ... and when they differ
     keys: tuple[str, str]  # detail keys for the two texts
-    expect: ExpectFn | None = None
 
-
-def _two_requests(spec: TwoRequests) -> RunFn:
-    async def run(ctx: ProbeContext) -> Observation:
-        texts = [(await send_ok(ctx, spec.what, max_tokens=_N, **params)).text for params in (spec.first, spec.second)]
+    async def observe(self, ctx: ProbeContext) -> Observation:
+        texts = [(await send_ok(ctx, self.what, max_tokens=_N, **params)).text for params in (self.first, self.second)]
         same = texts[0] == texts[1]
-        return Observation(value=spec.if_same if same else spec.if_differ,
-                           summary=spec.said_same if same else spec.said_differ,
-                           detail={spec.keys[0]: texts[0][:40], spec.keys[1]: texts[1][:40]})
-
-    run.__name__ = spec.id.replace(".", "_")
-    return run
+        return Observation(value=self.if_same if same else self.if_differ,
+                           summary=self.said_same if same else self.said_differ,
+                           detail={self.keys[0]: texts[0][:40], self.keys[1]: texts[1][:40]})
 
 
 TWO_REQUESTS = (
@@ -99,8 +88,7 @@ TWO_REQUESTS = (
 )
 
 for _spec in TWO_REQUESTS:
-    probe(id=_spec.id, title=_spec.title, category="sampling", request=_spec.request, observes=_spec.observes,
-          breaking=_spec.breaking, breaks=_spec.breaks, expect=_spec.expect)(_two_requests(_spec))
+    _spec.register(_spec.observe)
 
 
 @probe(id="sampling.greedy_repeat", title="temperature 0 is deterministic", category="sampling",

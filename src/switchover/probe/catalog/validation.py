@@ -7,11 +7,12 @@ soft limits clamp and hard limits refuse) and `server-common.cpp` (`n_predict` o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from switchover.probe.catalog._util import end_if, not_answered, refusal, rejected
 from switchover.probe.context import ProbeContext
-from switchover.probe.registry import probe
+from switchover.probe.registry import Declaration, probe
 from switchover.probe.report import Observation
 from switchover.probe.values import Outcome, rejected_value
 from switchover.wire import RequestRecord
@@ -34,47 +35,85 @@ def _outcome(rec: RequestRecord) -> str:
     return rejected_value(rej["status"]) if rej else Outcome.ACCEPTED
 
 
-async def _which_limit(ctx: ProbeContext, params: dict[str, Any], outcomes: dict[int, str],
-                       asked: str) -> Observation:
-    """Send two length limits at once (temperature 0, EOS suppressed) and name the one the token count shows."""
-    rec = await ctx.send(temperature=0, **params, **await _no_eos(ctx))
-    end_if(refusal(rec, "the request"))
-    n = _tokens(rec)
-    if n is None:
-        return Observation.failed(f"{asked}: no usage.completion_tokens, so the limit applied cannot be read")
-    return Observation(value=outcomes.get(n, f"{n} tokens"), summary=f"{n} tokens for {asked}",
-                       detail={"tokens": n})
+@dataclass(frozen=True, kw_only=True)
+class WhichLimit(Declaration):
+    """A probe that sends two length limits at once (temperature 0, EOS suppressed) and names the one the token count
+    shows."""
+
+    limits: dict[str, int]  # the two fields and their values, sent in this order
+    outcomes: dict[int, str]  # the value when that many tokens came back (else "N tokens")
+
+    async def observe(self, ctx: ProbeContext) -> Observation:
+        asked = " + ".join(f"{field} {value}" for field, value in self.limits.items())
+        params: dict[str, Any] = {"temperature": 0, **self.limits, **await _no_eos(ctx)}
+        rec = await ctx.send(**params)
+        end_if(refusal(rec, "the request"))
+        n = _tokens(rec)
+        if n is None:
+            return Observation.failed(f"{asked}: no usage.completion_tokens, so the limit applied cannot be read")
+        return Observation(value=self.outcomes.get(n, f"{n} tokens"), summary=f"{n} tokens for {asked}",
+                           detail={"tokens": n})
 
 
-async def _each(ctx: ProbeContext, cases: dict[str, dict[str, Any]], **common: Any) -> Observation:
-    """One request per case (with `common` fields): each accepted or refused."""
-    got: dict[str, str] = {}
-    for name, params in cases.items():
-        rec = await ctx.send(**common, **params)
-        end_if(not_answered(rec, name))
-        got[name] = _outcome(rec)
-    return Observation(value=got, summary=", ".join(f"{k}: {v}" for k, v in got.items()))
+WHICH_LIMIT = (
+    WhichLimit(
+        id="request.native_override", title="Engine-native length key next to max_tokens", category="request",
+        request="max_tokens 4 and llama.cpp's native n_predict 10, temperature 0, EOS suppressed",
+        observes="which limit the server applied (completion_tokens)", breaking=True,
+        breaks="a client or proxy that sends both (copied from llama.cpp examples) gets 10 tokens where it asked "
+               "for 4, or the reverse",
+        limits={"max_tokens": 4, "n_predict": 10}, outcomes={4: "max_tokens honoured", 10: "n_predict overrides"}),
+    WhichLimit(
+        id="max_tokens.both_fields", title="max_tokens and max_completion_tokens together", category="length",
+        request="max_tokens 3 and max_completion_tokens 6, temperature 0, EOS suppressed",
+        observes="which of the two OpenAI fields wins", breaking=True,
+        breaks="clients migrating field by field get the other length",
+        limits={"max_tokens": 3, "max_completion_tokens": 6},
+        outcomes={3: "max_tokens wins", 6: "max_completion_tokens wins"}),
+)
+
+for _limit in WHICH_LIMIT:
+    _limit.register(_limit.observe)
 
 
-@probe(id="request.native_override", title="Engine-native length key next to max_tokens", category="request",
-       request="max_tokens 4 and llama.cpp's native n_predict 10, temperature 0, EOS suppressed",
-       observes="which limit the server applied (completion_tokens)",
-       breaking=True,
-       breaks="a client or proxy that sends both (copied from llama.cpp examples) gets 10 tokens where it asked "
-              "for 4, or the reverse")
-async def native_override(ctx: ProbeContext) -> Observation:
-    return await _which_limit(ctx, {"max_tokens": 4, "n_predict": 10},
-                              {4: "max_tokens honoured", 10: "n_predict overrides"}, "max_tokens 4 + n_predict 10")
+@dataclass(frozen=True, kw_only=True)
+class EachCase(Declaration):
+    """A probe that sends one request per case (each with the `common` fields) and records each accepted or
+    refused."""
+
+    cases: dict[str, dict[str, Any]]  # name -> the fields that make the case
+    common: dict[str, Any]
+
+    async def observe(self, ctx: ProbeContext) -> Observation:
+        got: dict[str, str] = {}
+        for name, params in self.cases.items():
+            rec = await ctx.send(**self.common, **params)
+            end_if(not_answered(rec, name))
+            got[name] = _outcome(rec)
+        return Observation(value=got, summary=", ".join(f"{k}: {v}" for k, v in got.items()))
 
 
-@probe(id="max_tokens.both_fields", title="max_tokens and max_completion_tokens together", category="length",
-       request="max_tokens 3 and max_completion_tokens 6, temperature 0, EOS suppressed",
-       observes="which of the two OpenAI fields wins",
-       breaking=True, breaks="clients migrating field by field get the other length")
-async def both_fields(ctx: ProbeContext) -> Observation:
-    return await _which_limit(ctx, {"max_tokens": 3, "max_completion_tokens": 6},
-                              {3: "max_tokens wins", 6: "max_completion_tokens wins"},
-                              "max_tokens 3 + max_completion_tokens 6")
+EACH_CASE = (
+    EachCase(
+        id="sampling.out_of_range", title="Sampling values outside OpenAI's ranges", category="sampling",
+        request="temperature 3, temperature -1, top_p 1.5, presence_penalty 3 (one request each, max_tokens 2)",
+        observes="each refused (status) or accepted (silently clamped or used)", breaking=True,
+        breaks="requests the old server refused are silently clamped (a negative temperature becomes greedy), or "
+               "requests it accepted now fail",
+        cases={"temperature=3": {"temperature": 3.0}, "temperature=-1": {"temperature": -1.0},
+               "top_p=1.5": {"top_p": 1.5}, "presence_penalty=3": {"presence_penalty": 3.0}},
+        common={"max_tokens": 2}),
+    EachCase(
+        id="request.user_metadata", title="user and metadata fields", category="request",
+        request='user "switchover-probe"; then metadata {"probe": "1"} (one request each)',
+        observes="each accepted (and ignored or used) or refused", breaking=True,
+        breaks="clients that tag requests for abuse tracking or cost attribution get HTTP 400",
+        cases={"user": {"user": "switchover-probe"}, "metadata": {"metadata": {"probe": "1"}}},
+        common={"temperature": 0, "max_tokens": 2}),
+)
+
+for _case in EACH_CASE:
+    _case.register(_case.observe)
 
 
 @probe(id="max_tokens.zero", title="max_tokens 0", category="length", request="max_tokens 0, temperature 0",
@@ -89,20 +128,6 @@ async def max_tokens_zero(ctx: ProbeContext) -> Observation:
                            detail={"tokens": None, "finish_reason": rec.finish_reason, "text": rec.text[:40]})
     return Observation(value=f"accepted, {n} tokens", summary=f"accepted: {n} tokens, finish {rec.finish_reason}",
                        detail={"tokens": n, "finish_reason": rec.finish_reason, "text": rec.text[:40]})
-
-
-_RANGES: dict[str, dict[str, Any]] = {"temperature=3": {"temperature": 3.0}, "temperature=-1": {"temperature": -1.0},
-                                      "top_p=1.5": {"top_p": 1.5}, "presence_penalty=3": {"presence_penalty": 3.0}}
-
-
-@probe(id="sampling.out_of_range", title="Sampling values outside OpenAI's ranges", category="sampling",
-       request="temperature 3, temperature -1, top_p 1.5, presence_penalty 3 (one request each, max_tokens 2)",
-       observes="each refused (status) or accepted (silently clamped or used)",
-       breaking=True,
-       breaks="requests the old server refused are silently clamped (a negative temperature becomes greedy), or "
-              "requests it accepted now fail")
-async def out_of_range(ctx: ProbeContext) -> Observation:
-    return await _each(ctx, _RANGES, max_tokens=2)
 
 
 @probe(id="n.over_slots", title="n above the server's parallel slots", category="n",
@@ -131,12 +156,3 @@ async def n_sampled_distinct(ctx: ProbeContext) -> Observation:
              else f"{distinct} of {len(texts)}")
     return Observation(value=value, summary=f"{distinct} distinct of {len(texts)} choices",
                        detail={"texts": [t[:40] for t in texts]})
-
-
-@probe(id="request.user_metadata", title="user and metadata fields", category="request",
-       request='user "switchover-probe"; then metadata {"probe": "1"} (one request each)',
-       observes="each accepted (and ignored or used) or refused",
-       breaking=True, breaks="clients that tag requests for abuse tracking or cost attribution get HTTP 400")
-async def user_metadata(ctx: ProbeContext) -> Observation:
-    return await _each(ctx, {"user": {"user": "switchover-probe"}, "metadata": {"metadata": {"probe": "1"}}},
-                       temperature=0, max_tokens=2)

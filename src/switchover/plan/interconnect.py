@@ -175,9 +175,9 @@ def tp_caveat(card: ModelCard, ic: Interconnect | None, tp: int, pp: int) -> tup
         ms = f", >= {per_token * 1000 / (ic.pcie_gbs * 1e9) * 1e3:.1f} ms of link time per 1,000 tokens" if (
             ic.pcie_gbs) else ""
         nv = f"; NVLink would give {ic.nvlink_gbs / 2:g}" if ic.nvlink_gbs else ""
+        f = load_data().tensor_parallel
         return link, (f"TP={tp} all-reduces over PCIe ({speed}{nv}): {per_token / 1024:.0f} KiB per token per GPU"
-                      f"{ms}; PP or DP puts fewer bytes on PCIe (vLLM docs: pipeline, not tensor, parallelism "
-                      "without NVLink)")
+                      f"{ms}; PP or DP puts fewer bytes on PCIe (see {f.pcie_guidance_source})")
     if link == "unknown":
         return link, f"TP={tp}: whether it all-reduces over NVLink or PCIe is not known (give --fingerprint)"
     return link, None

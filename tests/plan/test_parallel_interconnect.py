@@ -48,7 +48,8 @@ def test_on_pcie_only_gpus_every_tp_layout_is_flagged_and_ranked_after_the_rest(
     assert kinds.index("pcie") > max(i for i, k in enumerate(kinds) if k is None)  # TP over PCIe ranks last
     for x in legal:
         if x.tp > 1:
-            assert any("over PCIe (gen4 x16, 31.5 GB/s)" in r and "KiB per token" in r for r in x.reasons)
+            assert any("over PCIe (gen4 x16, 31.5 GB/s)" in r and "KiB per token" in r and "parallelism_scaling.md" in r
+                       for r in x.reasons)
 
 
 def test_nvswitch_hosts_keep_tp_on_nvlink_and_rank_by_kv_as_before() -> None:

@@ -71,6 +71,10 @@ def test_packaged_matrix_cites_every_rule_and_names_real_quant_methods() -> None
     (lambda d: d["rules"].append(dict(d["rules"][0])), f"rules.{len(load_matrix().rules)}: overlaps rules.0"),
     (lambda d: d["formats"]["fp8"]["quant_methods"].append("fp7"), "formats.fp8.quant_methods"),
     (lambda d: d["rules"][0].update(kernel=None, loads=True), "rules.0"),
+    (lambda d: d["formats"]["awq"].update(names=[{"method": "modelopt", "algo_contains": "awq", "how": "x"}],
+                                          names_source="s"), "formats.awq.names: modelopt is not in"),
+    (lambda d: d["formats"]["fp8"].pop("names_source"), "formats.fp8.names: no names_source"),
+    (lambda d: d["formats"]["fp8"]["names"][0].update(activations="some"), "formats.fp8.names.0.activations"),
 ])
 def test_matrix_validation_names_the_field(mutate: Any, field: str) -> None:
     data = _matrix_data()

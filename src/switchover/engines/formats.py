@@ -22,6 +22,37 @@ ANY_FORMAT = "*"
 ENGINES = ("vllm", "sglang", "trtllm", "tgi", "llamacpp")  # the engines with a profile (engines/data/<engine>.yaml)
 
 
+SHARED_METHODS = ("compressed-tensors", "modelopt")  # methods that name several formats: `names` tells them apart
+
+
+class ConfigName(BaseModel):
+    """How a quantization_config of a method that covers several formats names this one: compressed-tensors by the
+    quantization args of its config groups, ModelOpt by the algorithm in its method name."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    method: Literal["compressed-tensors", "modelopt"]
+    weights: dict[str, Any] = Field(default_factory=dict, description="compressed-tensors: weight args that must "
+                                    "equal these (type, num_bits)")
+    activations: Literal["none", "any"] | dict[str, Any] = Field(
+        default="any", description="compressed-tensors: no input_activations, any, or args that must equal these")
+    algo_contains: str | None = Field(default=None, description="ModelOpt: text in the algorithm (lower case)")
+    how: str = Field(description="what the report says; {bits} and {algo} are filled in")
+
+    def matches(self, method: str, weights: dict[str, Any] | None, acts: dict[str, Any] | None, algo: str) -> bool:
+        if method != self.method:
+            return False
+        if method == "modelopt":
+            return self.algo_contains is not None and self.algo_contains in algo
+        if weights is None or any(weights.get(k) != v for k, v in self.weights.items()):
+            return False
+        if self.activations == "none":
+            return acts is None
+        if isinstance(self.activations, dict):
+            return acts is not None and all(acts.get(k) == v for k, v in self.activations.items())
+        return True
+
+
 class FormatSpec(BaseModel):
     """One weight format and the quantization methods (data/quantization.yaml names) that produce it."""
 
@@ -29,6 +60,8 @@ class FormatSpec(BaseModel):
 
     description: str
     quant_methods: list[str] = Field(default_factory=list)
+    names: list[ConfigName] = Field(default_factory=list, description="for the methods of SHARED_METHODS")
+    names_source: str | None = None
 
 
 class FormatRule(CitedFact):
@@ -86,6 +119,11 @@ class FormatMatrix(BaseModel):
             if unknown:
                 raise ValueError(f"formats.{name}.quant_methods: {unknown} are not quantization methods of "
                                  "data/quantization.yaml")
+            for n in spec.names:
+                if n.method not in spec.quant_methods:
+                    raise ValueError(f"formats.{name}.names: {n.method} is not in its quant_methods")
+            if spec.names and not spec.names_source:
+                raise ValueError(f"formats.{name}.names: no names_source")
         for i, rule in enumerate(self.rules):
             if rule.engine not in ENGINES:
                 raise ValueError(f"rules.{i}.engine: unknown engine {rule.engine!r} (known: {', '.join(ENGINES)})")
@@ -171,6 +209,25 @@ def _ct_weights(qc: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, An
     return None, None
 
 
+def _shared_method_format(qc: dict[str, Any], method: str) -> tuple[str | None, str]:
+    """The format a compressed-tensors or ModelOpt config names, by the formats' `names` (data)."""
+    weights, acts = _ct_weights(qc) if method == "compressed-tensors" else (None, None)
+    algo = method.removeprefix("modelopt").strip()
+    base = "modelopt" if method.startswith("modelopt") else method
+    if base == "compressed-tensors" and weights is None:
+        return None, "compressed-tensors config without config_groups.*.weights"
+    bits = weights.get("num_bits") if weights else None
+    for name, spec in load_matrix().formats.items():
+        for n in spec.names:
+            if n.matches(base, weights, acts, algo.lower()):
+                return name, n.how.format(bits=bits, algo=algo)
+    if base == "modelopt":
+        return None, f"ModelOpt {algo}: not a format of the matrix"
+    kind = weights.get("type") if weights else None
+    return None, f"compressed-tensors {kind} {bits}-bit weights with {acts and acts.get('num_bits')}-bit " \
+                 "activations: not a format of the matrix"
+
+
 def format_of_config(qc: Any) -> tuple[str | None, str]:
     """(format key, how it was named) for a quantization_config; (None, why) when it names no format of the
     matrix. No config is 16-bit weights."""
@@ -183,30 +240,10 @@ def format_of_config(qc: Any) -> tuple[str | None, str]:
     if scheme is None:
         return "bf16", "no quantization_config: 16-bit weights"
     method = scheme.method
-    if method == "compressed-tensors":
-        weights, acts = _ct_weights(qc)
-        if weights is None:
-            return None, "compressed-tensors config without config_groups.*.weights"
-        bits, kind = weights.get("num_bits"), weights.get("type")
-        if kind == "float" and bits == 8:
-            return "fp8", "compressed-tensors float 8-bit weights"
-        if kind == "float" and bits == 4:
-            return "nvfp4", "compressed-tensors float 4-bit weights"
-        if kind == "int" and acts is None:
-            return "wna16", f"compressed-tensors int{bits} weight-only"
-        if kind == "int" and bits == 8 and acts is not None and acts.get("num_bits") == 8:
-            return "int8_w8a8", "compressed-tensors int8 weights and activations"
-        return None, f"compressed-tensors {kind} {bits}-bit weights with {acts and acts.get('num_bits')}-bit " \
-                     "activations: not a format of the matrix"
-    if method.startswith("modelopt"):
-        algo = method.removeprefix("modelopt").strip()
-        if "fp4" in algo:
-            return "nvfp4", f"ModelOpt {algo}"
-        if "fp8" in algo:
-            return "fp8", f"ModelOpt {algo}"
-        return None, f"ModelOpt {algo}: not a format of the matrix"
+    if method.startswith("modelopt") or method == "compressed-tensors":
+        return _shared_method_format(qc, method)
     for name, spec in load_matrix().formats.items():
-        if method in spec.quant_methods and method not in ("compressed-tensors", "modelopt"):
+        if method in spec.quant_methods and method not in SHARED_METHODS:
             return name, f"quantization_config quant_method {method}"
     return None, f"quantization method {method} is not in the format matrix"
 

@@ -273,6 +273,22 @@ class MemorySemantics(_Cited):
     fp8_kv_below: Fp8KvBelow | None = Field(default=None, description="fp8 KV cache on GPUs without native fp8 "
                                             "support in this engine (None: not read from its source)")
 
+    @model_validator(mode="after")
+    def _budget_has_its_numbers(self) -> MemorySemantics:
+        """Each budget's formula needs its numbers from the engine's source: none is made up at plan time."""
+        need = {"fraction_of_total": ["default_fraction"], "fraction_of_free_after_load": ["default_fraction"],
+                "cap_with_wiggle": ["default_fraction", "wiggle_room"]}.get(self.budget, [])
+        missing = [name for name in need if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"budget {self.budget} needs {' and '.join(missing)}")
+        return self
+
+    def fraction(self) -> float:
+        """The default memory fraction (present for every budget that uses one: checked on load)."""
+        if self.default_fraction is None:
+            raise ValueError(f"budget {self.budget} has no default_fraction")
+        return self.default_fraction
+
 
 class LaunchAlias(BaseModel):
     """Another command that starts the same server (e.g. a `python -m` entry point), and how it names the model."""
@@ -332,6 +348,10 @@ class EngineProfile(BaseModel):
         unknown = sorted(set(self.metrics) - set(METRIC_INTENTS))
         if unknown:
             raise ValueError(f"unknown metric intents: {', '.join(unknown)}")
+        if (self.memory.budget == "fraction_of_free_at_start" and self.memory.default_fraction is None
+                and "mem_fraction_reserve" not in self.defaults):
+            raise ValueError("memory: budget fraction_of_free_at_start needs default_fraction or "
+                             "defaults.mem_fraction_reserve (the engine's auto fraction)")
         return self
 
     def metric(self, intent: str) -> MetricSpec | None:

@@ -95,17 +95,17 @@ def _split_knobs(profile: EngineProfile, total: float, free: float, fixed: tuple
     mem = profile.memory
     (w_old, w_new), (l_old, l_new) = fixed, layouts
     if mem.budget == "fraction_of_total":
-        u = math.floor((mem.default_fraction or 0.9) / 2 * 100) / 100
+        u = math.floor(mem.fraction() / 2 * 100) / 100
         k = Knobs(memory_fraction=u)
         return k, k, [_flag(profile, "gpu_memory_fraction", u)] * 2
-    shared = (total * (mem.wiggle_room or 1.0) * (mem.default_fraction or 1.0)
+    shared = (total * (mem.wiggle_room or 1.0) * mem.fraction()
               if mem.budget == "cap_with_wiggle" else free)
     if mem.budget == "fraction_of_free_after_load":
-        shared = (free - w_old - w_new) * (mem.default_fraction or 0.9)
+        shared = (free - w_old - w_new) * mem.fraction()
     elif mem.budget == "explicit_context":
         shared = free - fit_target_gib(profile) - w_old - w_new
     elif mem.budget == "fraction_of_free_at_start":
-        auto = sglang_style_auto_fraction(profile, total, 1, 1) or 0.85
+        auto = sglang_style_auto_fraction(profile, total, 1, 1) or mem.fraction()
         shared = free - 2 * free * (1 - auto) - w_old - w_new  # each copy keeps its activation reserve
     else:
         shared = shared - w_old - w_new

@@ -142,8 +142,8 @@ def start_instance(profile: EngineProfile, free_gib: float, total_gib: float, we
             problem = (f"asks for {frac:g} x {total_gib:.2f} = {requested:.2f} GiB but only {free_gib:.2f} GiB is "
                        "free: the engine refuses to start (free memory less than desired utilization)")
     elif budget == "fraction_of_free_at_start":
-        if frac is None:
-            frac = sglang_style_auto_fraction(profile, total_gib, tp, pp) or 0.85
+        if frac is None:  # the profile has the reserve formula when it has no default (checked on load)
+            frac = sglang_style_auto_fraction(profile, total_gib, tp, pp) or mem.fraction()
         kv = free_gib - weights_gib - over.non_torch_gib - free_gib * (1 - frac)
         # the rest of the free memory is left to activations and graphs; it is not held at start
         footprint = frac * free_gib + over.activation_peak_gib + over.cuda_graph_gib

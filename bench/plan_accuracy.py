@@ -107,11 +107,14 @@ def _logged_tokens(logged: dict[str, Any]) -> int | None:
 
 
 def logged_fraction(point: dict[str, Any]) -> float | None:
-    """The memory fraction the logged parts add up to, where the log breaks the budget down (vLLM: weights +
-    activation + non-torch + KV = util x total, vllm/v1/worker/gpu_worker.py determine_available_memory), else None."""
+    """The memory fraction the logged parts add up to, where the log breaks the budget down and the engine's budget
+    is a fraction of the total (its profile's memory.budget; vLLM: weights + activation + non-torch + KV = util x
+    total, vllm/v1/worker/gpu_worker.py determine_available_memory), else None."""
     logged = point.get("logged") or {}
     keys = ("weights_gib", "activation_gib", "non_torch_gib", "kv_gib")
-    if point["engine"] != "vllm" or any(logged.get(k) is None for k in keys) or not logged.get("starts", True):
+    if any(logged.get(k) is None for k in keys) or not logged.get("starts", True):
+        return None
+    if load_profile(point["engine"]).memory.budget != "fraction_of_total":
         return None
     total, _ = _gpu(point)
     return sum(float(logged[k]) for k in keys) / total if total else None

@@ -71,7 +71,7 @@ SPECS: dict[str, Spec] = {
     "report": Spec(lambda w: [("@run_dir", w.path("check-run"))], {"@run_dir": "in_file"}),
     "demo": Spec(lambda w: [("--dir", str(w.root / "out" / "demo"))], {"--dir": "out_dir"}),
     "validate": Spec(lambda w: [("@file", w.path("switchover.yaml"))]),
-    "schema": Spec(lambda w: []),
+    "schema": Spec(lambda w: [("@name", "probe")]),
     "bench": Spec(lambda w: [("--url", CLOSED), ("--engine", "vllm"), ("--no-calibrate", None), ("--requests", "1"),
                              ("--buckets", "16"), ("--concurrency", "1"), ("--output-tokens", "4"),
                              ("--runs-dir", str(w.root / "out" / "bench"))],

@@ -1,4 +1,4 @@
-"""`switchover validate` and `switchover schema`."""
+"""`switchover validate` and `switchover schema [NAME]`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import typer
 
 from switchover.cli import params
 from switchover.cli.common import console, print_json
-from switchover.config import load_migration, migration_schema
+from switchover.config import load_migration
 
 
 def register(app: typer.Typer) -> None:
@@ -29,9 +29,24 @@ def register(app: typer.Typer) -> None:
                       f"new={migration.new.engine.value} {migration.new.url}", highlight=False)
 
     @app.command()
-    def schema() -> None:
-        """Print the JSON Schema of switchover.yaml (for editors and CI linters).
+    def schema(
+        name: str = typer.Argument("migration", help="migration (switchover.yaml), or a command whose --json output "
+                                   "to describe, its words joined by '-': probe, plan-capacity, rollout-gates, ..."),
+        list_names: bool = typer.Option(False, "--list", help="List the names, each with what it is, and exit."),
+        json_out: bool = params.json_flag("the list", "with --list"),
+    ) -> None:
+        """Print the JSON Schema of switchover.yaml (for editors and CI linters), or of what a command prints with
+        --json (for the programs that read it). `--list` names them all.
 
-        Example: switchover schema > switchover.schema.json
+        Example: switchover schema > switchover.schema.json; switchover schema plan-capacity
         """
-        print_json(migration_schema())
+        from switchover import outputs
+
+        if list_names:
+            if json_out:
+                print_json([{"name": n, "what": o.what} for n, o in outputs.OUTPUTS.items()])
+            else:
+                console.print("\n".join(f"{n:<22} {o.what}" for n, o in outputs.OUTPUTS.items()), highlight=False,
+                              markup=False, soft_wrap=True)
+            return
+        print_json(outputs.schema(name))

@@ -102,12 +102,13 @@ def env_var_name(value: str) -> str:
     raise ValueError(f"must be the name of an environment variable, like OPENAI_API_KEY, got {shown}")
 
 
-_VERSION = re.compile(r"\d+(\.\d+){0,3}([.+-][0-9A-Za-z]+){0,3}")
+_VERSION = re.compile(r"\d{1,6}(\.\d{1,6}){0,3}([.+-][0-9A-Za-z]{1,20}|[A-Za-z][0-9A-Za-z]{0,19}){0,3}")
 
 
 def version_number(value: str) -> str:
-    """An engine build's version such as 0.11.0 or 2.4.0+cu121 (dotted numbers, then up to three tags each after
-    `.`, `+` or `-`); ValueError otherwise."""
+    """An engine build's version such as 0.11.0, 2.4.0+cu121 or 0.11.2rc1 (up to four dotted numbers of up to six
+    digits, then up to three tags, each after `.`, `+` or `-`, or starting with a letter as pip writes `rc1`);
+    ValueError otherwise."""
     if not _VERSION.fullmatch(value):
         raise ValueError(f"{value[:40]!r} is not a version number (e.g. 0.11.0)")
     return value

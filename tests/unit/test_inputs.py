@@ -51,12 +51,13 @@ def test_a_trailing_newline_is_refused_not_kept(rule: object, value: str) -> Non
         rule(value)  # type: ignore[operator]
 
 
-@pytest.mark.parametrize("value", ["0.11.0", "2.4.0+cu121", "1.0.0-rc1", "5092"])
+@pytest.mark.parametrize("value", ["0.11.0", "2.4.0+cu121", "1.0.0-rc1", "5092", "0.11.2rc1", "0.6.3.post1",
+                                   "0.10.1.dev12+g1234abc"])
 def test_version_numbers_accepted(value: str) -> None:
     assert inputs.version_number(value) == value
 
 
-@pytest.mark.parametrize("value", ["latest", "v0.11.0", "0.11.0 ", "", "0.11.0\n"])
+@pytest.mark.parametrize("value", ["latest", "v0.11.0", "0.11.0 ", "", "0.11.0\n", "1" * 50, "0.11.2rc1 extra"])
 def test_version_number_refusals_show_the_value(value: str) -> None:
     with pytest.raises(ValueError, match="is not a version number"):
         inputs.version_number(value)

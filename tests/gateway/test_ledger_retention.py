@@ -89,3 +89,17 @@ def test_files_from_before_a_restart_are_counted_when_deleted(tmp_path) -> None:
     second.close()
     counted = {e["file"]: e["rows"] for e in retired(tmp_path) if e["file"] in before}
     assert counted and all(counted[name] == before[name] for name in counted)
+
+
+def test_gate_and_compare_readers_count_the_deleted_rows_of_their_window(tmp_path) -> None:
+    from switchover.rollout.gates import stream_ledger_rows
+
+    led = Ledger(tmp_path, rotate_bytes=600, keep_files=2)
+    for i in range(60):
+        led.write(rec(i))
+    led.close()
+    whole = LedgerSkips()
+    kept = len(list(stream_ledger_rows(tmp_path, None, whole)))
+    assert whole.retired_rows == 60 - kept and "deleted by ledger retention" in (whole.note() or "")
+    recent = LedgerSkips()
+    assert list(stream_ledger_rows(tmp_path, 59.0, recent)) and recent.retired_rows == 0  # nothing of it deleted

@@ -284,8 +284,11 @@ def ledger_paths(path: Path) -> list[Path]:
 def stream_ledger_rows(path: Path, since: float | None = None, skipped: LedgerSkips | None = None
                        ) -> Iterator[LedgerRow]:
     """Request and shadow rows at or after `since`, one at a time (memory flat in the ledger's length);
-    unreadable lines are counted in `skipped` once the iterator is exhausted."""
+    unreadable lines are counted in `skipped` once the iterator is exhausted, and the rows of that span that ledger
+    retention deleted at once."""
     files = ledger_paths(path)  # checked now, not at the first next()
+    if skipped is not None and path.is_dir():
+        skipped.count_retired(path, since)
     if since is not None:
         files = files_that_may_hold(files, since)
     return (r for r in read_ledger_files(files, skipped) if since is None or r.ts >= since)

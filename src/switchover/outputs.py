@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter
 
 from switchover.alerts.translate import TranslationReport
 from switchover.bench.recompute import Recomputed
@@ -48,31 +48,42 @@ from switchover.testbed.processes import BedState
 from switchover.verify.report import EquivalenceReport
 
 
-@dataclass(frozen=True)
-class Extra:
-    """A key the verb adds to the model's dump (always present)."""
+class TranslateAdds(BaseModel):
+    """The key `plan translate --json` adds to the translation."""
 
-    key: str
-    type: Any
-    description: str
+    command: str = Field(description="The rendered launch command line (env + argv).")
+
+
+class ChooseAdds(BaseModel):
+    """The key `plan choose --json` adds to the ranking."""
+
+    verdicts: dict[str, str] = Field(description="Engine -> its verdict in one line.")
+
+
+class AlertsAdds(BaseModel):
+    """The keys `alerts translate --json` adds to the report."""
+
+    output_file: str | None = Field(description="Where the translated rules were written (-o), or null.")
+    rules_yaml: str | None = Field(description="The translated rules when not written to a file, else null.")
 
 
 @dataclass(frozen=True)
 class Output:
-    """One JSON document a verb prints: what it is (one line), its type, and any keys added to the model's dump."""
+    """One JSON document a verb prints: what it is (one line), its type, and the keys the verb adds to the model's
+    dump, if any."""
 
     what: str
     shape: Any  # a pydantic model, or a list or union of them
-    extra: tuple[Extra, ...] = ()
+    adds: type[BaseModel] | None = None
     mode: Literal["validation", "serialization"] = "serialization"  # validation: a file switchover reads
 
     def schema(self) -> dict[str, Any]:
         """The JSON Schema of the document."""
         schema = TypeAdapter(self.shape).json_schema(mode=self.mode)
-        for e in self.extra:
-            schema["properties"][e.key] = TypeAdapter(e.type).json_schema(mode=self.mode) | {
-                "description": e.description}
-            schema.setdefault("required", []).append(e.key)
+        if self.adds is not None:
+            added = self.adds.model_json_schema(mode=self.mode)
+            schema["properties"].update(added["properties"])
+            schema["required"] = [*schema.get("required", []), *added.get("required", [])]
         return schema
 
 
@@ -90,9 +101,9 @@ OUTPUTS: dict[str, Output] = {
     "plan-canary": Output("old and new copies on one GPU: each copy's pool, the flags that make both start, "
                           "capacity by canary %", CanaryPlan),
     "plan-translate": Output("the launch command for the target engine and everything lost on the way", Translation,
-                             (Extra("command", str, "The rendered launch command line (env + argv)."),)),
+                             TranslateAdds),
     "plan-choose": Output("the engines ranked for the model, GPUs and requirements, each fact cited", ChooseResult,
-                          (Extra("verdicts", dict[str, str], "Engine -> its verdict in one line."),)),
+                          ChooseAdds),
     "plan-grace": Output("the drain grace a request needs, and the deploy settings that are shorter", GraceReport),
     "hw-fingerprint": Output("this host's GPUs, driver, CUDA, PCIe and NVLink", HostFingerprint),
     "hw-gpus": Output("the GPU catalog that --gpu NAME accepts", list[GpuSpec]),
@@ -121,9 +132,8 @@ OUTPUTS: dict[str, Output] = {
     "rollout-reset": _ACTION,
     "rollout-watch": Output("one rollout action result per check", list[ActionResult]),
     "rollout-compare": Output("old vs new per metric from the ledger, beyond the A/A noise or not", ComparisonReport),
-    "alerts-translate": Output("what happened to every rule, thresholds to re-baseline", TranslationReport, (
-        Extra("output_file", str | None, "Where the translated rules were written (-o), or null."),
-        Extra("rules_yaml", str | None, "The translated rules when not written to a file, else null."))),
+    "alerts-translate": Output("what happened to every rule, thresholds to re-baseline", TranslationReport,
+                               AlertsAdds),
     "export-argo": _EXPORT,
     "export-envoy": _EXPORT,
     "export-grafana": _EXPORT,

@@ -50,6 +50,16 @@ DURATION = _Duration()
 MAX_CONCURRENCY = 100_000  # streams one client process can hold open
 MAX_RATE = 1e6  # requests per second
 
+# `bench` options that go into the plan as given (option -> BenchPlan field); the plan's other fields are worked
+# out from several options or fall back to switchover.yaml's `bench:` section, and are set where the plan is built
+PLAN_AS_GIVEN = {
+    "name": "name", "api": "api", "arrival": "arrival", "burstiness": "burstiness", "max_inflight": "max_inflight",
+    "warmup_requests": "warmup_requests", "warmup_s": "warmup_s", "repeats": "repeats",
+    "allow_prefix_cache": "allow_prefix_cache", "trace_speed": "trace_speed", "max_error_rate": "max_error_rate",
+    "knee_metric": "knee_metric", "scrape_interval": "scrape_interval_s", "timeout": "timeout_s",
+    "calibrate": "calibrate", "checkpoint_every": "checkpoint_s", "window": "window_s", "workers": "workers",
+}
+
 
 def _slos(specs: list[str] | None) -> dict[str, float]:
     from pydantic import ValidationError
@@ -271,36 +281,19 @@ def bench(
     slos = {**sec.pop("slos", {}), **_slos(slo)}
     rates = params.number_list("--rate", rate, MAX_RATE)
     plan = _plan(
-        name=name,
+        **{field: ctx.params[flag] for flag, field in PLAN_AS_GIVEN.items()},
         endpoints=eps,
-        api=api,
         buckets=params.number_list("--buckets", buckets, inputs.MAX_TOKENS, integer=True) or sec.get("buckets"),
         output_tokens=output_tokens or sec.get("output_tokens"),
         concurrency=None if rates else (params.number_list("--concurrency", concurrency, MAX_CONCURRENCY, integer=True)
                                         or sec.get("concurrency")),
         rates=rates,
-        arrival=arrival,
-        burstiness=burstiness,
-        max_inflight=max_inflight,
         requests=requests or sec.get("requests") or (None if duration or sec.get("duration_s") else 50),
         duration_s=duration or sec.get("duration_s"),
-        warmup_requests=warmup_requests,
-        warmup_s=warmup_s,
-        repeats=repeats,
         seed=seed if seed is not None else sec.get("seed"),
-        allow_prefix_cache=allow_prefix_cache,
         dataset=str(dataset) if dataset else None,
-        trace_speed=trace_speed,
-        max_error_rate=max_error_rate,
         slos=slos,
-        knee_metric=knee_metric,
         tokenizer=str(tokenizer) if tokenizer else None,
-        scrape_interval_s=scrape_interval,
-        timeout_s=timeout,
-        calibrate=calibrate,
-        checkpoint_s=checkpoint_every,
-        window_s=window,
-        workers=workers,
     )
     chunks = plan.output_tokens
 

@@ -7,9 +7,11 @@ secrets."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
+
+from switchover.fields import TASK_TYPE, FinishReason
 
 Arm = Literal["old", "new"]
 Outcome = Literal[
@@ -34,19 +36,41 @@ NOT_AN_ARM_OUTCOMES: frozenset[str] = CLIENT_OUTCOMES | {"client_disconnected", 
 ARM_ERROR_OUTCOMES: frozenset[str] = frozenset({"error", "failed_mid_stream"})
 """Outcomes that count as an error of the arm the policy routed to."""
 
+# The measurements every kind of row carries, defined once: wire/timing.py's formulas, as gateway/observe.py applies
+# them. A shadow row's own fields are a copy of its primary's; its `shadow` result times the mirror.
+_START = "when the gateway had read the whole request (in a shadow result: when the mirror was sent)"
+TtftMs = Annotated[float | None, Field(
+    description=f"Time to first token, ms: from {_START} to the arrival of the first event whose text delta is "
+                "non-empty. Streams only: None for a non-streamed answer, or when no text arrived")]
+TpotMs = Annotated[float | None, Field(
+    description="Time per output token after the first, ms: (e2e_ms - ttft_ms) / (completion_tokens - 1), only when "
+                "completion_tokens came from the server's usage and is at least 2; None otherwise")]
+E2eMs = Annotated[float | None, Field(
+    description=f"End to end, ms: from {_START} to the arrival of the last event carrying choices (a token or the "
+                "finish_reason; not a usage-only event, not [DONE]); a non-streamed answer: to the arrival of its "
+                "whole body. None: nothing of the kind arrived")]
+CompletionTokens = Annotated[int | None, Field(
+    description="Output tokens: the server's usage.completion_tokens; in a request row for a stream without usage, the "
+                "number of events that carried text (tokens_source 'chunks'). None: not known")]
+TokensSource = Annotated[str | None, Field(
+    description="'usage' (server-reported) or 'chunks' (content events counted; usage was absent)")]
+
 
 class ShadowResult(BaseModel):
     """What the mirrored request to the shadow upstream did (never seen by the client)."""
 
     upstream: str = Field(description="'new' or the name of a third upstream")
     dropped: bool = Field(False, description="Not sent because the shadow concurrency bound was full")
-    status: int | None = None
-    ttft_ms: float | None = None
-    tpot_ms: float | None = None
-    e2e_ms: float | None = None
-    completion_tokens: int | None = None
-    finish_reason: str | None = None
-    error: str | None = None
+    status: int | None = Field(default=None, description="The shadow upstream's HTTP status; None: no response")
+    ttft_ms: TtftMs = None
+    tpot_ms: TpotMs = None
+    e2e_ms: E2eMs = None
+    completion_tokens: CompletionTokens = None
+    finish_reason: FinishReason = None
+    error: str | None = Field(
+        default=None, description="Why the mirror failed, as a short label: status_<code>, connect, timeout, "
+                                  "stream_error, malformed, truncated, cancelled, disconnected (...); None: it did not "
+                                  "fail")
 
 
 class LedgerRecord(BaseModel):
@@ -70,21 +94,19 @@ class LedgerRecord(BaseModel):
     status: int
     stream: bool
     model: str | None = Field(None, description="The model the client asked for")
-    ttft_ms: float | None = None
-    tpot_ms: float | None = None
-    e2e_ms: float | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    finish_reason: str | None = None
+    ttft_ms: TtftMs = None
+    tpot_ms: TpotMs = None
+    e2e_ms: E2eMs = None
+    prompt_tokens: int | None = Field(default=None, description="The server's usage.prompt_tokens; None: not reported")
+    completion_tokens: CompletionTokens = None
+    finish_reason: FinishReason = None
     shadowed: bool | None = Field(
         None, description="A mirror was started for this request; its result is a ShadowRecord with this request_id"
     )
     shadow: ShadowResult | None = Field(
         None, description="Legacy: ledgers written by older gateways embed the mirror's result here"
     )
-    task_type: str | None = Field(
-        None, description="The request's task type (gateway.task_types: a rule, else the task header, else 'other')"
-    )
+    task_type: str | None = Field(default=None, description=TASK_TYPE)
     json_valid: bool | None = Field(
         None, description="The request asked for JSON (response_format): the answer parsed, and matched the schema "
                           "when one was given; absent when not asked or not measured"
@@ -95,9 +117,7 @@ class LedgerRecord(BaseModel):
     )
     prompt: str | None = Field(None, description="Only with --log-prompts")
     # optional fields added by the gateway (readers must tolerate their absence)
-    tokens_source: str | None = Field(
-        None, description="'usage' (server-reported) or 'chunks' (content events counted; usage was absent)"
-    )
+    tokens_source: TokensSource = None
     prompt_tokens_est: int | None = Field(None, description="The routing estimate of prompt tokens")
     error: str | None = Field(None, description="Short reason for error / failed_mid_stream (no bodies, no secrets)")
 
@@ -114,12 +134,12 @@ class ShadowRecord(BaseModel):
     outcome: Outcome = Field(description="The primary's outcome")
     status: int = Field(description="The primary's status")
     stream: bool
-    ttft_ms: float | None = None
-    tpot_ms: float | None = None
-    e2e_ms: float | None = None
-    completion_tokens: int | None = None
-    tokens_source: str | None = None
-    finish_reason: str | None = None
+    ttft_ms: TtftMs = None
+    tpot_ms: TpotMs = None
+    e2e_ms: E2eMs = None
+    completion_tokens: CompletionTokens = None
+    tokens_source: TokensSource = None
+    finish_reason: FinishReason = None
     shadow: ShadowResult
 
 

@@ -4,34 +4,47 @@ with a confidence interval (pure)."""
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
+
+from switchover.fields import TASK_TYPE, FinishReason
 
 Rating = Literal["better", "same", "worse", "broken"]
 RATINGS: tuple[Rating, ...] = ("better", "same", "worse", "broken")
 BAD: frozenset[str] = frozenset({"worse", "broken"})
 
+# what a pair holds for each arm (old_* and new_*: the same field once per arm)
+ArmAnswer = Annotated[str, Field(
+    description="The arm's answer to its copy of the request (old_ or new_, as the field is named): choice 0's text, "
+                "tool calls appended as JSON lines; redacted")]
+ArmStatus = Annotated[int | None, Field(description="HTTP status of the arm's copy; None: no response")]
+ArmError = Annotated[str | None, Field(
+    description="Why the arm's copy failed (the wire client's message, redacted, at most 300 characters); None: it did "
+                "not fail")]
+BadShare = Annotated[float | None, Field(description="(worse + broken) / rated; None before any rating")]
+
 
 class Pair(BaseModel):
     """One sampled request answered by both arms; texts are redacted before they are stored."""
 
-    id: int | None = None
+    id: int | None = Field(default=None, description="The pair's id in the review database; None before it is stored")
     ts: float = Field(description="Wall-clock time the pair was sampled")
     day: str = Field(description="UTC day, YYYY-MM-DD")
-    task_type: str
+    task_type: str = Field(description=TASK_TYPE)
     request_id: str
     path: str
-    model: str | None = None
-    prompt: str
-    old_answer: str
-    new_answer: str
-    old_status: int | None = None
-    new_status: int | None = None
-    old_error: str | None = None
-    new_error: str | None = None
-    old_finish_reason: str | None = None
-    new_finish_reason: str | None = None
+    model: str | None = Field(default=None, description="The model the client asked for")
+    prompt: str = Field(description="What the reviewer reads: each chat message as 'role: text', or the completion "
+                                    "prompt; redacted")
+    old_answer: ArmAnswer
+    new_answer: ArmAnswer
+    old_status: ArmStatus = None
+    new_status: ArmStatus = None
+    old_error: ArmError = None
+    new_error: ArmError = None
+    old_finish_reason: FinishReason = None
+    new_finish_reason: FinishReason = None
 
 
 class RatingRow(BaseModel):
@@ -47,13 +60,15 @@ class RatingRow(BaseModel):
 class TypeSummary(BaseModel):
     """Ratings of one task type: counts and the worse-or-broken share with its 95 % Wilson interval."""
 
-    task_type: str
+    task_type: str = Field(description="The task type; 'all' in the summary over every task type")
     pairs: int
-    rated: int
-    counts: dict[str, int]
-    bad_share: float | None = Field(description="(worse + broken) / rated; None before any rating")
-    bad_low: float | None = None
-    bad_high: float | None = None
+    rated: int = Field(description="Pairs rated (a pair rated again counts once, with its latest rating)")
+    counts: dict[str, int] = Field(description="Pairs per latest rating: better, same, worse, broken")
+    bad_share: BadShare
+    bad_low: float | None = Field(default=None, description="Lower bound of bad_share's 95 % Wilson interval; None "
+                                                            "before any rating")
+    bad_high: float | None = Field(default=None, description="Upper bound of bad_share's 95 % Wilson interval; None "
+                                                             "before any rating")
 
 
 class ReviewSummary(BaseModel):
@@ -90,8 +105,8 @@ class GateVerdict(BaseModel):
 
     verdict: Literal["pass", "hold", "fail"]
     reason: str
-    rated: int
-    bad_share: float | None = None
+    rated: int = Field(description="Pairs rated, over every task type")
+    bad_share: BadShare = None
 
 
 def rating_gate(summary: ReviewSummary, max_bad_share: float, min_ratings: int,

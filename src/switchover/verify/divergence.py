@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
 
+from switchover.fields import FinishReason
+
 EARLY_CHARS = 8  # a divergence inside the first 8 characters is flagged
 LENGTH_RATIO = 2.0  # ... and so is one output more than twice as long as the other
 NEAR_TIE_NATS = 0.5  # at the divergence, the two tokens are this close in the new engine's logprobs
+
+# what a divergence holds for each side (old_* and new_*: the same field once per side)
+SideChars = Annotated[int, Field(description="Length of the side's output text (old_ or new_, as the field is named), "
+                                             "characters")]
+SideTokens = Annotated[int | None, Field(description="Tokens in the side's output on the token_basis; None: no "
+                                                     "comparable tokens")]
+SideText = Annotated[str, Field(description="The side's whole output text")]
 
 
 class Output(BaseModel):
@@ -22,7 +31,7 @@ class Output(BaseModel):
     ids: list[int] | None = None  # the text re-tokenized by ONE reference tokenizer, for comparing positions
     logprobs: list[float] | None = None
     top: list[dict[str, float]] | None = None
-    finish_reason: str | None = None
+    finish_reason: FinishReason = None
     error: str | None = None
 
 
@@ -30,25 +39,42 @@ class Divergence(BaseModel):
     """Where two greedy outputs part and how much they still agree."""
 
     id: str
-    kind: str
-    identical: bool
-    first_char: int | None = None  # index of the first differing character
-    first_token: int | None = None  # index of the first differing token
+    kind: str = Field(description="The prompt's kind, from the prompt set (default 'user')")
+    identical: bool = Field(description="Both requests succeeded and the two texts are equal")
+    first_char: int | None = Field(default=None, description="Index of the first differing character (the shorter "
+                                                             "length when one text starts the other); None: identical, "
+                                                             "or a request failed")
+    first_token: int | None = Field(default=None, description="Index of the first differing token on the token_basis; "
+                                                              "None: the tokens agree, or none are comparable")
     common_prefix: str = ""
-    old_chars: int = 0
-    new_chars: int = 0
-    old_tokens: int | None = None
-    new_tokens: int | None = None
-    token_agreement: float | None = None  # positionally equal tokens / longer length
-    token_basis: str | None = None  # what the token figures compare, or why there are none
-    logprob_delta_mean: float | None = None  # mean |Δ logprob| over the common token prefix
-    logprob_delta_max: float | None = None
-    tie_gap: float | None = None  # new engine's logprob(new token) - logprob(old token) at the divergence
-    flags: list[str] = Field(default_factory=list)
-    old_text: str = ""
-    new_text: str = ""
-    old_finish: str | None = None
-    new_finish: str | None = None
+    old_chars: SideChars = 0
+    new_chars: SideChars = 0
+    old_tokens: SideTokens = None
+    new_tokens: SideTokens = None
+    token_agreement: float | None = Field(default=None, description="Positions whose tokens agree / the longer length "
+                                                                    "(1.0 for two empty outputs); None: no comparable "
+                                                                    "tokens")
+    token_basis: str | None = Field(default=None, description="What the token figures compare (reference tokenizer "
+                                                              "ids, or the engines' own tokens from logprobs or "
+                                                              "chunks), or 'none: ...' with why there are none; None: "
+                                                              "a side has no tokens, or a request failed")
+    logprob_delta_mean: float | None = Field(default=None, description="Mean |old logprob - new logprob| over the "
+                                                                       "common prefix of the engines' own tokens, "
+                                                                       "nats; None: not both sides returned logprobs, "
+                                                                       "or no common token")
+    logprob_delta_max: float | None = Field(default=None, description="The largest |old logprob - new logprob| over "
+                                                                      "that prefix, nats")
+    tie_gap: float | None = Field(default=None, description="At the first differing token: the new engine's logprob of "
+                                                            "its own token minus its logprob of old's, nats (from its "
+                                                            "top alternatives); None: no differing token, or not both "
+                                                            "among them")
+    flags: list[str] = Field(default_factory=list, description="Why to look: a failed request, a divergence within "
+                                                               f"the first {EARLY_CHARS} characters, lengths more than "
+                                                               f"{LENGTH_RATIO:g}x apart")
+    old_text: SideText = ""
+    new_text: SideText = ""
+    old_finish: FinishReason = None
+    new_finish: FinishReason = None
 
 
 def first_difference(a: list[str] | str, b: list[str] | str) -> int | None:
@@ -130,16 +156,20 @@ class GreedySummary(BaseModel):
     """Tolerant summaries over all prompts."""
 
     prompts: int
-    identical: int
-    flagged: int
-    failed: int
-    token_agreement_mean: float | None = None
+    identical: int = Field(description="Prompts whose two outputs are the same text")
+    flagged: int = Field(description="Prompts with at least one flag (failed ones included)")
+    failed: int = Field(description="Prompts whose request failed on either side; the figures below leave them out")
+    token_agreement_mean: float | None = Field(default=None, description="Mean token_agreement over the prompts that "
+                                                                         "have one; None: none has")
     prefix_chars_p10: float | None = None
     prefix_chars_p50: float | None = None
     prefix_chars_p90: float | None = None
-    prefix_tokens_p50: float | None = None
-    logprob_delta_mean: float | None = None
-    near_ties: int = 0  # divergences whose two tokens were within NEAR_TIE_NATS in the new engine
+    prefix_tokens_p50: float | None = Field(default=None, description="Common prefix length, tokens on each prompt's "
+                                                                      "token_basis: median; None: no comparable tokens")
+    logprob_delta_mean: float | None = Field(default=None, description="Mean of the prompts' logprob_delta_mean, nats; "
+                                                                       "None: no prompt had logprobs on both sides")
+    near_ties: int = Field(default=0, description=f"Divergences whose two tokens were within {NEAR_TIE_NATS:g} nats in "
+                                                  "the new engine's logprobs (|tie_gap|)")
 
 
 def summarize(divs: list[Divergence]) -> GreedySummary:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
@@ -26,18 +27,30 @@ class ReadyState(StrEnum):
     ERROR = "error"  # answered with an error or an empty generation
 
 
+# what a check found, also as rollout/holding.py keeps it (a line of old_ready.jsonl per check of old)
+READY_STATES = ("ready; refused: nothing listening (or still loading, on engines that bind late); unreachable: the "
+                "connect timed out; loading: 503 or 'Loading model'; slow: no token within max_ms (late, or timed "
+                "out); error: an error answer or an empty generation")
+ElapsedMs = Annotated[float | None, Field(
+    description="How long the 1-token greedy completion took, ms; None: it was not sent (/v1/models failed or listed "
+                "no model)")]
+
+
 class Readiness(BaseModel):
     """Outcome of one readiness check."""
 
     url: str
-    state: ReadyState
+    state: ReadyState = Field(description=READY_STATES)
     ready: bool
     reason: str = Field(description="One line, for humans")
-    model: str | None = None
-    status: int | None = None
-    elapsed_ms: float | None = None
-    max_ms: float
-    tokens: int | None = None
+    model: str | None = Field(default=None, description="The model checked: as given, else the first /v1/models lists; "
+                                                        "None: that list failed")
+    status: int | None = Field(default=None, description="HTTP status of the last answer (the completion, or "
+                                                         "/v1/models); None: no answer")
+    elapsed_ms: ElapsedMs = None
+    max_ms: float = Field(description="The budget the completion had to meet, ms")
+    tokens: int | None = Field(default=None, description="Tokens generated (usage.completion_tokens); None: not "
+                                                         "reported")
 
     @property
     def exit_code(self) -> ExitCode:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from switchover.config.rollout_holding import DrillRequirement, FailureType, HoldingSettings
 from switchover.drill import DrillResult
+from switchover.readiness import READY_STATES, ElapsedMs
 from switchover.rollout.custom_gates import CustomGateResult
 from switchover.rollout.verdicts import GateResult
 
@@ -65,24 +66,26 @@ def start_holding(settings: HoldingSettings, now: float) -> HoldingState:
 class ReadyRecord(BaseModel):
     """One scheduled readiness check of old (a line of old_ready.jsonl)."""
 
-    ts: float
+    ts: float = Field(description="Wall-clock time of the check")
     url: str
     ready: bool
-    state: str
-    reason: str
-    elapsed_ms: float | None = None
+    state: str = Field(description=READY_STATES)
+    reason: str = Field(description="One line, for humans")
+    elapsed_ms: ElapsedMs = None
 
 
 class OldArmView(BaseModel):
     """Can old take the traffic back right now? Its readiness is a gate of the holding window."""
 
     url: str
-    verdict: Verdict
-    at_risk: bool
+    verdict: Verdict = Field(description="pass: the latest check is fresh and ready; fail: it was not ready; hold: "
+                                         "no check yet, or the latest is stale")
+    at_risk: bool = Field(description="Old is not known to be able to take the traffic back (verdict is not pass)")
     reason: str
-    last: ReadyRecord | None = None
-    age_s: float | None = None
-    checks: int = 0
+    last: ReadyRecord | None = Field(default=None, description="The latest check; None: old was never checked")
+    age_s: float | None = Field(default=None, description="Seconds since the latest check; None: never checked")
+    checks: int = Field(default=0, description="Checks since holding started (before holding: all of them; none "
+                                               "that recent: the latest alone)")
     failures: int = Field(default=0, description="Failed checks since holding started")
 
 

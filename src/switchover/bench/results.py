@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from switchover.bench.ab import MetricDelta, SloCheck
 from switchover.bench.knee import KneeResult
 from switchover.bench.soak import Soak
-from switchover.bench.stats import StepSummary
+from switchover.bench.stats import BucketLabel, EndpointLabel, RepeatIndex, StepIndex, StepSummary
 from switchover.bench.workload import BucketFit
 from switchover.config.bench import BenchSlos
 
@@ -100,20 +100,24 @@ class EndpointInfo(BaseModel):
                                      "user space), as the wire client observed it; None if nothing was received")
 
 
+_TIMING_ERROR = "Delay from the zero-work server stamping an event to the client taking its arrival time"
+
+
 class Calibration(BaseModel):
     """The client's own ceiling against a zero-work streaming server."""
 
-    req_per_s: float
-    chunks_per_s: float
+    req_per_s: float = Field(description="Successful requests / duration_s: the client's ceiling")
+    chunks_per_s: float = Field(description="Events carrying choices received by the successful requests / duration_s")
     us_per_chunk: float = Field(description="client wall time per chunk at the ceiling, µs")
-    concurrency: int
-    chunks_per_request: int
-    requests: int
-    duration_s: float
-    errors: int = 0
-    send_lag_p99_ms: float | None = None
-    timing_error_p50_us: float | None = None
-    timing_error_p99_us: float | None = None
+    concurrency: int = Field(description="Requests kept in flight")
+    chunks_per_request: int = Field(description="Events the zero-work server streams per request")
+    requests: int = Field(description="Successful measured requests (warm-up excluded)")
+    duration_s: float = Field(description="From the first measured send to the last end, s")
+    errors: int = Field(default=0, description="Measured requests that failed")
+    send_lag_p99_ms: float | None = Field(default=None, description="Not measured by the calibration: always null")
+    timing_error_p50_us: float | None = Field(default=None, description=f"{_TIMING_ERROR}: median, µs; None: no stamps")
+    timing_error_p99_us: float | None = Field(default=None, description=f"{_TIMING_ERROR}: 99th percentile, µs; None: "
+                                                                        "no stamps")
     chunk_stamps: str | None = Field(default=None, description="where the client's chunk times came from")
     note: str = ""
 
@@ -121,20 +125,24 @@ class Calibration(BaseModel):
 class AbStep(BaseModel):
     """new vs old at one step of one bucket."""
 
-    bucket: str | None
-    step: int
-    concurrency: int | float | None
-    deltas: list[MetricDelta]
+    bucket: BucketLabel
+    step: StepIndex
+    concurrency: int | float | None = Field(description="The step's load: its concurrency, or its rate (req/s) in rate "
+                                                        "mode")
+    deltas: list[MetricDelta] = Field(description="new vs old for TTFT, TPOT and E2E at p50 and p99 (those both "
+                                                  "endpoints measured)")
 
 
 class StepTime(BaseModel):
-    endpoint: str
-    bucket: str | None
-    step: int
-    repeat: int
-    start_ns: int
-    end_ns: int
-    start_wall: float
+    """When one step of one endpoint ran (kept for the report, and to line /metrics scrapes up with steps)."""
+
+    endpoint: EndpointLabel
+    bucket: BucketLabel
+    step: StepIndex
+    repeat: RepeatIndex
+    start_ns: int = Field(description="Its start, perf_counter_ns of the bench process (the clock of the request rows)")
+    end_ns: int = Field(description="Its end, perf_counter_ns")
+    start_wall: float = Field(description="Its start, wall-clock time")
 
 
 class BenchReport(BaseModel):

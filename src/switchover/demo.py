@@ -49,17 +49,22 @@ class RolloutSummary(BaseModel):
 
 
 class DemoResult(BaseModel):
+    """What `switchover demo` did, and where its report is."""
+
     workdir: str
-    config: str
+    config: str = Field(description="The switchover.yaml the demo wrote (in workdir)")
     run_dir: str | None = None
     report_html: str | None = None
     report_md: str | None = None
-    overall: str | None = None
+    overall: str | None = Field(default=None, description="The check's overall verdict: go, no-go or incomplete")
     overall_reason: str | None = None
-    rollout: RolloutSummary | None = None
+    rollout: RolloutSummary | None = Field(default=None, description="The short gateway rollout; None: not run "
+                                                                   "(rollout_not_run says why)")
     rollout_not_run: str | None = None
-    seconds: dict[str, float] = Field(default_factory=dict)
-    stopped: list[str] = Field(default_factory=list)
+    seconds: dict[str, float] = Field(default_factory=dict, description="Wall time per phase (setup, start, check, "
+                                                                        "rollout, total), s")
+    stopped: list[str] = Field(default_factory=list, description="The engines stopped at the end, as "
+                                                                 "'engine (role) pid N'")
 
 
 def demo_config(old_url: str, new_url: str, gateway_port: int, old_model: Path | None = None,

@@ -53,12 +53,18 @@ class Threshold(BaseModel):
 
     group: str
     rule: str
-    intent: str
-    metric: str
-    comparison: str
-    value: float
-    quantile: float | None = None
-    shift: Shift | None = None
+    intent: str = Field(description="What the series measures, as the engine profiles name it: ttft, tpot, itl, "
+                                    "e2e, queue_time (latency) or running, waiting, kv_usage, preemptions (engine "
+                                    "state)")
+    metric: str = Field(description="The source engine's series the rule reads, as written")
+    comparison: str = Field(description="The comparison next to the number: >, <, >=, <=, == or !=")
+    value: float = Field(description="The number as written in the rule (0 is left out: a presence check)")
+    quantile: float | None = Field(default=None, description="The rule's histogram_quantile level (e.g. 0.99) on a "
+                                                             "histogram series; None otherwise (the shift then "
+                                                             "compares means)")
+    shift: Shift | None = Field(default=None, description="new/old factor the --bench run measured for this intent; "
+                                                          "None without --bench, for engine state, or when the run "
+                                                          "did not measure it")
     suggested: float | None = Field(default=None, description="value × the median measured shift")
     suggested_range: tuple[float, float] | None = None
     note: str = ""

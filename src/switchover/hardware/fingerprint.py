@@ -19,18 +19,26 @@ class GpuFingerprint(BaseModel):
 
     index: int
     name: str
-    memory_total_mib: int = Field(ge=1, le=MAX_GIB * 1024)
-    compute_capability: str | None = None
-    pcie_gen: int | None = None
-    pcie_gen_max: int | None = None
-    pcie_width: int | None = None
-    pcie_width_max: int | None = None
-    nvlink_active_links: int | None = None
-    power_limit_w: float | None = None
-    mig_enabled: bool | None = None
+    memory_total_mib: int = Field(ge=1, le=MAX_GIB * 1024, description="Total memory as NVML reports it, MiB")
+    compute_capability: str | None = Field(default=None, description="e.g. 9.0; None: not reported")
+    pcie_gen: int | None = Field(default=None, description="PCIe generation the link runs at now (it may be lower "
+                                                           "than pcie_gen_max while idle); None: not reported")
+    pcie_gen_max: int | None = Field(default=None, description="Highest PCIe generation possible with this GPU "
+                                                               "in this system; None: not reported")
+    pcie_width: int | None = Field(default=None, description="PCIe lanes the link runs with now (it may be "
+                                                             "fewer while idle); None: not reported")
+    pcie_width_max: int | None = Field(default=None, description="Most PCIe lanes possible with this GPU in this "
+                                                                 "system; None: not reported")
+    nvlink_active_links: int | None = Field(default=None, description="Active NVLink links; 0: no NVLink (PCIe "
+                                                                      "only); None: not known")
+    power_limit_w: float | None = Field(default=None, description="Power management limit, W; None: not reported")
+    mig_enabled: bool | None = Field(default=None, description="MIG mode is on; None: not reported (a GPU without "
+                                                           "MIG)")
     catalog_name: str | None = Field(default=None, description="matching catalog entry, if any")
-    l2_mib: float | None = None
-    bandwidth_gbs: float | None = None
+    l2_mib: float | None = Field(default=None, description="L2 cache, MiB, from the catalog entry; None: "
+                                                           "no entry, or it does not say")
+    bandwidth_gbs: float | None = Field(default=None, description="Memory bandwidth, GB/s, from the catalog entry; "
+                                                                  "None: no entry")
 
     @field_validator("compute_capability")
     @classmethod

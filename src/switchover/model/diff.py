@@ -4,7 +4,7 @@ switch possible, or dual-track required, with the reasons (seed 001 §7)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
@@ -16,18 +16,27 @@ from switchover.model.weights import WeightsFingerprint, weights_hash
 
 PARAM_SCALE_LIMIT = 1.5  # more than 1.5x the parameters: another memory/concurrency budget (seed 001 §7)
 
+Weights = Annotated[WeightsFingerprint | None, Field(
+    description="The model's weights fingerprint (old's or new's, as the field is named): a content hash over every "
+                "tensor; None: the weights were not hashed (--no-weights)")]
+
 
 class ModelFacts(BaseModel):
     """What decides whether two models can share budgets, caches and capacity."""
 
-    source: str
-    context: int | None = None
-    quantization: str | None = None  # e.g. BF16, Q4_1 (the most common weight dtype) or quantization_config
-    params: int | None = None
+    source: str = Field(description="The model read: an HF directory or a .gguf file")
+    context: int | None = Field(default=None, description="Context length: max_position_embeddings of config.json (or "
+                                                          "of its text_config), or the GGUF's "
+                                                          "<architecture>.context_length; None: not stated")
+    quantization: str | None = Field(default=None, description="quantization_config.quant_method, else the most common "
+                                                               "weight dtype (e.g. BF16, Q4_1), upper case; None: not "
+                                                               "known")
+    params: int | None = Field(default=None, description="Parameter count, from the weights; None: not hashed "
+                                                         "(--no-weights)")
 
 
 class Reason(BaseModel):
-    blocking: bool  # True: dual-track required
+    blocking: bool = Field(description="True: dual-track required")
     what: str
     why: str
     action: str
@@ -39,10 +48,11 @@ class ModelDiff(BaseModel):
     tokenizer: TokenizerDiff
     template: TemplateDiff
     generation: GenerationDiff
-    weights_old: WeightsFingerprint | None = None
-    weights_new: WeightsFingerprint | None = None
-    weights_same: bool | None = None
-    verdict: str  # "hot switch possible" | "dual-track required"
+    weights_old: Weights = None
+    weights_new: Weights = None
+    weights_same: bool | None = Field(default=None, description="The two weights hashes are equal; None: not hashed "
+                                                                "(--no-weights)")
+    verdict: str = Field(description="'hot switch possible', or 'dual-track required' when a reason is blocking")
     reasons: list[Reason] = Field(default_factory=list)
 
 

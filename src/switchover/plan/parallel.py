@@ -22,11 +22,17 @@ class Layout(BaseModel):
     gpus_used: int
     legal: bool
     reasons: list[str] = Field(default_factory=list, description="why it is illegal, or caveats when legal")
-    kv_tokens_per_replica: int | None = None
-    concurrency_per_replica: int | None = None
-    total_concurrency: int | None = None
-    binding_limit: str | None = None
-    weights_gib_per_gpu: float | None = None
+    kv_tokens_per_replica: int | None = Field(default=None, description="Tokens the KV cache pool of one replica "
+                                                                        "holds; None: the layout is illegal")
+    concurrency_per_replica: int | None = Field(default=None, description="Requests one replica runs at once, each "
+                                                                          "of --context tokens (else max_model_len): "
+                                                                          "the lowest of the KV pool's and the "
+                                                                          "scheduler's caps")
+    total_concurrency: int | None = Field(default=None, description="concurrency_per_replica × dp")
+    binding_limit: str | None = Field(default=None, description="Which cap sets the concurrency: kv, max_num_seqs or "
+                                                                "max_batched_tokens ('+' between ties)")
+    weights_gib_per_gpu: float | None = Field(default=None, description="Weight bytes on each GPU, GiB; None: the "
+                                                                        "shape is illegal")
     tp_link: str | None = Field(default=None, description="nvlink | pcie | unknown: what the TP group all-reduces over")
     allreduce_kib_per_token: float | None = Field(default=None, description="TP all-reduce bytes each GPU sends per "
                                                   "token (2 per layer, ring), KiB")

@@ -64,10 +64,13 @@ class PartRun(BaseModel):
     """One part of the pre-flight (probe, verify, bench, ...): did it run, how long, which files."""
 
     part: str
-    status: PartStatus
-    reason: str | None = None
-    seconds: float | None = None
-    files: list[str] = Field(default_factory=list)
+    status: PartStatus = Field(description="ran; failed: it raised, an endpoint was down, its result was unreadable "
+                                           "or the check was interrupted; disabled: turned off in switchover.yaml, "
+                                           "or its inputs not given; unavailable: a module it needs could not be "
+                                           "imported")
+    reason: str | None = Field(default=None, description="Why it did not run or failed; None when it ran")
+    seconds: float | None = Field(default=None, description="How long it ran, s; None: it did not start")
+    files: list[str] = Field(default_factory=list, description="What it wrote, relative to the run directory")
 
 
 class EndpointSummary(BaseModel):

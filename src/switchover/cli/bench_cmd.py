@@ -49,6 +49,7 @@ DURATION = _Duration()
 
 MAX_CONCURRENCY = 100_000  # streams one client process can hold open
 MAX_RATE = 1e6  # requests per second
+RUNS_DIR = typer.Option(Path("runs"), help="Where run directories go.", parser=params.OUT_DIR)
 
 # `bench` options that go into the plan as given (option -> BenchPlan field); the plan's other fields are worked
 # out from several options or fall back to switchover.yaml's `bench:` section, and are set where the plan is built
@@ -243,7 +244,7 @@ def bench(
                                           parser=params.non_negative(3600)),
     timeout: float = typer.Option(300.0, help="Per-request time limit, seconds.", parser=params.SECONDS),
     calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Measure the client ceiling first."),
-    runs_dir: Path = typer.Option(Path("runs"), help="Where run directories go.", parser=params.OUT_DIR),
+    runs_dir: Path = RUNS_DIR,
     name: str = typer.Option("bench", help="Run name (suffix of the run directory).", parser=params.TEXT),
     json_out: bool = params.json_flag("the summary (summary.json)"),
 ) -> None:
@@ -435,7 +436,7 @@ def sweep_cmd(
     requests: int = typer.Option(20, help="Measured requests per step.", parser=params.count()),
     ready_timeout: float = typer.Option(600.0, help="Seconds to wait for each launch to generate.",
                                         parser=params.SECONDS),
-    runs_dir: Path = typer.Option(Path("runs"), help="Where run directories go.", parser=params.OUT_DIR),
+    runs_dir: Path = RUNS_DIR,
     json_out: bool = params.json_flag("the sweep (sweep.json)"),
 ) -> None:
     """Relaunch an engine per parameter value, run the ladder on each, plot the metric against the parameter.

@@ -39,6 +39,11 @@ GPU_MEM = typer.Option(None, "--gpu-mem-gib", help="Total GPU memory in GiB (ins
 OVERHEAD = typer.Option(None, "--overhead", help="Override an overhead: activation_peak|non_torch|cuda_graph=GIB.")
 JSON = params.json_flag()
 PARALLEL = params.count(hi=inputs.MAX_PARALLEL)
+TP = typer.Option(1, "--tp", help="Tensor parallel size.", parser=PARALLEL)
+KV_DTYPE = typer.Option("auto", "--kv-dtype", help="KV cache dtype: auto, fp8, fp8_e5m2, q8_0, ...")
+MAX_MODEL_LEN = typer.Option(None, "--max-model-len", help="Context limit (default: from config).",
+                             parser=params.TOKENS)
+CONTEXT = typer.Option(None, "--context", help="Request length for the concurrency figure.", parser=params.TOKENS)
 LAUNCH_MAX_BYTES = 256 * 1024
 MAX_ILLEGAL_ROWS = 40  # a console table of thousands of illegal layouts helps no one; --json has them all
 
@@ -105,15 +110,13 @@ def card_cmd(model: str = MODEL, json_out: bool = JSON) -> None:
 @app.command("capacity")
 def capacity_cmd(
     model: str = MODEL, engine: str = ENGINE, gpu: str = GPU, gpu_mem_gib: float = GPU_MEM,
-    tp: int = typer.Option(1, "--tp", help="Tensor parallel size.", parser=PARALLEL),
+    tp: int = TP,
     pp: int = typer.Option(1, "--pp", help="Pipeline parallel size.", parser=PARALLEL),
-    kv_dtype: str = typer.Option("auto", "--kv-dtype", help="KV cache dtype: auto, fp8, fp8_e5m2, q8_0, ..."),
+    kv_dtype: str = KV_DTYPE,
     memory_fraction: float = typer.Option(None, "--memory-fraction", parser=params.FRACTION,
                                           help="The engine's own fraction knob (0-1], in its own meaning."),
-    max_model_len: int = typer.Option(None, "--max-model-len", help="Context limit (default: from config).",
-                                      parser=params.TOKENS),
-    context: int = typer.Option(None, "--context", help="Request length for the concurrency figure.",
-                                parser=params.TOKENS),
+    max_model_len: int = MAX_MODEL_LEN,
+    context: int = CONTEXT,
     max_num_seqs: int = typer.Option(None, "--max-num-seqs", help="Scheduler cap (default: engine default).",
                                      parser=params.count()),
     max_batched_tokens: int = typer.Option(None, "--max-batched-tokens", help="Tokens-per-step cap.",
@@ -200,11 +203,9 @@ def parallel_cmd(
     model: str = MODEL, engine: str = ENGINE, gpu: str = GPU, gpu_mem_gib: float = GPU_MEM,
     gpus: int = typer.Option(None, "--gpus", help=f"Number of GPUs (1-{inputs.MAX_GPUS}; default: the fingerprint's).",
                              parser=params.count(hi=inputs.MAX_GPUS)),
-    context: int = typer.Option(None, "--context", help="Request length for the concurrency figure.",
-                                parser=params.TOKENS),
-    max_model_len: int = typer.Option(None, "--max-model-len", help="Context limit (default: from config).",
-                                      parser=params.TOKENS),
-    kv_dtype: str = typer.Option("auto", "--kv-dtype"), overhead: list[str] = OVERHEAD, json_out: bool = JSON,
+    context: int = CONTEXT,
+    max_model_len: int = MAX_MODEL_LEN,
+    kv_dtype: str = KV_DTYPE, overhead: list[str] = OVERHEAD, json_out: bool = JSON,
     show_illegal: bool = typer.Option(True, "--illegal/--no-illegal", help="List illegal layouts and why."),
     fingerprint: str = typer.Option(None, "--fingerprint", help="Host fingerprint JSON (`switchover hw fingerprint "
                                     "--json`) or catalog:NAMExN: NVLink or PCIe between the GPUs (TP over PCIe "
@@ -254,8 +255,8 @@ def canary_cmd(
     model: str = MODEL, engine: str = ENGINE, gpu: str = GPU, gpu_mem_gib: float = GPU_MEM,
     new_model: str = typer.Option(None, "--new-model", help="The canary's model (default: the same)."),
     context: int = typer.Option(8192, "--context", help="Request length for concurrency.", parser=params.TOKENS),
-    tp: int = typer.Option(1, "--tp", help="Tensor parallel size.", parser=PARALLEL),
-    kv_dtype: str = typer.Option("auto", "--kv-dtype", help="KV cache dtype: auto, fp8, fp8_e5m2, q8_0, ..."),
+    tp: int = TP,
+    kv_dtype: str = KV_DTYPE,
     other_gib: float = typer.Option(0.0, "--other-gib", help="Memory already used by other processes.",
                                     parser=params.non_negative(inputs.MAX_GIB)),
     weights_gib: float = typer.Option(None, "--weights-gib", help="Weights per GPU from a log.", parser=params.GIB),

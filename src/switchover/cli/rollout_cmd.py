@@ -33,6 +33,7 @@ app = typer.Typer(
 CONFIG = params.config_file("The migration file the gateway watches.")
 LEDGER = typer.Option(None, "--ledger", help="Gateway run directory (default: rollout.ledger or gateway.run_dir).")
 JSON = params.json_flag()
+REASON = typer.Option(..., "--reason", "-m", help="Why, for the audit log.")
 COLOURS = {"pass": "green", "hold": "yellow", "fail": "red", "advance": "green", "rollback": "red", "ok": "green",
            "failed": "red", "missing": "red", "unverified": "yellow", "end": "green", "rollback_blocked": "red",
            "open": "white", "closing": "green", "closed": "dim", "extended": "yellow"}
@@ -192,7 +193,7 @@ def rollback(
         None, "--to", help="previous (one stage back) or zero (0 %, all old); default: previous, or "
         "rollout.holding.on_fail (zero) inside the rollback window."
     ),
-    reason: str = typer.Option(..., "--reason", "-m", help="Why, for the audit log."),
+    reason: str = REASON,
     force: bool = typer.Option(False, "--force", help="Roll back even when old fails its readiness check."),
     json_out: bool = JSON,
 ) -> None:
@@ -258,7 +259,7 @@ _CRITERIA_HELP = "; ".join(f"{c.key}: {c.text}" for c in ABANDON_CRITERIA)
 def abandon(
     config: Path = CONFIG,
     criterion: list[str] = typer.Option([], "--criterion", help=f"Repeatable. {_CRITERIA_HELP}"),
-    reason: str = typer.Option(..., "--reason", "-m", help="Why, for the audit log."),
+    reason: str = REASON,
     force: bool = typer.Option(False, "--force", help="Abandon with fewer than two criteria."),
     json_out: bool = JSON,
 ) -> None:
@@ -272,7 +273,7 @@ def abandon(
 @app.command()
 def reset(
     config: Path = CONFIG,
-    reason: str = typer.Option(..., "--reason", "-m", help="Why, for the audit log."),
+    reason: str = REASON,
     json_out: bool = JSON,
 ) -> None:
     """Start over at 0 % with the stages now in switchover.yaml (the audit log is kept).

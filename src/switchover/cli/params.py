@@ -220,7 +220,7 @@ MIGRATION_FILE = Path("switchover.yaml")
 
 def json_flag(what: str = "the result", when: str = "") -> Any:
     """`--json`: print `what` as JSON on stdout instead of console text (`when`: the condition it needs, if any).
-    Its shape is in `switchover schema VERB`."""
+    Its JSON Schema: `switchover schema NAME`, NAME the command's words joined by "-" (switchover.outputs)."""
     return typer.Option(False, "--json", help=f"Print {what} as JSON{f' ({when})' if when else ''}.")
 
 

@@ -147,22 +147,11 @@ LedgerRow = LedgerRecord | ShadowRecord
 
 
 # Ledger rows as the expression language (switchover/expr.py) sees them: every declared field but the three
-# below, plus fields some writers add and older ledgers lack (read as null), including `task_type` (the gateway's
-# label from `gateway.task_types`), `json_valid` and `cached_tokens`.
-PENDING_FIELDS: dict[str, str] = {
-    "task_type": "a task-type label set by the gateway (header, route or rule)",
-    "json_valid": "whether the answer parsed as JSON / matched the requested schema",
-    "cached_tokens": "usage.prompt_tokens_details.cached_tokens of the answer",
-}
+# below. Fields older ledgers lack (task_type, json_valid, cached_tokens, ...) are declared with a None default,
+# so they read as null there.
 LEFT_OUT = {"kind", "shadow", "prompt"}
 
 
 def row_fields() -> frozenset[str]:
     """Every field an expression may name."""
-    declared = {k for k in LedgerRecord.model_fields if k not in LEFT_OUT}
-    return frozenset(declared | set(PENDING_FIELDS))
-
-
-def pending_missing() -> list[str]:
-    """PENDING_FIELDS the ledger contract does not declare yet (so they are always null today)."""
-    return [k for k in PENDING_FIELDS if k not in LedgerRecord.model_fields]
+    return frozenset(k for k in LedgerRecord.model_fields if k not in LEFT_OUT)

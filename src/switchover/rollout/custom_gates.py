@@ -23,7 +23,7 @@ from switchover.config.rollout import GateThresholds, PrometheusSource
 from switchover.config.rollout_custom import CustomGate
 from switchover.errors import BadInput, Unreachable
 from switchover.expr import compile_expr
-from switchover.ledger_record import NOT_AN_ARM_OUTCOMES, PENDING_FIELDS, pending_missing, row_fields
+from switchover.ledger_record import NOT_AN_ARM_OUTCOMES, row_fields
 from switchover.review.models import ReviewSummary, rating_gate
 from switchover.rollout.baseline import Baseline
 from switchover.rollout.compare import compare_metric
@@ -105,11 +105,9 @@ def _on_arm(v: View, arm: str) -> bool:
 
 
 def _not_measured(gate: CustomGate, field: str) -> CustomGateResult:
-    pending = field in pending_missing()
-    why = (f"not measured: the ledger has no {field} values ({PENDING_FIELDS[field]}; the gateway does not record "
-           "it yet)" if pending else f"not measured: no row in the window has {field}")
     return CustomGateResult(name=gate.name, kind=gate.kind, builtin=gate.builtin, verdict="hold",
-                            hard=bool(gate.hard), threshold=gate.max, reason=why)
+                            hard=bool(gate.hard), threshold=gate.max,
+                            reason=f"not measured: no row in the window has {field}")
 
 
 class _RateTally:

@@ -11,7 +11,7 @@ from typing import Any
 
 from switchover.config.rollout import TaskTypeRule
 from switchover.expr import Expression, compile_expr
-from switchover.ledger_record import LEFT_OUT, PENDING_FIELDS, LedgerRecord, row_fields
+from switchover.ledger_record import LEFT_OUT, LedgerRecord, row_fields
 
 OTHER = "other"
 
@@ -34,9 +34,7 @@ class TaskTyper:
 
 
 def row_view(record: LedgerRecord, typer: TaskTyper | None = None) -> dict[str, Any]:
-    """The mapping an expression reads: declared fields, pending ones (null when absent), the task type."""
+    """The mapping an expression reads: the declared fields (null when a row lacks them), the task type."""
     view = {k: getattr(record, k) for k in LedgerRecord.model_fields if k not in LEFT_OUT}
-    for k in PENDING_FIELDS:
-        view.setdefault(k, getattr(record, k, None))
     view["task_type"] = (typer or TaskTyper())(view)
     return view

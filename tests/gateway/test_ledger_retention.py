@@ -11,11 +11,17 @@ from switchover.gateway.ledger import Ledger, LedgerSkips, ledger_files, read_le
 from tests.gateway.test_ledger import rec
 
 
-def test_keeps_at_most_keep_files_and_every_newest_row(tmp_path) -> None:
-    led = Ledger(tmp_path, rotate_bytes=600, keep_files=3)
-    for i in range(200):
+def _written(run_dir, ids: range, keep_files: int | None = None) -> Ledger:
+    """A closed ledger of request rows `ids`, rotated every 600 bytes (a few rows a file)."""
+    led = Ledger(run_dir, rotate_bytes=600, keep_files=keep_files)
+    for i in ids:
         led.write(rec(i))
     led.close()
+    return led
+
+
+def test_keeps_at_most_keep_files_and_every_newest_row(tmp_path) -> None:
+    led = _written(tmp_path, range(200), keep_files=3)
     files = ledger_files(tmp_path)
     assert len(files) == 3 and led.files_deleted > 10
     ids = [int(r.request_id[1:]) for r in read_ledger_files(files)]
@@ -24,18 +30,12 @@ def test_keeps_at_most_keep_files_and_every_newest_row(tmp_path) -> None:
 
 
 def test_without_keep_files_every_file_stays(tmp_path) -> None:
-    led = Ledger(tmp_path, rotate_bytes=600)
-    for i in range(200):
-        led.write(rec(i))
-    led.close()
+    led = _written(tmp_path, range(200))
     assert led.files_deleted == 0 and len(list(read_ledger_files(ledger_files(tmp_path)))) == 200
 
 
 def test_a_reader_passes_over_a_file_deleted_between_listing_and_reading(tmp_path) -> None:
-    led = Ledger(tmp_path, rotate_bytes=600)
-    for i in range(30):
-        led.write(rec(i))
-    led.close()
+    _written(tmp_path, range(30))
     files = ledger_files(tmp_path)
     files[0].unlink()
     skipped = LedgerSkips()
@@ -51,19 +51,13 @@ def test_keep_files_below_two_or_absurd_is_refused(bad: object) -> None:
 
 def test_each_deleted_file_is_named_in_the_log(tmp_path, caplog) -> None:
     caplog.set_level("INFO", logger="switchover.gateway")
-    led = Ledger(tmp_path, rotate_bytes=600, keep_files=2)
-    for i in range(40):
-        led.write(rec(i))
-    led.close()
+    led = _written(tmp_path, range(40), keep_files=2)
     said = [r.getMessage() for r in caplog.records if "ledger retention: deleted" in r.getMessage()]
     assert led.files_deleted > 0 and len(said) == led.files_deleted and "ledger-00000.jsonl" in said[0]
 
 
 def test_deleted_rows_are_recorded_and_counted_by_readers(tmp_path) -> None:
-    led = Ledger(tmp_path, rotate_bytes=600, keep_files=3)
-    for i in range(200):
-        led.write(rec(i))
-    led.close()
+    led = _written(tmp_path, range(200), keep_files=3)
     entries = retired(tmp_path)
     kept = len(list(read_ledger_files(ledger_files(tmp_path))))
     assert len(entries) == led.files_deleted and sum(e["rows"] for e in entries) + kept == 200
@@ -78,15 +72,9 @@ def test_deleted_rows_are_recorded_and_counted_by_readers(tmp_path) -> None:
 
 
 def test_files_from_before_a_restart_are_counted_when_deleted(tmp_path) -> None:
-    first = Ledger(tmp_path, rotate_bytes=600)
-    for i in range(40):
-        first.write(rec(i))
-    first.close()
+    _written(tmp_path, range(40))
     before = {p.name: len(p.read_bytes().splitlines()) for p in ledger_files(tmp_path)}
-    second = Ledger(tmp_path, rotate_bytes=600, keep_files=2)
-    for i in range(40, 80):
-        second.write(rec(i))
-    second.close()
+    _written(tmp_path, range(40, 80), keep_files=2)
     counted = {e["file"]: e["rows"] for e in retired(tmp_path) if e["file"] in before}
     assert counted and all(counted[name] == before[name] for name in counted)
 
@@ -94,10 +82,7 @@ def test_files_from_before_a_restart_are_counted_when_deleted(tmp_path) -> None:
 def test_gate_and_compare_readers_count_the_deleted_rows_of_their_window(tmp_path) -> None:
     from switchover.rollout.gates import stream_ledger_rows
 
-    led = Ledger(tmp_path, rotate_bytes=600, keep_files=2)
-    for i in range(60):
-        led.write(rec(i))
-    led.close()
+    _written(tmp_path, range(60), keep_files=2)
     whole = LedgerSkips()
     kept = len(list(stream_ledger_rows(tmp_path, None, whole)))
     assert whole.retired_rows == 60 - kept and "deleted by ledger retention" in (whole.note() or "")

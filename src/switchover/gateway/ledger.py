@@ -210,7 +210,8 @@ class Ledger:
         self._index = int(_NAME.match(files[-1].name).group(1)) + 1 if files else 0  # type: ignore[union-attr]
         self._fh: IO[bytes] | None = None
         self._size = 0
-        self._spans: dict[str, list[Any]] = {}  # file name -> [rows, first ts, last ts], for the files written here
+        self._span: list[Any] = [0, None, None]  # the open file's [rows, first ts, last ts]
+        self._spans: dict[str, list[Any]] = {}  # the same for closed files written here, kept while retention may run
         self.written = 0  # request rows
         self.shadows_written = 0  # shadow rows
 
@@ -254,15 +255,20 @@ class Ledger:
         if self._fh is not None and self._size + len(line) > self.rotate_bytes and self._size > 0:
             self._fh.close()
             self._fh = None
+            if self.keep_files is not None:
+                self._spans[self.path.name] = self._span
+            self._span = [0, None, None]
             self._index += 1
             self._open()  # the new file exists before the oldest go
             self._retain()
         fh = self._open()
         fh.write(line)
         self._size += len(line)
-        span = self._spans.setdefault(self.path.name, [0, row.get("ts"), None])
+        span, ts = self._span, row.get("ts")
         span[0] += 1
-        span[2] = row.get("ts")
+        if span[1] is None:
+            span[1] = ts
+        span[2] = ts
         self._dirty = True
         now = time.monotonic()
         if now - self._last_flush >= self.flush_interval_s:

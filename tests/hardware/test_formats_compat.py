@@ -148,6 +148,8 @@ def test_an_unknown_compute_capability_leaves_ranged_facts_unknown() -> None:
     ({"quant_method": "modelopt", "quant_algo": "W4A8_AWQ"}, None),
     ({"quant_method": "hqq"}, None),
     ({"quant_method": "w8a8_int8"}, "int8_w8a8"),  # SGLang's own int8 checkpoints
+    ({"quant_method": "modelopt", "quant_algo": "W4A8_NVFP4_FP8"}, "nvfp4"),  # 4-bit weights: fp4 wins over fp8
+    ({"quant_method": "modelopt", "quant_algo": "MXFP8"}, "fp8"),
 ])
 def test_checkpoint_format_from_quantization_config(qc: Any, fmt: str | None) -> None:
     got, why = format_of_config(qc)

@@ -37,13 +37,16 @@ class ConfigName(BaseModel):
     activations: Literal["none", "any"] | dict[str, Any] = Field(
         default="any", description="compressed-tensors: no input_activations, any, or args that must equal these")
     algo_contains: str | None = Field(default=None, description="ModelOpt: text in the algorithm (lower case)")
+    algo_excludes: list[str] = Field(default_factory=list, description="ModelOpt: text that must not be in it "
+                                     "(fp8 names exclude fp4: W4A8_NVFP4_FP8 has 4-bit weights)")
     how: str = Field(description="what the report says; {bits} and {algo} are filled in")
 
     def matches(self, method: str, weights: dict[str, Any] | None, acts: dict[str, Any] | None, algo: str) -> bool:
         if method != self.method:
             return False
         if method == "modelopt":
-            return self.algo_contains is not None and self.algo_contains in algo
+            return (self.algo_contains is not None and self.algo_contains in algo
+                    and not any(x in algo for x in self.algo_excludes))
         if weights is None or any(weights.get(k) != v for k, v in self.weights.items()):
             return False
         if self.activations == "none":

@@ -16,7 +16,9 @@ file, its rows and their time range), so a reader can say how many rows of the w
 from __future__ import annotations
 
 import logging
+import os
 import re
+import stat
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +34,9 @@ log = logging.getLogger("switchover.gateway")
 _NAME = re.compile(r"^ledger-(\d{5,})\.jsonl$")
 MAX_EXAMPLES = 3
 RETIRED = "ledger-retired.jsonl"  # one line per file deleted by retention (not a ledger file: _NAME does not match)
-MAX_RETIRED_BYTES = 16 << 20  # ~100k deletions, i.e. 6 TB of ledger at 64 MiB a file: far beyond any run
+MAX_RETIRED_BYTES = 16 << 20  # the newest ~100k deletions are read (6 TB of ledger at 64 MiB a file)
+CLOCK_SLACK_S = 300.0
+"""How far back the wall clock may have stepped between a row's arrival time and its write (NTP)."""
 
 
 def ledger_files(run_dir: Path) -> list[Path]:
@@ -50,8 +54,9 @@ class LedgerSkips:
     bad_lines: int = 0
     torn_tail: int = 0
     examples: list[str] = field(default_factory=list)  # "file:line: reason", at most MAX_EXAMPLES
-    retired_files: int = 0  # files of the span read that retention deleted (see RETIRED)
-    retired_rows: int = 0  # rows those files held
+    retired_files: int = 0  # files that retention deleted and that may have held rows of the span read (RETIRED)
+    retired_rows: int = 0  # rows those files held, where counted
+    retired_uncounted: int = 0  # of those files, the ones written before a restart: their rows were not counted
 
     def bad(self, where: str, reason: str) -> None:
         """Count one bad line; keep the first few as examples."""
@@ -67,28 +72,43 @@ class LedgerSkips:
             said.append(f"{self.bad_lines} ledger {were} skipped ({'; '.join(self.examples)})")
         if self.retired_files:
             files = "file" if self.retired_files == 1 else "files"
-            said.append(f"{self.retired_rows} ledger rows were deleted by ledger retention ({self.retired_files} "
-                        f"{files}, gateway.ledger_keep_files) and are not counted")
+            more = (f", and the rows of {self.retired_uncounted} written before a restart, not counted"
+                    if self.retired_uncounted else "")
+            said.append(f"up to {self.retired_rows} ledger rows{more} were deleted by ledger retention "
+                        f"({self.retired_files} {files}, gateway.ledger_keep_files) and are missing here")
         return "; ".join(said) or None
 
     def count_retired(self, run_dir: Path, since: float | None = None) -> None:
-        """Add the files retention deleted from `run_dir` (those that held a row at or after `since`)."""
+        """Add the files retention deleted from `run_dir` that may have held a row that arrived at or after
+        `since` (the file's latest arrival time, less CLOCK_SLACK_S; a file with no known time counts)."""
         for entry in retired(run_dir):
             last = entry.get("last_ts")
-            if since is None or not isinstance(last, int | float) or last >= since:
-                self.retired_files += 1
-                rows = entry.get("rows")
-                self.retired_rows += rows if isinstance(rows, int) and rows >= 0 else 0
+            if since is not None and isinstance(last, int | float) and last < since - CLOCK_SLACK_S:
+                continue
+            self.retired_files += 1
+            rows = entry.get("rows")
+            if isinstance(rows, int) and rows >= 0:
+                self.retired_rows += rows
+            else:
+                self.retired_uncounted += 1
 
 
 def retired(run_dir: Path) -> list[dict[str, Any]]:
-    """The retention manifest's entries (oldest first); unreadable lines are passed over."""
+    """The retention manifest's entries, oldest first: its newest MAX_RETIRED_BYTES (the entries a recent window
+    can need); unreadable lines are passed over, and anything but a regular file is not read."""
     path = Path(run_dir) / RETIRED
     try:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            return []
         with path.open("rb") as fh:
+            start = max(0, st.st_size - MAX_RETIRED_BYTES)
+            fh.seek(start)
             data = fh.read(MAX_RETIRED_BYTES)
     except OSError:
         return []
+    if start:  # began mid-line: drop the partial first line
+        data = data.partition(b"\n")[2]
     out = []
     for line in data.splitlines():
         try:
@@ -166,29 +186,14 @@ def read_requests(run_dir: str | Path, skipped: LedgerSkips | None = None) -> It
     return (r for r in read_ledger(run_dir, skipped) if isinstance(r, LedgerRecord))
 
 
-def _ts(line: bytes) -> Any:
-    try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    return obj.get("ts") if isinstance(obj, dict) else None
-
-
 def _span_of(path: Path) -> list[Any]:
-    """[rows, first ts, last ts] of a file written before this process started, read once at its deletion: the
-    lines are counted in 1 MiB blocks, only the first and the last line are parsed."""
-    rows, first, tail = 0, None, b""
+    """[rows, earliest ts, latest ts] of a file written before this process started: its rows are not counted
+    (reading a 64 MiB file at a rotation would stall the gateway's event loop); its last write time bounds the
+    arrival time of every row in it from above."""
     try:
-        with path.open("rb") as fh:
-            head = fh.readline()
-            first, rows = _ts(head), int(head.endswith(b"\n"))
-            while block := fh.read(1 << 20):
-                rows += block.count(b"\n")
-                tail = (tail + block)[-(1 << 16):]
+        return [None, None, path.stat().st_mtime]
     except OSError:
-        return [rows, first, None]
-    lines = tail.rstrip(b"\n").rsplit(b"\n", 1)
-    return [rows, first, _ts(lines[-1]) if tail else first]
+        return [None, None, None]
 
 
 class Ledger:
@@ -210,7 +215,7 @@ class Ledger:
         self._index = int(_NAME.match(files[-1].name).group(1)) + 1 if files else 0  # type: ignore[union-attr]
         self._fh: IO[bytes] | None = None
         self._size = 0
-        self._span: list[Any] = [0, None, None]  # the open file's [rows, first ts, last ts]
+        self._span: list[Any] = [0, None, None]  # the open file's [rows, earliest ts, latest ts]
         self._spans: dict[str, list[Any]] = {}  # the same for closed files written here, kept while retention may run
         self.written = 0  # request rows
         self.shadows_written = 0  # shadow rows
@@ -266,9 +271,11 @@ class Ledger:
         self._size += len(line)
         span, ts = self._span, row.get("ts")
         span[0] += 1
-        if span[1] is None:
-            span[1] = ts
-        span[2] = ts
+        if isinstance(ts, int | float):  # rows end (and are written) out of arrival order: keep the range
+            if span[1] is None or ts < span[1]:
+                span[1] = ts
+            if span[2] is None or ts > span[2]:
+                span[2] = ts
         self._dirty = True
         now = time.monotonic()
         if now - self._last_flush >= self.flush_interval_s:
@@ -286,7 +293,8 @@ class Ledger:
                 self.files_deleted += 1
                 self._record_retired(old.name, span)
                 # said in gateway.log: a report over the run dir no longer sees these rows
-                log.info("ledger retention: deleted %s, %d rows (keep_files %d)", old.name, span[0], self.keep_files)
+                log.info("ledger retention: deleted %s, %s rows (keep_files %d)", old.name,
+                         "uncounted" if span[0] is None else span[0], self.keep_files)
             except FileNotFoundError:
                 pass
             except OSError as exc:  # disk full of something else, permissions: keep writing, say why (at each rotation)
@@ -296,10 +304,15 @@ class Ledger:
     def _record_retired(self, name: str, span: list[Any]) -> None:
         entry = {"file": name, "rows": span[0], "first_ts": span[1], "last_ts": span[2], "deleted_at": time.time()}
         try:
-            with (self.run_dir / RETIRED).open("ab") as fh:
-                fh.write(orjson.dumps(entry) + b"\n")
+            with (self.run_dir / RETIRED).open("a+b") as fh:
+                size = fh.seek(0, os.SEEK_END)
+                torn = False
+                if size:  # a crash mid-write left a line without its newline: keep the next entry off it
+                    fh.seek(size - 1)
+                    torn = fh.read(1) != b"\n"
+                fh.write((b"\n" if torn else b"") + orjson.dumps(entry) + b"\n")  # "a" mode: always at the end
         except OSError as exc:  # the rows are gone either way; the log says how many
-            log.warning("ledger retention: cannot record %s (%d rows) in %s: %s", name, span[0], RETIRED, exc)
+            log.warning("ledger retention: cannot record %s (%s rows) in %s: %s", name, span[0], RETIRED, exc)
 
     def flush(self, now: float | None = None) -> None:
         """Push buffered rows to the file (the gateway calls this on a timer)."""

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, computed_field
 from switchover.bench.stats import percentile
 from switchover.config.rollout import GateName, GateThresholds, PrometheusSource
 from switchover.errors import BadInput
-from switchover.gateway.ledger import LedgerSkips, ledger_files, read_ledger_files
+from switchover.gateway.ledger import CLOCK_SLACK_S, LedgerSkips, ledger_files, read_ledger_files
 from switchover.ledger_record import (
     ARM_ERROR_OUTCOMES,
     CLIENT_OUTCOMES,
@@ -294,8 +294,6 @@ def stream_ledger_rows(path: Path, since: float | None = None, skipped: LedgerSk
     return (r for r in read_ledger_files(files, skipped) if since is None or r.ts >= since)
 
 
-CLOCK_SLACK_S = 300.0
-"""How far back the wall clock may have stepped between a row's arrival time and its write (NTP)."""
 
 
 def files_that_may_hold(files: Sequence[Path], since: float) -> list[Path]:

@@ -93,9 +93,18 @@ def host_port(value: str) -> tuple[str, int]:
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+def _key_shaped(value: str) -> bool:
+    """A token pasted where a variable name goes: a Hugging Face token (hf_ + 30 or more letters and digits) is a
+    valid name by syntax, and so is any long run of mixed-case letters and digits, which no one names a variable."""
+    if value.startswith("hf_") and len(value) >= 30:
+        return True
+    return len(value) >= 32 and any(c.islower() for c in value) and any(c.isupper() for c in value) \
+        and any(c.isdigit() for c in value)
+
+
 def env_var_name(value: str) -> str:
     """An environment variable name (the key stays in the environment); ValueError, never echoing a pasted key."""
-    if _ENV.fullmatch(value) and len(value) <= 128:
+    if _ENV.fullmatch(value) and len(value) <= 128 and not _key_shaped(value):
         return value
     looks_like_key = len(value) >= 16 or value.startswith(("sk-", "hf_", "Bearer"))
     shown = "a value that looks like a key itself" if looks_like_key else repr(value)

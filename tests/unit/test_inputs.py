@@ -61,3 +61,25 @@ def test_version_numbers_accepted(value: str) -> None:
 def test_version_number_refusals_show_the_value(value: str) -> None:
     with pytest.raises(ValueError, match="is not a version number"):
         inputs.version_number(value)
+
+
+@pytest.mark.parametrize("token", ["hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567", "a1B2" * 10])
+def test_a_pasted_token_that_is_a_valid_name_by_syntax_is_refused_unechoed(token: str) -> None:
+    with pytest.raises(ValueError) as exc:
+        inputs.env_var_name(token)
+    assert token not in str(exc.value) and "looks like a key" in str(exc.value)
+
+
+@pytest.mark.parametrize("name", ["OPENAI_API_KEY", "HF_TOKEN", "hf_token", "MY_LONG_PROVIDER_API_KEY_FOR_TESTS_2"])
+def test_ordinary_variable_names_stay_accepted(name: str) -> None:
+    assert inputs.env_var_name(name) == name
+
+
+def test_the_engine_client_refuses_a_pasted_token_without_echoing_it() -> None:
+    from switchover.errors import BadInput
+    from switchover.wire import EngineClient
+
+    token = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"
+    with pytest.raises(BadInput) as exc:
+        EngineClient("http://127.0.0.1:1", api_key_env=token)
+    assert token not in exc.value.message

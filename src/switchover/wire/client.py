@@ -27,6 +27,7 @@ import orjson
 
 from switchover.errors import BadInput
 from switchover.inputs import base_url as checked_url
+from switchover.inputs import env_var_name
 from switchover.wire.error_body import parse_error_body
 from switchover.wire.fold import (
     MAX_BODY,
@@ -110,6 +111,10 @@ class EngineClient:
         self._session: aiohttp.ClientSession | None = None
         self._headers = {"Content-Type": "application/json"}
         if api_key_env:
+            try:  # a key pasted here instead of a variable name must not reach the message below
+                env_var_name(api_key_env)
+            except ValueError as exc:
+                raise BadInput(f"api_key_env {exc}") from None
             key = os.environ.get(api_key_env)
             if key is None:
                 raise BadInput(f"environment variable {api_key_env} (api_key_env) is not set")

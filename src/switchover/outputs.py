@@ -78,13 +78,30 @@ class Output:
     mode: Literal["validation", "serialization"] = "serialization"  # validation: a file switchover reads
 
     def schema(self) -> dict[str, Any]:
-        """The JSON Schema of the document."""
+        """The JSON Schema of the document. A printed document (serialization) always holds every field, defaults
+        included, and nothing else: the schema says so (every property required, no other key), so a reader can
+        rely on each key and a renamed or dropped field fails validation."""
         schema = TypeAdapter(self.shape).json_schema(mode=self.mode)
         if self.adds is not None:
             added = self.adds.model_json_schema(mode=self.mode)
             schema["properties"].update(added["properties"])
             schema["required"] = [*schema.get("required", []), *added.get("required", [])]
+        if self.mode == "serialization":
+            _closed(schema)
         return schema
+
+
+def _closed(node: Any) -> None:
+    """Every object with declared properties: all of them required, no other key (in place, through $defs)."""
+    if isinstance(node, dict):
+        if isinstance(node.get("properties"), dict) and "additionalProperties" not in node:
+            node["required"] = list(node["properties"])
+            node["additionalProperties"] = False
+        for value in node.values():
+            _closed(value)
+    elif isinstance(node, list):
+        for value in node:
+            _closed(value)
 
 
 _ACTION = Output("what the rollout action did: the action, the state after it, the gate report, the message",
@@ -158,14 +175,16 @@ NOT_MODELS: dict[str, str] = {
 
 
 def get(name: str) -> Output:
-    """The output called `name`; BadInput naming it and listing the valid names otherwise."""
-    if name not in OUTPUTS:
+    """The output called `name` (the command's words, joined by '-' or by spaces); BadInput naming it and listing the
+    valid names otherwise."""
+    key = "-".join(name.split()) or name
+    if key not in OUTPUTS:
         hint = "valid names: " + ", ".join(OUTPUTS)
-        if name in NOT_MODELS:
-            raise BadInput(f"no schema named {name!r}: `{name.replace('-', ' ')} --json` prints a plain mapping "
-                           f"({NOT_MODELS[name]}), not a model", hint=hint)
-        raise BadInput(f"no schema named {name[:60]!r}", hint=hint)
-    return OUTPUTS[name]
+        if key in NOT_MODELS:
+            raise BadInput(f"no schema named {key!r}: `{key.replace('-', ' ')} --json` prints a plain mapping "
+                           f"({NOT_MODELS[key]}), not a model", hint=hint)
+        raise BadInput(f"no schema named {name[:60]!r}", hint=hint)  # as typed: the error line masks secrets in it
+    return OUTPUTS[key]
 
 
 def schema(name: str) -> dict[str, Any]:

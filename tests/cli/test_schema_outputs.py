@@ -45,7 +45,7 @@ def test_schema_list_names_every_output_with_its_meaning() -> None:
     assert [line.split()[0] for line in out.splitlines()] == list(outputs.OUTPUTS)
 
 
-@pytest.mark.parametrize("name", ["nope", "plan capacity", "gateway-state"])
+@pytest.mark.parametrize("name", ["nope", "plan capacities", "gateway-state"])
 def test_an_unknown_name_is_one_error_line_and_exit_2(name: str) -> None:
     code, out, err, _ = run_cli(["schema", name])
     assert code == 2 and out == ""
@@ -99,3 +99,12 @@ def test_what_a_command_prints_validates_against_its_schema(ws: W.Workspace, nam
     code, out, err, _ = run_cli([*line, "--json"])
     assert code in (0, 1, 3) and out, (code, err[-400:])
     Draft202012Validator(outputs.schema(name)).validate(json.loads(out))
+
+
+def test_list_and_json_combinations_that_mean_nothing_are_refused() -> None:
+    code, _, err, _ = run_cli(["schema", "probe", "--list"])
+    assert code == 2 and "--list takes no NAME" in err
+    code, _, err, _ = run_cli(["schema", "--json"])
+    assert code == 2 and "--json goes with --list" in err
+    code, out, _, _ = run_cli(["schema", "plan capacity"])  # typed as the command is
+    assert code == 0 and '"title": "CapacityResult"' in out

@@ -45,10 +45,23 @@ def test_extra_keys_are_added_to_the_model_schema() -> None:
 
 def test_an_unknown_name_is_bad_input_listing_the_valid_names() -> None:
     with pytest.raises(BadInput) as info:
-        outputs.get("plan capacity")
+        outputs.get("plan capacities")
     assert info.value.exit_code == ExitCode.BAD_INPUT
-    assert "'plan capacity'" in info.value.message
+    assert "'plan capacities'" in info.value.message
     assert info.value.hint is not None and "plan-capacity" in info.value.hint and "probe" in info.value.hint
+
+
+def test_a_name_may_be_typed_as_the_command_is() -> None:
+    assert outputs.get("plan capacity") is outputs.get("plan-capacity")
+
+
+def test_a_printed_document_holds_every_field_and_nothing_else() -> None:
+    schema = outputs.schema("probe")
+    assert schema["additionalProperties"] is False and set(schema["required"]) == set(schema["properties"])
+    nested = [d for d in schema.get("$defs", {}).values() if "properties" in d]
+    assert nested and all(d["additionalProperties"] is False for d in nested)
+    migration = outputs.schema("migration")  # a file switchover reads: fields with defaults stay optional
+    assert set(migration.get("required", [])) < set(migration["properties"])
 
 
 @pytest.mark.parametrize("name", list(outputs.NOT_MODELS))

@@ -9,6 +9,7 @@ import typer
 from switchover.cli import params
 from switchover.cli.common import console, print_json
 from switchover.config import load_migration
+from switchover.errors import BadInput
 
 
 def register(app: typer.Typer) -> None:
@@ -42,6 +43,10 @@ def register(app: typer.Typer) -> None:
         """
         from switchover import outputs
 
+        if list_names and name != "migration":
+            raise BadInput(f"--list takes no NAME (got {name[:60]!r})", hint="switchover schema --list")
+        if json_out and not list_names:
+            raise BadInput("--json goes with --list (a schema is printed as JSON anyway)")
         if list_names:
             if json_out:
                 print_json([{"name": n, "what": o.what} for n, o in outputs.OUTPUTS.items()])

@@ -48,12 +48,6 @@ from switchover.testbed.processes import BedState
 from switchover.verify.report import EquivalenceReport
 
 
-class TranslateAdds(BaseModel):
-    """The key `plan translate --json` adds to the translation."""
-
-    command: str = Field(description="The rendered launch command line (env + argv).")
-
-
 class ChooseAdds(BaseModel):
     """The key `plan choose --json` adds to the ranking."""
 
@@ -117,8 +111,7 @@ OUTPUTS: dict[str, Output] = {
     "plan-parallel": Output("the candidate TP/PP layouts, each with its verdict", list[Layout]),
     "plan-canary": Output("old and new copies on one GPU: each copy's pool, the flags that make both start, "
                           "capacity by canary %", CanaryPlan),
-    "plan-translate": Output("the launch command for the target engine and everything lost on the way", Translation,
-                             TranslateAdds),
+    "plan-translate": Output("the launch command for the target engine and everything lost on the way", Translation),
     "plan-choose": Output("the engines ranked for the model, GPUs and requirements, each fact cited", ChooseResult,
                           ChooseAdds),
     "plan-grace": Output("the drain grace a request needs, and the deploy settings that are shorter", GraceReport),

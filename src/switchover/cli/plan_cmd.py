@@ -324,7 +324,7 @@ def translate_cmd(
     total = _gpu(gpu, gpu_mem_gib)[0] if card is not None and (gpu or gpu_mem_gib) else None
     result = translate(source, launch, target, card=card, gpu_total_gib=total)
     if json_out:
-        print_json(result.model_dump() | {"command": result.command})
+        print_json(result)
         return
     console.print(f"[bold]{escape(result.command)}[/]", highlight=False)
     if result.yaml_config:

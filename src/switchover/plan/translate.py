@@ -8,7 +8,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from switchover.engines import EngineProfile, FlagSpec, load_profile
 from switchover.model.card import ModelCard
@@ -48,6 +48,7 @@ class Translation(BaseModel):
     yaml_config: dict[str, Any] | None = Field(default=None, description="TensorRT-LLM extra options YAML")
     lost: list[LostItem] = Field(default_factory=list)
 
+    @computed_field(description="The rendered launch command line (env + argv, shell-quoted)")  # type: ignore[prop-decorator]
     @property
     def command(self) -> str:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())

@@ -48,12 +48,6 @@ from switchover.testbed.processes import BedState
 from switchover.verify.report import EquivalenceReport
 
 
-class ChooseAdds(BaseModel):
-    """The key `plan choose --json` adds to the ranking."""
-
-    verdicts: dict[str, str] = Field(description="Engine -> its verdict in one line.")
-
-
 class AlertsAdds(BaseModel):
     """The keys `alerts translate --json` adds to the report."""
 
@@ -112,8 +106,7 @@ OUTPUTS: dict[str, Output] = {
     "plan-canary": Output("old and new copies on one GPU: each copy's pool, the flags that make both start, "
                           "capacity by canary %", CanaryPlan),
     "plan-translate": Output("the launch command for the target engine and everything lost on the way", Translation),
-    "plan-choose": Output("the engines ranked for the model, GPUs and requirements, each fact cited", ChooseResult,
-                          ChooseAdds),
+    "plan-choose": Output("the engines ranked for the model, GPUs and requirements, each fact cited", ChooseResult),
     "plan-grace": Output("the drain grace a request needs, and the deploy settings that are shorter", GraceReport),
     "hw-fingerprint": Output("this host's GPUs, driver, CUDA, PCIe and NVLink", HostFingerprint),
     "hw-gpus": Output("the GPU catalog that --gpu NAME accepts", list[GpuSpec]),

@@ -131,7 +131,7 @@ def choose_cmd(
     card, qc = resolve_model(model)
     result = choose(card, qc, hw, req, evidence)
     if json_out:
-        print_json(result.model_dump() | {"verdicts": {c.engine: c.verdict() for c in result.engines}})
+        print_json(result)
     else:
         _render(result)
     if all(c.blockers for c in result.engines):

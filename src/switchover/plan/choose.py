@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from switchover.engines import EngineProfile, load_profile
 from switchover.engines.compat import sm_of
@@ -160,6 +160,11 @@ class ChooseResult(BaseModel):
     requirements: Requirements
     engines: list[EngineChoice]
     notes: list[str] = Field(default_factory=list)
+
+    @computed_field(description="Engine -> its verdict in one line, in rank order")  # type: ignore[prop-decorator]
+    @property
+    def verdicts(self) -> dict[str, str]:
+        return {c.engine: c.verdict() for c in self.engines}
 
 
 def _capacity_fact(card: ModelCard, profile: EngineProfile, hw: Hardware, req: Requirements

@@ -122,7 +122,7 @@ def test_lookup_table(engine: str, fmt: str, device: Any, sm: int | None, loads:
 
 def test_an_unknown_compute_capability_leaves_ranged_facts_unknown() -> None:
     assert lookup("vllm", "fp8", "cuda", None).loads is None
-    assert lookup("sglang", "bitsandbytes", "cuda", None).loads is True  # a rule without a range still answers
+    assert lookup("vllm", "bitsandbytes", "cuda", None).loads is False  # a rule without a range still answers
 
 
 @pytest.mark.parametrize(("qc", "fmt"), [

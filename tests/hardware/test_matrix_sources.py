@@ -27,14 +27,24 @@ from switchover.engines.formats import load_matrix, lookup
     ("sglang", "mxfp4", 90, True, "Triton"),  # model_overrides/gpt_oss.py
     ("sglang", "mxfp4", 100, True, "FlashInfer"),
     ("sglang", "mxfp4", 120, True, "CUTLASS"),
+    ("sglang", "bitsandbytes", 70, False, None),  # maybe_downgrade_dtype_for_legacy_gpu, before the quant config's 70
+    ("sglang", "bitsandbytes", 75, True, "bitsandbytes"),
+    ("sglang", "gguf", 70, False, None),  # the same sm75 check, before GGUFConfig.get_min_capability's 60
+    ("sglang", "gguf", 75, True, "GGUF"),
     ("tgi", "fp8", 89, True, "Marlin"),  # layers/fp8.py get_fp8_linear: Marlin on every major 8
     ("tgi", "fp8", 90, True, "W8A8"),
     ("tgi", "bf16", 80, True, "16-bit"),  # Dockerfile TORCH_CUDA_ARCH_LIST starts at 8.0
+    ("tgi", "awq", 75, False, None),  # marlin/gptq.py can_use_gptq_marlin: has_sm_8_0; AWQ GEMM built for 8.0+
+    ("tgi", "awq", 80, True, "Marlin"),
+    ("tgi", "gptq", 75, False, None),  # has_sm_8_0, gptq/__init__.py CAN_EXLLAMA = major >= 8
+    ("tgi", "gptq", 80, True, "Marlin"),
     ("trtllm", "fp8", 86, False, None),  # linear.py: every FP8 method is W8A8
     ("trtllm", "nvfp4", 90, False, None),  # linear.py NVFP4LinearMethod is W4A4; FP4 GEMM tiles for SM100/SM120
     ("trtllm", "mxfp4", 90, True, "W4A16"),  # model_config.py get_mxfp4_quant_algo / resolve_moe_backend
     ("trtllm", "mxfp4", 100, True, "MXFP8"),
     ("trtllm", "bf16", 75, None, None),  # not in the support matrix: unknown, not a guess
+    ("trtllm", "awq", 90, False, None),  # llm_utils.py _update_from_hf_quant_config: no awq branch, raises
+    ("trtllm", "gptq", 90, False, None),  # the same; linear.py get_quant_method has no GPTQ method either
     ("llamacpp", "gguf", 61, True, "dp4a"),  # ggml-cuda mmq.cu: Turing MMA from sm75, __dp4a before
     ("llamacpp", "gguf", 75, True, "tensor cores"),
     ("vllm", "gptq", 70, False, None),  # AutoGPTQLinearMethod.__init__: verify_marlin_supported needs sm75

@@ -13,6 +13,7 @@ statistic of the 2Ã—k table (rare categories merged so every expected count is â
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,11 @@ CATEGORICAL = ("finish_reason", "stop_hit", "error_code")
 RARE = "(rare)"
 
 
+MAX_SAMPLES = 100_000
+"""Observations kept per metric and arm; beyond it a uniform reservoir (a KS test at this n resolves differences
+far below the A/A noise margin, and memory stays flat however long the ledger)."""
+
+
 @dataclass
 class ArmSamples:
     """Per-request observations of one arm (or of the shadow): `samples[metric]` for every metric named in
@@ -39,9 +45,31 @@ class ArmSamples:
     "500", "timeout", ... per request)."""
 
     samples: dict[str, list[Any]] = field(default_factory=lambda: {m: [] for m in CONTINUOUS + CATEGORICAL})
+    cap: int = MAX_SAMPLES
+    seen: Counter[str] = field(default_factory=Counter)  # observations offered per metric (kept: at most `cap`)
+    _rng: random.Random = field(default_factory=lambda: random.Random(0), repr=False)
 
     def __getitem__(self, metric: str) -> list[Any]:
         return self.samples[metric]
+
+    def put(self, metric: str, value: Any) -> None:
+        """Keep `value`: every one up to `cap`, then a uniform reservoir of `cap` (memory flat over any ledger)."""
+        self.seen[metric] += 1
+        kept = self.samples[metric]
+        if len(kept) < self.cap:
+            kept.append(value)
+            return
+        j = self._rng.randrange(self.seen[metric])
+        if j < self.cap:
+            kept[j] = value
+
+    def sampled_note(self, arm: str) -> str | None:
+        """Which metrics hold a uniform sample rather than every observation, or None."""
+        over = {m: n for m, n in self.seen.items() if n > self.cap}
+        if not over:
+            return None
+        said = ", ".join(f"{m} {self.cap:,} of {n:,}" for m, n in sorted(over.items()))
+        return f"{arm}: a uniform random sample was compared, not every request ({said})"
 
     def add(
         self,
@@ -53,15 +81,15 @@ class ArmSamples:
         tpot_ms: float | None,
         finish_reason: str | None,
     ) -> None:
-        self["error_code"].append(status)
+        self.put("error_code", status)
         if not ok:
             return
         for metric, value in (("output_tokens", completion_tokens), ("ttft_ms", ttft_ms), ("tpot_ms", tpot_ms)):
             if value is not None:
-                self[metric].append(float(value))
+                self.put(metric, float(value))
         if finish_reason is not None:
-            self["finish_reason"].append(finish_reason)
-            self["stop_hit"].append("yes" if finish_reason == "stop" else "no")
+            self.put("finish_reason", finish_reason)
+            self.put("stop_hit", "yes" if finish_reason == "stop" else "no")
 
 
 class TestResult(BaseModel):
@@ -288,8 +316,10 @@ def compare_samples(
         )
         for k, m in enumerate(metrics)
     ]
+    notes = [n for n in (old.sampled_note("old"), new.sampled_note("new")) if n]
     return ComparisonReport(
-        mode=mode, alpha=alpha, noise_margin=noise_margin, splits=splits, min_samples=min_samples, metrics=out
+        mode=mode, alpha=alpha, noise_margin=noise_margin, splits=splits, min_samples=min_samples, metrics=out,
+        notes=notes,
     )
 
 
@@ -330,16 +360,22 @@ def samples_from_ledger(
     cut-offs, gateway errors) are left out of both."""
     old, new = ArmSamples(), ArmSamples()
     if mode == "shadow":
-        rows = [r for r in records if r.shadow is not None]  # only rows with a mirror's result can pair
-        mirrored = {r.request_id for r in rows if isinstance(r, ShadowRecord)}
-        for r in rows:
-            # a shadow row, or (legacy) a request row with the result embedded and no shadow row of its own
-            legacy = isinstance(r, LedgerRecord) and r.request_id not in mirrored
-            s = r.shadow if isinstance(r, ShadowRecord) or legacy else None
-            if s is None:
+        # one pass, holding no row: a shadow row pairs its request with its mirror; so does a legacy request row
+        # (older gateways embedded the mirror's result). A request with both (a ledger that spans an upgrade) is
+        # paired once: only the request ids are kept for that check, not the rows.
+        mirrored: set[str] = set()
+        embedded: set[str] = set()
+        for r in records:
+            if isinstance(r, ShadowRecord):
+                first = r.request_id not in embedded
+                mirrored.add(r.request_id)
+            else:
+                first = r.request_id not in mirrored
+            s = r.shadow
+            if s is None or not first or s.dropped or r.routed != "old" or r.outcome in NOT_AN_ARM_OUTCOMES:
                 continue
-            if s.dropped or r.routed != "old" or r.outcome in NOT_AN_ARM_OUTCOMES:
-                continue
+            if isinstance(r, LedgerRecord):
+                embedded.add(r.request_id)
             _add_pair(old, new, r, s)
         return old, new
     for r in records:  # one pass: a stream will do

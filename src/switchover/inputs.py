@@ -93,13 +93,26 @@ def host_port(value: str) -> tuple[str, int]:
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+_TOKEN_PREFIXES = ("hf_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "AKIA", "ASIA", "xox")
+_HEX = re.compile(r"[0-9A-Fa-f]{24,}")
+
+
 def _key_shaped(value: str) -> bool:
-    """A token pasted where a variable name goes: a Hugging Face token (hf_ + 30 or more letters and digits) is a
-    valid name by syntax, and so is any long run of mixed-case letters and digits, which no one names a variable."""
-    if value.startswith("hf_") and len(value) >= 30:
+    """A token pasted where a variable name goes, though valid as a name by syntax: a known token prefix (Hugging
+    Face, GitHub, AWS, Slack) with 16 or more characters after it, a long hex string, a long run of mixed-case
+    letters and digits, or 24 or more characters without an underscore: names no one gives a variable."""
+    if value.startswith(_TOKEN_PREFIXES) and len(value) >= 20:
+        return True
+    if _HEX.fullmatch(value) or (len(value) >= 24 and "_" not in value):
         return True
     return len(value) >= 32 and any(c.islower() for c in value) and any(c.isupper() for c in value) \
         and any(c.isdigit() for c in value)
+
+
+def shown_env_name(name: str) -> str:
+    """An environment variable's name as an error message may show it: a conventional NAME_LIKE_THIS, else not
+    shown (a key pasted as a name must never be printed back)."""
+    return name if re.fullmatch(r"[A-Z][A-Z0-9_]{0,63}", name) and not _key_shaped(name) else "(name not shown)"
 
 
 def env_var_name(value: str) -> str:

@@ -63,7 +63,9 @@ def test_version_number_refusals_show_the_value(value: str) -> None:
         inputs.version_number(value)
 
 
-@pytest.mark.parametrize("token", ["hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567", "a1B2" * 10])
+@pytest.mark.parametrize("token", ["hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567", "a1B2" * 10,
+                                   "d41d8cd98f00b204e9800998ecf8427e", "AKIAIOSFODNN7EXAMPLE", "ghp_" + "a" * 36,
+                                   "xoxb" + "1" * 40])
 def test_a_pasted_token_that_is_a_valid_name_by_syntax_is_refused_unechoed(token: str) -> None:
     with pytest.raises(ValueError) as exc:
         inputs.env_var_name(token)
@@ -83,3 +85,9 @@ def test_the_engine_client_refuses_a_pasted_token_without_echoing_it() -> None:
     with pytest.raises(BadInput) as exc:
         EngineClient("http://127.0.0.1:1", api_key_env=token)
     assert token not in exc.value.message
+
+
+def test_a_variable_name_is_shown_in_messages_only_when_it_looks_like_one() -> None:
+    assert inputs.shown_env_name("OPENAI_API_KEY") == "OPENAI_API_KEY"
+    for odd in ("hf_token", "d41d8cd98f00b204e9800998ecf8427e", "AKIAIOSFODNN7EXAMPLE"):
+        assert inputs.shown_env_name(odd) == "(name not shown)"

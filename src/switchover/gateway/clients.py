@@ -21,6 +21,7 @@ from pathlib import Path
 
 from switchover.config.gateway import ClientsConfig
 from switchover.errors import BadInput
+from switchover.inputs import shown_env_name
 
 _LINE = re.compile(r"^(?P<name>[A-Za-z0-9._:@\-]{1,64})\s+sha256:(?P<hex>[0-9a-fA-F]{64})$")
 
@@ -87,7 +88,8 @@ class ClientPolicy:
         for name in cfg.keys_env:
             value = os.environ.get(name)
             if not value:
-                raise BadInput(f"gateway.clients.keys_env: environment variable {name} is not set or empty")
+                raise BadInput(f"gateway.clients.keys_env: environment variable {shown_env_name(name)} is not set or "
+                               "empty")
             self._digests[digest(value)] = name
         if cfg.key_file:
             path = Path(cfg.key_file).expanduser()

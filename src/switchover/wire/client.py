@@ -27,7 +27,7 @@ import orjson
 
 from switchover.errors import BadInput
 from switchover.inputs import base_url as checked_url
-from switchover.inputs import env_var_name
+from switchover.inputs import env_var_name, shown_env_name
 from switchover.wire.error_body import parse_error_body
 from switchover.wire.fold import (
     MAX_BODY,
@@ -117,7 +117,7 @@ class EngineClient:
                 raise BadInput(f"api_key_env {exc}") from None
             key = os.environ.get(api_key_env)
             if key is None:
-                raise BadInput(f"environment variable {api_key_env} (api_key_env) is not set")
+                raise BadInput(f"environment variable {shown_env_name(api_key_env)} (api_key_env) is not set")
             self._headers["Authorization"] = f"Bearer {key}"
         # generation requests go over raw_http for plain http:// (less client CPU per chunk); https:// and the
         # other endpoints over aiohttp

@@ -102,7 +102,9 @@ def test_files_from_before_a_restart_are_deleted_without_reading_them(tmp_path) 
     assert old and all(e["rows"] is None and e["last_ts"] == before[e["file"]] for e in old)
     skipped = LedgerSkips()
     skipped.count_retired(tmp_path)
-    assert skipped.retired_uncounted == len(old) and "written before a restart, not counted" in (skipped.note() or "")
+    note = skipped.note() or ""
+    assert skipped.retired_uncounted == len(old) and "written before a gateway restart (not counted)" in note
+    assert ("up to" in note) == (skipped.retired_files > len(old))  # no bound is claimed for rows not counted
 
 
 def test_a_torn_manifest_line_does_not_swallow_the_next_entry(tmp_path) -> None:
@@ -136,3 +138,12 @@ def test_gate_and_compare_readers_count_the_deleted_rows_of_their_window(tmp_pat
     assert whole.retired_rows == 60 - kept and "deleted by ledger retention" in (whole.note() or "")
     recent = LedgerSkips()
     assert list(stream_ledger_rows(tmp_path, 59_000.0, recent)) and recent.retired_rows == 0  # nothing of it deleted
+
+
+def test_a_tail_read_that_starts_on_a_line_boundary_keeps_that_line(tmp_path, monkeypatch) -> None:
+    import switchover.gateway.ledger as ledger_mod
+
+    line = '{"file": "ledger-00000.jsonl", "rows": 1, "last_ts": 1}\n'
+    (tmp_path / RETIRED).write_text(line * 4)
+    monkeypatch.setattr(ledger_mod, "MAX_RETIRED_BYTES", 2 * len(line))
+    assert len(retired(tmp_path)) == 2

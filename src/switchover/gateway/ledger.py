@@ -72,10 +72,13 @@ class LedgerSkips:
             said.append(f"{self.bad_lines} ledger {were} skipped ({'; '.join(self.examples)})")
         if self.retired_files:
             files = "file" if self.retired_files == 1 else "files"
-            more = (f", and the rows of {self.retired_uncounted} written before a restart, not counted"
-                    if self.retired_uncounted else "")
-            said.append(f"up to {self.retired_rows} ledger rows{more} were deleted by ledger retention "
-                        f"({self.retired_files} {files}, gateway.ledger_keep_files) and are missing here")
+            counted = self.retired_files - self.retired_uncounted
+            parts = [f"up to {self.retired_rows} ledger rows"] if counted else []
+            if self.retired_uncounted:
+                parts.append(f"the rows of {self.retired_uncounted} file(s) written before a gateway restart "
+                             "(not counted)")
+            said.append(f"{' and '.join(parts)} were deleted by ledger retention ({self.retired_files} {files}, "
+                        "gateway.ledger_keep_files) and are missing here")
         return "; ".join(said) or None
 
     def count_retired(self, run_dir: Path, since: float | None = None) -> None:
@@ -102,12 +105,12 @@ def retired(run_dir: Path) -> list[dict[str, Any]]:
         if not stat.S_ISREG(st.st_mode):
             return []
         with path.open("rb") as fh:
-            start = max(0, st.st_size - MAX_RETIRED_BYTES)
+            start = max(0, st.st_size - MAX_RETIRED_BYTES - 1)  # one byte before: is the first line whole?
             fh.seek(start)
-            data = fh.read(MAX_RETIRED_BYTES)
+            data = fh.read(MAX_RETIRED_BYTES + 1)
     except OSError:
         return []
-    if start:  # began mid-line: drop the partial first line
+    if start:  # drop through the first newline: a partial line, or the byte before a whole one
         data = data.partition(b"\n")[2]
     out = []
     for line in data.splitlines():

@@ -26,3 +26,15 @@ async def test_events_under_the_bound_pass_whole(tmp_path) -> None:
         assert status == 200 and body.endswith(b"data: [DONE]\n\n")
         [row] = s.rows()
         assert row.outcome == "ok"
+
+
+async def test_a_first_event_that_never_ends_is_a_failure_before_the_first_byte(tmp_path, monkeypatch) -> None:
+    from switchover.gateway import upstream
+
+    monkeypatch.setattr(upstream, "MAX_EVENT_BYTES", 24)  # the first event (~200 bytes) is held before relaying
+    async with stack(tmp_path, weight=100) as s:
+        status, body, _ = await s.post(chat(stream=True, max_tokens=2), headers={"X-Fault": "trickle:1"})
+        [row] = s.rows()
+        assert row.fallback_reason == "too_large"  # new was abandoned before the client saw a byte of it
+        # the fault header trickles old's answer too, so old fails the same way: the client gets a 502, not a stream
+        assert (status, row.outcome) == (502, "error") and b"data: " not in body and "too_large" in (row.error or "")

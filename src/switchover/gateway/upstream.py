@@ -62,6 +62,25 @@ class Opened:
         self.resp.close()
 
 
+async def _first_events(resp: H1Response, obs: Observer) -> tuple[bytes, list[SSEEvent]]:
+    """Read a stream until its first whole event (what is relayed once the upstream has proven itself): the bytes
+    read and the events parsed. The first event is held whole, so it is bounded like every later one."""
+    head = bytearray()
+    events: list[SSEEvent] = []
+    while not events:
+        chunk = await resp.content.readany()
+        if not chunk:
+            events = obs.finish(time.perf_counter_ns())
+            if not events:
+                raise Failed("disconnected", resp.status, "stream ended before its first event")
+            break
+        head += chunk
+        if len(head) > MAX_EVENT_BYTES:
+            raise Failed("too_large", resp.status, f"first event over {MAX_EVENT_BYTES} bytes")
+        events = obs.feed(chunk, time.perf_counter_ns())
+    return bytes(head), events
+
+
 async def open_upstream(pool: H1Pool, origin: Origin, target: str, *, method: str,
                         headers: list[tuple[str, str]], body: bytes | None, first_timeout_s: float,
                         connect_timeout_s: float, idle_timeout_s: float,
@@ -82,18 +101,8 @@ async def open_upstream(pool: H1Pool, origin: Origin, target: str, *, method: st
                 raw = await read_bounded(resp, MAX_BODY)
                 obs.body(raw, time.perf_counter_ns())
                 return Opened(resp, False, idle_timeout_s, raw, [], obs)
-            head = bytearray()
-            events: list[SSEEvent] = []
-            while not events:
-                chunk = await resp.content.readany()
-                if not chunk:
-                    events = obs.finish(time.perf_counter_ns())
-                    if not events:
-                        raise Failed("disconnected", resp.status, "stream ended before its first event")
-                    break
-                head += chunk
-                events = obs.feed(chunk, time.perf_counter_ns())
-            return Opened(resp, True, idle_timeout_s, bytes(head), events, obs)
+            head, events = await _first_events(resp, obs)
+            return Opened(resp, True, idle_timeout_s, head, events, obs)
     except Failed:
         if resp is not None:
             resp.close()

@@ -169,11 +169,21 @@ async def _raw(port: int, data: bytes) -> bytes:
     return answer
 
 
-@pytest.mark.parametrize("length", [b"x", b"-5", b"99999999999"])
+@pytest.mark.parametrize("length", [b"x", b"-5", b"99999999999", b"\xb2", b"9" * 40])
 async def test_zero_work_server_refuses_a_bad_or_huge_content_length(length: bytes) -> None:
     async with ZeroWorkServer() as srv:
         answer = await _raw(srv.port, b"POST /v1/completions HTTP/1.1\r\nContent-Length: " + length + b"\r\n\r\n")
         assert answer.startswith(b"HTTP/1.1 400") and b"bad Content-Length" in answer
+        status, _, _ = await _post(srv.url, {**CHAT, "stream": True, "max_tokens": 2})  # still serving
+    assert status == 200
+
+
+@pytest.mark.parametrize(("data", "why"), [(b"GARBAGE\r\n\r\n", b"bad request line"),
+                                         (b"POST /" + b"a" * (70 << 10), b"request head too large")])
+async def test_zero_work_server_refuses_a_malformed_or_endless_head(data: bytes, why: bytes) -> None:
+    async with ZeroWorkServer() as srv:
+        answer = await _raw(srv.port, data)
+        assert answer.startswith(b"HTTP/1.1 400") and why in answer
         status, _, _ = await _post(srv.url, {**CHAT, "stream": True, "max_tokens": 2})  # still serving
     assert status == 200
 

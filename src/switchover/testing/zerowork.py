@@ -20,6 +20,7 @@ _HEAD = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
     b"Transfer-Encoding: chunked\r\n\r\n"
 )
+MAX_HEAD = 64 << 10  # bytes of one request head (request line and headers) before its blank line
 MAX_REQUEST = 16 << 20  # bytes of one request body the server holds
 MAX_EVENTS = 1 << 20  # events of one answer (max_tokens); more is a 400, not an answer built in memory
 _MODELS = orjson.dumps({"object": "list", "data": [{"id": "zero", "object": "model"}]})
@@ -44,30 +45,40 @@ class _Conn(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
+    def _refuse(self, why: bytes) -> None:
+        """A 400 and the connection closed: a bad request is never a traceback or a growing buffer."""
+        self._plain("400 Bad Request", b'{"error":{"message":"' + why + b'"}}')
+        assert self.transport is not None
+        self.transport.close()
+        self.buf = b""
+
     def data_received(self, data: bytes) -> None:
         self.buf += data
         while True:
             head_end = self.buf.find(b"\r\n\r\n")
             if head_end < 0:
+                if len(self.buf) > MAX_HEAD:
+                    self._refuse(b"request head too large")
                 return
             head = self.buf[:head_end].decode("latin-1")
             length = 0
             for line in head.split("\r\n")[1:]:
                 name, _, value = line.partition(":")
                 if name.strip().lower() == "content-length":
-                    length = int(value) if value.strip().isdigit() else -1
+                    digits = value.strip()  # ASCII digits only: '\xb2' decodes to '²', which isdigit() accepts
+                    length = int(digits) if digits.isascii() and digits.isdigit() and len(digits) < 12 else -1
+            request_line = head.split("\r\n", 1)[0].split(" ")
+            if len(request_line) < 2:
+                self._refuse(b"bad request line")
+                return
             if not 0 <= length <= MAX_REQUEST:  # a bad or huge Content-Length: refused, not a traceback or a buffer
-                self._plain("400 Bad Request", b'{"error":{"message":"bad Content-Length"}}')
-                assert self.transport is not None
-                self.transport.close()
-                self.buf = b""
+                self._refuse(b"bad Content-Length")
                 return
             if len(self.buf) < head_end + 4 + length:
                 return
             body = self.buf[head_end + 4 : head_end + 4 + length]
             self.buf = self.buf[head_end + 4 + length :]
-            method, path = head.split(" ", 2)[:2]
-            self.respond(method, path, body)
+            self.respond(request_line[0], request_line[1], body)
 
     def _plain(self, status: str, body: bytes) -> None:
         assert self.transport is not None

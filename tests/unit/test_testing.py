@@ -228,7 +228,8 @@ def test_a_bad_number_flag_is_one_line_and_exit_2(args: tuple[str, ...]) -> None
 
 
 @pytest.mark.parametrize("body", [b"not json", b"[1]", b'{"sequence": "ok"}', b'{"weights": {"ok": -1}}',
-                                  b'{"weights": {"ok": 0}}', b'{"seed": "x"}', b'{"sequence": [1]}'])
+                                  b'{"weights": {"ok": 0}}', b'{"seed": "x"}', b'{"sequence": [1]}',
+                                  b'{"sequence": ["die-mid"]}', b'{"weights": {"hnag": 1}}'])
 async def test_a_bad_fault_script_is_a_400_and_the_old_script_stays(body: bytes) -> None:
     engine = FakeEngine("new")
     engine.script(["status:503"])

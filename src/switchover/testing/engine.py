@@ -182,7 +182,8 @@ class FakeEngine:
             if self.keep_bodies and body is not None:
                 s.bodies = [*s.bodies[-(self.keep_bodies - 1):], body] if self.keep_bodies > 1 else [body]
             mode, _, arg = self._pick(request).partition(":")
-            s.by_mode[mode] = s.by_mode.get(mode, 0) + 1
+            if not modes.bad_mode(mode, arg):  # counted by known mode only: a client's X-Fault cannot grow the dict
+                s.by_mode[mode] = s.by_mode.get(mode, 0) + 1
             resp = await self._answer(request, body, mode, arg)
             s.completed += 1
             return resp
@@ -225,6 +226,10 @@ def _bad_script(spec: dict[str, Any] | None) -> str | None:
         int(seed)
     except (TypeError, ValueError, OverflowError):
         return "seed: an integer"
+    for where, entry in [*(("sequence", m) for m in seq or []), *(("weights", m) for m in weights or {})]:
+        bad = modes.bad_mode(*entry.partition(":")[::2])
+        if bad:  # refused now, not a 400 on every later generation request
+            return f"{where}: {bad}"
     return None
 
 

@@ -102,8 +102,9 @@ def test_what_a_command_prints_validates_against_its_schema(ws: W.Workspace, nam
 
 
 def test_list_and_json_combinations_that_mean_nothing_are_refused() -> None:
-    code, _, err, _ = run_cli(["schema", "probe", "--list"])
-    assert code == 2 and "--list takes no NAME" in err
+    for name in ("probe", "migration"):  # migration too: naming the default is still a NAME
+        code, _, err, _ = run_cli(["schema", name, "--list"])
+        assert code == 2 and "--list takes no NAME" in err
     code, _, err, _ = run_cli(["schema", "--json"])
     assert code == 2 and "--json goes with --list" in err
     code, out, _, _ = run_cli(["schema", "plan capacity"])  # typed as the command is

@@ -31,8 +31,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def schema(
-        name: str = typer.Argument("migration", help="migration (switchover.yaml), or a command whose --json output "
-                                   "to describe, its words joined by '-': probe, plan-capacity, rollout-gates, ..."),
+        name: str | None = typer.Argument(
+            None, show_default="migration", help="migration (switchover.yaml), or a command whose --json output to "
+            "describe, its words joined by '-': probe, plan-capacity, rollout-gates, ..."),
         list_names: bool = typer.Option(False, "--list", help="List the names, each with what it is, and exit."),
         json_out: bool = params.json_flag("the list", "with --list"),
     ) -> None:
@@ -43,7 +44,7 @@ def register(app: typer.Typer) -> None:
         """
         from switchover import outputs
 
-        if list_names and name != "migration":
+        if list_names and name is not None:
             raise BadInput(f"--list takes no NAME (got {name[:60]!r})", hint="switchover schema --list")
         if json_out and not list_names:
             raise BadInput("--json goes with --list (a schema is printed as JSON anyway)")
@@ -54,4 +55,4 @@ def register(app: typer.Typer) -> None:
                 console.print("\n".join(f"{n:<22} {o.what}" for n, o in outputs.OUTPUTS.items()), highlight=False,
                               markup=False, soft_wrap=True)
             return
-        print_json(outputs.schema(name))
+        print_json(outputs.schema("migration" if name is None else name))

@@ -39,7 +39,7 @@ from switchover.hardware import find_gpu
 from switchover.model import card_from_config, load_model_card
 from switchover.plan.capacity import GIB, Knobs, capacity
 from switchover.plan.kv import kv_layout
-from switchover.plan.overhead import band_for, parse_version, version_matches
+from switchover.plan.overhead import default_fraction, parse_version, version_matches
 from switchover.plan.uncertainty import residual_key
 from switchover.subproc import stop
 
@@ -126,10 +126,8 @@ def consistency_note(point: dict[str, Any]) -> str | None:
     implied = logged_fraction(point)
     flag = (point.get("flags") or {}).get("memory_fraction")
     if flag is None:  # the engine's own default for the point's version (profile data), not a figure written here
-        profile = load_profile(point["engine"])
-        band, _ = band_for(profile, str(point["version"]) if point.get("version") is not None else None)
-        flag = band.default_fraction if band is not None and band.default_fraction is not None \
-            else profile.memory.default_fraction
+        version = str(point["version"]) if point.get("version") is not None else None
+        flag = default_fraction(load_profile(point["engine"]), version)
     if flag is None:
         return None
     if implied is None or abs(implied - flag) <= 0.005:

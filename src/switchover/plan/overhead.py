@@ -40,6 +40,14 @@ def band_for(profile: EngineProfile, version: str | None) -> tuple[OverheadBand 
     return None, label
 
 
+def default_fraction(profile: EngineProfile, version: str | None) -> float | None:
+    """The memory fraction the engine uses when none is given: its version band's, else the profile's."""
+    band, _ = band_for(profile, version)
+    if band is not None and band.default_fraction is not None:
+        return band.default_fraction
+    return profile.memory.default_fraction
+
+
 def sampler_bytes_per_seq_vocab(table: dict[int, float], seqs: int) -> float:
     """Log-linear interpolation between calibrated max_num_seqs values, clamped at the ends."""
     if not table:

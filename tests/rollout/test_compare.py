@@ -116,3 +116,14 @@ def test_arm_samples_hold_one_list_per_metric_the_comparison_names() -> None:
     assert list(a.samples) == [*CONTINUOUS, *CATEGORICAL]
     assert a.samples == {"output_tokens": [7.0], "ttft_ms": [], "tpot_ms": [3.5], "finish_reason": ["length"],
                          "stop_hit": ["no"], "error_code": ["200"]}
+
+
+def test_samples_are_bounded_by_a_uniform_reservoir_and_the_report_says_so() -> None:
+    old, new = ArmSamples(cap=500), ArmSamples(cap=500)
+    for i in range(5000):
+        for arm in (old, new):
+            arm.add(status="200", ok=True, completion_tokens=10, ttft_ms=float(i), tpot_ms=5.0, finish_reason="stop")
+    assert len(old["ttft_ms"]) == 500 and old.seen["ttft_ms"] == 5000
+    assert 1500 < sum(old["ttft_ms"]) / 500 < 3500  # a uniform sample of 0..4999, not the first 500 (mean 249.5)
+    report = compare_samples(old, new)
+    assert any("ttft_ms 500 of 5,000" in n for n in report.notes)

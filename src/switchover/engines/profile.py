@@ -11,10 +11,11 @@ from importlib import resources
 from typing import Any, Literal
 
 import yaml
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from switchover.engines.cited import CitedFact
-from switchover.engines.versions import version_matches
+from switchover.engines.versions import release_key, version_matches
 from switchover.errors import BadInput
 
 MetricType = Literal["counter", "gauge", "histogram", "summary"]
@@ -56,6 +57,8 @@ class MetricSpec(_Cited):
     unit: MetricUnit
     buckets: list[float] | None = None
     labels: list[str] = Field(default_factory=list)
+    versions: str | None = Field(default=None, description="release range this spelling holds for ('>=0.9.2', "
+                                 "'<0.10.2'), read in the release data; None = every release the profile covers")
 
 
 class MetricsEndpoint(_Cited):
@@ -158,6 +161,8 @@ class FlagSpec(_Cited):
     equivalent: bool = Field(default=True, description="False: same intent, different meaning (not copied)")
     canonical: dict[str, str] | None = Field(default=None, description="engine value -> shared meaning")
     total_over_slots: bool = Field(default=False, description="value is shared by all slots (llama.cpp -c)")
+    versions: str | None = Field(default=None, description="release range this spelling holds for ('<0.10.0'); "
+                                 "None = every release the profile covers")
 
     def spellings(self) -> list[str]:
         """Every CLI spelling that sets this intent."""
@@ -333,6 +338,9 @@ class EngineProfile(BaseModel):
     name: str
     display_name: str
     version_read: str
+    resolved_version: str | None = Field(default=None, description="the release this view of the profile was "
+                                         "resolved for (flags and metrics whose `versions` hold there); None = "
+                                         "the variants without a range, or the newest")
     metric_prefix: str
     metrics_endpoint: MetricsEndpoint
     metrics: dict[str, MetricSpec]
@@ -372,17 +380,63 @@ def list_profiles() -> list[str]:
     return sorted(p.name[: -len(".yaml")] for p in root.iterdir() if p.name.endswith(".yaml"))
 
 
+def _in_range(spec: str, version: str) -> bool:
+    """Whether a release (0.8.5.post1, 1.2.0rc1, b3995) lies in a range such as '>=0.8,<0.10.2' (PEP 440
+    comparisons, pre-releases included)."""
+    return SpecifierSet(spec).contains(release_key(version), prereleases=True)
+
+
+def _resolve_variants(raw: dict[str, Any], section: str, version: str | None) -> None:
+    """A `flags` or `metrics` entry may be a list of variants, each with its `versions` range: keep the one that
+    holds at `version` (the last one listed when no version is given: the newest), drop the intent when none does."""
+    table = raw.get(section)
+    if not isinstance(table, dict):
+        return
+    for intent, entry in list(table.items()):
+        if not isinstance(entry, list):
+            continue
+        if version is None:
+            table[intent] = entry[-1]
+            continue
+        held = [v for v in entry if not v.get("versions") or _in_range(str(v["versions"]), version)]
+        if held:
+            table[intent] = held[-1]
+        else:
+            del table[intent]
+
+
 @cache
-def load_profile(name: str) -> EngineProfile:
-    """The profile of engine `name`; BadInput (exit 2) for an unknown engine, naming the known ones."""
+def _profile_text(key: str) -> str:
+    return resources.files("switchover.engines").joinpath(_DATA, f"{key}.yaml").read_text(encoding="utf-8")
+
+
+def profile_key(name: str) -> str:
+    """The profile name of an engine as a user may write it (llama-server, TensorRT-LLM ...); BadInput (exit 2) for
+    an unknown engine, naming the known ones."""
     key = name.strip().lower().replace("-", "").replace("_", "").replace(".", "")
     aliases = {"llamacpp": "llamacpp", "llamaserver": "llamacpp", "tensorrtllm": "trtllm", "trtllm": "trtllm"}
     key = aliases.get(key, key)
     known = list_profiles()
     if key not in known:
         raise BadInput(f"unknown engine {name!r}", hint=f"known engines: {', '.join(known)}")
-    text = resources.files("switchover.engines").joinpath(_DATA, f"{key}.yaml").read_text(encoding="utf-8")
+    return key
+
+
+@cache
+def load_profile(name: str, version: str | None = None) -> EngineProfile:
+    """The profile of engine `name`, with the flag and metric spellings that hold at `version` (a release such as
+    0.6.3 or b3995; None: the newest variants); BadInput (exit 2) for an unknown engine or a malformed version."""
+    key = profile_key(name)
+    if version is not None:
+        try:
+            release_key(version)
+        except ValueError as exc:
+            raise BadInput(f"{name} version: {exc}") from None
+    raw = yaml.safe_load(_profile_text(key))
+    _resolve_variants(raw, "flags", version)
+    _resolve_variants(raw, "metrics", version)
+    raw["resolved_version"] = version
     try:
-        return EngineProfile.model_validate(yaml.safe_load(text))
-    except ValidationError as exc:  # a packaging bug, but say which file
+        return EngineProfile.model_validate(raw)
+    except (ValidationError, InvalidSpecifier) as exc:  # a packaging bug, but say which file
         raise BadInput(f"engine profile {key}.yaml is invalid: {exc}") from None

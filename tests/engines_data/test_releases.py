@@ -1,0 +1,120 @@
+"""engines.releases and engines.extract: spans from per-release facts, and lookups at any version (exact, between two
+reads, outside what was read), with the parser's own spelling rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from switchover.engines.extract import Extracted, Snapshot, compact, expand
+from switchover.engines.releases import EngineReleases, FlagSpan, ParserRules, ReleaseView, resolve
+from switchover.engines.versions import release_key, split_engine_ref
+
+RULES = ParserRules(source="x.py")
+ABBREV = ParserRules(abbrev=True, underscores=True, source="server_args.py")
+
+
+def _flag(**extra: Any) -> dict[str, Any]:
+    return {"path": "x.py", "takes_value": True, "kind": "int", **extra}
+
+
+def _snap(version: str, flags: dict[str, dict[str, Any]], rules: ParserRules = RULES,
+          metrics: dict[str, dict[str, Any]] | None = None) -> Snapshot:
+    return Snapshot(version=version, ref=f"v{version}", archive="a", date=None,
+                    facts=Extracted(parser=rules, flags=flags, metrics=metrics or {}, files=["x.py"]))
+
+
+def _data(rules: ParserRules = RULES) -> EngineReleases:
+    return compact("vllm", [
+        _snap("0.4.0", {"--a": _flag(), "--swap-space": _flag()}, rules, {"vllm:gpu_cache_usage_perc": {
+            "path": "m.py", "type": "gauge"}}),
+        _snap("0.5.0", {"--a": _flag(), "--swap-space": _flag()}, rules, {"vllm:gpu_cache_usage_perc": {
+            "path": "m.py", "type": "gauge"}}),
+        _snap("0.6.0", {"--a": _flag(default="2")}, rules, {"vllm:kv_cache_usage_perc": {"path": "m.py",
+                                                                                         "type": "gauge"}}),
+        _snap("0.7.0", {"--a": _flag(default="2"), "--swap-space": _flag(), "--tp-size": _flag(),
+                        "--tp-rank": _flag()}, rules),
+    ], source_url="https://example.invalid/{ref}/{path}", generated_by="test")
+
+
+def test_compact_makes_one_span_per_run_of_identical_facts() -> None:
+    data = _data()
+    assert [(s.first, s.last, s.default) for s in data.flags["--a"]] == [("0.4.0", "0.5.0", None),
+                                                                          ("0.6.0", "0.7.0", "2")]
+    assert [(s.first, s.last) for s in data.flags["--swap-space"]] == [("0.4.0", "0.5.0"), ("0.7.0", "0.7.0")]
+
+
+def test_expand_gives_back_each_release() -> None:
+    data = _data()
+    again = compact("vllm", expand(data), source_url=data.source_url, generated_by="test")
+    assert again == data
+
+
+@pytest.mark.parametrize(("version", "coverage", "status"), [
+    ("0.4.0", "exact", "present"),
+    ("0.6.0", "exact", "absent"),
+    ("0.4.5", "between", "present"),  # 0.4.0 and 0.5.0 agree
+    ("0.5.5", "between", "unknown"),  # 0.5.0 has it, 0.6.0 does not
+    ("0.3.0", "older_than_read", "unknown"),
+    ("0.9.0", "newer_than_read", "present"),
+    (None, "newest_assumed", "present"),
+])
+def test_a_flag_at_a_version(version: str | None, coverage: str, status: str) -> None:
+    v = ReleaseView(_data(), resolve(_data(), version))
+    assert v.resolution.coverage == coverage
+    assert v.option("--swap-space").status == status
+
+
+def test_absent_says_when_it_was_last_seen_with_a_url() -> None:
+    found = ReleaseView(_data(), resolve(_data(), "0.6.0")).option("--swap-space")
+    assert found.status == "absent"
+    assert "last in 0.5.0" in found.reason and "https://example.invalid/v0.5.0/x.py" in found.reason
+
+
+def test_a_flag_unknown_to_the_newest_read_is_unknown_not_absent_for_a_newer_release() -> None:
+    assert ReleaseView(_data(), resolve(_data(), "0.9.0")).option("--brand-new").status == "unknown"
+
+
+def test_abbreviations_and_underscores_follow_the_parser_rules() -> None:
+    strict = ReleaseView(_data(), resolve(_data(), "0.7.0"))
+    assert strict.option("--swap_space").status == "absent"
+    loose = ReleaseView(_data(ABBREV), resolve(_data(ABBREV), "0.7.0"))
+    assert loose.option("--swap_space").name == "--swap-space"
+    assert loose.option("--swap").name == "--swap-space"
+    assert "abbreviation" in (loose.option("--swap").matched_as or "")
+    ambiguous = loose.option("--tp")
+    assert ambiguous.status == "absent" and "ambiguous" in ambiguous.reason
+
+
+def test_metrics_by_version() -> None:
+    old = ReleaseView(_data(), resolve(_data(), "0.5.0"))
+    new = ReleaseView(_data(), resolve(_data(), "0.6.0"))
+    assert old.metric("vllm:gpu_cache_usage_perc").status == "present"
+    assert new.metric("vllm:gpu_cache_usage_perc").status == "absent"
+    assert new.metric_names() == ["vllm:kv_cache_usage_perc"]
+
+
+def test_release_order_is_pep440_and_llamacpp_builds() -> None:
+    assert release_key("1.2.0rc1") < release_key("1.2.0") < release_key("1.2.0.post1")
+    assert release_key("b999") < release_key("b3216") < release_key("b10000")
+    with pytest.raises(ValueError, match="not a release version"):
+        release_key("latest")
+
+
+@pytest.mark.parametrize(("text", "expected"), [("vllm@0.6.3", ("vllm", "0.6.3")),
+                                                ("llamacpp==b3216", ("llamacpp", "b3216")),
+                                                ("sglang", ("sglang", None))])
+def test_engine_refs(text: str, expected: tuple[str, str | None]) -> None:
+    assert split_engine_ref(text) == expected
+
+
+def test_spans_must_name_releases_read() -> None:
+    data = _data().model_dump()
+    data["flags"]["--a"][0]["first"] = "0.4.9"
+    with pytest.raises(ValueError, match="names a release not read"):
+        EngineReleases.model_validate(data)
+
+
+def test_flag_span_defaults() -> None:
+    assert FlagSpan(first="1", last="1", path="p", takes_value=False).kind == "unknown"

@@ -12,6 +12,8 @@ from pydantic import ValidationError
 from switchover.alerts.translate import translate_rules
 from switchover.engines.profile import MetricsEndpoint, load_profile
 
+pytestmark = pytest.mark.usefixtures("synthetic_releases")  # release data: tests/alerts/conftest.py
+
 
 def _rules(tmp_path: Path) -> Path:
     p = tmp_path / "rules.yaml"

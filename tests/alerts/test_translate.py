@@ -25,6 +25,8 @@ from switchover.errors import BadInput
 from switchover.runs import RunDir
 from switchover.testing import require_tool
 
+pytestmark = pytest.mark.usefixtures("synthetic_releases")  # release data: tests/alerts/conftest.py
+
 RULES = Path(__file__).with_name("rules")
 ENGINES = ("vllm", "sglang", "tgi", "llamacpp")
 
@@ -176,7 +178,8 @@ def test_the_cli_writes_checked_rules_and_exits_1_when_some_could_not_be_transla
     assert _check(out).returncode == 0
     code, stdout, err = _cli(capsys, "translate", str(RULES / "llamacpp.yaml"), "--from", "llamacpp", "--to", "vllm")
     assert yaml.safe_load(stdout)["groups"][0]["rules"][0]["expr"].startswith("max(vllm:num_requests_waiting)")
-    assert "llamacpp → vllm" in err  # the report goes to stderr when the rules go to stdout
+    assert "llamacpp b11434 → vllm 0.33.0" in err  # the report goes to stderr when the rules go to stdout
+    assert "no vllm version given: the newest read, 0.33.0, is assumed" in err
 
 
 @pytest.mark.parametrize(
@@ -203,4 +206,5 @@ def test_bad_input_is_exit_2_naming_the_field(tmp_path, capsys, content: str, ar
 
 def test_help_has_an_example(capsys) -> None:
     code, out, _ = _cli(capsys, "translate", "--help")
-    assert code == 0 and "Example: switchover alerts translate rules.yaml --from vllm --to sglang" in out
+    words = " ".join(out.replace("│", " ").split())  # the help is wrapped to the terminal's width
+    assert code == 0 and "Example: switchover alerts translate rules.yaml --from vllm@0.6.3 --to sglang@0.5.5" in words

@@ -1,14 +1,17 @@
 """Prometheus alerting and recording rules from the old engine's metrics to the new engine's (seed 000 §6: "metric
-names and units do not line up; an unconverted dashboard goes dark, or reads as traffic gone to zero").
+names and units do not line up; an unconverted dashboard goes dark, or reads as traffic gone to zero"), across
+engines and across releases of one engine (vLLM 0.6 -> 0.11 renames series too).
 
 Two modes:
-  * rename: each engine series becomes the new engine's series of the same intent (histogram parts kept, a token
-    counter becomes the `_sum` of a token histogram where that is the equivalent); `le` bounds move to the new
-    buckets (the nearest bound, flagged); matchers on labels the new metric lacks are dropped (flagged);
+  * rename: each engine series becomes the new engine's series of the same intent at its release (histogram parts
+    kept, a token counter becomes the `_sum` of a token histogram where that is the equivalent); `le` bounds move
+    to the new buckets (the nearest bound, flagged); matchers on labels the new metric lacks are dropped (flagged);
   * adapter: the rules keep the old names, which `switchover metrics-adapter --from NEW --to OLD` serves; rules
     on series the adapter cannot produce are flagged.
-What cannot be translated stays as written, is listed, and (alerts) is annotated. Thresholds compared with a
-latency or queue distribution are listed as distribution-dependent, with the A/B-measured shift when given.
+Never silently dead: after the rewrite every engine series a rule reads must be served by the target at its release
+(release data). One that is not is an error (a warning with --keep-unknown), a selector that cannot be translated
+stays as written, and the rule is `partial` or `untranslated`, never `translated`. Thresholds compared with a latency
+or queue distribution are listed as distribution-dependent, with the A/B-measured shift when given.
 """
 
 from __future__ import annotations
@@ -16,83 +19,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, Field
-
 from switchover import yamlfile
-from switchover.alerts.mapping import SeriesRef, labels_of, series_index, target_of
+from switchover.alerts.mapping import SeriesRef, known_series, labels_of, series_index, target_of
 from switchover.alerts.promql import Matcher, PromQLError, Selector, parse, replace_spans
-from switchover.alerts.shift import BenchShifts, Shift
+from switchover.alerts.release import EngineRelease, engine_of
+from switchover.alerts.report import Finding, Kind, Mode, RuleResult, Severity, Status, TranslationReport
+from switchover.alerts.rules import dump_rules, recorded_names, rules_of
+from switchover.alerts.shift import BenchShifts
+from switchover.alerts.thresholds import ENGINE_STATE_INTENTS, LATENCY_INTENTS, thresholds
+from switchover.engines import releases
 from switchover.engines.profile import EngineProfile, MetricSpec
-from switchover.errors import BadInput
 from switchover.gateway import metrics_adapter
 
-Mode = Literal["rename", "adapter"]
-Severity = Literal["error", "warning", "info"]
-Kind = Literal["untranslatable", "not_engine_metric", "name_selector", "label", "grouping", "bucket", "unit", "adapter",
-               "syntax"]
-# intents whose thresholds were tuned to the old engine's distribution (latency, queueing) or its state counters
-LATENCY_INTENTS = frozenset({"ttft", "tpot", "itl", "e2e", "queue_time"})
-ENGINE_STATE_INTENTS = frozenset({"running", "waiting", "kv_usage", "preemptions"})
+__all__ = ["ANNOTATION", "ENGINE_STATE_INTENTS", "LATENCY_INTENTS", "TranslationReport", "dump_rules",
+           "translate_rules"]
+
 ANNOTATION = "switchover_untranslated"
-
-
-class Finding(BaseModel):
-    """Something about one rule a person should know: an error leaves the rule untranslated."""
-
-    group: str
-    rule: str
-    severity: Severity
-    kind: Kind
-    metric: str | None = None
-    detail: str
-
-
-class Threshold(BaseModel):
-    """A threshold that depends on the engine's distribution, with the measured shift when a bench run is given."""
-
-    group: str
-    rule: str
-    intent: str = Field(description="What the series measures, as the engine profiles name it: ttft, tpot, itl, "
-                                    "e2e, queue_time (latency) or running, waiting, kv_usage, preemptions (engine "
-                                    "state)")
-    metric: str = Field(description="The source engine's series the rule reads, as written")
-    comparison: str = Field(description="The comparison next to the number: >, <, >=, <=, == or !=")
-    value: float = Field(description="The number as written in the rule (0 is left out: a presence check)")
-    quantile: float | None = Field(default=None, description="The rule's histogram_quantile level (e.g. 0.99) on a "
-                                                             "histogram series; None otherwise (the shift then "
-                                                             "compares means)")
-    shift: Shift | None = Field(default=None, description="new/old factor the --bench run measured for this intent; "
-                                                          "None without --bench, for engine state, or when the run "
-                                                          "did not measure it")
-    suggested: float | None = Field(default=None, description="value × the median measured shift")
-    suggested_range: tuple[float, float] | None = None
-    note: str = ""
-
-
-class RuleResult(BaseModel):
-    group: str
-    rule: str
-    kind: Literal["alert", "record"]
-    status: Literal["translated", "unchanged", "untranslated"]
-    expr_before: str
-    expr_after: str
-
-
-class TranslationReport(BaseModel):
-    """What `alerts translate` did to every rule."""
-
-    source_engine: str
-    target_engine: str
-    mode: Mode
-    rules: list[RuleResult]
-    findings: list[Finding]
-    thresholds: list[Threshold]
-    notes: list[str] = Field(default_factory=list)
-
-    @property
-    def untranslated(self) -> list[RuleResult]:
-        return [r for r in self.rules if r.status == "untranslated"]
+# findings that leave a rule reading a series the target does not serve: warnings with --keep-unknown
+_DEAD_KINDS = frozenset({"untranslatable", "engine_specific", "dead_series"})
 
 
 def _fmt_num(x: float) -> str:
@@ -111,13 +55,14 @@ def _brace(name_present: bool, kept: list[tuple[Matcher, str]]) -> str:
 
 
 class _Rule:
-    """Translating one expression: edits, findings, and the intents it reads."""
+    """Translating one expression: edits, findings, the intents it reads, and the series it leaves behind."""
 
-    def __init__(self, group: str, rule: str, src: EngineProfile, dst: EngineProfile, mode: Mode,
-                 adapter_plan: metrics_adapter.Plan | None) -> None:
+    def __init__(self, group: str, rule: str, src: EngineRelease, dst: EngineRelease, mode: Mode,
+                 adapter_plan: metrics_adapter.Plan | None, keep_unknown: bool, recorded: set[str]) -> None:
         self.group, self.rule, self.src, self.dst, self.mode = group, rule, src, dst, mode
-        self.index = series_index(src)
-        self.dst_index = series_index(dst)
+        self.keep_unknown, self.recorded = keep_unknown, recorded
+        self.index = known_series(src.profile)
+        self.dst_index = series_index(dst.profile)
         self.adapter_served = {m.intent for m in adapter_plan.mappings} if adapter_plan else set()
         self.adapter_skipped = dict(adapter_plan.skipped) if adapter_plan else {}
         self.findings: list[Finding] = []
@@ -125,30 +70,45 @@ class _Rule:
         self.refs: list[tuple[str, SeriesRef]] = []
         self.src_labels: set[str] = set()
         self.dst_labels: set[str] = set()
+        self.failed: list[str] = []  # series whose selector could not be translated (kept as written)
+        self.failures = 0
 
-    def note(self, severity: Severity, kind: Kind, detail: str, metric: str | None = None) -> None:
+    def note(self, severity: Severity, kind: Kind, detail: str, metric: str | None = None,
+             url: str | None = None) -> None:
+        if severity == "error":
+            self.failures += 1
+            if self.keep_unknown and kind in _DEAD_KINDS:
+                severity = "warning"
         self.findings.append(Finding(group=self.group, rule=self.rule, severity=severity, kind=kind, metric=metric,
-                                     detail=detail))
+                                     detail=detail, url=url))
 
     def selector(self, sel: Selector) -> None:
+        """Translate one selector; when it cannot be, none of its edits are kept (a half-renamed selector with a
+        matcher its new metric cannot honour would silently match nothing)."""
+        failures, edits = self.failures, len(self.edits)
+        self._selector(sel)
+        if self.failures > failures:
+            del self.edits[edits:]
+            if sel.name and sel.name not in self.failed:
+                self.failed.append(sel.name)
+
+    def _selector(self, sel: Selector) -> None:
         if sel.name is None:
             self.note("warning", "name_selector", "a selector without a metric name ({__name__=~...}) is not "
                       "rewritten; check which series it matches on the new engine")
             return
+        if sel.name in self.recorded:
+            return  # the file's own recording rule
         ref = self.index.get(sel.name)
         if ref is None:
-            if sel.name in self.dst_index:
-                self.note("info", "not_engine_metric", f"{sel.name} is already a {self.dst.name} metric", sel.name)
-            elif not sel.name.startswith("switchover_"):
-                self.note("info", "not_engine_metric", f"{sel.name} is not a {self.src.name} metric in the profile: "
-                          "kept as written", sel.name)
+            self._unmapped(sel.name)
             return
         self.refs.append((sel.name, ref))
         self.src_labels |= labels_of(ref.spec)
         if self.mode == "adapter":
             self._adapter(sel, ref)
             return
-        target = target_of(ref, self.dst)
+        target = target_of(ref, self.dst.profile)
         if target.name is None or target.spec is None:
             self.note("error", "untranslatable", f"{sel.name}: {target.problem}", sel.name)
             return
@@ -160,15 +120,31 @@ class _Rule:
                       f"values (and thresholds on them) change by ×{target.unit_factor:g}", sel.name)
         self._matchers(sel, ref, target.spec, target.unit_factor)
 
+    def _unmapped(self, name: str) -> None:
+        """A series that is no metric intent of the source engine: another engine's, the source's own specific
+        series (valid only on the same engine, where the served check judges it), or no engine's (kept)."""
+        owner = engine_of(name)
+        if owner is None:
+            if not name.startswith("switchover_"):
+                self.note("info", "not_engine_metric", f"{name} is not an engine series: kept as written", name)
+        elif owner == self.dst.engine and owner != self.src.engine:
+            self.note("info", "not_engine_metric", f"{name} is already a {self.dst.engine} series", name)
+        elif owner == self.src.engine and self.mode == "adapter":
+            self.note("error", "engine_specific", f"{name}: the metrics adapter serves only series with a metric "
+                      f"intent, and {name} is specific to {self.src.engine}", name)
+        elif owner == self.src.engine and owner != self.dst.engine:
+            self.note("error", "engine_specific", f"{name} is specific to {self.src.engine} (no metric intent it "
+                      f"shares with {self.dst.engine}): {self.dst.label} has no counterpart", name)
+
     def _adapter(self, sel: Selector, ref: SeriesRef) -> None:
         if ref.intent in self.adapter_served:
             self.dst_labels |= labels_of(ref.spec)
             if ref.part == "_bucket":
-                self.note("info", "adapter", f"{sel.name}: the adapter re-buckets {self.dst.name}'s histogram into "
-                          f"{self.src.name}'s bounds by interpolation (error bound exported as "
+                self.note("info", "adapter", f"{sel.name}: the adapter re-buckets {self.dst.engine}'s histogram into "
+                          f"{self.src.engine}'s bounds by interpolation (error bound exported as "
                           "switchover_adapter_rebucket_error_bound)", sel.name)
             return
-        why = self.adapter_skipped.get(ref.intent, f"{self.dst.name} has no {ref.intent} metric")
+        why = self.adapter_skipped.get(ref.intent, f"{self.dst.label} has no {ref.intent} metric")
         self.note("error", "untranslatable", f"{sel.name}: the metrics adapter cannot serve it ({why})", sel.name)
 
     def _matchers(self, sel: Selector, ref: SeriesRef, dst: MetricSpec, factor: float) -> None:
@@ -186,7 +162,7 @@ class _Rule:
             # widening the selection to the whole server (a warning); any other matcher selects a subset
             # (finished_reason="error"): dropping it would change what the rule counts
             elif m.label in src_labels and m.label not in dst_labels \
-                    and m.label in self.src.metrics_endpoint.identity_labels:
+                    and m.label in self.src.profile.metrics_endpoint.identity_labels:
                 self.note("warning", "label", f"{sel.name}: matcher {m.label}{m.op}{_quote(m.value)} dropped: "
                           f"{dst.name} has no {m.label} label (it then covers the whole server)", sel.name)
                 changed = True
@@ -213,13 +189,14 @@ class _Rule:
             return "+Inf"
         if not dst.buckets:
             self.note("warning", "bucket", f"{name}: {dst.name}'s bucket bounds are not fixed in the profile "
-                      f"({dst.name}); le={_quote(m.value)} kept, check it", name)
+                      f"({self.dst.label}); le={_quote(m.value)} kept, check it", name)
             return m.value
         if any(abs(b - bound) <= 1e-9 * max(1.0, abs(b)) for b in dst.buckets):
             return m.value if factor == 1.0 else _fmt_num(bound)
         nearest = min(dst.buckets, key=lambda b: abs(b - bound))
-        self.note("warning", "bucket", f"{name}: le={_quote(m.value)} is not a bucket bound of {dst.name}; moved to "
-                  f"the nearest, {_fmt_num(nearest)} (the share counted changes: re-check the threshold)", name)
+        self.note("warning", "bucket", f"{name}: le={_quote(m.value)} is not a bucket bound of {dst.name} in "
+                  f"{self.dst.label}; moved to the nearest, {_fmt_num(nearest)} (the share counted changes: re-check "
+                  "the threshold)", name)
         return _fmt_num(nearest)
 
     def grouping(self, keyword: str, labels: list[tuple[str, int]]) -> None:
@@ -227,120 +204,114 @@ class _Rule:
             return
         for label, _ in labels:
             if label != "le" and label in self.src_labels and label not in self.dst_labels:
-                self.note("warning", "grouping", f"{keyword} ({label}): the {self.dst.name} metrics have no {label} "
+                self.note("warning", "grouping", f"{keyword} ({label}): the {self.dst.engine} metrics have no {label} "
                           "label, so its series merge into one")
 
+    def source_served(self, selectors: list[Selector]) -> None:
+        """Warn about source series the source release does not serve either: the rule watched nothing there."""
+        if self.src.view is None:
+            return
+        for name in dict.fromkeys(s.name for s in selectors if s.name and s.name not in self.recorded):
+            if engine_of(name) != self.src.engine:
+                continue
+            served = self.src.serves(name)
+            if served.status == "absent":
+                self.note("warning", "source_series", f"{name} is not served by {self.src.label} either (the rule "
+                          f"watched nothing there): {served.reason}", name, served.url)
 
-def _rules_of(data: Any, path: Path) -> list[tuple[int, str, int, dict[str, Any]]]:
-    """(group index, group name, rule index, rule) for every rule; BadInput naming the field when malformed."""
-    if not isinstance(data, dict) or not isinstance(data.get("groups"), list):
-        raise BadInput(f"{path}: groups: a Prometheus rule file needs a `groups:` list")
-    out = []
-    for gi, g in enumerate(data["groups"]):
-        if not isinstance(g, dict) or not isinstance(g.get("name"), str):
-            raise BadInput(f"{path}: groups[{gi}].name: each group needs a name")
-        if not isinstance(g.get("rules"), list):
-            raise BadInput(f"{path}: groups[{gi}].rules: a list of rules is needed")
-        for ri, r in enumerate(g["rules"]):
-            where = f"groups[{gi}].rules[{ri}]"
-            if not isinstance(r, dict):
-                raise BadInput(f"{path}: {where}: a rule is a mapping (alert or record, expr, ...)")
-            if ("alert" in r) == ("record" in r):
-                raise BadInput(f"{path}: {where}: give exactly one of alert, record")
-            if not isinstance(r.get("expr"), str | int | float):
-                raise BadInput(f"{path}: {where}.expr: required (a PromQL expression)")
-            if not isinstance(r.get("annotations") or {}, dict):  # an untranslated alert gets one added
-                raise BadInput(f"{path}: {where}.annotations: a mapping of name: text is needed")
-            out.append((gi, g["name"], ri, r))
-    return out
+    def target_served(self, expr: str) -> tuple[list[str], list[str]]:
+        """The engine series `expr` reads that the target does not serve (noted as dead unless already failed) and
+        those its release data cannot confirm."""
+        left, unverified = list(self.failed), []
+        for name in dict.fromkeys(s.name for s in parse(expr).selectors if s.name and s.name not in self.recorded):
+            if name in self.failed or engine_of(name) is None:
+                continue
+            if self.mode == "adapter" and engine_of(name) == self.src.engine:
+                continue  # the adapter serves it (or the selector already failed)
+            served = self.dst.serves(name)
+            if served.status == "absent":
+                left.append(name)
+                self.note("error", "dead_series", f"{name} would watch nothing: {served.reason}", name, served.url)
+            elif served.status == "unknown":
+                unverified.append(name)
+                self.note("warning", "unverified", f"{name}: not confirmed served by {self.dst.label}: "
+                          f"{served.reason}", name)
+        return left, unverified
+
+
+def _status(syntax_error: bool, changed: bool, left: list[str], errors: bool, unverified: list[str]) -> Status:
+    if syntax_error:
+        return "untranslated"
+    if left or errors:
+        return "partial" if changed else "untranslated"
+    if unverified:
+        return "unverified"
+    return "translated" if changed else "unchanged"
+
+
+def _release_of(side: EngineRelease | EngineProfile) -> EngineRelease:
+    """A profile given directly (the Python API) as a release side: its resolved version, else the newest read."""
+    if isinstance(side, EngineRelease):
+        return side
+    view = releases.view(side.name, side.resolved_version)
+    version = side.resolved_version or (view.resolution.before.version if view and view.resolution.before else None)
+    return EngineRelease(side.name, version, side.resolved_version, side, view)
 
 
 def translate_rules(
     path: Path,
-    src: EngineProfile,
-    dst: EngineProfile,
+    source: EngineRelease | EngineProfile,
+    target: EngineRelease | EngineProfile,
     *,
     mode: Mode = "rename",
     shifts: BenchShifts | None = None,
+    keep_unknown: bool = False,
 ) -> tuple[dict[str, Any], TranslationReport]:
     """The translated rule file (as data) and the report; the input file is not changed."""
-    doc = yamlfile.load_file(path, what="Prometheus rule file (YAML)")
-    data = doc.data
-    rules = _rules_of(data, path)
-    plan = metrics_adapter.plan(dst, src) if mode == "adapter" else None
+    src, dst = _release_of(source), _release_of(target)
+    data = yamlfile.load_file(path, what="Prometheus rule file (YAML)").data
+    rules = rules_of(data, path)
+    recorded = recorded_names(data)
+    plan = metrics_adapter.plan(dst.profile, src.profile) if mode == "adapter" else None
     out_groups = [dict(g, rules=[dict(r) for r in g["rules"]]) for g in data["groups"]]
-    results: list[RuleResult] = []
-    findings: list[Finding] = []
-    thresholds: list[Threshold] = []
+    report = TranslationReport(source_engine=src.engine, source_version=src.version, source_note=src.note,
+                               target_engine=dst.engine, target_version=dst.version, target_note=dst.note, mode=mode,
+                               keep_unknown=keep_unknown, rules=[], findings=[], thresholds=[],
+                               notes=[n for n in (src.note, dst.note) if n] + (list(shifts.notes) if shifts else []))
     for gi, gname, ri, rule in rules:
         kind: Literal["alert", "record"] = "alert" if "alert" in rule else "record"
         name = str(rule.get("alert") or rule.get("record"))
         expr = str(rule["expr"])
-        t = _Rule(gname, name, src, dst, mode, plan)
+        t = _Rule(gname, name, src, dst, mode, plan, keep_unknown, recorded)
+        new_expr, syntax_error = expr, False
+        left: list[str] = []
+        unverified: list[str] = []
         try:
             parsed = parse(expr)
         except PromQLError as exc:
             t.note("error", "syntax", f"expr: {exc}")
-            parsed = None
-        if parsed is not None:
+            syntax_error = True
+        else:
+            t.source_served(parsed.selectors)
             for sel in parsed.selectors:
                 t.selector(sel)
             for grp in parsed.groupings:
                 t.grouping(grp.keyword, grp.labels)
-            thresholds += _thresholds(gname, name, parsed.thresholds, parsed.quantiles, t.refs, shifts)
-        errors = [f for f in t.findings if f.severity == "error"]
-        new_expr = expr if errors else replace_spans(expr, t.edits)
-        status: Literal["translated", "unchanged", "untranslated"] = (
-            "untranslated" if errors else "translated" if new_expr != expr else "unchanged")
+            report.thresholds += thresholds(gname, name, parsed.thresholds, parsed.quantiles, t.refs, shifts)
+            new_expr = replace_spans(expr, t.edits)
+            left, unverified = t.target_served(new_expr)
+        status = _status(syntax_error, new_expr != expr, left, t.failures > 0, unverified)
         out_rule = out_groups[gi]["rules"][ri]
         out_rule["expr"] = new_expr
-        if errors and kind == "alert":
+        if status in ("partial", "untranslated") and kind == "alert":
+            problems = [f.detail for f in t.findings if f.severity == "error" or f.kind in _DEAD_KINDS]
             ann = dict(out_rule.get("annotations") or {})
-            ann[ANNOTATION] = "; ".join(f.detail for f in errors)[:500]
+            ann[ANNOTATION] = "; ".join(problems)[:500]
             out_rule["annotations"] = ann
-        results.append(RuleResult(group=gname, rule=name, kind=kind, status=status, expr_before=expr,
-                                  expr_after=new_expr))
-        findings += t.findings
-    report = TranslationReport(source_engine=src.name, target_engine=dst.name, mode=mode, rules=results,
-                               findings=findings, thresholds=thresholds, notes=list(shifts.notes) if shifts else [])
+        report.rules.append(RuleResult(group=gname, rule=name, kind=kind, status=status, expr_before=expr,
+                                       expr_after=new_expr, series_left=left, series_unverified=unverified))
+        report.findings += t.findings
     if mode == "adapter":
-        report.notes.append(f"names kept: run `switchover metrics-adapter --from {dst.name} --to {src.name}` in "
-                            f"front of {dst.name} and point Prometheus at it")
+        report.notes.append(f"names kept: run `switchover metrics-adapter --from {dst.engine} --to {src.engine}` in "
+                            f"front of {dst.engine} and point Prometheus at it")
     return {**data, "groups": out_groups}, report
-
-
-def _thresholds(group: str, rule: str, found: list[tuple[str, float]], quantiles: list[float],
-                refs: list[tuple[str, SeriesRef]], shifts: BenchShifts | None) -> list[Threshold]:
-    out = []
-    seen: set[tuple[str, float]] = set()
-    q = quantiles[0] if quantiles else None
-    for metric, ref in refs:
-        if ref.intent not in LATENCY_INTENTS | ENGINE_STATE_INTENTS:
-            continue
-        for comparison, value in found:
-            if (ref.intent, value) in seen or value == 0:  # == 0 / > 0 are presence checks, not tuned levels
-                continue
-            seen.add((ref.intent, value))
-            th = Threshold(group=group, rule=rule, intent=ref.intent, metric=metric, comparison=comparison,
-                           value=value, quantile=q if ref.spec.type == "histogram" else None)
-            if ref.intent in ENGINE_STATE_INTENTS:
-                th.note = "engine state (batch, queue, KV use) means different things per engine: re-baseline it"
-            elif shifts is None:
-                th.note = "tuned to the old engine's distribution: pass --bench RUN_DIR for the measured shift"
-            else:
-                shift = shifts.shift(ref.intent, th.quantile)
-                if shift is None:
-                    th.note = f"the bench run has no {ref.intent} measurement to shift it by"
-                else:
-                    th.shift = shift
-                    th.suggested = value * shift.median
-                    th.suggested_range = (value * shift.low, value * shift.high)
-                    th.note = (f"new/old {shift.stat} ×{shift.median:.2f} (×{shift.low:.2f}–×{shift.high:.2f} over "
-                               f"{len(shift.steps)} steps)")
-            out.append(th)
-    return out
-
-
-def dump_rules(data: dict[str, Any]) -> str:
-    """The rule file as YAML (comments of the input are not carried over)."""
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100_000)

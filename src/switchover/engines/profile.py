@@ -40,6 +40,7 @@ METRIC_INTENTS: tuple[str, ...] = (
     "request_success",
     "request_failure",
     "generation_throughput",
+    "kv_capacity",
 )
 
 
@@ -59,6 +60,15 @@ class MetricSpec(_Cited):
     labels: list[str] = Field(default_factory=list)
     versions: str | None = Field(default=None, description="release range this spelling holds for ('>=0.9.2', "
                                  "'<0.10.2'), read in the release data; None = every release the profile covers")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _newest_variant(cls, data: Any) -> Any:
+        """An intent's list of variants read without a release (a raw profile) is its newest, the last listed: what
+        load_profile keeps when no version is given."""
+        if isinstance(data, list) and data:
+            return data[-1]
+        return data
 
 
 class MetricsEndpoint(_Cited):
@@ -439,4 +449,17 @@ def load_profile(name: str, version: str | None = None) -> EngineProfile:
     try:
         return EngineProfile.model_validate(raw)
     except (ValidationError, InvalidSpecifier) as exc:  # a packaging bug, but say which file
+        raise BadInput(f"engine profile {key}.yaml is invalid: {exc}") from None
+
+
+@cache
+def metric_variants(name: str) -> dict[str, tuple[MetricSpec, ...]]:
+    """Every series an engine's profile lists for each metric intent, over all the releases it covers (oldest first):
+    what a rule written for any release may read, whatever release it is translated from."""
+    key = profile_key(name)
+    raw = yaml.safe_load(_profile_text(key)).get("metrics") or {}
+    try:
+        return {intent: tuple(MetricSpec.model_validate(v) for v in (entry if isinstance(entry, list) else [entry]))
+                for intent, entry in raw.items()}
+    except ValidationError as exc:  # a packaging bug, but say which file
         raise BadInput(f"engine profile {key}.yaml is invalid: {exc}") from None

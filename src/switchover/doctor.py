@@ -12,11 +12,15 @@ from __future__ import annotations
 import difflib
 import re
 from importlib import resources
+from typing import TYPE_CHECKING, Literal
 
 import yaml
 from pydantic import BaseModel, Field, TypeAdapter
 
 from switchover.errors import BadInput
+
+if TYPE_CHECKING:
+    from switchover.plan.canary import CanaryPlan
 
 
 class Cause(BaseModel):
@@ -24,6 +28,32 @@ class Cause(BaseModel):
     confirm: list[str] = Field(description="switchover commands that confirm or rule it out")
     fix: str
     source: str
+    figures: Literal["canary"] | None = Field(default=None, description="the computation whose figures doctor "
+                                              "prints for this cause when given a model, an engine and a GPU")
+
+
+class CanaryFigures(BaseModel):
+    """`plan canary`'s own figures for the inputs given: one copy alone, each of two resident copies, and the
+    total the pair sustains at each canary percentage."""
+
+    engine: str = Field(description="the engine release planned for")
+    gpu: str
+    context: int
+    single_tokens: int
+    copy_tokens: list[int] = Field(description="KV tokens of the old and the new copy, both resident")
+    sustainable_total: dict[str, int] = Field(description="canary % -> concurrent requests the pair sustains")
+    command: str = Field(description="the `plan canary` command that prints the same figures")
+    notes: list[str] = Field(default_factory=list)
+
+
+def canary_figures(plan: CanaryPlan, gpu: str, command: str) -> CanaryFigures:
+    """The figures of a canary plan, as doctor prints them."""
+    return CanaryFigures(engine=plan.engine_version.label if plan.engine_version else plan.engine, gpu=gpu,
+                         context=plan.context, single_tokens=plan.single_tokens,
+                         copy_tokens=[c.tokens for c in plan.copies],
+                         sustainable_total={f"{r.canary_percent:g}": r.sustainable_total for r in plan.table
+                                            if 0 < r.canary_percent < 100},
+                         command=command, notes=plan.warnings)
 
 
 class Symptom(BaseModel):
@@ -37,6 +67,12 @@ class Diagnosis(BaseModel):
     query: str
     score: float
     symptom: Symptom
+    canary: CanaryFigures | None = Field(default=None, description="`plan canary`'s figures for the inputs given, "
+                                         "when a cause of this symptom is two resident copies")
+
+    @property
+    def wants_canary(self) -> bool:
+        return any(c.figures == "canary" for c in self.symptom.causes)
 
 
 def _load() -> tuple[Symptom, ...]:

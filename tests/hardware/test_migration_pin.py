@@ -58,3 +58,35 @@ def test_a_malformed_engine_version_names_the_field(tmp_path: Path) -> None:
             assert "new.engine_version" in exc.message
         else:
             raise AssertionError(f"{bad!r} was accepted")
+
+
+def test_every_engines_release_spelling_is_an_engine_version(tmp_path: Path) -> None:
+    """llama.cpp's build tags, TGI's v-tags, post-releases and release candidates are releases (engines.versions)."""
+    for release in ("b3216", "v2.0.2", "0.8.5.post1", "1.2.0rc1", "0.11.0"):
+        assert load_migration(_migration(tmp_path, release)).new.engine_version == release
+    for bad in (" 0.11.0", "b32x6", "0.11.0" * 20):
+        try:
+            load_migration(_migration(tmp_path, bad))
+        except BadInput as exc:
+            assert "new.engine_version" in exc.message
+        else:
+            raise AssertionError(f"{bad!r} was accepted")
+
+
+def test_the_migration_file_accepts_exactly_the_releases_release_key_orders(tmp_path: Path) -> None:
+    """config may not import engines, so it checks the grammar itself: it must agree with engines.versions."""
+    from switchover.engines.versions import release_key
+
+    for text in ("b3216", "B12", "v2.0.2", "0.8.5.post1", "1.2.0rc1", "2.4.0+cu121", "3.3.6-dev0", "latest", "b32x6",
+                 "vv2", "0.11", "1!2.0", "b", "bb12", "0.11.0.", "v0.6.3rc1"):
+        try:
+            release_key(text)
+            expected = True
+        except ValueError:
+            expected = False
+        try:
+            load_migration(_migration(tmp_path, text))
+            accepted = True
+        except BadInput:
+            accepted = False
+        assert accepted == expected, text

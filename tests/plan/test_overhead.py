@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from switchover.engines import load_profile
+from switchover.errors import BadInput
 from switchover.model import card_from_config
 from switchover.plan.capacity import capacity
 from switchover.plan.overhead import (
@@ -15,7 +16,9 @@ from switchover.plan.overhead import (
     band_for,
     dense_rank_blocks,
     model_overheads,
+    newest_known,
     parse_version,
+    resolve_version,
     sampler_bytes_per_seq_vocab,
     version_matches,
     weight_load_overhead,
@@ -45,12 +48,32 @@ def test_vllm_bands_pick_v0_v1_and_graph_estimate_by_version() -> None:
     v0, _ = band_for(vllm, "0.6.4")
     v1, _ = band_for(vllm, "0.11.0")
     graphs, _ = band_for(vllm, "0.25.1")
-    latest, label = band_for(vllm, None)  # the version the profile was read from
+    latest, label = band_for(vllm, None)  # the newest release known
     assert v0 is not None and v0.activation is not None
     assert v0.activation.profile_tokens == "max_model_len_unless_chunked"
     assert v1 is not None and not v1.cuda_graph_subtracted and v1.default_fraction == 0.9
     assert graphs is not None and graphs.cuda_graph_subtracted
-    assert latest is not None and latest.default_fraction == 0.92 and label == "0.33.0"
+    assert latest is not None and latest.default_fraction == 0.92 and label == newest_known(vllm)
+
+
+def test_the_newest_known_release_is_the_newest_read_else_the_profiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    from switchover.engines.releases import EngineReleases
+    from switchover.plan import overhead
+
+    vllm = load_profile("vllm")
+    monkeypatch.setattr(overhead, "load_releases", lambda engine: None)
+    assert newest_known(vllm) == "0.33.0"  # version_read: '0.33.0 (PyPI wheel, ...)'
+    assert newest_known(load_profile("trtllm")) is None  # read from mixed commits: no release to name
+    read = EngineReleases.model_construct(releases=[type("R", (), {"version": v})() for v in ("0.6.3", "0.34.0")])
+    monkeypatch.setattr(overhead, "load_releases", lambda engine: read)
+    assert newest_known(vllm) == "0.34.0"
+    said = resolve_version(vllm, None)
+    assert said.version == "0.34.0"
+    assert "no vllm version given: 0.34.0, the newest known, is assumed" in (said.note or "")
+    newer = resolve_version(vllm, "0.40.0")
+    assert newer.band == ">=0.32" and "newer than the newest release known (0.34.0)" in (newer.note or "")
+    with pytest.raises(BadInput, match="vllm version"):
+        resolve_version(vllm, "latest")
 
 
 def test_sampler_coefficient_interpolates_in_log_space_and_clamps() -> None:

@@ -26,6 +26,7 @@ from switchover.wire import EngineClient, Timeouts
 if TYPE_CHECKING:  # the other verbs are imported when their part runs (a missing one is an "unavailable" part)
     from switchover.bench.results import BenchReport
     from switchover.model.diff import ModelDiff
+    from switchover.plan.capacity import CapacityResult
     from switchover.probe.report import ProbeReport
     from switchover.rollout.rollback_view import RollbackEvidence
     from switchover.verify.report import EquivalenceReport
@@ -66,6 +67,11 @@ async def _model(client: EngineClient, ep: Endpoint) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------------ plan
+#: old-launch intents that size the new engine as they sized the old one (the memory knob is converted, not copied)
+_SIZING = {"tensor_parallel_size": "tp", "pipeline_parallel_size": "pp", "max_context_length": "max_model_len",
+           "max_concurrent_sequences": "max_num_seqs"}
+
+
 def plan_part(m: Migration, s: CheckSection, base: Path) -> PlanEvidence:
     from switchover.engines import load_profile
     from switchover.plan.translate import api_differences, translate
@@ -73,26 +79,89 @@ def plan_part(m: Migration, s: CheckSection, base: Path) -> PlanEvidence:
     ev = PlanEvidence()
     old_e, new_e = engine_name(m.old), engine_name(m.new)
     if old_e and new_e:
-        ev.api_differences = api_differences(load_profile(old_e), load_profile(new_e))
+        ev.api_differences = api_differences(load_profile(old_e, m.old.engine_version),
+                                             load_profile(new_e, m.new.engine_version))
     else:
         ev.notes.append("no engine profile for a plain OpenAI server: API facts not compared")
     if s.plan.old_launch and old_e and new_e:
         ev.translation = translate(old_e, s.plan.old_launch, new_e)
     if s.plan.model_dir and (s.plan.gpu or s.plan.gpu_memory_gib) and new_e:
-        from switchover.model.card import load_model_card
-        from switchover.plan.capacity import capacity
-
-        gib = s.plan.gpu_memory_gib
-        if gib is None:
-            from switchover.hardware.catalog import find_gpu
-
-            spec = find_gpu(str(s.plan.gpu))
-            gib = spec.cuda_total_gib or spec.memory_mib / 1024
-        card = load_model_card(_resolve(base, s.plan.model_dir))
-        ev.capacity = capacity(card, load_profile(new_e), gib, gpu_name=s.plan.gpu)
+        ev.capacity = _plan_capacity(m, s, base, old_e, new_e)
+        ev.notes += [f"capacity input {k}: {v}" for k, v in ev.capacity.input_sources.items()]
     else:
         ev.notes.append("capacity not planned: give check.plan.model_dir and check.plan.gpu (or gpu_memory_gib)")
     return ev
+
+
+def _plan_capacity(m: Migration, s: CheckSection, base: Path, old_e: str | None, new_e: str) -> CapacityResult:
+    """The new engine sized as the old launch ran (its TP, PP, max length and sequence cap; its memory knob
+    converted to the new engine's meaning), by `plan capacity`'s own function; every input says where it came
+    from."""
+    from switchover.engines import load_profile
+    from switchover.hardware.catalog import find_gpu
+    from switchover.model.card import load_model_card
+    from switchover.plan.capacity import Knobs, capacity
+    from switchover.plan.launch import parse_launch
+
+    gib, gpu_name = s.plan.gpu_memory_gib, None
+    sources: dict[str, str] = {}
+    if s.plan.gpu is not None:
+        spec = find_gpu(str(s.plan.gpu))
+        gpu_name, gib = spec.name, gib or spec.total_gib
+        sources["gpu"] = f"{spec.name} (check.plan.gpu)"
+    if s.plan.gpu_memory_gib is not None:
+        sources["gpu memory"] = f"{s.plan.gpu_memory_gib:g} GiB (check.plan.gpu_memory_gib)"
+    assert gib is not None  # the caller checked that one of the two is set
+    card = load_model_card(_resolve(base, str(s.plan.model_dir)))
+    new = load_profile(new_e, m.new.engine_version)
+    kwargs: dict[str, Any] = {}
+    knobs = Knobs()
+    if s.plan.old_launch and old_e:
+        old = load_profile(old_e, m.old.engine_version)
+        values = parse_launch(old_e, s.plan.old_launch).values
+        for intent, arg in _SIZING.items():
+            if values.get(intent) is not None:
+                kwargs[arg] = int(values[intent])
+                sources[arg] = f"{kwargs[arg]} (old launch: {_flag_of(old, intent)})"
+        knobs, knob_source = _converted_knob(card, old, new, gib, values, kwargs, m)
+        if knob_source:
+            sources["memory knob"] = knob_source
+    for arg, default in (("tp", "1 (no tensor parallelism in the old launch)"),
+                         ("max_model_len", "the model's max_position_embeddings (the old launch sets none)")):
+        sources.setdefault(arg, default)
+    version = m.new.engine_version
+    sources["engine release"] = (f"{new_e} {version} (new.engine_version)" if version else
+                                 f"{new_e}: new.engine_version is not set, so the newest known release is assumed")
+    result = capacity(card, new, gib, gpu_name=gpu_name, knobs=knobs, engine_version=version, **kwargs)
+    return result.model_copy(update={"input_sources": sources})
+
+
+def _flag_of(profile: Any, intent: str) -> str:
+    spec = profile.flags.get(intent)
+    return (spec.flag or spec.yaml_key or intent) if spec is not None else intent
+
+
+def _converted_knob(card: Any, old: Any, new: Any, gib: float, values: dict[str, Any], kwargs: dict[str, Any],
+                    m: Migration) -> tuple[Any, str | None]:
+    """The new engine's memory knob that gives the old launch's KV pool (`plan translate --model --gpu`'s
+    conversion), or the new engine's default when the old launch sets none or none reproduces it."""
+    from switchover.plan.capacity import Knobs
+    from switchover.plan.equivalence import equivalent_memory_knob
+
+    fraction_intent = "gpu_memory_fraction"
+    fraction = values.get(fraction_intent)
+    if fraction is None or old.memory.budget == "explicit_context":
+        return Knobs(), None
+    if old.name == new.name:  # the same meaning: the old value is the new one
+        return Knobs(memory_fraction=float(fraction)), f"{fraction} (old launch: {_flag_of(old, fraction_intent)})"
+    eq = equivalent_memory_knob(card, old, new, gib, float(fraction), tp=kwargs.get("tp", 1), pp=kwargs.get("pp", 1),
+                                src_version=m.old.engine_version, dst_version=m.new.engine_version)
+    if eq is None:
+        return Knobs(), (f"{new.name}'s default: no {new.name} setting reproduces the old launch's "
+                         f"{_flag_of(old, 'gpu_memory_fraction')} {fraction} pool")
+    if eq.intent == "max_context_length":
+        return Knobs(context_tokens=int(eq.value)), f"{eq.value} tokens ({eq.explanation})"
+    return Knobs(memory_fraction=float(eq.value)), f"{eq.value} ({eq.explanation})"
 
 
 def _resolve(base: Path, p: str) -> Path:

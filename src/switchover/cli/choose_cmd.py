@@ -11,7 +11,9 @@ from switchover import inputs
 from switchover.cli import params
 from switchover.cli.common import console, print_json
 from switchover.engines import load_profile
+from switchover.engines.compat import parse_pin
 from switchover.engines.features import API_FIELDS, FEATURES, parse_api_field
+from switchover.engines.formats import ENGINES
 from switchover.errors import BadInput, CheckFailed
 from switchover.hardware.diff import load_fingerprint
 from switchover.plan.choose import (
@@ -74,7 +76,11 @@ def _render(result: ChooseResult) -> None:
 
 
 def _render_reasons(c: EngineChoice) -> None:
-    console.print(f"{c.rank}. {c.display_name} (profile {c.profile_version})", markup=False, highlight=False)
+    release = c.engine_version.label if c.engine_version else c.engine
+    console.print(f"{c.rank}. {c.display_name}: {release} (profile {c.profile_version})", markup=False,
+                  highlight=False)
+    if c.engine_version is not None and c.engine_version.note:
+        console.print(f"   note: {c.engine_version.note}", markup=False, highlight=False)
     for f in c.facts:
         mark = _MARK[f.ok]
         flag = "" if f.verified or f.ok is None else " (unverified)"
@@ -102,6 +108,9 @@ def choose_cmd(
     feature: list[str] = typer.Option(None, "--feature", help=f"Needed feature, repeatable: {', '.join(FEATURES)}."),
     api_field: list[str] = typer.Option(None, "--api-field", help="OpenAI field the clients use, repeatable: "
                                         f"{', '.join(API_FIELDS)} (stop:N for N stop strings)."),
+    engine: list[str] = typer.Option(None, "--engine", "-e", help="Rank only these engines, each optionally at a "
+                                     "release: vllm@0.6.3 (repeatable; default: all five at the newest release "
+                                     "known, said per engine)."),
     current: str = typer.Option(None, "--from", help="Engine the clients use today: list API differences."),
     probe: str = typer.Option(None, "--probe", help="A `switchover probe --json` report as evidence."),
     json_out: bool = params.json_flag("the ranking"),
@@ -128,8 +137,12 @@ def choose_cmd(
         hw = fingerprint_hardware(load_fingerprint(fingerprint), fingerprint)
     else:
         hw = cpu_hardware()
+    pins = [parse_pin(text, "--engine") for text in engine or []]
+    if len({p.engine for p in pins}) != len(pins):
+        raise BadInput("--engine names an engine twice", hint="one -e ENGINE[@VERSION] per engine")
     card, qc = resolve_model(model)
-    result = choose(card, qc, hw, req, evidence)
+    result = choose(card, qc, hw, req, evidence, engines=tuple(p.engine for p in pins) or ENGINES,
+                    versions={p.engine: p.version for p in pins if p.version})
     if json_out:
         print_json(result)
     else:

@@ -13,7 +13,9 @@ from switchover import inputs
 from switchover.cli import params
 from switchover.cli.choose_cmd import choose_cmd
 from switchover.cli.common import console, err_console, print_json
-from switchover.engines import load_profile
+from switchover.engines import EngineProfile, load_profile
+from switchover.engines.compat import parse_pin
+from switchover.engines.versions import release_key
 from switchover.errors import BadInput, CheckFailed
 from switchover.hardware import check_capabilities, find_gpu, load_fingerprint
 from switchover.model.card import load_model_card
@@ -22,7 +24,7 @@ from switchover.plan.capacity import Knobs, capacity
 from switchover.plan.choose_models import resolve_model
 from switchover.plan.grace import grace_report, latency_from_bench, required_grace
 from switchover.plan.interconnect import host_from
-from switchover.plan.overhead import parse_version
+from switchover.plan.overhead import resolve_version
 from switchover.plan.parallel import check_layout, plan_layouts
 from switchover.plan.translate import translate
 from switchover.plan.weight_format import weight_format
@@ -33,7 +35,10 @@ app = typer.Typer(help="Will it fit, with which flags, on which GPUs, and what d
                   no_args_is_help=True)
 
 MODEL = typer.Option(..., "--model", "-m", help="Model dir (config.json + safetensors), config.json, or .gguf.")
-ENGINE = typer.Option("vllm", "--engine", "-e", help="vllm | sglang | trtllm | tgi | llamacpp")
+ENGINE = typer.Option("vllm", "--engine", "-e", help="vllm | sglang | trtllm | tgi | llamacpp, optionally at a "
+                      "release: vllm@0.6.3 (or vllm==0.6.3); default: the newest release known, and said.")
+ENGINE_VERSION = typer.Option(None, "--engine-version", help="The engine release (instead of ENGINE@VERSION), e.g. "
+                              "0.11.2 or b3216: its overhead band, defaults and flags apply.")
 GPU = typer.Option(None, "--gpu", help="GPU from the catalog, e.g. H100-80G (`switchover hw gpus`).")
 GPU_MEM = typer.Option(None, "--gpu-mem-gib", help="Total GPU memory in GiB (instead of --gpu).", parser=params.GIB)
 OVERHEAD = typer.Option(None, "--overhead", help="Override an overhead: activation_peak|non_torch|cuda_graph=GIB.")
@@ -56,6 +61,31 @@ def _gpu(name: str | None, mem: float | None) -> tuple[float, str | None, str | 
     if mem:
         return mem, None, None
     raise BadInput("no GPU given", hint="pass --gpu H100-80G (see `switchover hw gpus`) or --gpu-mem-gib 80")
+
+
+def gpu_of(name: str | None, mem: float | None) -> tuple[float, str | None, str | None]:
+    """(total GiB, catalog name, compute capability) of --gpu / --gpu-mem-gib, for the commands that plan memory."""
+    return _gpu(name, mem)
+
+
+def engine_at(engine: str, engine_version: str | None) -> tuple[EngineProfile, str | None]:
+    """`-e ENGINE[@VERSION]` (with --engine-version) as the profile at that release, for every planning command."""
+    return _engine_at(engine, engine_version)
+
+
+def _engine_at(engine: str, engine_version: str | None) -> tuple[EngineProfile, str | None]:
+    """The profile of `-e ENGINE[@VERSION]` at that release (or --engine-version's); BadInput when the two disagree
+    or a release is malformed."""
+    pin = parse_pin(engine, "--engine")
+    if engine_version is not None:
+        try:
+            release_key(engine_version)
+        except ValueError as exc:
+            raise BadInput(f"--engine-version {engine_version[:40]!r}: {exc}") from None
+        if pin.version is not None and pin.version != engine_version:
+            raise BadInput(f"--engine {engine[:60]!r} and --engine-version {engine_version[:40]!r} name two releases")
+    version = engine_version or pin.version
+    return load_profile(pin.engine, version), version
 
 
 def _overheads(items: list[str] | None) -> dict[str, float]:
@@ -124,8 +154,7 @@ def capacity_cmd(
     weights_gib: float = typer.Option(None, "--weights-gib", help="Weights per GPU from a log ('Model loading took').",
                                       parser=params.GIB),
     slots: int = typer.Option(None, "--slots", help="llama.cpp -np.", parser=params.count()),
-    engine_version: str = typer.Option(None, "--engine-version",
-                                       help="Engine version whose overheads apply (default: the profile's)."),
+    engine_version: str = ENGINE_VERSION,
     free_gib: float = typer.Option(None, "--free-gib", parser=params.GIB,
                                    help="GPU memory free at start (SGLang budgets from it; default: total less "
                                         "the CUDA context)."),
@@ -139,17 +168,15 @@ def capacity_cmd(
     Example: switchover plan capacity -m ./Llama-3.1-8B -e vllm --gpu H100-80G --max-model-len 8192
     """
     card, qc = resolve_model(model)  # also builtin:ID; qc names the checkpoint's format
-    profile = load_profile(engine)
+    profile, pinned = _engine_at(engine, engine_version)
     total, gpu_name, cc = _gpu(gpu, gpu_mem_gib)
     check_layout(card, profile, tp, pp)
-    if engine_version is not None and parse_version(engine_version) is None:
-        raise BadInput(f"--engine-version {engine_version[:40]!r}: expected a version number such as 0.11.2")
     if free_gib is not None and free_gib > total:
         raise BadInput(f"--free-gib {free_gib:g} exceeds the GPU's {total:.2f} GiB")
     result = capacity(card, profile, total, gpu_name=gpu_name, tp=tp, pp=pp, kv_dtype=kv_dtype,
                       knobs=Knobs(memory_fraction=memory_fraction), max_model_len=max_model_len, context=context,
                       max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens, weights_gib=weights_gib,
-                      overheads=_overheads(overhead), slots=slots, engine_version=engine_version, eager=eager,
+                      overheads=_overheads(overhead), slots=slots, engine_version=pinned, eager=eager,
                       free_gib=free_gib, draft_layers=draft_layers)
     caps = check_capabilities(cc, model_dtype=card.dtype, kv_dtype=kv_dtype, quantization=card.weights.quantization,
                               engine=profile)
@@ -161,7 +188,8 @@ def capacity_cmd(
         print_json(result)
     else:
         inst = result.instance
-        console.print(f"[bold]{escape(card.name)}[/] on {escape(engine)} ({result.budget}), {total:.2f} GiB/GPU, "
+        label = result.engine_version.label if result.engine_version else profile.name
+        console.print(f"[bold]{escape(card.name)}[/] on {escape(label)} ({result.budget}), {total:.2f} GiB/GPU, "
                       f"TP={tp} PP={pp}", highlight=False)
         console.print(f"  weights {inst.weights_gib:.2f} GiB/GPU ({card.weights.total_bytes / 2**30:.2f} GiB total): "
                       f"{escape(result.weights_source)}", highlight=False)
@@ -217,18 +245,21 @@ def parallel_cmd(
     Example: switchover plan parallel -m ./Qwen3-32B -e vllm --fingerprint host.json
     """
     card, _ = resolve_model(model)  # also builtin:ID, the configs `plan choose` ships
-    profile = load_profile(engine)
+    profile, pinned = _engine_at(engine, None)
+    release = resolve_version(profile, pinned)
     host = host_from(load_fingerprint(fingerprint) if fingerprint else None, gpu_name=gpu and find_gpu(gpu).name,
                      total_gib=gpu_mem_gib, gpus=gpus)
     total, gpu_name, _ = _gpu(host.gpu_name, host.total_gib) if fingerprint else _gpu(gpu, gpu_mem_gib)
     layouts = plan_layouts(card, profile, host.gpus, total, gpu_name=gpu_name, context=context,
                            max_model_len=max_model_len, kv_dtype=kv_dtype, overheads=_overheads(overhead),
-                           interconnect=host.interconnect)
+                           interconnect=host.interconnect, engine_version=release.version)
     ic = host.interconnect
     if json_out:
         print_json([x.model_dump() for x in layouts])
         for line in (ic.facts + ic.warnings) if ic else []:  # the JSON stays a list of layouts
             err_console.print(f"interconnect: {line}", markup=False, highlight=False)
+        if release.note:
+            err_console.print(f"engine: {release.note}", markup=False, highlight=False)
         if card.weights.warning:  # the JSON stays a list of layouts; the caveat goes to stderr
             err_console.print(f"warning: {card.weights.warning}", markup=False, highlight=False)
         return
@@ -244,6 +275,8 @@ def parallel_cmd(
         console.print(f"  interconnect: {escape(line)}", highlight=False)
     for line in ic.warnings if ic else []:
         console.print(f"  [yellow]interconnect:[/] {escape(line)}", highlight=False)
+    if release.note:
+        console.print(f"  [yellow]engine:[/] {escape(release.note)}", highlight=False)
     if show_illegal and len(illegal) > MAX_ILLEGAL_ROWS:
         console.print(f"... and {len(illegal) - MAX_ILLEGAL_ROWS} more illegal layouts (--json lists every one)")
     if card.weights.warning:
@@ -255,6 +288,8 @@ def canary_cmd(
     model: str = MODEL, engine: str = ENGINE, gpu: str = GPU, gpu_mem_gib: float = GPU_MEM,
     new_model: str = typer.Option(None, "--new-model", help="The canary's model (default: the same)."),
     context: int = typer.Option(8192, "--context", help="Request length for concurrency.", parser=params.TOKENS),
+    max_model_len: int = MAX_MODEL_LEN,
+    engine_version: str = ENGINE_VERSION,
     tp: int = TP,
     kv_dtype: str = KV_DTYPE,
     other_gib: float = typer.Option(0.0, "--other-gib", help="Memory already used by other processes.",
@@ -266,21 +301,24 @@ def canary_cmd(
 
     Example: switchover plan canary -m ./Llama-3.1-8B -e vllm --gpu H100-80G --context 8192
     """
-    old = load_model_card(model)
-    new = load_model_card(new_model) if new_model else None
-    profile = load_profile(engine)
-    total, _, _ = _gpu(gpu, gpu_mem_gib)
+    old, _ = resolve_model(model)  # also builtin:ID, as `plan capacity` reads it
+    new = resolve_model(new_model)[0] if new_model else None
+    profile, pinned = _engine_at(engine, engine_version)
+    total, gpu_name, _ = _gpu(gpu, gpu_mem_gib)
     if other_gib >= total:
         raise BadInput(f"--other-gib {other_gib:g} leaves nothing of the GPU's {total:.2f} GiB",
                        hint="--other-gib is memory other processes already hold on the GPU")
     check_layout(old, profile, tp, 1)
     plan = canary_plan(old, profile, total, new=new, tp=tp, kv_dtype=kv_dtype, context=context,
-                       other_residents_gib=other_gib, overheads=_overheads(overhead), weights_gib=weights_gib,
-                       new_weights_gib=weights_gib if new is None else None)
+                       max_model_len=max_model_len, other_residents_gib=other_gib, overheads=_overheads(overhead),
+                       weights_gib=weights_gib, new_weights_gib=weights_gib if new is None else None,
+                       gpu_name=gpu_name, engine_version=pinned)
     if json_out:
         print_json(plan)
         _fail_unless_both_start(plan)
         return
+    if plan.engine_version is not None:
+        console.print(f"{escape(plan.engine_version.label)} on {total:.2f} GiB", highlight=False)
     console.print(f"single copy: {plan.single_tokens} tokens, {plan.single_concurrency} requests of {context}")
     for c in plan.copies:
         console.print(f"  {c.role} ({escape(c.model)}): {escape(' '.join(c.flags)) or '(defaults)'} -> "

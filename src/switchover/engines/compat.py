@@ -11,17 +11,35 @@ import re
 from functools import cache
 from typing import Any, Literal
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from switchover.engines.cited import CitedFact
 from switchover.engines.formats import ENGINES
 from switchover.engines.matrixfile import packaged, validated
-from switchover.engines.versions import parse_version, version_matches
+from switchover.engines.versions import release_key, split_engine_ref
 from switchover.errors import BadInput
 
 Status = Literal["ok", "degraded", "fails", "unknown"]
 _DRIVER = re.compile(r"^\d{1,4}(\.\d{1,4}){0,2}$")
 _CUDA = re.compile(r"^\d{1,2}\.\d{1,2}$")
+
+
+def release_range(spec: str) -> SpecifierSet:
+    """A release range such as '>=0.9,<0.12' or '==0.6.6.*' (PEP 440 specifiers); ValueError naming it."""
+    try:
+        return SpecifierSet(spec)
+    except InvalidSpecifier:
+        raise ValueError(f"not a release range: {spec[:60]!r} (e.g. '>=0.9,<0.12')") from None
+
+
+def in_range(spec: str, version: str) -> bool:
+    """Whether an engine release (0.6.3, 0.8.5.post1, 1.2.0rc1, b3216) lies in a range, ordered as
+    `engines.versions.release_key` orders releases (pre-releases included); False for a malformed release."""
+    try:
+        return release_range(spec).contains(release_key(version), prereleases=True)
+    except ValueError:
+        return False
 
 
 class _Cited(CitedFact):
@@ -74,8 +92,11 @@ class EngineBuild(_Cited):
     @field_validator("versions")
     @classmethod
     def _spec(cls, value: str) -> str:
-        version_matches(value, (0,))  # ValueError on a malformed clause
+        release_range(value)  # ValueError on a malformed range
         return value
+
+    def holds_at(self, version: str) -> bool:
+        return in_range(self.versions, version)
 
 
 class CompatData(BaseModel):
@@ -104,8 +125,8 @@ class CompatData(BaseModel):
     def toolkit(self, cuda: str) -> CudaToolkit | None:
         return next((t for t in self.cuda_toolkits if t.cuda == cuda), None)
 
-    def builds_for(self, engine: str, version: tuple[int, ...]) -> list[EngineBuild]:
-        return [b for b in self.builds if b.engine == engine and version_matches(b.versions, version)]
+    def builds_for(self, engine: str, version: str) -> list[EngineBuild]:
+        return [b for b in self.builds if b.engine == engine and b.holds_at(version)]
 
 
 @cache
@@ -118,7 +139,7 @@ def load_compat() -> CompatData:
 
 
 class EnginePin(BaseModel):
-    """An engine and, when pinned, its version (`vllm==0.11.0`)."""
+    """An engine and, when pinned, its release (`vllm@0.11.0`, `vllm==0.11.0`, `llamacpp@b3216`)."""
 
     engine: str
     version: str | None = None
@@ -128,17 +149,19 @@ class EnginePin(BaseModel):
         return f"{self.engine}=={self.version}" if self.version else self.engine
 
 
-def parse_pin(text: str) -> EnginePin:
-    """`ENGINE` or `ENGINE==VERSION`; BadInput naming the value otherwise."""
+def parse_pin(text: str, option: str = "--engine") -> EnginePin:
+    """`ENGINE`, `ENGINE@VERSION` or `ENGINE==VERSION` (engines.versions.split_engine_ref); BadInput naming the
+    option and the value otherwise."""
     from switchover.engines import load_profile
 
-    name, sep, version = text.strip().partition("==")
-    if not name.strip():
-        raise BadInput(f"--engine {text[:60]!r}: expected ENGINE or ENGINE==VERSION, e.g. vllm==0.11.0")
-    profile = load_profile(name.strip())  # BadInput naming the known engines
-    if sep and parse_version(version.strip()) is None:
-        raise BadInput(f"--engine {text[:60]!r}: {version.strip()[:40]!r} is not a version number (e.g. 0.11.0)")
-    return EnginePin(engine=profile.name, version=version.strip() if sep else None)
+    try:
+        name, version = split_engine_ref(text)
+    except ValueError as exc:
+        raise BadInput(f"{option} {text[:60]!r}: {exc}") from None
+    if not name:
+        raise BadInput(f"{option} {text[:60]!r}: expected ENGINE or ENGINE@VERSION, e.g. vllm@0.11.0")
+    profile = load_profile(name)  # BadInput naming the known engines
+    return EnginePin(engine=profile.name, version=version)
 
 
 # ---- checking a build against a host ---------------------------------------------------------------------------
@@ -232,8 +255,7 @@ def check_engine(pin: EnginePin, driver: str | None, gpu_ccs: list[str | None], 
         return [CompatFinding(engine=pin.engine, version=pin.version, status="unknown",
                               message=f"{pin.label}: the host has no GPU; CUDA builds cannot run there (a CPU "
                                       "build is another package)")]
-    version = parse_version(pin.version)
-    builds = d.builds_for(pin.engine, version) if version else []
+    builds = d.builds_for(pin.engine, pin.version)
     if not builds:
         return [CompatFinding(engine=pin.engine, version=pin.version, status="unknown",
                               message=f"{pin.label}: the compatibility data has no build of this version "

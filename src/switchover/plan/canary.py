@@ -8,21 +8,16 @@ first. Knobs are chosen per the engine's memory semantics so that both copies st
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from switchover.engines import EngineProfile
 from switchover.model.card import ModelCard
-from switchover.plan.capacity import (
-    GIB,
-    Instance,
-    Knobs,
-    resolve_overheads,
-    sglang_style_auto_fraction,
-    start_instance,
-    weights_per_gpu_gib,
-)
-from switchover.plan.kv import KVLayout, kv_layout
+from switchover.plan.capacity import CapacityResult, Knobs, capacity, resident_gib, sglang_style_auto_fraction
+from switchover.plan.instance import GIB, Instance
+from switchover.plan.kv import KVLayout
+from switchover.plan.overhead import EngineVersion
 
 
 def fit_target_gib(profile: EngineProfile) -> float:
@@ -33,7 +28,7 @@ def fit_target_gib(profile: EngineProfile) -> float:
 
 
 class CanaryCopy(BaseModel):
-    """One copy on the shared GPU."""
+    """One copy on the shared GPU, sized by `plan capacity`'s own function with the memory the earlier copy left."""
 
     role: str
     model: str
@@ -54,10 +49,13 @@ class CanaryRow(BaseModel):
 
 
 class CanaryPlan(BaseModel):
+    """Two copies on one GPU, and the traffic they sustain by canary percentage."""
+
     engine: str
+    engine_version: EngineVersion | None = Field(default=None, description="the release planned for")
     gpu_total_gib: float
     context: int
-    single_tokens: int
+    single_tokens: int = Field(description="one copy alone: `plan capacity`'s pool for the same inputs")
     single_concurrency: int
     copies: list[CanaryCopy]
     table: list[CanaryRow]
@@ -77,112 +75,122 @@ def _flag(profile: EngineProfile, intent: str, value: float | int) -> list[str]:
     return []
 
 
-def _tokens(inst: Instance, layout: KVLayout, page: int) -> int:
-    per_block = page * (layout.bytes_per_token + layout.sliding_bytes_per_token)
-    return int(inst.kv_pool_gib * GIB // per_block) * page if per_block else 0
+def _per_token(layout: KVLayout) -> float:
+    return max(layout.bytes_per_token + layout.sliding_bytes_per_token, 1.0)
 
 
-def _concurrency(tokens: int, layout: KVLayout, page: int, context: int) -> int:
-    if tokens <= 0:
-        return 0
-    per_token = layout.bytes_per_token + layout.sliding_bytes_per_token
-    return math.floor(tokens * per_token / layout.request_bytes(context, page)) if per_token else 0
-
-
-def _split_knobs(profile: EngineProfile, total: float, free: float, fixed: tuple[float, float],
-                 layouts: tuple[KVLayout, KVLayout]) -> tuple[Knobs, Knobs, list[list[str]]]:
-    """Knobs that give both copies about the same pool, per budget kind."""
+def _split_knobs(profile: EngineProfile, old: CapacityResult, new: CapacityResult
+                 ) -> tuple[Knobs, Knobs, list[list[str]]]:
+    """Knobs that give both copies about the same pool, per budget kind, from each copy's single-instance plan
+    (the memory free at start, weights and overheads the one capacity model priced)."""
     mem = profile.memory
-    (w_old, w_new), (l_old, l_new) = fixed, layouts
+    total, free = old.gpu_total_gib, old.instance.free_at_start_gib
+    w_old = old.instance.weights_gib + old.overheads.total_gib
+    w_new = new.instance.weights_gib + new.overheads.total_gib
     if mem.budget == "fraction_of_total":
-        u = math.floor(mem.fraction() / 2 * 100) / 100
+        u = math.floor((old.instance.fraction_used or mem.fraction()) / 2 * 100) / 100
         k = Knobs(memory_fraction=u)
         return k, k, [_flag(profile, "gpu_memory_fraction", u)] * 2
-    shared = (total * (mem.wiggle_room or 1.0) * mem.fraction()
-              if mem.budget == "cap_with_wiggle" else free)
-    if mem.budget == "fraction_of_free_after_load":
-        shared = (free - w_old - w_new) * mem.fraction()
+    if mem.budget == "cap_with_wiggle":
+        shared = total * (mem.wiggle_room or 1.0) * (old.instance.fraction_used or mem.fraction()) - w_old - w_new
+    elif mem.budget == "fraction_of_free_after_load":
+        shared = (free - w_old - w_new) * (old.instance.fraction_used or mem.fraction())
     elif mem.budget == "explicit_context":
         shared = free - fit_target_gib(profile) - w_old - w_new
     elif mem.budget == "fraction_of_free_at_start":
-        auto = sglang_style_auto_fraction(profile, total, 1, 1) or mem.fraction()
+        auto = sglang_style_auto_fraction(profile, total, old.tp, old.pp) or mem.fraction()
         shared = free - 2 * free * (1 - auto) - w_old - w_new  # each copy keeps its activation reserve
     else:
-        shared = shared - w_old - w_new
+        shared = free - w_old - w_new
     each = max(shared, 0.0) / 2
-    caps = [int(each * GIB / max(l_old.bytes_per_token + l_old.sliding_bytes_per_token, 1)),
-            int(each * GIB / max(l_new.bytes_per_token + l_new.sliding_bytes_per_token, 1))]
-    if mem.budget == "explicit_context":
+    caps = [int(each * GIB / _per_token(old.layout)), int(each * GIB / _per_token(new.layout))]
+    if mem.budget == "explicit_context":  # a copy never asks for more context than it would alone
+        caps = [min(c, r.instance.knobs.context_tokens or c) for c, r in zip(caps, (old, new), strict=True)]
         ks = [Knobs(context_tokens=c) for c in caps]
         return ks[0], ks[1], [_flag(profile, "max_context_length", c) for c in caps]
-    frac = mem.default_fraction if mem.budget != "fraction_of_free_at_start" else None
+    frac = old.instance.fraction_used if mem.budget != "fraction_of_free_at_start" else None
     if mem.budget == "fraction_of_free_at_start":
-        frac = min(0.95, (w_old + each) / free)  # copy 1 stops at its half; the token cap pins both pools
+        frac = min(0.95, (old.instance.weights_gib + each) / free)  # copy 1 stops at its half; the cap pins both
     ks = [Knobs(memory_fraction=frac, kv_tokens_cap=c) for c in caps]
     flags = [(_flag(profile, "gpu_memory_fraction", frac) if frac is not None else [])
              + _flag(profile, "kv_cache_explicit_size", c) for c in caps]
     return ks[0], ks[1], flags
 
 
-def canary_plan(old: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, new: ModelCard | None = None,
-                tp: int = 1, kv_dtype: str = "auto", context: int = 8192, other_residents_gib: float = 0.0,
-                overheads: dict[str, float] | None = None, weights_gib: float | None = None,
-                new_weights_gib: float | None = None,
-                percents: tuple[float, ...] = (0, 1, 5, 20, 50, 100)) -> CanaryPlan:
-    """Two copies (old, new) on one GPU under `profile`'s semantics, and capacity by canary percentage."""
-    new = new or old
-    over = resolve_overheads(profile, overheads)
-    mla = profile.memory.mla_kv_bytes_per_layer
-    lo, ln = kv_layout(old, tp, 1, kv_dtype, mla_bytes=mla), kv_layout(new, tp, 1, kv_dtype, mla_bytes=mla)
-    wo = weights_gib if weights_gib is not None else weights_per_gpu_gib(old, tp, 1)
-    wn = new_weights_gib if new_weights_gib is not None else weights_per_gpu_gib(new, tp, 1)
-    page = profile.memory.page_tokens
-    free = gpu_total_gib - other_residents_gib
-    explicit = profile.memory.budget == "explicit_context"
-    per_token = lo.bytes_per_token + lo.sliding_bytes_per_token
-    fit_ctx = int(max(free - fit_target_gib(profile) - wo - over.total_gib, 0) * GIB / per_token) if per_token else 0
-    single_knobs = Knobs(context_tokens=fit_ctx) if explicit else Knobs()
-    single = start_instance(profile, free, gpu_total_gib, wo, over, lo, single_knobs, tp)
-    single_tokens = fit_ctx if explicit else _tokens(single, lo, page)
-    single_conc = _concurrency(single_tokens, lo, page, context)
-    k_old, k_new, flags = _split_knobs(profile, gpu_total_gib, free, (wo + over.total_gib, wn + over.total_gib),
-                                       (lo, ln))
-    first = start_instance(profile, free, gpu_total_gib, wo, over, lo, k_old, tp)
-    cap = k_new.kv_tokens_cap
-    if profile.memory.budget == "fraction_of_free_at_start" and cap is not None:
-        left = free - first.footprint_gib  # the second copy's fraction applies to what the first left free
-        need = wn + cap * (ln.bytes_per_token + ln.sliding_bytes_per_token) / GIB
-        f2 = min(0.95, need / left) if left > 0 else 0.95
-        k_new = k_new.model_copy(update={"memory_fraction": f2})
-        flags[1] = _flag(profile, "gpu_memory_fraction", f2) + _flag(profile, "kv_cache_explicit_size",
-                                                                      cap)
-    second = start_instance(profile, free - first.footprint_gib, gpu_total_gib, wn, over, ln, k_new, tp)
-    copies = []
-    for role, card, inst, layout, fl in (("old", old, first, lo, flags[0]), ("new", new, second, ln, flags[1])):
-        tokens = _tokens(inst, layout, page) if profile.memory.budget != "explicit_context" else (
-            inst.knobs.context_tokens or 0)
-        copies.append(CanaryCopy(role=role, model=card.name, flags=fl, instance=inst, tokens=tokens,
-                                 concurrency=_concurrency(tokens, layout, page, context) if inst.starts else 0))
-    warnings = [c.instance.problem for c in copies if c.instance.problem]
-    for role, card, given in (("old", old, weights_gib), ("new", new, new_weights_gib)):
-        if given is None and card.weights.warning and (role == "old" or new is not old):
+def _second_fraction(profile: EngineProfile, first: CapacityResult, new_single: CapacityResult, knobs: Knobs,
+                     free_left: float) -> Knobs:
+    """SGLang-style budgets take their fraction of what is free when the copy starts: the second copy's fraction is
+    what its weights and capped pool need of the memory the first left free."""
+    if profile.memory.budget != "fraction_of_free_at_start" or knobs.kv_tokens_cap is None:
+        return knobs
+    need = new_single.instance.weights_gib + knobs.kv_tokens_cap * _per_token(new_single.layout) / GIB
+    f2 = min(0.95, need / free_left) if free_left > 0 else 0.95
+    return knobs.model_copy(update={"memory_fraction": f2})
+
+
+def _warnings(plan_copies: list[CanaryCopy], single: CapacityResult, old: ModelCard, new: ModelCard,
+              given: tuple[float | None, float | None]) -> list[str]:
+    """Copies that do not start, weights that are estimates, overheads nothing models, each copy's share."""
+    warnings = [c.instance.problem for c in plan_copies if c.instance.problem]
+    if single.engine_version is not None and single.engine_version.note:
+        warnings.append(single.engine_version.note)
+    for role, card, weights in (("old", old, given[0]), ("new", new, given[1])):
+        if weights is None and card.weights.warning and (role == "old" or new is not old):
             warnings.append(f"{role} weights: {card.weights.warning}")
-    warnings += [f"{name} overhead is not modelled for {profile.name} (counted as 0): pass --overhead {name}=GIB"
-                 for name, src in sorted(over.sources.items()) if src.startswith("not modelled") and not explicit]
-    if all(c.instance.starts for c in copies) and single_tokens:
-        share = copies[0].tokens / single_tokens
+    warnings += [w for w in single.warnings if "overhead is not modelled" in w]
+    if all(c.instance.starts for c in plan_copies) and single.tokens:
+        share = plan_copies[0].tokens / single.tokens
         warnings.append(f"each copy gets {share:.0%} of a single copy's pool (fixed costs are paid twice)")
+    return warnings
+
+
+def _table(percents: tuple[float, ...], single_conc: int, c_old: int, c_new: int) -> list[CanaryRow]:
+    """Sustainable total concurrency by canary percentage: the busier copy saturates first."""
     table = []
-    c_old, c_new = copies[0].concurrency, copies[1].concurrency
     for pct in percents:
         if pct <= 0 or pct >= 100:
-            total = single_conc
-            table.append(CanaryRow(canary_percent=pct, copies=1, old_concurrency=total if pct <= 0 else None,
-                                   new_concurrency=total if pct >= 100 else None, sustainable_total=total))
+            table.append(CanaryRow(canary_percent=pct, copies=1, old_concurrency=single_conc if pct <= 0 else None,
+                                   new_concurrency=single_conc if pct >= 100 else None,
+                                   sustainable_total=single_conc))
             continue
         r = pct / 100
         total = math.floor(min(c_old / (1 - r), c_new / r)) if c_old and c_new else 0
         table.append(CanaryRow(canary_percent=pct, copies=2, old_concurrency=c_old, new_concurrency=c_new,
                                sustainable_total=total))
-    return CanaryPlan(engine=profile.name, gpu_total_gib=gpu_total_gib, context=context, single_tokens=single_tokens,
-                      single_concurrency=single_conc, copies=copies, table=table, warnings=warnings)
+    return table
+
+
+def canary_plan(old: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, new: ModelCard | None = None,
+                tp: int = 1, kv_dtype: str = "auto", context: int = 8192, max_model_len: int | None = None,
+                other_residents_gib: float = 0.0, overheads: dict[str, float] | None = None,
+                weights_gib: float | None = None, new_weights_gib: float | None = None, gpu_name: str | None = None,
+                engine_version: str | None = None,
+                percents: tuple[float, ...] = (0, 1, 5, 20, 50, 100)) -> CanaryPlan:
+    """Two copies (old, new) on one GPU under `profile`'s semantics, each sized by `plan capacity`'s function with
+    the memory the earlier copy left free, and capacity by canary percentage."""
+    new = new or old
+    same: dict[str, Any] = dict(gpu_name=gpu_name, tp=tp, kv_dtype=kv_dtype, max_model_len=max_model_len,
+                                context=context, overheads=overheads, engine_version=engine_version)
+    single = capacity(old, profile, gpu_total_gib, weights_gib=weights_gib, other_residents_gib=other_residents_gib,
+                      **same)
+    new_single = single if new is old and new_weights_gib == weights_gib else capacity(
+        new, profile, gpu_total_gib, weights_gib=new_weights_gib, other_residents_gib=other_residents_gib, **same)
+    k_old, k_new, flags = _split_knobs(profile, single, new_single)
+    first = capacity(old, profile, gpu_total_gib, weights_gib=weights_gib, knobs=k_old,
+                     other_residents_gib=other_residents_gib, **same)
+    held = other_residents_gib + resident_gib(first)
+    k_new2 = _second_fraction(profile, first, new_single, k_new, new_single.instance.free_at_start_gib
+                              - resident_gib(first))
+    if k_new2 is not k_new:
+        flags[1] = _flag(profile, "gpu_memory_fraction", k_new2.memory_fraction or 0.0) + _flag(
+            profile, "kv_cache_explicit_size", k_new2.kv_tokens_cap or 0)
+    second = capacity(new, profile, gpu_total_gib, weights_gib=new_weights_gib, knobs=k_new2,
+                      other_residents_gib=held, **same)
+    copies = [CanaryCopy(role=role, model=card.name, flags=fl, instance=res.instance, tokens=res.tokens,
+                         concurrency=res.max_concurrency if res.instance.starts else 0)
+              for role, card, res, fl in (("old", old, first, flags[0]), ("new", new, second, flags[1]))]
+    single_conc = single.max_concurrency if single.instance.starts else 0
+    return CanaryPlan(engine=profile.name, engine_version=single.engine_version, gpu_total_gib=gpu_total_gib,
+                      context=single.context, single_tokens=single.tokens, single_concurrency=single_conc,
+                      copies=copies, table=_table(percents, single_conc, copies[0].concurrency, copies[1].concurrency),
+                      warnings=_warnings(copies, single, old, new, (weights_gib, new_weights_gib)))

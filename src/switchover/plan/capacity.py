@@ -1,187 +1,41 @@
-"""KV pool, tokens and concurrency under each engine's memory semantics (reference/capacity.md §2-3).
+"""KV pool, tokens and concurrency under each engine's memory semantics (reference/capacity.md §2-3): the one
+capacity model every verb calls (`plan capacity`, `plan canary`, `plan choose`, `plan parallel`, `check`'s plan
+part, `doctor`'s figures, the memory-knob conversion of `plan translate`).
 
-The formula is chosen by the profile's `memory.budget` kind, never by engine name. Instances on one GPU are
-simulated in start order, so the same code answers "one copy" and "two copies" (canary) questions: each
-instance sees only the memory the earlier ones left free.
+The formula is chosen by the profile's `memory.budget` kind, never by engine name, and the overheads come from the
+profile's overhead model for the engine release planned for (the newest known when none is named, and said).
+Instances on one GPU are simulated in start order, so the same function answers "one copy" and "two copies"
+(canary) questions: each instance sees only the memory the earlier ones left free (`other_residents_gib`).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
 from pydantic import BaseModel, Field
 
 from switchover.engines import EngineProfile
 from switchover.errors import BadInput
 from switchover.model.card import ModelCard
+from switchover.plan.instance import (
+    GIB,
+    Instance,
+    Knobs,
+    Overheads,
+    pick_tier,
+    resolve_overheads,
+    sglang_style_auto_fraction,
+    start_instance,
+)
 from switchover.plan.kv import KVLayout, kv_layout
-from switchover.plan.overhead import ModelledOverheads, model_overheads
+from switchover.plan.overhead import EngineVersion, ModelledOverheads, model_overheads, resolve_version
 from switchover.plan.uncertainty import PoolRange, pool_range
 from switchover.plan.weight_format import WeightFormat
 
-GIB = 2**30
-
-
-class Knobs(BaseModel):
-    """One instance's memory knobs; None means the engine default."""
-
-    memory_fraction: float | None = Field(default=None, description="the engine's own fraction knob")
-    kv_tokens_cap: int | None = Field(default=None, description="explicit pool size in tokens (max-total-tokens…)")
-    context_tokens: int | None = Field(default=None, description="llama.cpp -c (total over slots)")
-    kv_pool_gib: float | None = Field(default=None, description="explicit pool size (vLLM --kv-cache-memory-bytes, "
-                                      "VLLM_CPU_KVCACHE_SPACE): skips the fraction maths")
-
-
-class Overheads(BaseModel):
-    """Memory outside the KV pool, per GPU, in GiB, with where each default came from."""
-
-    activation_peak_gib: float
-    non_torch_gib: float
-    cuda_graph_gib: float
-    sources: dict[str, str] = Field(default_factory=dict)
-
-    @property
-    def total_gib(self) -> float:
-        return self.activation_peak_gib + self.non_torch_gib + self.cuda_graph_gib
-
-
-def resolve_overheads(profile: EngineProfile, overrides: dict[str, float] | None = None,
-                      batched_tokens: int | None = None, modelled: ModelledOverheads | None = None) -> Overheads:
-    """User overrides by name (activation_peak, non_torch, cuda_graph), else the profile's overhead model for the
-    engine version (`modelled`), else the profile's flat defaults from real logs (a default measured at some
-    max-batched-tokens is scaled linearly to `batched_tokens`)."""
-    overrides = dict(overrides or {})
-    known = {"activation_peak", "non_torch", "cuda_graph"}
-    bad = sorted(set(overrides) - known)
-    if bad:
-        raise BadInput(f"unknown overhead {bad[0]!r}", hint=f"known: {', '.join(sorted(known))}")
-    values: dict[str, float] = {}
-    sources: dict[str, str] = {}
-    for name in sorted(known):
-        if name in overrides:
-            values[name], sources[name] = overrides[name], "user override"
-        elif modelled is not None:
-            values[name] = {"activation_peak": modelled.activation_gib, "non_torch": modelled.non_torch_gib,
-                            "cuda_graph": modelled.cuda_graph_gib}[name]
-            sources[name] = modelled.sources[name]
-        elif name in profile.memory.overheads:
-            item = profile.memory.overheads[name]
-            values[name], sources[name] = item.gib, item.source
-            if item.at_batched_tokens and batched_tokens and batched_tokens != item.at_batched_tokens:
-                values[name] = round(item.gib * batched_tokens / item.at_batched_tokens, 3)
-                sources[name] = f"{item.source}; scaled to {batched_tokens} batched tokens"
-        else:
-            values[name], sources[name] = 0.0, "not modelled for this engine"
-    return Overheads(activation_peak_gib=values["activation_peak"], non_torch_gib=values["non_torch"],
-                     cuda_graph_gib=values["cuda_graph"], sources=sources)
-
-
-class Instance(BaseModel):
-    """What one engine instance gets on one GPU."""
-
-    knobs: Knobs
-    fraction_used: float | None
-    free_at_start_gib: float
-    weights_gib: float
-    overheads_gib: float
-    kv_pool_gib: float
-    footprint_gib: float = Field(description="memory the instance holds once started")
-    starts: bool
-    formula: str
-    problem: str | None = None
-
-
-def _tier(table: dict[str, Any], total_gib: float, gpu_name: str | None) -> Any:
-    """Pick a value from a tier table keyed like '>=70GiB (not A100/GB10)', '<20GB', 'other'."""
-    name = (gpu_name or "").upper()
-    for key, value in table.items():
-        m = re.match(r"\s*(>=|<)\s*(\d+)\s*GI?B(?:\s*\(not ([^)]*)\))?", key, re.I)
-        if not m:
-            continue
-        op, bound, excluded = m.group(1), float(m.group(2)), m.group(3)
-        if excluded and any(x.strip() in name for x in excluded.upper().split("/")):
-            continue
-        if (op == ">=" and total_gib >= bound) or (op == "<" and total_gib < bound):
-            return value
-    return table.get("other")
-
-
-def sglang_style_auto_fraction(profile: EngineProfile, total_gib: float, tp: int, pp: int) -> float | None:
-    """Default fraction for engines that publish a reserve formula (SGLang memory_hook), else None."""
-    reserve = profile.defaults.get("mem_fraction_reserve")
-    if reserve is None:
-        return None
-    r = reserve.value  # every coefficient is profile data (sglang memory_hook.py, cited there)
-    floor = r["chunked_prefill_floor"]
-    chunk_table = profile.defaults.get("chunked_prefill_by_memory")
-    chunk = _tier(chunk_table.value, total_gib * GIB / 1e9, None) if chunk_table else floor
-    graph_bs = profile.defaults["cuda_graph_max_bs"].value if "cuda_graph_max_bs" in profile.defaults else 0
-    reserved_mib = (r["base_mib"] + r["per_chunked_prefill_token_mib"] * max(chunk or floor, floor)
-                    + r["per_cuda_graph_bs_mib"] * graph_bs + r["per_rank_mib"] * tp * pp)
-    if "above_gb" in r and total_gib * GIB / 1e9 > r["above_gb"]:
-        reserved_mib = max(reserved_mib, r["min_reserve_gib_above_60gb"] * 1024)
-    return (total_gib * 1024 - reserved_mib) / (total_gib * 1024)
-
-
-def start_instance(profile: EngineProfile, free_gib: float, total_gib: float, weights_gib: float,
-                   over: Overheads, layout: KVLayout, knobs: Knobs, tp: int = 1, pp: int = 1) -> Instance:
-    """One instance starting with `free_gib` free on a `total_gib` GPU, under the profile's budget semantics."""
-    mem = profile.memory
-    budget = mem.budget
-    frac = knobs.memory_fraction if knobs.memory_fraction is not None else mem.default_fraction
-    fixed = over.total_gib
-    problem = None
-    if budget == "fraction_of_total":
-        requested = frac * total_gib  # type: ignore[operator]
-        kv = requested - weights_gib - fixed
-        footprint = requested
-        formula = f"KV = {frac:g} x {total_gib:.2f} - weights {weights_gib:.2f} - overheads {fixed:.2f}"
-        if requested > free_gib + 1e-9:
-            problem = (f"asks for {frac:g} x {total_gib:.2f} = {requested:.2f} GiB but only {free_gib:.2f} GiB is "
-                       "free: the engine refuses to start (free memory less than desired utilization)")
-    elif budget == "fraction_of_free_at_start":
-        if frac is None:  # the profile has the reserve formula when it has no default (checked on load)
-            frac = sglang_style_auto_fraction(profile, total_gib, tp, pp) or mem.fraction()
-        kv = free_gib - weights_gib - over.non_torch_gib - free_gib * (1 - frac)
-        # the rest of the free memory is left to activations and graphs; it is not held at start
-        footprint = frac * free_gib + over.activation_peak_gib + over.cuda_graph_gib
-        formula = (f"KV = free {free_gib:.2f} - weights {weights_gib:.2f} - non-torch {over.non_torch_gib:.2f}"
-                   f" - free x (1 - {frac:.3f})")
-    elif budget == "fraction_of_free_after_load":
-        kv = (free_gib - weights_gib - fixed) * frac  # type: ignore[operator]
-        footprint = weights_gib + fixed + kv
-        formula = f"KV = (free {free_gib:.2f} - weights {weights_gib:.2f} - peak {fixed:.2f}) x {frac:g}"
-    elif budget == "cap_with_wiggle":
-        wiggle = mem.wiggle_room or 1.0
-        after_warmup = free_gib - weights_gib - fixed
-        kv = after_warmup - (1 - wiggle * frac) * total_gib  # type: ignore[operator]
-        footprint = weights_gib + fixed + max(kv, 0.0)
-        formula = (f"KV = free after warm-up {after_warmup:.2f} - (1 - {wiggle:g} x {frac:g}) x total "
-                   f"{total_gib:.2f}")
-    else:  # explicit_context: the pool is what -c asks for
-        ctx = knobs.context_tokens or 0
-        kv = ctx * layout.bytes_per_token / GIB
-        footprint = weights_gib + fixed + kv
-        formula = f"KV = ctx {ctx} x {layout.bytes_per_token:.0f} B/token"
-        if footprint > free_gib:
-            problem = f"needs {footprint:.2f} GiB (weights + KV + buffers) but {free_gib:.2f} GiB is free"
-    if knobs.kv_pool_gib is not None and budget != "explicit_context":
-        kv, problem = knobs.kv_pool_gib, None
-        footprint = weights_gib + fixed + kv
-        formula = f"KV = explicit {kv:.2f} GiB (fraction ignored)"
-    if knobs.kv_tokens_cap is not None and budget != "explicit_context":
-        capped = knobs.kv_tokens_cap * (layout.bytes_per_token + layout.sliding_bytes_per_token) / GIB
-        if capped < kv:
-            footprint -= kv - capped
-            kv = capped
-            formula += f"; capped at {knobs.kv_tokens_cap} tokens"
-    if kv <= 0 and problem is None:
-        problem = f"no memory left for KV ({kv:.2f} GiB): weights {weights_gib:.2f} + overheads {fixed:.2f} GiB"
-    return Instance(knobs=knobs, fraction_used=frac, free_at_start_gib=free_gib, weights_gib=weights_gib,
-                    overheads_gib=fixed, kv_pool_gib=max(kv, 0.0), footprint_gib=footprint,
-                    starts=problem is None, formula=formula, problem=problem)
+__all__ = ["GIB", "CapacityResult", "ContextRow", "Instance", "Knobs", "Overheads", "batched_tokens_cap", "capacity",
+           "resident_gib", "resolve_overheads", "scheduler_cap", "sglang_style_auto_fraction", "start_instance",
+           "weights_per_gpu_gib"]
 
 
 def weights_per_gpu_gib(card: ModelCard, tp: int, pp: int, ep: int = 1) -> float:
@@ -193,7 +47,7 @@ def weights_per_gpu_gib(card: ModelCard, tp: int, pp: int, ep: int = 1) -> float
 def _tier_value(profile: EngineProfile, key: str, total_gib: float, gpu_name: str | None) -> int | None:
     """A tiered default (e.g. max_num_batched_tokens_by_memory), or None when the profile has none."""
     table = profile.defaults.get(key)
-    value = _tier(table.value, total_gib, gpu_name) if table else None
+    value = pick_tier(table.value, total_gib, gpu_name) if table else None
     return int(value) if isinstance(value, int | float) else None
 
 
@@ -216,7 +70,8 @@ def scheduler_cap(profile: EngineProfile, total_gib: float, gpu_name: str | None
         return flag.default, flag.source
     d = profile.defaults
     if "max_num_seqs_by_memory" in d:
-        return int(_tier(d["max_num_seqs_by_memory"].value, total_gib, gpu_name)), d["max_num_seqs_by_memory"].source
+        table = d["max_num_seqs_by_memory"]
+        return int(pick_tier(table.value, total_gib, gpu_name)), table.source
     if "max_running_requests_auto" in d and context > 0:  # min(max(min(cap/ctx*512, 4096), 2048), cap//2)
         value = min(max(min(tokens / context * 512, 4096), 2048), tokens // 2)
         return int(value), d["max_running_requests_auto"].source
@@ -237,7 +92,7 @@ def batched_tokens_cap(profile: EngineProfile, total_gib: float, gpu_name: str |
         return flag.default, flag.source
     if "max_num_batched_tokens_by_memory" in d:
         table = d["max_num_batched_tokens_by_memory"]
-        return int(_tier(table.value, total_gib, gpu_name)), table.source
+        return int(pick_tier(table.value, total_gib, gpu_name)), table.source
     return None, "unknown"
 
 
@@ -280,7 +135,20 @@ class CapacityResult(BaseModel):
     table: list[ContextRow]
     weight_format: WeightFormat | None = Field(default=None, description="the format matrix's verdict for "
                                                "these weights on this engine and GPU (set by the CLI)")
+    engine_version: EngineVersion | None = Field(default=None, description="the engine release planned for and "
+                                                 "how it was chosen (the newest known when none was named)")
+    other_residents_gib: float = Field(default=0.0, description="memory other processes (an earlier copy) held on "
+                                       "the GPU when this instance started")
+    input_sources: dict[str, str] = Field(default_factory=dict, description="where each planning input came from "
+                                          "(a flag, the old launch, the migration file, an engine default)")
     warnings: list[str] = Field(default_factory=list)
+
+
+def resident_gib(result: CapacityResult) -> float:
+    """What one started instance holds on its GPU as another process sees it: its footprint plus what the process
+    held before it measured the free memory it budgets from (CUDA context, distributed init)."""
+    held_before = result.gpu_total_gib - result.other_residents_gib - result.instance.free_at_start_gib
+    return result.instance.footprint_gib + max(held_before, 0.0)
 
 
 def _kv_concurrency(layout: KVLayout, blocks: int, page: int, context: int, slack: int = 0,
@@ -332,13 +200,10 @@ class _Limits(BaseModel):
 
 
 def _input_warnings(card: ModelCard, profile: EngineProfile, layout: KVLayout, *, gpu_total_gib: float,
-                    gpu_name: str | None, engine_version: str | None, modelled: ModelledOverheads | None,
-                    weights_gib: float | None, draft_layers: int) -> list[str]:
-    """What the inputs leave unknown or assumed: config notes, the overhead model, weights, the GPU tier."""
-    warnings = [*card.notes, *layout.notes]
-    if engine_version is not None and modelled is None:
-        warnings.append(f"engine version {engine_version[:40]}: the {profile.name} profile has no overhead model "
-                        "for it, so its flat overhead defaults apply")
+                    gpu_name: str | None, version: EngineVersion, weights_gib: float | None,
+                    draft_layers: int) -> list[str]:
+    """What the inputs leave unknown or assumed: the engine release, config notes, weights, the GPU tier."""
+    warnings = [*([version.note] if version.note else []), *card.notes, *layout.notes]
     if card.weights.warning and weights_gib is None:
         warnings.append(card.weights.warning)
     if draft_layers and card.attention.draft_layers and weights_gib is None:
@@ -413,16 +278,30 @@ def _modelled(profile: EngineProfile, card: ModelCard, *, gpu_total_gib: float, 
                            batched_tokens=step_tokens, max_model_len=mml, eager=eager)
 
 
+def _free_at_start(profile: EngineProfile, modelled: ModelledOverheads | None, gpu_total_gib: float,
+                   free_gib: float | None, other_residents_gib: float) -> float:
+    """Memory free when the instance takes its budget: as given, else the total less what the process holds first
+    (the version's baseline, else the profile's CUDA context), less what other processes already hold."""
+    if free_gib is None and modelled is not None and modelled.baseline_held_gib is not None:
+        free_gib = gpu_total_gib - modelled.baseline_held_gib  # the version's own baseline (context, dist init)
+    elif free_gib is None and profile.memory.cuda_context_gib is not None:
+        free_gib = gpu_total_gib - profile.memory.cuda_context_gib
+    return (gpu_total_gib if free_gib is None else free_gib) - other_residents_gib
+
+
 def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, gpu_name: str | None = None,
              tp: int = 1, pp: int = 1, kv_dtype: str = "auto", knobs: Knobs | None = None,
              max_model_len: int | None = None, context: int | None = None, max_num_seqs: int | None = None,
              max_batched_tokens: int | None = None, page_tokens: int | None = None,
              weights_gib: float | None = None, overheads: dict[str, float] | None = None,
              free_gib: float | None = None, slots: int | None = None, engine_version: str | None = None,
-             eager: bool = False, draft_layers: int = 0) -> CapacityResult:
-    """KV pool, blocks, tokens, concurrency at `context` and the binding limit, for one instance.
-    `draft_layers`: MTP/EAGLE layers that run for speculative decoding and keep KV in the same pool."""
+             eager: bool = False, draft_layers: int = 0, other_residents_gib: float = 0.0) -> CapacityResult:
+    """KV pool, blocks, tokens, concurrency at `context` and the binding limit, for one instance of `profile` at
+    `engine_version` (None: the profile's resolved release, else the newest known, said in the warnings).
+    `draft_layers`: MTP/EAGLE layers that run for speculative decoding and keep KV in the same pool;
+    `other_residents_gib`: memory other processes (an earlier canary copy) already hold on the GPU."""
     knobs = knobs or Knobs()
+    version = resolve_version(profile, engine_version)
     layout = kv_layout(card, tp, pp, kv_dtype, mla_bytes=profile.memory.mla_kv_bytes_per_layer,
                        draft_layers=draft_layers)
     tok_cap, tok_src = (max_batched_tokens, "user") if max_batched_tokens else batched_tokens_cap(
@@ -434,23 +313,18 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
     if ctx > mml:
         raise BadInput(f"context {ctx} exceeds max_model_len {mml}")
     modelled = _modelled(profile, card, gpu_total_gib=gpu_total_gib, gpu_name=gpu_name, tp=tp, mml=mml,
-                         max_num_seqs=max_num_seqs, tok_cap=tok_cap, engine_version=engine_version, eager=eager)
+                         max_num_seqs=max_num_seqs, tok_cap=tok_cap, engine_version=version.version, eager=eager)
     over = resolve_overheads(profile, overheads, tok_cap, modelled)
     if knobs.memory_fraction is None and modelled is not None and modelled.default_fraction is not None:
         knobs = knobs.model_copy(update={"memory_fraction": modelled.default_fraction})
-    if free_gib is None and modelled is not None and modelled.baseline_held_gib is not None:
-        free_gib = gpu_total_gib - modelled.baseline_held_gib  # the version's own baseline (context, dist init)
-    elif free_gib is None and profile.memory.cuda_context_gib is not None:
-        free_gib = gpu_total_gib - profile.memory.cuda_context_gib
+    free = _free_at_start(profile, modelled, gpu_total_gib, free_gib, other_residents_gib)
     warnings = _input_warnings(card, profile, layout, gpu_total_gib=gpu_total_gib, gpu_name=gpu_name,
-                               engine_version=engine_version, modelled=modelled, weights_gib=weights_gib,
-                               draft_layers=draft_layers)
+                               version=version, weights_gib=weights_gib, draft_layers=draft_layers)
     explicit = profile.memory.budget == "explicit_context"
     if explicit and knobs.context_tokens is None:
         knobs = knobs.model_copy(update={"context_tokens": mml * (slots or 1)})
     w = weights_gib if weights_gib is not None else weights_per_gpu_gib(card, tp, pp)
-    inst = start_instance(profile, gpu_total_gib if free_gib is None else free_gib, gpu_total_gib, w, over,
-                          layout, knobs, tp, pp)
+    inst = start_instance(profile, free, gpu_total_gib, w, over, layout, knobs, tp, pp)
     page, page_note = _page_tokens(profile, layout, page_tokens)
     warnings += [page_note] if page_note else []
     per_block = page * (layout.bytes_per_token + layout.sliding_bytes_per_token)
@@ -481,5 +355,5 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
         context=ctx, kv_concurrency=round(kvc, 4), limits={"kv": math.floor(kvc), "max_num_seqs": seq_cap,
                                                             "max_batched_tokens": tok_cap},
         limit_sources={"max_num_seqs": seq_src, "max_batched_tokens": tok_src}, max_concurrency=conc,
-        range=pool_range_of, range_missing=range_missing,
-        binding_limit=binding, table=limits.table(mml), warnings=warnings)
+        range=pool_range_of, range_missing=range_missing, binding_limit=binding, table=limits.table(mml),
+        engine_version=version, other_residents_gib=other_residents_gib, warnings=warnings)

@@ -23,6 +23,7 @@ from switchover.hardware.catalog import find_gpu
 from switchover.hardware.fingerprint import HostFingerprint
 from switchover.model.card import ModelCard
 from switchover.plan.capacity import capacity
+from switchover.plan.overhead import EngineVersion, resolve_version
 from switchover.plan.parallel import check_layout
 
 FactKind = Literal["format", "context", "capacity", "concurrency", "rate", "feature", "api_field", "probe"]
@@ -122,6 +123,8 @@ class EngineChoice(BaseModel):
     engine: str
     display_name: str
     profile_version: str
+    engine_version: EngineVersion | None = Field(default=None, description="the release assessed: as pinned "
+                                                 "(-e ENGINE@VERSION), else the newest known, and said")
     loads: bool | None
     kernel: str | None = None
     capacity: CapacitySummary | None = None
@@ -167,8 +170,8 @@ class ChooseResult(BaseModel):
         return {c.engine: c.verdict() for c in self.engines}
 
 
-def _capacity_fact(card: ModelCard, profile: EngineProfile, hw: Hardware, req: Requirements
-                   ) -> tuple[Fact, CapacitySummary | None]:
+def _capacity_fact(card: ModelCard, profile: EngineProfile, hw: Hardware, req: Requirements,
+                   version: str | None = None) -> tuple[Fact, CapacitySummary | None]:
     if hw.device == "cpu":
         return Fact(kind="capacity", what="capacity per replica", ok=None,
                     detail="not computed: `plan capacity` models GPU memory, not a CPU host"), None
@@ -183,7 +186,7 @@ def _capacity_fact(card: ModelCard, profile: EngineProfile, hw: Hardware, req: R
                     source=f"{profile.name} profile parallel rules (plan parallel)", verified=True), None
     try:
         res = capacity(card, profile, hw.total_gib, gpu_name=hw.gpu_name, tp=tp, max_model_len=req.context,
-                       context=req.context)
+                       context=req.context, engine_version=version)
     except BadInput as exc:
         return Fact(kind="capacity", what="capacity per replica", ok=None, detail=f"TP={tp}: {exc.message}"), None
     summary = CapacitySummary(tp=tp, kv_tokens=res.tokens, max_concurrency=res.max_concurrency, context=res.context,
@@ -214,11 +217,12 @@ def _api_differences(profile: EngineProfile, current: EngineProfile) -> list[str
 
 
 def assess(engine: str, card: ModelCard, fmt: str | None, fmt_reason: str, hw: Hardware, req: Requirements,
-           probe: ProbeEvidence | None = None) -> EngineChoice:
-    """Every fact for one engine."""
-    profile = load_profile(engine)
+           probe: ProbeEvidence | None = None, version: str | None = None) -> EngineChoice:
+    """Every fact for one engine at a release (None: the newest known)."""
+    profile = load_profile(engine, version)
     choice = EngineChoice(engine=profile.name, display_name=profile.display_name,
-                          profile_version=profile.version_read, loads=None)
+                          profile_version=profile.version_read, loads=None,
+                          engine_version=resolve_version(profile, version))
     if fmt is None:
         choice.facts.append(Fact(kind="format", what="loads the weights", ok=None,
                                  detail=f"unknown: the checkpoint's format is not in the matrix ({fmt_reason})"))
@@ -232,7 +236,7 @@ def assess(engine: str, card: ModelCard, fmt: str | None, fmt_reason: str, hw: H
                                  verified=True, detail=f"the model's max_position_embeddings is "
                                                        f"{card.max_position_embeddings:,}"))
     elif choice.loads is not False:
-        fact, summary = _capacity_fact(card, profile, hw, req)
+        fact, summary = _capacity_fact(card, profile, hw, req, version)
         choice.facts.append(fact)
         choice.capacity = summary
         if req.concurrency is not None:
@@ -284,10 +288,13 @@ def _rank_key(c: EngineChoice) -> tuple[Any, ...]:
 
 
 def choose(card: ModelCard, qc: dict[str, Any] | None, hw: Hardware, req: Requirements,
-           probe: ProbeEvidence | None = None, engines: tuple[str, ...] = ENGINES) -> ChooseResult:
-    """The engines ranked for this model, hardware and requirements."""
+           probe: ProbeEvidence | None = None, engines: tuple[str, ...] = ENGINES,
+           versions: dict[str, str] | None = None) -> ChooseResult:
+    """The engines ranked for this model, hardware and requirements, each at its pinned release in `versions`
+    (else the newest known)."""
     fmt, why = format_of_card(card, qc)
-    choices = sorted((assess(e, card, fmt, why, hw, req, probe) for e in engines), key=_rank_key)
+    pinned = versions or {}
+    choices = sorted((assess(e, card, fmt, why, hw, req, probe, pinned.get(e)) for e in engines), key=_rank_key)
     for i, c in enumerate(choices, 1):
         c.rank = i
     notes = [f"capacity is per replica of TP={hw.gpu_count} over all {hw.gpu_count} GPUs; weights "

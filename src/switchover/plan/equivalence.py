@@ -2,7 +2,8 @@
 
 The same number means different things (engines.md §1e): vLLM 0.9 is a share of total memory, SGLang's
 mem_fraction_static a share of free memory covering weights + KV, TensorRT-LLM's a share of what is free after
-loading. So the value is never copied: both pools are computed and the target knob is solved for.
+loading. So the value is never copied: both pools are computed by `plan capacity`'s own function (each engine at
+its release, with its version's overhead model) and the target knob is solved for.
 """
 
 from __future__ import annotations
@@ -10,16 +11,9 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from switchover.engines import EngineProfile
+from switchover.errors import BadInput
 from switchover.model.card import ModelCard
-from switchover.plan.capacity import (
-    GIB,
-    Knobs,
-    batched_tokens_cap,
-    resolve_overheads,
-    start_instance,
-    weights_per_gpu_gib,
-)
-from switchover.plan.kv import kv_layout
+from switchover.plan.capacity import GIB, CapacityResult, Knobs, capacity
 
 
 class KnobEquivalent(BaseModel):
@@ -34,33 +28,36 @@ class KnobEquivalent(BaseModel):
 
 def equivalent_memory_knob(card: ModelCard, src: EngineProfile, dst: EngineProfile, gpu_total_gib: float,
                            src_fraction: float, *, tp: int = 1, pp: int = 1, kv_dtype: str = "auto",
-                           overheads: dict[str, float] | None = None) -> KnobEquivalent | None:
+                           overheads: dict[str, float] | None = None, gpu_name: str | None = None,
+                           max_model_len: int | None = None, src_version: str | None = None,
+                           dst_version: str | None = None) -> KnobEquivalent | None:
     """Solve the target's knob for the pool `src_fraction` gives in the source engine; None if it cannot match."""
-    layout = kv_layout(card, tp, pp, kv_dtype, mla_bytes=src.memory.mla_kv_bytes_per_layer)  # source's layout
-    weights = weights_per_gpu_gib(card, tp, pp)
-    src_over = resolve_overheads(src, overheads, batched_tokens_cap(src, gpu_total_gib, None)[0])
-    src_inst = start_instance(src, gpu_total_gib, gpu_total_gib, weights, src_over, layout,
-                              Knobs(memory_fraction=src_fraction), tp, pp)
-    target = src_inst.kv_pool_gib
-    if not src_inst.starts or target <= 0:
+    def plan(profile: EngineProfile, version: str | None, knobs: Knobs) -> CapacityResult | None:
+        try:
+            return capacity(card, profile, gpu_total_gib, knobs=knobs, engine_version=version, gpu_name=gpu_name, tp=tp,
+                            pp=pp, kv_dtype=kv_dtype, overheads=overheads, max_model_len=max_model_len)
+        except BadInput:  # no max_model_len known: nothing to size
+            return None
+
+    source = plan(src, src_version, Knobs(memory_fraction=src_fraction))
+    if source is None or not source.instance.fits_memory or source.instance.kv_pool_gib <= 0:
         return None
+    target = source.instance.kv_pool_gib
     flag = src.flags["gpu_memory_fraction"].flag
     if dst.memory.budget == "explicit_context":
-        ctx = int(target * GIB // max(layout.bytes_per_token, 1))
+        ctx = int(target * GIB // max(source.layout.bytes_per_token, 1))
         return KnobEquivalent(intent="max_context_length", value=ctx, pool_gib=target, source_pool_gib=target,
                               explanation=f"{flag} {src_fraction:g} gives a {target:.2f} GiB KV pool "
-                                          f"({src_inst.formula}); -c {ctx} holds as many tokens")
-    over = resolve_overheads(dst, overheads, batched_tokens_cap(dst, gpu_total_gib, None)[0])
+                                          f"({source.instance.formula}); -c {ctx} holds as many tokens")
 
     def pool(fraction: float) -> float:
-        inst = start_instance(dst, gpu_total_gib, gpu_total_gib, weights, over, layout,
-                              Knobs(memory_fraction=fraction), tp, pp)
-        return inst.kv_pool_gib if inst.starts else -1.0
+        res = plan(dst, dst_version, Knobs(memory_fraction=fraction))
+        return res.instance.kv_pool_gib if res is not None and res.instance.fits_memory else -1.0
 
     lo, hi = 0.01, 1.0
     if pool(hi) < target:
         return None
-    for _ in range(50):  # the pool grows monotonically with every engine's fraction
+    for _ in range(30):  # the pool grows monotonically with every engine's fraction; 2^-30 is far below 0.001
         mid = (lo + hi) / 2
         if pool(mid) < target:
             lo = mid

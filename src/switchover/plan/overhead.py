@@ -17,27 +17,98 @@ from __future__ import annotations
 import itertools
 import math
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, Field
 
 from switchover.engines import EngineProfile
 from switchover.engines.profile import LoadOverheadModel, OverheadBand
-from switchover.engines.versions import parse_version, version_matches
+from switchover.engines.releases import load_releases
+from switchover.engines.versions import parse_version, release_key, version_matches
+from switchover.errors import BadInput
 from switchover.model.card import ModelCard
 
 GIB = 2**30
 MIB = 2**20
 
+__all__ = ["EngineVersion", "ModelledOverheads", "band_for", "default_fraction", "model_overheads",
+           "newest_known", "parse_version", "resolve_version", "version_matches"]
+
+
+class EngineVersion(BaseModel):
+    """The engine release a plan is for: the one asked for, else the newest known, and what the user is told."""
+
+    engine: str
+    asked: str | None = Field(description="the release the user named (None: not named)")
+    version: str | None = Field(description="the release planned for: as asked, else the newest known; None when "
+                                "no release of this engine is known")
+    band: str | None = Field(default=None, description="the profile's overhead band that covers it (None: none)")
+    note: str | None = Field(default=None, description="how the version was chosen, or what the data does not "
+                             "cover at it")
+
+    @property
+    def label(self) -> str:
+        return f"{self.engine} {self.version}" if self.version else f"{self.engine} (release unknown)"
+
+
+def newest_known(profile: EngineProfile) -> str | None:
+    """The newest release of the engine the data knows: the newest release read from source (engines.releases),
+    else the release the profile was read at when its `version_read` starts with one; None otherwise."""
+    data = load_releases(profile.name)
+    if data is not None and data.releases:
+        return data.releases[-1].version
+    first = profile.version_read.split()[0] if profile.version_read.split() else ""
+    try:
+        release_key(first)
+    except ValueError:
+        return None
+    return first
+
+
+def _covers(spec: str, version: str) -> bool:
+    """Whether a release lies in a band's range ('>=0.8,<0.19'), compared as releases (engines.versions)."""
+    try:
+        return SpecifierSet(spec).contains(release_key(version), prereleases=True)
+    except (InvalidSpecifier, ValueError):
+        return False
+
 
 def band_for(profile: EngineProfile, version: str | None) -> tuple[OverheadBand | None, str]:
-    """The overhead band for an engine version (default: the version the profile was read from)."""
-    wanted = parse_version(version) or parse_version(profile.version_read)
+    """The overhead band for an engine release (None: the newest known), and the release it was looked up at."""
+    wanted = version or profile.resolved_version or newest_known(profile)
     if wanted is None:
         return None, "no version"
-    label = ".".join(map(str, wanted))
     for band in profile.memory.overhead_model:
-        if version_matches(band.versions, wanted):
-            return band, label
-    return None, label
+        if _covers(band.versions, wanted):
+            return band, wanted
+    return None, wanted
+
+
+def resolve_version(profile: EngineProfile, asked: str | None) -> EngineVersion:
+    """The release to plan for (asked, else the profile's resolved release, else the newest known) and the note
+    that says how it was chosen or what the overhead data does not cover there; BadInput for a malformed release."""
+    if asked is not None:
+        try:
+            release_key(asked)
+        except ValueError as exc:
+            raise BadInput(f"{profile.name} version: {exc}") from None
+    stated = asked or profile.resolved_version
+    newest = newest_known(profile)
+    version = stated or newest
+    if version is None:
+        return EngineVersion(engine=profile.name, asked=None, version=None,
+                             note=f"no {profile.name} version given and no release of it is known (profile read "
+                                  f"at {profile.version_read[:80]}): version-banded data is not applied")
+    band, _ = band_for(profile, version)
+    notes = [] if stated else [f"no {profile.name} version given: {version}, the newest known, is assumed"]
+    if stated and newest is not None and release_key(stated) > release_key(newest):
+        notes.append(f"{profile.name} {stated} is newer than the newest release known ({newest}): what the data "
+                     f"says of {newest} is assumed to still hold")
+    if band is None and profile.memory.overhead_model:
+        bands = ", ".join(b.versions for b in profile.memory.overhead_model)
+        notes.append(f"the {profile.name} profile has no overhead model for {version} (its bands: {bands}): its "
+                     "flat overhead defaults apply, not a model fitted at this version")
+    return EngineVersion(engine=profile.name, asked=stated, version=version,
+                         band=band.versions if band is not None else None, note="; ".join(notes) or None)
 
 
 def default_fraction(profile: EngineProfile, version: str | None) -> float | None:

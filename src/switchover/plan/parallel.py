@@ -78,7 +78,7 @@ def check_layout(card: ModelCard, profile: EngineProfile, tp: int, pp: int, ep: 
 def plan_layouts(card: ModelCard, profile: EngineProfile, gpus: int, gpu_total_gib: float, *,
                  gpu_name: str | None = None, context: int | None = None, max_model_len: int | None = None,
                  kv_dtype: str = "auto", overheads: dict[str, float] | None = None,
-                 interconnect: Interconnect | None = None) -> list[Layout]:
+                 interconnect: Interconnect | None = None, engine_version: str | None = None) -> list[Layout]:
     """All TP x PP (x EP for MoE) with TP*PP <= gpus; legal ones first, ranked by KV tokens per replica, except
     that with a known interconnect a layout whose TP group crosses PCIe ranks after every one that does not."""
     if gpus < 1:
@@ -96,7 +96,7 @@ def plan_layouts(card: ModelCard, profile: EngineProfile, gpus: int, gpu_total_g
                                 reasons=problems)
                 if not problems:
                     _fill(layout, card, profile, gpu_total_gib, gpu_name, context, max_model_len, kv_dtype,
-                          overheads, gpus)
+                          overheads, gpus, engine_version)
                     if layout.legal and tp > 1:
                         layout.tp_link, caveat = tp_caveat(card, interconnect, tp, pp)
                         layout.allreduce_kib_per_token = round(allreduce_bytes_per_token(card, tp) / 1024, 1)
@@ -110,12 +110,13 @@ def plan_layouts(card: ModelCard, profile: EngineProfile, gpus: int, gpu_total_g
 
 def _fill(layout: Layout, card: ModelCard, profile: EngineProfile, total: float, gpu_name: str | None,
           context: int | None, mml: int | None, kv_dtype: str, overheads: dict[str, float] | None,
-          gpus: int) -> None:
+          gpus: int, engine_version: str | None = None) -> None:
     weights = weights_per_gpu_gib(card, layout.tp, layout.pp)
     if card.moe is not None and layout.ep > 1:
         weights = card.weights.total_bytes / (layout.ep * layout.pp) / 2**30  # experts dominate MoE weights
     res = capacity(card, profile, total, gpu_name=gpu_name, tp=layout.tp, pp=layout.pp, kv_dtype=kv_dtype,
-                   max_model_len=mml, context=context, weights_gib=weights, overheads=overheads)
+                   max_model_len=mml, context=context, weights_gib=weights, overheads=overheads,
+                   engine_version=engine_version)
     layout.weights_gib_per_gpu = round(weights, 3)
     if not res.instance.starts:
         layout.legal = False

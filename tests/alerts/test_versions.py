@@ -181,3 +181,40 @@ def test_an_engine_release_without_release_data_says_so(monkeypatch: pytest.Monk
     side = engine_release("tgi@2.0.2", "--to")
     assert isinstance(side, EngineRelease) and side.serves("tgi_queue_size").status == "unknown"
     assert side.note == "no release data for tgi: the series its releases serve are not checked"
+
+
+TARGETS = ["vllm@0.6.3", "vllm@0.8.5.post1", "vllm@0.11.0", "vllm", "sglang@0.4.3", "sglang@0.5.5", "sglang",
+           "tgi@2.0.2", "tgi", "llamacpp@b3995", "llamacpp", "trtllm"]
+RULE_SETS = Path(__file__).with_name("rules")
+
+
+def _served_everywhere(report: TranslationReport, target: EngineRelease, recorded: set[str]) -> list[str]:
+    """Series a translated/unchanged rule reads that the target does not serve (computed from the output alone)."""
+    from switchover.alerts.promql import parse
+
+    bad = []
+    for r in report.rules:
+        if r.status not in ("translated", "unchanged"):
+            continue
+        for sel in parse(r.expr_after).selectors:
+            if sel.name and sel.name not in recorded and engine_of(sel.name) is not None \
+                    and target.serves(sel.name).status != "present":
+                bad.append(f"{r.rule}: {sel.name}")
+    return bad
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("source", sorted(p.stem for p in RULE_SETS.glob("*.yaml")))
+def test_no_rule_called_translated_watches_a_series_the_target_does_not_serve(source: str, target: str) -> None:
+    from switchover.alerts.rules import recorded_names
+
+    path = RULE_SETS / f"{source}.yaml"
+    src, dst = engine_release(source, "--from"), engine_release(target, "--to")
+    if (src.engine, src.version) == (dst.engine, dst.version):
+        pytest.skip("the same release on both sides")
+    _, report = translate_rules(path, src, dst)
+    assert _served_everywhere(report, dst, recorded_names(yaml.safe_load(path.read_text()))) == []
+    for r in report.rules:  # a rule left with a dead series is an error: the command fails
+        if r.series_left:
+            assert r.status in ("partial", "untranslated")
+            assert any(f.rule == r.rule and f.severity == "error" for f in report.findings)

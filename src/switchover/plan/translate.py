@@ -1,21 +1,33 @@
-"""Translate a launch between engines: parse the old command (or YAML) into intents, render the target's flags
-(and TensorRT-LLM's YAML), and list what is lost in translation. Spellings come from the engine profiles; the
-conversions here are per intent (what a value means), never per engine name."""
+"""Translate a launch between engines and versions: every input flag (argv, env, config key) ends in exactly one
+list — translated, the target's default already matches, lost (with why), or passed through unchanged — and the
+target's launch is rendered with option names that exist at the target version (its release data). Spellings come
+from the engine profiles; conversions are per intent (plan.translate_values), never per engine name."""
 
 from __future__ import annotations
 
+import json
 import shlex
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field, computed_field
 
 from switchover.engines import EngineProfile, FlagSpec, load_profile
+from switchover.engines.releases import FlagSpan
 from switchover.model.card import ModelCard
-from switchover.plan.equivalence import equivalent_memory_knob
-from switchover.plan.launch import LaunchIntent, parse_launch
-
-LostKind = Literal["no_equivalent", "different_meaning", "different_default", "not_understood"]
+from switchover.plan.launch import (
+    CONFIG_FILE,
+    DEVICES,
+    ENV_FILE,
+    MODEL,
+    InputFlag,
+    LaunchIntent,
+    parse_launch,
+    resolve_engine,
+)
+from switchover.plan.launch_config import env_kind
+from switchover.plan.launch_values import value_problem
+from switchover.plan.translate_hardware import HardwareMove, gguf_step, move_hardware
+from switchover.plan.translate_values import CONVERSIONS, CONVERTED, Derived, LostKind, Outcome, Render, Result
 
 # Intents that are not values to copy: they need the model and GPU to convert (see plan capacity).
 MEANING_DIFFERS = {"gpu_memory_fraction", "block_size", "max_batched_tokens_per_step", "max_waiting_queue"}
@@ -25,11 +37,12 @@ API_FACTS = ("generation_config_applied", "default_sampling", "max_stop_strings"
              "seed_per_request", "n_gt_1", "validation_status", "overload_status", "error_body",
              "context_overflow", "cached_tokens_reported", "openai_json_schema", "ignore_eos_field",
              "min_tokens_field")
-__all__ = ["LaunchIntent", "LostItem", "Translation", "api_differences", "parse_launch", "render", "translate"]
+__all__ = ["Derived", "FlagResult", "HardwareMove", "LaunchIntent", "LostItem", "Translation", "api_differences",
+           "parse_launch", "render", "translate"]
 
 
 class LostItem(BaseModel):
-    """Something that does not carry over as-is."""
+    """Something that does not carry over as-is (an API default or behaviour, or a lost flag)."""
 
     intent: str
     kind: LostKind
@@ -37,16 +50,34 @@ class LostItem(BaseModel):
     source: str | None = None
 
 
+class FlagResult(BaseModel):
+    """One input flag and what became of it in the target."""
+
+    input: InputFlag
+    outcome: Outcome
+    rendered: list[str] = Field(default_factory=list, description="the target words it produced")
+    detail: str | None = Field(default=None, description="why (for lost: no equivalent, refused, removed in ...)")
+    source: str | None = Field(default=None, description="URL behind the outcome")
+    kind: LostKind | None = Field(default=None, description="for lost flags: what kind of loss")
+
+
 class Translation(BaseModel):
-    """A rendered target launch plus everything lost on the way."""
+    """A rendered target launch, and what became of every input flag."""
 
     source_engine: str
+    source_version: str | None = None
+    source_note: str | None = None
     target_engine: str
-    intent: LaunchIntent
+    target_version: str | None = None
+    target_note: str | None = None
     argv: list[str]
     env: dict[str, str] = Field(default_factory=dict)
     yaml_config: dict[str, Any] | None = Field(default=None, description="TensorRT-LLM extra options YAML")
-    lost: list[LostItem] = Field(default_factory=list)
+    flags: list[FlagResult] = Field(default_factory=list, description="one per input flag, env var or config key")
+    derived: list[Derived] = Field(default_factory=list, description="values set that no input flag carried")
+    steps: list[str] = Field(default_factory=list, description="things to do before launching the target")
+    api: list[LostItem] = Field(default_factory=list, description="API defaults and behaviours that differ")
+    notes: list[str] = Field(default_factory=list)
 
     @computed_field(description="The rendered launch command line (env + argv, shell-quoted)")  # type: ignore[prop-decorator]
     @property
@@ -54,256 +85,143 @@ class Translation(BaseModel):
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
         return (env + " " if env else "") + shlex.join(self.argv)
 
+    @property
+    def lost(self) -> list[LostItem]:
+        """Lost flags and API differences, as one list (what `check` reports)."""
+        flags = [LostItem(intent=f.input.intent or f.input.typed, kind=f.kind or "no_equivalent",
+                          detail=f.detail or "", source=f.source) for f in self.flags if f.outcome == "lost"]
+        return flags + list(self.api)
 
-# ---- rendering -----------------------------------------------------------------------------------------------
-
-_KV_DTYPE_FAMILY = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e4m3fn": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2",
-                    "auto": "auto", "bf16": "auto", "bfloat16": "auto", "f16": "auto", "float16": "auto"}
-
-
-def _kv_dtype_for(target: FlagSpec, value: str) -> str | None:
-    family = _KV_DTYPE_FAMILY.get(str(value).lower())
-    if family is None:
-        return None
-    if family == "auto":
-        return None if target.default in ("auto", "f16", "model dtype") else "auto"
-    if target.choices is None:
-        return str(value)
-    choices = target.choices
-    for name in (str(value), family, family + "fn", "fp8"):
-        if name in choices:
-            return name
-    return None
+    @property
+    def refused(self) -> list[FlagResult]:
+        """Input flags the source version refuses: the source launch itself is invalid."""
+        return [f for f in self.flags if f.input.validity == "refused"]
 
 
-@dataclass
-class _Render:
-    """What rendering builds up: the values still to place, the target's argv/env/YAML, and what is lost."""
-
-    src: EngineProfile
-    dst: EngineProfile
-    values: dict[str, Any]
-    card: ModelCard | None
-    gpu_total_gib: float | None
-    argv: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
-    yaml_cfg: dict[str, Any] = field(default_factory=dict)
-    lost: list[LostItem] = field(default_factory=list)
-
-    def settable(self, name: str) -> bool:
-        spec = self.dst.flags.get(name)
-        return spec is not None and (_on_command_line(spec) or bool(spec.yaml_key) or bool(spec.env))
-
-    def put(self, intent_name: str, value: Any) -> None:
-        """Place one value where the target takes it: a flag, a YAML key or an environment variable."""
-        spec = self.dst.flags[intent_name]
-        if _on_command_line(spec):
-            self.argv.extend(_flag_args(spec, value, self.dst.launch.bool_style))
-        elif spec.yaml_key:
-            node = self.yaml_cfg
-            *parents, leaf = spec.yaml_key.split(".")
-            for part in parents:
-                node = node.setdefault(part, {})
-            node[leaf] = _spelled(spec, value)
-        elif spec.env:
-            self.env[spec.env] = ("1" if value else "0") if spec.kind == "bool" else str(value)
-
+# ---- placing values in the target ------------------------------------------------------------------------------
 
 def _on_command_line(spec: FlagSpec) -> bool:
     return bool(spec.flag and spec.kind != "none" and " " not in spec.flag)
 
 
-def _flag_args(spec: FlagSpec, value: Any, bool_style: str) -> list[str]:
-    """The argv words for one flag and its value."""
-    assert spec.flag is not None
-    if spec.kind == "bool":
-        if bool(value) != spec.invert:
-            return [spec.flag]
-        if spec.negation:
-            return [spec.negation]
-        return [spec.flag, "false"] if bool_style == "value" else []
-    if isinstance(value, list):
-        return [spec.flag, *(str(v) for v in value)]
-    return [spec.flag, str(_spelled(spec, value))]
-
-
 def _spelled(spec: FlagSpec, value: Any) -> Any:
-    """The target's own spelling of a canonical value (when the flag declares one)."""
-    if spec.canonical:
-        return {v: k for k, v in spec.canonical.items()}.get(value, value)
+    """The target's own spelling of a canonical value (when the flag declares one; a boolean's meaning is
+    'true'/'false', so a switch becomes `on`/`off` where the target takes a word)."""
+    if spec.canonical and isinstance(value, str | bool):
+        key = str(value).lower() if isinstance(value, bool) else value
+        return {v: k for k, v in spec.canonical.items()}.get(key, value)
     return value
 
 
-def _memory_knob(r: _Render) -> None:
-    """With a model card and the GPU's memory, convert the memory fraction to the target's meaning."""
-    values, src, dst = r.values, r.src, r.dst
-    if r.card is None or not r.gpu_total_gib or "gpu_memory_fraction" not in values or src.name == dst.name:
-        return
-    eq = equivalent_memory_knob(r.card, src, dst, r.gpu_total_gib, float(values["gpu_memory_fraction"]),
-                                tp=int(values.get("tensor_parallel_size", 1)),
-                                pp=int(values.get("pipeline_parallel_size", 1)),
-                                kv_dtype=str(values.get("kv_cache_dtype", "auto")))
-    values.pop("gpu_memory_fraction")
-    if eq is None:
-        r.lost.append(LostItem(intent="gpu_memory_fraction", kind="different_meaning",
-                               detail=f"no {dst.name} setting reproduces the source KV pool on this GPU"))
-    elif eq.intent == "max_context_length" and "max_context_length" in values:
-        mml = int(values["max_context_length"])
-        fit = max(1, int(eq.value) // mml)  # slots of a full context each that the same memory holds
-        asked = values.get("max_concurrent_sequences")
-        values["max_concurrent_sequences"] = min(int(asked), fit) if asked else fit
-        r.lost.append(LostItem(intent="gpu_memory_fraction", kind="different_meaning",
-                               detail=f"converted, not copied: {eq.explanation}; that is "
-                                      f"{values['max_concurrent_sequences']} slots of {mml} tokens"
-                                      + (f" (not {asked}: slots reserve their whole context)"
-                                         if asked and asked > fit else ""), source=dst.memory.source))
-    else:
-        values[eq.intent] = eq.value
-        r.lost.append(LostItem(intent="gpu_memory_fraction", kind="different_meaning",
-                               detail=f"converted, not copied: {eq.explanation}", source=dst.memory.source))
+def _target_option(r: Render, spec: FlagSpec) -> tuple[str | None, FlagSpan | None, str | None, str | None]:
+    """(the spelling to render, its span, why none exists, its URL) at the target version: the profile's flag or an
+    alias the release data has there."""
+    assert spec.flag is not None
+    if r.dview is None:
+        return spec.flag, None, None, None
+    reason = None
+    for name in spec.spellings():
+        found = r.dview.option(name)
+        if (found.status == "present" and found.matched_as is None) or (found.status == "present" and (
+                found.matched_as and "another spelling" in found.matched_as)):
+            return name, found.span if isinstance(found.span, FlagSpan) else None, None, found.url
+        if found.status == "unknown":
+            return spec.flag, None, None, None
+        reason = reason or found.reason
+    return None, None, reason, None
 
 
-def _expert_parallel(r: _Render) -> None:
-    """A bool (on/off) in one engine is a width (an int) in another."""
-    if "expert_parallel" not in r.values:
-        return
-    ep = r.values["expert_parallel"]
-    width = r.values.get("tensor_parallel_size", 1) * r.values.get("data_parallel_size", 1)
-    spec = r.dst.flags.get("expert_parallel")
-    if spec is not None and spec.kind == "int" and isinstance(ep, bool):
-        r.values["expert_parallel"] = width if ep else 1
-    elif spec is not None and spec.kind == "bool" and not isinstance(ep, bool):
-        r.values["expert_parallel"] = ep > 1
+def _place(r: Render, intent: str, value: Any) -> Result:
+    """One value where the target takes it: a flag (spelled as the target version has it), a JSON key of a flag,
+    a YAML key or an environment variable."""
+    spec = r.dst.flags[intent]
+    detail = r.details.get(intent)
+    if spec.json_key and spec.flag:
+        return _json_member(r, intent, spec, value, detail)
+    if _on_command_line(spec):
+        name, span, missing, url = _target_option(r, spec)
+        if name is None:
+            return Result("lost", detail=f"no spelling of {spec.flag} in {r.target_label}: {missing}", kind="refused",
+                          source=spec.source)
+        words = _flag_words(spec, name, span, value, r.dst.launch.bool_style)
+        if not words:
+            return Result("default_matches", detail=f"{_describe(spec, intent, value)} is {r.dst.name}'s default",
+                          source=url or spec.source)
+        shown = words[1] if len(words) == 2 else None
+        problem = value_problem(name, span, shown, r.target_label, url) if span is not None else None
+        if problem is not None:
+            return Result("lost", detail=f"{r.target_label} would refuse it: {problem[1]}", kind="refused",
+                          source=url or spec.source)
+        r.argv.extend(words)
+        return Result("translated", words, detail, url or spec.source)
+    if spec.yaml_key:
+        node = r.yaml_cfg
+        *parents, leaf = spec.yaml_key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = _spelled(spec, value)
+        return Result("translated", [f"{spec.yaml_key}: {json.dumps(node[leaf])}"], detail, spec.source)
+    assert spec.env
+    r.env[spec.env] = ("1" if value else "0") if spec.kind == "bool" else str(value)
+    return Result("translated", [f"{spec.env}={r.env[spec.env]}"], detail, spec.source)
 
 
-def _chunked_prefill(r: _Render) -> None:
-    """On/off in one engine; a chunk size where -1 means off in another."""
-    if "chunked_prefill" not in r.values:
-        return
-    spec = r.dst.flags.get("chunked_prefill")
-    on = r.values["chunked_prefill"]
-    on = on if isinstance(on, bool) else on != -1
-    if spec is not None and spec.kind == "int":
-        if on:
-            r.values.pop("chunked_prefill")
-        else:
-            r.values["chunked_prefill"] = -1
-    else:
-        r.values["chunked_prefill"] = on
+def _flag_words(spec: FlagSpec, name: str, span: FlagSpan | None, value: Any, bool_style: str) -> list[str]:
+    """The argv words for one flag and its value ([] when a switch would only repeat the default)."""
+    if spec.kind == "bool":
+        if bool(value) != spec.invert:
+            return [name]
+        if spec.negation:
+            return [spec.negation]
+        takes = span.takes_value if span is not None else bool_style == "value"
+        return [name, "false"] if takes else []
+    if isinstance(value, list) and spec.separator:
+        return [name, spec.separator.join(str(v) for v in value)]
+    if isinstance(value, list):
+        return [name, *(_text(v) for v in value)]
+    if isinstance(value, dict):
+        return [name, json.dumps(value)]
+    return [name, _text(_spelled(spec, value))]
 
 
-def _kv_dtype(r: _Render) -> None:
-    """The KV cache dtype in the target's spelling (or lost when it has none)."""
-    if "kv_cache_dtype" not in r.values or "kv_cache_dtype" not in r.dst.flags:
-        return
-    value = r.values.pop("kv_cache_dtype")
-    mapped = _kv_dtype_for(r.dst.flags["kv_cache_dtype"], value)
-    if mapped is None and _KV_DTYPE_FAMILY.get(str(value).lower()) != "auto":
-        r.lost.append(LostItem(intent="kv_cache_dtype", kind="no_equivalent",
-                               detail=f"KV dtype {value!r} has no {r.dst.name} spelling",
-                               source=r.dst.flags["kv_cache_dtype"].source))
-    if mapped is not None:
-        r.values["kv_cache_dtype"] = mapped
+def _text(value: Any) -> str:
+    """A value as a command-line word (20.0 GiB is written 20, as typed)."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
-def _context_over_slots(r: _Render) -> None:
-    """A target whose context flag is shared by all slots gets context x slots."""
-    slots = r.values.get("max_concurrent_sequences")
-    ctx_spec = r.dst.flags.get("max_context_length")
-    if ctx_spec is None or not ctx_spec.total_over_slots or "max_context_length" not in r.values or not slots:
-        return
-    r.values["max_context_length"] = r.values["max_context_length"] * slots
-    r.lost.append(LostItem(intent="max_context_length", kind="different_meaning",
-                           detail=f"{ctx_spec.flag} is shared by all {slots} slots: rendered as context x slots "
-                                  f"= {r.values['max_context_length']}; each slot holds its full context in "
-                                  "memory (no paging)", source=ctx_spec.semantics or ctx_spec.source))
+def _json_member(r: Render, intent: str, spec: FlagSpec, value: Any, detail: str | None) -> Result:
+    """A key of a JSON-valued flag (vLLM --speculative-config): gathered, rendered once all values are placed."""
+    assert spec.flag and spec.json_key
+    node = r.json_objs.setdefault(spec.flag, {})
+    *parents, leaf = spec.json_key.split("|")[0].split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = _spelled(spec, value)
+    r.json_members.setdefault(spec.flag, []).append(intent)
+    return Result("translated", [], detail, spec.source)
 
 
-def _metrics_on(r: _Render) -> None:
-    """Metrics on by default in the source stay on in a target where they are off by default."""
-    src, dst = r.src, r.dst
-    metrics_flag = dst.flags.get("metrics_enable")
-    if (metrics_flag is not None and metrics_flag.kind == "bool" and src.metrics_endpoint.enabled_by_default
-            and not dst.metrics_endpoint.enabled_by_default):
-        r.values.setdefault("metrics_enable", True)
-        r.lost.append(LostItem(intent="metrics_enable", kind="different_default",
-                               detail=f"metrics are on by default in {src.name}, off in {dst.name}: enabled "
-                                      f"({dst.metrics_endpoint.enable}); scrape {dst.metrics_endpoint.path}",
-                               source=dst.metrics_endpoint.source))
-    if dst.metrics_endpoint.enable and "YAML" in dst.metrics_endpoint.enable and r.values.get("metrics_enable"):
-        r.yaml_cfg["enable_iter_perf_stats"] = True
-
-
-# conversions that depend on what a value means, in order, before the values are copied
-_CONVERSIONS = (_memory_knob, _expert_parallel, _chunked_prefill, _kv_dtype, _context_over_slots, _metrics_on)
-_CONVERTED = {"expert_parallel", "chunked_prefill"}  # their kinds differ between engines by design
-
-
-def _not_copied(r: _Render, name: str, value: Any) -> LostItem | None:
-    """Why a value cannot be copied to the target as it is; None when it can."""
-    src, dst = r.src, r.dst
-    sspec, dspec = src.flags.get(name), dst.flags.get(name)
-    differs = dspec is not None and sspec is not None and not (dspec.equivalent and sspec.equivalent)
-    converted_here = name == "gpu_memory_fraction" and r.card is not None and r.gpu_total_gib
-    if dspec is not None and (differs or name in MEANING_DIFFERS) and src.name != dst.name and not converted_here:
-        return LostItem(intent=name, kind="different_meaning",
-                        detail=f"{_describe(sspec, name, value)} in {src.name} is not {_describe(dspec, name)} in "
-                               f"{dst.name}; not copied — size it with `switchover plan capacity`",
-                        source=dspec.source)
-    if not r.settable(name):
-        note = (dspec.note or dspec.semantics) if dspec else None
-        return LostItem(intent=name, kind="no_equivalent",
-                        detail=f"{sspec.flag if sspec else name}={value} has no {dst.name} equivalent"
-                               + (f" ({note})" if note else ""),
-                        source=dspec.source if dspec else None)
-    if dspec is not None and sspec is not None and dspec.kind != sspec.kind and name not in _CONVERTED and not (
-            {dspec.kind, sspec.kind} <= {"str", "list"}):
-        return LostItem(intent=name, kind="different_meaning",
-                        detail=f"{sspec.flag}={value} ({sspec.kind}) vs {dspec.flag or dspec.yaml_key}"
-                               f" ({dspec.kind}) in {dst.name}: {dspec.note or dspec.semantics or ''}",
-                        source=dspec.source)
-    return None
-
-
-def _copy(r: _Render, name: str, value: Any) -> None:
-    """Copy one value (shaped as a list or a single string where the target wants one), or say why not."""
-    if name == "metrics_enable" and value and r.dst.metrics_endpoint.enabled_by_default:
-        return
-    if (why := _not_copied(r, name, value)) is not None:
-        r.lost.append(why)
-        return
-    dspec = r.dst.flags[name]
-    if dspec.kind == "list" and not isinstance(value, list):
-        value = [value]
-    if dspec.kind == "str" and isinstance(value, list):
-        if len(value) > 1:
-            r.lost.append(LostItem(intent=name, kind="no_equivalent",
-                                   detail=f"only the first of {value} is kept in {r.dst.name}", source=dspec.source))
-        value = value[0]
-    r.put(name, value)
-
-
-def render(intent: LaunchIntent, target: str, *, card: ModelCard | None = None,
-           gpu_total_gib: float | None = None) -> Translation:
-    """The target engine's launch for `intent`, with the lost-in-translation list. With a model card and the GPU's
-    memory, the memory knob is converted to the target's meaning instead of being dropped."""
-    src = load_profile(intent.engine)
-    dst = load_profile(target)
-    r = _Render(src=src, dst=dst, values=dict(intent.values), card=card, gpu_total_gib=gpu_total_gib)
-    model = intent.model or "MODEL"
-    r.argv = dst.launch.command.split()
-    r.argv += [model] if dst.launch.model_arg == "positional" else [dst.launch.model_arg, model]
-    for step in _CONVERSIONS:
-        step(r)
-    for name, value in r.values.items():
-        _copy(r, name, value)
-    r.lost += [LostItem(intent="?", kind="not_understood",
-                        detail=f"{raw!r}: not a known {src.name} flag; check by hand") for raw in intent.unknown]
-    r.lost.extend(api_differences(src, dst))
-    if r.yaml_cfg and dst.launch.config_file:
-        r.argv += [dst.launch.config_file, "extra_llm_api_options.yaml"]
-    return Translation(source_engine=src.name, target_engine=dst.name, intent=intent, argv=r.argv, env=r.env,
-                       yaml_config=r.yaml_cfg or None, lost=r.lost)
+def _render_json(r: Render) -> None:
+    for flag, obj in r.json_objs.items():
+        container = next((i for i, s in r.dst.flags.items() if s.flag == flag and not s.json_key), None)
+        rest = r.values.pop(container, None) if container else None
+        if isinstance(rest, dict):
+            obj = {**rest, **obj}
+        spec = r.dst.flags[container] if container else FlagSpec(flag=flag, kind="json", source="")
+        name, _, missing, url = _target_option(r, spec)
+        members = r.json_members.get(flag, []) + ([container] if container and rest is not None else [])
+        if name is None:
+            for intent in members:
+                r.results[intent] = Result("lost", detail=f"no {flag} in {r.target_label}: {missing}",
+                                           kind="refused", source=spec.source)
+            continue
+        words = [name, json.dumps(obj)]
+        r.argv.extend(words)
+        for intent in members:
+            prior = r.results.get(intent)
+            r.results[intent] = Result("translated", words, prior.detail if prior else None, url or spec.source)
 
 
 def _describe(spec: FlagSpec | None, name: str, value: Any = None) -> str:
@@ -316,8 +234,220 @@ def _describe(spec: FlagSpec | None, name: str, value: Any = None) -> str:
     return f"{text} ({meaning})" if meaning else text
 
 
+def _not_copied(r: Render, name: str, value: Any) -> Result | None:
+    """Why a value cannot be copied to the target as it is; None when it can."""
+    src, dst = r.src, r.dst
+    sspec, dspec = src.flags.get(name), dst.flags.get(name)
+    if dspec is None:
+        gone = r.dview.option(sspec.flag) if r.dview is not None and sspec is not None and sspec.flag and \
+            src.name == dst.name else None
+        why = f"removed: {gone.reason}" if gone is not None and gone.status == "absent" else \
+            f"{dst.name} has no such setting at {r.target_label}"
+        return Result("lost", detail=f"{_describe(sspec, name, value)}: {why}", kind="no_equivalent",
+                      source=sspec.source if sspec else None)
+    differs = sspec is not None and not (dspec.equivalent and sspec.equivalent)
+    converted = name in r.details
+    if (differs or name in MEANING_DIFFERS) and src.name != dst.name and not converted and name not in r.forced:
+        return Result("lost", detail=f"{_describe(sspec, name, value)} in {src.name} is not {_describe(dspec, name)} "
+                                     f"in {dst.name}; not copied — size it with `switchover plan capacity`",
+                      source=dspec.source, kind="different_meaning")
+    settable = _on_command_line(dspec) or bool(dspec.yaml_key) or bool(dspec.env)
+    if not settable:
+        if name.endswith("_parallel_size") and value == 1:
+            why = f"a size of 1 is no parallelism: one {dst.name} process"
+            return Result("default_matches", detail=f"{r.details[name]}; {why}" if name in r.details else why,
+                          source=dspec.source)
+        if dspec.default is not None and value == dspec.default:
+            return Result("default_matches", detail=f"{dst.name} always does this ({dspec.note or dspec.default})",
+                          source=dspec.source)
+        note = dspec.note or dspec.semantics
+        return Result("lost", detail=f"{sspec.flag if sspec else name}={value} has no {dst.name} equivalent"
+                                     + (f" ({note})" if note else ""), source=dspec.source, kind="no_equivalent")
+    if sspec is not None and dspec.kind != sspec.kind and name not in CONVERTED and not converted and not (
+            {dspec.kind, sspec.kind} <= {"str", "list"}):
+        return Result("lost", detail=f"{sspec.flag}={value} ({sspec.kind}) vs {dspec.flag or dspec.yaml_key} "
+                                     f"({dspec.kind}) in {dst.name}: {dspec.note or dspec.semantics or ''}",
+                      source=dspec.source, kind="different_meaning")
+    return None
+
+
+def _copy(r: Render, name: str, value: Any) -> None:
+    """Copy one value (shaped as a list or a single string where the target wants one), or say why not."""
+    if name == "metrics_enable" and value and r.dst.metrics_endpoint.enabled_by_default:
+        r.results[name] = Result("default_matches", detail=f"metrics are on by default in {r.dst.name}",
+                                 source=r.dst.metrics_endpoint.source)
+        return
+    why = _not_copied(r, name, value)
+    if why is not None:
+        r.results[name] = why
+        return
+    dspec = r.dst.flags[name]
+    note = None
+    if dspec.kind == "list" and not isinstance(value, list):
+        value = [value]
+    if dspec.kind == "str" and isinstance(value, list):
+        if len(value) > 1:
+            note = f"only the first of {value} is kept in {r.dst.name}"
+        value = value[0]
+    result = _place(r, name, value)
+    if note and result.outcome == "translated":
+        result.detail = "; ".join(x for x in (result.detail, note) if x)
+    r.results[name] = result
+
+
+def _constraints(r: Render) -> None:
+    """Values the target refuses together (SGLang: tp_size % ep_size == 0): the dependent one is not rendered."""
+    for intent, spec in r.dst.flags.items():
+        other = spec.must_divide
+        if not other or intent not in r.values:
+            continue
+        value, base = r.values[intent], r.values.get(other, r.dst.flags[other].default if other in r.dst.flags else 1)
+        if isinstance(value, int) and isinstance(base, int) and value > 0 and base % value:
+            r.lose(intent, "refused", f"{spec.flag} {value} must divide {r.dst.flags[other].flag} {base} in "
+                   f"{r.target_label} (it refuses to start otherwise)", spec.rule_source or spec.source)
+
+
+# ---- one result per input flag -----------------------------------------------------------------------------------
+
+def _model_words(r: Render, model: str) -> list[str]:
+    return [model] if r.dst.launch.model_arg == "positional" else [r.dst.launch.model_arg, model]
+
+
+def _flag_result(r: Render, intent: LaunchIntent, index: int, item: InputFlag) -> FlagResult:
+    """What became of one input flag, from the results of the intents it set."""
+    produced = intent.produced.get(index, [])
+    if item.validity == "refused":
+        return FlagResult(input=item, outcome="lost", kind="refused",
+                          detail=f"the source version refuses it: {item.validity_detail}")
+    if item.intent == MODEL:
+        return FlagResult(input=item, outcome="translated", rendered=_model_words(r, r.model),
+                          detail=r.details.get(MODEL))
+    if item.intent == DEVICES:
+        value = r.env.get(item.typed, item.value)
+        return FlagResult(input=item, outcome="translated", rendered=[f"{item.typed}={value}"],
+                          detail=r.details.get(DEVICES, "CUDA reads it the same in every engine"))
+    if item.intent in (CONFIG_FILE, ENV_FILE):
+        return _file_result(r, intent, item)
+    results = [r.results[i] for i in produced if i in r.results]
+    if not results:
+        return _without_intent(r, intent, item)
+    lost = [x for x in results if x.outcome == "lost"]
+    rendered = list(dict.fromkeys(w for x in results for w in x.rendered))
+    if lost:
+        return FlagResult(input=item, outcome="lost", rendered=rendered, detail="; ".join(
+            x.detail or "" for x in lost), source=lost[0].source, kind=lost[0].kind)
+    outcome: Outcome = "default_matches" if all(x.outcome == "default_matches" for x in results) else "translated"
+    details = [x.detail for x in results if x.detail]
+    return FlagResult(input=item, outcome=outcome, rendered=rendered, detail="; ".join(details) or None,
+                      source=results[0].source)
+
+
+def _file_result(r: Render, intent: LaunchIntent, item: InputFlag) -> FlagResult:
+    """A config file (its settings are records of their own) or a docker --env-file that was not given."""
+    if item.intent == ENV_FILE:
+        return FlagResult(input=item, outcome="lost", kind="not_understood",
+                          detail=f"env file {item.value} not given: its variables are not read (pass --file)")
+    if any("config file" in n and repr(str(item.value)) in n for n in intent.notes):
+        return FlagResult(input=item, outcome="lost", kind="not_understood",
+                          detail=f"config file {item.value} not given: its settings are not read (pass --file)")
+    read = sum(1 for x in intent.inputs if x.via == "config")
+    return FlagResult(input=item, outcome="translated", detail=f"read: its {read} settings are listed one by one",
+                      rendered=[r.dst.launch.config_file] if r.yaml_cfg and r.dst.launch.config_file else [])
+
+
+def _without_intent(r: Render, intent: LaunchIntent, item: InputFlag) -> FlagResult:
+    """A flag no intent covers: refused at the source, passed through unchanged (same engine, or a library's
+    environment variable), or lost with why."""
+    if item.validity == "refused" and item.intent is None:
+        return FlagResult(input=item, outcome="lost", detail=f"the source version refuses it: {item.validity_detail}",
+                          kind="refused")
+    if item.intent is not None:
+        return FlagResult(input=item, outcome="lost", detail=item.validity_detail or "its value could not be read",
+                          kind="refused" if item.validity == "refused" else "not_understood")
+    if item.via == "env":
+        return _env_through(r, item)
+    if r.src.name == r.dst.name and item.option and item.validity == "ok":
+        return _same_option(r, item)
+    if item.validity == "ok":
+        return FlagResult(input=item, outcome="lost", kind="no_equivalent",
+                          detail=f"{item.option} ({r.src.name}) has no known {r.dst.name} equivalent: no intent maps "
+                                 "it, so it is not guessed")
+    return FlagResult(input=item, outcome="lost", kind="not_understood",
+                      detail=f"{item.typed!r}: not understood ({item.validity_detail}); check by hand")
+
+
+def _env_through(r: Render, item: InputFlag) -> FlagResult:
+    kind = env_kind(r.src, item.typed)
+    if kind == "library" or (kind == "engine" and r.src.name == r.dst.name):
+        r.env[item.typed] = str(item.value)
+        return FlagResult(input=item, outcome="passed_through", rendered=[f"{item.typed}={item.value}"],
+                          detail="read by a library the same way in any engine" if kind == "library" else
+                          f"a {r.src.name} variable, kept for {r.target_label} (not checked there)")
+    return FlagResult(input=item, outcome="lost", kind="no_equivalent",
+                      detail=f"{item.typed} is read by {r.src.name}, not by {r.dst.name}")
+
+
+def _same_option(r: Render, item: InputFlag) -> FlagResult:
+    """A same-engine upgrade: the option kept where the target version has it with the same kind."""
+    assert item.option is not None
+    words = [item.option] + ([] if item.value is None else [json.dumps(item.value) if isinstance(
+        item.value, dict) else str(v) for v in (item.value if isinstance(item.value, list) else [item.value])])
+    if r.dview is None:
+        r.argv.extend(words)
+        return FlagResult(input=item, outcome="passed_through", rendered=words,
+                          detail=f"kept as is; not checked at {r.target_label}: no release data")
+    found = r.dview.option(item.option)
+    if found.status == "absent":
+        return FlagResult(input=item, outcome="lost", kind="refused", detail=f"removed: {found.reason}")
+    if item.via == "config":
+        node = r.yaml_cfg
+        node[item.typed] = item.value
+        return FlagResult(input=item, outcome="passed_through", rendered=[f"{item.typed}: {item.value}"])
+    r.argv.extend(words)
+    return FlagResult(input=item, outcome="passed_through", rendered=words, source=found.url,
+                      detail=None if found.status == "present" else f"not checked: {found.reason}")
+
+
+def render(intent: LaunchIntent, target: str, *, target_version: str | None = None, card: ModelCard | None = None,
+           gpu_total_gib: float | None = None, move: HardwareMove | None = None) -> Translation:
+    """The target engine's launch for `intent` at `target_version` (None: the newest read), with what became of
+    every input flag. With a model card and the GPU's memory, the memory knob is converted to the target's meaning;
+    with a hardware move, the layout, memory knob, context and concurrency are derived for the new GPUs."""
+    src = load_profile(intent.engine, intent.version)
+    dst, dview, at, note = resolve_engine(target, target_version)
+    r = Render(src=src, dst=dst, dview=dview, target_label=f"{dst.name} {at}" if at else dst.name,
+               values=dict(intent.values), card=card, gpu_total_gib=gpu_total_gib)
+    r.model = intent.model or "MODEL"
+    r.gpu_count = intent.gpu_count
+    if move is not None:
+        move_hardware(r, intent, move)
+    gguf_step(r, intent, move)
+    for step in CONVERSIONS:
+        step(r)
+    r.argv = dst.launch.command.split() + _model_words(r, r.model)
+    _constraints(r)
+    for name, value in list(r.values.items()):
+        if name in r.values and name not in r.results:
+            _copy(r, name, value)
+    _render_json(r)
+    for intent_name, carrier in r.follows.items():
+        if carrier in r.results:
+            done = r.results[carrier]
+            r.results[intent_name] = Result(done.outcome, done.rendered, f"carried by {carrier}"
+                                            + (f": {done.detail}" if done.detail else ""), done.source, done.kind)
+    if intent.gpu_count is not None or "CUDA_VISIBLE_DEVICES" in intent.env:
+        r.env.setdefault("CUDA_VISIBLE_DEVICES", r.devices or intent.env.get("CUDA_VISIBLE_DEVICES", ""))
+    flags = [_flag_result(r, intent, i, item) for i, item in enumerate(intent.inputs)]
+    if r.yaml_cfg and dst.launch.config_file:
+        r.argv += [dst.launch.config_file, "extra_llm_api_options.yaml"]
+    return Translation(source_engine=src.name, source_version=intent.version, source_note=intent.version_note,
+                       target_engine=dst.name, target_version=at, target_note=note, argv=r.argv,
+                       env={k: v for k, v in r.env.items() if v != ""}, yaml_config=r.yaml_cfg or None, flags=flags,
+                       derived=r.derived, steps=r.steps, api=api_differences(src, dst), notes=intent.notes + r.notes)
+
+
 def api_differences(src: EngineProfile, dst: EngineProfile) -> list[LostItem]:
-    """API defaults and behaviours that differ between the two engines (engines.md §2), each cited."""
+    """API defaults and behaviours that differ between the two engines, each cited."""
     out: list[LostItem] = []
     if src.name == dst.name:
         return out
@@ -331,6 +461,9 @@ def api_differences(src: EngineProfile, dst: EngineProfile) -> list[LostItem]:
 
 
 def translate(source: str, text: str, target: str, *, card: ModelCard | None = None,
-              gpu_total_gib: float | None = None) -> Translation:
-    """Parse `text` as a `source` launch and render it for `target`."""
-    return render(parse_launch(source, text), target, card=card, gpu_total_gib=gpu_total_gib)
+              gpu_total_gib: float | None = None, source_version: str | None = None,
+              target_version: str | None = None, files: dict[str, str] | None = None,
+              move: HardwareMove | None = None) -> Translation:
+    """Parse `text` as a `source` launch (at `source_version`) and render it for `target` (at `target_version`)."""
+    intent = parse_launch(source, text, version=source_version, files=files)
+    return render(intent, target, target_version=target_version, card=card, gpu_total_gib=gpu_total_gib, move=move)

@@ -1,0 +1,220 @@
+"""Records of a launch (one per input flag, env var or config key: what was typed, the option it selects at the
+version, whether the version accepts it, its intent) and how a record's value sets its intents, JSON keys included.
+plan.launch walks a launch into these; plan.translate renders them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from switchover.engines import EngineProfile, FlagSpec
+from switchover.engines.releases import FlagSpan, ReleaseView
+from switchover.plan.launch_values import bool_of, convert
+
+Via = Literal["argv", "env", "config"]
+Validity = Literal["ok", "refused", "unknown"]
+# intents every engine shares without a profile entry: the model, the GPUs the process sees, a config file read
+MODEL, DEVICES, CONFIG_FILE, ENV_FILE = "model", "visible_devices", "config_file", "env_file"
+_VALIDITY: dict[str, Validity] = {"present": "ok", "absent": "refused", "unknown": "unknown"}
+
+
+class InputFlag(BaseModel):
+    """One flag, environment variable or config key of the launch, as the engine's parser reads it."""
+
+    typed: str = Field(description="as written: --tp, QUANTIZE, kv_cache_config.dtype")
+    option: str | None = Field(default=None, description="the option it selects at the version (--tp-size)")
+    value: Any = Field(default=None, description="the value as given (None: a bare switch)")
+    via: Via = "argv"
+    validity: Validity = "unknown"
+    validity_detail: str | None = Field(default=None, description="why refused or unknown, with the release URL")
+    intent: str | None = Field(default=None, description="what it asks for, independent of spelling")
+
+
+class LaunchIntent(BaseModel):
+    """What a launch asked for, by intent, independent of spelling, with one record per input flag."""
+
+    engine: str
+    version: str | None = Field(default=None, description="the engine version the launch was read at")
+    version_note: str | None = Field(default=None, description="how the release data covers that version")
+    model: str | None = None
+    values: dict[str, Any] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    unknown: list[str] = Field(default_factory=list, description="typed spellings with no intent, not accepted")
+    inputs: list[InputFlag] = Field(default_factory=list)
+    produced: dict[int, list[str]] = Field(default_factory=dict, description="input index -> intents it set")
+    image: str | None = None
+    gpu_count: int | None = Field(default=None, description="GPUs the process sees (CUDA_VISIBLE_DEVICES, --gpus)")
+    notes: list[str] = Field(default_factory=list)
+
+
+@dataclass
+class Opt:
+    """What a typed option selects: the canonical option and its span at the version, the intent, and validity."""
+
+    typed: str
+    canonical: str | None = None
+    span: FlagSpan | None = None
+    intent: str | None = None
+    bare: bool = True  # the value a bare switch gives the intent (False for --disable-x flags)
+    negated: bool = False
+    validity: Validity = "unknown"
+    detail: str | None = None
+    url: str | None = None
+
+    def takes_value(self, spec: FlagSpec | None) -> bool | None:
+        """True/False when the release data or the profile says; None: unknown (a boolean may take true/false,
+        an unknown option takes the next word that is not an option)."""
+        if self.span is not None:
+            return False if self.negated else self.span.takes_value
+        if spec is None or spec.kind == "bool":
+            return None
+        return spec.kind != "none"
+
+
+@dataclass
+class Reader:
+    profile: EngineProfile
+    view: ReleaseView | None
+    files: dict[str, str]
+    out: LaunchIntent
+    table: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    json_parts: dict[str, dict[str, str]] = field(default_factory=dict)
+    deferred: list[tuple[int, Any]] = field(default_factory=list)  # config records applied after the command line
+
+    @property
+    def label(self) -> str:
+        return f"{self.profile.name} {self.out.version}" if self.out.version else self.profile.name
+
+    def unchecked(self) -> str:
+        return f"flags not checked: no release data for {self.profile.name}"
+
+    def option(self, typed: str) -> Opt:
+        """The option, intent and validity of a typed spelling at the launch's version."""
+        opt = Opt(typed=typed)
+        names = [typed]
+        if self.view is None:
+            opt.detail = self.unchecked()
+        else:
+            found = self.view.option(typed)
+            opt.validity = _VALIDITY[found.status]
+            opt.detail = None if found.status == "present" else found.reason
+            opt.url = found.url
+            if found.status == "present" and isinstance(found.span, FlagSpan):
+                opt.span, opt.canonical = found.span, found.name
+                names += [found.name, *found.span.aliases]
+                opt.negated = is_negation(typed, found.name, found.span)
+                if opt.negated and found.span.negation:
+                    names.insert(0, found.span.negation)
+        for name in names:
+            if name in self.table:
+                opt.intent, opt.bare = self.table[name]
+                if opt.negated and opt.span is not None and name != opt.span.negation:
+                    opt.bare = not opt.bare
+                break
+        return opt
+
+
+def is_negation(typed: str, canonical: str, span: FlagSpan) -> bool:
+    """Whether the typed spelling selected the option's negation (--no-x), written out, with underscores or as an
+    abbreviation of it alone."""
+    neg = span.negation
+    if not neg:
+        return False
+    norm = "--" + typed[2:].replace("_", "-") if typed.startswith("--") else typed
+    if norm == neg or typed == neg:
+        return True
+    return neg.startswith(norm) and not any(s.startswith(norm) for s in (canonical, *span.aliases))
+
+
+def spellings(profile: EngineProfile) -> dict[str, tuple[str, bool]]:
+    """CLI spelling -> (intent, value-if-bare-boolean); a JSON key's intent is reached through its flag's."""
+    table: dict[str, tuple[str, bool]] = {}
+    ordered = sorted(profile.flags.items(), key=lambda item: not item[1].equivalent)  # shared meaning wins
+    for intent, spec in ordered:
+        if spec.kind == "none" or not spec.flag or " " in spec.flag or spec.json_key:
+            continue
+        for name in spec.spellings():
+            table.setdefault(name, (intent, not spec.invert))
+        if spec.negation:
+            table[spec.negation] = (intent, spec.invert)
+    return table
+
+
+def json_parts(profile: EngineProfile) -> dict[str, dict[str, str]]:
+    """flag -> {JSON key: intent} for intents that are keys of a JSON-valued flag."""
+    parts: dict[str, dict[str, str]] = {}
+    for intent, spec in profile.flags.items():
+        if spec.json_key and spec.flag:
+            parts.setdefault(spec.flag, {})[spec.json_key] = intent
+    return parts
+
+
+def record(r: Reader, opt: Opt, value: Any, via: Via) -> int:
+    spec = r.profile.flags.get(opt.intent) if opt.intent else None
+    option = opt.canonical or (spec.flag if spec is not None else None)
+    r.out.inputs.append(InputFlag(typed=opt.typed, option=option, value=value, via=via, validity=opt.validity,
+                                  validity_detail=opt.detail, intent=opt.intent))
+    return len(r.out.inputs) - 1
+
+
+def apply(r: Reader, index: int, opt: Opt, value: Any) -> None:
+    """The record's value set on its intent (and on the intents of its JSON keys); a value the version refuses sets
+    nothing (the engine would not start with it)."""
+    if opt.intent is None or opt.intent not in r.profile.flags or r.out.inputs[index].validity == "refused":
+        return
+    intent = opt.intent
+    spec = r.profile.flags[intent]
+    if spec.kind == "bool":
+        on = bool_of(value)
+        r.out.values[intent] = on if opt.bare else not on
+        r.out.produced[index] = [intent]
+        return
+    parts = r.json_parts.get(spec.flag or "")
+    if spec.kind == "json" or parts:
+        apply_json(r, index, intent, value, parts or {})
+        return
+    r.out.values[intent] = convert(spec, value, intent)
+    r.out.produced[index] = [intent]
+
+
+def apply_json(r: Reader, index: int, intent: str, value: Any, parts: dict[str, str]) -> None:
+    """A JSON-valued flag: keys the profile maps become their intents; the rest stays on the flag's intent."""
+    data = value
+    if isinstance(value, str):
+        try:
+            data = json.loads(value)
+        except ValueError:
+            record = r.out.inputs[index]
+            record.validity, record.validity_detail = "refused", f"{record.typed}: not valid JSON ({value[:60]!r})"
+            return
+    produced = [intent]
+    if isinstance(data, dict) and parts:
+        data = json.loads(json.dumps(data))  # a copy the parts are taken out of
+        for keys, part in parts.items():
+            for key in keys.split("|"):
+                found, item = take_path(data, key.split("."))
+                if found:
+                    r.out.values[part] = convert(r.profile.flags[part], item, part)
+                    produced.append(part)
+                    break
+    r.out.values[intent] = data
+    r.out.produced[index] = produced
+
+
+def take_path(data: dict[str, Any], path: list[str]) -> tuple[bool, Any]:
+    """Remove and return the value at a nested key path (emptied mappings removed with it)."""
+    head, *rest = path
+    if head not in data:
+        return False, None
+    if not rest:
+        return True, data.pop(head)
+    node = data[head]
+    if not isinstance(node, dict):
+        return False, None
+    found, item = take_path(node, rest)
+    if found and not node:
+        data.pop(head)
+    return found, item

@@ -1,0 +1,221 @@
+"""plan.launch: launches read the way the engine's own parser reads them at a version, one record per input flag,
+against synthetic release data (engines.extract.compact) so each rule is proven on its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from switchover.engines import releases
+from switchover.engines.extract import Extracted, Snapshot, compact
+from switchover.engines.releases import EngineReleases, ParserRules
+from switchover.errors import BadInput
+from switchover.plan.launch import detect_engine, parse_launch
+
+ARGPARSE = ParserRules(abbrev=True, source="launch_server.py")
+FLEXIBLE = ParserRules(abbrev=True, underscores=True, source="vllm/utils.py")
+CLAP = ParserRules(source="launcher/src/main.rs")
+
+
+def _flag(takes_value: bool = True, **extra: Any) -> dict[str, Any]:
+    return {"path": "args.py", "takes_value": takes_value, **extra}
+
+
+def _data(engine: str, rules: ParserRules, by_version: dict[str, dict[str, dict[str, Any]]]) -> EngineReleases:
+    snaps = [Snapshot(version=v, ref=f"v{v}", archive="test", date=None,
+                      facts=Extracted(parser=rules, flags=flags, files=["args.py"])) for v, flags in by_version.items()]
+    return compact(engine, snaps, source_url="https://example.invalid/{ref}/{path}", generated_by="test")
+
+
+VLLM_OLD = {"--model": _flag(), "--max-num-seqs": _flag(kind="int"), "--enforce-eager": _flag(False, kind="bool"),
+            "--tensor-parallel-size": _flag(kind="int", aliases=["-tp"]), "--swap-space": _flag(kind="float"),
+            "--reasoning-parser": _flag(choices=["deepseek_r1", "granite"]), "--config": _flag(),
+            "--enable-prefix-caching": _flag(False, kind="bool", negation="--no-enable-prefix-caching"),
+            "--max-model-len": _flag(kind="int"), "--speculative-config": _flag(kind="json")}
+VLLM_NEW = {k: v for k, v in VLLM_OLD.items() if k != "--swap-space"}
+SGLANG = {"--model-path": _flag(), "--tp-size": _flag(kind="int", aliases=["--tensor-parallel-size"]),
+          "--dp-size": _flag(kind="int"), "--mem-fraction-static": _flag(kind="float"),
+          "--ep-size": _flag(kind="int"), "--dtype": _flag()}
+TGI_OLD = {"--model-id": _flag(env="MODEL_ID"), "--quantize": _flag(env="QUANTIZE", choices=["awq", "gptq"]),
+           "--sharded": _flag(env="SHARDED", kind="bool", choices=["true", "false"]),
+           "--trust-remote-code": _flag(False, env="TRUST_REMOTE_CODE", kind="bool")}
+TGI_NEW = {**TGI_OLD, "--lora-adapters": _flag(env="LORA_ADAPTERS")}
+
+
+@pytest.fixture(autouse=True)
+def release_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    table = {"vllm": _data("vllm", FLEXIBLE, {"0.8.5.post1": VLLM_OLD, "0.11.0": VLLM_NEW}),
+             "sglang": _data("sglang", ARGPARSE, {"0.4.0": SGLANG}),
+             "tgi": _data("tgi", CLAP, {"2.0.4": TGI_OLD, "2.1.0": TGI_NEW})}
+    monkeypatch.setattr(releases, "load_releases", lambda engine: table.get(engine))
+
+
+def _by_typed(intent: Any) -> dict[str, Any]:
+    return {x.typed: x for x in intent.inputs}
+
+
+def test_underscores_are_read_as_dashes_where_the_parser_does() -> None:
+    launch = parse_launch("vllm", "vllm serve M --max_num_seqs 8 --enforce_eager", version="0.8.5.post1")
+    rec = _by_typed(launch)
+    assert rec["--max_num_seqs"].option == "--max-num-seqs" and rec["--max_num_seqs"].validity == "ok"
+    assert launch.values["max_concurrent_sequences"] == 8 and launch.values["enforce_eager"] is True
+
+
+def test_argparse_abbreviations_select_the_option_sglang_tp_8() -> None:
+    launch = parse_launch("sglang", "python3 -m sglang.launch_server --model-path M --tp 8 --mem-frac 0.8 --dp 2",
+                          version="0.4.0")
+    rec = _by_typed(launch)
+    assert rec["--tp"].option == "--tp-size" and rec["--tp"].intent == "tensor_parallel_size"
+    assert launch.values["tensor_parallel_size"] == 8 and launch.values["data_parallel_size"] == 2
+    assert launch.values["gpu_memory_fraction"] == 0.8 and launch.model == "M"
+
+
+def test_an_option_the_version_lacks_is_refused_with_where_it_was_last() -> None:
+    rec = _by_typed(parse_launch("vllm", "vllm serve M --swap-space 4", version="0.11.0"))["--swap-space"]
+    assert rec.validity == "refused"
+    assert "last in 0.8.5.post1" in rec.validity_detail and "https://example.invalid/v0.8.5.post1/" in \
+        rec.validity_detail
+
+
+def test_a_value_outside_the_choices_is_refused_reasoning_parser_qwen3_at_0_8_5() -> None:
+    launch = parse_launch("vllm", "vllm serve M --reasoning-parser qwen3", version="0.8.5.post1")
+    rec = _by_typed(launch)["--reasoning-parser"]
+    assert rec.validity == "refused" and "not a choice" in rec.validity_detail and "deepseek_r1" in rec.validity_detail
+    assert "reasoning_parser" not in launch.values  # a refused value sets nothing
+
+
+def test_a_value_given_to_a_switch_is_refused_enforce_eager_true() -> None:
+    launch = parse_launch("vllm", "vllm serve M --enforce_eager true --max-model-len 100", version="0.8.5.post1")
+    rec = _by_typed(launch)["--enforce_eager"]
+    assert rec.validity == "refused" and rec.value == "true" and "takes no value" in rec.validity_detail
+    assert launch.values["max_context_length"] == 100  # the word was consumed with the switch
+
+
+def test_negations_and_negative_numbers() -> None:
+    launch = parse_launch("vllm", "vllm serve M --no-enable-prefix-caching", version="0.11.0")
+    assert launch.values["prefix_caching"] is False
+    cpp = parse_launch("llamacpp", "llama-server -m F.gguf --cache-ram -1 -c 0 -np 4")
+    rec = _by_typed(cpp)
+    assert rec["--cache-ram"].value == "-1" and "-1" not in rec  # a value, not a flag
+    assert cpp.values["max_context_length"] == "model"  # -c 0: the model's own context
+
+
+def test_json_values_with_colons_parse_as_a_command() -> None:
+    launch = parse_launch("vllm", """X=1 vllm serve M --speculative-config '{"model": "d", "num_speculative_tokens": 5,
+                          "method": "eagle"}'""", version="0.11.0")
+    assert launch.env == {"X": "1"}
+    assert launch.values["speculative_model"] == "d" and launch.values["speculative_tokens"] == 5
+    assert launch.values["speculative_method"] == "eagle"
+
+
+def test_versions_are_said_newest_assumed_and_outside_the_data() -> None:
+    newest = parse_launch("vllm", "vllm serve M --max-num-seqs 4")
+    assert newest.version == "0.11.0" and "newest read, 0.11.0, is assumed" in (newest.version_note or "")
+    old = parse_launch("vllm", "vllm serve M --max-num-seqs 4", version="0.4.0")
+    assert "older than the oldest release read" in (old.version_note or "")
+    assert _by_typed(old)["--max-num-seqs"].validity == "unknown"
+    none = parse_launch("trtllm", "trtllm-serve /m --tp_size 2")
+    assert none.version_note == "no release data for trtllm: flags not checked"
+    assert all(x.validity == "unknown" and "no release data" in (x.validity_detail or "") for x in none.inputs)
+
+
+def test_tgi_arguments_given_as_env_vars_are_records() -> None:
+    launch = parse_launch("tgi", "QUANTIZE=awq LORA_ADAPTERS=a/b,c/d CUDA_VISIBLE_DEVICES=0,1 HF_TOKEN=x "
+                                 "text-generation-launcher --model-id M", version="2.0.4")
+    rec = _by_typed(launch)
+    assert rec["QUANTIZE"].option == "--quantize" and rec["QUANTIZE"].via == "env" and rec["QUANTIZE"].validity == "ok"
+    assert launch.values["quantization"] == "awq"
+    assert rec["LORA_ADAPTERS"].validity == "refused" and "2.1.0" in rec["LORA_ADAPTERS"].validity_detail
+    assert rec["CUDA_VISIBLE_DEVICES"].intent == "visible_devices" and launch.gpu_count == 2
+    assert rec["HF_TOKEN"].intent is None and rec["HF_TOKEN"].validity == "unknown"
+    later = parse_launch("tgi", "LORA_ADAPTERS=a/b,c/d text-generation-launcher --model-id M", version="2.1.0")
+    assert later.values["lora_adapters"] == ["a/b", "c/d"]
+
+
+def test_tgi_sharded_takes_a_value_and_a_clap_switch_does_not() -> None:
+    launch = parse_launch("tgi", "text-generation-launcher --model-id M --sharded true --trust-remote-code true",
+                          version="2.0.4")
+    rec = _by_typed(launch)
+    assert rec["--sharded"].validity == "ok" and launch.values["sharded"] is True
+    assert rec["--trust-remote-code"].validity == "refused"
+
+
+def test_docker_image_names_engine_and_version() -> None:
+    launch = parse_launch("tgi", "docker run --gpus 2 ghcr.io/huggingface/text-generation-inference:2.1.0 "
+                                 "--model-id M --quantize gptq")
+    assert launch.version == "2.1.0" and any("image tag" in n for n in launch.notes)
+    assert launch.gpu_count == 2 and launch.model == "M"
+    assert detect_engine("docker run lmsysorg/sglang:v0.4.0 python3 -m sglang.launch_server --model-path M") == (
+        "sglang", "0.4.0")
+    with pytest.raises(BadInput, match="runs vllm, not tgi"):
+        parse_launch("tgi", "docker run vllm/vllm-openai:v0.11.0 --model M")
+    with pytest.raises(BadInput, match="runs sglang, not vllm"):
+        parse_launch("vllm", "python -m sglang.launch_server --model-path M")
+
+
+def test_kubernetes_args_list_is_a_launch() -> None:
+    text = """
+apiVersion: apps/v1
+kind: Deployment
+spec:
+  template:
+    spec:
+      containers:
+      - name: server
+        image: vllm/vllm-openai:v0.11.0
+        args: ["--model", "M", "--max_num_seqs=16", "--tensor-parallel-size", "2"]
+        env:
+        - {name: CUDA_VISIBLE_DEVICES, value: "0,1"}
+"""
+    launch = parse_launch("vllm", text)
+    assert launch.version == "0.11.0" and launch.model == "M"
+    assert launch.values == {"max_concurrent_sequences": 16, "tensor_parallel_size": 2}
+    assert launch.gpu_count == 2
+
+
+def test_config_files_are_read_and_the_command_line_wins_in_vllm() -> None:
+    launch = parse_launch("vllm", "vllm serve M --max-model-len 4096 --config c.yaml", version="0.11.0",
+                          files={"c.yaml": "max_model_len: 8192\nmax-num-seqs: 64\nenable_prefix_caching: false\n"})
+    rec = _by_typed(launch)
+    assert rec["--config"].intent == "config_file" and rec["max-num-seqs"].via == "config"
+    assert launch.values["max_context_length"] == 4096 and launch.values["max_concurrent_sequences"] == 64
+    assert launch.values["prefix_caching"] is False
+    missing = parse_launch("vllm", "vllm serve M --config /nope.yaml", version="0.11.0")
+    assert any("not given" in n for n in missing.notes)
+
+
+def test_trtllm_options_file_wins_and_a_heredoc_supplies_it() -> None:
+    script = """cat > /tmp/x.yml << EOF
+kv_cache_config:
+  free_gpu_memory_fraction: 0.8
+  enable_block_reuse: false
+max_batch_size: 32
+cuda_graph_config:
+  enable_padding: true
+EOF
+trtllm-serve /m --max_batch_size 64 --extra_llm_api_options /tmp/x.yml"""
+    launch = parse_launch("trtllm", script)
+    assert launch.values["max_concurrent_sequences"] == 32  # the YAML wins, as in trtllm-serve
+    assert launch.values["gpu_memory_fraction"] == 0.8 and launch.values["prefix_caching"] is False
+    rec = _by_typed(launch)
+    assert rec["cuda_graph_config.enable_padding"].via == "config"  # not dropped, even with no intent
+
+
+def test_a_pasted_yaml_of_settings_is_read() -> None:
+    launch = parse_launch("vllm", "model: /m\ntensor_parallel_size: 4\nmax-model-len: 4096\n", version="0.11.0")
+    assert launch.model == "/m" and launch.values == {"tensor_parallel_size": 4, "max_context_length": 4096}
+
+
+def test_stray_words_are_refused_and_a_missing_value_too() -> None:
+    launch = parse_launch("sglang", "python -m sglang.launch_server --model-path M oops --dtype", version="0.4.0")
+    rec = _by_typed(launch)
+    assert rec["oops"].validity == "refused" and rec["--dtype"].validity == "refused"
+    assert "needs a value" in rec["--dtype"].validity_detail
+
+
+@pytest.mark.parametrize(("text", "match"), [("   ", "empty"), ("echo hi", "no engine launch"),
+                                             ("vllm serve M --max-num-seqs 0", "must be at least 1")])
+def test_bad_launches_are_bad_input(text: str, match: str) -> None:
+    with pytest.raises(BadInput, match=match):
+        parse_launch("vllm", text, version="0.11.0")

@@ -218,3 +218,11 @@ def test_no_rule_called_translated_watches_a_series_the_target_does_not_serve(so
         if r.series_left:
             assert r.status in ("partial", "untranslated")
             assert any(f.rule == r.rule and f.severity == "error" for f in report.findings)
+
+
+def test_adapter_mode_checks_the_names_the_adapter_command_really_serves(tmp_path: Path) -> None:
+    # `switchover metrics-adapter` takes no release: it serves each intent under the newest spelling
+    _, report = _run(tmp_path, "vllm@0.6.3", "sglang@0.5.5", _alert("KV", "vllm:gpu_cache_usage_perc > 0.9"),
+                     mode="adapter")
+    assert _rule(report, "KV").status == "untranslated"
+    assert any("serves kv_usage as vllm:kv_cache_usage_perc" in f.detail for f in report.errors)

@@ -60,6 +60,13 @@ def known_series(profile: EngineProfile) -> dict[str, SeriesRef]:
     return out
 
 
+def index_of(intent: str, spec: MetricSpec) -> dict[str, SeriesRef]:
+    """The series names one metric spec exposes."""
+    out: dict[str, SeriesRef] = {}
+    _index(out, intent, spec)
+    return out
+
+
 def _index(out: dict[str, SeriesRef], intent: str, spec: MetricSpec) -> None:
     """Add the series names of one metric spec (histogram parts; counters with and without _total)."""
     if spec.type == "histogram":

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from switchover import yamlfile
-from switchover.alerts.mapping import SeriesRef, known_series, labels_of, series_index, target_of
+from switchover.alerts.mapping import SeriesRef, index_of, known_series, labels_of, series_index, target_of
 from switchover.alerts.promql import Matcher, PromQLError, Selector, parse, replace_spans
 from switchover.alerts.release import EngineRelease, engine_of
 from switchover.alerts.report import Finding, Kind, Mode, RuleResult, Severity, Status, TranslationReport
@@ -28,7 +28,7 @@ from switchover.alerts.rules import dump_rules, recorded_names, rules_of
 from switchover.alerts.shift import BenchShifts
 from switchover.alerts.thresholds import ENGINE_STATE_INTENTS, LATENCY_INTENTS, thresholds
 from switchover.engines import releases
-from switchover.engines.profile import EngineProfile, MetricSpec
+from switchover.engines.profile import EngineProfile, MetricSpec, load_profile
 from switchover.gateway import metrics_adapter
 
 __all__ = ["ANNOTATION", "ENGINE_STATE_INTENTS", "LATENCY_INTENTS", "TranslationReport", "dump_rules",
@@ -63,7 +63,7 @@ class _Rule:
         self.keep_unknown, self.recorded = keep_unknown, recorded
         self.index = known_series(src.profile)
         self.dst_index = series_index(dst.profile)
-        self.adapter_served = {m.intent for m in adapter_plan.mappings} if adapter_plan else set()
+        self.adapter_served = {m.intent: m.dst for m in adapter_plan.mappings} if adapter_plan else {}
         self.adapter_skipped = dict(adapter_plan.skipped) if adapter_plan else {}
         self.findings: list[Finding] = []
         self.edits: list[tuple[int, int, str]] = []
@@ -137,7 +137,13 @@ class _Rule:
                       f"shares with {self.dst.engine}): {self.dst.label} has no counterpart", name)
 
     def _adapter(self, sel: Selector, ref: SeriesRef) -> None:
-        if ref.intent in self.adapter_served:
+        served = self.adapter_served.get(ref.intent)
+        if served is not None and sel.name not in index_of(ref.intent, served):
+            # the adapter names each intent as its profile does with no release given (its command takes none)
+            self.note("error", "untranslatable", f"{sel.name}: the metrics adapter serves {ref.intent} as "
+                      f"{served.name}, the newest {self.src.engine} spelling, not this one", sel.name)
+            return
+        if served is not None:
             self.dst_labels |= labels_of(ref.spec)
             if ref.part == "_bucket":
                 self.note("info", "adapter", f"{sel.name}: the adapter re-buckets {self.dst.engine}'s histogram into "
@@ -272,7 +278,8 @@ def translate_rules(
     data = yamlfile.load_file(path, what="Prometheus rule file (YAML)").data
     rules = rules_of(data, path)
     recorded = recorded_names(data)
-    plan = metrics_adapter.plan(dst.profile, src.profile) if mode == "adapter" else None
+    # what `switchover metrics-adapter --from NEW --to OLD` serves: it loads both profiles without a release
+    plan = metrics_adapter.plan(load_profile(dst.engine), load_profile(src.engine)) if mode == "adapter" else None
     out_groups = [dict(g, rules=[dict(r) for r in g["rules"]]) for g in data["groups"]]
     report = TranslationReport(source_engine=src.engine, source_version=src.version, source_note=src.note,
                                target_engine=dst.engine, target_version=dst.version, target_note=dst.note, mode=mode,

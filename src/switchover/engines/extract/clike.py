@@ -1,0 +1,143 @@
+"""Reading C-family source text (Rust for TGI's launcher, C++ for llama.cpp) without a compiler: comments blanked
+out, string literals decoded, balanced brackets and top-level commas found. Enough for the declarative parts the
+extractors read (clap structs, `common_arg(...)` calls), not a parser of either language."""
+
+from __future__ import annotations
+
+import re
+
+_OPEN = {"(": ")", "[": "]", "{": "}"}
+_CLOSE = {")", "]", "}"}
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\", '"': '"', "'": "'"}
+_RAW_RUST = re.compile(r'r(#*)"')
+_RAW_CPP = re.compile(r'R"([^()\\\s]{0,16})\(')
+_CHAR = re.compile(r"'(?:\\(?:x[0-9a-fA-F]{2}|u\{[0-9a-fA-F]+\}|.)|[^\\'\n])'")
+
+
+def _literal_end(text: str, i: int) -> int:
+    """The index just past the string or char literal starting at text[i] (i itself when none starts there)."""
+    c = text[i]
+    if c == '"':
+        j = i + 1
+        while j < len(text):
+            if text[j] == "\\":
+                j += 2
+                continue
+            if text[j] == '"':
+                return j + 1
+            j += 1
+        return len(text)
+    if c == "'":
+        m = _CHAR.match(text, i)
+        return m.end() if m else i  # a Rust lifetime ('a) is no literal
+    if c == "r" and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+        m = _RAW_RUST.match(text, i)
+        if m:
+            end = text.find('"' + m.group(1), m.end())
+            return len(text) if end < 0 else end + 1 + len(m.group(1))
+    if c == "R" and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+        m = _RAW_CPP.match(text, i)
+        if m:
+            end = text.find(")" + m.group(1) + '"', m.end())
+            return len(text) if end < 0 else end + 2 + len(m.group(1))
+    return i
+
+
+def strip_comments(text: str) -> str:
+    """The text with every // and /* */ comment replaced by spaces (newlines kept), so offsets stay the same."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        end = _literal_end(text, i)
+        if end > i:
+            out.append(text[i:end])
+            i = end
+            continue
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+            continue
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(re.sub(r"[^\n]", " ", text[i:j]))
+            i = j
+            continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
+
+
+def closing(text: str, i: int) -> int:
+    """The index of the bracket that closes the one at text[i] (comments already stripped); -1 when unbalanced."""
+    stack = [_OPEN[text[i]]]
+    j = i + 1
+    while j < len(text):
+        end = _literal_end(text, j)
+        if end > j:
+            j = end
+            continue
+        c = text[j]
+        if c in _OPEN:
+            stack.append(_OPEN[c])
+        elif c in _CLOSE:
+            if c != stack[-1]:
+                return -1
+            stack.pop()
+            if not stack:
+                return j
+        j += 1
+    return -1
+
+
+def split_top(text: str, sep: str = ",") -> list[str]:
+    """`text` split at every `sep` outside brackets and literals, each part stripped (empty parts dropped)."""
+    parts: list[str] = []
+    depth, start, j = 0, 0, 0
+    while j < len(text):
+        end = _literal_end(text, j)
+        if end > j:
+            j = end
+            continue
+        c = text[j]
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+        elif c == sep and depth == 0:
+            parts.append(text[start:j].strip())
+            start = j + 1
+        j += 1
+    parts.append(text[start:].strip())
+    return [p for p in parts if p]
+
+
+def _decode(body: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\" and i + 1 < len(body):
+            out.append(_ESCAPES.get(body[i + 1], body[i + 1]))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+_PLAIN = re.compile(r'"((?:[^"\\]|\\.)*)"', re.S)
+
+
+def literals(text: str) -> list[str]:
+    """Every plain double-quoted string literal in `text`, decoded, in order."""
+    return [_decode(m.group(1)) for m in _PLAIN.finditer(text)]
+
+
+def literal(text: str) -> str | None:
+    """The value of an expression that is only string literals (C++ concatenation "a" "b" included), else None."""
+    rest = _PLAIN.sub("", text).strip()
+    found = literals(text)
+    return "".join(found) if found and not rest else None

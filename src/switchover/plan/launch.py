@@ -140,9 +140,9 @@ def _walk(r: Reader, words: list[str], model_flags: set[str], positional: bool) 
         takes = True if opt.intent == MODEL else opt.takes_value(spec)
         kind = spec.kind if spec is not None else (opt.span.kind if opt.span else "unknown")
         value, i = _value(words, i + 1, eq, inline, takes, kind, unknown=spec is None and opt.intent is None)
-        if takes is True and value is None and opt.validity == "ok":
-            opt.validity, opt.detail = "refused", f"{name} needs a value in {r.label}"
-        if opt.span is not None and opt.validity == "ok":
+        if takes is True and value is None:
+            _bare(r, opt, name, spec)
+        elif opt.span is not None and opt.validity == "ok":
             problem = value_problem(name, opt.span, value, r.label, opt.url)
             if problem is not None:
                 opt.validity, opt.detail = problem
@@ -154,6 +154,16 @@ def _walk(r: Reader, words: list[str], model_flags: set[str], positional: bool) 
             _read_config(r, str(value) if value is not None else "")
         else:
             apply(r, index, opt, value)
+
+
+def _bare(r: Reader, opt: Opt, name: str, spec: Any) -> None:
+    """An option that takes a value, given none: refused, unless the release data cannot tell a required value from
+    an optional one (argparse nargs='?': vLLM's --enable-chunked-prefill before 0.8.5)."""
+    if opt.span is not None and opt.span.kind not in ("int", "float", "json") and opt.validity == "ok":
+        opt.validity, opt.detail = "unknown", (f"{name} given without a value: whether {r.label} takes it bare (an "
+                                               "optional value) is not in the release data")
+    elif opt.intent == MODEL or opt.span is not None or (spec is not None and spec.kind != "bool"):
+        opt.validity, opt.detail = "refused", f"{name} needs a value in {r.label}"
 
 
 def _value(words: list[str], i: int, eq: str, inline: str, takes: bool | None, kind: str,

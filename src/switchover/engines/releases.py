@@ -57,12 +57,16 @@ class FlagSpan(_Frozen):
     path: str = Field(description="the file that defines the option in these releases")
     aliases: list[str] = Field(default_factory=list, description="other option strings for the same option")
     takes_value: bool = Field(description="False: a switch (store_true, BooleanOptionalAction, clap bool flag)")
+    value_optional: bool = Field(default=False, description="the value may be left out (argparse nargs='?'): "
+                                                            "`--flag` alone is accepted, and so is `--flag VALUE`")
     kind: Kind = "unknown"
     choices: list[str] | None = Field(default=None, description="the values the parser accepts; None = any")
     choices_open: bool = Field(default=False, description="choices is what could be read statically, and the "
                                                           "release may accept more (plugins)")
     default: str | None = Field(default=None, description="the default as written in the source")
     negation: str | None = Field(default=None, description="the option that turns a switch off (--no-x)")
+    negations: list[str] = Field(default_factory=list, description="further spellings that turn it off "
+                                                                   "(llama.cpp -nocb beside --no-cont-batching)")
     env: str | None = Field(default=None, description="environment variable that sets it (TGI, llama.cpp)")
     deprecated: str | None = Field(default=None, description="the release's own deprecation note")
 
@@ -273,8 +277,8 @@ class ReleaseView:
             assert isinstance(span, FlagSpan)
             for spelling in (name, *span.aliases):
                 out.setdefault(spelling, name)
-            if span.negation:
-                out.setdefault(span.negation, name)
+            for negative in filter(None, (span.negation, *span.negations)):
+                out.setdefault(negative, name)
         return out
 
     def option(self, typed: str) -> Lookup:

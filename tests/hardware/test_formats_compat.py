@@ -242,8 +242,8 @@ def _fp_file(tmp_path: Path, driver: str | None, cc: str = "9.0") -> str:
 def test_hw_diff_warns_when_a_pinned_engine_cannot_run_on_b(tmp_path: Path) -> None:
     b = _fp_file(tmp_path, "470.82.01")
     res = runner.invoke(app, ["hw", "diff", "catalog:A100-80G", b, "--engine", "vllm==0.21.0", "--json"])
-    assert res.exit_code == 0, res.output
-    data = json.loads(res.output)
+    assert res.exit_code == 1, res.output  # a check failed: the JSON is printed, then exit 1
+    data = json.loads(res.stdout)
     assert [f["status"] for f in data["engines"]] == ["fails"]
     text = runner.invoke(app, ["hw", "diff", "catalog:A100-80G", b, "--engine", "vllm==0.21.0"]).output
     assert "FAILS: vllm 0.21.0" in text and "source: https://docs.nvidia.com" in text

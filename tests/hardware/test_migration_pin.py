@@ -37,8 +37,8 @@ def test_a_pinned_build_the_target_driver_cannot_run_fails(tmp_path: Path) -> No
     host = _host_with_driver(tmp_path, "470.82.01")  # below CUDA 12.x's minimum driver
     res = runner.invoke(app, ["hw", "diff", "catalog:A100-80G", str(host), "--migration",
                               str(_migration(tmp_path, "0.21.0")), "--json"])
-    assert res.exit_code == 0, res.output
-    (f,) = json.loads(res.output)["engines"]
+    assert res.exit_code == 1, res.output  # FAILS is a failed check
+    (f,) = json.loads(res.stdout)["engines"]
     assert f["engine"] == "vllm" and f["version"] == "0.21.0" and f["status"] == "fails", f
 
 

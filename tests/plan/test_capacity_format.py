@@ -50,3 +50,22 @@ def test_without_a_compute_capability_a_ranged_fact_is_unknown_not_a_guess() -> 
 def test_sixteen_bit_weights_are_named_bf16() -> None:
     wf = _format("-m", "builtin:meta-llama/Llama-3.1-8B-Instruct", "-e", "vllm", "--gpu", "L4-24G")
     assert wf["format"] == "bf16"
+
+
+@pytest.mark.parametrize(("engine", "loads", "said"), [
+    ("vllm@0.6.3", False, "0.6.3"),  # fp8 needs sm80 at 0.6.3 (Fp8Config.get_min_capability = 80)
+    ("vllm==0.25.1", True, "0.25.1"),  # Marlin weight-only from sm75 at 0.19.0 .. 0.32.0
+    ("vllm@0.14.0", None, "0.14.0"),  # between 0.11.0 and 0.19.0, which disagree: unknown, said
+])
+def test_the_format_verdict_is_the_pinned_releases(engine: str, loads: bool | None, said: str) -> None:
+    wf = _format("-m", FP8_70B, "-e", engine, "--gpu", "T4-16G", "--tp", "8", "--max-model-len", "2048")
+    assert wf["loads"] is loads and said in wf["reason"], wf
+
+
+def test_engine_at_a_release_and_engine_version_must_agree() -> None:
+    res = _run("plan", "capacity", "-m", FP8_70B, "-e", "vllm@0.6.3", "--engine-version", "0.8.5", "--gpu",
+               "H100-80G", "--tp", "2")
+    assert res.returncode == 2 and "two releases" in res.stderr
+    same = _run("plan", "capacity", "-m", FP8_70B, "-e", "vllm@0.8.5", "--engine-version", "0.8.5", "--gpu",
+                "H100-80G", "--tp", "2", "--max-model-len", "8192", "--json")
+    assert same.returncode == 0 and json.loads(same.stdout)["engine_version"]["version"] == "0.8.5"

@@ -260,3 +260,24 @@ def test_unknown_builtin_and_bad_probe_file_through_the_console_script(tmp_path:
                              text=True, timeout=120, check=False)
         assert res.returncode == 2, res.stderr
         assert "Traceback" not in res.stderr and ("builtin" in res.stderr or "--probe" in res.stderr)
+
+
+def test_pinned_releases_rank_only_those_engines_with_their_own_rules(tmp_path: Path) -> None:
+    """-e ENGINE@VERSION: vLLM 0.6.3 loads a bitsandbytes checkpoint (0.32 does not), at 0.6.3's overhead band."""
+    from tests.plan import configs as C
+
+    (tmp_path / "config.json").write_text(json.dumps({**C.LLAMA_8B, "quantization_config": {
+        "quant_method": "bitsandbytes", "load_in_4bit": True}}))
+    code, old = _run("plan", "choose", "-m", str(tmp_path), "--gpu", "H100-80G", "--context", "8192",
+                     "-e", "vllm@0.6.3", "--json")
+    assert code == 0, old
+    (vllm,) = old["engines"]
+    assert vllm["loads"] is True and vllm["engine_version"]["version"] == "0.6.3"
+    assert "0.6.3" in _facts(vllm, "format")[0]["detail"]
+    _, new = _run("plan", "choose", "-m", str(tmp_path), "--gpu", "H100-80G", "--context", "8192", "-e", "vllm",
+                  "-e", "sglang", "--json")
+    assert {e["engine"] for e in new["engines"]} == {"vllm", "sglang"}  # only the engines named
+    latest = _by_engine(new)["vllm"]
+    assert latest["loads"] is False and "newest known" in (latest["engine_version"]["note"] or "")
+    code, err = _run("plan", "choose", "-m", str(tmp_path), "--gpu", "H100-80G", "-e", "vllm", "-e", "vllm@0.6.3")
+    assert code == 2 and "twice" in err

@@ -57,15 +57,15 @@ def test_vllm_bands_pick_v0_v1_and_graph_estimate_by_version() -> None:
 
 
 def test_the_newest_known_release_is_the_newest_read_else_the_profiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    from switchover.engines import compat
     from switchover.engines.releases import EngineReleases
-    from switchover.plan import overhead
 
     vllm = load_profile("vllm")
-    monkeypatch.setattr(overhead, "load_releases", lambda engine: None)
+    monkeypatch.setattr(compat, "load_releases", lambda engine: None)
     assert newest_known(vllm) == "0.33.0"  # version_read: '0.33.0 (PyPI wheel, ...)'
     assert newest_known(load_profile("trtllm")) is None  # read from mixed commits: no release to name
     read = EngineReleases.model_construct(releases=[type("R", (), {"version": v})() for v in ("0.6.3", "0.34.0")])
-    monkeypatch.setattr(overhead, "load_releases", lambda engine: read)
+    monkeypatch.setattr(compat, "load_releases", lambda engine: read)
     assert newest_known(vllm) == "0.34.0"
     said = resolve_version(vllm, None)
     assert said.version == "0.34.0"

@@ -79,8 +79,8 @@ def register(app: typer.Typer) -> None:
                                           "from config).", parser=params.TOKENS),
         json_out: bool = params.json_flag("the matches"),
     ) -> None:
-        """Symptom → likely cause → the switchover command that confirms it (seeds 000 and 001); with -m and --gpu,
-        that command's figures.
+        """Symptom → likely cause → the switchover command that confirms it; with -m and --gpu, that command's
+        figures.
 
         Example: switchover doctor "p99 went up but qps is flat" -m ./Llama-3.1-8B -e vllm@0.11.0 --gpu H100-80G
         """

@@ -11,8 +11,9 @@ from switchover.cli.common import console, print_json
 from switchover.config.migration import load_migration
 from switchover.engines.compat import CompatFinding, EnginePin, driver_support, parse_pin
 from switchover.engines.formats import ENGINES, format_of_card
+from switchover.errors import CheckFailed
 from switchover.hardware import CATALOG, diff_hosts, fingerprint, load_fingerprint
-from switchover.hardware.diff import Change, engine_findings, kernel_changes
+from switchover.hardware.diff import Change, HostDiff, KernelChange, engine_findings, kernel_changes
 from switchover.plan.choose_models import resolve_model
 
 app = typer.Typer(help="GPU fingerprint, catalog and host diffs (NVML through the optional `gpu` extra).\n\n"
@@ -66,8 +67,10 @@ def gpus_cmd(json_out: bool = params.json_flag("the catalog")) -> None:
 def diff_cmd(
     a: str = typer.Argument(..., help="Fingerprint JSON of host A, or catalog:NAME[xCOUNT]."),
     b: str = typer.Argument(..., help="Fingerprint JSON of host B, or catalog:NAME[xCOUNT]."),
-    engine: list[str] = typer.Option(None, "--engine", "-e", help="Engine to run on B, ENGINE or ENGINE==VERSION "
-                                     "(repeatable): can that build run on B's driver and GPUs?"),
+    engine: list[str] = typer.Option(None, "--engine", "-e", help="Engine to run on B, ENGINE or ENGINE@VERSION "
+                                     "(or ENGINE==VERSION; repeatable): can that build run on B's driver and GPUs, "
+                                     "and with which kernels? Without a version the newest known is assumed, and "
+                                     "said."),
     migration: str = typer.Option(None, "--migration", help="Migration file (switchover.yaml): check its new "
                                   "engine (and new.engine_version, when pinned) against B."),
     model: str = typer.Option(None, "--model", "-m", help="Model (as `plan capacity -m`, or builtin:ID): the "
@@ -75,9 +78,13 @@ def diff_cmd(
     json_out: bool = params.json_flag("the diff"),
 ) -> None:
     """Explain what changes for an engine between two hosts; with --engine/--migration whether a pinned engine
-    build runs on B, with --model which kernel the checkpoint loads with on B instead of A.
+    build runs on B, with --model which kernel the checkpoint loads with on B instead of A (the rules of that
+    engine release).
 
-    Example: switchover hw diff a.json catalog:H100-80Gx8 --engine vllm==0.11.0 -m builtin:openai/gpt-oss-120b
+    Exit codes: 0 nothing fails; 1 a named engine's build cannot run on B, or it cannot load the checkpoint there;
+    2 bad input.
+
+    Example: switchover hw diff a.json catalog:H100-80Gx8 --engine vllm@0.11.0 -m builtin:openai/gpt-oss-120b
     """
     pins = [parse_pin(text) for text in engine or []]
     if migration is not None:
@@ -97,9 +104,12 @@ def diff_cmd(
                                          impact=f"{card.name}: kernels not compared: {why}"))
         else:
             wanted = list(dict.fromkeys(p.engine for p in pins if p.engine in ENGINES)) or list(ENGINES)
-            result.kernels = kernel_changes(fmt, wanted, host_a, host_b, a, b)
+            result.kernels = kernel_changes(fmt, wanted, host_a, host_b, a, b, dtype=card.dtype,
+                                            versions={p.engine: p.version for p in pins if p.version})
+    failed = _failures(result, {p.engine for p in pins})
     if json_out:
         print_json(result)
+        _exit_on(failed)
         return
     if not result.changes:
         console.print("no differences that matter to an engine")
@@ -115,7 +125,23 @@ def diff_cmd(
             console.print(f"    source: {src}", markup=False, highlight=False)
     for k in result.kernels:
         flag = "" if k.verified or k.b_loads is None else " (unverified data)"
-        console.print(f"kernel: {k.message}{flag}", markup=False, highlight=False)
+        mark = "FAILS: " if k in failed else ""
+        console.print(f"{mark}kernel: {k.message}{flag}", markup=False, highlight=False)
+    _exit_on(failed)
+
+
+def _failures(result: HostDiff, named: set[str]) -> list[CompatFinding | KernelChange]:
+    """What fails on B: a pinned build that cannot run there, or a checkpoint a named engine cannot load there (a
+    kernel survey over every engine, with none named, fails nothing)."""
+    return [*(f for f in result.engines if f.status == "fails"),
+            *(k for k in result.kernels if k.engine in named and k.b_loads is False)]
+
+
+def _exit_on(failed: list[CompatFinding | KernelChange]) -> None:
+    """Exit 1 (the exit-code contract) when anything FAILS."""
+    if failed:
+        what = [f"{x.engine} {'build' if isinstance(x, CompatFinding) else 'kernel'}" for x in failed]
+        raise CheckFailed(f"fails on B: {', '.join(what)}")
 
 from switchover.cli.startlog_cmd import register as _register_startlog  # noqa: E402, I001
 _register_startlog(app)

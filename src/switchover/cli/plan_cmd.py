@@ -181,7 +181,7 @@ def capacity_cmd(
     caps = check_capabilities(cc, model_dtype=card.dtype, kv_dtype=kv_dtype, quantization=card.weights.quantization,
                               engine=profile)
     result.warnings.extend(f"{c.setting} needs {c.needs}, GPU is {c.have}: {c.consequence}" for c in caps)
-    result.weight_format = weight_format(card, qc, profile.name, cc)
+    result.weight_format = weight_format(card, qc, profile.name, cc, pinned)
     if result.weight_format.loads is False:
         result.warnings.append(f"the weights do not load here: {result.weight_format.reason}")
     if json_out:

@@ -15,8 +15,9 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from switchover.engines.cited import CitedFact
-from switchover.engines.formats import ENGINES
+from switchover.engines.formats import ENGINES, Device, FormatMatrix, FormatRule, FormatVerdict, load_matrix, lookup
 from switchover.engines.matrixfile import packaged, validated
+from switchover.engines.releases import load_releases
 from switchover.engines.versions import release_key, split_engine_ref
 from switchover.errors import BadInput
 
@@ -138,6 +139,20 @@ def load_compat() -> CompatData:
 # ---- a pinned engine -------------------------------------------------------------------------------------------
 
 
+def newest_release(engine: str, version_read: str) -> str | None:
+    """The newest release of an engine the data knows: the newest read from source (engines.releases), else the
+    release a profile was read at when its `version_read` starts with one; None when neither names a release."""
+    data = load_releases(engine)
+    if data is not None and data.releases:
+        return data.releases[-1].version
+    first = version_read.split()[0] if version_read.split() else ""
+    try:
+        release_key(first)
+    except ValueError:
+        return None
+    return first
+
+
 class EnginePin(BaseModel):
     """An engine and, when pinned, its release (`vllm@0.11.0`, `vllm==0.11.0`, `llamacpp@b3216`)."""
 
@@ -248,9 +263,17 @@ def check_engine(pin: EnginePin, driver: str | None, gpu_ccs: list[str | None], 
     """Every known build of a pinned engine version against a host (one finding per build)."""
     d = data or load_compat()
     if pin.version is None:
-        return [CompatFinding(engine=pin.engine, version=None, status="unknown",
-                              message=f"{pin.engine}: no version pinned, so its CUDA build is unknown (pass "
-                                      f"--engine {pin.engine}==VERSION)")]
+        from switchover.engines import load_profile
+
+        newest = newest_release(pin.engine, load_profile(pin.engine).version_read)
+        if newest is None:
+            return [CompatFinding(engine=pin.engine, version=None, status="unknown",
+                                  message=f"{pin.engine}: no version pinned and no release of it is known, so its "
+                                          f"CUDA build is unknown (pass --engine {pin.engine}@VERSION)")]
+        said = f"{pin.engine}: no version pinned: {newest}, the newest known, is assumed (pass --engine " \
+               f"{pin.engine}@VERSION); "
+        return [f.model_copy(update={"message": said + f.message})
+                for f in check_engine(EnginePin(engine=pin.engine, version=newest), driver, gpu_ccs, gpu_present, d)]
     if not gpu_present:
         return [CompatFinding(engine=pin.engine, version=pin.version, status="unknown",
                               message=f"{pin.label}: the host has no GPU; CUDA builds cannot run there (a CPU "
@@ -276,3 +299,100 @@ def driver_support(driver: str | None, data: CompatData | None = None) -> str | 
     top = max(full, key=lambda c: tuple(int(x) for x in c.split(".")), default=None)
     return (f"driver {driver} runs CUDA {', '.join(families)} builds (minor-version compatibility)"
             + (f"; full feature set (PTX JIT) up to CUDA {top}" if top else "; no toolkit's own driver minimum met"))
+
+
+# ---- format rules by release -----------------------------------------------------------------------------------
+
+
+class FormatsRead(_Cited):
+    """The release an engine's rules in formats.yaml were read at, and the releases they are taken to hold for."""
+
+    engine: str
+    read_at: str | None = Field(description="None: the rules were read where no release is recorded")
+    versions: str | None
+
+    @field_validator("versions")
+    @classmethod
+    def _spec(cls, value: str | None) -> str | None:
+        if value is not None:
+            release_range(value)
+        return value
+
+
+class RangedFormatRule(FormatRule):
+    """A formats.yaml rule read at other releases than the matrix, with the releases it holds for."""
+
+    versions: str
+
+    @field_validator("versions")
+    @classmethod
+    def _spec(cls, value: str) -> str:
+        release_range(value)
+        return value
+
+    def rule(self) -> FormatRule:
+        return FormatRule.model_validate(self.model_dump(exclude={"versions"}))
+
+
+class FormatReleases(BaseModel):
+    """engines/data/matrix/format_releases.yaml, cross-checked against the format matrix."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    read: list[FormatsRead]
+    rules: list[RangedFormatRule]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FormatReleases:
+        engines = [r.engine for r in self.read]
+        if sorted(engines) != sorted(ENGINES):
+            raise ValueError(f"read: one entry per engine with a profile ({', '.join(ENGINES)}), got {engines}")
+        formats = load_matrix().formats
+        for i, rule in enumerate(self.rules):
+            if rule.format not in formats and rule.format != "*":
+                raise ValueError(f"rules.{i}.format: unknown format {rule.format!r}")
+        return self
+
+    def read_of(self, engine: str) -> FormatsRead:
+        return next(r for r in self.read if r.engine == engine)
+
+
+@cache
+def load_format_releases() -> FormatReleases:
+    """The packaged data (engines/data/matrix/format_releases.yaml), validated."""
+    return validated(FormatReleases, packaged("format_releases.yaml"), "format_releases.yaml")
+
+
+def format_rules_at(engine: str, version: str | None) -> tuple[FormatMatrix, str | None]:
+    """The format matrix as it holds at `engine`'s release `version` (None: the newest known, the matrix's own
+    rules), and what to tell the user about it (None: nothing to say). A release the rules read do not cover gets
+    only the ranged rules that hold there; what none covers is unknown."""
+    base, read = load_matrix(), load_format_releases().read_of(engine)
+    if version is None:
+        return base, (None if read.read_at else f"the {engine} format rules were read where no release is recorded "
+                                                 f"({read.source})")
+    if read.versions is not None and in_range(read.versions, version):
+        newer = read.read_at is not None and release_key(version) > release_key(read.read_at)
+        return base, (f"the {engine} format rules were read at {read.read_at}; {version} is newer: they are assumed "
+                      "to still hold" if newer else None)
+    ranged = [r.rule() for r in load_format_releases().rules if r.engine == engine and in_range(r.versions, version)]
+    rules = [r for r in base.rules if r.engine != engine] + ranged
+    return FormatMatrix.model_validate({"formats": base.formats, "rules": rules}), None
+
+
+def lookup_at(engine: str, fmt: str, device: Device, sm: int | None, version: str | None) -> FormatVerdict:
+    """`formats.lookup` with the rules that hold at the engine's release; a release no rule read covers is
+    unknown, and the reason says which releases were read."""
+    matrix, _ = format_rules_at(engine, version)
+    verdict = lookup(engine, fmt, device, sm, matrix)
+    if version is not None and verdict.reason.startswith(f"{engine} "):
+        said = verdict.reason.removeprefix(engine + " ")
+        verdict = verdict.model_copy(update={"reason": f"{engine} {version} {said}"})
+    if verdict.loads is None and version is not None and verdict.source is None:
+        read = load_format_releases().read_of(engine)
+        covered = sorted({r.versions for r in load_format_releases().rules
+                          if r.engine == engine and r.format == fmt and r.device == device})
+        spans = ", ".join([*covered, *([read.versions] if read.versions else [])]) or "none"
+        verdict = verdict.model_copy(update={"reason": f"unknown: no {engine} {fmt} rule read covers {engine} "
+                                                       f"{version} (the releases read for it: {spans})"})
+    return verdict

@@ -1,4 +1,4 @@
-"""Capability checks: settings a GPU cannot honour, which engines silently replace (issue 5 §7, seed 004 §1)."""
+"""Capability checks: settings a GPU cannot honour, which engines silently replace (issue 5 §7)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from switchover.engines.compat import sm_of
 if TYPE_CHECKING:
     from switchover.engines.profile import EngineProfile
 
-CAPABILITY_SOURCE = ("seed 004 §1 (fp8 KV on A100 falls back without a warning); bf16 needs sm80 (CUDA bf16 "
-                     "tensor cores, Ampere+); fp8 tensor cores need sm89 (Ada/Hopper)")
+CAPABILITY_SOURCE = ("NVIDIA CUDA C++ Programming Guide, compute capabilities "
+                     "(https://docs.nvidia.com/cuda/cuda-c-programming-guide/): bf16 tensor-core math from compute "
+                     "capability 8.0 (Ampere); fp8 tensor-core math from 8.9 (Ada, Hopper)")
 
 
 class CapabilityWarning(BaseModel):

@@ -43,7 +43,8 @@ _DS = "NVIDIA datasheet"
 CATALOG: list[GpuSpec] = [
     GpuSpec(name="H100-80G", aliases=["H100", "H100-SXM", "H100-SXM5-80GB", "NVIDIA H100 80GB HBM3"], memory_mib=81559,
             cuda_total_gib=79.18, bandwidth_gbs=3350, compute_capability="9.0", nvlink_gbs=900, l2_mib=50,
-            source=f"{_DS} (H100 SXM5); cuda_total_gib from llm-d H100 vLLM logs (reference/capacity.md §2)"),
+            source=f"{_DS} (H100 SXM5); cuda_total_gib from llm-d H100 vLLM logs (https://github.com/llm-d/"
+                   "llm-d-benchmark, config_explorer/empirical-vllm-memory-results.md)"),
     GpuSpec(name="H100-PCIe-80G", aliases=["H100-PCIE", "NVIDIA H100 PCIe"], memory_mib=81559, bandwidth_gbs=2000,
             compute_capability="9.0", nvlink_gbs=600, l2_mib=50, source=f"{_DS} (H100 PCIe)"),
     GpuSpec(name="H100-NVL-94G", aliases=["H100-NVL", "NVIDIA H100 NVL"], memory_mib=95830, bandwidth_gbs=3900,

@@ -1,4 +1,4 @@
-"""Explain what changes for an inference engine between two hosts (seed 004: same weights, other machine)."""
+"""Explain what changes for an inference engine between two hosts: the same weights on another machine."""
 
 from __future__ import annotations
 
@@ -6,14 +6,16 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from switchover.engines.compat import CompatFinding, EnginePin, check_engine, sm_of
-from switchover.engines.formats import Device, lookup
+from switchover.engines.compat import CompatFinding, EnginePin, check_engine, format_rules_at, lookup_at, sm_of
+from switchover.engines.formats import Device, FormatVerdict
 from switchover.errors import BadInput
 from switchover.hardware.capability import CAPABILITY_SOURCE
 from switchover.hardware.catalog import find_gpu
 from switchover.hardware.fingerprint import GpuFingerprint, HostFingerprint, fingerprint_from_catalog
 from switchover.inputs import MAX_GPUS
 from switchover.textfile import load_json
+
+BF16_MIN_SM = 80  # bf16 tensor cores: Ampere and newer (hardware/capability.py)
 
 
 class Change(BaseModel):
@@ -26,10 +28,15 @@ class Change(BaseModel):
 
 
 class KernelChange(BaseModel):
-    """How one engine loads a checkpoint's format on host A and on host B (engines/data/matrix/formats.yaml)."""
+    """How one engine release loads a checkpoint's format on host A and on host B (engines/data/matrix/formats.yaml,
+    with the rules of the pinned release from format_releases.yaml)."""
 
     engine: str
-    format: str
+    version: str | None = Field(default=None, description="the engine release whose rules apply (None: the newest "
+                                "known)")
+    format: str = Field(description="the checkpoint's format as its config names it (fp16 and bf16 apart)")
+    matrix_format: str | None = Field(default=None, description="the format matrix's key for it (16-bit weights "
+                                      "share the 'bf16' rules)")
     a_loads: bool | None
     a_kernel: str | None
     b_loads: bool | None
@@ -104,7 +111,7 @@ def _gpu_changes(a: GpuFingerprint, b: GpuFingerprint) -> list[Change]:
             if min(sa, sb) < bound <= max(sa, sb):
                 notes.append(f"{what} {'lost' if sb < sa else 'gained'} (needs sm{bound})")
         out.append(Change(field="compute_capability", a=a.compute_capability, b=b.compute_capability,
-                          impact="; ".join(notes) or "same feature tier" + f" ({CAPABILITY_SOURCE.split(';')[0]})"))
+                          impact="; ".join(notes) or f"same feature tier ({CAPABILITY_SOURCE})"))
     if a.bandwidth_gbs and b.bandwidth_gbs and a.bandwidth_gbs != b.bandwidth_gbs:
         ratio = a.bandwidth_gbs / b.bandwidth_gbs
         out.append(Change(field="bandwidth_gbs", a=f"{a.bandwidth_gbs:g}", b=f"{b.bandwidth_gbs:g}",
@@ -169,28 +176,50 @@ def _where(device: Device, sm: int | None) -> str:
     return "CPU" if device == "cpu" else f"sm{sm}" if sm is not None else "a GPU of unknown compute capability"
 
 
+def checkpoint_label(fmt: str, dtype: str | None) -> str:
+    """The checkpoint's format as a user names it: the matrix's 16-bit key ('bf16') says the config's dtype."""
+    if fmt != "bf16":
+        return fmt
+    return {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32"}.get(
+        (dtype or "").lower(), "bf16")
+
+
+def _kernel_message(who: str, label: str, va: FormatVerdict, vb: FormatVerdict, where: tuple[str, str],
+                    names: tuple[str, str]) -> str:
+    """One sentence: what this checkpoint loads with on B, against A."""
+    (a_name, b_name), (wa, wb) = names, where
+    this = f"this {label} checkpoint"
+    if vb.loads is None:
+        return f"{who}: unknown whether {this} loads on {b_name} ({vb.reason})"
+    if vb.loads is False:
+        return f"{who}: {this} will not load on {b_name} ({vb.reason})" + (
+            f"; on {a_name} it loads with {va.kernel}" if va.loads else "")
+    if va.loads and va.kernel == vb.kernel:
+        return f"{who}: {this} loads with the same kernel on both hosts ({vb.kernel})"
+    if va.loads:
+        return f"{who}: {this} will load with {vb.kernel} on {b_name} ({wb}) instead of {va.kernel} on {a_name} ({wa})"
+    return f"{who}: {this} will load with {vb.kernel} on {b_name} ({wb}); on {a_name}: {va.reason}"
+
+
 def kernel_changes(fmt: str, engines: list[str], a: HostFingerprint, b: HostFingerprint, a_name: str = "A",
-                   b_name: str = "B") -> list[KernelChange]:
-    """For each engine: the kernel this checkpoint format loads with on A and on B, said as a sentence."""
+                   b_name: str = "B", *, versions: dict[str, str] | None = None,
+                   dtype: str | None = None) -> list[KernelChange]:
+    """For each engine (at its release in `versions`, else the newest known): the kernel this checkpoint format
+    loads with on A and on B, said as a sentence that names the checkpoint as its config does (`dtype`)."""
     (da, sa), (db, sb) = _device(a), _device(b)
+    label = checkpoint_label(fmt, dtype)
     out: list[KernelChange] = []
     for engine in engines:
-        va, vb = lookup(engine, fmt, da, sa), lookup(engine, fmt, db, sb)
-        if vb.loads is None:
-            msg = f"{engine}: unknown whether this {fmt} checkpoint loads on {b_name} ({vb.reason})"
-        elif vb.loads is False:
-            msg = f"{engine}: this {fmt} checkpoint will not load on {b_name} ({vb.reason})" + (
-                f"; on {a_name} it loads with {va.kernel}" if va.loads else "")
-        elif va.loads and va.kernel == vb.kernel:
-            msg = f"{engine}: same kernel on both hosts ({vb.kernel})"
-        elif va.loads:
-            msg = (f"{engine}: this checkpoint will load with {vb.kernel} on {b_name} ({_where(db, sb)}) instead of "
-                   f"{va.kernel} on {a_name} ({_where(da, sa)})")
-        else:
-            msg = f"{engine}: this checkpoint will load with {vb.kernel} on {b_name} ({_where(db, sb)}); on " \
-                  f"{a_name}: {va.reason}"
-        out.append(KernelChange(engine=engine, format=fmt, a_loads=va.loads, a_kernel=va.kernel, b_loads=vb.loads,
-                                b_kernel=vb.kernel, message=msg,
+        version = (versions or {}).get(engine)
+        va, vb = lookup_at(engine, fmt, da, sa, version), lookup_at(engine, fmt, db, sb, version)
+        who = f"{engine} {version}" if version else engine
+        msg = _kernel_message(who, label, va, vb, (_where(da, sa), _where(db, sb)), (a_name, b_name))
+        if label == "bf16" and vb.loads and db == "cuda" and sb is not None and sb < BF16_MIN_SM:
+            msg += f"; {b_name} (sm{sb}) has no bf16 tensor cores: served as fp16 ({CAPABILITY_SOURCE})"
+        note = format_rules_at(engine, version)[1]
+        out.append(KernelChange(engine=engine, version=version, format=label, matrix_format=fmt, a_loads=va.loads,
+                                a_kernel=va.kernel, b_loads=vb.loads, b_kernel=vb.kernel,
+                                message=msg + (f" [{note}]" if note else ""),
                                 sources=[x for x in dict.fromkeys([va.source, vb.source]) if x],
                                 verified=va.verified and vb.verified))
     return out

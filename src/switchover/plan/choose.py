@@ -15,9 +15,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, computed_field
 
 from switchover.engines import EngineProfile, load_profile
-from switchover.engines.compat import sm_of
+from switchover.engines.compat import lookup_at, sm_of
 from switchover.engines.features import api_field_support, feature_support, parse_api_field
-from switchover.engines.formats import ENGINES, Device, format_of_card, lookup
+from switchover.engines.formats import ENGINES, Device, format_of_card
 from switchover.errors import BadInput
 from switchover.hardware.catalog import find_gpu
 from switchover.hardware.fingerprint import HostFingerprint
@@ -227,7 +227,7 @@ def assess(engine: str, card: ModelCard, fmt: str | None, fmt_reason: str, hw: H
         choice.facts.append(Fact(kind="format", what="loads the weights", ok=None,
                                  detail=f"unknown: the checkpoint's format is not in the matrix ({fmt_reason})"))
     else:
-        v = lookup(profile.name, fmt, hw.device, hw.sm)
+        v = lookup_at(profile.name, fmt, hw.device, hw.sm, version)
         choice.loads, choice.kernel = v.loads, v.kernel
         choice.facts.append(Fact(kind="format", what=f"loads {fmt}", ok=v.loads, detail=v.reason, source=v.source,
                                  verified=v.verified))

@@ -17,12 +17,11 @@ from __future__ import annotations
 import itertools
 import math
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, Field
 
 from switchover.engines import EngineProfile
+from switchover.engines.compat import in_range, newest_release
 from switchover.engines.profile import LoadOverheadModel, OverheadBand
-from switchover.engines.releases import load_releases
 from switchover.engines.versions import parse_version, release_key, version_matches
 from switchover.errors import BadInput
 from switchover.model.card import ModelCard
@@ -51,25 +50,9 @@ class EngineVersion(BaseModel):
 
 
 def newest_known(profile: EngineProfile) -> str | None:
-    """The newest release of the engine the data knows: the newest release read from source (engines.releases),
-    else the release the profile was read at when its `version_read` starts with one; None otherwise."""
-    data = load_releases(profile.name)
-    if data is not None and data.releases:
-        return data.releases[-1].version
-    first = profile.version_read.split()[0] if profile.version_read.split() else ""
-    try:
-        release_key(first)
-    except ValueError:
-        return None
-    return first
-
-
-def _covers(spec: str, version: str) -> bool:
-    """Whether a release lies in a band's range ('>=0.8,<0.19'), compared as releases (engines.versions)."""
-    try:
-        return SpecifierSet(spec).contains(release_key(version), prereleases=True)
-    except (InvalidSpecifier, ValueError):
-        return False
+    """The newest release of the engine the data knows (engines.compat.newest_release): the newest release read from
+    source, else the release the profile was read at when its `version_read` starts with one; None otherwise."""
+    return newest_release(profile.name, profile.version_read)
 
 
 def band_for(profile: EngineProfile, version: str | None) -> tuple[OverheadBand | None, str]:
@@ -78,7 +61,7 @@ def band_for(profile: EngineProfile, version: str | None) -> tuple[OverheadBand 
     if wanted is None:
         return None, "no version"
     for band in profile.memory.overhead_model:
-        if _covers(band.versions, wanted):
+        if in_range(band.versions, wanted):
             return band, wanted
     return None, wanted
 

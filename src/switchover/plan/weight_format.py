@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from switchover.engines.compat import sm_of
-from switchover.engines.formats import format_of_card, lookup
+from switchover.engines.compat import lookup_at, sm_of
+from switchover.engines.formats import format_of_card
 from switchover.model.card import ModelCard
 
 
@@ -25,14 +25,15 @@ class WeightFormat(BaseModel):
     verified: bool = False
 
 
-def weight_format(card: ModelCard, qc: dict[str, Any] | None, engine: str,
-                  compute_capability: str | None) -> WeightFormat:
-    """The matrix's verdict for this checkpoint on `engine` on a GPU of `compute_capability` (None: a GPU given
-    by memory size only, so only a rule without a compute-capability range can answer)."""
+def weight_format(card: ModelCard, qc: dict[str, Any] | None, engine: str, compute_capability: str | None,
+                  version: str | None = None) -> WeightFormat:
+    """The matrix's verdict for this checkpoint on `engine` at release `version` (None: the newest known) on a GPU
+    of `compute_capability` (None: a GPU given by memory size only, so only a rule without a compute-capability
+    range can answer)."""
     fmt, why = format_of_card(card, qc)
     if fmt is None:
         return WeightFormat(format="unknown", named_from=why, loads=None,
                             reason=f"unknown: the checkpoint's format is not in the matrix ({why})")
-    v = lookup(engine, fmt, "cuda", sm_of(compute_capability))
+    v = lookup_at(engine, fmt, "cuda", sm_of(compute_capability), version)
     return WeightFormat(format=fmt, named_from=why, loads=v.loads, kernel=v.kernel, reason=v.reason,
                         source=v.source, verified=v.verified)

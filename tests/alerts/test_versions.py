@@ -226,3 +226,42 @@ def test_adapter_mode_checks_the_names_the_adapter_command_really_serves(tmp_pat
                      mode="adapter")
     assert _rule(report, "KV").status == "untranslated"
     assert any("serves kv_usage as vllm:kv_cache_usage_perc" in f.detail for f in report.errors)
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    import sys
+    from unittest.mock import patch
+
+    from switchover.cli.app import main
+
+    capsys.readouterr()
+    with patch.object(sys, "argv", ["switchover", "alerts", *args]), pytest.raises(SystemExit) as exc:
+        main()
+    out = capsys.readouterr()
+    return int(exc.value.code or 0), out.out, out.err
+
+
+def test_the_cli_fails_on_a_dead_series_and_keep_unknown_lets_it_through(tmp_path: Path, capsys) -> None:
+    import orjson
+
+    rules = _file(tmp_path, _alert("KVFull", "llamacpp:kv_cache_usage_ratio > 0.9"))
+    code, out, _ = _cli(capsys, "translate", str(rules), "--from", "llamacpp@b3995", "--to", "llamacpp==b11434",
+                        "--json", "-o", str(tmp_path / "out.yaml"))
+    report = orjson.loads(out)
+    assert code == 1 and report["target_version"] == "b11434" and report["source_version"] == "b3995"
+    assert report["rules"][0]["series_left"] == ["llamacpp:kv_cache_usage_ratio"]
+    code, _, err = _cli(capsys, "translate", str(rules), "--from", "llamacpp@b3995", "--to", "llamacpp",
+                        "--keep-unknown")
+    assert code == 0 and "still reads: llamacpp:kv_cache_usage_ratio" in err
+    assert "no llamacpp version given: the newest read, b11434, is assumed" in err
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--from", "vllm@0.6.3", "--to", "vllm==0.6.3"), "--from and --to are both vllm 0.6.3"),
+    (("--from", "vllm@zz", "--to", "sglang"), "--from: 'zz' is not a release version"),
+])
+def test_the_same_release_twice_or_a_bad_version_is_exit_2(tmp_path: Path, capsys, args: tuple[str, ...],
+                                                          message: str) -> None:
+    code, _, err = _cli(capsys, "translate", str(_file(tmp_path, _alert("Q", "vllm:num_requests_waiting > 1"))),
+                        *args)
+    assert code == 2 and message in err and "Traceback" not in err

@@ -13,7 +13,8 @@ ENGINE_STATE_INTENTS = frozenset({"running", "waiting", "kv_usage", "preemptions
 
 
 def thresholds(group: str, rule: str, found: list[tuple[str, float]], quantiles: list[float],
-               refs: list[tuple[str, SeriesRef]], shifts: BenchShifts | None) -> list[Threshold]:
+               refs: list[tuple[str, SeriesRef]], shifts: BenchShifts | None, same_engine: bool = False
+               ) -> list[Threshold]:
     """Each (intent, number) a rule compares with, with the shift a bench run measured for it when given."""
     out = []
     seen: set[tuple[str, float]] = set()
@@ -27,7 +28,9 @@ def thresholds(group: str, rule: str, found: list[tuple[str, float]], quantiles:
             seen.add((ref.intent, value))
             th = Threshold(group=group, rule=rule, intent=ref.intent, metric=metric, comparison=comparison,
                            value=value, quantile=q if ref.spec.type == "histogram" else None)
-            if ref.intent in ENGINE_STATE_INTENTS:
+            if ref.intent in ENGINE_STATE_INTENTS and same_engine:
+                th.note = "engine state (batch, queue, KV use) may count differently after the upgrade: re-check it"
+            elif ref.intent in ENGINE_STATE_INTENTS:
                 th.note = "engine state (batch, queue, KV use) means different things per engine: re-baseline it"
             elif shifts is None:
                 th.note = "tuned to the old engine's distribution: pass --bench RUN_DIR for the measured shift"

@@ -79,8 +79,10 @@ class _Rule:
             self.failures += 1
             if self.keep_unknown and kind in _DEAD_KINDS:
                 severity = "warning"
-        self.findings.append(Finding(group=self.group, rule=self.rule, severity=severity, kind=kind, metric=metric,
-                                     detail=detail, url=url))
+        finding = Finding(group=self.group, rule=self.rule, severity=severity, kind=kind, metric=metric, detail=detail,
+                          url=url)
+        if finding not in self.findings:  # a series read twice in one expression is one finding
+            self.findings.append(finding)
 
     def selector(self, sel: Selector) -> None:
         """Translate one selector; when it cannot be, none of its edits are kept (a half-renamed selector with a
@@ -304,7 +306,8 @@ def translate_rules(
                 t.selector(sel)
             for grp in parsed.groupings:
                 t.grouping(grp.keyword, grp.labels)
-            report.thresholds += thresholds(gname, name, parsed.thresholds, parsed.quantiles, t.refs, shifts)
+            report.thresholds += thresholds(gname, name, parsed.thresholds, parsed.quantiles, t.refs, shifts,
+                                            same_engine=src.engine == dst.engine)
             new_expr = replace_spans(expr, t.edits)
             left, unverified = t.target_served(new_expr)
         status = _status(syntax_error, new_expr != expr, left, t.failures > 0, unverified)

@@ -12,6 +12,7 @@ from functools import cache
 from typing import Any, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from switchover.engines.cited import CitedFact
@@ -380,6 +381,11 @@ def format_rules_at(engine: str, version: str | None) -> tuple[FormatMatrix, str
     return FormatMatrix.model_validate({"formats": base.formats, "rules": rules}), None
 
 
+def _range_start(spec: str) -> Version:
+    """The lowest release a range names, to list ranges oldest first."""
+    return min((release_key(s.version) for s in release_range(spec)), default=release_key("0"))
+
+
 def lookup_at(engine: str, fmt: str, device: Device, sm: int | None, version: str | None) -> FormatVerdict:
     """`formats.lookup` with the rules that hold at the engine's release; a release no rule read covers is
     unknown, and the reason says which releases were read."""
@@ -391,7 +397,7 @@ def lookup_at(engine: str, fmt: str, device: Device, sm: int | None, version: st
     if verdict.loads is None and version is not None and verdict.source is None:
         read = load_format_releases().read_of(engine)
         covered = sorted({r.versions for r in load_format_releases().rules
-                          if r.engine == engine and r.format == fmt and r.device == device})
+                          if r.engine == engine and r.format == fmt and r.device == device}, key=_range_start)
         spans = ", ".join([*covered, *([read.versions] if read.versions else [])]) or "none"
         verdict = verdict.model_copy(update={"reason": f"unknown: no {engine} {fmt} rule read covers {engine} "
                                                        f"{version} (the releases read for it: {spans})"})

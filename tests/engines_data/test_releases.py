@@ -66,6 +66,15 @@ def test_a_flag_at_a_version(version: str | None, coverage: str, status: str) ->
     assert v.option("--swap-space").status == status
 
 
+def test_between_two_reads_that_both_define_it_differently_it_is_present_with_both_definitions() -> None:
+    found = ReleaseView(_data(), resolve(_data(), "0.6.5")).option("--a")
+    assert found.status == "present"
+    assert [s.default for s in found.alternatives] == ["2", "2"] or len(found.alternatives) == 0
+    changed = ReleaseView(_data(), resolve(_data(), "0.5.5")).option("--a")  # default None in 0.5.0, "2" in 0.6.0
+    assert changed.status == "present"
+    assert [getattr(s, "default", None) for s in changed.alternatives] == [None, "2"]
+
+
 def test_absent_says_when_it_was_last_seen_with_a_url() -> None:
     found = ReleaseView(_data(), resolve(_data(), "0.6.0")).option("--swap-space")
     assert found.status == "absent"

@@ -156,6 +156,9 @@ class Lookup:
     span: FlagSpan | MetricSpan | None = None
     url: str | None = None
     matched_as: str | None = None  # how the typed spelling reached `name` ("abbreviation of --tp-size")
+    # between two reads that both have it but define it differently: both definitions (a value is surely accepted
+    # only when both accept it); otherwise just `span`
+    alternatives: tuple[FlagSpan | MetricSpan, ...] = ()
 
 
 _DATA = "data/releases"
@@ -258,8 +261,14 @@ class ReleaseView:
         if here is None and there is None:
             return Lookup(name, "absent", f"not a {what} in {data.engine} {res.before.version} nor "
                                           f"{res.after.version} (the releases read around {res.asked})")
-        return Lookup(name, "unknown", f"{what} changed between {data.engine} {res.before.version} and "
-                                       f"{res.after.version}; {res.asked} was not read")
+        if here is not None and there is not None:  # in both reads around it, defined differently
+            return Lookup(name, "present", f"{what} in {data.engine} {res.before.version} and {res.after.version} "
+                                           f"(defined differently: {res.asked} was not read, so a value is taken as "
+                                           "accepted only when both accept it)", here,
+                          data.url(res.before.ref, here.path), alternatives=(here, there))
+        return Lookup(name, "unknown", f"a {what} in {data.engine} {res.before.version if here else res.after.version}"
+                                       f" but not in {res.after.version if here else res.before.version}; "
+                                       f"{res.asked} was not read")
 
     def _ref(self, version: str) -> str:
         return next(r.ref for r in self.data.releases if r.version == version)
@@ -305,7 +314,7 @@ class ReleaseView:
             return self._lookup(typed, self.data.flags.get(typed), "flag")
         found = self._lookup(canonical, self.data.flags.get(canonical), "flag")
         return Lookup(found.name, found.status, found.reason, found.span, found.url, matched_as or (
-            None if canonical == typed else f"{typed} is another spelling of {canonical}"))
+            None if canonical == typed else f"{typed} is another spelling of {canonical}"), found.alternatives)
 
     def env_option(self, variable: str) -> Lookup | None:
         """The option an environment variable sets at this version (TGI, llama.cpp), or None when none does."""

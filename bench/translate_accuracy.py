@@ -192,7 +192,7 @@ def launch_inputs(command: str, files: dict[str, str] | None = None) -> list[Inp
     return out
 
 
-def load(data: Path = DATA) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def load(data: Path = DATA / "dev") -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The launches and the expectations; a launch whose annotated inputs differ from its tokenized ones is a data
     error (both must describe the same command)."""
     launches = yaml.safe_load((data / "launches.yaml").read_text())["launches"]

@@ -11,6 +11,7 @@ import re
 from typing import Annotated
 from urllib.parse import urlsplit
 
+from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, Field
 
 from switchover.errors import BadInput
@@ -124,15 +125,26 @@ def env_var_name(value: str) -> str:
     raise ValueError(f"must be the name of an environment variable, like OPENAI_API_KEY, got {shown}")
 
 
-_VERSION = re.compile(r"\d{1,6}(\.\d{1,6}){0,3}([.+-][0-9A-Za-z]{1,20}|[A-Za-z][0-9A-Za-z]{0,19}){0,3}")
+_LONG_DIGITS = re.compile(r"\d{10}")
 
 
-def version_number(value: str) -> str:
-    """An engine build's version such as 0.11.0, 2.4.0+cu121 or 0.11.2rc1 (up to four dotted numbers of up to six
-    digits, then up to three tags, each after `.`, `+` or `-`, or starting with a letter as pip writes `rc1`);
-    ValueError otherwise."""
-    if not _VERSION.fullmatch(value):
-        raise ValueError(f"{value[:40]!r} is not a version number (e.g. 0.11.0)")
+def release_version(value: str) -> Version:
+    """An engine release in any engine's own spelling as an orderable PEP 440 version: 0.6.3, 0.8.5.post1, 1.2.0rc1
+    (before 1.2.0), 2.4.0+cu121, v2.0.2 (TGI's tags), b3995 (llama.cpp's build tags: build 3995). ValueError naming
+    the value otherwise (no whitespace, at most 60 characters, no number part over nine digits)."""
+    problem = f"{value[:40]!r} is not a version number (a release such as 0.6.3, 1.2.0rc1, v2.0.2 or b3216)"
+    if not value or len(value) > 60 or value != value.strip() or not value.isascii() or _LONG_DIGITS.search(value):
+        raise ValueError(problem)
+    raw = value[1:] if value[:1] in ("b", "B") and value[1:].isdigit() else value
+    try:
+        return Version(raw)
+    except InvalidVersion:
+        raise ValueError(problem) from None
+
+
+def engine_release(value: str) -> str:
+    """The text of a release that `release_version` reads, unchanged; ValueError otherwise."""
+    release_version(value)
     return value
 
 
@@ -145,4 +157,4 @@ Count = Annotated[int, Field(ge=1, le=MAX_COUNT)]
 Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
 BaseUrl = Annotated[str, AfterValidator(base_url)]
 EnvVarName = Annotated[str, AfterValidator(env_var_name)]
-VersionNumber = Annotated[str, AfterValidator(version_number)]
+EngineRelease = Annotated[str, AfterValidator(engine_release)]

@@ -52,15 +52,21 @@ def test_a_trailing_newline_is_refused_not_kept(rule: object, value: str) -> Non
 
 
 @pytest.mark.parametrize("value", ["0.11.0", "2.4.0+cu121", "1.0.0-rc1", "5092", "0.11.2rc1", "0.6.3.post1",
-                                   "0.10.1.dev12+g1234abc"])
-def test_version_numbers_accepted(value: str) -> None:
-    assert inputs.version_number(value) == value
+                                   "0.10.1.dev12+g1234abc", "v2.0.2", "b3216", "1.2.0rc1"])
+def test_engine_releases_accepted(value: str) -> None:
+    assert inputs.engine_release(value) == value
 
 
-@pytest.mark.parametrize("value", ["latest", "v0.11.0", "0.11.0 ", "", "0.11.0\n", "1" * 50, "0.11.2rc1 extra"])
-def test_version_number_refusals_show_the_value(value: str) -> None:
+@pytest.mark.parametrize("value", ["latest", "0.11.0 ", "", "0.11.0\n", "1" * 50, "0.11.2rc1 extra", "b", "bx12",
+                                   "0.１"])
+def test_engine_release_refusals_show_the_value(value: str) -> None:
     with pytest.raises(ValueError, match="is not a version number"):
-        inputs.version_number(value)
+        inputs.engine_release(value)
+
+
+def test_releases_order_as_pep440_with_llamacpp_builds() -> None:
+    assert inputs.release_version("1.2.0rc1") < inputs.release_version("1.2.0") < inputs.release_version("v1.2.1")
+    assert inputs.release_version("b999") < inputs.release_version("b3216")
 
 
 @pytest.mark.parametrize("token", ["hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567", "a1B2" * 10,

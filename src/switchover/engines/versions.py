@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
+
+from switchover.inputs import release_version
 
 # a dotted number of at most 8 parts of at most 9 digits, not cut out of a longer run of digits (int() refuses
 # strings past 4,300 digits: a 5,000-digit "version" is no version)
@@ -41,14 +43,9 @@ def version_matches(spec: str, version: tuple[int, ...]) -> bool:
 
 def release_key(text: str) -> Version:
     """An engine release as an orderable PEP 440 version: '0.8.5.post1', '1.2.0rc1' (before 1.2.0), 'v2.0.2' (TGI's
-    tags), 'b3995' (llama.cpp's build tags: build 3995). ValueError when it is none of these."""
-    raw = text.strip()
-    if raw[:1] in ("b", "B") and raw[1:].isascii() and raw[1:].isdigit():
-        raw = raw[1:]
-    try:
-        return Version(raw[:60])
-    except InvalidVersion:
-        raise ValueError(f"{text[:40]!r} is not a release version (e.g. 0.6.3, 1.2.0rc1, b3995)") from None
+    tags), 'b3995' (llama.cpp's build tags: build 3995). ValueError when it is none of these (inputs.release_version:
+    one grammar for the CLI, the migration file and the data)."""
+    return release_version(text.strip())
 
 
 def split_engine_ref(text: str) -> tuple[str, str | None]:

@@ -100,10 +100,12 @@ def test_llama_server_help_lists_exactly_the_options_the_data_has_at_the_build()
     data = load_releases("llamacpp")
     assert data is not None
     flags = _facts_at(data, BUILD).flags
-    spelled = {s: n for n, f in flags.items() for s in (n, *f["aliases"], *([f["negation"]] if f["negation"] else []))}
+    spelled = {s: n for n, f in flags.items() for s in (n, *f["aliases"], *filter(None, [f["negation"]]),
+                                                       *f["negations"])}
     assert {s for e in entries for s in e[0]} == set(spelled)
     assert set(re.findall(r"\(env: (\w+)\)", text)) == {f["env"] for f in flags.values() if f["env"]}
     for spellings, value, desc in entries:
+        assert len({spelled[s] for s in spellings}) == 1, spellings  # -cb, --cont-batching, -nocb: one option
         fact = flags[spelled[spellings[0]]]
         assert fact["takes_value"] == value, spellings
         printed = re.search(r"\(default: (-?\d+(?:\.\d+)?)[,)]", desc)

@@ -165,6 +165,26 @@ def test_kinds_lists_and_legacy_notes() -> None:
     assert opts["--model-id"]["deprecated"] is None
 
 
+def test_no_launcher_value_is_optional_without_an_arity_that_allows_none() -> None:
+    assert not any(fact["value_optional"] for fact in _launcher().values())
+
+
+@pytest.mark.parametrize(("field", "optional"), [
+    ("#[clap(long, env, num_args = 0..=1, default_missing_value = \"true\")]\n a: Option<bool>,", True),
+    ("#[arg(long, num_args(0..=1))]\n a: Option<String>,", True),
+    ("#[arg(long, num_args = ..=2)]\n a: Vec<String>,", True),
+    ("#[clap(long, min_values = 0)]\n a: Option<String>,", True),
+    ("#[clap(long)]\n a: Option<Option<usize>>,", True),
+    ("#[clap(long, default_missing_value = \"x\")]\n a: Option<String>,", False),  # the arity still wants one
+    ("#[clap(long, num_args = 1..=2)]\n a: Vec<String>,", False),
+    ("#[clap(long, num_args = 0..1)]\n a: Vec<String>,", False),  # exclusive: zero values only
+    ("#[clap(long)]\n a: bool,", False),  # a switch takes no value at all
+])
+def test_clap_options_whose_value_may_be_left_out(field: str, optional: bool) -> None:
+    opts = tgi.launcher_options(f"#[derive(Parser)]\nstruct Args {{\n {field}\n}}\n")
+    assert opts["--a"]["value_optional"] is optional
+
+
 ROUTER = textwrap.dedent('''
     fn record() {
         metrics::increment_counter!("tgi_request_failure", "err" => "x");
@@ -366,7 +386,7 @@ def _args() -> dict[str, dict]:
 def test_server_gets_common_and_server_options_only() -> None:
     assert sorted(_args()) == ["--cont-batching", "--control-vector-scaled", "--ctx-size", "--defrag-thold",
                                "--flash-attn", "--gpu-layers", "--host", "--mmproj-offload", "--parallel",
-                               "--split-mode", "--temp", "-nocb"]
+                               "--split-mode", "--temp"]
 
 
 def test_if_else_on_the_example_keeps_the_server_branch() -> None:
@@ -406,8 +426,22 @@ def test_negations_and_extra_negative_spellings() -> None:
     opts = _args()
     cb = opts["--cont-batching"]
     assert not cb["takes_value"] and cb["negation"] == "--no-cont-batching" and cb["aliases"] == ["-cb"]
-    assert opts["-nocb"]["takes_value"] is False  # a switch of its own: FlagSpan holds one negation
+    assert cb["negations"] == ["-nocb"] and "-nocb" not in opts  # folded into the option it turns off
     assert opts["--mmproj-offload"]["negation"] == "--no-mmproj-offload"  # a named example list with the server
+    assert opts["--mmproj-offload"]["negations"] == [] and opts["--ctx-size"]["negation"] is None
+
+
+def test_an_extra_negative_spelling_selects_its_option_in_the_release_view() -> None:
+    from switchover.engines.extract import Extracted, Snapshot, compact
+    from switchover.engines.releases import ParserRules, resolve
+
+    facts = Extracted(parser=ParserRules(source="common/arg.cpp"), flags=_args())
+    data = compact("llamacpp", [Snapshot("b5000", "b5000", "test", None, facts)],
+                   source_url="https://github.com/ggml-org/llama.cpp/blob/{ref}/{path}", generated_by="test")
+    found = ReleaseView(data, resolve(data, "b5000")).option("-nocb")
+    assert found.status == "present" and found.name == "--cont-batching"
+    assert found.matched_as == "-nocb is another spelling of --cont-batching"
+    assert not any(v.value_optional for v in (s[0] for s in data.flags.values()))  # no llama.cpp value is optional
 
 
 def test_deprecation_notes_come_from_the_help() -> None:

@@ -190,8 +190,7 @@ def _option(ctor_args: list[str], chain: dict[str, list[str]], helpers: dict[str
             "kind": facts["kind"] if takes_value or facts["kind"] == "bool" else "bool",
             "choices": facts["choices"] if takes_value else None,
             "default": help_default(_chosen_help(help_expr), params), "env": env,
-            "negation": negation,
-            "_more_negatives": [n for n in negatives if n != negation],
+            "negation": negation, "negations": [n for n in negatives if n != negation],
             "deprecated": help_text[:300] if re.search(r"deprecat", help_text, re.I) else None}
     return canonical, fact
 
@@ -250,12 +249,6 @@ def arg_cpp_options(source: str, header: str | None) -> dict[str, dict[str, Any]
         if option is None:
             continue
         out[option[0]] = option[1]
-        # FlagSpan holds one negation: the other negative spellings (-nocb for --no-cont-batching) are switches of
-        # their own, so that each spelling the release accepts is known
-        for spelling in option[1].pop("_more_negatives"):
-            out[spelling] = {"path": ARG_CPP, "aliases": [], "takes_value": False, "kind": "bool",
-                             "env": None, "negation": None, "choices": None, "default": None,
-                             "deprecated": option[1]["deprecated"]}
     return out
 
 

@@ -161,6 +161,26 @@ def _unwrap(rust_type: str) -> tuple[str, bool, bool]:
         return t.rsplit("::", 1)[-1], optional, repeated
 
 
+def value_optional(rust_type: str, attrs: _Attrs) -> bool:
+    """Whether the option may be given without its value: clap reads `Option<Option<T>>` as zero or one value, and
+    `num_args = 0..=1` (clap 4) or `min_values = 0` (clap 3) allow none. `default_missing_value` alone does not:
+    clap uses it only where the arity already allows no value."""
+    if re.fullmatch(r"(?:std::option::)?Option<(?:std::option::)?Option<.+>>", re.sub(r"\s+", "", rust_type)):
+        return True
+    for key, val in attrs.items:
+        text = key if val is None else f"{key}={val}"  # `num_args(0..=1)` was cut at its `=`
+        call = re.fullmatch(r"(num_args|min_values)\s*\((.*)\)", text, re.S)
+        key, val = (call.group(1), call.group(2)) if call else (key, val)
+        arity = re.sub(r"\s+", "", val or "")
+        if key == "min_values" and arity == "0":
+            return True
+        bounds = re.fullmatch(r"(\d*)\.\.(=?)(\d*)", arity) if key == "num_args" else None
+        if bounds and int(bounds.group(1) or 0) == 0 and (not bounds.group(3) or int(bounds.group(3)) > (
+                0 if bounds.group(2) else 1)):
+            return True
+    return False
+
+
 def _option(name: str, rust_type: str, attrs: _Attrs, enums: dict[str, list[str]], doc: str
             ) -> tuple[str, dict[str, Any]]:
     """One field's option: canonical spelling and its facts (FlagSpan fields)."""
@@ -192,7 +212,8 @@ def _option(name: str, rust_type: str, attrs: _Attrs, enums: dict[str, list[str]
     if long and short:
         aliases.insert(0, f"-{short}")
     deprecated = doc if re.search(r"deprecat|legacy", doc, re.I) else None
-    fact: dict[str, Any] = {"path": LAUNCHER, "aliases": aliases, "takes_value": not switch, "kind": kind,
+    fact: dict[str, Any] = {"path": LAUNCHER, "aliases": aliases, "takes_value": not switch,
+                            "value_optional": not switch and value_optional(rust_type, attrs), "kind": kind,
                             "choices": choices, "default": default, "env": env, "deprecated": deprecated}
     return canonical, fact
 

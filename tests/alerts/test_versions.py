@@ -167,7 +167,7 @@ def test_engine_of_reads_the_profiles_prefixes() -> None:
         "vllm", "sglang", "tgi", "llamacpp", "trtllm", None, None]
 
 
-@pytest.mark.parametrize(("ref", "message"), [("vllm@abc", "--to: 'abc' is not a release version"),
+@pytest.mark.parametrize(("ref", "message"), [("vllm@abc", "--to: 'abc' is not a version number"),
                                               ("vlm@0.6.3", "--to: unknown engine 'vlm'")])
 def test_a_bad_engine_reference_is_bad_input_naming_the_option(ref: str, message: str) -> None:
     with pytest.raises(BadInput, match=message):
@@ -258,7 +258,7 @@ def test_the_cli_fails_on_a_dead_series_and_keep_unknown_lets_it_through(tmp_pat
 
 @pytest.mark.parametrize(("args", "message"), [
     (("--from", "vllm@0.6.3", "--to", "vllm==0.6.3"), "--from and --to are both vllm 0.6.3"),
-    (("--from", "vllm@zz", "--to", "sglang"), "--from: 'zz' is not a release version"),
+    (("--from", "vllm@zz", "--to", "sglang"), "--from: 'zz' is not a version number"),
 ])
 def test_the_same_release_twice_or_a_bad_version_is_exit_2(tmp_path: Path, capsys, args: tuple[str, ...],
                                                           message: str) -> None:

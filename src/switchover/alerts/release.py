@@ -2,9 +2,9 @@
 series name is served there (engines.releases: what each release read defines, with a URL to the source).
 
 A series belongs to an engine by its prefix (`vllm:`, `sglang:`, `tgi_`, `llamacpp:`, `trtllm_`: the profiles'
-`metric_prefix`); another engine never serves it. Whether the engine itself serves it at the release is the release
-data's answer: present, absent (the rule would watch nothing) or unknown (the release is not covered: said, never
-assumed).
+`metric_prefix`), or by being a name one of its releases served without it; another engine never serves it. Whether
+the engine itself serves it at the release is the release data's answer: present, absent (the rule would watch
+nothing) or unknown (the release is not covered: said, never assumed).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from functools import cache
 from typing import Literal
 
 from switchover.engines import releases
-from switchover.engines.profile import EngineProfile, list_profiles, load_profile, profile_key
+from switchover.engines.profile import EngineProfile, list_profiles, load_profile, metric_variants, profile_key
 from switchover.engines.versions import split_engine_ref
 from switchover.errors import BadInput
 
@@ -37,10 +37,32 @@ def prefixes() -> dict[str, str]:
     return {load_profile(name).metric_prefix: name for name in list_profiles()}
 
 
+@cache
+def _unprefixed() -> dict[str, str]:
+    """Series an engine serves (any release read) or names in its profile without its prefix -> the engine (the first
+    TensorRT-LLM collector served `e2e_request_latency_seconds`, no `trtllm_`)."""
+    out: dict[str, str] = {}
+    for engine in list_profiles():
+        prefix = load_profile(engine).metric_prefix
+        data = releases.load_releases(engine)
+        names = list(data.metrics) if data else []
+        names += [spec.name for specs in metric_variants(engine).values() for spec in specs]
+        for name in names:
+            if not name.startswith(prefix):
+                out.setdefault(name.removesuffix("_total"), engine)
+    return out
+
+
 def engine_of(series: str) -> str | None:
-    """The engine whose namespace a series name is in, or None for any other series (node exporter, the gateway's,
-    recording rules)."""
-    return next((engine for prefix, engine in prefixes().items() if series.startswith(prefix)), None)
+    """The engine whose namespace a series name is in (its prefix, or a name one of its releases served without it), or
+    None for any other series (node exporter, the gateway's, recording rules)."""
+    found = next((engine for prefix, engine in prefixes().items() if series.startswith(prefix)), None)
+    if found is not None:
+        return found
+    base = series
+    for part in PARTS:
+        base = base.removesuffix(part)
+    return _unprefixed().get(base.removesuffix("_total")) or _unprefixed().get(series.removesuffix("_total"))
 
 
 @dataclass(frozen=True)

@@ -265,3 +265,23 @@ def test_the_same_release_twice_or_a_bad_version_is_exit_2(tmp_path: Path, capsy
     code, _, err = _cli(capsys, "translate", str(_file(tmp_path, _alert("Q", "vllm:num_requests_waiting > 1"))),
                         *args)
     assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_a_series_an_engine_served_without_its_prefix_is_still_its_own(monkeypatch: pytest.MonkeyPatch,
+                                                                        synthetic_releases) -> None:
+    from switchover.alerts import release
+    from switchover.engines import releases as packaged
+    from switchover.engines.extract import Extracted, Snapshot, compact
+    from switchover.engines.releases import ParserRules
+
+    metrics = {"e2e_request_latency_seconds": {"path": "c.py", "type": "histogram"}}
+    early = compact("trtllm", [Snapshot("1.1.0", "c", "test", None, Extracted(parser=ParserRules(source="t"),
+                                                                             metrics=metrics))],
+                    source_url="https://example.invalid/{ref}/{path}", generated_by="test")
+    monkeypatch.setattr(packaged, "load_releases", lambda engine: early if engine == "trtllm" else None)
+    release._unprefixed.cache_clear()
+    try:
+        assert engine_of("e2e_request_latency_seconds_bucket") == "trtllm"
+        assert engine_of("node_cpu_seconds_total") is None
+    finally:
+        release._unprefixed.cache_clear()

@@ -123,7 +123,8 @@ CASES = [
          '16 --temp 1.0 --top-k 64 --flash-attn on --top-p 0.95 --min-p 0.0 '
          '--ubatch-size 512 --cont-batching --ctx-size 131072 --parallel 1 '
          '--verbose --mmproj /models/gemma/mmproj-F32.gguf',
-         files={}, refused=(), unknown=('--split-mode',)),
+         # --split-mode is defined differently in b8390 and b9093 (b9093 adds `tensor`): 'layer' is in both
+         files={}, refused=(), unknown=()),
     Case('llamacpp', 'b4621', 'https://github.com/ggml-org/llama.cpp/issues/11681',
          './llama-server \\\n'
          '    --model models/deepseek-v3-q2_k_xs-00001-of-00005.gguf --alias '

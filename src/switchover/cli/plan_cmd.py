@@ -13,6 +13,7 @@ from switchover import inputs
 from switchover.cli import params
 from switchover.cli.choose_cmd import choose_cmd
 from switchover.cli.common import console, err_console, print_json
+from switchover.cli.translate_cmd import translate_cmd
 from switchover.engines import EngineProfile, load_profile
 from switchover.engines.compat import parse_pin
 from switchover.engines.versions import release_key
@@ -26,9 +27,7 @@ from switchover.plan.grace import grace_report, latency_from_bench, required_gra
 from switchover.plan.interconnect import host_from
 from switchover.plan.overhead import resolve_version
 from switchover.plan.parallel import check_layout, plan_layouts
-from switchover.plan.translate import Translation, translate
 from switchover.plan.weight_format import weight_format
-from switchover.textfile import read_text
 
 app = typer.Typer(help="Will it fit, with which flags, on which GPUs, and what did the old flags really mean?\n\n"
                   "Example: switchover plan capacity -m ./Llama-3.1-8B -e vllm --gpu H100-80G --max-model-len 8192",
@@ -49,7 +48,6 @@ KV_DTYPE = typer.Option("auto", "--kv-dtype", help="KV cache dtype: auto, fp8, f
 MAX_MODEL_LEN = typer.Option(None, "--max-model-len", help="Context limit (default: from config).",
                              parser=params.TOKENS)
 CONTEXT = typer.Option(None, "--context", help="Request length for the concurrency figure.", parser=params.TOKENS)
-LAUNCH_MAX_BYTES = 256 * 1024
 MAX_ILLEGAL_ROWS = 40  # a console table of thousands of illegal layouts helps no one; --json has them all
 
 
@@ -342,128 +340,6 @@ def _fail_unless_both_start(plan: CanaryPlan) -> None:
         raise CheckFailed("the two copies do not fit: " + "; ".join(stuck))
 
 
-@app.command("translate")
-def translate_cmd(
-    launch: str = typer.Argument(..., help="The old launch: a command line or script, a `docker run` line, a "
-                                 "Kubernetes container (YAML with args), a YAML of settings, or @FILE holding one."),
-    target: str = typer.Option(..., "--to", help="Engine to translate to, optionally with its version: sglang, "
-                               "sglang@0.5.5, vllm==0.11.0 (default version: the newest release read, and said)."),
-    source: str = typer.Option(None, "--from", help="Engine of the old launch, optionally with its version: "
-                               "vllm@0.6.3 (default: read from the command or the image tag)."),
-    from_version: str = typer.Option(None, "--from-version", help="Version of the old launch's engine."),
-    to_version: str = typer.Option(None, "--to-version", help="Version of the target engine."),
-    files: list[str] = typer.Option(None, "--file", help="NAME=PATH: a file the launch names (a --config or "
-                                    "--extra_llm_api_options YAML, a docker --env-file), read in its place."),
-    model: str = typer.Option(None, "--model", "-m", help="Model dir or builtin:ID: converts the memory knob with "
-                              "--gpu, and sizes a hardware move."),
-    gpu: str = typer.Option(None, "--gpu", "--from-gpu", help="The old launch's GPU (`switchover hw gpus`)."),
-    gpu_mem_gib: float = GPU_MEM,
-    to_gpu: str = typer.Option(None, "--to-gpu", help="Move to this GPU (default: the old launch's)."),
-    to_gpus: int = typer.Option(None, "--to-gpus", parser=params.count(hi=inputs.MAX_GPUS),
-                                help="Move to this many GPUs: TP/PP/DP chosen with plan parallel."),
-    json_out: bool = JSON,
-) -> None:
-    """Translate a launch between engines and versions: every input flag is translated, already the target's
-    default, passed through, or lost (with why); the target's flags are the ones its version has.
-
-    With --model and --gpu the memory fraction is converted to the target's meaning (same KV pool); with --to-gpu /
-    --to-gpus the layout, memory knob, context and concurrency are re-derived for the new GPUs.
-    Exit codes: 0 every flag carried over; 1 a flag is refused by the old engine's version or lost; 2 bad input.
-
-    Example: switchover plan translate --from vllm@0.6.3 "vllm serve M --max-model-len 8192 -tp 2" --to sglang@0.5.5
-
-    Example: switchover plan translate "docker run vllm/vllm-openai:v0.6.3 --model M -tp 4" --to sglang
-    -m ./Llama-3.1-70B --gpu A100-80G --to-gpu H100-80G --to-gpus 2
-    """
-    from switchover.plan.launch import detect_engine
-    from switchover.plan.translate import HardwareMove
-
-    if launch.startswith("@"):
-        launch = read_text(launch[1:], max_bytes=LAUNCH_MAX_BYTES, what="launch command or YAML config")
-    src, src_version = _engine_ref("--from", source, from_version)
-    dst, dst_version = _engine_ref("--to", target, to_version)
-    assert dst is not None  # --to is required
-    if src is None:
-        found = detect_engine(launch)
-        if found is None:
-            raise BadInput("--from not given and the launch names no engine", hint="pass --from vllm (or sglang, "
-                           "tgi, llamacpp, trtllm), with @VERSION when you know it")
-        src = found[0]
-    card = resolve_model(model)[0] if model else None
-    total = _gpu(gpu, gpu_mem_gib)[0] if card is not None and (gpu or gpu_mem_gib) else None
-    moving = to_gpu is not None or to_gpus is not None
-    move = HardwareMove(from_gpu=gpu and find_gpu(gpu).name, to_gpu=to_gpu and find_gpu(to_gpu).name,
-                        to_gpus=to_gpus) if moving else None
-    result = translate(src, launch, dst, card=card, gpu_total_gib=total, source_version=src_version,
-                       target_version=dst_version, files=_named_files(files), move=move)
-    if json_out:
-        print_json(result)
-    else:
-        _print_translation(result)
-    refused = [f.input.typed for f in result.flags if f.input.validity == "refused"]
-    lost = [f.input.typed for f in result.flags if f.outcome == "lost" and f.input.validity != "refused"]
-    if refused or lost:
-        raise CheckFailed("; ".join(part for part in (
-            f"refused by {result.source_engine} {result.source_version or ''}: {', '.join(refused)}".replace(
-                "  ", " ") if refused else "", f"lost: {', '.join(lost)}" if lost else "") if part))
-
-
-def _engine_ref(option: str, text: str | None, version: str | None) -> tuple[str | None, str | None]:
-    """ENGINE, ENGINE@VERSION or ENGINE==VERSION, and a --from-version/--to-version (not both)."""
-    if text is None:
-        if version is not None:
-            raise BadInput(f"{option}-version needs {option}")
-        return None, None
-    from switchover.engines.versions import split_engine_ref
-
-    try:
-        engine, inline = split_engine_ref(text)
-        if version is not None:
-            release_key(version)
-    except ValueError as exc:
-        raise BadInput(f"{option} {text[:60]!r}: {exc}") from None
-    if inline and version and inline != version:
-        raise BadInput(f"{option} {text!r} and {option}-version {version!r} disagree")
-    return engine, inline or version
-
-
-def _named_files(items: list[str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items or []:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise BadInput(f"--file {item!r}: expected NAME=PATH (NAME as the launch writes it)")
-        out[name] = read_text(path, max_bytes=LAUNCH_MAX_BYTES, what=f"--file {name}")
-    return out
-
-
-def _print_translation(result: Translation) -> None:
-    """The command, its YAML, one row per input flag, and what was derived, to do first, or behaves differently."""
-    for label, note in (("from", result.source_note), ("to", result.target_note), *(("note", n) for n in
-                                                                                    result.notes)):
-        if note:
-            console.print(f"[yellow]{label}:[/] {escape(note)}", highlight=False)
-    for step in result.steps:
-        console.print(f"[bold]first:[/] {escape(step)}", highlight=False)
-    console.print(f"[bold]{escape(result.command)}[/]", highlight=False)
-    if result.yaml_config:
-        import yaml
-
-        console.print("# extra_llm_api_options.yaml\n" + yaml.safe_dump(result.yaml_config, sort_keys=False),
-                      highlight=False, markup=False)
-    table = Table("input", "via", "outcome", "becomes", "why")
-    for f in result.flags:
-        shown = f.input.typed + ("" if f.input.value is None else f" {f.input.value}")
-        outcome = f.outcome + (" (refused)" if f.input.validity == "refused" else "")
-        table.add_row(escape(shown[:60]), f.input.via, escape(outcome), escape(" ".join(f.rendered)[:60]),
-                      escape((f.detail or "")[:200]))
-    console.print(table)
-    for d in result.derived:
-        console.print(f"  derived {escape(d.what)} = {escape(str(d.value))}: {escape(d.why)}", highlight=False)
-    for item in result.api:
-        console.print(f"  api {escape(item.intent)}: {escape(item.detail)}", highlight=False)
-
-
 @app.command("grace")
 def grace_cmd(
     max_tokens: int = typer.Option(..., "--max-tokens", help="Largest max_tokens you serve.", parser=params.TOKENS),
@@ -512,3 +388,4 @@ def grace_cmd(
         sys.exit(1)
 
 app.command("choose")(choose_cmd)  # `plan choose` lives in cli/choose_cmd.py
+app.command("translate")(translate_cmd)  # `plan translate` lives in cli/translate_cmd.py

@@ -1,0 +1,43 @@
+"""SGLang releases for scripts/engine_releases.py: every final and post release since 0.3.0 on PyPI, read from its
+sdist (from 0.5.11 SGLang publishes wheels only: their .py files are read from the smallest wheel). The archives
+hold the repository's python/ folder (sglang/srt/server_args.py is python/sglang/srt/server_args.py in the
+repository), hence the python/ in SOURCE_URL.
+
+    python scripts/engine_sources/sglang.py fetch 0.4.6   # fill the source cache for one release, write nothing
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from engine_sources.common import Release
+from engine_sources.pysource import fetch_release, listed, main
+from switchover.engines.extract.sglang import extract
+
+SOURCE_URL = "https://github.com/sgl-project/sglang/blob/{ref}/python/{path}"
+SINCE = "0.3.0"
+_FILES: dict[str, list[dict]] = {}
+
+
+def releases(args: argparse.Namespace) -> list[Release]:
+    """Every final and post release since 0.3.0, oldest first."""
+    out = []
+    for release, files in listed("sglang", SINCE):
+        _FILES[release.version] = files
+        out.append(release)
+    return out
+
+
+def fetch(release: Release, args: argparse.Namespace) -> Path:
+    """The cached source folder of a release (downloaded and pruned the first time)."""
+    if release.version not in _FILES:
+        releases(args)
+    return fetch_release("sglang", "sglang", release, _FILES[release.version], args, extract)
+
+
+if __name__ == "__main__":
+    sys.exit(main("sglang", SINCE, "sglang", extract))

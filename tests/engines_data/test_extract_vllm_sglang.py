@@ -444,6 +444,7 @@ SG_FIELDS = """
         load_format: A[Literal["auto", "pt"], "Load format."] = "auto"
         cuda_graph_bs: A[Optional[List[int]], "Batch sizes."] = None
         gpu_id: A[int, Arg(help="internal", no_cli=True)] = 0
+        sampling_backend: A[str, Arg(help="registered by hand", no_cli=True)] = "pytorch"
         rank: int = 0
 """
 SG_ARGS_NEW = """
@@ -486,6 +487,7 @@ def test_sglang_annotated_namespace_fields_become_options_citing_their_file() ->
     assert flags["--enable-metrics"]["takes_value"] is False
     assert flags["--load-format"]["choices"] == ["auto", "pt"]
     assert flags["--cuda-graph-bs"]["kind"] == "list"
+    assert flags["--sampling-backend"]["default"] == "pytorch"  # _declared_default reads the field's default
 
 
 SG_PLUGINS_ARGS = """

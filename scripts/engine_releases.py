@@ -92,7 +92,7 @@ def check(engine: str, version: str, args: argparse.Namespace) -> list[str]:
     if stored is None:
         return [f"{engine} {version} is not in the packaged data"]
     diffs = []
-    for attr in ("flags", "metrics"):
+    for attr in ("flags", "metrics", "environment"):
         a, b = getattr(stored, attr), {k: v for k, v in compact(engine, [Snapshot(
             version, release.ref, release.archive, release.date, fresh)], source_url=packaged.source_url,
             generated_by="check").model_dump()[attr].items()}
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"[{i}/{len(chosen)}] {args.engine} {release.version}")
         snapshots[release.version] = read_release(args.engine, release, args)
     data = compact(args.engine, snapshots.values(), source_url=sources.SOURCE_URL,
-                   generated_by="scripts/engine_releases.py")
+                   generated_by="scripts/engine_releases.py", notes=list(getattr(sources, "NOTES", [])))
     path = _write(data)
     say(f"wrote {path.relative_to(ROOT)}: {len(data.releases)} releases, {len(data.flags)} options, "
         f"{len(data.metrics)} metrics")

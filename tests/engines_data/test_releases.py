@@ -127,3 +127,30 @@ def test_spans_must_name_releases_read() -> None:
 
 def test_flag_span_defaults() -> None:
     assert FlagSpan(first="1", last="1", path="p", takes_value=False).kind == "unknown"
+
+
+def test_environment_variables_by_release_and_unknown_without_a_table() -> None:
+    env = {"VLLM_USE_V1": {"path": "vllm/envs.py", "kind": "bool", "default": "1"}}
+    data = compact("vllm", [_snap("0.8.0", {"--a": _flag()}), Snapshot(
+        version="0.9.0", ref="v0.9.0", archive="a", date=None,
+        facts=Extracted(parser=RULES, flags={"--a": _flag()}, environment=env, files=["x.py"]))],
+        source_url="https://example.invalid/{ref}/{path}", generated_by="test")
+    assert ReleaseView(data, resolve(data, "0.9.0")).env_var("VLLM_USE_V1").status == "present"
+    assert ReleaseView(data, resolve(data, "0.8.0")).env_var("VLLM_USE_V1").status == "absent"
+    assert compact("vllm", expand(data), source_url=data.source_url, generated_by="test") == data
+    assert ReleaseView(_data(), resolve(_data(), "0.4.0")).env_var("VLLM_USE_V1").status == "unknown"
+
+
+def test_dotted_keys_underscores_before_prefixes_and_negation_wording() -> None:
+    rules = ParserRules(abbrev=True, underscores=True, dotted_keys=True, source="vllm/utils.py")
+    data = compact("vllm", [_snap("0.9.0", {"--compilation-config": _flag(kind="json"),
+                                            "--max-model-len": _flag(),
+                                            "--enable-prefix-caching": _flag(takes_value=False,
+                                                                             negation="--no-enable-prefix-caching")},
+                                  rules)], source_url="https://example.invalid/{ref}/{path}", generated_by="test")
+    v = ReleaseView(data, resolve(data, "0.9.0"))
+    dotted = v.option("--compilation-config.level")
+    assert dotted.status == "present" and dotted.name == "--compilation-config" and "key 'level'" in (
+        dotted.matched_as or "")
+    assert v.option("--max_model").name == "--max-model-len"  # converted, then matched as a prefix
+    assert "turns off" in (v.option("--no-enable-prefix-caching").matched_as or "")

@@ -35,6 +35,8 @@ class ParserRules(_Frozen):
     abbrev: bool = Field(default=False, description="argparse allow_abbrev: a unique prefix of a long option "
                                                     "selects it (SGLang's --tp for --tp-size)")
     underscores: bool = Field(default=False, description="--a_b is read as --a-b (vLLM's FlexibleArgumentParser)")
+    dotted_keys: bool = Field(default=False, description="--a.b VALUE sets key b of the JSON option --a (vLLM's "
+                                                         "FlexibleArgumentParser)")
     source: str = Field(description="where the rule was read (path in the release)")
 
 
@@ -80,6 +82,17 @@ class MetricSpan(_Frozen):
     type: Literal["counter", "gauge", "histogram", "summary", "unknown"]
 
 
+class EnvSpan(_Frozen):
+    """One environment variable the engine reads (VLLM_*, SGLANG_*), over a run of releases read."""
+
+    first: str
+    last: str
+    path: str
+    kind: Kind = "unknown"
+    choices: list[str] | None = None
+    default: str | None = None
+
+
 class EngineReleases(_Frozen):
     """Everything read from one engine's releases."""
 
@@ -89,6 +102,9 @@ class EngineReleases(_Frozen):
     releases: list[ReleaseRead]
     flags: dict[str, list[FlagSpan]]
     metrics: dict[str, list[MetricSpan]] = Field(default_factory=dict)
+    environment: dict[str, list[EnvSpan]] = Field(default_factory=dict, description="environment variables the "
+                                                  "engine reads itself (an empty table: not extracted)")
+    notes: list[str] = Field(default_factory=list, description="how names were recorded (e.g. counters' _total)")
 
     @model_validator(mode="after")
     def _spans_name_reads(self) -> EngineReleases:
@@ -96,7 +112,10 @@ class EngineReleases(_Frozen):
         keys = [release_key(r.version) for r in self.releases]
         if keys != sorted(keys) or len(set(keys)) != len(keys):
             raise ValueError("releases must be in ascending version order, each once")
-        for kind, table in (("flag", self.flags), ("metric", self.metrics)):
+        tables: tuple[tuple[str, dict[str, list[FlagSpan]] | dict[str, list[MetricSpan]] | dict[str, list[EnvSpan]]],
+                      ...] = (("flag", self.flags), ("metric", self.metrics), ("environment variable",
+                                                                               self.environment))
+        for kind, table in tables:
             for name, spans in table.items():
                 for span in spans:
                     if span.first not in read or span.last not in read:
@@ -153,12 +172,12 @@ class Lookup:
     name: str
     status: Status
     reason: str
-    span: FlagSpan | MetricSpan | None = None
+    span: FlagSpan | MetricSpan | EnvSpan | None = None
     url: str | None = None
     matched_as: str | None = None  # how the typed spelling reached `name` ("abbreviation of --tp-size")
     # between two reads that both have it but define it differently: both definitions (a value is surely accepted
     # only when both accept it); otherwise just `span`
-    alternatives: tuple[FlagSpan | MetricSpan, ...] = ()
+    alternatives: tuple[FlagSpan | MetricSpan | EnvSpan, ...] = ()
 
 
 _DATA = "data/releases"
@@ -200,8 +219,10 @@ def resolve(data: EngineReleases, asked: str | None) -> Resolution:
     return Resolution(data.engine, asked, "between", before=before, after=after)
 
 
-def _span_at(spans: list[FlagSpan] | list[MetricSpan], data: EngineReleases,
-             version: str) -> FlagSpan | MetricSpan | None:
+AnySpans = list[FlagSpan] | list[MetricSpan] | list[EnvSpan]
+
+
+def _span_at(spans: AnySpans, data: EngineReleases, version: str) -> FlagSpan | MetricSpan | EnvSpan | None:
     key = release_key(version)
     for span in spans:
         if release_key(span.first) <= key <= release_key(span.last):
@@ -209,7 +230,7 @@ def _span_at(spans: list[FlagSpan] | list[MetricSpan], data: EngineReleases,
     return None
 
 
-def _last_before(spans: list[FlagSpan] | list[MetricSpan], version: str) -> FlagSpan | MetricSpan | None:
+def _last_before(spans: AnySpans, version: str) -> FlagSpan | MetricSpan | EnvSpan | None:
     key = release_key(version)
     earlier = [s for s in spans if release_key(s.last) < key]
     return max(earlier, key=lambda s: release_key(s.last)) if earlier else None
@@ -221,6 +242,7 @@ class ReleaseView:
     def __init__(self, data: EngineReleases, resolution: Resolution) -> None:
         self.data = data
         self.resolution = resolution
+        self._options: dict[str, str] | None = None
 
     @property
     def engine(self) -> str:
@@ -232,7 +254,7 @@ class ReleaseView:
         rel = self.resolution.before or (self.resolution.after if self.resolution.coverage == "exact" else None)
         return rel.parser if rel else None
 
-    def _lookup(self, name: str, spans: list[FlagSpan] | list[MetricSpan] | None, what: str) -> Lookup:
+    def _lookup(self, name: str, spans: AnySpans | None, what: str) -> Lookup:
         res, data = self.resolution, self.data
         if res.coverage == "older_than_read":
             return Lookup(name, "unknown", res.note or "")
@@ -274,35 +296,44 @@ class ReleaseView:
         return next(r.ref for r in self.data.releases if r.version == version)
 
     def _options_here(self) -> dict[str, str]:
-        """Every option string (and alias) present at the version -> its canonical name."""
+        """Every option string (and alias, and negation) present at the version -> its canonical name."""
+        if self._options is not None:
+            return self._options
         res = self.resolution
-        if res.before is None:
-            return {}
         out: dict[str, str] = {}
-        for name, spans in self.data.flags.items():
-            span = _span_at(spans, self.data, res.before.version)
-            if span is None:
-                continue
-            assert isinstance(span, FlagSpan)
-            for spelling in (name, *span.aliases):
-                out.setdefault(spelling, name)
-            for negative in filter(None, (span.negation, *span.negations)):
-                out.setdefault(negative, name)
+        if res.before is not None:
+            for name, spans in self.data.flags.items():
+                span = _span_at(spans, self.data, res.before.version)
+                if not isinstance(span, FlagSpan):
+                    continue
+                for spelling in (name, *span.aliases, *filter(None, (span.negation, *span.negations))):
+                    out.setdefault(spelling, name)
+        self._options = out
         return out
 
     def option(self, typed: str) -> Lookup:
         """The option a typed spelling selects at this version, the way the engine's parser matches it: exactly,
-        an alias or negation, `--a_b` for `--a-b` where the parser reads underscores, or a unique prefix where it
+        an alias or negation, `--a_b` for `--a-b` where the parser reads underscores (before it matches prefixes, as
+        vLLM does), `--a.b` for a key of the JSON option `--a` where it reads dotted keys, or a unique prefix where it
         allows abbreviations."""
         options = self._options_here()
         rules = self.parser
-        canonical = options.get(typed)
+        spelled = typed
+        if rules is not None and rules.underscores and typed.startswith("--") and "_" in typed:
+            spelled = "--" + typed[2:].replace("_", "-")
+        canonical = options.get(typed) or options.get(spelled)
         matched_as = None
-        if canonical is None and rules is not None and rules.underscores and typed.startswith("--"):
-            canonical = options.get("--" + typed[2:].replace("_", "-"))
-            matched_as = f"{typed} is read as --{typed[2:].replace('_', '-')} ({rules.source})" if canonical else None
-        if canonical is None and rules is not None and rules.abbrev and typed.startswith("--") and len(typed) > 2:
-            hits = sorted({c for s, c in options.items() if s.startswith("--") and s.startswith(typed)})
+        if canonical is not None and spelled != typed and typed not in options:
+            matched_as = f"{typed} is read as {spelled} ({rules.source if rules else ''})"
+        if canonical is None and rules is not None and rules.dotted_keys and "." in spelled:
+            base = spelled.split(".", 1)[0]
+            if base in options:
+                found = self._lookup(options[base], self.data.flags.get(options[base]), "flag")
+                return Lookup(found.name, found.status, found.reason, found.span, found.url,
+                              f"{typed} sets the key {spelled.split('.', 1)[1]!r} of {options[base]} (JSON; "
+                              f"{rules.source})", found.alternatives)
+        if canonical is None and rules is not None and rules.abbrev and spelled.startswith("--") and len(spelled) > 2:
+            hits = sorted({c for s, c in options.items() if s.startswith("--") and s.startswith(spelled)})
             if len(hits) == 1:
                 canonical = hits[0]
                 matched_as = f"{typed} is an abbreviation of {canonical} ({rules.source})"
@@ -313,8 +344,19 @@ class ReleaseView:
         if canonical is None:
             return self._lookup(typed, self.data.flags.get(typed), "flag")
         found = self._lookup(canonical, self.data.flags.get(canonical), "flag")
-        return Lookup(found.name, found.status, found.reason, found.span, found.url, matched_as or (
-            None if canonical == typed else f"{typed} is another spelling of {canonical}"), found.alternatives)
+        if matched_as is None and canonical != typed:
+            span = found.span if isinstance(found.span, FlagSpan) else None
+            negatives = {span.negation, *span.negations} if span else set()
+            matched_as = (f"{typed} turns off {canonical}" if typed in negatives or spelled in negatives
+                          else f"{typed} is another spelling of {canonical}")
+        return Lookup(found.name, found.status, found.reason, found.span, found.url, matched_as, found.alternatives)
+
+    def env_var(self, variable: str) -> Lookup:
+        """Whether the engine itself reads an environment variable at this version (VLLM_*, SGLANG_*); unknown when
+        no environment table was extracted for the engine."""
+        if not self.data.environment:
+            return Lookup(variable, "unknown", f"no environment-variable data for {self.engine}: not checked")
+        return self._lookup(variable, self.data.environment.get(variable), "environment variable")
 
     def env_option(self, variable: str) -> Lookup | None:
         """The option an environment variable sets at this version (TGI, llama.cpp), or None when none does."""

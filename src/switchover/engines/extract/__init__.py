@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from switchover.engines.releases import EngineReleases, FlagSpan, MetricSpan, ParserRules, ReleaseRead
+from switchover.engines.releases import EngineReleases, EnvSpan, FlagSpan, MetricSpan, ParserRules, ReleaseRead
 from switchover.engines.versions import release_key
 
 
@@ -57,6 +57,7 @@ class Extracted:
     flags: dict[str, dict[str, Any]] = field(default_factory=dict)
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
+    environment: dict[str, dict[str, Any]] = field(default_factory=dict)  # EnvSpan fields but first/last
 
 
 @dataclass
@@ -70,16 +71,18 @@ class Snapshot:
     facts: Extracted
 
 
-def compact(engine: str, snapshots: Iterable[Snapshot], *, source_url: str, generated_by: str) -> EngineReleases:
+def compact(engine: str, snapshots: Iterable[Snapshot], *, source_url: str, generated_by: str,
+            notes: list[str] | None = None) -> EngineReleases:
     """Merge per-release facts into spans: a span is a maximal run of consecutive releases read in which the
     option (or metric) is defined identically; a release that lacks it ends the span."""
     ordered = sorted(snapshots, key=lambda s: release_key(s.version))
     flags = {name: [FlagSpan(**span) for span in spans] for name, spans in _runs(ordered, "flags").items()}
     metrics = {name: [MetricSpan(**span) for span in spans] for name, spans in _runs(ordered, "metrics").items()}
+    environment = {name: [EnvSpan(**span) for span in spans] for name, spans in _runs(ordered, "environment").items()}
     releases = [ReleaseRead(version=s.version, ref=s.ref, archive=s.archive, date=s.date, parser=s.facts.parser,
                             files=sorted(set(s.facts.files))) for s in ordered]
     return EngineReleases(engine=engine, generated_by=generated_by, source_url=source_url, releases=releases,
-                          flags=flags, metrics=metrics)
+                          flags=flags, metrics=metrics, environment=environment, notes=list(notes or []))
 
 
 def _runs(ordered: list[Snapshot], attr: str) -> dict[str, list[dict[str, Any]]]:
@@ -103,7 +106,8 @@ def _runs(ordered: list[Snapshot], attr: str) -> dict[str, list[dict[str, Any]]]
     return out
 
 
-_MODELS: dict[str, type[FlagSpan] | type[MetricSpan]] = {"flags": FlagSpan, "metrics": MetricSpan}
+_MODELS: dict[str, type[FlagSpan] | type[MetricSpan] | type[EnvSpan]] = {
+    "flags": FlagSpan, "metrics": MetricSpan, "environment": EnvSpan}
 
 
 def _following(ordered: list[Snapshot], version: str) -> str | None:
@@ -126,5 +130,9 @@ def expand(data: EngineReleases) -> list[Snapshot]:
             for mspan in mspans:
                 if release_key(mspan.first) <= key <= release_key(mspan.last):
                     facts.metrics[name] = mspan.model_dump(exclude={"first", "last"})
+        for name, espans in data.environment.items():
+            for espan in espans:
+                if release_key(espan.first) <= key <= release_key(espan.last):
+                    facts.environment[name] = espan.model_dump(exclude={"first", "last"})
         out.append(Snapshot(version=rel.version, ref=rel.ref, archive=rel.archive, date=rel.date, facts=facts))
     return out

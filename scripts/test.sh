@@ -8,6 +8,10 @@ start=$SECONDS
 python3 -m pip install -q -e '.[dev,model]' 2>&1 | grep -v -e '^WARNING: Location' -e 'Running pip as the' || true
 python3 -m switchover --version || exit 1
 python3 -m switchover testbed setup || { echo "test bed setup failed" >&2; exit 1; }
+# one SGLang release's source (PyPI wheel, ~38 MB, pruned to the ~1 MB read; cached in
+# ~/.cache/switchover/engine-sources): the release-data test re-reads it and compares with the packaged data
+python3 scripts/engine_sources/sglang.py fetch 0.5.23 >/dev/null \
+  || echo "warning: could not fetch SGLang 0.5.23's source; its release-data test will fail" >&2
 # headless Chromium renders the HTML report in tests (Debian package)
 if [ ! -x /usr/bin/chromium ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \

@@ -440,7 +440,7 @@ def test_an_extra_negative_spelling_selects_its_option_in_the_release_view() -> 
                    source_url="https://github.com/ggml-org/llama.cpp/blob/{ref}/{path}", generated_by="test")
     found = ReleaseView(data, resolve(data, "b5000")).option("-nocb")
     assert found.status == "present" and found.name == "--cont-batching"
-    assert found.matched_as == "-nocb is another spelling of --cont-batching"
+    assert found.matched_as == "-nocb turns off --cont-batching"
     assert not any(v.value_optional for v in (s[0] for s in data.flags.values()))  # no llama.cpp value is optional
 
 
@@ -875,6 +875,16 @@ def test_llamacpp_kv_cache_metrics_end_and_busy_slots_serve() -> None:
     gone = _view("llamacpp", "b5590").metric("llamacpp:kv_cache_usage_ratio")
     assert gone.status == "absent" and "last in b5415" in gone.reason
     assert _view("llamacpp", "b11434").metric("llamacpp:n_busy_slots_per_decode").status == "present"
+
+
+def test_llamacpp_b8637_lies_between_b8390_and_b8672_read_from_xllamacpp() -> None:
+    at = _view("llamacpp", "b8637")
+    assert at.resolution.coverage == "between"
+    assert at.resolution.before is not None and at.resolution.after is not None
+    assert (at.resolution.before.version, at.resolution.after.version) == ("b8390", "b8672")
+    assert at.resolution.after.archive.startswith("https://pypi.org/project/xllamacpp/2026.4.8672/")
+    split = at.option("--split-mode")  # issue 21's launch: defined alike on both sides, so not 'changed'
+    assert split.status == "present" and split.alternatives == ()
 
 
 def test_tgi_sharded_takes_a_value_and_dtype_has_two_choices() -> None:

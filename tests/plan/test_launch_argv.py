@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from switchover.errors import BadInput
-from switchover.plan.launch_argv import env_file, image_parts, parse_manifest, parse_script
+from switchover.plan.launch_argv import env_file, image_parts, parse_manifest, parse_script, program_name
 
 
 def _engine(words: list[str]) -> bool:
@@ -112,3 +114,40 @@ def test_image_parts(image: str, parts: tuple[str, str | None]) -> None:
 def test_env_files_are_key_value_lines() -> None:
     found = env_file("# comment\nQUANTIZE=bitsandbytes\n\nLORA_ADAPTERS=a/b,c/d\nnot a line\n", "env.list")
     assert [(e.name, e.value) for e in found] == [("QUANTIZE", "bitsandbytes"), ("LORA_ADAPTERS", "a/b,c/d")]
+
+
+@pytest.mark.parametrize("program", ["llama-server.exe", r".\llama-server.exe", r"C:\llama\llama-server.EXE",
+                                     "build/bin/llama-server"])
+def test_program_names_drop_the_directory_and_the_windows_exe_suffix(program: str) -> None:
+    assert program_name(program) == "llama-server"
+
+
+def test_a_windows_command_keeps_its_backslashes_and_caret_continuations() -> None:
+    # cmd.exe has no backslash escape and continues a line with ^ (llama.cpp ships llama-server.exe for Windows)
+    text = 'llama-server.exe ^\n  -m "E:\\LLM\\model-Q6_K.gguf" ^\n  --port 8084\n'
+    raw = parse_script(text, lambda w: program_name(w[0]) == "llama-server")
+    assert raw is not None and raw.words == ["llama-server.exe", "-m", "E:\\LLM\\model-Q6_K.gguf", "--port", "8084"]
+
+
+def test_a_powershell_command_continues_with_a_backtick() -> None:
+    text = ".\\llama-server.exe `\n  -m C:\\models\\m.gguf `\n  -c 4096\n"
+    raw = parse_script(text, lambda w: program_name(w[0]) == "llama-server")
+    assert raw is not None and raw.words == [".\\llama-server.exe", "-m", "C:\\models\\m.gguf", "-c", "4096"]
+
+
+def test_a_posix_script_still_reads_backslash_as_an_escape() -> None:
+    raw = parse_script("vllm serve M --served-model-name a\\ b", _engine)
+    assert raw is not None and raw.words[-1] == "a b"
+
+
+@pytest.mark.parametrize("environment", [["HF_TOKEN=$HF_TOKEN", "CUDA_VISIBLE_DEVICES=0"],
+                                         {"HF_TOKEN": "$HF_TOKEN", "CUDA_VISIBLE_DEVICES": 0}])
+def test_a_compose_service_environment_list_or_mapping_is_the_containers_env(environment: Any) -> None:
+    # compose `environment:` is a list of KEY=VALUE or a mapping
+    # (https://docs.docker.com/reference/compose-file/services/#environment)
+    service = {"image": "vllm/vllm-openai:v0.6.4", "command": ["--model", "M", "--port", "9000"],
+               "environment": environment}
+    raw = parse_manifest(service, _engine)
+    assert raw is not None and raw.image == "vllm/vllm-openai:v0.6.4"
+    assert [(e.name, e.value, e.how) for e in raw.env] == [("HF_TOKEN", "$HF_TOKEN", "compose environment"),
+                                                           ("CUDA_VISIBLE_DEVICES", "0", "compose environment")]

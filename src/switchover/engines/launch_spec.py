@@ -104,6 +104,8 @@ class LaunchSyntax(_LaunchFact):
 
     command: str
     model_arg: str = Field(description="'positional' or the flag that names the model")
+    model_aliases: list[str] = Field(default_factory=list, description="other spellings of the model flag "
+                                     "(llama.cpp -m is also --model)")
     bool_style: Literal["paired", "store_true", "value"] = Field(
         description="paired: --x/--no-x; store_true: --x only; value: --x true"
     )

@@ -16,7 +16,15 @@ from switchover.engines.profile import profile_key
 from switchover.engines.releases import ReleaseView
 from switchover.errors import BadInput
 from switchover.plan import launch_config as cfg
-from switchover.plan.launch_argv import EnvSetting, RawLaunch, env_file, image_parts, parse_manifest, parse_script
+from switchover.plan.launch_argv import (
+    EnvSetting,
+    RawLaunch,
+    env_file,
+    image_parts,
+    parse_manifest,
+    parse_script,
+    program_name,
+)
 from switchover.plan.launch_records import (
     CONFIG_FILE,
     DEVICES,
@@ -53,7 +61,7 @@ def _matches(words: list[str], command: tuple[str, ...]) -> bool:
     if len(words) < len(command):
         return False
     for typed, want in zip(words, command, strict=False):
-        base = typed.rsplit("/", 1)[-1]
+        base = program_name(typed)
         if want in _PYTHON and base.startswith("python"):
             continue
         if typed != want and base != want:
@@ -134,7 +142,8 @@ def _walk(r: Reader, words: list[str], model_flags: set[str], positional: bool) 
             continue
         name, eq, inline = token.partition("=") if token.startswith("--") else (token, "", "")
         opt = r.option(name)
-        if name in model_flags and (opt.intent is None or opt.canonical in model_flags):
+        selects = {name, opt.canonical, *(opt.span.aliases if opt.span else [])}
+        if selects & model_flags and (opt.intent is None or opt.canonical in model_flags):
             opt.intent = MODEL
         spec = r.profile.flags.get(opt.intent) if opt.intent and opt.intent != MODEL else None
         takes = True if opt.intent == MODEL else opt.takes_value(spec)
@@ -348,6 +357,7 @@ def _launch(r: Reader, raw: RawLaunch) -> None:
     if found is not None and found[0] != r.profile.name:
         raise BadInput(f"the launch runs {found[0]}, not {r.profile.name}", hint=f"pass --from {found[0]}")
     model_args = {m for _, m in r.profile.launch.commands() if m != "positional"}
+    model_args |= set(r.profile.launch.model_aliases)
     positional = found[2] == "positional" if found else (r.profile.launch.model_arg == "positional" and not (
         raw.image and _image_engine(raw.image) and model_args & set(words)))
     words = words[found[1]:] if found else words

@@ -41,6 +41,12 @@ _DOCKER_VALUE = frozenset({
     "--volumes-from", "-w", "--workdir"
 })
 MAX_DEPTH = 4  # bash -c inside a Kubernetes sh -c ... : deeper nesting is not a launch anyone writes
+# A Windows launch (llama.cpp ships llama-server.exe): a program given as X.exe, .\X or C:\...\X. cmd.exe and
+# PowerShell have no backslash escape (a path keeps its backslashes) and continue a line with ^ (cmd.exe,
+# https://learn.microsoft.com/en-us/windows-server/administration/windows-commands/cmd) or a backtick (PowerShell,
+# https://learn.microsoft.com/en-us/powershell/module/microsoft.powershell.core/about/about_special_characters).
+_WINDOWS_PROGRAM = re.compile(r"^(?:[A-Za-z]:\\|\.{1,2}\\)|\.exe$", re.I)
+_WINDOWS_CONTINUATION = ("^", "`")
 
 
 @dataclass
@@ -69,6 +75,18 @@ class RawLaunch:
 IsCommand = Callable[[list[str]], bool]
 
 
+def program_name(word: str) -> str:
+    """The program a command word runs, without its directory (`/` or `\\`) or Windows `.exe` suffix."""
+    base = re.split(r"[/\\]", word)[-1]
+    return base[:-4] if base.lower().endswith(".exe") else base
+
+
+def is_windows(text: str) -> bool:
+    """Whether a launch is a Windows command line: its first word is a Windows program path."""
+    first = next((ln.split()[0] for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")), "")
+    return bool(_WINDOWS_PROGRAM.search(first))
+
+
 def _expand(text: str, variables: dict[str, str]) -> str:
     """Shell variables defined earlier in the script substituted outside single quotes (unknown ones kept)."""
     def sub(part: str) -> str:
@@ -92,21 +110,30 @@ def _expand(text: str, variables: dict[str, str]) -> str:
     return "".join(out)
 
 
-def _logical_lines(text: str, variables: dict[str, str], files: dict[str, str]) -> Iterator[str]:
-    """Lines with backslash continuations joined and heredoc bodies taken out (into `files` when redirected to a
-    file: `cat << EOF > config.yml`); lazily, so variables set by earlier lines expand in later heredocs."""
+def _continued(line: str, windows: bool) -> bool:
+    end = line.rstrip()
+    if windows:
+        return end.endswith(_WINDOWS_CONTINUATION)
+    return end.endswith("\\") and not end.endswith("\\\\")
+
+
+def _logical_lines(text: str, variables: dict[str, str], files: dict[str, str],
+                   windows: bool = False) -> Iterator[str]:
+    """Lines with continuations joined (backslash; ^ or a backtick on Windows) and heredoc bodies taken out (into
+    `files` when redirected to a file: `cat << EOF > config.yml`); lazily, so variables set by earlier lines expand
+    in later heredocs."""
     raw = text.replace("\r\n", "\n").split("\n")
     i = 0
     pending = ""
     while i < len(raw):
         line = raw[i]
         i += 1
-        if line.rstrip().endswith("\\") and not line.rstrip().endswith("\\\\"):
+        if _continued(line, windows):
             pending += line.rstrip()[:-1] + " "
             continue
         line = pending + line
         pending = ""
-        while i < len(raw) and _open_quote(line):  # a quoted value that spans lines (JSON)
+        while i < len(raw) and _open_quote(line, windows):  # a quoted value that spans lines (JSON)
             line += "\n" + raw[i]
             i += 1
         doc = _HEREDOC.search(line) if "<<" in line else None
@@ -128,20 +155,26 @@ def _logical_lines(text: str, variables: dict[str, str], files: dict[str, str]) 
         yield pending
 
 
-def _open_quote(line: str) -> bool:
+def _lexer(line: str, windows: bool) -> shlex.shlex:
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    if windows:
+        lexer.escape = ""  # a backslash is a path separator, not an escape
+    return lexer
+
+
+def _open_quote(line: str, windows: bool = False) -> bool:
     try:
-        shlex.split(line, comments=True)
+        list(_lexer(line, windows))
     except ValueError:
         return True
     return False
 
 
-def _tokens(line: str) -> list[str]:
-    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    lexer.commenters = "#"
+def _tokens(line: str, windows: bool = False) -> list[str]:
     try:
-        return list(lexer)
+        return list(_lexer(line, windows))
     except ValueError as exc:
         raise BadInput(f"cannot split the launch command: {exc}") from None
 
@@ -171,8 +204,9 @@ def parse_script(text: str, is_command: IsCommand, depth: int = 0) -> RawLaunch 
     variables: dict[str, str] = {}
     exported: list[EnvSetting] = []
     files: dict[str, str] = {}
-    for line in _logical_lines(text, variables, files):
-        for segment in _segments(_tokens(_expand(line, variables))):
+    windows = is_windows(text)
+    for line in _logical_lines(text, variables, files, windows):
+        for segment in _segments(_tokens(line if windows else _expand(line, variables), windows)):
             found = _segment(segment, variables, exported, is_command, depth)
             if found is not None:
                 found.files = {**files, **found.files}
@@ -208,7 +242,7 @@ def _segment(words: list[str], variables: dict[str, str], exported: list[EnvSett
     if not words:
         variables.update({e.name: e.value for e in env})  # `model=x` alone: a shell variable
         return None
-    base = words[0].rsplit("/", 1)[-1]
+    base = program_name(words[0])
     if base in _SHELLS:
         return _shell_c(words, [*exported, *env], is_command, depth)
     if base in RUNTIMES and len(words) > 1 and words[1] == "run":
@@ -259,7 +293,7 @@ def _docker_run(words: list[str], env: list[EnvSetting], is_command: IsCommand, 
         raise BadInput("docker run has no image")
     out.image = words[i]
     out.words = [*entrypoint, *words[i + 1:]]
-    if len(out.words) > 1 and out.words[0].rsplit("/", 1)[-1] in _SHELLS:
+    if len(out.words) > 1 and program_name(out.words[0]) in _SHELLS:
         inner = _shell_c(out.words, out.env, is_command, depth)
         if inner is not None:
             inner.image, inner.gpus, inner.env_files = out.image, out.gpus, out.env_files
@@ -292,6 +326,28 @@ def _as_words(value: Any) -> list[str]:
     return shlex.split(str(value))
 
 
+def _kubernetes_env(items: Any) -> list[EnvSetting]:
+    """A Kubernetes container's `env:` list of {name, value} (valueFrom: no value known here)."""
+    out: list[EnvSetting] = []
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and "name" in item:
+            value = item.get("value")
+            out.append(EnvSetting(str(item["name"]), "" if value is None else str(value), "kubernetes env"))
+    return out
+
+
+def _compose_env(items: Any) -> list[EnvSetting]:
+    """A compose service's `environment:`, a list of KEY=VALUE or a mapping
+    (https://docs.docker.com/reference/compose-file/services/#environment)."""
+    pairs: list[tuple[str, Any]] = []
+    if isinstance(items, dict):
+        pairs = list(items.items())
+    elif isinstance(items, list):
+        pairs = [(k, v) for k, _, v in (str(x).partition("=") for x in items if isinstance(x, str | int | float))]
+    return [EnvSetting(str(k), "" if v is None else str(v), "compose environment") for k, v in pairs
+            if re.fullmatch(_NAME, str(k))]
+
+
 def parse_manifest(data: Any, is_command: IsCommand) -> RawLaunch | None:
     """A Kubernetes container (`command` + `args` + `env`, image) or a bare `args:` list as a launch; None when the
     mapping holds no container."""
@@ -300,14 +356,10 @@ def parse_manifest(data: Any, is_command: IsCommand) -> RawLaunch | None:
     node = _container(data)
     if node is None:
         return None
-    env: list[EnvSetting] = []
-    for item in node.get("env") or []:
-        if isinstance(item, dict) and "name" in item:
-            value = item.get("value")
-            env.append(EnvSetting(str(item["name"]), "" if value is None else str(value), "kubernetes env"))
+    env = _kubernetes_env(node.get("env")) + _compose_env(node.get("environment"))
     words = [*_as_words(node.get("command")), *_as_words(node.get("args"))]
     image = str(node["image"]) if node.get("image") else None
-    if len(words) > 2 and words[0].rsplit("/", 1)[-1] in _SHELLS:
+    if len(words) > 2 and program_name(words[0]) in _SHELLS:
         inner = _shell_c(words, env, is_command, 0)
         if inner is not None:
             inner.image = image

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from switchover.engines import EngineProfile, FlagSpec
 from switchover.engines.releases import FlagSpan, ReleaseView
+from switchover.errors import BadInput
 from switchover.plan.launch_values import bool_of, convert
 
 Via = Literal["argv", "env", "config"]
@@ -168,7 +169,11 @@ def apply(r: Reader, index: int, opt: Opt, value: Any) -> None:
     intent = opt.intent
     spec = r.profile.flags[intent]
     if spec.kind == "bool":
-        on = bool_of(value)
+        try:
+            on = bool_of(value)
+        except BadInput as exc:
+            refuse(r, index, exc)
+            return
         r.out.values[intent] = on if opt.bare else not on
         r.out.produced[index] = [intent]
         return
@@ -176,8 +181,19 @@ def apply(r: Reader, index: int, opt: Opt, value: Any) -> None:
     if spec.kind == "json" or parts:
         apply_json(r, index, intent, value, parts or {})
         return
-    r.out.values[intent] = convert(spec, value, intent)
+    try:
+        r.out.values[intent] = convert(spec, value, intent)
+    except BadInput as exc:
+        refuse(r, index, exc)
+        return
     r.out.produced[index] = [intent]
+
+
+def refuse(r: Reader, index: int, exc: BadInput) -> None:
+    """A value the engine cannot take (not a number, outside what the setting can mean): the record is refused with
+    why (the engine would not start with it), and sets nothing."""
+    item = r.out.inputs[index]
+    item.validity, item.validity_detail = "refused", f"{item.typed} {str(item.value)[:40]!r}: {exc.message}"
 
 
 def apply_json(r: Reader, index: int, intent: str, value: Any, parts: dict[str, str]) -> None:
@@ -197,7 +213,11 @@ def apply_json(r: Reader, index: int, intent: str, value: Any, parts: dict[str, 
             for key in keys.split("|"):
                 found, item = take_path(data, key.split("."))
                 if found:
-                    r.out.values[part] = convert(r.profile.flags[part], item, part)
+                    try:
+                        r.out.values[part] = convert(r.profile.flags[part], item, part)
+                    except BadInput as exc:
+                        refuse(r, index, exc)
+                        return
                     produced.append(part)
                     break
     r.out.values[intent] = data

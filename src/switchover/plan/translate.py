@@ -309,7 +309,11 @@ def _constraints(r: Render) -> None:
 
 # ---- one result per input flag -----------------------------------------------------------------------------------
 
-def _model_words(r: Render, model: str) -> list[str]:
+def _model_words(r: Render, model: str | None) -> list[str]:
+    """The target's words naming the model; none when the launch names none and the engine stays (it finds its
+    model another way, e.g. llama.cpp -hf REPO, carried as a flag of its own)."""
+    if model is None:
+        return []
     return [model] if r.dst.launch.model_arg == "positional" else [r.dst.launch.model_arg, model]
 
 
@@ -418,13 +422,16 @@ def render(intent: LaunchIntent, target: str, *, target_version: str | None = No
     r = Render(src=src, dst=dst, dview=dview, target_label=f"{dst.name} {at}" if at else dst.name,
                values=dict(intent.values), card=card, gpu_total_gib=gpu_total_gib)
     r.model = intent.model or "MODEL"
+    if intent.model is None:
+        r.notes.append("the launch names no model" + ("" if src.name == dst.name else
+                                                      ": MODEL stands for it in the command"))
     r.gpu_count = intent.gpu_count
     if move is not None:
         move_hardware(r, intent, move)
     gguf_step(r, intent, move)
     for step in CONVERSIONS:
         step(r)
-    r.argv = dst.launch.command.split() + _model_words(r, r.model)
+    r.argv = dst.launch.command.split() + _model_words(r, r.model if intent.model or src.name != dst.name else None)
     _constraints(r)
     for name, value in list(r.values.items()):
         if name in r.values and name not in r.results:

@@ -178,7 +178,7 @@ def gguf_step(r: Render, intent: LaunchIntent, move: HardwareMove | None) -> Non
         r.derived.append(Derived(what="gpu_layers", value=_ALL_LAYERS, why=f"{r.src.name} ran every layer on the GPU; "
                                  f"{r.dst.name} offloads the first N layers (N past the model's layers: all)",
                                  source=r.dst.flags["gpu_layers"].source))
-    if r.model.endswith(conv.loads):
+    if r.model.endswith(conv.loads) or intent.model is None:
         return
     outtype, why = _quantization(r, intent, move, conv.outtypes)
     stem = PurePosixPath(r.model.rstrip("/")).name or "model"

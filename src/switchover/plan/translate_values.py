@@ -83,6 +83,8 @@ _KV_DTYPE_FAMILY = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e4m3fn": "fp
 
 def kv_dtype_for(target: FlagSpec, value: str) -> str | None:
     """The target's spelling of a KV cache dtype (None: it has none, or its default already is it)."""
+    if target.choices is not None and str(value) in target.choices:
+        return str(value)  # spelled the same there
     family = _KV_DTYPE_FAMILY.get(str(value).lower())
     if family is None:
         return None
@@ -185,6 +187,10 @@ def context_over_slots(r: Render) -> None:
     ctx = r.values.get("max_context_length")
     spec = r.dst.flags.get("max_context_length")
     if spec is None or not spec.total_over_slots or not isinstance(ctx, int) or not isinstance(slots, int):
+        return
+    if r.values.get("kv_unified") is True and "kv_unified" in r.dst.flags:
+        # one KV buffer shared by the slots: each request may use the whole context
+        # (https://github.com/ggml-org/llama.cpp/blob/b11434/src/llama-context.cpp#L294-L298)
         return
     r.values["max_context_length"] = ctx * slots
     r.forced.add("max_concurrent_sequences")

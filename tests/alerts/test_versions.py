@@ -205,15 +205,24 @@ def _served_everywhere(report: TranslationReport, target: EngineRelease, recorde
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("source", sorted(p.stem for p in RULE_SETS.glob("*.yaml")))
-def test_no_rule_called_translated_watches_a_series_the_target_does_not_serve(source: str, target: str) -> None:
-    from switchover.alerts.rules import recorded_names
+def test_no_rule_called_translated_watches_a_series_the_target_does_not_serve(source: str, target: str,
+                                                                              tmp_path: Path) -> None:
+    import subprocess
+
+    from switchover.alerts.rules import dump_rules, recorded_names
+    from switchover.testing import require_tool
 
     path = RULE_SETS / f"{source}.yaml"
     src, dst = engine_release(source, "--from"), engine_release(target, "--to")
     if (src.engine, src.version) == (dst.engine, dst.version):
         pytest.skip("the same release on both sides")
-    _, report = translate_rules(path, src, dst)
+    data, report = translate_rules(path, src, dst)
     assert _served_everywhere(report, dst, recorded_names(yaml.safe_load(path.read_text()))) == []
+    out = tmp_path / "out.yaml"
+    out.write_text(dump_rules(data))
+    checked = subprocess.run([require_tool("promtool", hint="Debian package prometheus"), "check", "rules", str(out)],
+                             capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     for r in report.rules:  # a rule left with a dead series is an error: the command fails
         if r.series_left:
             assert r.status in ("partial", "untranslated")

@@ -236,7 +236,7 @@ def test_a_flag_the_source_version_refuses_is_lost_as_refused(no_release_data: d
 def test_parser_names_cross_engines_only_where_the_sources_map_them() -> None:
     tr = translate("vllm", "vllm serve M --enable-auto-tool-choice --tool-call-parser hermes "
                            "--reasoning-parser deepseek_r1", "sglang")
-    assert tr.argv[tr.argv.index("--tool-call-parser") + 1] == "qwen25"
+    assert tr.argv[tr.argv.index("--tool-call-parser") + 1] == "hermes"  # SGLang's own hermes (qwen25 before 0.5.9)
     assert tr.argv[tr.argv.index("--reasoning-parser") + 1] == "deepseek-r1"
     assert _outcomes(tr)["--enable-auto-tool-choice"].outcome == "default_matches"
     granite = translate("vllm", "vllm serve M --tool-call-parser granite", "sglang")

@@ -3,6 +3,7 @@ engine's source at a release, with its link), proven on launches written for the
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -82,3 +83,127 @@ def test_llamacpp_unified_kv_keeps_the_context_a_request_gets() -> None:
     assert _after(tr, "--ctx-size") == "120000" and "--kv-unified" in tr.argv
     split = translate("llamacpp", "llama-server -m m.gguf -c 120000 --parallel 3", "llamacpp")
     assert _after(split, "--ctx-size") == "120000"
+
+
+# ---- intents carried between engines --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("target", "words"), [
+    ("sglang", ["--api-key", "k1"]),  # https://github.com/sgl-project/sglang/blob/v0.5.5/python/sglang/srt/server_args.py#L2444
+    ("tgi", ["--api-key", "k1"]),  # https://github.com/huggingface/text-generation-inference/blob/v3.3.7/launcher/src/main.rs#L849
+    ("llamacpp", ["--api-key", "k1"]),  # https://github.com/ggml-org/llama.cpp/blob/b11434/common/arg.cpp#L3502
+])
+def test_the_api_key_crosses_to_every_engine_that_has_one(target: str, words: list[str]) -> None:
+    tr = translate("vllm", "vllm serve m --api-key k1", target)
+    assert tr.argv[tr.argv.index(words[0]):][:2] == words and _out(tr)["--api-key"].outcome == "translated"
+
+
+def test_trtllm_serve_has_no_api_key_so_it_is_lost() -> None:
+    item = _out(translate("vllm", "vllm serve m --api-key k1", "trtllm"))["--api-key"]
+    assert item.outcome == "lost" and "k1" not in " ".join(item.rendered)
+
+
+@pytest.mark.parametrize(("source", "target", "words"), [
+    ("vllm serve m --enforce-eager", "sglang", ["--disable-cuda-graph"]),
+    ("vllm serve m --enforce-eager", "tgi", ["--cuda-graphs", "0"]),
+    ("text-generation-launcher --model-id m --cuda-graphs 0", "vllm", ["--enforce-eager"]),
+    ("python -m sglang.launch_server --model-path m --disable-cuda-graph", "vllm", ["--enforce-eager"]),
+])
+def test_running_without_cuda_graphs_is_one_intent(source: str, target: str, words: list[str]) -> None:
+    # vLLM --enforce-eager (https://github.com/vllm-project/vllm/blob/v0.6.3/vllm/engine/arg_utils.py#L468), SGLang
+    # --disable-cuda-graph (https://github.com/sgl-project/sglang/blob/v0.5.5/python/sglang/srt/server_args.py#L3176),
+    # TGI --cuda-graphs 0 (https://github.com/huggingface/text-generation-inference/blob/v3.3.7/launcher/src/main.rs#L762-L766)
+    engine = {"vllm": "vllm", "text": "tgi", "python": "sglang"}[source.split()[0].split("-")[0]]
+    tr = translate(engine, source, target)
+    assert tr.argv[tr.argv.index(words[0]):][:len(words)] == words
+
+
+def test_tgi_cuda_graph_sizes_mean_graphs_on_which_is_vllms_default() -> None:
+    tr = translate("tgi", "text-generation-launcher --model-id m --cuda-graphs 1,2,4", "vllm")
+    assert "--enforce-eager" not in tr.argv and _out(tr)["--cuda-graphs"].outcome in ("default_matches", "lost")
+
+
+@pytest.mark.parametrize(("source", "target", "flag", "value"), [
+    ("vllm serve m --tool-call-parser hermes", "sglang", "--tool-call-parser", "hermes"),
+    ("vllm serve m --tool-call-parser gemma4", "sglang", "--tool-call-parser", "gemma4"),
+    ("vllm serve m --reasoning-parser gemma4", "sglang", "--reasoning-parser", "gemma4"),
+    ("python -m sglang.launch_server --model-path m --reasoning-parser deepseek-v3", "vllm", "--reasoning-parser",
+     "deepseek_v3"),
+    ("python -m sglang.launch_server --model-path m --reasoning-parser kimi_k2", "vllm", "--reasoning-parser",
+     "kimi_k2"),
+])
+def test_parser_names_cross_where_both_sources_register_the_format(source: str, target: str, flag: str,
+                                                                  value: str) -> None:
+    engine = "vllm" if source.startswith("vllm") else "sglang"
+    tr = translate(engine, source, target)
+    assert _after(tr, flag) == value
+
+
+def test_a_parser_name_the_target_release_lacks_falls_back_to_one_it_has(
+        no_release_data: dict[str, EngineReleases]) -> None:
+    # SGLang registers `hermes` only from 0.5.9; before that qwen25 reads the same <tool_call> JSON format
+    # (https://github.com/sgl-project/sglang/blob/v0.5.5/python/sglang/srt/function_call/qwen25_detector.py)
+    no_release_data["sglang"] = _data("sglang", ParserRules(abbrev=True, source="server_args.py"), {
+        "0.5.5": {"--model-path": _flag(), "--tool-call-parser": _flag(choices=["qwen25", "mistral", "llama3"])},
+        "0.5.9": {"--model-path": _flag(), "--tool-call-parser": _flag(choices=["qwen25", "hermes", "llama3"])}})
+    assert _after(translate("vllm", "vllm serve m --tool-call-parser hermes", "sglang", target_version="0.5.5"),
+                  "--tool-call-parser") == "qwen25"
+    assert _after(translate("vllm", "vllm serve m --tool-call-parser hermes", "sglang", target_version="0.5.9"),
+                  "--tool-call-parser") == "hermes"
+
+
+def test_trtllm_takes_the_model_dtype_in_its_yaml() -> None:
+    # LlmArgs.dtype (https://github.com/NVIDIA/TensorRT-LLM/blob/v1.3.0rc3/tensorrt_llm/llmapi/llm_args.py)
+    tr = translate("vllm", "vllm serve m --dtype half", "trtllm")
+    assert tr.yaml_config is not None and tr.yaml_config["dtype"] == "float16"
+
+
+def test_a_chat_template_file_goes_to_llamacpps_file_flag_and_back() -> None:
+    # vLLM --chat-template reads a file unless the value holds template text
+    # (https://github.com/vllm-project/vllm/blob/v0.6.3/vllm/entrypoints/chat_utils.py); llama.cpp reads a file with
+    # --chat-template-file, a name or the text with --chat-template
+    # (https://github.com/ggml-org/llama.cpp/blob/b11434/common/arg.cpp#L3760-L3784)
+    tr = translate("vllm", "vllm serve m --chat-template /t/tool.jinja", "llamacpp")
+    assert _after(tr, "--chat-template-file") == "/t/tool.jinja" and "--chat-template" not in tr.argv
+    back = translate("llamacpp", "llama-server -m m.gguf --chat-template-file laguna.jinja", "vllm")
+    assert _after(back, "--chat-template") == "laguna.jinja"
+    sg = translate("llamacpp", "llama-server -m m.gguf --chat-template-file laguna.jinja", "sglang")
+    assert _after(sg, "--chat-template") == "laguna.jinja"
+
+
+def test_a_built_in_template_name_stays_with_its_engine() -> None:
+    item = _out(translate("llamacpp", "llama-server -m m.gguf --chat-template chatml", "vllm"))["--chat-template"]
+    assert item.outcome == "lost" and "chatml" in (item.detail or "")
+    same = translate("llamacpp", "llama-server -m m.gguf --chat-template chatml", "llamacpp")
+    assert _after(same, "--chat-template") == "chatml"
+
+
+def test_vllm_multimodal_limits_change_from_pairs_to_json_by_release() -> None:
+    # KEY=VALUE pairs (nullable_kvs, https://github.com/vllm-project/vllm/blob/v0.8.2/vllm/engine/arg_utils.py#L55)
+    # until 0.8.5 parses the option as JSON (https://github.com/vllm-project/vllm/blob/v0.8.5/vllm/engine/arg_utils.py)
+    tr = translate("vllm", "vllm serve m --limit-mm-per-prompt image=5,video=5", "vllm", source_version="0.8.2",
+                   target_version="0.9.0")
+    assert json.loads(_after(tr, "--limit-mm-per-prompt")) == {"image": 5, "video": 5}
+    old = translate("vllm", "vllm serve m --limit-mm-per-prompt '{\"image\": 2}'", "vllm", source_version="0.9.0",
+                    target_version="0.8.2")
+    assert _after(old, "--limit-mm-per-prompt") == "image=2"
+
+
+def test_vllm_rope_scaling_moves_into_hf_overrides_after_its_removal() -> None:
+    # 0.11.0 warns that --rope-scaling goes and names --hf-overrides '{"rope_scaling": ...}' instead
+    # (https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/config/model.py#L398-L405); 0.11.1 has no --rope-scaling
+    tr = translate("vllm", "vllm serve m --rope-scaling '{\"rope_type\":\"yarn\",\"factor\":4.0}'", "vllm",
+                   source_version="0.8.4", target_version="0.12.0")
+    assert "--rope-scaling" not in tr.argv
+    assert json.loads(_after(tr, "--hf-overrides")) == {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}
+
+
+def test_tgi_lora_adapter_ids_become_named_vllm_lora_modules() -> None:
+    # vLLM --lora-modules takes NAME=PATH (or JSON) per item
+    # (https://github.com/vllm-project/vllm/blob/v0.34.0/vllm/entrypoints/common/cli_args.py#L55); TGI selects an
+    # adapter by its id, so the id stays its name
+    tr = translate("tgi", "text-generation-launcher --model-id m --lora-adapters=org/a,org/b", "vllm")
+    i = tr.argv.index("--lora-modules")
+    assert tr.argv[i + 1:i + 3] == ["org/a=org/a", "org/b=org/b"]
+    sg = translate("tgi", "text-generation-launcher --model-id m --lora-adapters=org/a,org/b", "sglang")
+    i = sg.argv.index("--lora-paths")
+    assert sg.argv[i + 1:i + 3] == ["org/a", "org/b"]

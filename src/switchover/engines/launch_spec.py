@@ -56,6 +56,15 @@ class FlagSpec(_LaunchFact):
     must_divide: str | None = Field(default=None, description="another intent this value must divide (SGLang: "
                                     "tp_size % ep_size == 0); the engine refuses to start otherwise")
     rule_source: str | None = Field(default=None, description="where must_divide is enforced (URL at a release)")
+    forms: list[Literal["file", "name", "text"]] | None = Field(
+        default=None, description="what a value may be (a chat template: a file path, a built-in name, the text "
+                                  "itself); None: anything")
+    kv_pairs: bool = Field(default=False, description="the mapping is given as KEY=VALUE pairs joined by commas "
+                           "(vLLM's --limit-mm-per-prompt before 0.8.5), not JSON")
+    named_items: bool = Field(default=False, description="each list item is NAME=PATH (vLLM --lora-modules): a bare "
+                              "PATH is named after itself")
+    on_value: str | None = Field(default=None, description="a boolean intent set by this value of the flag; any "
+                                 "other value means off (TGI --cuda-graphs 0: no CUDA graphs)")
 
     def spellings(self) -> list[str]:
         """Every CLI spelling that sets this intent."""

@@ -5,6 +5,7 @@ plan.launch walks a launch into these; plan.translate renders them."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -70,6 +71,8 @@ class Opt:
         an unknown option takes the next word that is not an option)."""
         if self.span is not None:
             return False if self.negated else self.span.takes_value
+        if spec is not None and spec.on_value is not None:
+            return True
         if spec is None or spec.kind == "bool":
             return None
         return spec.kind != "none"
@@ -170,7 +173,7 @@ def apply(r: Reader, index: int, opt: Opt, value: Any) -> None:
     spec = r.profile.flags[intent]
     if spec.kind == "bool":
         try:
-            on = bool_of(value)
+            on = str(value) == spec.on_value if spec.on_value is not None else bool_of(value)
         except BadInput as exc:
             refuse(r, index, exc)
             return
@@ -199,17 +202,17 @@ def refuse(r: Reader, index: int, exc: BadInput) -> None:
 def apply_json(r: Reader, index: int, intent: str, value: Any, parts: dict[str, str]) -> None:
     """A JSON-valued flag: keys the profile maps become their intents; the rest stays on the flag's intent."""
     data = value
-    if isinstance(value, str):
-        try:
-            data = json.loads(value)
-        except ValueError:
-            record = r.out.inputs[index]
-            record.validity, record.validity_detail = "refused", f"{record.typed}: not valid JSON ({value[:60]!r})"
-            return
+    try:
+        data = pairs_of(value) if r.profile.flags[intent].kv_pairs else json.loads(value) if isinstance(
+            value, str) else value
+    except (ValueError, BadInput):
+        record = r.out.inputs[index]
+        record.validity, record.validity_detail = "refused", f"{record.typed}: not valid JSON ({str(value)[:60]!r})"
+        return
     produced = [intent]
     if isinstance(data, dict) and parts:
         data = json.loads(json.dumps(data))  # a copy the parts are taken out of
-        for keys, part in parts.items():
+        for keys, part in sorted(parts.items(), key=lambda kv: -kv[0].count(".")):  # nested keys before their parent
             for key in keys.split("|"):
                 found, item = take_path(data, key.split("."))
                 if found:
@@ -220,8 +223,26 @@ def apply_json(r: Reader, index: int, intent: str, value: Any, parts: dict[str, 
                         return
                     produced.append(part)
                     break
+        if not data:  # every key was taken out: the object itself says nothing more
+            produced.remove(intent)
+            r.out.produced[index] = produced
+            return
     r.out.values[intent] = data
     r.out.produced[index] = produced
+
+
+def pairs_of(value: Any) -> Any:
+    """KEY=VALUE pairs joined by commas as a mapping, numbers as numbers (vLLM nullable_kvs:
+    https://github.com/vllm-project/vllm/blob/v0.8.2/vllm/engine/arg_utils.py#L55-L80); JSON or a mapping as is."""
+    if not isinstance(value, str) or value.lstrip().startswith("{"):
+        return json.loads(value) if isinstance(value, str) else value
+    out: dict[str, Any] = {}
+    for item in filter(None, (x.strip() for x in value.split(","))):
+        key, eq, number = item.partition("=")
+        if not eq or not re.fullmatch(r"-?\d+", number.strip()):
+            raise BadInput(f"{item!r} is not KEY=NUMBER")
+        out[key.strip().lower()] = int(number)
+    return out
 
 
 def take_path(data: dict[str, Any], path: list[str]) -> tuple[bool, Any]:

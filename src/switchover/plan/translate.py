@@ -27,7 +27,17 @@ from switchover.plan.launch import (
 from switchover.plan.launch_config import env_kind
 from switchover.plan.launch_values import value_problem
 from switchover.plan.translate_hardware import HardwareMove, gguf_step, move_hardware
-from switchover.plan.translate_values import CONVERSIONS, CONVERTED, Derived, LostKind, Outcome, Render, Result
+from switchover.plan.translate_json import base, has_members, member, render_json, target_option
+from switchover.plan.translate_values import (
+    CONVERSIONS,
+    CONVERTED,
+    Derived,
+    LostKind,
+    Outcome,
+    Render,
+    Result,
+    spelled,
+)
 
 # Intents that are not values to copy: they need the model and GPU to convert (see plan capacity).
 MEANING_DIFFERS = {"gpu_memory_fraction", "block_size", "max_batched_tokens_per_step", "max_waiting_queue"}
@@ -104,42 +114,17 @@ def _on_command_line(spec: FlagSpec) -> bool:
     return bool(spec.flag and spec.kind != "none" and " " not in spec.flag)
 
 
-def _spelled(spec: FlagSpec, value: Any) -> Any:
-    """The target's own spelling of a canonical value (when the flag declares one; a boolean's meaning is
-    'true'/'false', so a switch becomes `on`/`off` where the target takes a word)."""
-    if spec.canonical and isinstance(value, str | bool):
-        key = str(value).lower() if isinstance(value, bool) else value
-        return {v: k for k, v in spec.canonical.items()}.get(key, value)
-    return value
-
-
-def _target_option(r: Render, spec: FlagSpec) -> tuple[str | None, FlagSpan | None, str | None, str | None]:
-    """(the spelling to render, its span, why none exists, its URL) at the target version: the profile's flag or an
-    alias the release data has there."""
-    assert spec.flag is not None
-    if r.dview is None:
-        return spec.flag, None, None, None
-    reason = None
-    for name in spec.spellings():
-        found = r.dview.option(name)
-        if (found.status == "present" and found.matched_as is None) or (found.status == "present" and (
-                found.matched_as and "another spelling" in found.matched_as)):
-            return name, found.span if isinstance(found.span, FlagSpan) else None, None, found.url
-        if found.status == "unknown":
-            return spec.flag, None, None, None
-        reason = reason or found.reason
-    return None, None, reason, None
-
-
 def _place(r: Render, intent: str, value: Any) -> Result:
     """One value where the target takes it: a flag (spelled as the target version has it), a JSON key of a flag,
     a YAML key or an environment variable."""
     spec = r.dst.flags[intent]
     detail = r.details.get(intent)
     if spec.json_key and spec.flag:
-        return _json_member(r, intent, spec, value, detail)
+        return member(r, intent, spec, value, detail)
+    if spec.kind == "json" and spec.flag and isinstance(value, dict) and has_members(r, spec.flag):
+        return base(r, intent, spec, value, detail)
     if _on_command_line(spec):
-        name, span, missing, url = _target_option(r, spec)
+        name, span, missing, url = target_option(r, spec)
         if name is None:
             return Result("lost", detail=f"no spelling of {spec.flag} in {r.target_label}: {missing}", kind="refused",
                           source=spec.source)
@@ -147,7 +132,7 @@ def _place(r: Render, intent: str, value: Any) -> Result:
         if not words:
             return Result("default_matches", detail=f"{_describe(spec, intent, value)} is {r.dst.name}'s default",
                           source=url or spec.source)
-        shown = words[1] if len(words) == 2 else None
+        shown = words[1] if len(words) == 2 else (words[1:] if len(words) > 2 else None)
         problem = value_problem(name, span, shown, r.target_label, url) if span is not None else None
         if problem is not None:
             return Result("lost", detail=f"{r.target_label} would refuse it: {problem[1]}", kind="refused",
@@ -159,7 +144,7 @@ def _place(r: Render, intent: str, value: Any) -> Result:
         *parents, leaf = spec.yaml_key.split(".")
         for part in parents:
             node = node.setdefault(part, {})
-        node[leaf] = _spelled(spec, value)
+        node[leaf] = spelled(spec, value)
         return Result("translated", [f"{spec.yaml_key}: {json.dumps(node[leaf])}"], detail, spec.source)
     assert spec.env
     r.env[spec.env] = ("1" if value else "0") if spec.kind == "bool" else str(value)
@@ -169,6 +154,8 @@ def _place(r: Render, intent: str, value: Any) -> Result:
 def _flag_words(spec: FlagSpec, name: str, span: FlagSpan | None, value: Any, bool_style: str) -> list[str]:
     """The argv words for one flag and its value ([] when a switch would only repeat the default)."""
     if spec.kind == "bool":
+        if spec.on_value is not None:  # a value of the flag stands for "on"; off is the flag left out
+            return [name, spec.on_value] if bool(value) != spec.invert else []
         if bool(value) != spec.invert:
             return [name]
         if spec.negation:
@@ -179,9 +166,11 @@ def _flag_words(spec: FlagSpec, name: str, span: FlagSpan | None, value: Any, bo
         return [name, spec.separator.join(str(v) for v in value)]
     if isinstance(value, list):
         return [name, *(_text(v) for v in value)]
+    if isinstance(value, dict) and spec.kv_pairs:
+        return [name, ",".join(f"{k}={_text(v)}" for k, v in value.items())]
     if isinstance(value, dict):
         return [name, json.dumps(value)]
-    return [name, _text(_spelled(spec, value))]
+    return [name, _text(spelled(spec, value, span))]
 
 
 def _text(value: Any) -> str:
@@ -189,39 +178,6 @@ def _text(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
-
-
-def _json_member(r: Render, intent: str, spec: FlagSpec, value: Any, detail: str | None) -> Result:
-    """A key of a JSON-valued flag (vLLM --speculative-config): gathered, rendered once all values are placed."""
-    assert spec.flag and spec.json_key
-    node = r.json_objs.setdefault(spec.flag, {})
-    *parents, leaf = spec.json_key.split("|")[0].split(".")
-    for part in parents:
-        node = node.setdefault(part, {})
-    node[leaf] = _spelled(spec, value)
-    r.json_members.setdefault(spec.flag, []).append(intent)
-    return Result("translated", [], detail, spec.source)
-
-
-def _render_json(r: Render) -> None:
-    for flag, obj in r.json_objs.items():
-        container = next((i for i, s in r.dst.flags.items() if s.flag == flag and not s.json_key), None)
-        rest = r.values.pop(container, None) if container else None
-        if isinstance(rest, dict):
-            obj = {**rest, **obj}
-        spec = r.dst.flags[container] if container else FlagSpec(flag=flag, kind="json", source="")
-        name, _, missing, url = _target_option(r, spec)
-        members = r.json_members.get(flag, []) + ([container] if container and rest is not None else [])
-        if name is None:
-            for intent in members:
-                r.results[intent] = Result("lost", detail=f"no {flag} in {r.target_label}: {missing}",
-                                           kind="refused", source=spec.source)
-            continue
-        words = [name, json.dumps(obj)]
-        r.argv.extend(words)
-        for intent in members:
-            prior = r.results.get(intent)
-            r.results[intent] = Result("translated", words, prior.detail if prior else None, url or spec.source)
 
 
 def _describe(spec: FlagSpec | None, name: str, value: Any = None) -> str:
@@ -285,6 +241,9 @@ def _copy(r: Render, name: str, value: Any) -> None:
     note = None
     if dspec.kind == "list" and not isinstance(value, list):
         value = [value]
+    if dspec.named_items and isinstance(value, list) and r.src.name != r.dst.name:
+        # NAME=PATH per item: a bare PATH (a TGI adapter id) is served under its own name
+        value = [v if "=" in str(v) or str(v).lstrip().startswith("{") else f"{v}={v}" for v in value]
     if dspec.kind == "str" and isinstance(value, list):
         if len(value) > 1:
             note = f"only the first of {value} is kept in {r.dst.name}"
@@ -436,7 +395,7 @@ def render(intent: LaunchIntent, target: str, *, target_version: str | None = No
     for name, value in list(r.values.items()):
         if name in r.values and name not in r.results:
             _copy(r, name, value)
-    _render_json(r)
+    render_json(r)
     for intent_name, carrier in r.follows.items():
         if carrier in r.results:
             done = r.results[carrier]

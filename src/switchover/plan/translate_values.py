@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from switchover.engines import EngineProfile, FlagSpec
-from switchover.engines.releases import ReleaseView
+from switchover.engines.releases import FlagSpan, ReleaseView
 from switchover.model.card import ModelCard
 from switchover.plan.equivalence import equivalent_memory_knob
 
@@ -75,6 +75,19 @@ class Render:
         """The target does the same by default: nothing to render."""
         self.values.pop(intent, None)
         self.results[intent] = Result("default_matches", detail=detail, source=source)
+
+
+def spelled(spec: FlagSpec, value: Any, span: FlagSpan | None = None) -> Any:
+    """The target's own spelling of a shared meaning (when the flag declares its values in `canonical`): the spelling
+    the target release accepts (its choices, when read), the one named as the meaning itself first, else the first
+    listed. A boolean's meaning is 'true'/'false', so a switch becomes `on`/`off` where the target takes a word."""
+    if not spec.canonical or not isinstance(value, str | bool):
+        return value
+    token = str(value).lower() if isinstance(value, bool) else value
+    names = [k for k, v in spec.canonical.items() if v == token]
+    if span is not None and span.choices:
+        names = [k for k in names if k in span.choices] or names
+    return (token if token in names else names[0]) if names else value
 
 
 _KV_DTYPE_FAMILY = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e4m3fn": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2",

@@ -184,7 +184,7 @@ def test_a_real_launch_reads_as_its_engine_read_it(case: Case) -> None:
     assert launch.inputs, "every flag is a record"
     refused = tuple(x.typed for x in launch.inputs if x.validity == "refused")
     if load_releases(case.engine) is None:
-        assert launch.version_note == f"no release data for {case.engine}: flags not checked"
+        assert "release data: flags not checked against a release" in (launch.version_note or "")
         return
     if case.refused is not None:
         assert refused == case.refused

@@ -207,3 +207,114 @@ def test_tgi_lora_adapter_ids_become_named_vllm_lora_modules() -> None:
     sg = translate("tgi", "text-generation-launcher --model-id m --lora-adapters=org/a,org/b", "sglang")
     i = sg.argv.index("--lora-paths")
     assert sg.argv[i + 1:i + 3] == ["org/a", "org/b"]
+
+
+# ---- config files: one record per top-level key ------------------------------------------------------------------
+
+TRTLLM_YAML = """kv_cache_config:
+  dtype: fp8
+  enable_partial_reuse: false
+cuda_graph_config:
+  enable_padding: true
+  max_batch_size: 64
+speculative_config:
+  decoding_type: MTP
+  num_nextn_predict_layers: 2
+enable_attention_dp: true
+"""
+
+
+def test_every_top_level_key_of_a_config_file_is_one_record() -> None:
+    tr = translate("trtllm", "trtllm-serve /m --tp_size 8 --extra_llm_api_options x.yaml", "vllm",
+                   files={"x.yaml": TRTLLM_YAML})
+    config = [f.input.typed for f in tr.flags if f.input.via == "config"]
+    assert config == ["kv_cache_config", "cuda_graph_config", "speculative_config", "enable_attention_dp"]
+    out = _out(tr)
+    assert out["kv_cache_config"].outcome == "translated" and "enable_partial_reuse" in (out["kv_cache_config"].detail
+                                                                                          or "")
+    assert out["cuda_graph_config"].outcome == "lost"
+
+
+def test_a_same_engine_upgrade_keeps_a_config_files_other_keys() -> None:
+    tr = translate("trtllm", "trtllm-serve /m --extra_llm_api_options x.yaml", "trtllm", files={"x.yaml": TRTLLM_YAML})
+    assert tr.yaml_config is not None
+    assert tr.yaml_config["kv_cache_config"] == {"dtype": "fp8", "enable_partial_reuse": False}
+    assert tr.yaml_config["cuda_graph_config"] == {"enable_padding": True, "max_batch_size": 64}
+    assert tr.yaml_config["speculative_config"] == {"decoding_type": "MTP", "num_nextn_predict_layers": 2}
+    assert _out(tr)["cuda_graph_config"].outcome == "passed_through"
+
+
+def test_an_inline_json_options_value_is_read_as_the_file_it_stands_for() -> None:
+    tr = translate("trtllm", "trtllm-serve /m --extra_llm_api_options '{\"speculative_config\": {\"decoding_type\": "
+                             "\"Eagle3\", \"max_draft_len\": 3, \"speculative_model_dir\": \"org/eagle3\"}, "
+                             "\"guided_decoding_backend\": \"xgrammar\"}'", "trtllm")
+    assert [f.input.typed for f in tr.flags if f.input.via == "config"] == ["speculative_config",
+                                                                            "guided_decoding_backend"]
+
+
+def test_without_release_data_trtllm_serve_says_its_flags_are_not_checked() -> None:
+    tr = translate("trtllm", "trtllm-serve /m --tp_size 8", "vllm")
+    assert "not checked against a release: no trtllm-serve release data" in (_out(tr)["--tp_size"].input
+                                                                              .validity_detail or "")
+
+
+def test_trtllm_serve_is_rendered_with_its_short_option_names() -> None:
+    # click options --tp_size, --pp_size, --ep_size, --kv_cache_free_gpu_memory_fraction
+    # (https://github.com/NVIDIA/TensorRT-LLM/blob/4c05a74891e4df8066f08ed4ce14b0972abe4e25/tensorrt_llm/commands/serve.py)
+    tr = translate("vllm", "vllm serve m -tp 4 -pp 2", "trtllm")
+    assert _after(tr, "--tp_size") == "4" and _after(tr, "--pp_size") == "2"
+    assert "--tensor_parallel_size" not in tr.argv
+
+
+# ---- speculative decoding across engines --------------------------------------------------------------------------
+
+def test_trtllm_mtp_modules_are_vllm_mtp_tokens() -> None:
+    # N MTP modules draft N tokens (TRT-LLM MTPDecodingConfig.num_nextn_predict_layers,
+    # https://github.com/NVIDIA/TensorRT-LLM/blob/v1.3.0rc3/tensorrt_llm/llmapi/llm_args.py)
+    tr = translate("trtllm", "trtllm-serve /m --extra_llm_api_options x.yaml", "vllm", files={"x.yaml": TRTLLM_YAML})
+    assert json.loads(_after(tr, "--speculative-config")) == {"method": "mtp", "num_speculative_tokens": 2}
+
+
+def test_trtllm_eagle3_becomes_vllm_and_sglang_eagle3_with_its_draft() -> None:
+    text = ("trtllm-serve /m --extra_llm_api_options '{\"speculative_config\": {\"decoding_type\": \"Eagle3\", "
+            "\"max_draft_len\": 3, \"speculative_model_dir\": \"org/eagle3\", \"eagle3_model_arch\": \"llama3\"}}'")
+    vl = translate("trtllm", text, "vllm")
+    assert json.loads(_after(vl, "--speculative-config")) == {"method": "eagle3", "model": "org/eagle3",
+                                                              "num_speculative_tokens": 3}
+    assert "eagle3_model_arch" in (_out(vl)["speculative_config"].detail or "")  # said, not carried
+    sg = translate("trtllm", text, "sglang")
+    # SGLang drafts a chain of k steps with topk 1 and k+1 draft tokens
+    # (https://github.com/sgl-project/sglang/blob/v0.5.5/python/sglang/srt/server_args.py#L1598-L1604)
+    assert (_after(sg, "--speculative-algorithm"), _after(sg, "--speculative-draft-model-path")) == ("EAGLE3",
+                                                                                                      "org/eagle3")
+    assert (_after(sg, "--speculative-num-steps"), _after(sg, "--speculative-eagle-topk"),
+            _after(sg, "--speculative-num-draft-tokens")) == ("3", "1", "4")
+
+
+def test_vllm_prompt_lookup_is_sglang_ngram() -> None:
+    new = translate("vllm", "vllm serve m --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 5, "
+                            "\"prompt_lookup_max\": 4}'", "sglang", source_version="0.9.0")
+    assert _after(new, "--speculative-algorithm") == "NGRAM"
+    # before 0.8.3 prompt lookup is the draft model "[ngram]"
+    # (https://github.com/vllm-project/vllm/blob/v0.6.3/vllm/engine/arg_utils.py#L632)
+    old = translate("vllm", "vllm serve m --speculative-model [ngram] --num-speculative-tokens 5", "sglang",
+                    source_version="0.6.3")
+    assert _after(old, "--speculative-algorithm") == "NGRAM" and "--speculative-draft-model-path" not in old.argv
+
+
+def test_a_vllm_draft_model_without_a_method_says_sglang_needs_one() -> None:
+    # vLLM detects the method from the draft checkpoint when none is given
+    # (https://github.com/vllm-project/vllm/blob/v0.34.0/vllm/config/speculative.py)
+    tr = translate("vllm", "vllm serve m --speculative-model d --num-speculative-tokens 4", "sglang",
+                   source_version="0.6.3")
+    assert _after(tr, "--speculative-draft-model-path") == "d"
+    assert "--speculative-algorithm" in (_out(tr)["--speculative-model"].detail or "")
+
+
+def test_sglang_eagle_becomes_a_vllm_speculative_config() -> None:
+    tr = translate("sglang", "python -m sglang.launch_server --model-path m --speculative-algorithm EAGLE "
+                             "--speculative-draft-model-path d --speculative-num-steps 3 --speculative-eagle-topk 1 "
+                             "--speculative-num-draft-tokens 4", "vllm")
+    assert json.loads(_after(tr, "--speculative-config")) == {"method": "eagle", "model": "d",
+                                                              "num_speculative_tokens": 3}
+    assert _out(tr)["--speculative-eagle-topk"].outcome == "default_matches"

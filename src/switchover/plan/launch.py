@@ -36,6 +36,7 @@ from switchover.plan.launch_records import (
     Reader,
     Via,
     apply,
+    apply_json,
     json_parts,
     record,
     spellings,
@@ -198,9 +199,13 @@ def _value(words: list[str], i: int, eq: str, inline: str, takes: bool | None, k
 
 
 def _read_config(r: Reader, ref: str) -> None:
-    """A config file named on the command line: its keys become records (via config); missing, it is said."""
+    """A config file named on the command line: its keys become records (via config); missing, it is said. A value
+    that is a JSON object is the settings themselves, given inline."""
     text = r.files.get(ref) or r.files.get(Path(ref).name)
-    if text is None and ref and Path(ref).is_file():
+    if text is None and ref.lstrip().startswith("{"):
+        text = ref
+        r.out.notes.append("the config option's value is its settings as inline JSON: read as such")
+    elif text is None and ref and len(ref) < 4096 and Path(ref).is_file():
         text = read_text(ref, max_bytes=CONFIG_MAX_BYTES, what="launch config (YAML)")
     if text is None:
         r.out.notes.append(f"config file {ref!r} not given: its settings are not read (pass --file {ref}=PATH)")
@@ -212,17 +217,18 @@ def _read_config(r: Reader, ref: str) -> None:
 
 
 def _mapping(r: Reader, data: dict[str, Any]) -> None:
-    """Settings as YAML keys (option names without dashes, or nested LLM-API fields): one record per key."""
+    """Settings as YAML keys (option names without dashes, or LLM-API fields and sections): one record per top-level
+    key; a section's keys set the intents the profile maps inside it."""
     keys = cfg.yaml_keys(r.profile)
-    known = set(keys) | {k.lstrip("-").replace("-", "_") for k in r.table}
-    for key, value in cfg.flatten(data, known):
+    sections = cfg.yaml_sections(r.profile)
+    for key, value in ((str(k), v) for k, v in data.items()):
         if key in cfg.MODEL_KEYS:
             r.out.model = str(value)
             record(r, Opt(typed=key, intent=MODEL, validity="ok"), value, "config")
             continue
-        if key in keys:
-            opt = Opt(typed=key, intent=keys[key], detail=f"a YAML setting of {r.label}: its keys are not in the "
-                       "release data, not checked")
+        if key in keys or key in sections:
+            why = r.unchecked() if r.view is None else "its keys are not in the release data"
+            opt = Opt(typed=key, intent=keys.get(key), detail=f"a YAML setting of {r.label}: {why}")
         else:
             opt = next((o for o in (r.option(s) for s in cfg.option_spellings(key))
                         if o.validity == "ok" or o.intent), r.option(cfg.option_spellings(key)[0]))
@@ -238,9 +244,14 @@ def _mapping(r: Reader, data: dict[str, Any]) -> None:
 def _apply_deferred(r: Reader) -> None:
     """Config-file settings over the command line where the engine merges them over it (TensorRT-LLM); elsewhere the
     command line wins and the file only fills what it does not set."""
+    sections = cfg.yaml_sections(r.profile)
     for index, opt in r.deferred:
         before = dict(r.out.values)
-        apply(r, index, opt, r.out.inputs[index].value)
+        value = r.out.inputs[index].value
+        if opt.intent is None and opt.typed in sections and isinstance(value, dict):
+            apply_json(r, index, None, value, sections[opt.typed])
+        else:
+            apply(r, index, opt, value)
         if not r.profile.launch.config_overrides_cli:
             for intent in r.out.produced.get(index, []):
                 if intent in before:
@@ -310,7 +321,9 @@ def resolve_engine(engine: str,
     engine = profile_key(engine)
     view = release_data.view(engine, version)
     if view is None:
-        return load_profile(engine, version), None, version, f"no release data for {engine}: flags not checked"
+        profile = load_profile(engine, version)
+        return profile, None, version, f"no {profile.launch.command.split()[0]} release data: flags not checked " \
+                                       "against a release (only the profile's cited spellings are known)"
     res = view.resolution
     at = version or (res.before.version if res.before else None)
     return load_profile(engine, at), view, at, res.note
@@ -334,7 +347,7 @@ def parse_launch(engine: str, text: str, *, version: str | None = None,
             notes.append(f"version {hit[1]} read from the image tag ({raw.image})")
         elif version and hit[1] and hit[1].lstrip("v") != version.lstrip("v"):
             notes.append(f"the image tag says {hit[1]}, the version given is {version}: {version} is used")
-    profile, view, at, note = resolve_engine(profile_key(key), version)
+    profile, view, at, note = resolve_engine(key, version)
     out = LaunchIntent(engine=key, version=at, version_note=note, notes=notes)
     r = Reader(profile=profile, view=view, files=files, out=out, table=spellings(profile),
                 json_parts=json_parts(profile))

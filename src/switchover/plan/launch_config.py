@@ -53,22 +53,24 @@ def read_yaml_mapping(text: str, what: str) -> dict[str, Any] | list[Any] | None
     return data if isinstance(data, dict | list) else None
 
 
-def flatten(data: dict[str, Any], known: set[str], prefix: str = "") -> list[tuple[str, Any]]:
-    """(dotted key, value) pairs: a key that is a known setting (an option or a YAML key of the profile) is kept
-    whole, whatever its value (a JSON-valued option takes a mapping); any other mapping is walked into."""
-    out: list[tuple[str, Any]] = []
-    for key, value in data.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, dict) and value and path not in known:
-            out.extend(flatten(value, known, path + "."))
-        else:
-            out.append((path, value))
-    return out
-
-
 def yaml_keys(profile: EngineProfile) -> dict[str, str]:
-    """YAML key (dotted) -> intent, from the profile's `yaml_key`s."""
-    return {spec.yaml_key: intent for intent, spec in profile.flags.items() if spec.yaml_key}
+    """YAML key (dotted; each of its '|' spellings) -> intent, from the profile's `yaml_key`s."""
+    return {key: intent for intent, spec in profile.flags.items() if spec.yaml_key
+            for key in spec.yaml_key.split("|")}
+
+
+def yaml_sections(profile: EngineProfile) -> dict[str, dict[str, str]]:
+    """Top-level YAML key of a section (kv_cache_config, speculative_config) -> {the rest of each key inside it
+    ('|' between spellings): intent}: the intents a section's mapping sets, as a JSON flag's keys."""
+    out: dict[str, dict[str, str]] = {}
+    for intent, spec in profile.flags.items():
+        if not spec.yaml_key or "." not in spec.yaml_key:
+            continue
+        spellings = spec.yaml_key.split("|")
+        top = spellings[0].split(".", 1)[0]
+        inner = [s.split(".", 1)[1] for s in spellings if s.startswith(top + ".")]
+        out.setdefault(top, {})["|".join(inner)] = intent
+    return out
 
 
 def option_spellings(key: str) -> list[str]:

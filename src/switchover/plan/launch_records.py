@@ -47,6 +47,8 @@ class LaunchIntent(BaseModel):
     unknown: list[str] = Field(default_factory=list, description="typed spellings with no intent, not accepted")
     inputs: list[InputFlag] = Field(default_factory=list)
     produced: dict[int, list[str]] = Field(default_factory=dict, description="input index -> intents it set")
+    rest: dict[int, Any] = Field(default_factory=dict, description="input index -> the keys of a config section "
+                                 "no intent took")
     image: str | None = None
     gpu_count: int | None = Field(default=None, description="GPUs the process sees (CUDA_VISIBLE_DEVICES, --gpus)")
     notes: list[str] = Field(default_factory=list)
@@ -93,7 +95,7 @@ class Reader:
         return f"{self.profile.name} {self.out.version}" if self.out.version else self.profile.name
 
     def unchecked(self) -> str:
-        return f"flags not checked: no release data for {self.profile.name}"
+        return f"not checked against a release: no {self.profile.launch.command.split()[0]} release data"
 
     def option(self, typed: str) -> Opt:
         """The option, intent and validity of a typed spelling at the launch's version."""
@@ -199,17 +201,18 @@ def refuse(r: Reader, index: int, exc: BadInput) -> None:
     item.validity, item.validity_detail = "refused", f"{item.typed} {str(item.value)[:40]!r}: {exc.message}"
 
 
-def apply_json(r: Reader, index: int, intent: str, value: Any, parts: dict[str, str]) -> None:
-    """A JSON-valued flag: keys the profile maps become their intents; the rest stays on the flag's intent."""
+def apply_json(r: Reader, index: int, intent: str | None, value: Any, parts: dict[str, str]) -> None:
+    """A JSON-valued flag or a config section: keys the profile maps become their intents; the rest stays on the
+    flag's intent (a section with none keeps it as the record's rest)."""
     data = value
     try:
-        data = pairs_of(value) if r.profile.flags[intent].kv_pairs else json.loads(value) if isinstance(
+        data = pairs_of(value) if intent and r.profile.flags[intent].kv_pairs else json.loads(value) if isinstance(
             value, str) else value
     except (ValueError, BadInput):
         record = r.out.inputs[index]
         record.validity, record.validity_detail = "refused", f"{record.typed}: not valid JSON ({str(value)[:60]!r})"
         return
-    produced = [intent]
+    produced = [intent] if intent else []
     if isinstance(data, dict) and parts:
         data = json.loads(json.dumps(data))  # a copy the parts are taken out of
         for keys, part in sorted(parts.items(), key=lambda kv: -kv[0].count(".")):  # nested keys before their parent
@@ -223,10 +226,13 @@ def apply_json(r: Reader, index: int, intent: str, value: Any, parts: dict[str, 
                         return
                     produced.append(part)
                     break
-        if not data:  # every key was taken out: the object itself says nothing more
-            produced.remove(intent)
+        if not data or intent is None:  # every key was taken out, or a section keeps the others as its rest
+            produced = [p for p in produced if p != intent]
             r.out.produced[index] = produced
+            if data:
+                r.out.rest[index] = data
             return
+    assert intent is not None
     r.out.values[intent] = data
     r.out.produced[index] = produced
 

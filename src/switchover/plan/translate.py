@@ -15,25 +15,20 @@ from switchover.engines import EngineProfile, FlagSpec, load_profile
 from switchover.engines.releases import FlagSpan
 from switchover.model.card import ModelCard
 from switchover.plan.launch import (
-    CONFIG_FILE,
-    DEVICES,
-    ENV_FILE,
-    MODEL,
-    InputFlag,
     LaunchIntent,
     parse_launch,
     resolve_engine,
 )
-from switchover.plan.launch_config import env_kind
 from switchover.plan.launch_values import value_problem
 from switchover.plan.translate_hardware import HardwareMove, gguf_step, move_hardware
 from switchover.plan.translate_json import base, has_members, member, render_json, target_option
+from switchover.plan.translate_results import FlagResult, flag_result, model_words
+from switchover.plan.translate_speculation import speculation
 from switchover.plan.translate_values import (
     CONVERSIONS,
     CONVERTED,
     Derived,
     LostKind,
-    Outcome,
     Render,
     Result,
     spelled,
@@ -58,17 +53,6 @@ class LostItem(BaseModel):
     kind: LostKind
     detail: str
     source: str | None = None
-
-
-class FlagResult(BaseModel):
-    """One input flag and what became of it in the target."""
-
-    input: InputFlag
-    outcome: Outcome
-    rendered: list[str] = Field(default_factory=list, description="the target words it produced")
-    detail: str | None = Field(default=None, description="why (for lost: no equivalent, refused, removed in ...)")
-    source: str | None = Field(default=None, description="URL behind the outcome")
-    kind: LostKind | None = Field(default=None, description="for lost flags: what kind of loss")
 
 
 class Translation(BaseModel):
@@ -266,111 +250,6 @@ def _constraints(r: Render) -> None:
                    f"{r.target_label} (it refuses to start otherwise)", spec.rule_source or spec.source)
 
 
-# ---- one result per input flag -----------------------------------------------------------------------------------
-
-def _model_words(r: Render, model: str | None) -> list[str]:
-    """The target's words naming the model; none when the launch names none and the engine stays (it finds its
-    model another way, e.g. llama.cpp -hf REPO, carried as a flag of its own)."""
-    if model is None:
-        return []
-    return [model] if r.dst.launch.model_arg == "positional" else [r.dst.launch.model_arg, model]
-
-
-def _flag_result(r: Render, intent: LaunchIntent, index: int, item: InputFlag) -> FlagResult:
-    """What became of one input flag, from the results of the intents it set."""
-    produced = intent.produced.get(index, [])
-    if item.validity == "refused":
-        return FlagResult(input=item, outcome="lost", kind="refused",
-                          detail=f"the source version refuses it: {item.validity_detail}")
-    if item.intent == MODEL:
-        return FlagResult(input=item, outcome="translated", rendered=_model_words(r, r.model),
-                          detail=r.details.get(MODEL))
-    if item.intent == DEVICES:
-        value = r.env.get(item.typed, item.value)
-        return FlagResult(input=item, outcome="translated", rendered=[f"{item.typed}={value}"],
-                          detail=r.details.get(DEVICES, "CUDA reads it the same in every engine"))
-    if item.intent in (CONFIG_FILE, ENV_FILE):
-        return _file_result(r, intent, item)
-    results = [r.results[i] for i in produced if i in r.results]
-    if not results:
-        return _without_intent(r, intent, item)
-    lost = [x for x in results if x.outcome == "lost"]
-    rendered = list(dict.fromkeys(w for x in results for w in x.rendered))
-    if lost:
-        return FlagResult(input=item, outcome="lost", rendered=rendered, detail="; ".join(
-            x.detail or "" for x in lost), source=lost[0].source, kind=lost[0].kind)
-    outcome: Outcome = "default_matches" if all(x.outcome == "default_matches" for x in results) else "translated"
-    details = [x.detail for x in results if x.detail]
-    return FlagResult(input=item, outcome=outcome, rendered=rendered, detail="; ".join(details) or None,
-                      source=results[0].source)
-
-
-def _file_result(r: Render, intent: LaunchIntent, item: InputFlag) -> FlagResult:
-    """A config file (its settings are records of their own) or a docker --env-file that was not given."""
-    if item.intent == ENV_FILE:
-        return FlagResult(input=item, outcome="lost", kind="not_understood",
-                          detail=f"env file {item.value} not given: its variables are not read (pass --file)")
-    if any("config file" in n and repr(str(item.value)) in n for n in intent.notes):
-        return FlagResult(input=item, outcome="lost", kind="not_understood",
-                          detail=f"config file {item.value} not given: its settings are not read (pass --file)")
-    read = sum(1 for x in intent.inputs if x.via == "config")
-    return FlagResult(input=item, outcome="translated", detail=f"read: its {read} settings are listed one by one",
-                      rendered=[r.dst.launch.config_file] if r.yaml_cfg and r.dst.launch.config_file else [])
-
-
-def _without_intent(r: Render, intent: LaunchIntent, item: InputFlag) -> FlagResult:
-    """A flag no intent covers: refused at the source, passed through unchanged (same engine, or a library's
-    environment variable), or lost with why."""
-    if item.validity == "refused" and item.intent is None:
-        return FlagResult(input=item, outcome="lost", detail=f"the source version refuses it: {item.validity_detail}",
-                          kind="refused")
-    if item.intent is not None:
-        return FlagResult(input=item, outcome="lost", detail=item.validity_detail or "its value could not be read",
-                          kind="refused" if item.validity == "refused" else "not_understood")
-    if item.via == "env":
-        return _env_through(r, item)
-    if r.src.name == r.dst.name and item.option and item.validity == "ok":
-        return _same_option(r, item)
-    if item.validity == "ok":
-        return FlagResult(input=item, outcome="lost", kind="no_equivalent",
-                          detail=f"{item.option} ({r.src.name}) has no known {r.dst.name} equivalent: no intent maps "
-                                 "it, so it is not guessed")
-    return FlagResult(input=item, outcome="lost", kind="not_understood",
-                      detail=f"{item.typed!r}: not understood ({item.validity_detail}); check by hand")
-
-
-def _env_through(r: Render, item: InputFlag) -> FlagResult:
-    kind = env_kind(r.src, item.typed)
-    if kind == "library" or (kind == "engine" and r.src.name == r.dst.name):
-        r.env[item.typed] = str(item.value)
-        return FlagResult(input=item, outcome="passed_through", rendered=[f"{item.typed}={item.value}"],
-                          detail="read by a library the same way in any engine" if kind == "library" else
-                          f"a {r.src.name} variable, kept for {r.target_label} (not checked there)")
-    return FlagResult(input=item, outcome="lost", kind="no_equivalent",
-                      detail=f"{item.typed} is read by {r.src.name}, not by {r.dst.name}")
-
-
-def _same_option(r: Render, item: InputFlag) -> FlagResult:
-    """A same-engine upgrade: the option kept where the target version has it with the same kind."""
-    assert item.option is not None
-    words = [item.option] + ([] if item.value is None else [json.dumps(item.value) if isinstance(
-        item.value, dict) else str(v) for v in (item.value if isinstance(item.value, list) else [item.value])])
-    if r.dview is None:
-        r.argv.extend(words)
-        return FlagResult(input=item, outcome="passed_through", rendered=words,
-                          detail=f"kept as is; not checked at {r.target_label}: no release data")
-    found = r.dview.option(item.option)
-    if found.status == "absent":
-        return FlagResult(input=item, outcome="lost", kind="refused", detail=f"removed: {found.reason}")
-    if item.via == "config":
-        node = r.yaml_cfg
-        node[item.typed] = item.value
-        return FlagResult(input=item, outcome="passed_through", rendered=[f"{item.typed}: {item.value}"])
-    r.argv.extend(words)
-    return FlagResult(input=item, outcome="passed_through", rendered=words, source=found.url,
-                      detail=None if found.status == "present" else f"not checked: {found.reason}")
-
-
 def render(intent: LaunchIntent, target: str, *, target_version: str | None = None, card: ModelCard | None = None,
            gpu_total_gib: float | None = None, move: HardwareMove | None = None) -> Translation:
     """The target engine's launch for `intent` at `target_version` (None: the newest read), with what became of
@@ -388,9 +267,9 @@ def render(intent: LaunchIntent, target: str, *, target_version: str | None = No
     if move is not None:
         move_hardware(r, intent, move)
     gguf_step(r, intent, move)
-    for step in CONVERSIONS:
+    for step in (speculation, *CONVERSIONS):
         step(r)
-    r.argv = dst.launch.command.split() + _model_words(r, r.model if intent.model or src.name != dst.name else None)
+    r.argv = dst.launch.command.split() + model_words(r, r.model if intent.model or src.name != dst.name else None)
     _constraints(r)
     for name, value in list(r.values.items()):
         if name in r.values and name not in r.results:
@@ -403,7 +282,7 @@ def render(intent: LaunchIntent, target: str, *, target_version: str | None = No
                                             + (f": {done.detail}" if done.detail else ""), done.source, done.kind)
     if intent.gpu_count is not None or "CUDA_VISIBLE_DEVICES" in intent.env:
         r.env.setdefault("CUDA_VISIBLE_DEVICES", r.devices or intent.env.get("CUDA_VISIBLE_DEVICES", ""))
-    flags = [_flag_result(r, intent, i, item) for i, item in enumerate(intent.inputs)]
+    flags = [flag_result(r, intent, i, item) for i, item in enumerate(intent.inputs)]
     if r.yaml_cfg and dst.launch.config_file:
         r.argv += [dst.launch.config_file, "extra_llm_api_options.yaml"]
     return Translation(source_engine=src.name, source_version=intent.version, source_note=intent.version_note,

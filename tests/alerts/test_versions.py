@@ -91,11 +91,16 @@ def test_llamacpp_kv_cache_series_are_gone_after_their_removal(tmp_path: Path) -
 
 def test_keep_unknown_keeps_and_annotates_the_rule_as_a_warning(tmp_path: Path) -> None:
     data, report = _run(tmp_path, "llamacpp@b3995", "llamacpp@b11434",
-                        _alert("KVFull", "llamacpp:kv_cache_usage_ratio > 0.9"), keep_unknown=True)
+                        _alert("KVFull", "llamacpp:kv_cache_tokens > 1000"), keep_unknown=True)
     rule = _rule(report, "KVFull")
-    assert rule.status == "untranslated" and rule.series_left == ["llamacpp:kv_cache_usage_ratio"]
+    assert rule.status == "untranslated" and rule.series_left == ["llamacpp:kv_cache_tokens"]
     assert not report.errors and any(f.kind == "dead_series" and f.severity == "warning" for f in report.findings)
-    assert "kv_cache_usage_ratio" in data["groups"][0]["rules"][0]["annotations"][ANNOTATION]
+    assert "kv_cache_tokens" in data["groups"][0]["rules"][0]["annotations"][ANNOTATION]
+
+
+def test_llamacpp_kv_usage_before_its_removal_becomes_the_targets_kv_usage(tmp_path: Path) -> None:
+    _, report = _run(tmp_path, "llamacpp@b3995", "vllm@0.11.0", _alert("KVFull", "llamacpp:kv_cache_usage_ratio > 0.9"))
+    assert _rule(report, "KVFull").expr_after == "vllm:kv_cache_usage_perc > 0.9"
 
 
 def test_an_engine_specific_series_is_untranslatable_to_another_engine(tmp_path: Path) -> None:

@@ -6,12 +6,14 @@ looks facts up here instead of branching on the engine name (DESIGN.md principle
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from switchover.engines.cited import CitedFact
@@ -333,25 +335,36 @@ def list_profiles() -> list[str]:
     return sorted(p.name[: -len(".yaml")] for p in root.iterdir() if p.name.endswith(".yaml"))
 
 
+_BUILD_TAG = re.compile(r"(?<=[<>=!~,])\s*[bB](\d+)")
+_NEWEST = Version("99999")  # above any release: a range that holds here is open above (the newest release)
+
+
+def _range(spec: str) -> SpecifierSet:
+    """A release range as PEP 440 specifiers; llama.cpp build tags ('>=b4529') are read as build numbers. A range
+    that does not parse is a packaging bug, refused when the profile loads (InvalidSpecifier)."""
+    return SpecifierSet(_BUILD_TAG.sub(r"\1", "," + spec.strip())[1:])
+
+
 def _in_range(spec: str, version: str) -> bool:
     """Whether a release (0.8.5.post1, 1.2.0rc1, b3995) lies in a range such as '>=0.8,<0.10.2' (PEP 440
     comparisons, pre-releases included)."""
-    return SpecifierSet(spec).contains(release_key(version), prereleases=True)
+    return _range(spec).contains(release_key(version), prereleases=True)
 
 
 def _resolve_variants(raw: dict[str, Any], section: str, version: str | None) -> None:
     """A `flags` or `metrics` entry may be a list of variants, each with its `versions` range: keep the one that
-    holds at `version` (the last one listed when no version is given: the newest), drop the intent when none does."""
+    holds at `version` (no version: the newest, i.e. a variant whose range is open above), drop the intent when
+    none does (a spelling or series the engine no longer has)."""
     table = raw.get(section)
     if not isinstance(table, dict):
         return
     for intent, entry in list(table.items()):
-        if not isinstance(entry, list):
-            continue
+        variants = entry if isinstance(entry, list) else [entry]
         if version is None:
-            table[intent] = entry[-1]
-            continue
-        held = [v for v in entry if not v.get("versions") or _in_range(str(v["versions"]), version)]
+            held = [v for v in variants if not v.get("versions") or _range(str(v["versions"])).contains(
+                _NEWEST, prereleases=True)]
+        else:
+            held = [v for v in variants if not v.get("versions") or _in_range(str(v["versions"]), version)]
         if held:
             table[intent] = held[-1]
         else:

@@ -104,3 +104,12 @@ def test_a_histogram_without_sum_is_served_without_one_and_said():
     assert "vllm:time_to_first_token_seconds_sum" not in out  # not a 0 that reads as a mean latency of 0
     assert "vllm:time_to_first_token_seconds_count" in out
     assert report["sum_absent_in_scrape"] == ["sglang:time_to_first_token_seconds"]
+
+
+def test_the_adapter_serves_the_names_of_the_release_asked_for():
+    from switchover.engines import load_profile
+
+    old = {m.intent: m.dst.name for m in ma.plan(load_profile("sglang"), load_profile("vllm", "0.6.3")).mappings}
+    new = {m.intent: m.dst.name for m in ma.plan(load_profile("sglang"), load_profile("vllm", "0.11.0")).mappings}
+    assert old["kv_usage"] == "vllm:gpu_cache_usage_perc"
+    assert new["kv_usage"] == "vllm:kv_cache_usage_perc"

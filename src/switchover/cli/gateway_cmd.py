@@ -157,8 +157,10 @@ def hash_key(
 
 
 def metrics_adapter(
-    from_engine: str = typer.Option(..., "--from", help="Engine whose metrics are scraped (the new one)."),
-    to_engine: str = typer.Option(..., "--to", help="Engine whose names, units and buckets to serve (the old one)."),
+    from_engine: str = typer.Option(..., "--from", help="Engine whose metrics are scraped (the new one): ENGINE or "
+                                    "ENGINE@VERSION (the series that release serves; newest known when left out)."),
+    to_engine: str = typer.Option(..., "--to", help="Engine whose names, units and buckets to serve (the old one): "
+                                  "ENGINE or ENGINE@VERSION, e.g. vllm@0.6.3 for dashboards of that release."),
     upstream: str = typer.Option(..., "--upstream", parser=params.URL,
                                  help="Base URL (or full metrics URL) of the new engine."),
     listen: str = typer.Option("127.0.0.1:9400", "--listen", parser=params.HOST_PORT,
@@ -169,15 +171,17 @@ def metrics_adapter(
 ) -> None:
     """Re-serve the new engine's metrics under the old engine's names, units and histogram buckets.
 
-    Example: switchover metrics-adapter --from sglang --to vllm --upstream http://127.0.0.1:30000
+    Example: switchover metrics-adapter --from sglang --to vllm@0.6.3 --upstream http://127.0.0.1:30000
     """
+    from switchover.engines.compat import parse_pin
     from switchover.engines.profile import load_profile
     from switchover.gateway import metrics_adapter as ma
 
     host, _, port_s = listen.rpartition(":")
     if not host or not port_s.isdigit() or not 1 <= int(port_s) <= 65535:
         raise BadInput(f"--listen must be host:port with a port in 1-65535, got {listen!r}")
-    src, dst = load_profile(from_engine), load_profile(to_engine)
+    src_pin, dst_pin = parse_pin(from_engine, "--from"), parse_pin(to_engine, "--to")
+    src, dst = load_profile(src_pin.engine, src_pin.version), load_profile(dst_pin.engine, dst_pin.version)
     plan = ma.plan(src, dst)
     url = ma.scrape_url(upstream, src)
     if once:

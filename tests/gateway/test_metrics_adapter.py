@@ -107,9 +107,7 @@ def test_a_histogram_without_sum_is_served_without_one_and_said():
 
 
 def test_the_adapter_serves_the_names_of_the_release_asked_for():
-    from switchover.engines import load_profile
-
-    old = {m.intent: m.dst.name for m in ma.plan(load_profile("sglang"), load_profile("vllm", "0.6.3")).mappings}
-    new = {m.intent: m.dst.name for m in ma.plan(load_profile("sglang"), load_profile("vllm", "0.11.0")).mappings}
+    old = {m.intent: m.dst.name for m in plan(load_profile("sglang"), load_profile("vllm", "0.6.3")).mappings}
+    new = {m.intent: m.dst.name for m in plan(load_profile("sglang"), load_profile("vllm", "0.11.0")).mappings}
     assert old["kv_usage"] == "vllm:gpu_cache_usage_perc"
     assert new["kv_usage"] == "vllm:kv_cache_usage_perc"

@@ -244,3 +244,48 @@ def test_a_windows_llama_server_exe_is_llamacpp(text: str) -> None:
     launch = parse_launch("llamacpp", text)
     assert launch.model == "E:\\m.gguf" and launch.values["port"] == 8084
 
+
+
+def _env_data(environment: dict[str, dict[str, Any]]) -> EngineReleases:
+    snaps = [Snapshot(version=v, ref=f"v{v}", archive="test", date=None,
+                      facts=Extracted(parser=FLEXIBLE, flags={"--model": _flag()}, files=["args.py"],
+                                      environment=env)) for v, env in environment.items()]
+    return compact("vllm", snaps, source_url="https://example.invalid/{ref}/{path}", generated_by="test")
+
+
+def test_an_engine_environment_variable_is_checked_where_the_data_has_the_engines_table(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _env_data({"0.8.5": {"VLLM_USE_V1": {"path": "vllm/envs.py"}}, "0.11.0": {}})
+    monkeypatch.setattr(releases, "load_releases", lambda engine: data if engine == "vllm" else None)
+    ok = _by_typed(parse_launch("vllm", "VLLM_USE_V1=0 vllm serve M", version="0.8.5"))["VLLM_USE_V1"]
+    assert ok.validity == "ok"
+    gone = _by_typed(parse_launch("vllm", "VLLM_USE_V1=0 vllm serve M", version="0.11.0"))["VLLM_USE_V1"]
+    assert gone.validity == "refused" and "last in 0.8.5" in (gone.validity_detail or "")
+
+
+def test_without_an_environment_table_the_variable_is_said_not_checked() -> None:
+    rec = _by_typed(parse_launch("vllm", "VLLM_USE_V1=0 vllm serve M", version="0.11.0"))["VLLM_USE_V1"]
+    assert rec.validity == "unknown" and "no environment-variable data for vllm" in (rec.validity_detail or "")
+
+
+def test_a_value_both_definitions_around_an_unread_release_accept_is_ok(monkeypatch: pytest.MonkeyPatch) -> None:
+    # between two reads that define --split-mode differently, a value both accept is surely accepted; one only the
+    # later read accepts is unknown there (engines.releases Lookup.alternatives)
+    snaps = [Snapshot(version=v, ref=v, archive="test", date=None, facts=Extracted(
+        parser=CLAP, files=["arg.cpp"], flags={"--split-mode": _flag(choices=c), "--model": _flag(aliases=["-m"])}))
+        for v, c in (("b8390", ["none", "layer", "row"]), ("b9093", ["none", "layer", "row", "tensor"]))]
+    data = compact("llamacpp", snaps, source_url="https://example.invalid/{ref}/{path}", generated_by="test")
+    monkeypatch.setattr(releases, "load_releases", lambda engine: data if engine == "llamacpp" else None)
+    both = _by_typed(parse_launch("llamacpp", "llama-server -m m.gguf --split-mode layer", version="b8637"))
+    assert both["--split-mode"].validity == "ok"
+    one = _by_typed(parse_launch("llamacpp", "llama-server -m m.gguf --split-mode tensor", version="b8637"))
+    assert one["--split-mode"].validity == "unknown" and "b8390" in (one["--split-mode"].validity_detail or "")
+
+
+def test_a_bare_option_whose_value_is_optional_is_ok(monkeypatch: pytest.MonkeyPatch) -> None:
+    # argparse nargs='?' (vLLM --enable-chunked-prefill at 0.6.0: https://github.com/vllm-project/vllm/blob/v0.6.0/vllm/engine/arg_utils.py)
+    data = _data("vllm", FLEXIBLE, {"0.6.0": {"--model": _flag(), "--enable-chunked-prefill": _flag(
+        kind="bool", value_optional=True, choices=["true", "false"])}})
+    monkeypatch.setattr(releases, "load_releases", lambda engine: data if engine == "vllm" else None)
+    rec = _by_typed(parse_launch("vllm", "vllm serve M --enable-chunked-prefill", version="0.6.0"))
+    assert rec["--enable-chunked-prefill"].validity == "ok"

@@ -318,3 +318,24 @@ def test_sglang_eagle_becomes_a_vllm_speculative_config() -> None:
     assert json.loads(_after(tr, "--speculative-config")) == {"method": "eagle", "model": "d",
                                                               "num_speculative_tokens": 3}
     assert _out(tr)["--speculative-eagle-topk"].outcome == "default_matches"
+
+
+# ---- memory --------------------------------------------------------------------------------------------------------
+
+def test_the_memory_knob_is_converted_with_each_sides_release_gpu_and_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    from switchover.model import card_from_config
+    from switchover.plan import translate_values
+    from tests.plan import configs as C
+
+    seen: dict[str, Any] = {}
+
+    def spy(*args: Any, **kwargs: Any) -> None:
+        seen.update(kwargs)
+        return None
+
+    monkeypatch.setattr(translate_values, "equivalent_memory_knob", spy)
+    translate("vllm", "vllm serve m --gpu-memory-utilization 0.9 --max-model-len 8192", "sglang",
+              card=card_from_config(C.LLAMA_8B), gpu_total_gib=79.18, gpu_name="H100-80G", source_version="0.6.3",
+              target_version="0.5.5")
+    assert (seen["src_version"], seen["dst_version"], seen["max_model_len"], seen["gpu_name"]) == (
+        "0.6.3", "0.5.5", 8192, "H100-80G")

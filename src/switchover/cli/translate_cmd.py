@@ -70,7 +70,8 @@ def translate_cmd(
     moving = to_gpu is not None or to_gpus is not None
     move = HardwareMove(from_gpu=gpu and find_gpu(gpu).name, to_gpu=to_gpu and find_gpu(to_gpu).name,
                         to_gpus=to_gpus) if moving else None
-    result = translate(src, launch, dst, card=card, gpu_total_gib=total, source_version=src_version,
+    result = translate(src, launch, dst, card=card, gpu_total_gib=total, gpu_name=gpu and find_gpu(gpu).name,
+                       source_version=src_version,
                        target_version=dst_version, files=_named_files(files), move=move)
     if json_out:
         print_json(result)

@@ -41,7 +41,10 @@ from switchover.plan.launch_records import (
     record,
     spellings,
 )
-from switchover.plan.launch_values import RANGES, TRUE_FALSE, is_option, value_problem
+from switchover.plan.launch_records import (
+    VALIDITY as _VALIDITY,
+)
+from switchover.plan.launch_values import RANGES, TRUE_FALSE, is_option
 from switchover.textfile import read_text
 
 _PYTHON = ("python", "python3")
@@ -152,10 +155,8 @@ def _walk(r: Reader, words: list[str], model_flags: set[str], positional: bool) 
         value, i = _value(words, i + 1, eq, inline, takes, kind, unknown=spec is None and opt.intent is None)
         if takes is True and value is None:
             _bare(r, opt, name, spec)
-        elif opt.span is not None and opt.validity == "ok":
-            problem = value_problem(name, opt.span, value, r.label, opt.url)
-            if problem is not None:
-                opt.validity, opt.detail = problem
+        else:
+            opt.check(name, value, r.label)
         index = record(r, opt, value, "argv")
         if opt.intent == MODEL:
             r.out.model = str(value) if value is not None else r.out.model
@@ -167,8 +168,11 @@ def _walk(r: Reader, words: list[str], model_flags: set[str], positional: bool) 
 
 
 def _bare(r: Reader, opt: Opt, name: str, spec: Any) -> None:
-    """An option that takes a value, given none: refused, unless the release data cannot tell a required value from
-    an optional one (argparse nargs='?': vLLM's --enable-chunked-prefill before 0.8.5)."""
+    """An option that takes a value, given none: accepted where its value is optional (argparse nargs='?': vLLM's
+    --enable-chunked-prefill before 0.8.5), refused where it is required; unknown where the release data cannot tell
+    the two apart (read before value_optional was extracted)."""
+    if opt.span is not None and opt.span.value_optional:
+        return
     if opt.span is not None and opt.span.kind not in ("int", "float", "json") and opt.validity == "ok":
         opt.validity, opt.detail = "unknown", (f"{name} given without a value: whether {r.label} takes it bare (an "
                                                "optional value) is not in the release data")
@@ -233,10 +237,8 @@ def _mapping(r: Reader, data: dict[str, Any]) -> None:
             opt = next((o for o in (r.option(s) for s in cfg.option_spellings(key))
                         if o.validity == "ok" or o.intent), r.option(cfg.option_spellings(key)[0]))
             opt.typed = key
-        if opt.span is not None and opt.validity == "ok" and not isinstance(value, bool):
-            problem = value_problem(key, opt.span, value, r.label, opt.url)
-            if problem is not None:
-                opt.validity, opt.detail = problem
+        if not isinstance(value, bool):
+            opt.check(key, value, r.label)
         index = record(r, opt, value, "config")
         r.deferred.append((index, opt))
 
@@ -272,11 +274,8 @@ def _environment(r: Reader, env: list[EnvSetting]) -> None:
                 opt.validity, opt.detail = ("refused" if found.status == "absent" else "unknown"), found.reason
             elif opt.span is not None:
                 given = item.value if opt.span.takes_value or item.value.lower() not in TRUE_FALSE else None
-                problem = value_problem(item.name, opt.span, given, r.label, opt.url)
-                if problem is not None:
-                    opt.validity, opt.detail = problem
-                else:
-                    opt.validity, opt.detail = "ok", None
+                opt.validity, opt.detail = "ok", None
+                opt.check(item.name, given, r.label)
         elif (other := _env_elsewhere(r, item.name)) is not None:
             opt = Opt(typed=item.name, validity="refused", detail=other)
         elif spec_intent is not None:
@@ -309,6 +308,13 @@ def _env_only(r: Reader, item: EnvSetting) -> Opt:
     if kind == "devices":
         return Opt(typed=item.name, intent=DEVICES, validity="ok",
                     detail=f"the GPUs the process sees ({cfg.VISIBLE_DEVICES_SOURCE})")
+    if kind == "engine" and r.view is not None:  # the engine's own variables, where its environment table was read
+        found = r.view.env_var(item.name)
+        if found.status == "absent":
+            return Opt(typed=item.name, validity="refused", url=found.url,
+                       detail=f"{r.label} reads no {item.name}: it is ignored ({found.reason})")
+        return Opt(typed=item.name, validity=_VALIDITY[found.status], url=found.url,
+                   detail=None if found.status == "present" else found.reason)
     why = {"library": "read by a library (Hugging Face, NCCL, CUDA, PyTorch), not an engine option: not checked",
            "engine": f"a {r.profile.name} environment variable; those are not in the release data: not checked",
            "other": f"not an option of {r.label} that the release data knows: not checked"}[kind]

@@ -14,13 +14,13 @@ from pydantic import BaseModel, Field
 from switchover.engines import EngineProfile, FlagSpec
 from switchover.engines.releases import FlagSpan, ReleaseView
 from switchover.errors import BadInput
-from switchover.plan.launch_values import bool_of, convert
+from switchover.plan.launch_values import bool_of, convert, value_problem
 
 Via = Literal["argv", "env", "config"]
 Validity = Literal["ok", "refused", "unknown"]
 # intents every engine shares without a profile entry: the model, the GPUs the process sees, a config file read
 MODEL, DEVICES, CONFIG_FILE, ENV_FILE = "model", "visible_devices", "config_file", "env_file"
-_VALIDITY: dict[str, Validity] = {"present": "ok", "absent": "refused", "unknown": "unknown"}
+VALIDITY: dict[str, Validity] = {"present": "ok", "absent": "refused", "unknown": "unknown"}
 
 
 class InputFlag(BaseModel):
@@ -67,6 +67,25 @@ class Opt:
     validity: Validity = "unknown"
     detail: str | None = None
     url: str | None = None
+    alternatives: tuple[FlagSpan, ...] = ()  # two definitions around an unread release: a value must suit both
+
+    def check(self, name: str, value: Any, label: str) -> None:
+        """Refuse (or leave unknown) a value the release's parser would not take; with two definitions around an
+        unread release, a value is surely taken only when both take it."""
+        if self.span is None or self.validity != "ok":
+            return
+        spans = self.alternatives or (self.span,)
+        problems = [value_problem(name, s, value, label, self.url) for s in spans]
+        if all(p is None for p in problems):
+            return
+        refusals = [p for p in problems if p is not None and p[0] == "refused"]
+        if len(refusals) == len(problems):
+            self.validity, self.detail = refusals[0]
+            return
+        why = next(p[1] for p in problems if p is not None)
+        self.validity = "unknown"
+        self.detail = (f"{why}; the releases read around {label} define {name} differently and the other takes it"
+                       if len(spans) > 1 else why)
 
     def takes_value(self, spec: FlagSpec | None) -> bool | None:
         """True/False when the release data or the profile says; None: unknown (a boolean may take true/false,
@@ -105,11 +124,12 @@ class Reader:
             opt.detail = self.unchecked()
         else:
             found = self.view.option(typed)
-            opt.validity = _VALIDITY[found.status]
+            opt.validity = VALIDITY[found.status]
             opt.detail = None if found.status == "present" else found.reason
             opt.url = found.url
             if found.status == "present" and isinstance(found.span, FlagSpan):
                 opt.span, opt.canonical = found.span, found.name
+                opt.alternatives = tuple(s for s in found.alternatives if isinstance(s, FlagSpan))
                 names += [found.name, *found.span.aliases]
                 opt.negated = is_negation(typed, found.name, found.span)
                 if opt.negated and found.span.negation:

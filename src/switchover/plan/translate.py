@@ -251,14 +251,15 @@ def _constraints(r: Render) -> None:
 
 
 def render(intent: LaunchIntent, target: str, *, target_version: str | None = None, card: ModelCard | None = None,
-           gpu_total_gib: float | None = None, move: HardwareMove | None = None) -> Translation:
+           gpu_total_gib: float | None = None, move: HardwareMove | None = None,
+           gpu_name: str | None = None) -> Translation:
     """The target engine's launch for `intent` at `target_version` (None: the newest read), with what became of
     every input flag. With a model card and the GPU's memory, the memory knob is converted to the target's meaning;
     with a hardware move, the layout, memory knob, context and concurrency are derived for the new GPUs."""
     src = load_profile(intent.engine, intent.version)
     dst, dview, at, note = resolve_engine(target, target_version)
     r = Render(src=src, dst=dst, dview=dview, target_label=f"{dst.name} {at}" if at else dst.name,
-               values=dict(intent.values), card=card, gpu_total_gib=gpu_total_gib)
+               values=dict(intent.values), card=card, gpu_total_gib=gpu_total_gib, gpu_name=gpu_name)
     r.model = intent.model or "MODEL"
     if intent.model is None:
         r.notes.append("the launch names no model" + ("" if src.name == dst.name else
@@ -306,9 +307,10 @@ def api_differences(src: EngineProfile, dst: EngineProfile) -> list[LostItem]:
 
 
 def translate(source: str, text: str, target: str, *, card: ModelCard | None = None,
-              gpu_total_gib: float | None = None, source_version: str | None = None,
+              gpu_total_gib: float | None = None, gpu_name: str | None = None, source_version: str | None = None,
               target_version: str | None = None, files: dict[str, str] | None = None,
               move: HardwareMove | None = None) -> Translation:
     """Parse `text` as a `source` launch (at `source_version`) and render it for `target` (at `target_version`)."""
     intent = parse_launch(source, text, version=source_version, files=files)
-    return render(intent, target, target_version=target_version, card=card, gpu_total_gib=gpu_total_gib, move=move)
+    return render(intent, target, target_version=target_version, card=card, gpu_total_gib=gpu_total_gib, move=move,
+                  gpu_name=gpu_name)

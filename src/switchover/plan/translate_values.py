@@ -50,6 +50,7 @@ class Render:
     values: dict[str, Any]
     card: ModelCard | None = None
     gpu_total_gib: float | None = None
+    gpu_name: str | None = None  # the source's GPU from the catalog (its overheads), when named
     argv: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     yaml_cfg: dict[str, Any] = field(default_factory=dict)
@@ -117,10 +118,13 @@ def memory_knob(r: Render) -> None:
     if (r.card is None or not r.gpu_total_gib or "gpu_memory_fraction" not in values or src.name == dst.name
             or "gpu_memory_fraction" in r.details):
         return
+    mml = values.get("max_context_length")
     eq = equivalent_memory_knob(r.card, src, dst, r.gpu_total_gib, float(values["gpu_memory_fraction"]),
                                 tp=int(values.get("tensor_parallel_size", 1)),
                                 pp=int(values.get("pipeline_parallel_size", 1)),
-                                kv_dtype=str(values.get("kv_cache_dtype", "auto")))
+                                kv_dtype=str(values.get("kv_cache_dtype", "auto")), gpu_name=r.gpu_name,
+                                max_model_len=mml if isinstance(mml, int) and mml > 0 else None,
+                                src_version=src.resolved_version, dst_version=dst.resolved_version)
     values.pop("gpu_memory_fraction")
     if eq is None:
         r.lose("gpu_memory_fraction", "different_meaning",

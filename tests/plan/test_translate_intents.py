@@ -339,3 +339,13 @@ def test_the_memory_knob_is_converted_with_each_sides_release_gpu_and_context(mo
               target_version="0.5.5")
     assert (seen["src_version"], seen["dst_version"], seen["max_model_len"], seen["gpu_name"]) == (
         "0.6.3", "0.5.5", 8192, "H100-80G")
+
+
+def test_vllm_task_becomes_runner_after_its_removal() -> None:
+    # --task is deprecated in 0.12.0 ("removed in v0.13.0"): a pooling task is --runner pooling, plus --convert for a
+    # checkpoint that is not a pooling model (https://github.com/vllm-project/vllm/blob/v0.12.0/vllm/config/model.py#L538-L605)
+    tr = translate("vllm", "vllm serve m --task embedding", "vllm", source_version="0.6.4", target_version="0.13.0")
+    assert _after(tr, "--runner") == "pooling" and "--task" not in tr.argv
+    assert "--convert embed" in (_out(tr)["--task"].detail or "")
+    same = translate("vllm", "vllm serve m --task embed", "vllm", source_version="0.8.5", target_version="0.9.0")
+    assert _after(same, "--task") == "embed"

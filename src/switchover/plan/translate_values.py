@@ -305,7 +305,26 @@ def gpu_layers(r: Render) -> None:
                "partial layer offload (every layer runs on the GPU)", spec.source if spec else None)
 
 
+# vLLM's pooling tasks and the --convert each needs on a checkpoint that is not a pooling model
+# (https://github.com/vllm-project/vllm/blob/v0.12.0/vllm/config/model.py#L98-L108, #L525-L536)
+_POOLING_TASKS = {"embed": "embed", "classify": "classify", "score": "classify or embed", "reward": "reward"}
+_TASK_SOURCE = "https://github.com/vllm-project/vllm/blob/v0.12.0/vllm/config/model.py#L538-L605"
+
+
+def model_task(r: Render) -> None:
+    """A pooling task (--task embed) where the target only says pooling or not (--runner pooling): the runner, and
+    the --convert a checkpoint that is not a pooling model also needs, said."""
+    spec = r.dst.flags.get("model_task")
+    task = r.values.get("model_task")
+    if spec is None or task not in _POOLING_TASKS or task in (spec.canonical or {}).values():
+        return
+    if "pooling" in (spec.canonical or {}).values():
+        r.values["model_task"] = "pooling"
+        r.details["model_task"] = (f"{task} is a pooling task: {spec.flag} pooling; a checkpoint that is not a pooling "
+                                   f"model also needs --convert {_POOLING_TASKS[task]} ({_TASK_SOURCE})")
+
+
 # conversions that depend on what a value means, in order, before the values are copied
-CONVERSIONS = (shared_meanings, sharded, gpu_layers, memory_knob, expert_parallel, chunked_prefill, kv_dtype,
-               context_over_slots, metrics_on)
+CONVERSIONS = (model_task, shared_meanings, sharded, gpu_layers, memory_knob, expert_parallel, chunked_prefill,
+               kv_dtype, context_over_slots, metrics_on)
 CONVERTED = {"expert_parallel", "chunked_prefill"}  # their kinds differ between engines by design

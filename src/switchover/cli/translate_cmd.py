@@ -51,8 +51,9 @@ def translate_cmd(
 
     Example: switchover plan translate --from vllm@0.6.3 "vllm serve M --max-model-len 8192 -tp 2" --to sglang@0.5.5
 
-    Example: switchover plan translate "docker run vllm/vllm-openai:v0.6.3 --model M -tp 4" --to sglang
-    -m ./Llama-3.1-70B --gpu A100-80G --to-gpu H100-80G --to-gpus 2
+    Example: switchover plan translate @run.sh --to sglang -m ./L70B --gpu A100-80G --to-gpu H100-80G --to-gpus 2
+
+    Example: switchover plan translate "llama-server.exe -m E:\\m.gguf -c 8192" --to vllm --json
     """
     if launch.startswith("@"):
         launch = read_text(launch[1:], max_bytes=LAUNCH_MAX_BYTES, what="launch command or YAML config")

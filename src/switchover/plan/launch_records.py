@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from switchover.engines import EngineProfile, FlagSpec
 from switchover.engines.releases import FlagSpan, ReleaseView
 from switchover.errors import BadInput
-from switchover.plan.launch_values import bool_of, convert, value_problem
+from switchover.plan.launch_values import NotAValue, bool_of, convert, value_problem
 
 Via = Literal["argv", "env", "config"]
 Validity = Literal["ok", "refused", "unknown"]
@@ -196,7 +196,7 @@ def apply(r: Reader, index: int, opt: Opt, value: Any) -> None:
     if spec.kind == "bool":
         try:
             on = str(value) == spec.on_value if spec.on_value is not None else bool_of(value)
-        except BadInput as exc:
+        except NotAValue as exc:
             refuse(r, index, exc)
             return
         r.out.values[intent] = on if opt.bare else not on
@@ -208,15 +208,15 @@ def apply(r: Reader, index: int, opt: Opt, value: Any) -> None:
         return
     try:
         r.out.values[intent] = convert(spec, value, intent)
-    except BadInput as exc:
+    except NotAValue as exc:
         refuse(r, index, exc)
         return
     r.out.produced[index] = [intent]
 
 
-def refuse(r: Reader, index: int, exc: BadInput) -> None:
-    """A value the engine cannot take (not a number, outside what the setting can mean): the record is refused with
-    why (the engine would not start with it), and sets nothing."""
+def refuse(r: Reader, index: int, exc: NotAValue) -> None:
+    """A value of the wrong kind for its option (not a number, not true/false): the record is refused with why (the
+    engine's parser would not take it), and sets nothing."""
     item = r.out.inputs[index]
     item.validity, item.validity_detail = "refused", f"{item.typed} {str(item.value)[:40]!r}: {exc.message}"
 
@@ -241,7 +241,7 @@ def apply_json(r: Reader, index: int, intent: str | None, value: Any, parts: dic
                 if found:
                     try:
                         r.out.values[part] = convert(r.profile.flags[part], item, part)
-                    except BadInput as exc:
+                    except NotAValue as exc:
                         refuse(r, index, exc)
                         return
                     produced.append(part)

@@ -46,6 +46,11 @@ def is_option(token: str) -> bool:
 Problem = tuple[Literal["refused", "unknown"], str]
 
 
+class NotAValue(BadInput):
+    """A value of the wrong kind for its option (`--port port`): the engine's parser refuses it, so the launch's flag
+    is refused; a number outside what the setting can mean at all (RANGES) stays bad input."""
+
+
 def value_problem(name: str, span: FlagSpan, value: Any, label: str, url: str | None) -> Problem | None:
     """('refused' | 'unknown', why) when the release's parser would not take `value` for the option; None if it
     would. `value` None: given bare."""
@@ -104,12 +109,12 @@ def convert(spec: FlagSpec, raw: Any, intent: str) -> Any:
             mult = {"k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
             return _in_range(spec, intent, int(float(text[:-1] if mult > 1 else text) * mult))
         except (ValueError, OverflowError):
-            raise BadInput(f"{spec.flag or intent}: expected an integer, got {str(raw)[:40]!r}") from None
+            raise NotAValue(f"{spec.flag or intent}: expected an integer, got {str(raw)[:40]!r}") from None
     if spec.kind == "float":
         try:
             number = float(raw)
         except (ValueError, TypeError):
-            raise BadInput(f"{spec.flag or intent}: expected a number, got {str(raw)[:40]!r}") from None
+            raise NotAValue(f"{spec.flag or intent}: expected a number, got {str(raw)[:40]!r}") from None
         return _in_range(spec, intent, number)
     if spec.kind == "list":
         items = raw if isinstance(raw, list) else [raw]
@@ -135,7 +140,7 @@ def bool_of(raw: Any) -> bool:
         return True
     if text in FALSE:
         return False
-    raise BadInput(f"expected true/false, got {str(raw)[:40]!r}")
+    raise NotAValue(f"expected true/false, got {str(raw)[:40]!r}")
 
 
 def _in_range(spec: FlagSpec, intent: str, value: float) -> Any:

@@ -151,3 +151,9 @@ def test_a_compose_service_environment_list_or_mapping_is_the_containers_env(env
     assert raw is not None and raw.image == "vllm/vllm-openai:v0.6.4"
     assert [(e.name, e.value, e.how) for e in raw.env] == [("HF_TOKEN", "$HF_TOKEN", "compose environment"),
                                                            ("CUDA_VISIBLE_DEVICES", "0", "compose environment")]
+
+
+@pytest.mark.parametrize("prefix", ["uv run --with vllm==0.9.2", "uvx", "conda run -n serve", "pipx run"])
+def test_python_environment_runners_start_the_engine_command(prefix: str) -> None:
+    raw = parse_script(f"HF_TOKEN=x {prefix} vllm serve M --port 8000", _engine)
+    assert raw is not None and raw.words == ["vllm", "serve", "M", "--port", "8000"]

@@ -302,6 +302,8 @@ def test_llamacpp_gets_as_many_slots_as_the_same_memory_holds() -> None:
 
 @pytest.mark.parametrize(("engine", "launch"), [
     ("sglang", "python3 -m sglang_router.launch_server --model-path /models/qwen --tp-size 2"),
+    ("sglang", "sglang serve --model-path /models/qwen --tp-size 2"),
+    ("vllm", "uv run --with vllm vllm serve /models/qwen --max-model-len 4096"),
     ("llamacpp", "/opt/llama.cpp/build/bin/llama-server -m /models/qwen.gguf --ctx-size 4096"),
     ("tgi", "text-generation-launcher --model-id /models/qwen --max-total-tokens 4096"),
     ("trtllm", "trtllm-serve serve /models/qwen --tp_size 2"),

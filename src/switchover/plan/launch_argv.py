@@ -20,6 +20,12 @@ _HEREDOC = re.compile(rf"<<-?\s*(['\"]?)({_NAME})\1")
 _CONTROL = {"&&", "||", ";", "|", "&", ";;"}
 _WRAPPERS = {"sudo", "nohup", "exec", "time", "stdbuf", "nice", "command"}
 _SUDO_VALUE = {"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"}
+# Runners that start a command in a Python environment: `uv run [OPTIONS] CMD`
+# (https://docs.astral.sh/uv/reference/cli/#uv-run), `uvx CMD`, `conda run -n ENV CMD`
+# (https://docs.conda.io/projects/conda/en/latest/commands/run.html), `pipx run CMD`; options that take a value
+_RUNNERS = {("uv", "run"), ("uvx",), ("conda", "run"), ("pipx", "run")}
+_RUNNER_VALUE = {"--with", "-w", "--with-requirements", "--python", "-p", "--project", "--directory", "--env-file",
+                 "--extra", "--group", "--index", "--index-url", "--from", "-n", "--name", "--prefix", "--cwd"}
 _SHELLS = {"sh", "bash", "dash", "zsh"}
 RUNTIMES = ("docker", "podman", "nvidia-docker")
 # `docker run` options that take a value (https://docs.docker.com/reference/cli/docker/container/run/); every other
@@ -214,18 +220,10 @@ def parse_script(text: str, is_command: IsCommand, depth: int = 0) -> RawLaunch 
     return None
 
 
-def _segment(words: list[str], variables: dict[str, str], exported: list[EnvSetting], is_command: IsCommand,
-             depth: int) -> RawLaunch | None:
-    """One command: assignments and `export` remembered; a launch (direct, docker run, sh -c) returned."""
-    words = list(words)
+def _strip_prefixes(words: list[str]) -> list[EnvSetting]:
+    """Take `NAME=value` prefixes, wrappers (sudo, nohup, env ...) and environment runners (uv run ...) off the
+    front of a command, in place; the prefixes are the command's environment."""
     env: list[EnvSetting] = []
-    if words[0] == "export":
-        for word in words[1:]:
-            m = _ASSIGN.match(word)
-            if m:
-                variables[m.group(1)] = m.group(2)
-                exported.append(EnvSetting(m.group(1), m.group(2), "export"))
-        return None
     while words:
         m = _ASSIGN.match(words[0])
         if m:
@@ -237,8 +235,29 @@ def _segment(words: list[str], variables: dict[str, str], exported: list[EnvSett
                 flag = words.pop(0)
                 if flag in _SUDO_VALUE and words:
                     words.pop(0)
+        elif runner := next((r for r in _RUNNERS if tuple(words[:len(r)]) == r), None):
+            del words[:len(runner)]
+            while words and words[0].startswith("-"):  # uv run --with x, conda run -n env
+                flag, eq, _ = words.pop(0).partition("=")
+                if flag in _RUNNER_VALUE and not eq and words:
+                    words.pop(0)
         else:
             break
+    return env
+
+
+def _segment(words: list[str], variables: dict[str, str], exported: list[EnvSetting], is_command: IsCommand,
+             depth: int) -> RawLaunch | None:
+    """One command: assignments and `export` remembered; a launch (direct, docker run, sh -c) returned."""
+    words = list(words)
+    if words[0] == "export":
+        for word in words[1:]:
+            m = _ASSIGN.match(word)
+            if m:
+                variables[m.group(1)] = m.group(2)
+                exported.append(EnvSetting(m.group(1), m.group(2), "export"))
+        return None
+    env = _strip_prefixes(words)
     if not words:
         variables.update({e.name: e.value for e in env})  # `model=x` alone: a shell variable
         return None

@@ -41,9 +41,6 @@ from switchover.plan.launch_records import (
     record,
     spellings,
 )
-from switchover.plan.launch_records import (
-    VALIDITY as _VALIDITY,
-)
 from switchover.plan.launch_values import RANGES, TRUE_FALSE, is_option
 from switchover.textfile import read_text
 
@@ -308,13 +305,14 @@ def _env_only(r: Reader, item: EnvSetting) -> Opt:
     if kind == "devices":
         return Opt(typed=item.name, intent=DEVICES, validity="ok",
                     detail=f"the GPUs the process sees ({cfg.VISIBLE_DEVICES_SOURCE})")
-    if kind == "engine" and r.view is not None:  # the engine's own variables, where its environment table was read
-        found = r.view.env_var(item.name)
+    found = r.view.env_var(item.name) if r.view is not None else None
+    if found is not None and found.status == "present":  # read by the engine itself at this release (its table)
+        return Opt(typed=item.name, validity="ok", url=found.url)
+    if found is not None and kind == "engine":  # the engine's own prefix: not read there, or no table to tell
         if found.status == "absent":
             return Opt(typed=item.name, validity="refused", url=found.url,
                        detail=f"{r.label} reads no {item.name}: it is ignored ({found.reason})")
-        return Opt(typed=item.name, validity=_VALIDITY[found.status], url=found.url,
-                   detail=None if found.status == "present" else found.reason)
+        return Opt(typed=item.name, detail=found.reason)
     why = {"library": "read by a library (Hugging Face, NCCL, CUDA, PyTorch), not an engine option: not checked",
            "engine": f"a {r.profile.name} environment variable; those are not in the release data: not checked",
            "other": f"not an option of {r.label} that the release data knows: not checked"}[kind]

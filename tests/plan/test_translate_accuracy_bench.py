@@ -199,11 +199,52 @@ def test_a_refused_translation_is_a_failed_run(bench: ModuleType, monkeypatch: p
         tallies, json_out=True)
 
 
-def test_the_shipped_set_is_consistent(bench: ModuleType) -> None:
+def test_a_set_scores_its_own_rule_files_and_the_shared_ones(bench: ModuleType, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    shared, own = tmp_path / "shared", tmp_path / "set" / "alerts"
+    shared.mkdir()
+    own.mkdir(parents=True)
+    for path in (shared / "vllm-a.yaml", own / "vllm-b.yaml"):
+        path.write_text("# engine: vllm\n# version: 0.0.1\ngroups:\n- name: g\n  rules:\n"
+                        "  - alert: A\n    expr: vllm:gone > 1\n")
+    monkeypatch.setattr(bench, "SHARED_ALERTS", shared)
+    files = bench.alert_files(tmp_path / "set")
+    assert [p.name for p in files] == ["vllm-b.yaml", "vllm-a.yaml"]
+    report = {"rules": [{"group": "g", "rule": "A", "status": "unchanged", "expr_after": "vllm:gone > 1"}]}
+    monkeypatch.setattr(bench, "run_alerts", lambda path, source, target: report)
+    monkeypatch.setattr(bench, "release_view", lambda engine, version: _fake_view({}, {}))
+    expected = {"targets": {e: {"version": "9"} for e in bench.ENGINES}, "options": {}, "launches": {}}
+    tallies = bench.score([], expected, rule_files=files)
+    assert tallies["vllm"].rule_files == 2 and tallies["vllm"].counts["dead_series"] == 2 * len(bench.ENGINES)
+
+
+def test_the_set_is_chosen_on_the_command_line_and_an_unknown_one_is_refused(bench: ModuleType) -> None:
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--set", "nope"])
+    assert exc.value.code == 2
+    assert bench.SETS == ("heldout", "dev")
+    assert "the held-out set" in bench.render({}, json_out=False)
+    assert '"set": "dev"' in bench.render({}, json_out=True, set_name="dev")
+
+
+@pytest.mark.parametrize("set_name", ["heldout", "dev"])
+def test_the_shipped_set_is_consistent(bench: ModuleType, set_name: str) -> None:
     """Structure only (no entry is read into a test): annotations match the commands, every expectation names a
     launch, every launch cites its source and the release it was read at."""
-    launches, expected = bench.load()
+    launches, expected = bench.load(bench.DATA / set_name)
     ids = {x["id"] for x in launches}
     assert len(ids) == len(launches) and set(expected["launches"]) <= ids
     assert set(expected["targets"]) == set(bench.ENGINES)
     assert all(x.get("link") and x.get("version") and x.get("read_at") for x in launches)
+
+
+def test_the_held_out_set_shares_no_launch_and_no_source_page_with_the_development_set(bench: ModuleType) -> None:
+    """The held-out measure is only honest if none of it was seen while fixing the translator (structure only)."""
+    held, _ = bench.load(bench.DATA / "heldout")
+    dev, _ = bench.load(bench.DATA / "dev")
+
+    def page(link: str) -> str:
+        return link.split("#")[0].split("?")[0]
+    assert not {x["id"] for x in held} & {x["id"] for x in dev}
+    assert not {page(x["link"]) for x in held} & {page(x["link"]) for x in dev}
+    assert len(held) >= 45

@@ -349,3 +349,16 @@ def test_vllm_task_becomes_runner_after_its_removal() -> None:
     assert "--convert embed" in (_out(tr)["--task"].detail or "")
     same = translate("vllm", "vllm serve m --task embed", "vllm", source_version="0.8.5", target_version="0.9.0")
     assert _after(same, "--task") == "embed"
+
+
+def test_vllm_dotted_keys_set_keys_of_one_json_option(no_release_data: dict[str, EngineReleases]) -> None:
+    # FlexibleArgumentParser: --json-option.key VALUE sets that key, values read as JSON
+    # (https://github.com/vllm-project/vllm/blob/v0.34.0/vllm/utils/argparse_utils.py#L476-L488)
+    no_release_data["vllm"] = _data("vllm", ParserRules(abbrev=True, underscores=True, dotted_keys=True,
+                                                        source="argparse_utils.py"), {"0.34.0": {
+        "--model": _flag(), "--speculative-config": _flag(kind="json"), "--compilation-config": _flag(kind="json")}})
+    tr = translate("vllm", "vllm serve m --speculative-config.method ngram "
+                           "--speculative-config.num_speculative_tokens 4 --compilation-config.level 3", "vllm")
+    assert json.loads(_after(tr, "--speculative-config")) == {"method": "ngram", "num_speculative_tokens": 4}
+    assert _after(tr, "--compilation-config.level") == "3"  # kept dotted: the target reads it the same way
+    assert all(f.input.validity == "ok" for f in tr.flags)

@@ -5,6 +5,7 @@ meanings come from the engine profiles (switchover.engines), what a version acce
 
 from __future__ import annotations
 
+import json
 import re
 from functools import cache
 from pathlib import Path
@@ -150,11 +151,15 @@ def _walk(r: Reader, words: list[str], model_flags: set[str], positional: bool) 
         takes = True if opt.intent == MODEL else opt.takes_value(spec)
         kind = spec.kind if spec is not None else (opt.span.kind if opt.span else "unknown")
         value, i = _value(words, i + 1, eq, inline, takes, kind, unknown=spec is None and opt.intent is None)
+        dotted = _dotted(r, name, opt, value)
         if takes is True and value is None:
             _bare(r, opt, name, spec)
-        else:
+        elif dotted is None:
             opt.check(name, value, r.label)
         index = record(r, opt, value, "argv")
+        if dotted is not None:
+            apply(r, index, opt, dotted)
+            continue
         if opt.intent == MODEL:
             r.out.model = str(value) if value is not None else r.out.model
         elif name in r.profile.launch.config_flags or opt.canonical in r.profile.launch.config_flags:
@@ -162,6 +167,23 @@ def _walk(r: Reader, words: list[str], model_flags: set[str], positional: bool) 
             _read_config(r, str(value) if value is not None else "")
         else:
             apply(r, index, opt, value)
+
+
+def _dotted(r: Reader, name: str, opt: Opt, value: Any) -> dict[str, Any] | None:
+    """`--json-option.key.sub VALUE` where the parser reads dotted keys (vLLM's FlexibleArgumentParser): the mapping
+    it sets, the value read as JSON, else as written (https://github.com/vllm-project/vllm/blob/v0.34.0/vllm/utils/
+    argparse_utils.py#L476-L488)."""
+    rules = r.view.parser if r.view is not None else None
+    if rules is None or not rules.dotted_keys or opt.canonical is None or "." not in name or value is None:
+        return None
+    keys = name.split(".")[1:]
+    try:
+        item: Any = json.loads(str(value))
+    except ValueError:
+        item = value
+    for key in reversed(keys):
+        item = {key: item}
+    return item
 
 
 def _bare(r: Reader, opt: Opt, name: str, spec: Any) -> None:

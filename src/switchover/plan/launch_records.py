@@ -253,8 +253,17 @@ def apply_json(r: Reader, index: int, intent: str | None, value: Any, parts: dic
                 r.out.rest[index] = data
             return
     assert intent is not None
-    r.out.values[intent] = data
+    before = r.out.values.get(intent)
+    r.out.values[intent] = _merged(before, data) if isinstance(before, dict) and isinstance(data, dict) else data
     r.out.produced[index] = produced
+
+
+def _merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """Two settings of one JSON option merged key by key (vLLM merges --x.a 1 --x.b 2 into one object)."""
+    out = dict(old)
+    for key, value in new.items():
+        out[key] = _merged(out[key], value) if isinstance(out.get(key), dict) and isinstance(value, dict) else value
+    return out
 
 
 def pairs_of(value: Any) -> Any:

@@ -137,8 +137,10 @@ def _env_through(r: Render, item: InputFlag) -> FlagResult:
 def _same_option(r: Render, item: InputFlag) -> FlagResult:
     """A same-engine upgrade: the option kept where the target version has it with the same kind."""
     assert item.option is not None
-    words = [item.option] + ([] if item.value is None else [json.dumps(item.value) if isinstance(
-        item.value, dict) else str(v) for v in (item.value if isinstance(item.value, list) else [item.value])])
+    dotted = item.typed.startswith(item.option + ".") and r.dview is not None and bool(
+        r.dview.parser and r.dview.parser.dotted_keys)  # --json-option.key VALUE, where the target reads it too
+    values = [] if item.value is None else item.value if isinstance(item.value, list) else [item.value]
+    words = [item.typed if dotted else item.option] + [json.dumps(v) if isinstance(v, dict) else str(v) for v in values]
     if r.dview is None:
         r.argv.extend(words)
         return FlagResult(input=item, outcome="passed_through", rendered=words,

@@ -301,3 +301,11 @@ def test_a_library_variable_the_engine_itself_reads_is_checked_in_its_table(monk
     assert _by_typed(parse_launch("vllm", "HF_TOKEN=x vllm serve M", version="0.8.5"))["HF_TOKEN"].validity == "ok"
     other = _by_typed(parse_launch("vllm", "NCCL_DEBUG=INFO vllm serve M", version="0.8.5"))["NCCL_DEBUG"]
     assert other.validity == "unknown" and "library" in (other.validity_detail or "")
+
+
+def test_tgi_model_id_and_arguments_from_the_environment_yield_to_the_command_line() -> None:
+    # clap reads each launcher argument from its env var when the command line does not give it
+    launch = parse_launch("tgi", "docker run -e MODEL_ID=org/m -e QUANTIZE=gptq ghcr.io/huggingface/"
+                                 "text-generation-inference:2.1.0 --quantize awq", version="2.1.0")
+    assert launch.model == "org/m" and _by_typed(launch)["MODEL_ID"].intent == "model"
+    assert launch.values["quantization"] == "awq"

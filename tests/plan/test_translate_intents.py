@@ -362,3 +362,15 @@ def test_vllm_dotted_keys_set_keys_of_one_json_option(no_release_data: dict[str,
     assert json.loads(_after(tr, "--speculative-config")) == {"method": "ngram", "num_speculative_tokens": 4}
     assert _after(tr, "--compilation-config.level") == "3"  # kept dotted: the target reads it the same way
     assert all(f.input.validity == "ok" for f in tr.flags)
+
+
+def test_sglang_attention_dp_is_no_vllm_data_parallel_replicas() -> None:
+    # --enable-dp-attention: "data parallelism for attention and tensor parallelism for FFN. The dp size should be
+    # equal to the tp size" (https://github.com/sgl-project/sglang/blob/v0.5.5/python/sglang/srt/server_args.py#L3251)
+    text = "python -m sglang.launch_server --model-path m --tp-size 8 --dp-size 8 --enable-dp-attention"
+    vl = translate("sglang", text, "vllm")
+    assert _after(vl, "--tensor-parallel-size") == "8" and "--data-parallel-size" not in vl.argv
+    assert _out(vl)["--dp-size"].outcome == "lost"
+    trt = translate("sglang", text, "trtllm")
+    assert trt.yaml_config is not None and trt.yaml_config["enable_attention_dp"] is True
+    assert _out(trt)["--dp-size"].outcome == "default_matches"

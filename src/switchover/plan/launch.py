@@ -279,9 +279,15 @@ def _apply_deferred(r: Reader) -> None:
                     r.out.values[intent] = before[intent]
 
 
+def _model_flags(profile: EngineProfile) -> set[str]:
+    """Every flag that names the model (the launch commands' and their other spellings)."""
+    return {m for _, m in profile.launch.commands() if m != "positional"} | set(profile.launch.model_aliases)
+
+
 def _environment(r: Reader, env: list[EnvSetting]) -> None:
-    """Environment variables as records: engine arguments given as env vars (TGI, llama.cpp), the visible GPUs,
-    library and engine settings."""
+    """Environment variables as records: engine arguments given as env vars (TGI, llama.cpp; the command line wins
+    over them, as clap and llama.cpp read them), the visible GPUs, library and engine settings."""
+    model_flags = _model_flags(r.profile)
     for item in env:
         r.out.env[item.name] = item.value
         found = r.view.env_option(item.name) if r.view is not None else None
@@ -302,11 +308,19 @@ def _environment(r: Reader, env: list[EnvSetting]) -> None:
                        f"{r.profile.flags[spec_intent].source}; not in the release data, not checked")
         else:
             opt = _env_only(r, item)
+        if found is not None and {found.name, *(opt.span.aliases if opt.span else [])} & model_flags:
+            opt.intent = MODEL
         index = record(r, opt, item.value, "env")
-        if opt.intent == DEVICES:
+        if opt.intent == MODEL:
+            r.out.model = r.out.model or item.value
+        elif opt.intent == DEVICES:
             r.out.gpu_count = cfg.visible_devices(item.value)
         elif opt.intent is not None:
+            before = dict(r.out.values)
             apply(r, index, opt, item.value)
+            for intent in r.out.produced.get(index, []):
+                if intent in before:  # also given on the command line, which wins
+                    r.out.values[intent] = before[intent]
 
 
 def _env_elsewhere(r: Reader, name: str) -> str | None:
@@ -395,8 +409,7 @@ def _launch(r: Reader, raw: RawLaunch) -> None:
     found = command_of(words) if words else None
     if found is not None and found[0] != r.profile.name:
         raise BadInput(f"the launch runs {found[0]}, not {r.profile.name}", hint=f"pass --from {found[0]}")
-    model_args = {m for _, m in r.profile.launch.commands() if m != "positional"}
-    model_args |= set(r.profile.launch.model_aliases)
+    model_args = _model_flags(r.profile)
     positional = found[2] == "positional" if found else (r.profile.launch.model_arg == "positional" and not (
         raw.image and _image_engine(raw.image) and model_args & set(words)))
     words = words[found[1]:] if found else words

@@ -324,7 +324,24 @@ def model_task(r: Render) -> None:
                                    f"model also needs --convert {_POOLING_TASKS[task]} ({_TASK_SOURCE})")
 
 
+def attention_dp(r: Render) -> None:
+    """With attention data parallelism (SGLang --enable-dp-attention, TRT-LLM enable_attention_dp) the DP ranks split
+    attention inside the tensor-parallel group: no replicas. A target with the same mode takes its size from TP; one
+    without it gets no data-parallel replicas from it."""
+    if not r.values.get("attention_dp") or "data_parallel_size" not in r.values:
+        return
+    dp = r.values["data_parallel_size"]
+    spec = r.dst.flags.get("attention_dp")
+    if spec is not None and (spec.flag or spec.yaml_key):
+        r.default("data_parallel_size", f"attention DP over the TP group: {r.dst.name} sizes it by tensor "
+                  "parallelism", spec.source)
+    else:
+        r.lose("data_parallel_size", "different_meaning", f"--dp-size {dp} with attention DP is attention data "
+               f"parallelism inside the TP group (no replicas); {r.dst.name} has no such mode", r.src.flags[
+                   "attention_dp"].source if "attention_dp" in r.src.flags else None)
+
+
 # conversions that depend on what a value means, in order, before the values are copied
-CONVERSIONS = (model_task, shared_meanings, sharded, gpu_layers, memory_knob, expert_parallel, chunked_prefill,
-               kv_dtype, context_over_slots, metrics_on)
+CONVERSIONS = (model_task, attention_dp, shared_meanings, sharded, gpu_layers, memory_knob, expert_parallel,
+               chunked_prefill, kv_dtype, context_over_slots, metrics_on)
 CONVERTED = {"expert_parallel", "chunked_prefill"}  # their kinds differ between engines by design

@@ -374,3 +374,18 @@ def test_sglang_attention_dp_is_no_vllm_data_parallel_replicas() -> None:
     trt = translate("sglang", text, "trtllm")
     assert trt.yaml_config is not None and trt.yaml_config["enable_attention_dp"] is True
     assert _out(trt)["--dp-size"].outcome == "default_matches"
+
+
+def test_a_switch_that_takes_a_word_in_the_target_release_gets_its_on_word(
+        no_release_data: dict[str, EngineReleases]) -> None:
+    # llama.cpp --flash-attn: a switch at b4621, [on|off|auto] at b11434
+    # (https://github.com/ggml-org/llama.cpp/blob/b11434/common/arg.cpp)
+    no_release_data["llamacpp"] = _data("llamacpp", ParserRules(source="arg.cpp"), {
+        "b4621": {**LLAMACPP, "--flash-attn": _flag(False, kind="bool", aliases=["-fa"])},
+        "b11434": {**LLAMACPP, "--flash-attn": _flag(kind="str", aliases=["-fa"], choices=["on", "off", "auto"])}})
+    tr = translate("llamacpp", "llama-server -m m.gguf -fa", "llamacpp", source_version="b4621",
+                   target_version="b11434")
+    assert _after(tr, "--flash-attn") == "on"
+    back = translate("llamacpp", "llama-server -m m.gguf -fa on", "llamacpp", source_version="b11434",
+                     target_version="b4621")
+    assert "--flash-attn" in back.argv and back.argv[back.argv.index("--flash-attn") + 1:][:1] != ["on"]

@@ -7,8 +7,10 @@ import json
 
 from pydantic import BaseModel, Field
 
+from switchover.engines.releases import FlagSpan
 from switchover.plan.launch import CONFIG_FILE, DEVICES, ENV_FILE, MODEL, InputFlag, LaunchIntent
 from switchover.plan.launch_config import env_kind
+from switchover.plan.launch_values import FALSE, TRUE
 from switchover.plan.translate_values import LostKind, Outcome, Render
 
 
@@ -152,6 +154,32 @@ def _same_option(r: Render, item: InputFlag) -> FlagResult:
         node = r.yaml_cfg
         node[item.typed] = item.value
         return FlagResult(input=item, outcome="passed_through", rendered=[f"{item.typed}: {item.value}"])
-    r.argv.extend(words)
-    return FlagResult(input=item, outcome="passed_through", rendered=words, source=found.url,
+    span = found.span if isinstance(found.span, FlagSpan) and found.status == "present" else None
+    reshaped = _reshaped(item, span, words)
+    if isinstance(reshaped, str):
+        return FlagResult(input=item, outcome="lost", kind="refused", source=found.url,
+                          detail=f"{r.target_label} would refuse it: {reshaped}")
+    r.argv.extend(reshaped)
+    return FlagResult(input=item, outcome="passed_through", rendered=reshaped, source=found.url,
                       detail=None if found.status == "present" else f"not checked: {found.reason}")
+
+
+_ON_WORDS = ("on", "true", "1", "enabled")
+
+
+def _reshaped(item: InputFlag, span: FlagSpan | None, words: list[str]) -> list[str] | str:
+    """The words where the option changed between a switch and one that takes a word (llama.cpp --flash-attn: a
+    switch, then [on|off|auto]): a bare switch becomes the target's word for on, a true/false word a bare switch;
+    why not, when neither fits."""
+    if span is None:
+        return words
+    if item.value is None and span.takes_value and not span.value_optional:
+        word = next((w for w in _ON_WORDS if span.choices and w in span.choices), None)
+        return [words[0], word] if word else f"{words[0]} takes a value there, and a bare switch gives none"
+    if item.value is not None and not span.takes_value and isinstance(item.value, str):
+        if item.value.lower() in TRUE:
+            return words[:1]
+        if item.value.lower() in FALSE and span.negation:
+            return [span.negation]
+        return f"{words[0]} is a switch there: {item.value!r} cannot be given"
+    return words

@@ -146,13 +146,14 @@ class Reader:
 def is_negation(typed: str, canonical: str, span: FlagSpan) -> bool:
     """Whether the typed spelling selected the option's negation (--no-x), written out, with underscores or as an
     abbreviation of it alone."""
-    neg = span.negation
-    if not neg:
+    negatives = [n for n in (span.negation, *span.negations) if n]
+    if not negatives:
         return False
     norm = "--" + typed[2:].replace("_", "-") if typed.startswith("--") else typed
-    if norm == neg or typed == neg:
+    if norm in negatives or typed in negatives:
         return True
-    return neg.startswith(norm) and not any(s.startswith(norm) for s in (canonical, *span.aliases))
+    return any(n.startswith(norm) for n in negatives) and not any(
+        s.startswith(norm) for s in (canonical, *span.aliases))
 
 
 def spellings(profile: EngineProfile) -> dict[str, tuple[str, bool]]:

@@ -1,7 +1,7 @@
 """TGI releases: the `vX.Y.Z` tags (>= v2.0.0) of a git clone or mirror of huggingface/text-generation-inference
 (`--git DIR`; default: the mirror at /work/.mirror/huggingface+text-generation-inference/repo when it exists). Only
-the files the extractor reads are copied into the cache: the launcher's main.rs and the router's and backends' Rust
-sources."""
+the files the extractors read are copied into the cache: the launcher's, router's and backends' Rust sources and the
+Python server's sources (server/text_generation_server, for the environment variables it reads)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ SOURCE_URL = "https://github.com/huggingface/text-generation-inference/blob/{ref
 REPO = "https://github.com/huggingface/text-generation-inference"
 MIRROR = Path("/work/.mirror/huggingface+text-generation-inference/repo")
 SINCE = Version("2.0.0")
-_READ = ("launcher/src/", "router/", "backends/")
+_READ = ("launcher/src/", "router/", "backends/", "server/text_generation_server/")
+_PYTHON = "server/text_generation_server/"
+LAYOUT = "rust+server-python"  # what a cached tree holds; a tree cached with another layout is read again
 
 
 def git_dir(args: argparse.Namespace) -> Path:
@@ -61,6 +63,20 @@ def fetch(release: Release, args: argparse.Namespace) -> Path:
         listed = _git(repo, "ls-tree", "--name-only", release.ref, "--", *(p.rstrip("/") for p in _READ)).split()
         tar = subprocess.run(["git", f"--git-dir={_dot_git(repo)}", "archive", "--format=tar", release.ref, "--",
                               *listed], check=True, capture_output=True).stdout
-        unpack(tar, "source.tar", dest, keep=lambda p: p.endswith(".rs"), strip=lambda p: p)
+        unpack(tar, "source.tar", dest, keep=keep, strip=lambda p: p)
+        (dest / ".layout").write_text(LAYOUT + "\n")
 
+    stale = args.cache / "tgi" / release.version
+    if (stale / ".complete").exists() and not _layout_is(stale, LAYOUT):
+        (stale / ".complete").unlink()
     return cached_tree(args.cache, "tgi", release.version, copy)
+
+
+def keep(path: str) -> bool:
+    """The files read: Rust sources (launcher, router, backends) and the Python server's modules."""
+    return path.endswith(".rs") or (path.startswith(_PYTHON) and path.endswith(".py"))
+
+
+def _layout_is(tree: Path, layout: str) -> bool:
+    marker = tree / ".layout"
+    return marker.exists() and marker.read_text().strip() == layout

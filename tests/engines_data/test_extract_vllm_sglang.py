@@ -290,6 +290,27 @@ def test_registry_names_are_the_parsers_the_package_registers(new_facts: dict) -
 def test_flexible_parser_reads_underscores_and_keeps_abbreviations() -> None:
     rules = vllm.extract(_tree(_new_vllm())).parser
     assert rules.underscores is True and rules.abbrev is True and rules.source == "vllm/utils.py"
+    assert rules.dotted_keys is False  # this parse_args does not split '--a.b' into keys
+
+
+DOTTED = """
+        def parse_args(self, args=None, namespace=None):
+            processed = ['--' + a[len('--'):].replace('_', '-') for a in args]
+            dict_args = {}
+            for i, arg in enumerate(processed):
+                if arg.startswith("-") and "." in arg:
+                    key, *keys = arg.split(".")
+                    dict_args[key] = {keys[0]: processed[i + 1]}
+            return super().parse_args(processed, namespace)
+"""
+
+
+def test_flexible_parser_that_splits_dotted_options_reads_their_keys() -> None:
+    files = _new_vllm()
+    head = FLEX[:FLEX.index("        def parse_args")]
+    files["vllm/utils.py"] = head + DOTTED
+    rules = vllm.extract(_tree(files)).parser
+    assert rules.dotted_keys is True and rules.underscores is True and rules.source == "vllm/utils.py"
 
 
 def test_an_unreadable_value_stays_unknown_rather_than_guessed() -> None:

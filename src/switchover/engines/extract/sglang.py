@@ -33,6 +33,7 @@ from switchover.engines.extract.pyvalues import (
     V,
     text_of,
 )
+from switchover.engines.extract.sglang_environ import environment
 from switchover.engines.releases import ParserRules
 
 _SERVER_ARGS = "sglang.srt.server_args"
@@ -59,8 +60,10 @@ def extract(tree: SourceTree) -> Extracted:
     if _plugins_first(source):
         _open_choices(ev, server_args, parser, flags)
     metrics = metrics_in(source, _METRIC_FILES, prefix="sglang:")
+    env = environment(ev, source)
+    # the files options and metrics come from (each environment variable cites its own file: they are many)
     cited = {f["path"] for f in flags.values()} | {m["path"] for m in metrics.values()} | {rules.source}
-    return Extracted(parser=rules, flags=flags, metrics=metrics, files=sorted(cited))
+    return Extracted(parser=rules, flags=flags, metrics=metrics, files=sorted(cited), environment=env)
 
 
 def _rules(source: Source) -> ParserRules:

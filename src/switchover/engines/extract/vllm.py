@@ -26,6 +26,7 @@ from switchover.engines.extract.pyargs import (
 from switchover.engines.extract.pyeval import Evaluator, Source
 from switchover.engines.extract.pymetrics import metrics_in
 from switchover.engines.extract.pyvalues import ClassV, Ext, FuncV, Instance, Unknown, V, text_of
+from switchover.engines.extract.vllm_envs import environment
 from switchover.engines.extract.vllm_kwargs import ConfigRules, config_kwargs
 from switchover.engines.extract.vllm_registry import registered_names
 from switchover.engines.releases import ParserRules
@@ -57,8 +58,10 @@ def extract(tree: SourceTree) -> Extracted:
     _inverses(ev, parsers[0], flags)
     _registries(ev, source, flags)
     metrics = metrics_in(source, _metric_files(source), prefix="vllm:", hidden_when="show_hidden_metrics")
+    env = environment(ev, source)
+    # the files options and metrics come from (each environment variable cites its own file: they are many)
     cited = {f["path"] for f in flags.values()} | {m["path"] for m in metrics.values()} | {rules.source}
-    return Extracted(parser=rules, flags=flags, metrics=metrics, files=sorted(cited))
+    return Extracted(parser=rules, flags=flags, metrics=metrics, files=sorted(cited), environment=env)
 
 
 def _metric_files(source: Source) -> tuple[str, ...]:
@@ -136,17 +139,33 @@ def _serve_subparser(ev: Evaluator, source: Source, parser_cls: V) -> ParserV | 
 
 
 def _rules(ev: Evaluator, parser: ParserV) -> ParserRules:
-    """Underscore spellings (FlexibleArgumentParser.parse_args turns `--a_b` into `--a-b`) and abbreviations."""
+    """Underscore spellings (FlexibleArgumentParser.parse_args turns `--a_b` into `--a-b`), dotted keys of JSON
+    options (`--compilation-config.level 3` gathered into `--compilation-config '{"level": 3}'`) and
+    abbreviations."""
     abbrev, abbrev_path = parser_rules(ev, parser)
     cls = parser.cls
-    underscores = False
+    underscores = dotted = False
     path = abbrev_path
     if isinstance(cls, ClassV):
         parse = next((s for s in cls.node.body if isinstance(s, ast.FunctionDef) and s.name == "parse_args"), None)
         text = text_of(parse) if parse is not None else ""
         underscores = "replace('_', '-')" in text or "replace(\"_\", \"-\")" in text or "repl" in text
+        dotted = parse is not None and _splits_on_dots(parse)
         path = cls.mod.path
-    return ParserRules(abbrev=abbrev, underscores=underscores, source=path)
+    return ParserRules(abbrev=abbrev, underscores=underscores, dotted_keys=dotted, source=path)
+
+
+def _splits_on_dots(parse: ast.FunctionDef) -> bool:
+    """parse_args tests an argument for a '.' and splits it there into the option and its keys."""
+    tests = splits = False
+    for node in ast.walk(parse):
+        if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant) and node.left.value == "."
+                and isinstance(node.ops[0], ast.In)):
+            tests = True
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "split"
+                and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == "."):
+            splits = True
+    return tests and splits
 
 
 def _inverses(ev: Evaluator, parser: ParserV, flags: dict[str, dict[str, Any]]) -> None:

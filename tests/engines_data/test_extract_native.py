@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
-from switchover.engines.extract import SourceTree, llamacpp, tgi, trtllm
+from switchover.engines.extract import Snapshot, SourceTree, compact, llamacpp, tgi, trtllm, trtllm_config
 from switchover.engines.extract.clike import closing, literal, split_top, strip_comments
 from switchover.engines.extract.llamacpp_args import arg_cpp_options, branches, server_condition
 from switchover.engines.extract.llamacpp_params import Params, help_default, read_structs
-from switchover.engines.releases import FlagSpan, ReleaseView, view
+from switchover.engines.extract.pyeval import Evaluator, Source
+from switchover.engines.releases import FlagSpan, ReleaseView, load_releases, resolve, view
 
 # ---------------------------------------------------------------- C-family text
 
@@ -691,7 +692,7 @@ def test_click_option_facts() -> None:
     assert opts["--max_batch_size"]["default"] is None  # computed default
     assert not opts["--trust_remote_code"]["takes_value"] and opts["--trust_remote_code"]["default"] == "false"
     assert opts["--kv_cache_free_gpu_memory_fraction"]["kind"] == "float"
-    assert opts["--media_path"]["kind"] == "list"
+    assert opts["--media_path"]["kind"] == "str"  # click's multiple=True: one value per occurrence, repeated
     assert opts["--enable_x"]["negation"] == "--disable_x" and not opts["--enable_x"]["takes_value"]
     assert "Deprecated" in (opts["--old_name"]["deprecated"] or "")
 
@@ -717,6 +718,193 @@ def test_trtllm_extract_lists_files_read_and_click_rules() -> None:
     assert facts.files == [trtllm.SERVE, trtllm.HELPERS[0], trtllm.COLLECTOR]
     assert not facts.parser.abbrev and not facts.parser.underscores
     assert trtllm.extract(SourceTree(files={})).flags == {}
+
+
+SERVE_13_PY = textwrap.dedent('''
+    import click
+    import yaml
+    from tensorrt_llm.llmapi.llm_args import update_llm_args_with_extra_dict
+    from tensorrt_llm.llmapi.reasoning_parser import ReasoningParserFactory
+    from tensorrt_llm.logger import severity_map
+    from tensorrt_llm.serve.tool_parser import ToolParserFactory
+
+
+    def help_info_with_stability_tag(help_str, tag):
+        return f":tag:`{tag}` {help_str}"
+
+
+    @click.command("serve")
+    @click.argument("model", type=str)
+    @click.option("--tensor_parallel_size", "--tp_size", type=int, default=1,
+                  help=help_info_with_stability_tag("Tensor parallelism size.", "beta"))
+    @click.option("--config", "--extra_llm_api_options", "extra_llm_api_options", type=str, default=None,
+                  help=help_info_with_stability_tag("Path to a YAML file.", "prototype"))
+    @click.option("--log_level", type=click.Choice(severity_map.keys()), default="info")
+    @click.option("--reasoning_parser", type=click.Choice(ReasoningParserFactory.parsers.keys()), default=None)
+    @click.option("--tool_parser", type=click.Choice(ToolParserFactory.parsers.keys()), default=None)
+    @click.option("--cluster_size", type=int, default=None,
+                  help=help_info_with_stability_tag("Expert cluster parallelism size.", "deprecated"))
+    def serve(model, **kwargs):
+        llm_args = update_llm_args_with_extra_dict({}, yaml.safe_load(open(kwargs["extra_llm_api_options"])))
+        disagg = llm_args.pop("disagg_cluster", None)
+        other = {}.pop("not_a_key", None)
+''')
+
+LLM_ARGS_PY = textwrap.dedent('''
+    from typing import ClassVar, Dict, List, Literal, Optional, Union
+
+    from pydantic import AliasChoices, BaseModel
+    from pydantic import Field as PydanticField
+    from strenum import StrEnum
+
+    from tensorrt_llm.lora_helper import LoraConfig
+
+
+    def Field(default=..., description=None, status=None, **kwargs):
+        return PydanticField(default, description=description, **kwargs)
+
+
+    class StrictBaseModel(BaseModel):
+        class Config:
+            extra = "forbid"
+
+
+    class Policy(StrEnum):
+        FIRST = "FIRST"
+        SECOND = "SECOND"
+
+
+    class KvCacheConfig(StrictBaseModel):
+        free_gpu_memory_fraction: Optional[float] = Field(default=0.9, description="Fraction.")
+        dtype: str = Field(default="auto")
+
+
+    class DecodingBaseConfig(StrictBaseModel):
+        max_draft_len: Optional[int] = None
+        speculative_model: Optional[str] = Field(
+            default=None, validation_alias=AliasChoices("speculative_model", "speculative_model_dir"))
+        _allow_chain_drafter: bool = True
+
+        @classmethod
+        def from_dict(cls, data: dict):
+            decoding_type = data.get("decoding_type")
+            config_classes = {"Eagle": EagleDecodingConfig, "NGram": NGramDecodingConfig}
+            return config_classes[decoding_type](**data)
+
+
+    class EagleDecodingConfig(DecodingBaseConfig):
+        eagle3_one_model: Optional[bool] = True
+        decoding_type: ClassVar[str] = "Eagle"
+
+
+    class NGramDecodingConfig(DecodingBaseConfig):
+        max_matching_ngram_size: int = 0
+
+
+    SpeculativeConfig = Optional[Union[EagleDecodingConfig, NGramDecodingConfig]]
+
+
+    class BaseLlmArgs(StrictBaseModel):
+        model: str = Field(description="The model.")
+        tensor_parallel_size: int = Field(default=1)
+        kv_cache_config: KvCacheConfig = Field(default_factory=KvCacheConfig)
+        speculative_config: SpeculativeConfig = Field(default=None)
+        lora_config: Optional[LoraConfig] = Field(default=None)
+        checkpoint_loader: Optional[object] = Field(default=None)
+        backend: Optional[str] = Field(default=None, description="The backend.", status="deprecated")
+        mpi_session: Optional[object] = Field(default=None, alias="_mpi_session")
+        _parallel_config: Optional[dict] = None
+
+
+    class TrtLlmArgs(BaseLlmArgs):
+        build_config: Optional[dict] = None
+
+
+    class TorchLlmArgs(BaseLlmArgs):
+        policy: Policy = Field(default=Policy.FIRST)
+        allreduce_strategy: Optional[Literal["AUTO", "NCCL"]] = Field(default="AUTO")
+        sampler_type: Union[str, Policy] = Field(default="auto")
+        batch_sizes: Optional[List[int]] = None
+        env_overrides: Optional[Dict[str, str]] = None
+        required_name: str = Field(...)
+''')
+
+TRTLLM_13_FILES = {
+    trtllm.SERVE: SERVE_13_PY,
+    trtllm_config.LLM_ARGS: LLM_ARGS_PY,
+    "tensorrt_llm/logger.py": 'severity_map = {"error": 1, "info": 2}\n',
+    "tensorrt_llm/llmapi/reasoning_parser.py": textwrap.dedent("""
+        class ReasoningParserFactory:
+            parsers: dict[str, type] = {"deepseek-r1": object, "qwen3": object}
+    """),
+    "tensorrt_llm/serve/tool_parser/__init__.py": "from .tool_parser_factory import ToolParserFactory\n",
+    "tensorrt_llm/serve/tool_parser/tool_parser_factory.py": textwrap.dedent("""
+        class ToolParserFactory:
+            parsers = {"qwen3": object, "kimi_k2": object}
+    """),
+}
+
+
+def test_stability_tagged_help_and_the_parameter_named_spelling() -> None:
+    opts = trtllm.serve_options(SourceTree(files=TRTLLM_13_FILES))
+    assert opts["--tensor_parallel_size"]["aliases"] == ["--tp_size"]  # 1.3: the long name, --tp_size beside it
+    assert opts["--extra_llm_api_options"]["aliases"] == ["--config"]  # the bare Python name picks the canonical
+    assert "Expert cluster" in (opts["--cluster_size"]["deprecated"] or "")  # tagged "deprecated"
+    assert opts["--tensor_parallel_size"]["deprecated"] is None  # tagged "beta"
+
+
+def test_choice_of_a_registry_is_read_where_the_registry_is_declared() -> None:
+    opts = trtllm.serve_options(SourceTree(files=TRTLLM_13_FILES))
+    assert opts["--log_level"]["choices"] == ["error", "info"]  # a module-level dict's keys
+    assert opts["--reasoning_parser"]["choices"] == ["deepseek-r1", "qwen3"]  # a class attribute's keys
+    assert opts["--tool_parser"]["choices"] == ["qwen3", "kimi_k2"]  # through the package's re-export
+    missing = {k: v for k, v in TRTLLM_13_FILES.items() if "reasoning_parser" not in k}
+    assert trtllm.serve_options(SourceTree(files=missing))["--reasoning_parser"]["choices"] is None  # unread: open
+
+
+def _yaml_keys() -> dict[str, dict[str, Any]]:
+    return trtllm_config.config_keys(Evaluator(Source(SourceTree(files=TRTLLM_13_FILES), "tensorrt_llm")))
+
+
+def test_yaml_keys_are_the_pytorch_backends_fields_and_their_sections() -> None:
+    keys = _yaml_keys()
+    assert sorted(keys) == sorted(f"yaml:{k}" for k in (
+        "model", "tensor_parallel_size", "kv_cache_config", "kv_cache_config.free_gpu_memory_fraction",
+        "kv_cache_config.dtype", "speculative_config", "speculative_config.max_draft_len",
+        "speculative_config.speculative_model", "speculative_config.eagle3_one_model",
+        "speculative_config.max_matching_ngram_size", "speculative_config.decoding_type", "lora_config",
+        "checkpoint_loader", "backend", "_mpi_session", "policy", "allreduce_strategy", "sampler_type",
+        "batch_sizes", "env_overrides", "required_name"))  # no TrtLlmArgs-only build_config, no private field
+    fraction = keys["yaml:kv_cache_config.free_gpu_memory_fraction"]
+    assert (fraction["kind"], fraction["default"], fraction["path"]) == ("float", "0.9", trtllm_config.LLM_ARGS)
+    assert keys["yaml:speculative_config.speculative_model"]["aliases"] == [
+        "yaml:speculative_config.speculative_model_dir"]  # pydantic AliasChoices
+    assert keys["yaml:speculative_config.decoding_type"]["choices"] == ["Eagle", "NGram"]  # from_dict's table
+
+
+def test_yaml_key_kinds_choices_defaults_and_deprecation() -> None:
+    keys = _yaml_keys()
+    facts = {k.removeprefix("yaml:"): (v["kind"], v["choices"], v["default"]) for k, v in keys.items()}
+    assert facts["policy"] == ("str", ["FIRST", "SECOND"], "FIRST")  # an enum of the package: its values
+    assert facts["allreduce_strategy"] == ("str", ["AUTO", "NCCL"], "AUTO")
+    assert facts["sampler_type"] == ("str", None, "auto")  # a plain str is accepted beside the enum
+    assert facts["batch_sizes"][0] == "list" and facts["env_overrides"][0] == "json"
+    assert facts["kv_cache_config"][0] == "json"  # a section: its keys follow as kv_cache_config.*
+    assert facts["lora_config"][0] == "unknown"  # its class's file is not in this tree: not read
+    assert facts["checkpoint_loader"][0] == "unknown"  # object: anything
+    assert facts["required_name"][2] is None and facts["tensor_parallel_size"] == ("int", None, "1")
+    assert keys["yaml:backend"]["deprecated"] == "deprecated: The backend."
+    assert all(v["takes_value"] for v in keys.values())
+
+
+def test_extract_adds_yaml_keys_and_the_keys_serve_pops() -> None:
+    facts = trtllm.extract(SourceTree(files=TRTLLM_13_FILES))
+    assert "yaml:kv_cache_config.free_gpu_memory_fraction" in facts.flags and "yaml:disagg_cluster" in facts.flags
+    assert "yaml:not_a_key" not in facts.flags  # popped from another dict, not the merged LLM arguments
+    assert facts.files[0] == trtllm.SERVE and trtllm_config.LLM_ARGS in facts.files
+    assert "tensorrt_llm/serve/tool_parser/tool_parser_factory.py" in facts.files  # every file read is listed
+    no_serve = {k: v for k, v in TRTLLM_13_FILES.items() if k != trtllm.SERVE}
+    assert trtllm.extract(SourceTree(files=no_serve)).flags == {}  # keys only beside the serve command
 
 
 # ---------------------------------------------------------------- where releases come from (scripts/engine_sources)
@@ -812,7 +1000,7 @@ def test_trtllm_cached_copies_need_their_own_version_py(sources: Any, tmp_path: 
     assert [(r.version, r.ref) for r in found] == [("1.2.0rc1", "a" * 40)]
     assert "someone/TensorRT-LLM" in found[0].archive
     with pytest.raises(SystemExit, match="no release to read"):
-        sources.trtllm.releases(argparse.Namespace(git=None, cache=tmp_path / "empty"))
+        sources.trtllm.releases(argparse.Namespace(git=None, cache=tmp_path / "empty", mirror=tmp_path / "none"))
 
 
 def test_llamacpp_keeps_only_the_parser_and_server_sources(sources: Any) -> None:
@@ -925,3 +1113,126 @@ def test_tgi_batch_gauges() -> None:
     tgi_301 = _view("tgi", "3.0.1")
     assert tgi_301.metric("tgi_batch_max_total_tokens").status == "present"
     assert tgi_301.metric("tgi_batch_total_tokens").status == "absent"  # described, never recorded
+
+
+# ---------------------------------------------------------------- trtllm-serve: the vendored copy (1.3.0rc3)
+
+
+def _vendored_repo(tmp_path: Path) -> tuple[Path, str]:
+    """A git repository vendoring a tensorrt_llm tree under third_party/tensorrt_llm, as nctu6/vllm-tensorrt does."""
+    repo = tmp_path / "vendoring"
+    base = repo / "third_party" / "tensorrt_llm"
+    for path, text in {**TRTLLM_13_FILES, "tensorrt_llm/version.py": '__version__ = "1.3.0rc3"\n',
+                       "tensorrt_llm/unrelated.py": "x = 1\n", "README.md": "not read\n"}.items():
+        (base / path).parent.mkdir(parents=True, exist_ok=True)
+        (base / path).write_text(text)
+    (repo / "vllm").mkdir()
+    (repo / "vllm" / "engine.py").write_text("y = 2\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "tensorrt engine")
+    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True,
+                            text=True).stdout.strip()
+    return repo / ".git", commit
+
+
+def test_trtllm_vendored_copy_is_a_release_labelled_as_a_third_party_copy(sources: Any, tmp_path: Path) -> None:
+    mirror, commit = _vendored_repo(tmp_path)
+    found = sources.trtllm.vendored_release(mirror, commit)
+    assert (found.version, found.ref) == ("1.3.0rc3", commit)
+    assert found.archive.startswith(f"third_party/tensorrt_llm of github.com/nctu6/vllm-tensorrt at {commit[:9]} (")
+    assert found.archive.endswith("its version.py says 1.3.0rc3): a third-party copy, NVIDIA's repository could "
+                                  "not be read here")
+    assert sources.trtllm.vendored_release(tmp_path / "no-mirror", commit) is None
+
+
+def test_trtllm_vendored_copy_caches_only_the_files_read(sources: Any, tmp_path: Path) -> None:
+    mirror, commit = _vendored_repo(tmp_path)
+    release = sources.trtllm.vendored_release(mirror, commit)
+    args = argparse.Namespace(git=None, cache=tmp_path / "cache", mirror=mirror)
+    root = sources.trtllm.fetch(release, args)
+    kept = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    assert kept == sorted([".complete", "source.json", "tensorrt_llm/version.py", *TRTLLM_13_FILES])
+    assert "yaml:kv_cache_config.free_gpu_memory_fraction" in trtllm.extract(SourceTree(root)).flags
+    again = sources.trtllm.cached_releases(tmp_path / "cache")  # the cache alone says what it is, mirror or not
+    assert [(r.version, r.ref, r.archive) for r in again] == [(release.version, commit, release.archive)]
+
+
+def test_trtllm_source_url_follows_the_source_listed_and_sources_do_not_mix(sources: Any, tmp_path: Path) -> None:
+    mirror, commit = _vendored_repo(tmp_path)
+    args = argparse.Namespace(git=None, cache=tmp_path / "cache", mirror=mirror)
+    sources.trtllm.fetch(sources.trtllm.vendored_release(mirror, commit), args)
+    try:
+        assert [r.version for r in sources.trtllm.releases(args)] == ["1.3.0rc3"]
+        assert sources.trtllm.SOURCE_URL == ("https://github.com/nctu6/vllm-tensorrt/blob/{ref}/third_party/"
+                                             "tensorrt_llm/{path}")
+        nvidia = tmp_path / "cache" / "trtllm" / "1.2.0rc1"
+        (nvidia / "tensorrt_llm").mkdir(parents=True)
+        (nvidia / "tensorrt_llm" / "version.py").write_text('__version__ = "1.2.0rc1"\n')
+        (nvidia / "source.json").write_text('{"repo": "NVIDIA/TensorRT-LLM", "commit": "' + "b" * 40 + '"}')
+        with pytest.raises(SystemExit, match="cannot share one data file"):
+            sources.trtllm.releases(args)
+    finally:
+        sources.trtllm.SOURCE_URL = sources.trtllm.VENDORED_URL
+
+
+def test_trtllm_citations_open_the_vendored_file_at_its_commit(sources: Any, tmp_path: Path) -> None:
+    mirror, commit = _vendored_repo(tmp_path)
+    release = sources.trtllm.vendored_release(mirror, commit)
+    root = sources.trtllm.fetch(release, argparse.Namespace(git=None, cache=tmp_path / "cache", mirror=mirror))
+    snap = Snapshot(release.version, release.ref, release.archive, release.date, trtllm.extract(SourceTree(root)))
+    data = compact("trtllm", [snap], source_url=sources.trtllm.VENDORED_URL, generated_by="test")
+    at = ReleaseView(data, resolve(data, "1.3.0rc3"))
+    base = f"https://github.com/nctu6/vllm-tensorrt/blob/{commit}/third_party/tensorrt_llm/tensorrt_llm/"
+    assert at.option("--tp_size").url == base + "commands/serve.py"
+    assert at.option("yaml:kv_cache_config.dtype").url == base + "llmapi/llm_args.py"
+    assert at.resolution.before is not None and at.resolution.before.archive == release.archive
+
+
+def _trtllm_packaged(version: str) -> ReleaseView:
+    if load_releases("trtllm") is None:
+        pytest.skip("no trtllm release data packaged (engines/data/releases/trtllm.json; generated by "
+                    "`scripts/engine_releases.py trtllm` from the vendored copy)")
+    return _view("trtllm", version)
+
+
+def test_trtllm_packaged_data_is_what_the_vendored_copy_says(sources: Any) -> None:
+    mod = sources.trtllm
+    if not mod.VENDORED_MIRROR.exists():
+        pytest.skip(f"no git mirror of nctu6/vllm-tensorrt at {mod.VENDORED_MIRROR}: GitHub cannot be reached from "
+                    "CI, so the vendored TensorRT-LLM copy is only re-read where the mirror exists")
+    data = _trtllm_packaged("1.3.0rc3").data
+    assert data.source_url == mod.VENDORED_URL
+    release = mod.vendored_release(mod.VENDORED_MIRROR)
+    assert [(r.version, r.ref, r.archive, r.date) for r in data.releases] == [
+        (release.version, release.ref, release.archive, release.date)]
+    tree = mod.GitTree(mod.VENDORED_MIRROR, mod.VENDORED_COMMIT, mod.VENDORED_PREFIX)
+    fresh = trtllm.extract(tree)
+    dumped = compact("trtllm", [Snapshot("1.3.0rc3", release.ref, release.archive, release.date, fresh)],
+                     source_url=data.source_url, generated_by="test").model_dump(mode="json", exclude_defaults=True)
+    packaged = data.model_dump(mode="json", exclude_defaults=True)
+    assert {k: dumped[k] for k in ("flags", "metrics")} == {k: packaged[k] for k in ("flags", "metrics")}
+    assert packaged["releases"][0]["files"] == sorted(fresh.files)
+
+
+def test_trtllm_1_3_0rc3_options_keys_and_metrics_cite_the_file_read() -> None:
+    at = _trtllm_packaged("1.3.0rc3")
+    base = ("https://github.com/nctu6/vllm-tensorrt/blob/95c8e29a28cb60170413e25671dffba8b68cd863/third_party/"
+            "tensorrt_llm/tensorrt_llm/")
+    tp = at.option("--tp_size")
+    assert (tp.status, tp.name, tp.url) == ("present", "--tensor_parallel_size", base + "commands/serve.py")
+    assert at.option("--config").name == "--extra_llm_api_options"
+    assert at.option("--kv_cache_free_gpu_memory_fraction").name == "--free_gpu_memory_fraction"
+    assert at.option("--tensor-parallel-size").status == "absent"  # click reads no dashes for underscores
+    key = at.option("yaml:kv_cache_config.free_gpu_memory_fraction")
+    assert (key.status, key.url) == ("present", base + "llmapi/llm_args.py")
+    assert isinstance(key.span, FlagSpan) and (key.span.kind, key.span.default) == ("float", "0.9")
+    assert at.option("yaml:enable_attention_dp").status == "present"
+    assert at.option("yaml:tp_size").status == "absent"  # TorchLlmArgs has no such field: the LLM refuses it
+    assert at.metric("trtllm_time_to_first_token_seconds").status == "present"
+    assert at.resolution.before is not None and "third-party copy" in at.resolution.before.archive
+
+
+def test_trtllm_releases_not_read_are_unknown() -> None:
+    older = _trtllm_packaged("1.2.0rc1").option("--tp_size")
+    assert older.status == "unknown" and "older than the oldest release read (1.3.0rc3)" in older.reason

@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         say(f"[{i}/{len(chosen)}] {args.engine} {release.version}")
         snapshots[release.version] = read_release(args.engine, release, args)
     data = compact(args.engine, snapshots.values(), source_url=sources.SOURCE_URL,
-                   generated_by="scripts/engine_releases.py", notes=list(getattr(sources, "NOTES", [])))
+                   generated_by="scripts/engine_releases.py", notes=list(getattr(sources, "NOTES", [])),
+                   env_namespaces=list(getattr(sources, "ENV_PREFIXES", [])))
     path = _write(data)
     say(f"wrote {path.relative_to(ROOT)}: {len(data.releases)} releases, {len(data.flags)} options, "
         f"{len(data.metrics)} metrics")

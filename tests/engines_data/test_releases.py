@@ -154,3 +154,30 @@ def test_dotted_keys_underscores_before_prefixes_and_negation_wording() -> None:
         dotted.matched_as or "")
     assert v.option("--max_model").name == "--max-model-len"  # converted, then matched as a prefix
     assert "turns off" in (v.option("--no-enable-prefix-caching").matched_as or "")
+
+
+def _argparse_data() -> EngineReleases:
+    rules = ParserRules(attached_short=True, attached_values={"-X": "--opt-level"}, source="vllm/utils.py")
+    env = {"VLLM_A": {"path": "vllm/envs.py"}, "SGLANG_B": {"path": "environ.py"}}
+    return compact("vllm", [Snapshot(version="1.0", ref="v1.0", archive="a", date=None, facts=Extracted(
+        parser=rules, flags={"-O": _flag(kind="json"), "--opt-level": _flag()}, environment=env, files=["x.py"],
+        env_prefix_aliases={"SGL_": "SGLANG_"}))], source_url="https://example.invalid/{ref}/{path}",
+        generated_by="test", env_namespaces=["VLLM_", "SGLANG_"])
+
+
+def test_a_value_attached_to_a_short_option_where_the_parser_reads_one() -> None:
+    v = ReleaseView(_argparse_data(), resolve(_argparse_data(), "1.0"))
+    short = v.option("-O3")
+    assert (short.status, short.name, short.attached_value) == ("present", "-O", "3")
+    rewritten = v.option("-X2")
+    assert (rewritten.name, rewritten.attached_value) == ("--opt-level", "2")
+    assert v.option("-Q3").status == "absent"
+
+
+def test_environment_names_aliases_and_namespaces() -> None:
+    v = ReleaseView(_argparse_data(), resolve(_argparse_data(), "1.0"))
+    assert v.env_var("VLLM_A").status == "present"
+    assert v.env_var("VLLM_NOPE").status == "absent"  # an engine name the release does not read
+    aliased = v.env_var("SGL_B")
+    assert aliased.status == "present" and "read as SGLANG_B" in (aliased.matched_as or "")
+    assert v.env_var("NCCL_DEBUG").status == "unknown"  # outside the engine's own prefixes: a library may read it

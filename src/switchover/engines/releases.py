@@ -37,6 +37,11 @@ class ParserRules(_Frozen):
     underscores: bool = Field(default=False, description="--a_b is read as --a-b (vLLM's FlexibleArgumentParser)")
     dotted_keys: bool = Field(default=False, description="--a.b VALUE sets key b of the JSON option --a (vLLM's "
                                                          "FlexibleArgumentParser)")
+    attached_short: bool = Field(default=False, description="a one-letter short option that takes a value may have "
+                                                            "it attached (-O3 is -O 3: argparse)")
+    attached_values: dict[str, str] = Field(default_factory=dict, description="a short option typed with its value "
+                                            "attached -> the spelling the parser hands the value to ({'-O': "
+                                            "'--optimization-level'}: vLLM's rewrite of -O3)")
     source: str = Field(description="where the rule was read (path in the release)")
 
 
@@ -49,6 +54,8 @@ class ReleaseRead(_Frozen):
     date: str | None = Field(default=None, description="release date (YYYY-MM-DD) when the archive says it")
     parser: ParserRules
     files: list[str] = Field(description="source files the options and metrics were read from")
+    env_prefix_aliases: dict[str, str] = Field(default_factory=dict, description="a variable prefix the release "
+                                               "reads as another ({'SGL_': 'SGLANG_'})")
 
 
 class FlagSpan(_Frozen):
@@ -91,6 +98,7 @@ class EnvSpan(_Frozen):
     kind: Kind = "unknown"
     choices: list[str] | None = None
     default: str | None = None
+    deprecated: str | None = Field(default=None, description="the release's own deprecation note")
 
 
 class EngineReleases(_Frozen):
@@ -105,6 +113,9 @@ class EngineReleases(_Frozen):
     environment: dict[str, list[EnvSpan]] = Field(default_factory=dict, description="environment variables the "
                                                   "engine reads itself (an empty table: not extracted)")
     notes: list[str] = Field(default_factory=list, description="how names were recorded (e.g. counters' _total)")
+    env_namespaces: list[str] = Field(default_factory=list, description="prefixes of the engine's own variables "
+                                      "(VLLM_): a name outside them that the table lacks may be read by a library "
+                                      "the engine loads (unknown, not absent)")
 
     @model_validator(mode="after")
     def _spans_name_reads(self) -> EngineReleases:
@@ -178,6 +189,7 @@ class Lookup:
     # between two reads that both have it but define it differently: both definitions (a value is surely accepted
     # only when both accept it); otherwise just `span`
     alternatives: tuple[FlagSpan | MetricSpan | EnvSpan, ...] = ()
+    attached_value: str | None = None  # the value typed inside the option word (-O3: "3")
 
 
 _DATA = "data/releases"
@@ -341,6 +353,8 @@ class ReleaseView:
                 return Lookup(typed, "absent", f"{typed} is an ambiguous abbreviation in {self.engine} "
                                                f"{self.resolution.before.version if self.resolution.before else ''}"
                                                f" ({', '.join(hits[:6])}): the engine refuses it")
+        if canonical is None and rules is not None and (attached := self._attached(typed, options, rules)):
+            return attached
         if canonical is None:
             return self._lookup(typed, self.data.flags.get(typed), "flag")
         found = self._lookup(canonical, self.data.flags.get(canonical), "flag")
@@ -351,12 +365,49 @@ class ReleaseView:
                           else f"{typed} is another spelling of {canonical}")
         return Lookup(found.name, found.status, found.reason, found.span, found.url, matched_as, found.alternatives)
 
+    def _attached(self, typed: str, options: dict[str, str], rules: ParserRules) -> Lookup | None:
+        """A short option typed with its value attached (-O3), where the release's parser reads one."""
+        for prefix, target in rules.attached_values.items():
+            if typed.startswith(prefix) and len(typed) > len(prefix):
+                value = typed[len(prefix):].removeprefix("=")
+                found = self.option(target)
+                return Lookup(found.name, found.status, found.reason, found.span, found.url,
+                              f"{typed} is read as {target} {value} ({rules.source})", found.alternatives, value)
+        short = typed[:2]
+        if rules.attached_short and len(typed) > 2 and typed[0] == "-" and typed[1] != "-" and short in options:
+            found = self._lookup(options[short], self.data.flags.get(options[short]), "flag")
+            if isinstance(found.span, FlagSpan) and found.span.takes_value:
+                value = typed[2:].removeprefix("=")
+                return Lookup(found.name, found.status, found.reason, found.span, found.url,
+                              f"{typed} is {short} with the value {value} attached ({rules.source})",
+                              found.alternatives, value)
+        return None
+
     def env_var(self, variable: str) -> Lookup:
         """Whether the engine itself reads an environment variable at this version (VLLM_*, SGLANG_*); unknown when
-        no environment table was extracted for the engine."""
+        no environment table was extracted for the engine, or when the name is outside the engine's own prefixes and
+        the table lacks it (a library the engine loads may read it)."""
         if not self.data.environment:
             return Lookup(variable, "unknown", f"no environment-variable data for {self.engine}: not checked")
-        return self._lookup(variable, self.data.environment.get(variable), "environment variable")
+        found = self._lookup(variable, self.data.environment.get(variable), "environment variable")
+        if found.status != "absent":
+            return found
+        rel = self.resolution.before
+        for old, new in (rel.env_prefix_aliases.items() if rel else ()):
+            if variable.startswith(old):
+                renamed = new + variable[len(old):]
+                again = self._lookup(renamed, self.data.environment.get(renamed), "environment variable")
+                if again.status == "present":
+                    return Lookup(again.name, again.status, again.reason, again.span, again.url,
+                                  f"{variable} is read as {renamed} by {self.engine} {rel.version if rel else ''}",
+                                  again.alternatives)
+        spaces = self.data.env_namespaces
+        if spaces and not variable.startswith(tuple(spaces)) and variable not in self.data.environment:
+            own = ", ".join(p + "*" for p in spaces)
+            return Lookup(variable, "unknown", f"{variable} is not one of {self.engine}'s own variables ({own}) and "
+                                               f"{self.engine} does not read it by name: a library it loads may; "
+                                               "not checked")
+        return found
 
     def env_option(self, variable: str) -> Lookup | None:
         """The option an environment variable sets at this version (TGI, llama.cpp), or None when none does."""

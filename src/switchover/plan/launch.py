@@ -142,11 +142,18 @@ def _walk(r: Reader, words: list[str], model_flags: set[str], positional: bool) 
                        if r.view else r.unchecked())
             record(r, opt, None, "argv")
             continue
-        name, eq, inline = token.partition("=") if token.startswith("--") else (token, "", "")
-        opt = r.option(name)
+        opt = r.option(token)  # the whole word first: the release's parser may read a value joined to it (-O3)
+        if opt.attached is not None:
+            name, eq, inline = token[:len(token) - len(opt.attached)].removesuffix("="), "=", opt.attached
+            opt.typed = name
+        else:
+            name, eq, inline = _split(r, token)
+            opt = r.option(name) if name != token else opt
         selects = {name, opt.canonical, *(opt.span.aliases if opt.span else [])}
         if selects & model_flags and (opt.intent is None or opt.canonical in model_flags):
             opt.intent = MODEL
+        if not eq and "=" in name and opt.validity != "ok":
+            _no_equals(r, opt, name)
         spec = r.profile.flags.get(opt.intent) if opt.intent and opt.intent != MODEL else None
         takes = True if opt.intent == MODEL else opt.takes_value(spec)
         kind = spec.kind if spec is not None else (opt.span.kind if opt.span else "unknown")
@@ -169,6 +176,29 @@ def _walk(r: Reader, words: list[str], model_flags: set[str], positional: bool) 
             apply(r, index, opt, value)
 
 
+def _split(r: Reader, token: str) -> tuple[str, str, str]:
+    """(option word, '=' when a value is written into it, that value), split at the first '=' as the engine's parser
+    splits: any option word (argparse, clap: `-tp=2`), only `--` words (click), or none (llama.cpp looks the whole
+    word up): the profile's launch.inline_values."""
+    rules = r.profile.launch.inline_values
+    equals = rules.equals if rules is not None else "long"
+    if "=" in token and (equals == "any" or (equals == "long" and token.startswith("--"))):
+        return token.partition("=")
+    return token, "", ""
+
+
+def _no_equals(r: Reader, opt: Opt, word: str) -> None:
+    """`--opt=value` where the parser splits no word at '=' (llama.cpp): the whole word is no option, refused, and
+    said to be the option with a joined value when the part before '=' is one."""
+    rules = r.profile.launch.inline_values
+    head = r.option(word.partition("=")[0])
+    if rules is None or rules.equals != "none" or head.canonical is None:
+        return
+    opt.canonical, opt.validity = head.canonical, "refused"
+    opt.detail = (f"{word}: {r.label} reads the whole word as an option name and has none such; it takes "
+                  f"{head.canonical} VALUE as two words ({rules.source})")
+
+
 def _dotted(r: Reader, name: str, opt: Opt, value: Any) -> dict[str, Any] | None:
     """`--json-option.key.sub VALUE` where the parser reads dotted keys (vLLM's FlexibleArgumentParser): the mapping
     it sets, the value read as JSON, else as written (https://github.com/vllm-project/vllm/blob/v0.34.0/vllm/utils/
@@ -187,16 +217,20 @@ def _dotted(r: Reader, name: str, opt: Opt, value: Any) -> dict[str, Any] | None
 
 
 def _bare(r: Reader, opt: Opt, name: str, spec: Any) -> None:
-    """An option that takes a value, given none: accepted where its value is optional (argparse nargs='?': vLLM's
-    --enable-chunked-prefill before 0.8.5), refused where it is required; unknown where the release data cannot tell
-    the two apart (read before value_optional was extracted)."""
-    if opt.span is not None and opt.span.value_optional:
+    """An option that takes a value, given none (at the end, or before another option): accepted only where its
+    value is optional (argparse nargs='?': vLLM's --enable-chunked-prefill before 0.8.5), which the release data
+    records; every parser it covers refuses it otherwise (argparse 'expected one argument', clap 'a value is
+    required', llama.cpp 'expected value for argument')."""
+    optional = [s.value_optional for s in opt.alternatives or ((opt.span,) if opt.span is not None else ())]
+    if optional and all(optional):
         return
-    if opt.span is not None and opt.span.kind not in ("int", "float", "json") and opt.validity == "ok":
-        opt.validity, opt.detail = "unknown", (f"{name} given without a value: whether {r.label} takes it bare (an "
-                                               "optional value) is not in the release data")
-    elif opt.intent == MODEL or opt.span is not None or (spec is not None and spec.kind != "bool"):
-        opt.validity, opt.detail = "refused", f"{name} needs a value in {r.label}"
+    if any(optional):
+        opt.validity, opt.detail = "unknown", (f"{name} given without a value: the releases read around {r.label} "
+                                               "differ on whether its value may be left out")
+        return
+    if opt.intent == MODEL or opt.span is not None or (spec is not None and spec.kind != "bool"):
+        where = f" ({opt.url})" if opt.url else ""
+        opt.validity, opt.detail = "refused", f"{name} needs a value in {r.label}{where}"
 
 
 def _value(words: list[str], i: int, eq: str, inline: str, takes: bool | None, kind: str,
@@ -303,9 +337,12 @@ def _environment(r: Reader, env: list[EnvSetting]) -> None:
                 opt.check(item.name, given, r.label)
         elif (other := _env_elsewhere(r, item.name)) is not None:
             opt = Opt(typed=item.name, validity="refused", detail=other)
-        elif spec_intent is not None:
-            opt = Opt(typed=item.name, intent=spec_intent, detail=f"a {r.profile.name} environment setting read in "
-                       f"{r.profile.flags[spec_intent].source}; not in the release data, not checked")
+        elif spec_intent is not None:  # an intent set by a variable the engine reads (its table says if it does)
+            opt = _env_only(r, item)
+            opt.intent = spec_intent
+            if opt.validity == "unknown":
+                opt.detail = (f"a {r.profile.name} environment setting read in {r.profile.flags[spec_intent].source};"
+                              f" {opt.detail or 'not checked'}")
         else:
             opt = _env_only(r, item)
         if found is not None and {found.name, *(opt.span.aliases if opt.span else [])} & model_flags:

@@ -68,6 +68,7 @@ class Opt:
     detail: str | None = None
     url: str | None = None
     alternatives: tuple[FlagSpan, ...] = ()  # two definitions around an unread release: a value must suit both
+    attached: str | None = None  # a value the release's parser reads joined to the option word (-O3: "3")
 
     def check(self, name: str, value: Any, label: str) -> None:
         """Refuse (or leave unknown) a value the release's parser would not take; with two definitions around an
@@ -127,6 +128,7 @@ class Reader:
             opt.validity = VALIDITY[found.status]
             opt.detail = None if found.status == "present" else found.reason
             opt.url = found.url
+            opt.attached = found.attached_value
             if found.status == "present" and isinstance(found.span, FlagSpan):
                 opt.span, opt.canonical = found.span, found.name
                 opt.alternatives = tuple(s for s in found.alternatives if isinstance(s, FlagSpan))
@@ -196,7 +198,7 @@ def apply(r: Reader, index: int, opt: Opt, value: Any) -> None:
     spec = r.profile.flags[intent]
     if spec.kind == "bool":
         try:
-            on = str(value) == spec.on_value if spec.on_value is not None else bool_of(value)
+            on = switch_value(spec, value)
         except NotAValue as exc:
             refuse(r, index, exc)
             return
@@ -213,6 +215,18 @@ def apply(r: Reader, index: int, opt: Opt, value: Any) -> None:
         refuse(r, index, exc)
         return
     r.out.produced[index] = [intent]
+
+
+def switch_value(spec: FlagSpec, value: Any) -> bool:
+    """Whether a boolean intent is on, as the engine reads the value: set at all (a variable tested for presence),
+    one of its true words (lowercased), the flag's one value for on, or a true/false word."""
+    if spec.presence:
+        return True
+    if spec.true_words is not None:
+        return value if isinstance(value, bool) else str(value).strip().lower() in spec.true_words
+    if spec.on_value is not None:
+        return str(value) == spec.on_value
+    return bool_of(value)
 
 
 def refuse(r: Reader, index: int, exc: NotAValue) -> None:

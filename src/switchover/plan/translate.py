@@ -22,6 +22,7 @@ from switchover.plan.launch import (
 from switchover.plan.launch_values import value_problem
 from switchover.plan.translate_hardware import HardwareMove, gguf_step, move_hardware
 from switchover.plan.translate_json import base, has_members, member, render_json, target_option
+from switchover.plan.translate_nodes import nodes
 from switchover.plan.translate_results import FlagResult, flag_result, model_words
 from switchover.plan.translate_speculation import speculation
 from switchover.plan.translate_values import (
@@ -29,6 +30,7 @@ from switchover.plan.translate_values import (
     CONVERTED,
     Derived,
     LostKind,
+    Outcome,
     Render,
     Result,
     spelled,
@@ -131,8 +133,21 @@ def _place(r: Render, intent: str, value: Any) -> Result:
         node[leaf] = spelled(spec, value)
         return Result("translated", [f"{spec.yaml_key}: {json.dumps(node[leaf])}"], detail, spec.source)
     assert spec.env
-    r.env[spec.env] = ("1" if value else "0") if spec.kind == "bool" else str(value)
+    if spec.kind == "bool" and not value and not spec.default:
+        return Result("default_matches", detail=f"{spec.env} left unset is off in {r.target_label}",
+                      source=spec.source)
+    r.env[spec.env] = _env_word(spec, value)
     return Result("translated", [f"{spec.env}={r.env[spec.env]}"], detail, spec.source)
+
+
+def _env_word(spec: FlagSpec, value: Any) -> str:
+    """A value as the target's variable is read: a switch as its first true word (vLLM reads only 'true' before
+    0.28.0), else 1/0."""
+    if spec.kind != "bool":
+        return str(value)
+    if value and spec.true_words:
+        return spec.true_words[0]
+    return "1" if value else "0"
 
 
 def _flag_words(spec: FlagSpec, name: str, span: FlagSpan | None, value: Any, bool_style: str) -> list[str]:
@@ -185,12 +200,13 @@ def _not_copied(r: Render, name: str, value: Any) -> Result | None:
             f"{dst.name} has no such setting at {r.target_label}"
         return Result("lost", detail=f"{_describe(sspec, name, value)}: {why}", kind="no_equivalent",
                       source=sspec.source if sspec else None)
-    differs = sspec is not None and not (dspec.equivalent and sspec.equivalent)
+    # one_way: the source applied its value as the shared intent where it applied it at all (TGI --max-batch-size)
+    differs = sspec is not None and not (dspec.equivalent and (sspec.equivalent or sspec.one_way))
     converted = name in r.details
     if (differs or name in MEANING_DIFFERS) and src.name != dst.name and not converted and name not in r.forced:
+        why = f": {dspec.note}" if dspec.one_way and dspec.note else " — size it with `switchover plan capacity`"
         return Result("lost", detail=f"{_describe(sspec, name, value)} in {src.name} is not {_describe(dspec, name)} "
-                                     f"in {dst.name}; not copied — size it with `switchover plan capacity`",
-                      source=dspec.source, kind="different_meaning")
+                                     f"in {dst.name}; not copied{why}", source=dspec.source, kind="different_meaning")
     settable = _on_command_line(dspec) or bool(dspec.yaml_key) or bool(dspec.env)
     if not settable:
         if name.endswith("_parallel_size") and value == 1:
@@ -221,8 +237,8 @@ def _copy(r: Render, name: str, value: Any) -> None:
     if why is not None:
         r.results[name] = why
         return
-    dspec = r.dst.flags[name]
-    note = None
+    dspec, sspec = r.dst.flags[name], r.src.flags.get(name)
+    note = sspec.note if sspec is not None and sspec.one_way and r.src.name != r.dst.name else None
     if dspec.kind == "list" and not isinstance(value, list):
         value = [value]
     if dspec.named_items and isinstance(value, list) and r.src.name != r.dst.name:
@@ -250,6 +266,21 @@ def _constraints(r: Render) -> None:
                    f"{r.target_label} (it refuses to start otherwise)", spec.rule_source or spec.source)
 
 
+def _carried(r: Render) -> None:
+    """Intents rendered through others (sharding by the TP size, a rendezvous address by two options) take what
+    became of their carriers: lost if one is lost."""
+    for name, carriers in r.follows.items():
+        done = [(c, r.results[c]) for c in ((carriers,) if isinstance(carriers, str) else carriers) if c in r.results]
+        if not done:
+            continue
+        lost = [x for _, x in done if x.outcome == "lost"]
+        first = lost[0] if lost else done[0][1]
+        outcome: Outcome = done[0][1].outcome if len(done) == 1 else "lost" if lost else "default_matches" if all(
+            x.outcome == "default_matches" for _, x in done) else "translated"
+        r.results[name] = Result(outcome, [w for _, x in done for w in x.rendered], "; ".join(
+            f"carried by {c}" + (f": {x.detail}" if x.detail else "") for c, x in done), first.source, first.kind)
+
+
 def render(intent: LaunchIntent, target: str, *, target_version: str | None = None, card: ModelCard | None = None,
            gpu_total_gib: float | None = None, move: HardwareMove | None = None,
            gpu_name: str | None = None) -> Translation:
@@ -268,7 +299,7 @@ def render(intent: LaunchIntent, target: str, *, target_version: str | None = No
     if move is not None:
         move_hardware(r, intent, move)
     gguf_step(r, intent, move)
-    for step in (speculation, *CONVERSIONS):
+    for step in (speculation, nodes, *CONVERSIONS):
         step(r)
     r.argv = dst.launch.command.split() + model_words(r, r.model if intent.model or src.name != dst.name else None)
     _constraints(r)
@@ -276,11 +307,7 @@ def render(intent: LaunchIntent, target: str, *, target_version: str | None = No
         if name in r.values and name not in r.results:
             _copy(r, name, value)
     render_json(r)
-    for intent_name, carrier in r.follows.items():
-        if carrier in r.results:
-            done = r.results[carrier]
-            r.results[intent_name] = Result(done.outcome, done.rendered, f"carried by {carrier}"
-                                            + (f": {done.detail}" if done.detail else ""), done.source, done.kind)
+    _carried(r)
     if intent.gpu_count is not None or "CUDA_VISIBLE_DEVICES" in intent.env:
         r.env.setdefault("CUDA_VISIBLE_DEVICES", r.devices or intent.env.get("CUDA_VISIBLE_DEVICES", ""))
     flags = [flag_result(r, intent, i, item) for i, item in enumerate(intent.inputs)]

@@ -65,7 +65,7 @@ class Render:
     devices: str | None = None  # CUDA_VISIBLE_DEVICES for the target, when a hardware move sets it
     json_objs: dict[str, dict[str, Any]] = field(default_factory=dict)  # JSON-valued flag -> its object
     json_members: dict[str, list[str]] = field(default_factory=dict)  # JSON-valued flag -> intents placed in it
-    follows: dict[str, str] = field(default_factory=dict)  # intent -> the intent whose rendering carries it
+    follows: dict[str, str | tuple[str, ...]] = field(default_factory=dict)  # intent -> the intent(s) rendering it
 
     def lose(self, intent: str, kind: LostKind, detail: str, source: str | None = None) -> None:
         """The intent does not carry over: why, and where to read it."""

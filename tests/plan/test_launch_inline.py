@@ -109,3 +109,29 @@ def test_a_bare_option_with_an_optional_value_stays_ok_and_a_bare_list_is_refuse
                                  version="0.8.4"))
     assert rec["--enable-chunked-prefill"].validity == "ok"
     assert rec["--served-model-name"].validity == "refused"
+
+
+def test_config_file_keys_are_checked_where_the_release_data_lists_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    # trtllm-serve --config: TorchLlmArgs fields as yaml:KEY facts (extract.trtllm_config); a key the LLM-API does not
+    # have is refused, one it has is ok although no command-line option is spelled like it
+    flags = {"--tp_size": _flag(kind="int"), "--max_batch_size": _flag(kind="int"),
+             "--extra_llm_api_options": _flag(aliases=["--config"]),
+             "yaml:print_iter_log": _flag(kind="bool"), "yaml:max_batch_size": _flag(kind="int"),
+             "yaml:kv_cache_config": _flag(kind="json"), "yaml:kv_cache_config.free_gpu_memory_fraction":
+                 _flag(kind="float"), "yaml:kv_cache_config.dtype": _flag(choices=["auto", "fp8"]),
+             "yaml:cuda_graph_config": _flag(kind="json")}
+    data = _data("trtllm", ParserRules(source="tensorrt_llm/commands/serve.py"), flags, "1.3.0rc3")
+    monkeypatch.setattr(releases, "load_releases", lambda engine: data if engine == "trtllm" else None)
+    options = ("print_iter_log: true\nmax_batch_size: 32\nkv_cache_config:\n  free_gpu_memory_fraction: 0.8\n"
+               "cuda_graph_config:\n  anything: 1\nnot_a_key: 3\n")
+    launch = parse_launch("trtllm", "trtllm-serve /m --config opts.yml", version="1.3.0rc3",
+                          files={"opts.yml": options})
+    rec = _by_typed(launch)
+    assert rec["print_iter_log"].validity == "ok" and rec["max_batch_size"].validity == "ok"
+    assert launch.values["max_concurrent_sequences"] == 32 and launch.values["gpu_memory_fraction"] == 0.8
+    assert rec["cuda_graph_config"].validity == "ok"  # a free-form section: its keys are not checked
+    assert rec["not_a_key"].validity == "refused"
+    wrong = parse_launch("trtllm", "trtllm-serve /m --config o.yml", version="1.3.0rc3",
+                         files={"o.yml": "kv_cache_config:\n  free_gpu_memory: 0.8\n"})
+    bad = _by_typed(wrong)["kv_cache_config"]
+    assert bad.validity == "refused" and "kv_cache_config.free_gpu_memory" in (bad.validity_detail or "")

@@ -37,16 +37,14 @@ from switchover.plan.launch_records import (
     Reader,
     Via,
     apply,
-    apply_json,
     json_parts,
     record,
     spellings,
 )
+from switchover.plan.launch_settings import apply_deferred, mapping, read_config
 from switchover.plan.launch_values import RANGES, TRUE_FALSE, is_option
-from switchover.textfile import read_text
 
 _PYTHON = ("python", "python3")
-CONFIG_MAX_BYTES = 256 * 1024
 __all__ = ["CONFIG_FILE", "DEVICES", "ENV_FILE", "MODEL", "RANGES", "InputFlag", "LaunchIntent", "Via", "detect_engine",
            "parse_launch", "resolve_engine"]
 
@@ -171,7 +169,7 @@ def _walk(r: Reader, words: list[str], model_flags: set[str], positional: bool) 
             r.out.model = str(value) if value is not None else r.out.model
         elif name in r.profile.launch.config_flags or opt.canonical in r.profile.launch.config_flags:
             r.out.inputs[index].intent = CONFIG_FILE
-            _read_config(r, str(value) if value is not None else "")
+            read_config(r, str(value) if value is not None else "")
         else:
             apply(r, index, opt, value)
 
@@ -253,64 +251,6 @@ def _value(words: list[str], i: int, eq: str, inline: str, takes: bool | None, k
     if nxt.lower() in TRUE_FALSE:
         return nxt, i + 1
     return None, i
-
-
-def _read_config(r: Reader, ref: str) -> None:
-    """A config file named on the command line: its keys become records (via config); missing, it is said. A value
-    that is a JSON object is the settings themselves, given inline."""
-    text = r.files.get(ref) or r.files.get(Path(ref).name)
-    if text is None and ref.lstrip().startswith("{"):
-        text = ref
-        r.out.notes.append("the config option's value is its settings as inline JSON: read as such")
-    elif text is None and ref and len(ref) < 4096 and Path(ref).is_file():
-        text = read_text(ref, max_bytes=CONFIG_MAX_BYTES, what="launch config (YAML)")
-    if text is None:
-        r.out.notes.append(f"config file {ref!r} not given: its settings are not read (pass --file {ref}=PATH)")
-        return
-    data = cfg.read_yaml_mapping(text, f"launch config {ref}")
-    if not isinstance(data, dict):
-        raise BadInput(f"{ref}: the launch config must be a YAML mapping")
-    _mapping(r, data)
-
-
-def _mapping(r: Reader, data: dict[str, Any]) -> None:
-    """Settings as YAML keys (option names without dashes, or LLM-API fields and sections): one record per top-level
-    key; a section's keys set the intents the profile maps inside it."""
-    keys = cfg.yaml_keys(r.profile)
-    sections = cfg.yaml_sections(r.profile)
-    for key, value in ((str(k), v) for k, v in data.items()):
-        if key in cfg.MODEL_KEYS:
-            r.out.model = str(value)
-            record(r, Opt(typed=key, intent=MODEL, validity="ok"), value, "config")
-            continue
-        if key in keys or key in sections:
-            why = r.unchecked() if r.view is None else "its keys are not in the release data"
-            opt = Opt(typed=key, intent=keys.get(key), detail=f"a YAML setting of {r.label}: {why}")
-        else:
-            opt = next((o for o in (r.option(s) for s in cfg.option_spellings(key))
-                        if o.validity == "ok" or o.intent), r.option(cfg.option_spellings(key)[0]))
-            opt.typed = key
-        if not isinstance(value, bool):
-            opt.check(key, value, r.label)
-        index = record(r, opt, value, "config")
-        r.deferred.append((index, opt))
-
-
-def _apply_deferred(r: Reader) -> None:
-    """Config-file settings over the command line where the engine merges them over it (TensorRT-LLM); elsewhere the
-    command line wins and the file only fills what it does not set."""
-    sections = cfg.yaml_sections(r.profile)
-    for index, opt in r.deferred:
-        before = dict(r.out.values)
-        value = r.out.inputs[index].value
-        if opt.intent is None and opt.typed in sections and isinstance(value, dict):
-            apply_json(r, index, None, value, sections[opt.typed])
-        else:
-            apply(r, index, opt, value)
-        if not r.profile.launch.config_overrides_cli:
-            for intent in r.out.produced.get(index, []):
-                if intent in before:
-                    r.out.values[intent] = before[intent]
 
 
 def _model_flags(profile: EngineProfile) -> set[str]:
@@ -429,13 +369,13 @@ def parse_launch(engine: str, text: str, *, version: str | None = None,
     r = Reader(profile=profile, view=view, files=files, out=out, table=spellings(profile),
                 json_parts=json_parts(profile))
     if isinstance(raw, dict):
-        _mapping(r, raw)
+        mapping(r, raw)
     else:
         files.update(raw.files)
         r.files = files
         out.image = raw.image
         _launch(r, raw)
-    _apply_deferred(r)
+    apply_deferred(r)
     out.unknown = [x.typed for x in out.inputs if x.intent is None and x.validity != "ok"]
     _slots_to_request(profile, out)
     return out

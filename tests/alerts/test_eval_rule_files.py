@@ -62,6 +62,8 @@ def test_every_series_a_file_reads_is_served_by_its_release(path: Path) -> None:
     if load_releases(engine) is None:
         pytest.skip(f"no packaged release data for {engine}")
     side = engine_release(f"{engine}@{version}", "header")
+    if side.view is not None and side.view.resolution.coverage == "older_than_read":
+        pytest.skip(f"{side.note}: {path.name}'s series cannot be checked against release data")
     data = yaml.safe_load(path.read_text())
     mine = recorded_names(data)
     dead = sorted({f"{s.name}: {side.serves(s.name).reason}" for g in data["groups"] for r in g["rules"]

@@ -299,7 +299,8 @@ def test_a_bare_option_whose_value_is_optional_is_ok(monkeypatch: pytest.MonkeyP
 def test_a_library_variable_the_engine_itself_reads_is_checked_in_its_table(monkeypatch: pytest.MonkeyPatch) -> None:
     data = _env_data({"0.8.5": {"HF_TOKEN": {"path": "vllm/envs.py"}}})
     monkeypatch.setattr(releases, "load_releases", lambda engine: data if engine == "vllm" else None)
-    assert _by_typed(parse_launch("vllm", "HF_TOKEN=x vllm serve M", version="0.8.5"))["HF_TOKEN"].validity == "ok"
+    token = _by_typed(parse_launch("vllm", "HF_TOKEN=x vllm serve M", version="0.8.5"))["HF_TOKEN"]
+    assert token.validity == "ok" and "read by vllm 0.8.5 itself" in (token.validity_detail or "")
     other = _by_typed(parse_launch("vllm", "NCCL_DEBUG=INFO vllm serve M", version="0.8.5"))["NCCL_DEBUG"]
     assert other.validity == "unknown" and "library" in (other.validity_detail or "")
 

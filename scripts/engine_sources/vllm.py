@@ -30,7 +30,13 @@ NOTES = [
     "Environment variables are the names in vllm/envs.py's environment_variables table (from 0.17.0 vLLM warns "
     "about, or refuses, a VLLM_* variable missing from it), plus the variables those entries fall back to (HOST_IP "
     "for VLLM_HOST_IP); 0.4.0 and 0.4.1 have no envs.py, so their VLLM_* variables are those the package reads by "
-    "name. Variables read only by libraries vLLM loads (CUDA, NCCL, Hugging Face) are not listed.",
+    "name. Variables read only by libraries vLLM loads (CUDA, NCCL, Hugging Face) are not listed. A variable is "
+    "marked deprecated where the comment above its envs.py entry says so; a name in removed_environment_variables "
+    "(0.34.0: vLLM refuses to start when it is set) is not in the table, so the release shows it absent.",
+    "-O3 is read per release from FlexibleArgumentParser.parse_args: argparse's -O 3 (-O an alias of "
+    "--compilation-config) until 0.9.1, the key --compilation-config.level (0.9.2) or .mode (0.11.1) through the "
+    "dotted-key path, then --optimization-level (0.12.0); any one-letter option that takes a value (-q) may have "
+    "it attached, as argparse reads it.",
 ]
 _FILES: dict[str, list[dict]] = {}
 

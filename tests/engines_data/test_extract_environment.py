@@ -239,7 +239,9 @@ def test_sglang_envs_registry_fields_win_with_their_parsed_kind_and_aliases() ->
     assert env["SGLANG_RETRACT_DECODE_STEPS"] == {"path": "sglang/srt/environ.py", "kind": "int", "default": "20"}
     assert env["SGLANG_PLATFORMS"]["kind"] == "list"
     assert env["SGLANG_USE_AITER"]["default"] == "_default_hip()"
-    assert env["SGLANG_OLD_NAME"] == {"path": "sglang/srt/environ.py", "kind": "bool"}  # read when the new is unset
+    assert env["SGLANG_OLD_NAME"] == {"path": "sglang/srt/environ.py", "kind": "bool",  # read when the new is unset
+                                      "deprecated": "Deprecated. Use SGLANG_NEW_NAME instead. Read only while "
+                                                    "SGLANG_NEW_NAME is unset."}
     assert "not_a_field" not in env
     assert env["SGLANG_TORCH_PROFILER_DIR"]["path"] == "sglang/srt/managers/scheduler.py"  # still read by name
 

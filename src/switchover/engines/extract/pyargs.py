@@ -326,6 +326,13 @@ def parser_rules(ev: Evaluator, parser: ParserV) -> tuple[bool, str]:
     return True, parser.path
 
 
+def attached_short(flags: dict[str, dict[str, Any]]) -> bool:
+    """Whether the options hold a one-letter short option that takes a value: argparse reads `-q VALUE` typed as
+    `-qVALUE` (or `-q=VALUE`) for any such option, so a launch may attach the value."""
+    return any(facts.get("takes_value") and any(re.fullmatch(r"-[^-]", s) for s in (name, *facts.get("aliases", [])))
+               for name, facts in flags.items())
+
+
 def collect(ev: Evaluator, parsers: list[ParserV]) -> dict[str, dict[str, Any]]:
     """Every option of the parsers by canonical name (the first definition wins, as argparse keeps it)."""
     out: dict[str, dict[str, Any]] = {}

@@ -32,13 +32,14 @@ _WEAK = ("unknown", "str")  # kinds a converted read elsewhere overrides
 @dataclass(frozen=True)
 class EnvRead:
     """One read of an environment variable: where, the kind of value it is turned into, its default as written
-    (None: none), the values a wrapper accepts (None: any)."""
+    (None: none), the values a wrapper accepts (None: any), the release's deprecation note (None: none)."""
 
     name: str
     path: str
     kind: str = "unknown"
     default: str | None = None
     choices: tuple[str, ...] | None = None
+    deprecated: str | None = None
 
     def facts(self) -> dict[str, Any]:
         """EnvSpan fields but first/last."""
@@ -47,6 +48,8 @@ class EnvRead:
             out["default"] = self.default
         if self.choices is not None:
             out["choices"] = list(self.choices)
+        if self.deprecated is not None:
+            out["deprecated"] = self.deprecated
         return out
 
 
@@ -290,8 +293,8 @@ def _wrapper_of(node: ast.FunctionDef | ast.AsyncFunctionDef) -> _Wrapper | None
         fallback: ast.expr | None = None
         if isinstance(sub, ast.Call) and text_of(sub.func) in _READ_CALLS:
             named, fallback = _arg(sub, 0, "key"), _arg(sub, 1, "default")
-        elif isinstance(sub, ast.Subscript) and text_of(sub.value) in _ENVIRON:
-            named = sub.slice
+        elif isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Load) and text_of(sub.value) in _ENVIRON:
+            named = sub.slice  # `os.environ[name] = ...` writes the variable: not a read
         if not (isinstance(named, ast.Name) and named.id in params):
             continue
         default = fallback.id if isinstance(fallback, ast.Name) and fallback.id in params else (
@@ -347,8 +350,9 @@ def merge(reads: list[EnvRead]) -> dict[str, dict[str, Any]]:
             "str" if any(r.kind == "str" for r in found) else "unknown")
         defaults = {r.default for r in found if r.default is not None}
         choices = next((r.choices for r in found if r.choices is not None), None)
+        note = next((r.deprecated for r in found if r.deprecated is not None), None)
         out[name] = EnvRead(name, found[0].path, kind, defaults.pop() if len(defaults) == 1 else None,
-                            choices).facts()
+                            choices, note).facts()
     return out
 
 

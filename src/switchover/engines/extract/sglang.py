@@ -14,7 +14,15 @@ import re
 from typing import Any
 
 from switchover.engines.extract import Extracted, SourceTree
-from switchover.engines.extract.pyargs import GroupV, Option, ParserV, collect, evaluator, new_parser
+from switchover.engines.extract.pyargs import (
+    GroupV,
+    Option,
+    ParserV,
+    attached_short,
+    collect,
+    evaluator,
+    new_parser,
+)
 from switchover.engines.extract.pyeval import Evaluator, Source
 from switchover.engines.extract.pymetrics import metrics_in
 from switchover.engines.extract.pytypes import atoms, field_default
@@ -33,7 +41,7 @@ from switchover.engines.extract.pyvalues import (
     V,
     text_of,
 )
-from switchover.engines.extract.sglang_environ import environment
+from switchover.engines.extract.sglang_environ import environment, prefix_aliases
 from switchover.engines.releases import ParserRules
 
 _SERVER_ARGS = "sglang.srt.server_args"
@@ -57,17 +65,20 @@ def extract(tree: SourceTree) -> Extracted:
     parser = new_parser(ev, Ext("argparse.ArgumentParser"))
     ev.run(add, [parser], {})
     flags = collect(ev, [parser])
+    rules = rules.model_copy(update={"attached_short": attached_short(flags)})
     if _plugins_first(source):
         _open_choices(ev, server_args, parser, flags)
     metrics = metrics_in(source, _METRIC_FILES, prefix="sglang:")
     env = environment(ev, source)
     # the files options and metrics come from (each environment variable cites its own file: they are many)
     cited = {f["path"] for f in flags.values()} | {m["path"] for m in metrics.values()} | {rules.source}
-    return Extracted(parser=rules, flags=flags, metrics=metrics, files=sorted(cited), environment=env)
+    return Extracted(parser=rules, flags=flags, metrics=metrics, files=sorted(cited), environment=env,
+                     env_prefix_aliases=prefix_aliases(source))
 
 
 def _rules(source: Source) -> ParserRules:
-    """argparse's prefix matching, unless the launch parser is built with allow_abbrev=False; no underscores."""
+    """argparse's prefix matching, unless the launch parser is built with allow_abbrev=False; no underscores (a value
+    attached to a one-letter option is argparse's too: set once the options are known)."""
     for path, function in _PARSER_SITES:
         text = source.text(path)
         if text is None:

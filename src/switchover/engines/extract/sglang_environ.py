@@ -1,8 +1,9 @@
 """The environment variables an SGLang release reads: the fields of the `Envs` registry in sglang/srt/environ.py
 (0.5.3 on: `SGLANG_X = EnvBool(False)`, the kind from the field class's `parse` return type, the default as written,
-a `deprecated_name=` alias read when the field is unset), and every `SGLANG_*` / `SGL_*` variable the package still
-reads by name (`get_bool_env_var("SGLANG_X")`, `os.getenv(...)`), which is all of them before the registry. A
-registry field wins over a read of the same name elsewhere."""
+a `deprecated_name=` alias read when the field is unset), every `SGLANG_*` / `SGL_*` variable the package still reads
+by name (`get_bool_env_var("SGLANG_X")`, `os.getenv(...)`), which is all of them before the registry, and the names
+environ.py says are deprecated (sglang_deprecations), each with the release's note. A registry field wins over a
+read of the same name elsewhere."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from switchover.engines.extract.pyargs import default_text
 from switchover.engines.extract.pyenv import EnvRead, annotation_kind, scan
 from switchover.engines.extract.pyeval import Evaluator, Source
 from switchover.engines.extract.pyvalues import ClassV, Const, FuncV, Unknown, V, text_of
+from switchover.engines.extract.sglang_deprecations import Deprecation, deprecations
+from switchover.engines.extract.sglang_deprecations import prefix_aliases as _prefix_aliases
 
 _MODULE = "sglang.srt.environ"
 _REGISTRY = "Envs"
@@ -23,11 +26,31 @@ _SKIP = ("sglang/lang/", "sglang/bench_", "sglang/eval/", "sglang/test/")
 
 
 def environment(ev: Evaluator, source: Source) -> dict[str, dict[str, Any]]:
-    """Variable name -> EnvSpan fields (but first/last) for one release."""
+    """Variable name -> EnvSpan fields (but first/last) for one release; a name environ.py says is deprecated carries
+    the note (and is listed even where nothing else reads it: environ.py reads it to warn, or to forward its value)."""
     out = _registry(ev, source)
     for name, facts in scan(source, ev, PREFIXES, skip=_SKIP).items():
         out.setdefault(name, facts)
+    mod = source.module(_MODULE)
+    for found in (deprecations(ev, mod) if mod is not None else {}).values():
+        _mark(out, found, mod.path if mod is not None else "")
     return dict(sorted(out.items()))
+
+
+def prefix_aliases(source: Source) -> dict[str, str]:
+    """The variable prefixes the release reads as others ({"SGL_": "SGLANG_"}), from environ.py (none before it)."""
+    mod = source.module(_MODULE)
+    return _prefix_aliases(mod) if mod is not None else {}
+
+
+def _mark(out: dict[str, dict[str, Any]], found: Deprecation, path: str) -> None:
+    """Add the deprecation note to the variable's facts; a name only the deprecation reads gets the replacement's
+    kind when its value is forwarded unchanged."""
+    forwarded = out.get(found.replacement or "", {}).get("kind") if found.forwarded else None
+    facts = out.setdefault(found.name, EnvRead(found.name, path, forwarded or "unknown").facts())
+    if facts["kind"] == "unknown" and forwarded:
+        facts["kind"] = forwarded
+    facts["deprecated"] = found.note()
 
 
 def _registry(ev: Evaluator, source: Source) -> dict[str, dict[str, Any]]:
@@ -50,8 +73,9 @@ def _registry(ev: Evaluator, source: Source) -> dict[str, dict[str, Any]]:
         default = _default(ev.eval(given, registry.mod, {})) if given is not None else None
         out[name] = EnvRead(name, registry.mod.path, kind, default).facts()
         alias = next((k.value for k in call.keywords if k.arg == "deprecated_name"), None)
-        if isinstance(alias, ast.Constant) and isinstance(alias.value, str):
-            aliases.append(EnvRead(alias.value, registry.mod.path, kind))
+        if isinstance(alias, ast.Constant) and isinstance(alias.value, str):  # read while `name` is unset
+            aliases.append(EnvRead(alias.value, registry.mod.path, kind, deprecated=Deprecation(
+                alias.value, name, f"Read only while {name} is unset.").note()))
     for read in aliases:
         out.setdefault(read.name, read.facts())
     return out
@@ -78,4 +102,4 @@ def _default(value: V) -> str | None:
     return None
 
 
-__all__ = ["PREFIXES", "environment"]
+__all__ = ["PREFIXES", "environment", "prefix_aliases"]

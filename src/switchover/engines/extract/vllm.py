@@ -17,6 +17,7 @@ from switchover.engines.extract import Extracted, SourceTree
 from switchover.engines.extract.pyargs import (
     ParserV,
     SubparsersV,
+    attached_short,
     collect,
     evaluator,
     is_parser_class,
@@ -54,7 +55,7 @@ def extract(tree: SourceTree) -> Extracted:
     if not parsers:
         return Extracted(parser=ParserRules(source="vllm/entrypoints/openai/cli_args.py"))
     flags = collect(ev, parsers)
-    rules = _rules(ev, parsers[0])
+    rules = _rules(ev, parsers[0], flags)
     _inverses(ev, parsers[0], flags)
     _registries(ev, source, flags)
     metrics = metrics_in(source, _metric_files(source), prefix="vllm:", hidden_when="show_hidden_metrics")
@@ -138,21 +139,65 @@ def _serve_subparser(ev: Evaluator, source: Source, parser_cls: V) -> ParserV | 
     return None
 
 
-def _rules(ev: Evaluator, parser: ParserV) -> ParserRules:
+def _rules(ev: Evaluator, parser: ParserV, flags: dict[str, dict[str, Any]]) -> ParserRules:
     """Underscore spellings (FlexibleArgumentParser.parse_args turns `--a_b` into `--a-b`), dotted keys of JSON
-    options (`--compilation-config.level 3` gathered into `--compilation-config '{"level": 3}'`) and
-    abbreviations."""
+    options (`--compilation-config.level 3` gathered into `--compilation-config '{"level": 3}'`), abbreviations,
+    values attached to one-letter options (argparse: `-q fp8` typed `-qfp8`) and parse_args' own rewrite of them
+    (`-O3`)."""
     abbrev, abbrev_path = parser_rules(ev, parser)
     cls = parser.cls
     underscores = dotted = False
+    rewrites: dict[str, str] = {}
     path = abbrev_path
     if isinstance(cls, ClassV):
         parse = next((s for s in cls.node.body if isinstance(s, ast.FunctionDef) and s.name == "parse_args"), None)
         text = text_of(parse) if parse is not None else ""
         underscores = "replace('_', '-')" in text or "replace(\"_\", \"-\")" in text or "repl" in text
         dotted = parse is not None and _splits_on_dots(parse)
+        rewrites = _attached_rewrites(parse, flags) if parse is not None else {}
         path = cls.mod.path
-    return ParserRules(abbrev=abbrev, underscores=underscores, dotted_keys=dotted, source=path)
+    return ParserRules(abbrev=abbrev, underscores=underscores, dotted_keys=dotted,
+                       attached_short=attached_short(flags), attached_values=rewrites, source=path)
+
+
+def _attached_rewrites(parse: ast.FunctionDef, flags: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """parse_args' own reading of a one-letter option typed with its value attached: a branch testing
+    `arg.startswith("-O")` that hands the value on under another spelling (`f"-O.level={level}"`: the key `level`
+    of the JSON option -O names; `["--optimization-level", level]`). A branch that hands it to the same option
+    (`-O` then the value, as argparse does anyway) is no rewrite."""
+    out: dict[str, str] = {}
+    for node in ast.walk(parse):
+        if not isinstance(node, ast.If):
+            continue
+        prefix = next((str(c.args[0].value) for c in ast.walk(node.test) if isinstance(c, ast.Call)
+                       and isinstance(c.func, ast.Attribute) and c.func.attr == "startswith" and c.args
+                       and isinstance(c.args[0], ast.Constant) and isinstance(c.args[0].value, str)
+                       and re.fullmatch(r"-[^-]", c.args[0].value)), None)
+        target = _handed_to(node.body) if prefix is not None and prefix not in out else None
+        if prefix is None or target is None or target == prefix:
+            continue
+        base, dot, key = target.partition(".")
+        if dot and base == prefix:  # a key of the option the short spelling names
+            owner = next((name for name, facts in flags.items() if prefix in (name, *facts.get("aliases", []))), None)
+            if owner is None:
+                continue
+            target = f"{owner}.{key}"
+        out[prefix] = target
+    return out
+
+
+def _handed_to(body: list[ast.stmt]) -> str | None:
+    """The first option spelling a branch puts in the arguments: a string constant, or an f-string's leading text
+    (up to its '=')."""
+    stack: list[ast.AST] = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        text = node.values[0] if isinstance(node, ast.JoinedStr) and node.values else node
+        if isinstance(text, ast.Constant) and isinstance(text.value, str) and text.value.startswith("-"):
+            return text.value.split("=", 1)[0]
+        if not isinstance(node, ast.JoinedStr):  # an f-string's later parts are not a spelling
+            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+    return None
 
 
 def _splits_on_dots(parse: ast.FunctionDef) -> bool:

@@ -71,13 +71,18 @@ OPTIMIZATION = """
                     processed_args.append(arg.replace("-O", "-cc", 1))"""
 
 
-def _vllm(branch: str, *, compile_strings: str = '"--compilation-config", "-O"', optimization: str = "") -> SourceTree:
+def _files(branch: str, *, compile_strings: str = '"--compilation-config", "-O"', optimization: str = ""
+           ) -> dict[str, str]:
     files = {"vllm/utils.py": PARSER.format(branch=branch, dotted="" if branch == DEAD else DOTTED),
              "vllm/entrypoints/openai/cli_args.py": CLI.format(compile_strings=compile_strings,
                                                                optimization=optimization),
              "vllm/entrypoints/openai/api_server.py": "from vllm.entrypoints.openai.cli_args import make_arg_parser\n",
              "vllm/scripts.py": SERVE}
-    return SourceTree(files={path: textwrap.dedent(text) for path, text in files.items()})
+    return {path: textwrap.dedent(text) for path, text in files.items()}
+
+
+def _vllm(branch: str, **layout: str) -> SourceTree:
+    return SourceTree(files=_files(branch, **layout))
 
 
 NEWEST = {"branch": OPTIMIZATION, "compile_strings": '"--compilation-config", "-cc"',
@@ -144,3 +149,29 @@ def test_O3_is_the_optimization_level_where_parse_args_hands_it_there() -> None:
     assert (found.name, found.status, found.attached_value) == ("--optimization-level", "present", "3")
     assert view.option("-qfp8").name == "--quantization"  # argparse's reading of the other one-letter option
     assert view.option("-tp4").status == "absent"  # a two-letter option never takes an attached value
+
+
+FROM_CLI = """
+    import ast
+    from dataclasses import dataclass
+
+    @dataclass
+    class CompilationConfig:
+        level: int = 0
+
+        @classmethod
+        def from_cli(cls, cli_value: str) -> "CompilationConfig":
+            if cli_value in ["0", "1", "2", "3"]:
+                return cls(level=int(cli_value))
+            return CompilationConfig(**ast.literal_eval(cli_value))
+"""
+
+
+def test_O_value_read_as_a_level_or_a_dict_literal_is_json_not_int() -> None:
+    files = _files(DEAD)
+    files["vllm/config.py"] = textwrap.dedent(FROM_CLI)
+    cli = files["vllm/entrypoints/openai/cli_args.py"]
+    files["vllm/entrypoints/openai/cli_args.py"] = "from vllm.config import CompilationConfig\n" + cli.replace(
+        '"-O", type=str', '"-O", type=CompilationConfig.from_cli')
+    flags = vllm.extract(SourceTree(files=files)).flags
+    assert flags["--compilation-config"]["kind"] == "json"  # 0.6.5: -O3 and -O '{"level": 3}' both parse

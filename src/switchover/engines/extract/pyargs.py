@@ -39,6 +39,7 @@ _KIND_NAMES = {"int": "int", "float": "float", "str": "str", "bool": "bool", "js
                "ast.literal_eval": "json", "loads": "json", "dict": "json", "list": "list", "Path": "str",
                "pathlib.Path": "str"}
 _MAX_NOTE = 240
+_LITERAL_PARSERS = {"json.loads", "ast.literal_eval", "literal_eval"}
 
 
 @dataclass(eq=False)
@@ -228,6 +229,8 @@ def _func_kind(ev: Evaluator, func: FuncV) -> str:
                 return kind
         if re.match(r"^(dict|Dict|Mapping)\b", ret):
             return "json" if "json" in text_of(node) else "str"
+    if any(isinstance(c, ast.Call) and text_of(c.func) in _LITERAL_PARSERS for c in ast.walk(node)):
+        return "json"  # vLLM 0.6.5 CompilationConfig.from_cli: a level ("3") or a dict literal, both JSON values
     return _by_name(text_of(node))
 
 

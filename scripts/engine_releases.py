@@ -92,7 +92,9 @@ def check(engine: str, version: str, args: argparse.Namespace) -> list[str]:
     stored = next((s.facts for s in expand(packaged) if s.version == version), None)
     if stored is None:
         return [f"{engine} {version} is not in the packaged data"]
-    diffs = []
+    diffs = [f"parser: packaged {stored.parser} != source {fresh.parser}"] if stored.parser != fresh.parser else []
+    if stored.env_prefix_aliases != fresh.env_prefix_aliases:
+        diffs.append(f"variable prefixes: packaged {stored.env_prefix_aliases} != source {fresh.env_prefix_aliases}")
     for attr in ("flags", "metrics", "environment"):
         a, b = getattr(stored, attr), {k: v for k, v in compact(engine, [Snapshot(
             version, release.ref, release.archive, release.date, fresh)], source_url=packaged.source_url,

@@ -14,7 +14,7 @@ from typing import Any
 from switchover.engines import EngineProfile, list_profiles, load_profile
 from switchover.engines import releases as release_data
 from switchover.engines.profile import profile_key
-from switchover.engines.releases import ReleaseView
+from switchover.engines.releases import EnvSpan, ReleaseView
 from switchover.errors import BadInput
 from switchover.plan import launch_config as cfg
 from switchover.plan.launch_argv import (
@@ -320,8 +320,10 @@ def _env_only(r: Reader, item: EnvSetting) -> Opt:
                     detail=f"the GPUs the process sees ({cfg.VISIBLE_DEVICES_SOURCE})")
     found = r.view.env_var(item.name) if r.view is not None else None
     if found is not None and found.status == "present":  # read by the engine itself at this release (its table)
-        return Opt(typed=item.name, validity="ok", url=found.url,
-                   detail=f"read by {r.label} itself ({found.url})" if kind == "library" else None)
+        note = found.span.deprecated if isinstance(found.span, EnvSpan) else None
+        said = [s for s in (f"read by {r.label} itself ({found.url})" if kind == "library" else None,
+                            found.matched_as, f"deprecated: {note}" if note else None) if s]
+        return Opt(typed=item.name, validity="ok", url=found.url, detail="; ".join(said) or None)
     if found is not None and kind == "engine":  # the engine's own prefix: not read there, or no table to tell
         if found.status == "absent":
             return Opt(typed=item.name, validity="refused", url=found.url,

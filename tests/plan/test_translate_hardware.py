@@ -77,3 +77,14 @@ def test_gguf_quantization_follows_the_checkpoint_and_the_memory() -> None:
 def test_a_gguf_model_needs_no_conversion() -> None:
     tr = translate("vllm", "vllm serve /m/model.gguf --max-model-len 4096", "llamacpp")
     assert tr.steps == [] and _word(tr, "-m") == "/m/model.gguf"
+
+
+def test_a_memory_knob_derived_for_the_new_gpus_is_rendered_as_derived_not_converted_again() -> None:
+    """With no memory flag in the launch, the move derives the target's own fraction; it must reach the command line
+    unchanged (it was converted a second time, as if it were the source engine's fraction)."""
+    card = card_from_config(C.LLAMA_8B, name="Llama-3.1-8B")
+    tr = translate("vllm", "vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 4 --max-model-len 8192", "sglang",
+                   card=card, gpu_total_gib=80.0, gpu_name="A100-80G",
+                   move=HardwareMove(from_gpu="A100-80G", to_gpu="H100-80G", to_gpus=2))
+    derived = next(d for d in tr.derived if d.what == "gpu_memory_fraction")
+    assert float(_word(tr, "--mem-fraction-static")) == derived.value

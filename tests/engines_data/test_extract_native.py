@@ -1003,12 +1003,21 @@ def test_trtllm_cached_copies_need_their_own_version_py(sources: Any, tmp_path: 
         sources.trtllm.releases(argparse.Namespace(git=None, cache=tmp_path / "empty", mirror=tmp_path / "none"))
 
 
-def test_llamacpp_keeps_only_the_parser_and_server_sources(sources: Any) -> None:
+def test_llamacpp_keeps_the_parser_the_server_and_what_reads_the_environment(sources: Any, tmp_path: Path) -> None:
     keep = sources.llamacpp.keep
     assert keep("common/arg.cpp") and keep("common/common.h") and keep("tools/server/server-task.cpp")
-    assert keep("examples/server/utils.hpp")
-    assert not keep("common/json.hpp") and not keep("examples/server/httplib.h")
-    assert not keep("tools/server/tests/unit/test.cpp") and not keep("src/llama.cpp")
+    assert keep("examples/server/utils.hpp") and keep("src/llama-context.cpp") and keep("common/log.cpp")
+    assert not keep("common/json.hpp") and not keep("examples/server/httplib.h") and not keep("ggml/src/ggml.c")
+    assert not keep("tools/server/tests/unit/test.cpp") and not keep("tools/server/webui/index.html")
+    files = {"common/arg.cpp": "parser", "common/sampling.cpp": "no env", "common/log.cpp": 'getenv("LLAMA_LOG")',
+             "src/llama.cpp": "no env", "src/llama-context.cpp": 'getenv("LLAMA_SET_ROWS")',
+             "tools/server/server.cpp": "server"}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    sources.llamacpp.prune(tmp_path)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()) == [
+        ".layout", "common/arg.cpp", "common/log.cpp", "src/llama-context.cpp", "tools/server/server.cpp"]
 
 
 def test_llamacpp_npm_tarball_names_its_tag_and_carries_a_bundle(sources: Any) -> None:

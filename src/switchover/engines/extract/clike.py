@@ -12,6 +12,14 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\", '"': '"', "'
 _RAW_RUST = re.compile(r'r(#*)"')
 _RAW_CPP = re.compile(r'R"([^()\\\s]{0,16})\(')
 _CHAR = re.compile(r"'(?:\\(?:x[0-9a-fA-F]{2}|u\{[0-9a-fA-F]+\}|.)|[^\\'\n])'")
+# one scan for what strip_comments must tell apart, leftmost first as a reader would: literals (plain, char, Rust raw
+# r#"..."#, C++ raw R"d(...)d") are kept, comments blanked
+_TOKENS = re.compile(
+    r'"(?:[^"\\]|\\.)*(?:"|\Z)'
+    r"|'(?:\\(?:x[0-9a-fA-F]{2}|u\{[0-9a-fA-F]+\}|[^\n])|[^\\'\n])'"
+    r'|(?<![0-9A-Za-z_])r(?P<hash>#*)".*?(?:"(?P=hash)|\Z)'
+    r'|(?<![0-9A-Za-z_])R"(?P<delim>[^()\\\s]{0,16})\(.*?(?:\)(?P=delim)"|\Z)'
+    r"|(?P<comment>//[^\n]*|/\*.*?(?:\*/|\Z))", re.S)
 
 
 def _literal_end(text: str, i: int) -> int:
@@ -43,31 +51,14 @@ def _literal_end(text: str, i: int) -> int:
     return i
 
 
+def _blanked(m: re.Match[str]) -> str:
+    return m.group(0) if m.group("comment") is None else re.sub(r"[^\n]", " ", m.group(0))
+
+
 def strip_comments(text: str) -> str:
-    """The text with every // and /* */ comment replaced by spaces (newlines kept), so offsets stay the same."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        end = _literal_end(text, i)
-        if end > i:
-            out.append(text[i:end])
-            i = end
-            continue
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            out.append(" " * (j - i))
-            i = j
-            continue
-        if text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(re.sub(r"[^\n]", " ", text[i:j]))
-            i = j
-            continue
-        out.append(text[i])
-        i += 1
-    return "".join(out)
+    """The text with every // and /* */ comment replaced by spaces (newlines kept), so offsets stay the same; string,
+    char and raw-string literals are left as they are (an unterminated one runs to the end)."""
+    return _TOKENS.sub(_blanked, text)
 
 
 def closing(text: str, i: int) -> int:

@@ -1,4 +1,5 @@
-"""llama-server's launch options and /metrics names, read from a llama.cpp build's source.
+"""llama-server's launch options, /metrics names and environment variables (llamacpp_environ.py), read from a
+llama.cpp build's source.
 
 Options: common/arg.cpp's `common_arg` declarations where the build has them (llamacpp_args.py), else the 2024
 parser in common/common.cpp (`if (arg == "-c" || arg == "--ctx-size") { CHECK_ARG ... }`, every option of which the
@@ -14,6 +15,7 @@ from typing import Any
 from switchover.engines.extract import Extracted, SourceTree
 from switchover.engines.extract.clike import closing, literal, literals, split_top, strip_comments
 from switchover.engines.extract.llamacpp_args import ARG_CPP, arg_cpp_options
+from switchover.engines.extract.llamacpp_environ import blank_literals, enclosing_function, environment
 from switchover.engines.extract.llamacpp_params import Params, help_default, read_structs
 from switchover.engines.releases import ParserRules
 
@@ -30,6 +32,8 @@ _NAMED = re.compile(r'\{\s*"name"\s*,\s*"([^"]+)"\s*\}')
 _ITEMS = re.compile(r"std::vector\s*<\s*\w+\s*>\s+(\w+)\s*=\s*\{")
 _ADD_ITEMS = re.compile(r'add_items\s*\(\s*"(\w+)"\s*,\s*(\w+)\s*\)')
 _TYPE_LINE = re.compile(r"# TYPE llamacpp:(\w+) (counter|gauge|histogram|summary)\b")
+_FIELD_SET = re.compile(r"\bparams\s*\.\s*([\w.]+)\s*=(?!=)\s*([^;]*);")
+_ENV_INTO = re.compile(r'\b\w*env\w*\s*\(\s*"([A-Z][A-Z0-9_]*)"\s*,\s*params\s*\.\s*([\w.]+)\s*\)')
 
 
 def _old_block_facts(block: str) -> dict[str, Any]:
@@ -69,8 +73,9 @@ def _usage_defaults(code: str, params: Params) -> dict[str, str]:
     return out
 
 
-def common_cpp_options(source: str, header: str | None) -> dict[str, dict[str, Any]]:
-    """Every option of the 2024 parser (gpt_params_find_arg in common/common.cpp)."""
+def common_cpp_options(source: str, header: str | None, server: str = "") -> dict[str, dict[str, Any]]:
+    """Every option of the 2024 parser (gpt_params_find_arg in common/common.cpp), with the env variable that sets
+    it where common.cpp reads one into the field the option's block sets (`server`: the server's sources)."""
     code = strip_comments(source)
     m = _FIND_ARG.search(code)
     if m is None:
@@ -80,6 +85,7 @@ def common_cpp_options(source: str, header: str | None) -> dict[str, dict[str, A
     params = Params(structs=read_structs(header) if header else {}, root=root.group(1) if root else "gpt_params")
     defaults = _usage_defaults(code, params)
     out: dict[str, dict[str, Any]] = {}
+    sets: dict[str, dict[str, str]] = {}  # option -> params field -> the value its block assigns
     for im in _OLD_IF.finditer(body):
         names = literals(im.group(1))
         end = closing(body, im.end() - 1)
@@ -87,8 +93,34 @@ def common_cpp_options(source: str, header: str | None) -> dict[str, dict[str, A
         longs = [n for n in names if n.startswith("--")]
         canonical = longs[0] if longs else names[0]
         default = next((defaults[n] for n in names if n in defaults), None)
-        out.setdefault(canonical, {"path": COMMON_CPP, "aliases": [n for n in names if n != canonical],
-                                   "default": default, **facts})
+        if canonical not in out:
+            out[canonical] = {"path": COMMON_CPP, "aliases": [n for n in names if n != canonical],
+                              "default": default, **facts}
+            sets[canonical] = dict(_FIELD_SET.findall(body[im.end():end]))
+    for variable, target in env_fields(code, server).items():
+        setters = [o for o, fields in sets.items() if target in fields]
+        if any(sets[o][target].strip() in ("true", "false") for o in setters):
+            # a switch: the variable (1/true) is the option that turns the field on (-cb, not -nocb); when only
+            # an option turning it off exists (--no-slots), the variable is no spelling of it
+            setters = [o for o in setters if sets[o][target].strip() == "true"]
+        if len(setters) == 1:
+            out[setters[0]]["env"] = variable
+    return out
+
+
+def env_fields(code: str, server: str) -> dict[str, str]:
+    """Env variable -> the params field common.cpp reads it into (`get_env("LLAMA_ARG_CTX_SIZE", params.n_ctx)`),
+    where the function holding the read is the parser itself or one the server calls."""
+    out: dict[str, str] = {}
+    blank = None
+    for m in _ENV_INTO.finditer(code):
+        blank = blank or blank_literals(code)
+        function = enclosing_function(blank, m.start())
+        if function is None:
+            continue
+        called = re.search(rf"\b{re.escape(function[0])}\s*\(", server) is not None
+        if called or _FIND_ARG.match(f"bool {function[0]}(") or function[0].endswith("_params_parse_ex"):
+            out.setdefault(m.group(1), m.group(2))
     return out
 
 
@@ -143,8 +175,11 @@ def extract(tree: SourceTree) -> Extracted:
     if arg_cpp is not None:
         flags, path = arg_cpp_options(arg_cpp, header), ARG_CPP
     else:
-        flags, path = common_cpp_options(tree.read(COMMON_CPP) or "", header), COMMON_CPP
+        server = "\n".join(tree.read(p) or "" for d in SERVER_DIRS for p in tree.paths(d, ".cpp"))
+        flags, path = common_cpp_options(tree.read(COMMON_CPP) or "", header, server), COMMON_CPP
     parse_source = strip_comments(tree.read(path) or "")
     rules = ParserRules(underscores=_UNDERSCORES.search(parse_source) is not None, source=path)
     found, files = server_metrics(tree)
-    return Extracted(parser=rules, flags=flags, metrics=found, files=[path, *([COMMON_H] if header else []), *files])
+    env, env_files, _ = environment(tree, flags)
+    return Extracted(parser=rules, flags=flags, metrics=found, environment=env, files=list(dict.fromkeys(
+        [path, *([COMMON_H] if header else []), *files, *env_files])))

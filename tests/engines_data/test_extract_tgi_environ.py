@@ -176,5 +176,7 @@ def test_tgi_data_says_which_release_reads_hf_token_and_use_flash_attention() ->
     assert token.status == "present" and token.url is not None and "/blob/v3.0.1/launcher/src/main.rs" in token.url
     assert old.env_var("HF_TOKEN").status == "absent"  # 2.0.x reads HUGGING_FACE_HUB_TOKEN; HF_TOKEN from 2.1.0
     assert old.env_var("HUGGING_FACE_HUB_TOKEN").status == "present"
-    assert new.env_var("QUANTIZE").status == "absent" and new.env_option("QUANTIZE") is not None  # an option's env
+    assert new.env_option("QUANTIZE") is not None and new.env_var("QUANTIZE").status == "unknown"  # an option's
+    assert new.env_var("NCCL_DEBUG").status == "unknown"  # no tag reads it: a library TGI loads may
+    assert new.env_var("TGI_NOT_A_VARIABLE").status == "absent"  # TGI's namespace: no tag reads it
     assert new.env_var("PREFIX_CACHING").status == "present" and old.env_var("PREFIX_CACHING").status == "absent"

@@ -114,21 +114,44 @@ def fetch_release(project: str, package: str, release: Release, files: list[dict
                                          env_prefixes))
 
 
-def main(project: str, since: str, package: str, extract: Callable[[SourceTree], Extracted],
-         env_prefixes: tuple[str, ...], argv: list[str] | None = None) -> int:
-    """`python scripts/engine_sources/<engine>.py fetch VERSION [--cache DIR]`: fill the cache for one release
-    (what CI runs before the real-source tests), without writing any data."""
-    ap = argparse.ArgumentParser(description=main.__doc__)
-    ap.add_argument("command", choices=["fetch"])
-    ap.add_argument("version")
-    ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "switchover" / "engine-sources")
-    args = ap.parse_args(argv)
-    found = {r.version: (r, f) for r, f in listed(project, since)}
-    if args.version not in found:
-        raise SystemExit(f"{project} {args.version} is not a release on PyPI since {since}")
-    release, files = found[args.version]
-    print(fetch_release(project, package, release, files, args, extract, env_prefixes))
-    return 0
+class PyPISource:
+    """One Python engine's releases on PyPI as the driver reads them: `releases(args)` lists them (remembering each
+    release's files) and `fetch(release, args)` brings one into the cache; a source module binds both to its names."""
+
+    def __init__(self, project: str, package: str, since: str, extract: Callable[[SourceTree], Extracted],
+                 env_prefixes: tuple[str, ...]) -> None:
+        self.project, self.package, self.since = project, package, since
+        self.extract, self.env_prefixes = extract, env_prefixes
+        self._files: dict[str, list[dict]] = {}
+
+    def releases(self, args: argparse.Namespace) -> list[Release]:
+        """Every final and post release since `since`, oldest first."""
+        out = []
+        for release, files in listed(self.project, self.since):
+            self._files[release.version] = files
+            out.append(release)
+        return out
+
+    def fetch(self, release: Release, args: argparse.Namespace) -> Path:
+        """The cached source folder of a release (downloaded and pruned the first time)."""
+        if release.version not in self._files:
+            self.releases(args)
+        return fetch_release(self.project, self.package, release, self._files[release.version], args, self.extract,
+                             self.env_prefixes)
+
+    def main(self, argv: list[str] | None = None) -> int:
+        """`python scripts/engine_sources/<engine>.py fetch VERSION [--cache DIR]`: fill the cache for one release
+        (what CI runs before the real-source tests), without writing any data."""
+        ap = argparse.ArgumentParser(description=PyPISource.main.__doc__)
+        ap.add_argument("command", choices=["fetch"])
+        ap.add_argument("version")
+        ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "switchover" / "engine-sources")
+        args = ap.parse_args(argv)
+        found = {r.version: r for r in self.releases(args)}
+        if args.version not in found:
+            raise SystemExit(f"{self.project} {args.version} is not a release on PyPI since {self.since}")
+        print(self.fetch(found[args.version], args))
+        return 0
 
 
-__all__ = ["RecordingTree", "archive_of", "fetch_release", "listed", "main", "reader_stamp"]
+__all__ = ["PyPISource", "RecordingTree", "archive_of", "fetch_release", "listed", "reader_stamp"]

@@ -8,14 +8,12 @@ repository), hence the python/ in SOURCE_URL.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine_sources.common import Release
-from engine_sources.pysource import fetch_release, listed, main
+from engine_sources.pysource import PyPISource
 from switchover.engines.extract.sglang import extract
 from switchover.engines.extract.sglang_environ import PREFIXES as ENV_PREFIXES
 
@@ -36,24 +34,10 @@ NOTES = [
     "or forward is listed too. Variables read only by libraries SGLang loads (CUDA, NCCL, Hugging Face) are not "
     "listed.",
 ]
-_FILES: dict[str, list[dict]] = {}
-
-
-def releases(args: argparse.Namespace) -> list[Release]:
-    """Every final and post release since 0.3.0, oldest first."""
-    out = []
-    for release, files in listed("sglang", SINCE):
-        _FILES[release.version] = files
-        out.append(release)
-    return out
-
-
-def fetch(release: Release, args: argparse.Namespace) -> Path:
-    """The cached source folder of a release (downloaded and pruned the first time)."""
-    if release.version not in _FILES:
-        releases(args)
-    return fetch_release("sglang", "sglang", release, _FILES[release.version], args, extract, ENV_PREFIXES)
+_SOURCE = PyPISource("sglang", "sglang", SINCE, extract, ENV_PREFIXES)
+releases = _SOURCE.releases
+fetch = _SOURCE.fetch
 
 
 if __name__ == "__main__":
-    sys.exit(main("sglang", SINCE, "sglang", extract, ENV_PREFIXES))
+    sys.exit(_SOURCE.main())

@@ -7,14 +7,12 @@ sdist's paths are the repository's (vllm/engine/arg_utils.py), so a fact's URL i
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine_sources.common import Release
-from engine_sources.pysource import fetch_release, listed, main
+from engine_sources.pysource import PyPISource
 from switchover.engines.extract.vllm import extract
 
 SOURCE_URL = "https://github.com/vllm-project/vllm/blob/{ref}/{path}"
@@ -38,24 +36,10 @@ NOTES = [
     "dotted-key path, then --optimization-level (0.12.0); any one-letter option that takes a value (-q) may have "
     "it attached, as argparse reads it.",
 ]
-_FILES: dict[str, list[dict]] = {}
-
-
-def releases(args: argparse.Namespace) -> list[Release]:
-    """Every final and post release since 0.4.0, oldest first."""
-    out = []
-    for release, files in listed("vllm", SINCE):
-        _FILES[release.version] = files
-        out.append(release)
-    return out
-
-
-def fetch(release: Release, args: argparse.Namespace) -> Path:
-    """The cached source folder of a release (downloaded and pruned the first time)."""
-    if release.version not in _FILES:
-        releases(args)
-    return fetch_release("vllm", "vllm", release, _FILES[release.version], args, extract, ENV_PREFIXES)
+_SOURCE = PyPISource("vllm", "vllm", SINCE, extract, ENV_PREFIXES)
+releases = _SOURCE.releases
+fetch = _SOURCE.fetch
 
 
 if __name__ == "__main__":
-    sys.exit(main("vllm", SINCE, "vllm", extract, ENV_PREFIXES))
+    sys.exit(_SOURCE.main())

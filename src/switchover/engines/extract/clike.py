@@ -5,6 +5,7 @@ extractors read (clap structs, `common_arg(...)` calls), not a parser of either 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 _OPEN = {"(": ")", "[": "]", "{": "}"}
 _CLOSE = {")", "]", "}"}
@@ -61,16 +62,23 @@ def strip_comments(text: str) -> str:
     return _TOKENS.sub(_blanked, text)
 
 
-def closing(text: str, i: int) -> int:
-    """The index of the bracket that closes the one at text[i] (comments already stripped); -1 when unbalanced."""
-    stack = [_OPEN[text[i]]]
-    j = i + 1
+def _code(text: str, start: int) -> Iterator[tuple[int, str]]:
+    """Each index and character of `text` from `start` on that is code: a string or char literal is stepped over
+    whole, so a bracket or comma inside one is not seen."""
+    j = start
     while j < len(text):
         end = _literal_end(text, j)
         if end > j:
             j = end
             continue
-        c = text[j]
+        yield j, text[j]
+        j += 1
+
+
+def closing(text: str, i: int) -> int:
+    """The index of the bracket that closes the one at text[i] (comments already stripped); -1 when unbalanced."""
+    stack = [_OPEN[text[i]]]
+    for j, c in _code(text, i + 1):
         if c in _OPEN:
             stack.append(_OPEN[c])
         elif c in _CLOSE:
@@ -79,20 +87,14 @@ def closing(text: str, i: int) -> int:
             stack.pop()
             if not stack:
                 return j
-        j += 1
     return -1
 
 
 def split_top(text: str, sep: str = ",") -> list[str]:
     """`text` split at every `sep` outside brackets and literals, each part stripped (empty parts dropped)."""
     parts: list[str] = []
-    depth, start, j = 0, 0, 0
-    while j < len(text):
-        end = _literal_end(text, j)
-        if end > j:
-            j = end
-            continue
-        c = text[j]
+    depth, start = 0, 0
+    for j, c in _code(text, 0):
         if c in _OPEN:
             depth += 1
         elif c in _CLOSE:
@@ -100,7 +102,6 @@ def split_top(text: str, sep: str = ",") -> list[str]:
         elif c == sep and depth == 0:
             parts.append(text[start:j].strip())
             start = j + 1
-        j += 1
     parts.append(text[start:].strip())
     return [p for p in parts if p]
 

@@ -8,56 +8,43 @@ from typing import Any
 import pytest
 
 from switchover.engines import releases
-from switchover.engines.extract import Extracted, Snapshot, compact
+from switchover.engines.extract import Extracted
 from switchover.engines.releases import EngineReleases, ParserRules
 from switchover.errors import BadInput
 from switchover.plan.launch import detect_engine, parse_launch
+from tests.plan.records import by_typed
+from tests.plan.release_data import engine_data, releases_of, span
 
 ARGPARSE = ParserRules(abbrev=True, source="launch_server.py")
 FLEXIBLE = ParserRules(abbrev=True, underscores=True, source="vllm/utils.py")
 CLAP = ParserRules(source="launcher/src/main.rs")
 
 
-def _flag(takes_value: bool = True, **extra: Any) -> dict[str, Any]:
-    return {"path": "args.py", "takes_value": takes_value, **extra}
-
-
-def _data(engine: str, rules: ParserRules, by_version: dict[str, dict[str, dict[str, Any]]]) -> EngineReleases:
-    snaps = [Snapshot(version=v, ref=f"v{v}", archive="test", date=None,
-                      facts=Extracted(parser=rules, flags=flags, files=["args.py"])) for v, flags in by_version.items()]
-    return compact(engine, snaps, source_url="https://example.invalid/{ref}/{path}", generated_by="test")
-
-
-VLLM_OLD = {"--model": _flag(), "--max-num-seqs": _flag(kind="int"), "--enforce-eager": _flag(False, kind="bool"),
-            "--tensor-parallel-size": _flag(kind="int", aliases=["-tp"]), "--swap-space": _flag(kind="float"),
-            "--reasoning-parser": _flag(choices=["deepseek_r1", "granite"]), "--config": _flag(),
-            "--enable-prefix-caching": _flag(False, kind="bool", negation="--no-enable-prefix-caching"),
-            "--max-model-len": _flag(kind="int"), "--speculative-config": _flag(kind="json")}
+VLLM_OLD = {"--model": span(), "--max-num-seqs": span(kind="int"), "--enforce-eager": span(False, kind="bool"),
+            "--tensor-parallel-size": span(kind="int", aliases=["-tp"]), "--swap-space": span(kind="float"),
+            "--reasoning-parser": span(choices=["deepseek_r1", "granite"]), "--config": span(),
+            "--enable-prefix-caching": span(False, kind="bool", negation="--no-enable-prefix-caching"),
+            "--max-model-len": span(kind="int"), "--speculative-config": span(kind="json")}
 VLLM_NEW = {k: v for k, v in VLLM_OLD.items() if k != "--swap-space"}
-SGLANG = {"--model-path": _flag(), "--tp-size": _flag(kind="int", aliases=["--tensor-parallel-size"]),
-          "--dp-size": _flag(kind="int"), "--mem-fraction-static": _flag(kind="float"),
-          "--ep-size": _flag(kind="int"), "--dtype": _flag()}
-TGI_OLD = {"--model-id": _flag(env="MODEL_ID"), "--quantize": _flag(env="QUANTIZE", choices=["awq", "gptq"]),
-           "--sharded": _flag(env="SHARDED", kind="bool", choices=["true", "false"]),
-           "--trust-remote-code": _flag(False, env="TRUST_REMOTE_CODE", kind="bool")}
-TGI_NEW = {**TGI_OLD, "--lora-adapters": _flag(env="LORA_ADAPTERS")}
+SGLANG = {"--model-path": span(), "--tp-size": span(kind="int", aliases=["--tensor-parallel-size"]),
+          "--dp-size": span(kind="int"), "--mem-fraction-static": span(kind="float"),
+          "--ep-size": span(kind="int"), "--dtype": span()}
+TGI_OLD = {"--model-id": span(env="MODEL_ID"), "--quantize": span(env="QUANTIZE", choices=["awq", "gptq"]),
+           "--sharded": span(env="SHARDED", kind="bool", choices=["true", "false"]),
+           "--trust-remote-code": span(False, env="TRUST_REMOTE_CODE", kind="bool")}
+TGI_NEW = {**TGI_OLD, "--lora-adapters": span(env="LORA_ADAPTERS")}
 
 
 @pytest.fixture(autouse=True)
-def release_data(monkeypatch: pytest.MonkeyPatch) -> None:
-    table = {"vllm": _data("vllm", FLEXIBLE, {"0.8.5.post1": VLLM_OLD, "0.11.0": VLLM_NEW}),
-             "sglang": _data("sglang", ARGPARSE, {"0.4.0": SGLANG}),
-             "tgi": _data("tgi", CLAP, {"2.0.4": TGI_OLD, "2.1.0": TGI_NEW})}
-    monkeypatch.setattr(releases, "load_releases", lambda engine: table.get(engine))
-
-
-def _by_typed(intent: Any) -> dict[str, Any]:
-    return {x.typed: x for x in intent.inputs}
+def release_data(no_release_data: dict[str, EngineReleases]) -> None:
+    no_release_data.update({"vllm": engine_data("vllm", FLEXIBLE, {"0.8.5.post1": VLLM_OLD, "0.11.0": VLLM_NEW}),
+                            "sglang": engine_data("sglang", ARGPARSE, {"0.4.0": SGLANG}),
+                            "tgi": engine_data("tgi", CLAP, {"2.0.4": TGI_OLD, "2.1.0": TGI_NEW})})
 
 
 def test_underscores_are_read_as_dashes_where_the_parser_does() -> None:
     launch = parse_launch("vllm", "vllm serve M --max_num_seqs 8 --enforce_eager", version="0.8.5.post1")
-    rec = _by_typed(launch)
+    rec = by_typed(launch)
     assert rec["--max_num_seqs"].option == "--max-num-seqs" and rec["--max_num_seqs"].validity == "ok"
     assert launch.values["max_concurrent_sequences"] == 8 and launch.values["enforce_eager"] is True
 
@@ -65,14 +52,14 @@ def test_underscores_are_read_as_dashes_where_the_parser_does() -> None:
 def test_argparse_abbreviations_select_the_option_sglang_tp_8() -> None:
     launch = parse_launch("sglang", "python3 -m sglang.launch_server --model-path M --tp 8 --mem-frac 0.8 --dp 2",
                           version="0.4.0")
-    rec = _by_typed(launch)
+    rec = by_typed(launch)
     assert rec["--tp"].option == "--tp-size" and rec["--tp"].intent == "tensor_parallel_size"
     assert launch.values["tensor_parallel_size"] == 8 and launch.values["data_parallel_size"] == 2
     assert launch.values["gpu_memory_fraction"] == 0.8 and launch.model == "M"
 
 
 def test_an_option_the_version_lacks_is_refused_with_where_it_was_last() -> None:
-    rec = _by_typed(parse_launch("vllm", "vllm serve M --swap-space 4", version="0.11.0"))["--swap-space"]
+    rec = by_typed(parse_launch("vllm", "vllm serve M --swap-space 4", version="0.11.0"))["--swap-space"]
     assert rec.validity == "refused"
     assert "last in 0.8.5.post1" in rec.validity_detail and "https://example.invalid/v0.8.5.post1/" in \
         rec.validity_detail
@@ -80,14 +67,14 @@ def test_an_option_the_version_lacks_is_refused_with_where_it_was_last() -> None
 
 def test_a_value_outside_the_choices_is_refused_reasoning_parser_qwen3_at_0_8_5() -> None:
     launch = parse_launch("vllm", "vllm serve M --reasoning-parser qwen3", version="0.8.5.post1")
-    rec = _by_typed(launch)["--reasoning-parser"]
+    rec = by_typed(launch)["--reasoning-parser"]
     assert rec.validity == "refused" and "not a choice" in rec.validity_detail and "deepseek_r1" in rec.validity_detail
     assert "reasoning_parser" not in launch.values  # a refused value sets nothing
 
 
 def test_a_value_given_to_a_switch_is_refused_enforce_eager_true() -> None:
     launch = parse_launch("vllm", "vllm serve M --enforce_eager true --max-model-len 100", version="0.8.5.post1")
-    rec = _by_typed(launch)["--enforce_eager"]
+    rec = by_typed(launch)["--enforce_eager"]
     assert rec.validity == "refused" and rec.value == "true" and "takes no value" in rec.validity_detail
     assert launch.values["max_context_length"] == 100  # the word was consumed with the switch
 
@@ -96,7 +83,7 @@ def test_negations_and_negative_numbers() -> None:
     launch = parse_launch("vllm", "vllm serve M --no-enable-prefix-caching", version="0.11.0")
     assert launch.values["prefix_caching"] is False
     cpp = parse_launch("llamacpp", "llama-server -m F.gguf --cache-ram -1 -c 0 -np 4")
-    rec = _by_typed(cpp)
+    rec = by_typed(cpp)
     assert rec["--cache-ram"].value == "-1" and "-1" not in rec  # a value, not a flag
     assert cpp.values["max_context_length"] == "model"  # -c 0: the model's own context
 
@@ -114,7 +101,7 @@ def test_versions_are_said_newest_assumed_and_outside_the_data() -> None:
     assert newest.version == "0.11.0" and "newest read, 0.11.0, is assumed" in (newest.version_note or "")
     old = parse_launch("vllm", "vllm serve M --max-num-seqs 4", version="0.4.0")
     assert "older than the oldest release read" in (old.version_note or "")
-    assert _by_typed(old)["--max-num-seqs"].validity == "unknown"
+    assert by_typed(old)["--max-num-seqs"].validity == "unknown"
     none = parse_launch("trtllm", "trtllm-serve /m --tp_size 2")
     assert (none.version_note or "").startswith("no trtllm-serve release data: flags not checked against a release")
     assert all(x.validity == "unknown" and "no trtllm-serve release data" in (x.validity_detail or "")
@@ -124,7 +111,7 @@ def test_versions_are_said_newest_assumed_and_outside_the_data() -> None:
 def test_tgi_arguments_given_as_env_vars_are_records() -> None:
     launch = parse_launch("tgi", "QUANTIZE=awq LORA_ADAPTERS=a/b,c/d CUDA_VISIBLE_DEVICES=0,1 HF_TOKEN=x "
                                  "text-generation-launcher --model-id M", version="2.0.4")
-    rec = _by_typed(launch)
+    rec = by_typed(launch)
     assert rec["QUANTIZE"].option == "--quantize" and rec["QUANTIZE"].via == "env" and rec["QUANTIZE"].validity == "ok"
     assert launch.values["quantization"] == "awq"
     assert rec["LORA_ADAPTERS"].validity == "refused" and "2.1.0" in rec["LORA_ADAPTERS"].validity_detail
@@ -137,7 +124,7 @@ def test_tgi_arguments_given_as_env_vars_are_records() -> None:
 def test_tgi_sharded_takes_a_value_and_a_clap_switch_does_not() -> None:
     launch = parse_launch("tgi", "text-generation-launcher --model-id M --sharded true --trust-remote-code true",
                           version="2.0.4")
-    rec = _by_typed(launch)
+    rec = by_typed(launch)
     assert rec["--sharded"].validity == "ok" and launch.values["sharded"] is True
     assert rec["--trust-remote-code"].validity == "refused"
 
@@ -178,7 +165,7 @@ spec:
 def test_config_files_are_read_and_the_command_line_wins_in_vllm() -> None:
     launch = parse_launch("vllm", "vllm serve M --max-model-len 4096 --config c.yaml", version="0.11.0",
                           files={"c.yaml": "max_model_len: 8192\nmax-num-seqs: 64\nenable_prefix_caching: false\n"})
-    rec = _by_typed(launch)
+    rec = by_typed(launch)
     assert rec["--config"].intent == "config_file" and rec["max-num-seqs"].via == "config"
     assert launch.values["max_context_length"] == 4096 and launch.values["max_concurrent_sequences"] == 64
     assert launch.values["prefix_caching"] is False
@@ -199,7 +186,7 @@ trtllm-serve /m --max_batch_size 64 --extra_llm_api_options /tmp/x.yml"""
     launch = parse_launch("trtllm", script)
     assert launch.values["max_concurrent_sequences"] == 32  # the YAML wins, as in trtllm-serve
     assert launch.values["gpu_memory_fraction"] == 0.8 and launch.values["prefix_caching"] is False
-    rec = _by_typed(launch)
+    rec = by_typed(launch)
     assert rec["cuda_graph_config"].via == "config"  # one record per top-level key, even with no intent
 
 
@@ -210,10 +197,10 @@ def test_a_pasted_yaml_of_settings_is_read() -> None:
 
 def test_stray_words_are_refused_and_a_missing_value_too() -> None:
     launch = parse_launch("sglang", "python -m sglang.launch_server --model-path M oops --tp-size", version="0.4.0")
-    rec = _by_typed(launch)
+    rec = by_typed(launch)
     assert rec["oops"].validity == "refused" and rec["--tp-size"].validity == "refused"
     assert "needs a value" in rec["--tp-size"].validity_detail
-    bare = _by_typed(parse_launch("sglang", "python -m sglang.launch_server --model-path M --dtype", version="0.4.0"))
+    bare = by_typed(parse_launch("sglang", "python -m sglang.launch_server --model-path M --dtype", version="0.4.0"))
     # argparse's optional values (nargs='?') are in the release data (FlagSpan.value_optional): --dtype has none
     assert bare["--dtype"].validity == "refused"
 
@@ -230,7 +217,7 @@ def test_bad_launches_are_bad_input(text: str, match: str) -> None:
 def test_a_value_of_the_wrong_kind_is_that_flags_refusal_not_bad_input(text: str, typed: str, match: str) -> None:
     # a poster's placeholder (`--port port`): the engine's parser refuses it, the launch is invalid, the run goes on
     launch = parse_launch("sglang", text, version="0.3.0")  # a release the data does not cover: kinds from the profile
-    rec = _by_typed(launch)[typed]
+    rec = by_typed(launch)[typed]
     assert rec.validity == "refused" and match in (rec.validity_detail or "")
     assert rec.intent not in launch.values
 
@@ -250,58 +237,54 @@ def test_a_windows_llama_server_exe_is_llamacpp(text: str) -> None:
     assert launch.model == "E:\\m.gguf" and launch.values["port"] == 8084
 
 
-
 def _env_data(environment: dict[str, dict[str, Any]]) -> EngineReleases:
-    snaps = [Snapshot(version=v, ref=f"v{v}", archive="test", date=None,
-                      facts=Extracted(parser=FLEXIBLE, flags={"--model": _flag()}, files=["args.py"],
-                                      environment=env)) for v, env in environment.items()]
-    return compact("vllm", snaps, source_url="https://example.invalid/{ref}/{path}", generated_by="test")
+    return releases_of("vllm", {v: Extracted(parser=FLEXIBLE, flags={"--model": span()}, files=["args.py"],
+                                             environment=env) for v, env in environment.items()})
 
 
 def test_an_engine_environment_variable_is_checked_where_the_data_has_the_engines_table(
         monkeypatch: pytest.MonkeyPatch) -> None:
     data = _env_data({"0.8.5": {"VLLM_USE_V1": {"path": "vllm/envs.py"}}, "0.11.0": {}})
     monkeypatch.setattr(releases, "load_releases", lambda engine: data if engine == "vllm" else None)
-    ok = _by_typed(parse_launch("vllm", "VLLM_USE_V1=0 vllm serve M", version="0.8.5"))["VLLM_USE_V1"]
+    ok = by_typed(parse_launch("vllm", "VLLM_USE_V1=0 vllm serve M", version="0.8.5"))["VLLM_USE_V1"]
     assert ok.validity == "ok"
-    gone = _by_typed(parse_launch("vllm", "VLLM_USE_V1=0 vllm serve M", version="0.11.0"))["VLLM_USE_V1"]
+    gone = by_typed(parse_launch("vllm", "VLLM_USE_V1=0 vllm serve M", version="0.11.0"))["VLLM_USE_V1"]
     assert gone.validity == "refused" and "last in 0.8.5" in (gone.validity_detail or "")
 
 
 def test_without_an_environment_table_the_variable_is_said_not_checked() -> None:
-    rec = _by_typed(parse_launch("vllm", "VLLM_USE_V1=0 vllm serve M", version="0.11.0"))["VLLM_USE_V1"]
+    rec = by_typed(parse_launch("vllm", "VLLM_USE_V1=0 vllm serve M", version="0.11.0"))["VLLM_USE_V1"]
     assert rec.validity == "unknown" and "no environment-variable data for vllm" in (rec.validity_detail or "")
 
 
 def test_a_value_both_definitions_around_an_unread_release_accept_is_ok(monkeypatch: pytest.MonkeyPatch) -> None:
     # between two reads that define --split-mode differently, a value both accept is surely accepted; one only the
     # later read accepts is unknown there (engines.releases Lookup.alternatives)
-    snaps = [Snapshot(version=v, ref=v, archive="test", date=None, facts=Extracted(
-        parser=CLAP, files=["arg.cpp"], flags={"--split-mode": _flag(choices=c), "--model": _flag(aliases=["-m"])}))
-        for v, c in (("b8390", ["none", "layer", "row"]), ("b9093", ["none", "layer", "row", "tensor"]))]
-    data = compact("llamacpp", snaps, source_url="https://example.invalid/{ref}/{path}", generated_by="test")
+    data = releases_of("llamacpp", {v: Extracted(
+        parser=CLAP, files=["arg.cpp"], flags={"--split-mode": span(choices=c), "--model": span(aliases=["-m"])})
+        for v, c in (("b8390", ["none", "layer", "row"]), ("b9093", ["none", "layer", "row", "tensor"]))}, tag="")
     monkeypatch.setattr(releases, "load_releases", lambda engine: data if engine == "llamacpp" else None)
-    both = _by_typed(parse_launch("llamacpp", "llama-server -m m.gguf --split-mode layer", version="b8637"))
+    both = by_typed(parse_launch("llamacpp", "llama-server -m m.gguf --split-mode layer", version="b8637"))
     assert both["--split-mode"].validity == "ok"
-    one = _by_typed(parse_launch("llamacpp", "llama-server -m m.gguf --split-mode tensor", version="b8637"))
+    one = by_typed(parse_launch("llamacpp", "llama-server -m m.gguf --split-mode tensor", version="b8637"))
     assert one["--split-mode"].validity == "unknown" and "b8390" in (one["--split-mode"].validity_detail or "")
 
 
 def test_a_bare_option_whose_value_is_optional_is_ok(monkeypatch: pytest.MonkeyPatch) -> None:
     # argparse nargs='?' (vLLM --enable-chunked-prefill at 0.6.0: https://github.com/vllm-project/vllm/blob/v0.6.0/vllm/engine/arg_utils.py)
-    data = _data("vllm", FLEXIBLE, {"0.6.0": {"--model": _flag(), "--enable-chunked-prefill": _flag(
+    data = engine_data("vllm", FLEXIBLE, {"0.6.0": {"--model": span(), "--enable-chunked-prefill": span(
         kind="bool", value_optional=True, choices=["true", "false"])}})
     monkeypatch.setattr(releases, "load_releases", lambda engine: data if engine == "vllm" else None)
-    rec = _by_typed(parse_launch("vllm", "vllm serve M --enable-chunked-prefill", version="0.6.0"))
+    rec = by_typed(parse_launch("vllm", "vllm serve M --enable-chunked-prefill", version="0.6.0"))
     assert rec["--enable-chunked-prefill"].validity == "ok"
 
 
 def test_a_library_variable_the_engine_itself_reads_is_checked_in_its_table(monkeypatch: pytest.MonkeyPatch) -> None:
     data = _env_data({"0.8.5": {"HF_TOKEN": {"path": "vllm/envs.py"}}})
     monkeypatch.setattr(releases, "load_releases", lambda engine: data if engine == "vllm" else None)
-    token = _by_typed(parse_launch("vllm", "HF_TOKEN=x vllm serve M", version="0.8.5"))["HF_TOKEN"]
+    token = by_typed(parse_launch("vllm", "HF_TOKEN=x vllm serve M", version="0.8.5"))["HF_TOKEN"]
     assert token.validity == "ok" and "read by vllm 0.8.5 itself" in (token.validity_detail or "")
-    other = _by_typed(parse_launch("vllm", "NCCL_DEBUG=INFO vllm serve M", version="0.8.5"))["NCCL_DEBUG"]
+    other = by_typed(parse_launch("vllm", "NCCL_DEBUG=INFO vllm serve M", version="0.8.5"))["NCCL_DEBUG"]
     assert other.validity == "unknown" and "library" in (other.validity_detail or "")
 
 
@@ -309,5 +292,5 @@ def test_tgi_model_id_and_arguments_from_the_environment_yield_to_the_command_li
     # clap reads each launcher argument from its env var when the command line does not give it
     launch = parse_launch("tgi", "docker run -e MODEL_ID=org/m -e QUANTIZE=gptq ghcr.io/huggingface/"
                                  "text-generation-inference:2.1.0 --quantize awq", version="2.1.0")
-    assert launch.model == "org/m" and _by_typed(launch)["MODEL_ID"].intent == "model"
+    assert launch.model == "org/m" and by_typed(launch)["MODEL_ID"].intent == "model"
     assert launch.values["quantization"] == "awq"

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 import yaml
 
-from switchover.engines import releases
-from switchover.engines.extract import Extracted, Snapshot, compact
 from switchover.engines.releases import EngineReleases, ParserRules
 from switchover.model import card_from_config
 from switchover.plan.translate import Translation, parse_launch, render, translate
 from tests.plan import configs as C
+from tests.plan.records import after, outcomes
+from tests.plan.release_data import engine_data, span
 
 CONTRACT = {"source_engine", "source_version", "source_note", "target_engine", "target_version", "target_note",
             "argv", "env", "yaml_config", "command", "flags", "derived", "steps", "api"}
@@ -32,27 +32,8 @@ LAUNCHES = [
 TARGETS = ["sglang", "trtllm", "tgi", "llamacpp", "vllm"]
 KV_FAMILY = {"fp8": "e4m3", "fp8_e4m3": "e4m3", "fp8_e4m3fn": "e4m3", "fp8_e5m2": "e5m2"}
 
-
-def _flag(takes_value: bool = True, **extra: Any) -> dict[str, Any]:
-    return {"path": "args.py", "takes_value": takes_value, **extra}
-
-
-def _data(engine: str, rules: ParserRules, by_version: dict[str, dict[str, dict[str, Any]]]) -> EngineReleases:
-    snaps = [Snapshot(version=v, ref=f"v{v}", archive="test", date=None,
-                      facts=Extracted(parser=rules, flags=flags, files=["args.py"])) for v, flags in by_version.items()]
-    return compact(engine, snaps, source_url="https://example.invalid/{ref}/{path}", generated_by="test")
-
-
-@pytest.fixture(autouse=True)
-def no_release_data(monkeypatch: pytest.MonkeyPatch) -> dict[str, EngineReleases]:
-    """No engine has release data unless a test adds it: results do not move with the packaged data."""
-    table: dict[str, EngineReleases] = {}
-    monkeypatch.setattr(releases, "load_releases", lambda engine: table.get(engine))
-    return table
-
-
-def _outcomes(tr: Translation) -> dict[str, Any]:
-    return {f.input.typed: f for f in tr.flags}
+# no engine has release data unless a test adds it (conftest.no_release_data)
+pytestmark = pytest.mark.usefixtures("no_release_data")
 
 
 def _reparse(engine: str, tr: Translation) -> Any:
@@ -110,7 +91,7 @@ def test_vllm_to_vllm_loses_nothing() -> None:
 
 def test_gpu_memory_fraction_is_never_copied_between_engines() -> None:
     for target in ("sglang", "trtllm", "tgi"):
-        item = _outcomes(translate("vllm", LAUNCHES[0], target))["--gpu-memory-utilization"]
+        item = outcomes(translate("vllm", LAUNCHES[0], target))["--gpu-memory-utilization"]
         assert item.outcome == "lost" and item.kind == "different_meaning" and "plan capacity" in item.detail
 
 
@@ -121,7 +102,7 @@ def test_trtllm_gets_yaml_and_loses_generation_config_and_served_name() -> None:
     assert tr.yaml_config["return_perf_metrics"] is True  # vLLM had metrics on by default
     assert any(d.what == "metrics_enable" for d in tr.derived)
     assert "--extra_llm_api_options" in tr.argv and "--enable_chunked_prefill" in tr.argv
-    out = _outcomes(tr)
+    out = outcomes(tr)
     assert out["--served-model-name"].outcome == "lost" and out["--served-model-name"].kind == "no_equivalent"
     assert {"api.generation_config_applied", "api.unknown_field_policy"} <= {a.intent for a in tr.api}
 
@@ -130,14 +111,14 @@ def test_sglang_spelling_and_inverted_prefix_cache_flag() -> None:
     tr = translate("vllm", LAUNCHES[0], "sglang")
     assert tr.argv[:3] == ["python", "-m", "sglang.launch_server"]
     assert "--disable-radix-cache" in tr.argv and "--enable-metrics" in tr.argv
-    assert tr.argv[tr.argv.index("--sampling-defaults") + 1] == "openai"
-    assert tr.argv[tr.argv.index("--tp-size") + 1] == "2"
+    assert after(tr, "--sampling-defaults") == "openai"
+    assert after(tr, "--tp-size") == "2"
 
 
 def test_tgi_uses_env_for_prefix_caching_and_drops_max_num_seqs() -> None:
     tr = translate("vllm", LAUNCHES[0], "tgi")
     assert tr.env["PREFIX_CACHING"] == "0" and "--max-batch-size" not in tr.argv and "--num-shard" in tr.argv
-    assert _outcomes(tr)["--max-num-seqs"].kind == "different_meaning"
+    assert outcomes(tr)["--max-num-seqs"].kind == "different_meaning"
 
 
 # ---- the wrong mappings issue 21 saw ------------------------------------------------------------------------------
@@ -145,15 +126,15 @@ def test_tgi_uses_env_for_prefix_caching_and_drops_max_num_seqs() -> None:
 def test_llamacpp_ctx_size_0_is_the_models_context_not_max_model_len_0() -> None:
     tr = translate("llamacpp", "llama-server -m /m/F.gguf -c 0 -np 4", "vllm")
     assert "--max-model-len" not in tr.argv
-    assert _outcomes(tr)["-c"].outcome == "default_matches"
+    assert outcomes(tr)["-c"].outcome == "default_matches"
     back = translate("llamacpp", "llama-server -m /m/F.gguf -c 0 -np 4", "llamacpp")
-    assert back.argv[back.argv.index("--ctx-size") + 1] == "0"
+    assert after(back, "--ctx-size") == "0"
 
 
 def test_cache_ram_minus_one_is_a_value_not_a_flag() -> None:
     tr = translate("llamacpp", "llama-server -m F.gguf --cache-ram -1 -ngl 99", "llamacpp")
     assert [f.input.typed for f in tr.flags] == ["-m", "--cache-ram", "-ngl"]
-    assert _outcomes(tr)["--cache-ram"].input.value == "-1"
+    assert outcomes(tr)["--cache-ram"].input.value == "-1"
 
 
 @pytest.mark.parametrize("source", [
@@ -162,40 +143,40 @@ def test_cache_ram_minus_one_is_a_value_not_a_flag() -> None:
 ])
 def test_llamacpp_context_times_slots_comes_with_parallel(source: tuple[str, str]) -> None:
     tr = translate(source[0], source[1], "llamacpp")
-    assert tr.argv[tr.argv.index("--ctx-size") + 1] == str(4096 * 8)
-    assert tr.argv[tr.argv.index("--parallel") + 1] == "8"
+    assert after(tr, "--ctx-size") == str(4096 * 8)
+    assert after(tr, "--parallel") == "8"
 
 
 def test_dtype_auto_is_not_given_to_tgi() -> None:
     tr = translate("vllm", "vllm serve m --dtype auto", "tgi")
-    assert "--dtype" not in tr.argv and _outcomes(tr)["--dtype"].outcome == "default_matches"
+    assert "--dtype" not in tr.argv and outcomes(tr)["--dtype"].outcome == "default_matches"
     half = translate("vllm", "vllm serve m --dtype half", "tgi")
-    assert half.argv[half.argv.index("--dtype") + 1] == "float16"
+    assert after(half, "--dtype") == "float16"
 
 
 def test_ep_size_that_does_not_divide_tp_is_not_given_to_sglang() -> None:
     tr = translate("trtllm", "trtllm-serve /m --ep_size 8", "sglang")
     assert "--ep-size" not in tr.argv
-    item = _outcomes(tr)["--ep_size"]
+    item = outcomes(tr)["--ep_size"]
     assert item.outcome == "lost" and "must divide" in item.detail and "engine.py" in (item.source or "")
     ok = translate("trtllm", "trtllm-serve /m --tp_size 8 --ep_size 8", "sglang")
-    assert ok.argv[ok.argv.index("--ep-size") + 1] == "8"
+    assert after(ok, "--ep-size") == "8"
 
 
 def test_trtllm_option_names_are_the_ones_its_version_has(no_release_data: dict[str, EngineReleases]) -> None:
-    no_release_data["trtllm"] = _data("trtllm", ParserRules(source="serve.py"), {"1.2.0rc1": {
-        "--tp_size": _flag(kind="int"), "--max_seq_len": _flag(kind="int"), "--max_batch_size": _flag(kind="int")}})
+    no_release_data["trtllm"] = engine_data("trtllm", ParserRules(source="serve.py"), {"1.2.0rc1": {
+        "--tp_size": span(kind="int"), "--max_seq_len": span(kind="int"), "--max_batch_size": span(kind="int")}})
     tr = translate("vllm", "vllm serve m -tp 2 --max-model-len 4096", "trtllm")
     assert "--tp_size" in tr.argv and "--tensor_parallel_size" not in tr.argv
     assert tr.target_version == "1.2.0rc1"
 
 
 def test_sglang_tp_8_abbreviation_becomes_vllm_tensor_parallel_8(no_release_data: dict[str, EngineReleases]) -> None:
-    no_release_data["sglang"] = _data("sglang", ParserRules(abbrev=True, source="server_args.py"), {"0.4.0": {
-        "--model-path": _flag(), "--tp-size": _flag(kind="int"), "--tokenizer-path": _flag()}})
+    no_release_data["sglang"] = engine_data("sglang", ParserRules(abbrev=True, source="server_args.py"), {"0.4.0": {
+        "--model-path": span(), "--tp-size": span(kind="int"), "--tokenizer-path": span()}})
     tr = translate("sglang", "python -m sglang.launch_server --model-path M --tp 8", "vllm")
-    assert tr.argv[tr.argv.index("--tensor-parallel-size") + 1] == "8"
-    assert _outcomes(tr)["--tp"].input.option == "--tp-size"
+    assert after(tr, "--tensor-parallel-size") == "8"
+    assert outcomes(tr)["--tp"].input.option == "--tp-size"
 
 
 # ---- versions -----------------------------------------------------------------------------------------------------
@@ -204,9 +185,9 @@ def test_vllm_upgrade_moves_speculative_flags_into_the_json_config() -> None:
     tr = translate("vllm", "vllm serve M --speculative-model D --num-speculative-tokens 4 "
                            "--speculative-max-model-len 8192 --use-v2-block-manager --disable-log-requests", "vllm",
                    source_version="0.6.3", target_version="0.11.0")
-    spec = tr.argv[tr.argv.index("--speculative-config") + 1]
+    spec = after(tr, "--speculative-config")
     assert yaml.safe_load(spec) == {"model": "D", "num_speculative_tokens": 4, "max_model_len": 8192}
-    out = _outcomes(tr)
+    out = outcomes(tr)
     assert out["--num-speculative-tokens"].outcome == "translated"
     assert out["--use-v2-block-manager"].outcome == "default_matches"  # the only block manager by then
     assert out["--disable-log-requests"].outcome == "default_matches"  # requests are not logged by default
@@ -214,65 +195,65 @@ def test_vllm_upgrade_moves_speculative_flags_into_the_json_config() -> None:
 
 
 def test_a_removed_option_is_lost_with_the_release_it_was_last_in(no_release_data: dict[str, Any]) -> None:
-    no_release_data["vllm"] = _data("vllm", ParserRules(underscores=True, source="u.py"), {
-        "0.6.3": {"--model": _flag(), "--swap-space": _flag(kind="float"), "--worker-use-ray": _flag(False)},
-        "0.11.0": {"--model": _flag(), "--max-model-len": _flag(kind="int")}})
+    no_release_data["vllm"] = engine_data("vllm", ParserRules(underscores=True, source="u.py"), {
+        "0.6.3": {"--model": span(), "--swap-space": span(kind="float"), "--worker-use-ray": span(False)},
+        "0.11.0": {"--model": span(), "--max-model-len": span(kind="int")}})
     tr = translate("vllm", "vllm serve M --swap-space 8 --worker-use-ray", "vllm", source_version="0.6.3")
-    out = _outcomes(tr)
+    out = outcomes(tr)
     assert out["--swap-space"].outcome == "lost" and "last in 0.6.3" in out["--swap-space"].detail
     assert out["--worker-use-ray"].outcome == "lost" and "last in 0.6.3" in out["--worker-use-ray"].detail
     kept = translate("vllm", "vllm serve M --worker-use-ray", "vllm", source_version="0.6.3", target_version="0.6.3")
-    assert _outcomes(kept)["--worker-use-ray"].outcome == "passed_through" and "--worker-use-ray" in kept.argv
+    assert outcomes(kept)["--worker-use-ray"].outcome == "passed_through" and "--worker-use-ray" in kept.argv
 
 
 def test_a_flag_the_source_version_refuses_is_lost_as_refused(no_release_data: dict[str, Any]) -> None:
-    no_release_data["vllm"] = _data("vllm", ParserRules(source="u.py"), {"0.8.5.post1": {
-        "--model": _flag(), "--reasoning-parser": _flag(choices=["deepseek_r1", "granite"])}})
+    no_release_data["vllm"] = engine_data("vllm", ParserRules(source="u.py"), {"0.8.5.post1": {
+        "--model": span(), "--reasoning-parser": span(choices=["deepseek_r1", "granite"])}})
     tr = translate("vllm", "vllm serve M --reasoning-parser qwen3", "sglang", source_version="0.8.5.post1")
     assert [f.input.typed for f in tr.refused] == ["--reasoning-parser"]
-    assert _outcomes(tr)["--reasoning-parser"].kind == "refused" and "--reasoning-parser" not in tr.argv
+    assert outcomes(tr)["--reasoning-parser"].kind == "refused" and "--reasoning-parser" not in tr.argv
 
 
 def test_parser_names_cross_engines_only_where_the_sources_map_them() -> None:
     tr = translate("vllm", "vllm serve M --enable-auto-tool-choice --tool-call-parser hermes "
                            "--reasoning-parser deepseek_r1", "sglang")
-    assert tr.argv[tr.argv.index("--tool-call-parser") + 1] == "hermes"  # SGLang's own hermes (qwen25 before 0.5.9)
-    assert tr.argv[tr.argv.index("--reasoning-parser") + 1] == "deepseek-r1"
-    assert _outcomes(tr)["--enable-auto-tool-choice"].outcome == "default_matches"
+    assert after(tr, "--tool-call-parser") == "hermes"  # SGLang's own hermes (qwen25 before 0.5.9)
+    assert after(tr, "--reasoning-parser") == "deepseek-r1"
+    assert outcomes(tr)["--enable-auto-tool-choice"].outcome == "default_matches"
     granite = translate("vllm", "vllm serve M --tool-call-parser granite", "sglang")
-    item = _outcomes(granite)["--tool-call-parser"]
+    item = outcomes(granite)["--tool-call-parser"]
     assert item.outcome == "lost" and "no source maps it" in item.detail
     back = translate("sglang", "python -m sglang.launch_server --model-path M --tool-call-parser qwen25", "vllm")
-    assert back.argv[back.argv.index("--tool-call-parser") + 1] == "hermes"
+    assert after(back, "--tool-call-parser") == "hermes"
 
 
 def test_tgi_sharded_uses_the_gpus_the_launch_sees() -> None:
     tr = translate("tgi", "CUDA_VISIBLE_DEVICES=0,1 text-generation-launcher --model-id M --sharded true", "vllm")
-    assert tr.argv[tr.argv.index("--tensor-parallel-size") + 1] == "2" and tr.env["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert after(tr, "--tensor-parallel-size") == "2" and tr.env["CUDA_VISIBLE_DEVICES"] == "0,1"
     blind = translate("tgi", "text-generation-launcher --model-id M --sharded true", "vllm")
-    assert _outcomes(blind)["--sharded"].outcome == "lost"
+    assert outcomes(blind)["--sharded"].outcome == "lost"
 
 
 def test_tgi_lora_adapters_from_the_environment_become_sglang_lora_paths() -> None:
     tr = translate("tgi", "LORA_ADAPTERS=a/b,c/d text-generation-launcher --model-id M", "sglang")
     assert tr.argv[tr.argv.index("--lora-paths") + 1:][:2] == ["a/b", "c/d"]
     back = translate("sglang", "python -m sglang.launch_server --model-path M --lora-paths a/b c/d", "tgi")
-    assert back.argv[back.argv.index("--lora-adapters") + 1] == "a/b,c/d"
+    assert after(back, "--lora-adapters") == "a/b,c/d"
 
 
 def test_llamacpp_gpu_layers_need_the_model_to_say_all() -> None:
     card = card_from_config(C.LLAMA_8B)
     full = translate("llamacpp", "llama-server -m F.gguf -ngl 99", "vllm", card=card)
-    assert _outcomes(full)["-ngl"].outcome == "default_matches"
+    assert outcomes(full)["-ngl"].outcome == "default_matches"
     partial = translate("llamacpp", "llama-server -m F.gguf -ngl 20", "vllm", card=card)
-    assert _outcomes(partial)["-ngl"].outcome == "lost" and "20 of 32" in _outcomes(partial)["-ngl"].detail
-    assert _outcomes(translate("llamacpp", "llama-server -m F.gguf -ngl all", "vllm"))["-ngl"].outcome == \
+    assert outcomes(partial)["-ngl"].outcome == "lost" and "20 of 32" in outcomes(partial)["-ngl"].detail
+    assert outcomes(translate("llamacpp", "llama-server -m F.gguf -ngl all", "vllm"))["-ngl"].outcome == \
         "default_matches"
 
 
 def test_library_env_passes_through_and_engine_env_does_not_cross() -> None:
     tr = translate("vllm", "HF_TOKEN=x VLLM_USE_V1=1 vllm serve M", "sglang")
-    out = _outcomes(tr)
+    out = outcomes(tr)
     assert out["HF_TOKEN"].outcome == "passed_through" and tr.env["HF_TOKEN"] == "x"
     assert out["VLLM_USE_V1"].outcome == "lost" and "VLLM_USE_V1" not in tr.env
 
@@ -287,17 +268,17 @@ def test_memory_knob_is_converted_to_the_same_pool_with_model_and_gpu() -> None:
         assert eq is not None and eq.pool_gib == pytest.approx(eq.source_pool_gib, rel=0.01)
         tr = translate("vllm", "vllm serve m --gpu-memory-utilization 0.9", target, card=card, gpu_total_gib=79.18)
         spec = load_profile(target).flags["gpu_memory_fraction"]
-        assert tr.argv[tr.argv.index(spec.flag) + 1] == str(eq.value)
-        item = _outcomes(tr)["--gpu-memory-utilization"]
+        assert spec.flag is not None and after(tr, spec.flag) == str(eq.value)
+        item = outcomes(tr)["--gpu-memory-utilization"]
         assert item.outcome == "translated" and "converted, not copied" in item.detail
 
 
 def test_llamacpp_gets_as_many_slots_as_the_same_memory_holds() -> None:
     tr = translate("vllm", "vllm serve m.gguf --gpu-memory-utilization 0.9 --max-model-len 8192 --max-num-seqs 128",
                    "llamacpp", card=card_from_config(C.LLAMA_8B), gpu_total_gib=79.18)
-    slots = int(tr.argv[tr.argv.index("--parallel") + 1])
+    slots = int(after(tr, "--parallel"))
     assert 40 < slots < 128  # ~51 GiB at 1 GiB per 8192-token slot
-    assert int(tr.argv[tr.argv.index("--ctx-size") + 1]) == slots * 8192
+    assert int(after(tr, "--ctx-size")) == slots * 8192
 
 
 @pytest.mark.parametrize(("engine", "launch"), [

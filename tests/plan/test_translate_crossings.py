@@ -4,31 +4,16 @@ per release, and TGI's batch-size cap carried one way — proven on launches wri
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from switchover.engines import releases
-from switchover.engines.extract import Extracted, Snapshot, compact
+from switchover.engines.extract import Extracted
 from switchover.engines.releases import EngineReleases, ParserRules
-from switchover.plan.translate import Translation, translate
+from switchover.plan.translate import translate
+from tests.plan.records import after, outcomes
+from tests.plan.release_data import releases_of
 
-
-@pytest.fixture(autouse=True)
-def no_release_data(monkeypatch: pytest.MonkeyPatch) -> dict[str, EngineReleases]:
-    """No engine has release data unless a test adds it: results do not move with the packaged data."""
-    table: dict[str, EngineReleases] = {}
-    monkeypatch.setattr(releases, "load_releases", lambda engine: table.get(engine))
-    return table
-
-
-def _out(tr: Translation) -> dict[str, Any]:
-    return {f.input.typed: f for f in tr.flags}
-
-
-def _after(tr: Translation, option: str) -> str:
-    return tr.argv[tr.argv.index(option) + 1]
-
+# no engine has release data unless a test adds it (conftest.no_release_data)
+pytestmark = pytest.mark.usefixtures("no_release_data")
 
 # ---- MiniMax-M2 parsers: vLLM minimax_m2 / minimax_m2_append_think, SGLang minimax-m2 / minimax / ---------------
 # minimax-append-think (vLLM 0.11.1 vllm/reasoning/minimax_m2_reasoning_parser.py; SGLang 0.5.4.post1
@@ -47,20 +32,18 @@ def _after(tr: Translation, option: str) -> str:
 def test_minimax_m2_parser_names_cross_between_vllm_and_sglang(source: str, target: str, flag: str,
                                                                 word: str) -> None:
     engine = "vllm" if source.startswith("vllm") else "sglang"
-    assert _after(translate(engine, source, target), flag) == word
+    assert after(translate(engine, source, target), flag) == word
 
 
 def test_a_minimax_parser_is_lost_where_the_target_release_has_none(
         no_release_data: dict[str, EngineReleases]) -> None:
-    snap = Snapshot(version="0.5.4", ref="v0.5.4", archive="test", date=None, facts=Extracted(
+    no_release_data["sglang"] = releases_of("sglang", {"0.5.4": Extracted(
         parser=ParserRules(abbrev=True, source="server_args.py"), files=["server_args.py"],
         flags={"--model-path": {"path": "server_args.py", "takes_value": True},
                "--reasoning-parser": {"path": "server_args.py", "takes_value": True,
-                                      "choices": ["deepseek-r1", "qwen3"]}}))
-    no_release_data["sglang"] = compact("sglang", [snap], source_url="https://example.invalid/{ref}/{path}",
-                                        generated_by="test")
+                                      "choices": ["deepseek-r1", "qwen3"]}})})
     tr = translate("vllm", "vllm serve m --reasoning-parser minimax_m2", "sglang", target_version="0.5.4")
-    rec = _out(tr)["--reasoning-parser"]
+    rec = outcomes(tr)["--reasoning-parser"]
     assert rec.outcome == "lost" and "--reasoning-parser" not in tr.argv and "'minimax' is not a choice" in \
         (rec.detail or "")
 
@@ -71,9 +54,9 @@ def test_a_sglang_multi_node_launch_becomes_vllm_nodes_with_the_head_address_spl
     # SGLang 0.3.0 README-style second node: --nccl-init-addr HOST:PORT --nnodes 2 --node-rank 1
     tr = translate("sglang", "python -m sglang.launch_server --model-path m --tp 16 --nccl-init-addr 10.1.2.3:20000 "
                              "--nnodes 2 --node-rank 1", "vllm", source_version="0.3.0", target_version="0.11.1")
-    assert _after(tr, "--nnodes") == "2" and _after(tr, "--node-rank") == "1"
-    assert _after(tr, "--master-addr") == "10.1.2.3" and _after(tr, "--master-port") == "20000"
-    assert _out(tr)["--nccl-init-addr"].rendered == ["--master-addr", "10.1.2.3", "--master-port", "20000"]
+    assert after(tr, "--nnodes") == "2" and after(tr, "--node-rank") == "1"
+    assert after(tr, "--master-addr") == "10.1.2.3" and after(tr, "--master-port") == "20000"
+    assert outcomes(tr)["--nccl-init-addr"].rendered == ["--master-addr", "10.1.2.3", "--master-port", "20000"]
     # rank 1 serves no HTTP in SGLang: vLLM runs that node's workers headless (cli/serve.py at v0.11.1)
     assert "--headless" in tr.argv and any(d.what == "headless" for d in tr.derived)
 
@@ -81,13 +64,13 @@ def test_a_sglang_multi_node_launch_becomes_vllm_nodes_with_the_head_address_spl
 def test_the_head_node_gets_no_headless_switch() -> None:
     tr = translate("sglang", "python -m sglang.launch_server --model-path m --tp 16 --dist-init-addr h:5000 "
                              "--nnodes 2 --node-rank 0", "vllm", source_version="0.5.0", target_version="0.12.0")
-    assert "--headless" not in tr.argv and _after(tr, "--node-rank") == "0"
+    assert "--headless" not in tr.argv and after(tr, "--node-rank") == "0"
 
 
 def test_vllm_before_0_11_1_has_no_node_options_so_they_are_lost_with_why() -> None:
     tr = translate("sglang", "python -m sglang.launch_server --model-path m --dist-init-addr h:5000 --nnodes 2 "
                              "--node-rank 0", "vllm", source_version="0.5.0", target_version="0.10.0")
-    out = _out(tr)
+    out = outcomes(tr)
     assert out["--nnodes"].outcome == "lost" and "Ray" in (out["--nnodes"].detail or "")
     assert out["--dist-init-addr"].outcome == "lost" and "--master-addr" not in tr.argv
 
@@ -95,10 +78,10 @@ def test_vllm_before_0_11_1_has_no_node_options_so_they_are_lost_with_why() -> N
 def test_vllm_master_address_and_port_join_into_sglangs_one_option() -> None:
     tr = translate("vllm", "vllm serve m -tp 16 --nnodes 2 --node-rank 0 --master-addr 10.0.0.9 --master-port 1234",
                    "sglang", source_version="0.12.0")
-    assert _after(tr, "--dist-init-addr") == "10.0.0.9:1234"
-    assert _out(tr)["--master-addr"].outcome == _out(tr)["--master-port"].outcome == "translated"
+    assert after(tr, "--dist-init-addr") == "10.0.0.9:1234"
+    assert outcomes(tr)["--master-addr"].outcome == outcomes(tr)["--master-port"].outcome == "translated"
     only_host = translate("vllm", "vllm serve m --nnodes 2 --master-addr 10.0.0.9", "sglang", source_version="0.12.0")
-    assert _after(only_host, "--dist-init-addr") == "10.0.0.9:29501"  # vLLM's default port
+    assert after(only_host, "--dist-init-addr") == "10.0.0.9:29501"  # vLLM's default port
 
 
 # ---- ModelScope downloads: an environment switch read differently by release -----------------------------------
@@ -112,7 +95,7 @@ def test_vllm_master_address_and_port_join_into_sglangs_one_option() -> None:
 def test_sglang_modelscope_switch_becomes_vllms_as_each_release_reads_it(launch: str, version: str,
                                                                           on: bool) -> None:
     tr = translate("sglang", launch, "vllm", source_version=version, target_version="0.13.0")
-    rec = _out(tr)["SGLANG_USE_MODELSCOPE"]
+    rec = outcomes(tr)["SGLANG_USE_MODELSCOPE"]
     if on:
         # vLLM before 0.28.0 reads only 'true' (envs.py at v0.4.2): a 1 would leave it off
         assert tr.env.get("VLLM_USE_MODELSCOPE") == "true" and rec.outcome == "translated"
@@ -129,18 +112,16 @@ def test_vllms_modelscope_1_is_on_from_0_28_0_only() -> None:
 
 def test_an_engine_switch_variable_is_checked_in_the_engines_environment_table(
         no_release_data: dict[str, EngineReleases]) -> None:
-    snaps = [Snapshot(version=v, ref=f"v{v}", archive="test", date=None, facts=Extracted(
+    no_release_data["sglang"] = releases_of("sglang", {v: Extracted(
         parser=ParserRules(abbrev=True, source="server_args.py"), files=["server_args.py"],
-        flags={"--model-path": {"path": "server_args.py", "takes_value": True}}, environment=env))
-        for v, env in (("0.3.0", {"SGLANG_USE_MODELSCOPE": {"path": "utils.py"}}), ("0.5.0", {}))]
-    no_release_data["sglang"] = compact("sglang", snaps, source_url="https://example.invalid/{ref}/{path}",
-                                        generated_by="test")
+        flags={"--model-path": {"path": "server_args.py", "takes_value": True}}, environment=env)
+        for v, env in (("0.3.0", {"SGLANG_USE_MODELSCOPE": {"path": "utils.py"}}), ("0.5.0", {}))})
     read = translate("sglang", "SGLANG_USE_MODELSCOPE=1 python -m sglang.launch_server --model-path q/Q", "vllm",
                      source_version="0.3.0")
-    assert _out(read)["SGLANG_USE_MODELSCOPE"].input.validity == "ok"
+    assert outcomes(read)["SGLANG_USE_MODELSCOPE"].input.validity == "ok"
     gone = translate("sglang", "SGLANG_USE_MODELSCOPE=1 python -m sglang.launch_server --model-path q/Q", "vllm",
                      source_version="0.5.0")
-    assert _out(gone)["SGLANG_USE_MODELSCOPE"].input.validity == "refused"
+    assert outcomes(gone)["SGLANG_USE_MODELSCOPE"].input.validity == "refused"
 
 
 # ---- TGI --max-batch-size: a running-batch cap where TGI applies it (backends/v3/src/backend.rs at v3.1.1) ------
@@ -148,13 +129,13 @@ def test_an_engine_switch_variable_is_checked_in_the_engines_environment_table(
 def test_tgi_max_batch_size_becomes_the_targets_concurrency_cap_with_where_tgi_applied_it() -> None:
     tr = translate("tgi", "text-generation-launcher --model-id m --max-batch-size 256", "vllm",
                    source_version="3.1.1")
-    rec = _out(tr)["--max-batch-size"]
-    assert _after(tr, "--max-num-seqs") == "256" and rec.outcome == "translated" and "chunk" in (rec.detail or "")
-    assert _after(translate("tgi", "text-generation-launcher --model-id m --max-batch-size 256", "sglang",
+    rec = outcomes(tr)["--max-batch-size"]
+    assert after(tr, "--max-num-seqs") == "256" and rec.outcome == "translated" and "chunk" in (rec.detail or "")
+    assert after(translate("tgi", "text-generation-launcher --model-id m --max-batch-size 256", "sglang",
                             source_version="3.1.1"), "--max-running-requests") == "256"
 
 
 def test_a_concurrency_cap_is_not_given_to_tgi_which_does_not_always_apply_it() -> None:
     tr = translate("vllm", "vllm serve m --max-num-seqs 64", "tgi", target_version="3.1.1")
-    rec = _out(tr)["--max-num-seqs"]
+    rec = outcomes(tr)["--max-num-seqs"]
     assert rec.outcome == "lost" and "--max-batch-size" not in tr.argv and "chunk" in (rec.detail or "")

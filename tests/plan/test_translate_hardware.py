@@ -5,37 +5,27 @@ from __future__ import annotations
 
 import pytest
 
-from switchover.engines import releases
 from switchover.model import card_from_config
-from switchover.plan.translate import HardwareMove, Translation, translate
+from switchover.plan.translate import HardwareMove, translate
 from tests.plan import configs as C
+from tests.plan.records import after, outcomes
 
 LAUNCH = ("CUDA_VISIBLE_DEVICES=0,1,2,3 vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 4 --max-model-len 8192 "
           "--gpu-memory-utilization 0.95 --max-num-seqs 64")
 
-
-@pytest.fixture(autouse=True)
-def no_release_data(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(releases, "load_releases", lambda engine: None)
-
-
-def _out(tr: Translation) -> dict[str, object]:
-    return {f.input.typed: f for f in tr.flags}
-
-
-def _word(tr: Translation, flag: str) -> str:
-    return tr.argv[tr.argv.index(flag) + 1]
+# no engine has release data unless a test adds it (conftest.no_release_data)
+pytestmark = pytest.mark.usefixtures("no_release_data")
 
 
 def test_four_a100s_to_two_h100s_takes_plan_parallels_layout_and_a_new_memory_knob() -> None:
     card = card_from_config(C.LLAMA_8B, name="Llama-3.1-8B")
     tr = translate("vllm", LAUNCH, "sglang", card=card,
                    move=HardwareMove(from_gpu="A100-80G", to_gpu="H100-80G", to_gpus=2))
-    assert _word(tr, "--tp-size") == "2" and tr.env["CUDA_VISIBLE_DEVICES"] == "0,1"
-    out = _out(tr)
+    assert after(tr, "--tp-size") == "2" and tr.env["CUDA_VISIBLE_DEVICES"] == "0,1"
+    out = outcomes(tr)
     assert "4 -> 2" in out["-tp"].detail and "plan parallel" in out["-tp"].detail
     assert "re-derived for 2 x H100-80G" in out["--gpu-memory-utilization"].detail
-    assert 0 < float(_word(tr, "--mem-fraction-static")) < 1
+    assert 0 < float(after(tr, "--mem-fraction-static")) < 1
     assert any(d.what == "expected_concurrency" for d in tr.derived)
 
 
@@ -43,12 +33,12 @@ def test_a_vllm_upgrade_onto_other_gpus_keeps_the_engine_and_moves_the_layout() 
     card = card_from_config(C.QWEN3_235B, name="Qwen3-235B")
     tr = translate("vllm", "vllm serve Qwen/Qwen3-235B-A22B -tp 8 --enable-expert-parallel --max-model-len 8192",
                    "vllm", card=card, move=HardwareMove(from_gpu="A100-80G", to_gpu="H200-141G", to_gpus=4))
-    assert _word(tr, "--tensor-parallel-size") == "4" and "--enable-expert-parallel" in tr.argv
+    assert after(tr, "--tensor-parallel-size") == "4" and "--enable-expert-parallel" in tr.argv
 
 
 def test_without_a_model_the_move_is_said_not_guessed() -> None:
     tr = translate("vllm", LAUNCH, "sglang", move=HardwareMove(to_gpu="H100-80G", to_gpus=2))
-    assert _word(tr, "--tp-size") == "4" and any("pass --model" in n for n in tr.notes)
+    assert after(tr, "--tp-size") == "4" and any("pass --model" in n for n in tr.notes)
 
 
 def test_llamacpp_gets_a_gguf_step_slots_that_fit_and_every_layer_on_gpu() -> None:
@@ -56,9 +46,9 @@ def test_llamacpp_gets_a_gguf_step_slots_that_fit_and_every_layer_on_gpu() -> No
     tr = translate("vllm", LAUNCH, "llamacpp", card=card, move=HardwareMove(to_gpu="H100-80G", to_gpus=1))
     assert tr.steps == ["python convert_hf_to_gguf.py meta-llama/Llama-3.1-8B-Instruct --outfile "
                         "Llama-3.1-8B-Instruct-bf16.gguf --outtype bf16"]
-    assert _word(tr, "-m") == "Llama-3.1-8B-Instruct-bf16.gguf" and _word(tr, "--n-gpu-layers") == "999"
-    slots = int(_word(tr, "--parallel"))
-    assert 1 <= slots <= 64 and int(_word(tr, "--ctx-size")) == slots * 8192
+    assert after(tr, "-m") == "Llama-3.1-8B-Instruct-bf16.gguf" and after(tr, "--n-gpu-layers") == "999"
+    slots = int(after(tr, "--parallel"))
+    assert 1 <= slots <= 64 and int(after(tr, "--ctx-size")) == slots * 8192
     assert {d.what for d in tr.derived} >= {"quantization", "gpu_layers"}
 
 
@@ -76,7 +66,7 @@ def test_gguf_quantization_follows_the_checkpoint_and_the_memory() -> None:
 
 def test_a_gguf_model_needs_no_conversion() -> None:
     tr = translate("vllm", "vllm serve /m/model.gguf --max-model-len 4096", "llamacpp")
-    assert tr.steps == [] and _word(tr, "-m") == "/m/model.gguf"
+    assert tr.steps == [] and after(tr, "-m") == "/m/model.gguf"
 
 
 def test_a_memory_knob_derived_for_the_new_gpus_is_rendered_as_derived_not_converted_again() -> None:
@@ -87,4 +77,4 @@ def test_a_memory_knob_derived_for_the_new_gpus_is_rendered_as_derived_not_conve
                    card=card, gpu_total_gib=80.0, gpu_name="A100-80G",
                    move=HardwareMove(from_gpu="A100-80G", to_gpu="H100-80G", to_gpus=2))
     derived = next(d for d in tr.derived if d.what == "gpu_memory_fraction")
-    assert float(_word(tr, "--mem-fraction-static")) == derived.value
+    assert float(after(tr, "--mem-fraction-static")) == derived.value

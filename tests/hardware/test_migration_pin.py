@@ -25,6 +25,16 @@ def _migration(tmp_path: Path, version: object) -> Path:
     return mig
 
 
+def _assert_refused(tmp_path: Path, version: object) -> None:
+    """load_migration refuses `version` as new.engine_version, naming the field."""
+    try:
+        load_migration(_migration(tmp_path, version))
+    except BadInput as exc:
+        assert "new.engine_version" in exc.message
+    else:
+        raise AssertionError(f"{version!r} was accepted")
+
+
 def _host_with_driver(tmp_path: Path, driver: str) -> Path:
     fp = load_fingerprint("catalog:H100-80G").model_dump(mode="json")
     fp["driver_version"] = driver
@@ -52,12 +62,7 @@ def test_the_same_build_on_a_recent_driver_runs(tmp_path: Path) -> None:
 
 def test_a_malformed_engine_version_names_the_field(tmp_path: Path) -> None:
     for bad in ("latest", "0.21.0\nx", "", 0.21):
-        try:
-            load_migration(_migration(tmp_path, bad))
-        except BadInput as exc:
-            assert "new.engine_version" in exc.message
-        else:
-            raise AssertionError(f"{bad!r} was accepted")
+        _assert_refused(tmp_path, bad)
 
 
 def test_every_engines_release_spelling_is_an_engine_version(tmp_path: Path) -> None:
@@ -65,12 +70,7 @@ def test_every_engines_release_spelling_is_an_engine_version(tmp_path: Path) -> 
     for release in ("b3216", "v2.0.2", "0.8.5.post1", "1.2.0rc1", "0.11.0"):
         assert load_migration(_migration(tmp_path, release)).new.engine_version == release
     for bad in (" 0.11.0", "b32x6", "0.11.0" * 20):
-        try:
-            load_migration(_migration(tmp_path, bad))
-        except BadInput as exc:
-            assert "new.engine_version" in exc.message
-        else:
-            raise AssertionError(f"{bad!r} was accepted")
+        _assert_refused(tmp_path, bad)
 
 
 def test_the_migration_file_accepts_exactly_the_releases_release_key_orders(tmp_path: Path) -> None:

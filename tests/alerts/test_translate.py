@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import itertools
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
-from unittest.mock import patch
 
 import orjson
 import pytest
@@ -19,11 +17,11 @@ from switchover.alerts.mapping import SeriesRef, target_of
 from switchover.alerts.shift import BenchShifts, stat_for
 from switchover.alerts.translate import ANNOTATION, TranslationReport, dump_rules, translate_rules
 from switchover.bench.results import BenchReport
-from switchover.cli.app import main
 from switchover.engines.profile import MetricSpec, load_profile
 from switchover.errors import BadInput
 from switchover.runs import RunDir
 from switchover.testing import require_tool
+from tests.alerts.command import run_alerts
 
 pytestmark = pytest.mark.usefixtures("synthetic_releases")  # release data: tests/alerts/conftest.py
 
@@ -159,24 +157,17 @@ def test_a_bench_dir_that_is_not_one_is_a_usage_error(tmp_path: Path) -> None:
         BenchShifts(tmp_path, "vllm", "sglang")
 
 
-def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    with patch.object(sys, "argv", ["switchover", "alerts", *args]), pytest.raises(SystemExit) as exc:
-        main()
-    out = capsys.readouterr()
-    return int(exc.value.code or 0), out.out, out.err
-
-
 def test_the_cli_writes_checked_rules_and_exits_1_when_some_could_not_be_translated(tmp_path, capsys) -> None:
     out = tmp_path / "sglang.yaml"
-    code, stdout, _ = _cli(capsys, "translate", str(RULES / "tgi.yaml"), "--from", "tgi", "--to", "sglang",
-                           "-o", str(out), "--json")
+    code, stdout, _ = run_alerts(capsys, "translate", str(RULES / "tgi.yaml"), "--from", "tgi", "--to", "sglang",
+                                 "-o", str(out), "--json")
     assert code == 1  # TgiFailures: err="generation" has no SGLang equivalent
     data = orjson.loads(stdout)
     assert data["output_file"] == str(out) and data["rules_yaml"] is None
     assert {r["status"] for r in data["rules"]} == {"translated", "untranslated"}
     assert _check(out).returncode == 0
-    code, stdout, err = _cli(capsys, "translate", str(RULES / "llamacpp.yaml"), "--from", "llamacpp", "--to", "vllm")
+    code, stdout, err = run_alerts(capsys, "translate", str(RULES / "llamacpp.yaml"), "--from", "llamacpp", "--to",
+                                   "vllm")
     assert yaml.safe_load(stdout)["groups"][0]["rules"][0]["expr"].startswith("max(vllm:num_requests_waiting)")
     assert "llamacpp b11434 → vllm 0.33.0" in err  # the report goes to stderr when the rules go to stdout
     assert "no vllm version given: the newest read, 0.33.0, is assumed" in err
@@ -200,11 +191,11 @@ def test_bad_input_is_exit_2_naming_the_field(tmp_path, capsys, content: str, ar
                                               message: str) -> None:
     f = tmp_path / "rules.yaml"
     f.write_text(content)
-    code, _, err = _cli(capsys, "translate", str(f), *args)
+    code, _, err = run_alerts(capsys, "translate", str(f), *args)
     assert code == 2 and message in err and "Traceback" not in err
 
 
 def test_help_has_an_example(capsys) -> None:
-    code, out, _ = _cli(capsys, "translate", "--help")
+    code, out, _ = run_alerts(capsys, "translate", "--help")
     words = " ".join(out.replace("│", " ").split())  # the help is wrapped to the terminal's width
     assert code == 0 and "Example: switchover alerts translate rules.yaml --from vllm@0.6.3 --to sglang@0.5.5" in words

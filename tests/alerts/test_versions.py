@@ -13,6 +13,7 @@ from switchover.alerts.release import EngineRelease, engine_of, engine_release
 from switchover.alerts.report import TranslationReport
 from switchover.alerts.translate import ANNOTATION, translate_rules
 from switchover.errors import BadInput
+from tests.alerts.command import run_alerts
 
 pytestmark = pytest.mark.usefixtures("synthetic_releases")
 
@@ -242,30 +243,17 @@ def test_adapter_mode_checks_the_names_the_adapter_command_really_serves(tmp_pat
     assert any("serves kv_usage as vllm:kv_cache_usage_perc" in f.detail for f in report.errors)
 
 
-def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    import sys
-    from unittest.mock import patch
-
-    from switchover.cli.app import main
-
-    capsys.readouterr()
-    with patch.object(sys, "argv", ["switchover", "alerts", *args]), pytest.raises(SystemExit) as exc:
-        main()
-    out = capsys.readouterr()
-    return int(exc.value.code or 0), out.out, out.err
-
-
 def test_the_cli_fails_on_a_dead_series_and_keep_unknown_lets_it_through(tmp_path: Path, capsys) -> None:
     import orjson
 
     rules = _file(tmp_path, _alert("KVFull", "llamacpp:kv_cache_usage_ratio > 0.9"))
-    code, out, _ = _cli(capsys, "translate", str(rules), "--from", "llamacpp@b3995", "--to", "llamacpp==b11434",
-                        "--json", "-o", str(tmp_path / "out.yaml"))
+    code, out, _ = run_alerts(capsys, "translate", str(rules), "--from", "llamacpp@b3995", "--to", "llamacpp==b11434",
+                              "--json", "-o", str(tmp_path / "out.yaml"))
     report = orjson.loads(out)
     assert code == 1 and report["target_version"] == "b11434" and report["source_version"] == "b3995"
     assert report["rules"][0]["series_left"] == ["llamacpp:kv_cache_usage_ratio"]
-    code, _, err = _cli(capsys, "translate", str(rules), "--from", "llamacpp@b3995", "--to", "llamacpp",
-                        "--keep-unknown")
+    code, _, err = run_alerts(capsys, "translate", str(rules), "--from", "llamacpp@b3995", "--to", "llamacpp",
+                              "--keep-unknown")
     assert code == 0 and "still reads: llamacpp:kv_cache_usage_ratio" in err
     assert "no llamacpp version given: the newest read, b11434, is assumed" in err
 
@@ -276,8 +264,8 @@ def test_the_cli_fails_on_a_dead_series_and_keep_unknown_lets_it_through(tmp_pat
 ])
 def test_the_same_release_twice_or_a_bad_version_is_exit_2(tmp_path: Path, capsys, args: tuple[str, ...],
                                                           message: str) -> None:
-    code, _, err = _cli(capsys, "translate", str(_file(tmp_path, _alert("Q", "vllm:num_requests_waiting > 1"))),
-                        *args)
+    code, _, err = run_alerts(capsys, "translate", str(_file(tmp_path, _alert("Q", "vllm:num_requests_waiting > 1"))),
+                              *args)
     assert code == 2 and message in err and "Traceback" not in err
 
 

@@ -124,7 +124,12 @@ SPECS: dict[str, Spec] = {
 # parameter names whose kind the name tells (per command, SPECS' kinds win)
 _BY_NAME = {"--config": "in_file", "--url": "url", "--old": "url", "--new": "url", "--upstream": "url",
             "@url": "url", "--out": "out_file", "--runs-dir": "out_dir", "--dir": "out_dir", "@file": "in_file",
-            "@config": "in_file", "--api-key-env": "env_var", "--ledger": "ledger"}
+            "@config": "in_file", "--api-key-env": "env_var", "--ledger": "ledger", "--engine": "engine",
+            "--old-engine": "engine", "--new-engine": "engine", "--engine-version": "release",
+            "--from-version": "release", "--to-version": "release"}
+# options naming an engine whose names do not say so (per command)
+_ENGINE_OPTIONS = {"metrics-adapter": ("--from", "--to"), "alerts translate": ("--from", "--to"),
+                   "plan translate": ("--from", "--to"), "plan choose": ("--from",), "bench recompute": ("--as",)}
 
 TEXT = ["", " ", "[gpu]", "x" * 3000, "é漢字🙂", "-", f"sk-{SECRET}0123456789", f"curl -u admin:{SECRET}1 x",
         "../../../etc/passwd"]
@@ -136,6 +141,10 @@ IN_FILE_CLASSES = [*BAD_FILES, "missing", "proc", "zero"]
 MODEL_CLASSES = ["missing", "empty", "binary", "gguf_4", "gguf_200", "gguf_kv", "dir", "proc", "json_list", "zero"]
 HOST_PORTS = ["127.0.0.1:99999", "127.0.0.1:0", "nohost", ":80", "127.0.0.1:", "a b:80", ""]
 ENV_VARS = ["", "sk-" + SECRET + "abcdefghijklmnop", "1BAD", "A-B", "x" * 300]
+# an engine, optionally at a release: unknown engines, malformed or foreign-form releases
+ENGINE_REFS = ["", "NOPE", "nope@0.6.3", "@0.6.3", "vllm@", "vllm==", "vllm@latest", "vllm@0.6.3@1",
+               "vllm@0.6.3 x", "vllm@" + "9" * 300, "vllm@b3135", "llamacpp@0.6.3", "é漢字"]
+RELEASES = ["latest", "0.6.3@1", "x" * 300, "-1", "v", "1.2.3 4", "1." + "0" * 80, "é1"]
 
 
 @dataclass
@@ -201,6 +210,8 @@ def kind_of(name: str, cmd: Any, p: Any) -> str:
     if isinstance(parser, params.HostPort):
         return "host_port"
     ann = str(annotation_of(cmd, p))
+    if key in _ENGINE_OPTIONS.get(name, ()):
+        return "engine"
     if key in _BY_NAME:
         return _BY_NAME[key]
     if "int" in ann or "float" in ann:
@@ -271,6 +282,12 @@ def _values(kind: str, ws: Workspace, parser: Any) -> Iterator[tuple[str, str, b
                          ("under-a-file", ws.bad("empty") + "/sub"), ("empty", ""), ("too-long", "x" * 300)):
             # a test bed folder that does not exist is an honest "not running" for status and down
             yield f"out dir {label}", v, not (kind == "bed_dir" and label == "proc-sub"), any_code
+    elif kind == "engine":
+        for v in ENGINE_REFS:
+            yield f"engine {v[:24]!r}", v, True, any_code
+    elif kind == "release":
+        for v in RELEASES:
+            yield f"release {v[:24]!r}", v, True, any_code
     else:  # text, command, launch
         for v in TEXT:
             yield f"text {v[:24]!r}", v, False, any_code

@@ -9,7 +9,7 @@ import pytest
 
 from switchover.engines.extract import Extracted, Snapshot, compact, expand
 from switchover.engines.releases import EngineReleases, FlagSpan, ParserRules, ReleaseView, resolve
-from switchover.engines.versions import release_key, split_engine_ref
+from switchover.engines.versions import check_release_form, release_key, split_engine_ref
 
 RULES = ParserRules(source="x.py")
 ABBREV = ParserRules(abbrev=True, underscores=True, source="server_args.py")
@@ -116,6 +116,19 @@ def test_release_order_is_pep440_and_llamacpp_builds() -> None:
                                                 ("sglang", ("sglang", None))])
 def test_engine_refs(text: str, expected: tuple[str, str | None]) -> None:
     assert split_engine_ref(text) == expected
+
+
+@pytest.mark.parametrize(("engine", "version", "ok"), [
+    ("llamacpp", "b3216", True), ("llamacpp", "3216", True), ("llamacpp", "0.6.3", False),
+    ("llamacpp", "v2.0.2", False),
+    ("vllm", "0.6.3", True), ("vllm", "b3216", False), ("tgi", "v2.0.2", True), ("sglang", "B12", False),
+    ("trtllm", "1.2.0rc1", True)])
+def test_a_release_is_written_the_way_its_engine_numbers_releases(engine: str, version: str, ok: bool) -> None:
+    if ok:
+        check_release_form(engine, version)
+    else:
+        with pytest.raises(ValueError, match=version):
+            check_release_form(engine, version)
 
 
 def test_spans_must_name_releases_read() -> None:

@@ -269,7 +269,7 @@ def bench(
     migration = load_migration(config) if config is not None else None
     eps, section = endpoints_from(migration, old, new, url, old_engine, new_engine, engine, model)
     for ep in eps:  # an unknown engine is refused before any engine is contacted (BadInput names the known ones)
-        if ep.engine:
+        if ep.engine is not None:
             load_profile(ep.engine)
     if tokenizer is not None:
         load_tokenizer(str(tokenizer))  # a bad --tokenizer is refused before any engine is contacted
@@ -446,8 +446,11 @@ def sweep_cmd(
     """
     from switchover.bench.results import EndpointSpec
     from switchover.bench.sweep import parse_params, run_sweep
+    from switchover.engines import load_profile
     from switchover.runs import prepare_folder
 
+    if engine is not None:
+        engine = load_profile(engine).name  # an unknown engine is refused before anything is launched
     grid = parse_params(param)
     prepare_folder(runs_dir)
     plan = _plan(

@@ -111,7 +111,8 @@ def choose_cmd(
     engine: list[str] = typer.Option(None, "--engine", "-e", help="Rank only these engines, each optionally at a "
                                      "release: vllm@0.6.3 (repeatable; default: all five at the newest release "
                                      "known, said per engine)."),
-    current: str = typer.Option(None, "--from", help="Engine the clients use today: list API differences."),
+    current: str = typer.Option(None, "--from", help="Engine the clients use today: list API differences.",
+                               parser=params.Text(120)),
     probe: str = typer.Option(None, "--probe", help="A `switchover probe --json` report as evidence."),
     json_out: bool = params.json_flag("the ranking"),
 ) -> None:

@@ -91,6 +91,9 @@ def register(app: typer.Typer) -> None:
                 for s in SYMPTOMS:
                     console.print(f"[bold]{s.key}[/]: {s.symptom}", highlight=False)
             return
+        from switchover.engines.compat import parse_pin
+
+        parse_pin(engine, "--engine")  # an unknown engine or malformed release is refused even without figures
         if (model is None) != (gpu is None and gpu_mem_gib is None):
             raise BadInput("figures need both -m MODEL and --gpu GPU (or --gpu-mem-gib)",
                            hint='e.g. switchover doctor "p99 up, qps flat" -m ./Llama-3.1-8B --gpu H100-80G')

@@ -16,7 +16,8 @@ def register(app: typer.Typer) -> None:
     def overload(
         url: str = typer.Argument(..., help="Base URL of the engine.", parser=params.URL),
         engine: str | None = typer.Option(None, "--engine", help="Its engine (vllm, llamacpp, ...): read its "
-                                          "waiting-requests gauge and its way to ignore EOS from the profile."),
+                                          "waiting-requests gauge and its way to ignore EOS from the profile.",
+                                          parser=params.Text(120)),
         model: str | None = params.served_model(),
         max_concurrency: int = typer.Option(16, "--max-concurrency", parser=params.count(hi=4096),
                                             help="Highest concurrency tried (levels double from 1)."),

@@ -19,7 +19,6 @@ from switchover.engines.compat import parse_pin
 from switchover.engines.versions import release_key
 from switchover.errors import BadInput, CheckFailed
 from switchover.hardware import check_capabilities, find_gpu, load_fingerprint
-from switchover.model.card import load_model_card
 from switchover.plan.canary import CanaryPlan, canary_plan
 from switchover.plan.capacity import Knobs, capacity
 from switchover.plan.choose_models import resolve_model
@@ -33,7 +32,9 @@ app = typer.Typer(help="Will it fit, with which flags, on which GPUs, and what d
                   "Example: switchover plan capacity -m ./Llama-3.1-8B -e vllm --gpu H100-80G --max-model-len 8192",
                   no_args_is_help=True)
 
-MODEL = typer.Option(..., "--model", "-m", help="Model dir (config.json + safetensors), config.json, or .gguf.")
+MODEL = typer.Option(..., "--model", "-m", help="Model dir (config.json + safetensors), config.json, .gguf, a "
+                     "Hugging Face repo id in the local cache, or builtin:ID (a shipped config; a wrong ID lists "
+                     "them).")
 ENGINE = typer.Option("vllm", "--engine", "-e", help="vllm | sglang | trtllm | tgi | llamacpp, optionally at a "
                       "release: vllm@0.6.3 (or vllm==0.6.3); default: the newest release known, and said.")
 ENGINE_VERSION = typer.Option(None, "--engine-version", help="The engine release (instead of ENGINE@VERSION), e.g. "
@@ -107,7 +108,7 @@ def card_cmd(model: str = MODEL, json_out: bool = JSON) -> None:
 
     Example: switchover plan card -m ./Llama-3.1-8B-Instruct
     """
-    card = load_model_card(model)
+    card, _ = resolve_model(model)  # also builtin:ID, as every planning command reads it
     if json_out:
         print_json(card)
         return

@@ -83,8 +83,9 @@ def register(app: typer.Typer) -> None:
         config: Path = params.config_file("switchover.yaml: take old/new url, engine, model and api_key_env from it.",
                                           None),
         old_engine: str | None = typer.Option(None, help="Engine of the old side (vllm, llamacpp, ...): check against "
-                                                  "its profile."),
-        new_engine: str | None = typer.Option(None, help="Engine of the new side (or of the single URL)."),
+                                                  "its profile.", parser=params.Text(120)),
+        new_engine: str | None = typer.Option(None, help="Engine of the new side (or of the single URL).",
+                                                  parser=params.Text(120)),
         old_model: str | None = typer.Option(None, help="Model name on the old side (overrides --model)."),
         new_model: str | None = typer.Option(None, help="Model name on the new side (overrides --model)."),
         api: str = typer.Option("chat", help="API to probe: chat or completions."),

@@ -19,7 +19,7 @@ from switchover.engines.cited import CitedFact
 from switchover.engines.formats import ENGINES, Device, FormatMatrix, FormatRule, FormatVerdict, load_matrix, lookup
 from switchover.engines.matrixfile import packaged, validated
 from switchover.engines.releases import load_releases
-from switchover.engines.versions import release_key, split_engine_ref
+from switchover.engines.versions import check_release_form, release_key, split_engine_ref
 from switchover.errors import BadInput
 
 Status = Literal["ok", "degraded", "fails", "unknown"]
@@ -177,6 +177,11 @@ def parse_pin(text: str, option: str = "--engine") -> EnginePin:
     if not name:
         raise BadInput(f"{option} {text[:60]!r}: expected ENGINE or ENGINE@VERSION, e.g. vllm@0.11.0")
     profile = load_profile(name)  # BadInput naming the known engines
+    if version is not None:
+        try:
+            check_release_form(profile.name, version)
+        except ValueError as exc:
+            raise BadInput(f"{option} {text[:60]!r}: {exc}") from None
     return EnginePin(engine=profile.name, version=version)
 
 

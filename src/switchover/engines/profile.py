@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from switchover.engines.cited import CitedFact
 from switchover.engines.launch_spec import FlagSpec, LaunchSyntax
-from switchover.engines.versions import release_key, version_matches
+from switchover.engines.versions import check_release_form, release_key, version_matches
 from switchover.errors import BadInput
 
 MetricType = Literal["counter", "gauge", "histogram", "summary"]
@@ -396,6 +396,7 @@ def load_profile(name: str, version: str | None = None) -> EngineProfile:
     if version is not None:
         try:
             release_key(version)
+            check_release_form(key, version)
         except ValueError as exc:
             raise BadInput(f"{name} version: {exc}") from None
     raw = yaml.safe_load(_profile_text(key))

@@ -11,6 +11,10 @@ file is counted apart: it is normal while the gateway writes).
 
 Retention (`keep_files`) deletes the oldest files; each deletion appends a line to `ledger-retired.jsonl` (the
 file, its rows and their time range), so a reader can say how many rows of the window it reads are gone.
+
+Both are opened through switchover.safefile: a symlink, FIFO or hard link planted under a ledger name is refused
+(an OSError the gateway counts in ledger_errors), never appended to; a run directory that is a symlink or another
+user's is refused when the ledger is made.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import IO, Any
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from switchover import safefile
 from switchover.ledger_record import LedgerRecord, LedgerRow, ShadowRecord
 
 log = logging.getLogger("switchover.gateway")
@@ -213,7 +218,7 @@ class Ledger:
         self.flush_interval_s = flush_interval_s
         self._last_flush = float("-inf")
         self._dirty = False
-        run_dir.mkdir(parents=True, exist_ok=True)
+        safefile.ensure_dir(run_dir)
         files = ledger_files(run_dir)
         self._index = int(_NAME.match(files[-1].name).group(1)) + 1 if files else 0  # type: ignore[union-attr]
         self._fh: IO[bytes] | None = None
@@ -229,8 +234,8 @@ class Ledger:
 
     def _open(self) -> IO[bytes]:
         if self._fh is None:
-            self._fh = self.path.open("ab", buffering=1 << 20)
-            self._size = self._fh.tell()
+            self._fh = safefile.open_append(self.run_dir, self.path.name, buffering=1 << 20)
+            self._size = self._fh.seek(0, os.SEEK_END)
         return self._fh
 
     def write(self, record: LedgerRecord | ShadowRecord) -> None:
@@ -307,7 +312,8 @@ class Ledger:
     def _record_retired(self, name: str, span: list[Any]) -> None:
         entry = {"file": name, "rows": span[0], "first_ts": span[1], "last_ts": span[2], "deleted_at": time.time()}
         try:
-            with (self.run_dir / RETIRED).open("a+b") as fh:
+            fd = safefile.open_file(self.run_dir, RETIRED, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+            with os.fdopen(fd, "a+b") as fh:
                 size = fh.seek(0, os.SEEK_END)
                 torn = False
                 if size:  # a crash mid-write left a line without its newline: keep the next entry off it

@@ -6,6 +6,10 @@
 - `admin.token`: a fresh random token per run, readable by its owner only.
 - `killswitch.json`: the latch. A file that cannot be read (torn, not JSON, the wrong shape) means LATCHED, with
   an error that names the file: a broken latch must never send traffic back to the new arm unnoticed.
+- `gateway.json`: where this gateway listens (url, pid, config), for `gateway state` / `gateway reset`.
+
+Every one is opened through switchover.safefile: a symlink, FIFO or hard link planted in the run directory is
+refused, never written through.
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ from pathlib import Path
 
 import orjson
 
-from switchover.atomicfile import write_atomic
+from switchover import safefile
 from switchover.errors import BadInput
 
 LOCK_FILE = "gateway.lock"
 TOKEN_FILE = "admin.token"
 LATCH_FILE = "killswitch.json"
+ADDRESS_FILE = "gateway.json"
+MAX_LATCH_BYTES = 1 << 20  # a few dozen bytes written by the gateway
 
 
 class RunDirLock:
@@ -37,7 +43,7 @@ class RunDirLock:
 
     def acquire(self) -> None:
         """Take the lock or raise BadInput naming the process that holds it."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = safefile.open_file(self.path.parent, LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -62,9 +68,15 @@ def write_admin_token(run_dir: Path) -> str:
     token = secrets.token_urlsafe(24)
     path = run_dir / TOKEN_FILE
     with contextlib.suppress(FileNotFoundError):
-        path.unlink()  # a new file, so the owner-only mode applies
-    write_atomic(path, token, mode=0o600)
+        path.unlink()  # a new file, so the owner-only mode applies (a planted symlink goes, its target stays)
+    safefile.write_whole(run_dir, TOKEN_FILE, token, mode=0o600)
     return token
+
+
+def write_gateway_file(run_dir: Path, url: str, config_path: Path) -> Path:
+    """gateway.json: this gateway's URL, pid and config, written whole (call this while holding the run-dir lock)."""
+    return safefile.write_whole(run_dir, ADDRESS_FILE, orjson.dumps(
+        {"url": url, "pid": os.getpid(), "config": str(config_path.resolve()), "ledger_dir": str(run_dir)}))
 
 
 @dataclass(frozen=True)
@@ -85,11 +97,15 @@ class LatchFile:
     def load(self) -> Latch:
         """The saved latch: absent file → not latched; unreadable or malformed → LATCHED with the reason."""
         try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
-            return Latch(False)
+            raw = safefile.read_small(self.path.parent, LATCH_FILE, MAX_LATCH_BYTES)
+        except safefile.UnsafeFile as exc:
+            return self._broken(f"cannot be trusted: {exc.message}")
+        except BadInput as exc:
+            return self._broken(f"cannot be read: {exc.message}")
         except OSError as exc:
             return self._broken(f"cannot be read: {exc.strerror or exc}")
+        if raw is None:
+            return Latch(False)
         try:
             state = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -104,5 +120,7 @@ class LatchFile:
         return Latch(True, f"{msg}; latched until `switchover gateway reset`", msg)
 
     def save(self, latched: bool, reason: str | None) -> None:
-        """Write the latch whole and durably (atomicfile: unique temp file, fsync, rename, fsync the folder)."""
-        write_atomic(self.path, orjson.dumps({"latched": latched, "reason": reason, "ts": time.time()}))
+        """Write the latch whole and durably (safefile: unique temp file, fsync, rename, fsync the folder); an
+        OSError (UnsafeFile among them) when it cannot be."""
+        safefile.write_whole(self.path.parent, LATCH_FILE,
+                             orjson.dumps({"latched": latched, "reason": reason, "ts": time.time()}))

@@ -1,5 +1,9 @@
 """Durable rollout state: state.json written atomically, audit.jsonl appended one line per transition,
-and a lock so two operators (or an operator and `rollout watch`) cannot interleave read-modify-write."""
+and a lock so two operators (or an operator and `rollout watch`) cannot interleave read-modify-write.
+
+Every write in the state folder goes through switchover.safefile: a folder that is a symlink or another user's,
+and a symlink, FIFO or hard link planted under a state file's name, are refused (BadInput, exit 2), never
+written through."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from typing import TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from switchover import atomicfile
+from switchover import atomicfile, safefile
 from switchover.errors import BadInput
 from switchover.rollout.stages import RolloutState, Transition
 from switchover.textfile import read_bytes
@@ -51,7 +55,8 @@ def actor() -> str:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write whole (temporary file in the same folder, fsync, rename, fsync the folder): switchover.atomicfile."""
+    """Write a file the user named whole (temporary file in the same folder, fsync, rename, fsync the folder):
+    switchover.atomicfile, which writes at the end of the user's own symlinks. State-folder files use safefile."""
     atomicfile.write_atomic(path, data)
 
 
@@ -71,8 +76,8 @@ class RolloutStore:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        with open(self.folder / LOCK_FILE, "a+b") as fh:
+        fd = safefile.open_file(self.folder, LOCK_FILE, os.O_RDWR | os.O_CREAT)
+        with os.fdopen(fd, "a+b") as fh:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
             try:
                 yield
@@ -92,7 +97,7 @@ class RolloutStore:
             ) from None
 
     def save(self, state: RolloutState) -> None:
-        write_atomic(self.state_path, state.model_dump_json(indent=2).encode() + b"\n")
+        safefile.write_whole(self.folder, STATE_FILE, state.model_dump_json(indent=2).encode() + b"\n")
 
     def append(self, transition: Transition) -> None:
         """One JSON line per transition; O_APPEND keeps concurrent writers' lines whole."""
@@ -115,14 +120,7 @@ class RolloutStore:
 
     def append_line(self, name: str, record: BaseModel) -> None:
         """One JSON line appended to `name` in the state folder (O_APPEND, fsynced)."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        line = orjson.dumps(record.model_dump(mode="json")) + b"\n"
-        fd = os.open(self.folder / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        safefile.append(self.folder, name, orjson.dumps(record.model_dump(mode="json")) + b"\n")
 
     def read_lines(self, name: str, model: type[M]) -> list[M]:
         """Every readable line of `name` as `model` (a bad line is skipped: these logs never block a rollback)."""
@@ -140,7 +138,7 @@ class RolloutStore:
 
     def write_model(self, name: str, obj: BaseModel) -> None:
         """A JSON file in the state folder, replaced atomically."""
-        write_atomic(self.folder / name, obj.model_dump_json(indent=2).encode() + b"\n")
+        safefile.write_whole(self.folder, name, obj.model_dump_json(indent=2).encode() + b"\n")
 
     def read_model(self, name: str, model: type[M]) -> M | None:
         """A JSON file of the state folder, or None when absent or unreadable."""

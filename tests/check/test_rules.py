@@ -28,17 +28,17 @@ def verdict(rule: str, **parts):  # type: ignore[no-untyped-def]
     ],
 )
 def test_scheduling_judges_error_rate_and_significant_ttft_regression(steps, deltas, expected) -> None:  # type: ignore[no-untyped-def]
-    v, _ = verdict("s000.scheduling", bench=b.bench(steps, [b.ab(1, *deltas)] if deltas else []))
+    v, _ = verdict("engine.scheduling", bench=b.bench(steps, [b.ab(1, *deltas)] if deltas else []))
     assert v == expected
 
 
 def test_scheduling_uses_bench_slos_when_no_threshold_is_set() -> None:
     ev = b.evidence(bench=b.bench([b.step("old", 1), b.step("new", 1, error_rate=0.05)]), slos={"max_error_rate": 0.1})
-    assert RULES["s000.scheduling"](ev, Limits.of(ev)).verdict == "go"
+    assert RULES["engine.scheduling"](ev, Limits.of(ev)).verdict == "go"
 
 
 def test_scheduling_warns_on_a_differing_error_probe() -> None:
-    v, j = verdict("s000.scheduling", probe=b.probe(b.probe_result("error.unknown_model", "errors", "differs")))
+    v, j = verdict("engine.scheduling", probe=b.probe(b.probe_result("error.unknown_model", "errors", "differs")))
     assert v == "warn" and "error.unknown_model" in j.reason()
 
 
@@ -47,7 +47,7 @@ def test_scheduling_warns_on_a_differing_error_probe() -> None:
     [((2000, 2000), "go"), ((2000, 1900), "go"), ((2000, 1000), "no-go"), ((None, None), "not-run")],
 )
 def test_kv_cache_compares_the_longest_input_really_served(longest, expected) -> None:  # type: ignore[no-untyped-def]
-    v, _ = verdict("s000.kv_cache", verify=b.verify(longest=longest))
+    v, _ = verdict("engine.kv_cache", verify=b.verify(longest=longest))
     assert v == expected
 
 
@@ -61,7 +61,7 @@ def test_kv_cache_compares_the_longest_input_really_served(longest, expected) ->
 )
 def test_batching_warns_on_an_earlier_knee_or_lower_throughput(knees, old_tok, new_tok, expected) -> None:  # type: ignore[no-untyped-def]
     rep = b.bench([b.step("old", 4, tok_s=old_tok), b.step("new", 4, tok_s=new_tok)], knees=knees)
-    assert verdict("s000.batching", bench=rep)[0] == expected
+    assert verdict("engine.batching", bench=rep)[0] == expected
 
 
 @pytest.mark.parametrize(
@@ -74,19 +74,19 @@ def test_batching_warns_on_an_earlier_knee_or_lower_throughput(knees, old_tok, n
     ],
 )
 def test_kernels_judges_json_validity_long_inputs_and_greedy_flags(kwargs, expected) -> None:  # type: ignore[no-untyped-def]
-    assert verdict("s000.kernels", verify=b.verify(**kwargs))[0] == expected
+    assert verdict("engine.kernels", verify=b.verify(**kwargs))[0] == expected
 
 
 def test_structured_requests_without_an_answer_are_not_counted_as_invalid() -> None:
     """3 valid of 3 answered, 3 more timed out: 100 %, not 50 %; with no answer at all the check is missing."""
-    v, j = verdict("s000.kernels", verify=b.verify(structured=(3, 3), new_unanswered=3))
+    v, j = verdict("engine.kernels", verify=b.verify(structured=(3, 3), new_unanswered=3))
     assert v == "go" and any("3/3 valid (3 more got no answer)" in s for s in j.ok)
-    v, j = verdict("s000.kernels", verify=b.verify(structured=(3, 0), new_unanswered=0))
+    v, j = verdict("engine.kernels", verify=b.verify(structured=(3, 0), new_unanswered=0))
     assert v == "no-go"  # 0 of 3 answered outputs valid is a real drop
     ev = b.verify(structured=(3, 0))
     ev.structured[1] = ev.structured[1].model_copy(update={"total": 2, "cases": [
         b.StructuredCase(id="a", status="error"), b.StructuredCase(id="b", status="error")]})
-    v, j = verdict("s000.kernels", verify=ev)
+    v, j = verdict("engine.kernels", verify=ev)
     assert v != "no-go" and any("no request got an answer on new" in m for m in j.missing)
 
 
@@ -100,11 +100,11 @@ def test_structured_requests_without_an_answer_are_not_counted_as_invalid() -> N
     ],
 )
 def test_defaults_is_no_go_on_a_breaking_api_difference(results, expected) -> None:  # type: ignore[no-untyped-def]
-    assert verdict("s000.defaults", probe=b.probe(*results))[0] == expected
+    assert verdict("engine.defaults", probe=b.probe(*results))[0] == expected
 
 
 def test_defaults_without_probe_is_not_run() -> None:
-    assert verdict("s000.defaults")[0] == "not-run"
+    assert verdict("engine.defaults")[0] == "not-run"
 
 
 @pytest.mark.parametrize(
@@ -112,7 +112,7 @@ def test_defaults_without_probe_is_not_run() -> None:
     [({}, "go"), ({"status": "renamed"}, "warn"), ({"new_reachable": False}, "no-go")],
 )
 def test_observability_needs_new_metrics_and_flags_renames(kwargs, expected) -> None:  # type: ignore[no-untyped-def]
-    assert verdict("s000.observability", metrics=b.metrics(**kwargs))[0] == expected
+    assert verdict("engine.observability", metrics=b.metrics(**kwargs))[0] == expected
 
 
 @pytest.mark.parametrize(
@@ -126,7 +126,7 @@ def test_observability_needs_new_metrics_and_flags_renames(kwargs, expected) -> 
     ],
 )
 def test_tokenizer_counts_shift_against_tolerance(texts, expected) -> None:  # type: ignore[no-untyped-def]
-    assert verdict("s001.tokenizer", live_model=b.live(texts))[0] == expected
+    assert verdict("model.tokenizer", live_model=b.live(texts))[0] == expected
 
 
 @pytest.mark.parametrize(
@@ -138,14 +138,14 @@ def test_tokenizer_counts_shift_against_tolerance(texts, expected) -> None:  # t
     ],
 )
 def test_chat_template_differs_when_prompt_tokens_differ_but_tokenizers_agree(texts, chats, expected) -> None:  # type: ignore[no-untyped-def]
-    assert verdict("s001.chat_template", live_model=b.live(texts, chats))[0] == expected
+    assert verdict("model.chat_template", live_model=b.live(texts, chats))[0] == expected
 
 
 def test_chat_template_uses_diff_model_renders() -> None:
     dm = b.diff_model(changed_renders=("system+user",))
-    v, j = verdict("s001.chat_template", diff_model=dm)
+    v, j = verdict("model.chat_template", diff_model=dm)
     assert v == "no-go" and "system+user" in j.reason()
-    assert verdict("s001.chat_template", diff_model=b.diff_model())[0] == "go"
+    assert verdict("model.chat_template", diff_model=b.diff_model())[0] == "go"
 
 
 @pytest.mark.parametrize(
@@ -157,8 +157,8 @@ def test_chat_template_uses_diff_model_renders() -> None:
     ],
 )
 def test_sampling_defaults_follow_the_defaults_probe(result, expected) -> None:  # type: ignore[no-untyped-def]
-    other = b.probe_result("sampling.seed_repeat", "sampling", "differs")  # belongs to s000.defaults only
-    assert verdict("s001.sampling_defaults", probe=b.probe(result, other))[0] == expected
+    other = b.probe_result("sampling.seed_repeat", "sampling", "differs")  # belongs to engine.defaults only
+    assert verdict("model.sampling_defaults", probe=b.probe(result, other))[0] == expected
 
 
 @pytest.mark.parametrize(
@@ -172,7 +172,7 @@ def test_sampling_defaults_follow_the_defaults_probe(result, expected) -> None: 
     ],
 )
 def test_grace_covers_max_tokens_times_tpot_p99(kwargs, expected) -> None:  # type: ignore[no-untyped-def]
-    v, j = verdict("s001.grace", grace=b.grace(**kwargs))
+    v, j = verdict("rollout.grace", grace=b.grace(**kwargs))
     assert v == expected
     if expected != "not-run":
         assert any(f.name.startswith("required grace") and f.value == 77.0 for f in j.figures)
@@ -180,13 +180,13 @@ def test_grace_covers_max_tokens_times_tpot_p99(kwargs, expected) -> None:  # ty
 
 @pytest.mark.parametrize(("timeout", "expected"), [(15.0, "warn"), (120.0, "go"), (None, "not-run")])
 def test_client_timeout_shorter_than_generation_warns(timeout, expected) -> None:  # type: ignore[no-untyped-def]
-    assert verdict("s001.client_timeout", grace=b.grace(client_timeout=timeout))[0] == expected
+    assert verdict("rollout.client_timeout", grace=b.grace(client_timeout=timeout))[0] == expected
 
 
 def test_weights_go_on_identical_hash_warn_on_change() -> None:
-    assert verdict("s001.weights", diff_model=b.diff_model(weights=("a", "a")))[0] == "go"
-    assert verdict("s001.weights", diff_model=b.diff_model(weights=("a", "b")))[0] == "warn"
-    v, j = verdict("s001.weights", diff_model=b.diff_model(weights=(None, None)))
+    assert verdict("model.weights", diff_model=b.diff_model(weights=("a", "a")))[0] == "go"
+    assert verdict("model.weights", diff_model=b.diff_model(weights=("a", "b")))[0] == "warn"
+    v, j = verdict("model.weights", diff_model=b.diff_model(weights=(None, None)))
     assert v == "not-run" and "did not hash the weights" in j.reason()
 
 
@@ -200,32 +200,32 @@ def test_a_rule_that_crashes_gives_not_run_with_the_error(monkeypatch: pytest.Mo
     def boom(ev, lim):  # type: ignore[no-untyped-def]
         raise KeyError("weird")
 
-    monkeypatch.setitem(RULES, "s001.grace", boom)
-    item = next(i for i in judge_all(b.evidence(grace=b.grace(configured=[999.0]))) if i.id == "s001.grace")
+    monkeypatch.setitem(RULES, "rollout.grace", boom)
+    item = next(i for i in judge_all(b.evidence(grace=b.grace(configured=[999.0]))) if i.id == "rollout.grace")
     assert item.verdict == "not-run" and "rule error: KeyError" in item.reason
 
 
 def test_thresholds_from_the_check_section_override_defaults() -> None:
     s = CheckSection(thresholds=Thresholds(tokenizer_shift_pct=30.0))
     ev = b.evidence(settings=s, live_model=b.live([(100, 125, False)]))
-    assert RULES["s001.tokenizer"](ev, Limits.of(ev)).verdict == "warn"
+    assert RULES["model.tokenizer"](ev, Limits.of(ev)).verdict == "warn"
 
 
 def test_sampling_defaults_warn_when_diff_model_finds_changed_effective_defaults() -> None:
     same = b.probe(b.probe_result("sampling.defaults", "sampling", "same"))
     notes = b.diff_model(notes=["vllm -> llamacpp: temperature changes"])
-    assert verdict("s001.sampling_defaults", probe=same, diff_model=notes)[0] == "warn"
+    assert verdict("model.sampling_defaults", probe=same, diff_model=notes)[0] == "warn"
     changed = b.diff_model(file_changes={"temperature": (0.7, 1.0)})
-    v, j = verdict("s001.sampling_defaults", probe=same, diff_model=changed)
+    v, j = verdict("model.sampling_defaults", probe=same, diff_model=changed)
     assert v == "warn" and "temperature: 0.7 → 1.0" in j.reason()
-    assert verdict("s001.sampling_defaults", probe=same, diff_model=b.diff_model())[0] == "go"
+    assert verdict("model.sampling_defaults", probe=same, diff_model=b.diff_model())[0] == "go"
 
 
 def test_weights_warn_names_a_quantization_change_from_diff_model() -> None:
     dm = b.diff_model(weights=("a", "b"), quantization=("BF16", "Q4_1"),
                       reasons=[b.Reason(blocking=True, what="quantization changed", why="BF16 -> Q4_1",
                                         action="evaluate")])
-    v, j = verdict("s001.weights", diff_model=dm)
+    v, j = verdict("model.weights", diff_model=dm)
     assert v == "warn" and "quantization changed" in j.reason()
     assert any(f.name == "old / new quantization" and f.value == "BF16 / Q4_1" for f in j.figures)
 
@@ -267,20 +267,20 @@ def test_rollback_needs_a_timed_drill_and_its_prerequisites_strictly_from_100_pe
                                                                                       expected) -> None:
     ev = b.evidence()
     ev.rollback = _rollback(drill, prereqs, holding)
-    j = RULES["s000.rollback"](ev, Limits.of(ev))
+    j = RULES["rollout.rollback"](ev, Limits.of(ev))
     assert j.verdict == expected, j.reason()
     assert any(f.name.startswith("prerequisite: route") for f in j.figures)
 
 
 def test_rollback_not_run_is_not_a_pass() -> None:
     ev = b.evidence()
-    assert RULES["s000.rollback"](ev, Limits.of(ev)).verdict == "not-run"
+    assert RULES["rollout.rollback"](ev, Limits.of(ev)).verdict == "not-run"
 
 
 @pytest.mark.parametrize(("same", "ratio", "expected"),
                          [(True, None, "go"), (False, 1.02, "warn"), (False, 1.3, "no-go")])
 def test_tokenizer_judges_the_diff_model_corpus_ratio(same, ratio, expected) -> None:  # type: ignore[no-untyped-def]
-    assert verdict("s001.tokenizer", diff_model=b.diff_model(tokenizer_same=same, total_ratio=ratio))[0] == expected
+    assert verdict("model.tokenizer", diff_model=b.diff_model(tokenizer_same=same, total_ratio=ratio))[0] == expected
 
 
 def test_typed_evidence_reads_back_from_the_run_directory_with_the_same_verdicts(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -301,7 +301,7 @@ def test_typed_evidence_reads_back_from_the_run_directory_with_the_same_verdicts
     assert back.probe == ev.probe and back.verify == ev.verify and back.bench == ev.bench
     before, after = judge_all(ev), judge_all(back)
     assert [(i.id, i.verdict, i.reason) for i in after] == [(i.id, i.verdict, i.reason) for i in before]
-    assert {i.id: i.verdict for i in after}["s001.grace"] == "no-go"  # the deploy file's finding counts
+    assert {i.id: i.verdict for i in after}["rollout.grace"] == "no-go"  # the deploy file's finding counts
 
 
 def test_a_run_written_before_typed_evidence_still_reads(tmp_path) -> None:  # type: ignore[no-untyped-def]

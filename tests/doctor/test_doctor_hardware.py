@@ -40,10 +40,10 @@ def test_tp_over_pcie_and_hardware_diffs_are_named_for_the_interconnect_causes()
     assert any("hw diff" in c for c in by_key["slower-on-new-gpu"].causes[1].confirm)
 
 
-def test_hardware_symptoms_cite_seed_004_and_existing_ones_keep_their_matches() -> None:
+def test_hardware_symptoms_cite_what_a_user_can_open_and_existing_ones_keep_their_matches() -> None:
     for s in SYMPTOMS:
         if s.key in HARDWARE:
-            assert all(c.source.startswith("seed 004") for c in s.causes), s.key
+            assert all("https://" in c.source or "docs/" in c.source for c in s.causes), s.key
     assert {s.key for s in SYMPTOMS} >= HARDWARE
     assert diagnose("p99 went up but traffic is the same")[0].symptom.key == "p99-up-qps-flat"
     assert diagnose("out of memory")[0].symptom.key == "concurrency-low-or-oom"

@@ -46,19 +46,19 @@ def test_every_enabled_live_part_ran_and_left_its_result(checked) -> None:  # ty
         assert rd.has(name), name
     bench_dirs = [p for p in Path(rd.path).iterdir() if p.is_dir() and (p / "requests.parquet").exists()]
     assert len(bench_dirs) == 1
-    rollback = next(i for i in report.items if i.id == "s000.rollback")
+    rollback = next(i for i in report.items if i.id == "rollout.rollback")
     assert rollback.verdict == "warn" and "no drill" in rollback.reason  # before 100 %: time the way back first
 
 
 def test_same_model_on_both_engines_tokenizes_alike(checked) -> None:  # type: ignore[no-untyped-def]
     report, _ = checked
-    item = next(i for i in report.items if i.id == "s001.tokenizer")
+    item = next(i for i in report.items if i.id == "model.tokenizer")
     assert item.verdict == "go", item.reason  # the bed serves the same tokenizer on both engines
 
 
 def test_a_one_second_grace_is_no_go_with_the_measured_tpot(checked) -> None:  # type: ignore[no-untyped-def]
     report, rd = checked
-    item = next(i for i in report.items if i.id == "s001.grace")
+    item = next(i for i in report.items if i.id == "rollout.grace")
     assert item.verdict == "no-go", item.reason
     g = rd.read_json("grace")
     assert g["tpot_p99_ms"] > 0 and g["need"]["required_s"] > 1  # 2000 tokens at any real TPOT take > 1 s
@@ -68,7 +68,7 @@ def test_a_one_second_grace_is_no_go_with_the_measured_tpot(checked) -> None:  #
 
 def test_kv_cache_verdict_follows_the_longest_inputs_measured(checked) -> None:  # type: ignore[no-untyped-def]
     report, _ = checked
-    item = next(i for i in report.items if i.id == "s000.kv_cache")
+    item = next(i for i in report.items if i.id == "engine.kv_cache")
     figs = {f.name: f.value for f in item.evidence}
     old, new = figs["old: longest input served"], figs["new: longest input served"]
     assert isinstance(old, int) and isinstance(new, int)

@@ -13,7 +13,7 @@ from tests.check import builders as b
 
 
 def _item(verdict: str, required: bool = True, waived: str | None = None) -> CheckItem:
-    return CheckItem(id=f"x.{verdict}", area="engine", title="t", title_zh="t", source="seed 000 §1", verdict=verdict,
+    return CheckItem(id=f"x.{verdict}", area="engine", title="t", verdict=verdict,
                      rule="r", reason="why", required=required, waived=waived)  # type: ignore[arg-type]
 
 
@@ -29,7 +29,7 @@ def test_full_evidence_round_trips_through_the_run_directory_to_go(tmp_path: Pat
     rd = b.write_run(tmp_path, b.full_evidence())
     report = build_report(rd)
     # weights: verify identical -> go even without diff-model
-    assert next(i for i in report.items if i.id == "s001.weights").verdict == "go"
+    assert next(i for i in report.items if i.id == "model.weights").verdict == "go"
     assert report.overall == "go", report.overall_reason
 
 
@@ -47,7 +47,7 @@ def test_an_unreadable_part_file_is_a_failed_part_not_a_pass(tmp_path: Path) -> 
     rd.file("probe.json").write_text('{"not": "a probe report"}')
     report = build_report(rd)
     assert next(p for p in report.parts if p.part == "probe").status == "failed"
-    assert next(i for i in report.items if i.id == "s000.defaults").verdict == "not-run"
+    assert next(i for i in report.items if i.id == "engine.defaults").verdict == "not-run"
     assert report.overall == "incomplete"
 
 
@@ -59,7 +59,8 @@ def test_html_is_one_offline_file_with_plots_inlined(tmp_path: Path) -> None:
     assert not re.search(r"<link[^>]+href=[\"']https?:", html), "no external stylesheets"
     assert "Plotly.newPlot" in html and len(html) > 1_000_000  # plotly.js itself is inlined
     assert 'id="plotdiv-bench_latency"' in html and 'id="plotdiv-grace"' in html
-    assert "seed 000 §1 table, row 2" in html and "KV 缓存" in html
+    assert 'id="engine.kv_cache"' in html and "docs/checklist.md#engine.kv_cache" in html
+    assert '<a href="https://github.com/vllm-project/vllm/blob/v0.34.0/vllm/engine/arg_utils.py">' in html
 
 
 def test_html_escapes_text_from_the_engines(tmp_path: Path) -> None:
@@ -75,7 +76,7 @@ def test_markdown_summary_lists_every_item_with_its_verdict(tmp_path: Path) -> N
     md = render_markdown(report)
     assert md.startswith("## switchover check: ❌ NO-GO")
     for i in report.items:
-        assert i.source in md
+        assert f"[{i.id}](docs/checklist.md#{i.id})" in md
     assert "report.html" in md
 
 

@@ -112,7 +112,7 @@ class ConfiguredGrace(BaseModel):
 
 
 class GraceEvidence(BaseModel):
-    """grace.json: the need (seed 001 §3 arithmetic) and every grace period / timeout found."""
+    """grace.json: the need (max_tokens × TPOT p99 + TTFT p99 + margin) and every grace period / timeout found."""
 
     max_tokens: int | None = None
     tpot_p99_ms: float | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, TypeVar
@@ -10,7 +11,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from switchover.check.evidence import Evidence
-from switchover.report.models import CheckItem, Figure, Link, Verdict
+from switchover.report.models import CHECKLIST_DOC, CheckItem, Citation, Figure, Link, Verdict, current_id
 
 T = TypeVar("T")
 
@@ -33,16 +34,14 @@ class ChecklistEntry(BaseModel):
     id: str
     area: str
     title: str
-    title_zh: str
-    source: str
-    quote: str
     required: bool = True
     parts: list[str]
     rule: str
+    sources: list[Citation]
 
 
 def load_checklist() -> list[ChecklistEntry]:
-    """The seeds' checklist items, in report order."""
+    """The go/no-go checklist items (explained in docs/checklist.md), in report order."""
     text = resources.files("switchover.check").joinpath("data", "checklist.yaml").read_text(encoding="utf-8")
     return [ChecklistEntry.model_validate(e) for e in yaml.safe_load(text)["items"]]
 
@@ -116,13 +115,26 @@ class Judgement:
         return " | ".join(parts) if parts else "nothing measured"
 
 
+_CJK = re.compile(r"[\u3000-\u303f\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef]")
+
+
+def short_text(text: str | None, n: int = 70) -> str:
+    """A sample text or engine answer cut to one short line; text in a CJK script is described rather than quoted,
+    so the report reads in English whatever the inputs were."""
+    t = (text or "").replace("\n", " ")
+    if _CJK.search(t):
+        return f"CJK text of {len(t)} characters"
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
 def item(entry: ChecklistEntry, j: Judgement, waive: dict[str, str]) -> CheckItem:
     """The CheckItem of one entry from its judgement."""
     verdict = j.verdict
-    return CheckItem(id=entry.id, area=entry.area, title=entry.title, title_zh=entry.title_zh, source=entry.source,
-                     quote=entry.quote, required=entry.required, verdict=verdict, rule=entry.rule, reason=j.reason(),
-                     evidence=j.figures, links=j.links, plots=j.plots,
-                     waived=waive.get(entry.id) if verdict == "not-run" else None)
+    waivers = {current_id(k): v for k, v in waive.items()}  # a config may still name an item by its old id
+    return CheckItem(id=entry.id, area=entry.area, title=entry.title, doc=f"{CHECKLIST_DOC}#{entry.id}",
+                     sources=entry.sources, required=entry.required, verdict=verdict, rule=entry.rule,
+                     reason=j.reason(), evidence=j.figures, links=j.links, plots=j.plots,
+                     waived=waivers.get(entry.id) if verdict == "not-run" else None)
 
 
 def pct(a: float | None, b: float | None) -> float | None:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # the other verbs are imported when their part runs (a missin
 
 Progress = Callable[[str], None]
 
-# Texts for the live tokenizer comparison: English, Chinese (seed 001 §1: Chinese splits differ most), code, JSON.
+# Texts for the live tokenizer comparison: English, Chinese (CJK splits differ most between tokenizers), code, JSON.
 TEXTS = [
     "The quick brown fox jumps over the lazy dog while the lighthouse keeper reads the logs.",
     "换模型换的是四样东西：权重、tokenizer、chat template、采样参数默认值。",

@@ -10,6 +10,7 @@ import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from switchover.check.evidence import Evidence
+from switchover.check.judging import short_text
 from switchover.report.models import Plot
 
 COLORS = {"old": "#1f77b4", "new": "#d62728"}
@@ -55,7 +56,7 @@ def verify_prefix(ev: Evidence) -> Plot | None:
                          marker_color=COLORS["old"]))
     fig.add_trace(go.Bar(x=ids, y=[d.new_chars for d in v.greedy], name="new output (chars)",
                          marker_color=COLORS["new"]))
-    fig.update_layout(barmode="group", title="Greedy outputs: where old and new part (seed 000 §3)")
+    fig.update_layout(barmode="group", title="Greedy outputs: where old and new part")
     return Plot(id="verify_prefix", title="Greedy divergence per prompt", figure=_fig_json(fig))
 
 
@@ -64,7 +65,7 @@ def tokenizer_counts(ev: Evidence) -> Plot | None:
     rows = [t for t in (lm.texts if lm else []) if t.old is not None and t.new is not None]
     if not rows:
         return None
-    labels = [t.text[:18] + ("…" if len(t.text) > 18 else "") for t in rows]
+    labels = [short_text(t.text, 19) for t in rows]
     fig = go.Figure()
     fig.add_trace(go.Bar(x=labels, y=[t.old for t in rows], name="old", marker_color=COLORS["old"]))
     fig.add_trace(go.Bar(x=labels, y=[t.new for t in rows], name="new", marker_color=COLORS["new"]))
@@ -80,7 +81,7 @@ def grace(ev: Evidence) -> Plot | None:
     values = [g.need.required_s] + [c.value_s for c in g.configured if c.value_s is not None]
     colors = ["#7f7f7f"] + ["#2ca02c" if v >= values[0] else "#d62728" for v in values[1:]]
     fig = go.Figure(go.Bar(x=names, y=values, marker_color=colors))
-    fig.update_layout(title="Drain grace (s): required vs configured (seed 001 §3)", yaxis_title="seconds")
+    fig.update_layout(title="Drain grace (s): required vs configured", yaxis_title="seconds")
     return Plot(id="grace", title="Drain grace", figure=_fig_json(fig))
 
 

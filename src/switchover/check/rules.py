@@ -14,19 +14,19 @@ from switchover.report.models import CheckItem
 Rule = Callable[[Evidence, Limits], Judgement]
 
 RULES: dict[str, Rule] = {
-    "s000.scheduling": eng.scheduling,
-    "s000.kv_cache": eng.kv_cache,
-    "s000.batching": eng.batching,
-    "s000.kernels": eng.kernels,
-    "s000.defaults": eng.defaults,
-    "s000.observability": eng.observability,
-    "s001.weights": mod.weights,
-    "s001.tokenizer": mod.tokenizer,
-    "s001.chat_template": mod.chat_template,
-    "s001.sampling_defaults": mod.sampling_defaults,
-    "s001.grace": mod.grace,
-    "s001.client_timeout": mod.client_timeout,
-    "s000.rollback": rules_rollback.rollback,
+    "engine.scheduling": eng.scheduling,
+    "engine.kv_cache": eng.kv_cache,
+    "engine.batching": eng.batching,
+    "engine.kernels": eng.kernels,
+    "engine.defaults": eng.defaults,
+    "engine.observability": eng.observability,
+    "model.weights": mod.weights,
+    "model.tokenizer": mod.tokenizer,
+    "model.chat_template": mod.chat_template,
+    "model.sampling_defaults": mod.sampling_defaults,
+    "rollout.grace": mod.grace,
+    "rollout.client_timeout": mod.client_timeout,
+    "rollout.rollback": rules_rollback.rollback,
 }
 
 

@@ -1,5 +1,6 @@
-"""Rules for seed 000 §1's six impact areas of an engine switch. Each reads Evidence and returns a Judgement;
-every statement names the figures it used, so the verdict can be checked against the evidence shown."""
+"""Rules for the six impact areas of an engine switch (docs/checklist.md, engine.*). Each reads Evidence and
+returns a Judgement; every statement names the figures it used, so the verdict can be checked against the evidence
+shown."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from switchover.check.evidence import Evidence
-from switchover.check.judging import Judgement, Limits, pct
+from switchover.check.judging import Judgement, Limits, pct, short_text
 from switchover.verify.report import EquivalenceReport, LongInputCheck, LongInputSide, StructuredSide
 
 if TYPE_CHECKING:
@@ -20,8 +21,7 @@ DEFAULTS_CATEGORIES = ("stop", "finish_reason", "sampling", "n", "request", "res
 
 
 def _short(text: str | None, n: int = 70) -> str:
-    t = (text or "").replace("\n", " ")
-    return t if len(t) <= n else t[: n - 1] + "…"
+    return short_text(text, n)
 
 
 def probe_differences(ev: Evidence, j: Judgement, categories: tuple[str, ...], *, breaking_nogo: bool,

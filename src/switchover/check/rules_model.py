@@ -1,19 +1,19 @@
-"""Rules for seed 001 §1's four components of a model switch and seed 001 §3's drain-grace arithmetic."""
+"""Rules for the four components of a model switch (weights, tokenizer, chat template, sampling defaults) and the
+drain-grace arithmetic (docs/checklist.md, model.* and rollout.*)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from switchover.check.evidence import Evidence
-from switchover.check.judging import Judgement, Limits
+from switchover.check.judging import Judgement, Limits, short_text
 
 if TYPE_CHECKING:
     from switchover.model.tokenizer import TokenizerDiff
 
 
-def _short(text: str, n: int = 40) -> str:
-    t = text.replace("\n", " ")
-    return t if len(t) <= n else t[: n - 1] + "…"
+def _short(text: str | None, n: int = 40) -> str:
+    return short_text(text, n)
 
 
 def weights(ev: Evidence, lim: Limits) -> Judgement:
@@ -28,10 +28,10 @@ def weights(ev: Evidence, lim: Limits) -> Judgement:
             j.ok.append("the weights are identical (same hash)")
         elif same is False:
             j.warn.append("the weights differ: outputs change by design; caches keyed without the weights hash "
-                          "serve stale entries (seed 001 §4) — judged by the kernels and template items")
+                          "serve stale entries — judged by the kernels and template items")
         else:
             j.missing.append("diff-model did not hash the weights")
-        for r in d.reasons:  # quantization / context / scale: the weights' side of seed 001 §7
+        for r in d.reasons:  # quantization / context / scale: the weights' side of a model switch
             if r.blocking and not r.what.startswith(("tokenizer", "chat template")):
                 j.warn.append(f"diff-model: {r.what}: {r.why} → {r.action}")
     v = ev.verify
@@ -73,7 +73,7 @@ def tokenizer(ev: Evidence, lim: Limits) -> Judgement:
             over = [(s, t) for s, t in shifts if abs(s) > lim.tokenizer_shift_pct]
             for s, t in over[:4]:
                 j.nogo.append(f"{_short(t.text)!r}: {t.old} tokens on old, {t.new} on new ({s:+.0f}%): budgets, "
-                              "truncation and max_tokens must be recomputed (seed 001 §1)")
+                              "truncation and max_tokens must be recomputed")
             if not over:
                 diff_ids = [t for t in rows if t.same_ids is False]
                 if diff_ids:
@@ -118,7 +118,7 @@ def chat_template(ev: Evidence, lim: Limits) -> Judgement:
                     roles = "+".join(m.get("role", "?") for m in c.messages)
                     j.nogo.append(f"the same {roles} messages cost {c.old_prompt_tokens} prompt tokens on old and "
                                   f"{c.new_prompt_tokens} on new while the tokenizers agree: the servers apply "
-                                  "different chat templates (seed 001 §6: instruction following 'gets worse')")
+                                  "different chat templates (instruction following degrades)")
             elif differ:
                 j.missing.append("prompt tokens differ, but so do the tokenizers: the live check cannot isolate the "
                                  "template (diff-model can)")

@@ -1,4 +1,4 @@
-"""The rule for seed 000 §6's last acceptance line: a new engine you cannot go back from should not go live. Reads
+"""The rule rollout.rollback (docs/checklist.md): a new engine you cannot go back from should not go live. Reads
 the rollback part (the last drill, the prerequisites checked during the check, the holding window)."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ def rollback(ev: Evidence, lim: Limits) -> Judgement:
     blocking = j.nogo if strict else j.warn
     d = r.drill
     if d is None:
-        blocking.append("no drill: the way back has never been timed (`switchover drill`; seed 000 §6: stop new, "
-                        "start old, time the first good answer)")
+        blocking.append("no drill: the way back has never been timed (`switchover drill`: stop new, start old, "
+                        "time the first good answer)")
     else:
         j.fig("drill: new stopped → first good answer on old", d.recovery_s, "s",
               missing=None if d.recovery_s is not None else (d.reason or "old never answered"))

@@ -18,16 +18,18 @@ VERDICT_STYLE = {"go": "bold green", "no-go": "bold red", "warn": "yellow", "not
 
 
 def render(report: CheckReport, html: Path | None = None) -> None:
-    """One row per checklist item, then the overall verdict and where the report is."""
-    table = Table(title=f"switchover check: {report.name}", expand=True)
+    """One row per checklist item (its id is its section of docs/checklist.md), then the overall verdict and where
+    the report is."""
+    table = Table(title=f"switchover check: {report.name}", expand=True,
+                  caption="each item is explained in docs/checklist.md under its id")
     table.add_column("verdict", no_wrap=True)
     table.add_column("item", overflow="fold", ratio=2)
-    table.add_column("source", overflow="fold", ratio=1)
+    table.add_column("id", overflow="fold", ratio=1)
     table.add_column("why", overflow="fold", ratio=5)
     for i in report.items:
         why = " | ".join(s for s in i.reason.split(" | ") if not s.startswith("ok:")) or i.reason
-        table.add_row(f"[{VERDICT_STYLE[i.verdict]}]{i.verdict.upper()}[/]", escape(f"{i.title_zh}: {i.title}"),
-                      escape(i.source), escape(why[:400]))
+        table.add_row(f"[{VERDICT_STYLE[i.verdict]}]{i.verdict.upper()}[/]", escape(i.title), escape(i.id),
+                      escape(why[:400]))
     console.print(table)
     for p in report.parts:
         if p.status != "ran":
@@ -57,7 +59,7 @@ def register(app: typer.Typer) -> None:
         json_out: bool = params.json_flag("the check report (check.json)"),
     ) -> None:
         """Run the whole pre-flight (plan, probe, verify, diff-model, A/B bench ladder, drain grace) and judge every
-        item of the seeds' checklists: one run directory, report.html (offline) and report.md.
+        go/no-go item of docs/checklist.md: one run directory, report.html (offline) and report.md.
 
         Exit 0: go; 1: no-go, or incomplete (a required item could not run); 2: bad input.
 

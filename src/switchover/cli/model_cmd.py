@@ -14,12 +14,18 @@ from switchover import textfile
 from switchover.cli import params
 from switchover.cli.common import console, err_console, print_json
 from switchover.errors import BadInput, CheckFailed
+from switchover.report.words import plain
 from switchover.textfile import read_text
 
 
 def _show(v: object) -> str:
-    """A value from a tokenizer/template file as rich prints it: quoted when text, markup escaped ('[/INST]')."""
-    return escape(repr(v) if isinstance(v, str) else str(v))
+    """A value from a tokenizer/template file: quoted when text (the exact token), in words otherwise ("(none)";
+    "a, b"), markup escaped ('[/INST]')."""
+    if isinstance(v, str):
+        return escape(repr(v))
+    if isinstance(v, list | tuple):
+        return escape(", ".join(repr(x) if isinstance(x, str) else plain(x) for x in v) or "none")
+    return escape(plain(v, missing="(none)"))
 
 
 def render(d) -> None:  # d: ModelDiff
@@ -35,8 +41,8 @@ def render(d) -> None:  # d: ModelDiff
                escape(f"{t.new.model_type} / {t.new.vocab_size}"))
     for role in ("bos", "eos", "pad", "unk"):
         tt.add_row(role, _show(t.old.special.get(role)), _show(t.new.special.get(role)))
-    tt.add_row("only here", f"{t.only_old_count} e.g. {_show(t.only_old[:6])}",
-               f"{t.only_new_count} e.g. {_show(t.only_new[:6])}")
+    tt.add_row("only here", f"{t.only_old_count}" + (f", e.g. {_show(t.only_old[:6])}" if t.only_old else ""),
+               f"{t.only_new_count}" + (f", e.g. {_show(t.only_new[:6])}" if t.only_new else ""))
     tt.add_row("same token, same id / moved", f"{t.vocab_shared} / {t.vocab_moved}", "")
     console.print(tt)
     ct = Table(title="token counts over the corpus" + (f" (budget {t.budget})" if t.budget else ""))
@@ -68,13 +74,14 @@ def render(d) -> None:  # d: ModelDiff
                           + (f" [red]{escape(str(r.error))}[/]" if r.error else ""), highlight=False)
             console.print(r.unified or "(no text)", highlight=False, markup=False)
     g = d.generation
-    console.print(f"[bold]generation defaults[/]: old {escape(str(g.old.origin or 'none'))} {_show(g.old.fields)}; "
-                  f"new {escape(str(g.new.origin or 'none'))} {_show(g.new.fields)}", highlight=False, soft_wrap=True)
+    old_gen, new_gen = (plain(s.fields, empty="no sampling fields") for s in (g.old, g.new))
+    console.print(f"[bold]generation defaults[/]: old {escape(str(g.old.origin or 'none'))}: {escape(old_gen)}; "
+                  f"new {escape(str(g.new.origin or 'none'))}: {escape(new_gen)}", highlight=False, soft_wrap=True)
     gt = Table(title="what a request without sampling fields gets (engine profile + model defaults)")
     for col in ("engine", "old model", "new model", "changed"):
         gt.add_column(col, overflow="fold")
     def fmt(rows: list, side: str) -> str:
-        return ", ".join(f"{r.field}={getattr(r, side)}" + ("*" if getattr(r, side + "_from") == "model" else "")
+        return ", ".join(f"{r.field} {plain(getattr(r, side))}" + ("*" if getattr(r, side + "_from") == "model" else "")
                          for r in rows)
 
     for eng, rows in g.engines.items():
@@ -86,8 +93,9 @@ def render(d) -> None:  # d: ModelDiff
     if d.weights_old and d.weights_new:
         w1, w2 = d.weights_old, d.weights_new
         console.print(f"[bold]weights[/]: {'same' if d.weights_same else 'different'}; old {w1.hash} ({w1.format}, "
-                      f"{w1.tensors} tensors, {w1.params:,} params, {w1.dtypes}); new {w2.hash} ({w2.format}, "
-                      f"{w2.tensors} tensors, {w2.params:,} params, {w2.dtypes})", highlight=False, soft_wrap=True)
+                      f"{w1.tensors} tensors, {w1.params:,} params, {plain(w1.dtypes)}); new {w2.hash} ({w2.format}, "
+                      f"{w2.tensors} tensors, {w2.params:,} params, {plain(w2.dtypes)})", highlight=False,
+                      soft_wrap=True)
     for r in d.reasons:
         mark = "[red]blocks hot switch[/]" if r.blocking else "[yellow]note[/]"
         console.print(f"- {mark} {escape(str(r.what))}: {escape(str(r.why))}. → {escape(str(r.action))}",
@@ -142,7 +150,8 @@ def register(app: typer.Typer) -> None:
         prompt_file: Path = typer.Option(None, help="File holding the prompt."),
         json_out: bool = params.json_flag("the key and its parts"),
     ) -> None:
-        """A cache key = model id | weights hash | tokenizer hash | template hash | prompt hash (seed 001 §4).
+        """A cache key = model id | weights hash | tokenizer hash | template hash | prompt hash: a cache keyed
+        without them serves the old model's state to the new one.
 
         Example: switchover cachekey ./llama-v2 --model-id llama-8b --prompt "Hello"
         """

@@ -3,6 +3,8 @@ release (and other GPUs), every input flag in one list: translated, the target's
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -16,6 +18,7 @@ from switchover.hardware import find_gpu
 from switchover.plan.choose_models import resolve_model
 from switchover.plan.launch import detect_engine
 from switchover.plan.translate import HardwareMove, Translation, translate
+from switchover.report.words import plain
 from switchover.textfile import read_text
 
 LAUNCH_MAX_BYTES = 256 * 1024
@@ -113,6 +116,20 @@ def _named_files(items: list[str] | None) -> dict[str, str]:
     return out
 
 
+def _api_words(result: Any, item: Any) -> str:
+    """One API difference in words ("default_sampling: vllm temperature 1, top_p 1 -> sglang temperature 1, ..."),
+    read from both engine profiles; the item's own text when a profile cannot say."""
+    from switchover.engines.profile import load_profile
+
+    fact = item.intent.removeprefix("api.")
+    try:
+        a = getattr(load_profile(result.source_engine, result.source_version).api, fact)
+        b = getattr(load_profile(result.target_engine, result.target_version).api, fact)
+    except (BadInput, AttributeError):  # an engine or fact the profiles do not know: what the translation said
+        return f"{item.intent}: {item.detail}"
+    return f"{fact}: {result.source_engine} {plain(a)} -> {result.target_engine} {plain(b)}"
+
+
 def _print_translation(result: Translation) -> None:
     """The command, its YAML, one row per input flag, and what was derived, to do first, or behaves differently."""
     for label, note in (("from", result.source_note), ("to", result.target_note), *(("note", n) for n in
@@ -135,6 +152,6 @@ def _print_translation(result: Translation) -> None:
                       escape((f.detail or "")[:200]))
     console.print(table)
     for d in result.derived:
-        console.print(f"  derived {escape(d.what)} = {escape(str(d.value))}: {escape(d.why)}", highlight=False)
+        console.print(f"  derived {escape(d.what)} = {escape(plain(d.value))}: {escape(d.why)}", highlight=False)
     for item in result.api:
-        console.print(f"  api {escape(item.intent)}: {escape(item.detail)}", highlight=False)
+        console.print(f"  api {escape(_api_words(result, item))}", highlight=False)

@@ -77,7 +77,8 @@ class GracePart(_Strict):
 
 
 class RollbackPart(_Strict):
-    """The way back (seed 000 §6): the last drill, the rollback prerequisites checked now, the holding window."""
+    """The way back (docs/checklist.md#rollout.rollback): the last drill, the rollback prerequisites checked now, the
+    holding window."""
 
     enabled: bool = True
 

@@ -41,7 +41,7 @@ class StageSpec(BaseModel):
     weight: int = Field(ge=0, le=100, description="Percent of tenant buckets routed to the new engine")
     shadow: bool = Field(default=False, description="Mirror traffic to the new engine (results discarded)")
     gates: list[GateName] | None = Field(
-        default=None, description="Exit gates of this stage; default depends on the stage (seed 000 §7)"
+        default=None, description="Exit gates of this stage; default depends on the stage (docs/rollout.md)"
     )
     custom: list[str] = Field(
         default_factory=list,
@@ -53,7 +53,7 @@ class StageSpec(BaseModel):
     require_zero_rollbacks: bool | None = Field(
         default=None,
         description="Enter the next stage only if this stage saw no rollback; default on from the "
-        "second weighted stage (seed 000 §7: 'previous stage: zero rollbacks in window')",
+        "second weighted stage (a stage that needed a rollback has not earned the next one)",
     )
 
     @model_validator(mode="before")
@@ -86,7 +86,7 @@ SHADOW_METRICS: tuple[ShadowMetric, ...] = get_args(ShadowMetric)
 
 
 class GateThresholds(BaseModel):
-    """Lines written before the start (seed 000 §7): what counts as pass, hold or fail."""
+    """Lines written before the start: what counts as pass, hold or fail (docs/rollout.md)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 

@@ -12,9 +12,10 @@ from switchover.report.builder import render_page
 from switchover.report.models import CheckReport
 
 AREA_TITLES = {
-    "engine": "Engine switch: seed 000 §1's six impact areas",
-    "model": "Model switch: seed 001 §1's four components",
-    "drain": "In-flight requests: seed 001 §3's grace arithmetic",
+    "engine": "Engine switch: six impact areas",
+    "model": "Model switch: weights, tokenizer, chat template, sampling defaults",
+    "drain": "In-flight requests: drain grace and client timeouts",
+    "rollback": "The way back: rollback prerequisites and drill",
 }
 
 

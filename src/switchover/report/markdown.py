@@ -28,10 +28,10 @@ def render_markdown(report: CheckReport, html_name: str = "report.html") -> str:
         "|---|---|---|---|",
     ]
     lines += [f"| {e.role} | {e.url} | {e.engine} | {e.model or ''} |" for e in report.endpoints]
-    lines += ["", "| verdict | item | source | why |", "|---|---|---|---|"]
+    lines += ["", "| verdict | item | explained in | why |", "|---|---|---|---|"]
     for i in report.items:
         why = " | ".join(s for s in i.reason.split(" | ") if not s.startswith("ok:")) or i.reason
-        lines.append(f"| {_MARK[i.verdict]} | {_cell(i.title, 60)} ({i.title_zh}) | {i.source} | {_cell(why)} |")
+        lines.append(f"| {_MARK[i.verdict]} | {_cell(i.title, 60)} | [{i.id}]({i.doc}) | {_cell(why)} |")
     skipped = [p for p in report.parts if p.status != "ran"]
     if skipped:
         lines += ["", "Parts not run: " + "; ".join(f"{p.part} ({p.status}: {p.reason})" for p in skipped)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 Verdict = Literal["go", "no-go", "warn", "not-run"]
 Overall = Literal["go", "no-go", "incomplete"]
@@ -41,15 +41,38 @@ class Plot(BaseModel):
     figure: dict[str, Any]
 
 
+LEGACY_IDS = {
+    "s000.scheduling": "engine.scheduling", "s000.kv_cache": "engine.kv_cache", "s000.batching": "engine.batching",
+    "s000.kernels": "engine.kernels", "s000.defaults": "engine.defaults", "s000.observability": "engine.observability",
+    "s001.weights": "model.weights", "s001.tokenizer": "model.tokenizer", "s001.chat_template": "model.chat_template",
+    "s001.sampling_defaults": "model.sampling_defaults", "s001.grace": "rollout.grace",
+    "s001.client_timeout": "rollout.client_timeout", "s000.rollback": "rollout.rollback",
+}
+"""Checklist ids of switchover 0.1 run directories and configs (`check.waive`) -> today's ids."""
+
+CHECKLIST_DOC = "docs/checklist.md"
+
+
+def current_id(item_id: str) -> str:
+    """Today's id of a checklist item, also when a saved file or config names it by its old id."""
+    return LEGACY_IDS.get(item_id, item_id)
+
+
+class Citation(BaseModel):
+    """What a user can open for a fact behind an item: an engine's source at a release, docs, or the project's doc."""
+
+    text: str
+    url: str
+
+
 class CheckItem(BaseModel):
-    """One checklist item of the seeds, judged."""
+    """One go/no-go checklist item (docs/checklist.md), judged."""
 
     id: str
     area: str
     title: str
-    title_zh: str
-    source: str = Field(description="which seed checklist item, e.g. 'seed 000 §1 table, row 2'")
-    quote: str = ""
+    doc: str = Field(default="", description="where the item is explained: docs/checklist.md#<id>")
+    sources: list[Citation] = Field(default_factory=list, description="what a user can open for the facts behind it")
     required: bool = True
     verdict: Verdict
     rule: str = Field(description="the rule that produced the verdict")
@@ -58,6 +81,16 @@ class CheckItem(BaseModel):
     links: list[Link] = Field(default_factory=list)
     plots: list[str] = Field(default_factory=list, description="ids of plots in CheckReport.plots")
     waived: str | None = Field(default=None, description="why a not-run here does not make the check incomplete")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _today_id(cls, data: Any) -> Any:
+        """An item saved under an old id (s000.*, s001.*) reads as today's, linked to its doc."""
+        if isinstance(data, dict) and isinstance(data.get("id"), str):
+            new = current_id(data["id"])
+            data = {k: v for k, v in data.items() if k not in ("title_zh", "quote", "source")} | {"id": new}
+            data.setdefault("doc", f"{CHECKLIST_DOC}#{new}")
+        return data
 
 
 class PartRun(BaseModel):

@@ -8,7 +8,7 @@ TEMPLATE = r"""<!DOCTYPE html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>switchover check — {{ r.overall|upper }} — {{ r.name }}</title>
 <style>
- body { font-family: system-ui, -apple-system, "Segoe UI", "Noto Sans CJK SC", sans-serif; margin: 0 auto;
+ body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto;
         max-width: 1200px; padding: 1rem 1.5rem; color: #1b1b1b; }
  h1 { font-size: 1.5rem; margin: .2rem 0; }
  .overall { padding: 1rem 1.2rem; border-radius: 8px; margin: 1rem 0; color: #fff; }
@@ -25,8 +25,7 @@ TEMPLATE = r"""<!DOCTYPE html>
  .item.go { border-left-color: #2e7d32; } .item.no-go { border-left-color: #c62828; }
  .item.warn { border-left-color: #ef6c00; } .item.not-run { border-left-color: #757575; }
  .item h3 { margin: .2rem 0 .4rem 0; font-size: 1.1rem; }
- .src { color: #555; font-size: .85rem; } .quote { color: #444; font-size: .85rem; background: #fafafa;
-        border-left: 3px solid #ccc; padding: .2rem .5rem; margin: .3rem 0; }
+ .src { color: #555; font-size: .85rem; }
  .rule { font-size: .85rem; color: #333; } .reason li { margin: .15rem 0; }
  .missing { color: #9e6a00; font-style: italic; }
  .nogo { color: #b71c1c; font-weight: 600; } .warnline { color: #b35900; }
@@ -56,9 +55,11 @@ TEMPLATE = r"""<!DOCTYPE html>
 </table>
 
 <h2>Checklist</h2>
-<table><tr><th>verdict</th><th>item</th><th>source</th><th>required</th></tr>
+<p class="src">Each item is explained (what it checks, why it matters, how it is measured) in switchover's
+ <code>docs/checklist.md</code>, under the item's id.</p>
+<table><tr><th>verdict</th><th>item</th><th>explained in</th><th>required</th></tr>
 {% for i in r.items %}<tr><td><span class="badge v-{{ i.verdict }}">{{ i.verdict|upper }}</span></td>
-<td><a href="#{{ i.id }}">{{ i.title }}</a> ({{ i.title_zh }})</td><td>{{ i.source }}</td>
+<td><a href="#{{ i.id }}">{{ i.title }}</a></td><td><code>{{ i.doc }}</code></td>
 <td>{{ "yes" if i.required else "no" }}{% if i.waived %} (waived){% endif %}</td></tr>{% endfor %}
 </table>
 
@@ -66,9 +67,9 @@ TEMPLATE = r"""<!DOCTYPE html>
 <h2>{{ area_titles.get(area, area) }}</h2>
 {% for i in items %}
 <div class="item {{ i.verdict }}" id="{{ i.id }}">
- <h3><span class="badge v-{{ i.verdict }}">{{ i.verdict|upper }}</span> {{ i.title }} — {{ i.title_zh }}</h3>
- <div class="src">{{ i.id }} · {{ i.source }}{% if not i.required %} · optional{% endif %}</div>
- {% if i.quote %}<div class="quote">{{ i.quote }}</div>{% endif %}
+ <h3><span class="badge v-{{ i.verdict }}">{{ i.verdict|upper }}</span> {{ i.title }}</h3>
+ <div class="src">{{ i.id }} · explained in <code>{{ i.doc }}</code>{% if not i.required %} · optional{% endif %}</div>
+ {% if i.sources %}<div class="src">sources: {% for c in i.sources %}{% if c.url.startswith("https://") %}<a href="{{ c.url }}">{{ c.text }}</a>{% else %}{{ c.text }} (<code>{{ c.url }}</code>){% endif %}{{ " · " if not loop.last }}{% endfor %}</div>{% endif %}
  <div class="rule"><b>Rule:</b> {{ i.rule }}</div>
  {% if i.waived %}<div class="missing">waived: {{ i.waived }}</div>{% endif %}
  <ul class="reason">

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import orjson
 import typer
 from rich.markup import escape
 
@@ -20,6 +21,7 @@ app = typer.Typer(
 )
 
 _CONFIG = params.config_file("The migration file with a `gateway:` section.")
+MAX_ADMIN_ANSWER = 1 << 20  # /admin/state is a few hundred bytes
 
 
 @app.callback()
@@ -47,34 +49,41 @@ def gateway(
 
 
 def _admin(config: Path, method: str, path: str) -> dict[str, Any]:
+    """Call an admin endpoint of the gateway this config runs: its address from gateway.listen, never from a file
+    alone (gateway.state.find_gateway), the token in the header; an answer that is not a JSON object is exit 3."""
     from switchover.config import load_migration
+    from switchover.gateway.state import find_gateway
 
     m = load_migration(config)
     if m.gateway is None:
         raise BadInput(f"{config}: no `gateway:` section")
-    run_dir = m.gateway.resolved_run_dir(config)
-    try:
-        import orjson
-
-        url = orjson.loads((run_dir / "gateway.json").read_bytes())["url"]
-        token = (run_dir / "admin.token").read_text().strip()
-    except (OSError, ValueError, KeyError):
-        raise Unreachable(f"no running gateway found for {config} (looked in {run_dir})",
-                          hint="start one with `switchover gateway --config ...`") from None
+    listen = m.gateway.listen
+    url, token = find_gateway(m.gateway.resolved_run_dir(config), listen.host, listen.port)
 
     async def call() -> dict[str, Any]:
         import aiohttp
 
         try:
             async with aiohttp.ClientSession() as s, s.request(
-                    method, url + path, headers={"X-Switchover-Admin": token},
+                    method, url + path, headers={"X-Switchover-Admin": token}, allow_redirects=False,
                     timeout=aiohttp.ClientTimeout(total=10)) as r:
-                body = await r.json(content_type=None)
-                if r.status != 200:
-                    raise Unreachable(f"{url}{path}: HTTP {r.status}: {body}")
-                return dict(body)
+                raw = await r.content.read(MAX_ADMIN_ANSWER + 1)
+                status = r.status
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise Unreachable(f"{url}{path}: {type(exc).__name__}: {exc}") from None
+        try:
+            body = orjson.loads(raw) if len(raw) <= MAX_ADMIN_ANSWER else None
+        except orjson.JSONDecodeError:
+            body = None
+        if not isinstance(body, dict):
+            raise Unreachable(f"{url}{path} answered HTTP {status} with something that is not the gateway's JSON: "
+                              "another program may be listening there", hint="check that the gateway runs with "
+                              "this config (`switchover gateway --config ...`)")
+        if status != 200:
+            error = body.get("error")
+            said = error.get("message") if isinstance(error, dict) else None
+            raise Unreachable(f"{url}{path}: HTTP {status}: {str(said or body)[:300]}")
+        return body
 
     return run(call())
 

@@ -21,17 +21,20 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import orjson
 
 from switchover import safefile
-from switchover.errors import BadInput
+from switchover.errors import BadInput, Unreachable
 
 LOCK_FILE = "gateway.lock"
 TOKEN_FILE = "admin.token"
 LATCH_FILE = "killswitch.json"
 ADDRESS_FILE = "gateway.json"
 MAX_LATCH_BYTES = 1 << 20  # a few dozen bytes written by the gateway
+MAX_SMALL_BYTES = 64 << 10  # gateway.json, admin.token, the pid in gateway.lock
+_WILDCARDS = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}  # a gateway on every address, over loopback
 
 
 class RunDirLock:
@@ -124,3 +127,85 @@ class LatchFile:
         OSError (UnsafeFile among them) when it cannot be."""
         safefile.write_whole(self.path.parent, LATCH_FILE,
                              orjson.dumps({"latched": latched, "reason": reason, "ts": time.time()}))
+
+
+def lock_holder(run_dir: Path) -> int | None:
+    """The pid of the gateway holding `run_dir`'s lock, None when none does. Read from /proc/locks (Linux), which
+    takes no lock itself, so a gateway starting at that moment is never turned away; where it cannot be read, the
+    pid written in gateway.lock when that process is alive."""
+    try:
+        ino = os.stat(run_dir / LOCK_FILE, follow_symlinks=False).st_ino
+    except FileNotFoundError:
+        return None
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
+            table = fh.read()
+    except OSError:
+        return _written_pid_alive(run_dir)
+    for line in table.splitlines():  # "1: FLOCK  ADVISORY  WRITE <pid> <maj>:<min>:<inode> 0 EOF"
+        parts = line.split()
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5].rsplit(":", 1)[-1] == str(ino) \
+                and parts[4].isdigit():
+            return int(parts[4])
+    return None
+
+
+def _written_pid_alive(run_dir: Path) -> int | None:
+    raw = safefile.read_small(run_dir, LOCK_FILE, MAX_SMALL_BYTES) or b""
+    pid = int(raw) if raw.strip().isdigit() else 0
+    if pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, another user's
+    return pid
+
+
+def admin_url(host: str, port: int, file_port: int | None) -> str:
+    """The admin base URL from the gateway's own config (gateway.listen); gateway.json gives only the bound port, and
+    only when the config asks for any port (0). Unreachable when the two disagree (a stale file)."""
+    if port and file_port != port:
+        raise Unreachable(f"gateway.json names port {file_port} but gateway.listen.port is {port}: the file is "
+                          "stale or from another config; the admin token was not sent",
+                          hint="restart the gateway with this config, or check --config")
+    if not port and file_port is None:
+        raise Unreachable("gateway.listen.port is 0 (any port) and gateway.json names no port: the admin token was "
+                          "not sent")
+    connect = _WILDCARDS.get(host, host)
+    shown = f"[{connect}]" if ":" in connect else connect
+    return f"http://{shown}:{port or file_port}"
+
+
+def find_gateway(run_dir: Path, host: str, port: int) -> tuple[str, str]:
+    """(admin base URL, admin token) of the gateway running on `run_dir` with listen address `host:port`;
+    Unreachable, before anything is sent, when none is running or gateway.json does not belong to it."""
+    none = "no running gateway found"
+    hint = "start one with `switchover gateway --config ...`"
+    raw = safefile.read_small(run_dir, ADDRESS_FILE, MAX_SMALL_BYTES)
+    if raw is None:
+        raise Unreachable(f"{none} (no {ADDRESS_FILE} in {run_dir})", hint=hint)
+    try:
+        info = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        info = None
+    if not isinstance(info, dict) or not isinstance(info.get("url"), str) or not isinstance(info.get("pid"), int):
+        raise Unreachable(f"{none}: {run_dir / ADDRESS_FILE} is not a gateway's address file", hint=hint)
+    pid, holder = info["pid"], lock_holder(run_dir)
+    if holder is None:
+        raise Unreachable(f"{none}: {run_dir / ADDRESS_FILE} is stale (its gateway, pid {pid}, no longer holds "
+                          f"{run_dir}); the admin token was not sent", hint=hint)
+    if holder != pid:
+        raise Unreachable(f"{run_dir / ADDRESS_FILE} is stale: it names pid {pid} but the gateway holding {run_dir} "
+                          f"is pid {holder}; the admin token was not sent")
+    try:
+        file_port = urlsplit(info["url"]).port
+    except ValueError:
+        file_port = None
+    url = admin_url(host, port, file_port)
+    token = (safefile.read_small(run_dir, TOKEN_FILE, MAX_SMALL_BYTES) or b"").decode("ascii", "replace").strip()
+    if not token:
+        raise Unreachable(f"{none}: no admin token in {run_dir / TOKEN_FILE}", hint=hint)
+    return url, token

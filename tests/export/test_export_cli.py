@@ -64,3 +64,19 @@ def test_bad_input_is_exit_2_with_one_line(
         args = [*args, "-c", str(config)]
     code, _, err = _run(capsys, *args)
     assert code == 2 and needle in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("selector", ['job="gw"}[1s])) * 0 # ', "job=gw", 'job="gw" or vector(1)', 'a="x"} or {b="y"'])
+def test_a_selector_that_is_not_label_matchers_is_refused_before_anything_is_written(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], selector: str
+) -> None:
+    """It is spliced into every gate query: `job="gw"}[1s])) * 0 # ` made the error and fallback counts 0."""
+    out = tmp_path / "rollout.yaml"
+    code, _, err = _run(capsys, "argo", "-c", str(config), "--selector", selector, "-o", str(out))
+    assert code == 2 and "--selector" in err and "label matchers" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_label_matchers_are_accepted_as_a_selector(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, stdout, _ = _run(capsys, "argo", "-c", str(config), "--selector", '{namespace="llm", pod=~"gw-.*"}')
+    assert code == 0 and 'namespace="llm", pod=~"gw-.*"' in stdout

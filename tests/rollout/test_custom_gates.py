@@ -16,7 +16,8 @@ from switchover.config.rollout_custom import CustomGate
 from switchover.errors import BadInput, Unreachable
 from switchover.rollout.baseline import Baseline
 from switchover.rollout.controller import Rollout
-from switchover.rollout.custom_gates import _series, judge_ledger_gate, judge_promql, with_window
+from switchover.rollout.custom_gates import judge_ledger_gate, judge_promql, with_window
+from switchover.rollout.prometheus import series_of as _series
 from switchover.rollout.rows import TaskTyper, row_view
 from tests.rollout.builders import Clock, row, traffic, write_ledger
 

@@ -8,6 +8,7 @@ ratio, with the TPOT tail added from the medium stage on.
 from __future__ import annotations
 
 import itertools
+import re
 from collections import Counter
 from enum import StrEnum
 from pathlib import Path
@@ -109,6 +110,26 @@ class GateThresholds(BaseModel):
     )
 
 
+# A selector is label matchers only (PromQL's grammar for what goes between the braces): name op "string", comma
+# separated. Anything else spliced into every gate query could end the selector and rewrite the query (`job="gw"}
+# [1s])) * 0 #` forced the error and fallback counts to 0). Written so that a failed match cannot backtrack far.
+_MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\\n]|\\.)*"'
+_SELECTOR = re.compile(rf"(?:{_MATCHER}(?:\s*,{_MATCHER})*(?:\s*,)?)?\s*")
+MAX_SELECTOR = 2000
+
+
+def check_selector(text: str) -> str:
+    """`text` if it is label matchers only (optionally in braces), else ValueError saying what is allowed."""
+    inner = text.strip()
+    if inner.startswith("{") and inner.endswith("}"):
+        inner = inner[1:-1]
+    if len(text) > MAX_SELECTOR or not _SELECTOR.fullmatch(inner):
+        shown = text if len(text) <= 80 else text[:79] + "…"
+        raise ValueError(f'must be label matchers only, comma separated, each name op "value" with op one of '
+                         f'=, !=, =~, !~ (e.g. job="gateway",namespace=~"llm.*"), got {shown!r}')
+    return text
+
+
 class PrometheusSource(BaseModel):
     """Where the gates read metrics when `source: prometheus`."""
 
@@ -116,7 +137,13 @@ class PrometheusSource(BaseModel):
 
     url: BaseUrl = Field(description="Prometheus base URL, e.g. http://127.0.0.1:9090")
     selector: str = Field(default="", description='Extra label matchers added to every query, e.g. job="gateway"')
-    timeout_s: float = Field(default=5.0, gt=0, le=300, description="Seconds one query may take")
+    timeout_s: float = Field(default=5.0, gt=0, le=300, description="Seconds one whole query may take (connect, "
+                             "headers, body and redirects together)")
+
+    @field_validator("selector")
+    @classmethod
+    def _matchers_only(cls, v: str) -> str:
+        return check_selector(v)
 
 
 DEFAULT_STAGES: list[Any] = ["shadow", 5, 20, 50, 100]

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import jsonschema
 
 from switchover.config import Migration
-from switchover.config.rollout import GateName, RolloutSettings, StageSpec
+from switchover.config.rollout import GateName, RolloutSettings, StageSpec, check_selector
 from switchover.engines.profile import load_profile
 from switchover.errors import BadInput
 from switchover.export.result import ExportResult, Limitation
@@ -199,6 +199,10 @@ def argo_rollout(
     mirror_prefix: str = "/v1/",
 ) -> ExportResult:
     """The Rollout and its AnalysisTemplates, validated against the pinned CRD subset."""
+    try:  # spliced into every query: matchers only, or one value could rewrite what a gate measures
+        check_selector(selector)
+    except ValueError as exc:
+        raise BadInput(f"--selector {exc}") from None
     st = migration.rollout or RolloutSettings()
     window = f"{int(st.window_s)}s"
     meta: dict[str, Any] = {"name": name} | ({"namespace": namespace} if namespace else {})

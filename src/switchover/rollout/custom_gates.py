@@ -9,24 +9,19 @@ are listed, and the gate holds only while no group has enough.
 from __future__ import annotations
 
 import heapq
-import math
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
-import orjson
 from pydantic import BaseModel, Field
 
 from switchover.config.rollout import GateThresholds, PrometheusSource
 from switchover.config.rollout_custom import CustomGate
-from switchover.errors import BadInput, Unreachable
 from switchover.expr import compile_expr
 from switchover.ledger_record import NOT_AN_ARM_OUTCOMES, row_fields
 from switchover.review.models import ReviewSummary, rating_gate
 from switchover.rollout.baseline import Baseline
 from switchover.rollout.compare import compare_metric
+from switchover.rollout.prometheus import Series, promql_vector
 
 Verdict = Literal["pass", "hold", "fail"]
 View = dict[str, Any]
@@ -296,66 +291,7 @@ def judge_ledger_gate(gate: CustomGate, views: Iterable[View], th: GateThreshold
                                                     views_since_switch=views_since_switch, review=review)
 
 
-# --- PromQL (the edge) ---------------------------------------------------------------------------------------
-
-Series = list[tuple[dict[str, str], float | None]]
-MAX_ANSWER_BYTES = 32 << 20  # a gate's answer is a few series; more is a query that forgot to aggregate
-
-
-def promql_vector(source: PrometheusSource, query: str) -> Series:
-    """One instant query; each series' labels and value (None for NaN / ±Inf)."""
-    url = f"{source.url}/api/v1/query?" + urllib.parse.urlencode({"query": query})
-    try:
-        with urllib.request.urlopen(url, timeout=source.timeout_s) as resp:
-            raw = resp.read(MAX_ANSWER_BYTES + 1)
-        if len(raw) > MAX_ANSWER_BYTES:
-            raise BadInput(f"Prometheus answered {query!r} with more than {MAX_ANSWER_BYTES >> 20} MiB: a gate "
-                           "query must aggregate (sum by, histogram_quantile), not list raw series")
-        body = orjson.loads(raw)
-    except urllib.error.HTTPError as exc:
-        detail = ""
-        try:
-            detail = orjson.loads(exc.read()).get("error", "")
-        except Exception:  # the body is only for the message
-            detail = ""
-        if exc.code in (400, 422):
-            raise BadInput(f"Prometheus rejected {query!r}: {detail or exc.code}") from None
-        raise Unreachable(f"Prometheus {source.url} answered {exc.code} to {query!r}") from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        raise Unreachable(f"Prometheus {source.url} unreachable: {exc}") from None
-    except orjson.JSONDecodeError:
-        raise Unreachable(f"Prometheus {source.url} did not answer JSON") from None
-    if not isinstance(body, dict) or body.get("status") != "success":
-        error = body.get("error", body) if isinstance(body, dict) else body
-        raise BadInput(f"Prometheus rejected {query!r}: {str(error)[:500]}")
-    return _series(source, query, body.get("data"))
-
-
-def _value(sample: Any) -> float | None:
-    """A `[ts, "value"]` pair's value; None for NaN / ±Inf; ValueError when it is not one."""
-    if not isinstance(sample, list) or len(sample) != 2:
-        raise ValueError("not a [time, value] pair")
-    v = float(sample[1])
-    return None if math.isnan(v) or math.isinf(v) else v
-
-
-def _series(source: PrometheusSource, query: str, data: Any) -> Series:
-    """The series of an instant vector or scalar answer; a range vector or string is bad input (the query's
-    fault), a shape the API does not document is the server's."""
-    kind = data.get("resultType") if isinstance(data, dict) else None
-    if kind in ("matrix", "string"):
-        what = "a range vector (drop the trailing [range])" if kind == "matrix" else "a string"
-        raise BadInput(f"{query!r} returns {what}: a gate needs an instant vector or a scalar")
-    try:
-        if kind == "scalar":
-            return [({}, _value(data["result"]))]
-        if kind != "vector" or not isinstance(data.get("result"), list):
-            raise ValueError(f"resultType {kind!r}")
-        return [({str(k): str(v) for k, v in dict(item.get("metric") or {}).items()}, _value(item["value"]))
-                for item in data["result"]]
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise Unreachable(f"Prometheus {source.url} answered {query!r} in an unexpected shape ({exc})") from None
-
+# --- PromQL (its HTTP client is rollout/prometheus.py) --------------------------------------------------------
 
 def with_window(query: str, window_s: float) -> str:
     """The query with {window} replaced by the gate window in whole seconds (at least 1s)."""

@@ -201,3 +201,19 @@ def test_diff_model_table_prints_words_not_python_reprs(tmp_path: Path) -> None:
     assert code in (0, 1), err
     assert not REPR.search(out), REPR.findall(out)
     assert not offending(out), offending(out)
+
+
+@pytest.mark.parametrize("gpu", ["L4", "H100-80G"])
+def test_plan_choose_cites_sources_a_user_can_open_for_its_engine_facts(gpu: str) -> None:
+    code, out, err, _ = run_cli(["plan", "choose", "-m", "builtin:openai/gpt-oss-120b", "--gpu", gpu])
+    assert code in (0, 1), err
+    text = "\n".join(line for line in (out + err).splitlines() if "llama.cpp" not in line and "llamacpp" not in line)
+    assert not offending(text), offending(text)
+
+
+@pytest.mark.xfail(strict=True, reason="engines/data/matrix/formats.yaml llama.cpp sources cite shared/reference "
+                                       "(change listed in the G26 report)")
+def test_plan_choose_llamacpp_format_facts_cite_sources_a_user_can_open() -> None:
+    code, out, err, _ = run_cli(["plan", "choose", "-m", "builtin:openai/gpt-oss-120b", "--gpu", "H100-80G"])
+    assert code in (0, 1), err
+    assert not offending(out + err), offending(out + err)

@@ -38,7 +38,8 @@ def _refuse(path: Path, why: str, verb: str = "write") -> UnsafeFile:
 
 def _kind(mode: int) -> str:
     for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
+                       (stat.S_ISREG, "a regular file")):
         if test(mode):
             return name
     return "not a regular file"

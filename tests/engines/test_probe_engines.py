@@ -50,6 +50,8 @@ VLLM = {
     "usage.stream_options_without_stream": "rejected 400",  # stream_options without stream -> 400
     "max_tokens.omitted": "until context full",  # max_model_len - prompt_len
     "length.over_context": "clamped to context",  # clamped silently
+    # max_tokens alone above max_model_len: 400 (vllm/renderers/params.py at v0.32.0, "cannot be greater than")
+    "length.max_tokens_over_context": "error 400",
     "error.malformed": {"status": 400, "shape": "nested"}, "error.invalid_value": {"status": 400, "shape": "nested"},
     "error.unknown_model": {"status": 404, "shape": "nested"},
     "logprobs.cap": {"5": 5, "20": 20, "21": "HTTP 400"},  # --max-logprobs 20
@@ -82,6 +84,7 @@ LLAMACPP = {
     "usage.cached_tokens": "reported, hit",  # cached_tokens always present; --cache-prompt on
     "max_tokens.omitted": "until context full",  # n_predict=-1: until EOS (suppressed here) or slot context full
     "length.over_context": "clamped to context",  # no error; stops at the slot context with 'length'
+    "length.max_tokens_over_context": "accepted",  # n_predict is not checked against the context
     "error.malformed": {"status": 400, "shape": "nested"}, "error.invalid_value": {"status": 400, "shape": "nested"},
     "error.unknown_model": {"status": 200, "shape": None},  # ignored in single-model mode (UNVERIFIED there)
     "logprobs.cap": {"5": 5, "20": 20, "21": 21},  # no cap seen
@@ -127,7 +130,7 @@ def test_known_breaking_differences_between_vllm_and_llamacpp_are_flagged(report
     breaking = set(report.breaking_differences)
     for pid in ("stop.count", "sampling.defaults", "error.unknown_model", "logprobs.cap",
                 "usage.stream_options_without_stream", "request.native_override", "max_tokens.zero",
-                "sampling.out_of_range", "n.over_slots"):
+                "sampling.out_of_range", "n.over_slots", "length.max_tokens_over_context"):
         assert pid in breaking, pid
     for pid in ("stop.kept", "finish.length", "finish.stop_string", "request.unknown_field", "max_tokens.both_fields",
                 "n.sampled_distinct", "request.user_metadata"):

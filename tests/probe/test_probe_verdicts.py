@@ -42,6 +42,7 @@ async def test_vllm_like_persona_yields_its_documented_behaviour() -> None:
     assert v["response_format.json_schema"] == {"accepted": True, "status": 200, "valid": "valid"}
     assert v["max_tokens.omitted"] == "until context full"
     assert v["length.over_context"] == "clamped to context"
+    assert v["length.max_tokens_over_context"] == "accepted"
     assert v["error.malformed"] == {"status": 400, "shape": "nested"}
     assert v["error.invalid_value"] == {"status": 400, "shape": "nested"}
     assert v["error.unknown_model"] == {"status": 404, "shape": "nested"}
@@ -50,6 +51,13 @@ async def test_vllm_like_persona_yields_its_documented_behaviour() -> None:
     assert v["stream.granularity"] == "token"
     assert v["model.echo"] == "echoed"
     assert v["tools.stream"] == {"supported": True, "status": 200, "arguments": "incremental"}
+
+
+async def test_a_max_tokens_above_the_context_refused_while_prompt_overflow_is_clamped_is_seen() -> None:
+    # vLLM 0.32 clamps prompt + max_tokens to the context but refuses max_tokens > max_model_len with 400
+    v = await _observe(Persona(cap_over_context="error"))
+    assert v["length.over_context"] == "clamped to context"
+    assert v["length.max_tokens_over_context"] == "error 400"
 
 
 async def test_llamacpp_tgi_trtllm_like_differences_are_each_observed() -> None:

@@ -68,6 +68,12 @@ class Overflow(StrEnum):
     NO_ERROR_IN_BUDGET = "accepted (no error within budget)"
 
 
+class LargeCap(StrEnum):
+    """length.max_tokens_over_context: a max_tokens above the whole context accepted (or `error_value(status)`)."""
+
+    ACCEPTED = "accepted"
+
+
 class Defaults(StrEnum):
     """sampling.defaults: what a request that omits the sampling fields samples like."""
 

@@ -43,6 +43,7 @@ class Persona:
     default_top_logprobs: int = 0
     context: int = 1500
     over_context: Literal["clamp", "error"] = "clamp"
+    cap_over_context: Literal["accept", "error"] = "accept"  # max_tokens alone above the context (vLLM 0.32: 400)
     default_max_tokens: int | None = None
     defaults: Literal["openai", "greedy", "other"] = "openai"
     echo_model: bool = True
@@ -118,6 +119,8 @@ def _max_tokens(p: Persona, body: dict[str, Any], prompt_tokens: int) -> int:
     if prompt_tokens >= p.context:
         raise Refused(p.validation_status, f"prompt of {prompt_tokens} tokens exceeds the context")
     mt = body.get("max_tokens")
+    if mt is not None and mt > p.context and p.cap_over_context == "error":
+        raise Refused(p.validation_status, f"max_tokens={mt} cannot be greater than max_model_len={p.context}")
     if mt is not None and prompt_tokens + mt > p.context and p.over_context == "error":
         raise Refused(p.validation_status, "exceeds the context")
     limit = p.context - prompt_tokens

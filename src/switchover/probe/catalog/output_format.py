@@ -13,7 +13,7 @@ from switchover.probe.catalog._util import end_if, not_answered, rejected, send_
 from switchover.probe.context import ProbeContext
 from switchover.probe.registry import probe
 from switchover.probe.report import Observation
-from switchover.probe.values import Overflow, error_value
+from switchover.probe.values import LargeCap, Overflow, error_value
 from switchover.wire import FailureKind, RequestRecord
 
 BOOL_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
@@ -159,10 +159,34 @@ async def model_echo(ctx: ProbeContext) -> Observation:
                        detail={"response_model": rec.response_model})
 
 
-async def _bounded_stream(ctx: ProbeContext, **params: Any) -> RequestRecord:
-    """Streamed, capped at the probe time budget, with EOS suppressed (when its id is known) so that a random
-    or chatty model runs into the length limit instead of stopping by itself."""
-    ends = await ctx.end_tokens()
+@probe(id="length.max_tokens_over_context", title="max_tokens larger than the whole context", category="length",
+       request="a short prompt with max_tokens = twice the context (a client's fixed large cap), temperature 0, "
+               "EOS allowed, streamed (read for at most the probe time budget)",
+       observes="an error (status) or accepted (generation ends at EOS or the context, or is still running)",
+       breaking=True, breaks="clients that send one fixed large max_tokens get errors on the new engine (or the "
+                             "reverse)")
+async def max_tokens_over_context(ctx: ProbeContext) -> Observation:
+    if not ctx.context:
+        return Observation.skipped("context length unknown (pass --context)")
+    asked = ctx.context * 2
+    rec = await _bounded_stream(ctx, suppress_eos=False, temperature=0, max_tokens=asked)
+    n = _generated(rec)
+    detail = {"max_tokens": asked, "context": ctx.context}
+    if (rej := rejected(rec)) is not None:
+        return Observation(value=error_value(rej["status"]), summary=f"HTTP {rej['status']}: {rej['message'][:100]}",
+                           detail={**detail, **rej})
+    if rec.failure is not None and rec.failure.kind != FailureKind.TOTAL_TIMEOUT:
+        return Observation.failed(rec.failure.message, **detail)
+    ended = f"still generating after {ctx.time_budget_s:g} s" if rec.failure is not None else \
+        f"finish {rec.finish_reason}"
+    return Observation(value=LargeCap.ACCEPTED, summary=f"accepted: {n} tokens, {ended}",
+                       detail={**detail, "completion_tokens": n, "finish_reason": rec.finish_reason})
+
+
+async def _bounded_stream(ctx: ProbeContext, suppress_eos: bool = True, **params: Any) -> RequestRecord:
+    """Streamed, capped at the probe time budget, with EOS suppressed (when its id is known and `suppress_eos`) so
+    that a random or chatty model runs into the length limit instead of stopping by itself."""
+    ends = await ctx.end_tokens() if suppress_eos else None
     if ends:
         params["logit_bias"] = {str(i): -100 for i, _ in ends}
     saved = ctx.client.timeouts

@@ -24,7 +24,7 @@ def render(report: CheckReport, html: Path | None = None) -> None:
                   caption="each item is explained in docs/checklist.md under its id")
     table.add_column("verdict", no_wrap=True)
     table.add_column("item", overflow="fold", ratio=2)
-    table.add_column("id", overflow="fold", ratio=1)
+    table.add_column("id", no_wrap=True)
     table.add_column("why", overflow="fold", ratio=5)
     for i in report.items:
         why = " | ".join(s for s in i.reason.split(" | ") if not s.startswith("ok:")) or i.reason

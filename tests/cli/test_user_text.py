@@ -217,3 +217,16 @@ def test_plan_choose_llamacpp_format_facts_cite_sources_a_user_can_open() -> Non
     code, out, err, _ = run_cli(["plan", "choose", "-m", "builtin:openai/gpt-oss-120b", "--gpu", "H100-80G"])
     assert code in (0, 1), err
     assert not offending(out + err), offending(out + err)
+
+
+def test_every_project_doc_that_doctor_and_the_checklist_cite_exists_with_its_anchor() -> None:
+    root = Path(__file__).resolve().parents[2]
+    text = "\n".join(resources.files("switchover").joinpath(p).read_text(encoding="utf-8")
+                     for p in ("data/doctor.yaml", "check/data/checklist.yaml"))
+    cited = set(re.findall(r"\bdocs/([\w-]+\.md)(?:#([\w.-]+))?", text))
+    assert len(cited) >= 10
+    for name, anchor in cited:
+        doc = root / "docs" / name
+        assert doc.is_file(), name
+        if anchor:
+            assert f'<a id="{anchor}"></a>' in doc.read_text(encoding="utf-8"), f"{name}#{anchor}"

@@ -129,6 +129,8 @@ def setup_bed(layout: Layout, say: Say) -> None:
             say(f"setup: {step.title}: already there")
         elif kind == "start":
             say(f"setup: {step.title} ...")
+        elif kind == "progress":
+            say(f"setup: {step.key}: {detail}")
         else:
             say(f"setup: {step.title}: done ({detail})")
 

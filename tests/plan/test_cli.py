@@ -137,3 +137,14 @@ def test_markup_in_config_text_folder_names_and_launch_flags_is_printed_not_pars
 def test_parallel_says_when_its_weights_are_a_16_bit_estimate(llama_dir: Path) -> None:
     res = _run("plan", "parallel", "-m", str(llama_dir), "--gpu", "H100-80G", "--gpus", "2", "--max-model-len", "4096")
     assert res.returncode == 0 and "16-bit estimate" in " ".join(res.stdout.split())
+
+
+@pytest.mark.parametrize("family", ["A100", "a100", "V100"])
+def test_a_gpu_family_sold_in_two_memory_sizes_is_never_picked_silently(family: str) -> None:
+    from switchover.errors import BadInput
+    from switchover.hardware.catalog import find_gpu
+
+    with pytest.raises(BadInput, match="memory sizes") as err:
+        find_gpu(family)
+    assert "-40G" in err.value.message or "-16G" in err.value.message
+    assert find_gpu(f"{family.upper()}-32G" if family == "V100" else "A100-40G").memory_mib > 0

@@ -58,7 +58,7 @@ CATALOG: list[GpuSpec] = [
     GpuSpec(name="A100-80G", aliases=["A100-SXM4-80GB", "A100-80GB", "NVIDIA A100-SXM4-80GB"], memory_mib=81920,
             cuda_total_gib=79.15, bandwidth_gbs=2039, compute_capability="8.0", nvlink_gbs=600, l2_mib=40,
             source=f"{_DS} (A100 80GB SXM); cuda_total_gib: engine logs collected for issue 12 §5"),
-    GpuSpec(name="A100-40G", aliases=["A100", "A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB"], memory_mib=40960,
+    GpuSpec(name="A100-40G", aliases=["A100-SXM4-40GB", "A100-40GB", "NVIDIA A100-SXM4-40GB"], memory_mib=40960,
             cuda_total_gib=39.38, bandwidth_gbs=1555, compute_capability="8.0", nvlink_gbs=600, l2_mib=40,
             source=f"{_DS} (A100 40GB SXM); cuda_total_gib: vLLM log total_gpu_memory (39.38GiB) "
                    "(https://github.com/vllm-project/vllm/issues/16570; 39.50 in vllm#12330)"),
@@ -84,7 +84,7 @@ CATALOG: list[GpuSpec] = [
                    "(https://github.com/vllm-project/vllm/issues/10517)"),
     GpuSpec(name="T4-16G", aliases=["T4", "Tesla T4"], memory_mib=15360, bandwidth_gbs=320, compute_capability="7.5",
             l2_mib=4, source=f"{_DS} (T4)"),
-    GpuSpec(name="V100-32G", aliases=["V100", "V100-SXM2-32GB", "Tesla V100-SXM2-32GB"], memory_mib=32768,
+    GpuSpec(name="V100-32G", aliases=["V100-SXM2-32GB", "V100-32GB", "Tesla V100-SXM2-32GB"], memory_mib=32768,
             bandwidth_gbs=900, compute_capability="7.0", nvlink_gbs=300, l2_mib=6, source=f"{_DS} (V100 SXM2)"),
     GpuSpec(name="V100-16G", aliases=["V100-SXM2-16GB", "Tesla V100-SXM2-16GB"], memory_mib=16384, bandwidth_gbs=900,
             compute_capability="7.0", nvlink_gbs=300, l2_mib=6, source=f"{_DS} (V100 SXM2)"),
@@ -106,4 +106,8 @@ def find_gpu(name: str) -> GpuSpec:
     for gpu in CATALOG:
         if key in {_norm(n) for n in [gpu.name, *gpu.aliases]}:
             return gpu
+    sizes = [gpu.name for gpu in CATALOG if _norm(gpu.name.rsplit("-", 1)[0]) == key]
+    if len(sizes) > 1:  # a family sold with several memory sizes: never pick one silently
+        raise BadInput(f"GPU {name!r} comes in {len(sizes)} memory sizes: name one of {', '.join(sizes)}",
+                       hint="the memory size decides the KV pool; or pass --gpu-mem-gib")
     raise BadInput(f"unknown GPU {name!r}", hint=f"known GPUs: {', '.join(gpu_names())}; or pass --gpu-mem-gib")

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 
 import orjson
 import pytest
+import yaml
 
 from switchover.errors import BadInput
 from switchover.gateway.ledger import RETIRED, Ledger
@@ -144,3 +147,32 @@ def test_a_run_directory_writable_by_every_user_is_refused(tmp_path):
     with pytest.raises(BadInput, match="writable by every user"):
         RunDirLock(run_dir).acquire()
     assert list(run_dir.iterdir()) == []
+
+
+def gateway_config(tmp_path, run_dir: str = "run"):
+    cfg = tmp_path / "switchover.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "old": {"url": "http://127.0.0.1:9", "engine": "vllm"}, "new": {"url": "http://127.0.0.1:9", "engine": "vllm"},
+        "gateway": {"weight": 0, "run_dir": run_dir, "listen": {"port": 0}}}))
+    return cfg
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("planted", ["gateway.lock", "run_dir"])
+def test_a_gateway_process_refuses_a_planted_lock_or_run_dir_with_exit_2_and_touches_nothing(tmp_path, planted):
+    if planted == "run_dir":
+        real = tmp_path / "elsewhere"
+        real.mkdir()
+        os.symlink(real, tmp_path / "run")
+        target = None
+    else:
+        target = plant(tmp_path / "run", "gateway.lock", tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "switchover", "gateway", "--config", str(gateway_config(tmp_path))],
+                          capture_output=True, text=True, timeout=90)
+    assert proc.returncode == 2, proc.stderr[-1000:]
+    assert "refusing to write" in proc.stderr and "Traceback" not in proc.stderr
+    if target is not None:
+        assert target.read_bytes() == BAIT
+        assert not (tmp_path / "run" / "admin.token").exists()
+    else:
+        assert list((tmp_path / "elsewhere").iterdir()) == []

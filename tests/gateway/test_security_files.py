@@ -8,6 +8,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 
 import orjson
 import pytest
@@ -15,7 +16,7 @@ import yaml
 
 from switchover.errors import BadInput
 from switchover.gateway.ledger import RETIRED, Ledger
-from switchover.gateway.state import LatchFile, RunDirLock, write_admin_token, write_gateway_file
+from switchover.gateway.state import LatchFile, LogFile, RunDirLock, write_admin_token, write_gateway_file
 from tests.gateway.test_ledger import rec
 
 BAIT = b"precious: not the gateway's\n"
@@ -176,3 +177,36 @@ def test_a_gateway_process_refuses_a_planted_lock_or_run_dir_with_exit_2_and_tou
         assert not (tmp_path / "run" / "admin.token").exists()
     else:
         assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_the_log_file_planted_as_a_symlink_is_refused_and_a_plain_one_is_appended_to(tmp_path):
+    run_dir = tmp_path / "run"
+    target = plant(run_dir, "gateway.log", tmp_path)
+    with pytest.raises(BadInput, match=r"gateway\.log.*symbolic link"):
+        LogFile(run_dir)
+    assert target.read_bytes() == BAIT
+    (run_dir / "gateway.log").unlink()
+    for text in ("first", "second"):
+        handler = LogFile(run_dir)
+        handler.emit(logging.LogRecord("switchover", logging.INFO, __file__, 1, text, None, None))
+        handler.close()
+    assert (run_dir / "gateway.log").read_text() == "first\nsecond\n"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.xfail(strict=True, reason="gateway/server.py (helper B's) still writes gateway.json with atomicfile and "
+                   "gateway.log with logging.FileHandler; the change to state.write_gateway_file / state.LogFile is "
+                   "in the issue-22 D report. Remove this mark when it lands.")
+@pytest.mark.parametrize("planted", ["gateway.json", "gateway.log"])
+def test_a_gateway_process_refuses_a_planted_address_or_log_file_and_leaves_its_target(tmp_path, planted):
+    target = plant(tmp_path / "run", planted, tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "switchover", "gateway", "--config", str(gateway_config(tmp_path))],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and target.read_bytes() == BAIT and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if proc.poll() is None:
+        proc.kill()
+    _, err = proc.communicate()
+    assert target.read_bytes() == BAIT, f"{planted}'s target was written through"
+    assert proc.returncode == 2 and "refusing to write" in err and "Traceback" not in err, err[-1000:]

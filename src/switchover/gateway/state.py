@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
+import logging
 import os
 import secrets
 import time
@@ -32,6 +34,7 @@ LOCK_FILE = "gateway.lock"
 TOKEN_FILE = "admin.token"
 LATCH_FILE = "killswitch.json"
 ADDRESS_FILE = "gateway.json"
+LOG_FILE = "gateway.log"
 MAX_LATCH_BYTES = 1 << 20  # a few dozen bytes written by the gateway
 MAX_SMALL_BYTES = 64 << 10  # gateway.json, admin.token, the pid in gateway.lock
 _WILDCARDS = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}  # a gateway on every address, over loopback
@@ -74,6 +77,18 @@ def write_admin_token(run_dir: Path) -> str:
         path.unlink()  # a new file, so the owner-only mode applies (a planted symlink goes, its target stays)
     safefile.write_whole(run_dir, TOKEN_FILE, token, mode=0o600)
     return token
+
+
+class LogFile(logging.FileHandler):
+    """gateway.log, appended to through safefile (a planted symlink or hard link is refused, not written through)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        super().__init__(run_dir / LOG_FILE, encoding="utf-8")
+
+    def _open(self) -> io.TextIOWrapper:
+        return io.TextIOWrapper(safefile.open_append(self.run_dir, LOG_FILE), encoding="utf-8",
+                                errors="backslashreplace", write_through=True)
 
 
 def write_gateway_file(run_dir: Path, url: str, config_path: Path) -> Path:

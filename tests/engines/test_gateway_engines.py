@@ -147,7 +147,7 @@ async def test_weight_20_is_sticky_monotonic_and_shadowed(bed, new_arm, tmp_path
                 status, body = await post(h, url, bed.model, t)
                 assert status == 200 and orjson.loads(body)["model"] == bed.model, body[:300]
                 await shadow_room(gw)
-        at20 = {t for t in TENANTS if bucket_of(tenant_hash(t)) < threshold(20)}
+        at20 = {t for t in TENANTS if bucket_of(tenant_hash(t, gw.tenant_seed)) < threshold(20)}
         rows = await settle(gw, 2 * len(TENANTS), mirrors=2 * (len(TENANTS) - len(at20)))
         arms: dict[str, set[str]] = {}
         for r in rows:
@@ -173,15 +173,15 @@ async def test_weight_20_is_sticky_monotonic_and_shadowed(bed, new_arm, tmp_path
             await post(h, url, bed.model, t)
         rows50 = [r for r in await settle(gw, 3 * len(TENANTS)) if r.ts >= t_reload]
         assert len(rows50) == len(TENANTS)
-        new20 = {tenant_hash(t) for t in at20}
+        new20 = {tenant_hash(t, gw.tenant_seed) for t in at20}
         new50 = {r.tenant for r in rows50 if r.arm == "new"}
         assert new20 < new50  # raising the weight only moved tenants old -> new
 
 
 async def test_streams_through_both_arms_are_normalised_and_measured(bed, new_arm, tmp_path):
     async with gateway(tmp_path, bed.old_url, new_arm.url, weight=50) as (gw, url, _, _), aiohttp.ClientSession() as h:
-        t_new = next(t for t in TENANTS if bucket_of(tenant_hash(t)) < threshold(50))
-        t_old = next(t for t in TENANTS if bucket_of(tenant_hash(t)) >= threshold(50))
+        t_new = next(t for t in TENANTS if bucket_of(tenant_hash(t, gw.tenant_seed)) < threshold(50))
+        t_old = next(t for t in TENANTS if bucket_of(tenant_hash(t, gw.tenant_seed)) >= threshold(50))
         for t in (t_new, t_old):
             status, body = await post(h, url, bed.model, t, stream=True, max_tokens=8)
             evs = parse_all([body])

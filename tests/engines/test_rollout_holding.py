@@ -26,6 +26,7 @@ from switchover.rollout.controller import Rollout
 from switchover.runs import RunDir
 from tests.engines.test_rollout_gateway import (
     ENGINES_AND_GATEWAY,
+    TENANT_SEED,
     _reloaded,
     _shadow_traffic,
     _start_llama,
@@ -82,6 +83,7 @@ async def _holding(tmp: Path, bed: Any, new_url: str, *, crash: float,
     path, the gateway, the rollout and the gateway's URL."""
     path = tmp / "switchover.yaml"
     path.write_text(CONFIG.format(old=bed.old_url, new=new_url, crash=crash, fmt=fmt))
+    (tmp / "tenant.seed").write_text(TENANT_SEED)
     await _drill_old(tmp, bed.old_url)
     gw = Gateway(load_migration(path), path)
     rollout = Rollout(load_migration(path), path)

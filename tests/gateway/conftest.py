@@ -67,13 +67,13 @@ def chat(stream: bool = False, max_tokens: int = 4, **extra: Any) -> dict[str, A
             "max_tokens": max_tokens, **extra}
 
 
-def tenant_in(gw_weight: float, arm: str, start: int = 0) -> str:
-    """A tenant name that the weight sends to `arm`."""
+def tenant_in(gw_weight: float, arm: str, start: int = 0, seed: bytes = b"") -> str:
+    """A tenant name that the weight sends to `arm` (under the gateway's tenant seed: `Gateway.tenant_seed`)."""
     from switchover.gateway.policy import bucket_of, tenant_hash, threshold
 
     for i in range(start, start + 100000):
         t = f"tenant-{i}"
-        if (bucket_of(tenant_hash(t)) < threshold(gw_weight)) == (arm == "new"):
+        if (bucket_of(tenant_hash(t, seed)) < threshold(gw_weight)) == (arm == "new"):
             return t
     raise AssertionError("no tenant found")
 

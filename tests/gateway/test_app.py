@@ -23,7 +23,7 @@ def events(body: bytes) -> list[bytes]:
 
 async def test_weight_routes_tenants_and_normalises_the_model_field(tmp_path):
     async with stack(tmp_path, weight=50) as s:
-        t_new, t_old = tenant_in(50, "new"), tenant_in(50, "old")
+        t_new, t_old = tenant_in(50, "new", seed=s.gw.tenant_seed), tenant_in(50, "old", seed=s.gw.tenant_seed)
         status, body, headers = await s.post(chat(), tenant=t_new)
         assert status == 200
         assert orjson.loads(body)["model"] == MODEL  # new calls itself engine-new-name

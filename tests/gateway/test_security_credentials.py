@@ -13,12 +13,14 @@ from switchover.testing import await_holds, await_until
 from tests.gateway.conftest import (
     CHAT_BODY,
     Recorders,
+    RecordingUpstream,
     Stack,
     chat,
     exchange,
     http_request,
     metric_total,
     recorded_stack,
+    running_recorder,
     tenant_in,
 )
 
@@ -29,10 +31,11 @@ OLD_ENGINE_KEY = "sk-engine-old-93c1f07a55"
 CREDENTIAL_HEADERS = {"authorization", "proxy-authorization", "cookie", "api-key", "x-api-key"}
 
 
-def credentialed(tenant: str, body: bytes = CHAT_BODY, auth: str | None = f"Bearer {CLIENT_KEY}") -> bytes:
+def credentialed(tenant: str, body: bytes = CHAT_BODY, auth: str | None = f"Bearer {CLIENT_KEY}",
+                 extra: tuple[tuple[str, str], ...] = ()) -> bytes:
     headers = [("X-Tenant-Id", tenant), ("Proxy-Authorization", f"Basic {CLIENT_KEY}-proxy"),
                ("Cookie", f"session={CLIENT_KEY}-cookie"), ("api-key", f"{CLIENT_KEY}-azure"),
-               ("x-api-key", f"{CLIENT_KEY}-anthropic")]
+               ("x-api-key", f"{CLIENT_KEY}-anthropic"), *extra]
     if auth is not None:
         headers.insert(0, ("Authorization", auth))
     return http_request(body=body, headers=headers)
@@ -72,7 +75,9 @@ async def test_passthrough_mode_never_sends_the_engine_key_to_any_upstream(tmp_p
         s.config["old"]["api_key_env"] = "OLD_ENGINE_KEY"
         s.rewrite()
         await await_until(lambda: reloads(s), 5, "the rewrite taken or refused (a config_reloads count)")
-        to_new, to_old, anon = tenant_in(50, "new"), tenant_in(50, "old"), tenant_in(50, "new", start=1000)
+        seed = s.gw.tenant_seed
+        to_new, to_old = tenant_in(50, "new", seed=seed), tenant_in(50, "old", seed=seed)
+        anon = tenant_in(50, "new", start=1000, seed=seed)
         for tenant in (to_new, to_old):
             ex = await exchange(s.port, credentialed(tenant))
             assert ex.reply.status == 200, ex.data[:300]
@@ -128,10 +133,10 @@ async def test_keys_mode_forwards_a_known_key_with_the_engine_key_in_its_place(t
     monkeypatch.setenv("OLD_ENGINE_KEY", OLD_ENGINE_KEY)
     clients = keys_config(source, tmp_path, monkeypatch)
     async with recorded_stack(tmp_path, weight=50, shadow={"percent": 100}, clients=clients,
-                              new_key_env="NEW_ENGINE_KEY", old_key_env="OLD_ENGINE_KEY") as (s, rec):
-        to_new, to_old = tenant_in(50, "new"), tenant_in(50, "old")
-        for tenant in (to_new, to_old):
-            ex = await exchange(s.port, credentialed(tenant))
+                              new_key_env="NEW_ENGINE_KEY", old_key_env="OLD_ENGINE_KEY",
+                              override_header_enabled=True) as (s, rec):
+        for arm in ("new", "old"):  # in keys mode the key is the tenant: the test's route header picks the arm
+            ex = await exchange(s.port, credentialed("t1", extra=(("X-Switchover-Route", arm),)))
             assert ex.reply.status == 200, ex.data[:300]
         assert await rec.new.wait_requests(2) and await rec.old.wait_requests(1)
         await await_holds(lambda: (len(rec.new.requests), len(rec.old.requests)) == (2, 1), 0.1,
@@ -152,3 +157,39 @@ async def test_open_mode_attaches_the_engine_key_to_every_request(tmp_path, monk
         assert plain.reply.status == 200 and own.reply.status == 200
         assert [r.header("authorization") for r in rec.new.requests] == [f"Bearer {NEW_ENGINE_KEY}"] * 2
         assert f"Bearer {CLIENT_KEY}" not in bytes(rec.new.raw).decode("latin-1")
+
+
+VENDOR_KEYS = [("X-Goog-Api-Key", f"{CLIENT_KEY}-goog"), ("Ocp-Apim-Subscription-Key", f"{CLIENT_KEY}-apim"),
+               ("OpenAI-Organization", f"org-{CLIENT_KEY}"), ("X-Session-Token", f"{CLIENT_KEY}-session")]
+QUERY = f"?api_key={CLIENT_KEY}-q1&key={CLIENT_KEY}-q2&access%5Ftoken={CLIENT_KEY}-q3&api-version=2024-10-21"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_a_third_party_shadow_gets_no_query_string_key_and_no_vendor_key_header(tmp_path, stream):
+    third = RecordingUpstream("third")
+    async with running_recorder(third) as turl, recorded_stack(tmp_path, weight=0,
+                                                               shadow={"percent": 100, "upstream": turl}) as (s, rec):
+        raw = http_request(target="/v1/chat/completions" + QUERY, body=orjson.dumps(chat(stream=stream)),
+                           headers=[("X-Tenant-Id", "t1"), *VENDOR_KEYS])
+        ex = await exchange(s.port, raw)
+        assert ex.reply.status == 200, ex.data[:300]
+        assert await third.wait_requests(1), "no mirror reached the third upstream"
+        mirror = third.requests[0]
+        assert CLIENT_KEY not in bytes(third.raw).decode("latin-1"), (mirror.target, mirror.headers)
+        assert mirror.target == "/v1/chat/completions?api-version=2024-10-21"  # the rest of the query is kept
+        assert rec.old.requests[0].target == "/v1/chat/completions" + QUERY  # passthrough primary: as sent
+
+
+async def test_spot_check_copies_get_no_query_string_key_and_no_vendor_key_header(tmp_path):
+    review = {"pairs_per_day": 10, "sample_percent": 100}
+    async with recorded_stack(tmp_path, weight=0, review=review) as (s, rec):
+        raw = http_request(target="/v1/chat/completions" + QUERY, body=CHAT_BODY,
+                           headers=[("X-Tenant-Id", "t1"), *VENDOR_KEYS])
+        ex = await exchange(s.port, raw)
+        assert ex.reply.status == 200, ex.data[:300]
+        assert await rec.new.wait_requests(1) and await rec.old.wait_requests(2), "no spot-check copies"
+        copies = [r for r in rec.requests if r.target != "/v1/chat/completions" + QUERY]
+        assert len(copies) == 2, [r.target for r in rec.requests]
+        for r in copies:
+            assert r.target == "/v1/chat/completions?api-version=2024-10-21"
+            assert not {k.lower() for k, _ in VENDOR_KEYS} & r.names(), r.headers

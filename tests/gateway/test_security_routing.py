@@ -166,7 +166,8 @@ async def test_no_target_form_or_host_header_reaches_another_host_or_a_path_outs
         ports = {s.port, *(int(s.config[arm]["url"].rsplit(":", 1)[1]) for arm in ("old", "new"))}
         fill = {"trap": trap.port, "gw": s.port}
         body = None if method in ("GET", "OPTIONS", "CONNECT") else CHAT_BODY
-        for tenant in (tenant_in(50, "old"), tenant_in(50, "new")):  # primary on each arm, with a mirror
+        seed = s.gw.tenant_seed
+        for tenant in (tenant_in(50, "old", seed=seed), tenant_in(50, "new", seed=seed)):  # each arm, with a mirror
             raw = raw_request(method, target.format(**fill), body, host=(host or "127.0.0.1").format(**fill))
             raw = raw.replace(b"Connection: close", b"Connection: close\r\nX-Tenant-Id: " + tenant.encode())
             ex = await exchange(s.port, raw)
@@ -184,10 +185,31 @@ async def test_a_redirect_from_an_upstream_is_not_followed_by_the_arms_or_the_sh
         for up in (rec.old, rec.new):
             up.redirect_to = f"http://127.0.0.1:{trap.port}/v1/chat/completions"
         body = orjson.dumps(chat(stream=stream))
-        for tenant in (tenant_in(50, "old"), tenant_in(50, "new")):
+        seed = s.gw.tenant_seed
+        for tenant in (tenant_in(50, "old", seed=seed), tenant_in(50, "new", seed=seed)):
             ex = await exchange(s.port, http_request(body=body, headers=[("X-Tenant-Id", tenant)]))
             assert ex.replies, ex.data[:200]
         await rec.new.wait_requests(2, timeout=3)  # the mirror of the old-arm request has been answered
         await await_holds(lambda: trap.connections == 0, 0.3, "no redirect followed to the trap")
         ports = {s.port, *(int(s.config[arm]["url"].rsplit(":", 1)[1]) for arm in ("old", "new"))}
         assert {p for _, p in seen} <= ports, f"connections to {seen}, configured {ports}"
+
+
+SPOOFED_FORWARDING = [("X-Forwarded-For", "203.0.113.9"), ("X-Forwarded-Host", "evil.example"),
+                      ("X-Forwarded-Proto", "https"), ("Forwarded", "for=203.0.113.9;host=evil.example"),
+                      ("X-Real-IP", "203.0.113.9")]
+
+
+async def test_client_sent_forwarding_headers_are_replaced_by_the_real_peer_and_never_reach_the_shadow(tmp_path):
+    async with recorded_stack(tmp_path, weight=0, shadow={"percent": 100}) as (s, rec):
+        ex = await exchange(s.port, http_request(body=CHAT_BODY, headers=[("X-Tenant-Id", "t1"),
+                                                                          *SPOOFED_FORWARDING]),
+                            source="127.0.0.2")
+        assert ex.reply.status == 200, ex.data[:300]
+        assert await rec.new.wait_requests(1), "no mirror reached new"
+        primary, mirror = rec.old.requests[0], rec.new.requests[0]
+        spoofed = {k.lower() for k, _ in SPOOFED_FORWARDING}
+        assert primary.header("x-forwarded-for") == "127.0.0.2", primary.headers  # the real peer, nothing else
+        assert not (spoofed - {"x-forwarded-for"}) & primary.names(), primary.headers
+        assert not spoofed & mirror.names(), mirror.headers  # a copy says nothing about the client
+        assert b"203.0.113.9" not in bytes(rec.old.raw) + bytes(rec.new.raw)

@@ -44,6 +44,11 @@ class KillSwitchConfig(_Strict):
     max_fallback_ratio: float = Field(
         default=0.2, gt=0, le=1, description="Trip when (fallbacks + errors) / new-arm requests exceeds this"
     )
+    max_client_share: float = Field(
+        default=0.5, gt=0, le=1,
+        description="Keys mode with several keys: one client's failures, and its requests, count for at most this "
+        "share of the window's (so one client alone cannot trip it or dilute it); 1: every request counts",
+    )
 
 
 class ShadowConfig(_Strict):
@@ -136,6 +141,11 @@ class ClientsConfig(_Strict):
         description="Headers that carry credentials: never sent to the shadow, and replaced by the arm's key in "
         "keys / open mode",
     )
+    tenant_header_keys: list[str] = Field(
+        default=[],
+        description="keys mode: names of client keys trusted to name tenants with `tenant_header` (an application "
+        "server routing its own users); any other key is its own tenant and its tenant header is ignored",
+    )
 
     @model_validator(mode="after")
     def _keys_given(self) -> ClientsConfig:
@@ -143,6 +153,8 @@ class ClientsConfig(_Strict):
             raise ValueError("mode 'keys' needs keys_env or key_file (else no client could get in)")
         if self.mode != "keys" and (self.keys_env or self.key_file):
             raise ValueError(f"keys_env / key_file are used only in mode 'keys', not {self.mode!r}")
+        if self.mode != "keys" and self.tenant_header_keys:
+            raise ValueError(f"tenant_header_keys is used only in mode 'keys', not {self.mode!r}")
         return self
 
 
@@ -241,7 +253,16 @@ class GatewayConfig(_Strict):
 
     weight: float = Field(default=0.0, ge=0, le=100, description="Percent of tenant buckets routed to new")
     rollback: bool = Field(default=False, description="true: everything to old, at once, without a restart")
-    tenant_header: HeaderName = Field(default="x-tenant-id", description="Header naming the tenant; else the API key")
+    tenant_header: HeaderName = Field(
+        default="x-tenant-id",
+        description="Header naming the tenant, else the bearer token (passthrough / open); in keys mode the key's "
+        "name is the tenant and this header is read only from clients.tenant_header_keys",
+    )
+    tenant_seed_file: str | None = Field(
+        default=None,
+        description="The secret that keys the tenant -> bucket hash, made once if missing (default: tenant.seed in "
+        "run_dir); relative to the config file. Replicas that must agree on buckets share one",
+    )
     max_context_tokens: int | None = Field(
         default=None, ge=1, description="Requests with more estimated prompt tokens stay on old"
     )
@@ -312,6 +333,15 @@ class GatewayConfig(_Strict):
     def resolved_run_dir(self, config_path: Path | None) -> Path:
         """run_dir, relative to the directory of the config file."""
         p = Path(self.run_dir).expanduser()
+        if not p.is_absolute() and config_path is not None:
+            p = config_path.resolve().parent / p
+        return p
+
+    def resolved_seed_file(self, config_path: Path | None, run_dir: Path) -> Path:
+        """tenant_seed_file, relative to the directory of the config file; default tenant.seed in run_dir."""
+        if self.tenant_seed_file is None:
+            return run_dir / "tenant.seed"
+        p = Path(self.tenant_seed_file).expanduser()
         if not p.is_absolute() and config_path is not None:
             p = config_path.resolve().parent / p
         return p

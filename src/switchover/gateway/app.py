@@ -18,6 +18,7 @@ from typing import Any
 from switchover.config import Migration, load_migration
 from switchover.errors import BadInput
 from switchover.gateway.admin import Admin
+from switchover.gateway.clients import deployment_seed
 from switchover.gateway.headers import request_id
 from switchover.gateway.inflight import InFlight
 from switchover.gateway.killswitch import KillSwitch
@@ -72,7 +73,9 @@ class Gateway:
         self.metrics = GatewayMetrics()
         self.metrics.preset(fallback_statuses=self.live.fail_statuses)
         ks = gw.kill_switch
-        self.killswitch = KillSwitch(ks.window, ks.min_samples, ks.max_fallback_ratio, ks.enabled)
+        self.killswitch = KillSwitch(ks.window, ks.min_samples, ks.max_fallback_ratio, ks.enabled,
+                                     client_share=ks.max_client_share)
+        self.tenant_seed = b""  # the deployment's tenant seed (clients.deployment_seed), read at start
         self.latch_file = LatchFile(self.run_dir)
         self.lock = RunDirLock(self.run_dir)
         self.admin_token: str | None = None
@@ -95,6 +98,7 @@ class Gateway:
     async def start(self, front: Front | None = None) -> None:
         """Take the run directory (after the port is bound), write the admin token, restore the latch."""
         self.lock.acquire()
+        self.tenant_seed = deployment_seed(self.live.gw.resolved_seed_file(self.config_path, self.run_dir))
         self.front = front
         self.admin_token = write_admin_token(self.run_dir)
         latch = self.latch_file.load()
@@ -216,11 +220,11 @@ class Gateway:
             log.exception("shadow row %s could not be written", primary.get("request_id"))
 
     # ---- kill switch -------------------------------------------------------------------------------
-    def count_new(self, bad: bool) -> None:
+    def count_new(self, bad: bool, client: str | None = None) -> None:
         now = time.monotonic()
         if bad:
             self.metrics.new_arm_bad.inc()
-        if self.killswitch.record(now, bad):
+        if self.killswitch.record(now, bad, client):
             self.metrics.kill_switch_trips.inc()
             self._save_latch()
             self._publish_config()
@@ -272,7 +276,8 @@ class Gateway:
         old, self.live = self.live.gw, live
         g = live.gw
         ks = g.kill_switch
-        self.killswitch.configure(ks.window, ks.min_samples, ks.max_fallback_ratio, ks.enabled)
+        self.killswitch.configure(ks.window, ks.min_samples, ks.max_fallback_ratio, ks.enabled,
+                                  client_share=ks.max_client_share)
         if (old.listen, old.run_dir) != (g.listen, g.run_dir):
             log.warning("listen / run_dir changes take effect only after a restart")
         if self.front is not None:

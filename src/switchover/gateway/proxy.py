@@ -80,12 +80,6 @@ def wants_usage_injected(obj: dict[str, Any]) -> bool:
     return not (isinstance(opts, dict) and opts.get("include_usage"))
 
 
-def _bearer(value: str | None) -> str | None:
-    if value and value[:7].lower() == "bearer ":
-        return value[7:].strip() or None
-    return value or None
-
-
 class Proxy:
     """The request path of a Gateway."""
 
@@ -169,12 +163,12 @@ class Proxy:
         asked = obj.get("model") if obj is not None else None
         row["stream"] = bool(obj and obj.get("stream"))
         row["model"] = asked
-        tenant_key = request.headers.get(gw.tenant_header) or verdict.client \
-            or _bearer(request.headers.get("authorization"))
-        tenant = tenant_hash(tenant_key)
+        tenant_key = live.clients.tenant_key(request.headers.get, verdict, gw.tenant_header)
+        tenant = tenant_hash(tenant_key, self.g.tenant_seed)
         est = live.estimator.estimate(obj) if live.estimator is not None and obj else None
         override = request.headers.get(OVERRIDE_HEADER)
-        decision = route(RequestMeta(request.path, tenant, est, override), live.route_state(self.g.killswitch.latched))
+        meta = RequestMeta(request.path, tenant, est, override, live.clients.counted_as(verdict))
+        decision = route(meta, live.route_state(self.g.killswitch.latched))
         row.update(tenant=tenant, bucket=decision.bucket, routed=decision.arm, route_reason=decision.reason,
                    arm=decision.arm, prompt_tokens_est=est, outcome="error",
                    task_type=self.g.task_labels(gw.task_types,
@@ -205,7 +199,8 @@ class Proxy:
         t = live.gw.timeouts
         up = live.upstreams[arm]
         headers = forward_headers(request.headers.items, live.clients.credentials,
-                                  keep_credentials=not live.clients.adds_engine_keys, api_key=live.engine_key(arm))
+                                  keep_credentials=not live.clients.adds_engine_keys, api_key=live.engine_key(arm),
+                                  peer=request.remote)
         body = request.body
         return await open_upstream(
             self.g.pool, up.origin, up.target(request.upstream_target), method=request.method, headers=headers,
@@ -324,4 +319,4 @@ class Proxy:
         if decision.arm == "new" and outcome not in ("client_disconnected", "drain_cutoff", "gateway_error"):
             failed_on_new = arm == "new" and (outcome == "failed_mid_stream"
                                               or (outcome == "error" and row["status"] >= 500))
-            self.g.count_new(bool(row.get("fallback_reason")) or failed_on_new)
+            self.g.count_new(bool(row.get("fallback_reason")) or failed_on_new, decision.client)

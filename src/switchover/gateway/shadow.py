@@ -3,7 +3,8 @@ never returned to the client and never awaited by the primary path. Beyond `max_
 flight a copy is dropped (and counted) instead of queued, so a slow shadow cannot slow the primary.
 
 A mirror goes through the wire client (`EngineClient.post`), so it is folded and timed exactly as `bench` folds
-and times a request (wire/fold.py, wire/timing.py); `timeout_ms` bounds it from send to the last byte.
+and times a request (wire/fold.py, wire/timing.py); `timeout_ms` bounds it from send to the last byte. A mirror
+never carries a query parameter named like a credential (`?api_key=`, `?key=`: headers.copy_target).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import orjson
 
 from switchover.config.gateway import ShadowConfig
 from switchover.errors import BadInput
+from switchover.gateway.headers import copy_target
 from switchover.gateway.observe import record_timings
 from switchover.ledger_record import ShadowResult
 from switchover.wire.client import EngineClient, Timeouts
@@ -120,7 +122,7 @@ class Shadow:
         total = cfg.timeout_ms / 1000
         timeouts = Timeouts(connect=min(connect_timeout_s, total), first_byte=total, idle=total, total=total)
         parts = urlsplit(url)
-        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        target = copy_target(parts.path + (f"?{parts.query}" if parts.query else ""))  # no ?api_key= to a mirror
         client: EngineClient | None = None
         try:
             client = await self._client(f"{parts.scheme}://{parts.netloc}", timeouts)

@@ -3,8 +3,9 @@ off the client's path, and the prompt with both answers, redacted, becomes a pai
 
 Both answers come from copies (not from the client's own answer), so the client's path is untouched and the two
 answers are produced the same way; a pair costs one extra request on each arm. Copies carry no client credentials
-(the arms' own keys in keys / open mode), are bounded by `review.max_concurrency` (a sample beyond it is skipped,
-never queued) and `review.timeout_ms`, and are cancelled when the gateway stops.
+(the arms' own keys in keys / open mode; no credential-named header or query parameter: headers.py), are bounded
+by `review.max_concurrency` (a sample beyond it is skipped, never queued) and `review.timeout_ms`, and are
+cancelled when the gateway stops.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import orjson
 
 from switchover.config.gateway import ReviewConfig
-from switchover.gateway.headers import forward_headers
+from switchover.gateway.headers import copy_target, forward_headers
 from switchover.gateway.live import Live
 from switchover.gateway.shadow import GENERATION_PATHS, shadow_body
 from switchover.httpfront.messages import FrontRequest
@@ -117,7 +118,8 @@ class SpotCheck:
                                              keep_credentials=False, api_key=live.engine_key(arm)))
                    for arm in ("old", "new")}
         bodies = {arm: shadow_body(obj, live.models[arm] or asked, None) for arm in ("old", "new")}
-        task = asyncio.ensure_future(self._pair(live, cfg, request.upstream_target, request.path, bodies, headers,
+        target = copy_target(request.upstream_target)  # no ?api_key= on a copy
+        task = asyncio.ensure_future(self._pair(live, cfg, target, request.path, bodies, headers,
                                                 kind, row["request_id"], asked, obj, now))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)

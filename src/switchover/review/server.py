@@ -37,16 +37,22 @@ LIMITS = LimitsConfig(max_connections=64, max_connections_per_client=64, max_bod
 
 
 def check_loopback(host: str) -> str:
-    """The listen host, when it is a loopback address; BadInput otherwise (the page is for one person, here)."""
+    """The listen host, when it is a loopback address, in its shortest form; BadInput otherwise (the page is for
+    one person, here)."""
     name = "127.0.0.1" if host == "localhost" else host
     try:
-        ok = ipaddress.ip_address(name).is_loopback
+        addr = ipaddress.ip_address(name)
     except ValueError:
-        ok = False
-    if not ok:
+        addr = None
+    if addr is None or not addr.is_loopback:
         raise BadInput(f"--host must be a loopback address (127.0.0.1, ::1), got {host!r}",
                        hint="reach it from elsewhere through an SSH tunnel: ssh -L 8790:127.0.0.1:8790 host")
-    return name
+    return addr.compressed
+
+
+def url_host(host: str) -> str:
+    """An address as it stands in a URL and a Host header ([::1] for IPv6)."""
+    return f"[{host}]" if ":" in host else host
 
 
 class ReviewApp:
@@ -57,8 +63,9 @@ class ReviewApp:
         self.token = token or secrets.token_urlsafe(24)
         self.hosts: set[str] = set()  # Host values this server answers to (set once it is bound)
 
-    def bind(self, port: int) -> None:
-        self.hosts = {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
+    def bind(self, port: int, host: str = "127.0.0.1") -> None:
+        """Answer to the bound port on the usual loopback names and on the address it listens on (the printed URL)."""
+        self.hosts = {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", f"{url_host(host)}:{port}"}
 
     async def _db(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
@@ -132,8 +139,7 @@ async def serving(app: ReviewApp, host: str = "127.0.0.1", port: int = 0) -> Asy
         raise BadInput(f"--port: cannot bind {host}:{port}: {exc.strerror or exc}") from None
     try:
         bound = server.sockets[0].getsockname()[1]
-        app.bind(bound)
-        shown = f"[{host}]" if ":" in host else host
-        yield f"http://{shown}:{bound}/"
+        app.bind(bound, host)
+        yield f"http://{url_host(host)}:{bound}/"
     finally:
         await ctx.__aexit__(None, None, None)

@@ -11,47 +11,65 @@ from typing import Any
 import typer
 import typer.core
 import typer.main
-from rich.text import Text
 
-from switchover import __version__
-from switchover.cli import (
-    alerts_cmd,
-    bench_cmd,
-    check_cmd,
-    config_cmd,
-    demo_cmd,
-    doctor_cmd,
-    drill_cmd,
-    export_cmd,
-    gateway_cmd,
-    hw_cmd,
-    model_cmd,
-    overload_cmd,
-    plan_cmd,
-    probe_cmd,
-    ready_cmd,
-    report_cmd,
-    review_cmd,
-    rollout_cmd,
-    testbed_cmd,
-    verify_cmd,
-)
-from switchover.cli.common import err_console
+from switchover.cli.verbs import Verb, VerbGroup
 from switchover.errors import INTERNAL_ERROR, ExitCode, SwitchoverError
-from switchover.redaction import redact
+
+# every verb, in the order of a real migration so that `--help` reads as the product does (the commands first, then
+# the groups: the order typer lists them in); a verb's module is imported only when that verb is used
+VERBS = (
+    Verb("probe", "switchover.cli.probe_cmd"),
+    Verb("overload", "switchover.cli.overload_cmd"),
+    Verb("verify", "switchover.cli.verify_cmd"),
+    Verb("diff-model", "switchover.cli.model_cmd"),
+    Verb("cachekey", "switchover.cli.model_cmd"),
+    Verb("ready", "switchover.cli.ready_cmd"),
+    Verb("metrics-adapter", "switchover.cli.gateway_cmd"),
+    Verb("drill", "switchover.cli.drill_cmd"),
+    Verb("doctor", "switchover.cli.doctor_cmd"),
+    Verb("check", "switchover.cli.check_cmd"),
+    Verb("report", "switchover.cli.report_cmd"),
+    Verb("demo", "switchover.cli.demo_cmd"),
+    Verb("validate", "switchover.cli.config_cmd"),
+    Verb("schema", "switchover.cli.config_cmd"),
+    Verb("plan", "switchover.cli.plan_cmd", group=True),
+    Verb("hw", "switchover.cli.hw_cmd", group=True),
+    Verb("bench", "switchover.cli.bench_cmd", group=True),
+    Verb("gateway", "switchover.cli.gateway_cmd", group=True),
+    Verb("rollout", "switchover.cli.rollout_cmd", group=True),
+    Verb("alerts", "switchover.cli.alerts_cmd", group=True),
+    Verb("review", "switchover.cli.review_cmd", group=True),
+    Verb("export", "switchover.cli.export_cmd", group=True),
+    Verb("testbed", "switchover.cli.testbed_cmd", group=True),
+)
+
+# what every verb is built with (the root's own settings; `-h` is `--help` everywhere, sub-commands inherit it)
+SETTINGS: dict[str, Any] = {
+    "add_completion": False,
+    "pretty_exceptions_enable": False,
+    "rich_markup_mode": "rich",
+    "context_settings": {"help_option_names": ["-h", "--help"]},
+}
+
+
+class _Root(VerbGroup):
+    verbs = VERBS
+    settings = SETTINGS
+
 
 app = typer.Typer(
     name="switchover",
     help="Change the engine, model or GPU behind an LLM API as a measured, reversible operation.",
     no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    cls=_Root,
+    **SETTINGS,
 )
 
 
 def _version(value: bool) -> None:
     if value:
+        from switchover import __version__
+
         typer.echo(f"switchover {__version__}")
         raise typer.Exit()
 
@@ -63,28 +81,6 @@ def _root(
     """Change the engine, model or GPU behind an LLM API as a measured, reversible operation."""
 
 
-# registered in the order of a real migration, so `--help` reads as the product does
-app.add_typer(plan_cmd.app, name="plan")
-app.add_typer(hw_cmd.app, name="hw")
-probe_cmd.register(app)
-overload_cmd.register(app)
-verify_cmd.register(app)
-model_cmd.register(app)  # diff-model, cachekey
-bench_cmd.register(app)
-ready_cmd.register(app)
-gateway_cmd.register(app)  # gateway, metrics-adapter
-app.add_typer(rollout_cmd.app, name="rollout")
-app.add_typer(alerts_cmd.app, name="alerts")
-app.add_typer(review_cmd.app, name="review")
-drill_cmd.register(app)
-doctor_cmd.register(app)
-check_cmd.register(app)
-report_cmd.register(app)
-demo_cmd.register(app)
-app.add_typer(export_cmd.app, name="export")
-config_cmd.register(app)  # validate, schema
-app.add_typer(testbed_cmd.app, name="testbed")
-
 # the click typer runs on: vendored as typer._click in recent typer, the `click` package before
 _click: Any = getattr(typer.core, "_click", None) or importlib.import_module("click")
 _ABORTS: tuple[type[BaseException], ...] = (KeyboardInterrupt, typer.Abort, *(
@@ -95,12 +91,18 @@ MAX_MESSAGE = 2000  # characters of an error line; a huge echoed value is cut, n
 
 def _one_line(text: str) -> str:
     """A message as one line, secrets masked, length bounded."""
+    from switchover.redaction import redact
+
     line = " ".join(redact(str(text)).split())
     return line if len(line) <= MAX_MESSAGE else line[: MAX_MESSAGE - 1] + "…"
 
 
 def report_error(message: str, hint: str | None = None) -> None:
     """The one error line (plus an optional hint line) on stderr; user text is never read as rich markup."""
+    from rich.text import Text
+
+    from switchover.cli.common import err_console
+
     err_console.print(Text.assemble(("error:", "bold red"), " ", _one_line(message)), highlight=False,
                       soft_wrap=True)
     if hint:
@@ -151,6 +153,8 @@ def invoke(argv: list[str]) -> int:
         report_error(str(code))
         return int(ExitCode.FAILED)
     except _ABORTS:
+        from switchover.cli.common import err_console
+
         err_console.print("interrupted", highlight=False)
         return 130
     except BrokenPipeError:  # `switchover ... | head`: the reader left, nothing to report

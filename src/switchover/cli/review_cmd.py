@@ -13,7 +13,7 @@ from switchover.cli import params
 from switchover.cli.common import console, print_json, run
 from switchover.errors import BadInput
 
-app = typer.Typer(no_args_is_help=True, help="Human spot-checks of new's answers next to old's (seed 001 §5).\n\n"
+app = typer.Typer(no_args_is_help=True, help="Human spot-checks of new's answers next to old's (docs/review.md).\n\n"
                                             "Example: switchover review serve -c switchover.yaml --port 8790")
 
 _CONFIG = params.config_file("The migration file with a `gateway:` section.")

@@ -102,7 +102,7 @@ def _print_report(r: GateReport) -> None:
 
 
 def _print_prerequisites(pre: list[Prerequisite]) -> None:
-    table = Table(title="rollback prerequisites (seed 000 §6: config, weights, route, monitoring; drill; old ready)")
+    table = Table(title="rollback prerequisites (config, weights, route, monitoring; drill; old ready)")
     for col in ("prerequisite", "status", "required", "detail"):
         table.add_column(col)
     for p in pre:
@@ -237,7 +237,7 @@ def holding(
 
 @app.command()
 def prerequisites(config: Path = CONFIG, json_out: bool = JSON) -> None:
-    """What a rollback needs, checked now (seed 000 §6): old's launch config, weights, the route line, monitoring,
+    """What a rollback needs, checked now (docs/checklist.md#rollout.rollback): old's launch config, weights, the route line, monitoring,
     the last drill, old's readiness (a fresh 1-token check). Exit 1 when a required one fails or is missing.
 
     Example: switchover rollout prerequisites -c switchover.yaml --json
@@ -263,7 +263,7 @@ def abandon(
     force: bool = typer.Option(False, "--force", help="Abandon with fewer than two criteria."),
     json_out: bool = JSON,
 ) -> None:
-    """Call the migration off (seed 000 §7: when two criteria hold); everything goes back to old.
+    """Call the migration off (docs/rollout.md: when two criteria hold); everything goes back to old.
 
     Example: switchover rollout abandon --criterion hard_metrics --criterion narrow_gain -m "TTFT x3"
     """

@@ -97,7 +97,7 @@ OPTIONAL_API_FACTS = frozenset({"slots_path", "slots_field"})
 
 
 class ApiSemantics(BaseModel):
-    """OpenAI-compatible API behaviour of one engine (engines.md §2); `sources` cites every field."""
+    """OpenAI-compatible API behaviour of one engine; `sources` cites every field."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -142,7 +142,7 @@ class ApiSemantics(BaseModel):
 
 
 class Readiness(_Cited):
-    """What the engine answers while loading, and when it is ready (engines.md §4)."""
+    """What the engine answers while loading, and when it is ready."""
 
     loading: Literal["connection_refused", "http_503"]
     loading_body: dict[str, Any] | None = None
@@ -232,7 +232,7 @@ class Fp8KvBelow(_Cited):
 
 
 class MemorySemantics(_Cited):
-    """How the engine turns its memory knob into a KV pool (engines.md §1e, capacity.md §2)."""
+    """How the engine turns its memory knob into a KV pool (docs/plan.md, Capacity)."""
 
     budget: Literal[
         "fraction_of_total",  # vLLM: util x total, minus weights, activations, non-torch, graphs

@@ -1,5 +1,5 @@
 """Cache keys that change when the model does: model id + weights hash + tokenizer hash + template hash + prompt
-hash (seed 001 §4: a prefix, semantic or tokenizer cache keyed without them serves the old model's state)."""
+hash (a prefix, semantic or tokenizer cache keyed without them serves the old model's state)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`diff-model`: tokenizer, chat template, generation defaults and weights of two models, and the verdict: hot
-switch possible, or dual-track required, with the reasons (seed 001 §7)."""
+switch possible, or dual-track required, with the reasons (docs/diff-model.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from switchover.model.template import TemplateDiff, diff_templates, load_templat
 from switchover.model.tokenizer import TokenizerDiff, diff_tokenizers, load_tokenizer
 from switchover.model.weights import WeightsFingerprint, weights_hash
 
-PARAM_SCALE_LIMIT = 1.5  # more than 1.5x the parameters: another memory/concurrency budget (seed 001 §7)
+PARAM_SCALE_LIMIT = 1.5  # more than 1.5x the parameters: another memory/concurrency budget (docs/diff-model.md)
 
 Weights = Annotated[WeightsFingerprint | None, Field(
     description="The model's weights fingerprint (old's or new's, as the field is named): a content hash over every "
@@ -77,7 +77,7 @@ def facts(path: str | Path, weights: WeightsFingerprint | None) -> ModelFacts:
 
 
 def judge(d: ModelDiff) -> tuple[str, list[Reason]]:
-    """Hot switch only when budgets, caches and template can be shared (seed 001 §7's one-line rule)."""
+    """Hot switch only when budgets, caches and template can be shared (docs/diff-model.md, Verdict)."""
     r: list[Reason] = []
     t = d.tokenizer
     if not t.same:

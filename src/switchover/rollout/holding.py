@@ -112,7 +112,7 @@ def judge_old(url: str, records: list[ReadyRecord], now: float, stale_after_s: f
 
 
 class Prerequisite(BaseModel):
-    """One thing a rollback needs (seed 000 §6), checked."""
+    """One thing a rollback needs (docs/checklist.md#rollout.rollback), checked."""
 
     name: Literal["config", "weights", "route", "monitoring", "drill", "old_ready"]
     status: PrereqStatus
@@ -128,7 +128,7 @@ def judge_drill(found: tuple[str, DrillResult] | None, now: float, req: DrillReq
     """The latest drill as a prerequisite: recent, recovered, within the acceptable outage."""
     if found is None:
         return Prerequisite(name="drill", status="missing", required=req.required,
-                            detail=f"no drill.json under {req.runs}: run `switchover drill` (seed 000 §6: time "
+                            detail=f"no drill.json under {req.runs}: run `switchover drill` (time "
                             "the rollback once)")
     path, d = found
     age = now - d.started_wall

@@ -1,4 +1,4 @@
-"""The edge of the holding window: check old's readiness, and collect the rollback prerequisites (seed 000 §6:
+"""The edge of the holding window: check old's readiness, and collect the rollback prerequisites (docs/rollout.md:
 config, weights, route, monitoring; plus the last drill and old's readiness). Judging is in holding.py."""
 
 from __future__ import annotations

@@ -22,11 +22,11 @@ class Status(StrEnum):
     ROLLED_BACK = "rolled_back"  # the last transition was a rollback; may advance again
     COMPLETE = "complete"  # at the last stage (after the holding window, when there is one)
     HOLDING = "holding"  # at 100 %, the rollback window open: old kept warm and checked (holding.py)
-    ABANDONED = "abandoned"  # terminal: the migration was called off (seed 000 §7)
+    ABANDONED = "abandoned"  # terminal: the migration was called off (docs/rollout.md)
 
 
 class Criterion(BaseModel):
-    """One of seed 000 §7's abandonment criteria."""
+    """One of the abandonment criteria (docs/rollout.md)."""
 
     key: str
     text: str
@@ -209,7 +209,7 @@ def rollback(
 def abandon(
     state: RolloutState, *, criteria: list[str], now: float, who: str, why: str, force: bool = False
 ) -> tuple[RolloutState, Transition]:
-    """Call the migration off: back to 0 % for good, recording which of seed 000 §7's criteria applied."""
+    """Call the migration off: back to 0 % for good, recording which abandonment criteria applied."""
     _ensure_active(state)
     known = {c.key for c in ABANDON_CRITERIA}
     unknown = [c for c in criteria if c not in known]
@@ -217,7 +217,7 @@ def abandon(
         raise BadInput(f"unknown abandonment criteria {unknown}; choose from {sorted(known)}")
     if len(set(criteria)) < ABANDON_THRESHOLD and not force:
         raise BadInput(
-            f"seed 000 §7 says to consider abandoning when at least {ABANDON_THRESHOLD} criteria hold; "
+            f"switchover's rule (docs/rollout.md) is to consider abandoning when at least {ABANDON_THRESHOLD} criteria hold; "
             f"{len(set(criteria))} given",
             hint="name the criteria with --criterion (repeatable), or pass --force to abandon anyway",
         )

@@ -24,6 +24,7 @@ SECRET_FIELDS = frozenset({
 
 _NAMES = "|".join(sorted((re.escape(n) for n in SECRET_FIELDS if "authorization" not in n), key=len, reverse=True))
 _FLAGS = r"api[-_]?key|access[-_]token|auth[-_]token|token|secret|client[-_]secret|password|passwd"
+_CURL_EDGE = r"\s'\"`()\[\]{},;|=<>"  # what may precede a curl -u flag, and may not be in its user name
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     # scheme://user:pass@host -> scheme://***@host (also user-only and percent-encoded userinfo)
     # (a scheme is at most 32 characters: unbounded, a long run like "ab+ab+…" made this quadratic)
@@ -31,8 +32,11 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     # credentials in a query string: ?token=..., &api_key=..., &sig=...
     (re.compile(r"(?i)([?&](?:token|access_token|api_key|apikey|key|sig|signature|password)=)[^&\s'\"#]+"),
      rf"\1{MASK}"),
-    # curl -u / --user user:pass, and --user=user:pass (a bare `-u` as in `python -u` has no colon: kept)
-    (re.compile(r"(?<![\w-])(-u\s*|--user[=\s]\s*)(['\"]?)[^\s'\":]*:[^\s'\"]+\2"), rf"\1\2{MASK}\2"),
+    # curl -u / --user user:pass, and --user=user:pass (a bare `-u` as in `python -u` has no colon: kept).
+    # Linear: the flag starts only after a character the user name may not hold (a blank, a quote, a bracket...),
+    # so the stretches two attempts scan never overlap (without that, "(-u(-u…" rescanned the rest at every start)
+    (re.compile(rf"(?<![^{_CURL_EDGE}])(-u\s*|--user[=\s]\s*)(['\"]?)[^{_CURL_EDGE}:]*:[^\s'\"`]+\2"),
+     rf"\1\2{MASK}\2"),
     # the credentials of an Authorization header, whatever its scheme (the scheme word is kept)
     (re.compile(r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:[A-Za-z][\w-]*\s+)?)"
                 r"(?!\*\*\*)[^\s\"'\r\n,}]+"), rf"\1{MASK}"),

@@ -217,6 +217,9 @@ class TaskTypesConfig(_Strict):
     rules: list[TaskRule] = Field(default=[], description="Rules naming the task type; the first match wins")
 
 
+MAX_REVIEW_CHARS = 100_000  # review.max_chars at most: see its description
+
+
 class ReviewConfig(_Strict):
     """Human spot-checks: sampled (prompt, old answer, new answer) pairs for `switchover review`."""
 
@@ -230,7 +233,12 @@ class ReviewConfig(_Strict):
         description="Regular expressions masked in prompts and answers before anything is stored "
         "(secrets, e-mail addresses and phone numbers are always masked)",
     )
-    max_chars: int = Field(default=20_000, ge=100, le=1_000_000, description="Prompt / answer characters kept")
+    max_chars: int = Field(
+        default=20_000, ge=100, le=MAX_REVIEW_CHARS,
+        description=f"Prompt / answer characters kept, at most {MAX_REVIEW_CHARS:,}: every kept text is redacted "
+        "in the gateway (off its event loop, in time linear in the text, but CPU per sample all the same) and a "
+        "reviewer reads it on one page; a longer prompt is cut, marked […]",
+    )
     max_concurrency: int = Field(default=2, ge=1, le=64, description="Pair mirrors in flight at most; else skipped")
     timeout_ms: float = Field(default=120_000, gt=0, le=3_600_000, description="One pair's mirrors, at most")
     db: str = Field(default="review.sqlite", description="SQLite file of pairs and ratings, relative to run_dir")

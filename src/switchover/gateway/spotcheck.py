@@ -147,12 +147,14 @@ class SpotCheck:
             log.warning("spot-check pair for %s not made: %s", request_id, type(exc).__name__)
             return
         clean = Redactor(cfg)
-        pair = Pair(ts=ts, day=utc_day(ts), task_type=kind, request_id=request_id, path=path, model=model,
-                    prompt=clean(render_prompt(obj)), old_answer=clean(answer_text(old)),
-                    new_answer=clean(answer_text(new)), old_status=old.status, new_status=new.status,
-                    old_error=None if old.failure is None else clean(old.failure.message)[:300],
-                    new_error=None if new.failure is None else clean(new.failure.message)[:300],
-                    old_finish_reason=old.finish_reason, new_finish_reason=new.finish_reason)
+        # redaction is CPU work over client text (up to review.max_chars each): off the event loop (issue 22)
+        pair = await asyncio.to_thread(lambda: Pair(
+            ts=ts, day=utc_day(ts), task_type=kind, request_id=request_id, path=path, model=model,
+            prompt=clean(render_prompt(obj)), old_answer=clean(answer_text(old)),
+            new_answer=clean(answer_text(new)), old_status=old.status, new_status=new.status,
+            old_error=None if old.failure is None else clean(old.failure.message)[:300],
+            new_error=None if new.failure is None else clean(new.failure.message)[:300],
+            old_finish_reason=old.finish_reason, new_finish_reason=new.finish_reason))
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(None, lambda: self._open(cfg).add_pair(pair))

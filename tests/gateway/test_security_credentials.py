@@ -9,6 +9,7 @@ import hashlib
 import orjson
 import pytest
 
+from switchover.gateway.headers import copy_target, forward_headers
 from switchover.testing import await_holds, await_until
 from tests.gateway.conftest import (
     CHAT_BODY,
@@ -193,3 +194,26 @@ async def test_spot_check_copies_get_no_query_string_key_and_no_vendor_key_heade
         for r in copies:
             assert r.target == "/v1/chat/completions?api-version=2024-10-21"
             assert not {k.lower() for k, _ in VENDOR_KEYS} & r.names(), r.headers
+
+
+def test_vendor_key_headers_reach_a_primary_only_in_passthrough_mode():
+    items = [("X-Tenant-Id", "t1"), ("Content-Type", "application/json"), *VENDOR_KEYS]
+    creds = frozenset(CREDENTIAL_HEADERS)
+    passthrough = forward_headers(items, creds, keep_credentials=True, api_key=None)
+    keys_mode = forward_headers(items, creds, keep_credentials=False, api_key=NEW_ENGINE_KEY)
+    assert [k for k, _ in passthrough] == [k for k, _ in items]  # the client's own, to the arm it chose to trust
+    assert keys_mode == [("X-Tenant-Id", "t1"), ("Content-Type", "application/json"),
+                         ("Authorization", f"Bearer {NEW_ENGINE_KEY}")]
+
+
+@pytest.mark.parametrize(("target", "copy"), [
+    ("/v1/completions", "/v1/completions"),
+    ("/v1/completions?", "/v1/completions"),
+    ("/v1/completions?key=a", "/v1/completions"),
+    ("/v1/completions?API_KEY=a&x=1", "/v1/completions?x=1"),
+    ("/v1/completions?api%2Dkey=a&%6Bey=b&sig=c&auth=d&x-goog-api-key=e", "/v1/completions"),
+    ("/v1/completions?api-version=1&monkey=2&keyboard=3&t=4", "/v1/completions?api-version=1&monkey=2&keyboard=3&t=4"),
+    ("/v1/completions?access+token=a&=b&c", "/v1/completions?=b&c"),
+])
+def test_a_copys_target_loses_only_credential_named_query_parameters(target, copy):
+    assert copy_target(target) == copy

@@ -15,6 +15,7 @@ A copy (shadow, spot-check pair) also loses the query parameters whose names say
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable
@@ -33,6 +34,7 @@ _SECRET_WORDS = ("key", "apikey", "token", "secret", "password", "passwd", "pass
 _SECRET_NAME = re.compile(r"(?:^|[-_.\s])(?:" + "|".join(_SECRET_WORDS) + r")(?:$|[-_.\s])", re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=4096)  # the same header names come back on every request (bounded: names are a client's)
 def secret_named(name: str) -> bool:
     """A header or query parameter name that says it carries a credential (`x-goog-api-key`, `api_key`, `key`,
     `OpenAI-Organization`, `access_token`, `sig`)."""

@@ -21,6 +21,7 @@ from switchover.errors import BadInput
 from switchover.inputs import base_url
 from switchover.readiness import check_ready
 from switchover.redaction import redact
+from switchover.termtext import printable
 
 
 class DrillResult(BaseModel):
@@ -99,7 +100,8 @@ def redact_file(path: Path, max_bytes: int = 64 << 20) -> None:
 async def _drill(stop_cmd: str, start_cmd: str, url: str, model: str | None, stop_timeout_s: float,
                  ready_timeout_s: float, poll_s: float, max_ms: float, out: BinaryIO | None,
                  max_recovery_s: float | None) -> DrillResult:
-    """Stop, start (output to `out`), poll old until the first good response: the timings."""
+    """Stop, start (output to `out`), poll old until the first good response: the timings. Every wait, each
+    readiness check included, ends by its deadline."""
     res = DrillResult(
         url=redact(url),
         stop_command=redact(stop_cmd),
@@ -144,9 +146,17 @@ async def _drill(stop_cmd: str, start_cmd: str, url: str, model: str | None, sto
             if code != 0:
                 res.reason = f"the start command exited with {code}"
                 return res
-        r = await check_ready(url, model=model, max_ms=max_ms, connect_timeout_s=1.0)
+        left = deadline - time.perf_counter()
+        try:  # the deadline bounds each check too: one against a server that never answers took 4 x max_ms
+            r = await asyncio.wait_for(check_ready(url, model=model, max_ms=max_ms,
+                                                   connect_timeout_s=min(1.0, max(left, 0.001))), timeout=left)
+        except TimeoutError:
+            res.checks += 1
+            res.last_state = "slow"
+            res.last_reason = f"a readiness check was still waiting at the {ready_timeout_s:g} s deadline"
+            break
         res.checks += 1
-        res.last_state, res.last_reason = r.state.value, r.reason
+        res.last_state, res.last_reason = r.state.value, printable(r.reason)
         if r.ready:
             now = time.perf_counter()
             res.ready_after_start_s = round(now - t1, 3)
@@ -160,7 +170,7 @@ async def _drill(stop_cmd: str, start_cmd: str, url: str, model: str | None, sto
                 f"(stop {res.stop_s:.2f} s, then {res.ready_after_start_s:.2f} s to ready)"
             )
             return res
-        await asyncio.sleep(poll_s)
+        await asyncio.sleep(max(0.0, min(poll_s, deadline - time.perf_counter())))
     if start.poll() is None:
         res.foreground_pid = start.pid
     res.reason = f"no good response within {ready_timeout_s:g} s of the start command (last: {res.last_reason})"

@@ -95,3 +95,16 @@ def test_a_pasted_wall_of_text_is_refused_quickly() -> None:
         diagnose("p99 up " * 10_000)
     assert time.perf_counter() - t0 < 1.0
     assert diagnose("p99 up " * 70)  # a long but reasonable description still matches
+
+
+def test_a_sentence_sharing_one_word_with_a_symptom_is_no_match_below_the_documented_threshold() -> None:
+    """'my cat ate the gpu' scored 0.34 against slower-on-new-gpu and was printed, exit 0; docs: no match is 2."""
+    from switchover.doctor import MIN_SCORE
+    from tests.cli.runner import run_cli
+
+    assert MIN_SCORE == 0.4  # the figure docs/rollout.md states
+    assert diagnose("my cat ate the gpu") == []
+    code, out, err, _ = run_cli(["doctor", "my cat ate the gpu"])
+    assert code == 2 and "no known symptom matches" in err and not out
+    every = [t for s in SYMPTOMS for t in (s.symptom, *s.aliases)]
+    assert all(diagnose(t[:500]) for t in every)  # every row's own words still match

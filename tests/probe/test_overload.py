@@ -3,9 +3,17 @@ wire/timing.py), without an engine."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
 from aiohttp import web
 
-from switchover.probe.overload import _tpot, _waiting
+from switchover.errors import CheckFailed, Unreachable
+from switchover.probe.overload import _tpot, _waiting, run_overload
 from switchover.testing import FakeEngine
 from switchover.wire import EngineClient
 from switchover.wire.records import RequestRecord, Usage
@@ -52,3 +60,90 @@ def test_tpot_is_missing_below_two_tokens_and_ends_at_the_last_event_with_choice
     rec.usage = Usage(prompt_tokens=1, completion_tokens=3)
     rec.chunk_ns = [40_000_000] * 3  # every token in one read: the gaps were not seen, TPOT is not 0
     assert _tpot(rec) is None
+
+
+# --- nothing answering is not a verdict; the whole run is bounded (issues 22 and 26) -------------------------
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _raw_server(answer: bytes | None) -> Iterator[str]:
+    """A loopback port that accepts and then sends `answer` and closes (None: sends nothing, ever)."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    srv.settimeout(0.2)
+    stop = threading.Event()
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            if answer is None:
+                held.append(conn)  # never answered, never closed
+                continue
+            with conn:
+                conn.recv(65536)
+                conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{srv.getsockname()[1]}"
+    finally:
+        stop.set()
+        srv.close()
+        for c in held:
+            c.close()
+
+
+async def test_nothing_listening_is_unreachable_not_a_neither_verdict() -> None:
+    """It printed 'NEITHER ... raise --max-concurrency' and exited 0."""
+    t0 = time.monotonic()
+    with pytest.raises(Unreachable, match="nothing was measured"):
+        await run_overload(f"http://127.0.0.1:{_closed_port()}", max_concurrency=2, waves=1, timeout_s=2)
+    assert time.monotonic() - t0 < 3
+
+
+async def test_tls_against_plain_http_is_unreachable() -> None:
+    async with FakeEngine().running() as url:
+        with pytest.raises(Unreachable, match="nothing was measured"):
+            await run_overload(url.replace("http://", "https://"), max_concurrency=2, waves=1, timeout_s=2)
+
+
+async def test_a_server_speaking_another_protocol_is_unreachable() -> None:
+    """What a TLS server sends a plain-HTTP client: an alert record, then it closes."""
+    with _raw_server(b"\x15\x03\x01\x00\x02\x02\x46") as url, pytest.raises(Unreachable, match="nothing"):
+        await run_overload(url, max_concurrency=2, waves=1, timeout_s=2)
+
+
+async def test_a_port_that_never_answers_is_unreachable_within_the_timeout() -> None:
+    """It ran past 15 minutes: every request waited its own timeout, level after level."""
+    with _raw_server(None) as url:
+        t0 = time.monotonic()
+        with pytest.raises(Unreachable, match=r"within 1 s"):
+            await run_overload(url, max_concurrency=16, waves=2, timeout_s=1)
+        assert time.monotonic() - t0 < 3
+
+
+async def test_every_request_refused_with_an_error_is_a_failed_check() -> None:
+    engine = FakeEngine()
+    engine.script(weights={"status:400": 1.0})
+    async with engine.running() as url:
+        with pytest.raises(CheckFailed, match="every request at concurrency 1 failed"):
+            await run_overload(url, max_concurrency=2, waves=1, timeout_s=2)
+
+
+async def test_the_whole_run_stops_at_its_deadline_and_says_so() -> None:
+    async with FakeEngine(delay_ms=400).running() as url:
+        t0 = time.monotonic()
+        report = await run_overload(url, max_concurrency=64, waves=2, timeout_s=10, max_run_s=1.5)
+        took = time.monotonic() - t0
+    assert took < 4
+    assert report.stopped and "--max-run-s" in report.stopped
+    assert report.steps[0].ok == 2 and not report.steps[0].cut
+    assert report.verdict != "neither" or "raise --max-run-s" in report.reason

@@ -112,3 +112,20 @@ def test_cli_writes_the_figure_to_a_run_directory(tmp_path: Path, capsys: pytest
     [run] = list(tmp_path.glob("*-drill"))
     saved = orjson.loads((run / "drill.json").read_bytes())
     assert saved["ok"] is False and saved["start_exit_code"] == 3
+
+
+async def test_a_server_that_never_answers_cannot_hold_the_drill_past_its_deadline() -> None:
+    """One readiness check against it waited 4 x max_ms + 1 s (21 s) whatever ready_timeout_s said."""
+    import socket
+    import time
+
+    srv = socket.create_server(("127.0.0.1", 0))  # accepts (the kernel's backlog), never answers
+    try:
+        t0 = time.monotonic()
+        res = await run_drill(stop_cmd="true", start_cmd="true", url=f"http://127.0.0.1:{srv.getsockname()[1]}",
+                              ready_timeout_s=1.0, max_ms=5000, poll_s=0.05)
+        took = time.monotonic() - t0
+    finally:
+        srv.close()
+    assert not res.ok and took < 3, (took, res.reason)
+    assert res.last_state == "slow" and "1 s deadline" in (res.last_reason or "")

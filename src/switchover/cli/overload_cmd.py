@@ -24,13 +24,18 @@ def register(app: typer.Typer) -> None:
         waves: int = typer.Option(2, "--waves", parser=params.count(hi=100),
                                   help="Requests per level = concurrency x waves."),
         max_tokens: int = typer.Option(32, "--max-tokens", parser=params.TOKENS, help="Output tokens per request."),
-        timeout_s: float = typer.Option(120.0, "--timeout-s", parser=params.SECONDS, help="Per request."),
+        timeout_s: float = typer.Option(120.0, "--timeout-s", parser=params.SECONDS, help="Per request (and for "
+                                        "the first GET /v1/models: no answer within it is exit 3)."),
+        max_run_s: float = typer.Option(900.0, "--max-run-s", parser=params.SECONDS, help="The whole run: a level "
+                                        "still running then is stopped and the report says so."),
         api_key_env: str | None = params.api_key_env(),
         json_out: bool = params.json_flag("the report"),
     ) -> None:
         """Raise concurrency past the engine's limit and say whether it rejects (429/503), queues (requests wait:
         its waiting gauge, or TTFT grows while TPOT holds) or slows (TPOT grows), and from which concurrency on
-        (seed 000 §1: reject or wait). Bounded: (1 + 2 + 4 + ... + max) x waves requests.
+        (seed 000 §1: reject or wait). Bounded: (1 + 2 + 4 + ... + max) x waves requests, each by --timeout-s, the
+        whole run by --max-run-s. Exit 3 when nothing answers (refused, timed out, TLS against plain HTTP), 1 when
+        every request at concurrency 1 failed.
 
         Example: switchover overload http://127.0.0.1:8000 --engine vllm --max-concurrency 32 --json
         """
@@ -43,7 +48,7 @@ def register(app: typer.Typer) -> None:
         with err_console.status("raising concurrency..."):
             report = run(run_overload(url, model=model, profile=profile, max_concurrency=max_concurrency,
                                       waves=waves, max_tokens=max_tokens, timeout_s=timeout_s,
-                                      api_key_env=api_key_env))
+                                      api_key_env=api_key_env, max_run_s=max_run_s))
         if json_out:
             print_json(report)
             return
@@ -61,3 +66,5 @@ def register(app: typer.Typer) -> None:
         console.print(table)
         slots = f"; the engine reports {report.slots} slots" if report.slots else ""
         console.print(f"{report.verdict.upper()}: {escape(report.reason)}{slots}", highlight=False, soft_wrap=True)
+        if report.stopped:
+            console.print(f"[yellow]stopped early:[/] {escape(report.stopped)}", highlight=False, soft_wrap=True)

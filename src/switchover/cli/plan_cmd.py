@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
@@ -25,7 +24,7 @@ from switchover.plan.choose_models import resolve_model
 from switchover.plan.grace import grace_report, latency_from_bench, required_grace
 from switchover.plan.interconnect import host_from
 from switchover.plan.overhead import resolve_version
-from switchover.plan.parallel import check_layout, plan_layouts
+from switchover.plan.parallel import Layout, check_layout, plan_layouts
 from switchover.plan.weight_format import weight_format
 
 app = typer.Typer(help="Will it fit, with which flags, on which GPUs, and what did the old flags really mean?\n\n"
@@ -261,6 +260,7 @@ def parallel_cmd(
             err_console.print(f"engine: {release.note}", markup=False, highlight=False)
         if card.weights.warning:  # the JSON stays a list of layouts; the caveat goes to stderr
             err_console.print(f"warning: {card.weights.warning}", markup=False, highlight=False)
+        _fail_unless_one_fits(layouts, host.gpus)
         return
     table = Table("TP", "PP", "DP", "EP", "legal", "KV tokens/replica", "conc/replica", "total conc", "notes")
     illegal = [x for x in layouts if not x.legal]
@@ -280,6 +280,15 @@ def parallel_cmd(
         console.print(f"... and {len(illegal) - MAX_ILLEGAL_ROWS} more illegal layouts (--json lists every one)")
     if card.weights.warning:
         console.print(f"  [yellow]warning:[/] {escape(card.weights.warning)}", highlight=False)
+    _fail_unless_one_fits(layouts, host.gpus)
+
+
+def _fail_unless_one_fits(layouts: list[Layout], gpus: int) -> None:
+    """Exit 1 (as `plan capacity` does) when no layout is legal: nothing fits on these GPUs."""
+    if not any(x.legal for x in layouts):
+        first = next((r for x in layouts for r in x.reasons), "no layout")
+        raise CheckFailed(f"no layout fits on {gpus} GPU(s): {first}" + (f" (and {len(layouts) - 1} more layouts "
+                                                                         "illegal)" if len(layouts) > 1 else ""))
 
 
 @app.command("canary")
@@ -385,8 +394,9 @@ def grace_cmd(
             console.print(f"  [yellow]warning:[/] {escape(w)}", highlight=False)
         for skipped in report.skipped:
             console.print(f"  [yellow]not read:[/] {escape(skipped)}", highlight=False)
-    if not report.ok:
-        sys.exit(1)
+    if not report.ok:  # a setting shorter than the need fails; a client-timeout warning only warns (exit 0)
+        raise CheckFailed(f"{sum(not f.ok for f in report.findings)} deploy setting(s) shorter than the "
+                          f"{need.required_s:.0f} s grace needed")
 
 app.command("choose")(choose_cmd)  # `plan choose` lives in cli/choose_cmd.py
 app.command("translate")(translate_cmd)  # `plan translate` lives in cli/translate_cmd.py

@@ -18,12 +18,12 @@ def register(app: typer.Typer) -> None:
         json_out: bool = params.json_flag("the rebuilt check report (check.json)"),
     ) -> None:
         """Re-judge a check run from the results it kept and rewrite check.json, report.html and report.md.
-        Reads only the run directory: no engine is contacted.
+        Reads only the run directory: no engine is contacted. Exits as `check` does: 0 go, 1 no-go or incomplete.
 
         Example: switchover report runs/20261129T120000Z-check
         """
         from switchover.check.runner import build_report, write_outputs
-        from switchover.cli.check_cmd import render
+        from switchover.cli.check_cmd import exit_for, render
         from switchover.runs import RunDir
 
         rd = RunDir.open(run_dir)
@@ -37,3 +37,4 @@ def register(app: typer.Typer) -> None:
             print_json(rebuilt)
         else:
             render(rebuilt, out["html"])
+        exit_for(rebuilt)  # a script doing `switchover report RUN && deploy` must not deploy a no-go

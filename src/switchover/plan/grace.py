@@ -62,7 +62,8 @@ class GraceReport(BaseModel):
 
     @property
     def ok(self) -> bool:
-        return all(f.ok for f in self.findings) and not self.warnings
+        """Every scanned setting covers the need; warnings (a short client timeout) are told, not failed."""
+        return all(f.ok for f in self.findings)
 
 
 def required_grace(max_tokens: int, tpot_p99_ms: float, ttft_p99_ms: float | None = None,

@@ -11,11 +11,17 @@ scraped while the level runs) where it has one. The verdict:
   slower batch);
 - `slows` where TPOT grew instead (a bigger batch, every request slower);
 - `neither` when no level did any of these (the bound was below the limit: raise --max-concurrency).
+
+Nothing answering is not a verdict: an endpoint that refuses, times out or speaks another protocol (TLS against
+plain HTTP) on GET /v1/models, or whose first level got no HTTP answer at all, is Unreachable (exit 3), and a first
+level where every request was refused with an error status is a failed check (exit 1). The whole run has a
+deadline (`max_run_s`): a level still running at it is stopped, and the report says so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Collection
 from typing import Literal
@@ -25,12 +31,17 @@ from pydantic import BaseModel, Field
 from switchover.bench.scrape import parse_metrics
 from switchover.bench.stats import percentile
 from switchover.engines.profile import EngineProfile
+from switchover.errors import CheckFailed, Unreachable
+from switchover.termtext import printable
 from switchover.wire import timing
-from switchover.wire.client import EngineClient, Timeouts
-from switchover.wire.records import FailureKind, RequestRecord
+from switchover.wire.client import EngineClient, HttpResult, Timeouts
+from switchover.wire.records import Failure, FailureKind, RequestRecord
 
 Verdict = Literal["rejects", "queues", "slows", "neither"]
 REJECT_STATUSES = frozenset({429, 503})
+# failures that mean no HTTP exchange took place: nothing was measured
+_NO_ANSWER = frozenset({FailureKind.CONNECT, FailureKind.CONNECT_TIMEOUT, FailureKind.FIRST_BYTE_TIMEOUT,
+                        FailureKind.TOTAL_TIMEOUT, FailureKind.DISCONNECTED, FailureKind.PROTOCOL})
 
 
 class OverloadStep(BaseModel):
@@ -46,6 +57,7 @@ class OverloadStep(BaseModel):
     tpot_p50_ms: float | None = None
     waiting_max: float | None = Field(default=None, description="Engine's waiting-requests gauge, highest seen")
     seconds: float
+    cut: bool = Field(default=False, description="Stopped by the whole-run deadline before every request ended")
 
 
 class OverloadReport(BaseModel):
@@ -62,6 +74,8 @@ class OverloadReport(BaseModel):
     waiting_metric: str | None = None
     steps: list[OverloadStep]
     reason: str
+    stopped: str | None = Field(default=None, description="Why the run ended before its last level (the whole-run "
+                                "deadline); None: every level ran")
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -69,12 +83,13 @@ def _pct(values: list[float], q: float) -> float | None:
     return percentile(values, q) if values else None
 
 
-async def _waiting(client: EngineClient, name: str | None, path: str = "/metrics") -> float | None:
+async def _waiting(client: EngineClient, name: str | None, path: str = "/metrics",
+                   timeout_s: float = 5.0) -> float | None:
     """The waiting gauge now (summed over its series, read by bench/scrape.py's parser), or None without one
-    (no gauge in the profile, /metrics not answering or unreadable, or the series not exposed)."""
+    (no gauge in the profile, /metrics not answering within timeout_s or unreadable, or the series not exposed)."""
     if name is None:
         return None
-    res = await client.request("GET", path)
+    res = await client.request("GET", path, timeout=timeout_s)
     if res.failure is not None or res.status != 200:
         return None
     rows = parse_metrics(res.body.decode("utf-8", "replace"), {name: "waiting"}, endpoint="", t_ns=0, wall=0.0)
@@ -100,7 +115,10 @@ async def _slots(client: EngineClient, profile: EngineProfile | None) -> int | N
 
 async def _level(client: EngineClient, model: str | None, concurrency: int, waves: int, max_tokens: int,
                  waiting_name: str | None, extra: dict[str, object], metrics_path: str = "/metrics",
-                 reject: Collection[int] = REJECT_STATUSES) -> OverloadStep:
+                 reject: Collection[int] = REJECT_STATUSES, deadline: float = math.inf
+                 ) -> tuple[OverloadStep, list[Failure]]:
+    """One level, its requests cancelled at `deadline` (time.monotonic()) if still running (then `cut`); and the
+    failures of its requests."""
     t0 = time.monotonic()
     sem = asyncio.Semaphore(concurrency)
     records: list[RequestRecord] = []
@@ -113,21 +131,30 @@ async def _level(client: EngineClient, model: str | None, concurrency: int, wave
 
     waiting_max: float | None = None
     task = asyncio.ensure_future(asyncio.gather(*(one(i) for i in range(concurrency * waves))))
+    cut = False
     while not task.done():
-        w = await _waiting(client, waiting_name, metrics_path)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            task.cancel()
+            await asyncio.wait([task])
+            cut = True
+            break
+        w = await _waiting(client, waiting_name, metrics_path, min(5.0, left))
         if w is not None:
             waiting_max = w if waiting_max is None else max(waiting_max, w)
-        await asyncio.wait([task], timeout=0.02)  # a short request may wait only briefly: look often
-    await task
+        await asyncio.wait([task], timeout=min(0.02, max(left, 0.001)))  # a short request may wait only briefly
+    if not cut:
+        await task
     ok = [r for r in records if r.failure is None]
     rejected = sum(1 for r in records if r.failure is not None and r.failure.kind is FailureKind.HTTP_STATUS
                    and r.status in reject)
     ttft = [r.ttft_ns / 1e6 for r in ok if r.ttft_ns is not None]
     tpots = [t for r in ok if (t := _tpot(r)) is not None]
+    failures = [r.failure for r in records if r.failure is not None]
     return OverloadStep(concurrency=concurrency, sent=len(records), ok=len(ok), rejected=rejected,
                         other_errors=len(records) - len(ok) - rejected, ttft_p50_ms=_pct(ttft, 50),
                         ttft_p90_ms=_pct(ttft, 90), tpot_p50_ms=_pct(tpots, 50), waiting_max=waiting_max,
-                        seconds=round(time.monotonic() - t0, 2))
+                        seconds=round(time.monotonic() - t0, 2), cut=cut), failures
 
 
 def _tpot(rec: RequestRecord) -> float | None:
@@ -172,32 +199,91 @@ def judge(steps: list[OverloadStep], queue_factor: float = 2.0) -> tuple[Verdict
     return "neither", None, None, None, f"nothing up to concurrency {top}: raise --max-concurrency past the limit"
 
 
-async def run_overload(url: str, *, model: str | None = None, profile: EngineProfile | None = None,
-                       max_concurrency: int = 16, waves: int = 2, max_tokens: int = 32, timeout_s: float = 120.0,
-                       api_key_env: str | None = None, queue_factor: float = 2.0) -> OverloadReport:
-    """Raise concurrency 1, 2, 4, ... up to max_concurrency; bounded by (1 + 2 + ... ) × waves requests."""
+def _reachable(url: str, res: HttpResult, timeout_s: float) -> None:
+    """Unreachable unless GET /v1/models got an HTTP answer (any status: some engines serve no model list)."""
+    if res.failure is None or res.failure.kind not in _NO_ANSWER:
+        return
+    kind = res.failure.kind
+    if kind in (FailureKind.FIRST_BYTE_TIMEOUT, FailureKind.TOTAL_TIMEOUT):
+        why = f"no answer to GET /v1/models within {timeout_s:g} s (--timeout-s)"
+    else:
+        why = printable(res.failure.message, 300)
+    raise Unreachable(f"{url}: {why}; nothing was measured",
+                      hint="is the engine up on that address and scheme (http:// or https://)?")
+
+
+def _first_level_measured(url: str, step: OverloadStep, failures: list[Failure]) -> None:
+    """Concurrency 1 must have been answered: no HTTP answer at all is Unreachable, nothing but error answers a
+    failed check (exit 1); either way there is nothing to judge."""
+    if step.ok or step.rejected or step.cut or not failures:
+        return
+    first = printable(failures[0].message, 300)
+    if all(f.kind in _NO_ANSWER for f in failures):
+        raise Unreachable(f"{url}: no request at concurrency 1 got an answer ({first}); nothing was measured")
+    raise CheckFailed(f"{url}: every request at concurrency 1 failed ({first}); nothing was measured")
+
+
+def _levels(max_concurrency: int) -> list[int]:
     levels = [1]
     while levels[-1] * 2 <= max_concurrency:
         levels.append(levels[-1] * 2)
     if levels[-1] != max_concurrency:
         levels.append(max_concurrency)
+    return levels
+
+
+async def run_overload(url: str, *, model: str | None = None, profile: EngineProfile | None = None,
+                       max_concurrency: int = 16, waves: int = 2, max_tokens: int = 32, timeout_s: float = 120.0,
+                       api_key_env: str | None = None, queue_factor: float = 2.0,
+                       max_run_s: float = 900.0) -> OverloadReport:
+    """Raise concurrency 1, 2, 4, ... up to max_concurrency; bounded by (1 + 2 + ... ) × waves requests, each by
+    timeout_s, and the whole run by max_run_s."""
+    deadline = time.monotonic() + max_run_s
+    levels = _levels(max_concurrency)
     spec = profile.metric("waiting") if profile is not None else None
     waiting_name = spec.name if spec is not None else None
     metrics_path = profile.metrics_endpoint.path if profile is not None else "/metrics"
     overload = profile.api.overload_status if profile is not None else None
     reject = REJECT_STATUSES | {overload} if overload is not None else REJECT_STATUSES
-    t = Timeouts(connect=5.0, first_byte=timeout_s, idle=timeout_s, total=timeout_s)
+    t = Timeouts(connect=min(5.0, timeout_s), first_byte=timeout_s, idle=timeout_s, total=timeout_s)
+    steps: list[OverloadStep] = []
+    stopped = None
     async with EngineClient(url, api_key_env=api_key_env, timeouts=t) as client:
+        listing = await client.request("GET", "/v1/models", timeout=min(timeout_s, max_run_s))
+        _reachable(url, listing, min(timeout_s, max_run_s))
         if model is None:
-            names = await client.models()
-            model = names[0] if names else None
+            model = _first_model(listing)
         slots = await _slots(client, profile)
         # every answer the same length where the engine can be told to ignore EOS (its profile says how)
         field = profile.api.ignore_eos_field if profile is not None else None
         extra: dict[str, object] = {field: True} if field else {}
-        steps = [await _level(client, model, c, waves, max_tokens, waiting_name, extra, metrics_path, reject)
-                 for c in levels]
-    verdict, rej, que, slow, reason = judge(steps, queue_factor)
+        for c in levels:
+            if time.monotonic() >= deadline:
+                stopped = f"the {max_run_s:g} s run deadline (--max-run-s) passed before concurrency {c}"
+                break
+            step, failed = await _level(client, model, c, waves, max_tokens, waiting_name, extra, metrics_path,
+                                        reject, deadline)
+            steps.append(step)
+            if c == levels[0]:
+                _first_level_measured(url, step, failed)
+            if step.cut:
+                stopped = f"the {max_run_s:g} s run deadline (--max-run-s) cut concurrency {c} short"
+                break
+    verdict, rej, que, slow, reason = judge([s for s in steps if not s.cut], queue_factor)
+    if stopped is not None and verdict == "neither":
+        top = max((s.concurrency for s in steps if not s.cut), default=0)
+        reason = f"nothing up to concurrency {top} before the deadline: raise --max-run-s (or lower --waves)"
     return OverloadReport(url=url, engine=profile.name if profile else None, model=model, verdict=verdict,
                           first_reject_at=rej, first_queue_at=que, first_slow_at=slow, slots=slots,
-                          waiting_metric=waiting_name, steps=steps, reason=reason)
+                          waiting_metric=waiting_name, steps=steps, reason=reason, stopped=stopped)
+
+
+def _first_model(listing: HttpResult) -> str | None:
+    """The first id /v1/models lists; None when it lists none or cannot be read."""
+    if listing.failure is not None or listing.status != 200:
+        return None
+    try:
+        data = listing.json().get("data", [])
+        return str(data[0]["id"]) if data else None
+    except (ValueError, AttributeError, KeyError, TypeError, IndexError):
+        return None

@@ -1,0 +1,141 @@
+"""The exit-code contract of docs/cli.md, run in process: each verb's success, failure, warning and unreachable
+paths exit 0 / 1 / 0 / 3, and bad input 2 — so `switchover X && deploy` never goes ahead on a failure."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from switchover.testing import FakeEngine
+from tests.check import builders as b
+from tests.cli.runner import run_cli
+
+OK, FAILED, BAD_INPUT, UNREACHABLE = 0, 1, 2, 3
+SMALL = "builtin:meta-llama/Llama-3.1-8B-Instruct"
+LARGE = "builtin:Qwen/Qwen3-32B"
+DEPLOY = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: llm}
+spec:
+  template:
+    spec:
+      terminationGracePeriodSeconds: 30
+      containers:
+      - name: engine
+        image: x
+"""
+
+
+def _closed_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+@contextlib.contextmanager
+def _silent_port() -> Iterator[str]:
+    """Accepts connections and never answers."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                held.append(srv.accept()[0])
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{srv.getsockname()[1]}"
+    finally:
+        stop.set()
+        srv.close()
+        for c in held:
+            c.close()
+
+
+def _expect(argv: list[str], code: int, *needles: str) -> str:
+    got, out, err, _ = run_cli(argv)
+    assert got == code, (argv, got, out[-800:], err[-800:])
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in out + err, (n, out[-800:], err[-800:])
+    return out + err
+
+
+# --- doctor ---------------------------------------------------------------------------------------------------
+
+def test_doctor_a_match_is_0_no_match_is_2() -> None:
+    _expect(["doctor", "p99 up, qps flat"], OK, "p99-up-qps-flat")
+    _expect(["doctor", "my cat ate the gpu"], BAD_INPUT, "no known symptom matches")  # was 0 with a 0.34 match
+
+
+# --- plan -------------------------------------------------------------------------------------------------------
+
+def test_plan_capacity_fits_0_does_not_fit_1_unknown_gpu_2() -> None:
+    _expect(["plan", "capacity", "-m", SMALL, "-e", "vllm", "--gpu", "H100-80G", "--json"], OK)
+    _expect(["plan", "capacity", "-m", LARGE, "-e", "vllm", "--gpu", "L4-24G", "--json"], FAILED, "does not fit")
+    _expect(["plan", "capacity", "-m", SMALL, "-e", "vllm", "--gpu", "H999"], BAD_INPUT, "H999")
+
+
+def test_plan_parallel_exits_1_when_no_layout_fits_as_capacity_does() -> None:
+    _expect(["plan", "parallel", "-m", SMALL, "-e", "vllm", "--gpu", "H100-80G", "--gpus", "2", "--json"], OK)
+    for fmt in ([], ["--json"]):  # was 0 on both
+        _expect(["plan", "parallel", "-m", LARGE, "-e", "vllm", "--gpu", "L4-24G", "--gpus", "1", *fmt], FAILED,
+                "no layout fits on 1 GPU")
+
+
+def test_plan_grace_a_warning_is_0_a_short_setting_is_1(tmp_path: Path) -> None:
+    base = ["plan", "grace", "--max-tokens", "2000", "--tpot-p99-ms", "35"]
+    _expect(base, OK, "77 s")
+    _expect([*base, "--client-timeout-s", "10"], OK, "warning: client timeout 10 s")  # was 1
+    (tmp_path / "deploy.yaml").write_text(DEPLOY)
+    _expect([*base, "--scan", str(tmp_path)], FAILED, "SHORT", "shorter than the 77 s")
+    _expect(["plan", "grace", "--max-tokens", "2000"], BAD_INPUT, "no TPOT given")
+
+
+# --- report -------------------------------------------------------------------------------------------------------
+
+def test_report_exits_as_check_does_0_go_1_no_go_2_not_a_run(tmp_path: Path) -> None:
+    go = Path(b.write_run(tmp_path / "go", b.full_evidence()).path)
+    _expect(["report", str(go)], OK, "VERDICT: GO")
+    no_go = Path(b.write_run(tmp_path / "nogo", b.full_evidence(grace=b.grace(configured=[30.0]))).path)
+    _expect(["report", str(no_go)], FAILED, "VERDICT: NO-GO", "no-go:")  # was 0
+    _expect(["report", str(no_go), "--json"], FAILED, '"overall": "no-go"')
+    (tmp_path / "empty").mkdir()
+    _expect(["report", str(tmp_path / "empty")], BAD_INPUT, "not a check run directory")
+
+
+# --- overload -----------------------------------------------------------------------------------------------------
+
+FAST = ["--max-concurrency", "2", "--waves", "1", "--max-tokens", "4", "--timeout-s", "2"]
+
+
+def test_overload_measured_0_all_refused_1_bad_input_2_unreachable_3() -> None:
+    engine = FakeEngine()
+    with engine.in_thread() as url:
+        _expect(["overload", url, *FAST], OK, "concurrency")
+        engine.script(weights={"status:400": 1.0})
+        _expect(["overload", url, *FAST], FAILED, "every request at concurrency 1 failed")
+    _expect(["overload", "not a url", *FAST], BAD_INPUT)
+    _expect(["overload", _closed_url(), *FAST], UNREACHABLE, "nothing was measured")  # was 0, "NEITHER"
+
+
+def test_overload_tls_against_plain_http_and_a_silent_port_are_unreachable_within_the_timeout() -> None:
+    with FakeEngine().in_thread() as url:
+        _expect(["overload", url.replace("http://", "https://"), *FAST], UNREACHABLE, "nothing was measured")
+    with _silent_port() as url:
+        got, _, err, took = run_cli(["overload", url, *FAST[:-1], "1"])
+    assert got == UNREACHABLE and "within 1 s" in err and took < 5, (got, err, took)
+
+
+@pytest.mark.parametrize("verb", ["ready", "overload"])
+def test_unreachable_is_3_across_verbs(verb: str) -> None:
+    extra = FAST if verb == "overload" else []
+    _expect([verb, _closed_url(), *extra], UNREACHABLE)

@@ -35,6 +35,7 @@ from switchover.plan.translate_values import (
     Result,
     spelled,
 )
+from switchover.words import plain
 
 # Intents that are not values to copy: they need the model and GPU to convert (see plan capacity).
 MEANING_DIFFERS = {"gpu_memory_fraction", "block_size", "max_batched_tokens_per_step", "max_waiting_queue"}
@@ -328,7 +329,7 @@ def api_differences(src: EngineProfile, dst: EngineProfile) -> list[LostItem]:
         a, b = getattr(src.api, fact), getattr(dst.api, fact)
         if a != b:
             out.append(LostItem(intent=f"api.{fact}", kind="different_default",
-                                detail=f"{fact}: {src.name} {a!r} -> {dst.name} {b!r}",
+                                detail=f"{fact}: {src.name} {plain(a)} -> {dst.name} {plain(b)}",
                                 source=dst.api.sources.get(fact)))
     return out
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from switchover.report.words import plain
+from switchover.words import plain
 
 
 @pytest.mark.parametrize(("value", "unit", "words"), [

@@ -12,6 +12,7 @@ from switchover.config.gateway import ClientsConfig, GatewayConfig
 from switchover.errors import BadInput
 from switchover.gateway.clients import SEED_FILE, ClientPolicy, Verdict, deployment_seed
 from switchover.gateway.policy import ANONYMOUS, bucket_of, tenant_hash, threshold
+from switchover.testing import await_until
 from tests.gateway.conftest import CHAT_BODY, chat, exchange, http_request, recorded_stack, request_rows, stack
 
 KEY_A = "sk-client-team-a-5c1e9b7d"
@@ -181,3 +182,12 @@ async def test_thirty_failing_requests_from_one_client_do_not_latch_the_kill_swi
         assert s.gw.killswitch.latched
         status, body, _ = await s.post(chat(), headers={"Authorization": f"Bearer {KEY_B}"})
         assert status == 200 and s.rows()[-1].route_reason == "kill_switch", orjson.loads(body)
+
+
+async def test_a_reloaded_tenant_seed_file_waits_for_a_restart_and_the_log_says_so(tmp_path, caplog):
+    async with stack(tmp_path, weight=50) as s:
+        seed = s.gw.tenant_seed
+        s.rewrite(tenant_seed_file=str(tmp_path / "other.seed"))
+        await await_until(lambda: s.gw.live.gw.tenant_seed_file is not None, 5, "the rewrite reloaded")
+        assert s.gw.tenant_seed == seed and not (tmp_path / "other.seed").exists()
+        assert "tenant_seed_file changes take effect only after a restart" in caplog.text

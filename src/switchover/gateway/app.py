@@ -278,8 +278,8 @@ class Gateway:
         ks = g.kill_switch
         self.killswitch.configure(ks.window, ks.min_samples, ks.max_fallback_ratio, ks.enabled,
                                   client_share=ks.max_client_share)
-        if (old.listen, old.run_dir) != (g.listen, g.run_dir):
-            log.warning("listen / run_dir changes take effect only after a restart")
+        if (old.listen, old.run_dir, old.tenant_seed_file) != (g.listen, g.run_dir, g.tenant_seed_file):
+            log.warning("listen / run_dir / tenant_seed_file changes take effect only after a restart")
         if self.front is not None:
             self.front.limits = g.limits  # new connections get the new limits
         if old.clients != g.clients:

@@ -103,6 +103,39 @@ def test_defaults_is_no_go_on_a_breaking_api_difference(results, expected) -> No
     assert verdict("engine.defaults", probe=b.probe(*results))[0] == expected
 
 
+def test_an_observation_its_engine_profile_does_not_predict_is_a_warning() -> None:
+    same = b.probe_result("stop.count", "stop", "same")
+    assert same.new is not None
+    same.new.value, same.new.expected, same.new.profile_match = "accepted", {"status": 400}, False
+    report = b.probe(same)
+    report.new.engine = "vllm"
+    v, j = verdict("engine.defaults", probe=report)
+    assert v == "warn"
+    assert any("probe stop.count on new" in w and "vllm profile predicts" in w for w in j.warn), j.warn
+    same.new.profile_match = True
+    assert verdict("engine.defaults", probe=report)[0] == "go"
+
+
+def test_check_probes_each_side_with_its_engine_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    import switchover.probe as probe_pkg
+    from switchover.check import parts
+    from switchover.config.migration import Migration
+
+    seen = {}
+
+    async def fake_run_probes(old, new, probes, opts, on_progress=None):  # type: ignore[no-untyped-def]
+        seen["engines"] = (old.engine, new.engine)
+        return b.probe()
+
+    monkeypatch.setattr(probe_pkg, "run_probes", fake_run_probes)
+    m = Migration.model_validate({"old": {"url": "http://127.0.0.1:1", "engine": "vllm"},
+                                  "new": {"url": "http://127.0.0.1:2", "engine": "llamacpp"}})
+    asyncio.run(parts.probe_part(m, CheckSection(), lambda *a: None))
+    assert seen["engines"] == ("vllm", "llamacpp")  # was (None, None): no profile expectation was checked
+
+
 def test_defaults_without_probe_is_not_run() -> None:
     assert verdict("engine.defaults")[0] == "not-run"
 

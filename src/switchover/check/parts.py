@@ -255,8 +255,10 @@ async def probe_part(m: Migration, s: CheckSection, progress: Progress) -> Probe
 
     probes = select(s.probe.only, s.probe.skip)
     opts = ProbeOptions(api=s.probe.api, time_budget_s=s.probe.budget_s)  # type: ignore[arg-type]
-    return await run_probes(Target(m.old.url, m.old.model, m.old.api_key_env),
-                            Target(m.new.url, m.new.model, m.new.api_key_env), probes, opts, on_progress=progress)
+    # each side's engine: its profile's expectations are checked, as `switchover probe --old-engine` does
+    return await run_probes(Target(m.old.url, m.old.model, m.old.api_key_env, engine=engine_name(m.old)),
+                            Target(m.new.url, m.new.model, m.new.api_key_env, engine=engine_name(m.new)), probes,
+                            opts, on_progress=progress)
 
 
 # ------------------------------------------------------------------------------------------------ verify

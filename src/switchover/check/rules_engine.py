@@ -13,6 +13,7 @@ from switchover.verify.report import EquivalenceReport, LongInputCheck, LongInpu
 
 if TYPE_CHECKING:
     from switchover.bench.results import BenchReport
+    from switchover.probe.report import ProbeReport, ProbeResult
 
 S = TypeVar("S", StructuredSide, LongInputSide)
 
@@ -48,8 +49,21 @@ def probe_differences(ev: Evidence, j: Judgement, categories: tuple[str, ...], *
             j.warn.append(text)
     if same and not differs:
         j.ok.append(f"{len(same)} {label} probe(s) behave the same on old and new")
+    _profile_mismatches(probe, results, j)
     if probe.partial:
         j.missing.append(f"probe report partial: {probe.partial_reason}")
+
+
+def _profile_mismatches(probe: ProbeReport, results: Sequence[ProbeResult], j: Judgement) -> None:
+    """A side whose observation differs from what its engine's profile predicts at default flags (warn: a launch
+    flag may change it, or the engine release behaves otherwise than the profile says)."""
+    for r in results:
+        for side, obs, info in (("old", r.old, probe.old), ("new", r.new, probe.new)):
+            if obs is not None and obs.profile_match is False:
+                engine = (info.engine if info is not None else None) or "its engine"
+                j.warn.append(f"probe {r.id} on {side}: observed {_short(str(obs.value))!r}, but the {engine} "
+                              f"profile predicts {_short(str(obs.expected))!r} at default flags (a launch flag may "
+                              f"change it; engines/data/{engine}.yaml cites the source)")
 
 
 def _bench_link(ev: Evidence, j: Judgement) -> BenchReport | None:

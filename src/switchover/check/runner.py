@@ -69,9 +69,11 @@ class CheckRun:
     """One pre-flight over a migration file."""
 
     def __init__(self, migration: Migration, settings: CheckSection, *, config_path: Path | None = None,
-                 runs_dir: Path | None = None, on_event: Events | None = None) -> None:
+                 runs_dir: Path | None = None, on_event: Events | None = None,
+                 left_out: dict[str, str] | None = None) -> None:
         self.m = migration
         self.s = settings
+        self.left_out = left_out or {}  # part -> why the command line left it out (--only / --skip)
         self.config_path = config_path
         self.base = config_path.resolve().parent if config_path else Path.cwd()
         runs = Path(settings.runs_dir).expanduser()
@@ -88,6 +90,8 @@ class CheckRun:
         self.rd.write_json("parts", [p.model_dump() for p in self.parts.values()])
 
     def _enabled(self, part: str) -> tuple[bool, str | None]:
+        if part in self.left_out:
+            return False, self.left_out[part]
         if not getattr(self.s, part).enabled:
             return False, f"disabled in switchover.yaml (check.{part}.enabled: false)"
         if part == "diff_model" and not (self.s.diff_model.old and self.s.diff_model.new):

@@ -54,7 +54,7 @@ def register(app: typer.Typer) -> None:
         runs_dir: Path = typer.Option(None, "--runs-dir", help="Where the run directory goes (default: runs_dir).",
                                       parser=params.OUT_DIR),
         only: list[str] = typer.Option(None, "--only", help="Run only these parts (plan, probe, verify, live_model, "
-                                                             "metrics, diff_model, bench, grace)."),
+                                                             "metrics, diff_model, bench, grace, rollback)."),
         skip: list[str] = typer.Option(None, "--skip", help="Skip these parts."),
         json_out: bool = params.json_flag("the check report (check.json)"),
     ) -> None:
@@ -74,16 +74,16 @@ def register(app: typer.Typer) -> None:
         for name in [*(only or []), *(skip or [])]:
             if name not in PARTS:
                 raise BadInput(f"unknown part {name!r}", hint=f"parts: {', '.join(PARTS)}")
-        for name in PARTS:
-            if (only and name not in only) or (skip and name in skip):
-                getattr(settings, name).enabled = False
+        left_out = {name: "left out by --only" if only and name not in only else "skipped by --skip"
+                    for name in PARTS if (only and name not in only) or (skip and name in skip)}
         with err_console.status("check: starting ...") as status:
             def on_event(part: str, msg: str) -> None:
                 if is_milestone(msg):
                     err_console.print(f"[bold]{part}[/]: {msg}", highlight=False, soft_wrap=True)
                 status.update(f"{part}: {msg[:100]}")
 
-            runner = CheckRun(m, settings, config_path=config, runs_dir=runs_dir, on_event=on_event)
+            runner = CheckRun(m, settings, config_path=config, runs_dir=runs_dir, on_event=on_event,
+                              left_out=left_out)
             report, rd = run(runner.run(), hot=True)
         if json_out:
             print_json(report)

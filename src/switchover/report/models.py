@@ -98,7 +98,8 @@ class PartRun(BaseModel):
 
     part: str
     status: PartStatus = Field(description="ran; failed: it raised, an endpoint was down, its result was unreadable "
-                                           "or the check was interrupted; disabled: turned off in switchover.yaml, "
+                                           "or the check was interrupted; disabled: turned off in switchover.yaml, left "
+                                           "out on the command line (--only, --skip), "
                                            "or its inputs not given; unavailable: a module it needs could not be "
                                            "imported")
     reason: str | None = Field(default=None, description="Why it did not run or failed; None when it ran")

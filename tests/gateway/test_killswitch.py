@@ -79,6 +79,7 @@ def test_one_client_alone_never_trips_the_switch_however_many_failures_it_sends(
     assert not any(ks.record(i * 0.01, True, "mallory") for i in range(1000))
     snap = ks.snapshot(10.0)
     assert not ks.latched and (snap.samples, snap.bad) == (1000, 1000) and snap.ratio is None
+    assert snap.held and (snap.counted_samples, snap.counted_bad) == (0, 0)  # held back, and it says so
 
 
 def test_failures_from_two_clients_trip_it_as_before():
@@ -98,7 +99,8 @@ def test_one_client_flooding_successes_cannot_dilute_the_others_failures():
         ks.record(1.0 + i * 0.01, True, "b")
         ks.record(1.0 + i * 0.01, True, "c")
     assert ks.latched
-    assert ks.snapshot(2.0).ratio == pytest.approx(0.5)
+    snap = ks.snapshot(2.0)
+    assert snap.ratio == pytest.approx(0.5) and not snap.held
 
 
 def test_requests_of_no_known_client_are_counted_whole_with_any_share():

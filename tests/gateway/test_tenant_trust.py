@@ -100,6 +100,16 @@ def test_the_seed_is_made_once_readable_only_by_its_owner_and_then_reused(tmp_pa
     assert deployment_seed(path) == seed
 
 
+def test_gateways_starting_together_on_a_new_seed_file_all_read_the_same_seed(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = tmp_path / SEED_FILE
+    with ThreadPoolExecutor(8) as pool:
+        seeds = set(pool.map(lambda _: deployment_seed(path), range(32)))
+    assert len(seeds) == 1 and path.read_text().strip() == seeds.pop().hex()
+    assert [p.name for p in tmp_path.iterdir()] == [SEED_FILE]  # no temporary file left behind
+
+
 @pytest.mark.parametrize("content", [b"", b"abc", b"zz" * 32, b"\xff" * 64],
                          ids=["empty", "short", "not_hex", "binary"])
 def test_a_seed_file_that_is_not_a_seed_is_refused_naming_the_file(tmp_path, content):

@@ -45,6 +45,7 @@ class KillSwitchSnapshot:
     reason: str | None
     counted_samples: float | None = None  # with each client's share capped; None when share is 1
     counted_bad: float | None = None
+    held: bool = False  # the raw window would trip it, the capped one does not: one client's doing (say so)
 
 
 class KillSwitch:
@@ -134,5 +135,8 @@ class KillSwitch:
         n, b = self._counted()
         ratio = b / n if n >= self.min_samples and n else None
         capped = self.client_share < 1 and bool(self._per_client)
-        return KillSwitchSnapshot(self.latched, len(self._events), self._bad, ratio, self.reason,
-                                  n if capped else None, b if capped else None)
+        raw = len(self._events)
+        held = (capped and not self.latched and self.enabled and raw >= self.min_samples
+                and self._bad / raw > self.max_ratio and (ratio is None or ratio <= self.max_ratio))
+        return KillSwitchSnapshot(self.latched, raw, self._bad, ratio, self.reason,
+                                  n if capped else None, b if capped else None, held)

@@ -139,3 +139,65 @@ def test_overload_tls_against_plain_http_and_a_silent_port_are_unreachable_withi
 def test_unreachable_is_3_across_verbs(verb: str) -> None:
     extra = FAST if verb == "overload" else []
     _expect([verb, _closed_url(), *extra], UNREACHABLE)
+
+
+# --- rollout gates (Prometheus) ---------------------------------------------------------------------------------
+
+def _prometheus_config(tmp_path: Path, url: str, selector: str = 'job="gw"') -> Path:
+    p = tmp_path / "switchover.yaml"
+    p.write_text("old: {url: 'http://127.0.0.1:18001', engine: vllm}\n"
+                 "new: {url: 'http://127.0.0.1:18002', engine: llamacpp}\n"
+                 "gateway:\n  weight: 0\n  rollback: false\n  run_dir: gw\n"
+                 "rollout:\n  stages: [5, 20]\n  source: prometheus\n"
+                 f"  prometheus: {{url: '{url}', timeout_s: 1, selector: '{selector}'}}\n")
+    return p
+
+
+def _at_first_stage(config: Path) -> Path:
+    """Enter the 5 % stage (no exit gates before it), so that `rollout gates` queries Prometheus."""
+    _expect(["rollout", "advance", "-c", str(config), "-m", "start"], OK)
+    return config
+
+
+@contextlib.contextmanager
+def _dribbling_port() -> Iterator[str]:
+    """Answers every request with a valid head, then one body byte every 0.2 s."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def one(conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n")
+            for _ in range(500):
+                if stop.is_set():
+                    return
+                conn.sendall(b" ")
+                stop.wait(0.2)
+
+    def serve() -> None:
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                threading.Thread(target=one, args=(srv.accept()[0],), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{srv.getsockname()[1]}"
+    finally:
+        stop.set()
+        srv.close()
+
+
+def test_rollout_gates_a_dribbling_prometheus_is_3_at_the_query_timeout(tmp_path: Path) -> None:
+    """A byte every 0.2 s: each read is well within timeout_s, the query is not (it took 90 s at 3 s)."""
+    with _dribbling_port() as url:
+        config = _at_first_stage(_prometheus_config(tmp_path, url))
+        got, _, err, took = run_cli(["rollout", "gates", "-c", str(config)])
+    assert got == UNREACHABLE and "within 1 s" in err and took < 5, (got, err[-500:], took)
+
+
+def test_rollout_gates_an_injected_selector_is_2_naming_the_field(tmp_path: Path) -> None:
+    config = _prometheus_config(tmp_path, _closed_url(), selector='job="gw"}[1s])) * 0 # ')
+    _expect(["rollout", "gates", "-c", str(config)], BAD_INPUT, "rollout.prometheus.selector")
+    _expect(["rollout", "gates", "-c", str(_at_first_stage(_prometheus_config(tmp_path, _closed_url())))], UNREACHABLE)

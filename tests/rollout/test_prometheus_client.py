@@ -105,6 +105,16 @@ def test_a_server_dribbling_its_headers_is_cut_off_too(serve: Callable[[Script],
     assert time.monotonic() - t0 < 2.5
 
 
+def test_a_server_dribbling_its_body_after_a_prompt_head_is_cut_off_too(serve: Callable[[Script], _Server]) -> None:
+    """The deadline ends the body read early; that must be the timeout, not a short (non-JSON) answer."""
+    head, body = _answer("200 OK", OK).split(b"\r\n\r\n", 1)
+    server = serve(lambda c: (c.sendall(head + b"\r\n\r\n"), _dribble(body)(c)))
+    t0 = time.monotonic()
+    with pytest.raises(Unreachable, match="within 1 s"):
+        promql_vector(PrometheusSource(url=server.url, timeout_s=1), "q")
+    assert time.monotonic() - t0 < 2.5
+
+
 def test_a_normal_answer_is_read(serve: Callable[[Script], _Server]) -> None:
     server = serve(lambda c: c.sendall(_answer("200 OK", OK)))
     assert promql_vector(PrometheusSource(url=server.url, timeout_s=2), "q") == [({"arm": "new"}, 3.0)]

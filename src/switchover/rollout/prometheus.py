@@ -84,8 +84,9 @@ def _read_body(resp: http.client.HTTPResponse, limit: int, deadline: _Deadline) 
     buf = bytearray()
     while True:
         deadline.left()
-        piece = resp.read1(_READ) if hasattr(resp, "read1") else resp.read(_READ)
+        piece = resp.read1(_READ)
         if not piece:
+            deadline.left()  # the watchdog's shutdown also ends a body early: that is the deadline, not the end
             return bytes(buf)
         buf += piece
         if len(buf) > limit:

@@ -1,0 +1,138 @@
+"""How long `switchover` takes to start: median wall time of `--help`, `--version` and `plan --help` over N fresh
+processes, and the ten imports that cost most (`python -X importtime`) when the CLI module loads.
+
+Two columns: with bytecode cached (as a user's install runs: .pyc files kept, here in a temporary
+PYTHONPYCACHEPREFIX written by one warm-up run) and as this environment runs it (PYTHONDONTWRITEBYTECODE=1 here
+makes every start compile switchover's own sources again). Beside it, the peers the test bed holds, when set up:
+vLLM's OpenAI server (`python -m vllm.entrypoints.openai.api_server --help`, as the test bed starts it; its
+`vllm` console script has no package metadata there) and `llama-server`. Figures depend on the machine's load,
+printed with them.
+
+    python bench/cli_startup.py [--runs 10] [--peer-runs 3] [--no-peers]
+
+To compare with another tree (e.g. before a change): `git archive REV src | tar -x -C /tmp/old` and run with
+PYTHONPATH=/tmp/old/src.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+OURS = (["--help"], ["--version"], ["plan", "--help"])
+TESTBED = Path(os.environ.get("SWITCHOVER_TESTBED_DIR", Path.home() / ".cache" / "switchover" / "testbed"))
+_IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \| (.*)$")
+
+
+def _medians(jobs: list[tuple[list[str], dict[str, str]]], runs: int) -> list[tuple[float, int]]:
+    """Median wall seconds of each (argv, env) job over `runs` fresh processes (output discarded), and its last exit
+    code; the jobs take turns, so a burst of load on the machine falls on all of them alike."""
+    times: list[list[float]] = [[] for _ in jobs]
+    codes = [0] * len(jobs)
+    for _ in range(runs):
+        for i, (argv, env) in enumerate(jobs):
+            t0 = time.perf_counter()
+            codes[i] = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                      check=False).returncode
+            times[i].append(time.perf_counter() - t0)
+    return [(statistics.median(t), code) for t, code in zip(times, codes, strict=True)]
+
+
+def _cell(median: float, code: int) -> str:
+    return f"{median:.3f}" + ("" if code == 0 else f" (exit {code})")
+
+
+def _top_imports(python: str, module: str, env: dict[str, str], n: int = 10) -> list[tuple[float, float, str]]:
+    """The `n` modules with the largest cumulative import time (ms) when `module` is imported: (cumulative, self,
+    name), from one `-X importtime` run."""
+    done = subprocess.run([python, "-X", "importtime", "-c", f"import {module}"], env=env, capture_output=True,
+                          text=True, check=False)
+    rows = []
+    for line in done.stderr.splitlines():
+        m = _IMPORT_LINE.match(line)
+        if m:
+            rows.append((int(m.group(2)) / 1000, int(m.group(1)) / 1000, m.group(3).strip()))
+    return sorted(rows, reverse=True)[:n]
+
+
+def _ours() -> list[str]:
+    """switchover's console script beside this interpreter (no shell shim in between), else `python -m`."""
+    script = Path(sys.executable).parent / "switchover"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "switchover"]
+
+
+def _envs(cache: str) -> dict[str, dict[str, str]]:
+    cached = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    cached["PYTHONPYCACHEPREFIX"] = cache
+    return {"bytecode cached": cached, "as this env runs": dict(os.environ)}
+
+
+def _print_ours(runs: int) -> None:
+    base = _ours()
+    load = os.getloadavg()
+    print(f"switchover start: median wall seconds of {runs} runs of `{' '.join(base)} ...`")
+    print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+          f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}")
+    with tempfile.TemporaryDirectory(prefix="cli-startup-pyc-") as cache:
+        envs = _envs(cache)
+        for argv in OURS:  # one warm-up run writes the bytecode the cached column reads
+            subprocess.run([*base, *argv], env=envs["bytecode cached"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, check=False)
+        print(f"  {'command':<28}" + "".join(f"{name:>20}" for name in envs))
+        jobs = [([*base, *argv], env) for argv in OURS for env in envs.values()]
+        results = iter(_medians(jobs, runs))
+        for argv in OURS:
+            cells = [_cell(*next(results)) for _ in envs]
+            print(f"  {'switchover ' + ' '.join(argv):<28}" + "".join(f"{c:>20}" for c in cells))
+        print("top 10 cumulative imports of `import switchover.cli.app` (bytecode cached, ms cumulative / self):")
+        for cumulative, own, name in _top_imports(sys.executable, "switchover.cli.app", envs["bytecode cached"]):
+            print(f"  {cumulative:9.1f} {own:9.1f}  {name}")
+
+
+def _print_peers(runs: int) -> None:
+    vllm_python = next(iter(sorted(TESTBED.glob("vllm-*/venv/bin/python"))), None)
+    llama = next(iter(sorted(TESTBED.glob("llama-cpp-*/bin/llama-server"))), None)
+    if vllm_python is None and llama is None:
+        print(f"peers: none installed here (no test bed under {TESTBED}; vllm, guidellm, aiperf: "
+              f"{', '.join(n for n in ('vllm', 'guidellm', 'aiperf') if shutil.which(n)) or 'not on PATH'})")
+        return
+    print(f"peers (test bed {TESTBED}): median wall seconds of {runs} runs")
+    module = "vllm.entrypoints.openai.api_server"
+    jobs = [([str(llama), *argv], dict(os.environ)) for argv in (["--help"], ["--version"])] if llama else []
+    if vllm_python is not None:
+        jobs.append(([str(vllm_python), "-m", module, "--help"], dict(os.environ)))
+    for (argv, _), result in zip(jobs, _medians(jobs, runs), strict=True):
+        path = Path(argv[0])
+        label = f"{path.parents[1].name}/{path.name} {' '.join(argv[1:])}" if path.name == "llama-server" \
+            else f"{path.parents[2].name} python {' '.join(argv[1:])}"
+        print(f"  {label:<72}{_cell(*result):>10}")
+    if vllm_python is not None:
+        print(f"  top 10 cumulative imports of `import {module}` (ms cumulative / self):")
+        for cumulative, own, name in _top_imports(str(vllm_python), module, dict(os.environ)):
+            print(f"  {cumulative:9.1f} {own:9.1f}  {name}")
+
+
+def main() -> None:
+    """Print our start-up figures, then the peers'."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=10, help="fresh processes per switchover command")
+    ap.add_argument("--peer-runs", type=int, default=3, help="fresh processes per peer command (vLLM's takes ~10 s)")
+    ap.add_argument("--no-peers", action="store_true", help="only switchover")
+    args = ap.parse_args()
+    if args.runs < 1 or args.peer_runs < 1:
+        ap.error("--runs and --peer-runs must be at least 1")
+    _print_ours(args.runs)
+    if not args.no_peers:
+        _print_peers(args.peer_runs)
+
+
+if __name__ == "__main__":
+    main()

@@ -59,6 +59,24 @@ def test_report_rebuilds_from_the_run_directory(tmp_path: Path) -> None:
     assert json.loads(r2.stdout)["overall"] == "incomplete"
 
 
+def test_parts_left_out_on_the_command_line_say_so(tmp_path: Path) -> None:
+    r = _run("check", str(_config(tmp_path)), "--only", "plan", "--json")
+    parts = {p["part"]: p for p in json.loads((Path(json.loads(r.stdout)["run_dir"]) / "parts.json").read_text())}
+    assert parts["probe"]["reason"] == "left out by --only"  # was "disabled in switchover.yaml"
+    assert parts["rollback"]["reason"] == "left out by --only"
+    r = _run("check", str(_config(tmp_path)), "--skip", "bench", "--json")
+    parts = {p["part"]: p for p in json.loads((Path(json.loads(r.stdout)["run_dir"]) / "parts.json").read_text())}
+    assert parts["bench"]["reason"] == "skipped by --skip"
+
+
+def test_only_help_names_every_part() -> None:
+    from switchover.config.check import PARTS
+
+    r = _run("check", "--help")
+    text = " ".join(r.stdout.split())
+    assert all(p in text for p in PARTS), text
+
+
 def test_report_on_a_folder_that_is_not_a_check_run_exits_2(tmp_path: Path) -> None:
     r = _run("report", str(tmp_path))
     assert r.returncode == 2 and "not a check run directory" in r.stderr

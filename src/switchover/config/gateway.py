@@ -192,12 +192,34 @@ class LimitsConfig(_Strict):
         le=1 << 40,
         description="Request bodies held in memory across all connections at once; beyond it new bodies get 503",
     )
+    memory_budget_bytes: int = Field(
+        default=1 << 30,
+        ge=16 << 20,
+        le=1 << 40,
+        description="Memory budget: request bodies, their parsed JSON (priced before parsing), whole upstream "
+        "answers and shadow copies held at once draw from it; a request that does not fit now gets 503 with "
+        "Retry-After, one that could never fit 413",
+    )
+    max_json_values: int = Field(
+        default=1_000_000,
+        ge=1000,
+        le=100_000_000,
+        description="JSON tokens (containers, separators, strings) in one request body at most; more: 413 before "
+        "parsing (parsed JSON costs up to ~50x its bytes)",
+    )
     send_timeout_s: float = Field(
         default=60.0,
         gt=0,
         le=3600,
         description="A client that takes no more of a streamed answer for this long is cut off (its upstream too)",
     )
+
+    @model_validator(mode="after")
+    def _body_fits_budget(self) -> LimitsConfig:
+        if self.max_body_bytes > self.memory_budget_bytes:
+            raise ValueError(f"max_body_bytes ({self.max_body_bytes}) is over memory_budget_bytes "
+                             f"({self.memory_budget_bytes}): no body that large could be held")
+        return self
 
 
 class TaskRule(_Strict):

@@ -30,6 +30,7 @@ from switchover.gateway.proxy import Proxy
 from switchover.gateway.shadow import Shadow
 from switchover.gateway.spotcheck import SpotCheck
 from switchover.gateway.state import LatchFile, RunDirLock, write_admin_token
+from switchover.httpfront.budget import MemoryBudget
 from switchover.httpfront.listener import Front
 from switchover.httpfront.messages import FrontRequest, FrontStream, Reply
 from switchover.ledger_record import ShadowResult
@@ -72,6 +73,8 @@ class Gateway:
                              keep_files=gw.ledger_keep_files)
         self.metrics = GatewayMetrics()
         self.metrics.preset(fallback_statuses=self.live.fail_statuses)
+        self.budget = MemoryBudget(gw.limits.memory_budget_bytes)  # every buffer draws from it (budget.py)
+        self.metrics.watch_budget(self.budget)
         ks = gw.kill_switch
         self.killswitch = KillSwitch(ks.window, ks.min_samples, ks.max_fallback_ratio, ks.enabled,
                                      client_share=ks.max_client_share)
@@ -282,6 +285,7 @@ class Gateway:
             log.warning("listen / run_dir / tenant_seed_file changes take effect only after a restart")
         if self.front is not None:
             self.front.limits = g.limits  # new connections get the new limits
+        self.budget.limit = g.limits.memory_budget_bytes
         if old.clients != g.clients:
             self._announce_clients(live)
         log.info("config reloaded: weight %g -> %g, rollback %s -> %s, shadow %g%% -> %g%%",

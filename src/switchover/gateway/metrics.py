@@ -7,6 +7,7 @@ from typing import Any, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from switchover.httpfront.budget import KINDS, MemoryBudget
 from switchover.ledger_record import Outcome
 
 ARMS = ("old", "new")
@@ -54,6 +55,12 @@ class GatewayMetrics:
                                "(framing, limits, timeouts, path, client key, body)", ["reason"], registry=r)
         self.ledger_errors = Counter(p + "ledger_write_errors", "Ledger rows that could not be written",
                                      registry=r)
+        self.memory = Gauge(p + "memory_budget_used_bytes", "Bytes drawn from the memory budget now, by kind "
+                            "(request_body, parsed_json, answer, shadow, review)", ["kind"], registry=r)
+        self.memory_limit = Gauge(p + "memory_budget_bytes", "The memory budget (limits.memory_budget_bytes)",
+                                  registry=r)
+        self.memory_peak = Gauge(p + "memory_budget_peak_bytes", "The most ever drawn from the budget at once",
+                                 registry=r)
         self.preset()
 
     def preset(self, fallback_statuses: Iterable[int] = ()) -> None:
@@ -70,6 +77,13 @@ class GatewayMetrics:
             self.child(self.fallbacks, reason)
         for result in ("ok", "error", "dropped"):
             self.child(self.shadow, result)
+
+    def watch_budget(self, budget: MemoryBudget) -> None:
+        """The budget's gauges, read at scrape time."""
+        for kind in KINDS:
+            self.child(self.memory, kind).set_function(lambda k=kind: budget.by_kind.get(k, 0))
+        self.memory_limit.set_function(lambda: budget.limit)
+        self.memory_peak.set_function(lambda: budget.peak)
 
     def child(self, metric: Any, *labels: str) -> Any:
         """A labelled child, cached (prometheus_client's labels() takes a lock and builds a tuple each call)."""

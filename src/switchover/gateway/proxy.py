@@ -2,7 +2,9 @@
 first byte, start its shadow, and write its ledger row when the client's answer ends.
 
 What a client got wrong is the client's: a path outside the allowlist, a missing key, a body the gateway cannot
-read are 4xx answers with ledger outcome `bad_request` / `unauthorized`, and never count against an arm. Only what
+read are 4xx answers with ledger outcome `bad_request` / `unauthorized`, and never count against an arm. A request
+the memory budget has no room for now is a 503 with Retry-After (outcome `refused`), one that could never fit (or a
+body of more JSON values than `limits.max_json_values`) a 413; neither counts against an arm. Only what
 an arm did (a fallback, an error status of 500 and up, a stream broken mid-way) feeds the kill switch.
 """
 
@@ -17,6 +19,7 @@ import orjson
 
 from switchover.gateway.headers import forward_headers, request_id
 from switchover.gateway.inflight import Ticket
+from switchover.gateway.jsoncost import count_tokens, parsed_cost
 from switchover.gateway.live import Live
 from switchover.gateway.observe import Observer, TextObserver, asks_for_json, json_valid
 from switchover.gateway.policy import Decision, RequestMeta, route, tenant_hash
@@ -24,6 +27,7 @@ from switchover.gateway.prompt import prompt_text
 from switchover.gateway.relay import normalised_body, relay_stream
 from switchover.gateway.shadow import GENERATION_PATHS, shadow_body
 from switchover.gateway.upstream import Failed, Opened, open_upstream
+from switchover.httpfront.budget import Hold, OverBudget
 from switchover.httpfront.messages import FrontRequest, FrontStream, Reply, error_reply
 from switchover.ledger_record import ShadowResult
 from switchover.review.sampler import task_type
@@ -32,6 +36,7 @@ from switchover.wire.target import path_allowed
 if TYPE_CHECKING:
     from switchover.gateway.app import Gateway
 
+RETRY_AFTER_S = "1"  # a 503 for a full memory budget: buffers drain as requests end
 OVERRIDE_HEADER = "x-switchover-route"
 ARM_HEADER = "X-Switchover-Arm"
 log = logging.getLogger("switchover.gateway")
@@ -72,6 +77,24 @@ def read_body(path: str, method: str, body: bytes) -> dict[str, Any] | None:
     return parsed
 
 
+async def priced_body(request: FrontRequest, hold: Hold, max_values: int) -> dict[str, Any] | None:
+    """read_body, after the parse is priced (jsoncost.py) and drawn from `hold`: a body of more than `max_values`
+    JSON tokens is a 413 before any object is built; one the memory budget has no room for is a 503."""
+    body = request.body
+    if not body or request.method != "POST":
+        return None
+    tokens = await count_tokens(body, max_values)
+    if tokens is None:
+        raise ClientError(413, f"the request body has more than {max_values} JSON values "
+                               "(gateway.limits.max_json_values)", reason="json_too_large")
+    try:
+        hold.add("parsed_json", parsed_cost(body, tokens))
+    except OverBudget as exc:
+        raise ClientError(exc.status, str(exc), "bad_request" if exc.whole else "refused",
+                          reason="memory_budget") from None
+    return read_body(request.path, request.method, body)
+
+
 def wants_usage_injected(obj: dict[str, Any]) -> bool:
     """A streamed generation whose client did not ask for usage (the gateway asks, and strips it)."""
     if not obj.get("stream"):
@@ -87,6 +110,14 @@ class Proxy:
         self.g = gateway
 
     async def handle(self, request: FrontRequest) -> Reply | FrontStream:
+        """The request with its share of the memory budget, returned when its answer is out."""
+        hold = self.g.budget.hold()
+        try:
+            return await self._handle(request, hold)
+        finally:
+            hold.release()
+
+    async def _handle(self, request: FrontRequest, hold: Hold) -> Reply | FrontStream:
         t0 = time.perf_counter_ns()
         g = self.g
         live = g.live
@@ -94,7 +125,7 @@ class Proxy:
             "ts": time.time(), "request_id": request_id(request.headers.get("x-request-id")), "path": request.path,
             "stream": False, "outcome": "bad_request", "status": 0}
         try:
-            obj, decision = self._admit(request, live, row)
+            obj, decision = await self._admit(request, live, row, hold)
         except ClientError as exc:
             row.update(outcome=exc.outcome, status=exc.status, error=str(exc)[:200])
             g.count_refused(exc.reason)
@@ -103,6 +134,8 @@ class Proxy:
                                 "authentication_error")
             if exc.status == 401:
                 reply.headers["WWW-Authenticate"] = "Bearer"
+            elif exc.status == 503:
+                reply.headers["Retry-After"] = RETRY_AFTER_S
             reply.headers["X-Request-Id"] = row["request_id"]
             return reply
         except Exception as exc:  # a bug in the gateway, not the client's doing: said so, never an arm's failure
@@ -124,8 +157,14 @@ class Proxy:
         ticket = g.inflight.enter()
         obs = None
         try:
-            resp, obs = await self._serve(request, live, decision, obj, row, ticket)
+            resp, obs = await self._serve(request, live, decision, obj, row, ticket, hold)
             return resp
+        except OverBudget as exc:  # an answer the budget had no room for: the gateway's state, not an arm's fault
+            row.update(outcome="refused", status=503, error=f"memory_budget ({exc.kind})")
+            g.count_refused("memory_budget")
+            reply = error_reply(503, str(exc), "overloaded")
+            reply.headers["Retry-After"] = RETRY_AFTER_S
+            return reply
         except asyncio.CancelledError:
             if not ticket.cut:
                 row.update(outcome="client_disconnected", status=499, error="client went away")
@@ -150,7 +189,8 @@ class Proxy:
             if shadowed is not None:
                 g.shadow_done_later(shadowed, row)
 
-    def _admit(self, request: FrontRequest, live: Live, row: dict[str, Any]) -> tuple[dict[str, Any] | None, Decision]:
+    async def _admit(self, request: FrontRequest, live: Live, row: dict[str, Any],
+                     hold: Hold) -> tuple[dict[str, Any] | None, Decision]:
         """Check the request (path, client key, body) and route it; ClientError for what the client got wrong."""
         gw = live.gw
         if not path_allowed(request.path, live.allowed):
@@ -159,7 +199,7 @@ class Proxy:
         verdict = live.clients.check(request.headers.get)
         if not verdict.allowed:
             raise ClientError(401, verdict.reason, "unauthorized", "unauthorized")
-        obj = read_body(request.path, request.method, request.body)
+        obj = await priced_body(request, hold, gw.limits.max_json_values)
         asked = obj.get("model") if obj is not None else None
         row["stream"] = bool(obj and obj.get("stream"))
         row["model"] = asked
@@ -195,7 +235,7 @@ class Proxy:
         return orjson.dumps(out)
 
     async def _open(self, live: Live, arm: str, request: FrontRequest, obj: dict[str, Any] | None,
-                    first_timeout_s: float, fail_statuses: frozenset[int]) -> Opened:
+                    first_timeout_s: float, fail_statuses: frozenset[int], hold: Hold | None = None) -> Opened:
         t = live.gw.timeouts
         up = live.upstreams[arm]
         headers = forward_headers(request.headers.items, live.clients.credentials,
@@ -206,10 +246,10 @@ class Proxy:
             self.g.pool, up.origin, up.target(request.upstream_target), method=request.method, headers=headers,
             body=self._body_for(live, arm, body, obj) if body else None, first_timeout_s=first_timeout_s,
             connect_timeout_s=t.connect_ms / 1000, idle_timeout_s=t.idle_ms / 1000, fail_statuses=fail_statuses,
-            observer=TextObserver if asks_for_json(obj) else Observer)
+            observer=TextObserver if asks_for_json(obj) else Observer, hold=hold)
 
     async def _serve(self, request: FrontRequest, live: Live, decision: Decision, obj: dict[str, Any] | None,
-                     row: dict[str, Any], ticket: Ticket) -> tuple[Reply | FrontStream, Any]:
+                     row: dict[str, Any], ticket: Ticket, hold: Hold) -> tuple[Reply | FrontStream, Any]:
         gw = live.gw
         metrics = self.g.metrics
         arm = decision.arm
@@ -217,7 +257,7 @@ class Proxy:
         if arm == "new":
             try:
                 opened = await self._open(live, "new", request, obj, gw.fallback.on_timeout_ms / 1000,
-                                          live.fail_statuses)
+                                          live.fail_statuses, hold)
                 if opened.obs.malformed or (opened.sse and opened.obs.error):
                     opened.close()
                     raise Failed("malformed" if opened.obs.malformed else "stream_error", opened.status)
@@ -229,7 +269,8 @@ class Proxy:
         row["arm"] = arm
         if opened is None:
             try:
-                opened = await self._open(live, "old", request, obj, gw.timeouts.first_byte_ms / 1000, frozenset())
+                opened = await self._open(live, "old", request, obj, gw.timeouts.first_byte_ms / 1000, frozenset(),
+                                          hold)
             except Failed as f:
                 status = 504 if f.reason == "timeout" else 502
                 row.update(outcome="error", status=status, error=f"old: {f}")
@@ -283,11 +324,19 @@ class Proxy:
         headers = dict(forward_headers(request.headers.items, live.clients.credentials, keep_credentials=False,
                                        api_key=key))
         headers["Content-Type"] = "application/json"
-        result = shadow.start(cfg, url, name, shadow_body(obj, model, cfg.max_tokens_clamp), headers,
-                              live.gw.timeouts.connect_ms / 1000)
+        body = shadow_body(obj, model, cfg.max_tokens_clamp)
+        budget = self.g.budget
         row["shadowed"] = True
-        if isinstance(result, ShadowResult):
+        if not budget.take("shadow", len(body)):  # the copy outlives the request: drawn until the mirror ends
             self.g.metrics.child(self.g.metrics.shadow, "dropped").inc()
+            return ShadowResult(upstream=name, dropped=True, error="memory_budget")
+        result = shadow.start(cfg, url, name, body, headers, live.gw.timeouts.connect_ms / 1000)
+        n = len(body)
+        if isinstance(result, ShadowResult):
+            budget.give("shadow", n)
+            self.g.metrics.child(self.g.metrics.shadow, "dropped").inc()
+        else:
+            result.add_done_callback(lambda _fut: budget.give("shadow", n))
         return result
 
     def _observe(self, row: dict[str, Any], obs: Observer | None, t0: int, decision: Decision) -> None:
@@ -316,7 +365,8 @@ class Proxy:
             row["finish_reason"] = "error"
         metrics.child(metrics.e2e, arm).observe(done_s)
         metrics.child(metrics.requests, arm, outcome).inc()
-        if decision.arm == "new" and outcome not in ("client_disconnected", "drain_cutoff", "gateway_error"):
+        if decision.arm == "new" and outcome not in ("client_disconnected", "drain_cutoff", "gateway_error",
+                                                     "refused"):
             failed_on_new = arm == "new" and (outcome == "failed_mid_stream"
                                               or (outcome == "error" and row["status"] >= 500))
             self.g.count_new(bool(row.get("fallback_reason")) or failed_on_new, decision.client)

@@ -31,7 +31,7 @@ async def running(gateway: Gateway, host: str | None = None, port: int | None = 
     directory is touched, so a gateway that cannot bind changes nothing."""
     gw = gateway.live.gw
     listen_host, listen_port = host or gw.listen.host, gw.listen.port if port is None else port
-    ctx = serve_front(gateway.dispatch, listen_host, listen_port, gw.limits, gateway.on_refused)
+    ctx = serve_front(gateway.dispatch, listen_host, listen_port, gw.limits, gateway.on_refused, gateway.budget)
     try:
         server, front = await ctx.__aenter__()
     except OSError as exc:

@@ -10,6 +10,7 @@ import resource
 from typing import Any
 
 from switchover.config.gateway import LimitsConfig
+from switchover.httpfront.budget import MemoryBudget
 from switchover.httpfront.front import FrontConnection, Handler, RefusedHook
 from switchover.httpfront.messages import FrontRequest
 
@@ -33,7 +34,8 @@ def fd_budget(wanted: int) -> int:
 class Front:
     """What all connections share: the handler, the limits, and the counts the limits are checked against."""
 
-    def __init__(self, handler: Handler, limits: LimitsConfig, on_refused: RefusedHook | None = None) -> None:
+    def __init__(self, handler: Handler, limits: LimitsConfig, on_refused: RefusedHook | None = None,
+                 budget: MemoryBudget | None = None) -> None:
         self.handler = handler
         self.limits = limits
         self.on_refused = on_refused
@@ -43,7 +45,7 @@ class Front:
                         limits.max_connections, self.max_connections)
         self.conns: set[FrontConnection] = set()
         self.per_peer: dict[str, int] = {}
-        self.buffered = 0  # request body bytes held across connections
+        self.budget = budget or MemoryBudget(limits.memory_budget_bytes)  # request bodies draw from it
         self.closing_all = False
 
     def refused(self, reason: str, status: int, request: FrontRequest | None = None) -> None:
@@ -56,11 +58,11 @@ class Front:
 
 @contextlib.asynccontextmanager
 async def serve_front(handler: Handler, host: str, port: int, limits: LimitsConfig | None = None,
-                      on_refused: RefusedHook | None = None) -> Any:
+                      on_refused: RefusedHook | None = None, budget: MemoryBudget | None = None) -> Any:
     """Listen on host:port; yields (server, front). On exit: stop listening, close connections, cancel what
     still runs."""
     loop = asyncio.get_running_loop()
-    front = Front(handler, limits or LimitsConfig(), on_refused)
+    front = Front(handler, limits or LimitsConfig(), on_refused, budget)
     server = await loop.create_server(lambda: FrontConnection(front), host, port, backlog=2048)
     try:
         yield server, front

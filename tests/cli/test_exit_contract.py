@@ -91,6 +91,11 @@ def test_plan_parallel_exits_1_when_no_layout_fits_as_capacity_does() -> None:
                 "no layout fits on 1 GPU")
 
 
+def test_plan_canary_both_copies_start_0_a_copy_that_cannot_start_1() -> None:
+    _expect(["plan", "canary", "-m", SMALL, "-e", "vllm", "--gpu", "H100-80G", "--json"], OK)
+    _expect(["plan", "canary", "-m", LARGE, "-e", "vllm", "--gpu", "L4-24G", "--json"], FAILED, "do not fit")
+
+
 def test_plan_grace_a_warning_is_0_a_short_setting_is_1(tmp_path: Path) -> None:
     base = ["plan", "grace", "--max-tokens", "2000", "--tpot-p99-ms", "35"]
     _expect(base, OK, "77 s")

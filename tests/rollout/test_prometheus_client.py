@@ -108,7 +108,11 @@ def test_a_server_dribbling_its_headers_is_cut_off_too(serve: Callable[[Script],
 def test_a_server_dribbling_its_body_after_a_prompt_head_is_cut_off_too(serve: Callable[[Script], _Server]) -> None:
     """The deadline ends the body read early; that must be the timeout, not a short (non-JSON) answer."""
     head, body = _answer("200 OK", OK).split(b"\r\n\r\n", 1)
-    server = serve(lambda c: (c.sendall(head + b"\r\n\r\n"), _dribble(body)(c)))
+    def script(conn: socket.socket) -> None:
+        conn.sendall(head + b"\r\n\r\n")
+        _dribble(body)(conn)
+
+    server = serve(script)
     t0 = time.monotonic()
     with pytest.raises(Unreachable, match="within 1 s"):
         promql_vector(PrometheusSource(url=server.url, timeout_s=1), "q")

@@ -194,9 +194,6 @@ def test_the_log_file_planted_as_a_symlink_is_refused_and_a_plain_one_is_appende
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(strict=True, reason="gateway/server.py (helper B's) still writes gateway.json with atomicfile and "
-                   "gateway.log with logging.FileHandler; the change to state.write_gateway_file / state.LogFile is "
-                   "in the issue-22 D report. Remove this mark when it lands.")
 @pytest.mark.parametrize("planted", ["gateway.json", "gateway.log"])
 def test_a_gateway_process_refuses_a_planted_address_or_log_file_and_leaves_its_target(tmp_path, planted):
     target = plant(tmp_path / "run", planted, tmp_path)

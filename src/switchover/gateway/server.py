@@ -6,23 +6,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import orjson
-
-from switchover.atomicfile import write_atomic
 from switchover.config import Migration
 from switchover.errors import BadInput
 from switchover.gateway.app import Gateway
+from switchover.gateway.state import ADDRESS_FILE, LogFile, write_gateway_file
 from switchover.gctune import quiet_gc
 from switchover.httpfront.listener import serve_front
 from switchover.redaction import RedactFilter
 
 log = logging.getLogger("switchover.gateway")
-STATE_FILE = "gateway.json"
 
 
 @contextlib.asynccontextmanager
@@ -52,11 +48,12 @@ async def running(gateway: Gateway, host: str | None = None, port: int | None = 
 
 
 def setup_logging(run_dir: Path, verbose: bool = False) -> None:
-    """Log lines to <run_dir>/gateway.log and stderr (never headers, bodies or keys)."""
+    """Log lines to <run_dir>/gateway.log (appended through safefile: a planted link is refused) and stderr (never
+    headers, bodies or keys)."""
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     root = logging.getLogger("switchover")
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
-    for h in (logging.FileHandler(run_dir / "gateway.log"), logging.StreamHandler()):
+    for h in (LogFile(run_dir), logging.StreamHandler()):
         h.setFormatter(fmt)
         h.addFilter(RedactFilter())  # a secret that reached a message by accident is masked before it is written
         root.addHandler(h)
@@ -72,14 +69,13 @@ async def serve(migration: Migration, config_path: Path, *, log_prompts: bool = 
     setup_logging(gateway.run_dir, verbose)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    state = gateway.run_dir / STATE_FILE
+    state = gateway.run_dir / ADDRESS_FILE
     async with running(gateway) as url:
         loop.add_signal_handler(signal.SIGHUP, gateway.reload)
         loop.add_signal_handler(signal.SIGTERM, stop.set)
         loop.add_signal_handler(signal.SIGINT, stop.set)
         quiet_gc()  # the proxied path allocates hundreds of objects per request (gctune.py)
-        write_atomic(state, orjson.dumps({"url": url, "pid": os.getpid(), "config": str(config_path.resolve()),
-                                          "ledger_dir": str(gateway.run_dir)}))
+        write_gateway_file(gateway.run_dir, url, config_path)
         g = gateway.live.gw
         log.info("gateway on %s: old %s, new %s, weight %g%%, rollback %s, shadow %g%%; ledger %s",
                  url, gateway.live.urls["old"], gateway.live.urls["new"], g.weight, g.rollback, g.shadow.percent,

@@ -1,12 +1,12 @@
 """How long `switchover` takes to start: median wall time of `--help`, `--version` and `plan --help` over N fresh
 processes, and the ten imports that cost most (`python -X importtime`) when the CLI module loads.
 
-Two columns: with bytecode cached (as a user's install runs: .pyc files kept, here in a temporary
-PYTHONPYCACHEPREFIX written by one warm-up run) and as this environment runs it (PYTHONDONTWRITEBYTECODE=1 here
-makes every start compile switchover's own sources again). Beside it, the peers the test bed holds, when set up:
-vLLM's OpenAI server (`python -m vllm.entrypoints.openai.api_server --help`, as the test bed starts it; its
-`vllm` console script has no package metadata there) and `llama-server`. Figures depend on the machine's load,
-printed with them.
+Wall and CPU (user + system) seconds, in two columns: with bytecode cached (as a user's install runs: .pyc files
+kept, here in a temporary PYTHONPYCACHEPREFIX written by one warm-up run) and as this environment runs it
+(PYTHONDONTWRITEBYTECODE=1 here makes every start compile switchover's own sources again). Beside it, the peers the
+test bed holds, when set up: vLLM's OpenAI server (`python -m vllm.entrypoints.openai.api_server --help`, as the
+test bed starts it; its `vllm` console script has no package metadata there) and `llama-server`. Figures depend on
+the machine's load, printed with them.
 
     python bench/cli_startup.py [--runs 10] [--peer-runs 3] [--no-peers]
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -32,22 +33,30 @@ TESTBED = Path(os.environ.get("SWITCHOVER_TESTBED_DIR", Path.home() / ".cache" /
 _IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \| (.*)$")
 
 
-def _medians(jobs: list[tuple[list[str], dict[str, str]]], runs: int) -> list[tuple[float, int]]:
-    """Median wall seconds of each (argv, env) job over `runs` fresh processes (output discarded), and its last exit
-    code; the jobs take turns, so a burst of load on the machine falls on all of them alike."""
+def _medians(jobs: list[tuple[list[str], dict[str, str]]], runs: int) -> list[tuple[float, float, int]]:
+    """Median wall and CPU (user + system) seconds of each (argv, env) job over `runs` fresh processes (output
+    discarded), and its last exit code; the jobs take turns, so a burst of load falls on all of them alike."""
     times: list[list[float]] = [[] for _ in jobs]
+    cpu: list[list[float]] = [[] for _ in jobs]
     codes = [0] * len(jobs)
     for _ in range(runs):
         for i, (argv, env) in enumerate(jobs):
-            t0 = time.perf_counter()
+            c0, t0 = _children_cpu(), time.perf_counter()
             codes[i] = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                       check=False).returncode
             times[i].append(time.perf_counter() - t0)
-    return [(statistics.median(t), code) for t, code in zip(times, codes, strict=True)]
+            cpu[i].append(_children_cpu() - c0)
+    return [(statistics.median(t), statistics.median(c), code) for t, c, code in zip(times, cpu, codes, strict=True)]
 
 
-def _cell(median: float, code: int) -> str:
-    return f"{median:.3f}" + ("" if code == 0 else f" (exit {code})")
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _cell(median: float, cpu: float, code: int) -> str:
+    """Wall seconds / CPU seconds (the CPU figure moves less with the machine's load)."""
+    return f"{median:.3f} / {cpu:.3f}" + ("" if code == 0 else f" (exit {code})")
 
 
 def _top_imports(python: str, module: str, env: dict[str, str], n: int = 10) -> list[tuple[float, float, str]]:
@@ -78,7 +87,7 @@ def _envs(cache: str) -> dict[str, dict[str, str]]:
 def _print_ours(runs: int) -> None:
     base = _ours()
     load = os.getloadavg()
-    print(f"switchover start: median wall seconds of {runs} runs of `{' '.join(base)} ...`")
+    print(f"switchover start: median wall / CPU seconds of {runs} runs of `{' '.join(base)} ...`")
     print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
           f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}")
     with tempfile.TemporaryDirectory(prefix="cli-startup-pyc-") as cache:
@@ -86,12 +95,12 @@ def _print_ours(runs: int) -> None:
         for argv in OURS:  # one warm-up run writes the bytecode the cached column reads
             subprocess.run([*base, *argv], env=envs["bytecode cached"], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, check=False)
-        print(f"  {'command':<28}" + "".join(f"{name:>20}" for name in envs))
+        print(f"  {'command':<28}" + "".join(f"{name:>24}" for name in envs))
         jobs = [([*base, *argv], env) for argv in OURS for env in envs.values()]
         results = iter(_medians(jobs, runs))
         for argv in OURS:
             cells = [_cell(*next(results)) for _ in envs]
-            print(f"  {'switchover ' + ' '.join(argv):<28}" + "".join(f"{c:>20}" for c in cells))
+            print(f"  {'switchover ' + ' '.join(argv):<28}" + "".join(f"{c:>24}" for c in cells))
         print("top 10 cumulative imports of `import switchover.cli.app` (bytecode cached, ms cumulative / self):")
         for cumulative, own, name in _top_imports(sys.executable, "switchover.cli.app", envs["bytecode cached"]):
             print(f"  {cumulative:9.1f} {own:9.1f}  {name}")
@@ -104,7 +113,7 @@ def _print_peers(runs: int) -> None:
         print(f"peers: none installed here (no test bed under {TESTBED}; vllm, guidellm, aiperf: "
               f"{', '.join(n for n in ('vllm', 'guidellm', 'aiperf') if shutil.which(n)) or 'not on PATH'})")
         return
-    print(f"peers (test bed {TESTBED}): median wall seconds of {runs} runs")
+    print(f"peers (test bed {TESTBED}): median wall / CPU seconds of {runs} runs")
     module = "vllm.entrypoints.openai.api_server"
     jobs = [([str(llama), *argv], dict(os.environ)) for argv in (["--help"], ["--version"])] if llama else []
     if vllm_python is not None:
@@ -113,7 +122,7 @@ def _print_peers(runs: int) -> None:
         path = Path(argv[0])
         label = f"{path.parents[1].name}/{path.name} {' '.join(argv[1:])}" if path.name == "llama-server" \
             else f"{path.parents[2].name} python {' '.join(argv[1:])}"
-        print(f"  {label:<72}{_cell(*result):>10}")
+        print(f"  {label:<72}{_cell(*result):>18}")
     if vllm_python is not None:
         print(f"  top 10 cumulative imports of `import {module}` (ms cumulative / self):")
         for cumulative, own, name in _top_imports(str(vllm_python), module, dict(os.environ)):

@@ -147,3 +147,15 @@ async def test_the_whole_run_stops_at_its_deadline_and_says_so() -> None:
     assert report.stopped and "--max-run-s" in report.stopped
     assert report.steps[0].ok == 2 and not report.steps[0].cut
     assert report.verdict != "neither" or "raise --max-run-s" in report.reason
+
+
+async def test_an_engine_still_loading_is_not_read_as_rejecting_from_concurrency_1() -> None:
+    """llama-server answers 503 'Loading model' to everything while it loads: that was 'REJECTS from 1', exit 0."""
+
+    async def loading(req: web.Request) -> web.Response:
+        return web.json_response({"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}},
+                                 status=503)
+
+    async with FakeEngine(handler=loading).running() as url:
+        with pytest.raises(CheckFailed, match="still loading"):
+            await run_overload(url, max_concurrency=2, waves=1, timeout_s=2)

@@ -200,7 +200,11 @@ def judge(steps: list[OverloadStep], queue_factor: float = 2.0) -> tuple[Verdict
 
 
 def _reachable(url: str, res: HttpResult, timeout_s: float) -> None:
-    """Unreachable unless GET /v1/models got an HTTP answer (any status: some engines serve no model list)."""
+    """Unreachable unless GET /v1/models got an HTTP answer (any status but 503: some engines serve no model list;
+    a 503 before any load is an engine still loading, whose every answer would read as a rejection)."""
+    if res.failure is None and res.status == 503:
+        raise CheckFailed(f"{url} answers GET /v1/models with 503 before any load (still loading?); nothing was "
+                          "measured", hint=f"wait until `switchover ready {url}` passes")
     if res.failure is None or res.failure.kind not in _NO_ANSWER:
         return
     kind = res.failure.kind

@@ -20,13 +20,16 @@ CONCURRENCY = 24
 
 
 def write_pairs(path, stop: threading.Event, written: list[int]) -> None:
-    """The gateway's side: its own store, inserting pairs back to back until told to stop."""
+    """The gateway's side: its own store, inserting a pair every millisecond or so until told to stop (far above
+    a real gateway's rate, which its daily quota and two engine answers per pair bound; back to back with no pause
+    at all, SQLite, which has no fair queue for its write lock, can starve a waiting writer under CPU load)."""
     store = ReviewStore.open(path)
     try:
         i = 0
         while not stop.is_set():
             store.add_pair(pair(10_000 + i))
             i += 1
+            time.sleep(0.001)
         written.append(i)
     finally:
         store.close()

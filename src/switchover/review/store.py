@@ -86,6 +86,7 @@ class ReviewStore:
         self._local = threading.local()
         self._conns: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._writing = threading.Lock()  # one writer per process waits on SQLite's lock; the others wait here
 
     @classmethod
     def open(cls, path: Path, *, create: bool = True) -> ReviewStore:
@@ -164,7 +165,13 @@ class ReviewStore:
                 raise
             return out
 
-        return self._retry(attempt)
+        with self._writing:
+            return self._retry(attempt)
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """Every row of one query (fetched whole, so no read stays open), retried while SQLite says busy."""
+        conn = self.conn
+        return self._retry(lambda: conn.execute(sql, params).fetchall())
 
     # ---- pairs --------------------------------------------------------------------------------------
     def add_pair(self, pair: Pair) -> int:
@@ -173,20 +180,19 @@ class ReviewStore:
         return self._write(lambda conn: int(conn.execute(sql, values).lastrowid or 0))
 
     def pair(self, pair_id: int) -> Pair | None:
-        rows = self.conn.execute("SELECT * FROM pairs WHERE id = ?", (pair_id,)).fetchall()  # all: the read ends
+        rows = self._read("SELECT * FROM pairs WHERE id = ?", (pair_id,))
         return Pair(**dict(rows[0])) if rows else None
 
     def next_unrated(self, task_type: str | None = None, after: int = 0) -> Pair | None:
         """The oldest pair without a rating (of one task type, after a pair id)."""
         sql = ("SELECT * FROM pairs p WHERE p.id > ? AND NOT EXISTS (SELECT 1 FROM ratings r WHERE r.pair_id = p.id)"
                + (" AND p.task_type = ?" if task_type else "") + " ORDER BY p.id LIMIT 1")
-        rows = self.conn.execute(sql, (after, task_type) if task_type else (after,)).fetchall()
+        rows = self._read(sql, (after, task_type) if task_type else (after,))
         return Pair(**dict(rows[0])) if rows else None
 
     def counts_today(self, day: str) -> dict[str, int]:
         """Pairs per task type sampled on a UTC day (the sampler's quota survives a restart)."""
-        rows = self.conn.execute("SELECT task_type, COUNT(*) FROM pairs WHERE day = ? GROUP BY task_type",
-                                 (day,)).fetchall()
+        rows = self._read("SELECT task_type, COUNT(*) FROM pairs WHERE day = ? GROUP BY task_type", (day,))
         return {t: int(n) for t, n in rows}
 
     # ---- ratings ------------------------------------------------------------------------------------
@@ -208,11 +214,11 @@ class ReviewStore:
 
     def summary(self) -> ReviewSummary:
         """Per task type: pairs, the latest rating of each pair counted by kind, the worse-or-broken share."""
-        pairs = dict(self.conn.execute("SELECT task_type, COUNT(*) FROM pairs GROUP BY task_type").fetchall())
+        pairs = {t: n for t, n in self._read("SELECT task_type, COUNT(*) FROM pairs GROUP BY task_type")}
         counts: dict[str, dict[str, int]] = {t: {} for t in pairs}
-        for t, rating, n in self.conn.execute(
+        for t, rating, n in self._read(
                 f"SELECT p.task_type, l.rating, COUNT(*) FROM ({_LATEST}) l JOIN pairs p ON p.id = l.pair_id "
-                "GROUP BY p.task_type, l.rating").fetchall():
+                "GROUP BY p.task_type, l.rating"):
             counts.setdefault(t, {})[rating] = int(n)
         types = [summarize(t, int(pairs.get(t, 0)), c) for t, c in sorted(counts.items())]
         total: dict[str, int] = {}

@@ -1,9 +1,9 @@
 """The Prometheus HTTP API client of the gates: one instant query, bounded as a whole.
 
-`timeout_s` is the deadline of the whole query — connect, every header and body byte, and redirects — not of each
-socket read: a server that sends a byte a second must not hold `rollout gates` or `rollout watch` (and with it an
-automatic rollback) for minutes. A watchdog shuts the socket down at the deadline, which ends any read in
-progress. Answers are bounded (an error body at 64 KiB), a redirect is followed only within the configured
+`timeout_s` is the deadline of the whole query — name lookup, connect, TLS handshake, every header and body byte,
+and redirects — not of each socket read: a server that sends a byte a second must not hold `rollout gates` or
+`rollout watch` (and with it an automatic rollback) for minutes. A watchdog shuts the socket down at the deadline,
+which ends any read in progress. Answers are bounded (an error body at 64 KiB), a redirect is followed only within the configured
 origin (the query must not be sent to another host), and any text from the server is shown through
 `termtext.printable`.
 """
@@ -14,6 +14,7 @@ import contextlib
 import http.client
 import math
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -71,7 +72,51 @@ class _Deadline:
 
 def _shutdown(sock: socket.socket) -> None:
     with contextlib.suppress(OSError):  # already closed: the read it would end has ended
-        sock.shutdown(socket.SHUT_RDWR)
+        # the plain socket's shutdown, also on a TLS socket: ssl.SSLSocket.shutdown would drop its TLS state
+        # under the reading thread
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+def _resolve(host: str, port: int, deadline: _Deadline) -> list[Any]:
+    """getaddrinfo within the deadline (the resolver cannot be interrupted: it is left to finish in its thread)."""
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as exc:
+            box.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(deadline.left())
+    if not box:
+        raise TimeoutError
+    if isinstance(box[0], OSError):
+        raise box[0]
+    return list(box[0])
+
+
+def _connect(scheme: str, host: str, port: int, deadline: _Deadline) -> socket.socket:
+    """A connected socket (TLS handshaken for https, the certificate checked against the host name), every step
+    watched by the deadline."""
+    last: OSError = OSError(f"{host}: no address")
+    for family, kind, proto, _, addr in _resolve(host, port, deadline):
+        sock = socket.socket(family, kind, proto)
+        sock.settimeout(deadline.left())
+        deadline.watch(sock)
+        try:
+            sock.connect(addr)
+            if scheme == "https":
+                sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host,
+                                                                do_handshake_on_connect=False)
+                deadline.watch(sock)
+                sock.do_handshake()
+            return sock
+        except OSError as exc:
+            sock.close()
+            last = exc
+    raise last
 
 
 def _origin(url: str) -> tuple[str, str, int]:
@@ -101,8 +146,7 @@ def _exchange(url: str, deadline: _Deadline) -> tuple[int, str | None, bytes | N
     cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
     conn = cls(host, port, timeout=deadline.left())
     try:
-        conn.connect()
-        deadline.watch(conn.sock)
+        conn.sock = _connect(scheme, host, port, deadline)  # set: http.client does not connect again
         target = (p.path or "/") + (f"?{p.query}" if p.query else "")
         conn.request("GET", target, headers={"Accept": "application/json", "Accept-Encoding": "identity"})
         resp = conn.getresponse()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -21,6 +22,7 @@ from switchover.hardware import check_capabilities, find_gpu, load_fingerprint
 from switchover.plan.canary import CanaryPlan, canary_plan
 from switchover.plan.capacity import Knobs, capacity
 from switchover.plan.choose_models import resolve_model
+from switchover.plan.fit import FitAdvice, advise
 from switchover.plan.grace import grace_report, latency_from_bench, required_grace
 from switchover.plan.interconnect import host_from
 from switchover.plan.overhead import resolve_version
@@ -171,17 +173,22 @@ def capacity_cmd(
     check_layout(card, profile, tp, pp)
     if free_gib is not None and free_gib > total:
         raise BadInput(f"--free-gib {free_gib:g} exceeds the GPU's {total:.2f} GiB")
-    result = capacity(card, profile, total, gpu_name=gpu_name, tp=tp, pp=pp, kv_dtype=kv_dtype,
-                      knobs=Knobs(memory_fraction=memory_fraction), max_model_len=max_model_len, context=context,
-                      max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens, weights_gib=weights_gib,
-                      overheads=_overheads(overhead), slots=slots, engine_version=pinned, eager=eager,
-                      free_gib=free_gib, draft_layers=draft_layers)
+    inputs_now: dict[str, Any] = dict(gpu_name=gpu_name, tp=tp, pp=pp, kv_dtype=kv_dtype,
+                                      knobs=Knobs(memory_fraction=memory_fraction), max_model_len=max_model_len,
+                                      context=context, max_num_seqs=max_num_seqs,
+                                      max_batched_tokens=max_batched_tokens, weights_gib=weights_gib,
+                                      overheads=_overheads(overhead), slots=slots, engine_version=pinned, eager=eager,
+                                      free_gib=free_gib, draft_layers=draft_layers)
+    result = capacity(card, profile, total, **inputs_now)
     caps = check_capabilities(cc, model_dtype=card.dtype, kv_dtype=kv_dtype, quantization=card.weights.quantization,
                               engine=profile)
     result.warnings.extend(f"{c.setting} needs {c.needs}, GPU is {c.have}: {c.consequence}" for c in caps)
     result.weight_format = weight_format(card, qc, profile.name, cc, pinned)
     if result.weight_format.loads is False:
         result.warnings.append(f"the weights do not load here: {result.weight_format.reason}")
+    result.fit = advise(result, card, profile, lambda **change: capacity(card, profile, total,
+                                                                         **{**inputs_now, **change}),
+                        tp=tp, pp=pp, kv_dtype=kv_dtype, memory_fraction=memory_fraction)
     if json_out:
         print_json(result)
     else:
@@ -220,8 +227,24 @@ def capacity_cmd(
         console.print(table)
         for w in result.warnings:
             console.print(f"  [yellow]warning:[/] {escape(w)}", highlight=False)
-    if not result.instance.starts:
-        raise CheckFailed(f"does not fit: {result.instance.problem}")
+        _print_fit(result.fit)
+    if not result.fit.fits:
+        raise CheckFailed(result.fit.verdict if json_out else "does not fit (the verdict and what would make it fit "
+                          "are above)")
+
+
+def _print_fit(fit: FitAdvice) -> None:
+    """The verdict line, and each change that would make it fit with the figures after it."""
+    console.print(f"[bold]{'FITS' if fit.fits else 'DOES NOT FIT'}[/]: {escape(fit.verdict.split(': ', 1)[-1])}",
+                  highlight=False)
+    if fit.fits:
+        return
+    if not fit.options:
+        console.print("  to make it fit: no single change among more GPUs (up to 8), an FP8 KV cache, a higher "
+                      "memory knob, a quantized checkpoint or a shorter context is enough", highlight=False)
+    for o in fit.options:
+        console.print(f"  to make it fit: {escape(o.change)} [dim]({escape(o.flags)})[/]: {o.tokens:,} tokens, "
+                      f"{o.concurrency} at once" + (f"; {escape(o.note)}" if o.note else ""), highlight=False)
 
 
 @app.command("parallel")

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from switchover.engines import EngineProfile
 from switchover.errors import BadInput
 from switchover.model.card import ModelCard
+from switchover.plan.fit import FitAdvice
 from switchover.plan.instance import (
     GIB,
     Instance,
@@ -141,6 +142,8 @@ class CapacityResult(BaseModel):
                                        "the GPU when this instance started")
     input_sources: dict[str, str] = Field(default_factory=dict, description="where each planning input came from "
                                           "(a flag, the old launch, the migration file, an engine default)")
+    fit: FitAdvice | None = Field(default=None, description="fits or not in one line, and the single changes that "
+                                  "would make it fit (set by the CLI: plan/fit.py)")
     warnings: list[str] = Field(default_factory=list)
 
 

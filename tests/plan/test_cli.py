@@ -148,3 +148,14 @@ def test_a_gpu_family_sold_in_two_memory_sizes_is_never_picked_silently(family: 
         find_gpu(family)
     assert "-40G" in err.value.message or "-16G" in err.value.message
     assert find_gpu(f"{family.upper()}-32G" if family == "V100" else "A100-40G").memory_mib > 0
+
+
+def test_plan_parallel_on_many_gpus_shows_the_best_layouts_and_names_the_request_length() -> None:
+    res = CliRunner().invoke(app, ["plan", "parallel", "-m", "builtin:Qwen/Qwen3-32B", "--gpu", "H100-80G",
+                                   "--gpus", "1024", "--context", "8192", "--no-illegal"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "concurrency counts requests of 8,192 tokens (--context)" in text
+    assert "more legal layouts, ranked lower (--json lists every one)" in text
+    rows = [line for line in res.output.splitlines() if line.startswith("│") and line[1:].strip()[:1].isdigit()]
+    assert len(rows) == 30, len(rows)  # the 30 best-ranked layouts; every legal layout was printed before

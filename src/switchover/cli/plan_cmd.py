@@ -50,6 +50,7 @@ KV_DTYPE = typer.Option("auto", "--kv-dtype", help="KV cache dtype: auto, fp8, f
 MAX_MODEL_LEN = typer.Option(None, "--max-model-len", help="Context limit (default: from config).",
                              parser=params.TOKENS)
 CONTEXT = typer.Option(None, "--context", help="Request length for the concurrency figure.", parser=params.TOKENS)
+MAX_LEGAL_ROWS = 30  # the best-ranked legal layouts; --json has them all
 MAX_ILLEGAL_ROWS = 40  # a console table of thousands of illegal layouts helps no one; --json has them all
 
 
@@ -285,9 +286,14 @@ def parallel_cmd(
             err_console.print(f"warning: {card.weights.warning}", markup=False, highlight=False)
         _fail_unless_one_fits(layouts, host.gpus)
         return
-    table = Table("TP", "PP", "DP", "EP", "legal", "KV tokens/replica", "conc/replica", "total conc", "notes")
+    per_request = f"{context:,} tokens (--context)" if context else (
+        f"{max_model_len:,} tokens (--max-model-len)" if max_model_len else "the model's full context (pass "
+        "--context for another length)")
+    table = Table("TP", "PP", "DP", "EP", "legal", "KV tokens/replica", "conc/replica", "total conc", "notes",
+                  title=f"{host.gpus} GPU(s); concurrency counts requests of {per_request}")
+    legal = [x for x in layouts if x.legal]
     illegal = [x for x in layouts if not x.legal]
-    shown = [x for x in layouts if x.legal] + (illegal[:MAX_ILLEGAL_ROWS] if show_illegal else [])
+    shown = legal[:MAX_LEGAL_ROWS] + (illegal[:MAX_ILLEGAL_ROWS] if show_illegal else [])
     for x in shown:
         table.add_row(str(x.tp), str(x.pp), str(x.dp), str(x.ep), "yes" if x.legal else "[red]no[/]",
                       str(x.kv_tokens_per_replica or ""), str(x.concurrency_per_replica or ""),
@@ -299,6 +305,9 @@ def parallel_cmd(
         console.print(f"  [yellow]interconnect:[/] {escape(line)}", highlight=False)
     if release.note:
         console.print(f"  [yellow]engine:[/] {escape(release.note)}", highlight=False)
+    if len(legal) > MAX_LEGAL_ROWS:
+        console.print(f"... and {len(legal) - MAX_LEGAL_ROWS} more legal layouts, ranked lower (--json lists every "
+                      "one)")
     if show_illegal and len(illegal) > MAX_ILLEGAL_ROWS:
         console.print(f"... and {len(illegal) - MAX_ILLEGAL_ROWS} more illegal layouts (--json lists every one)")
     if card.weights.warning:

@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Raise concurrency past the engine's limit and say whether it rejects (429/503), queues (requests wait:
         its waiting gauge, or TTFT grows while TPOT holds) or slows (TPOT grows), and from which concurrency on
-        (seed 000 §1: reject or wait). Bounded: (1 + 2 + 4 + ... + max) x waves requests, each by --timeout-s, the
+        (docs/probe.md: reject or wait). Bounded: (1 + 2 + 4 + ... + max) x waves requests, each by --timeout-s, the
         whole run by --max-run-s. Exit 3 when nothing answers (refused, timed out, TLS against plain HTTP), 1 when
         every request at concurrency 1 failed.
 

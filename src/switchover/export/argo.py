@@ -1,7 +1,7 @@
 """Argo Rollouts export: a Rollout whose canary steps are the rollout's stages, and one AnalysisTemplate per
 stage whose Prometheus queries are that stage's gates.
 
-Mapping (seed 000 §7 stages → Argo): shadow → setMirrorRoute (Istio) + pause + analysis; each weighted stage
+Mapping (switchover's stages → Argo): shadow → setMirrorRoute (Istio) + pause + analysis; each weighted stage
 → setWeight + pause (the gate window, or the stage's dwell time) + analysis. "Too few samples → hold"
 becomes Argo's *inconclusive*: every metric has both a success and a failure condition, so a NaN or a
 short sample matches neither and the Rollout pauses instead of promoting. A failed hard gate fails the
@@ -295,5 +295,6 @@ def argo_rollout(
             "queries read switchover's gateway metrics: run the gateway as a sidecar in both "
             "ReplicaSets (weight 100 in canary pods, 0 in stable) so arm=new/old labels each side"
         )
-    notes.append("old and new must both fit while the canary runs: two resident copies of the weights (seed 001 §2)")
+    notes.append("old and new must both fit while the canary runs: two resident copies of the weights "
+                 "(`switchover plan canary`, docs/plan.md)")
     return ExportResult(target="argo", format="yaml", documents=docs, cannot_express=LIMITS, notes=notes)

@@ -2,7 +2,7 @@
 
 Verdicts follow gates.py: too few samples is hold, never pass; a rate may fail early when the failures already
 seen exceed what min_samples rows could absorb. With `by`, each group is judged alone and any failing group
-fails the gate (seed 001 §5: "any task type getting worse goes back one stage"); groups still short of samples
+fails the gate (any task type getting worse goes back one stage); groups still short of samples
 are listed, and the gate holds only while no group has enough.
 """
 
@@ -261,7 +261,7 @@ def cache_hits_after_switch(gate: CustomGate, views_since_switch: Iterable[View]
     what = f"first {len(first)} new-arm answers: {cached}/{prompt} prompt tokens from cache = {share:.1%}"
     if share > limit:
         return CustomGateResult(**base, verdict="fail", reason=f"{what} > {limit:.0%}: the cache key likely lacks "
-                                "the model/weights version (seed 001 §4)")
+                                "the model/weights version (docs/diff-model.md, cachekey)")
     if len(first) < gate.first_n:
         return CustomGateResult(**base, verdict="hold", reason=f"{what}; {gate.first_n} needed")
     return CustomGateResult(**base, verdict="pass", reason=f"{what} ≤ {limit:.0%}")

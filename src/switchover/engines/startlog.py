@@ -24,6 +24,9 @@ MAX_SCAN_LINES = 50_000  # lines read after the start of the last start-up
 GROUP_LINES = 50  # start markers this close together belong to one start-up
 MAX_TEXT = 300  # characters of a log line kept as evidence
 MAX_VALUE = 80  # characters of a logged value kept (a backend name, a dtype, a layer count)
+# characters of a line searched: ten times vLLM's whole-config start-up line; every pattern is linear in a line's
+# length (data/startlog.yaml), this bounds each line's cost all the same (a 64 MiB log may be one line)
+MAX_LINE_CHARS = 32 << 10
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _FRACTION = re.compile(r"^(\d{1,9})/(\d{1,9})$")  # a layer count; longer digit runs are not one (nor int()-able)
 
@@ -92,6 +95,8 @@ class EngineLog(BaseModel):
     aliases: list[str] = Field(default_factory=list)
     start: list[Marker]
     ready: list[Marker] = Field(default_factory=list)
+    requests: list[Marker] = Field(default_factory=list, description="per-request lines (a client's text): "
+                                   "never a marker, a fact or a fallback")
     patterns: list[Pattern]
     inferred: list[Inference] = Field(default_factory=list)
     synonyms: dict[str, dict[str, str]] = Field(default_factory=dict)
@@ -211,6 +216,19 @@ def _same(field: str, a: str, b: str, eng: EngineLog) -> bool:
     syn = {normalise(k, pre): normalise(v, pre) for k, v in eng.synonyms.get(field, {}).items()}
     x, y = normalise(a, pre), normalise(b, pre)
     return syn.get(x, x) == syn.get(y, y)
+
+
+def is_request_line(line: str, eng: EngineLog) -> bool:
+    """Whether the engine logged this line for a request (it may quote a client's prompt or the output)."""
+    return any(_compile(m.regex).search(line) for m in eng.requests)
+
+
+def log_lines(text: str, engines: list[EngineLog]) -> list[str]:
+    """The log's lines as searched: each cut to MAX_LINE_CHARS, and the request lines of these engines blanked
+    (kept as empty lines so that line numbers stay those of the file): a prompt that quotes a start-up line must
+    not start a start-up of its own, end one, or tell a fact."""
+    lines = [line[:MAX_LINE_CHARS] for line in text.splitlines()]
+    return ["" if any(is_request_line(line, eng) for eng in engines) else line for line in lines]
 
 
 def startup_window(lines: list[str], eng: EngineLog) -> tuple[int, int]:
@@ -409,7 +427,7 @@ def check_text(text: str, engine: str, *, log: str = "-", expect: list[str] | No
     expected = dict(baseline or {})
     expected.update(expectations_from_flags(flags, eng) if flags else {})
     expected.update(parse_expect(expect or [], data.fields))
-    lines = text.splitlines()
+    lines = log_lines(text, [eng])
     begin, end = startup_window(lines, eng)
     window = lines[begin:end]
     found, fallbacks = parse_log(window, eng, data.common_fallbacks, offset=begin)
@@ -433,8 +451,9 @@ def check_text(text: str, engine: str, *, log: str = "-", expect: list[str] | No
 
 def detect_engine(text: str, log: str = "-") -> str:
     """The one engine whose start-up markers the log holds; BadInput when none or several do."""
-    lines = text.splitlines()
-    hits = [k for k, eng in load_data().engines.items()
+    engines = load_data().engines
+    lines = log_lines(text, list(engines.values()))
+    hits = [k for k, eng in engines.items()
             if any(_compile(m.regex).search(line) for m in eng.start for line in lines)]
     if len(hits) != 1:
         found = f"markers of {', '.join(hits)}" if hits else "no engine's start-up marker"

@@ -30,6 +30,7 @@ from switchover.gateway.upstream import Failed, Opened, open_upstream
 from switchover.httpfront.budget import Hold, OverBudget
 from switchover.httpfront.messages import FrontRequest, FrontStream, Reply, error_reply
 from switchover.ledger_record import ShadowResult
+from switchover.redaction import redact
 from switchover.review.sampler import task_type
 from switchover.wire.target import path_allowed
 
@@ -127,7 +128,7 @@ class Proxy:
         try:
             obj, decision = await self._admit(request, live, row, hold)
         except ClientError as exc:
-            row.update(outcome=exc.outcome, status=exc.status, error=str(exc)[:200])
+            row.update(outcome=exc.outcome, status=exc.status, error=redact(str(exc))[:200])  # may quote the body
             g.count_refused(exc.reason)
             g.write_row(row)
             reply = error_reply(exc.status, str(exc), "invalid_request_error" if exc.status != 401 else
@@ -213,8 +214,9 @@ class Proxy:
                    arm=decision.arm, prompt_tokens_est=est, outcome="error",
                    task_type=self.g.task_labels(gw.task_types,
                                                 task_type(gw.task_types, request.path, asked, request.headers.get)))
-        if self.g.log_prompts and obj:
-            row["prompt"] = prompt_text(obj)[0]
+        if self.g.log_prompts and obj:  # secrets masked before the ledger; a long prompt off the event loop
+            text = prompt_text(obj)[0]
+            row["prompt"] = redact(text) if len(text) <= 4096 else await asyncio.to_thread(redact, text)
         return obj, decision
 
     def _body_for(self, live: Live, arm: str, body: bytes, obj: dict[str, Any] | None) -> bytes:

@@ -15,6 +15,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field
 
 from switchover.errors import ExitCode
+from switchover.termtext import printable_bytes
 from switchover.wire import EngineClient, FailureKind, Timeouts
 
 
@@ -102,7 +103,7 @@ async def check_ready(
             if res.failure is not None:
                 return _from_failure(ctx, res.failure.kind, res.failure.message)
             if res.status != 200:
-                text = res.body[:300].decode("utf-8", "replace")
+                text = printable_bytes(res.body, 300)
                 if _is_loading(res.status, text):
                     return ctx.make(ReadyState.LOADING, ready=False, status=res.status,
                                      reason=f"loading: /v1/models answered {res.status} {text.strip()[:120]}")

@@ -33,7 +33,8 @@ def register(app: typer.Typer) -> None:
                                   parser=params.OUT_DIR),
         json_out: bool = params.json_flag(),
     ) -> None:
-        """Rollback drill: stop new, start old, time the first good response (docs/checklist.md#rollout.rollback). Exit 1 if it failed.
+        """Rollback drill: stop new, start old, time the first good response (docs/checklist.md#rollout.rollback).
+        Exit 1 if it failed.
 
         Example: switchover drill --stop-new 'systemctl stop llm-new' --start-old 'systemctl start llm-old'
         --url http://127.0.0.1:8000 --max-recovery-s 120

@@ -14,8 +14,8 @@ from switchover import textfile
 from switchover.cli import params
 from switchover.cli.common import console, err_console, print_json
 from switchover.errors import BadInput, CheckFailed
-from switchover.words import plain
 from switchover.textfile import read_text
+from switchover.words import plain
 
 
 def _show(v: object) -> str:

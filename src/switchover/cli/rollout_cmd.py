@@ -16,7 +16,7 @@ from switchover import inputs
 from switchover.cli import params
 from switchover.cli.common import console, print_json
 from switchover.config import load_migration
-from switchover.errors import BadInput, ExitCode
+from switchover.errors import BadInput, ExitCode, Unreachable
 from switchover.gateway.ledger import LedgerSkips
 from switchover.rollout.compare import compare_samples, samples_from_ledger
 from switchover.rollout.controller import ActionResult, Rollout, StatusView
@@ -237,8 +237,9 @@ def holding(
 
 @app.command()
 def prerequisites(config: Path = CONFIG, json_out: bool = JSON) -> None:
-    """What a rollback needs, checked now (docs/checklist.md#rollout.rollback): old's launch config, weights, the route line, monitoring,
-    the last drill, old's readiness (a fresh 1-token check). Exit 1 when a required one fails or is missing.
+    """What a rollback needs, checked now (docs/checklist.md#rollout.rollback): old's launch config, weights, the
+    route line, monitoring, the last drill, old's readiness (a fresh 1-token check). Exit 1 when a required one fails
+    or is missing.
 
     Example: switchover rollout prerequisites -c switchover.yaml --json
     """
@@ -283,6 +284,19 @@ def reset(
     _finish(_rollout(config).reset(why=reason), json_out)
 
 
+def _check_or_hold(rollout: Rollout, auto_advance: bool, tick: str, results: list[dict[str, object]] | None
+                   ) -> ActionResult | None:
+    """One watch tick; None (a hold, said) when its evidence could not be reached."""
+    try:
+        return rollout.check(auto_advance=auto_advance, why="watch: every gate passed")
+    except Unreachable as exc:
+        if results is None:
+            console.print(f"{tick} hold: {escape(exc.message)}", highlight=False, soft_wrap=True)
+        else:
+            results.append({"check": tick, "hold": exc.message})
+        return None
+
+
 @app.command()
 def watch(
     config: Path = CONFIG,
@@ -303,8 +317,14 @@ def watch(
     rolled_back = False
     results: list[dict[str, object]] = []  # only for --json: a long watch must not keep every report
     shown: list[str] = []
+    unreachable = 0
     for i in range(max_checks):
-        res = rollout.check(auto_advance=auto_advance, why="watch: every gate passed")
+        res = _check_or_hold(rollout, auto_advance, f"[{i + 1}/{max_checks}]", results if json_out else None)
+        if res is None:  # one failed scrape must not end the watch (and its automatic rollback)
+            unreachable += 1
+            if i + 1 < max_checks:
+                time.sleep(interval)
+            continue
         if json_out:
             results.append(res.model_dump(mode="json"))
         if not json_out:
@@ -325,6 +345,8 @@ def watch(
             time.sleep(interval)
     if json_out:
         print_json(results)
+    if unreachable == max_checks:
+        raise Unreachable(f"all {max_checks} checks failed to reach their evidence; nothing was judged")
     sys.exit(int(ExitCode.FAILED if rolled_back else ExitCode.OK))
 
 

@@ -18,8 +18,8 @@ from switchover.hardware import find_gpu
 from switchover.plan.choose_models import resolve_model
 from switchover.plan.launch import detect_engine
 from switchover.plan.translate import HardwareMove, Translation, translate
-from switchover.words import plain
 from switchover.textfile import read_text
+from switchover.words import plain
 
 LAUNCH_MAX_BYTES = 256 * 1024
 

@@ -98,10 +98,9 @@ class PartRun(BaseModel):
 
     part: str
     status: PartStatus = Field(description="ran; failed: it raised, an endpoint was down, its result was unreadable "
-                                           "or the check was interrupted; disabled: turned off in switchover.yaml, left "
-                                           "out on the command line (--only, --skip), "
-                                           "or its inputs not given; unavailable: a module it needs could not be "
-                                           "imported")
+                                           "or the check was interrupted; disabled: turned off in switchover.yaml, "
+                                           "left out on the command line (--only, --skip), or its inputs not given; "
+                                           "unavailable: a module it needs could not be imported")
     reason: str | None = Field(default=None, description="Why it did not run or failed; None when it ran")
     seconds: float | None = Field(default=None, description="How long it ran, s; None: it did not start")
     files: list[str] = Field(default_factory=list, description="What it wrote, relative to the run directory")

@@ -3,8 +3,8 @@
 `timeout_s` is the deadline of the whole query — name lookup, connect, TLS handshake, every header and body byte,
 and redirects — not of each socket read: a server that sends a byte a second must not hold `rollout gates` or
 `rollout watch` (and with it an automatic rollback) for minutes. A watchdog shuts the socket down at the deadline,
-which ends any read in progress. Answers are bounded (an error body at 64 KiB), a redirect is followed only within the configured
-origin (the query must not be sent to another host), and any text from the server is shown through
+which ends any read in progress. Answers are bounded (an error body at 64 KiB), a redirect is followed only within
+the configured origin (the query must not be sent to another host), and any text from the server is shown through
 `termtext.printable`.
 """
 

@@ -217,7 +217,8 @@ def abandon(
         raise BadInput(f"unknown abandonment criteria {unknown}; choose from {sorted(known)}")
     if len(set(criteria)) < ABANDON_THRESHOLD and not force:
         raise BadInput(
-            f"switchover's rule (docs/rollout.md) is to consider abandoning when at least {ABANDON_THRESHOLD} criteria hold; "
+            f"switchover's rule (docs/rollout.md) is to consider abandoning when at least {ABANDON_THRESHOLD} criteria "
+            "hold; "
             f"{len(set(criteria))} given",
             hint="name the criteria with --criterion (repeatable), or pass --force to abandon anyway",
         )

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Protocol, cast
 
 import orjson
 
+from switchover.termtext import printable
 from switchover.wire.error_body import ErrorBody, parse_error_obj
 from switchover.wire.records import Failure, FailureKind, RequestRecord, ToolCall, Usage
 
@@ -59,7 +60,7 @@ def connect_text(url: str, err: OSError | None, fallback: object = None) -> str:
 
 def err_text(status: int, err: ErrorBody) -> str:
     msg = err.message.strip().splitlines()[0] if err.message.strip() else "(empty body)"
-    return f"HTTP {status}: {msg[:300]}"
+    return f"HTTP {status}: {printable(msg, 300)}"
 
 
 def too_large(rec: Folded, what: str, limit: int) -> None:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import orjson
-from pydantic import BaseModel
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 T = TypeVar("T")
 
@@ -28,11 +28,16 @@ def run(coro: Coroutine[Any, Any, T], *, hot: bool = False) -> T:
 
         return uvloop.run(coro)
     except ImportError:  # pragma: no cover - uvloop is a core dependency on Linux
+        import asyncio
+
         return asyncio.run(coro)
 
 
 def print_json(obj: BaseModel | dict[str, Any] | list[Any]) -> None:
     """Write JSON to stdout, uncoloured, for machines."""
+    import orjson
+    from pydantic import BaseModel
+
     if isinstance(obj, BaseModel):
         text = obj.model_dump_json(indent=2)
     else:

@@ -206,3 +206,13 @@ def test_rollout_gates_an_injected_selector_is_2_naming_the_field(tmp_path: Path
     config = _prometheus_config(tmp_path, _closed_url(), selector='job="gw"}[1s])) * 0 # ')
     _expect(["rollout", "gates", "-c", str(config)], BAD_INPUT, "rollout.prometheus.selector")
     _expect(["rollout", "gates", "-c", str(_at_first_stage(_prometheus_config(tmp_path, _closed_url())))], UNREACHABLE)
+
+
+def test_rollout_watch_holds_through_an_unreachable_prometheus_and_is_3_only_when_every_check_was(
+        tmp_path: Path) -> None:
+    """A watch ended at the first failed scrape before, and its automatic rollback with it."""
+    config = _at_first_stage(_prometheus_config(tmp_path, _closed_url()))
+    got, out, err, _ = run_cli(["rollout", "watch", "-c", str(config), "--max-checks", "2", "--interval", "0.01"])
+    assert got == UNREACHABLE, (got, out, err)
+    assert "[1/2] hold:" in out and "[2/2] hold:" in out, out
+    assert "all 2 checks failed to reach their evidence" in err

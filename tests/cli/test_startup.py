@@ -140,6 +140,12 @@ _SOURCES = {
             def hello():
                 """Greet."""
         ''',
+    "keyword": '''
+        def register(app):
+            @app.command(name="hi")
+            def hello():
+                """Keyword-named."""
+        ''',
     "called": '''
         def adapter():
             """Adapt metrics."""
@@ -175,6 +181,8 @@ _SOURCES = {
 @pytest.mark.parametrize(("source", "name", "group", "expected"), [
     ("decorated", "say-hello", False, "Say hello.\n\nMore text."),
     ("named", "hi", False, "Greet."),
+    ("keyword", "hi", False, "Keyword-named."),
+    ("keyword", "hello", False, None),
     ("called", "hi", False, "Adapt metrics."),
     ("named", "other", False, None),
     ("explicit_help", "hi", False, None),

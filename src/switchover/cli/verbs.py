@@ -122,12 +122,13 @@ def _tree(module: str) -> ast.Module | None:
 
 
 def _name_of(call: ast.Call, attr: str) -> tuple[bool, str | None]:
-    """Whether `call` is `<x>.<attr>(...)` with no listing keyword, and the name given as its first argument."""
+    """Whether `call` is `<x>.<attr>(...)` with no listing keyword, and the name given (first argument or name=)."""
     if not (isinstance(call.func, ast.Attribute) and call.func.attr == attr):
         return False, None
     if any(k.arg in _LISTING_KEYWORDS or k.arg is None for k in call.keywords):
         return False, None
-    first = call.args[0] if call.args else None
+    named = [k.value for k in call.keywords if k.arg == "name"]
+    first = call.args[0] if call.args else (named[0] if named else None)
     if first is None:
         return True, None
     return (True, first.value) if isinstance(first, ast.Constant) and isinstance(first.value, str) else (False, None)
@@ -151,7 +152,7 @@ def _command_doc(tree: ast.Module, name: str) -> str | None:
         for deco in fn.decorator_list:
             if isinstance(deco, ast.Call):
                 ok, given = _name_of(deco, "command")
-                if ok and (given or fn.name.replace("_", "-")) == name:
+                if ok and (given or fn.name.lower().replace("_", "-")) == name:  # typer's default name
                     return ast.get_docstring(fn)
     for node in statements:
         call = node.value if isinstance(node, ast.Expr) else None

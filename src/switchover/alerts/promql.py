@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from switchover.errors import BadInput
 from switchover.lexing import Token, tokenize
 
 _TOKEN = re.compile(
@@ -88,8 +89,15 @@ def lex(expr: str) -> list[Token]:
 
 
 def number(text: str) -> float:
-    """A number token's value: decimal, exponent or hexadecimal (`0x1F`, which float() refuses)."""
-    return float(int(text, 16)) if text[:2] in ("0x", "0X") else float(text)
+    """A number token's value: decimal, exponent or hexadecimal (`0x1F`, which float() refuses); BadInput naming a
+    hexadecimal number past float64 (Prometheus refuses it too: its parser reads numbers as int64 or float64)."""
+    if text[:2] not in ("0x", "0X"):
+        return float(text)
+    try:
+        return float(int(text, 16))
+    except OverflowError:
+        shown = text if len(text) <= 24 else f"{text[:20]}… ({len(text)} characters)"
+        raise BadInput(f"number {shown} in a rule's expr is too large for a float64") from None
 
 
 def unquote(text: str) -> str:

@@ -114,7 +114,9 @@ async def test_an_unreadable_killswitch_file_starts_the_gateway_latched_and_logs
         assert (s.old.stats.requests, s.new.stats.requests) == (1, 0), "weight 100 went to new while latched"
         token = (s.gw.run_dir / "admin.token").read_text()
         state = await exchange(s.port, http_request("GET", "/admin/state", headers=[("X-Switchover-Admin", token)]))
-        assert orjson.loads(state.reply.body)["kill_switch"]["latched"] is True
+        ks = orjson.loads(state.reply.body)["kill_switch"]
+        assert ks["latched"] is True
+        assert ks["max_client_share"] == s.gw.live.gw.kill_switch.max_client_share and ks["held"] is False
     named = [r for r in caplog.records if r.levelno >= logging.ERROR and "killswitch.json" in r.getMessage()]
     assert named, [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
 

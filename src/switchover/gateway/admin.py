@@ -70,7 +70,9 @@ class Admin:
         return json_reply({
             "weight": gw.weight, "rollback": gw.rollback, "draining": g.draining, "in_flight": len(g.inflight),
             "kill_switch": {"latched": snap.latched, "samples": snap.samples, "bad": snap.bad,
-                            "ratio": snap.ratio, "reason": snap.reason},
+                            "ratio": snap.ratio, "reason": snap.reason, "counted_samples": snap.counted_samples,
+                            "counted_bad": snap.counted_bad, "held": snap.held,
+                            "max_client_share": gw.kill_switch.max_client_share},
             "clients": {"mode": live.clients.mode, "keys": live.clients.keys,
                         "engine_keys_sent": live.clients.adds_engine_keys},
             "connections": g.connections(),

@@ -9,6 +9,7 @@ from rich.table import Table
 from switchover.cli import params
 from switchover.cli.common import console, err_console, print_json, run
 from switchover.errors import BadInput
+from switchover.redaction import redact
 
 
 def register(app: typer.Typer) -> None:
@@ -50,9 +51,9 @@ def register(app: typer.Typer) -> None:
                                       waves=waves, max_tokens=max_tokens, timeout_s=timeout_s,
                                       api_key_env=api_key_env, max_run_s=max_run_s))
         if json_out:
-            print_json(report)
+            print_json(report.model_copy(update={"url": redact(report.url)}))  # a key may sit in a URL's path
             return
-        table = Table(title=f"overload: {escape(url)}" + (f" ({report.engine})" if report.engine else ""))
+        table = Table(title=f"overload: {escape(redact(url))}" + (f" ({report.engine})" if report.engine else ""))
         for col in ("concurrency", "sent", "ok", "429/503", "other errors", "TTFT p50 ms", "TTFT p90 ms",
                     "TPOT p50 ms", "waiting (max)", "s"):
             table.add_column(col, justify="right")

@@ -16,6 +16,7 @@ from switchover.engines import load_profile
 from switchover.errors import BadInput, CheckFailed
 from switchover.probe import ProbeOptions, ProbeReport, Target, run_probes, select
 from switchover.probe.report import Observation
+from switchover.redaction import redact
 
 _VERDICT_STYLE = {"same": "green", "differs": "yellow", "inconclusive": "dim", "observed": "cyan"}
 
@@ -30,6 +31,13 @@ def _cell(obs: Observation | None) -> str:
     if obs.profile_match is False:
         return f"{escape(obs.summary)} [magenta](profile predicts {escape(str(obs.expected))})[/]"
     return escape(obs.summary)
+
+
+def _shown(report: ProbeReport) -> ProbeReport:
+    """The report as printed: endpoint URLs and reasons without secrets (a key may sit in a URL's path)."""
+    ends = {side: e.model_copy(update={"url": redact(e.url), "reason": e.reason and redact(e.reason)})
+            for side, e in (("old", report.old), ("new", report.new)) if e is not None}
+    return report.model_copy(update={**ends, "partial_reason": report.partial_reason and redact(report.partial_reason)})
 
 
 def render(report: ProbeReport) -> None:
@@ -134,7 +142,7 @@ def register(app: typer.Typer) -> None:
         opts = ProbeOptions(api=api, time_budget_s=budget_s)  # type: ignore[arg-type]
         with err_console.status("probing...") as status:
             report = run(run_probes(first, second, probes, opts, on_progress=lambda m: status.update(m)))
-        show_report(report, json_out, render)
+        show_report(_shown(report), json_out, render)
         if report.breaking_differences:
             raise CheckFailed(f"{len(report.breaking_differences)} breaking difference(s): "
                               + ", ".join(report.breaking_differences))

@@ -10,6 +10,7 @@ from rich.markup import escape
 from switchover.cli import params
 from switchover.cli.common import console, print_json, run
 from switchover.readiness import check_ready
+from switchover.redaction import redact
 
 
 def register(app: typer.Typer) -> None:
@@ -28,9 +29,9 @@ def register(app: typer.Typer) -> None:
         """
         result = run(check_ready(url, model=model, max_ms=max_ms, api_key_env=api_key_env))
         if json_out:
-            print_json(result)
+            print_json(result.model_copy(update={"url": redact(result.url)}))  # a key may sit in a URL's path
         else:
             colour = "green" if result.ready else "red"
-            console.print(f"[{colour}]{result.state.value}[/] {escape(url)}: {escape(result.reason)}", highlight=False,
-                          soft_wrap=True)
+            console.print(f"[{colour}]{result.state.value}[/] {escape(redact(url))}: {escape(result.reason)}",
+                          highlight=False, soft_wrap=True)
         sys.exit(int(result.exit_code))

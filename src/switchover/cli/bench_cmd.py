@@ -266,6 +266,7 @@ def bench(
         _go(lambda progress: BenchRun.resumed(resume, _Progress(progress)), json_out)
         return
 
+    config = params.discovered_config(config, old, new, url)
     migration = load_migration(config) if config is not None else None
     eps, section = endpoints_from(migration, old, new, url, old_engine, new_engine, engine, model)
     for ep in eps:  # an unknown engine is refused before any engine is contacted (BadInput names the known ones)

@@ -50,7 +50,7 @@ def exit_for(report: CheckReport) -> None:
 def register(app: typer.Typer) -> None:
     @app.command()
     def check(
-        config: Path = typer.Argument(..., help="The migration file (switchover.yaml)."),
+        config: Path = typer.Argument(params.MIGRATION_FILE, help="The migration file (default: ./switchover.yaml)."),
         runs_dir: Path = typer.Option(None, "--runs-dir", help="Where the run directory goes (default: runs_dir).",
                                       parser=params.OUT_DIR),
         only: list[str] = typer.Option(None, "--only", help="Run only these parts (plan, probe, verify, live_model, "

@@ -15,7 +15,7 @@ from switchover.errors import BadInput
 def register(app: typer.Typer) -> None:
     @app.command()
     def validate(
-        file: Path = typer.Argument(..., help="The migration file, e.g. switchover.yaml"),
+        file: Path = typer.Argument(params.MIGRATION_FILE, help="The migration file (default: ./switchover.yaml)."),
         json_out: bool = params.json_flag("the resolved configuration"),
     ) -> None:
         """Check a migration file; exit 2 naming the field and line when it is wrong.

@@ -229,6 +229,17 @@ def config_file(help_text: str, default: Path | None = MIGRATION_FILE) -> Any:
     return typer.Option(default, "--config", "-c", help=help_text)
 
 
+def discovered_config(config: Path | None, *given: object) -> Path | None:
+    """`config`, or ./switchover.yaml when no config and none of `given` (URLs, a resume folder) was passed and the
+    file exists: every verb that can read the migration file finds it the same way (said on stderr)."""
+    if config is not None or any(g is not None and g != "" for g in given) or not MIGRATION_FILE.is_file():
+        return config
+    from switchover.cli.common import err_console
+
+    err_console.print(f"using ./{MIGRATION_FILE} (no --config or URLs given)", highlight=False, markup=False)
+    return MIGRATION_FILE
+
+
 def endpoint(side: str, note: str = "") -> Any:
     """`--old` / `--new`: the base URL of the endpoint serving today or the one to switch to."""
     what = {"old": "serving today", "new": "to switch to"}[side]

@@ -118,6 +118,7 @@ def register(app: typer.Typer) -> None:
         if list_probes:
             _list_probes()
             return
+        config = params.discovered_config(config, url, old, new)
         if config is not None:
             if url or old or new:
                 raise BadInput("give --config or URLs, not both")

@@ -100,6 +100,7 @@ def register(app: typer.Typer) -> None:
 
         Example: switchover verify --old http://127.0.0.1:8000 --new http://127.0.0.1:8080 --prompts p.jsonl
         """
+        config = params.discovered_config(config, old, new)
         if config is not None:
             if old or new:
                 raise BadInput("give --config or --old/--new, not both")

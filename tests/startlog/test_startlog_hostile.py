@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from switchover.engines.startlog import MAX_LINE_CHARS, check_text, detect_engine, load_data
+from switchover.engines.startlog import (
+    MAX_LINE_CHARS,
+    check_text,
+    detect_engine,
+    engine_log,
+    is_request_line,
+    load_data,
+)
 
 try:
     import re._parser as sre_parse  # type: ignore[import-not-found]
@@ -144,3 +151,12 @@ def test_a_prompt_quoting_another_engines_marker_does_not_make_the_engine_ambigu
     log = (FIX / "vllm-cpu-testbed.log").read_text() + REQUEST_LINES["vllm 0.32"].replace(
         SPOOF, "llama_server: initializing") + "\n"
     assert detect_engine(log) == "vllm"
+
+
+@pytest.mark.parametrize(("engine", "line"), [
+    ("vllm", 'INFO:     127.0.0.1:57608 - "POST /v1/completions HTTP/1.1" 200 OK'),
+    ("vllm", '(APIServer pid=7) INFO:     127.0.0.1:57608 - "GET /x?Starting%20vLLM%20API%20server HTTP/1.1" 404'),
+    ("sglang", '[2026-01-01 00:00:00] INFO:     127.0.0.1:40000 - "POST /generate HTTP/1.1" 200 OK'),
+])
+def test_an_http_access_log_line_is_a_request_line_whose_path_tells_nothing(engine: str, line: str) -> None:
+    assert is_request_line(line, engine_log(engine)[1])

@@ -220,3 +220,19 @@ def test_root_help_builds_a_verb_whose_source_does_not_say_its_help_plainly(
     out = _root_help(typer.main.get_command(root))
     assert "Given help." in out
     assert "Docstring." not in out
+
+
+def test_shell_completion_names_verbs_subcommands_and_options() -> None:
+    import os
+    import subprocess
+    import sys
+
+    def complete(words: str, cword: int) -> list[str]:
+        env = {**os.environ, "_SWITCHOVER_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+        done = subprocess.run([sys.executable, "-m", "switchover"], env=env, capture_output=True, text=True,
+                              timeout=60)
+        return done.stdout.split()
+
+    assert "plan" in complete("switchover pl", 1)
+    assert {"card", "capacity", "canary"} <= set(complete("switchover plan ca", 2))
+    assert "--gpu" in complete("switchover plan capacity --g", 3)

@@ -45,7 +45,7 @@ VERBS = (
 
 # what every verb is built with (the root's own settings; `-h` is `--help` everywhere, sub-commands inherit it)
 SETTINGS: dict[str, Any] = {
-    "add_completion": False,
+    "add_completion": True,
     "pretty_exceptions_enable": False,
     "rich_markup_mode": "rich",
     "context_settings": {"help_option_names": ["-h", "--help"]},

@@ -19,7 +19,7 @@ from switchover.review.sampler import Redactor
 from tests.gateway.conftest import chat, stack
 
 MB = 1 << 20
-HANG_GUARD_S = 2.0
+HANG_GUARD_S = 2.0  # CPU seconds of this process (time.process_time): other jobs on the machine do not count
 # units that, repeated, start a possible e-mail or number at every few characters, each failing late
 ADVERSARIAL = {
     "e-mail": ["a", "a.", "a@", "A_a.", "a@a.", "@a.", "a@a.a@", "a@a. ", "x@y."],
@@ -37,9 +37,9 @@ def _pii(text: str) -> str:
 @pytest.mark.parametrize(("family", "unit"), [(f, u) for f, units in ADVERSARIAL.items() for u in units])
 def test_one_megabyte_of_adversarial_text_is_masked_in_linear_time(family: str, unit: str) -> None:
     text = unit * (MB // len(unit) + 1)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     _pii(text)
-    took = time.perf_counter() - t0
+    took = time.process_time() - t0
     assert took < HANG_GUARD_S, f"{family}: {unit!r} repeated to 1 MB took {took:.1f} s"
 
 
@@ -47,9 +47,9 @@ def test_the_redactor_at_its_largest_max_chars_is_fast_on_every_adversarial_unit
     clean = Redactor(ReviewConfig(max_chars=MAX_REVIEW_CHARS))
     unit = "".join(u for units in ADVERSARIAL.values() for u in units) + "(-u --token= A_KEY= sk-"
     text = unit * (2 * MAX_REVIEW_CHARS // len(unit) + 1)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     out = clean(text)
-    assert time.perf_counter() - t0 < HANG_GUARD_S and out.endswith(" […]")
+    assert time.process_time() - t0 < HANG_GUARD_S and out.endswith(" […]")
 
 
 @settings(max_examples=3000, deadline=None)

@@ -26,7 +26,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse  # type: ignore[no-redef]
 
 FIX = Path(__file__).parent / "fixtures"
-HANG_GUARD_S = 2.0
+HANG_GUARD_S = 2.0  # CPU seconds of this process (time.process_time): other jobs on the machine do not count
 LONG = 128 << 10  # the longest line: 31 s with the former patterns
 
 _CLASS_CHAR = {"CATEGORY_DIGIT": "1", "CATEGORY_WORD": "a", "CATEGORY_SPACE": " "}
@@ -81,10 +81,10 @@ def test_every_pattern_searches_long_lines_of_its_own_prefixes_and_suffixes_in_l
     assert rx.search(sample), f"{name}: the generated sample {sample!r} does not match (the generator is wrong)"
     units = {sample[:i] for i in range(2, len(sample) + 1)} | {sample[i:] for i in range(1, len(sample) - 1)}
     units |= {sample + " ", sample + "x"}
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for unit in sorted(u for u in units if u.strip()):
         rx.search(unit * (LONG // len(unit) + 1))
-    took = time.perf_counter() - t0
+    took = time.process_time() - t0
     assert took < HANG_GUARD_S, f"{name}: {len(units)} lines of {LONG // 1024} KiB took {took:.1f} s"
 
 
@@ -92,9 +92,9 @@ def test_a_log_of_long_hostile_lines_is_checked_in_linear_time() -> None:
     units = ["Initializing an LLM engine ", "not supported ", "disabledx", "server_args=ServerArgs( ",
              "llama_kv_cache: size = ", "flash_attn is not compatible with ", "backend is disabled "]
     log = (FIX / "vllm-gpu-fp8-marlin.log").read_text() + "".join(u * (LONG // len(u)) + "\n" for u in units)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     report = check_text(log, "vllm")
-    assert time.perf_counter() - t0 < HANG_GUARD_S and report.verdict == "downgrade"
+    assert time.process_time() - t0 < HANG_GUARD_S and report.verdict == "downgrade"
 
 
 def test_a_fact_past_the_searched_length_of_a_line_is_not_read() -> None:

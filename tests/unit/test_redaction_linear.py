@@ -12,7 +12,7 @@ import pytest
 from switchover.redaction import redact
 
 MB = 1 << 20
-HANG_GUARD_S = 2.0
+HANG_GUARD_S = 2.0  # CPU seconds of this process (time.process_time): other jobs on the machine do not count
 
 # per rule family: short units which, repeated, put a possible match start at every few characters, each start
 # failing only after a long scan if the pattern were unanchored or ambiguous
@@ -36,17 +36,17 @@ def _text(unit: str) -> str:
 @pytest.mark.parametrize(("family", "unit"), [(f, u) for f, units in ADVERSARIAL.items() for u in units])
 def test_one_megabyte_of_adversarial_text_is_redacted_in_linear_time(family: str, unit: str) -> None:
     text = _text(unit)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     redact(text)
-    took = time.perf_counter() - t0
+    took = time.process_time() - t0
     assert took < HANG_GUARD_S, f"{family}: {unit!r} x {len(text) // len(unit)} took {took:.1f} s"
 
 
 def test_every_family_at_once_is_redacted_in_linear_time() -> None:
     text = _text("".join(u for units in ADVERSARIAL.values() for u in units))
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     redact(text)
-    assert time.perf_counter() - t0 < HANG_GUARD_S
+    assert time.process_time() - t0 < HANG_GUARD_S
 
 
 @pytest.mark.parametrize(("text", "masked"), [

@@ -160,3 +160,11 @@ def test_a_prompt_quoting_another_engines_marker_does_not_make_the_engine_ambigu
 ])
 def test_an_http_access_log_line_is_a_request_line_whose_path_tells_nothing(engine: str, line: str) -> None:
     assert is_request_line(line, engine_log(engine)[1])
+
+
+def test_a_start_up_line_quoted_inside_another_message_starts_nothing() -> None:
+    ready = "(APIServer pid=1) INFO 07-04 17:54:30 [api_server.py:1] Starting vLLM API server 0 on http://0.0.0.0:8000"
+    echoed = (f"(APIServer pid=1) WARNING 07-04 18:00:01 [serving_chat.py:9] model {SPOOF!r} not found; "
+              "] Initializing an LLM engine")  # a warning that quotes what a client sent, "] " included
+    report = check_text((FIX / "vllm-gpu-fp8-marlin.log").read_text() + ready + "\n" + echoed + "\n", "vllm")
+    assert report.verdict == "downgrade" and report.start_line == 1

@@ -41,11 +41,12 @@ _PIPELINE_DEPTH = 16  # complete requests waiting behind the one being answered,
 LINGER_S = 2.0  # after a refusal, how long what the client still sends is read and dropped before closing
 LINGER_BYTES = 1 << 20  # ... and how much of it at most
 RETRY_AFTER_S = "1"
-# One connection's share of a loop turn: past this many body callbacks or bytes, reading pauses until the loop has
-# run everything else that is ready (uvloop reads up to 32 x 256 KiB per readiness event: 1.4 million 1-byte chunks,
-# which held /health for 1.3-2 s).
-BURST_CALLS = 8192
+# One connection's share of a loop turn: past this many body callbacks or bytes, the rest of the read is held back
+# and reading pauses until the loop has run everything else that is ready (uvloop reads up to 32 x 256 KiB per
+# readiness event: 1.4 million 1-byte chunks, which held /health for 1.3-2 s; one 256 KiB read is 43,000 of them).
+BURST_CALLS = 2048
 BURST_BYTES = 1 << 20
+FEED_SLICE = 16 << 10  # bytes handed to the parser at once (at most ~2,700 1-byte chunks)
 
 
 class Refusal(Exception):
@@ -104,6 +105,7 @@ class FrontConnection(asyncio.Protocol):
         self._burst_calls = 0  # body callbacks and bytes since reading last yielded to the loop
         self._burst_bytes = 0
         self._yielding = False
+        self._backlog: deque[bytes] = deque()  # read but not parsed yet: held back at the end of a burst
 
     # ---- asyncio.Protocol -----------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -163,7 +165,44 @@ class FrontConnection(asyncio.Protocol):
             if self._lingering and self._discarded > LINGER_BYTES:
                 self._finish_idle()
             return
+        if self._backlog:  # bytes held back from an earlier read are parsed first: order is kept
+            self._backlog.append(data)
+            return
+        self._feed(data)
+
+    def _feed(self, data: bytes) -> None:
+        """Parse `data` in slices; past the connection's share of a loop turn the rest is held back (reading
+        paused) and parsed on the next turn, so no read, however many chunks it holds, keeps the loop long."""
+        for pos in range(0, len(data), FEED_SLICE):
+            if self._dead or self.closed:
+                return
+            self._feed_slice(data[pos:pos + FEED_SLICE] if len(data) > FEED_SLICE else data)
+            if (self._burst_calls > BURST_CALLS or self._burst_bytes > BURST_BYTES) and not self._dead:
+                rest = data[pos + FEED_SLICE:]
+                if rest:
+                    self._backlog.appendleft(rest)  # before anything read later
+                if not self._yielding and not self.closed:
+                    self._yielding = True
+                    self.transport.pause_reading()
+                    asyncio.get_running_loop().call_soon(self._end_burst)
+                return
+
+    def _end_burst(self) -> None:
+        """The next turn: parse what was held back, then resume reading (unless a queued request or a close
+        holds it)."""
+        self._yielding = False
+        self._burst_calls = self._burst_bytes = 0
+        while self._backlog and not self._yielding and not self._dead and not self.closed:
+            self._feed(self._backlog.popleft())
+        if self._dead or self.closed:
+            self._backlog.clear()
+            return
+        if not self._yielding and not self._paused_reading and self.transport is not None:
+            self.transport.resume_reading()
+
+    def _feed_slice(self, data: bytes) -> None:
         self._completed = False
+        self._burst_bytes += len(data)
         try:
             self.parser.feed_data(data)
         except Refusal as exc:
@@ -193,21 +232,8 @@ class FrontConnection(asyncio.Protocol):
             self._partial_head = 0 if self._completed else self._partial_head + len(data)
             if self._partial_head > self.limits.max_head_bytes:
                 self._refuse(Refusal(431, f"request head over {self.limits.max_head_bytes} bytes", "head_too_large"))
-                return
         else:
             self._partial_head = 0
-        self._burst_bytes += len(data)
-        if (self._burst_calls > BURST_CALLS or self._burst_bytes > BURST_BYTES) and not self._yielding:
-            self._yielding = True
-            self.transport.pause_reading()
-            asyncio.get_running_loop().call_soon(self._end_burst)
-
-    def _end_burst(self) -> None:
-        """Reading resumes after a loop turn (unless a queued request or a close holds it)."""
-        self._yielding = False
-        self._burst_calls = self._burst_bytes = 0
-        if not self._paused_reading and not self.closed and self.transport is not None:
-            self.transport.resume_reading()
 
     # ---- llhttp callbacks ----------------------------------------------------------------------------
     def on_message_begin(self) -> None:

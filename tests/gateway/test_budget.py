@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from switchover.config.gateway import LimitsConfig
 from switchover.gateway.jsoncost import TokenScan, count_tokens, parsed_cost, tokens_bound
 from switchover.httpfront.budget import MemoryBudget, OverBudget
+from switchover.testing import await_until
 from tests.gateway.conftest import chat, metric_total, request_rows, stack
 
 MIB = 1 << 20
@@ -202,3 +203,32 @@ async def test_a_shadow_copy_the_budget_has_no_room_for_is_dropped_and_the_reque
         shadows = s.shadow_rows()
         assert [(r.shadow.dropped, r.shadow.error) for r in shadows] == [(True, "memory_budget")]
         assert s.new.stats.requests == 0
+
+
+REVIEW = {"pairs_per_day": 10, "sample_percent": 100, "max_concurrency": 4}
+
+
+async def test_a_review_pair_draws_its_copies_until_it_is_stored_and_is_skipped_when_there_is_no_room(tmp_path):
+    async with stack(tmp_path, weight=0, review=REVIEW,
+                     limits={"memory_budget_bytes": 16 * MIB, "max_body_bytes": 8 * MIB}) as s:
+        budget, spot = s.gw.budget, s.gw.spotcheck
+        request = chat(messages=[{"role": "user", "content": "w" * 20_000}])
+        seen: list[int] = []
+        spot_maybe = spot.maybe
+
+        def watched(*args):  # what the budget holds for reviews right after a pair starts
+            started = spot_maybe(*args)
+            seen.append(budget.by_kind["review"])
+            return started
+
+        spot.maybe = watched
+        assert (await s.post(request))[0] == 200
+        await await_until(lambda: spot.written == 1, 10, "the review pair stored")
+        assert seen and seen[0] >= 2 * len(orjson.dumps(request))  # two copies of the body, and its parse
+        await await_until(lambda: budget.by_kind["review"] == 0, 5, "the pair's draw given back")
+
+        priced = parsed_cost(orjson.dumps(request), tokens_bound(orjson.dumps(request)))
+        budget.take("answer", budget.limit - priced - len(orjson.dumps(request)) - 10_000)  # no room for a pair
+        assert (await s.post(request))[0] == 200
+        assert len(seen) == 1 and spot.written == 1
+        assert [bool(r.get("reviewed")) for r in request_rows(s)] == [True, False]

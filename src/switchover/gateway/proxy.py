@@ -153,7 +153,7 @@ class Proxy:
             return refused
         g.metrics.child(g.metrics.routed, decision.arm, decision.reason).inc()
         shadowed = self._maybe_shadow(live, decision, request, obj, row)
-        if live.gw.review.pairs_per_day and g.spotcheck.maybe(live, request, obj, row):
+        if live.gw.review.pairs_per_day and self._review(live, request, obj, row, hold):
             row["reviewed"] = True
         ticket = g.inflight.enter()
         obs = None
@@ -340,6 +340,22 @@ class Proxy:
         else:
             result.add_done_callback(lambda _fut: budget.give("shadow", n))
         return result
+
+    def _review(self, live: Live, request: FrontRequest, obj: dict[str, Any] | None, row: dict[str, Any],
+                hold: Hold) -> bool:
+        """Offer the request to the spot-check sampler, with what its pair holds drawn from the budget until the pair
+        ends (two copies of the body and the parsed request they are rendered from); no room: no pair."""
+        spot, budget = self.g.spotcheck, self.g.budget
+        n = 2 * len(request.body) + hold.drawn.get("parsed_json", 0)
+        if not budget.take("review", n):
+            return False
+        before = set(spot.tasks)
+        started = spot.tasks - before if spot.maybe(live, request, obj, row) else set()
+        if not started:
+            budget.give("review", n)
+            return False
+        next(iter(started)).add_done_callback(lambda _t: budget.give("review", n))
+        return True
 
     def _observe(self, row: dict[str, Any], obs: Observer | None, t0: int, decision: Decision) -> None:
         """Timings and token counts by the bench's formulas (Observer.timings, wire/timing.py), the per-arm

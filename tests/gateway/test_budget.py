@@ -232,3 +232,16 @@ async def test_a_review_pair_draws_its_copies_until_it_is_stored_and_is_skipped_
         assert (await s.post(request))[0] == 200
         assert len(seen) == 1 and spot.written == 1
         assert [bool(r.get("reviewed")) for r in request_rows(s)] == [True, False]
+
+
+async def test_the_arms_copy_of_a_body_with_usage_asked_for_draws_from_the_budget(tmp_path):
+    async with stack(tmp_path, weight=100, limits={"memory_budget_bytes": 16 * MIB, "max_body_bytes": 8 * MIB}) as s:
+        budget = s.gw.budget
+        request = chat(stream=True, messages=[{"role": "user", "content": "v" * 200_000}])  # usage is asked for
+        raw = orjson.dumps(request)
+        priced = parsed_cost(raw, tokens_bound(raw))
+        budget.take("answer", budget.limit - priced - len(raw) - 1000)  # room for the body and its parse only
+        status, body, headers = await s.post(request)
+        assert status == 503 and headers.get("Retry-After") == "1", body
+        assert s.new.stats.requests == 0 and s.old.stats.requests == 0
+        assert [(r["outcome"], r["error"]) for r in request_rows(s)] == [("refused", "memory_budget (request_body)")]

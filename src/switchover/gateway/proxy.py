@@ -244,9 +244,12 @@ class Proxy:
                                   keep_credentials=not live.clients.adds_engine_keys, api_key=live.engine_key(arm),
                                   peer=request.remote)
         body = request.body
+        out = self._body_for(live, arm, body, obj) if body else None
+        if hold is not None and out is not None and out is not body:
+            hold.add("request_body", len(out))  # the arm's copy (model renamed, usage asked for)
         return await open_upstream(
             self.g.pool, up.origin, up.target(request.upstream_target), method=request.method, headers=headers,
-            body=self._body_for(live, arm, body, obj) if body else None, first_timeout_s=first_timeout_s,
+            body=out, first_timeout_s=first_timeout_s,
             connect_timeout_s=t.connect_ms / 1000, idle_timeout_s=t.idle_ms / 1000, fail_statuses=fail_statuses,
             observer=TextObserver if asks_for_json(obj) else Observer, hold=hold)
 

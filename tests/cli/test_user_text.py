@@ -18,6 +18,7 @@ from switchover.cli.app import app
 from tests.check import builders as b
 from tests.cli import cases as C
 from tests.cli.runner import run_cli
+from tests.cli.test_help_and_random_argv import _groups
 
 # CJK ideographs and punctuation, full-width forms; "seed 000"-style citations and "the seeds'"; private doc paths.
 FORBIDDEN = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]|\bseed 0\d\d\b|\bseeds'|shared/|engines\.md"
@@ -41,16 +42,6 @@ def test_the_pattern_catches_what_it_must_and_spares_random_seeds() -> None:
     for fine in ("temperature 1, seed 1234, twice", "seed 7", "sampling.seed_repeat", "the same seed",
                  "https://docs.docker.com/reference/cli/docker/container/run/", "docs/checklist.md#engine.kv_cache"):
         assert not offending(fine), fine
-
-
-def _groups(cmd: Any, path: list[str]) -> list[str]:
-    subs = getattr(cmd, "commands", None)
-    if subs is None:
-        return []
-    out = [" ".join(path)] if path else []
-    for name, sub in subs.items():
-        out += _groups(sub, [*path, name])
-    return out
 
 
 HELP_PATHS = sorted(set(C.commands()) | set(_groups(typer.main.get_command(app), [])) | {""})

@@ -1,8 +1,8 @@
 """Soak under attack: a `switchover gateway` process in front of the test bed's llama-server serves ordinary traffic
-at 20 requests a second while, beside it, clients send bodies of a million empty objects, bodies in 1-byte chunks
-and slow-loris heads. The gateway's peak RSS stays under SOAK_RSS_BUDGET, its /health (polled from another process,
-so the test's own loop does not colour the figure) answers with p99 under 100 ms, and every ordinary request has
-its ledger row.
+at 20 requests a second while, beside it, clients send bodies of a million empty objects, bodies in 1-byte chunks,
+prompts built to be slow to redact (sampled for review) and slow-loris heads. The gateway's peak RSS stays under
+SOAK_RSS_BUDGET, its /health (polled from another process, so the test's own loop does not colour the figure)
+answers with p99 under 100 ms, and every ordinary request has its ledger row.
 
 Only llama-server is started (one of our own, like test_gateway_engines.py's new arm); it is both arms (weight 0,
 old), so the soak does not need vLLM's start-up.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 import subprocess
 import sys
 import time
@@ -127,6 +128,15 @@ async def post_raw(port: int, wire: bytes, write: int = 256 << 10) -> bytes:
         writer.close()
 
 
+def _attack_pairs(run_dir: Path) -> int:
+    """Review pairs stored for the redaction attack's requests (their prompt redacted in the gateway)."""
+    db = run_dir / "review.sqlite"
+    if not db.exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(db, timeout=10)) as con:
+        return int(con.execute("SELECT count(*) FROM pairs WHERE request_id LIKE 'redact-%'").fetchone()[0])
+
+
 async def body_attack(port: int, stop: asyncio.Event, counts: dict[str, int]) -> None:
     """Bodies of 16 MiB of `{}` (5.6 million empty objects), two a second."""
     head = b'{"model": "m", "prompt": "x", "x": ['
@@ -149,6 +159,22 @@ async def chunk_attack(port: int, stop: asyncio.Event, counts: dict[str, int]) -
     while not stop.is_set():
         got = await post_raw(port, wire)
         counts[got[9:12].decode() or "none"] = counts.get(got[9:12].decode() or "none", 0) + 1
+
+
+async def redaction_attack(port: int, stop: asyncio.Event, counts: dict[str, int]) -> None:
+    """Completions whose prompt is 99,000 characters of "(1." (the input that held the event loop 18 s in the former
+    review redactor's phone pattern), two a second: the sampler takes them for review pairs, whose redaction must
+    not hold the gateway."""
+    prompt = "(1." * 33_000
+    i = 0
+    while not stop.is_set():
+        t0 = time.monotonic()
+        body = orjson.dumps({"model": "m", "prompt": prompt, "max_tokens": 1})
+        got = await post_raw(port, http_request(target="/v1/completions", body=body,
+                                                headers=[("X-Request-Id", f"redact-{i:04d}")]))
+        counts[got[9:12].decode() or "none"] = counts.get(got[9:12].decode() or "none", 0) + 1
+        i += 1
+        await asyncio.sleep(max(0.0, t0 + 0.5 - time.monotonic()))  # the scenario: at most two a second
 
 
 async def slow_loris(port: int, stop: asyncio.Event, cut: list[int], n: int = 200) -> None:
@@ -177,11 +203,15 @@ async def slow_loris(port: int, stop: asyncio.Event, cut: list[int], n: int = 20
 
 
 @pytest.mark.timeout(300)
-async def test_the_gateway_serves_20_requests_a_second_under_body_chunk_and_slow_loris_attacks(llama, tmp_path):
+async def test_the_gateway_serves_20_requests_a_second_under_body_chunk_redaction_and_slow_loris_attacks(
+        llama, tmp_path):
     run_dir = tmp_path / "run"
     config = {"old": {"url": llama.url, "engine": "llamacpp"}, "new": {"url": llama.url, "engine": "llamacpp"},
               "gateway": {"weight": 0, "run_dir": str(run_dir), "listen": {"port": 0}, "reload_poll_s": 60,
-                          "limits": {"memory_budget_bytes": MEMORY_BUDGET, "header_timeout_s": 5}}}
+                          "limits": {"memory_budget_bytes": MEMORY_BUDGET, "header_timeout_s": 5},
+                          # every generation request is offered to the review sampler, the redaction attack's too
+                          "review": {"pairs_per_day": 100_000, "per_type_per_day": 100_000, "sample_percent": 100,
+                                     "max_chars": 100_000, "max_concurrency": 4}}}
     cfg = tmp_path / "switchover.yaml"
     cfg.write_text(yaml.safe_dump(config))
     proc = subprocess.Popen([sys.executable, "-m", "switchover", "gateway", "--config", str(cfg)],
@@ -199,8 +229,10 @@ async def test_the_gateway_serves_20_requests_a_second_under_body_chunk_and_slow
         bodies: dict[str, int] = {}
         chunks: dict[str, int] = {}
         cut = [0]
+        redacted: dict[str, int] = {}
         attacks = [asyncio.ensure_future(body_attack(port, stop, bodies)),
                    asyncio.ensure_future(chunk_attack(port, stop, chunks)),
+                   asyncio.ensure_future(redaction_attack(port, stop, redacted)),
                    asyncio.ensure_future(slow_loris(port, stop, cut))]
         statuses: dict[str, int] = {}
         async with aiohttp.ClientSession() as http:
@@ -219,6 +251,8 @@ async def test_the_gateway_serves_20_requests_a_second_under_body_chunk_and_slow
         await asyncio.sleep(0.5)  # the ledger flushes every 100 ms
         rows = {r["request_id"]: r for p in sorted(run_dir.glob("ledger-*.jsonl"))
                 for r in map(orjson.loads, p.read_bytes().splitlines()) if r.get("kind", "request") == "request"}
+        await await_until(lambda: _attack_pairs(run_dir) > 0, 30, "a review pair of the redaction attack")
+        attack_pairs = _attack_pairs(run_dir)
         p99 = latencies[int(len(latencies) * 0.99)] if latencies else float("inf")
         missing_rows = [rid for rid in statuses if rid not in rows]
         ok = sum(1 for s in statuses.values() if s == 200)
@@ -226,7 +260,8 @@ async def test_the_gateway_serves_20_requests_a_second_under_body_chunk_and_slow
                   f"ms over {len(latencies)} (the poller's own oversleep p99 "
                   f"{late[int(len(late) * 0.99)] * 1000:.1f} ms, max {late[-1] * 1000:.1f} ms); "
                   f"ordinary {ok}/{len(statuses)} answered 200; body attack {bodies}; chunk attack {chunks}; "
-                  f"slow-loris connections cut {cut[0]}")
+                  f"slow-loris connections cut {cut[0]}; redaction attack {redacted}, {attack_pairs} of its "
+                  f"requests stored as review pairs")
         print(report)
         assert bodies.get("413", 0) >= 1 and chunks.get("200", 0) >= 1 and cut[0] >= 1, report
         assert not missing_rows, f"{len(missing_rows)} ordinary requests have no ledger row: {missing_rows[:5]}"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from switchover.testing import FakeEngine
 from tests.check import builders as b
 from tests.cli.runner import run_cli
+from tests.loopback import tcp_server
 
 OK, FAILED, BAD_INPUT, UNREACHABLE = 0, 1, 2, 3
 SMALL = "builtin:meta-llama/Llama-3.1-8B-Instruct"
@@ -37,27 +37,9 @@ def _closed_url() -> str:
         return f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
-@contextlib.contextmanager
-def _silent_port() -> Iterator[str]:
+def _silent_port() -> contextlib.AbstractContextManager[str]:
     """Accepts connections and never answers."""
-    srv = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        srv.settimeout(0.2)
-        while not stop.is_set():
-            with contextlib.suppress(OSError):
-                held.append(srv.accept()[0])
-
-    threading.Thread(target=serve, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{srv.getsockname()[1]}"
-    finally:
-        stop.set()
-        srv.close()
-        for c in held:
-            c.close()
+    return tcp_server()
 
 
 def _expect(argv: list[str], code: int, *needles: str) -> str:
@@ -164,34 +146,21 @@ def _at_first_stage(config: Path) -> Path:
     return config
 
 
-@contextlib.contextmanager
-def _dribbling_port() -> Iterator[str]:
+def _dribbling(conn: socket.socket, stop: threading.Event) -> None:
+    """A valid head, then one body byte every 0.2 s."""
+    with contextlib.suppress(OSError):
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n")
+        for _ in range(500):
+            if stop.is_set():
+                return
+            conn.sendall(b" ")
+            stop.wait(0.2)
+
+
+def _dribbling_port() -> contextlib.AbstractContextManager[str]:
     """Answers every request with a valid head, then one body byte every 0.2 s."""
-    srv = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
-
-    def one(conn: socket.socket) -> None:
-        with conn, contextlib.suppress(OSError):
-            conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n")
-            for _ in range(500):
-                if stop.is_set():
-                    return
-                conn.sendall(b" ")
-                stop.wait(0.2)
-
-    def serve() -> None:
-        srv.settimeout(0.2)
-        while not stop.is_set():
-            with contextlib.suppress(OSError):
-                threading.Thread(target=one, args=(srv.accept()[0],), daemon=True).start()
-
-    threading.Thread(target=serve, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{srv.getsockname()[1]}"
-    finally:
-        stop.set()
-        srv.close()
+    return tcp_server(_dribbling)
 
 
 def test_rollout_gates_a_dribbling_prometheus_is_3_at_the_query_timeout(tmp_path: Path) -> None:

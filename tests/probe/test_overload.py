@@ -7,7 +7,6 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 from aiohttp import web
@@ -17,6 +16,7 @@ from switchover.probe.overload import _tpot, _waiting, run_overload
 from switchover.testing import FakeEngine
 from switchover.wire import EngineClient
 from switchover.wire.records import RequestRecord, Usage
+from tests.loopback import tcp_server
 
 METRICS = """# HELP vllm:num_requests_waiting Number of requests waiting.
 # TYPE vllm:num_requests_waiting gauge
@@ -70,35 +70,14 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-@contextlib.contextmanager
-def _raw_server(answer: bytes | None) -> Iterator[str]:
+def _raw_server(answer: bytes | None) -> contextlib.AbstractContextManager[str]:
     """A loopback port that accepts and then sends `answer` and closes (None: sends nothing, ever)."""
-    srv = socket.create_server(("127.0.0.1", 0))
-    srv.settimeout(0.2)
-    stop = threading.Event()
-    held: list[socket.socket] = []
+    def reply(conn: socket.socket, _stop: threading.Event) -> None:
+        with contextlib.suppress(OSError), conn:
+            conn.recv(65536)
+            conn.sendall(answer or b"")
 
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                continue
-            if answer is None:
-                held.append(conn)  # never answered, never closed
-                continue
-            with conn:
-                conn.recv(65536)
-                conn.sendall(answer)
-
-    threading.Thread(target=serve, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{srv.getsockname()[1]}"
-    finally:
-        stop.set()
-        srv.close()
-        for c in held:
-            c.close()
+    return tcp_server(None if answer is None else reply)
 
 
 async def test_nothing_listening_is_unreachable_not_a_neither_verdict() -> None:

@@ -1,9 +1,9 @@
 """`switchover doctor`: symptom → likely cause → the switchover command that confirms it.
 
-The table is data (data/doctor.yaml), each row citing where the diagnosis comes from: seed 001 §6 ("five
-ways a canary gets slow or strange"), seed 000's tables (§1 impact areas, their "how it shows when missed" column; §2
-batch limits; §4 API semantics; §6 readiness and metrics units) and seed 004 §4's hardware symptoms (NCCL hang, memory
-creep over hours, slower on the new GPU, double residency on reload). Matching is fuzzy: words and aliases
+The table is data (data/doctor.yaml), each row citing where the diagnosis comes from (the project's docs, an
+engine's source or docs at a release): the ways a canary gets slow or strange, the impact areas of a switch, batch
+limits, API semantics, readiness and metric units, and hardware symptoms (NCCL hang, memory creep over hours, slower
+on the new GPU, double residency on reload). Matching is fuzzy: words and aliases
 are scored, so "p99 went up but qps is flat" finds the first row.
 """
 

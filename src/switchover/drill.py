@@ -1,5 +1,5 @@
-"""The rollback drill (seed 000 §6): stop the new engine, start the old one, and time the first good
-response. That figure, not a hope, is the recovery time a rollout may rely on; if it is longer than the
+"""The rollback drill (docs/checklist.md#rollout.rollback): stop the new engine, start the old one, and time the
+first good response. That figure, not a hope, is the recovery time a rollout may rely on; if it is longer than the
 acceptable outage, run both side by side behind the gateway instead of swapping in place.
 
 The stop command must exit. The start command may exit (`systemctl start`, `docker start`) or keep running

@@ -1,5 +1,5 @@
 """How far the new engine moved each latency distribution in an A/B bench run: the factor a threshold tuned to
-the old engine (e.g. TTFT p99 > 2 s) needs before it means the same thing on the new one (seed 000 §6)."""
+the old engine (e.g. TTFT p99 > 2 s) needs before it means the same thing on the new one (docs/alerts.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prometheus alerting and recording rules from the old engine's metrics to the new engine's (seed 000 §6: "metric
+"""Prometheus alerting and recording rules from the old engine's metrics to the new engine's (docs/alerts.md: "metric
 names and units do not line up; an unconverted dashboard goes dark, or reads as traffic gone to zero"), across
 engines and across releases of one engine (vLLM 0.6 -> 0.11 renames series too).
 

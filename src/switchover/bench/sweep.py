@@ -1,5 +1,5 @@
 """`bench sweep`: relaunch an engine for each parameter value, wait until it generates, run the ladder, stop
-it, and plot a metric against the parameter (e.g. seed 004's block-size sweep)."""
+it, and plot a metric against the parameter (e.g. a block-size sweep)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The `rollout:` section of switchover.yaml: stages, gate thresholds, where the evidence comes from.
 
-Defaults follow seed 000 §7's stage table: shadow first (distribution tests on output length, finish_reason,
+Defaults follow docs/rollout.md's stage table: shadow first (distribution tests on output length, finish_reason,
 error codes), then small/medium/large/full weights whose hard gates are error rate, TTFT tail and fallback
 ratio, with the TPOT tail added from the medium stage on.
 """

@@ -27,13 +27,13 @@ from switchover.ledger_record import row_fields
 
 Builtin = Literal["parse_failure_rate", "output_length_shift", "cache_hits_after_switch", "spot_check_rating"]
 BUILTIN_DEFAULTS: dict[str, dict[str, float | bool]] = {
-    # seed 000 §3: structured-output validity is where quantization and template changes show first (hard fail)
+    # structured-output validity is where quantization and template changes show first (hard fail)
     "parse_failure_rate": {"max": 0.02, "hard": True},
-    # seed 000 §1: length thresholds were tuned to the old model; a shift means re-tuning, not rolling back
+    # length thresholds were tuned to the old model; a shift means re-tuning, not rolling back
     "output_length_shift": {"max": 0.25, "hard": False},
-    # seed 001 §4: "the new model's first requests should see cache_hit ≈ 0, not 60 %"
+    # the new model's first requests should see cache hits ≈ 0, not 60 % (docs/diff-model.md, cachekey)
     "cache_hits_after_switch": {"max": 0.05, "hard": True},
-    # seed 001 §5: ~200 human-rated pairs a day by task type; max is the worse-or-broken share, min_samples ratings
+    # ~200 human-rated pairs a day by task type; max is the worse-or-broken share, min_samples ratings
     "spot_check_rating": {"max": 0.10, "hard": True},
 }
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")

@@ -1,9 +1,9 @@
 """The `rollout.holding:` section: how long the old engine stays warm after 100 %, per failure type.
 
-Seed 001 §5: "traffic looks fine" does not end the rollback window; it ends when each kind of failure has had
+"Traffic looks fine" does not end the rollback window; it ends when each kind of failure has had
 time to show. Crashes show in minutes (error rate), broken formats in hours (parse-failure rate), semantic drift in
 days (human spot checks, downstream metrics), long-tail task regressions in a week (per-task-type A/B); and after
-100 % "the old instance must stay for 48 h and be switchable back with one click". Each failure type therefore
+100 % the old instance stays warm for 48 h, switchable back with one command. Each failure type therefore
 has its own window and its own gates; the holding ends when every window has closed.
 """
 
@@ -18,7 +18,7 @@ from switchover.inputs import MAX_SECONDS, BaseUrl
 
 
 class FailureType(StrEnum):
-    """Seed 001 §5's failure types, by how long they take to show."""
+    """The failure types of a swap, by how long they take to show (docs/rollout.md, holding)."""
 
     CRASH = "crash"  # minutes: error rate, fallbacks (OOM, crashes)
     LATENCY = "latency"  # a daily peak: TTFT / TPOT tails
@@ -43,7 +43,7 @@ class FailureWindow(BaseModel):
     )
 
 
-# Defaults (seed 001 §5 "回滚窗口"): crash in minutes → 1 h; latency over one daily peak (seed 000 §7) → 24 h;
+# Defaults (docs/rollout.md, holding window): crash in minutes → 1 h; latency over one daily peak → 24 h;
 # format in hours → 24 h; quality and business: "the old instance stays 48 h after 100 %" → 48 h. Business metrics
 # often need a week (issue 14): set duration_s: 604800 where the downstream signal is weekly.
 DEFAULT_WINDOWS: dict[FailureType, FailureWindow] = {
@@ -87,7 +87,8 @@ class DrillRequirement(BaseModel):
 
 
 class RollbackPrerequisites(BaseModel):
-    """Seed 000 §6's four things a rollback needs: config, weights, route, monitoring (listed and checked)."""
+    """The four things a rollback needs (docs/checklist.md#rollout.rollback): config, weights, route, monitoring
+    (listed and checked)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 

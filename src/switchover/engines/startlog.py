@@ -1,5 +1,5 @@
 """What an engine's start-up log says it chose (attention backend, KV cache dtype, quantization kernel, CUDA graphs)
-and every fallback it took, compared with what the migration expected (seed 004 §1: the same weights on another GPU
+and every fallback it took, compared with what the migration expected (docs/startlog.md: the same weights on another GPU
 run another kernel, without an error). The log patterns are engine facts, cited, in data/startlog.yaml."""
 
 from __future__ import annotations

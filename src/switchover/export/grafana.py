@@ -1,5 +1,5 @@
 """A Grafana dashboard over the gateway's own metrics: engine-independent names, units and buckets, so it
-keeps working when the engine behind an arm changes (seed 000 §6: dashboards break when metric names and
+keeps working when the engine behind an arm changes (docs/alerts.md: dashboards break when metric names and
 units change)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Spot-check pairs for human review (seed 001 §5): a sampled generation request is sent once more to each arm,
+"""Spot-check pairs for human review (docs/review.md): a sampled generation request is sent once more to each arm,
 off the client's path, and the prompt with both answers, redacted, becomes a pair in the review database.
 
 Both answers come from copies (not from the client's own answer), so the client's path is untouched and the two

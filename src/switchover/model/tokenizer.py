@@ -18,7 +18,7 @@ from switchover.textfile import read_bytes, read_text
 
 SPECIAL_ROLES = ("bos", "eos", "pad", "unk")
 
-# Built-in corpus: the kinds of text whose token counts shift between tokenizers (CJK first, per seed 001 §1).
+# Built-in corpus: the kinds of text whose token counts shift between tokenizers (CJK first: docs/diff-model.md).
 CORPUS: list[tuple[str, str]] = [
     ("english", "The quarterly report shows revenue grew by twelve percent, driven by strong demand in Europe and "
                 "a recovery in consumer electronics. Operating costs rose modestly."),

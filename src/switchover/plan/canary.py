@@ -1,4 +1,4 @@
-"""Canary capacity: old and new model copies on one GPU (seed 001 §2's table, corrected).
+"""Canary capacity: old and new model copies on one GPU (docs/plan.md, Canary).
 
 Fixed costs (weights, activation peak, non-torch, CUDA graphs) are paid twice, so each copy gets less than half
 of a single copy's pool; the canary percentage does not change memory, but it does change which copy saturates

@@ -1,5 +1,5 @@
 """Drain grace and timeouts: how long the longest generation takes, and which deploy files stop or time out
-sooner (seed 001 §3: max_tokens x TPOT p99, plus TTFT and a margin; 2000 x 35 ms = 70 s)."""
+sooner (docs/plan.md, Grace: max_tokens x TPOT p99, plus TTFT and a margin; 2000 x 35 ms = 70 s)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """How the GPUs of a host are linked (NVLink or PCIe only) and what that means for a parallel layout: tensor
 parallelism all-reduces the hidden state twice per layer, so TP over PCIe pays for every token on a link an order of
-magnitude slower than NVLink (seed 004 §3.2). Facts cited in plan/data/interconnect.yaml."""
+magnitude slower than NVLink. Facts cited in plan/data/interconnect.yaml."""
 
 from __future__ import annotations
 

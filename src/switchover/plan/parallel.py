@@ -1,5 +1,5 @@
 """Parallel layouts: every TP x PP x DP (x EP) for N GPUs, why the illegal ones fail, the legal ones ranked by
-KV capacity per replica (reference/capacity.md §3 "Valid plans"; seed 000's plan_parallelism, done right)."""
+KV capacity per replica (docs/plan.md, Parallel plans)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Overload behaviour (seed 000 §1, 请求调度: "拒绝还是等待"): past its concurrency limit, does an engine reject
+"""Overload behaviour (docs/probe.md, "reject or wait?"): past its concurrency limit, does an engine reject
 (429 / 503) or make requests wait, and from which concurrency on?
 
 Concurrency doubles from 1 up to a bound; at each level a wave of `concurrency × waves` streamed requests is sent

@@ -1,1 +1,1 @@
-"""review: human spot-checks of the new engine's answers next to the old one's (seed 001 §5)."""
+"""review: human spot-checks of the new engine's answers next to the old one's (docs/review.md)."""

@@ -32,7 +32,7 @@ class Criterion(BaseModel):
     text: str
 
 
-# Seed 000 §7 ("when to give up the migration"): consider stopping when any two of these hold.
+# When to give up the migration (docs/rollout.md): consider stopping when any two of these hold.
 ABANDON_CRITERIA: tuple[Criterion, ...] = (
     Criterion(
         key="hard_metrics",

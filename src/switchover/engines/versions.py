@@ -51,17 +51,16 @@ def release_key(text: str) -> Version:
 _BUILD = re.compile(r"[bB]?[0-9]+")
 
 
-def check_release_form(engine: str, version: str) -> None:
-    """A release written the way `engine` numbers its releases: llama.cpp by build (b3995 or 3995), every other
-    engine by a dotted release (0.6.3, v2.0.2, 1.2.0rc1); ValueError naming the value and the expected form (a
-    llama.cpp build given to vLLM would otherwise read as vLLM 3995, newer than any release)."""
+def check_release_form(engine: str, scheme: str, version: str) -> None:
+    """A release written the way `engine` numbers its releases (`scheme`, its profile's `release_scheme`): "build"
+    (llama.cpp: b3995 or 3995) or "release" (0.6.3, v2.0.2, 1.2.0rc1); ValueError naming the value and the expected
+    form (a llama.cpp build given to vLLM would otherwise read as vLLM 3995, newer than any release)."""
     text = version.strip()
-    if engine == "llamacpp":
+    if scheme == "build":
         if not _BUILD.fullmatch(text):
-            raise ValueError(f"{text[:40]!r} is not a llama.cpp build: llama.cpp releases are build tags such as "
-                             "b3995 (https://github.com/ggml-org/llama.cpp/releases)")
+            raise ValueError(f"{text[:40]!r} is not a {engine} build: its releases are build tags such as b3995")
     elif text[:1] in ("b", "B") and text[1:].isdigit():
-        raise ValueError(f"{text[:40]!r} is a llama.cpp build tag; {engine} releases are numbered like 0.6.3")
+        raise ValueError(f"{text[:40]!r} is a build tag; {engine} releases are numbered like 0.6.3")
 
 
 def split_engine_ref(text: str) -> tuple[str, str | None]:

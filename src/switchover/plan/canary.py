@@ -2,7 +2,7 @@
 
 Fixed costs (weights, activation peak, non-torch, CUDA graphs) are paid twice, so each copy gets less than half
 of a single copy's pool; the canary percentage does not change memory, but it does change which copy saturates
-first. Knobs are chosen per the engine's memory semantics so that both copies start (capacity.md §3).
+first. Knobs are chosen per the engine's memory semantics so that both copies start (docs/plan.md#canary).
 """
 
 from __future__ import annotations

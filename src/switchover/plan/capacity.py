@@ -1,4 +1,4 @@
-"""KV pool, tokens and concurrency under each engine's memory semantics (reference/capacity.md §2-3): the one
+"""KV pool, tokens and concurrency under each engine's memory semantics (docs/plan.md#capacity): the one
 capacity model every verb calls (`plan capacity`, `plan canary`, `plan choose`, `plan parallel`, `check`'s plan
 part, `doctor`'s figures, the memory-knob conversion of `plan translate`).
 
@@ -41,7 +41,7 @@ __all__ = ["GIB", "CapacityResult", "ContextRow", "Instance", "Knobs", "Overhead
 
 def weights_per_gpu_gib(card: ModelCard, tp: int, pp: int, ep: int = 1) -> float:
     """Weights per GPU: sharded parts / TP, replicated parts (norms, routers, MLA down-projections, K/V past the
-    KV heads) whole, then / PP (capacity.md §3); prefer a logged figure."""
+    KV heads) whole, then / PP (docs/plan.md#capacity); prefer a logged figure."""
     return card.weights.per_rank_bytes(tp) / pp / GIB
 
 

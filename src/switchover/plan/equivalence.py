@@ -1,6 +1,6 @@
 """The target engine's memory knob that gives the same KV pool as the source engine's (translate --model --gpu).
 
-The same number means different things (engines.md §1e): vLLM 0.9 is a share of total memory, SGLang's
+The same number means different things (docs/plan.md#translate): vLLM 0.9 is a share of total memory, SGLang's
 mem_fraction_static a share of free memory covering weights + KV, TensorRT-LLM's a share of what is free after
 loading. So the value is never copied: both pools are computed by `plan capacity`'s own function (each engine at
 its release, with its version's overhead model) and the target knob is solved for.

@@ -1,4 +1,4 @@
-"""One engine instance's memory on one GPU under the engine's budget semantics (reference/capacity.md §2-3).
+"""One engine instance's memory on one GPU under the engine's budget semantics (docs/plan.md#capacity).
 
 The formula is chosen by the profile's `memory.budget` kind, never by engine name: the memory knobs, the overheads
 outside the KV pool (a user's override, the version's overhead model, else the profile's flat defaults), and what

@@ -1,4 +1,4 @@
-"""KV bytes per token and per-sequence state, per GPU, for a model under TP x PP (reference/capacity.md §1).
+"""KV bytes per token and per-sequence state, per GPU, for a model under TP x PP (docs/plan.md#model-card).
 
 Standard attention: 2 x L_loc x kvh_rank x head_dim x dt, with kvh_rank = kv/TP when TP <= kv and 1 (replicated)
 when TP > kv. MLA: L_loc x (kv_lora_rank + qk_rope_head_dim) x dt, replicated on every TP rank. Linear-attention
@@ -56,8 +56,8 @@ class KVLayout(BaseModel):
 
     def request_bytes(self, context: int, page_tokens: int = 1, window_slack: int = 0,
                       state_pages: int = 1) -> float:
-        """Bytes one request holds at `context` tokens, pages rounded up (capacity.md §3). Sliding layers keep
-        the window plus `window_slack` tokens (vLLM: W - 1 + max_num_batched_tokens, capacity.md §1)."""
+        """Bytes one request holds at `context` tokens, pages rounded up (docs/plan.md#capacity). Sliding layers keep
+        the window plus `window_slack` tokens (vLLM: W - 1 + max_num_batched_tokens, docs/plan.md#capacity)."""
         pages = math.ceil(context / page_tokens)
         full = pages * page_tokens * self.bytes_per_token
         sliding = 0.0

@@ -1,5 +1,5 @@
 """Probe behaviours of the fake engine: a Persona says which API behaviour it shows (defaults look like vLLM
-0.33, engines.md §2), so the probe and verify tests can tell engines apart without one."""
+0.33, docs/probe.md), so the probe and verify tests can tell engines apart without one."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ TOOL_CALL = {"index": 0, "id": "c1", "type": "function",
 
 @dataclass
 class Persona:
-    """Which API behaviour the fake shows; defaults look like vLLM 0.33 (engines.md §2)."""
+    """Which API behaviour the fake shows; defaults look like vLLM 0.33 (docs/probe.md)."""
 
     max_stop: int | None = 4
     stop_mode: Literal["text", "token"] = "text"

@@ -14,9 +14,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from switchover.errors import BadInput
+from switchover.errors import BadInput, CheckFailed
 from switchover.model.config_fields import check_config_fields
 from switchover.model.hub import fetch_repo, looks_like_repo_id
+from switchover.model.integrity import CheckpointIntegrity, checkpoint_integrity
 from switchover.model.inventory import mtp_layers, text_config
 from switchover.model.sizing import WeightsInfo, estimate_weights, exact_weights, mtp_bytes
 from switchover.model.source import ggml_type_name, gguf_fields, read_json
@@ -101,6 +102,8 @@ class ModelCard(BaseModel):
     mlp_width: int = Field(default=0, description="MLP activation elements per token: intermediate_size, or "
                                                   "experts per token x expert size (+ shared) for MoE")
     notes: list[str] = Field(default_factory=list)
+    integrity: CheckpointIntegrity | None = Field(default=None, description="shards and headers against the index "
+                                                  "and config.json (model folders with safetensors or an index)")
 
     def count(self, kind: LayerKind) -> int:
         """How many layers are of this kind."""
@@ -374,6 +377,19 @@ def load_model_card(path: str | Path) -> ModelCard:
                 "source": exact.source + f"; minus {excluded / 2**30:.2f} GiB of MTP layers (estimated; loaded "
                                          "only with speculative decoding)"})
         card = card.model_copy(update={"weights": exact})
-    return card
+    return _checked(card, config.parent, cfg)
+
+
+def _checked(card: ModelCard, folder: Path, cfg: dict[str, Any]) -> ModelCard:
+    """The card with its checkpoint's integrity; CheckFailed (exit 1) naming every error, since an engine cannot
+    load a checkpoint with a missing shard or tensors that contradict config.json."""
+    report = checkpoint_integrity(folder, cfg)
+    if report is None:
+        return card
+    if report.errors:
+        raise CheckFailed(f"{folder}: checkpoint integrity: " + "; ".join(f.message for f in report.errors),
+                          hint="re-download the missing or mismatched files, or fix config.json")
+    warnings = [f"checkpoint: {f.message}" for f in report.findings if f.severity == "warning"]
+    return card.model_copy(update={"integrity": report, "notes": card.notes + warnings})
 
 

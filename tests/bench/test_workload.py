@@ -72,6 +72,28 @@ def test_cache_buster_is_unique_per_request_and_deterministic():
     assert all(w in FILLER for w in a.rstrip(".").split()[1:])
 
 
+def test_cache_busters_of_a_step_are_distinct_across_blocks_and_the_same_when_drawn_again():
+    from switchover.bench.workload import BUSTER_BLOCK
+
+    n = 2 * BUSTER_BLOCK + 5
+    first = [cache_buster(7, ("128", 1, 0, i)) for i in range(n)]
+    assert [cache_buster(7, ("128", 1, 0, i)) for i in reversed(range(n))] == first[::-1]
+    assert len(set(first)) > 0.99 * n  # seeded draws: a rare repeat is possible, a repeated block is not
+    assert first[:BUSTER_BLOCK] != first[BUSTER_BLOCK:2 * BUSTER_BLOCK]
+    assert first[:50] != [cache_buster(7, ("128", 2, 0, i)) for i in range(50)]  # another step, other words
+
+
+def test_cache_buster_costs_a_few_microseconds_of_cpu_per_request():
+    import time
+
+    cache_buster(0, ("128", 0, 0, 0))
+    t0 = time.process_time()
+    for i in range(5000):
+        cache_buster(0, ("128", 0, 0, i))
+    # one seeded generator per request cost ~19 us each (a seventh of a bench run's CPU); blocks cost ~2 us
+    assert time.process_time() - t0 < 0.05
+
+
 def test_chat_prompts_are_messages():
     from switchover.bench.workload import BucketFit
 

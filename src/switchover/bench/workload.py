@@ -36,6 +36,7 @@ _FILLER_TEXT = (
     "red blue green black white small large short long high low left right over under near far good"
 )
 FILLER: list[str] = _FILLER_TEXT.split()
+_FILLER_WORDS = tuple(FILLER)
 BUSTER_WORDS = 4
 
 
@@ -51,10 +52,30 @@ def filler_words(seed: int, bucket: str, n: int, vocab: Sequence[str] = FILLER) 
 
 
 def cache_buster(seed: int, key: tuple[object, ...], unique: bool = True, vocab: Sequence[str] = FILLER) -> str:
-    """A few seeded words unique per request (or fixed when prefix caching is allowed)."""
+    """A few seeded words unique per request (or fixed when prefix caching is allowed). A key ending in a request
+    number takes its words from that number's block (one generator per BUSTER_BLOCK requests, not one per request:
+    the per-request generator was a seventh of a bench run's CPU)."""
+    words = _FILLER_WORDS if vocab is FILLER else tuple(vocab)
+    if unique and key and type(key[-1]) is int and key[-1] >= 0:
+        i = int(key[-1])
+        return _buster_block(seed, key[:-1], i // BUSTER_BLOCK, words)[i % BUSTER_BLOCK]
     rng = _rng(seed, "buster", *(key if unique else ("shared",)))
+    return _buster_text(rng.integers(0, len(words), size=(1, BUSTER_WORDS)), words)[0]
+
+
+BUSTER_BLOCK = 1024  # requests whose cache-busters one seeded generator draws at once
+
+
+@functools.lru_cache(maxsize=64)
+def _buster_block(seed: int, head: tuple[object, ...], block: int, vocab: tuple[str, ...]) -> list[str]:
+    """The cache-busters of requests block × BUSTER_BLOCK onwards of the requests keyed `head + (number,)`."""
+    rng = _rng(seed, "buster", *head, "block", block)
+    return _buster_text(rng.integers(0, len(vocab), size=(BUSTER_BLOCK, BUSTER_WORDS)), vocab)
+
+
+def _buster_text(idx: np.ndarray, vocab: tuple[str, ...]) -> list[str]:
     # a fixed first word: the varying words then all follow a space, where unit_words() checked them
-    return "ref " + " ".join(vocab[i] for i in rng.integers(0, len(vocab), size=BUSTER_WORDS)) + "."
+    return ["ref " + " ".join([vocab[i] for i in row]) + "." for row in idx.tolist()]
 
 
 async def unit_words(count: Counter, candidates: Sequence[str] = FILLER, minimum: int = 16) -> list[str]:

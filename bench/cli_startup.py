@@ -1,5 +1,6 @@
-"""How long `switchover` takes to start: median wall time of `--help`, `--version` and `plan --help` over N fresh
-processes, and the ten imports that cost most (`python -X importtime`) when the CLI module loads.
+"""How long `switchover` takes to start: median wall time of `--help`, `--version` and every verb's `--help` (each
+command and group of the root: `plan --help`, `rollout --help`, ...) over N fresh processes, against the 0.3 s goal
+of issue 26, and the ten imports that cost most (`python -X importtime`) when the CLI module loads.
 
 Wall and CPU (user + system) seconds, in two columns: with bytecode cached (as a user's install runs: .pyc files
 kept, here in a temporary PYTHONPYCACHEPREFIX written by one warm-up run) and as this environment runs it
@@ -8,7 +9,7 @@ test bed holds, when set up: vLLM's OpenAI server (`python -m vllm.entrypoints.o
 test bed starts it; its `vllm` console script has no package metadata there) and `llama-server`. Figures depend on
 the machine's load, printed with them.
 
-    python bench/cli_startup.py [--runs 10] [--peer-runs 3] [--no-peers]
+    python bench/cli_startup.py [--runs 5] [--peer-runs 3] [--no-peers] [--only VERB ...]
 
 To compare with another tree (e.g. before a change): `git archive REV src | tar -x -C /tmp/old` and run with
 PYTHONPATH=/tmp/old/src.
@@ -28,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-OURS = (["--help"], ["--version"], ["plan", "--help"])
+GOAL_S = 0.3  # issue 26: `--help` and `--version` of every verb within this, bytecode cached
 TESTBED = Path(os.environ.get("SWITCHOVER_TESTBED_DIR", Path.home() / ".cache" / "switchover" / "testbed"))
 _IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \| (.*)$")
 
@@ -84,23 +85,38 @@ def _envs(cache: str) -> dict[str, dict[str, str]]:
     return {"bytecode cached": cached, "as this env runs": dict(os.environ)}
 
 
-def _print_ours(runs: int) -> None:
+def _commands(only: list[str] | None) -> list[list[str]]:
+    """`--help`, `--version`, then `VERB --help` for every verb the root lists (or those of --only)."""
+    from switchover.cli.app import VERBS
+
+    names = [v.name for v in VERBS if not only or v.name in only]
+    return [["--help"], ["--version"], *([name, "--help"] for name in names)]
+
+
+def _print_ours(runs: int, only: list[str] | None) -> None:
     base = _ours()
+    ours = _commands(only)
     load = os.getloadavg()
     print(f"switchover start: median wall / CPU seconds of {runs} runs of `{' '.join(base)} ...`")
     print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
           f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}")
     with tempfile.TemporaryDirectory(prefix="cli-startup-pyc-") as cache:
         envs = _envs(cache)
-        for argv in OURS:  # one warm-up run writes the bytecode the cached column reads
+        for argv in ours:  # one warm-up run writes the bytecode the cached column reads
             subprocess.run([*base, *argv], env=envs["bytecode cached"], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, check=False)
-        print(f"  {'command':<28}" + "".join(f"{name:>24}" for name in envs))
-        jobs = [([*base, *argv], env) for argv in OURS for env in envs.values()]
+        print(f"  {'command':<36}" + "".join(f"{name:>24}" for name in envs) + f"  goal {GOAL_S} s (cached)")
+        jobs = [([*base, *argv], env) for argv in ours for env in envs.values()]
         results = iter(_medians(jobs, runs))
-        for argv in OURS:
-            cells = [_cell(*next(results)) for _ in envs]
-            print(f"  {'switchover ' + ' '.join(argv):<28}" + "".join(f"{c:>24}" for c in cells))
+        over = []
+        for argv in ours:
+            measured = [next(results) for _ in envs]
+            verdict = "ok" if measured[0][0] < GOAL_S else "OVER"
+            if verdict == "OVER":
+                over.append(" ".join(argv))
+            print(f"  {'switchover ' + ' '.join(argv):<36}" + "".join(f"{_cell(*m):>24}" for m in measured)
+                  + f"  {verdict}")
+        print(f"over {GOAL_S} s wall with bytecode cached: {', '.join(over) if over else 'none'}")
         print("top 10 cumulative imports of `import switchover.cli.app` (bytecode cached, ms cumulative / self):")
         for cumulative, own, name in _top_imports(sys.executable, "switchover.cli.app", envs["bytecode cached"]):
             print(f"  {cumulative:9.1f} {own:9.1f}  {name}")
@@ -132,13 +148,14 @@ def _print_peers(runs: int) -> None:
 def main() -> None:
     """Print our start-up figures, then the peers'."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=10, help="fresh processes per switchover command")
+    ap.add_argument("--runs", type=int, default=5, help="fresh processes per switchover command")
     ap.add_argument("--peer-runs", type=int, default=3, help="fresh processes per peer command (vLLM's takes ~10 s)")
     ap.add_argument("--no-peers", action="store_true", help="only switchover")
+    ap.add_argument("--only", nargs="+", metavar="VERB", help="time only these verbs' --help (and the root's)")
     args = ap.parse_args()
     if args.runs < 1 or args.peer_runs < 1:
         ap.error("--runs and --peer-runs must be at least 1")
-    _print_ours(args.runs)
+    _print_ours(args.runs, args.only)
     if not args.no_peers:
         _print_peers(args.peer_runs)
 

@@ -83,6 +83,26 @@ def test_plan_help_imports_no_dataframe_or_plotting_library() -> None:
     assert _heavy(started["modules"]) & {"pandas", "scipy", "pyarrow", "matplotlib", "duckdb"} == set()
 
 
+# the machinery behind a planning command; its help needs none of it (plan --help took 0.40 s importing it)
+PLANNING = ("switchover.engines", "switchover.plan", "switchover.hardware", "switchover.model")
+
+
+@pytest.mark.parametrize("argv", [["plan", "--help"], ["plan", "choose", "--help"], ["plan", "translate", "--help"],
+                                  ["plan", "capacity", "--help"]])
+def test_plan_help_imports_no_planning_machinery(argv: list[str]) -> None:
+    started = _start(*argv)
+    assert started["code"] == 0 and "Example" in started["out"]
+    assert [m for m in started["modules"] if m.startswith(PLANNING)] == []
+
+
+def test_a_literal_read_from_source_equals_the_imported_value() -> None:
+    from switchover.engines import features
+
+    assert verbs.literal("switchover.engines.features", "FEATURES") == features.FEATURES
+    assert verbs.literal("switchover.engines.features", "API_FIELDS") == features.API_FIELDS
+    assert verbs.literal("switchover.engines.features", "FeatureFact") is features.FeatureFact  # not a literal
+
+
 def _root_help(group: Any) -> str:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

@@ -2,40 +2,33 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
-from pydantic import ValidationError
 from rich.markup import escape
-from rich.table import Table
 
 from switchover import inputs
 from switchover.cli import params
 from switchover.cli.common import console, print_json
-from switchover.engines import load_profile
-from switchover.engines.compat import parse_pin
-from switchover.engines.features import API_FIELDS, FEATURES, parse_api_field
-from switchover.engines.formats import ENGINES
+from switchover.cli.verbs import literal
 from switchover.errors import BadInput, CheckFailed
-from switchover.hardware.diff import load_fingerprint
-from switchover.plan.choose import (
-    ChooseResult,
-    EngineChoice,
-    ProbeEvidence,
-    Requirements,
-    catalog_hardware,
-    choose,
-    cpu_hardware,
-    fingerprint_hardware,
-    probe_evidence,
-)
-from switchover.plan.choose_models import resolve_model
-from switchover.textfile import load_json
 
+if TYPE_CHECKING:  # the ranking machinery is imported when the command runs, so `plan --help` stays fast
+    from switchover.plan.choose import ChooseResult, EngineChoice, ProbeEvidence
+
+# read from engines/features.py's source, not imported (that imports every engine profile)
+FEATURES: tuple[str, ...] = literal("switchover.engines.features", "FEATURES")
+API_FIELDS: tuple[str, ...] = literal("switchover.engines.features", "API_FIELDS")
 MAX_PROBE_BYTES = 64 << 20
 _MARK = {True: "yes", False: "NO", None: "?"}
 
 
 def _probe(path: str) -> ProbeEvidence:
+    from pydantic import ValidationError
+
+    from switchover.plan.choose import probe_evidence
     from switchover.probe.report import ProbeReport
+    from switchover.textfile import load_json
 
     data = load_json(path, max_bytes=MAX_PROBE_BYTES, what="probe report JSON")
     try:
@@ -58,6 +51,8 @@ def _features(items: list[str] | None) -> list[str]:
 
 
 def _render(result: ChooseResult) -> None:
+    from rich.table import Table
+
     hw = result.hardware
     console.print(f"[bold]{escape(result.model)}[/] ({escape(result.format or 'unknown format')}: "
                   f"{escape(result.format_reason)}) on {escape(hw.label)}"
@@ -121,6 +116,14 @@ def choose_cmd(
 
     Example: switchover plan choose -m builtin:openai/gpt-oss-120b --gpu H100-80G --context 8192
     """
+    from switchover.engines import load_profile
+    from switchover.engines.compat import parse_pin
+    from switchover.engines.features import parse_api_field
+    from switchover.engines.formats import ENGINES
+    from switchover.hardware.diff import load_fingerprint
+    from switchover.plan.choose import Requirements, catalog_hardware, choose, cpu_hardware, fingerprint_hardware
+    from switchover.plan.choose_models import resolve_model
+
     chosen = [x for x in (gpu is not None, fingerprint is not None, cpu) if x]
     if len(chosen) != 1:
         raise BadInput("name the hardware once: --gpu NAME [--gpus N], --fingerprint FILE, or --cpu")

@@ -3,31 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from switchover import inputs
 from switchover.cli import params
 from switchover.cli.choose_cmd import choose_cmd
 from switchover.cli.common import console, err_console, print_json
 from switchover.cli.translate_cmd import translate_cmd
-from switchover.engines import EngineProfile, load_profile
-from switchover.engines.compat import parse_pin
-from switchover.engines.versions import release_key
 from switchover.errors import BadInput, CheckFailed
-from switchover.hardware import check_capabilities, find_gpu, load_fingerprint
-from switchover.plan.canary import CanaryPlan, canary_plan
-from switchover.plan.capacity import Knobs, capacity
-from switchover.plan.choose_models import resolve_model
-from switchover.plan.fit import FitAdvice, advise
-from switchover.plan.grace import grace_report, latency_from_bench, required_grace
-from switchover.plan.interconnect import host_from
-from switchover.plan.overhead import resolve_version
-from switchover.plan.parallel import Layout, check_layout, plan_layouts
-from switchover.plan.weight_format import weight_format
+
+if TYPE_CHECKING:  # the planning machinery is imported by the command that runs, so `plan --help` stays fast
+    from switchover.engines import EngineProfile
+    from switchover.plan.canary import CanaryPlan
+    from switchover.plan.fit import FitAdvice
+    from switchover.plan.parallel import Layout
 
 app = typer.Typer(help="Will it fit, with which flags, on which GPUs, and what did the old flags really mean?\n\n"
                   "Example: switchover plan capacity -m ./Llama-3.1-8B -e vllm --gpu H100-80G --max-model-len 8192",
@@ -56,6 +48,8 @@ MAX_ILLEGAL_ROWS = 40  # a console table of thousands of illegal layouts helps n
 
 def _gpu(name: str | None, mem: float | None) -> tuple[float, str | None, str | None]:
     """(total GiB, catalog name, compute capability)."""
+    from switchover.hardware import find_gpu
+
     if name:
         spec = find_gpu(name)
         return (mem if mem else spec.total_gib), spec.name, spec.compute_capability
@@ -77,6 +71,10 @@ def engine_at(engine: str, engine_version: str | None) -> tuple[EngineProfile, s
 def _engine_at(engine: str, engine_version: str | None) -> tuple[EngineProfile, str | None]:
     """The profile of `-e ENGINE[@VERSION]` at that release (or --engine-version's); BadInput when the two disagree
     or a release is malformed."""
+    from switchover.engines import load_profile
+    from switchover.engines.compat import parse_pin
+    from switchover.engines.versions import release_key
+
     pin = parse_pin(engine, "--engine")
     if engine_version is not None:
         try:
@@ -110,6 +108,8 @@ def card_cmd(model: str = MODEL, json_out: bool = JSON) -> None:
 
     Example: switchover plan card -m ./Llama-3.1-8B-Instruct
     """
+    from switchover.plan.choose_models import resolve_model
+
     card, _ = resolve_model(model)  # also builtin:ID, as every planning command reads it
     if json_out:
         print_json(card)
@@ -168,6 +168,15 @@ def capacity_cmd(
 
     Example: switchover plan capacity -m ./Llama-3.1-8B -e vllm --gpu H100-80G --max-model-len 8192
     """
+    from rich.table import Table
+
+    from switchover.hardware import check_capabilities
+    from switchover.plan.capacity import Knobs, capacity
+    from switchover.plan.choose_models import resolve_model
+    from switchover.plan.fit import advise
+    from switchover.plan.parallel import check_layout
+    from switchover.plan.weight_format import weight_format
+
     card, qc = resolve_model(model)  # also builtin:ID; qc names the checkpoint's format
     profile, pinned = _engine_at(engine, engine_version)
     total, gpu_name, cc = _gpu(gpu, gpu_mem_gib)
@@ -266,6 +275,14 @@ def parallel_cmd(
 
     Example: switchover plan parallel -m ./Qwen3-32B -e vllm --fingerprint host.json
     """
+    from rich.table import Table
+
+    from switchover.hardware import find_gpu, load_fingerprint
+    from switchover.plan.choose_models import resolve_model
+    from switchover.plan.interconnect import host_from
+    from switchover.plan.overhead import resolve_version
+    from switchover.plan.parallel import plan_layouts
+
     card, _ = resolve_model(model)  # also builtin:ID, the configs `plan choose` ships
     profile, pinned = _engine_at(engine, None)
     release = resolve_version(profile, pinned)
@@ -341,6 +358,12 @@ def canary_cmd(
 
     Example: switchover plan canary -m ./Llama-3.1-8B -e vllm --gpu H100-80G --context 8192
     """
+    from rich.table import Table
+
+    from switchover.plan.canary import canary_plan
+    from switchover.plan.choose_models import resolve_model
+    from switchover.plan.parallel import check_layout
+
     old, _ = resolve_model(model)  # also builtin:ID, as `plan capacity` reads it
     new = resolve_model(new_model)[0] if new_model else None
     profile, pinned = _engine_at(engine, engine_version)
@@ -402,6 +425,8 @@ def grace_cmd(
 
     Example: switchover plan grace --max-tokens 2000 --tpot-p99-ms 35 --scan deploy/
     """
+    from switchover.plan.grace import grace_report, latency_from_bench, required_grace
+
     source = "flags"
     if bench is not None:
         tpot, ttft, source = latency_from_bench(bench, endpoint)

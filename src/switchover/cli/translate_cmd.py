@@ -3,23 +3,18 @@ release (and other GPUs), every input flag in one list: translated, the target's
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from switchover import inputs
 from switchover.cli import params
 from switchover.cli.common import console, print_json
-from switchover.engines.versions import release_key, split_engine_ref
 from switchover.errors import BadInput, CheckFailed
-from switchover.hardware import find_gpu
-from switchover.plan.choose_models import resolve_model
-from switchover.plan.launch import detect_engine
-from switchover.plan.translate import HardwareMove, Translation, translate
-from switchover.textfile import read_text
-from switchover.words import plain
+
+if TYPE_CHECKING:  # the translation machinery is imported when the command runs, so `plan --help` stays fast
+    from switchover.plan.translate import Translation
 
 LAUNCH_MAX_BYTES = 256 * 1024
 
@@ -58,6 +53,12 @@ def translate_cmd(
 
     Example: switchover plan translate "llama-server.exe -m E:\\m.gguf -c 8192" --to vllm --json
     """
+    from switchover.hardware import find_gpu
+    from switchover.plan.choose_models import resolve_model
+    from switchover.plan.launch import detect_engine
+    from switchover.plan.translate import HardwareMove, translate
+    from switchover.textfile import read_text
+
     if launch.startswith("@"):
         launch = read_text(launch[1:], max_bytes=LAUNCH_MAX_BYTES, what="launch command or YAML config")
     src, src_version = _engine_ref("--from", source, from_version)
@@ -91,6 +92,8 @@ def translate_cmd(
 
 def _engine_ref(option: str, text: str | None, version: str | None) -> tuple[str | None, str | None]:
     """ENGINE, ENGINE@VERSION or ENGINE==VERSION, and a --from-version/--to-version (not both)."""
+    from switchover.engines.versions import release_key, split_engine_ref
+
     if text is None:
         if version is not None:
             raise BadInput(f"{option}-version needs {option}")
@@ -107,6 +110,8 @@ def _engine_ref(option: str, text: str | None, version: str | None) -> tuple[str
 
 
 def _named_files(items: list[str] | None) -> dict[str, str]:
+    from switchover.textfile import read_text
+
     out: dict[str, str] = {}
     for item in items or []:
         name, sep, path = item.partition("=")
@@ -120,6 +125,7 @@ def _api_words(result: Any, item: Any) -> str:
     """One API difference in words ("default_sampling: vllm temperature 1, top_p 1 -> sglang temperature 1, ..."),
     read from both engine profiles; the item's own text when a profile cannot say."""
     from switchover.engines.profile import load_profile
+    from switchover.words import plain
 
     fact = item.intent.removeprefix("api.")
     try:
@@ -132,6 +138,10 @@ def _api_words(result: Any, item: Any) -> str:
 
 def _print_translation(result: Translation) -> None:
     """The command, its YAML, one row per input flag, and what was derived, to do first, or behaves differently."""
+    from rich.table import Table
+
+    from switchover.words import plain
+
     for label, note in (("from", result.source_note), ("to", result.target_note), *(("note", n) for n in
                                                                                     result.notes)):
         if note:

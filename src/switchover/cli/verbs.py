@@ -5,11 +5,13 @@ alerts machinery (pandas, scipy, aiohttp...)."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import importlib
 import importlib.util
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import typer
@@ -188,3 +190,23 @@ def summary(verb: Verb) -> str | None:
     if tree is None:
         return None
     return _group_doc(tree) if verb.group else _command_doc(tree, verb.name)
+
+
+def literal(module: str, name: str) -> Any:
+    """The value of `module`'s top-level `NAME = <literal>` (a tuple of names, say), read from its source without
+    importing it or its parent packages, for help texts that list what a heavy module knows (imported after all
+    when the source cannot say)."""
+    top, _, rest = module.partition(".")
+    package = importlib.import_module(top)
+    for root in getattr(package, "__path__", []):
+        path = Path(root, *rest.split(".")).with_suffix(".py")
+        if not path.is_file():
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
+            value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                if isinstance(node, ast.AnnAssign) else []
+            if value is not None and [t.id for t in targets if isinstance(t, ast.Name)] == [name]:
+                with contextlib.suppress(ValueError):
+                    return ast.literal_eval(value)
+    return getattr(importlib.import_module(module), name)

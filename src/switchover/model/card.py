@@ -101,6 +101,8 @@ class ModelCard(BaseModel):
     weights: WeightsInfo
     mlp_width: int = Field(default=0, description="MLP activation elements per token: intermediate_size, or "
                                                   "experts per token x expert size (+ shared) for MoE")
+    tied_embeddings: bool = Field(default=False, description="lm_head reuses the token embedding "
+                                                             "(tie_word_embeddings)")
     notes: list[str] = Field(default_factory=list)
     integrity: CheckpointIntegrity | None = Field(default=None, description="shards and headers against the index "
                                                   "and config.json (model folders with safetensors or an index)")
@@ -286,8 +288,10 @@ def card_from_config(cfg: dict[str, Any], name: str = "model", source: str = "co
                      num_layers=n_layers, hidden_size=hidden, vocab_size=cfg.get("vocab_size"),
                      max_position_embeddings=cfg.get("max_position_embeddings"), dtype=dtype, layers=kinds,
                      attention=attention, state=state, moe=moe,
-                     weights=weights, mlp_width=inter,
-                     notes=notes)
+                     weights=weights, mlp_width=inter, notes=notes,
+                     # the HF default for Gemma is tied, as model/inventory.py prices it
+                     tied_embeddings=bool(cfg.get("tie_word_embeddings",
+                                                  str(cfg.get("model_type", "")).startswith("gemma"))))
     return card
 
 

@@ -10,6 +10,7 @@ from switchover.errors import BadInput
 from switchover.model.card import LayerKind, ModelCard
 from switchover.plan.capacity import capacity, weights_per_gpu_gib
 from switchover.plan.interconnect import Interconnect, allreduce_bytes_per_token, tp_caveat
+from switchover.plan.pipeline import PipelinePlacement, placement
 
 
 class Layout(BaseModel):
@@ -31,8 +32,11 @@ class Layout(BaseModel):
     total_concurrency: int | None = Field(default=None, description="concurrency_per_replica × dp")
     binding_limit: str | None = Field(default=None, description="Which cap sets the concurrency: kv, max_num_seqs or "
                                                                 "max_batched_tokens ('+' between ties)")
-    weights_gib_per_gpu: float | None = Field(default=None, description="Weight bytes on each GPU, GiB; None: the "
+    weights_gib_per_gpu: float | None = Field(default=None, description="Weight bytes on each GPU, GiB (with PP: "
+                                                                        "on the heaviest stage's GPUs); None: the "
                                                                         "shape is illegal")
+    pipeline: PipelinePlacement | None = Field(default=None, description="PP > 1: each stage's layers, what else it "
+                                               "holds (embedding first, final norm and lm_head last) and its weights")
     tp_link: str | None = Field(default=None, description="nvlink | pcie | unknown: what the TP group all-reduces over")
     allreduce_kib_per_token: float | None = Field(default=None, description="TP all-reduce bytes each GPU sends per "
                                                   "token (2 per layer, ring), KiB")
@@ -114,6 +118,9 @@ def _fill(layout: Layout, card: ModelCard, profile: EngineProfile, total: float,
     weights = weights_per_gpu_gib(card, layout.tp, layout.pp)
     if card.moe is not None and layout.ep > 1:
         weights = card.weights.total_bytes / (layout.ep * layout.pp) / 2**30  # experts dominate MoE weights
+    elif layout.pp > 1:  # the stage holding the embedding or lm_head weighs more than 1/PP: it must fit
+        layout.pipeline = placement(card, profile.name, engine_version, layout.tp, layout.pp)
+        weights = layout.pipeline.heaviest_gib
     res = capacity(card, profile, total, gpu_name=gpu_name, tp=layout.tp, pp=layout.pp, kv_dtype=kv_dtype,
                    max_model_len=mml, context=context, weights_gib=weights, overheads=overheads,
                    engine_version=engine_version)
@@ -126,6 +133,11 @@ def _fill(layout: Layout, card: ModelCard, profile: EngineProfile, total: float,
     layout.concurrency_per_replica = res.max_concurrency
     layout.total_concurrency = res.max_concurrency * layout.dp
     layout.binding_limit = res.binding_limit
+    if layout.pipeline is not None:
+        top = layout.pipeline.stages[layout.pipeline.heaviest_stage]
+        layout.reasons.append(f"heaviest stage {top.stage} (layers {top.first_layer}-{top.last_layer}"
+                              + (f", {', '.join(top.holds)}" if top.holds else "") + f"): "
+                              f"{top.weights_gib_per_gpu:.2f} GiB weights per GPU")
     if layout.gpus_used < gpus:
         layout.reasons.append(f"{gpus - layout.gpus_used} GPU(s) idle")
     layout.reasons.extend(n for n in res.layout.notes if "uneven" in n or "replicated" in n)

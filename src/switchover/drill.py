@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -22,6 +23,9 @@ from switchover.inputs import base_url
 from switchover.readiness import check_ready
 from switchover.redaction import redact
 from switchover.termtext import printable
+from switchover.warmup import Warmup, WarmupSettings, measure, ttft_probe
+
+Progress = Callable[[str], None]
 
 
 class DrillResult(BaseModel):
@@ -43,8 +47,13 @@ class DrillResult(BaseModel):
     last_reason: str | None = None
     ok: bool = False
     reason: str = ""
+    model: str | None = Field(default=None, description="The model the first good response came from")
     max_recovery_s: float | None = None
     within_budget: bool | None = None
+    warmup: Warmup | None = Field(default=None, description="The warm-up tail after the first good response "
+                                                            "(switchover.warmup); None: not measured")
+    switch_s: float | None = Field(default=None, description="Stop issued → old at its steady TTFT (recovery_s + the "
+                                                             "warm-up tail); None: warm-up not measured or not steady")
 
 
 async def run_drill(
@@ -59,10 +68,13 @@ async def run_drill(
     max_ms: float = 5000.0,
     log: Path | None = None,
     max_recovery_s: float | None = None,
+    warmup: WarmupSettings | None = None,
+    progress: Progress | None = None,
 ) -> DrillResult:
     """Run the drill; every wait is bounded by the given timeouts. The start command's output goes to `log`,
     which is then rewritten with secrets masked, unless the command still runs as the server (its open log cannot
-    be replaced under it; that is said in docs)."""
+    be replaced under it; that is said in docs). With `warmup`, probing goes on after the first good response until
+    the TTFT is steady (the warm-up tail); `progress` gets a line about once a second while it waits."""
     if not stop_cmd.strip() or not start_cmd.strip():
         raise BadInput("--stop-new and --start-old must be commands, e.g. --stop-new 'systemctl stop engine-new'")
     try:
@@ -75,7 +87,12 @@ async def run_drill(
         raise BadInput(f"drill log {log}: cannot be written: {exc.strerror}") from None
     try:
         result = await _drill(stop_cmd, start_cmd, url, model, stop_timeout_s, ready_timeout_s, poll_s, max_ms,
-                              out, max_recovery_s)
+                              out, max_recovery_s, progress)
+        if result.ok and warmup is not None and result.model is not None:
+            result.warmup = await measure(ttft_probe(url, result.model, timeout_s=max(max_ms / 1000.0 * 4, 5.0)),
+                                          warmup, progress)
+            if result.warmup.steady and result.recovery_s is not None and result.warmup.tail_s is not None:
+                result.switch_s = round(result.recovery_s + result.warmup.tail_s, 3)
     finally:
         if out is not None:
             out.close()
@@ -99,7 +116,7 @@ def redact_file(path: Path, max_bytes: int = 64 << 20) -> None:
 
 async def _drill(stop_cmd: str, start_cmd: str, url: str, model: str | None, stop_timeout_s: float,
                  ready_timeout_s: float, poll_s: float, max_ms: float, out: BinaryIO | None,
-                 max_recovery_s: float | None) -> DrillResult:
+                 max_recovery_s: float | None, progress: Progress | None = None) -> DrillResult:
     """Stop, start (output to `out`), poll old until the first good response: the timings. Every wait, each
     readiness check included, ends by its deadline."""
     res = DrillResult(
@@ -138,6 +155,7 @@ async def _drill(stop_cmd: str, start_cmd: str, url: str, model: str | None, sto
         start_new_session=True,
     )
     deadline = t1 + ready_timeout_s
+    last_line = t1
     while time.perf_counter() < deadline:
         code = start.poll()
         if code is not None and res.start_s is None:
@@ -162,6 +180,7 @@ async def _drill(stop_cmd: str, start_cmd: str, url: str, model: str | None, sto
             res.ready_after_start_s = round(now - t1, 3)
             res.recovery_s = round(now - t0, 3)
             res.ok = True
+            res.model = r.model
             if start.poll() is None:
                 res.foreground_pid = start.pid
             res.within_budget = None if max_recovery_s is None else res.recovery_s <= max_recovery_s
@@ -170,6 +189,9 @@ async def _drill(stop_cmd: str, start_cmd: str, url: str, model: str | None, sto
                 f"(stop {res.stop_s:.2f} s, then {res.ready_after_start_s:.2f} s to ready)"
             )
             return res
+        if progress is not None and time.perf_counter() - last_line >= 1.0:
+            last_line = time.perf_counter()
+            progress(f"waiting for old: {res.last_state} {last_line - t1:.1f} s after the start ({res.checks} checks)")
         await asyncio.sleep(max(0.0, min(poll_s, deadline - time.perf_counter())))
     if start.poll() is None:
         res.foreground_pid = start.pid

@@ -1,5 +1,6 @@
 """Rollback drill against a real llama-server: stop one we started ("new"), start another ("old"), and time
-the first good 1-token response. Uses its own servers on free ports, never the shared bed's."""
+the first good 1-token response, then the warm-up tail until its TTFT is steady. Uses its own servers on free
+ports, never the shared bed's."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from switchover.testbed import processes
 from switchover.testbed.install import installed
 from switchover.testbed.layout import Layout, bed_models
 from switchover.testing import missing as absent
+from switchover.warmup import WarmupSettings
 
 pytestmark = pytest.mark.engines
 
@@ -49,6 +51,7 @@ def test_drill_measures_recovery_on_llama_server(tmp_path) -> None:
                 poll_s=0.1,
                 log=tmp_path / "old.log",
                 max_recovery_s=120,
+                warmup=WarmupSettings(window=5, max_s=60),
             )
         )
         print(f"drill figures: {res.model_dump_json()}")
@@ -57,6 +60,12 @@ def test_drill_measures_recovery_on_llama_server(tmp_path) -> None:
         assert res.foreground_pid and res.recovery_s is not None and res.ready_after_start_s is not None
         assert 0 < res.ready_after_start_s <= res.recovery_s < 120
         assert res.last_state == "ready"
+        # the warm-up tail: first tokens were timed after the first good response until two medians agreed
+        w = res.warmup
+        assert w is not None and w.steady, w and w.reason
+        assert w.tail_s is not None and 0 <= w.tail_s < 60 and w.probes >= 10 and w.failed == 0
+        assert w.steady_ttft_ms is not None and w.steady_ttft_ms > 0
+        assert res.switch_s is not None and res.switch_s >= res.recovery_s
     finally:
         if new.poll() is None:
             new.kill()

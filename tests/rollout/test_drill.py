@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -11,10 +13,12 @@ from pathlib import Path
 from unittest.mock import patch
 
 import pytest
+from aiohttp import web
 
 from switchover.drill import redact, run_drill
 from switchover.errors import BadInput
 from switchover.testbed.processes import free_port
+from switchover.warmup import WarmupSettings
 
 FAKE = f"{sys.executable} -m switchover.testing zero"  # the shared fake engine, as a process
 
@@ -129,3 +133,69 @@ async def test_a_server_that_never_answers_cannot_hold_the_drill_past_its_deadli
         srv.close()
     assert not res.ok and took < 3, (took, res.reason)
     assert res.last_state == "slow" and "1 s deadline" in (res.last_reason or "")
+
+
+def _warming_engine(slow_first: int, slow_s: float) -> tuple[web.Application, list[float]]:
+    """An engine on loopback whose first `slow_first` completions are slow (caches being built), then fast."""
+    sent: list[float] = []
+
+    async def models(_: web.Request) -> web.Response:
+        return web.json_response({"data": [{"id": "m"}]})
+
+    async def complete(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        delay = slow_s if len(sent) < slow_first else 0.005
+        sent.append(delay)
+        await asyncio.sleep(delay)
+        choice = {"index": 0, "text": "x", "finish_reason": "length"}
+        if not body.get("stream"):
+            return web.json_response({"choices": [choice], "usage": {"completion_tokens": 1}})
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(b"data: " + json.dumps({"choices": [choice]}).encode() + b"\n\ndata: [DONE]\n\n")
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/completions", complete)
+    return app, sent
+
+
+async def test_the_drill_measures_the_warm_up_tail_after_the_first_good_response() -> None:
+    app, sent = _warming_engine(slow_first=4, slow_s=0.4)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    lines: list[str] = []
+    try:
+        res = await run_drill(stop_cmd="true", start_cmd="true", url=f"http://127.0.0.1:{port}", ready_timeout_s=10,
+                              warmup=WarmupSettings(window=3, max_s=30), progress=lines.append)
+    finally:
+        await runner.cleanup()
+    assert res.ok and res.model == "m" and res.warmup is not None and res.warmup.steady, res
+    # the readiness check was the first slow answer; three slow probes follow it, then the fast level
+    assert res.warmup.tail_requests == 3 and res.warmup.tail_s is not None and res.warmup.tail_s >= 1.2
+    assert res.warmup.steady_ttft_ms is not None and res.warmup.steady_ttft_ms < 100
+    assert res.warmup.first_ttft_ms is not None and res.warmup.first_ttft_ms >= 400
+    assert res.switch_s == pytest.approx(res.recovery_s + res.warmup.tail_s, abs=0.002)
+    assert len(sent) == res.warmup.probes + 1  # the one readiness completion, then the probes
+    assert any(line.startswith("warm-up:") for line in lines)  # progress while it probed (over 1 s)
+
+
+async def test_a_warm_up_that_never_settles_gives_no_switch_time() -> None:
+    app, _ = _warming_engine(slow_first=10_000, slow_s=0.05)  # every answer the same: settles at once
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        settles = await run_drill(stop_cmd="true", start_cmd="true", url=f"http://127.0.0.1:{port}",
+                                  ready_timeout_s=10, warmup=WarmupSettings(window=3, max_s=30))
+        capped = await run_drill(stop_cmd="true", start_cmd="true", url=f"http://127.0.0.1:{port}",
+                                 ready_timeout_s=10, warmup=WarmupSettings(window=3, max_s=0.2))
+    finally:
+        await runner.cleanup()
+    assert settles.warmup is not None and settles.warmup.steady and settles.warmup.tail_requests == 0
+    assert capped.ok and capped.warmup is not None and not capped.warmup.steady
+    assert capped.switch_s is None and capped.recovery_s is not None  # recovery stands; no guessed switch time

@@ -16,7 +16,7 @@ from switchover.testing import missing
 
 
 def _route(doc: dict) -> list[dict]:
-    hcm = doc["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    hcm = doc["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][-1]["typed_config"]
     return hcm["route_config"]["virtual_hosts"][0]["routes"]
 
 
@@ -30,10 +30,12 @@ def _envoy() -> str:
 
 def test_weights_stickiness_fallback_mirror_and_bypass(make_migration) -> None:
     doc = envoy_config(make_migration(weight=5, shadow=10)).documents[0]
-    bypass, canary = _route(doc)[:2], _route(doc)[2]
-    assert [r["match"]["prefix"] for r in bypass] == ["/v1/embeddings", "/v1/audio"]
+    routes = _route(doc)
+    bypass = [r for r in routes if r["name"] == "bypass"]
+    assert [r["match"]["path_separated_prefix"] for r in bypass] == ["/v1/embeddings"]  # /v1/audio: not allowed
     assert all(r["route"]["cluster"] == "old" for r in bypass)
-    route = canary["route"]
+    assert routes[-1]["name"] == "not_allowed" and routes[-1]["direct_response"]["status"] == 404
+    route = next(r for r in routes if r["name"] == "weight")["route"]
     assert route["hash_policy"] == [{"header": {"header_name": "x-team"}}]
     assert route["weighted_clusters"]["use_hash_policy"] is True
     assert route["weighted_clusters"]["clusters"] == [
@@ -56,8 +58,8 @@ def test_edge_weights_and_rollback_leave_out_empty_clusters(
     make_migration, weight: float, rollback: bool, cluster_names: list[str]
 ) -> None:
     doc = envoy_config(make_migration(weight=weight, rollback=rollback, shadow=0)).documents[0]
-    route = _route(doc)[-1]["route"]
-    assert [c["name"] for c in route["weighted_clusters"]["clusters"]] == cluster_names
+    route = next(r for r in _route(doc) if r["name"] in ("weight", "rollback"))["route"]
+    assert [route["cluster"]] == cluster_names and "weighted_clusters" not in route
     assert "request_mirror_policies" not in route
 
 

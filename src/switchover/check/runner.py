@@ -6,26 +6,23 @@ the items that needed it say "not run", never pass."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from switchover.atomicfile import write_atomic
 from switchover.check import parts as P
 from switchover.check.evidence import CheckConfig, load_evidence
-from switchover.config import Migration
+from switchover.check.registry import BY_NAME, NAMES, PartInputs
+from switchover.config import Endpoint, Migration
 from switchover.config.bench import BenchSlos
-from switchover.config.check import PARTS, CheckSection
+from switchover.config.check import CheckSection
 from switchover.errors import SwitchoverError
 from switchover.report.models import CheckReport, EndpointSummary, PartRun
 from switchover.runs import RunDir
+from switchover.wire.discovery import Discovered, discover
 
 Events = Callable[[str, str], None]  # (part, message)
-
-LIVE_PARTS = {"probe", "verify", "live_model", "metrics", "bench"}
 _MILESTONES = ("running", "ran ", "failed", "skipped", "not run", "unavailable", "run directory", "old endpoint",
                "new endpoint")
 
@@ -44,7 +41,7 @@ def build_report(rd: RunDir, *, total_s: float | None = None, created_wall: floa
     ev = load_evidence(rd)
     items = judge_all(ev)
     overall, why = overall_verdict(items)
-    order = {p: i for i, p in enumerate(PARTS)}
+    order = {p: i for i, p in enumerate(NAMES)}
     return CheckReport(
         name=ev.config.settings.name, created_wall=created_wall or time.time(), run_dir=str(rd.path),
         config_file=ev.config.config_file, overall=overall, overall_reason=why, items=items,
@@ -81,7 +78,8 @@ class CheckRun:
         self.on_event = on_event or (lambda part, msg: None)
         self.parts: dict[str, PartRun] = {}
         self.rd: RunDir | None = None
-        self.bench_dir: Path | None = None
+        self.found: dict[str, Discovered] = {}  # "old" / "new": GET /v1/models once per endpoint per check
+        self.inputs: PartInputs | None = None
 
     # ------------------------------------------------------------------ bookkeeping
     def _record(self, run: PartRun) -> None:
@@ -94,18 +92,25 @@ class CheckRun:
             return False, self.left_out[part]
         if not getattr(self.s, part).enabled:
             return False, f"disabled in switchover.yaml (check.{part}.enabled: false)"
-        if part == "diff_model" and not (self.s.diff_model.old and self.s.diff_model.new):
-            return False, "no model files given (check.diff_model.old / new)"
-        return True, None
+        missing = BY_NAME[part].missing_input(self.s)
+        return (False, missing) if missing else (True, None)
 
-    async def _reachable(self) -> dict[str, str]:
-        """Which endpoints do not answer /v1/models: live parts against them are skipped with the reason."""
+    def _live_wanted(self) -> bool:
+        return any(BY_NAME[p].live and self._enabled(p)[0] for p in NAMES)
+
+    async def _discover(self) -> dict[str, str]:
+        """List each endpoint's models once (its model and context length, by its profile): the live parts reuse
+        it; which endpoints do not answer, so that the live parts against them are skipped with the reason."""
         down = {}
         for role, ep in (("old", self.m.old), ("new", self.m.new)):
             async with P._client(ep, 10) as client:
-                res = await client.request("GET", "/v1/models", timeout=10)
-            if res.failure is not None:
-                down[role] = f"{ep.url}: {res.failure.message}"
+                found = await discover(client, model=ep.model, engine=P.engine_name(ep), version=ep.engine_version,
+                                       timeout_s=10)
+            self.found[role] = found
+            if found.listing.failure is not None:
+                down[role] = f"{ep.url}: {found.listing.failure.message}"
+        self.m = self.m.model_copy(update={"old": _with_model(self.m.old, self.found["old"]),
+                                           "new": _with_model(self.m.new, self.found["new"])})
         return down
 
     async def _one(self, part: str, down: dict[str, str]) -> None:
@@ -114,7 +119,7 @@ class CheckRun:
             self._record(PartRun(part=part, status="disabled", reason=why))
             self.on_event(part, f"skipped: {why}")
             return
-        if part in LIVE_PARTS and down:
+        if BY_NAME[part].live and down:
             reason = "endpoint unreachable: " + "; ".join(down.values())
             self._record(PartRun(part=part, status="failed", reason=reason))
             self.on_event(part, f"not run: {reason}")
@@ -135,36 +140,20 @@ class CheckRun:
         self.on_event(part, f"{run.status} in {run.seconds:.1f} s" + (f": {run.reason}" if run.reason else ""))
 
     async def _run_part(self, part: str) -> list[str]:
-        rd = self.rd
-        assert rd is not None
+        rd, inputs = self.rd, self.inputs
+        assert rd is not None and inputs is not None
 
         def progress(msg: str) -> None:
             self.on_event(part, msg)
 
-        result: BaseModel
-        if part == "plan":
-            result = await asyncio.to_thread(P.plan_part, self.m, self.s, self.base)
-        elif part == "metrics":
-            result = await P.metrics_part(self.m)
-        elif part == "live_model":
-            result = await P.live_model_part(self.m, self.s)
-        elif part == "diff_model":
-            result = await asyncio.to_thread(P.diff_model_part, self.m, self.s, self.base)
-        elif part == "probe":
-            result = await P.probe_part(self.m, self.s, progress)
-        elif part == "verify":
-            result = await P.verify_part(self.m, self.s, self.base, progress)
-        elif part == "bench":
-            _, path = await P.bench_part(self.m, self.s, rd.path, progress)
-            self.bench_dir = path
-            return [f"{path.name}/summary.json", f"{path.name}/requests.parquet", f"{path.name}/report.html"]
-        elif part == "grace":
-            result = await asyncio.to_thread(P.grace_part, self.m, self.s, self.base, self.bench_dir)
-        elif part == "rollback":
-            result = await asyncio.to_thread(P.rollback_part, self.m, self.config_path)
-        else:  # pragma: no cover - PARTS and this list are kept together
-            raise SwitchoverError(f"unknown part {part}")
-        return [rd.write_json(part, result).name]
+        inputs.progress = progress
+        out = await BY_NAME[part].run(inputs)
+        if out.result is not None:
+            inputs.results[part] = out.result  # later parts read it here, not back from disk
+        if out.files:
+            return out.files
+        assert out.result is not None
+        return [rd.write_json(part, out.result).name]
 
     # ------------------------------------------------------------------ the run
     async def run(self) -> tuple[CheckReport, RunDir]:
@@ -178,16 +167,22 @@ class CheckRun:
             config_file=str(self.config_path) if self.config_path else None, endpoints=endpoints, settings=self.s,
             gateway_drain_seconds=self.m.gateway.drain_seconds if self.m.gateway else None, slos=slos))
         self.on_event("check", f"run directory {rd.path}")
-        down = await self._reachable()
+        down = await self._discover() if self._live_wanted() else {}
         for role, why in down.items():
             self.on_event("check", f"{role} endpoint unreachable: {why}")
+        self.inputs = PartInputs(self.m, self.s, self.base, rd.path, config_path=self.config_path, found=self.found)
         try:
-            for part in PARTS:
+            for part in NAMES:
                 await self._one(part, down)
         finally:  # an interrupted check still leaves a report of what it measured
-            for part in PARTS:
+            for part in NAMES:
                 if part not in self.parts:
                     self._record(PartRun(part=part, status="failed", reason="interrupted before it finished"))
             report = build_report(rd, total_s=round(time.monotonic() - t0, 1), created_wall=created)
             write_outputs(rd, report)
         return report, rd
+
+
+def _with_model(ep: Endpoint, found: Discovered) -> Endpoint:
+    """The endpoint with its model as discovered when the migration file names none (every part then uses it)."""
+    return ep if ep.model or found.model is None else ep.model_copy(update={"model": found.model})

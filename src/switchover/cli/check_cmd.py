@@ -8,6 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from switchover.check.registry import NAMES
 from switchover.cli import params
 from switchover.cli.common import console, err_console, print_json, run
 from switchover.errors import BadInput, CheckFailed
@@ -53,9 +54,8 @@ def register(app: typer.Typer) -> None:
         config: Path = typer.Argument(params.MIGRATION_FILE, help="The migration file (default: ./switchover.yaml)."),
         runs_dir: Path = typer.Option(None, "--runs-dir", help="Where the run directory goes (default: runs_dir).",
                                       parser=params.OUT_DIR),
-        only: list[str] = typer.Option(None, "--only", help="Run only these parts (plan, probe, verify, live_model, "
-                                                             "metrics, diff_model, bench, grace, rollback)."),
-        skip: list[str] = typer.Option(None, "--skip", help="Skip these parts."),
+        only: list[str] = typer.Option(None, "--only", help=f"Run only these parts ({', '.join(NAMES)})."),
+        skip: list[str] = typer.Option(None, "--skip", help="Skip these parts (names as for --only)."),
         json_out: bool = params.json_flag("the check report (check.json)"),
     ) -> None:
         """Run the whole pre-flight (plan, probe, verify, diff-model, A/B bench ladder, drain grace) and judge every
@@ -67,15 +67,15 @@ def register(app: typer.Typer) -> None:
         """
         from switchover.check.runner import CheckRun, is_milestone
         from switchover.config import load_migration
-        from switchover.config.check import PARTS, CheckSection
+        from switchover.config.check import CheckSection
 
         m = load_migration(config)
         settings = (m.check or CheckSection()).model_copy(deep=True)
         for name in [*(only or []), *(skip or [])]:
-            if name not in PARTS:
-                raise BadInput(f"unknown part {name!r}", hint=f"parts: {', '.join(PARTS)}")
+            if name not in NAMES:
+                raise BadInput(f"unknown part {name!r}", hint=f"parts: {', '.join(NAMES)}")
         left_out = {name: "left out by --only" if only and name not in only else "skipped by --skip"
-                    for name in PARTS if (only and name not in only) or (skip and name in skip)}
+                    for name in NAMES if (only and name not in only) or (skip and name in skip)}
         with err_console.status("check: starting ...") as status:
             def on_event(part: str, msg: str) -> None:
                 if is_milestone(msg):

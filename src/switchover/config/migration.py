@@ -14,19 +14,13 @@ from switchover.config.bench import BenchSection
 from switchover.config.check import CheckSection
 from switchover.config.gateway import GatewayConfig
 from switchover.config.rollout import RolloutSettings
+from switchover.engines.names import ENGINES, OPENAI
 from switchover.errors import BadInput
 from switchover.inputs import BaseUrl, EngineRelease, EnvVarName
 
-
-class Engine(StrEnum):
-    """Inference engines whose semantics switchover knows (engines/data/<engine>.yaml)."""
-
-    VLLM = "vllm"
-    SGLANG = "sglang"
-    TRTLLM = "trtllm"
-    TGI = "tgi"
-    LLAMACPP = "llamacpp"
-    OPENAI = "openai"  # any other OpenAI-compatible server: only the documented API is assumed
+#: Inference engines whose semantics switchover knows (engines/names.py: one profile each), and `openai`: any other
+#: OpenAI-compatible server, where only the documented API is assumed.
+Engine = StrEnum("Engine", {name.upper(): name for name in (*ENGINES, OPENAI)})  # type: ignore[misc]
 
 
 class Endpoint(BaseModel):

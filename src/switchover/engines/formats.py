@@ -15,11 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from switchover.engines.cited import CitedFact
 from switchover.engines.matrixfile import packaged, validated
+from switchover.engines.names import ENGINES
 from switchover.quantization import method_table, scheme_from_config
 
 Device = Literal["cuda", "cpu"]
 ANY_FORMAT = "*"
-ENGINES = ("vllm", "sglang", "trtllm", "tgi", "llamacpp")  # the engines with a profile (engines/data/<engine>.yaml)
 
 
 SHARED_METHODS = ("compressed-tensors", "modelopt")  # methods that name several formats: `names` tells them apart

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from switchover.engines.cited import CitedFact
 from switchover.engines.launch_spec import FlagSpec, LaunchSyntax
+from switchover.engines.names import ALIASES, ENGINES
 from switchover.engines.versions import check_release_form, release_key, version_matches
 from switchover.errors import BadInput
 
@@ -152,6 +153,48 @@ class Readiness(_Cited):
     health_runs_generation: bool = False
     unhealthy_status: int | None = None
     other_paths: list[str] = Field(default_factory=list)
+
+    @property
+    def loading_message(self) -> str | None:
+        """The error message of the engine's loading answer (`loading_body.error.message`), when it has one."""
+        error = (self.loading_body or {}).get("error")
+        message = error.get("message") if isinstance(error, dict) else None
+        return str(message) if message else None
+
+    def is_loading_answer(self, status: int | None, text: str) -> bool:
+        """Whether an HTTP answer is this engine's "still loading" answer: its status (503) and, when the profile
+        records one, its loading message in the body. An engine that refuses connections while it loads has none."""
+        if self.loading != "http_503" or status != 503:
+            return False
+        message = self.loading_message
+        return message is None or message.lower() in text.lower()
+
+
+class ContextLengthSource(_Cited):
+    """Where a running server reports the context length a request may use (tokens): a field of its `/v1/models`
+    entry for the model, or of another GET path's JSON object; `versions` is the release range it holds for."""
+
+    path: str = Field(pattern=r"^/[A-Za-z0-9_./-]*$", description="GET path, e.g. /v1/models or /props")
+    field: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
+                       description="dotted key: in the model's entry of /v1/models' `data`, else in the whole object")
+    versions: str | None = Field(default=None, description="PEP 440 range (build tags for llama.cpp); None: all "
+                                 "releases read")
+
+    @field_validator("versions")
+    @classmethod
+    def _range_parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            _range(value)  # InvalidSpecifier: refused when the profile loads
+        return value
+
+    @property
+    def where(self) -> str:
+        """The field as a user reads it, e.g. '/v1/models max_model_len'."""
+        return f"{self.path} {self.field}"
+
+    def holds_at(self, version: str | None) -> bool:
+        """Whether this source holds at a release (None: any release read)."""
+        return self.versions is None or version is None or _in_range(self.versions, version)
 
 
 class Overhead(_Cited):
@@ -304,6 +347,9 @@ class EngineProfile(BaseModel):
     metrics: dict[str, MetricSpec]
     api: ApiSemantics
     readiness: Readiness
+    context_length: list[ContextLengthSource] = Field(
+        default_factory=list, description="where the running server reports its context length, tried in order; "
+                                          "empty: not read from this engine's source (the length is unknown)")
     flags: dict[str, FlagSpec]
     defaults: dict[str, DefaultValue] = Field(default_factory=dict)
     memory: MemorySemantics
@@ -324,6 +370,10 @@ class EngineProfile(BaseModel):
         """The series for a metric intent, or None when this engine has none."""
         return self.metrics.get(intent)
 
+    def context_sources(self) -> list[ContextLengthSource]:
+        """The context-length sources that hold at the release this view was resolved for (all, when None)."""
+        return [c for c in self.context_length if c.holds_at(self.resolved_version)]
+
     def flag(self, intent: str) -> FlagSpec | None:
         """The launch knob for an intent, or None when the profile does not list it."""
         return self.flags.get(intent)
@@ -333,9 +383,8 @@ _DATA = "data"
 
 
 def list_profiles() -> list[str]:
-    """Names of the engines that have a profile, sorted."""
-    root = resources.files("switchover.engines").joinpath(_DATA)
-    return sorted(p.name[: -len(".yaml")] for p in root.iterdir() if p.name.endswith(".yaml"))
+    """Names of the engines that have a profile, sorted (engines/names.py; a test holds it to the data files)."""
+    return sorted(ENGINES)
 
 
 _BUILD_TAG = re.compile(r"(?<=[<>=!~,])\s*[bB](\d+)")
@@ -383,11 +432,9 @@ def profile_key(name: str) -> str:
     """The profile name of an engine as a user may write it (llama-server, TensorRT-LLM ...); BadInput (exit 2) for
     an unknown engine, naming the known ones."""
     key = name.strip().lower().replace("-", "").replace("_", "").replace(".", "")
-    aliases = {"llamacpp": "llamacpp", "llamaserver": "llamacpp", "tensorrtllm": "trtllm", "trtllm": "trtllm"}
-    key = aliases.get(key, key)
-    known = list_profiles()
-    if key not in known:
-        raise BadInput(f"unknown engine {name!r}", hint=f"known engines: {', '.join(known)}")
+    key = ALIASES.get(key, key)
+    if key not in ENGINES:
+        raise BadInput(f"unknown engine {name!r}", hint=f"known engines: {', '.join(ENGINES)}")
     return key
 
 

@@ -76,32 +76,3 @@ class ProbeContext:
         """The first end-of-text candidate that is a single token (None when the server cannot tokenize)."""
         ends = await self.end_tokens()
         return ends[0] if ends else (None, None)
-
-
-async def discover_model(client: EngineClient) -> str | None:
-    """The first model id the server lists."""
-    ids = await client.models()
-    return ids[0] if ids else None
-
-
-async def discover_context(client: EngineClient, model: str | None) -> int | None:
-    """The per-request context the server reports: /v1/models `max_model_len`, else /props `n_ctx`."""
-    res = await client.request("GET", "/v1/models", timeout=10)
-    if res.failure is None and res.status == 200:
-        try:
-            for m in res.json().get("data", []):
-                if (model is None or m.get("id") == model) and isinstance(m.get("max_model_len"), int):
-                    return int(m["max_model_len"])
-        except (ValueError, AttributeError, TypeError):
-            pass
-    res = await client.request("GET", "/props", timeout=10)
-    if res.failure is None and res.status == 200:
-        try:
-            obj = res.json()
-            settings = obj.get("default_generation_settings") or {}
-            n_ctx = settings.get("n_ctx") or obj.get("n_ctx")
-            if isinstance(n_ctx, int) and n_ctx > 0:
-                return n_ctx
-        except (ValueError, AttributeError, TypeError):
-            pass
-    return None

@@ -7,23 +7,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from switchover.engines import load_profile
-from switchover.probe.context import EndpointDown, ProbeContext, discover_context, discover_model
+from switchover.probe.context import EndpointDown, ProbeContext
 from switchover.probe.expect import matches
 from switchover.probe.registry import Probe, ProbeEnded
 from switchover.probe.report import EndpointInfo, Observation, ProbeReport, plain_value
 from switchover.wire import EngineClient, Timeouts
+from switchover.wire.discovery import Target, discover_target
 from switchover.wire.records import Api
 
-
-@dataclass(frozen=True)
-class Target:
-    """One endpoint to probe."""
-
-    url: str
-    model: str | None = None
-    api_key_env: str | None = None
-    context: int | None = None
-    engine: str | None = None  # a profile name (engines/data): observations are checked against it
+__all__ = ["ProbeOptions", "Target", "run_probes"]  # Target: one endpoint, as wire.discovery defines it
 
 
 @dataclass(frozen=True)
@@ -40,17 +32,17 @@ async def _observe_side(target: Target, probes: list[Probe], opts: ProbeOptions,
     timeouts = Timeouts(connect=5.0, first_byte=opts.request_timeout_s, idle=opts.request_timeout_s,
                         total=opts.request_timeout_s)
     async with EngineClient(target.url, api_key_env=target.api_key_env, timeouts=timeouts) as client:
-        health = await client.request("GET", "/v1/models", timeout=15)
-        if health.failure is not None:
-            reason = health.failure.message
+        found = await discover_target(client, target)
+        if found.listing.failure is not None:
+            reason = found.listing.failure.message
             return (EndpointInfo(url=target.url, model=target.model, reachable=False, reason=reason),
                     {p.id: Observation.skipped(f"endpoint unreachable: {reason}") for p in probes})
-        model = target.model or await discover_model(client)
+        model = found.model
         if model is None:
             reason = "no model given and /v1/models lists none"
             return (EndpointInfo(url=target.url, reachable=False, reason=reason),
                     {p.id: Observation.skipped(reason) for p in probes})
-        context = target.context or await discover_context(client, model)
+        context = found.context.tokens if found.context is not None else None
         info = EndpointInfo(url=target.url, engine=target.engine, model=model, context=context)
         ctx = ProbeContext(client=client, model=model, api=opts.api, context=context,
                            time_budget_s=opts.time_budget_s)
@@ -73,14 +65,14 @@ async def _observe_side(target: Target, probes: list[Probe], opts: ProbeOptions,
             except Exception as exc:  # a probe bug must not lose the rest of the report
                 obs[p.id] = Observation.failed(f"probe error: {type(exc).__name__}: {exc}")
         if target.engine:
-            _check_profile(target.engine, probes, obs)
+            _check_profile(target.engine, target.engine_version, probes, obs)
         if down is not None:
             info = info.model_copy(update={"reachable": False, "reason": f"went away during probing: {down}"})
     return info, obs
 
 
-def _check_profile(engine: str, probes: list[Probe], obs: dict[str, Observation]) -> None:
-    api = load_profile(engine).api
+def _check_profile(engine: str, version: str | None, probes: list[Probe], obs: dict[str, Observation]) -> None:
+    api = load_profile(engine, version).api
     for p in probes:
         o = obs[p.id]
         pred = plain_value(p.expected(api))

@@ -6,8 +6,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from switchover.errors import Unreachable
-from switchover.probe.context import discover_context, discover_model
-from switchover.probe.runner import Target
 from switchover.verify.divergence import compare, summarize
 from switchover.verify.greedy import EndpointDown, greedy_output
 from switchover.verify.longinput import long_input_side
@@ -15,6 +13,7 @@ from switchover.verify.prompts import PromptCase
 from switchover.verify.report import EquivalenceReport
 from switchover.verify.structured import structured_side
 from switchover.wire import EngineClient, Timeouts
+from switchover.wire.discovery import Target, discover_target
 
 
 @dataclass(frozen=True)
@@ -26,13 +25,12 @@ class VerifyOptions:
 
 
 async def _ready(client: EngineClient, target: Target) -> tuple[str, int | None]:
-    res = await client.request("GET", "/v1/models", timeout=15)
-    if res.failure is not None:
-        raise Unreachable(f"{target.url}: {res.failure.message}")
-    model = target.model or await discover_model(client)
-    if model is None:
+    found = await discover_target(client, target)
+    if found.listing.failure is not None:
+        raise Unreachable(f"{target.url}: {found.listing.failure.message}")
+    if found.model is None:
         raise Unreachable(f"{target.url}: no model given and /v1/models lists none")
-    return model, target.context or await discover_context(client, model)
+    return found.model, found.context.tokens if found.context is not None else None
 
 
 async def run_verify(old: Target, new: Target, cases: list[PromptCase], opts: VerifyOptions | None = None,

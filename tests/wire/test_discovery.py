@@ -1,0 +1,126 @@
+"""Endpoint discovery reads the model list once and the context length where the engine's profile says, naming it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from switchover.engines import load_profile
+from switchover.testing import FakeEngine
+from switchover.wire import EngineClient
+from switchover.wire.discovery import Target, discover, discover_target, loading_engine, profiles_for
+
+VLLM_LIST = {"object": "list", "data": [{"id": "m", "object": "model", "max_model_len": 4096}]}
+LLAMA_NEW_LIST = {"object": "list", "data": [{"id": "m", "meta": {"n_ctx": 2048, "n_ctx_train": 8192}}]}
+LLAMA_OLD_LIST = {"object": "list", "data": [{"id": "m", "meta": {"n_ctx_train": 8192}}]}
+PROPS = {"default_generation_settings": {"n_ctx": 1024}, "total_slots": 1}
+
+
+def _serve(listing: dict[str, Any], props: dict[str, Any] | None, seen: Counter[str]):
+    async def h(req: web.Request) -> web.Response:
+        seen[req.path] += 1
+        if req.path == "/v1/models":
+            return web.json_response(listing)
+        if req.path == "/props" and props is not None:
+            return web.json_response(props)
+        return web.json_response({"error": {"message": "not found"}}, status=404)
+
+    return h
+
+
+CASES = [  # listing, /props, engine, version -> tokens, where it was read, paths asked
+    (VLLM_LIST, None, "vllm", None, 4096, "/v1/models max_model_len (vllm profile)", {"/v1/models": 1}),
+    (VLLM_LIST, PROPS, None, None, 4096, "/v1/models max_model_len (vllm profile)", {"/v1/models": 1}),
+    (LLAMA_NEW_LIST, PROPS, "llamacpp", "b11434", 2048, "/v1/models meta.n_ctx (llamacpp profile)",
+     {"/v1/models": 1}),
+    (LLAMA_OLD_LIST, PROPS, "llamacpp", "b5000", 1024, "/props default_generation_settings.n_ctx (llamacpp profile)",
+     {"/v1/models": 1, "/props": 1}),
+    (LLAMA_OLD_LIST, PROPS, None, None, 1024, "/props default_generation_settings.n_ctx (llamacpp profile)",
+     {"/v1/models": 1, "/props": 1}),
+]
+
+
+@pytest.mark.parametrize(("listing", "props", "engine", "version", "tokens", "source", "asked"), CASES)
+async def test_the_context_length_is_read_where_the_profile_says_and_named(
+        listing: dict[str, Any], props: dict[str, Any] | None, engine: str | None, version: str | None, tokens: int,
+        source: str, asked: dict[str, int]) -> None:
+    seen: Counter[str] = Counter()
+    async with FakeEngine(handler=_serve(listing, props, seen)).running() as url, EngineClient(url) as client:
+        found = await discover(client, engine=engine, version=version)
+    assert found.model == "m" and found.context is not None
+    assert (found.context.tokens, found.context.source) == (tokens, source)
+    assert dict(seen) == asked
+
+
+async def test_a_vllm_field_is_not_read_for_a_llamacpp_endpoint() -> None:
+    seen: Counter[str] = Counter()
+    async with FakeEngine(handler=_serve(VLLM_LIST, None, seen)).running() as url, EngineClient(url) as client:
+        found = await discover(client, engine="llamacpp")
+    assert found.context is not None and found.context.tokens is None
+    assert "/props default_generation_settings.n_ctx (llamacpp)" in (found.context.reason or "")
+
+
+async def test_a_release_the_profile_has_no_source_for_is_said_not_guessed() -> None:
+    seen: Counter[str] = Counter()
+    async with FakeEngine(handler=_serve(VLLM_LIST, None, seen)).running() as url, EngineClient(url) as client:
+        old = await discover(client, engine="vllm", version="0.6.3")  # read from 0.10.0 on
+        tgi = await discover(client, engine="tgi")
+    assert old.context is not None and old.context.tokens is None
+    assert old.context.reason == "no context-length source read from the source of vllm 0.6.3"
+    assert tgi.context is not None and tgi.context.tokens is None and "tgi" in (tgi.context.reason or "")
+
+
+async def test_a_given_model_is_kept_and_an_empty_list_gives_none() -> None:
+    seen: Counter[str] = Counter()
+    empty = {"object": "list", "data": []}
+    async with FakeEngine(handler=_serve(empty, None, seen)).running() as url, EngineClient(url) as client:
+        given = await discover(client, model="mine", engine="vllm", context=False)
+        none = await discover(client, engine="vllm", context=False)
+    assert (given.model, none.model) == ("mine", None)
+    assert given.context is None and seen["/v1/models"] == 2
+
+
+async def test_a_composer_discovery_spares_the_second_request() -> None:
+    seen: Counter[str] = Counter()
+    async with FakeEngine(handler=_serve(VLLM_LIST, None, seen)).running() as url, EngineClient(url) as client:
+        first = await discover(client, engine="vllm")
+        again = await discover_target(client, Target(url, engine="vllm", discovered=first))
+        given = await discover_target(client, Target(url, engine="vllm", context=77, discovered=first))
+    assert again is first and seen["/v1/models"] == 1
+    assert given.context is not None and (given.context.tokens, given.context.source) == (77, "given")
+
+
+async def test_an_unreachable_endpoint_is_a_listing_failure_not_an_exception() -> None:
+    async with EngineClient("http://127.0.0.1:1") as client:
+        found = await discover(client, engine="vllm")
+    assert not found.listing.answered and found.listing.failure is not None
+    assert found.model is None and found.context is None
+
+
+LLAMA = load_profile("llamacpp").display_name
+LOADING = [  # status, body, engine -> the engine whose loading answer it is
+    (503, '{"error": {"message": "Loading model", "type": "unavailable_error", "code": 503}}', "llamacpp", LLAMA),
+    (503, '{"error": {"message": "Loading model"}}', None, LLAMA),
+    (503, '{"error": {"message": "Loading model"}}', "vllm", None),  # vLLM refuses connections while it loads
+    (503, '{"error": {"message": "overloaded"}}', None, None),
+    (200, "Loading model", "llamacpp", None),
+]
+
+
+@pytest.mark.parametrize(("status", "body", "engine", "who"), LOADING)
+def test_a_loading_answer_is_the_profiles(status: int, body: str, engine: str | None, who: str | None) -> None:
+    assert loading_engine(status, body, profiles_for(engine)) == who
+
+
+def test_with_no_engine_every_profile_is_tried_and_the_names_list_is_the_data_files() -> None:
+    from importlib import resources
+
+    from switchover.engines.names import ENGINES
+
+    data = resources.files("switchover.engines").joinpath("data")
+    files = sorted(p.name[: -len(".yaml")] for p in data.iterdir() if p.name.endswith(".yaml"))
+    assert sorted(ENGINES) == files
+    assert [p.name for p in profiles_for(None)] == list(ENGINES)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from switchover.bench.samples import Samples
 from switchover.bench.stats import (
@@ -26,6 +28,10 @@ from switchover.bench.stats import (
     meets_slo,
     request_metrics,
 )
+from switchover.wire.timing import NS_PER_MS
+
+if TYPE_CHECKING:
+    from switchover.bench.batch import RowBatch
 
 EXACT_LIMIT = 20_000  # per-request metrics kept exactly (then a reservoir) per step
 ITL_LIMIT = 200_000  # pooled ITL gaps kept exactly per step
@@ -48,8 +54,12 @@ class _Lengths:
         self.retok_n = self.retok_mismatch = self.retok_sum = 0
 
     def add(self, r: Row) -> None:
+        self.add_values(r.get("prompt_tokens"), r.get("isl_target"), r.get("osl_target"), r.get("completion_tokens"),
+                        r.get("retok_tokens"))
+
+    def add_values(self, pt: Any, it: Any, ot: Any, n: Any, rt: Any) -> None:
+        """One measured row's prompt tokens, targets, completion tokens and re-tokenized count."""
         self.isl_rows += 1
-        pt, it, ot = r.get("prompt_tokens"), r.get("isl_target"), r.get("osl_target")
         if it is not None:
             self.isl_targets.add(int(it))
         if ot is not None:
@@ -62,14 +72,12 @@ class _Lengths:
             self.isl_max = pt if self.isl_max is None else max(self.isl_max, pt)
             if it is not None and abs(pt - int(it)) > 1:
                 self.off_by_more += 1
-        n = r.get("completion_tokens")
         if n is None:
             self.usage_missing += 1
             return
         if ot is not None:
             self.below += int(n) < int(ot)
             self.above += int(n) > int(ot)
-        rt = r.get("retok_tokens")
         if rt is not None:
             d = abs(int(rt) - int(n))
             self.retok_n += 1
@@ -120,6 +128,20 @@ class _Inflight:
         self.open_send_sum = 0
         self.late: list[int] = []  # min-heap of the latest `slots` measured ends
         self.warm: list[tuple[int, int | None]] = []
+
+    def add_many(self, sends: np.ndarray, ends: np.ndarray, ended: np.ndarray) -> None:
+        """`add` of measured requests at once (ends[i] counts only where ended[i])."""
+        self.n += int(sends.size)
+        lo, hi = int(sends.min()), int(sends.max())
+        self.start = lo if self.start is None else min(self.start, lo)
+        self.stop = hi if self.stop is None else max(self.stop, hi)
+        self.open_n += int((~ended).sum())
+        self.open_send_sum += int(sends[~ended].sum())
+        closed = ends[ended]
+        self.sum_dur += int((closed - sends[ended]).sum())
+        if closed.size:  # the latest `slots` ends, as the heap of `add` keeps them
+            self.late = heapq.nlargest(self.slots, self.late + closed.tolist())
+            heapq.heapify(self.late)
 
     def add(self, send: int, end: int | None, warmup: bool) -> None:
         if warmup:
@@ -248,6 +270,90 @@ class StepAccumulator:
         # all tokens in one read: TTFT = E2E, i.e. the first token's stamp is the last event's
         if (m.n_out or 0) > 1 and m.ttft_ms is not None and m.ttft_ms == m.e2e_ms:
             self.one_read += 1
+
+    def add_batch(self, b: RowBatch) -> None:
+        """The rows of a RowBatch at once: the same state as `add` of each row in order (bench/batch.py)."""
+        n = len(b)
+        if not n:
+            return
+        if not self.rows:
+            for key in _LABELS:
+                self.labels.setdefault(key, b.labels.get(key))
+            conc = self.labels.get("concurrency")
+            self.inflight.slots = int(conc) + 1 if conc else 1
+        self.rows += n
+        a = b.arrays()
+        warm, send, end, end_ok = a["warm"], a["send"], a["end"], a["end_ok"]
+        ends = b.cols["end_ns"]
+        for i in np.flatnonzero(warm).tolist():
+            self.inflight.warm.append((int(send[i]), ends[i]))
+        meas = ~warm
+        if not meas.any():
+            return
+        self.inflight.add_many(send[meas], end[meas], end_ok[meas])
+        mi = np.flatnonzero(meas)
+        self.measured += int(mi.size)
+        c = b.cols
+        for i in mi.tolist():
+            self.lengths.add_values(c["prompt_tokens"][i], c["isl_target"][i], c["osl_target"][i],
+                                    c["completion_tokens"][i], c["retok_tokens"][i])
+        first_send = int(send[meas].min())
+        self.first_send = first_send if self.first_send is None else min(self.first_send, first_send)
+        if (meas & end_ok).any():
+            last_end = int(end[meas & end_ok].max())
+            self.last_end = last_end if self.last_end is None else max(self.last_end, last_end)
+        self._batch_metrics(b, a, meas)
+
+    def _batch_metrics(self, b: RowBatch, a: dict[str, np.ndarray], meas: np.ndarray) -> None:
+        """stats.request_metrics of every measured row, vectorised; the reasons a metric is missing per row."""
+        ok_all = a["ok"]
+        for i in np.flatnonzero(meas & ~ok_all).tolist():
+            why = f"request failed ({b.cols['failure_kind'][i]})"
+            for name in ("ttft", "e2e", "tpot", "ntpot", "itl", "n"):
+                self.missing.setdefault(name, Counter())[why] += 1
+            self.errors[str(b.cols["failure_kind"][i])] += 1
+        ok = meas & ok_all
+        if not ok.any():
+            return
+        send, first, off, flat, n, n_ok = a["send"], a["first"], a["offsets"], a["chunk_ns"], a["n"], a["n_ok"]
+        cnt = off[1:] - off[:-1]
+        if not flat.size:
+            flat = np.zeros(1, dtype=np.int64)  # no events at all: every index below is masked out
+        has_first, has_last = ok & (first >= 0), ok & (cnt > 0)
+        ttft = np.where(has_first, flat[np.where(has_first, off[:-1] + first, 0)] - send, 0) / NS_PER_MS
+        e2e = np.where(has_last, flat[np.where(has_last, off[1:] - 1, 0)] - send, 0) / NS_PER_MS
+        has_ntpot = has_last & n_ok & (n != 0)
+        ntpot = e2e / np.where(has_ntpot, n, 1)
+        has_tpot = has_first & has_last & n_ok & (n >= 2)
+        tpot = (e2e - ttft) / np.where(has_tpot, n - 1, 1)
+        for i in np.flatnonzero(ok & ~(has_first & has_last & n_ok & (n >= 2))).tolist():
+            for name, why in request_metrics(b.row(i)).missing.items():  # the few irregular rows: reasons
+                self.missing.setdefault(name, Counter())[why] += 1
+        self.ok += int(ok.sum())
+        if self.slo is not None:
+            good = ok.copy()
+            for limit, has, value in ((self.slo.ttft_ms, has_first, ttft), (self.slo.tpot_ms, has_tpot, tpot),
+                                      (self.slo.e2e_ms, has_last, e2e)):
+                if limit is not None:
+                    good &= has & (value <= limit)
+            self.good += int(good.sum())
+        s = self.samples
+        s["ttft"].add_array(ttft[has_first])
+        s["tpot"].add_array(tpot[has_tpot])
+        s["e2e"].add_array(e2e[has_last])
+        s["ntpot"].add_array(ntpot[has_ntpot])
+        if a["chunk_ns"].size > 1:  # ITL: gaps from each row's first token to its last event, rows in order
+            row = np.repeat(np.arange(cnt.size), cnt)
+            local = np.arange(flat.size) - off[:-1][row]
+            take = (has_first[row] & (local >= first[row]) & (local < cnt[row] - 1))[:-1]
+            itl = np.diff(flat)[take] / NS_PER_MS
+            s["itl"].add_array(itl)
+            self.itl_zero += int((itl == 0.0).sum())
+        if (ok & ~n_ok).any():
+            self.all_n = False
+        self.n_total += int(n[ok & n_ok].sum())
+        self.chunks += int(cnt[ok].sum())
+        self.one_read += int((has_first & has_last & n_ok & (n > 1) & (ttft == e2e)).sum())
 
     def merge(self, o: StepAccumulator) -> None:
         """Fold another accumulator of the same step in (another repeat, worker or checkpointed part)."""

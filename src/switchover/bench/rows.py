@@ -105,6 +105,16 @@ class RowSink:
         if len(self.buf) >= self.max_rows or self.chunks >= self.max_chunks:
             self.flush()
 
+    def add_batch(self, batch: Any) -> None:
+        """A RowBatch (bench/batch.py) as one row group, after the rows buffered before it (order kept)."""
+        self.flush()
+        append_table = getattr(self.writer, "append_table", None)
+        if append_table is not None:
+            append_table(batch.table())
+        else:  # a writer of row dicts (Parquet parts)
+            self.writer.append([batch.row(i) for i in range(len(batch))])
+        self.written += len(batch)
+
     def flush(self) -> None:
         """Write what is buffered as one row group."""
         if self.buf:

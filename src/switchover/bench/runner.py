@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from switchover.bench.ab import regression_checks, slo_checks
 from switchover.bench.accumulate import StepAccumulator
+from switchover.bench.batch import RequestsWriter, StepRows
 from switchover.bench.checkpoint import check_checkpoint, restore, write_checkpoint
 from switchover.bench.conclude import KNEE_LIMIT, StepValues, ab_steps, knees
 from switchover.bench.endpoints import Endpoint, load_tokenizer, open_endpoint
@@ -220,22 +221,16 @@ class BenchRun:
                     await asyncio.sleep(FAIL_BACKOFF_S - took)
             return rec
 
-        def on_done(s: Sent) -> None:
+        rows = StepRows(acc, sink, first, prompts, self._retok, lambda ok: self._counted(ep, ok))
+
+        def on_done(s: Sent) -> None:  # a soak's windows take each row as it ends
             row = self._row(ep, bucket, load, repeat, s, prompts.pop(s.index, None))
             row["index"] = s.index + first
             acc.add(row)
             sink.add(row)
             if windows is not None:
                 windows.add(label, row, time.perf_counter_ns())
-            ep.finished += 1
-            ep.failed += not s.record.ok
-            self.rep.request_done(s.record.ok)
-            limit = plan.max_error_rate
-            if limit is not None and ep.finished >= MIN_FOR_ERROR_RATE and ep.failed / ep.finished > limit:
-                self.stop.set(
-                    f"{ep.spec.label}: error rate {ep.failed / ep.finished:.0%} over --max-error-rate "
-                    f"{limit:.0%} after {ep.finished} requests"
-                )
+            self._counted(ep, s.record.ok)
 
         what = f"c={load.concurrency}" if load.concurrency else (f"{load.rate:g} req/s" if load.rate else "trace")
         self.rep.step_started(f"{ep.spec.label} bucket {bucket} {what}" + (f" #{repeat + 1}" if repeat else ""),
@@ -251,9 +246,10 @@ class BenchRun:
             windows.start(label, t_start, wall - (t0 - t_start) / 1e9, acc.labels,
                           first_index=int(w["index"]) if w else 0,
                           acc=StepAccumulator.from_dict(w["acc"], plan.seed) if w else None)
+        done = on_done if windows is not None else rows.done
         try:
             if load.concurrency:
-                await run_concurrency(send, load.concurrency, bounds, self.stop, on_done, keep=False)
+                await run_concurrency(send, load.concurrency, bounds, self.stop, done, keep=False)
             else:
                 offsets: Iterable[float]
                 if trace and self.dataset:
@@ -263,12 +259,25 @@ class BenchRun:
                     # a bounded step draws what it needs; a timed one draws as it goes (memory flat in its length)
                     offsets = iter_arrival_offsets(plan.arrival, load.rate, plan.seed, plan.burstiness,
                                                    bounds.max_requests)
-                await run_schedule(send, offsets, bounds, self.stop, on_done, plan.max_inflight, keep=False)
+                await run_schedule(send, offsets, bounds, self.stop, done, plan.max_inflight, keep=False)
         finally:
+            rows.flush()
             self.current = None
             if windows is not None:
                 windows.finish(label, time.perf_counter_ns())
             self._timed(ep, bucket, load, repeat, t0, wall)
+
+    def _counted(self, ep: Endpoint, ok: bool) -> None:
+        """One more finished request of `ep`: progress, and the run stopped past --max-error-rate."""
+        ep.finished += 1
+        ep.failed += not ok
+        self.rep.request_done(ok)
+        limit = self.plan.max_error_rate
+        if limit is not None and ep.finished >= MIN_FOR_ERROR_RATE and ep.failed / ep.finished > limit:
+            self.stop.set(
+                f"{ep.spec.label}: error rate {ep.failed / ep.finished:.0%} over --max-error-rate "
+                f"{limit:.0%} after {ep.finished} requests"
+            )
 
     def _timed(self, ep: Endpoint, bucket: str, load: _Load, repeat: int, t0: int, wall: float) -> None:
         """A step's start and end, kept for the report (and to line scrapes up with steps)."""
@@ -290,9 +299,14 @@ class BenchRun:
             warmup=s.warmup,
             sched_ns=s.sched_ns,
         )
-        if self.retok is not None and s.record.ok:
-            row["retok_tokens"] = len(self.retok.encode(row["output_text"] or "", add_special_tokens=False).ids)
+        row["retok_tokens"] = self._retok(s.record)
         return row
+
+    def _retok(self, rec: RequestRecord) -> int | None:
+        """The output re-tokenized by the client (--tokenizer), a cross-check of N; None without one."""
+        if self.retok is None or not rec.ok:
+            return None
+        return len(self.retok.encode(rec.text, add_special_tokens=False).ids)
 
     # ------------------------------------------------------------------ the run
 
@@ -365,7 +379,7 @@ class BenchRun:
         if not plan.checkpoint_s:
             # RowSink masks failure messages; statistics for scalar columns only (writer memory per row group)
             self.metrics_writer = rd.record_writer("metrics", SCRAPE_SCHEMA)
-            return rd.record_writer("requests", ROW_SCHEMA, redacted=False, statistics=STAT_COLUMNS)
+            return RequestsWriter(rd.file("requests.parquet"), ROW_SCHEMA, redacted=False, statistics=STAT_COLUMNS)
         report.soak = Soak(**ck["soak"]) if ck else Soak(window_s=plan.window_s, checkpoint_s=plan.checkpoint_s)
         if ck:
             report.soak.resumed.append(time.time())

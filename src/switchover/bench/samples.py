@@ -46,6 +46,13 @@ class Samples:
         if len(self._pending) >= BATCH:
             self.flush()
 
+    def add_array(self, values: np.ndarray) -> None:
+        """`extend` for a float64 array (the vectorised accumulation of bench/batch.py)."""
+        if values.size:
+            self._pending.frombytes(np.ascontiguousarray(values, dtype=np.float64).tobytes())
+            if len(self._pending) >= BATCH:
+                self.flush()
+
     def flush(self) -> None:
         """Fold the buffered values into the kept values, the sketch and the moments."""
         if not self._pending:

@@ -18,6 +18,8 @@ import typer
 import typer.core
 import typer.main
 
+from switchover.cli import params
+
 # keyword arguments of a `.command(...)` / `.callback(...)` / `typer.Typer(...)` call that change what the root help
 # lists beyond the docstring; a verb using one is read by importing it (correct, only slower)
 _LISTING_KEYWORDS = frozenset({"help", "short_help", "hidden", "deprecated", "rich_help_panel", "epilog", "cls"})
@@ -41,7 +43,15 @@ def build(verb: Verb, settings: dict[str, Any]) -> dict[str, Any]:
         holder.add_typer(module.app, name=verb.name)
     else:
         module.register(holder)
-    return dict(typer.main.get_group(holder).commands)
+    commands = dict(typer.main.get_group(holder).commands)
+    for command in commands.values():
+        params.name_metavars(command, help_names(settings))
+    return commands
+
+
+def help_names(settings: dict[str, Any]) -> list[str]:
+    """The names of the help option in `settings` (`-h`, `--help`)."""
+    return list(settings.get("context_settings", {}).get("help_option_names", ["--help"]))
 
 
 class VerbCommands(MutableMapping[str, Any]):
@@ -89,6 +99,7 @@ class VerbGroup(typer.core.TyperGroup):
 
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
+        params.name_metavars(self, help_names(self.settings))  # the root's own options; each verb's when built
         table = {v.name: v for v in self.verbs}
         self.commands = VerbCommands(self.commands, table, functools.partial(build, settings=self.settings))
         self._listing = False

@@ -17,8 +17,10 @@ from switchover.redaction import redact
 
 def _engine_ref(text: str | None) -> tuple[str | None, str | None]:
     """--engine as (profile name, release or None); BadInput (exit 2) for an unknown engine or a malformed release."""
-    if not text:
+    if text is None:
         return None, None
+    if not text.strip():
+        raise BadInput("--engine is empty", hint=f"name one of {engine_list()}, or leave --engine out")
     from switchover.engines.profile import load_profile
     from switchover.engines.versions import split_engine_ref
 

@@ -136,7 +136,8 @@ def _prometheus_config(tmp_path: Path, url: str, selector: str = 'job="gw"') -> 
                  "new: {url: 'http://127.0.0.1:18002', engine: llamacpp}\n"
                  "gateway:\n  weight: 0\n  rollback: false\n  run_dir: gw\n"
                  "rollout:\n  stages: [5, 20]\n  source: prometheus\n"
-                 f"  prometheus: {{url: '{url}', timeout_s: 1, selector: '{selector}'}}\n")
+                 f"  prometheus: {{url: '{url}', timeout_s: 1, selector: '{selector}'}}\n"
+                 "  entry: {enabled: false}\n")  # the stage gates' exits here; entry evidence: tests/rollout
     return p
 
 

@@ -53,6 +53,7 @@ rollout:
     min_samples: 10
     # vLLM CPU and llama.cpp differ in latency by design; the ratio gates judge latency from 20 % on
     shadow_metrics: [output_tokens, finish_reason, stop_hit, error_code]
+  entry: {{enabled: false}}   # these judge the stage gates; entering needs evidence: test_rollout_entry.py
 """
 
 

@@ -65,6 +65,7 @@ rollout:
       business: {{duration_s: 0}}
     old: {{interval_s: 1, max_ms: 10000}}
     drill: {{runs: runs}}
+  entry: {{enabled: false}}   # these judge the stage gates; entering needs evidence: test_rollout_entry.py
 """
 
 

@@ -178,4 +178,6 @@ rollout:
   window_s: 3600
   gates:
     min_samples: 30
+  entry:
+    enabled: false   # these tests judge the stage gates; the entry evidence is tested in test_entry*.py
 """

@@ -201,7 +201,7 @@ gateway:
 def _started(tmp_path: Path, rollout: str) -> tuple[Rollout, Clock]:
     """A rollout of CONFIG plus `rollout` (the rollout: section), advanced to its first stage at t=1000."""
     cfg = tmp_path / "switchover.yaml"
-    cfg.write_text(CONFIG + rollout)
+    cfg.write_text(CONFIG + rollout + "  entry: {enabled: false}   # the entry evidence: test_entry*.py\n")
     clock = Clock(1000.0)
     r = Rollout(load_migration(cfg), cfg, clock=clock)
     r.advance(why="start")

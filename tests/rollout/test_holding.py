@@ -167,6 +167,7 @@ rollout:
       business: {duration_s: 0}
     old: {interval_s: 50}
     prerequisites: {old_launch: [old-launch.sh], old_weights: [weights], monitoring: true}
+  entry: {enabled: false}   # these tests judge holding; the entry evidence is tested in test_entry*.py
 """
 
 

@@ -20,6 +20,7 @@ from switchover.errors import BadInput, ExitCode, Unreachable
 from switchover.gateway.ledger import LedgerSkips
 from switchover.rollout.compare import compare_samples, samples_from_ledger
 from switchover.rollout.controller import ActionResult, Rollout, StatusView
+from switchover.rollout.entry import EntryReport
 from switchover.rollout.gates import GateReport, stream_ledger_rows
 from switchover.rollout.holding import HoldingReport, Prerequisite
 from switchover.rollout.stages import ABANDON_CRITERIA
@@ -94,11 +95,26 @@ def _print_report(r: GateReport) -> None:
         _print_holding(r.holding)
     for b in r.blockers:
         console.print(f"[yellow]entry condition:[/] {escape(b)}", highlight=False)
+    if r.entry is not None:
+        _print_entry(r.entry)
     for n in r.stats.notes:
         console.print(f"[dim]note: {escape(n)}[/]", highlight=False)
     for w in r.stats.warnings:
         console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
     console.print(f"decision: [{COLOURS.get(r.decision, 'yellow')}]{r.decision}[/]")
+
+
+def _print_entry(e: EntryReport) -> None:
+    table = Table(title=f"evidence to enter {e.stage}" + ("" if e.enforced else " (rollout.entry.enabled false: "
+                                                          "reported, not enforced)"))
+    for col in ("item", "status", "reason", "produced by"):
+        table.add_column(col)
+    for i in e.items:
+        colour = {"pass": "green", "waived": "yellow"}.get(i.status, "red")
+        reason = i.reason + (f" [waived: {i.waived}]" if i.waived else "")
+        table.add_row(i.id, f"[{colour}]{i.status}[/]", escape(reason), escape(i.command or ""))
+    if e.items:
+        console.print(table)
 
 
 def _print_prerequisites(pre: list[Prerequisite]) -> None:
@@ -175,15 +191,24 @@ def gates(config: Path = CONFIG, ledger: Path = LEDGER, json_out: bool = JSON) -
 def advance(
     config: Path = CONFIG,
     ledger: Path = LEDGER,
-    reason: str = typer.Option("gates passed", "--reason", "-m", help="Why, for the audit log."),
-    force: bool = typer.Option(False, "--force", help="Advance past a hold (never past a failed hard gate)."),
+    reason: str = typer.Option(None, "--reason", "-m", help="Why, for the audit log (required with --waive)."),
+    force: bool = typer.Option(False, "--force", help="Advance past a hold (never past a failed hard gate, "
+                               "missing entry evidence or a stage's min_duration_s)."),
+    waive: list[str] = typer.Option([], "--waive", help="Repeatable: enter without this entry item (e.g. "
+                                    "rollout.entry_check, precanary.cache_key); --reason says why; audited."),
     json_out: bool = JSON,
 ) -> None:
-    """Go to the next stage if the gates pass; a failed hard gate rolls back instead. Exit 1 on hold/rollback.
+    """Go to the next stage if the gates pass and its entry evidence is there (a passing check before shadow; the
+    pre-canary evidence before the first weighted stage; the cost per request before the large stage). A failed
+    hard gate rolls back instead. Exit 1 on hold, refusal or rollback.
 
     Example: switchover rollout advance -c switchover.yaml -m "shadow clean for 24 h"
     """
-    _finish(_rollout(config, ledger=ledger).advance(why=reason, force=force), json_out)
+    if waive and not (reason or "").strip():
+        raise BadInput("--waive needs --reason saying why the evidence is not needed")
+    waivers = {item: reason for item in waive}
+    _finish(_rollout(config, ledger=ledger).advance(why=reason or "gates passed", force=force, waivers=waivers),
+            json_out)
 
 
 @app.command()

@@ -17,6 +17,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from switchover.config.rollout_custom import CustomGate
+from switchover.config.rollout_entry import DAY_S, CostSettings, EntrySettings
 from switchover.config.rollout_holding import HoldingSettings
 from switchover.expr import ExprError, compile_expr
 from switchover.inputs import BaseUrl
@@ -146,7 +147,17 @@ class PrometheusSource(BaseModel):
         return check_selector(v)
 
 
-DEFAULT_STAGES: list[Any] = ["shadow", 5, 20, 50, 100]
+# The checklist schedule (docs/rollout.md, stage defaults): shadow over a daily peak, 5 % for a day, 20 % until day
+# three with the spot-check gate, 50 % until day seven, then 100 % and the holding window (old kept warm 48 h).
+# Hand-written short forms (`stages: [shadow, 5, 20]`) keep min_duration_s 0 unless given; `rollout status` warns.
+DEFAULT_STAGES: list[Any] = [
+    {"name": "shadow", "weight": 0, "shadow": True, "min_duration_s": DAY_S},
+    {"weight": 5, "min_duration_s": DAY_S},
+    {"weight": 20, "min_duration_s": 2 * DAY_S},
+    {"weight": 50, "min_duration_s": 4 * DAY_S},
+    100,
+]
+PEAK_S = DAY_S  # the stated peak a shadow or large stage must cover by default: one day holds the daily peak
 BUILTIN_GATES = ("parse_failure_rate", "output_length_shift", "cache_hits_after_switch", "spot_check_rating")
 """Built-in custom gates usable by name without a custom_gates entry (defaults from rollout_custom.py)."""
 
@@ -182,6 +193,16 @@ class RolloutSettings(BaseModel):
     )
     holding: HoldingSettings = Field(
         default_factory=HoldingSettings, description="The rollback window after 100 % (rollout_holding.py)"
+    )
+    entry: EntrySettings = Field(
+        default_factory=EntrySettings, description="Evidence needed to enter shadow and the canary (rollout_entry.py)"
+    )
+    cost: CostSettings = Field(
+        default_factory=CostSettings, description="The large stage's cost-per-request gate (rollout_entry.py)"
+    )
+    peak_s: float = Field(
+        default=PEAK_S, gt=0, description="The peak a shadow or large stage must cover: `rollout status` warns "
+        "about such a stage whose min_duration_s is shorter"
     )
 
     @field_validator("stages", mode="before")

@@ -44,14 +44,14 @@ class FailureWindow(BaseModel):
 
 
 # Defaults (docs/rollout.md, holding window): crash in minutes → 1 h; latency over one daily peak → 24 h;
-# format in hours → 24 h; quality and business: "the old instance stays 48 h after 100 %" → 48 h. Business metrics
-# often need a week (issue 14): set duration_s: 604800 where the downstream signal is weekly.
+# format in hours → 24 h; quality: "the old instance stays 48 h after 100 %" → 48 h; business metrics show over a
+# week (a weekly cycle of downstream signals) → 7 days. Shorten it where the signal is daily.
 DEFAULT_WINDOWS: dict[FailureType, FailureWindow] = {
     FailureType.CRASH: FailureWindow(duration_s=3600, gates=["error_rate", "fallback_ratio"]),
     FailureType.LATENCY: FailureWindow(duration_s=86400, gates=["ttft_p99_ratio", "tpot_p99_ratio"]),
     FailureType.FORMAT: FailureWindow(duration_s=86400, gates=["output_length_shift"]),
     FailureType.QUALITY: FailureWindow(duration_s=172800, gates=[]),
-    FailureType.BUSINESS: FailureWindow(duration_s=172800, gates=[]),
+    FailureType.BUSINESS: FailureWindow(duration_s=7 * 86400, gates=[]),
 }
 
 

@@ -19,6 +19,7 @@ from switchover.config.rollout_custom import CustomGate
 from switchover.errors import BadInput
 from switchover.ledger_record import LedgerRow
 from switchover.review.models import ReviewSummary
+from switchover.rollout import entry as en
 from switchover.rollout import rollback_ready
 from switchover.rollout import stages as sm
 from switchover.rollout.custom_gates import Series, promql_vector
@@ -119,6 +120,7 @@ class Rollout:
         gateway = self.migration.gateway
         if any(s.shadow for s in state.stages) and gateway is not None and not gateway.shadow.percent:
             warnings.append("a stage expects shadow traffic but gateway.shadow.percent is 0")
+        warnings += en.short_stages(state.stages, self.settings.peak_s, self.settings.cost.large_weight)
         return StatusView(
             status=state.status,
             stage=state.stage_name,
@@ -183,34 +185,53 @@ class Rollout:
         finally:
             store.close()
 
-    def gate_report(self, state: RolloutState | None = None) -> GateReport:
+    def entry_report(self, state: RolloutState, waivers: dict[str, str] | None = None) -> en.EntryReport | None:
+        """The evidence entering the next stage needs (check, pre-canary, cost, this stage's dwell time), judged;
+        None when there is no next stage."""
+        from switchover.rollout.entry_evidence import entry_items
+
+        nxt = state.next_stage()
+        if nxt is None or state.status == sm.Status.ABANDONED:
+            return None
+        items = entry_items(self, state, en.needs(state.stages, state.index + 1, self.settings.cost.large_weight))
+        dwell = en.min_duration_item(state.stage, state.entered_at, self.clock())
+        items += [dwell] if dwell is not None else []
+        return en.EntryReport(stage=nxt.name, items=en.apply_waivers(items, waivers or {}),
+                              enforced=self.settings.entry.enabled)
+
+    def gate_report(self, state: RolloutState | None = None, waivers: dict[str, str] | None = None) -> GateReport:
         """Judge the current stage's exit gates and the next stage's entry conditions (or, while holding, every
         open failure-type window)."""
         state = state or self.state()
         stage = state.stage
         now = self.clock()
+        if state.status == sm.Status.HOLDING:
+            return self.holding.gate_report(state)
+        entry = self.entry_report(state, waivers)
+        held = entry is not None and bool(entry.blocking)
         if stage is None:
             stats = WindowStats(
                 source=self.settings.source,
                 window_s=0,
-                notes=["not started: the first stage has no exit gates to pass"],
+                notes=["not started: the first stage has no exit gates; its entry needs the evidence listed"],
             )
-            return GateReport(stage="0%", decision="advance", results=[], stats=stats)
-        if state.status == sm.Status.HOLDING:
-            return self.holding.gate_report(state)
+            return GateReport(stage="0%", decision="hold" if held else "advance", results=[], stats=stats,
+                              entry=entry)
         custom_gates = [self.settings.custom_gate(n) for n in stage.custom]
         window = self.window(state, gates=custom_gates)
         results = evaluate(window.stats, stage.gates or [], self.settings.gates)
         custom = judge_custom(custom_gates, self.settings, window, since_switch=self.rows_since_switch,
                               query=self.query, review=self.review_summary)
-        blockers = sm.entry_blockers(state, now) + self.holding.entry_blockers(state)
+        blockers = sm.entry_blockers(state, now, dwell=False) + self.holding.entry_blockers(state)
+        decision = decide(results, blockers, custom)
         return GateReport(
             stage=stage.name,
-            decision=decide(results, blockers, custom),
+            decision="hold" if decision == "advance" and held else decision,
             results=results,
             custom=custom,
             stats=window.stats,
             blockers=blockers,
+            entry=entry,
         )
 
     # --- changing ------------------------------------------------------------------------------------
@@ -226,7 +247,10 @@ class Rollout:
             self.store.append(line)
         return lines
 
-    def advance(self, *, why: str, force: bool = False) -> ActionResult:
+    def advance(self, *, why: str, force: bool = False, waivers: dict[str, str] | None = None) -> ActionResult:
+        """Enter the next stage when its gates pass and its entry evidence is there (--force passes a hold, never
+        missing evidence: that takes a waiver, audited)."""
+        en.check_waivers(waivers or {})
         with self.store.locked():
             state = self.state()
             if state.status == sm.Status.ABANDONED:
@@ -235,9 +259,14 @@ class Rollout:
                 return self.holding.step(state, why=why, force=force)
             if state.next_stage() is None:
                 return ActionResult(action="none", state=self.view(state), message="already at the last stage")
-            report = self.gate_report(state)
+            report = self.gate_report(state, waivers)
             if report.decision == "rollback":
                 return self._auto_rollback(state, report)
+            entry = report.entry
+            if entry is not None and entry.blocking:
+                return ActionResult(action="refused", state=self.view(state), report=report,
+                                    message=f"refused: entering {entry.stage} needs evidence: {entry.refusal()}; "
+                                    "or --waive ITEM --reason TEXT (audited)")
             if report.decision == "hold" and not force:
                 return ActionResult(
                     action="hold",
@@ -251,7 +280,8 @@ class Rollout:
 
     def _advance(self, state: RolloutState, report: GateReport, *, why: str) -> ActionResult:
         """Move to the next stage (the caller holds the lock and has judged the gates), drive the gateway, audit."""
-        new, tr = sm.advance(state, now=self.clock(), who=actor(), why=why, gates=report.summary())
+        waived = {i.id: i.waived for i in (report.entry.items if report.entry else []) if i.waived is not None}
+        new, tr = sm.advance(state, now=self.clock(), who=actor(), why=why, gates=report.summary(), waived=waived)
         lines = self._commit(new, tr, rollback_flag=False)
         return ActionResult(
             action="advance",
@@ -375,4 +405,5 @@ def _short_of_pass(report: GateReport) -> list[str]:
         [r.reason for r in report.results if r.verdict != "pass"]
         + [f"{c.name}: {c.reason}" for c in report.custom if c.verdict != "pass"]
         + report.blockers
+        + [f"{i.id}: {i.reason}" for i in (report.entry.blocking if report.entry else [])]
     )

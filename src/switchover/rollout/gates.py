@@ -28,6 +28,7 @@ from switchover.ledger_record import (
 from switchover.rollout import metric_names as mn
 from switchover.rollout.compare import ComparisonReport, compare_samples, samples_from_ledger
 from switchover.rollout.custom_gates import CustomGateResult, promql_vector
+from switchover.rollout.entry import EntryReport
 from switchover.rollout.holding import HoldingReport
 from switchover.rollout.verdicts import GateResult, GateVerdict
 
@@ -79,6 +80,9 @@ class GateReport(BaseModel):
     blockers: list[str] = Field(default_factory=list, description="Entry conditions of the next stage not met")
     custom: list[CustomGateResult] = Field(default_factory=list, description="rollout.custom_gates of the stage")
     holding: HoldingReport | None = Field(default=None, description="The rollback window, while holding")
+    entry: EntryReport | None = Field(
+        default=None, description="Evidence the next stage needs before it is entered (rollout/entry.py)"
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property

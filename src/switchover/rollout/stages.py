@@ -67,6 +67,9 @@ class Transition(BaseModel):
     gates: dict[str, str] = Field(default_factory=dict, description="gate name -> pass | hold | fail")
     criteria: list[str] = Field(default_factory=list, description="Abandonment criteria that applied")
     window: str | None = Field(default=None, description="window_end: the failure type whose window closed")
+    waived: dict[str, str] = Field(
+        default_factory=dict, description="Entry items passed by `--waive ITEM --reason TEXT`: item -> reason"
+    )
 
 
 class RolloutState(BaseModel):
@@ -146,16 +149,18 @@ def _ensure_active(state: RolloutState) -> None:
         raise BadInput("this rollout was abandoned; start a new one with `switchover rollout reset`")
 
 
-def entry_blockers(state: RolloutState, now: float) -> list[str]:
-    """Why the next stage may not be entered yet, besides the gates (dwell time, rollbacks in the stage)."""
+def entry_blockers(state: RolloutState, now: float, *, dwell: bool = True) -> list[str]:
+    """Why the next stage may not be entered yet, besides the gates (dwell time, rollbacks in the stage); `dwell`
+    False leaves the dwell time to the entry gates (rollout/entry.py), which --force cannot pass."""
     stage = state.stage
     if stage is None:
         return []
     out = []
-    if stage.min_duration_s and state.entered_at is not None and now - state.entered_at < stage.min_duration_s:
+    started = state.entered_at
+    if dwell and stage.min_duration_s and started is not None and now - started < stage.min_duration_s:
         out.append(
             f"stage {stage.name} needs {stage.min_duration_s:g} s before advancing "
-            f"({now - state.entered_at:.0f} s so far)"
+            f"({now - started:.0f} s so far)"
         )
     nxt = state.next_stage()
     if nxt is not None and nxt.require_zero_rollbacks and state.rollbacks_in_stage:
@@ -175,15 +180,17 @@ def _transition(state: RolloutState, action: Action, to_stage: str, to_weight: i
 
 
 def advance(
-    state: RolloutState, *, now: float, who: str, why: str, gates: dict[str, str] | None = None
+    state: RolloutState, *, now: float, who: str, why: str, gates: dict[str, str] | None = None,
+    waived: dict[str, str] | None = None,
 ) -> tuple[RolloutState, Transition]:
-    """Move to the next stage (callers check gates and entry_blockers first)."""
+    """Move to the next stage (callers check gates, entry gates and entry_blockers first); `waived` is audited."""
     _ensure_active(state)
     nxt = state.next_stage()
     if nxt is None:
         raise BadInput(f"already at the last stage ({state.stage_name}); nothing to advance to")
     new = _moved(state, state.index + 1, now, rolled_back=False)
-    return new, _transition(state, "advance", nxt.name, nxt.weight, now=now, who=who, why=why, gates=gates)
+    tr = _transition(state, "advance", nxt.name, nxt.weight, now=now, who=who, why=why, gates=gates)
+    return new, tr.model_copy(update=dict(waived=dict(waived or {})))
 
 
 def rollback(

@@ -16,13 +16,15 @@ from packaging.version import Version
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from switchover.engines.cited import CitedFact
-from switchover.engines.formats import ENGINES, Device, FormatMatrix, FormatRule, FormatVerdict, load_matrix, lookup
+from switchover.engines.formats import Device, FormatMatrix, FormatRule, FormatVerdict, load_matrix, lookup
 from switchover.engines.matrixfile import packaged, validated
+from switchover.engines.names import ENGINES
 from switchover.engines.releases import load_releases
 from switchover.engines.versions import check_release_form, release_key, split_engine_ref
 from switchover.errors import BadInput
 
 Status = Literal["ok", "degraded", "fails", "unknown"]
+_ZERO = Version("0")  # a family or toolkit without a minimum driver
 _DRIVER = re.compile(r"^\d{1,4}(\.\d{1,4}){0,2}$")
 _CUDA = re.compile(r"^\d{1,2}\.\d{1,2}$")
 
@@ -201,15 +203,12 @@ class CompatFinding(BaseModel):
     verified: bool = False
 
 
-def _driver_tuple(text: str | None) -> tuple[int, ...] | None:
+def _driver_version(text: str | None) -> Version | None:
+    """A driver version ('535.104.05') ordered as releases are (engines.versions.release_key: 535 == 535.0.0);
+    None when it is not one."""
     if not text or not _DRIVER.match(text.strip()):
         return None
-    return tuple(int(x) for x in text.strip().split("."))
-
-
-def _ge(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
-    n = max(len(a), len(b))
-    return a + (0,) * (n - len(a)) >= b + (0,) * (n - len(b))
+    return release_key(text.strip())
 
 
 def sm_of(cc: str | None) -> int | None:
@@ -239,8 +238,8 @@ def check_build(build: EngineBuild, version: str, driver: str | None, gpu_ccs: l
         return CompatFinding(**base, status="unknown", message=f"no CUDA {build.cuda} family data")
     sources.append(family.source)
     verified = verified and family.verified
-    host = _driver_tuple(driver)
-    fam_min = _driver_tuple(family.min_driver) or (0,)
+    host = _driver_version(driver)
+    fam_min = _driver_version(family.min_driver) or _ZERO
     need = f"driver >= {family.min_driver} (CUDA {family.cuda_major}.x minor-version compatibility)"
     if toolkit is not None:
         sources.append(toolkit.source)
@@ -249,10 +248,10 @@ def check_build(build: EngineBuild, version: str, driver: str | None, gpu_ccs: l
         return CompatFinding(**base, status="unknown", sources=sources, verified=verified,
                              message=f"{label} needs {need}; the host's driver is not known "
                                      "(fingerprint the host with `switchover hw fingerprint --json`)")
-    if not _ge(host, fam_min):
+    if not host >= fam_min:
         return CompatFinding(**base, status="fails", sources=sources, verified=verified,
                              message=f"{label} cannot run on driver {driver}: needs {need}")
-    if toolkit is not None and not _ge(host, _driver_tuple(toolkit.min_driver) or (0,)):
+    if toolkit is not None and not host >= (_driver_version(toolkit.min_driver) or _ZERO):
         return CompatFinding(**base, status="degraded", sources=sources, verified=verified and toolkit.verified,
                              message=f"{label} runs on driver {driver} only through minor-version compatibility "
                                      f"(below {toolkit.min_driver}): kernels that need PTX JIT for a newer toolkit "
@@ -294,12 +293,12 @@ def check_engine(pin: EnginePin, driver: str | None, gpu_ccs: list[str | None], 
 
 def driver_support(driver: str | None, data: CompatData | None = None) -> str | None:
     """Which CUDA builds a driver runs, in words: families by minor-version compatibility, toolkits in full."""
-    host = _driver_tuple(driver)
+    host = _driver_version(driver)
     if host is None:
         return None
     d = data or load_compat()
-    families = [f"{f.cuda_major}.x" for f in d.cuda_families if _ge(host, _driver_tuple(f.min_driver) or (0,))]
-    full = [t.cuda for t in d.cuda_toolkits if _ge(host, _driver_tuple(t.min_driver) or (0,))]
+    families = [f"{f.cuda_major}.x" for f in d.cuda_families if host >= (_driver_version(f.min_driver) or _ZERO)]
+    full = [t.cuda for t in d.cuda_toolkits if host >= (_driver_version(t.min_driver) or _ZERO)]
     if not families:
         return f"driver {driver} is below every CUDA family minimum in the data"
     top = max(full, key=lambda c: tuple(int(x) for x in c.split(".")), default=None)

@@ -30,15 +30,32 @@ def _sm(cc: str | None) -> int | None:
     return sm_of(cc)  # the one parser ('9.0' -> 90; not ASCII digits -> None, never a ValueError)
 
 
-def _fp8_kv_warning(sm: int, kv_dtype: str, engine: EngineProfile | None) -> CapabilityWarning | None:
-    """The engine's own fp8-KV facts below native support (profile `memory.fp8_kv_below`); without an engine, the
-    reference engine's (vLLM); an engine whose profile has none gets a warning that says it is not known."""
-    if engine is None:
-        from switchover.engines import load_profile
+def _fp8_kv_unknown_engine(sm: int, setting: str) -> CapabilityWarning | None:
+    """No engine given: it is said, with what each profile that read it records (the others: not read)."""
+    from switchover.engines import load_profile
+    from switchover.engines.names import ENGINES
 
-        engine = load_profile("vllm")
-    facts = engine.memory.fp8_kv_below
+    profiles = [load_profile(name) for name in ENGINES]
+    known = [(p, p.memory.fp8_kv_below) for p in profiles if p.memory.fp8_kv_below is not None]
+    if sm >= 89 and all(sm >= f.min_sm for _, f in known):
+        return None
+    said = "; ".join(f"{p.display_name} below sm{f.min_sm}: {f.consequence}" for p, f in known if sm < f.min_sm)
+    unread = ", ".join(p.display_name for p in profiles if p.memory.fp8_kv_below is None)
+    return CapabilityWarning(
+        setting=setting, needs="sm89 (fp8)", have=f"sm{sm}",
+        consequence=("the engine is not given, so what it does with fp8 KV on this GPU is not known (give the "
+                     "engine for its profile's facts)" + (f". {said}" if said else "")
+                     + (f". Not read from the source of: {unread}" if unread else "")),
+        source="; ".join([f"{p.name}: {f.source}" for p, f in known if sm < f.min_sm] or [CAPABILITY_SOURCE]))
+
+
+def _fp8_kv_warning(sm: int, kv_dtype: str, engine: EngineProfile | None) -> CapabilityWarning | None:
+    """The engine's own fp8-KV facts below native support (profile `memory.fp8_kv_below`); an engine whose profile
+    has none, or no engine at all, gets a warning that says it is not known."""
     setting = f"kv_cache_dtype {kv_dtype}"
+    if engine is None:
+        return _fp8_kv_unknown_engine(sm, setting)
+    facts = engine.memory.fp8_kv_below
     if facts is None:
         if sm >= 89:
             return None

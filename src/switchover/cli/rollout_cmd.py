@@ -163,6 +163,29 @@ def _finish(res: ActionResult, json_out: bool) -> None:
 
 
 @app.command()
+def init(
+    config: Path = CONFIG,
+    print_only: bool = typer.Option(False, "--print", help="Print the section instead of adding it."),
+) -> None:
+    """Add the checklist schedule as the rollout: section of a migration file that has none: shadow over a daily
+    peak, 5 % for a day, 20 % to day three and 50 % to day seven with stratified spot checks and per-task-type gates,
+    100 % with old kept warm 48 h; any task type worse goes back one stage (docs/rollout.md, stage defaults).
+
+    Example: switchover rollout init -c switchover.yaml
+    """
+    from switchover.rollout.schedule import SECTION, write_schedule
+
+    if print_only:
+        sys.stdout.write(SECTION)
+        return
+    if not config.is_file():
+        raise BadInput(f"{config}: no such file", hint="write old: and new: first, or use --print")
+    write_schedule(config)
+    console.print(f"added the checklist schedule to {escape(str(config))}; set gateway.review.pairs_per_day (e.g. "
+                  "200) so the 20 % and 50 % stages have spot-check ratings", highlight=False, soft_wrap=True)
+
+
+@app.command()
 def status(config: Path = CONFIG, json_out: bool = JSON) -> None:
     """Where the rollout stands, and the last audit-log lines.
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -12,6 +14,10 @@ from rich.markup import escape
 from switchover.cli import params
 from switchover.cli.common import console, print_json, run
 from switchover.errors import BadInput
+
+if TYPE_CHECKING:
+    from switchover.review.models import ReviewSummary
+    from switchover.review.store import ReviewStore
 
 app = typer.Typer(no_args_is_help=True, help="Human spot-checks of new's answers next to old's (docs/review.md).\n\n"
                                             "Example: switchover review serve -c switchover.yaml --port 8790")
@@ -32,6 +38,34 @@ def _db_path(config: Path, db: Path | None) -> Path:
     return m.gateway.resolved_run_dir(config) / m.gateway.review.db
 
 
+def _open(config: Path, db: Path | None) -> ReviewStore | None:
+    """The review database; None when the config's is not there yet (no pair sampled: a state, not bad input). A
+    database named with --db must exist (exit 2 otherwise: the user named a file that is not there)."""
+    from switchover.review.store import ReviewStore
+
+    path = _db_path(config, db)
+    if db is None and not os.path.lexists(path):
+        return None
+    return ReviewStore.open(path, create=False)
+
+
+def _nothing_yet(config: Path, db: Path | None) -> str:
+    return (f"no pairs recorded yet (no review database at {_db_path(config, db)}; the gateway writes it once "
+            "gateway.review.pairs_per_day > 0 and pairs are sampled)")
+
+
+def _summary(store: ReviewStore | None) -> ReviewSummary:
+    """The store's summary; an empty one (no pairs, no ratings) when nothing is recorded yet."""
+    from switchover.review.models import ReviewSummary, summarize
+
+    if store is None:
+        return ReviewSummary(types=[], total=summarize("all", 0, {}))
+    try:
+        return store.summary()
+    finally:
+        store.close()
+
+
 @app.command()
 def serve(
     config: Path = _CONFIG,
@@ -48,9 +82,11 @@ def serve(
     Example: switchover review serve -c switchover.yaml --port 8790   # then open the printed URL
     """
     from switchover.review.server import ReviewApp, serving
-    from switchover.review.store import ReviewStore
 
-    store = ReviewStore.open(_db_path(config, db), create=False)
+    store = _open(config, db)
+    if store is None:
+        console.print(f"nothing to review: {escape(_nothing_yet(config, db))}", highlight=False, soft_wrap=True)
+        return
 
     async def main() -> None:
         async with serving(ReviewApp(store), host, port) as url:
@@ -76,16 +112,13 @@ def summary(
 
     Example: switchover review summary -c switchover.yaml --json
     """
-    from switchover.review.store import ReviewStore
-
-    store = ReviewStore.open(_db_path(config, db), create=False)
-    try:
-        s = store.summary()
-    finally:
-        store.close()
+    store = _open(config, db)
+    s = _summary(store)
     if json_out:
         print_json(s)
         return
+    if store is None:
+        console.print(escape(_nothing_yet(config, db)), highlight=False, soft_wrap=True)
     for t in [*s.types, s.total]:
         share = "-" if t.bad_share is None else f"{t.bad_share:.0%} [{t.bad_low:.0%}, {t.bad_high:.0%}]"
         console.print(f"{escape(t.task_type):<16} pairs {t.pairs:>5}  rated {t.rated:>5}  "
@@ -105,16 +138,22 @@ def export(
 
     Example: switchover review export -c switchover.yaml -o ratings.parquet
     """
+    import tempfile
+
     from switchover.review.store import ReviewStore
 
     kind = fmt or out.suffix.lstrip(".")
     if kind not in ("jsonl", "parquet"):
         raise BadInput(f"--format must be jsonl or parquet, got {kind!r}", hint="or name the file *.jsonl / *.parquet")
-    store = ReviewStore.open(_db_path(config, db), create=False)
-    try:
-        n = store.export_jsonl(out) if kind == "jsonl" else store.export_parquet(out)
-    finally:
-        store.close()
+    with tempfile.TemporaryDirectory(prefix="switchover-review-") as scratch:
+        # nothing recorded yet: the same export of an empty database (a file with the same columns, no rows)
+        store = _open(config, db) or ReviewStore.open(Path(scratch) / "empty.sqlite")
+        try:
+            n = store.export_jsonl(out) if kind == "jsonl" else store.export_parquet(out)
+        finally:
+            store.close()
+    if n == 0 and not os.path.lexists(_db_path(config, db)):
+        console.print(escape(_nothing_yet(config, db)), highlight=False, soft_wrap=True)
     console.print(f"{n} pairs written to {escape(str(out))}", highlight=False)
 
 
@@ -134,13 +173,11 @@ def gate(
     Example: switchover review gate -c switchover.yaml --max-bad 5 --min-ratings 50
     """
     from switchover.review.models import rating_gate
-    from switchover.review.store import ReviewStore
 
-    store = ReviewStore.open(_db_path(config, db), create=False)
-    try:
-        verdict = rating_gate(store.summary(), max_bad / 100, min_ratings)
-    finally:
-        store.close()
+    store = _open(config, db)
+    verdict = rating_gate(_summary(store), max_bad / 100, min_ratings)
+    if store is None:  # holds, as too few ratings do: no rating is no evidence
+        verdict = verdict.model_copy(update={"reason": f"{_nothing_yet(config, db)}; {verdict.reason}"})
     if json_out:
         print_json(verdict)
     else:

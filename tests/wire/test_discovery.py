@@ -124,3 +124,16 @@ def test_with_no_engine_every_profile_is_tried_and_the_names_list_is_the_data_fi
     files = sorted(p.name[: -len(".yaml")] for p in data.iterdir() if p.name.endswith(".yaml"))
     assert sorted(ENGINES) == files
     assert [p.name for p in profiles_for(None)] == list(ENGINES)
+
+
+def test_every_context_length_and_readiness_source_is_a_url_at_a_release_or_commit() -> None:
+    import re
+
+    from switchover.engines.names import ENGINES
+
+    at_release = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/blob/(v?\d[\w.]*|b\d+|[0-9a-f]{7,40})/\S+")
+    for name in ENGINES:
+        prof = load_profile(name)
+        for src in [c.source for c in prof.context_length] + [prof.readiness.source]:
+            first = src.split(";")[0].split()[0]
+            assert at_release.fullmatch(first), (name, src)

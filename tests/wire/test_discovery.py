@@ -126,6 +126,14 @@ def test_with_no_engine_every_profile_is_tried_and_the_names_list_is_the_data_fi
     assert [p.name for p in profiles_for(None)] == list(ENGINES)
 
 
+def test_the_migration_files_engine_choices_are_the_names_list_plus_openai_and_are_described() -> None:
+    from switchover.config.migration import Engine, Migration
+    from switchover.engines.names import ENGINES
+
+    assert [e.value for e in Engine] == [*ENGINES, "openai"]
+    assert "OpenAI-compatible" in Migration.model_json_schema()["$defs"]["Engine"]["description"]
+
+
 def test_every_context_length_and_readiness_source_is_a_url_at_a_release_or_commit() -> None:
     import re
 

@@ -21,6 +21,8 @@ from switchover.inputs import BaseUrl, EngineRelease, EnvVarName
 #: Inference engines whose semantics switchover knows (engines/names.py: one profile each), and `openai`: any other
 #: OpenAI-compatible server, where only the documented API is assumed.
 Engine = StrEnum("Engine", {name.upper(): name for name in (*ENGINES, OPENAI)})  # type: ignore[misc]
+Engine.__doc__ = ("Inference engines whose semantics switchover knows (engines/data/<engine>.yaml); openai: any other "
+                  "OpenAI-compatible server, where only the documented API is assumed")
 
 
 class Endpoint(BaseModel):

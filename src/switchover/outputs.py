@@ -33,6 +33,7 @@ from switchover.plan.canary import CanaryPlan
 from switchover.plan.capacity import CapacityResult
 from switchover.plan.choose import ChooseResult
 from switchover.plan.grace import GraceReport
+from switchover.plan.limits import KneeLimits
 from switchover.plan.parallel import Layout
 from switchover.plan.translate import Translation
 from switchover.probe.overload import OverloadReport
@@ -108,6 +109,7 @@ OUTPUTS: dict[str, Output] = {
     "plan-translate": Output("the launch command for the target engine and everything lost on the way", Translation),
     "plan-choose": Output("the engines ranked for the model, GPUs and requirements, each fact cited", ChooseResult),
     "plan-grace": Output("the drain grace a request needs, and the deploy settings that are shorter", GraceReport),
+    "plan-limits": Output("new's knee as the canary's weight cap and as client and gateway timeouts", KneeLimits),
     "hw-fingerprint": Output("this host's GPUs, driver, CUDA, PCIe and NVLink", HostFingerprint),
     "hw-gpus": Output("the GPU catalog that --gpu NAME accepts", list[GpuSpec]),
     "hw-diff": Output("what changes for an engine between two hosts (and kernels, engine builds)", HostDiff),

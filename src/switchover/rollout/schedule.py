@@ -12,6 +12,7 @@ from pathlib import Path
 
 from switchover.atomicfile import write_atomic
 from switchover.errors import BadInput, SwitchoverError
+from switchover.textfile import read_text
 
 SECTION = """\
 rollout:
@@ -58,7 +59,8 @@ def write_schedule(config: Path) -> str:
     """Append the schedule to `config`, validated by loading the result; the file is left as it was on failure."""
     from switchover.config import load_migration
 
-    before = config.read_text(encoding="utf-8")
+    load_migration(config)  # a file that is not a valid migration is refused as it is (BadInput naming the field)
+    before = read_text(config, what="migration file")
     after = with_schedule(before)
     write_atomic(config, after)
     try:

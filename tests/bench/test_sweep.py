@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 
 import pytest
 
 from switchover.bench.results import BenchPlan, EndpointSpec
-from switchover.bench.sweep import commands, parse_params, run_sweep
+from switchover.bench.sweep import SweepPoint, commands, parse_params, run_sweep
 from switchover.errors import BadInput
 from switchover.testbed.processes import free_port
 
@@ -42,3 +43,27 @@ async def test_sweep_relaunches_benches_and_stops_each_engine(tmp_path):
     assert all(p.error is None and p.run_dir for p in res.points)
     assert all(set(p.tpot_p99_ms) == {"1", "2", "3"} for p in res.points)
     assert (tmp_path / res.run_dir.split("/")[-1] / "sweep.html").exists()
+
+
+async def test_an_engine_that_dies_for_memory_during_its_bench_is_marked_in_the_sweep(tmp_path):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    # a stand-in engine that serves, then dies with PyTorch's out-of-memory text in its log 3 s after launch
+    script = tmp_path / "engine.sh"
+    script.write_text(f"{sys.executable} -m switchover.testing zero --port {port} --itl-ms $1 & pid=$!; sleep 3; "
+                      "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB'; kill $pid; exit 1\n")
+    plan = BenchPlan(endpoints=[EndpointSpec(label="target", url=url)], buckets=[24], output_tokens=8,
+                     concurrency=[1], requests=60, calibrate=False, scrape_interval_s=0, timeout_s=5)
+    res = await run_sweep(f"sh {shlex.quote(str(script))} {{itl}}", {"itl": ["20"]}, plan, url, tmp_path,
+                          ready_timeout_s=60)
+    (pt,) = res.points
+    assert pt.engine_oom and pt.engine_end and "CUDA out of memory" in pt.engine_end
+    assert "engine gone" in pt.line()
+    html = (tmp_path / res.run_dir.split("/")[-1] / "sweep.html").read_text()
+    assert "engine killed for memory" in html and "OOM rate against the parameter" in html
+
+
+def test_a_points_line_says_where_a_cap_bound_and_where_oom_answers_came() -> None:
+    p = SweepPoint(params={"np": "1"}, run_dir="x", caps={"1": "none", "4": "requests"}, oom={"1": 0, "4": 3})
+    assert p.line() == "cap bound at 4: requests; OOM answers at 4: 3"
+    assert SweepPoint(params={}, run_dir=None).line() == ""

@@ -12,10 +12,11 @@ from markupsafe import Markup
 from plotly.subplots import make_subplots
 
 from switchover.atomicfile import write_atomic
+from switchover.bench.capbind import advice, step_limits
 from switchover.bench.results import BenchReport
 from switchover.bench.stats import StepSummary
 from switchover.bench.steptable import fmt as _f
-from switchover.bench.steptable import step_flags, step_table
+from switchover.bench.steptable import limit_columns, step_flags, step_table
 from switchover.report.builder import render_page
 from switchover.runs import RunDir
 
@@ -191,7 +192,8 @@ def render(report: BenchReport) -> str:
             for i, b in enumerate(dict.fromkeys(s.bucket for s in report.steps))]
     knees = [[k, Markup("{}<br><small>{}</small>").format(v.message, "; ".join(v.notes)) if v.notes else v.message]
              for k, v in report.knees.items()]
-    steps = step_table(report.steps, (("errors", lambda s: ", ".join(f"{k}: {v}" for k, v in s.errors.items())),
+    steps = step_table(report.steps, (*limit_columns(report.limits),
+                                      ("errors", lambda s: ", ".join(f"{k}: {v}" for k, v in s.errors.items())),
                                       ("flags", lambda s: "; ".join(step_flags(s)))))
     return render_page(
         "bench.html", name=report.name, style=_STYLE,
@@ -211,11 +213,29 @@ def render(report: BenchReport) -> str:
                       [[c.name, c.endpoint, _load_of(c.concurrency), _f(c.value, 2), _f(c.limit, 2),
                         "pass" if c.passed else Markup("<b>FAIL</b>")] for c in report.checks])
         if report.checks else None,
-        notes=report.notes,
+        notes=[*advice(report.limits, {e.label: e.engine for e in report.endpoints}), *report.notes],
     )
 
 
+def settle_limits(rd: RunDir, report: BenchReport) -> None:
+    """Fill `report.limits` (binding cap and OOM answers per step) from the run's files when it has none, and keep
+    them in summary.json; a run whose rows cannot be read yet keeps none and says why in its notes."""
+    if report.limits or not report.step_times:
+        return
+    import pyarrow as pa
+
+    try:
+        report.limits = step_limits(rd.path, report)
+    except (OSError, pa.ArrowException) as exc:
+        report.notes.append(f"binding caps and OOM answers not read: {exc}")
+        return
+    if rd.has("summary.json"):
+        rd.write_json("summary", report)
+
+
 def write_report(rd: RunDir, report: BenchReport, name: str = "report.html") -> str:
+    """report.html of a run (its binding caps and OOM answers read first, bench/capbind.py)."""
+    settle_limits(rd, report)
     path = rd.file(name)
     write_atomic(path, render(report))
     return str(path)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from switchover.bench.stats import StepSummary
+
+if TYPE_CHECKING:
+    from switchover.bench.capbind import StepLimit
 
 
 def fmt(v: float | None, digits: int = 1) -> str:
@@ -65,3 +69,24 @@ def step_table(steps: list[StepSummary], extra: tuple[Column, ...] = ()) -> tupl
     """The step table's header and rows: the shared columns, then `extra`."""
     columns = STEP_COLUMNS + extra
     return [name for name, _ in columns], [[cell(s) for _, cell in columns] for s in steps]
+
+
+def limit_columns(limits: Sequence[StepLimit]) -> tuple[Column, ...]:
+    """The 'cap' (which cap bound, bench/capbind.py) and 'OOM' (out-of-memory answers / measured) columns, for the
+    steps `limits` covers ('—' for a step it does not)."""
+    by_key = {(x.endpoint, x.bucket, x.step, x.repeat): x for x in limits}
+
+    def find(s: StepSummary) -> StepLimit | None:
+        return by_key.get((s.endpoint, s.bucket or "", s.step, s.repeat))
+
+    def cap(s: StepSummary) -> str:
+        lim = find(s)
+        return "—" if lim is None else lim.binding.replace("_", " ")
+
+    def oom(s: StepSummary) -> str:
+        lim = find(s)
+        if lim is None or not lim.requests:
+            return "—"
+        return f"{lim.oom}/{lim.requests}" + (f" (+{lim.engine_dead} engine dead)" if lim.engine_dead else "")
+
+    return (("cap", cap), ("OOM", oom))

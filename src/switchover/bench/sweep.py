@@ -19,6 +19,8 @@ import plotly.graph_objects as go
 from pydantic import BaseModel, Field
 
 from switchover.atomicfile import write_atomic
+from switchover.bench.capbind import advice, engine_version, launch_cap, step_limits
+from switchover.bench.oom import process_end
 from switchover.bench.results import BenchPlan, BenchReport, EndpointSpec
 from switchover.bench.runner import BenchRun, Reporter
 from switchover.errors import BadInput, SwitchoverError
@@ -66,6 +68,20 @@ class SweepPoint(BaseModel):
     out_tok_per_s: dict[str, float] = Field(default_factory=dict)
     knee: float | None = None
     knee_message: str | None = None
+    caps: dict[str, str] = Field(default_factory=dict, description="load -> the cap that bound (bench/capbind.py)")
+    oom: dict[str, int] = Field(default_factory=dict, description="load -> out-of-memory answers (bench/oom.py)")
+    oom_rate: dict[str, float] = Field(default_factory=dict, description="load -> OOM answers / measured requests")
+    engine_end: str | None = Field(default=None, description="The engine process ended during its bench: how")
+    engine_oom: bool = Field(default=False, description="It ended for memory (an OOM text in its log)")
+    advice: list[str] = Field(default_factory=list, description="'on <engine> at <load> the <cap> bound: raise ...'")
+
+    def line(self) -> str:
+        """The point's caps and OOM answers in one line for the console ('' when it has neither)."""
+        parts = [f"{load}: {cap}" for load, cap in self.caps.items() if cap not in ("none", "unknown")]
+        ooms = [f"{load}: {n}" for load, n in self.oom.items() if n]
+        out = ("cap bound at " + ", ".join(parts) if parts else "") + ("; " if parts and ooms else "")
+        out += ("OOM answers at " + ", ".join(ooms)) if ooms else ""
+        return out + (f"; engine gone: {self.engine_end}" if self.engine_end else "")
 
 
 class SweepReport(BaseModel):
@@ -101,10 +117,35 @@ async def _wait_ready(proc: subprocess.Popen[bytes], url: str, model: str | None
     raise SwitchoverError(f"not ready after {timeout_s:g} s: {last}")
 
 
+def _load(concurrency: int | None, rate: float | None) -> str:
+    return f"{concurrency if concurrency is not None else rate:g}"
+
+
+def _limits(p: SweepPoint, report: BenchReport, cmd: list[str]) -> None:
+    """The point's binding caps (the request cap read from its launch where the release data knows the flag) and
+    OOM answers per load."""
+    ep = report.endpoints[0] if report.endpoints else None
+    if report.run_dir is None or ep is None:
+        return
+    cap = launch_cap(ep.engine, engine_version(ep.engine, ep.info), cmd)
+    if cap is not None:
+        report.limits = step_limits(Path(report.run_dir), report, caps={ep.label: cap})
+    loads = {(s.endpoint, s.bucket or "", s.step, s.repeat): _load(s.concurrency, s.rate) for s in report.steps}
+    for lim in report.limits:
+        load = loads.get((lim.endpoint, lim.bucket, lim.step, lim.repeat))
+        if load is None:
+            continue
+        p.caps[load] = lim.binding
+        p.oom[load] = p.oom.get(load, 0) + lim.oom
+        if lim.requests:
+            p.oom_rate[load] = round(lim.oom / lim.requests, 4)
+    p.advice = advice(report.limits, {ep.label: ep.engine})
+
+
 def _point(values: dict[str, str], report: BenchReport) -> SweepPoint:
     p = SweepPoint(params=values, run_dir=report.run_dir)
     for s in report.steps:
-        load = f"{s.concurrency if s.concurrency is not None else s.rate:g}"
+        load = _load(s.concurrency, s.rate)
         if s.tpot_ms is not None:
             p.tpot_p99_ms[load] = s.tpot_ms.p99
         if s.ttft_ms is not None:
@@ -157,11 +198,16 @@ async def run_sweep(
                 )
                 report, _ = await BenchRun(sub, rd.path, reporter).run()
                 pt = _point(values, report)
+                _limits(pt, report, cmd)
                 pt.ready_s = ready_s
             except SwitchoverError as exc:
                 pt = SweepPoint(params=values, run_dir=None, error=exc.message)
             finally:
+                gone = proc.poll()
                 _stop(proc)
+            if gone is not None:  # the engine ended during its bench: for memory, if its log says so
+                end = process_end(gone, _tail(log))
+                pt.engine_end, pt.engine_oom = end.reason, end.oom
             points.append(pt)
             rd.write_json("sweep", SweepReport(launch=launch, url=url, points=points, run_dir=str(rd.path)))
     finally:
@@ -169,6 +215,16 @@ async def run_sweep(
         rd.write_json("sweep", result)
         write_atomic(rd.file("sweep.html"), sweep_html(result))
     return result
+
+
+def _tail(log: Path, limit: int = 1 << 20) -> str:
+    """The last `limit` bytes of an engine log (where an OOM traceback is)."""
+    try:
+        with log.open("rb") as fh:
+            fh.seek(max(0, log.stat().st_size - limit))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def sweep_html(rep: SweepReport) -> str:
@@ -203,12 +259,33 @@ def sweep_html(rep: SweepReport) -> str:
         height=480,
     )
     errors = "".join(f"<li>{escape(str(p.params))}: {escape(p.error)}</li>" for p in rep.points if p.error)
-    body: Any = fig.to_html(full_html=False, include_plotlyjs=True)
+    errors += "".join(f"<li>{escape(str(p.params))}: engine gone{' (out of memory)' if p.engine_oom else ''}: "
+                      f"{escape(p.engine_end)}</li>" for p in rep.points if p.engine_end)
+    body: Any = fig.to_html(full_html=False, include_plotlyjs=True) + _oom_html(rep, xs)
+    advice_items = "".join(f"<li>{escape(a)}</li>" for p in rep.points for a in p.advice)
+    body += f"<h2>Binding caps</h2><ul>{advice_items}</ul>" if advice_items else ""
     return (
         f"<!doctype html><html><head><meta charset=utf-8><title>switchover sweep</title></head><body>{body}"
         + (f"<h2>Errors</h2><ul>{errors}</ul>" if errors else "")
         + "</body></html>"
     )
+
+
+def _oom_html(rep: SweepReport, xs: list[str]) -> str:
+    """OOM rate (OOM answers / measured requests) against the parameter, one line per load; an engine that died
+    for memory during its bench is marked at 100 %."""
+    loads = sorted({k for p in rep.points for k in p.oom_rate}, key=lambda s: float(s))
+    if not loads and not any(p.engine_oom for p in rep.points):
+        return ""
+    fig = go.Figure()
+    for load in loads:
+        fig.add_trace(go.Scatter(x=xs, y=[p.oom_rate.get(load) for p in rep.points], mode="lines+markers",
+                                 name=f"OOM rate @ {load}"))
+    fig.add_trace(go.Scatter(x=xs, y=[1.0 if p.engine_oom else None for p in rep.points], mode="markers",
+                             name="engine killed for memory", marker={"symbol": "x", "size": 12}))
+    fig.update_layout(title="OOM rate against the parameter", xaxis_title="parameter",
+                      yaxis_title="OOM answers / requests", yaxis={"range": [0, 1.05]}, height=360)
+    return str(fig.to_html(full_html=False, include_plotlyjs=False))
 
 
 __all__ = ["EndpointSpec", "SweepReport", "commands", "parse_params", "run_sweep"]

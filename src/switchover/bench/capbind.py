@@ -1,0 +1,257 @@
+"""Which cap binds in a bench step (docs/bench.md#binding-cap): the request-count cap (vLLM --max-num-seqs,
+llama.cpp slots) or the token budget (vLLM --max-num-batched-tokens, a full KV cache), read from the engine's
+/metrics scraped during the step. The advice "raise <flag>" names the flag only where the release data says the
+engine has it at the version served.
+
+Per scrape in the step, with requests waiting (the `waiting` gauge > 0):
+- the KV cache at or above KV_FULL → the token budget (KV cache) binds;
+- running at the request cap → the request cap binds (the cap from /props total_slots, the launch, or, when none
+  is known, the step's peak of `running`, said as inferred);
+- running below the cap with the KV cache not full → the per-step token budget binds (vLLM schedules at most
+  max_num_batched_tokens a step).
+The verdict is the reason most scrapes with waiting requests show; no waiting request: nothing bound at this load.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from switchover.bench.oom import StepKey, StepOom, records, step_ooms
+
+KV_FULL = 0.95  # "near 100 %": a gauge of 0..1 (vllm:kv_cache_usage_perc, llamacpp:kv_cache_usage_ratio)
+Binding = Literal["requests", "tokens", "kv_cache", "none", "unknown"]
+# the launch flag that raises each cap, per engine; each is looked up in the release data at the version served
+RAISE: dict[str, dict[str, str]] = {
+    "vllm": {"requests": "--max-num-seqs", "tokens": "--max-num-batched-tokens",
+             "kv_cache": "--gpu-memory-utilization"},
+    "sglang": {"requests": "--max-running-requests", "tokens": "--chunked-prefill-size",
+               "kv_cache": "--mem-fraction-static"},
+    "llamacpp": {"requests": "--parallel", "kv_cache": "--ctx-size"},
+}
+WORDS = {"requests": "request-count cap", "tokens": "per-step token budget", "kv_cache": "KV cache (token budget)"}
+
+
+class Scrape(BaseModel):
+    """One /metrics scrape of the step: the gauges the verdict reads (None: not served)."""
+
+    t_ns: int
+    running: float | None = None
+    waiting: float | None = None
+    kv_usage: float | None = None
+
+
+class Raise(BaseModel):
+    """The flag that raises a cap, as the release data knows it at the version served."""
+
+    flag: str
+    status: Literal["present", "absent", "unknown"]
+    url: str | None = None
+    note: str = ""
+
+
+class StepLimit(BaseModel):
+    """What limited one step of one endpoint: the binding cap, and its out-of-memory answers."""
+
+    endpoint: str
+    bucket: str
+    step: int
+    repeat: int
+    load: str = Field(description="concurrency or rate of the step, as shown in the step table")
+    binding: Binding
+    detail: str
+    scrapes: int = Field(description="Scrapes inside the step")
+    waiting_scrapes: int = Field(default=0, description="Scrapes with requests waiting")
+    shares: dict[str, float] = Field(default_factory=dict, description="binding -> share of the waiting scrapes")
+    running_max: float | None = None
+    waiting_max: float | None = None
+    kv_usage_max: float | None = None
+    request_cap: int | None = None
+    request_cap_source: str | None = Field(default=None, description="where the cap came from; None: inferred")
+    raise_flag: Raise | None = None
+    requests: int = 0
+    oom: int = Field(default=0, description="Answers carrying an engine's out-of-memory text (bench/oom.py)")
+    engine_dead: int = Field(default=0, description="Answers saying the engine process died (cause not in the answer)")
+    oom_texts: list[str] = Field(default_factory=list)
+
+    @property
+    def oom_rate(self) -> float | None:
+        return self.oom / self.requests if self.requests else None
+
+
+def judge(scrapes: list[Scrape], request_cap: int | None) -> tuple[Binding, str, dict[str, float]]:
+    """The binding cap of one step from its scrapes (pure: the table tests drive it)."""
+    if not scrapes:
+        return "unknown", "no /metrics scrape fell inside the step", {}
+    if all(s.waiting is None for s in scrapes) or all(s.running is None for s in scrapes):
+        return "unknown", "the engine served no running/waiting gauges (see the scrape note)", {}
+    queued = [s for s in scrapes if s.waiting]
+    if not queued:
+        return "none", "no request waited: neither cap bound at this load", {}
+    peak = max(s.running or 0 for s in scrapes)
+    cap = request_cap if request_cap is not None else peak
+    why: Counter[str] = Counter()
+    for s in queued:
+        if s.kv_usage is not None and s.kv_usage >= KV_FULL:
+            why["kv_cache"] += 1
+        elif (s.running or 0) >= cap:
+            why["requests"] += 1
+        else:
+            why["tokens"] += 1
+    shares = {k: round(v / len(queued), 3) for k, v in why.most_common()}
+    top = next(iter(shares))
+    capword = f"{cap:g}" + ("" if request_cap is not None else " (inferred: the step's peak of running)")
+    detail = {
+        "requests": f"requests waited while {capword} ran",
+        "kv_cache": f"requests waited with the KV cache at or above {KV_FULL:.0%}",
+        "tokens": f"requests waited while fewer than {capword} ran and the KV cache was not full",
+    }[top]
+    return top, f"{detail} ({shares[top]:.0%} of {len(queued)} scrapes with requests waiting)", shares  # type: ignore[return-value]
+
+
+def scrapes_by_endpoint(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[Scrape]]:
+    """Scrape rows (bench/scrape.py) to one Scrape per endpoint and time: running/waiting summed over label sets
+    (engines, ranks), KV usage their maximum."""
+    acc: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
+    for r in rows:
+        intent = r.get("intent")
+        if intent not in ("running", "waiting", "kv_usage") or r.get("value") is None:
+            continue
+        slot = acc[(str(r["endpoint"]), int(r["t_ns"]))]
+        value = float(r["value"])
+        slot[intent] = max(slot.get(intent, value), value) if intent == "kv_usage" else slot.get(intent, 0.0) + value
+    out: dict[str, list[Scrape]] = defaultdict(list)
+    for (endpoint, t_ns), v in sorted(acc.items(), key=lambda kv: kv[0][1]):
+        out[endpoint].append(Scrape(t_ns=t_ns, running=v.get("running"), waiting=v.get("waiting"),
+                                    kv_usage=v.get("kv_usage")))
+    return out
+
+
+def engine_version(engine: str | None, info: Mapping[str, Any]) -> str | None:
+    """The version an endpoint reported at the start of the run: vLLM/SGLang /version, llama.cpp /props build."""
+    version = info.get("/version")
+    if isinstance(version, dict) and isinstance(version.get("version"), str):
+        return str(version["version"])
+    props = info.get("/props")
+    build = props.get("build_info") if isinstance(props, dict) else None
+    m = re.match(r"b(\d+)", build) if isinstance(build, str) else None
+    return f"b{m.group(1)}" if m and engine == "llamacpp" else None
+
+
+def raise_flag(engine: str | None, version: str | None, binding: str) -> Raise | None:
+    """The flag that raises `binding` on `engine`, checked in the release data at `version`."""
+    flag = RAISE.get(engine or "", {}).get(binding)
+    if flag is None or engine is None:
+        return None
+    from switchover.engines.releases import view
+
+    v = view(engine, version)
+    if v is None:
+        return Raise(flag=flag, status="unknown", note=f"no release data for {engine}")
+    look = v.option(flag)
+    return Raise(flag=flag, status=look.status, url=look.url,
+                 note=(v.resolution.note or "") if look.status == "present" else (look.reason or ""))
+
+
+def request_cap(engine: str | None, info: Mapping[str, Any]) -> tuple[int | None, str | None]:
+    """The request-count cap the endpoint reported, when it does: llama.cpp /props total_slots."""
+    props = info.get("/props")
+    slots = props.get("total_slots") if isinstance(props, dict) else None
+    if engine == "llamacpp" and isinstance(slots, int) and slots > 0:
+        return slots, ("/props total_slots (https://github.com/ggml-org/llama.cpp/blob/b11434/tools/server/"
+                       "server-context.cpp)")
+    return None, None
+
+
+def launch_cap(engine: str | None, version: str | None, argv: list[str]) -> int | None:
+    """The request cap a launch command sets (vLLM --max-num-seqs N, llama.cpp -np N ...): the flag and its aliases
+    as the release data knows them at `version`; None when the launch does not set it."""
+    flag = RAISE.get(engine or "", {}).get("requests")
+    if flag is None or engine is None:
+        return None
+    from switchover.engines.releases import FlagSpan, view
+
+    v = view(engine, version)
+    span = v.option(flag).span if v is not None else None
+    names = {flag, *(span.aliases if isinstance(span, FlagSpan) else ())}
+    for i, word in enumerate(argv):
+        name, eq, value = word.partition("=")
+        if name in names:
+            value = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            return int(value) if value.isdigit() and int(value) > 0 else None
+    return None
+
+
+def step_limits(run_dir: Path, report: Any, caps: Mapping[str, int] | None = None) -> list[StepLimit]:
+    """Every step's binding cap and OOM answers, from the run's metrics and request rows and its step times.
+    `caps`: endpoint label -> a request cap known from its launch (bench sweep)."""
+    import pyarrow.dataset as ds
+
+    path = records(run_dir, "metrics")
+    rows = ds.dataset(str(path), format="parquet").to_table().to_pylist() if path is not None else []
+    by_ep = scrapes_by_endpoint(rows)
+    ooms = step_ooms(run_dir)
+    eps = {e.label: e for e in report.endpoints}
+    loads = {(s.endpoint, s.bucket or "", s.step, s.repeat): s for s in report.steps}
+    out = []
+    for t in report.step_times:
+        key: StepKey = (t.endpoint, t.bucket or "", t.step, t.repeat)
+        ep = eps.get(t.endpoint)
+        engine = ep.engine if ep is not None else None
+        info = ep.info if ep is not None else {}
+        cap, source = request_cap(engine, info)
+        if caps and t.endpoint in caps:
+            cap, source = caps[t.endpoint], "the launch command"
+        inside = [s for s in by_ep.get(t.endpoint, []) if t.start_ns <= s.t_ns <= t.end_ns]
+        binding, detail, shares = judge(inside, cap)
+        summary = loads.get(key)
+        oom = ooms.get(key, StepOom(requests=summary.requests if summary else 0, oom=0, engine_dead=0, texts=[]))
+        out.append(StepLimit(
+            endpoint=t.endpoint, bucket=t.bucket or "", step=t.step, repeat=t.repeat,
+            load=_load(summary), binding=binding, detail=detail, scrapes=len(inside),
+            waiting_scrapes=sum(1 for s in inside if s.waiting), shares=shares,
+            running_max=_max(s.running for s in inside), waiting_max=_max(s.waiting for s in inside),
+            kv_usage_max=_max(s.kv_usage for s in inside), request_cap=cap, request_cap_source=source,
+            raise_flag=raise_flag(engine, engine_version(engine, info), binding) if binding in WORDS else None,
+            requests=oom.requests, oom=oom.oom, engine_dead=oom.engine_dead, oom_texts=oom.texts,
+        ))
+    return out
+
+
+def _max(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return max(vals) if vals else None
+
+
+def _load(s: Any) -> str:
+    if s is None:
+        return "?"
+    if s.concurrency is not None:
+        return f"c={s.concurrency}"
+    return f"{s.rate:g} req/s" if s.rate is not None else "trace"
+
+
+def advice(limits: Iterable[StepLimit], engines: Mapping[str, str | None]) -> list[str]:
+    """One line per endpoint and binding: "on <engine> at <load> the <cap> bound: raise <flag>" (the lowest load
+    at which it bound), with what the release data says of the flag."""
+    seen: set[tuple[str, str]] = set()
+    lines = []
+    for lim in sorted(limits, key=lambda x: (x.endpoint, x.step)):
+        if lim.binding not in WORDS or (lim.endpoint, lim.binding) in seen:
+            continue
+        seen.add((lim.endpoint, lim.binding))
+        engine = engines.get(lim.endpoint) or lim.endpoint
+        flag = lim.raise_flag
+        if flag is None:
+            todo = "no flag known for it in this engine"
+        elif flag.status == "present":
+            todo = f"raise {flag.flag} ({flag.url})" if flag.url else f"raise {flag.flag}"
+        else:
+            todo = f"{flag.flag} is {flag.status} at the version served ({flag.note})"
+        lines.append(f"on {engine} at {lim.load} the {WORDS[lim.binding]} bound: {todo}")
+    return lines

@@ -1,0 +1,147 @@
+"""Which cap binds in a step: the verdict from scraped gauges, the flag to raise at the version served, the advice."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from switchover.bench.capbind import (
+    Scrape,
+    StepLimit,
+    advice,
+    engine_version,
+    judge,
+    raise_flag,
+    request_cap,
+    scrapes_by_endpoint,
+)
+from switchover.bench.steptable import limit_columns
+
+
+def _s(running: float | None, waiting: float | None, kv: float | None = None, t: int = 0) -> Scrape:
+    return Scrape(t_ns=t, running=running, waiting=waiting, kv_usage=kv)
+
+
+@pytest.mark.parametrize(
+    ("scrapes", "cap", "binding"),
+    [
+        ([], None, "unknown"),
+        ([_s(None, None)], None, "unknown"),  # the engine serves neither gauge
+        ([_s(4, 0), _s(3, 0)], 4, "none"),  # nobody waited
+        ([_s(4, 2), _s(4, 3), _s(4, 0)], 4, "requests"),  # waited with every slot busy
+        ([_s(2, 5, 0.99), _s(2, 6, 0.97)], 8, "kv_cache"),  # waited with the KV cache full, below the cap
+        ([_s(3, 1, 0.40), _s(3, 2, 0.50)], 8, "tokens"),  # waited below the cap, KV not full: the step budget
+        ([_s(6, 2, 0.3), _s(6, 1, 0.3), _s(2, 1, 0.3)], None, "requests"),  # cap inferred from the peak (6)
+        ([_s(4, 2, 0.99), _s(4, 2, 0.2), _s(4, 1, 0.2)], 4, "requests"),  # the majority of the waiting scrapes
+    ],
+)
+def test_the_binding_cap_is_what_most_scrapes_with_requests_waiting_show(scrapes: list[Scrape], cap: int | None,
+                                                                         binding: str) -> None:
+    got, detail, shares = judge(scrapes, cap)
+    assert got == binding, detail
+    if binding not in ("unknown", "none"):
+        assert shares[binding] == max(shares.values()) and "scrapes with requests waiting" in detail
+
+
+def test_an_inferred_cap_says_it_is_inferred() -> None:
+    _, detail, _ = judge([_s(6, 2), _s(6, 1)], None)
+    assert "inferred" in detail
+    _, detail, _ = judge([_s(6, 2), _s(6, 1)], 6)
+    assert "inferred" not in detail
+
+
+def test_scrape_rows_sum_running_and_waiting_over_label_sets_and_keep_the_highest_kv_usage() -> None:
+    rows = [
+        {"endpoint": "new", "t_ns": 5, "intent": "running", "value": 2.0, "labels": '{"engine":"0"}'},
+        {"endpoint": "new", "t_ns": 5, "intent": "running", "value": 3.0, "labels": '{"engine":"1"}'},
+        {"endpoint": "new", "t_ns": 5, "intent": "kv_usage", "value": 0.5},
+        {"endpoint": "new", "t_ns": 5, "intent": "kv_usage", "value": 0.9},
+        {"endpoint": "new", "t_ns": 1, "intent": "waiting", "value": 1.0},
+        {"endpoint": "new", "t_ns": 5, "intent": "ttft", "value": 9.0},  # not a gauge the verdict reads
+        {"endpoint": "old", "t_ns": 5, "intent": "waiting", "value": 4.0},
+    ]
+    by = scrapes_by_endpoint(rows)
+    assert [(s.t_ns, s.running, s.waiting, s.kv_usage) for s in by["new"]] == [(1, None, 1.0, None),
+                                                                                 (5, 5.0, None, 0.9)]
+    assert by["old"][0].waiting == 4.0
+
+
+def test_the_flag_to_raise_is_checked_in_the_release_data_at_the_version_served() -> None:
+    f = raise_flag("vllm", "0.6.3", "requests")
+    assert f is not None and f.flag == "--max-num-seqs" and f.status == "present"
+    assert f.url == "https://github.com/vllm-project/vllm/blob/v0.6.3/vllm/engine/arg_utils.py"
+    slots = raise_flag("llamacpp", "b11434", "requests")
+    assert slots is not None and slots.flag == "--parallel" and "b11434" in (slots.url or "")
+    newest = raise_flag("vllm", None, "tokens")
+    assert newest is not None and "assumed" in newest.note  # no version: said, not guessed
+    assert raise_flag("llamacpp", "b11434", "tokens") is None  # llama.cpp has no per-step token budget flag
+    assert raise_flag(None, None, "requests") is None
+
+
+def test_the_version_and_request_cap_come_from_what_the_endpoint_reported() -> None:
+    assert engine_version("vllm", {"/version": {"version": "0.32.0"}}) == "0.32.0"
+    assert engine_version("llamacpp", {"/props": {"build_info": "b11434-0a1b2c3", "total_slots": 2}}) == "b11434"
+    assert engine_version("vllm", {}) is None
+    cap, source = request_cap("llamacpp", {"/props": {"total_slots": 2}})
+    assert cap == 2 and source and "total_slots" in source
+    assert request_cap("vllm", {"/props": {"total_slots": 2}}) == (None, None)
+
+
+def _limit(endpoint: str, step: int, binding: str, load: str, flag: str | None = "--max-num-seqs") -> StepLimit:
+    return StepLimit(endpoint=endpoint, bucket="128", step=step, repeat=0, load=load, binding=binding,  # type: ignore[arg-type]
+                     detail="", scrapes=3, raise_flag=raise_flag("vllm", "0.32.0", binding) if flag else None,
+                     requests=10, oom=2)
+
+
+def test_advice_names_the_lowest_load_where_each_cap_bound_and_the_flag_with_its_source() -> None:
+    lines = advice([_limit("new", 2, "requests", "c=8"), _limit("new", 1, "requests", "c=4"),
+                    _limit("new", 0, "none", "c=1"), _limit("old", 1, "kv_cache", "c=4")],
+                   {"new": "vllm", "old": "vllm"})
+    assert lines == [
+        "on vllm at c=4 the request-count cap bound: raise --max-num-seqs "
+        "(https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/engine/arg_utils.py)",
+        "on vllm at c=4 the KV cache (token budget) bound: raise --gpu-memory-utilization "
+        "(https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/engine/arg_utils.py)",
+    ]
+
+
+def test_the_step_table_shows_the_cap_and_the_oom_answers_of_each_step() -> None:
+    cap, oom = limit_columns([_limit("new", 1, "kv_cache", "c=4")])
+    step = SimpleNamespace(endpoint="new", bucket="128", step=1, repeat=0)
+    other = SimpleNamespace(endpoint="old", bucket="128", step=1, repeat=0)
+    assert cap[1](step) == "kv cache" and oom[1](step) == "2/10"  # type: ignore[arg-type]
+    assert cap[1](other) == "—" and oom[1](other) == "—"  # type: ignore[arg-type]
+
+
+def test_step_limits_read_the_scrapes_inside_each_step_and_its_oom_answers(tmp_path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from switchover.bench.scrape import SCRAPE_SCHEMA
+
+    def scrape(t: int, intent: str, value: float) -> dict[str, object]:
+        return {"endpoint": "new", "t_ns": t, "wall": 0.0, "intent": intent, "name": intent, "labels": "{}",
+                "value": value}
+
+    # step 0 (t 0-100): nobody waits; step 1 (t 200-300): both slots busy, one waits; a scrape between the steps
+    rows = [scrape(50, "running", 1), scrape(50, "waiting", 0), scrape(150, "running", 2), scrape(150, "waiting", 9),
+            scrape(250, "running", 2), scrape(250, "waiting", 1), scrape(260, "running", 2), scrape(260, "waiting", 2)]
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCRAPE_SCHEMA), tmp_path / "metrics.parquet")
+    pq.write_table(pa.Table.from_pylist([
+        {"endpoint": "new", "bucket": "128", "step": 1, "repeat": 0, "warmup": False, "status": 500,
+         "failure_message": "Context size has been exceeded."}]), tmp_path / "requests.parquet")
+    times = [SimpleNamespace(endpoint="new", bucket="128", step=i, repeat=0, start_ns=a, end_ns=b)
+             for i, (a, b) in enumerate([(0, 100), (200, 300)])]
+    steps = [SimpleNamespace(endpoint="new", bucket="128", step=i, repeat=0, concurrency=c, rate=None, requests=1)
+             for i, c in enumerate([1, 3])]
+    ep = SimpleNamespace(label="new", engine="llamacpp", info={"/props": {"total_slots": 2, "build_info": "b11434"}})
+    report = SimpleNamespace(endpoints=[ep], steps=steps, step_times=times)
+
+    from switchover.bench.capbind import step_limits
+
+    first, second = step_limits(tmp_path, report)
+    assert (first.binding, first.scrapes, first.load, first.oom) == ("none", 1, "c=1", 0)
+    assert (second.binding, second.scrapes, second.request_cap, second.waiting_max) == ("requests", 2, 2, 2)
+    assert second.oom == 1 and second.requests == 1 and second.raise_flag and second.raise_flag.flag == "--parallel"
+    assert step_limits(tmp_path, report, caps={"new": 4})[1].binding == "tokens"  # below a cap of 4: not the cap

@@ -15,6 +15,10 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, Field, model_validator
 
+from switchover.engines.logline import ANSI as _ANSI
+from switchover.engines.logline import Evidence, excerpt
+from switchover.engines.logline import compiled as _compile
+from switchover.engines.startup_oom import OutOfMemory, find_oom, load_oom, oom_hint
 from switchover.errors import BadInput
 from switchover.redaction import redact
 from switchover.textfile import read_bytes
@@ -22,12 +26,10 @@ from switchover.textfile import read_bytes
 MAX_LOG_BYTES = 64 << 20  # a start-up is in the first megabytes; a busy llama-server log grows ~5 MB an hour
 MAX_SCAN_LINES = 50_000  # lines read after the start of the last start-up
 GROUP_LINES = 50  # start markers this close together belong to one start-up
-MAX_TEXT = 300  # characters of a log line kept as evidence
 MAX_VALUE = 80  # characters of a logged value kept (a backend name, a dtype, a layer count)
 # characters of a line searched: ten times vLLM's whole-config start-up line; every pattern is linear in a line's
 # length (data/startlog.yaml), this bounds each line's cost all the same (a 64 MiB log may be one line)
 MAX_LINE_CHARS = 32 << 10
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _FRACTION = re.compile(r"^(\d{1,9})/(\d{1,9})$")  # a layer count; longer digit runs are not one (nor int()-able)
 
 Severity = Literal["downgrade", "note"]
@@ -130,11 +132,6 @@ class StartlogData(BaseModel):
 
 
 @cache
-def _compile(regex: str) -> re.Pattern[str]:
-    return re.compile(regex)
-
-
-@cache
 def load_data() -> StartlogData:
     """data/startlog.yaml, validated; a malformed file fails loudly (a packaging bug)."""
     text = resources.files("switchover").joinpath("data/startlog.yaml").read_text(encoding="utf-8")
@@ -156,13 +153,6 @@ def engine_log(name: str) -> tuple[str, EngineLog]:
 
 
 # ---------------------------------------------------------------------------------------------- the result's models
-class Evidence(BaseModel):
-    line: int = Field(description="1-based line number in the log")
-    text: str
-    pattern: str
-    source: str
-
-
 class Finding(BaseModel):
     field: str
     value: str | None = None
@@ -193,7 +183,8 @@ class StartlogReport(BaseModel):
     findings: list[Finding]
     fallbacks: list[Fallback]
     expectations: list[Expectation]
-    verdict: Literal["ok", "downgrade", "mismatch"]
+    oom: list[OutOfMemory] = Field(default_factory=list, description="out-of-memory messages of this start-up")
+    verdict: Literal["ok", "downgrade", "mismatch", "oom"]
     hint: str | None = None
 
     @property
@@ -227,7 +218,10 @@ def log_lines(text: str, engines: list[EngineLog]) -> list[str]:
     """The log's lines as searched: each cut to MAX_LINE_CHARS, and the request lines of these engines blanked
     (kept as empty lines so that line numbers stay those of the file): a prompt that quotes a start-up line must
     not start a start-up of its own, end one, or tell a fact."""
-    lines = [line[:MAX_LINE_CHARS] for line in text.splitlines()]
+    # split at \n only, as grep -n and editors number lines: a progress bar's \r (tqdm) is not a new line
+    lines = [line.removesuffix("\r")[:MAX_LINE_CHARS] for line in text.split("\n")]
+    if lines and not lines[-1]:
+        lines.pop()
     return ["" if any(is_request_line(line, eng) for eng in engines) else line for line in lines]
 
 
@@ -256,29 +250,6 @@ def startup_window(lines: list[str], eng: EngineLog) -> tuple[int, int]:
         if is_ready(lines[i]):
             return begin, i + 1
     return begin, end
-
-
-def excerpt(line: str, m: re.Match[str]) -> str:
-    """The line, or for a long one (vLLM logs its whole config on one line) its prefix and the part that matched;
-    secrets masked (an engine may log its arguments, API key included) before the line is cut, so that a cut
-    through a secret's name cannot leave its value showing."""
-    masked = redact(line)
-    if masked == line:
-        return _cut(line, m)
-    again = m.re.search(masked)
-    return redact(_cut(masked, again) if again else masked[:MAX_TEXT].strip())
-
-
-def _cut(line: str, m: re.Match[str]) -> str:
-    line = line.rstrip()
-    if len(line) <= MAX_TEXT:
-        return line.strip()
-    head = line[: line.find("] ") + 2] if line.startswith("(") and "] " in line[:120] else ""
-    a, b = m.span("value") if "value" in m.re.groupindex and m.group("value") is not None else m.span()
-    if b - a > MAX_TEXT:
-        b = a + MAX_TEXT
-    lo = max(len(head), a - 40)
-    return f"{head}…{line[lo:b + 40]}…"
 
 
 def _value(p: Pattern, m: re.Match[str]) -> tuple[bool, str | None]:
@@ -431,22 +402,26 @@ def check_text(text: str, engine: str, *, log: str = "-", expect: list[str] | No
     begin, end = startup_window(lines, eng)
     window = lines[begin:end]
     found, fallbacks = parse_log(window, eng, data.common_fallbacks, offset=begin)
+    oom = find_oom(window, load_oom().engines.get(key, []), offset=begin)
     quiet = bool(eng.quiet_marker and any(_compile(eng.quiet_marker).search(x) for x in window))
-    if not found and not fallbacks and not quiet:
+    if not found and not fallbacks and not quiet and not oom:
         raise BadInput(f"{log}: no {eng.display_name} start-up line found in {len(lines)} lines",
                        hint="is it this engine's log, from its start? (--engine names the engine)")
     reason = "not in the log" + (" (printed only at a higher log verbosity)" if quiet else "")
     findings = complete(found, eng, data.fields, reason)
     expectations = compare(findings, expected, eng)
-    if any(e.status != "match" for e in expectations):
-        verdict: Literal["ok", "downgrade", "mismatch"] = "mismatch"
+    verdict: Literal["ok", "downgrade", "mismatch", "oom"]
+    if oom:  # the engine never served: nothing else it logged matters first
+        verdict = "oom"
+    elif any(e.status != "match" for e in expectations):
+        verdict = "mismatch"
     elif any(f.severity == "downgrade" for f in fallbacks):
         verdict = "downgrade"
     else:
         verdict = "ok"
     return StartlogReport(engine=key, log=log, start_line=begin + 1, lines_read=len(window), findings=findings,
-                          fallbacks=fallbacks, expectations=expectations, verdict=verdict,
-                          hint=eng.quiet_hint if quiet else None)
+                          fallbacks=fallbacks, expectations=expectations, oom=oom, verdict=verdict,
+                          hint=" ".join(h for h in (oom_hint(oom), eng.quiet_hint if quiet else None) if h) or None)
 
 
 def detect_engine(text: str, log: str = "-") -> str:

@@ -42,6 +42,10 @@ async def test_ab_run_writes_a_complete_consistent_run_directory(tmp_path):
     assert len(report.ab) == 3
     again = rd.read_json("summary", BenchReport)
     assert again.steps == report.steps
+    assert [(q.endpoint, q.concurrency) for q in again.client] == [(s.endpoint, s.concurrency) for s in report.steps]
+    assert all(q.on_wire is not None and q.send_lag_ms_mean is not None for q in again.client)
+    mem = again.client_memory
+    assert mem is not None and mem.idle_rss_mb and mem.peak_rss_mb and mem.peak_rss_mb >= mem.idle_rss_mb, mem
     html = rd.file("report.html").read_text()
     assert "plotly" in html and "knee" in html.lower()
 

@@ -84,3 +84,12 @@ def test_bounds_need_a_count_or_a_duration():
         StepBounds()
     with pytest.raises(BadInput):
         StepBounds(requests=0)
+
+
+async def test_a_concurrency_slot_schedules_each_request_when_its_previous_response_ended():
+    send = FakeSend(delay=0.002)
+    done = await run_concurrency(send, 2, StepBounds(requests=10), StopFlag())
+    assert all(s.sched_ns is not None and s.sched_ns <= s.record.send_ns for s in done)
+    ends = {s.record.end_ns for s in done}
+    later = [s for s in done if s.sched_ns in ends]  # every request after a slot's first waited for an end
+    assert len(later) == 10 - 2

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from switchover.bench.clientload import ClientQueue, client_queue
 from switchover.bench.samples import Samples
 from switchover.bench.stats import (
     CLIENT_LOAD_LIMIT,
@@ -38,7 +39,7 @@ ITL_LIMIT = 200_000  # pooled ITL gaps kept exactly per step
 METRICS = ("ttft", "tpot", "e2e", "ntpot", "itl")
 _LABELS = ("endpoint", "step", "repeat", "concurrency", "rate", "bucket")
 _COUNTS = ("rows", "measured", "ok", "good", "first_send", "last_end", "n_total", "all_n", "chunks", "itl_zero",
-           "one_read", "paused_ns")
+           "one_read", "paused_ns", "lag_n", "lag_sum", "lag_max")
 
 
 class _Lengths:
@@ -218,6 +219,7 @@ class StepAccumulator:
         self.one_read = 0
         self.paused_ns = 0  # a resumed step's outage (checkpoint to resume): no request was in flight, none counts
         self.lengths = _Lengths()
+        self.lag_n = self.lag_sum = self.lag_max = 0  # send − sched_ns of measured requests, ns (bench/clientload.py)
         conc = self.labels.get("concurrency")
         self.inflight = _Inflight(int(conc) + 1 if conc else 1)
 
@@ -236,6 +238,7 @@ class StepAccumulator:
         self.measured += 1
         self.lengths.add(r)
         send = int(r["send_ns"])
+        self._lag(send, r.get("sched_ns"))
         self.first_send = send if self.first_send is None else min(self.first_send, send)
         if r.get("end_ns") is not None:
             end = int(r["end_ns"])
@@ -271,6 +274,11 @@ class StepAccumulator:
         if (m.n_out or 0) > 1 and m.ttft_ms is not None and m.ttft_ms == m.e2e_ms:
             self.one_read += 1
 
+    def _lag(self, send: int, sched: int | None) -> None:
+        if sched is not None:
+            lag = max(send - int(sched), 0)
+            self.lag_n, self.lag_sum, self.lag_max = self.lag_n + 1, self.lag_sum + lag, max(self.lag_max, lag)
+
     def add_batch(self, b: RowBatch) -> None:
         """The rows of a RowBatch at once: the same state as `add` of each row in order (bench/batch.py)."""
         n = len(b)
@@ -297,6 +305,13 @@ class StepAccumulator:
         for i in mi.tolist():
             self.lengths.add_values(c["prompt_tokens"][i], c["isl_target"][i], c["osl_target"][i],
                                     c["completion_tokens"][i], c["retok_tokens"][i])
+        sched = c["sched_ns"]
+        has_sched = meas & np.array([v is not None for v in sched], dtype=bool)
+        if has_sched.any():
+            lag = np.maximum(send - np.array([v or 0 for v in sched], dtype=np.int64), 0)[has_sched]
+            self.lag_n += int(lag.size)
+            self.lag_sum += int(lag.sum())
+            self.lag_max = max(self.lag_max, int(lag.max()))
         first_send = int(send[meas].min())
         self.first_send = first_send if self.first_send is None else min(self.first_send, first_send)
         if (meas & end_ok).any():
@@ -361,8 +376,10 @@ class StepAccumulator:
             self.labels = {**o.labels, **{k: v for k, v in self.labels.items() if v is not None}}
         for k in METRICS:
             self.samples[k].merge(o.samples[k])
-        for k in ("rows", "measured", "ok", "good", "n_total", "chunks", "itl_zero", "one_read", "paused_ns"):
+        for k in ("rows", "measured", "ok", "good", "n_total", "chunks", "itl_zero", "one_read", "paused_ns", "lag_n",
+                  "lag_sum"):
             setattr(self, k, getattr(self, k) + getattr(o, k))
+        self.lag_max = max(self.lag_max, o.lag_max)
         self.all_n = self.all_n and o.all_n
         self.errors.update(o.errors)
         for name, c in o.missing.items():
@@ -443,6 +460,10 @@ class StepAccumulator:
                 s.client_load = max(loads)
                 s.client_flag = s.client_load > CLIENT_LOAD_LIMIT
         return s
+
+    def client_queue(self, s: StepSummary) -> ClientQueue:
+        """Requests on the wire vs waiting in the client in this step (`s`: its summary)."""
+        return client_queue(s, self.lag_n, self.lag_sum, self.lag_max)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready state (checkpoints, worker processes); `from_dict` restores it."""

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from switchover.bench.ab import MetricDelta, SloCheck
+from switchover.bench.clientload import ClientMemory, ClientQueue
 from switchover.bench.capbind import StepLimit
 from switchover.bench.knee import KneeResult
 from switchover.bench.soak import Soak
@@ -165,5 +166,8 @@ class BenchReport(BaseModel):
     interrupted: bool = False
     stopped_reason: str | None = None
     notes: list[str] = Field(default_factory=list)
+    client: list[ClientQueue] = Field(default_factory=list, description="Per step: requests on the wire vs waiting "
+                                      "in the client, and the send lag (bench/clientload.py)")
+    client_memory: ClientMemory | None = Field(default=None, description="The bench process's idle and peak RSS")
     limits: list[StepLimit] = Field(default_factory=list, description="Per step: which cap bound (request count or "
                                     "token budget, from /metrics) and the out-of-memory answers (bench/capbind.py)")

@@ -25,7 +25,7 @@ ROW_SCHEMA = pa.schema(
         ("osl_target", pa.int32()),  # max_tokens asked for
         ("index", pa.int32()),  # request number within the step
         ("warmup", pa.bool_()),  # excluded from statistics
-        ("sched_ns", pa.int64()),  # intended send time (rate/trace modes), perf_counter_ns
+        ("sched_ns", pa.int64()),  # when it could go: scheduled (rate/trace) or its slot freed (concurrency), ns
         ("send_ns", pa.int64()),
         ("headers_ns", pa.int64()),
         ("first_byte_ns", pa.int64()),

@@ -15,6 +15,7 @@ from switchover.bench.ab import regression_checks, slo_checks
 from switchover.bench.accumulate import StepAccumulator
 from switchover.bench.batch import RequestsWriter, StepRows
 from switchover.bench.checkpoint import check_checkpoint, restore, write_checkpoint
+from switchover.bench.clientload import ClientMemory, ClientQueue, open_files_for, peak_rss_mb, rss_mb
 from switchover.bench.conclude import KNEE_LIMIT, StepValues, ab_steps, knees
 from switchover.bench.endpoints import Endpoint, load_tokenizer, open_endpoint
 from switchover.bench.results import BenchPlan, BenchReport, Calibration, StepTime
@@ -75,6 +76,7 @@ class _Load:
 class _State:
     keys: dict[tuple[str, str, int], StepValues] = field(default_factory=dict)
     steps: list[StepSummary] = field(default_factory=list)
+    client: list[ClientQueue] = field(default_factory=list)
     times: list[StepTime] = field(default_factory=list)
 
 
@@ -313,6 +315,7 @@ class BenchRun:
     async def run(self) -> tuple[BenchReport, RunDir]:
         plan = self.plan
         report = BenchReport(name=plan.name, created_wall=time.time(), plan=plan, endpoints=[])
+        nofile = open_files_for(max([*(plan.concurrency or [1]), plan.max_inflight or 1]) * len(plan.endpoints))
         try:
             await self._prepare()
         except BaseException:
@@ -320,6 +323,7 @@ class BenchRun:
                 await ep.client.close()
             raise
         report.endpoints = [ep.info for ep in self.eps]
+        report.client_memory = ClientMemory(idle_rss_mb=rss_mb(), open_files_limit=nofile)
         if self.calibration is None and self.calibrate_fn is not None:
             self.rep.note("calibrating the client against a zero-work server ...")
             self.calibration = await self.calibrate_fn()
@@ -463,6 +467,7 @@ class BenchRun:
         s = acc.summary()
         s.workers, self.worker_loads = self.worker_loads, []
         self.state.steps.append(s)
+        self.state.client.append(acc.client_queue(s))
         key = (ep.spec.label, bucket, load.step)
         vals = self.state.keys.get(key)
         if vals is None:
@@ -483,6 +488,10 @@ class BenchRun:
     def _finish(self, report: BenchReport, rd: RunDir) -> None:
         plan = self.plan
         report.steps = self.state.steps
+        report.client = self.state.client
+        if report.client_memory is not None:
+            # the kernel's high-water mark lags per-thread counters by a few pages: never below what was read
+            report.client_memory.peak_rss_mb = max(peak_rss_mb(), report.client_memory.idle_rss_mb or 0.0)
         report.step_times = self.state.times
         report.stopped_reason = self.stop.reason
         report.knees = knees(self.state.keys, plan)

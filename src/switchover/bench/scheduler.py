@@ -21,7 +21,7 @@ class Sent:
     """One finished request of a step."""
 
     index: int
-    sched_ns: int | None  # intended send time (rate/trace modes)
+    sched_ns: int | None  # when it could be sent: its scheduled time (rate/trace), or when its slot freed (concurrency)
     warmup: bool
     record: RequestRecord
 
@@ -87,7 +87,7 @@ class _Step:
             return False
         return self.issue_until_ns is None or time.perf_counter_ns() < self.issue_until_ns
 
-    async def one(self, send: Send, index: int, sched_ns: int | None) -> None:
+    async def one(self, send: Send, index: int, sched_ns: int | None) -> RequestRecord:
         rec = await send(index)
         warm = index < self.bounds.warmup_requests or rec.send_ns < self.warm_until_ns
         sent = Sent(index, sched_ns, warm, rec)
@@ -95,6 +95,7 @@ class _Step:
             self.done.append(sent)
         if self.on_done is not None:
             self.on_done(sent)
+        return rec
 
 
 async def run_concurrency(
@@ -114,10 +115,12 @@ async def run_concurrency(
     st = _Step(bounds, stop, on_done, keep, start_ns)
 
     async def worker() -> None:
+        free_ns = time.perf_counter_ns()  # when this slot could send: its sched_ns (send − sched: the client's lag)
         while st.may_issue():
             index = st.issued
             st.issued += 1
-            await st.one(send, index, None)
+            rec = await st.one(send, index, free_ns)
+            free_ns = rec.end_ns or time.perf_counter_ns()
 
     tasks = [asyncio.create_task(worker()) for _ in range(concurrency)]
     try:

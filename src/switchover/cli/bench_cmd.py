@@ -120,6 +120,24 @@ def _steady(s: Any) -> str:
     return "—" if s.steady is None or s.steady.reached is None else ("yes" if s.steady.reached else "no")
 
 
+def _client(report: Any) -> None:
+    """The client's own queueing (steps where it held back load) and its memory (bench/clientload.py)."""
+    for q in report.client:
+        if not q.client_bound:
+            continue
+        load = f"c={q.concurrency}" if q.concurrency else f"{q.rate:g} req/s"
+        wire = "" if q.on_wire is None else f"{q.on_wire:.0f} requests on the wire on average (req/s × mean E2E)"
+        held = "" if q.in_client is None else f", {q.in_client:.0f} waiting in the client"
+        lag = "" if q.send_lag_ms_mean is None else (f"; send lag mean {q.send_lag_ms_mean:.2f} ms, "
+                                                     f"max {q.send_lag_ms_max:.1f} ms")
+        console.print(f"[yellow]client-bound[/] {escape(q.endpoint)} {load}: {wire}{held}{lag}: the client, not the "
+                      "server, limited this step's load", highlight=False, soft_wrap=True)
+    m = report.client_memory
+    if m is not None and m.idle_rss_mb is not None and m.peak_rss_mb is not None:
+        console.print(f"[dim]client memory: {m.idle_rss_mb:.0f} MB before the first step, peak {m.peak_rss_mb:.0f} MB "
+                      f"(+{m.growth_mb:.0f} MB); open-file limit {m.open_files_limit}[/]", highlight=False)
+
+
 def render(report: Any) -> None:
     """Console summary: the step table, knees, A/B deltas, checks, where the run directory is."""
     from switchover.bench.steptable import step_table
@@ -151,6 +169,7 @@ def render(report: Any) -> None:
                               for w in s.workers if w.target is not None)
             console.print(f"{s.endpoint} {s.bucket} step {s.step}: achieved/target per worker: {parts}",
                           highlight=False)
+    _client(report)
     for key, k in report.knees.items():
         console.print(f"[bold]{escape(key)}[/]: {escape(k.message)}", highlight=False, soft_wrap=True)
     for a in report.ab:

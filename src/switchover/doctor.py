@@ -30,6 +30,9 @@ class Cause(BaseModel):
     source: str
     figures: Literal["canary"] | None = Field(default=None, description="the computation whose figures doctor "
                                               "prints for this cause when given a model, an engine and a GPU")
+    verdict: Literal["tune", "convert", "swap"] | None = Field(
+        default=None, description="tune or swap?: tune the engine, convert the checkpoint, or swap engines "
+        "(only missing operations metrics warrants a swap)")
 
 
 class CanaryFigures(BaseModel):

@@ -13,6 +13,10 @@ from switchover.cli.common import console, print_json
 from switchover.doctor import SYMPTOMS, CanaryFigures, Diagnosis, canary_figures, diagnose
 from switchover.errors import BadInput
 
+VERDICT_WORDS = {"tune": "tune this engine (not a reason to swap)",
+                 "convert": "convert the checkpoint (not a reason to swap)",
+                 "swap": "swap engines (the one answer that warrants it)"}
+
 
 def _print(d: Diagnosis, first: bool) -> None:
     s = d.symptom
@@ -22,6 +26,8 @@ def _print(d: Diagnosis, first: bool) -> None:
         for cmd in c.confirm:
             console.print(f"     confirm: [cyan]{cmd}[/]", highlight=False, soft_wrap=True)
         console.print(f"     fix: {c.fix}", highlight=False, soft_wrap=True)
+        if c.verdict is not None:  # tune or swap?: only missing operations metrics warrants another engine
+            console.print(f"     verdict: {VERDICT_WORDS[c.verdict]}", highlight=False, soft_wrap=True)
         console.print(f"     [dim]source: {c.source}[/]", highlight=False)
         if c.figures == "canary" and d.canary is not None:
             _print_canary(d.canary)

@@ -1,5 +1,6 @@
 """The knee sets the canary ceiling and the timeouts: new's measured knee (bench/knee.py in a bench run's
-summary.json) turned into a weight cap and into client and gateway timeouts (docs/plan.md, Limits from the knee).
+summary.json) turned into a weight cap and into client and gateway timeouts (docs/rollout.md, the canary ceiling
+and timeouts from the knee).
 
 Weight cap: the canary sends `weight` % of the service's peak load to new, so new must hold weight × peak below its
 knee: cap = floor(100 × knee / peak), with the knee's bootstrap CI low end when there is one (the cautious side).

@@ -10,10 +10,19 @@ from switchover.cli import params
 from switchover.cli.common import console, print_json
 from switchover.config.migration import load_migration
 from switchover.engines.compat import CompatFinding, EnginePin, driver_support, parse_pin
+from switchover.engines.compiled import read_compiled_engine
 from switchover.engines.formats import ENGINES, format_of_card
 from switchover.errors import CheckFailed
 from switchover.hardware import CATALOG, diff_hosts, fingerprint, load_fingerprint
-from switchover.hardware.diff import Change, HostDiff, KernelChange, engine_findings, kernel_changes
+from switchover.hardware.diff import (
+    Change,
+    CompiledFinding,
+    HostDiff,
+    KernelChange,
+    compiled_findings,
+    engine_findings,
+    kernel_changes,
+)
 from switchover.plan.choose_models import resolve_model
 
 app = typer.Typer(help="GPU fingerprint, catalog and host diffs (NVML through the optional `gpu` extra).\n\n"
@@ -74,7 +83,8 @@ def diff_cmd(
     migration: str = typer.Option(None, "--migration", help="Migration file (switchover.yaml): check its new "
                                   "engine (and new.engine_version, when pinned) against B."),
     model: str = typer.Option(None, "--model", "-m", help="Model (as `plan capacity -m`, or builtin:ID): the "
-                              "kernel its weight format loads with on A and on B, per engine."),
+                              "kernel its weight format loads with on A and on B, per engine; a TensorRT-LLM "
+                              "engine directory (built on A): whether B can run it."),
     json_out: bool = params.json_flag("the diff"),
 ) -> None:
     """Explain what changes for an engine between two hosts; with --engine/--migration whether a pinned engine
@@ -96,7 +106,10 @@ def diff_cmd(
         CompatFinding(engine=p.engine, version=None, status="unknown",
                       message=f"{p.engine}: not an engine with a profile; nothing to check")
         for p in pins if p.engine not in ENGINES]
-    if model is not None:
+    compiled = read_compiled_engine(model) if model is not None else None
+    if compiled is not None:  # a compiled engine is bound to the GPU architecture it was built on, not a checkpoint
+        result.compiled = compiled_findings(compiled, host_a, host_b, a, b)
+    elif model is not None:
         card, qc = resolve_model(model)
         fmt, why = format_of_card(card, qc)
         if fmt is None:
@@ -123,6 +136,11 @@ def diff_cmd(
         console.print(f"{f.status.upper()}: {f.message}{flag}", markup=False, highlight=False)
         for src in f.sources:
             console.print(f"    source: {src}", markup=False, highlight=False)
+    for cf in result.compiled:
+        console.print(f"{'FAILS: ' if cf.status == 'fails' else ''}compiled engine: {cf.message}", markup=False,
+                      highlight=False)
+        for src in cf.sources:
+            console.print(f"    source: {src}", markup=False, highlight=False)
     for k in result.kernels:
         flag = "" if k.verified or k.b_loads is None else " (unverified data)"
         mark = "FAILS: " if k in failed else ""
@@ -130,17 +148,19 @@ def diff_cmd(
     _exit_on(failed)
 
 
-def _failures(result: HostDiff, named: set[str]) -> list[CompatFinding | KernelChange]:
-    """What fails on B: a pinned build that cannot run there, or a checkpoint a named engine cannot load there (a
-    kernel survey over every engine, with none named, fails nothing)."""
+def _failures(result: HostDiff, named: set[str]) -> list[CompatFinding | KernelChange | CompiledFinding]:
+    """What fails on B: a pinned build that cannot run there, a checkpoint a named engine cannot load there (a
+    kernel survey over every engine, with none named, fails nothing), or a compiled engine B cannot run."""
     return [*(f for f in result.engines if f.status == "fails"),
-            *(k for k in result.kernels if k.engine in named and k.b_loads is False)]
+            *(k for k in result.kernels if k.engine in named and k.b_loads is False),
+            *(c for c in result.compiled if c.status == "fails")]
 
 
-def _exit_on(failed: list[CompatFinding | KernelChange]) -> None:
+def _exit_on(failed: list[CompatFinding | KernelChange | CompiledFinding]) -> None:
     """Exit 1 (the exit-code contract) when anything FAILS."""
     if failed:
-        what = [f"{x.engine} {'build' if isinstance(x, CompatFinding) else 'kernel'}" for x in failed]
+        what = ["compiled engine" if isinstance(x, CompiledFinding) else
+                f"{x.engine} {'build' if isinstance(x, CompatFinding) else 'kernel'}" for x in failed]
         raise CheckFailed(f"fails on B: {', '.join(what)}")
 
 from switchover.cli.startlog_cmd import register as _register_startlog  # noqa: E402, I001

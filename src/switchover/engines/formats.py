@@ -56,6 +56,17 @@ class ConfigName(BaseModel):
         return True
 
 
+class CompiledSpec(BaseModel):
+    """A compiled format (an engine built for one GPU): how its directory looks and what binds it, cited."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    layout: str
+    layout_source: str
+    architecture: str = Field(description="what a compiled engine is bound to, in words")
+    architecture_source: str
+
+
 class FormatSpec(BaseModel):
     """One weight format and the quantization methods (data/quantization.yaml names) that produce it."""
 
@@ -65,6 +76,8 @@ class FormatSpec(BaseModel):
     quant_methods: list[str] = Field(default_factory=list)
     names: list[ConfigName] = Field(default_factory=list, description="for the methods of SHARED_METHODS")
     names_source: str | None = None
+    compiled: CompiledSpec | None = Field(default=None, description="set for a compiled engine: it runs only on "
+                                          "the GPU architecture it was built for")
 
 
 class FormatRule(CitedFact):

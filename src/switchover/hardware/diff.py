@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
 from switchover.engines.compat import CompatFinding, EnginePin, check_engine, format_rules_at, lookup_at, sm_of
-from switchover.engines.formats import Device, FormatVerdict
+from switchover.engines.compiled import CompiledEngine
+from switchover.engines.formats import Device, FormatVerdict, load_matrix
 from switchover.errors import BadInput
 from switchover.hardware.capability import CAPABILITY_SOURCE
 from switchover.hardware.catalog import find_gpu
@@ -46,12 +48,22 @@ class KernelChange(BaseModel):
     verified: bool = False
 
 
+class CompiledFinding(BaseModel):
+    """Whether a compiled engine (a TensorRT-LLM engine directory) built on host A runs on host B."""
+
+    engine_dir: str
+    status: Literal["runs", "fails", "unknown"]
+    message: str
+    sources: list[str] = Field(default_factory=list)
+
+
 class HostDiff(BaseModel):
     a: str
     b: str
     changes: list[Change]
     engines: list[CompatFinding] = Field(default_factory=list, description="pinned engines checked against host B")
     kernels: list[KernelChange] = Field(default_factory=list, description="a model's kernels on A vs B")
+    compiled: list[CompiledFinding] = Field(default_factory=list, description="a compiled engine built on A, on B")
 
 
 def load_fingerprint(ref: str) -> HostFingerprint:
@@ -222,4 +234,42 @@ def kernel_changes(fmt: str, engines: list[str], a: HostFingerprint, b: HostFing
                                 message=msg + (f" [{note}]" if note else ""),
                                 sources=[x for x in dict.fromkeys([va.source, vb.source]) if x],
                                 verified=va.verified and vb.verified))
+    return out
+
+
+def compiled_findings(engine: CompiledEngine, a: HostFingerprint, b: HostFingerprint, a_name: str = "A",
+                      b_name: str = "B") -> list[CompiledFinding]:
+    """A compiled engine taken as built on A (its directory does not record the GPU): whether B can run it, by the
+    GPU architecture, the GPU count its ranks need and the rank files present (formats.yaml `compiled`, cited)."""
+    spec = load_matrix().formats[engine.format].compiled
+    assert spec is not None  # the format is a compiled one (formats.yaml)
+    where = engine.path
+    built = f"built by TensorRT-LLM {engine.version}" if engine.version else "its TensorRT-LLM version unrecorded"
+    out: list[CompiledFinding] = []
+    if engine.missing_ranks:
+        out.append(CompiledFinding(engine_dir=where, status="fails", sources=[spec.layout_source], message=(
+            f"{where}: built for {engine.world_size} rank(s) but rank file(s) "
+            f"{', '.join(f'rank{r}.engine' for r in engine.missing_ranks[:8])} are missing")))
+    (da, sa), (db, sb) = _device(a), _device(b)
+    status: Literal["runs", "fails", "unknown"]
+    if db == "cpu":
+        status, msg = "fails", f"{b_name} has no GPU: a TensorRT engine runs on an NVIDIA GPU"
+    elif da == "cpu" or sa is None or sb is None:
+        status, msg = "unknown", (f"the compute capability of {a_name if sa is None else b_name} is unknown: cannot "
+                                  f"tell whether an engine built on {a_name} runs on {b_name}")
+    elif sa != sb:
+        status, msg = "fails", (f"an engine built on {a_name} (sm{sa}) does not run on {b_name} (sm{sb}): "
+                                f"{spec.architecture}; rebuild it on {b_name} from its checkpoint (trtllm-build), or "
+                                "serve the checkpoint itself")
+    else:
+        status, msg = "runs", (f"same GPU architecture (sm{sa}) on both hosts: it runs on {b_name} with the same "
+                               f"TensorRT-LLM version ({built})")
+        if a.gpus and b.gpus and a.gpus[0].name != b.gpus[0].name:
+            msg += f"; its kernels were tuned on {a.gpus[0].name}, so re-run bench on {b.gpus[0].name}"
+    out.append(CompiledFinding(engine_dir=where, status=status, message=f"{where} ({built}): {msg}",
+                               sources=[spec.architecture_source, spec.layout_source]))
+    if db == "cuda" and len(b.gpus) < engine.world_size:
+        out.append(CompiledFinding(engine_dir=where, status="fails", sources=[spec.layout_source], message=(
+            f"{where}: built for {engine.world_size} GPU(s) (TP {engine.tp_size or 1} x PP {engine.pp_size or 1}); "
+            f"{b_name} has {len(b.gpus)}")))
     return out

@@ -365,6 +365,11 @@ def load_model_card(path: str | Path) -> ModelCard:
     cfg = read_json(config)  # size-capped, nesting-safe; BadInput when malformed or not an object
     if cfg is None:
         raise BadInput(f"{config}: no such file")
+    if "build_config" in cfg and "pretrained_config" in cfg:  # formats.yaml trtllm-engine: not a checkpoint
+        raise BadInput(f"{config.parent}: a compiled TensorRT-LLM engine, not a checkpoint: its sizes are fixed at "
+                       "build time and it runs only on the GPU architecture it was built on",
+                       hint="plan with the checkpoint it was built from; `switchover hw diff A B -m "
+                            f"{config.parent}` says whether host B can run it")
     name = config.parent.name if config.name == "config.json" else config.stem
     if not cfg.get("quantization_config"):
         # ModelOpt writes its scheme beside config.json

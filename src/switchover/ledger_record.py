@@ -73,6 +73,26 @@ class ShadowResult(BaseModel):
                                   "fail")
 
 
+class ClientSampling(BaseModel):
+    """What the client's request set of the sampling fields (so a comparison can say which requests lean on an
+    engine's defaults); never the prompt: a fixed suffix is kept as a keyed hash only."""
+
+    set: list[str] = Field(default_factory=list, description="Sampling fields present in the request, sorted")
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    max_tokens: int | None = Field(default=None, description="max_tokens, or max_completion_tokens")
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    seed: bool = Field(default=False, description="A seed was sent (its value is not kept)")
+    response_format: str | None = Field(default=None, description="response_format.type; None: not sent")
+    stop: int | None = Field(default=None, description="Stop strings sent (a string counts 1); None: no stop")
+    system_suffix: str | None = Field(default=None, description="Keyed hash (HMAC-SHA256 with the deployment seed, 16 "
+                                      "hex digits) of the last system message's last 64 characters; None: none")
+    user_suffix: str | None = Field(default=None, description="The same of the last user message (a completions "
+                                    "prompt counts as one); equal hashes = the same fixed ending")
+
+
 class LedgerRecord(BaseModel):
     """One request through the gateway (a request row)."""
 
@@ -120,6 +140,8 @@ class LedgerRecord(BaseModel):
     tokens_source: TokensSource = None
     prompt_tokens_est: int | None = Field(None, description="The routing estimate of prompt tokens")
     error: str | None = Field(None, description="Short reason for error / failed_mid_stream (no bodies, no secrets)")
+    client: ClientSampling | None = Field(None, description="The sampling fields the client sent (gateway/ledger.py "
+                                                            "client_sampling); None: no JSON body, or older ledgers")
 
 
 class ShadowRecord(BaseModel):
@@ -146,10 +168,10 @@ class ShadowRecord(BaseModel):
 LedgerRow = LedgerRecord | ShadowRecord
 
 
-# Ledger rows as the expression language (switchover/expr.py) sees them: every declared field but the three
-# below. Fields older ledgers lack (task_type, json_valid, cached_tokens, ...) are declared with a None default,
-# so they read as null there.
-LEFT_OUT = {"kind", "shadow", "prompt"}
+# Ledger rows as the expression language (switchover/expr.py) sees them: every declared field but the four
+# below (`client` is an object). Fields older ledgers lack (task_type, json_valid, cached_tokens, ...) are declared
+# with a None default, so they read as null there.
+LEFT_OUT = {"kind", "shadow", "prompt", "client"}
 
 
 def row_fields() -> frozenset[str]:

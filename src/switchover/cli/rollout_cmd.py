@@ -6,7 +6,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import typer
 from rich.markup import escape
@@ -18,6 +18,7 @@ from switchover.cli.common import console, print_json
 from switchover.config import load_migration
 from switchover.errors import BadInput, ExitCode, Unreachable
 from switchover.gateway.ledger import LedgerSkips
+from switchover.rollout.client_defaults import ClientMix, ClientMixCounter, client_mix
 from switchover.rollout.compare import compare_samples, samples_from_ledger
 from switchover.rollout.controller import ActionResult, Rollout, StatusView
 from switchover.rollout.entry import EntryReport
@@ -418,7 +419,8 @@ def compare(
     skipped = LedgerSkips()
     rows = stream_ledger_rows(rollout.ledger_path(), time.time() - since if since > 0 else None, skipped)
     kind: Literal["shadow", "arms"] = "shadow" if mode == "shadow" else "arms"
-    old, new = samples_from_ledger(rows, kind)  # streamed: the samples are kept, not the rows
+    clients = ClientMixCounter()  # what the clients send, counted in the same pass (docs/rollout.md#client-defaults)
+    old, new = samples_from_ledger(clients.watch(rows), kind)  # streamed: the samples are kept, not the rows
     report = compare_samples(
         old,
         new,
@@ -431,8 +433,10 @@ def compare(
     note = skipped.note()
     if note:
         report.notes.append(note)
+    mig = rollout.migration
+    mix = client_mix(clients, _engine(mig.old), _engine(mig.new), mig.old.engine_version, mig.new.engine_version)
     if json_out:
-        print_json(report)
+        print_json({**report.model_dump(mode="json"), "clients": mix.model_dump(mode="json")})
         return
     table = Table(title=f"{mode}: old vs new, alpha {th.alpha:g}, A/A noise margin {th.noise_margin:g}")
     for col in ("metric", "verdict", "old", "new", "why"):
@@ -449,3 +453,25 @@ def compare(
     console.print(table)
     for w in report.notes:
         console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
+    _print_clients(mix)
+
+
+def _engine(ep: Any) -> str | None:
+    return None if ep.engine.value == "openai" else str(ep.engine.value)
+
+
+def _print_clients(mix: ClientMix) -> None:
+    """What the clients send and which of their defaults behave differently on new (rollout/client_defaults.py)."""
+    if not mix.requests:
+        console.print("clients: no request row carries the client's fields", highlight=False)
+        return
+    used = ", ".join(f"{f.field} {f.share_set:.0%}" for f in mix.fields if f.set)
+    console.print(f"clients ({mix.requests} requests) set: {used or 'no sampling field'}", highlight=False,
+                  markup=False)
+    for sfx in mix.suffixes:
+        console.print(f"  a fixed {sfx.role} ending on {sfx.share:.0%} of requests (hash {sfx.hash})",
+                      highlight=False, markup=False)
+    for f in mix.findings:
+        console.print(f"[yellow]differs on new:[/] {escape(f.detail)}", highlight=False, soft_wrap=True)
+    for n in mix.notes:
+        console.print(f"[dim]{escape(n)}[/]", highlight=False, soft_wrap=True)

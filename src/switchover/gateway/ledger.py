@@ -334,3 +334,68 @@ class Ledger:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+
+
+# ---- what the client sent of the sampling fields (a request row's `client`) ------------------------------------
+
+SUFFIX_CHARS = 64  # the fixed ending hashed: long enough for "Answer in JSON, no markdown." and its like
+_NUMBERS = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
+SAMPLING_FIELDS = frozenset({*_NUMBERS, "top_k", "min_p", "repetition_penalty", "max_tokens", "max_completion_tokens",
+                             "seed", "stop", "response_format", "n", "logit_bias", "logprobs"})
+
+
+def _number(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _suffix_hash(text: str | None, key: bytes) -> str | None:
+    if not text:
+        return None
+    import hashlib
+    import hmac
+
+    return hmac.new(key, text[-SUFFIX_CHARS:].encode("utf-8", "replace"), hashlib.sha256).hexdigest()[:16]
+
+
+def _last_text(messages: Any, role: str) -> str | None:
+    """The last SUFFIX_CHARS characters of the last message of `role` (text parts joined, read from the end so a
+    long message is never copied whole); None when there is none."""
+    if not isinstance(messages, list):
+        return None
+    for m in reversed(messages):
+        if isinstance(m, dict) and m.get("role") == role:
+            c = m.get("content")
+            if isinstance(c, str):
+                return c[-SUFFIX_CHARS:]
+            if not isinstance(c, list):
+                return None
+            tail = ""
+            for p in reversed(c):
+                if isinstance(p, dict) and isinstance(p.get("text"), str):
+                    tail = p["text"][-SUFFIX_CHARS:] + tail
+                    if len(tail) >= SUFFIX_CHARS:
+                        break
+            return tail[-SUFFIX_CHARS:]
+    return None
+
+
+def client_sampling(obj: dict[str, Any], key: bytes) -> dict[str, Any]:
+    """The `client` field of a request row from the request already parsed: which sampling fields were set and
+    their values (no prompt text; the last system and user messages' endings as keyed hashes)."""
+    out: dict[str, Any] = {"set": sorted(SAMPLING_FIELDS.intersection(obj))}
+    for name in _NUMBERS:
+        out[name] = _number(obj.get(name))
+    top_k = obj.get("top_k")
+    out["top_k"] = top_k if isinstance(top_k, int) and not isinstance(top_k, bool) else None
+    limit = obj.get("max_completion_tokens", obj.get("max_tokens"))
+    out["max_tokens"] = limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+    out["seed"] = obj.get("seed") is not None
+    fmt = obj.get("response_format")
+    out["response_format"] = str(fmt.get("type"))[:40] if isinstance(fmt, dict) and fmt.get("type") else None
+    stop = obj.get("stop")
+    out["stop"] = 1 if isinstance(stop, str) else len(stop) if isinstance(stop, list) else None
+    prompt = obj.get("prompt")
+    user = prompt if isinstance(prompt, str) else _last_text(obj.get("messages"), "user")
+    out["system_suffix"] = _suffix_hash(_last_text(obj.get("messages"), "system"), key)
+    out["user_suffix"] = _suffix_hash(user, key)
+    return out

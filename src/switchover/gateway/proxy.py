@@ -20,6 +20,7 @@ import orjson
 from switchover.gateway.headers import forward_headers, request_id
 from switchover.gateway.inflight import Ticket
 from switchover.gateway.jsoncost import count_tokens, parsed_cost
+from switchover.gateway.ledger import client_sampling
 from switchover.gateway.live import Live
 from switchover.gateway.observe import Observer, TextObserver, asks_for_json, json_valid
 from switchover.gateway.policy import Decision, RequestMeta, route, tenant_hash
@@ -204,6 +205,8 @@ class Proxy:
         asked = obj.get("model") if obj is not None else None
         row["stream"] = bool(obj and obj.get("stream"))
         row["model"] = asked
+        if obj is not None and request.path in GENERATION_PATHS:  # what it set of the sampling fields (issue 28)
+            row["client"] = client_sampling(obj, self.g.tenant_seed)
         tenant_key = live.clients.tenant_key(request.headers.get, verdict, gw.tenant_header)
         tenant = tenant_hash(tenant_key, self.g.tenant_seed)
         est = live.estimator.estimate(obj) if live.estimator is not None and obj else None

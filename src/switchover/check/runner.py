@@ -124,7 +124,7 @@ class CheckRun:
             self._record(PartRun(part=part, status="failed", reason=reason))
             self.on_event(part, f"not run: {reason}")
             return
-        self.on_event(part, "running")
+        self.on_event(part, f"running: {BY_NAME[part].title}")
         t0 = time.monotonic()
         try:
             files = await self._run_part(part)

@@ -58,8 +58,9 @@ def register(app: typer.Typer) -> None:
         skip: list[str] = typer.Option(None, "--skip", help="Skip these parts (names as for --only)."),
         json_out: bool = params.json_flag("the check report (check.json)"),
     ) -> None:
-        """Run the whole pre-flight (plan, probe, verify, diff-model, A/B bench ladder, drain grace) and judge every
-        go/no-go item of docs/checklist.md: one run directory, report.html (offline) and report.md.
+        """Run every part of the pre-flight the migration file enables (the parts are listed under --only, in the
+        order they run) and judge every go/no-go item of docs/checklist.md: one run directory, report.html (offline)
+        and report.md.
 
         Exit 0: go; 1: no-go, or incomplete (a required item could not run); 2: bad input.
 

@@ -145,3 +145,12 @@ def test_step_limits_read_the_scrapes_inside_each_step_and_its_oom_answers(tmp_p
     assert (second.binding, second.scrapes, second.request_cap, second.waiting_max) == ("requests", 2, 2, 2)
     assert second.oom == 1 and second.requests == 1 and second.raise_flag and second.raise_flag.flag == "--parallel"
     assert step_limits(tmp_path, report, caps={"new": 4})[1].binding == "tokens"  # below a cap of 4: not the cap
+
+
+def test_a_llama_build_without_its_git_history_is_an_unknown_version_and_the_advice_says_what_is_assumed() -> None:
+    assert engine_version("llamacpp", {"/props": {"build_info": "b0-unknown"}}) is None
+    lim = StepLimit(endpoint="new", bucket="", step=0, repeat=0, load="c=4", binding="requests", detail="", scrapes=2,
+                    raise_flag=raise_flag("llamacpp", None, "requests"))
+    (line,) = advice([lim], {"new": "llamacpp"})
+    assert line.startswith("on llamacpp at c=4 the request-count cap bound: raise --parallel (https://github.com/")
+    assert "is assumed" in line

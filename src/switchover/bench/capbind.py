@@ -140,7 +140,8 @@ def engine_version(engine: str | None, info: Mapping[str, Any]) -> str | None:
     props = info.get("/props")
     build = props.get("build_info") if isinstance(props, dict) else None
     m = re.match(r"b(\d+)", build) if isinstance(build, str) else None
-    return f"b{m.group(1)}" if m and engine == "llamacpp" else None
+    # build number 0: built without its git history (llama.cpp's CMake default), so the release is not known
+    return f"b{m.group(1)}" if m and engine == "llamacpp" and int(m.group(1)) > 0 else None
 
 
 def raise_flag(engine: str | None, version: str | None, binding: str) -> Raise | None:
@@ -250,7 +251,8 @@ def advice(limits: Iterable[StepLimit], engines: Mapping[str, str | None]) -> li
         if flag is None:
             todo = "no flag known for it in this engine"
         elif flag.status == "present":
-            todo = f"raise {flag.flag} ({flag.url})" if flag.url else f"raise {flag.flag}"
+            where = "; ".join(x for x in (flag.url, flag.note) if x)
+            todo = f"raise {flag.flag}" + (f" ({where})" if where else "")
         else:
             todo = f"{flag.flag} is {flag.status} at the version served ({flag.note})"
         lines.append(f"on {engine} at {lim.load} the {WORDS[lim.binding]} bound: {todo}")

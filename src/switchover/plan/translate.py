@@ -342,3 +342,17 @@ def translate(source: str, text: str, target: str, *, card: ModelCard | None = N
     intent = parse_launch(source, text, version=source_version, files=files)
     return render(intent, target, target_version=target_version, card=card, gpu_total_gib=gpu_total_gib, move=move,
                   gpu_name=gpu_name)
+
+
+def bench_advice(t: Translation, run_dir: str) -> None:
+    """Onto `t.notes`, one line per cap that bound in a bench run of the target engine (bench/capbind.py): "on
+    <engine> at <load> the <cap> bound: raise <flag>", the flag as the target version has it (issue 28)."""
+    from switchover.bench.capbind import advice, raise_flag
+    from switchover.bench.results import BenchReport
+    from switchover.runs import RunDir
+
+    report = RunDir.open(run_dir).read_json("summary", BenchReport)
+    engines = {e.label: e.engine for e in report.endpoints}
+    ours = [lim.model_copy(update={"raise_flag": raise_flag(t.target_engine, t.target_version, lim.binding)})
+            for lim in report.limits if engines.get(lim.endpoint) == t.target_engine]
+    t.notes.extend(advice(ours, engines))

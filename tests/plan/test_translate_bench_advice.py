@@ -1,0 +1,43 @@
+"""plan translate's advice from a bench run: the cap that bound on the target engine, with the flag to raise as
+the target version has it."""
+
+from __future__ import annotations
+
+import pytest
+
+from switchover.bench.capbind import StepLimit
+from switchover.bench.results import BenchPlan, BenchReport, EndpointInfo, EndpointSpec
+from switchover.errors import BadInput
+from switchover.plan.translate import bench_advice, translate
+from switchover.runs import RunDir
+
+
+def _run(tmp_path, engine: str, binding: str) -> str:
+    rd = RunDir.create(tmp_path, "bench")
+    plan = BenchPlan(endpoints=[EndpointSpec(label="new", url="http://127.0.0.1:9", engine=engine)], calibrate=False,
+                     requests=4)
+    limit = StepLimit(endpoint="new", bucket="128", step=1, repeat=0, load="c=8", binding=binding,  # type: ignore[arg-type]
+                      detail="", scrapes=5)
+    report = BenchReport(name="b", created_wall=0, plan=plan, limits=[limit],
+                         endpoints=[EndpointInfo(label="new", url="http://127.0.0.1:9", engine=engine, model="m",
+                                                 output_control="max_tokens")])
+    rd.write_json("summary", report)
+    return str(rd.path)
+
+
+def test_a_bench_of_the_target_engine_adds_the_flag_to_raise_at_the_target_version(tmp_path) -> None:
+    t = translate("vllm", "vllm serve M --max-num-seqs 4", "llamacpp", target_version="b11434")
+    before = len(t.notes)
+    bench_advice(t, _run(tmp_path, "llamacpp", "requests"))
+    assert t.notes[before:] == ["on llamacpp at c=8 the request-count cap bound: raise --parallel "
+                                "(https://github.com/ggml-org/llama.cpp/blob/b11434/common/arg.cpp)"]
+
+
+def test_a_bench_of_another_engine_or_where_nothing_bound_adds_nothing(tmp_path) -> None:
+    t = translate("vllm", "vllm serve M", "llamacpp")
+    before = list(t.notes)
+    bench_advice(t, _run(tmp_path / "a", "vllm", "requests"))
+    bench_advice(t, _run(tmp_path / "b", "llamacpp", "none"))
+    assert t.notes == before
+    with pytest.raises(BadInput, match="no such run directory"):
+        bench_advice(t, str(tmp_path / "missing"))

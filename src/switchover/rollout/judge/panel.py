@@ -1,0 +1,70 @@
+"""All the judge's tests on a stage's requests so far: one Decision per (metric, test), and what they add up to."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from switchover.config.rollout_judge import LATENCY_METRICS, RATE_METRICS, JudgeConfig
+from switchover.ledger_record import LedgerRow
+from switchover.rollout.judge.decide import bulk_ratio, p99_ratio, rate_difference
+from switchover.rollout.judge.models import Decision
+from switchover.rollout.judge.streams import ArmStreams, arm_streams
+
+Verdict = Literal["regress", "ok", "undecided"]
+
+
+class JudgeReport(BaseModel):
+    """The judge at one tick: every decision, and the stage's verdict (any regression; all ok; else undecided)."""
+
+    verdict: Verdict
+    decisions: list[Decision]
+    since: float | None = Field(default=None, description="Requests judged arrived at or after this (stage entry)")
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[Decision]:
+        return [d for d in self.decisions if d.direction == "regress"]
+
+
+def judge_arms(old: ArmStreams, new: ArmStreams, cfg: JudgeConfig) -> list[Decision]:
+    """Every configured metric's tests: latency gets the bulk shift and the p99 tail, output length a two-sided
+    bulk shift, rates the rate difference."""
+    out: list[Decision] = []
+    for metric in cfg.metrics:
+        a, b = old.array(metric), new.array(metric)
+        if metric in LATENCY_METRICS:
+            out.append(bulk_ratio(metric, a, b, floor=cfg.shift_floor, alpha=cfg.alpha))
+            out.append(p99_ratio(metric, a, b, floor=cfg.tail_floor, alpha=cfg.alpha))
+        elif metric == "output_tokens":
+            out.append(bulk_ratio(metric, a, b, floor=cfg.shift_floor, alpha=cfg.alpha, two_sided=True,
+                                    counts=True))
+        elif metric in RATE_METRICS:
+            out.append(rate_difference(metric, a, b, floor=cfg.rate_floor, alpha=cfg.alpha))
+    return out
+
+
+def verdict_of(decisions: list[Decision]) -> Verdict:
+    """Any regression is a regression; every test of a metric measured on either arm ok is ok (a metric with no
+    observations, e.g. invalid JSON when no request asked for JSON, cannot regress); anything else is undecided."""
+    if any(d.direction == "regress" for d in decisions):
+        return "regress"
+    measured = [d for d in decisions if d.requests_old or d.requests_new]
+    if measured and all(d.direction == "ok" for d in measured):
+        return "ok"
+    return "undecided"
+
+
+def judge_rows(rows: Iterable[LedgerRow], cfg: JudgeConfig, *, since: float | None = None) -> JudgeReport:
+    """The judge over ledger rows (a stage's, from its entry on)."""
+    old, new = arm_streams(rows, cfg.max_pairs)
+    decisions = judge_arms(old, new, cfg)
+    notes = []
+    unseen = [d.metric for d in decisions if d.requests_new == 0 and d.requests_old == 0]
+    if unseen:
+        notes.append(f"not measured in this stage's rows: {', '.join(sorted(set(unseen)))} (undecided)")
+    if old.dropped or new.dropped:
+        notes.append(f"more than {cfg.max_pairs:,} observations per metric: later ones were not judged")
+    return JudgeReport(verdict=verdict_of(decisions), decisions=decisions, since=since, notes=notes)

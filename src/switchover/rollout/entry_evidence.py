@@ -3,7 +3,6 @@ price (the I/O side of rollout/entry.py, which judges)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,7 +35,7 @@ def entry_items(rollout: Rollout, state: RolloutState, needed: list[str]) -> lis
     out: list[en.EntryItem] = []
     for item in needed:
         if item == en.CHECK:
-            out.append(en.judge_check(found, now=time.time(), max_age_s=entry.check_max_age_s, config=config))
+            out.append(en.judge_check(found, now=rollout.clock(), max_age_s=entry.check_max_age_s, config=config))
         elif item == en.MEMORY:
             plan, problem = (en.read_plan(_beside(rollout.config_path, entry.canary_plan))
                              if entry.canary_plan and entry.shared_gpu else (None, None))

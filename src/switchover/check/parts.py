@@ -172,8 +172,9 @@ async def metrics_part(m: Migration) -> MetricsEvidence:
     from switchover.engines import load_profile
 
     old_e, new_e = engine_name(m.old), engine_name(m.new)
-    po = load_profile(old_e) if old_e else None
-    pn = load_profile(new_e) if new_e else None
+    # each side's series at the release it runs (a series renamed between releases is compared as it is served)
+    po = load_profile(old_e, m.old.engine_version) if old_e else None
+    pn = load_profile(new_e, m.new.engine_version) if new_e else None
     ev = MetricsEvidence(old_engine=old_e or "openai", new_engine=new_e or "openai")
     if po is not None and pn is not None:
         for intent in sorted(set(po.metrics) | set(pn.metrics)):

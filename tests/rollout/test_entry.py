@@ -3,12 +3,15 @@ missing piece is refused with the command that produces it, and an override is a
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
+from unittest.mock import patch
 
 import orjson
 import pytest
 
+from switchover.cli.app import main
 from switchover.config import load_migration
 from switchover.config.gateway import ReviewConfig
 from switchover.config.rollout import RolloutSettings
@@ -254,3 +257,31 @@ def test_entry_disabled_reports_the_evidence_without_enforcing_it(tmp_path: Path
     assert report.decision == "advance" and report.entry is not None and not report.entry.enforced
     assert report.entry.items[0].status == "missing"
     assert r.advance(why="no check wanted here").action == "advance"
+
+
+def _plan_canary_json(capsys: pytest.CaptureFixture[str], model: str, out: Path) -> None:
+    """What `switchover plan canary ... --json > out` writes (exit 1 when the copies do not fit, JSON all the same)."""
+    capsys.readouterr()
+    argv = ["switchover", "plan", "canary", "-m", f"builtin:{model}", "-e", "vllm", "--gpu", "H100-80G", "--json"]
+    with patch.object(sys, "argv", argv), pytest.raises(SystemExit):
+        main()
+    out.write_text(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(
+    ("model", "status", "text"),
+    [
+        ("meta-llama/Llama-3.1-8B-Instruct", "pass", "both copies start (old 18 requests, new 18 requests)"),
+        ("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "fail", "no memory left for KV"),
+    ],
+)
+def test_the_memory_item_reads_what_plan_canary_json_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            model: str, status: str, text: str) -> None:
+    _plan_canary_json(capsys, model, tmp_path / "canary.json")
+    r = _rollout(tmp_path, "  entry: {shared_gpu: true, canary_plan: canary.json}\n")
+    _check(tmp_path, "go")
+    assert r.advance(why="check passed").state.stage == "shadow"
+    report = r.gate_report()
+    assert report.entry is not None
+    (memory,) = [i for i in report.entry.items if i.id == en.MEMORY]
+    assert memory.status == status and text in memory.reason, memory.reason

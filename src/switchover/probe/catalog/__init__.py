@@ -1,5 +1,5 @@
 """Importing this package registers every probe (one module per concern)."""
 
-from switchover.probe.catalog import errors, output_format, sampling, stop, streaming, usage, validation
+from switchover.probe.catalog import errors, lora, output_format, sampling, stop, streaming, usage, validation
 
-__all__ = ["errors", "output_format", "sampling", "stop", "streaming", "usage", "validation"]
+__all__ = ["errors", "lora", "output_format", "sampling", "stop", "streaming", "usage", "validation"]

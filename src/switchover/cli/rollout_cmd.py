@@ -24,6 +24,7 @@ from switchover.rollout.controller import ActionResult, Rollout, StatusView
 from switchover.rollout.entry import EntryReport
 from switchover.rollout.gates import GateReport, stream_ledger_rows
 from switchover.rollout.holding import HoldingReport, Prerequisite
+from switchover.rollout.judge.panel import JudgeReport
 from switchover.rollout.stages import ABANDON_CRITERIA
 
 app = typer.Typer(
@@ -72,6 +73,8 @@ def _print_view(v: StatusView) -> None:
             f"{'; [red]AT RISK[/]: ' + escape(h.old.reason) if h.at_risk else ''}",
             highlight=False,
         )
+    if v.judge is not None:
+        _print_judge(v.judge)
     for t in v.recent:
         console.print(
             f"  {_when(t.ts)} {escape(t.who)} {t.action} {t.from_stage} → {t.to_stage}: {escape(t.why)}",
@@ -98,11 +101,31 @@ def _print_report(r: GateReport) -> None:
         console.print(f"[yellow]entry condition:[/] {escape(b)}", highlight=False)
     if r.entry is not None:
         _print_entry(r.entry)
+    if r.judge is not None:
+        _print_judge(r.judge)
     for n in r.stats.notes:
         console.print(f"[dim]note: {escape(n)}[/]", highlight=False)
     for w in r.stats.warnings:
         console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
     console.print(f"decision: [{COLOURS.get(r.decision, 'yellow')}]{r.decision}[/]")
+
+
+def _print_judge(j: JudgeReport) -> None:
+    """Per metric and test: the decision, requests so far, the effect's interval against the floor, distance left."""
+    table = Table(title=f"judge (anytime-valid; requests since {_when(j.since)}): {j.verdict}")
+    for col in ("metric", "test", "decision", "requests old/new", "effect", "interval", "floor", "to decide"):
+        table.add_column(col)
+    word = {"regress": "fail", "ok": "pass", "undecided": "hold"}
+    for d in j.decisions:
+        pct = d.unit == "ratio"
+        effect = "-" if d.effect is None else f"{d.effect * 100:+.1f} %" if pct else f"{d.effect * 100:+.2f} pp"
+        floor = f"{'±' if d.two_sided else '+'}{d.floor * 100:g} {'%' if pct else 'pp'}"
+        left = "-" if d.to_decision is None else f"{d.to_decision * 100:.1f} {'points' if pct else 'pp'}"
+        table.add_row(d.metric, d.test, f"[{COLOURS[word[d.direction]]}]{d.direction}[/]",
+                      f"{d.requests_old}/{d.requests_new}", effect, d.interval.text(d.unit), floor, left)
+    console.print(table)
+    for n in j.notes:
+        console.print(f"[dim]note: {escape(n)}[/]", highlight=False)
 
 
 def _print_entry(e: EntryReport) -> None:
@@ -192,7 +215,7 @@ def status(config: Path = CONFIG, json_out: bool = JSON) -> None:
 
     Example: switchover rollout status -c switchover.yaml
     """
-    view = _rollout(config).view()
+    view = _rollout(config).view(judge=True)
     print_json(view) if json_out else _print_view(view)
 
 

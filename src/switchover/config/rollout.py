@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from switchover.config.rollout_custom import CustomGate
 from switchover.config.rollout_entry import DAY_S, CostSettings, EntrySettings
 from switchover.config.rollout_holding import HoldingSettings
+from switchover.config.rollout_judge import JudgeConfig
 from switchover.expr import ExprError, compile_expr
 from switchover.inputs import BaseUrl
 from switchover.ledger_record import row_fields
@@ -193,6 +194,9 @@ class RolloutSettings(BaseModel):
     )
     holding: HoldingSettings = Field(
         default_factory=HoldingSettings, description="The rollback window after 100 % (rollout_holding.py)"
+    )
+    judge: JudgeConfig = Field(
+        default_factory=JudgeConfig, description="The anytime-valid canary judge, off by default (rollout_judge.py)"
     )
     entry: EntrySettings = Field(
         default_factory=EntrySettings, description="Evidence needed to enter shadow and the canary (rollout_entry.py)"

@@ -28,6 +28,8 @@ from switchover.rollout.evidence import Window, judge_custom, read_window
 from switchover.rollout.gates import GateReport, WindowStats, decide, evaluate, stream_ledger_rows
 from switchover.rollout.holding import HoldingReport
 from switchover.rollout.holding_control import HoldingDesk
+from switchover.rollout.judge.panel import JudgeReport
+from switchover.rollout.judge.stage import judge_failures, stage_judge, with_judge
 from switchover.rollout.rollback_ready import MetricsCheck, ReadyCheck
 from switchover.rollout.stages import RolloutState, Transition
 from switchover.rollout.store import RolloutStore, actor
@@ -51,6 +53,9 @@ class StatusView(BaseModel):
     recent: list[Transition] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     holding: HoldingReport | None = Field(default=None, description="The last holding report (holding.json)")
+    judge: JudgeReport | None = Field(
+        default=None, description="The judge per metric: requests so far, interval against the floor (judge on)"
+    )
 
 
 class ActionResult(BaseModel):
@@ -107,7 +112,9 @@ class Rollout:
             return self.migration.gateway.resolved_run_dir(self.config_path)
         raise BadInput("no ledger to read: set rollout.ledger (the gateway's run_dir) or pass --ledger")
 
-    def view(self, state: RolloutState | None = None, recent: int = 5) -> StatusView:
+    def view(self, state: RolloutState | None = None, recent: int = 5, *, judge: bool = False) -> StatusView:
+        """Where the rollout stands; with `judge`, also how far each judged metric is from a decision (reads the
+        stage's ledger rows)."""
         state = state or self.state()
         nxt = state.next_stage()
         warnings = []
@@ -135,6 +142,7 @@ class Rollout:
             recent=self.store.audit()[-recent:] if recent else [],
             warnings=warnings,
             holding=self.holding.last_report() if state.holding is not None else None,
+            judge=stage_judge(self.settings.judge, state, self.ledger_path, self.clock()) if judge else None,
         )
 
     def window(self, state: RolloutState, *, window_s: float | None = None,
@@ -223,7 +231,9 @@ class Rollout:
         custom = judge_custom(custom_gates, self.settings, window, since_switch=self.rows_since_switch,
                               query=self.query, review=self.review_summary)
         blockers = sm.entry_blockers(state, now, dwell=False) + self.holding.entry_blockers(state)
-        decision = decide(results, blockers, custom)
+        judged = stage_judge(self.settings.judge, state, self.ledger_path, now)
+        decision = with_judge(decide(results, blockers, custom), judged, self.settings.judge, results=results,
+                              custom=custom, blockers=blockers)
         return GateReport(
             stage=stage.name,
             decision="hold" if decision == "advance" and held else decision,
@@ -232,6 +242,7 @@ class Rollout:
             stats=window.stats,
             blockers=blockers,
             entry=entry,
+            judge=judged,
         )
 
     # --- changing ------------------------------------------------------------------------------------
@@ -296,6 +307,7 @@ class Rollout:
     def _auto_rollback(self, state: RolloutState, report: GateReport, *, to: str | None = None) -> ActionResult:
         failed = [r.reason for r in report.results if r.verdict == "fail" and r.hard]
         failed += [c.reason for c in report.custom if c.verdict == "fail" and c.hard]
+        failed += judge_failures(report.judge) if self.settings.judge.hard else []
         if report.holding is not None and report.holding.reason:
             failed = [report.holding.reason]
         why = "hard gate failed: " + "; ".join(failed)

@@ -30,6 +30,7 @@ from switchover.rollout.compare import ComparisonReport, compare_samples, sample
 from switchover.rollout.custom_gates import CustomGateResult, promql_vector
 from switchover.rollout.entry import EntryReport
 from switchover.rollout.holding import HoldingReport
+from switchover.rollout.judge.panel import JudgeReport
 from switchover.rollout.verdicts import GateResult, GateVerdict
 
 __all__ = ["GateResult", "GateVerdict"]
@@ -83,6 +84,9 @@ class GateReport(BaseModel):
     entry: EntryReport | None = Field(
         default=None, description="Evidence the next stage needs before it is entered (rollout/entry.py)"
     )
+    judge: JudgeReport | None = Field(
+        default=None, description="The anytime-valid judge over the stage's requests so far (rollout/judge/)"
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -92,7 +96,7 @@ class GateReport(BaseModel):
 
     def summary(self) -> dict[str, str]:
         out: dict[str, str] = {r.gate.value: r.verdict for r in self.results}
-        return out | {c.name: c.verdict for c in self.custom}
+        return out | {c.name: c.verdict for c in self.custom} | (self.judge.audit() if self.judge else {})
 
 
 def _count_gate(gate: GateName, bad: int, n: int, limit: float, min_samples: int, hard: bool, what: str) -> GateResult:

@@ -28,6 +28,11 @@ class JudgeReport(BaseModel):
     def regressions(self) -> list[Decision]:
         return [d for d in self.decisions if d.direction == "regress"]
 
+    def audit(self) -> dict[str, str]:
+        """Audit-log entries: 'judge METRIC TEST' -> 'fail | pass | hold (N requests)'."""
+        word = {"regress": "fail", "ok": "pass", "undecided": "hold"}
+        return {f"judge {d.metric} {d.test}": f"{word[d.direction]} ({d.requests} requests)" for d in self.decisions}
+
 
 def judge_arms(old: ArmStreams, new: ArmStreams, cfg: JudgeConfig) -> list[Decision]:
     """Every configured metric's tests: latency gets the bulk shift and the p99 tail, output length a two-sided

@@ -59,7 +59,8 @@ def test_the_engine_and_model_areas_are_complete() -> None:
 
 
 def test_every_old_id_maps_to_an_item_of_today() -> None:
-    assert set(LEGACY_IDS.values()) == {i.id for i in load_checklist()}
+    # items added after the rename (rollout.warmup_tail, engine.binding_cap, engine.oom_rate) have no old id
+    assert set(LEGACY_IDS.values()) <= {i.id for i in load_checklist()}
 
 
 @pytest.mark.parametrize("old", sorted(LEGACY_IDS))

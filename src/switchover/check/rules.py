@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from switchover.check import rules_engine_switch as eng
+from switchover.check import rules_live_switch as live
 from switchover.check import rules_model as mod
 from switchover.check import rules_rollback
 from switchover.check.evidence import Evidence
@@ -27,6 +28,9 @@ RULES: dict[str, Rule] = {
     "rollout.grace": mod.grace,
     "rollout.client_timeout": mod.client_timeout,
     "rollout.rollback": rules_rollback.rollback,
+    "rollout.warmup_tail": live.warmup_tail,
+    "engine.binding_cap": live.binding_cap,
+    "engine.oom_rate": live.oom_rate,
 }
 
 

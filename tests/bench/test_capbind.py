@@ -144,6 +144,7 @@ def test_step_limits_read_the_scrapes_inside_each_step_and_its_oom_answers(tmp_p
     assert (first.binding, first.scrapes, first.load, first.oom) == ("none", 1, "c=1", 0)
     assert (second.binding, second.scrapes, second.request_cap, second.waiting_max) == ("requests", 2, 2, 2)
     assert second.oom == 1 and second.requests == 1 and second.raise_flag and second.raise_flag.flag == "--parallel"
+    assert set(second.series) == {"running", "waiting"}  # the names scraped (here the intents), each checked
     assert step_limits(tmp_path, report, caps={"new": 4})[1].binding == "tokens"  # below a cap of 4: not the cap
 
 
@@ -154,3 +155,13 @@ def test_a_llama_build_without_its_git_history_is_an_unknown_version_and_the_adv
     (line,) = advice([lim], {"new": "llamacpp"})
     assert line.startswith("on llamacpp at c=4 the request-count cap bound: raise --parallel (https://github.com/")
     assert "is assumed" in line
+
+
+def test_the_series_a_verdict_read_is_checked_in_the_release_data_at_the_version_served() -> None:
+    from switchover.bench.capbind import series_check
+
+    got = series_check("vllm", "0.32.0", {"running": "vllm:num_requests_running",
+                                          "kv_usage": "vllm:gpu_cache_usage_perc"})
+    assert got["running"].startswith("vllm:num_requests_running: present at 0.32.0 (https://github.com/vllm-project/")
+    assert got["kv_usage"] == "vllm:gpu_cache_usage_perc: absent at 0.32.0"  # V0's name, gone by 0.32.0
+    assert series_check(None, None, {"running": "x"}) == {}

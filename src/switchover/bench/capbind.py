@@ -78,6 +78,8 @@ class StepLimit(BaseModel):
     oom: int = Field(default=0, description="Answers carrying an engine's out-of-memory text (bench/oom.py)")
     engine_dead: int = Field(default=0, description="Answers saying the engine process died (cause not in the answer)")
     oom_texts: list[str] = Field(default_factory=list)
+    series: dict[str, str] = Field(default_factory=dict, description="intent -> the series the verdict read and what "
+                                   "the release data says of it at the version served")
 
     @property
     def oom_rate(self) -> float | None:
@@ -188,6 +190,25 @@ def launch_cap(engine: str | None, version: str | None, argv: list[str]) -> int 
     return None
 
 
+def series_check(engine: str | None, version: str | None, names: Mapping[str, str]) -> dict[str, str]:
+    """intent -> "<series>: present|absent|unknown at <version> (<url>)": the series the verdict read, checked in
+    the release data (a series the data says the version does not serve is said, so a verdict on it is doubted)."""
+    if not engine or not names:
+        return {}
+    from switchover.engines.releases import view
+
+    v = view(engine, version)
+    out = {}
+    for intent, name in sorted(names.items()):
+        if v is None:
+            out[intent] = f"{name}: no release data for {engine}"
+            continue
+        look = v.metric(name)
+        out[intent] = f"{name}: {look.status} at {version or v.resolution.label}" + (f" ({look.url})" if look.url
+                                                                                     else "")
+    return out
+
+
 def step_limits(run_dir: Path, report: Any, caps: Mapping[str, int] | None = None) -> list[StepLimit]:
     """Every step's binding cap and OOM answers, from the run's metrics and request rows and its step times.
     `caps`: endpoint label -> a request cap known from its launch (bench sweep)."""
@@ -196,6 +217,10 @@ def step_limits(run_dir: Path, report: Any, caps: Mapping[str, int] | None = Non
     path = records(run_dir, "metrics")
     rows = ds.dataset(str(path), format="parquet").to_table().to_pylist() if path is not None else []
     by_ep = scrapes_by_endpoint(rows)
+    names: dict[str, dict[str, str]] = defaultdict(dict)  # endpoint -> intent -> series name scraped
+    for r in rows:
+        if r.get("intent") in ("running", "waiting", "kv_usage"):
+            names[str(r["endpoint"])][str(r["intent"])] = str(r["name"])
     ooms = step_ooms(run_dir)
     eps = {e.label: e for e in report.endpoints}
     loads = {(s.endpoint, s.bucket or "", s.step, s.repeat): s for s in report.steps}
@@ -220,6 +245,7 @@ def step_limits(run_dir: Path, report: Any, caps: Mapping[str, int] | None = Non
             kv_usage_max=_max(s.kv_usage for s in inside), request_cap=cap, request_cap_source=source,
             raise_flag=raise_flag(engine, engine_version(engine, info), binding) if binding in WORDS else None,
             requests=oom.requests, oom=oom.oom, engine_dead=oom.engine_dead, oom_texts=oom.texts,
+            series=series_check(engine, engine_version(engine, info), names.get(t.endpoint, {})),
         ))
     return out
 

@@ -12,7 +12,7 @@ import pytest
 import typer
 import typer.main
 
-from switchover.cli import params
+from switchover.cli import verbs
 from tests.cli.runner import run_cli
 from tests.cli.test_help_and_random_argv import PATHS
 
@@ -29,7 +29,7 @@ def test_no_help_page_shows_a_python_type_as_a_metavar(path: str) -> None:
 def _help_of(command: typer.Typer) -> str:
     """The help page of a one-command app after name_metavars (rich prints it to stdout)."""
     built = typer.main.get_command(command)
-    params.name_metavars(built, ["-h", "--help"])
+    verbs.name_metavars(built, ["-h", "--help"])
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         built.main(args=["--help"], prog_name="x", standalone_mode=False)

@@ -95,6 +95,24 @@ def test_plan_help_imports_no_planning_machinery(argv: list[str]) -> None:
     assert [m for m in started["modules"] if m.startswith(PLANNING)] == []
 
 
+# what a verb's --help needs none of: its machinery, imported by the command when it runs
+MACHINERY = [(["alerts", "--help"], ("switchover.alerts",)),
+             (["alerts", "translate", "--help"], ("switchover.alerts",)),
+             (["probe", "--help"], ("switchover.probe", "switchover.engines", "switchover.config")),
+             (["verify", "--help"], ("switchover.verify", "switchover.probe", "switchover.config")),
+             (["ready", "--help"], ("switchover.readiness",)), (["validate", "--help"], ("switchover.config",)),
+             (["schema", "--help"], ("switchover.config", "switchover.outputs")),
+             (["testbed", "--help"], ("switchover.testbed.processes", "switchover.testbed.install", "switchover.runs")),
+             (["testbed", "up", "--help"], ("switchover.testbed.processes", "switchover.runs"))]
+
+
+@pytest.mark.parametrize(("argv", "machinery"), MACHINERY, ids=[" ".join(a[:-1]) for a, _ in MACHINERY])
+def test_a_verb_help_imports_none_of_its_machinery(argv: list[str], machinery: tuple[str, ...]) -> None:
+    started = _start(*argv)
+    assert started["code"] == 0 and "Example" in started["out"]
+    assert [m for m in started["modules"] if m.startswith(machinery)] == []
+
+
 def test_a_literal_read_from_source_equals_the_imported_value() -> None:
     from switchover.engines import features
 

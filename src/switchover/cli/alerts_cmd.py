@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from switchover.alerts.release import engine_release
-from switchover.alerts.report import TranslationReport
-from switchover.alerts.shift import BenchShifts
-from switchover.alerts.translate import dump_rules, translate_rules
-from switchover.atomicfile import write_atomic
 from switchover.cli import params
 from switchover.cli.common import console, err_console, print_json
 from switchover.errors import BadInput, ExitCode
+
+if TYPE_CHECKING:  # the translation machinery is imported when the command runs, so `alerts --help` stays fast
+    from rich.console import Console
+
+    from switchover.alerts.report import TranslationReport
 
 app = typer.Typer(help="Alert rules across engines and releases: translate Prometheus rules to the new engine's "
                        "metrics.\n\nExample: switchover alerts translate rules.yaml --from vllm@0.6.3 "
@@ -30,6 +29,8 @@ def _side(engine: str, version: str | None) -> str:
 
 
 def _print(report: TranslationReport, out: Console) -> None:
+    from rich.table import Table
+
     counts = {s: sum(1 for r in report.rules if r.status == s) for s in STATUSES}
     mode = " (names kept for the metrics adapter)" if report.mode == "adapter" else ""
     out.print(f"{_side(report.source_engine, report.source_version)} → "
@@ -86,6 +87,11 @@ def translate(
 
     Example: switchover alerts translate rules.yaml --from vllm@0.6.3 --to sglang@0.5.5 -o sglang-rules.yaml
     """
+    from switchover.alerts.release import engine_release
+    from switchover.alerts.shift import BenchShifts
+    from switchover.alerts.translate import dump_rules, translate_rules
+    from switchover.atomicfile import write_atomic
+
     if not rules.is_file():
         raise BadInput(f"RULES: {rules}: no such file", hint="give the Prometheus rule file to translate")
     src, dst = engine_release(from_engine, "--from"), engine_release(to_engine, "--to")

@@ -125,11 +125,10 @@ def _usage_error(exc: Any) -> int:
 @functools.cache
 def _command() -> Any:
     """The click command tree, built once per process (typer builds it anew on every call otherwise)."""
-    from switchover.cli import params
-    from switchover.cli.verbs import help_names
+    from switchover.cli.verbs import help_names, name_metavars
 
     command = typer.main.get_command(app)
-    params.name_metavars(command, help_names(SETTINGS), nested=False)  # typer adds the completion options last
+    name_metavars(command, help_names(SETTINGS), nested=False)  # typer adds the completion options last
     return command
 
 

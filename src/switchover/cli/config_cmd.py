@@ -8,7 +8,6 @@ import typer
 
 from switchover.cli import params
 from switchover.cli.common import console, print_json
-from switchover.config import load_migration
 from switchover.errors import BadInput
 
 
@@ -22,6 +21,8 @@ def register(app: typer.Typer) -> None:
 
         Example: switchover validate switchover.yaml
         """
+        from switchover.config import load_migration
+
         migration = load_migration(file)
         if json_out:
             print_json(migration)

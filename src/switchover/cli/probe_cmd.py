@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from switchover import inputs
 from switchover.cli import params
 from switchover.cli.common import console, err_console, run, show_report
-from switchover.config import load_migration
-from switchover.engines import load_profile
 from switchover.errors import BadInput, CheckFailed
-from switchover.probe import ProbeOptions, ProbeReport, Target, run_probes, select
-from switchover.probe.report import Observation
-from switchover.redaction import redact
+
+if TYPE_CHECKING:  # the probes are imported when the command runs, so `probe --help` stays fast
+    from switchover.probe.report import Observation, ProbeReport
 
 _VERDICT_STYLE = {"same": "green", "differs": "yellow", "inconclusive": "dim", "observed": "cyan"}
 
@@ -35,6 +33,8 @@ def _cell(obs: Observation | None) -> str:
 
 def _shown(report: ProbeReport) -> ProbeReport:
     """The report as printed: endpoint URLs and reasons without secrets (a key may sit in a URL's path)."""
+    from switchover.redaction import redact
+
     ends = {side: e.model_copy(update={"url": redact(e.url), "reason": e.reason and redact(e.reason)})
             for side, e in (("old", report.old), ("new", report.new)) if e is not None}
     return report.model_copy(update={**ends, "partial_reason": report.partial_reason and redact(report.partial_reason)})
@@ -42,6 +42,8 @@ def _shown(report: ProbeReport) -> ProbeReport:
 
 def render(report: ProbeReport) -> None:
     """Rich table: one row per probe, old and new side by side; breaking differences explained below."""
+    from rich.table import Table
+
     two = report.new is not None
     table = Table(title="switchover probe", show_lines=False, expand=True)
     table.add_column("probe", no_wrap=True)
@@ -72,6 +74,10 @@ def render(report: ProbeReport) -> None:
 
 
 def _list_probes() -> None:
+    from rich.table import Table
+
+    from switchover.probe import select
+
     table = Table(title="probes")
     for col in ("id", "category", "breaking", "request", "observes"):
         table.add_column(col, overflow="fold")
@@ -88,8 +94,8 @@ def register(app: typer.Typer) -> None:
         old: str | None = params.endpoint("old"),
         new: str | None = params.endpoint("new"),
         model: str = params.served_model(" for both sides"),
-        config: Path = params.config_file("switchover.yaml: take old/new url, engine, model and api_key_env from it.",
-                                          None),
+        config: Path | None = params.config_file(
+            "switchover.yaml: take old/new url, engine, model and api_key_env from it.", None),
         old_engine: str | None = typer.Option(None, help="Engine of the old side (vllm, llamacpp, ...): check against "
                                                   "its profile.", parser=params.Text(120)),
         new_engine: str | None = typer.Option(None, help="Engine of the new side (or of the single URL).",
@@ -115,6 +121,10 @@ def register(app: typer.Typer) -> None:
         Example: switchover probe --old http://127.0.0.1:8000 --new http://127.0.0.1:8080 --old-engine vllm
         --new-engine llamacpp --json
         """
+        from switchover.config import load_migration
+        from switchover.engines import load_profile
+        from switchover.probe import ProbeOptions, Target, run_probes, select
+
         if list_probes:
             _list_probes()
             return
@@ -138,7 +148,9 @@ def register(app: typer.Typer) -> None:
             if e:
                 load_profile(e)  # BadInput naming the known engines
         probes = select(only or None, skip or None)
-        first = Target(url or old, old_model or model, api_key_env, context, new_engine if url else old_engine)
+        endpoint = url or old
+        assert endpoint is not None  # refused above when neither is given
+        first = Target(endpoint, old_model or model, api_key_env, context, new_engine if url else old_engine)
         second = Target(new, new_model or model, api_key_env, context, new_engine) if new else None
         opts = ProbeOptions(api=api, time_budget_s=budget_s)  # type: ignore[arg-type]
         with err_console.status("probing...") as status:

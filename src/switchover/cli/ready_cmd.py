@@ -11,8 +11,6 @@ from switchover.cli import params
 from switchover.cli.common import console, print_json, run
 from switchover.engines.names import engine_list
 from switchover.errors import BadInput
-from switchover.readiness import check_ready
-from switchover.redaction import redact
 
 
 def _engine_ref(text: str | None) -> tuple[str | None, str | None]:
@@ -48,6 +46,9 @@ def register(app: typer.Typer) -> None:
 
         Example: switchover ready http://127.0.0.1:8000 --max-ms 2000
         """
+        from switchover.readiness import check_ready
+        from switchover.redaction import redact
+
         name, version = _engine_ref(engine)
         result = run(check_ready(url, model=model, max_ms=max_ms, api_key_env=api_key_env, engine=name,
                                  engine_version=version))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -12,10 +13,15 @@ from rich.table import Table
 
 from switchover.cli import params
 from switchover.cli.common import console, err_console, print_json, run
-from switchover.runs import prepare_folder
-from switchover.testbed import processes
-from switchover.testbed.install import Installer, Step
+from switchover.cli.verbs import literal
 from switchover.testbed.layout import Layout, default_root
+
+if TYPE_CHECKING:  # the installer and process control are imported when a command runs (`testbed --help` is fast)
+    from switchover.testbed.install import Step
+
+# read from testbed/processes.py's source for the help (importing it imports readiness, pydantic models, ...)
+DEFAULT_OLD_PORT: int = literal("switchover.testbed.processes", "DEFAULT_OLD_PORT")
+DEFAULT_NEW_PORT: int = literal("switchover.testbed.processes", "DEFAULT_NEW_PORT")
 
 app = typer.Typer(help="Install, start and stop the real-engine test bed (vLLM CPU + llama-server).\n\n"
                   "Example: switchover testbed setup && switchover testbed up --model smollm2", no_args_is_help=True)
@@ -34,6 +40,9 @@ def setup(
 
     Example: switchover testbed setup        # ~9 min cold on 2 cores, ~1 s when cached
     """
+    from switchover.runs import prepare_folder
+    from switchover.testbed.install import Installer
+
     layout = Layout.default(root)
     prepare_folder(layout.root)
     t0 = time.monotonic()
@@ -56,8 +65,8 @@ def setup(
 @app.command()
 def up(
     model: str = typer.Option("tiny", help="tiny | tiny-v2 | smollm2"),
-    old_port: int = typer.Option(processes.DEFAULT_OLD_PORT, help="Port for old = vLLM CPU.", parser=params.PORT),
-    new_port: int = typer.Option(processes.DEFAULT_NEW_PORT, help="Port for new = llama-server.", parser=params.PORT),
+    old_port: int = typer.Option(DEFAULT_OLD_PORT, help="Port for old = vLLM CPU.", parser=params.PORT),
+    new_port: int = typer.Option(DEFAULT_NEW_PORT, help="Port for new = llama-server.", parser=params.PORT),
     timeout: float = typer.Option(300.0, help="Seconds to wait for both engines to generate a token.",
                                   parser=params.SECONDS),
     root: Path = DirOpt,
@@ -68,6 +77,9 @@ def up(
 
     Example: switchover testbed up --model smollm2
     """
+    from switchover.runs import prepare_folder
+    from switchover.testbed import processes
+
     layout = Layout.default(root)
     prepare_folder(layout.root)
     state, results = processes.up(layout, model=model, name=name, old_port=old_port, new_port=new_port,
@@ -89,6 +101,8 @@ def status(root: Path = DirOpt, name: str = NameOpt,
 
     Example: switchover testbed status --json
     """
+    from switchover.testbed import processes
+
     rows = run(processes.status(Layout.default(root), name))
     if json_out:
         print_json(rows)
@@ -110,5 +124,7 @@ def down(root: Path = DirOpt, name: str = NameOpt) -> None:
 
     Example: switchover testbed down --name ci
     """
+    from switchover.testbed import processes
+
     stopped = processes.down(Layout.default(root), name=name)
     console.print("stopped " + ", ".join(stopped) if stopped else f"test bed {name!r} was not running")

@@ -18,8 +18,6 @@ import typer
 import typer.core
 import typer.main
 
-from switchover.cli import params
-
 # keyword arguments of a `.command(...)` / `.callback(...)` / `typer.Typer(...)` call that change what the root help
 # lists beyond the docstring; a verb using one is read by importing it (correct, only slower)
 _LISTING_KEYWORDS = frozenset({"help", "short_help", "hidden", "deprecated", "rich_help_panel", "epilog", "cls"})
@@ -45,7 +43,7 @@ def build(verb: Verb, settings: dict[str, Any]) -> dict[str, Any]:
         module.register(holder)
     commands = dict(typer.main.get_group(holder).commands)
     for command in commands.values():
-        params.name_metavars(command, help_names(settings))
+        name_metavars(command, help_names(settings))
     return commands
 
 
@@ -99,7 +97,7 @@ class VerbGroup(typer.core.TyperGroup):
 
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
-        params.name_metavars(self, help_names(self.settings))  # the root's own options; each verb's when built
+        name_metavars(self, help_names(self.settings))  # the root's own options; each verb's when built
         table = {v.name: v for v in self.verbs}
         self.commands = VerbCommands(self.commands, table, functools.partial(build, settings=self.settings))
         self._listing = False
@@ -221,3 +219,50 @@ def literal(module: str, name: str) -> Any:
                 with contextlib.suppress(ValueError):
                     return ast.literal_eval(value)
     return getattr(importlib.import_module(module), name)
+
+
+# an option's value named by its unit (`--timeout-s SECONDS`) rather than its Python type (typer shows `<float>`)
+_UNIT_METAVARS = {"s": "SECONDS", "ms": "MS", "gib": "GIB", "mib": "MIB", "url": "URL"}
+# the shared option words (docs/cli.md) whose value is not what their name says
+_WORD_METAVARS = {"old": "URL", "new": "URL", "config": "FILE", "output": "PATH", "out": "PATH",
+                  "api-key-env": "VAR", "engine": "ENGINE[@VERSION]", "old-engine": "ENGINE[@VERSION]",
+                  "new-engine": "ENGINE[@VERSION]"}
+
+
+class _NamedArgument(typer.core.TyperArgument):
+    """An argument whose help shows its name (`RULES`) and no Python type (`<path>`) beside it."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+
+def _metavar(option: Any) -> str:
+    """The word a value of `option` is shown as: its unit, else its long name (`--max-tokens MAX_TOKENS`)."""
+    names = [o for o in option.opts if o.startswith("--")] or list(option.opts)
+    word = max(names, key=len).lstrip("-").lower()
+    if word in _WORD_METAVARS:
+        return _WORD_METAVARS[word]
+    return _UNIT_METAVARS.get(word.rsplit("-", 1)[-1], word.upper().replace("-", "_"))
+
+
+def name_metavars(command: Any, help_names: list[str], nested: bool = True) -> None:
+    """Give every option and argument of `command` (and of its sub-commands) a word for its value in the help,
+    instead of typer's Python types (`<bool>`, `<list[str]>`, `<path>`): a flag shows none, a value its unit or
+    name, an argument its name; a metavar set by the option itself is kept."""
+    help_option = command.get_help_option(_HelpNames(help_names)) if hasattr(command, "get_help_option") else None
+    for param in [*command.params, *([help_option] if help_option is not None else [])]:
+        if type(param) is typer.core.TyperArgument:
+            param.__class__ = _NamedArgument
+            param.metavar = param.metavar or param.name.upper()
+        elif isinstance(param, typer.core.TyperOption) and param.metavar is None:
+            choice = param.type_descriptor.is_choice if hasattr(param, "type_descriptor") else False
+            param.metavar = "" if param.is_flag or param.count else None if choice else _metavar(param)
+    for sub in (getattr(command, "commands", None) or {}).values() if nested else ():
+        name_metavars(sub, help_names)
+
+
+class _HelpNames:
+    """The one field of a click context that `get_help_option` reads (the names `-h`, `--help`)."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.help_option_names = names

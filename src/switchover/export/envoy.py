@@ -33,7 +33,8 @@ LIMITS = [
     Limitation(
         feature="kill switch on the fallback ratio (sliding window, latched)",
         why="outlier detection ejects hosts, it does not set the weight of new to 0 and hold it",
-        instead="flip the weight with /runtime_modify from an alert, or use switchover rollout watch",
+        instead="run `switchover gateway` with gateway.data_plane: envoy (it latches the kill switch from Envoy's "
+        "access log and rewrites the routes), or use switchover rollout watch",
     ),
     Limitation(
         feature="LLM-aware shadow comparison (output length, finish_reason, TTFT/TPOT vs A/A noise)",
@@ -55,7 +56,8 @@ LIMITS = [
     Limitation(
         feature="per-arm TTFT/TPOT metrics and the ledger",
         why="Envoy measures upstream time to headers and total time, not time to first token",
-        instead="scrape the engines' own TTFT histograms (see `switchover export grafana`)",
+        instead="scrape the engines' own TTFT histograms (see `switchover export grafana`); with "
+        "gateway.data_plane: envoy switchover writes ledger rows from Envoy's access log (no TTFT/TPOT/tokens)",
     ),
 ]
 

@@ -14,15 +14,22 @@ from switchover.config.bench import BenchSection
 from switchover.config.check import CheckSection
 from switchover.config.gateway import GatewayConfig
 from switchover.config.rollout import RolloutSettings
-from switchover.engines.names import ENGINES, OPENAI
 from switchover.errors import BadInput
 from switchover.inputs import BaseUrl, EngineRelease, EnvVarName
 
-#: Inference engines whose semantics switchover knows (engines/names.py: one profile each), and `openai`: any other
-#: OpenAI-compatible server, where only the documented API is assumed.
-Engine = StrEnum("Engine", {name.upper(): name for name in (*ENGINES, OPENAI)})  # type: ignore[misc]
-Engine.__doc__ = ("Inference engines whose semantics switchover knows (engines/data/<engine>.yaml); openai: any other "
-                  "OpenAI-compatible server, where only the documented API is assumed")
+
+class Engine(StrEnum):
+    """Inference engines whose semantics switchover knows (engines/data/<engine>.yaml); openai: any other
+    OpenAI-compatible server, where only the documented API is assumed."""
+
+    # engines/names.py's ENGINES plus openai, spelled here because config imports no package that reads the
+    # migration file (tests/unit/test_package_cycles.py); tests/wire/test_discovery.py holds the two equal
+    VLLM = "vllm"
+    SGLANG = "sglang"
+    TRTLLM = "trtllm"
+    TGI = "tgi"
+    LLAMACPP = "llamacpp"
+    OPENAI = "openai"
 
 
 class Endpoint(BaseModel):

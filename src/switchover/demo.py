@@ -100,6 +100,7 @@ rollout:
   stages: [shadow, 5, 20]
   window_s: 900
   gates: {{min_samples: 15}}      # per arm; fewer means "hold", never "pass"
+  entry: {{enabled: false}}   # the demo shows stage gates; a real rollout needs a passing check first
 """
 
 

@@ -12,7 +12,7 @@ from switchover.warmup import Warmup
 
 
 def _ev(**kw: Any) -> Any:
-    base = {"rollback": None, "bench": None, "bench_dir": "b", "parts": {},
+    base = {"rollback": None, "bench": None, "clients": None, "bench_dir": "b", "parts": {},
             "why_missing": lambda part: f"{part} not run"}
     return SimpleNamespace(**{**base, **kw})
 
@@ -72,3 +72,41 @@ def test_oom_answers_only_on_new_are_no_go_on_both_warn_and_none_go() -> None:
     assert "engine died" in oom_rate(_ev(bench=_bench(dead)), LIM).warn[0]
     assert oom_rate(_ev(bench=_bench([_lim("old", 0, "none"), _lim("new", 0, "none")])), LIM).verdict == "go"
     assert oom_rate(_ev(), LIM).missing == ["bench not run"]
+
+
+def _mix(requests: int, findings: list[Any], old: str | None = "vllm", new: str | None = "llamacpp") -> Any:
+    from switchover.rollout.client_defaults import ClientMix
+
+    return ClientMix(requests=requests, findings=findings, old_engine=old, new_engine=new,
+                     notes=[] if old and new else ["an endpoint has no engine profile (engine: openai)"])
+
+
+def test_client_defaults_warn_per_difference_go_without_and_need_ledger_rows() -> None:
+    from switchover.check.rules_live_switch import client_defaults
+    from switchover.rollout.client_defaults import Finding
+
+    f = Finding(field="temperature", share=0.4, detail="40% of requests leave temperature unset: ...", source="src")
+    j = client_defaults(_ev(clients=_mix(10, [f])), LIM)
+    assert j.verdict == "warn" and j.warn == ["40% of requests leave temperature unset: ... (src)"]
+    assert client_defaults(_ev(clients=_mix(10, [])), LIM).verdict == "go"
+    assert client_defaults(_ev(clients=_mix(0, [])), LIM).verdict == "not-run"
+    assert client_defaults(_ev(clients=_mix(10, [], old=None)), LIM).verdict == "not-run"
+    assert client_defaults(_ev(), LIM).missing == ["clients not run"]
+
+
+def test_the_clients_part_reads_the_migration_files_gateway_ledger(tmp_path) -> None:
+    from switchover.config import load_migration
+    from switchover.ledger_record import ClientSampling, LedgerRecord
+    from switchover.rollout.client_defaults import ledger_mix
+    from tests.rollout.builders import write_ledger
+
+    cfg = tmp_path / "switchover.yaml"
+    cfg.write_text("old: {url: 'http://127.0.0.1:1', engine: vllm}\n"
+                   "new: {url: 'http://127.0.0.1:2', engine: llamacpp}\ngateway: {run_dir: gw}\n")
+    m = load_migration(cfg)
+    assert ledger_mix(m, cfg).requests == 0 and "does not exist" in ledger_mix(m, cfg).notes[0]
+    row = LedgerRecord(ts=1.0, request_id="r", path="/v1/chat/completions", outcome="ok", status=200, stream=False,
+                       client=ClientSampling(set=["max_tokens"], max_tokens=8))
+    write_ledger(tmp_path / "gw", [row, row])
+    mix = ledger_mix(m, cfg)
+    assert mix.requests == 2 and {f.field for f in mix.findings} >= {"temperature", "top_k"}

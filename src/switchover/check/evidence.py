@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # another verb's result: imported when a run directory is rea
     from switchover.bench.results import BenchReport
     from switchover.model.diff import ModelDiff
     from switchover.probe.report import ProbeReport
+    from switchover.rollout.client_defaults import ClientMix
     from switchover.rollout.rollback_view import RollbackEvidence
     from switchover.verify.report import EquivalenceReport
 
@@ -142,6 +143,7 @@ class Evidence:
     diff_model: ModelDiff | None = None
     grace: GraceEvidence | None = None
     rollback: RollbackEvidence | None = None
+    clients: ClientMix | None = None
 
     def why_missing(self, part: str) -> str:
         run = self.parts.get(part)
@@ -157,11 +159,13 @@ def _result_models() -> dict[str, type[BaseModel]]:
     Imported here rather than at module load: judging evidence built in memory does not need them all."""
     from switchover.model.diff import ModelDiff
     from switchover.probe.report import ProbeReport
+    from switchover.rollout.client_defaults import ClientMix
     from switchover.rollout.rollback_view import RollbackEvidence
     from switchover.verify.report import EquivalenceReport
 
     return {"plan": PlanEvidence, "probe": ProbeReport, "verify": EquivalenceReport, "live_model": LiveModel,
-            "metrics": MetricsEvidence, "diff_model": ModelDiff, "grace": GraceEvidence, "rollback": RollbackEvidence}
+            "metrics": MetricsEvidence, "diff_model": ModelDiff, "grace": GraceEvidence, "rollback": RollbackEvidence,
+            "clients": ClientMix}
 
 
 def find_bench_dir(rd: RunDir) -> str | None:

@@ -19,7 +19,8 @@ PART_FILES = {"plan": ("plan", "plan.json"), "probe": ("probe results", "probe.j
               "verify": ("verify results", "verify.json"),
               "live_model": ("live tokenizer/template comparison", "live_model.json"),
               "metrics": ("metrics", "metrics.json"), "diff_model": ("model diff", "diff_model.json"),
-              "grace": ("grace arithmetic", "grace.json"), "rollback": ("rollback evidence", "rollback.json")}
+              "grace": ("grace arithmetic", "grace.json"), "rollback": ("rollback evidence", "rollback.json"),
+              "clients": ("client mix from the gateway ledger", "clients.json")}
 """The link each rule shows for a part it read: (label, file in the check run directory)."""
 
 DEFAULT_MAX_ERROR_RATE = 0.01

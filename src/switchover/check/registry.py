@@ -119,6 +119,14 @@ async def _rollback(i: PartInputs) -> PartOutput:
     return PartOutput(await asyncio.to_thread(parts.rollback_part, i.m, i.config_path))
 
 
+async def _clients(i: PartInputs) -> PartOutput:
+    import asyncio
+
+    from switchover.rollout.client_defaults import ledger_mix
+
+    return PartOutput(await asyncio.to_thread(ledger_mix, i.m, i.config_path, i.s.clients.since_s))
+
+
 def _diff_model_inputs(s: CheckSection) -> str | None:
     return None if s.diff_model.old and s.diff_model.new else "no model files given (check.diff_model.old / new)"
 
@@ -140,6 +148,8 @@ PARTS: tuple[PartSpec, ...] = (
              "the bench part's run; check.grace.max_tokens", False, _grace),
     PartSpec("rollback", "the way back: last drill, rollback prerequisites, holding window",
              "the migration file's rollout; old's 1-token readiness", False, _rollback),
+    PartSpec("clients", "what the clients send through the gateway and which of their defaults differ on new",
+             "the gateway ledger (gateway.run_dir or rollout.ledger)", False, _clients),
 )
 
 NAMES: tuple[str, ...] = tuple(p.name for p in PARTS)

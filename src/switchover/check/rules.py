@@ -31,6 +31,7 @@ RULES: dict[str, Rule] = {
     "rollout.warmup_tail": live.warmup_tail,
     "engine.binding_cap": live.binding_cap,
     "engine.oom_rate": live.oom_rate,
+    "rollout.client_defaults": live.client_defaults,
 }
 
 

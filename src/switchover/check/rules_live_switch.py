@@ -95,3 +95,27 @@ def oom_rate(ev: Evidence, lim: Limits) -> Judgement:
     if dead_new:
         j.warn.append(f"new's engine died under the bench ({dead_new} answers said so; its log says why)")
     return j
+
+
+def client_defaults(ev: Evidence, lim: Limits) -> Judgement:
+    """warn for each client default that behaves differently on new (rollout/client_defaults.py findings), with
+    the share of requests it touches; go when the ledger's requests rely on nothing that differs; not run without
+    ledger rows carrying the client's fields."""
+    j = Judgement()
+    mix = j.source(ev.clients, ev, "clients")
+    if mix is None:
+        return j
+    j.fig("requests with the client's fields", mix.requests, None)
+    for sfx in mix.suffixes:
+        j.fig(f"a fixed {sfx.role} ending (hash {sfx.hash})", round(sfx.share * 100, 1), "% of requests")
+    if not mix.requests:
+        j.missing.append("; ".join(mix.notes) or "the ledger holds no request with the client's fields")
+        return j
+    if not (mix.old_engine and mix.new_engine):
+        j.missing.append("; ".join(mix.notes) or "an endpoint has no engine profile")
+        return j
+    for f in mix.findings:
+        j.warn.append(f.detail + (f" ({f.source})" if f.source else ""))
+    if not mix.findings:
+        j.ok.append(f"no client default of these {mix.requests} requests behaves differently on new")
+    return j

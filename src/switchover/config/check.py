@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from switchover.inputs import MAX_GIB, MAX_SECONDS, Count, Seconds, Tokens
 
-PARTS = ("plan", "probe", "verify", "live_model", "metrics", "diff_model", "bench", "grace", "rollback")
+PARTS = ("plan", "probe", "verify", "live_model", "metrics", "diff_model", "bench", "grace", "rollback", "clients")
 
 
 class _Strict(BaseModel):
@@ -83,6 +83,14 @@ class RollbackPart(_Strict):
     enabled: bool = True
 
 
+class ClientsPart(_Strict):
+    """What the clients send through the gateway, and which of their defaults differ on new
+    (docs/checklist.md#rollout.client_defaults): read from the gateway ledger."""
+
+    enabled: bool = True
+    since_s: Seconds | None = Field(default=None, description="only ledger rows of the last N seconds (default: all)")
+
+
 class Thresholds(_Strict):
     """Limits the rules use; a None falls back to `bench.slos`, then to the default shown in docs/check.md."""
 
@@ -107,6 +115,7 @@ class CheckSection(_Strict):
     metrics: MetricsPart = Field(default_factory=MetricsPart)
     grace: GracePart = Field(default_factory=GracePart)
     rollback: RollbackPart = Field(default_factory=RollbackPart)
+    clients: ClientsPart = Field(default_factory=ClientsPart)
     thresholds: Thresholds = Field(default_factory=Thresholds)
     waive: dict[str, str] = Field(
         default_factory=dict, description="item id -> why a not-run of this item is acceptable"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -187,4 +188,41 @@ def client_mix(counter: ClientMixCounter, old_engine: str | None, new_engine: st
         mix.notes.append("an endpoint has no engine profile (engine: openai): its defaults are unknown, not compared")
         return mix
     mix.findings = findings(counter, load_profile(old_engine, old_version), load_profile(new_engine, new_version))
+    return mix
+
+
+def ledger_of(m: Any, config_path: Path | None) -> Path | None:
+    """The ledger a migration file points at: rollout.ledger, else the gateway's run_dir; None: neither."""
+    base = config_path.resolve().parent if config_path is not None else Path.cwd()
+    if m.rollout is not None and m.rollout.ledger:
+        p = Path(m.rollout.ledger).expanduser()
+        return p if p.is_absolute() else base / p
+    if m.gateway is not None:
+        return Path(m.gateway.resolved_run_dir(config_path or base / "switchover.yaml"))
+    return None
+
+
+def ledger_mix(m: Any, config_path: Path | None, since_s: float | None = None) -> ClientMix:
+    """`check`'s clients part: the client mix of the migration's gateway ledger (the last `since_s` seconds, or
+    all of it), with what differs on new; a missing ledger is said in the notes, with no requests."""
+    import time
+
+    from switchover.gateway.ledger import LedgerSkips
+    from switchover.rollout.gates import stream_ledger_rows
+
+    path = ledger_of(m, config_path)
+    engines = [None if ep.engine.value == "openai" else str(ep.engine.value) for ep in (m.old, m.new)]
+    if path is None or not path.exists():
+        mix = ClientMix(requests=0, old_engine=engines[0], new_engine=engines[1])
+        mix.notes.append("no gateway ledger to read (gateway.run_dir or rollout.ledger" +
+                         (f"; {path} does not exist" if path is not None else ": neither is set") + ")")
+        return mix
+    counter = ClientMixCounter()
+    skipped = LedgerSkips()
+    for row in stream_ledger_rows(path, time.time() - since_s if since_s else None, skipped):
+        counter.add(row)
+    mix = client_mix(counter, engines[0], engines[1], m.old.engine_version, m.new.engine_version)
+    note = skipped.note()
+    if note:
+        mix.notes.append(note)
     return mix

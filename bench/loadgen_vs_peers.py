@@ -3,6 +3,7 @@
 
     python bench/loadgen_vs_peers.py [--concurrency 64] [--requests 6000] [--chunks 64] [--repeats 3]
                                      [--tools switchover,aiperf,vllm] [--timing]
+    python bench/loadgen_vs_peers.py --cli [--concurrency 64,1024,10000]   # the whole CLI (bench/loadgen_cli.py)
 
 Setup (separate environments, nothing added to switchover's own):
   - AIPerf:  python3 -m venv ~/.cache/switchover/bench-venvs/aiperf && .../aiperf/bin/pip install aiperf
@@ -266,12 +267,24 @@ def _child() -> bool:
     return True
 
 
+def _cli(a: argparse.Namespace) -> None:
+    """--cli: the whole command beside the stripped path and the peers (bench/loadgen_cli.py); exits 1 on a missed
+    target."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from loadgen_cli import cli_main
+
+    a.requests = a.requests or 40_000
+    if a.tools == "switchover,aiperf,vllm":
+        a.tools = "cli,stripped,vllm,aiperf,guidellm"
+    sys.exit(cli_main(a, start_server, stop))
+
+
 def main() -> None:
     if _child():
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--concurrency", type=int, default=64)
-    ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--concurrency", default="64", help="streams in flight (--cli: a list, e.g. 64,1024,10000)")
+    ap.add_argument("--requests", type=int, default=None, help="requests per run (default 2000; --cli: 40000)")
     ap.add_argument("--chunks", type=int, default=64, help="SSE events per response")
     ap.add_argument("--tools", default="switchover,aiperf,vllm")
     ap.add_argument("--client-core", type=int, default=0)
@@ -284,7 +297,14 @@ def main() -> None:
                     help="runs of c requests whose median CPU (start-up) is subtracted; their spread bounds the noise")
     ap.add_argument("--memory", metavar="N1,N2", help="instead: peak RSS of the whole `switchover bench` pipeline "
                     "at these request counts (e.g. 10000,1000000) and the ratio to the first")
+    ap.add_argument("--cli", action="store_true", help="instead: the whole `switchover bench` command (JSONL "
+                    "dataset, Parquet, summary) beside the stripped path, vLLM, AIPerf and guidellm (loadgen_cli.py)")
+    ap.add_argument("--peer-requests", type=int, default=3000, help="--cli: requests for AIPerf and guidellm")
     a = ap.parse_args()
+    if a.cli:
+        _cli(a)
+    a.concurrency = int(a.concurrency)
+    a.requests = a.requests or 2000
     if a.memory:
         memory_main(a)
         return

@@ -1,0 +1,290 @@
+"""CLI mode of bench/loadgen_vs_peers.py: the whole `switchover bench` command as a user types it (JSONL dataset,
+prompt fitting, rows to Parquet, summary) beside the stripped path (scheduler + wire client only, the same chat
+bodies) and beside vLLM `bench serve`, AIPerf and guidellm where installed, against one zero-work server, each
+client pinned to one core; one run per tool and concurrency.
+
+    python bench/loadgen_vs_peers.py --cli [--concurrency 64,1024] [--requests 40000] [--chunks 64]
+        [--tools cli,stripped,vllm,aiperf,guidellm] [--peer-requests 3000]
+
+Per tool: its own req/s (first send to last response, as the tool reports it), CPU seconds and peak RSS of the
+tool's process tree (os.wait4 of that child: ru_maxrss is the largest one process of the tree reached), and for
+the CLI its own idle RSS (before the first step) and client-queueing figures (requests on the wire vs waiting in
+the client, send lag; bench/clientload.py). MB = 10^6 bytes throughout. AIPerf and guidellm manage ~100-200 req/s here, so they send
+--peer-requests requests (their req/s does not depend on the count once past start-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+_TEXT = ("the of and to in is that for it as was with be by on not he this are or his from at which but have "
+         "an they you were her she there been one all we their")
+WORDS = tuple(_TEXT.split(" "))
+
+
+def write_dataset(path: Path, n: int, words: int = 124, seed: int = 0) -> None:
+    """n chat prompts of `words` words each (~128 tokens with the template: the zero server counts words + 4)."""
+    rng = random.Random(seed)
+    with path.open("w") as f:
+        for _ in range(n):
+            text = " ".join(rng.choice(WORDS) for _ in range(words))
+            f.write(json.dumps({"messages": [{"role": "user", "content": text}]}) + "\n")
+
+
+def pinned(core: int, cmd: list[str]) -> list[str]:
+    return ["taskset", "-c", str(core), *cmd] if shutil.which("taskset") else cmd
+
+
+def run_child(core: int, cmd: list[str], timeout: float, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run one tool to its end on `core`: its output, exit status, and its own CPU seconds and peak RSS (os.wait4:
+    the child and the descendants it reaped; ru_maxrss is the largest of them, KiB)."""
+    t0 = time.monotonic()
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(pinned(core, cmd), stdout=out, stderr=err, stdin=subprocess.DEVNULL, text=True,
+                                env=env)
+        deadline = t0 + timeout
+        while True:
+            pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                proc.kill()
+                os.wait4(proc.pid, 0)
+                return {"failed": f"timed out after {timeout:.0f} s"}
+            time.sleep(0.05)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return {"rc": proc.returncode, "out": out.read(), "err": err.read(), "wall_s": time.monotonic() - t0,
+                "cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss_mb": ru.ru_maxrss * 1024 / 1e6}
+
+
+def _measured(r: dict[str, Any], res: dict[str, Any]) -> dict[str, Any]:
+    return {**res, "cpu_s": r["cpu_s"], "peak_rss_mb": r["peak_rss_mb"]}
+
+
+def tool_cli(a: argparse.Namespace, url: str, c: int, ds: Path, work: Path) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "switchover", "bench", "--url", url, "--api", "chat", "--dataset", str(ds),
+           "--concurrency", str(c), "--requests", str(a.requests), "--output-tokens", str(a.chunks),
+           "--warmup-requests", "0", "--scrape-interval", "0", "--no-calibrate", "--runs-dir", str(work / "runs"),
+           "--name", f"cli-c{c}", "--json"]
+    r = run_child(a.client_core, cmd, a.timeout)
+    if r.get("rc") != 0:
+        return {"failed": r.get("failed") or (r.get("err") or "")[-600:]}
+    rep = json.loads(r["out"][r["out"].index("{"):])
+    s, q, m = rep["steps"][0], rep["client"][0], rep["client_memory"]
+    parquet = sum(p.stat().st_size for p in (work / "runs").rglob("requests.parquet")) / 1e6
+    return _measured(r, {"req_per_s": s["req_per_s"], "requests": s["ok"], "on_wire": q["on_wire"],
+                         "in_client": q["in_client"], "send_lag_ms": q["send_lag_ms_mean"],
+                         "idle_rss_mb": m["idle_rss_mb"], "self_peak_rss_mb": m["peak_rss_mb"], "parquet_mb": parquet})
+
+
+def tool_stripped(a: argparse.Namespace, url: str, c: int, ds: Path, work: Path) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--_stripped", url, str(c), str(a.requests), str(a.chunks),
+           str(ds)]
+    r = run_child(a.client_core, cmd, a.timeout)
+    if r.get("rc") != 0:
+        return {"failed": r.get("failed") or (r.get("err") or "")[-600:]}
+    return _measured(r, json.loads(r["out"].strip().splitlines()[-1]))
+
+
+def tool_vllm(a: argparse.Namespace, url: str, c: int, ds: Path, work: Path) -> dict[str, Any]:
+    from switchover.testbed.layout import Layout
+
+    sys.path.insert(0, str(HERE))
+    from loadgen_vs_peers import VLLM_RUNNER
+
+    py = Layout.default().vllm_python
+    if not py.exists():
+        return {"failed": f"{py} missing: run `switchover testbed setup`"}
+    cmd = [str(py), "-c", VLLM_RUNNER, "--backend", "openai-chat", "--base-url", url, "--endpoint",
+           "/v1/chat/completions", "--model", "zero", "--tokenizer", a.tokenizer, "--dataset-name", "random",
+           "--random-input-len", "128", "--random-output-len", str(a.chunks), "--num-prompts", str(a.requests),
+           "--max-concurrency", str(c), "--ignore-eos", "--num-warmups", "0", "--disable-tqdm", "--save-result",
+           "--result-dir", str(work), "--result-filename", f"vllm-c{c}.json"]
+    r = run_child(a.client_core, cmd, a.timeout, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    res = work / f"vllm-c{c}.json"
+    if r.get("rc") != 0 or not res.exists():
+        return {"failed": r.get("failed") or (r.get("err") or r.get("out") or "")[-600:]}
+    d = json.loads(res.read_text())
+    return _measured(r, {"req_per_s": float(d["request_throughput"]), "requests": int(d["completed"])})
+
+
+def _venv_tool(name: str) -> Path:
+    venvs = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "switchover" / "bench-venvs"
+    return venvs / name / "bin" / name
+
+
+def tool_aiperf(a: argparse.Namespace, url: str, c: int, ds: Path, work: Path) -> dict[str, Any]:
+    exe = _venv_tool("aiperf")
+    if not exe.exists():
+        return {"failed": f"not installed ({exe}): python3 -m venv {exe.parent.parent} && pip install aiperf"}
+    art = work / f"aiperf-c{c}"
+    cmd = [str(exe), "profile", "--model", "zero", "--url", url, "--endpoint-type", "chat", "--streaming",
+           "--tokenizer", a.tokenizer, "--isl", "128", "--isl-stddev", "0", "--osl", str(a.chunks), "--concurrency",
+           str(c), "--request-count", str(a.peer_requests), "--use-server-token-count", "--ui-type", "none",
+           "--artifact-dir", str(art)]
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    r = run_child(a.client_core, cmd, a.timeout, env=env)
+    found = sorted(art.rglob("profile_export_aiperf.json"))
+    if r.get("rc") != 0 or not found:
+        return {"failed": r.get("failed") or (r.get("err") or r.get("out") or "")[-600:]}
+    d = json.loads(found[0].read_text())
+    return _measured(r, {"req_per_s": float(d["request_throughput"]["avg"]),
+                         "requests": int((d.get("request_count") or {}).get("avg", 0) or 0)})
+
+
+def tool_guidellm(a: argparse.Namespace, url: str, c: int, ds: Path, work: Path) -> dict[str, Any]:
+    exe = _venv_tool("guidellm")
+    if not exe.exists():
+        return {"failed": f"not installed ({exe}): python3 -m venv {exe.parent.parent} && pip install guidellm"}
+    out = work / f"guidellm-c{c}.json"
+    cmd = [str(exe), "benchmark", "run", "--target", url, "--model", "zero", "--processor", a.tokenizer,
+           "--profile", "concurrent", "--rate", str(c), "--max-requests", str(a.peer_requests),
+           "--data", f"prompt_tokens=128,output_tokens={a.chunks}", "--output-path", str(out)]
+    r = run_child(a.client_core, cmd, a.timeout, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    if r.get("rc") != 0 or not out.exists():
+        return {"failed": r.get("failed") or (r.get("err") or r.get("out") or "")[-600:]}
+    d = json.loads(out.read_text())
+    b = d["benchmarks"][0]
+    rps = b["metrics"]["requests_per_second"]["successful"]["mean"]
+    return _measured(r, {"req_per_s": float(rps), "requests": int(b["request_totals"]["successful"])})
+
+
+TOOLS = {"cli": tool_cli, "stripped": tool_stripped, "vllm": tool_vllm, "aiperf": tool_aiperf,
+         "guidellm": tool_guidellm}
+
+
+def _version(tool: str) -> str:
+    if tool in ("cli", "stripped"):
+        return "this tree"
+    if tool == "vllm":
+        return "0.32.0 (test bed)"
+    exe = _venv_tool(tool)
+    pip = exe.parent / "pip"
+    if not pip.exists():
+        return "not installed"
+    out = subprocess.run([str(pip), "show", tool], capture_output=True, text=True).stdout
+    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Version:")), "?")
+
+
+def cli_main(a: argparse.Namespace, start_server: Any, stop: Any) -> int:
+    """Every tool at every concurrency against one zero-work server; the table; 1 when a Done-when target fails."""
+    tools = [t.strip() for t in a.tools.split(",") if t.strip()]
+    levels = [int(x) for x in str(a.concurrency).split(",")]
+    results: dict[tuple[str, int], dict[str, Any]] = {}
+    loads: dict[tuple[str, int], str] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        ds = work / "prompts.jsonl"
+        write_dataset(ds, a.requests)
+        server, url = start_server(a.server_core, a.chunks)
+        try:
+            for c in levels:
+                for tool in tools:
+                    t0 = time.monotonic()
+                    res = TOOLS[tool](a, url, c, ds, work) if tool in TOOLS else {"failed": "unknown tool"}
+                    res["wall_s"] = time.monotonic() - t0
+                    results[(tool, c)] = res
+                    loads[(tool, c)] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+                    print(f"[{tool} c={c}: {res.get('req_per_s', 0) or 0:.0f} req/s, {res['wall_s']:.0f} s]",
+                          file=sys.stderr)
+                    shutil.rmtree(work / "runs", ignore_errors=True)
+        finally:
+            stop(server)
+    return _print(a, tools, levels, results, loads)
+
+
+def _print(a: argparse.Namespace, tools: list[str], levels: list[int], results: dict[tuple[str, int], dict[str, Any]],
+           loads: dict[tuple[str, int], str]) -> int:
+    print(f"zero-work server (chat, {a.chunks} one-token chunks + usage) on core {a.server_core}; each client on core "
+          f"{a.client_core}; {a.requests} chat prompts of ~128 tokens (AIPerf, guidellm: {a.peer_requests})")
+    print("versions: " + ", ".join(f"{t} {_version(t)}" for t in tools))
+    failed = False
+    for c in levels:
+        print(f"\nc={c}")
+        print(f"{'tool':<10}{'req/s':>8}{'CLI÷tool':>10}{'CPU s':>8}{'peak RSS MB':>13}  load avg    notes")
+        cli = results.get(("cli", c), {})
+        for tool in tools:
+            r = results[(tool, c)]
+            if "failed" in r:
+                print(f"{tool:<10} failed: {str(r['failed']).strip()[:400]}")
+                continue
+            ratio = cli.get("req_per_s", 0) / r["req_per_s"] if r.get("req_per_s") and "req_per_s" in cli else 0
+            note = ""
+            if tool == "cli":
+                growth = r["self_peak_rss_mb"] - r["idle_rss_mb"]
+                note = (f"idle RSS {r['idle_rss_mb']:.0f} MB (peak − idle {growth:.0f} MB); on the wire "
+                        f"{r['on_wire']:.0f} of {c}, waiting in the client {r['in_client']:.0f}; "
+                        f"send lag {r['send_lag_ms']:.2f} ms; Parquet {r['parquet_mb']:.1f} MB")
+            print(f"{tool:<10}{r['req_per_s']:>8.0f}{ratio:>9.2f}×{r['cpu_s']:>8.1f}{r['peak_rss_mb']:>13.0f}  "
+                  f"{loads[(tool, c)]:<12}{note}")
+        failed |= _verdict(c, results)
+    return 1 if failed else 0
+
+
+def _verdict(c: int, results: dict[tuple[str, int], dict[str, Any]]) -> bool:
+    """Print issue 27's targets at this concurrency; True when one measured here is missed."""
+    cli = results.get(("cli", c), {})
+    if "req_per_s" not in cli:
+        return False
+    missed = False
+    strip, vllm = results.get(("stripped", c), {}), results.get(("vllm", c), {})
+    checks: list[tuple[str, bool]] = []
+    if c == 64 and "req_per_s" in strip:
+        checks.append((f"CLI {cli['req_per_s'] / strip['req_per_s']:.0%} of the stripped path (≥ 80%)",
+                       cli["req_per_s"] >= 0.8 * strip["req_per_s"]))
+    if "req_per_s" in vllm:
+        want = 5 if c == 64 else 6
+        checks.append((f"CLI {cli['req_per_s'] / vllm['req_per_s']:.2f}× vLLM bench serve (≥ {want}×)",
+                       cli["req_per_s"] >= want * vllm["req_per_s"]))
+    if c >= 1024:
+        growth = cli["self_peak_rss_mb"] - cli["idle_rss_mb"]
+        checks.append((f"CLI peak RSS {growth:.0f} MB above idle (≤ 150 MB)", growth <= 150))
+    for text, ok in checks:
+        print(f"  {'met' if ok else 'MISSED'}: {text}")
+        missed |= not ok
+    return missed
+
+
+def _stripped_child() -> None:
+    """`--_stripped url c n chunks dataset`: the scheduler and wire client alone, sending the dataset's chat bodies."""
+    import uvloop
+
+    from switchover.gctune import quiet_gc
+
+    url, c, n, k, ds = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+    bodies = [{"model": "zero", "messages": json.loads(line)["messages"], "max_tokens": k, "stream": True}
+              for line in Path(ds).read_text().splitlines()]
+    quiet_gc()
+
+    async def go() -> dict[str, Any]:
+        from switchover.bench.scheduler import StepBounds, StopFlag, run_concurrency
+        from switchover.wire import EngineClient, Timeouts
+
+        async with EngineClient(url, timeouts=Timeouts(5, 60, 60, 120), max_connections=c) as cl:
+            async def send(i: int):  # type: ignore[no-untyped-def]
+                return await cl.generate("chat", bodies[i % len(bodies)])
+
+            sent = await run_concurrency(send, c, StepBounds(requests=n), StopFlag())
+        recs = [s.record for s in sent]
+        ok = [r for r in recs if r.ok and len(r.chunk_ns) == k]
+        dur = (max(r.end_ns or 0 for r in recs) - min(r.send_ns for r in recs)) / 1e9
+        return {"req_per_s": len(ok) / dur, "requests": len(ok)}
+
+    print(json.dumps(uvloop.run(go())))
+
+
+if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--_stripped":
+    _stripped_child()

@@ -9,8 +9,8 @@ client pinned to one core; one run per tool and concurrency.
 Per tool: its own req/s (first send to last response, as the tool reports it), CPU seconds and peak RSS of the
 tool's process tree (os.wait4 of that child: ru_maxrss is the largest one process of the tree reached), and for
 the CLI its own idle RSS (before the first step) and client-queueing figures (requests on the wire vs waiting in
-the client, send lag; bench/clientload.py). MB = 10^6 bytes throughout. AIPerf and guidellm manage ~100-200 req/s here, so they send
---peer-requests requests (their req/s does not depend on the count once past start-up).
+the client, send lag; bench/clientload.py). MB = 10^6 bytes throughout. AIPerf and guidellm manage ~100-200 req/s
+here, so they send --peer-requests requests (their req/s does not depend on the count once past start-up).
 """
 
 from __future__ import annotations

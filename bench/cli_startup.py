@@ -105,18 +105,22 @@ def _print_ours(runs: int, only: list[str] | None) -> None:
         for argv in ours:  # one warm-up run writes the bytecode the cached column reads
             subprocess.run([*base, *argv], env=envs["bytecode cached"], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, check=False)
-        print(f"  {'command':<36}" + "".join(f"{name:>24}" for name in envs) + f"  goal {GOAL_S} s (cached)")
+        print(f"  {'command':<36}" + "".join(f"{name:>24}" for name in envs) + f"  < {GOAL_S} s: wall / CPU (cached)")
         jobs = [([*base, *argv], env) for argv in ours for env in envs.values()]
         results = iter(_medians(jobs, runs))
-        over = []
+        over: dict[str, list[str]] = {"wall": [], "CPU": []}
         for argv in ours:
             measured = [next(results) for _ in envs]
-            verdict = "ok" if measured[0][0] < GOAL_S else "OVER"
-            if verdict == "OVER":
-                over.append(" ".join(argv))
+            marks = []
+            for i, kind in enumerate(over):  # wall moves with the machine's load; CPU seconds much less
+                ok = measured[0][i] < GOAL_S
+                marks.append("ok" if ok else "OVER")
+                if not ok:
+                    over[kind].append(" ".join(argv))
             print(f"  {'switchover ' + ' '.join(argv):<36}" + "".join(f"{_cell(*m):>24}" for m in measured)
-                  + f"  {verdict}")
-        print(f"over {GOAL_S} s wall with bytecode cached: {', '.join(over) if over else 'none'}")
+                  + f"  {' / '.join(marks)}")
+        for kind, names in over.items():
+            print(f"over {GOAL_S} s {kind} with bytecode cached: {', '.join(names) if names else 'none'}")
         print("top 10 cumulative imports of `import switchover.cli.app` (bytecode cached, ms cumulative / self):")
         for cumulative, own, name in _top_imports(sys.executable, "switchover.cli.app", envs["bytecode cached"]):
             print(f"  {cumulative:9.1f} {own:9.1f}  {name}")

@@ -100,7 +100,8 @@ MACHINERY = [(["alerts", "--help"], ("switchover.alerts",)),
              (["alerts", "translate", "--help"], ("switchover.alerts",)),
              (["probe", "--help"], ("switchover.probe", "switchover.engines", "switchover.config")),
              (["verify", "--help"], ("switchover.verify", "switchover.probe", "switchover.config")),
-             (["ready", "--help"], ("switchover.readiness",)), (["validate", "--help"], ("switchover.config",)),
+             (["ready", "--help"], ("switchover.readiness", "switchover.engines")),
+             (["validate", "--help"], ("switchover.config",)),
              (["schema", "--help"], ("switchover.config", "switchover.outputs")),
              (["testbed", "--help"], ("switchover.testbed.processes", "switchover.testbed.install", "switchover.runs")),
              (["testbed", "up", "--help"], ("switchover.testbed.processes", "switchover.runs"))]
@@ -114,11 +115,12 @@ def test_a_verb_help_imports_none_of_its_machinery(argv: list[str], machinery: t
 
 
 def test_a_literal_read_from_source_equals_the_imported_value() -> None:
-    from switchover.engines import features
+    from switchover.engines import features, names
 
     assert verbs.literal("switchover.engines.features", "FEATURES") == features.FEATURES
     assert verbs.literal("switchover.engines.features", "API_FIELDS") == features.API_FIELDS
     assert verbs.literal("switchover.engines.features", "FeatureFact") is features.FeatureFact  # not a literal
+    assert verbs.literal("switchover.engines.names", "ENGINES") == names.ENGINES  # an annotated assignment
 
 
 def _root_help(group: Any) -> str:

@@ -9,8 +9,11 @@ from rich.markup import escape
 
 from switchover.cli import params
 from switchover.cli.common import console, print_json, run
-from switchover.engines.names import engine_list
+from switchover.cli.verbs import literal
 from switchover.errors import BadInput
+
+# read from engines/names.py's source (importing it imports the engines package and every profile)
+ENGINE_NAMES = ", ".join(literal("switchover.engines.names", "ENGINES"))
 
 
 def _engine_ref(text: str | None) -> tuple[str | None, str | None]:
@@ -18,7 +21,7 @@ def _engine_ref(text: str | None) -> tuple[str | None, str | None]:
     if text is None:
         return None, None
     if not text.strip():
-        raise BadInput("--engine is empty", hint=f"name one of {engine_list()}, or leave --engine out")
+        raise BadInput("--engine is empty", hint=f"name one of {ENGINE_NAMES}, or leave --engine out")
     from switchover.engines.profile import load_profile
     from switchover.engines.versions import split_engine_ref
 
@@ -37,7 +40,7 @@ def register(app: typer.Typer) -> None:
         max_ms: float = typer.Option(5000.0, "--max-ms", help="Budget for the 1-token generation, in ms.",
                                      parser=params.MILLISECONDS),
         api_key_env: str = params.api_key_env(),
-        engine: str | None = typer.Option(None, "--engine", help=f"Its engine ({engine_list()}), optionally "
+        engine: str | None = typer.Option(None, "--engine", help=f"Its engine ({ENGINE_NAMES}), optionally "
                                           "ENGINE@VERSION: its profile tells a loading answer apart (default: any "
                                           "profile's loading answer is named as that engine's)."),
         json_out: bool = params.json_flag(),

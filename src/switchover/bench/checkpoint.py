@@ -121,4 +121,19 @@ def restore(run: BenchRun, ck: dict[str, Any]) -> None:
         run.state.keys[(label, bucket, int(step))] = StepValues.from_dict(v, seed)
 
 
-__all__ = ["check_checkpoint", "restore", "write_checkpoint"]
+
+
+def resumed_step(run: BenchRun, cont: dict[str, Any], report: BenchReport) -> StepAccumulator:
+    """The step a resumed soak run was in, with the outage (by the wall clock: perf_counter restarts with the
+    machine) left out of its duration."""
+    assert run.resume is not None
+    acc = StepAccumulator.from_dict(cont["acc"], run.plan.seed)
+    gap = max(time.time() - float(run.resume["written_wall"]), 0.0)
+    acc.paused_ns += int(gap * 1e9)
+    if report.soak is not None:
+        report.soak.notes.append(f"resumed after {gap:.0f} s without load; the step's duration, rates and "
+                                 "steadiness leave that time out; rows after the last checkpoint were lost")
+    return acc
+
+
+__all__ = ["check_checkpoint", "restore", "resumed_step", "write_checkpoint"]

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from switchover.bench.ab import regression_checks, slo_checks
 from switchover.bench.accumulate import StepAccumulator
 from switchover.bench.batch import RequestsWriter, StepRows
-from switchover.bench.checkpoint import check_checkpoint, restore, write_checkpoint
+from switchover.bench.checkpoint import check_checkpoint, restore, resumed_step, write_checkpoint
 from switchover.bench.clientload import ClientMemory, ClientQueue, open_files_for, peak_rss_mb, rss_mb
 from switchover.bench.conclude import KNEE_LIMIT, StepValues, ab_steps, knees
 from switchover.bench.endpoints import Endpoint, load_tokenizer, open_endpoint
@@ -358,7 +358,7 @@ class BenchRun:
                             if self.stop.is_set or position < self.done:
                                 continue
                             cont = ck["current"] if ck and ck.get("current") and position == ck["done"] else None
-                            acc = (self._resumed(cont, report) if cont
+                            acc = (resumed_step(self, cont, report) if cont
                                    else self._accumulator(ep, bucket, load, repeat, slo, ceiling))
                             try:
                                 await self._step(ep, bucket, load, repeat, acc, sink, cont, position)
@@ -396,18 +396,6 @@ class BenchRun:
                                          first_part=int(ck["metrics_parts"]) if ck else 0)
         return PartWriter(rd.path / "requests", ROW_SCHEMA, first_part=int(ck["parts"]) if ck else 0,
                           statistics=STAT_COLUMNS)
-
-    def _resumed(self, cont: dict[str, Any], report: BenchReport) -> StepAccumulator:
-        """The step a resumed soak run was in, with the outage (by the wall clock: perf_counter restarts with the
-        machine) left out of its duration."""
-        assert self.resume is not None
-        acc = StepAccumulator.from_dict(cont["acc"], self.plan.seed)
-        gap = max(time.time() - float(self.resume["written_wall"]), 0.0)
-        acc.paused_ns += int(gap * 1e9)
-        if report.soak is not None:
-            report.soak.notes.append(f"resumed after {gap:.0f} s without load; the step's duration, rates and "
-                                     "steadiness leave that time out; rows after the last checkpoint were lost")
-        return acc
 
     async def _close(self, report: BenchReport, rd: RunDir, sink: RowSink, writer: Any,
                      ticker: asyncio.Task[None] | None) -> None:

@@ -26,3 +26,22 @@ async def test_a_series_renamed_between_the_two_releases_is_reported_renamed() -
 async def test_the_same_release_on_both_sides_has_the_same_series() -> None:
     ev = await metrics_part(_migration("vllm@0.6.3", "vllm@0.6.3"))
     assert next(i for i in ev.intents if i.intent == "kv_usage").status == "same"
+
+
+async def test_a_series_is_found_only_under_its_whole_name() -> None:
+    from aiohttp import web
+
+    from switchover.testing import FakeEngine
+
+    text = ("# TYPE vllm:num_requests_running_extra gauge\nvllm:num_requests_running_extra 1\n"
+            "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} 0\n")
+
+    async def h(req: web.Request) -> web.Response:
+        return web.Response(text=text, content_type="text/plain")
+
+    async with FakeEngine(handler=h).running() as url:
+        m = Migration.model_validate({"old": {"url": url, "engine": "vllm"}, "new": {"url": url, "engine": "vllm"}})
+        ev = await metrics_part(m)
+    assert ev.old is not None and ev.old.reachable
+    assert "vllm:num_requests_waiting" in ev.old.profile_names_found
+    assert "vllm:num_requests_running" in ev.old.profile_names_missing  # only a longer name holds it as a prefix

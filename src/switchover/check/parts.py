@@ -203,10 +203,21 @@ async def metrics_part(m: Migration) -> MetricsEvidence:
             continue
         text = res.body.decode(errors="replace") if isinstance(res.body, bytes) else str(res.body)
         names = [spec.name for spec in prof.metrics.values()] if prof else []
-        setattr(ev, side, MetricSide(url=ep.url, reachable=True, families=text.count("# TYPE "),
-                                     profile_names_found=[n for n in names if n in text],
-                                     profile_names_missing=[n for n in names if n not in text]))
+        exposed, why = _exposed(text, names)
+        setattr(ev, side, MetricSide(url=ep.url, reachable=True, reason=why, families=text.count("# TYPE "),
+                                     profile_names_found=[n for n in names if n in exposed],
+                                     profile_names_missing=[n for n in names if n not in exposed]))
     return ev
+
+
+def _exposed(text: str, names: list[str]) -> tuple[set[str], str | None]:
+    """Which of `names` the /metrics text exposes as series (read by the bench's Prometheus parser, so a name is
+    found only as a whole series name, a histogram's or counter's parts included); why none can be read."""
+    from switchover.bench.scrape import parse_metrics
+
+    errors: list[str] = []
+    rows = parse_metrics(text, {n: n for n in names}, endpoint="", t_ns=0, wall=0.0, errors=errors)
+    return {str(r["intent"]) for r in rows}, (errors[0] if errors else None)
 
 
 # ------------------------------------------------------------------------------------------------ live model

@@ -176,6 +176,7 @@ def apply_events(rec: Folded, events: Iterable[tuple[bytes, str | None] | tuple[
     finish = rec.finish_reasons
     detail = rec.detail
     add_ns, add_text, add_choice = rec.chunk_ns.append, rec.chunk_text.append, rec.chunk_choice.append
+    known = rec.response_id is not None and rec.response_model is not None  # id and model: only once
     for ev in events:
         data = ev[0]
         if data == DONE:
@@ -206,10 +207,11 @@ def apply_events(rec: Folded, events: Iterable[tuple[bytes, str | None] | tuple[
                     fr = ch.get("finish_reason")
                     if fr is not None or idx not in finish:
                         finish[idx] = fr
-                    if idx == 0 and detail and (lp := ch.get("logprobs")) is not None:
+                    if detail and idx == 0 and "logprobs" in ch and (lp := ch["logprobs"]) is not None:
                         _add_logprobs(cast(RequestRecord, rec), lp)
-            if rec.response_id is None or rec.response_model is None or "usage" in obj or "timings" in obj:
+            if not known or "usage" in obj or "timings" in obj:
                 _apply_common(rec, obj, t_ns if obj.get("usage") else None)
+                known = rec.response_id is not None and rec.response_model is not None
         except _STRUCTURE_ERRORS:
             _malformed(rec, data)
     return False

@@ -35,7 +35,7 @@ async def test_probe_lists_the_models_once_and_reads_vllms_context_from_it() -> 
 async def test_an_engine_whose_profile_names_no_context_source_gets_none_not_vllms_field() -> None:
     engine = Counting()
     async with engine.running() as url:
-        report = await run_probes(Target(url, engine="tgi"), None, select(["stop.count"]), OPTS)
+        report = await run_probes(Target(url, engine="trtllm"), None, select(["stop.count"]), OPTS)
     assert report.old.context is None and engine.paths["/v1/models"] == 1
 
 

@@ -19,13 +19,20 @@ LLAMA_OLD_LIST = {"object": "list", "data": [{"id": "m", "meta": {"n_ctx_train":
 PROPS = {"default_generation_settings": {"n_ctx": 1024}, "total_slots": 1}
 
 
-def _serve(listing: dict[str, Any], props: dict[str, Any] | None, seen: Counter[str]):
+TGI_LIST = {"object": "list", "data": [{"id": "m", "object": "model", "owned_by": "tgi"}]}
+TGI_INFO = {"model_id": "m", "max_input_tokens": 3000, "max_total_tokens": 3072}
+
+
+def _serve(listing: dict[str, Any], props: dict[str, Any] | None, seen: Counter[str],
+           info: dict[str, Any] | None = None):
     async def h(req: web.Request) -> web.Response:
         seen[req.path] += 1
         if req.path == "/v1/models":
             return web.json_response(listing)
         if req.path == "/props" and props is not None:
             return web.json_response(props)
+        if req.path == "/info" and info is not None:
+            return web.json_response(info)
         return web.json_response({"error": {"message": "not found"}}, status=404)
 
     return h
@@ -39,7 +46,7 @@ CASES = [  # listing, /props, engine, version -> tokens, where it was read, path
     (LLAMA_OLD_LIST, PROPS, "llamacpp", "b5000", 1024, "/props default_generation_settings.n_ctx (llamacpp profile)",
      {"/v1/models": 1, "/props": 1}),
     (LLAMA_OLD_LIST, PROPS, None, None, 1024, "/props default_generation_settings.n_ctx (llamacpp profile)",
-     {"/v1/models": 1, "/props": 1}),
+     {"/v1/models": 1, "/info": 1, "/props": 1}),  # no engine: TGI's /info is asked too (404 here)
 ]
 
 
@@ -67,10 +74,23 @@ async def test_a_release_the_profile_has_no_source_for_is_said_not_guessed() -> 
     seen: Counter[str] = Counter()
     async with FakeEngine(handler=_serve(VLLM_LIST, None, seen)).running() as url, EngineClient(url) as client:
         old = await discover(client, engine="vllm", version="0.6.3")  # read from 0.10.0 on
-        tgi = await discover(client, engine="tgi")
+        trt = await discover(client, engine="trtllm")
     assert old.context is not None and old.context.tokens is None
     assert old.context.reason == "no context-length source read from the source of vllm 0.6.3"
-    assert tgi.context is not None and tgi.context.tokens is None and "tgi" in (tgi.context.reason or "")
+    assert trt.context is not None and trt.context.tokens is None
+    assert trt.context.reason == "no context-length source read from the source of trtllm"
+
+
+async def test_tgi_reports_its_context_on_info_and_no_engine_finds_it_after_the_list() -> None:
+    seen: Counter[str] = Counter()
+    async with FakeEngine(handler=_serve(TGI_LIST, None, seen, TGI_INFO)).running() as url, \
+            EngineClient(url) as client:
+        tgi = await discover(client, engine="tgi", version="3.3.6")
+        anyone = await discover(client)
+    assert tgi.context is not None and (tgi.context.tokens, tgi.context.source) == (
+        3072, "/info max_total_tokens (tgi profile)")
+    assert anyone.context is not None and anyone.context.tokens == 3072
+    assert seen["/v1/models"] == 2 and seen["/props"] == 0  # every /v1/models field is read before another path
 
 
 async def test_a_given_model_is_kept_and_an_empty_list_gives_none() -> None:

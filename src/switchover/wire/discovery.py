@@ -145,15 +145,16 @@ async def _read_source(client: EngineClient, src: ContextLengthSource, listing: 
 
 async def read_context(client: EngineClient, listing: ModelListing, model: str | None,
                        profiles: Sequence[EngineProfile]) -> ContextLength:
-    """The context length from the first profile source that answers (a positive integer), naming it."""
+    """The context length from the first profile source that answers (a positive integer), naming it; the sources
+    read from the model list already fetched go first (they cost no request)."""
     fetched: dict[str, Any] = {}
     tried: list[str] = []
-    for prof in profiles:
-        for src in prof.context_sources():
-            tokens = await _read_source(client, src, listing, model, fetched)
-            if tokens is not None:
-                return ContextLength(tokens=tokens, source=f"{src.where} ({prof.name} profile)")
-            tried.append(f"{src.where} ({prof.name})")
+    sources = [(prof, src) for prof in profiles for src in prof.context_sources()]
+    for prof, src in sorted(sources, key=lambda ps: ps[1].path != MODELS_PATH):
+        tokens = await _read_source(client, src, listing, model, fetched)
+        if tokens is not None:
+            return ContextLength(tokens=tokens, source=f"{src.where} ({prof.name} profile)")
+        tried.append(f"{src.where} ({prof.name})")
     if not tried:
         names = ", ".join(p.name + (f" {p.resolved_version}" if p.resolved_version else "") for p in profiles)
         return ContextLength(tokens=None, reason=f"no context-length source read from the source of {names}")

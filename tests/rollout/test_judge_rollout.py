@@ -34,7 +34,7 @@ rollout:
   window_s: 100000
   gates: {{min_samples: {min_samples}}}
   entry: {{enabled: false}}
-  judge: {{enabled: {enabled}, metrics: [error, fallback]}}
+  judge: {{enabled: {enabled}, metrics: [error, fallback], rate_floor: 0.0025}}
 """
 
 

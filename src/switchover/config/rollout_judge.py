@@ -41,7 +41,7 @@ class JudgeConfig(BaseModel):
         default=0.10, gt=0, lt=10, description="Latency p99: new/old - 1 smaller than this is no regression"
     )
     rate_floor: float = Field(
-        default=0.0025, gt=0, lt=1,
+        default=0.001, gt=0, lt=1,
         description="Errors, fallbacks, truncations, invalid JSON: a rise (new minus old) smaller than this "
         "absolute share is no regression",
     )

@@ -6,7 +6,8 @@ distribution when c = 1), r_k - log c is the difference of two independent draws
 symmetric about 0, and any bounded odd function of it has mean 0. A bettor who stakes a fixed fraction lam on
 psi_k = clip((r_k - log c0) / s_k, -1, 1), with the scale s_k taken from the pairs before k only, holds a wealth
 prod_k (1 + lam psi_k) that is a non-negative supermartingale whenever c <= c0 (psi is monotone); an average over a
-fixed grid of stakes is one too, and by Ville's inequality it ever reaches 1/alpha with probability at most alpha.
+fixed grid of stakes and of scales is one too, and by Ville's inequality it ever reaches 1/alpha with probability
+at most alpha.
 Testing by betting: Shafer (2021), https://arxiv.org/abs/1903.06991, and Waudby-Smith & Ramdas (2024),
 https://arxiv.org/abs/2010.09686; it is the nonparametric counterpart of the mixture SPRT for means of Lindon et
 al. (2022), https://arxiv.org/abs/2205.14762, and uses all of each pair (a sign test uses only which way it points,
@@ -23,13 +24,19 @@ import numpy as np
 
 STAKES = np.array([0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.9])
 """Fractions of wealth staked per pair, averaged over: small ones win on small steady shifts, large ones on big ones."""
+SCALES = (0.0, 1.0)
+"""Multipliers of the scale, averaged over: 1 bets on how far each pair points (efficient for latencies); 0 (the
+scale floor S_MIN) bets on which way it points, a sign bet, which wins on discrete data such as token counts where
+most of a shift shows as pairs that merely move past each other. Measured with bench/judge_power.py on the
+recorded traces: output length -10 % detected at p90 in 626 pairs with both (more than 3,000 with the scaled bet
+alone), TPOT +10 % in 1,600 (1,501 with the scaled bet alone)."""
 CAP = 5.0
 """|r| larger than this (a ratio past e^5, e.g. a 0 ms TPOT from a stream delivered in one piece) counts as 5 in
 the scale, so one such pair cannot blow the scale up."""
 S_MIN = 0.01
 """Smallest scale (1 % in log terms): a run of identical pairs (equal token counts) cannot make psi jump."""
-GRID = np.linspace(-0.7, 0.7, 281)
-"""Candidate log-shifts at which the interval is read (0.5 % apart)."""
+GRID = np.linspace(-3.0, 3.0, 1201)
+"""Candidate log-shifts at which the interval is read (0.5 % apart, ratios from 1/20 to 20)."""
 
 
 def scales(r: np.ndarray) -> np.ndarray:
@@ -44,14 +51,16 @@ def scales(r: np.ndarray) -> np.ndarray:
 
 
 def log_wealth(r: np.ndarray, s: np.ndarray, c0: float, sign: int) -> np.ndarray:
-    """Running log of the stake-averaged wealth betting that the shift is above c0 (sign 1) or below it (-1)."""
-    psi = np.clip(sign * (r - c0) / s, -1.0, 1.0)
+    """Running log of the wealth averaged over stakes and SCALES, betting that the shift is above c0 (sign 1) or
+    below it (-1)."""
     acc: np.ndarray | None = None
-    for lam in STAKES:
-        cum = np.cumsum(np.log1p(lam * psi), axis=-1)
-        acc = cum if acc is None else np.logaddexp(acc, cum)
+    for mult in SCALES:
+        psi = np.clip(sign * (r - c0) / np.maximum(s * mult, S_MIN), -1.0, 1.0)
+        for lam in STAKES:
+            cum = np.cumsum(np.log1p(lam * psi), axis=-1)
+            acc = cum if acc is None else np.logaddexp(acc, cum)
     assert acc is not None
-    return acc - math.log(len(STAKES))
+    return acc - math.log(len(STAKES) * len(SCALES))
 
 
 def first_crossing(logw: np.ndarray, thr: float) -> np.ndarray:

@@ -1,0 +1,329 @@
+"""Power study of the canary judge (issue 24): false alarms under continuous watching and requests to detect a
+regression, for the anytime-valid judge (rollout/judge/), today's gates (rollout/gates.py, rollout/compare.py) and a
+Kayenta-style Mann-Whitney judge (rollout/judge/kayenta.py), on per-request traces recorded from the test bed's
+real engines (bench/data/judge_traces.json, written by bench/judge_traces.py; how it was recorded is in the file).
+
+A rollout is replayed as two arms drawing requests at random (with replacement) from one engine's trace; A/A
+rollouts give both arms the same trace, A/B rollouts change the new arm (TPOT x1.05/1.10/1.20; the slowest 2 % of
+TPOTs x1.5, a p99-only shift; +1 % errors; +2 % truncations; output length x0.9). The judge is read after every
+pair of requests (its p99 test every 10); today's gates and Kayenta every `--tick` pairs (Kayenta's own advice is
+at least 50 points per metric). Kayenta is shown at its 98 % interval and with its critical value calibrated on the
+A/A runs to a 1 % false-alarm rate under the same watching, so detection is compared at the same false-alarm rate.
+
+    python bench/judge_power.py [--runs 2000] [--pairs 3000] [--today-runs 100] [--seed 1]
+
+Exit 1 when the issue's targets are not met: every judge gate's A/A false-alarm rate <= 1 %, and the +10 % TPOT
+p50 regression detected (p90 of runs) in fewer requests than the calibrated Kayenta judge at the same ticks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import orjson
+from scipy import stats
+
+from switchover.config.rollout import GateName, GateThresholds
+from switchover.config.rollout_judge import JudgeConfig
+from switchover.rollout.compare import compare_metric
+from switchover.rollout.gates import ArmWindow, WindowStats, evaluate
+from switchover.rollout.judge import kayenta, sequential
+from switchover.rollout.judge.decide import JITTER, log_ratio_values
+
+TRACES = Path(__file__).parent / "data" / "judge_traces.json"
+FA_TARGET = 0.01
+TAIL_EVERY = 20  # pairs between reads of the judge's p99 test in the study (its other tests: every pair)
+TODAY_TICKS = (50, 100, 150, 200, 300, 400, 500, 750, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 7500, 10000, 15000,
+               20000)
+"""Pairs at which today's gates are read (each read runs compare_metric's ten A/A splits: the slow part)."""
+HL_PAIRS = 4000  # random canary - control differences for Kayenta's Hodges-Lehmann estimate (its bound only)
+
+
+@dataclass
+class Trace:
+    """One engine's recorded requests: latencies and lengths of the answered ones, flags of all."""
+
+    tpot: np.ndarray
+    tokens: np.ndarray
+    error: np.ndarray  # every request
+
+    @classmethod
+    def of(cls, rows: list[dict[str, object]]) -> Trace:
+        ok = [r for r in rows if r.get("ok") and r.get("tpot_ms") is not None and r.get("output_tokens")]
+        return cls(
+            tpot=np.array([float(r["tpot_ms"]) for r in ok]),  # type: ignore[arg-type]
+            tokens=np.array([float(r["output_tokens"]) for r in ok]),  # type: ignore[arg-type]
+            error=np.array([not r.get("ok") for r in rows]),
+        )
+
+
+@dataclass
+class Arms:
+    """One metric's values for every replayed rollout: old and new, runs x pairs."""
+
+    metric: str
+    old: np.ndarray
+    new: np.ndarray
+    kind: str  # latency | length | rate
+
+
+Scenario = Callable[[Trace, np.random.Generator, int, int], Arms]
+
+
+def _draw(values: np.ndarray, rng: np.random.Generator, runs: int, pairs: int) -> np.ndarray:
+    return values[rng.integers(0, len(values), size=(runs, pairs))]
+
+
+def tpot_scaled(factor: float) -> Scenario:
+    def make(tr: Trace, rng: np.random.Generator, runs: int, pairs: int) -> Arms:
+        return Arms("tpot_ms", _draw(tr.tpot, rng, runs, pairs), _draw(tr.tpot, rng, runs, pairs) * factor, "latency")
+    return make
+
+
+def tpot_tail(tr: Trace, rng: np.random.Generator, runs: int, pairs: int) -> Arms:
+    """The slowest 2 % of new's TPOTs x1.5: p99 moves, p50 does not."""
+    new = _draw(tr.tpot, rng, runs, pairs)
+    edge = np.quantile(tr.tpot, 0.98)
+    return Arms("tpot_ms", _draw(tr.tpot, rng, runs, pairs), np.where(new > edge, new * 1.5, new), "latency")
+
+
+def more_flags(field: str, extra: float) -> Scenario:
+    """New's requests also fail this way with probability `extra`. Errors start from the trace's own; truncations
+    (answers cut short, the fake engine's truncate fault) start from none: the tiny model's answers reach
+    max_tokens by design, so the trace's finish_reason says nothing about a cut."""
+    def make(tr: Trace, rng: np.random.Generator, runs: int, pairs: int) -> Arms:
+        flags = tr.error if field == "error" else np.zeros(1, dtype=bool)
+        new = _draw(flags, rng, runs, pairs) | (rng.random((runs, pairs)) < extra)
+        return Arms(field, _draw(flags, rng, runs, pairs), new, "rate")
+    return make
+
+
+def tokens_scaled(factor: float) -> Scenario:
+    def make(tr: Trace, rng: np.random.Generator, runs: int, pairs: int) -> Arms:
+        new = np.round(_draw(tr.tokens, rng, runs, pairs) * factor)
+        return Arms("output_tokens", _draw(tr.tokens, rng, runs, pairs), new, "length")
+    return make
+
+
+AA: dict[str, Scenario] = {
+    "tpot_ms": tpot_scaled(1.0), "output_tokens": tokens_scaled(1.0), "error": more_flags("error", 0.0),
+    "truncated": more_flags("truncated", 0.0),
+}
+AB: dict[str, Scenario] = {
+    "TPOT p50 +5 %": tpot_scaled(1.05), "TPOT p50 +10 %": tpot_scaled(1.10), "TPOT p50 +20 %": tpot_scaled(1.20),
+    "TPOT p99-only (slowest 2 % x1.5)": tpot_tail, "errors +1 %": more_flags("error", 0.01),
+    "truncations +2 %": more_flags("truncated", 0.02), "output length -10 %": tokens_scaled(0.9),
+}
+
+
+# --- the anytime-valid judge ---------------------------------------------------------------------------------
+
+
+def judge_first(a: Arms, cfg: JudgeConfig, tail_every: int) -> dict[str, np.ndarray]:
+    """First regress tick per run for each of the judge's tests on this metric."""
+    if a.kind == "rate":
+        return {"rate_difference": sequential.rate_first(a.old, a.new, floor=cfg.rate_floor, alpha=cfg.alpha)[0]}
+    r = sequential.jittered(log_ratio_values(a.old, a.new, counts=a.kind == "length"))
+    out = {"bulk_ratio": sequential.bulk_first(r, floor=cfg.shift_floor, alpha=cfg.alpha,
+                                                  two_sided=a.kind == "length")[0]}
+    if a.kind == "latency":
+        jit = np.random.default_rng(1)
+        old = a.old * (1 + JITTER * jit.uniform(-1, 1, size=a.old.shape))
+        new = a.new * (1 + JITTER * jit.uniform(-1, 1, size=a.new.shape))
+        out["p99_ratio"] = sequential.tail_first(old, new, floor=cfg.tail_floor, alpha=cfg.alpha,
+                                                 every=tail_every)[0]
+    return out
+
+
+# --- Kayenta-style (Mann-Whitney interval, vectorised over runs) ---------------------------------------------
+
+
+def kayenta_z(a: Arms, ticks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Per run and tick, Kayenta's statistic: the Mann-Whitney z of (new - 0.25 |HL|) against old ('High' when it
+    exceeds the interval's critical value; kayenta.classify, one run at a time, gives the same answer). Output
+    length is judged either way (Kayenta's direction Either): the larger of the High and the Low statistic."""
+    runs = a.old.shape[0]
+    old, new = a.old.astype(float), a.new.astype(float)
+    z = np.zeros((runs, len(ticks)))
+    for j, t in enumerate(ticks):
+        i1, i2 = rng.integers(0, t, size=HL_PAIRS), rng.integers(0, t, size=HL_PAIRS)
+        bound = kayenta.FRACTION * np.abs(np.median(new[:, i2] - old[:, i1], axis=1))
+        z[:, j] = _mw_z(old[:, :t], new[:, :t] - bound[:, None])
+        if a.kind == "length":
+            z[:, j] = np.maximum(z[:, j], -_mw_z(old[:, :t], new[:, :t] + bound[:, None]))
+    return z
+
+
+def _mw_z(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """Row-wise Mann-Whitney z of new against old (normal approximation, tie-corrected)."""
+    t = old.shape[1]
+    comb = np.concatenate([old, new], axis=1)
+    u = stats.rankdata(comb, axis=1)[:, t:].sum(axis=1) - t * (t + 1) / 2
+    var = t * t / 12 * ((2 * t + 1) - _tie_term(comb) / (2 * t * (2 * t - 1)))
+    return np.where(var > 0, (u - t * t / 2) / np.sqrt(np.maximum(var, 1e-300)), 0.0)
+
+
+def _tie_term(comb: np.ndarray) -> np.ndarray:
+    """Per row, sum over tied groups of (c^3 - c)."""
+    s = np.sort(comb, axis=1)
+    rows = s.shape[0]
+    start = np.ones_like(s, dtype=bool)
+    start[:, 1:] = s[:, 1:] != s[:, :-1]
+    group = np.cumsum(start.ravel()) - 1
+    counts = np.bincount(group).astype(float)
+    row_of_group = np.repeat(np.arange(rows), start.sum(axis=1))
+    return np.bincount(row_of_group, weights=counts**3 - counts, minlength=rows)
+
+
+# --- today's gates (the code the rollout runs) ---------------------------------------------------------------
+
+
+def today_first(a: Arms, ticks: np.ndarray, th: GateThresholds) -> np.ndarray:
+    """First tick at which today's gate for this metric fails: the shadow distribution test (compare_metric) for
+    TPOT, output length and finish_reason, the TPOT p99 ratio gate, the error-rate gate."""
+    runs = a.old.shape[0]
+    first = np.full(runs, sequential.NEVER)
+    for i in range(runs):
+        for t in ticks:
+            if _today_fails(a, i, int(t), th):
+                first[i] = t
+                break
+    return first
+
+
+def _today_fails(a: Arms, i: int, t: int, th: GateThresholds) -> bool:
+    old, new = a.old[i, :t], a.new[i, :t]
+    if a.metric == "error":
+        stats_ = WindowStats(source="ledger", window_s=t, new=ArmWindow(requests=t, errors=int(new.sum())))
+        return evaluate(stats_, [GateName.ERROR_RATE], th)[0].verdict == "fail"
+    if a.metric == "truncated":
+        label = np.where(old, "length", "stop").tolist(), np.where(new, "length", "stop").tolist()
+        return compare_metric("finish_reason", label[0], label[1], alpha=th.alpha,
+                              noise_margin=th.noise_margin, min_samples=th.min_samples).verdict == "differs"
+    if a.metric == "tpot_ms":
+        p_old, p_new = float(np.percentile(old, 99)), float(np.percentile(new, 99))
+        stats_ = WindowStats(source="ledger", window_s=t, old=ArmWindow(tpot_p99_ms=p_old, tpot_n=t),
+                             new=ArmWindow(tpot_p99_ms=p_new, tpot_n=t, requests=t))
+        if evaluate(stats_, [GateName.TPOT_P99_RATIO], th)[0].verdict == "fail":
+            return True
+    return compare_metric(a.metric, old.tolist(), new.tolist(), alpha=th.alpha, noise_margin=th.noise_margin,
+                          min_samples=th.min_samples).verdict == "differs"
+
+
+# --- summary -------------------------------------------------------------------------------------------------
+
+
+def n_text(first: np.ndarray, pairs: int, q: float) -> str:
+    v = np.quantile(np.where(first == sequential.NEVER, np.inf, first), q, method="inverted_cdf")
+    return f">{pairs}" if math.isinf(v) else f"{math.ceil(v)}"
+
+
+def rate_text(first: np.ndarray) -> str:
+    k = int((first != sequential.NEVER).sum())
+    return f"{k / len(first):.2%} ({k}/{len(first)})"
+
+
+def on_grid(first: np.ndarray, tick: int) -> np.ndarray:
+    """A judge's first tick rounded up to the ticks another gate is read at (for a like-for-like comparison)."""
+    return np.where(first == sequential.NEVER, first, np.ceil(first / tick).astype(np.int64) * tick)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--traces", type=Path, default=TRACES)
+    ap.add_argument("--engine", default="llama_server", help="the trace replayed for the A/B rollouts")
+    ap.add_argument("--runs", type=int, default=1000, help="rollouts per scenario for the judge and Kayenta")
+    ap.add_argument("--kayenta-runs", type=int, default=500)
+    ap.add_argument("--today-runs", type=int, default=30, help="today's gates are slow: fewer rollouts")
+    ap.add_argument("--pairs", type=int, default=3000, help="requests per arm in one rollout")
+    ap.add_argument("--tick", type=int, default=50, help="pairs between reads of Kayenta")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    if not (100 <= args.pairs <= 20_000 and 10 <= args.runs <= 100_000 and 10 <= args.tick <= args.pairs):
+        ap.error("--pairs 100-20000, --runs 10-100000, --tick 10..pairs")
+    doc = orjson.loads(args.traces.read_bytes())
+    traces = {k: Trace.of(v) for k, v in doc["traces"].items()}
+    if args.engine not in traces:
+        ap.error(f"--engine must be one of {', '.join(traces)}")
+    cfg, th = JudgeConfig(enabled=True), GateThresholds()
+    rng = np.random.default_rng(args.seed)
+    ticks = np.arange(args.tick, args.pairs + 1, args.tick)
+    today_ticks = np.array([t for t in TODAY_TICKS if th.min_samples <= t <= args.pairs])
+    started = time.monotonic()
+    print(f"traces: {doc['how']}; recorded {doc['recorded']}")
+    for name, tr in traces.items():
+        print(f"  {name}: {len(tr.error)} requests, TPOT p50 {np.median(tr.tpot):.2f} ms p99 "
+              f"{np.quantile(tr.tpot, 0.99):.2f} ms, errors {tr.error.mean():.2%}, "
+              f"output tokens p50 {np.median(tr.tokens):.0f}")
+    print(f"judge: alpha {cfg.alpha} per test, floors shift {cfg.shift_floor:.0%}, p99 {cfg.tail_floor:.0%}, "
+          f"rate {cfg.rate_floor * 100:g} pp; read after every pair (p99 every {TAIL_EVERY}); "
+          f"{args.pairs} pairs per rollout.")
+    print(f"Kayenta read every {args.tick} pairs ({args.kayenta_runs} rollouts); today's gates at "
+          f"{', '.join(str(t) for t in today_ticks)} pairs ({args.today_runs} rollouts)\n")
+
+    # A/A: false alarms of every gate, and Kayenta's calibrated critical value per metric
+    ok = True
+    crit98 = stats.norm.ppf(0.5 + kayenta.CONF_LEVEL / 2)
+    calibrated: dict[str, float] = {}
+    print("A/A (false alarms under continuous watching; target <= 1 % per rollout per gate)")
+    print(f"{'trace':14} {'gate':32} {'judge':>18} {'Kayenta 98 %':>18} {'today':>16}")
+    for engine, tr in traces.items():
+        for metric, make in AA.items():
+            a = make(tr, rng, args.runs, args.pairs)
+            for test, first in judge_first(a, cfg, TAIL_EVERY).items():
+                fa = (first != sequential.NEVER).mean()
+                ok &= fa <= FA_TARGET
+                print(f"{engine:14} {metric + ' ' + test:32} {rate_text(first):>18}")
+            if engine != args.engine:
+                continue
+            ka = Arms(a.metric, a.old[: args.kayenta_runs], a.new[: args.kayenta_runs], a.kind)
+            z = kayenta_z(ka, ticks, rng)
+            peak = z.max(axis=1)
+            # Kayenta at its own 98 % unless that watched at every tick alarms on more than 1 % of A/A rollouts
+            calibrated[metric] = max(crit98, float(np.quantile(peak, 1 - FA_TARGET)))
+            k98 = np.where((z > crit98).any(axis=1), 1, sequential.NEVER)
+            td = today_first(Arms(a.metric, a.old[: args.today_runs], a.new[: args.today_runs], a.kind),
+                             today_ticks, th)
+            print(f"{engine:14} {metric + ' (Kayenta, today)':32} {'':>18} {rate_text(k98):>18} "
+                  f"{rate_text(td):>16}")
+    print("\nA/B: requests per arm to detect (median / p90 of rollouts; >N: not within the rollout)")
+    print(f"{'regression':34} {'judge test':16} {'judge':>13} {'Kayenta cal.':>13} {'Kayenta 98 %':>13} "
+          f"{'today':>13}")
+    tr = traces[args.engine]
+    for name, make in AB.items():
+        a = make(tr, rng, args.runs, args.pairs)
+        firsts = judge_first(a, cfg, TAIL_EVERY)
+        test = "p99_ratio" if "p99" in name else next(iter(firsts))
+        first = firsts[test]
+        ka = Arms(a.metric, a.old[: args.kayenta_runs], a.new[: args.kayenta_runs], a.kind)
+        z = kayenta_z(ka, ticks, rng)
+        k_cal = sequential.first_true(z > calibrated[a.metric], ticks)
+        k98 = sequential.first_true(z > crit98, ticks)
+        td = today_first(Arms(a.metric, a.old[: args.today_runs], a.new[: args.today_runs], a.kind), today_ticks,
+                         th)
+
+        def cell(f: np.ndarray) -> str:
+            return f"{n_text(f, args.pairs, 0.5)} / {n_text(f, args.pairs, 0.9)}"
+
+        print(f"{name:34} {test:16} {cell(first):>13} {cell(k_cal):>13} {cell(k98):>13} {cell(td):>13}")
+        if name == "TPOT p50 +10 %":
+            mine = np.quantile(np.where(on_grid(first, args.tick) == sequential.NEVER, np.inf,
+                                        on_grid(first, args.tick)), 0.9, method="inverted_cdf")
+            theirs = np.quantile(np.where(k_cal == sequential.NEVER, np.inf, k_cal), 0.9, method="inverted_cdf")
+            beat = mine < theirs
+            ok &= bool(beat)
+            print(f"{'':34} p90 on Kayenta's ticks: judge {mine:g} vs Kayenta calibrated {theirs:g} "
+                  f"-> {'fewer' if beat else 'NOT fewer'}")
+    print(f"\n{time.monotonic() - started:.0f} s; targets {'met' if ok else 'NOT met'}")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

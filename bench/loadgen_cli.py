@@ -150,16 +150,19 @@ def tool_guidellm(a: argparse.Namespace, url: str, c: int, ds: Path, work: Path)
     if not exe.exists():
         return {"failed": f"not installed ({exe}): python3 -m venv {exe.parent.parent} && pip install guidellm"}
     out = work / f"guidellm-c{c}.json"
-    cmd = [str(exe), "benchmark", "run", "--target", url, "--model", "zero", "--processor", a.tokenizer,
-           "--profile", "concurrent", "--rate", str(c), "--max-requests", str(a.peer_requests),
-           "--data", f"prompt_tokens=128,output_tokens={a.chunks}", "--output-path", str(out)]
+    cmd = [str(exe), "run", "--backend", f"kind=openai_http,target={url},model=zero,"
+           "request_format=/v1/chat/completions", "--profile", f"kind=concurrent,streams={c}", "--constraint",
+           f"kind=max_requests,count={a.peer_requests}", "--data",
+           f"kind=synthetic_text,prompt_tokens=128,output_tokens={a.chunks}", "--tokenizer",
+           f"kind=huggingface_auto,model={a.tokenizer}", "--output", f"kind=json,path={out}", "--disable-console"]
     r = run_child(a.client_core, cmd, a.timeout, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     if r.get("rc") != 0 or not out.exists():
         return {"failed": r.get("failed") or (r.get("err") or r.get("out") or "")[-600:]}
     d = json.loads(out.read_text())
     b = d["benchmarks"][0]
-    rps = b["metrics"]["requests_per_second"]["successful"]["mean"]
-    return _measured(r, {"req_per_s": float(rps), "requests": int(b["request_totals"]["successful"])})
+    m = b["metrics"]  # guidellm 0.8's own headline figure: successful requests per second
+    return _measured(r, {"req_per_s": float(m["requests_per_second"]["successful"]["mean"]),
+                         "requests": int(m["request_totals"]["successful"])})
 
 
 TOOLS = {"cli": tool_cli, "stripped": tool_stripped, "vllm": tool_vllm, "aiperf": tool_aiperf,

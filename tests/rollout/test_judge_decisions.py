@@ -177,3 +177,20 @@ def test_kayenta_classifies_a_clear_shift_high_and_identical_arms_pass() -> None
     assert kayenta.classify(base, rng.normal(9, 1, 200), direction="either") == "Low"
     assert kayenta.classify(np.array([]), base) == "Nodata"
     assert kayenta.score({"a": "Pass", "b": "High", "c": "Nodata"}) == 50.0
+
+
+def test_panel_keeps_at_most_max_pairs_rows_per_arm_and_says_so() -> None:
+    rows = [row(float(i), arm) for i in range(300) for arm in ("old", "new")]
+    report = judge_rows(rows, JudgeConfig(enabled=True, metrics=["error"], max_pairs=100))
+    assert report.decisions[0].requests_new == 100
+    assert any("more than 100" in n for n in report.notes)
+
+
+def test_streams_leave_out_client_outcomes_and_take_no_latency_from_a_fallback_answer() -> None:
+    from switchover.rollout.judge.streams import arm_streams
+
+    rows = [row(1.0, "new", outcome="bad_request", status=400), row(2.0, "new", outcome="fallback_ok", tpot=99.0),
+            row(3.0, "new", tpot=7.0), row(0.5, "old", tpot=5.0)]
+    old, new = arm_streams(rows, 1000)
+    assert new.values["error"] == [0.0, 0.0] and new.values["fallback"] == [1.0, 0.0]
+    assert new.values["tpot_ms"] == [7.0] and old.values["tpot_ms"] == [5.0]

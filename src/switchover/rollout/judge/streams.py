@@ -34,31 +34,57 @@ class ArmStreams:
     def array(self, metric: str) -> np.ndarray:
         return np.asarray(self.values[metric], dtype=float)
 
-    def add(self, r: LedgerRecord) -> None:
-        """One request row of this arm."""
-        self.put("error", float(r.outcome in ARM_ERROR_OUTCOMES))
-        self.put("fallback", float(r.outcome == "fallback_ok"))
-        if r.json_valid is not None:
-            self.put("json_invalid", float(not r.json_valid))
-        if r.outcome != "ok" or r.arm != r.routed:
-            return
-        if r.finish_reason is not None:
-            self.put("truncated", float(r.finish_reason == "length"))
-        for metric, value in (("ttft_ms", r.ttft_ms), ("tpot_ms", r.tpot_ms), ("e2e_ms", r.e2e_ms)):
+    def add(self, obs: Observation) -> None:
+        """One request row of this arm (as `observe` kept it)."""
+        for metric, value in zip(OBSERVED, obs[2:], strict=True):
             if value is not None:
                 self.put(metric, float(value))
-        if r.completion_tokens is not None and r.tokens_source == "usage":
-            self.put("output_tokens", float(r.completion_tokens))
+
+
+OBSERVED = ("error", "fallback", "json_invalid", "truncated", "ttft_ms", "tpot_ms", "e2e_ms", "output_tokens")
+Observation = tuple[float, bool, float | None, float | None, float | None, float | None, float | None, float | None,
+                    float | None, float | None]
+"""(ts, routed to new, then one value or None per OBSERVED metric): what the judge keeps of a row (a few hundred
+bytes, not the row)."""
+
+
+def observe(r: LedgerRecord) -> Observation:
+    """A request row as the judge's observations: rates on every row (invalid JSON where JSON was asked), latencies,
+    length and truncation on the arm's own ok answers, length only from the server's usage."""
+    answered = r.outcome == "ok" and r.arm == r.routed
+    return (
+        r.ts,
+        r.routed == "new",
+        float(r.outcome in ARM_ERROR_OUTCOMES),
+        float(r.outcome == "fallback_ok"),
+        None if r.json_valid is None else float(not r.json_valid),
+        float(r.finish_reason == "length") if answered and r.finish_reason is not None else None,
+        r.ttft_ms if answered else None,
+        r.tpot_ms if answered else None,
+        r.e2e_ms if answered else None,
+        float(r.completion_tokens) if answered and r.completion_tokens is not None and r.tokens_source == "usage"
+        else None,
+    )
 
 
 def arm_streams(rows: Iterable[LedgerRow], cap: int) -> tuple[ArmStreams, ArmStreams]:
-    """Old's and new's streams from request rows (shadow rows are not arms), sorted by arrival."""
-    kept = sorted(
-        (r for r in rows if isinstance(r, LedgerRecord) and r.routed is not None and r.outcome not in
-         NOT_AN_ARM_OUTCOMES),
-        key=lambda r: r.ts,
-    )
+    """Old's and new's streams from request rows (shadow rows are not arms), in arrival order. One pass; at most
+    `cap` rows per arm are kept (the first in the ledger's order), so memory is bounded however long the stage."""
+    kept: list[Observation] = []
+    per_arm = {False: 0, True: 0}
+    dropped = 0
+    for r in rows:
+        if not isinstance(r, LedgerRecord) or r.routed is None or r.outcome in NOT_AN_ARM_OUTCOMES:
+            continue
+        is_new = r.routed == "new"
+        if per_arm[is_new] >= cap:
+            dropped += 1
+            continue
+        per_arm[is_new] += 1
+        kept.append(observe(r))
+    kept.sort(key=lambda o: o[0])
     old, new = ArmStreams(cap), ArmStreams(cap)
-    for r in kept:
-        (new if r.routed == "new" else old).add(r)
+    for obs in kept:
+        (new if obs[1] else old).add(obs)
+    old.dropped += dropped
     return old, new

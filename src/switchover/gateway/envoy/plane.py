@@ -71,6 +71,15 @@ LIMITS = (
 )
 
 
+def _die_with_parent() -> None:
+    """In the Envoy child before exec: SIGTERM when switchover's process dies, even by SIGKILL (Linux
+    prctl PR_SET_PDEATHSIG), so no Envoy keeps serving without its ledger and kill switch."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+
+
 class EnvoyPlane:
     """One Envoy process and the switchover side that keeps it in step (files, ledger, kill switch, control)."""
 
@@ -299,7 +308,8 @@ class EnvoyPlane:
         args += ["--base-id", str(gw.envoy.base_id)] if gw.envoy.base_id is not None else ["--disable-hot-restart"]
         self.proc = await asyncio.create_subprocess_exec(*args, stdin=asyncio.subprocess.DEVNULL,
                                                          stdout=asyncio.subprocess.PIPE,
-                                                         stderr=asyncio.subprocess.DEVNULL, limit=1 << 20)
+                                                         stderr=asyncio.subprocess.DEVNULL, limit=1 << 20,
+                                                         preexec_fn=_die_with_parent)
         self._tasks.append(asyncio.ensure_future(self._tail()))
         self._tasks.append(asyncio.ensure_future(self._flush()))
         await self._wait_ready()

@@ -272,6 +272,8 @@ def main() -> None:
     ok = True
     crit98 = stats.norm.ppf(0.5 + kayenta.CONF_LEVEL / 2)
     calibrated: dict[str, float] = {}
+    peaks: dict[str, np.ndarray] = {}
+    judge_fa: dict[tuple[str, str], float] = {}
     print("A/A (false alarms under continuous watching; target <= 1 % per rollout per gate)")
     print(f"{'trace':14} {'gate':32} {'judge':>18} {'Kayenta 98 %':>18} {'today':>16}")
     for engine, tr in traces.items():
@@ -279,13 +281,15 @@ def main() -> None:
             a = make(tr, rng, args.runs, args.pairs)
             for test, first in judge_first(a, cfg, TAIL_EVERY).items():
                 fa = (first != sequential.NEVER).mean()
+                if engine == args.engine:
+                    judge_fa[(metric, test)] = float(fa)
                 ok &= fa <= FA_TARGET
                 print(f"{engine:14} {metric + ' ' + test:32} {rate_text(first):>18}")
             if engine != args.engine:
                 continue
             ka = Arms(a.metric, a.old[: args.kayenta_runs], a.new[: args.kayenta_runs], a.kind)
             z = kayenta_z(ka, ticks, rng)
-            peak = z.max(axis=1)
+            peak = peaks[metric] = z.max(axis=1)
             # Kayenta at its own 98 % unless that watched at every tick alarms on more than 1 % of A/A rollouts
             calibrated[metric] = max(crit98, float(np.quantile(peak, 1 - FA_TARGET)))
             k98 = np.where((z > crit98).any(axis=1), 1, sequential.NEVER)
@@ -321,6 +325,12 @@ def main() -> None:
             ok &= bool(beat)
             print(f"{'':34} p90 on Kayenta's ticks: judge {mine:g} vs Kayenta calibrated {theirs:g} "
                   f"-> {'fewer' if beat else 'NOT fewer'}")
+            # the same false-alarm rate read literally: Kayenta held to the judge's own measured A/A rate
+            fa = judge_fa[("tpot_ms", test)]
+            peak = peaks["tpot_ms"]
+            same = max(crit98, float(np.quantile(peak, 1 - fa))) if fa > 0 else float(peak.max())
+            k_same = sequential.first_true(z > same, ticks)
+            print(f"{'':34} Kayenta held to the judge's A/A rate ({fa:.1%}): {cell(k_same)}")
     print(f"\n{time.monotonic() - started:.0f} s; targets {'met' if ok else 'NOT met'}")
     sys.exit(0 if ok else 1)
 

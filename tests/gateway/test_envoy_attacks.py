@@ -135,3 +135,16 @@ async def test_a_well_formed_request_still_goes_through(es: EnvoyStack) -> None:
     ex = await exchange(es.port, req(b"Connection: close", body=CHAT_BODY), timeout=5)
     assert ex.replies and ex.reply.status == 200, ex.data[:300]
     assert len(es.rec.requests) == 1
+
+
+async def test_a_forged_peer_header_cannot_open_the_admin_endpoints(es: EnvoyStack) -> None:
+    token = (es.plane.run_dir / "admin.token").read_text().strip()
+    headers = [("x-switchover-admin", token), ("x-switchover-peer", "127.0.0.1")]
+    # from 127.0.0.2 (not the loopback address the admin endpoints take): Envoy overwrites the forged header
+    ex = await exchange(es.port, http_request("GET", "/admin/state", headers=headers), timeout=3, source="127.0.0.2")
+    assert ex.replies and ex.reply.status == 403, ex.data[:200]
+    ex = await exchange(es.port, http_request("GET", "/admin/state", headers=headers), timeout=3)
+    assert ex.replies and ex.reply.status == 200  # the same request from 127.0.0.1 with the token
+    ex = await exchange(es.port, http_request("POST", "/admin/reset", body=b"{}", headers=[
+        ("x-switchover-admin", "not-the-token")]), timeout=3)
+    assert ex.replies and ex.reply.status == 403

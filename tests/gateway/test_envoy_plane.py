@@ -5,6 +5,7 @@ request, and a second Envoy reading the same rendered files puts every tenant on
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -223,3 +224,38 @@ def test_envoy_stops_when_the_plane_process_is_killed(plane: Plane) -> None:
             return fh.read().split(") ", 1)[1].startswith("Z")  # exited, not yet reaped
 
     wait_until(gone, 10, "envoy's exit after the plane was killed")
+
+
+def _stream(url: str, fault: str) -> tuple[int, bytes]:
+    body = json.dumps({"prompt": "hi", "stream": True, "max_tokens": 4}).encode()
+    req = urllib.request.Request(url + "/v1/completions", data=body, headers={
+        "x-team": "t", "Content-Type": "application/json", "X-Fault": fault})
+    try:
+        with urllib.request.urlopen(req, timeout=20) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, b""
+    except (OSError, http.client.HTTPException) as exc:  # the stream was cut
+        return -1, getattr(exc, "partial", b"") or b""
+
+
+def test_sigterm_drains_a_running_stream_to_its_end(plane: Plane) -> None:
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        running = pool.submit(_stream, plane.url, "drip:300")
+        wait_until(lambda: plane.old.stats.in_flight + plane.new.stats.in_flight > 0, 5, "the stream under way")
+        plane.proc.send_signal(signal.SIGTERM)
+        status, body = running.result(30)
+    assert status == 200 and body.rstrip().endswith(b"data: [DONE]")
+    assert plane.proc.wait(30) == 0
+    assert [r["outcome"] for r in rows(plane.run_dir)] == ["ok"]
+
+
+def test_a_stream_cut_mid_way_reaches_the_client_cut_and_the_ledger_says_so(plane: Plane) -> None:
+    status, body = _stream(plane.url, "die_mid:2")
+    # the client has the first events and then a cut; no SSE error event: Envoy ends the stream as it is
+    assert status == -1 and b"data: " in body and b"[DONE]" not in body
+    wait_until(lambda: rows(plane.run_dir), 5, "the row")
+    row = rows(plane.run_dir)[-1]
+    assert row["outcome"] == "failed_mid_stream" and row["stream"] is True

@@ -11,11 +11,12 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from switchover.errors import BadInput
-from switchover.model.source import read_json
+from switchover.textfile import load_json
 
 FORMAT = "trtllm-engine"
 _RANK = re.compile(r"^rank(\d{1,4})\.engine$")
 MAX_RANKS = 4096
+MAX_CONFIG_BYTES = 16 << 20  # an engine's config.json is a few KiB
 
 
 class CompiledEngine(BaseModel):
@@ -49,7 +50,8 @@ def read_compiled_engine(ref: str | Path) -> CompiledEngine | None:
     folder = p.parent if p.is_file() and p.name == "config.json" else p
     if not folder.is_dir():
         return None
-    cfg = read_json(folder / "config.json")
+    config = folder / "config.json"
+    cfg = load_json(config, max_bytes=MAX_CONFIG_BYTES, what="config.json") if config.is_file() else None
     if not isinstance(cfg, dict) or "build_config" not in cfg or "pretrained_config" not in cfg:
         return None
     pretrained = cfg["pretrained_config"]

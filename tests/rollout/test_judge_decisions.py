@@ -194,3 +194,14 @@ def test_streams_leave_out_client_outcomes_and_take_no_latency_from_a_fallback_a
     old, new = arm_streams(rows, 1000)
     assert new.values["error"] == [0.0, 0.0] and new.values["fallback"] == [1.0, 0.0]
     assert new.values["tpot_ms"] == [7.0] and old.values["tpot_ms"] == [5.0]
+
+
+def test_vectorised_tail_first_agrees_with_the_per_tick_p99_decision() -> None:
+    old, new = _lat(2000, 1.0, 31), _lat(2000, 1.0, 32)
+    new[new > np.quantile(new, 0.97)] *= 2.0
+    first_regress, first_ok = sequential.tail_first(old[None, :], new[None, :], floor=0.10, alpha=0.01, every=100)
+    for t in range(100, 2001, 100):
+        want = p99_ratio("tpot_ms", old[:t], new[:t], floor=0.10, alpha=0.01).direction
+        got = "regress" if first_regress[0] <= t else "ok" if first_ok[0] <= t else "undecided"
+        assert got == want, t
+    assert first_regress[0] <= 2000

@@ -79,6 +79,22 @@ def test_llama_server_kv_cache_allocation_failure_from_the_test_bed() -> None:
     assert report.hint is not None and "-ctk q8_0" in report.hint
 
 
+@pytest.mark.parametrize(("line", "stage", "value", "advice"), [
+    ("ERROR text_generation_launcher: RuntimeError: Not enough memory to handle 4096 prefill tokens. You need to "
+     "decrease `--max-batch-prefill-tokens`", "activations", "4096", "lower --max-batch-prefill-tokens"),
+    ('Error: Backend(Warmup(Generation("Not enough memory to handle `max_total_tokens=32768`")))', "kv_cache",
+     "32768", "lower --max-total-tokens"),
+])
+def test_tgi_warm_up_out_of_memory_names_the_token_budget_to_lower(line: str, stage: str, value: str,
+                                                                    advice: str) -> None:
+    log = (FIX / "tgi-flashinfer.log").read_text() + f"tgi-1  | 2025-04-16T17:59:10.000000Z {line}\n"
+    report = check_text(log, "tgi")
+    assert report.verdict == "oom"
+    (oom,) = report.oom
+    assert (oom.stage, oom.value) == (stage, value)
+    assert report.hint is not None and advice in report.hint
+
+
 @pytest.mark.parametrize("line", [
     "0.00.700.000 E llama_model_load: error loading model: unable to allocate CUDA0 buffer",
     "0.00.700.000 E ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4096.00 MiB on device 0: cudaMalloc "
@@ -129,8 +145,9 @@ def test_every_oom_message_cites_the_engine_source_at_a_release() -> None:
 def test_the_oom_patterns_are_linear_on_a_long_hostile_line(filler: str) -> None:
     line = filler * ((128 << 10) // len(filler))
     start = time.process_time()
-    for engine in ("vllm", "sglang", "llamacpp"):
-        head = {"vllm": VLLM_HEAD, "sglang": SGLANG_HEAD, "llamacpp": LLAMA_HEAD + "\n"}[engine]
+    for engine in ("vllm", "sglang", "llamacpp", "tgi"):
+        head = {"vllm": VLLM_HEAD, "sglang": SGLANG_HEAD, "llamacpp": LLAMA_HEAD + "\n",
+                "tgi": (FIX / "tgi-flashinfer.log").read_text()}[engine]
         check_text(head + line + "\n", engine)
     assert time.process_time() - start < HANG_GUARD_S
 

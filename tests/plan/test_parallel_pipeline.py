@@ -94,3 +94,13 @@ def test_plan_parallel_prices_a_pp_layout_by_its_heaviest_stage() -> None:
     assert any(r.startswith("heaviest stage 0 (layers 0-7, embedding)") for r in pp4.reasons)
     tp4 = next(x for x in layouts if (x.tp, x.pp) == (4, 1))
     assert tp4.pipeline is None
+
+
+def test_plan_capacity_prices_a_pipeline_layout_by_its_heaviest_stage() -> None:
+    from switchover.plan.capacity import capacity, weights_per_gpu_gib
+
+    card = card_from_config(C.LLAMA_8B)
+    result = capacity(card, load_profile("vllm"), 80.0, tp=1, pp=4, engine_version="0.32.0")
+    heaviest = placement(card, "vllm", "0.32.0", tp=1, pp=4).heaviest_gib
+    assert result.instance.weights_gib == pytest.approx(heaviest)
+    assert result.instance.weights_gib > weights_per_gpu_gib(card, 1, 4)  # the 1/PP share understated it

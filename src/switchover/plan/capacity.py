@@ -31,6 +31,7 @@ from switchover.plan.instance import (
 )
 from switchover.plan.kv import KVLayout, kv_layout
 from switchover.plan.overhead import EngineVersion, ModelledOverheads, model_overheads, resolve_version
+from switchover.plan.pipeline import placement
 from switchover.plan.uncertainty import PoolRange, pool_range
 from switchover.plan.weight_format import WeightFormat
 
@@ -326,7 +327,12 @@ def capacity(card: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, g
     explicit = profile.memory.budget == "explicit_context"
     if explicit and knobs.context_tokens is None:
         knobs = knobs.model_copy(update={"context_tokens": mml * (slots or 1)})
-    w = weights_gib if weights_gib is not None else weights_per_gpu_gib(card, tp, pp)
+    if weights_gib is not None:
+        w = weights_gib
+    elif pp > 1:  # every GPU must hold its heaviest stage: embedding first, norm/lm_head last
+        w = placement(card, profile.name, version.version, tp, pp).heaviest_gib
+    else:
+        w = weights_per_gpu_gib(card, tp, pp)
     inst = start_instance(profile, free, gpu_total_gib, w, over, layout, knobs, tp, pp)
     page, page_note = _page_tokens(profile, layout, page_tokens)
     warnings += [page_note] if page_note else []

@@ -62,5 +62,5 @@ def test_formats_vllm_refuses_are_not_quantization_methods() -> None:
     methods = set(re.findall(r'"([^"]+)"', block))
     assert {"fp8", "mxfp4", "compressed-tensors", "awq", "gptq"} <= methods
     refused = {r.format for r in _vllm_rules() if not r.loads and r.sm_min is None and r.sm_max is None}
-    assert refused == {"bitsandbytes", "gguf"}
+    assert refused == {"bitsandbytes", "gguf", "trtllm-engine"}
     assert not refused & methods

@@ -107,11 +107,10 @@ def test_the_format_matrix_knows_compiled_engines_and_which_engines_load_them() 
     spec = load_matrix().formats["trtllm-engine"]
     assert spec.compiled is not None and "rank<N>.engine" in spec.compiled.layout
     assert lookup("trtllm", "trtllm-engine", "cuda", 90).loads is True
-    for engine in ("sglang", "llamacpp"):
+    for engine in ("sglang", "llamacpp", "vllm"):
         verdict = lookup(engine, "trtllm-engine", "cuda", 90)
         assert verdict.loads is False and verdict.source
-    for engine in ("tgi", "vllm"):  # not in the data: unknown, never a guess
-        assert lookup(engine, "trtllm-engine", "cuda", 90).loads is None
+    assert lookup("tgi", "trtllm-engine", "cuda", 90).loads is None  # not in the data: unknown, never a guess
 
 
 def test_planning_on_an_engine_directory_is_refused_with_the_reason(tmp_path: Path) -> None:

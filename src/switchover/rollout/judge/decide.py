@@ -79,15 +79,17 @@ def bulk_direction(r: np.ndarray, s: np.ndarray, *, floor: float, alpha: float, 
     edge = math.log1p(floor)
     a = alpha / 2 if two_sided else alpha
     thr = math.log(1 / a)
-    firsts = {"up": symmetry.first_crossing(symmetry.log_wealth(r, s, edge, 1), thr),
-              "below": symmetry.first_crossing(symmetry.log_wealth(r, s, edge, -1), thr)}
+    firsts: dict[str, np.ndarray | np.integer | int] = {
+        "up": symmetry.first_crossing(symmetry.log_wealth(r, s, edge, 1), thr),
+        "below": symmetry.first_crossing(symmetry.log_wealth(r, s, edge, -1), thr),
+    }
     if two_sided:
         firsts["down"] = symmetry.first_crossing(symmetry.log_wealth(r, s, -edge, -1), thr)
         firsts["above"] = symmetry.first_crossing(symmetry.log_wealth(r, s, -edge, 1), thr)
     return combine(firsts, two_sided)
 
 
-def combine(firsts: dict[str, np.ndarray], two_sided: bool) -> Direction:
+def combine(firsts: dict[str, np.ndarray | np.integer | int], two_sided: bool) -> Direction:
     """The decision from first-crossing pair counts (0 = never): the earlier of regress and ok."""
     regress = [int(firsts["up"])] + ([int(firsts["down"])] if two_sided else [])
     regress_at = min((x for x in regress if x), default=0)

@@ -54,7 +54,8 @@ def records(n: int, seed: int) -> list[tuple[RequestRecord, dict]]:
             rec.failure = Failure(FailureKind.STREAM_ERROR, "error event mid-stream: key sk-abcdefabcdefabcdefabcdef0")
             if rng.random() < 0.5:
                 rec.end_ns = None
-        extra = {"index": i, "warmup": i < 2, "sched_ns": send - rng.randint(0, 9) * 1000 if k != 6 else None, "isl_target": 64, "osl_target": 8,
+        sched = send - rng.randint(0, 9) * 1000 if k != 6 else None  # when its slot freed (none: no lag counted)
+        extra = {"index": i, "warmup": i < 2, "sched_ns": sched, "isl_target": 64, "osl_target": 8,
                  "retok_tokens": None if rec.failure else (n_out or 0) + rng.choice([0, 1])}
         out.append((rec, extra))
     rng.shuffle(out)

@@ -18,9 +18,13 @@ class CountingEngine(FakeEngine):
     def __init__(self, name: str) -> None:
         super().__init__(name, persona=Persona())
         self.paths: Counter[str] = Counter()
+        self.ports: dict[str, set[int]] = {}  # request path -> client ports it came from
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         self.paths[f"{request.method} {request.path}"] += 1
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        if peer:
+            self.ports.setdefault(request.path, set()).add(peer[1])
         return await super()._dispatch(request)
 
 
@@ -69,3 +73,11 @@ async def test_check_uses_the_discovered_context_length_for_the_long_inputs(tmp_
 async def test_a_named_model_is_not_replaced_by_the_listed_one(tmp_path: Path) -> None:
     old, _, parts = await _run(tmp_path, model="fake-model")
     assert parts["probe"] == "ran" and old.paths["GET /v1/models"] == 1
+
+
+async def test_the_checks_own_requests_share_one_connection_per_endpoint(tmp_path: Path) -> None:
+    old, new, _ = await _run(tmp_path)
+    for engine in (old, new):
+        own = engine.ports["/v1/models"] | engine.ports["/metrics"]
+        assert len(own) == 1, engine.ports  # discovery and the metrics scrape
+        assert own <= engine.ports["/tokenize"], engine.ports  # the live-model counts too (probe and verify also ask)

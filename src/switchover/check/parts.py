@@ -5,7 +5,8 @@ returns its typed result; the rules judge them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +61,22 @@ def engine_name(ep: Endpoint) -> str | None:
 def _client(ep: Endpoint, timeout_s: float = 60.0) -> EngineClient:
     t = Timeouts(connect=5, first_byte=timeout_s, idle=timeout_s, total=timeout_s)
     return EngineClient(ep.url, api_key_env=ep.api_key_env, timeouts=t)
+
+
+def open_clients(m: Migration) -> dict[str, EngineClient]:
+    """One client per endpoint for the check's own requests (discovery, metrics, live model), closed by the caller."""
+    return {"old": _client(m.old), "new": _client(m.new)}
+
+
+@contextlib.asynccontextmanager
+async def _pair(m: Migration, shared: dict[str, EngineClient] | None) -> AsyncIterator[tuple[EngineClient,
+                                                                                             EngineClient]]:
+    """The check's clients when it shares them, else two of this part's own (closed after it)."""
+    if shared:
+        yield shared["old"], shared["new"]
+        return
+    async with _client(m.old) as a, _client(m.new) as b:
+        yield a, b
 
 
 
@@ -168,7 +185,7 @@ def _resolve(base: Path, p: str) -> Path:
 
 
 # ------------------------------------------------------------------------------------------------ metrics
-async def metrics_part(m: Migration) -> MetricsEvidence:
+async def metrics_part(m: Migration, shared: dict[str, EngineClient] | None = None) -> MetricsEvidence:
     from switchover.engines import load_profile
 
     old_e, new_e = engine_name(m.old), engine_name(m.new)
@@ -194,9 +211,11 @@ async def metrics_part(m: Migration) -> MetricsEvidence:
             ev.intents.append(MetricIntent(intent=intent, old=a.name if a else None, new=b.name if b else None,
                                            old_unit=str(a.unit) if a else None, new_unit=str(b.unit) if b else None,
                                            status=status))
+    async with _pair(m, shared) as (old_client, new_client):
+        scraped = {"old": await old_client.request("GET", "/metrics", timeout=15),
+                   "new": await new_client.request("GET", "/metrics", timeout=15)}
     for side, ep, prof in (("old", m.old, po), ("new", m.new, pn)):
-        async with _client(ep, 15) as client:
-            res = await client.metrics()
+        res = scraped[side]
         if res.failure is not None or res.status != 200:
             reason = res.failure.message if res.failure else f"HTTP {res.status} on /metrics"
             setattr(ev, side, MetricSide(url=ep.url, reachable=False, reason=reason))
@@ -221,10 +240,10 @@ def _exposed(text: str, names: list[str]) -> tuple[set[str], str | None]:
 
 
 # ------------------------------------------------------------------------------------------------ live model
-async def live_model_part(m: Migration, s: CheckSection) -> LiveModel:
+async def live_model_part(m: Migration, s: CheckSection, shared: dict[str, EngineClient] | None = None) -> LiveModel:
     ev = LiveModel()
     texts = s.live_model.texts or TEXTS
-    async with _client(m.old) as a, _client(m.new) as b:
+    async with _pair(m, shared) as (a, b):
         ma, mb = m.old.model, m.new.model  # as given, else as discovered (CheckRun fills them in)
         for text in texts:
             ia = await a.tokenize(text, ma, add_special=False)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from switchover.config import Migration
     from switchover.config.check import CheckSection
+    from switchover.wire import EngineClient
     from switchover.wire.discovery import Discovered
 
 
@@ -32,6 +33,7 @@ class PartInputs:
     found: dict[str, Discovered] = field(default_factory=dict)  # "old" / "new" -> discovery
     results: dict[str, BaseModel] = field(default_factory=dict)
     bench_dir: Path | None = None
+    clients: dict[str, EngineClient] = field(default_factory=dict)  # the check's own, one per endpoint
 
 
 @dataclass
@@ -77,13 +79,13 @@ async def _verify(i: PartInputs) -> PartOutput:
 async def _live_model(i: PartInputs) -> PartOutput:
     from switchover.check import parts
 
-    return PartOutput(await parts.live_model_part(i.m, i.s))
+    return PartOutput(await parts.live_model_part(i.m, i.s, i.clients))
 
 
 async def _metrics(i: PartInputs) -> PartOutput:
     from switchover.check import parts
 
-    return PartOutput(await parts.metrics_part(i.m))
+    return PartOutput(await parts.metrics_part(i.m, i.clients))
 
 
 async def _diff_model(i: PartInputs) -> PartOutput:

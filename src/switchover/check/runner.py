@@ -20,6 +20,7 @@ from switchover.config.check import CheckSection
 from switchover.errors import SwitchoverError
 from switchover.report.models import CheckReport, EndpointSummary, PartRun
 from switchover.runs import RunDir
+from switchover.wire import EngineClient
 from switchover.wire.discovery import Discovered, discover
 
 Events = Callable[[str, str], None]  # (part, message)
@@ -79,6 +80,7 @@ class CheckRun:
         self.parts: dict[str, PartRun] = {}
         self.rd: RunDir | None = None
         self.found: dict[str, Discovered] = {}  # "old" / "new": GET /v1/models once per endpoint per check
+        self.clients: dict[str, EngineClient] = {}  # the check's own requests share one client per endpoint
         self.inputs: PartInputs | None = None
 
     # ------------------------------------------------------------------ bookkeeping
@@ -103,9 +105,8 @@ class CheckRun:
         it; which endpoints do not answer, so that the live parts against them are skipped with the reason."""
         down = {}
         for role, ep in (("old", self.m.old), ("new", self.m.new)):
-            async with P._client(ep, 10) as client:
-                found = await discover(client, model=ep.model, engine=P.engine_name(ep), version=ep.engine_version,
-                                       timeout_s=10)
+            found = await discover(self.clients[role], model=ep.model, engine=P.engine_name(ep),
+                                   version=ep.engine_version, timeout_s=10)
             self.found[role] = found
             if found.listing.failure is not None:
                 down[role] = f"{ep.url}: {found.listing.failure.message}"
@@ -167,14 +168,19 @@ class CheckRun:
             config_file=str(self.config_path) if self.config_path else None, endpoints=endpoints, settings=self.s,
             gateway_drain_seconds=self.m.gateway.drain_seconds if self.m.gateway else None, slos=slos))
         self.on_event("check", f"run directory {rd.path}")
-        down = await self._discover() if self._live_wanted() else {}
-        for role, why in down.items():
-            self.on_event("check", f"{role} endpoint unreachable: {why}")
-        self.inputs = PartInputs(self.m, self.s, self.base, rd.path, config_path=self.config_path, found=self.found)
+        if self._live_wanted():
+            self.clients = P.open_clients(self.m)
         try:
+            down = await self._discover() if self.clients else {}
+            for role, why in down.items():
+                self.on_event("check", f"{role} endpoint unreachable: {why}")
+            self.inputs = PartInputs(self.m, self.s, self.base, rd.path, config_path=self.config_path,
+                                     found=self.found, clients=self.clients)
             for part in NAMES:
                 await self._one(part, down)
         finally:  # an interrupted check still leaves a report of what it measured
+            for client in self.clients.values():
+                await client.close()
             for part in NAMES:
                 if part not in self.parts:
                     self._record(PartRun(part=part, status="failed", reason="interrupted before it finished"))

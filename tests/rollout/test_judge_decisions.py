@@ -205,3 +205,30 @@ def test_vectorised_tail_first_agrees_with_the_per_tick_p99_decision() -> None:
         got = "regress" if first_regress[0] <= t else "ok" if first_ok[0] <= t else "undecided"
         assert got == want, t
     assert first_regress[0] <= 2000
+
+
+def _tenant_rows(n: int, *, odd_scale: float, new_scale: float) -> list:
+    """Old's even-bucket tenants at TPOT x1, its odd-bucket tenants at x odd_scale; new at x new_scale."""
+    rng = np.random.default_rng(41)
+    rows = []
+    for i in range(n):
+        bucket = i % 2
+        old_tpot = float(rng.lognormal(2.0, 0.1)) * (odd_scale if bucket else 1.0)
+        rows.append(row(float(i), "old", tpot=old_tpot).model_copy(update={"bucket": bucket}))
+        rows.append(row(i + 0.5, "new", tpot=float(rng.lognormal(2.0, 0.1)) * new_scale).model_copy(
+            update={"bucket": 7}))
+    return rows
+
+
+def test_a_bulk_regression_is_held_undecided_when_old_s_own_tenant_halves_differ_beyond_the_floor() -> None:
+    cfg = JudgeConfig(enabled=True, metrics=["tpot_ms"])
+    report = judge_rows(_tenant_rows(600, odd_scale=1.5, new_scale=1.6), cfg)
+    (bulk,) = [d for d in report.decisions if d.test == "bulk_ratio"]
+    assert bulk.direction == "undecided" and "tenant buckets differ" in bulk.reason
+
+
+def test_the_tenant_check_lets_a_regression_through_when_old_s_halves_agree() -> None:
+    cfg = JudgeConfig(enabled=True, metrics=["tpot_ms"])
+    report = judge_rows(_tenant_rows(600, odd_scale=1.0, new_scale=1.3), cfg)
+    (bulk,) = [d for d in report.decisions if d.test == "bulk_ratio"]
+    assert bulk.direction == "regress" and "tenant" not in bulk.reason

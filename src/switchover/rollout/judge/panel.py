@@ -14,6 +14,8 @@ from switchover.rollout.judge.models import Decision
 from switchover.rollout.judge.streams import ArmStreams, arm_streams
 
 Verdict = Literal["regress", "ok", "undecided"]
+MIN_HALF = 30
+"""Observations each tenant half of old needs before the A/A check behind a bulk-shift decision runs."""
 
 
 class JudgeReport(BaseModel):
@@ -41,14 +43,34 @@ def judge_arms(old: ArmStreams, new: ArmStreams, cfg: JudgeConfig) -> list[Decis
     for metric in cfg.metrics:
         a, b = old.array(metric), new.array(metric)
         if metric in LATENCY_METRICS:
-            out.append(bulk_ratio(metric, a, b, floor=cfg.shift_floor, alpha=cfg.alpha))
+            d = bulk_ratio(metric, a, b, floor=cfg.shift_floor, alpha=cfg.alpha)
+            out.append(tenant_guard(d, old, cfg))
             out.append(p99_ratio(metric, a, b, floor=cfg.tail_floor, alpha=cfg.alpha))
         elif metric == "output_tokens":
-            out.append(bulk_ratio(metric, a, b, floor=cfg.shift_floor, alpha=cfg.alpha, two_sided=True,
-                                    counts=True))
+            d = bulk_ratio(metric, a, b, floor=cfg.shift_floor, alpha=cfg.alpha, two_sided=True, counts=True)
+            out.append(tenant_guard(d, old, cfg, counts=True))
         elif metric in RATE_METRICS:
             out.append(rate_difference(metric, a, b, floor=cfg.rate_floor, alpha=cfg.alpha))
     return out
+
+
+def tenant_guard(d: Decision, old: ArmStreams, cfg: JudgeConfig, *, counts: bool = False) -> Decision:
+    """The A/A check behind a bulk-shift decision: old's requests from even and from odd tenant buckets judged
+    against each other (two-sided, same floor and alpha). The gateway routes by tenant, so the arms serve different
+    tenants; when two halves of old's own tenants already differ beyond the floor, a difference between the arms may
+    be the tenants', not the engines': the decision is held undecided, and says so."""
+    if d.direction == "undecided":
+        return d
+    even, odd = old.tenant_halves(d.metric)
+    if min(len(even), len(odd)) < MIN_HALF:
+        return d
+    aa = bulk_ratio(d.metric, even, odd, floor=cfg.shift_floor, alpha=cfg.alpha, two_sided=True, counts=counts)
+    if aa.direction != "regress":
+        return d
+    effect = "-" if aa.effect is None else f"{aa.effect * 100:+.1f} %"
+    why = (f"{d.reason}; held undecided: old's even and odd tenant buckets differ by {effect} "
+           f"{aa.interval.text('ratio')}, beyond the floor, so the arms' difference may be their tenants'")
+    return d.model_copy(update={"direction": "undecided", "to_decision": None, "reason": why})
 
 
 def verdict_of(decisions: list[Decision]) -> Verdict:

@@ -22,30 +22,38 @@ class ArmStreams:
 
     cap: int
     values: dict[str, list[float]] = field(default_factory=lambda: {m: [] for m in JUDGE_METRICS})
+    halves: dict[str, list[int]] = field(default_factory=lambda: {m: [] for m in JUDGE_METRICS})
     dropped: int = 0  # observations past the cap (not judged)
 
-    def put(self, metric: str, value: float) -> None:
+    def put(self, metric: str, value: float, half: int = -1) -> None:
         kept = self.values[metric]
         if len(kept) < self.cap:
             kept.append(value)
+            self.halves[metric].append(half)
         else:
             self.dropped += 1
 
     def array(self, metric: str) -> np.ndarray:
         return np.asarray(self.values[metric], dtype=float)
 
+    def tenant_halves(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
+        """The metric's observations from even and from odd tenant buckets (rows without a bucket in neither)."""
+        x, h = self.array(metric), np.asarray(self.halves[metric], dtype=int)
+        return x[h == 0], x[h == 1]
+
     def add(self, obs: Observation) -> None:
         """One request row of this arm (as `observe` kept it)."""
-        for metric, value in zip(OBSERVED, obs[2:], strict=True):
+        half = -1 if obs[2] is None else int(obs[2])
+        for metric, value in zip(OBSERVED, obs[3:], strict=True):
             if value is not None:
-                self.put(metric, float(value))
+                self.put(metric, float(value), half)
 
 
 OBSERVED = ("error", "fallback", "json_invalid", "truncated", "ttft_ms", "tpot_ms", "e2e_ms", "output_tokens")
-Observation = tuple[float, bool, float | None, float | None, float | None, float | None, float | None, float | None,
-                    float | None, float | None]
-"""(ts, routed to new, then one value or None per OBSERVED metric): what the judge keeps of a row (a few hundred
-bytes, not the row)."""
+Observation = tuple[float, bool, int | None, float | None, float | None, float | None, float | None, float | None,
+                    float | None, float | None, float | None]
+"""(ts, routed to new, tenant bucket parity, then one value or None per OBSERVED metric): what the judge keeps of a
+row (a few hundred bytes, not the row)."""
 
 
 def observe(r: LedgerRecord) -> Observation:
@@ -55,6 +63,7 @@ def observe(r: LedgerRecord) -> Observation:
     return (
         r.ts,
         r.routed == "new",
+        None if r.bucket is None else r.bucket % 2,
         float(r.outcome in ARM_ERROR_OUTCOMES),
         float(r.outcome == "fallback_ok"),
         None if r.json_valid is None else float(not r.json_valid),

@@ -27,6 +27,8 @@ from switchover.errors import SwitchoverError
 from switchover.wire import EngineClient, Timeouts
 
 if TYPE_CHECKING:  # the other verbs are imported when their part runs (a missing one is an "unavailable" part)
+    from pydantic import BaseModel
+
     from switchover.bench.results import BenchReport
     from switchover.model.diff import ModelDiff
     from switchover.plan.capacity import CapacityResult
@@ -377,8 +379,10 @@ async def bench_part(m: Migration, s: CheckSection, run_path: Path, progress: Pr
 
 
 # ------------------------------------------------------------------------------------------------ grace
-def grace_part(m: Migration, s: CheckSection, base: Path, bench_dir: Path | None) -> GraceEvidence:
-    from switchover.plan.grace import latency_from_bench, required_grace, scan
+def grace_part(m: Migration, s: CheckSection, base: Path, bench_dir: Path | None,
+               bench_report: BaseModel | None = None) -> GraceEvidence:
+    """Drain grace from the bench part's latencies: its report as passed in memory, else its summary.json."""
+    from switchover.plan.grace import latency_from_bench, latency_from_steps, required_grace, scan
 
     g = s.grace
     ev = GraceEvidence(max_tokens=g.max_tokens, client_timeout_s=g.client_timeout_s)
@@ -391,7 +395,11 @@ def grace_part(m: Migration, s: CheckSection, base: Path, bench_dir: Path | None
     if bench_dir is None:
         ev.missing = "no bench run in this check to measure TPOT p99 (enable check.bench)"
         return ev
-    tpot, ttft, src = latency_from_bench(bench_dir)
+    if bench_report is not None:
+        steps = bench_report.model_dump(mode="json").get("steps")
+        tpot, ttft, src = latency_from_steps(steps, f"bench {bench_dir.name}", str(bench_dir / "summary.json"))
+    else:
+        tpot, ttft, src = latency_from_bench(bench_dir)
     ev.tpot_p99_ms, ev.ttft_p99_ms, ev.latency_source = round(tpot, 3), None if ttft is None else round(ttft, 3), src
     if g.max_tokens is None:
         ev.missing = "check.grace.max_tokens not set (the longest generation the API allows)"

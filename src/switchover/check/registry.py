@@ -110,7 +110,7 @@ async def _grace(i: PartInputs) -> PartOutput:
 
     from switchover.check import parts
 
-    return PartOutput(await asyncio.to_thread(parts.grace_part, i.m, i.s, i.base, i.bench_dir))
+    return PartOutput(await asyncio.to_thread(parts.grace_part, i.m, i.s, i.base, i.bench_dir, i.results.get("bench")))
 
 
 async def _rollback(i: PartInputs) -> PartOutput:

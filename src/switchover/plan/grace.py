@@ -91,25 +91,32 @@ def latency_from_bench(run_dir: Path, endpoint: str | None = None) -> tuple[floa
     if not path.exists():
         raise BadInput(f"{path}: no such file", hint="pass a bench run directory (runs/<id>)")
     data = load_json(path, max_bytes=SUMMARY_MAX_BYTES, what="bench summary.json")
-    tpots, ttfts = [], []
     steps = data.get("steps", []) if isinstance(data, dict) else []
+    return latency_from_steps(steps, f"bench {path.parent.name}", str(path), endpoint)
+
+
+def latency_from_steps(steps: Any, where: str, label: str, endpoint: str | None = None) -> tuple[float, float | None,
+                                                                                                 str]:
+    """Worst TPOT p99 and TTFT p99 (ms) over a bench report's steps (as summary.json holds them); `where` names
+    the run in the source, `label` the file in errors."""
+    tpots, ttfts = [], []
     for step in steps if isinstance(steps, list) else []:
         if not isinstance(step, dict) or (endpoint and step.get("endpoint") != endpoint):
             continue
-        tpot, ttft = _p99(step, "tpot_ms", path), _p99(step, "ttft_ms", path)
+        tpot, ttft = _p99(step, "tpot_ms", label), _p99(step, "ttft_ms", label)
         if tpot is not None:
             tpots.append(tpot)
         if ttft is not None:
             ttfts.append(ttft)
     if not tpots:
-        raise BadInput(f"{path}: no step with a TPOT p99" + (f" for endpoint {endpoint!r}" if endpoint else ""))
-    src = f"bench {path.parent.name}: worst step p99"
+        raise BadInput(f"{label}: no step with a TPOT p99" + (f" for endpoint {endpoint!r}" if endpoint else ""))
+    src = f"{where}: worst step p99"
     if not ttfts:
         return max(tpots), None, src + "; TTFT not measured there, not included"
     return max(tpots), max(ttfts), src
 
 
-def _p99(step: dict[str, Any], metric: str, path: Path) -> float | None:
+def _p99(step: dict[str, Any], metric: str, path: str) -> float | None:
     """A step's p99 of `metric` from summary.json: None when absent; BadInput when it is not a finite number."""
     block = step.get(metric)
     value = block.get("p99") if isinstance(block, dict) else None

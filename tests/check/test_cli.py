@@ -70,11 +70,11 @@ def test_parts_left_out_on_the_command_line_say_so(tmp_path: Path) -> None:
 
 
 def test_only_help_names_every_part() -> None:
-    from switchover.config.check import PARTS
+    from switchover.check.registry import NAMES
 
     r = _run("check", "--help")
     text = " ".join(r.stdout.split())
-    assert all(p in text for p in PARTS), text
+    assert all(p in text for p in NAMES), text
 
 
 def test_report_on_a_folder_that_is_not_a_check_run_exits_2(tmp_path: Path) -> None:

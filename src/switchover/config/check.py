@@ -7,8 +7,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from switchover.inputs import MAX_GIB, MAX_SECONDS, Count, Seconds, Tokens
 
-PARTS = ("plan", "probe", "verify", "live_model", "metrics", "diff_model", "bench", "grace", "rollback", "clients")
-
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)

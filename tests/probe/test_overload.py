@@ -136,5 +136,5 @@ async def test_an_engine_still_loading_is_not_read_as_rejecting_from_concurrency
                                  status=503)
 
     async with FakeEngine(handler=loading).running() as url:
-        with pytest.raises(CheckFailed, match="still loading"):
+        with pytest.raises(CheckFailed, match=r"still loading: llama\.cpp"):
             await run_overload(url, max_concurrency=2, waves=1, timeout_s=2)

@@ -170,7 +170,6 @@ def test_every_context_length_and_readiness_source_is_a_url_at_a_release_or_comm
 #: Code that still lists the models itself, each with the owner's change it waits for (remove the line then).
 LISTS_MODELS_ITSELF = {
     "bench/endpoints.py": "open_endpoint: take the check's discovery (or call wire.discovery.list_models)",
-    "probe/overload.py": "_first_answer / _first_model: wire.discovery.list_models and pick_model",
     "wire/client.py": "EngineClient.models(): no caller left in src (one real-engine test)",
 }
 

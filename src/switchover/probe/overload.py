@@ -34,7 +34,8 @@ from switchover.engines.profile import EngineProfile
 from switchover.errors import CheckFailed, Unreachable
 from switchover.termtext import printable
 from switchover.wire import timing
-from switchover.wire.client import EngineClient, HttpResult, Timeouts
+from switchover.wire.client import EngineClient, Timeouts
+from switchover.wire.discovery import ModelListing, list_models, loading_engine, pick_model, profiles_for
 from switchover.wire.records import Failure, FailureKind, RequestRecord
 
 Verdict = Literal["rejects", "queues", "slows", "neither"]
@@ -199,19 +200,21 @@ def judge(steps: list[OverloadStep], queue_factor: float = 2.0) -> tuple[Verdict
     return "neither", None, None, None, f"nothing up to concurrency {top}: raise --max-concurrency past the limit"
 
 
-def _reachable(url: str, res: HttpResult, timeout_s: float) -> None:
+def _reachable(url: str, listing: ModelListing, timeout_s: float, profile: EngineProfile | None) -> None:
     """Unreachable unless GET /v1/models got an HTTP answer (any status but 503: some engines serve no model list;
     a 503 before any load is an engine still loading, whose every answer would read as a rejection)."""
-    if res.failure is None and res.status == 503:
-        raise CheckFailed(f"{url} answers GET /v1/models with 503 before any load (still loading?); nothing was "
-                          "measured", hint=f"wait until `switchover ready {url}` passes")
-    if res.failure is None or res.failure.kind not in _NO_ANSWER:
+    if listing.failure is None and listing.status == 503:
+        whose = loading_engine(503, listing.text, profiles_for(profile.name if profile else None))
+        what = f"still loading: {whose}'s loading answer" if whose else "still loading?"
+        raise CheckFailed(f"{url} answers GET /v1/models with 503 before any load ({what}); nothing was measured",
+                          hint=f"wait until `switchover ready {url}` passes")
+    if listing.failure is None or listing.failure.kind not in _NO_ANSWER:
         return
-    kind = res.failure.kind
+    kind = listing.failure.kind
     if kind in (FailureKind.FIRST_BYTE_TIMEOUT, FailureKind.TOTAL_TIMEOUT):
         why = f"no answer to GET /v1/models within {timeout_s:g} s (--timeout-s)"
     else:
-        why = printable(res.failure.message, 300)
+        why = printable(listing.failure.message, 300)
     raise Unreachable(f"{url}: {why}; nothing was measured",
                       hint="is the engine up on that address and scheme (http:// or https://)?")
 
@@ -253,10 +256,9 @@ async def run_overload(url: str, *, model: str | None = None, profile: EnginePro
     steps: list[OverloadStep] = []
     stopped = None
     async with EngineClient(url, api_key_env=api_key_env, timeouts=t) as client:
-        listing = await client.request("GET", "/v1/models", timeout=min(timeout_s, max_run_s))
-        _reachable(url, listing, min(timeout_s, max_run_s))
-        if model is None:
-            model = _first_model(listing)
+        listing = await list_models(client, min(timeout_s, max_run_s))
+        _reachable(url, listing, min(timeout_s, max_run_s), profile)
+        model = pick_model(listing, model)
         slots = await _slots(client, profile)
         # every answer the same length where the engine can be told to ignore EOS (its profile says how)
         field = profile.api.ignore_eos_field if profile is not None else None
@@ -280,14 +282,3 @@ async def run_overload(url: str, *, model: str | None = None, profile: EnginePro
     return OverloadReport(url=url, engine=profile.name if profile else None, model=model, verdict=verdict,
                           first_reject_at=rej, first_queue_at=que, first_slow_at=slow, slots=slots,
                           waiting_metric=waiting_name, steps=steps, reason=reason, stopped=stopped)
-
-
-def _first_model(listing: HttpResult) -> str | None:
-    """The first id /v1/models lists; None when it lists none or cannot be read."""
-    if listing.failure is not None or listing.status != 200:
-        return None
-    try:
-        data = listing.json().get("data", [])
-        return str(data[0]["id"]) if data else None
-    except (ValueError, AttributeError, KeyError, TypeError, IndexError):
-        return None

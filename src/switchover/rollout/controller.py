@@ -95,7 +95,10 @@ class Rollout:
         self._ledger = ledger
         self.query = query
         # looked up at call time so a test (or an embedding tool) can replace the module's checkers
-        self.holding = HoldingDesk(self, ready=ready or (lambda *a: rollback_ready.ready_check(*a)),
+        old = migration.old  # old's own loading answer (its profile's readiness) tells loading from refusing
+        engine = None if old.engine.value == "openai" else str(old.engine.value)
+        self.holding = HoldingDesk(self, ready=ready or (lambda *a: rollback_ready.ready_check(
+            *a, engine=engine, engine_version=old.engine_version)),
                                    metrics=metrics or (lambda url: rollback_ready.metrics_check(url)))
 
     # --- reading -------------------------------------------------------------------------------------

@@ -34,9 +34,11 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coro).result()
 
 
-def ready_check(url: str, model: str | None, max_ms: float) -> Readiness:
-    """`switchover ready`'s 1-token check, synchronously."""
-    return run_sync(check_ready(url, model=model, max_ms=max_ms, connect_timeout_s=2.0))
+def ready_check(url: str, model: str | None, max_ms: float, *, engine: str | None = None,
+                engine_version: str | None = None) -> Readiness:
+    """`switchover ready`'s 1-token check, synchronously; a loading answer is told by `engine`'s profile."""
+    return run_sync(check_ready(url, model=model, max_ms=max_ms, connect_timeout_s=2.0, engine=engine,
+                                engine_version=engine_version))
 
 
 def metrics_check(url: str) -> str | None:

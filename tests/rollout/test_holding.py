@@ -178,7 +178,7 @@ class FakeOld:
         self.ready = True
         self.calls = 0
 
-    def __call__(self, url: str, model: str | None, max_ms: float) -> Readiness:
+    def __call__(self, url: str, model: str | None, max_ms: float, **engine: str | None) -> Readiness:
         self.calls += 1
         state = ReadyState.READY if self.ready else ReadyState.REFUSED
         return Readiness(url=url, state=state, ready=self.ready, reason="fake", max_ms=max_ms)

@@ -170,8 +170,6 @@ def session(bed: Bed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sess
     work = _workspace(tmp_path_factory.mktemp("live-examples"))
     port = free_port()
     (work / "switchover.yaml").write_text(demo.demo_config(bed.old_url, bed.new_url, port))
-    for name in ("v1", "v2"):  # docs/diff-model.md's two model folders
-        (work / name).symlink_to(work / f"model-{name}")
     s = Session(bed, work, gateway_port=port)
     try:
         yield s

@@ -128,8 +128,9 @@ def _limits(p: SweepPoint, report: BenchReport, cmd: list[str]) -> None:
     if report.run_dir is None or ep is None:
         return
     cap = launch_cap(ep.engine, engine_version(ep.engine, ep.info), cmd)
-    if cap is not None:
+    if cap is not None:  # the cap the launch set, instead of one inferred from the running peak: kept in summary.json
         report.limits = step_limits(Path(report.run_dir), report, caps={ep.label: cap})
+        RunDir.open(report.run_dir).write_json("summary", report)
     loads = {(s.endpoint, s.bucket or "", s.step, s.repeat): _load(s.concurrency, s.rate) for s in report.steps}
     for lim in report.limits:
         load = loads.get((lim.endpoint, lim.bucket, lim.step, lim.repeat))

@@ -7,8 +7,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from switchover.bench.ab import MetricDelta, SloCheck
-from switchover.bench.clientload import ClientMemory, ClientQueue
 from switchover.bench.capbind import StepLimit
+from switchover.bench.clientload import ClientMemory, ClientQueue
 from switchover.bench.knee import KneeResult
 from switchover.bench.soak import Soak
 from switchover.bench.stats import BucketLabel, EndpointLabel, RepeatIndex, StepIndex, StepSummary

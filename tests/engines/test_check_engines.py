@@ -40,7 +40,8 @@ def test_every_enabled_live_part_ran_and_left_its_result(checked) -> None:  # ty
     report, rd = checked
     status = {p.part: p.status for p in report.parts}
     assert status == {"plan": "ran", "probe": "ran", "verify": "ran", "live_model": "ran", "metrics": "ran",
-                      "diff_model": "disabled", "bench": "ran", "grace": "ran", "rollback": "ran"}, report.parts
+                      "diff_model": "disabled", "bench": "ran", "grace": "ran", "rollback": "ran",
+                      "clients": "ran"}, report.parts
     for name in ("probe.json", "verify.json", "live_model.json", "metrics.json", "grace.json", "rollback.json",
                  "check.json", "report.html", "report.md"):
         assert rd.has(name), name

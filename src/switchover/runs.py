@@ -78,6 +78,16 @@ class RecordWriter:
         self._writer.write_table(pa.Table.from_pylist(clean, schema=self.schema))
         self.rows += len(rows)
 
+    def append_table(self, table: pa.Table) -> None:
+        """One row group from columns already built (the bench's batches); only a writer whose caller masks its own
+        free text (redacted=False) takes a table, since a table is written as it is."""
+        if self.redacted:
+            raise ValueError(f"{self.path}: a redacting writer takes rows (append), not a prepared table")
+        if self._writer is None:
+            raise RuntimeError(f"{self.path} is closed")
+        self._writer.write_table(table)
+        self.rows += table.num_rows
+
     def close(self) -> None:
         """Finish the file (also after an interruption); an empty file still gets the schema."""
         if self._writer is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 import random
 
 import pyarrow as pa
@@ -9,10 +10,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from switchover.bench.accumulate import StepAccumulator
-from switchover.bench.batch import RequestsWriter, RowBatch
+from switchover.bench.batch import RowBatch
 from switchover.bench.rows import ROW_SCHEMA, RowSink, row_from_record
 from switchover.bench.stats import Slo
 from switchover.redaction import redact
+from switchover.runs import RecordWriter
 from switchover.wire import Failure, FailureKind, RequestRecord
 from switchover.wire.records import Usage
 
@@ -96,7 +98,7 @@ def test_a_batched_step_summarises_exactly_as_rows_added_one_by_one(seed):
 def test_a_batch_writes_the_rows_row_from_record_gives(tmp_path):
     recs = records(300, 7)
     rows = [row_from_record(rec, **LABELS, **extra) for rec, extra in recs]
-    writer = RequestsWriter(tmp_path / "requests.parquet", ROW_SCHEMA, redacted=False)
+    writer = RecordWriter(tmp_path / "requests.parquet", ROW_SCHEMA, redacted=False)
     sink = RowSink(writer)
     sink.add(rows[0])  # a row buffered before a batch is written before it
     for b in _batches(recs[1:], [120, 179]):
@@ -121,3 +123,12 @@ def test_a_batch_without_any_event_still_counts_its_failures_and_missing_metrics
     s = acc.summary()
     assert (s.requests, s.ok, s.failed, s.errors) == (1, 0, 1, {"connect": 1})
     assert s.missing["ttft"] == {"request failed (connect)": 1}
+
+
+def test_a_redacting_record_writer_refuses_a_prepared_table(tmp_path: pathlib.Path) -> None:
+    import pyarrow as pa
+
+    writer = RecordWriter(tmp_path / "x.parquet", pa.schema([("a", pa.int64())]))  # redacted=True by default
+    with pytest.raises(ValueError, match="redacting writer"):
+        writer.append_table(pa.table({"a": [1]}))
+    writer.close()

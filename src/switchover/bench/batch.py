@@ -12,7 +12,6 @@ import pyarrow as pa
 
 from switchover.bench.rows import COLUMNS, ROW_SCHEMA
 from switchover.redaction import redact
-from switchover.runs import RecordWriter
 from switchover.wire import RequestRecord
 
 if TYPE_CHECKING:
@@ -150,14 +149,4 @@ class StepRows:
             self.sink.add_batch(batch)
 
 
-class RequestsWriter(RecordWriter):
-    """requests.parquet written a table (one row group) at a time, from a RowBatch or from row dicts."""
-
-    def append_table(self, table: pa.Table) -> None:
-        if self._writer is None:
-            raise RuntimeError(f"{self.path} is closed")
-        self._writer.write_table(table)
-        self.rows += table.num_rows
-
-
-__all__ = ["LABELS", "RequestsWriter", "RowBatch", "StepRows"]
+__all__ = ["LABELS", "RowBatch", "StepRows"]

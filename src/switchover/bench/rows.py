@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 from switchover.redaction import redact
+from switchover.runs import RecordWriter
 from switchover.wire import RequestRecord
 
 ROW_SCHEMA = pa.schema(
@@ -108,10 +109,9 @@ class RowSink:
     def add_batch(self, batch: Any) -> None:
         """A RowBatch (bench/batch.py) as one row group, after the rows buffered before it (order kept)."""
         self.flush()
-        append_table = getattr(self.writer, "append_table", None)
-        if append_table is not None:
-            append_table(batch.table())
-        else:  # a writer of row dicts (Parquet parts)
+        if isinstance(self.writer, RecordWriter) and not self.writer.redacted:
+            self.writer.append_table(batch.table())
+        else:  # a writer of row dicts (Parquet parts), or one that redacts each row itself
             self.writer.append([batch.row(i) for i in range(len(batch))])
         self.written += len(batch)
 

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from switchover.bench.ab import regression_checks, slo_checks
 from switchover.bench.accumulate import StepAccumulator
-from switchover.bench.batch import RequestsWriter, StepRows
+from switchover.bench.batch import StepRows
 from switchover.bench.checkpoint import check_checkpoint, restore, resumed_step, write_checkpoint
 from switchover.bench.clientload import ClientMemory, ClientQueue, open_files_for, peak_rss_mb, rss_mb
 from switchover.bench.conclude import KNEE_LIMIT, StepValues, ab_steps, knees
@@ -37,7 +37,7 @@ from switchover.bench.workload import (
     unit_words,
 )
 from switchover.errors import BadInput
-from switchover.runs import RunDir
+from switchover.runs import RecordWriter, RunDir
 from switchover.wire import FailureKind, RequestRecord
 
 MIN_FOR_ERROR_RATE = 10
@@ -383,7 +383,7 @@ class BenchRun:
         if not plan.checkpoint_s:
             # RowSink masks failure messages; statistics for scalar columns only (writer memory per row group)
             self.metrics_writer = rd.record_writer("metrics", SCRAPE_SCHEMA)
-            return RequestsWriter(rd.file("requests.parquet"), ROW_SCHEMA, redacted=False, statistics=STAT_COLUMNS)
+            return RecordWriter(rd.file("requests.parquet"), ROW_SCHEMA, redacted=False, statistics=STAT_COLUMNS)
         report.soak = Soak(**ck["soak"]) if ck else Soak(window_s=plan.window_s, checkpoint_s=plan.checkpoint_s)
         if ck:
             report.soak.resumed.append(time.time())

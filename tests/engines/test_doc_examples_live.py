@@ -60,16 +60,8 @@ SKIP: list[tuple[str, str]] = [
 ]
 # examples that still fail for a known defect in a file this test's author does not own: always (a strict xfail:
 # fix, then unmark), or only in one state the bed's own verdicts lead to (an xfail only when that message is seen)
-KNOWN: dict[str, str] = {
-    "switchover rollout holding -c switchover.yaml": "cli/rollout_cmd.py: exit 2 'the rollout is not holding' "
-                                                     "before the last stage (docs/cli.md: a state, 0)",
-}
-KNOWN_WHEN = {
-    'switchover rollout rollback -c switchover.yaml -m "wrong answers"': (
-        "at 0 % already", "rollout/stages.py: exit 2 'the rollout is at 0 % already' when the README's advance "
-        "before it was refused (the bed's check verdict decides); already at 0 % is the state a rollback asks for "
-        "(docs/cli.md: 0, said)"),
-}
+KNOWN: dict[str, str] = {}
+KNOWN_WHEN: dict[str, tuple[str, str]] = {}
 
 
 def skip_reason(command: str) -> str | None:

@@ -276,7 +276,13 @@ def rollback(
     """
     if to is not None and to not in ("previous", "zero"):
         raise BadInput(f"--to must be 'previous' or 'zero', got {to!r}")
-    _finish(_rollout(config).rollback(to=to, why=reason, force=force), json_out)  # type: ignore[arg-type]
+    rollout = _rollout(config)
+    state = rollout.state()
+    if state.index < 0:  # already all old: the state a rollback asks for, so an emergency script can run it again
+        console.print(f"nothing to roll back: the rollout is at 0 % ({state.status.value}); all traffic is on old",
+                      highlight=False)
+        return
+    _finish(rollout.rollback(to=to, why=reason, force=force), json_out)  # type: ignore[arg-type]
 
 
 @app.command()
@@ -293,12 +299,16 @@ def holding(
     """
     rollout = _rollout(config, ledger=ledger)
     state = rollout.state()
-    if state.holding is None or state.status.value != "holding":
-        raise BadInput(
-            f"the rollout is not holding (status {state.status.value}, stage {state.stage_name})",
-            hint="the rollback window opens when the last stage (weight 100) is entered; "
-            "`switchover rollout prerequisites` lists what a rollback needs at any time",
-        )
+    if state.holding is None or state.status.value != "holding":  # no window yet: a state, not bad input (0)
+        line = (f"no rollback window yet: the rollout is {state.status.value} at stage {state.stage_name}; it opens "
+                "when the last stage (weight 100) is entered (`switchover rollout prerequisites` lists what a "
+                "rollback needs now)")
+        if json_out:
+            print_json({"holding": None, "status": state.status.value, "stage": state.stage_name,
+                        "message": line})
+        else:
+            console.print(escape(line), highlight=False, soft_wrap=True)
+        return
     rollout.holding.check_old(force=check_old)
     report = rollout.holding.gate_report(state).holding
     assert report is not None

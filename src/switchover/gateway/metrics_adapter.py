@@ -22,7 +22,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from switchover.engines.profile import EngineProfile, MetricSpec
-from switchover.errors import Unreachable
+from switchover.errors import CheckFailed, Unreachable
 
 # factor to multiply a source value by to express it in the target unit
 _UNIT_FACTORS: dict[tuple[str, str], float] = {("seconds", "milliseconds"): 1000.0,
@@ -238,8 +238,8 @@ async def scrape(url: str, timeout_s: float = 5.0) -> str:
         res = await client.request("GET", path, timeout=timeout_s)
     if res.failure is not None:
         raise Unreachable(f"{url}: {res.failure.message}")
-    if res.status != 200:
-        raise Unreachable(f"{url}: HTTP {res.status}", hint="is the engine's metrics endpoint enabled?")
+    if res.status != 200:  # it answered: an error answer is a failed check (1), not unreachable (3)
+        raise CheckFailed(f"{url}: HTTP {res.status}", hint="is the engine's metrics endpoint enabled?")
     return res.body.decode("utf-8", "replace")
 
 

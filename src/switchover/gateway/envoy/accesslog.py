@@ -5,7 +5,7 @@ data plane. Pure: a line in, a row out.
 Command operators: https://www.envoyproxy.io/docs/envoy/v1.40.0/configuration/observability/access_log/usage
 What Envoy cannot see is null, never guessed (docs/gateway.md, Data planes): the model asked for and every token
 figure (the body is not parsed), ttft_ms / tpot_ms (Envoy times the first upstream byte, not the first token:
-`first_byte_ms` below is kept out of the row for that reason), and the shadow's result (mirrors are not logged).
+`first_byte_ms` below is kept out of the row for that reason). Mirrors are measured apart (mirror.py).
 """
 
 from __future__ import annotations

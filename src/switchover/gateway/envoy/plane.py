@@ -38,7 +38,9 @@ from switchover.gateway.admin import ADMIN_HEADER
 from switchover.gateway.clients import deployment_seed
 from switchover.gateway.envoy import accesslog
 from switchover.gateway.envoy.binary import find_envoy
+from switchover.gateway.envoy.mirror import MirrorJoin
 from switchover.gateway.envoy.render import PEER_HEADER, Routing, XdsFiles, arm_addresses
+from switchover.gateway.headers import request_id as clean_request_id
 from switchover.gateway.killswitch import KillSwitch
 from switchover.gateway.ledger import Ledger
 from switchover.gateway.state import (
@@ -61,8 +63,9 @@ LIMITS = (
     "failed_mid_stream only when Envoy flags an upstream reset",
     "fallback: only before the response headers (retry to the aggregate cluster's next priority, old); a 5xx of "
     "old is also retried once, on old",
-    "shadow: Envoy mirrors the whole route (new also gets a copy of its own requests) and never reads the mirror's "
-    "answer: no shadow rows; shadow gates need the engines' Prometheus metrics",
+    "shadow: Envoy mirrors every request of the route to switchover, which replays on new only the copies whose "
+    "primary went to old (the others are dropped, or cancelled when already running); old's side of a shadow row "
+    "is null (Envoy does not read answers), so the shadow comparison holds",
     "ttft_ms, tpot_ms, tokens and model are null in the ledger (Envoy does not read bodies): token and TPOT gates "
     "need the engines' Prometheus metrics",
     "tenant buckets: Envoy's hash of the raw tenant header (not the keyed hash of the built-in gateway); a request "
@@ -104,6 +107,7 @@ class EnvoyPlane:
         self.seed = b""
         self.token: str | None = None
         self.arms = accesslog.Arms(arm_addresses(migration))
+        self.mirrors = MirrorJoin(self.ledger)
         self.proc: asyncio.subprocess.Process | None = None
         self.control_port = 0
         self.draining = False
@@ -171,6 +175,8 @@ class EnvoyPlane:
         row = accesslog.to_row(line, self.arms, self.seed)
         if row is None:
             return
+        if self.mirrors.primary(row):
+            row["shadowed"] = True
         self.ledger.write_row(row)
         self.written += 1
         bad = accesslog.counts_against_new(row)
@@ -259,16 +265,28 @@ class EnvoyPlane:
                 out[str(st.get("name"))] = st["value"]
         return out
 
+    async def _mirror(self, request: web.Request) -> web.Response:
+        """A copy Envoy mirrored (its authority ends in -shadow): replayed on new and measured (mirror.py)."""
+        gw = self.migration.gateway
+        assert gw is not None
+        if not request.host.partition(":")[0].endswith("-shadow"):
+            return web.json_response({"error": {"message": "not found", "type": "not_found"}}, status=404)
+        body = await request.read()
+        self.mirrors.copy(gw.shadow, self.migration.new.url.rstrip("/"), self.migration.new.model, request.path_qs,
+                          clean_request_id(request.headers.get("x-request-id")), body, gw.timeouts.connect_ms / 1000)
+        return web.Response(status=204)
+
     async def _start_control(self) -> None:
-        app = web.Application()
+        gw = self.migration.gateway
+        assert gw is not None
+        app = web.Application(client_max_size=gw.limits.max_body_bytes)
         app.router.add_get("/health", self._health)
         app.router.add_get("/ready", self._ready)
         app.router.add_post("/admin/reset", self._reset)
         app.router.add_get("/admin/state", self._state)
+        app.router.add_post("/{tail:.*}", self._mirror)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        gw = self.migration.gateway
-        assert gw is not None
         site = web.TCPSite(self._runner, "127.0.0.1", gw.envoy.control_port)
         try:
             await site.start()
@@ -408,6 +426,7 @@ class EnvoyPlane:
         self._tasks.clear()
         if self._runner is not None:
             await self._runner.cleanup()
+        await self.mirrors.close()
         self.ledger.close()
         for name in (TOKEN_FILE, ADDRESS_FILE):
             with contextlib.suppress(OSError):

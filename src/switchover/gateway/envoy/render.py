@@ -133,7 +133,7 @@ def _under(path: str, prefix: str) -> bool:
     return prefix == "/" or path == prefix or path.startswith(prefix + "/")
 
 
-def _canary(gw: GatewayConfig, routing: Routing) -> dict[str, Any]:
+def _canary(gw: GatewayConfig, routing: Routing, mirror_to: str) -> dict[str, Any]:
     share = routing.new_share
     route: dict[str, Any] = {
         "timeout": "0s",
@@ -149,14 +149,15 @@ def _canary(gw: GatewayConfig, routing: Routing) -> dict[str, Any]:
     else:
         route["cluster"] = NEW_THEN_OLD if share == BUCKETS else "old"
     if gw.shadow.percent > 0:
-        route["request_mirror_policies"] = [{"cluster": "new", "runtime_fraction": {
+        route["request_mirror_policies"] = [{"cluster": mirror_to, "runtime_fraction": {
             "default_value": {"numerator": round(gw.shadow.percent * 10_000), "denominator": "MILLION"},
             "runtime_key": "switchover.shadow_percent"}}]
     return route
 
 
 def route_config(migration: Migration, routing: Routing, *, control: bool = False) -> dict[str, Any]:
-    """The route table: control paths (live plane), bypass paths to old, allowed paths by weight, else 404."""
+    """The route table: control paths (live plane), bypass paths to old, allowed paths by weight, else 404. With
+    `control` (the live plane) mirrored copies go to the control endpoint, which replays them on new and measures."""
     gw = migration.gateway or GatewayConfig()
     routes: list[dict[str, Any]] = []
     if control:
@@ -169,7 +170,8 @@ def route_config(migration: Migration, routing: Routing, *, control: bool = Fals
     pinned += [b for b in gw.bypass_paths if b not in pinned and any(_under(b, a) for a in allowed)]
     routes += [{"name": "bypass", "match": _match(p), "route": {"cluster": "old", "timeout": "0s"}}
                for p in sorted(pinned, key=len, reverse=True)]
-    canary = _canary(gw, routing)
+    # the live plane mirrors to its control endpoint, which measures the copy on new (mirror.py); the export to new
+    canary = _canary(gw, routing, CONTROL if control else "new")
     routes += [{"name": routing.reason, "match": _match(a), "route": canary}
                for a in sorted(allowed, key=len, reverse=True) if a not in pinned]
     routes.append({"name": "not_allowed", "match": {"prefix": "/"}, "direct_response": {

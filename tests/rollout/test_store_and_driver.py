@@ -114,7 +114,7 @@ def test_apply_to_gateway_rewrites_the_file_and_validates_weight(tmp_path: Path)
 
 
 def test_a_time_no_calendar_holds_is_printed_not_an_overflow() -> None:
-    from switchover.cli.rollout_cmd import _when
+    from switchover.cli.rollout_render import when as _when
 
     assert _when(None) == "-" and _when(0.0) == "-" and _when(86400.0) == "1970-01-02 00:00:00 UTC"
     assert _when(1e308) == "1e+308 s after the epoch"

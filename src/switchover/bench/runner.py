@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from switchover.bench.ab import regression_checks, slo_checks
 from switchover.bench.accumulate import StepAccumulator
@@ -18,6 +18,7 @@ from switchover.bench.checkpoint import check_checkpoint, restore, resumed_step,
 from switchover.bench.clientload import ClientMemory, ClientQueue, open_files_for, peak_rss_mb, rss_mb
 from switchover.bench.conclude import KNEE_LIMIT, StepValues, ab_steps, knees
 from switchover.bench.endpoints import Endpoint, load_tokenizer, open_endpoint
+from switchover.bench.reporter import NullReporter, Reporter
 from switchover.bench.results import BenchPlan, BenchReport, Calibration, StepTime
 from switchover.bench.rows import ROW_SCHEMA, STAT_COLUMNS, RowSink, row_from_record
 from switchover.bench.samples import Samples
@@ -42,27 +43,6 @@ from switchover.wire import FailureKind, RequestRecord
 
 MIN_FOR_ERROR_RATE = 10
 FAIL_BACKOFF_S = 0.05  # a failure faster than this waits, so a dead endpoint is not hammered in a tight loop
-
-
-class Reporter(Protocol):
-    def note(self, msg: str) -> None: ...
-    def step_started(self, label: str, total: int | None) -> None: ...
-    def request_done(self, ok: bool) -> None: ...
-    def step_done(self, summary: StepSummary) -> None: ...
-
-
-class NullReporter:
-    def note(self, msg: str) -> None:
-        pass
-
-    def step_started(self, label: str, total: int | None) -> None:
-        pass
-
-    def request_done(self, ok: bool) -> None:
-        pass
-
-    def step_done(self, summary: StepSummary) -> None:
-        pass
 
 
 @dataclass

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,17 +13,15 @@ from rich.table import Table
 
 from switchover import inputs
 from switchover.cli import params
+from switchover.cli import rollout_render as render
 from switchover.cli.common import console, print_json
 from switchover.config import load_migration
 from switchover.errors import BadInput, ExitCode, Unreachable
 from switchover.gateway.ledger import LedgerSkips
-from switchover.rollout.client_defaults import ClientMix, ClientMixCounter, client_mix
+from switchover.rollout.client_defaults import ClientMixCounter, client_mix
 from switchover.rollout.compare import compare_samples, samples_from_ledger
-from switchover.rollout.controller import ActionResult, Rollout, StatusView
-from switchover.rollout.entry import EntryReport
-from switchover.rollout.gates import GateReport, stream_ledger_rows
-from switchover.rollout.holding import HoldingReport, Prerequisite
-from switchover.rollout.judge.panel import JudgeReport
+from switchover.rollout.controller import ActionResult, Rollout
+from switchover.rollout.gates import stream_ledger_rows
 from switchover.rollout.stages import ABANDON_CRITERIA
 
 app = typer.Typer(
@@ -37,136 +34,7 @@ CONFIG = params.config_file("The migration file the gateway watches.")
 LEDGER = typer.Option(None, "--ledger", help="Gateway run directory (default: rollout.ledger or gateway.run_dir).")
 JSON = params.json_flag()
 REASON = typer.Option(..., "--reason", "-m", help="Why, for the audit log.")
-COLOURS = {"pass": "green", "hold": "yellow", "fail": "red", "advance": "green", "rollback": "red", "ok": "green",
-           "failed": "red", "missing": "red", "unverified": "yellow", "end": "green", "rollback_blocked": "red",
-           "open": "white", "closing": "green", "closed": "dim", "extended": "yellow"}
 FAILED_ACTIONS = ("hold", "auto_rollback", "refused", "rollback_blocked")
-
-
-def _when(ts: float | None) -> str:
-    if not ts:
-        return "-"
-    try:
-        return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    except (OverflowError, OSError, ValueError):  # a time no calendar holds (a hand-edited state file)
-        return f"{ts:g} s after the epoch"
-
-
-def _print_view(v: StatusView) -> None:
-    marks = " → ".join(f"[bold]{s}[/]" if s == v.stage else s for s in ["0%", *v.stages])
-    console.print(
-        f"{v.status.value}: stage [bold]{v.stage}[/] (new weight {v.weight}%"
-        f"{', shadow on' if v.shadow else ''}) since {_when(v.entered_at)}",
-        highlight=False,
-    )
-    console.print(marks, highlight=False)
-    if v.next_stage:
-        console.print(f"next: {v.next_stage}", highlight=False)
-    for w in v.warnings:
-        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
-    if v.holding is not None and v.status.value == "holding":
-        h = v.holding
-        left = [w for w in h.windows if w.status != "closed"]
-        console.print(
-            f"rollback window open since {_when(h.started_at)}; due to end {_when(h.ends_at)}; "
-            f"open: {', '.join(w.failure_type.value for w in left) or 'none'}"
-            f"{'; [red]AT RISK[/]: ' + escape(h.old.reason) if h.at_risk else ''}",
-            highlight=False,
-        )
-    if v.judge is not None:
-        _print_judge(v.judge)
-    for t in v.recent:
-        console.print(
-            f"  {_when(t.ts)} {escape(t.who)} {t.action} {t.from_stage} → {t.to_stage}: {escape(t.why)}",
-            highlight=False,
-            soft_wrap=True,
-        )
-
-
-def _print_report(r: GateReport) -> None:
-    table = Table(title=f"gates of stage {r.stage} ({r.stats.source}, window {r.stats.window_s:.0f} s)")
-    for col in ("gate", "verdict", "hard", "reason"):
-        table.add_column(col)
-    for g in r.results:
-        table.add_row(g.gate.value, f"[{COLOURS[g.verdict]}]{g.verdict}[/]", "yes" if g.hard else "no",
-                      escape(g.reason))
-    for c in r.custom:
-        table.add_row(escape(c.name), f"[{COLOURS[c.verdict]}]{c.verdict}[/]", "yes" if c.hard else "no",
-                      escape(c.reason))
-    if r.results or r.custom:
-        console.print(table)
-    if r.holding is not None:
-        _print_holding(r.holding)
-    for b in r.blockers:
-        console.print(f"[yellow]entry condition:[/] {escape(b)}", highlight=False)
-    if r.entry is not None:
-        _print_entry(r.entry)
-    if r.judge is not None:
-        _print_judge(r.judge)
-    for n in r.stats.notes:
-        console.print(f"[dim]note: {escape(n)}[/]", highlight=False)
-    for w in r.stats.warnings:
-        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
-    console.print(f"decision: [{COLOURS.get(r.decision, 'yellow')}]{r.decision}[/]")
-
-
-def _print_judge(j: JudgeReport) -> None:
-    """Per metric and test: the decision, requests so far, the effect's interval against the floor, distance left."""
-    table = Table(title=f"judge (anytime-valid; requests since {_when(j.since)}): {j.verdict}")
-    for col in ("metric", "test", "decision", "requests old/new", "effect", "interval", "floor", "to decide"):
-        table.add_column(col)
-    word = {"regress": "fail", "ok": "pass", "undecided": "hold"}
-    for d in j.decisions:
-        pct = d.unit == "ratio"
-        effect = "-" if d.effect is None else f"{d.effect * 100:+.1f} %" if pct else f"{d.effect * 100:+.2f} pp"
-        floor = f"{'±' if d.two_sided else '+'}{d.floor * 100:g} {'%' if pct else 'pp'}"
-        left = "-" if d.to_decision is None else f"{d.to_decision * 100:.1f} {'points' if pct else 'pp'}"
-        table.add_row(d.metric, d.test, f"[{COLOURS[word[d.direction]]}]{d.direction}[/]",
-                      f"{d.requests_old}/{d.requests_new}", effect, d.interval.text(d.unit), floor, left)
-    console.print(table)
-    for n in j.notes:
-        console.print(f"[dim]note: {escape(n)}[/]", highlight=False)
-
-
-def _print_entry(e: EntryReport) -> None:
-    table = Table(title=f"evidence to enter {e.stage}" + ("" if e.enforced else " (rollout.entry.enabled false: "
-                                                          "reported, not enforced)"))
-    for col in ("item", "status", "reason", "produced by"):
-        table.add_column(col)
-    for i in e.items:
-        colour = {"pass": "green", "waived": "yellow"}.get(i.status, "red")
-        reason = i.reason + (f" [waived: {i.waived}]" if i.waived else "")
-        table.add_row(i.id, f"[{colour}]{i.status}[/]", escape(reason), escape(i.command or ""))
-    if e.items:
-        console.print(table)
-
-
-def _print_prerequisites(pre: list[Prerequisite]) -> None:
-    table = Table(title="rollback prerequisites (config, weights, route, monitoring; drill; old ready)")
-    for col in ("prerequisite", "status", "required", "detail"):
-        table.add_column(col)
-    for p in pre:
-        table.add_row(p.name, f"[{COLOURS[p.status]}]{p.status}[/]", "yes" if p.required else "no", escape(p.detail))
-    console.print(table)
-
-
-def _print_holding(h: HoldingReport) -> None:
-    table = Table(title=f"rollback window since {_when(h.started_at)} (old: {escape(h.old.url)})")
-    for col in ("failure type", "status", "ends", "gates", "why"):
-        table.add_column(col)
-    for w in h.windows:
-        gates = ", ".join(f"{n} [{COLOURS[v]}]{v}[/]" for n, v, _ in w.verdicts()) or "[yellow]unwatched[/]"
-        table.add_row(w.failure_type.value, f"[{COLOURS[w.status]}]{w.status}[/]", _when(w.ends_at), gates,
-                      escape(w.reason))
-    console.print(table)
-    colour = COLOURS[h.old.verdict]
-    console.print(f"old ready: [{colour}]{h.old.verdict}[/] ({escape(h.old.reason)}; {h.old.checks} checks, "
-                  f"{h.old.failures} failed)", highlight=False, soft_wrap=True)
-    _print_prerequisites(h.prerequisites)
-    for text in h.warnings:
-        console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
-    console.print(f"holding: [{COLOURS.get(h.decision, 'yellow')}]{h.decision}[/] — {escape(h.reason)}",
-                  highlight=False, soft_wrap=True)
 
 
 def _rollout(config: Path, ledger: Path | None = None) -> Rollout:
@@ -179,7 +47,7 @@ def _finish(res: ActionResult, json_out: bool) -> None:
         print_json(res)
     else:
         if res.report is not None:
-            _print_report(res.report)
+            render.print_report(res.report)
         colour = {"advance": "green", "hold": "yellow", "none": "white", "holding_end": "green"}.get(res.action, "red")
         console.print(f"[{colour}]{escape(res.message)}[/]", highlight=False, soft_wrap=True)
     failed = res.action in FAILED_ACTIONS
@@ -216,7 +84,7 @@ def status(config: Path = CONFIG, json_out: bool = JSON) -> None:
     Example: switchover rollout status -c switchover.yaml
     """
     view = _rollout(config).view(judge=True)
-    print_json(view) if json_out else _print_view(view)
+    print_json(view) if json_out else render.print_view(view)
 
 
 @app.command()
@@ -229,7 +97,7 @@ def gates(config: Path = CONFIG, ledger: Path = LEDGER, json_out: bool = JSON) -
     if json_out:
         print_json(report)
     else:
-        _print_report(report)
+        render.print_report(report)
         console.print("[dim](read-only: `rollout advance` or `rollout watch` act on the decision)[/]")
     sys.exit(int(ExitCode.OK if report.decision == "advance" else ExitCode.FAILED))
 
@@ -312,7 +180,7 @@ def holding(
     rollout.holding.check_old(force=check_old)
     report = rollout.holding.gate_report(state).holding
     assert report is not None
-    print_json(report) if json_out else _print_holding(report)
+    print_json(report) if json_out else render.print_holding(report)
     bad = report.at_risk or report.decision in ("rollback", "rollback_blocked")
     sys.exit(int(ExitCode.FAILED if bad else ExitCode.OK))
 
@@ -331,7 +199,7 @@ def prerequisites(config: Path = CONFIG, json_out: bool = JSON) -> None:
     if json_out:
         print_json([p.model_dump(mode="json") for p in pre])
     else:
-        _print_prerequisites(pre)
+        render.print_prerequisites(pre)
     sys.exit(int(ExitCode.FAILED if any(p.blocks for p in pre) else ExitCode.OK))
 
 
@@ -486,25 +354,8 @@ def compare(
     console.print(table)
     for w in report.notes:
         console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
-    _print_clients(mix)
+    render.print_clients(mix)
 
 
 def _engine(ep: Any) -> str | None:
     return None if ep.engine.value == "openai" else str(ep.engine.value)
-
-
-def _print_clients(mix: ClientMix) -> None:
-    """What the clients send and which of their defaults behave differently on new (rollout/client_defaults.py)."""
-    if not mix.requests:
-        console.print("clients: no request row carries the client's fields", highlight=False)
-        return
-    used = ", ".join(f"{f.field} {f.share_set:.0%}" for f in mix.fields if f.set)
-    console.print(f"clients ({mix.requests} requests) set: {used or 'no sampling field'}", highlight=False,
-                  markup=False)
-    for sfx in mix.suffixes:
-        console.print(f"  a fixed {sfx.role} ending on {sfx.share:.0%} of requests (hash {sfx.hash})",
-                      highlight=False, markup=False)
-    for f in mix.findings:
-        console.print(f"[yellow]differs on new:[/] {escape(f.detail)}", highlight=False, soft_wrap=True)
-    for n in mix.notes:
-        console.print(f"[dim]{escape(n)}[/]", highlight=False, soft_wrap=True)

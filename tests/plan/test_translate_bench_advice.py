@@ -3,6 +3,7 @@ the target version has it."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from switchover.bench.capbind import StepLimit
@@ -41,3 +42,18 @@ def test_a_bench_of_another_engine_or_where_nothing_bound_adds_nothing(tmp_path)
     assert t.notes == before
     with pytest.raises(BadInput, match="no such run directory"):
         bench_advice(t, str(tmp_path / "missing"))
+
+
+def test_plan_translate_bench_prints_the_advice_and_a_missing_run_is_exit_2(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from switchover.cli.app import app
+
+    run_dir = _run(tmp_path, "llamacpp", "requests")
+    r = CliRunner().invoke(app, ["plan", "translate", "vllm serve M --max-num-seqs 4", "--to", "llamacpp@b11434",
+                                 "--bench", run_dir, "--json"])
+    notes = orjson.loads(r.stdout)["notes"]
+    assert any("the request-count cap bound: raise --parallel" in n for n in notes), r.stdout[-500:]
+    r = CliRunner().invoke(app, ["plan", "translate", "vllm serve M", "--to", "llamacpp", "--bench",
+                                 str(tmp_path / "missing")])
+    assert isinstance(r.exception, BadInput) and "no such run directory" in r.exception.message  # exit 2 in main

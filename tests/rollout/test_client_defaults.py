@@ -50,8 +50,13 @@ def test_vllm_to_llamacpp_names_the_defaults_the_unset_requests_will_get_differe
 
 
 def test_a_default_one_profile_does_not_hold_is_unknown_not_assumed_equal() -> None:
+    got = {f.field: f for f in findings(_counter(ROWS), load_profile("vllm"), load_profile("tgi"))}
+    assert "tgi's not in the profile (unknown)" in got["frequency_penalty"].detail
+
+
+def test_llamacpps_penalties_are_read_from_its_source_so_vllm_to_llamacpp_finds_them_equal() -> None:
     got = {f.field: f for f in findings(_counter(ROWS), load_profile("vllm"), load_profile("llamacpp"))}
-    assert "llamacpp's not in the profile (unknown)" in got["frequency_penalty"].detail
+    assert "frequency_penalty" not in got and "presence_penalty" not in got  # 0.0 on both (common/common.h)
 
 
 def test_llamacpp_to_vllm_flags_stop_lists_over_vllms_limit() -> None:

@@ -152,9 +152,10 @@ def _client(report: Any) -> None:
 
 def render(report: Any) -> None:
     """Console summary: the step table, knees, A/B deltas, checks, where the run directory is."""
-    from switchover.bench.steptable import step_table
+    from switchover.bench.capbind import advice
+    from switchover.bench.steptable import limit_columns, step_table
 
-    head, rows = step_table(report.steps, (("steady", _steady),))
+    head, rows = step_table(report.steps, (*limit_columns(report.limits), ("steady", _steady)))
     table = Table(title=f"switchover bench {report.name}")
     for col in head:
         table.add_column(col, justify="right")
@@ -184,6 +185,8 @@ def render(report: Any) -> None:
     _client(report)
     for key, k in report.knees.items():
         console.print(f"[bold]{escape(key)}[/]: {escape(k.message)}", highlight=False, soft_wrap=True)
+    for line in advice(report.limits, {e.label: e.engine for e in report.endpoints}):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     for a in report.ab:
         sig = [d for d in a.deltas if d.significant]
         if sig:

@@ -75,5 +75,9 @@ def sweep_cmd(
         else:
             tp = ", ".join(f"c={k}: {v:.2f}" for k, v in p.tpot_p99_ms.items())
             console.print(f"{line}: TPOT p99 {tp}; {p.knee_message}", highlight=False, markup=False)
+        if p.line():
+            console.print(f"  {p.line()}", highlight=False, markup=False)
+        for a in p.advice:
+            console.print(f"  {a}", highlight=False, markup=False)
     console.print(f"sweep directory: {res.run_dir} (sweep.html)", highlight=False, markup=False)
     _fail_unless_measured(res)

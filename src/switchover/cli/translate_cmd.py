@@ -38,6 +38,8 @@ def translate_cmd(
     to_gpu: str = typer.Option(None, "--to-gpu", help="Move to this GPU (default: the old launch's)."),
     to_gpus: int = typer.Option(None, "--to-gpus", parser=params.count(hi=inputs.MAX_GPUS),
                                 help="Move to this many GPUs: TP/PP/DP chosen with plan parallel."),
+    bench: str = typer.Option(None, "--bench", parser=params.PATH, help="A bench run of the target engine: adds "
+                              "which cap bound and the flag to raise (docs/bench.md#binding-cap)."),
     json_out: bool = params.json_flag(),
 ) -> None:
     """Translate a launch between engines and versions: every input flag is translated, already the target's
@@ -56,7 +58,7 @@ def translate_cmd(
     from switchover.hardware import find_gpu
     from switchover.plan.choose_models import resolve_model
     from switchover.plan.launch import detect_engine
-    from switchover.plan.translate import HardwareMove, translate
+    from switchover.plan.translate import HardwareMove, bench_advice, translate
     from switchover.textfile import read_text
 
     if launch.startswith("@"):
@@ -78,6 +80,8 @@ def translate_cmd(
     result = translate(src, launch, dst, card=card, gpu_total_gib=total, gpu_name=gpu and find_gpu(gpu).name,
                        source_version=src_version,
                        target_version=dst_version, files=_named_files(files), move=move)
+    if bench is not None:
+        bench_advice(result, str(bench))
     if json_out:
         print_json(result)
     else:

@@ -26,7 +26,7 @@ def line(**over: Any) -> bytes:
 @pytest.mark.parametrize(("over", "want"), [
     ({}, ("old", "old", "ok", "weight", None)),
     ({"cluster": "new_then_old", "host": "127.0.0.1:2"}, ("new", "new", "ok", "weight", None)),
-    ({"cluster": "new_then_old", "attempts": 2}, ("new", "old", "fallback_ok", "weight", "status")),
+    ({"cluster": "new_then_old", "attempts": 2}, ("new", "old", "fallback_ok", "weight", "retried")),
     ({"cluster": "new_then_old", "attempts": 2, "flags": "UF"}, ("new", "old", "fallback_ok", "weight", "connect")),
     ({"route": "kill_switch"}, ("old", "old", "ok", "kill_switch", None)),
     ({"route": "rollback"}, ("old", "old", "ok", "rollback", None)),

@@ -104,7 +104,8 @@ def _fallback_reason(flags: set[str], attempts: float | None) -> str:
         return "connect"
     if "UT" in flags:
         return "timeout"
-    return "status" if (attempts or 0) > 1 else "unknown"
+    # a retriable status or a reset of new before the headers: the log line does not tell which
+    return "retried" if (attempts or 0) > 1 else "unknown"
 
 
 def to_row(line: bytes, arms: Arms, seed: bytes = b"") -> dict[str, Any] | None:

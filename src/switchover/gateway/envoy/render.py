@@ -33,6 +33,8 @@ CLUSTER = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 PREVIOUS_PRIORITIES = ("type.googleapis.com/envoy.extensions.retry.priority.previous_priorities.v3."
                        "PreviousPrioritiesConfig")
 
+HTTP_OPTIONS = "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+UPSTREAM_IDLE = "2s"
 NEW_THEN_OLD = "new_then_old"  # the aggregate cluster: new, and old when a try on new failed
 CONTROL = "switchover_control"  # the plane's own endpoint (state, reset, health), on loopback
 CONTROL_PATHS = ("/health", "/ready", "/admin/state", "/admin/reset")
@@ -93,6 +95,11 @@ def _static_cluster(name: str, host: str, port: int, connect_ms: float, tls: boo
     }
     if tls:
         c["transport_socket"] = {"name": "envoy.transport_sockets.tls", "typed_config": {"@type": TLS, "sni": host}}
+    # an idle pooled connection is closed before the engine's own keep-alive timer (5 s in uvicorn and llama.cpp's
+    # HTTP server) can close it under a request: that race would read as a reset, and a reset on new as a fallback
+    c["typed_extension_protocol_options"] = {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+        "@type": HTTP_OPTIONS, "common_http_protocol_options": {"idle_timeout": UPSTREAM_IDLE},
+        "explicit_http_config": {"http_protocol_options": {}}}}
     return c
 
 

@@ -112,3 +112,11 @@ def test_real_envoy_validates_the_rendered_routes(migration, routing: Routing) -
     binary = _envoy()
     ok, detail = validate_with_envoy(yaml.safe_dump(static_bootstrap(migration, routing)), binary)
     assert ok, detail
+
+
+def test_idle_upstream_connections_close_before_an_engines_keepalive_timer(migration) -> None:
+    arms = [c for c in static_bootstrap(migration, Routing())["static_resources"]["clusters"] if c["name"] in
+            ("old", "new")]
+    for c in arms:
+        opts = c["typed_extension_protocol_options"]["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]
+        assert float(opts["common_http_protocol_options"]["idle_timeout"].rstrip("s")) < 5

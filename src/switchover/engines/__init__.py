@@ -1,12 +1,11 @@
 """Engine knowledge as cited data: flags by intent, API semantics, metrics, readiness and memory semantics."""
 
+from switchover.engines.launch_spec import FlagSpec, LaunchSyntax
 from switchover.engines.profile import (
     METRIC_INTENTS,
     ApiSemantics,
     DefaultValue,
     EngineProfile,
-    FlagSpec,
-    LaunchSyntax,
     MemorySemantics,
     MetricsEndpoint,
     MetricSpec,

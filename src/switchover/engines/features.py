@@ -9,8 +9,8 @@ from functools import cache
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from switchover.engines.cited import CitedFact
-from switchover.engines.formats import ENGINES
 from switchover.engines.matrixfile import packaged, validated
+from switchover.engines.names import ENGINES
 from switchover.engines.profile import EngineProfile
 from switchover.errors import BadInput
 

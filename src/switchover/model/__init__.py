@@ -7,10 +7,10 @@ from switchover.model.card import (
     ModelCard,
     MoESpec,
     StateSpec,
-    WeightsInfo,
     card_from_config,
     load_model_card,
 )
+from switchover.model.sizing import WeightsInfo
 
 __all__ = [
     "AttentionSpec",

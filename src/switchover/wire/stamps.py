@@ -77,7 +77,7 @@ def read_time(anc: list[tuple[int, int, bytes]], now: int, floor: int, counts: S
         sec, nsec = _TIMESPEC.unpack_from(anc[0][2])
         offset, err = clock_offset(now)
         # an NTP step between the packet and this read is the only error beyond `err`
-        stamp = sec * _NS + nsec - offset
+        stamp: int = sec * _NS + nsec - offset
         if floor - err <= stamp <= now + err:
             counts.kernel += 1
             return min(max(stamp, floor), now)

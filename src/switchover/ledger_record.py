@@ -36,7 +36,7 @@ NOT_AN_ARM_OUTCOMES: frozenset[str] = CLIENT_OUTCOMES | {"client_disconnected", 
 ARM_ERROR_OUTCOMES: frozenset[str] = frozenset({"error", "failed_mid_stream"})
 """Outcomes that count as an error of the arm the policy routed to."""
 
-# The measurements every kind of row carries, defined once: wire/timing.py's formulas, as gateway/observe.py applies
+# The measurements every kind of row carries, defined once: measure/timing.py's formulas, as gateway/observe.py applies
 # them. A shadow row's own fields are a copy of its primary's; its `shadow` result times the mirror.
 _START = "when the gateway had read the whole request (in a shadow result: when the mirror was sent)"
 TtftMs = Annotated[float | None, Field(

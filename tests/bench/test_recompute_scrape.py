@@ -7,8 +7,8 @@ import json
 import pytest
 
 from switchover.bench.recompute import recompute_rows
-from switchover.bench.scrape import parse_metrics
 from switchover.errors import BadInput
+from switchover.measure.prometheus import parse_metrics
 
 MS = 1_000_000
 

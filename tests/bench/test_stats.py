@@ -10,11 +10,11 @@ from switchover.bench.stats import (
     mean_inflight,
     meets_slo,
     metric_samples,
-    percentile,
     request_metrics,
     steady_state,
     summarize_step,
 )
+from switchover.measure.percentiles import percentile
 
 MS = 1_000_000
 

@@ -1,5 +1,5 @@
 """The overload probe's readings: the engine's waiting gauge (read by bench/scrape.py's parser) and TPOT (by
-wire/timing.py), without an engine."""
+measure/timing.py), without an engine."""
 
 from __future__ import annotations
 

@@ -10,8 +10,9 @@ import numpy as np
 from pydantic import BaseModel, Field
 from scipy import stats as sps
 
-from switchover.bench.stats import StepSummary, percentile
+from switchover.bench.stats import StepSummary
 from switchover.config.bench import BenchSlos
+from switchover.measure.percentiles import percentile
 
 
 class MetricDelta(BaseModel):

@@ -29,7 +29,7 @@ from switchover.bench.stats import (
     request_metrics,
 )
 from switchover.bench.step_tallies import InflightTally, LengthTally
-from switchover.wire.timing import NS_PER_MS
+from switchover.measure.timing import NS_PER_MS
 
 if TYPE_CHECKING:
     from switchover.bench.batch import RowBatch

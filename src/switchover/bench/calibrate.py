@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator
 
 from switchover.bench.results import Calibration
 from switchover.bench.scheduler import StepBounds, StopFlag, run_concurrency
-from switchover.bench.stats import percentile
 from switchover.errors import SwitchoverError
+from switchover.measure.percentiles import percentile
 from switchover.subproc import stop
 from switchover.testing.zerowork import ZeroWorkServer
 from switchover.wire import EngineClient, RequestRecord, Timeouts

@@ -20,8 +20,8 @@ from pydantic import BaseModel, Field
 
 from switchover.bench.stats import NS_PER_MS, Row, first_token_ns, last_chunk_ns
 from switchover.errors import BadInput
+from switchover.measure.timing import ntpot_ms, tpot_ms
 from switchover.runs import RunDir
-from switchover.wire.timing import ntpot_ms, tpot_ms
 
 Tool = Literal["vllm", "sglang", "guidellm", "aiperf"]
 TOOLS: tuple[str, ...] = ("vllm", "sglang", "guidellm", "aiperf")
@@ -75,7 +75,7 @@ def _ms(a: int | None, b: int | None) -> float | None:
 
 
 def _decode(r: Row, first: int | None, last: int | None, n: int | None) -> float | None:
-    """(last − first) / (N − 1): the one TPOT formula (wire/timing.py) with the tool's own first / last events."""
+    """(last − first) / (N − 1): the one TPOT formula (measure/timing.py) with the tool's own first / last events."""
     return tpot_ms(_ms(r["send_ns"], first), _ms(r["send_ns"], last), n)
 
 

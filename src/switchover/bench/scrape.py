@@ -6,13 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-import orjson
 import pyarrow as pa
-from prometheus_client.parser import text_string_to_metric_families
 
+from switchover.measure.prometheus import parse_metrics
 from switchover.wire import EngineClient
 
 SCRAPE_SCHEMA = pa.schema(
@@ -29,50 +28,6 @@ SCRAPE_SCHEMA = pa.schema(
 
 HOLD_ROWS = 20_000  # scraped rows held before they are handed to the run's writer (a step may last hours)
 PROCESS_RSS = "process_resident_memory_bytes"  # the Prometheus client libraries' process collector (Linux)
-_SUFFIXES = ("_bucket", "_sum", "_count", "_total", "_created", "_gcount", "_gsum")
-
-
-def _base(sample: str) -> list[str]:
-    names = [sample]
-    for s in _SUFFIXES:
-        if sample.endswith(s):
-            names.append(sample[: -len(s)])
-    return names
-
-
-def parse_metrics(
-    text: str, wanted: Mapping[str, str], *, endpoint: str, t_ns: int, wall: float, errors: list[str] | None = None
-) -> list[dict[str, Any]]:
-    """Rows for the samples whose series name (or its base without a histogram/counter suffix) is wanted.
-    `wanted` maps an exposed series name to its intent."""
-    rows: list[dict[str, Any]] = []
-    try:
-        families = list(text_string_to_metric_families(text))
-    except (ValueError, TypeError) as exc:  # no rows; the caller's `errors` hears why
-        if errors is not None:
-            errors.append(f"unparsable /metrics: {exc}")
-        return rows
-    for fam in families:
-        for s in fam.samples:
-            if s.name.endswith("_created"):
-                continue
-            intent = next((wanted[n] for n in (*_base(s.name), fam.name) if n in wanted), None)
-            if intent is None:
-                continue
-            rows.append(
-                {
-                    "endpoint": endpoint,
-                    "t_ns": t_ns,
-                    "wall": wall,
-                    "intent": intent,
-                    "name": s.name,
-                    "labels": orjson.dumps(dict(s.labels), option=orjson.OPT_SORT_KEYS).decode(),
-                    "value": float(s.value),
-                }
-            )
-    return rows
-
-
 def wanted_series(engine: str | None) -> tuple[dict[str, str], str]:
     """(series name -> intent, metrics path) from the engine profile; empty when there is no profile."""
     always = {PROCESS_RSS: "process_rss"}  # the engine process's memory, for drift over a soak (bench/soak.py)

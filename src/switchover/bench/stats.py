@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from switchover.wire import timing
-from switchover.wire.timing import NS_PER_MS as NS_PER_MS  # re-exported for bench.recompute
+from switchover.measure import timing
+from switchover.measure.timing import NS_PER_MS as NS_PER_MS  # re-exported for bench.recompute
 
 PERCENTILES = (50, 90, 95, 99)
 STEADY_FRACTION = 0.9  # a step is steady when it held >= 90% of its target concurrency (or rate)
@@ -46,7 +46,7 @@ class RequestMetrics:
 
 
 def first_token_ns(row: Row) -> int | None:
-    """Arrival of the first event whose text delta is non-empty (wire/timing.py)."""
+    """Arrival of the first event whose text delta is non-empty (measure/timing.py)."""
     return timing.first_token_ns(row.get("chunk_ns") or [], row.get("chunk_text") or [])
 
 
@@ -56,7 +56,7 @@ def last_chunk_ns(row: Row) -> int | None:
 
 
 def request_metrics(row: Row) -> RequestMetrics:
-    """TTFT, E2E, TPOT, NTPOT, ITL and N of one request: the formulas of wire/timing.py (docs/metrics.md), and
+    """TTFT, E2E, TPOT, NTPOT, ITL and N of one request: the formulas of measure/timing.py (docs/metrics.md), and
     why each one that is missing could not be computed."""
     kind = row.get("failure_kind")
     if kind:
@@ -115,14 +115,6 @@ class Dist(BaseModel):
 
     def get(self, stat: str) -> float:
         return float(getattr(self, stat))
-
-
-def percentile(values: Sequence[float] | np.ndarray, q: float) -> float:
-    """The q-th percentile with linear interpolation between closest ranks (numpy's default, as vLLM): the one
-    definition every switchover figure uses."""
-    if len(values) == 0:
-        raise ValueError("percentile of no values")
-    return float(np.percentile(np.asarray(values, dtype=float), q))
 
 
 def describe(values: Sequence[float] | np.ndarray) -> Dist | None:

@@ -234,7 +234,7 @@ async def metrics_part(m: Migration, shared: dict[str, EngineClient] | None = No
 def _exposed(text: str, names: list[str]) -> tuple[set[str], str | None]:
     """Which of `names` the /metrics text exposes as series (read by the bench's Prometheus parser, so a name is
     found only as a whole series name, a histogram's or counter's parts included); why none can be read."""
-    from switchover.bench.scrape import parse_metrics
+    from switchover.measure.prometheus import parse_metrics
 
     errors: list[str] = []
     rows = parse_metrics(text, {n: n for n in names}, endpoint="", t_ns=0, wall=0.0, errors=errors)

@@ -19,10 +19,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from switchover.engines.profile import EngineProfile, MetricSpec
 from switchover.errors import CheckFailed, Unreachable
+from switchover.measure.prometheus import metric_families
 
 # factor to multiply a source value by to express it in the target unit
 _UNIT_FACTORS: dict[tuple[str, str], float] = {("seconds", "milliseconds"): 1000.0,
@@ -126,7 +125,7 @@ def _num(v: float) -> str:
 def _samples_by_name(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     found: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
     try:
-        for fam in text_string_to_metric_families(text):
+        for fam in metric_families(text):
             for s in fam.samples:
                 found[s.name].append((dict(s.labels), float(s.value)))
     except (ValueError, TypeError, IndexError) as exc:  # prometheus_client's parser on text that is not metrics

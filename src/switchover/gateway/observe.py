@@ -2,7 +2,7 @@
 
 The Observer folds every event through wire/fold.py, the one interpreter of a response (what an event is, the first
 token, an error event, a malformed one, the end of a stream), into itself: a record that keeps no text. `timings`
-then applies wire/timing.py's formulas, the bench's. Used by the primary path (upstream.py, relay.py); the shadow
+then applies measure/timing.py's formulas, the bench's. Used by the primary path (upstream.py, relay.py); the shadow
 gets a RequestRecord from the wire client and times it with `record_timings`, the same way.
 """
 
@@ -13,10 +13,10 @@ from typing import Any, ClassVar, Literal
 
 import orjson
 
+from switchover.measure.timing import e2e_ms, first_token_ns, last_event_ns, tpot_ms, ttft_ms
 from switchover.wire.fold import apply_events, body_object, ended, fold_body
 from switchover.wire.records import Failure, FailureKind, RequestRecord, Usage
 from switchover.wire.sse import SSEEvent, SSEParser, whole_events
-from switchover.wire.timing import e2e_ms, first_token_ns, last_event_ns, tpot_ms, ttft_ms
 
 TokensSource = Literal["usage", "chunks"]
 _TALLY_EVERY = 64  # chunk entries held before they are counted and dropped (memory stays flat per stream)
@@ -24,7 +24,7 @@ _TALLY_EVERY = 64  # chunk entries held before they are counted and dropped (mem
 
 @dataclass(frozen=True, slots=True)
 class ObservedTimings:
-    """One response's latencies (ms) and token counts, by the bench's formulas (wire/timing.py)."""
+    """One response's latencies (ms) and token counts, by the bench's formulas (measure/timing.py)."""
 
     ttft_ms: float | None
     tpot_ms: float | None

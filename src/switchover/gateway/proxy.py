@@ -364,7 +364,7 @@ class Proxy:
         return True
 
     def _observe(self, row: dict[str, Any], obs: Observer | None, t0: int, decision: Decision) -> None:
-        """Timings and token counts by the bench's formulas (Observer.timings, wire/timing.py), the per-arm
+        """Timings and token counts by the bench's formulas (Observer.timings, measure/timing.py), the per-arm
         metrics, and the kill switch's view of the new arm."""
         metrics = self.g.metrics
         done_s = (time.perf_counter_ns() - t0) / 1e9  # arrival to the answer's last byte (the e2e histogram)

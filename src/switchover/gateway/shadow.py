@@ -3,7 +3,7 @@ never returned to the client and never awaited by the primary path. Beyond `max_
 flight a copy is dropped (and counted) instead of queued, so a slow shadow cannot slow the primary.
 
 A mirror goes through the wire client (`EngineClient.post`), so it is folded and timed exactly as `bench` folds
-and times a request (wire/fold.py, wire/timing.py); `timeout_ms` bounds it from send to the last byte. A mirror
+and times a request (wire/fold.py, measure/timing.py); `timeout_ms` bounds it from send to the last byte. A mirror
 never carries a query parameter named like a credential (`?api_key=`, `?key=`: headers.copy_target).
 """
 

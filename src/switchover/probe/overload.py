@@ -28,12 +28,12 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from switchover.bench.scrape import parse_metrics
-from switchover.bench.stats import percentile
 from switchover.engines.profile import EngineProfile
 from switchover.errors import CheckFailed, Unreachable
+from switchover.measure import timing
+from switchover.measure.percentiles import percentile
+from switchover.measure.prometheus import parse_metrics
 from switchover.termtext import printable
-from switchover.wire import timing
 from switchover.wire.client import EngineClient, Timeouts
 from switchover.wire.discovery import ModelListing, list_models, loading_engine, pick_model, profiles_for
 from switchover.wire.records import Failure, FailureKind, RequestRecord
@@ -159,7 +159,7 @@ async def _level(client: EngineClient, model: str | None, concurrency: int, wave
 
 
 def _tpot(rec: RequestRecord) -> float | None:
-    """TPOT by wire/timing.py's formulas (E2E to the last event carrying choices, N from usage); None, not 0, when
+    """TPOT by measure/timing.py's formulas (E2E to the last event carrying choices, N from usage); None, not 0, when
     every token arrived in one read (TTFT = E2E: the gaps were not seen, so the level's TPOT must not count it)."""
     n = rec.usage.completion_tokens if rec.usage is not None else None
     ttft = timing.ttft_ms(rec.send_ns, timing.first_token_ns(rec.chunk_ns, rec.chunk_text))

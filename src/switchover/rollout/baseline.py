@@ -12,8 +12,8 @@ from collections.abc import Iterable
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from switchover.bench.stats import percentile
 from switchover.ledger_record import LedgerRecord, LedgerRow
+from switchover.measure.percentiles import percentile
 from switchover.rollout.rows import TaskTyper, row_view
 
 

@@ -14,7 +14,6 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, Field, computed_field
 
-from switchover.bench.stats import percentile
 from switchover.config.rollout import GateName, GateThresholds, PrometheusSource
 from switchover.errors import BadInput
 from switchover.gateway.ledger import CLOCK_SLACK_S, LedgerSkips, ledger_files, read_ledger_files
@@ -25,6 +24,7 @@ from switchover.ledger_record import (
     LedgerRecord,
     LedgerRow,
 )
+from switchover.measure.percentiles import percentile
 from switchover.rollout import metric_names as mn
 from switchover.rollout.compare import ComparisonReport, compare_samples, samples_from_ledger
 from switchover.rollout.custom_gates import CustomGateResult, promql_vector

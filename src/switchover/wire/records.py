@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
+from switchover.measure.timing import first_token_ns
 from switchover.wire.error_body import ErrorBody
-from switchover.wire.timing import first_token_ns
 
 Api = Literal["completions", "chat"]
 
@@ -120,7 +120,7 @@ class RequestRecord:
 
     @property
     def ttft_ns(self) -> int | None:
-        """Send to the first chunk carrying text (wire/timing.py; non-streaming: to the whole body)."""
+        """Send to the first chunk carrying text (measure/timing.py; non-streaming: to the whole body)."""
         if not self.stream:
             return None if self.end_ns is None else self.end_ns - self.send_ns
         first = first_token_ns(self.chunk_ns, self.chunk_text)

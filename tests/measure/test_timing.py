@@ -1,10 +1,10 @@
-"""The per-request formulas (wire/timing.py) against hand-computed values (times in ns; 1 ms = 1_000_000 ns)."""
+"""The per-request formulas (measure/timing.py) against hand-computed values (times in ns; 1 ms = 1_000_000 ns)."""
 
 from __future__ import annotations
 
 import pytest
 
-from switchover.wire import timing
+from switchover.measure import timing
 
 MS = 1_000_000
 

@@ -43,8 +43,9 @@ def _medians(jobs: list[tuple[list[str], dict[str, str]]], runs: int) -> list[tu
     for _ in range(runs):
         for i, (argv, env) in enumerate(jobs):
             c0, t0 = _children_cpu(), time.perf_counter()
-            codes[i] = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                      check=False).returncode
+            codes[i] = subprocess.run(
+                argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
+            ).returncode
             times[i].append(time.perf_counter() - t0)
             cpu[i].append(_children_cpu() - c0)
     return [(statistics.median(t), statistics.median(c), code) for t, c, code in zip(times, cpu, codes, strict=True)]
@@ -63,8 +64,9 @@ def _cell(median: float, cpu: float, code: int) -> str:
 def _top_imports(python: str, module: str, env: dict[str, str], n: int = 10) -> list[tuple[float, float, str]]:
     """The `n` modules with the largest cumulative import time (ms) when `module` is imported: (cumulative, self,
     name), from one `-X importtime` run."""
-    done = subprocess.run([python, "-X", "importtime", "-c", f"import {module}"], env=env, capture_output=True,
-                          text=True, check=False)
+    done = subprocess.run(
+        [python, "-X", "importtime", "-c", f"import {module}"], env=env, capture_output=True, text=True, check=False
+    )
     rows = []
     for line in done.stderr.splitlines():
         m = _IMPORT_LINE.match(line)
@@ -98,13 +100,20 @@ def _print_ours(runs: int, only: list[str] | None) -> None:
     ours = _commands(only)
     load = os.getloadavg()
     print(f"switchover start: median wall / CPU seconds of {runs} runs of `{' '.join(base)} ...`")
-    print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
-          f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}")
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+        f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}"
+    )
     with tempfile.TemporaryDirectory(prefix="cli-startup-pyc-") as cache:
         envs = _envs(cache)
         for argv in ours:  # one warm-up run writes the bytecode the cached column reads
-            subprocess.run([*base, *argv], env=envs["bytecode cached"], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, check=False)
+            subprocess.run(
+                [*base, *argv],
+                env=envs["bytecode cached"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                check=False,
+            )
         print(f"  {'command':<36}" + "".join(f"{name:>24}" for name in envs) + f"  < {GOAL_S} s: wall / CPU (cached)")
         jobs = [([*base, *argv], env) for argv in ours for env in envs.values()]
         results = iter(_medians(jobs, runs))
@@ -117,8 +126,11 @@ def _print_ours(runs: int, only: list[str] | None) -> None:
                 marks.append("ok" if ok else "OVER")
                 if not ok:
                     over[kind].append(" ".join(argv))
-            print(f"  {'switchover ' + ' '.join(argv):<36}" + "".join(f"{_cell(*m):>24}" for m in measured)
-                  + f"  {' / '.join(marks)}")
+            print(
+                f"  {'switchover ' + ' '.join(argv):<36}"
+                + "".join(f"{_cell(*m):>24}" for m in measured)
+                + f"  {' / '.join(marks)}"
+            )
         for kind, names in over.items():
             print(f"over {GOAL_S} s {kind} with bytecode cached: {', '.join(names) if names else 'none'}")
         print("top 10 cumulative imports of `import switchover.cli.app` (bytecode cached, ms cumulative / self):")
@@ -130,8 +142,10 @@ def _print_peers(runs: int) -> None:
     vllm_python = next(iter(sorted(TESTBED.glob("vllm-*/venv/bin/python"))), None)
     llama = next(iter(sorted(TESTBED.glob("llama-cpp-*/bin/llama-server"))), None)
     if vllm_python is None and llama is None:
-        print(f"peers: none installed here (no test bed under {TESTBED}; vllm, guidellm, aiperf: "
-              f"{', '.join(n for n in ('vllm', 'guidellm', 'aiperf') if shutil.which(n)) or 'not on PATH'})")
+        print(
+            f"peers: none installed here (no test bed under {TESTBED}; vllm, guidellm, aiperf: "
+            f"{', '.join(n for n in ('vllm', 'guidellm', 'aiperf') if shutil.which(n)) or 'not on PATH'})"
+        )
         return
     print(f"peers (test bed {TESTBED}): median wall / CPU seconds of {runs} runs")
     module = "vllm.entrypoints.openai.api_server"
@@ -140,8 +154,11 @@ def _print_peers(runs: int) -> None:
         jobs.append(([str(vllm_python), "-m", module, "--help"], dict(os.environ)))
     for (argv, _), result in zip(jobs, _medians(jobs, runs), strict=True):
         path = Path(argv[0])
-        label = f"{path.parents[1].name}/{path.name} {' '.join(argv[1:])}" if path.name == "llama-server" \
+        label = (
+            f"{path.parents[1].name}/{path.name} {' '.join(argv[1:])}"
+            if path.name == "llama-server"
             else f"{path.parents[2].name} python {' '.join(argv[1:])}"
+        )
         print(f"  {label:<72}{_cell(*result):>18}")
     if vllm_python is not None:
         print(f"  top 10 cumulative imports of `import {module}` (ms cumulative / self):")

@@ -38,11 +38,19 @@ def main() -> None:
     # the bound is the sum of the timeouts + 1 s; on a starved CPU the event loop itself runs late, so the
     # largest measured loop lag (twice: client and gateway share the loop) is added before calling it a hang
     limit = r["bound_s"] + 2 * r["max_loop_lag_s"]
-    ok = (r["rows"] == r["requests"] and not r["missing"] and not r["duplicates"]
-          and r["max_duration_s"] < limit and -1 not in r["client_statuses"] and -2 not in r["client_statuses"])
-    print(f"{'PASS' if ok else 'FAIL'}: {r['rows']} ledger rows for {r['requests']} requests "
-          f"({r['missing']} missing, {r['duplicates']} duplicated); slowest {r['max_duration_s']:.2f} s "
-          f"(timeout bound {r['bound_s']:.2f} s + 2 x loop lag {r['max_loop_lag_s']:.2f} s)")
+    ok = (
+        r["rows"] == r["requests"]
+        and not r["missing"]
+        and not r["duplicates"]
+        and r["max_duration_s"] < limit
+        and -1 not in r["client_statuses"]
+        and -2 not in r["client_statuses"]
+    )
+    print(
+        f"{'PASS' if ok else 'FAIL'}: {r['rows']} ledger rows for {r['requests']} requests "
+        f"({r['missing']} missing, {r['duplicates']} duplicated); slowest {r['max_duration_s']:.2f} s "
+        f"(timeout bound {r['bound_s']:.2f} s + 2 x loop lag {r['max_loop_lag_s']:.2f} s)"
+    )
     sys.exit(0 if ok else 1)
 
 

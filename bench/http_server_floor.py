@@ -26,9 +26,11 @@ from pathlib import Path
 
 from switchover.testbed.processes import free_port
 
-BODY = (b'{"id":"x","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":'
-        b'"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,'
-        b'"total_tokens":2}}')
+BODY = (
+    b'{"id":"x","object":"chat.completion","model":"fake-model","choices":[{"index":0,"message":{"role":'
+    b'"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,'
+    b'"total_tokens":2}}'
+)
 
 
 def serve_aiohttp(port: int) -> None:
@@ -83,10 +85,10 @@ def serve_minimal(port: int) -> None:
             while (end := self.buf.find(b"\r\n\r\n")) >= 0:
                 head = self.buf[:end].lower()
                 at = head.find(b"content-length:")
-                n = int(head[at + 15:].split(b"\r\n")[0]) if at >= 0 else 0
+                n = int(head[at + 15 :].split(b"\r\n")[0]) if at >= 0 else 0
                 if len(self.buf) < end + 4 + n:
                     return
-                self.buf = self.buf[end + 4 + n:]
+                self.buf = self.buf[end + 4 + n :]
                 self.transport.write(reply)  # type: ignore[attr-defined]
 
     async def main() -> None:
@@ -108,18 +110,24 @@ def main() -> None:
     import gateway_overhead as g
 
     servers = {"aiohttp": free_port(), "lowlevel": free_port(), "minimal": free_port()}
-    procs = [subprocess.Popen([sys.executable, __file__, "--_serve", name, str(port)])
-             for name, port in servers.items()]
+    procs = [
+        subprocess.Popen([sys.executable, __file__, "--_serve", name, str(port)]) for name, port in servers.items()
+    ]
     try:
+
         async def measure() -> None:
             for port in servers.values():
                 await g.wait_http(f"http://127.0.0.1:{port}/health")
             for k in range(a.rounds):
                 for name, port in servers.items():
-                    r = await g.load(f"http://127.0.0.1:{port}", stream=False, concurrency=1, n=a.n, seconds=30,
-                                     headers={})
-                    print(f"round {k + 1} {name:8s} p50 {r['p50_ms']:.3f} ms  p99 {r['p99_ms']:.3f} ms "
-                          f"({r['n']} ok, {r['errors']} errors)", flush=True)
+                    r = await g.load(
+                        f"http://127.0.0.1:{port}", stream=False, concurrency=1, n=a.n, seconds=30, headers={}
+                    )
+                    print(
+                        f"round {k + 1} {name:8s} p50 {r['p50_ms']:.3f} ms  p99 {r['p99_ms']:.3f} ms "
+                        f"({r['n']} ok, {r['errors']} errors)",
+                        flush=True,
+                    )
 
         t = time.monotonic()
         asyncio.run(measure())

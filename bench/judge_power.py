@@ -40,8 +40,27 @@ from switchover.rollout.judge.decide import JITTER, log_ratio_values
 TRACES = Path(__file__).parent / "data" / "judge_traces.json"
 FA_TARGET = 0.01
 TAIL_EVERY = 20  # pairs between reads of the judge's p99 test in the study (its other tests: every pair)
-TODAY_TICKS = (50, 100, 150, 200, 300, 400, 500, 750, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 7500, 10000, 15000,
-               20000)
+TODAY_TICKS = (
+    50,
+    100,
+    150,
+    200,
+    300,
+    400,
+    500,
+    750,
+    1000,
+    1500,
+    2000,
+    2500,
+    3000,
+    4000,
+    5000,
+    7500,
+    10000,
+    15000,
+    20000,
+)
 """Pairs at which today's gates are read (each read runs compare_metric's ten A/A splits: the slow part)."""
 HL_PAIRS = 4000  # random canary - control differences for Kayenta's Hodges-Lehmann estimate (its bound only)
 
@@ -84,6 +103,7 @@ def _draw(values: np.ndarray, rng: np.random.Generator, runs: int, pairs: int) -
 def tpot_scaled(factor: float) -> Scenario:
     def make(tr: Trace, rng: np.random.Generator, runs: int, pairs: int) -> Arms:
         return Arms("tpot_ms", _draw(tr.tpot, rng, runs, pairs), _draw(tr.tpot, rng, runs, pairs) * factor, "latency")
+
     return make
 
 
@@ -98,10 +118,12 @@ def more_flags(field: str, extra: float) -> Scenario:
     """New's requests also fail this way with probability `extra`. Errors start from the trace's own; truncations
     (answers cut short, the fake engine's truncate fault) start from none: the tiny model's answers reach
     max_tokens by design, so the trace's finish_reason says nothing about a cut."""
+
     def make(tr: Trace, rng: np.random.Generator, runs: int, pairs: int) -> Arms:
         flags = tr.error if field == "error" else np.zeros(1, dtype=bool)
         new = _draw(flags, rng, runs, pairs) | (rng.random((runs, pairs)) < extra)
         return Arms(field, _draw(flags, rng, runs, pairs), new, "rate")
+
     return make
 
 
@@ -109,17 +131,24 @@ def tokens_scaled(factor: float) -> Scenario:
     def make(tr: Trace, rng: np.random.Generator, runs: int, pairs: int) -> Arms:
         new = np.round(_draw(tr.tokens, rng, runs, pairs) * factor)
         return Arms("output_tokens", _draw(tr.tokens, rng, runs, pairs), new, "length")
+
     return make
 
 
 AA: dict[str, Scenario] = {
-    "tpot_ms": tpot_scaled(1.0), "output_tokens": tokens_scaled(1.0), "error": more_flags("error", 0.0),
+    "tpot_ms": tpot_scaled(1.0),
+    "output_tokens": tokens_scaled(1.0),
+    "error": more_flags("error", 0.0),
     "truncated": more_flags("truncated", 0.0),
 }
 AB: dict[str, Scenario] = {
-    "TPOT p50 +5 %": tpot_scaled(1.05), "TPOT p50 +10 %": tpot_scaled(1.10), "TPOT p50 +20 %": tpot_scaled(1.20),
-    "TPOT p99-only (slowest 2 % x1.5)": tpot_tail, "errors +1 %": more_flags("error", 0.01),
-    "truncations +2 %": more_flags("truncated", 0.02), "output length -10 %": tokens_scaled(0.9),
+    "TPOT p50 +5 %": tpot_scaled(1.05),
+    "TPOT p50 +10 %": tpot_scaled(1.10),
+    "TPOT p50 +20 %": tpot_scaled(1.20),
+    "TPOT p99-only (slowest 2 % x1.5)": tpot_tail,
+    "errors +1 %": more_flags("error", 0.01),
+    "truncations +2 %": more_flags("truncated", 0.02),
+    "output length -10 %": tokens_scaled(0.9),
 }
 
 
@@ -131,14 +160,14 @@ def judge_first(a: Arms, cfg: JudgeConfig, tail_every: int) -> dict[str, np.ndar
     if a.kind == "rate":
         return {"rate_difference": sequential.rate_first(a.old, a.new, floor=cfg.rate_floor, alpha=cfg.alpha)[0]}
     r = sequential.jittered(log_ratio_values(a.old, a.new, counts=a.kind == "length"))
-    out = {"bulk_ratio": sequential.bulk_first(r, floor=cfg.shift_floor, alpha=cfg.alpha,
-                                                  two_sided=a.kind == "length")[0]}
+    out = {
+        "bulk_ratio": sequential.bulk_first(r, floor=cfg.shift_floor, alpha=cfg.alpha, two_sided=a.kind == "length")[0]
+    }
     if a.kind == "latency":
         jit = np.random.default_rng(1)
         old = a.old * (1 + JITTER * jit.uniform(-1, 1, size=a.old.shape))
         new = a.new * (1 + JITTER * jit.uniform(-1, 1, size=a.new.shape))
-        out["p99_ratio"] = sequential.tail_first(old, new, floor=cfg.tail_floor, alpha=cfg.alpha,
-                                                 every=tail_every)[0]
+        out["p99_ratio"] = sequential.tail_first(old, new, floor=cfg.tail_floor, alpha=cfg.alpha, every=tail_every)[0]
     return out
 
 
@@ -205,16 +234,38 @@ def _today_fails(a: Arms, i: int, t: int, th: GateThresholds) -> bool:
         return evaluate(stats_, [GateName.ERROR_RATE], th)[0].verdict == "fail"
     if a.metric == "truncated":
         label = np.where(old, "length", "stop").tolist(), np.where(new, "length", "stop").tolist()
-        return compare_metric("finish_reason", label[0], label[1], alpha=th.alpha,
-                              noise_margin=th.noise_margin, min_samples=th.min_samples).verdict == "differs"
+        return (
+            compare_metric(
+                "finish_reason",
+                label[0],
+                label[1],
+                alpha=th.alpha,
+                noise_margin=th.noise_margin,
+                min_samples=th.min_samples,
+            ).verdict
+            == "differs"
+        )
     if a.metric == "tpot_ms":
         p_old, p_new = float(np.percentile(old, 99)), float(np.percentile(new, 99))
-        stats_ = WindowStats(source="ledger", window_s=t, old=ArmWindow(tpot_p99_ms=p_old, tpot_n=t),
-                             new=ArmWindow(tpot_p99_ms=p_new, tpot_n=t, requests=t))
+        stats_ = WindowStats(
+            source="ledger",
+            window_s=t,
+            old=ArmWindow(tpot_p99_ms=p_old, tpot_n=t),
+            new=ArmWindow(tpot_p99_ms=p_new, tpot_n=t, requests=t),
+        )
         if evaluate(stats_, [GateName.TPOT_P99_RATIO], th)[0].verdict == "fail":
             return True
-    return compare_metric(a.metric, old.tolist(), new.tolist(), alpha=th.alpha, noise_margin=th.noise_margin,
-                          min_samples=th.min_samples).verdict == "differs"
+    return (
+        compare_metric(
+            a.metric,
+            old.tolist(),
+            new.tolist(),
+            alpha=th.alpha,
+            noise_margin=th.noise_margin,
+            min_samples=th.min_samples,
+        ).verdict
+        == "differs"
+    )
 
 
 # --- summary -------------------------------------------------------------------------------------------------
@@ -259,14 +310,20 @@ def main() -> None:
     started = time.monotonic()
     print(f"traces: {doc['how']}; recorded {doc['recorded']}")
     for name, tr in traces.items():
-        print(f"  {name}: {len(tr.error)} requests, TPOT p50 {np.median(tr.tpot):.2f} ms p99 "
-              f"{np.quantile(tr.tpot, 0.99):.2f} ms, errors {tr.error.mean():.2%}, "
-              f"output tokens p50 {np.median(tr.tokens):.0f}")
-    print(f"judge: alpha {cfg.alpha} per test, floors shift {cfg.shift_floor:.0%}, p99 {cfg.tail_floor:.0%}, "
-          f"rate {cfg.rate_floor * 100:g} pp; read after every pair (p99 every {TAIL_EVERY}); "
-          f"{args.pairs} pairs per rollout.")
-    print(f"Kayenta read every {args.tick} pairs ({args.kayenta_runs} rollouts); today's gates at "
-          f"{', '.join(str(t) for t in today_ticks)} pairs ({args.today_runs} rollouts)\n")
+        print(
+            f"  {name}: {len(tr.error)} requests, TPOT p50 {np.median(tr.tpot):.2f} ms p99 "
+            f"{np.quantile(tr.tpot, 0.99):.2f} ms, errors {tr.error.mean():.2%}, "
+            f"output tokens p50 {np.median(tr.tokens):.0f}"
+        )
+    print(
+        f"judge: alpha {cfg.alpha} per test, floors shift {cfg.shift_floor:.0%}, p99 {cfg.tail_floor:.0%}, "
+        f"rate {cfg.rate_floor * 100:g} pp; read after every pair (p99 every {TAIL_EVERY}); "
+        f"{args.pairs} pairs per rollout."
+    )
+    print(
+        f"Kayenta read every {args.tick} pairs ({args.kayenta_runs} rollouts); today's gates at "
+        f"{', '.join(str(t) for t in today_ticks)} pairs ({args.today_runs} rollouts)\n"
+    )
 
     # A/A: false alarms of every gate, and Kayenta's calibrated critical value per metric
     ok = True
@@ -293,13 +350,12 @@ def main() -> None:
             # Kayenta at its own 98 % unless that watched at every tick alarms on more than 1 % of A/A rollouts
             calibrated[metric] = max(crit98, float(np.quantile(peak, 1 - FA_TARGET)))
             k98 = np.where((z > crit98).any(axis=1), 1, sequential.NEVER)
-            td = today_first(Arms(a.metric, a.old[: args.today_runs], a.new[: args.today_runs], a.kind),
-                             today_ticks, th)
-            print(f"{engine:14} {metric + ' (Kayenta, today)':32} {'':>18} {rate_text(k98):>18} "
-                  f"{rate_text(td):>16}")
+            td = today_first(
+                Arms(a.metric, a.old[: args.today_runs], a.new[: args.today_runs], a.kind), today_ticks, th
+            )
+            print(f"{engine:14} {metric + ' (Kayenta, today)':32} {'':>18} {rate_text(k98):>18} {rate_text(td):>16}")
     print("\nA/B: requests per arm to detect (median / p90 of rollouts; >N: not within the rollout)")
-    print(f"{'regression':34} {'judge test':16} {'judge':>13} {'Kayenta cal.':>13} {'Kayenta 98 %':>13} "
-          f"{'today':>13}")
+    print(f"{'regression':34} {'judge test':16} {'judge':>13} {'Kayenta cal.':>13} {'Kayenta 98 %':>13} {'today':>13}")
     tr = traces[args.engine]
     for name, make in AB.items():
         a = make(tr, rng, args.runs, args.pairs)
@@ -310,21 +366,25 @@ def main() -> None:
         z = kayenta_z(ka, ticks, rng)
         k_cal = sequential.first_true(z > calibrated[a.metric], ticks)
         k98 = sequential.first_true(z > crit98, ticks)
-        td = today_first(Arms(a.metric, a.old[: args.today_runs], a.new[: args.today_runs], a.kind), today_ticks,
-                         th)
+        td = today_first(Arms(a.metric, a.old[: args.today_runs], a.new[: args.today_runs], a.kind), today_ticks, th)
 
         def cell(f: np.ndarray) -> str:
             return f"{n_text(f, args.pairs, 0.5)} / {n_text(f, args.pairs, 0.9)}"
 
         print(f"{name:34} {test:16} {cell(first):>13} {cell(k_cal):>13} {cell(k98):>13} {cell(td):>13}")
         if name == "TPOT p50 +10 %":
-            mine = np.quantile(np.where(on_grid(first, args.tick) == sequential.NEVER, np.inf,
-                                        on_grid(first, args.tick)), 0.9, method="inverted_cdf")
+            mine = np.quantile(
+                np.where(on_grid(first, args.tick) == sequential.NEVER, np.inf, on_grid(first, args.tick)),
+                0.9,
+                method="inverted_cdf",
+            )
             theirs = np.quantile(np.where(k_cal == sequential.NEVER, np.inf, k_cal), 0.9, method="inverted_cdf")
             beat = mine < theirs
             ok &= bool(beat)
-            print(f"{'':34} p90 on Kayenta's ticks: judge {mine:g} vs Kayenta calibrated {theirs:g} "
-                  f"-> {'fewer' if beat else 'NOT fewer'}")
+            print(
+                f"{'':34} p90 on Kayenta's ticks: judge {mine:g} vs Kayenta calibrated {theirs:g} "
+                f"-> {'fewer' if beat else 'NOT fewer'}"
+            )
             # the same false-alarm rate read literally: Kayenta held to the judge's own measured A/A rate
             fa = judge_fa[("tpot_ms", test)]
             peak = peaks["tpot_ms"]

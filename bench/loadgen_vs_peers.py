@@ -68,9 +68,25 @@ def pinned(core: int, cmd: list[str]) -> list[str]:
 
 
 def start_server(core: int, chunks: int, itl_ms: float = 0.0) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(pinned(core, [sys.executable, "-m", "switchover.testing", "zero", "--port", "0",
-                                          "--chunks", str(chunks), "--itl-ms", str(itl_ms)]),
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        pinned(
+            core,
+            [
+                sys.executable,
+                "-m",
+                "switchover.testing",
+                "zero",
+                "--port",
+                "0",
+                "--chunks",
+                str(chunks),
+                "--itl-ms",
+                str(itl_ms),
+            ],
+        ),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     return proc, f"http://127.0.0.1:{int(proc.stdout.readline())}"
 
@@ -99,8 +115,12 @@ async def _timing(url: str, concurrency: int, duration: float) -> dict[str, floa
     from switchover.bench.calibrate import measure
 
     cal = await measure(url, concurrency=concurrency, chunks=50, duration_s=duration, warmup_s=1.0)
-    return {"p50_us": cal.timing_error_p50_us or -1, "p99_us": cal.timing_error_p99_us or -1,
-            "req_per_s": cal.req_per_s, "chunks_per_s": cal.chunks_per_s}
+    return {
+        "p50_us": cal.timing_error_p50_us or -1,
+        "p99_us": cal.timing_error_p99_us or -1,
+        "req_per_s": cal.req_per_s,
+        "chunks_per_s": cal.chunks_per_s,
+    }
 
 
 async def _bench_run(url: str, concurrency: int, requests: int, chunks: int, runs_dir: str) -> dict[str, float]:
@@ -108,23 +128,42 @@ async def _bench_run(url: str, concurrency: int, requests: int, chunks: int, run
     from switchover.bench.results import BenchPlan, EndpointSpec
     from switchover.bench.runner import BenchRun
 
-    plan = BenchPlan(name="memory", endpoints=[EndpointSpec(label="zero", url=url)], buckets=[16],
-                     output_tokens=chunks, concurrency=[concurrency], requests=requests, warmup_requests=0,
-                     scrape_interval_s=0, calibrate=False, use_tokenize=False, timeout_s=120)
+    plan = BenchPlan(
+        name="memory",
+        endpoints=[EndpointSpec(label="zero", url=url)],
+        buckets=[16],
+        output_tokens=chunks,
+        concurrency=[concurrency],
+        requests=requests,
+        warmup_requests=0,
+        scrape_interval_s=0,
+        calibrate=False,
+        use_tokenize=False,
+        timeout_s=120,
+    )
     t0 = time.perf_counter()
     report, rd = await BenchRun(plan, runs_dir).run()
     s = report.steps[0]
     # req/s nan, not 0, when the step had no measurable duration
-    return {"req_per_s": math.nan if s.req_per_s is None else s.req_per_s, "ok": s.ok,
-            "wall_s": time.perf_counter() - t0,
-            "parquet_mb": rd.file("requests.parquet").stat().st_size / 1e6}
+    return {
+        "req_per_s": math.nan if s.req_per_s is None else s.req_per_s,
+        "ok": s.ok,
+        "wall_s": time.perf_counter() - t0,
+        "parquet_mb": rd.file("requests.parquet").stat().st_size / 1e6,
+    }
 
 
 def run_memory(core: int, url: str, a: argparse.Namespace, n: int, work: Path) -> dict[str, float]:
     """One full bench run of n requests in a child process: its peak RSS (ru_maxrss of that child alone)."""
     runs = work / f"runs-{n}"
-    proc = subprocess.Popen(pinned(core, [sys.executable, __file__, "--_bench_child", url, str(a.concurrency),
-                                          str(n), str(a.chunks), str(runs)]), stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        pinned(
+            core,
+            [sys.executable, __file__, "--_bench_child", url, str(a.concurrency), str(n), str(a.chunks), str(runs)],
+        ),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     t0 = time.monotonic()
     out = proc.stdout.read() if proc.stdout else ""
     _, status, ru = os.wait4(proc.pid, 0)
@@ -133,8 +172,12 @@ def run_memory(core: int, url: str, a: argparse.Namespace, n: int, work: Path) -
         raise RuntimeError(f"bench child exited {proc.returncode}")
     res = json.loads(out.strip().splitlines()[-1])
     shutil.rmtree(runs, ignore_errors=True)
-    return {**res, "peak_rss_mb": ru.ru_maxrss / 1024, "cpu_s": ru.ru_utime + ru.ru_stime,
-            "elapsed_s": time.monotonic() - t0}
+    return {
+        **res,
+        "peak_rss_mb": ru.ru_maxrss / 1024,
+        "cpu_s": ru.ru_utime + ru.ru_stime,
+        "elapsed_s": time.monotonic() - t0,
+    }
 
 
 def memory_main(a: argparse.Namespace) -> None:
@@ -150,16 +193,21 @@ def memory_main(a: argparse.Namespace) -> None:
     finally:
         stop(server)
     load = os.getloadavg()
-    print(f"switchover bench (rows to Parquet, streaming summary) against the zero-work server on core "
-          f"{a.server_core}, client on core {a.client_core}; c={a.concurrency}, {a.chunks} chunks per response; "
-          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print(f"{'requests':>10}{'peak RSS MB':>13}{'wall s':>9}{'req/s':>9}{'CPU s':>8}{'parquet MB':>12}"
-          f"{'RSS ÷ first':>13}")
+    print(
+        f"switchover bench (rows to Parquet, streaming summary) against the zero-work server on core "
+        f"{a.server_core}, client on core {a.client_core}; c={a.concurrency}, {a.chunks} chunks per response; "
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
+    print(
+        f"{'requests':>10}{'peak RSS MB':>13}{'wall s':>9}{'req/s':>9}{'CPU s':>8}{'parquet MB':>12}{'RSS ÷ first':>13}"
+    )
     base = res[counts[0]]["peak_rss_mb"]
     for n in counts:
         r = res[n]
-        print(f"{n:>10}{r['peak_rss_mb']:>13.1f}{r['elapsed_s']:>9.0f}{r['req_per_s']:>9.0f}{r['cpu_s']:>8.1f}"
-              f"{r['parquet_mb']:>12.1f}{r['peak_rss_mb'] / base:>12.2f}×")
+        print(
+            f"{n:>10}{r['peak_rss_mb']:>13.1f}{r['elapsed_s']:>9.0f}{r['req_per_s']:>9.0f}{r['cpu_s']:>8.1f}"
+            f"{r['parquet_mb']:>12.1f}{r['peak_rss_mb'] / base:>12.2f}×"
+        )
 
 
 def children_cpu() -> float:
@@ -169,9 +217,12 @@ def children_cpu() -> float:
 
 
 def run_switchover(core: int, url: str, a: argparse.Namespace, n: int, work: Path) -> dict[str, float]:
-    out = subprocess.run(pinned(core, [sys.executable, __file__, "--_child", url, str(a.concurrency),
-                                       str(n), str(a.chunks)]), capture_output=True, text=True,
-                         timeout=a.timeout)
+    out = subprocess.run(
+        pinned(core, [sys.executable, __file__, "--_child", url, str(a.concurrency), str(n), str(a.chunks)]),
+        capture_output=True,
+        text=True,
+        timeout=a.timeout,
+    )
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -186,10 +237,34 @@ def run_aiperf(core: int, url: str, a: argparse.Namespace, n: int, work: Path) -
         venv = VENVS / "aiperf"
         raise RuntimeError(f"{exe} missing: python3 -m venv {venv} && {venv}/bin/pip install aiperf")
     art = work / f"aiperf-{n}"
-    cmd = [str(exe), "profile", "--model", "zero", "--url", url, "--endpoint-type", "completions", "--streaming",
-           "--tokenizer", a.tokenizer, "--isl", "16", "--isl-stddev", "0", "--osl", str(a.chunks),
-           "--concurrency", str(a.concurrency), "--request-count", str(n), "--use-server-token-count",
-           "--ui-type", "none", "--artifact-dir", str(art)]
+    cmd = [
+        str(exe),
+        "profile",
+        "--model",
+        "zero",
+        "--url",
+        url,
+        "--endpoint-type",
+        "completions",
+        "--streaming",
+        "--tokenizer",
+        a.tokenizer,
+        "--isl",
+        "16",
+        "--isl-stddev",
+        "0",
+        "--osl",
+        str(a.chunks),
+        "--concurrency",
+        str(a.concurrency),
+        "--request-count",
+        str(n),
+        "--use-server-token-count",
+        "--ui-type",
+        "none",
+        "--artifact-dir",
+        str(art),
+    ]
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     out = subprocess.run(pinned(core, cmd), capture_output=True, text=True, timeout=a.timeout, env=env)
     found = sorted(art.rglob("profile_export_aiperf.json"))
@@ -199,8 +274,11 @@ def run_aiperf(core: int, url: str, a: argparse.Namespace, n: int, work: Path) -
     rt = data.get("request_throughput") or {}
     dur = data.get("benchmark_duration") or {}
     count = data.get("completed_request_count") or data.get("request_count") or {}
-    return {"req_per_s": float(rt.get("avg")), "duration_s": float(dur.get("avg", 0) or 0),
-            "completed": float(count.get("avg", 0) or 0)}
+    return {
+        "req_per_s": float(rt.get("avg")),
+        "duration_s": float(dur.get("avg", 0) or 0),
+        "completed": float(count.get("avg", 0) or 0),
+    }
 
 
 def run_vllm(core: int, url: str, a: argparse.Namespace, n: int, work: Path) -> dict[str, float]:
@@ -209,19 +287,52 @@ def run_vllm(core: int, url: str, a: argparse.Namespace, n: int, work: Path) -> 
     py = Layout.default().vllm_python
     if not py.exists():
         raise RuntimeError(f"{py} missing: run `switchover testbed setup`")
-    cmd = [str(py), "-c", VLLM_RUNNER, "--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions",
-           "--model", "zero", "--tokenizer", a.tokenizer, "--dataset-name", "random", "--random-input-len", "16",
-           "--random-output-len", str(a.chunks), "--num-prompts", str(n), "--max-concurrency",
-           str(a.concurrency), "--ignore-eos", "--num-warmups", "0", "--disable-tqdm", "--save-result",
-           "--result-dir", str(work), "--result-filename", f"vllm-{n}.json"]
-    out = subprocess.run(pinned(core, cmd), capture_output=True, text=True, timeout=a.timeout,
-                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    cmd = [
+        str(py),
+        "-c",
+        VLLM_RUNNER,
+        "--backend",
+        "openai",
+        "--base-url",
+        url,
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        "zero",
+        "--tokenizer",
+        a.tokenizer,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        str(a.chunks),
+        "--num-prompts",
+        str(n),
+        "--max-concurrency",
+        str(a.concurrency),
+        "--ignore-eos",
+        "--num-warmups",
+        "0",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        str(work),
+        "--result-filename",
+        f"vllm-{n}.json",
+    ]
+    out = subprocess.run(
+        pinned(core, cmd), capture_output=True, text=True, timeout=a.timeout, env={**os.environ, "HF_HUB_OFFLINE": "1"}
+    )
     res = work / f"vllm-{n}.json"
     if out.returncode != 0 or not res.exists():
         raise RuntimeError(f"vllm rc={out.returncode}: {(out.stderr or out.stdout)[-1500:]}")
     data = json.loads(res.read_text())
-    return {"req_per_s": float(data["request_throughput"]), "duration_s": float(data["duration"]),
-            "completed": float(data["completed"])}
+    return {
+        "req_per_s": float(data["request_throughput"]),
+        "duration_s": float(data["duration"]),
+        "completed": float(data["completed"]),
+    }
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -229,8 +340,10 @@ def run_vllm(core: int, url: str, a: argparse.Namespace, n: int, work: Path) -> 
 
 def _print_results(a: argparse.Namespace, results: dict[str, dict[str, float] | str], base_n: int) -> None:
     """The comparison table and each tool's baseline line."""
-    print(f"zero-work server on core {a.server_core}, clients on core {a.client_core}; "
-          f"c={a.concurrency}, {a.requests} requests, {a.chunks} chunks each")
+    print(
+        f"zero-work server on core {a.server_core}, clients on core {a.client_core}; "
+        f"c={a.concurrency}, {a.requests} requests, {a.chunks} chunks each"
+    )
     print("wall: the tool's own req/s.  cpu: client CPU per request (run of N minus a run of c requests, so start-up")
     print("and imports cancel), and the req/s one dedicated core would sustain at that cost (1 / cpu per request).")
     head = f"{'tool':<12}{'wall req/s':>11}{'chunks/s':>10}{'cpu ms/req':>11}{'core req/s':>11}{'core chunks/s':>14}"
@@ -243,14 +356,18 @@ def _print_results(a: argparse.Namespace, results: dict[str, dict[str, float] | 
         core_rps = 1000 / r["cpu_per_request_ms"] if r["cpu_per_request_ms"] > 0 else float("nan")
         wall = ours["req_per_s"] / r["req_per_s"] if isinstance(ours, dict) and r["req_per_s"] else float("nan")
         cpu = r["cpu_per_request_ms"] / ours["cpu_per_request_ms"] if isinstance(ours, dict) else float("nan")
-        print(f"{tool:<12}{r['req_per_s']:>11.0f}{r['req_per_s'] * a.chunks:>10.0f}{r['cpu_per_request_ms']:>11.3f}"
-              f"{core_rps:>11.0f}{core_rps * a.chunks:>14.0f}{wall:>14.2f}×{cpu:>14.2f}×")
+        print(
+            f"{tool:<12}{r['req_per_s']:>11.0f}{r['req_per_s'] * a.chunks:>10.0f}{r['cpu_per_request_ms']:>11.3f}"
+            f"{core_rps:>11.0f}{core_rps * a.chunks:>14.0f}{wall:>14.2f}×{cpu:>14.2f}×"
+        )
     for tool, r in results.items():
         if isinstance(r, dict) and "baseline_cpu_s" in r:
             per_round = ", ".join(f"{x:.3f}" for x in r["cpu_per_request_ms_rounds"])
-            print(f"  {tool}: start-up + {base_n} requests {r['baseline_cpu_s']:.2f} s CPU (median of "
-                  f"{a.baseline_runs}, spread {r['baseline_spread_s']:.2f} s), subtracted; cpu ms/req per round: "
-                  f"{per_round} (median shown)")
+            print(
+                f"  {tool}: start-up + {base_n} requests {r['baseline_cpu_s']:.2f} s CPU (median of "
+                f"{a.baseline_runs}, spread {r['baseline_spread_s']:.2f} s), subtracted; cpu ms/req per round: "
+                f"{per_round} (median shown)"
+            )
 
 
 def _child() -> bool:
@@ -293,12 +410,24 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--timing", action="store_true", help="also measure chunk timing error at 256 streams")
     ap.add_argument("--repeats", type=int, default=3, help="measured runs per tool, alternating tools; medians")
-    ap.add_argument("--baseline-runs", type=int, default=3,
-                    help="runs of c requests whose median CPU (start-up) is subtracted; their spread bounds the noise")
-    ap.add_argument("--memory", metavar="N1,N2", help="instead: peak RSS of the whole `switchover bench` pipeline "
-                    "at these request counts (e.g. 10000,1000000) and the ratio to the first")
-    ap.add_argument("--cli", action="store_true", help="instead: the whole `switchover bench` command (JSONL "
-                    "dataset, Parquet, summary) beside the stripped path, vLLM, AIPerf and guidellm (loadgen_cli.py)")
+    ap.add_argument(
+        "--baseline-runs",
+        type=int,
+        default=3,
+        help="runs of c requests whose median CPU (start-up) is subtracted; their spread bounds the noise",
+    )
+    ap.add_argument(
+        "--memory",
+        metavar="N1,N2",
+        help="instead: peak RSS of the whole `switchover bench` pipeline "
+        "at these request counts (e.g. 10000,1000000) and the ratio to the first",
+    )
+    ap.add_argument(
+        "--cli",
+        action="store_true",
+        help="instead: the whole `switchover bench` command (JSONL "
+        "dataset, Parquet, summary) beside the stripped path, vLLM, AIPerf and guidellm (loadgen_cli.py)",
+    )
     ap.add_argument("--peer-requests", type=int, default=3000, help="--cli: requests for AIPerf and guidellm")
     a = ap.parse_args()
     if a.cli:
@@ -346,14 +475,18 @@ def main() -> None:
                 spread = max(base[tool]) - min(base[tool])
                 work = statistics.median(r["work_cpu_s"] for r in rs)
                 if work <= 2 * spread:  # the requests cost less than start-up varies: no figure
-                    results[tool] = (f"CPU per request not measurable: the {a.requests} requests cost {work:.2f} s "
-                                     f"over start-up, which itself varies by {spread:.2f} s; raise --requests")
+                    results[tool] = (
+                        f"CPU per request not measurable: the {a.requests} requests cost {work:.2f} s "
+                        f"over start-up, which itself varies by {spread:.2f} s; raise --requests"
+                    )
                     continue
                 results[tool] = {
                     "req_per_s": statistics.median(r["req_per_s"] for r in rs),
                     "cpu_per_request_ms": work / (a.requests - base_n) * 1000,
                     "cpu_per_request_ms_rounds": [r["work_cpu_s"] / (a.requests - base_n) * 1000 for r in rs],
-                    "baseline_cpu_s": statistics.median(base[tool]), "baseline_spread_s": spread}
+                    "baseline_cpu_s": statistics.median(base[tool]),
+                    "baseline_spread_s": spread,
+                }
     finally:
         stop(server)
     _print_results(a, results, base_n)
@@ -362,14 +495,26 @@ def main() -> None:
 
         srv, purl = start_server(a.server_core, 50, itl_ms=20)
         try:
-            t = subprocess.run(pinned(a.client_core, [sys.executable, "-c",
-                                                      "import json,sys,uvloop;sys.path.insert(0, sys.argv[1]);"
-                                                      "import loadgen_vs_peers as m;m.quiet_gc();"
-                                                      "print(json.dumps(uvloop.run(m._timing(sys.argv[2], 256, 5.0))))",
-                                                      str(Path(__file__).parent), purl]),
-                               capture_output=True, text=True, timeout=120)
-            print("timing error at 256 streams (paced server, 20 ms between events):",
-                  t.stdout.strip() or t.stderr[-800:])
+            t = subprocess.run(
+                pinned(
+                    a.client_core,
+                    [
+                        sys.executable,
+                        "-c",
+                        "import json,sys,uvloop;sys.path.insert(0, sys.argv[1]);"
+                        "import loadgen_vs_peers as m;m.quiet_gc();"
+                        "print(json.dumps(uvloop.run(m._timing(sys.argv[2], 256, 5.0))))",
+                        str(Path(__file__).parent),
+                        purl,
+                    ],
+                ),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            print(
+                "timing error at 256 streams (paced server, 20 ms between events):", t.stdout.strip() or t.stderr[-800:]
+            )
         finally:
             stop(srv)
         del uvloop

@@ -132,8 +132,10 @@ def consistency_note(point: dict[str, Any]) -> str | None:
         return None
     if implied is None or abs(implied - flag) <= 0.005:
         return None
-    return (f"inconsistent point: the logged weights + activation + non-torch + KV add up to {implied:.3f} x the GPU "
-            f"total, but the flags say memory_fraction {flag:g}")
+    return (
+        f"inconsistent point: the logged weights + activation + non-torch + KV add up to {implied:.3f} x the GPU "
+        f"total, but the flags say memory_fraction {flag:g}"
+    )
 
 
 def evaluate(point: dict[str, Any], configs: dict[str, Any]) -> Row:
@@ -143,9 +145,18 @@ def evaluate(point: dict[str, Any], configs: dict[str, Any]) -> Row:
     tokens = _logged_tokens(logged)
     unit = "tokens" if tokens is not None else "KV GiB"
     value = float(tokens) if tokens is not None else logged.get("kv_gib")
-    row = Row(id=point["id"], set=point["set"], engine=point["engine"], version=str(point.get("version", "?")),
-              cls=point["class"], unit=unit, logged=value, logged_starts=bool(logged.get("starts", True)),
-              weights_logged_gib=logged.get("weights_gib"), link=point["link"])
+    row = Row(
+        id=point["id"],
+        set=point["set"],
+        engine=point["engine"],
+        version=str(point.get("version", "?")),
+        cls=point["class"],
+        unit=unit,
+        logged=value,
+        logged_starts=bool(logged.get("starts", True)),
+        weights_logged_gib=logged.get("weights_gib"),
+        link=point["link"],
+    )
     if (note := consistency_note(point)) is not None:
         row.notes.append(note)
     card = card_from_config(configs[point["model"]], name=point["model"])
@@ -163,11 +174,20 @@ def evaluate(point: dict[str, Any], configs: dict[str, Any]) -> Row:
         row.blind_missing = point.get("blind_reason", "inputs not in the log")
         return row
     total, gpu_name = _gpu(point)
-    res = capacity(card, profile, total, gpu_name=gpu_name, tp=tp, kv_dtype=flags.get("kv_dtype", "auto"),
-                   knobs=Knobs(memory_fraction=flags.get("memory_fraction")), max_model_len=mml,
-                   max_num_seqs=flags.get("max_num_seqs"), max_batched_tokens=flags.get("max_batched_tokens"),
-                   engine_version=str(point.get("version")) if point.get("version") else None,
-                   eager=bool(flags.get("eager", False)))
+    res = capacity(
+        card,
+        profile,
+        total,
+        gpu_name=gpu_name,
+        tp=tp,
+        kv_dtype=flags.get("kv_dtype", "auto"),
+        knobs=Knobs(memory_fraction=flags.get("memory_fraction")),
+        max_model_len=mml,
+        max_num_seqs=flags.get("max_num_seqs"),
+        max_batched_tokens=flags.get("max_batched_tokens"),
+        engine_version=str(point.get("version")) if point.get("version") else None,
+        eager=bool(flags.get("eager", False)),
+    )
     row.blind_starts = res.instance.starts
     row.weights_blind_gib = round(res.instance.weights_gib, 2)
     if row.logged is not None:
@@ -207,8 +227,10 @@ def testbed_rows(live: bool) -> list[Row]:
         if live:
             measured = _measure_llama(layout, path, args) if layout.llama_server.exists() else None
             if measured is None:  # never passed off as a live figure
-                print(f"{model} {args}: not re-measured (no llama-server or no KV size line); recorded value kept",
-                      file=sys.stderr)
+                print(
+                    f"{model} {args}: not re-measured (no llama-server or no KV size line); recorded value kept",
+                    file=sys.stderr,
+                )
                 link = "test bed 2026-11-29 (recorded: the live measurement failed)"
             else:
                 logged, link = measured, "test bed (live)"
@@ -216,21 +238,45 @@ def testbed_rows(live: bool) -> list[Row]:
         ctx = int(re.search(r"-c (\d+)", args).group(1))  # type: ignore[union-attr]
         kv = re.search(r"-ctk (\S+)", args)
         predicted = ctx * kv_layout(card, kv_dtype=kv.group(1) if kv else "f16").bytes_per_token / 2**20
-        out.append(Row(id=f"testbed {model} {args}", set="test bed", engine="llamacpp", version="11434.0.0",
-                       cls="test bed", unit="KV MiB", logged=logged, logged_starts=True, given=predicted,
-                       blind_missing="the pool is set by -c", link=link))
+        out.append(
+            Row(
+                id=f"testbed {model} {args}",
+                set="test bed",
+                engine="llamacpp",
+                version="11434.0.0",
+                cls="test bed",
+                unit="KV MiB",
+                logged=logged,
+                logged_starts=True,
+                given=predicted,
+                blind_missing="the pool is set by -c",
+                link=link,
+            )
+        )
     vllm_recorded = {"tiny-llama-v1": 1_048_576, "smollm2-135m-instruct-hf": 46_592}  # logged 2026-11-29
     for name, tokens in vllm_recorded.items():
         path = layout.models / name
         if not path.exists():
             print(f"skip {name}: not in the test bed ({path})", file=sys.stderr)
             continue
-        res = capacity(load_model_card(path), load_profile("vllm"), 24.0, max_model_len=2048,
-                       knobs=Knobs(kv_pool_gib=1.0))
-        out.append(Row(id=f"testbed vLLM CPU {name} (1 GiB KV space)", set="test bed", engine="vllm",
-                       version="0.32.0 cpu", cls="test bed", unit="tokens", logged=tokens, logged_starts=True,
-                       given=float(res.tokens), blind_missing="the pool is set by VLLM_CPU_KVCACHE_SPACE",
-                       link="test bed run/*-old-vllm.log 2026-11-29"))
+        res = capacity(
+            load_model_card(path), load_profile("vllm"), 24.0, max_model_len=2048, knobs=Knobs(kv_pool_gib=1.0)
+        )
+        out.append(
+            Row(
+                id=f"testbed vLLM CPU {name} (1 GiB KV space)",
+                set="test bed",
+                engine="vllm",
+                version="0.32.0 cpu",
+                cls="test bed",
+                unit="tokens",
+                logged=tokens,
+                logged_starts=True,
+                given=float(res.tokens),
+                blind_missing="the pool is set by VLLM_CPU_KVCACHE_SPACE",
+                link="test bed run/*-old-vllm.log 2026-11-29",
+            )
+        )
     return out
 
 
@@ -239,8 +285,20 @@ def _measure_llama(layout: Any, model: Path, args: str) -> float | None:
     from switchover.testbed import processes
 
     port = processes.free_port()
-    cmd = [str(layout.llama_server), "-m", str(model), *args.split(), "-t", "1", "--host", "127.0.0.1", "--port",
-           str(port), "-lv", "4"]
+    cmd = [
+        str(layout.llama_server),
+        "-m",
+        str(model),
+        *args.split(),
+        "-t",
+        "1",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "-lv",
+        "4",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 30
     found = None
@@ -276,8 +334,13 @@ def summarize(rows: list[Row]) -> list[dict[str, Any]]:
     groups: dict[tuple[str, str, str], list[Row]] = {}
     for r in rows:
         known = parse_version(r.version) is not None
-        engine = (r.engine if r.claimed or r.set == "test bed" else
-                  f"{r.engine} (older)" if known else f"{r.engine} (version ?)")
+        engine = (
+            r.engine
+            if r.claimed or r.set == "test bed"
+            else f"{r.engine} (older)"
+            if known
+            else f"{r.engine} (version ?)"
+        )
         groups.setdefault((r.set, engine, r.cls), []).append(r)
         groups.setdefault((r.set, engine, "all"), []).append(r)
     out = []
@@ -285,11 +348,19 @@ def summarize(rows: list[Row]) -> list[dict[str, Any]]:
         blind = [e for r in members if (e := r.blind_error) is not None]
         given = [e for r in members if (e := r.given_error) is not None]
         starts = [r for r in members if r.blind_starts is not None]
-        out.append({"set": s, "engine": engine, "class": cls, "points": len(members), "blind": _stats(blind),
-                    "given": _stats(given),
-                    "fit_verdict_agrees": sum(1 for r in starts if r.blind_starts == r.logged_starts),
-                    "fit_verdicts": len(starts),
-                    "ran_but_said_no_fit": sum(1 for r in starts if r.logged_starts and not r.blind_starts)})
+        out.append(
+            {
+                "set": s,
+                "engine": engine,
+                "class": cls,
+                "points": len(members),
+                "blind": _stats(blind),
+                "given": _stats(given),
+                "fit_verdict_agrees": sum(1 for r in starts if r.blind_starts == r.logged_starts),
+                "fit_verdicts": len(starts),
+                "ran_but_said_no_fit": sum(1 for r in starts if r.logged_starts and not r.blind_starts),
+            }
+        )
     return out
 
 
@@ -307,25 +378,34 @@ def _mag(x: float | None) -> str:
 
 
 def print_rows(rows: list[Row]) -> None:
-    print(f"{'point':<44} {'set':<11} {'engine':<8} {'class':<12} {'unit':<7} {'logged':>12} {'blind':>12} "
-          f"{'err':>8} {'given':>12} {'err':>8}  fit(log/blind)")
+    print(
+        f"{'point':<44} {'set':<11} {'engine':<8} {'class':<12} {'unit':<7} {'logged':>12} {'blind':>12} "
+        f"{'err':>8} {'given':>12} {'err':>8}  fit(log/blind)"
+    )
     for r in rows:
-        fit = f"{'yes' if r.logged_starts else 'no'}/" + ("-" if r.blind_starts is None else
-                                                         "yes" if r.blind_starts else "NO")
-        print(f"{r.id[:44]:<44} {r.set:<11} {r.engine:<8} {r.cls:<12} {r.unit[:7]:<7} {fmt(r.logged):>12} "
-              f"{fmt(r.blind):>12} {_pct(r.blind_error):>8} {fmt(r.given):>12} {_pct(r.given_error):>8}  {fit}"
-              + (f"  [blind: {r.blind_missing}]" if r.blind_missing else "")
-              + "".join(f"  [{n}]" for n in r.notes))
+        fit = f"{'yes' if r.logged_starts else 'no'}/" + (
+            "-" if r.blind_starts is None else "yes" if r.blind_starts else "NO"
+        )
+        print(
+            f"{r.id[:44]:<44} {r.set:<11} {r.engine:<8} {r.cls:<12} {r.unit[:7]:<7} {fmt(r.logged):>12} "
+            f"{fmt(r.blind):>12} {_pct(r.blind_error):>8} {fmt(r.given):>12} {_pct(r.given_error):>8}  {fit}"
+            + (f"  [blind: {r.blind_missing}]" if r.blind_missing else "")
+            + "".join(f"  [{n}]" for n in r.notes)
+        )
 
 
 def print_summary(summary: list[dict[str, Any]]) -> None:
-    print(f"\n{'set':<11} {'engine':<16} {'class':<12} {'pts':>4} | {'blind n':>7} {'median':>7} {'max':>7} | "
-          f"{'given n':>7} {'median':>7} {'max':>7} | fit verdicts (ran but 'no fit')")
+    print(
+        f"\n{'set':<11} {'engine':<16} {'class':<12} {'pts':>4} | {'blind n':>7} {'median':>7} {'max':>7} | "
+        f"{'given n':>7} {'median':>7} {'max':>7} | fit verdicts (ran but 'no fit')"
+    )
     for s in summary:
         b, g = s["blind"], s["given"]
-        print(f"{s['set']:<11} {s['engine']:<16} {s['class']:<12} {s['points']:>4} | {b['n']:>7} "
-              f"{_mag(b['median']):>7} {_mag(b['max']):>7} | {g['n']:>7} {_mag(g['median']):>7} {_mag(g['max']):>7} | "
-              f"{s['fit_verdict_agrees']}/{s['fit_verdicts']} ({s['ran_but_said_no_fit']})")
+        print(
+            f"{s['set']:<11} {s['engine']:<16} {s['class']:<12} {s['points']:>4} | {b['n']:>7} "
+            f"{_mag(b['median']):>7} {_mag(b['max']):>7} | {g['n']:>7} {_mag(g['median']):>7} {_mag(g['max']):>7} | "
+            f"{s['fit_verdict_agrees']}/{s['fit_verdicts']} ({s['ran_but_said_no_fit']})"
+        )
 
 
 def residuals(rows: list[Row]) -> dict[str, Any]:
@@ -337,9 +417,15 @@ def residuals(rows: list[Row]) -> dict[str, Any]:
         if r.set != "evaluation" or not r.claimed or e is None or not math.isfinite(e):
             continue
         out.setdefault(residual_key(r.engine, r.cls.startswith("dense")), []).append(e)
-    return {key: {"points": len(errs), "low": round(min(errs), 4), "high": round(max(errs), 4),
-                  "median_abs": round(statistics.median(abs(e) for e in errs), 4)}
-            for key, errs in sorted(out.items())}
+    return {
+        key: {
+            "points": len(errs),
+            "low": round(min(errs), 4),
+            "high": round(max(errs), 4),
+            "median_abs": round(statistics.median(abs(e) for e in errs), 4),
+        }
+        for key, errs in sorted(out.items())
+    }
 
 
 def _is_dense(r: Row) -> bool:
@@ -354,9 +440,11 @@ def target_misses(rows: list[Row]) -> list[str]:
     blind = [abs(e) for r in ev if _is_dense(r) and (e := r.blind_error) is not None]
     given = [abs(e) for r in ev if (e := r.given_error) is not None]
     out = []
-    for name, errs, stat, limit in (("dense blind median", blind, statistics.median, TARGETS["blind_median"]),
-                                    ("dense blind max", blind, max, TARGETS["blind_max"]),
-                                    ("given-memory median", given, statistics.median, TARGETS["given_median"])):
+    for name, errs, stat, limit in (
+        ("dense blind median", blind, statistics.median, TARGETS["blind_median"]),
+        ("dense blind max", blind, max, TARGETS["blind_max"]),
+        ("given-memory median", given, statistics.median, TARGETS["given_median"]),
+    ):
         if not errs:
             out.append(f"{name}: no evaluation point measured")
         elif (v := stat(errs)) > limit:
@@ -369,12 +457,17 @@ def target_misses(rows: list[Row]) -> list[str]:
 
 def dense_set(rows: list[Row]) -> str:
     """The figure the blind targets are checked on: dense models (16-bit and quantized), claimed versions."""
-    errs = [abs(e) for r in rows if r.set == "evaluation" and r.claimed and _is_dense(r)
-            and (e := r.blind_error) is not None]
+    errs = [
+        abs(e)
+        for r in rows
+        if r.set == "evaluation" and r.claimed and _is_dense(r) and (e := r.blind_error) is not None
+    ]
     if not errs:
         return "dense evaluation set (claimed versions): no blind point"
-    return (f"dense evaluation set (claimed versions): blind median {statistics.median(errs):.1%}, "
-            f"max {max(errs):.1%} over {len(errs)} points")
+    return (
+        f"dense evaluation set (claimed versions): blind median {statistics.median(errs):.1%}, "
+        f"max {max(errs):.1%} over {len(errs)} points"
+    )
 
 
 def whole_set(rows: list[Row]) -> str:
@@ -382,8 +475,10 @@ def whole_set(rows: list[Row]) -> str:
     errs = [abs(e) for r in rows if r.set == "evaluation" and r.claimed and (e := r.blind_error) is not None]
     if not errs:
         return "whole evaluation set (claimed versions): no blind point"
-    return (f"whole evaluation set (claimed versions, all classes): blind median {statistics.median(errs):.1%}, "
-            f"max {max(errs):.1%} over {len(errs)} points")
+    return (
+        f"whole evaluation set (claimed versions, all classes): blind median {statistics.median(errs):.1%}, "
+        f"max {max(errs):.1%} over {len(errs)} points"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -401,17 +496,27 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(rows)
     missed = target_misses(rows) if args.set != "calibration" else []
     if args.json:
-        print(json.dumps({"rows": [{**asdict(r), "blind_error": r.blind_error, "given_error": r.given_error}
-                                   for r in rows], "summary": summary, "targets_missed": missed}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "rows": [{**asdict(r), "blind_error": r.blind_error, "given_error": r.given_error} for r in rows],
+                    "summary": summary,
+                    "targets_missed": missed,
+                },
+                indent=1,
+            )
+        )
     else:
         if args.points:
             print_rows(rows)
         print_summary(summary)
-        print(f"\n{len(rows)} points ({sum(1 for r in rows if r.set == 'evaluation')} evaluation, "
-              f"{sum(1 for r in rows if r.set == 'calibration')} calibration); targets on the evaluation set of "
-              f"claimed versions {CLAIMED}: dense blind median <= {TARGETS['blind_median']:.0%}, max <= "
-              f"{TARGETS['blind_max']:.0%}; given-memory median <= {TARGETS['given_median']:.1%}; no model that ran "
-              "said not to fit")
+        print(
+            f"\n{len(rows)} points ({sum(1 for r in rows if r.set == 'evaluation')} evaluation, "
+            f"{sum(1 for r in rows if r.set == 'calibration')} calibration); targets on the evaluation set of "
+            f"claimed versions {CLAIMED}: dense blind median <= {TARGETS['blind_median']:.0%}, max <= "
+            f"{TARGETS['blind_max']:.0%}; given-memory median <= {TARGETS['given_median']:.1%}; no model that ran "
+            "said not to fit"
+        )
         if args.set != "calibration":
             print(dense_set(rows))
             print(whole_set(rows))
@@ -420,10 +525,12 @@ def main(argv: list[str] | None = None) -> int:
             for note in r.notes:
                 print(f"{r.id}: {note}")
     if args.write_residuals:
-        data = {"generated_by": "python bench/plan_accuracy.py --write-residuals",
-                "note": "signed blind errors (predicted/logged - 1) of the evaluation set in bench/data/"
-                        "plan_points.yaml; plan capacity shows the pool with this range",
-                "engines": residuals(public_rows("evaluation"))}
+        data = {
+            "generated_by": "python bench/plan_accuracy.py --write-residuals",
+            "note": "signed blind errors (predicted/logged - 1) of the evaluation set in bench/data/"
+            "plan_points.yaml; plan capacity shows the pool with this range",
+            "engines": residuals(public_rows("evaluation")),
+        }
         write_atomic(RESIDUALS, yaml.safe_dump(data, sort_keys=False))
         print(f"wrote {RESIDUALS}")
     return 1 if missed else 0

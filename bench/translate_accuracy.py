@@ -23,6 +23,7 @@ the same-engine upgrade), each rule file through `switchover alerts translate --
     python bench/translate_accuracy.py [--set all|dev|heldout] [--json] [--engine vllm] [--launch ID]
     exit 0: all counts 0 in every set scored; 1: not
 """
+
 from __future__ import annotations
 
 import argparse
@@ -120,8 +121,9 @@ def load(data: Path = DATA / "heldout") -> tuple[list[dict[str, Any]], dict[str,
         tokens = {(i.typed, i.via) for i in launch_inputs(launch_text(launch), launch.get("files"))}
         annotated = {(f["typed"], f.get("via", "argv")) for f in launch["inputs"]}
         if tokens != annotated:
-            raise SystemExit(f"{launch['id']}: annotated inputs differ from the command's: "
-                             f"{sorted(tokens ^ annotated)}")
+            raise SystemExit(
+                f"{launch['id']}: annotated inputs differ from the command's: {sorted(tokens ^ annotated)}"
+            )
     return launches, expected
 
 
@@ -142,8 +144,16 @@ def run_cli(argv: list[str], cwd: Path | None = None) -> tuple[int, str, str]:
 def translate(launch: dict[str, Any], target: str) -> dict[str, Any] | str:
     """The translation's JSON, or the error line when switchover refused or crashed."""
     with tempfile.TemporaryDirectory() as tmp:
-        argv = ["plan", "translate", f"@{Path(tmp) / 'launch.txt'}", "--from",
-                f"{launch['engine']}@{launch['version']}", "--to", target, "--json"]
+        argv = [
+            "plan",
+            "translate",
+            f"@{Path(tmp) / 'launch.txt'}",
+            "--from",
+            f"{launch['engine']}@{launch['version']}",
+            "--to",
+            target,
+            "--json",
+        ]
         (Path(tmp) / "launch.txt").write_text(launch_text(launch))
         for i, (name, text) in enumerate((launch.get("files") or {}).items()):
             path = Path(tmp) / f"file{i}" / Path(name).name
@@ -164,12 +174,27 @@ def _json_out(code: int, out: str, err: str) -> dict[str, Any] | str:
 
 def run_alerts(path: Path, source: str, target: str) -> dict[str, Any] | str:
     with tempfile.TemporaryDirectory() as tmp:
-        return _json_out(*run_cli(["alerts", "translate", str(path), "--from", source, "--to", target, "--json",
-                                   "-o", str(Path(tmp) / "out.yaml")]))
+        return _json_out(
+            *run_cli(
+                [
+                    "alerts",
+                    "translate",
+                    str(path),
+                    "--from",
+                    source,
+                    "--to",
+                    target,
+                    "--json",
+                    "-o",
+                    str(Path(tmp) / "out.yaml"),
+                ]
+            )
+        )
 
 
-def _score_launch(launch: dict[str, Any], expected: dict[str, Any], targets: list[tuple[str, str]],
-                  tally: Tally) -> None:
+def _score_launch(
+    launch: dict[str, Any], expected: dict[str, Any], targets: list[tuple[str, str]], tally: Tally
+) -> None:
     tally.launches += 1
     tally.versions.add(str(launch["version"]))
     for target, version in targets:
@@ -202,8 +227,13 @@ def _score_rules(path: Path, targets: list[tuple[str, str]], tally: Tally) -> No
         tally.add(dead_series(path, target, target_version, report, release_view(target, target_version)))
 
 
-def score(launches: list[dict[str, Any]], expected: dict[str, Any], only_engine: str | None = None,
-          only_launch: str | None = None, rule_files: list[Path] | None = None) -> dict[str, Tally]:
+def score(
+    launches: list[dict[str, Any]],
+    expected: dict[str, Any],
+    only_engine: str | None = None,
+    only_launch: str | None = None,
+    rule_files: list[Path] | None = None,
+) -> dict[str, Tally]:
     """Every launch to every target (each engine's newest release read) and every rule file likewise."""
     tallies = {e: Tally(e) for e in ENGINES}
     targets = [(name, str(expected["targets"][name]["version"])) for name in ENGINES]
@@ -221,18 +251,33 @@ def score(launches: list[dict[str, Any]], expected: dict[str, Any], only_engine:
 def render(tallies: dict[str, Tally], json_out: bool, set_name: str = "heldout") -> str:
     rows = [t for t in tallies.values() if t.launches or t.rule_files]
     if json_out:
-        return json.dumps({"set": set_name, "engines": [
-            {**{k: v for k, v in asdict(t).items() if k != "versions"}, "versions": sorted(t.versions)}
-            for t in rows]}, indent=2)
+        return json.dumps(
+            {
+                "set": set_name,
+                "engines": [
+                    {**{k: v for k, v in asdict(t).items() if k != "versions"}, "versions": sorted(t.versions)}
+                    for t in rows
+                ],
+            },
+            indent=2,
+        )
     head = f"{'engine':9} {'launches':>8} {'versions':>8} {'rules':>5} {'runs':>5}  " + "  ".join(
-        f"{c.replace('_', ' '):>14}" for c in COUNTERS)
-    title = {"heldout": "the second set (held out until its first measurement; its failures were read after it)",
-             "dev": "the development set (its failures were read while fixing)"}
-    lines = [f"translation accuracy on {title.get(set_name, set_name)} (bench/data/translate_accuracy/{set_name})",
-             head, "-" * len(head)]
+        f"{c.replace('_', ' '):>14}" for c in COUNTERS
+    )
+    title = {
+        "heldout": "the second set (held out until its first measurement; its failures were read after it)",
+        "dev": "the development set (its failures were read while fixing)",
+    }
+    lines = [
+        f"translation accuracy on {title.get(set_name, set_name)} (bench/data/translate_accuracy/{set_name})",
+        head,
+        "-" * len(head),
+    ]
     for t in rows:
-        lines.append(f"{t.engine:9} {t.launches:>8} {len(t.versions):>8} {t.rule_files:>5} {t.runs:>5}  " +
-                     "  ".join(f"{t.counts[c]:>14}" for c in COUNTERS))
+        lines.append(
+            f"{t.engine:9} {t.launches:>8} {len(t.versions):>8} {t.rule_files:>5} {t.runs:>5}  "
+            + "  ".join(f"{t.counts[c]:>14}" for c in COUNTERS)
+        )
     for t in rows:
         for f in t.failures:
             lines.append(f"[{f.counter}] {f.launch} -> {f.target}: {f.what}: expected {f.expected}; got {f.got}")
@@ -241,8 +286,13 @@ def render(tallies: dict[str, Tally], json_out: bool, set_name: str = "heldout")
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--set", choices=("all", *SETS), default="all", dest="set_name",
-                        help="which set to score: all (default: both, one table each), dev, or heldout")
+    parser.add_argument(
+        "--set",
+        choices=("all", *SETS),
+        default="all",
+        dest="set_name",
+        help="which set to score: all (default: both, one table each), dev, or heldout",
+    )
     parser.add_argument("--json", action="store_true", help="the tallies and every failure as JSON")
     parser.add_argument("--engine", choices=ENGINES, help="only launches and rule files of this source engine")
     parser.add_argument("--launch", help="only this launch id")
@@ -265,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("\n\n".join(outputs))
     return 1 if failed else 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

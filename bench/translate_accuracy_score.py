@@ -1,6 +1,7 @@
 """The accuracy bench's reading and checking (bench/translate_accuracy.py runs them): a launch read as its engine
 would read it (argv, env vars, config-file keys, tokenized here rather than trusted from the translator), and each
 check of a translation or an alert-rule translation against the set's annotations and expectations."""
+
 from __future__ import annotations
 
 import contextlib
@@ -19,16 +20,63 @@ ENGINES = ("vllm", "sglang", "tgi", "llamacpp", "trtllm")
 COUNTERS = ("false_unknowns", "wrong_mappings", "silent_drops", "dead_series", "failed_runs")
 # words that start an engine's server: everything up to and including them is the command, not arguments
 ENGINE_COMMANDS = [
-    (r"python[0-9.]*", "-m", r"vllm\.entrypoints\.openai\.api_server"), (r"vllm", "serve"),
-    (r"python[0-9.]*", "-m", r"sglang\.launch_server"), (r"sglang", "serve"),
-    (r"(.*/)?text-generation-launcher",), (r"(.*[/\\])?llama-server(\.exe)?",), (r"trtllm-serve", "serve"),
-    (r"trtllm-serve",)]
-DOCKER_VALUE_OPTIONS = {"-e", "--env", "--env-file", "-p", "--publish", "-v", "--volume", "--name", "--gpus",
-                        "--shm-size", "--ipc", "--runtime", "--mount", "--log-opt", "--network", "--entrypoint", "-w",
-                        "--workdir", "--device", "--group-add", "--security-opt", "--cap-add", "-u", "--user",
-                        "--restart", "--ulimit", "--platform", "-h", "--hostname", "--net", "--network-alias",
-                        "--pid", "--cpus", "--cpuset-cpus", "-m", "--memory", "--memory-swap", "-l", "--label",
-                        "--add-host", "--dns", "--tmpfs", "--sysctl", "--pull", "--log-driver", "--label-file"}
+    (r"python[0-9.]*", "-m", r"vllm\.entrypoints\.openai\.api_server"),
+    (r"vllm", "serve"),
+    (r"python[0-9.]*", "-m", r"sglang\.launch_server"),
+    (r"sglang", "serve"),
+    (r"(.*/)?text-generation-launcher",),
+    (r"(.*[/\\])?llama-server(\.exe)?",),
+    (r"trtllm-serve", "serve"),
+    (r"trtllm-serve",),
+]
+DOCKER_VALUE_OPTIONS = {
+    "-e",
+    "--env",
+    "--env-file",
+    "-p",
+    "--publish",
+    "-v",
+    "--volume",
+    "--name",
+    "--gpus",
+    "--shm-size",
+    "--ipc",
+    "--runtime",
+    "--mount",
+    "--log-opt",
+    "--network",
+    "--entrypoint",
+    "-w",
+    "--workdir",
+    "--device",
+    "--group-add",
+    "--security-opt",
+    "--cap-add",
+    "-u",
+    "--user",
+    "--restart",
+    "--ulimit",
+    "--platform",
+    "-h",
+    "--hostname",
+    "--net",
+    "--network-alias",
+    "--pid",
+    "--cpus",
+    "--cpuset-cpus",
+    "-m",
+    "--memory",
+    "--memory-swap",
+    "-l",
+    "--label",
+    "--add-host",
+    "--dns",
+    "--tmpfs",
+    "--sysctl",
+    "--pull",
+    "--log-driver",
+    "--label-file",
+}
 CONFIG_FLAGS = {"--extra_llm_api_options", "--extra-llm-api-options", "--config"}
 ENV_ALWAYS_COUNTED = {"CUDA_VISIBLE_DEVICES"}
 
@@ -50,7 +98,6 @@ class Failure:
     what: str
     expected: str
     got: str
-
 
 
 def _statements(text: str) -> list[list[str]]:
@@ -84,21 +131,30 @@ def _engine_args(words: list[str], env: dict[str, str | None], files: dict[str, 
         i, value = 2, None
         while i < len(words) and words[i].startswith("-"):
             opt, eq, inline = words[i].partition("=")
-            value, i = (inline, i + 1) if eq else ((words[i + 1], i + 2) if opt in DOCKER_VALUE_OPTIONS
-                                                   and i + 1 < len(words) else (None, i + 1))
+            value, i = (
+                (inline, i + 1)
+                if eq
+                else ((words[i + 1], i + 2) if opt in DOCKER_VALUE_OPTIONS and i + 1 < len(words) else (None, i + 1))
+            )
             if opt in ("-e", "--env") and value and (pair := _env_pair(value)):
                 env[pair[0]] = pair[1]
             elif opt == "--env-file" and value in files:
                 env.update(p for line in files[value].splitlines() if (p := _env_pair(line.strip())))
-        words = words[i + 1:]  # after the image: its entrypoint's arguments, or a command
+        words = words[i + 1 :]  # after the image: its entrypoint's arguments, or a command
     after = _after_command(words)
     return after if after is not None else words if words and words[0].startswith("-") else None
 
 
 def _after_command(words: list[str]) -> list[str] | None:
     """The words after an engine's server command (ENGINE_COMMANDS), None when they start with none."""
-    return next((words[len(c):] for c in ENGINE_COMMANDS if len(words) >= len(c)
-                 and all(re.fullmatch(p, w) for p, w in zip(c, words, strict=False))), None)
+    return next(
+        (
+            words[len(c) :]
+            for c in ENGINE_COMMANDS
+            if len(words) >= len(c) and all(re.fullmatch(p, w) for p, w in zip(c, words, strict=False))
+        ),
+        None,
+    )
 
 
 def _is_option(word: str) -> bool:
@@ -125,12 +181,16 @@ def launch_inputs(command: str, files: dict[str, str] | None = None) -> list[Inp
     with contextlib.suppress(yaml.YAMLError):
         doc = yaml.safe_load(command)
     if isinstance(doc, list) or (isinstance(doc, dict) and ("args" in doc or "command" in doc)):
-        words = [str(w) for w in (doc if isinstance(doc, list) else (doc.get("command") or []) + (doc.get("args")
-                                                                                                   or []))]
+        words = [
+            str(w) for w in (doc if isinstance(doc, list) else (doc.get("command") or []) + (doc.get("args") or []))
+        ]
         raw_env = doc.get("environment") or doc.get("env") or [] if isinstance(doc, dict) else []
         for item in raw_env.items() if isinstance(raw_env, dict) else raw_env:
-            pair = (item[0], str(item[1])) if isinstance(item, tuple) else (
-                (item.get("name"), item.get("value")) if isinstance(item, dict) else _env_pair(str(item)))
+            pair = (
+                (item[0], str(item[1]))
+                if isinstance(item, tuple)
+                else ((item.get("name"), item.get("value")) if isinstance(item, dict) else _env_pair(str(item)))
+            )
             if pair and pair[0]:
                 env[str(pair[0])] = pair[1]
         args = _engine_args(words, env, files) or []
@@ -155,7 +215,6 @@ def launch_inputs(command: str, files: dict[str, str] | None = None) -> list[Inp
     return out
 
 
-
 def launch_text(launch: dict[str, Any]) -> str:
     return str(launch.get("command") or launch["posted"])
 
@@ -164,7 +223,6 @@ def counted(item: dict[str, Any]) -> bool:
     """Inputs whose loss is a silent drop: argv flags, config keys, CUDA_VISIBLE_DEVICES and env vars the engine
     reads as launcher arguments (TGI's QUANTIZE, ...)."""
     return item.get("via", "argv") != "env" or item["typed"] in ENV_ALWAYS_COUNTED or item.get("engine_arg", False)
-
 
 
 def parse_argv(argv: list[str]) -> list[tuple[str, list[str]]]:
@@ -192,8 +250,10 @@ def same_value(expected: Any, got: str | None) -> bool:
             doc = json.loads(got)
         except ValueError:
             return False
-        return isinstance(doc, dict) and all(same_value(v, json.dumps(doc.get(k)) if isinstance(doc.get(k), dict)
-                                                        else str(doc.get(k))) for k, v in expected.items())
+        return isinstance(doc, dict) and all(
+            same_value(v, json.dumps(doc.get(k)) if isinstance(doc.get(k), dict) else str(doc.get(k)))
+            for k, v in expected.items()
+        )
     if isinstance(expected, bool):
         return got.lower() in (("true", "1", "yes", "on") if expected else ("false", "0", "no", "off"))
     try:
@@ -204,8 +264,7 @@ def same_value(expected: Any, got: str | None) -> bool:
 
 def _matches(record: dict[str, Any], item: dict[str, Any]) -> bool:
     got = record.get("input") or {}
-    return got.get("via", "argv") == item.get("via", "argv") and item["typed"] in (got.get("typed"),
-                                                                                    got.get("option"))
+    return got.get("via", "argv") == item.get("via", "argv") and item["typed"] in (got.get("typed"), got.get("option"))
 
 
 def check_inputs(launch: dict[str, Any], target: str, out: dict[str, Any]) -> list[Failure]:
@@ -217,17 +276,34 @@ def check_inputs(launch: dict[str, Any], target: str, out: dict[str, Any]) -> li
         what = f"{item['typed']} ({item.get('via', 'argv')})"
         if not found:
             if counted(item):
-                fails.append(Failure("silent_drops", launch["id"], target, what, "in one list of the output",
-                                     "in none"))
+                fails.append(
+                    Failure("silent_drops", launch["id"], target, what, "in one list of the output", "in none")
+                )
             continue
         validity = (found[0].get("input") or {}).get("validity")
         valid = item.get("exists") == "present" and item.get("value_ok", True) is not False
         if valid and validity in ("refused", "unknown"):
-            fails.append(Failure("false_unknowns", launch["id"], target, what, f"ok ({item.get('defined_at')})",
-                                 f"{validity}: {(found[0].get('input') or {}).get('validity_detail')}"))
+            fails.append(
+                Failure(
+                    "false_unknowns",
+                    launch["id"],
+                    target,
+                    what,
+                    f"ok ({item.get('defined_at')})",
+                    f"{validity}: {(found[0].get('input') or {}).get('validity_detail')}",
+                )
+            )
         elif not valid and item.get("exists") in ("present", "absent") and validity == "ok":
-            fails.append(Failure("wrong_mappings", launch["id"], target, what,
-                                 f"refused at {launch['engine']} {launch['version']}: {item.get('note', '')}", "ok"))
+            fails.append(
+                Failure(
+                    "wrong_mappings",
+                    launch["id"],
+                    target,
+                    what,
+                    f"refused at {launch['engine']} {launch['version']}: {item.get('note', '')}",
+                    "ok",
+                )
+            )
     return fails
 
 
@@ -241,20 +317,31 @@ def check_rendered(launch_id: str, target: str, out: dict[str, Any], view: Any) 
     for option, values in parse_argv(list(out.get("argv") or [])):
         found = view.option(option)
         if found.status == "absent":
-            fails.append(Failure("wrong_mappings", launch_id, target, option, "an option of the target version",
-                                 found.reason))
+            fails.append(
+                Failure("wrong_mappings", launch_id, target, option, "an option of the target version", found.reason)
+            )
         if found.status != "present" or found.span is None:
             continue
         span = found.span
         if not span.takes_value and values:
-            fails.append(Failure("wrong_mappings", launch_id, target, option, "a switch, no value",
-                                 " ".join(values)))
+            fails.append(Failure("wrong_mappings", launch_id, target, option, "a switch, no value", " ".join(values)))
         elif span.takes_value and not values and not getattr(span, "value_optional", False):
-            fails.append(Failure("wrong_mappings", launch_id, target, option, "a value (the option takes one)",
-                                 "none: rendered bare"))
+            fails.append(
+                Failure(
+                    "wrong_mappings", launch_id, target, option, "a value (the option takes one)", "none: rendered bare"
+                )
+            )
         elif span.takes_value and span.choices and not span.choices_open and values and values[0] not in span.choices:
-            fails.append(Failure("wrong_mappings", launch_id, target, f"{option} {values[0]}",
-                                 f"one of {', '.join(span.choices[:12])}", values[0]))
+            fails.append(
+                Failure(
+                    "wrong_mappings",
+                    launch_id,
+                    target,
+                    f"{option} {values[0]}",
+                    f"one of {', '.join(span.choices[:12])}",
+                    values[0],
+                )
+            )
     return fails
 
 
@@ -280,8 +367,11 @@ def _option_rule(want: dict[str, Any], out: dict[str, Any]) -> tuple[str, str] |
     if not met and want.get("env_alt") in env:
         met = same_value(want.get("value"), env[want["env_alt"]])
     shown = want.get("value_contains", want.get("value"))
-    return None if met else (f"{names[0]} {shown}", " | ".join(f"{names[0]} {' '.join(v)}".strip() for v in found)
-                             or "not rendered")
+    return (
+        None
+        if met
+        else (f"{names[0]} {shown}", " | ".join(f"{names[0]} {' '.join(v)}".strip() for v in found) or "not rendered")
+    )
 
 
 def _rule_unmet(want: dict[str, Any], out: dict[str, Any], inputs: list[dict[str, Any]]) -> tuple[str, str] | None:
@@ -302,8 +392,11 @@ def _rule_unmet(want: dict[str, Any], out: dict[str, Any], inputs: list[dict[str
     if "lost" in want:
         outcomes = [str(r.get("outcome")) for r in out.get("flags") or [] if any(_matches(r, i) for i in inputs)]
         noop = "noop" in want and same_value(want["noop"], _as_text(value))  # a value needing no equivalent
-        return None if set(outcomes) <= ({"lost", "default_matches"} if noop else {"lost"}) else (
-            f"lost ({want['lost']})", ", ".join(outcomes))
+        return (
+            None
+            if set(outcomes) <= ({"lost", "default_matches"} if noop else {"lost"})
+            else (f"lost ({want['lost']})", ", ".join(outcomes))
+        )
     if "steps" in want:
         steps = [str(s) for s in out.get("steps") or []]
         met = any(want["steps"].lower() in s.lower() for s in steps)
@@ -311,8 +404,9 @@ def _rule_unmet(want: dict[str, Any], out: dict[str, Any], inputs: list[dict[str
     return None
 
 
-def check_expectation(launch: dict[str, Any], target: str, intent: str, want: dict[str, Any],
-                      out: dict[str, Any]) -> Failure | None:
+def check_expectation(
+    launch: dict[str, Any], target: str, intent: str, want: dict[str, Any], out: dict[str, Any]
+) -> Failure | None:
     """One expectation of expected.yaml against the output (None when met)."""
     inputs = [i for i in launch["inputs"] if i.get("intent") == intent]
     fail = _rule_unmet(want, out, inputs)
@@ -352,12 +446,17 @@ def rule_file_era(path: Path) -> tuple[str, str | None]:
     return name, version.group(1) if version else None
 
 
-def dead_series(path: Path, target: str, target_version: str | None, report: dict[str, Any],
-                view: Any) -> list[Failure]:
+def dead_series(
+    path: Path, target: str, target_version: str | None, report: dict[str, Any], view: Any
+) -> list[Failure]:
     """Rules the report marks translated/unchanged that read a series the target does not serve at its version
     (series named by the file's own recording rules are not engine series)."""
-    recorded = {str(r.get("record")) for g in (yaml.safe_load(path.read_text()) or {}).get("groups", [])
-                for r in g.get("rules", []) if isinstance(r, dict) and r.get("record")}
+    recorded = {
+        str(r.get("record"))
+        for g in (yaml.safe_load(path.read_text()) or {}).get("groups", [])
+        for r in g.get("rules", [])
+        if isinstance(r, dict) and r.get("record")
+    }
     fails = []
     for rule in report.get("rules") or []:
         if rule.get("status") not in ("translated", "unchanged") or view is None:
@@ -370,9 +469,16 @@ def dead_series(path: Path, target: str, target_version: str | None, report: dic
         for name in sorted(n for n in names - recorded if re.match(r"(vllm:|sglang:|tgi_|llamacpp:|trtllm_)", n)):
             served, why = series_served(view, name)
             if not served:
-                fails.append(Failure("dead_series", path.name, f"{target}@{target_version or 'newest'}",
-                                     f"{rule.get('group')}/{rule.get('rule')}: {name}",
-                                     f"a series {target} serves", f"{rule['status']} ({why})"))
+                fails.append(
+                    Failure(
+                        "dead_series",
+                        path.name,
+                        f"{target}@{target_version or 'newest'}",
+                        f"{rule.get('group')}/{rule.get('rule')}: {name}",
+                        f"a series {target} serves",
+                        f"{rule['status']} ({why})",
+                    )
+                )
     return fails
 
 
@@ -383,7 +489,6 @@ def series_served(view: Any, name: str) -> tuple[bool, str]:
     if first.status == "present":
         return True, first.reason
     part = re.search(r"_(bucket|sum|count)$", name)
-    base = view.metric(name[:part.start()]) if part else first
+    base = view.metric(name[: part.start()]) if part else first
     kinds = {"histogram", "unknown"} | ({"summary"} if part and part.group(1) != "bucket" else set())
     return bool(part) and base.status == "present" and getattr(base.span, "type", None) in kinds, first.reason
-

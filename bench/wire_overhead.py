@@ -31,8 +31,9 @@ async def _measure(url: str, concurrency: int, seconds: float, max_requests: int
     body = {"model": "zero", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     chunks = requests = errors = 0
     stop_at = time.perf_counter() + seconds
-    async with EngineClient(url, timeouts=Timeouts(connect=2, first_byte=10, idle=10, total=30),
-                            max_connections=concurrency) as client:
+    async with EngineClient(
+        url, timeouts=Timeouts(connect=2, first_byte=10, idle=10, total=30), max_connections=concurrency
+    ) as client:
         await client.chat(**{"messages": body["messages"], "model": "zero", "stream": True})  # warm the pool
 
         async def worker() -> None:
@@ -47,9 +48,18 @@ async def _measure(url: str, concurrency: int, seconds: float, max_requests: int
         cpu0, wall0 = _cpu_s(), time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         cpu, wall = _cpu_s() - cpu0, time.perf_counter() - wall0
-    return {"concurrency": concurrency, "requests": requests, "errors": errors, "chunks": chunks,
-            "wall_s": wall, "cpu_s": cpu, "us_per_chunk": cpu / max(chunks, 1) * 1e6,
-            "chunks_per_s": chunks / wall, "req_per_s": requests / wall, "cpu_util": cpu / wall}
+    return {
+        "concurrency": concurrency,
+        "requests": requests,
+        "errors": errors,
+        "chunks": chunks,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "us_per_chunk": cpu / max(chunks, 1) * 1e6,
+        "chunks_per_s": chunks / wall,
+        "req_per_s": requests / wall,
+        "cpu_util": cpu / wall,
+    }
 
 
 def main() -> None:
@@ -61,8 +71,11 @@ def main() -> None:
     args = ap.parse_args()
 
     cores = sorted(os.sched_getaffinity(0))
-    server = subprocess.Popen([sys.executable, "-m", "switchover.testing", "zero", "--port", "0",
-                               "--chunks", str(args.chunks)], stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "switchover.testing", "zero", "--port", "0", "--chunks", str(args.chunks)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert server.stdout is not None
         port = int(server.stdout.readline())  # the server prints its port when it listens
@@ -77,14 +90,20 @@ def main() -> None:
             runner = asyncio.run
         url = f"http://127.0.0.1:{port}"
         quiet_gc()  # as `switchover bench` runs (gctune.py)
-        print(f"wire client overhead vs a zero-work SSE server ({args.chunks} chunks/response, "
-              f"{args.seconds:g} s per step, client pinned to core {cores[0]}, server to core {cores[-1]})")
-        print(f"{'streams':>8} {'requests':>9} {'errors':>6} {'chunks/s':>10} {'req/s':>8} {'µs/chunk':>9} "
-              f"{'client CPU':>10}")
+        print(
+            f"wire client overhead vs a zero-work SSE server ({args.chunks} chunks/response, "
+            f"{args.seconds:g} s per step, client pinned to core {cores[0]}, server to core {cores[-1]})"
+        )
+        print(
+            f"{'streams':>8} {'requests':>9} {'errors':>6} {'chunks/s':>10} {'req/s':>8} {'µs/chunk':>9} "
+            f"{'client CPU':>10}"
+        )
         for c in (int(x) for x in args.concurrency.split(",")):
             r = runner(_measure(url, c, args.seconds, args.max_requests))
-            print(f"{c:>8} {r['requests']:>9.0f} {r['errors']:>6.0f} {r['chunks_per_s']:>10.0f} "
-                  f"{r['req_per_s']:>8.0f} {r['us_per_chunk']:>9.2f} {r['cpu_util']:>9.0%}")
+            print(
+                f"{c:>8} {r['requests']:>9.0f} {r['errors']:>6.0f} {r['chunks_per_s']:>10.0f} "
+                f"{r['req_per_s']:>8.0f} {r['us_per_chunk']:>9.2f} {r['cpu_util']:>9.0%}"
+            )
     finally:
         stop(server, grace_s=5)
 

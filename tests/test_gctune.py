@@ -21,11 +21,13 @@ def test_quiet_gc_freezes_start_up_objects_and_raises_the_young_threshold() -> N
 
 def test_hot_commands_run_with_it_and_others_do_not() -> None:
     # in a fresh process: this one's collector may already be tuned by an in-process command of another test
-    code = ("import asyncio, gc\n"
-            "from switchover.cli.common import run\n"
-            "default = gc.get_threshold()[0]\n"
-            "async def t(): return gc.get_threshold()\n"
-            "print(default, run(t())[0], run(t(), hot=True)[0])\n")
+    code = (
+        "import asyncio, gc\n"
+        "from switchover.cli.common import run\n"
+        "default = gc.get_threshold()[0]\n"
+        "async def t(): return gc.get_threshold()\n"
+        "print(default, run(t())[0], run(t(), hot=True)[0])\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     default, plain, hot = out.stdout.split()

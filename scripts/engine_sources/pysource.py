@@ -58,8 +58,14 @@ def archive_of(files: list[dict]) -> dict:
     return sdists[0] if sdists else min(files, key=lambda f: f["size"])
 
 
-def fill(dest: Path, url: str, filename: str, package: str, extract: Callable[[SourceTree], Extracted],
-         env_prefixes: tuple[str, ...]) -> None:
+def fill(
+    dest: Path,
+    url: str,
+    filename: str,
+    package: str,
+    extract: Callable[[SourceTree], Extracted],
+    env_prefixes: tuple[str, ...],
+) -> None:
     """Download one archive, unpack the package's .py files, read them, keep only what the reading opened. The
     environment scan lists the whole package but reads only files that can name a variable with one of
     `env_prefixes` (`pyenv.may_read`), so the listing leaves the others out and they are not kept."""
@@ -86,8 +92,10 @@ def fill(dest: Path, url: str, filename: str, package: str, extract: Callable[[S
             folder.rmdir()
     again = extract(SourceTree(dest))
     if again != facts:
-        raise SystemExit(f"{dest}: reading the pruned tree gives different facts from the full one; the extractor "
-                         "lists files it does not read")
+        raise SystemExit(
+            f"{dest}: reading the pruned tree gives different facts from the full one; the extractor "
+            "lists files it does not read"
+        )
     say(f"    kept {len(view.opened)} of {count} files")
 
 
@@ -101,25 +109,41 @@ def reader_stamp(package: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def fetch_release(project: str, package: str, release: Release, files: list[dict], args: argparse.Namespace,
-                  extract: Callable[[SourceTree], Extracted], env_prefixes: tuple[str, ...]) -> Path:
+def fetch_release(
+    project: str,
+    package: str,
+    release: Release,
+    files: list[dict],
+    args: argparse.Namespace,
+    extract: Callable[[SourceTree], Extracted],
+    env_prefixes: tuple[str, ...],
+) -> Path:
     chosen = archive_of(files)
     dest = args.cache / project / release.version
     stamp = dest / _STAMP
     if dest.exists() and (not stamp.is_file() or stamp.read_text().strip() != reader_stamp(package)):
         say(f"  {project} {release.version}: cached by another version of the reader, reading it again")
         shutil.rmtree(dest)
-    return cached_tree(args.cache, project, release.version,
-                       lambda dest: fill(dest, chosen["url"], chosen["filename"], package, extract,
-                                         env_prefixes))
+    return cached_tree(
+        args.cache,
+        project,
+        release.version,
+        lambda dest: fill(dest, chosen["url"], chosen["filename"], package, extract, env_prefixes),
+    )
 
 
 class PyPISource:
     """One Python engine's releases on PyPI as the driver reads them: `releases(args)` lists them (remembering each
     release's files) and `fetch(release, args)` brings one into the cache; a source module binds both to its names."""
 
-    def __init__(self, project: str, package: str, since: str, extract: Callable[[SourceTree], Extracted],
-                 env_prefixes: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        project: str,
+        package: str,
+        since: str,
+        extract: Callable[[SourceTree], Extracted],
+        env_prefixes: tuple[str, ...],
+    ) -> None:
         self.project, self.package, self.since = project, package, since
         self.extract, self.env_prefixes = extract, env_prefixes
         self._files: dict[str, list[dict]] = {}
@@ -136,8 +160,9 @@ class PyPISource:
         """The cached source folder of a release (downloaded and pruned the first time)."""
         if release.version not in self._files:
             self.releases(args)
-        return fetch_release(self.project, self.package, release, self._files[release.version], args, self.extract,
-                             self.env_prefixes)
+        return fetch_release(
+            self.project, self.package, release, self._files[release.version], args, self.extract, self.env_prefixes
+        )
 
     def main(self, argv: list[str] | None = None) -> int:
         """`python scripts/engine_sources/<engine>.py fetch VERSION [--cache DIR]`: fill the cache for one release

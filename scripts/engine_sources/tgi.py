@@ -29,14 +29,16 @@ def git_dir(args: argparse.Namespace) -> Path:
     """The repository to read: --git, else the known mirror; SystemExit naming both when neither exists."""
     chosen = getattr(args, "git", None) or (MIRROR if MIRROR.exists() else None)
     if chosen is None:
-        raise SystemExit(f"tgi: no git repository to read tags from: pass --git DIR (a clone of {REPO}); "
-                         f"{MIRROR} does not exist")
+        raise SystemExit(
+            f"tgi: no git repository to read tags from: pass --git DIR (a clone of {REPO}); {MIRROR} does not exist"
+        )
     return Path(chosen)
 
 
 def _git(repo: Path, *argv: str) -> str:
-    return subprocess.run(["git", f"--git-dir={_dot_git(repo)}", *argv], check=True, capture_output=True,
-                          text=True).stdout
+    return subprocess.run(
+        ["git", f"--git-dir={_dot_git(repo)}", *argv], check=True, capture_output=True, text=True
+    ).stdout
 
 
 def _dot_git(repo: Path) -> Path:
@@ -47,8 +49,9 @@ def releases(args: argparse.Namespace) -> list[Release]:
     """Every final `vX.Y.Z` tag >= v2.0.0, oldest first, dated by the tagged commit."""
     repo = git_dir(args)
     out = []
-    for line in _git(repo, "for-each-ref", "--format=%(refname:short) %(*committerdate:short)%(committerdate:short)",
-                     "refs/tags").splitlines():
+    for line in _git(
+        repo, "for-each-ref", "--format=%(refname:short) %(*committerdate:short)%(committerdate:short)", "refs/tags"
+    ).splitlines():
         tag, _, date = line.partition(" ")
         if not tag.startswith("v") or not all(p.isdigit() for p in tag[1:].split(".")) or tag.count(".") != 2:
             continue
@@ -64,8 +67,11 @@ def fetch(release: Release, args: argparse.Namespace) -> Path:
 
     def copy(dest: Path) -> None:
         listed = _git(repo, "ls-tree", "--name-only", release.ref, "--", *(p.rstrip("/") for p in _READ)).split()
-        tar = subprocess.run(["git", f"--git-dir={_dot_git(repo)}", "archive", "--format=tar", release.ref, "--",
-                              *listed], check=True, capture_output=True).stdout
+        tar = subprocess.run(
+            ["git", f"--git-dir={_dot_git(repo)}", "archive", "--format=tar", release.ref, "--", *listed],
+            check=True,
+            capture_output=True,
+        ).stdout
         unpack(tar, "source.tar", dest, keep=keep, strip=lambda p: p)
         (dest / ".layout").write_text(LAYOUT + "\n")
 

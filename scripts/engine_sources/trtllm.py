@@ -52,8 +52,13 @@ NOTES = [
     "Counters are stored as prometheus_client serves them (with _total).",
 ]
 VERSION_PY = "tensorrt_llm/version.py"
-FILES = ("tensorrt_llm/commands/serve.py", "tensorrt_llm/commands/common_llm_options.py",
-         "tensorrt_llm/metrics/collector.py", "tensorrt_llm/llmapi/llm_args.py", VERSION_PY)  # named in archives
+FILES = (
+    "tensorrt_llm/commands/serve.py",
+    "tensorrt_llm/commands/common_llm_options.py",
+    "tensorrt_llm/metrics/collector.py",
+    "tensorrt_llm/llmapi/llm_args.py",
+    VERSION_PY,
+)  # named in archives
 _VERSION = re.compile(r'^__version__\s*=\s*"([^"]+)"\s*$', re.M)
 
 
@@ -105,20 +110,34 @@ def cached_releases(cache: Path) -> list[Release]:
             out.append(Release(version=version, ref=where["tag"], archive=f"git tag {where['tag']} of {REPO}"))
             continue
         if "prefix" in where:  # read out of a vendored copy by an earlier run
-            out.append(Release(version=version, ref=where["commit"], date=where.get("date"),
-                               archive=vendored_archive(where["repo"], where["commit"], where.get("date"), version,
-                                                        where["prefix"])))
+            out.append(
+                Release(
+                    version=version,
+                    ref=where["commit"],
+                    date=where.get("date"),
+                    archive=vendored_archive(
+                        where["repo"], where["commit"], where.get("date"), version, where["prefix"]
+                    ),
+                )
+            )
             continue
-        out.append(Release(version=version, ref=where["commit"],
-                           archive=f"{', '.join(where.get('files', FILES))} of https://github.com/{where['repo']} at "
-                                   f"commit {where['commit']} (copies from the public code index)"))
+        out.append(
+            Release(
+                version=version,
+                ref=where["commit"],
+                archive=f"{', '.join(where.get('files', FILES))} of https://github.com/{where['repo']} at "
+                f"commit {where['commit']} (copies from the public code index)",
+            )
+        )
     return out
 
 
 def vendored_archive(repo: str, commit: str, date: str | None, version: str, prefix: str) -> str:
     """What a vendored copy is, said where each release read names its archive."""
-    return (f"{prefix} of github.com/{repo} at {commit[:9]} ({date or 'date unknown'}; its version.py says "
-            f"{version}): a third-party copy, NVIDIA's repository could not be read here")
+    return (
+        f"{prefix} of github.com/{repo} at {commit[:9]} ({date or 'date unknown'}; its version.py says "
+        f"{version}): a third-party copy, NVIDIA's repository could not be read here"
+    )
 
 
 def is_vendored(release: Release) -> bool:
@@ -156,8 +175,12 @@ def vendored_release(mirror: Path = VENDORED_MIRROR, commit: str = VENDORED_COMM
     if version is None:
         return None
     date = _git(mirror, "log", "-1", "--format=%cs", commit).strip() or None
-    return Release(version=version, ref=commit, date=date,
-                   archive=vendored_archive(VENDORED_REPO, commit, date, version, VENDORED_PREFIX))
+    return Release(
+        version=version,
+        ref=commit,
+        date=date,
+        archive=vendored_archive(VENDORED_REPO, commit, date, version, VENDORED_PREFIX),
+    )
 
 
 def releases(args: argparse.Namespace) -> list[Release]:
@@ -172,13 +195,17 @@ def releases(args: argparse.Namespace) -> list[Release]:
         if vendored is not None and not any(r.ref == vendored.ref for r in found):
             found.append(vendored)
     if not found:
-        raise SystemExit("trtllm: no release to read: pass --git DIR (a clone of "
-                         f"{REPO} with its tags), have the mirror {mirror_of(args)}, or put copies in "
-                         f"{args.cache / 'trtllm'}/<version>/ with source.json")
+        raise SystemExit(
+            "trtllm: no release to read: pass --git DIR (a clone of "
+            f"{REPO} with its tags), have the mirror {mirror_of(args)}, or put copies in "
+            f"{args.cache / 'trtllm'}/<version>/ with source.json"
+        )
     if len({is_vendored(r) for r in found}) > 1:
         listed = ", ".join(f"{r.version} ({r.archive})" for r in found)
-        raise SystemExit("trtllm: releases from the vendored copy and from NVIDIA's repository cannot share one data "
-                         f"file (one URL template per engine): {listed}")
+        raise SystemExit(
+            "trtllm: releases from the vendored copy and from NVIDIA's repository cannot share one data "
+            f"file (one URL template per engine): {listed}"
+        )
     SOURCE_URL = VENDORED_URL if is_vendored(found[0]) else NVIDIA_URL
     return sorted({r.version: r for r in found}.values(), key=lambda r: Version(r.version))
 

@@ -30,8 +30,11 @@ def temp_path(path: Path, *, keep_suffix: bool = False) -> Path:
 
 def is_temp(path: Path) -> bool:
     """Whether `path` is a temporary file left by an interrupted write (for cleanup and tests)."""
-    return path.name.startswith(".") and f"{TEMP_SUFFIX}" in path.name and (
-        path.name.endswith(TEMP_SUFFIX) or path.name.rsplit(TEMP_SUFFIX, 1)[1] == path.suffix)
+    return (
+        path.name.startswith(".")
+        and f"{TEMP_SUFFIX}" in path.name
+        and (path.name.endswith(TEMP_SUFFIX) or path.name.rsplit(TEMP_SUFFIX, 1)[1] == path.suffix)
+    )
 
 
 def _cannot(path: Path, exc: OSError) -> BadInput:
@@ -73,7 +76,7 @@ def _write_in_place(path: Path, raw: bytes) -> None:
         os.set_blocking(fd, True)
         view = memoryview(raw)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
     except OSError as exc:
         raise _cannot(path, exc) from None
     finally:
@@ -119,7 +122,7 @@ def write_atomic(path: str | Path, data: bytes | str, *, mode: int = 0o644) -> P
         try:
             view = memoryview(raw)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
         _commit(tmp, target)

@@ -58,20 +58,27 @@ class DemoResult(BaseModel):
     report_md: str | None = None
     overall: str | None = Field(default=None, description="The check's overall verdict: go, no-go or incomplete")
     overall_reason: str | None = None
-    rollout: RolloutSummary | None = Field(default=None, description="The short gateway rollout; None: not run "
-                                                                   "(rollout_not_run says why)")
+    rollout: RolloutSummary | None = Field(
+        default=None, description="The short gateway rollout; None: not run (rollout_not_run says why)"
+    )
     rollout_not_run: str | None = None
-    seconds: dict[str, float] = Field(default_factory=dict, description="Wall time per phase (setup, start, check, "
-                                                                        "rollout, total), s")
-    stopped: list[str] = Field(default_factory=list, description="The engines stopped at the end, as "
-                                                                 "'engine (role) pid N'")
+    seconds: dict[str, float] = Field(
+        default_factory=dict, description="Wall time per phase (setup, start, check, rollout, total), s"
+    )
+    stopped: list[str] = Field(
+        default_factory=list, description="The engines stopped at the end, as 'engine (role) pid N'"
+    )
 
 
-def demo_config(old_url: str, new_url: str, gateway_port: int, old_model: Path | None = None,
-                new_model: Path | None = None) -> str:
+def demo_config(
+    old_url: str, new_url: str, gateway_port: int, old_model: Path | None = None, new_model: Path | None = None
+) -> str:
     """The switchover.yaml the demo writes: both engines, a short check, a gateway with shadow, 3 stages."""
-    diff = (f"  diff_model: {{old: '{old_model}', new: '{new_model}'}}   # the files each engine loads\n"
-            if old_model and new_model else "")
+    diff = (
+        f"  diff_model: {{old: '{old_model}', new: '{new_model}'}}   # the files each engine loads\n"
+        if old_model and new_model
+        else ""
+    )
     return f"""# written by `switchover demo`: vLLM CPU (old) -> llama-server (new), both serving SmolLM2-135M-Instruct
 old:
   url: {old_url}
@@ -154,8 +161,9 @@ def _complete_stream(raw: bytes) -> bool:
     return True
 
 
-async def _traffic(url: str, model: str, n: int, say: Say, start: int = 0,
-                   room: Callable[[], bool] = lambda: True) -> tuple[int, int]:
+async def _traffic(
+    url: str, model: str, n: int, say: Say, start: int = 0, room: Callable[[], bool] = lambda: True
+) -> tuple[int, int]:
     """n short streamed chat requests through the gateway, 2 at a time, one tenant each (bounded); a request
     waits (at most 30 s) until `room()` says the shadow has a free slot, so mirrors are not dropped."""
     import aiohttp
@@ -165,16 +173,23 @@ async def _traffic(url: str, model: str, n: int, say: Say, start: int = 0,
     prompts = ["Name a colour.", "Say hi in French.", "What is 2+3?", "Name a fruit.", "Write one word about rain."]
 
     async def one(i: int, session: aiohttp.ClientSession) -> bool:
-        body = {"model": model, "messages": [{"role": "user", "content": prompts[i % len(prompts)]}],
-                "max_tokens": 16, "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+        body = {
+            "model": model,
+            "messages": [{"role": "user", "content": prompts[i % len(prompts)]}],
+            "max_tokens": 16,
+            "temperature": 0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         async with sem:
             waited = 0.0
             while not room() and waited < 30.0:
                 await asyncio.sleep(0.1)
                 waited += 0.1
             try:
-                async with session.post(f"{url}/v1/chat/completions", json=body,
-                                        headers={"x-tenant-id": f"demo-tenant-{start + i}"}) as resp:
+                async with session.post(
+                    f"{url}/v1/chat/completions", json=body, headers={"x-tenant-id": f"demo-tenant-{start + i}"}
+                ) as resp:
                     raw = await resp.read()
                     return resp.status == 200 and _complete_stream(raw)
             except (aiohttp.ClientError, TimeoutError):
@@ -199,11 +214,26 @@ async def _mirrors_done(gateway: Any, say: Say, limit_s: float = 120.0) -> None:
 
 
 def _step(res: Any) -> RolloutStep:
-    gates = [{"gate": r.gate.value, "verdict": r.verdict, "hard": r.hard, "observed": r.observed,
-              "threshold": r.threshold, "samples": r.samples, "reason": r.reason}
-             for r in (res.report.results if res.report is not None else [])]
-    return RolloutStep(action=res.action, message=res.message, stage=res.state.stage, weight=res.state.weight,
-                       gates=gates, blockers=list(res.report.blockers) if res.report is not None else [])
+    gates = [
+        {
+            "gate": r.gate.value,
+            "verdict": r.verdict,
+            "hard": r.hard,
+            "observed": r.observed,
+            "threshold": r.threshold,
+            "samples": r.samples,
+            "reason": r.reason,
+        }
+        for r in (res.report.results if res.report is not None else [])
+    ]
+    return RolloutStep(
+        action=res.action,
+        message=res.message,
+        stage=res.state.stage,
+        weight=res.state.weight,
+        gates=gates,
+        blockers=list(res.report.blockers) if res.report is not None else [],
+    )
 
 
 async def gateway_rollout(m: Migration, config: Path, model: str, say: Say, requests: int = 20) -> RolloutSummary:
@@ -239,13 +269,21 @@ async def gateway_rollout(m: Migration, config: Path, model: str, say: Say, requ
             if res.action not in ("advance", "hold"):
                 break
         view = ro.view()
-    return RolloutSummary(gateway_url=url, requests_sent=sent, requests_ok=answered, steps=steps,
-                          final_stage=view.stage, final_weight=view.weight, ledger_dir=str(gateway.run_dir),
-                          audit_log=view.audit_log)
+    return RolloutSummary(
+        gateway_url=url,
+        requests_sent=sent,
+        requests_ok=answered,
+        steps=steps,
+        final_stage=view.stage,
+        final_weight=view.weight,
+        ledger_dir=str(gateway.run_dir),
+        audit_log=view.audit_log,
+    )
 
 
-def run_demo(workdir: Path, say: Say, *, load: Callable[[Path], Migration], rollout: bool = True,
-             layout: Layout | None = None) -> DemoResult:
+def run_demo(
+    workdir: Path, say: Say, *, load: Callable[[Path], Migration], rollout: bool = True, layout: Layout | None = None
+) -> DemoResult:
     """The whole demo; the engines it starts are stopped before it returns or raises (also on Ctrl-C). The
     migration file is written here once the engines' ports are known; `load` reads it back (the CLI passes
     `load_migration`, so the file is validated like any user's) and the check and the rollout share what it read."""
@@ -263,21 +301,31 @@ def run_demo(workdir: Path, say: Say, *, load: Callable[[Path], Migration], roll
         result.seconds["setup"] = round(time.monotonic() - t0, 1)
         t1 = time.monotonic()
         say("engines: starting vLLM CPU (old) and llama-server (new) on SmolLM2-135M-Instruct ...")
-        state, _ = processes.up(layout, model=MODEL, name=BED_NAME, old_port=processes.free_port(),
-                                new_port=processes.free_port(), timeout_s=600,
-                                on_event=lambda msg: say(f"engines: {msg}"))
+        state, _ = processes.up(
+            layout,
+            model=MODEL,
+            name=BED_NAME,
+            old_port=processes.free_port(),
+            new_port=processes.free_port(),
+            timeout_s=600,
+            on_event=lambda msg: say(f"engines: {msg}"),
+        )
         try:
             result.seconds["start"] = round(time.monotonic() - t1, 1)
             # a fresh state folder per demo run: the rollout starts at 0 % every time
-            for stale in (workdir / ".switchover" / "rollout" / "state.json",
-                          workdir / "runs" / "gateway" / "killswitch.json"):
+            for stale in (
+                workdir / ".switchover" / "rollout" / "state.json",
+                workdir / "runs" / "gateway" / "killswitch.json",
+            ):
                 stale.unlink(missing_ok=True)
             bed = bed_models(layout)[MODEL]
-            write_atomic(config, demo_config(state.url("old"), state.url("new"), processes.free_port(), bed.hf_dir,
-                                             bed.gguf))
+            write_atomic(
+                config, demo_config(state.url("old"), state.url("new"), processes.free_port(), bed.hf_dir, bed.gguf)
+            )
             say(f"config: {config}")
             m = load(config)
             t2 = time.monotonic()
+
             def on_event(part: str, msg: str) -> None:
                 if is_milestone(msg):
                     say(f"check {part}: {msg}")

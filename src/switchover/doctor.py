@@ -28,11 +28,16 @@ class Cause(BaseModel):
     confirm: list[str] = Field(description="switchover commands that confirm or rule it out")
     fix: str
     source: str
-    figures: Literal["canary"] | None = Field(default=None, description="the computation whose figures doctor "
-                                              "prints for this cause when given a model, an engine and a GPU")
+    figures: Literal["canary"] | None = Field(
+        default=None,
+        description="the computation whose figures doctor "
+        "prints for this cause when given a model, an engine and a GPU",
+    )
     verdict: Literal["tune", "convert", "swap"] | None = Field(
-        default=None, description="tune or swap?: tune the engine, convert the checkpoint, or swap engines "
-        "(only missing operations metrics warrants a swap)")
+        default=None,
+        description="tune or swap?: tune the engine, convert the checkpoint, or swap engines "
+        "(only missing operations metrics warrants a swap)",
+    )
 
 
 class CanaryFigures(BaseModel):
@@ -51,12 +56,18 @@ class CanaryFigures(BaseModel):
 
 def canary_figures(plan: CanaryPlan, gpu: str, command: str) -> CanaryFigures:
     """The figures of a canary plan, as doctor prints them."""
-    return CanaryFigures(engine=plan.engine_version.label if plan.engine_version else plan.engine, gpu=gpu,
-                         context=plan.context, single_tokens=plan.single_tokens,
-                         copy_tokens=[c.tokens for c in plan.copies],
-                         sustainable_total={f"{r.canary_percent:g}": r.sustainable_total for r in plan.table
-                                            if 0 < r.canary_percent < 100},
-                         command=command, notes=plan.warnings)
+    return CanaryFigures(
+        engine=plan.engine_version.label if plan.engine_version else plan.engine,
+        gpu=gpu,
+        context=plan.context,
+        single_tokens=plan.single_tokens,
+        copy_tokens=[c.tokens for c in plan.copies],
+        sustainable_total={
+            f"{r.canary_percent:g}": r.sustainable_total for r in plan.table if 0 < r.canary_percent < 100
+        },
+        command=command,
+        notes=plan.warnings,
+    )
 
 
 class Symptom(BaseModel):
@@ -70,8 +81,10 @@ class Diagnosis(BaseModel):
     query: str
     score: float
     symptom: Symptom
-    canary: CanaryFigures | None = Field(default=None, description="`plan canary`'s figures for the inputs given, "
-                                         "when a cause of this symptom is two resident copies")
+    canary: CanaryFigures | None = Field(
+        default=None,
+        description="`plan canary`'s figures for the inputs given, when a cause of this symptom is two resident copies",
+    )
 
     @property
     def wants_canary(self) -> bool:
@@ -152,8 +165,10 @@ def diagnose(query: str, *, limit: int = 3, min_score: float = MIN_SCORE) -> lis
     if not query:
         raise BadInput('describe the symptom, e.g. `switchover doctor "p99 up, qps flat"`')
     if len(query) > MAX_QUERY:  # the fuzzy match is quadratic in the query: a pasted log would run for minutes
-        raise BadInput(f"describe the symptom in at most {MAX_QUERY} characters, got {len(query)}",
-                       hint='a few words are enough, e.g. `switchover doctor "p99 up, qps flat"`')
+        raise BadInput(
+            f"describe the symptom in at most {MAX_QUERY} characters, got {len(query)}",
+            hint='a few words are enough, e.g. `switchover doctor "p99 up, qps flat"`',
+        )
     exact = [s for s in SYMPTOMS if s.key == query.lower()]
     if exact:
         return [Diagnosis(query=query, score=1.0, symptom=exact[0])]

@@ -50,10 +50,15 @@ class DrillResult(BaseModel):
     model: str | None = Field(default=None, description="The model the first good response came from")
     max_recovery_s: float | None = None
     within_budget: bool | None = None
-    warmup: Warmup | None = Field(default=None, description="The warm-up tail after the first good response "
-                                                            "(switchover.warmup); None: not measured")
-    switch_s: float | None = Field(default=None, description="Stop issued → old at its steady TTFT (recovery_s + the "
-                                                             "warm-up tail); None: warm-up not measured or not steady")
+    warmup: Warmup | None = Field(
+        default=None,
+        description="The warm-up tail after the first good response (switchover.warmup); None: not measured",
+    )
+    switch_s: float | None = Field(
+        default=None,
+        description="Stop issued → old at its steady TTFT (recovery_s + the "
+        "warm-up tail); None: warm-up not measured or not steady",
+    )
 
 
 async def run_drill(
@@ -86,11 +91,23 @@ async def run_drill(
     except OSError as exc:
         raise BadInput(f"drill log {log}: cannot be written: {exc.strerror}") from None
     try:
-        result = await _drill(stop_cmd, start_cmd, url, model, stop_timeout_s, ready_timeout_s, poll_s, max_ms,
-                              out, max_recovery_s, progress)
+        result = await _drill(
+            stop_cmd,
+            start_cmd,
+            url,
+            model,
+            stop_timeout_s,
+            ready_timeout_s,
+            poll_s,
+            max_ms,
+            out,
+            max_recovery_s,
+            progress,
+        )
         if result.ok and warmup is not None and result.model is not None:
-            result.warmup = await measure(ttft_probe(url, result.model, timeout_s=max(max_ms / 1000.0 * 4, 5.0)),
-                                          warmup, progress)
+            result.warmup = await measure(
+                ttft_probe(url, result.model, timeout_s=max(max_ms / 1000.0 * 4, 5.0)), warmup, progress
+            )
             if result.warmup.steady and result.recovery_s is not None and result.warmup.tail_s is not None:
                 result.switch_s = round(result.recovery_s + result.warmup.tail_s, 3)
     finally:
@@ -114,9 +131,19 @@ def redact_file(path: Path, max_bytes: int = 64 << 20) -> None:
         write_atomic(path, clean.encode("utf-8", "surrogateescape"))
 
 
-async def _drill(stop_cmd: str, start_cmd: str, url: str, model: str | None, stop_timeout_s: float,
-                 ready_timeout_s: float, poll_s: float, max_ms: float, out: BinaryIO | None,
-                 max_recovery_s: float | None, progress: Progress | None = None) -> DrillResult:
+async def _drill(
+    stop_cmd: str,
+    start_cmd: str,
+    url: str,
+    model: str | None,
+    stop_timeout_s: float,
+    ready_timeout_s: float,
+    poll_s: float,
+    max_ms: float,
+    out: BinaryIO | None,
+    max_recovery_s: float | None,
+    progress: Progress | None = None,
+) -> DrillResult:
     """Stop, start (output to `out`), poll old until the first good response: the timings. Every wait, each
     readiness check included, ends by its deadline."""
     res = DrillResult(
@@ -166,8 +193,9 @@ async def _drill(stop_cmd: str, start_cmd: str, url: str, model: str | None, sto
                 return res
         left = deadline - time.perf_counter()
         try:  # the deadline bounds each check too: one against a server that never answers took 4 x max_ms
-            r = await asyncio.wait_for(check_ready(url, model=model, max_ms=max_ms,
-                                                   connect_timeout_s=min(1.0, max(left, 0.001))), timeout=left)
+            r = await asyncio.wait_for(
+                check_ready(url, model=model, max_ms=max_ms, connect_timeout_s=min(1.0, max(left, 0.001))), timeout=left
+            )
         except TimeoutError:
             res.checks += 1
             res.last_state = "slow"

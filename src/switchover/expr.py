@@ -149,8 +149,9 @@ class _Parser:
     def and_(self) -> Fn:
         return self._bool_chain("and", self.not_, all)
 
-    def _prefix(self, kind: str, text: str, operand: Callable[[], Fn], below: Callable[[], Fn],
-                apply: Callable[[Any], Any]) -> Fn:
+    def _prefix(
+        self, kind: str, text: str, operand: Callable[[], Fn], below: Callable[[], Fn], apply: Callable[[Any], Any]
+    ) -> Fn:
         """(text)* below: a prefix operator (`not`, unary minus), nested at most MAX_DEPTH deep."""
         if self.peek().kind == kind and self.peek().text == text:
             self.take()

@@ -30,8 +30,9 @@ def _fmt(x: float) -> str:
     return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
 
 
-def number_problem(value: float, *, lo: float | None = None, hi: float | None = None, lo_open: bool = False,
-                   integer: bool = False) -> str | None:
+def number_problem(
+    value: float, *, lo: float | None = None, hi: float | None = None, lo_open: bool = False, integer: bool = False
+) -> str | None:
     """Why `value` is not acceptable (None when it is): not finite, not whole, or outside [lo, hi]."""
     if isinstance(value, float) and not math.isfinite(value):
         return f"must be a finite number, got {value}"
@@ -45,8 +46,15 @@ def number_problem(value: float, *, lo: float | None = None, hi: float | None = 
     return None
 
 
-def require(value: float, name: str, *, lo: float | None = None, hi: float | None = None, lo_open: bool = False,
-            integer: bool = False) -> float:
+def require(
+    value: float,
+    name: str,
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+    integer: bool = False,
+) -> float:
     """`value` if acceptable; otherwise BadInput naming `name` (for library entry points called with numbers)."""
     problem = number_problem(value, lo=lo, hi=hi, lo_open=lo_open, integer=integer)
     if problem:
@@ -106,8 +114,12 @@ def _key_shaped(value: str) -> bool:
         return True
     if _HEX.fullmatch(value) or (len(value) >= 24 and "_" not in value):
         return True
-    return len(value) >= 32 and any(c.islower() for c in value) and any(c.isupper() for c in value) \
+    return (
+        len(value) >= 32
+        and any(c.islower() for c in value)
+        and any(c.isupper() for c in value)
         and any(c.isdigit() for c in value)
+    )
 
 
 def shown_env_name(name: str) -> str:

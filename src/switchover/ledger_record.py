@@ -39,21 +39,38 @@ ARM_ERROR_OUTCOMES: frozenset[str] = frozenset({"error", "failed_mid_stream"})
 # The measurements every kind of row carries, defined once: measure/timing.py's formulas, as gateway/observe.py applies
 # them. A shadow row's own fields are a copy of its primary's; its `shadow` result times the mirror.
 _START = "when the gateway had read the whole request (in a shadow result: when the mirror was sent)"
-TtftMs = Annotated[float | None, Field(
-    description=f"Time to first token, ms: from {_START} to the arrival of the first event whose text delta is "
-                "non-empty. Streams only: None for a non-streamed answer, or when no text arrived")]
-TpotMs = Annotated[float | None, Field(
-    description="Time per output token after the first, ms: (e2e_ms - ttft_ms) / (completion_tokens - 1), only when "
-                "completion_tokens came from the server's usage and is at least 2; None otherwise")]
-E2eMs = Annotated[float | None, Field(
-    description=f"End to end, ms: from {_START} to the arrival of the last event carrying choices (a token or the "
-                "finish_reason; not a usage-only event, not [DONE]); a non-streamed answer: to the arrival of its "
-                "whole body. None: nothing of the kind arrived")]
-CompletionTokens = Annotated[int | None, Field(
-    description="Output tokens: the server's usage.completion_tokens; in a request row for a stream without usage, the "
-                "number of events that carried text (tokens_source 'chunks'). None: not known")]
-TokensSource = Annotated[str | None, Field(
-    description="'usage' (server-reported) or 'chunks' (content events counted; usage was absent)")]
+TtftMs = Annotated[
+    float | None,
+    Field(
+        description=f"Time to first token, ms: from {_START} to the arrival of the first event whose text delta is "
+        "non-empty. Streams only: None for a non-streamed answer, or when no text arrived"
+    ),
+]
+TpotMs = Annotated[
+    float | None,
+    Field(
+        description="Time per output token after the first, ms: (e2e_ms - ttft_ms) / (completion_tokens - 1), only "
+        "when completion_tokens came from the server's usage and is at least 2; None otherwise"
+    ),
+]
+E2eMs = Annotated[
+    float | None,
+    Field(
+        description=f"End to end, ms: from {_START} to the arrival of the last event carrying choices (a token or the "
+        "finish_reason; not a usage-only event, not [DONE]); a non-streamed answer: to the arrival of its "
+        "whole body. None: nothing of the kind arrived"
+    ),
+]
+CompletionTokens = Annotated[
+    int | None,
+    Field(
+        description="Output tokens: the server's usage.completion_tokens; in a request row for a stream without "
+        "usage, the number of events that carried text (tokens_source 'chunks'). None: not known"
+    ),
+]
+TokensSource = Annotated[
+    str | None, Field(description="'usage' (server-reported) or 'chunks' (content events counted; usage was absent)")
+]
 
 
 class ShadowResult(BaseModel):
@@ -68,9 +85,11 @@ class ShadowResult(BaseModel):
     completion_tokens: CompletionTokens = None
     finish_reason: FinishReason = None
     error: str | None = Field(
-        default=None, description="Why the mirror failed, as a short label: status_<code>, connect, timeout, "
-                                  "stream_error, malformed, truncated, cancelled, disconnected (...); None: it did not "
-                                  "fail")
+        default=None,
+        description="Why the mirror failed, as a short label: status_<code>, connect, timeout, "
+        "stream_error, malformed, truncated, cancelled, disconnected (...); None: it did not "
+        "fail",
+    )
 
 
 class ClientSampling(BaseModel):
@@ -87,10 +106,16 @@ class ClientSampling(BaseModel):
     seed: bool = Field(default=False, description="A seed was sent (its value is not kept)")
     response_format: str | None = Field(default=None, description="response_format.type; None: not sent")
     stop: int | None = Field(default=None, description="Stop strings sent (a string counts 1); None: no stop")
-    system_suffix: str | None = Field(default=None, description="Keyed hash (HMAC-SHA256 with the deployment seed, 16 "
-                                      "hex digits) of the last system message's last 64 characters; None: none")
-    user_suffix: str | None = Field(default=None, description="The same of the last user message (a completions "
-                                    "prompt counts as one); equal hashes = the same fixed ending")
+    system_suffix: str | None = Field(
+        default=None,
+        description="Keyed hash (HMAC-SHA256 with the deployment seed, 16 "
+        "hex digits) of the last system message's last 64 characters; None: none",
+    )
+    user_suffix: str | None = Field(
+        default=None,
+        description="The same of the last user message (a completions "
+        "prompt counts as one); equal hashes = the same fixed ending",
+    )
 
 
 class LedgerRecord(BaseModel):
@@ -128,8 +153,9 @@ class LedgerRecord(BaseModel):
     )
     task_type: str | None = Field(default=None, description=TASK_TYPE)
     json_valid: bool | None = Field(
-        None, description="The request asked for JSON (response_format): the answer parsed, and matched the schema "
-                          "when one was given; absent when not asked or not measured"
+        None,
+        description="The request asked for JSON (response_format): the answer parsed, and matched the schema "
+        "when one was given; absent when not asked or not measured",
     )
     cached_tokens: int | None = Field(None, description="usage.prompt_tokens_details.cached_tokens of the answer")
     reviewed: bool | None = Field(
@@ -140,8 +166,11 @@ class LedgerRecord(BaseModel):
     tokens_source: TokensSource = None
     prompt_tokens_est: int | None = Field(None, description="The routing estimate of prompt tokens")
     error: str | None = Field(None, description="Short reason for error / failed_mid_stream (no bodies, no secrets)")
-    client: ClientSampling | None = Field(None, description="The sampling fields the client sent (gateway/ledger.py "
-                                                            "client_sampling); None: no JSON body, or older ledgers")
+    client: ClientSampling | None = Field(
+        None,
+        description="The sampling fields the client sent (gateway/ledger.py "
+        "client_sampling); None: no JSON body, or older ledgers",
+    )
 
 
 class ShadowRecord(BaseModel):

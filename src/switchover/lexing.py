@@ -23,8 +23,14 @@ class Token:
         return self.start + len(self.text)
 
 
-def tokenize(pattern: re.Pattern[str], src: str, error: type[ValueError], *, skip: frozenset[str] = _SKIP,
-             rename: Mapping[str, str] | None = None) -> list[Token]:
+def tokenize(
+    pattern: re.Pattern[str],
+    src: str,
+    error: type[ValueError],
+    *,
+    skip: frozenset[str] = _SKIP,
+    rename: Mapping[str, str] | None = None,
+) -> list[Token]:
     """`src` as tokens of `pattern` (kinds in `skip` dropped); `error` naming the first character no token
     starts with (1-based position)."""
     out: list[Token] = []

@@ -93,19 +93,25 @@ def _closed(node: Any) -> None:
             _closed(value)
 
 
-_ACTION = Output("what the rollout action did: the action, the state after it, the gate report, the message",
-                 ActionResult)
+_ACTION = Output(
+    "what the rollout action did: the action, the state after it, the gate report, the message", ActionResult
+)
 _CHECK = Output("check.json: every checklist item with its verdict and evidence, and the overall go/no-go", CheckReport)
 _EXPORT = Output("the exported documents and what the target cannot express", ExportResult)
 
 OUTPUTS: dict[str, Output] = {
-    "migration": Output("switchover.yaml, the migration file every verb reads (`switchover validate` checks it)",
-                        Migration, mode="validation"),
+    "migration": Output(
+        "switchover.yaml, the migration file every verb reads (`switchover validate` checks it)",
+        Migration,
+        mode="validation",
+    ),
     "plan-card": Output("the model card: layers, attention shape, state, experts, weights", ModelCard),
     "plan-capacity": Output("KV-cache capacity of one engine instance for a model on a GPU layout", CapacityResult),
     "plan-parallel": Output("the candidate TP/PP layouts, each with its verdict", list[Layout]),
-    "plan-canary": Output("old and new copies on one GPU: each copy's pool, the flags that make both start, "
-                          "capacity by canary %", CanaryPlan),
+    "plan-canary": Output(
+        "old and new copies on one GPU: each copy's pool, the flags that make both start, capacity by canary %",
+        CanaryPlan,
+    ),
     "plan-translate": Output("the launch command for the target engine and everything lost on the way", Translation),
     "plan-choose": Output("the engines ranked for the model, GPUs and requirements, each fact cited", ChooseResult),
     "plan-grace": Output("the drain grace a request needs, and the deploy settings that are shorter", GraceReport),
@@ -115,11 +121,13 @@ OUTPUTS: dict[str, Output] = {
     "hw-diff": Output("what changes for an engine between two hosts (and kernels, engine builds)", HostDiff),
     "hw-startlog": Output("what an engine's start-up log says it chose, against what was expected", StartlogReport),
     "probe": Output("API behaviour of old and new side by side, with the breaking differences", ProbeReport),
-    "overload": Output("past its concurrency limit: does the engine reject, queue or slow down, and from where",
-                       OverloadReport),
+    "overload": Output(
+        "past its concurrency limit: does the engine reject, queue or slow down, and from where", OverloadReport
+    ),
     "verify": Output("output equivalence of old and new: divergence, JSON validity, long inputs", EquivalenceReport),
-    "diff-model": Output("tokenizer, chat template, generation defaults and weights of two models, and the verdict",
-                         ModelDiff),
+    "diff-model": Output(
+        "tokenizer, chat template, generation defaults and weights of two models, and the verdict", ModelDiff
+    ),
     "cachekey": Output("a cache key and the hashes it is made of", CacheKey),
     "bench": Output("summary.json: steps, knees, A/B deltas and checks of a bench run", BenchReport),
     "bench-calibrate": Output("this client's own ceiling against a zero-work streaming server", Calibration),
@@ -130,15 +138,15 @@ OUTPUTS: dict[str, Output] = {
     "rollout-gates": Output("every gate of the stage, and what follows: advance, hold or roll back", GateReport),
     "rollout-advance": _ACTION,
     "rollout-rollback": _ACTION,
-    "rollout-holding": Output("the rollback window: windows, old's readiness, prerequisites, the decision",
-                              HoldingReport),
+    "rollout-holding": Output(
+        "the rollback window: windows, old's readiness, prerequisites, the decision", HoldingReport
+    ),
     "rollout-prerequisites": Output("what a rollback needs, each checked", list[Prerequisite]),
     "rollout-abandon": _ACTION,
     "rollout-reset": _ACTION,
     "rollout-watch": Output("one rollout action result per check", list[ActionResult]),
     "rollout-compare": Output("old vs new per metric from the ledger, beyond the A/A noise or not", ComparisonReport),
-    "alerts-translate": Output("what happened to every rule, thresholds to re-baseline", TranslationReport,
-                               AlertsAdds),
+    "alerts-translate": Output("what happened to every rule, thresholds to re-baseline", TranslationReport, AlertsAdds),
     "export-argo": _EXPORT,
     "export-envoy": _EXPORT,
     "export-grafana": _EXPORT,
@@ -169,8 +177,11 @@ def get(name: str) -> Output:
     if key not in OUTPUTS:
         hint = "valid names: " + ", ".join(OUTPUTS)
         if key in NOT_MODELS:
-            raise BadInput(f"no schema named {key!r}: `{key.replace('-', ' ')} --json` prints a plain mapping "
-                           f"({NOT_MODELS[key]}), not a model", hint=hint)
+            raise BadInput(
+                f"no schema named {key!r}: `{key.replace('-', ' ')} --json` prints a plain mapping "
+                f"({NOT_MODELS[key]}), not a model",
+                hint=hint,
+            )
         raise BadInput(f"no schema named {name[:60]!r}", hint=hint)  # as typed: the error line masks secrets in it
     return OUTPUTS[key]
 

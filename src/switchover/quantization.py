@@ -52,8 +52,9 @@ class QuantScheme(BaseModel):
     match: MatchMode = "name"
     kept: list[str] = Field(default_factory=list, description="roles never quantized")
     targets: list[str] | None = Field(default=None, description="only these roles are quantized")
-    loaded_hidden_multiple: int | None = Field(default=None, description="engines pad the hidden dim of "
-                                               "quantized weights to this multiple once loaded")
+    loaded_hidden_multiple: int | None = Field(
+        default=None, description="engines pad the hidden dim of quantized weights to this multiple once loaded"
+    )
     source: str
     notes: list[str] = Field(default_factory=list, description="parts of the config not used, with why")
     _ignored: dict[str, bool] = PrivateAttr(default_factory=dict)  # module name -> on the ignore list
@@ -61,8 +62,12 @@ class QuantScheme(BaseModel):
     def describe(self) -> str:
         """e.g. 'awq 4-bit, group 128, zero points'."""
         bits = f"{self.bits:g}-bit"
-        gran = {"tensor": "per tensor", "channel": "per channel", "group": f"group {self.group_size}",
-                "block": f"block {self.block[0]}x{self.block[1]}" if self.block else "block"}[self.granularity]
+        gran = {
+            "tensor": "per tensor",
+            "channel": "per channel",
+            "group": f"group {self.group_size}",
+            "block": f"block {self.block[0]}x{self.block[1]}" if self.block else "block",
+        }[self.granularity]
         extra = ", zero points" if self.zero_point else ""
         only = f", {'/'.join(self.targets)} only" if self.targets else ""
         return f"{self.method} {bits}, {gran}{extra}{only}"
@@ -95,10 +100,13 @@ def _ignore_list(qc: dict[str, Any], keys: list[str], notes: list[str]) -> list[
     safe = []
     for rule in out:
         body = rule[3:] if rule.startswith("re:") else None
-        if body is not None and (len(body) > MAX_PATTERN or _NESTED_REPEAT.search(body)
-                                 or len(_UNBOUNDED.findall(body)) > 3):
-            notes.append(f"quantization_config ignore rule {rule[:60]!r} not evaluated (a repeated group or too "
-                         "many repeats: matching could take unbounded time); its modules are priced as quantized")
+        if body is not None and (
+            len(body) > MAX_PATTERN or _NESTED_REPEAT.search(body) or len(_UNBOUNDED.findall(body)) > 3
+        ):
+            notes.append(
+                f"quantization_config ignore rule {rule[:60]!r} not evaluated (a repeated group or too "
+                "many repeats: matching could take unbounded time); its modules are priced as quantized"
+            )
             continue
         safe.append(rule)
     return safe
@@ -106,11 +114,17 @@ def _ignore_list(qc: dict[str, Any], keys: list[str], notes: list[str]) -> list[
 
 def _whole(value: Any, what: str, lo: int, hi: int) -> int:
     """A whole number from a quantization_config field; ValueError (priced at 16 bits, noted) otherwise."""
-    ok = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value) \
-        and float(value).is_integer() and lo <= value <= hi
+    ok = (
+        not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and math.isfinite(value)
+        and float(value).is_integer()
+        and lo <= value <= hi
+    )
     if not ok:
-        raise ValueError(f"quantization_config {what} must be a whole number from {lo} to {hi}, "
-                         f"got {str(value)[:40]!r}")
+        raise ValueError(
+            f"quantization_config {what} must be a whole number from {lo} to {hi}, got {str(value)[:40]!r}"
+        )
     return int(value)
 
 
@@ -139,12 +153,20 @@ def scheme_from_config(qc: dict[str, Any] | None) -> QuantScheme | None:
     spec = table["methods"][method]
     notes: list[str] = []
     fields: dict[str, Any] = {
-        "method": method, "bits": spec["bits"], "granularity": spec["granularity"],
-        "group_size": spec.get("group_size"), "scale_bytes": spec["scale_bytes"],
-        "zero_point": spec.get("zero_point", False), "index_bytes_per_input": spec.get("index_bytes_per_input", 0),
-        "ignore": _ignore_list(qc, spec.get("ignore_keys", []), notes), "kept": spec.get("kept", []),
-        "targets": spec.get("targets"), "source": spec["source"], "match": spec.get("match", "name"),
-        "loaded_hidden_multiple": spec.get("loaded_hidden_multiple"), "notes": notes,
+        "method": method,
+        "bits": spec["bits"],
+        "granularity": spec["granularity"],
+        "group_size": spec.get("group_size"),
+        "scale_bytes": spec["scale_bytes"],
+        "zero_point": spec.get("zero_point", False),
+        "index_bytes_per_input": spec.get("index_bytes_per_input", 0),
+        "ignore": _ignore_list(qc, spec.get("ignore_keys", []), notes),
+        "kept": spec.get("kept", []),
+        "targets": spec.get("targets"),
+        "source": spec["source"],
+        "match": spec.get("match", "name"),
+        "loaded_hidden_multiple": spec.get("loaded_hidden_multiple"),
+        "notes": notes,
     }
     if (bits := _first(qc, spec.get("bits_keys", []))) is not None:
         fields["bits"] = _whole(bits, "bits", 1, MAX_BITS)
@@ -178,8 +200,10 @@ def _compressed_tensors(qc: dict[str, Any], f: dict[str, Any]) -> None:
     strategy = str(weights.get("strategy") or "tensor")
     is_float = weights.get("type") == "float"
     if strategy in ("group", "tensor_group"):
-        f["granularity"], f["group_size"] = "group", _whole(weights.get("group_size") or 128, "group_size", 1,
-                                                            MAX_GROUP)
+        f["granularity"], f["group_size"] = (
+            "group",
+            _whole(weights.get("group_size") or 128, "group_size", 1, MAX_GROUP),
+        )
     elif strategy == "block" and weights.get("block_structure"):
         f["granularity"], f["block"] = "block", _block(weights["block_structure"], "block_structure")
     elif strategy in ("channel", "tensor"):
@@ -195,11 +219,20 @@ def _modelopt(qc: dict[str, Any], f: dict[str, Any]) -> None:
     """quant_algo FP8 | FP8_PB_WO | NVFP4 | W4A8_AWQ (ModelOpt's hf_quant_config.json or config.json)."""
     algo = str(qc.get("quant_algo") or "FP8").upper()[:40]
     if "FP4" in algo:
-        f.update(bits=4, granularity="group", group_size=_whole(qc.get("group_size") or 16, "group_size", 1,
-                                                                MAX_GROUP), scale_bytes=1, per_tensor_extra_bytes=8)
+        f.update(
+            bits=4,
+            granularity="group",
+            group_size=_whole(qc.get("group_size") or 16, "group_size", 1, MAX_GROUP),
+            scale_bytes=1,
+            per_tensor_extra_bytes=8,
+        )
     elif "AWQ" in algo or "INT4" in algo:
-        f.update(bits=4, granularity="group", group_size=_whole(qc.get("group_size") or 128, "group_size", 1,
-                                                                MAX_GROUP), scale_bytes=2)
+        f.update(
+            bits=4,
+            granularity="group",
+            group_size=_whole(qc.get("group_size") or 128, "group_size", 1, MAX_GROUP),
+            scale_bytes=2,
+        )
     elif "PB" in algo or "BLOCK" in algo:
         f.update(bits=8, granularity="block", block=(128, 128), scale_bytes=4)
     else:

@@ -58,8 +58,9 @@ class RecordWriter:
     """Appends rows to one Parquet file, a row group per `append`, so an interrupted run keeps its rows; the file
     is written under a unique temporary name and renamed into place whole on `close`."""
 
-    def __init__(self, path: Path, schema: pa.Schema, *, redacted: bool = True,
-                 statistics: bool | list[str] = True) -> None:
+    def __init__(
+        self, path: Path, schema: pa.Schema, *, redacted: bool = True, statistics: bool | list[str] = True
+    ) -> None:
         self.path = path
         self.schema = schema
         self.redacted = redacted  # False: the caller masks its free-text columns itself (bench rows: per failure)
@@ -158,11 +159,7 @@ class RunDir:
     def latest(cls, base: str | Path, suffix: str = "") -> RunDir:
         """The newest run directory under `base` whose name ends with `suffix`."""
         root = Path(base)
-        dirs = (
-            sorted(d for d in root.glob("*") if d.is_dir() and d.name.endswith(suffix))
-            if root.is_dir()
-            else []
-        )
+        dirs = sorted(d for d in root.glob("*") if d.is_dir() and d.name.endswith(suffix)) if root.is_dir() else []
         if not dirs:
             raise BadInput(f"no run directory under {root}")
         return cls(dirs[-1])
@@ -179,8 +176,9 @@ class RunDir:
         """Write a pydantic model or plain JSON data as `<name>.json`: whole (atomicfile), secrets masked."""
         path = self.file(_with_ext(name, ".json"))
         plain = obj.model_dump(mode="json") if isinstance(obj, BaseModel) else obj
-        data = orjson.dumps(redact_data(plain), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
-                            | orjson.OPT_SERIALIZE_NUMPY)
+        data = orjson.dumps(
+            redact_data(plain), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+        )
         return write_atomic(path, data)
 
     @overload
@@ -203,17 +201,16 @@ class RunDir:
             first = exc.errors()[0]
             where = ".".join(str(x) for x in first["loc"]) or "(top level)"
             more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-            raise UnreadableRunFile(f"{path}: not a {model.__name__ if model else 'result'}: {where}: "
-                                    f"{first['msg']}{more}") from None
+            raise UnreadableRunFile(
+                f"{path}: not a {model.__name__ if model else 'result'}: {where}: {first['msg']}{more}"
+            ) from None
 
     def has(self, name: str) -> bool:
         return self.file(name).exists()
 
     # ------------------------------------------------------------------ Parquet
 
-    def write_records(
-        self, name: str, rows: Iterable[Mapping[str, Any]], schema: pa.Schema | None = None
-    ) -> Path:
+    def write_records(self, name: str, rows: Iterable[Mapping[str, Any]], schema: pa.Schema | None = None) -> Path:
         """Write rows (dicts) as `<name>.parquet`; pass `schema` when some columns may be all-null."""
         path = self.file(_with_ext(name, ".parquet"))
         table = pa.Table.from_pylist(_clean_rows(rows), schema=schema)
@@ -221,8 +218,9 @@ class RunDir:
             pq.write_table(table, tmp)
         return path
 
-    def record_writer(self, name: str, schema: pa.Schema, *, redacted: bool = True,
-                      statistics: bool | list[str] = True) -> RecordWriter:
+    def record_writer(
+        self, name: str, schema: pa.Schema, *, redacted: bool = True, statistics: bool | list[str] = True
+    ) -> RecordWriter:
         """An appending writer for `<name>.parquet` (row group per append); redacted=False when the caller has
         masked its free-text values already (every string of every row through `redact` costs ~0.2 ms a row)."""
         return RecordWriter(self.file(_with_ext(name, ".parquet")), schema, redacted=redacted, statistics=statistics)
@@ -252,8 +250,11 @@ class RunDir:
         con = duckdb.connect()
         try:
             sources = [(p.stem, p.as_posix()) for p in sorted(self.path.glob("*.parquet"))]
-            sources += [(d.name, f"{d.as_posix()}/*.parquet") for d in sorted(self.path.iterdir())
-                        if d.is_dir() and any(d.glob("*.parquet"))]  # a checkpointed run's parts
+            sources += [
+                (d.name, f"{d.as_posix()}/*.parquet")
+                for d in sorted(self.path.iterdir())
+                if d.is_dir() and any(d.glob("*.parquet"))
+            ]  # a checkpointed run's parts
             for stem, where in sources:
                 view = _NAME.sub("_", stem)
                 quoted = where.replace("'", "''")

@@ -36,8 +36,12 @@ class WarmupSettings(BaseModel):
     """How the warm-up tail is measured: window, tolerance and the caps that bound the wait."""
 
     window: int = Field(default=5, ge=2, le=50, description="Probes per median window")
-    tolerance_pct: float = Field(default=20.0, gt=0, le=100, description="How far (percent of the level) a median "
-                                                                          "may be from the level and count as steady")
+    tolerance_pct: float = Field(
+        default=20.0,
+        gt=0,
+        le=100,
+        description="How far (percent of the level) a median may be from the level and count as steady",
+    )
     floor_ms: float = Field(default=5.0, ge=0, description="Smallest tolerance, ms (scheduling noise)")
     max_s: float = Field(default=120.0, gt=0, description="Stop probing this many seconds after the first good answer")
     max_probes: int = Field(default=200, ge=2, description="Stop after this many probes")
@@ -55,8 +59,9 @@ class Warmup(BaseModel):
     """The warm-up tail: from the first good answer to the first probe of the steady level."""
 
     steady: bool = Field(description="Two consecutive median windows agreed before a cap")
-    tail_s: float | None = Field(default=None, description="First good answer → first probe of the steady level, s; "
-                                                           "None: not steady")
+    tail_s: float | None = Field(
+        default=None, description="First good answer → first probe of the steady level, s; None: not steady"
+    )
     tail_requests: int | None = Field(default=None, description="Probes before the steady level; None: not steady")
     steady_ttft_ms: float | None = Field(default=None, description="The steady level: median TTFT of the last window")
     first_ttft_ms: float | None = Field(default=None, description="TTFT of the first probe")
@@ -77,7 +82,7 @@ def settled(ttfts: Sequence[float], s: WarmupSettings) -> float | None:
     if len(ttfts) < 2 * k:
         return None
     later = statistics.median(ttfts[-k:])
-    earlier = statistics.median(ttfts[-2 * k:-k])
+    earlier = statistics.median(ttfts[-2 * k : -k])
     return float(later) if abs(earlier - later) <= _tolerance(later, s) else None
 
 
@@ -87,7 +92,7 @@ def tail_start(ttfts: Sequence[float], level: float, s: WarmupSettings) -> int:
     k, tol = s.window, _tolerance(level, s)
     start = len(ttfts) - k
     for i in range(len(ttfts) - k, -1, -1):
-        if abs(statistics.median(ttfts[i:i + k]) - level) > tol:
+        if abs(statistics.median(ttfts[i : i + k]) - level) > tol:
             break
         start = i
     while start < len(ttfts) - 1 and abs(ttfts[start] - level) > tol:
@@ -99,19 +104,29 @@ def judge(samples: Sequence[WarmupSample], s: WarmupSettings, capped_by: str = "
     """The warm-up figures from the probes made (pure: the table tests drive it)."""
     good = [x for x in samples if x.ttft_ms is not None]
     ttfts = [float(x.ttft_ms) for x in good if x.ttft_ms is not None]
-    out = Warmup(steady=False, probes=len(samples), failed=len(samples) - len(good), settings=s,
-                 samples=list(samples), first_ttft_ms=ttfts[0] if ttfts else None)
+    out = Warmup(
+        steady=False,
+        probes=len(samples),
+        failed=len(samples) - len(good),
+        settings=s,
+        samples=list(samples),
+        first_ttft_ms=ttfts[0] if ttfts else None,
+    )
     level = settled(ttfts, s)
     if level is None:
-        out.reason = (f"TTFT did not settle ({s.window}-probe medians within ±{s.tolerance_pct:g} %) before "
-                      f"{capped_by or 'the probes ended'}; {len(ttfts)} good probe(s)")
+        out.reason = (
+            f"TTFT did not settle ({s.window}-probe medians within ±{s.tolerance_pct:g} %) before "
+            f"{capped_by or 'the probes ended'}; {len(ttfts)} good probe(s)"
+        )
         return out
     i = tail_start(ttfts, level, s)
     out.steady, out.steady_ttft_ms = True, round(level, 2)
     out.tail_s = round(good[i].at_s, 3)
     out.tail_requests = samples.index(good[i])
-    out.reason = (f"steady at {level:.0f} ms TTFT {out.tail_s:.2f} s after the first good answer "
-                  f"({out.tail_requests} probe(s) before it; first probe {ttfts[0]:.0f} ms)")
+    out.reason = (
+        f"steady at {level:.0f} ms TTFT {out.tail_s:.2f} s after the first good answer "
+        f"({out.tail_requests} probe(s) before it; first probe {ttfts[0]:.0f} ms)"
+    )
     return out
 
 
@@ -124,8 +139,9 @@ def ttft_probe(url: str, model: str, *, api_key_env: str | None = None, timeout_
     async def probe() -> float | None:
         timeouts = Timeouts(connect=min(timeout_s, 2.0), first_byte=timeout_s, idle=timeout_s, total=timeout_s)
         async with EngineClient(url, api_key_env=api_key_env, timeouts=timeouts) as client:
-            rec = await client.complete(f"[{uuid.uuid4().hex}] {_PROBE_TEXT}", model=model, max_tokens=1,
-                                        temperature=0, stream=True)
+            rec = await client.complete(
+                f"[{uuid.uuid4().hex}] {_PROBE_TEXT}", model=model, max_tokens=1, temperature=0, stream=True
+            )
         ttft = rec.ttft_ns
         if rec.failure is not None or ttft is None:
             return None

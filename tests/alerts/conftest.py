@@ -17,10 +17,35 @@ from switchover.engines.releases import EngineReleases, ParserRules, ReleaseView
 from switchover.engines.versions import release_key
 
 READS = {
-    "vllm": ["0.4.1", "0.4.3", "0.5.5", "0.6.3", "0.6.4", "0.7.3", "0.8.4", "0.8.5.post1", "0.9.2", "0.10.2", "0.11.0",
-             "0.12.0", "0.33.0"],
-    "sglang": ["0.3.6", "0.4.3", "0.4.4", "0.4.5", "0.5.2", "0.5.3", "0.5.5", "0.5.6", "0.5.7", "0.5.12", "0.5.22",
-               "0.5.23"],
+    "vllm": [
+        "0.4.1",
+        "0.4.3",
+        "0.5.5",
+        "0.6.3",
+        "0.6.4",
+        "0.7.3",
+        "0.8.4",
+        "0.8.5.post1",
+        "0.9.2",
+        "0.10.2",
+        "0.11.0",
+        "0.12.0",
+        "0.33.0",
+    ],
+    "sglang": [
+        "0.3.6",
+        "0.4.3",
+        "0.4.4",
+        "0.4.5",
+        "0.5.2",
+        "0.5.3",
+        "0.5.5",
+        "0.5.6",
+        "0.5.7",
+        "0.5.12",
+        "0.5.22",
+        "0.5.23",
+    ],
     "tgi": ["2.0.2", "2.3.1", "2.4.1", "3.0.1", "3.3.6"],
     "llamacpp": ["b3216", "b3995", "b5000", "b6000", "b11434"],
     "trtllm": ["1.0.0", "1.2.0"],
@@ -74,18 +99,37 @@ SERIES: dict[str, dict[str, tuple[str, str, str]]] = {
         "sglang:max_total_num_tokens": ("0.5.6", "0.5.23", G),
     },
     "tgi": {
-        **{name: ("2.0.2", "3.3.6", kind) for name, kind in [
-            ("tgi_request_duration", H), ("tgi_request_queue_duration", H),
-            ("tgi_request_mean_time_per_token_duration", H), ("tgi_request_input_length", H),
-            ("tgi_request_generated_tokens", H), ("tgi_batch_current_size", G), ("tgi_queue_size", G),
-            ("tgi_request_success", C), ("tgi_request_failure", C), ("tgi_batch_current_max_tokens", G)]},
+        **{
+            name: ("2.0.2", "3.3.6", kind)
+            for name, kind in [
+                ("tgi_request_duration", H),
+                ("tgi_request_queue_duration", H),
+                ("tgi_request_mean_time_per_token_duration", H),
+                ("tgi_request_input_length", H),
+                ("tgi_request_generated_tokens", H),
+                ("tgi_batch_current_size", G),
+                ("tgi_queue_size", G),
+                ("tgi_request_success", C),
+                ("tgi_request_failure", C),
+                ("tgi_batch_current_max_tokens", G),
+            ]
+        },
         "tgi_batch_max_total_tokens": ("2.3.1", "3.3.6", G),
     },
     "llamacpp": {
-        **{f"llamacpp:{name}": ("b3216", "b11434", kind) for name, kind in [
-            ("requests_processing", G), ("requests_deferred", G), ("prompt_tokens_total", C),
-            ("tokens_predicted_total", C), ("prompt_seconds_total", C), ("tokens_predicted_seconds_total", C),
-            ("prompt_tokens_seconds", G), ("predicted_tokens_seconds", G)]},
+        **{
+            f"llamacpp:{name}": ("b3216", "b11434", kind)
+            for name, kind in [
+                ("requests_processing", G),
+                ("requests_deferred", G),
+                ("prompt_tokens_total", C),
+                ("tokens_predicted_total", C),
+                ("prompt_seconds_total", C),
+                ("tokens_predicted_seconds_total", C),
+                ("prompt_tokens_seconds", G),
+                ("predicted_tokens_seconds", G),
+            ]
+        },
         "llamacpp:kv_cache_usage_ratio": ("b3216", "b5000", G),
         "llamacpp:kv_cache_tokens": ("b3216", "b5000", G),
         "llamacpp:n_decode_total": ("b3995", "b11434", C),
@@ -93,11 +137,18 @@ SERIES: dict[str, dict[str, tuple[str, str, str]]] = {
         "llamacpp:prompt_tokens_cached_total": ("b11434", "b11434", C),
     },
     "trtllm": {
-        f"trtllm_{name}": ("1.0.0", "1.2.0", kind) for name, kind in [
-            ("time_to_first_token_seconds", H), ("time_per_output_token_seconds", H),
-            ("e2e_request_latency_seconds", H), ("request_queue_time_seconds", H), ("request_success_total", C),
-            ("kv_cache_hit_rate", G), ("kv_cache_utilization", G), ("prompt_tokens_total", C),
-            ("generation_tokens_total", C)]
+        f"trtllm_{name}": ("1.0.0", "1.2.0", kind)
+        for name, kind in [
+            ("time_to_first_token_seconds", H),
+            ("time_per_output_token_seconds", H),
+            ("e2e_request_latency_seconds", H),
+            ("request_queue_time_seconds", H),
+            ("request_success_total", C),
+            ("kv_cache_hit_rate", G),
+            ("kv_cache_utilization", G),
+            ("prompt_tokens_total", C),
+            ("generation_tokens_total", C),
+        ]
     },
 }
 
@@ -107,12 +158,26 @@ def engine_releases(engine: str) -> EngineReleases:
     snaps = []
     for version in READS[engine]:
         key = release_key(version)
-        metrics = {name: {"path": "metrics.py", "type": kind} for name, (first, last, kind) in SERIES[engine].items()
-                   if release_key(first) <= key <= release_key(last)}
-        snaps.append(Snapshot(version=version, ref=version, archive="test", date=None,
-                              facts=Extracted(parser=ParserRules(source="test"), metrics=metrics)))
-    return compact(engine, snaps, source_url="https://example.invalid/" + engine + "/{ref}/{path}",
-                   generated_by="tests/alerts/conftest.py")
+        metrics = {
+            name: {"path": "metrics.py", "type": kind}
+            for name, (first, last, kind) in SERIES[engine].items()
+            if release_key(first) <= key <= release_key(last)
+        }
+        snaps.append(
+            Snapshot(
+                version=version,
+                ref=version,
+                archive="test",
+                date=None,
+                facts=Extracted(parser=ParserRules(source="test"), metrics=metrics),
+            )
+        )
+    return compact(
+        engine,
+        snaps,
+        source_url="https://example.invalid/" + engine + "/{ref}/{path}",
+        generated_by="tests/alerts/conftest.py",
+    )
 
 
 @pytest.fixture

@@ -36,8 +36,12 @@ def test_the_set_covers_every_engine_era() -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_each_file_passes_promtool(path: Path) -> None:
-    p = subprocess.run([require_tool("promtool", hint="Debian package prometheus"), "check", "rules", str(path)],
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [require_tool("promtool", hint="Debian package prometheus"), "check", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
 
 
@@ -48,10 +52,18 @@ def test_each_file_cites_the_source_at_its_release_for_every_series(path: Path) 
     comments = "\n".join(line for line in text.splitlines() if line.startswith("#"))
     data = yaml.safe_load(text)
     mine = recorded_names(data)
-    names = {s.name for g in data["groups"] for r in g["rules"] for s in parse(str(r["expr"])).selectors
-             if s.name and s.name not in mine}
-    uncited = sorted(n for n in names if engine_of(n) == engine
-                     and re.sub(r"_(bucket|sum|count)$", "", n).removesuffix("_total") not in comments)
+    names = {
+        s.name
+        for g in data["groups"]
+        for r in g["rules"]
+        for s in parse(str(r["expr"])).selectors
+        if s.name and s.name not in mine
+    }
+    uncited = sorted(
+        n
+        for n in names
+        if engine_of(n) == engine and re.sub(r"_(bucket|sum|count)$", "", n).removesuffix("_total") not in comments
+    )
     assert uncited == []
     assert re.search(rf"https://github\.com/\S+/blob/v?{re.escape(version)}/", comments), "no link at the release"
 
@@ -66,7 +78,13 @@ def test_every_series_a_file_reads_is_served_by_its_release(path: Path) -> None:
         pytest.skip(f"{side.note}: {path.name}'s series cannot be checked against release data")
     data = yaml.safe_load(path.read_text())
     mine = recorded_names(data)
-    dead = sorted({f"{s.name}: {side.serves(s.name).reason}" for g in data["groups"] for r in g["rules"]
-                   for s in parse(str(r["expr"])).selectors
-                   if s.name and s.name not in mine and side.serves(s.name).status != "present"})
+    dead = sorted(
+        {
+            f"{s.name}: {side.serves(s.name).reason}"
+            for g in data["groups"]
+            for r in g["rules"]
+            for s in parse(str(r["expr"])).selectors
+            if s.name and s.name not in mine and side.serves(s.name).status != "present"
+        }
+    )
     assert dead == []

@@ -17,8 +17,15 @@ pytestmark = pytest.mark.usefixtures("synthetic_releases")  # release data: test
 
 def _rules(tmp_path: Path) -> Path:
     p = tmp_path / "rules.yaml"
-    p.write_text(yaml.safe_dump({"groups": [{"name": "g", "rules": [
-        {"alert": "Busy", "expr": 'vllm:num_requests_running{model_name="m"} > 5'}]}]}))
+    p.write_text(
+        yaml.safe_dump(
+            {
+                "groups": [
+                    {"name": "g", "rules": [{"alert": "Busy", "expr": 'vllm:num_requests_running{model_name="m"} > 5'}]}
+                ]
+            }
+        )
+    )
     return p
 
 
@@ -31,8 +38,9 @@ def test_a_matcher_on_an_identity_label_is_dropped_with_a_warning(tmp_path: Path
 
 def test_without_the_profile_fact_the_same_matcher_is_a_subset_and_the_rule_is_left_alone(tmp_path: Path) -> None:
     vllm = load_profile("vllm")
-    bare = vllm.model_copy(update={"metrics_endpoint": vllm.metrics_endpoint.model_copy(
-        update={"identity_labels": []})})
+    bare = vllm.model_copy(
+        update={"metrics_endpoint": vllm.metrics_endpoint.model_copy(update={"identity_labels": []})}
+    )
     _, report = translate_rules(_rules(tmp_path), bare, load_profile("llamacpp"))
     [rule] = report.rules
     assert rule.status == "untranslated"

@@ -30,12 +30,15 @@ def test_metric_names_are_found_and_nothing_else(expr: str, names: list[str | No
 
 
 def test_matchers_groupings_quantiles_and_thresholds_are_read() -> None:
-    p = parse('histogram_quantile(0.99, sum by (le, model_name) (rate(x_bucket{le="0.5",model_name!~"a|b"}[5m]))) '
-              "> 2.5")
+    p = parse(
+        'histogram_quantile(0.99, sum by (le, model_name) (rate(x_bucket{le="0.5",model_name!~"a|b"}[5m]))) > 2.5'
+    )
     (sel,) = p.selectors
     assert [(m.label, m.op, m.value) for m in sel.matchers] == [("le", "=", "0.5"), ("model_name", "!~", "a|b")]
     assert [g.keyword for g in p.groupings] == ["by"] and [lbl for lbl, _ in p.groupings[0].labels] == [
-        "le", "model_name"]
+        "le",
+        "model_name",
+    ]
     assert p.quantiles == [0.99] and p.thresholds == [(">", 2.5)]
 
 

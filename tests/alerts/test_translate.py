@@ -48,8 +48,9 @@ def test_the_rule_sets_written_from_each_engines_metrics_pass_promtool(engine: s
 
 
 @pytest.mark.parametrize(("src", "dst"), list(itertools.permutations(ENGINES, 2)))
-def test_every_translation_passes_promtool_and_reads_only_the_new_engines_metrics(src: str, dst: str,
-                                                                                  tmp_path: Path) -> None:
+def test_every_translation_passes_promtool_and_reads_only_the_new_engines_metrics(
+    src: str, dst: str, tmp_path: Path
+) -> None:
     data, report = _translate(src, dst)
     out = tmp_path / f"{src}-to-{dst}.yaml"
     out.write_text(dump_rules(data))
@@ -130,12 +131,32 @@ def _bench(tmp_path: Path, ttft_new: list[float]) -> Path:
     steps = []
     for i, new in enumerate(ttft_new):
         for label, v in (("old", 1000.0), ("new", new)):
-            steps.append({"endpoint": label, "step": i, "concurrency": 2 ** i, "requests": 100, "warmup": 1,
-                          "ok": 100, "failed": 0, "duration_s": 1.0, "req_per_s": 1.0, "out_tok_per_s": 1.0,
-                          "chunks_per_s": 1.0, "error_rate": 0.0, "ttft_ms": _dist(v), "tpot_ms": _dist(10.0)})
+            steps.append(
+                {
+                    "endpoint": label,
+                    "step": i,
+                    "concurrency": 2**i,
+                    "requests": 100,
+                    "warmup": 1,
+                    "ok": 100,
+                    "failed": 0,
+                    "duration_s": 1.0,
+                    "req_per_s": 1.0,
+                    "out_tok_per_s": 1.0,
+                    "chunks_per_s": 1.0,
+                    "error_rate": 0.0,
+                    "ttft_ms": _dist(v),
+                    "tpot_ms": _dist(10.0),
+                }
+            )
     eps = [{"label": lbl, "url": "http://x", "engine": eng} for lbl, eng in (("old", "vllm"), ("new", "sglang"))]
-    summary = {"name": "bench", "created_wall": 0.0, "plan": {"endpoints": eps, "requests": 100},
-               "endpoints": [{**e, "model": "m", "output_control": "max_tokens"} for e in eps], "steps": steps}
+    summary = {
+        "name": "bench",
+        "created_wall": 0.0,
+        "plan": {"endpoints": eps, "requests": 100},
+        "endpoints": [{**e, "model": "m", "output_control": "max_tokens"} for e in eps],
+        "steps": steps,
+    }
     rd = RunDir.create(tmp_path, "bench")
     rd.write_json("summary", BenchReport.model_validate(summary))
     return rd.path
@@ -159,15 +180,17 @@ def test_a_bench_dir_that_is_not_one_is_a_usage_error(tmp_path: Path) -> None:
 
 def test_the_cli_writes_checked_rules_and_exits_1_when_some_could_not_be_translated(tmp_path, capsys) -> None:
     out = tmp_path / "sglang.yaml"
-    code, stdout, _ = run_alerts(capsys, "translate", str(RULES / "tgi.yaml"), "--from", "tgi", "--to", "sglang",
-                                 "-o", str(out), "--json")
+    code, stdout, _ = run_alerts(
+        capsys, "translate", str(RULES / "tgi.yaml"), "--from", "tgi", "--to", "sglang", "-o", str(out), "--json"
+    )
     assert code == 1  # TgiFailures: err="generation" has no SGLang equivalent
     data = orjson.loads(stdout)
     assert data["output_file"] == str(out) and data["rules_yaml"] is None
     assert {r["status"] for r in data["rules"]} == {"translated", "untranslated"}
     assert _check(out).returncode == 0
-    code, stdout, err = run_alerts(capsys, "translate", str(RULES / "llamacpp.yaml"), "--from", "llamacpp", "--to",
-                                   "vllm")
+    code, stdout, err = run_alerts(
+        capsys, "translate", str(RULES / "llamacpp.yaml"), "--from", "llamacpp", "--to", "vllm"
+    )
     assert yaml.safe_load(stdout)["groups"][0]["rules"][0]["expr"].startswith("max(vllm:num_requests_waiting)")
     assert "llamacpp b11434 → vllm 0.33.0" in err  # the report goes to stderr when the rules go to stdout
     assert "no vllm version given: the newest read, 0.33.0, is assumed" in err
@@ -176,19 +199,29 @@ def test_the_cli_writes_checked_rules_and_exits_1_when_some_could_not_be_transla
 @pytest.mark.parametrize(
     ("content", "args", "message"),
     [
-        ("groups: [{name: g, rules: [{alert: A}]}]\n", ("--from", "vllm", "--to", "sglang"),
-         "groups[0].rules[0].expr: required"),
-        ("groups: [{name: g, rules: [{alert: A, record: b, expr: up}]}]\n", ("--from", "vllm", "--to", "sglang"),
-         "exactly one of alert, record"),
-        ("groups: [{name: g, rules: [{alert: A, expr: 'vllm:kv_cache_usage_perc > 0.9', annotations: x}]}]\n",
-         ("--from", "vllm", "--to", "llamacpp"), "groups[0].rules[0].annotations: a mapping"),
+        (
+            "groups: [{name: g, rules: [{alert: A}]}]\n",
+            ("--from", "vllm", "--to", "sglang"),
+            "groups[0].rules[0].expr: required",
+        ),
+        (
+            "groups: [{name: g, rules: [{alert: A, record: b, expr: up}]}]\n",
+            ("--from", "vllm", "--to", "sglang"),
+            "exactly one of alert, record",
+        ),
+        (
+            "groups: [{name: g, rules: [{alert: A, expr: 'vllm:kv_cache_usage_perc > 0.9', annotations: x}]}]\n",
+            ("--from", "vllm", "--to", "llamacpp"),
+            "groups[0].rules[0].annotations: a mapping",
+        ),
         ("rules: []\n", ("--from", "vllm", "--to", "sglang"), "groups:"),
         ("groups: []\n", ("--from", "vllm", "--to", "vllm"), "both vllm"),
         ("groups: []\n", ("--from", "vlm", "--to", "sglang"), "--from: unknown engine"),
     ],
 )
-def test_bad_input_is_exit_2_naming_the_field(tmp_path, capsys, content: str, args: tuple[str, ...],
-                                              message: str) -> None:
+def test_bad_input_is_exit_2_naming_the_field(
+    tmp_path, capsys, content: str, args: tuple[str, ...], message: str
+) -> None:
     f = tmp_path / "rules.yaml"
     f.write_text(content)
     code, _, err = run_alerts(capsys, "translate", str(f), *args)

@@ -28,8 +28,9 @@ def _alert(name: str, expr: str) -> dict[str, Any]:
     return {"alert": name, "expr": expr, "annotations": {"summary": name}}
 
 
-def _run(tmp_path: Path, src: str, dst: str, *rules: dict[str, Any], **kw: Any
-         ) -> tuple[dict[str, Any], TranslationReport]:
+def _run(
+    tmp_path: Path, src: str, dst: str, *rules: dict[str, Any], **kw: Any
+) -> tuple[dict[str, Any], TranslationReport]:
     return translate_rules(_file(tmp_path, *rules), engine_release(src, "--from"), engine_release(dst, "--to"), **kw)
 
 
@@ -38,10 +39,15 @@ def _rule(report: TranslationReport, name: str) -> Any:
 
 
 def test_vllm_0_6_to_sglang_0_5_renames_the_series_of_that_era(tmp_path: Path) -> None:
-    _, report = _run(tmp_path, "vllm@0.6.3", "sglang@0.5.5",
-                     _alert("KV", "max(vllm:gpu_cache_usage_perc) > 0.95"),
-                     _alert("ITL", "histogram_quantile(0.99, sum by (le) (rate("
-                                   "vllm:time_per_output_token_seconds_bucket[5m]))) > 0.2"))
+    _, report = _run(
+        tmp_path,
+        "vllm@0.6.3",
+        "sglang@0.5.5",
+        _alert("KV", "max(vllm:gpu_cache_usage_perc) > 0.95"),
+        _alert(
+            "ITL", "histogram_quantile(0.99, sum by (le) (rate(vllm:time_per_output_token_seconds_bucket[5m]))) > 0.2"
+        ),
+    )
     assert _rule(report, "KV").expr_after == "max(sglang:token_usage) > 0.95"
     assert _rule(report, "KV").status == "translated"
     itl = _rule(report, "ITL")
@@ -50,29 +56,45 @@ def test_vllm_0_6_to_sglang_0_5_renames_the_series_of_that_era(tmp_path: Path) -
 
 
 def test_a_same_engine_upgrade_is_a_migration_with_renames(tmp_path: Path) -> None:
-    _, report = _run(tmp_path, "vllm@0.6.3", "vllm==0.11.0",
-                     _alert("KV", "vllm:gpu_cache_usage_perc > 0.9"),
-                     _alert("ITL", "rate(vllm:time_per_output_token_seconds_sum[5m]) / "
-                                   "rate(vllm:time_per_output_token_seconds_count[5m]) > 0.1"),
-                     _alert("Running", "vllm:num_requests_running > 100"))
+    _, report = _run(
+        tmp_path,
+        "vllm@0.6.3",
+        "vllm==0.11.0",
+        _alert("KV", "vllm:gpu_cache_usage_perc > 0.9"),
+        _alert(
+            "ITL",
+            "rate(vllm:time_per_output_token_seconds_sum[5m]) / "
+            "rate(vllm:time_per_output_token_seconds_count[5m]) > 0.1",
+        ),
+        _alert("Running", "vllm:num_requests_running > 100"),
+    )
     assert _rule(report, "KV").expr_after == "vllm:kv_cache_usage_perc > 0.9"
     assert "vllm:inter_token_latency_seconds_sum" in _rule(report, "ITL").expr_after
     assert _rule(report, "Running").status == "unchanged"
 
 
 def test_the_prefix_cache_counters_take_their_0_9_2_names(tmp_path: Path) -> None:
-    _, report = _run(tmp_path, "vllm@0.8.5.post1", "vllm@0.11.0",
-                     {"record": "hit", "expr": "rate(vllm:gpu_prefix_cache_hits_total[5m]) / "
-                                               "rate(vllm:gpu_prefix_cache_queries_total[5m])"})
+    _, report = _run(
+        tmp_path,
+        "vllm@0.8.5.post1",
+        "vllm@0.11.0",
+        {
+            "record": "hit",
+            "expr": "rate(vllm:gpu_prefix_cache_hits_total[5m]) / rate(vllm:gpu_prefix_cache_queries_total[5m])",
+        },
+    )
     rule = _rule(report, "hit")
     assert rule.status == "translated"
     assert rule.expr_after == "rate(vllm:prefix_cache_hits_total[5m]) / rate(vllm:prefix_cache_queries_total[5m])"
 
 
 def test_sglang_time_per_output_token_becomes_inter_token_latency(tmp_path: Path) -> None:
-    _, report = _run(tmp_path, "sglang@0.4.3", "sglang@0.5.5",
-                     _alert("Slow", "histogram_quantile(0.9, rate(sglang:time_per_output_token_seconds_bucket[5m]))"
-                                    " > 0.05"))
+    _, report = _run(
+        tmp_path,
+        "sglang@0.4.3",
+        "sglang@0.5.5",
+        _alert("Slow", "histogram_quantile(0.9, rate(sglang:time_per_output_token_seconds_bucket[5m])) > 0.05"),
+    )
     assert "sglang:inter_token_latency_seconds_bucket" in _rule(report, "Slow").expr_after
 
 
@@ -85,14 +107,20 @@ def test_a_series_the_target_release_dropped_is_an_error_not_unchanged(tmp_path:
 
 
 def test_llamacpp_kv_cache_series_are_gone_after_their_removal(tmp_path: Path) -> None:
-    _, report = _run(tmp_path, "llamacpp@b3995", "llamacpp@b11434",
-                     _alert("KVFull", "llamacpp:kv_cache_usage_ratio > 0.9"))
+    _, report = _run(
+        tmp_path, "llamacpp@b3995", "llamacpp@b11434", _alert("KVFull", "llamacpp:kv_cache_usage_ratio > 0.9")
+    )
     assert _rule(report, "KVFull").status == "untranslated" and report.errors
 
 
 def test_keep_unknown_keeps_and_annotates_the_rule_as_a_warning(tmp_path: Path) -> None:
-    data, report = _run(tmp_path, "llamacpp@b3995", "llamacpp@b11434",
-                        _alert("KVFull", "llamacpp:kv_cache_tokens > 1000"), keep_unknown=True)
+    data, report = _run(
+        tmp_path,
+        "llamacpp@b3995",
+        "llamacpp@b11434",
+        _alert("KVFull", "llamacpp:kv_cache_tokens > 1000"),
+        keep_unknown=True,
+    )
     rule = _rule(report, "KVFull")
     assert rule.status == "untranslated" and rule.series_left == ["llamacpp:kv_cache_tokens"]
     assert not report.errors and any(f.kind == "dead_series" and f.severity == "warning" for f in report.findings)
@@ -116,8 +144,12 @@ def test_an_engine_specific_series_stays_valid_on_the_same_engine_while_served(t
 
 
 def test_a_partly_translated_expression_is_partial_with_the_series_left(tmp_path: Path) -> None:
-    _, report = _run(tmp_path, "vllm@0.6.3", "sglang@0.5.5",
-                     _alert("Mixed", "vllm:gpu_cache_usage_perc > 0.9 or vllm:num_requests_swapped > 0"))
+    _, report = _run(
+        tmp_path,
+        "vllm@0.6.3",
+        "sglang@0.5.5",
+        _alert("Mixed", "vllm:gpu_cache_usage_perc > 0.9 or vllm:num_requests_swapped > 0"),
+    )
     rule = _rule(report, "Mixed")
     assert rule.status == "partial" and rule.series_left == ["vllm:num_requests_swapped"]
     assert rule.expr_after == "sglang:token_usage > 0.9 or vllm:num_requests_swapped > 0"
@@ -156,25 +188,44 @@ def test_a_source_series_its_own_release_did_not_serve_is_a_warning(tmp_path: Pa
 
 
 def test_the_files_own_recording_rules_are_not_engine_series(tmp_path: Path) -> None:
-    _, report = _run(tmp_path, "vllm@0.6.3", "sglang@0.5.5",
-                     {"record": "vllm:waiting:max5m", "expr": "max_over_time(vllm:num_requests_waiting[5m])"},
-                     _alert("Q", "vllm:waiting:max5m > 5"))
+    _, report = _run(
+        tmp_path,
+        "vllm@0.6.3",
+        "sglang@0.5.5",
+        {"record": "vllm:waiting:max5m", "expr": "max_over_time(vllm:num_requests_waiting[5m])"},
+        _alert("Q", "vllm:waiting:max5m > 5"),
+    )
     assert _rule(report, "Q").status == "unchanged" and not report.errors
 
 
 def test_adapter_mode_refuses_engine_specific_series(tmp_path: Path) -> None:
-    _, report = _run(tmp_path, "vllm@0.6.3", "sglang@0.5.5", _alert("Swap", "vllm:num_requests_swapped > 0"),
-                     _alert("Q", "vllm:num_requests_waiting > 5"), mode="adapter")
+    _, report = _run(
+        tmp_path,
+        "vllm@0.6.3",
+        "sglang@0.5.5",
+        _alert("Swap", "vllm:num_requests_swapped > 0"),
+        _alert("Q", "vllm:num_requests_waiting > 5"),
+        mode="adapter",
+    )
     assert _rule(report, "Swap").status == "untranslated" and _rule(report, "Q").status == "unchanged"
 
 
 def test_engine_of_reads_the_profiles_prefixes() -> None:
     assert [engine_of(s) for s in ("vllm:x", "sglang:y", "tgi_z", "llamacpp:w", "trtllm_v", "up", "job:vllm:x")] == [
-        "vllm", "sglang", "tgi", "llamacpp", "trtllm", None, None]
+        "vllm",
+        "sglang",
+        "tgi",
+        "llamacpp",
+        "trtllm",
+        None,
+        None,
+    ]
 
 
-@pytest.mark.parametrize(("ref", "message"), [("vllm@abc", "--to: 'abc' is not a version number"),
-                                              ("vlm@0.6.3", "--to: unknown engine 'vlm'")])
+@pytest.mark.parametrize(
+    ("ref", "message"),
+    [("vllm@abc", "--to: 'abc' is not a version number"), ("vlm@0.6.3", "--to: unknown engine 'vlm'")],
+)
 def test_a_bad_engine_reference_is_bad_input_naming_the_option(ref: str, message: str) -> None:
     with pytest.raises(BadInput, match=message):
         engine_release(ref, "--to")
@@ -189,8 +240,20 @@ def test_an_engine_release_without_release_data_says_so(monkeypatch: pytest.Monk
     assert side.note == "no release data for tgi: the series its releases serve are not checked"
 
 
-TARGETS = ["vllm@0.6.3", "vllm@0.8.5.post1", "vllm@0.11.0", "vllm", "sglang@0.4.3", "sglang@0.5.5", "sglang",
-           "tgi@2.0.2", "tgi", "llamacpp@b3995", "llamacpp", "trtllm"]
+TARGETS = [
+    "vllm@0.6.3",
+    "vllm@0.8.5.post1",
+    "vllm@0.11.0",
+    "vllm",
+    "sglang@0.4.3",
+    "sglang@0.5.5",
+    "sglang",
+    "tgi@2.0.2",
+    "tgi",
+    "llamacpp@b3995",
+    "llamacpp",
+    "trtllm",
+]
 RULE_SETS = Path(__file__).with_name("rules")
 
 
@@ -203,16 +266,21 @@ def _served_everywhere(report: TranslationReport, target: EngineRelease, recorde
         if r.status not in ("translated", "unchanged"):
             continue
         for sel in parse(r.expr_after).selectors:
-            if sel.name and sel.name not in recorded and engine_of(sel.name) is not None \
-                    and target.serves(sel.name).status != "present":
+            if (
+                sel.name
+                and sel.name not in recorded
+                and engine_of(sel.name) is not None
+                and target.serves(sel.name).status != "present"
+            ):
                 bad.append(f"{r.rule}: {sel.name}")
     return bad
 
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("source", sorted(p.stem for p in RULE_SETS.glob("*.yaml")))
-def test_no_rule_called_translated_watches_a_series_the_target_does_not_serve(source: str, target: str,
-                                                                              tmp_path: Path) -> None:
+def test_no_rule_called_translated_watches_a_series_the_target_does_not_serve(
+    source: str, target: str, tmp_path: Path
+) -> None:
     import subprocess
 
     from switchover.alerts.rules import dump_rules, recorded_names
@@ -226,8 +294,12 @@ def test_no_rule_called_translated_watches_a_series_the_target_does_not_serve(so
     assert _served_everywhere(report, dst, recorded_names(yaml.safe_load(path.read_text()))) == []
     out = tmp_path / "out.yaml"
     out.write_text(dump_rules(data))
-    checked = subprocess.run([require_tool("promtool", hint="Debian package prometheus"), "check", "rules", str(out)],
-                             capture_output=True, text=True, timeout=60)
+    checked = subprocess.run(
+        [require_tool("promtool", hint="Debian package prometheus"), "check", "rules", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     for r in report.rules:  # a rule left with a dead series is an error: the command fails
         if r.series_left:
@@ -237,8 +309,9 @@ def test_no_rule_called_translated_watches_a_series_the_target_does_not_serve(so
 
 def test_adapter_mode_checks_the_names_the_adapter_command_really_serves(tmp_path: Path) -> None:
     # `switchover metrics-adapter` takes no release: it serves each intent under the newest spelling
-    _, report = _run(tmp_path, "vllm@0.6.3", "sglang@0.5.5", _alert("KV", "vllm:gpu_cache_usage_perc > 0.9"),
-                     mode="adapter")
+    _, report = _run(
+        tmp_path, "vllm@0.6.3", "sglang@0.5.5", _alert("KV", "vllm:gpu_cache_usage_perc > 0.9"), mode="adapter"
+    )
     assert _rule(report, "KV").status == "untranslated"
     assert any("serves kv_usage as vllm:kv_cache_usage_perc" in f.detail for f in report.errors)
 
@@ -247,39 +320,59 @@ def test_the_cli_fails_on_a_dead_series_and_keep_unknown_lets_it_through(tmp_pat
     import orjson
 
     rules = _file(tmp_path, _alert("KVFull", "llamacpp:kv_cache_usage_ratio > 0.9"))
-    code, out, _ = run_alerts(capsys, "translate", str(rules), "--from", "llamacpp@b3995", "--to", "llamacpp==b11434",
-                              "--json", "-o", str(tmp_path / "out.yaml"))
+    code, out, _ = run_alerts(
+        capsys,
+        "translate",
+        str(rules),
+        "--from",
+        "llamacpp@b3995",
+        "--to",
+        "llamacpp==b11434",
+        "--json",
+        "-o",
+        str(tmp_path / "out.yaml"),
+    )
     report = orjson.loads(out)
     assert code == 1 and report["target_version"] == "b11434" and report["source_version"] == "b3995"
     assert report["rules"][0]["series_left"] == ["llamacpp:kv_cache_usage_ratio"]
-    code, _, err = run_alerts(capsys, "translate", str(rules), "--from", "llamacpp@b3995", "--to", "llamacpp",
-                              "--keep-unknown")
+    code, _, err = run_alerts(
+        capsys, "translate", str(rules), "--from", "llamacpp@b3995", "--to", "llamacpp", "--keep-unknown"
+    )
     assert code == 0 and "still reads: llamacpp:kv_cache_usage_ratio" in err
     assert "no llamacpp version given: the newest read, b11434, is assumed" in err
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("--from", "vllm@0.6.3", "--to", "vllm==0.6.3"), "--from and --to are both vllm 0.6.3"),
-    (("--from", "vllm@zz", "--to", "sglang"), "--from: 'zz' is not a version number"),
-])
-def test_the_same_release_twice_or_a_bad_version_is_exit_2(tmp_path: Path, capsys, args: tuple[str, ...],
-                                                          message: str) -> None:
-    code, _, err = run_alerts(capsys, "translate", str(_file(tmp_path, _alert("Q", "vllm:num_requests_waiting > 1"))),
-                              *args)
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--from", "vllm@0.6.3", "--to", "vllm==0.6.3"), "--from and --to are both vllm 0.6.3"),
+        (("--from", "vllm@zz", "--to", "sglang"), "--from: 'zz' is not a version number"),
+    ],
+)
+def test_the_same_release_twice_or_a_bad_version_is_exit_2(
+    tmp_path: Path, capsys, args: tuple[str, ...], message: str
+) -> None:
+    code, _, err = run_alerts(
+        capsys, "translate", str(_file(tmp_path, _alert("Q", "vllm:num_requests_waiting > 1"))), *args
+    )
     assert code == 2 and message in err and "Traceback" not in err
 
 
-def test_a_series_an_engine_served_without_its_prefix_is_still_its_own(monkeypatch: pytest.MonkeyPatch,
-                                                                        synthetic_releases) -> None:
+def test_a_series_an_engine_served_without_its_prefix_is_still_its_own(
+    monkeypatch: pytest.MonkeyPatch, synthetic_releases
+) -> None:
     from switchover.alerts import release
     from switchover.engines import releases as packaged
     from switchover.engines.extract import Extracted, Snapshot, compact
     from switchover.engines.releases import ParserRules
 
     metrics = {"e2e_request_latency_seconds": {"path": "c.py", "type": "histogram"}}
-    early = compact("trtllm", [Snapshot("1.1.0", "c", "test", None, Extracted(parser=ParserRules(source="t"),
-                                                                             metrics=metrics))],
-                    source_url="https://example.invalid/{ref}/{path}", generated_by="test")
+    early = compact(
+        "trtllm",
+        [Snapshot("1.1.0", "c", "test", None, Extracted(parser=ParserRules(source="t"), metrics=metrics))],
+        source_url="https://example.invalid/{ref}/{path}",
+        generated_by="test",
+    )
     monkeypatch.setattr(packaged, "load_releases", lambda engine: early if engine == "trtllm" else None)
     release._unprefixed.cache_clear()
     try:

@@ -36,16 +36,32 @@ def test_empty_side_gives_no_delta():
 
 
 def _step(endpoint: str, tpot_p99: float | None, error_rate: float = 0.0) -> StepSummary:
-    dist = None if tpot_p99 is None else Dist(count=10, mean=1, std=0, min=1, max=tpot_p99, p50=1, p90=1, p95=1,
-                                              p99=tpot_p99)
-    return StepSummary(endpoint=endpoint, step=0, concurrency=4, requests=10, warmup=0, ok=10, failed=0,
-                       duration_s=1, req_per_s=10, out_tok_per_s=100, chunks_per_s=100, error_rate=error_rate,
-                       tpot_ms=dist)
+    dist = (
+        None
+        if tpot_p99 is None
+        else Dist(count=10, mean=1, std=0, min=1, max=tpot_p99, p50=1, p90=1, p95=1, p99=tpot_p99)
+    )
+    return StepSummary(
+        endpoint=endpoint,
+        step=0,
+        concurrency=4,
+        requests=10,
+        warmup=0,
+        ok=10,
+        failed=0,
+        duration_s=1,
+        req_per_s=10,
+        out_tok_per_s=100,
+        chunks_per_s=100,
+        error_rate=error_rate,
+        tpot_ms=dist,
+    )
 
 
 def test_slo_checks_pass_fail_and_not_measured():
-    checks = slo_checks([_step("old", 40), _step("new", 60), _step("x", None)],
-                        BenchSlos(tpot_p99_ms=50, max_error_rate=0.1))
+    checks = slo_checks(
+        [_step("old", 40), _step("new", 60), _step("x", None)], BenchSlos(tpot_p99_ms=50, max_error_rate=0.1)
+    )
     by = {(c.endpoint, c.name): c for c in checks}
     assert by[("old", "tpot_p99_ms")].passed
     assert not by[("new", "tpot_p99_ms")].passed
@@ -55,8 +71,9 @@ def test_slo_checks_pass_fail_and_not_measured():
 
 def test_regression_fails_only_when_significant_and_over_the_limit():
     rng = np.random.default_rng(0)
-    worse = compare_samples("tpot", list(10 + rng.standard_normal(300)), list(15 + rng.standard_normal(300)),
-                            stat="p99", boot=100)
+    worse = compare_samples(
+        "tpot", list(10 + rng.standard_normal(300)), list(15 + rng.standard_normal(300)), stat="p99", boot=100
+    )
     assert worse is not None
     checks = regression_checks([(0, 4, worse)], BenchSlos(max_regression_pct=10))
     assert len(checks) == 1 and not checks[0].passed

@@ -33,14 +33,28 @@ def rows(n: int, seed: int = 1, concurrency: int = 8) -> list[dict]:
         end = chunk_ns[-1] + 50_000
         slots[k] = end
         failed = rng.random() < 0.05
-        out.append({
-            "endpoint": "old", "step": 2, "repeat": 0, "concurrency": concurrency, "rate": None, "bucket": "64",
-            "isl_target": 64, "osl_target": len(chunk_ns), "index": i, "warmup": i < 3,
-            "send_ns": send, "end_ns": None if failed and rng.random() < 0.5 else end,
-            "chunk_ns": [] if failed else chunk_ns, "chunk_text": [] if failed else ["t"] * len(chunk_ns),
-            "completion_tokens": None if i == 7 else len(chunk_ns), "prompt_tokens": 64 + rng.choice([0, 0, 2]),
-            "retok_tokens": len(chunk_ns) + rng.choice([0, 1]), "failure_kind": "stream_error" if failed else None,
-        })
+        out.append(
+            {
+                "endpoint": "old",
+                "step": 2,
+                "repeat": 0,
+                "concurrency": concurrency,
+                "rate": None,
+                "bucket": "64",
+                "isl_target": 64,
+                "osl_target": len(chunk_ns),
+                "index": i,
+                "warmup": i < 3,
+                "send_ns": send,
+                "end_ns": None if failed and rng.random() < 0.5 else end,
+                "chunk_ns": [] if failed else chunk_ns,
+                "chunk_text": [] if failed else ["t"] * len(chunk_ns),
+                "completion_tokens": None if i == 7 else len(chunk_ns),
+                "prompt_tokens": 64 + rng.choice([0, 0, 2]),
+                "retok_tokens": len(chunk_ns) + rng.choice([0, 1]),
+                "failure_kind": "stream_error" if failed else None,
+            }
+        )
     rng.shuffle(out)  # completion order is not send order
     return out
 
@@ -73,7 +87,12 @@ def test_past_the_limit_counts_are_exact_and_percentiles_are_within_the_sketch_a
         acc.add(r)
     got, want = acc.summary(), summarize_step(rs)
     assert (got.requests, got.ok, got.failed, got.errors, got.missing) == (
-        want.requests, want.ok, want.failed, want.errors, want.missing)
+        want.requests,
+        want.ok,
+        want.failed,
+        want.errors,
+        want.missing,
+    )
     assert got.req_per_s == want.req_per_s and got.lengths == want.lengths and got.itl_zero == want.itl_zero
     for name in ("ttft_ms", "tpot_ms", "e2e_ms", "itl_ms"):
         g, w = getattr(got, name), getattr(want, name)

@@ -46,19 +46,38 @@ def records(n: int, seed: int) -> list[tuple[RequestRecord, dict]]:
             n_out = None
         elif k == 4:
             n_out = rng.choice([0, 1])
-        rec = RequestRecord(api="chat", stream=True, model="m", started_wall=1.0 + i, send_ns=send,
-                            status=200, headers_ns=send + 10, first_byte_ns=first, chunk_ns=stamps, chunk_text=texts,
-                            texts={0: "".join(texts)}, finish_reasons={0: "length"}, done_seen=True,
-                            usage=None if n_out is None else Usage(prompt_tokens=60 + rng.randint(0, 3),
-                                                                   completion_tokens=n_out, cached_tokens=None))
+        rec = RequestRecord(
+            api="chat",
+            stream=True,
+            model="m",
+            started_wall=1.0 + i,
+            send_ns=send,
+            status=200,
+            headers_ns=send + 10,
+            first_byte_ns=first,
+            chunk_ns=stamps,
+            chunk_text=texts,
+            texts={0: "".join(texts)},
+            finish_reasons={0: "length"},
+            done_seen=True,
+            usage=None
+            if n_out is None
+            else Usage(prompt_tokens=60 + rng.randint(0, 3), completion_tokens=n_out, cached_tokens=None),
+        )
         rec.end_ns = (stamps[-1] if stamps else first) + 40_000
         if k == 5:
             rec.failure = Failure(FailureKind.STREAM_ERROR, "error event mid-stream: key sk-abcdefabcdefabcdefabcdef0")
             if rng.random() < 0.5:
                 rec.end_ns = None
         sched = send - rng.randint(0, 9) * 1000 if k != 6 else None  # when its slot freed (none: no lag counted)
-        extra = {"index": i, "warmup": i < 2, "sched_ns": sched, "isl_target": 64, "osl_target": 8,
-                 "retok_tokens": None if rec.failure else (n_out or 0) + rng.choice([0, 1])}
+        extra = {
+            "index": i,
+            "warmup": i < 2,
+            "sched_ns": sched,
+            "isl_target": 64,
+            "osl_target": 8,
+            "retok_tokens": None if rec.failure else (n_out or 0) + rng.choice([0, 1]),
+        }
         out.append((rec, extra))
     rng.shuffle(out)
     return out
@@ -68,7 +87,7 @@ def _batches(recs: list[tuple[RequestRecord, dict]], sizes: list[int]) -> list[R
     out, i = [], 0
     for size in sizes:
         b = RowBatch(LABELS)
-        for rec, extra in recs[i:i + size]:
+        for rec, extra in recs[i : i + size]:
             b.add(rec, **extra)
         out.append(b)
         i += size
@@ -115,8 +134,15 @@ def test_a_batch_writes_the_rows_row_from_record_gives(tmp_path):
 
 def test_a_batch_without_any_event_still_counts_its_failures_and_missing_metrics():
     b = RowBatch(LABELS)
-    rec = RequestRecord(api="chat", stream=True, model="m", started_wall=0.0, send_ns=5, end_ns=9,
-                        failure=Failure(FailureKind.CONNECT, "refused"))
+    rec = RequestRecord(
+        api="chat",
+        stream=True,
+        model="m",
+        started_wall=0.0,
+        send_ns=5,
+        end_ns=9,
+        failure=Failure(FailureKind.CONNECT, "refused"),
+    )
     b.add(rec, index=0, warmup=False, sched_ns=None, isl_target=None, osl_target=8)
     acc = StepAccumulator(labels=LABELS)
     acc.add_batch(b)

@@ -36,8 +36,9 @@ def _s(running: float | None, waiting: float | None, kv: float | None = None, t:
         ([_s(4, 2, 0.99), _s(4, 2, 0.2), _s(4, 1, 0.2)], 4, "requests"),  # the majority of the waiting scrapes
     ],
 )
-def test_the_binding_cap_is_what_most_scrapes_with_requests_waiting_show(scrapes: list[Scrape], cap: int | None,
-                                                                         binding: str) -> None:
+def test_the_binding_cap_is_what_most_scrapes_with_requests_waiting_show(
+    scrapes: list[Scrape], cap: int | None, binding: str
+) -> None:
     got, detail, shares = judge(scrapes, cap)
     assert got == binding, detail
     if binding not in ("unknown", "none"):
@@ -62,8 +63,10 @@ def test_scrape_rows_sum_running_and_waiting_over_label_sets_and_keep_the_highes
         {"endpoint": "old", "t_ns": 5, "intent": "waiting", "value": 4.0},
     ]
     by = scrapes_by_endpoint(rows)
-    assert [(s.t_ns, s.running, s.waiting, s.kv_usage) for s in by["new"]] == [(1, None, 1.0, None),
-                                                                                 (5, 5.0, None, 0.9)]
+    assert [(s.t_ns, s.running, s.waiting, s.kv_usage) for s in by["new"]] == [
+        (1, None, 1.0, None),
+        (5, 5.0, None, 0.9),
+    ]
     assert by["old"][0].waiting == 4.0
 
 
@@ -89,15 +92,31 @@ def test_the_version_and_request_cap_come_from_what_the_endpoint_reported() -> N
 
 
 def _limit(endpoint: str, step: int, binding: str, load: str, flag: str | None = "--max-num-seqs") -> StepLimit:
-    return StepLimit(endpoint=endpoint, bucket="128", step=step, repeat=0, load=load, binding=binding,  # type: ignore[arg-type]
-                     detail="", scrapes=3, raise_flag=raise_flag("vllm", "0.32.0", binding) if flag else None,
-                     requests=10, oom=2)
+    return StepLimit(
+        endpoint=endpoint,
+        bucket="128",
+        step=step,
+        repeat=0,
+        load=load,
+        binding=binding,  # type: ignore[arg-type]
+        detail="",
+        scrapes=3,
+        raise_flag=raise_flag("vllm", "0.32.0", binding) if flag else None,
+        requests=10,
+        oom=2,
+    )
 
 
 def test_advice_names_the_lowest_load_where_each_cap_bound_and_the_flag_with_its_source() -> None:
-    lines = advice([_limit("new", 2, "requests", "c=8"), _limit("new", 1, "requests", "c=4"),
-                    _limit("new", 0, "none", "c=1"), _limit("old", 1, "kv_cache", "c=4")],
-                   {"new": "vllm", "old": "vllm"})
+    lines = advice(
+        [
+            _limit("new", 2, "requests", "c=8"),
+            _limit("new", 1, "requests", "c=4"),
+            _limit("new", 0, "none", "c=1"),
+            _limit("old", 1, "kv_cache", "c=4"),
+        ],
+        {"new": "vllm", "old": "vllm"},
+    )
     assert lines == [
         "on vllm at c=4 the request-count cap bound: raise --max-num-seqs "
         "(https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/engine/arg_utils.py)",
@@ -121,20 +140,52 @@ def test_step_limits_read_the_scrapes_inside_each_step_and_its_oom_answers(tmp_p
     from switchover.bench.scrape import SCRAPE_SCHEMA
 
     def scrape(t: int, intent: str, value: float) -> dict[str, object]:
-        return {"endpoint": "new", "t_ns": t, "wall": 0.0, "intent": intent, "name": intent, "labels": "{}",
-                "value": value}
+        return {
+            "endpoint": "new",
+            "t_ns": t,
+            "wall": 0.0,
+            "intent": intent,
+            "name": intent,
+            "labels": "{}",
+            "value": value,
+        }
 
     # step 0 (t 0-100): nobody waits; step 1 (t 200-300): both slots busy, one waits; a scrape between the steps
-    rows = [scrape(50, "running", 1), scrape(50, "waiting", 0), scrape(150, "running", 2), scrape(150, "waiting", 9),
-            scrape(250, "running", 2), scrape(250, "waiting", 1), scrape(260, "running", 2), scrape(260, "waiting", 2)]
+    rows = [
+        scrape(50, "running", 1),
+        scrape(50, "waiting", 0),
+        scrape(150, "running", 2),
+        scrape(150, "waiting", 9),
+        scrape(250, "running", 2),
+        scrape(250, "waiting", 1),
+        scrape(260, "running", 2),
+        scrape(260, "waiting", 2),
+    ]
     pq.write_table(pa.Table.from_pylist(rows, schema=SCRAPE_SCHEMA), tmp_path / "metrics.parquet")
-    pq.write_table(pa.Table.from_pylist([
-        {"endpoint": "new", "bucket": "128", "step": 1, "repeat": 0, "warmup": False, "status": 500,
-         "failure_message": "Context size has been exceeded."}]), tmp_path / "requests.parquet")
-    times = [SimpleNamespace(endpoint="new", bucket="128", step=i, repeat=0, start_ns=a, end_ns=b)
-             for i, (a, b) in enumerate([(0, 100), (200, 300)])]
-    steps = [SimpleNamespace(endpoint="new", bucket="128", step=i, repeat=0, concurrency=c, rate=None, requests=1)
-             for i, c in enumerate([1, 3])]
+    pq.write_table(
+        pa.Table.from_pylist(
+            [
+                {
+                    "endpoint": "new",
+                    "bucket": "128",
+                    "step": 1,
+                    "repeat": 0,
+                    "warmup": False,
+                    "status": 500,
+                    "failure_message": "Context size has been exceeded.",
+                }
+            ]
+        ),
+        tmp_path / "requests.parquet",
+    )
+    times = [
+        SimpleNamespace(endpoint="new", bucket="128", step=i, repeat=0, start_ns=a, end_ns=b)
+        for i, (a, b) in enumerate([(0, 100), (200, 300)])
+    ]
+    steps = [
+        SimpleNamespace(endpoint="new", bucket="128", step=i, repeat=0, concurrency=c, rate=None, requests=1)
+        for i, c in enumerate([1, 3])
+    ]
     ep = SimpleNamespace(label="new", engine="llamacpp", info={"/props": {"total_slots": 2, "build_info": "b11434"}})
     report = SimpleNamespace(endpoints=[ep], steps=steps, step_times=times)
 
@@ -150,8 +201,17 @@ def test_step_limits_read_the_scrapes_inside_each_step_and_its_oom_answers(tmp_p
 
 def test_a_llama_build_without_its_git_history_is_an_unknown_version_and_the_advice_says_what_is_assumed() -> None:
     assert engine_version("llamacpp", {"/props": {"build_info": "b0-unknown"}}) is None
-    lim = StepLimit(endpoint="new", bucket="", step=0, repeat=0, load="c=4", binding="requests", detail="", scrapes=2,
-                    raise_flag=raise_flag("llamacpp", None, "requests"))
+    lim = StepLimit(
+        endpoint="new",
+        bucket="",
+        step=0,
+        repeat=0,
+        load="c=4",
+        binding="requests",
+        detail="",
+        scrapes=2,
+        raise_flag=raise_flag("llamacpp", None, "requests"),
+    )
     (line,) = advice([lim], {"new": "llamacpp"})
     assert line.startswith("on llamacpp at c=4 the request-count cap bound: raise --parallel (https://github.com/")
     assert "is assumed" in line
@@ -160,8 +220,9 @@ def test_a_llama_build_without_its_git_history_is_an_unknown_version_and_the_adv
 def test_the_series_a_verdict_read_is_checked_in_the_release_data_at_the_version_served() -> None:
     from switchover.bench.capbind import series_check
 
-    got = series_check("vllm", "0.32.0", {"running": "vllm:num_requests_running",
-                                          "kv_usage": "vllm:gpu_cache_usage_perc"})
+    got = series_check(
+        "vllm", "0.32.0", {"running": "vllm:num_requests_running", "kv_usage": "vllm:gpu_cache_usage_perc"}
+    )
     assert got["running"].startswith("vllm:num_requests_running: present at 0.32.0 (https://github.com/vllm-project/")
     assert got["kv_usage"] == "vllm:gpu_cache_usage_perc: absent at 0.32.0"  # V0's name, gone by 0.32.0
     assert series_check(None, None, {"running": "x"}) == {}

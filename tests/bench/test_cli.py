@@ -10,8 +10,9 @@ from switchover.subproc import stop
 
 
 def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "switchover", "bench", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "switchover", "bench", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_help_lists_the_working_subcommands():
@@ -53,15 +54,35 @@ def test_calibrate_json():
 
 
 def test_full_cli_run_against_zero_work_server_then_recompute_and_report(tmp_path):
-    srv = subprocess.Popen([sys.executable, "-m", "switchover.testing", "zero", "--port", "0", "--itl-ms", "1"],
-                           stdout=subprocess.PIPE, text=True)
+    srv = subprocess.Popen(
+        [sys.executable, "-m", "switchover.testing", "zero", "--port", "0", "--itl-ms", "1"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert srv.stdout is not None
         port = int(srv.stdout.readline())
         url = f"http://127.0.0.1:{port}"
-        r = _run("--old", url, "--new", url, "--buckets", "24", "--output-tokens", "8", "--concurrency", "1,2,3",
-                 "--requests", "5", "--no-calibrate", "--runs-dir", str(tmp_path), "--json",
-                 "--slo", "tpot_p99_ms=10000")
+        r = _run(
+            "--old",
+            url,
+            "--new",
+            url,
+            "--buckets",
+            "24",
+            "--output-tokens",
+            "8",
+            "--concurrency",
+            "1,2,3",
+            "--requests",
+            "5",
+            "--no-calibrate",
+            "--runs-dir",
+            str(tmp_path),
+            "--json",
+            "--slo",
+            "tpot_p99_ms=10000",
+        )
         assert r.returncode == 0, r.stderr
         report = json.loads(r.stdout)
         assert report["passed"] is True and len(report["steps"]) == 6
@@ -72,8 +93,23 @@ def test_full_cli_run_against_zero_work_server_then_recompute_and_report(tmp_pat
         assert json.loads(r.stdout)["steps"][0]["metrics"][0]["name"] == "time_to_first_token_ms"
         r = _run("report", run_dir)
         assert r.returncode == 0 and r.stdout.strip().endswith("report.html")
-        r = _run("--url", url, "--buckets", "24", "--output-tokens", "8", "--concurrency", "1", "--requests", "3",
-                 "--no-calibrate", "--runs-dir", str(tmp_path), "--slo", "ttft_p99_ms=0.000001")
+        r = _run(
+            "--url",
+            url,
+            "--buckets",
+            "24",
+            "--output-tokens",
+            "8",
+            "--concurrency",
+            "1",
+            "--requests",
+            "3",
+            "--no-calibrate",
+            "--runs-dir",
+            str(tmp_path),
+            "--slo",
+            "ttft_p99_ms=0.000001",
+        )
         assert r.returncode == 1 and "checks failed" in r.stderr
         assert "chunk timestamps: " in r.stdout
     finally:
@@ -81,23 +117,30 @@ def test_full_cli_run_against_zero_work_server_then_recompute_and_report(tmp_pat
 
 
 def test_config_file_gives_endpoints_and_slos(tmp_path):
-    srv = subprocess.Popen([sys.executable, "-m", "switchover.testing", "zero", "--port", "0", "--itl-ms", "1"],
-                           stdout=subprocess.PIPE, text=True)
+    srv = subprocess.Popen(
+        [sys.executable, "-m", "switchover.testing", "zero", "--port", "0", "--itl-ms", "1"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert srv.stdout is not None
         url = f"http://127.0.0.1:{int(srv.stdout.readline())}"
         cfg = tmp_path / "switchover.yaml"
-        cfg.write_text(f"old: {{url: {url}, engine: openai}}\nnew: {{url: {url}, engine: openai}}\n"
-                       "bench:\n  buckets: [24]\n  output_tokens: 4\n  concurrency: [1, 2, 3]\n  requests: 3\n"
-                       "  slos: {ttft_p99_ms: 0.000001}\n")
+        cfg.write_text(
+            f"old: {{url: {url}, engine: openai}}\nnew: {{url: {url}, engine: openai}}\n"
+            "bench:\n  buckets: [24]\n  output_tokens: 4\n  concurrency: [1, 2, 3]\n  requests: 3\n"
+            "  slos: {ttft_p99_ms: 0.000001}\n"
+        )
         r = _run("--config", str(cfg), "--no-calibrate", "--runs-dir", str(tmp_path / "runs"), "--json")
         assert r.returncode == 1 and "checks failed" in r.stderr
         report = json.loads(r.stdout)
         assert [e["label"] for e in report["endpoints"]] == ["old", "new"]
         assert report["plan"]["slos"]["ttft_p99_ms"] == 0.000001 and report["passed"] is False
         bad = tmp_path / "bad.yaml"
-        bad.write_text(f"old: {{url: {url}, engine: openai}}\nnew: {{url: {url}, engine: openai}}\n"
-                       "bench:\n  buckets: [24]\n  nosuch: 1\n")
+        bad.write_text(
+            f"old: {{url: {url}, engine: openai}}\nnew: {{url: {url}, engine: openai}}\n"
+            "bench:\n  buckets: [24]\n  nosuch: 1\n"
+        )
         r = _run("--config", str(bad), "--no-calibrate")
         assert r.returncode == 2 and "bench.nosuch" in r.stderr
     finally:

@@ -13,18 +13,33 @@ from switchover.errors import BadInput
 
 def _step(concurrency: int | None, req_per_s: float, e2e_mean_ms: float, rate: float | None = None) -> StepSummary:
     e2e = Dist(count=10, mean=e2e_mean_ms, std=0, min=1, max=1, p50=1, p90=1, p95=1, p99=1)
-    return StepSummary(endpoint="target", step=0, concurrency=concurrency, rate=rate, requests=10, warmup=0, ok=10,
-                       failed=0, duration_s=1.0, req_per_s=req_per_s, out_tok_per_s=None, chunks_per_s=None,
-                       error_rate=0.0, e2e_ms=e2e)
+    return StepSummary(
+        endpoint="target",
+        step=0,
+        concurrency=concurrency,
+        rate=rate,
+        requests=10,
+        warmup=0,
+        ok=10,
+        failed=0,
+        duration_s=1.0,
+        req_per_s=req_per_s,
+        out_tok_per_s=None,
+        chunks_per_s=None,
+        error_rate=0.0,
+        e2e_ms=e2e,
+    )
 
 
-@pytest.mark.parametrize(("conc", "rps", "e2e", "wire", "client", "bound"), [
-    (1024, 4000.0, 3.0, 12.0, 1012.0, True),  # the c=1,024 run: 12 in flight, the rest in the client
-    (64, 6000.0, 10.0, 60.0, 4.0, False),  # 94 % on the wire: the server holds the load
-    (64, 1000.0, 80.0, 80.0, 0.0, False),  # Little's law a little over the slots (rounding of E2E): none waiting
-])
-def test_on_the_wire_is_req_per_s_times_mean_e2e_and_the_rest_waits_in_the_client(conc, rps, e2e, wire, client,
-                                                                                    bound):
+@pytest.mark.parametrize(
+    ("conc", "rps", "e2e", "wire", "client", "bound"),
+    [
+        (1024, 4000.0, 3.0, 12.0, 1012.0, True),  # the c=1,024 run: 12 in flight, the rest in the client
+        (64, 6000.0, 10.0, 60.0, 4.0, False),  # 94 % on the wire: the server holds the load
+        (64, 1000.0, 80.0, 80.0, 0.0, False),  # Little's law a little over the slots (rounding of E2E): none waiting
+    ],
+)
+def test_on_the_wire_is_req_per_s_times_mean_e2e_and_the_rest_waits_in_the_client(conc, rps, e2e, wire, client, bound):
     q = client_queue(_step(conc, rps, e2e), lag_n=4, lag_sum_ns=8_000_000, lag_max_ns=5_000_000)
     assert q.on_wire == pytest.approx(wire)
     assert q.in_client == pytest.approx(client)

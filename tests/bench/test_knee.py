@@ -77,8 +77,12 @@ def test_p99_on_few_samples_is_noted():
 
 @pytest.mark.parametrize(
     ("ttft", "tpot", "verdict"),
-    [((10, 100), (5, 5.5), "queue"), ((10, 11), (5, 20), "slow"), ((10, 30), (5, 20), "both"),
-     ((10, 11), (5, 5.2), "unclear")],
+    [
+        ((10, 100), (5, 5.5), "queue"),
+        ((10, 11), (5, 20), "slow"),
+        ((10, 30), (5, 20), "both"),
+        ((10, 11), (5, 5.2), "unclear"),
+    ],
 )
 def test_queue_or_slow(ttft, tpot, verdict):
     assert queue_or_slow(ttft[0], ttft[1], tpot[0], tpot[1])[0] == verdict

@@ -29,8 +29,9 @@ DEAD = "EngineCore encountered an issue. See stack trace (above) for the root ca
         (500, None, False),
     ],
 )
-def test_an_oom_answer_is_a_5xx_or_stream_error_carrying_an_engines_oom_text(status: int | None,
-                                                                              message: str | None, oom: bool) -> None:
+def test_an_oom_answer_is_a_5xx_or_stream_error_carrying_an_engines_oom_text(
+    status: int | None, message: str | None, oom: bool
+) -> None:
     assert (answer_sign(status, message) is not None) is oom
 
 
@@ -48,22 +49,33 @@ def test_a_gone_engine_is_oom_only_when_its_log_says_so() -> None:
 
 
 def _rows(path: Path, rows: list[dict[str, object]]) -> None:
-    schema = pa.schema([("endpoint", pa.string()), ("bucket", pa.string()), ("step", pa.int32()),
-                        ("repeat", pa.int32()), ("warmup", pa.bool_()), ("status", pa.int32()),
-                        ("failure_message", pa.string())])
+    schema = pa.schema(
+        [
+            ("endpoint", pa.string()),
+            ("bucket", pa.string()),
+            ("step", pa.int32()),
+            ("repeat", pa.int32()),
+            ("warmup", pa.bool_()),
+            ("status", pa.int32()),
+            ("failure_message", pa.string()),
+        ]
+    )
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
 
 
 def test_step_ooms_counts_measured_oom_answers_per_step(tmp_path: Path) -> None:
     base = {"endpoint": "new", "bucket": "128", "repeat": 0}
-    _rows(tmp_path / "requests.parquet", [
-        {**base, "step": 0, "warmup": True, "status": 500, "failure_message": LLAMA_KV},  # warm-up: not counted
-        {**base, "step": 0, "warmup": False, "status": 200, "failure_message": None},
-        {**base, "step": 1, "warmup": False, "status": 500, "failure_message": LLAMA_KV},
-        {**base, "step": 1, "warmup": False, "status": 500, "failure_message": LLAMA_KV},
-        {**base, "step": 1, "warmup": False, "status": 500, "failure_message": DEAD},
-        {**base, "step": 1, "warmup": None, "status": 200, "failure_message": None},
-    ])
+    _rows(
+        tmp_path / "requests.parquet",
+        [
+            {**base, "step": 0, "warmup": True, "status": 500, "failure_message": LLAMA_KV},  # warm-up: not counted
+            {**base, "step": 0, "warmup": False, "status": 200, "failure_message": None},
+            {**base, "step": 1, "warmup": False, "status": 500, "failure_message": LLAMA_KV},
+            {**base, "step": 1, "warmup": False, "status": 500, "failure_message": LLAMA_KV},
+            {**base, "step": 1, "warmup": False, "status": 500, "failure_message": DEAD},
+            {**base, "step": 1, "warmup": None, "status": 200, "failure_message": None},
+        ],
+    )
     got = step_ooms(tmp_path)
     assert got[("new", "128", 0, 0)].oom == 0 and got[("new", "128", 0, 0)].requests == 1
     one = got[("new", "128", 1, 0)]

@@ -14,9 +14,21 @@ MS = 1_000_000
 
 
 def _row(**kw):
-    r = {"endpoint": "old", "bucket": "32", "step": 0, "concurrency": 1, "rate": None, "warmup": False,
-         "send_ns": 0, "end_ns": 30 * MS, "chunk_ns": [5 * MS, 10 * MS, 14 * MS, 20 * MS],
-         "chunk_text": ["", "a", "b", ""], "completion_tokens": 3, "retok_tokens": 5, "failure_kind": None}
+    r = {
+        "endpoint": "old",
+        "bucket": "32",
+        "step": 0,
+        "concurrency": 1,
+        "rate": None,
+        "warmup": False,
+        "send_ns": 0,
+        "end_ns": 30 * MS,
+        "chunk_ns": [5 * MS, 10 * MS, 14 * MS, 20 * MS],
+        "chunk_text": ["", "a", "b", ""],
+        "completion_tokens": 3,
+        "retok_tokens": 5,
+        "failure_kind": None,
+    }
     r.update(kw)
     return r
 

@@ -17,18 +17,22 @@ from switchover.testing.zerowork import ZeroWorkServer
 
 def _plan(*urls: str, **kw) -> BenchPlan:
     labels = ["old", "new"] if len(urls) == 2 else ["target"]
-    base = dict(buckets=[24], output_tokens=8, concurrency=[1, 2, 4], requests=6, calibrate=False,
-                scrape_interval_s=0)
+    base = dict(buckets=[24], output_tokens=8, concurrency=[1, 2, 4], requests=6, calibrate=False, scrape_interval_s=0)
     base.update(kw)
-    return BenchPlan(endpoints=[EndpointSpec(label=lab, url=u) for lab, u in zip(labels, urls, strict=True)],
-                     **base)
+    return BenchPlan(endpoints=[EndpointSpec(label=lab, url=u) for lab, u in zip(labels, urls, strict=True)], **base)
 
 
 async def test_ab_run_writes_a_complete_consistent_run_directory(tmp_path):
     async with ZeroWorkServer(itl_s=0.001) as a, ZeroWorkServer(itl_s=0.001) as b:
         report, rd = await BenchRun(_plan(a.url, b.url), tmp_path).run()
-    assert {"config.json", "endpoints.json", "summary.json", "requests.parquet", "metrics.parquet",
-            "report.html"} <= set(rd.files())
+    assert {
+        "config.json",
+        "endpoints.json",
+        "summary.json",
+        "requests.parquet",
+        "metrics.parquet",
+        "report.html",
+    } <= set(rd.files())
     assert len(report.steps) == 6 and all(s.ok == 6 for s in report.steps)
     rows = rd.read_records("requests")
     assert len(rows) == 2 * 3 * 7  # endpoints x steps x (requests + 1 warm-up)
@@ -73,8 +77,11 @@ async def test_cancel_keeps_partial_results(tmp_path):
     async with ZeroWorkServer(itl_s=0.01) as a:
         run = BenchRun(_plan(a.url, concurrency=[1, 2], requests=50, output_tokens=16), tmp_path)
         task = asyncio.create_task(run.run())
-        await await_until(lambda: run.run_dir is not None and any(ep.finished > 4 for ep in run.eps), 30,
-                          "five requests finished (warmup and measured)")
+        await await_until(
+            lambda: run.run_dir is not None and any(ep.finished > 4 for ep in run.eps),
+            30,
+            "five requests finished (warmup and measured)",
+        )
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -95,8 +102,10 @@ async def test_unreachable_endpoint_is_a_one_line_unreachable_error(tmp_path):
 
 async def test_dataset_trace_replay_runs_every_line(tmp_path):
     data = tmp_path / "trace.jsonl"
-    data.write_text('{"prompt": "a b c", "timestamp": 0}\n{"prompt": "d e", "timestamp": 0.05}\n'
-                    '{"prompt": "f", "timestamp": 0.1, "max_tokens": 3}\n')
+    data.write_text(
+        '{"prompt": "a b c", "timestamp": 0}\n{"prompt": "d e", "timestamp": 0.05}\n'
+        '{"prompt": "f", "timestamp": 0.1, "max_tokens": 3}\n'
+    )
     async with ZeroWorkServer(itl_s=0.0005) as a:
         report, rd = await BenchRun(_plan(a.url, dataset=str(data)), tmp_path / "runs").run()
     rows = rd.read_records("requests")
@@ -107,8 +116,9 @@ async def test_dataset_trace_replay_runs_every_line(tmp_path):
 
 async def test_rate_mode_runs_and_reports_send_rate(tmp_path):
     async with ZeroWorkServer(itl_s=0.0005) as a:
-        report, _ = await BenchRun(_plan(a.url, concurrency=None, rates=[50.0, 100.0], arrival="poisson"),
-                                   tmp_path).run()
+        report, _ = await BenchRun(
+            _plan(a.url, concurrency=None, rates=[50.0, 100.0], arrival="poisson"), tmp_path
+        ).run()
     assert [s.rate for s in report.steps] == [50.0, 100.0]
     assert all(s.steady is not None and s.steady.target == s.rate for s in report.steps)
 

@@ -23,8 +23,9 @@ class FakeSend:
         self.calls.append(index)
         self.inflight += 1
         self.peak = max(self.peak, self.inflight)
-        rec = RequestRecord(api="completions", stream=True, model="m", started_wall=time.time(),
-                            send_ns=time.perf_counter_ns())
+        rec = RequestRecord(
+            api="completions", stream=True, model="m", started_wall=time.time(), send_ns=time.perf_counter_ns()
+        )
         await asyncio.sleep(self.delay)  # the scenario: the request's duration
         rec.end_ns = time.perf_counter_ns()
         self.inflight -= 1

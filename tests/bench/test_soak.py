@@ -21,8 +21,16 @@ from switchover.testing.zerowork import ZeroWorkServer
 
 
 def _plan(url: str, **kw) -> BenchPlan:
-    base = dict(buckets=[16], output_tokens=8, concurrency=[4], duration_s=3.0, checkpoint_s=1.0, window_s=1.0,
-                calibrate=False, scrape_interval_s=0)
+    base = dict(
+        buckets=[16],
+        output_tokens=8,
+        concurrency=[4],
+        duration_s=3.0,
+        checkpoint_s=1.0,
+        window_s=1.0,
+        calibrate=False,
+        scrape_interval_s=0,
+    )
     base.update(kw)
     return BenchPlan(endpoints=[EndpointSpec(label="target", url=url)], **base)
 
@@ -51,10 +59,30 @@ def _window(index: int, tpot_p99: float, rss: float) -> Window:
     from switchover.bench.stats import Dist
 
     d = Dist(count=10, mean=1, std=0, min=1, max=tpot_p99, p50=1, p90=1, p95=1, p99=tpot_p99)
-    s = StepSummary(endpoint="new", step=0, requests=10, warmup=0, ok=10, failed=0, duration_s=10, req_per_s=1,
-                    out_tok_per_s=1, chunks_per_s=1, error_rate=0, tpot_ms=d, ttft_ms=d)
-    return Window(endpoint="new", index=index, start_s=index * 60.0, end_s=(index + 1) * 60.0, start_wall=0,
-                  summary=s, client_rss_mb=rss)
+    s = StepSummary(
+        endpoint="new",
+        step=0,
+        requests=10,
+        warmup=0,
+        ok=10,
+        failed=0,
+        duration_s=10,
+        req_per_s=1,
+        out_tok_per_s=1,
+        chunks_per_s=1,
+        error_rate=0,
+        tpot_ms=d,
+        ttft_ms=d,
+    )
+    return Window(
+        endpoint="new",
+        index=index,
+        start_s=index * 60.0,
+        end_s=(index + 1) * 60.0,
+        start_wall=0,
+        summary=s,
+        client_rss_mb=rss,
+    )
 
 
 def test_drift_flags_a_tail_that_grew_and_memory_that_crept():
@@ -66,8 +94,15 @@ def test_drift_flags_a_tail_that_grew_and_memory_that_crept():
 
 def test_drift_needs_two_full_windows():
     (row,) = drift_table([_window(0, 10, 200)], 60)
-    assert row == DriftRow(endpoint="new", metric="all", first=None, last=None, change_pct=None, flagged=False,
-                           note="1 full window(s): drift needs two")
+    assert row == DriftRow(
+        endpoint="new",
+        metric="all",
+        first=None,
+        last=None,
+        change_pct=None,
+        flagged=False,
+        note="1 full window(s): drift needs two",
+    )
 
 
 def _checkpoints(runs) -> int:
@@ -81,13 +116,38 @@ def _checkpoints(runs) -> int:
 
 async def test_a_killed_soak_resumes_from_its_last_checkpoint(tmp_path):
     async with ZeroWorkServer(itl_s=0.002) as srv:
-        cmd = [sys.executable, "-m", "switchover", "bench", "--url", srv.url, "--buckets", "16", "--output-tokens",
-               "8", "--concurrency", "4", "--duration", "6s", "--checkpoint-every", "1s", "--window", "2s",
-               "--no-calibrate", "--scrape-interval", "0", "--runs-dir", str(tmp_path), "--name", "soak"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "switchover",
+            "bench",
+            "--url",
+            srv.url,
+            "--buckets",
+            "16",
+            "--output-tokens",
+            "8",
+            "--concurrency",
+            "4",
+            "--duration",
+            "6s",
+            "--checkpoint-every",
+            "1s",
+            "--window",
+            "2s",
+            "--no-calibrate",
+            "--scrape-interval",
+            "0",
+            "--runs-dir",
+            str(tmp_path),
+            "--name",
+            "soak",
+        ]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            await await_until(lambda: _checkpoints(tmp_path) >= 2 or proc.poll() is not None, 60,
-                              "two checkpoints of the soak run")
+            await await_until(
+                lambda: _checkpoints(tmp_path) >= 2 or proc.poll() is not None, 60, "two checkpoints of the soak run"
+            )
             assert _checkpoints(tmp_path) >= 2, "the run never checkpointed twice"
             os.kill(proc.pid, signal.SIGKILL)
         finally:
@@ -157,8 +217,15 @@ def _row(t_s: float) -> dict:
     """A finished request whose last byte came at t_s seconds."""
     s = 1_000_000_000
     end = int(t_s * s)
-    return {"send_ns": end - s // 10, "end_ns": end, "chunk_ns": [end - s // 20, end], "chunk_text": ["a", "b"],
-            "completion_tokens": 2, "failure_kind": None, "warmup": False}
+    return {
+        "send_ns": end - s // 10,
+        "end_ns": end,
+        "chunk_ns": [end - s // 20, end],
+        "chunk_text": ["a", "b"],
+        "completion_tokens": 2,
+        "failure_kind": None,
+        "warmup": False,
+    }
 
 
 def test_a_stalled_window_is_a_window_with_no_requests_and_drift_flags_it():

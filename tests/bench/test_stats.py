@@ -21,11 +21,24 @@ MS = 1_000_000
 
 def row(send_ms: float = 0, chunks_ms=(10, 12, 14, 20), texts=("a", "b", "c", ""), n=3, **kw):
     r = {
-        "endpoint": "old", "step": 0, "repeat": 0, "concurrency": 1, "rate": None, "bucket": "32",
-        "isl_target": 32, "osl_target": 3, "index": 0, "warmup": False,
-        "send_ns": int(send_ms * MS), "end_ns": int((chunks_ms[-1] + 1 + send_ms) * MS) if chunks_ms else None,
-        "chunk_ns": [int((send_ms + c) * MS) for c in chunks_ms], "chunk_text": list(texts),
-        "completion_tokens": n, "prompt_tokens": 32, "retok_tokens": None, "failure_kind": None,
+        "endpoint": "old",
+        "step": 0,
+        "repeat": 0,
+        "concurrency": 1,
+        "rate": None,
+        "bucket": "32",
+        "isl_target": 32,
+        "osl_target": 3,
+        "index": 0,
+        "warmup": False,
+        "send_ns": int(send_ms * MS),
+        "end_ns": int((chunks_ms[-1] + 1 + send_ms) * MS) if chunks_ms else None,
+        "chunk_ns": [int((send_ms + c) * MS) for c in chunks_ms],
+        "chunk_text": list(texts),
+        "completion_tokens": n,
+        "prompt_tokens": 32,
+        "retok_tokens": None,
+        "failure_kind": None,
     }
     r.update(kw)
     return r

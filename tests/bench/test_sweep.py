@@ -17,8 +17,10 @@ def test_params_parse_and_every_combination_is_rendered():
     params = parse_params(["bs=16,32", "mode=a"])
     assert params == {"bs": ["16", "32"], "mode": ["a"]}
     cmds = commands("serve --block-size {bs} --mode {mode}", params)
-    assert [c for _, c in cmds] == [["serve", "--block-size", "16", "--mode", "a"],
-                                    ["serve", "--block-size", "32", "--mode", "a"]]
+    assert [c for _, c in cmds] == [
+        ["serve", "--block-size", "16", "--mode", "a"],
+        ["serve", "--block-size", "32", "--mode", "a"],
+    ]
 
 
 @pytest.mark.parametrize("spec", ["bs", "bs=", "=1,2", "b s=1"])
@@ -36,8 +38,15 @@ async def test_sweep_relaunches_benches_and_stops_each_engine(tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     launch = f"{sys.executable} -m switchover.testing zero --port {port} --itl-ms {{itl}}"
-    plan = BenchPlan(endpoints=[EndpointSpec(label="target", url=url)], buckets=[24], output_tokens=8,
-                     concurrency=[1, 2, 3], requests=4, calibrate=False, scrape_interval_s=0)
+    plan = BenchPlan(
+        endpoints=[EndpointSpec(label="target", url=url)],
+        buckets=[24],
+        output_tokens=8,
+        concurrency=[1, 2, 3],
+        requests=4,
+        calibrate=False,
+        scrape_interval_s=0,
+    )
     res = await run_sweep(launch, {"itl": ["1", "3"]}, plan, url, tmp_path, ready_timeout_s=60)
     assert [p.params for p in res.points] == [{"itl": "1"}, {"itl": "3"}]
     assert all(p.error is None and p.run_dir for p in res.points)
@@ -50,12 +59,23 @@ async def test_an_engine_that_dies_for_memory_during_its_bench_is_marked_in_the_
     url = f"http://127.0.0.1:{port}"
     # a stand-in engine that serves, then dies with PyTorch's out-of-memory text in its log 3 s after launch
     script = tmp_path / "engine.sh"
-    script.write_text(f"{sys.executable} -m switchover.testing zero --port {port} --itl-ms $1 & pid=$!; sleep 3; "
-                      "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB'; kill $pid; exit 1\n")
-    plan = BenchPlan(endpoints=[EndpointSpec(label="target", url=url)], buckets=[24], output_tokens=8,
-                     concurrency=[1], requests=60, calibrate=False, scrape_interval_s=0, timeout_s=5)
-    res = await run_sweep(f"sh {shlex.quote(str(script))} {{itl}}", {"itl": ["20"]}, plan, url, tmp_path,
-                          ready_timeout_s=60)
+    script.write_text(
+        f"{sys.executable} -m switchover.testing zero --port {port} --itl-ms $1 & pid=$!; sleep 3; "
+        "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB'; kill $pid; exit 1\n"
+    )
+    plan = BenchPlan(
+        endpoints=[EndpointSpec(label="target", url=url)],
+        buckets=[24],
+        output_tokens=8,
+        concurrency=[1],
+        requests=60,
+        calibrate=False,
+        scrape_interval_s=0,
+        timeout_s=5,
+    )
+    res = await run_sweep(
+        f"sh {shlex.quote(str(script))} {{itl}}", {"itl": ["20"]}, plan, url, tmp_path, ready_timeout_s=60
+    )
     (pt,) = res.points
     assert pt.engine_oom and pt.engine_end and "CUDA out of memory" in pt.engine_end
     assert "engine gone" in pt.line()

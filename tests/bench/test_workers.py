@@ -43,8 +43,16 @@ async def test_concurrency_split_across_workers_merges_exactly(tmp_path):
 
 
 async def test_rate_mode_workers_send_the_one_central_schedule(tmp_path):
-    plan = _plan("http://127.0.0.1:1", rates=[200.0], arrival="poisson", requests=40, warmup_requests=0,
-                 concurrency=None, workers=2, seed=5)
+    plan = _plan(
+        "http://127.0.0.1:1",
+        rates=[200.0],
+        arrival="poisson",
+        requests=40,
+        warmup_requests=0,
+        concurrency=None,
+        workers=2,
+        seed=5,
+    )
     async with ZeroWorkServer(itl_s=0.0005) as srv:
         plan = plan.model_copy(update={"endpoints": [EndpointSpec(label="target", url=srv.url)]})
         report, rd = await BenchRun(plan, tmp_path).run()

@@ -59,8 +59,7 @@ async def test_every_request_has_the_same_length_with_unit_words():
     count = word_counter(two_token_words=frozenset({"data", "value", "hold"}))
     vocab = await unit_words(count)
     fit = await fit_bucket(count, 64, seed=3, bucket="64", vocab=vocab)
-    lengths = {await count(str(bucket_prompt("completions", fit, 3, ("64", 0, 0, i), 8).payload))
-               for i in range(30)}
+    lengths = {await count(str(bucket_prompt("completions", fit, 3, ("64", 0, 0, i), 8).payload)) for i in range(30)}
     assert lengths == {64}
 
 
@@ -79,7 +78,7 @@ def test_cache_busters_of_a_step_are_distinct_across_blocks_and_the_same_when_dr
     first = [cache_buster(7, ("128", 1, 0, i)) for i in range(n)]
     assert [cache_buster(7, ("128", 1, 0, i)) for i in reversed(range(n))] == first[::-1]
     assert len(set(first)) > 0.99 * n  # seeded draws: a rare repeat is possible, a repeated block is not
-    assert first[:BUSTER_BLOCK] != first[BUSTER_BLOCK:2 * BUSTER_BLOCK]
+    assert first[:BUSTER_BLOCK] != first[BUSTER_BLOCK : 2 * BUSTER_BLOCK]
     assert first[:50] != [cache_buster(7, ("128", 2, 0, i)) for i in range(50)]  # another step, other words
 
 
@@ -128,8 +127,12 @@ def test_bad_rate_is_bad_input():
 
 def test_dataset_prompts_messages_and_trace(tmp_path):
     f = tmp_path / "d.jsonl"
-    f.write_text("\n".join(json.dumps(o) for o in [
-        {"prompt": "hi", "timestamp": 100.0}, {"prompt": "there", "max_tokens": 5, "timestamp": 101.5}]))
+    f.write_text(
+        "\n".join(
+            json.dumps(o)
+            for o in [{"prompt": "hi", "timestamp": 100.0}, {"prompt": "there", "max_tokens": 5, "timestamp": 101.5}]
+        )
+    )
     ps = load_dataset(f, 16)
     assert [p.at_s for p in ps] == [0.0, 1.5]
     assert [p.max_tokens for p in ps] == [16, 5]

@@ -44,9 +44,14 @@ OLD, NEW = "http://old", "http://new"
 
 def evidence(**parts: Any) -> Evidence:
     settings = parts.pop("settings", None) or CheckSection()
-    cfg = CheckConfig(endpoints=[EndpointSummary(role="old", url=OLD, engine="vllm"),
-                                 EndpointSummary(role="new", url=NEW, engine="llamacpp")], settings=settings,
-                      slos=BenchSlos(**parts.pop("slos", {})))
+    cfg = CheckConfig(
+        endpoints=[
+            EndpointSummary(role="old", url=OLD, engine="vllm"),
+            EndpointSummary(role="new", url=NEW, engine="llamacpp"),
+        ],
+        settings=settings,
+        slos=BenchSlos(**parts.pop("slos", {})),
+    )
     ev = Evidence(config=cfg)
     for name, value in parts.items():
         setattr(ev, name, value)
@@ -54,11 +59,22 @@ def evidence(**parts: Any) -> Evidence:
     return ev
 
 
-def probe_result(pid: str, category: str, verdict: str, *, breaking: bool = True, old: str = "a",
-                 new: str = "b") -> ProbeResult:
-    return ProbeResult(id=pid, title=pid, category=category, request="r", observes="o", breaking=breaking,
-                       breaks="clients break", old=Observation(summary=old), new=Observation(summary=new),
-                       verdict=verdict, breaking_difference=breaking and verdict == "differs")  # type: ignore[arg-type]
+def probe_result(
+    pid: str, category: str, verdict: str, *, breaking: bool = True, old: str = "a", new: str = "b"
+) -> ProbeResult:
+    return ProbeResult(
+        id=pid,
+        title=pid,
+        category=category,
+        request="r",
+        observes="o",
+        breaking=breaking,
+        breaks="clients break",
+        old=Observation(summary=old),
+        new=Observation(summary=new),
+        verdict=verdict,
+        breaking_difference=breaking and verdict == "differs",
+    )  # type: ignore[arg-type]
 
 
 def probe(*results: ProbeResult) -> ProbeReport:
@@ -69,23 +85,47 @@ def _dist(p99: float) -> Dist:
     return Dist(count=10, mean=p99 / 2, std=1, min=1, max=p99, p50=p99 / 2, p90=p99, p95=p99, p99=p99)
 
 
-def step(endpoint: str, c: int, *, error_rate: float = 0.0, tok_s: float = 100.0, ttft: float = 50.0,
-         tpot: float = 10.0) -> StepSummary:
-    return StepSummary(endpoint=endpoint, step=c, concurrency=c, bucket="128", requests=10, warmup=1, ok=10,
-                       failed=0, duration_s=1.0, req_per_s=1.0, out_tok_per_s=tok_s, chunks_per_s=1.0,
-                       error_rate=error_rate, ttft_ms=_dist(ttft), tpot_ms=_dist(tpot))
+def step(
+    endpoint: str, c: int, *, error_rate: float = 0.0, tok_s: float = 100.0, ttft: float = 50.0, tpot: float = 10.0
+) -> StepSummary:
+    return StepSummary(
+        endpoint=endpoint,
+        step=c,
+        concurrency=c,
+        bucket="128",
+        requests=10,
+        warmup=1,
+        ok=10,
+        failed=0,
+        duration_s=1.0,
+        req_per_s=1.0,
+        out_tok_per_s=tok_s,
+        chunks_per_s=1.0,
+        error_rate=error_rate,
+        ttft_ms=_dist(ttft),
+        tpot_ms=_dist(tpot),
+    )
 
 
 def delta(metric: str, old: float, new: float, *, significant: bool, p: float = 0.01) -> MetricDelta:
-    return MetricDelta(metric=metric, stat="p99", old=old, new=new, delta_pct=(new / old - 1) * 100, p_value=p,
-                       significant=significant, n_old=10, n_new=10)
+    return MetricDelta(
+        metric=metric,
+        stat="p99",
+        old=old,
+        new=new,
+        delta_pct=(new / old - 1) * 100,
+        p_value=p,
+        significant=significant,
+        n_old=10,
+        n_new=10,
+    )
 
 
-def bench(steps: list[StepSummary], ab: list[AbStep] | None = None,
-          knees: dict[str, KneeResult] | None = None) -> BenchReport:
+def bench(
+    steps: list[StepSummary], ab: list[AbStep] | None = None, knees: dict[str, KneeResult] | None = None
+) -> BenchReport:
     plan = BenchPlan(endpoints=[EndpointSpec(label="old", url=OLD), EndpointSpec(label="new", url=NEW)], requests=10)
-    return BenchReport(name="b", created_wall=0.0, plan=plan, endpoints=[], steps=steps, ab=ab or [],
-                       knees=knees or {})
+    return BenchReport(name="b", created_wall=0.0, plan=plan, endpoints=[], steps=steps, ab=ab or [], knees=knees or {})
 
 
 def ab(c: int, *deltas: MetricDelta) -> AbStep:
@@ -96,49 +136,94 @@ def knee(found: bool, c: float | None = None) -> KneeResult:
     return KneeResult(metric="tpot p99", found=found, concurrency=c, message="no knee" if not found else "knee")
 
 
-def verify(*, longest: tuple[int | None, int | None] = (2000, 2000), structured: tuple[int, int] = (3, 3),
-           new_unanswered: int = 0,
-           new_loop: bool = False, flags: list[str] | None = None, identical: bool = True) -> EquivalenceReport:
-    div = Divergence(id="p1", kind="english", identical=identical, flags=flags or [], common_prefix="abc",
-                     old_chars=10, new_chars=10)
+def verify(
+    *,
+    longest: tuple[int | None, int | None] = (2000, 2000),
+    structured: tuple[int, int] = (3, 3),
+    new_unanswered: int = 0,
+    new_loop: bool = False,
+    flags: list[str] | None = None,
+    identical: bool = True,
+) -> EquivalenceReport:
+    div = Divergence(
+        id="p1", kind="english", identical=identical, flags=flags or [], common_prefix="abc", old_chars=10, new_chars=10
+    )
     sides = []
     for url, lo, loop in ((OLD, longest[0], False), (NEW, longest[1], new_loop)):
-        sides.append(LongInputSide(url=url, context=2048, boundary=Boundary(configured_context=2048,
-                                                                              longest_ok_prompt_tokens=lo),
-                                   checks=[LongInputCheck(target_fraction=0.6, status="ok", loop=loop)]))
+        sides.append(
+            LongInputSide(
+                url=url,
+                context=2048,
+                boundary=Boundary(configured_context=2048, longest_ok_prompt_tokens=lo),
+                checks=[LongInputCheck(target_fraction=0.6, status="ok", loop=loop)],
+            )
+        )
     return EquivalenceReport(
-        old_url=OLD, new_url=NEW, model_old="m", model_new="m", greedy=[div],
+        old_url=OLD,
+        new_url=NEW,
+        model_old="m",
+        model_new="m",
+        greedy=[div],
         summary=GreedySummary(prompts=1, identical=int(identical), flagged=int(bool(flags)), failed=0),
-        structured=[StructuredSide(url=OLD, cases=[], valid=structured[0], total=3),
-                    StructuredSide(url=NEW, valid=structured[1], total=3 + new_unanswered,
-                                   cases=[StructuredCase(id=f"u{i}", status="error", reason="first_byte_timeout")
-                                          for i in range(new_unanswered)])],
-        long_inputs=sides)
+        structured=[
+            StructuredSide(url=OLD, cases=[], valid=structured[0], total=3),
+            StructuredSide(
+                url=NEW,
+                valid=structured[1],
+                total=3 + new_unanswered,
+                cases=[
+                    StructuredCase(id=f"u{i}", status="error", reason="first_byte_timeout")
+                    for i in range(new_unanswered)
+                ],
+            ),
+        ],
+        long_inputs=sides,
+    )
 
 
 def metrics(*, new_reachable: bool = True, status: str = "same") -> MetricsEvidence:
     return MetricsEvidence(
-        old_engine="vllm", new_engine="llamacpp",
+        old_engine="vllm",
+        new_engine="llamacpp",
         intents=[MetricIntent(intent="running", old="vllm:num_requests_running", new="x", status=status)],
         old=MetricSide(url=OLD, reachable=True, families=30),
-        new=MetricSide(url=NEW, reachable=new_reachable, families=20 if new_reachable else 0,
-                       reason=None if new_reachable else "HTTP 404 on /metrics"))
+        new=MetricSide(
+            url=NEW,
+            reachable=new_reachable,
+            families=20 if new_reachable else 0,
+            reason=None if new_reachable else "HTTP 404 on /metrics",
+        ),
+    )
 
 
-def live(texts: list[tuple[int | None, int | None, bool | None]],
-         chats: list[tuple[int | None, int | None]] | None = None) -> LiveModel:
-    return LiveModel(texts=[TextCount(text=f"t{i}", old=a, new=b, same_ids=s) for i, (a, b, s) in enumerate(texts)],
-                     chats=[ChatCount(messages=[{"role": "user", "content": "hi"}], old_prompt_tokens=a,
-                                      new_prompt_tokens=b) for a, b in (chats or [])])
+def live(
+    texts: list[tuple[int | None, int | None, bool | None]], chats: list[tuple[int | None, int | None]] | None = None
+) -> LiveModel:
+    return LiveModel(
+        texts=[TextCount(text=f"t{i}", old=a, new=b, same_ids=s) for i, (a, b, s) in enumerate(texts)],
+        chats=[
+            ChatCount(messages=[{"role": "user", "content": "hi"}], old_prompt_tokens=a, new_prompt_tokens=b)
+            for a, b in (chats or [])
+        ],
+    )
 
 
-def grace(*, tpot: float | None = 35.0, max_tokens: int | None = 2000,
-          configured: list[float] | None = None, client_timeout: float | None = None) -> GraceEvidence:
+def grace(
+    *,
+    tpot: float | None = 35.0,
+    max_tokens: int | None = 2000,
+    configured: list[float] | None = None,
+    client_timeout: float | None = None,
+) -> GraceEvidence:
     from switchover.plan.grace import required_grace
 
-    g = GraceEvidence(max_tokens=max_tokens, tpot_p99_ms=tpot, ttft_p99_ms=0.0 if tpot else None,
-                      client_timeout_s=client_timeout,
-                      configured=[ConfiguredGrace(name="drain", value_s=v, source="test") for v in configured or []])
+    g = GraceEvidence(
+        max_tokens=max_tokens,
+        tpot_p99_ms=tpot,
+        ttft_p99_ms=0.0 if tpot else None,
+        client_timeout_s=client_timeout,
+        configured=[ConfiguredGrace(name="drain", value_s=v, source="test") for v in configured or []],
+    )
     if tpot and max_tokens:
         g.need = required_grace(max_tokens, tpot, 0.0)
     else:
@@ -149,15 +234,29 @@ def grace(*, tpot: float | None = 35.0, max_tokens: int | None = 2000,
 def _weights(digest: str | None) -> WeightsFingerprint | None:
     if digest is None:
         return None
-    return WeightsFingerprint(source="m", format="safetensors", files=["m.safetensors"], tensors=1, params=1,
-                              bytes_hashed=1, hash=digest, seconds=0.0)
+    return WeightsFingerprint(
+        source="m",
+        format="safetensors",
+        files=["m.safetensors"],
+        tensors=1,
+        params=1,
+        bytes_hashed=1,
+        hash=digest,
+        seconds=0.0,
+    )
 
 
-def diff_model(*, weights: tuple[str | None, str | None] = ("a", "a"),
-               quantization: tuple[str | None, str | None] = ("BF16", "BF16"), tokenizer_same: bool = True,
-               total_ratio: float | None = None, changed_renders: tuple[str, ...] = (),
-               file_changes: dict[str, tuple[Any, Any]] | None = None, notes: list[str] | None = None,
-               reasons: list[Reason] | None = None) -> ModelDiff:
+def diff_model(
+    *,
+    weights: tuple[str | None, str | None] = ("a", "a"),
+    quantization: tuple[str | None, str | None] = ("BF16", "BF16"),
+    tokenizer_same: bool = True,
+    total_ratio: float | None = None,
+    changed_renders: tuple[str, ...] = (),
+    file_changes: dict[str, tuple[Any, Any]] | None = None,
+    notes: list[str] | None = None,
+    reasons: list[Reason] | None = None,
+) -> ModelDiff:
     """What `diff-model` reports, with only the facts the rules read set apart from neutral values."""
     tok = TokenizerInfo(source="m", kind="hf", vocab_size=100, fingerprint="f")
     tpl = Template(source="m", text="{{ messages }}")
@@ -167,13 +266,25 @@ def diff_model(*, weights: tuple[str | None, str | None] = ("a", "a"),
     return ModelDiff(
         old=ModelFacts(source="old", quantization=quantization[0]),
         new=ModelFacts(source="new", quantization=quantization[1]),
-        tokenizer=TokenizerDiff(old=tok, new=tok, same=tokenizer_same, vocab_shared=100, vocab_moved=0,
-                                total_ratio=total_ratio),
-        template=TemplateDiff(old=tpl, new=tpl, same_text=not renders, same_renders=not renders, renders=renders,
-                              old_markers=Markers(system="own turn"), new_markers=Markers(system="own turn")),
+        tokenizer=TokenizerDiff(
+            old=tok, new=tok, same=tokenizer_same, vocab_shared=100, vocab_moved=0, total_ratio=total_ratio
+        ),
+        template=TemplateDiff(
+            old=tpl,
+            new=tpl,
+            same_text=not renders,
+            same_renders=not renders,
+            renders=renders,
+            old_markers=Markers(system="own turn"),
+            new_markers=Markers(system="own turn"),
+        ),
         generation=GenerationDiff(old=gen, new=gen, file_changes=file_changes or {}, notes=notes or []),
-        weights_old=_weights(wo), weights_new=_weights(wn), weights_same=None if wo is None or wn is None else wo == wn,
-        verdict="hot switch possible", reasons=reasons or [])
+        weights_old=_weights(wo),
+        weights_new=_weights(wn),
+        weights_same=None if wo is None or wn is None else wo == wn,
+        verdict="hot switch possible",
+        reasons=reasons or [],
+    )
 
 
 def write_run(base: Any, ev: Evidence, name: str = "check") -> Any:
@@ -196,12 +307,17 @@ def write_run(base: Any, ev: Evidence, name: str = "check") -> Any:
 def full_evidence(**overrides: Any) -> Evidence:
     """Evidence where every item can be judged; override parts to steer verdicts."""
     parts: dict[str, Any] = {
-        "bench": bench([step("old", 1), step("new", 1), step("old", 2), step("new", 2)],
-                       [ab(1, delta("ttft", 100, 105, significant=False, p=0.5))]),
-        "probe": probe(probe_result("stop.count", "stop", "same"), probe_result("usage.x", "usage", "same"),
-                       probe_result("sampling.defaults", "sampling", "same"),
-                       probe_result("error.malformed", "errors", "same"),
-                       probe_result("length.over_context", "length", "same")),
+        "bench": bench(
+            [step("old", 1), step("new", 1), step("old", 2), step("new", 2)],
+            [ab(1, delta("ttft", 100, 105, significant=False, p=0.5))],
+        ),
+        "probe": probe(
+            probe_result("stop.count", "stop", "same"),
+            probe_result("usage.x", "usage", "same"),
+            probe_result("sampling.defaults", "sampling", "same"),
+            probe_result("error.malformed", "errors", "same"),
+            probe_result("length.over_context", "length", "same"),
+        ),
         "verify": verify(),
         "metrics": metrics(),
         "live_model": live([(10, 10, True)], [(20, 20)]),

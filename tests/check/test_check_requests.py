@@ -31,13 +31,15 @@ class CountingEngine(FakeEngine):
 def _config(tmp_path: Path, old: str, new: str, model: str = "") -> Path:
     p = tmp_path / "switchover.yaml"
     named = f", model: {model}" if model else ""
-    p.write_text(f"old: {{url: '{old}', engine: vllm{named}}}\n"
-                 f"new: {{url: '{new}', engine: vllm{named}}}\n"
-                 "check:\n"
-                 "  probe: {only: [stop.count, finish.length, usage.stream_include_usage], budget_s: 5}\n"
-                 "  verify: {max_prompts: 1, structured: 1, long_inputs: true}\n"
-                 "  bench: {enabled: false}\n"
-                 "  rollback: {enabled: false}\n")
+    p.write_text(
+        f"old: {{url: '{old}', engine: vllm{named}}}\n"
+        f"new: {{url: '{new}', engine: vllm{named}}}\n"
+        "check:\n"
+        "  probe: {only: [stop.count, finish.length, usage.stream_include_usage], budget_s: 5}\n"
+        "  verify: {max_prompts: 1, structured: 1, long_inputs: true}\n"
+        "  bench: {enabled: false}\n"
+        "  rollback: {enabled: false}\n"
+    )
     return p
 
 

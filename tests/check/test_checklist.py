@@ -65,8 +65,17 @@ def test_every_old_id_maps_to_an_item_of_today() -> None:
 
 @pytest.mark.parametrize("old", sorted(LEGACY_IDS))
 def test_an_item_saved_under_its_old_id_reads_as_todays_with_its_doc(old: str) -> None:
-    saved = {"id": old, "area": "engine", "title": "t", "title_zh": "请求调度", "source": "seed 000 §1 table, row 1",
-             "quote": "请求调度｜排队顺序", "verdict": "go", "rule": "r", "reason": "ok"}
+    saved = {
+        "id": old,
+        "area": "engine",
+        "title": "t",
+        "title_zh": "请求调度",
+        "source": "seed 000 §1 table, row 1",
+        "quote": "请求调度｜排队顺序",
+        "verdict": "go",
+        "rule": "r",
+        "reason": "ok",
+    }
     i = CheckItem.model_validate(saved)
     assert i.id == LEGACY_IDS[old] and i.doc == f"docs/checklist.md#{LEGACY_IDS[old]}"
     assert "请求" not in i.model_dump_json() and "seed" not in i.model_dump_json()

@@ -11,14 +11,17 @@ from switchover.testbed.processes import free_port
 
 
 def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "switchover", *args], capture_output=True, text=True, timeout=120,
-                          cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "switchover", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
 
 
 def _config(tmp_path: Path, extra: str = "") -> Path:
     p = tmp_path / "switchover.yaml"
-    p.write_text(f"old: {{url: 'http://127.0.0.1:{free_port()}', engine: vllm}}\n"
-                 f"new: {{url: 'http://127.0.0.1:{free_port()}', engine: llamacpp}}\n" + extra)
+    p.write_text(
+        f"old: {{url: 'http://127.0.0.1:{free_port()}', engine: vllm}}\n"
+        f"new: {{url: 'http://127.0.0.1:{free_port()}', engine: llamacpp}}\n" + extra
+    )
     return p
 
 

@@ -23,9 +23,21 @@ def test_the_demo_config_is_a_valid_migration_with_check_gateway_and_rollout(tmp
 
 
 def _state() -> BedState:
-    eps = [EngineProcess(role=r, engine=e, url=f"http://127.0.0.1:{p}", port=p, pid=1, cmdline=["x"], log="l",
-                         model="smollm2", served_name="smollm2-135m-instruct", started_wall=0.0)
-           for r, e, p in (("old", "vllm", 1), ("new", "llamacpp", 2))]
+    eps = [
+        EngineProcess(
+            role=r,
+            engine=e,
+            url=f"http://127.0.0.1:{p}",
+            port=p,
+            pid=1,
+            cmdline=["x"],
+            log="l",
+            model="smollm2",
+            served_name="smollm2-135m-instruct",
+            started_wall=0.0,
+        )
+        for r, e, p in (("old", "vllm", 1), ("new", "llamacpp", 2))
+    ]
     return BedState(name="demo", model="smollm2", engines=eps)
 
 
@@ -39,9 +51,9 @@ def fake_bed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 @pytest.mark.parametrize("exc", [KeyboardInterrupt, RuntimeError])
-def test_engines_are_stopped_when_the_check_is_interrupted_or_fails(fake_bed: list[str], tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch,
-                                                                    exc: type[BaseException]) -> None:
+def test_engines_are_stopped_when_the_check_is_interrupted_or_fails(
+    fake_bed: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exc: type[BaseException]
+) -> None:
     import switchover.check.runner as runner
 
     class Boom:
@@ -57,8 +69,9 @@ def test_engines_are_stopped_when_the_check_is_interrupted_or_fails(fake_bed: li
     assert fake_bed == ["setup", "up", "down:demo"]
 
 
-def test_a_failing_rollout_is_reported_as_not_run_and_engines_still_stop(fake_bed: list[str], tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_rollout_is_reported_as_not_run_and_engines_still_stop(
+    fake_bed: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     async def no_gateway(*a: Any, **k: Any) -> None:
         raise OSError("cannot bind")
 
@@ -75,9 +88,11 @@ def test_a_stream_counts_as_answered_only_when_it_ends_cleanly() -> None:
     from switchover.demo import _complete_stream
 
     ok = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'
-    cut_by_gateway = (b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n'
-                      b'data: {"error":{"message":"upstream failed mid-stream: truncated"},"choices":[]}\n\n'
-                      b'data: [DONE]\n\n')
+    cut_by_gateway = (
+        b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n'
+        b'data: {"error":{"message":"upstream failed mid-stream: truncated"},"choices":[]}\n\n'
+        b"data: [DONE]\n\n"
+    )
     assert _complete_stream(ok)
     assert not _complete_stream(cut_by_gateway)
     assert not _complete_stream(b'data: {"choices":[]}\n\n')  # no [DONE]

@@ -33,8 +33,10 @@ async def test_a_series_is_found_only_under_its_whole_name() -> None:
 
     from switchover.testing import FakeEngine
 
-    text = ("# TYPE vllm:num_requests_running_extra gauge\nvllm:num_requests_running_extra 1\n"
-            "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} 0\n")
+    text = (
+        "# TYPE vllm:num_requests_running_extra gauge\nvllm:num_requests_running_extra 1\n"
+        '# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name="m"} 0\n'
+    )
 
     async def h(req: web.Request) -> web.Response:
         return web.Response(text=text, content_type="text/plain")

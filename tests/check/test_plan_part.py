@@ -19,18 +19,33 @@ from switchover.plan.capacity import capacity
 from tests.plan import configs as C
 
 LLAMA_70B: dict[str, Any] = dict(  # meta-llama/Llama-3.3-70B-Instruct
-    architectures=["LlamaForCausalLM"], model_type="llama", num_hidden_layers=80, num_attention_heads=64,
-    num_key_value_heads=8, hidden_size=8192, intermediate_size=28672, vocab_size=128256,
-    max_position_embeddings=131072, torch_dtype="bfloat16")
-
+    architectures=["LlamaForCausalLM"],
+    model_type="llama",
+    num_hidden_layers=80,
+    num_attention_heads=64,
+    num_key_value_heads=8,
+    hidden_size=8192,
+    intermediate_size=28672,
+    vocab_size=128256,
+    max_position_embeddings=131072,
+    torch_dtype="bfloat16",
+)
 
 
 def _section(m: Migration) -> CheckSection:
     assert m.check is not None
     return m.check
 
-def _migration(tmp_path: Path, config: dict[str, Any], launch: str | None, *, new: str = "sglang",
-               version: str | None = None, gpu: str = "H100-80G") -> Migration:
+
+def _migration(
+    tmp_path: Path,
+    config: dict[str, Any],
+    launch: str | None,
+    *,
+    new: str = "sglang",
+    version: str | None = None,
+    gpu: str = "H100-80G",
+) -> Migration:
     model = tmp_path / "model"
     model.mkdir(exist_ok=True)
     (model / "config.json").write_text(json.dumps(config))
@@ -40,14 +55,18 @@ def _migration(tmp_path: Path, config: dict[str, Any], launch: str | None, *, ne
     plan: dict[str, Any] = {"model_dir": str(model), "gpu": gpu}
     if launch:
         plan["old_launch"] = launch
-    return Migration.model_validate({"old": {"url": "http://127.0.0.1:8001", "engine": "vllm"}, "new": new_side,
-                                     "check": {"plan": plan}})
+    return Migration.model_validate(
+        {"old": {"url": "http://127.0.0.1:8001", "engine": "vllm"}, "new": new_side, "check": {"plan": plan}}
+    )
 
 
 def test_the_old_launchs_tp_and_max_length_size_the_new_engine(tmp_path: Path) -> None:
     """A 70B served with TP 4 at 8K: at TP 1 and 131K it cannot start (the spurious NO-GO); as launched it fits."""
-    m = _migration(tmp_path, LLAMA_70B, "vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size 4 "
-                                        "--max-model-len 8192")
+    m = _migration(
+        tmp_path,
+        LLAMA_70B,
+        "vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size 4 --max-model-len 8192",
+    )
     ev = plan_part(m, _section(m), tmp_path)
     assert ev.capacity is not None
     assert (ev.capacity.tp, ev.capacity.max_model_len, ev.capacity.context) == (4, 8192, 8192)

@@ -56,12 +56,15 @@ async def test_a_part_starting_is_announced_with_its_registry_title(tmp_path: Pa
     from switchover.testbed.processes import free_port
 
     cfg = tmp_path / "switchover.yaml"
-    cfg.write_text(f"old: {{url: 'http://127.0.0.1:{free_port()}', engine: vllm}}\n"
-                   f"new: {{url: 'http://127.0.0.1:{free_port()}', engine: llamacpp}}\n")
+    cfg.write_text(
+        f"old: {{url: 'http://127.0.0.1:{free_port()}', engine: vllm}}\n"
+        f"new: {{url: 'http://127.0.0.1:{free_port()}', engine: llamacpp}}\n"
+    )
     m = load_migration(cfg)
     events: list[tuple[str, str]] = []
     left_out = {name: "left out by --only" for name in NAMES if name != "plan"}
-    await CheckRun(m, CheckSection(), config_path=cfg, left_out=left_out,
-                   on_event=lambda part, msg: events.append((part, msg))).run()
+    await CheckRun(
+        m, CheckSection(), config_path=cfg, left_out=left_out, on_event=lambda part, msg: events.append((part, msg))
+    ).run()
     assert ("plan", f"running: {BY_NAME['plan'].title}") in events
     assert not any(part == "check" and "unreachable" in msg for part, msg in events)  # no live part: no discovery

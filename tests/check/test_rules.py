@@ -84,8 +84,12 @@ def test_structured_requests_without_an_answer_are_not_counted_as_invalid() -> N
     v, j = verdict("engine.kernels", verify=b.verify(structured=(3, 0), new_unanswered=0))
     assert v == "no-go"  # 0 of 3 answered outputs valid is a real drop
     ev = b.verify(structured=(3, 0))
-    ev.structured[1] = ev.structured[1].model_copy(update={"total": 2, "cases": [
-        b.StructuredCase(id="a", status="error"), b.StructuredCase(id="b", status="error")]})
+    ev.structured[1] = ev.structured[1].model_copy(
+        update={
+            "total": 2,
+            "cases": [b.StructuredCase(id="a", status="error"), b.StructuredCase(id="b", status="error")],
+        }
+    )
     v, j = verdict("engine.kernels", verify=ev)
     assert v != "no-go" and any("no request got an answer on new" in m for m in j.missing)
 
@@ -130,8 +134,12 @@ def test_check_probes_each_side_with_its_engine_profile(monkeypatch: pytest.Monk
         return b.probe()
 
     monkeypatch.setattr(probe_pkg, "run_probes", fake_run_probes)
-    m = Migration.model_validate({"old": {"url": "http://127.0.0.1:1", "engine": "vllm"},
-                                  "new": {"url": "http://127.0.0.1:2", "engine": "llamacpp"}})
+    m = Migration.model_validate(
+        {
+            "old": {"url": "http://127.0.0.1:1", "engine": "vllm"},
+            "new": {"url": "http://127.0.0.1:2", "engine": "llamacpp"},
+        }
+    )
     asyncio.run(parts.probe_part(m, CheckSection(), lambda *a: None))
     assert seen["engines"] == ("vllm", "llamacpp")  # was (None, None): no profile expectation was checked
 
@@ -141,8 +149,7 @@ def test_defaults_without_probe_is_not_run() -> None:
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "expected"),
-    [({}, "go"), ({"status": "renamed"}, "warn"), ({"new_reachable": False}, "no-go")],
+    ("kwargs", "expected"), [({}, "go"), ({"status": "renamed"}, "warn"), ({"new_reachable": False}, "no-go")]
 )
 def test_observability_needs_new_metrics_and_flags_renames(kwargs, expected) -> None:  # type: ignore[no-untyped-def]
     assert verdict("engine.observability", metrics=b.metrics(**kwargs))[0] == expected
@@ -255,9 +262,11 @@ def test_sampling_defaults_warn_when_diff_model_finds_changed_effective_defaults
 
 
 def test_weights_warn_names_a_quantization_change_from_diff_model() -> None:
-    dm = b.diff_model(weights=("a", "b"), quantization=("BF16", "Q4_1"),
-                      reasons=[b.Reason(blocking=True, what="quantization changed", why="BF16 -> Q4_1",
-                                        action="evaluate")])
+    dm = b.diff_model(
+        weights=("a", "b"),
+        quantization=("BF16", "Q4_1"),
+        reasons=[b.Reason(blocking=True, what="quantization changed", why="BF16 -> Q4_1", action="evaluate")],
+    )
     v, j = verdict("model.weights", diff_model=dm)
     assert v == "warn" and "quantization changed" in j.reason()
     assert any(f.name == "old / new quantization" and f.value == "BF16 / Q4_1" for f in j.figures)
@@ -268,36 +277,60 @@ def _rollback(drill: dict | None, prereqs: dict[str, str], holding_at_risk: bool
     from switchover.rollout.holding import HoldingReport, OldArmView, Prerequisite
     from switchover.rollout.rollback_view import RollbackEvidence
 
-    d = None if drill is None else DrillResult(url="http://old", stop_command="stop", start_command="start",
-                                               started_wall=0.0, **drill)
+    d = (
+        None
+        if drill is None
+        else DrillResult(url="http://old", stop_command="stop", start_command="start", started_wall=0.0, **drill)
+    )
     pre = [Prerequisite(name=n, status=s, detail=f"{n} {s}") for n, s in prereqs.items()]  # type: ignore[arg-type]
-    holding = None if holding_at_risk is None else HoldingReport(
-        started_at=0, ends_at=1, decision="hold", at_risk=holding_at_risk, windows=[],
-        old=OldArmView(url="http://old", verdict="pass" if not holding_at_risk else "fail", at_risk=holding_at_risk,
-                       reason="old ready" if not holding_at_risk else "old refused"),
-        reason="" if not holding_at_risk else "old refused")
-    return RollbackEvidence(rollout_status="holding" if holding else "in_progress", stage="s", drill=d,
-                            prerequisites=pre, holding=holding)
+    holding = (
+        None
+        if holding_at_risk is None
+        else HoldingReport(
+            started_at=0,
+            ends_at=1,
+            decision="hold",
+            at_risk=holding_at_risk,
+            windows=[],
+            old=OldArmView(
+                url="http://old",
+                verdict="pass" if not holding_at_risk else "fail",
+                at_risk=holding_at_risk,
+                reason="old ready" if not holding_at_risk else "old refused",
+            ),
+            reason="" if not holding_at_risk else "old refused",
+        )
+    )
+    return RollbackEvidence(
+        rollout_status="holding" if holding else "in_progress", stage="s", drill=d, prerequisites=pre, holding=holding
+    )
 
 
 GOOD_DRILL = {"ok": True, "recovery_s": 42.0, "max_recovery_s": 300.0, "within_budget": True}
 ALL_OK = {"config": "ok", "weights": "ok", "route": "ok", "monitoring": "ok", "old_ready": "ok"}
 
 
-@pytest.mark.parametrize(("drill", "prereqs", "holding", "expected"), [
-    (GOOD_DRILL, ALL_OK, None, "go"),
-    (GOOD_DRILL, ALL_OK, False, "go"),
-    (None, ALL_OK, None, "warn"),  # before 100 %: time the way back before you need it
-    (None, ALL_OK, False, "no-go"),  # at 100 % without a drill: no way back known
-    ({**GOOD_DRILL, "ok": False, "reason": "old never answered"}, ALL_OK, None, "no-go"),
-    ({**GOOD_DRILL, "recovery_s": 400.0, "within_budget": False}, ALL_OK, None, "no-go"),
-    (GOOD_DRILL, {**ALL_OK, "route": "failed"}, None, "warn"),
-    (GOOD_DRILL, {**ALL_OK, "route": "failed"}, False, "no-go"),
-    (GOOD_DRILL, {**ALL_OK, "monitoring": "unverified"}, False, "warn"),
-    (GOOD_DRILL, ALL_OK, True, "warn"),  # old cannot serve right now: the window is at risk
-])
-def test_rollback_needs_a_timed_drill_and_its_prerequisites_strictly_from_100_percent(drill, prereqs, holding,  # type: ignore[no-untyped-def]
-                                                                                      expected) -> None:
+@pytest.mark.parametrize(
+    ("drill", "prereqs", "holding", "expected"),
+    [
+        (GOOD_DRILL, ALL_OK, None, "go"),
+        (GOOD_DRILL, ALL_OK, False, "go"),
+        (None, ALL_OK, None, "warn"),  # before 100 %: time the way back before you need it
+        (None, ALL_OK, False, "no-go"),  # at 100 % without a drill: no way back known
+        ({**GOOD_DRILL, "ok": False, "reason": "old never answered"}, ALL_OK, None, "no-go"),
+        ({**GOOD_DRILL, "recovery_s": 400.0, "within_budget": False}, ALL_OK, None, "no-go"),
+        (GOOD_DRILL, {**ALL_OK, "route": "failed"}, None, "warn"),
+        (GOOD_DRILL, {**ALL_OK, "route": "failed"}, False, "no-go"),
+        (GOOD_DRILL, {**ALL_OK, "monitoring": "unverified"}, False, "warn"),
+        (GOOD_DRILL, ALL_OK, True, "warn"),  # old cannot serve right now: the window is at risk
+    ],
+)
+def test_rollback_needs_a_timed_drill_and_its_prerequisites_strictly_from_100_percent(
+    drill,
+    prereqs,
+    holding,  # type: ignore[no-untyped-def]
+    expected,
+) -> None:
     ev = b.evidence()
     ev.rollback = _rollback(drill, prereqs, holding)
     j = RULES["rollout.rollback"](ev, Limits.of(ev))
@@ -310,8 +343,9 @@ def test_rollback_not_run_is_not_a_pass() -> None:
     assert RULES["rollout.rollback"](ev, Limits.of(ev)).verdict == "not-run"
 
 
-@pytest.mark.parametrize(("same", "ratio", "expected"),
-                         [(True, None, "go"), (False, 1.02, "warn"), (False, 1.3, "no-go")])
+@pytest.mark.parametrize(
+    ("same", "ratio", "expected"), [(True, None, "go"), (False, 1.02, "warn"), (False, 1.3, "no-go")]
+)
 def test_tokenizer_judges_the_diff_model_corpus_ratio(same, ratio, expected) -> None:  # type: ignore[no-untyped-def]
     assert verdict("model.tokenizer", diff_model=b.diff_model(tokenizer_same=same, total_ratio=ratio))[0] == expected
 
@@ -325,8 +359,17 @@ def test_typed_evidence_reads_back_from_the_run_directory_with_the_same_verdicts
     plan = PlanEvidence(api_differences=[LostItem(intent="stop", kind="different_default", detail="d")])
     ev = b.full_evidence(diff_model=b.diff_model(weights=("a", "b"), changed_renders=("system+user",)), plan=plan)
     assert ev.grace is not None and ev.grace.need is not None
-    ev.grace.findings = [Finding(file="deploy.yaml", line=3, setting="terminationGracePeriodSeconds", value_s=30.0,
-                                 required_s=ev.grace.need.required_s, ok=False, message="too short")]
+    ev.grace.findings = [
+        Finding(
+            file="deploy.yaml",
+            line=3,
+            setting="terminationGracePeriodSeconds",
+            value_s=30.0,
+            required_s=ev.grace.need.required_s,
+            ok=False,
+            message="too short",
+        )
+    ]
     ev.rollback = _rollback(GOOD_DRILL, ALL_OK)
     back = load_evidence(b.write_run(tmp_path, ev))
     assert type(back.diff_model) is type(ev.diff_model) and back.diff_model == ev.diff_model

@@ -12,8 +12,14 @@ from switchover.warmup import Warmup
 
 
 def _ev(**kw: Any) -> Any:
-    base = {"rollback": None, "bench": None, "clients": None, "bench_dir": "b", "parts": {},
-            "why_missing": lambda part: f"{part} not run"}
+    base = {
+        "rollback": None,
+        "bench": None,
+        "clients": None,
+        "bench_dir": "b",
+        "parts": {},
+        "why_missing": lambda part: f"{part} not run",
+    }
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -21,13 +27,21 @@ def _drill(warmup: Warmup | None, ok: bool = True, switch_s: float | None = None
     return SimpleNamespace(drill=SimpleNamespace(ok=ok, warmup=warmup, switch_s=switch_s))
 
 
-LIM = Limits(max_error_rate=0.01, max_regression_pct=20, structured_drop=0.05, longest_input_tolerance=0.0,
-             tokenizer_shift_pct=5)
+LIM = Limits(
+    max_error_rate=0.01, max_regression_pct=20, structured_drop=0.05, longest_input_tolerance=0.0, tokenizer_shift_pct=5
+)
 
 
 def test_a_settled_warm_up_is_go_with_the_tail_and_the_switch_time() -> None:
-    w = Warmup(steady=True, tail_s=0.24, tail_requests=3, steady_ttft_ms=78, first_ttft_ms=127, probes=10,
-               reason="steady at 78 ms")
+    w = Warmup(
+        steady=True,
+        tail_s=0.24,
+        tail_requests=3,
+        steady_ttft_ms=78,
+        first_ttft_ms=127,
+        probes=10,
+        reason="steady at 78 ms",
+    )
     j = warmup_tail(_ev(rollback=_drill(w, switch_s=0.37)), LIM)
     assert j.verdict == "go" and not j.warn
     figs = {f.name: f.value for f in j.figures}
@@ -43,14 +57,27 @@ def test_no_warm_up_or_an_unsettled_one_warns_and_no_rollback_part_is_missing() 
 
 
 def _lim(side: str, step: int, binding: str, oom: int = 0, dead: int = 0) -> StepLimit:
-    return StepLimit(endpoint=side, bucket="128", step=step, repeat=0, load=f"c={2 ** step}", binding=binding,  # type: ignore[arg-type]
-                     detail="", scrapes=3, requests=20, oom=oom, engine_dead=dead,
-                     oom_texts=["Context size has been exceeded."] if oom else [])
+    return StepLimit(
+        endpoint=side,
+        bucket="128",
+        step=step,
+        repeat=0,
+        load=f"c={2**step}",
+        binding=binding,  # type: ignore[arg-type]
+        detail="",
+        scrapes=3,
+        requests=20,
+        oom=oom,
+        engine_dead=dead,
+        oom_texts=["Context size has been exceeded."] if oom else [],
+    )
 
 
 def _bench(limits: list[StepLimit]) -> Any:
-    return SimpleNamespace(limits=limits, endpoints=[SimpleNamespace(label="old", engine="vllm"),
-                                                     SimpleNamespace(label="new", engine="llamacpp")])
+    return SimpleNamespace(
+        limits=limits,
+        endpoints=[SimpleNamespace(label="old", engine="vllm"), SimpleNamespace(label="new", engine="llamacpp")],
+    )
 
 
 def test_a_cap_binding_earlier_on_new_warns_with_the_flag_to_raise() -> None:
@@ -77,8 +104,13 @@ def test_oom_answers_only_on_new_are_no_go_on_both_warn_and_none_go() -> None:
 def _mix(requests: int, findings: list[Any], old: str | None = "vllm", new: str | None = "llamacpp") -> Any:
     from switchover.rollout.client_defaults import ClientMix
 
-    return ClientMix(requests=requests, findings=findings, old_engine=old, new_engine=new,
-                     notes=[] if old and new else ["an endpoint has no engine profile (engine: openai)"])
+    return ClientMix(
+        requests=requests,
+        findings=findings,
+        old_engine=old,
+        new_engine=new,
+        notes=[] if old and new else ["an endpoint has no engine profile (engine: openai)"],
+    )
 
 
 def test_client_defaults_warn_per_difference_go_without_and_need_ledger_rows() -> None:
@@ -101,12 +133,21 @@ def test_the_clients_part_reads_the_migration_files_gateway_ledger(tmp_path) -> 
     from tests.rollout.builders import write_ledger
 
     cfg = tmp_path / "switchover.yaml"
-    cfg.write_text("old: {url: 'http://127.0.0.1:1', engine: vllm}\n"
-                   "new: {url: 'http://127.0.0.1:2', engine: llamacpp}\ngateway: {run_dir: gw}\n")
+    cfg.write_text(
+        "old: {url: 'http://127.0.0.1:1', engine: vllm}\n"
+        "new: {url: 'http://127.0.0.1:2', engine: llamacpp}\ngateway: {run_dir: gw}\n"
+    )
     m = load_migration(cfg)
     assert ledger_mix(m, cfg).requests == 0 and "does not exist" in ledger_mix(m, cfg).notes[0]
-    row = LedgerRecord(ts=1.0, request_id="r", path="/v1/chat/completions", outcome="ok", status=200, stream=False,
-                       client=ClientSampling(set=["max_tokens"], max_tokens=8))
+    row = LedgerRecord(
+        ts=1.0,
+        request_id="r",
+        path="/v1/chat/completions",
+        outcome="ok",
+        status=200,
+        stream=False,
+        client=ClientSampling(set=["max_tokens"], max_tokens=8),
+    )
     write_ledger(tmp_path / "gw", [row, row])
     mix = ledger_mix(m, cfg)
     assert mix.requests == 2 and {f.field for f in mix.findings} >= {"temperature", "top_k"}

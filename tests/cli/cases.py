@@ -34,57 +34,108 @@ STARTLOG = str(Path(__file__).parents[1] / "startlog" / "fixtures" / "vllm-cpu-t
 SPECS: dict[str, Spec] = {
     "plan card": Spec(lambda w: [("--model", w.path("model"))], MODEL),
     "plan capacity": Spec(lambda w: [("--model", w.path("model")), ("--gpu", "H100-80G")], MODEL),
-    "plan parallel": Spec(lambda w: [("--model", w.path("model")), ("--gpu", "H100-80G"), ("--gpus", "4")],
-                          MODEL | {"--fingerprint": "fingerprint"}),
-    "plan canary": Spec(lambda w: [("--model", w.path("model")), ("--gpu", "H100-80G")],
-                        MODEL | {"--new-model": "model"}),
-    "plan translate": Spec(lambda w: [("@launch", "vllm serve m --max-model-len 8192"), ("--from", "vllm"),
-                                      ("--to", "sglang")], MODEL | {"@launch": "launch"}),
-    "plan choose": Spec(lambda w: [("--model", w.path("model")), ("--gpu", "H100-80G")],
-                        MODEL | {"--fingerprint": "fingerprint", "--probe": "in_file"}, {"--fingerprint": ("--gpu",)}),
+    "plan parallel": Spec(
+        lambda w: [("--model", w.path("model")), ("--gpu", "H100-80G"), ("--gpus", "4")],
+        MODEL | {"--fingerprint": "fingerprint"},
+    ),
+    "plan canary": Spec(
+        lambda w: [("--model", w.path("model")), ("--gpu", "H100-80G")], MODEL | {"--new-model": "model"}
+    ),
+    "plan translate": Spec(
+        lambda w: [("@launch", "vllm serve m --max-model-len 8192"), ("--from", "vllm"), ("--to", "sglang")],
+        MODEL | {"@launch": "launch"},
+    ),
+    "plan choose": Spec(
+        lambda w: [("--model", w.path("model")), ("--gpu", "H100-80G")],
+        MODEL | {"--fingerprint": "fingerprint", "--probe": "in_file"},
+        {"--fingerprint": ("--gpu",)},
+    ),
     "plan limits": Spec(lambda w: [("--bench", w.path("check-run")), ("--peak", "40")], {"--bench": "in_file"}),
-    "plan grace": Spec(lambda w: [("--max-tokens", "2000"), ("--tpot-p99-ms", "35"), ("--scan", w.path("deploy"))],
-                       {"--bench": "in_file", "--scan": "scan"}, {"--bench": ("--tpot-p99-ms",)}),
+    "plan grace": Spec(
+        lambda w: [("--max-tokens", "2000"), ("--tpot-p99-ms", "35"), ("--scan", w.path("deploy"))],
+        {"--bench": "in_file", "--scan": "scan"},
+        {"--bench": ("--tpot-p99-ms",)},
+    ),
     "hw fingerprint": Spec(lambda w: []),
     "hw gpus": Spec(lambda w: []),
-    "hw diff": Spec(lambda w: [("@a", "catalog:H100-80G"), ("@b", "catalog:A100-80Gx8")],
-                    {"@a": "fingerprint", "@b": "fingerprint", "--model": "model", "--migration": "in_file"}),
-    "hw startlog": Spec(lambda w: [("@log", STARTLOG), ("--engine", "vllm")],
-                        {"@log": "text_file", "--against": "text_file"}),
-    "probe": Spec(lambda w: [("--old", CLOSED), ("--new", CLOSED), ("--budget-s", "1")],
-                  {"@url": "url"}, {"@url": ("--old", "--new"), "--config": ("--old", "--new")}),
-    "verify": Spec(lambda w: [("--old", CLOSED), ("--new", CLOSED), ("--structured", "0"), ("--no-long-inputs", None)],
-                   {"--prompts": "in_file"}, {"--config": ("--old", "--new")}),
-    "diff-model": Spec(lambda w: [("@old", w.path("hf")), ("@new", w.path("hf")), ("--no-weights", None)],
-                       {"@old": "model", "@new": "model", "--corpus": "text_file"}),
-    "cachekey": Spec(lambda w: [("@model", w.path("hf")), ("--model-id", "m"), ("--prompt", "Hello")],
-                     {"@model": "model", "--prompt-file": "text_file"}, {"--prompt-file": ("--prompt",)}),
+    "hw diff": Spec(
+        lambda w: [("@a", "catalog:H100-80G"), ("@b", "catalog:A100-80Gx8")],
+        {"@a": "fingerprint", "@b": "fingerprint", "--model": "model", "--migration": "in_file"},
+    ),
+    "hw startlog": Spec(
+        lambda w: [("@log", STARTLOG), ("--engine", "vllm")], {"@log": "text_file", "--against": "text_file"}
+    ),
+    "probe": Spec(
+        lambda w: [("--old", CLOSED), ("--new", CLOSED), ("--budget-s", "1")],
+        {"@url": "url"},
+        {"@url": ("--old", "--new"), "--config": ("--old", "--new")},
+    ),
+    "verify": Spec(
+        lambda w: [("--old", CLOSED), ("--new", CLOSED), ("--structured", "0"), ("--no-long-inputs", None)],
+        {"--prompts": "in_file"},
+        {"--config": ("--old", "--new")},
+    ),
+    "diff-model": Spec(
+        lambda w: [("@old", w.path("hf")), ("@new", w.path("hf")), ("--no-weights", None)],
+        {"@old": "model", "@new": "model", "--corpus": "text_file"},
+    ),
+    "cachekey": Spec(
+        lambda w: [("@model", w.path("hf")), ("--model-id", "m"), ("--prompt", "Hello")],
+        {"@model": "model", "--prompt-file": "text_file"},
+        {"--prompt-file": ("--prompt",)},
+    ),
     "ready": Spec(lambda w: [("@url", CLOSED), ("--max-ms", "200")]),
     "overload": Spec(lambda w: [("@url", CLOSED), ("--max-concurrency", "2"), ("--waves", "1"), ("--timeout-s", "1")]),
-    "metrics-adapter": Spec(lambda w: [("--from", "sglang"), ("--to", "vllm"), ("--upstream", CLOSED),
-                                       ("--once", None)], {"--listen": "host_port"}),
-    "drill": Spec(lambda w: [("--stop-new", "true"), ("--start-old", "true"), ("--url", CLOSED),
-                             ("--timeout", "0.1"), ("--max-ms", "100"), ("--runs", str(w.root / "out" / "drill"))],
-                  {"--stop-new": "command", "--start-old": "command", "--runs": "out_dir"}),
+    "metrics-adapter": Spec(
+        lambda w: [("--from", "sglang"), ("--to", "vllm"), ("--upstream", CLOSED), ("--once", None)],
+        {"--listen": "host_port"},
+    ),
+    "drill": Spec(
+        lambda w: [
+            ("--stop-new", "true"),
+            ("--start-old", "true"),
+            ("--url", CLOSED),
+            ("--timeout", "0.1"),
+            ("--max-ms", "100"),
+            ("--runs", str(w.root / "out" / "drill")),
+        ],
+        {"--stop-new": "command", "--start-old": "command", "--runs": "out_dir"},
+    ),
     "doctor": Spec(lambda w: [("@symptom", "p99 up"), ("--limit", "1")]),
-    "check": Spec(lambda w: [("@config", w.path("switchover.yaml")),
-                             ("--runs-dir", str(w.root / "out" / "check"))], {"--runs-dir": "out_dir"}),
+    "check": Spec(
+        lambda w: [("@config", w.path("switchover.yaml")), ("--runs-dir", str(w.root / "out" / "check"))],
+        {"--runs-dir": "out_dir"},
+    ),
     "report": Spec(lambda w: [("@run_dir", w.path("check-run"))], {"@run_dir": "in_file"}),
     "demo": Spec(lambda w: [("--dir", str(w.root / "out" / "demo"))], {"--dir": "out_dir"}),
     "validate": Spec(lambda w: [("@file", w.path("switchover.yaml"))]),
     "schema": Spec(lambda w: [("@name", "probe")]),
-    "bench": Spec(lambda w: [("--url", CLOSED), ("--engine", "vllm"), ("--no-calibrate", None), ("--requests", "1"),
-                             ("--buckets", "16"), ("--concurrency", "1"), ("--output-tokens", "4"),
-                             ("--runs-dir", str(w.root / "out" / "bench"))],
-                  {"--runs-dir": "out_dir", "--dataset": "in_file", "--tokenizer": "model"},
-                  {"--config": ("--url", "--engine"), "--old": ("--url",), "--new": ("--url",)}),
+    "bench": Spec(
+        lambda w: [
+            ("--url", CLOSED),
+            ("--engine", "vllm"),
+            ("--no-calibrate", None),
+            ("--requests", "1"),
+            ("--buckets", "16"),
+            ("--concurrency", "1"),
+            ("--output-tokens", "4"),
+            ("--runs-dir", str(w.root / "out" / "bench")),
+        ],
+        {"--runs-dir": "out_dir", "--dataset": "in_file", "--tokenizer": "model"},
+        {"--config": ("--url", "--engine"), "--old": ("--url",), "--new": ("--url",)},
+    ),
     "bench calibrate": Spec(lambda w: [("--concurrency", "1"), ("--chunks", "1"), ("--duration", "0.1")]),
-    "bench recompute": Spec(lambda w: [("@run_dir", w.path("check-run")), ("--as", "vllm")],
-                            {"@run_dir": "in_file"}),
+    "bench recompute": Spec(lambda w: [("@run_dir", w.path("check-run")), ("--as", "vllm")], {"@run_dir": "in_file"}),
     "bench report": Spec(lambda w: [("@run_dir", w.path("check-run"))], {"@run_dir": "in_file"}),
-    "bench sweep": Spec(lambda w: [("--launch", "true {bs}"), ("--param", "bs=1"), ("--url", CLOSED),
-                                   ("--runs-dir", str(w.root / "out" / "sweep"))],
-                        {"--launch": "command", "--runs-dir": "out_dir"}),
+    "bench sweep": Spec(
+        lambda w: [
+            ("--launch", "true {bs}"),
+            ("--param", "bs=1"),
+            ("--url", CLOSED),
+            ("--runs-dir", str(w.root / "out" / "sweep")),
+        ],
+        {"--launch": "command", "--runs-dir": "out_dir"},
+    ),
     "gateway": Spec(lambda w: [("--config", w.path("switchover.yaml"))]),
     "gateway reset": Spec(lambda w: [("--config", w.path("switchover.yaml"))]),
     "gateway state": Spec(lambda w: [("--config", w.path("switchover.yaml"))]),
@@ -96,26 +147,42 @@ SPECS: dict[str, Spec] = {
     "rollout rollback": Spec(lambda w: [("--config", w.path("switchover.yaml")), ("--reason", "fuzz")]),
     "rollout abandon": Spec(lambda w: [("--config", w.path("switchover.yaml")), ("--reason", "fuzz")]),
     "rollout reset": Spec(lambda w: [("--config", w.path("switchover.yaml")), ("--reason", "fuzz")]),
-    "rollout watch": Spec(lambda w: [("--config", w.path("switchover.yaml")), ("--max-checks", "1"),
-                                     ("--interval", "0.01")], {"--ledger": "ledger"}),
+    "rollout watch": Spec(
+        lambda w: [("--config", w.path("switchover.yaml")), ("--max-checks", "1"), ("--interval", "0.01")],
+        {"--ledger": "ledger"},
+    ),
     "rollout compare": Spec(lambda w: [("--config", w.path("switchover.yaml"))], {"--ledger": "ledger"}),
     "rollout holding": Spec(lambda w: [("--config", w.path("switchover.yaml"))]),
     "rollout prerequisites": Spec(lambda w: [("--config", w.path("switchover.yaml"))]),
-    "export argo": Spec(lambda w: [("--config", w.path("switchover.yaml")), ("--out", str(w.root / "out" / "a.yaml"))],
-                        {"--out": "out_file", "--prometheus": "url"}),
-    "export envoy": Spec(lambda w: [("--config", w.path("switchover.yaml")), ("--out", str(w.root / "out" / "e.yaml"))],
-                         {"--out": "out_file"}),
-    "export grafana": Spec(lambda w: [("--config", w.path("switchover.yaml")),
-                                      ("--out", str(w.root / "out" / "g.json"))], {"--out": "out_file"}),
-    "alerts translate": Spec(lambda w: [("@rules", w.path("rules.yaml")), ("--from", "vllm"), ("--to", "sglang"),
-                                        ("--output", str(w.root / "out" / "rules.yaml"))],
-                             {"@rules": "in_file", "--bench": "in_file", "--output": "out_file"}),
-    "review serve": Spec(lambda w: [("--config", w.path("switchover.yaml")), ("--seconds", "0.01"), ("--port", "0")],
-                         {"--db": "store"}),
+    "export argo": Spec(
+        lambda w: [("--config", w.path("switchover.yaml")), ("--out", str(w.root / "out" / "a.yaml"))],
+        {"--out": "out_file", "--prometheus": "url"},
+    ),
+    "export envoy": Spec(
+        lambda w: [("--config", w.path("switchover.yaml")), ("--out", str(w.root / "out" / "e.yaml"))],
+        {"--out": "out_file"},
+    ),
+    "export grafana": Spec(
+        lambda w: [("--config", w.path("switchover.yaml")), ("--out", str(w.root / "out" / "g.json"))],
+        {"--out": "out_file"},
+    ),
+    "alerts translate": Spec(
+        lambda w: [
+            ("@rules", w.path("rules.yaml")),
+            ("--from", "vllm"),
+            ("--to", "sglang"),
+            ("--output", str(w.root / "out" / "rules.yaml")),
+        ],
+        {"@rules": "in_file", "--bench": "in_file", "--output": "out_file"},
+    ),
+    "review serve": Spec(
+        lambda w: [("--config", w.path("switchover.yaml")), ("--seconds", "0.01"), ("--port", "0")], {"--db": "store"}
+    ),
     "review summary": Spec(lambda w: [("--config", w.path("switchover.yaml"))], {"--db": "store"}),
-    "review export": Spec(lambda w: [("--config", w.path("switchover.yaml")),
-                                     ("--out", str(w.root / "out" / "r.jsonl"))],
-                          {"--db": "store", "--out": "out_file"}),
+    "review export": Spec(
+        lambda w: [("--config", w.path("switchover.yaml")), ("--out", str(w.root / "out" / "r.jsonl"))],
+        {"--db": "store", "--out": "out_file"},
+    ),
     "review gate": Spec(lambda w: [("--config", w.path("switchover.yaml"))], {"--db": "store"}),
     "testbed setup": Spec(lambda w: [("--dir", str(w.root / "out" / "tb"))], {"--dir": "out_dir"}),
     "testbed up": Spec(lambda w: [("--dir", str(w.root / "out" / "tb")), ("--timeout", "1")], {"--dir": "out_dir"}),
@@ -124,28 +191,80 @@ SPECS: dict[str, Spec] = {
 }
 
 # parameter names whose kind the name tells (per command, SPECS' kinds win)
-_BY_NAME = {"--config": "in_file", "--url": "url", "--old": "url", "--new": "url", "--upstream": "url",
-            "@url": "url", "--out": "out_file", "--runs-dir": "out_dir", "--dir": "out_dir", "@file": "in_file",
-            "@config": "in_file", "--api-key-env": "env_var", "--ledger": "ledger", "--engine": "engine",
-            "--old-engine": "engine", "--new-engine": "engine", "--engine-version": "release",
-            "--from-version": "release", "--to-version": "release"}
+_BY_NAME = {
+    "--config": "in_file",
+    "--url": "url",
+    "--old": "url",
+    "--new": "url",
+    "--upstream": "url",
+    "@url": "url",
+    "--out": "out_file",
+    "--runs-dir": "out_dir",
+    "--dir": "out_dir",
+    "@file": "in_file",
+    "@config": "in_file",
+    "--api-key-env": "env_var",
+    "--ledger": "ledger",
+    "--engine": "engine",
+    "--old-engine": "engine",
+    "--new-engine": "engine",
+    "--engine-version": "release",
+    "--from-version": "release",
+    "--to-version": "release",
+}
 # options naming an engine whose names do not say so (per command)
-_ENGINE_OPTIONS = {"metrics-adapter": ("--from", "--to"), "alerts translate": ("--from", "--to"),
-                   "plan translate": ("--from", "--to"), "plan choose": ("--from",), "bench recompute": ("--as",)}
+_ENGINE_OPTIONS = {
+    "metrics-adapter": ("--from", "--to"),
+    "alerts translate": ("--from", "--to"),
+    "plan translate": ("--from", "--to"),
+    "plan choose": ("--from",),
+    "bench recompute": ("--as",),
+}
 
-TEXT = ["", " ", "[gpu]", "x" * 3000, "é漢字🙂", "-", f"sk-{SECRET}0123456789", f"curl -u admin:{SECRET}1 x",
-        "../../../etc/passwd"]
-NUMBERS = ["nan", "inf", "-inf", "1e308", "-1", "0", "-5", "abc", "", "1.5", "99999999999999999999", "0x10",
-           "1e-12"]
-MALFORMED_URLS = ["", "http://", "http://127.0.0.1:99999", "http://127.0.0.1:0", "localhost:8000", "ftp://127.0.0.1/",
-                  "http://[::1", "http://a b/", f"http://admin:{SECRET}2@127.0.0.1:1", "http://127.0.0.1:1/?q=1"]
+TEXT = [
+    "",
+    " ",
+    "[gpu]",
+    "x" * 3000,
+    "é漢字🙂",
+    "-",
+    f"sk-{SECRET}0123456789",
+    f"curl -u admin:{SECRET}1 x",
+    "../../../etc/passwd",
+]
+NUMBERS = ["nan", "inf", "-inf", "1e308", "-1", "0", "-5", "abc", "", "1.5", "99999999999999999999", "0x10", "1e-12"]
+MALFORMED_URLS = [
+    "",
+    "http://",
+    "http://127.0.0.1:99999",
+    "http://127.0.0.1:0",
+    "localhost:8000",
+    "ftp://127.0.0.1/",
+    "http://[::1",
+    "http://a b/",
+    f"http://admin:{SECRET}2@127.0.0.1:1",
+    "http://127.0.0.1:1/?q=1",
+]
 IN_FILE_CLASSES = [*BAD_FILES, "missing", "proc", "zero"]
 MODEL_CLASSES = ["missing", "empty", "binary", "gguf_4", "gguf_200", "gguf_kv", "dir", "proc", "json_list", "zero"]
 HOST_PORTS = ["127.0.0.1:99999", "127.0.0.1:0", "nohost", ":80", "127.0.0.1:", "a b:80", ""]
 ENV_VARS = ["", "sk-" + SECRET + "abcdefghijklmnop", "1BAD", "A-B", "x" * 300]
 # an engine, optionally at a release: unknown engines, malformed or foreign-form releases
-ENGINE_REFS = ["", "NOPE", "nope@0.6.3", "@0.6.3", "vllm@", "vllm==", "vllm@latest", "vllm@0.6.3@1",
-               "vllm@0.6.3 x", "vllm@" + "9" * 300, "vllm@b3135", "llamacpp@0.6.3", "é漢字"]
+ENGINE_REFS = [
+    "",
+    "NOPE",
+    "nope@0.6.3",
+    "@0.6.3",
+    "vllm@",
+    "vllm==",
+    "vllm@latest",
+    "vllm@0.6.3@1",
+    "vllm@0.6.3 x",
+    "vllm@" + "9" * 300,
+    "vllm@b3135",
+    "llamacpp@0.6.3",
+    "é漢字",
+]
 RELEASES = ["latest", "0.6.3@1", "x" * 300, "-1", "v", "1.2.3 4", "1." + "0" * 80, "é1"]
 
 
@@ -234,7 +353,6 @@ def _argv(name: str, pairs: Pairs) -> list[str]:
     return [*name.split(), *opts, *(["--"] if any(a.startswith("-") for a in args) else []), *args]
 
 
-
 def _values(kind: str, ws: Workspace, parser: Any) -> Iterator[tuple[str, str, bool, frozenset[int]]]:
     """(label, value, must be refused, allowed exit codes) for one parameter kind."""
     any_code = frozenset({0, 1, 2, 3})
@@ -276,12 +394,23 @@ def _values(kind: str, ws: Workspace, parser: Any) -> Iterator[tuple[str, str, b
         for d in ("bad-model", "weird-model"):
             yield f"model {d}", ws.path(d), True, any_code
     elif kind == "out_file":
-        for label, v in (("dir", ws.bad("dir")), ("proc", "/proc/version"), ("proc-sub", "/proc/nope/x.yaml"),
-                         ("under-a-file", ws.bad("empty") + "/sub/x"), ("empty", "")):
+        for label, v in (
+            ("dir", ws.bad("dir")),
+            ("proc", "/proc/version"),
+            ("proc-sub", "/proc/nope/x.yaml"),
+            ("under-a-file", ws.bad("empty") + "/sub/x"),
+            ("empty", ""),
+        ):
             yield f"out {label}", v, True, any_code
     elif kind in ("out_dir", "bed_dir"):
-        for label, v in (("proc", "/proc/version"), ("proc-sub", "/proc/nope/x"), ("a-file", ws.bad("empty")),
-                         ("under-a-file", ws.bad("empty") + "/sub"), ("empty", ""), ("too-long", "x" * 300)):
+        for label, v in (
+            ("proc", "/proc/version"),
+            ("proc-sub", "/proc/nope/x"),
+            ("a-file", ws.bad("empty")),
+            ("under-a-file", ws.bad("empty") + "/sub"),
+            ("empty", ""),
+            ("too-long", "x" * 300),
+        ):
             # a test bed folder that does not exist is an honest "not running" for status and down
             yield f"out dir {label}", v, not (kind == "bed_dir" and label == "proc-sub"), any_code
     elif kind == "engine":
@@ -299,9 +428,17 @@ def generate(ws: Workspace, name: str, cmd: Any) -> list[Case]:
     """Every case for one command: each parameter replaced by each bad value of its kind, plus argv shapes."""
     spec = SPECS[name]
     base = spec.baseline(ws)
-    cases = [Case(name, "(baseline)", "baseline", _argv(name, base)),
-             Case(name, "(argv)", "unknown option", _argv(name, [*base, ("--no-such-option-x", "1")]),
-                  must_refuse=True, names=("--no-such-option-x",))]
+    cases = [
+        Case(name, "(baseline)", "baseline", _argv(name, base)),
+        Case(
+            name,
+            "(argv)",
+            "unknown option",
+            _argv(name, [*base, ("--no-such-option-x", "1")]),
+            must_refuse=True,
+            names=("--no-such-option-x",),
+        ),
+    ]
     for p in cmd.params:
         key = param_key(p)
         if p.name == "help" or is_flag(cmd, p):
@@ -311,13 +448,26 @@ def generate(ws: Workspace, name: str, cmd: Any) -> list[Case]:
         dropped = {key, *spec.drop_with.get(key, ())}
         rest = [(k, v) for k, v in base if k not in dropped]
         for label, value, refuse, allowed in _values(kind, ws, parser):
-            names = tuple(o for o in (p.opts or [p.name]) if o) + (p.name.upper(), p.name) + (
-                (value[:40],) if len(value.strip()) > 2 else ()) if kind == "number" else ()
-            cases.append(Case(name, key, label, _argv(name, [*rest, (key, value)]), must_refuse=refuse,
-                              names=names, allowed=allowed))
+            names = (
+                tuple(o for o in (p.opts or [p.name]) if o)
+                + (p.name.upper(), p.name)
+                + ((value[:40],) if len(value.strip()) > 2 else ())
+                if kind == "number"
+                else ()
+            )
+            cases.append(
+                Case(
+                    name,
+                    key,
+                    label,
+                    _argv(name, [*rest, (key, value)]),
+                    must_refuse=refuse,
+                    names=names,
+                    allowed=allowed,
+                )
+            )
         if key.startswith("--"):
-            cases.append(Case(name, key, "missing value", [*_argv(name, rest), key], must_refuse=True,
-                              names=(key,)))
+            cases.append(Case(name, key, "missing value", [*_argv(name, rest), key], must_refuse=True, names=(key,)))
     return cases
 
 

@@ -49,5 +49,3 @@ def run_cli(argv: list[str], stdin: str = "") -> tuple[int, str, str, float]:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     return code, out.getvalue(), err.getvalue(), time.perf_counter() - t0
-
-

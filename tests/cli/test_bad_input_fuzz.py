@@ -33,10 +33,16 @@ def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[W.Workspace]:
         mp.setenv("SWITCHOVER_TESTBED_DIR", str(root / "out" / "default-testbed"))
         mp.delenv("SWITCHOVER_DEBUG", raising=False)
         mp.chdir(workspace.work)
-        for target in ("switchover.gateway.server.Gateway", "aiohttp.web.run_app",
-                       "switchover.testbed.install.Installer.run", "switchover.testbed.processes.up",
-                       "switchover.demo.run_demo", "switchover.bench.calibrate.calibrate",
-                       "switchover.bench.sweep.run_sweep", "switchover.review.server.serving"):
+        for target in (
+            "switchover.gateway.server.Gateway",
+            "aiohttp.web.run_app",
+            "switchover.testbed.install.Installer.run",
+            "switchover.testbed.processes.up",
+            "switchover.demo.run_demo",
+            "switchover.bench.calibrate.calibrate",
+            "switchover.bench.sweep.run_sweep",
+            "switchover.review.server.serving",
+        ):
             mp.setattr(target, _reached)
         run = root / "in" / "check-runs"
         run_cli(["check", workspace.path("switchover.yaml"), "--runs-dir", str(run), "--skip", "bench"])
@@ -65,8 +71,11 @@ def check_case(case: C.Case, root: Path) -> list[str]:
     if case.must_refuse and code != 2:
         problems.append(f"accepted (exit {code}), must be refused with exit 2")
     if code == 2:
-        if len(errors) != 1 or not lines[-1].startswith(("error:", "hint:")) or (
-                lines[-1].startswith("hint:") and not lines[-2].startswith("error:")):
+        if (
+            len(errors) != 1
+            or not lines[-1].startswith(("error:", "hint:"))
+            or (lines[-1].startswith("hint:") and not lines[-2].startswith("error:"))
+        ):
             problems.append(f"exit 2 without one error line last: {lines[-3:]}")
         elif case.must_refuse and case.names and not any(n in errors[0] for n in case.names):
             problems.append(f"error does not name {case.names[0]}: {errors[0][:160]}")

@@ -48,8 +48,9 @@ def test_the_table_names_bench_options_and_plan_fields() -> None:
 
 
 @pytest.mark.parametrize("options", [[o for o in GIVEN if o != "checkpoint_every"], ["checkpoint_every"]])
-def test_each_option_given_reaches_its_plan_field(options: list[str], tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_option_given_reaches_its_plan_field(
+    options: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     seen: list[BenchPlan] = []
 
     def fake_run(plan: BenchPlan, *_: Any, **__: Any) -> None:

@@ -11,10 +11,17 @@ from tests.cli.runner import run_cli
 MIGRATION = "old: {url: 'http://127.0.0.1:1', engine: vllm}\nnew: {url: 'http://127.0.0.1:2', engine: llamacpp}\n"
 
 
-@pytest.mark.parametrize("argv", [["probe", "--budget-s", "1"], ["verify", "--structured", "0", "--no-long-inputs"],
-                                  ["bench", "--requests", "1", "--no-calibrate", "--runs-dir", "out"]])
-def test_live_verbs_read_the_migration_file_in_the_current_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                  argv: list[str]) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["probe", "--budget-s", "1"],
+        ["verify", "--structured", "0", "--no-long-inputs"],
+        ["bench", "--requests", "1", "--no-calibrate", "--runs-dir", "out"],
+    ],
+)
+def test_live_verbs_read_the_migration_file_in_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
     monkeypatch.chdir(tmp_path)
     code, _, err, _ = run_cli(argv)
     assert code == 2 and "give" in err  # nothing named, nothing found: the usage line, as before
@@ -24,8 +31,9 @@ def test_live_verbs_read_the_migration_file_in_the_current_folder(tmp_path: Path
     assert "using ./switchover.yaml" in err and "127.0.0.1:1" in err
 
 
-def test_check_and_validate_default_to_the_file_in_the_current_folder(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_check_and_validate_default_to_the_file_in_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     code, _, err, _ = run_cli(["validate"])
     assert code == 2 and "switchover.yaml: no such file" in err

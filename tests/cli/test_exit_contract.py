@@ -53,12 +53,14 @@ def _expect(argv: list[str], code: int, *needles: str) -> str:
 
 # --- doctor ---------------------------------------------------------------------------------------------------
 
+
 def test_doctor_a_match_is_0_no_match_is_2() -> None:
     _expect(["doctor", "p99 up, qps flat"], OK, "p99-up-qps-flat")
     _expect(["doctor", "my cat ate the gpu"], BAD_INPUT, "no known symptom matches")  # was 0 with a 0.34 match
 
 
 # --- plan -------------------------------------------------------------------------------------------------------
+
 
 def test_plan_capacity_fits_0_does_not_fit_1_unknown_gpu_2() -> None:
     _expect(["plan", "capacity", "-m", SMALL, "-e", "vllm", "--gpu", "H100-80G", "--json"], OK)
@@ -69,8 +71,11 @@ def test_plan_capacity_fits_0_does_not_fit_1_unknown_gpu_2() -> None:
 def test_plan_parallel_exits_1_when_no_layout_fits_as_capacity_does() -> None:
     _expect(["plan", "parallel", "-m", SMALL, "-e", "vllm", "--gpu", "H100-80G", "--gpus", "2", "--json"], OK)
     for fmt in ([], ["--json"]):  # was 0 on both
-        _expect(["plan", "parallel", "-m", LARGE, "-e", "vllm", "--gpu", "L4-24G", "--gpus", "1", *fmt], FAILED,
-                "no layout fits on 1 GPU")
+        _expect(
+            ["plan", "parallel", "-m", LARGE, "-e", "vllm", "--gpu", "L4-24G", "--gpus", "1", *fmt],
+            FAILED,
+            "no layout fits on 1 GPU",
+        )
 
 
 def test_plan_canary_both_copies_start_0_a_copy_that_cannot_start_1() -> None:
@@ -88,6 +93,7 @@ def test_plan_grace_a_warning_is_0_a_short_setting_is_1(tmp_path: Path) -> None:
 
 
 # --- report -------------------------------------------------------------------------------------------------------
+
 
 def test_report_exits_as_check_does_0_go_1_no_go_2_not_a_run(tmp_path: Path) -> None:
     go = Path(b.write_run(tmp_path / "go", b.full_evidence()).path)
@@ -130,14 +136,17 @@ def test_unreachable_is_3_across_verbs(verb: str) -> None:
 
 # --- rollout gates (Prometheus) ---------------------------------------------------------------------------------
 
+
 def _prometheus_config(tmp_path: Path, url: str, selector: str = 'job="gw"') -> Path:
     p = tmp_path / "switchover.yaml"
-    p.write_text("old: {url: 'http://127.0.0.1:18001', engine: vllm}\n"
-                 "new: {url: 'http://127.0.0.1:18002', engine: llamacpp}\n"
-                 "gateway:\n  weight: 0\n  rollback: false\n  run_dir: gw\n"
-                 "rollout:\n  stages: [5, 20]\n  source: prometheus\n"
-                 f"  prometheus: {{url: '{url}', timeout_s: 1, selector: '{selector}'}}\n"
-                 "  entry: {enabled: false}\n")  # the stage gates' exits here; entry evidence: tests/rollout
+    p.write_text(
+        "old: {url: 'http://127.0.0.1:18001', engine: vllm}\n"
+        "new: {url: 'http://127.0.0.1:18002', engine: llamacpp}\n"
+        "gateway:\n  weight: 0\n  rollback: false\n  run_dir: gw\n"
+        "rollout:\n  stages: [5, 20]\n  source: prometheus\n"
+        f"  prometheus: {{url: '{url}', timeout_s: 1, selector: '{selector}'}}\n"
+        "  entry: {enabled: false}\n"
+    )  # the stage gates' exits here; entry evidence: tests/rollout
     return p
 
 
@@ -179,7 +188,8 @@ def test_rollout_gates_an_injected_selector_is_2_naming_the_field(tmp_path: Path
 
 
 def test_rollout_watch_holds_through_an_unreachable_prometheus_and_is_3_only_when_every_check_was(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """A watch ended at the first failed scrape before, and its automatic rollback with it."""
     config = _at_first_stage(_prometheus_config(tmp_path, _closed_url()))
     got, out, err, _ = run_cli(["rollout", "watch", "-c", str(config), "--max-checks", "2", "--interval", "0.01"])

@@ -15,9 +15,11 @@ OK, FAILED, BAD_INPUT = 0, 1, 2
 def _config(tmp_path: Path) -> Path:
     (tmp_path / "gw").mkdir()
     p = tmp_path / "switchover.yaml"
-    p.write_text("old: {url: 'http://127.0.0.1:18001', engine: vllm}\n"
-                 "new: {url: 'http://127.0.0.1:18002', engine: llamacpp}\n"
-                 "gateway:\n  weight: 0\n  rollback: false\n  run_dir: gw\n")
+    p.write_text(
+        "old: {url: 'http://127.0.0.1:18001', engine: vllm}\n"
+        "new: {url: 'http://127.0.0.1:18002', engine: llamacpp}\n"
+        "gateway:\n  weight: 0\n  rollback: false\n  run_dir: gw\n"
+    )
     return p
 
 

@@ -36,14 +36,70 @@ def test_every_help_has_an_example(path: str) -> None:
 
 
 # side-effect free verbs only (nothing here may start a server, install, or run a shell command)
-SAFE = ["plan card", "plan capacity", "plan parallel", "plan canary", "plan translate", "plan grace", "hw gpus",
-        "hw diff", "validate", "doctor", "export argo", "export envoy", "export grafana", "ready", "cachekey",
-        "report", "bench report", "bench recompute", "schema"]
-WORDS = st.sampled_from(["-m", "--model", "--gpu", "H100-80G", "--gpus", "--tp", "--context", "--max-model-len",
-                         "--json", "--from", "--to", "vllm", "sglang", "-c", "--out", "--port", "--weight",
-                         "--max-ms", "--max-tokens", "--tpot-p99-ms", "--scan", "--limit", "--", "-", "nan", "inf",
-                         "0", "-1", "8", "1e308", "http://127.0.0.1:1", "http://", "catalog:H100-80G", "/proc",
-                         "/proc/version", "does-not-exist", "@/proc/version", "[x]", ""])
+SAFE = [
+    "plan card",
+    "plan capacity",
+    "plan parallel",
+    "plan canary",
+    "plan translate",
+    "plan grace",
+    "hw gpus",
+    "hw diff",
+    "validate",
+    "doctor",
+    "export argo",
+    "export envoy",
+    "export grafana",
+    "ready",
+    "cachekey",
+    "report",
+    "bench report",
+    "bench recompute",
+    "schema",
+]
+WORDS = st.sampled_from(
+    [
+        "-m",
+        "--model",
+        "--gpu",
+        "H100-80G",
+        "--gpus",
+        "--tp",
+        "--context",
+        "--max-model-len",
+        "--json",
+        "--from",
+        "--to",
+        "vllm",
+        "sglang",
+        "-c",
+        "--out",
+        "--port",
+        "--weight",
+        "--max-ms",
+        "--max-tokens",
+        "--tpot-p99-ms",
+        "--scan",
+        "--limit",
+        "--",
+        "-",
+        "nan",
+        "inf",
+        "0",
+        "-1",
+        "8",
+        "1e308",
+        "http://127.0.0.1:1",
+        "http://",
+        "catalog:H100-80G",
+        "/proc",
+        "/proc/version",
+        "does-not-exist",
+        "@/proc/version",
+        "[x]",
+        "",
+    ]
+)
 ARGV = st.tuples(st.sampled_from(SAFE), st.lists(st.one_of(WORDS, st.text(max_size=12)), max_size=8))
 
 

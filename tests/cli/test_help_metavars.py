@@ -40,16 +40,27 @@ def test_a_value_is_named_by_its_unit_or_shared_word_or_option_name_and_a_flag_b
     app = typer.Typer(rich_markup_mode="rich")
 
     @app.command()
-    def run(rules: Path = typer.Argument(..., help="r"), timeout_s: float = typer.Option(1.0, "--timeout-s"),
-            config: Path = typer.Option(None, "--config", "-c"), engine: str = typer.Option("vllm", "--engine"),
-            max_tokens: int = typer.Option(1, "--max-tokens"), tools: list[str] = typer.Option(None, "--tools"),
-            only: str = typer.Option(None, "--only", metavar="PART[,PART]"), json_out: bool = typer.Option(
-                False, "--json")) -> None:
+    def run(
+        rules: Path = typer.Argument(..., help="r"),
+        timeout_s: float = typer.Option(1.0, "--timeout-s"),
+        config: Path = typer.Option(None, "--config", "-c"),
+        engine: str = typer.Option("vllm", "--engine"),
+        max_tokens: int = typer.Option(1, "--max-tokens"),
+        tools: list[str] = typer.Option(None, "--tools"),
+        only: str = typer.Option(None, "--only", metavar="PART[,PART]"),
+        json_out: bool = typer.Option(False, "--json"),
+    ) -> None:
         """Run."""
 
     shown = _help_of(app)
-    for name, word in (("--timeout-s", "SECONDS"), ("--config", "FILE"), ("--engine", "ENGINE[@VERSION]"),
-                       ("--max-tokens", "MAX_TOKENS"), ("--tools", "TOOLS"), ("--only", "PART[,PART]")):
+    for name, word in (
+        ("--timeout-s", "SECONDS"),
+        ("--config", "FILE"),
+        ("--engine", "ENGINE[@VERSION]"),
+        ("--max-tokens", "MAX_TOKENS"),
+        ("--tools", "TOOLS"),
+        ("--only", "PART[,PART]"),
+    ):
         assert re.search(re.escape(name) + r"[\s│-]+(?:-c\s+)?" + re.escape(word), shown), (name, word, shown)
     assert "RULES" in shown
     assert PYTHON_TYPE.findall(shown) == []

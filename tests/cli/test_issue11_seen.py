@@ -22,10 +22,16 @@ RECURSIVE = "old: &a [*a]\n"
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("seen")
     out = {"dir": d}
-    for name, content in {"recursive.yaml": RECURSIVE.encode(), "key.yaml": b"? [a, b]\n: 1\n",
-                          "bomb.yaml": BOMB.encode(), "binary": bytes(range(128, 256)) * 4,
-                          "four.gguf": b"GGUF", "short.gguf": _gguf_header(1, 2) + b"\x05" * 176,
-                          "kvcount.gguf": _gguf_header(0, 1 << 40), "switchover.yaml": MIGRATION.encode()}.items():
+    for name, content in {
+        "recursive.yaml": RECURSIVE.encode(),
+        "key.yaml": b"? [a, b]\n: 1\n",
+        "bomb.yaml": BOMB.encode(),
+        "binary": bytes(range(128, 256)) * 4,
+        "four.gguf": b"GGUF",
+        "short.gguf": _gguf_header(1, 2) + b"\x05" * 176,
+        "kvcount.gguf": _gguf_header(0, 1 << 40),
+        "switchover.yaml": MIGRATION.encode(),
+    }.items():
         (d / name).write_bytes(content)
         out[name] = d / name
     (d / "model").mkdir()
@@ -48,8 +54,12 @@ def expect(argv: list[str], code: int, *fragments: str, error_line: bool = True)
 
 
 # what else a config reader needs before it reads the file
-REQUIRED = {"rollout rollback": ["--reason", "x"], "rollout abandon": ["--reason", "x"],
-            "rollout reset": ["--reason", "x"], "review export": ["--out", "out.jsonl"]}
+REQUIRED = {
+    "rollout rollback": ["--reason", "x"],
+    "rollout abandon": ["--reason", "x"],
+    "rollout reset": ["--reason", "x"],
+    "review export": ["--out", "out.jsonl"],
+}
 
 
 def _config_commands() -> list[list[str]]:
@@ -57,8 +67,12 @@ def _config_commands() -> list[list[str]]:
     found = []
     for name, cmd in C.commands().items():
         for p in cmd.params:
-            if p.name in ("config", "file") and name not in ("bench calibrate", "bench recompute", "bench report",
-                                                              "bench sweep"):
+            if p.name in ("config", "file") and name not in (
+                "bench calibrate",
+                "bench recompute",
+                "bench report",
+                "bench sweep",
+            ):
                 opt = p.opts[0] if p.opts and p.opts[0].startswith("-") else None
                 found.append([*name.split(), *REQUIRED.get(name, []), *([opt] if opt else []), "CONFIG"])
     return found
@@ -68,25 +82,33 @@ CONFIG_COMMANDS = _config_commands()
 
 
 def test_config_readers_are_all_found() -> None:
-    names = {" ".join(w for w in c if w.islower() and not w.startswith("-") and w not in ("x", "out.jsonl"))
-             for c in CONFIG_COMMANDS}
+    names = {
+        " ".join(w for w in c if w.islower() and not w.startswith("-") and w not in ("x", "out.jsonl"))
+        for c in CONFIG_COMMANDS
+    }
     assert {"validate", "check", "probe", "verify", "bench", "export argo", "gateway", "rollout status"} <= names
     assert len(CONFIG_COMMANDS) >= 12
 
 
 @pytest.mark.parametrize("argv", CONFIG_COMMANDS, ids=lambda a: " ".join(a[:-1]))
 def test_a_recursive_alias_is_one_line_in_every_config_reader(files: dict[str, Path], argv: list[str]) -> None:
-    expect([str(files["recursive.yaml"]) if a == "CONFIG" else a for a in argv], 2, "line 1, column 6",
-           "recursive alias")
+    expect(
+        [str(files["recursive.yaml"]) if a == "CONFIG" else a for a in argv], 2, "line 1, column 6", "recursive alias"
+    )
 
 
 def test_a_recursive_alias_in_a_scanned_deploy_file(files: dict[str, Path]) -> None:
-    expect(["plan", "grace", "--max-tokens", "2000", "--tpot-p99-ms", "35", "--scan", str(files["recursive.yaml"])],
-           2, "recursive alias")
+    expect(
+        ["plan", "grace", "--max-tokens", "2000", "--tpot-p99-ms", "35", "--scan", str(files["recursive.yaml"])],
+        2,
+        "recursive alias",
+    )
 
 
-@pytest.mark.parametrize(("name", "words"), [("key.yaml", ("line 1, column 3", "a key must be a plain value")),
-                                              ("bomb.yaml", ("expand to more than",))])
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [("key.yaml", ("line 1, column 3", "a key must be a plain value")), ("bomb.yaml", ("expand to more than",))],
+)
 def test_non_scalar_keys_and_alias_bombs_are_refused(files: dict[str, Path], name: str, words: tuple[str]) -> None:
     expect(["validate", str(files[name])], 2, *words)
 
@@ -120,10 +142,13 @@ def test_plan_parallel_is_bounded_work(files: dict[str, Path]) -> None:
     assert time.perf_counter() - t0 < 10
 
 
-@pytest.mark.parametrize(("launch", "source", "fragment"), [
-    ("vllm serve m --gpu-memory-utilization 7", "vllm", "--gpu-memory-utilization: must be at most 1"),
-    ("python -m sglang.launch_server --model-path m --tp-size -3", "sglang", "must be at least 1, got -3"),
-])
+@pytest.mark.parametrize(
+    ("launch", "source", "fragment"),
+    [
+        ("vllm serve m --gpu-memory-utilization 7", "vllm", "--gpu-memory-utilization: must be at most 1"),
+        ("python -m sglang.launch_server --model-path m --tp-size -3", "sglang", "must be at least 1, got -3"),
+    ],
+)
 def test_translate_refuses_impossible_values(launch: str, source: str, fragment: str) -> None:
     expect(["plan", "translate", "--from", source, launch, "--to", "vllm"], 2, fragment)
 
@@ -148,8 +173,20 @@ ONE_LINERS: list[tuple[Callable[[dict[str, Path]], list[str]], str]] = [
     (lambda f: ["ready", "http://127.0.0.1:99999"], "port must be 1-65535"),
     (lambda f: ["ready", "http://127.0.0.1:1", "--max-ms", "nan"], "'--max-ms': must be a finite number"),
     (lambda f: ["ready", "http://"], "no host"),
-    (lambda f: ["metrics-adapter", "--from", "sglang", "--to", "vllm", "--upstream", "http://127.0.0.1:1",
-                "--listen", "127.0.0.1:99999"], "99999"),
+    (
+        lambda f: [
+            "metrics-adapter",
+            "--from",
+            "sglang",
+            "--to",
+            "vllm",
+            "--upstream",
+            "http://127.0.0.1:1",
+            "--listen",
+            "127.0.0.1:99999",
+        ],
+        "99999",
+    ),
     (lambda f: ["export", "argo", "-c", str(f["switchover.yaml"]), "-o", str(f["dir"])], "is a folder"),
     (lambda f: ["export", "grafana", "-o", "/proc/version"], "cannot write /proc/version"),
     (lambda f: ["export", "envoy", "-c", str(f["switchover.yaml"]), "--port", "99999"], "'--port': must be at most"),
@@ -159,13 +196,15 @@ ONE_LINERS: list[tuple[Callable[[dict[str, Path]], list[str]], str]] = [
 
 
 @pytest.mark.parametrize(("argv", "fragment"), ONE_LINERS, ids=[f for _, f in ONE_LINERS])
-def test_reported_inputs_are_exit_2_with_one_line(files: dict[str, Path], argv: Callable[..., list[str]],
-                                                  fragment: str) -> None:
+def test_reported_inputs_are_exit_2_with_one_line(
+    files: dict[str, Path], argv: Callable[..., list[str]], fragment: str
+) -> None:
     expect(argv(files), 2, fragment)
 
 
-@pytest.mark.parametrize(("field", "value"), [("ledger_rotate_mb", ".inf"), ("ledger_rotate_mb", "1e-12"),
-                                              ("reload_poll_s", "1e-9")])
+@pytest.mark.parametrize(
+    ("field", "value"), [("ledger_rotate_mb", ".inf"), ("ledger_rotate_mb", "1e-12"), ("reload_poll_s", "1e-9")]
+)
 def test_gateway_numbers_that_broke_the_gateway_fail_validate(tmp_path: Path, field: str, value: str) -> None:
     f = tmp_path / "switchover.yaml"
     f.write_text(MIGRATION.replace("  weight: 5\n", f"  weight: 5\n  {field}: {value}\n"))
@@ -182,16 +221,34 @@ def test_hw_install_hint_survives_rich_markup(monkeypatch: pytest.MonkeyPatch) -
 
 def test_drill_keeps_no_secret(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    expect(["drill", "--stop-new", "true -u admin:SECRET1 http://h/x", "--start-old",
-            "echo http://admin:SECRET2@host/v1 >&2; true", "--url", "http://127.0.0.1:1", "--timeout", "0.2",
-            "--runs", str(runs), "--json"], 1, error_line=False)
+    expect(
+        [
+            "drill",
+            "--stop-new",
+            "true -u admin:SECRET1 http://h/x",
+            "--start-old",
+            "echo http://admin:SECRET2@host/v1 >&2; true",
+            "--url",
+            "http://127.0.0.1:1",
+            "--timeout",
+            "0.2",
+            "--runs",
+            str(runs),
+            "--json",
+        ],
+        1,
+        error_line=False,
+    )
     written = [p for p in runs.rglob("*") if p.is_file()]
     assert {p.name for p in written} >= {"drill.json", "start-old.log"}
     for p in written:
         assert b"SECRET" not in p.read_bytes(), p.name
     assert "***" in (runs.rglob("drill.json").__next__()).read_text()
-    expect(["drill", "--stop-new", "true", "--start-old", "true", "--url", "http://admin:SECRET3@127.0.0.1:1"], 2,
-           "credentials")
+    expect(
+        ["drill", "--stop-new", "true", "--start-old", "true", "--url", "http://admin:SECRET3@127.0.0.1:1"],
+        2,
+        "credentials",
+    )
 
 
 def test_validate_does_not_echo_a_pasted_key(tmp_path: Path) -> None:
@@ -218,13 +275,34 @@ def test_engine_text_that_looks_like_rich_markup_is_printed_not_parsed() -> None
 
 
 def test_bench_refuses_an_unknown_engine_before_contacting_any(tmp_path: Path) -> None:
-    expect(["bench", "--url", "http://127.0.0.1:1", "--engine", "nope", "--no-calibrate", "--requests", "1",
-            "--buckets", "16", "--runs-dir", str(tmp_path / "runs")], 2, "unknown engine 'nope'")
+    expect(
+        [
+            "bench",
+            "--url",
+            "http://127.0.0.1:1",
+            "--engine",
+            "nope",
+            "--no-calibrate",
+            "--requests",
+            "1",
+            "--buckets",
+            "16",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        2,
+        "unknown engine 'nope'",
+    )
 
 
 @pytest.mark.parametrize(("name", "fragment"), [("/dev/zero", "not a regular file"), ("binary", "not UTF-8")])
-def test_verify_prompts_from_a_device_or_binary_file_is_one_line(files: dict[str, Path], name: str,
-                                                                 fragment: str) -> None:
+def test_verify_prompts_from_a_device_or_binary_file_is_one_line(
+    files: dict[str, Path], name: str, fragment: str
+) -> None:
     path = name if name.startswith("/") else str(files[name])
-    expect(["verify", "--old", "http://127.0.0.1:1", "--new", "http://127.0.0.1:1", "--prompts", path], 2,
-           "--prompts", fragment)
+    expect(
+        ["verify", "--old", "http://127.0.0.1:1", "--new", "http://127.0.0.1:1", "--prompts", path],
+        2,
+        "--prompts",
+        fragment,
+    )

@@ -35,8 +35,9 @@ json.dump({"code": code, "out": out.getvalue(), "modules": sorted(sys.modules)},
 
 def _start(*argv: str) -> dict[str, Any]:
     """`switchover ARGV` in a fresh interpreter: exit code, stdout and every module it imported."""
-    done = subprocess.run([sys.executable, "-c", _IMPORTS, *argv], capture_output=True, text=True, timeout=120,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORTS, *argv], capture_output=True, text=True, timeout=120, check=False
+    )
     return dict(json.loads(done.stdout))
 
 
@@ -49,9 +50,13 @@ def _heavy(modules: list[str]) -> set[str]:
 
 
 def test_importing_the_cli_imports_no_verb_and_no_heavy_library() -> None:
-    done = subprocess.run([sys.executable, "-c", "import json, sys, switchover.cli.app; "
-                           "json.dump(sorted(sys.modules), sys.stdout)"], capture_output=True, text=True,
-                          timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", "import json, sys, switchover.cli.app; json.dump(sorted(sys.modules), sys.stdout)"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     modules = json.loads(done.stdout)
     assert _verb_modules(modules) == set()
     assert _heavy(modules) == set()
@@ -87,8 +92,10 @@ def test_plan_help_imports_no_dataframe_or_plotting_library() -> None:
 PLANNING = ("switchover.engines", "switchover.plan", "switchover.hardware", "switchover.model")
 
 
-@pytest.mark.parametrize("argv", [["plan", "--help"], ["plan", "choose", "--help"], ["plan", "translate", "--help"],
-                                  ["plan", "capacity", "--help"]])
+@pytest.mark.parametrize(
+    "argv",
+    [["plan", "--help"], ["plan", "choose", "--help"], ["plan", "translate", "--help"], ["plan", "capacity", "--help"]],
+)
 def test_plan_help_imports_no_planning_machinery(argv: list[str]) -> None:
     started = _start(*argv)
     assert started["code"] == 0 and "Example" in started["out"]
@@ -96,15 +103,17 @@ def test_plan_help_imports_no_planning_machinery(argv: list[str]) -> None:
 
 
 # what a verb's --help needs none of: its machinery, imported by the command when it runs
-MACHINERY = [(["alerts", "--help"], ("switchover.alerts",)),
-             (["alerts", "translate", "--help"], ("switchover.alerts",)),
-             (["probe", "--help"], ("switchover.probe", "switchover.engines", "switchover.config")),
-             (["verify", "--help"], ("switchover.verify", "switchover.probe", "switchover.config")),
-             (["ready", "--help"], ("switchover.readiness", "switchover.engines")),
-             (["validate", "--help"], ("switchover.config",)),
-             (["schema", "--help"], ("switchover.config", "switchover.outputs")),
-             (["testbed", "--help"], ("switchover.testbed.processes", "switchover.testbed.install", "switchover.runs")),
-             (["testbed", "up", "--help"], ("switchover.testbed.processes", "switchover.runs"))]
+MACHINERY = [
+    (["alerts", "--help"], ("switchover.alerts",)),
+    (["alerts", "translate", "--help"], ("switchover.alerts",)),
+    (["probe", "--help"], ("switchover.probe", "switchover.engines", "switchover.config")),
+    (["verify", "--help"], ("switchover.verify", "switchover.probe", "switchover.config")),
+    (["ready", "--help"], ("switchover.readiness", "switchover.engines")),
+    (["validate", "--help"], ("switchover.config",)),
+    (["schema", "--help"], ("switchover.config", "switchover.outputs")),
+    (["testbed", "--help"], ("switchover.testbed.processes", "switchover.testbed.install", "switchover.runs")),
+    (["testbed", "up", "--help"], ("switchover.testbed.processes", "switchover.runs")),
+]
 
 
 @pytest.mark.parametrize(("argv", "machinery"), MACHINERY, ids=[" ".join(a[:-1]) for a, _ in MACHINERY])
@@ -218,20 +227,23 @@ _SOURCES = {
 }
 
 
-@pytest.mark.parametrize(("source", "name", "group", "expected"), [
-    ("decorated", "say-hello", False, "Say hello.\n\nMore text."),
-    ("named", "hi", False, "Greet."),
-    ("keyword", "hi", False, "Keyword-named."),
-    ("keyword", "hello", False, None),
-    ("called", "hi", False, "Adapt metrics."),
-    ("named", "other", False, None),
-    ("explicit_help", "hi", False, None),
-    ("group_help", "g", True, "Group help.\n\nExample: x"),
-    ("group_callback", "g", True, "Callback doc."),
-])
+@pytest.mark.parametrize(
+    ("source", "name", "group", "expected"),
+    [
+        ("decorated", "say-hello", False, "Say hello.\n\nMore text."),
+        ("named", "hi", False, "Greet."),
+        ("keyword", "hi", False, "Keyword-named."),
+        ("keyword", "hello", False, None),
+        ("called", "hi", False, "Adapt metrics."),
+        ("named", "other", False, None),
+        ("explicit_help", "hi", False, None),
+        ("group_help", "g", True, "Group help.\n\nExample: x"),
+        ("group_callback", "g", True, "Callback doc."),
+    ],
+)
 def test_a_summary_is_the_docstring_typer_would_show_or_none_when_the_source_is_not_plain(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, name: str, group: bool,
-        expected: str | None) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, name: str, group: bool, expected: str | None
+) -> None:
     module = f"startup_verb_{source}"
     (tmp_path / f"{module}.py").write_text(textwrap.dedent(_SOURCES[source]))
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -243,7 +255,8 @@ def test_a_missing_module_has_no_summary() -> None:
 
 
 def test_root_help_builds_a_verb_whose_source_does_not_say_its_help_plainly(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "startup_verb_fallback.py").write_text(textwrap.dedent(_SOURCES["explicit_help"]))
     monkeypatch.syspath_prepend(str(tmp_path))
 
@@ -269,8 +282,7 @@ def test_shell_completion_names_verbs_subcommands_and_options() -> None:
 
     def complete(words: str, cword: int) -> list[str]:
         env = {**os.environ, "_SWITCHOVER_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
-        done = subprocess.run([sys.executable, "-m", "switchover"], env=env, capture_output=True, text=True,
-                              timeout=60)
+        done = subprocess.run([sys.executable, "-m", "switchover"], env=env, capture_output=True, text=True, timeout=60)
         return done.stdout.split()
 
     assert "plan" in complete("switchover pl", 1)

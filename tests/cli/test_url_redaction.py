@@ -53,6 +53,16 @@ def test_probe_masks_a_key_in_the_urls_path(capsys, keyed_url, json_out) -> None
 
 @pytest.mark.parametrize("json_out", [False, True])
 def test_overload_masks_a_key_in_the_urls_path(capsys, keyed_url, json_out) -> None:
-    code, out = _cli(capsys, "overload", keyed_url, "--max-concurrency", "2", "--waves", "1", "--max-tokens", "2",
-                     *(["--json"] if json_out else []))
+    code, out = _cli(
+        capsys,
+        "overload",
+        keyed_url,
+        "--max-concurrency",
+        "2",
+        "--waves",
+        "1",
+        "--max-tokens",
+        "2",
+        *(["--json"] if json_out else []),
+    )
     assert code == 0 and "PLANTED" not in out and "sk-***" in out

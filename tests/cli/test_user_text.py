@@ -21,8 +21,10 @@ from tests.cli.runner import run_cli
 from tests.cli.test_help_and_random_argv import _groups
 
 # CJK ideographs and punctuation, full-width forms; "seed 000"-style citations and "the seeds'"; private doc paths.
-FORBIDDEN = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]|\bseed 0\d\d\b|\bseeds'|shared/|engines\.md"
-                       r"|reference/(?:capacity|engines|testbed|gateway|bench-metrics)\.md")
+FORBIDDEN = re.compile(
+    r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]|\bseed 0\d\d\b|\bseeds'|shared/|engines\.md"
+    r"|reference/(?:capacity|engines|testbed|gateway|bench-metrics)\.md"
+)
 # A Python repr leaking into a table: a dict literal, or a bare None where a value belongs.
 REPR = re.compile(r"\{'[^']*': |\bNone\b")
 
@@ -32,15 +34,27 @@ def offending(text: str) -> list[str]:
     report is code, not text a user reads, and is left out)."""
     text = text.replace(get_plotlyjs(), "")
     text = re.sub(r"[\s\u2500-\u257f]+", " ", text)  # a phrase wrapped across lines or table borders still reads
-    return [text[max(0, m.start() - 40): m.end() + 40].replace("\n", " ") for m in FORBIDDEN.finditer(text)]
+    return [text[max(0, m.start() - 40) : m.end() + 40].replace("\n", " ") for m in FORBIDDEN.finditer(text)]
 
 
 def test_the_pattern_catches_what_it_must_and_spares_random_seeds() -> None:
-    for bad in ("source: seed 000 §1 table, row 1", "请求调度", "see shared/reference/testbed.md",
-                "engines.md §2", "judged against the seeds' checklists", "(reference/capacity.md §2)"):
+    for bad in (
+        "source: seed 000 §1 table, row 1",
+        "请求调度",
+        "see shared/reference/testbed.md",
+        "engines.md §2",
+        "judged against the seeds' checklists",
+        "(reference/capacity.md §2)",
+    ):
         assert offending(bad), bad
-    for fine in ("temperature 1, seed 1234, twice", "seed 7", "sampling.seed_repeat", "the same seed",
-                 "https://docs.docker.com/reference/cli/docker/container/run/", "docs/checklist.md#engine.kv_cache"):
+    for fine in (
+        "temperature 1, seed 1234, twice",
+        "seed 7",
+        "sampling.seed_repeat",
+        "the same seed",
+        "https://docs.docker.com/reference/cli/docker/container/run/",
+        "docs/checklist.md#engine.kv_cache",
+    ):
         assert not offending(fine), fine
 
 
@@ -89,8 +103,11 @@ def test_every_json_schema_describes_its_fields_without_private_citations(name: 
 @pytest.fixture
 def fixture_run(tmp_path: Path) -> Path:
     """A check run directory whose evidence gives every kind of verdict (no-go, warn, go, not run)."""
-    ev = b.full_evidence(grace=b.grace(configured=[30.0]), diff_model=b.diff_model(weights=("a", "b")),
-                         live_model=b.live([(100, 140, False), (50, 50, True)]))
+    ev = b.full_evidence(
+        grace=b.grace(configured=[30.0]),
+        diff_model=b.diff_model(weights=("a", "b")),
+        live_model=b.live([(100, 140, False), (50, 50, True)]),
+    )
     ev.rollback = None
     return Path(b.write_run(tmp_path, ev).path)
 
@@ -111,8 +128,10 @@ def unreachable_check(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str
     """`switchover check` against closed ports: its console output and every file of its run directory."""
     tmp = tmp_path_factory.mktemp("check")
     cfg = tmp / "switchover.yaml"
-    cfg.write_text("old: {url: 'http://127.0.0.1:1', engine: vllm}\nnew: {url: 'http://127.0.0.1:1', engine: sglang}\n"
-                   "check:\n  grace: {max_tokens: 2000, drain_grace_s: 120}\n")
+    cfg.write_text(
+        "old: {url: 'http://127.0.0.1:1', engine: vllm}\nnew: {url: 'http://127.0.0.1:1', engine: sglang}\n"
+        "check:\n  grace: {max_tokens: 2000, drain_grace_s: 120}\n"
+    )
     code, out, err, _ = run_cli(["check", str(cfg), "--runs-dir", str(tmp / "runs")])
     assert code == 1, err
     texts = {"console": out + err}
@@ -121,10 +140,13 @@ def unreachable_check(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str
     return texts
 
 
-@pytest.mark.parametrize("name", ["console", "report.md", "report.html", "check.json", "plan.json", "grace.json",
-                                  "parts.json", "config.json"])
-def test_check_on_unreachable_engines_prints_and_writes_plain_english(unreachable_check: dict[str, str],
-                                                                      name: str) -> None:
+@pytest.mark.parametrize(
+    "name",
+    ["console", "report.md", "report.html", "check.json", "plan.json", "grace.json", "parts.json", "config.json"],
+)
+def test_check_on_unreachable_engines_prints_and_writes_plain_english(
+    unreachable_check: dict[str, str], name: str
+) -> None:
     text = unreachable_check[name]
     assert not offending(text), offending(text)
 
@@ -133,9 +155,18 @@ def test_check_rollback_part_file_is_plain_english(unreachable_check: dict[str, 
     assert not offending(unreachable_check["rollback.json"]), offending(unreachable_check["rollback.json"])
 
 
-@pytest.mark.parametrize("symptom", ["p99 went up but qps is flat", "the canary is slow", "NCCL hangs at start",
-                                     "answers changed style after the switch", "the dashboard went blank",
-                                     "out of memory on the new gpu", "finish_reason differs"])
+@pytest.mark.parametrize(
+    "symptom",
+    [
+        "p99 went up but qps is flat",
+        "the canary is slow",
+        "NCCL hangs at start",
+        "answers changed style after the switch",
+        "the dashboard went blank",
+        "out of memory on the new gpu",
+        "finish_reason differs",
+    ],
+)
 def test_doctor_diagnoses_cite_what_a_user_can_open(symptom: str) -> None:
     code, out, err, _ = run_cli(["doctor", symptom, "--limit", "3"])
     assert code in (0, 2), err
@@ -169,8 +200,17 @@ def test_export_argo_writes_and_prints_plain_english(tmp_path: Path) -> None:
 
 
 def test_plan_translate_table_prints_words_not_python_reprs() -> None:
-    code, out, err, _ = run_cli(["plan", "translate", "vllm serve m --max-model-len 8192 --gpu-memory-utilization 0.8 "
-                                 "--max-num-seqs 64 --enable-prefix-caching", "--from", "vllm", "--to", "sglang"])
+    code, out, err, _ = run_cli(
+        [
+            "plan",
+            "translate",
+            "vllm serve m --max-model-len 8192 --gpu-memory-utilization 0.8 --max-num-seqs 64 --enable-prefix-caching",
+            "--from",
+            "vllm",
+            "--to",
+            "sglang",
+        ]
+    )
     assert code in (0, 1), err
     assert not REPR.search(out), REPR.findall(out)
     assert not offending(out), offending(out)
@@ -202,8 +242,10 @@ def test_plan_choose_llamacpp_format_facts_cite_sources_a_user_can_open() -> Non
 
 def test_every_project_doc_that_doctor_and_the_checklist_cite_exists_with_its_anchor() -> None:
     root = Path(__file__).resolve().parents[2]
-    text = "\n".join(resources.files("switchover").joinpath(p).read_text(encoding="utf-8")
-                     for p in ("data/doctor.yaml", "check/data/checklist.yaml"))
+    text = "\n".join(
+        resources.files("switchover").joinpath(p).read_text(encoding="utf-8")
+        for p in ("data/doctor.yaml", "check/data/checklist.yaml")
+    )
     cited = set(re.findall(r"\bdocs/([\w-]+\.md)(?:#([\w.-]+))?", text))
     assert len(cited) >= 10
     for name, anchor in cited:

@@ -33,7 +33,8 @@ gateway:
 rollout: {{}}
 """
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefg", "bcdefgh", strict=True))
+    f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefg", "bcdefgh", strict=True)
+)
 RULES = """\
 groups:
 - name: llm
@@ -121,8 +122,9 @@ def build(root: Path) -> Workspace:
     (inp / "prompts.jsonl").write_text('{"id": "a", "prompt": "Hello", "max_tokens": 4}\n')
     (inp / "corpus.jsonl").write_text('{"text": "hello world"}\n')
     (inp / "prompt.txt").write_text("Hello")
-    (inp / "summary.json").write_text(json.dumps({"steps": [{"endpoint": "new", "tpot_ms": {"p99": 30.0},
-                                                             "ttft_ms": {"p99": 200.0}}]}))
+    (inp / "summary.json").write_text(
+        json.dumps({"steps": [{"endpoint": "new", "tpot_ms": {"p99": 30.0}, "ttft_ms": {"p99": 200.0}}]})
+    )
     for name, content in BAD_FILES.values():
         target = inp / "bad" / name
         if content is None:
@@ -134,8 +136,9 @@ def build(root: Path) -> Workspace:
     (bad_model / "config.json").write_text('{"num_hidden_layers": 2,')
     weird = inp / "weird-model"
     weird.mkdir()
-    (weird / "config.json").write_text(json.dumps(C.LLAMA_8B | {"num_hidden_layers": -4, "hidden_size": 1e308,
-                                                                "max_position_embeddings": 0}))
+    (weird / "config.json").write_text(
+        json.dumps(C.LLAMA_8B | {"num_hidden_layers": -4, "hidden_size": 1e308, "max_position_embeddings": 0})
+    )
     return ws
 
 
@@ -152,8 +155,10 @@ class _Html(socketserver.BaseRequestHandler):
         except OSError:
             return
         body = b"<html><body><h1>Welcome to nginx!</h1></body></html>"
-        self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n"
-                             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        self.request.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        )
 
 
 class _Server(socketserver.ThreadingTCPServer):

@@ -28,9 +28,11 @@ ROOT = Path(__file__).parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL_FENCES = {"", "bash", "sh", "console", "shell"}
 # verbs or arguments that need engines, a gateway or a rollout state: the real-engine tier runs them
-LIVE = re.compile(r"https?://|<[a-z]|\s--(old|new|url|upstream)(?=[\s=]|$)|\sruns/|~/\.cache/switchover/testbed|"
-                  r"^switchover (gateway|rollout|probe|verify|check|drill|ready|overload|review|testbed|demo|bench|"
-                  r"metrics-adapter)\b")
+LIVE = re.compile(
+    r"https?://|<[a-z]|\s--(old|new|url|upstream)(?=[\s=]|$)|\sruns/|~/\.cache/switchover/testbed|"
+    r"^switchover (gateway|rollout|probe|verify|check|drill|ready|overload|review|testbed|demo|bench|"
+    r"metrics-adapter)\b"
+)
 STARTLOG = ROOT / "tests" / "startlog" / "fixtures" / "vllm-cpu-testbed.log"
 
 
@@ -66,9 +68,12 @@ def _workspace(root: Path) -> Path:
     here = root / "work"
     here.mkdir()
     models = builtin_models()
-    for name, ref in (("Llama-3.1-8B", "meta-llama/Llama-3.1-8B-Instruct"), ("Llama-3.1-8B-Instruct",
-                                                                           "meta-llama/Llama-3.1-8B-Instruct"),
-                      ("Qwen3-32B", "Qwen/Qwen3-32B"), ("M", "meta-llama/Llama-3.1-8B-Instruct")):
+    for name, ref in (
+        ("Llama-3.1-8B", "meta-llama/Llama-3.1-8B-Instruct"),
+        ("Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B-Instruct"),
+        ("Qwen3-32B", "Qwen/Qwen3-32B"),
+        ("M", "meta-llama/Llama-3.1-8B-Instruct"),
+    ):
         (here / name).mkdir()
         (here / name / "config.json").write_text(json.dumps(models[ref]["config"]))
     for name in ("model-v1", "model-v2", "tiny-llama-v1", "tiny-llama-v2", "SmolLM2-hf", "v1", "v2"):

@@ -66,8 +66,13 @@ def test_every_printed_command_exists_with_its_options(cmd: str, capsys: pytest.
 
 def test_probe_ids_and_categories_named_by_doctor_exist() -> None:
     known = {p.id for p in select()} | {p.category for p in select()}
-    named = {argv[i + 1] for cmd in CONFIRMS for argv in [shlex.split(cmd.split("  #")[0])]
-             for i, word in enumerate(argv) if word == "--only" and argv[1] == "probe"}
+    named = {
+        argv[i + 1]
+        for cmd in CONFIRMS
+        for argv in [shlex.split(cmd.split("  #")[0])]
+        for i, word in enumerate(argv)
+        if word == "--only" and argv[1] == "probe"
+    }
     assert named and named <= known, named - known
     assert not any("metrics probe" in cmd or "overload" in cmd for cmd in CONFIRMS)
 

@@ -44,8 +44,9 @@ def test_given_a_model_engine_and_gpu_doctor_prints_plan_canarys_figures(llama_d
     plan = json.loads(CliRunner().invoke(app, ["plan", "canary", *args, "--json"]).stdout)
     assert figures["single_tokens"] == plan["single_tokens"]
     assert figures["copy_tokens"] == [c["tokens"] for c in plan["copies"]]
-    assert figures["sustainable_total"] == {str(int(r["canary_percent"])): r["sustainable_total"]
-                                            for r in plan["table"] if 0 < r["canary_percent"] < 100}
+    assert figures["sustainable_total"] == {
+        str(int(r["canary_percent"])): r["sustainable_total"] for r in plan["table"] if 0 < r["canary_percent"] < 100
+    }
     text = CliRunner().invoke(app, ["doctor", "p99 up, qps flat", *args]).stdout
     assert "vllm 0.11.0" in text and f"{plan['single_tokens']:,} tokens" in text
 

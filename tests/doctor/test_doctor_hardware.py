@@ -23,8 +23,9 @@ HARDWARE = {"nccl-hang", "memory-creep", "slower-on-new-gpu", "double-residency"
         ("memory doubled after hot reload of the model", "double-residency", "still resident", "--new-model"),
     ],
 )
-def test_hardware_symptoms_find_their_cause_and_measuring_command(query: str, key: str, cause_word: str,
-                                                                  command: str) -> None:
+def test_hardware_symptoms_find_their_cause_and_measuring_command(
+    query: str, key: str, cause_word: str, command: str
+) -> None:
     best = diagnose(query)[0]
     assert best.symptom.key == key
     first = best.symptom.causes[0]
@@ -34,8 +35,9 @@ def test_hardware_symptoms_find_their_cause_and_measuring_command(query: str, ke
 
 def test_tp_over_pcie_and_hardware_diffs_are_named_for_the_interconnect_causes() -> None:
     by_key = {s.key: s for s in SYMPTOMS}
-    confirms = [c for cause in by_key["nccl-hang"].causes[1:] + by_key["slower-on-new-gpu"].causes[1:2]
-                for c in cause.confirm]
+    confirms = [
+        c for cause in by_key["nccl-hang"].causes[1:] + by_key["slower-on-new-gpu"].causes[1:2] for c in cause.confirm
+    ]
     assert any("plan parallel" in c and "--fingerprint" in c for c in confirms)
     assert any("hw diff" in c for c in by_key["slower-on-new-gpu"].causes[1].confirm)
 

@@ -14,16 +14,19 @@ from switchover.cli.app import main
 from switchover.doctor import SYMPTOMS, diagnose
 
 
-@pytest.mark.parametrize(("query", "key", "verdict"), [
-    ("TTFT is slow", "ttft-slow", "tune"),
-    ("first token takes long on our prompts", "ttft-slow", "tune"),
-    ("throughput collapses on long inputs", "long-input-throughput-collapse", "tune"),
-    ("long prompts kill throughput", "long-input-throughput-collapse", "tune"),
-    ("the quantization format will not load", "format-will-not-load", "convert"),
-    ("awq checkpoint will not load", "format-will-not-load", "convert"),
-    ("no ops metrics", "no-ops-metrics", "swap"),
-    ("the engine has no queue depth metric", "no-ops-metrics", "swap"),
-])
+@pytest.mark.parametrize(
+    ("query", "key", "verdict"),
+    [
+        ("TTFT is slow", "ttft-slow", "tune"),
+        ("first token takes long on our prompts", "ttft-slow", "tune"),
+        ("throughput collapses on long inputs", "long-input-throughput-collapse", "tune"),
+        ("long prompts kill throughput", "long-input-throughput-collapse", "tune"),
+        ("the quantization format will not load", "format-will-not-load", "convert"),
+        ("awq checkpoint will not load", "format-will-not-load", "convert"),
+        ("no ops metrics", "no-ops-metrics", "swap"),
+        ("the engine has no queue depth metric", "no-ops-metrics", "swap"),
+    ],
+)
 def test_each_of_the_four_questions_gets_its_own_answer(query: str, key: str, verdict: str) -> None:
     best = diagnose(query)[0]
     assert best.symptom.key == key
@@ -48,8 +51,9 @@ def test_only_missing_operations_metrics_say_swap_anywhere_in_the_table() -> Non
                 assert "metric" in c.cause
 
 
-@pytest.mark.parametrize("query", ["garbled after fp8", "output is gibberish after fp8 quantization",
-                                   "fp8 model outputs nonsense"])
+@pytest.mark.parametrize(
+    "query", ["garbled after fp8", "output is gibberish after fp8 quantization", "fp8 model outputs nonsense"]
+)
 def test_garbled_after_fp8_points_at_per_layer_quantization_before_cache_keys(query: str) -> None:
     best = diagnose(query)[0]
     assert best.symptom.key == "garbled-after-fp8"
@@ -71,7 +75,6 @@ def test_the_cli_prints_the_verdict_in_words(capsys: pytest.CaptureFixture[str])
     assert exc.value.code in (0, None)
     assert "verdict: swap engines (the one answer that warrants it)" in out
     assert out.count("verdict: tune this engine") == 2
-    with patch.object(sys, "argv", ["switchover", "doctor", "no ops metrics", "--json"]), \
-            pytest.raises(SystemExit):
+    with patch.object(sys, "argv", ["switchover", "doctor", "no ops metrics", "--json"]), pytest.raises(SystemExit):
         main()
     assert orjson.loads(capsys.readouterr().out)[0]["symptom"]["causes"][0]["verdict"] == "swap"

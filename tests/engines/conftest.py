@@ -49,8 +49,14 @@ def _bring_up(model_key: str, name: str) -> Iterator[Bed]:
     missing = installed(layout, with_smollm2=model_key == "smollm2")
     if missing:
         _unavailable(f"test bed in {layout.root} is missing: {'; '.join(missing)} (run `switchover testbed setup`)")
-    state, _ = processes.up(layout, model=model_key, name=name, old_port=processes.free_port(),
-                            new_port=processes.free_port(), timeout_s=600)
+    state, _ = processes.up(
+        layout,
+        model=model_key,
+        name=name,
+        old_port=processes.free_port(),
+        new_port=processes.free_port(),
+        timeout_s=600,
+    )
     try:
         yield Bed(state.url("old"), state.url("new"), state.engines[0].served_name, layout, model_key)
     finally:

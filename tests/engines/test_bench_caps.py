@@ -45,20 +45,30 @@ def _setup(engine: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str, list
 # running 0-1, waiting 0 (the queue formed before the engine core), so the verdict there was "none" in one run and
 # "requests" (23 of 25 scrapes) in another; the verdict logic is the same for both engines (tests/bench).
 @pytest.mark.parametrize(("engine", "flag"), [("llamacpp", "--parallel")])
-async def test_the_request_cap_binds_at_concurrency_4_with_one_sequence(tmp_path, monkeypatch, engine: str,
-                                                                        flag: str) -> None:
+async def test_the_request_cap_binds_at_concurrency_4_with_one_sequence(
+    tmp_path, monkeypatch, engine: str, flag: str
+) -> None:
     served, url, cmd = _setup(engine, monkeypatch)
     launch = " ".join(w if w == "{cap}" else shlex.quote(w) for w in cmd)
-    plan = BenchPlan(endpoints=[EndpointSpec(label="target", url=url, engine=engine, model=served)],
-                     buckets=[32], output_tokens=128, concurrency=[1, 4], requests=16, warmup_requests=1,
-                     scrape_interval_s=0.1, timeout_s=120, calibrate=False)
+    plan = BenchPlan(
+        endpoints=[EndpointSpec(label="target", url=url, engine=engine, model=served)],
+        buckets=[32],
+        output_tokens=128,
+        concurrency=[1, 4],
+        requests=16,
+        warmup_requests=1,
+        scrape_interval_s=0.1,
+        timeout_s=120,
+        calibrate=False,
+    )
     res = await run_sweep(launch, {"cap": ["1"]}, plan, url, tmp_path, ready_timeout_s=600)
     (pt,) = res.points
     print(f"{engine} caps: {pt.caps} oom: {pt.oom} advice: {pt.advice} end: {pt.engine_end}")
     if pt.run_dir:
         limits = RunDir.open(pt.run_dir).read_json("summary", BenchReport).limits
-        print("\n".join(f"{x.load}: {x.binding} ({x.detail}; {x.scrapes} scrapes, cap {x.request_cap})"
-                        for x in limits))
+        print(
+            "\n".join(f"{x.load}: {x.binding} ({x.detail}; {x.scrapes} scrapes, cap {x.request_cap})" for x in limits)
+        )
     assert pt.error is None and pt.engine_end is None, pt.error or pt.engine_end
     assert pt.caps["4"] == "requests"  # 1 sequence running, 3 waiting: the request-count cap
     assert pt.oom == {"1": 0, "4": 0}  # nothing ran out of memory: counted, and zero

@@ -26,14 +26,31 @@ pytestmark = pytest.mark.engines
 
 async def test_ladder_1_to_4_vllm_vs_llamacpp_is_complete_and_consistent(bed, tmp_path):
     plan = BenchPlan(
-        name="real", endpoints=[EndpointSpec(label="old", url=bed.old_url, engine="vllm", model=bed.model),
-                                EndpointSpec(label="new", url=bed.new_url, engine="llamacpp", model=bed.model)],
-        buckets=[32, 128], output_tokens=16, concurrency=[1, 2, 3, 4], requests=4, warmup_requests=1,
-        tokenizer=str(bed.layout.tiny_hf(1)), scrape_interval_s=0.5, timeout_s=60, calibrate=False)
+        name="real",
+        endpoints=[
+            EndpointSpec(label="old", url=bed.old_url, engine="vllm", model=bed.model),
+            EndpointSpec(label="new", url=bed.new_url, engine="llamacpp", model=bed.model),
+        ],
+        buckets=[32, 128],
+        output_tokens=16,
+        concurrency=[1, 2, 3, 4],
+        requests=4,
+        warmup_requests=1,
+        tokenizer=str(bed.layout.tiny_hf(1)),
+        scrape_interval_s=0.5,
+        timeout_s=60,
+        calibrate=False,
+    )
     report, rd = await BenchRun(plan, tmp_path).run()
 
-    assert {"config.json", "endpoints.json", "summary.json", "requests.parquet", "metrics.parquet",
-            "report.html"} <= set(rd.files())
+    assert {
+        "config.json",
+        "endpoints.json",
+        "summary.json",
+        "requests.parquet",
+        "metrics.parquet",
+        "report.html",
+    } <= set(rd.files())
     assert rd.read_json("summary", BenchReport).steps == report.steps
     assert len(report.steps) == 2 * 2 * 4
     rows = rd.read_records("requests")
@@ -48,8 +65,15 @@ async def test_ladder_1_to_4_vllm_vs_llamacpp_is_complete_and_consistent(bed, tm
         assert s.ttft_ms is not None and s.e2e_ms is not None
         # TTFT < E2E, except for requests whose tokens all came in one read: those are counted and flagged
         assert s.ttft_ms.p50 < s.e2e_ms.p50 or s.one_read * 2 >= s.ok
-        step_rows = [r for r in rows if r["endpoint"] == s.endpoint and r["bucket"] == s.bucket
-                     and r["step"] == s.step and not r["warmup"] and r["prompt_tokens"] is not None]
+        step_rows = [
+            r
+            for r in rows
+            if r["endpoint"] == s.endpoint
+            and r["bucket"] == s.bucket
+            and r["step"] == s.step
+            and not r["warmup"]
+            and r["prompt_tokens"] is not None
+        ]
         one_read = sum(1 for r in step_rows if not r["failure_kind"] and first_token_ns(r) == last_chunk_ns(r))
         assert s.one_read == one_read  # the flagged count is exactly the requests whose tokens came in one read
         off = sum(1 for r in step_rows if abs(r["prompt_tokens"] - int(s.bucket or 0)) > 1)
@@ -72,11 +96,21 @@ async def test_ladder_1_to_4_vllm_vs_llamacpp_is_complete_and_consistent(bed, tm
 async def test_chat_prompts_hit_the_target_length_through_the_real_chat_templates(bed, tmp_path):
     """The chat template's tokens count (issue 3): each engine applies its own template to the same messages."""
     plan = BenchPlan(
-        name="chat", api="chat",
-        endpoints=[EndpointSpec(label="old", url=bed.old_url, engine="vllm", model=bed.model),
-                   EndpointSpec(label="new", url=bed.new_url, engine="llamacpp", model=bed.model)],
-        buckets=[64], output_tokens=8, concurrency=[1], requests=3, warmup_requests=1, scrape_interval_s=0,
-        timeout_s=60, calibrate=False)
+        name="chat",
+        api="chat",
+        endpoints=[
+            EndpointSpec(label="old", url=bed.old_url, engine="vllm", model=bed.model),
+            EndpointSpec(label="new", url=bed.new_url, engine="llamacpp", model=bed.model),
+        ],
+        buckets=[64],
+        output_tokens=8,
+        concurrency=[1],
+        requests=3,
+        warmup_requests=1,
+        scrape_interval_s=0,
+        timeout_s=60,
+        calibrate=False,
+    )
     report, rd = await BenchRun(plan, tmp_path).run()
     rows = [r for r in rd.read_records("requests") if not r["warmup"] and not r["failure_kind"]]
     assert len(rows) == 6
@@ -92,8 +126,12 @@ async def test_engine_killed_mid_run_gives_recorded_errors_and_stops_by_error_ra
     model = bed_models(bed.layout)["tiny"]
     port = processes.free_port()
     log = (tmp_path / "llama.log").open("wb")
-    proc = subprocess.Popen(processes.llama_command(bed.layout, model, port, threads=1), stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        processes.llama_command(bed.layout, model, port, threads=1),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         from switchover.readiness import check_ready
 
@@ -101,9 +139,17 @@ async def test_engine_killed_mid_run_gives_recorded_errors_and_stops_by_error_ra
             if (await check_ready(f"http://127.0.0.1:{port}", max_ms=5000, connect_timeout_s=1)).ready:
                 break
             await asyncio.sleep(0.25)  # a bounded poll
-        plan = BenchPlan(endpoints=[EndpointSpec(label="new", url=f"http://127.0.0.1:{port}", engine="llamacpp")],
-                         buckets=[32], output_tokens=16, concurrency=[1, 2, 2, 2, 2], requests=20,
-                         max_error_rate=0.3, scrape_interval_s=0, timeout_s=20, calibrate=False)
+        plan = BenchPlan(
+            endpoints=[EndpointSpec(label="new", url=f"http://127.0.0.1:{port}", engine="llamacpp")],
+            buckets=[32],
+            output_tokens=16,
+            concurrency=[1, 2, 2, 2, 2],
+            requests=20,
+            max_error_rate=0.3,
+            scrape_interval_s=0,
+            timeout_s=20,
+            calibrate=False,
+        )
         run = BenchRun(plan, tmp_path / "runs")
         task = asyncio.create_task(run.run())
         await await_until(lambda: any(ep.finished >= 8 for ep in run.eps), 120, "8 requests finished on new")
@@ -123,10 +169,22 @@ async def test_engine_killed_mid_run_gives_recorded_errors_and_stops_by_error_ra
 async def test_short_soak_on_both_engines_checkpoints_windows_and_a_flat_client(bed, tmp_path):
     """Issue 13 soak on the test bed: 50 s per engine at c=2, checkpoints and drift windows every 20 s."""
     plan = BenchPlan(
-        name="soak", endpoints=[EndpointSpec(label="old", url=bed.old_url, engine="vllm", model=bed.model),
-                                EndpointSpec(label="new", url=bed.new_url, engine="llamacpp", model=bed.model)],
-        buckets=[32], output_tokens=16, concurrency=[2], duration_s=50, warmup_requests=1, scrape_interval_s=2,
-        timeout_s=60, calibrate=False, checkpoint_s=20, window_s=20)
+        name="soak",
+        endpoints=[
+            EndpointSpec(label="old", url=bed.old_url, engine="vllm", model=bed.model),
+            EndpointSpec(label="new", url=bed.new_url, engine="llamacpp", model=bed.model),
+        ],
+        buckets=[32],
+        output_tokens=16,
+        concurrency=[2],
+        duration_s=50,
+        warmup_requests=1,
+        scrape_interval_s=2,
+        timeout_s=60,
+        calibrate=False,
+        checkpoint_s=20,
+        window_s=20,
+    )
     report, rd = await BenchRun(plan, tmp_path).run()
     soak = report.soak
     assert soak is not None and soak.checkpoints >= 4  # 100 s of load, a checkpoint every 20 s
@@ -152,9 +210,18 @@ async def test_short_soak_on_both_engines_checkpoints_windows_and_a_flat_client(
 async def test_workers_split_one_step_on_the_real_engine_and_merge_exactly(bed, tmp_path):
     """`bench --workers 2` against llama-server: one schedule, no request twice, every row counted once."""
     plan = BenchPlan(
-        name="workers", endpoints=[EndpointSpec(label="new", url=bed.new_url, engine="llamacpp", model=bed.model)],
-        buckets=[32], output_tokens=16, concurrency=[4], requests=16, warmup_requests=0, scrape_interval_s=0,
-        timeout_s=60, calibrate=False, workers=2)
+        name="workers",
+        endpoints=[EndpointSpec(label="new", url=bed.new_url, engine="llamacpp", model=bed.model)],
+        buckets=[32],
+        output_tokens=16,
+        concurrency=[4],
+        requests=16,
+        warmup_requests=0,
+        scrape_interval_s=0,
+        timeout_s=60,
+        calibrate=False,
+        workers=2,
+    )
     report, rd = await BenchRun(plan, tmp_path).run()
     (step,) = report.steps
     rows = rd.read_records("requests")

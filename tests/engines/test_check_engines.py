@@ -39,11 +39,29 @@ def checked(bed: Bed, tmp_path_factory: pytest.TempPathFactory):  # type: ignore
 def test_every_enabled_live_part_ran_and_left_its_result(checked) -> None:  # type: ignore[no-untyped-def]
     report, rd = checked
     status = {p.part: p.status for p in report.parts}
-    assert status == {"plan": "ran", "probe": "ran", "verify": "ran", "live_model": "ran", "metrics": "ran",
-                      "diff_model": "disabled", "bench": "ran", "grace": "ran", "rollback": "ran",
-                      "clients": "ran"}, report.parts
-    for name in ("probe.json", "verify.json", "live_model.json", "metrics.json", "grace.json", "rollback.json",
-                 "check.json", "report.html", "report.md"):
+    assert status == {
+        "plan": "ran",
+        "probe": "ran",
+        "verify": "ran",
+        "live_model": "ran",
+        "metrics": "ran",
+        "diff_model": "disabled",
+        "bench": "ran",
+        "grace": "ran",
+        "rollback": "ran",
+        "clients": "ran",
+    }, report.parts
+    for name in (
+        "probe.json",
+        "verify.json",
+        "live_model.json",
+        "metrics.json",
+        "grace.json",
+        "rollback.json",
+        "check.json",
+        "report.html",
+        "report.md",
+    ):
         assert rd.has(name), name
     bench_dirs = [p for p in Path(rd.path).iterdir() if p.is_dir() and (p / "requests.parquet").exists()]
     assert len(bench_dirs) == 1

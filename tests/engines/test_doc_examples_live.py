@@ -45,16 +45,24 @@ pytestmark = [pytest.mark.engines, pytest.mark.timeout(900)]
 
 LIVE = [e for e in ALL if e not in OFFLINE]
 OLD_PORTS, NEW_PORTS = ("18001", "8000"), ("18002", "8080")
-SCALED = {"--requests": "4", "--concurrency": "1,2", "--buckets": "32", "--output-tokens": "8", "--interval": "0.2",
-          "--max-checks": "2"}
+SCALED = {
+    "--requests": "4",
+    "--concurrency": "1,2",
+    "--buckets": "32",
+    "--output-tokens": "8",
+    "--interval": "0.2",
+    "--max-checks": "2",
+}
 SOAK = "a soak of hours (--duration, --checkpoint-every, --window, --resume): tests/bench/test_soak.py runs one"
 # (regex on the example, why the bed cannot run it as written and where the verb runs instead)
 SKIP: list[tuple[str, str]] = [
     (r"^switchover demo\b", "starts a bed of its own; tests/engines/test_check_demo_rollout.py runs its steps"),
     (r"bench sweep --launch \"llama-server \.\.\.", "`...` stands for the user's own launch line"),
     (r"systemctl", "stops and starts the user's systemd units; tests/engines/test_drill_llama.py runs drill"),
-    (r"^switchover metrics-adapter --from sglang", "reads an SGLang server's /metrics (the bed has none) and serves "
-                                                   "until stopped; tests/gateway runs the adapter"),
+    (
+        r"^switchover metrics-adapter --from sglang",
+        "reads an SGLang server's /metrics (the bed has none) and serves until stopped; tests/gateway runs the adapter",
+    ),
     (r"--duration \d+h|--resume ", SOAK),
     (r"^switchover testbed (up|down)\b", "the tier's bed fixture is this command (one bed fits 2 CPUs)"),
 ]
@@ -88,9 +96,12 @@ class Session:
         examples), then two requests through it: the ledger rows `rollout watch` and `compare` read."""
         if self.gateway is not None:
             return
-        self.gateway = subprocess.Popen([sys.executable, "-m", "switchover", "gateway", "--config",
-                                         "switchover.yaml"], cwd=self.work, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL)
+        self.gateway = subprocess.Popen(
+            [sys.executable, "-m", "switchover", "gateway", "--config", "switchover.yaml"],
+            cwd=self.work,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         url = f"http://127.0.0.1:{self.gateway_port}"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and self.gateway.poll() is None:
@@ -99,8 +110,9 @@ class Session:
                 break
             time.sleep(0.5)
         assert self.gateway.poll() is None, f"the gateway exited {self.gateway.returncode}"
-        body = json.dumps({"model": self.bed.model, "messages": [{"role": "user", "content": "Hello"}],
-                           "max_tokens": 4}).encode()
+        body = json.dumps(
+            {"model": self.bed.model, "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 4}
+        ).encode()
         for _ in range(2):
             req = urllib.request.Request(f"{url}/v1/chat/completions", body, {"Content-Type": "application/json"})
             urllib.request.urlopen(req, timeout=120).close()
@@ -169,9 +181,14 @@ def session(bed: Bed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sess
         s.stop_gateway()
 
 
-@pytest.mark.parametrize(("doc", "line", "command"), [
-    pytest.param(*e, marks=[pytest.mark.xfail(strict=True, reason=KNOWN[e[2]])] if e[2] in KNOWN else [])
-    for e in RUN], ids=[f"{d}:{n}" for d, n, _ in RUN])
+@pytest.mark.parametrize(
+    ("doc", "line", "command"),
+    [
+        pytest.param(*e, marks=[pytest.mark.xfail(strict=True, reason=KNOWN[e[2]])] if e[2] in KNOWN else [])
+        for e in RUN
+    ],
+    ids=[f"{d}:{n}" for d, n, _ in RUN],
+)
 def test_each_live_example_runs_against_the_bed(session: Session, doc: str, line: int, command: str) -> None:
     if re.match(r"switchover (gateway (--config|state|reset)|rollout)", command):
         session.start_gateway()
@@ -180,8 +197,15 @@ def test_each_live_example_runs_against_the_bed(session: Session, doc: str, line
             return
     argv = substitute(command, session)
     if tuple(argv) not in session.done:  # the same example in two documents runs once
-        done = subprocess.run([sys.executable, "-m", "switchover", *argv], cwd=session.work, capture_output=True,
-                              text=True, timeout=600, env={**os.environ, "NO_COLOR": "1"}, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "switchover", *argv],
+            cwd=session.work,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "NO_COLOR": "1"},
+            check=False,
+        )
         assert "Traceback" not in done.stdout + done.stderr, done.stderr[-2000:]
         session.done[tuple(argv)] = (done.returncode, (done.stderr or done.stdout).strip()[-600:])
     code, said = session.done[tuple(argv)]

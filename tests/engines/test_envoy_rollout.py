@@ -34,8 +34,13 @@ PER_STAGE = 2000
 
 
 def _zero() -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "switchover.testing", "zero", "--port", "0", "--chunks", "4"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=ENV, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "switchover.testing", "zero", "--port", "0", "--chunks", "4"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=ENV,
+        text=True,
+    )
     assert proc.stdout is not None
     port = proc.stdout.readline().strip()
     assert port.isdigit(), f"zero-work server printed {port!r}"
@@ -74,15 +79,25 @@ class Plane:
     def __init__(self, config: Path) -> None:
         self.config = config
         self.run_dir = config.parent / "run"
-        self.proc = subprocess.Popen([sys.executable, "-m", "switchover", "gateway", "--config", str(config)],
-                                     env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_until(lambda: self.proc.poll() is not None or (self.run_dir / "gateway.json").exists(), 60,
-                   "the gateway's start")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "switchover", "gateway", "--config", str(config)],
+            env=ENV,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_until(
+            lambda: self.proc.poll() is not None or (self.run_dir / "gateway.json").exists(), 60, "the gateway's start"
+        )
         assert self.proc.poll() is None, f"switchover gateway exited with {self.proc.returncode}"
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "switchover", *args, "--config", str(self.config)],
-                              capture_output=True, text=True, timeout=120, env=ENV)
+        return subprocess.run(
+            [sys.executable, "-m", "switchover", *args, "--config", str(self.config)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=ENV,
+        )
 
     def state(self) -> dict[str, Any]:
         return json.loads(self.cli("gateway", "state", "--json").stdout)
@@ -107,8 +122,9 @@ def zero_pair() -> Iterator[tuple[tuple[subprocess.Popen, str], tuple[subprocess
         stop(new[0])
 
 
-async def _send(url: str, tenants: list[str], *, stream: bool = False, model: str = "zero",
-                concurrency: int = 16) -> list[int]:
+async def _send(
+    url: str, tenants: list[str], *, stream: bool = False, model: str = "zero", concurrency: int = 16
+) -> list[int]:
     body = orjson.dumps({"model": model, "prompt": "hi", "max_tokens": 4, "stream": stream})
     statuses: list[int] = []
     queue = list(tenants)
@@ -116,8 +132,9 @@ async def _send(url: str, tenants: list[str], *, stream: bool = False, model: st
     async def worker(http: aiohttp.ClientSession) -> None:
         while queue:
             t = queue.pop()
-            async with http.post(url + "/v1/completions", data=body, headers={
-                    "x-tenant-id": t, "Content-Type": "application/json"}) as r:
+            async with http.post(
+                url + "/v1/completions", data=body, headers={"x-tenant-id": t, "Content-Type": "application/json"}
+            ) as r:
                 await r.read()
                 statuses.append(r.status)
 
@@ -160,8 +177,11 @@ def test_rollout_shadow_5_50_100_splits_within_3_points_with_a_row_per_request(d
         assert set(asyncio.run(_send(url, [f"s-{i}" for i in range(300)], stream=True))) == {200}
         _rows_for(plane, 300, since)
         # mirrors end after their primary (Envoy's copies are measured by switchover's plane): wait for shadow rows
-        wait_until(lambda: sum(f.read_bytes().count(b'"kind":"shadow"') for f in ledger_files(plane.run_dir))
-                   >= 40, 30, "40 shadow rows")
+        wait_until(
+            lambda: sum(f.read_bytes().count(b'"kind":"shadow"') for f in ledger_files(plane.run_dir)) >= 40,
+            30,
+            "40 shadow rows",
+        )
         gates = json.loads(plane.cli("rollout", "gates", "--json").stdout)
         shadow_gate = next(g for g in gates["results"] if g["gate"] == "shadow_distribution")
         print(data_plane, "shadow gate:", shadow_gate["verdict"], shadow_gate.get("reason"), shadow_gate["samples"])
@@ -211,22 +231,30 @@ def test_the_plane_streams_from_vllm_and_llama_server_with_a_row_each(data_plane
     port = free_port()
     cfg = tmp_path / "switchover.yaml"
     # the subject is streaming through the plane: no shadow load on the bed's single-slot engines
-    cfg.write_text(_config(data_plane, bed.old_url, bed.new_url, port).replace("weight: 0 ", "weight: 50 ")
-                   .replace("shadow: {percent: 20}", "shadow: {percent: 0}"))
+    cfg.write_text(
+        _config(data_plane, bed.old_url, bed.new_url, port)
+        .replace("weight: 0 ", "weight: 50 ")
+        .replace("shadow: {percent: 20}", "shadow: {percent: 0}")
+    )
     plane = Plane(cfg)
     try:
         since = time.time()
-        statuses = asyncio.run(_send(f"http://127.0.0.1:{port}", [f"t{i}" for i in range(24)], stream=True,
-                                     model=bed.model, concurrency=2))
+        statuses = asyncio.run(
+            _send(f"http://127.0.0.1:{port}", [f"t{i}" for i in range(24)], stream=True, model=bed.model, concurrency=2)
+        )
         assert statuses == [200] * 24
         rows = _rows_for(plane, 24, since)
         assert {r["arm"] for r in rows} == {"old", "new"} and all(r["stream"] for r in rows)
         # through Envoy, 1 of 24 requests to the bed's llama-server was retried on old in 2 of 4 runs (a 5xx or a
         # reset before the headers: Envoy's log line does not say which); the client still got old's answer
         assert all(r["outcome"] in ("ok", "fallback_ok") for r in rows), [
-            (r["outcome"], r.get("fallback_reason"), r.get("error")) for r in rows if r["outcome"] != "ok"]
+            (r["outcome"], r.get("fallback_reason"), r.get("error")) for r in rows if r["outcome"] != "ok"
+        ]
         assert all(r["arm"] == "old" and r["status"] == 200 for r in rows if r["outcome"] == "fallback_ok")
-        print(data_plane, "outcomes:", sorted((r["outcome"], r.get("fallback_reason")) for r in rows
-                                              if r["outcome"] != "ok"))
+        print(
+            data_plane,
+            "outcomes:",
+            sorted((r["outcome"], r.get("fallback_reason")) for r in rows if r["outcome"] != "ok"),
+        )
     finally:
         stop(plane.proc)

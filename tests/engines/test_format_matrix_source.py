@@ -32,7 +32,7 @@ def _min_capability(text: str, cls: str | None) -> int:
     if cls is not None:
         start = text.index(f"class {cls}(")
         end = text.find("\nclass ", start + 1)
-        text = text[start:end if end > 0 else None]
+        text = text[start : end if end > 0 else None]
     m = re.search(r"def get_min_capability\(cls\) -> int:\s*(?:#[^\n]*\s*)*return (\d+)", text)
     assert m, f"no get_min_capability in {cls or 'the file'}"
     return int(m.group(1))
@@ -58,7 +58,7 @@ def test_cited_min_capabilities_match_the_installed_source() -> None:
 def test_formats_vllm_refuses_are_not_quantization_methods() -> None:
     pkg = _vllm_package()
     text = (pkg / "model_executor" / "layers" / "quantization" / "__init__.py").read_text(encoding="utf-8")
-    block = text[text.index("QuantizationMethods = Literal["):text.index("]", text.index("QuantizationMethods"))]
+    block = text[text.index("QuantizationMethods = Literal[") : text.index("]", text.index("QuantizationMethods"))]
     methods = set(re.findall(r'"([^"]+)"', block))
     assert {"fp8", "mxfp4", "compressed-tensors", "awq", "gptq"} <= methods
     refused = {r.format for r in _vllm_rules() if not r.loads and r.sm_min is None and r.sm_max is None}

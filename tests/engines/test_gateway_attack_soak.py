@@ -105,9 +105,12 @@ async def ordinary(http: aiohttp.ClientSession, url: str, model: str, i: int, st
     rid = f"soak-{i:05d}"
     body = {"model": model, "prompt": f"Count to {i % 7}:", "max_tokens": 2, "temperature": 0}
     try:
-        async with http.post(url + "/v1/completions", data=orjson.dumps(body),
-                             headers={"x-request-id": rid, "x-tenant-id": f"t{i % 13}"},
-                             timeout=aiohttp.ClientTimeout(total=60)) as r:
+        async with http.post(
+            url + "/v1/completions",
+            data=orjson.dumps(body),
+            headers={"x-request-id": rid, "x-tenant-id": f"t{i % 13}"},
+            timeout=aiohttp.ClientTimeout(total=60),
+        ) as r:
             await r.read()
             statuses[rid] = r.status
     except (aiohttp.ClientError, TimeoutError):
@@ -118,7 +121,7 @@ async def post_raw(port: int, wire: bytes, write: int = 256 << 10) -> bytes:
     reader, writer = await connect(port)
     try:
         for i in range(0, len(wire), write):
-            writer.write(wire[i:i + write])
+            writer.write(wire[i : i + write])
             await writer.drain()
         got, _ = await read_all(reader, 30)
         return got
@@ -153,9 +156,12 @@ async def chunk_attack(port: int, stop: asyncio.Event, counts: dict[str, int]) -
     """A 1 MiB completion body (a short prompt and a 1 MiB field the engine ignores) sent in 1-byte chunks, over
     and over."""
     body = b'{"model": "m", "max_tokens": 1, "prompt": "x", "pad": "' + b"a" * MIB + b'"}'
-    wire = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
-            + b"".join(b"1\r\n%c\r\n" % c for c in body) + b"0\r\n\r\n")
+    wire = (
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        + b"".join(b"1\r\n%c\r\n" % c for c in body)
+        + b"0\r\n\r\n"
+    )
     while not stop.is_set():
         got = await post_raw(port, wire)
         counts[got[9:12].decode() or "none"] = counts.get(got[9:12].decode() or "none", 0) + 1
@@ -170,8 +176,9 @@ async def redaction_attack(port: int, stop: asyncio.Event, counts: dict[str, int
     while not stop.is_set():
         t0 = time.monotonic()
         body = orjson.dumps({"model": "m", "prompt": prompt, "max_tokens": 1})
-        got = await post_raw(port, http_request(target="/v1/completions", body=body,
-                                                headers=[("X-Request-Id", f"redact-{i:04d}")]))
+        got = await post_raw(
+            port, http_request(target="/v1/completions", body=body, headers=[("X-Request-Id", f"redact-{i:04d}")])
+        )
         counts[got[9:12].decode() or "none"] = counts.get(got[9:12].decode() or "none", 0) + 1
         i += 1
         await asyncio.sleep(max(0.0, t0 + 0.5 - time.monotonic()))  # the scenario: at most two a second
@@ -180,6 +187,7 @@ async def redaction_attack(port: int, stop: asyncio.Event, counts: dict[str, int
 async def slow_loris(port: int, stop: asyncio.Event, cut: list[int], n: int = 200) -> None:
     """`n` connections each sending a request head a byte every 0.5 s (the head timeout cuts them; they reconnect);
     `cut` counts the connections the gateway ended."""
+
     async def one() -> None:
         while not stop.is_set():
             try:
@@ -204,18 +212,35 @@ async def slow_loris(port: int, stop: asyncio.Event, cut: list[int], n: int = 20
 
 @pytest.mark.timeout(300)
 async def test_the_gateway_serves_20_requests_a_second_under_body_chunk_redaction_and_slow_loris_attacks(
-        llama, tmp_path):
+    llama, tmp_path
+):
     run_dir = tmp_path / "run"
-    config = {"old": {"url": llama.url, "engine": "llamacpp"}, "new": {"url": llama.url, "engine": "llamacpp"},
-              "gateway": {"weight": 0, "run_dir": str(run_dir), "listen": {"port": 0}, "reload_poll_s": 60,
-                          "limits": {"memory_budget_bytes": MEMORY_BUDGET, "header_timeout_s": 5},
-                          # every generation request is offered to the review sampler, the redaction attack's too
-                          "review": {"pairs_per_day": 100_000, "per_type_per_day": 100_000, "sample_percent": 100,
-                                     "max_chars": 100_000, "max_concurrency": 4}}}
+    config = {
+        "old": {"url": llama.url, "engine": "llamacpp"},
+        "new": {"url": llama.url, "engine": "llamacpp"},
+        "gateway": {
+            "weight": 0,
+            "run_dir": str(run_dir),
+            "listen": {"port": 0},
+            "reload_poll_s": 60,
+            "limits": {"memory_budget_bytes": MEMORY_BUDGET, "header_timeout_s": 5},
+            # every generation request is offered to the review sampler, the redaction attack's too
+            "review": {
+                "pairs_per_day": 100_000,
+                "per_type_per_day": 100_000,
+                "sample_percent": 100,
+                "max_chars": 100_000,
+                "max_concurrency": 4,
+            },
+        },
+    }
     cfg = tmp_path / "switchover.yaml"
     cfg.write_text(yaml.safe_dump(config))
-    proc = subprocess.Popen([sys.executable, "-m", "switchover", "gateway", "--config", str(cfg)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "switchover", "gateway", "--config", str(cfg)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     stop = asyncio.Event()
     attacks: list[asyncio.Task[Any]] = []
     poller: asyncio.subprocess.Process | None = None
@@ -224,16 +249,19 @@ async def test_the_gateway_serves_20_requests_a_second_under_body_chunk_redactio
         await await_until(lambda: state.exists() and state.stat().st_size, 30, "the gateway's address")
         url = orjson.loads(state.read_bytes())["url"]
         port = int(url.rsplit(":", 1)[1])
-        poller = await asyncio.create_subprocess_exec(sys.executable, "-c", HEALTH_POLLER, str(port),
-                                                      str(SOAK_S + 5), stdout=subprocess.PIPE)
+        poller = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", HEALTH_POLLER, str(port), str(SOAK_S + 5), stdout=subprocess.PIPE
+        )
         bodies: dict[str, int] = {}
         chunks: dict[str, int] = {}
         cut = [0]
         redacted: dict[str, int] = {}
-        attacks = [asyncio.ensure_future(body_attack(port, stop, bodies)),
-                   asyncio.ensure_future(chunk_attack(port, stop, chunks)),
-                   asyncio.ensure_future(redaction_attack(port, stop, redacted)),
-                   asyncio.ensure_future(slow_loris(port, stop, cut))]
+        attacks = [
+            asyncio.ensure_future(body_attack(port, stop, bodies)),
+            asyncio.ensure_future(chunk_attack(port, stop, chunks)),
+            asyncio.ensure_future(redaction_attack(port, stop, redacted)),
+            asyncio.ensure_future(slow_loris(port, stop, cut)),
+        ]
         statuses: dict[str, int] = {}
         async with aiohttp.ClientSession() as http:
             normal = []
@@ -249,19 +277,25 @@ async def test_the_gateway_serves_20_requests_a_second_under_body_chunk_redactio
         latencies, late = sorted(polled["lat"]), sorted(polled["late"])
         peak = peak_rss(proc.pid)
         await asyncio.sleep(0.5)  # the ledger flushes every 100 ms
-        rows = {r["request_id"]: r for p in sorted(run_dir.glob("ledger-*.jsonl"))
-                for r in map(orjson.loads, p.read_bytes().splitlines()) if r.get("kind", "request") == "request"}
+        rows = {
+            r["request_id"]: r
+            for p in sorted(run_dir.glob("ledger-*.jsonl"))
+            for r in map(orjson.loads, p.read_bytes().splitlines())
+            if r.get("kind", "request") == "request"
+        }
         await await_until(lambda: _attack_pairs(run_dir) > 0, 30, "a review pair of the redaction attack")
         attack_pairs = _attack_pairs(run_dir)
         p99 = latencies[int(len(latencies) * 0.99)] if latencies else float("inf")
         missing_rows = [rid for rid in statuses if rid not in rows]
         ok = sum(1 for s in statuses.values() if s == 200)
-        report = (f"peak RSS {peak / MIB:.0f} MiB; /health p99 {p99 * 1000:.1f} ms, max {latencies[-1] * 1000:.1f} "
-                  f"ms over {len(latencies)} (the poller's own oversleep p99 "
-                  f"{late[int(len(late) * 0.99)] * 1000:.1f} ms, max {late[-1] * 1000:.1f} ms); "
-                  f"ordinary {ok}/{len(statuses)} answered 200; body attack {bodies}; chunk attack {chunks}; "
-                  f"slow-loris connections cut {cut[0]}; redaction attack {redacted}, {attack_pairs} of its "
-                  f"requests stored as review pairs")
+        report = (
+            f"peak RSS {peak / MIB:.0f} MiB; /health p99 {p99 * 1000:.1f} ms, max {latencies[-1] * 1000:.1f} "
+            f"ms over {len(latencies)} (the poller's own oversleep p99 "
+            f"{late[int(len(late) * 0.99)] * 1000:.1f} ms, max {late[-1] * 1000:.1f} ms); "
+            f"ordinary {ok}/{len(statuses)} answered 200; body attack {bodies}; chunk attack {chunks}; "
+            f"slow-loris connections cut {cut[0]}; redaction attack {redacted}, {attack_pairs} of its "
+            f"requests stored as review pairs"
+        )
         print(report)
         assert bodies.get("413", 0) >= 1 and chunks.get("200", 0) >= 1 and cut[0] >= 1, report
         assert not missing_rows, f"{len(missing_rows)} ordinary requests have no ledger row: {missing_rows[:5]}"

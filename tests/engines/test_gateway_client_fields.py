@@ -18,19 +18,30 @@ ENDING = " Reply in one short plain sentence, no markdown, no lists, no code blo
 
 
 async def _chat(h: aiohttp.ClientSession, url: str, model: str, tenant: str, **extra: Any) -> int:
-    body = {"model": model, "max_tokens": 4,
-            "messages": [{"role": "system", "content": "You are terse."},
-                         {"role": "user", "content": f"Question {tenant}." + ENDING}], **extra}
-    async with h.post(url + "/v1/chat/completions", data=orjson.dumps(body),
-                      headers={"x-tenant-id": tenant, "Content-Type": "application/json"},
-                      timeout=aiohttp.ClientTimeout(total=60)) as r:
+    body = {
+        "model": model,
+        "max_tokens": 4,
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": f"Question {tenant}." + ENDING},
+        ],
+        **extra,
+    }
+    async with h.post(
+        url + "/v1/chat/completions",
+        data=orjson.dumps(body),
+        headers={"x-tenant-id": tenant, "Content-Type": "application/json"},
+        timeout=aiohttp.ClientTimeout(total=60),
+    ) as r:
         await r.read()
         return r.status
 
 
 async def test_ledger_rows_carry_the_client_sampling_fields_from_both_real_arms(bed, new_arm, tmp_path):  # noqa: F811
-    async with gateway(tmp_path, bed.old_url, new_arm.url, weight=50, shadow={"percent": 0}) as (gw, url, _, _), \
-            aiohttp.ClientSession() as h:
+    async with (
+        gateway(tmp_path, bed.old_url, new_arm.url, weight=50, shadow={"percent": 0}) as (gw, url, _, _),
+        aiohttp.ClientSession() as h,
+    ):
         tenants = [f"client-{i}" for i in range(12)]
         for i, t in enumerate(tenants):
             extra: dict[str, Any] = {"temperature": 0.2, "stop": ["\n\n"], "seed": 3} if i % 3 == 0 else {}
@@ -40,8 +51,9 @@ async def test_ledger_rows_carry_the_client_sampling_fields_from_both_real_arms(
     by_tenant = {r.tenant: r for r in rows}
     assert len(by_tenant) == len(tenants) and all(r.client is not None for r in rows)
     set_ = [r for r in rows if r.client is not None and "temperature" in r.client.set]
-    assert len(set_) == 4 and all(r.client.temperature == 0.2 and r.client.stop == 1 and r.client.seed
-                                  for r in set_ if r.client is not None)
+    assert len(set_) == 4 and all(
+        r.client.temperature == 0.2 and r.client.stop == 1 and r.client.seed for r in set_ if r.client is not None
+    )
     assert len({r.client.user_suffix for r in rows if r.client is not None}) == 1  # one fixed ending, one hash
     ledger = b"".join(p.read_bytes() for p in gw.run_dir.glob("ledger-*.jsonl"))
     assert b"markdown" not in ledger and b"terse" not in ledger  # the text never reaches the ledger

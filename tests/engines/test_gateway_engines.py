@@ -49,8 +49,9 @@ class OwnLlama:
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as fh:
-            self.proc = subprocess.Popen(self.cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, f"llama-server exited; see {self.log}"
@@ -82,12 +83,21 @@ def new_arm(bed: Any) -> Iterator[OwnLlama]:
 
 
 @contextlib.asynccontextmanager
-async def gateway(tmp_path: Path, old_url: str, new_url: str, old_model: str | None = None,
-                  **gw: Any) -> AsyncIterator[tuple[Gateway, str, Path, dict[str, Any]]]:
+async def gateway(
+    tmp_path: Path, old_url: str, new_url: str, old_model: str | None = None, **gw: Any
+) -> AsyncIterator[tuple[Gateway, str, Path, dict[str, Any]]]:
     old: dict[str, Any] = {"url": old_url, "engine": "vllm", **({"model": old_model} if old_model else {})}
-    config = {"old": old, "new": {"url": new_url, "engine": "llamacpp"},
-              "gateway": {"weight": 20, "run_dir": "run", "reload_poll_s": 0.1,
-                          "shadow": {"percent": 100, "max_concurrency": 8, "max_tokens_clamp": 8}, **gw}}
+    config = {
+        "old": old,
+        "new": {"url": new_url, "engine": "llamacpp"},
+        "gateway": {
+            "weight": 20,
+            "run_dir": "run",
+            "reload_poll_s": 0.1,
+            "shadow": {"percent": 100, "max_concurrency": 8, "max_tokens_clamp": 8},
+            **gw,
+        },
+    }
     path = tmp_path / "switchover.yaml"
     path.write_text(yaml.safe_dump(config))
     gw_ = Gateway(load_migration(path), path)
@@ -102,13 +112,28 @@ def rewrite(path: Path, config: dict[str, Any], **fields: Any) -> None:
     tmp.replace(path)
 
 
-async def post(http: aiohttp.ClientSession, url: str, model: str, tenant: str, *, stream: bool = False,
-               max_tokens: int = 4, **extra: Any) -> tuple[int, bytes]:
-    body = {"model": model, "prompt": "The capital of France is", "max_tokens": max_tokens, "stream": stream,
-            "temperature": 0, **extra}
+async def post(
+    http: aiohttp.ClientSession,
+    url: str,
+    model: str,
+    tenant: str,
+    *,
+    stream: bool = False,
+    max_tokens: int = 4,
+    **extra: Any,
+) -> tuple[int, bytes]:
+    body = {
+        "model": model,
+        "prompt": "The capital of France is",
+        "max_tokens": max_tokens,
+        "stream": stream,
+        "temperature": 0,
+        **extra,
+    }
     headers = {"x-tenant-id": tenant, "Content-Type": "application/json"}
-    async with http.post(url + "/v1/completions", data=orjson.dumps(body), headers=headers,
-                         timeout=aiohttp.ClientTimeout(total=60)) as r:
+    async with http.post(
+        url + "/v1/completions", data=orjson.dumps(body), headers=headers, timeout=aiohttp.ClientTimeout(total=60)
+    ) as r:
         return r.status, await r.read()
 
 
@@ -196,13 +221,23 @@ async def test_streams_through_both_arms_are_normalised_and_measured(bed, new_ar
 async def test_a_chat_stream_under_a_client_alias_is_renamed_both_ways_and_measured(bed, new_arm, tmp_path):
     """The client asks for a name vLLM does not serve; the gateway sends vLLM its own name and answers with the
     client's, asks vLLM for usage and strips it again (the client did not ask), and measures from that usage."""
-    async with gateway(tmp_path, bed.old_url, new_arm.url, old_model=bed.model, weight=0) as (gw, url, _, _), \
-            aiohttp.ClientSession() as h:
-        body = {"model": "client-alias", "messages": [{"role": "user", "content": "Name a colour."}],
-                "max_tokens": 8, "stream": True, "temperature": 0}
-        async with h.post(url + "/v1/chat/completions", data=orjson.dumps(body),
-                          headers={"x-tenant-id": "alias-tenant", "Content-Type": "application/json"},
-                          timeout=aiohttp.ClientTimeout(total=60)) as r:
+    async with (
+        gateway(tmp_path, bed.old_url, new_arm.url, old_model=bed.model, weight=0) as (gw, url, _, _),
+        aiohttp.ClientSession() as h,
+    ):
+        body = {
+            "model": "client-alias",
+            "messages": [{"role": "user", "content": "Name a colour."}],
+            "max_tokens": 8,
+            "stream": True,
+            "temperature": 0,
+        }
+        async with h.post(
+            url + "/v1/chat/completions",
+            data=orjson.dumps(body),
+            headers={"x-tenant-id": "alias-tenant", "Content-Type": "application/json"},
+            timeout=aiohttp.ClientTimeout(total=60),
+        ) as r:
             status, raw = r.status, await r.read()
         assert status == 200, raw[:300]  # vLLM itself answers 404 for "client-alias"
         evs = parse_all([raw])
@@ -237,17 +272,25 @@ async def test_a_client_that_leaves_mid_stream_stops_the_generation_on_vllm(bed,
     reproduced with two busy loops on the test bed: also without the gateway, 3 of 40 direct requests). Such an
     attempt proves nothing either way, so up to five are made, a second apart; a gateway that never closes the
     upstream fails all five."""
-    async with gateway(tmp_path, bed.old_url, new_arm.url, weight=0) as (gw, url, _, _), \
-            aiohttp.ClientSession() as h:
-        body = {"model": bed.model, "prompt": "Once upon a time", "max_tokens": 1900, "ignore_eos": True,
-                "stream": True, "temperature": 0}
+    async with gateway(tmp_path, bed.old_url, new_arm.url, weight=0) as (gw, url, _, _), aiohttp.ClientSession() as h:
+        body = {
+            "model": bed.model,
+            "prompt": "Once upon a time",
+            "max_tokens": 1900,
+            "ignore_eos": True,
+            "stream": True,
+            "temperature": 0,
+        }
         generated: list[float] = []
         for attempt in range(5):
             if attempt:
                 await asyncio.sleep(1)  # a bounded retry (5 attempts): let a starved machine catch up
             _, before = await _vllm_counts(h, bed.old_url)
-            async with h.post(url + "/v1/completions", data=orjson.dumps(body),
-                              headers={"x-tenant-id": "leaver", "Content-Type": "application/json"}) as r:
+            async with h.post(
+                url + "/v1/completions",
+                data=orjson.dumps(body),
+                headers={"x-tenant-id": "leaver", "Content-Type": "application/json"},
+            ) as r:
                 assert r.status == 200
                 await r.content.readany()  # the stream is running: first bytes arrived
                 r.close()  # the client goes away
@@ -262,14 +305,19 @@ async def test_a_client_that_leaves_mid_stream_stops_the_generation_on_vllm(bed,
             if after - before < 1900:
                 break
         rows = await settle(gw, len(generated))
-        assert generated[-1] < 1900, ("vLLM generated all 1,900 tokens each time the client left", generated,
-                                      [r.outcome for r in rows])
+        assert generated[-1] < 1900, (
+            "vLLM generated all 1,900 tokens each time the client left",
+            generated,
+            [r.outcome for r in rows],
+        )
         assert rows[-1].outcome == "client_disconnected" and rows[-1].status == 499
 
 
 async def test_rollback_by_editing_one_line_while_a_stream_is_in_flight(bed, new_arm, tmp_path):
-    async with gateway(tmp_path, bed.old_url, new_arm.url, weight=100) as (gw, url, path, config), \
-            aiohttp.ClientSession() as h:
+    async with (
+        gateway(tmp_path, bed.old_url, new_arm.url, weight=100) as (gw, url, path, config),
+        aiohttp.ClientSession() as h,
+    ):
         task = asyncio.ensure_future(post(h, url, bed.model, "t", stream=True, max_tokens=1500, ignore_eos=True))
         for _ in range(200):
             if len(gw.inflight):
@@ -292,8 +340,15 @@ async def test_rollback_by_editing_one_line_while_a_stream_is_in_flight(bed, new
 
 async def test_stopping_the_new_engine_falls_back_then_trips_the_kill_switch(bed, new_arm, tmp_path):
     ks = {"min_samples": 6, "max_fallback_ratio": 0.5, "window": 60}
-    async with gateway(tmp_path, bed.old_url, new_arm.url, weight=100, kill_switch=ks,
-                       shadow={"percent": 0}) as (gw, url, _, _), aiohttp.ClientSession() as h:
+    async with (
+        gateway(tmp_path, bed.old_url, new_arm.url, weight=100, kill_switch=ks, shadow={"percent": 0}) as (
+            gw,
+            url,
+            _,
+            _,
+        ),
+        aiohttp.ClientSession() as h,
+    ):
         assert (await post(h, url, bed.model, "t0"))[0] == 200
         new_arm.stop()
         statuses = [(await post(h, url, bed.model, f"t{i}", stream=i % 2 == 0))[0] for i in range(1, 10)]
@@ -321,8 +376,12 @@ async def test_metrics_adapter_on_real_engine_scrapes(bed):
     raw = await ma.scrape(ma.scrape_url(bed.old_url, vllm))
     text, report = ma.convert(raw, ma.plan(vllm, sglang))
     assert {"ttft", "e2e", "running", "prompt_tokens"} <= set(report["served"])
-    src = {s.name: s.value for f in text_string_to_metric_families(raw) for s in f.samples
-           if s.name == "vllm:time_to_first_token_seconds_count"}
+    src = {
+        s.name: s.value
+        for f in text_string_to_metric_families(raw)
+        for s in f.samples
+        if s.name == "vllm:time_to_first_token_seconds_count"
+    }
     out = {f.name: f for f in text_string_to_metric_families(text)}
     ttft = out["sglang:time_to_first_token_seconds"]
     count = next(s.value for s in ttft.samples if s.name.endswith("_count"))
@@ -341,13 +400,22 @@ async def test_spot_check_pairs_hold_both_real_engines_answers_redacted(bed, tmp
     from switchover.review.store import ReviewStore
 
     review = {"pairs_per_day": 3, "per_type_per_day": 3, "sample_percent": 100, "max_concurrency": 4}
-    async with gateway(tmp_path, bed.old_url, bed.new_url, weight=0, review=review,
-                       shadow={"percent": 0}) as (gw, url, _, _), aiohttp.ClientSession() as h:
+    async with (
+        gateway(tmp_path, bed.old_url, bed.new_url, weight=0, review=review, shadow={"percent": 0}) as (gw, url, _, _),
+        aiohttp.ClientSession() as h,
+    ):
         for i in range(3):
-            body = {"model": bed.model, "messages": [{"role": "user", "content": f"write to ann@example.com #{i}"}],
-                    "max_tokens": 8, "temperature": 0}
-            async with h.post(url + "/v1/chat/completions", data=orjson.dumps(body),
-                              headers={"x-task-type": "email", "Content-Type": "application/json"}) as r:
+            body = {
+                "model": bed.model,
+                "messages": [{"role": "user", "content": f"write to ann@example.com #{i}"}],
+                "max_tokens": 8,
+                "temperature": 0,
+            }
+            async with h.post(
+                url + "/v1/chat/completions",
+                data=orjson.dumps(body),
+                headers={"x-task-type": "email", "Content-Type": "application/json"},
+            ) as r:
                 assert r.status == 200
         for _ in range(600):  # both real engines answer each copy; bounded at 60 s
             if gw.spotcheck.written >= 3:

@@ -46,10 +46,22 @@ def _peft_adapter(folder: Path, hf_dir: Path) -> Path:
             tensors[f"{p}{proj}.lora_B.weight"] = np.zeros((out, RANK), np.float32)
     folder.mkdir(parents=True)
     save_file(tensors, str(folder / "adapter_model.safetensors"))
-    (folder / "adapter_config.json").write_text(json.dumps({
-        "peft_type": "LORA", "r": RANK, "lora_alpha": 2 * RANK, "target_modules": ["q_proj", "v_proj"],
-        "lora_dropout": 0.0, "bias": "none", "task_type": "CAUSAL_LM", "base_model_name_or_path": str(hf_dir),
-        "fan_in_fan_out": False, "use_rslora": False}))
+    (folder / "adapter_config.json").write_text(
+        json.dumps(
+            {
+                "peft_type": "LORA",
+                "r": RANK,
+                "lora_alpha": 2 * RANK,
+                "target_modules": ["q_proj", "v_proj"],
+                "lora_dropout": 0.0,
+                "bias": "none",
+                "task_type": "CAUSAL_LM",
+                "base_model_name_or_path": str(hf_dir),
+                "fan_in_fan_out": False,
+                "use_rslora": False,
+            }
+        )
+    )
     return folder
 
 
@@ -91,9 +103,23 @@ def test_llama_server_lists_its_start_up_adapter_and_only_rescales_it(layout: La
     model = bed_models(layout)["tiny"]
     peft = _peft_adapter(tmp_path / "tiny-sql", model.hf_dir)
     gguf = tmp_path / "tiny-sql.gguf"
-    conv = subprocess.run([str(layout.vllm_python), str(layout.llama_src / "convert_lora_to_gguf.py"), str(peft),
-                           "--base", str(model.hf_dir), "--outfile", str(gguf), "--outtype", "f32"],
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    conv = subprocess.run(
+        [
+            str(layout.vllm_python),
+            str(layout.llama_src / "convert_lora_to_gguf.py"),
+            str(peft),
+            "--base",
+            str(model.hf_dir),
+            "--outfile",
+            str(gguf),
+            "--outtype",
+            "f32",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert conv.returncode == 0 and gguf.is_file(), conv.stderr[-2000:]
     port = processes.free_port()
     url = f"http://127.0.0.1:{port}"
@@ -110,8 +136,9 @@ def test_llama_server_lists_its_start_up_adapter_and_only_rescales_it(layout: La
         assert status == 200
         status, body = asyncio.run(_request(url, "GET", "/lora-adapters"))
         assert status == 200 and body[0]["scale"] == 0.0  # a scale changes at run time; no route loads a new file
-        status, _ = asyncio.run(_request(url, "POST", "/v1/load_lora_adapter",
-                                         {"lora_name": "x", "lora_path": str(gguf)}))
+        status, _ = asyncio.run(
+            _request(url, "POST", "/v1/load_lora_adapter", {"lora_name": "x", "lora_path": str(gguf)})
+        )
         assert status != 200
     finally:
         stop(proc, grace_s=15)
@@ -124,8 +151,16 @@ def test_vllm_lists_adapters_and_mounts_one_at_run_time_when_allowed(layout: Lay
     port = processes.free_port()
     url = f"http://127.0.0.1:{port}"
     log = tmp_path / "vllm.log"
-    cmd = [*processes.vllm_command(layout, model, port), "--enable-lora", "--lora-modules", f"tiny-sql={first}",
-           "--max-lora-rank", "8", "--max-loras", "2"]
+    cmd = [
+        *processes.vllm_command(layout, model, port),
+        "--enable-lora",
+        "--lora-modules",
+        f"tiny-sql={first}",
+        "--max-lora-rank",
+        "8",
+        "--max-loras",
+        "2",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1"}
     with log.open("wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
@@ -134,12 +169,14 @@ def test_vllm_lists_adapters_and_mounts_one_at_run_time_when_allowed(layout: Lay
         obs = asyncio.run(_probe(url, model.served_name))
         assert obs.status == "observed" and obs.value == ["tiny-sql"], obs
         assert obs.detail["listing"] == "/v1/models" and obs.detail["parents"] == [model.served_name]
-        status, body = asyncio.run(_request(url, "POST", "/v1/load_lora_adapter",
-                                            {"lora_name": "tiny-sql-b", "lora_path": str(second)}))
+        status, body = asyncio.run(
+            _request(url, "POST", "/v1/load_lora_adapter", {"lora_name": "tiny-sql-b", "lora_path": str(second)})
+        )
         assert status == 200, body
         assert asyncio.run(_probe(url, model.served_name)).value == ["tiny-sql", "tiny-sql-b"]
-        status, body = asyncio.run(_request(url, "POST", "/v1/completions",
-                                            {"model": "tiny-sql-b", "prompt": "Hello", "max_tokens": 2}))
+        status, body = asyncio.run(
+            _request(url, "POST", "/v1/completions", {"model": "tiny-sql-b", "prompt": "Hello", "max_tokens": 2})
+        )
         assert status == 200 and body["model"] == "tiny-sql-b", body
     finally:
         stop(proc, grace_s=30)

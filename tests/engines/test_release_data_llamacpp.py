@@ -33,11 +33,17 @@ def _facts_at(data: EngineReleases, version: str) -> Extracted:
 
 def _as_packaged(data: EngineReleases, version: str, fresh: Extracted) -> dict[str, dict[str, Any]]:
     """Freshly read facts through the same model (defaults filled, fields ordered) as the packaged ones."""
-    one = compact(data.engine, [Snapshot(version, version, "", None, fresh)], source_url=data.source_url,
-                  generated_by="test")
+    one = compact(
+        data.engine, [Snapshot(version, version, "", None, fresh)], source_url=data.source_url, generated_by="test"
+    )
     dumped = one.model_dump()
-    return {kind: {name: {k: v for k, v in spans[0].items() if k not in ("first", "last")}
-                   for name, spans in dumped[kind].items()} for kind in ("flags", "metrics", "environment")}
+    return {
+        kind: {
+            name: {k: v for k, v in spans[0].items() if k not in ("first", "last")}
+            for name, spans in dumped[kind].items()
+        }
+        for kind in ("flags", "metrics", "environment")
+    }
 
 
 def _differences(data: EngineReleases, version: str, fresh: Extracted) -> list[str]:
@@ -84,7 +90,7 @@ def _help_entries(text: str) -> list[tuple[list[str], bool, str]]:
         if line.startswith("-") and not line.startswith("---"):
             spec = re.split(r"\s{2,}", re.sub(r",\s+", ", ", line.strip()))[0]
             parts = spec.split(", ")
-            out.append(([p.split()[0] for p in parts], len(parts[-1].split()) > 1, line[len(spec):]))
+            out.append(([p.split()[0] for p in parts], len(parts[-1].split()) > 1, line[len(spec) :]))
         elif out and line.startswith(" "):
             spellings, value, desc = out[-1]
             out[-1] = (spellings, value, f"{desc} {line.strip()}")
@@ -101,8 +107,9 @@ def test_llama_server_help_lists_exactly_the_options_the_data_has_at_the_build()
     data = load_releases("llamacpp")
     assert data is not None
     flags = _facts_at(data, BUILD).flags
-    spelled = {s: n for n, f in flags.items() for s in (n, *f["aliases"], *filter(None, [f["negation"]]),
-                                                       *f["negations"])}
+    spelled = {
+        s: n for n, f in flags.items() for s in (n, *f["aliases"], *filter(None, [f["negation"]]), *f["negations"])
+    }
     assert {s for e in entries for s in e[0]} == set(spelled)
     assert set(re.findall(r"\(env: (\w+)\)", text)) == {f["env"] for f in flags.values() if f["env"]}
     for spellings, value, desc in entries:
@@ -121,8 +128,10 @@ def test_tgi_data_at_one_tag_is_what_the_tag_says(tmp_path: Path) -> None:
     finally:
         sys.path.remove(str(SCRIPTS))
     if not sources.MIRROR.exists():
-        pytest.skip(f"no git mirror of huggingface/text-generation-inference at {sources.MIRROR}: GitHub cannot be "
-                    "reached from CI, so TGI's tags are only read where a mirror or clone exists")
+        pytest.skip(
+            f"no git mirror of huggingface/text-generation-inference at {sources.MIRROR}: GitHub cannot be "
+            "reached from CI, so TGI's tags are only read where a mirror or clone exists"
+        )
     data = load_releases("tgi")
     assert data is not None
     args = argparse.Namespace(git=sources.MIRROR, cache=tmp_path)

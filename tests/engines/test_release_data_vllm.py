@@ -28,15 +28,24 @@ def _vllm_site_packages() -> Path:
 def _differences(data: EngineReleases, version: str, fresh: Extracted) -> list[str]:
     stored = next((s.facts for s in expand(data) if s.version == version), None)
     assert stored is not None, f"{data.engine} {version} is not in the packaged data"
-    again = expand(compact(data.engine, [Snapshot(version, f"v{version}", "", None, fresh)],
-                           source_url=data.source_url, generated_by="test"))[0].facts
+    again = expand(
+        compact(
+            data.engine,
+            [Snapshot(version, f"v{version}", "", None, fresh)],
+            source_url=data.source_url,
+            generated_by="test",
+        )
+    )[0].facts
     diffs = [f"parser: packaged {stored.parser} != source {again.parser}"] if stored.parser != again.parser else []
     if stored.env_prefix_aliases != again.env_prefix_aliases:
         diffs.append(f"variable prefixes: packaged {stored.env_prefix_aliases} != source {again.env_prefix_aliases}")
     for attr in ("flags", "metrics", "environment"):
         a, b = getattr(stored, attr), getattr(again, attr)
-        diffs += [f"{attr} {name}: packaged {a.get(name)} != source {b.get(name)}"
-                  for name in sorted(set(a) | set(b)) if a.get(name) != b.get(name)]
+        diffs += [
+            f"{attr} {name}: packaged {a.get(name)} != source {b.get(name)}"
+            for name in sorted(set(a) | set(b))
+            if a.get(name) != b.get(name)
+        ]
     return diffs
 
 
@@ -55,7 +64,8 @@ def test_vllm_installed_source_has_the_issues_facts_at_its_release() -> None:
     assert "--swap-space" not in fresh.flags  # removed after 0.17.1
     assert fresh.flags["--speculative-config"]["kind"] == "json"
     assert {"vllm:kv_cache_usage_perc", "vllm:inter_token_latency_seconds", "vllm:prefix_cache_hits_total"} <= set(
-        fresh.metrics)
+        fresh.metrics
+    )
     assert "vllm:gpu_cache_usage_perc" not in fresh.metrics
     assert fresh.parser.dotted_keys  # --compilation-config.mode 3
     assert fresh.parser.attached_values == {"-O": "--optimization-level"}  # -O3, rewritten by parse_args
@@ -69,8 +79,10 @@ def test_vllm_installed_source_has_the_issues_facts_at_its_release() -> None:
 def test_sglang_data_at_the_cached_release_is_what_its_source_defines() -> None:
     root = SOURCE_CACHE / "sglang" / SGLANG_VERSION
     if not (root / "sglang" / "srt" / "server_args.py").is_file():
-        missing(f"SGLang {SGLANG_VERSION} is not in {root.parent} (run "
-                f"`python scripts/engine_sources/sglang.py fetch {SGLANG_VERSION}`)")
+        missing(
+            f"SGLang {SGLANG_VERSION} is not in {root.parent} (run "
+            f"`python scripts/engine_sources/sglang.py fetch {SGLANG_VERSION}`)"
+        )
     data = load_releases("sglang")
     assert data is not None
     fresh = sglang.extract(SourceTree(root))

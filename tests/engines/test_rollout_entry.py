@@ -44,8 +44,9 @@ rollout:
 """
 
 
-async def test_no_passing_check_no_shadow_and_a_waiver_is_audited(bed: Any, tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_no_passing_check_no_shadow_and_a_waiver_is_audited(
+    bed: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SWITCHOVER_ACTOR", "entry-test@ci")
     path = tmp_path / "switchover.yaml"
     path.write_text(CONFIG.format(old=bed.old_url, new=bed.new_url))
@@ -71,5 +72,6 @@ async def test_no_passing_check_no_shadow_and_a_waiver_is_audited(bed: Any, tmp_
         await _traffic(gw, url, bed.model, tenants=2)
         await _shadows_done(gw, 2)  # the shadow stage mirrors real answers from new
     audit = [orjson.loads(line) for line in rollout.store.audit_path.read_bytes().splitlines()]
-    assert [(a["to_stage"], a["waived"]) for a in audit] == [("shadow", {"rollout.entry_check":
-                                                                         "probes reviewed by hand"})]
+    assert [(a["to_stage"], a["waived"]) for a in audit] == [
+        ("shadow", {"rollout.entry_check": "probes reviewed by hand"})
+    ]

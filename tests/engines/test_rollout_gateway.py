@@ -45,7 +45,9 @@ gateway:
 TENANT_SEED = "4bc4d8c87a25e5580200ca1ced24d51682674776c7a13160c4dd5b50003f64d3\n"
 """tenant-0..39 at 20 %: 13 on new; at 50 %: 20 (10 of the first 20). Written beside the config before start."""
 
-CONFIG = ENGINES_AND_GATEWAY + """\
+CONFIG = (
+    ENGINES_AND_GATEWAY
+    + """\
 rollout:
   stages: [shadow, 20, 50]
   window_s: 600
@@ -55,6 +57,7 @@ rollout:
     shadow_metrics: [output_tokens, finish_reason, stop_hit, error_code]
   entry: {{enabled: false}}   # these judge the stage gates; entering needs evidence: test_rollout_entry.py
 """
+)
 
 
 def _start_llama(bed: Any, log: Path) -> tuple[subprocess.Popen[bytes], str]:

@@ -47,7 +47,9 @@ def llama(bed: Any, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], s
         _stop(proc)
 
 
-CONFIG = ENGINES_AND_GATEWAY + """\
+CONFIG = (
+    ENGINES_AND_GATEWAY
+    + """\
 rollout:
   stages: [shadow, 50, 100]
   window_s: 600
@@ -67,19 +69,20 @@ rollout:
     drill: {{runs: runs}}
   entry: {{enabled: false}}   # these judge the stage gates; entering needs evidence: test_rollout_entry.py
 """
+)
 
 
 async def _drill_old(tmp: Path, old_url: str) -> None:
     """A real drill of the side-by-side case: nothing to stop or start, time to the first good answer on old."""
-    res = await run_drill(stop_cmd="true", start_cmd="true", url=old_url, ready_timeout_s=60, poll_s=0.2,
-                          max_ms=10000)
+    res = await run_drill(stop_cmd="true", start_cmd="true", url=old_url, ready_timeout_s=60, poll_s=0.2, max_ms=10000)
     assert res.ok, res.reason
     RunDir.create(tmp / "runs", "drill").write_json("drill", res)
 
 
 @contextlib.asynccontextmanager
-async def _holding(tmp: Path, bed: Any, new_url: str, *, crash: float,
-                   fmt: float) -> AsyncIterator[tuple[Path, Gateway, Rollout, str]]:
+async def _holding(
+    tmp: Path, bed: Any, new_url: str, *, crash: float, fmt: float
+) -> AsyncIterator[tuple[Path, Gateway, Rollout, str]]:
     """A drilled rollout taken shadow → 50 % → 100 % through a running gateway, now holding; yields the config
     path, the gateway, the rollout and the gateway's URL."""
     path = tmp / "switchover.yaml"
@@ -103,8 +106,9 @@ async def _holding(tmp: Path, bed: Any, new_url: str, *, crash: float,
         yield path, gw, rollout, url
 
 
-async def test_holding_then_a_failure_in_the_window_rolls_back_with_one_command(bed, llama, tmp_path,
-                                                                                monkeypatch, capsys) -> None:
+async def test_holding_then_a_failure_in_the_window_rolls_back_with_one_command(
+    bed, llama, tmp_path, monkeypatch, capsys
+) -> None:
     monkeypatch.setenv("SWITCHOVER_ACTOR", "engine-test@ci")
     proc, new_url = llama
     async with _holding(tmp_path, bed, new_url, crash=3600, fmt=2) as (path, gw, rollout, url):
@@ -145,8 +149,7 @@ async def test_holding_then_a_failure_in_the_window_rolls_back_with_one_command(
     assert audit[4].window == "format" and audit[-1].who == "engine-test@ci"
 
 
-async def test_a_quiet_holding_window_ends_and_the_end_is_in_the_audit_log(bed, llama, tmp_path,
-                                                                           monkeypatch) -> None:
+async def test_a_quiet_holding_window_ends_and_the_end_is_in_the_audit_log(bed, llama, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("SWITCHOVER_ACTOR", "engine-test@ci")
     _, new_url = llama
     async with _holding(tmp_path, bed, new_url, crash=3, fmt=2) as (_, gw, rollout, url):

@@ -47,13 +47,22 @@ rollout:
 
 async def _send(url: str, model: str, n: int, start: int) -> None:
     """n streamed completions over 40 tenants (20 of them on new at 50 %), one at a time."""
-    body = {"model": model, "prompt": "The capital of France is", "max_tokens": 8, "stream": True,
-            "temperature": 0, "stream_options": {"include_usage": True}}
+    body = {
+        "model": model,
+        "prompt": "The capital of France is",
+        "max_tokens": 8,
+        "stream": True,
+        "temperature": 0,
+        "stream_options": {"include_usage": True},
+    }
     async with aiohttp.ClientSession() as http:
         for i in range(start, start + n):
-            async with http.post(url + "/v1/completions", data=orjson.dumps(body),
-                                 headers={"x-tenant-id": f"tenant-{i % 40}", "Content-Type": "application/json"},
-                                 timeout=aiohttp.ClientTimeout(total=60)) as r:
+            async with http.post(
+                url + "/v1/completions",
+                data=orjson.dumps(body),
+                headers={"x-tenant-id": f"tenant-{i % 40}", "Content-Type": "application/json"},
+                timeout=aiohttp.ClientTimeout(total=60),
+            ) as r:
                 assert r.status == 200, await r.read()
                 await r.read()
 
@@ -94,8 +103,9 @@ async def _watch(gw: Gateway, url: str, rollout: Rollout, model: str, *, batches
     return ticks
 
 
-async def test_aa_rollout_with_old_behind_both_arms_never_rolls_back(bed: Any, tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_aa_rollout_with_old_behind_both_arms_never_rolls_back(
+    bed: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SWITCHOVER_ACTOR", "engine-test@ci")
     _, gw, rollout = _setup(tmp_path, bed.new_url, bed.new_url)  # the bed's llama-server on both arms
     async with running(gw, port=0) as url:
@@ -106,8 +116,7 @@ async def test_aa_rollout_with_old_behind_both_arms_never_rolls_back(bed: Any, t
     last = ticks[-1].report
     assert last is not None and last.judge is not None and last.judge.verdict != "regress"
     ttft = next(d for d in last.judge.decisions if d.metric == "ttft_ms" and d.test == "bulk_ratio")
-    print("A/A judge after 240 requests:", [(d.metric, d.test, d.direction, d.requests) for d in
-                                             last.judge.decisions])
+    print("A/A judge after 240 requests:", [(d.metric, d.test, d.direction, d.requests) for d in last.judge.decisions])
     assert ttft.requests_new >= 80 and ttft.direction != "regress"
     assert [a.action for a in rollout.store.audit()] == ["advance"]
 

@@ -28,8 +28,12 @@ def _fields(report) -> dict[str, tuple[str | None, str]]:
 
 
 def test_vllm_cpu_start_up_log_names_device_dtype_kv_and_eager(bed: Bed) -> None:
-    r = check_file(_bed_logs(bed)["vllm"], "vllm", flags="--enforce-eager",
-                   expect=["attention_backend=CPU_ATTN", "kv_cache_dtype=auto", "quantization=none"])
+    r = check_file(
+        _bed_logs(bed)["vllm"],
+        "vllm",
+        flags="--enforce-eager",
+        expect=["attention_backend=CPU_ATTN", "kv_cache_dtype=auto", "quantization=none"],
+    )
     got = _fields(r)
     assert got["device"] == ("cpu", "logged")
     assert got["attention_backend"] == ("CPU_ATTN", "inferred")  # vLLM CPU does not log it; cited code path

@@ -32,8 +32,14 @@ def smollm2_bed() -> Iterator[tuple[str, str, str]]:
     if missing:
         absent(f"SmolLM2 bed missing: {missing}")
     name = f"verify-smollm2-{os.getpid()}"
-    state, _ = processes.up(layout, model="smollm2", name=name, old_port=processes.free_port(),
-                            new_port=processes.free_port(), timeout_s=600)
+    state, _ = processes.up(
+        layout,
+        model="smollm2",
+        name=name,
+        old_port=processes.free_port(),
+        new_port=processes.free_port(),
+        timeout_s=600,
+    )
     try:
         yield state.url("old"), state.url("new"), state.engines[0].served_name
     finally:
@@ -41,8 +47,11 @@ def smollm2_bed() -> Iterator[tuple[str, str, str]]:
 
 
 def test_long_input_boundary_matches_each_servers_real_context(bed: Any) -> None:
-    r = asyncio.run(run_verify(Target(bed.old_url, bed.model), Target(bed.new_url, bed.model), BUILTIN[:2],
-                               VerifyOptions(structured=2)))
+    r = asyncio.run(
+        run_verify(
+            Target(bed.old_url, bed.model), Target(bed.new_url, bed.model), BUILTIN[:2], VerifyOptions(structured=2)
+        )
+    )
     assert not r.partial and len(r.greedy) == 2
     old, new = r.long_inputs
     assert old.context == 2048 and new.context == 1024  # vLLM --max-model-len 2048; llama.cpp 4096 ctx / 4 slots
@@ -56,15 +65,18 @@ def test_long_input_boundary_matches_each_servers_real_context(bed: Any) -> None
         assert b.failure is not None and "HTTP 400" in b.failure
     assert all(s.total == 2 for s in r.structured)
     for side in r.structured:  # both engines take json_schema: every answer is valid JSON for its schema, or cut
-        assert all(c.status == "valid" or (c.status == "invalid" and (c.reason or "").endswith("(hit max_tokens)"))
-                   for c in side.cases), side.cases  # short by max_tokens (vLLM's grammar allows long whitespace)
+        assert all(
+            c.status == "valid" or (c.status == "invalid" and (c.reason or "").endswith("(hit max_tokens)"))
+            for c in side.cases
+        ), side.cases  # short by max_tokens (vLLM's grammar allows long whitespace)
         assert side.valid >= 1, side.cases  # greedy on the bed: at least the yes/no schema comes back valid
 
 
 def test_smollm2_vllm_vs_llamacpp_shows_real_divergences(smollm2_bed: tuple[str, str, str]) -> None:
     old, new, model = smollm2_bed
-    r = asyncio.run(run_verify(Target(old, model), Target(new, model), BUILTIN,
-                               VerifyOptions(structured=0, long_inputs=False)))
+    r = asyncio.run(
+        run_verify(Target(old, model), Target(new, model), BUILTIN, VerifyOptions(structured=0, long_inputs=False))
+    )
     s = r.summary
     assert s is not None and s.prompts == len(BUILTIN) and s.failed == 0
     # same weights, bf16 vs Q4_1: most prompts agree exactly, some diverge (near-ties flip)
@@ -73,8 +85,14 @@ def test_smollm2_vllm_vs_llamacpp_shows_real_divergences(smollm2_bed: tuple[str,
     assert all(d.first_char is not None and d.first_token is not None for d in diverged)
     assert s.token_agreement_mean is not None and 0.2 < s.token_agreement_mean < 1.0
     assert s.logprob_delta_mean is not None and s.logprob_delta_mean > 0  # logprobs from both engines
-    print("\n" + "\n".join(f"{d.id}: identical={d.identical} first_char={d.first_char} first_token="
-                           f"{d.first_token} agreement={d.token_agreement} flags={d.flags}" for d in r.greedy))
+    print(
+        "\n"
+        + "\n".join(
+            f"{d.id}: identical={d.identical} first_char={d.first_char} first_token="
+            f"{d.first_token} agreement={d.token_agreement} flags={d.flags}"
+            for d in r.greedy
+        )
+    )
     print(s.model_dump())
 
 
@@ -90,8 +108,12 @@ def test_an_engine_killed_mid_verify_gives_a_partial_report(bed: Any, tmp_path: 
     model = bed_models(bed.layout)[bed.key]
     port = processes.free_port()
     log = (tmp_path / "llama.log").open("wb")
-    proc = subprocess.Popen(processes.llama_command(bed.layout, model, port, threads=1), stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        processes.llama_command(bed.layout, model, port, threads=1),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -106,8 +128,15 @@ def test_an_engine_killed_mid_verify_gives_a_partial_report(bed: Any, tmp_path: 
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
 
-        r = asyncio.run(run_verify(Target(bed.old_url, bed.model), Target(url, model.served_name), BUILTIN[:4],
-                                   VerifyOptions(structured=0, long_inputs=False), on_progress=progress))
+        r = asyncio.run(
+            run_verify(
+                Target(bed.old_url, bed.model),
+                Target(url, model.served_name),
+                BUILTIN[:4],
+                VerifyOptions(structured=0, long_inputs=False),
+                on_progress=progress,
+            )
+        )
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

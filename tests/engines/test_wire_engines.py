@@ -29,8 +29,9 @@ def _url(bed: Bed, role: str) -> str:
 async def test_streamed_generation_is_parsed_and_usage_matches(transport: str, bed: Bed, role: str, api: str) -> None:
     async with EngineClient(_url(bed, role), transport=transport) as c:
         if api == "chat":
-            rec = await c.chat([{"role": "user", "content": "def hello"}], model=bed.model, max_tokens=8,
-                               temperature=0, stream=True)
+            rec = await c.chat(
+                [{"role": "user", "content": "def hello"}], model=bed.model, max_tokens=8, temperature=0, stream=True
+            )
         else:
             rec = await c.complete("def hello", model=bed.model, max_tokens=8, temperature=0, stream=True)
     assert rec.ok, rec.failure
@@ -51,8 +52,9 @@ async def test_streamed_generation_is_parsed_and_usage_matches(transport: str, b
 @pytest.mark.parametrize("role", ROLES)
 async def test_small_max_tokens_finishes_with_length(transport: str, bed: Bed, role: str) -> None:
     async with EngineClient(_url(bed, role), transport=transport) as c:
-        rec = await c.complete("import os\n", model=bed.model, max_tokens=3, temperature=0, stream=True,
-                               ignore_eos=True)
+        rec = await c.complete(
+            "import os\n", model=bed.model, max_tokens=3, temperature=0, stream=True, ignore_eos=True
+        )
     assert rec.ok, rec.failure
     assert rec.finish_reason == "length"
     assert rec.usage is not None and rec.usage.completion_tokens == 3
@@ -65,8 +67,7 @@ async def test_stop_string_finishes_with_stop(transport: str, bed: Bed, role: st
         assert probe.ok and len(probe.text) >= 4, probe.failure
         # stop on a piece of what the model will greedily generate anyway
         stop = probe.text[1:4] if probe.text[1:4].strip() else probe.text[:3]
-        rec = await c.complete("def hello", model=bed.model, max_tokens=16, temperature=0, stop=[stop],
-                               stream=True)
+        rec = await c.complete("def hello", model=bed.model, max_tokens=16, temperature=0, stop=[stop], stream=True)
     assert rec.ok, rec.failure
     assert rec.finish_reason == "stop", (stop, probe.text, rec.text)
     assert stop not in rec.text

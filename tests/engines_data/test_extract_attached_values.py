@@ -71,13 +71,15 @@ OPTIMIZATION = """
                     processed_args.append(arg.replace("-O", "-cc", 1))"""
 
 
-def _files(branch: str, *, compile_strings: str = '"--compilation-config", "-O"', optimization: str = ""
-           ) -> dict[str, str]:
-    files = {"vllm/utils.py": PARSER.format(branch=branch, dotted="" if branch == DEAD else DOTTED),
-             "vllm/entrypoints/openai/cli_args.py": CLI.format(compile_strings=compile_strings,
-                                                               optimization=optimization),
-             "vllm/entrypoints/openai/api_server.py": "from vllm.entrypoints.openai.cli_args import make_arg_parser\n",
-             "vllm/scripts.py": SERVE}
+def _files(
+    branch: str, *, compile_strings: str = '"--compilation-config", "-O"', optimization: str = ""
+) -> dict[str, str]:
+    files = {
+        "vllm/utils.py": PARSER.format(branch=branch, dotted="" if branch == DEAD else DOTTED),
+        "vllm/entrypoints/openai/cli_args.py": CLI.format(compile_strings=compile_strings, optimization=optimization),
+        "vllm/entrypoints/openai/api_server.py": "from vllm.entrypoints.openai.cli_args import make_arg_parser\n",
+        "vllm/scripts.py": SERVE,
+    }
     return {path: textwrap.dedent(text) for path, text in files.items()}
 
 
@@ -85,16 +87,22 @@ def _vllm(branch: str, **layout: str) -> SourceTree:
     return SourceTree(files=_files(branch, **layout))
 
 
-NEWEST = {"branch": OPTIMIZATION, "compile_strings": '"--compilation-config", "-cc"',
-          "optimization": 'parser.add_argument("--optimization-level", type=int, default=2)'}
+NEWEST = {
+    "branch": OPTIMIZATION,
+    "compile_strings": '"--compilation-config", "-cc"',
+    "optimization": 'parser.add_argument("--optimization-level", type=int, default=2)',
+}
 
 
-@pytest.mark.parametrize(("layout", "expected"), [
-    ({"branch": DEAD}, {}),
-    ({"branch": LEVEL}, {"-O": "--compilation-config.level"}),
-    ({"branch": MODE}, {"-O": "--compilation-config.mode"}),
-    (NEWEST, {"-O": "--optimization-level"}),
-])
+@pytest.mark.parametrize(
+    ("layout", "expected"),
+    [
+        ({"branch": DEAD}, {}),
+        ({"branch": LEVEL}, {"-O": "--compilation-config.level"}),
+        ({"branch": MODE}, {"-O": "--compilation-config.mode"}),
+        (NEWEST, {"-O": "--optimization-level"}),
+    ],
+)
 def test_vllm_parse_args_rewrite_of_an_attached_O_value_is_read_per_layout(layout: dict, expected: dict) -> None:
     rules = vllm.extract(_vllm(**layout)).parser
     assert rules.attached_values == expected
@@ -110,7 +118,8 @@ def test_attached_values_need_a_one_letter_option_that_takes_a_value() -> None:
 
 
 def test_sglang_without_one_letter_options_reads_no_attached_value() -> None:
-    files = {"sglang/srt/server_args.py": textwrap.dedent("""
+    files = {
+        "sglang/srt/server_args.py": textwrap.dedent("""
         import argparse
 
         class ServerArgs:
@@ -121,13 +130,18 @@ def test_sglang_without_one_letter_options_reads_no_attached_value() -> None:
         def prepare_server_args(argv):
             parser = argparse.ArgumentParser()
             ServerArgs.add_cli_args(parser)
-    """)}
+    """)
+    }
     assert sglang.extract(SourceTree(files=files)).parser.attached_short is False
 
 
 def _view(layout: dict) -> ReleaseView:
-    data = compact("vllm", [Snapshot("1.0.0", "v1.0.0", "a", None, vllm.extract(_vllm(**layout)))],
-                   source_url="https://example.invalid/{ref}/{path}", generated_by="test")
+    data = compact(
+        "vllm",
+        [Snapshot("1.0.0", "v1.0.0", "a", None, vllm.extract(_vllm(**layout)))],
+        source_url="https://example.invalid/{ref}/{path}",
+        generated_by="test",
+    )
     return ReleaseView(data, resolve(data, "1.0.0"))
 
 
@@ -172,6 +186,7 @@ def test_O_value_read_as_a_level_or_a_dict_literal_is_json_not_int() -> None:
     files["vllm/config.py"] = textwrap.dedent(FROM_CLI)
     cli = files["vllm/entrypoints/openai/cli_args.py"]
     files["vllm/entrypoints/openai/cli_args.py"] = "from vllm.config import CompilationConfig\n" + cli.replace(
-        '"-O", type=str', '"-O", type=CompilationConfig.from_cli')
+        '"-O", type=str', '"-O", type=CompilationConfig.from_cli'
+    )
     flags = vllm.extract(SourceTree(files=files)).flags
     assert flags["--compilation-config"]["kind"] == "json"  # 0.6.5: -O3 and -O '{"level": 3}' both parse

@@ -36,7 +36,9 @@ FIELDS = """
             super().__init__(default)
 """
 # 0.5.5-0.5.10: the new name first; 0.5.11 on: the old name first, the new one optional
-CALLS = FIELDS + """
+CALLS = (
+    FIELDS
+    + """
     class Envs:
         SGLANG_LOG_GC = EnvBool(False)
         SGLANG_REQ_WAITING_TIMEOUT = EnvInt(-1)
@@ -73,8 +75,11 @@ CALLS = FIELDS + """
     _convert_SGL_to_SGLANG()
     _warn_deprecated_env_to_cli_flag("SGLANG_GC_LOG", "It will be removed in 0.5.7.")
 """
+)
 # 0.5.18 on: one registry of deprecation objects, applied at import
-REGISTRY = FIELDS + """
+REGISTRY = (
+    FIELDS
+    + """
     class Envs:
         SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK = EnvBool(True)
         SGLANG_LOG_GC = EnvBool(False)
@@ -111,6 +116,7 @@ REGISTRY = FIELDS + """
 
     _handle_deprecated_envs()
 """
+)
 
 
 def _source(files: dict[str, str], package: str) -> Source:
@@ -125,23 +131,30 @@ def _sglang(environ: str) -> tuple[dict[str, dict], dict[str, str]]:
 def test_sglang_warning_functions_mark_the_old_name_whatever_the_argument_order() -> None:
     env, _ = _sglang(CALLS)
     # forwarded unchanged: the replacement's kind; the second declaration's hint joins the first
-    assert env["SGLANG_GC_LOG"] == {"path": "sglang/srt/environ.py", "kind": "bool",
-                                    "deprecated": "Deprecated. Use SGLANG_LOG_GC instead. It will be removed in 0.5.7."}
+    assert env["SGLANG_GC_LOG"] == {
+        "path": "sglang/srt/environ.py",
+        "kind": "bool",
+        "deprecated": "Deprecated. Use SGLANG_LOG_GC instead. It will be removed in 0.5.7.",
+    }
     assert env["SGLANG_PER_TOKEN_GROUP_QUANT_8BIT_V2"]["deprecated"] == "Deprecated."  # read only to warn
     assert "deprecated" not in env["SGLANG_LOG_GC"]  # the replacement is not deprecated
 
 
 def test_sglang_loop_over_a_literal_dict_marks_each_old_name_and_a_converted_value_keeps_no_kind() -> None:
     env, _ = _sglang(CALLS)
-    assert env["SGLANG_QUEUED_TIMEOUT_MS"] == {"path": "sglang/srt/environ.py", "kind": "unknown",
-                                               "deprecated": "Deprecated. Use SGLANG_REQ_WAITING_TIMEOUT instead."}
+    assert env["SGLANG_QUEUED_TIMEOUT_MS"] == {
+        "path": "sglang/srt/environ.py",
+        "kind": "unknown",
+        "deprecated": "Deprecated. Use SGLANG_REQ_WAITING_TIMEOUT instead.",
+    }
 
 
 def test_sglang_field_alias_is_deprecated_and_read_only_while_the_field_is_unset() -> None:
     env, _ = _sglang(CALLS)
     assert env["SGLANG_EPLB_ROCM_P2P_BATCH_CHUNK_SIZE"]["deprecated"] == (
         "Deprecated. Use SGLANG_EPLB_P2P_BATCH_CHUNK_SIZE instead. Read only while SGLANG_EPLB_P2P_BATCH_CHUNK_SIZE "
-        "is unset.")
+        "is unset."
+    )
     assert env["SGLANG_EPLB_ROCM_P2P_BATCH_CHUNK_SIZE"]["kind"] == "int"
 
 
@@ -153,7 +166,8 @@ def test_sglang_deprecation_registry_gives_replacement_note_and_transform() -> N
     assert inverted["kind"] == "unknown"  # the value is transformed on the way (inverted), not forwarded
     assert inverted["deprecated"] == "Deprecated. Use SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK instead."
     assert env["SGLANG_ENABLE_GRPC"]["deprecated"] == (
-        "Deprecated. Please use '--grpc-port' to enable the native gRPC server.")
+        "Deprecated. Please use '--grpc-port' to enable the native gRPC server."
+    )
 
 
 def test_sglang_prefix_rewrite_is_read_only_when_environ_py_runs_it_at_import() -> None:
@@ -163,19 +177,24 @@ def test_sglang_prefix_rewrite_is_read_only_when_environ_py_runs_it_at_import() 
 
 
 def test_sglang_extract_carries_the_prefix_aliases() -> None:
-    files = {"sglang/srt/environ.py": textwrap.dedent(CALLS), "sglang/srt/server_args.py": textwrap.dedent("""
+    files = {
+        "sglang/srt/environ.py": textwrap.dedent(CALLS),
+        "sglang/srt/server_args.py": textwrap.dedent("""
         import argparse
 
         class ServerArgs:
             @staticmethod
             def add_cli_args(parser):
                 parser.add_argument("--tp-size", type=int, default=1)
-    """)}
+    """),
+    }
     assert sglang.extract(SourceTree(files=files)).env_prefix_aliases == {"SGL_": "SGLANG_"}
 
 
 def test_a_function_that_only_writes_a_variable_is_not_a_reader() -> None:
-    source = _source({"sglang/srt/utils.py": """
+    source = _source(
+        {
+            "sglang/srt/utils.py": """
         import os
 
         def set_env(name: str, value: str) -> None:
@@ -183,7 +202,10 @@ def test_a_function_that_only_writes_a_variable_is_not_a_reader() -> None:
 
         def setup():
             set_env("SGLANG_WRITTEN_ONLY", "1")
-    """}, "sglang")
+    """
+        },
+        "sglang",
+    )
     assert sglang_environment(evaluator(source), source) == {}
 
 
@@ -209,9 +231,12 @@ def test_vllm_comment_above_a_table_entry_says_when_the_variable_is_deprecated()
     source = _source({"vllm/envs.py": ENVS}, "vllm")
     env = vllm_environment(evaluator(source), source)
     assert env["VLLM_MM_INPUT_CACHE_GIB"]["deprecated"] == (
-        "[DEPRECATED] Cache size (in GiB per process) for multimodal input cache")
-    assert env["VLLM_TORCH_PROFILER_DIR"]["deprecated"] == "Enables torch profiler if set. Deprecated, see " \
-                                                           "profiler_config."
+        "[DEPRECATED] Cache size (in GiB per process) for multimodal input cache"
+    )
+    assert (
+        env["VLLM_TORCH_PROFILER_DIR"]["deprecated"] == "Enables torch profiler if set. Deprecated, see "
+        "profiler_config."
+    )
     assert "deprecated" not in env["VLLM_NO_DEPRECATION_WARNING"]  # 'deprecation' is not 'deprecated'
     assert "deprecated" not in env["VLLM_PORT"]  # the comment block above belongs to another entry
 
@@ -240,6 +265,7 @@ WRAPPED = """
 def test_vllm_deprecated_env_wrapper_gives_its_warning_filled_with_the_entrys_arguments() -> None:
     source = _source({"vllm/envs.py": WRAPPED}, "vllm")
     fbgemm = vllm_environment(evaluator(source), source)["VLLM_USE_FBGEMM"]
-    assert fbgemm["deprecated"] == ("VLLM_USE_FBGEMM is deprecated and will be removed in v0.23. Use "
-                                    "--linear-backend fbgemm.")  # the warning wins over the comment
+    assert fbgemm["deprecated"] == (
+        "VLLM_USE_FBGEMM is deprecated and will be removed in v0.23. Use --linear-backend fbgemm."
+    )  # the warning wins over the comment
     assert (fbgemm["kind"], fbgemm["default"]) == ("bool", "0")  # the wrapped getter still gives the kind

@@ -96,12 +96,20 @@ def test_vllm_envs_table_gives_each_variable_its_kind_default_and_choices() -> N
     assert env["VLLM_USE_MODELSCOPE"] == {"path": "vllm/envs.py", "kind": "bool", "default": "False"}
     assert env["VLLM_PORT"]["kind"] == "int"  # the helper's return type, not the string it reads
     assert env["VLLM_RPC_TIMEOUT"]["kind"] == "int"
-    assert env["VLLM_WORKER_MULTIPROC_METHOD"] == {"path": "vllm/envs.py", "kind": "str", "default": "fork",
-                                                   "choices": ["spawn", "fork"]}
+    assert env["VLLM_WORKER_MULTIPROC_METHOD"] == {
+        "path": "vllm/envs.py",
+        "kind": "str",
+        "default": "fork",
+        "choices": ["spawn", "fork"],
+    }
     assert env["VLLM_ATTENTION_BACKEND"]["choices"] == ["FLASH_ATTN", "FLASHINFER"]  # the enum's member names
     assert "default" not in env["VLLM_ATTENTION_BACKEND"]
-    assert env["VLLM_LABELS"] == {"path": "vllm/envs.py", "kind": "list", "default": "[]",
-                                  "choices": ["container", "web_search"]}  # handed on to env_list_with_choices
+    assert env["VLLM_LABELS"] == {
+        "path": "vllm/envs.py",
+        "kind": "list",
+        "default": "[]",
+        "choices": ["container", "web_search"],
+    }  # handed on to env_list_with_choices
     assert env["VLLM_CONFIG_ROOT"]["default"] == "os.path.join(get_default_config_root(), 'vllm')"
     assert env["VLLM_OPAQUE"]["kind"] == "int"  # unreadable function: the TYPE_CHECKING declaration
 
@@ -131,11 +139,17 @@ OLD_ENGINE = """
 
 
 def test_vllm_before_envs_py_reads_its_variables_where_it_uses_them() -> None:
-    env = _vllm_env({"vllm/attention/selector.py": OLD_SELECTOR, "vllm/engine/async_llm_engine.py": OLD_ENGINE,
-                     "vllm/tests/conftest.py": 'import os\nos.getenv("VLLM_TEST_ONLY")\n'})
-    assert env == {"VLLM_ATTENTION_BACKEND": {"path": "vllm/attention/selector.py", "kind": "str"},
-                   "VLLM_ENGINE_ITERATION_TIMEOUT_S": {"path": "vllm/engine/async_llm_engine.py", "kind": "int",
-                                                       "default": "60"}}
+    env = _vllm_env(
+        {
+            "vllm/attention/selector.py": OLD_SELECTOR,
+            "vllm/engine/async_llm_engine.py": OLD_ENGINE,
+            "vllm/tests/conftest.py": 'import os\nos.getenv("VLLM_TEST_ONLY")\n',
+        }
+    )
+    assert env == {
+        "VLLM_ATTENTION_BACKEND": {"path": "vllm/attention/selector.py", "kind": "str"},
+        "VLLM_ENGINE_ITERATION_TIMEOUT_S": {"path": "vllm/engine/async_llm_engine.py", "kind": "int", "default": "60"},
+    }
 
 
 ENVIRON = """
@@ -219,39 +233,58 @@ SG_WORKER = """
 
 
 def test_sglang_reads_by_name_with_the_helpers_signature_defaults_and_merged_kinds() -> None:
-    env = _sglang_env({"sglang/srt/utils.py": SG_UTILS, "sglang/srt/managers/scheduler.py": SG_SCHEDULER,
-                       "sglang/srt/managers/worker.py": SG_WORKER,
-                       "sglang/bench_serving.py": 'import os\nos.getenv("SGLANG_BENCH_ONLY")\n'})
+    env = _sglang_env(
+        {
+            "sglang/srt/utils.py": SG_UTILS,
+            "sglang/srt/managers/scheduler.py": SG_SCHEDULER,
+            "sglang/srt/managers/worker.py": SG_WORKER,
+            "sglang/bench_serving.py": 'import os\nos.getenv("SGLANG_BENCH_ONLY")\n',
+        }
+    )
     assert env["SGLANG_IS_IN_CI"] == {"path": "sglang/srt/managers/scheduler.py", "kind": "bool", "default": "true"}
     assert env["SGL_ENABLE_JIT_DEEPGEMM"]["default"] == "true"  # spread over two lines, keyword default
     assert env["SGLANG_SKIP_CHECK"]["default"] == "false"  # the helper's own default
     clip = env["SGLANG_CLIP_MAX_NEW_TOKENS"]
     assert clip["kind"] == "int" and clip["default"] == "4096"  # the plain read elsewhere defers to the int one
     assert env["SGLANG_TORCH_PROFILER_DIR"] == {"path": "sglang/srt/managers/scheduler.py", "kind": "str"}
-    assert set(env) == {"SGLANG_IS_IN_CI", "SGL_ENABLE_JIT_DEEPGEMM", "SGLANG_CLIP_MAX_NEW_TOKENS",
-                        "SGLANG_TORCH_PROFILER_DIR", "SGLANG_SKIP_CHECK"}  # no MASTER_ADDR, no benchmark-only variable
+    assert set(env) == {
+        "SGLANG_IS_IN_CI",
+        "SGL_ENABLE_JIT_DEEPGEMM",
+        "SGLANG_CLIP_MAX_NEW_TOKENS",
+        "SGLANG_TORCH_PROFILER_DIR",
+        "SGLANG_SKIP_CHECK",
+    }  # no MASTER_ADDR, no benchmark-only variable
 
 
 def test_sglang_envs_registry_fields_win_with_their_parsed_kind_and_aliases() -> None:
-    env = _sglang_env({"sglang/srt/environ.py": ENVIRON, "sglang/srt/utils.py": SG_UTILS,
-                       "sglang/srt/managers/scheduler.py": SG_SCHEDULER})
+    env = _sglang_env(
+        {
+            "sglang/srt/environ.py": ENVIRON,
+            "sglang/srt/utils.py": SG_UTILS,
+            "sglang/srt/managers/scheduler.py": SG_SCHEDULER,
+        }
+    )
     assert env["SGLANG_IS_IN_CI"] == {"path": "sglang/srt/environ.py", "kind": "bool", "default": "False"}
     assert env["SGLANG_RETRACT_DECODE_STEPS"] == {"path": "sglang/srt/environ.py", "kind": "int", "default": "20"}
     assert env["SGLANG_PLATFORMS"]["kind"] == "list"
     assert env["SGLANG_USE_AITER"]["default"] == "_default_hip()"
-    assert env["SGLANG_OLD_NAME"] == {"path": "sglang/srt/environ.py", "kind": "bool",  # read when the new is unset
-                                      "deprecated": "Deprecated. Use SGLANG_NEW_NAME instead. Read only while "
-                                                    "SGLANG_NEW_NAME is unset."}
+    assert env["SGLANG_OLD_NAME"] == {
+        "path": "sglang/srt/environ.py",
+        "kind": "bool",  # read when the new is unset
+        "deprecated": "Deprecated. Use SGLANG_NEW_NAME instead. Read only while SGLANG_NEW_NAME is unset.",
+    }
     assert "not_a_field" not in env
     assert env["SGLANG_TORCH_PROFILER_DIR"]["path"] == "sglang/srt/managers/scheduler.py"  # still read by name
 
 
 def test_the_vllm_extractor_puts_the_environment_in_the_facts() -> None:
-    files = {"vllm/envs.py": textwrap.dedent(ENVS),
-             "vllm/entrypoints/openai/cli_args.py": "import argparse\ndef make_arg_parser():\n"
-                                                    "    parser = argparse.ArgumentParser()\n"
-                                                    "    parser.add_argument('--port', type=int)\n"
-                                                    "    return parser\n"}
+    files = {
+        "vllm/envs.py": textwrap.dedent(ENVS),
+        "vllm/entrypoints/openai/cli_args.py": "import argparse\ndef make_arg_parser():\n"
+        "    parser = argparse.ArgumentParser()\n"
+        "    parser.add_argument('--port', type=int)\n"
+        "    return parser\n",
+    }
     facts = vllm.extract(SourceTree(files=files))
     assert facts.environment["VLLM_USE_V1"] == {"path": "vllm/envs.py", "kind": "bool", "default": "1"}
 

@@ -10,7 +10,7 @@ from switchover.engines.extract import SourceTree, llamacpp
 from switchover.engines.extract.llamacpp_environ import CppReads, cpp_reads, environment, negative_env, wrappers
 from switchover.engines.releases import view
 
-COMMON = textwrap.dedent('''
+COMMON = textwrap.dedent("""
     std::string common_get_env(const std::string & name) {
         const char * value = std::getenv(name.c_str());
         return value == nullptr ? "" : value;
@@ -34,14 +34,14 @@ COMMON = textwrap.dedent('''
         const char * s = "getenv(\\"IN_A_STRING\\")";
         return cache_directory;
     }
-''')
+""")
 
-HEADER = textwrap.dedent('''
+HEADER = textwrap.dedent("""
     std::string common_get_env(const std::string & name);
     std::filesystem::path common_get_path_from_env(const std::string & name);
-''')
+""")
 
-HF_CACHE = textwrap.dedent('''
+HF_CACHE = textwrap.dedent("""
     #if defined(_WIN32)
     #define HOME_DIR "USERPROFILE"
     #else
@@ -67,9 +67,9 @@ HF_CACHE = textwrap.dedent('''
         }();
         return cache;
     }
-''')
+""")
 
-SERVER_HTTP = textwrap.dedent('''
+SERVER_HTTP = textwrap.dedent("""
     struct gcp_params {
         gcp_params() {
             enabled = getenv("AIP_MODE", "") == "PREDICTION";
@@ -82,9 +82,9 @@ SERVER_HTTP = textwrap.dedent('''
             return value ? value : default_value;
         }
     };
-''')
+""")
 
-LIBLLAMA = textwrap.dedent('''
+LIBLLAMA = textwrap.dedent("""
     llama_batch_allocr::llama_batch_allocr(uint32_t n_pos_per_embd) : n_pos_per_embd(n_pos_per_embd) {
         const char * LLAMA_BATCH_DEBUG = getenv("LLAMA_BATCH_DEBUG");
         debug = LLAMA_BATCH_DEBUG ? atoi(LLAMA_BATCH_DEBUG) : 0;
@@ -93,9 +93,9 @@ LIBLLAMA = textwrap.dedent('''
         }
         verbose = std::getenv("LLAMA_TRACE") != nullptr;
     }
-''')
+""")
 
-ARG_CPP = textwrap.dedent('''
+ARG_CPP = textwrap.dedent("""
     bool common_arg::get_value_from_env(std::string & output) const {
         if (env == nullptr) return false;
         if (!args_neg.empty()) {
@@ -107,18 +107,26 @@ ARG_CPP = textwrap.dedent('''
         char * value = std::getenv(env);
         return value != nullptr;
     }
-''')
+""")
 
 
 def _files() -> dict[str, str]:
-    return {"common/common.cpp": COMMON, "common/common.h": HEADER, "common/hf-cache.cpp": HF_CACHE,
-            "tools/server/server-http.cpp": SERVER_HTTP, "src/llama-batch.cpp": LIBLLAMA}
+    return {
+        "common/common.cpp": COMMON,
+        "common/common.h": HEADER,
+        "common/hf-cache.cpp": HF_CACHE,
+        "tools/server/server-http.cpp": SERVER_HTTP,
+        "src/llama-batch.cpp": LIBLLAMA,
+    }
 
 
 def test_wrappers_hand_a_parameter_to_getenv_and_say_which_is_the_default() -> None:
     found = wrappers(_files())
     assert {name: (w.name_at, w.default_at) for name, w in found.items()} == {
-        "common_get_env": (0, None), "common_get_path_from_env": (0, None), "getenv": (0, 1)}
+        "common_get_env": (0, None),
+        "common_get_path_from_env": (0, None),
+        "getenv": (0, 1),
+    }
 
 
 def test_reads_name_their_variables_by_literal_define_or_walked_table() -> None:
@@ -127,8 +135,19 @@ def test_reads_name_their_variables_by_literal_define_or_walked_table() -> None:
     for path, code in _files().items():
         cpp_reads(path, code, found, reads)
     facts = reads.facts(set())
-    assert set(facts) == {"LLAMA_CACHE", "MODEL_ENDPOINT", "HF_HUB_CACHE", "USERPROFILE", "HOME", "AIP_MODE",
-                          "AIP_PREDICT_ROUTE", "AIP_HTTP_PORT", "LLAMA_BATCH_DEBUG", "LLAMA_SCALE", "LLAMA_TRACE"}
+    assert set(facts) == {
+        "LLAMA_CACHE",
+        "MODEL_ENDPOINT",
+        "HF_HUB_CACHE",
+        "USERPROFILE",
+        "HOME",
+        "AIP_MODE",
+        "AIP_PREDICT_ROUTE",
+        "AIP_HTTP_PORT",
+        "LLAMA_BATCH_DEBUG",
+        "LLAMA_SCALE",
+        "LLAMA_TRACE",
+    }
     assert facts["LLAMA_CACHE"]["path"] == "common/common.cpp"  # read in two files: the first read cites it
     assert (facts["AIP_HTTP_PORT"]["kind"], facts["AIP_HTTP_PORT"]["default"]) == ("int", "8080")
     assert facts["AIP_PREDICT_ROUTE"]["default"] == "/predict" and facts["AIP_MODE"]["default"] == ""
@@ -144,12 +163,16 @@ def test_a_read_of_a_computed_name_is_said_unnamed() -> None:
 
 
 def test_negative_env_variables_of_options_with_a_negative_form() -> None:
-    flags = {"--mmap": {"env": "LLAMA_ARG_MMAP", "negation": "--no-mmap", "negations": []},
-             "--ctx-size": {"env": "LLAMA_ARG_CTX_SIZE", "negation": None, "negations": []},
-             "--cont-batching": {"env": "LLAMA_ARG_CONT_BATCHING", "negation": None, "negations": ["-nocb"]},
-             "--api-key": {"env": "LLAMA_API_KEY", "negation": "--no-api-key", "negations": []}}
+    flags = {
+        "--mmap": {"env": "LLAMA_ARG_MMAP", "negation": "--no-mmap", "negations": []},
+        "--ctx-size": {"env": "LLAMA_ARG_CTX_SIZE", "negation": None, "negations": []},
+        "--cont-batching": {"env": "LLAMA_ARG_CONT_BATCHING", "negation": None, "negations": ["-nocb"]},
+        "--api-key": {"env": "LLAMA_API_KEY", "negation": "--no-api-key", "negations": []},
+    }
     assert set(negative_env(SourceTree(files={"common/arg.cpp": ARG_CPP}), flags)) == {
-        "LLAMA_ARG_NO_MMAP", "LLAMA_ARG_NO_CONT_BATCHING"}
+        "LLAMA_ARG_NO_MMAP",
+        "LLAMA_ARG_NO_CONT_BATCHING",
+    }
     assert negative_env(SourceTree(files={"common/arg.cpp": "bool f() { return std::getenv(env); }"}), flags) == {}
 
 
@@ -158,12 +181,17 @@ def test_environment_leaves_out_the_options_own_variables() -> None:
     flags = {"--host": {"env": "HOME"}, "--mmap": {"env": "LLAMA_ARG_MMAP", "negation": "--no-mmap"}}
     facts, files, unnamed = environment(tree, flags)
     assert "HOME" not in facts and facts["LLAMA_ARG_NO_MMAP"]["path"] == "common/arg.cpp"
-    assert files == ["common/arg.cpp", "common/common.cpp", "common/hf-cache.cpp", "src/llama-batch.cpp",
-                     "tools/server/server-http.cpp"]
+    assert files == [
+        "common/arg.cpp",
+        "common/common.cpp",
+        "common/hf-cache.cpp",
+        "src/llama-batch.cpp",
+        "tools/server/server-http.cpp",
+    ]
     assert unnamed == ["common/arg.cpp:7", "common/arg.cpp:10"]
 
 
-COMMON_2024 = textwrap.dedent('''
+COMMON_2024 = textwrap.dedent("""
     template<typename T>
     static typename std::enable_if<std::is_same<T, std::string>::value, void>::type
     get_env(std::string name, T & target) {
@@ -214,16 +242,20 @@ COMMON_2024 = textwrap.dedent('''
     void never_called(gpt_params & params) {
         get_env("LLAMA_ARG_UNUSED", params.n_ctx);
     }
-''')
+""")
 
 
 def test_the_2024_parser_puts_env_variables_on_the_options_that_set_their_field() -> None:
     server = "int main() { gpt_params_parse_from_env(params); gpt_params_parse(argc, argv, params); }"
     opts = llamacpp.common_cpp_options(COMMON_2024, None, server)
     env = {name: fact.get("env") for name, fact in opts.items()}
-    assert env == {"--ctx-size": "LLAMA_ARG_CTX_SIZE", "--cont-batching": "LLAMA_ARG_CONT_BATCHING",
-                   "--no-cont-batching": None, "--no-slots": None,  # 1/true turns slots on: no spelling of it
-                   "--hf-token": "HF_TOKEN"}  # read in the parser itself
+    assert env == {
+        "--ctx-size": "LLAMA_ARG_CTX_SIZE",
+        "--cont-batching": "LLAMA_ARG_CONT_BATCHING",
+        "--no-cont-batching": None,
+        "--no-slots": None,  # 1/true turns slots on: no spelling of it
+        "--hf-token": "HF_TOKEN",
+    }  # read in the parser itself
     assert llamacpp.common_cpp_options(COMMON_2024, None, "")["--ctx-size"].get("env") is None  # not called
     facts = llamacpp.extract(SourceTree(files={"common/common.cpp": COMMON_2024, "tools/server/server.cpp": server}))
     assert "LLAMA_ARG_ENDPOINT_SLOTS" in facts.environment and "LLAMA_ARG_CTX_SIZE" not in facts.environment
@@ -233,8 +265,9 @@ def test_llamacpp_data_says_which_builds_read_which_variables() -> None:
     new, mid, old = view("llamacpp", "b11434"), view("llamacpp", "b6133"), view("llamacpp", "b3658")
     assert new is not None and mid is not None and old is not None
     cache = new.env_var("LLAMA_CACHE")
-    assert cache.status == "present" and cache.url == ("https://github.com/ggml-org/llama.cpp/blob/b11434/common/"
-                                                        "common.cpp")
+    assert cache.status == "present" and cache.url == (
+        "https://github.com/ggml-org/llama.cpp/blob/b11434/common/common.cpp"
+    )
     assert mid.env_var("LLAMA_SET_ROWS").status == "present" and new.env_var("LLAMA_SET_ROWS").status == "absent"
     assert new.env_var("LLAMA_ARG_NO_MMPROJ_OFFLOAD").status == "present"
     assert new.env_option("HF_TOKEN") is not None  # --hf-token's, not the table's

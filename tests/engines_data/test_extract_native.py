@@ -52,20 +52,23 @@ def test_literal_concatenation_and_non_literals() -> None:
 # ---------------------------------------------------------------- TGI (clap)
 
 
-@pytest.mark.parametrize(("ident", "kebab", "screaming"), [
-    ("max_input_tokens", "max-input-tokens", "MAX_INPUT_TOKENS"),
-    ("BitsandbytesNF4", "bitsandbytes-nf4", "BITSANDBYTES_NF4"),
-    ("BFloat16", "b-float16", "B_FLOAT16"),
-    ("CompressedTensors", "compressed-tensors", "COMPRESSED_TENSORS"),
-    ("Fp8e4m3fn", "fp8e4m3fn", "FP8E4M3FN"),
-    ("NoStack", "no-stack", "NO_STACK"),
-])
+@pytest.mark.parametrize(
+    ("ident", "kebab", "screaming"),
+    [
+        ("max_input_tokens", "max-input-tokens", "MAX_INPUT_TOKENS"),
+        ("BitsandbytesNF4", "bitsandbytes-nf4", "BITSANDBYTES_NF4"),
+        ("BFloat16", "b-float16", "B_FLOAT16"),
+        ("CompressedTensors", "compressed-tensors", "COMPRESSED_TENSORS"),
+        ("Fp8e4m3fn", "fp8e4m3fn", "FP8E4M3FN"),
+        ("NoStack", "no-stack", "NO_STACK"),
+    ],
+)
 def test_clap_case_conversion_follows_heck(ident: str, kebab: str, screaming: str) -> None:
     assert tgi.kebab(ident) == kebab
     assert tgi.screaming(ident) == screaming
 
 
-LAUNCHER = textwrap.dedent('''
+LAUNCHER = textwrap.dedent("""
     use clap::{Parser, ValueEnum};
 
     #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -122,7 +125,7 @@ LAUNCHER = textwrap.dedent('''
         // commented_out: bool,
         positional: String,
     }
-''')
+""")
 
 
 def _launcher() -> dict[str, dict]:
@@ -130,9 +133,19 @@ def _launcher() -> dict[str, dict]:
 
 
 def test_clap_fields_become_options_with_kebab_long_names() -> None:
-    assert sorted(_launcher()) == ["--cuda-graphs", "--cuda-memory-fraction", "--dtype", "--env", "--explicit-name",
-                                   "--max-input-length", "--model-id", "--port", "--quantize", "--sharded",
-                                   "--trust-remote-code"]
+    assert sorted(_launcher()) == [
+        "--cuda-graphs",
+        "--cuda-memory-fraction",
+        "--dtype",
+        "--env",
+        "--explicit-name",
+        "--max-input-length",
+        "--model-id",
+        "--port",
+        "--quantize",
+        "--sharded",
+        "--trust-remote-code",
+    ]
 
 
 def test_option_bool_takes_true_or_false_and_bool_is_a_switch() -> None:
@@ -170,23 +183,26 @@ def test_no_launcher_value_is_optional_without_an_arity_that_allows_none() -> No
     assert not any(fact["value_optional"] for fact in _launcher().values())
 
 
-@pytest.mark.parametrize(("field", "optional"), [
-    ("#[clap(long, env, num_args = 0..=1, default_missing_value = \"true\")]\n a: Option<bool>,", True),
-    ("#[arg(long, num_args(0..=1))]\n a: Option<String>,", True),
-    ("#[arg(long, num_args = ..=2)]\n a: Vec<String>,", True),
-    ("#[clap(long, min_values = 0)]\n a: Option<String>,", True),
-    ("#[clap(long)]\n a: Option<Option<usize>>,", True),
-    ("#[clap(long, default_missing_value = \"x\")]\n a: Option<String>,", False),  # the arity still wants one
-    ("#[clap(long, num_args = 1..=2)]\n a: Vec<String>,", False),
-    ("#[clap(long, num_args = 0..1)]\n a: Vec<String>,", False),  # exclusive: zero values only
-    ("#[clap(long)]\n a: bool,", False),  # a switch takes no value at all
-])
+@pytest.mark.parametrize(
+    ("field", "optional"),
+    [
+        ('#[clap(long, env, num_args = 0..=1, default_missing_value = "true")]\n a: Option<bool>,', True),
+        ("#[arg(long, num_args(0..=1))]\n a: Option<String>,", True),
+        ("#[arg(long, num_args = ..=2)]\n a: Vec<String>,", True),
+        ("#[clap(long, min_values = 0)]\n a: Option<String>,", True),
+        ("#[clap(long)]\n a: Option<Option<usize>>,", True),
+        ('#[clap(long, default_missing_value = "x")]\n a: Option<String>,', False),  # the arity still wants one
+        ("#[clap(long, num_args = 1..=2)]\n a: Vec<String>,", False),
+        ("#[clap(long, num_args = 0..1)]\n a: Vec<String>,", False),  # exclusive: zero values only
+        ("#[clap(long)]\n a: bool,", False),  # a switch takes no value at all
+    ],
+)
 def test_clap_options_whose_value_may_be_left_out(field: str, optional: bool) -> None:
     opts = tgi.launcher_options(f"#[derive(Parser)]\nstruct Args {{\n {field}\n}}\n")
     assert opts["--a"]["value_optional"] is optional
 
 
-ROUTER = textwrap.dedent('''
+ROUTER = textwrap.dedent("""
     fn record() {
         metrics::increment_counter!("tgi_request_failure", "err" => "x");
         metrics::counter!("tgi_request_count").increment(1);
@@ -202,15 +218,19 @@ ROUTER = textwrap.dedent('''
         // let skipped_matcher = Matcher::Full(String::from("tgi_request_skipped_tokens"));
         let builder = PrometheusBuilder::new().set_buckets_for_metric(duration_matcher, &buckets);
     }
-''')
+""")
 
 
 def test_tgi_metrics_types_follow_the_macros_and_the_exporters_buckets() -> None:
     found, files = tgi.metrics(SourceTree(files={"router/src/server.rs": ROUTER}))
     assert {n: f["type"] for n, f in found.items()} == {
-        "tgi_request_failure": "counter", "tgi_request_count": "counter", "tgi_queue_size": "gauge",
-        "tgi_batch_current_size": "gauge", "tgi_request_duration": "histogram",
-        "tgi_request_skipped_tokens": "summary"}  # no buckets: metrics-exporter-prometheus renders a summary
+        "tgi_request_failure": "counter",
+        "tgi_request_count": "counter",
+        "tgi_queue_size": "gauge",
+        "tgi_batch_current_size": "gauge",
+        "tgi_request_duration": "histogram",
+        "tgi_request_skipped_tokens": "summary",
+    }  # no buckets: metrics-exporter-prometheus renders a summary
     assert files == ["router/src/server.rs"]
 
 
@@ -224,8 +244,11 @@ def test_tgi_extract_reads_the_launcher_and_says_clap_rules() -> None:
     facts = tgi.extract(SourceTree(files={tgi.LAUNCHER: LAUNCHER, "router/src/server.rs": ROUTER}))
     assert facts.parser.source == tgi.LAUNCHER and not facts.parser.abbrev and not facts.parser.underscores
     assert facts.files == [tgi.LAUNCHER, "router/src/server.rs"]
-    inferred = tgi.extract(SourceTree(files={tgi.LAUNCHER: LAUNCHER.replace(
-        "long_about = None", "long_about = None, infer_long_args = true")}))
+    inferred = tgi.extract(
+        SourceTree(
+            files={tgi.LAUNCHER: LAUNCHER.replace("long_about = None", "long_about = None, infer_long_args = true")}
+        )
+    )
     assert inferred.parser.abbrev
 
 
@@ -235,7 +258,7 @@ def test_tgi_release_without_a_launcher_has_no_options() -> None:
 
 # ---------------------------------------------------------------- llama.cpp: common/arg.cpp
 
-HEADER = textwrap.dedent('''
+HEADER = textwrap.dedent("""
     struct common_params_sampling {
         float temp = 0.80f; // temperature
         int32_t top_k = 40;
@@ -248,9 +271,9 @@ HEADER = textwrap.dedent('''
         enum llama_split_mode split_mode = LLAMA_SPLIT_MODE_LAYER;
         struct common_params_sampling sampling;
     };
-''')
+""")
 
-ARG_CPP = textwrap.dedent('''
+ARG_CPP = textwrap.dedent("""
     static std::initializer_list<enum llama_example> mmproj_examples = {
         LLAMA_EXAMPLE_MTMD,
         LLAMA_EXAMPLE_SERVER,
@@ -377,7 +400,7 @@ ARG_CPP = textwrap.dedent('''
         // add_opt(common_arg({"--commented"}, "x", [](common_params & params) {}));
         return ctx_arg;
     }
-''')
+""")
 
 
 def _args() -> dict[str, dict]:
@@ -385,9 +408,19 @@ def _args() -> dict[str, dict]:
 
 
 def test_server_gets_common_and_server_options_only() -> None:
-    assert sorted(_args()) == ["--cont-batching", "--control-vector-scaled", "--ctx-size", "--defrag-thold",
-                               "--flash-attn", "--gpu-layers", "--host", "--mmproj-offload", "--parallel",
-                               "--split-mode", "--temp"]
+    assert sorted(_args()) == [
+        "--cont-batching",
+        "--control-vector-scaled",
+        "--ctx-size",
+        "--defrag-thold",
+        "--flash-attn",
+        "--gpu-layers",
+        "--host",
+        "--mmproj-offload",
+        "--parallel",
+        "--split-mode",
+        "--temp",
+    ]
 
 
 def test_if_else_on_the_example_keeps_the_server_branch() -> None:
@@ -437,8 +470,12 @@ def test_an_extra_negative_spelling_selects_its_option_in_the_release_view() -> 
     from switchover.engines.releases import ParserRules, resolve
 
     facts = Extracted(parser=ParserRules(source="common/arg.cpp"), flags=_args())
-    data = compact("llamacpp", [Snapshot("b5000", "b5000", "test", None, facts)],
-                   source_url="https://github.com/ggml-org/llama.cpp/blob/{ref}/{path}", generated_by="test")
+    data = compact(
+        "llamacpp",
+        [Snapshot("b5000", "b5000", "test", None, facts)],
+        source_url="https://github.com/ggml-org/llama.cpp/blob/{ref}/{path}",
+        generated_by="test",
+    )
     found = ReleaseView(data, resolve(data, "b5000")).option("-nocb")
     assert found.status == "present" and found.name == "--cont-batching"
     assert found.matched_as == "-nocb turns off --cont-batching"
@@ -450,18 +487,26 @@ def test_deprecation_notes_come_from_the_help() -> None:
     assert _args()["--ctx-size"]["deprecated"] is None
 
 
-@pytest.mark.parametrize(("cond", "holds"), [
-    ("ex == LLAMA_EXAMPLE_SERVER", True), ("ex != LLAMA_EXAMPLE_SERVER", False),
-    ("ex == LLAMA_EXAMPLE_MAIN || ex == LLAMA_EXAMPLE_SERVER", True), ("ctx_arg.ex == LLAMA_EXAMPLE_MAIN", False),
-    ("!(ex == LLAMA_EXAMPLE_MAIN)", True), ("params.verbose", None),
-])
+@pytest.mark.parametrize(
+    ("cond", "holds"),
+    [
+        ("ex == LLAMA_EXAMPLE_SERVER", True),
+        ("ex != LLAMA_EXAMPLE_SERVER", False),
+        ("ex == LLAMA_EXAMPLE_MAIN || ex == LLAMA_EXAMPLE_SERVER", True),
+        ("ctx_arg.ex == LLAMA_EXAMPLE_MAIN", False),
+        ("!(ex == LLAMA_EXAMPLE_MAIN)", True),
+        ("params.verbose", None),
+    ],
+)
 def test_example_conditions(cond: str, holds: bool | None) -> None:
     assert server_condition(cond) is holds
 
 
 def test_else_branches_follow_their_if_chain() -> None:
-    body = ("if (ex == LLAMA_EXAMPLE_MAIN) { @A } else if (x > 1) { @B } else { @C } "
-            "if (ex == LLAMA_EXAMPLE_SERVER) { @D } @E")
+    body = (
+        "if (ex == LLAMA_EXAMPLE_MAIN) { @A } else if (x > 1) { @B } else { @C } "
+        "if (ex == LLAMA_EXAMPLE_SERVER) { @D } @E"
+    )
     holds = branches(body)
     assert [holds(body.index("@" + c)) for c in "ABCDE"] == [False, None, None, True, True]
 
@@ -477,7 +522,7 @@ def test_params_structs_and_help_defaults() -> None:
 
 # ---------------------------------------------------------------- llama.cpp: the 2024 parser
 
-COMMON_CPP = textwrap.dedent('''
+COMMON_CPP = textwrap.dedent("""
     bool gpt_params_parse_ex(int argc, char ** argv, gpt_params & params) {
         if (arg.compare(0, arg_prefix.size(), arg_prefix) == 0) {
             std::replace(arg.begin(), arg.end(), '_', '-');
@@ -529,16 +574,23 @@ COMMON_CPP = textwrap.dedent('''
                             params.flash_attn ? "enabled" : "disabled" });
         options.push_back({ "server", "       --host HOST", "address (default: %s)", params.hostname.c_str() });
     }
-''')
-OLD_HEADER = ("struct gpt_params {\n int32_t n_ctx = 512;\n bool flash_attn = false;\n"
-              " std::string hostname = \"127.0.0.1\";\n};")
+""")
+OLD_HEADER = (
+    'struct gpt_params {\n int32_t n_ctx = 512;\n bool flash_attn = false;\n std::string hostname = "127.0.0.1";\n};'
+)
 
 
 def test_the_2024_parser_reads_if_arg_blocks() -> None:
     opts = llamacpp.common_cpp_options(COMMON_CPP, OLD_HEADER)
     assert sorted(opts) == ["--ctx-size", "--flash-attn", "--host", "--rope-freq-base", "--split-mode"]
-    assert opts["--ctx-size"] | {} == {"path": "common/common.cpp", "aliases": ["-c"], "default": "512",
-                                       "takes_value": True, "kind": "int", "choices": None}
+    assert opts["--ctx-size"] | {} == {
+        "path": "common/common.cpp",
+        "aliases": ["-c"],
+        "default": "512",
+        "takes_value": True,
+        "kind": "int",
+        "choices": None,
+    }
     assert opts["--rope-freq-base"]["kind"] == "float"
     assert opts["--split-mode"]["choices"] == ["none", "row"] and opts["--split-mode"]["aliases"] == ["-sm"]
     assert not opts["--flash-attn"]["takes_value"] and opts["--flash-attn"]["default"] == "disabled"
@@ -548,15 +600,16 @@ def test_the_2024_parser_reads_if_arg_blocks() -> None:
 def test_llamacpp_extract_prefers_arg_cpp_and_reads_underscore_rule() -> None:
     old = llamacpp.extract(SourceTree(files={"common/common.cpp": COMMON_CPP, "common/common.h": OLD_HEADER}))
     assert old.parser.source == "common/common.cpp" and old.parser.underscores
-    new = llamacpp.extract(SourceTree(files={"common/arg.cpp": ARG_CPP, "common/common.cpp": COMMON_CPP,
-                                             "common/common.h": HEADER}))
+    new = llamacpp.extract(
+        SourceTree(files={"common/arg.cpp": ARG_CPP, "common/common.cpp": COMMON_CPP, "common/common.h": HEADER})
+    )
     assert new.parser.source == "common/arg.cpp" and not new.parser.underscores
     assert "--parallel" in new.flags and "--rope-freq-base" not in new.flags
 
 
 # ---------------------------------------------------------------- llama.cpp: /metrics
 
-JSON_METRICS = textwrap.dedent('''
+JSON_METRICS = textwrap.dedent("""
     json all_metrics_def = json {
         {"counter", {{
                 {"name",  "prompt_tokens_total"},
@@ -574,9 +627,9 @@ JSON_METRICS = textwrap.dedent('''
         }}}
     };
     prometheus << "# TYPE llamacpp:" << name << " " << type << "\\n";
-''')
+""")
 
-ITEM_METRICS = textwrap.dedent('''
+ITEM_METRICS = textwrap.dedent("""
     const std::vector<metric_item> counters = {
         { "n_decode_total", "Total number of llama_decode() calls", 1.0 },
         { "prompt_tokens_total", "prompt tokens", 2.0 },
@@ -589,18 +642,33 @@ ITEM_METRICS = textwrap.dedent('''
     prometheus << "# HELP llamacpp:spec_total Accepted\\n"
                << "# TYPE llamacpp:spec_total counter\\n";
     // {"name", "commented_out"}
-''')
+""")
 
 
-@pytest.mark.parametrize(("path", "code", "expected"), [
-    ("examples/server/server.cpp", JSON_METRICS, {"llamacpp:prompt_tokens_total": "counter",
-                                                  "llamacpp:kv_cache_usage_ratio": "gauge",
-                                                  "llamacpp:requests_processing": "gauge"}),
-    ("tools/server/server-task.cpp", ITEM_METRICS, {"llamacpp:n_decode_total": "counter",
-                                                    "llamacpp:prompt_tokens_total": "counter",
-                                                    "llamacpp:n_busy_slots_per_decode": "gauge",
-                                                    "llamacpp:spec_total": "counter"}),
-])
+@pytest.mark.parametrize(
+    ("path", "code", "expected"),
+    [
+        (
+            "examples/server/server.cpp",
+            JSON_METRICS,
+            {
+                "llamacpp:prompt_tokens_total": "counter",
+                "llamacpp:kv_cache_usage_ratio": "gauge",
+                "llamacpp:requests_processing": "gauge",
+            },
+        ),
+        (
+            "tools/server/server-task.cpp",
+            ITEM_METRICS,
+            {
+                "llamacpp:n_decode_total": "counter",
+                "llamacpp:prompt_tokens_total": "counter",
+                "llamacpp:n_busy_slots_per_decode": "gauge",
+                "llamacpp:spec_total": "counter",
+            },
+        ),
+    ],
+)
 def test_llamacpp_metrics_in_each_writer_style(path: str, code: str, expected: dict[str, str]) -> None:
     found, files = llamacpp.server_metrics(SourceTree(files={path: code, "tools/server/tests/x.cpp": code}))
     assert {n: f["type"] for n, f in found.items()} == expected
@@ -609,7 +677,7 @@ def test_llamacpp_metrics_in_each_writer_style(path: str, code: str, expected: d
 
 # ---------------------------------------------------------------- trtllm-serve (click)
 
-SERVE_PY = textwrap.dedent('''
+SERVE_PY = textwrap.dedent("""
     import click
     from click_option_group import optgroup
     from tensorrt_llm.commands.common_llm_options import common_llm_options
@@ -645,9 +713,9 @@ SERVE_PY = textwrap.dedent('''
     @click.option("--config_file", "-c", type=str)
     def disaggregated(config_file):
         pass
-''')
+""")
 
-COMMON_OPTIONS_PY = textwrap.dedent('''
+COMMON_OPTIONS_PY = textwrap.dedent("""
     from click_option_group import optgroup
 
 
@@ -656,9 +724,9 @@ COMMON_OPTIONS_PY = textwrap.dedent('''
         f = optgroup.option("--tp_size", "--tp", "tensor_parallel_size", type=int, default=1)(f)
         f = optgroup.option("--extra_llm_api_options", "--config", type=str, default=None)(f)
         return f
-''')
+""")
 
-COLLECTOR_PY = textwrap.dedent('''
+COLLECTOR_PY = textwrap.dedent("""
     class MetricsCollector:
         def __init__(self, labels):
             from prometheus_client import Counter, Gauge, Histogram
@@ -668,25 +736,45 @@ COLLECTOR_PY = textwrap.dedent('''
             self.c = Histogram(name=self.metric_prefix + "time_to_first_token_seconds", documentation="x")
             self.d = Gauge(f"{self.metric_prefix}kv_cache_utilization", "x")
             self.e = Gauge(name=compute_name(), documentation="not readable")
-''')
+""")
 
 
 def _trtllm_tree(**files: str) -> SourceTree:
-    return SourceTree(files={trtllm.SERVE: SERVE_PY, trtllm.HELPERS[0]: COMMON_OPTIONS_PY,
-                             trtllm.COLLECTOR: COLLECTOR_PY, **files})
+    return SourceTree(
+        files={trtllm.SERVE: SERVE_PY, trtllm.HELPERS[0]: COMMON_OPTIONS_PY, trtllm.COLLECTOR: COLLECTOR_PY, **files}
+    )
 
 
 def test_click_options_of_the_serve_command_only() -> None:
     opts = trtllm.serve_options(_trtllm_tree())
-    assert sorted(opts) == ["--backend", "--enable_x", "--extra_llm_api_options", "--host",
-                            "--kv_cache_free_gpu_memory_fraction", "--log_level", "--max_batch_size", "--media_path",
-                            "--old_name", "--port", "--tp_size", "--trust_remote_code"]
+    assert sorted(opts) == [
+        "--backend",
+        "--enable_x",
+        "--extra_llm_api_options",
+        "--host",
+        "--kv_cache_free_gpu_memory_fraction",
+        "--log_level",
+        "--max_batch_size",
+        "--media_path",
+        "--old_name",
+        "--port",
+        "--tp_size",
+        "--trust_remote_code",
+    ]
 
 
 def test_click_option_facts() -> None:
     opts = trtllm.serve_options(_trtllm_tree())
-    assert opts["--port"] | {} == {"path": trtllm.SERVE, "aliases": [], "takes_value": True, "kind": "int",
-                                   "choices": None, "default": "8000", "negation": None, "deprecated": None}
+    assert opts["--port"] | {} == {
+        "path": trtllm.SERVE,
+        "aliases": [],
+        "takes_value": True,
+        "kind": "int",
+        "choices": None,
+        "default": "8000",
+        "negation": None,
+        "deprecated": None,
+    }
     assert opts["--backend"]["choices"] == ["pytorch", "tensorrt", "trt"]  # the alias is accepted too
     assert opts["--log_level"]["choices"] is None and opts["--log_level"]["kind"] == "str"  # computed: not read
     assert opts["--max_batch_size"]["default"] is None  # computed default
@@ -710,7 +798,8 @@ def test_collector_metrics_as_prometheus_client_serves_them() -> None:
         "trtllm_request_success_total": {"path": trtllm.COLLECTOR, "type": "counter"},
         "trtllm_kv_cache_reused_blocks_total": {"path": trtllm.COLLECTOR, "type": "counter"},
         "trtllm_time_to_first_token_seconds": {"path": trtllm.COLLECTOR, "type": "histogram"},
-        "trtllm_kv_cache_utilization": {"path": trtllm.COLLECTOR, "type": "gauge"}}
+        "trtllm_kv_cache_utilization": {"path": trtllm.COLLECTOR, "type": "gauge"},
+    }
 
 
 def test_trtllm_extract_lists_files_read_and_click_rules() -> None:
@@ -720,7 +809,7 @@ def test_trtllm_extract_lists_files_read_and_click_rules() -> None:
     assert trtllm.extract(SourceTree(files={})).flags == {}
 
 
-SERVE_13_PY = textwrap.dedent('''
+SERVE_13_PY = textwrap.dedent("""
     import click
     import yaml
     from tensorrt_llm.llmapi.llm_args import update_llm_args_with_extra_dict
@@ -748,9 +837,9 @@ SERVE_13_PY = textwrap.dedent('''
         llm_args = update_llm_args_with_extra_dict({}, yaml.safe_load(open(kwargs["extra_llm_api_options"])))
         disagg = llm_args.pop("disagg_cluster", None)
         other = {}.pop("not_a_key", None)
-''')
+""")
 
-LLM_ARGS_PY = textwrap.dedent('''
+LLM_ARGS_PY = textwrap.dedent("""
     from typing import ClassVar, Dict, List, Literal, Optional, Union
 
     from pydantic import AliasChoices, BaseModel
@@ -827,7 +916,7 @@ LLM_ARGS_PY = textwrap.dedent('''
         batch_sizes: Optional[List[int]] = None
         env_overrides: Optional[Dict[str, str]] = None
         required_name: str = Field(...)
-''')
+""")
 
 TRTLLM_13_FILES = {
     trtllm.SERVE: SERVE_13_PY,
@@ -868,17 +957,37 @@ def _yaml_keys() -> dict[str, dict[str, Any]]:
 
 def test_yaml_keys_are_the_pytorch_backends_fields_and_their_sections() -> None:
     keys = _yaml_keys()
-    assert sorted(keys) == sorted(f"yaml:{k}" for k in (
-        "model", "tensor_parallel_size", "kv_cache_config", "kv_cache_config.free_gpu_memory_fraction",
-        "kv_cache_config.dtype", "speculative_config", "speculative_config.max_draft_len",
-        "speculative_config.speculative_model", "speculative_config.eagle3_one_model",
-        "speculative_config.max_matching_ngram_size", "speculative_config.decoding_type", "lora_config",
-        "checkpoint_loader", "backend", "_mpi_session", "policy", "allreduce_strategy", "sampler_type",
-        "batch_sizes", "env_overrides", "required_name"))  # no TrtLlmArgs-only build_config, no private field
+    assert sorted(keys) == sorted(
+        f"yaml:{k}"
+        for k in (
+            "model",
+            "tensor_parallel_size",
+            "kv_cache_config",
+            "kv_cache_config.free_gpu_memory_fraction",
+            "kv_cache_config.dtype",
+            "speculative_config",
+            "speculative_config.max_draft_len",
+            "speculative_config.speculative_model",
+            "speculative_config.eagle3_one_model",
+            "speculative_config.max_matching_ngram_size",
+            "speculative_config.decoding_type",
+            "lora_config",
+            "checkpoint_loader",
+            "backend",
+            "_mpi_session",
+            "policy",
+            "allreduce_strategy",
+            "sampler_type",
+            "batch_sizes",
+            "env_overrides",
+            "required_name",
+        )
+    )  # no TrtLlmArgs-only build_config, no private field
     fraction = keys["yaml:kv_cache_config.free_gpu_memory_fraction"]
     assert (fraction["kind"], fraction["default"], fraction["path"]) == ("float", "0.9", trtllm_config.LLM_ARGS)
     assert keys["yaml:speculative_config.speculative_model"]["aliases"] == [
-        "yaml:speculative_config.speculative_model_dir"]  # pydantic AliasChoices
+        "yaml:speculative_config.speculative_model_dir"
+    ]  # pydantic AliasChoices
     assert keys["yaml:speculative_config.decoding_type"]["choices"] == ["Eagle", "NGram"]  # from_dict's table
 
 
@@ -925,23 +1034,28 @@ def sources() -> Iterator[Any]:
         sys.path.remove(str(SCRIPTS))
 
 
-@pytest.mark.parametrize(("text", "version"), [
-    ('# SPDX\n__version__ = "1.2.0rc1"\n', "1.2.0rc1"),
-    ('<<<<<<< HEAD\n__version__ = "0.20.0"\n=======\n__version__ = "1.1.0rc6"\n>>>>>>> upstream/main\n', None),
-    ('__version__ = "1.2.0"\n__version__ = "1.3.0"\n', None),
-    ("__version__ = get_version()\n", None),
-])
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [
+        ('# SPDX\n__version__ = "1.2.0rc1"\n', "1.2.0rc1"),
+        ('<<<<<<< HEAD\n__version__ = "0.20.0"\n=======\n__version__ = "1.1.0rc6"\n>>>>>>> upstream/main\n', None),
+        ('__version__ = "1.2.0"\n__version__ = "1.3.0"\n', None),
+        ("__version__ = get_version()\n", None),
+    ],
+)
 def test_trtllm_version_py_states_one_version_or_none(sources: Any, text: str, version: str | None) -> None:
     assert sources.trtllm.version_of(text) == version
 
 
 def _git(repo: Path, *argv: str) -> None:
-    subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@example.invalid", "-c", "user.name=t", *argv],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.email=t@example.invalid", "-c", "user.name=t", *argv],
+        check=True,
+        capture_output=True,
+    )
 
 
-def test_tgi_lists_final_tags_from_2_0_and_copies_rust_and_server_python_sources(sources: Any, tmp_path: Path
-                                                                                ) -> None:
+def test_tgi_lists_final_tags_from_2_0_and_copies_rust_and_server_python_sources(sources: Any, tmp_path: Path) -> None:
     repo = tmp_path / "tgi"
     (repo / "launcher" / "src").mkdir(parents=True)
     (repo / "router" / "src").mkdir(parents=True)
@@ -962,8 +1076,12 @@ def test_tgi_lists_final_tags_from_2_0_and_copies_rust_and_server_python_sources
     assert [(r.version, r.ref) for r in found] == [("2.0.0", "v2.0.0"), ("3.0.1", "v3.0.1")]
     root = sources.tgi.fetch(found[0], args)
     assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()) == [
-        ".complete", ".layout", "launcher/src/main.rs", "router/src/server.rs",
-        "server/text_generation_server/utils/dist.py"]
+        ".complete",
+        ".layout",
+        "launcher/src/main.rs",
+        "router/src/server.rs",
+        "server/text_generation_server/utils/dist.py",
+    ]
     facts = tgi.extract(SourceTree(root))
     assert "--sharded" in facts.flags and "RANK" in facts.environment
     (root / ".layout").write_text("rust only\n")  # cached by an older layout: read again
@@ -989,8 +1107,11 @@ def test_trtllm_reads_the_version_at_each_tag_of_a_clone(sources: Any, tmp_path:
 
 
 def test_trtllm_cached_copies_need_their_own_version_py(sources: Any, tmp_path: Path) -> None:
-    for name, version_py in (("1.2.0rc1", '__version__ = "1.2.0rc1"\n'), ("1.1.0", '__version__ = "1.1.0rc6"\n'),
-                             ("1.0.0", None)):
+    for name, version_py in (
+        ("1.2.0rc1", '__version__ = "1.2.0rc1"\n'),
+        ("1.1.0", '__version__ = "1.1.0rc6"\n'),
+        ("1.0.0", None),
+    ):
         copy = tmp_path / "trtllm" / name
         (copy / "tensorrt_llm").mkdir(parents=True)
         (copy / "source.json").write_text('{"repo": "someone/TensorRT-LLM", "commit": "' + "a" * 40 + '"}')
@@ -1009,22 +1130,34 @@ def test_llamacpp_keeps_the_parser_the_server_and_what_reads_the_environment(sou
     assert keep("examples/server/utils.hpp") and keep("src/llama-context.cpp") and keep("common/log.cpp")
     assert not keep("common/json.hpp") and not keep("examples/server/httplib.h") and not keep("ggml/src/ggml.c")
     assert not keep("tools/server/tests/unit/test.cpp") and not keep("tools/server/webui/index.html")
-    files = {"common/arg.cpp": "parser", "common/sampling.cpp": "no env", "common/log.cpp": 'getenv("LLAMA_LOG")',
-             "src/llama.cpp": "no env", "src/llama-context.cpp": 'getenv("LLAMA_SET_ROWS")',
-             "tools/server/server.cpp": "server"}
+    files = {
+        "common/arg.cpp": "parser",
+        "common/sampling.cpp": "no env",
+        "common/log.cpp": 'getenv("LLAMA_LOG")',
+        "src/llama.cpp": "no env",
+        "src/llama-context.cpp": 'getenv("LLAMA_SET_ROWS")',
+        "tools/server/server.cpp": "server",
+    }
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     sources.llamacpp.prune(tmp_path)
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()) == [
-        ".layout", "common/arg.cpp", "common/log.cpp", "src/llama-context.cpp", "tools/server/server.cpp"]
+        ".layout",
+        "common/arg.cpp",
+        "common/log.cpp",
+        "src/llama-context.cpp",
+        "tools/server/server.cpp",
+    ]
 
 
 def test_llamacpp_npm_tarball_names_its_tag_and_carries_a_bundle(sources: Any) -> None:
     payload = io.BytesIO()
     with tarfile.open(fileobj=payload, mode="w:gz") as tf:
-        for name, data in (("package/llama/binariesGithubRelease.json", b'{"release": "b3543"}'),
-                           ("package/llama/gitRelease.bundle", b"bundle bytes")):
+        for name, data in (
+            ("package/llama/binariesGithubRelease.json", b'{"release": "b3543"}'),
+            ("package/llama/gitRelease.bundle", b"bundle bytes"),
+        ):
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tf.addfile(info, io.BytesIO(data))
@@ -1114,7 +1247,10 @@ def test_tgi_lora_adapters_since_2_1_and_max_input_length_kept_as_legacy() -> No
 def test_tgi_env_variables_name_their_options() -> None:
     tgi_301 = _view("tgi", "3.0.1")
     assert {v: getattr(tgi_301.env_option(v), "name", None) for v in ("QUANTIZE", "LORA_ADAPTERS", "NUM_SHARD")} == {
-        "QUANTIZE": "--quantize", "LORA_ADAPTERS": "--lora-adapters", "NUM_SHARD": "--num-shard"}
+        "QUANTIZE": "--quantize",
+        "LORA_ADAPTERS": "--lora-adapters",
+        "NUM_SHARD": "--num-shard",
+    }
     assert tgi_301.env_option("CUDA_VISIBLE_DEVICES") is None
 
 
@@ -1131,8 +1267,12 @@ def _vendored_repo(tmp_path: Path) -> tuple[Path, str]:
     """A git repository vendoring a tensorrt_llm tree under third_party/tensorrt_llm, as nctu6/vllm-tensorrt does."""
     repo = tmp_path / "vendoring"
     base = repo / "third_party" / "tensorrt_llm"
-    for path, text in {**TRTLLM_13_FILES, "tensorrt_llm/version.py": '__version__ = "1.3.0rc3"\n',
-                       "tensorrt_llm/unrelated.py": "x = 1\n", "README.md": "not read\n"}.items():
+    for path, text in {
+        **TRTLLM_13_FILES,
+        "tensorrt_llm/version.py": '__version__ = "1.3.0rc3"\n',
+        "tensorrt_llm/unrelated.py": "x = 1\n",
+        "README.md": "not read\n",
+    }.items():
         (base / path).parent.mkdir(parents=True, exist_ok=True)
         (base / path).write_text(text)
     (repo / "vllm").mkdir()
@@ -1140,8 +1280,9 @@ def _vendored_repo(tmp_path: Path) -> tuple[Path, str]:
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "-m", "tensorrt engine")
-    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True,
-                            text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
     return repo / ".git", commit
 
 
@@ -1150,8 +1291,9 @@ def test_trtllm_vendored_copy_is_a_release_labelled_as_a_third_party_copy(source
     found = sources.trtllm.vendored_release(mirror, commit)
     assert (found.version, found.ref) == ("1.3.0rc3", commit)
     assert found.archive.startswith(f"third_party/tensorrt_llm of github.com/nctu6/vllm-tensorrt at {commit[:9]} (")
-    assert found.archive.endswith("its version.py says 1.3.0rc3): a third-party copy, NVIDIA's repository could "
-                                  "not be read here")
+    assert found.archive.endswith(
+        "its version.py says 1.3.0rc3): a third-party copy, NVIDIA's repository could not be read here"
+    )
     assert sources.trtllm.vendored_release(tmp_path / "no-mirror", commit) is None
 
 
@@ -1173,8 +1315,9 @@ def test_trtllm_source_url_follows_the_source_listed_and_sources_do_not_mix(sour
     sources.trtllm.fetch(sources.trtllm.vendored_release(mirror, commit), args)
     try:
         assert [r.version for r in sources.trtllm.releases(args)] == ["1.3.0rc3"]
-        assert sources.trtllm.SOURCE_URL == ("https://github.com/nctu6/vllm-tensorrt/blob/{ref}/third_party/"
-                                             "tensorrt_llm/{path}")
+        assert sources.trtllm.SOURCE_URL == (
+            "https://github.com/nctu6/vllm-tensorrt/blob/{ref}/third_party/tensorrt_llm/{path}"
+        )
         nvidia = tmp_path / "cache" / "trtllm" / "1.2.0rc1"
         (nvidia / "tensorrt_llm").mkdir(parents=True)
         (nvidia / "tensorrt_llm" / "version.py").write_text('__version__ = "1.2.0rc1"\n')
@@ -1200,25 +1343,34 @@ def test_trtllm_citations_open_the_vendored_file_at_its_commit(sources: Any, tmp
 
 def _trtllm_packaged(version: str) -> ReleaseView:
     if load_releases("trtllm") is None:
-        pytest.skip("no trtllm release data packaged (engines/data/releases/trtllm.json; generated by "
-                    "`scripts/engine_releases.py trtllm` from the vendored copy)")
+        pytest.skip(
+            "no trtllm release data packaged (engines/data/releases/trtllm.json; generated by "
+            "`scripts/engine_releases.py trtllm` from the vendored copy)"
+        )
     return _view("trtllm", version)
 
 
 def test_trtllm_packaged_data_is_what_the_vendored_copy_says(sources: Any) -> None:
     mod = sources.trtllm
     if not mod.VENDORED_MIRROR.exists():
-        pytest.skip(f"no git mirror of nctu6/vllm-tensorrt at {mod.VENDORED_MIRROR}: GitHub cannot be reached from "
-                    "CI, so the vendored TensorRT-LLM copy is only re-read where the mirror exists")
+        pytest.skip(
+            f"no git mirror of nctu6/vllm-tensorrt at {mod.VENDORED_MIRROR}: GitHub cannot be reached from "
+            "CI, so the vendored TensorRT-LLM copy is only re-read where the mirror exists"
+        )
     data = _trtllm_packaged("1.3.0rc3").data
     assert data.source_url == mod.VENDORED_URL
     release = mod.vendored_release(mod.VENDORED_MIRROR)
     assert [(r.version, r.ref, r.archive, r.date) for r in data.releases] == [
-        (release.version, release.ref, release.archive, release.date)]
+        (release.version, release.ref, release.archive, release.date)
+    ]
     tree = mod.GitTree(mod.VENDORED_MIRROR, mod.VENDORED_COMMIT, mod.VENDORED_PREFIX)
     fresh = trtllm.extract(tree)
-    dumped = compact("trtllm", [Snapshot("1.3.0rc3", release.ref, release.archive, release.date, fresh)],
-                     source_url=data.source_url, generated_by="test").model_dump(mode="json", exclude_defaults=True)
+    dumped = compact(
+        "trtllm",
+        [Snapshot("1.3.0rc3", release.ref, release.archive, release.date, fresh)],
+        source_url=data.source_url,
+        generated_by="test",
+    ).model_dump(mode="json", exclude_defaults=True)
     packaged = data.model_dump(mode="json", exclude_defaults=True)
     assert {k: dumped[k] for k in ("flags", "metrics")} == {k: packaged[k] for k in ("flags", "metrics")}
     assert packaged["releases"][0]["files"] == sorted(fresh.files)
@@ -1226,8 +1378,10 @@ def test_trtllm_packaged_data_is_what_the_vendored_copy_says(sources: Any) -> No
 
 def test_trtllm_1_3_0rc3_options_keys_and_metrics_cite_the_file_read() -> None:
     at = _trtllm_packaged("1.3.0rc3")
-    base = ("https://github.com/nctu6/vllm-tensorrt/blob/95c8e29a28cb60170413e25671dffba8b68cd863/third_party/"
-            "tensorrt_llm/tensorrt_llm/")
+    base = (
+        "https://github.com/nctu6/vllm-tensorrt/blob/95c8e29a28cb60170413e25671dffba8b68cd863/third_party/"
+        "tensorrt_llm/tensorrt_llm/"
+    )
     tp = at.option("--tp_size")
     assert (tp.status, tp.name, tp.url) == ("present", "--tensor_parallel_size", base + "commands/serve.py")
     assert at.option("--config").name == "--extra_llm_api_options"

@@ -15,7 +15,7 @@ from switchover.engines.extract.tgi_environ import (
 )
 from switchover.engines.releases import view
 
-LAUNCHER = textwrap.dedent('''
+LAUNCHER = textwrap.dedent("""
     #[derive(Parser, Debug)]
     struct Args {
         #[clap(long, env)]
@@ -50,9 +50,9 @@ LAUNCHER = textwrap.dedent('''
         let api = ApiBuilder::from_env();
         let other = std::env::var(some_name());
     }
-''')
+""")
 
-ROUTER_MAIN = textwrap.dedent('''
+ROUTER_MAIN = textwrap.dedent("""
     #[derive(Parser, Debug)]
     struct Args {
         #[clap(default_value = "3000", long, short, env)]
@@ -64,9 +64,9 @@ ROUTER_MAIN = textwrap.dedent('''
         #[clap(default_value = "1073741824", long, env)]
         max_image_fetch_size: usize,
     }
-''')
+""")
 
-SERVER_PY = textwrap.dedent('''
+SERVER_PY = textwrap.dedent("""
     import os
 
     if os.getenv("USE_FLASH_ATTENTION", "").lower() == "false":
@@ -84,7 +84,7 @@ SERVER_PY = textwrap.dedent('''
     name = "X"
     dynamic = os.getenv(name)
     os.environ["WRITTEN"] = "1"
-''')
+""")
 
 
 def _rust(code: str, path: str = "launcher/src/main.rs") -> EnvReads:
@@ -96,8 +96,15 @@ def _rust(code: str, path: str = "launcher/src/main.rs") -> EnvReads:
 def test_rust_reads_give_names_defaults_and_parsed_kinds() -> None:
     reads = _rust(LAUNCHER)
     facts = reads.facts(set())
-    assert set(facts) == {"LOG_LEVEL", "HF_HUB_ENABLE_HF_TRANSFER", "TGI_WIGGLE_ROOM", "ATTENTION", "QUANTIZE",
-                          "AIP_HTTP_PORT", "LOG_FORMAT"}  # no comment, no from_env() of a library
+    assert set(facts) == {
+        "LOG_LEVEL",
+        "HF_HUB_ENABLE_HF_TRANSFER",
+        "TGI_WIGGLE_ROOM",
+        "ATTENTION",
+        "QUANTIZE",
+        "AIP_HTTP_PORT",
+        "LOG_FORMAT",
+    }  # no comment, no from_env() of a library
     assert facts["HF_HUB_ENABLE_HF_TRANSFER"]["default"] == "1"
     assert (facts["TGI_WIGGLE_ROOM"]["kind"], facts["TGI_WIGGLE_ROOM"]["default"]) == ("float", "0.95")  # let x: f32
     assert (facts["AIP_HTTP_PORT"]["kind"], facts["AIP_HTTP_PORT"]["default"]) == ("int", None)  # not a literal
@@ -116,11 +123,17 @@ def test_python_reads_give_kinds_from_conversions_and_switch_words() -> None:
     python_reads("server/text_generation_server/x.py", SERVER_PY, reads)
     facts = reads.facts(set())
     got = {n: (f["kind"], f["default"]) for n, f in facts.items()}
-    assert got == {"USE_FLASH_ATTENTION": ("bool", ""), "RANK": ("int", "0"), "CUDA_MEMORY_FRACTION": ("float", "1.0"),
-                   "ATTENTION": ("unknown", None), "PREFIX_CACHING": ("bool", None),
-                   "EXLLAMA_VERSION": ("unknown", "2"),  # "2" is no switch word: any text is accepted
-                   "WATERMARK_GAMMA": ("float", "0.5"), "CUDA_GRAPHS": ("unknown", None),
-                   "QUANTIZE": ("unknown", None)}  # os.environ["WRITTEN"] = ... is a write
+    assert got == {
+        "USE_FLASH_ATTENTION": ("bool", ""),
+        "RANK": ("int", "0"),
+        "CUDA_MEMORY_FRACTION": ("float", "1.0"),
+        "ATTENTION": ("unknown", None),
+        "PREFIX_CACHING": ("bool", None),
+        "EXLLAMA_VERSION": ("unknown", "2"),  # "2" is no switch word: any text is accepted
+        "WATERMARK_GAMMA": ("float", "0.5"),
+        "CUDA_GRAPHS": ("unknown", None),
+        "QUANTIZE": ("unknown", None),
+    }  # os.environ["WRITTEN"] = ... is a write
     line = next(i for i, text in enumerate(SERVER_PY.splitlines(), 1) if "os.getenv(name)" in text)
     assert reads.unnamed == [f"server/text_generation_server/x.py:{line}"]
     broken = EnvReads()
@@ -137,21 +150,34 @@ def test_reads_of_one_variable_agree_or_say_nothing() -> None:
     reads.add("MIXED", "a.rs", "int")
     reads.add("MIXED", "b.py", "bool")
     facts = reads.facts({"ATTENTION"})
-    assert facts["TGI_WIGGLE_ROOM"] == {"path": "launcher/src/main.rs", "kind": "float", "default": None,
-                                        "choices": None}  # the first read cites it; two defaults: none said
+    assert facts["TGI_WIGGLE_ROOM"] == {
+        "path": "launcher/src/main.rs",
+        "kind": "float",
+        "default": None,
+        "choices": None,
+    }  # the first read cites it; two defaults: none said
     assert facts["MIXED"]["kind"] == "unknown" and "ATTENTION" not in facts  # skipped: an option's env
 
 
 def test_environment_joins_launcher_router_and_server_without_option_variables() -> None:
-    tree = SourceTree(files={"launcher/src/main.rs": LAUNCHER, "launcher/build.rs": 'env::var("GIT_SHA")',
-                             "backends/v3/src/main.rs": ROUTER_MAIN,
-                             "server/text_generation_server/x.py": SERVER_PY})
+    tree = SourceTree(
+        files={
+            "launcher/src/main.rs": LAUNCHER,
+            "launcher/build.rs": 'env::var("GIT_SHA")',
+            "backends/v3/src/main.rs": ROUTER_MAIN,
+            "server/text_generation_server/x.py": SERVER_PY,
+        }
+    )
     facts, files, _ = environment(tree, LAUNCHER, {"QUANTIZE", "PORT"})
     assert "GIT_SHA" not in facts  # build.rs runs at build time
     assert "QUANTIZE" not in facts and "PORT" not in facts  # launcher options read from the environment
     assert "TOKENIZER_NAME" not in facts  # the launcher always passes --tokenizer-name: the variable is never read
-    assert facts["MAX_IMAGE_FETCH_SIZE"] == {"path": "backends/v3/src/main.rs", "kind": "int",
-                                             "default": "1073741824", "choices": None}
+    assert facts["MAX_IMAGE_FETCH_SIZE"] == {
+        "path": "backends/v3/src/main.rs",
+        "kind": "int",
+        "default": "1073741824",
+        "choices": None,
+    }
     assert facts["MESSAGES_API_ENABLED"]["choices"] is None and facts["MESSAGES_API_ENABLED"]["kind"] == "bool"
     assert facts["ATTENTION"]["path"] == "launcher/src/main.rs"  # the launcher's read cites it before the server's
     assert files == ["backends/v3/src/main.rs", "launcher/src/main.rs", "server/text_generation_server/x.py"]
@@ -169,8 +195,10 @@ def test_tgi_data_says_which_release_reads_hf_token_and_use_flash_attention() ->
     old, new = view("tgi", "2.0.2"), view("tgi", "3.0.1")
     assert old is not None and new is not None
     flash = old.env_var("USE_FLASH_ATTENTION")
-    assert flash.status == "present" and flash.url == ("https://github.com/huggingface/text-generation-inference/"
-                                                        "blob/v2.0.2/server/text_generation_server/utils/flash_attn.py")
+    assert flash.status == "present" and flash.url == (
+        "https://github.com/huggingface/text-generation-inference/"
+        "blob/v2.0.2/server/text_generation_server/utils/flash_attn.py"
+    )
     assert new.env_var("USE_FLASH_ATTENTION").status == "present"
     token = new.env_var("HF_TOKEN")
     assert token.status == "present" and token.url is not None and "/blob/v3.0.1/launcher/src/main.rs" in token.url

@@ -60,20 +60,37 @@ OLD_ARGS = """
 
 
 def _old_vllm() -> dict[str, str]:
-    return {"vllm/entrypoints/openai/cli_args.py": OLD_CLI, "vllm/entrypoints/openai/api_server.py":
-            "from vllm.entrypoints.openai.cli_args import make_arg_parser\n", "vllm/engine/arg_utils.py": OLD_ARGS}
+    return {
+        "vllm/entrypoints/openai/cli_args.py": OLD_CLI,
+        "vllm/entrypoints/openai/api_server.py": "from vllm.entrypoints.openai.cli_args import make_arg_parser\n",
+        "vllm/engine/arg_utils.py": OLD_ARGS,
+    }
 
 
 def test_vllm_explicit_add_argument_calls_give_every_option_with_its_value_rules() -> None:
     facts = vllm.extract(_tree(_old_vllm()))
     flags = facts.flags
-    assert set(flags) == {"--port", "--allowed-origins", "--tokenizer-mode", "--swap-space", "--enforce-eager",
-                          "--enable-chunked-prefill", "--tensor-parallel-size", "--lora-modules",
-                          "--use-v2-block-manager", "--disable-log-requests"}
+    assert set(flags) == {
+        "--port",
+        "--allowed-origins",
+        "--tokenizer-mode",
+        "--swap-space",
+        "--enforce-eager",
+        "--enable-chunked-prefill",
+        "--tensor-parallel-size",
+        "--lora-modules",
+        "--use-v2-block-manager",
+        "--disable-log-requests",
+    }
     assert flags["--tokenizer-mode"]["choices"] == ["auto", "slow"]
     assert flags["--tokenizer-mode"]["default"] == "auto"  # EngineArgs.tokenizer_mode, resolved
-    assert flags["--swap-space"] == {"path": "vllm/engine/arg_utils.py", "aliases": [], "takes_value": True,
-                                     "kind": "int", "default": "4"}
+    assert flags["--swap-space"] == {
+        "path": "vllm/engine/arg_utils.py",
+        "aliases": [],
+        "takes_value": True,
+        "kind": "int",
+        "default": "4",
+    }
     assert flags["--enforce-eager"]["takes_value"] is False and flags["--enforce-eager"]["kind"] == "bool"
     assert flags["--enable-chunked-prefill"]["takes_value"] is True  # type=bool still takes a value
     assert flags["--tensor-parallel-size"]["aliases"] == ["-tp"]
@@ -241,10 +258,15 @@ REGISTRY = {
 
 
 def _new_vllm() -> dict[str, str]:
-    return {"vllm/utils.py": FLEX, "vllm/config.py": CONFIG, "vllm/engine/arg_utils.py": NEW_ARGS,
-            "vllm/entrypoints/openai/cli_args.py": FRONTEND, "vllm/entrypoints/cli/serve.py": SERVE,
-            "vllm/entrypoints/openai/api_server.py": "from vllm.entrypoints.openai.cli_args import make_arg_parser\n",
-            **REGISTRY}
+    return {
+        "vllm/utils.py": FLEX,
+        "vllm/config.py": CONFIG,
+        "vllm/engine/arg_utils.py": NEW_ARGS,
+        "vllm/entrypoints/openai/cli_args.py": FRONTEND,
+        "vllm/entrypoints/cli/serve.py": SERVE,
+        "vllm/entrypoints/openai/api_server.py": "from vllm.entrypoints.openai.cli_args import make_arg_parser\n",
+        **REGISTRY,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -307,7 +329,7 @@ DOTTED = """
 
 def test_flexible_parser_that_splits_dotted_options_reads_their_keys() -> None:
     files = _new_vllm()
-    head = FLEX[:FLEX.index("        def parse_args")]
+    head = FLEX[: FLEX.index("        def parse_args")]
     files["vllm/utils.py"] = head + DOTTED
     rules = vllm.extract(_tree(files)).parser
     assert rules.dotted_keys is True and rules.underscores is True and rules.source == "vllm/utils.py"
@@ -351,15 +373,30 @@ METRICS_V1 = """
 """
 
 
-@pytest.mark.parametrize(("use_v1", "expected"), [
-    ("0", {"vllm:gpu_cache_usage_perc": "gauge", "vllm:num_preemptions_total": "counter"}),
-    ("1", {"vllm:num_preemptions_total": "counter", "vllm:time_to_first_token_seconds": "histogram",
-           "vllm:kv_cache_usage_perc": "gauge", "vllm:cache_config_info": "gauge",
-           "vllm:spec_decode_num_drafts_total": "counter", "vllm:spec_decode_num_draft_tokens_total": "counter"}),
-])
+@pytest.mark.parametrize(
+    ("use_v1", "expected"),
+    [
+        ("0", {"vllm:gpu_cache_usage_perc": "gauge", "vllm:num_preemptions_total": "counter"}),
+        (
+            "1",
+            {
+                "vllm:num_preemptions_total": "counter",
+                "vllm:time_to_first_token_seconds": "histogram",
+                "vllm:kv_cache_usage_perc": "gauge",
+                "vllm:cache_config_info": "gauge",
+                "vllm:spec_decode_num_drafts_total": "counter",
+                "vllm:spec_decode_num_draft_tokens_total": "counter",
+            },
+        ),
+    ],
+)
 def test_metrics_are_the_default_engines_series_as_scraped(use_v1: str, expected: dict[str, str]) -> None:
-    files = {**_old_vllm(), "vllm/engine/metrics.py": METRICS_V0, "vllm/v1/metrics/loggers.py": METRICS_V1,
-             "vllm/envs.py": f'VLLM_USE_V1 = lambda: bool(int(os.getenv("VLLM_USE_V1", "{use_v1}")))\n'}
+    files = {
+        **_old_vllm(),
+        "vllm/engine/metrics.py": METRICS_V0,
+        "vllm/v1/metrics/loggers.py": METRICS_V1,
+        "vllm/envs.py": f'VLLM_USE_V1 = lambda: bool(int(os.getenv("VLLM_USE_V1", "{use_v1}")))\n',
+    }
     metrics = vllm.extract(_tree(files)).metrics
     assert {name: m["type"] for name, m in metrics.items()} == expected  # hidden gauge left out
 
@@ -403,8 +440,11 @@ SG_COLLECTOR = """
 
 
 def _sglang_old() -> dict[str, str]:
-    return {"sglang/srt/server_args.py": SG_ARGS_OLD, "sglang/srt/parser/reasoning_parser.py": SG_REASONING,
-            "sglang/srt/metrics/collector.py": SG_COLLECTOR}
+    return {
+        "sglang/srt/server_args.py": SG_ARGS_OLD,
+        "sglang/srt/parser/reasoning_parser.py": SG_REASONING,
+        "sglang/srt/metrics/collector.py": SG_COLLECTOR,
+    }
 
 
 def test_sglang_server_args_options_aliases_and_metrics() -> None:
@@ -417,13 +457,15 @@ def test_sglang_server_args_options_aliases_and_metrics() -> None:
     assert facts.metrics == {
         "sglang:gen_throughput": {"path": "sglang/srt/metrics/collector.py", "type": "gauge"},
         "sglang:prompt_tokens_total": {"path": "sglang/srt/metrics/collector.py", "type": "counter"},
-        "sglang:inter_token_latency_seconds": {"path": "sglang/srt/metrics/collector.py", "type": "histogram"}}
+        "sglang:inter_token_latency_seconds": {"path": "sglang/srt/metrics/collector.py", "type": "histogram"},
+    }
 
 
 def test_sglang_abbreviations_resolve_when_unique_and_fail_when_ambiguous() -> None:
     facts = sglang.extract(_tree(_sglang_old()))
-    data = compact("sglang", [Snapshot("0.4.0", "v0.4.0", "a", None, facts)], source_url="u/{ref}/{path}",
-                   generated_by="test")
+    data = compact(
+        "sglang", [Snapshot("0.4.0", "v0.4.0", "a", None, facts)], source_url="u/{ref}/{path}", generated_by="test"
+    )
     at = ReleaseView(data, resolve(data, "0.4.0"))
     assert at.option("--tp").name == "--tensor-parallel-size"
     assert at.option("--dp").name == "--data-parallel-size"
@@ -434,8 +476,9 @@ def test_sglang_abbreviations_resolve_when_unique_and_fail_when_ambiguous() -> N
 
 def test_sglang_refusing_abbreviations_is_read_from_the_parser() -> None:
     files = _sglang_old()
-    files["sglang/srt/server_args.py"] = SG_ARGS_OLD.replace("argparse.ArgumentParser()",
-                                                             "argparse.ArgumentParser(allow_abbrev=False)")
+    files["sglang/srt/server_args.py"] = SG_ARGS_OLD.replace(
+        "argparse.ArgumentParser()", "argparse.ArgumentParser(allow_abbrev=False)"
+    )
     assert sglang.extract(_tree(files)).parser.abbrev is False
 
 
@@ -495,15 +538,30 @@ SG_ARGS_NEW = """
 
 
 def test_sglang_annotated_namespace_fields_become_options_citing_their_file() -> None:
-    files = {"sglang/srt/server_args.py": SG_ARGS_NEW, "sglang/srt/arg_groups/arg_utils.py": SG_ARG_UTILS,
-             "sglang/srt/arg_groups/fields/__init__.py": "def collect_input_fields(sources): ...\n",
-             "sglang/srt/arg_groups/fields/parallel.py": SG_FIELDS}
+    files = {
+        "sglang/srt/server_args.py": SG_ARGS_NEW,
+        "sglang/srt/arg_groups/arg_utils.py": SG_ARG_UTILS,
+        "sglang/srt/arg_groups/fields/__init__.py": "def collect_input_fields(sources): ...\n",
+        "sglang/srt/arg_groups/fields/parallel.py": SG_FIELDS,
+    }
     flags = sglang.extract(_tree(files)).flags
-    assert set(flags) == {"--tp-size", "--mem-fraction-static", "--enable-metrics", "--load-format",
-                          "--cuda-graph-bs", "--sampling-backend", "--config"}  # no_cli and unannotated: none
+    assert set(flags) == {
+        "--tp-size",
+        "--mem-fraction-static",
+        "--enable-metrics",
+        "--load-format",
+        "--cuda-graph-bs",
+        "--sampling-backend",
+        "--config",
+    }  # no_cli and unannotated: none
     tp = flags["--tp-size"]
-    assert tp == {"path": "sglang/srt/arg_groups/fields/parallel.py", "aliases": ["--tensor-parallel-size"],
-                  "takes_value": True, "kind": "int", "default": "1"}
+    assert tp == {
+        "path": "sglang/srt/arg_groups/fields/parallel.py",
+        "aliases": ["--tensor-parallel-size"],
+        "takes_value": True,
+        "kind": "int",
+        "default": "1",
+    }
     assert flags["--mem-fraction-static"]["kind"] == "float"  # a bare help string is the Arg
     assert flags["--enable-metrics"]["takes_value"] is False
     assert flags["--load-format"]["choices"] == ["auto", "pt"]
@@ -542,10 +600,13 @@ LAUNCH_WITH_PLUGINS = """
 """
 
 
-@pytest.mark.parametrize(("launch", "open_choices"), [
-    (LAUNCH_WITH_PLUGINS, {"--attention-backend"}),
-    ("from sglang.srt.server_args import prepare_server_args\n", set()),
-])
+@pytest.mark.parametrize(
+    ("launch", "open_choices"),
+    [
+        (LAUNCH_WITH_PLUGINS, {"--attention-backend"}),
+        ("from sglang.srt.server_args import prepare_server_args\n", set()),
+    ],
+)
 def test_sglang_choices_a_plugin_can_extend_before_parsing_are_open(launch: str, open_choices: set[str]) -> None:
     files = {"sglang/srt/server_args.py": SG_PLUGINS_ARGS, "sglang/launch_server.py": launch}
     flags = sglang.extract(_tree(files)).flags

@@ -19,29 +19,60 @@ def _flag(**extra: Any) -> dict[str, Any]:
     return {"path": "x.py", "takes_value": True, "kind": "int", **extra}
 
 
-def _snap(version: str, flags: dict[str, dict[str, Any]], rules: ParserRules = RULES,
-          metrics: dict[str, dict[str, Any]] | None = None) -> Snapshot:
-    return Snapshot(version=version, ref=f"v{version}", archive="a", date=None,
-                    facts=Extracted(parser=rules, flags=flags, metrics=metrics or {}, files=["x.py"]))
+def _snap(
+    version: str,
+    flags: dict[str, dict[str, Any]],
+    rules: ParserRules = RULES,
+    metrics: dict[str, dict[str, Any]] | None = None,
+) -> Snapshot:
+    return Snapshot(
+        version=version,
+        ref=f"v{version}",
+        archive="a",
+        date=None,
+        facts=Extracted(parser=rules, flags=flags, metrics=metrics or {}, files=["x.py"]),
+    )
 
 
 def _data(rules: ParserRules = RULES) -> EngineReleases:
-    return compact("vllm", [
-        _snap("0.4.0", {"--a": _flag(), "--swap-space": _flag()}, rules, {"vllm:gpu_cache_usage_perc": {
-            "path": "m.py", "type": "gauge"}}),
-        _snap("0.5.0", {"--a": _flag(), "--swap-space": _flag()}, rules, {"vllm:gpu_cache_usage_perc": {
-            "path": "m.py", "type": "gauge"}}),
-        _snap("0.6.0", {"--a": _flag(default="2")}, rules, {"vllm:kv_cache_usage_perc": {"path": "m.py",
-                                                                                         "type": "gauge"}}),
-        _snap("0.7.0", {"--a": _flag(default="2"), "--swap-space": _flag(), "--tp-size": _flag(),
-                        "--tp-rank": _flag()}, rules),
-    ], source_url="https://example.invalid/{ref}/{path}", generated_by="test")
+    return compact(
+        "vllm",
+        [
+            _snap(
+                "0.4.0",
+                {"--a": _flag(), "--swap-space": _flag()},
+                rules,
+                {"vllm:gpu_cache_usage_perc": {"path": "m.py", "type": "gauge"}},
+            ),
+            _snap(
+                "0.5.0",
+                {"--a": _flag(), "--swap-space": _flag()},
+                rules,
+                {"vllm:gpu_cache_usage_perc": {"path": "m.py", "type": "gauge"}},
+            ),
+            _snap(
+                "0.6.0",
+                {"--a": _flag(default="2")},
+                rules,
+                {"vllm:kv_cache_usage_perc": {"path": "m.py", "type": "gauge"}},
+            ),
+            _snap(
+                "0.7.0",
+                {"--a": _flag(default="2"), "--swap-space": _flag(), "--tp-size": _flag(), "--tp-rank": _flag()},
+                rules,
+            ),
+        ],
+        source_url="https://example.invalid/{ref}/{path}",
+        generated_by="test",
+    )
 
 
 def test_compact_makes_one_span_per_run_of_identical_facts() -> None:
     data = _data()
-    assert [(s.first, s.last, s.default) for s in data.flags["--a"]] == [("0.4.0", "0.5.0", None),
-                                                                          ("0.6.0", "0.7.0", "2")]
+    assert [(s.first, s.last, s.default) for s in data.flags["--a"]] == [
+        ("0.4.0", "0.5.0", None),
+        ("0.6.0", "0.7.0", "2"),
+    ]
     assert [(s.first, s.last) for s in data.flags["--swap-space"]] == [("0.4.0", "0.5.0"), ("0.7.0", "0.7.0")]
 
 
@@ -51,15 +82,18 @@ def test_expand_gives_back_each_release() -> None:
     assert again == data
 
 
-@pytest.mark.parametrize(("version", "coverage", "status"), [
-    ("0.4.0", "exact", "present"),
-    ("0.6.0", "exact", "absent"),
-    ("0.4.5", "between", "present"),  # 0.4.0 and 0.5.0 agree
-    ("0.5.5", "between", "unknown"),  # 0.5.0 has it, 0.6.0 does not
-    ("0.3.0", "older_than_read", "unknown"),
-    ("0.9.0", "newer_than_read", "present"),
-    (None, "newest_assumed", "present"),
-])
+@pytest.mark.parametrize(
+    ("version", "coverage", "status"),
+    [
+        ("0.4.0", "exact", "present"),
+        ("0.6.0", "exact", "absent"),
+        ("0.4.5", "between", "present"),  # 0.4.0 and 0.5.0 agree
+        ("0.5.5", "between", "unknown"),  # 0.5.0 has it, 0.6.0 does not
+        ("0.3.0", "older_than_read", "unknown"),
+        ("0.9.0", "newer_than_read", "present"),
+        (None, "newest_assumed", "present"),
+    ],
+)
 def test_a_flag_at_a_version(version: str | None, coverage: str, status: str) -> None:
     v = ReleaseView(_data(), resolve(_data(), version))
     assert v.resolution.coverage == coverage
@@ -111,18 +145,28 @@ def test_release_order_is_pep440_and_llamacpp_builds() -> None:
         release_key("latest")
 
 
-@pytest.mark.parametrize(("text", "expected"), [("vllm@0.6.3", ("vllm", "0.6.3")),
-                                                ("llamacpp==b3216", ("llamacpp", "b3216")),
-                                                ("sglang", ("sglang", None))])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("vllm@0.6.3", ("vllm", "0.6.3")), ("llamacpp==b3216", ("llamacpp", "b3216")), ("sglang", ("sglang", None))],
+)
 def test_engine_refs(text: str, expected: tuple[str, str | None]) -> None:
     assert split_engine_ref(text) == expected
 
 
-@pytest.mark.parametrize(("engine", "version", "ok"), [
-    ("llamacpp", "b3216", True), ("llamacpp", "3216", True), ("llamacpp", "0.6.3", False),
-    ("llamacpp", "v2.0.2", False),
-    ("vllm", "0.6.3", True), ("vllm", "b3216", False), ("tgi", "v2.0.2", True), ("sglang", "B12", False),
-    ("trtllm", "1.2.0rc1", True)])
+@pytest.mark.parametrize(
+    ("engine", "version", "ok"),
+    [
+        ("llamacpp", "b3216", True),
+        ("llamacpp", "3216", True),
+        ("llamacpp", "0.6.3", False),
+        ("llamacpp", "v2.0.2", False),
+        ("vllm", "0.6.3", True),
+        ("vllm", "b3216", False),
+        ("tgi", "v2.0.2", True),
+        ("sglang", "B12", False),
+        ("trtllm", "1.2.0rc1", True),
+    ],
+)
 def test_a_release_is_written_the_way_its_engine_numbers_releases(engine: str, version: str, ok: bool) -> None:
     from switchover.engines import load_profile
 
@@ -147,10 +191,21 @@ def test_flag_span_defaults() -> None:
 
 def test_environment_variables_by_release_and_unknown_without_a_table() -> None:
     env = {"VLLM_USE_V1": {"path": "vllm/envs.py", "kind": "bool", "default": "1"}}
-    data = compact("vllm", [_snap("0.8.0", {"--a": _flag()}), Snapshot(
-        version="0.9.0", ref="v0.9.0", archive="a", date=None,
-        facts=Extracted(parser=RULES, flags={"--a": _flag()}, environment=env, files=["x.py"]))],
-        source_url="https://example.invalid/{ref}/{path}", generated_by="test")
+    data = compact(
+        "vllm",
+        [
+            _snap("0.8.0", {"--a": _flag()}),
+            Snapshot(
+                version="0.9.0",
+                ref="v0.9.0",
+                archive="a",
+                date=None,
+                facts=Extracted(parser=RULES, flags={"--a": _flag()}, environment=env, files=["x.py"]),
+            ),
+        ],
+        source_url="https://example.invalid/{ref}/{path}",
+        generated_by="test",
+    )
     assert ReleaseView(data, resolve(data, "0.9.0")).env_var("VLLM_USE_V1").status == "present"
     assert ReleaseView(data, resolve(data, "0.8.0")).env_var("VLLM_USE_V1").status == "absent"
     assert compact("vllm", expand(data), source_url=data.source_url, generated_by="test") == data
@@ -159,15 +214,29 @@ def test_environment_variables_by_release_and_unknown_without_a_table() -> None:
 
 def test_dotted_keys_underscores_before_prefixes_and_negation_wording() -> None:
     rules = ParserRules(abbrev=True, underscores=True, dotted_keys=True, source="vllm/utils.py")
-    data = compact("vllm", [_snap("0.9.0", {"--compilation-config": _flag(kind="json"),
-                                            "--max-model-len": _flag(),
-                                            "--enable-prefix-caching": _flag(takes_value=False,
-                                                                             negation="--no-enable-prefix-caching")},
-                                  rules)], source_url="https://example.invalid/{ref}/{path}", generated_by="test")
+    data = compact(
+        "vllm",
+        [
+            _snap(
+                "0.9.0",
+                {
+                    "--compilation-config": _flag(kind="json"),
+                    "--max-model-len": _flag(),
+                    "--enable-prefix-caching": _flag(takes_value=False, negation="--no-enable-prefix-caching"),
+                },
+                rules,
+            )
+        ],
+        source_url="https://example.invalid/{ref}/{path}",
+        generated_by="test",
+    )
     v = ReleaseView(data, resolve(data, "0.9.0"))
     dotted = v.option("--compilation-config.level")
-    assert dotted.status == "present" and dotted.name == "--compilation-config" and "key 'level'" in (
-        dotted.matched_as or "")
+    assert (
+        dotted.status == "present"
+        and dotted.name == "--compilation-config"
+        and "key 'level'" in (dotted.matched_as or "")
+    )
     assert v.option("--max_model").name == "--max-model-len"  # converted, then matched as a prefix
     assert "turns off" in (v.option("--no-enable-prefix-caching").matched_as or "")
 
@@ -175,10 +244,27 @@ def test_dotted_keys_underscores_before_prefixes_and_negation_wording() -> None:
 def _argparse_data() -> EngineReleases:
     rules = ParserRules(attached_short=True, attached_values={"-X": "--opt-level"}, source="vllm/utils.py")
     env = {"VLLM_A": {"path": "vllm/envs.py"}, "SGLANG_B": {"path": "environ.py"}}
-    return compact("vllm", [Snapshot(version="1.0", ref="v1.0", archive="a", date=None, facts=Extracted(
-        parser=rules, flags={"-O": _flag(kind="json"), "--opt-level": _flag()}, environment=env, files=["x.py"],
-        env_prefix_aliases={"SGL_": "SGLANG_"}))], source_url="https://example.invalid/{ref}/{path}",
-        generated_by="test", env_namespaces=["VLLM_", "SGLANG_"])
+    return compact(
+        "vllm",
+        [
+            Snapshot(
+                version="1.0",
+                ref="v1.0",
+                archive="a",
+                date=None,
+                facts=Extracted(
+                    parser=rules,
+                    flags={"-O": _flag(kind="json"), "--opt-level": _flag()},
+                    environment=env,
+                    files=["x.py"],
+                    env_prefix_aliases={"SGL_": "SGLANG_"},
+                ),
+            )
+        ],
+        source_url="https://example.invalid/{ref}/{path}",
+        generated_by="test",
+        env_namespaces=["VLLM_", "SGLANG_"],
+    )
 
 
 def test_a_value_attached_to_a_short_option_where_the_parser_reads_one() -> None:
@@ -201,10 +287,15 @@ def test_environment_names_aliases_and_namespaces() -> None:
 
 def test_a_spelling_both_reads_accept_as_different_options_is_present_with_both() -> None:
     """llama.cpp --no-mmap: its own switch up to b7347, the negation of --mmap from b7698."""
-    data = compact("llamacpp", [
-        _snap("7347", {"--no-mmap": _flag(takes_value=False)}),
-        _snap("7698", {"--mmap": _flag(takes_value=False, negation="--no-mmap")}),
-    ], source_url="https://example.invalid/{ref}/{path}", generated_by="test")
+    data = compact(
+        "llamacpp",
+        [
+            _snap("7347", {"--no-mmap": _flag(takes_value=False)}),
+            _snap("7698", {"--mmap": _flag(takes_value=False, negation="--no-mmap")}),
+        ],
+        source_url="https://example.invalid/{ref}/{path}",
+        generated_by="test",
+    )
     found = ReleaseView(data, resolve(data, "7412")).option("--no-mmap")
     assert found.status == "present" and len(found.alternatives) == 2
     assert ReleaseView(data, resolve(data, "7698")).option("--no-mmap").name == "--mmap"

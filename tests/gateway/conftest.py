@@ -55,16 +55,26 @@ class Stack:
         tmp.write_text(yaml.safe_dump(self.config))
         tmp.replace(self.config_path)
 
-    async def post(self, body: dict[str, Any], tenant: str = "t1", path: str = "/v1/chat/completions",
-                   headers: dict[str, str] | None = None) -> tuple[int, bytes, dict[str, str]]:
+    async def post(
+        self,
+        body: dict[str, Any],
+        tenant: str = "t1",
+        path: str = "/v1/chat/completions",
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, bytes, dict[str, str]]:
         h = {"x-tenant-id": tenant, **(headers or {})}
         async with self.http.post(self.url + path, data=orjson.dumps(body), headers=h) as r:
             return r.status, await r.read(), dict(r.headers)
 
 
 def chat(stream: bool = False, max_tokens: int = 4, **extra: Any) -> dict[str, Any]:
-    return {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": stream,
-            "max_tokens": max_tokens, **extra}
+    return {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": stream,
+        "max_tokens": max_tokens,
+        **extra,
+    }
 
 
 def tenant_in(gw_weight: float, arm: str, start: int = 0, seed: bytes = b"") -> str:
@@ -79,17 +89,32 @@ def tenant_in(gw_weight: float, arm: str, start: int = 0, seed: bytes = b"") -> 
 
 
 @contextlib.asynccontextmanager
-async def stack(tmp_path: Path, *, new_url: str | None = None, new_model: str = "engine-new-name",
-                old_url: str | None = None, old_key_env: str | None = None, new_key_env: str | None = None,
-                **gateway: Any) -> AsyncIterator[Stack]:
+async def stack(
+    tmp_path: Path,
+    *,
+    new_url: str | None = None,
+    new_model: str = "engine-new-name",
+    old_url: str | None = None,
+    old_key_env: str | None = None,
+    new_key_env: str | None = None,
+    **gateway: Any,
+) -> AsyncIterator[Stack]:
     old, new = FakeEngine("old", model=MODEL), FakeEngine("new", model=new_model, keep_bodies=4)
     async with old.running() as ourl, new.running() as nurl:
-        gwcfg: dict[str, Any] = {"weight": 50, "run_dir": str(tmp_path / "run"), "reload_poll_s": 0.05,
-                                 "fallback": {"on_timeout_ms": 500},
-                                 "timeouts": {"connect_ms": 500, "first_byte_ms": 2000, "idle_ms": 1000},
-                                 "kill_switch": {"min_samples": 1000}, **gateway}
-        config: dict[str, Any] = {"old": {"url": old_url or ourl, "engine": "vllm"},
-                                  "new": {"url": new_url or nurl, "engine": "llamacpp"}, "gateway": gwcfg}
+        gwcfg: dict[str, Any] = {
+            "weight": 50,
+            "run_dir": str(tmp_path / "run"),
+            "reload_poll_s": 0.05,
+            "fallback": {"on_timeout_ms": 500},
+            "timeouts": {"connect_ms": 500, "first_byte_ms": 2000, "idle_ms": 1000},
+            "kill_switch": {"min_samples": 1000},
+            **gateway,
+        }
+        config: dict[str, Any] = {
+            "old": {"url": old_url or ourl, "engine": "vllm"},
+            "new": {"url": new_url or nurl, "engine": "llamacpp"},
+            "gateway": gwcfg,
+        }
         if old_key_env:
             config["old"]["api_key_env"] = old_key_env
         if new_key_env:
@@ -108,8 +133,7 @@ def closed_port_url() -> str:
 # ---- raw-socket attack helpers (test_security_*.py, test_front_fuzz.py) ---------------------------------------
 # Attacks are bytes written by hand on plain sockets; the fakes below record exactly what reached them.
 
-ALLOWED_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/embeddings", "/tokenize",
-                 "/detokenize")
+ALLOWED_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/embeddings", "/tokenize", "/detokenize")
 _STATUS_LINE = re.compile(rb"HTTP/1\.1 (\d{3})[^\r\n]*\r\n")
 
 
@@ -160,7 +184,7 @@ def _dechunk(data: bytes) -> tuple[bytes, int] | None:
             return (bytes(out), end + 4) if end >= 0 else None
         if len(data) < eol + 2 + n + 2:
             return None
-        out += data[eol + 2:eol + 2 + n]
+        out += data[eol + 2 : eol + 2 + n]
         pos = eol + 2 + n + 2
 
 
@@ -175,7 +199,7 @@ def parse_replies(data: bytes, head_only: bool = False) -> list[Reply]:
             break
         status = int(m.group(1))
         headers = []
-        for line in data[m.end():end].split(b"\r\n"):
+        for line in data[m.end() : end].split(b"\r\n"):
             if line:
                 k, _, v = line.decode("latin-1").partition(":")
                 headers.append((k.strip().lower(), v.strip()))
@@ -196,7 +220,7 @@ def parse_replies(data: bytes, head_only: bool = False) -> list[Reply]:
             pos += used
         elif reply.header("content-length") is not None:
             n = int(reply.header("content-length") or 0)
-            reply.body = data[pos:pos + n]
+            reply.body = data[pos : pos + n]
             pos += n
         else:
             reply.body, pos = data[pos:], len(data)
@@ -226,8 +250,7 @@ class Exchange:
 
 async def connect(port: int, source: str | None = None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """A raw connection to 127.0.0.1:port, optionally from another loopback source address (127.0.0.2...)."""
-    return await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0) if source else None,
-                                         limit=1 << 22)
+    return await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0) if source else None, limit=1 << 22)
 
 
 async def read_all(reader: asyncio.StreamReader, timeout: float) -> tuple[bytes, bool]:
@@ -246,8 +269,15 @@ async def read_all(reader: asyncio.StreamReader, timeout: float) -> tuple[bytes,
         return bytes(buf), True
 
 
-async def exchange(port: int, data: bytes | Sequence[bytes], *, timeout: float = 5.0, gap_s: float = 0.0,
-                   half_close: bool = False, source: str | None = None) -> Exchange:
+async def exchange(
+    port: int,
+    data: bytes | Sequence[bytes],
+    *,
+    timeout: float = 5.0,
+    gap_s: float = 0.0,
+    half_close: bool = False,
+    source: str | None = None,
+) -> Exchange:
     """Write `data` (one write, or each part in turn with `gap_s` between), then read until the gateway closes
     (bounded by `timeout`). With half_close the write side is shut after the last part."""
     t0 = time.perf_counter()
@@ -274,8 +304,14 @@ async def exchange(port: int, data: bytes | Sequence[bytes], *, timeout: float =
             await writer.wait_closed()
 
 
-def http_request(method: str = "POST", target: str = "/v1/chat/completions", body: bytes | None = None,
-                 headers: Sequence[tuple[str, str]] = (), version: str = "HTTP/1.1", close: bool = True) -> bytes:
+def http_request(
+    method: str = "POST",
+    target: str = "/v1/chat/completions",
+    body: bytes | None = None,
+    headers: Sequence[tuple[str, str]] = (),
+    version: str = "HTTP/1.1",
+    close: bool = True,
+) -> bytes:
     """A well-formed request (Content-Length framing) to build attacks from."""
     lines = [f"{method} {target} {version}", "Host: 127.0.0.1"]
     if body is not None:
@@ -293,7 +329,7 @@ def metric_total(text: str, name: str) -> float:
     """The sum of every series of a metric in Prometheus text (0 when absent)."""
     total = 0.0
     for line in text.splitlines():
-        if line.startswith(name) and (line[len(name):len(name) + 1] in ("{", " ")):
+        if line.startswith(name) and (line[len(name) : len(name) + 1] in ("{", " ")):
             total += float(line.rsplit(" ", 1)[1])
     return total
 
@@ -381,7 +417,7 @@ class RecordingUpstream:
                 if len(body) < 1 << 16:
                     body += part
             total = n
-        body = body[:1 << 16]
+        body = body[: 1 << 16]
         self.raw += body
         return Recorded(method, target, headers, total, bytes(body))
 
@@ -397,8 +433,10 @@ class RecordingUpstream:
         if path in ("/v1/chat/completions", "/v1/completions") and req.method == "POST":
             is_chat = path == "/v1/chat/completions"
             if obj.get("stream") is True:  # the shared fake engine's bytes (switchover.testing.render)
-                events = [render.chunk(" hi", None, is_chat, model=self.model, id_="c0", empty_delta=True),
-                          render.chunk("", "stop", is_chat, model=self.model, id_="c1", empty_delta=True)]
+                events = [
+                    render.chunk(" hi", None, is_chat, model=self.model, id_="c0", empty_delta=True),
+                    render.chunk("", "stop", is_chat, model=self.model, id_="c1", empty_delta=True),
+                ]
                 opts = obj.get("stream_options")
                 if isinstance(opts, dict) and opts.get("include_usage"):
                     events.append(render.usage_chunk(3, 1, model=self.model, id_="u"))
@@ -406,11 +444,23 @@ class RecordingUpstream:
             whole = render.whole(is_chat, " hi", "stop", model=self.model, completion_tokens=1, id_="c")
             return 200, "application/json", orjson.dumps(whole)
         if path == "/v1/models":
-            return 200, "application/json", orjson.dumps({"object": "list", "data": [
-                {"id": self.model, "object": "model"}]})
+            return (
+                200,
+                "application/json",
+                orjson.dumps({"object": "list", "data": [{"id": self.model, "object": "model"}]}),
+            )
         if path == "/v1/embeddings":
-            return 200, "application/json", orjson.dumps({"object": "list", "model": self.model, "data": [
-                {"object": "embedding", "index": 0, "embedding": [0.0]}]})
+            return (
+                200,
+                "application/json",
+                orjson.dumps(
+                    {
+                        "object": "list",
+                        "model": self.model,
+                        "data": [{"object": "embedding", "index": 0, "embedding": [0.0]}],
+                    }
+                ),
+            )
         if path == "/tokenize":
             return 200, "application/json", b'{"tokens": [1, 2]}'
         if path == "/detokenize":
@@ -427,8 +477,9 @@ class RecordingUpstream:
                 self.seen.set()
                 status, ctype, body = self._answer(req)
                 extra = f"Location: {self.redirect_to}\r\n" if self.redirect_to is not None else ""
-                head = (f"HTTP/1.1 {status} X\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n{extra}"
-                        "\r\n").encode()
+                head = (
+                    f"HTTP/1.1 {status} X\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n{extra}\r\n"
+                ).encode()
                 writer.write(head + (b"" if req.method == "HEAD" else body))
                 await writer.drain()
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError):
@@ -503,8 +554,11 @@ class Recorders:
 async def recorded_stack(tmp_path: Path, **kw: Any) -> AsyncIterator[tuple[Stack, Recorders]]:
     """stack() with recording upstreams as old and new (what reached each arm, headers included)."""
     rec = Recorders(RecordingUpstream("old"), RecordingUpstream("new"))
-    async with running_recorder(rec.old) as ourl, running_recorder(rec.new) as nurl, \
-            stack(tmp_path, old_url=ourl, new_url=nurl, **kw) as s:
+    async with (
+        running_recorder(rec.old) as ourl,
+        running_recorder(rec.new) as nurl,
+        stack(tmp_path, old_url=ourl, new_url=nurl, **kw) as s,
+    ):
         yield s, rec
 
 

@@ -61,19 +61,28 @@ def setup_run_dir(tmp_path, listen_port: int, file_url: str, pid: int):
     (run_dir / "gateway.json").write_bytes(orjson.dumps({"url": file_url, "pid": pid}))
     (run_dir / "admin.token").write_text(TOKEN)
     cfg = tmp_path / "switchover.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "old": {"url": "http://127.0.0.1:9", "engine": "vllm"}, "new": {"url": "http://127.0.0.1:9", "engine": "vllm"},
-        "gateway": {"run_dir": "run", "listen": {"host": "127.0.0.1", "port": listen_port}}}))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "old": {"url": "http://127.0.0.1:9", "engine": "vllm"},
+                "new": {"url": "http://127.0.0.1:9", "engine": "vllm"},
+                "gateway": {"run_dir": "run", "listen": {"host": "127.0.0.1", "port": listen_port}},
+            }
+        )
+    )
     return run_dir, cfg
 
 
-@pytest.mark.parametrize(("host", "port", "file_port", "url"), [
-    ("127.0.0.1", 8080, 8080, "http://127.0.0.1:8080"),
-    ("127.0.0.1", 0, 41234, "http://127.0.0.1:41234"),  # any port: the bound one, from the file
-    ("0.0.0.0", 8080, 8080, "http://127.0.0.1:8080"),  # a wildcard is reached over loopback
-    ("::", 0, 9000, "http://[::1]:9000"),
-    ("::1", 8080, 8080, "http://[::1]:8080"),
-])
+@pytest.mark.parametrize(
+    ("host", "port", "file_port", "url"),
+    [
+        ("127.0.0.1", 8080, 8080, "http://127.0.0.1:8080"),
+        ("127.0.0.1", 0, 41234, "http://127.0.0.1:41234"),  # any port: the bound one, from the file
+        ("0.0.0.0", 8080, 8080, "http://127.0.0.1:8080"),  # a wildcard is reached over loopback
+        ("::", 0, 9000, "http://[::1]:9000"),
+        ("::1", 8080, 8080, "http://[::1]:8080"),
+    ],
+)
 def test_the_admin_url_is_the_configured_listen_address(host, port, file_port, url):
     assert admin_url(host, port, file_port) == url
 
@@ -86,11 +95,13 @@ def test_an_admin_url_whose_port_differs_from_the_configured_one_is_refused():
 
 
 @pytest.mark.parametrize("verb", ["state", "reset"])
-def test_a_gateway_file_naming_another_port_gets_no_token_and_exits_3(tmp_path, capsys, monkeypatch,
-                                                                     other_program, verb):
+def test_a_gateway_file_naming_another_port_gets_no_token_and_exits_3(
+    tmp_path, capsys, monkeypatch, other_program, verb
+):
     port, seen = other_program
-    run_dir, cfg = setup_run_dir(tmp_path, port + 1 if port < 65535 else port - 1, f"http://127.0.0.1:{port}",
-                                 os.getpid())
+    run_dir, cfg = setup_run_dir(
+        tmp_path, port + 1 if port < 65535 else port - 1, f"http://127.0.0.1:{port}", os.getpid()
+    )
     lock = RunDirLock(run_dir)
     lock.acquire()  # a live gateway holds the run dir; only the file's port is wrong
     try:
@@ -102,8 +113,7 @@ def test_a_gateway_file_naming_another_port_gets_no_token_and_exits_3(tmp_path, 
     assert seen == [], "the admin token went to the port gateway.json named"
 
 
-def test_a_stale_gateway_file_after_a_crash_gets_no_token_and_exits_3(tmp_path, capsys, monkeypatch,
-                                                                     other_program):
+def test_a_stale_gateway_file_after_a_crash_gets_no_token_and_exits_3(tmp_path, capsys, monkeypatch, other_program):
     port, seen = other_program
     run_dir, cfg = setup_run_dir(tmp_path, 0, f"http://127.0.0.1:{port}", 2**22 + 7)
     (run_dir / "gateway.lock").write_text(str(2**22 + 7))  # no process holds it: the gateway died
@@ -113,8 +123,9 @@ def test_a_stale_gateway_file_after_a_crash_gets_no_token_and_exits_3(tmp_path, 
     assert seen == [], "the admin token went to whatever listens on the stale file's port"
 
 
-def test_a_gateway_file_of_another_process_than_the_lock_holder_gets_no_token(tmp_path, capsys, monkeypatch,
-                                                                              other_program):
+def test_a_gateway_file_of_another_process_than_the_lock_holder_gets_no_token(
+    tmp_path, capsys, monkeypatch, other_program
+):
     port, seen = other_program
     run_dir, cfg = setup_run_dir(tmp_path, 0, f"http://127.0.0.1:{port}", 1)
     lock = RunDirLock(run_dir)
@@ -127,8 +138,9 @@ def test_a_gateway_file_of_another_process_than_the_lock_holder_gets_no_token(tm
     assert seen == []
 
 
-def test_an_answer_that_is_not_the_gateways_json_exits_3_with_a_clear_message(tmp_path, capsys, monkeypatch,
-                                                                             other_program):
+def test_an_answer_that_is_not_the_gateways_json_exits_3_with_a_clear_message(
+    tmp_path, capsys, monkeypatch, other_program
+):
     port, seen = other_program
     run_dir, cfg = setup_run_dir(tmp_path, port, f"http://127.0.0.1:{port}", os.getpid())
     lock = RunDirLock(run_dir)

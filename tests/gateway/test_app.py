@@ -46,16 +46,19 @@ async def test_arm_header_only_when_opted_in(tmp_path):
         assert headers["X-Switchover-Arm"] == "new"
 
 
-@pytest.mark.parametrize(("fault", "reason", "stream"), [
-    ("status:503", "status_503", False),
-    ("status:500", "status_500", True),
-    ("hang:3", "timeout", True),
-    ("hang:3", "timeout", False),
-    ("refuse", "disconnected", True),
-    ("die_mid:0", "disconnected", True),
-    ("malformed:0", "malformed", True),
-    ("error_event:0", "stream_error", True),
-])
+@pytest.mark.parametrize(
+    ("fault", "reason", "stream"),
+    [
+        ("status:503", "status_503", False),
+        ("status:500", "status_500", True),
+        ("hang:3", "timeout", True),
+        ("hang:3", "timeout", False),
+        ("refuse", "disconnected", True),
+        ("die_mid:0", "disconnected", True),
+        ("malformed:0", "malformed", True),
+        ("error_event:0", "stream_error", True),
+    ],
+)
 async def test_failures_before_the_first_byte_replay_on_old(tmp_path, fault, reason, stream):
     async with stack(tmp_path, weight=100) as s:
         status, body, _ = await s.post(chat(stream=stream), headers={"X-Fault": fault, **NEW_FAULT})
@@ -83,9 +86,9 @@ async def test_unlisted_status_is_passed_through_without_fallback(tmp_path):
         assert (row.arm, row.outcome, row.fallback_reason) == ("new", "error", None)
 
 
-@pytest.mark.parametrize(("fault", "error"), [
-    ("die_mid:2", "disconnected"), ("malformed:2", "malformed"), ("truncate:2", "truncated"),
-])
+@pytest.mark.parametrize(
+    ("fault", "error"), [("die_mid:2", "disconnected"), ("malformed:2", "malformed"), ("truncate:2", "truncated")]
+)
 async def test_failures_after_the_first_byte_end_with_an_sse_error_event(tmp_path, fault, error):
     async with stack(tmp_path, weight=100) as s:
         status, body, _ = await s.post(chat(stream=True, max_tokens=6), headers={"X-Fault": fault, **NEW_FAULT})
@@ -121,8 +124,11 @@ async def test_old_failing_too_gives_a_clean_error_status(tmp_path):
 async def test_client_disconnect_cancels_the_upstream_request(tmp_path):
     async with stack(tmp_path, weight=100) as s:
         async with aiohttp.ClientSession() as http:
-            resp = await http.post(s.url + "/v1/chat/completions", data=orjson.dumps(chat(stream=True, max_tokens=50)),
-                                   headers={"X-Fault": "drip:100"})
+            resp = await http.post(
+                s.url + "/v1/chat/completions",
+                data=orjson.dumps(chat(stream=True, max_tokens=50)),
+                headers={"X-Fault": "drip:100"},
+            )
             await resp.content.readany()
             resp.close()
         await await_until(lambda: s.new.stats.cancelled, 2.5, "the upstream request cancelled")
@@ -138,7 +144,11 @@ async def test_bypass_override_and_long_context_pin(tmp_path):
         await s.post({"model": MODEL, "messages": [{"role": "user", "content": "long " * 40}]})
         await s.post(chat())
         assert [(r.arm, r.route_reason) for r in s.rows()] == [
-            ("old", "bypass"), ("old", "override"), ("old", "pinned_long"), ("new", "weight")]
+            ("old", "bypass"),
+            ("old", "override"),
+            ("old", "pinned_long"),
+            ("new", "weight"),
+        ]
         assert s.rows()[2].prompt_tokens_est == 50
 
 
@@ -319,8 +329,12 @@ async def test_client_leaving_before_the_first_byte_cancels_the_upstream_too(tmp
     async with stack(tmp_path, weight=0) as s:  # old: no fallback timer in the way
         async with aiohttp.ClientSession() as http:
             with contextlib.suppress(TimeoutError):
-                await http.post(s.url + "/v1/chat/completions", data=orjson.dumps(chat()),
-                                headers={"X-Fault": "hang:30"}, timeout=aiohttp.ClientTimeout(total=0.3))
+                await http.post(
+                    s.url + "/v1/chat/completions",
+                    data=orjson.dumps(chat()),
+                    headers={"X-Fault": "hang:30"},
+                    timeout=aiohttp.ClientTimeout(total=0.3),
+                )
         await wait_for(lambda: s.old.stats.cancelled == 1)
         await wait_for(lambda: len(s.rows()) == 1)
         assert s.rows()[0].outcome == "client_disconnected"
@@ -386,14 +400,16 @@ async def test_the_rollouts_parse_failure_and_cache_gates_read_what_the_gateway_
     async with stack(tmp_path, weight=100) as s:
         asks_json = {"response_format": {"type": "json_object"}}
         for i in range(24):  # every fourth answer is not JSON
-            await s.post(chat(stream=i % 2 == 0, **asks_json), tenant=f"t{i}",
-                         headers={} if i % 4 == 0 else {"X-Fault": "json"})
+            await s.post(
+                chat(stream=i % 2 == 0, **asks_json), tenant=f"t{i}", headers={} if i % 4 == 0 else {"X-Fault": "json"}
+            )
         views = [row_view(r) for r in s.rows()]
     th = GateThresholds(min_samples=10)
     parse = judge_ledger_gate(CustomGate(name="json_ok", builtin="parse_failure_rate"), views, th)
     assert parse.verdict == "fail" and "6/24" in parse.reason, parse.reason
-    cache = judge_ledger_gate(CustomGate(name="cold", builtin="cache_hits_after_switch", first_n=10), views, th,
-                              views_since_switch=views)
+    cache = judge_ledger_gate(
+        CustomGate(name="cold", builtin="cache_hits_after_switch", first_n=10), views, th, views_since_switch=views
+    )
     assert cache.verdict == "fail" and "cache" in cache.reason, cache.reason  # the fake reports 2 of 3 cached
 
 

@@ -46,10 +46,13 @@ def test_a_hold_returns_everything_it_drew_once_however_often_it_is_released():
     assert b.used == 0 and b.peak == 400
 
 
-@pytest.mark.parametrize(("size", "status", "words"), [
-    (80, 503, "retry"),  # fits the budget, not what is free now
-    (1001, 413, "the whole budget is 1000"),  # could never fit
-])
+@pytest.mark.parametrize(
+    ("size", "status", "words"),
+    [
+        (80, 503, "retry"),  # fits the budget, not what is free now
+        (1001, 413, "the whole budget is 1000"),  # could never fit
+    ],
+)
 def test_a_hold_that_does_not_fit_raises_503_when_busy_and_413_when_bigger_than_the_budget(size, status, words):
     b = MemoryBudget(1000)
     b.take("shadow", 950)
@@ -63,7 +66,7 @@ def test_a_hold_that_does_not_fit_raises_503_when_busy_and_413_when_bigger_than_
 
 BODIES = [
     b'{"a":"b"}',
-    b'[{},{},[]]',
+    b"[{},{},[]]",
     b'{"a,b:{[":"x\\"y,:]"}',
     b'["\\\\",1,2.5,true,null]',
     b'{"messages":[{"role":"user","content":"hello, world: {x}"}],"stream":false,"max_tokens":3}',
@@ -111,8 +114,18 @@ def test_the_exact_scan_stops_as_soon_as_the_limit_is_passed():
     assert scan.tokens > 1000 and fed <= 8192, f"counted {fed} of {len(body)} bytes"
 
 
-SHAPES = [b"{}", b"[]", b"1234567", b"-1.5e300", b'"abcdefgh"', b'{"a":1,"b":"xy"}', b'[[1,2],[3]]',
-          '"\u00e9\u00e9\u00e9\U0001f600"'.encode(), b'"\\ud83d\\ude00aaaaaaaa"', b'"' + b"a" * 5000 + b'"']
+SHAPES = [
+    b"{}",
+    b"[]",
+    b"1234567",
+    b"-1.5e300",
+    b'"abcdefgh"',
+    b'{"a":1,"b":"xy"}',
+    b"[[1,2],[3]]",
+    '"\u00e9\u00e9\u00e9\U0001f600"'.encode(),
+    b'"\\ud83d\\ude00aaaaaaaa"',
+    b'"' + b"a" * 5000 + b'"',
+]
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -162,7 +175,8 @@ async def test_a_request_the_full_budget_cannot_price_gets_503_with_retry_after_
         assert s.old.stats.requests == 0
         rows = request_rows(s)
         assert [(r["status"], r["outcome"], r["error"][:40]) for r in rows] == [
-            (503, "refused", orjson.loads(body)["error"]["message"][:40])]
+            (503, "refused", orjson.loads(body)["error"]["message"][:40])
+        ]
         text = s.gw.metrics.render().decode()
         assert 'switchover_gateway_refused_total{reason="memory_budget"} 1.0' in text
         assert metric_total(text, "switchover_gateway_memory_budget_used_bytes") == held
@@ -191,8 +205,9 @@ async def test_a_body_of_more_json_values_than_the_limit_gets_413_and_never_reac
 
 
 async def test_a_shadow_copy_the_budget_has_no_room_for_is_dropped_and_the_request_still_served(tmp_path):
-    async with stack(tmp_path, weight=0, shadow={"percent": 100},
-                     limits={"memory_budget_bytes": 16 * MIB, "max_body_bytes": 8 * MIB}) as s:
+    async with stack(
+        tmp_path, weight=0, shadow={"percent": 100}, limits={"memory_budget_bytes": 16 * MIB, "max_body_bytes": 8 * MIB}
+    ) as s:
         budget = s.gw.budget
         request = chat(messages=[{"role": "user", "content": "y" * 20_000}])
         priced = parsed_cost(orjson.dumps(request), tokens_bound(orjson.dumps(request)))
@@ -209,8 +224,9 @@ REVIEW = {"pairs_per_day": 10, "sample_percent": 100, "max_concurrency": 4}
 
 
 async def test_a_review_pair_draws_its_copies_until_it_is_stored_and_is_skipped_when_there_is_no_room(tmp_path):
-    async with stack(tmp_path, weight=0, review=REVIEW,
-                     limits={"memory_budget_bytes": 16 * MIB, "max_body_bytes": 8 * MIB}) as s:
+    async with stack(
+        tmp_path, weight=0, review=REVIEW, limits={"memory_budget_bytes": 16 * MIB, "max_body_bytes": 8 * MIB}
+    ) as s:
         budget, spot = s.gw.budget, s.gw.spotcheck
         request = chat(messages=[{"role": "user", "content": "w" * 20_000}])
         seen: list[int] = []

@@ -59,13 +59,25 @@ class GatewayProcess:
 async def gateway_process(tmp_path: Path, old_url: str, **gateway: Any) -> AsyncIterator[GatewayProcess]:
     """`switchover gateway` in its own process (weight 0: everything to `old_url`); yields once it serves."""
     run_dir = tmp_path / "run"
-    config = {"old": {"url": old_url, "engine": "vllm"}, "new": {"url": old_url, "engine": "llamacpp"},
-              "gateway": {"weight": 0, "run_dir": str(run_dir), "listen": {"port": 0}, "reload_poll_s": 60,
-                          "timeouts": {"first_byte_ms": 20000}, **gateway}}
+    config = {
+        "old": {"url": old_url, "engine": "vllm"},
+        "new": {"url": old_url, "engine": "llamacpp"},
+        "gateway": {
+            "weight": 0,
+            "run_dir": str(run_dir),
+            "listen": {"port": 0},
+            "reload_poll_s": 60,
+            "timeouts": {"first_byte_ms": 20000},
+            **gateway,
+        },
+    }
     cfg = tmp_path / "switchover.yaml"
     cfg.write_text(yaml.safe_dump(config))
-    proc = subprocess.Popen([sys.executable, "-m", "switchover", "gateway", "--config", str(cfg)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "switchover", "gateway", "--config", str(cfg)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         state = run_dir / "gateway.json"
         await await_until(lambda: state.exists() and state.stat().st_size, 30, "the gateway to publish its address")
@@ -155,8 +167,11 @@ async def test_a_body_of_16_mib_of_empty_objects_is_refused_413_before_parsing_a
         assert health.worst < 0.5, f"/health took {health.worst:.2f} s"
         assert not [r for r in rec.requests if r.body_len == len(body)], "the body reached the engine"
         await asyncio.sleep(0.3)  # the ledger flushes every 100 ms
-        rows = [orjson.loads(line) for p in sorted(gp.run_dir.glob("ledger-*.jsonl"))
-                for line in p.read_bytes().splitlines()]
+        rows = [
+            orjson.loads(line)
+            for p in sorted(gp.run_dir.glob("ledger-*.jsonl"))
+            for line in p.read_bytes().splitlines()
+        ]
         assert [(r["status"], r["outcome"]) for r in rows if r.get("status") == 413] == [(413, "bad_request")]
 
 
@@ -169,10 +184,12 @@ async def send_chunked(port: int, wire: bytes, write: int, timeout: float) -> by
     """POST a chunked body already framed (`wire`), `write` bytes at a time; what came back."""
     reader, writer = await connect(port)
     try:
-        writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+        writer.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        )
         for i in range(0, len(wire), write):
-            writer.write(wire[i:i + write])
+            writer.write(wire[i : i + write])
             await writer.drain()
         got, _closed = await read_all(reader, timeout)
         return got
@@ -203,20 +220,29 @@ async def test_four_million_one_byte_chunks_are_held_as_one_buffer_not_four_mill
 async def big_answers(size: int) -> AsyncIterator[str]:
     """An upstream whose every answer is a chat completion of `size` bytes (one string), sent in 1 MiB writes."""
     text = b"a" * (size - 200)
-    body = (b'{"id": "x", "object": "chat.completion", "model": "m", "choices": [{"index": 0, "finish_reason": '
-            b'"stop", "message": {"role": "assistant", "content": "' + text + b'"}}]}')
+    body = (
+        b'{"id": "x", "object": "chat.completion", "model": "m", "choices": [{"index": 0, "finish_reason": '
+        b'"stop", "message": {"role": "assistant", "content": "' + text + b'"}}]}'
+    )
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(Exception):
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
                 await reader.readexactly(length)
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
-                             % len(body))
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+                )
                 for i in range(0, len(body), MIB):
-                    writer.write(body[i:i + MIB])
+                    writer.write(body[i : i + MIB])
                     await writer.drain()
         writer.close()
 
@@ -245,8 +271,10 @@ async def test_six_concurrent_48_mib_answers_draw_from_a_128_mib_budget_and_the_
     parsed at once; the issue saw four 250 MB answers take the gateway to 2.1 GB). Now they share the budget:
     what does not fit gets 503 with Retry-After, and the peak stays near the budget."""
     budget = 128 * MIB
-    async with big_answers(48 * MIB) as url, gateway_process(
-            tmp_path, url, limits={"memory_budget_bytes": budget}) as gp:
+    async with (
+        big_answers(48 * MIB) as url,
+        gateway_process(tmp_path, url, limits={"memory_budget_bytes": budget}) as gp,
+    ):
         base = gp.reset_peak()
         answers = await asyncio.gather(*(ask(gp.port) for _ in range(6)))
         grown = gp.peak() - base

@@ -37,19 +37,33 @@ async def test_gateway_process_reloads_resets_and_drains_on_sigterm(tmp_path):
     old, new = FakeEngine("old", model="client-model"), FakeEngine("new", model="client-model")
     async with old.running() as old_url, new.running() as new_url:
         run_dir = tmp_path / "run"
-        config = {"old": {"url": old_url, "engine": "vllm"}, "new": {"url": new_url, "engine": "llamacpp"},
-                  "gateway": {"weight": 100, "run_dir": "run", "listen": {"port": 0}, "drain_seconds": 10,
-                              "reload_poll_s": 60, "kill_switch": {"min_samples": 2, "max_fallback_ratio": 0.4}}}
+        config = {
+            "old": {"url": old_url, "engine": "vllm"},
+            "new": {"url": new_url, "engine": "llamacpp"},
+            "gateway": {
+                "weight": 100,
+                "run_dir": "run",
+                "listen": {"port": 0},
+                "drain_seconds": 10,
+                "reload_poll_s": 60,
+                "kill_switch": {"min_samples": 2, "max_fallback_ratio": 0.4},
+            },
+        }
         cfg = tmp_path / "switchover.yaml"
         cfg.write_text(yaml.safe_dump(config))
-        proc = subprocess.Popen([*CLI, "gateway", "--config", str(cfg)], stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [*CLI, "gateway", "--config", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         try:
             url = orjson.loads(await wait_file(run_dir / "gateway.json"))["url"]
             async with aiohttp.ClientSession() as http:
+
                 async def post(headers=None, stream=False, max_tokens=4):
-                    async with http.post(url + "/v1/chat/completions", data=orjson.dumps(
-                            chat(stream=stream, max_tokens=max_tokens)), headers=headers or {}) as r:
+                    async with http.post(
+                        url + "/v1/chat/completions",
+                        data=orjson.dumps(chat(stream=stream, max_tokens=max_tokens)),
+                        headers=headers or {},
+                    ) as r:
                         return r.status, await r.read()
 
                 for _ in range(2):  # trip the kill switch
@@ -66,17 +80,24 @@ async def test_gateway_process_reloads_resets_and_drains_on_sigterm(tmp_path):
                 config["gateway"]["weight"] = 0  # SIGHUP reload
                 cfg.write_text(yaml.safe_dump(config))
                 proc.send_signal(signal.SIGHUP)
-                await await_until(lambda: log_count(run_dir, "config reloaded: weight 100 -> 0"), 10,
-                                  "the SIGHUP reload in gateway.log")
+                await await_until(
+                    lambda: log_count(run_dir, "config reloaded: weight 100 -> 0"),
+                    10,
+                    "the SIGHUP reload in gateway.log",
+                )
                 await post()
                 cfg.write_text("gateway: {weight: lots}\n")  # broken: rejected, still serving
                 proc.send_signal(signal.SIGHUP)
-                await await_until(lambda: log_count(run_dir, "config reload rejected"), 10,
-                                  "the rejected SIGHUP reload in gateway.log")
+                await await_until(
+                    lambda: log_count(run_dir, "config reload rejected"),
+                    10,
+                    "the rejected SIGHUP reload in gateway.log",
+                )
                 assert (await post())[0] == 200
 
-                streams = [asyncio.ensure_future(post({"X-Fault": "drip:100"}, stream=True, max_tokens=10))
-                           for _ in range(5)]
+                streams = [
+                    asyncio.ensure_future(post({"X-Fault": "drip:100"}, stream=True, max_tokens=10)) for _ in range(5)
+                ]
                 await await_until(lambda: old.stats.in_flight == 5, 10, "5 streams in flight on old")
                 proc.send_signal(signal.SIGTERM)
                 await await_until(lambda: log_count(run_dir, "draining:"), 10, "the SIGTERM drain in gateway.log")
@@ -131,15 +152,30 @@ def test_bad_configs_and_no_gateway_give_clean_exit_codes(tmp_path, capsys, monk
     assert code == 3 and "no running gateway" in err
 
 
-
 def test_metrics_adapter_bad_listen_addresses_are_one_line_errors_exit_2():
     import subprocess
     import sys
 
     for listen in ("127.0.0.1:99999", "127.0.0.1:0", "nohost", "1.2.3.4:9400"):
-        p = subprocess.run([sys.executable, "-m", "switchover", "metrics-adapter", "--from", "sglang", "--to", "vllm",
-                            "--upstream", "http://127.0.0.1:9", "--listen", listen],
-                           capture_output=True, text=True, timeout=60)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "switchover",
+                "metrics-adapter",
+                "--from",
+                "sglang",
+                "--to",
+                "vllm",
+                "--upstream",
+                "http://127.0.0.1:9",
+                "--listen",
+                listen,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert p.returncode == 2, (listen, p.stderr)
         assert "--listen" in p.stderr and "Traceback" not in p.stderr
 
@@ -150,14 +186,27 @@ def test_hash_key_prints_a_key_file_line_and_refuses_bad_names():
 
     from switchover.gateway.clients import digest
 
-    p = subprocess.run([sys.executable, "-m", "switchover", "gateway", "hash-key", "team-a"],
-                       input="sk-team-a-0123456789abcdef", capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "switchover", "gateway", "hash-key", "team-a"],
+        input="sk-team-a-0123456789abcdef",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0 and p.stdout == f"team-a sha256:{digest('sk-team-a-0123456789abcdef')}\n"
-    p = subprocess.run([sys.executable, "-m", "switchover", "gateway", "hash-key", "team-b", "--generate"],
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "switchover", "gateway", "hash-key", "team-b", "--generate"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     key = p.stderr.strip().rsplit(" ", 1)[-1]
     assert p.returncode == 0 and key.startswith("sk-gw-") and p.stdout == f"team-b sha256:{digest(key)}\n"
     assert key not in p.stdout  # only the digest goes where `>> keys.txt` sends it
-    p = subprocess.run([sys.executable, "-m", "switchover", "gateway", "hash-key", "bad name", "--generate"],
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "switchover", "gateway", "hash-key", "bad name", "--generate"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 2 and "sk-gw-" not in p.stderr and "Traceback" not in p.stderr

@@ -11,8 +11,10 @@ from switchover.config import load_migration
 from switchover.config.gateway import GatewayConfig
 from switchover.errors import BadInput
 
-BASE = {"old": {"url": "http://127.0.0.1:1", "engine": "vllm"},
-        "new": {"url": "http://127.0.0.1:2", "engine": "llamacpp"}}
+BASE = {
+    "old": {"url": "http://127.0.0.1:1", "engine": "vllm"},
+    "new": {"url": "http://127.0.0.1:2", "engine": "llamacpp"},
+}
 
 
 def write(tmp_path: Path, gateway: object) -> Path:
@@ -35,33 +37,36 @@ def test_section_is_optional_and_loads(tmp_path):
     assert load_migration(p).gateway is None
 
 
-@pytest.mark.parametrize(("gateway", "needle"), [
-    ({"weight": 101}, "gateway.weight"),
-    ({"weight": -1}, "gateway.weight"),
-    ({"rollback": "maybe"}, "gateway.rollback"),
-    ({"fallback": {"statuses": [700]}}, "gateway.fallback.statuses"),
-    ({"shadow": {"upstream": "ftp://x"}}, "gateway.shadow.upstream"),
-    ({"shadow": {"percent": 200}}, "gateway.shadow.percent"),
-    ({"kill_switch": {"max_fallback_ratio": 0}}, "gateway.kill_switch.max_fallback_ratio"),
-    ({"bypass_paths": ["v1/embeddings"]}, "gateway.bypass_paths"),
-    ({"wieght": 5}, "gateway.wieght: unknown field"),
-    ({"fallback": {"on_timeout_ms": 9000}, "timeouts": {"first_byte_ms": 1000}}, "on_timeout_ms"),
-    ({"ledger_rotate_mb": float("inf")}, "gateway.ledger_rotate_mb"),
-    ({"ledger_rotate_mb": 1e-12}, "gateway.ledger_rotate_mb"),
-    ({"reload_poll_s": 1e-9}, "gateway.reload_poll_s"),
-    ({"drain_seconds": float("nan")}, "gateway.drain_seconds"),
-    ({"shadow": {"upstream": "http://user:pw@evil:9"}}, "gateway.shadow.upstream"),
-    ({"clients": {"mode": "keys"}}, "gateway.clients"),
-    ({"clients": {"mode": "open", "keys_env": ["K"]}}, "gateway.clients"),
-    ({"clients": {"mode": "sometimes"}}, "gateway.clients.mode"),
-    ({"clients": {"credential_headers": ["bad header"]}}, "gateway.clients.credential_headers"),
-    ({"allowed_paths": ["/v1/../admin"]}, "gateway.allowed_paths"),
-    ({"allowed_paths": ["v1"]}, "gateway.allowed_paths"),
-    ({"limits": {"max_connections": 0}}, "gateway.limits.max_connections"),
-    ({"limits": {"header_timeout_s": float("inf")}}, "gateway.limits.header_timeout_s"),
-    ({"limits": {"max_head_bytes": 10}}, "gateway.limits.max_head_bytes"),
-    ({"front": "aiohttp"}, "gateway.front: unknown field"),
-])
+@pytest.mark.parametrize(
+    ("gateway", "needle"),
+    [
+        ({"weight": 101}, "gateway.weight"),
+        ({"weight": -1}, "gateway.weight"),
+        ({"rollback": "maybe"}, "gateway.rollback"),
+        ({"fallback": {"statuses": [700]}}, "gateway.fallback.statuses"),
+        ({"shadow": {"upstream": "ftp://x"}}, "gateway.shadow.upstream"),
+        ({"shadow": {"percent": 200}}, "gateway.shadow.percent"),
+        ({"kill_switch": {"max_fallback_ratio": 0}}, "gateway.kill_switch.max_fallback_ratio"),
+        ({"bypass_paths": ["v1/embeddings"]}, "gateway.bypass_paths"),
+        ({"wieght": 5}, "gateway.wieght: unknown field"),
+        ({"fallback": {"on_timeout_ms": 9000}, "timeouts": {"first_byte_ms": 1000}}, "on_timeout_ms"),
+        ({"ledger_rotate_mb": float("inf")}, "gateway.ledger_rotate_mb"),
+        ({"ledger_rotate_mb": 1e-12}, "gateway.ledger_rotate_mb"),
+        ({"reload_poll_s": 1e-9}, "gateway.reload_poll_s"),
+        ({"drain_seconds": float("nan")}, "gateway.drain_seconds"),
+        ({"shadow": {"upstream": "http://user:pw@evil:9"}}, "gateway.shadow.upstream"),
+        ({"clients": {"mode": "keys"}}, "gateway.clients"),
+        ({"clients": {"mode": "open", "keys_env": ["K"]}}, "gateway.clients"),
+        ({"clients": {"mode": "sometimes"}}, "gateway.clients.mode"),
+        ({"clients": {"credential_headers": ["bad header"]}}, "gateway.clients.credential_headers"),
+        ({"allowed_paths": ["/v1/../admin"]}, "gateway.allowed_paths"),
+        ({"allowed_paths": ["v1"]}, "gateway.allowed_paths"),
+        ({"limits": {"max_connections": 0}}, "gateway.limits.max_connections"),
+        ({"limits": {"header_timeout_s": float("inf")}}, "gateway.limits.header_timeout_s"),
+        ({"limits": {"max_head_bytes": 10}}, "gateway.limits.max_head_bytes"),
+        ({"front": "aiohttp"}, "gateway.front: unknown field"),
+    ],
+)
 def test_bad_values_name_the_field_and_line(tmp_path, gateway, needle):
     with pytest.raises(BadInput) as exc:
         load_migration(write(tmp_path, gateway))

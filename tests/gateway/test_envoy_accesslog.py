@@ -16,28 +16,47 @@ ARMS = Arms({"127.0.0.1:1": "old", "127.0.0.1:2": "new"})
 
 
 def line(**over: Any) -> bytes:
-    base = {"ts": "1796450000.125", "request_id": "req-1", "path": "/v1/completions?x=1", "route": "weight",
-            "cluster": "old", "host": "127.0.0.1:1", "status": 200, "flags": "-", "details": "via_upstream",
-            "attempts": 1, "bytes_sent": 10, "duration_ms": 12, "request_ms": 2, "first_byte_ms": 8,
-            "content_type": "application/json", "tenant": "team-a"}
+    base = {
+        "ts": "1796450000.125",
+        "request_id": "req-1",
+        "path": "/v1/completions?x=1",
+        "route": "weight",
+        "cluster": "old",
+        "host": "127.0.0.1:1",
+        "status": 200,
+        "flags": "-",
+        "details": "via_upstream",
+        "attempts": 1,
+        "bytes_sent": 10,
+        "duration_ms": 12,
+        "request_ms": 2,
+        "first_byte_ms": 8,
+        "content_type": "application/json",
+        "tenant": "team-a",
+    }
     return orjson.dumps({**base, **over})
 
 
-@pytest.mark.parametrize(("over", "want"), [
-    ({}, ("old", "old", "ok", "weight", None)),
-    ({"cluster": "new_then_old", "host": "127.0.0.1:2"}, ("new", "new", "ok", "weight", None)),
-    ({"cluster": "new_then_old", "attempts": 2}, ("new", "old", "fallback_ok", "weight", "retried")),
-    ({"cluster": "new_then_old", "attempts": 2, "flags": "UF"}, ("new", "old", "fallback_ok", "weight", "connect")),
-    ({"route": "kill_switch"}, ("old", "old", "ok", "kill_switch", None)),
-    ({"route": "rollback"}, ("old", "old", "ok", "rollback", None)),
-    ({"route": "bypass"}, ("old", "old", "ok", "bypass", None)),
-    ({"status": 503, "flags": "UF,URX", "cluster": "new_then_old", "host": "127.0.0.1:2"},
-     ("new", "new", "error", "weight", None)),
-    ({"route": "not_allowed", "status": 404, "cluster": "-", "host": "-"}, (None, None, "bad_request", None, None)),
-    ({"route": "weight", "status": 413, "host": "-"}, ("old", None, "bad_request", "weight", None)),
-    ({"flags": "DC", "status": 0}, ("old", "old", "client_disconnected", "weight", None)),
-    ({"flags": "UPE", "content_type": "text/event-stream"}, ("old", "old", "failed_mid_stream", "weight", None)),
-])
+@pytest.mark.parametrize(
+    ("over", "want"),
+    [
+        ({}, ("old", "old", "ok", "weight", None)),
+        ({"cluster": "new_then_old", "host": "127.0.0.1:2"}, ("new", "new", "ok", "weight", None)),
+        ({"cluster": "new_then_old", "attempts": 2}, ("new", "old", "fallback_ok", "weight", "retried")),
+        ({"cluster": "new_then_old", "attempts": 2, "flags": "UF"}, ("new", "old", "fallback_ok", "weight", "connect")),
+        ({"route": "kill_switch"}, ("old", "old", "ok", "kill_switch", None)),
+        ({"route": "rollback"}, ("old", "old", "ok", "rollback", None)),
+        ({"route": "bypass"}, ("old", "old", "ok", "bypass", None)),
+        (
+            {"status": 503, "flags": "UF,URX", "cluster": "new_then_old", "host": "127.0.0.1:2"},
+            ("new", "new", "error", "weight", None),
+        ),
+        ({"route": "not_allowed", "status": 404, "cluster": "-", "host": "-"}, (None, None, "bad_request", None, None)),
+        ({"route": "weight", "status": 413, "host": "-"}, ("old", None, "bad_request", "weight", None)),
+        ({"flags": "DC", "status": 0}, ("old", "old", "client_disconnected", "weight", None)),
+        ({"flags": "UPE", "content_type": "text/event-stream"}, ("old", "old", "failed_mid_stream", "weight", None)),
+    ],
+)
 def test_a_line_becomes_the_row_the_builtin_gateway_would_write(over: dict, want: tuple) -> None:
     row = to_row(line(**over), ARMS)
     assert row is not None
@@ -57,24 +76,40 @@ def test_times_path_and_stream_come_from_envoys_fields_and_what_envoy_cannot_see
     assert row["ts"] == 1796450000.125 and row["path"] == "/v1/completions"
     assert row["e2e_ms"] == 10.0  # DURATION less REQUEST_DURATION: from the whole request read to the end
     assert row["stream"] is True
-    assert all(row[k] is None for k in ("ttft_ms", "tpot_ms", "completion_tokens", "prompt_tokens", "model",
-                                         "finish_reason", "bucket", "shadowed"))
+    assert all(
+        row[k] is None
+        for k in (
+            "ttft_ms",
+            "tpot_ms",
+            "completion_tokens",
+            "prompt_tokens",
+            "model",
+            "finish_reason",
+            "bucket",
+            "shadowed",
+        )
+    )
 
 
-@pytest.mark.parametrize("raw", [b"not json", b"[]", b'{"route": "control", "status": 200, "ts": "1"}',
-                                 orjson.dumps({"status": "-", "ts": "1"})])
+@pytest.mark.parametrize(
+    "raw",
+    [b"not json", b"[]", b'{"route": "control", "status": 200, "ts": "1"}', orjson.dumps({"status": "-", "ts": "1"})],
+)
 def test_lines_that_are_not_request_lines_give_no_row(raw: bytes) -> None:
     assert to_row(raw, ARMS) is None
 
 
-@pytest.mark.parametrize(("over", "want"), [
-    ({}, None),  # old-routed: says nothing about new
-    ({"cluster": "new_then_old", "host": "127.0.0.1:2"}, False),
-    ({"cluster": "new_then_old", "attempts": 2}, True),  # fell back
-    ({"cluster": "new_then_old", "host": "127.0.0.1:2", "status": 502}, True),
-    ({"cluster": "new_then_old", "host": "127.0.0.1:2", "status": 400}, False),  # the client's fault
-    ({"cluster": "new_then_old", "host": "127.0.0.1:2", "flags": "DC"}, None),
-])
+@pytest.mark.parametrize(
+    ("over", "want"),
+    [
+        ({}, None),  # old-routed: says nothing about new
+        ({"cluster": "new_then_old", "host": "127.0.0.1:2"}, False),
+        ({"cluster": "new_then_old", "attempts": 2}, True),  # fell back
+        ({"cluster": "new_then_old", "host": "127.0.0.1:2", "status": 502}, True),
+        ({"cluster": "new_then_old", "host": "127.0.0.1:2", "status": 400}, False),  # the client's fault
+        ({"cluster": "new_then_old", "host": "127.0.0.1:2", "flags": "DC"}, None),
+    ],
+)
 def test_the_kill_switch_counts_new_arm_rows_as_the_builtin_gateway_does(over: dict, want: bool | None) -> None:
     assert counts_against_new(to_row(line(**over), ARMS)) is want
 
@@ -82,4 +117,5 @@ def test_the_kill_switch_counts_new_arm_rows_as_the_builtin_gateway_does(over: d
 def test_the_log_format_names_the_tenant_header() -> None:
     assert log_fields("x-team")["tenant"] == "%REQ(X-TEAM)%"
     assert {"%RESPONSE_CODE%", "%BYTES_SENT%", "%DURATION%", "%RESPONSE_DURATION%", "%UPSTREAM_CLUSTER%"} <= set(
-        log_fields("x-team").values())
+        log_fields("x-team").values()
+    )

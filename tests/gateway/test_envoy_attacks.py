@@ -21,22 +21,22 @@ from switchover.gateway.envoy.plane import EnvoyPlane
 from switchover.testbed.processes import free_port
 from switchover.testing import await_holds
 from tests.export.test_envoy import _envoy
-from tests.gateway.conftest import (
-    CHAT_BODY,
-    Recorders,
-    RecordingUpstream,
-    exchange,
-    http_request,
-    running_recorder,
-)
+from tests.gateway.conftest import CHAT_BODY, Recorders, RecordingUpstream, exchange, http_request, running_recorder
 from tests.gateway.test_security_framing import FRAMING_400, SMUGGLED, req
 
 # Framing Envoy repairs rather than refuses: it forwards ONE well-formed request (never the smuggled one). Seen with
 # Envoy 1.40.0 (tests fail when that changes, so the list stays true).
 # The built-in gateway refuses all of these with 400 (test_security_framing.py).
-ENVOY_NORMALISES = {"bare_cr_in_header_value", "x_request_id_cr_injects_set_cookie",
-                    "x_request_id_lf_injects_set_cookie", "obs_fold_space", "obs_fold_tab", "request_line_tab",
-                    "upgrade_h2c", "connection_upgrade_alone"}
+ENVOY_NORMALISES = {
+    "bare_cr_in_header_value",
+    "x_request_id_cr_injects_set_cookie",
+    "x_request_id_lf_injects_set_cookie",
+    "obs_fold_space",
+    "obs_fold_tab",
+    "request_line_tab",
+    "upgrade_h2c",
+    "connection_upgrade_alone",
+}
 
 
 @dataclass
@@ -52,12 +52,21 @@ async def envoy_stack(tmp_path: Path, **gateway: object) -> AsyncIterator[EnvoyS
     rec = Recorders(RecordingUpstream("old"), RecordingUpstream("new"))
     async with running_recorder(rec.old) as ourl, running_recorder(rec.new) as nurl:
         port = free_port()
-        gw = {"data_plane": "envoy", "weight": 50, "run_dir": str(tmp_path / "run"), "listen": {"port": port},
-              "envoy": {"binary": binary, "admin_port": free_port(), "concurrency": 1},
-              "kill_switch": {"min_samples": 1000}, **gateway}
+        gw = {
+            "data_plane": "envoy",
+            "weight": 50,
+            "run_dir": str(tmp_path / "run"),
+            "listen": {"port": port},
+            "envoy": {"binary": binary, "admin_port": free_port(), "concurrency": 1},
+            "kill_switch": {"min_samples": 1000},
+            **gateway,
+        }
         path = tmp_path / "switchover.yaml"
-        path.write_text(yaml.safe_dump({"old": {"url": ourl, "engine": "vllm"},
-                                        "new": {"url": nurl, "engine": "llamacpp"}, "gateway": gw}))
+        path.write_text(
+            yaml.safe_dump(
+                {"old": {"url": ourl, "engine": "vllm"}, "new": {"url": nurl, "engine": "llamacpp"}, "gateway": gw}
+            )
+        )
         plane = EnvoyPlane(load_migration(path), path)
         try:
             await plane.start()
@@ -104,8 +113,9 @@ async def test_a_smuggled_request_after_a_chunked_body_is_never_answered(es: Env
     assert all(r.target != "/admin" for r in es.rec.requests)
 
 
-@pytest.mark.parametrize("path", ["/admin", "/v1/../admin", "/v1/modelsX", "/%2e%2e/etc/passwd", "/v1%2fmodels",
-                                  "/metrics"])
+@pytest.mark.parametrize(
+    "path", ["/admin", "/v1/../admin", "/v1/modelsX", "/%2e%2e/etc/passwd", "/v1%2fmodels", "/metrics"]
+)
 async def test_paths_outside_the_allow_list_never_reach_an_engine(es: EnvoyStack, path: str) -> None:
     ex = await exchange(es.port, http_request("GET", path), timeout=3)
     assert ex.replies and ex.reply.status in (400, 404), ex.data[:200]
@@ -145,6 +155,9 @@ async def test_a_forged_peer_header_cannot_open_the_admin_endpoints(es: EnvoySta
     assert ex.replies and ex.reply.status == 403, ex.data[:200]
     ex = await exchange(es.port, http_request("GET", "/admin/state", headers=headers), timeout=3)
     assert ex.replies and ex.reply.status == 200  # the same request from 127.0.0.1 with the token
-    ex = await exchange(es.port, http_request("POST", "/admin/reset", body=b"{}", headers=[
-        ("x-switchover-admin", "not-the-token")]), timeout=3)
+    ex = await exchange(
+        es.port,
+        http_request("POST", "/admin/reset", body=b"{}", headers=[("x-switchover-admin", "not-the-token")]),
+        timeout=3,
+    )
     assert ex.replies and ex.reply.status == 403

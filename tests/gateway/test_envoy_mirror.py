@@ -19,8 +19,15 @@ CFG = ShadowConfig(percent=100)
 
 
 def _row(rid: str, routed: str) -> dict:
-    return {"request_id": rid, "path": "/v1/completions", "routed": routed, "arm": routed, "outcome": "ok",
-            "status": 200, "stream": False}
+    return {
+        "request_id": rid,
+        "path": "/v1/completions",
+        "routed": routed,
+        "arm": routed,
+        "outcome": "ok",
+        "status": 200,
+        "stream": False,
+    }
 
 
 def _shadow_rows(run_dir: Path) -> list[dict]:

@@ -44,16 +44,24 @@ class Plane:
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
         env = {**os.environ, "PYTHONPATH": SRC}
-        return subprocess.run([sys.executable, "-m", "switchover", *args, "--config", str(self.config)],
-                              capture_output=True, text=True, timeout=60, env=env)
+        return subprocess.run(
+            [sys.executable, "-m", "switchover", *args, "--config", str(self.config)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
 
     def envoy_pid(self) -> int:
         return json.loads(self.cli("gateway", "state", "--json").stdout)["envoy"]["pid"]
 
 
 def post(url: str, tenant: str) -> tuple[int, str]:
-    req = urllib.request.Request(url + "/v1/completions", data=b'{"prompt": "hi"}',
-                                 headers={"x-team": tenant, "Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url + "/v1/completions",
+        data=b'{"prompt": "hi"}',
+        headers={"x-team": tenant, "Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return resp.status, json.loads(resp.read())["model"]
@@ -87,9 +95,12 @@ gateway:
   drain_seconds: 2
   run_dir: run
 """)
-        proc = subprocess.Popen([sys.executable, "-m", "switchover", "gateway", "--config", str(cfg)],
-                                env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "switchover", "gateway", "--config", str(cfg)],
+            env={**os.environ, "PYTHONPATH": SRC},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         run_dir = tmp_path / "run"
         try:
             wait_until(lambda: proc.poll() is not None or (run_dir / "gateway.json").exists(), 60, "the plane's start")
@@ -104,8 +115,11 @@ def test_weight_rollback_and_sighup_reach_envoy_without_a_restart(plane: Plane) 
     first = {t: post(plane.url, f"t{t}")[1] for t in range(60)}
     assert set(first.values()) == {"old", "new"}
     apply_to_gateway(plane.config, weight=60, rollback=False)  # what `switchover rollout` writes
-    wait_until(lambda: sum(post(plane.url, f"t{t}")[1] == "new" for t in range(60)) > list(first.values()).count(
-        "new"), 5, "weight 60 in Envoy")
+    wait_until(
+        lambda: sum(post(plane.url, f"t{t}")[1] == "new" for t in range(60)) > list(first.values()).count("new"),
+        5,
+        "weight 60 in Envoy",
+    )
     second = {t: post(plane.url, f"t{t}")[1] for t in range(60)}
     assert all(second[t] == "new" for t, arm in first.items() if arm == "new")  # tenants only move old -> new
     apply_to_gateway(plane.config, weight=60, rollback=True)
@@ -131,8 +145,9 @@ def test_kill_switch_trips_within_a_second_and_reset_reopens_through_envoy(plane
     while tripped_at is None and sent < 200:
         assert post(plane.url, f"t{sent}") == (200, "old")  # 503 on new falls back to old
         sent += 1
-        if (plane.run_dir / "killswitch.json").exists() and json.loads(
-                (plane.run_dir / "killswitch.json").read_text())["latched"]:
+        if (plane.run_dir / "killswitch.json").exists() and json.loads((plane.run_dir / "killswitch.json").read_text())[
+            "latched"
+        ]:
             tripped_at = time.monotonic()
     assert tripped_at is not None, "the kill switch never tripped"
 
@@ -161,13 +176,15 @@ def test_every_request_has_a_ledger_row_and_the_admin_needs_the_token(plane: Pla
     for t in range(50):
         assert post(plane.url, f"t{t}")[0] == 200
     assert post(plane.url + "/v1/../admin", "t")[0] in (400, 404)
-    req = urllib.request.Request(plane.url + "/admin/state", headers={"x-switchover-admin": "wrong",
-                                                                      "x-switchover-peer": "127.0.0.1"})
+    req = urllib.request.Request(
+        plane.url + "/admin/state", headers={"x-switchover-admin": "wrong", "x-switchover-peer": "127.0.0.1"}
+    )
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(req, timeout=5)
     assert err.value.code == 403
-    wait_until(lambda: len([r for r in rows(plane.run_dir) if r["path"] == "/v1/completions"]) >= 50, 5,
-               "50 ledger rows")
+    wait_until(
+        lambda: len([r for r in rows(plane.run_dir) if r["path"] == "/v1/completions"]) >= 50, 5, "50 ledger rows"
+    )
     got = [r for r in rows(plane.run_dir) if r["path"] == "/v1/completions"]
     assert len(got) == 50 and {r["arm"] for r in got} == {"old", "new"}
     assert len({r["request_id"] for r in got}) == 50
@@ -181,12 +198,16 @@ def test_two_envoys_reading_the_same_files_agree_on_every_tenant(plane: Plane, t
     admin2 = free_port()
     boot = tmp_path / "replica.yaml"
     boot.write_text(yaml.safe_dump(files.bootstrap(admin2, "replica-2")))
-    replica = subprocess.Popen([_envoy(), "-c", str(boot), "--concurrency", "1", "-l", "error", "--base-id", "7"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    replica = subprocess.Popen(
+        [_envoy(), "-c", str(boot), "--concurrency", "1", "-l", "error", "--base-id", "7"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
     def served(admin: int) -> int:
-        with urllib.request.urlopen(f"http://127.0.0.1:{admin}/stats?filter=http.switchover.downstream_rq_total$",
-                                    timeout=2) as r:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{admin}/stats?filter=http.switchover.downstream_rq_total$", timeout=2
+        ) as r:
             return int(r.read().decode().rsplit(":", 1)[1])
 
     try:
@@ -228,8 +249,11 @@ def test_envoy_stops_when_the_plane_process_is_killed(plane: Plane) -> None:
 
 def _stream(url: str, fault: str) -> tuple[int, bytes]:
     body = json.dumps({"prompt": "hi", "stream": True, "max_tokens": 4}).encode()
-    req = urllib.request.Request(url + "/v1/completions", data=body, headers={
-        "x-team": "t", "Content-Type": "application/json", "X-Fault": fault})
+    req = urllib.request.Request(
+        url + "/v1/completions",
+        data=body,
+        headers={"x-team": "t", "Content-Type": "application/json", "X-Fault": fault},
+    )
     try:
         with urllib.request.urlopen(req, timeout=20) as resp:
             return resp.status, resp.read()
@@ -262,20 +286,31 @@ def test_a_stream_cut_mid_way_reaches_the_client_cut_and_the_ledger_says_so(plan
 
 
 def test_mirrored_copies_of_old_routed_requests_become_shadow_rows(plane: Plane) -> None:
-    plane.config.write_text(plane.config.read_text().replace("  rollback: false\n",
-                                                             "  rollback: false\n  shadow: {percent: 100}\n"))
-    wait_until(lambda: "request_mirror_policies" in (plane.run_dir / "envoy" / "rds.yaml").read_text(), 5,
-               "the mirror in Envoy's routes")
+    plane.config.write_text(
+        plane.config.read_text().replace("  rollback: false\n", "  rollback: false\n  shadow: {percent: 100}\n")
+    )
+    wait_until(
+        lambda: "request_mirror_policies" in (plane.run_dir / "envoy" / "rds.yaml").read_text(),
+        5,
+        "the mirror in Envoy's routes",
+    )
     time.sleep(0.3)  # Envoy reloads rds.yaml on the rename; no signal says when it has
     for t in range(40):
         assert post(plane.url, f"t{t}")[0] == 200
 
     def shadow_rows() -> list[dict]:
-        return [json.loads(line) for f in ledger_files(plane.run_dir) for line in f.read_text().splitlines()
-                if '"kind":"shadow"' in line]
+        return [
+            json.loads(line)
+            for f in ledger_files(plane.run_dir)
+            for line in f.read_text().splitlines()
+            if '"kind":"shadow"' in line
+        ]
 
-    wait_until(lambda: len([r for r in rows(plane.run_dir) if r.get("kind", "request") == "request"]) >= 40, 10,
-               "40 request rows")
+    wait_until(
+        lambda: len([r for r in rows(plane.run_dir) if r.get("kind", "request") == "request"]) >= 40,
+        10,
+        "40 request rows",
+    )
     requests = [r for r in rows(plane.run_dir) if r.get("kind", "request") == "request"]
     on_old = {r["request_id"] for r in requests if r["routed"] == "old"}
     assert 0 < len(on_old) < 40

@@ -50,25 +50,35 @@ def _routes(rc: dict[str, Any]) -> list[dict[str, Any]]:
 def test_allowed_paths_route_by_weight_bypass_goes_to_old_and_the_rest_is_404(migration) -> None:
     routes = _routes(route_config(migration, Routing(weight=5)))
     names = [(r["name"], next(iter(r["match"].values()))) for r in routes]
-    assert names == [("bypass", "/v1/embeddings"), ("weight", "/v1/chat/completions"), ("weight", "/v1/completions"),
-                     ("not_allowed", "/")]  # /v1/audio is bypassed but not allowed: 404 as in the built-in gateway
+    assert names == [
+        ("bypass", "/v1/embeddings"),
+        ("weight", "/v1/chat/completions"),
+        ("weight", "/v1/completions"),
+        ("not_allowed", "/"),
+    ]  # /v1/audio is bypassed but not allowed: 404 as in the built-in gateway
     assert routes[0]["route"]["cluster"] == "old"
     assert routes[-1]["direct_response"]["status"] == 404
     canary = routes[1]["route"]
-    assert canary["weighted_clusters"] == {"use_hash_policy": True, "clusters": [
-        {"name": NEW_THEN_OLD, "weight": 500}, {"name": "old", "weight": 9500}]}
+    assert canary["weighted_clusters"] == {
+        "use_hash_policy": True,
+        "clusters": [{"name": NEW_THEN_OLD, "weight": 500}, {"name": "old", "weight": 9500}],
+    }
     assert canary["hash_policy"] == [{"header": {"header_name": "x-team"}}]
     assert canary["request_mirror_policies"][0]["runtime_fraction"]["default_value"]["numerator"] == 100_000
 
 
-@pytest.mark.parametrize(("routing", "name", "cluster"), [
-    (Routing(weight=50, rollback=True), "rollback", "old"),
-    (Routing(weight=50, killed=True), "kill_switch", "old"),
-    (Routing(weight=0), "weight", "old"),
-    (Routing(weight=100), "weight", NEW_THEN_OLD),
-])
+@pytest.mark.parametrize(
+    ("routing", "name", "cluster"),
+    [
+        (Routing(weight=50, rollback=True), "rollback", "old"),
+        (Routing(weight=50, killed=True), "kill_switch", "old"),
+        (Routing(weight=0), "weight", "old"),
+        (Routing(weight=100), "weight", NEW_THEN_OLD),
+    ],
+)
 def test_rollback_kill_switch_and_edge_weights_route_to_one_cluster_named_after_the_reason(
-        migration, routing: Routing, name: str, cluster: str) -> None:
+    migration, routing: Routing, name: str, cluster: str
+) -> None:
     canary = _routes(route_config(migration, routing))[1]
     assert canary["name"] == name
     assert canary["route"]["cluster"] == cluster and "weighted_clusters" not in canary["route"]
@@ -115,8 +125,9 @@ def test_real_envoy_validates_the_rendered_routes(migration, routing: Routing) -
 
 
 def test_idle_upstream_connections_close_before_an_engines_keepalive_timer(migration) -> None:
-    arms = [c for c in static_bootstrap(migration, Routing())["static_resources"]["clusters"] if c["name"] in
-            ("old", "new")]
+    arms = [
+        c for c in static_bootstrap(migration, Routing())["static_resources"]["clusters"] if c["name"] in ("old", "new")
+    ]
     for c in arms:
         opts = c["typed_extension_protocol_options"]["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]
         assert float(opts["common_http_protocol_options"]["idle_timeout"].rstrip("s")) < 5

@@ -109,8 +109,7 @@ def send(port: int, data: bytes, half_close: bool = True) -> bytes:
             try:
                 chunk = sock.recv(1 << 16)
             except TimeoutError:
-                raise AssertionError(f"hung: no end of answer within {READ_BOUND_S} s: {bytes(got[:200])!r}") \
-                    from None
+                raise AssertionError(f"hung: no end of answer within {READ_BOUND_S} s: {bytes(got[:200])!r}") from None
             except ConnectionResetError:
                 break
             if not chunk:
@@ -121,36 +120,205 @@ def send(port: int, data: bytes, half_close: bool = True) -> bytes:
 
 # ---- generators --------------------------------------------------------------------------------------------------
 
-METHODS = ["GET", "POST", "POST", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH", "CONNECT", "TRACE", "PRI",
-           "get", "P0ST", "GET\x00", "", "POST POST"]
-SEGMENTS = ["v1", "v1", "chat", "completions", "models", "embeddings", "tokenize", "detokenize", "admin", "health",
-            "metrics", "ready", "..", ".", "%2e%2e", "%2E", "%2F", "%5C", "%00", "%zz", "%", "", "%63hat", "~x",
-            "@127.0.0.1:9", "127.0.0.1:9", "\\", "é", "a b", "x" * 40, ";x=1", "%0d%0a"]
-TARGETS = ["/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/embeddings", "/tokenize", "/detokenize",
-           "/health", "/metrics", "/ready", "/admin/state", "/admin/reset", "*", "http://127.0.0.1:9/v1/models",
-           "//127.0.0.1:9/v1/models", "127.0.0.1:9", "@127.0.0.1:9/v1/chat/completions", ":9/x", "",
-           "/v1/chat/completions?x=1", "/v1/%63hat/completions", "/v1/../admin", "/v1/chat/completions#f"]
-VERSIONS = ["HTTP/1.1", "HTTP/1.1", "HTTP/1.1", "HTTP/1.0", "HTTP/2.0", "HTTP/0.9", "HTTP/1.2", "http/1.1",
-            "HTTP/11", "HTTP/1.1 ", ""]
-HEADER_NAMES = ["Host", "Content-Type", "X-Tenant-Id", "X-Request-Id", "Connection", "Authorization", "Cookie",
-                "Expect", "Upgrade", "Transfer-Encoding", "Content-Length", "TE", "Trailer", "Keep-Alive",
-                "Proxy-Connection", "Proxy-Authorization", "X-Switchover-Route", "X-Switchover-Admin",
-                "Accept-Encoding", "X-Forwarded-For", "X-Any", "X Bad", "X(Bad)", "", "Content-Length ",
-                "transfer-encoding"]
-HEADER_VALUES = ["", "x", "127.0.0.1", "application/json", "close", "keep-alive", "Upgrade", "websocket",
-                 "100-continue", "chunked", "gzip, chunked", "chunked, chunked", "identity", "0", "5", "-1", "+5",
-                 "1_0", "5 5", "99999999999999999999", "Bearer sk-fuzz", "new", "old", "t1", "abc\r\nSet-Cookie: x",
-                 "a\nb", "a\rb", "a\x00b", "é", "\t", "x" * 200]
-SPECIALS = [b"\r", b"\n", b"\x00", b" ", b"\t", b"\x80", b"\xff", b":", b"\r\n", b"\r\n\r\n", b"%", b"\x7f", b"\\",
-            b"/", b"0", b"\r\n\t", b"\xc3\xa9"]
-BODIES = [CHAT_BODY, orjson.dumps(chat(stream=True)), orjson.dumps(chat(stream=True, stream_options={
-    "include_usage": True})), b"", b"not json", b"[1]", b'{"model": 5}', b'{"stream": "yes"}',
-    b'{"stream_options": "x", "stream": true}', b'{"model": "client-model", "prompt": "hi", "max_tokens": 2}',
-    b'{"input": "hi", "model": "m"}', b"{" * 50, b'{"messages": [{"role": "user", "content": "\\u0000"}]}']
+METHODS = [
+    "GET",
+    "POST",
+    "POST",
+    "POST",
+    "HEAD",
+    "PUT",
+    "DELETE",
+    "OPTIONS",
+    "PATCH",
+    "CONNECT",
+    "TRACE",
+    "PRI",
+    "get",
+    "P0ST",
+    "GET\x00",
+    "",
+    "POST POST",
+]
+SEGMENTS = [
+    "v1",
+    "v1",
+    "chat",
+    "completions",
+    "models",
+    "embeddings",
+    "tokenize",
+    "detokenize",
+    "admin",
+    "health",
+    "metrics",
+    "ready",
+    "..",
+    ".",
+    "%2e%2e",
+    "%2E",
+    "%2F",
+    "%5C",
+    "%00",
+    "%zz",
+    "%",
+    "",
+    "%63hat",
+    "~x",
+    "@127.0.0.1:9",
+    "127.0.0.1:9",
+    "\\",
+    "é",
+    "a b",
+    "x" * 40,
+    ";x=1",
+    "%0d%0a",
+]
+TARGETS = [
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/models",
+    "/v1/embeddings",
+    "/tokenize",
+    "/detokenize",
+    "/health",
+    "/metrics",
+    "/ready",
+    "/admin/state",
+    "/admin/reset",
+    "*",
+    "http://127.0.0.1:9/v1/models",
+    "//127.0.0.1:9/v1/models",
+    "127.0.0.1:9",
+    "@127.0.0.1:9/v1/chat/completions",
+    ":9/x",
+    "",
+    "/v1/chat/completions?x=1",
+    "/v1/%63hat/completions",
+    "/v1/../admin",
+    "/v1/chat/completions#f",
+]
+VERSIONS = [
+    "HTTP/1.1",
+    "HTTP/1.1",
+    "HTTP/1.1",
+    "HTTP/1.0",
+    "HTTP/2.0",
+    "HTTP/0.9",
+    "HTTP/1.2",
+    "http/1.1",
+    "HTTP/11",
+    "HTTP/1.1 ",
+    "",
+]
+HEADER_NAMES = [
+    "Host",
+    "Content-Type",
+    "X-Tenant-Id",
+    "X-Request-Id",
+    "Connection",
+    "Authorization",
+    "Cookie",
+    "Expect",
+    "Upgrade",
+    "Transfer-Encoding",
+    "Content-Length",
+    "TE",
+    "Trailer",
+    "Keep-Alive",
+    "Proxy-Connection",
+    "Proxy-Authorization",
+    "X-Switchover-Route",
+    "X-Switchover-Admin",
+    "Accept-Encoding",
+    "X-Forwarded-For",
+    "X-Any",
+    "X Bad",
+    "X(Bad)",
+    "",
+    "Content-Length ",
+    "transfer-encoding",
+]
+HEADER_VALUES = [
+    "",
+    "x",
+    "127.0.0.1",
+    "application/json",
+    "close",
+    "keep-alive",
+    "Upgrade",
+    "websocket",
+    "100-continue",
+    "chunked",
+    "gzip, chunked",
+    "chunked, chunked",
+    "identity",
+    "0",
+    "5",
+    "-1",
+    "+5",
+    "1_0",
+    "5 5",
+    "99999999999999999999",
+    "Bearer sk-fuzz",
+    "new",
+    "old",
+    "t1",
+    "abc\r\nSet-Cookie: x",
+    "a\nb",
+    "a\rb",
+    "a\x00b",
+    "é",
+    "\t",
+    "x" * 200,
+]
+SPECIALS = [
+    b"\r",
+    b"\n",
+    b"\x00",
+    b" ",
+    b"\t",
+    b"\x80",
+    b"\xff",
+    b":",
+    b"\r\n",
+    b"\r\n\r\n",
+    b"%",
+    b"\x7f",
+    b"\\",
+    b"/",
+    b"0",
+    b"\r\n\t",
+    b"\xc3\xa9",
+]
+BODIES = [
+    CHAT_BODY,
+    orjson.dumps(chat(stream=True)),
+    orjson.dumps(chat(stream=True, stream_options={"include_usage": True})),
+    b"",
+    b"not json",
+    b"[1]",
+    b'{"model": 5}',
+    b'{"stream": "yes"}',
+    b'{"stream_options": "x", "stream": true}',
+    b'{"model": "client-model", "prompt": "hi", "max_tokens": 2}',
+    b'{"input": "hi", "model": "m"}',
+    b"{" * 50,
+    b'{"messages": [{"role": "user", "content": "\\u0000"}]}',
+]
 
 
-SERVED = ["/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/embeddings", "/tokenize", "/detokenize",
-          "/v1/%63hat/completions", "/v1/models/client-model", "/v1/chat/completions?x=1&y=%2F", "/health"]
+SERVED = [
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/models",
+    "/v1/embeddings",
+    "/tokenize",
+    "/detokenize",
+    "/v1/%63hat/completions",
+    "/v1/models/client-model",
+    "/v1/chat/completions?x=1&y=%2F",
+    "/health",
+]
 
 
 @st.composite
@@ -172,26 +340,51 @@ def chunked(draw: st.DrawFn, body: bytes) -> bytes:
     pos = 0
     while pos < len(body):
         n = draw(st.integers(1, max(1, len(body) - pos)))
-        size = draw(st.sampled_from([b"%x" % n, b"%X" % n, b"%x;ext=1" % n, b"0%x" % n, b" %x" % n, b"%x " % n,
-                                     b"0x%x" % n, b"%x" % (n + 1)]))
+        size = draw(
+            st.sampled_from(
+                [
+                    b"%x" % n,
+                    b"%X" % n,
+                    b"%x;ext=1" % n,
+                    b"0%x" % n,
+                    b" %x" % n,
+                    b"%x " % n,
+                    b"0x%x" % n,
+                    b"%x" % (n + 1),
+                ]
+            )
+        )
         sep = draw(st.sampled_from([b"\r\n", b"\r\n", b"\r\n", b"\n", b"", b"XX"]))
-        out += size + b"\r\n" + body[pos:pos + n] + sep
+        out += size + b"\r\n" + body[pos : pos + n] + sep
         pos += n
-    out += draw(st.sampled_from([b"0\r\n\r\n", b"0\r\n\r\n", b"0\r\nX-Trailer: 1\r\n\r\n", b"0\r\n", b"",
-                                 b"ffffffffffffffffff\r\n"]))
+    out += draw(
+        st.sampled_from(
+            [b"0\r\n\r\n", b"0\r\n\r\n", b"0\r\nX-Trailer: 1\r\n\r\n", b"0\r\n", b"", b"ffffffffffffffffff\r\n"]
+        )
+    )
     return out
 
 
-FRAMING_HEADERS = {"Content-Length", "Content-Length ", "Transfer-Encoding", "transfer-encoding", "Connection",
-                   "Expect", "Upgrade", "Keep-Alive", "Proxy-Connection"}
+FRAMING_HEADERS = {
+    "Content-Length",
+    "Content-Length ",
+    "Transfer-Encoding",
+    "transfer-encoding",
+    "Connection",
+    "Expect",
+    "Upgrade",
+    "Keep-Alive",
+    "Proxy-Connection",
+}
 
 
 @st.composite
 def requests(draw: st.DrawFn, complete: bool = False) -> bytes:
     """A request built from parts, mostly well-formed. `complete`: framed correctly and `Connection: close`, so the
     gateway has the whole message (and answers and closes) without the client half-closing."""
-    method = draw(st.sampled_from(["POST", "POST", "POST", "GET", "HEAD", "DELETE", "OPTIONS"] if complete else
-                                  METHODS))
+    method = draw(
+        st.sampled_from(["POST", "POST", "POST", "GET", "HEAD", "DELETE", "OPTIONS"] if complete else METHODS)
+    )
     version = draw(st.sampled_from(["HTTP/1.1", "HTTP/1.1", "HTTP/1.0"] if complete else VERSIONS))
     lines = [f"{method} {draw(targets(served=complete and draw(st.integers(0, 3)) > 0))} {version}".encode()]
     if complete or draw(st.integers(0, 4)):
@@ -205,8 +398,13 @@ def requests(draw: st.DrawFn, complete: bool = False) -> bytes:
     headers = draw(st.lists(st.tuples(st.sampled_from(names), st.sampled_from(values)), max_size=6))
     lines += [f"{k}: {v}".encode() for k, v in headers]
     body = draw(st.sampled_from(BODIES))
-    framing = draw(st.sampled_from(["length", "length", "chunked", "none"] if complete else
-                                   ["length", "length", "chunked", "none", "wrong_length"]))
+    framing = draw(
+        st.sampled_from(
+            ["length", "length", "chunked", "none"]
+            if complete
+            else ["length", "length", "chunked", "none", "wrong_length"]
+        )
+    )
     if framing == "length":
         lines.append(b"Content-Length: %d" % len(body))
     elif framing == "wrong_length":
@@ -238,7 +436,7 @@ def mutated(draw: st.DrawFn) -> bytes:
         elif op == "special":
             data[pos:pos] = draw(st.sampled_from(SPECIALS))
         elif op == "delete":
-            del data[pos:pos + draw(st.integers(1, 8))]
+            del data[pos : pos + draw(st.integers(1, 8))]
         elif op == "replace" and pos < len(data):
             data[pos] = draw(st.sampled_from([*SPECIALS, b"A", b"\xfe"]))[0]
         elif op == "duplicate":
@@ -259,10 +457,14 @@ raw_cases = st.one_of(
     mutated(),
     st.binary(max_size=400),
     st.lists(st.one_of(requests(), mutated()), min_size=2, max_size=3).map(b"".join),  # pipelined
-    st.builds(lambda line, rest: line + rest, st.sampled_from([b"GET /v1/models HTTP/1.1\r\n",
-                                                               b"POST /v1/chat/completions HTTP/1.1\r\n"]),
-              st.binary(max_size=300)),
+    st.builds(
+        lambda line, rest: line + rest,
+        st.sampled_from([b"GET /v1/models HTTP/1.1\r\n", b"POST /v1/chat/completions HTTP/1.1\r\n"]),
+        st.binary(max_size=300),
+    ),
 )
+
+
 # (bytes, half_close): raw cases are half-closed so an incomplete one ends at once; complete requests are not, so a
 # gateway that drops a request whose client half-closed (a valid choice) still forwards these
 @st.composite
@@ -274,26 +476,46 @@ def cases(draw: st.DrawFn) -> tuple[bytes, bool]:
 
 # ---- the test ----------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.timeout(600)
-def test_five_thousand_fuzzed_raw_requests_never_hang_crash_latch_or_reach_a_path_outside_allowed_paths(tmp_path,
-                                                                                                        caplog):
+def test_five_thousand_fuzzed_raw_requests_never_hang_crash_latch_or_reach_a_path_outside_allowed_paths(
+    tmp_path, caplog
+):
     caplog.set_level(logging.WARNING)
     counts = {"cases": 0, "answered": 0, "empty": 0}
     started = time.perf_counter()
-    with Background(tmp_path, weight=50, shadow={"percent": 20},
-                    kill_switch={"min_samples": 20, "max_fallback_ratio": 0.2},
-                    limits={"header_timeout_s": 2, "body_timeout_s": 2, "keepalive_timeout_s": 2}) as bg:
+    with Background(
+        tmp_path,
+        weight=50,
+        shadow={"percent": 20},
+        kill_switch={"min_samples": 20, "max_fallback_ratio": 0.2},
+        limits={"header_timeout_s": 2, "body_timeout_s": 2, "keepalive_timeout_s": 2},
+    ) as bg:
         assert bg.stack is not None and bg.rec is not None
         port = bg.stack.port
 
-        @settings(max_examples=EXAMPLES, deadline=None, derandomize=False,
-                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+        @settings(
+            max_examples=EXAMPLES,
+            deadline=None,
+            derandomize=False,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        )
         @given(cases())
-        @example((b"POST @127.0.0.1:9/v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                  b"Content-Length: %d\r\n\r\n%b" % (len(CHAT_BODY), CHAT_BODY), False))
+        @example(
+            (
+                b"POST @127.0.0.1:9/v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                b"Content-Length: %d\r\n\r\n%b" % (len(CHAT_BODY), CHAT_BODY),
+                False,
+            )
+        )
         @example((b"GET /v1/models HTTP/1.1\nHost: x\n\n", True))
-        @example((b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
-                  b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /admin HTTP/1.1\r\nHost: x\r\n\r\n", True))
+        @example(
+            (
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /admin HTTP/1.1\r\nHost: x\r\n\r\n",
+                True,
+            )
+        )
         def one_case(case: tuple[bytes, bool]) -> None:
             data, half_close = case
             counts["cases"] += 1

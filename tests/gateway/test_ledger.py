@@ -10,8 +10,19 @@ from switchover.ledger_record import LedgerRecord, ShadowRecord, ShadowResult
 
 
 def rec(i: int) -> LedgerRecord:
-    return LedgerRecord(ts=float(i), request_id=f"r{i}", tenant="00ff", bucket=i % 10000, path="/v1/completions",
-                        routed="new", route_reason="weight", arm="new", outcome="ok", status=200, stream=True)
+    return LedgerRecord(
+        ts=float(i),
+        request_id=f"r{i}",
+        tenant="00ff",
+        bucket=i % 10000,
+        path="/v1/completions",
+        routed="new",
+        route_reason="weight",
+        arm="new",
+        outcome="ok",
+        status=200,
+        stream=True,
+    )
 
 
 def test_rotates_and_reads_back_in_order(tmp_path):
@@ -65,11 +76,32 @@ def test_rows_are_batched_until_the_flush_interval_or_flush(tmp_path):
 
 def shadow_dict(i: int) -> dict:
     """A shadow row as the gateway passes it to write_shadow (a plain dict, None values included)."""
-    return {"ts": i + 0.5, "request_id": f"r{i}", "path": "/v1/completions", "routed": "old", "arm": "old",
-            "outcome": "ok", "status": 200, "stream": True, "ttft_ms": 40.0, "tpot_ms": 9.5, "e2e_ms": 300.0,
-            "completion_tokens": 20, "tokens_source": "usage", "finish_reason": "stop",
-            "shadow": {"upstream": "new", "dropped": False, "status": 200, "ttft_ms": 55.0, "tpot_ms": None,
-                       "completion_tokens": 18, "finish_reason": "length", "error": None}}
+    return {
+        "ts": i + 0.5,
+        "request_id": f"r{i}",
+        "path": "/v1/completions",
+        "routed": "old",
+        "arm": "old",
+        "outcome": "ok",
+        "status": 200,
+        "stream": True,
+        "ttft_ms": 40.0,
+        "tpot_ms": 9.5,
+        "e2e_ms": 300.0,
+        "completion_tokens": 20,
+        "tokens_source": "usage",
+        "finish_reason": "stop",
+        "shadow": {
+            "upstream": "new",
+            "dropped": False,
+            "status": 200,
+            "ttft_ms": 55.0,
+            "tpot_ms": None,
+            "completion_tokens": 18,
+            "finish_reason": "length",
+            "error": None,
+        },
+    }
 
 
 def test_shadow_rows_round_trip_next_to_request_rows(tmp_path):
@@ -84,8 +116,9 @@ def test_shadow_rows_round_trip_next_to_request_rows(tmp_path):
     req, sh, sh2 = read_ledger(tmp_path)
     assert isinstance(req, LedgerRecord) and req.kind == "request" and req.shadowed is True
     assert isinstance(sh, ShadowRecord) and sh == ShadowRecord.model_validate(shadow_dict(1))
-    assert sh.shadow == ShadowResult(upstream="new", status=200, ttft_ms=55.0, completion_tokens=18,
-                                     finish_reason="length")
+    assert sh.shadow == ShadowResult(
+        upstream="new", status=200, ttft_ms=55.0, completion_tokens=18, finish_reason="length"
+    )
     assert isinstance(sh2, ShadowRecord) and sh2.request_id == "r2"
     assert (led.written, led.shadows_written) == (1, 2)
     assert [r.request_id for r in read_requests(tmp_path)] == ["r1"]

@@ -17,14 +17,25 @@ KEY = b"deployment-seed"
     ("body", "want"),
     [
         ({"messages": []}, {"set": [], "seed": False, "stop": None, "temperature": None, "max_tokens": None}),
-        ({"temperature": 0.2, "top_p": 0.9, "top_k": 20, "max_tokens": 64},
-         {"set": ["max_tokens", "temperature", "top_k", "top_p"], "temperature": 0.2, "top_p": 0.9, "top_k": 20,
-          "max_tokens": 64}),
+        (
+            {"temperature": 0.2, "top_p": 0.9, "top_k": 20, "max_tokens": 64},
+            {
+                "set": ["max_tokens", "temperature", "top_k", "top_p"],
+                "temperature": 0.2,
+                "top_p": 0.9,
+                "top_k": 20,
+                "max_tokens": 64,
+            },
+        ),
         ({"max_completion_tokens": 9, "max_tokens": 3}, {"max_tokens": 9}),  # the newer name wins, as OpenAI's
-        ({"temperature": True, "top_k": 2.5, "max_tokens": "10"}, {"temperature": None, "top_k": None,
-                                                                   "max_tokens": None}),  # wrong types: not values
+        (
+            {"temperature": True, "top_k": 2.5, "max_tokens": "10"},
+            {"temperature": None, "top_k": None, "max_tokens": None},
+        ),  # wrong types: not values
         ({"seed": 1234}, {"seed": True, "set": ["seed"]}),  # present, the value is not kept
-        ({"stop": "###"}, {"stop": 1}), ({"stop": ["a", "b", "c"]}, {"stop": 3}), ({"stop": None}, {"stop": None}),
+        ({"stop": "###"}, {"stop": 1}),
+        ({"stop": ["a", "b", "c"]}, {"stop": 3}),
+        ({"stop": None}, {"stop": None}),
         ({"response_format": {"type": "json_schema", "json_schema": {}}}, {"response_format": "json_schema"}),
         ({"presence_penalty": 0.5, "frequency_penalty": -1}, {"presence_penalty": 0.5, "frequency_penalty": -1.0}),
     ],
@@ -37,8 +48,14 @@ def test_the_sampling_fields_the_client_set_are_recorded(body: dict[str, Any], w
 
 def _msgs(system: str | None, user: Any) -> dict[str, Any]:
     m = [{"role": "system", "content": system}] if system is not None else []
-    return {"messages": [*m, {"role": "user", "content": "first"}, {"role": "assistant", "content": "x"},
-                         {"role": "user", "content": user}]}
+    return {
+        "messages": [
+            *m,
+            {"role": "user", "content": "first"},
+            {"role": "assistant", "content": "x"},
+            {"role": "user", "content": user},
+        ]
+    }
 
 
 def test_a_fixed_ending_is_a_keyed_hash_equal_across_requests_and_never_the_text() -> None:
@@ -55,10 +72,16 @@ def test_a_fixed_ending_is_a_keyed_hash_equal_across_requests_and_never_the_text
 
 def test_text_parts_and_a_completions_prompt_end_the_same_way_as_a_string() -> None:
     text = "Summarise this. Reply in JSON."
-    parts = [{"type": "text", "text": "Summarise this."}, {"type": "image_url", "image_url": {"url": "x"}},
-             {"type": "text", "text": " Reply in JSON."}]
-    assert client_sampling(_msgs(None, parts), KEY)["user_suffix"] == client_sampling(_msgs(None, text), KEY)[
-        "user_suffix"] == client_sampling({"prompt": text}, KEY)["user_suffix"]
+    parts = [
+        {"type": "text", "text": "Summarise this."},
+        {"type": "image_url", "image_url": {"url": "x"}},
+        {"type": "text", "text": " Reply in JSON."},
+    ]
+    assert (
+        client_sampling(_msgs(None, parts), KEY)["user_suffix"]
+        == client_sampling(_msgs(None, text), KEY)["user_suffix"]
+        == client_sampling({"prompt": text}, KEY)["user_suffix"]
+    )
 
 
 async def test_a_request_through_the_gateway_has_its_client_fields_in_its_ledger_row(tmp_path) -> None:

@@ -76,7 +76,9 @@ def test_sglang_scrape_is_served_under_vllm_names_and_buckets():
     assert len(buckets) == len(vllm_bounds) + 1 and buckets["0.1"] == 2.0 and buckets["+Inf"] == 10.0
     assert buckets["0.25"] == pytest.approx(6.75)  # a quarter of the (0.2, 0.4] bucket
     assert {s.name: s.value for s in ttft.samples if not s.name.endswith("_bucket")} == {
-        "vllm:time_to_first_token_seconds_sum": 2.5, "vllm:time_to_first_token_seconds_count": 10.0}
+        "vllm:time_to_first_token_seconds_sum": 2.5,
+        "vllm:time_to_first_token_seconds_count": 10.0,
+    }
     assert ttft.samples[0].labels == {"model_name": "m", "le": "0.001"}  # tp_rank dropped
     assert fams["vllm:num_requests_running"].samples[0].value == 5.0  # request gauges add up over ranks
     assert fams["vllm:kv_cache_usage_perc"].samples[0].value == pytest.approx(0.375)  # ratios average
@@ -87,8 +89,10 @@ def test_sglang_scrape_is_served_under_vllm_names_and_buckets():
 
 
 def test_tgi_token_histograms_become_counters_via_their_sum():
-    text = ('# TYPE tgi_request_input_length histogram\ntgi_request_input_length_bucket{le="+Inf"} 3\n'
-            "tgi_request_input_length_sum 300\ntgi_request_input_length_count 3\n")
+    text = (
+        '# TYPE tgi_request_input_length histogram\ntgi_request_input_length_bucket{le="+Inf"} 3\n'
+        "tgi_request_input_length_sum 300\ntgi_request_input_length_count 3\n"
+    )
     out, report = convert(text, plan(load_profile("tgi"), load_profile("vllm")))
     assert "vllm:prompt_tokens_total 300.0" in out and report["served"] == ["prompt_tokens"]
 

@@ -28,8 +28,12 @@ def ev(obj: Any, event: str | None = None, crlf: bool = False) -> bytes:
 
 
 def delta(finish: str | None = None, **d: Any) -> dict[str, Any]:
-    return {"id": "c1", "model": "m", "object": "chat.completion.chunk",
-            "choices": [{"index": 0, "delta": d, "finish_reason": finish}]}
+    return {
+        "id": "c1",
+        "model": "m",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": d, "finish_reason": finish}],
+    }
 
 
 def text(t: str, finish: str | None = None) -> dict[str, Any]:
@@ -37,53 +41,115 @@ def text(t: str, finish: str | None = None) -> dict[str, Any]:
 
 
 def usage(n: int, prompt: int = 7) -> dict[str, Any]:
-    return {"id": "c1", "model": "m", "choices": [],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": n, "total_tokens": n + prompt}}
+    return {
+        "id": "c1",
+        "model": "m",
+        "choices": [],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": n, "total_tokens": n + prompt},
+    }
 
 
 DONE = b"data: [DONE]\n\n"
-TOOL = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{\"a\""}}
+TOOL = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"a"'}}
 
 # name -> (events, one per read at 1, 2, 3... ms after send; expected (ttft_ms, e2e_ms, n, verdict))
 CASES: dict[str, tuple[list[bytes], tuple[float | None, float | None, int | None, str | None]]] = {
-    "chat": ([ev(delta(role="assistant", content="")), ev(delta(content="Hel")), ev(delta(content="lo")),
-              ev(delta("stop")), ev(usage(2)), DONE], (2.0, 4.0, 2, None)),
+    "chat": (
+        [
+            ev(delta(role="assistant", content="")),
+            ev(delta(content="Hel")),
+            ev(delta(content="lo")),
+            ev(delta("stop")),
+            ev(usage(2)),
+            DONE,
+        ],
+        (2.0, 4.0, 2, None),
+    ),
     "reasoning_only_deltas_are_not_the_first_token": (
-        [ev(delta(role="assistant")), ev(delta(reasoning_content="think")), ev(delta(reasoning_content="more")),
-         ev(delta(content="A")), ev(delta(content="B", finish="stop")), ev(usage(4)), DONE], (4.0, 5.0, 4, None)),
-    "tool_call_deltas_only": ([ev(delta(role="assistant", tool_calls=[TOOL])), ev(delta(tool_calls=[TOOL])),
-                               ev(delta("tool_calls")), ev(usage(9)), DONE], (None, 3.0, 9, None)),
-    "usage_only_final_chunk_is_not_the_end": ([ev(text("a")), ev(text("b")), ev(text("", "length")),
-                                              ev(usage(2)), ev(usage(2)), DONE], (1.0, 3.0, 2, None)),
+        [
+            ev(delta(role="assistant")),
+            ev(delta(reasoning_content="think")),
+            ev(delta(reasoning_content="more")),
+            ev(delta(content="A")),
+            ev(delta(content="B", finish="stop")),
+            ev(usage(4)),
+            DONE,
+        ],
+        (4.0, 5.0, 4, None),
+    ),
+    "tool_call_deltas_only": (
+        [
+            ev(delta(role="assistant", tool_calls=[TOOL])),
+            ev(delta(tool_calls=[TOOL])),
+            ev(delta("tool_calls")),
+            ev(usage(9)),
+            DONE,
+        ],
+        (None, 3.0, 9, None),
+    ),
+    "usage_only_final_chunk_is_not_the_end": (
+        [ev(text("a")), ev(text("b")), ev(text("", "length")), ev(usage(2)), ev(usage(2)), DONE],
+        (1.0, 3.0, 2, None),
+    ),
     "completions_without_usage": ([ev(text("a")), ev(text("b", "stop")), DONE], (1.0, 2.0, None, None)),
-    "event_error_block": ([ev(delta(content="a")), ev({"message": "overloaded"}, event="error"), DONE],
-                          (1.0, 1.0, None, "stream_error")),
-    "event_error_with_text_data": ([ev(delta(content="a")), ev(b"upstream went away", event="error")],
-                                   (1.0, 1.0, None, "stream_error")),
-    "object_error": ([ev(delta(content="a")), ev({"object": "error", "message": "boom", "code": 500}), DONE],
-                     (1.0, 1.0, None, "stream_error")),
-    "nested_error": ([ev(delta(content="a")), ev({"error": {"message": "oom", "code": 500}}), DONE],
-                     (1.0, 1.0, None, "stream_error")),
-    "null_error_key_is_not_an_error": ([ev({**delta(content="a", finish="stop"), "error": None}), DONE],
-                                       (1.0, 1.0, None, None)),
-    "malformed_data_line": ([ev(delta(content="a")), b'data: {"choices": [{"delta": {"content": "x"\n\n', DONE],
-                            (1.0, 1.0, None, "malformed")),
-    "non_object_json": ([ev(delta(content="a")), b"data: 42\n\n", ev(delta("stop")), DONE],
-                        (1.0, 3.0, None, "malformed")),
-    "wrong_structure": ([ev(delta(content="a")), ev({"choices": [1]}), ev(delta("stop")), DONE],
-                        (1.0, 3.0, None, "malformed")),
-    "done_missing_after_finish_reason": ([ev(delta(content="a")), ev(delta(content="b", finish="length")),
-                                          ev(usage(2))], (1.0, 2.0, 2, None)),
-    "done_missing_and_no_finish_reason": ([ev(delta(content="a")), ev(delta(content="b"))],
-                                          (1.0, 2.0, None, "truncated")),
-    "crlf_framing": ([ev(delta(content="a"), crlf=True), ev(delta(content="b"), crlf=True),
-                      ev(delta("stop"), crlf=True), ev(usage(3), crlf=True), b"data: [DONE]\r\n\r\n"],
-                     (1.0, 3.0, 3, None)),
-    "events_after_done_do_not_count": ([ev(delta(content="a", finish="stop")), ev(usage(1)), DONE,
-                                        ev(delta(content="late")), b"data: {nope\n\n"], (1.0, 1.0, 1, None)),
-    "comments_and_last_event_without_blank_line": ([b": keep-alive\n\n", ev(delta(content="a")),
-                                                    b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}'],
-                                                   (2.0, 4.0, None, None)),  # finish() stamps it
+    "event_error_block": (
+        [ev(delta(content="a")), ev({"message": "overloaded"}, event="error"), DONE],
+        (1.0, 1.0, None, "stream_error"),
+    ),
+    "event_error_with_text_data": (
+        [ev(delta(content="a")), ev(b"upstream went away", event="error")],
+        (1.0, 1.0, None, "stream_error"),
+    ),
+    "object_error": (
+        [ev(delta(content="a")), ev({"object": "error", "message": "boom", "code": 500}), DONE],
+        (1.0, 1.0, None, "stream_error"),
+    ),
+    "nested_error": (
+        [ev(delta(content="a")), ev({"error": {"message": "oom", "code": 500}}), DONE],
+        (1.0, 1.0, None, "stream_error"),
+    ),
+    "null_error_key_is_not_an_error": (
+        [ev({**delta(content="a", finish="stop"), "error": None}), DONE],
+        (1.0, 1.0, None, None),
+    ),
+    "malformed_data_line": (
+        [ev(delta(content="a")), b'data: {"choices": [{"delta": {"content": "x"\n\n', DONE],
+        (1.0, 1.0, None, "malformed"),
+    ),
+    "non_object_json": (
+        [ev(delta(content="a")), b"data: 42\n\n", ev(delta("stop")), DONE],
+        (1.0, 3.0, None, "malformed"),
+    ),
+    "wrong_structure": (
+        [ev(delta(content="a")), ev({"choices": [1]}), ev(delta("stop")), DONE],
+        (1.0, 3.0, None, "malformed"),
+    ),
+    "done_missing_after_finish_reason": (
+        [ev(delta(content="a")), ev(delta(content="b", finish="length")), ev(usage(2))],
+        (1.0, 2.0, 2, None),
+    ),
+    "done_missing_and_no_finish_reason": (
+        [ev(delta(content="a")), ev(delta(content="b"))],
+        (1.0, 2.0, None, "truncated"),
+    ),
+    "crlf_framing": (
+        [
+            ev(delta(content="a"), crlf=True),
+            ev(delta(content="b"), crlf=True),
+            ev(delta("stop"), crlf=True),
+            ev(usage(3), crlf=True),
+            b"data: [DONE]\r\n\r\n",
+        ],
+        (1.0, 3.0, 3, None),
+    ),
+    "events_after_done_do_not_count": (
+        [ev(delta(content="a", finish="stop")), ev(usage(1)), DONE, ev(delta(content="late")), b"data: {nope\n\n"],
+        (1.0, 1.0, 1, None),
+    ),
+    "comments_and_last_event_without_blank_line": (
+        [b": keep-alive\n\n", ev(delta(content="a")), b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}'],
+        (2.0, 4.0, None, None),
+    ),  # finish() stamps it
 }
 
 
@@ -102,8 +168,11 @@ def bench_fold(reads: list[tuple[bytes, int]], end_ns: int) -> RequestRecord:
 
 
 def bench_verdict(rec: RequestRecord) -> str | None:
-    kinds = {FailureKind.STREAM_ERROR: "stream_error", FailureKind.PROTOCOL: "malformed",
-             FailureKind.TRUNCATED: "truncated"}
+    kinds = {
+        FailureKind.STREAM_ERROR: "stream_error",
+        FailureKind.PROTOCOL: "malformed",
+        FailureKind.TRUNCATED: "truncated",
+    }
     return None if rec.failure is None else kinds[rec.failure.kind]
 
 
@@ -196,8 +265,12 @@ def test_without_usage_n_falls_back_to_events_with_text_and_tpot_is_not_measured
 
 def test_a_non_streamed_body_has_no_ttft_and_ends_when_the_body_arrived() -> None:
     obs = Observer()
-    body = {"id": "x", "model": "m", "choices": [{"index": 0, "message": {"content": "hi"}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}}
+    body = {
+        "id": "x",
+        "model": "m",
+        "choices": [{"index": 0, "message": {"content": "hi"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8},
+    }
     obs.body(orjson.dumps(body), SEND + 40 * MS)
     t = obs.timings(SEND, stream=False)
     assert (t.ttft_ms, t.tpot_ms, t.e2e_ms, t.completion_tokens, t.tokens_source) == (None, None, 40.0, 5, "usage")

@@ -6,22 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from switchover.gateway.policy import (
-    BUCKETS,
-    RequestMeta,
-    RouteState,
-    bucket_of,
-    route,
-    tenant_hash,
-    threshold,
-)
+from switchover.gateway.policy import BUCKETS, RequestMeta, RouteState, bucket_of, route, tenant_hash, threshold
 
 LOW = "tenant-a"  # fixed tenants; their buckets are asserted below so a hash change is caught
 T_LOW_BUCKET = bucket_of(tenant_hash(LOW))
 
 
-def meta(path: str = "/v1/chat/completions", tenant: str = LOW, est: int | None = None,
-         override: str | None = None) -> RequestMeta:
+def meta(
+    path: str = "/v1/chat/completions", tenant: str = LOW, est: int | None = None, override: str | None = None
+) -> RequestMeta:
     return RequestMeta(path, tenant_hash(tenant), est, override)
 
 
@@ -34,8 +27,9 @@ def test_tenant_hash_is_stable_across_processes_and_never_the_raw_key():
     assert tenant_hash(None) == tenant_hash("") == tenant_hash("anonymous")
 
 
-@pytest.mark.parametrize(("weight", "expected"), [(0, 0), (0.01, 1), (5, 500), (20, 2000), (33.333, 3333),
-                                                  (100, BUCKETS)])
+@pytest.mark.parametrize(
+    ("weight", "expected"), [(0, 0), (0.01, 1), (5, 500), (20, 2000), (33.333, 3333), (100, BUCKETS)]
+)
 def test_threshold_is_weight_times_100(weight, expected):
     assert threshold(weight) == expected
 
@@ -61,8 +55,7 @@ CASES = [
     # safety beats testing: rollback and the kill switch win over the override header
     (RouteState(weight=100, rollback=True, override_enabled=True), {"override": "new"}, "old", "rollback"),
     (RouteState(weight=100, killed=True, override_enabled=True), {"override": "new"}, "old", "kill_switch"),
-    (RouteState(weight=100, rollback=True, bypass_paths=("/v1/emb",)), {"path": "/v1/embeddings"}, "old",
-     "bypass"),
+    (RouteState(weight=100, rollback=True, bypass_paths=("/v1/emb",)), {"path": "/v1/embeddings"}, "old", "bypass"),
 ]
 
 
@@ -73,8 +66,11 @@ def test_route_table(state, kw, arm, reason):
 
 
 @settings(deadline=None, max_examples=100)  # no per-example deadline: the machine may be loaded
-@given(tenants=st.lists(st.text(min_size=1, max_size=20), min_size=1, max_size=50),
-       w1=st.floats(0, 100), w2=st.floats(0, 100))
+@given(
+    tenants=st.lists(st.text(min_size=1, max_size=20), min_size=1, max_size=50),
+    w1=st.floats(0, 100),
+    w2=st.floats(0, 100),
+)
 def test_raising_the_weight_only_moves_tenants_from_old_to_new(tenants, w1, w2):
     lo, hi = sorted((w1, w2))
     for t in tenants:

@@ -31,12 +31,14 @@ def test_model_rewriter_replaces_only_the_model_field():
 
 def test_observer_counts_content_events_usage_and_completion():
     obs = Observer()
-    stream = (b'data: {"model":"m","choices":[{"delta":{"role":"assistant"}}]}\n\n'
-              b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"choices":[{"text":"b",'
-              b'"finish_reason":"stop"}]}\n\ndata: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}'
-              b"\n\ndata: [DONE]\n\n")
+    stream = (
+        b'data: {"model":"m","choices":[{"delta":{"role":"assistant"}}]}\n\n'
+        b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"choices":[{"text":"b",'
+        b'"finish_reason":"stop"}]}\n\ndata: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}'
+        b"\n\ndata: [DONE]\n\n"
+    )
     for i in range(0, len(stream), 7):  # any split
-        obs.feed(stream[i:i + 7], i)
+        obs.feed(stream[i : i + 7], i)
     assert (obs.content_events, obs.finish_reason, obs.completion_tokens, obs.prompt_tokens) == (2, "stop", 2, 3)
     assert obs.done and obs.complete and obs.model == "m" and not obs.malformed
     assert obs.first_content_ns is not None and obs.first_event_ns < obs.first_content_ns
@@ -52,8 +54,12 @@ def test_observer_flags_malformed_and_error_events():
 
 
 def test_prompt_estimates():
-    obj = {"messages": [{"role": "user", "content": "abcd" * 10}, {"role": "user",
-                                                                  "content": [{"type": "text", "text": "xy"}]}]}
+    obj = {
+        "messages": [
+            {"role": "user", "content": "abcd" * 10},
+            {"role": "user", "content": [{"type": "text", "text": "xy"}]},
+        ]
+    }
     assert prompt_text(obj)[0].endswith("xy")
     assert PromptEstimator(None, 4).estimate(obj) == 11  # 43 bytes / 4, rounded up
     assert PromptEstimator(None, 4).estimate({"prompt": [1, 2, 3]}) == 3
@@ -67,13 +73,15 @@ def test_shadow_body_streams_with_usage_and_clamps():
 
 
 def test_observer_fast_path_agrees_with_the_sse_parser_under_any_split():
-    stream = (b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"choices":[{"text":"b"}]}\n\n'
-              b': ping\n\ndata: {"choices":[{"delta":{"content":"c"}}]}\r\n\r\nevent: x\ndata: {"choices":[]}\n'
-              b'data: {"more":1}\n\ndata: [DONE]\n\n')
+    stream = (
+        b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"choices":[{"text":"b"}]}\n\n'
+        b': ping\n\ndata: {"choices":[{"delta":{"content":"c"}}]}\r\n\r\nevent: x\ndata: {"choices":[]}\n'
+        b'data: {"more":1}\n\ndata: [DONE]\n\n'
+    )
     want = [e.data for e in parse_all([stream])]
     for step in (1, 3, 7, 50, len(stream)):
         obs = Observer()
-        got = [e.data for i in range(0, len(stream), step) for e in obs.feed(stream[i:i + step], i)]
+        got = [e.data for i in range(0, len(stream), step) for e in obs.feed(stream[i : i + step], i)]
         got += [e.data for e in obs.finish(0)]
         assert got == want and obs.done and obs.content_events == 3
     whole = b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: [DONE]\n\n'
@@ -85,8 +93,10 @@ def test_observer_fast_path_agrees_with_the_sse_parser_under_any_split():
 def test_the_usage_only_event_is_cut_out_of_a_read_as_the_re_framing_would():
     from switchover.gateway.relay import without_usage
 
-    read = (b'data: {"choices":[{"delta":{"content":"a"}}],"usage":null}\n\n'
-            b'data: {"choices":[],"usage":{"completion_tokens":1}}\n\ndata: [DONE]\n\n')
+    read = (
+        b'data: {"choices":[{"delta":{"content":"a"}}],"usage":null}\n\n'
+        b'data: {"choices":[],"usage":{"completion_tokens":1}}\n\ndata: [DONE]\n\n'
+    )
     want = render(parse_all([read]), lambda d: d, strip_usage=True)
     assert without_usage(read) == want == read.replace(b'data: {"choices":[],"usage":{"completion_tokens":1}}\n\n', b"")
     assert without_usage(b"data: [DONE]\n\n") == b"data: [DONE]\n\n"

@@ -14,15 +14,17 @@ ENGINE_KEY = "sk-PLANTED-engine-0b8d4e6f2a"
 async def test_planted_keys_never_appear_in_ledger_logs_or_metrics(tmp_path, monkeypatch, caplog):
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("NEW_ENGINE_KEY", ENGINE_KEY)
-    async with stack(tmp_path, weight=50, shadow={"percent": 100}, kill_switch={"min_samples": 3},
-                     clients={"mode": "open"}) as s:
+    async with stack(
+        tmp_path, weight=50, shadow={"percent": 100}, kill_switch={"min_samples": 3}, clients={"mode": "open"}
+    ) as s:
         s.config["new"]["api_key_env"] = "NEW_ENGINE_KEY"
         s.rewrite()  # reload with the engine key configured
         await await_until(lambda: s.gw.live.keys["new"], 2, "the reload with the engine key")
         for i in range(12):
             fault = ["ok", "status:503", "die_mid:1", "refuse"][i % 4]
-            await s.post(chat(stream=i % 2 == 0), tenant="", headers={
-                "Authorization": f"Bearer {CLIENT_KEY}", "X-Fault": fault})
+            await s.post(
+                chat(stream=i % 2 == 0), tenant="", headers={"Authorization": f"Bearer {CLIENT_KEY}", "X-Fault": fault}
+            )
         s.rewrite(weight=999)  # a rejected reload logs the validation error
         async with s.http.get(s.url + "/metrics") as r:
             metrics = await r.text()

@@ -39,8 +39,7 @@ async def test_forty_malformed_requests_do_not_trip_the_kill_switch_or_count_as_
     async with stack(tmp_path, weight=100, kill_switch={"min_samples": 3, "max_fallback_ratio": 0.2}) as s:
         statuses = []
         for i in range(40):
-            ex = await exchange(s.port, http_request(body=bodies[i % len(bodies)],
-                                                     headers=[("X-Tenant-Id", f"t{i}")]))
+            ex = await exchange(s.port, http_request(body=bodies[i % len(bodies)], headers=[("X-Tenant-Id", f"t{i}")]))
             statuses.append(ex.reply.status)
         metrics = (await exchange(s.port, http_request("GET", "/metrics"))).reply.body.decode()
         assert not s.gw.killswitch.latched, "malformed client requests latched the kill switch"

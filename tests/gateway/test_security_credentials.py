@@ -32,11 +32,20 @@ OLD_ENGINE_KEY = "sk-engine-old-93c1f07a55"
 CREDENTIAL_HEADERS = {"authorization", "proxy-authorization", "cookie", "api-key", "x-api-key"}
 
 
-def credentialed(tenant: str, body: bytes = CHAT_BODY, auth: str | None = f"Bearer {CLIENT_KEY}",
-                 extra: tuple[tuple[str, str], ...] = ()) -> bytes:
-    headers = [("X-Tenant-Id", tenant), ("Proxy-Authorization", f"Basic {CLIENT_KEY}-proxy"),
-               ("Cookie", f"session={CLIENT_KEY}-cookie"), ("api-key", f"{CLIENT_KEY}-azure"),
-               ("x-api-key", f"{CLIENT_KEY}-anthropic"), *extra]
+def credentialed(
+    tenant: str,
+    body: bytes = CHAT_BODY,
+    auth: str | None = f"Bearer {CLIENT_KEY}",
+    extra: tuple[tuple[str, str], ...] = (),
+) -> bytes:
+    headers = [
+        ("X-Tenant-Id", tenant),
+        ("Proxy-Authorization", f"Basic {CLIENT_KEY}-proxy"),
+        ("Cookie", f"session={CLIENT_KEY}-cookie"),
+        ("api-key", f"{CLIENT_KEY}-azure"),
+        ("x-api-key", f"{CLIENT_KEY}-anthropic"),
+        *extra,
+    ]
     if auth is not None:
         headers.insert(0, ("Authorization", auth))
     return http_request(body=body, headers=headers)
@@ -107,18 +116,30 @@ def keys_config(source: str, tmp_path, monkeypatch) -> dict:
     return {"mode": "keys", "key_file": str(path)}
 
 
-@pytest.mark.parametrize("auth", [None, "", "Bearer ", "Bearer sk-unknown-key", f"Bearer {CLIENT_KEY}x",
-                                  f"Bearer {CLIENT_KEY[:-1]}", f"Bearer {CLIENT_KEY.upper()}", f"Basic {CLIENT_KEY}",
-                                  f"Bearer {NEW_ENGINE_KEY}"],
-                         ids=["none", "empty", "empty_bearer", "unknown", "longer", "shorter", "upper", "basic",
-                              "engine_key"])
+@pytest.mark.parametrize(
+    "auth",
+    [
+        None,
+        "",
+        "Bearer ",
+        "Bearer sk-unknown-key",
+        f"Bearer {CLIENT_KEY}x",
+        f"Bearer {CLIENT_KEY[:-1]}",
+        f"Bearer {CLIENT_KEY.upper()}",
+        f"Basic {CLIENT_KEY}",
+        f"Bearer {NEW_ENGINE_KEY}",
+    ],
+    ids=["none", "empty", "empty_bearer", "unknown", "longer", "shorter", "upper", "basic", "engine_key"],
+)
 @pytest.mark.parametrize("source", ["keys_env", "key_file"])
-async def test_keys_mode_answers_401_to_a_missing_or_unknown_key_and_forwards_nothing(tmp_path, monkeypatch, source,
-                                                                                       auth):
+async def test_keys_mode_answers_401_to_a_missing_or_unknown_key_and_forwards_nothing(
+    tmp_path, monkeypatch, source, auth
+):
     monkeypatch.setenv("NEW_ENGINE_KEY", NEW_ENGINE_KEY)
     clients = keys_config(source, tmp_path, monkeypatch)
-    async with recorded_stack(tmp_path, weight=50, shadow={"percent": 100}, clients=clients,
-                              new_key_env="NEW_ENGINE_KEY") as (s, rec):
+    async with recorded_stack(
+        tmp_path, weight=50, shadow={"percent": 100}, clients=clients, new_key_env="NEW_ENGINE_KEY"
+    ) as (s, rec):
         headers = [("X-Tenant-Id", "t1")] + ([] if auth is None else [("Authorization", auth)])
         ex = await exchange(s.port, http_request(body=CHAT_BODY, headers=headers))
         r = ex.reply
@@ -133,15 +154,22 @@ async def test_keys_mode_forwards_a_known_key_with_the_engine_key_in_its_place(t
     monkeypatch.setenv("NEW_ENGINE_KEY", NEW_ENGINE_KEY)
     monkeypatch.setenv("OLD_ENGINE_KEY", OLD_ENGINE_KEY)
     clients = keys_config(source, tmp_path, monkeypatch)
-    async with recorded_stack(tmp_path, weight=50, shadow={"percent": 100}, clients=clients,
-                              new_key_env="NEW_ENGINE_KEY", old_key_env="OLD_ENGINE_KEY",
-                              override_header_enabled=True) as (s, rec):
+    async with recorded_stack(
+        tmp_path,
+        weight=50,
+        shadow={"percent": 100},
+        clients=clients,
+        new_key_env="NEW_ENGINE_KEY",
+        old_key_env="OLD_ENGINE_KEY",
+        override_header_enabled=True,
+    ) as (s, rec):
         for arm in ("new", "old"):  # in keys mode the key is the tenant: the test's route header picks the arm
             ex = await exchange(s.port, credentialed("t1", extra=(("X-Switchover-Route", arm),)))
             assert ex.reply.status == 200, ex.data[:300]
         assert await rec.new.wait_requests(2) and await rec.old.wait_requests(1)
-        await await_holds(lambda: (len(rec.new.requests), len(rec.old.requests)) == (2, 1), 0.1,
-                          "no further request upstream")
+        await await_holds(
+            lambda: (len(rec.new.requests), len(rec.old.requests)) == (2, 1), 0.1, "no further request upstream"
+        )
         for r in rec.new.requests:  # the primary of `to_new` and the mirror of `to_old`
             assert r.header("authorization") == f"Bearer {NEW_ENGINE_KEY}", r.headers
         assert rec.old.requests[0].header("authorization") == f"Bearer {OLD_ENGINE_KEY}"
@@ -151,8 +179,7 @@ async def test_keys_mode_forwards_a_known_key_with_the_engine_key_in_its_place(t
 
 async def test_open_mode_attaches_the_engine_key_to_every_request(tmp_path, monkeypatch):
     monkeypatch.setenv("NEW_ENGINE_KEY", NEW_ENGINE_KEY)
-    async with recorded_stack(tmp_path, weight=100, clients={"mode": "open"},
-                              new_key_env="NEW_ENGINE_KEY") as (s, rec):
+    async with recorded_stack(tmp_path, weight=100, clients={"mode": "open"}, new_key_env="NEW_ENGINE_KEY") as (s, rec):
         plain = await exchange(s.port, http_request(body=CHAT_BODY, headers=[("X-Tenant-Id", "t1")]))
         own = await exchange(s.port, credentialed("t2"))
         assert plain.reply.status == 200 and own.reply.status == 200
@@ -160,18 +187,27 @@ async def test_open_mode_attaches_the_engine_key_to_every_request(tmp_path, monk
         assert f"Bearer {CLIENT_KEY}" not in bytes(rec.new.raw).decode("latin-1")
 
 
-VENDOR_KEYS = [("X-Goog-Api-Key", f"{CLIENT_KEY}-goog"), ("Ocp-Apim-Subscription-Key", f"{CLIENT_KEY}-apim"),
-               ("OpenAI-Organization", f"org-{CLIENT_KEY}"), ("X-Session-Token", f"{CLIENT_KEY}-session")]
+VENDOR_KEYS = [
+    ("X-Goog-Api-Key", f"{CLIENT_KEY}-goog"),
+    ("Ocp-Apim-Subscription-Key", f"{CLIENT_KEY}-apim"),
+    ("OpenAI-Organization", f"org-{CLIENT_KEY}"),
+    ("X-Session-Token", f"{CLIENT_KEY}-session"),
+]
 QUERY = f"?api_key={CLIENT_KEY}-q1&key={CLIENT_KEY}-q2&access%5Ftoken={CLIENT_KEY}-q3&api-version=2024-10-21"
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 async def test_a_third_party_shadow_gets_no_query_string_key_and_no_vendor_key_header(tmp_path, stream):
     third = RecordingUpstream("third")
-    async with running_recorder(third) as turl, recorded_stack(tmp_path, weight=0,
-                                                               shadow={"percent": 100, "upstream": turl}) as (s, rec):
-        raw = http_request(target="/v1/chat/completions" + QUERY, body=orjson.dumps(chat(stream=stream)),
-                           headers=[("X-Tenant-Id", "t1"), *VENDOR_KEYS])
+    async with (
+        running_recorder(third) as turl,
+        recorded_stack(tmp_path, weight=0, shadow={"percent": 100, "upstream": turl}) as (s, rec),
+    ):
+        raw = http_request(
+            target="/v1/chat/completions" + QUERY,
+            body=orjson.dumps(chat(stream=stream)),
+            headers=[("X-Tenant-Id", "t1"), *VENDOR_KEYS],
+        )
         ex = await exchange(s.port, raw)
         assert ex.reply.status == 200, ex.data[:300]
         assert await third.wait_requests(1), "no mirror reached the third upstream"
@@ -184,8 +220,9 @@ async def test_a_third_party_shadow_gets_no_query_string_key_and_no_vendor_key_h
 async def test_spot_check_copies_get_no_query_string_key_and_no_vendor_key_header(tmp_path):
     review = {"pairs_per_day": 10, "sample_percent": 100}
     async with recorded_stack(tmp_path, weight=0, review=review) as (s, rec):
-        raw = http_request(target="/v1/chat/completions" + QUERY, body=CHAT_BODY,
-                           headers=[("X-Tenant-Id", "t1"), *VENDOR_KEYS])
+        raw = http_request(
+            target="/v1/chat/completions" + QUERY, body=CHAT_BODY, headers=[("X-Tenant-Id", "t1"), *VENDOR_KEYS]
+        )
         ex = await exchange(s.port, raw)
         assert ex.reply.status == 200, ex.data[:300]
         assert await rec.new.wait_requests(1) and await rec.old.wait_requests(2), "no spot-check copies"
@@ -202,18 +239,27 @@ def test_vendor_key_headers_reach_a_primary_only_in_passthrough_mode():
     passthrough = forward_headers(items, creds, keep_credentials=True, api_key=None)
     keys_mode = forward_headers(items, creds, keep_credentials=False, api_key=NEW_ENGINE_KEY)
     assert [k for k, _ in passthrough] == [k for k, _ in items]  # the client's own, to the arm it chose to trust
-    assert keys_mode == [("X-Tenant-Id", "t1"), ("Content-Type", "application/json"),
-                         ("Authorization", f"Bearer {NEW_ENGINE_KEY}")]
+    assert keys_mode == [
+        ("X-Tenant-Id", "t1"),
+        ("Content-Type", "application/json"),
+        ("Authorization", f"Bearer {NEW_ENGINE_KEY}"),
+    ]
 
 
-@pytest.mark.parametrize(("target", "copy"), [
-    ("/v1/completions", "/v1/completions"),
-    ("/v1/completions?", "/v1/completions"),
-    ("/v1/completions?key=a", "/v1/completions"),
-    ("/v1/completions?API_KEY=a&x=1", "/v1/completions?x=1"),
-    ("/v1/completions?api%2Dkey=a&%6Bey=b&sig=c&auth=d&x-goog-api-key=e", "/v1/completions"),
-    ("/v1/completions?api-version=1&monkey=2&keyboard=3&t=4", "/v1/completions?api-version=1&monkey=2&keyboard=3&t=4"),
-    ("/v1/completions?access+token=a&=b&c", "/v1/completions?=b&c"),
-])
+@pytest.mark.parametrize(
+    ("target", "copy"),
+    [
+        ("/v1/completions", "/v1/completions"),
+        ("/v1/completions?", "/v1/completions"),
+        ("/v1/completions?key=a", "/v1/completions"),
+        ("/v1/completions?API_KEY=a&x=1", "/v1/completions?x=1"),
+        ("/v1/completions?api%2Dkey=a&%6Bey=b&sig=c&auth=d&x-goog-api-key=e", "/v1/completions"),
+        (
+            "/v1/completions?api-version=1&monkey=2&keyboard=3&t=4",
+            "/v1/completions?api-version=1&monkey=2&keyboard=3&t=4",
+        ),
+        ("/v1/completions?access+token=a&=b&c", "/v1/completions?=b&c"),
+    ],
+)
 def test_a_copys_target_loses_only_credential_named_query_parameters(target, copy):
     assert copy_target(target) == copy

@@ -152,9 +152,15 @@ def test_a_run_directory_writable_by_every_user_is_refused(tmp_path):
 
 def gateway_config(tmp_path, run_dir: str = "run"):
     cfg = tmp_path / "switchover.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "old": {"url": "http://127.0.0.1:9", "engine": "vllm"}, "new": {"url": "http://127.0.0.1:9", "engine": "vllm"},
-        "gateway": {"weight": 0, "run_dir": run_dir, "listen": {"port": 0}}}))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "old": {"url": "http://127.0.0.1:9", "engine": "vllm"},
+                "new": {"url": "http://127.0.0.1:9", "engine": "vllm"},
+                "gateway": {"weight": 0, "run_dir": run_dir, "listen": {"port": 0}},
+            }
+        )
+    )
     return cfg
 
 
@@ -168,8 +174,12 @@ def test_a_gateway_process_refuses_a_planted_lock_or_run_dir_with_exit_2_and_tou
         target = None
     else:
         target = plant(tmp_path / "run", "gateway.lock", tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "switchover", "gateway", "--config", str(gateway_config(tmp_path))],
-                          capture_output=True, text=True, timeout=90)
+    proc = subprocess.run(
+        [sys.executable, "-m", "switchover", "gateway", "--config", str(gateway_config(tmp_path))],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert proc.returncode == 2, proc.stderr[-1000:]
     assert "refusing to write" in proc.stderr and "Traceback" not in proc.stderr
     if target is not None:
@@ -197,8 +207,12 @@ def test_the_log_file_planted_as_a_symlink_is_refused_and_a_plain_one_is_appende
 @pytest.mark.parametrize("planted", ["gateway.json", "gateway.log"])
 def test_a_gateway_process_refuses_a_planted_address_or_log_file_and_leaves_its_target(tmp_path, planted):
     target = plant(tmp_path / "run", planted, tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "switchover", "gateway", "--config", str(gateway_config(tmp_path))],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "switchover", "gateway", "--config", str(gateway_config(tmp_path))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while proc.poll() is None and target.read_bytes() == BAIT and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -40,7 +40,7 @@ def chunks(body: bytes, size: int = 16, size_fmt: bytes = b"%x", sep: bytes = b"
     """`body` in chunked encoding; `size_fmt` / `sep` let a test break the chunk framing."""
     out = b""
     for i in range(0, len(body), size):
-        part = body[i:i + size]
+        part = body[i : i + size]
         out += (size_fmt % len(part)) + b"\r\n" + part + sep
     return out + b"0\r\n\r\n"
 
@@ -70,8 +70,7 @@ FRAMING_400 = {
     "transfer_encoding_gzip": req(b"Transfer-Encoding: gzip", body=chunks(B), length=False),
     "transfer_encoding_gzip_chunked": req(b"Transfer-Encoding: gzip, chunked", body=chunks(B), length=False),
     "transfer_encoding_xchunked": req(b"Transfer-Encoding: xchunked", body=chunks(B), length=False),
-    "transfer_encoding_chunked_twice_in_one": req(b"Transfer-Encoding: chunked, chunked", body=chunks(B),
-                                                  length=False),
+    "transfer_encoding_chunked_twice_in_one": req(b"Transfer-Encoding: chunked, chunked", body=chunks(B), length=False),
     "transfer_encoding_two_headers": req(TE, TE, body=chunks(B), length=False),
     "transfer_encoding_identity": req(b"Transfer-Encoding: identity", length=True),
     "chunk_data_without_crlf": req(TE, body=chunks(B, sep=b"XX"), length=False),
@@ -80,13 +79,24 @@ FRAMING_400 = {
     "chunk_size_with_plus": req(TE, body=chunks(B, size_fmt=b"+%x"), length=False),
     "chunk_size_with_leading_space": req(TE, body=chunks(B, size_fmt=b" %x"), length=False),
     "chunk_size_overflow": req(TE, body=b"1" + b"0" * 40 + b"\r\n" + B + b"\r\n0\r\n\r\n", length=False),
-    "transfer_encoding_in_http_1_0": req(TE, body=chunks(B), start=b"POST /v1/chat/completions HTTP/1.0",
-                                         length=False),
-    "upgrade_websocket": http_request("GET", "/v1/models", close=False, headers=[
-        ("Connection", "Upgrade"), ("Upgrade", "websocket"), ("Sec-WebSocket-Version", "13"),
-        ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")]),
-    "upgrade_h2c": http_request("GET", "/v1/models", close=False, headers=[
-        ("Connection", "Upgrade, HTTP2-Settings"), ("Upgrade", "h2c"), ("HTTP2-Settings", "AAMAAABkAAQAAP__")]),
+    "transfer_encoding_in_http_1_0": req(TE, body=chunks(B), start=b"POST /v1/chat/completions HTTP/1.0", length=False),
+    "upgrade_websocket": http_request(
+        "GET",
+        "/v1/models",
+        close=False,
+        headers=[
+            ("Connection", "Upgrade"),
+            ("Upgrade", "websocket"),
+            ("Sec-WebSocket-Version", "13"),
+            ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+        ],
+    ),
+    "upgrade_h2c": http_request(
+        "GET",
+        "/v1/models",
+        close=False,
+        headers=[("Connection", "Upgrade, HTTP2-Settings"), ("Upgrade", "h2c"), ("HTTP2-Settings", "AAMAAABkAAQAAP__")],
+    ),
     "connection_upgrade_alone": http_request("GET", "/v1/models", close=False, headers=[("Connection", "Upgrade")]),
     "request_line_tab": b"GET\t/v1/models HTTP/1.1\r\nHost: x\r\n\r\n",
 }
@@ -148,7 +158,7 @@ def big_head(size: int) -> bytes:
 async def test_a_head_over_max_head_bytes_gets_431(tmp_path, writes):
     raw = big_head(40 << 10)  # over the default max_head_bytes of 32 KiB, under the old 64 KiB cut
     step = -(-len(raw) // writes)
-    parts = [raw[i:i + step] for i in range(0, len(raw), step)]
+    parts = [raw[i : i + step] for i in range(0, len(raw), step)]
     async with recorded_stack(tmp_path) as (s, rec):
         ex = await exchange(s.port, parts, gap_s=0.02)
         await assert_refused(rec, ex, 431)
@@ -266,8 +276,20 @@ async def test_a_body_over_a_configured_max_body_bytes_gets_413(tmp_path, framin
 ID_OK = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
-@pytest.mark.parametrize("value", ["abc def", "<script>alert(1)</script>", "a" * 129, "abc;x=1", 'ab"c', "abc/def",
-                                   "ab%0d%0aSet-Cookie:x", "ab\tc", "abc,def"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "abc def",
+        "<script>alert(1)</script>",
+        "a" * 129,
+        "abc;x=1",
+        'ab"c',
+        "abc/def",
+        "ab%0d%0aSet-Cookie:x",
+        "ab\tc",
+        "abc,def",
+    ],
+)
 async def test_an_unsafe_x_request_id_is_not_reflected_a_generated_one_is_used(tmp_path, value):
     async with recorded_stack(tmp_path) as (s, _rec):
         ex = await exchange(s.port, req(b"Connection: close", b"X-Request-Id: " + value.encode()))
@@ -288,16 +310,37 @@ async def test_a_safe_x_request_id_is_reflected_and_ledgered(tmp_path, value):
         assert request_rows(s)[-1]["request_id"] == value
 
 
-HOP = {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
-       "proxy-authorization", "x-secret-hop", "x-also-hop"}
+HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-authorization",
+    "x-secret-hop",
+    "x-also-hop",
+}
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 async def test_hop_by_hop_headers_and_those_named_in_connection_never_reach_the_upstream(tmp_path, stream):
     body = B.replace(b'"stream":false', b'"stream":true') if stream else B
-    raw = req(b"Connection: close, X-Secret-Hop", b"Connection: x-also-hop", b"X-Secret-Hop: 1", b"X-Also-Hop: 2",
-              b"Keep-Alive: timeout=5", b"Proxy-Connection: keep-alive", b"TE: trailers", b"Trailer: X-Checksum",
-              b"Proxy-Authorization: Basic Zm9vOmJhcg==", b"X-Tenant-Id: t1", b"X-Kept: yes", body=body)
+    raw = req(
+        b"Connection: close, X-Secret-Hop",
+        b"Connection: x-also-hop",
+        b"X-Secret-Hop: 1",
+        b"X-Also-Hop: 2",
+        b"Keep-Alive: timeout=5",
+        b"Proxy-Connection: keep-alive",
+        b"TE: trailers",
+        b"Trailer: X-Checksum",
+        b"Proxy-Authorization: Basic Zm9vOmJhcg==",
+        b"X-Tenant-Id: t1",
+        b"X-Kept: yes",
+        body=body,
+    )
     async with recorded_stack(tmp_path, weight=0) as (s, rec):
         ex = await exchange(s.port, raw)
         assert ex.reply.status == 200, ex.data[:300]

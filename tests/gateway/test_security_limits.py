@@ -37,8 +37,9 @@ async def refused_total(port: int) -> float:
     return metric_total(ex.reply.body.decode(), REFUSED)
 
 
-async def trickle_until_answered(port: int, first: bytes, drip: bytes, every_s: float,
-                                 bound_s: float) -> tuple[float, bytes, bool]:
+async def trickle_until_answered(
+    port: int, first: bytes, drip: bytes, every_s: float, bound_s: float
+) -> tuple[float, bytes, bool]:
     """Send `first`, then one byte of `drip` every `every_s` until the gateway answers or closes (or `bound_s`);
     returns (seconds from the first drip byte to the answer, what came back, whether it ended)."""
     reader, writer = await connect(port)
@@ -60,7 +61,7 @@ async def trickle_until_answered(port: int, first: bytes, drip: bytes, every_s: 
         i = 0
         while time.perf_counter() - t0 < bound_s and not reading.done():
             try:
-                writer.write(drip[i % len(drip):i % len(drip) + 1])
+                writer.write(drip[i % len(drip) : i % len(drip) + 1])
                 await writer.drain()
             except ConnectionError:
                 break
@@ -81,17 +82,28 @@ def timed_out_answer(got: bytes) -> None:
         assert replies and replies[0].status == 408 and replies[0].error_message(), got[:200]
 
 
-BODY_HEAD = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-             b"Content-Length: %d\r\n\r\n" % len(CHAT_BODY))
+BODY_HEAD = (
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    b"Content-Length: %d\r\n\r\n" % len(CHAT_BODY)
+)
 
 
-@pytest.mark.parametrize(("what", "limits", "start", "trickled"), [
-    ("header", {"header_timeout_s": 1, "body_timeout_s": 30},
-     b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n", b"X-Slow: aaaaaaaaaaaaaaaaaaaa"),
-    ("body", {"header_timeout_s": 10, "body_timeout_s": 1}, BODY_HEAD, CHAT_BODY),
-], ids=["head", "body"])
+@pytest.mark.parametrize(
+    ("what", "limits", "start", "trickled"),
+    [
+        (
+            "header",
+            {"header_timeout_s": 1, "body_timeout_s": 30},
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n",
+            b"X-Slow: aaaaaaaaaaaaaaaaaaaa",
+        ),
+        ("body", {"header_timeout_s": 10, "body_timeout_s": 1}, BODY_HEAD, CHAT_BODY),
+    ],
+    ids=["head", "body"],
+)
 async def test_a_head_or_body_trickled_one_byte_every_200_ms_gets_408_within_its_timeout(
-        tmp_path, what, limits, start, trickled):
+    tmp_path, what, limits, start, trickled
+):
     async with recorded_stack(tmp_path, limits=limits) as (s, rec):
         took, got, ended = await trickle_until_answered(s.port, start, trickled, every_s=0.2, bound_s=6)
         assert ended, f"still open after {took:.1f} s of trickling: the {what} timeout is re-armed by each byte"
@@ -101,8 +113,10 @@ async def test_a_head_or_body_trickled_one_byte_every_200_ms_gets_408_within_its
 
 
 async def test_a_chunked_body_trickled_chunk_by_chunk_gets_408_within_the_body_timeout(tmp_path):
-    head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Transfer-Encoding: chunked\r\n\r\n")
+    head = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+    )
     async with recorded_stack(tmp_path, limits={"header_timeout_s": 10, "body_timeout_s": 1}) as (s, rec):
         took, got, ended = await trickle_until_answered(s.port, head, b"1\r\n \r\n", every_s=0.05, bound_s=6)
         assert ended and took < 1 + 1.5, f"ended={ended} after {took:.2f} s (body_timeout_s 1)"
@@ -133,8 +147,7 @@ async def test_a_connection_that_never_sends_a_byte_is_closed(tmp_path):
         timed_out_answer(got)
 
 
-async def hold(port: int, n: int, source: str | None = None) -> list[tuple[asyncio.StreamReader,
-                                                                          asyncio.StreamWriter]]:
+async def hold(port: int, n: int, source: str | None = None) -> list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
     conns = []
     for _ in range(n):
         with contextlib.suppress(ConnectionError):
@@ -161,8 +174,11 @@ async def classify(conns: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 async def wait_refused(s: Stack, before: float, n: int) -> None:
     """Wait until the gateway has counted `n` more refusals (read in-process: no connection needed)."""
-    await await_until(lambda: metric_total(s.gw.metrics.render().decode(), REFUSED) - before >= n, 5,
-                      f"{n} refused connections counted")
+    await await_until(
+        lambda: metric_total(s.gw.metrics.render().decode(), REFUSED) - before >= n,
+        5,
+        f"{n} refused connections counted",
+    )
 
 
 def refused_answers_ok(answers: list[bytes]) -> None:
@@ -222,9 +238,11 @@ async def test_the_keepalive_requests_budget_closes_the_connection_after_the_las
         reader, writer = await connect(s.port)
         try:
             answers = []
-            for request in (http_request("GET", "/health", close=False),
-                            http_request("GET", "/v1/models", close=False),
-                            http_request(body=CHAT_BODY, close=False)):
+            for request in (
+                http_request("GET", "/health", close=False),
+                http_request("GET", "/v1/models", close=False),
+                http_request(body=CHAT_BODY, close=False),
+            ):
                 writer.write(request)
                 await writer.drain()
                 answers.append(await read_reply(reader))
@@ -237,8 +255,9 @@ async def test_the_keepalive_requests_budget_closes_the_connection_after_the_las
             writer.close()
 
 
-async def upload_while_polling_health(port: int, body: bytes, chunk: int, write: int,
-                                      bound_s: float) -> tuple[bytes, list[float], float]:
+async def upload_while_polling_health(
+    port: int, body: bytes, chunk: int, write: int, bound_s: float
+) -> tuple[bytes, list[float], float]:
     """POST `body` in chunks of `chunk` bytes (written `write` bytes at a time) while another connection asks
     /health every 100 ms; returns (the answer, the health latencies, seconds the upload took)."""
     latencies: list[float] = []
@@ -263,11 +282,13 @@ async def upload_while_polling_health(port: int, body: bytes, chunk: int, write:
     try:
         async with asyncio.timeout(bound_s):
             reader, writer = await connect(port)
-            writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                         b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+            writer.write(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            )
             wire = bytearray()
             for i in range(0, len(body), chunk):
-                part = body[i:i + chunk]
+                part = body[i : i + chunk]
                 wire += b"%x\r\n" % len(part) + part + b"\r\n"
                 if len(wire) >= write:
                     writer.write(bytes(wire))
@@ -287,8 +308,9 @@ async def upload_while_polling_health(port: int, body: bytes, chunk: int, write:
 
 
 def chat_of(size: int) -> bytes:
-    return (b'{"model": "client-model", "max_tokens": 1, "messages": [{"role": "user", "content": "'
-            + b"a" * size + b'"}]}')
+    return (
+        b'{"model": "client-model", "max_tokens": 1, "messages": [{"role": "user", "content": "' + b"a" * size + b'"}]}'
+    )
 
 
 @pytest.mark.timeout(90)
@@ -328,8 +350,10 @@ async def test_a_client_that_stops_reading_a_stream_is_cut_off_with_its_upstream
         sock.setblocking(False)
         await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", s.port))
         body = orjson.dumps(chat(stream=True, max_tokens=60_000))
-        sock.send(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: %d\r\n\r\n%b" % (len(body), body))
+        sock.send(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%b" % (len(body), body)
+        )
         try:
             rows = await await_until(s.rows, 30, "the request's ledger row")
             assert [r.outcome for r in rows] == ["client_disconnected"], rows

@@ -54,19 +54,36 @@ async def test_request_targets_that_are_not_origin_form_get_400_and_reach_no_ups
     method, target = NON_ORIGIN[case]
     async with recorded_stack(tmp_path, weight=50) as (s, rec):
         port = s.config["old"]["url"].rsplit(":", 1)[1]
-        ex = await exchange(s.port, raw_request(method, target.format(port=port),
-                                                None if method in ("GET", "OPTIONS", "CONNECT") else CHAT_BODY))
+        ex = await exchange(
+            s.port,
+            raw_request(
+                method, target.format(port=port), None if method in ("GET", "OPTIONS", "CONNECT") else CHAT_BODY
+            ),
+        )
         r = ex.reply
         allowed = (400, 405) if method == "CONNECT" else (400,)  # CONNECT: the method itself is not served
         assert r.status in allowed and r.error_message(), ex.data[:300]
         await nothing_forwarded(rec)
 
 
-AMBIGUOUS_PATHS = ["/v1/../admin", "/v1/./models", "/v1/%2e%2e/admin", "/v1/%2E%2E/admin", "/v1/%2E/models",
-                   "/v1/chat/completions/..", "/v1/chat/completions/.", "/v1/chat%2Fcompletions",
-                   "/v1/chat%2fcompletions", "/v1%5Cchat/completions", "/v1/chat\\completions",
-                   "/v1/chat/completions%00", "/v1/chat/completions%zz", "/v1/chat/completions%2",
-                   "/v1/chat/completions#frag", "/v1/chat/%2e%2e/%2e%2e/admin"]
+AMBIGUOUS_PATHS = [
+    "/v1/../admin",
+    "/v1/./models",
+    "/v1/%2e%2e/admin",
+    "/v1/%2E%2E/admin",
+    "/v1/%2E/models",
+    "/v1/chat/completions/..",
+    "/v1/chat/completions/.",
+    "/v1/chat%2Fcompletions",
+    "/v1/chat%2fcompletions",
+    "/v1%5Cchat/completions",
+    "/v1/chat\\completions",
+    "/v1/chat/completions%00",
+    "/v1/chat/completions%zz",
+    "/v1/chat/completions%2",
+    "/v1/chat/completions#frag",
+    "/v1/chat/%2e%2e/%2e%2e/admin",
+]
 
 
 @pytest.mark.parametrize("path", AMBIGUOUS_PATHS)
@@ -78,11 +95,23 @@ async def test_dot_segments_encoded_separators_and_bad_escapes_get_400_and_reach
         await nothing_forwarded(rec)
 
 
-@pytest.mark.parametrize(("method", "path"), [
-    ("POST", "/admin"), ("GET", "/admin"), ("POST", "/v1/chat/completionsX"), ("POST", "/v2/x"), ("GET", "/"),
-    ("GET", "/v1"), ("POST", "/v1/chat"), ("GET", "/v1/modelsX"), ("GET", "/server-status"),
-    ("POST", "/v1/fine_tuning/jobs"), ("GET", "/metrics/x"), ("GET", "/%61dmin"),
-])
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/admin"),
+        ("GET", "/admin"),
+        ("POST", "/v1/chat/completionsX"),
+        ("POST", "/v2/x"),
+        ("GET", "/"),
+        ("GET", "/v1"),
+        ("POST", "/v1/chat"),
+        ("GET", "/v1/modelsX"),
+        ("GET", "/server-status"),
+        ("POST", "/v1/fine_tuning/jobs"),
+        ("GET", "/metrics/x"),
+        ("GET", "/%61dmin"),
+    ],
+)
 async def test_paths_outside_allowed_paths_get_404_and_reach_no_upstream(tmp_path, method, path):
     async with recorded_stack(tmp_path, weight=50) as (s, rec):
         ex = await exchange(s.port, raw_request(method, path, CHAT_BODY if method == "POST" else None))
@@ -99,16 +128,20 @@ async def test_a_configured_allowed_paths_list_replaces_the_default(tmp_path):
         assert [q.target for q in rec.requests] == ["/v1/models"]
 
 
-@pytest.mark.parametrize(("method", "target", "upstream"), [
-    ("POST", "/v1/%63hat/completions", "/v1/chat/completions"),
-    ("POST", "/v1/%63%68%61%74/%63ompletions", "/v1/chat/completions"),
-    ("GET", "/v1/%6Dodels", "/v1/models"),
-    ("GET", "/v1/%6dodels?x=%41&y=%2F&z=..", "/v1/models?x=%41&y=%2F&z=.."),
-    ("GET", "/v1/models?a=1&b=%2F&c=x%20y&d=..&e=/x", "/v1/models?a=1&b=%2F&c=x%20y&d=..&e=/x"),
-    ("POST", "/v1/chat/completions?api-version=2024-01-01", "/v1/chat/completions?api-version=2024-01-01"),
-])
+@pytest.mark.parametrize(
+    ("method", "target", "upstream"),
+    [
+        ("POST", "/v1/%63hat/completions", "/v1/chat/completions"),
+        ("POST", "/v1/%63%68%61%74/%63ompletions", "/v1/chat/completions"),
+        ("GET", "/v1/%6Dodels", "/v1/models"),
+        ("GET", "/v1/%6dodels?x=%41&y=%2F&z=..", "/v1/models?x=%41&y=%2F&z=.."),
+        ("GET", "/v1/models?a=1&b=%2F&c=x%20y&d=..&e=/x", "/v1/models?a=1&b=%2F&c=x%20y&d=..&e=/x"),
+        ("POST", "/v1/chat/completions?api-version=2024-01-01", "/v1/chat/completions?api-version=2024-01-01"),
+    ],
+)
 async def test_encoded_unreserved_characters_are_decoded_and_the_query_reaches_the_upstream_unchanged(
-        tmp_path, method, target, upstream):
+    tmp_path, method, target, upstream
+):
     async with recorded_stack(tmp_path, weight=0) as (s, rec):
         ex = await exchange(s.port, raw_request(method, target, CHAT_BODY if method == "POST" else None))
         assert ex.reply.status == 200, ex.data[:300]
@@ -123,8 +156,7 @@ def _spy_connections(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, Any]]:
     seen: list[tuple[Any, Any]] = []
     orig = loop.create_connection
 
-    async def create_connection(protocol_factory: Any, host: Any = None, port: Any = None, *a: Any,
-                                **kw: Any) -> Any:
+    async def create_connection(protocol_factory: Any, host: Any = None, port: Any = None, *a: Any, **kw: Any) -> Any:
         sock = kw.get("sock")
         seen.append(sock.getpeername()[:2] if host is None and sock is not None else (host, port))
         return await orig(protocol_factory, host, port, *a, **kw)
@@ -159,7 +191,8 @@ TRAP_TARGETS = {  # {trap} is a listener that must never see a connection
 
 @pytest.mark.parametrize("case", list(TRAP_TARGETS))
 async def test_no_target_form_or_host_header_reaches_another_host_or_a_path_outside_allowed_paths(
-        tmp_path, monkeypatch, case):
+    tmp_path, monkeypatch, case
+):
     method, target, host = TRAP_TARGETS[case]
     async with running_trap() as trap, recorded_stack(tmp_path, weight=50, shadow={"percent": 100}) as (s, rec):
         seen = _spy_connections(monkeypatch)
@@ -195,16 +228,22 @@ async def test_a_redirect_from_an_upstream_is_not_followed_by_the_arms_or_the_sh
         assert {p for _, p in seen} <= ports, f"connections to {seen}, configured {ports}"
 
 
-SPOOFED_FORWARDING = [("X-Forwarded-For", "203.0.113.9"), ("X-Forwarded-Host", "evil.example"),
-                      ("X-Forwarded-Proto", "https"), ("Forwarded", "for=203.0.113.9;host=evil.example"),
-                      ("X-Real-IP", "203.0.113.9")]
+SPOOFED_FORWARDING = [
+    ("X-Forwarded-For", "203.0.113.9"),
+    ("X-Forwarded-Host", "evil.example"),
+    ("X-Forwarded-Proto", "https"),
+    ("Forwarded", "for=203.0.113.9;host=evil.example"),
+    ("X-Real-IP", "203.0.113.9"),
+]
 
 
 async def test_client_sent_forwarding_headers_are_replaced_by_the_real_peer_and_never_reach_the_shadow(tmp_path):
     async with recorded_stack(tmp_path, weight=0, shadow={"percent": 100}) as (s, rec):
-        ex = await exchange(s.port, http_request(body=CHAT_BODY, headers=[("X-Tenant-Id", "t1"),
-                                                                          *SPOOFED_FORWARDING]),
-                            source="127.0.0.2")
+        ex = await exchange(
+            s.port,
+            http_request(body=CHAT_BODY, headers=[("X-Tenant-Id", "t1"), *SPOOFED_FORWARDING]),
+            source="127.0.0.2",
+        )
         assert ex.reply.status == 200, ex.data[:300]
         assert await rec.new.wait_requests(1), "no mirror reached new"
         primary, mirror = rec.old.requests[0], rec.new.requests[0]

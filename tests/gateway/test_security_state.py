@@ -18,16 +18,7 @@ import yaml
 
 from switchover.testing import await_until
 from switchover.wire.sse import parse_all
-from tests.gateway.conftest import (
-    chat,
-    connect,
-    exchange,
-    http_request,
-    parse_replies,
-    read_all,
-    request_rows,
-    stack,
-)
+from tests.gateway.conftest import chat, connect, exchange, http_request, parse_replies, read_all, request_rows, stack
 from tests.gateway.test_cli import wait_file
 
 CLI = [sys.executable, "-m", "switchover"]
@@ -35,8 +26,9 @@ CLI = [sys.executable, "-m", "switchover"]
 
 async def cli(*args: str, timeout: float = 60) -> tuple[int, str, str]:
     """Run the CLI without blocking this event loop (an in-process gateway may be serving on it)."""
-    proc = await asyncio.create_subprocess_exec(*CLI, *args, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        *CLI, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
     except TimeoutError:
@@ -96,13 +88,20 @@ async def test_a_second_gateway_on_a_busy_port_exits_2_and_leaves_the_first_ones
         assert state.reply.status == 200, "the first gateway's admin token no longer works"
 
 
-UNREADABLE = {"torn": b'{"latched": tr', "list": b"[true]", "empty": b"", "null": b"null",
-              "binary": b"\x00\x9f\xff", "latched_is_a_string": b'{"latched": "no"}'}
+UNREADABLE = {
+    "torn": b'{"latched": tr',
+    "list": b"[true]",
+    "empty": b"",
+    "null": b"null",
+    "binary": b"\x00\x9f\xff",
+    "latched_is_a_string": b'{"latched": "no"}',
+}
 
 
 @pytest.mark.parametrize("case", list(UNREADABLE))
 async def test_an_unreadable_killswitch_file_starts_the_gateway_latched_and_logs_an_error_naming_it(
-        tmp_path, caplog, case):
+    tmp_path, caplog, case
+):
     caplog.set_level(logging.INFO)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -121,9 +120,14 @@ async def test_an_unreadable_killswitch_file_starts_the_gateway_latched_and_logs
     assert named, [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
 
 
-@pytest.mark.parametrize(("content", "latched"), [(b'{"latched": false}', False),
-                                                  (b'{"latched": false, "reason": null, "ts": 1.0}', False),
-                                                  (b'{"latched": true, "reason": "tripped before", "ts": 1.0}', True)])
+@pytest.mark.parametrize(
+    ("content", "latched"),
+    [
+        (b'{"latched": false}', False),
+        (b'{"latched": false, "reason": null, "ts": 1.0}', False),
+        (b'{"latched": true, "reason": "tripped before", "ts": 1.0}', True),
+    ],
+)
 async def test_a_valid_killswitch_file_is_restored_as_written(tmp_path, caplog, content, latched):
     caplog.set_level(logging.INFO)
     run_dir = tmp_path / "run"
@@ -143,9 +147,15 @@ async def test_a_gateway_process_with_a_torn_killswitch_file_starts_latched_and_
     run_dir.mkdir()
     (run_dir / "killswitch.json").write_bytes(b'{"latched": tr')
     cfg = tmp_path / "switchover.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "old": {"url": "http://127.0.0.1:9", "engine": "vllm"}, "new": {"url": "http://127.0.0.1:9", "engine": "vllm"},
-        "gateway": {"weight": 100, "run_dir": "run", "listen": {"port": 0}}}))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "old": {"url": "http://127.0.0.1:9", "engine": "vllm"},
+                "new": {"url": "http://127.0.0.1:9", "engine": "vllm"},
+                "gateway": {"weight": 100, "run_dir": "run", "listen": {"port": 0}},
+            }
+        )
+    )
     log = tmp_path / "stderr.log"
     with log.open("wb") as fh:
         proc = await asyncio.create_subprocess_exec(*CLI, "gateway", "--config", str(cfg), stdout=fh, stderr=fh)

@@ -24,16 +24,29 @@ JSON = {"Content-Type": "application/json"}
 
 
 def body(max_tokens: int = 4) -> bytes:
-    return shadow_body({"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": max_tokens},
-                       None, None)
+    return shadow_body(
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": max_tokens}, None, None
+    )
 
 
-async def mirror(url: str, headers: dict[str, str] | None = None, *, timeout_ms: float = 10_000,
-                 payload: bytes | None = None, shadow: Shadow | None = None) -> ShadowResult:
+async def mirror(
+    url: str,
+    headers: dict[str, str] | None = None,
+    *,
+    timeout_ms: float = 10_000,
+    payload: bytes | None = None,
+    shadow: Shadow | None = None,
+) -> ShadowResult:
     sh = shadow or Shadow()
     try:
-        task = sh.start(ShadowConfig(percent=100, timeout_ms=timeout_ms), url, "new", payload or body(),
-                        {**JSON, **(headers or {})}, 1.0)
+        task = sh.start(
+            ShadowConfig(percent=100, timeout_ms=timeout_ms),
+            url,
+            "new",
+            payload or body(),
+            {**JSON, **(headers or {})},
+            1.0,
+        )
         assert isinstance(task, asyncio.Future)
         return await task
     finally:
@@ -60,8 +73,9 @@ async def test_e2e_ends_at_the_last_event_with_choices_not_at_usage_or_done() ->
     server = await FakeEngine().start()
 
     async def h(req: web.Request) -> web.StreamResponse:
-        return await stream_parts(req, [chunk("a"), 0.05, chunk("b", "stop"), 0.4, usage_chunk(3, 2),
-                                        b"data: [DONE]\n\n"])
+        return await stream_parts(
+            req, [chunk("a"), 0.05, chunk("b", "stop"), 0.4, usage_chunk(3, 2), b"data: [DONE]\n\n"]
+        )
 
     server.handler = h
     try:
@@ -84,20 +98,34 @@ async def test_a_mirror_sends_exactly_the_given_headers_and_body() -> None:
     server.handler = h
     payload = body()
     try:
-        r = await mirror(server.url + CHAT + "?tenant=a", {"Authorization": "Bearer new-key", "X-Trace": "t1"},
-                         payload=payload)
+        r = await mirror(
+            server.url + CHAT + "?tenant=a", {"Authorization": "Bearer new-key", "X-Trace": "t1"}, payload=payload
+        )
     finally:
         await server.stop()
     assert r.error is None and seen["body"] == payload and seen["target"] == CHAT + "?tenant=a"
-    assert {k.lower() for k in server.last_headers} == {"content-type", "authorization", "x-trace", "host",
-                                                        "content-length"}
+    assert {k.lower() for k in server.last_headers} == {
+        "content-type",
+        "authorization",
+        "x-trace",
+        "host",
+        "content-length",
+    }
     assert server.last_headers["Authorization"] == "Bearer new-key"
 
 
-@pytest.mark.parametrize(("fault", "label"), [
-    ("status:503", "status_503"), ("malformed:1", "malformed"), ("error_event:1", "stream_error"),
-    ("truncate:1", "truncated"), ("die_mid:1", "disconnected"), ("refuse", "disconnected"), ("hang:5", "timeout"),
-])
+@pytest.mark.parametrize(
+    ("fault", "label"),
+    [
+        ("status:503", "status_503"),
+        ("malformed:1", "malformed"),
+        ("error_event:1", "stream_error"),
+        ("truncate:1", "truncated"),
+        ("die_mid:1", "disconnected"),
+        ("refuse", "disconnected"),
+        ("hang:5", "timeout"),
+    ],
+)
 async def test_a_failed_mirror_is_labelled(fault: str, label: str) -> None:
     async with FakeEngine("new").running() as base:
         r = await mirror(base + CHAT, {"X-Fault": fault}, timeout_ms=400)

@@ -34,6 +34,7 @@ def header_of(mapping: dict[str, str]):
 
 # ---- who a request counts as (pure) ---------------------------------------------------------------------------
 
+
 def test_in_keys_mode_the_tenant_is_the_key_name_whatever_tenant_header_is_sent(monkeypatch):
     policy = ClientPolicy(ClientsConfig(**keys_env(monkeypatch)))
     for sent in ({}, {"x-tenant-id": "tenant-7"}, {"x-tenant-id": "anything-else"}):
@@ -62,8 +63,11 @@ def test_tenant_header_keys_must_name_configured_keys_and_need_keys_mode(monkeyp
 
 def test_in_passthrough_the_tenant_is_the_header_else_the_bearer_token_else_anonymous():
     policy = ClientPolicy(ClientsConfig())
-    cases = [({"x-tenant-id": "t1", "authorization": "Bearer tok"}, "t1"), ({"authorization": "Bearer tok"}, "tok"),
-             ({}, None)]
+    cases = [
+        ({"x-tenant-id": "t1", "authorization": "Bearer tok"}, "t1"),
+        ({"authorization": "Bearer tok"}, "tok"),
+        ({}, None),
+    ]
     for headers, want in cases:
         get = header_of(headers)
         assert policy.tenant_key(get, Verdict(True), "x-tenant-id") == want
@@ -80,6 +84,7 @@ def test_the_kill_switch_counts_a_client_by_key_only_when_there_are_several_keys
 
 # ---- the seeded hash (pure) ------------------------------------------------------------------------------------
 
+
 def test_the_bucket_of_a_tenant_depends_on_the_deployment_seed_and_is_stable_under_one_seed():
     tenants = [f"tenant-{i}" for i in range(200)]
     s1, s2 = b"\x01" * 32, b"\x02" * 32
@@ -88,8 +93,9 @@ def test_the_bucket_of_a_tenant_depends_on_the_deployment_seed_and_is_stable_und
     assert first != [bucket_of(tenant_hash(t, s2)) for t in tenants]
     assert first != [bucket_of(tenant_hash(t)) for t in tenants]  # not the public (unseeded) hash
     for weight in (5, 20, 50):  # raising the weight still only moves tenants old -> new
-        assert {t for t, b in zip(tenants, first, strict=True) if b < threshold(weight)} <= \
-            {t for t, b in zip(tenants, first, strict=True) if b < threshold(weight + 10)}
+        assert {t for t, b in zip(tenants, first, strict=True) if b < threshold(weight)} <= {
+            t for t, b in zip(tenants, first, strict=True) if b < threshold(weight + 10)
+        }
 
 
 def test_the_seed_is_made_once_readable_only_by_its_owner_and_then_reused(tmp_path):
@@ -110,8 +116,9 @@ def test_gateways_starting_together_on_a_new_seed_file_all_read_the_same_seed(tm
     assert [p.name for p in tmp_path.iterdir()] == [SEED_FILE]  # no temporary file left behind
 
 
-@pytest.mark.parametrize("content", [b"", b"abc", b"zz" * 32, b"\xff" * 64],
-                         ids=["empty", "short", "not_hex", "binary"])
+@pytest.mark.parametrize(
+    "content", [b"", b"abc", b"zz" * 32, b"\xff" * 64], ids=["empty", "short", "not_hex", "binary"]
+)
 def test_a_seed_file_that_is_not_a_seed_is_refused_naming_the_file(tmp_path, content):
     path = tmp_path / SEED_FILE
     path.write_bytes(content)
@@ -145,6 +152,7 @@ def test_a_configured_seed_file_is_relative_to_the_config_file():
 
 # ---- through the gateway ----------------------------------------------------------------------------------------
 
+
 async def test_a_keys_mode_client_cannot_steer_its_requests_with_the_tenant_header(tmp_path, monkeypatch):
     """Tenant ids chosen by the public hash to land on new and on old: in keys mode they all go where the key's
     name lands, and the ledger's tenant is the key's."""
@@ -152,8 +160,10 @@ async def test_a_keys_mode_client_cannot_steer_its_requests_with_the_tenant_head
     public_old = next(f"t{i}" for i in range(10_000) if bucket_of(tenant_hash(f"t{i}")) >= threshold(50))
     async with recorded_stack(tmp_path, weight=50, clients=keys_env(monkeypatch)) as (s, _):
         for tenant in (public_new, public_old, public_new, public_old):
-            ex = await exchange(s.port, http_request(body=CHAT_BODY, headers=[
-                ("Authorization", f"Bearer {KEY_A}"), ("X-Tenant-Id", tenant)]))
+            ex = await exchange(
+                s.port,
+                http_request(body=CHAT_BODY, headers=[("Authorization", f"Bearer {KEY_A}"), ("X-Tenant-Id", tenant)]),
+            )
             assert ex.reply.status == 200, ex.data[:300]
         rows = request_rows(s)
         assert len(rows) == 4
@@ -178,8 +188,7 @@ async def test_the_deployment_seed_is_written_once_in_the_run_dir_and_never_show
     assert seed.hex().encode() not in seen and seed not in seen
 
 
-async def test_thirty_failing_requests_from_one_client_do_not_latch_the_kill_switch_for_everyone(tmp_path,
-                                                                                                  monkeypatch):
+async def test_thirty_failing_requests_from_one_client_do_not_latch_the_kill_switch_for_everyone(tmp_path, monkeypatch):
     ks = {"min_samples": 20, "max_fallback_ratio": 0.2, "window": 60}
     async with stack(tmp_path, weight=100, kill_switch=ks, clients=keys_env(monkeypatch)) as s:
         for _ in range(30):  # every one falls back to old: the client sees 200s

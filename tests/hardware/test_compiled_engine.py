@@ -22,16 +22,24 @@ from tests.plan import configs as C
 runner = CliRunner()
 
 
-def _engine_dir(tmp: Path, tp: int = 1, pp: int = 1, ranks: list[int] | None = None,
-                pretrained: dict[str, Any] | None = None) -> Path:
+def _engine_dir(
+    tmp: Path, tp: int = 1, pp: int = 1, ranks: list[int] | None = None, pretrained: dict[str, Any] | None = None
+) -> Path:
     """A directory as trtllm-build writes it: config.json (version, pretrained_config, build_config), rankN.engine."""
     folder = tmp / "engine"
     folder.mkdir()
-    cfg = {"version": "0.21.0",
-           "pretrained_config": pretrained if pretrained is not None else {
-               "architecture": "LlamaForCausalLM", "dtype": "bfloat16", "quantization": {"quant_algo": "FP8"},
-               "mapping": {"world_size": tp * pp, "tp_size": tp, "pp_size": pp}},
-           "build_config": {"max_batch_size": 64, "max_seq_len": 8192, "plugin_config": {}}}
+    cfg = {
+        "version": "0.21.0",
+        "pretrained_config": pretrained
+        if pretrained is not None
+        else {
+            "architecture": "LlamaForCausalLM",
+            "dtype": "bfloat16",
+            "quantization": {"quant_algo": "FP8"},
+            "mapping": {"world_size": tp * pp, "tp_size": tp, "pp_size": pp},
+        },
+        "build_config": {"max_batch_size": 64, "max_seq_len": 8192, "plugin_config": {}},
+    }
     (folder / "config.json").write_text(json.dumps(cfg))
     for r in range(tp * pp) if ranks is None else ranks:
         (folder / f"rank{r}.engine").write_bytes(b"\0" * 16)
@@ -69,13 +77,17 @@ def test_a_malformed_engine_config_is_bad_input_naming_the_field(tmp_path: Path)
         read_compiled_engine(folder)
 
 
-@pytest.mark.parametrize(("a", "b", "status", "words"), [
-    ("H100-80G", "A100-80G", "fails", "built on A (sm90) does not run on B (sm80)"),
-    ("A100-80G", "H100-80G", "fails", "(sm80) does not run on B (sm90)"),
-    ("H100-80G", "H100-80G", "runs", "same GPU architecture (sm90)"),
-])
-def test_an_engine_runs_only_on_the_gpu_architecture_it_was_built_on(tmp_path: Path, a: str, b: str, status: str,
-                                                                      words: str) -> None:
+@pytest.mark.parametrize(
+    ("a", "b", "status", "words"),
+    [
+        ("H100-80G", "A100-80G", "fails", "built on A (sm90) does not run on B (sm80)"),
+        ("A100-80G", "H100-80G", "fails", "(sm80) does not run on B (sm90)"),
+        ("H100-80G", "H100-80G", "runs", "same GPU architecture (sm90)"),
+    ],
+)
+def test_an_engine_runs_only_on_the_gpu_architecture_it_was_built_on(
+    tmp_path: Path, a: str, b: str, status: str, words: str
+) -> None:
     engine = read_compiled_engine(_engine_dir(tmp_path))
     assert engine is not None
     (finding,) = compiled_findings(engine, fingerprint_from_catalog(a, 1), fingerprint_from_catalog(b, 1))
@@ -91,8 +103,10 @@ def test_missing_rank_files_fewer_gpus_and_no_gpu_fail(tmp_path: Path) -> None:
     assert any("rank2.engine are missing" in m for m in messages)
     assert any("built for 4 GPU(s) (TP 2 x PP 2); B has 2" in m for m in messages)
     cpu = HostFingerprint(gpu_present=False, reason="no NVIDIA driver")
-    assert any(f.status == "fails" and "no GPU" in f.message
-               for f in compiled_findings(engine, fingerprint_from_catalog("H100-80G", 4), cpu))
+    assert any(
+        f.status == "fails" and "no GPU" in f.message
+        for f in compiled_findings(engine, fingerprint_from_catalog("H100-80G", 4), cpu)
+    )
 
 
 def test_hw_diff_exits_1_when_b_cannot_run_the_engine_and_0_when_it_can(tmp_path: Path) -> None:

@@ -13,14 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from switchover.cli.app import app
-from switchover.engines.compat import (
-    CompatData,
-    EnginePin,
-    check_engine,
-    driver_support,
-    load_compat,
-    parse_pin,
-)
+from switchover.engines.compat import CompatData, EnginePin, check_engine, driver_support, load_compat, parse_pin
 from switchover.engines.formats import ENGINES, FormatMatrix, format_of_config, load_matrix, lookup
 from switchover.engines.matrixfile import validated
 from switchover.errors import BadInput, SwitchoverError
@@ -61,21 +54,28 @@ def test_packaged_matrix_cites_every_rule_and_names_real_quant_methods() -> None
     assert all(set(spec.quant_methods) <= known for spec in m.formats.values())
 
 
-@pytest.mark.parametrize(("mutate", "field"), [
-    (lambda d: d["rules"][0].update(source=" "), "rules.0.source"),
-    (lambda d: d["rules"][0].pop("verified"), "rules.0.verified"),
-    (lambda d: d["rules"][0].update(engine="vllm2"), "rules.0.engine"),
-    (lambda d: d["rules"][0].update(format="int3"), "rules.0.format"),
-    (lambda d: d["rules"][0].update(sm_min=90, sm_max=80), "rules.0"),
-    (lambda d: d["rules"][0].update(device="tpu"), "rules.0.device"),
-    (lambda d: d["rules"].append(dict(d["rules"][0])), f"rules.{len(load_matrix().rules)}: overlaps rules.0"),
-    (lambda d: d["formats"]["fp8"]["quant_methods"].append("fp7"), "formats.fp8.quant_methods"),
-    (lambda d: d["rules"][0].update(kernel=None, loads=True), "rules.0"),
-    (lambda d: d["formats"]["awq"].update(names=[{"method": "modelopt", "algo_contains": "awq", "how": "x"}],
-                                          names_source="s"), "formats.awq.names: modelopt is not in"),
-    (lambda d: d["formats"]["fp8"].pop("names_source"), "formats.fp8.names: no names_source"),
-    (lambda d: d["formats"]["fp8"]["names"][0].update(activations="some"), "formats.fp8.names.0.activations"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda d: d["rules"][0].update(source=" "), "rules.0.source"),
+        (lambda d: d["rules"][0].pop("verified"), "rules.0.verified"),
+        (lambda d: d["rules"][0].update(engine="vllm2"), "rules.0.engine"),
+        (lambda d: d["rules"][0].update(format="int3"), "rules.0.format"),
+        (lambda d: d["rules"][0].update(sm_min=90, sm_max=80), "rules.0"),
+        (lambda d: d["rules"][0].update(device="tpu"), "rules.0.device"),
+        (lambda d: d["rules"].append(dict(d["rules"][0])), f"rules.{len(load_matrix().rules)}: overlaps rules.0"),
+        (lambda d: d["formats"]["fp8"]["quant_methods"].append("fp7"), "formats.fp8.quant_methods"),
+        (lambda d: d["rules"][0].update(kernel=None, loads=True), "rules.0"),
+        (
+            lambda d: d["formats"]["awq"].update(
+                names=[{"method": "modelopt", "algo_contains": "awq", "how": "x"}], names_source="s"
+            ),
+            "formats.awq.names: modelopt is not in",
+        ),
+        (lambda d: d["formats"]["fp8"].pop("names_source"), "formats.fp8.names: no names_source"),
+        (lambda d: d["formats"]["fp8"]["names"][0].update(activations="some"), "formats.fp8.names.0.activations"),
+    ],
+)
 def test_matrix_validation_names_the_field(mutate: Any, field: str) -> None:
     data = _matrix_data()
     mutate(data)
@@ -84,32 +84,36 @@ def test_matrix_validation_names_the_field(mutate: Any, field: str) -> None:
     assert field in exc.value.message
 
 
-@pytest.mark.parametrize(("engine", "fmt", "device", "sm", "loads", "kernel_has"), [
-    ("vllm", "fp8", "cuda", 80, True, "Marlin"),  # FP8 weight-only on Ampere
-    ("vllm", "fp8", "cuda", 89, True, "W8A8"),  # fp8 tensor cores from Ada
-    ("vllm", "fp8", "cuda", 90, True, "W8A8"),
-    ("vllm", "fp8", "cuda", 70, False, None),  # below Fp8Config.get_min_capability
-    ("vllm", "mxfp4", "cuda", 80, True, "Marlin"),
-    ("vllm", "mxfp4", "cuda", 90, True, "Triton"),
-    ("vllm", "mxfp4", "cuda", 100, True, "FlashInfer"),
-    ("vllm", "mxfp4", "cuda", 75, False, None),
-    ("vllm", "nvfp4", "cuda", 90, True, "Marlin"),
-    ("vllm", "nvfp4", "cuda", 100, True, "W4A4"),
-    ("vllm", "wna16", "cuda", 90, True, "Machete"),
-    ("vllm", "awq", "cuda", 86, True, "Marlin"),
-    ("vllm", "gguf", "cuda", 90, False, None),
-    ("vllm", "bitsandbytes", "cuda", 90, False, None),
-    ("vllm", "bf16", "cpu", None, True, "CPU"),
-    ("llamacpp", "gguf", "cpu", None, True, "ggml"),
-    ("llamacpp", "bf16", "cuda", 90, False, None),  # the engine's '*' rule: GGUF only
-    ("llamacpp", "fp8", "cpu", None, False, None),
-    ("trtllm", "nvfp4", "cuda", 100, True, "NVFP4"),
-    ("trtllm", "bf16", "cpu", None, False, None),
-    ("tgi", "mxfp4", "cuda", 90, None, None),  # no fact: unknown, not a guess
-    ("sglang", "bf16", "cpu", None, None, None),
-])
-def test_lookup_table(engine: str, fmt: str, device: Any, sm: int | None, loads: bool | None,
-                      kernel_has: str | None) -> None:
+@pytest.mark.parametrize(
+    ("engine", "fmt", "device", "sm", "loads", "kernel_has"),
+    [
+        ("vllm", "fp8", "cuda", 80, True, "Marlin"),  # FP8 weight-only on Ampere
+        ("vllm", "fp8", "cuda", 89, True, "W8A8"),  # fp8 tensor cores from Ada
+        ("vllm", "fp8", "cuda", 90, True, "W8A8"),
+        ("vllm", "fp8", "cuda", 70, False, None),  # below Fp8Config.get_min_capability
+        ("vllm", "mxfp4", "cuda", 80, True, "Marlin"),
+        ("vllm", "mxfp4", "cuda", 90, True, "Triton"),
+        ("vllm", "mxfp4", "cuda", 100, True, "FlashInfer"),
+        ("vllm", "mxfp4", "cuda", 75, False, None),
+        ("vllm", "nvfp4", "cuda", 90, True, "Marlin"),
+        ("vllm", "nvfp4", "cuda", 100, True, "W4A4"),
+        ("vllm", "wna16", "cuda", 90, True, "Machete"),
+        ("vllm", "awq", "cuda", 86, True, "Marlin"),
+        ("vllm", "gguf", "cuda", 90, False, None),
+        ("vllm", "bitsandbytes", "cuda", 90, False, None),
+        ("vllm", "bf16", "cpu", None, True, "CPU"),
+        ("llamacpp", "gguf", "cpu", None, True, "ggml"),
+        ("llamacpp", "bf16", "cuda", 90, False, None),  # the engine's '*' rule: GGUF only
+        ("llamacpp", "fp8", "cpu", None, False, None),
+        ("trtllm", "nvfp4", "cuda", 100, True, "NVFP4"),
+        ("trtllm", "bf16", "cpu", None, False, None),
+        ("tgi", "mxfp4", "cuda", 90, None, None),  # no fact: unknown, not a guess
+        ("sglang", "bf16", "cpu", None, None, None),
+    ],
+)
+def test_lookup_table(
+    engine: str, fmt: str, device: Any, sm: int | None, loads: bool | None, kernel_has: str | None
+) -> None:
     v = lookup(engine, fmt, device, sm)
     assert v.loads is loads, v.reason
     if kernel_has:
@@ -125,32 +129,63 @@ def test_an_unknown_compute_capability_leaves_ranged_facts_unknown() -> None:
     assert lookup("vllm", "bitsandbytes", "cuda", None).loads is False  # a rule without a range still answers
 
 
-@pytest.mark.parametrize(("qc", "fmt"), [
-    (None, "bf16"),
-    ({}, "bf16"),
-    ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "fp8"),
-    ({"quant_method": "fbgemm_fp8"}, "fp8"),
-    ({"quant_method": "awq", "bits": 4, "group_size": 128}, "awq"),
-    ({"quant_method": "gptq", "bits": 4, "group_size": 128}, "gptq"),
-    ({"quant_method": "mxfp4"}, "mxfp4"),
-    ({"load_in_4bit": True}, "bitsandbytes"),
-    ({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float",
-                                                                               "strategy": "channel"}}}}, "fp8"),
-    ({"quant_method": "compressed-tensors", "config_groups": {"g": {
-        "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}}}}, "wna16"),
-    ({"quant_method": "compressed-tensors", "config_groups": {"g": {
-        "weights": {"num_bits": 8, "type": "int", "strategy": "channel"},
-        "input_activations": {"num_bits": 8, "type": "int"}}}}, "int8_w8a8"),
-    ({"quant_method": "compressed-tensors", "config_groups": {"g": {
-        "weights": {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}}}}, "nvfp4"),
-    ({"quant_method": "modelopt", "quant_algo": "FP8"}, "fp8"),
-    ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "nvfp4"),
-    ({"quant_method": "modelopt", "quant_algo": "W4A8_AWQ"}, None),
-    ({"quant_method": "hqq"}, None),
-    ({"quant_method": "w8a8_int8"}, "int8_w8a8"),  # SGLang's own int8 checkpoints
-    ({"quant_method": "modelopt", "quant_algo": "W4A8_NVFP4_FP8"}, "nvfp4"),  # 4-bit weights: fp4 wins over fp8
-    ({"quant_method": "modelopt", "quant_algo": "MXFP8"}, "fp8"),
-])
+@pytest.mark.parametrize(
+    ("qc", "fmt"),
+    [
+        (None, "bf16"),
+        ({}, "bf16"),
+        ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "fp8"),
+        ({"quant_method": "fbgemm_fp8"}, "fp8"),
+        ({"quant_method": "awq", "bits": 4, "group_size": 128}, "awq"),
+        ({"quant_method": "gptq", "bits": 4, "group_size": 128}, "gptq"),
+        ({"quant_method": "mxfp4"}, "mxfp4"),
+        ({"load_in_4bit": True}, "bitsandbytes"),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float", "strategy": "channel"}}},
+            },
+            "fp8",
+        ),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "config_groups": {
+                    "g": {"weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}}
+                },
+            },
+            "wna16",
+        ),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "config_groups": {
+                    "g": {
+                        "weights": {"num_bits": 8, "type": "int", "strategy": "channel"},
+                        "input_activations": {"num_bits": 8, "type": "int"},
+                    }
+                },
+            },
+            "int8_w8a8",
+        ),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "config_groups": {
+                    "g": {"weights": {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}}
+                },
+            },
+            "nvfp4",
+        ),
+        ({"quant_method": "modelopt", "quant_algo": "FP8"}, "fp8"),
+        ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "nvfp4"),
+        ({"quant_method": "modelopt", "quant_algo": "W4A8_AWQ"}, None),
+        ({"quant_method": "hqq"}, None),
+        ({"quant_method": "w8a8_int8"}, "int8_w8a8"),  # SGLang's own int8 checkpoints
+        ({"quant_method": "modelopt", "quant_algo": "W4A8_NVFP4_FP8"}, "nvfp4"),  # 4-bit weights: fp4 wins over fp8
+        ({"quant_method": "modelopt", "quant_algo": "MXFP8"}, "fp8"),
+    ],
+)
 def test_checkpoint_format_from_quantization_config(qc: Any, fmt: str | None) -> None:
     got, why = format_of_config(qc)
     assert got == fmt, why
@@ -160,15 +195,18 @@ def test_checkpoint_format_from_quantization_config(qc: Any, fmt: str | None) ->
 # ---- compatibility data -----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("mutate", "field"), [
-    (lambda d: d["builds"][0].update(cuda="twelve"), "builds.0.cuda"),
-    (lambda d: d["builds"][0].update(engine="ollama"), "builds.0.engine"),
-    (lambda d: d["builds"][0].update(versions=">=x"), "builds.0.versions"),
-    (lambda d: d["builds"][0].update(source=""), "builds.0.source"),
-    (lambda d: d["builds"][0].update(cuda="9.2"), "builds.0.cuda"),  # no CUDA 9 family
-    (lambda d: d["cuda_families"][0].update(min_driver="latest"), "cuda_families.0.min_driver"),
-    (lambda d: d["cuda_toolkits"][0].pop("verified"), "cuda_toolkits.0.verified"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda d: d["builds"][0].update(cuda="twelve"), "builds.0.cuda"),
+        (lambda d: d["builds"][0].update(engine="ollama"), "builds.0.engine"),
+        (lambda d: d["builds"][0].update(versions=">=x"), "builds.0.versions"),
+        (lambda d: d["builds"][0].update(source=""), "builds.0.source"),
+        (lambda d: d["builds"][0].update(cuda="9.2"), "builds.0.cuda"),  # no CUDA 9 family
+        (lambda d: d["cuda_families"][0].update(min_driver="latest"), "cuda_families.0.min_driver"),
+        (lambda d: d["cuda_toolkits"][0].pop("verified"), "cuda_toolkits.0.verified"),
+    ],
+)
 def test_compat_validation_names_the_field(mutate: Any, field: str) -> None:
     data = _compat_data()
     mutate(data)
@@ -177,18 +215,21 @@ def test_compat_validation_names_the_field(mutate: Any, field: str) -> None:
     assert field in exc.value.message
 
 
-@pytest.mark.parametrize(("pin", "driver", "ccs", "status"), [
-    ("vllm==0.21.0", "580.65.06", ["9.0"], "ok"),
-    ("vllm==0.21.0", "560.35.03", ["9.0"], "degraded"),  # CUDA 12.x minor-version compatibility, below 575.51.03
-    ("vllm==0.21.0", "470.82.01", ["9.0"], "fails"),  # below the CUDA 12 family minimum
-    ("vllm==0.21.0", "580.65.06", ["7.0"], "fails"),  # sm70: no kernels in this build
-    ("vllm==0.11.0", "580.65.06", ["7.0"], "ok"),  # 0.11.0 still shipped sm70
-    ("vllm==0.21.0", None, ["9.0"], "unknown"),  # a catalog host has no driver
-    ("vllm==0.0.1", "580.65.06", ["9.0"], "unknown"),  # no build data
-    ("vllm", "580.65.06", ["9.0"], "unknown"),  # no version pinned
-    ("tgi==3.3.6", "550.54.15", ["8.9"], "ok"),
-    ("tgi==3.3.6", "550.54.15", ["7.5"], "fails"),  # TORCH_CUDA_ARCH_LIST starts at 8.0
-])
+@pytest.mark.parametrize(
+    ("pin", "driver", "ccs", "status"),
+    [
+        ("vllm==0.21.0", "580.65.06", ["9.0"], "ok"),
+        ("vllm==0.21.0", "560.35.03", ["9.0"], "degraded"),  # CUDA 12.x minor-version compatibility, below 575.51.03
+        ("vllm==0.21.0", "470.82.01", ["9.0"], "fails"),  # below the CUDA 12 family minimum
+        ("vllm==0.21.0", "580.65.06", ["7.0"], "fails"),  # sm70: no kernels in this build
+        ("vllm==0.11.0", "580.65.06", ["7.0"], "ok"),  # 0.11.0 still shipped sm70
+        ("vllm==0.21.0", None, ["9.0"], "unknown"),  # a catalog host has no driver
+        ("vllm==0.0.1", "580.65.06", ["9.0"], "unknown"),  # no build data
+        ("vllm", "580.65.06", ["9.0"], "unknown"),  # no version pinned
+        ("tgi==3.3.6", "550.54.15", ["8.9"], "ok"),
+        ("tgi==3.3.6", "550.54.15", ["7.5"], "fails"),  # TORCH_CUDA_ARCH_LIST starts at 8.0
+    ],
+)
 def test_build_against_host(pin: str, driver: str | None, ccs: list[str], status: str) -> None:
     findings = check_engine(parse_pin(pin), driver, ccs, True)
     assert [f.status for f in findings] == [status], findings[0].message
@@ -250,8 +291,10 @@ def test_hw_diff_warns_when_a_pinned_engine_cannot_run_on_b(tmp_path: Path) -> N
 
 
 def test_hw_diff_with_a_model_reports_the_kernel_change(tmp_path: Path) -> None:
-    res = runner.invoke(app, ["hw", "diff", "catalog:A100-80G", "catalog:B200", "-m", "builtin:openai/gpt-oss-120b",
-                              "-e", "vllm", "--json"])
+    res = runner.invoke(
+        app,
+        ["hw", "diff", "catalog:A100-80G", "catalog:B200", "-m", "builtin:openai/gpt-oss-120b", "-e", "vllm", "--json"],
+    )
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
     (k,) = data["kernels"]
@@ -261,19 +304,29 @@ def test_hw_diff_with_a_model_reports_the_kernel_change(tmp_path: Path) -> None:
 
 def test_hw_diff_reads_the_new_engine_from_the_migration_file(tmp_path: Path) -> None:
     mig = tmp_path / "switchover.yaml"
-    mig.write_text(yaml.safe_dump({"old": {"url": "http://127.0.0.1:8001", "engine": "vllm"},
-                                   "new": {"url": "http://127.0.0.1:8002", "engine": "sglang"}}))
-    res = runner.invoke(app, ["hw", "diff", "catalog:A100-80G", "catalog:H100-80G", "--migration", str(mig),
-                              "--json"])
+    mig.write_text(
+        yaml.safe_dump(
+            {
+                "old": {"url": "http://127.0.0.1:8001", "engine": "vllm"},
+                "new": {"url": "http://127.0.0.1:8002", "engine": "sglang"},
+            }
+        )
+    )
+    res = runner.invoke(app, ["hw", "diff", "catalog:A100-80G", "catalog:H100-80G", "--migration", str(mig), "--json"])
     assert res.exit_code == 0, res.output
     (f,) = json.loads(res.output)["engines"]
     assert f["engine"] == "sglang" and f["status"] == "unknown" and "no version pinned" in f["message"]
 
 
-@pytest.mark.parametrize("argv", [
-    ["--engine", "vllm==x.y"], ["--engine", "ollama"], ["-m", "builtin:no/such-model"],
-    ["--migration", "/nonexistent/switchover.yaml"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--engine", "vllm==x.y"],
+        ["--engine", "ollama"],
+        ["-m", "builtin:no/such-model"],
+        ["--migration", "/nonexistent/switchover.yaml"],
+    ],
+)
 def test_hw_diff_bad_input_is_exit_2(argv: list[str]) -> None:
     code, text = _exit_code(["hw", "diff", "catalog:A100-80G", "catalog:H100-80G", *argv])
     assert code == 2, text
@@ -299,12 +352,13 @@ def test_a_fingerprint_with_a_non_ascii_compute_capability_is_bad_input(tmp_path
         load_fingerprint(b)
 
 
-@pytest.mark.parametrize(("update", "field"), [
-    ({"memory_total_mib": -5}, "memory_total_mib"),
-    ({"memory_total_mib": 10**30}, "memory_total_mib"),
-])
-def test_a_fingerprint_with_impossible_gpu_memory_is_bad_input(tmp_path: Path, update: dict[str, int],
-                                                              field: str) -> None:
+@pytest.mark.parametrize(
+    ("update", "field"),
+    [({"memory_total_mib": -5}, "memory_total_mib"), ({"memory_total_mib": 10**30}, "memory_total_mib")],
+)
+def test_a_fingerprint_with_impossible_gpu_memory_is_bad_input(
+    tmp_path: Path, update: dict[str, int], field: str
+) -> None:
     fp = fingerprint_from_catalog("H100-80G")
     fp.gpus[0] = fp.gpus[0].model_copy(update=update)
     path = tmp_path / "fp.json"
@@ -321,8 +375,10 @@ def test_a_fingerprint_with_more_gpus_than_any_host_is_bad_input(tmp_path: Path)
         load_fingerprint(str(path))
 
 
-@pytest.mark.parametrize(("cc", "sm"), [("9.0", 90), ("8.6", 86), ("12.0", 120), ("10", 100), (None, None),
-                                        ("", None), ("9.x", None), ("\u00b2.0", None)])
+@pytest.mark.parametrize(
+    ("cc", "sm"),
+    [("9.0", 90), ("8.6", 86), ("12.0", 120), ("10", 100), (None, None), ("", None), ("9.x", None), ("\u00b2.0", None)],
+)
 def test_one_compute_capability_parser_for_hw_diff_choose_and_capacity(cc: str | None, sm: int | None) -> None:
     from switchover.engines.compat import sm_of
 

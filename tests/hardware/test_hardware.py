@@ -128,11 +128,14 @@ def test_fingerprint_reads_every_field_and_matches_the_catalog() -> None:
     assert nvml.shut
 
 
-@pytest.mark.parametrize(("code", "links"), [
-    (3, 0),  # NVML_ERROR_NOT_SUPPORTED: a GPU without NVLink
-    (2, None),  # NVML_ERROR_INVALID_ARGUMENT on link 0, or any other failure: unknown, not "PCIe only"
-    (999, None),
-])
+@pytest.mark.parametrize(
+    ("code", "links"),
+    [
+        (3, 0),  # NVML_ERROR_NOT_SUPPORTED: a GPU without NVLink
+        (2, None),  # NVML_ERROR_INVALID_ARGUMENT on link 0, or any other failure: unknown, not "PCIe only"
+        (999, None),
+    ],
+)
 def test_nvlink_count_is_zero_only_when_nvml_says_not_supported(code: int, links: int | None) -> None:
     fp = fingerprint(FakeNVML(nvlink_error=code))
     assert [g.nvlink_active_links for g in fp.gpus] == [links, links]

@@ -19,9 +19,14 @@ runner = CliRunner()
 
 def _migration(tmp_path: Path, version: object) -> Path:
     mig = tmp_path / "switchover.yaml"
-    mig.write_text(yaml.safe_dump({"old": {"url": "http://127.0.0.1:8001", "engine": "vllm"},
-                                   "new": {"url": "http://127.0.0.1:8002", "engine": "vllm",
-                                           "engine_version": version}}))
+    mig.write_text(
+        yaml.safe_dump(
+            {
+                "old": {"url": "http://127.0.0.1:8001", "engine": "vllm"},
+                "new": {"url": "http://127.0.0.1:8002", "engine": "vllm", "engine_version": version},
+            }
+        )
+    )
     return mig
 
 
@@ -45,8 +50,9 @@ def _host_with_driver(tmp_path: Path, driver: str) -> Path:
 
 def test_a_pinned_build_the_target_driver_cannot_run_fails(tmp_path: Path) -> None:
     host = _host_with_driver(tmp_path, "470.82.01")  # below CUDA 12.x's minimum driver
-    res = runner.invoke(app, ["hw", "diff", "catalog:A100-80G", str(host), "--migration",
-                              str(_migration(tmp_path, "0.21.0")), "--json"])
+    res = runner.invoke(
+        app, ["hw", "diff", "catalog:A100-80G", str(host), "--migration", str(_migration(tmp_path, "0.21.0")), "--json"]
+    )
     assert res.exit_code == 1, res.output  # FAILS is a failed check
     (f,) = json.loads(res.stdout)["engines"]
     assert f["engine"] == "vllm" and f["version"] == "0.21.0" and f["status"] == "fails", f
@@ -54,8 +60,9 @@ def test_a_pinned_build_the_target_driver_cannot_run_fails(tmp_path: Path) -> No
 
 def test_the_same_build_on_a_recent_driver_runs(tmp_path: Path) -> None:
     host = _host_with_driver(tmp_path, "580.65.06")
-    res = runner.invoke(app, ["hw", "diff", "catalog:A100-80G", str(host), "--migration",
-                              str(_migration(tmp_path, "0.21.0")), "--json"])
+    res = runner.invoke(
+        app, ["hw", "diff", "catalog:A100-80G", str(host), "--migration", str(_migration(tmp_path, "0.21.0")), "--json"]
+    )
     (f,) = json.loads(res.output)["engines"]
     assert f["status"] in ("ok", "degraded") and f["version"] == "0.21.0", f
 
@@ -77,8 +84,24 @@ def test_the_migration_file_accepts_exactly_the_releases_release_key_orders(tmp_
     """config may not import engines, so it checks the grammar itself: it must agree with engines.versions."""
     from switchover.engines.versions import release_key
 
-    for text in ("b3216", "B12", "v2.0.2", "0.8.5.post1", "1.2.0rc1", "2.4.0+cu121", "3.3.6-dev0", "latest", "b32x6",
-                 "vv2", "0.11", "1!2.0", "b", "bb12", "0.11.0.", "v0.6.3rc1"):
+    for text in (
+        "b3216",
+        "B12",
+        "v2.0.2",
+        "0.8.5.post1",
+        "1.2.0rc1",
+        "2.4.0+cu121",
+        "3.3.6-dev0",
+        "latest",
+        "b32x6",
+        "vv2",
+        "0.11",
+        "1!2.0",
+        "b",
+        "bb12",
+        "0.11.0.",
+        "v0.6.3rc1",
+    ):
         try:
             release_key(text)
             expected = True

@@ -57,8 +57,14 @@ class Echo:
                 raise
         if req.path == "/boom":
             raise RuntimeError("handler bug")
-        out = {"method": req.method, "path": req.path, "qs": req.target.query, "len": len(body),
-               "body": body.decode(), "tenant": req.headers.get("X-Tenant-Id")}
+        out = {
+            "method": req.method,
+            "path": req.path,
+            "qs": req.target.query,
+            "len": len(body),
+            "body": body.decode(),
+            "tenant": req.headers.get("X-Tenant-Id"),
+        }
         return json_reply(out)
 
 
@@ -84,25 +90,37 @@ def _json_body(response: bytes) -> dict[str, Any]:
 
 async def test_a_request_with_a_body_and_a_query_is_handled(front: tuple[int, Echo]) -> None:
     port, _ = front
-    out = await _exchange(port, b"POST /v1/x?a=1 HTTP/1.1\r\nHost: h\r\nX-Tenant-Id: t7\r\nContent-Length: 5\r\n"
-                                b"Connection: close\r\n\r\nhello")
+    out = await _exchange(
+        port,
+        b"POST /v1/x?a=1 HTTP/1.1\r\nHost: h\r\nX-Tenant-Id: t7\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+    )
     assert out.startswith(b"HTTP/1.1 200 OK\r\n") and b"Connection: close" in out
-    assert _json_body(out) == {"method": "POST", "path": "/v1/x", "qs": "a=1", "len": 5, "body": "hello",
-                               "tenant": "t7"}
+    assert _json_body(out) == {
+        "method": "POST",
+        "path": "/v1/x",
+        "qs": "a=1",
+        "len": 5,
+        "body": "hello",
+        "tenant": "t7",
+    }
 
 
 async def test_chunked_request_bodies_are_decoded(front: tuple[int, Echo]) -> None:
     port, _ = front
-    out = await _exchange(port, b"POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
-                                b"Connection: close\r\n\r\n3\r\nabc\r\n4;ext=1\r\ndefg\r\n0\r\n\r\n")
+    out = await _exchange(
+        port,
+        b"POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
+        b"Connection: close\r\n\r\n3\r\nabc\r\n4;ext=1\r\ndefg\r\n0\r\n\r\n",
+    )
     assert _json_body(out)["body"] == "abcdefg"
 
 
 async def test_expect_100_continue_is_answered_before_the_body(front: tuple[int, Echo]) -> None:
     port, _ = front
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(b"POST /e HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nExpect: 100-continue\r\n"
-                 b"Connection: close\r\n\r\n")
+    writer.write(
+        b"POST /e HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n"
+    )
     await writer.drain()
     interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 2)  # a client waits for this, not 1 s
     assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -116,8 +134,10 @@ async def test_keep_alive_and_pipelined_requests_are_answered_in_order(front: tu
     port, _ = front
     reqs = b"".join(b"GET /r%d HTTP/1.1\r\nHost: h\r\n\r\n" % i for i in range(3))
     out = await _exchange(port, reqs + b"GET /last HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
-    paths = [orjson.loads(part.split(b"\r\n\r\n", 1)[1].split(b"HTTP/1.1")[0])["path"]
-             for part in out.split(b"HTTP/1.1 200 OK")[1:]]
+    paths = [
+        orjson.loads(part.split(b"\r\n\r\n", 1)[1].split(b"HTTP/1.1")[0])["path"]
+        for part in out.split(b"HTTP/1.1 200 OK")[1:]
+    ]
     assert paths == ["/r0", "/r1", "/r2", "/last"]
 
 
@@ -134,28 +154,32 @@ async def test_head_gets_headers_without_a_body(front: tuple[int, Echo]) -> None
     assert b"Content-Length: " in head and not head.endswith(b"Content-Length: 0") and body == b""
 
 
-@pytest.mark.parametrize(("raw", "status"), [
-    (b"GARBAGE\r\n\r\n", 400),
-    (b"GET / HTTP/2.0\r\n\r\n", 505),
-    (b"GET / HTTP/1.1\r\nHost: h\r\nno colon here\r\n\r\n", 400),
-    (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: nope\r\n\r\n", 400),
-    (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5000\r\n\r\n", 413),  # max_body is 1000
-    (b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
-    (b"GET / HTTP/1.1\r\nHost: h\r\nX-Big: " + b"a" * 70_000, 431),
-    (b"GET / HTTP/1.1\r\nHost: h\r\n" + b"X-Many: 1\r\n" * 101 + b"\r\n", 431),
-    (b"GET / HTTP/1.1\r\n\r\n", 400),  # no Host
-    (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
-    (b"GET /v1/models HTTP/1.1\nHost: h\n\n", 400),  # LF only: answered at once, not at the idle timer
-    (b"GET http://127.0.0.1:9/x HTTP/1.1\r\nHost: h\r\n\r\n", 400),
-    (b"CONNECT 127.0.0.1:9 HTTP/1.1\r\nHost: h\r\n\r\n", 405),
-    (b"TRACE / HTTP/1.1\r\nHost: h\r\n\r\n", 405),
-    (b"GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n", 400),
-    (b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n", 400),
-    (b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n", 400),
-    (b"POST / HTTP/1.1\r\nHost: h\r\nExpect: magic\r\nContent-Length: 1\r\n\r\nx", 417),
-])
-async def test_bad_requests_get_their_status_and_the_connection_closes(front: tuple[int, Echo], raw: bytes,
-                                                                       status: int) -> None:
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (b"GARBAGE\r\n\r\n", 400),
+        (b"GET / HTTP/2.0\r\n\r\n", 505),
+        (b"GET / HTTP/1.1\r\nHost: h\r\nno colon here\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: nope\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5000\r\n\r\n", 413),  # max_body is 1000
+        (b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: h\r\nX-Big: " + b"a" * 70_000, 431),
+        (b"GET / HTTP/1.1\r\nHost: h\r\n" + b"X-Many: 1\r\n" * 101 + b"\r\n", 431),
+        (b"GET / HTTP/1.1\r\n\r\n", 400),  # no Host
+        (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
+        (b"GET /v1/models HTTP/1.1\nHost: h\n\n", 400),  # LF only: answered at once, not at the idle timer
+        (b"GET http://127.0.0.1:9/x HTTP/1.1\r\nHost: h\r\n\r\n", 400),
+        (b"CONNECT 127.0.0.1:9 HTTP/1.1\r\nHost: h\r\n\r\n", 405),
+        (b"TRACE / HTTP/1.1\r\nHost: h\r\n\r\n", 405),
+        (b"GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n", 400),
+        (b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nHost: h\r\nExpect: magic\r\nContent-Length: 1\r\n\r\nx", 417),
+    ],
+)
+async def test_bad_requests_get_their_status_and_the_connection_closes(
+    front: tuple[int, Echo], raw: bytes, status: int
+) -> None:
     port, _ = front
     out = await _exchange(port, raw)
     assert out.startswith(b"HTTP/1.1 %d " % status), out[:80]
@@ -179,7 +203,7 @@ async def test_a_streamed_response_is_chunked_and_complete(front: tuple[int, Ech
         n = int(size_line, 16)
         if n == 0:
             break
-        decoded, rest = decoded + rest[:n], rest[n + 2:]
+        decoded, rest = decoded + rest[:n], rest[n + 2 :]
     assert decoded == b"data: 0\n\ndata: 1\n\ndata: 2\n\ndata: [DONE]\n\n"
 
 

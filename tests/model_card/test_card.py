@@ -28,8 +28,9 @@ from tests.plan import configs as C
         (C.JAMBA, 128, 8, "hybrid"),
     ],
 )
-def test_head_dim_kv_heads_and_family_come_from_the_config(cfg: dict[str, Any], head_dim: int, kv_heads: int,
-                                                           family: str) -> None:
+def test_head_dim_kv_heads_and_family_come_from_the_config(
+    cfg: dict[str, Any], head_dim: int, kv_heads: int, family: str
+) -> None:
     card = card_from_config(cfg)
     assert card.attention.head_dim == head_dim
     assert card.attention.num_kv_heads == kv_heads
@@ -90,8 +91,16 @@ def test_jamba_attention_period_and_mamba1_state() -> None:
 
 def test_nemotron_h_pattern_maps_mamba_attention_and_mlp_layers() -> None:
     card = card_from_config(C.NEMOTRON_H_SHAPE)
-    assert card.layers == [LayerKind.MAMBA, LayerKind.NONE, LayerKind.MAMBA, LayerKind.FULL, LayerKind.MAMBA,
-                           LayerKind.NONE, LayerKind.MAMBA, LayerKind.NONE]
+    assert card.layers == [
+        LayerKind.MAMBA,
+        LayerKind.NONE,
+        LayerKind.MAMBA,
+        LayerKind.FULL,
+        LayerKind.MAMBA,
+        LayerKind.NONE,
+        LayerKind.MAMBA,
+        LayerKind.NONE,
+    ]
     assert card.state is not None and card.state.kind == "mamba2"
     assert card.state.ssm_elements == 128 * 64 * 128
 
@@ -110,8 +119,11 @@ def test_estimated_params_for_llama_8b_are_close_to_8b() -> None:
 
 @pytest.mark.parametrize(
     ("drop", "named"),
-    [("num_attention_heads", "num_attention_heads"), ("num_hidden_layers", "num_hidden_layers"),
-     ("hidden_size", "hidden_size")],
+    [
+        ("num_attention_heads", "num_attention_heads"),
+        ("num_hidden_layers", "num_hidden_layers"),
+        ("hidden_size", "hidden_size"),
+    ],
 )
 def test_missing_core_fields_are_refused_by_name(drop: str, named: str) -> None:
     cfg = {k: v for k, v in C.LLAMA_8B.items() if k != drop}
@@ -168,11 +180,21 @@ def test_missing_path_is_bad_input(tmp_path: Path) -> None:
 def _tiny_dir(tmp_path: Path) -> Path:
     from safetensors.numpy import save_file
 
-    cfg = {**C.LLAMA_8B, "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
-           "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 100, "intermediate_size": 128}
+    cfg = {
+        **C.LLAMA_8B,
+        "num_hidden_layers": 2,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "vocab_size": 100,
+        "intermediate_size": 128,
+    }
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    save_file({"a": np.zeros((100, 64), dtype=np.float16), "b": np.zeros((3, 5), dtype=np.float32)},
-              str(tmp_path / "model-00001-of-00002.safetensors"))
+    save_file(
+        {"a": np.zeros((100, 64), dtype=np.float16), "b": np.zeros((3, 5), dtype=np.float32)},
+        str(tmp_path / "model-00001-of-00002.safetensors"),
+    )
     save_file({"c": np.zeros((7,), dtype=np.int8)}, str(tmp_path / "model-00002-of-00002.safetensors"))
     return tmp_path
 
@@ -229,13 +251,27 @@ def test_garbage_gguf_is_bad_input(tmp_path: Path) -> None:
         load_model_card(path)
 
 
-@pytest.mark.parametrize(("key", "value"), [
-    ("intermediate_size", "x"), ("head_dim", [128]), ("vocab_size", float("nan")), ("sliding_window", "4096"),
-    ("max_position_embeddings", -1), ("num_experts", {"a": 1}), ("num_nextn_predict_layers", "1"),
-    ("global_head_dim", 1.5), ("attn_layer_period", 0), ("mamba_expand", "2"), ("architectures", "Llama"),
-    ("layer_types", [{"a": 1}] * 32), ("mlp_only_layers", 5), ("vocab_size", 10**400), ("model_type", 7),
-    ("torch_dtype", ["bf16"]),
-])
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("intermediate_size", "x"),
+        ("head_dim", [128]),
+        ("vocab_size", float("nan")),
+        ("sliding_window", "4096"),
+        ("max_position_embeddings", -1),
+        ("num_experts", {"a": 1}),
+        ("num_nextn_predict_layers", "1"),
+        ("global_head_dim", 1.5),
+        ("attn_layer_period", 0),
+        ("mamba_expand", "2"),
+        ("architectures", "Llama"),
+        ("layer_types", [{"a": 1}] * 32),
+        ("mlp_only_layers", 5),
+        ("vocab_size", 10**400),
+        ("model_type", 7),
+        ("torch_dtype", ["bf16"]),
+    ],
+)
 def test_config_fields_of_the_wrong_type_are_bad_input_naming_the_field(key: str, value: Any) -> None:
     with pytest.raises(BadInput, match=key):
         card_from_config({**C.LLAMA_8B, key: value})
@@ -268,11 +304,18 @@ def _safetensors(path: Path, header: Any, data: bytes = b"") -> Path:
     return path
 
 
-@pytest.mark.parametrize("entry", [
-    "x", {"dtype": "F16", "shape": [2]}, {"dtype": 5, "shape": [2], "data_offsets": [0, 4]},
-    {"dtype": "F16", "shape": ["2"], "data_offsets": [0, 4]}, {"dtype": "F16", "shape": [2], "data_offsets": [4, 0]},
-    {"dtype": "F16", "shape": [2], "data_offsets": [-4, 4]}, {"dtype": "F16", "shape": [2], "data_offsets": [0, 10**9]},
-])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "x",
+        {"dtype": "F16", "shape": [2]},
+        {"dtype": 5, "shape": [2], "data_offsets": [0, 4]},
+        {"dtype": "F16", "shape": ["2"], "data_offsets": [0, 4]},
+        {"dtype": "F16", "shape": [2], "data_offsets": [4, 0]},
+        {"dtype": "F16", "shape": [2], "data_offsets": [-4, 4]},
+        {"dtype": "F16", "shape": [2], "data_offsets": [0, 10**9]},
+    ],
+)
 def test_garbage_safetensors_entries_are_bad_input_for_the_card_and_the_hash(tmp_path: Path, entry: Any) -> None:
     from switchover.model.weights import weights_hash
 
@@ -298,8 +341,9 @@ def test_a_header_length_past_the_file_or_a_nested_header_is_bad_input(tmp_path:
 
 def test_an_index_whose_weight_map_is_not_names_is_bad_input(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps(C.LLAMA_8B))
-    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(
-        {"metadata": {"total_size": 10}, "weight_map": {"a": ["x.safetensors"]}}))
+    (tmp_path / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": 10}, "weight_map": {"a": ["x.safetensors"]}})
+    )
     with pytest.raises(BadInput, match="weight_map"):
         load_model_card(tmp_path)
 

@@ -28,8 +28,16 @@ def _cache(root: Path, repo: str, files: dict[str, object]) -> Path:
     return snap
 
 
-@pytest.mark.parametrize(("ref", "expected"), [("Qwen/Qwen3-32B-FP8", True), ("meta-llama/Llama-3.1-8B", True),
-                                               ("just-a-name", False), ("a/b/c", False), ("../x/y", False)])
+@pytest.mark.parametrize(
+    ("ref", "expected"),
+    [
+        ("Qwen/Qwen3-32B-FP8", True),
+        ("meta-llama/Llama-3.1-8B", True),
+        ("just-a-name", False),
+        ("a/b/c", False),
+        ("../x/y", False),
+    ],
+)
 def test_repo_ids_are_owner_slash_name(ref: str, expected: bool) -> None:
     assert looks_like_repo_id(ref) is expected
 
@@ -41,21 +49,26 @@ def test_an_existing_local_folder_wins_over_a_repo_id(tmp_path: Path, monkeypatc
 
 
 def test_offline_repo_id_is_read_from_the_cache_with_exact_index_bytes(tmp_path: Path) -> None:
-    snap = _cache(tmp_path, "Qwen/Qwen3-32B-FP8", {
-        "config.json": {**C.QWQ_32B, "quantization_config": FP8},
-        "model.safetensors.index.json": {"metadata": {"total_size": 34_300_000_000}, "weight_map": {}}})
+    snap = _cache(
+        tmp_path,
+        "Qwen/Qwen3-32B-FP8",
+        {
+            "config.json": {**C.QWQ_32B, "quantization_config": FP8},
+            "model.safetensors.index.json": {"metadata": {"total_size": 34_300_000_000}, "weight_map": {}},
+        },
+    )
     assert fetch_repo("Qwen/Qwen3-32B-FP8", cache_dir=tmp_path, offline=True) == snap
     card = load_model_card(str(snap))
     assert card.weights.origin == "safetensors-index" and card.weights.total_bytes == 34_300_000_000
 
 
-def test_load_model_card_accepts_a_repo_id_through_the_cache(tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_load_model_card_accepts_a_repo_id_through_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _cache(tmp_path, "Org/Tiny", {"config.json": C.LLAMA_8B})
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
-    monkeypatch.setattr("switchover.model.card.fetch_repo",
-                        lambda repo: fetch_repo(repo, cache_dir=tmp_path, offline=True))
+    monkeypatch.setattr(
+        "switchover.model.card.fetch_repo", lambda repo: fetch_repo(repo, cache_dir=tmp_path, offline=True)
+    )
     monkeypatch.chdir(tmp_path)
     card = load_model_card("Org/Tiny")
     assert card.name == "Org/Tiny" and card.source.startswith("hf:Org/Tiny")
@@ -76,8 +89,9 @@ def test_a_cached_snapshot_without_config_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("ref", ["a/b-", "a/b--c", "a/.b"])
-def test_an_id_the_hub_would_refuse_is_bad_input_not_a_traceback(ref: str, tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_id_the_hub_would_refuse_is_bad_input_not_a_traceback(
+    ref: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(BadInput, match="valid Hugging Face repo id"):
         fetch_repo(ref, cache_dir=tmp_path, offline=True)
@@ -94,8 +108,9 @@ class _Info:
         self.siblings = [_Sibling(n, s) for n, s in files.items()]
 
 
-def _fake_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, files: dict[str, int | None],
-              sent: dict[str, int] | None = None) -> list[str]:
+def _fake_hub(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, files: dict[str, int | None], sent: dict[str, int] | None = None
+) -> list[str]:
     """The hub's file list (names and sizes) and a downloader that records what it was asked to write; it writes
     each file at its listed size, or at the size in `sent` (a file that disagrees with the list)."""
     import huggingface_hub
@@ -118,30 +133,43 @@ def _fake_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, files: dict[str, 
 
 
 def test_online_only_the_planner_files_are_downloaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    written = _fake_hub(monkeypatch, tmp_path, {
-        "config.json": 700, "model.safetensors.index.json": 30_000, "tokenizer.json": 9_000_000,
-        "model-00001-of-00002.safetensors": 5 * 2**30, "original/consolidated.00.pth": 8 * 2**30, "README.md": 10})
+    written = _fake_hub(
+        monkeypatch,
+        tmp_path,
+        {
+            "config.json": 700,
+            "model.safetensors.index.json": 30_000,
+            "tokenizer.json": 9_000_000,
+            "model-00001-of-00002.safetensors": 5 * 2**30,
+            "original/consolidated.00.pth": 8 * 2**30,
+            "README.md": 10,
+        },
+    )
     path = fetch_repo("Org/Model", cache_dir=tmp_path, offline=False)
     assert path == tmp_path / "snap"
     assert written == ["config.json", "model.safetensors.index.json", "tokenizer.json"]
 
 
-@pytest.mark.parametrize(("files", "match"), [
-    ({"config.json": 700, "tokenizer.json": 200 * 2**20}, r"tokenizer\.json is 200 MiB"),
-    ({"config.json": 700, "model.safetensors.index.json": None}, "did not report the size"),
-    ({"model.safetensors.index.json": 30_000}, r"no config\.json"),
-])
-def test_online_files_are_size_checked_before_anything_is_written(files: dict[str, int | None], match: str,
-                                                                  tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("files", "match"),
+    [
+        ({"config.json": 700, "tokenizer.json": 200 * 2**20}, r"tokenizer\.json is 200 MiB"),
+        ({"config.json": 700, "model.safetensors.index.json": None}, "did not report the size"),
+        ({"model.safetensors.index.json": 30_000}, r"no config\.json"),
+    ],
+)
+def test_online_files_are_size_checked_before_anything_is_written(
+    files: dict[str, int | None], match: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     written = _fake_hub(monkeypatch, tmp_path, files)
     with pytest.raises(BadInput, match=match):
         fetch_repo("Org/Model", cache_dir=tmp_path, offline=False)
     assert written == []  # refused from the file list: not one file reached the disk
 
 
-def test_a_file_that_arrives_at_another_size_than_listed_is_refused(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_that_arrives_at_another_size_than_listed_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _fake_hub(monkeypatch, tmp_path, {"config.json": 700, "tokenizer.json": 9_000}, sent={"tokenizer.json": 20_000})
     with pytest.raises(BadInput, match=r"tokenizer\.json arrived with 20000 bytes, but the hub's file list says 9000"):
         fetch_repo("Org/Model", cache_dir=tmp_path, offline=False)

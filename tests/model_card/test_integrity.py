@@ -18,36 +18,56 @@ from switchover.errors import CheckFailed, ExitCode
 from switchover.model import load_model_card
 from switchover.model.integrity import checkpoint_integrity
 
-TINY: dict[str, Any] = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 2,
-                        "hidden_size": 16, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8,
-                        "intermediate_size": 32, "vocab_size": 40, "tie_word_embeddings": False,
-                        "torch_dtype": "bfloat16"}
+TINY: dict[str, Any] = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "num_hidden_layers": 2,
+    "hidden_size": 16,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "head_dim": 8,
+    "intermediate_size": 32,
+    "vocab_size": 40,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}
 BED = Path.home() / ".cache/switchover/testbed/models-r1"
 
 
-def _tensors(cfg: dict[str, Any], layers: int | None = None, hidden: int | None = None,
-             vocab: int | None = None) -> dict[str, np.ndarray]:
+def _tensors(
+    cfg: dict[str, Any], layers: int | None = None, hidden: int | None = None, vocab: int | None = None
+) -> dict[str, np.ndarray]:
     """A Llama checkpoint's tensors for `cfg` (a layer count, hidden size or vocabulary can be made to differ)."""
     h, v, inter = hidden or cfg["hidden_size"], vocab or cfg["vocab_size"], cfg["intermediate_size"]
     q, kv = cfg["num_attention_heads"] * cfg["head_dim"], cfg["num_key_value_heads"] * cfg["head_dim"]
-    out = {"model.embed_tokens.weight": np.zeros((v, h), np.float16), "lm_head.weight": np.zeros((v, h), np.float16),
-           "model.norm.weight": np.zeros((h,), np.float16)}
+    out = {
+        "model.embed_tokens.weight": np.zeros((v, h), np.float16),
+        "lm_head.weight": np.zeros((v, h), np.float16),
+        "model.norm.weight": np.zeros((h,), np.float16),
+    }
     for i in range(cfg["num_hidden_layers"] if layers is None else layers):
         p = f"model.layers.{i}."
-        out |= {p + "self_attn.q_proj.weight": np.zeros((q, h), np.float16),
-                p + "self_attn.k_proj.weight": np.zeros((kv, h), np.float16),
-                p + "self_attn.v_proj.weight": np.zeros((kv, h), np.float16),
-                p + "self_attn.o_proj.weight": np.zeros((h, q), np.float16),
-                p + "mlp.gate_proj.weight": np.zeros((inter, h), np.float16),
-                p + "mlp.up_proj.weight": np.zeros((inter, h), np.float16),
-                p + "mlp.down_proj.weight": np.zeros((h, inter), np.float16),
-                p + "input_layernorm.weight": np.zeros((h,), np.float16),
-                p + "post_attention_layernorm.weight": np.zeros((h,), np.float16)}
+        out |= {
+            p + "self_attn.q_proj.weight": np.zeros((q, h), np.float16),
+            p + "self_attn.k_proj.weight": np.zeros((kv, h), np.float16),
+            p + "self_attn.v_proj.weight": np.zeros((kv, h), np.float16),
+            p + "self_attn.o_proj.weight": np.zeros((h, q), np.float16),
+            p + "mlp.gate_proj.weight": np.zeros((inter, h), np.float16),
+            p + "mlp.up_proj.weight": np.zeros((inter, h), np.float16),
+            p + "mlp.down_proj.weight": np.zeros((h, inter), np.float16),
+            p + "input_layernorm.weight": np.zeros((h,), np.float16),
+            p + "post_attention_layernorm.weight": np.zeros((h,), np.float16),
+        }
     return out
 
 
-def _checkpoint(folder: Path, tensors: dict[str, np.ndarray], cfg: dict[str, Any] = TINY, shards: int = 1,
-                keep: tuple[int, ...] | None = None) -> Path:
+def _checkpoint(
+    folder: Path,
+    tensors: dict[str, np.ndarray],
+    cfg: dict[str, Any] = TINY,
+    shards: int = 1,
+    keep: tuple[int, ...] | None = None,
+) -> Path:
     """Write config.json and `shards` safetensors files (+ an index when sharded); `keep` lists the shards written."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(cfg))
@@ -61,8 +81,9 @@ def _checkpoint(folder: Path, tensors: dict[str, np.ndarray], cfg: dict[str, Any
         if keep is None or i in keep:
             save_file({n: tensors[n] for n in names if weight_map[n] == f}, str(folder / f))
     total = sum(t.nbytes for t in tensors.values())
-    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total},
-                                                                     "weight_map": weight_map}))
+    (folder / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map})
+    )
     return folder
 
 
@@ -102,13 +123,17 @@ def test_a_tensor_the_index_places_in_a_shard_that_lacks_it_is_an_error(tmp_path
         load_model_card(folder)
 
 
-@pytest.mark.parametrize(("change", "check", "message"), [
-    ({"layers": 1}, "layers", r"1 decoder layer\(s\) for num_hidden_layers 2; layers 1 have no tensors"),
-    ({"hidden": 24}, "hidden_size", r"\[40, 24\]: 24 does not match config\.json hidden_size 16"),
-    ({"vocab": 48}, "vocab", r"48 does not match config\.json vocab_size 40"),
-])
-def test_headers_that_contradict_the_config_are_an_error_naming_the_field(tmp_path: Path, change: dict[str, int],
-                                                                          check: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("change", "check", "message"),
+    [
+        ({"layers": 1}, "layers", r"1 decoder layer\(s\) for num_hidden_layers 2; layers 1 have no tensors"),
+        ({"hidden": 24}, "hidden_size", r"\[40, 24\]: 24 does not match config\.json hidden_size 16"),
+        ({"vocab": 48}, "vocab", r"48 does not match config\.json vocab_size 40"),
+    ],
+)
+def test_headers_that_contradict_the_config_are_an_error_naming_the_field(
+    tmp_path: Path, change: dict[str, int], check: str, message: str
+) -> None:
     folder = _checkpoint(tmp_path / "m", _tensors(TINY, **change))
     assert _severities(folder)[check] == "error"
     with pytest.raises(CheckFailed, match=message):
@@ -146,8 +171,13 @@ def test_unknown_tensor_names_leave_the_checks_unchecked_not_passed(tmp_path: Pa
 def test_plan_card_exits_1_on_a_missing_shard(tmp_path: Path) -> None:
     folder = _checkpoint(tmp_path / "m", _tensors(TINY), shards=2, keep=(1,))
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
-    proc = subprocess.run([sys.executable, "-m", "switchover", "plan", "card", "-m", str(folder)],
-                          capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "switchover", "plan", "card", "-m", str(folder)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 1, proc.stderr
     assert "model-00001-of-00002.safetensors" in proc.stderr and "Traceback" not in proc.stderr
 

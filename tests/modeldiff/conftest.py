@@ -9,12 +9,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-CHATML = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
-          "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
-DEFAULT_SYSTEM = ("{% if messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou are Bot.<|im_end|>\\n' }}"
-                  "{% endif %}" + CHATML)
-CORPUS = ["def add(a, b):\n    return a + b\n", "The quick brown fox jumps over the lazy dog.",
-          "hello world, hello tokens", "import os\nprint(os.getcwd())"]
+CHATML = (
+    "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+DEFAULT_SYSTEM = (
+    "{% if messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou are Bot.<|im_end|>\\n' }}{% endif %}" + CHATML
+)
+CORPUS = [
+    "def add(a, b):\n    return a + b\n",
+    "The quick brown fox jumps over the lazy dog.",
+    "hello world, hello tokens",
+    "import os\nprint(os.getcwd())",
+]
 
 
 def build_tokenizer(vocab_size: int):
@@ -23,9 +30,12 @@ def build_tokenizer(vocab_size: int):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>", "<|im_start|>",
-                                                                         "<|im_end|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(CORPUS * 20, trainer)
     return tok
 
@@ -41,8 +51,17 @@ def write_safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:
     path.write_bytes(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
-def make_model(root: Path, name: str, *, vocab: int = 300, template: str = CHATML, temperature: float | None = None,
-               ctx: int = 2048, seed: int = 0, layers: int = 2) -> Path:
+def make_model(
+    root: Path,
+    name: str,
+    *,
+    vocab: int = 300,
+    template: str = CHATML,
+    temperature: float | None = None,
+    ctx: int = 2048,
+    seed: int = 0,
+    layers: int = 2,
+) -> Path:
     d = root / name
     d.mkdir(parents=True)
     build_tokenizer(vocab).save(str(d / "tokenizer.json"))

@@ -27,8 +27,12 @@ def test_same_tokenizer_has_the_same_fingerprint_and_no_count_shift(models) -> N
 def test_smaller_vocabulary_shifts_counts_and_overflows_the_budget(models) -> None:
     a, b = models("a", vocab=400), models("b", vocab=280)
     ta, tb = load_tokenizer(a), load_tokenizer(b)
-    d = diff_tokenizers(ta, tb, corpus=[("code", "def add(a, b):\n    return a + b\n" * 4)],
-                        budget=ta.count("def add(a, b):\n    return a + b\n" * 4))
+    d = diff_tokenizers(
+        ta,
+        tb,
+        corpus=[("code", "def add(a, b):\n    return a + b\n" * 4)],
+        budget=ta.count("def add(a, b):\n    return a + b\n" * 4),
+    )
     assert not d.same and d.only_old_count > 0
     assert d.counts[0].new > d.counts[0].old and d.counts[0].over_budget and d.over_budget == ["1"]
 
@@ -76,8 +80,11 @@ def test_template_diff_shows_an_injected_default_system_prompt(models) -> None:
 def test_markers_tell_a_dropped_system_prompt_apart() -> None:
     from switchover.model.template import Template
 
-    t = Template(source="x", text="{% for m in messages %}{% if m['role'] != 'system' %}[{{ m['role'] }}]"
-                                  "{{ m['content'] }}{% endif %}{% endfor %}")
+    t = Template(
+        source="x",
+        text="{% for m in messages %}{% if m['role'] != 'system' %}[{{ m['role'] }}]"
+        "{{ m['content'] }}{% endif %}{% endfor %}",
+    )
     assert markers(t).system == "dropped"
 
 
@@ -130,8 +137,12 @@ def test_verdict_dual_track_names_each_blocking_reason(models) -> None:
     d = diff_models(models("old", vocab=400), models("new", vocab=280, template=DEFAULT_SYSTEM, ctx=4096, layers=8))
     assert d.verdict == "dual-track required"
     blocking = {r.what for r in d.reasons if r.blocking}
-    assert blocking == {"tokenizer changed", "chat template changed", "context length changed",
-                        "parameter scale changed"}
+    assert blocking == {
+        "tokenizer changed",
+        "chat template changed",
+        "context length changed",
+        "parameter scale changed",
+    }
 
 
 def test_cachekey_changes_with_template_weights_and_prompt(models) -> None:

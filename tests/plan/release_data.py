@@ -20,8 +20,10 @@ def releases_of(engine: str, facts: dict[str, Extracted], tag: str = "v") -> Eng
     return compact(engine, snaps, source_url="https://example.invalid/{ref}/{path}", generated_by="test")
 
 
-def engine_data(engine: str, rules: ParserRules, by_version: dict[str, dict[str, dict[str, Any]]],
-                tag: str = "v") -> EngineReleases:
+def engine_data(
+    engine: str, rules: ParserRules, by_version: dict[str, dict[str, dict[str, Any]]], tag: str = "v"
+) -> EngineReleases:
     """The engine's release data from its option table at each version, every one parsed by `rules`."""
-    return releases_of(engine, {v: Extracted(parser=rules, flags=flags, files=["args.py"])
-                                for v, flags in by_version.items()}, tag)
+    return releases_of(
+        engine, {v: Extracted(parser=rules, flags=flags, files=["args.py"]) for v, flags in by_version.items()}, tag
+    )

@@ -24,8 +24,13 @@ def bench() -> ModuleType:
 
 def _point(util: float, kv: float) -> dict[str, object]:
     # llm-d's Llama-3.1-8B H100 row: 14.99 + 4.76 + 0.13 + 51.38 = 71.26 GiB = 0.9 x 79.18
-    return {"id": "x", "engine": "vllm", "gpu": "H100-80G", "flags": {"memory_fraction": util},
-            "logged": {"weights_gib": 14.99, "activation_gib": 4.76, "non_torch_gib": 0.13, "kv_gib": kv}}
+    return {
+        "id": "x",
+        "engine": "vllm",
+        "gpu": "H100-80G",
+        "flags": {"memory_fraction": util},
+        "logged": {"weights_gib": 14.99, "activation_gib": 4.76, "non_torch_gib": 0.13, "kv_gib": kv},
+    }
 
 
 def test_a_point_whose_logged_parts_add_up_to_its_flag_is_consistent(bench: ModuleType) -> None:
@@ -46,11 +51,25 @@ def test_a_point_without_the_breakdown_is_not_judged(bench: ModuleType) -> None:
 
 def test_the_dense_figure_counts_only_dense_evaluation_points_of_claimed_versions(bench: ModuleType) -> None:
     def row(pid: str, cls: str, blind: float, version: str = "0.11.0", kind: str = "evaluation") -> object:
-        return bench.Row(id=pid, set=kind, engine="vllm", version=version, cls=cls, unit="tokens", logged=100.0,
-                         logged_starts=True, blind=blind)
+        return bench.Row(
+            id=pid,
+            set=kind,
+            engine="vllm",
+            version=version,
+            cls=cls,
+            unit="tokens",
+            logged=100.0,
+            logged_starts=True,
+            blind=blind,
+        )
 
-    rows = [row("a", "dense-16bit", 101.0), row("b", "dense-quant", 90.0), row("c", "moe-quant", 150.0),
-            row("d", "dense-16bit", 200.0, version="0.6.6"), row("e", "dense-16bit", 300.0, kind="calibration")]
+    rows = [
+        row("a", "dense-16bit", 101.0),
+        row("b", "dense-quant", 90.0),
+        row("c", "moe-quant", 150.0),
+        row("d", "dense-16bit", 200.0, version="0.6.6"),
+        row("e", "dense-16bit", 300.0, kind="calibration"),
+    ]
     assert bench.dense_set(rows).endswith("blind median 5.5%, max 10.0% over 2 points")
     assert "no blind point" in bench.dense_set(rows[2:])
 

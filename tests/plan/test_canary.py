@@ -30,8 +30,14 @@ def test_an_explicit_context_copy_keeps_its_own_context_when_two_fit_and_shrinks
 
 
 def test_vllm_split_is_half_the_default_utilisation_each() -> None:
-    plan = canary_plan(card_from_config(C.LLAMA_8B), load_profile("vllm"), 79.18, context=8192,
-                       overheads={"activation_peak": 4.74, "non_torch": 0.13}, **LOGGED)
+    plan = canary_plan(
+        card_from_config(C.LLAMA_8B),
+        load_profile("vllm"),
+        79.18,
+        context=8192,
+        overheads={"activation_peak": 4.74, "non_torch": 0.13},
+        **LOGGED,
+    )
     assert plan.copies[0].flags == ["--gpu-memory-utilization", "0.46"]
     graphs = 0.3  # the CUDA-graph estimate the vLLM >=0.32 band subtracts (engines/data/vllm.yaml)
     assert plan.copies[0].instance.kv_pool_gib == pytest.approx(0.46 * 79.18 - 14.99 - 4.87 - graphs)
@@ -46,8 +52,9 @@ def test_explicit_pool_engines_get_token_caps() -> None:
 
 
 def test_canary_percent_does_not_change_memory_but_changes_the_bottleneck() -> None:
-    plan = canary_plan(card_from_config(C.LLAMA_8B), load_profile("vllm"), 79.18, context=8192,
-                       percents=(0, 5, 20, 50, 100), **LOGGED)
+    plan = canary_plan(
+        card_from_config(C.LLAMA_8B), load_profile("vllm"), 79.18, context=8192, percents=(0, 5, 20, 50, 100), **LOGGED
+    )
     rows = {r.canary_percent: r for r in plan.table}
     assert rows[5].old_concurrency == rows[50].old_concurrency  # same memory at 5% and 50%
     each = plan.copies[0].concurrency
@@ -57,8 +64,7 @@ def test_canary_percent_does_not_change_memory_but_changes_the_bottleneck() -> N
 
 
 def test_other_residents_can_make_the_second_copy_fail() -> None:
-    plan = canary_plan(card_from_config(C.LLAMA_8B), load_profile("vllm"), 79.18, other_residents_gib=30.0,
-                       **LOGGED)
+    plan = canary_plan(card_from_config(C.LLAMA_8B), load_profile("vllm"), 79.18, other_residents_gib=30.0, **LOGGED)
     assert not plan.copies[1].instance.starts
     assert any("refuses to start" in w for w in plan.warnings)
 

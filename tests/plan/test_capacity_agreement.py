@@ -45,10 +45,10 @@ class Case:
         return f"{self.engine}@{self.version}" if self.version else self.engine
 
 
-
 def _section(m: Migration) -> CheckSection:
     assert m.check is not None
     return m.check
+
 
 def _builtin(key: str) -> dict[str, Any]:
     config: dict[str, Any] = builtin_models()[key]["config"]
@@ -59,8 +59,15 @@ CASES = [
     Case("Llama-3.1-8B", C.LLAMA_8B, "vllm", None, "H100-80G", 1, 8192),
     Case("Llama-3.1-8B", C.LLAMA_8B, "vllm", "0.6.3", "A100-80G", 1, 8192),
     Case("Llama-3.1-8B", C.LLAMA_8B, "vllm", "0.11.0", "H100-80G", 2, 16384),
-    Case("Llama-3.3-70B-FP8 (quantized)", _builtin("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic"), "vllm", "0.19.0",
-         "H100-80G", 2, 8192),
+    Case(
+        "Llama-3.3-70B-FP8 (quantized)",
+        _builtin("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic"),
+        "vllm",
+        "0.19.0",
+        "H100-80G",
+        2,
+        8192,
+    ),
     Case("Qwen3-235B-A22B (MoE)", C.QWEN3_235B, "vllm", "0.11.0", "H100-80G", 8, 32768),
     Case("gpt-oss-120b (MoE, mxfp4)", _builtin("openai/gpt-oss-120b"), "vllm", None, "H100-80G", 1, 8192),
     Case("Llama-3.1-8B", C.LLAMA_8B, "sglang", "0.4.6", "H100-80G", 1, 8192),
@@ -110,9 +117,13 @@ def _check_pool(model: Path, case: Case) -> int | None:
     if case.version:
         new["engine_version"] = case.version
     launch = f"vllm serve m --tensor-parallel-size {case.tp} --max-model-len {case.context}"
-    m = Migration.model_validate({
-        "old": {"url": "http://127.0.0.1:8001", "engine": "vllm"}, "new": new,
-        "check": {"plan": {"model_dir": str(model), "gpu": case.gpu, "old_launch": launch}}})
+    m = Migration.model_validate(
+        {
+            "old": {"url": "http://127.0.0.1:8001", "engine": "vllm"},
+            "new": new,
+            "check": {"plan": {"model_dir": str(model), "gpu": case.gpu, "old_launch": launch}},
+        }
+    )
     ev = plan_part(m, _section(m), model.parent)
     return ev.capacity.tokens if ev.capacity is not None else None
 
@@ -123,17 +134,53 @@ def pools(case: Case, root: Path) -> dict[str, int | None]:
     model = str(model_path)
     common = ("-m", model, "-e", case.ref, "--gpu", case.gpu)
     cap = _cli("plan", "capacity", *common, "--tp", str(case.tp), "--max-model-len", str(case.context), "--json")
-    canary = _cli("plan", "canary", *common, "--tp", str(case.tp), "--max-model-len", str(case.context),
-                  "--context", str(case.context), "--json")
-    choose = _cli("plan", "choose", "-m", model, "-e", case.ref, "--gpu", case.gpu, "--gpus", str(case.tp),
-                  "--context", str(case.context), "--json")
-    (doctor,) = _cli("doctor", "p99-up-qps-flat", *common, "--tp", str(case.tp), "--context", str(case.context),
-                     "--max-model-len", str(case.context), "--json")
+    canary = _cli(
+        "plan",
+        "canary",
+        *common,
+        "--tp",
+        str(case.tp),
+        "--max-model-len",
+        str(case.context),
+        "--context",
+        str(case.context),
+        "--json",
+    )
+    choose = _cli(
+        "plan",
+        "choose",
+        "-m",
+        model,
+        "-e",
+        case.ref,
+        "--gpu",
+        case.gpu,
+        "--gpus",
+        str(case.tp),
+        "--context",
+        str(case.context),
+        "--json",
+    )
+    (doctor,) = _cli(
+        "doctor",
+        "p99-up-qps-flat",
+        *common,
+        "--tp",
+        str(case.tp),
+        "--context",
+        str(case.context),
+        "--max-model-len",
+        str(case.context),
+        "--json",
+    )
     (chosen,) = [c for c in choose["engines"] if c["engine"] == case.engine]
-    return {"plan capacity": cap["tokens"], "plan canary": canary["single_tokens"],
-            "plan choose": chosen["capacity"]["kv_tokens"] if chosen["capacity"] else None,
-            "check plan part": _check_pool(model_path, case),
-            "doctor": doctor["canary"]["single_tokens"] if doctor["canary"] else None}
+    return {
+        "plan capacity": cap["tokens"],
+        "plan canary": canary["single_tokens"],
+        "plan choose": chosen["capacity"]["kv_tokens"] if chosen["capacity"] else None,
+        "check plan part": _check_pool(model_path, case),
+        "doctor": doctor["canary"]["single_tokens"] if doctor["canary"] else None,
+    }
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.ref}-{c.name.split(' ')[0]}-{c.gpu}-tp{c.tp}")
@@ -151,8 +198,7 @@ def main() -> None:
         for case in CASES:
             found = pools(case, Path(tmp))
             label = f"{case.name}, {case.ref}, {case.gpu}, TP={case.tp}, {case.context:,} tokens"
-            print(f"| {label} | " + " | ".join(f"{found[v]:,}" if found[v] is not None else "-" for v in VERBS)
-                  + " |")
+            print(f"| {label} | " + " | ".join(f"{found[v]:,}" if found[v] is not None else "-" for v in VERBS) + " |")
 
 
 if __name__ == "__main__":

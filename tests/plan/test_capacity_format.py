@@ -19,11 +19,14 @@ def _format(*args: str) -> dict:
     return json.loads(res.stdout)["weight_format"]
 
 
-@pytest.mark.parametrize(("gpu", "loads", "kernel_word"), [
-    ("H100-80G", True, "Triton"),   # sm90: OpenAI Triton MoE kernels
-    ("A100-80G", True, "Marlin"),   # sm80: Marlin weight-only
-    ("V100-32G", False, None),      # below vLLM's minimum capability for MXFP4
-])
+@pytest.mark.parametrize(
+    ("gpu", "loads", "kernel_word"),
+    [
+        ("H100-80G", True, "Triton"),  # sm90: OpenAI Triton MoE kernels
+        ("A100-80G", True, "Marlin"),  # sm80: Marlin weight-only
+        ("V100-32G", False, None),  # below vLLM's minimum capability for MXFP4
+    ],
+)
 def test_mxfp4_on_vllm_names_the_kernel_for_the_gpu(gpu: str, loads: bool, kernel_word: str | None) -> None:
     wf = _format("-m", GPT_OSS, "-e", "vllm", "--gpu", gpu)
     assert wf["format"] == "mxfp4" and wf["loads"] is loads and wf["source"]
@@ -52,20 +55,50 @@ def test_sixteen_bit_weights_are_named_bf16() -> None:
     assert wf["format"] == "bf16"
 
 
-@pytest.mark.parametrize(("engine", "loads", "said"), [
-    ("vllm@0.6.3", False, "0.6.3"),  # fp8 needs sm80 at 0.6.3 (Fp8Config.get_min_capability = 80)
-    ("vllm==0.25.1", True, "0.25.1"),  # Marlin weight-only from sm75 at 0.19.0 .. 0.32.0
-    ("vllm@0.14.0", None, "0.14.0"),  # between 0.11.0 and 0.19.0, which disagree: unknown, said
-])
+@pytest.mark.parametrize(
+    ("engine", "loads", "said"),
+    [
+        ("vllm@0.6.3", False, "0.6.3"),  # fp8 needs sm80 at 0.6.3 (Fp8Config.get_min_capability = 80)
+        ("vllm==0.25.1", True, "0.25.1"),  # Marlin weight-only from sm75 at 0.19.0 .. 0.32.0
+        ("vllm@0.14.0", None, "0.14.0"),  # between 0.11.0 and 0.19.0, which disagree: unknown, said
+    ],
+)
 def test_the_format_verdict_is_the_pinned_releases(engine: str, loads: bool | None, said: str) -> None:
     wf = _format("-m", FP8_70B, "-e", engine, "--gpu", "T4-16G", "--tp", "8", "--max-model-len", "2048")
     assert wf["loads"] is loads and said in wf["reason"], wf
 
 
 def test_engine_at_a_release_and_engine_version_must_agree() -> None:
-    res = _run("plan", "capacity", "-m", FP8_70B, "-e", "vllm@0.6.3", "--engine-version", "0.8.5", "--gpu",
-               "H100-80G", "--tp", "2")
+    res = _run(
+        "plan",
+        "capacity",
+        "-m",
+        FP8_70B,
+        "-e",
+        "vllm@0.6.3",
+        "--engine-version",
+        "0.8.5",
+        "--gpu",
+        "H100-80G",
+        "--tp",
+        "2",
+    )
     assert res.returncode == 2 and "two releases" in res.stderr
-    same = _run("plan", "capacity", "-m", FP8_70B, "-e", "vllm@0.8.5", "--engine-version", "0.8.5", "--gpu",
-                "H100-80G", "--tp", "2", "--max-model-len", "8192", "--json")
+    same = _run(
+        "plan",
+        "capacity",
+        "-m",
+        FP8_70B,
+        "-e",
+        "vllm@0.8.5",
+        "--engine-version",
+        "0.8.5",
+        "--gpu",
+        "H100-80G",
+        "--tp",
+        "2",
+        "--max-model-len",
+        "8192",
+        "--json",
+    )
     assert same.returncode == 0 and json.loads(same.stdout)["engine_version"]["version"] == "0.8.5"

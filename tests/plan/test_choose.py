@@ -15,14 +15,7 @@ from typer.testing import CliRunner
 
 from switchover.cli.app import app
 from switchover.errors import SwitchoverError
-from switchover.plan.choose import (
-    EngineChoice,
-    Fact,
-    Requirements,
-    _rank_key,
-    catalog_hardware,
-    choose,
-)
+from switchover.plan.choose import EngineChoice, Fact, Requirements, _rank_key, catalog_hardware, choose
 from switchover.plan.choose_models import builtin_models, resolve_model
 
 
@@ -48,32 +41,44 @@ def _facts(engine: dict[str, Any], kind: str) -> list[dict[str, Any]]:
 # ---- ranking logic ----------------------------------------------------------------------------------------------
 
 
-def _choice(name: str, oks: list[bool | None], verified: bool = True, conc: int | None = None,
-            diffs: int = 0) -> EngineChoice:
+def _choice(
+    name: str, oks: list[bool | None], verified: bool = True, conc: int | None = None, diffs: int = 0
+) -> EngineChoice:
     from switchover.plan.choose import CapacitySummary
 
-    c = EngineChoice(engine=name, display_name=name, profile_version="x", loads=True,
-                     facts=[Fact(kind="feature", what=f"f{i}", ok=ok, detail="d", source="s", verified=verified)
-                            for i, ok in enumerate(oks)], api_differences=[f"d{i}" for i in range(diffs)])
+    c = EngineChoice(
+        engine=name,
+        display_name=name,
+        profile_version="x",
+        loads=True,
+        facts=[
+            Fact(kind="feature", what=f"f{i}", ok=ok, detail="d", source="s", verified=verified)
+            for i, ok in enumerate(oks)
+        ],
+        api_differences=[f"d{i}" for i in range(diffs)],
+    )
     if conc is not None:
         c.capacity = CapacitySummary(tp=1, kv_tokens=1, max_concurrency=conc, context=1, binding="kv", starts=True)
     return c
 
 
-@pytest.mark.parametrize(("choices", "order"), [
-    # a blocker sinks an engine below any number of unknowns
-    ([_choice("a", [False]), _choice("b", [None, None, None])], ["b", "a"]),
-    # fewer blockers first among the blocked
-    ([_choice("a", [False, False]), _choice("b", [False, True])], ["b", "a"]),
-    # then fewer unknowns
-    ([_choice("a", [True, None]), _choice("b", [True, True])], ["b", "a"]),
-    # then fewer unverified facts
-    ([_choice("a", [True], verified=False), _choice("b", [True])], ["b", "a"]),
-    # then fewer API differences from the clients' engine
-    ([_choice("a", [True], diffs=3), _choice("b", [True], diffs=1)], ["b", "a"]),
-    # then more concurrency per replica
-    ([_choice("a", [True], conc=4), _choice("b", [True], conc=9)], ["b", "a"]),
-])
+@pytest.mark.parametrize(
+    ("choices", "order"),
+    [
+        # a blocker sinks an engine below any number of unknowns
+        ([_choice("a", [False]), _choice("b", [None, None, None])], ["b", "a"]),
+        # fewer blockers first among the blocked
+        ([_choice("a", [False, False]), _choice("b", [False, True])], ["b", "a"]),
+        # then fewer unknowns
+        ([_choice("a", [True, None]), _choice("b", [True, True])], ["b", "a"]),
+        # then fewer unverified facts
+        ([_choice("a", [True], verified=False), _choice("b", [True])], ["b", "a"]),
+        # then fewer API differences from the clients' engine
+        ([_choice("a", [True], diffs=3), _choice("b", [True], diffs=1)], ["b", "a"]),
+        # then more concurrency per replica
+        ([_choice("a", [True], conc=4), _choice("b", [True], conc=9)], ["b", "a"]),
+    ],
+)
 def test_rank_is_lexicographic_over_counted_facts(choices: list[EngineChoice], order: list[str]) -> None:
     assert [c.engine for c in sorted(choices, key=_rank_key)] == order
 
@@ -91,9 +96,16 @@ def test_gpt_oss_kernels_differ_between_h100_and_b200() -> None:
 
 def test_every_known_fact_is_cited() -> None:
     card, qc = resolve_model("builtin:Qwen/Qwen3-32B")
-    result = choose(card, qc, catalog_hardware("H100-80G", 1),
-                    Requirements(context=8192, features=["structured_output", "lora", "tool_calls"],
-                                 api_fields=["seed", "n", "stream_options.include_usage"]))
+    result = choose(
+        card,
+        qc,
+        catalog_hardware("H100-80G", 1),
+        Requirements(
+            context=8192,
+            features=["structured_output", "lora", "tool_calls"],
+            api_fields=["seed", "n", "stream_options.include_usage"],
+        ),
+    )
     for c in result.engines:
         for f in c.facts:
             assert f.ok is None or f.source, (c.engine, f)
@@ -108,8 +120,19 @@ def test_builtin_configs_cite_their_source() -> None:
 
 
 def test_scenario_8b_bf16_on_one_l4() -> None:
-    code, data = _run("plan", "choose", "-m", "builtin:meta-llama/Llama-3.1-8B-Instruct", "--gpu", "L4",
-                      "--context", "8192", "--concurrency", "4", "--json")
+    code, data = _run(
+        "plan",
+        "choose",
+        "-m",
+        "builtin:meta-llama/Llama-3.1-8B-Instruct",
+        "--gpu",
+        "L4",
+        "--context",
+        "8192",
+        "--concurrency",
+        "4",
+        "--json",
+    )
     assert code == 0
     e = _by_engine(data)
     assert data["format"] == "bf16" and data["hardware"]["sm"] == 89
@@ -120,8 +143,19 @@ def test_scenario_8b_bf16_on_one_l4() -> None:
 
 
 def test_scenario_70b_fp8_on_two_h100() -> None:
-    code, data = _run("plan", "choose", "-m", "builtin:RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "--gpu",
-                      "H100-80G", "--gpus", "2", "--context", "8192", "--json")
+    code, data = _run(
+        "plan",
+        "choose",
+        "-m",
+        "builtin:RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic",
+        "--gpu",
+        "H100-80G",
+        "--gpus",
+        "2",
+        "--context",
+        "8192",
+        "--json",
+    )
     assert code == 0
     e = _by_engine(data)
     assert data["format"] == "fp8"
@@ -131,8 +165,9 @@ def test_scenario_70b_fp8_on_two_h100() -> None:
 
 @pytest.mark.parametrize(("gpu", "kernel"), [("H100-80G", "Triton"), ("B200", "FlashInfer")])
 def test_scenario_gpt_oss_120b_mxfp4_h100_vs_b200(gpu: str, kernel: str) -> None:
-    code, data = _run("plan", "choose", "-m", "builtin:openai/gpt-oss-120b", "--gpu", gpu, "--context", "8192",
-                      "--json")
+    code, data = _run(
+        "plan", "choose", "-m", "builtin:openai/gpt-oss-120b", "--gpu", gpu, "--context", "8192", "--json"
+    )
     assert code == 0
     e = _by_engine(data)
     assert data["format"] == "mxfp4" and kernel in e["vllm"]["kernel"]
@@ -170,9 +205,25 @@ def test_scenario_gguf_on_cpu(tmp_path: Path) -> None:
 
 
 def test_scenario_structured_output_heavy_clients() -> None:
-    code, data = _run("plan", "choose", "-m", "builtin:Qwen/Qwen3-32B", "--gpu", "H100-80G", "--context", "8192",
-                      "--feature", "structured_output", "--api-field", "response_format.json_schema",
-                      "--api-field", "stop:6", "--from", "vllm", "--json")
+    code, data = _run(
+        "plan",
+        "choose",
+        "-m",
+        "builtin:Qwen/Qwen3-32B",
+        "--gpu",
+        "H100-80G",
+        "--context",
+        "8192",
+        "--feature",
+        "structured_output",
+        "--api-field",
+        "response_format.json_schema",
+        "--api-field",
+        "stop:6",
+        "--from",
+        "vllm",
+        "--json",
+    )
     assert code == 0
     e = _by_engine(data)
     tgi_so = next(f for f in e["tgi"]["facts"] if f["what"] == "structured_output")
@@ -185,67 +236,135 @@ def test_scenario_structured_output_heavy_clients() -> None:
 
 
 def test_scenario_128k_context() -> None:
-    code, data = _run("plan", "choose", "-m", "builtin:meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-80G",
-                      "--context", "131072", "--concurrency", "2", "--json")
+    code, data = _run(
+        "plan",
+        "choose",
+        "-m",
+        "builtin:meta-llama/Llama-3.1-8B-Instruct",
+        "--gpu",
+        "H100-80G",
+        "--context",
+        "131072",
+        "--concurrency",
+        "2",
+        "--json",
+    )
     assert code == 0
     e = _by_engine(data)
     assert e["vllm"]["capacity"]["context"] == 131072
     assert [f["ok"] for f in _facts(e["vllm"], "concurrency")] == [True]
-    code, data = _run("plan", "choose", "-m", "builtin:meta-llama/Llama-3.1-8B-Instruct", "--gpu", "L4",
-                      "--context", "131072", "--json")
+    code, data = _run(
+        "plan",
+        "choose",
+        "-m",
+        "builtin:meta-llama/Llama-3.1-8B-Instruct",
+        "--gpu",
+        "L4",
+        "--context",
+        "131072",
+        "--json",
+    )
     assert code == 1  # no engine can hold one 128k request on an L4: every one is blocked
     assert all(any(f["ok"] is False for f in x["facts"]) for x in data["engines"])
 
 
 def test_context_beyond_the_model_is_a_blocker_for_every_engine() -> None:
-    code, data = _run("plan", "choose", "-m", "builtin:meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-80G",
-                      "--context", "200000", "--json")
+    code, data = _run(
+        "plan",
+        "choose",
+        "-m",
+        "builtin:meta-llama/Llama-3.1-8B-Instruct",
+        "--gpu",
+        "H100-80G",
+        "--context",
+        "200000",
+        "--json",
+    )
     assert code == 1
     assert all(_facts(x, "context")[0]["ok"] is False for x in data["engines"])
 
 
 def test_rate_target_is_unknown_not_predicted() -> None:
-    code, data = _run("plan", "choose", "-m", "builtin:meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-80G",
-                      "--context", "8192", "--rate", "5", "--json")
+    code, data = _run(
+        "plan",
+        "choose",
+        "-m",
+        "builtin:meta-llama/Llama-3.1-8B-Instruct",
+        "--gpu",
+        "H100-80G",
+        "--context",
+        "8192",
+        "--rate",
+        "5",
+        "--json",
+    )
     assert code == 0
     assert all(_facts(x, "rate")[0]["ok"] is None for x in data["engines"])
 
 
 def test_probe_report_is_evidence_for_the_probed_engines(tmp_path: Path) -> None:
     obs = {"status": "observed", "value": 1}
-    result = {"id": "stop.count", "title": "t", "category": "c", "request": "r", "observes": "o", "breaking": True,
-              "breaks": "b", "old": obs, "new": obs, "verdict": "differs", "breaking_difference": True}
-    report = {"old": {"url": "http://127.0.0.1:1", "engine": "vllm"},
-              "new": {"url": "http://127.0.0.1:2", "engine": "llamacpp"}, "results": [result]}
+    result = {
+        "id": "stop.count",
+        "title": "t",
+        "category": "c",
+        "request": "r",
+        "observes": "o",
+        "breaking": True,
+        "breaks": "b",
+        "old": obs,
+        "new": obs,
+        "verdict": "differs",
+        "breaking_difference": True,
+    }
+    report = {
+        "old": {"url": "http://127.0.0.1:1", "engine": "vllm"},
+        "new": {"url": "http://127.0.0.1:2", "engine": "llamacpp"},
+        "results": [result],
+    }
     path = tmp_path / "probe.json"
     path.write_text(json.dumps(report))
-    code, data = _run("plan", "choose", "-m", "builtin:meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-80G",
-                      "--context", "8192", "--probe", str(path), "--json")
+    code, data = _run(
+        "plan",
+        "choose",
+        "-m",
+        "builtin:meta-llama/Llama-3.1-8B-Instruct",
+        "--gpu",
+        "H100-80G",
+        "--context",
+        "8192",
+        "--probe",
+        str(path),
+        "--json",
+    )
     assert code == 0
     e = _by_engine(data)
-    assert _facts(e["llamacpp"], "probe")[0]["ok"] is False and "stop.count" in _facts(e["llamacpp"], "probe")[0][
-        "detail"]
+    assert (
+        _facts(e["llamacpp"], "probe")[0]["ok"] is False and "stop.count" in _facts(e["llamacpp"], "probe")[0]["detail"]
+    )
     assert _facts(e["vllm"], "probe")[0]["ok"] is True and not _facts(e["sglang"], "probe")
 
 
 def test_table_output_names_sources() -> None:
-    code, text = _run("plan", "choose", "-m", "builtin:openai/gpt-oss-120b", "--gpu", "H100-80G", "--context",
-                      "8192")
+    code, text = _run("plan", "choose", "-m", "builtin:openai/gpt-oss-120b", "--gpu", "H100-80G", "--context", "8192")
     assert code == 0
     assert "vllm 0.32.0: fused_moe" in text and "(unverified)" in text
 
 
-@pytest.mark.parametrize(("argv", "names"), [
-    (["--gpu", "H100-80G", "--cpu"], "name the hardware once"),
-    (["--feature", "telepathy", "--gpu", "H100-80G"], "telepathy"),
-    (["--api-field", "logit_bias", "--gpu", "H100-80G"], "logit_bias"),
-    (["--api-field", "seed:3", "--gpu", "H100-80G"], "stop"),
-    (["--api-field", "stop:\u00b2", "--gpu", "H100-80G"], "stop"),  # '²'.isdigit() is True, int('²') raises
-    (["--fingerprint", "catalog:H100-80Gx\u00b2"], "GPU count"),
-    (["--from", "ollama", "--gpu", "H100-80G"], "ollama"),
-    (["--gpus", "2", "--cpu"], "--gpus"),
-    (["--gpu", "H999"], "H999"),
-])
+@pytest.mark.parametrize(
+    ("argv", "names"),
+    [
+        (["--gpu", "H100-80G", "--cpu"], "name the hardware once"),
+        (["--feature", "telepathy", "--gpu", "H100-80G"], "telepathy"),
+        (["--api-field", "logit_bias", "--gpu", "H100-80G"], "logit_bias"),
+        (["--api-field", "seed:3", "--gpu", "H100-80G"], "stop"),
+        (["--api-field", "stop:\u00b2", "--gpu", "H100-80G"], "stop"),  # '²'.isdigit() is True, int('²') raises
+        (["--fingerprint", "catalog:H100-80Gx\u00b2"], "GPU count"),
+        (["--from", "ollama", "--gpu", "H100-80G"], "ollama"),
+        (["--gpus", "2", "--cpu"], "--gpus"),
+        (["--gpu", "H999"], "H999"),
+    ],
+)
 def test_bad_input_is_exit_2_naming_the_value(argv: list[str], names: str) -> None:
     code, text = _run("plan", "choose", "-m", "builtin:meta-llama/Llama-3.1-8B-Instruct", *argv)
     assert code == 2 and names in text
@@ -254,10 +373,17 @@ def test_bad_input_is_exit_2_naming_the_value(argv: list[str], names: str) -> No
 def test_unknown_builtin_and_bad_probe_file_through_the_console_script(tmp_path: Path) -> None:
     bad = tmp_path / "probe.json"
     bad.write_text('{"old": 3}')
-    for argv in (["-m", "builtin:nope/none", "--cpu"],
-                 ["-m", "builtin:meta-llama/Llama-3.1-8B-Instruct", "--cpu", "--probe", str(bad)]):
-        res = subprocess.run([sys.executable, "-m", "switchover", "plan", "choose", *argv], capture_output=True,
-                             text=True, timeout=120, check=False)
+    for argv in (
+        ["-m", "builtin:nope/none", "--cpu"],
+        ["-m", "builtin:meta-llama/Llama-3.1-8B-Instruct", "--cpu", "--probe", str(bad)],
+    ):
+        res = subprocess.run(
+            [sys.executable, "-m", "switchover", "plan", "choose", *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert res.returncode == 2, res.stderr
         assert "Traceback" not in res.stderr and ("builtin" in res.stderr or "--probe" in res.stderr)
 
@@ -266,16 +392,31 @@ def test_pinned_releases_rank_only_those_engines_with_their_own_rules(tmp_path: 
     """-e ENGINE@VERSION: vLLM 0.6.3 loads a bitsandbytes checkpoint (0.32 does not), at 0.6.3's overhead band."""
     from tests.plan import configs as C
 
-    (tmp_path / "config.json").write_text(json.dumps({**C.LLAMA_8B, "quantization_config": {
-        "quant_method": "bitsandbytes", "load_in_4bit": True}}))
-    code, old = _run("plan", "choose", "-m", str(tmp_path), "--gpu", "H100-80G", "--context", "8192",
-                     "-e", "vllm@0.6.3", "--json")
+    (tmp_path / "config.json").write_text(
+        json.dumps({**C.LLAMA_8B, "quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": True}})
+    )
+    code, old = _run(
+        "plan", "choose", "-m", str(tmp_path), "--gpu", "H100-80G", "--context", "8192", "-e", "vllm@0.6.3", "--json"
+    )
     assert code == 0, old
     (vllm,) = old["engines"]
     assert vllm["loads"] is True and vllm["engine_version"]["version"] == "0.6.3"
     assert "0.6.3" in _facts(vllm, "format")[0]["detail"]
-    _, new = _run("plan", "choose", "-m", str(tmp_path), "--gpu", "H100-80G", "--context", "8192", "-e", "vllm",
-                  "-e", "sglang", "--json")
+    _, new = _run(
+        "plan",
+        "choose",
+        "-m",
+        str(tmp_path),
+        "--gpu",
+        "H100-80G",
+        "--context",
+        "8192",
+        "-e",
+        "vllm",
+        "-e",
+        "sglang",
+        "--json",
+    )
     assert {e["engine"] for e in new["engines"]} == {"vllm", "sglang"}  # only the engines named
     latest = _by_engine(new)["vllm"]
     assert latest["loads"] is False and "newest known" in (latest["engine_version"]["note"] or "")

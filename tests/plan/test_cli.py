@@ -43,8 +43,13 @@ def llama_dir(tmp_path: Path) -> Path:
 def test_malformed_config_exits_2_with_an_explanation(tmp_path: Path) -> None:
     """The one test through the real console script: one line, no traceback."""
     (tmp_path / "config.json").write_text('{"num_hidden_layers": 2,')
-    res = subprocess.run([sys.executable, "-m", "switchover", "plan", "capacity", "-m", str(tmp_path), "--gpu",
-                          "H100-80G"], capture_output=True, text=True, timeout=120, check=False)
+    res = subprocess.run(
+        [sys.executable, "-m", "switchover", "plan", "capacity", "-m", str(tmp_path), "--gpu", "H100-80G"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert res.returncode == 2
     assert "malformed JSON at line 1" in res.stderr and "Traceback" not in res.stderr
 
@@ -61,9 +66,25 @@ def test_unknown_gpu_exits_2(llama_dir: Path) -> None:
 
 
 def test_capacity_json(llama_dir: Path) -> None:
-    res = _run("plan", "capacity", "-m", str(llama_dir), "--gpu", "H100-80G", "--max-model-len", "8192",
-               "--weights-gib", "14.99", "--overhead", "activation_peak=4.74", "--overhead", "non_torch=0.13",
-               "--memory-fraction", "0.9", "--json")
+    res = _run(
+        "plan",
+        "capacity",
+        "-m",
+        str(llama_dir),
+        "--gpu",
+        "H100-80G",
+        "--max-model-len",
+        "8192",
+        "--weights-gib",
+        "14.99",
+        "--overhead",
+        "activation_peak=4.74",
+        "--overhead",
+        "non_torch=0.13",
+        "--memory-fraction",
+        "0.9",
+        "--json",
+    )
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     assert data["instance"]["kv_pool_gib"] == pytest.approx(51.4, rel=0.01)
@@ -71,8 +92,9 @@ def test_capacity_json(llama_dir: Path) -> None:
 
 
 def test_translate_and_grace_commands() -> None:
-    res = _run("plan", "translate", "--from", "vllm", "vllm serve m --max-model-len 4096 -tp 2", "--to", "sglang",
-               "--json")
+    res = _run(
+        "plan", "translate", "--from", "vllm", "vllm serve m --max-model-len 4096 -tp 2", "--to", "sglang", "--json"
+    )
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     assert "--tp-size 2" in data["command"] and "--context-length 4096" in data["command"]
@@ -94,8 +116,14 @@ def test_hw_fingerprint_and_diff() -> None:
 def test_capacity_prints_weight_bytes_and_where_they_came_from(tmp_path: Path, llama_dir: Path) -> None:
     awq = tmp_path / "qwq-awq"
     awq.mkdir()
-    (awq / "config.json").write_text(json.dumps({**C.QWQ_32B, "quantization_config": {
-        "quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}}))
+    (awq / "config.json").write_text(
+        json.dumps(
+            {
+                **C.QWQ_32B,
+                "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True},
+            }
+        )
+    )
     quant = _run("plan", "capacity", "-m", str(awq), "--gpu", "H100-80G", "--max-model-len", "8192")
     assert quant.returncode == 0, quant.stderr
     assert "awq 4-bit, group 128" in quant.stdout and "quantization table" in quant.stdout
@@ -107,14 +135,36 @@ def test_capacity_prints_weight_bytes_and_where_they_came_from(tmp_path: Path, l
 
 
 def test_capacity_engine_version_picks_the_overhead_band_and_bad_versions_exit_2(llama_dir: Path) -> None:
-    old = _run("plan", "capacity", "-m", str(llama_dir), "--gpu", "H100-80G", "--max-model-len", "16000",
-               "--engine-version", "0.11.0", "--json")
+    old = _run(
+        "plan",
+        "capacity",
+        "-m",
+        str(llama_dir),
+        "--gpu",
+        "H100-80G",
+        "--max-model-len",
+        "16000",
+        "--engine-version",
+        "0.11.0",
+        "--json",
+    )
     assert old.returncode == 0, old.stderr
     data = json.loads(old.stdout)
     assert data["overhead_model"]["band"] == ">=0.8,<0.19"
     assert data["instance"]["kv_pool_gib"] == pytest.approx(51.38, rel=0.01)  # llm-d's logged pool
-    new = _run("plan", "capacity", "-m", str(llama_dir), "--gpu", "H100-80G", "--max-model-len", "16000",
-               "--engine-version", "0.19.0", "--json")
+    new = _run(
+        "plan",
+        "capacity",
+        "-m",
+        str(llama_dir),
+        "--gpu",
+        "H100-80G",
+        "--max-model-len",
+        "16000",
+        "--engine-version",
+        "0.19.0",
+        "--json",
+    )
     band = json.loads(new.stdout)["overhead_model"]
     assert band["band"] == ">=0.19,<0.21"  # its own sampler coefficient: a smaller peak at 1024 seqs than v0.11
     assert band["sampler_gib"] < data["overhead_model"]["sampler_gib"] / 2
@@ -126,9 +176,11 @@ def test_markup_in_config_text_folder_names_and_launch_flags_is_printed_not_pars
     d = tmp_path / "m[bold]"
     d.mkdir()
     (d / "config.json").write_text(json.dumps({**C.LLAMA_8B, "quantization_config": {"quant_method": "[/x]"}}))
-    for args in (("plan", "card", "-m", str(d)), ("plan", "capacity", "-m", str(d), "--gpu", "H100-80G",
-                                                  "--max-model-len", "4096"),
-                 ("plan", "translate", "--from", "vllm", "vllm serve M --weird [/x]", "--to", "sglang")):
+    for args in (
+        ("plan", "card", "-m", str(d)),
+        ("plan", "capacity", "-m", str(d), "--gpu", "H100-80G", "--max-model-len", "4096"),
+        ("plan", "translate", "--from", "vllm", "vllm serve M --weird [/x]", "--to", "sglang"),
+    ):
         res = _run(*args)
         assert res.returncode in (0, 1), res.stderr
         assert "[/x]" in " ".join(res.stdout.split()).replace("│", "") or "--weird" in res.stdout
@@ -151,8 +203,22 @@ def test_a_gpu_family_sold_in_two_memory_sizes_is_never_picked_silently(family: 
 
 
 def test_plan_parallel_on_many_gpus_shows_the_best_layouts_and_names_the_request_length() -> None:
-    res = CliRunner().invoke(app, ["plan", "parallel", "-m", "builtin:Qwen/Qwen3-32B", "--gpu", "H100-80G",
-                                   "--gpus", "1024", "--context", "8192", "--no-illegal"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "plan",
+            "parallel",
+            "-m",
+            "builtin:Qwen/Qwen3-32B",
+            "--gpu",
+            "H100-80G",
+            "--gpus",
+            "1024",
+            "--context",
+            "8192",
+            "--no-illegal",
+        ],
+    )
     assert res.exit_code == 0, res.output
     text = " ".join(res.output.split())
     assert "concurrency counts requests of 8,192 tokens (--context)" in text

@@ -27,10 +27,13 @@ def test_a_model_that_fits_says_how_many_requests_run_at_once() -> None:
     assert out["fit"]["verdict"] == f"fits: {out['max_concurrency']} requests of 8,192 tokens at once (binding: kv)"
 
 
-@pytest.mark.parametrize(("args", "expected_flag"), [
-    (f"-m {QWEN} --gpu L4-24G", "--tp 4"),  # 61 GiB of weights on a 22 GiB card
-    (f"-m {LLAMA} --gpu L4-24G --max-model-len 131072 --context 131072", "--max-model-len 34944"),
-])
+@pytest.mark.parametrize(
+    ("args", "expected_flag"),
+    [
+        (f"-m {QWEN} --gpu L4-24G", "--tp 4"),  # 61 GiB of weights on a 22 GiB card
+        (f"-m {LLAMA} --gpu L4-24G --max-model-len 131072 --context 131072", "--max-model-len 34944"),
+    ],
+)
 def test_each_suggestion_is_what_plan_capacity_gives_with_that_change(args: str, expected_flag: str) -> None:
     code, out = _capacity(args)
     assert code == 1

@@ -48,9 +48,20 @@ def test_seed_example_2000_tokens_at_35_ms_is_70_s() -> None:
     assert required_grace(2000, 35, ttft_p99_ms=2000, margin_s=0).required_s == pytest.approx(72.0)
 
 
-@pytest.mark.parametrize(("text", "seconds"), [(30, 30.0), ("30", 30.0), ("30s", 30.0), ("1m30s", 90.0),
-                                               ("2m", 120.0), ("1h", 3600.0), ("500ms", 0.5), ("soon", None),
-                                               (True, None)])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        (30, 30.0),
+        ("30", 30.0),
+        ("30s", 30.0),
+        ("1m30s", 90.0),
+        ("2m", 120.0),
+        ("1h", 3600.0),
+        ("500ms", 0.5),
+        ("soon", None),
+        (True, None),
+    ],
+)
 def test_durations(text: object, seconds: float | None) -> None:
     assert parse_duration(text) == seconds
 
@@ -75,8 +86,9 @@ def test_scan_flags_short_settings_with_file_and_line(tmp_path: Path) -> None:
 
 
 def test_long_enough_settings_pass(tmp_path: Path) -> None:
-    (tmp_path / "d.yaml").write_text(K8S.replace("30\n", "120\n").replace('"60"', '"600"').replace("sleep 10",
-                                                                                                  "sleep 5"))
+    (tmp_path / "d.yaml").write_text(
+        K8S.replace("30\n", "120\n").replace('"60"', '"600"').replace("sleep 10", "sleep 5")
+    )
     report = grace_report(required_grace(1000, 35), tmp_path / "d.yaml")
     first = [f for f in report.findings if "(absent)" not in f.setting]
     assert first and all(f.ok for f in first)
@@ -91,9 +103,11 @@ def test_client_timeout_shorter_than_generation_is_warned() -> None:
 def test_bench_summary_gives_worst_p99(tmp_path: Path) -> None:
     run = tmp_path / "20261129T1-bench"
     run.mkdir()
-    steps = [{"endpoint": "new", "tpot_ms": {"p99": 30.0}, "ttft_ms": {"p99": 400.0}},
-             {"endpoint": "new", "tpot_ms": {"p99": 41.5}, "ttft_ms": {"p99": 900.0}},
-             {"endpoint": "old", "tpot_ms": {"p99": 90.0}, "ttft_ms": None}]
+    steps = [
+        {"endpoint": "new", "tpot_ms": {"p99": 30.0}, "ttft_ms": {"p99": 400.0}},
+        {"endpoint": "new", "tpot_ms": {"p99": 41.5}, "ttft_ms": {"p99": 900.0}},
+        {"endpoint": "old", "tpot_ms": {"p99": 90.0}, "ttft_ms": None},
+    ]
     (run / "summary.json").write_text(json.dumps({"steps": steps}))
     assert latency_from_bench(run, "new")[:2] == (41.5, 900.0)
     assert latency_from_bench(run)[0] == 90.0

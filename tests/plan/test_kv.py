@@ -30,12 +30,12 @@ from tests.plan import configs as C
         (C.QWEN3_NEXT, 1, "auto", 12 * 2 * 2 * 256 * 2, False),  # only 12 attention layers pay per token
     ],
 )
-def test_bytes_per_token(cfg: dict[str, Any], tp: int, kv_dtype: str, bytes_per_token: int,
-                         replicated: bool) -> None:
+def test_bytes_per_token(cfg: dict[str, Any], tp: int, kv_dtype: str, bytes_per_token: int, replicated: bool) -> None:
     from switchover.engines import load_profile
 
-    layout = kv_layout(card_from_config(cfg), tp=tp, kv_dtype=kv_dtype,
-                       mla_bytes=load_profile("vllm").memory.mla_kv_bytes_per_layer)
+    layout = kv_layout(
+        card_from_config(cfg), tp=tp, kv_dtype=kv_dtype, mla_bytes=load_profile("vllm").memory.mla_kv_bytes_per_layer
+    )
     assert layout.bytes_per_token + layout.sliding_bytes_per_token == pytest.approx(bytes_per_token)
     assert layout.kv_heads_replicated is replicated
 
@@ -66,8 +66,7 @@ def test_sliding_layers_cost_at_most_the_window() -> None:
     long = layout.request_bytes(8000, page_tokens=16)
     per_layer = layout.bytes_per_token_layer
     # full layers grow with context; sliding layers stop at window (4096) + one page of slack
-    assert long - short == pytest.approx(
-        21 * per_layer * (8000 - 1008) + 21 * per_layer * (4096 + 16 - 1008), rel=1e-9)
+    assert long - short == pytest.approx(21 * per_layer * (8000 - 1008) + 21 * per_layer * (4096 + 16 - 1008), rel=1e-9)
 
 
 def test_uneven_pipeline_takes_the_worst_stage() -> None:
@@ -89,8 +88,12 @@ def test_bad_layout_values_are_bad_input() -> None:
 
 def test_gemma_global_layers_use_their_own_heads_and_head_dim() -> None:
     """Gemma-4 style configs give global (full) layers their own KV heads and head dim (issue 12 §6)."""
-    cfg = {**C.GEMMA3_TEXT["text_config"], "architectures": ["Gemma4ForCausalLM"], "global_head_dim": 512,
-           "num_global_key_value_heads": 2}
+    cfg = {
+        **C.GEMMA3_TEXT["text_config"],
+        "architectures": ["Gemma4ForCausalLM"],
+        "global_head_dim": 512,
+        "num_global_key_value_heads": 2,
+    }
     layout = kv_layout(card_from_config(cfg))
     assert layout.full_layers == 8 and layout.sliding_layers == 40
     assert layout.bytes_per_token == 8 * 2 * 2 * 512 * 2  # global layers: 2 heads x 512
@@ -121,7 +124,8 @@ def test_engine_mla_layouts_come_from_the_profile_not_code() -> None:
         kv_layout(card_from_config(C.LLAMA_8B), kv_dtype="fp8_ds_mla", mla_bytes=vllm)
     sglang = load_profile("sglang").memory.mla_kv_bytes_per_layer  # plain fp8 names: MLA size for MLA only
     assert kv_layout(card_from_config(C.LLAMA_8B), kv_dtype="fp8_e4m3", mla_bytes=sglang).bytes_per_token == (
-        2 * 32 * 8 * 128 * 1)
+        2 * 32 * 8 * 128 * 1
+    )
 
 
 def test_draft_layers_add_full_layers_to_the_pool() -> None:

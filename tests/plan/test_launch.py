@@ -20,26 +20,45 @@ FLEXIBLE = ParserRules(abbrev=True, underscores=True, source="vllm/utils.py")
 CLAP = ParserRules(source="launcher/src/main.rs")
 
 
-VLLM_OLD = {"--model": span(), "--max-num-seqs": span(kind="int"), "--enforce-eager": span(False, kind="bool"),
-            "--tensor-parallel-size": span(kind="int", aliases=["-tp"]), "--swap-space": span(kind="float"),
-            "--reasoning-parser": span(choices=["deepseek_r1", "granite"]), "--config": span(),
-            "--enable-prefix-caching": span(False, kind="bool", negation="--no-enable-prefix-caching"),
-            "--max-model-len": span(kind="int"), "--speculative-config": span(kind="json")}
+VLLM_OLD = {
+    "--model": span(),
+    "--max-num-seqs": span(kind="int"),
+    "--enforce-eager": span(False, kind="bool"),
+    "--tensor-parallel-size": span(kind="int", aliases=["-tp"]),
+    "--swap-space": span(kind="float"),
+    "--reasoning-parser": span(choices=["deepseek_r1", "granite"]),
+    "--config": span(),
+    "--enable-prefix-caching": span(False, kind="bool", negation="--no-enable-prefix-caching"),
+    "--max-model-len": span(kind="int"),
+    "--speculative-config": span(kind="json"),
+}
 VLLM_NEW = {k: v for k, v in VLLM_OLD.items() if k != "--swap-space"}
-SGLANG = {"--model-path": span(), "--tp-size": span(kind="int", aliases=["--tensor-parallel-size"]),
-          "--dp-size": span(kind="int"), "--mem-fraction-static": span(kind="float"),
-          "--ep-size": span(kind="int"), "--dtype": span()}
-TGI_OLD = {"--model-id": span(env="MODEL_ID"), "--quantize": span(env="QUANTIZE", choices=["awq", "gptq"]),
-           "--sharded": span(env="SHARDED", kind="bool", choices=["true", "false"]),
-           "--trust-remote-code": span(False, env="TRUST_REMOTE_CODE", kind="bool")}
+SGLANG = {
+    "--model-path": span(),
+    "--tp-size": span(kind="int", aliases=["--tensor-parallel-size"]),
+    "--dp-size": span(kind="int"),
+    "--mem-fraction-static": span(kind="float"),
+    "--ep-size": span(kind="int"),
+    "--dtype": span(),
+}
+TGI_OLD = {
+    "--model-id": span(env="MODEL_ID"),
+    "--quantize": span(env="QUANTIZE", choices=["awq", "gptq"]),
+    "--sharded": span(env="SHARDED", kind="bool", choices=["true", "false"]),
+    "--trust-remote-code": span(False, env="TRUST_REMOTE_CODE", kind="bool"),
+}
 TGI_NEW = {**TGI_OLD, "--lora-adapters": span(env="LORA_ADAPTERS")}
 
 
 @pytest.fixture(autouse=True)
 def release_data(no_release_data: dict[str, EngineReleases]) -> None:
-    no_release_data.update({"vllm": engine_data("vllm", FLEXIBLE, {"0.8.5.post1": VLLM_OLD, "0.11.0": VLLM_NEW}),
-                            "sglang": engine_data("sglang", ARGPARSE, {"0.4.0": SGLANG}),
-                            "tgi": engine_data("tgi", CLAP, {"2.0.4": TGI_OLD, "2.1.0": TGI_NEW})})
+    no_release_data.update(
+        {
+            "vllm": engine_data("vllm", FLEXIBLE, {"0.8.5.post1": VLLM_OLD, "0.11.0": VLLM_NEW}),
+            "sglang": engine_data("sglang", ARGPARSE, {"0.4.0": SGLANG}),
+            "tgi": engine_data("tgi", CLAP, {"2.0.4": TGI_OLD, "2.1.0": TGI_NEW}),
+        }
+    )
 
 
 def test_underscores_are_read_as_dashes_where_the_parser_does() -> None:
@@ -50,8 +69,9 @@ def test_underscores_are_read_as_dashes_where_the_parser_does() -> None:
 
 
 def test_argparse_abbreviations_select_the_option_sglang_tp_8() -> None:
-    launch = parse_launch("sglang", "python3 -m sglang.launch_server --model-path M --tp 8 --mem-frac 0.8 --dp 2",
-                          version="0.4.0")
+    launch = parse_launch(
+        "sglang", "python3 -m sglang.launch_server --model-path M --tp 8 --mem-frac 0.8 --dp 2", version="0.4.0"
+    )
     rec = by_typed(launch)
     assert rec["--tp"].option == "--tp-size" and rec["--tp"].intent == "tensor_parallel_size"
     assert launch.values["tensor_parallel_size"] == 8 and launch.values["data_parallel_size"] == 2
@@ -61,8 +81,9 @@ def test_argparse_abbreviations_select_the_option_sglang_tp_8() -> None:
 def test_an_option_the_version_lacks_is_refused_with_where_it_was_last() -> None:
     rec = by_typed(parse_launch("vllm", "vllm serve M --swap-space 4", version="0.11.0"))["--swap-space"]
     assert rec.validity == "refused"
-    assert "last in 0.8.5.post1" in rec.validity_detail and "https://example.invalid/v0.8.5.post1/" in \
-        rec.validity_detail
+    assert (
+        "last in 0.8.5.post1" in rec.validity_detail and "https://example.invalid/v0.8.5.post1/" in rec.validity_detail
+    )
 
 
 def test_a_value_outside_the_choices_is_refused_reasoning_parser_qwen3_at_0_8_5() -> None:
@@ -89,8 +110,12 @@ def test_negations_and_negative_numbers() -> None:
 
 
 def test_json_values_with_colons_parse_as_a_command() -> None:
-    launch = parse_launch("vllm", """X=1 vllm serve M --speculative-config '{"model": "d", "num_speculative_tokens": 5,
-                          "method": "eagle"}'""", version="0.11.0")
+    launch = parse_launch(
+        "vllm",
+        """X=1 vllm serve M --speculative-config '{"model": "d", "num_speculative_tokens": 5,
+                          "method": "eagle"}'""",
+        version="0.11.0",
+    )
     assert launch.env == {"X": "1"}
     assert launch.values["speculative_model"] == "d" and launch.values["speculative_tokens"] == 5
     assert launch.values["speculative_method"] == "eagle"
@@ -104,13 +129,17 @@ def test_versions_are_said_newest_assumed_and_outside_the_data() -> None:
     assert by_typed(old)["--max-num-seqs"].validity == "unknown"
     none = parse_launch("trtllm", "trtllm-serve /m --tp_size 2")
     assert (none.version_note or "").startswith("no trtllm-serve release data: flags not checked against a release")
-    assert all(x.validity == "unknown" and "no trtllm-serve release data" in (x.validity_detail or "")
-               for x in none.inputs)
+    assert all(
+        x.validity == "unknown" and "no trtllm-serve release data" in (x.validity_detail or "") for x in none.inputs
+    )
 
 
 def test_tgi_arguments_given_as_env_vars_are_records() -> None:
-    launch = parse_launch("tgi", "QUANTIZE=awq LORA_ADAPTERS=a/b,c/d CUDA_VISIBLE_DEVICES=0,1 HF_TOKEN=x "
-                                 "text-generation-launcher --model-id M", version="2.0.4")
+    launch = parse_launch(
+        "tgi",
+        "QUANTIZE=awq LORA_ADAPTERS=a/b,c/d CUDA_VISIBLE_DEVICES=0,1 HF_TOKEN=x text-generation-launcher --model-id M",
+        version="2.0.4",
+    )
     rec = by_typed(launch)
     assert rec["QUANTIZE"].option == "--quantize" and rec["QUANTIZE"].via == "env" and rec["QUANTIZE"].validity == "ok"
     assert launch.values["quantization"] == "awq"
@@ -122,20 +151,24 @@ def test_tgi_arguments_given_as_env_vars_are_records() -> None:
 
 
 def test_tgi_sharded_takes_a_value_and_a_clap_switch_does_not() -> None:
-    launch = parse_launch("tgi", "text-generation-launcher --model-id M --sharded true --trust-remote-code true",
-                          version="2.0.4")
+    launch = parse_launch(
+        "tgi", "text-generation-launcher --model-id M --sharded true --trust-remote-code true", version="2.0.4"
+    )
     rec = by_typed(launch)
     assert rec["--sharded"].validity == "ok" and launch.values["sharded"] is True
     assert rec["--trust-remote-code"].validity == "refused"
 
 
 def test_docker_image_names_engine_and_version() -> None:
-    launch = parse_launch("tgi", "docker run --gpus 2 ghcr.io/huggingface/text-generation-inference:2.1.0 "
-                                 "--model-id M --quantize gptq")
+    launch = parse_launch(
+        "tgi", "docker run --gpus 2 ghcr.io/huggingface/text-generation-inference:2.1.0 --model-id M --quantize gptq"
+    )
     assert launch.version == "2.1.0" and any("image tag" in n for n in launch.notes)
     assert launch.gpu_count == 2 and launch.model == "M"
     assert detect_engine("docker run lmsysorg/sglang:v0.4.0 python3 -m sglang.launch_server --model-path M") == (
-        "sglang", "0.4.0")
+        "sglang",
+        "0.4.0",
+    )
     with pytest.raises(BadInput, match="runs vllm, not tgi"):
         parse_launch("tgi", "docker run vllm/vllm-openai:v0.11.0 --model M")
     with pytest.raises(BadInput, match="runs sglang, not vllm"):
@@ -163,8 +196,12 @@ spec:
 
 
 def test_config_files_are_read_and_the_command_line_wins_in_vllm() -> None:
-    launch = parse_launch("vllm", "vllm serve M --max-model-len 4096 --config c.yaml", version="0.11.0",
-                          files={"c.yaml": "max_model_len: 8192\nmax-num-seqs: 64\nenable_prefix_caching: false\n"})
+    launch = parse_launch(
+        "vllm",
+        "vllm serve M --max-model-len 4096 --config c.yaml",
+        version="0.11.0",
+        files={"c.yaml": "max_model_len: 8192\nmax-num-seqs: 64\nenable_prefix_caching: false\n"},
+    )
     rec = by_typed(launch)
     assert rec["--config"].intent == "config_file" and rec["max-num-seqs"].via == "config"
     assert launch.values["max_context_length"] == 4096 and launch.values["max_concurrent_sequences"] == 64
@@ -211,9 +248,13 @@ def test_bad_launches_are_bad_input(text: str, match: str) -> None:
         parse_launch("vllm", text, version="0.11.0")
 
 
-@pytest.mark.parametrize(("text", "typed", "match"), [
-    ("python -m sglang.launch_server --model-path M --port port", "--port", "'port'"),
-    ("python -m sglang.launch_server --model-path M --mem-fraction-static half", "--mem-fraction-static", "half")])
+@pytest.mark.parametrize(
+    ("text", "typed", "match"),
+    [
+        ("python -m sglang.launch_server --model-path M --port port", "--port", "'port'"),
+        ("python -m sglang.launch_server --model-path M --mem-fraction-static half", "--mem-fraction-static", "half"),
+    ],
+)
 def test_a_value_of_the_wrong_kind_is_that_flags_refusal_not_bad_input(text: str, typed: str, match: str) -> None:
     # a poster's placeholder (`--port port`): the engine's parser refuses it, the launch is invalid, the run goes on
     launch = parse_launch("sglang", text, version="0.3.0")  # a release the data does not cover: kinds from the profile
@@ -225,12 +266,14 @@ def test_a_value_of_the_wrong_kind_is_that_flags_refusal_not_bad_input(text: str
 def test_a_number_no_engine_can_mean_is_still_bad_input() -> None:
     # outside what the setting can mean at all (RANGES): a typo, exit 2 (issue 11)
     with pytest.raises(BadInput, match="must be at least 1"):
-        parse_launch("sglang", "python -m sglang.launch_server --model-path M --max-running-requests 0",
-                     version="0.3.0")
+        parse_launch(
+            "sglang", "python -m sglang.launch_server --model-path M --max-running-requests 0", version="0.3.0"
+        )
 
 
-@pytest.mark.parametrize("text", ["llama-server.exe -m E:\\m.gguf --port 8084",
-                                  ".\\llama-server.exe -m 'E:\\m.gguf' --port 8084"])
+@pytest.mark.parametrize(
+    "text", ["llama-server.exe -m E:\\m.gguf --port 8084", ".\\llama-server.exe -m 'E:\\m.gguf' --port 8084"]
+)
 def test_a_windows_llama_server_exe_is_llamacpp(text: str) -> None:
     assert detect_engine(text) == ("llamacpp", None)
     launch = parse_launch("llamacpp", text)
@@ -238,12 +281,18 @@ def test_a_windows_llama_server_exe_is_llamacpp(text: str) -> None:
 
 
 def _env_data(environment: dict[str, dict[str, Any]]) -> EngineReleases:
-    return releases_of("vllm", {v: Extracted(parser=FLEXIBLE, flags={"--model": span()}, files=["args.py"],
-                                             environment=env) for v, env in environment.items()})
+    return releases_of(
+        "vllm",
+        {
+            v: Extracted(parser=FLEXIBLE, flags={"--model": span()}, files=["args.py"], environment=env)
+            for v, env in environment.items()
+        },
+    )
 
 
 def test_an_engine_environment_variable_is_checked_where_the_data_has_the_engines_table(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     data = _env_data({"0.8.5": {"VLLM_USE_V1": {"path": "vllm/envs.py"}}, "0.11.0": {}})
     monkeypatch.setattr(releases, "load_releases", lambda engine: data if engine == "vllm" else None)
     ok = by_typed(parse_launch("vllm", "VLLM_USE_V1=0 vllm serve M", version="0.8.5"))["VLLM_USE_V1"]
@@ -260,9 +309,16 @@ def test_without_an_environment_table_the_variable_is_said_not_checked() -> None
 def test_a_value_both_definitions_around_an_unread_release_accept_is_ok(monkeypatch: pytest.MonkeyPatch) -> None:
     # between two reads that define --split-mode differently, a value both accept is surely accepted; one only the
     # later read accepts is unknown there (engines.releases Lookup.alternatives)
-    data = releases_of("llamacpp", {v: Extracted(
-        parser=CLAP, files=["arg.cpp"], flags={"--split-mode": span(choices=c), "--model": span(aliases=["-m"])})
-        for v, c in (("b8390", ["none", "layer", "row"]), ("b9093", ["none", "layer", "row", "tensor"]))}, tag="")
+    data = releases_of(
+        "llamacpp",
+        {
+            v: Extracted(
+                parser=CLAP, files=["arg.cpp"], flags={"--split-mode": span(choices=c), "--model": span(aliases=["-m"])}
+            )
+            for v, c in (("b8390", ["none", "layer", "row"]), ("b9093", ["none", "layer", "row", "tensor"]))
+        },
+        tag="",
+    )
     monkeypatch.setattr(releases, "load_releases", lambda engine: data if engine == "llamacpp" else None)
     both = by_typed(parse_launch("llamacpp", "llama-server -m m.gguf --split-mode layer", version="b8637"))
     assert both["--split-mode"].validity == "ok"
@@ -272,8 +328,16 @@ def test_a_value_both_definitions_around_an_unread_release_accept_is_ok(monkeypa
 
 def test_a_bare_option_whose_value_is_optional_is_ok(monkeypatch: pytest.MonkeyPatch) -> None:
     # argparse nargs='?' (vLLM --enable-chunked-prefill at 0.6.0: https://github.com/vllm-project/vllm/blob/v0.6.0/vllm/engine/arg_utils.py)
-    data = engine_data("vllm", FLEXIBLE, {"0.6.0": {"--model": span(), "--enable-chunked-prefill": span(
-        kind="bool", value_optional=True, choices=["true", "false"])}})
+    data = engine_data(
+        "vllm",
+        FLEXIBLE,
+        {
+            "0.6.0": {
+                "--model": span(),
+                "--enable-chunked-prefill": span(kind="bool", value_optional=True, choices=["true", "false"]),
+            }
+        },
+    )
     monkeypatch.setattr(releases, "load_releases", lambda engine: data if engine == "vllm" else None)
     rec = by_typed(parse_launch("vllm", "vllm serve M --enable-chunked-prefill", version="0.6.0"))
     assert rec["--enable-chunked-prefill"].validity == "ok"
@@ -290,7 +354,11 @@ def test_a_library_variable_the_engine_itself_reads_is_checked_in_its_table(monk
 
 def test_tgi_model_id_and_arguments_from_the_environment_yield_to_the_command_line() -> None:
     # clap reads each launcher argument from its env var when the command line does not give it
-    launch = parse_launch("tgi", "docker run -e MODEL_ID=org/m -e QUANTIZE=gptq ghcr.io/huggingface/"
-                                 "text-generation-inference:2.1.0 --quantize awq", version="2.1.0")
+    launch = parse_launch(
+        "tgi",
+        "docker run -e MODEL_ID=org/m -e QUANTIZE=gptq ghcr.io/huggingface/"
+        "text-generation-inference:2.1.0 --quantize awq",
+        version="2.1.0",
+    )
     assert launch.model == "org/m" and by_typed(launch)["MODEL_ID"].intent == "model"
     assert launch.values["quantization"] == "awq"

@@ -36,8 +36,15 @@ vllm serve $model \\
 """
     raw = parse_script(text, _engine)
     assert raw is not None
-    assert raw.words == ["vllm", "serve", "/models/qwen", "--tensor-parallel-size", "2", "--served-model-name",
-                         "/models/qwen-chat"]
+    assert raw.words == [
+        "vllm",
+        "serve",
+        "/models/qwen",
+        "--tensor-parallel-size",
+        "2",
+        "--served-model-name",
+        "/models/qwen-chat",
+    ]
     assert [(e.name, e.value) for e in raw.env] == [("CUDA_VISIBLE_DEVICES", "0,1")]
 
 
@@ -60,9 +67,11 @@ trtllm-serve /m --extra_llm_api_options ${extra}
 
 
 def test_docker_run_options_are_the_runtimes_and_the_image_is_kept() -> None:
-    text = ("docker run --runtime nvidia --gpus '\"device=0,1\"' -v ~/.cache:/root/.cache --env HF_TOKEN=x "
-            "-e VLLM_LOGGING_LEVEL=DEBUG -p 8000:8000 --ipc=host -it --rm vllm/vllm-openai:v0.6.3 "
-            "--model M --tensor-parallel-size 2")
+    text = (
+        "docker run --runtime nvidia --gpus '\"device=0,1\"' -v ~/.cache:/root/.cache --env HF_TOKEN=x "
+        "-e VLLM_LOGGING_LEVEL=DEBUG -p 8000:8000 --ipc=host -it --rm vllm/vllm-openai:v0.6.3 "
+        "--model M --tensor-parallel-size 2"
+    )
     raw = parse_script(text, _engine)
     assert raw is not None
     assert raw.image == "vllm/vllm-openai:v0.6.3" and raw.gpus == "device=0,1"
@@ -79,11 +88,26 @@ def test_docker_run_with_a_shell_command_and_an_env_file() -> None:
 
 
 def test_kubernetes_container_args_command_and_env() -> None:
-    manifest = {"spec": {"template": {"spec": {"containers": [{
-        "name": "vllm", "image": "vllm/vllm-openai:v0.8.5",
-        "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
-        "args": ["--model", "M", "--max-model-len=8192"],
-        "env": [{"name": "CUDA_VISIBLE_DEVICES", "value": "0"}, {"name": "HF_TOKEN", "valueFrom": {}}]}]}}}}
+    manifest = {
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "vllm",
+                            "image": "vllm/vllm-openai:v0.8.5",
+                            "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+                            "args": ["--model", "M", "--max-model-len=8192"],
+                            "env": [
+                                {"name": "CUDA_VISIBLE_DEVICES", "value": "0"},
+                                {"name": "HF_TOKEN", "valueFrom": {}},
+                            ],
+                        }
+                    ]
+                }
+            }
+        }
+    }
     raw = parse_manifest(manifest, _engine)
     assert raw is not None and raw.image == "vllm/vllm-openai:v0.8.5"
     assert raw.words[-3:] == ["--model", "M", "--max-model-len=8192"]
@@ -101,12 +125,15 @@ def test_a_script_with_no_engine_command_gives_none() -> None:
     assert parse_script("echo hello && ls -la", _engine) is None
 
 
-@pytest.mark.parametrize(("image", "parts"), [
-    ("vllm/vllm-openai:v0.6.3", ("vllm/vllm-openai", "v0.6.3")),
-    ("localhost:5000/tgi:2.0.4", ("localhost:5000/tgi", "2.0.4")),
-    ("localhost:5000/tgi", ("localhost:5000/tgi", None)),
-    ("ghcr.io/x/y:server@sha256:abc", ("ghcr.io/x/y", "server")),
-])
+@pytest.mark.parametrize(
+    ("image", "parts"),
+    [
+        ("vllm/vllm-openai:v0.6.3", ("vllm/vllm-openai", "v0.6.3")),
+        ("localhost:5000/tgi:2.0.4", ("localhost:5000/tgi", "2.0.4")),
+        ("localhost:5000/tgi", ("localhost:5000/tgi", None)),
+        ("ghcr.io/x/y:server@sha256:abc", ("ghcr.io/x/y", "server")),
+    ],
+)
 def test_image_parts(image: str, parts: tuple[str, str | None]) -> None:
     assert image_parts(image) == parts
 
@@ -116,8 +143,9 @@ def test_env_files_are_key_value_lines() -> None:
     assert [(e.name, e.value) for e in found] == [("QUANTIZE", "bitsandbytes"), ("LORA_ADAPTERS", "a/b,c/d")]
 
 
-@pytest.mark.parametrize("program", ["llama-server.exe", r".\llama-server.exe", r"C:\llama\llama-server.EXE",
-                                     "build/bin/llama-server"])
+@pytest.mark.parametrize(
+    "program", ["llama-server.exe", r".\llama-server.exe", r"C:\llama\llama-server.EXE", "build/bin/llama-server"]
+)
 def test_program_names_drop_the_directory_and_the_windows_exe_suffix(program: str) -> None:
     assert program_name(program) == "llama-server"
 
@@ -140,17 +168,24 @@ def test_a_posix_script_still_reads_backslash_as_an_escape() -> None:
     assert raw is not None and raw.words[-1] == "a b"
 
 
-@pytest.mark.parametrize("environment", [["HF_TOKEN=$HF_TOKEN", "CUDA_VISIBLE_DEVICES=0"],
-                                         {"HF_TOKEN": "$HF_TOKEN", "CUDA_VISIBLE_DEVICES": 0}])
+@pytest.mark.parametrize(
+    "environment",
+    [["HF_TOKEN=$HF_TOKEN", "CUDA_VISIBLE_DEVICES=0"], {"HF_TOKEN": "$HF_TOKEN", "CUDA_VISIBLE_DEVICES": 0}],
+)
 def test_a_compose_service_environment_list_or_mapping_is_the_containers_env(environment: Any) -> None:
     # compose `environment:` is a list of KEY=VALUE or a mapping
     # (https://docs.docker.com/reference/compose-file/services/#environment)
-    service = {"image": "vllm/vllm-openai:v0.6.4", "command": ["--model", "M", "--port", "9000"],
-               "environment": environment}
+    service = {
+        "image": "vllm/vllm-openai:v0.6.4",
+        "command": ["--model", "M", "--port", "9000"],
+        "environment": environment,
+    }
     raw = parse_manifest(service, _engine)
     assert raw is not None and raw.image == "vllm/vllm-openai:v0.6.4"
-    assert [(e.name, e.value, e.how) for e in raw.env] == [("HF_TOKEN", "$HF_TOKEN", "compose environment"),
-                                                           ("CUDA_VISIBLE_DEVICES", "0", "compose environment")]
+    assert [(e.name, e.value, e.how) for e in raw.env] == [
+        ("HF_TOKEN", "$HF_TOKEN", "compose environment"),
+        ("CUDA_VISIBLE_DEVICES", "0", "compose environment"),
+    ]
 
 
 @pytest.mark.parametrize("prefix", ["uv run --with vllm==0.9.2", "uvx", "conda run -n serve", "pipx run"])

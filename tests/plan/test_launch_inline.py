@@ -12,28 +12,51 @@ from switchover.plan.launch import parse_launch
 from tests.plan.records import by_typed
 from tests.plan.release_data import engine_data, span
 
-VLLM = {"--model": span(), "--tensor-parallel-size": span(kind="int", aliases=["-tp"]),
-        "--quantization": span(aliases=["-q"], choices=["awq", "fp8"]), "--max-num-seqs": span(kind="int"),
-        "--enforce-eager": span(False, kind="bool"), "--served-model-name": span(kind="list"),
-        "--enable-chunked-prefill": span(kind="bool", value_optional=True, choices=["true", "false"])}
+VLLM = {
+    "--model": span(),
+    "--tensor-parallel-size": span(kind="int", aliases=["-tp"]),
+    "--quantization": span(aliases=["-q"], choices=["awq", "fp8"]),
+    "--max-num-seqs": span(kind="int"),
+    "--enforce-eager": span(False, kind="bool"),
+    "--served-model-name": span(kind="list"),
+    "--enable-chunked-prefill": span(kind="bool", value_optional=True, choices=["true", "false"]),
+}
 SGLANG = {"--model-path": span(), "--tp-size": span(kind="int"), "--host": span()}
-TGI = {"--model-id": span(env="MODEL_ID"), "--port": span(kind="int", aliases=["-p"], env="PORT"),
-       "--sharded": span(kind="bool", choices=["true", "false"], env="SHARDED")}
-LLAMACPP = {"--model": span(aliases=["-m"]), "--ctx-size": span(kind="int", aliases=["-c"]),
-            "--flash-attn": span(aliases=["-fa"], choices=["on", "off", "auto"]), "--port": span(kind="int")}
+TGI = {
+    "--model-id": span(env="MODEL_ID"),
+    "--port": span(kind="int", aliases=["-p"], env="PORT"),
+    "--sharded": span(kind="bool", choices=["true", "false"], env="SHARDED"),
+}
+LLAMACPP = {
+    "--model": span(aliases=["-m"]),
+    "--ctx-size": span(kind="int", aliases=["-c"]),
+    "--flash-attn": span(aliases=["-fa"], choices=["on", "off", "auto"]),
+    "--port": span(kind="int"),
+}
 
 
 @pytest.fixture(autouse=True)
 def release_data(no_release_data: dict[str, EngineReleases]) -> None:
     # attached_short: a one-letter option's value may be joined to it (argparse; the release data's parser rule)
-    no_release_data.update({
-        "vllm": engine_data("vllm", ParserRules(abbrev=True, underscores=True, attached_short=True,
-                                                source="vllm/utils.py"), {"0.8.4": VLLM}, tag=""),
-        "sglang": engine_data("sglang", ParserRules(abbrev=True, source="server_args.py"), {"0.3.2": SGLANG}, tag=""),
-        "tgi": engine_data("tgi", ParserRules(attached_short=True, source="launcher/src/main.rs"), {"3.1.1": TGI},
-                           tag=""),
-        "llamacpp": engine_data("llamacpp", ParserRules(underscores=True, source="common/arg.cpp"),
-                                {"b11549": LLAMACPP}, tag="")})
+    no_release_data.update(
+        {
+            "vllm": engine_data(
+                "vllm",
+                ParserRules(abbrev=True, underscores=True, attached_short=True, source="vllm/utils.py"),
+                {"0.8.4": VLLM},
+                tag="",
+            ),
+            "sglang": engine_data(
+                "sglang", ParserRules(abbrev=True, source="server_args.py"), {"0.3.2": SGLANG}, tag=""
+            ),
+            "tgi": engine_data(
+                "tgi", ParserRules(attached_short=True, source="launcher/src/main.rs"), {"3.1.1": TGI}, tag=""
+            ),
+            "llamacpp": engine_data(
+                "llamacpp", ParserRules(underscores=True, source="common/arg.cpp"), {"b11549": LLAMACPP}, tag=""
+            ),
+        }
+    )
 
 
 def test_argparse_splits_a_short_alias_at_its_equals_sign_vllm_tp_equals_2() -> None:
@@ -59,8 +82,9 @@ def test_a_value_joined_to_a_switch_is_refused() -> None:
 
 
 def test_an_abbreviation_with_its_value_after_equals_sglang_tp_equals_4() -> None:
-    launch = parse_launch("sglang", "python -m sglang.launch_server --model-path M --tp=4 --host=0.0.0.0",
-                          version="0.3.2")
+    launch = parse_launch(
+        "sglang", "python -m sglang.launch_server --model-path M --tp=4 --host=0.0.0.0", version="0.3.2"
+    )
     assert by_typed(launch)["--tp"].option == "--tp-size" and launch.values["tensor_parallel_size"] == 4
 
 
@@ -90,8 +114,7 @@ def test_a_valued_option_followed_by_another_option_is_refused_clap_sharded() ->
 
 
 def test_a_bare_option_with_an_optional_value_stays_ok_and_a_bare_list_is_refused() -> None:
-    rec = by_typed(parse_launch("vllm", "vllm serve M --enable-chunked-prefill --served-model-name",
-                                 version="0.8.4"))
+    rec = by_typed(parse_launch("vllm", "vllm serve M --enable-chunked-prefill --served-model-name", version="0.8.4"))
     assert rec["--enable-chunked-prefill"].validity == "ok"
     assert rec["--served-model-name"].validity == "refused"
 
@@ -99,24 +122,36 @@ def test_a_bare_option_with_an_optional_value_stays_ok_and_a_bare_list_is_refuse
 def test_config_file_keys_are_checked_where_the_release_data_lists_them(monkeypatch: pytest.MonkeyPatch) -> None:
     # trtllm-serve --config: TorchLlmArgs fields as yaml:KEY facts (extract.trtllm_config); a key the LLM-API does not
     # have is refused, one it has is ok although no command-line option is spelled like it
-    flags = {"--tp_size": span(kind="int"), "--max_batch_size": span(kind="int"),
-             "--extra_llm_api_options": span(aliases=["--config"]),
-             "yaml:print_iter_log": span(kind="bool"), "yaml:max_batch_size": span(kind="int"),
-             "yaml:kv_cache_config": span(kind="json"), "yaml:kv_cache_config.free_gpu_memory_fraction":
-                 span(kind="float"), "yaml:kv_cache_config.dtype": span(choices=["auto", "fp8"]),
-             "yaml:cuda_graph_config": span(kind="json")}
+    flags = {
+        "--tp_size": span(kind="int"),
+        "--max_batch_size": span(kind="int"),
+        "--extra_llm_api_options": span(aliases=["--config"]),
+        "yaml:print_iter_log": span(kind="bool"),
+        "yaml:max_batch_size": span(kind="int"),
+        "yaml:kv_cache_config": span(kind="json"),
+        "yaml:kv_cache_config.free_gpu_memory_fraction": span(kind="float"),
+        "yaml:kv_cache_config.dtype": span(choices=["auto", "fp8"]),
+        "yaml:cuda_graph_config": span(kind="json"),
+    }
     data = engine_data("trtllm", ParserRules(source="tensorrt_llm/commands/serve.py"), {"1.3.0rc3": flags}, tag="")
     monkeypatch.setattr(releases, "load_releases", lambda engine: data if engine == "trtllm" else None)
-    options = ("print_iter_log: true\nmax_batch_size: 32\nkv_cache_config:\n  free_gpu_memory_fraction: 0.8\n"
-               "cuda_graph_config:\n  anything: 1\nnot_a_key: 3\n")
-    launch = parse_launch("trtllm", "trtllm-serve /m --config opts.yml", version="1.3.0rc3",
-                          files={"opts.yml": options})
+    options = (
+        "print_iter_log: true\nmax_batch_size: 32\nkv_cache_config:\n  free_gpu_memory_fraction: 0.8\n"
+        "cuda_graph_config:\n  anything: 1\nnot_a_key: 3\n"
+    )
+    launch = parse_launch(
+        "trtllm", "trtllm-serve /m --config opts.yml", version="1.3.0rc3", files={"opts.yml": options}
+    )
     rec = by_typed(launch)
     assert rec["print_iter_log"].validity == "ok" and rec["max_batch_size"].validity == "ok"
     assert launch.values["max_concurrent_sequences"] == 32 and launch.values["gpu_memory_fraction"] == 0.8
     assert rec["cuda_graph_config"].validity == "ok"  # a free-form section: its keys are not checked
     assert rec["not_a_key"].validity == "refused"
-    wrong = parse_launch("trtllm", "trtllm-serve /m --config o.yml", version="1.3.0rc3",
-                         files={"o.yml": "kv_cache_config:\n  free_gpu_memory: 0.8\n"})
+    wrong = parse_launch(
+        "trtllm",
+        "trtllm-serve /m --config o.yml",
+        version="1.3.0rc3",
+        files={"o.yml": "kv_cache_config:\n  free_gpu_memory: 0.8\n"},
+    )
     bad = by_typed(wrong)["kv_cache_config"]
     assert bad.validity == "refused" and "kv_cache_config.free_gpu_memory" in (bad.validity_detail or "")

@@ -16,7 +16,8 @@ def test_a_further_negative_spelling_turns_the_option_off() -> None:
 
 def test_an_engine_variable_read_under_its_renamed_prefix_says_so() -> None:
     """SGLang 0.5.3+ reads SGL_X as SGLANG_X (python/sglang/srt/environ.py at v0.5.23): ok, and the output says how."""
-    intent = parse_launch("sglang", "SGL_ENABLE_JIT_DEEPGEMM=1 python -m sglang.launch_server --model-path M",
-                          version="0.5.23")
+    intent = parse_launch(
+        "sglang", "SGL_ENABLE_JIT_DEEPGEMM=1 python -m sglang.launch_server --model-path M", version="0.5.23"
+    )
     record = next(r for r in intent.inputs if r.typed == "SGL_ENABLE_JIT_DEEPGEMM")
     assert record.validity == "ok" and "read as SGLANG_ENABLE_JIT_DEEPGEMM" in (record.validity_detail or "")

@@ -21,26 +21,49 @@ LADDER = [1, 2, 4, 8, 16, 32]
 
 
 def _dist(p99: float) -> Dist:
-    return Dist(count=100, mean=p99 / 2, std=1.0, min=1.0, max=p99 * 1.1, p50=p99 / 2, p90=p99 * 0.8,
-                p95=p99 * 0.9, p99=p99)
+    return Dist(
+        count=100, mean=p99 / 2, std=1.0, min=1.0, max=p99 * 1.1, p50=p99 / 2, p90=p99 * 0.8, p95=p99 * 0.9, p99=p99
+    )
 
 
 def _step(endpoint: str, c: int, bucket: str = "512", *, itl: float | None = 40.0) -> StepSummary:
-    return StepSummary(endpoint=endpoint, step=c, concurrency=c, bucket=bucket, requests=100, warmup=1, ok=100,
-                       failed=0, duration_s=10.0, req_per_s=c / 2, out_tok_per_s=c * 50.0, chunks_per_s=c * 50.0,
-                       error_rate=0.0, e2e_ms=_dist(2000.0 + 100 * c), ttft_ms=_dist(100.0 + 10 * c),
-                       itl_ms=_dist(itl) if itl is not None else None)
+    return StepSummary(
+        endpoint=endpoint,
+        step=c,
+        concurrency=c,
+        bucket=bucket,
+        requests=100,
+        warmup=1,
+        ok=100,
+        failed=0,
+        duration_s=10.0,
+        req_per_s=c / 2,
+        out_tok_per_s=c * 50.0,
+        chunks_per_s=c * 50.0,
+        error_rate=0.0,
+        e2e_ms=_dist(2000.0 + 100 * c),
+        ttft_ms=_dist(100.0 + 10 * c),
+        itl_ms=_dist(itl) if itl is not None else None,
+    )
 
 
 def _bench(knee: KneeResult, *, buckets: tuple[str, ...] = ("512",)) -> BenchReport:
     plan = BenchPlan(endpoints=[EndpointSpec(label="new", url="http://127.0.0.1:1")], requests=100)
     steps = [_step("new", c, b) for b in buckets for c in LADDER]
-    return BenchReport(name="b", created_wall=0.0, plan=plan, endpoints=[], steps=steps,
-                       knees={f"new/{b}": knee for b in buckets})
+    return BenchReport(
+        name="b", created_wall=0.0, plan=plan, endpoints=[], steps=steps, knees={f"new/{b}": knee for b in buckets}
+    )
 
 
-FOUND = KneeResult(metric="tpot p99", found=True, concurrency=10.5, step_concurrency=8, ci_low=8.5, ci_high=12.0,
-                   message="knee at 10.5")
+FOUND = KneeResult(
+    metric="tpot p99",
+    found=True,
+    concurrency=10.5,
+    step_concurrency=8,
+    ci_low=8.5,
+    ci_high=12.0,
+    message="knee at 10.5",
+)
 FLAT = KneeResult(metric="tpot p99", found=False, message="the curve does not bend upward in range")
 
 
@@ -65,11 +88,7 @@ def test_without_a_peak_the_cap_is_unknown_never_guessed() -> None:
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"endpoint": "old"}, "no knee for it"),
-        ({"bucket": "128"}, "not measured for new"),
-    ],
+    ("kwargs", "message"), [({"endpoint": "old"}, "no knee for it"), ({"bucket": "128"}, "not measured for new")]
 )
 def test_a_missing_endpoint_or_bucket_is_bad_input_naming_what_exists(kwargs: dict[str, str], message: str) -> None:
     with pytest.raises(BadInput, match=message):

@@ -29,8 +29,10 @@ H100 = 79.18
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "data"
 
 
-@pytest.mark.parametrize(("text", "parsed"), [("0.11.2rc1", (0, 11, 2)), ("vLLM 0.33.0 (PyPI wheel)", (0, 33, 0)),
-                                              ("", None), ("main", None)])
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [("0.11.2rc1", (0, 11, 2)), ("vLLM 0.33.0 (PyPI wheel)", (0, 33, 0)), ("", None), ("main", None)],
+)
 def test_versions_are_parsed_from_their_leading_number(text: str, parsed: tuple[int, ...] | None) -> None:
     assert parse_version(text) == parsed
 
@@ -88,8 +90,11 @@ def test_v011_activation_scales_with_vocab_not_model_size() -> None:
     vllm = load_profile("vllm")
     args = dict(version="0.11.0", tp=1, seqs=1024, batched_tokens=8192, max_model_len=16000)
     small = model_overheads(vllm, card_from_config(C.QWEN3_06B), **args)
-    big = model_overheads(vllm, card_from_config({**C.QWEN3_06B, "num_hidden_layers": 64, "hidden_size": 5120,
-                                                  "intermediate_size": 25600}), **args)
+    big = model_overheads(
+        vllm,
+        card_from_config({**C.QWEN3_06B, "num_hidden_layers": 64, "hidden_size": 5120, "intermediate_size": 25600}),
+        **args,
+    )
     llama = model_overheads(vllm, card_from_config(C.LLAMA_8B), **args)
     assert small and big and llama
     assert small.activation_gib == pytest.approx(5.56, abs=0.1) and big.activation_gib == pytest.approx(5.64, abs=0.1)
@@ -101,8 +106,10 @@ def test_v0_activation_grows_with_max_model_len_until_chunked_prefill() -> None:
     """vllm#10517: 2.07 GiB at 20,000 tokens, 2.99 at 29,000; above 32K chunked prefill caps the profile."""
     vllm = load_profile("vllm")
     card = card_from_config(C.LLAMA_8B)
-    at = {mml: model_overheads(vllm, card, version="0.6.4", tp=1, seqs=256, batched_tokens=None, max_model_len=mml)
-          for mml in (20000, 29000, 35000)}
+    at = {
+        mml: model_overheads(vllm, card, version="0.6.4", tp=1, seqs=256, batched_tokens=None, max_model_len=mml)
+        for mml in (20000, 29000, 35000)
+    }
     assert at[20000] and at[29000] and at[35000]
     assert at[20000].activation_gib == pytest.approx(2.07, rel=0.05)
     assert at[29000].activation_gib == pytest.approx(2.99, rel=0.05)
@@ -121,14 +128,21 @@ def test_eager_mode_subtracts_no_cuda_graph_estimate() -> None:
     vllm = load_profile("vllm")
     card = card_from_config(C.LLAMA_8B)
     graphs = model_overheads(vllm, card, version="0.25.0", tp=1, seqs=1024, batched_tokens=8192, max_model_len=8192)
-    eager = model_overheads(vllm, card, version="0.25.0", tp=1, seqs=1024, batched_tokens=8192, max_model_len=8192,
-                            eager=True)
+    eager = model_overheads(
+        vllm, card, version="0.25.0", tp=1, seqs=1024, batched_tokens=8192, max_model_len=8192, eager=True
+    )
     assert graphs and eager and graphs.cuda_graph_gib > 0 and eager.cuda_graph_gib == 0
 
 
 def test_blind_llama8b_h100_v011_reproduces_the_logged_pool() -> None:
-    res = capacity(card_from_config(C.LLAMA_8B), load_profile("vllm"), H100, gpu_name="H100-80G",
-                   max_model_len=16000, engine_version="0.11.0")
+    res = capacity(
+        card_from_config(C.LLAMA_8B),
+        load_profile("vllm"),
+        H100,
+        gpu_name="H100-80G",
+        max_model_len=16000,
+        engine_version="0.11.0",
+    )
     assert res.instance.kv_pool_gib == pytest.approx(51.38, rel=0.01)
     assert res.overhead_model is not None and res.overhead_model.sampler_seqs == 1024
     assert "estimated" in res.weights_source
@@ -136,8 +150,16 @@ def test_blind_llama8b_h100_v011_reproduces_the_logged_pool() -> None:
 
 def test_vllm_refuses_when_one_request_does_not_fit_the_pool() -> None:
     """llm-d: Qwen3-32B at max_model_len 32000 on one H100 fails; at 16000 it starts."""
-    card = card_from_config({**C.QWEN3_06B, "num_hidden_layers": 64, "num_attention_heads": 64,
-                             "hidden_size": 5120, "intermediate_size": 25600, "tie_word_embeddings": False})
+    card = card_from_config(
+        {
+            **C.QWEN3_06B,
+            "num_hidden_layers": 64,
+            "num_attention_heads": 64,
+            "hidden_size": 5120,
+            "intermediate_size": 25600,
+            "tie_word_embeddings": False,
+        }
+    )
     ok = capacity(card, load_profile("vllm"), H100, gpu_name="H100-80G", max_model_len=16000, engine_version="0.11")
     no = capacity(card, load_profile("vllm"), H100, gpu_name="H100-80G", max_model_len=32000, engine_version="0.11")
     assert ok.instance.starts
@@ -162,8 +184,7 @@ def test_sglang_free_memory_defaults_to_total_less_the_cuda_context() -> None:
 def test_gpu_memory_without_a_name_warns_that_the_tier_is_assumed() -> None:
     res = capacity(card_from_config(C.LLAMA_8B), load_profile("vllm"), 79.15, max_model_len=8192)
     assert any("name it with --gpu" in w for w in res.warnings)
-    named = capacity(card_from_config(C.LLAMA_8B), load_profile("vllm"), 79.15, gpu_name="A100-80G",
-                     max_model_len=8192)
+    named = capacity(card_from_config(C.LLAMA_8B), load_profile("vllm"), 79.15, gpu_name="A100-80G", max_model_len=8192)
     assert not any("name it with --gpu" in w for w in named.warnings)
     assert named.limits["max_num_seqs"] == 256  # A100 sits in vLLM's 'other' tier
 
@@ -173,8 +194,12 @@ def test_calibration_and_evaluation_points_stay_apart() -> None:
     points = yaml.safe_load((BENCH / "plan_points.yaml").read_text())["points"]
     by_id = {p["id"]: p for p in points}
     assert len(by_id) == len(points), "duplicate point ids"
-    fitted = {pid for name in ("vllm", "sglang", "trtllm") for band in load_profile(name).memory.overhead_model
-              for pid in band.fitted_on}
+    fitted = {
+        pid
+        for name in ("vllm", "sglang", "trtllm")
+        for band in load_profile(name).memory.overhead_model
+        for pid in band.fitted_on
+    }
     assert fitted <= set(by_id), f"fitted on unknown points: {sorted(fitted - set(by_id))}"
     assert {pid for pid in fitted if by_id[pid]["set"] != "calibration"} == set()
     derived = {p["id"] for p in points if p.get("calibrates")}
@@ -189,8 +214,9 @@ def test_a_pool_without_evaluated_points_says_its_range_is_not_measured() -> Non
     from switchover.plan.uncertainty import residual_key
 
     card = card_from_config(C.LLAMA_8B)
-    measured = yaml.safe_load((Path(__file__).resolve().parents[2] / "src" / "switchover" / "plan" / "data" /
-                               "accuracy.yaml").read_text())["engines"]
+    measured = yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "src" / "switchover" / "plan" / "data" / "accuracy.yaml").read_text()
+    )["engines"]
     assert residual_key("trtllm", True) not in measured  # no blind TensorRT-LLM point in the evaluation set
     trtllm = capacity(card, load_profile("trtllm"), H100, max_model_len=8192, weights_gib=14.99)
     assert trtllm.range is None and "not measured" in (trtllm.range_missing or "")
@@ -201,14 +227,21 @@ def test_a_pool_without_evaluated_points_says_its_range_is_not_measured() -> Non
 def test_an_explicit_pool_has_no_range_and_says_why() -> None:
     from switchover.plan.capacity import Knobs
 
-    res = capacity(card_from_config(C.LLAMA_8B), load_profile("vllm"), H100, max_model_len=8192,
-                   knobs=Knobs(kv_pool_gib=10.0))
+    res = capacity(
+        card_from_config(C.LLAMA_8B), load_profile("vllm"), H100, max_model_len=8192, knobs=Knobs(kv_pool_gib=10.0)
+    )
     assert res.range is None and "explicitly" in (res.range_missing or "")
 
 
 def test_an_engine_version_without_an_overhead_band_is_said_not_ignored() -> None:
-    res = capacity(card_from_config(C.LLAMA_8B), load_profile("sglang"), H100, max_model_len=8192,
-                   weights_gib=14.99, engine_version="0.3.6")
+    res = capacity(
+        card_from_config(C.LLAMA_8B),
+        load_profile("sglang"),
+        H100,
+        max_model_len=8192,
+        weights_gib=14.99,
+        engine_version="0.3.6",
+    )
     assert res.overhead_model is None
     assert any("no overhead model" in w for w in res.warnings)
 
@@ -217,8 +250,9 @@ def test_a_band_without_activation_or_non_torch_data_warns_instead_of_a_silent_z
     vllm = load_profile("vllm")
     bands = [b.model_copy(update={"activation": None, "non_torch_gib_by_tp": {}}) for b in vllm.memory.overhead_model]
     bare = vllm.model_copy(update={"memory": vllm.memory.model_copy(update={"overhead_model": bands})})
-    res = capacity(card_from_config(C.LLAMA_8B), bare, H100, gpu_name="H100-80G", max_model_len=8192,
-                   engine_version="0.11.0")
+    res = capacity(
+        card_from_config(C.LLAMA_8B), bare, H100, gpu_name="H100-80G", max_model_len=8192, engine_version="0.11.0"
+    )
     assert res.overheads.activation_peak_gib == 0 and res.overheads.non_torch_gib == 0
     assert any("activation_peak overhead is not modelled" in w for w in res.warnings)
     assert any("non_torch overhead is not modelled" in w for w in res.warnings)

@@ -20,8 +20,9 @@ def test_tp3_on_32_heads_is_impossible_with_both_reasons() -> None:
     assert "8 KV heads" in info.value.message
 
 
-@pytest.mark.parametrize(("tp", "legal"), [(1, True), (2, True), (4, True), (8, True), (16, True), (32, True),
-                                           (6, False), (12, False)])
+@pytest.mark.parametrize(
+    ("tp", "legal"), [(1, True), (2, True), (4, True), (8, True), (16, True), (32, True), (6, False), (12, False)]
+)
 def test_tp_must_divide_heads_and_kv_heads_divide_or_replicate(tp: int, legal: bool) -> None:
     problems = shape_problems(card_from_config(C.LLAMA_8B), load_profile("vllm"), tp, 1)
     assert (problems == []) is legal
@@ -35,10 +36,8 @@ def test_engine_without_tp_or_pp_rejects_them_from_profile_data() -> None:
 
 def test_experts_must_divide_by_ep_and_dense_models_have_none() -> None:
     assert shape_problems(card_from_config(C.QWEN3_235B), load_profile("vllm"), 4, 1, ep=8) == []
-    assert any("experts" in p for p in shape_problems(card_from_config(C.QWEN3_235B), load_profile("vllm"), 4, 1,
-                                                     ep=3))
-    assert any("dense" in p for p in shape_problems(card_from_config(C.LLAMA_8B), load_profile("vllm"), 2, 1,
-                                                   ep=2))
+    assert any("experts" in p for p in shape_problems(card_from_config(C.QWEN3_235B), load_profile("vllm"), 4, 1, ep=3))
+    assert any("dense" in p for p in shape_problems(card_from_config(C.LLAMA_8B), load_profile("vllm"), 2, 1, ep=2))
 
 
 def test_hybrid_linear_heads_must_divide_too() -> None:

@@ -28,10 +28,20 @@ from switchover.plan.parallel import plan_layouts
 from tests.plan import configs as C
 
 
-def _gpu(i: int, *, links: int | None = 0, gen: int = 4, gen_max: int = 4, width: int = 16,
-         name: str = "L40S-48G") -> GpuFingerprint:
-    return GpuFingerprint(index=i, name="NVIDIA " + name, memory_total_mib=46068, pcie_gen=gen, pcie_gen_max=gen_max,
-                          pcie_width=width, pcie_width_max=16, nvlink_active_links=links, catalog_name=name)
+def _gpu(
+    i: int, *, links: int | None = 0, gen: int = 4, gen_max: int = 4, width: int = 16, name: str = "L40S-48G"
+) -> GpuFingerprint:
+    return GpuFingerprint(
+        index=i,
+        name="NVIDIA " + name,
+        memory_total_mib=46068,
+        pcie_gen=gen,
+        pcie_gen_max=gen_max,
+        pcie_width=width,
+        pcie_width_max=16,
+        nvlink_active_links=links,
+        catalog_name=name,
+    )
 
 
 def _legal(layouts):
@@ -48,14 +58,17 @@ def test_on_pcie_only_gpus_every_tp_layout_is_flagged_and_ranked_after_the_rest(
     assert kinds.index("pcie") > max(i for i, k in enumerate(kinds) if k is None)  # TP over PCIe ranks last
     for x in legal:
         if x.tp > 1:
-            assert any("over PCIe (gen4 x16, 31.5 GB/s)" in r and "KiB per token" in r and "parallelism_scaling.md" in r
-                       for r in x.reasons)
+            assert any(
+                "over PCIe (gen4 x16, 31.5 GB/s)" in r and "KiB per token" in r and "parallelism_scaling.md" in r
+                for r in x.reasons
+            )
 
 
 def test_nvswitch_hosts_keep_tp_on_nvlink_and_rank_by_kv_as_before() -> None:
     card = card_from_config(C.QWQ_32B)
-    with_ic = plan_layouts(card, load_profile("vllm"), 8, 79.18, gpu_name="H100-80G",
-                           interconnect=from_catalog("H100-80G", 8))
+    with_ic = plan_layouts(
+        card, load_profile("vllm"), 8, 79.18, gpu_name="H100-80G", interconnect=from_catalog("H100-80G", 8)
+    )
     without = plan_layouts(card, load_profile("vllm"), 8, 79.18, gpu_name="H100-80G")
     assert [(x.tp, x.pp, x.ep) for x in _legal(with_ic)] == [(x.tp, x.pp, x.ep) for x in _legal(without)]
     assert {x.tp_link for x in _legal(with_ic) if x.tp > 1} == {"nvlink"}
@@ -104,8 +117,9 @@ def test_host_from_refuses_what_cannot_be_planned() -> None:
     with pytest.raises(BadInput, match="lists 2 GPU"):
         host_from(fp, gpu_name=None, total_gib=None, gpus=4)
     with pytest.raises(BadInput, match="no GPU"):
-        host_from(HostFingerprint(gpu_present=False, reason="NVML unavailable"), gpu_name=None, total_gib=None,
-                  gpus=None)
+        host_from(
+            HostFingerprint(gpu_present=False, reason="NVML unavailable"), gpu_name=None, total_gib=None, gpus=None
+        )
     with pytest.raises(BadInput, match="--gpus is needed"):
         host_from(None, gpu_name="L4-24G", total_gib=None, gpus=None)
     host = host_from(fp, gpu_name=None, total_gib=None, gpus=None)
@@ -147,8 +161,9 @@ def test_cli_reads_a_fingerprint_and_keeps_json_a_list(capsys: pytest.CaptureFix
 
 
 def test_cli_takes_a_builtin_config_and_ranks_pcie_tp_last(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _cli(capsys, "-m", "builtin:Qwen/Qwen3-32B", "-e", "vllm", "--fingerprint", "catalog:L40S-48Gx4",
-                        "--json")
+    code, out, _ = _cli(
+        capsys, "-m", "builtin:Qwen/Qwen3-32B", "-e", "vllm", "--fingerprint", "catalog:L40S-48Gx4", "--json"
+    )
     legal = [r for r in json.loads(out) if r["legal"]]
     assert code == 0 and legal[0]["tp"] == 1 and legal[-1]["tp_link"] == "pcie"
 

@@ -15,15 +15,18 @@ from tests.plan import configs as C
 GIB = 2**30
 
 
-@pytest.mark.parametrize(("layers", "pp", "split", "parts"), [
-    (32, 4, "remainder_before_last", [8, 8, 8, 8]),
-    (30, 4, "remainder_before_last", [7, 8, 8, 7]),  # vLLM get_pp_indices: second-to-last backwards
-    (61, 4, "remainder_before_last", [15, 15, 16, 15]),
-    (5, 2, "remainder_before_last", [3, 2]),
-    (30, 4, "remainder_on_last", [7, 7, 7, 9]),  # SGLang 0.5.5: every leftover on the last
-    (30, 4, "remainder_on_last_stages", [7, 7, 8, 8]),  # SGLang 0.5.23: one each to the last stages
-    (7, 1, "remainder_before_last", [7]),
-])
+@pytest.mark.parametrize(
+    ("layers", "pp", "split", "parts"),
+    [
+        (32, 4, "remainder_before_last", [8, 8, 8, 8]),
+        (30, 4, "remainder_before_last", [7, 8, 8, 7]),  # vLLM get_pp_indices: second-to-last backwards
+        (61, 4, "remainder_before_last", [15, 15, 16, 15]),
+        (5, 2, "remainder_before_last", [3, 2]),
+        (30, 4, "remainder_on_last", [7, 7, 7, 9]),  # SGLang 0.5.5: every leftover on the last
+        (30, 4, "remainder_on_last_stages", [7, 7, 8, 8]),  # SGLang 0.5.23: one each to the last stages
+        (7, 1, "remainder_before_last", [7]),
+    ],
+)
 def test_layers_split_across_stages_by_the_engines_rule(layers: int, pp: int, split: str, parts: list[int]) -> None:
     assert stage_layers(layers, pp, split) == parts  # type: ignore[arg-type]
     assert sum(parts) == layers
@@ -84,8 +87,9 @@ def test_every_rule_cites_the_engines_source_at_its_release() -> None:
 
 def test_plan_parallel_prices_a_pp_layout_by_its_heaviest_stage() -> None:
     card = card_from_config(C.LLAMA_8B)
-    layouts = plan_layouts(card, load_profile("vllm", "0.32.0"), 4, 79.18, gpu_name="H100-80G",
-                           max_model_len=8192, engine_version="0.32.0")
+    layouts = plan_layouts(
+        card, load_profile("vllm", "0.32.0"), 4, 79.18, gpu_name="H100-80G", max_model_len=8192, engine_version="0.32.0"
+    )
     pp4 = next(x for x in layouts if (x.tp, x.pp) == (1, 4))
     assert pp4.legal and pp4.pipeline is not None
     even = card.weights.total_bytes / 4 / GIB  # what a 1/PP share (the price before placement) says

@@ -15,8 +15,22 @@ from tests.plan import configs as C
 from tests.plan.records import after, outcomes
 from tests.plan.release_data import engine_data, span
 
-CONTRACT = {"source_engine", "source_version", "source_note", "target_engine", "target_version", "target_note",
-            "argv", "env", "yaml_config", "command", "flags", "derived", "steps", "api"}
+CONTRACT = {
+    "source_engine",
+    "source_version",
+    "source_note",
+    "target_engine",
+    "target_version",
+    "target_note",
+    "argv",
+    "env",
+    "yaml_config",
+    "command",
+    "flags",
+    "derived",
+    "steps",
+    "api",
+}
 FLAG_CONTRACT = {"input", "outcome", "rendered", "detail", "source"}
 INPUT_CONTRACT = {"typed", "option", "value", "via", "validity", "validity_detail", "intent"}
 LAUNCHES = [
@@ -123,6 +137,7 @@ def test_tgi_uses_env_for_prefix_caching_and_drops_max_num_seqs() -> None:
 
 # ---- the wrong mappings issue 21 saw ------------------------------------------------------------------------------
 
+
 def test_llamacpp_ctx_size_0_is_the_models_context_not_max_model_len_0() -> None:
     tr = translate("llamacpp", "llama-server -m /m/F.gguf -c 0 -np 4", "vllm")
     assert "--max-model-len" not in tr.argv
@@ -137,10 +152,16 @@ def test_cache_ram_minus_one_is_a_value_not_a_flag() -> None:
     assert outcomes(tr)["--cache-ram"].input.value == "-1"
 
 
-@pytest.mark.parametrize("source", [
-    ("tgi", "text-generation-launcher --model-id /m.gguf --max-total-tokens 4096 --max-batch-size 8"),
-    ("sglang", "python -m sglang.launch_server --model-path /m.gguf --context-length 4096 --max-running-requests 8"),
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        ("tgi", "text-generation-launcher --model-id /m.gguf --max-total-tokens 4096 --max-batch-size 8"),
+        (
+            "sglang",
+            "python -m sglang.launch_server --model-path /m.gguf --context-length 4096 --max-running-requests 8",
+        ),
+    ],
+)
 def test_llamacpp_context_times_slots_comes_with_parallel(source: tuple[str, str]) -> None:
     tr = translate(source[0], source[1], "llamacpp")
     assert after(tr, "--ctx-size") == str(4096 * 8)
@@ -164,16 +185,28 @@ def test_ep_size_that_does_not_divide_tp_is_not_given_to_sglang() -> None:
 
 
 def test_trtllm_option_names_are_the_ones_its_version_has(no_release_data: dict[str, EngineReleases]) -> None:
-    no_release_data["trtllm"] = engine_data("trtllm", ParserRules(source="serve.py"), {"1.2.0rc1": {
-        "--tp_size": span(kind="int"), "--max_seq_len": span(kind="int"), "--max_batch_size": span(kind="int")}})
+    no_release_data["trtllm"] = engine_data(
+        "trtllm",
+        ParserRules(source="serve.py"),
+        {
+            "1.2.0rc1": {
+                "--tp_size": span(kind="int"),
+                "--max_seq_len": span(kind="int"),
+                "--max_batch_size": span(kind="int"),
+            }
+        },
+    )
     tr = translate("vllm", "vllm serve m -tp 2 --max-model-len 4096", "trtllm")
     assert "--tp_size" in tr.argv and "--tensor_parallel_size" not in tr.argv
     assert tr.target_version == "1.2.0rc1"
 
 
 def test_sglang_tp_8_abbreviation_becomes_vllm_tensor_parallel_8(no_release_data: dict[str, EngineReleases]) -> None:
-    no_release_data["sglang"] = engine_data("sglang", ParserRules(abbrev=True, source="server_args.py"), {"0.4.0": {
-        "--model-path": span(), "--tp-size": span(kind="int"), "--tokenizer-path": span()}})
+    no_release_data["sglang"] = engine_data(
+        "sglang",
+        ParserRules(abbrev=True, source="server_args.py"),
+        {"0.4.0": {"--model-path": span(), "--tp-size": span(kind="int"), "--tokenizer-path": span()}},
+    )
     tr = translate("sglang", "python -m sglang.launch_server --model-path M --tp 8", "vllm")
     assert after(tr, "--tensor-parallel-size") == "8"
     assert outcomes(tr)["--tp"].input.option == "--tp-size"
@@ -181,10 +214,16 @@ def test_sglang_tp_8_abbreviation_becomes_vllm_tensor_parallel_8(no_release_data
 
 # ---- versions -----------------------------------------------------------------------------------------------------
 
+
 def test_vllm_upgrade_moves_speculative_flags_into_the_json_config() -> None:
-    tr = translate("vllm", "vllm serve M --speculative-model D --num-speculative-tokens 4 "
-                           "--speculative-max-model-len 8192 --use-v2-block-manager --disable-log-requests", "vllm",
-                   source_version="0.6.3", target_version="0.11.0")
+    tr = translate(
+        "vllm",
+        "vllm serve M --speculative-model D --num-speculative-tokens 4 "
+        "--speculative-max-model-len 8192 --use-v2-block-manager --disable-log-requests",
+        "vllm",
+        source_version="0.6.3",
+        target_version="0.11.0",
+    )
     spec = after(tr, "--speculative-config")
     assert yaml.safe_load(spec) == {"model": "D", "num_speculative_tokens": 4, "max_model_len": 8192}
     out = outcomes(tr)
@@ -195,9 +234,14 @@ def test_vllm_upgrade_moves_speculative_flags_into_the_json_config() -> None:
 
 
 def test_a_removed_option_is_lost_with_the_release_it_was_last_in(no_release_data: dict[str, Any]) -> None:
-    no_release_data["vllm"] = engine_data("vllm", ParserRules(underscores=True, source="u.py"), {
-        "0.6.3": {"--model": span(), "--swap-space": span(kind="float"), "--worker-use-ray": span(False)},
-        "0.11.0": {"--model": span(), "--max-model-len": span(kind="int")}})
+    no_release_data["vllm"] = engine_data(
+        "vllm",
+        ParserRules(underscores=True, source="u.py"),
+        {
+            "0.6.3": {"--model": span(), "--swap-space": span(kind="float"), "--worker-use-ray": span(False)},
+            "0.11.0": {"--model": span(), "--max-model-len": span(kind="int")},
+        },
+    )
     tr = translate("vllm", "vllm serve M --swap-space 8 --worker-use-ray", "vllm", source_version="0.6.3")
     out = outcomes(tr)
     assert out["--swap-space"].outcome == "lost" and "last in 0.6.3" in out["--swap-space"].detail
@@ -207,16 +251,22 @@ def test_a_removed_option_is_lost_with_the_release_it_was_last_in(no_release_dat
 
 
 def test_a_flag_the_source_version_refuses_is_lost_as_refused(no_release_data: dict[str, Any]) -> None:
-    no_release_data["vllm"] = engine_data("vllm", ParserRules(source="u.py"), {"0.8.5.post1": {
-        "--model": span(), "--reasoning-parser": span(choices=["deepseek_r1", "granite"])}})
+    no_release_data["vllm"] = engine_data(
+        "vllm",
+        ParserRules(source="u.py"),
+        {"0.8.5.post1": {"--model": span(), "--reasoning-parser": span(choices=["deepseek_r1", "granite"])}},
+    )
     tr = translate("vllm", "vllm serve M --reasoning-parser qwen3", "sglang", source_version="0.8.5.post1")
     assert [f.input.typed for f in tr.refused] == ["--reasoning-parser"]
     assert outcomes(tr)["--reasoning-parser"].kind == "refused" and "--reasoning-parser" not in tr.argv
 
 
 def test_parser_names_cross_engines_only_where_the_sources_map_them() -> None:
-    tr = translate("vllm", "vllm serve M --enable-auto-tool-choice --tool-call-parser hermes "
-                           "--reasoning-parser deepseek_r1", "sglang")
+    tr = translate(
+        "vllm",
+        "vllm serve M --enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser deepseek_r1",
+        "sglang",
+    )
     assert after(tr, "--tool-call-parser") == "hermes"  # SGLang's own hermes (qwen25 before 0.5.9)
     assert after(tr, "--reasoning-parser") == "deepseek-r1"
     assert outcomes(tr)["--enable-auto-tool-choice"].outcome == "default_matches"
@@ -236,7 +286,7 @@ def test_tgi_sharded_uses_the_gpus_the_launch_sees() -> None:
 
 def test_tgi_lora_adapters_from_the_environment_become_sglang_lora_paths() -> None:
     tr = translate("tgi", "LORA_ADAPTERS=a/b,c/d text-generation-launcher --model-id M", "sglang")
-    assert tr.argv[tr.argv.index("--lora-paths") + 1:][:2] == ["a/b", "c/d"]
+    assert tr.argv[tr.argv.index("--lora-paths") + 1 :][:2] == ["a/b", "c/d"]
     back = translate("sglang", "python -m sglang.launch_server --model-path M --lora-paths a/b c/d", "tgi")
     assert after(back, "--lora-adapters") == "a/b,c/d"
 
@@ -247,8 +297,9 @@ def test_llamacpp_gpu_layers_need_the_model_to_say_all() -> None:
     assert outcomes(full)["-ngl"].outcome == "default_matches"
     partial = translate("llamacpp", "llama-server -m F.gguf -ngl 20", "vllm", card=card)
     assert outcomes(partial)["-ngl"].outcome == "lost" and "20 of 32" in outcomes(partial)["-ngl"].detail
-    assert outcomes(translate("llamacpp", "llama-server -m F.gguf -ngl all", "vllm"))["-ngl"].outcome == \
-        "default_matches"
+    assert (
+        outcomes(translate("llamacpp", "llama-server -m F.gguf -ngl all", "vllm"))["-ngl"].outcome == "default_matches"
+    )
 
 
 def test_library_env_passes_through_and_engine_env_does_not_cross() -> None:
@@ -274,21 +325,29 @@ def test_memory_knob_is_converted_to_the_same_pool_with_model_and_gpu() -> None:
 
 
 def test_llamacpp_gets_as_many_slots_as_the_same_memory_holds() -> None:
-    tr = translate("vllm", "vllm serve m.gguf --gpu-memory-utilization 0.9 --max-model-len 8192 --max-num-seqs 128",
-                   "llamacpp", card=card_from_config(C.LLAMA_8B), gpu_total_gib=79.18)
+    tr = translate(
+        "vllm",
+        "vllm serve m.gguf --gpu-memory-utilization 0.9 --max-model-len 8192 --max-num-seqs 128",
+        "llamacpp",
+        card=card_from_config(C.LLAMA_8B),
+        gpu_total_gib=79.18,
+    )
     slots = int(after(tr, "--parallel"))
     assert 40 < slots < 128  # ~51 GiB at 1 GiB per 8192-token slot
     assert int(after(tr, "--ctx-size")) == slots * 8192
 
 
-@pytest.mark.parametrize(("engine", "launch"), [
-    ("sglang", "python3 -m sglang_router.launch_server --model-path /models/qwen --tp-size 2"),
-    ("sglang", "sglang serve --model-path /models/qwen --tp-size 2"),
-    ("vllm", "uv run --with vllm vllm serve /models/qwen --max-model-len 4096"),
-    ("llamacpp", "/opt/llama.cpp/build/bin/llama-server -m /models/qwen.gguf --ctx-size 4096"),
-    ("tgi", "text-generation-launcher --model-id /models/qwen --max-total-tokens 4096"),
-    ("trtllm", "trtllm-serve serve /models/qwen --tp_size 2"),
-])
+@pytest.mark.parametrize(
+    ("engine", "launch"),
+    [
+        ("sglang", "python3 -m sglang_router.launch_server --model-path /models/qwen --tp-size 2"),
+        ("sglang", "sglang serve --model-path /models/qwen --tp-size 2"),
+        ("vllm", "uv run --with vllm vllm serve /models/qwen --max-model-len 4096"),
+        ("llamacpp", "/opt/llama.cpp/build/bin/llama-server -m /models/qwen.gguf --ctx-size 4096"),
+        ("tgi", "text-generation-launcher --model-id /models/qwen --max-total-tokens 4096"),
+        ("trtllm", "trtllm-serve serve /models/qwen --tp_size 2"),
+    ],
+)
 def test_every_profile_spelling_of_the_command_is_recognised(engine: str, launch: str) -> None:
     intent = parse_launch(engine, launch)  # command words and model flags come from the engine profiles
     assert intent.model is not None and intent.model.startswith("/models/qwen")

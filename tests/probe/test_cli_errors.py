@@ -30,22 +30,29 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str])
     return _run
 
 
-@pytest.mark.parametrize(("args", "code", "needle"), [
-    (["probe"], 2, "give a URL"),
-    (["probe", "http://x", "--old", "http://y"], 2, "not both"),
-    (["probe", "ftp://x"], 2, "http://"),
-    (["probe", "http://127.0.0.1:9", "--only", "nope"], 2, "unknown probe"),
-    (["probe", "http://127.0.0.1:9", "--only", "finish.length"], 3, "partial report"),
-    (["verify", "--old", "http://127.0.0.1:9", "--new", "http://127.0.0.1:9", "--no-long-inputs"], 3,
-     "cannot connect"),
-    (["verify", "--old", "http://a", "--new", "http://b", "--prompts", "/nonexistent.jsonl"], 2, "no such file"),
-    (["diff-model", "/nonexistent", "/nonexistent2"], 2, "no such file"),
-    (["diff-model", "/tmp", "/tmp", "--old-engine", "vllm"], 2, "both --old-engine and --new-engine"),
-    (["cachekey", "/nonexistent", "--model-id", "m", "--prompt", "x"], 2, "no such file"),
-    (["cachekey", "/tmp", "--model-id", "m"], 2, "exactly one of --prompt"),
-])
-def test_bad_input_and_unreachable_end_with_one_line_and_exit_code(run_cli, args: list[str], code: int,
-                                                                    needle: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (["probe"], 2, "give a URL"),
+        (["probe", "http://x", "--old", "http://y"], 2, "not both"),
+        (["probe", "ftp://x"], 2, "http://"),
+        (["probe", "http://127.0.0.1:9", "--only", "nope"], 2, "unknown probe"),
+        (["probe", "http://127.0.0.1:9", "--only", "finish.length"], 3, "partial report"),
+        (
+            ["verify", "--old", "http://127.0.0.1:9", "--new", "http://127.0.0.1:9", "--no-long-inputs"],
+            3,
+            "cannot connect",
+        ),
+        (["verify", "--old", "http://a", "--new", "http://b", "--prompts", "/nonexistent.jsonl"], 2, "no such file"),
+        (["diff-model", "/nonexistent", "/nonexistent2"], 2, "no such file"),
+        (["diff-model", "/tmp", "/tmp", "--old-engine", "vllm"], 2, "both --old-engine and --new-engine"),
+        (["cachekey", "/nonexistent", "--model-id", "m", "--prompt", "x"], 2, "no such file"),
+        (["cachekey", "/tmp", "--model-id", "m"], 2, "exactly one of --prompt"),
+    ],
+)
+def test_bad_input_and_unreachable_end_with_one_line_and_exit_code(
+    run_cli, args: list[str], code: int, needle: str
+) -> None:
     p = run_cli(*args)
     assert p.returncode == code, p.stderr
     assert needle in p.stderr + p.stdout

@@ -51,7 +51,8 @@ async def test_verify_lists_each_endpoints_models_once() -> None:
 
     old, new = Counting(), Counting()
     async with old.running() as a, new.running() as b:
-        report = await run_verify(Target(a), Target(b), list(BUILTIN)[:1],
-                                  VerifyOptions(structured=0, long_inputs=False))
+        report = await run_verify(
+            Target(a), Target(b), list(BUILTIN)[:1], VerifyOptions(structured=0, long_inputs=False)
+        )
     assert report.model_old == "fake-model"
     assert (old.paths["/v1/models"], new.paths["/v1/models"]) == (1, 1)

@@ -11,24 +11,27 @@ from switchover.testing import Persona
 from tests.probe.conftest import serve
 
 
-@pytest.mark.parametrize(("engine", "probe", "want"), [
-    ("vllm", "stop.count", {"accepted": False, "status": 400, "honoured": 0}),
-    ("llamacpp", "stop.count", {"accepted": True, "status": 200, "honoured": 6}),
-    ("tgi", "finish.stop_string", "stop_sequence"),
-    ("tgi", "stop.kept", "kept"),
-    ("trtllm", "stop.matching", "token"),
-    ("trtllm", "request.unknown_field", "rejected 400"),
-    ("tgi", "n.honoured", {"choices": 1, "status": 200}),
-    ("sglang", "sampling.seed_repeat", "not reproduced"),
-    ("vllm", "usage.cached_tokens", "not reported"),
-    ("llamacpp", "usage.cached_tokens", "reported, hit"),
-    ("tgi", "length.over_context", "error 422"),
-    ("vllm", "error.unknown_model", {"status": 404}),
-    ("tgi", "error.malformed", {"status": 422, "shape": "tgi"}),
-    ("llamacpp", "sampling.defaults", "sampled with other server defaults"),
-    ("vllm", "sampling.defaults", "same as temperature=1, top_p=1"),
-    ("vllm", "logprobs.cap", None),
-])
+@pytest.mark.parametrize(
+    ("engine", "probe", "want"),
+    [
+        ("vllm", "stop.count", {"accepted": False, "status": 400, "honoured": 0}),
+        ("llamacpp", "stop.count", {"accepted": True, "status": 200, "honoured": 6}),
+        ("tgi", "finish.stop_string", "stop_sequence"),
+        ("tgi", "stop.kept", "kept"),
+        ("trtllm", "stop.matching", "token"),
+        ("trtllm", "request.unknown_field", "rejected 400"),
+        ("tgi", "n.honoured", {"choices": 1, "status": 200}),
+        ("sglang", "sampling.seed_repeat", "not reproduced"),
+        ("vllm", "usage.cached_tokens", "not reported"),
+        ("llamacpp", "usage.cached_tokens", "reported, hit"),
+        ("tgi", "length.over_context", "error 422"),
+        ("vllm", "error.unknown_model", {"status": 404}),
+        ("tgi", "error.malformed", {"status": 422, "shape": "tgi"}),
+        ("llamacpp", "sampling.defaults", "sampled with other server defaults"),
+        ("vllm", "sampling.defaults", "same as temperature=1, top_p=1"),
+        ("vllm", "logprobs.cap", None),
+    ],
+)
 def test_profile_predictions_use_the_probe_vocabulary(engine: str, probe: str, want: object) -> None:
     assert expected(probe, load_profile(engine).api) == want
 

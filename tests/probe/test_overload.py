@@ -64,6 +64,7 @@ def test_tpot_is_missing_below_two_tokens_and_ends_at_the_last_event_with_choice
 
 # --- nothing answering is not a verdict; the whole run is bounded (issues 22 and 26) -------------------------
 
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -72,6 +73,7 @@ def _closed_port() -> int:
 
 def _raw_server(answer: bytes | None) -> contextlib.AbstractContextManager[str]:
     """A loopback port that accepts and then sends `answer` and closes (None: sends nothing, ever)."""
+
     def reply(conn: socket.socket, _stop: threading.Event) -> None:
         with contextlib.suppress(OSError), conn:
             conn.recv(65536)
@@ -132,8 +134,9 @@ async def test_an_engine_still_loading_is_not_read_as_rejecting_from_concurrency
     """llama-server answers 503 'Loading model' to everything while it loads: that was 'REJECTS from 1', exit 0."""
 
     async def loading(req: web.Request) -> web.Response:
-        return web.json_response({"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}},
-                                 status=503)
+        return web.json_response(
+            {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}, status=503
+        )
 
     async with FakeEngine(handler=loading).running() as url:
         with pytest.raises(CheckFailed, match=r"still loading: llama\.cpp"):

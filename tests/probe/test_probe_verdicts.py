@@ -61,12 +61,30 @@ async def test_a_max_tokens_above_the_context_refused_while_prompt_overflow_is_c
 
 
 async def test_llamacpp_tgi_trtllm_like_differences_are_each_observed() -> None:
-    other = Persona(max_stop=None, keep_stop=True, stop_finish="stop_sequence", stop_mode="token",
-                    unknown_fields="reject", honour_top_k=False, honour_seed=False, n_mode="ignore",
-                    usage_unasked=True, cached_tokens=True, json_schema=False, validation_status=422,
-                    error_shape="tgi", unknown_model_status=None, max_top_logprobs=100, default_top_logprobs=20,
-                    over_context="error", default_max_tokens=17, defaults="other", echo_model=False,
-                    tools=False, stream_options_needs_stream=False)
+    other = Persona(
+        max_stop=None,
+        keep_stop=True,
+        stop_finish="stop_sequence",
+        stop_mode="token",
+        unknown_fields="reject",
+        honour_top_k=False,
+        honour_seed=False,
+        n_mode="ignore",
+        usage_unasked=True,
+        cached_tokens=True,
+        json_schema=False,
+        validation_status=422,
+        error_shape="tgi",
+        unknown_model_status=None,
+        max_top_logprobs=100,
+        default_top_logprobs=20,
+        over_context="error",
+        default_max_tokens=17,
+        defaults="other",
+        echo_model=False,
+        tools=False,
+        stream_options_needs_stream=False,
+    )
     v = await _observe(other)
     assert v["stop.count"] == {"accepted": True, "status": 200, "honoured": 6}
     assert v["stop.kept"] == "kept"
@@ -123,8 +141,15 @@ async def test_unreachable_endpoint_is_reported_not_raised() -> None:
     assert report.results[0].old.status == "skipped"
 
 
-VALIDATION = ["request.native_override", "max_tokens.both_fields", "max_tokens.zero", "sampling.out_of_range",
-              "n.over_slots", "n.sampled_distinct", "request.user_metadata"]
+VALIDATION = [
+    "request.native_override",
+    "max_tokens.both_fields",
+    "max_tokens.zero",
+    "sampling.out_of_range",
+    "n.over_slots",
+    "n.sampled_distinct",
+    "request.user_metadata",
+]
 
 
 async def test_validation_probes_read_which_limit_won_and_each_refusal() -> None:
@@ -133,8 +158,9 @@ async def test_validation_probes_read_which_limit_won_and_each_refusal() -> None
         "request.native_override": "max_tokens honoured",  # the unknown n_predict ignored
         "max_tokens.both_fields": "max_tokens wins",
         "max_tokens.zero": "rejected 400",
-        "sampling.out_of_range": dict.fromkeys(("temperature=3", "temperature=-1", "top_p=1.5",
-                                                "presence_penalty=3"), "accepted"),
+        "sampling.out_of_range": dict.fromkeys(
+            ("temperature=3", "temperature=-1", "top_p=1.5", "presence_penalty=3"), "accepted"
+        ),
         "n.over_slots": {"choices": 16, "status": 200},
         "n.sampled_distinct": "distinct",
         "request.user_metadata": {"user": "accepted", "metadata": "accepted"},

@@ -23,13 +23,16 @@ def _rec(failure: Failure | None) -> RequestRecord:
     return rec
 
 
-@pytest.mark.parametrize(("failure", "is_rejection", "is_lost"), [
-    (None, False, False),
-    (Failure(FailureKind.HTTP_STATUS, "HTTP 400", 400), True, False),
-    (Failure(FailureKind.TOTAL_TIMEOUT, "total timeout after 5 s"), False, True),
-    (Failure(FailureKind.CONNECT, "connection refused"), False, True),
-    (Failure(FailureKind.DISCONNECTED, "server closed the connection mid-response", 200), False, True),
-])
+@pytest.mark.parametrize(
+    ("failure", "is_rejection", "is_lost"),
+    [
+        (None, False, False),
+        (Failure(FailureKind.HTTP_STATUS, "HTTP 400", 400), True, False),
+        (Failure(FailureKind.TOTAL_TIMEOUT, "total timeout after 5 s"), False, True),
+        (Failure(FailureKind.CONNECT, "connection refused"), False, True),
+        (Failure(FailureKind.DISCONNECTED, "server closed the connection mid-response", 200), False, True),
+    ],
+)
 def test_refusal_and_no_answer_are_told_apart(failure: Failure | None, is_rejection: bool, is_lost: bool) -> None:
     rec = _rec(failure)
     assert (rejected(rec) is not None) is is_rejection
@@ -70,8 +73,10 @@ async def test_a_probe_ended_early_is_recorded_as_its_observation_and_a_crash_as
         raise KeyError("x")
 
     runs = {"t.ends": ends, "t.crash": crashes}
-    probes = [Probe(id=pid, title=pid, category="request", request="r", observes="o", breaking=True, breaks="b",
-                    run=run) for pid, run in runs.items()]
+    probes = [
+        Probe(id=pid, title=pid, category="request", request="r", observes="o", breaking=True, breaks="b", run=run)
+        for pid, run in runs.items()
+    ]
     async with serve(Persona()) as url:
         report = await run_probes(Target(url), None, probes)
     by = {r.id: r.old for r in report.results}

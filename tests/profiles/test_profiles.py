@@ -58,12 +58,19 @@ def test_an_uncited_api_fact_is_refused() -> None:
         EngineProfile.model_validate(raw)
 
 
-@pytest.mark.parametrize(("name", "drop", "match"), [
-    ("vllm", lambda m, d: m.pop("default_fraction"), "fraction_of_total needs default_fraction"),
-    ("trtllm", lambda m, d: m.pop("default_fraction"), "fraction_of_free_after_load needs default_fraction"),
-    ("tgi", lambda m, d: m.pop("wiggle_room"), "cap_with_wiggle needs wiggle_room"),
-    ("sglang", lambda m, d: d.pop("mem_fraction_reserve"), "needs default_fraction or defaults.mem_fraction_reserve"),
-])
+@pytest.mark.parametrize(
+    ("name", "drop", "match"),
+    [
+        ("vllm", lambda m, d: m.pop("default_fraction"), "fraction_of_total needs default_fraction"),
+        ("trtllm", lambda m, d: m.pop("default_fraction"), "fraction_of_free_after_load needs default_fraction"),
+        ("tgi", lambda m, d: m.pop("wiggle_room"), "cap_with_wiggle needs wiggle_room"),
+        (
+            "sglang",
+            lambda m, d: d.pop("mem_fraction_reserve"),
+            "needs default_fraction or defaults.mem_fraction_reserve",
+        ),
+    ],
+)
 def test_a_memory_budget_without_its_numbers_is_refused(name: str, drop, match: str) -> None:
     raw = yaml.safe_load(resources.files("switchover.engines").joinpath("data", f"{name}.yaml").read_text())
     drop(raw["memory"], raw["defaults"])  # the planner would otherwise have to make the number up

@@ -11,9 +11,18 @@ from pathlib import Path
 
 from switchover.testing import require_tool
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--enable-logging=stderr", "--v=0",
-         "--virtual-time-budget=8000"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--enable-logging=stderr",
+    "--v=0",
+    "--virtual-time-budget=8000",
+]
 _CONSOLE = re.compile(r":CONSOLE[^\]]*\]\s*(.*)")
 
 
@@ -32,7 +41,12 @@ def load(exe: str, page: Path, *, screenshot: Path | None = None, timeout_s: flo
     """One run of Chromium on `page` with a fresh profile; `screenshot` adds a PNG of a tall window."""
     with tempfile.TemporaryDirectory(prefix="switchover-chromium-") as profile:
         mode = [f"--screenshot={screenshot}", "--window-size=1280,2400"] if screenshot else ["--dump-dom"]
-        proc = subprocess.run([exe, *FLAGS, f"--user-data-dir={profile}", *mode, page.resolve().as_uri()],
-                              capture_output=True, text=True, timeout=timeout_s, check=False)
+        proc = subprocess.run(
+            [exe, *FLAGS, f"--user-data-dir={profile}", *mode, page.resolve().as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
     console = [m.group(1) for line in proc.stderr.splitlines() if (m := _CONSOLE.search(line))]
     return Page(dom=proc.stdout, console=console, returncode=proc.returncode)

@@ -13,8 +13,16 @@ from tests.check import builders as b
 
 
 def _item(verdict: str, required: bool = True, waived: str | None = None) -> CheckItem:
-    return CheckItem(id=f"x.{verdict}", area="engine", title="t", verdict=verdict,
-                     rule="r", reason="why", required=required, waived=waived)  # type: ignore[arg-type]
+    return CheckItem(
+        id=f"x.{verdict}",
+        area="engine",
+        title="t",
+        verdict=verdict,
+        rule="r",
+        reason="why",
+        required=required,
+        waived=waived,
+    )  # type: ignore[arg-type]
 
 
 def test_overall_verdict_table() -> None:

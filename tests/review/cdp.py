@@ -18,8 +18,16 @@ import aiohttp
 
 from tests.report.chromium import chromium_or_skip
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--remote-debugging-port=0"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--remote-debugging-port=0",
+]
 
 
 class Tab:
@@ -69,8 +77,12 @@ async def chromium(url: str) -> AsyncIterator[Tab]:
     exe = chromium_or_skip()
     # Chromium's helper processes may still touch the profile as it exits: cleanup errors are not the test's
     with tempfile.TemporaryDirectory(prefix="switchover-cdp-", ignore_cleanup_errors=True) as profile:
-        proc = subprocess.Popen([exe, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [exe, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             port_file = Path(profile) / "DevToolsActivePort"
             for _ in range(400):  # Chromium writes its port here once listening

@@ -70,14 +70,22 @@ async def test_the_review_api_needs_the_token_and_its_own_host_and_rates_pairs(t
             data = await r.json()
             assert data["pair"]["id"] == ids[0] and data["summary"]["total"]["rated"] == 0
         for pid, rating in zip(ids, ("better", "worse", "broken"), strict=True):
-            async with http.post(url + "api/rate", headers=ok, data=orjson.dumps(
-                    {"pair_id": pid, "rating": rating, "note": "n", "rater": "ann"})) as r:
+            async with http.post(
+                url + "api/rate",
+                headers=ok,
+                data=orjson.dumps({"pair_id": pid, "rating": rating, "note": "n", "rater": "ann"}),
+            ) as r:
                 assert r.status == 200
                 last = await r.json()
         assert last["summary"]["total"]["counts"] == {"better": 1, "same": 0, "worse": 1, "broken": 1}
-        for bad in ({"pair_id": ids[0], "rating": "meh"}, {"pair_id": "x", "rating": "same"}, [1],
-                    {"pair_id": 2**63 - 1, "rating": "same"}, {"pair_id": True, "rating": "same"},
-                    b'{"pair_id": 1000000000000000000000000000000, "rating": "same"}'):
+        for bad in (
+            {"pair_id": ids[0], "rating": "meh"},
+            {"pair_id": "x", "rating": "same"},
+            [1],
+            {"pair_id": 2**63 - 1, "rating": "same"},
+            {"pair_id": True, "rating": "same"},
+            b'{"pair_id": 1000000000000000000000000000000, "rating": "same"}',
+        ):
             data = bad if isinstance(bad, bytes) else orjson.dumps(bad)
             async with http.post(url + "api/rate", headers=ok, data=data) as r:
                 assert r.status == 400 and (await r.json())["error"]["message"]

@@ -21,8 +21,9 @@ async def test_the_printed_url_answers_on_every_loopback_host_it_accepts(tmp_pat
             async with http.get(url + "api/summary", headers={"X-Review-Token": app.token}) as r:
                 assert r.status == 200
             port = url.rstrip("/").rsplit(":", 1)[1]
-            async with http.get(url + "api/summary", headers={"X-Review-Token": app.token,
-                                                               "Host": f"evil.example:{port}"}) as r:
+            async with http.get(
+                url + "api/summary", headers={"X-Review-Token": app.token, "Host": f"evil.example:{port}"}
+            ) as r:
                 assert r.status == 421  # still only its own addresses
     finally:
         store.close()

@@ -11,9 +11,10 @@ from switchover.review.models import ReviewSummary, rating_gate, summarize, wils
 from switchover.review.sampler import Quota, Redactor, task_type
 
 
-@pytest.mark.parametrize(("bad", "n", "low", "high"), [
-    (0, 10, 0.0, 0.2775), (5, 10, 0.2366, 0.7634), (10, 10, 0.7225, 1.0), (1, 100, 0.0018, 0.0545),
-])
+@pytest.mark.parametrize(
+    ("bad", "n", "low", "high"),
+    [(0, 10, 0.0, 0.2775), (5, 10, 0.2366, 0.7634), (10, 10, 0.7225, 1.0), (1, 100, 0.0018, 0.0545)],
+)
 def test_wilson_interval_matches_the_textbook_values(bad, n, low, high):
     lo, hi = wilson(bad, n)
     assert lo == pytest.approx(low, abs=2e-4) and hi == pytest.approx(high, abs=2e-4)
@@ -29,21 +30,28 @@ def _summary(**types: dict[str, int]) -> ReviewSummary:
     return ReviewSummary(types=ts, total=summarize("all", sum(t.pairs for t in ts), total))
 
 
-@pytest.mark.parametrize(("types", "verdict"), [
-    ({"chat": {"same": 5}}, "hold"),  # too few ratings never passes
-    ({"chat": {"same": 18, "better": 1, "worse": 1}}, "pass"),  # 5 %
-    ({"chat": {"same": 16, "broken": 4}}, "fail"),  # 20 %
-    ({"chat": {"same": 30}, "sql": {"same": 17, "worse": 3}}, "fail"),  # 6 % overall, 15 % for sql (20 ratings)
-    ({"chat": {"same": 30}, "sql": {"worse": 2}}, "pass"),  # 2 of 2 bad, too few to judge sql alone; 6.25 % overall
-])
+@pytest.mark.parametrize(
+    ("types", "verdict"),
+    [
+        ({"chat": {"same": 5}}, "hold"),  # too few ratings never passes
+        ({"chat": {"same": 18, "better": 1, "worse": 1}}, "pass"),  # 5 %
+        ({"chat": {"same": 16, "broken": 4}}, "fail"),  # 20 %
+        ({"chat": {"same": 30}, "sql": {"same": 17, "worse": 3}}, "fail"),  # 6 % overall, 15 % for sql (20 ratings)
+        ({"chat": {"same": 30}, "sql": {"worse": 2}}, "pass"),  # 2 of 2 bad, too few to judge sql alone; 6.25 % overall
+    ],
+)
 def test_the_rating_gate_holds_without_enough_ratings_and_judges_each_well_rated_type(types, verdict):
     assert rating_gate(_summary(**types), max_bad_share=0.10, min_ratings=20).verdict == verdict
 
 
 def test_task_type_comes_from_the_first_matching_rule_then_the_header():
-    cfg = TaskTypesConfig(rules=[TaskRule(type="sql", header="x-app", equals="sqlbot"),
-                                 TaskRule(type="code", model="coder-7b"),
-                                 TaskRule(type="completion", path="/v1/completions")])
+    cfg = TaskTypesConfig(
+        rules=[
+            TaskRule(type="sql", header="x-app", equals="sqlbot"),
+            TaskRule(type="code", model="coder-7b"),
+            TaskRule(type="completion", path="/v1/completions"),
+        ]
+    )
     h = {"x-app": "sqlbot", "x-task-type": "summarize"}.get
     assert task_type(cfg, "/v1/chat/completions", "m", h) == "sql"
     assert task_type(cfg, "/v1/chat/completions", "coder-7b", {}.get) == "code"
@@ -71,8 +79,10 @@ def test_sample_percent_spreads_the_samples():
 
 def test_redaction_masks_secrets_contacts_and_configured_patterns_before_storage():
     clean = Redactor(ReviewConfig(redact_patterns=[r"ACME-\d+"], max_chars=200))
-    text = ("key sk-PLANTED0123456789abcdef, mail ann.lee@example.com, call +1 (555) 123-4567, "
-            "order ACME-991, Authorization: Bearer abcdefghijkl, version 1.2.3 and 42 items")
+    text = (
+        "key sk-PLANTED0123456789abcdef, mail ann.lee@example.com, call +1 (555) 123-4567, "
+        "order ACME-991, Authorization: Bearer abcdefghijkl, version 1.2.3 and 42 items"
+    )
     out = clean(text)
     for secret in ("sk-PLANTED0123456789abcdef", "ann.lee@example.com", "555) 123-4567", "ACME-991", "abcdefghijkl"):
         assert secret not in out

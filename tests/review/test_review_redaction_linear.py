@@ -26,8 +26,10 @@ ADVERSARIAL = {
     "number": ["(1.", "1 ", "+1(", "1-1.", "`1-", "1a", "(1.a", "1", "1)(", "-u(1."],
 }
 # the patterns the redactor used before (quadratic on the inputs above): the oracle on short texts
-_OLD_PII = ((re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"), "[email]"),
-            (re.compile(r"(?<![\w.])\+?\d[\d\s().-]{6,}\d(?![\w.])"), "[number]"))
+_OLD_PII = (
+    (re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"), "[email]"),
+    (re.compile(r"(?<![\w.])\+?\d[\d\s().-]{6,}\d(?![\w.])"), "[number]"),
+)
 
 
 def _pii(text: str) -> str:
@@ -61,15 +63,18 @@ def test_the_linear_masks_equal_the_former_patterns_on_any_short_text(text: str)
     assert _pii(text) == expected
 
 
-@pytest.mark.parametrize(("text", "masked"), [
-    ("call (555) 123-4567 today", "call ([number] today"),
-    ("call +1 555 123 4567 now", "call [number] now"),
-    ("order 12345678 shipped", "order [number] shipped"),
-    ("order 1234567 shipped", "order 1234567 shipped"),
-    ("v1.2.3 and 12345", "v1.2.3 and 12345"),
-    ("write ann.lee+x@mail.example.org now", "write [email] now"),
-    ("555-1234567 (555) 123-4567x", "[number]-4567x"),
-])
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("call (555) 123-4567 today", "call ([number] today"),
+        ("call +1 555 123 4567 now", "call [number] now"),
+        ("order 12345678 shipped", "order [number] shipped"),
+        ("order 1234567 shipped", "order 1234567 shipped"),
+        ("v1.2.3 and 12345", "v1.2.3 and 12345"),
+        ("write ann.lee+x@mail.example.org now", "write [email] now"),
+        ("555-1234567 (555) 123-4567x", "[number]-4567x"),
+    ],
+)
 def test_numbers_and_addresses_are_masked_as_before(text: str, masked: str) -> None:
     assert Redactor(ReviewConfig())(text) == masked
 

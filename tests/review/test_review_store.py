@@ -12,9 +12,19 @@ from switchover.review.store import ReviewStore
 
 
 def pair(i: int, kind: str = "chat") -> Pair:
-    return Pair(ts=1000.0 + i, day="2026-12-01", task_type=kind, request_id=f"r{i}", path="/v1/chat/completions",
-                model="m", prompt=f"user: q{i}", old_answer=f"old {i}", new_answer=f"new {i}", old_status=200,
-                new_status=200)
+    return Pair(
+        ts=1000.0 + i,
+        day="2026-12-01",
+        task_type=kind,
+        request_id=f"r{i}",
+        path="/v1/chat/completions",
+        model="m",
+        prompt=f"user: q{i}",
+        old_answer=f"old {i}",
+        new_answer=f"new {i}",
+        old_status=200,
+        new_status=200,
+    )
 
 
 def test_ratings_persist_across_reopening_and_the_latest_counts(tmp_path):

@@ -52,8 +52,14 @@ async def test_no_rating_post_fails_while_the_gateway_writes_pairs(tmp_path):
             sem = asyncio.Semaphore(CONCURRENCY)
 
             async def rate(n: int) -> None:
-                async with sem, http.post(url + "api/rate", headers={"X-Review-Token": app.token}, data=orjson.dumps(
-                        {"pair_id": ids[n % len(ids)], "rating": "better", "note": f"n{n}"})) as r:
+                async with (
+                    sem,
+                    http.post(
+                        url + "api/rate",
+                        headers={"X-Review-Token": app.token},
+                        data=orjson.dumps({"pair_id": ids[n % len(ids)], "rating": "better", "note": f"n{n}"}),
+                    ) as r,
+                ):
                     statuses.append(r.status)
                     if r.status != 200:
                         errors.append((await r.text())[:200])
@@ -67,6 +73,7 @@ async def test_no_rating_post_fails_while_the_gateway_writes_pairs(tmp_path):
     failed = [s for s in statuses if s != 200]
     assert not failed, f"{len(failed)} of {POSTS} rating POSTs failed in {elapsed:.1f} s: {errors[:3]}"
     notes = {r["note"] for r in store.rows()} | {
-        row["note"] for row in store.conn.execute("SELECT note FROM ratings").fetchall()}
+        row["note"] for row in store.conn.execute("SELECT note FROM ratings").fetchall()
+    }
     assert {f"n{n}" for n in range(POSTS)} <= notes, "a POST answered 200 but its rating is not stored"
     store.close()

@@ -10,8 +10,15 @@ from switchover.rollout.client_defaults import ClientMixCounter, client_mix, fin
 
 
 def _row(client: dict[str, Any] | None, outcome: str = "ok") -> LedgerRecord:
-    return LedgerRecord(ts=0, request_id="r", path="/v1/chat/completions", outcome=outcome, status=200,  # type: ignore[arg-type]
-                        stream=False, client=ClientSampling(**client) if client is not None else None)
+    return LedgerRecord(
+        ts=0,
+        request_id="r",
+        path="/v1/chat/completions",
+        outcome=outcome,
+        status=200,  # type: ignore[arg-type]
+        stream=False,
+        client=ClientSampling(**client) if client is not None else None,
+    )
 
 
 def _counter(rows: list[LedgerRecord]) -> ClientMixCounter:
@@ -35,8 +42,11 @@ def test_the_mix_counts_which_fields_clients_set_and_the_common_endings() -> Non
     temp = next(f for f in mix.fields if f.field == "temperature")
     assert (temp.set, temp.share_set, temp.share_default, temp.values) == (6, 0.6, 0.4, {"0.2": 6})
     assert mix.stop_sizes == {"6": 1} and mix.response_formats == {"json_schema": 1}
-    assert [(s.role, s.hash, s.requests) for s in mix.suffixes] == [("user", "aa", 6), ("system", "ss", 3),
-                                                                     ("user", "bb", 3)]
+    assert [(s.role, s.hash, s.requests) for s in mix.suffixes] == [
+        ("user", "aa", 6),
+        ("system", "ss", 3),
+        ("user", "bb", 3),
+    ]
 
 
 def test_vllm_to_llamacpp_names_the_defaults_the_unset_requests_will_get_differently() -> None:
@@ -72,8 +82,17 @@ def test_the_same_engine_on_both_sides_has_no_finding_and_a_plain_openai_server_
 
 def test_no_rows_no_findings_and_shadow_rows_are_not_requests() -> None:
     c = ClientMixCounter()
-    c.add(ShadowRecord(ts=0, request_id="r", path="/v1/completions", outcome="ok", status=200, stream=False,
-                       shadow={"upstream": "new"}))  # type: ignore[arg-type]
+    c.add(
+        ShadowRecord(
+            ts=0,
+            request_id="r",
+            path="/v1/completions",
+            outcome="ok",
+            status=200,
+            stream=False,
+            shadow={"upstream": "new"},
+        )
+    )  # type: ignore[arg-type]
     assert c.mix().requests == 0 and findings(c, load_profile("vllm"), load_profile("llamacpp")) == []
 
 
@@ -86,14 +105,27 @@ def test_rollout_compare_shows_the_client_mix_and_what_differs_on_new(config_fil
 
     monkeypatch.chdir(config_file.parent)
     now = time.time()
-    rows = [row(now - 100 + i, "old" if i % 2 else "new").model_copy(update={"client": ClientSampling(
-        set=["max_tokens"] if i % 4 else ["max_tokens", "temperature"], temperature=None if i % 4 else 0.2,
-        max_tokens=32, user_suffix="f00d" if i % 3 == 0 else None)}) for i in range(40)]
+    rows = [
+        row(now - 100 + i, "old" if i % 2 else "new").model_copy(
+            update={
+                "client": ClientSampling(
+                    set=["max_tokens"] if i % 4 else ["max_tokens", "temperature"],
+                    temperature=None if i % 4 else 0.2,
+                    max_tokens=32,
+                    user_suffix="f00d" if i % 3 == 0 else None,
+                )
+            }
+        )
+        for i in range(40)
+    ]
     write_ledger(config_file.parent / "gw", rows)
     code, out, _ = cli(capsys, "compare", "--mode", "arms", "--ledger", str(config_file.parent / "gw"), "--json")
     clients = orjson.loads(out)["clients"]
-    assert code == 0 and clients["requests"] == 40 and (clients["old_engine"], clients["new_engine"]) == (
-        "vllm", "llamacpp")
+    assert (
+        code == 0
+        and clients["requests"] == 40
+        and (clients["old_engine"], clients["new_engine"]) == ("vllm", "llamacpp")
+    )
     temp = next(f for f in clients["findings"] if f["field"] == "temperature")
     assert temp["share"] == 0.75 and "vllm's default 1, llamacpp's 0.8" in temp["detail"]
     assert clients["suffixes"] == [{"role": "user", "hash": "f00d", "requests": 14, "share": 0.35}]

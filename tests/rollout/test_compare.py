@@ -114,8 +114,14 @@ def test_arm_samples_hold_one_list_per_metric_the_comparison_names() -> None:
     a = ArmSamples()
     a.add(status="200", ok=True, completion_tokens=7, ttft_ms=None, tpot_ms=3.5, finish_reason="length")
     assert list(a.samples) == [*CONTINUOUS, *CATEGORICAL]
-    assert a.samples == {"output_tokens": [7.0], "ttft_ms": [], "tpot_ms": [3.5], "finish_reason": ["length"],
-                         "stop_hit": ["no"], "error_code": ["200"]}
+    assert a.samples == {
+        "output_tokens": [7.0],
+        "ttft_ms": [],
+        "tpot_ms": [3.5],
+        "finish_reason": ["length"],
+        "stop_hit": ["no"],
+        "error_code": ["200"],
+    }
 
 
 def test_samples_are_bounded_by_a_uniform_reservoir_and_the_report_says_so() -> None:

@@ -25,9 +25,20 @@ TH = GateThresholds(min_samples=20)
 
 
 def _view(routed: str = "new", **fields: Any) -> dict[str, Any]:
-    base = dict(ts=1.0, routed=routed, arm=routed, outcome="ok", status=200, path="/v1/chat/completions",
-                prompt_tokens=100, completion_tokens=20, finish_reason="stop", task_type="chat", json_valid=None,
-                cached_tokens=None)
+    base = dict(
+        ts=1.0,
+        routed=routed,
+        arm=routed,
+        outcome="ok",
+        status=200,
+        path="/v1/chat/completions",
+        prompt_tokens=100,
+        completion_tokens=20,
+        finish_reason="stop",
+        task_type="chat",
+        json_valid=None,
+        cached_tokens=None,
+    )
     return base | fields
 
 
@@ -68,8 +79,12 @@ def test_rows_outside_either_arm_never_count() -> None:
 
 
 def test_task_types_come_from_the_gateway_label_else_the_first_matching_rule() -> None:
-    typer = TaskTyper([TaskTypeRule(name="long", when="prompt_tokens > 1000"),
-                       TaskTypeRule(name="chat", when="startswith(path, '/v1/chat')")])
+    typer = TaskTyper(
+        [
+            TaskTypeRule(name="long", when="prompt_tokens > 1000"),
+            TaskTypeRule(name="chat", when="startswith(path, '/v1/chat')"),
+        ]
+    )
     r = row(1.0, "new")
     assert row_view(r, typer)["task_type"] == "other"  # /v1/completions, no prompt tokens
     r.prompt_tokens = 5000
@@ -109,8 +124,9 @@ def test_output_length_shift_holds_when_old_answers_are_empty_instead_of_passing
 
 def test_output_length_shift_uses_the_baseline_once_old_serves_nothing() -> None:
     gate = CustomGate(name="length", builtin="output_length_shift", by="task_type")
-    base = Baseline(taken_at=0, output_tokens={"chat": [float(v["completion_tokens"]) for v in
-                                                        _lengths("old", 200, 1.0, 1)]})
+    base = Baseline(
+        taken_at=0, output_tokens={"chat": [float(v["completion_tokens"]) for v in _lengths("old", 200, 1.0, 1)]}
+    )
     res = judge_ledger_gate(gate, _lengths("new", 200, 1.5, 2), TH, baseline=base)
     assert res.verdict == "fail" and "vs baseline" in res.reason and res.groups[0].group == "chat"
 
@@ -129,7 +145,10 @@ def test_promql_results_are_judged_per_series_and_by_label() -> None:
     gate = CustomGate(name="q", promql="x[{window}]", max=2.0, by="task")
     res = judge_promql(gate, [({"task": "chat"}, 0.5), ({"task": "code"}, 3.0), ({"task": "rag"}, None)], "q")
     assert res.verdict == "fail" and {g.group: g.verdict for g in res.groups} == {
-        "chat": "pass", "code": "fail", "rag": "hold"}
+        "chat": "pass",
+        "code": "fail",
+        "rag": "hold",
+    }
     assert judge_promql(gate, [], "q").verdict == "hold"
     low = CustomGate(name="hit_rate", promql="y", min=0.5)
     assert judge_promql(low, [({}, 0.2)], "y").verdict == "fail"
@@ -141,9 +160,13 @@ def test_prometheus_answers_of_an_unexpected_shape_are_named_not_a_traceback() -
     ok = {"resultType": "vector", "result": [{"metric": {"arm": "new"}, "value": [1.0, "NaN"]}]}
     assert _series(src, "q", ok) == [({"arm": "new"}, None)]  # NaN: no samples, judged hold
     assert _series(src, "q", {"resultType": "scalar", "result": [1.0, "2.5"]}) == [({}, 2.5)]
-    for bad in ({"resultType": "vector", "result": [{"metric": {}}]},
-                {"resultType": "vector", "result": [{"value": [1.0, "many"]}]},
-                {"resultType": "scalar", "result": "2"}, None, {"resultType": "histogram"}):
+    for bad in (
+        {"resultType": "vector", "result": [{"metric": {}}]},
+        {"resultType": "vector", "result": [{"value": [1.0, "many"]}]},
+        {"resultType": "scalar", "result": "2"},
+        None,
+        {"resultType": "histogram"},
+    ):
         with pytest.raises(Unreachable, match="unexpected shape"):
             _series(src, "q", bad)
     with pytest.raises(BadInput, match="range vector"):
@@ -153,6 +176,7 @@ def test_prometheus_answers_of_an_unexpected_shape_are_named_not_a_traceback() -
 def test_a_prometheus_timeout_too_large_for_a_socket_is_refused_by_the_config() -> None:
     """urlopen raises OverflowError (a traceback) for timeout=1e308; the field bound names it instead."""
     import pydantic
+
     with pytest.raises(pydantic.ValidationError, match="timeout_s"):
         PrometheusSource(url="http://127.0.0.1:9090", timeout_s=1e308)
     assert PrometheusSource(url="http://127.0.0.1:9090", timeout_s=300).timeout_s == 300
@@ -177,11 +201,18 @@ def test_bad_custom_gates_are_refused_naming_the_problem(gate: dict[str, Any], m
 
 
 def test_stages_name_custom_gates_and_unknown_ones_are_refused() -> None:
-    s = RolloutSettings.model_validate({"stages": [{"weight": 5, "gates": ["error_rate", "json_ok", "cold_cache"]}],
-                                        "custom_gates": [{"name": "json_ok", "builtin": "parse_failure_rate"},
-                                                         {"name": "cold_cache", "builtin": "cache_hits_after_switch"}]})
+    s = RolloutSettings.model_validate(
+        {
+            "stages": [{"weight": 5, "gates": ["error_rate", "json_ok", "cold_cache"]}],
+            "custom_gates": [
+                {"name": "json_ok", "builtin": "parse_failure_rate"},
+                {"name": "cold_cache", "builtin": "cache_hits_after_switch"},
+            ],
+        }
+    )
     assert s.stages[0].custom == ["json_ok", "cold_cache"] and [g.value for g in s.stages[0].gates or []] == [
-        "error_rate"]
+        "error_rate"
+    ]
     with pytest.raises(ValueError, match="unknown gates \\['nope'\\]"):
         RolloutSettings.model_validate({"stages": [{"weight": 5, "gates": ["nope"]}]})
     with pytest.raises(ValueError, match="built-in gate names"):
@@ -209,7 +240,9 @@ def _started(tmp_path: Path, rollout: str) -> tuple[Rollout, Clock]:
 
 
 def test_a_stage_rolls_back_when_a_hard_custom_gate_fails(tmp_path: Path) -> None:
-    r, clock = _started(tmp_path, """\
+    r, clock = _started(
+        tmp_path,
+        """\
 rollout:
   stages: [5, {weight: 20, gates: [short_answers]}, 50]
   window_s: 3600
@@ -217,7 +250,8 @@ rollout:
   task_types: [{name: long, when: "completion_tokens > 1000"}]
   custom_gates:
     - {name: short_answers, ledger: {fail_when: "completion_tokens < 15"}, max: 0.02, by: task_type}
-""")
+""",
+    )
     write_ledger(tmp_path / "gw", traffic(1001.0, 300, new_share=0.5, seed=1))
     clock.t = 1100.0
     assert r.advance(why="5% ok").state.stage == "20%"
@@ -245,20 +279,33 @@ def _rated(db: Path, ratings: dict[str, list[str]]) -> None:
     try:
         for task, rs in ratings.items():
             for i, rating in enumerate(rs):
-                pid = store.add_pair(Pair(ts=1.0, day="2025-01-01", task_type=task, request_id=f"{task}{i}",
-                                          path="/v1/chat/completions", prompt="p", old_answer="a", new_answer="b"))
+                pid = store.add_pair(
+                    Pair(
+                        ts=1.0,
+                        day="2025-01-01",
+                        task_type=task,
+                        request_id=f"{task}{i}",
+                        path="/v1/chat/completions",
+                        prompt="p",
+                        old_answer="a",
+                        new_answer="b",
+                    )
+                )
                 store.rate(pid, rating)
     finally:
         store.close()
 
 
 def test_the_spot_check_rating_gate_blocks_a_stage_from_the_review_database(tmp_path: Path) -> None:
-    r, clock = _started(tmp_path, """\
+    r, clock = _started(
+        tmp_path,
+        """\
 rollout:
   stages: [5, {weight: 20, gates: [spot_check_rating]}, 50]
   window_s: 3600
   gates: {min_samples: 10}
-""")
+""",
+    )
     write_ledger(tmp_path / "gw", traffic(1001.0, 100, new_share=0.5, seed=1))
     clock.t = 1100.0
     assert r.advance(why="5% ok").state.stage == "20%"
@@ -270,16 +317,20 @@ rollout:
 
 
 def test_the_cache_gate_judges_the_first_new_answers_after_the_switch_read_from_the_ledger(tmp_path: Path) -> None:
-    r, clock = _started(tmp_path, """\
+    r, clock = _started(
+        tmp_path,
+        """\
 rollout:
   stages: [{weight: 5, gates: [cold_cache]}, 20]
   window_s: 3600
   custom_gates: [{name: cold_cache, builtin: cache_hits_after_switch, first_n: 20}]
-""")  # the switch: new gets traffic from t=1000
+""",
+    )  # the switch: new gets traffic from t=1000
 
     def new_rows(ts0: float, n: int, cached: int) -> list[Any]:
-        return [row(ts0 + i, "new").model_copy(update={"cached_tokens": cached, "prompt_tokens": 100})
-                for i in range(n)]
+        return [
+            row(ts0 + i, "new").model_copy(update={"cached_tokens": cached, "prompt_tokens": 100}) for i in range(n)
+        ]
 
     before = new_rows(900.0, 30, 90)  # a warm cache before the switch does not count
     # written out of time order: the gate takes the first answers by time, not by file position

@@ -80,8 +80,12 @@ async def test_bad_arguments_are_bad_input() -> None:
 async def test_a_log_that_cannot_be_written_is_refused_before_new_is_stopped(tmp_path: Path) -> None:
     stopped = tmp_path / "stopped"
     with pytest.raises(BadInput, match="drill log"):
-        await run_drill(stop_cmd=f"touch {stopped}", start_cmd="true", url="http://127.0.0.1:1",
-                        log=tmp_path / "no-such-folder" / "start.log")
+        await run_drill(
+            stop_cmd=f"touch {stopped}",
+            start_cmd="true",
+            url="http://127.0.0.1:1",
+            log=tmp_path / "no-such-folder" / "start.log",
+        )
     assert not stopped.exists()  # nothing was stopped: no outage from a bad log path
 
 
@@ -126,8 +130,14 @@ async def test_a_server_that_never_answers_cannot_hold_the_drill_past_its_deadli
     srv = socket.create_server(("127.0.0.1", 0))  # accepts (the kernel's backlog), never answers
     try:
         t0 = time.monotonic()
-        res = await run_drill(stop_cmd="true", start_cmd="true", url=f"http://127.0.0.1:{srv.getsockname()[1]}",
-                              ready_timeout_s=1.0, max_ms=5000, poll_s=0.05)
+        res = await run_drill(
+            stop_cmd="true",
+            start_cmd="true",
+            url=f"http://127.0.0.1:{srv.getsockname()[1]}",
+            ready_timeout_s=1.0,
+            max_ms=5000,
+            poll_s=0.05,
+        )
         took = time.monotonic() - t0
     finally:
         srv.close()
@@ -169,8 +179,14 @@ async def test_the_drill_measures_the_warm_up_tail_after_the_first_good_response
     await web.TCPSite(runner, "127.0.0.1", port).start()
     lines: list[str] = []
     try:
-        res = await run_drill(stop_cmd="true", start_cmd="true", url=f"http://127.0.0.1:{port}", ready_timeout_s=10,
-                              warmup=WarmupSettings(window=3, max_s=30), progress=lines.append)
+        res = await run_drill(
+            stop_cmd="true",
+            start_cmd="true",
+            url=f"http://127.0.0.1:{port}",
+            ready_timeout_s=10,
+            warmup=WarmupSettings(window=3, max_s=30),
+            progress=lines.append,
+        )
     finally:
         await runner.cleanup()
     assert res.ok and res.model == "m" and res.warmup is not None and res.warmup.steady, res
@@ -190,10 +206,20 @@ async def test_a_warm_up_that_never_settles_gives_no_switch_time() -> None:
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     try:
-        settles = await run_drill(stop_cmd="true", start_cmd="true", url=f"http://127.0.0.1:{port}",
-                                  ready_timeout_s=10, warmup=WarmupSettings(window=3, max_s=30))
-        capped = await run_drill(stop_cmd="true", start_cmd="true", url=f"http://127.0.0.1:{port}",
-                                 ready_timeout_s=10, warmup=WarmupSettings(window=3, max_s=0.2))
+        settles = await run_drill(
+            stop_cmd="true",
+            start_cmd="true",
+            url=f"http://127.0.0.1:{port}",
+            ready_timeout_s=10,
+            warmup=WarmupSettings(window=3, max_s=30),
+        )
+        capped = await run_drill(
+            stop_cmd="true",
+            start_cmd="true",
+            url=f"http://127.0.0.1:{port}",
+            ready_timeout_s=10,
+            warmup=WarmupSettings(window=3, max_s=0.2),
+        )
     finally:
         await runner.cleanup()
     assert settles.warmup is not None and settles.warmup.steady and settles.warmup.tail_requests == 0

@@ -40,16 +40,37 @@ rollout:
 """
 
 
-def _check(folder: Path, overall: str = "go", *, created: float | None = None, endpoints: list[EndpointSummary]
-           | None = None, grace: str = "go", name: str = "20260101T000000Z-check") -> Path:
+def _check(
+    folder: Path,
+    overall: str = "go",
+    *,
+    created: float | None = None,
+    endpoints: list[EndpointSummary] | None = None,
+    grace: str = "go",
+    name: str = "20260101T000000Z-check",
+) -> Path:
     """A check run directory as `switchover check` leaves it (check.json)."""
     rd = folder / "runs" / name
     rd.mkdir(parents=True)
-    items = [CheckItem(id="rollout.grace", area="drain", title="grace", verdict=grace, rule="r",  # type: ignore[arg-type]
-                       reason=f"grace {grace}: 300 s needed, 600 s configured")]
-    report = CheckReport(name="check", created_wall=time.time() if created is None else created, overall=overall,  # type: ignore[arg-type]
-                         overall_reason=f"overall {overall}", items=items, endpoints=endpoints or [OLD, NEW],
-                         parts=[PartRun(part="bench", status="ran", files=["bench/summary.json"])])
+    items = [
+        CheckItem(
+            id="rollout.grace",
+            area="drain",
+            title="grace",
+            verdict=grace,
+            rule="r",  # type: ignore[arg-type]
+            reason=f"grace {grace}: 300 s needed, 600 s configured",
+        )
+    ]
+    report = CheckReport(
+        name="check",
+        created_wall=time.time() if created is None else created,
+        overall=overall,  # type: ignore[arg-type]
+        overall_reason=f"overall {overall}",
+        items=items,
+        endpoints=endpoints or [OLD, NEW],
+        parts=[PartRun(part="bench", status="ran", files=["bench/summary.json"])],
+    )
     (rd / "check.json").write_bytes(orjson.dumps(report.model_dump(mode="json")))
     return rd
 
@@ -65,8 +86,14 @@ def _rollout(tmp_path: Path, extra: str = "") -> Rollout:
 
 
 def _found(overall: str = "go", age_s: float = 0.0, grace: str | None = "go") -> en.CheckEvidence:
-    return en.CheckEvidence(run_dir="/r/20260101T000000Z-check", overall=overall, overall_reason="why",
-                            created_wall=1000.0 - age_s, grace=grace, grace_reason="grace text")
+    return en.CheckEvidence(
+        run_dir="/r/20260101T000000Z-check",
+        overall=overall,
+        overall_reason="why",
+        created_wall=1000.0 - age_s,
+        grace=grace,
+        grace_reason="grace text",
+    )
 
 
 @pytest.mark.parametrize(
@@ -86,17 +113,25 @@ def test_the_check_item_passes_only_on_a_recent_go(found: en.CheckEvidence | Non
 
 
 @pytest.mark.parametrize(
-    ("grace", "status"), [("go", "pass"), ("no-go", "fail"), ("warn", "missing"), ("not-run", "missing"),
-                          (None, "missing")],
+    ("grace", "status"),
+    [("go", "pass"), ("no-go", "fail"), ("warn", "missing"), ("not-run", "missing"), (None, "missing")],
 )
 def test_the_grace_item_follows_the_checks_rollout_grace_verdict(grace: str | None, status: str) -> None:
     assert en.judge_grace(_found(grace=grace), "sw.yaml").status == status
 
 
-PLAN_OK = {"copies": [{"role": "old", "concurrency": 4, "instance": {"starts": True}},
-                      {"role": "new", "concurrency": 3, "instance": {"starts": True}}]}
-PLAN_STUCK = {"copies": [{"role": "old", "concurrency": 4, "instance": {"starts": True}},
-                         {"role": "new", "concurrency": 0, "instance": {"starts": False, "problem": "no KV room"}}]}
+PLAN_OK = {
+    "copies": [
+        {"role": "old", "concurrency": 4, "instance": {"starts": True}},
+        {"role": "new", "concurrency": 3, "instance": {"starts": True}},
+    ]
+}
+PLAN_STUCK = {
+    "copies": [
+        {"role": "old", "concurrency": 4, "instance": {"starts": True}},
+        {"role": "new", "concurrency": 0, "instance": {"starts": False, "problem": "no KV room"}},
+    ]
+}
 
 
 @pytest.mark.parametrize(
@@ -147,8 +182,7 @@ def test_a_strong_sla_without_the_review_sampler_is_refused_with_the_reason() ->
 
 def test_check_goes_to_the_first_live_stage_precanary_to_the_first_weighted_and_cost_to_the_large() -> None:
     stages = RolloutSettings(stages=["shadow", 5, 20, 50, 100]).stages
-    assert [en.needs(stages, i, 50) for i in range(5)] == [
-        [en.CHECK], list(en.PRECANARY), [], [en.COST], []]
+    assert [en.needs(stages, i, 50) for i in range(5)] == [[en.CHECK], list(en.PRECANARY), [], [en.COST], []]
     no_shadow = RolloutSettings(stages=[5, 100]).stages
     assert en.needs(no_shadow, 0, 50) == [en.CHECK, *en.PRECANARY] and en.needs(no_shadow, 1, 50) == [en.COST]
 
@@ -224,17 +258,29 @@ def test_the_canary_needs_every_precanary_item_and_each_refusal_names_its_comman
     report = r.gate_report()
     assert report.entry is not None and report.entry.stage == "5%"
     got = {i.id: i.status for i in report.entry.items}
-    assert got == {en.MEMORY: "missing", en.GRACE: "pass", en.CACHE_KEY: "missing", en.ROLLBACK_WINDOW: "pass",
-                   en.REVIEW: "fail"}
+    assert got == {
+        en.MEMORY: "missing",
+        en.GRACE: "pass",
+        en.CACHE_KEY: "missing",
+        en.ROLLBACK_WINDOW: "pass",
+        en.REVIEW: "fail",
+    }
     res = r.advance(why="shadow clean", force=True)
     assert res.action == "refused"
-    for text in ("precanary.memory", "plan canary", "precanary.cache_key", "switchover cachekey",
-                 "precanary.review_sampler", "pairs_per_day"):
+    for text in (
+        "precanary.memory",
+        "plan canary",
+        "precanary.cache_key",
+        "switchover cachekey",
+        "precanary.review_sampler",
+        "pairs_per_day",
+    ):
         assert text in res.message
 
 
-def test_a_waived_item_is_entered_and_the_waiver_is_in_the_audit_log(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_waived_item_is_entered_and_the_waiver_is_in_the_audit_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     _write(tmp_path)
     write_ledger(tmp_path / "gw", [])
     monkeypatch.chdir(tmp_path)
@@ -275,8 +321,9 @@ def _plan_canary_json(capsys: pytest.CaptureFixture[str], model: str, out: Path)
         ("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "fail", "no memory left for KV"),
     ],
 )
-def test_the_memory_item_reads_what_plan_canary_json_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                            model: str, status: str, text: str) -> None:
+def test_the_memory_item_reads_what_plan_canary_json_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str, status: str, text: str
+) -> None:
     _plan_canary_json(capsys, model, tmp_path / "canary.json")
     r = _rollout(tmp_path, "  entry: {shared_gpu: true, canary_plan: canary.json}\n")
     _check(tmp_path, "go")

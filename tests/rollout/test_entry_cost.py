@@ -19,19 +19,41 @@ from tests.rollout.builders import Clock, write_ledger
 
 def _step(endpoint: str, conc: int, rps: float, tps: float, bucket: str = "128", failed: int = 0) -> StepSummary:
     n = 100
-    return StepSummary(endpoint=endpoint, step=conc, concurrency=conc, bucket=bucket, requests=n, warmup=1,
-                       ok=n - failed, failed=failed, duration_s=n / rps, req_per_s=rps, out_tok_per_s=tps,
-                       chunks_per_s=tps, error_rate=failed / n)
+    return StepSummary(
+        endpoint=endpoint,
+        step=conc,
+        concurrency=conc,
+        bucket=bucket,
+        requests=n,
+        warmup=1,
+        ok=n - failed,
+        failed=failed,
+        duration_s=n / rps,
+        req_per_s=rps,
+        out_tok_per_s=tps,
+        chunks_per_s=tps,
+        error_rate=failed / n,
+    )
 
 
 def _bench(steps: list[StepSummary]) -> BenchReport:
-    plan = BenchPlan(endpoints=[EndpointSpec(label="old", url="http://127.0.0.1:1"),
-                                EndpointSpec(label="new", url="http://127.0.0.1:2")], requests=100)
+    plan = BenchPlan(
+        endpoints=[
+            EndpointSpec(label="old", url="http://127.0.0.1:1"),
+            EndpointSpec(label="new", url="http://127.0.0.1:2"),
+        ],
+        requests=100,
+    )
     return BenchReport(name="ab", created_wall=0.0, plan=plan, endpoints=[], steps=steps)
 
 
-STEPS = [_step("old", 4, 2.0, 200.0), _step("old", 8, 3.0, 300.0), _step("new", 4, 3.0, 300.0),
-         _step("new", 8, 4.0, 400.0), _step("new", 16, 8.0, 800.0, failed=20)]  # 20 % failed: not a throughput
+STEPS = [
+    _step("old", 4, 2.0, 200.0),
+    _step("old", 8, 3.0, 300.0),
+    _step("new", 4, 3.0, 300.0),
+    _step("new", 8, 4.0, 400.0),
+    _step("new", 16, 8.0, 800.0, failed=20),
+]  # 20 % failed: not a throughput
 
 
 def test_each_arm_is_priced_at_its_best_step_with_few_failures() -> None:
@@ -90,5 +112,6 @@ def test_entering_the_large_stage_is_refused_when_new_costs_more_per_request(tmp
     assert res.action == "advance" and res.state.stage == "5%", res.message
     report = r.gate_report()
     assert report.entry is not None and [(i.id, i.status) for i in report.entry.items] == [
-        ("rollout.cost_per_request", "fail")]
+        ("rollout.cost_per_request", "fail")
+    ]
     assert "ratio 1.50" in report.entry.items[0].reason and report.decision != "advance"

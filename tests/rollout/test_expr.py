@@ -7,8 +7,16 @@ import pytest
 from switchover.expr import MAX_DEPTH, ExprError, compile_expr
 
 FIELDS = {"status", "path", "outcome", "prompt_tokens", "completion_tokens", "finish_reason", "json_valid", "stream"}
-ROW = {"status": 200, "path": "/v1/chat/completions", "outcome": "ok", "prompt_tokens": 2400, "completion_tokens": 7,
-       "finish_reason": "length", "json_valid": None, "stream": True}
+ROW = {
+    "status": 200,
+    "path": "/v1/chat/completions",
+    "outcome": "ok",
+    "prompt_tokens": 2400,
+    "completion_tokens": 7,
+    "finish_reason": "length",
+    "json_valid": None,
+    "stream": True,
+}
 
 
 @pytest.mark.parametrize(
@@ -17,7 +25,7 @@ ROW = {"status": 200, "path": "/v1/chat/completions", "outcome": "ok", "prompt_t
         ("status == 200", True),
         ("status != 200", False),
         ("prompt_tokens > 2000 and finish_reason == 'length'", True),
-        ("prompt_tokens > 5000 or outcome == \"ok\"", True),
+        ('prompt_tokens > 5000 or outcome == "ok"', True),
         ("not (status >= 500)", True),
         ("outcome in ['error', 'failed_mid_stream']", False),
         ("outcome not in ['error', 'failed_mid_stream']", True),

@@ -63,8 +63,7 @@ def test_fallback_ratio_gate(fallbacks: int, verdict: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("p99", "n", "verdict"),
-    [(149.0, 100, "pass"), (151.0, 100, "fail"), (500.0, 49, "hold"), (None, 0, "hold")],
+    ("p99", "n", "verdict"), [(149.0, 100, "pass"), (151.0, 100, "fail"), (500.0, 49, "hold"), (None, 0, "hold")]
 )
 def test_ttft_ratio_gate(p99: float | None, n: int, verdict: str) -> None:
     [r] = evaluate(_stats(ttft_p99_ms=p99, ttft_n=n), [GateName.TTFT_P99_RATIO], TH)

@@ -115,8 +115,9 @@ def test_holding_ends_when_every_window_has_closed_and_holds_otherwise() -> None
 
 
 def _drill(ok: bool = True, recovery: float | None = 2.0, started: float = 1000.0) -> DrillResult:
-    return DrillResult(url=OLD, stop_command="s", start_command="t", started_wall=started, ok=ok, recovery_s=recovery,
-                       reason="why")
+    return DrillResult(
+        url=OLD, stop_command="s", start_command="t", started_wall=started, ok=ok, recovery_s=recovery, reason="why"
+    )
 
 
 @pytest.mark.parametrize(
@@ -328,8 +329,14 @@ def test_rollout_holding_and_prerequisites_commands(bed, capsys, monkeypatch) ->
     assert code == 0 and "no rollback window yet" in out  # before 100 %: a state, not bad input
     code, out, _ = cli(capsys, "prerequisites", "-c", str(cfg), "--json")
     pre = {p["name"]: p["status"] for p in orjson.loads(out)}
-    assert code == 1 and pre == {"config": "ok", "weights": "ok", "route": "ok", "monitoring": "failed",
-                                 "drill": "missing", "old_ready": "ok"}  # the drill is 'old' by the wall clock
+    assert code == 1 and pre == {
+        "config": "ok",
+        "weights": "ok",
+        "route": "ok",
+        "monitoring": "failed",
+        "drill": "missing",
+        "old_ready": "ok",
+    }  # the drill is 'old' by the wall clock
     _to_holding(cfg, clock, old)
     code, out, _ = cli(capsys, "holding", "-c", str(cfg), "--json", "--check-old")
     report = orjson.loads(out)

@@ -75,8 +75,12 @@ def test_log_ratios_turn_zero_latencies_into_extreme_ratios_not_nan() -> None:
 
 @pytest.mark.parametrize(
     "old_lo, old_hi, new_lo, new_hi, expected",
-    [(9, 10, 12, 14, "regress"), (9, 10, 8, 9.5, "ok"), (9, 10, 9, 12, "undecided"), (9, math.inf, 20, 30,
-                                                                                        "undecided")],
+    [
+        (9, 10, 12, 14, "regress"),
+        (9, 10, 8, 9.5, "ok"),
+        (9, 10, 9, 12, "undecided"),
+        (9, math.inf, 20, 30, "undecided"),
+    ],
 )
 def test_tail_direction_compares_new_p99_bounds_with_old_times_the_floor(
     old_lo: float, old_hi: float, new_lo: float, new_hi: float, expected: str
@@ -94,11 +98,9 @@ def test_p99_ratio_regresses_on_a_doubled_tail_and_is_undecided_on_a_few_samples
 
 
 @pytest.mark.parametrize(
-    "p_old, p_new, n, expected",
-    [(0.0, 0.03, 3000, "regress"), (0.0, 0.0, 4000, "ok"), (0.01, 0.01, 50, "undecided")],
+    "p_old, p_new, n, expected", [(0.0, 0.03, 3000, "regress"), (0.0, 0.0, 4000, "ok"), (0.01, 0.01, 50, "undecided")]
 )
-def test_rate_difference_decides_against_the_absolute_floor(p_old: float, p_new: float, n: int,
-                                                            expected: str) -> None:
+def test_rate_difference_decides_against_the_absolute_floor(p_old: float, p_new: float, n: int, expected: str) -> None:
     rng = np.random.default_rng(9)
     d = rate_difference("error", rng.random(n) < p_old, rng.random(n) < p_new, floor=0.0025, alpha=0.01)
     assert d.direction == expected and d.unit == "difference"
@@ -109,8 +111,10 @@ def test_combine_takes_the_earlier_of_regress_and_ok() -> None:
     assert combine({"up": np.int64(60), "below": np.int64(50)}, False) == "ok"
     assert combine({"up": np.int64(0), "below": np.int64(0)}, False) == "undecided"
     # two-sided ok needs both sides
-    assert combine({"up": np.int64(0), "below": np.int64(5), "down": np.int64(0), "above": np.int64(0)},
-                   True) == "undecided"
+    assert (
+        combine({"up": np.int64(0), "below": np.int64(5), "down": np.int64(0), "above": np.int64(0)}, True)
+        == "undecided"
+    )
 
 
 def test_distance_is_how_far_the_interval_is_from_clearing_the_floor() -> None:
@@ -143,9 +147,18 @@ def test_panel_over_ledger_rows_regresses_on_new_errors_and_says_how_many_reques
     for i in range(3000):
         rows.append(row(float(i), "old"))
         bad = i % 20 == 0
-        rows.append(row(i + 0.5, "new", outcome="error" if bad else "ok", status=502 if bad else 200,
-                        tpot=None if bad else 10.0, ttft=None if bad else 50.0, tokens=None if bad else 20,
-                        finish=None if bad else "stop"))
+        rows.append(
+            row(
+                i + 0.5,
+                "new",
+                outcome="error" if bad else "ok",
+                status=502 if bad else 200,
+                tpot=None if bad else 10.0,
+                ttft=None if bad else 50.0,
+                tokens=None if bad else 20,
+                finish=None if bad else "stop",
+            )
+        )
     report = judge_rows(rows, JudgeConfig(enabled=True, metrics=["error"]))
     assert report.verdict == "regress"
     (d,) = report.regressions
@@ -154,12 +167,16 @@ def test_panel_over_ledger_rows_regresses_on_new_errors_and_says_how_many_reques
 
 def test_panel_leaves_unmeasured_metrics_out_of_an_ok_verdict() -> None:
     rng = np.random.default_rng(5)
-    rows = [row(float(i), arm, tpot=float(rng.lognormal(2, 0.1)), ttft=float(rng.lognormal(3, 0.1)))
-            for i in range(8000) for arm in ("old", "new")]
-    report = judge_rows(rows, JudgeConfig(enabled=True, metrics=["tpot_ms", "error", "json_invalid"],
-                                          tail_floor=0.5))
+    rows = [
+        row(float(i), arm, tpot=float(rng.lognormal(2, 0.1)), ttft=float(rng.lognormal(3, 0.1)))
+        for i in range(8000)
+        for arm in ("old", "new")
+    ]
+    report = judge_rows(rows, JudgeConfig(enabled=True, metrics=["tpot_ms", "error", "json_invalid"], tail_floor=0.5))
     assert {d.metric: d.direction for d in report.decisions if d.metric != "json_invalid"} == {
-        "tpot_ms": "ok", "error": "ok"}
+        "tpot_ms": "ok",
+        "error": "ok",
+    }
     assert report.verdict == "ok"
     assert any("json_invalid" in n for n in report.notes)
 
@@ -189,8 +206,12 @@ def test_panel_keeps_at_most_max_pairs_rows_per_arm_and_says_so() -> None:
 def test_streams_leave_out_client_outcomes_and_take_no_latency_from_a_fallback_answer() -> None:
     from switchover.rollout.judge.streams import arm_streams
 
-    rows = [row(1.0, "new", outcome="bad_request", status=400), row(2.0, "new", outcome="fallback_ok", tpot=99.0),
-            row(3.0, "new", tpot=7.0), row(0.5, "old", tpot=5.0)]
+    rows = [
+        row(1.0, "new", outcome="bad_request", status=400),
+        row(2.0, "new", outcome="fallback_ok", tpot=99.0),
+        row(3.0, "new", tpot=7.0),
+        row(0.5, "old", tpot=5.0),
+    ]
     old, new = arm_streams(rows, 1000)
     assert new.values["error"] == [0.0, 0.0] and new.values["fallback"] == [1.0, 0.0]
     assert new.values["tpot_ms"] == [7.0] and old.values["tpot_ms"] == [5.0]
@@ -215,8 +236,9 @@ def _tenant_rows(n: int, *, odd_scale: float, new_scale: float) -> list:
         bucket = i % 2
         old_tpot = float(rng.lognormal(2.0, 0.1)) * (odd_scale if bucket else 1.0)
         rows.append(row(float(i), "old", tpot=old_tpot).model_copy(update={"bucket": bucket}))
-        rows.append(row(i + 0.5, "new", tpot=float(rng.lognormal(2.0, 0.1)) * new_scale).model_copy(
-            update={"bucket": 7}))
+        rows.append(
+            row(i + 0.5, "new", tpot=float(rng.lognormal(2.0, 0.1)) * new_scale).model_copy(update={"bucket": 7})
+        )
     return rows
 
 

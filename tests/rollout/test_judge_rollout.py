@@ -46,8 +46,17 @@ def _report(verdict: str, metric: str = "error", n: int = 100) -> JudgeReport:
     from switchover.rollout.judge.models import Decision
 
     direction = {"regress": "regress", "ok": "ok", "undecided": "undecided"}[verdict]
-    d = Decision(test="rate_difference", metric=metric, direction=direction, unit="difference",  # type: ignore
-                 floor=0.0025, requests_old=n, requests_new=n, alpha=0.01, reason="why")
+    d = Decision(
+        test="rate_difference",
+        metric=metric,
+        direction=direction,
+        unit="difference",  # type: ignore
+        floor=0.0025,
+        requests_old=n,
+        requests_new=n,
+        alpha=0.01,
+        reason="why",
+    )
     return JudgeReport(verdict=verdict, decisions=[d])  # type: ignore[arg-type]
 
 
@@ -68,8 +77,13 @@ def _report(verdict: str, metric: str = "error", n: int = 100) -> JudgeReport:
     ],
 )
 def test_with_judge_changes_the_gates_decision_only_when_decisive(
-    gates_say: str, judge: str, hard: bool, results: list[tuple[str, str]], custom: list[str], blockers: list[str],
-    expected: str
+    gates_say: str,
+    judge: str,
+    hard: bool,
+    results: list[tuple[str, str]],
+    custom: list[str],
+    blockers: list[str],
+    expected: str,
 ) -> None:
     cfg = JudgeConfig(enabled=True, hard=hard)
     res = [_gate(GateName(g), v) for g, v in results]
@@ -129,7 +143,7 @@ def test_judge_rolls_back_a_stage_the_gates_still_hold_and_audits_the_request_co
     assert last["gates"]["error_rate"] == "hold"
     verdict = last["gates"]["judge error rate_difference"]
     assert verdict.startswith("fail (") and verdict.endswith(" requests)")
-    assert int(verdict[len("fail ("):].split()[0]) <= 4000
+    assert int(verdict[len("fail (") :].split()[0]) <= 4000
 
 
 def test_judge_off_keeps_todays_hold_on_the_same_ledger(tmp_path: Path) -> None:

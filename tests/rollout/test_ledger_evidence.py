@@ -74,8 +74,9 @@ def test_outcomes_that_are_not_the_arms_never_move_its_error_rate(
 ) -> None:
     ok = [row(float(i), "new") for i in range(100)]
     odd = [
-        row(100.0 + i, "new", outcome=outcome, status=400, ttft=None, tpot=None, tokens=None, finish=None)
-        .model_copy(update={"routed": routed, "arm": routed})
+        row(100.0 + i, "new", outcome=outcome, status=400, ttft=None, tpot=None, tokens=None, finish=None).model_copy(
+            update={"routed": routed, "arm": routed}
+        )
         for i in range(20)
     ]
     s = stats_from_ledger(ok + odd, window_s=60, with_shadow=False, th=TH)
@@ -199,19 +200,27 @@ def test_a_window_is_read_in_one_pass_without_holding_its_rows_and_judged_as_fro
 
     rows = traffic(1000.0, 10_000, new_share=0.5, seed=9)
     write_ledger(tmp_path, rows)
-    settings = RolloutSettings.model_validate({"gates": {"min_samples": 50}, "custom_gates": [
-        {"name": "length", "builtin": "output_length_shift", "by": "task_type"},
-        {"name": "short", "ledger": {"fail_when": "completion_tokens < 12"}, "max": 0.5, "max_increase": 0.1}]})
+    settings = RolloutSettings.model_validate(
+        {
+            "gates": {"min_samples": 50},
+            "custom_gates": [
+                {"name": "length", "builtin": "output_length_shift", "by": "task_type"},
+                {"name": "short", "ledger": {"fail_when": "completion_tokens < 12"}, "max": 0.5, "max_increase": 0.1},
+            ],
+        }
+    )
     tracemalloc.start()
     try:
-        window = read_window(settings, lambda: tmp_path, since=0.0, now=1e10, with_shadow=False,
-                             gates=settings.custom_gates)
+        window = read_window(
+            settings, lambda: tmp_path, since=0.0, now=1e10, with_shadow=False, gates=settings.custom_gates
+        )
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert peak < 8e6, f"{peak / 1e6:.1f} MB"  # the 10,000 rows as objects are ~30 MB: they were not kept
-    assert window.stats == stats_from_ledger(rows, window_s=1e10, with_shadow=False, th=settings.gates,
-                                             skipped=window.skipped)
+    assert window.stats == stats_from_ledger(
+        rows, window_s=1e10, with_shadow=False, th=settings.gates, skipped=window.skipped
+    )
     views = [row_view(r) for r in rows if isinstance(r, LedgerRecord)]
     judged = judge_custom(settings.custom_gates, settings, window)
     assert judged == [judge_ledger_gate(g, views, settings.gates) for g in settings.custom_gates]

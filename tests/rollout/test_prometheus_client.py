@@ -22,8 +22,9 @@ from switchover.errors import BadInput, Unreachable
 from switchover.rollout.custom_gates import promql_vector
 
 Script = Callable[[socket.socket], None]
-OK = orjson.dumps({"status": "success", "data": {"resultType": "vector", "result": [
-    {"metric": {"arm": "new"}, "value": [1.0, "3"]}]}})
+OK = orjson.dumps(
+    {"status": "success", "data": {"resultType": "vector", "result": [{"metric": {"arm": "new"}, "value": [1.0, "3"]}]}}
+)
 
 
 def _drain(conn: socket.socket) -> bytes:
@@ -83,14 +84,17 @@ def serve() -> Iterator[Callable[..., _Server]]:
 def _dribble(data: bytes, every_s: float = 0.1) -> Script:
     def script(conn: socket.socket) -> None:
         for i in range(len(data)):
-            conn.sendall(data[i:i + 1])
+            conn.sendall(data[i : i + 1])
             time.sleep(every_s)
+
     return script
 
 
 def _answer(status: str, body: bytes, extra: str = "") -> bytes:
-    return (f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n{extra}"
-            "Connection: close\r\n\r\n").encode() + body
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n{extra}"
+        "Connection: close\r\n\r\n"
+    ).encode() + body
 
 
 def test_a_server_sending_a_byte_at_a_time_is_cut_off_at_the_query_timeout(serve: Callable[..., _Server]) -> None:
@@ -113,6 +117,7 @@ def test_a_server_dribbling_its_headers_is_cut_off_too(serve: Callable[..., _Ser
 def test_a_server_dribbling_its_body_after_a_prompt_head_is_cut_off_too(serve: Callable[..., _Server]) -> None:
     """The deadline ends the body read early; that must be the timeout, not a short (non-JSON) answer."""
     head, body = _answer("200 OK", OK).split(b"\r\n\r\n", 1)
+
     def script(conn: socket.socket) -> None:
         conn.sendall(head + b"\r\n\r\n")
         _dribble(body)(conn)
@@ -158,16 +163,18 @@ def test_a_redirect_to_another_host_is_not_followed_with_the_query(serve: Callab
 
 
 def test_a_redirect_within_the_same_origin_is_followed(serve: Callable[..., _Server]) -> None:
-    answers = iter([_answer("307 Temporary Redirect", b"", "Location: /prom/api/v1/query?query=q\r\n"),
-                    _answer("200 OK", OK)])
+    answers = iter(
+        [_answer("307 Temporary Redirect", b"", "Location: /prom/api/v1/query?query=q\r\n"), _answer("200 OK", OK)]
+    )
     server = serve(lambda c: c.sendall(next(answers)))
     assert promql_vector(PrometheusSource(url=server.url, timeout_s=2), "q") == [({"arm": "new"}, 3.0)]
     assert server.requests[1].startswith(b"GET /prom/api/v1/query?query=q ")
 
 
 @pytest.mark.parametrize("status", ["400 Bad Request", "503 Service Unavailable"])
-def test_terminal_escapes_in_an_error_message_never_reach_the_terminal(serve: Callable[..., _Server],
-                                                                        status: str) -> None:
+def test_terminal_escapes_in_an_error_message_never_reach_the_terminal(
+    serve: Callable[..., _Server], status: str
+) -> None:
     evil = "bad\x1b[2J\x1b]0;pwned\x07\x1b[1A\rGATE PASS\u202e"
     body = orjson.dumps({"status": "error", "error": evil})
     server = serve(lambda c: c.sendall(_answer(status, body)))
@@ -192,14 +199,35 @@ def tls_cert(tmp_path: Path) -> tuple[Path, Path]:
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not installed")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
-                    str(cert), "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return cert, key
 
 
-def test_https_is_read_with_the_certificate_checked(serve: Callable[..., _Server], tls_cert: tuple[Path, Path],
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_https_is_read_with_the_certificate_checked(
+    serve: Callable[..., _Server], tls_cert: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     cert, key = tls_cert
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(cert, key)

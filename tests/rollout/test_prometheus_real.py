@@ -157,8 +157,7 @@ def test_custom_promql_gates_run_against_a_real_prometheus_per_label(exporter, t
             groups = {g.group for g in r.groups}
             return r if groups == {"new", "old"} and all(g.observed for g in r.groups if g.group == "new") else None
 
-        res = wait_until(scraped, 20, "the custom gate observing both arms (a scrape after the increments)",
-                         poll_s=0.5)
+        res = wait_until(scraped, 20, "the custom gate observing both arms (a scrape after the increments)", poll_s=0.5)
         assert isinstance(res, CustomGateResult)
         bad = CustomGate(name="typo", promql="sum(rate(x[{window}])", max=1)
         with pytest.raises(BadInput, match="Prometheus rejected"):

@@ -32,17 +32,19 @@ def test_a_selector_that_is_not_label_matchers_is_refused(selector: str) -> None
         PrometheusSource(url="http://127.0.0.1:9090", selector=selector)
 
 
-@pytest.mark.parametrize("selector", ["", 'job="gw"', '{job="gw"}', ' job = "gw" , ns=~"llm-.*", x!="a\\"b",',
-                                      'le!~"\\\\d+"'])
+@pytest.mark.parametrize(
+    "selector", ["", 'job="gw"', '{job="gw"}', ' job = "gw" , ns=~"llm-.*", x!="a\\"b",', 'le!~"\\\\d+"']
+)
 def test_label_matchers_are_accepted(selector: str) -> None:
     assert PrometheusSource(url="http://127.0.0.1:9090", selector=selector).selector == selector
 
 
 def test_the_config_file_names_the_field_and_exits_2(tmp_path: Path) -> None:
-    doc = {"old": {"url": "http://127.0.0.1:8001", "engine": "vllm", "model": "m"},
-           "new": {"url": "http://127.0.0.1:8002", "engine": "llamacpp", "model": "m"},
-           "rollout": {"source": "prometheus",
-                       "prometheus": {"url": "http://127.0.0.1:9090", "selector": INJECTIONS[0]}}}
+    doc = {
+        "old": {"url": "http://127.0.0.1:8001", "engine": "vllm", "model": "m"},
+        "new": {"url": "http://127.0.0.1:8002", "engine": "llamacpp", "model": "m"},
+        "rollout": {"source": "prometheus", "prometheus": {"url": "http://127.0.0.1:9090", "selector": INJECTIONS[0]}},
+    }
     path = tmp_path / "switchover.yaml"
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(BadInput, match=r"rollout\.prometheus\.selector") as info:

@@ -20,8 +20,9 @@ rollout: {stages: [shadow, 100]}
 """
 
 
-def test_holdings_readiness_check_passes_olds_engine_and_release(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_holdings_readiness_check_passes_olds_engine_and_release(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     seen: dict[str, Any] = {}
 
     async def fake_check_ready(url: str, **kw: Any) -> Readiness:

@@ -30,7 +30,12 @@ gateway:
 def test_the_default_schedule_is_day_spaced_shadow_a_day_then_5_20_50_100_by_day_seven() -> None:
     s = RolloutSettings()
     assert [(st.name, st.min_duration_s) for st in s.stages] == [
-        ("shadow", DAY), ("5%", DAY), ("20%", 2 * DAY), ("50%", 4 * DAY), ("100%", 0.0)]
+        ("shadow", DAY),
+        ("5%", DAY),
+        ("20%", 2 * DAY),
+        ("50%", 4 * DAY),
+        ("100%", 0.0),
+    ]
     assert sum(st.min_duration_s for st in s.stages[1:]) == 7 * DAY  # 100 % is reached on day seven
 
 
@@ -45,8 +50,13 @@ def test_rollout_init_writes_a_schedule_that_loads_with_spot_checks_and_task_typ
     cfg.write_text(with_schedule(BASE))
     r = load_migration(cfg).rollout
     assert r is not None and r.on_fail == "previous"
-    assert [(st.weight, st.min_duration_s) for st in r.stages] == [(0, DAY), (5, DAY), (20, 2 * DAY), (50, 4 * DAY),
-                                                                  (100, 0.0)]
+    assert [(st.weight, st.min_duration_s) for st in r.stages] == [
+        (0, DAY),
+        (5, DAY),
+        (20, 2 * DAY),
+        (50, 4 * DAY),
+        (100, 0.0),
+    ]
     assert r.stages[2].custom == ["spot_check_rating", "task_type_errors"]
     assert r.custom_gate("task_type_errors").by == "task_type"
     assert r.holding.windows[FailureType.QUALITY].gates == ["spot_check_rating"]
@@ -56,8 +66,9 @@ def test_rollout_init_writes_a_schedule_that_loads_with_spot_checks_and_task_typ
     assert has_rollout("x: 1\nrollout:\n  stages: [5]\n") and not has_rollout("x: {rollout: 1}\n")
 
 
-def test_rollout_init_by_cli_appends_once_and_prints_without_a_file(tmp_path: Path,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_rollout_init_by_cli_appends_once_and_prints_without_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     cfg = tmp_path / "switchover.yaml"
     cfg.write_text(BASE)
     code, out, _ = cli(capsys, "init", "-c", str(cfg))

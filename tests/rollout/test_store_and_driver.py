@@ -40,12 +40,16 @@ def test_a_corrupt_state_file_is_a_clear_error(tmp_path: Path) -> None:
         with pytest.raises(BadInput, match="not a rollout state file"):
             store.load()
     # holding with no window at all (edited by hand) is refused when read, not a crash when judged
-    store.state_path.write_text('{"stages": [{"name": "100%", "weight": 100}], "index": 0, "status": "holding", '
-                                '"holding": {"started_at": 1, "windows": {}}}')
+    store.state_path.write_text(
+        '{"stages": [{"name": "100%", "weight": 100}], "index": 0, "status": "holding", '
+        '"holding": {"started_at": 1, "windows": {}}}'
+    )
     with pytest.raises(BadInput, match="not a rollout state file"):
         store.load()
-    store.state_path.write_text('{"stages": [{"name": "100%", "weight": 100}], "index": 0, "status": "holding", '
-                                '"holding": {"started_at": 1, "windows": {"crash": {"ends_at": NaN}}}}')
+    store.state_path.write_text(
+        '{"stages": [{"name": "100%", "weight": 100}], "index": 0, "status": "holding", '
+        '"holding": {"started_at": 1, "windows": {"crash": {"ends_at": NaN}}}}'
+    )
     with pytest.raises(BadInput, match="not a rollout state file"):
         store.load()
 

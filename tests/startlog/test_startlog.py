@@ -31,36 +31,86 @@ def _fields(report) -> dict[str, tuple[str | None, str]]:
 @pytest.mark.parametrize(
     ("fixture", "engine", "told", "fallbacks", "verdict"),
     [
-        ("vllm-cpu-testbed.log", "vllm",
-         {"device": ("cpu", "logged"), "attention_backend": ("CPU_ATTN", "inferred"),
-          "kv_cache_dtype": ("auto", "logged"), "dtype": ("bfloat16", "logged"), "quantization": ("none", "logged"),
-          "cuda_graphs": ("off", "logged"),
-          "quant_kernel": (None, "missing")},
-         [("note", "runner-v1")], "ok"),
+        (
+            "vllm-cpu-testbed.log",
+            "vllm",
+            {
+                "device": ("cpu", "logged"),
+                "attention_backend": ("CPU_ATTN", "inferred"),
+                "kv_cache_dtype": ("auto", "logged"),
+                "dtype": ("bfloat16", "logged"),
+                "quantization": ("none", "logged"),
+                "cuda_graphs": ("off", "logged"),
+                "quant_kernel": (None, "missing"),
+            },
+            [("note", "runner-v1")],
+            "ok",
+        ),
         ("vllm-gpu-flash-attn.log", "vllm", {"attention_backend": ("FLASH_ATTN", "logged")}, [], "ok"),
-        ("vllm-t4-xformers.log", "vllm", {"attention_backend": ("XFORMERS", "logged")}, [("downgrade", "fa2-refused")],
-         "downgrade"),
-        ("vllm-turing-v0.log", "vllm", {"dtype": ("float16", "logged")},
-         [("downgrade", "dtype-cast"), ("downgrade", "v1-to-v0")], "downgrade"),
-        ("vllm-gpu-fp8-marlin.log", "vllm",
-         {"attention_backend": ("FLASHINFER", "logged"), "quant_kernel": ("Marlin (FP8 weight-only)", "logged")},
-         [("downgrade", "fp8-marlin")], "downgrade"),
-        ("llamacpp-lv4-testbed.log", "llamacpp",
-         {"device": ("cpu", "logged"), "attention_backend": ("flash_attn", "logged"),
-          "kv_cache_dtype": ("f16", "logged"), "quantization": ("BF16", "logged")}, [], "ok"),
-        ("llamacpp-gpu-fa-disabled.log", "llama-server",
-         {"attention_backend": ("standard", "logged"), "kv_cache_dtype": ("f16", "logged")},
-         [("downgrade", "fa-device-mismatch")], "downgrade"),
-        ("tgi-flashinfer.log", "tgi", {"attention_backend": ("flashinfer", "logged"), "cuda_graphs": ("on", "logged")},
-         [], "ok"),
-        ("sglang-b200.log", "sglang",
-         {"kv_cache_dtype": ("bfloat16", "logged"), "quantization": ("none", "logged"), "cuda_graphs": ("on", "logged"),
-          "attention_backend": (None, "missing")},
-         [("downgrade", "backend-instead")], "downgrade"),
+        (
+            "vllm-t4-xformers.log",
+            "vllm",
+            {"attention_backend": ("XFORMERS", "logged")},
+            [("downgrade", "fa2-refused")],
+            "downgrade",
+        ),
+        (
+            "vllm-turing-v0.log",
+            "vllm",
+            {"dtype": ("float16", "logged")},
+            [("downgrade", "dtype-cast"), ("downgrade", "v1-to-v0")],
+            "downgrade",
+        ),
+        (
+            "vllm-gpu-fp8-marlin.log",
+            "vllm",
+            {"attention_backend": ("FLASHINFER", "logged"), "quant_kernel": ("Marlin (FP8 weight-only)", "logged")},
+            [("downgrade", "fp8-marlin")],
+            "downgrade",
+        ),
+        (
+            "llamacpp-lv4-testbed.log",
+            "llamacpp",
+            {
+                "device": ("cpu", "logged"),
+                "attention_backend": ("flash_attn", "logged"),
+                "kv_cache_dtype": ("f16", "logged"),
+                "quantization": ("BF16", "logged"),
+            },
+            [],
+            "ok",
+        ),
+        (
+            "llamacpp-gpu-fa-disabled.log",
+            "llama-server",
+            {"attention_backend": ("standard", "logged"), "kv_cache_dtype": ("f16", "logged")},
+            [("downgrade", "fa-device-mismatch")],
+            "downgrade",
+        ),
+        (
+            "tgi-flashinfer.log",
+            "tgi",
+            {"attention_backend": ("flashinfer", "logged"), "cuda_graphs": ("on", "logged")},
+            [],
+            "ok",
+        ),
+        (
+            "sglang-b200.log",
+            "sglang",
+            {
+                "kv_cache_dtype": ("bfloat16", "logged"),
+                "quantization": ("none", "logged"),
+                "cuda_graphs": ("on", "logged"),
+                "attention_backend": (None, "missing"),
+            },
+            [("downgrade", "backend-instead")],
+            "downgrade",
+        ),
     ],
 )
-def test_real_logs_name_what_the_engine_chose(fixture: str, engine: str, told: dict, fallbacks: list,
-                                             verdict: str) -> None:
+def test_real_logs_name_what_the_engine_chose(
+    fixture: str, engine: str, told: dict, fallbacks: list, verdict: str
+) -> None:
     r = check_file(FIX / fixture, engine)
     got = _fields(r)
     for field, want in told.items():
@@ -83,26 +133,57 @@ def test_a_quiet_llama_server_log_says_what_is_missing_and_how_to_see_it() -> No
 @pytest.mark.parametrize(
     ("fixture", "engine", "expect", "flags", "statuses"),
     [
-        ("vllm-cpu-testbed.log", "vllm", ["attention_backend=CPU_ATTN"], "--enforce-eager --dtype bfloat16",
-         {"attention_backend": "match", "cuda_graphs": "match", "dtype": "match"}),
-        ("vllm-cpu-testbed.log", "vllm", ["attention_backend=FLASH_ATTN"], "--kv-cache-dtype=fp8",
-         {"attention_backend": "mismatch", "kv_cache_dtype": "mismatch"}),
+        (
+            "vllm-cpu-testbed.log",
+            "vllm",
+            ["attention_backend=CPU_ATTN"],
+            "--enforce-eager --dtype bfloat16",
+            {"attention_backend": "match", "cuda_graphs": "match", "dtype": "match"},
+        ),
+        (
+            "vllm-cpu-testbed.log",
+            "vllm",
+            ["attention_backend=FLASH_ATTN"],
+            "--kv-cache-dtype=fp8",
+            {"attention_backend": "mismatch", "kv_cache_dtype": "mismatch"},
+        ),
         ("vllm-cpu-testbed.log", "vllm", ["quant_kernel=Marlin"], None, {"quant_kernel": "unverified"}),
-        ("llamacpp-lv4-testbed.log", "llamacpp", [], "-fa on -ctk f16", {"attention_backend": "match",
-                                                                       "kv_cache_dtype": "match"}),
-        ("llamacpp-lv4-testbed.log", "llamacpp", [], "--flash-attn off --cache-type-k q8_0",
-         {"attention_backend": "mismatch", "kv_cache_dtype": "mismatch"}),
+        (
+            "llamacpp-lv4-testbed.log",
+            "llamacpp",
+            [],
+            "-fa on -ctk f16",
+            {"attention_backend": "match", "kv_cache_dtype": "match"},
+        ),
+        (
+            "llamacpp-lv4-testbed.log",
+            "llamacpp",
+            [],
+            "--flash-attn off --cache-type-k q8_0",
+            {"attention_backend": "mismatch", "kv_cache_dtype": "mismatch"},
+        ),
         ("llamacpp-lv4-testbed.log", "llamacpp", [], "-fa auto", {}),  # auto asks for nothing
         ("sglang-b200.log", "sglang", [], "--kv-cache-dtype auto --dtype auto", {}),
-        ("llamacpp-gpu-fa-disabled.log", "llamacpp", ["attention_backend=flash_attn"], None,
-         {"attention_backend": "mismatch"}),
+        (
+            "llamacpp-gpu-fa-disabled.log",
+            "llamacpp",
+            ["attention_backend=flash_attn"],
+            None,
+            {"attention_backend": "mismatch"},
+        ),
         ("tgi-flashinfer.log", "tgi", [], "--cuda-graphs 0", {"cuda_graphs": "mismatch"}),
-        ("sglang-b200.log", "sglang", [], "--disable-cuda-graph --kv-cache-dtype bfloat16",
-         {"cuda_graphs": "mismatch", "kv_cache_dtype": "match"}),
+        (
+            "sglang-b200.log",
+            "sglang",
+            [],
+            "--disable-cuda-graph --kv-cache-dtype bfloat16",
+            {"cuda_graphs": "mismatch", "kv_cache_dtype": "match"},
+        ),
     ],
 )
-def test_expectations_from_expect_and_flags(fixture: str, engine: str, expect: list[str], flags: str | None,
-                                            statuses: dict[str, str]) -> None:
+def test_expectations_from_expect_and_flags(
+    fixture: str, engine: str, expect: list[str], flags: str | None, statuses: dict[str, str]
+) -> None:
     r = check_file(FIX / fixture, engine, expect=expect, flags=flags)
     assert {e.field: e.status for e in r.expectations} == statuses
     if any(s != "match" for s in statuses.values()):
@@ -117,9 +198,11 @@ def test_fp8_means_fp8_e4m3_for_vllm() -> None:
 
 def test_the_last_start_up_of_an_appended_log_is_read() -> None:
     one = (FIX / "vllm-cpu-testbed.log").read_text()
-    second = one.replace("enforce_eager=True", "enforce_eager=False").replace(
-        "Enforce eager set", "Enforce-eager unset").replace("'cudagraph_mode': <CUDAGraphMode.NONE",
-                                                             "'cudagraph_mode': <CUDAGraphMode.FULL_AND_PIECEWISE")
+    second = (
+        one.replace("enforce_eager=True", "enforce_eager=False")
+        .replace("Enforce eager set", "Enforce-eager unset")
+        .replace("'cudagraph_mode': <CUDAGraphMode.NONE", "'cudagraph_mode': <CUDAGraphMode.FULL_AND_PIECEWISE")
+    )
     r = check_text(one + second, "vllm")
     assert r.start_line > one.count("\n")
     assert _fields(r)["cuda_graphs"] == ("on", "logged")
@@ -135,16 +218,24 @@ def test_a_partial_gpu_offload_is_a_downgrade() -> None:
 
 
 def test_a_generic_fallback_line_is_caught_once_across_processes() -> None:
-    lines = [f"({who} pid={n}) WARNING 07-04 [x.py:1] kernel Foo is not supported on this GPU; using Bar instead"
-             for n, who in enumerate(("APIServer", "EngineCore", "Worker"))]
+    lines = [
+        f"({who} pid={n}) WARNING 07-04 [x.py:1] kernel Foo is not supported on this GPU; using Bar instead"
+        for n, who in enumerate(("APIServer", "EngineCore", "Worker"))
+    ]
     r = check_text("\n".join(["(APIServer pid=1) INFO [api.py:1] vLLM API server version 0.9.0", *lines]), "vllm")
     assert [(f.severity, f.evidence.pattern) for f in r.fallbacks] == [("downgrade", "not-supported-using")]
 
 
 def test_startup_window_groups_nearby_markers() -> None:
     _, eng = engine_log("sglang")
-    lines = ["noise", "Attention backend not specified. Use fa3 backend by default.", "x",
-             "server_args=ServerArgs(attention_backend='fa3')", "The server is fired up and ready to roll!", "after"]
+    lines = [
+        "noise",
+        "Attention backend not specified. Use fa3 backend by default.",
+        "x",
+        "server_args=ServerArgs(attention_backend='fa3')",
+        "The server is fired up and ready to roll!",
+        "after",
+    ]
     assert startup_window(lines, eng) == (0, 5)  # a few lines before the first marker belong to the start-up
     earlier = ["old start", "server_args=ServerArgs()", "The server is fired up and ready to roll!", "requests"] * 2
     assert startup_window(earlier + lines, eng) == (len(earlier) - 1, len(earlier) + 5)
@@ -167,8 +258,10 @@ def test_bad_input_is_one_clear_error(call, fragment: str) -> None:
         call()
 
 
-@pytest.mark.parametrize(("fixture", "engine"), [
-    ("vllm-cpu-testbed.log", "vllm"), ("llamacpp-lv4-testbed.log", "llamacpp"), ("sglang-b200.log", "sglang")])
+@pytest.mark.parametrize(
+    ("fixture", "engine"),
+    [("vllm-cpu-testbed.log", "vllm"), ("llamacpp-lv4-testbed.log", "llamacpp"), ("sglang-b200.log", "sglang")],
+)
 def test_the_engine_is_told_from_its_start_up_lines(fixture: str, engine: str) -> None:
     assert check_file(FIX / fixture, None).engine == engine
 
@@ -199,8 +292,9 @@ def test_cli_exit_codes_and_json(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert code == 0 and orjson.loads(out)["verdict"] == "ok"
     code, out, err = _cli(capsys, str(FIX / "vllm-gpu-fp8-marlin.log"), "-e", "vllm")
     assert code == 1 and "Marlin" in out and "downgrade" in err
-    code, _, err = _cli(capsys, str(FIX / "vllm-cpu-testbed.log"), "-e", "vllm", "--expect",
-                        "attention_backend=FLASH_ATTN")
+    code, _, err = _cli(
+        capsys, str(FIX / "vllm-cpu-testbed.log"), "-e", "vllm", "--expect", "attention_backend=FLASH_ATTN"
+    )
     assert code == 1 and "attention_backend" in err
     code, _, err = _cli(capsys, str(tmp_path / "missing.log"), "-e", "vllm")
     assert code == 2 and "Traceback" not in err
@@ -227,15 +321,20 @@ def test_a_malformed_pattern_fails_validation(pattern: dict, fragment: str) -> N
 
     from switchover.engines.startlog import StartlogData
 
-    data = {"fields": {"device": "d"}, "common_fallbacks": [],
-            "engines": {"e": {"display_name": "E", "start": [{"regex": "x", "source": "s"}], "patterns": [pattern]}}}
+    data = {
+        "fields": {"device": "d"},
+        "common_fallbacks": [],
+        "engines": {"e": {"display_name": "E", "start": [{"regex": "x", "source": "s"}], "patterns": [pattern]}},
+    }
     with pytest.raises(ValidationError, match=fragment):
         StartlogData.model_validate(data)
 
 
 def test_a_secret_on_an_evidence_line_is_masked() -> None:
-    text = ("llama_server: initializing\n"
-            "load_tensors: offloaded 1/2 layers to GPU (api_key=sk-abcdefghijklmnopqrstuvwxyz123456)\n")
+    text = (
+        "llama_server: initializing\n"
+        "load_tensors: offloaded 1/2 layers to GPU (api_key=sk-abcdefghijklmnopqrstuvwxyz123456)\n"
+    )
     r = check_text(text, "llamacpp")
     assert "sk-abcdefghijklmnop" not in r.model_dump_json() and r.fallbacks
 
@@ -249,8 +348,12 @@ def test_against_an_old_hosts_log_every_choice_it_made_is_expected() -> None:
     same = check_file(FIX / "vllm-cpu-testbed.log", None, against=FIX / "vllm-cpu-testbed.log")
     assert same.expectations and all(x.status == "match" for x in same.expectations)
     assert any(x.origin.endswith("(inferred)") for x in same.expectations)
-    explicit = check_file(FIX / "vllm-t4-xformers.log", "vllm", against=FIX / "vllm-gpu-flash-attn.log",
-                          expect=["attention_backend=XFORMERS"])
+    explicit = check_file(
+        FIX / "vllm-t4-xformers.log",
+        "vllm",
+        against=FIX / "vllm-gpu-flash-attn.log",
+        expect=["attention_backend=XFORMERS"],
+    )
     assert explicit.expectations[0].status == "match"  # --expect overrides what the old log said
     with pytest.raises(BadInput, match="engines name their choices differently"):
         check_file(FIX / "vllm-cpu-testbed.log", None, against=FIX / "llamacpp-lv4-testbed.log")
@@ -271,8 +374,10 @@ def test_a_log_of_many_start_ups_is_read_in_linear_time() -> None:
 def test_a_long_lines_excerpt_never_shows_part_of_a_secret_cut_from_its_name() -> None:
     pad = "x" * 400
     secret = "sk-verysecretvalue12345678901234567890abcdef"
-    line = (f"[2025-04-14 15:27:25] server_args=ServerArgs(model_path='m', tokenizer_path='{pad}', dtype='auto', "
-            f"api_key='{secret}', kv_cache_dtype='fp8_e5m2', quantization=None, device='cuda', other='{pad}')")
+    line = (
+        f"[2025-04-14 15:27:25] server_args=ServerArgs(model_path='m', tokenizer_path='{pad}', dtype='auto', "
+        f"api_key='{secret}', kv_cache_dtype='fp8_e5m2', quantization=None, device='cuda', other='{pad}')"
+    )
     r = check_text(line + "\n", "sglang")
     texts = [f.evidence.text for f in r.findings if f.evidence]
     assert texts and all(secret[-12:] not in t for t in texts), texts
@@ -289,8 +394,10 @@ def test_an_absurd_layer_count_is_not_a_fraction_and_not_a_crash() -> None:
 
 
 def test_a_logged_value_holding_a_secret_is_masked() -> None:
-    text = ("(APIServer pid=1) INFO [api.py:1] vLLM API server version 0.9.0\n"
-            "INFO Initializing a V1 LLM engine (v0.9) with config: quantization=sk-abcdefghijklmnopqrstuvwxyz12345\n")
+    text = (
+        "(APIServer pid=1) INFO [api.py:1] vLLM API server version 0.9.0\n"
+        "INFO Initializing a V1 LLM engine (v0.9) with config: quantization=sk-abcdefghijklmnopqrstuvwxyz12345\n"
+    )
     r = check_text(text, "vllm")
     assert _fields(r)["quantization"][1] == "logged" and "sk-abcdefghijklmnop" not in r.model_dump_json()
 

@@ -89,8 +89,15 @@ def test_every_pattern_searches_long_lines_of_its_own_prefixes_and_suffixes_in_l
 
 
 def test_a_log_of_long_hostile_lines_is_checked_in_linear_time() -> None:
-    units = ["Initializing an LLM engine ", "not supported ", "disabledx", "server_args=ServerArgs( ",
-             "llama_kv_cache: size = ", "flash_attn is not compatible with ", "backend is disabled "]
+    units = [
+        "Initializing an LLM engine ",
+        "not supported ",
+        "disabledx",
+        "server_args=ServerArgs( ",
+        "llama_kv_cache: size = ",
+        "flash_attn is not compatible with ",
+        "backend is disabled ",
+    ]
     log = (FIX / "vllm-gpu-fp8-marlin.log").read_text() + "".join(u * (LONG // len(u)) + "\n" for u in units)
     t0 = time.process_time()
     report = check_text(log, "vllm")
@@ -107,12 +114,12 @@ def test_a_fact_past_the_searched_length_of_a_line_is_not_read() -> None:
 SPOOF = "Initializing a V1 LLM engine (v0.32.0) with config: model='m', quantization=fp8, device_config=cuda"
 REQUEST_LINES = {
     "vllm 0.32": "(APIServer pid=1) INFO 07-04 18:00:01 [request_logger.py:66] Received request chatcmpl-1: "
-                 f"params: SamplingParams(n=1), lora_request: None. prompt: '{SPOOF}'",
+    f"params: SamplingParams(n=1), lora_request: None. prompt: '{SPOOF}'",
     "vllm debug prompt": f"(APIServer pid=1) DEBUG 07-04 18:00:01 [request_logger.py:55] Request chatcmpl-1 "
-                         f"details: prompt: '] {SPOOF}', prompt_token_ids: [1]",
+    f"details: prompt: '] {SPOOF}', prompt_token_ids: [1]",
     "vllm before 0.11": f"INFO 07-04 18:00:01 [logger.py:39] Received request cmpl-1: prompt: '{SPOOF}', params: x",
     "vllm output": f"(APIServer pid=1) INFO 07-04 18:00:02 [request_logger.py:100] Generated response chatcmpl-1: "
-                   f"output: '{SPOOF}', finish_reason: stop",
+    f"output: '{SPOOF}', finish_reason: stop",
 }
 
 
@@ -127,8 +134,10 @@ def test_a_prompt_logged_after_the_ready_line_does_not_replace_the_start_up(kind
 
 def test_a_request_line_inside_the_start_up_tells_no_fact() -> None:
     lines = (FIX / "vllm-gpu-fp8-marlin.log").read_text().splitlines()
-    planted = ("(APIServer pid=1) INFO 07-04 17:53:41 [request_logger.py:66] Received request x: params: p, "
-               "prompt: '[cuda.py:1] Using TRITON_ATTN backend. Falling back to V0'")
+    planted = (
+        "(APIServer pid=1) INFO 07-04 17:53:41 [request_logger.py:66] Received request x: params: p, "
+        "prompt: '[cuda.py:1] Using TRITON_ATTN backend. Falling back to V0'"
+    )
     report = check_text("\n".join([*lines[:3], planted, *lines[3:]]), "vllm")
     assert {f.field: f.value for f in report.findings}["attention_backend"] == "FLASHINFER"
     assert [f.evidence.pattern for f in report.fallbacks] == ["fp8-marlin"]
@@ -137,34 +146,46 @@ def test_a_request_line_inside_the_start_up_tells_no_fact() -> None:
 def test_request_lines_of_llama_server_and_sglang_plant_no_start_up() -> None:
     llama = (FIX / "llamacpp-lv4-testbed.log").read_text()
     before = check_text(llama, "llamacpp")
-    planted = llama + '0.09.000.001 D srv  log_server_r: request:  {"prompt": "main: build = 1 ... llama_server: ' \
-                      'initializing ... Flash Attention not supported, set to disabled"}\n'
+    planted = (
+        llama + '0.09.000.001 D srv  log_server_r: request:  {"prompt": "main: build = 1 ... llama_server: '
+        'initializing ... Flash Attention not supported, set to disabled"}\n'
+    )
     after = check_text(planted, "llamacpp")
     assert (after.start_line, after.verdict, after.findings) == (before.start_line, before.verdict, before.findings)
     sglang = (FIX / "sglang-b200.log").read_text()
-    planted = sglang + "[2026-01-01 00:00:00] Receive: obj=GenerateReqInput(text='server_args=ServerArgs(" \
-                       "attention_backend=\\'triton\\')')\n"
+    planted = (
+        sglang + "[2026-01-01 00:00:00] Receive: obj=GenerateReqInput(text='server_args=ServerArgs("
+        "attention_backend=\\'triton\\')')\n"
+    )
     assert check_text(planted, "sglang").findings == check_text(sglang, "sglang").findings
 
 
 def test_a_prompt_quoting_another_engines_marker_does_not_make_the_engine_ambiguous() -> None:
-    log = (FIX / "vllm-cpu-testbed.log").read_text() + REQUEST_LINES["vllm 0.32"].replace(
-        SPOOF, "llama_server: initializing") + "\n"
+    log = (
+        (FIX / "vllm-cpu-testbed.log").read_text()
+        + REQUEST_LINES["vllm 0.32"].replace(SPOOF, "llama_server: initializing")
+        + "\n"
+    )
     assert detect_engine(log) == "vllm"
 
 
-@pytest.mark.parametrize(("engine", "line"), [
-    ("vllm", 'INFO:     127.0.0.1:57608 - "POST /v1/completions HTTP/1.1" 200 OK'),
-    ("vllm", '(APIServer pid=7) INFO:     127.0.0.1:57608 - "GET /x?Starting%20vLLM%20API%20server HTTP/1.1" 404'),
-    ("sglang", '[2026-01-01 00:00:00] INFO:     127.0.0.1:40000 - "POST /generate HTTP/1.1" 200 OK'),
-])
+@pytest.mark.parametrize(
+    ("engine", "line"),
+    [
+        ("vllm", 'INFO:     127.0.0.1:57608 - "POST /v1/completions HTTP/1.1" 200 OK'),
+        ("vllm", '(APIServer pid=7) INFO:     127.0.0.1:57608 - "GET /x?Starting%20vLLM%20API%20server HTTP/1.1" 404'),
+        ("sglang", '[2026-01-01 00:00:00] INFO:     127.0.0.1:40000 - "POST /generate HTTP/1.1" 200 OK'),
+    ],
+)
 def test_an_http_access_log_line_is_a_request_line_whose_path_tells_nothing(engine: str, line: str) -> None:
     assert is_request_line(line, engine_log(engine)[1])
 
 
 def test_a_start_up_line_quoted_inside_another_message_starts_nothing() -> None:
     ready = "(APIServer pid=1) INFO 07-04 17:54:30 [api_server.py:1] Starting vLLM API server 0 on http://0.0.0.0:8000"
-    echoed = (f"(APIServer pid=1) WARNING 07-04 18:00:01 [serving_chat.py:9] model {SPOOF!r} not found; "
-              "] Initializing an LLM engine")  # a warning that quotes what a client sent, "] " included
+    echoed = (
+        f"(APIServer pid=1) WARNING 07-04 18:00:01 [serving_chat.py:9] model {SPOOF!r} not found; "
+        "] Initializing an LLM engine"
+    )  # a warning that quotes what a client sent, "] " included
     report = check_text((FIX / "vllm-gpu-fp8-marlin.log").read_text() + ready + "\n" + echoed + "\n", "vllm")
     assert report.verdict == "downgrade" and report.start_line == 1

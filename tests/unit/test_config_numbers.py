@@ -13,8 +13,10 @@ import yaml
 from switchover.config import load_migration, migration_schema
 from switchover.errors import BadInput
 
-BASE: dict[str, Any] = {"old": {"url": "http://127.0.0.1:8001", "engine": "vllm"},
-                        "new": {"url": "http://127.0.0.1:8002", "engine": "llamacpp"}}
+BASE: dict[str, Any] = {
+    "old": {"url": "http://127.0.0.1:8001", "engine": "vllm"},
+    "new": {"url": "http://127.0.0.1:8002", "engine": "llamacpp"},
+}
 
 
 def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
@@ -23,8 +25,9 @@ def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def number_paths(schema: dict[str, Any], node: dict[str, Any] | None = None,
-                 path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+def number_paths(
+    schema: dict[str, Any], node: dict[str, Any] | None = None, path: tuple[str, ...] = ()
+) -> Iterator[tuple[str, ...]]:
     """Paths of every number or integer field reachable through objects (lists and maps are skipped)."""
     node = _resolve(schema, node if node is not None else schema)
     for option in node.get("anyOf", []):

@@ -46,13 +46,30 @@ def test_a_shared_concept_reads_the_same_in_every_model(field: str, models: list
     assert len(set(texts.values())) == 1, texts
 
 
-@pytest.mark.parametrize(("model", "pairs"), [
-    (Pair, [("old_answer", "new_answer"), ("old_status", "new_status"), ("old_error", "new_error"),
-            ("old_finish_reason", "new_finish_reason")]),
-    (Divergence, [("old_chars", "new_chars"), ("old_tokens", "new_tokens"), ("old_text", "new_text"),
-                  ("old_finish", "new_finish")]),
-    (ModelDiff, [("weights_old", "weights_new")]),
-])
+@pytest.mark.parametrize(
+    ("model", "pairs"),
+    [
+        (
+            Pair,
+            [
+                ("old_answer", "new_answer"),
+                ("old_status", "new_status"),
+                ("old_error", "new_error"),
+                ("old_finish_reason", "new_finish_reason"),
+            ],
+        ),
+        (
+            Divergence,
+            [
+                ("old_chars", "new_chars"),
+                ("old_tokens", "new_tokens"),
+                ("old_text", "new_text"),
+                ("old_finish", "new_finish"),
+            ],
+        ),
+        (ModelDiff, [("weights_old", "weights_new")]),
+    ],
+)
 def test_an_old_new_pair_is_one_definition(model: type[BaseModel], pairs: list[tuple[str, str]]) -> None:
     for old, new in pairs:
         assert _described(model, old) == _described(model, new)
@@ -69,13 +86,44 @@ def test_the_latencies_say_their_unit_and_where_they_start() -> None:
 def test_the_ledger_rows_keep_their_fields_in_order() -> None:
     """The gateway writes these rows and the rollout gates, expr and reports read them: one definition per
     concept changed no name, default or position."""
-    assert list(ShadowResult.model_fields) == ["upstream", "dropped", "status", "ttft_ms", "tpot_ms", "e2e_ms",
-                                               "completion_tokens", "finish_reason", "error"]
-    assert list(ShadowRecord.model_fields) == ["kind", "ts", "request_id", "path", "routed", "arm", "outcome",
-                                               "status", "stream", "ttft_ms", "tpot_ms", "e2e_ms",
-                                               "completion_tokens", "tokens_source", "finish_reason", "shadow"]
+    assert list(ShadowResult.model_fields) == [
+        "upstream",
+        "dropped",
+        "status",
+        "ttft_ms",
+        "tpot_ms",
+        "e2e_ms",
+        "completion_tokens",
+        "finish_reason",
+        "error",
+    ]
+    assert list(ShadowRecord.model_fields) == [
+        "kind",
+        "ts",
+        "request_id",
+        "path",
+        "routed",
+        "arm",
+        "outcome",
+        "status",
+        "stream",
+        "ttft_ms",
+        "tpot_ms",
+        "e2e_ms",
+        "completion_tokens",
+        "tokens_source",
+        "finish_reason",
+        "shadow",
+    ]
     fields = list(LedgerRecord.model_fields)
-    assert fields[fields.index("model"):fields.index("shadowed")] == [
-        "model", "ttft_ms", "tpot_ms", "e2e_ms", "prompt_tokens", "completion_tokens", "finish_reason"]
+    assert fields[fields.index("model") : fields.index("shadowed")] == [
+        "model",
+        "ttft_ms",
+        "tpot_ms",
+        "e2e_ms",
+        "prompt_tokens",
+        "completion_tokens",
+        "finish_reason",
+    ]
     row = ShadowResult(upstream="new")
     assert row.model_dump(exclude_none=True) == {"upstream": "new", "dropped": False}

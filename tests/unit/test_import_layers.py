@@ -12,14 +12,32 @@ import switchover
 SRC = Path(switchover.__file__).parent
 
 #: Packages and modules that implement a verb (a command's own logic).
-VERBS = frozenset({"plan", "probe", "verify", "bench", "gateway", "rollout", "review", "alerts", "drill", "doctor",
-                   "export", "readiness", "report", "testbed"})
+VERBS = frozenset(
+    {
+        "plan",
+        "probe",
+        "verify",
+        "bench",
+        "gateway",
+        "rollout",
+        "review",
+        "alerts",
+        "drill",
+        "doctor",
+        "export",
+        "readiness",
+        "report",
+        "testbed",
+    }
+)
 #: The composers: they run several verbs, so they may import any.
 COMPOSERS = frozenset({"check", "demo", "outputs", "cli", "__main__"})
 
 _MEASURE = "the shared measuring vocabulary still lives in bench/ (to move to a foundation room, issue 25)"
-_GATEWAY_LEDGER = "the gateway's ledger rows and metrics are the rollout's and the alerts' input (a foundation " \
-                  "room for the ledger row is issue 25's typed-row work)"
+_GATEWAY_LEDGER = (
+    "the gateway's ledger rows and metrics are the rollout's and the alerts' input (a foundation "
+    "room for the ledger row is issue 25's typed-row work)"
+)
 _REVIEW = "review pairs are sampled by the gateway and judged by the rollout (review/ is their shared store)"
 _READY = "the 1-token readiness check is used as a measuring tool by these verbs"
 _DRILL = "the rollback view reads the last drill's result"
@@ -38,9 +56,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("gateway", "switchover.review.sampler"): _REVIEW,
     ("gateway", "switchover.review.store"): _REVIEW,
     ("plan", "switchover.bench.capbind"): "translate's bench advice reads which cap bound in a bench run (added "
-                                          "the day this test landed: to move out)",
+    "the day this test landed: to move out)",
     ("plan", "switchover.bench.results"): _MEASURE + " (plan/limits.py and plan/translate.py, added the day this "
-                                          "test landed)",
+    "test landed)",
     ("plan", "switchover.bench.stats"): _MEASURE,
     ("rollout", "switchover.bench.results"): _MEASURE,
     ("rollout", "switchover.bench.stats"): _MEASURE,
@@ -91,8 +109,10 @@ def cross_edges(src: Path = SRC, files: dict[tuple[str, str], list[str]] | None 
 def test_no_new_import_between_verbs_or_from_a_foundation_room_into_a_verb() -> None:
     files: dict[tuple[str, str], list[str]] = {}
     new = {edge: files[edge] for edge in sorted(cross_edges(files=files) - set(ALLOWED))}
-    assert not new, ("a verb (or foundation room) imports another verb; move the shared code to a foundation room "
-                     f"or into a composer (docs/architecture.md, where new code goes): {new}")
+    assert not new, (
+        "a verb (or foundation room) imports another verb; move the shared code to a foundation room "
+        f"or into a composer (docs/architecture.md, where new code goes): {new}"
+    )
 
 
 def test_the_check_finds_an_edge_it_was_not_told_about(tmp_path: Path) -> None:

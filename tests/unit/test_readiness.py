@@ -13,8 +13,12 @@ from switchover.readiness import ReadyState, check_ready
 from switchover.testing import FakeEngine
 
 MODELS = {"object": "list", "data": [{"id": "m", "object": "model"}]}
-DONE = {"id": "x", "model": "m", "choices": [{"index": 0, "text": "a", "finish_reason": "length"}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+DONE = {
+    "id": "x",
+    "model": "m",
+    "choices": [{"index": 0, "text": "a", "finish_reason": "length"}],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+}
 
 
 @pytest.fixture
@@ -63,8 +67,11 @@ async def test_error_generation_is_not_ready(server: FakeEngine) -> None:
 
 
 async def test_empty_generation_is_not_ready(server: FakeEngine) -> None:
-    body = {**DONE, "choices": [{"index": 0, "text": "", "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 0}}
+    body = {
+        **DONE,
+        "choices": [{"index": 0, "text": "", "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 0},
+    }
     server.handler = _handler(gen_body=body)
     r = await check_ready(server.url, max_ms=2000)
     assert r.state == ReadyState.ERROR

@@ -45,10 +45,9 @@ def test_a_runs_folder_that_cannot_be_made_is_bad_input(tmp_path: Path) -> None:
         RunDir.open("x" * 300)
 
 
-@pytest.mark.parametrize(("content", "words"), [
-    (b'{"a": ', "malformed JSON"),
-    (b"[" * 5000 + b"]" * 5000, "malformed JSON"),
-])
+@pytest.mark.parametrize(
+    ("content", "words"), [(b'{"a": ', "malformed JSON"), (b"[" * 5000 + b"]" * 5000, "malformed JSON")]
+)
 def test_a_damaged_result_file_is_bad_input_and_a_value_error(tmp_path: Path, content: bytes, words: str) -> None:
     rd = RunDir.create(tmp_path, "t")
     (rd.path / "summary.json").write_bytes(content)

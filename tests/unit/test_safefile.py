@@ -91,8 +91,12 @@ def test_a_folder_that_is_a_symlink_a_file_or_writable_by_all_is_refused(tmp_pat
     open_dir = tmp_path / "open"
     open_dir.mkdir()
     open_dir.chmod(0o777)
-    for name, why in (("link", "symbolic link"), ("dangling", "symbolic link"), ("file", "folder is a regular file"),
-                      ("open", "writable by every user")):
+    for name, why in (
+        ("link", "symbolic link"),
+        ("dangling", "symbolic link"),
+        ("file", "folder is a regular file"),
+        ("open", "writable by every user"),
+    ):
         with pytest.raises(safefile.UnsafeFile, match=why):
             safefile.write_whole(tmp_path / name, "state.json", b"{}")
     assert list(real.iterdir()) == [] and list(open_dir.iterdir()) == []

@@ -22,8 +22,9 @@ def test_a_child_that_exits_on_sigterm_is_stopped_by_it() -> None:
 
 
 def test_a_child_that_ignores_sigterm_is_killed_after_the_grace() -> None:
-    proc = _child("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); "
-                  "time.sleep(60)")
+    proc = _child(
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+    )
     t0 = time.monotonic()
     assert stop(proc, grace_s=0.5) == -signal.SIGKILL
     assert time.monotonic() - t0 < 10  # bounded by the grace, not by the child's 60 s

@@ -10,20 +10,23 @@ from pathlib import Path
 import pytest
 
 from switchover.testbed import processes
-from switchover.testbed.processes import (
-    EngineProcess,
-    _spawn,
-    _stat,
-    core_split,
-    cpu_quota,
-    is_ours,
-    usable_cpus,
-)
+from switchover.testbed.processes import EngineProcess, _spawn, _stat, core_split, cpu_quota, is_ours, usable_cpus
 
 
 def _proc(pid: int, start_ticks: int | None, cmd: list[str]) -> EngineProcess:
-    return EngineProcess(role="new", engine="llamacpp", url="http://127.0.0.1:1", port=1, pid=pid, cmdline=cmd,
-                         log="l", model="tiny", served_name="m", started_wall=time.time(), start_ticks=start_ticks)
+    return EngineProcess(
+        role="new",
+        engine="llamacpp",
+        url="http://127.0.0.1:1",
+        port=1,
+        pid=pid,
+        cmdline=cmd,
+        log="l",
+        model="tiny",
+        served_name="m",
+        started_wall=time.time(),
+        start_ticks=start_ticks,
+    )
 
 
 def test_a_started_process_is_ours_until_it_exits(tmp_path: Path) -> None:
@@ -54,13 +57,16 @@ def test_down_without_state_stops_nothing(tmp_path: Path) -> None:
     assert processes.down(processes.Layout(tmp_path), name="nothing") == []
 
 
-@pytest.mark.parametrize(("cpus", "vllm", "llama"), [
-    ([0], [0], [0]),  # one core: shared
-    ([0, 1], [0], [1]),
-    ([3, 1, 2, 0], [0, 1], [2, 3]),  # sorted first
-    ([0, 1, 2], [0], [1, 2]),  # odd: llama-server gets the extra core
-    ([4, 5, 6, 7, 8, 9], [4, 5, 6], [7, 8, 9]),  # an affinity mask that does not start at 0
-])
+@pytest.mark.parametrize(
+    ("cpus", "vllm", "llama"),
+    [
+        ([0], [0], [0]),  # one core: shared
+        ([0, 1], [0], [1]),
+        ([3, 1, 2, 0], [0, 1], [2, 3]),  # sorted first
+        ([0, 1, 2], [0], [1, 2]),  # odd: llama-server gets the extra core
+        ([4, 5, 6, 7, 8, 9], [4, 5, 6], [7, 8, 9]),  # an affinity mask that does not start at 0
+    ],
+)
 def test_engines_get_disjoint_cores(cpus: list[int], vllm: list[int], llama: list[int]) -> None:
     assert core_split(cpus) == (vllm, llama)
 
@@ -76,15 +82,18 @@ def test_a_pinned_engine_runs_only_on_its_cores(tmp_path: Path) -> None:
         child.wait(timeout=10)
 
 
-@pytest.mark.parametrize(("files", "quota"), [
-    ({"cpu.max": "max 100000\n"}, None),
-    ({"cpu.max": "200000 100000\n"}, 2.0),
-    ({"cpu.max": "150000 100000\n"}, 1.5),
-    ({"cpu.max": "100000 50000\n"}, 2.0),  # the period is read, not assumed
-    ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),  # cgroup v1, unlimited
-    ({"cpu/cpu.cfs_quota_us": "400000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 4.0),
-    ({}, None),  # nothing readable
-])
+@pytest.mark.parametrize(
+    ("files", "quota"),
+    [
+        ({"cpu.max": "max 100000\n"}, None),
+        ({"cpu.max": "200000 100000\n"}, 2.0),
+        ({"cpu.max": "150000 100000\n"}, 1.5),
+        ({"cpu.max": "100000 50000\n"}, 2.0),  # the period is read, not assumed
+        ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),  # cgroup v1, unlimited
+        ({"cpu/cpu.cfs_quota_us": "400000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 4.0),
+        ({}, None),  # nothing readable
+    ],
+)
 def test_cpu_quota_from_cgroup_v2_or_v1(tmp_path: Path, files: dict[str, str], quota: float | None) -> None:
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

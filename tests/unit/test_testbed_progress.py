@@ -12,8 +12,9 @@ from switchover.testbed.install import Installer, Step
 from switchover.testbed.layout import Layout
 
 
-def test_a_running_step_reports_progress_with_its_last_log_line(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_running_step_reports_progress_with_its_last_log_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(install, "PROGRESS_S", 0.2)
     events: list[tuple[str, str, str]] = []
     inst = Installer(Layout(tmp_path), with_smollm2=False, on_event=lambda k, s, d: events.append((k, s.key, d)))

@@ -58,8 +58,19 @@ async def test_the_async_waits_do_not_block_the_loop() -> None:
         await await_until(lambda: False, 0.05, "never")
 
 
-@pytest.mark.parametrize(("value", "ci"), [(None, False), ("", False), ("0", False), ("false", False),
-                                           ("no", False), ("true", True), ("1", True), ("yes", True)])
+@pytest.mark.parametrize(
+    ("value", "ci"),
+    [
+        (None, False),
+        ("", False),
+        ("0", False),
+        ("false", False),
+        ("no", False),
+        ("true", True),
+        ("1", True),
+        ("yes", True),
+    ],
+)
 def test_in_ci_reads_the_ci_variable(monkeypatch: pytest.MonkeyPatch, value: str | None, ci: bool) -> None:
     if value is None:
         monkeypatch.delenv("CI", raising=False)
@@ -78,14 +89,21 @@ def test_a_missing_tool_skips_locally_and_fails_in_ci(monkeypatch: pytest.Monkey
     assert require_tool("no-such-tool-xyz", "sh").endswith("/sh")  # the first one found
 
 
-async def _post(url: str, body: dict, headers: dict[str, str] | None = None,
-                timeout: float = 5) -> tuple[int, bytes, int]:
+async def _post(
+    url: str, body: dict, headers: dict[str, str] | None = None, timeout: float = 5
+) -> tuple[int, bytes, int]:
     """(status, body, number of reads it took) with the fault headers given."""
     reads = 0
     buf = bytearray()
-    async with aiohttp.ClientSession() as http, http.post(
-            url + "/v1/chat/completions", data=orjson.dumps(body), headers=headers or {},
-            timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
+            url + "/v1/chat/completions",
+            data=orjson.dumps(body),
+            headers=headers or {},
+            timeout=aiohttp.ClientTimeout(total=timeout),
+        ) as r,
+    ):
         async for part in r.content.iter_any():
             reads += 1
             buf += part
@@ -178,8 +196,10 @@ async def test_zero_work_server_refuses_a_bad_or_huge_content_length(length: byt
     assert status == 200
 
 
-@pytest.mark.parametrize(("data", "why"), [(b"GARBAGE\r\n\r\n", b"bad request line"),
-                                         (b"POST /" + b"a" * (70 << 10), b"request head too large")])
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [(b"GARBAGE\r\n\r\n", b"bad request line"), (b"POST /" + b"a" * (70 << 10), b"request head too large")],
+)
 async def test_zero_work_server_refuses_a_malformed_or_endless_head(data: bytes, why: bytes) -> None:
     async with ZeroWorkServer() as srv:
         answer = await _raw(srv.port, data)
@@ -195,8 +215,9 @@ async def test_zero_work_server_refuses_max_tokens_it_would_have_to_build_in_mem
 
 
 def _start(*args: str) -> tuple[subprocess.Popen[str], float]:
-    proc = subprocess.Popen([sys.executable, "-m", "switchover.testing", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "switchover.testing", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     return proc, time.monotonic()
 
 
@@ -219,17 +240,35 @@ def test_a_bad_port_is_one_line_and_exit_2() -> None:
     assert proc.returncode == 2 and "--port: 70000 is not a port" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("args", [("zero", "--itl-ms", "nan"), ("zero", "--chunks", "-1"),
-                                  ("zero", "--load-s", "1e300"), ("scripted", "--delay-ms", "inf")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("zero", "--itl-ms", "nan"),
+        ("zero", "--chunks", "-1"),
+        ("zero", "--load-s", "1e300"),
+        ("scripted", "--delay-ms", "inf"),
+    ],
+)
 def test_a_bad_number_flag_is_one_line_and_exit_2(args: tuple[str, ...]) -> None:
     proc, _ = _start(*args)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2 and f"{args[1]}: " in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("body", [b"not json", b"[1]", b'{"sequence": "ok"}', b'{"weights": {"ok": -1}}',
-                                  b'{"weights": {"ok": 0}}', b'{"seed": "x"}', b'{"sequence": [1]}',
-                                  b'{"sequence": ["die-mid"]}', b'{"weights": {"hnag": 1}}'])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"not json",
+        b"[1]",
+        b'{"sequence": "ok"}',
+        b'{"weights": {"ok": -1}}',
+        b'{"weights": {"ok": 0}}',
+        b'{"seed": "x"}',
+        b'{"sequence": [1]}',
+        b'{"sequence": ["die-mid"]}',
+        b'{"weights": {"hnag": 1}}',
+    ],
+)
 async def test_a_bad_fault_script_is_a_400_and_the_old_script_stays(body: bytes) -> None:
     engine = FakeEngine("new")
     engine.script(["status:503"])

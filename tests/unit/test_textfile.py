@@ -54,8 +54,11 @@ def test_a_fifo_that_stalls_is_refused_within_the_wait(tmp_path: Path, monkeypat
 
 def test_missing_directory_and_binary_files_are_one_line(tmp_path: Path) -> None:
     (tmp_path / "b").write_bytes(b"\xff\xfe")
-    for path, words in ((tmp_path / "nope", "no such file"), (tmp_path, "is a directory"),
-                        (tmp_path / "b", "not UTF-8")):
+    for path, words in (
+        (tmp_path / "nope", "no such file"),
+        (tmp_path, "is a directory"),
+        (tmp_path / "b", "not UTF-8"),
+    ):
         with pytest.raises(BadInput, match=words):
             textfile.read_text(path)
 
@@ -66,8 +69,14 @@ def test_a_file_read_again_later_must_be_regular_bounded_and_utf8(tmp_path: Path
     big.write_bytes(b"a" * (2 << 20))
     bad.write_bytes(b"ok\n" * 1000 + b"\xff")
     good.write_text("é\n" * 1000)
-    for path, words in ((fifo, "not a regular file"), ("/dev/zero", "not a regular file"), (tmp_path, "not a regular"),
-                        (big, "larger than 1 MiB"), (bad, "not UTF-8"), (tmp_path / "nope", "no such file")):
+    for path, words in (
+        (fifo, "not a regular file"),
+        ("/dev/zero", "not a regular file"),
+        (tmp_path, "not a regular"),
+        (big, "larger than 1 MiB"),
+        (bad, "not UTF-8"),
+        (tmp_path / "nope", "no such file"),
+    ):
         with pytest.raises(BadInput, match=words):
             textfile.check_text_file(path, max_bytes=1 << 20, what="dataset")
     textfile.check_text_file(good, max_bytes=1 << 20)

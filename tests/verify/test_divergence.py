@@ -15,9 +15,10 @@ from switchover.verify.prompts import load_jsonl
 from switchover.wire.records import RequestRecord
 
 
-@pytest.mark.parametrize(("a", "b", "want"), [
-    ("hello", "hello", None), ("hello", "help", 3), ("abc", "abcdef", 3), ("", "x", 0), (["a", "b"], ["a", "c"], 1),
-])
+@pytest.mark.parametrize(
+    ("a", "b", "want"),
+    [("hello", "hello", None), ("hello", "help", 3), ("abc", "abcdef", 3), ("", "x", 0), (["a", "b"], ["a", "c"], 1)],
+)
 def test_first_difference_finds_the_first_mismatch_or_the_shorter_end(a, b, want) -> None:
     assert first_difference(a, b) == want
 
@@ -28,8 +29,12 @@ def test_agreement_counts_positions_over_the_longer_sequence() -> None:
 
 
 def test_identical_outputs_are_not_flagged() -> None:
-    d = compare("p", "english", Output(text="Paris is", tokens=["Paris", " is"], token_source="chunks"),
-                Output(text="Paris is", tokens=["Paris", " is"], token_source="chunks"))
+    d = compare(
+        "p",
+        "english",
+        Output(text="Paris is", tokens=["Paris", " is"], token_source="chunks"),
+        Output(text="Paris is", tokens=["Paris", " is"], token_source="chunks"),
+    )
     assert d.identical and d.first_char is None and d.flags == [] and d.token_agreement == 1.0
 
 
@@ -56,8 +61,13 @@ def test_logprob_tokens_are_never_compared_with_stream_chunks() -> None:
     """One engine gave logprobs (one token each), the other only a stream whose chunks hold several tokens:
     positions would compare different units, so there are no token figures and no tie gap, and the basis says so.
     The character-level comparison still stands."""
-    old = Output(text="The cat sat", tokens=["The", " cat", " sat"], token_source="logprobs",
-                 logprobs=[-0.1, -0.2, -0.3], top=[{"The": -0.1}, {" cat": -0.2}, {" sat": -0.3, " sit": -0.4}])
+    old = Output(
+        text="The cat sat",
+        tokens=["The", " cat", " sat"],
+        token_source="logprobs",
+        logprobs=[-0.1, -0.2, -0.3],
+        top=[{"The": -0.1}, {" cat": -0.2}, {" sat": -0.3, " sit": -0.4}],
+    )
     new = Output(text="The cat sit", tokens=["The cat", " sit"], token_source="chunks")
     d = compare("p", "x", old, new)
     assert d.first_char == 9
@@ -67,10 +77,20 @@ def test_logprob_tokens_are_never_compared_with_stream_chunks() -> None:
 
 
 def test_logprob_deltas_cover_the_common_prefix_and_the_tie_gap_reads_the_new_alternatives() -> None:
-    old = Output(text="A B", tokens=["A", " B"], token_source="logprobs", logprobs=[-0.1, -0.7],
-                 top=[{"A": -0.1}, {" B": -0.7, " C": -0.8}])
-    new = Output(text="A C", tokens=["A", " C"], token_source="logprobs", logprobs=[-0.3, -0.69],
-                 top=[{"A": -0.3}, {" C": -0.69, " B": -0.71}])
+    old = Output(
+        text="A B",
+        tokens=["A", " B"],
+        token_source="logprobs",
+        logprobs=[-0.1, -0.7],
+        top=[{"A": -0.1}, {" B": -0.7, " C": -0.8}],
+    )
+    new = Output(
+        text="A C",
+        tokens=["A", " C"],
+        token_source="logprobs",
+        logprobs=[-0.3, -0.69],
+        top=[{"A": -0.3}, {" C": -0.69, " B": -0.71}],
+    )
     d = compare("p", "x", old, new)
     assert d.logprob_delta_mean == pytest.approx(0.2)
     assert d.tie_gap == pytest.approx(0.02)
@@ -131,13 +151,28 @@ def _rec(**kw) -> RequestRecord:
 
 
 def test_output_from_reads_chat_logprobs_by_bytes_and_completions_logprobs() -> None:
-    chat = _rec(texts={0: "Hi"}, finish_reasons={0: "length"}, logprobs=[{"content": [
-        {"token": "H", "bytes": [72], "logprob": -0.5,
-         "top_logprobs": [{"token": "H", "bytes": [72], "logprob": -0.5}]},
-        {"token": "bytes:\\xe4", "bytes": [228], "logprob": -1.0, "top_logprobs": []}]}])
+    chat = _rec(
+        texts={0: "Hi"},
+        finish_reasons={0: "length"},
+        logprobs=[
+            {
+                "content": [
+                    {
+                        "token": "H",
+                        "bytes": [72],
+                        "logprob": -0.5,
+                        "top_logprobs": [{"token": "H", "bytes": [72], "logprob": -0.5}],
+                    },
+                    {"token": "bytes:\\xe4", "bytes": [228], "logprob": -1.0, "top_logprobs": []},
+                ]
+            }
+        ],
+    )
     o = output_from(chat)
     assert o.tokens == ["H", "\\xe4"] and o.logprobs == [-0.5, -1.0] and o.top[0] == {"H": -0.5}
-    comp = _rec(texts={0: "ab"}, logprobs=[{"tokens": ["a", "b"], "token_logprobs": [-1.0, None],
-                                            "top_logprobs": [{"a": -1.0}, {"b": -2.0}]}])
+    comp = _rec(
+        texts={0: "ab"},
+        logprobs=[{"tokens": ["a", "b"], "token_logprobs": [-1.0, None], "top_logprobs": [{"a": -1.0}, {"b": -2.0}]}],
+    )
     o = output_from(comp)
     assert o.tokens == ["a", "b"] and math.isnan(o.logprobs[1])

@@ -31,8 +31,9 @@ async def test_boundary_is_found_with_and_without_tokenize(monkeypatch: pytest.M
         n = len(body["messages"][0]["content"])
         if n > server.limit:
             return SimpleNamespace(failure=SimpleNamespace(message="prompt too long"), text="", usage=None)
-        return SimpleNamespace(failure=None, text="ok", usage=SimpleNamespace(prompt_tokens=n // 4 + 7,
-                                                                              completion_tokens=1))
+        return SimpleNamespace(
+            failure=None, text="ok", usage=SimpleNamespace(prompt_tokens=n // 4 + 7, completion_tokens=1)
+        )
 
     monkeypatch.setattr(longinput, "send", send)
     b = await longinput.find_boundary(server, "m", context=1024)  # type: ignore[arg-type]

@@ -26,11 +26,15 @@ async def test_same_fake_on_both_sides_is_identical_and_boundary_is_below_the_co
 
 async def test_different_fakes_diverge_where_expected_and_early_divergence_is_flagged() -> None:
     cases = [c.model_copy(update={"max_tokens": 12}) for c in BUILTIN[:3]]
-    async with serve(Persona(context=600)) as a, serve(Persona(context=600, salt="x", salt_after=4)) as b, \
-            serve(Persona(context=600, salt="y", salt_after=0, served="other")) as c:
+    async with (
+        serve(Persona(context=600)) as a,
+        serve(Persona(context=600, salt="x", salt_after=4)) as b,
+        serve(Persona(context=600, salt="y", salt_after=0, served="other")) as c,
+    ):
         late = await run_verify(Target(a), Target(b), cases, VerifyOptions(structured=0, long_inputs=False))
-        early = await run_verify(Target(a), Target(c, model="other"), cases,
-                                 VerifyOptions(structured=0, long_inputs=False))
+        early = await run_verify(
+            Target(a), Target(c, model="other"), cases, VerifyOptions(structured=0, long_inputs=False)
+        )
     assert late.summary is not None and late.summary.identical == 0
     assert all(d.first_token == 4 or d.first_char is not None for d in late.greedy)
     assert [d.first_token for d in late.greedy if d.old_tokens] and late.summary.token_agreement_mean < 1.0

@@ -31,8 +31,20 @@ async def server() -> AsyncIterator[FakeEngine]:
 async def test_streamed_chat_is_parsed_with_increasing_timestamps(transport: str, server: FakeEngine) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
         role = b'data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n'
-        return await stream_parts(req, [role, 0.01, chunk("Hel"), 0.01, chunk("lo"), 0.01, chunk("", "stop"),
-                               usage_chunk(5, 2), b"data: [DONE]\n\n"])
+        return await stream_parts(
+            req,
+            [
+                role,
+                0.01,
+                chunk("Hel"),
+                0.01,
+                chunk("lo"),
+                0.01,
+                chunk("", "stop"),
+                usage_chunk(5, 2),
+                b"data: [DONE]\n\n",
+            ],
+        )
 
     server.handler = h
     async with EngineClient(server.url, transport=transport) as c:
@@ -61,11 +73,16 @@ async def test_stream_options_include_usage_is_sent(transport: str, server: Fake
     assert seen["stream_options"] == {"include_usage": True}
 
 
-async def test_non_streamed_completion_with_llamacpp_timings_and_cached_tokens(transport: str,
-                                                                              server: FakeEngine) -> None:
-    body = {"id": "x", "model": "m", "choices": [{"index": 0, "text": "abc", "finish_reason": "length"}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 2}},
-            "timings": {"prompt_n": 3, "predicted_ms": 1.5}}
+async def test_non_streamed_completion_with_llamacpp_timings_and_cached_tokens(
+    transport: str, server: FakeEngine
+) -> None:
+    body = {
+        "id": "x",
+        "model": "m",
+        "choices": [{"index": 0, "text": "abc", "finish_reason": "length"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 2}},
+        "timings": {"prompt_n": 3, "predicted_ms": 1.5},
+    }
 
     async def h(req: web.Request) -> web.Response:
         return web.json_response(body)
@@ -81,12 +98,15 @@ async def test_non_streamed_completion_with_llamacpp_timings_and_cached_tokens(t
 
 @pytest.mark.parametrize(
     ("status", "payload", "shape"),
-    [(404, {"error": {"message": "no such model", "type": "NotFoundError", "code": 404}}, "nested"),
-     (400, {"object": "error", "message": "bad", "type": "BadRequestError", "code": 400}, "flat"),
-     (422, {"error": "Input validation error", "error_type": "validation"}, "tgi")],
+    [
+        (404, {"error": {"message": "no such model", "type": "NotFoundError", "code": 404}}, "nested"),
+        (400, {"object": "error", "message": "bad", "type": "BadRequestError", "code": 400}, "flat"),
+        (422, {"error": "Input validation error", "error_type": "validation"}, "tgi"),
+    ],
 )
-async def test_http_errors_are_parsed_in_every_shape(transport: str, server: FakeEngine, status: int, payload: dict,
-                                                     shape: str) -> None:
+async def test_http_errors_are_parsed_in_every_shape(
+    transport: str, server: FakeEngine, status: int, payload: dict, shape: str
+) -> None:
     async def h(req: web.Request) -> web.Response:
         return web.json_response(payload, status=status)
 
@@ -194,8 +214,9 @@ async def test_server_dying_mid_stream_is_reported(transport: str, server: FakeE
     assert rec.failure.kind in (FailureKind.DISCONNECTED, FailureKind.TRUNCATED)
 
 
-async def test_api_key_is_sent_but_never_recorded(transport: str, server: FakeEngine,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_api_key_is_sent_but_never_recorded(
+    transport: str, server: FakeEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SO_TEST_KEY", "sk-planted-secret-123")
 
     async def h(req: web.Request) -> web.StreamResponse:
@@ -237,8 +258,9 @@ async def test_tool_call_deltas_are_assembled(transport: str, server: FakeEngine
         return b"data: " + orjson.dumps(obj) + b"\n\n"
 
     async def h(req: web.Request) -> web.StreamResponse:
-        return await stream_parts(req, [tc("", "get_weather"), tc('{"city"'), tc(': "Paris"}'),
-                                        chunk("", "tool_calls")])
+        return await stream_parts(
+            req, [tc("", "get_weather"), tc('{"city"'), tc(': "Paris"}'), chunk("", "tool_calls")]
+        )
 
     server.handler = h
     async with EngineClient(server.url, transport=transport) as c:
@@ -250,8 +272,16 @@ async def test_tool_call_deltas_are_assembled(transport: str, server: FakeEngine
 
 async def test_two_streamed_choices_are_kept_apart(transport: str, server: FakeEngine) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
-        return await stream_parts(req, [chunk("a", index=0), chunk("c", index=1), chunk("b", "stop", index=0),
-                               chunk("d", "length", index=1), b"data: [DONE]\n\n"])
+        return await stream_parts(
+            req,
+            [
+                chunk("a", index=0),
+                chunk("c", index=1),
+                chunk("b", "stop", index=0),
+                chunk("d", "length", index=1),
+                b"data: [DONE]\n\n",
+            ],
+        )
 
     server.handler = h
     async with EngineClient(server.url, transport=transport) as c:
@@ -270,7 +300,7 @@ async def test_a_body_past_the_limit_is_refused_not_held(transport: str, server:
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
         await resp.prepare(req)
         for i in range(0, len(big), 1000):
-            await resp.write(big[i:i + 1000])
+            await resp.write(big[i : i + 1000])
         await resp.write_eof()
         return resp
 
@@ -288,8 +318,19 @@ async def test_a_body_past_the_limit_is_refused_not_held(transport: str, server:
 
 async def test_an_sse_event_that_never_ends_is_refused_past_the_limit(transport: str, server: FakeEngine) -> None:
     async def h(req: web.Request) -> web.StreamResponse:
-        return await stream_parts(req, [chunk("a"), b'data: {"choices": [{"index": 0, "text": "' + b"y" * 10_000,
-                               0.01, b"y" * 10_000, 0.01, b'"}]}\n\n', chunk("", "stop"), b"data: [DONE]\n\n"])
+        return await stream_parts(
+            req,
+            [
+                chunk("a"),
+                b'data: {"choices": [{"index": 0, "text": "' + b"y" * 10_000,
+                0.01,
+                b"y" * 10_000,
+                0.01,
+                b'"}]}\n\n',
+                chunk("", "stop"),
+                b"data: [DONE]\n\n",
+            ],
+        )
 
     server.handler = h
     async with EngineClient(server.url, transport=transport, timeouts=Timeouts(max_body=8192)) as c:

@@ -23,8 +23,9 @@ TGI_LIST = {"object": "list", "data": [{"id": "m", "object": "model", "owned_by"
 TGI_INFO = {"model_id": "m", "max_input_tokens": 3000, "max_total_tokens": 3072}
 
 
-def _serve(listing: dict[str, Any], props: dict[str, Any] | None, seen: Counter[str],
-           info: dict[str, Any] | None = None):
+def _serve(
+    listing: dict[str, Any], props: dict[str, Any] | None, seen: Counter[str], info: dict[str, Any] | None = None
+):
     async def h(req: web.Request) -> web.Response:
         seen[req.path] += 1
         if req.path == "/v1/models":
@@ -41,19 +42,38 @@ def _serve(listing: dict[str, Any], props: dict[str, Any] | None, seen: Counter[
 CASES = [  # listing, /props, engine, version -> tokens, where it was read, paths asked
     (VLLM_LIST, None, "vllm", None, 4096, "/v1/models max_model_len (vllm profile)", {"/v1/models": 1}),
     (VLLM_LIST, PROPS, None, None, 4096, "/v1/models max_model_len (vllm profile)", {"/v1/models": 1}),
-    (LLAMA_NEW_LIST, PROPS, "llamacpp", "b11434", 2048, "/v1/models meta.n_ctx (llamacpp profile)",
-     {"/v1/models": 1}),
-    (LLAMA_OLD_LIST, PROPS, "llamacpp", "b5000", 1024, "/props default_generation_settings.n_ctx (llamacpp profile)",
-     {"/v1/models": 1, "/props": 1}),
-    (LLAMA_OLD_LIST, PROPS, None, None, 1024, "/props default_generation_settings.n_ctx (llamacpp profile)",
-     {"/v1/models": 1, "/info": 1, "/props": 1}),  # no engine: TGI's /info is asked too (404 here)
+    (LLAMA_NEW_LIST, PROPS, "llamacpp", "b11434", 2048, "/v1/models meta.n_ctx (llamacpp profile)", {"/v1/models": 1}),
+    (
+        LLAMA_OLD_LIST,
+        PROPS,
+        "llamacpp",
+        "b5000",
+        1024,
+        "/props default_generation_settings.n_ctx (llamacpp profile)",
+        {"/v1/models": 1, "/props": 1},
+    ),
+    (
+        LLAMA_OLD_LIST,
+        PROPS,
+        None,
+        None,
+        1024,
+        "/props default_generation_settings.n_ctx (llamacpp profile)",
+        {"/v1/models": 1, "/info": 1, "/props": 1},
+    ),  # no engine: TGI's /info is asked too (404 here)
 ]
 
 
 @pytest.mark.parametrize(("listing", "props", "engine", "version", "tokens", "source", "asked"), CASES)
 async def test_the_context_length_is_read_where_the_profile_says_and_named(
-        listing: dict[str, Any], props: dict[str, Any] | None, engine: str | None, version: str | None, tokens: int,
-        source: str, asked: dict[str, int]) -> None:
+    listing: dict[str, Any],
+    props: dict[str, Any] | None,
+    engine: str | None,
+    version: str | None,
+    tokens: int,
+    source: str,
+    asked: dict[str, int],
+) -> None:
     seen: Counter[str] = Counter()
     async with FakeEngine(handler=_serve(listing, props, seen)).running() as url, EngineClient(url) as client:
         found = await discover(client, engine=engine, version=version)
@@ -83,12 +103,13 @@ async def test_a_release_the_profile_has_no_source_for_is_said_not_guessed() -> 
 
 async def test_tgi_reports_its_context_on_info_and_no_engine_finds_it_after_the_list() -> None:
     seen: Counter[str] = Counter()
-    async with FakeEngine(handler=_serve(TGI_LIST, None, seen, TGI_INFO)).running() as url, \
-            EngineClient(url) as client:
+    async with FakeEngine(handler=_serve(TGI_LIST, None, seen, TGI_INFO)).running() as url, EngineClient(url) as client:
         tgi = await discover(client, engine="tgi", version="3.3.6")
         anyone = await discover(client)
     assert tgi.context is not None and (tgi.context.tokens, tgi.context.source) == (
-        3072, "/info max_total_tokens (tgi profile)")
+        3072,
+        "/info max_total_tokens (tgi profile)",
+    )
     assert anyone.context is not None and anyone.context.tokens == 3072
     assert seen["/v1/models"] == 2 and seen["/props"] == 0  # every /v1/models field is read before another path
 

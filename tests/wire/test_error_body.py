@@ -10,12 +10,27 @@ from switchover.wire.error_body import parse_error_body
 @pytest.mark.parametrize(
     ("raw", "shape", "message", "type_", "code"),
     [
-        (b'{"error":{"message":"The model `x` does not exist.","type":"NotFoundError","param":null,"code":404}}',
-         "nested", "The model `x` does not exist.", "NotFoundError", "404"),
-        (b'{"object":"error","message":"bad temp","type":"BadRequestError","param":null,"code":400}',
-         "flat", "bad temp", "BadRequestError", "400"),
-        (b'{"error":"Input validation error: `temperature` must be strictly positive","error_type":"validation"}',
-         "tgi", "Input validation error: `temperature` must be strictly positive", "validation", None),
+        (
+            b'{"error":{"message":"The model `x` does not exist.","type":"NotFoundError","param":null,"code":404}}',
+            "nested",
+            "The model `x` does not exist.",
+            "NotFoundError",
+            "404",
+        ),
+        (
+            b'{"object":"error","message":"bad temp","type":"BadRequestError","param":null,"code":400}',
+            "flat",
+            "bad temp",
+            "BadRequestError",
+            "400",
+        ),
+        (
+            b'{"error":"Input validation error: `temperature` must be strictly positive","error_type":"validation"}',
+            "tgi",
+            "Input validation error: `temperature` must be strictly positive",
+            "validation",
+            None,
+        ),
         (b"Internal Server Error", "text", "Internal Server Error", None, None),
         (b"  ", "empty", "", None, None),
         (b'{"detail":"Not Found"}', "text", '{"detail":"Not Found"}', None, None),

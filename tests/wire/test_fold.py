@@ -44,8 +44,18 @@ def test_error_objects_in_each_shape_are_stream_errors_and_a_null_error_key_is_n
     assert ok.failure is None and ok.chunk_text == ["a"]
 
 
-@pytest.mark.parametrize("data", [b"42", b'"text"', b"[1, 2]", b"{nope", b'{"choices": [1]}',
-                                  b'{"choices": {"a": 1}}', b'{"choices": [{"delta": "x"}]}'])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"42",
+        b'"text"',
+        b"[1, 2]",
+        b"{nope",
+        b'{"choices": [1]}',
+        b'{"choices": {"a": 1}}',
+        b'{"choices": [{"delta": "x"}]}',
+    ],
+)
 def test_data_that_is_not_an_object_of_the_expected_shape_is_malformed_not_a_crash(data: bytes) -> None:
     rec = fold(chunk("a"), b"data: " + data + b"\n\n", chunk("", "stop"))
     assert rec.failure is not None and rec.failure.kind is FailureKind.PROTOCOL
@@ -72,18 +82,35 @@ def test_a_body_of_the_wrong_shape_is_malformed_not_a_crash() -> None:
         assert rec.failure is not None and rec.failure.kind is FailureKind.PROTOCOL
 
 
-@pytest.mark.parametrize("read", [
-    b"data: a\n\n", b'data: {"x":1}\n\ndata: [DONE]\n\n', b"data: a\n\ndata: b", b"data: a\r\n\r\n",
-    b": ping\n\ndata: a\n\n", b"event: error\ndata: a\n\n", b"data: a\ndata: b\n\n", b"data:a\n\n", b"\n\n",
-])
+@pytest.mark.parametrize(
+    "read",
+    [
+        b"data: a\n\n",
+        b'data: {"x":1}\n\ndata: [DONE]\n\n',
+        b"data: a\n\ndata: b",
+        b"data: a\r\n\r\n",
+        b": ping\n\ndata: a\n\n",
+        b"event: error\ndata: a\n\n",
+        b"data: a\ndata: b\n\n",
+        b"data:a\n\n",
+        b"\n\n",
+    ],
+)
 def test_whole_events_is_what_a_fresh_parser_returns_or_none(read: bytes) -> None:
     fast = whole_events(read)
     if fast is not None:
         assert fast == SSEParser().feed(read) == parse_all([read])
         assert all(isinstance(e, SSEEvent) for e in fast)
     else:
-        assert read in (b"data: a\n\ndata: b", b"data: a\r\n\r\n", b": ping\n\ndata: a\n\n",
-                        b"event: error\ndata: a\n\n", b"data: a\ndata: b\n\n", b"data:a\n\n", b"\n\n")
+        assert read in (
+            b"data: a\n\ndata: b",
+            b"data: a\r\n\r\n",
+            b": ping\n\ndata: a\n\n",
+            b"event: error\ndata: a\n\n",
+            b"data: a\ndata: b\n\n",
+            b"data:a\n\n",
+            b"\n\n",
+        )
 
 
 @pytest.fixture(params=["raw", "aiohttp"])
@@ -102,8 +129,11 @@ async def test_post_sends_the_callers_body_and_headers_and_folds_the_stream(tran
     server.handler = h
     try:
         async with EngineClient(server.url, transport=transport) as c:
-            rec = await c.post("/v1/chat/completions?x=1", b'{"stream":true}',
-                               {"content-type": "application/json", "Authorization": "Bearer k", "Host": "evil"})
+            rec = await c.post(
+                "/v1/chat/completions?x=1",
+                b'{"stream":true}',
+                {"content-type": "application/json", "Authorization": "Bearer k", "Host": "evil"},
+            )
     finally:
         await server.stop()
     assert rec.ok and rec.text == "Hi" and rec.api == "chat" and rec.ttft_ns is not None

@@ -29,8 +29,14 @@ class Scripted:
         try:
             while self.responses:
                 head = await reader.readuntil(b"\r\n\r\n")
-                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
                 self.requests.append(head + await reader.readexactly(length))
                 pieces, close = self.responses.pop(0)
                 for piece in pieces:
@@ -56,19 +62,26 @@ async def serve(script: Scripted) -> AsyncIterator[URL]:
 
 
 def splits(raw: bytes, step: int) -> list[bytes]:
-    return [raw[i:i + step] for i in range(0, len(raw), step)]
+    return [raw[i : i + step] for i in range(0, len(raw), step)]
 
 
-CHUNKED = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-           b"7;ext=1\r\ndata: a\r\n5\r\n\n\n\r\nb\r\n0\r\nX-Trailer: t\r\n\r\n")
+CHUNKED = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"7;ext=1\r\ndata: a\r\n5\r\n\n\n\r\nb\r\n0\r\nX-Trailer: t\r\n\r\n"
+)
 
 
 @pytest.mark.parametrize("step", [1, 2, 5, 1000])
 async def test_bodies_arrive_whole_under_any_split(step):
     length = b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\nX-A: 1\r\n\r\nhello world"
     interim = b"HTTP/1.1 100 Continue\r\n\r\n" + length
-    script = Scripted([(splits(CHUNKED, step), False), (splits(interim, step), False),
-                       (splits(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil close", step), True)])
+    script = Scripted(
+        [
+            (splits(CHUNKED, step), False),
+            (splits(interim, step), False),
+            (splits(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil close", step), True),
+        ]
+    )
     pool = H1Pool()
     async with serve(script) as url:
         resp = await pool.request("POST", url, [("Content-Type", "application/json")], b"{}", 1.0)
@@ -97,8 +110,11 @@ async def test_a_connection_the_server_closed_while_idle_is_not_reused():
             resp = await pool.request("GET", url, [], None, 1.0)
             assert await resp.read() == b"ok"
             resp.release()
-            await await_until(lambda i=i: script.closed > i and all(c.closed for cs in pool._idle.values() for c in cs),
-                              5, "the pool seeing the server's close of the idle connection")
+            await await_until(
+                lambda i=i: script.closed > i and all(c.closed for cs in pool._idle.values() for c in cs),
+                5,
+                "the pool seeing the server's close of the idle connection",
+            )
     assert script.connections == 2 and len(script.requests) == 2  # a fresh connection, nothing sent twice
     pool.close()
 

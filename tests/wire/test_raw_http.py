@@ -35,12 +35,13 @@ def _parse(pieces: list[bytes], *, close: bool = False, make: Any = ResponsePars
     return p, body
 
 
-def _chunked(body: bytes, sizes: list[int], ext: list[bytes], trailers: list[tuple[bytes, bytes]],
-             upper: bool) -> bytes:
+def _chunked(
+    body: bytes, sizes: list[int], ext: list[bytes], trailers: list[tuple[bytes, bytes]], upper: bool
+) -> bytes:
     out, pos, i = [], 0, 0
     while pos < len(body):
         n = max(1, sizes[i % len(sizes)] if sizes else len(body))
-        piece = body[pos:pos + n]
+        piece = body[pos : pos + n]
         size = f"{len(piece):X}" if upper else f"{len(piece):x}"
         out.append(size.encode() + (ext[i % len(ext)] if ext else b"") + b"\r\n" + piece + b"\r\n")
         pos += n
@@ -54,8 +55,9 @@ def _chunked(body: bytes, sizes: list[int], ext: list[bytes], trailers: list[tup
 bodies = st.binary(max_size=600)
 cuts = st.lists(st.integers(min_value=0, max_value=5000), max_size=40)
 extensions = st.lists(st.sampled_from([b";a=1", b"; name", b';q="x;y"', b" ;ext", b""]), max_size=3)
-trailer_lists = st.lists(st.tuples(st.sampled_from([b"X-Trailer", b"Expires"]), st.sampled_from([b"1", b"soon"])),
-                         max_size=2)
+trailer_lists = st.lists(
+    st.tuples(st.sampled_from([b"X-Trailer", b"Expires"]), st.sampled_from([b"1", b"soon"])), max_size=2
+)
 
 
 @PARSERS
@@ -69,11 +71,23 @@ def test_content_length_body_is_the_same_under_any_split(body: bytes, cuts: list
 
 @PARSERS
 @settings(max_examples=400, deadline=None)
-@given(body=bodies, sizes=st.lists(st.integers(1, 80), max_size=6), ext=extensions, trailers=trailer_lists,
-       upper=st.booleans(), cuts=cuts)
-def test_chunked_body_is_the_same_under_any_split(body: bytes, sizes: list[int], ext: list[bytes],
-                                                  trailers: list[tuple[bytes, bytes]], upper: bool,
-                                                  cuts: list[int], make: Any) -> None:
+@given(
+    body=bodies,
+    sizes=st.lists(st.integers(1, 80), max_size=6),
+    ext=extensions,
+    trailers=trailer_lists,
+    upper=st.booleans(),
+    cuts=cuts,
+)
+def test_chunked_body_is_the_same_under_any_split(
+    body: bytes,
+    sizes: list[int],
+    ext: list[bytes],
+    trailers: list[tuple[bytes, bytes]],
+    upper: bool,
+    cuts: list[int],
+    make: Any,
+) -> None:
     raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + _chunked(body, sizes, ext, trailers, upper)
     p, got = _parse(_splits(raw, cuts), make=make)
     assert got == body and p.done and p.keep_alive and not p.extra
@@ -91,14 +105,16 @@ def test_body_read_until_close_is_the_same_under_any_split(body: bytes, cuts: li
 @PARSERS
 def test_chunk_size_line_split_byte_by_byte(make: Any) -> None:
     raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1a;ext=1\r\n" + b"x" * 26 + b"\r\n0\r\nT: 1\r\n\r\n"
-    p, got = _parse([raw[i:i + 1] for i in range(len(raw))], make=make)
+    p, got = _parse([raw[i : i + 1] for i in range(len(raw))], make=make)
     assert got == b"x" * 26 and p.done
 
 
 @PARSERS
 def test_interim_responses_are_skipped_and_headers_read(make: Any) -> None:
-    raw = (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nconnection: Close\r\nX-A: 1\r\nx-a: 2\r\n"
-           b"Content-Length: 2\r\n\r\nok")
+    raw = (
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nconnection: Close\r\nX-A: 1\r\nx-a: 2\r\n"
+        b"Content-Length: 2\r\n\r\nok"
+    )
     p, got = _parse([raw], make=make)
     assert got == b"ok" and p.status == 200 and not p.keep_alive and p.headers["x-a"] == "1, 2"
 
@@ -122,11 +138,14 @@ def test_bytes_after_the_response_mark_the_connection_unusable(make: Any) -> Non
 
 
 @PARSERS
-@pytest.mark.parametrize("raw", [
-    b"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nab",  # RFC 9112 6.3: identical values may be read as one
-    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nab",
-    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2 ;x=1\r\nab\r\n0\r\n\r\n",  # BWS before ';'
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nab",  # RFC 9112 6.3: identical values may be read as one
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nab",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2 ;x=1\r\nab\r\n0\r\n\r\n",  # BWS before ';'
+    ],
+)
 def test_responses_rfc_9112_allows_and_llhttp_refuses_are_read_through_the_replay(raw: bytes, make: Any) -> None:
     p, got = _parse([raw[:20], raw[20:]], make=make)
     assert got == b"ab" and p.done and p.status == 200
@@ -135,14 +154,17 @@ def test_responses_rfc_9112_allows_and_llhttp_refuses_are_read_through_the_repla
 
 
 @PARSERS
-@pytest.mark.parametrize("raw", [
-    b"HTTX/1.1 200 OK\r\n\r\n",
-    b"HTTP/1.1 2000 OK\r\n\r\n",
-    b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
-    b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n",
-    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX\r\n",
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"HTTX/1.1 200 OK\r\n\r\n",
+        b"HTTP/1.1 2000 OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX\r\n",
+    ],
+)
 def test_malformed_responses_raise(raw: bytes, make: Any) -> None:
     with pytest.raises(HttpProtocolError):
         _parse([raw], make=make)
@@ -196,8 +218,12 @@ def _sse_reply(keep_alive: bool = True) -> bytes:
     events = [chunk("a"), chunk("b", "stop"), usage_chunk(1, 2), b"data: [DONE]\n\n"]
     body = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n"
     conn = b"keep-alive" if keep_alive else b"close"
-    return b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: " + \
-        conn + b"\r\n\r\n" + body
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: "
+        + conn
+        + b"\r\n\r\n"
+        + body
+    )
 
 
 @pytest.fixture
@@ -242,8 +268,11 @@ async def test_server_closing_after_each_stream_is_handled_like_llama_server(scr
         for i in range(4):
             recs.append(await c.complete("p", model="m", stream=True))
             # the close is noticed while idle, so no resend is needed: wait for the pool to drop the connection
-            await await_until(lambda i=i: srv.closed > i and c._pool is not None and not c._pool._all, 5,
-                              "the pool dropping the connection the server closed")
+            await await_until(
+                lambda i=i: srv.closed > i and c._pool is not None and not c._pool._all,
+                5,
+                "the pool dropping the connection the server closed",
+            )
     assert all(r.ok and r.text == "ab" for r in recs), [r.failure for r in recs]
     assert srv.connections == 4 and sum(r.reconnects for r in recs) == 0
 
@@ -310,14 +339,20 @@ def test_auto_uses_raw_for_http_and_aiohttp_for_https() -> None:
     assert EngineClient("http://127.0.0.1:1", transport="aiohttp").transport == "aiohttp"
 
 
-@pytest.mark.parametrize(("reply", "kind"), [
-    (b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n\x1f\x8b", FailureKind.PROTOCOL),
-    (b"HTTP/1.1 307 Temporary Redirect\r\nLocation: /v2\r\nContent-Length: 0\r\n\r\n", FailureKind.HTTP_STATUS),
-    (b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 42\r\n\r\n"
-     b'{"error":{"message":"loading","code":503}}', FailureKind.HTTP_STATUS),
-])
-async def test_unusable_answers_fail_with_their_kind(scripted: list[_Scripted], reply: bytes,
-                                                     kind: FailureKind) -> None:
+@pytest.mark.parametrize(
+    ("reply", "kind"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n\x1f\x8b", FailureKind.PROTOCOL),
+        (b"HTTP/1.1 307 Temporary Redirect\r\nLocation: /v2\r\nContent-Length: 0\r\n\r\n", FailureKind.HTTP_STATUS),
+        (
+            b'HTTP/1.1 503 Service Unavailable\r\nContent-Length: 42\r\n\r\n{"error":{"message":"loading","code":503}}',
+            FailureKind.HTTP_STATUS,
+        ),
+    ],
+)
+async def test_unusable_answers_fail_with_their_kind(
+    scripted: list[_Scripted], reply: bytes, kind: FailureKind
+) -> None:
     srv = await _Scripted([reply]).start()
     scripted.append(srv)
     async with EngineClient(srv.url, transport="raw") as c:
@@ -327,8 +362,9 @@ async def test_unusable_answers_fail_with_their_kind(scripted: list[_Scripted], 
 
 async def test_non_streamed_body_without_length_is_read_until_close(scripted: list[_Scripted]) -> None:
     body = b'{"id":"x","model":"m","choices":[{"index":0,"text":"hi","finish_reason":"stop"}]}'
-    srv = await _Scripted([b"HTTP/1.1 200 OK\nContent-Type: application/json\n\n" + body],
-                          close_after_each=True).start()
+    srv = await _Scripted(
+        [b"HTTP/1.1 200 OK\nContent-Type: application/json\n\n" + body], close_after_each=True
+    ).start()
     scripted.append(srv)
     async with EngineClient(srv.url, transport="raw") as c:
         rec = await c.complete("p", model="m")
@@ -353,8 +389,10 @@ def _threaded_sse_server(gap_s: float, sent: list[int]) -> tuple[socket.socket, 
         conn, _ = lsock.accept()
         with conn:
             conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
-                         b"Connection: close\r\n\r\n")
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+                b"Connection: close\r\n\r\n"
+            )
             for ev in (chunk("a"), chunk("b", "stop") + b"data: [DONE]\n\n"):
                 time.sleep(gap_s)  # the scenario: the server's pause between events (its own thread)
                 frame = b"%x\r\n%s\r\n" % (len(ev), ev)
@@ -421,12 +459,15 @@ async def test_request_larger_than_the_socket_buffer_is_sent_whole(scripted: lis
     assert prompt.encode() in srv.requests[0]
 
 
-@pytest.mark.parametrize(("kernel", "user", "says"), [
-    (0, 0, None),
-    (3, 0, "kernel receive time (SO_TIMESTAMPNS)"),
-    (0, 2, "user space, on arrival in the event loop (no kernel receive timestamps here)"),
-    (3, 2, "mixed: 3 reads kernel-stamped, 2 stamped in user space"),
-])
+@pytest.mark.parametrize(
+    ("kernel", "user", "says"),
+    [
+        (0, 0, None),
+        (3, 0, "kernel receive time (SO_TIMESTAMPNS)"),
+        (0, 2, "user space, on arrival in the event loop (no kernel receive timestamps here)"),
+        (3, 2, "mixed: 3 reads kernel-stamped, 2 stamped in user space"),
+    ],
+)
 def test_stamp_source_is_said_as_it_was(kernel: int, user: int, says: str | None) -> None:
     assert stamps.StampCounts(kernel, user).describe() == says
 
@@ -442,8 +483,9 @@ async def test_aiohttp_transport_says_its_stamps_are_user_space(scripted: list[_
 
 
 @kernel_only
-async def test_a_wall_clock_step_never_puts_a_chunk_before_its_request(scripted: list[_Scripted],
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_wall_clock_step_never_puts_a_chunk_before_its_request(
+    scripted: list[_Scripted], monkeypatch: pytest.MonkeyPatch
+) -> None:
     srv = await _Scripted([_sse_reply(), _sse_reply()]).start()
     scripted.append(srv)
     real = time.time_ns

@@ -79,7 +79,7 @@ def test_crlf_split_between_reads_is_one_line_end() -> None:
 
 
 def test_multiline_data_is_joined_with_newline() -> None:
-    assert parse_all([b"data: {\"a\":\ndata: 1}\n\n"]) == [SSEEvent(b'{"a":\n1}')]
+    assert parse_all([b'data: {"a":\ndata: 1}\n\n']) == [SSEEvent(b'{"a":\n1}')]
 
 
 def test_comments_are_counted_and_not_dispatched() -> None:
@@ -89,11 +89,11 @@ def test_comments_are_counted_and_not_dispatched() -> None:
 
 
 def test_missing_final_blank_line_still_dispatches_at_end() -> None:
-    assert parse_all([b"data: {\"x\":1}\n\ndata: [DONE]"]) == [SSEEvent(b'{"x":1}'), SSEEvent(b"[DONE]")]
+    assert parse_all([b'data: {"x":1}\n\ndata: [DONE]']) == [SSEEvent(b'{"x":1}'), SSEEvent(b"[DONE]")]
 
 
 def test_error_event_name_is_kept() -> None:
-    events = parse_all([b"event: error\ndata: {\"error\":{\"message\":\"boom\"}}\n\n"])
+    events = parse_all([b'event: error\ndata: {"error":{"message":"boom"}}\n\n'])
     assert events == [SSEEvent(b'{"error":{"message":"boom"}}', "error")]
 
 
@@ -131,6 +131,9 @@ def test_whole_events_is_none_or_what_a_fresh_parser_returns(stream: tuple[bytes
     data, _ = stream
     fast = whole_events(data)
     assert fast is None or fast == SSEParser().feed(data) == parse_all([data])
-    one_line = data.endswith(b"\n\n") and b"\r" not in data and all(
-        b[:6] == b"data: " and b"\n" not in b for b in data[:-2].split(b"\n\n"))
+    one_line = (
+        data.endswith(b"\n\n")
+        and b"\r" not in data
+        and all(b[:6] == b"data: " and b"\n" not in b for b in data[:-2].split(b"\n\n"))
+    )
     assert (fast is not None) == one_line  # every read of whole one-line events takes the fast path

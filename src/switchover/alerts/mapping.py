@@ -94,8 +94,7 @@ def target_of(ref: SeriesRef, dst: EngineProfile) -> Target:
     if "summary" in (s.type, d.type) and s.type != d.type:
         return Target(None, d, f"{s.type} → {d.type}: quantiles cannot be converted")
     if s.type == d.type:
-        return Target(d.name + ref.part if s.type in ("histogram", "summary") else d.name, d,
-                      unit_factor=factor)
+        return Target(d.name + ref.part if s.type in ("histogram", "summary") else d.name, d, unit_factor=factor)
     if s.type == "counter" and d.type == "histogram" and s.unit == d.unit == "tokens":
         return Target(d.name + "_sum", d, unit_factor=factor)  # the histogram's _sum is the running total
     if s.type == "histogram" and d.type == "counter" and ref.part == "_sum" and s.unit == d.unit == "tokens":

@@ -24,13 +24,27 @@ _TOKEN = re.compile(
       |(?P<op>=~|!~|!=|==|>=|<=|[-+*/%^<>=(){}\[\],@:])""",
     re.VERBOSE,
 )
-AGGREGATIONS = frozenset({
-    "sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values", "bottomk", "topk", "quantile",
-    "limitk", "limit_ratio",
-})
-KEYWORDS = frozenset({
-    "by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool", "and", "or", "unless", "atan2",
-})
+AGGREGATIONS = frozenset(
+    {
+        "sum",
+        "min",
+        "max",
+        "avg",
+        "group",
+        "stddev",
+        "stdvar",
+        "count",
+        "count_values",
+        "bottomk",
+        "topk",
+        "quantile",
+        "limitk",
+        "limit_ratio",
+    }
+)
+KEYWORDS = frozenset(
+    {"by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool", "and", "or", "unless", "atan2"}
+)
 GROUPING = frozenset({"by", "without", "on", "ignoring", "group_left", "group_right"})
 COMPARISONS = frozenset({">", "<", ">=", "<=", "==", "!="})
 SPECIAL_NUMBERS = frozenset({"inf", "nan"})
@@ -172,8 +186,9 @@ def _thresholds(toks: list[Token], i: int) -> list[tuple[str, float]]:
     """The numbers next to the comparison at `i` (either side, and after `bool`)."""
     op = toks[i].text
     nxt = toks[i + 1] if i + 1 < len(toks) else None
-    out = [(op, number(side.text)) for side in (toks[i - 1] if i else None, nxt)
-           if side is not None and side.kind == "num"]
+    out = [
+        (op, number(side.text)) for side in (toks[i - 1] if i else None, nxt) if side is not None and side.kind == "num"
+    ]
     if nxt is not None and nxt.kind == "ident" and nxt.text == "bool":
         after = toks[i + 2] if i + 2 < len(toks) else None
         if after is not None and after.kind == "num":

@@ -54,8 +54,10 @@ class BenchShifts:
     def __init__(self, run_dir: Path, old_engine: str, new_engine: str) -> None:
         rd = RunDir.open(run_dir)
         if not rd.has("summary.json"):
-            raise BadInput(f"{run_dir}: no summary.json (not a bench run directory)",
-                           hint="pass the folder `switchover bench` wrote, e.g. runs/20250101T000000Z-bench")
+            raise BadInput(
+                f"{run_dir}: no summary.json (not a bench run directory)",
+                hint="pass the folder `switchover bench` wrote, e.g. runs/20250101T000000Z-bench",
+            )
         try:
             self.report = rd.read_json("summary", BenchReport)
         except Exception as exc:  # a bad or foreign file: one line naming it
@@ -69,8 +71,10 @@ class BenchShifts:
             self.old, self.new = by_engine[old_engine], by_engine[new_engine]
         else:
             self.old, self.new = labels
-            self.notes.append(f"old/new taken in bench order ({self.old} → {self.new}): the endpoints' engines "
-                              f"{sorted(str(k) for k in by_engine)} do not name {old_engine} and {new_engine}")
+            self.notes.append(
+                f"old/new taken in bench order ({self.old} → {self.new}): the endpoints' engines "
+                f"{sorted(str(k) for k in by_engine)} do not name {old_engine} and {new_engine}"
+            )
 
     def shift(self, intent: str, quantile: float | None) -> Shift | None:
         """The measured new/old factor for `intent` at the statistic nearest `quantile`, or None."""
@@ -88,10 +92,21 @@ class BenchShifts:
             if a is None or b is None or getattr(a, stat) <= 0:
                 continue
             old_v, new_v = float(getattr(a, stat)), float(getattr(b, stat))
-            ratios.append(StepRatio(bucket=bucket, step=step, load=s.concurrency or s.rate, old=old_v, new=new_v,
-                                    ratio=new_v / old_v))
+            ratios.append(
+                StepRatio(
+                    bucket=bucket, step=step, load=s.concurrency or s.rate, old=old_v, new=new_v, ratio=new_v / old_v
+                )
+            )
         if not ratios:
             return None
         values = [r.ratio for r in ratios]
-        return Shift(metric=metric, stat=stat, median=statistics.median(values), low=min(values), high=max(values),
-                     steps=ratios, old_endpoint=self.old, new_endpoint=self.new)
+        return Shift(
+            metric=metric,
+            stat=stat,
+            median=statistics.median(values),
+            low=min(values),
+            high=max(values),
+            steps=ratios,
+            old_endpoint=self.old,
+            new_endpoint=self.new,
+        )

@@ -12,9 +12,15 @@ LATENCY_INTENTS = frozenset({"ttft", "tpot", "itl", "e2e", "queue_time"})
 ENGINE_STATE_INTENTS = frozenset({"running", "waiting", "kv_usage", "preemptions"})
 
 
-def thresholds(group: str, rule: str, found: list[tuple[str, float]], quantiles: list[float],
-               refs: list[tuple[str, SeriesRef]], shifts: BenchShifts | None, same_engine: bool = False
-               ) -> list[Threshold]:
+def thresholds(
+    group: str,
+    rule: str,
+    found: list[tuple[str, float]],
+    quantiles: list[float],
+    refs: list[tuple[str, SeriesRef]],
+    shifts: BenchShifts | None,
+    same_engine: bool = False,
+) -> list[Threshold]:
     """Each (intent, number) a rule compares with, with the shift a bench run measured for it when given."""
     out = []
     seen: set[tuple[str, float]] = set()
@@ -26,8 +32,15 @@ def thresholds(group: str, rule: str, found: list[tuple[str, float]], quantiles:
             if (ref.intent, value) in seen or value == 0:  # == 0 / > 0 are presence checks, not tuned levels
                 continue
             seen.add((ref.intent, value))
-            th = Threshold(group=group, rule=rule, intent=ref.intent, metric=metric, comparison=comparison,
-                           value=value, quantile=q if ref.spec.type == "histogram" else None)
+            th = Threshold(
+                group=group,
+                rule=rule,
+                intent=ref.intent,
+                metric=metric,
+                comparison=comparison,
+                value=value,
+                quantile=q if ref.spec.type == "histogram" else None,
+            )
             if ref.intent in ENGINE_STATE_INTENTS and same_engine:
                 th.note = "engine state (batch, queue, KV use) may count differently after the upgrade: re-check it"
             elif ref.intent in ENGINE_STATE_INTENTS:
@@ -42,7 +55,9 @@ def thresholds(group: str, rule: str, found: list[tuple[str, float]], quantiles:
                     th.shift = shift
                     th.suggested = value * shift.median
                     th.suggested_range = (value * shift.low, value * shift.high)
-                    th.note = (f"new/old {shift.stat} ×{shift.median:.2f} (×{shift.low:.2f}–×{shift.high:.2f} over "
-                               f"{len(shift.steps)} steps)")
+                    th.note = (
+                        f"new/old {shift.stat} ×{shift.median:.2f} (×{shift.low:.2f}–×{shift.high:.2f} over "
+                        f"{len(shift.steps)} steps)"
+                    )
             out.append(th)
     return out

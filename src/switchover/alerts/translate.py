@@ -31,8 +31,14 @@ from switchover.engines import releases
 from switchover.engines.profile import EngineProfile, MetricSpec, load_profile
 from switchover.gateway import metrics_adapter
 
-__all__ = ["ANNOTATION", "ENGINE_STATE_INTENTS", "LATENCY_INTENTS", "TranslationReport", "dump_rules",
-           "translate_rules"]
+__all__ = [
+    "ANNOTATION",
+    "ENGINE_STATE_INTENTS",
+    "LATENCY_INTENTS",
+    "TranslationReport",
+    "dump_rules",
+    "translate_rules",
+]
 
 ANNOTATION = "switchover_untranslated"
 # findings that leave a rule reading a series the target does not serve: warnings with --keep-unknown
@@ -57,8 +63,17 @@ def _brace(name_present: bool, kept: list[tuple[Matcher, str]]) -> str:
 class _Rule:
     """Translating one expression: edits, findings, the intents it reads, and the series it leaves behind."""
 
-    def __init__(self, group: str, rule: str, src: EngineRelease, dst: EngineRelease, mode: Mode,
-                 adapter_plan: metrics_adapter.Plan | None, keep_unknown: bool, recorded: set[str]) -> None:
+    def __init__(
+        self,
+        group: str,
+        rule: str,
+        src: EngineRelease,
+        dst: EngineRelease,
+        mode: Mode,
+        adapter_plan: metrics_adapter.Plan | None,
+        keep_unknown: bool,
+        recorded: set[str],
+    ) -> None:
         self.group, self.rule, self.src, self.dst, self.mode = group, rule, src, dst, mode
         self.keep_unknown, self.recorded = keep_unknown, recorded
         self.index = known_series(src.profile)
@@ -73,14 +88,16 @@ class _Rule:
         self.failed: list[str] = []  # series whose selector could not be translated (kept as written)
         self.failures = 0
 
-    def note(self, severity: Severity, kind: Kind, detail: str, metric: str | None = None,
-             url: str | None = None) -> None:
+    def note(
+        self, severity: Severity, kind: Kind, detail: str, metric: str | None = None, url: str | None = None
+    ) -> None:
         if severity == "error":
             self.failures += 1
             if self.keep_unknown and kind in _DEAD_KINDS:
                 severity = "warning"
-        finding = Finding(group=self.group, rule=self.rule, severity=severity, kind=kind, metric=metric, detail=detail,
-                          url=url)
+        finding = Finding(
+            group=self.group, rule=self.rule, severity=severity, kind=kind, metric=metric, detail=detail, url=url
+        )
         if finding not in self.findings:  # a series read twice in one expression is one finding
             self.findings.append(finding)
 
@@ -96,8 +113,12 @@ class _Rule:
 
     def _selector(self, sel: Selector) -> None:
         if sel.name is None:
-            self.note("warning", "name_selector", "a selector without a metric name ({__name__=~...}) is not "
-                      "rewritten; check which series it matches on the new engine")
+            self.note(
+                "warning",
+                "name_selector",
+                "a selector without a metric name ({__name__=~...}) is not "
+                "rewritten; check which series it matches on the new engine",
+            )
             return
         if sel.name in self.recorded:
             return  # the file's own recording rule
@@ -118,8 +139,13 @@ class _Rule:
         if target.name != sel.name:
             self.edits.append((sel.name_start, sel.name_end, target.name))
         if target.unit_factor != 1.0:
-            self.note("warning", "unit", f"{sel.name} is in {ref.spec.unit}, {target.name} in {target.spec.unit}: "
-                      f"values (and thresholds on them) change by ×{target.unit_factor:g}", sel.name)
+            self.note(
+                "warning",
+                "unit",
+                f"{sel.name} is in {ref.spec.unit}, {target.name} in {target.spec.unit}: "
+                f"values (and thresholds on them) change by ×{target.unit_factor:g}",
+                sel.name,
+            )
         self._matchers(sel, ref, target.spec, target.unit_factor)
 
     def _unmapped(self, name: str) -> None:
@@ -132,25 +158,45 @@ class _Rule:
         elif owner == self.dst.engine and owner != self.src.engine:
             self.note("info", "not_engine_metric", f"{name} is already a {self.dst.engine} series", name)
         elif owner == self.src.engine and self.mode == "adapter":
-            self.note("error", "engine_specific", f"{name}: the metrics adapter serves only series with a metric "
-                      f"intent, and {name} is specific to {self.src.engine}", name)
+            self.note(
+                "error",
+                "engine_specific",
+                f"{name}: the metrics adapter serves only series with a metric "
+                f"intent, and {name} is specific to {self.src.engine}",
+                name,
+            )
         elif owner == self.src.engine and owner != self.dst.engine:
-            self.note("error", "engine_specific", f"{name} is specific to {self.src.engine} (no metric intent it "
-                      f"shares with {self.dst.engine}): {self.dst.label} has no counterpart", name)
+            self.note(
+                "error",
+                "engine_specific",
+                f"{name} is specific to {self.src.engine} (no metric intent it "
+                f"shares with {self.dst.engine}): {self.dst.label} has no counterpart",
+                name,
+            )
 
     def _adapter(self, sel: Selector, ref: SeriesRef) -> None:
         served = self.adapter_served.get(ref.intent)
         if served is not None and sel.name not in index_of(ref.intent, served):
             # the adapter names each intent as its profile does with no release given (its command takes none)
-            self.note("error", "untranslatable", f"{sel.name}: the metrics adapter serves {ref.intent} as "
-                      f"{served.name}, the newest {self.src.engine} spelling, not this one", sel.name)
+            self.note(
+                "error",
+                "untranslatable",
+                f"{sel.name}: the metrics adapter serves {ref.intent} as "
+                f"{served.name}, the newest {self.src.engine} spelling, not this one",
+                sel.name,
+            )
             return
         if served is not None:
             self.dst_labels |= labels_of(ref.spec)
             if ref.part == "_bucket":
-                self.note("info", "adapter", f"{sel.name}: the adapter re-buckets {self.dst.engine}'s histogram into "
-                          f"{self.src.engine}'s bounds by interpolation (error bound exported as "
-                          "switchover_adapter_rebucket_error_bound)", sel.name)
+                self.note(
+                    "info",
+                    "adapter",
+                    f"{sel.name}: the adapter re-buckets {self.dst.engine}'s histogram into "
+                    f"{self.src.engine}'s bounds by interpolation (error bound exported as "
+                    "switchover_adapter_rebucket_error_bound)",
+                    sel.name,
+                )
             return
         why = self.adapter_skipped.get(ref.intent, f"{self.dst.label} has no {ref.intent} metric")
         self.note("error", "untranslatable", f"{sel.name}: the metrics adapter cannot serve it ({why})", sel.name)
@@ -169,14 +215,27 @@ class _Rule:
             # a label that names the deployment (profile data: metrics_endpoint.identity_labels) may be dropped,
             # widening the selection to the whole server (a warning); any other matcher selects a subset
             # (finished_reason="error"): dropping it would change what the rule counts
-            elif m.label in src_labels and m.label not in dst_labels \
-                    and m.label in self.src.profile.metrics_endpoint.identity_labels:
-                self.note("warning", "label", f"{sel.name}: matcher {m.label}{m.op}{_quote(m.value)} dropped: "
-                          f"{dst.name} has no {m.label} label (it then covers the whole server)", sel.name)
+            elif (
+                m.label in src_labels
+                and m.label not in dst_labels
+                and m.label in self.src.profile.metrics_endpoint.identity_labels
+            ):
+                self.note(
+                    "warning",
+                    "label",
+                    f"{sel.name}: matcher {m.label}{m.op}{_quote(m.value)} dropped: "
+                    f"{dst.name} has no {m.label} label (it then covers the whole server)",
+                    sel.name,
+                )
                 changed = True
             elif m.label in src_labels and m.label not in dst_labels:
-                self.note("error", "untranslatable", f"{sel.name}: matcher {m.label}{m.op}{_quote(m.value)} selects a "
-                          f"subset {dst.name} cannot tell apart (it has no {m.label} label)", sel.name)
+                self.note(
+                    "error",
+                    "untranslatable",
+                    f"{sel.name}: matcher {m.label}{m.op}{_quote(m.value)} selects a "
+                    f"subset {dst.name} cannot tell apart (it has no {m.label} label)",
+                    sel.name,
+                )
                 kept.append((m, m.value))
             else:
                 kept.append((m, m.value))
@@ -185,8 +244,12 @@ class _Rule:
 
     def _le(self, name: str, m: Matcher, dst: MetricSpec, factor: float) -> str:
         if m.op != "=":
-            self.note("warning", "bucket", f"{name}: le{m.op}{_quote(m.value)} kept; check it against {dst.name}'s "
-                      "bounds", name)
+            self.note(
+                "warning",
+                "bucket",
+                f"{name}: le{m.op}{_quote(m.value)} kept; check it against {dst.name}'s bounds",
+                name,
+            )
             return m.value
         try:
             bound = float(m.value) * factor
@@ -196,15 +259,25 @@ class _Rule:
         if bound == float("inf"):
             return "+Inf"
         if not dst.buckets:
-            self.note("warning", "bucket", f"{name}: {dst.name}'s bucket bounds are not fixed in the profile "
-                      f"({self.dst.label}); le={_quote(m.value)} kept, check it", name)
+            self.note(
+                "warning",
+                "bucket",
+                f"{name}: {dst.name}'s bucket bounds are not fixed in the profile "
+                f"({self.dst.label}); le={_quote(m.value)} kept, check it",
+                name,
+            )
             return m.value
         if any(abs(b - bound) <= 1e-9 * max(1.0, abs(b)) for b in dst.buckets):
             return m.value if factor == 1.0 else _fmt_num(bound)
         nearest = min(dst.buckets, key=lambda b: abs(b - bound))
-        self.note("warning", "bucket", f"{name}: le={_quote(m.value)} is not a bucket bound of {dst.name} in "
-                  f"{self.dst.label}; moved to the nearest, {_fmt_num(nearest)} (the share counted changes: re-check "
-                  "the threshold)", name)
+        self.note(
+            "warning",
+            "bucket",
+            f"{name}: le={_quote(m.value)} is not a bucket bound of {dst.name} in "
+            f"{self.dst.label}; moved to the nearest, {_fmt_num(nearest)} (the share counted changes: re-check "
+            "the threshold)",
+            name,
+        )
         return _fmt_num(nearest)
 
     def grouping(self, keyword: str, labels: list[tuple[str, int]]) -> None:
@@ -212,8 +285,12 @@ class _Rule:
             return
         for label, _ in labels:
             if label != "le" and label in self.src_labels and label not in self.dst_labels:
-                self.note("warning", "grouping", f"{keyword} ({label}): the {self.dst.engine} metrics have no {label} "
-                          "label, so its series merge into one")
+                self.note(
+                    "warning",
+                    "grouping",
+                    f"{keyword} ({label}): the {self.dst.engine} metrics have no {label} "
+                    "label, so its series merge into one",
+                )
 
     def source_served(self, selectors: list[Selector]) -> None:
         """Warn about source series the source release does not serve either: the rule watched nothing there."""
@@ -224,8 +301,14 @@ class _Rule:
                 continue
             served = self.src.serves(name)
             if served.status == "absent":
-                self.note("warning", "source_series", f"{name} is not served by {self.src.label} either (the rule "
-                          f"watched nothing there): {served.reason}", name, served.url)
+                self.note(
+                    "warning",
+                    "source_series",
+                    f"{name} is not served by {self.src.label} either (the rule "
+                    f"watched nothing there): {served.reason}",
+                    name,
+                    served.url,
+                )
 
     def target_served(self, expr: str) -> tuple[list[str], list[str]]:
         """The engine series `expr` reads that the target does not serve (noted as dead unless already failed) and
@@ -242,8 +325,9 @@ class _Rule:
                 self.note("error", "dead_series", f"{name} would watch nothing: {served.reason}", name, served.url)
             elif served.status == "unknown":
                 unverified.append(name)
-                self.note("warning", "unverified", f"{name}: not confirmed served by {self.dst.label}: "
-                          f"{served.reason}", name)
+                self.note(
+                    "warning", "unverified", f"{name}: not confirmed served by {self.dst.label}: {served.reason}", name
+                )
         return left, unverified
 
 
@@ -283,10 +367,20 @@ def translate_rules(
     # what `switchover metrics-adapter --from NEW --to OLD` serves: it loads both profiles without a release
     plan = metrics_adapter.plan(load_profile(dst.engine), load_profile(src.engine)) if mode == "adapter" else None
     out_groups = [dict(g, rules=[dict(r) for r in g["rules"]]) for g in data["groups"]]
-    report = TranslationReport(source_engine=src.engine, source_version=src.version, source_note=src.note,
-                               target_engine=dst.engine, target_version=dst.version, target_note=dst.note, mode=mode,
-                               keep_unknown=keep_unknown, rules=[], findings=[], thresholds=[],
-                               notes=[n for n in (src.note, dst.note) if n] + (list(shifts.notes) if shifts else []))
+    report = TranslationReport(
+        source_engine=src.engine,
+        source_version=src.version,
+        source_note=src.note,
+        target_engine=dst.engine,
+        target_version=dst.version,
+        target_note=dst.note,
+        mode=mode,
+        keep_unknown=keep_unknown,
+        rules=[],
+        findings=[],
+        thresholds=[],
+        notes=[n for n in (src.note, dst.note) if n] + (list(shifts.notes) if shifts else []),
+    )
     for gi, gname, ri, rule in rules:
         kind: Literal["alert", "record"] = "alert" if "alert" in rule else "record"
         name = str(rule.get("alert") or rule.get("record"))
@@ -306,8 +400,9 @@ def translate_rules(
                 t.selector(sel)
             for grp in parsed.groupings:
                 t.grouping(grp.keyword, grp.labels)
-            report.thresholds += thresholds(gname, name, parsed.thresholds, parsed.quantiles, t.refs, shifts,
-                                            same_engine=src.engine == dst.engine)
+            report.thresholds += thresholds(
+                gname, name, parsed.thresholds, parsed.quantiles, t.refs, shifts, same_engine=src.engine == dst.engine
+            )
             new_expr = replace_spans(expr, t.edits)
             left, unverified = t.target_served(new_expr)
         status = _status(syntax_error, new_expr != expr, left, t.failures > 0, unverified)
@@ -318,10 +413,22 @@ def translate_rules(
             ann = dict(out_rule.get("annotations") or {})
             ann[ANNOTATION] = "; ".join(problems)[:500]
             out_rule["annotations"] = ann
-        report.rules.append(RuleResult(group=gname, rule=name, kind=kind, status=status, expr_before=expr,
-                                       expr_after=new_expr, series_left=left, series_unverified=unverified))
+        report.rules.append(
+            RuleResult(
+                group=gname,
+                rule=name,
+                kind=kind,
+                status=status,
+                expr_before=expr,
+                expr_after=new_expr,
+                series_left=left,
+                series_unverified=unverified,
+            )
+        )
         report.findings += t.findings
     if mode == "adapter":
-        report.notes.append(f"names kept: run `switchover metrics-adapter --from {dst.engine} --to {src.engine}` in "
-                            f"front of {dst.engine} and point Prometheus at it")
+        report.notes.append(
+            f"names kept: run `switchover metrics-adapter --from {dst.engine} --to {src.engine}` in "
+            f"front of {dst.engine} and point Prometheus at it"
+        )
     return {**data, "groups": out_groups}, report

@@ -38,8 +38,23 @@ EXACT_LIMIT = 20_000  # per-request metrics kept exactly (then a reservoir) per 
 ITL_LIMIT = 200_000  # pooled ITL gaps kept exactly per step
 METRICS = ("ttft", "tpot", "e2e", "ntpot", "itl")
 _LABELS = ("endpoint", "step", "repeat", "concurrency", "rate", "bucket")
-_COUNTS = ("rows", "measured", "ok", "good", "first_send", "last_end", "n_total", "all_n", "chunks", "itl_zero",
-           "one_read", "paused_ns", "lag_n", "lag_sum", "lag_max")
+_COUNTS = (
+    "rows",
+    "measured",
+    "ok",
+    "good",
+    "first_send",
+    "last_end",
+    "n_total",
+    "all_n",
+    "chunks",
+    "itl_zero",
+    "one_read",
+    "paused_ns",
+    "lag_n",
+    "lag_sum",
+    "lag_max",
+)
 
 
 class StepAccumulator:
@@ -155,8 +170,13 @@ class StepAccumulator:
         self.measured += int(mi.size)
         c = b.cols
         for i in mi.tolist():
-            self.lengths.add_values(c["prompt_tokens"][i], c["isl_target"][i], c["osl_target"][i],
-                                    c["completion_tokens"][i], c["retok_tokens"][i])
+            self.lengths.add_values(
+                c["prompt_tokens"][i],
+                c["isl_target"][i],
+                c["osl_target"][i],
+                c["completion_tokens"][i],
+                c["retok_tokens"][i],
+            )
         sched = c["sched_ns"]
         has_sched = meas & np.array([v is not None for v in sched], dtype=bool)
         if has_sched.any():
@@ -199,8 +219,11 @@ class StepAccumulator:
         self.ok += int(ok.sum())
         if self.slo is not None:
             good = ok.copy()
-            for limit, has, value in ((self.slo.ttft_ms, has_first, ttft), (self.slo.tpot_ms, has_tpot, tpot),
-                                      (self.slo.e2e_ms, has_last, e2e)):
+            for limit, has, value in (
+                (self.slo.ttft_ms, has_first, ttft),
+                (self.slo.tpot_ms, has_tpot, tpot),
+                (self.slo.e2e_ms, has_last, e2e),
+            ):
                 if limit is not None:
                     good &= has & (value <= limit)
             self.good += int(good.sum())
@@ -228,8 +251,19 @@ class StepAccumulator:
             self.labels = {**o.labels, **{k: v for k, v in self.labels.items() if v is not None}}
         for k in METRICS:
             self.samples[k].merge(o.samples[k])
-        for k in ("rows", "measured", "ok", "good", "n_total", "chunks", "itl_zero", "one_read", "paused_ns", "lag_n",
-                  "lag_sum"):
+        for k in (
+            "rows",
+            "measured",
+            "ok",
+            "good",
+            "n_total",
+            "chunks",
+            "itl_zero",
+            "one_read",
+            "paused_ns",
+            "lag_n",
+            "lag_sum",
+        ):
             setattr(self, k, getattr(self, k) + getattr(o, k))
         self.lag_max = max(self.lag_max, o.lag_max)
         self.all_n = self.all_n and o.all_n
@@ -323,17 +357,24 @@ class StepAccumulator:
         lengths["isl_targets"], lengths["osl_targets"] = sorted(lengths["isl_targets"]), sorted(lengths["osl_targets"])
         return {
             "slo": None if self.slo is None else self.slo.model_dump(),
-            "client_ceiling": self.client_ceiling, "labels": self.labels,
+            "client_ceiling": self.client_ceiling,
+            "labels": self.labels,
             "samples": {k: v.to_dict() for k, v in self.samples.items()},
             "counts": {k: getattr(self, k) for k in _COUNTS},
-            "errors": dict(self.errors), "missing": {k: dict(v) for k, v in self.missing.items()},
-            "lengths": lengths, "inflight": dict(vars(self.inflight)),
+            "errors": dict(self.errors),
+            "missing": {k: dict(v) for k, v in self.missing.items()},
+            "lengths": lengths,
+            "inflight": dict(vars(self.inflight)),
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], seed: int = 0) -> StepAccumulator:
-        acc = cls(slo=None if d["slo"] is None else Slo(**d["slo"]), client_ceiling=d["client_ceiling"],
-                  labels=d["labels"], seed=seed)
+        acc = cls(
+            slo=None if d["slo"] is None else Slo(**d["slo"]),
+            client_ceiling=d["client_ceiling"],
+            labels=d["labels"],
+            seed=seed,
+        )
         acc.samples = {k: Samples.from_dict(v, seed) for k, v in d["samples"].items()}
         for k, v in d["counts"].items():
             setattr(acc, k, v)

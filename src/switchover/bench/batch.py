@@ -44,8 +44,17 @@ class RowBatch:
     def chunks(self) -> int:
         return len(self.chunk_ns)
 
-    def add(self, rec: RequestRecord, *, index: int, warmup: bool, sched_ns: int | None, isl_target: int | None,
-            osl_target: int | None, retok_tokens: int | None = None) -> None:
+    def add(
+        self,
+        rec: RequestRecord,
+        *,
+        index: int,
+        warmup: bool,
+        sched_ns: int | None,
+        isl_target: int | None,
+        osl_target: int | None,
+        retok_tokens: int | None = None,
+    ) -> None:
         """One finished request: the values `rows.row_from_record` gives (failure messages masked here)."""
         c = self.cols
         usage, failure = rec.usage, rec.failure
@@ -101,8 +110,12 @@ class RowBatch:
     def row(self, i: int) -> dict[str, Any]:
         """Row i as a dict (the per-row form: bench/rows.py)."""
         a, b = self.offsets[i], self.offsets[i + 1]
-        return {**self.labels, **{k: v[i] for k, v in self.cols.items()}, "chunk_ns": self.chunk_ns[a:b],
-                "chunk_text": self.chunk_text[a:b]}
+        return {
+            **self.labels,
+            **{k: v[i] for k, v in self.cols.items()},
+            "chunk_ns": self.chunk_ns[a:b],
+            "chunk_text": self.chunk_text[a:b],
+        }
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The columns the statistics need, as numpy arrays (nulls as masks: `*_ok`)."""
@@ -127,17 +140,30 @@ class StepRows:
     """Where a step's finished requests go on the hot path: a RowBatch, handed to the step's accumulator and the
     row sink at once every row group's worth (RowSink's limits) and when the step ends (`flush`)."""
 
-    def __init__(self, acc: StepAccumulator, sink: RowSink, first: int, prompts: dict[int, Prompt],
-                 retok: Callable[[RequestRecord], int | None], counted: Callable[[bool], None]) -> None:
+    def __init__(
+        self,
+        acc: StepAccumulator,
+        sink: RowSink,
+        first: int,
+        prompts: dict[int, Prompt],
+        retok: Callable[[RequestRecord], int | None],
+        counted: Callable[[bool], None],
+    ) -> None:
         self.acc, self.sink, self.first, self.prompts = acc, sink, first, prompts
         self.retok, self.counted = retok, counted
         self.batch = RowBatch(acc.labels)
 
     def done(self, s: Sent) -> None:
         p, rec, batch = self.prompts.pop(s.index, None), s.record, self.batch
-        batch.add(rec, index=s.index + self.first, warmup=s.warmup, sched_ns=s.sched_ns,
-                  isl_target=p.isl_target if p else None, osl_target=p.max_tokens if p else None,
-                  retok_tokens=self.retok(rec))
+        batch.add(
+            rec,
+            index=s.index + self.first,
+            warmup=s.warmup,
+            sched_ns=s.sched_ns,
+            isl_target=p.isl_target if p else None,
+            osl_target=p.max_tokens if p else None,
+            retok_tokens=self.retok(rec),
+        )
         if len(batch) >= self.sink.max_rows or batch.chunks >= self.sink.max_chunks:
             self.flush()
         self.counted(rec.ok)

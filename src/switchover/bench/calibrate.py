@@ -66,20 +66,12 @@ def timing_errors_us(records: list[RequestRecord]) -> list[float]:
 
 
 async def measure(
-    url: str,
-    *,
-    concurrency: int,
-    chunks: int,
-    duration_s: float,
-    warmup_s: float = 0.3,
-    api: str = "completions",
+    url: str, *, concurrency: int, chunks: int, duration_s: float, warmup_s: float = 0.3, api: str = "completions"
 ) -> Calibration:
     """Drive `url` at `concurrency` for `duration_s` and report what the client sustained."""
     stop = StopFlag()
     async with EngineClient(
-        url,
-        timeouts=Timeouts(connect=5, first_byte=30, idle=30, total=60),
-        max_connections=max(concurrency, 1),
+        url, timeouts=Timeouts(connect=5, first_byte=30, idle=30, total=60), max_connections=max(concurrency, 1)
     ) as client:
         body = {"model": "zero", "prompt": "x", "max_tokens": chunks, "stream": True}
 
@@ -115,12 +107,7 @@ async def measure(
 
 
 async def calibrate(
-    *,
-    concurrency: int = 64,
-    chunks: int = 128,
-    duration_s: float = 3.0,
-    in_process: bool = False,
-    itl_ms: float = 0.0,
+    *, concurrency: int = 64, chunks: int = 128, duration_s: float = 3.0, in_process: bool = False, itl_ms: float = 0.0
 ) -> Calibration:
     """Ceiling of this client on this machine (zero-work server in a child process unless `in_process`)."""
     t = time.monotonic()

@@ -28,10 +28,16 @@ KV_FULL = 0.95  # "near 100 %": a gauge of 0..1 (vllm:kv_cache_usage_perc, llama
 Binding = Literal["requests", "tokens", "kv_cache", "none", "unknown"]
 # the launch flag that raises each cap, per engine; each is looked up in the release data at the version served
 RAISE: dict[str, dict[str, str]] = {
-    "vllm": {"requests": "--max-num-seqs", "tokens": "--max-num-batched-tokens",
-             "kv_cache": "--gpu-memory-utilization"},
-    "sglang": {"requests": "--max-running-requests", "tokens": "--chunked-prefill-size",
-               "kv_cache": "--mem-fraction-static"},
+    "vllm": {
+        "requests": "--max-num-seqs",
+        "tokens": "--max-num-batched-tokens",
+        "kv_cache": "--gpu-memory-utilization",
+    },
+    "sglang": {
+        "requests": "--max-running-requests",
+        "tokens": "--chunked-prefill-size",
+        "kv_cache": "--mem-fraction-static",
+    },
     "llamacpp": {"requests": "--parallel", "kv_cache": "--ctx-size"},
 }
 WORDS = {"requests": "request-count cap", "tokens": "per-step token budget", "kv_cache": "KV cache (token budget)"}
@@ -78,8 +84,10 @@ class StepLimit(BaseModel):
     oom: int = Field(default=0, description="Answers carrying an engine's out-of-memory text (bench/oom.py)")
     engine_dead: int = Field(default=0, description="Answers saying the engine process died (cause not in the answer)")
     oom_texts: list[str] = Field(default_factory=list)
-    series: dict[str, str] = Field(default_factory=dict, description="intent -> the series the verdict read and what "
-                                   "the release data says of it at the version served")
+    series: dict[str, str] = Field(
+        default_factory=dict,
+        description="intent -> the series the verdict read and what the release data says of it at the version served",
+    )
 
     @property
     def oom_rate(self) -> float | None:
@@ -129,8 +137,9 @@ def scrapes_by_endpoint(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[Scr
         slot[intent] = max(slot.get(intent, value), value) if intent == "kv_usage" else slot.get(intent, 0.0) + value
     out: dict[str, list[Scrape]] = defaultdict(list)
     for (endpoint, t_ns), v in sorted(acc.items(), key=lambda kv: kv[0][1]):
-        out[endpoint].append(Scrape(t_ns=t_ns, running=v.get("running"), waiting=v.get("waiting"),
-                                    kv_usage=v.get("kv_usage")))
+        out[endpoint].append(
+            Scrape(t_ns=t_ns, running=v.get("running"), waiting=v.get("waiting"), kv_usage=v.get("kv_usage"))
+        )
     return out
 
 
@@ -157,8 +166,12 @@ def raise_flag(engine: str | None, version: str | None, binding: str) -> Raise |
     if v is None:
         return Raise(flag=flag, status="unknown", note=f"no release data for {engine}")
     look = v.option(flag)
-    return Raise(flag=flag, status=look.status, url=look.url,
-                 note=(v.resolution.note or "") if look.status == "present" else (look.reason or ""))
+    return Raise(
+        flag=flag,
+        status=look.status,
+        url=look.url,
+        note=(v.resolution.note or "") if look.status == "present" else (look.reason or ""),
+    )
 
 
 def request_cap(engine: str | None, info: Mapping[str, Any]) -> tuple[int | None, str | None]:
@@ -166,8 +179,9 @@ def request_cap(engine: str | None, info: Mapping[str, Any]) -> tuple[int | None
     props = info.get("/props")
     slots = props.get("total_slots") if isinstance(props, dict) else None
     if engine == "llamacpp" and isinstance(slots, int) and slots > 0:
-        return slots, ("/props total_slots (https://github.com/ggml-org/llama.cpp/blob/b11434/tools/server/"
-                       "server-context.cpp)")
+        return slots, (
+            "/props total_slots (https://github.com/ggml-org/llama.cpp/blob/b11434/tools/server/server-context.cpp)"
+        )
     return None, None
 
 
@@ -204,8 +218,9 @@ def series_check(engine: str | None, version: str | None, names: Mapping[str, st
             out[intent] = f"{name}: no release data for {engine}"
             continue
         look = v.metric(name)
-        out[intent] = f"{name}: {look.status} at {version or v.resolution.label}" + (f" ({look.url})" if look.url
-                                                                                     else "")
+        out[intent] = f"{name}: {look.status} at {version or v.resolution.label}" + (
+            f" ({look.url})" if look.url else ""
+        )
     return out
 
 
@@ -237,16 +252,31 @@ def step_limits(run_dir: Path, report: Any, caps: Mapping[str, int] | None = Non
         binding, detail, shares = judge(inside, cap)
         summary = loads.get(key)
         oom = ooms.get(key, StepOom(requests=summary.requests if summary else 0, oom=0, engine_dead=0, texts=[]))
-        out.append(StepLimit(
-            endpoint=t.endpoint, bucket=t.bucket or "", step=t.step, repeat=t.repeat,
-            load=_load(summary), binding=binding, detail=detail, scrapes=len(inside),
-            waiting_scrapes=sum(1 for s in inside if s.waiting), shares=shares,
-            running_max=_max(s.running for s in inside), waiting_max=_max(s.waiting for s in inside),
-            kv_usage_max=_max(s.kv_usage for s in inside), request_cap=cap, request_cap_source=source,
-            raise_flag=raise_flag(engine, engine_version(engine, info), binding) if binding in WORDS else None,
-            requests=oom.requests, oom=oom.oom, engine_dead=oom.engine_dead, oom_texts=oom.texts,
-            series=series_check(engine, engine_version(engine, info), names.get(t.endpoint, {})),
-        ))
+        out.append(
+            StepLimit(
+                endpoint=t.endpoint,
+                bucket=t.bucket or "",
+                step=t.step,
+                repeat=t.repeat,
+                load=_load(summary),
+                binding=binding,
+                detail=detail,
+                scrapes=len(inside),
+                waiting_scrapes=sum(1 for s in inside if s.waiting),
+                shares=shares,
+                running_max=_max(s.running for s in inside),
+                waiting_max=_max(s.waiting for s in inside),
+                kv_usage_max=_max(s.kv_usage for s in inside),
+                request_cap=cap,
+                request_cap_source=source,
+                raise_flag=raise_flag(engine, engine_version(engine, info), binding) if binding in WORDS else None,
+                requests=oom.requests,
+                oom=oom.oom,
+                engine_dead=oom.engine_dead,
+                oom_texts=oom.texts,
+                series=series_check(engine, engine_version(engine, info), names.get(t.endpoint, {})),
+            )
+        )
     return out
 
 

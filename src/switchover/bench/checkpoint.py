@@ -55,21 +55,24 @@ def write_checkpoint(run: BenchRun, rd: RunDir, report: BenchReport, sink: RowSi
         }
         if acc.rows:
             partial = [acc.summary()]
-    rd.write_json("checkpoint", {
-        "written_wall": time.time(),
-        "created_wall": report.created_wall,
-        "calibration": None if report.calibration is None else report.calibration.model_dump(),
-        "done": run.done,
-        "current": current,
-        "steps": [s.model_dump() for s in run.state.steps],
-        "times": [t.model_dump() for t in run.state.times],
-        "keys": {_SEP.join(map(str, k)): v.to_dict() for k, v in run.state.keys.items()},
-        "soak": soak.model_dump(),
-        "fits": {b: f.model_dump() for b, f in run.fits.items()},
-        "length_fits": {ep.spec.label: [f.model_dump() for f in ep.info.length_fits] for ep in run.eps},
-        "parts": writer.part,
-        "metrics_parts": run.metrics_writer.part,
-    })
+    rd.write_json(
+        "checkpoint",
+        {
+            "written_wall": time.time(),
+            "created_wall": report.created_wall,
+            "calibration": None if report.calibration is None else report.calibration.model_dump(),
+            "done": run.done,
+            "current": current,
+            "steps": [s.model_dump() for s in run.state.steps],
+            "times": [t.model_dump() for t in run.state.times],
+            "keys": {_SEP.join(map(str, k)): v.to_dict() for k, v in run.state.keys.items()},
+            "soak": soak.model_dump(),
+            "fits": {b: f.model_dump() for b, f in run.fits.items()},
+            "length_fits": {ep.spec.label: [f.model_dump() for f in ep.info.length_fits] for ep in run.eps},
+            "parts": writer.part,
+            "metrics_parts": run.metrics_writer.part,
+        },
+    )
     soak.drift = drift_table(soak.windows, soak.window_s)
     so_far = report.model_copy(update={"steps": run.state.steps + partial, "step_times": list(run.state.times)})
     rd.write_json("summary", so_far)
@@ -105,8 +108,10 @@ def check_checkpoint(ck: Any, where: str, seed: int = 0) -> dict[str, Any]:
                 int(cur["window"]["index"])
                 StepAccumulator.from_dict(cur["window"]["acc"], seed)
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
-        raise BadInput(f"{where}: not a usable bench checkpoint ({type(exc).__name__}: {str(exc)[:200]})",
-                       hint="resume needs the checkpoint.json the run wrote; rerun the soak otherwise") from None
+        raise BadInput(
+            f"{where}: not a usable bench checkpoint ({type(exc).__name__}: {str(exc)[:200]})",
+            hint="resume needs the checkpoint.json the run wrote; rerun the soak otherwise",
+        ) from None
     return dict(ck)
 
 
@@ -121,8 +126,6 @@ def restore(run: BenchRun, ck: dict[str, Any]) -> None:
         run.state.keys[(label, bucket, int(step))] = StepValues.from_dict(v, seed)
 
 
-
-
 def resumed_step(run: BenchRun, cont: dict[str, Any], report: BenchReport) -> StepAccumulator:
     """The step a resumed soak run was in, with the outage (by the wall clock: perf_counter restarts with the
     machine) left out of its duration."""
@@ -131,8 +134,10 @@ def resumed_step(run: BenchRun, cont: dict[str, Any], report: BenchReport) -> St
     gap = max(time.time() - float(run.resume["written_wall"]), 0.0)
     acc.paused_ns += int(gap * 1e9)
     if report.soak is not None:
-        report.soak.notes.append(f"resumed after {gap:.0f} s without load; the step's duration, rates and "
-                                 "steadiness leave that time out; rows after the last checkpoint were lost")
+        report.soak.notes.append(
+            f"resumed after {gap:.0f} s without load; the step's duration, rates and "
+            "steadiness leave that time out; rows after the last checkpoint were lost"
+        )
     return acc
 
 

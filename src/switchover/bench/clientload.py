@@ -30,13 +30,19 @@ class ClientQueue(BaseModel):
     concurrency: int | None = Field(default=None, description="Requests asked to be in flight (concurrency mode)")
     rate: float | None = None
     on_wire: float | None = Field(default=None, description="Mean requests out at the server: req/s × mean E2E")
-    in_client: float | None = Field(default=None, description="Mean slots waiting in the client: concurrency − "
-                                    "on_wire (concurrency mode)")
-    send_lag_ms_mean: float | None = Field(default=None, description="Mean time from when a request could go (its "
-                                           "slot freed, or its scheduled time) to its send, ms")
+    in_client: float | None = Field(
+        default=None, description="Mean slots waiting in the client: concurrency − on_wire (concurrency mode)"
+    )
+    send_lag_ms_mean: float | None = Field(
+        default=None,
+        description="Mean time from when a request could go (its slot freed, or its scheduled time) to its send, ms",
+    )
     send_lag_ms_max: float | None = None
-    client_bound: bool | None = Field(default=None, description="The client held back load: on the wire below "
-                                      f"{STEADY_FRACTION:.0%} of the concurrency asked, or sends late in rate mode")
+    client_bound: bool | None = Field(
+        default=None,
+        description="The client held back load: on the wire below "
+        f"{STEADY_FRACTION:.0%} of the concurrency asked, or sends late in rate mode",
+    )
 
 
 class ClientMemory(BaseModel):
@@ -53,8 +59,9 @@ class ClientMemory(BaseModel):
 
 def client_queue(s: StepSummary, lag_n: int, lag_sum_ns: int, lag_max_ns: int) -> ClientQueue:
     """The queueing figures of a summarised step, from its send lags (ns) and its req/s and mean E2E."""
-    q = ClientQueue(endpoint=s.endpoint, step=s.step, repeat=s.repeat, bucket=s.bucket, concurrency=s.concurrency,
-                    rate=s.rate)
+    q = ClientQueue(
+        endpoint=s.endpoint, step=s.step, repeat=s.repeat, bucket=s.bucket, concurrency=s.concurrency, rate=s.rate
+    )
     if s.req_per_s is not None and s.e2e_ms is not None:
         q.on_wire = s.req_per_s * s.e2e_ms.mean / 1000
     if q.on_wire is not None and s.concurrency:
@@ -91,8 +98,10 @@ def open_files_for(streams: int) -> int:
     if soft != resource.RLIM_INFINITY and soft < need:
         top = need if hard == resource.RLIM_INFINITY else hard
         if top < need:
-            raise BadInput(f"--concurrency {streams} needs about {need} open files, but this process may open at "
-                           f"most {hard} (ulimit -Hn); raise the hard limit or lower --concurrency")
+            raise BadInput(
+                f"--concurrency {streams} needs about {need} open files, but this process may open at "
+                f"most {hard} (ulimit -Hn); raise the hard limit or lower --concurrency"
+            )
         resource.setrlimit(resource.RLIMIT_NOFILE, (max(top, soft), hard))
         soft = max(top, soft)
     return int(soft)

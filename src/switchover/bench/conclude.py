@@ -82,7 +82,8 @@ def ab_steps(keys: Keys, steps: list[StepSummary], labels: list[str], seed: int)
                 )
                 if d is not None:
                     deltas.append(d)
-        conc = next((s.concurrency or s.rate for s in steps if s.endpoint == a and s.bucket == bucket
-                     and s.step == step), None)
+        conc = next(
+            (s.concurrency or s.rate for s in steps if s.endpoint == a and s.bucket == bucket and s.step == step), None
+        )
         out.append(AbStep(bucket=bucket, step=step, concurrency=conc, deltas=deltas))
     return out

@@ -78,11 +78,7 @@ def is_bend(fit: HingeFit, x_max: float, min_rise: float = MIN_RISE, min_slope_r
 
 
 def find_knee(
-    x: Sequence[float],
-    y: Sequence[float],
-    *,
-    min_rise: float = MIN_RISE,
-    min_slope_ratio: float = MIN_SLOPE_RATIO,
+    x: Sequence[float], y: Sequence[float], *, min_rise: float = MIN_RISE, min_slope_ratio: float = MIN_SLOPE_RATIO
 ) -> HingeFit | None:
     """The knee of one curve (x ascending), or None when it does not bend upward in range."""
     order = np.argsort(np.asarray(x, float))
@@ -147,9 +143,7 @@ def knee_with_ci(
     notes: list[str] = []
     if len(pts) < 3:
         return KneeResult(
-            metric=metric,
-            found=False,
-            message=f"no knee in range: need at least 3 steps with data, have {len(pts)}",
+            metric=metric, found=False, message=f"no knee in range: need at least 3 steps with data, have {len(pts)}"
         )
     small = [c for c, s in pts if len(s) < 100 / (100 - q)] if q < 100 else []
     if small:

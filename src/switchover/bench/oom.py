@@ -27,26 +27,45 @@ class OomSign(BaseModel):
 
 
 SIGNS: tuple[OomSign, ...] = (
-    OomSign(engine="llamacpp", text="Context size has been exceeded.", where="answer",
-            meaning="the KV cache had no free cell for the batch even at n_batch 1: every slot processing is failed "
-                    "with HTTP 500 server_error",
-            source="https://github.com/ggml-org/llama.cpp/blob/b11434/tools/server/server-context.cpp"),
-    OomSign(engine="llamacpp", text="failed to find free space in the KV cache", where="log",
-            meaning="the KV cache was full and the batch was halved (a warning before 'Context size has been "
-                    "exceeded.')",
-            source="https://github.com/ggml-org/llama.cpp/blob/b11434/tools/server/server-context.cpp"),
-    OomSign(engine="torch", text="CUDA out of memory", where="answer",
-            meaning="a PyTorch CUDA allocation failed (vLLM, SGLang, TGI); vLLM 0.32.0 answers an exception raised in "
-                    "its API server with HTTP 500 and str(exc) as the message",
-            source="https://github.com/pytorch/pytorch/blob/v2.13.0/c10/cuda/CUDACachingAllocator.cpp"),
-    OomSign(engine="torch", text="OutOfMemoryError", where="log",
-            meaning="PyTorch's out-of-memory exception in an engine's traceback",
-            source="https://github.com/pytorch/pytorch/blob/v2.13.0/c10/cuda/CUDACachingAllocator.cpp"),
+    OomSign(
+        engine="llamacpp",
+        text="Context size has been exceeded.",
+        where="answer",
+        meaning="the KV cache had no free cell for the batch even at n_batch 1: every slot processing is failed "
+        "with HTTP 500 server_error",
+        source="https://github.com/ggml-org/llama.cpp/blob/b11434/tools/server/server-context.cpp",
+    ),
+    OomSign(
+        engine="llamacpp",
+        text="failed to find free space in the KV cache",
+        where="log",
+        meaning="the KV cache was full and the batch was halved (a warning before 'Context size has been exceeded.')",
+        source="https://github.com/ggml-org/llama.cpp/blob/b11434/tools/server/server-context.cpp",
+    ),
+    OomSign(
+        engine="torch",
+        text="CUDA out of memory",
+        where="answer",
+        meaning="a PyTorch CUDA allocation failed (vLLM, SGLang, TGI); vLLM 0.32.0 answers an exception raised in "
+        "its API server with HTTP 500 and str(exc) as the message",
+        source="https://github.com/pytorch/pytorch/blob/v2.13.0/c10/cuda/CUDACachingAllocator.cpp",
+    ),
+    OomSign(
+        engine="torch",
+        text="OutOfMemoryError",
+        where="log",
+        meaning="PyTorch's out-of-memory exception in an engine's traceback",
+        source="https://github.com/pytorch/pytorch/blob/v2.13.0/c10/cuda/CUDACachingAllocator.cpp",
+    ),
 )
 # vLLM V1's answer once its engine core died (for any cause, OOM among them); the cause is only in the log
-ENGINE_DEAD = OomSign(engine="vllm", text="EngineCore encountered an issue", where="answer",
-                      meaning="the engine core process died; the answer does not say why (the log does)",
-                      source="https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/engine/exceptions.py")
+ENGINE_DEAD = OomSign(
+    engine="vllm",
+    text="EngineCore encountered an issue",
+    where="answer",
+    meaning="the engine core process died; the answer does not say why (the log does)",
+    source="https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/v1/engine/exceptions.py",
+)
 
 
 def answer_sign(status: int | None, message: str | None) -> OomSign | None:
@@ -80,12 +99,17 @@ def process_end(returncode: int, log_text: str) -> ProcessEnd:
     SIGKILL with no sign in the log is said as possible, not counted."""
     signs = log_signs(log_text)
     if signs:
-        return ProcessEnd(returncode=returncode, oom=True,
-                          reason=f"exited with {returncode}; its log holds {signs[0].text!r} ({signs[0].source})")
+        return ProcessEnd(
+            returncode=returncode,
+            oom=True,
+            reason=f"exited with {returncode}; its log holds {signs[0].text!r} ({signs[0].source})",
+        )
     if returncode in (-signal.SIGKILL, 128 + signal.SIGKILL):
-        return ProcessEnd(returncode=returncode, oom=False,
-                          reason="killed by SIGKILL: possibly the kernel's OOM killer (dmesg says); no OOM text in "
-                                 "its log")
+        return ProcessEnd(
+            returncode=returncode,
+            oom=False,
+            reason="killed by SIGKILL: possibly the kernel's OOM killer (dmesg says); no OOM text in its log",
+        )
     return ProcessEnd(returncode=returncode, oom=False, reason=f"exited with {returncode}; no OOM text in its log")
 
 
@@ -123,10 +147,10 @@ def step_ooms(run_dir: Path) -> dict[StepKey, StepOom]:
     data = ds.dataset(str(path), format="parquet")
     measured = ds.field("warmup").is_null() | (ds.field("warmup") == pa.scalar(False))
     counts = data.to_table(columns=keys, filter=measured).group_by(keys).aggregate([([], "count_all")])
-    failed = data.to_table(columns=[*keys, "status", "failure_message"],
-                           filter=measured & ds.field("failure_message").is_valid())
-    out = {_key(r): StepOom(requests=int(r["count_all"]), oom=0, engine_dead=0, texts=[])
-           for r in counts.to_pylist()}
+    failed = data.to_table(
+        columns=[*keys, "status", "failure_message"], filter=measured & ds.field("failure_message").is_valid()
+    )
+    out = {_key(r): StepOom(requests=int(r["count_all"]), oom=0, engine_dead=0, texts=[]) for r in counts.to_pylist()}
     for r in failed.to_pylist():
         step = out.get(_key(r))
         if step is None:

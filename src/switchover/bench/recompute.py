@@ -94,22 +94,14 @@ def _formulas(tool: str, use_server_count: bool) -> list[tuple[str, str, Formula
                 "switchover TTFT, except that an empty first event already counts",
                 lambda r: _ms(r["send_ns"], _first_choice_ns(r)),
             ),
-            (
-                "TPOT",
-                "switchover TPOT",
-                lambda r: _decode(r, _first_choice_ns(r), last_chunk_ns(r), _n_usage(r)),
-            ),
+            ("TPOT", "switchover TPOT", lambda r: _decode(r, _first_choice_ns(r), last_chunk_ns(r), _n_usage(r))),
             ("ITL", "switchover ITL (event gaps, pooled)", lambda r: _gaps_after(r, _first_choice_ns(r))),
             ("E2EL", "switchover E2E", lambda r: _ms(r["send_ns"], last_chunk_ns(r))),
         ]
     if tool == "sglang":
         return [
             ("TTFT", "switchover TTFT", lambda r: _ms(r["send_ns"], first_token_ns(r))),
-            (
-                "TPOT",
-                "switchover TPOT",
-                lambda r: _decode(r, first_token_ns(r), last_chunk_ns(r), _n_usage(r)),
-            ),
+            ("TPOT", "switchover TPOT", lambda r: _decode(r, first_token_ns(r), last_chunk_ns(r), _n_usage(r))),
             ("ITL", "switchover ITL", lambda r: _gaps_after(r, first_token_ns(r))),
             (
                 "E2E Latency",
@@ -120,11 +112,7 @@ def _formulas(tool: str, use_server_count: bool) -> list[tuple[str, str, Formula
     if tool == "guidellm":
         return [
             ("time_to_first_token_ms", "switchover TTFT", lambda r: _ms(r["send_ns"], first_token_ns(r))),
-            (
-                "time_per_output_token_ms",
-                "switchover NTPOT (includes TTFT; not switchover TPOT)",
-                _ntpot,
-            ),
+            ("time_per_output_token_ms", "switchover NTPOT (includes TTFT; not switchover TPOT)", _ntpot),
             (
                 "inter_token_latency_ms",
                 "switchover TPOT",

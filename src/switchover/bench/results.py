@@ -63,8 +63,12 @@ class BenchPlan(BaseModel):
     use_tokenize: bool = True
     timeout_s: float = Field(default=300.0, gt=0)
     calibrate: bool = True
-    checkpoint_s: float | None = Field(default=None, gt=0, description="soak: checkpoint every this many seconds "
-                                       "(rows in closed Parquet parts, checkpoint.json, summary.json, report.html)")
+    checkpoint_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="soak: checkpoint every this many seconds "
+        "(rows in closed Parquet parts, checkpoint.json, summary.json, report.html)",
+    )
     window_s: float = Field(default=3600.0, gt=0, description="soak: drift window length, seconds")
     workers: int = Field(default=1, ge=1, le=64, description="load-generating processes per step (one schedule)")
 
@@ -98,8 +102,11 @@ class EndpointInfo(BaseModel):
     output_control: str = Field(description="how the output length is forced, or why it cannot be")
     length_fits: list[BucketFit] = Field(default_factory=list)
     token_count_method: str | None = None
-    chunk_stamps: str | None = Field(default=None, description="where chunk arrival times came from (kernel or "
-                                     "user space), as the wire client observed it; None if nothing was received")
+    chunk_stamps: str | None = Field(
+        default=None,
+        description="where chunk arrival times came from (kernel or "
+        "user space), as the wire client observed it; None if nothing was received",
+    )
 
 
 _TIMING_ERROR = "Delay from the zero-work server stamping an event to the client taking its arrival time"
@@ -118,8 +125,9 @@ class Calibration(BaseModel):
     errors: int = Field(default=0, description="Measured requests that failed")
     send_lag_p99_ms: float | None = Field(default=None, description="Not measured by the calibration: always null")
     timing_error_p50_us: float | None = Field(default=None, description=f"{_TIMING_ERROR}: median, µs; None: no stamps")
-    timing_error_p99_us: float | None = Field(default=None, description=f"{_TIMING_ERROR}: 99th percentile, µs; None: "
-                                                                        "no stamps")
+    timing_error_p99_us: float | None = Field(
+        default=None, description=f"{_TIMING_ERROR}: 99th percentile, µs; None: no stamps"
+    )
     chunk_stamps: str | None = Field(default=None, description="where the client's chunk times came from")
     note: str = ""
 
@@ -129,10 +137,12 @@ class AbStep(BaseModel):
 
     bucket: BucketLabel
     step: StepIndex
-    concurrency: int | float | None = Field(description="The step's load: its concurrency, or its rate (req/s) in rate "
-                                                        "mode")
-    deltas: list[MetricDelta] = Field(description="new vs old for TTFT, TPOT and E2E at p50 and p99 (those both "
-                                                  "endpoints measured)")
+    concurrency: int | float | None = Field(
+        description="The step's load: its concurrency, or its rate (req/s) in rate mode"
+    )
+    deltas: list[MetricDelta] = Field(
+        description="new vs old for TTFT, TPOT and E2E at p50 and p99 (those both endpoints measured)"
+    )
 
 
 class StepTime(BaseModel):
@@ -166,8 +176,13 @@ class BenchReport(BaseModel):
     interrupted: bool = False
     stopped_reason: str | None = None
     notes: list[str] = Field(default_factory=list)
-    client: list[ClientQueue] = Field(default_factory=list, description="Per step: requests on the wire vs waiting "
-                                      "in the client, and the send lag (bench/clientload.py)")
+    client: list[ClientQueue] = Field(
+        default_factory=list,
+        description="Per step: requests on the wire vs waiting in the client, and the send lag (bench/clientload.py)",
+    )
     client_memory: ClientMemory | None = Field(default=None, description="The bench process's idle and peak RSS")
-    limits: list[StepLimit] = Field(default_factory=list, description="Per step: which cap bound (request count or "
-                                    "token budget, from /metrics) and the out-of-memory answers (bench/capbind.py)")
+    limits: list[StepLimit] = Field(
+        default_factory=list,
+        description="Per step: which cap bound (request count or "
+        "token budget, from /metrics) and the out-of-memory answers (bench/capbind.py)",
+    )

@@ -51,8 +51,9 @@ ROW_SCHEMA = pa.schema(
 COLUMNS = tuple(ROW_SCHEMA.names)
 # min/max statistics only for the scalar columns: those of the chunk lists and texts cost ~27 KB of writer memory
 # per row group until the file closes (27 MB for a million requests), and nobody filters on them
-STAT_COLUMNS = [f.name for f in ROW_SCHEMA if not pa.types.is_list(f.type)
-                and f.name not in ("output_text", "failure_message")]
+STAT_COLUMNS = [
+    f.name for f in ROW_SCHEMA if not pa.types.is_list(f.type) and f.name not in ("output_text", "failure_message")
+]
 
 
 def row_from_record(rec: RequestRecord, **labels: Any) -> dict[str, Any]:

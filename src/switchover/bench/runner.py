@@ -148,8 +148,9 @@ class BenchRun:
                     text = bucket_prompt(plan.api, base, plan.seed, ("fit", bucket), plan.output_tokens)
                     text_s = text.payload if isinstance(text.payload, str) else text.payload[0]["content"]
                     got = await ep.counter(str(text_s))
-                    fit = base.model_copy(update={"achieved": got, "deviation": got - target,
-                                                  "method": ep.counter.method, "probes": 1})
+                    fit = base.model_copy(
+                        update={"achieved": got, "deviation": got - target, "method": ep.counter.method, "probes": 1}
+                    )
                 ep.info.length_fits.append(fit)
                 ep.info.token_count_method = ep.counter.method
                 if fit.deviation:
@@ -163,8 +164,17 @@ class BenchRun:
 
     # ------------------------------------------------------------------ one step
 
-    async def _step(self, ep: Endpoint, bucket: str, load: _Load, repeat: int, acc: StepAccumulator,
-                    sink: RowSink, cont: dict[str, Any] | None = None, position: int = 0) -> None:
+    async def _step(
+        self,
+        ep: Endpoint,
+        bucket: str,
+        load: _Load,
+        repeat: int,
+        acc: StepAccumulator,
+        sink: RowSink,
+        cont: dict[str, Any] | None = None,
+        position: int = 0,
+    ) -> None:
         """Run one step on one endpoint; each finished request's row goes to `acc` and `sink` at once (nothing is
         held per request), also when the step is interrupted. `cont` carries on a checkpointed step: request
         numbers after those already sent, the measuring time left, no second warm-up."""
@@ -215,19 +225,30 @@ class BenchRun:
             self._counted(ep, s.record.ok)
 
         what = f"c={load.concurrency}" if load.concurrency else (f"{load.rate:g} req/s" if load.rate else "trace")
-        self.rep.step_started(f"{ep.spec.label} bucket {bucket} {what}" + (f" #{repeat + 1}" if repeat else ""),
-                              bounds.max_requests)
+        self.rep.step_started(
+            f"{ep.spec.label} bucket {bucket} {what}" + (f" #{repeat + 1}" if repeat else ""), bounds.max_requests
+        )
         t0, wall = time.perf_counter_ns(), time.time()
         # measuring time already spent (a resumed step) counts as if the step had started that much earlier
         t_start = t0 - (int(float(cont["elapsed_s"]) * 1e9) if cont else 0)
-        self.current = {"acc": acc, "t0": t_start, "warm_s": 0.0 if cont else bounds.warmup_s,
-                        "measured0": float(cont["measured_s"]) if cont else 0.0, "t_resume": t0}
+        self.current = {
+            "acc": acc,
+            "t0": t_start,
+            "warm_s": 0.0 if cont else bounds.warmup_s,
+            "measured0": float(cont["measured_s"]) if cont else 0.0,
+            "t_resume": t0,
+        }
         self.current_issued = first
         if windows is not None:
             w = cont.get("window") if cont else None
-            windows.start(label, t_start, wall - (t0 - t_start) / 1e9, acc.labels,
-                          first_index=int(w["index"]) if w else 0,
-                          acc=StepAccumulator.from_dict(w["acc"], plan.seed) if w else None)
+            windows.start(
+                label,
+                t_start,
+                wall - (t0 - t_start) / 1e9,
+                acc.labels,
+                first_index=int(w["index"]) if w else 0,
+                acc=StepAccumulator.from_dict(w["acc"], plan.seed) if w else None,
+            )
         done = on_done if windows is not None else rows.done
         try:
             if load.concurrency:
@@ -239,8 +260,9 @@ class BenchRun:
                 else:
                     assert load.rate is not None
                     # a bounded step draws what it needs; a timed one draws as it goes (memory flat in its length)
-                    offsets = iter_arrival_offsets(plan.arrival, load.rate, plan.seed, plan.burstiness,
-                                                   bounds.max_requests)
+                    offsets = iter_arrival_offsets(
+                        plan.arrival, load.rate, plan.seed, plan.burstiness, bounds.max_requests
+                    )
                 await run_schedule(send, offsets, bounds, self.stop, done, plan.max_inflight, keep=False)
         finally:
             rows.flush()
@@ -263,8 +285,17 @@ class BenchRun:
 
     def _timed(self, ep: Endpoint, bucket: str, load: _Load, repeat: int, t0: int, wall: float) -> None:
         """A step's start and end, kept for the report (and to line scrapes up with steps)."""
-        self.state.times.append(StepTime(endpoint=ep.spec.label, bucket=bucket, step=load.step, repeat=repeat,
-                                         start_ns=t0, end_ns=time.perf_counter_ns(), start_wall=wall))
+        self.state.times.append(
+            StepTime(
+                endpoint=ep.spec.label,
+                bucket=bucket,
+                step=load.step,
+                repeat=repeat,
+                start_ns=t0,
+                end_ns=time.perf_counter_ns(),
+                start_wall=wall,
+            )
+        )
 
     def _row(self, ep: Endpoint, bucket: str, load: _Load, repeat: int, s: Sent, p: Prompt | None) -> dict[str, Any]:
         row = row_from_record(
@@ -318,16 +349,16 @@ class BenchRun:
             rd.write_json("config", plan)
         rd.write_json("endpoints", {"endpoints": [e.info.model_dump() for e in self.eps]})
         for ep in self.eps:
-            ep.scraper = Scraper(ep.client, ep.spec.label, ep.spec.engine, plan.scrape_interval_s,
-                                 on_rows=self.metrics_writer.append)
+            ep.scraper = Scraper(
+                ep.client, ep.spec.label, ep.spec.engine, plan.scrape_interval_s, on_rows=self.metrics_writer.append
+            )
             ep.scraper.start()
         trace = self.dataset is not None and self.dataset[0].at_s is not None
         buckets = ["dataset"] if self.dataset is not None else [str(b) for b in plan.buckets]
         cal = self.calibration
         ceiling = {"req_per_s": cal.req_per_s * 1.0, "chunks_per_s": cal.chunks_per_s} if cal else None
         slo = Slo(ttft_ms=plan.slos.ttft_p99_ms, tpot_ms=plan.slos.tpot_p99_ms, e2e_ms=plan.slos.e2e_p99_ms)
-        ticker = (asyncio.create_task(self._checkpoints(rd, report, sink, writer))
-                  if plan.checkpoint_s else None)
+        ticker = asyncio.create_task(self._checkpoints(rd, report, sink, writer)) if plan.checkpoint_s else None
         position = -1
         try:
             for bucket in buckets:
@@ -338,8 +369,11 @@ class BenchRun:
                             if self.stop.is_set or position < self.done:
                                 continue
                             cont = ck["current"] if ck and ck.get("current") and position == ck["done"] else None
-                            acc = (resumed_step(self, cont, report) if cont
-                                   else self._accumulator(ep, bucket, load, repeat, slo, ceiling))
+                            acc = (
+                                resumed_step(self, cont, report)
+                                if cont
+                                else self._accumulator(ep, bucket, load, repeat, slo, ceiling)
+                            )
                             try:
                                 await self._step(ep, bucket, load, repeat, acc, sink, cont, position)
                             finally:
@@ -370,15 +404,23 @@ class BenchRun:
             report.created_wall = float(ck["created_wall"])
             report.calibration = None if ck["calibration"] is None else Calibration(**ck["calibration"])
             restore(self, ck)
-        self.windows = Windows(report.soak, plan.seed, lambda label: next(  # the engine's memory, last scrape
-            (ep.scraper.process_rss for ep in self.eps if ep.spec.label == label and ep.scraper), None))
-        self.metrics_writer = PartWriter(rd.path / "metrics", SCRAPE_SCHEMA,
-                                         first_part=int(ck["metrics_parts"]) if ck else 0)
-        return PartWriter(rd.path / "requests", ROW_SCHEMA, first_part=int(ck["parts"]) if ck else 0,
-                          statistics=STAT_COLUMNS)
+        self.windows = Windows(
+            report.soak,
+            plan.seed,
+            lambda label: next(  # the engine's memory, last scrape
+                (ep.scraper.process_rss for ep in self.eps if ep.spec.label == label and ep.scraper), None
+            ),
+        )
+        self.metrics_writer = PartWriter(
+            rd.path / "metrics", SCRAPE_SCHEMA, first_part=int(ck["metrics_parts"]) if ck else 0
+        )
+        return PartWriter(
+            rd.path / "requests", ROW_SCHEMA, first_part=int(ck["parts"]) if ck else 0, statistics=STAT_COLUMNS
+        )
 
-    async def _close(self, report: BenchReport, rd: RunDir, sink: RowSink, writer: Any,
-                     ticker: asyncio.Task[None] | None) -> None:
+    async def _close(
+        self, report: BenchReport, rd: RunDir, sink: RowSink, writer: Any, ticker: asyncio.Task[None] | None
+    ) -> None:
         """Stop the checkpoints and scrapers, close the clients and writers, and conclude the report."""
         if ticker is not None:
             ticker.cancel()
@@ -396,19 +438,24 @@ class BenchRun:
         self.metrics_writer.close()
         self._finish(report, rd)
 
-    async def _step_workers(self, ep: Endpoint, bucket: str, load: _Load, repeat: int, acc: StepAccumulator,
-                            position: int) -> None:
+    async def _step_workers(
+        self, ep: Endpoint, bucket: str, load: _Load, repeat: int, acc: StepAccumulator, position: int
+    ) -> None:
         """The step from `--workers` processes (bench/workers.py); their rows are parts in requests/."""
         from switchover.bench.workers import run_step_workers
 
         assert self.parts is not None
-        self.rep.step_started(f"{ep.spec.label} bucket {bucket} "
-                              + (f"c={load.concurrency}" if load.concurrency else f"{load.rate:g} req/s")
-                              + f" ({self.plan.workers} workers)", None)
+        self.rep.step_started(
+            f"{ep.spec.label} bucket {bucket} "
+            + (f"c={load.concurrency}" if load.concurrency else f"{load.rate:g} req/s")
+            + f" ({self.plan.workers} workers)",
+            None,
+        )
         t0, wall = time.perf_counter_ns(), time.time()
         try:
-            self.worker_loads = await run_step_workers(self, ep, bucket, load.step, repeat, load.concurrency,
-                                                       load.rate, acc, self.parts, position)
+            self.worker_loads = await run_step_workers(
+                self, ep, bucket, load.step, repeat, load.concurrency, load.rate, acc, self.parts, position
+            )
         finally:
             self._timed(ep, bucket, load, repeat, t0, wall)
 
@@ -422,8 +469,14 @@ class BenchRun:
     def _accumulator(
         self, ep: Endpoint, bucket: str, load: _Load, repeat: int, slo: Slo, ceiling: dict[str, float] | None
     ) -> StepAccumulator:
-        labels = {"endpoint": ep.spec.label, "step": load.step, "repeat": repeat, "concurrency": load.concurrency,
-                  "rate": load.rate, "bucket": bucket}
+        labels = {
+            "endpoint": ep.spec.label,
+            "step": load.step,
+            "repeat": repeat,
+            "concurrency": load.concurrency,
+            "rate": load.rate,
+            "bucket": bucket,
+        }
         return StepAccumulator(slo=slo, client_ceiling=ceiling, labels=labels, seed=self.plan.seed)
 
     def _keep(self, sink: RowSink, ep: Endpoint, bucket: str, load: _Load, acc: StepAccumulator) -> None:
@@ -480,5 +533,6 @@ class BenchRun:
         from switchover.bench.report import write_report
 
         write_report(rd, report)
+
 
 __all__ = ["BenchRun", "NullReporter", "Reporter"]

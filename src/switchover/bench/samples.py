@@ -154,9 +154,14 @@ class Samples:
         """JSON-ready state (checkpoints, worker processes)."""
         self.flush()
         return {
-            "limit": self.limit, "count": self.count, "kept": self.kept.tolist(), "sketch": self.sketch.to_dict(),
-            "mean": self._mean, "m2": self._m2,
-            "min": None if self.count == 0 else self._min, "max": None if self.count == 0 else self._max,
+            "limit": self.limit,
+            "count": self.count,
+            "kept": self.kept.tolist(),
+            "sketch": self.sketch.to_dict(),
+            "mean": self._mean,
+            "m2": self._m2,
+            "min": None if self.count == 0 else self._min,
+            "max": None if self.count == 0 else self._max,
         }
 
     @classmethod
@@ -166,8 +171,9 @@ class Samples:
         s.kept = array("d", d["kept"])
         s.sketch = Quantiles.from_dict(d["sketch"])
         if s.sketch.count != s.count or len(s.kept) > s.count:  # a checkpoint edited or cut: refuse, do not guess
-            raise ValueError(f"inconsistent samples: {s.count} counted, {s.sketch.count} in the sketch, "
-                             f"{len(s.kept)} kept")
+            raise ValueError(
+                f"inconsistent samples: {s.count} counted, {s.sketch.count} in the sketch, {len(s.kept)} kept"
+            )
         s._mean, s._m2 = float(d["mean"]), float(d["m2"])
         if d.get("min") is not None:
             s._min, s._max = float(d["min"]), float(d["max"])

@@ -68,8 +68,14 @@ class StepBounds:
 
 
 class _Step:
-    def __init__(self, bounds: StepBounds, stop: StopFlag, on_done: Callable[[Sent], None] | None,
-                 keep: bool = True, start_ns: int | None = None) -> None:
+    def __init__(
+        self,
+        bounds: StepBounds,
+        stop: StopFlag,
+        on_done: Callable[[Sent], None] | None,
+        keep: bool = True,
+        start_ns: int | None = None,
+    ) -> None:
         self.bounds = bounds
         self.keep = keep  # False: finished requests go to on_done only (memory flat in the request count)
         self.stop = stop

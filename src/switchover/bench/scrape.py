@@ -28,6 +28,8 @@ SCRAPE_SCHEMA = pa.schema(
 
 HOLD_ROWS = 20_000  # scraped rows held before they are handed to the run's writer (a step may last hours)
 PROCESS_RSS = "process_resident_memory_bytes"  # the Prometheus client libraries' process collector (Linux)
+
+
 def wanted_series(engine: str | None) -> tuple[dict[str, str], str]:
     """(series name -> intent, metrics path) from the engine profile; empty when there is no profile."""
     always = {PROCESS_RSS: "process_rss"}  # the engine process's memory, for drift over a soak (bench/soak.py)
@@ -46,8 +48,15 @@ def wanted_series(engine: str | None) -> tuple[dict[str, str], str]:
 class Scraper:
     """Polls one endpoint's metrics every `interval_s` until stopped; failures are counted, not raised."""
 
-    def __init__(self, client: EngineClient, endpoint: str, engine: str | None, interval_s: float,
-                 on_rows: Callable[[list[dict[str, Any]]], None] | None = None, hold: int = HOLD_ROWS) -> None:
+    def __init__(
+        self,
+        client: EngineClient,
+        endpoint: str,
+        engine: str | None,
+        interval_s: float,
+        on_rows: Callable[[list[dict[str, Any]]], None] | None = None,
+        hold: int = HOLD_ROWS,
+    ) -> None:
         self.client, self.endpoint, self.interval_s = client, endpoint, interval_s
         self.wanted, self.path = wanted_series(engine)
         self.rows: list[dict[str, Any]] = []
@@ -67,8 +76,9 @@ class Scraper:
             self.failures += 1
             return
         errors: list[str] = []
-        rows = parse_metrics(res.body.decode(errors="replace"), self.wanted, endpoint=self.endpoint, t_ns=t_ns,
-                             wall=wall, errors=errors)
+        rows = parse_metrics(
+            res.body.decode(errors="replace"), self.wanted, endpoint=self.endpoint, t_ns=t_ns, wall=wall, errors=errors
+        )
         for r in rows:
             if r["name"] == PROCESS_RSS:
                 self.process_rss = r["value"]

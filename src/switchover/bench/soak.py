@@ -41,8 +41,11 @@ class Window(BaseModel):
     summary: StepSummary
     client_rss_mb: float | None = Field(default=None, description="this process's resident memory at the close")
     engine_rss_mb: float | None = Field(default=None, description="engine /metrics process_resident_memory_bytes")
-    partial: bool = Field(default=False, description="the step's last window, cut short by the step's end: its "
-                          "rates are over a shorter span (the drift table and the timeline leave it out)")
+    partial: bool = Field(
+        default=False,
+        description="the step's last window, cut short by the step's end: its "
+        "rates are over a shorter span (the drift table and the timeline leave it out)",
+    )
 
 
 class DriftRow(BaseModel):
@@ -83,8 +86,9 @@ class PartWriter:
     a temporary name until it is renamed into place whole): `rotate()` closes the open part so everything up to the
     checkpoint is readable even if the process dies next."""
 
-    def __init__(self, folder: Path, schema: pa.Schema, first_part: int = 0,
-                 statistics: bool | list[str] = True) -> None:
+    def __init__(
+        self, folder: Path, schema: pa.Schema, first_part: int = 0, statistics: bool | list[str] = True
+    ) -> None:
         self.folder = folder
         self.folder.mkdir(exist_ok=True)
         self.schema = schema
@@ -100,8 +104,9 @@ class PartWriter:
         if not rows:
             return
         if self._writer is None:  # rows come masked (bench/rows.RowSink) or hold no free text (scrapes)
-            self._writer = RecordWriter(self.folder / f"part-{self.part:05d}.parquet", self.schema, redacted=False,
-                                        statistics=self.statistics)
+            self._writer = RecordWriter(
+                self.folder / f"part-{self.part:05d}.parquet", self.schema, redacted=False, statistics=self.statistics
+            )
         self._writer.append(rows)
         self.rows += len(rows)
 
@@ -128,8 +133,15 @@ class Windows:
         self.t0_ns: dict[str, int] = {}
         self.wall0: dict[str, float] = {}
 
-    def start(self, endpoint: str, t0_ns: int, wall: float, labels: dict[str, Any], first_index: int = 0,
-              acc: StepAccumulator | None = None) -> None:
+    def start(
+        self,
+        endpoint: str,
+        t0_ns: int,
+        wall: float,
+        labels: dict[str, Any],
+        first_index: int = 0,
+        acc: StepAccumulator | None = None,
+    ) -> None:
         self.t0_ns[endpoint], self.wall0[endpoint] = t0_ns, wall
         self.open[endpoint] = (first_index, acc or StepAccumulator(labels=labels, seed=self.seed))
 
@@ -152,8 +164,9 @@ class Windows:
             self.close(endpoint, skipped, StepAccumulator(labels=dict(acc.labels), seed=self.seed), complete=True)
         self.open[endpoint] = (int(at), StepAccumulator(labels=dict(acc.labels), seed=self.seed))
 
-    def close(self, endpoint: str, index: int, acc: StepAccumulator, *, complete: bool,
-              end_ns: int | None = None) -> None:
+    def close(
+        self, endpoint: str, index: int, acc: StepAccumulator, *, complete: bool, end_ns: int | None = None
+    ) -> None:
         """A window becomes a `Window` row; a whole one also when no request finished in it (0 requests is a
         measurement: the endpoint stalled), a partial last one only when it has requests."""
         if not acc.rows and not complete:
@@ -162,11 +175,19 @@ class Windows:
         start = index * width
         end = start + width if complete or end_ns is None else (end_ns - self.t0_ns[endpoint]) / 1e9
         rss = self.engine_rss(endpoint)
-        self.soak.windows.append(Window(
-            endpoint=endpoint, index=index, start_s=start, end_s=end, start_wall=self.wall0[endpoint] + start,
-            summary=acc.summary(), client_rss_mb=client_rss_mb(), engine_rss_mb=None if rss is None else rss / 2**20,
-            partial=not complete,
-        ))
+        self.soak.windows.append(
+            Window(
+                endpoint=endpoint,
+                index=index,
+                start_s=start,
+                end_s=end,
+                start_wall=self.wall0[endpoint] + start,
+                summary=acc.summary(),
+                client_rss_mb=client_rss_mb(),
+                engine_rss_mb=None if rss is None else rss / 2**20,
+                partial=not complete,
+            )
+        )
 
     def finish(self, endpoint: str, end_ns: int) -> None:
         """The step ended: its last, partial window closes too."""
@@ -187,8 +208,17 @@ def drift_table(windows: list[Window], window_s: float) -> list[DriftRow]:
     for endpoint in dict.fromkeys(w.endpoint for w in windows):
         full = [w for w in windows if w.endpoint == endpoint and w.end_s - w.start_s >= window_s * 0.999]
         if len(full) < 2:
-            out.append(DriftRow(endpoint=endpoint, metric="all", first=None, last=None, change_pct=None,
-                                flagged=False, note=f"{len(full)} full window(s): drift needs two"))
+            out.append(
+                DriftRow(
+                    endpoint=endpoint,
+                    metric="all",
+                    first=None,
+                    last=None,
+                    change_pct=None,
+                    flagged=False,
+                    note=f"{len(full)} full window(s): drift needs two",
+                )
+            )
             continue
         a, b = full[0], full[-1]
         pairs: list[tuple[str, float | None, float | None]] = []
@@ -212,10 +242,22 @@ def drift_table(windows: list[Window], window_s: float) -> list[DriftRow]:
             flagged = change is not None and abs(change) > DRIFT_PCT
             if metric in ("req/s", "requests"):
                 flagged = change is not None and change < -DRIFT_PCT
-            out.append(DriftRow(endpoint=endpoint, metric=metric, first=x, last=y, change_pct=change,
-                                flagged=flagged, note=note))
+            out.append(
+                DriftRow(
+                    endpoint=endpoint, metric=metric, first=x, last=y, change_pct=change, flagged=flagged, note=note
+                )
+            )
     return out
 
 
-__all__ = ["DRIFT_PCT", "ENGINE_RSS", "DriftRow", "PartWriter", "Soak", "Window", "Windows", "client_rss_mb",
-           "drift_table"]
+__all__ = [
+    "DRIFT_PCT",
+    "ENGINE_RSS",
+    "DriftRow",
+    "PartWriter",
+    "Soak",
+    "Window",
+    "Windows",
+    "client_rss_mb",
+    "drift_table",
+]

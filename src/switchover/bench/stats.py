@@ -24,11 +24,14 @@ Row = Mapping[str, Any]
 
 # the labels that place a step in a run: its summary, its start and end, its A/B comparison
 EndpointLabel = Annotated[str, Field(description="The endpoint's label (old, new, ...: the plan's endpoints)")]
-StepIndex = Annotated[int, Field(description="The load level: its index in the plan's concurrency (or rates) list; 0 "
-                                             "for a trace")]
+StepIndex = Annotated[
+    int, Field(description="The load level: its index in the plan's concurrency (or rates) list; 0 for a trace")
+]
 RepeatIndex = Annotated[int, Field(description="Which repetition of the step (0 up to the plan's repeats - 1)")]
-BucketLabel = Annotated[str | None, Field(description="The input-length bucket: its target prompt tokens (one of the "
-                                                      "plan's buckets), or 'dataset'")]
+BucketLabel = Annotated[
+    str | None,
+    Field(description="The input-length bucket: its target prompt tokens (one of the plan's buckets), or 'dataset'"),
+]
 
 
 @dataclass(slots=True)
@@ -110,8 +113,10 @@ class Dist(BaseModel):
     p95: float
     p99: float
     quantiles: Literal["exact", "sketch"] = Field(
-        default="exact", description="exact: numpy over every value; sketch: a DDSketch (relative error 0.5%), for "
-        "steps with more values than the exact limit (bench/samples.py)")
+        default="exact",
+        description="exact: numpy over every value; sketch: a DDSketch (relative error 0.5%), for "
+        "steps with more values than the exact limit (bench/samples.py)",
+    )
 
     def get(self, stat: str) -> float:
         return float(getattr(self, stat))
@@ -254,25 +259,31 @@ class StepSummary(BaseModel):
     endpoint: EndpointLabel
     step: StepIndex
     repeat: RepeatIndex = 0
-    concurrency: int | None = Field(default=None, description="Requests kept in flight (concurrency mode); None in "
-                                                              "rate or trace mode")
+    concurrency: int | None = Field(
+        default=None, description="Requests kept in flight (concurrency mode); None in rate or trace mode"
+    )
     rate: float | None = Field(default=None, description="Target arrival rate, req/s (rate mode); None otherwise")
     bucket: BucketLabel = None
     requests: int = Field(description="Measured requests (warm-up excluded)")
     warmup: int = Field(description="Warm-up requests (not measured)")
     ok: int
     failed: int
-    duration_s: float | None = Field(description="From the first measured send to the last end, s (a resumed step's "
-                                                 "outage left out); None: no span")
+    duration_s: float | None = Field(
+        description="From the first measured send to the last end, s (a resumed step's outage left out); None: no span"
+    )
     req_per_s: float | None = Field(description="Successful requests / duration_s")
-    out_tok_per_s: float | None = Field(description="Output tokens (N) of the successful requests / duration_s; None "
-                                                    "unless every one of them has N")
-    chunks_per_s: float | None = Field(description="Events carrying choices received by the successful requests / "
-                                                   "duration_s")
-    goodput_req_per_s: float | None = Field(default=None, description="Requests meeting every SLO / duration_s; None "
-                                                                      "without SLOs")
-    slo_attainment: float | None = Field(default=None, description="Share of the measured requests meeting every SLO; "
-                                                                   "None without SLOs")
+    out_tok_per_s: float | None = Field(
+        description="Output tokens (N) of the successful requests / duration_s; None unless every one of them has N"
+    )
+    chunks_per_s: float | None = Field(
+        description="Events carrying choices received by the successful requests / duration_s"
+    )
+    goodput_req_per_s: float | None = Field(
+        default=None, description="Requests meeting every SLO / duration_s; None without SLOs"
+    )
+    slo_attainment: float | None = Field(
+        default=None, description="Share of the measured requests meeting every SLO; None without SLOs"
+    )
     error_rate: float | None = Field(description="failed / requests; None: no measured request")
     errors: dict[str, int] = Field(default_factory=dict, description="Failed requests by failure kind")
     ttft_ms: Dist | None = None

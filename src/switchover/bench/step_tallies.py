@@ -24,8 +24,13 @@ class LengthTally:
         self.retok_n = self.retok_mismatch = self.retok_sum = 0
 
     def add(self, r: Row) -> None:
-        self.add_values(r.get("prompt_tokens"), r.get("isl_target"), r.get("osl_target"), r.get("completion_tokens"),
-                        r.get("retok_tokens"))
+        self.add_values(
+            r.get("prompt_tokens"),
+            r.get("isl_target"),
+            r.get("osl_target"),
+            r.get("completion_tokens"),
+            r.get("retok_tokens"),
+        )
 
     def add_values(self, pt: Any, it: Any, ot: Any, n: Any, rt: Any) -> None:
         """One measured row's prompt tokens, targets, completion tokens and re-tokenized count."""
@@ -57,8 +62,18 @@ class LengthTally:
     def merge(self, o: LengthTally) -> None:
         self.isl_targets |= o.isl_targets
         self.osl_targets |= o.osl_targets
-        for k in ("isl_n", "isl_sum", "isl_rows", "off_by_more", "below", "above", "usage_missing", "retok_n",
-                  "retok_mismatch", "retok_sum"):
+        for k in (
+            "isl_n",
+            "isl_sum",
+            "isl_rows",
+            "off_by_more",
+            "below",
+            "above",
+            "usage_missing",
+            "retok_n",
+            "retok_mismatch",
+            "retok_sum",
+        ):
             setattr(self, k, getattr(self, k) + getattr(o, k))
         mins = [v for v in (self.isl_min, o.isl_min) if v is not None]
         maxs = [v for v in (self.isl_max, o.isl_max) if v is not None]

@@ -181,21 +181,14 @@ async def run_sweep(
             with log.open("ab") as fh:
                 try:
                     proc = subprocess.Popen(
-                        cmd,
-                        stdout=fh,
-                        stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL,
-                        start_new_session=True,
+                        cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
                     )
                 except OSError as exc:
                     raise BadInput(f"--launch: cannot start {cmd[0]!r}: {exc.strerror or exc}") from None
             try:
                 ready_s = await _wait_ready(proc, url, spec.model, ready_timeout_s, log)
                 sub = plan.model_copy(
-                    update={
-                        "name": label,
-                        "endpoints": [spec.model_copy(update={"label": label, "url": url})],
-                    }
+                    update={"name": label, "endpoints": [spec.model_copy(update={"label": label, "url": url})]}
                 )
                 report, _ = await BenchRun(sub, rd.path, reporter).run()
                 pt = _point(values, report)
@@ -236,10 +229,7 @@ def sweep_html(rep: SweepReport) -> str:
     for load in loads:
         fig.add_trace(
             go.Scatter(
-                x=xs,
-                y=[p.tpot_p99_ms.get(load) for p in rep.points],
-                mode="lines+markers",
-                name=f"TPOT p99 @ {load}",
+                x=xs, y=[p.tpot_p99_ms.get(load) for p in rep.points], mode="lines+markers", name=f"TPOT p99 @ {load}"
             )
         )
     fig.add_trace(
@@ -260,8 +250,12 @@ def sweep_html(rep: SweepReport) -> str:
         height=480,
     )
     errors = "".join(f"<li>{escape(str(p.params))}: {escape(p.error)}</li>" for p in rep.points if p.error)
-    errors += "".join(f"<li>{escape(str(p.params))}: engine gone{' (out of memory)' if p.engine_oom else ''}: "
-                      f"{escape(p.engine_end)}</li>" for p in rep.points if p.engine_end)
+    errors += "".join(
+        f"<li>{escape(str(p.params))}: engine gone{' (out of memory)' if p.engine_oom else ''}: "
+        f"{escape(p.engine_end)}</li>"
+        for p in rep.points
+        if p.engine_end
+    )
     body: Any = fig.to_html(full_html=False, include_plotlyjs=True) + _oom_html(rep, xs)
     advice_items = "".join(f"<li>{escape(a)}</li>" for p in rep.points for a in p.advice)
     body += f"<h2>Binding caps</h2><ul>{advice_items}</ul>" if advice_items else ""
@@ -280,12 +274,27 @@ def _oom_html(rep: SweepReport, xs: list[str]) -> str:
         return ""
     fig = go.Figure()
     for load in loads:
-        fig.add_trace(go.Scatter(x=xs, y=[p.oom_rate.get(load) for p in rep.points], mode="lines+markers",
-                                 name=f"OOM rate @ {load}"))
-    fig.add_trace(go.Scatter(x=xs, y=[1.0 if p.engine_oom else None for p in rep.points], mode="markers",
-                             name="engine killed for memory", marker={"symbol": "x", "size": 12}))
-    fig.update_layout(title="OOM rate against the parameter", xaxis_title="parameter",
-                      yaxis_title="OOM answers / requests", yaxis={"range": [0, 1.05]}, height=360)
+        fig.add_trace(
+            go.Scatter(
+                x=xs, y=[p.oom_rate.get(load) for p in rep.points], mode="lines+markers", name=f"OOM rate @ {load}"
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=[1.0 if p.engine_oom else None for p in rep.points],
+            mode="markers",
+            name="engine killed for memory",
+            marker={"symbol": "x", "size": 12},
+        )
+    )
+    fig.update_layout(
+        title="OOM rate against the parameter",
+        xaxis_title="parameter",
+        yaxis_title="OOM answers / requests",
+        yaxis={"range": [0, 1.05]},
+        height=360,
+    )
     return str(fig.to_html(full_html=False, include_plotlyjs=False))
 
 

@@ -64,14 +64,20 @@ async def run_worker(spec: WorkerSpec, go: Any) -> dict[str, Any]:
     """Connect, report ready through `go` (an async callable returning the start time), run, summarise."""
     plan = spec.plan
     t = Timeouts(connect=5, first_byte=plan.timeout_s, idle=min(60.0, plan.timeout_s), total=plan.timeout_s)
-    client = EngineClient(spec.url, api_key_env=spec.api_key_env, timeouts=t,
-                          max_connections=(spec.slots or plan.max_inflight or 256) + 8)
+    client = EngineClient(
+        spec.url, api_key_env=spec.api_key_env, timeouts=t, max_connections=(spec.slots or plan.max_inflight or 256) + 8
+    )
     dataset = load_dataset(plan.dataset, plan.output_tokens) if plan.dataset else None
     trace = dataset is not None and dataset[0].at_s is not None
     slo = Slo(ttft_ms=plan.slos.ttft_p99_ms, tpot_ms=plan.slos.tpot_p99_ms, e2e_ms=plan.slos.e2e_p99_ms)
-    labels = {"endpoint": spec.label, "step": spec.step, "repeat": spec.repeat, "bucket": spec.bucket,
-              "concurrency": spec.slots if spec.concurrency else None,
-              "rate": spec.rate / spec.workers if spec.rate else None}
+    labels = {
+        "endpoint": spec.label,
+        "step": spec.step,
+        "repeat": spec.repeat,
+        "bucket": spec.bucket,
+        "concurrency": spec.slots if spec.concurrency else None,
+        "rate": spec.rate / spec.workers if spec.rate else None,
+    }
     acc = StepAccumulator(slo=slo, labels=labels, seed=plan.seed + spec.worker)
     writer = RecordWriter(Path(spec.out), ROW_SCHEMA, redacted=False, statistics=STAT_COLUMNS)
     sink = RowSink(writer)
@@ -92,18 +98,31 @@ async def run_worker(spec: WorkerSpec, go: Any) -> dict[str, Any]:
 
     def on_done(s: Sent) -> None:
         p = prompts.pop(s.index, None)
-        row = row_from_record(s.record, endpoint=spec.label, step=spec.step, repeat=spec.repeat,
-                              concurrency=spec.concurrency, rate=spec.rate, bucket=spec.bucket,
-                              isl_target=p.isl_target if p else None, osl_target=p.max_tokens if p else None,
-                              index=w + n * s.index, warmup=s.warmup, sched_ns=s.sched_ns)
+        row = row_from_record(
+            s.record,
+            endpoint=spec.label,
+            step=spec.step,
+            repeat=spec.repeat,
+            concurrency=spec.concurrency,
+            rate=spec.rate,
+            bucket=spec.bucket,
+            isl_target=p.isl_target if p else None,
+            osl_target=p.max_tokens if p else None,
+            index=w + n * s.index,
+            warmup=s.warmup,
+            sched_ns=s.sched_ns,
+        )
         if retok is not None and s.record.ok:
             row["retok_tokens"] = len(retok.encode(row["output_text"] or "", add_special_tokens=False).ids)
         acc.add(row)
         sink.add(row)
 
-    bounds = StepBounds(requests=spec.requests, duration_s=None if trace else plan.duration_s,
-                        warmup_requests=0 if trace else spec.warmup_requests,
-                        warmup_s=0.0 if trace else plan.warmup_s)
+    bounds = StepBounds(
+        requests=spec.requests,
+        duration_s=None if trace else plan.duration_s,
+        warmup_requests=0 if trace else spec.warmup_requests,
+        warmup_s=0.0 if trace else plan.warmup_s,
+    )
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set, "interrupted (Ctrl-C)")
     try:

@@ -33,8 +33,9 @@ LEAD_NS = 200_000_000  # the common start is this far after the last worker said
 ANSWER_LIMIT = 64 << 20
 
 
-def step_bound_s(duration_s: float | None, requests: int, timeout_s: float, concurrency: int | None,
-                 rate: float | None) -> float:
+def step_bound_s(
+    duration_s: float | None, requests: int, timeout_s: float, concurrency: int | None, rate: float | None
+) -> float:
     """The longest a step can take when every request runs to its timeout: past it a worker is hung."""
     if duration_s:
         work = duration_s
@@ -63,9 +64,18 @@ def _send(proc: asyncio.subprocess.Process, obj: Any) -> None:
     proc.stdin.write((obj if isinstance(obj, bytes) else orjson.dumps(obj)) + b"\n")
 
 
-async def run_step_workers(run: BenchRun, ep: Endpoint, bucket: str, step: int, repeat: int,
-                           concurrency: int | None, rate: float | None, acc: StepAccumulator, parts: Path,
-                           position: int) -> list[WorkerLoad]:
+async def run_step_workers(
+    run: BenchRun,
+    ep: Endpoint,
+    bucket: str,
+    step: int,
+    repeat: int,
+    concurrency: int | None,
+    rate: float | None,
+    acc: StepAccumulator,
+    parts: Path,
+    position: int,
+) -> list[WorkerLoad]:
     """Run one step from `run.plan.workers` processes; their accumulators merge into `acc`."""
     plan = run.plan
     n = plan.workers
@@ -77,16 +87,40 @@ async def run_step_workers(run: BenchRun, ep: Endpoint, bucket: str, step: int, 
         requests = None if plan.requests is None else share(plan.requests, w, n)
         if requests == 0:
             continue
-        specs.append(WorkerSpec(
-            plan=plan, url=ep.spec.url, api_key_env=ep.spec.api_key_env, model=ep.info.model, extra=ep.extra,
-            min_field=ep.min_field, label=ep.spec.label, bucket=bucket, fit=run.fits.get(bucket), step=step,
-            repeat=repeat, concurrency=concurrency, rate=rate, worker=w, workers=n, slots=slots, requests=requests,
-            warmup_requests=share(plan.warmup_requests, w, n),
-            out=str(parts / f"part-s{position:04d}-w{w:02d}.parquet")))
-    procs = [await asyncio.create_subprocess_exec(sys.executable, "-m", "switchover.bench.worker",
-                                                  stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                                                  limit=ANSWER_LIMIT)
-             for _ in specs]
+        specs.append(
+            WorkerSpec(
+                plan=plan,
+                url=ep.spec.url,
+                api_key_env=ep.spec.api_key_env,
+                model=ep.info.model,
+                extra=ep.extra,
+                min_field=ep.min_field,
+                label=ep.spec.label,
+                bucket=bucket,
+                fit=run.fits.get(bucket),
+                step=step,
+                repeat=repeat,
+                concurrency=concurrency,
+                rate=rate,
+                worker=w,
+                workers=n,
+                slots=slots,
+                requests=requests,
+                warmup_requests=share(plan.warmup_requests, w, n),
+                out=str(parts / f"part-s{position:04d}-w{w:02d}.parquet"),
+            )
+        )
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "switchover.bench.worker",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=ANSWER_LIMIT,
+        )
+        for _ in specs
+    ]
     try:
         for proc, spec in zip(procs, specs, strict=True):
             _send(proc, spec.model_dump_json().encode())
@@ -95,8 +129,9 @@ async def run_step_workers(run: BenchRun, ep: Endpoint, bucket: str, step: int, 
         start_ns = time.perf_counter_ns() + LEAD_NS
         for proc in procs:
             _send(proc, {"go": start_ns})
-        bound = step_bound_s(plan.duration_s, (plan.requests or 0) + plan.warmup_requests, plan.timeout_s,
-                             concurrency, rate)
+        bound = step_bound_s(
+            plan.duration_s, (plan.requests or 0) + plan.warmup_requests, plan.timeout_s, concurrency, rate
+        )
         results = [await _line(proc, bound) for proc in procs]
     except BaseException:
         for proc in procs:  # Ctrl-C or a broken worker: the others stop issuing and write what finished
@@ -112,8 +147,17 @@ async def run_step_workers(run: BenchRun, ep: Endpoint, bucket: str, step: int, 
     for spec, res in zip(specs, results, strict=True):
         part = StepAccumulator.from_dict(res["acc"], plan.seed)
         st = part.steady()
-        loads.append(WorkerLoad(worker=spec.worker, target=st.target, achieved=st.achieved, reached=st.reached,
-                                requests=part.measured, failed=part.measured - part.ok, stopped=res["stopped"]))
+        loads.append(
+            WorkerLoad(
+                worker=spec.worker,
+                target=st.target,
+                achieved=st.achieved,
+                reached=st.reached,
+                requests=part.measured,
+                failed=part.measured - part.ok,
+                stopped=res["stopped"],
+            )
+        )
         acc.merge(part)
         ep.finished += part.rows
         ep.failed += part.measured - part.ok

@@ -99,13 +99,7 @@ class TokenCounter:
     """Counts prompt tokens the way the server charges them (usage.prompt_tokens), cheaply when possible."""
 
     def __init__(
-        self,
-        client: EngineClient,
-        api: Api,
-        model: str,
-        *,
-        use_tokenize: bool = True,
-        tokenize_path: str = "/tokenize",
+        self, client: EngineClient, api: Api, model: str, *, use_tokenize: bool = True, tokenize_path: str = "/tokenize"
     ) -> None:
         self.client, self.api, self.model = client, api, model
         self.use_tokenize = use_tokenize
@@ -260,8 +254,9 @@ def with_buster(p: Prompt, buster: str) -> Prompt:
     return Prompt(p.api, msgs, p.isl_target, p.max_tokens, p.bucket, p.at_s)
 
 
-def make_prompt(plan: Any, fit: BucketFit | None, dataset: list[Prompt] | None, key: tuple[object, ...],
-                index: int) -> Prompt:
+def make_prompt(
+    plan: Any, fit: BucketFit | None, dataset: list[Prompt] | None, key: tuple[object, ...], index: int
+) -> Prompt:
     """The prompt of request `key` (number `index` in its step) of a run (`plan` a BenchPlan): a fitted bucket's,
     or the dataset's line `index` (cycling), with its cache-buster unless --allow-prefix-cache."""
     unique = not plan.allow_prefix_cache
@@ -344,8 +339,9 @@ def arrival_offsets(kind: Arrival, rate: float, n: int, seed: int, burstiness: f
     return list(iter_arrival_offsets(kind, rate, seed, burstiness, n))
 
 
-def iter_arrival_offsets(kind: Arrival, rate: float, seed: int, burstiness: float = 1.0, n: int | None = None,
-                         block: int = 65536) -> Iterator[float]:
+def iter_arrival_offsets(
+    kind: Arrival, rate: float, seed: int, burstiness: float = 1.0, n: int | None = None, block: int = 65536
+) -> Iterator[float]:
     """The offsets of `arrival_offsets`, drawn in blocks (the same values: numpy draws them in sequence), so a
     long run holds one block, not its whole schedule; n=None never ends."""
     if rate <= 0:

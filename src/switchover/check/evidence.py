@@ -163,9 +163,17 @@ def _result_models() -> dict[str, type[BaseModel]]:
     from switchover.rollout.rollback_view import RollbackEvidence
     from switchover.verify.report import EquivalenceReport
 
-    return {"plan": PlanEvidence, "probe": ProbeReport, "verify": EquivalenceReport, "live_model": LiveModel,
-            "metrics": MetricsEvidence, "diff_model": ModelDiff, "grace": GraceEvidence, "rollback": RollbackEvidence,
-            "clients": ClientMix}
+    return {
+        "plan": PlanEvidence,
+        "probe": ProbeReport,
+        "verify": EquivalenceReport,
+        "live_model": LiveModel,
+        "metrics": MetricsEvidence,
+        "diff_model": ModelDiff,
+        "grace": GraceEvidence,
+        "rollback": RollbackEvidence,
+        "clients": ClientMix,
+    }
 
 
 def find_bench_dir(rd: RunDir) -> str | None:
@@ -201,8 +209,9 @@ def load_evidence(rd: RunDir) -> Evidence:
 
         ev.bench_dir = bench_dir
         try:
-            raw = read_bytes(rd.path / bench_dir / "summary.json", max_bytes=MAX_JSON_BYTES,
-                             what="bench summary (JSON)")
+            raw = read_bytes(
+                rd.path / bench_dir / "summary.json", max_bytes=MAX_JSON_BYTES, what="bench summary (JSON)"
+            )
             ev.bench = BenchReport.model_validate_json(raw)
         except (ValidationError, ValueError, BadInput) as exc:
             unreadable("bench", str(exc).splitlines()[0])

@@ -15,12 +15,17 @@ from switchover.report.models import CHECKLIST_DOC, CheckItem, Citation, Figure,
 
 T = TypeVar("T")
 
-PART_FILES = {"plan": ("plan", "plan.json"), "probe": ("probe results", "probe.json"),
-              "verify": ("verify results", "verify.json"),
-              "live_model": ("live tokenizer/template comparison", "live_model.json"),
-              "metrics": ("metrics", "metrics.json"), "diff_model": ("model diff", "diff_model.json"),
-              "grace": ("grace arithmetic", "grace.json"), "rollback": ("rollback evidence", "rollback.json"),
-              "clients": ("client mix from the gateway ledger", "clients.json")}
+PART_FILES = {
+    "plan": ("plan", "plan.json"),
+    "probe": ("probe results", "probe.json"),
+    "verify": ("verify results", "verify.json"),
+    "live_model": ("live tokenizer/template comparison", "live_model.json"),
+    "metrics": ("metrics", "metrics.json"),
+    "diff_model": ("model diff", "diff_model.json"),
+    "grace": ("grace arithmetic", "grace.json"),
+    "rollback": ("rollback evidence", "rollback.json"),
+    "clients": ("client mix from the gateway ledger", "clients.json"),
+}
 """The link each rule shows for a part it read: (label, file in the check run directory)."""
 
 DEFAULT_MAX_ERROR_RATE = 0.01
@@ -64,10 +69,13 @@ class Limits:
         def pick(own: float | None, slo: float | None, default: float) -> float:
             return float(own) if own is not None else float(slo) if slo is not None else default
 
-        return cls(max_error_rate=pick(th.max_error_rate, slos.max_error_rate, DEFAULT_MAX_ERROR_RATE),
-                   max_regression_pct=pick(th.max_regression_pct, slos.max_regression_pct, DEFAULT_MAX_REGRESSION_PCT),
-                   structured_drop=th.structured_drop, longest_input_tolerance=th.longest_input_tolerance,
-                   tokenizer_shift_pct=th.tokenizer_shift_pct)
+        return cls(
+            max_error_rate=pick(th.max_error_rate, slos.max_error_rate, DEFAULT_MAX_ERROR_RATE),
+            max_regression_pct=pick(th.max_regression_pct, slos.max_regression_pct, DEFAULT_MAX_REGRESSION_PCT),
+            structured_drop=th.structured_drop,
+            longest_input_tolerance=th.longest_input_tolerance,
+            tokenizer_shift_pct=th.tokenizer_shift_pct,
+        )
 
 
 @dataclass
@@ -132,10 +140,21 @@ def item(entry: ChecklistEntry, j: Judgement, waive: dict[str, str]) -> CheckIte
     """The CheckItem of one entry from its judgement."""
     verdict = j.verdict
     waivers = {current_id(k): v for k, v in waive.items()}  # a config may still name an item by its old id
-    return CheckItem(id=entry.id, area=entry.area, title=entry.title, doc=f"{CHECKLIST_DOC}#{entry.id}",
-                     sources=entry.sources, required=entry.required, verdict=verdict, rule=entry.rule,
-                     reason=j.reason(), evidence=j.figures, links=j.links, plots=j.plots,
-                     waived=waivers.get(entry.id) if verdict == "not-run" else None)
+    return CheckItem(
+        id=entry.id,
+        area=entry.area,
+        title=entry.title,
+        doc=f"{CHECKLIST_DOC}#{entry.id}",
+        sources=entry.sources,
+        required=entry.required,
+        verdict=verdict,
+        rule=entry.rule,
+        reason=j.reason(),
+        evidence=j.figures,
+        links=j.links,
+        plots=j.plots,
+        waived=waivers.get(entry.id) if verdict == "not-run" else None,
+    )
 
 
 def pct(a: float | None, b: float | None) -> float | None:

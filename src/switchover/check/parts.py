@@ -50,8 +50,11 @@ TEXTS = [
 CHATS: list[list[dict[str, str]]] = [
     [{"role": "user", "content": "Say hello."}],
     [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hello."}],
-    [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"},
-     {"role": "user", "content": "What is 2+2?"}],
+    [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello!"},
+        {"role": "user", "content": "What is 2+2?"},
+    ],
 ]
 
 
@@ -71,8 +74,9 @@ def open_clients(m: Migration) -> dict[str, EngineClient]:
 
 
 @contextlib.asynccontextmanager
-async def _pair(m: Migration, shared: dict[str, EngineClient] | None) -> AsyncIterator[tuple[EngineClient,
-                                                                                             EngineClient]]:
+async def _pair(
+    m: Migration, shared: dict[str, EngineClient] | None
+) -> AsyncIterator[tuple[EngineClient, EngineClient]]:
     """The check's clients when it shares them, else two of this part's own (closed after it)."""
     if shared:
         yield shared["old"], shared["new"]
@@ -81,12 +85,14 @@ async def _pair(m: Migration, shared: dict[str, EngineClient] | None) -> AsyncIt
         yield a, b
 
 
-
-
 # ------------------------------------------------------------------------------------------------ plan
 #: old-launch intents that size the new engine as they sized the old one (the memory knob is converted, not copied)
-_SIZING = {"tensor_parallel_size": "tp", "pipeline_parallel_size": "pp", "max_context_length": "max_model_len",
-           "max_concurrent_sequences": "max_num_seqs"}
+_SIZING = {
+    "tensor_parallel_size": "tp",
+    "pipeline_parallel_size": "pp",
+    "max_context_length": "max_model_len",
+    "max_concurrent_sequences": "max_num_seqs",
+}
 
 
 def plan_part(m: Migration, s: CheckSection, base: Path) -> PlanEvidence:
@@ -96,8 +102,9 @@ def plan_part(m: Migration, s: CheckSection, base: Path) -> PlanEvidence:
     ev = PlanEvidence()
     old_e, new_e = engine_name(m.old), engine_name(m.new)
     if old_e and new_e:
-        ev.api_differences = api_differences(load_profile(old_e, m.old.engine_version),
-                                             load_profile(new_e, m.new.engine_version))
+        ev.api_differences = api_differences(
+            load_profile(old_e, m.old.engine_version), load_profile(new_e, m.new.engine_version)
+        )
     else:
         ev.notes.append("no engine profile for a plain OpenAI server: API facts not compared")
     if s.plan.old_launch and old_e and new_e:
@@ -143,12 +150,17 @@ def _plan_capacity(m: Migration, s: CheckSection, base: Path, old_e: str | None,
         knobs, knob_source = _converted_knob(card, old, new, gib, values, kwargs, m)
         if knob_source:
             sources["memory knob"] = knob_source
-    for arg, default in (("tp", "1 (no tensor parallelism in the old launch)"),
-                         ("max_model_len", "the model's max_position_embeddings (the old launch sets none)")):
+    for arg, default in (
+        ("tp", "1 (no tensor parallelism in the old launch)"),
+        ("max_model_len", "the model's max_position_embeddings (the old launch sets none)"),
+    ):
         sources.setdefault(arg, default)
     version = m.new.engine_version
-    sources["engine release"] = (f"{new_e} {version} (new.engine_version)" if version else
-                                 f"{new_e}: new.engine_version is not set, so the newest known release is assumed")
+    sources["engine release"] = (
+        f"{new_e} {version} (new.engine_version)"
+        if version
+        else f"{new_e}: new.engine_version is not set, so the newest known release is assumed"
+    )
     result = capacity(card, new, gib, gpu_name=gpu_name, knobs=knobs, engine_version=version, **kwargs)
     return result.model_copy(update={"input_sources": sources})
 
@@ -158,8 +170,9 @@ def _flag_of(profile: Any, intent: str) -> str:
     return (spec.flag or spec.yaml_key or intent) if spec is not None else intent
 
 
-def _converted_knob(card: Any, old: Any, new: Any, gib: float, values: dict[str, Any], kwargs: dict[str, Any],
-                    m: Migration) -> tuple[Any, str | None]:
+def _converted_knob(
+    card: Any, old: Any, new: Any, gib: float, values: dict[str, Any], kwargs: dict[str, Any], m: Migration
+) -> tuple[Any, str | None]:
     """The new engine's memory knob that gives the old launch's KV pool (`plan translate --model --gpu`'s
     conversion), or the new engine's default when the old launch sets none or none reproduces it."""
     from switchover.plan.capacity import Knobs
@@ -171,11 +184,22 @@ def _converted_knob(card: Any, old: Any, new: Any, gib: float, values: dict[str,
         return Knobs(), None
     if old.name == new.name:  # the same meaning: the old value is the new one
         return Knobs(memory_fraction=float(fraction)), f"{fraction} (old launch: {_flag_of(old, fraction_intent)})"
-    eq = equivalent_memory_knob(card, old, new, gib, float(fraction), tp=kwargs.get("tp", 1), pp=kwargs.get("pp", 1),
-                                src_version=m.old.engine_version, dst_version=m.new.engine_version)
+    eq = equivalent_memory_knob(
+        card,
+        old,
+        new,
+        gib,
+        float(fraction),
+        tp=kwargs.get("tp", 1),
+        pp=kwargs.get("pp", 1),
+        src_version=m.old.engine_version,
+        dst_version=m.new.engine_version,
+    )
     if eq is None:
-        return Knobs(), (f"{new.name}'s default: no {new.name} setting reproduces the old launch's "
-                         f"{_flag_of(old, 'gpu_memory_fraction')} {fraction} pool")
+        return Knobs(), (
+            f"{new.name}'s default: no {new.name} setting reproduces the old launch's "
+            f"{_flag_of(old, 'gpu_memory_fraction')} {fraction} pool"
+        )
     if eq.intent == "max_context_length":
         return Knobs(context_tokens=int(eq.value)), f"{eq.value} tokens ({eq.explanation})"
     return Knobs(memory_fraction=float(eq.value)), f"{eq.value} ({eq.explanation})"
@@ -210,12 +234,21 @@ async def metrics_part(m: Migration, shared: dict[str, EngineClient] | None = No
                 status = "buckets"
             else:
                 status = "same"
-            ev.intents.append(MetricIntent(intent=intent, old=a.name if a else None, new=b.name if b else None,
-                                           old_unit=str(a.unit) if a else None, new_unit=str(b.unit) if b else None,
-                                           status=status))
+            ev.intents.append(
+                MetricIntent(
+                    intent=intent,
+                    old=a.name if a else None,
+                    new=b.name if b else None,
+                    old_unit=str(a.unit) if a else None,
+                    new_unit=str(b.unit) if b else None,
+                    status=status,
+                )
+            )
     async with _pair(m, shared) as (old_client, new_client):
-        scraped = {"old": await old_client.request("GET", "/metrics", timeout=15),
-                   "new": await new_client.request("GET", "/metrics", timeout=15)}
+        scraped = {
+            "old": await old_client.request("GET", "/metrics", timeout=15),
+            "new": await new_client.request("GET", "/metrics", timeout=15),
+        }
     for side, ep, prof in (("old", m.old, po), ("new", m.new, pn)):
         res = scraped[side]
         if res.failure is not None or res.status != 200:
@@ -225,9 +258,18 @@ async def metrics_part(m: Migration, shared: dict[str, EngineClient] | None = No
         text = res.body.decode(errors="replace") if isinstance(res.body, bytes) else str(res.body)
         names = [spec.name for spec in prof.metrics.values()] if prof else []
         exposed, why = _exposed(text, names)
-        setattr(ev, side, MetricSide(url=ep.url, reachable=True, reason=why, families=text.count("# TYPE "),
-                                     profile_names_found=[n for n in names if n in exposed],
-                                     profile_names_missing=[n for n in names if n not in exposed]))
+        setattr(
+            ev,
+            side,
+            MetricSide(
+                url=ep.url,
+                reachable=True,
+                reason=why,
+                families=text.count("# TYPE "),
+                profile_names_found=[n for n in names if n in exposed],
+                profile_names_missing=[n for n in names if n not in exposed],
+            ),
+        )
     return ev
 
 
@@ -250,9 +292,14 @@ async def live_model_part(m: Migration, s: CheckSection, shared: dict[str, Engin
         for text in texts:
             ia = await a.tokenize(text, ma, add_special=False)
             ib = await b.tokenize(text, mb, add_special=False)
-            ev.texts.append(TextCount(text=text, old=len(ia) if ia is not None else None,
-                                      new=len(ib) if ib is not None else None,
-                                      same_ids=(ia == ib) if ia is not None and ib is not None else None))
+            ev.texts.append(
+                TextCount(
+                    text=text,
+                    old=len(ia) if ia is not None else None,
+                    new=len(ib) if ib is not None else None,
+                    same_ids=(ia == ib) if ia is not None and ib is not None else None,
+                )
+            )
         for side, ids in (("old", [t.old for t in ev.texts]), ("new", [t.new for t in ev.texts])):
             if all(i is None for i in ids):
                 ev.notes.append(f"{side} server has no /tokenize")
@@ -275,8 +322,12 @@ def diff_model_part(m: Migration, s: CheckSection, base: Path) -> ModelDiff:
     from switchover.model.diff import diff_models
 
     assert s.diff_model.old and s.diff_model.new
-    d = diff_models(_resolve(base, s.diff_model.old), _resolve(base, s.diff_model.new),
-                    old_engine=engine_name(m.old), new_engine=engine_name(m.new))
+    d = diff_models(
+        _resolve(base, s.diff_model.old),
+        _resolve(base, s.diff_model.new),
+        old_engine=engine_name(m.old),
+        new_engine=engine_name(m.new),
+    )
     return d
 
 
@@ -286,20 +337,23 @@ def target(ep: Endpoint, found: Discovered | None) -> Any:
     (so the verb does not list the models again)."""
     from switchover.wire.discovery import Target
 
-    return Target(ep.url, ep.model, ep.api_key_env, engine=engine_name(ep), engine_version=ep.engine_version,
-                  discovered=found)
+    return Target(
+        ep.url, ep.model, ep.api_key_env, engine=engine_name(ep), engine_version=ep.engine_version, discovered=found
+    )
 
 
-async def probe_part(m: Migration, s: CheckSection, progress: Progress,
-                     found: dict[str, Discovered] | None = None) -> ProbeReport:
+async def probe_part(
+    m: Migration, s: CheckSection, progress: Progress, found: dict[str, Discovered] | None = None
+) -> ProbeReport:
     from switchover.probe import ProbeOptions, run_probes, select
 
     found = found or {}
     probes = select(s.probe.only, s.probe.skip)
     opts = ProbeOptions(api=s.probe.api, time_budget_s=s.probe.budget_s)  # type: ignore[arg-type]
     # each side's engine: its profile's expectations are checked, as `switchover probe --old-engine` does
-    return await run_probes(target(m.old, found.get("old")), target(m.new, found.get("new")), probes, opts,
-                            on_progress=progress)
+    return await run_probes(
+        target(m.old, found.get("old")), target(m.new, found.get("new")), probes, opts, on_progress=progress
+    )
 
 
 # ------------------------------------------------------------------------------------------------ verify
@@ -318,15 +372,21 @@ def _spread(cases: list[Any], n: int | None) -> list[Any]:
     return out
 
 
-async def verify_part(m: Migration, s: CheckSection, base: Path, progress: Progress,
-                      found: dict[str, Discovered] | None = None) -> EquivalenceReport:
+async def verify_part(
+    m: Migration, s: CheckSection, base: Path, progress: Progress, found: dict[str, Discovered] | None = None
+) -> EquivalenceReport:
     from switchover.verify import BUILTIN, VerifyOptions, load_jsonl, run_verify
 
     found = found or {}
     cases = load_jsonl(_resolve(base, s.verify.prompts)) if s.verify.prompts else list(BUILTIN)
     opts = VerifyOptions(structured=s.verify.structured, long_inputs=s.verify.long_inputs)
-    return await run_verify(target(m.old, found.get("old")), target(m.new, found.get("new")),
-                            _spread(cases, s.verify.max_prompts), opts, on_progress=progress)
+    return await run_verify(
+        target(m.old, found.get("old")),
+        target(m.new, found.get("new")),
+        _spread(cases, s.verify.max_prompts),
+        opts,
+        on_progress=progress,
+    )
 
 
 # ------------------------------------------------------------------------------------------------ bench
@@ -361,13 +421,21 @@ async def bench_part(m: Migration, s: CheckSection, run_path: Path, progress: Pr
     b = s.bench
     plan = BenchPlan(
         name=f"{s.name}-bench",
-        endpoints=[EndpointSpec(label="old", url=m.old.url, engine=engine_name(m.old), model=m.old.model,
-                                api_key_env=m.old.api_key_env),
-                   EndpointSpec(label="new", url=m.new.url, engine=engine_name(m.new), model=m.new.model,
-                                api_key_env=m.new.api_key_env)],
+        endpoints=[
+            EndpointSpec(
+                label="old", url=m.old.url, engine=engine_name(m.old), model=m.old.model, api_key_env=m.old.api_key_env
+            ),
+            EndpointSpec(
+                label="new", url=m.new.url, engine=engine_name(m.new), model=m.new.model, api_key_env=m.new.api_key_env
+            ),
+        ],
         api=b.api,  # type: ignore[arg-type]
-        buckets=b.buckets, output_tokens=b.output_tokens, concurrency=b.concurrency, requests=b.requests,
-        timeout_s=b.timeout_s, calibrate=False,
+        buckets=b.buckets,
+        output_tokens=b.output_tokens,
+        concurrency=b.concurrency,
+        requests=b.requests,
+        timeout_s=b.timeout_s,
+        calibrate=False,
     )
     if m.bench is not None:
         plan.slos = m.bench.slos
@@ -379,19 +447,22 @@ async def bench_part(m: Migration, s: CheckSection, run_path: Path, progress: Pr
 
 
 # ------------------------------------------------------------------------------------------------ grace
-def grace_part(m: Migration, s: CheckSection, base: Path, bench_dir: Path | None,
-               bench_report: BaseModel | None = None) -> GraceEvidence:
+def grace_part(
+    m: Migration, s: CheckSection, base: Path, bench_dir: Path | None, bench_report: BaseModel | None = None
+) -> GraceEvidence:
     """Drain grace from the bench part's latencies: its report as passed in memory, else its summary.json."""
     from switchover.plan.grace import latency_from_bench, latency_from_steps, required_grace, scan
 
     g = s.grace
     ev = GraceEvidence(max_tokens=g.max_tokens, client_timeout_s=g.client_timeout_s)
     if g.drain_grace_s is not None:
-        ev.configured.append(ConfiguredGrace(name="check.grace.drain_grace_s", value_s=g.drain_grace_s,
-                                             source="switchover.yaml"))
+        ev.configured.append(
+            ConfiguredGrace(name="check.grace.drain_grace_s", value_s=g.drain_grace_s, source="switchover.yaml")
+        )
     if m.gateway is not None:
-        ev.configured.append(ConfiguredGrace(name="gateway.drain_seconds", value_s=m.gateway.drain_seconds,
-                                             source="switchover.yaml"))
+        ev.configured.append(
+            ConfiguredGrace(name="gateway.drain_seconds", value_s=m.gateway.drain_seconds, source="switchover.yaml")
+        )
     if bench_dir is None:
         ev.missing = "no bench run in this check to measure TPOT p99 (enable check.bench)"
         return ev

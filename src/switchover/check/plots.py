@@ -29,17 +29,32 @@ def bench_latency(ev: Evidence) -> Plot | None:
         return None
     fig = make_subplots(rows=1, cols=3, subplot_titles=("TTFT p99 (ms)", "TPOT p99 (ms)", "output tokens/s"))
     for side in ("old", "new"):
-        steps = sorted((s for s in b.steps if s.endpoint == side and s.concurrency is not None),
-                       key=lambda s: (s.bucket or "", s.concurrency))
+        steps = sorted(
+            (s for s in b.steps if s.endpoint == side and s.concurrency is not None),
+            key=lambda s: (s.bucket or "", s.concurrency),
+        )
         if not steps:
             continue
         x = [s.concurrency for s in steps]
-        series = [[s.ttft_ms.p99 if s.ttft_ms else None for s in steps],
-                  [s.tpot_ms.p99 if s.tpot_ms else None for s in steps],
-                  [s.out_tok_per_s for s in steps]]
+        series = [
+            [s.ttft_ms.p99 if s.ttft_ms else None for s in steps],
+            [s.tpot_ms.p99 if s.tpot_ms else None for s in steps],
+            [s.out_tok_per_s for s in steps],
+        ]
         for col, y in enumerate(series, start=1):
-            fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=side, legendgroup=side,
-                                     showlegend=col == 1, line={"color": COLORS[side]}), row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=y,
+                    mode="lines+markers",
+                    name=side,
+                    legendgroup=side,
+                    showlegend=col == 1,
+                    line={"color": COLORS[side]},
+                ),
+                row=1,
+                col=col,
+            )
     fig.update_xaxes(title_text="concurrency", type="log")
     return Plot(id="bench_latency", title="A/B bench ladder: old vs new", figure=_fig_json(fig))
 
@@ -50,12 +65,15 @@ def verify_prefix(ev: Evidence) -> Plot | None:
         return None
     ids = [d.id for d in v.greedy]
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=ids, y=[len(d.common_prefix) for d in v.greedy], name="common prefix (chars)",
-                         marker_color="#2ca02c"))
-    fig.add_trace(go.Bar(x=ids, y=[d.old_chars for d in v.greedy], name="old output (chars)",
-                         marker_color=COLORS["old"]))
-    fig.add_trace(go.Bar(x=ids, y=[d.new_chars for d in v.greedy], name="new output (chars)",
-                         marker_color=COLORS["new"]))
+    fig.add_trace(
+        go.Bar(x=ids, y=[len(d.common_prefix) for d in v.greedy], name="common prefix (chars)", marker_color="#2ca02c")
+    )
+    fig.add_trace(
+        go.Bar(x=ids, y=[d.old_chars for d in v.greedy], name="old output (chars)", marker_color=COLORS["old"])
+    )
+    fig.add_trace(
+        go.Bar(x=ids, y=[d.new_chars for d in v.greedy], name="new output (chars)", marker_color=COLORS["new"])
+    )
     fig.update_layout(barmode="group", title="Greedy outputs: where old and new part")
     return Plot(id="verify_prefix", title="Greedy divergence per prompt", figure=_fig_json(fig))
 

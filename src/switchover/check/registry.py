@@ -101,8 +101,9 @@ async def _bench(i: PartInputs) -> PartOutput:
 
     report, path = await parts.bench_part(i.m, i.s, i.run_path, i.progress)
     i.bench_dir = path
-    return PartOutput(report, files=[f"{path.name}/summary.json", f"{path.name}/requests.parquet",
-                                     f"{path.name}/report.html"])
+    return PartOutput(
+        report, files=[f"{path.name}/summary.json", f"{path.name}/requests.parquet", f"{path.name}/report.html"]
+    )
 
 
 async def _grace(i: PartInputs) -> PartOutput:
@@ -134,24 +135,53 @@ def _diff_model_inputs(s: CheckSection) -> str | None:
 
 
 PARTS: tuple[PartSpec, ...] = (
-    PartSpec("plan", "API differences, launch translation and capacity from the engine profiles",
-             "the engine profiles; check.plan.old_launch, model_dir and gpu when given", False, _plan),
+    PartSpec(
+        "plan",
+        "API differences, launch translation and capacity from the engine profiles",
+        "the engine profiles; check.plan.old_launch, model_dir and gpu when given",
+        False,
+        _plan,
+    ),
     PartSpec("probe", "API behaviour probes on old and new", "both endpoints", True, _probe),
-    PartSpec("verify", "output equivalence: greedy divergence, JSON validity, long inputs", "both endpoints", True,
-             _verify),
-    PartSpec("live_model", "tokenizer and chat-template counts through both servers", "both endpoints", True,
-             _live_model),
-    PartSpec("metrics", "metric names and units by intent; a scrape of both /metrics", "both endpoints", True,
-             _metrics),
-    PartSpec("diff_model", "tokenizer, template, generation defaults and weights of the two model folders",
-             "check.diff_model.old and new (model folders or GGUF files)", False, _diff_model, _diff_model_inputs),
+    PartSpec(
+        "verify", "output equivalence: greedy divergence, JSON validity, long inputs", "both endpoints", True, _verify
+    ),
+    PartSpec(
+        "live_model", "tokenizer and chat-template counts through both servers", "both endpoints", True, _live_model
+    ),
+    PartSpec(
+        "metrics", "metric names and units by intent; a scrape of both /metrics", "both endpoints", True, _metrics
+    ),
+    PartSpec(
+        "diff_model",
+        "tokenizer, template, generation defaults and weights of the two model folders",
+        "check.diff_model.old and new (model folders or GGUF files)",
+        False,
+        _diff_model,
+        _diff_model_inputs,
+    ),
     PartSpec("bench", "a short A/B latency ladder, old then new at each step", "both endpoints", True, _bench),
-    PartSpec("grace", "drain grace needed for the longest generation vs the configured grace periods",
-             "the bench part's run; check.grace.max_tokens", False, _grace),
-    PartSpec("rollback", "the way back: last drill, rollback prerequisites, holding window",
-             "the migration file's rollout; old's 1-token readiness", False, _rollback),
-    PartSpec("clients", "what the clients send through the gateway and which of their defaults differ on new",
-             "the gateway ledger (gateway.run_dir or rollout.ledger)", False, _clients),
+    PartSpec(
+        "grace",
+        "drain grace needed for the longest generation vs the configured grace periods",
+        "the bench part's run; check.grace.max_tokens",
+        False,
+        _grace,
+    ),
+    PartSpec(
+        "rollback",
+        "the way back: last drill, rollback prerequisites, holding window",
+        "the migration file's rollout; old's 1-token readiness",
+        False,
+        _rollback,
+    ),
+    PartSpec(
+        "clients",
+        "what the clients send through the gateway and which of their defaults differ on new",
+        "the gateway ledger (gateway.run_dir or rollout.ledger)",
+        False,
+        _clients,
+    ),
 )
 
 NAMES: tuple[str, ...] = tuple(p.name for p in PARTS)

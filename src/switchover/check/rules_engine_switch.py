@@ -17,16 +17,27 @@ if TYPE_CHECKING:
 
 S = TypeVar("S", StructuredSide, LongInputSide)
 
-DEFAULTS_CATEGORIES = ("stop", "finish_reason", "sampling", "n", "request", "response_format", "logprobs", "tools",
-                       "stream", "response")
+DEFAULTS_CATEGORIES = (
+    "stop",
+    "finish_reason",
+    "sampling",
+    "n",
+    "request",
+    "response_format",
+    "logprobs",
+    "tools",
+    "stream",
+    "response",
+)
 
 
 def _short(text: str | None, n: int = 70) -> str:
     return short_text(text, n)
 
 
-def probe_differences(ev: Evidence, j: Judgement, categories: tuple[str, ...], *, breaking_nogo: bool,
-                      label: str) -> None:
+def probe_differences(
+    ev: Evidence, j: Judgement, categories: tuple[str, ...], *, breaking_nogo: bool, label: str
+) -> None:
     """Probe results of these categories: breaking differences (no-go or warn), other differences (warn)."""
     probe = j.source(ev.probe, ev, "probe")
     if probe is None:
@@ -61,9 +72,11 @@ def _profile_mismatches(probe: ProbeReport, results: Sequence[ProbeResult], j: J
         for side, obs, info in (("old", r.old, probe.old), ("new", r.new, probe.new)):
             if obs is not None and obs.profile_match is False:
                 engine = (info.engine if info is not None else None) or "its engine"
-                j.warn.append(f"probe {r.id} on {side}: observed {_short(str(obs.value))!r}, but the {engine} "
-                              f"profile predicts {_short(str(obs.expected))!r} at default flags (a launch flag may "
-                              f"change it; engines/data/{engine}.yaml cites the source)")
+                j.warn.append(
+                    f"probe {r.id} on {side}: observed {_short(str(obs.value))!r}, but the {engine} "
+                    f"profile predicts {_short(str(obs.expected))!r} at default flags (a launch flag may "
+                    f"change it; engines/data/{engine}.yaml cites the source)"
+                )
 
 
 def _bench_link(ev: Evidence, j: Judgement) -> BenchReport | None:
@@ -81,14 +94,20 @@ def _error_rates(b: BenchReport, j: Judgement, lim: Limits) -> None:
     rates = {side: [(s.concurrency, s.error_rate) for s in b.steps if s.endpoint == side] for side in ("old", "new")}
     for side in ("old", "new"):
         vals = [r for _, r in rates[side] if r is not None]
-        j.fig(f"{side}: worst step error rate", max(vals) if vals else None, None,
-              None if vals else "no step measured an error rate")
+        j.fig(
+            f"{side}: worst step error rate",
+            max(vals) if vals else None,
+            None,
+            None if vals else "no step measured an error rate",
+        )
     j.fig("limit: max_error_rate", lim.max_error_rate)
     old_by_c = dict(rates["old"])
     bad = [(c, r) for c, r in rates["new"] if r is not None and r > lim.max_error_rate]
     for c, r in bad:
-        j.nogo.append(f"new's error rate {r:.1%} at concurrency {c} > max_error_rate {lim.max_error_rate:.1%} "
-                      f"(old: {old_by_c.get(c)})")
+        j.nogo.append(
+            f"new's error rate {r:.1%} at concurrency {c} > max_error_rate {lim.max_error_rate:.1%} "
+            f"(old: {old_by_c.get(c)})"
+        )
     measured = [r for _, r in rates["new"] if r is not None]
     if measured and not bad:
         j.ok.append(f"new's error rate <= {lim.max_error_rate:.1%} at every step (worst {max(measured):.1%})")
@@ -113,11 +132,14 @@ def _ttft_regression(b: BenchReport, j: Judgement, lim: Limits) -> None:
             j.nogo.append(f"{shift}, significant, p={d.p_value:.3g}) > +{lim.max_regression_pct:g}%")
         else:
             p = "n/a" if d.p_value is None else f"{d.p_value:.3g}"
-            j.warn.append(f"{shift}) but not significant (p={p}, n={d.n_old}/{d.n_new}): too few requests to tell; "
-                          "bench longer")
+            j.warn.append(
+                f"{shift}) but not significant (p={p}, n={d.n_old}/{d.n_new}): too few requests to tell; bench longer"
+            )
     if not over:
-        j.ok.append(f"no TTFT p99 regression beyond +{lim.max_regression_pct:g}% "
-                    f"(worst {worst.delta_pct:+.0f}% at concurrency {at})")
+        j.ok.append(
+            f"no TTFT p99 regression beyond +{lim.max_regression_pct:g}% "
+            f"(worst {worst.delta_pct:+.0f}% at concurrency {at})"
+        )
 
 
 def _error_probes(ev: Evidence, j: Judgement) -> None:
@@ -128,8 +150,10 @@ def _error_probes(ev: Evidence, j: Judgement) -> None:
     errors = [r for r in probe.results if r.category == "errors"]
     differs = [r for r in errors if r.verdict == "differs"]
     for r in differs:
-        j.warn.append(f"error probe {r.id} differs: old {_short(r.old.summary) if r.old else '?'!r}, "
-                      f"new {_short(r.new.summary) if r.new else '?'!r} (client retry logic keyed on statuses)")
+        j.warn.append(
+            f"error probe {r.id} differs: old {_short(r.old.summary) if r.old else '?'!r}, "
+            f"new {_short(r.new.summary) if r.new else '?'!r} (client retry logic keyed on statuses)"
+        )
     j.fig("error-shape probes differing", f"{len(differs)} of {len(errors)}")
 
 
@@ -167,8 +191,10 @@ def kv_cache(ev: Evidence, lim: Limits) -> Judgement:
         j.fig("limit: longest_input_tolerance", lim.longest_input_tolerance)
         if o is not None and n is not None:
             if n < o * (1 - lim.longest_input_tolerance):
-                j.nogo.append(f"new serves at most {n} prompt tokens, old {o} ({pct(o, n):+.0f}%): requests that "
-                              "fit today fail after the switch")
+                j.nogo.append(
+                    f"new serves at most {n} prompt tokens, old {o} ({pct(o, n):+.0f}%): requests that "
+                    "fit today fail after the switch"
+                )
             else:
                 j.ok.append(f"new serves {n} prompt tokens, old {o} (within {lim.longest_input_tolerance:.0%})")
         else:
@@ -181,11 +207,14 @@ def kv_cache(ev: Evidence, lim: Limits) -> Judgement:
         j.fig("plan: max concurrency at context", cap.max_concurrency, "requests")
         j.fig("plan: binding limit", cap.binding_limit)
         if cap.max_concurrency < 1:
-            j.nogo.append(f"plan: the KV pool holds no request of {cap.context} tokens "
-                          f"(binding limit: {cap.binding_limit})")
+            j.nogo.append(
+                f"plan: the KV pool holds no request of {cap.context} tokens (binding limit: {cap.binding_limit})"
+            )
         else:
-            j.ok.append(f"plan: {cap.max_concurrency} concurrent requests of {cap.context} tokens "
-                        f"(binding limit: {cap.binding_limit})")
+            j.ok.append(
+                f"plan: {cap.max_concurrency} concurrent requests of {cap.context} tokens "
+                f"(binding limit: {cap.binding_limit})"
+            )
         j.link("plan", "plan.json")
     elif p is not None:
         j.missing.append("plan capacity: " + ("; ".join(p.notes) or "no model/GPU given"))
@@ -205,14 +234,20 @@ def batching(ev: Evidence, lim: Limits) -> Judgement:
             j.fig(f"old knee ({bucket} tok)", co, "concurrency", None if co else (ko.message if ko else "no data"))
             j.fig(f"new knee ({bucket} tok)", cn, "concurrency", None if cn else (kn.message if kn else "no data"))
             if cn is not None and (co is None or cn < co):
-                j.warn.append(f"new's TPOT p99 bends at concurrency {cn:g} ({bucket}-token inputs), old's "
-                              + (f"at {co:g}" if co is not None else "not within the ladder")
-                              + ": cap the canary share and timeouts below new's knee")
+                j.warn.append(
+                    f"new's TPOT p99 bends at concurrency {cn:g} ({bucket}-token inputs), old's "
+                    + (f"at {co:g}" if co is not None else "not within the ladder")
+                    + ": cap the canary share and timeouts below new's knee"
+                )
             elif ko is not None and kn is not None:
-                j.ok.append(f"new's knee ({cn if cn is not None else 'none in the ladder'}) is not earlier than "
-                            f"old's ({co if co is not None else 'none in the ladder'}) for {bucket}-token inputs")
-        top = {side: {c: s.out_tok_per_s for s in b.steps if s.endpoint == side and (c := s.concurrency) is not None}
-               for side in ("old", "new")}
+                j.ok.append(
+                    f"new's knee ({cn if cn is not None else 'none in the ladder'}) is not earlier than "
+                    f"old's ({co if co is not None else 'none in the ladder'}) for {bucket}-token inputs"
+                )
+        top = {
+            side: {c: s.out_tok_per_s for s in b.steps if s.endpoint == side and (c := s.concurrency) is not None}
+            for side in ("old", "new")
+        }
         common = sorted(set(top["old"]) & set(top["new"]))
         if common:
             c = common[-1]
@@ -220,11 +255,14 @@ def batching(ev: Evidence, lim: Limits) -> Judgement:
             j.fig(f"old output tok/s at c={c}", round(o, 1) if o else o, "tok/s")
             j.fig(f"new output tok/s at c={c}", round(n, 1) if n else n, "tok/s")
             if o and n is not None and n < o * (1 - lim.max_regression_pct / 100):
-                j.warn.append(f"new's output throughput at concurrency {c} is {n:.1f} tok/s vs old {o:.1f} "
-                              f"({pct(o, n):+.0f}%, beyond -{lim.max_regression_pct:g}%)")
+                j.warn.append(
+                    f"new's output throughput at concurrency {c} is {n:.1f} tok/s vs old {o:.1f} "
+                    f"({pct(o, n):+.0f}%, beyond -{lim.max_regression_pct:g}%)"
+                )
             elif o and n is not None:
-                j.ok.append(f"output throughput at concurrency {c}: new {n:.1f} vs old {o:.1f} tok/s "
-                            f"({pct(o, n):+.0f}%)")
+                j.ok.append(
+                    f"output throughput at concurrency {c}: new {n:.1f} vs old {o:.1f} tok/s ({pct(o, n):+.0f}%)"
+                )
         else:
             j.missing.append("no common concurrency step with throughput on both sides")
     if ev.plan is not None and ev.plan.translation is not None:
@@ -243,38 +281,51 @@ def _structured(v: EquivalenceReport, j: Judgement, lim: Limits) -> None:
         j.missing.append("structured-output check not run on both sides")
         return
     if old.rate is None or new.rate is None:
-        j.missing.append("structured-output check: no request got an answer on "
-                         + " and ".join(n for n, side in (("old", old), ("new", new)) if side.rate is None))
+        j.missing.append(
+            "structured-output check: no request got an answer on "
+            + " and ".join(n for n, side in (("old", old), ("new", new)) if side.rate is None)
+        )
         return
     j.fig("old: valid JSON-schema outputs", old.summary())
     j.fig("new: valid JSON-schema outputs", new.summary())
     j.fig("limit: structured_drop", lim.structured_drop)
     if new.rate < old.rate - lim.structured_drop - 1e-9:
-        j.nogo.append(f"valid JSON-schema outputs fell from {old.rate:.0%} to {new.rate:.0%} (more than "
-                      f"{lim.structured_drop:.0%} lower)")
+        j.nogo.append(
+            f"valid JSON-schema outputs fell from {old.rate:.0%} to {new.rate:.0%} (more than "
+            f"{lim.structured_drop:.0%} lower)"
+        )
     else:
         j.ok.append(f"valid JSON-schema outputs: old {old.summary()}, new {new.summary()}")
 
 
 def _anomalies(c: LongInputCheck) -> list[str]:
-    return [k for k, on in (("loop", c.loop), ("early stop", c.early_stop),
-                            (f"script drift {c.script_drift}", bool(c.script_drift))) if on]
+    return [
+        k
+        for k, on in (
+            ("loop", c.loop),
+            ("early stop", c.early_stop),
+            (f"script drift {c.script_drift}", bool(c.script_drift)),
+        )
+        if on
+    ]
 
 
 def _long_inputs(v: EquivalenceReport, j: Judgement) -> None:
     """Loops, early stops and script drift on long inputs that new shows and old does not (at the same length)."""
     lo, ln = _sides(v, v.long_inputs)
     if lo is None or ln is None or not ln.checks:
-        j.missing.append("long-input checks not run on both sides"
-                         + (f" ({ln.skipped})" if ln is not None and ln.skipped else ""))
+        j.missing.append(
+            "long-input checks not run on both sides" + (f" ({ln.skipped})" if ln is not None and ln.skipped else "")
+        )
         return
     old_bad = {c.target_fraction: set(_anomalies(c)) for c in lo.checks}
     found = []
     for c in ln.checks:
         extra = [k for k in _anomalies(c) if k not in old_bad.get(c.target_fraction, set())]
         if extra:
-            found.append(f"{', '.join(extra)} at {c.target_fraction:.0%} of the context ({c.prompt_tokens} prompt "
-                         "tokens)")
+            found.append(
+                f"{', '.join(extra)} at {c.target_fraction:.0%} of the context ({c.prompt_tokens} prompt tokens)"
+            )
     j.fig("new: long-input anomalies old lacks", len(found))
     j.nogo.extend(f"long input on new: {a}, not on old" for a in found)
     if not found:
@@ -330,12 +381,18 @@ def observability(ev: Evidence, lim: Limits) -> Judgement:
     m = j.source(ev.metrics, ev, "metrics")
     if m is not None:
         for side, s in (("old", m.old), ("new", m.new)):
-            j.fig(f"{side}: /metrics families", s.families if s and s.reachable else None, None,
-                  None if s and s.reachable else (s.reason if s else "not scraped"))
+            j.fig(
+                f"{side}: /metrics families",
+                s.families if s and s.reachable else None,
+                None,
+                None if s and s.reachable else (s.reason if s else "not scraped"),
+            )
         if m.new is not None and m.old is not None:
             if m.old.reachable and not m.new.reachable:
-                j.nogo.append(f"new serves no /metrics ({m.new.reason}) while old does: dashboards and alerts go "
-                              "blind at the switch")
+                j.nogo.append(
+                    f"new serves no /metrics ({m.new.reason}) while old does: dashboards and alerts go "
+                    "blind at the switch"
+                )
             elif m.new.reachable and m.new.profile_names_missing:
                 missing = ", ".join(m.new.profile_names_missing[:5])
                 j.warn.append(f"new's /metrics lacks series its profile lists: {missing}")
@@ -344,9 +401,11 @@ def observability(ev: Evidence, lim: Limits) -> Judgement:
         j.fig("metric intents renamed / unit / buckets / missing in new", " / ".join(str(v) for v in n_of.values()))
         if changed:
             sample = ", ".join(f"{i.intent}: {i.old} → {i.new or '(none)'}" for i in changed[:4])
-            j.warn.append(f"{len(changed)} metric(s) differ between {m.old_engine} and {m.new_engine} ({sample}"
-                          f"{', …' if len(changed) > 4 else ''}): map them in the monitoring adapter, or watch the "
-                          "gateway's switchover_gateway_* series, which are the same on both arms")
+            j.warn.append(
+                f"{len(changed)} metric(s) differ between {m.old_engine} and {m.new_engine} ({sample}"
+                f"{', …' if len(changed) > 4 else ''}): map them in the monitoring adapter, or watch the "
+                "gateway's switchover_gateway_* series, which are the same on both arms"
+            )
         elif m.intents:
             j.ok.append(f"{len(m.intents)} metric intents have the same name and unit")
     probe_differences(ev, j, ("usage",), breaking_nogo=True, label="usage")

@@ -29,8 +29,9 @@ def warmup_tail(ev: Evidence, lim: Limits) -> Judgement:
     j.fig("drill: probes before steady", w.tail_requests, None, missing=None if w.steady else "not steady")
     j.fig("drill: first probe TTFT", w.first_ttft_ms, "ms")
     j.fig("drill: steady TTFT", w.steady_ttft_ms, "ms", missing=None if w.steady else "not steady")
-    j.fig("drill: stop → old at steady speed", d.switch_s, "s", missing=None if d.switch_s is not None else
-          "not steady")
+    j.fig(
+        "drill: stop → old at steady speed", d.switch_s, "s", missing=None if d.switch_s is not None else "not steady"
+    )
     if not w.steady:
         j.warn.append(f"old's TTFT did not settle after the switch: {w.reason}")
     else:
@@ -53,14 +54,21 @@ def binding_cap(ev: Evidence, lim: Limits) -> Judgement:
         bound = sorted((x.step, x.load, x.binding) for x in b.limits if x.endpoint == side and x.binding in WORDS)
         known = [x for x in b.limits if x.endpoint == side and x.binding != "unknown"]
         first[side] = bound[0] if bound else None
-        j.fig(f"{side}: first load where a cap bound", f"{bound[0][1]} ({WORDS[bound[0][2]]})" if bound else None,
-              None, missing=None if bound else ("no cap bound in the ladder" if known else "no /metrics verdict"))
+        j.fig(
+            f"{side}: first load where a cap bound",
+            f"{bound[0][1]} ({WORDS[bound[0][2]]})" if bound else None,
+            None,
+            missing=None if bound else ("no cap bound in the ladder" if known else "no /metrics verdict"),
+        )
     o, n = first["old"], first["new"]
     if n is not None and (o is None or n[0] < o[0]):
         engines = {e.label: e.engine for e in b.endpoints}
         lines = advice([x for x in b.limits if x.endpoint == "new"], engines)
-        j.warn.append(f"new's {WORDS[n[2]]} binds at {n[1]}, " + (f"old's first cap at {o[1]}" if o else
-                      "no cap bound on old in the ladder") + ("; " + "; ".join(lines) if lines else ""))
+        j.warn.append(
+            f"new's {WORDS[n[2]]} binds at {n[1]}, "
+            + (f"old's first cap at {o[1]}" if o else "no cap bound on old in the ladder")
+            + ("; " + "; ".join(lines) if lines else "")
+        )
     elif n is None:
         j.ok.append("no cap bound on new within the ladder")
     else:
@@ -78,16 +86,23 @@ def oom_rate(ev: Evidence, lim: Limits) -> Judgement:
     if not b.limits:
         j.missing.append("the bench run holds no OOM counts (a bench of an older switchover)")
         return j
-    total = {side: (sum(x.oom for x in b.limits if x.endpoint == side),
-                    sum(x.requests for x in b.limits if x.endpoint == side),
-                    sum(x.engine_dead for x in b.limits if x.endpoint == side)) for side in ("old", "new")}
+    total = {
+        side: (
+            sum(x.oom for x in b.limits if x.endpoint == side),
+            sum(x.requests for x in b.limits if x.endpoint == side),
+            sum(x.engine_dead for x in b.limits if x.endpoint == side),
+        )
+        for side in ("old", "new")
+    }
     for side, (oom, n, _) in total.items():
         j.fig(f"{side}: OOM answers", oom, f"of {n} requests")
     oom_new, _, dead_new = total["new"]
     if oom_new and not total["old"][0]:
         worst = max((x for x in b.limits if x.endpoint == "new"), key=lambda x: x.oom)
-        j.nogo.append(f"new answered out of memory {oom_new} time(s), old never; most at {worst.load} "
-                      f"({worst.oom}/{worst.requests}: {', '.join(worst.oom_texts)})")
+        j.nogo.append(
+            f"new answered out of memory {oom_new} time(s), old never; most at {worst.load} "
+            f"({worst.oom}/{worst.requests}: {', '.join(worst.oom_texts)})"
+        )
     elif oom_new:
         j.warn.append(f"both ran out of memory in the bench: new {oom_new}, old {total['old'][0]} answers")
     else:

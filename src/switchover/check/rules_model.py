@@ -27,8 +27,10 @@ def weights(ev: Evidence, lim: Limits) -> Judgement:
         if same is True:
             j.ok.append("the weights are identical (same hash)")
         elif same is False:
-            j.warn.append("the weights differ: outputs change by design; caches keyed without the weights hash "
-                          "serve stale entries — judged by the kernels and template items")
+            j.warn.append(
+                "the weights differ: outputs change by design; caches keyed without the weights hash "
+                "serve stale entries — judged by the kernels and template items"
+            )
         else:
             j.missing.append("diff-model did not hash the weights")
         for r in d.reasons:  # quantization / context / scale: the weights' side of a model switch
@@ -42,8 +44,10 @@ def weights(ev: Evidence, lim: Limits) -> Judgement:
         if s.prompts and s.identical == s.prompts and not s.failed:
             j.ok.append(f"greedy outputs identical on all {s.prompts} prompts")
         elif d is None:  # without a weights hash, the outputs are the evidence
-            j.warn.append(f"greedy outputs identical on {s.identical} of {s.prompts} prompts: the served weights "
-                          "(or their precision) differ")
+            j.warn.append(
+                f"greedy outputs identical on {s.identical} of {s.prompts} prompts: the served weights "
+                "(or their precision) differ"
+            )
     elif d is None:
         j.missing.append(ev.why_missing("verify"))
     return j
@@ -72,13 +76,17 @@ def tokenizer(ev: Evidence, lim: Limits) -> Judgement:
             j.fig("limit: tokenizer_shift_pct", lim.tokenizer_shift_pct, "%")
             over = [(s, t) for s, t in shifts if abs(s) > lim.tokenizer_shift_pct]
             for s, t in over[:4]:
-                j.nogo.append(f"{_short(t.text)!r}: {t.old} tokens on old, {t.new} on new ({s:+.0f}%): budgets, "
-                              "truncation and max_tokens must be recomputed")
+                j.nogo.append(
+                    f"{_short(t.text)!r}: {t.old} tokens on old, {t.new} on new ({s:+.0f}%): budgets, "
+                    "truncation and max_tokens must be recomputed"
+                )
             if not over:
                 diff_ids = [t for t in rows if t.same_ids is False]
                 if diff_ids:
-                    j.warn.append(f"{len(diff_ids)} text(s) get different token ids with counts within "
-                                  f"{lim.tokenizer_shift_pct:g}% (worst {worst:+.1f}%)")
+                    j.warn.append(
+                        f"{len(diff_ids)} text(s) get different token ids with counts within "
+                        f"{lim.tokenizer_shift_pct:g}% (worst {worst:+.1f}%)"
+                    )
                 else:
                     j.ok.append(f"{len(rows)} texts tokenize to the same ids on old and new")
         else:
@@ -116,12 +124,16 @@ def chat_template(ev: Evidence, lim: Limits) -> Judgement:
             if differ and agree:
                 for c in differ[:3]:
                     roles = "+".join(m.get("role", "?") for m in c.messages)
-                    j.nogo.append(f"the same {roles} messages cost {c.old_prompt_tokens} prompt tokens on old and "
-                                  f"{c.new_prompt_tokens} on new while the tokenizers agree: the servers apply "
-                                  "different chat templates (instruction following degrades)")
+                    j.nogo.append(
+                        f"the same {roles} messages cost {c.old_prompt_tokens} prompt tokens on old and "
+                        f"{c.new_prompt_tokens} on new while the tokenizers agree: the servers apply "
+                        "different chat templates (instruction following degrades)"
+                    )
             elif differ:
-                j.missing.append("prompt tokens differ, but so do the tokenizers: the live check cannot isolate the "
-                                 "template (diff-model can)")
+                j.missing.append(
+                    "prompt tokens differ, but so do the tokenizers: the live check cannot isolate the "
+                    "template (diff-model can)"
+                )
             else:
                 j.ok.append(f"{len(rows)} conversations cost the same prompt tokens on old and new")
         else:
@@ -134,8 +146,10 @@ def chat_template(ev: Evidence, lim: Limits) -> Judgement:
         j.fig("diff-model: same rendered conversations", tpl.same_renders)
         if not tpl.same_renders:
             changed = [r.conversation for r in tpl.renders if not r.same]
-            j.nogo.append(f"diff-model: the chat templates render differently ({', '.join(changed[:4])}): "
-                          "evaluate the new model with its own template, put the template hash in cache keys")
+            j.nogo.append(
+                f"diff-model: the chat templates render differently ({', '.join(changed[:4])}): "
+                "evaluate the new model with its own template, put the template hash in cache keys"
+            )
         else:
             j.ok.append("diff-model: the chat templates render every test conversation the same")
     return j
@@ -152,8 +166,10 @@ def sampling_defaults(ev: Evidence, lim: Limits) -> Judgement:
             j.fig("probe sampling.defaults: new", _short(r.new.summary, 90) if r.new else None)
             j.fig("probe sampling.defaults verdict", "breaking difference" if r.breaking_difference else r.verdict)
             if r.verdict == "differs":
-                text = (f"a request without sampling fields samples differently: old {_short(r.old.summary, 90)!r}, "
-                        f"new {_short(r.new.summary, 90) if r.new else '?'!r}")
+                text = (
+                    f"a request without sampling fields samples differently: old {_short(r.old.summary, 90)!r}, "
+                    f"new {_short(r.new.summary, 90) if r.new else '?'!r}"
+                )
                 (j.nogo if r.breaking_difference else j.warn).append(text)
             elif r.verdict == "same":
                 j.ok.append("probe sampling.defaults: a bare request samples alike on old and new")
@@ -187,8 +203,12 @@ def grace(ev: Evidence, lim: Limits) -> Judgement:
         return j
     j.fig("max_tokens", g.max_tokens, "tokens", None if g.max_tokens else "check.grace.max_tokens not set")
     j.fig("TPOT p99 (worst bench step)", g.tpot_p99_ms, "ms", None if g.tpot_p99_ms else g.missing)
-    j.fig("TTFT p99 (worst bench step)", g.ttft_p99_ms, "ms",
-          None if g.ttft_p99_ms is not None else (g.missing or g.latency_source))
+    j.fig(
+        "TTFT p99 (worst bench step)",
+        g.ttft_p99_ms,
+        "ms",
+        None if g.ttft_p99_ms is not None else (g.missing or g.latency_source),
+    )
     if g.need is None:
         j.missing.append(g.missing or "the need could not be computed")
         return j
@@ -200,17 +220,21 @@ def grace(ev: Evidence, lim: Limits) -> Judgement:
         j.fig(f"{f.setting} ({where})", f.value_s, "s")
         (j.ok if f.ok else j.nogo).append(f"{where} {f.setting}: {f.message}")
     if not g.configured and not g.findings:
-        j.warn.append(f"the longest request needs {req:.1f} s to finish, but no grace period was given to compare "
-                      "(check.grace.drain_grace_s, check.grace.deploy_dir or gateway.drain_seconds)")
+        j.warn.append(
+            f"the longest request needs {req:.1f} s to finish, but no grace period was given to compare "
+            "(check.grace.drain_grace_s, check.grace.deploy_dir or gateway.drain_seconds)"
+        )
     for c in g.configured:
         where = f"{c.source}" + (f":{c.line}" if c.line else "")
         j.fig(f"{c.name} ({where})", c.value_s, "s", None if c.value_s is not None else "not a duration")
         if c.value_s is None:
             j.warn.append(f"{c.name} at {where} is not a duration")
         elif c.value_s < req:
-            j.nogo.append(f"{c.name} = {c.value_s:g} s ({where}) < {req:.1f} s the longest request needs "
-                          f"({g.max_tokens} × {g.tpot_p99_ms:.1f} ms + TTFT + margin): in-flight requests are cut "
-                          "off, clients see empty or half responses")
+            j.nogo.append(
+                f"{c.name} = {c.value_s:g} s ({where}) < {req:.1f} s the longest request needs "
+                f"({g.max_tokens} × {g.tpot_p99_ms:.1f} ms + TTFT + margin): in-flight requests are cut "
+                "off, clients see empty or half responses"
+            )
         else:
             j.ok.append(f"{c.name} = {c.value_s:g} s ({where}) >= {req:.1f} s required")
     return j
@@ -225,15 +249,26 @@ def client_timeout(ev: Evidence, lim: Limits) -> Judgement:
     j.link("grace arithmetic", "grace.json")
     ttft = g.need.ttft_p99_ms
     gen = g.need.server_s  # generation + TTFT p99 where measured
-    j.fig("server generation time (max_tokens × TPOT p99 + TTFT p99)" if ttft is not None
-          else "server generation time (max_tokens × TPOT p99; TTFT not measured, left out)", round(gen, 2), "s")
-    j.fig("client timeout", g.client_timeout_s, "s", None if g.client_timeout_s else "check.grace.client_timeout_s "
-                                                                                      "not set")
+    j.fig(
+        "server generation time (max_tokens × TPOT p99 + TTFT p99)"
+        if ttft is not None
+        else "server generation time (max_tokens × TPOT p99; TTFT not measured, left out)",
+        round(gen, 2),
+        "s",
+    )
+    j.fig(
+        "client timeout",
+        g.client_timeout_s,
+        "s",
+        None if g.client_timeout_s else "check.grace.client_timeout_s not set",
+    )
     if g.client_timeout_s is None:
         j.missing.append("check.grace.client_timeout_s not set")
     elif g.client_timeout_s < gen:
-        j.warn.append(f"client timeout {g.client_timeout_s:g} s < {gen:.1f} s: the server keeps generating for "
-                      "clients that left (wasted capacity, amplified during the canary)")
+        j.warn.append(
+            f"client timeout {g.client_timeout_s:g} s < {gen:.1f} s: the server keeps generating for "
+            "clients that left (wasted capacity, amplified during the canary)"
+        )
     else:
         j.ok.append(f"client timeout {g.client_timeout_s:g} s >= {gen:.1f} s generation")
     return j

@@ -20,11 +20,17 @@ def rollback(ev: Evidence, lim: Limits) -> Judgement:
     blocking = j.nogo if strict else j.warn
     d = r.drill
     if d is None:
-        blocking.append("no drill: the way back has never been timed (`switchover drill`: stop new, start old, "
-                        "time the first good answer)")
+        blocking.append(
+            "no drill: the way back has never been timed (`switchover drill`: stop new, start old, "
+            "time the first good answer)"
+        )
     else:
-        j.fig("drill: new stopped → first good answer on old", d.recovery_s, "s",
-              missing=None if d.recovery_s is not None else (d.reason or "old never answered"))
+        j.fig(
+            "drill: new stopped → first good answer on old",
+            d.recovery_s,
+            "s",
+            missing=None if d.recovery_s is not None else (d.reason or "old never answered"),
+        )
         if d.max_recovery_s is not None:
             j.fig("drill budget", d.max_recovery_s, "s")
         if not d.ok:

@@ -24,8 +24,17 @@ from switchover.wire import EngineClient
 from switchover.wire.discovery import Discovered, discover
 
 Events = Callable[[str, str], None]  # (part, message)
-_MILESTONES = ("running", "ran ", "failed", "skipped", "not run", "unavailable", "run directory", "old endpoint",
-               "new endpoint")
+_MILESTONES = (
+    "running",
+    "ran ",
+    "failed",
+    "skipped",
+    "not run",
+    "unavailable",
+    "run directory",
+    "old endpoint",
+    "new endpoint",
+)
 
 
 def is_milestone(msg: str) -> bool:
@@ -44,10 +53,17 @@ def build_report(rd: RunDir, *, total_s: float | None = None, created_wall: floa
     overall, why = overall_verdict(items)
     order = {p: i for i, p in enumerate(NAMES)}
     return CheckReport(
-        name=ev.config.settings.name, created_wall=created_wall or time.time(), run_dir=str(rd.path),
-        config_file=ev.config.config_file, overall=overall, overall_reason=why, items=items,
-        endpoints=ev.config.endpoints, parts=sorted(ev.parts.values(), key=lambda p: order.get(p.part, 99)),
-        total_s=total_s, plots=build_plots(ev),
+        name=ev.config.settings.name,
+        created_wall=created_wall or time.time(),
+        run_dir=str(rd.path),
+        config_file=ev.config.config_file,
+        overall=overall,
+        overall_reason=why,
+        items=items,
+        endpoints=ev.config.endpoints,
+        parts=sorted(ev.parts.values(), key=lambda p: order.get(p.part, 99)),
+        total_s=total_s,
+        plots=build_plots(ev),
     )
 
 
@@ -66,9 +82,16 @@ def write_outputs(rd: RunDir, report: CheckReport) -> dict[str, Path]:
 class CheckRun:
     """One pre-flight over a migration file."""
 
-    def __init__(self, migration: Migration, settings: CheckSection, *, config_path: Path | None = None,
-                 runs_dir: Path | None = None, on_event: Events | None = None,
-                 left_out: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        migration: Migration,
+        settings: CheckSection,
+        *,
+        config_path: Path | None = None,
+        runs_dir: Path | None = None,
+        on_event: Events | None = None,
+        left_out: dict[str, str] | None = None,
+    ) -> None:
         self.m = migration
         self.s = settings
         self.left_out = left_out or {}  # part -> why the command line left it out (--only / --skip)
@@ -105,13 +128,18 @@ class CheckRun:
         it; which endpoints do not answer, so that the live parts against them are skipped with the reason."""
         down = {}
         for role, ep in (("old", self.m.old), ("new", self.m.new)):
-            found = await discover(self.clients[role], model=ep.model, engine=P.engine_name(ep),
-                                   version=ep.engine_version, timeout_s=10)
+            found = await discover(
+                self.clients[role], model=ep.model, engine=P.engine_name(ep), version=ep.engine_version, timeout_s=10
+            )
             self.found[role] = found
             if found.listing.failure is not None:
                 down[role] = f"{ep.url}: {found.listing.failure.message}"
-        self.m = self.m.model_copy(update={"old": _with_model(self.m.old, self.found["old"]),
-                                           "new": _with_model(self.m.new, self.found["new"])})
+        self.m = self.m.model_copy(
+            update={
+                "old": _with_model(self.m.old, self.found["old"]),
+                "new": _with_model(self.m.new, self.found["new"]),
+            }
+        )
         return down
 
     async def _one(self, part: str, down: dict[str, str]) -> None:
@@ -130,8 +158,12 @@ class CheckRun:
         try:
             files = await self._run_part(part)
         except ImportError as exc:
-            run = PartRun(part=part, status="unavailable", reason=f"not importable: {exc}",
-                          seconds=round(time.monotonic() - t0, 2))
+            run = PartRun(
+                part=part,
+                status="unavailable",
+                reason=f"not importable: {exc}",
+                seconds=round(time.monotonic() - t0, 2),
+            )
         except (SwitchoverError, Exception) as exc:  # any failure is a recorded "not run", never a crash
             msg = exc.message if isinstance(exc, SwitchoverError) else f"{type(exc).__name__}: {exc}"
             run = PartRun(part=part, status="failed", reason=msg, seconds=round(time.monotonic() - t0, 2))
@@ -161,12 +193,21 @@ class CheckRun:
         t0 = time.monotonic()
         created = time.time()
         self.rd = rd = RunDir.create(self.runs_dir, self.s.name)
-        endpoints = [EndpointSummary(role=r, url=e.url, engine=e.engine.value, model=e.model)
-                     for r, e in (("old", self.m.old), ("new", self.m.new))]
+        endpoints = [
+            EndpointSummary(role=r, url=e.url, engine=e.engine.value, model=e.model)
+            for r, e in (("old", self.m.old), ("new", self.m.new))
+        ]
         slos = self.m.bench.slos if self.m.bench is not None else BenchSlos()
-        rd.write_json("config", CheckConfig(
-            config_file=str(self.config_path) if self.config_path else None, endpoints=endpoints, settings=self.s,
-            gateway_drain_seconds=self.m.gateway.drain_seconds if self.m.gateway else None, slos=slos))
+        rd.write_json(
+            "config",
+            CheckConfig(
+                config_file=str(self.config_path) if self.config_path else None,
+                endpoints=endpoints,
+                settings=self.s,
+                gateway_drain_seconds=self.m.gateway.drain_seconds if self.m.gateway else None,
+                slos=slos,
+            ),
+        )
         self.on_event("check", f"run directory {rd.path}")
         if self._live_wanted():
             self.clients = P.open_clients(self.m)
@@ -174,8 +215,9 @@ class CheckRun:
             down = await self._discover() if self.clients else {}
             for role, why in down.items():
                 self.on_event("check", f"{role} endpoint unreachable: {why}")
-            self.inputs = PartInputs(self.m, self.s, self.base, rd.path, config_path=self.config_path,
-                                     found=self.found, clients=self.clients)
+            self.inputs = PartInputs(
+                self.m, self.s, self.base, rd.path, config_path=self.config_path, found=self.found, clients=self.clients
+            )
             for part in NAMES:
                 await self._one(part, down)
         finally:  # an interrupted check still leaves a report of what it measured

@@ -17,9 +17,12 @@ if TYPE_CHECKING:  # the translation machinery is imported when the command runs
 
     from switchover.alerts.report import TranslationReport
 
-app = typer.Typer(help="Alert rules across engines and releases: translate Prometheus rules to the new engine's "
-                       "metrics.\n\nExample: switchover alerts translate rules.yaml --from vllm@0.6.3 "
-                       "--to sglang@0.5.5 -o new-rules.yaml", no_args_is_help=True)
+app = typer.Typer(
+    help="Alert rules across engines and releases: translate Prometheus rules to the new engine's "
+    "metrics.\n\nExample: switchover alerts translate rules.yaml --from vllm@0.6.3 "
+    "--to sglang@0.5.5 -o new-rules.yaml",
+    no_args_is_help=True,
+)
 SEVERITY = {"error": "red", "warning": "yellow", "info": "dim"}
 STATUSES = ("translated", "unchanged", "partial", "untranslated", "unverified")
 
@@ -33,14 +36,19 @@ def _print(report: TranslationReport, out: Console) -> None:
 
     counts = {s: sum(1 for r in report.rules if r.status == s) for s in STATUSES}
     mode = " (names kept for the metrics adapter)" if report.mode == "adapter" else ""
-    out.print(f"{_side(report.source_engine, report.source_version)} → "
-              f"{_side(report.target_engine, report.target_version)}{mode}: "
-              + ", ".join(f"{v} {k}" for k, v in counts.items() if v or k in ("translated", "untranslated")),
-              highlight=False)
+    out.print(
+        f"{_side(report.source_engine, report.source_version)} → "
+        f"{_side(report.target_engine, report.target_version)}{mode}: "
+        + ", ".join(f"{v} {k}" for k, v in counts.items() if v or k in ("translated", "untranslated")),
+        highlight=False,
+    )
     left = [r for r in report.rules if r.series_left]
     for r in left:
-        out.print(f"  {r.group}/{r.rule} ({r.status}) still reads: {', '.join(r.series_left)}", highlight=False,
-                  soft_wrap=True)
+        out.print(
+            f"  {r.group}/{r.rule} ({r.status}) still reads: {', '.join(r.series_left)}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if report.findings:
         table = Table(title="findings")
         for col in ("rule", "severity", "what"):
@@ -66,17 +74,36 @@ def _print(report: TranslationReport, out: Console) -> None:
 @app.command()
 def translate(
     rules: Path = typer.Argument(..., help="Prometheus rule file (groups: [{name, rules: [...]}])."),
-    from_engine: str = typer.Option(..., "--from", help="Engine the rules were written for (the old one), with its "
-                                    "release: vllm@0.6.3 or vllm==0.6.3 (unstated: the newest release read, said)."),
-    to_engine: str = typer.Option(..., "--to", help="Engine and release whose metrics the rules should read (the new "
-                                  "one): sglang@0.5.5; the same engine at another release is a migration too."),
-    adapter: bool = typer.Option(False, "--adapter", help="Keep the old names: check the rules against what "
-                                 "`switchover metrics-adapter --from NEW --to OLD` serves instead of renaming."),
-    bench: Path = typer.Option(None, "--bench", help="A/B bench run directory: list each distribution-dependent "
-                               "threshold with the measured new/old shift."),
-    keep_unknown: bool = typer.Option(False, "--keep-unknown", help="Keep rules that would watch a series the "
-                                      "target release does not serve (annotated, reported as warnings) instead of "
-                                      "failing (exit 1)."),
+    from_engine: str = typer.Option(
+        ...,
+        "--from",
+        help="Engine the rules were written for (the old one), with its "
+        "release: vllm@0.6.3 or vllm==0.6.3 (unstated: the newest release read, said).",
+    ),
+    to_engine: str = typer.Option(
+        ...,
+        "--to",
+        help="Engine and release whose metrics the rules should read (the new "
+        "one): sglang@0.5.5; the same engine at another release is a migration too.",
+    ),
+    adapter: bool = typer.Option(
+        False,
+        "--adapter",
+        help="Keep the old names: check the rules against what "
+        "`switchover metrics-adapter --from NEW --to OLD` serves instead of renaming.",
+    ),
+    bench: Path = typer.Option(
+        None,
+        "--bench",
+        help="A/B bench run directory: list each distribution-dependent threshold with the measured new/old shift.",
+    ),
+    keep_unknown: bool = typer.Option(
+        False,
+        "--keep-unknown",
+        help="Keep rules that would watch a series the "
+        "target release does not serve (annotated, reported as warnings) instead of "
+        "failing (exit 1).",
+    ),
     output: Path = typer.Option(None, "--output", "-o", help="Write the translated rules here (default: stdout)."),
     json_out: bool = params.json_flag("the report", "with the rules when no -o"),
 ) -> None:
@@ -96,11 +123,14 @@ def translate(
         raise BadInput(f"RULES: {rules}: no such file", hint="give the Prometheus rule file to translate")
     src, dst = engine_release(from_engine, "--from"), engine_release(to_engine, "--to")
     if src.engine == dst.engine and src.version == dst.version:
-        raise BadInput(f"--from and --to are both {src.label}: nothing to translate",
-                       hint="give the releases, e.g. --from vllm@0.6.3 --to vllm@0.11.0")
+        raise BadInput(
+            f"--from and --to are both {src.label}: nothing to translate",
+            hint="give the releases, e.g. --from vllm@0.6.3 --to vllm@0.11.0",
+        )
     shifts = BenchShifts(bench, src.engine, dst.engine) if bench is not None else None
-    data, report = translate_rules(rules, src, dst, mode="adapter" if adapter else "rename", shifts=shifts,
-                                   keep_unknown=keep_unknown)
+    data, report = translate_rules(
+        rules, src, dst, mode="adapter" if adapter else "rename", shifts=shifts, keep_unknown=keep_unknown
+    )
     text = dump_rules(data)
     if output is not None:
         write_atomic(output, text)

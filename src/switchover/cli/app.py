@@ -83,8 +83,11 @@ def _root(
 
 # the click typer runs on: vendored as typer._click in recent typer, the `click` package before
 _click: Any = getattr(typer.core, "_click", None) or importlib.import_module("click")
-_ABORTS: tuple[type[BaseException], ...] = (KeyboardInterrupt, typer.Abort, *(
-    [_click.exceptions.Abort] if hasattr(_click.exceptions, "Abort") else []))
+_ABORTS: tuple[type[BaseException], ...] = (
+    KeyboardInterrupt,
+    typer.Abort,
+    *([_click.exceptions.Abort] if hasattr(_click.exceptions, "Abort") else []),
+)
 
 MAX_MESSAGE = 2000  # characters of an error line; a huge echoed value is cut, not printed
 
@@ -103,8 +106,7 @@ def report_error(message: str, hint: str | None = None) -> None:
 
     from switchover.cli.common import err_console
 
-    err_console.print(Text.assemble(("error:", "bold red"), " ", _one_line(message)), highlight=False,
-                      soft_wrap=True)
+    err_console.print(Text.assemble(("error:", "bold red"), " ", _one_line(message)), highlight=False, soft_wrap=True)
     if hint:
         err_console.print(Text.assemble(("hint:", "dim"), " ", _one_line(hint)), highlight=False, soft_wrap=True)
 
@@ -176,8 +178,10 @@ def invoke(argv: list[str]) -> int:
 def _bug(exc: Exception) -> int:
     if os.environ.get("SWITCHOVER_DEBUG"):
         raise exc
-    report_error(f"internal error (a bug in switchover): {type(exc).__name__}: {exc}",
-                 hint="rerun with SWITCHOVER_DEBUG=1 for the traceback, and please report it")
+    report_error(
+        f"internal error (a bug in switchover): {type(exc).__name__}: {exc}",
+        hint="rerun with SWITCHOVER_DEBUG=1 for the traceback, and please report it",
+    )
     return INTERNAL_ERROR
 
 

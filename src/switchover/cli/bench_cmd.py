@@ -55,11 +55,24 @@ RUNS_DIR = typer.Option(Path("runs"), help="Where run directories go.", parser=p
 # `bench` options that go into the plan as given (option -> BenchPlan field); the plan's other fields are worked
 # out from several options or fall back to switchover.yaml's `bench:` section, and are set where the plan is built
 PLAN_AS_GIVEN = {
-    "name": "name", "api": "api", "arrival": "arrival", "burstiness": "burstiness", "max_inflight": "max_inflight",
-    "warmup_requests": "warmup_requests", "warmup_s": "warmup_s", "repeats": "repeats",
-    "allow_prefix_cache": "allow_prefix_cache", "trace_speed": "trace_speed", "max_error_rate": "max_error_rate",
-    "knee_metric": "knee_metric", "scrape_interval": "scrape_interval_s", "timeout": "timeout_s",
-    "calibrate": "calibrate", "checkpoint_every": "checkpoint_s", "window": "window_s", "workers": "workers",
+    "name": "name",
+    "api": "api",
+    "arrival": "arrival",
+    "burstiness": "burstiness",
+    "max_inflight": "max_inflight",
+    "warmup_requests": "warmup_requests",
+    "warmup_s": "warmup_s",
+    "repeats": "repeats",
+    "allow_prefix_cache": "allow_prefix_cache",
+    "trace_speed": "trace_speed",
+    "max_error_rate": "max_error_rate",
+    "knee_metric": "knee_metric",
+    "scrape_interval": "scrape_interval_s",
+    "timeout": "timeout_s",
+    "calibrate": "calibrate",
+    "checkpoint_every": "checkpoint_s",
+    "window": "window_s",
+    "workers": "workers",
 }
 
 
@@ -140,14 +153,24 @@ def _client(report: Any) -> None:
         load = f"c={q.concurrency}" if q.concurrency else f"{q.rate:g} req/s"
         wire = "" if q.on_wire is None else f"{q.on_wire:.0f} requests on the wire on average (req/s × mean E2E)"
         held = "" if q.in_client is None else f", {q.in_client:.0f} waiting in the client"
-        lag = "" if q.send_lag_ms_mean is None else (f"; send lag mean {q.send_lag_ms_mean:.2f} ms, "
-                                                     f"max {q.send_lag_ms_max:.1f} ms")
-        console.print(f"[yellow]client-bound[/] {escape(q.endpoint)} {load}: {wire}{held}{lag}: the client, not the "
-                      "server, limited this step's load", highlight=False, soft_wrap=True)
+        lag = (
+            ""
+            if q.send_lag_ms_mean is None
+            else (f"; send lag mean {q.send_lag_ms_mean:.2f} ms, max {q.send_lag_ms_max:.1f} ms")
+        )
+        console.print(
+            f"[yellow]client-bound[/] {escape(q.endpoint)} {load}: {wire}{held}{lag}: the client, not the "
+            "server, limited this step's load",
+            highlight=False,
+            soft_wrap=True,
+        )
     m = report.client_memory
     if m is not None and m.idle_rss_mb is not None and m.peak_rss_mb is not None:
-        console.print(f"[dim]client memory: {m.idle_rss_mb:.0f} MB before the first step, peak {m.peak_rss_mb:.0f} MB "
-                      f"(+{m.growth_mb:.0f} MB); open-file limit {m.open_files_limit}[/]", highlight=False)
+        console.print(
+            f"[dim]client memory: {m.idle_rss_mb:.0f} MB before the first step, peak {m.peak_rss_mb:.0f} MB "
+            f"(+{m.growth_mb:.0f} MB); open-file limit {m.open_files_limit}[/]",
+            highlight=False,
+        )
 
 
 def render(report: Any) -> None:
@@ -178,10 +201,14 @@ def render(report: Any) -> None:
         console.print(f"chunk timestamps: {'; '.join(sorted(stamps))}", highlight=False)
     for s in report.steps:
         if s.workers:
-            parts = ", ".join(f"w{w.worker} {'—' if w.achieved is None else f'{w.achieved:.1f}'}/{w.target:g}"
-                              for w in s.workers if w.target is not None)
-            console.print(f"{s.endpoint} {s.bucket} step {s.step}: achieved/target per worker: {parts}",
-                          highlight=False)
+            parts = ", ".join(
+                f"w{w.worker} {'—' if w.achieved is None else f'{w.achieved:.1f}'}/{w.target:g}"
+                for w in s.workers
+                if w.target is not None
+            )
+            console.print(
+                f"{s.endpoint} {s.bucket} step {s.step}: achieved/target per worker: {parts}", highlight=False
+            )
     _client(report)
     for key, k in report.knees.items():
         console.print(f"[bold]{escape(key)}[/]: {escape(k.message)}", highlight=False, soft_wrap=True)
@@ -198,15 +225,15 @@ def render(report: Any) -> None:
     for c in report.checks:
         if not c.passed:
             console.print(
-                f"[red]FAIL[/] {c.name} {c.endpoint} @ {c.concurrency}: {c.value} > {c.limit}",
-                highlight=False,
+                f"[red]FAIL[/] {c.name} {c.endpoint} @ {c.concurrency}: {c.value} > {c.limit}", highlight=False
             )
     for n in report.notes:
         console.print(f"[dim]{escape(n)}[/]", highlight=False, soft_wrap=True)
     if report.stopped_reason:
         console.print(f"[yellow]stopped early:[/] {escape(report.stopped_reason)}", highlight=False)
-    console.print(f"run directory: {report.run_dir}  (report.html, summary.json, requests.parquet)", highlight=False,
-                  markup=False)
+    console.print(
+        f"run directory: {report.run_dir}  (report.html, summary.json, requests.parquet)", highlight=False, markup=False
+    )
 
 
 def _plan(**kw: Any):
@@ -235,33 +262,54 @@ def bench(
     model: str = params.served_model(),
     api: str = typer.Option("completions", help="completions or chat (chat counts the template's tokens)."),
     buckets: str = typer.Option(None, help="Input-length buckets in tokens, e.g. 128,512,2048."),
-    output_tokens: int = typer.Option(None, "--output-tokens", help="Output tokens per request (default 128).",
-                                      parser=params.TOKENS),
+    output_tokens: int = typer.Option(
+        None, "--output-tokens", help="Output tokens per request (default 128).", parser=params.TOKENS
+    ),
     concurrency: str = typer.Option(None, help="Concurrency ladder, e.g. 1,2,4,8,16,32,64 (the default)."),
     rate: str = typer.Option(None, help="Request rates (req/s) instead of a concurrency ladder, e.g. 1,2,4."),
     arrival: str = typer.Option("constant", help="Rate mode arrivals: constant, poisson or gamma."),
-    burstiness: float = typer.Option(1.0, help="Gamma shape (1 = Poisson, lower = burstier).",
-                                     parser=params.positive(1000)),
-    max_inflight: int = typer.Option(None, help="Cap on requests in flight in rate mode.",
-                                     parser=params.count(hi=MAX_CONCURRENCY)),
-    requests: int = typer.Option(None, help="Measured requests per step (default 50 unless --duration).",
-                                 parser=params.count()),
-    duration: float = typer.Option(None, "--duration", parser=DURATION,
-                                   help="Measuring time per step: seconds or 90s, 20m, 2h, 1d (a soak: one step)."),
-    checkpoint_every: float = typer.Option(None, "--checkpoint-every", parser=DURATION,
-                                           help="Soak: checkpoint this often (rows in closed Parquet parts, "
-                                           "checkpoint.json, summary and report so far); resumable with --resume."),
-    window: float = typer.Option(None, "--window", parser=DURATION,
-                                 help="Soak: drift window (default 1h): TTFT/TPOT, req/s, errors, memory per window."),
-    resume: Path = typer.Option(None, "--resume", help="Carry on a checkpointed run directory (other options "
-                                "come from its config.json)."),
-    workers: int = typer.Option(1, "--workers", parser=params.count(hi=64),
-                                help="Load-generating processes per step, sharing one schedule (rates one core "
-                                "cannot drive); results merge exactly."),
-    warmup_requests: int = typer.Option(1, help="Requests per step discarded as warm-up.",
-                                        parser=params.count(lo=0)),
-    warmup_s: float = typer.Option(0.0, "--warmup-s", help="Seconds per step discarded as warm-up.",
-                                   parser=params.non_negative(inputs.MAX_SECONDS)),
+    burstiness: float = typer.Option(
+        1.0, help="Gamma shape (1 = Poisson, lower = burstier).", parser=params.positive(1000)
+    ),
+    max_inflight: int = typer.Option(
+        None, help="Cap on requests in flight in rate mode.", parser=params.count(hi=MAX_CONCURRENCY)
+    ),
+    requests: int = typer.Option(
+        None, help="Measured requests per step (default 50 unless --duration).", parser=params.count()
+    ),
+    duration: float = typer.Option(
+        None,
+        "--duration",
+        parser=DURATION,
+        help="Measuring time per step: seconds or 90s, 20m, 2h, 1d (a soak: one step).",
+    ),
+    checkpoint_every: float = typer.Option(
+        None,
+        "--checkpoint-every",
+        parser=DURATION,
+        help="Soak: checkpoint this often (rows in closed Parquet parts, "
+        "checkpoint.json, summary and report so far); resumable with --resume.",
+    ),
+    window: float = typer.Option(
+        None,
+        "--window",
+        parser=DURATION,
+        help="Soak: drift window (default 1h): TTFT/TPOT, req/s, errors, memory per window.",
+    ),
+    resume: Path = typer.Option(
+        None, "--resume", help="Carry on a checkpointed run directory (other options come from its config.json)."
+    ),
+    workers: int = typer.Option(
+        1,
+        "--workers",
+        parser=params.count(hi=64),
+        help="Load-generating processes per step, sharing one schedule (rates one core "
+        "cannot drive); results merge exactly.",
+    ),
+    warmup_requests: int = typer.Option(1, help="Requests per step discarded as warm-up.", parser=params.count(lo=0)),
+    warmup_s: float = typer.Option(
+        0.0, "--warmup-s", help="Seconds per step discarded as warm-up.", parser=params.non_negative(inputs.MAX_SECONDS)
+    ),
     repeats: int = typer.Option(1, help="ABAB repetitions of every step.", parser=params.count(hi=100)),
     seed: int = typer.Option(None, help="Seed for prompts and arrivals (default 0).", parser=params.SEED),
     allow_prefix_cache: bool = typer.Option(False, help="Drop the per-request cache-buster prefix."),
@@ -269,13 +317,15 @@ def bench(
         None, help="JSONL of {prompt|messages, max_tokens?, timestamp?} (timestamps: replay)."
     ),
     trace_speed: float = typer.Option(1.0, help="Trace replay speed-up factor.", parser=params.positive(1e6)),
-    max_error_rate: float = typer.Option(None, help="Stop the run when an endpoint's error rate exceeds this (0-1).",
-                                         parser=params.SHARE),
+    max_error_rate: float = typer.Option(
+        None, help="Stop the run when an endpoint's error rate exceeds this (0-1).", parser=params.SHARE
+    ),
     slo: list[str] = typer.Option(None, "--slo", help="e.g. tpot_p99_ms=50 (repeatable; adds to switchover.yaml)."),
     knee_metric: str = typer.Option("tpot", help="Metric whose tail defines the knee: tpot, ttft, e2e, itl."),
     tokenizer: Path = typer.Option(None, help="HF folder with tokenizer.json, to cross-check N by re-tokenizing."),
-    scrape_interval: float = typer.Option(1.0, help="Seconds between /metrics scrapes (0 = off).",
-                                          parser=params.non_negative(3600)),
+    scrape_interval: float = typer.Option(
+        1.0, help="Seconds between /metrics scrapes (0 = off).", parser=params.non_negative(3600)
+    ),
     timeout: float = typer.Option(300.0, help="Per-request time limit, seconds.", parser=params.SECONDS),
     calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Measure the client ceiling first."),
     runs_dir: Path = RUNS_DIR,
@@ -321,8 +371,11 @@ def bench(
         endpoints=eps,
         buckets=params.number_list("--buckets", buckets, inputs.MAX_TOKENS, integer=True) or sec.get("buckets"),
         output_tokens=output_tokens or sec.get("output_tokens"),
-        concurrency=None if rates else (params.number_list("--concurrency", concurrency, MAX_CONCURRENCY, integer=True)
-                                        or sec.get("concurrency")),
+        concurrency=None
+        if rates
+        else (
+            params.number_list("--concurrency", concurrency, MAX_CONCURRENCY, integer=True) or sec.get("concurrency")
+        ),
         rates=rates,
         requests=requests or sec.get("requests") or (None if duration or sec.get("duration_s") else 50),
         duration_s=duration or sec.get("duration_s"),
@@ -336,8 +389,10 @@ def bench(
     async def cal() -> Any:
         return await calibrate_fn(concurrency=max(plan.concurrency or [64]), chunks=chunks, duration_s=1.5)
 
-    _go(lambda progress: BenchRun(plan, runs_dir, _Progress(progress), calibrate_fn=cal if plan.calibrate else None),
-        json_out)
+    _go(
+        lambda progress: BenchRun(plan, runs_dir, _Progress(progress), calibrate_fn=cal if plan.calibrate else None),
+        json_out,
+    )
 
 
 def _go(make: Any, json_out: bool) -> None:
@@ -374,8 +429,11 @@ def calibrate_cmd(
     concurrency: int = typer.Option(64, help="Streams in flight.", parser=params.count(hi=MAX_CONCURRENCY)),
     chunks: int = typer.Option(128, help="SSE events per response.", parser=params.count(hi=100_000)),
     duration: float = typer.Option(3.0, help="Measuring seconds.", parser=params.positive(3600)),
-    itl_ms: float = typer.Option(0.0, help="Pause between events (0 = all at once); >0 also measures timing error.",
-                                 parser=params.non_negative(60_000)),
+    itl_ms: float = typer.Option(
+        0.0,
+        help="Pause between events (0 = all at once); >0 also measures timing error.",
+        parser=params.non_negative(60_000),
+    ),
     in_process: bool = typer.Option(False, help="Serve from this process (default: a child process)."),
     json_out: bool = params.json_flag(),
 ) -> None:
@@ -434,10 +492,7 @@ def recompute_cmd(
             table.add_column(col)
         for m in st.metrics:
             table.add_row(
-                m.name,
-                *("—" if v is None else f"{v:.3f}" for v in (m.mean, m.median, m.p99)),
-                str(m.count),
-                m.same_as,
+                m.name, *("—" if v is None else f"{v:.3f}" for v in (m.mean, m.median, m.p99)), str(m.count), m.same_as
             )
         console.print(table)
         for n in st.notes:

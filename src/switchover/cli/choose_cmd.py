@@ -35,8 +35,10 @@ def _probe(path: str) -> ProbeEvidence:
         report = ProbeReport.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise BadInput(f"--probe {path}: not a `switchover probe --json` report: "
-                       f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        raise BadInput(
+            f"--probe {path}: not a `switchover probe --json` report: "
+            f"{'.'.join(map(str, first['loc']))}: {first['msg']}"
+        ) from None
     return probe_evidence(report, path)
 
 
@@ -54,13 +56,18 @@ def _render(result: ChooseResult) -> None:
     from rich.table import Table
 
     hw = result.hardware
-    console.print(f"[bold]{escape(result.model)}[/] ({escape(result.format or 'unknown format')}: "
-                  f"{escape(result.format_reason)}) on {escape(hw.label)}"
-                  + (f", sm{hw.sm}" if hw.sm is not None else ""), highlight=False)
+    console.print(
+        f"[bold]{escape(result.model)}[/] ({escape(result.format or 'unknown format')}: "
+        f"{escape(result.format_reason)}) on {escape(hw.label)}" + (f", sm{hw.sm}" if hw.sm is not None else ""),
+        highlight=False,
+    )
     table = Table("#", "engine", "loads (kernel)", "per replica", "verdict")
     for c in result.engines:
-        cap = "-" if c.capacity is None else (f"{c.capacity.max_concurrency} x {c.capacity.context:,} tok "
-                                              f"(TP={c.capacity.tp})")
+        cap = (
+            "-"
+            if c.capacity is None
+            else (f"{c.capacity.max_concurrency} x {c.capacity.context:,} tok (TP={c.capacity.tp})")
+        )
         loads = _MARK[c.loads] + (f" ({c.kernel})" if c.kernel else "")
         table.add_row(str(c.rank), escape(c.display_name), escape(loads), escape(cap), escape(c.verdict()))
     console.print(table)
@@ -72,8 +79,7 @@ def _render(result: ChooseResult) -> None:
 
 def _render_reasons(c: EngineChoice) -> None:
     release = c.engine_version.label if c.engine_version else c.engine
-    console.print(f"{c.rank}. {c.display_name}: {release} (profile {c.profile_version})", markup=False,
-                  highlight=False)
+    console.print(f"{c.rank}. {c.display_name}: {release} (profile {c.profile_version})", markup=False, highlight=False)
     if c.engine_version is not None and c.engine_version.note:
         console.print(f"   note: {c.engine_version.note}", markup=False, highlight=False)
     for f in c.facts:
@@ -86,28 +92,52 @@ def _render_reasons(c: EngineChoice) -> None:
 
 
 def choose_cmd(
-    model: str = typer.Option(..., "--model", "-m", help="Model dir, config.json, .gguf, HF repo id, or "
-                              "builtin:ID (configs shipped for offline use, e.g. builtin:openai/gpt-oss-120b)."),
+    model: str = typer.Option(
+        ...,
+        "--model",
+        "-m",
+        help="Model dir, config.json, .gguf, HF repo id, or "
+        "builtin:ID (configs shipped for offline use, e.g. builtin:openai/gpt-oss-120b).",
+    ),
     gpu: str = typer.Option(None, "--gpu", help="GPU from the catalog, e.g. H100-80G (`switchover hw gpus`)."),
-    gpus: int = typer.Option(1, "--gpus", help="How many of --gpu one replica spans (TP).",
-                             parser=params.count(hi=inputs.MAX_GPUS)),
-    fingerprint: str = typer.Option(None, "--fingerprint", help="Host fingerprint JSON (`switchover hw "
-                                    "fingerprint --json`) or catalog:NAME[xCOUNT], instead of --gpu."),
+    gpus: int = typer.Option(
+        1, "--gpus", help="How many of --gpu one replica spans (TP).", parser=params.count(hi=inputs.MAX_GPUS)
+    ),
+    fingerprint: str = typer.Option(
+        None,
+        "--fingerprint",
+        help="Host fingerprint JSON (`switchover hw fingerprint --json`) or catalog:NAME[xCOUNT], instead of --gpu.",
+    ),
     cpu: bool = typer.Option(False, "--cpu", help="The engines would run on CPU (no GPU)."),
-    context: int = typer.Option(None, "--context", help="Tokens per request to serve (prompt + output); default: "
-                                "the model's max_position_embeddings.", parser=params.TOKENS),
-    concurrency: int = typer.Option(None, "--concurrency", help="Concurrent requests one replica must hold.",
-                                    parser=params.count()),
-    rate: float = typer.Option(None, "--rate", help="Requests per second (reported unknown: needs a bench run).",
-                               parser=params.positive(1e6)),
+    context: int = typer.Option(
+        None,
+        "--context",
+        help="Tokens per request to serve (prompt + output); default: the model's max_position_embeddings.",
+        parser=params.TOKENS,
+    ),
+    concurrency: int = typer.Option(
+        None, "--concurrency", help="Concurrent requests one replica must hold.", parser=params.count()
+    ),
+    rate: float = typer.Option(
+        None, "--rate", help="Requests per second (reported unknown: needs a bench run).", parser=params.positive(1e6)
+    ),
     feature: list[str] = typer.Option(None, "--feature", help=f"Needed feature, repeatable: {', '.join(FEATURES)}."),
-    api_field: list[str] = typer.Option(None, "--api-field", help="OpenAI field the clients use, repeatable: "
-                                        f"{', '.join(API_FIELDS)} (stop:N for N stop strings)."),
-    engine: list[str] = typer.Option(None, "--engine", "-e", help="Rank only these engines, each optionally at a "
-                                     "release: vllm@0.6.3 (repeatable; default: all five at the newest release "
-                                     "known, said per engine)."),
-    current: str = typer.Option(None, "--from", help="Engine the clients use today: list API differences.",
-                               parser=params.Text(120)),
+    api_field: list[str] = typer.Option(
+        None,
+        "--api-field",
+        help=f"OpenAI field the clients use, repeatable: {', '.join(API_FIELDS)} (stop:N for N stop strings).",
+    ),
+    engine: list[str] = typer.Option(
+        None,
+        "--engine",
+        "-e",
+        help="Rank only these engines, each optionally at a "
+        "release: vllm@0.6.3 (repeatable; default: all five at the newest release "
+        "known, said per engine).",
+    ),
+    current: str = typer.Option(
+        None, "--from", help="Engine the clients use today: list API differences.", parser=params.Text(120)
+    ),
     probe: str = typer.Option(None, "--probe", help="A `switchover probe --json` report as evidence."),
     json_out: bool = params.json_flag("the ranking"),
 ) -> None:
@@ -129,9 +159,14 @@ def choose_cmd(
         raise BadInput("name the hardware once: --gpu NAME [--gpus N], --fingerprint FILE, or --cpu")
     if gpus != 1 and gpu is None:
         raise BadInput("--gpus counts --gpu; a fingerprint brings its own GPU count")
-    req = Requirements(context=context, concurrency=concurrency, rate=rate, features=_features(feature),
-                       api_fields=list(api_field or []),
-                       current_engine=load_profile(current).name if current else None)
+    req = Requirements(
+        context=context,
+        concurrency=concurrency,
+        rate=rate,
+        features=_features(feature),
+        api_fields=list(api_field or []),
+        current_engine=load_profile(current).name if current else None,
+    )
     for text in req.api_fields:
         parse_api_field(text)  # BadInput before any model is read
     evidence = _probe(probe) if probe else None
@@ -145,8 +180,15 @@ def choose_cmd(
     if len({p.engine for p in pins}) != len(pins):
         raise BadInput("--engine names an engine twice", hint="one -e ENGINE[@VERSION] per engine")
     card, qc = resolve_model(model)
-    result = choose(card, qc, hw, req, evidence, engines=tuple(p.engine for p in pins) or ENGINES,
-                    versions={p.engine: p.version for p in pins if p.version})
+    result = choose(
+        card,
+        qc,
+        hw,
+        req,
+        evidence,
+        engines=tuple(p.engine for p in pins) or ENGINES,
+        versions={p.engine: p.version for p in pins if p.version},
+    )
     if json_out:
         print_json(result)
     else:

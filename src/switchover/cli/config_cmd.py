@@ -27,14 +27,20 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(migration)
             return
-        console.print(f"[green]ok[/] {file}: old={migration.old.engine.value} {migration.old.url}  "
-                      f"new={migration.new.engine.value} {migration.new.url}", highlight=False)
+        console.print(
+            f"[green]ok[/] {file}: old={migration.old.engine.value} {migration.old.url}  "
+            f"new={migration.new.engine.value} {migration.new.url}",
+            highlight=False,
+        )
 
     @app.command()
     def schema(
         name: str | None = typer.Argument(
-            None, show_default="migration", help="migration (switchover.yaml), or a command whose --json output to "
-            "describe, its words joined by '-': probe, plan-capacity, rollout-gates, ..."),
+            None,
+            show_default="migration",
+            help="migration (switchover.yaml), or a command whose --json output to "
+            "describe, its words joined by '-': probe, plan-capacity, rollout-gates, ...",
+        ),
         list_names: bool = typer.Option(False, "--list", help="List the names, each with what it is, and exit."),
         json_out: bool = params.json_flag("the list", "with --list"),
     ) -> None:
@@ -53,7 +59,11 @@ def register(app: typer.Typer) -> None:
             if json_out:
                 print_json([{"name": n, "what": o.what} for n, o in outputs.OUTPUTS.items()])
             else:
-                console.print("\n".join(f"{n:<22} {o.what}" for n, o in outputs.OUTPUTS.items()), highlight=False,
-                              markup=False, soft_wrap=True)
+                console.print(
+                    "\n".join(f"{n:<22} {o.what}" for n, o in outputs.OUTPUTS.items()),
+                    highlight=False,
+                    markup=False,
+                    soft_wrap=True,
+                )
             return
         print_json(outputs.schema("migration" if name is None else name))

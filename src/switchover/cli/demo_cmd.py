@@ -14,8 +14,9 @@ from switchover.cli.common import console, err_console, print_json
 def register(app: typer.Typer) -> None:
     @app.command()
     def demo(
-        workdir: Path = typer.Option(Path("switchover-demo"), "--dir", help="Where the config and runs go.",
-                                     parser=params.OUT_DIR),
+        workdir: Path = typer.Option(
+            Path("switchover-demo"), "--dir", help="Where the config and runs go.", parser=params.OUT_DIR
+        ),
         rollout: bool = typer.Option(True, "--rollout/--no-rollout", help="Run the short gateway rollout."),
         json_out: bool = params.json_flag("the demo's result"),
     ) -> None:
@@ -32,25 +33,38 @@ def register(app: typer.Typer) -> None:
 
         prepare_folder(workdir)
 
-        result = run_demo(workdir, lambda msg: err_console.print(msg, highlight=False, soft_wrap=True, markup=False),
-                          load=load_migration, rollout=rollout)
+        result = run_demo(
+            workdir,
+            lambda msg: err_console.print(msg, highlight=False, soft_wrap=True, markup=False),
+            load=load_migration,
+            rollout=rollout,
+        )
         if json_out:
             print_json(result)
             return
         style = {"go": "bold green", "no-go": "bold red", "incomplete": "bold yellow"}.get(result.overall or "", "")
-        console.print(f"[{style}]VERDICT: {(result.overall or '?').upper()}[/] — {escape(result.overall_reason or '')}",
-                      highlight=False, soft_wrap=True)
+        console.print(
+            f"[{style}]VERDICT: {(result.overall or '?').upper()}[/] — {escape(result.overall_reason or '')}",
+            highlight=False,
+            soft_wrap=True,
+        )
         if result.rollout is not None:
             r = result.rollout
-            console.print(f"rollout: {len(r.steps)} step(s), now at {r.final_stage} ({r.final_weight}%); "
-                          f"{r.requests_ok}/{r.requests_sent} requests answered; audit log {r.audit_log}",
-                          highlight=False, soft_wrap=True, markup=False)
+            console.print(
+                f"rollout: {len(r.steps)} step(s), now at {r.final_stage} ({r.final_weight}%); "
+                f"{r.requests_ok}/{r.requests_sent} requests answered; audit log {r.audit_log}",
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
             for s in r.steps:
                 console.print(f"  {s.action}: {s.message}", highlight=False, soft_wrap=True, markup=False)
         else:
             console.print(f"rollout: {result.rollout_not_run}", highlight=False, soft_wrap=True, markup=False)
         timing = ", ".join(f"{k} {v:.0f} s" for k, v in result.seconds.items())
         console.print(f"took: {timing}", highlight=False)
-        console.print(f"report: [bold]{escape(str(result.report_html))}[/]  "
-                      f"(summary for a PR: {escape(str(result.report_md))})",
-                      highlight=False, soft_wrap=True)
+        console.print(
+            f"report: [bold]{escape(str(result.report_html))}[/]  (summary for a PR: {escape(str(result.report_md))})",
+            highlight=False,
+            soft_wrap=True,
+        )

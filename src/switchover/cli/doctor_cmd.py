@@ -13,9 +13,11 @@ from switchover.cli.common import console, print_json
 from switchover.doctor import SYMPTOMS, CanaryFigures, Diagnosis, canary_figures, diagnose
 from switchover.errors import BadInput
 
-VERDICT_WORDS = {"tune": "tune this engine (not a reason to swap)",
-                 "convert": "convert the checkpoint (not a reason to swap)",
-                 "swap": "swap engines (the one answer that warrants it)"}
+VERDICT_WORDS = {
+    "tune": "tune this engine (not a reason to swap)",
+    "convert": "convert the checkpoint (not a reason to swap)",
+    "swap": "swap engines (the one answer that warrants it)",
+}
 
 
 def _print(d: Diagnosis, first: bool) -> None:
@@ -37,15 +39,26 @@ def _print(d: Diagnosis, first: bool) -> None:
 
 def _print_canary(f: CanaryFigures) -> None:
     split = ", ".join(f"{pct} %: {total:,}" for pct, total in f.sustainable_total.items())
-    console.print(f"     figures ({f.engine} on {f.gpu}, requests of {f.context:,} tokens): one copy alone "
-                  f"{f.single_tokens:,} tokens; with both resident {f.copy_tokens[0]:,} (old) and "
-                  f"{f.copy_tokens[1]:,} (new) tokens; concurrent requests sustained by canary share: {split}",
-                  markup=False, highlight=False, soft_wrap=True)
+    console.print(
+        f"     figures ({f.engine} on {f.gpu}, requests of {f.context:,} tokens): one copy alone "
+        f"{f.single_tokens:,} tokens; with both resident {f.copy_tokens[0]:,} (old) and "
+        f"{f.copy_tokens[1]:,} (new) tokens; concurrent requests sustained by canary share: {split}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
     console.print(f"     the same figures: {f.command}", markup=False, highlight=False, soft_wrap=True)
 
 
-def _canary(model: str, engine: str, gpu: str | None, gpu_mem_gib: float | None, tp: int, context: int,
-            max_model_len: int | None) -> CanaryFigures:
+def _canary(
+    model: str,
+    engine: str,
+    gpu: str | None,
+    gpu_mem_gib: float | None,
+    tp: int,
+    context: int,
+    max_model_len: int | None,
+) -> CanaryFigures:
     """`plan canary`'s plan for these inputs (the same parsing and the same function)."""
     from switchover.cli.plan_cmd import engine_at, gpu_of
     from switchover.plan.canary import canary_plan
@@ -56,12 +69,35 @@ def _canary(model: str, engine: str, gpu: str | None, gpu_mem_gib: float | None,
     profile, version = engine_at(engine, None)
     total, gpu_name, _ = gpu_of(gpu, gpu_mem_gib)
     check_layout(card, profile, tp, 1)
-    plan = canary_plan(card, profile, total, tp=tp, context=context, max_model_len=max_model_len,
-                       gpu_name=gpu_name, engine_version=version)
+    plan = canary_plan(
+        card,
+        profile,
+        total,
+        tp=tp,
+        context=context,
+        max_model_len=max_model_len,
+        gpu_name=gpu_name,
+        engine_version=version,
+    )
     where = ["--gpu", gpu] if gpu else ["--gpu-mem-gib", f"{gpu_mem_gib:g}"]
     limit = ["--max-model-len", str(max_model_len)] if max_model_len else []
-    command = shlex.join(["switchover", "plan", "canary", "-m", model, "-e", engine, *where, "--tp", str(tp),
-                          "--context", str(context), *limit])
+    command = shlex.join(
+        [
+            "switchover",
+            "plan",
+            "canary",
+            "-m",
+            model,
+            "-e",
+            engine,
+            *where,
+            "--tp",
+            str(tp),
+            "--context",
+            str(context),
+            *limit,
+        ]
+    )
     return canary_figures(plan, gpu_name or f"{total:.2f} GiB", command)
 
 
@@ -69,20 +105,34 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def doctor(
         symptom: str = typer.Argument(None, help="What you see, in your words; omit to list known symptoms."),
-        limit: int = typer.Option(1, "--limit", "-n", help="How many matching symptoms to show.",
-                                  parser=params.count(hi=100)),
-        model: str = typer.Option(None, "--model", "-m", help="With --gpu: print the figures of the causes that "
-                                  "memory explains (as `plan canary -m`; also builtin:ID)."),
-        engine: str = typer.Option("vllm", "--engine", "-e", help="Engine for the figures, optionally at a release "
-                                   "(vllm@0.6.3); default: the newest release known, and said."),
+        limit: int = typer.Option(
+            1, "--limit", "-n", help="How many matching symptoms to show.", parser=params.count(hi=100)
+        ),
+        model: str = typer.Option(
+            None,
+            "--model",
+            "-m",
+            help="With --gpu: print the figures of the causes that "
+            "memory explains (as `plan canary -m`; also builtin:ID).",
+        ),
+        engine: str = typer.Option(
+            "vllm",
+            "--engine",
+            "-e",
+            help="Engine for the figures, optionally at a release "
+            "(vllm@0.6.3); default: the newest release known, and said.",
+        ),
         gpu: str = typer.Option(None, "--gpu", help="GPU from the catalog for the figures, e.g. H100-80G."),
-        gpu_mem_gib: float = typer.Option(None, "--gpu-mem-gib", help="Total GPU memory in GiB (instead of --gpu).",
-                                          parser=params.GIB),
-        tp: int = typer.Option(1, "--tp", help="Tensor parallel size for the figures.",
-                               parser=params.count(hi=inputs.MAX_PARALLEL)),
+        gpu_mem_gib: float = typer.Option(
+            None, "--gpu-mem-gib", help="Total GPU memory in GiB (instead of --gpu).", parser=params.GIB
+        ),
+        tp: int = typer.Option(
+            1, "--tp", help="Tensor parallel size for the figures.", parser=params.count(hi=inputs.MAX_PARALLEL)
+        ),
         context: int = typer.Option(8192, "--context", help="Request length for the figures.", parser=params.TOKENS),
-        max_model_len: int = typer.Option(None, "--max-model-len", help="Context limit for the figures (default: "
-                                          "from config).", parser=params.TOKENS),
+        max_model_len: int = typer.Option(
+            None, "--max-model-len", help="Context limit for the figures (default: from config).", parser=params.TOKENS
+        ),
         json_out: bool = params.json_flag("the matches"),
     ) -> None:
         """Symptom → likely cause → the switchover command that confirms it; with -m and --gpu, that command's
@@ -101,8 +151,10 @@ def register(app: typer.Typer) -> None:
 
         parse_pin(engine, "--engine")  # an unknown engine or malformed release is refused even without figures
         if (model is None) != (gpu is None and gpu_mem_gib is None):
-            raise BadInput("figures need both -m MODEL and --gpu GPU (or --gpu-mem-gib)",
-                           hint='e.g. switchover doctor "p99 up, qps flat" -m ./Llama-3.1-8B --gpu H100-80G')
+            raise BadInput(
+                "figures need both -m MODEL and --gpu GPU (or --gpu-mem-gib)",
+                hint='e.g. switchover doctor "p99 up, qps flat" -m ./Llama-3.1-8B --gpu H100-80G',
+            )
         found = diagnose(symptom, limit=limit)
         if not found:
             raise BadInput(

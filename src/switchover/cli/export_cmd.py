@@ -19,8 +19,11 @@ from switchover.export.envoy import envoy_config, find_envoy, validate_with_envo
 from switchover.export.grafana import grafana_dashboard
 from switchover.export.result import ExportResult
 
-app = typer.Typer(help="Export the rollout and routing to Argo Rollouts, Envoy and Grafana.\n\n"
-                  "Example: switchover export envoy -c switchover.yaml --weight 5 -o envoy.yaml", no_args_is_help=True)
+app = typer.Typer(
+    help="Export the rollout and routing to Argo Rollouts, Envoy and Grafana.\n\n"
+    "Example: switchover export envoy -c switchover.yaml --weight 5 -o envoy.yaml",
+    no_args_is_help=True,
+)
 
 CONFIG = params.config_file("The migration file.")
 OUT = typer.Option(None, "--out", "-o", help="Write here instead of stdout.", parser=params.OUT_FILE)
@@ -50,7 +53,9 @@ def argo(
     name: str = typer.Option("llm", "--name", help="Rollout name (also prefixes Services and templates)."),
     namespace: str = typer.Option(None, "--namespace", help="Namespace of the objects."),
     prometheus: str = typer.Option(
-        "http://prometheus.monitoring:9090", "--prometheus", help="Prometheus address the AnalysisTemplates query.",
+        "http://prometheus.monitoring:9090",
+        "--prometheus",
+        help="Prometheus address the AnalysisTemplates query.",
         parser=params.URL,
     ),
     metrics: str = typer.Option("gateway", "--metrics", help="gateway (switchover's metrics) or engines."),
@@ -84,8 +89,9 @@ def envoy(
     config: Path = CONFIG,
     out: Path = OUT,
     json_out: bool = JSON,
-    weight: float = typer.Option(None, "--weight", help="Percent to new, 0-100 (default: gateway.weight).",
-                                 parser=params.PERCENT),
+    weight: float = typer.Option(
+        None, "--weight", help="Percent to new, 0-100 (default: gateway.weight).", parser=params.PERCENT
+    ),
     port: int = typer.Option(None, "--port", help="Listener port (default: gateway.listen.port).", parser=params.PORT),
     admin_port: int = typer.Option(9901, "--admin-port", help="Envoy admin port (loopback).", parser=params.PORT),
     validate: bool = typer.Option(False, "--validate", help="Run `envoy --mode validate` on the result."),

@@ -15,10 +15,7 @@ from switchover.cli import params
 from switchover.cli.common import console, print_json, run
 from switchover.errors import BadInput, Unreachable
 
-app = typer.Typer(
-    invoke_without_command=True,
-    no_args_is_help=False,
-)
+app = typer.Typer(invoke_without_command=True, no_args_is_help=False)
 
 _CONFIG = params.config_file("The migration file with a `gateway:` section.")
 MAX_ADMIN_ANSWER = 1 << 20  # /admin/state is a few hundred bytes
@@ -73,9 +70,16 @@ def _admin(config: Path, method: str, path: str) -> dict[str, Any]:
         import aiohttp
 
         try:
-            async with aiohttp.ClientSession() as s, s.request(
-                    method, url + path, headers={"X-Switchover-Admin": token}, allow_redirects=False,
-                    timeout=aiohttp.ClientTimeout(total=10)) as r:
+            async with (
+                aiohttp.ClientSession() as s,
+                s.request(
+                    method,
+                    url + path,
+                    headers={"X-Switchover-Admin": token},
+                    allow_redirects=False,
+                    timeout=aiohttp.ClientTimeout(total=10),
+                ) as r,
+            ):
                 raw = await r.content.read(MAX_ADMIN_ANSWER + 1)
                 status = r.status
         except (TimeoutError, aiohttp.ClientError) as exc:
@@ -85,9 +89,11 @@ def _admin(config: Path, method: str, path: str) -> dict[str, Any]:
         except orjson.JSONDecodeError:
             body = None
         if not isinstance(body, dict):
-            raise Unreachable(f"{url}{path} answered HTTP {status} with something that is not the gateway's JSON: "
-                              "another program may be listening there", hint="check that the gateway runs with "
-                              "this config (`switchover gateway --config ...`)")
+            raise Unreachable(
+                f"{url}{path} answered HTTP {status} with something that is not the gateway's JSON: "
+                "another program may be listening there",
+                hint="check that the gateway runs with this config (`switchover gateway --config ...`)",
+            )
         if status != 200:
             error = body.get("error")
             said = error.get("message") if isinstance(error, dict) else None
@@ -111,8 +117,9 @@ def reset(
     if json_out:
         print_json(result)
     else:
-        console.print("kill switch reset" + (" (it was latched)" if result.get("was_latched") else
-                                             " (it was not latched)"))
+        console.print(
+            "kill switch reset" + (" (it was latched)" if result.get("was_latched") else " (it was not latched)")
+        )
 
 
 @app.command()
@@ -130,23 +137,35 @@ def state(
         print_json(result)
         return
     ks = result["kill_switch"]
-    console.print(f"weight {result['weight']:g}%  rollback {result['rollback']}  in flight {result['in_flight']}"
-                  f"  kill switch {'LATCHED: ' + escape(str(ks['reason'])) if ks['latched'] else 'armed'}"
-                  f"  ledger {escape(str(result['ledger']))} ({result['ledger_rows']} rows)", highlight=False,
-                  soft_wrap=True)
+    console.print(
+        f"weight {result['weight']:g}%  rollback {result['rollback']}  in flight {result['in_flight']}"
+        f"  kill switch {'LATCHED: ' + escape(str(ks['reason'])) if ks['latched'] else 'armed'}"
+        f"  ledger {escape(str(result['ledger']))} ({result['ledger_rows']} rows)",
+        highlight=False,
+        soft_wrap=True,
+    )
     clients = result.get("clients") or {}
     conns = result.get("connections") or {}
     mode = clients.get("mode", "?")
-    note = {"open": "OPEN: anyone who reaches it gets the engines' keys attached",
-            "keys": f"keys ({clients.get('keys', 0)} client keys; the engines' own keys are sent)",
-            "passthrough": "passthrough (clients' own credentials go to the engines)"}.get(mode, mode)
-    console.print(f"clients {note}  connections {conns.get('open', '?')}/{conns.get('max', '?')}"
-                  f" from {conns.get('addresses', '?')} addresses", highlight=False, soft_wrap=True)
+    note = {
+        "open": "OPEN: anyone who reaches it gets the engines' keys attached",
+        "keys": f"keys ({clients.get('keys', 0)} client keys; the engines' own keys are sent)",
+        "passthrough": "passthrough (clients' own credentials go to the engines)",
+    }.get(mode, mode)
+    console.print(
+        f"clients {note}  connections {conns.get('open', '?')}/{conns.get('max', '?')}"
+        f" from {conns.get('addresses', '?')} addresses",
+        highlight=False,
+        soft_wrap=True,
+    )
     if result.get("data_plane") == "envoy":
         envoy = result.get("envoy") or {}
-        console.print(f"data plane envoy (pid {envoy.get('pid')}, routes {escape(str(envoy.get('routing')))}, "
-                      f"files {escape(str(envoy.get('config_dir')))}); what it cannot do as the built-in gateway:",
-                      highlight=False, soft_wrap=True)
+        console.print(
+            f"data plane envoy (pid {envoy.get('pid')}, routes {escape(str(envoy.get('routing')))}, "
+            f"files {escape(str(envoy.get('config_dir')))}); what it cannot do as the built-in gateway:",
+            highlight=False,
+            soft_wrap=True,
+        )
         for line in result.get("limits") or []:
             console.print(f"  - {escape(str(line))}", highlight=False, soft_wrap=True)
 
@@ -173,8 +192,10 @@ def hash_key(
         sys.stderr.write(f"client key for {name} (shown once, give it to the client): {key}\n")
     else:
         if sys.stdin.isatty():
-            raise BadInput("give the key on stdin (e.g. `printf %s \"$KEY\" | switchover gateway hash-key NAME`)",
-                           hint="or use --generate to make one")
+            raise BadInput(
+                'give the key on stdin (e.g. `printf %s "$KEY" | switchover gateway hash-key NAME`)',
+                hint="or use --generate to make one",
+            )
         key = sys.stdin.read().strip()
         if not key:
             raise BadInput("no key on stdin")
@@ -182,14 +203,24 @@ def hash_key(
 
 
 def metrics_adapter(
-    from_engine: str = typer.Option(..., "--from", help="Engine whose metrics are scraped (the new one): ENGINE or "
-                                    "ENGINE@VERSION (the series that release serves; newest known when left out)."),
-    to_engine: str = typer.Option(..., "--to", help="Engine whose names, units and buckets to serve (the old one): "
-                                  "ENGINE or ENGINE@VERSION, e.g. vllm@0.6.3 for dashboards of that release."),
-    upstream: str = typer.Option(..., "--upstream", parser=params.URL,
-                                 help="Base URL (or full metrics URL) of the new engine."),
-    listen: str = typer.Option("127.0.0.1:9400", "--listen", parser=params.HOST_PORT,
-                               help="host:port to serve /metrics on."),
+    from_engine: str = typer.Option(
+        ...,
+        "--from",
+        help="Engine whose metrics are scraped (the new one): ENGINE or "
+        "ENGINE@VERSION (the series that release serves; newest known when left out).",
+    ),
+    to_engine: str = typer.Option(
+        ...,
+        "--to",
+        help="Engine whose names, units and buckets to serve (the old one): "
+        "ENGINE or ENGINE@VERSION, e.g. vllm@0.6.3 for dashboards of that release.",
+    ),
+    upstream: str = typer.Option(
+        ..., "--upstream", parser=params.URL, help="Base URL (or full metrics URL) of the new engine."
+    ),
+    listen: str = typer.Option(
+        "127.0.0.1:9400", "--listen", parser=params.HOST_PORT, help="host:port to serve /metrics on."
+    ),
     model: str = typer.Option(None, "--model", help="model_name label value when the source lacks one."),
     once: bool = typer.Option(False, "--once", help="Scrape once, print the converted metrics, exit."),
     json_out: bool = params.json_flag("the mapping report", "with --once"),
@@ -218,9 +249,12 @@ def metrics_adapter(
         return
     from aiohttp import web
 
-    console.print(f"serving {dst.name} metrics from {url} at http://{host}:{port_s}/metrics "
-                  f"({len(plan.mappings)} intents; not available: {', '.join(plan.skipped) or 'none'})",
-                  highlight=False, soft_wrap=True)
+    console.print(
+        f"serving {dst.name} metrics from {url} at http://{host}:{port_s}/metrics "
+        f"({len(plan.mappings)} intents; not available: {', '.join(plan.skipped) or 'none'})",
+        highlight=False,
+        soft_wrap=True,
+    )
     try:
         web.run_app(ma.adapter_app(url, plan, model), host=host, port=int(port_s), print=None, access_log=None)
     except OSError as exc:

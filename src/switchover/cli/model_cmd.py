@@ -30,76 +30,115 @@ def _show(v: object) -> str:
 
 def render(d) -> None:  # d: ModelDiff
     colour = "green" if d.verdict == "hot switch possible" else "bold red"
-    console.print(f"[{colour}]{d.verdict}[/]  old {escape(d.old.source)}  →  new {escape(d.new.source)}",
-                  highlight=False, soft_wrap=True)
+    console.print(
+        f"[{colour}]{d.verdict}[/]  old {escape(d.old.source)}  →  new {escape(d.new.source)}",
+        highlight=False,
+        soft_wrap=True,
+    )
     t = d.tokenizer
     tt = Table(title=f"tokenizer: {'same' if t.same else 'CHANGED'}")
     for col in ("", "old", "new"):
         tt.add_column(col, overflow="fold")
     tt.add_row("fingerprint", t.old.fingerprint[:16], t.new.fingerprint[:16])
-    tt.add_row("type / vocab", escape(f"{t.old.model_type} / {t.old.vocab_size}"),
-               escape(f"{t.new.model_type} / {t.new.vocab_size}"))
+    tt.add_row(
+        "type / vocab",
+        escape(f"{t.old.model_type} / {t.old.vocab_size}"),
+        escape(f"{t.new.model_type} / {t.new.vocab_size}"),
+    )
     for role in ("bos", "eos", "pad", "unk"):
         tt.add_row(role, _show(t.old.special.get(role)), _show(t.new.special.get(role)))
-    tt.add_row("only here", f"{t.only_old_count}" + (f", e.g. {_show(t.only_old[:6])}" if t.only_old else ""),
-               f"{t.only_new_count}" + (f", e.g. {_show(t.only_new[:6])}" if t.only_new else ""))
+    tt.add_row(
+        "only here",
+        f"{t.only_old_count}" + (f", e.g. {_show(t.only_old[:6])}" if t.only_old else ""),
+        f"{t.only_new_count}" + (f", e.g. {_show(t.only_new[:6])}" if t.only_new else ""),
+    )
     tt.add_row("same token, same id / moved", f"{t.vocab_shared} / {t.vocab_moved}", "")
     console.print(tt)
     ct = Table(title="token counts over the corpus" + (f" (budget {t.budget})" if t.budget else ""))
     for col in ("#", "kind", "old", "new", "ratio", "over budget"):
         ct.add_column(col)
     for c in t.counts:
-        ct.add_row(escape(str(c.id)), escape(str(c.kind)), str(c.old), str(c.new), str(c.ratio),
-                   "[red]yes[/]" if c.over_budget else "")
+        ct.add_row(
+            escape(str(c.id)),
+            escape(str(c.kind)),
+            str(c.old),
+            str(c.new),
+            str(c.ratio),
+            "[red]yes[/]" if c.over_budget else "",
+        )
     console.print(ct)
     for note in {t.old.encoder_note, t.new.encoder_note} - {None}:
         console.print(f"[dim]note: {escape(str(note))}[/]", highlight=False, soft_wrap=True)
     tp = d.template
-    console.print(f"[bold]chat template[/]: {'same' if tp.same_renders else 'CHANGED'} "
-                  f"(old {escape(str(tp.old.origin))}, sha {str(tp.old.sha256)[:12]}; "
-                  f"new {escape(str(tp.new.origin))}, sha {str(tp.new.sha256)[:12]})",
-                  highlight=False, soft_wrap=True)
+    console.print(
+        f"[bold]chat template[/]: {'same' if tp.same_renders else 'CHANGED'} "
+        f"(old {escape(str(tp.old.origin))}, sha {str(tp.old.sha256)[:12]}; "
+        f"new {escape(str(tp.new.origin))}, sha {str(tp.new.sha256)[:12]})",
+        highlight=False,
+        soft_wrap=True,
+    )
     mt = Table(title="role markers and system placement")
     for col in ("", "old", "new"):
         mt.add_column(col, overflow="fold")
     for k in dict.fromkeys(list(tp.old_markers.separators) + list(tp.new_markers.separators)):
         mt.add_row(escape(str(k)), _show(tp.old_markers.separators.get(k)), _show(tp.new_markers.separators.get(k)))
     mt.add_row("system prompt", escape(str(tp.old_markers.system)), escape(str(tp.new_markers.system)))
-    mt.add_row("default system (none given)", _show(tp.old_markers.default_system),
-               _show(tp.new_markers.default_system))
+    mt.add_row(
+        "default system (none given)", _show(tp.old_markers.default_system), _show(tp.new_markers.default_system)
+    )
     console.print(mt)
     for r in tp.renders:
         if not r.same:
-            console.print(f"[bold]render diff: {escape(str(r.conversation))}[/]"
-                          + (f" [red]{escape(str(r.error))}[/]" if r.error else ""), highlight=False)
+            console.print(
+                f"[bold]render diff: {escape(str(r.conversation))}[/]"
+                + (f" [red]{escape(str(r.error))}[/]" if r.error else ""),
+                highlight=False,
+            )
             console.print(r.unified or "(no text)", highlight=False, markup=False)
     g = d.generation
     old_gen, new_gen = (plain(s.fields, empty="no sampling fields") for s in (g.old, g.new))
-    console.print(f"[bold]generation defaults[/]: old {escape(str(g.old.origin or 'none'))}: {escape(old_gen)}; "
-                  f"new {escape(str(g.new.origin or 'none'))}: {escape(new_gen)}", highlight=False, soft_wrap=True)
+    console.print(
+        f"[bold]generation defaults[/]: old {escape(str(g.old.origin or 'none'))}: {escape(old_gen)}; "
+        f"new {escape(str(g.new.origin or 'none'))}: {escape(new_gen)}",
+        highlight=False,
+        soft_wrap=True,
+    )
     gt = Table(title="what a request without sampling fields gets (engine profile + model defaults)")
     for col in ("engine", "old model", "new model", "changed"):
         gt.add_column(col, overflow="fold")
+
     def fmt(rows: list, side: str) -> str:
-        return ", ".join(f"{r.field} {plain(getattr(r, side))}" + ("*" if getattr(r, side + "_from") == "model" else "")
-                         for r in rows)
+        return ", ".join(
+            f"{r.field} {plain(getattr(r, side))}" + ("*" if getattr(r, side + "_from") == "model" else "")
+            for r in rows
+        )
 
     for eng, rows in g.engines.items():
         changed = [r.field for r in rows if r.changed]
-        gt.add_row(escape(eng), escape(fmt(rows, "old")), escape(fmt(rows, "new")),
-                   f"[yellow]{escape(', '.join(changed))}[/]" if changed else "")
+        gt.add_row(
+            escape(eng),
+            escape(fmt(rows, "old")),
+            escape(fmt(rows, "new")),
+            f"[yellow]{escape(', '.join(changed))}[/]" if changed else "",
+        )
     console.print(gt)
     console.print("[dim]* = taken from the model's own defaults[/]")
     if d.weights_old and d.weights_new:
         w1, w2 = d.weights_old, d.weights_new
-        console.print(f"[bold]weights[/]: {'same' if d.weights_same else 'different'}; old {w1.hash} ({w1.format}, "
-                      f"{w1.tensors} tensors, {w1.params:,} params, {plain(w1.dtypes)}); new {w2.hash} ({w2.format}, "
-                      f"{w2.tensors} tensors, {w2.params:,} params, {plain(w2.dtypes)})", highlight=False,
-                      soft_wrap=True)
+        console.print(
+            f"[bold]weights[/]: {'same' if d.weights_same else 'different'}; old {w1.hash} ({w1.format}, "
+            f"{w1.tensors} tensors, {w1.params:,} params, {plain(w1.dtypes)}); new {w2.hash} ({w2.format}, "
+            f"{w2.tensors} tensors, {w2.params:,} params, {plain(w2.dtypes)})",
+            highlight=False,
+            soft_wrap=True,
+        )
     for r in d.reasons:
         mark = "[red]blocks hot switch[/]" if r.blocking else "[yellow]note[/]"
-        console.print(f"- {mark} {escape(str(r.what))}: {escape(str(r.why))}. → {escape(str(r.action))}",
-                      highlight=False, soft_wrap=True)
+        console.print(
+            f"- {mark} {escape(str(r.what))}: {escape(str(r.why))}. → {escape(str(r.action))}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def register(app: typer.Typer) -> None:
@@ -107,10 +146,14 @@ def register(app: typer.Typer) -> None:
     def diff_model(
         old: Path = typer.Argument(..., help="Old model: HF directory or .gguf file."),
         new: Path = typer.Argument(..., help="New model: HF directory or .gguf file."),
-        corpus: Path = typer.Option(None, help="Texts for the token-count shift: .jsonl ({text}) or blank-line "
-                                               "separated text. Default: built-in (English, Chinese, code, JSON)."),
-        budget: int = typer.Option(None, help="Token budget per prompt: flag texts that fit with old, not new.",
-                                   parser=params.TOKENS),
+        corpus: Path = typer.Option(
+            None,
+            help="Texts for the token-count shift: .jsonl ({text}) or blank-line "
+            "separated text. Default: built-in (English, Chinese, code, JSON).",
+        ),
+        budget: int = typer.Option(
+            None, help="Token budget per prompt: flag texts that fit with old, not new.", parser=params.TOKENS
+        ),
         old_engine: str = typer.Option(None, help="Engine serving the old model (for effective defaults)."),
         new_engine: str = typer.Option(None, help="Engine serving the new model."),
         weights: bool = typer.Option(True, "--weights/--no-weights", help="Hash the weights (streams every byte)."),
@@ -133,8 +176,15 @@ def register(app: typer.Typer) -> None:
                 load_profile(e)  # BadInput naming the known engines
         texts = load_corpus(corpus) if corpus else None
         with err_console.status("reading models..."):
-            d = diff_models(old, new, corpus=texts, budget=budget, old_engine=old_engine, new_engine=new_engine,
-                            hash_weights=weights)
+            d = diff_models(
+                old,
+                new,
+                corpus=texts,
+                budget=budget,
+                old_engine=old_engine,
+                new_engine=new_engine,
+                hash_weights=weights,
+            )
         if json_out:
             print_json(d)
         else:

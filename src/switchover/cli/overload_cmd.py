@@ -16,19 +16,36 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def overload(
         url: str = typer.Argument(..., help="Base URL of the engine.", parser=params.URL),
-        engine: str | None = typer.Option(None, "--engine", help="Its engine (vllm, llamacpp, ...): read its "
-                                          "waiting-requests gauge and its way to ignore EOS from the profile.",
-                                          parser=params.Text(120)),
+        engine: str | None = typer.Option(
+            None,
+            "--engine",
+            help="Its engine (vllm, llamacpp, ...): read its "
+            "waiting-requests gauge and its way to ignore EOS from the profile.",
+            parser=params.Text(120),
+        ),
         model: str | None = params.served_model(),
-        max_concurrency: int = typer.Option(16, "--max-concurrency", parser=params.count(hi=4096),
-                                            help="Highest concurrency tried (levels double from 1)."),
-        waves: int = typer.Option(2, "--waves", parser=params.count(hi=100),
-                                  help="Requests per level = concurrency x waves."),
+        max_concurrency: int = typer.Option(
+            16,
+            "--max-concurrency",
+            parser=params.count(hi=4096),
+            help="Highest concurrency tried (levels double from 1).",
+        ),
+        waves: int = typer.Option(
+            2, "--waves", parser=params.count(hi=100), help="Requests per level = concurrency x waves."
+        ),
         max_tokens: int = typer.Option(32, "--max-tokens", parser=params.TOKENS, help="Output tokens per request."),
-        timeout_s: float = typer.Option(120.0, "--timeout-s", parser=params.SECONDS, help="Per request (and for "
-                                        "the first GET /v1/models: no answer within it is exit 3)."),
-        max_run_s: float = typer.Option(900.0, "--max-run-s", parser=params.SECONDS, help="The whole run: a level "
-                                        "still running then is stopped and the report says so."),
+        timeout_s: float = typer.Option(
+            120.0,
+            "--timeout-s",
+            parser=params.SECONDS,
+            help="Per request (and for the first GET /v1/models: no answer within it is exit 3).",
+        ),
+        max_run_s: float = typer.Option(
+            900.0,
+            "--max-run-s",
+            parser=params.SECONDS,
+            help="The whole run: a level still running then is stopped and the report says so.",
+        ),
         api_key_env: str | None = params.api_key_env(),
         json_out: bool = params.json_flag("the report"),
     ) -> None:
@@ -47,23 +64,53 @@ def register(app: typer.Typer) -> None:
         if waves * max_concurrency * 2 > 100_000:
             raise BadInput("--max-concurrency x --waves is too large (at most 100,000 requests in all)")
         with err_console.status("raising concurrency..."):
-            report = run(run_overload(url, model=model, profile=profile, max_concurrency=max_concurrency,
-                                      waves=waves, max_tokens=max_tokens, timeout_s=timeout_s,
-                                      api_key_env=api_key_env, max_run_s=max_run_s))
+            report = run(
+                run_overload(
+                    url,
+                    model=model,
+                    profile=profile,
+                    max_concurrency=max_concurrency,
+                    waves=waves,
+                    max_tokens=max_tokens,
+                    timeout_s=timeout_s,
+                    api_key_env=api_key_env,
+                    max_run_s=max_run_s,
+                )
+            )
         if json_out:
             print_json(report.model_copy(update={"url": redact(report.url)}))  # a key may sit in a URL's path
             return
         table = Table(title=f"overload: {escape(redact(url))}" + (f" ({report.engine})" if report.engine else ""))
-        for col in ("concurrency", "sent", "ok", "429/503", "other errors", "TTFT p50 ms", "TTFT p90 ms",
-                    "TPOT p50 ms", "waiting (max)", "s"):
+        for col in (
+            "concurrency",
+            "sent",
+            "ok",
+            "429/503",
+            "other errors",
+            "TTFT p50 ms",
+            "TTFT p90 ms",
+            "TPOT p50 ms",
+            "waiting (max)",
+            "s",
+        ):
             table.add_column(col, justify="right")
 
         def f(x: float | None) -> str:
             return "-" if x is None else f"{x:.1f}"
 
         for s in report.steps:
-            table.add_row(str(s.concurrency), str(s.sent), str(s.ok), str(s.rejected), str(s.other_errors),
-                          f(s.ttft_p50_ms), f(s.ttft_p90_ms), f(s.tpot_p50_ms), f(s.waiting_max), f(s.seconds))
+            table.add_row(
+                str(s.concurrency),
+                str(s.sent),
+                str(s.ok),
+                str(s.rejected),
+                str(s.other_errors),
+                f(s.ttft_p50_ms),
+                f(s.ttft_p90_ms),
+                f(s.tpot_p50_ms),
+                f(s.waiting_max),
+                f(s.seconds),
+            )
         console.print(table)
         slots = f"; the engine reports {report.slots} slots" if report.slots else ""
         console.print(f"{report.verdict.upper()}: {escape(report.reason)}{slots}", highlight=False, soft_wrap=True)

@@ -35,8 +35,9 @@ class _Parser(ABC):
 class Number(_Parser):
     """A finite int or float in [lo, hi] (lo excluded when `lo_open`)."""
 
-    def __init__(self, *, lo: float | None = None, hi: float | None = None, lo_open: bool = False,
-                 integer: bool = False) -> None:
+    def __init__(
+        self, *, lo: float | None = None, hi: float | None = None, lo_open: bool = False, integer: bool = False
+    ) -> None:
         self.lo, self.hi, self.lo_open, self.integer = lo, hi, lo_open, integer
         self.name = "integer" if integer else "number"
 
@@ -253,6 +254,4 @@ def served_model(note: str = "") -> Any:
 
 def api_key_env(note: str = "") -> Any:
     """`--api-key-env`: the name of the environment variable holding the API key (never the key itself)."""
-    return typer.Option(None, "--api-key-env", help=f"Environment variable holding the API key{note}.",
-                        parser=ENV_VAR)
-
+    return typer.Option(None, "--api-key-env", help=f"Environment variable holding the API key{note}.", parser=ENV_VAR)

@@ -35,8 +35,11 @@ def _shown(report: ProbeReport) -> ProbeReport:
     """The report as printed: endpoint URLs and reasons without secrets (a key may sit in a URL's path)."""
     from switchover.redaction import redact
 
-    ends = {side: e.model_copy(update={"url": redact(e.url), "reason": e.reason and redact(e.reason)})
-            for side, e in (("old", report.old), ("new", report.new)) if e is not None}
+    ends = {
+        side: e.model_copy(update={"url": redact(e.url), "reason": e.reason and redact(e.reason)})
+        for side, e in (("old", report.old), ("new", report.new))
+        if e is not None
+    }
     return report.model_copy(update={**ends, "partial_reason": report.partial_reason and redact(report.partial_reason)})
 
 
@@ -60,17 +63,26 @@ def render(report: ProbeReport) -> None:
     console.print(table)
     for info in (report.old, report.new):
         if info is not None and not info.reachable:
-            console.print(f"[bold red]{escape(info.url)}[/]: {escape(info.reason or '')}", soft_wrap=True,
-                          highlight=False)
+            console.print(
+                f"[bold red]{escape(info.url)}[/]: {escape(info.reason or '')}", soft_wrap=True, highlight=False
+            )
     for r in report.results:
         if r.breaking_difference:
-            console.print(f"[bold red]{r.id}[/]: {r.title}. [bold]What breaks:[/] {r.breaks}", soft_wrap=True,
-                          highlight=False)
+            console.print(
+                f"[bold red]{r.id}[/]: {r.title}. [bold]What breaks:[/] {r.breaks}", soft_wrap=True, highlight=False
+            )
     counts = report.counts
-    console.print(" ".join(f"{k}: {v}" for k, v in sorted(counts.items())) +
-                  f"; breaking differences: {len(report.breaking_differences)}"
-                  + (f"; differs from the engine profile: {', '.join(report.profile_mismatches)}"
-                     if report.profile_mismatches else ""), highlight=False, soft_wrap=True)
+    console.print(
+        " ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+        + f"; breaking differences: {len(report.breaking_differences)}"
+        + (
+            f"; differs from the engine profile: {', '.join(report.profile_mismatches)}"
+            if report.profile_mismatches
+            else ""
+        ),
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _list_probes() -> None:
@@ -89,26 +101,34 @@ def _list_probes() -> None:
 def register(app: typer.Typer) -> None:
     @app.command()
     def probe(
-        url: str = typer.Argument(None, help="A single endpoint to probe (instead of --old/--new).",
-                                  parser=params.URL),
+        url: str = typer.Argument(None, help="A single endpoint to probe (instead of --old/--new).", parser=params.URL),
         old: str | None = params.endpoint("old"),
         new: str | None = params.endpoint("new"),
         model: str = params.served_model(" for both sides"),
         config: Path | None = params.config_file(
-            "switchover.yaml: take old/new url, engine, model and api_key_env from it.", None),
-        old_engine: str | None = typer.Option(None, help="Engine of the old side (vllm, llamacpp, ...): check against "
-                                                  "its profile.", parser=params.Text(120)),
-        new_engine: str | None = typer.Option(None, help="Engine of the new side (or of the single URL).",
-                                                  parser=params.Text(120)),
+            "switchover.yaml: take old/new url, engine, model and api_key_env from it.", None
+        ),
+        old_engine: str | None = typer.Option(
+            None,
+            help="Engine of the old side (vllm, llamacpp, ...): check against its profile.",
+            parser=params.Text(120),
+        ),
+        new_engine: str | None = typer.Option(
+            None, help="Engine of the new side (or of the single URL).", parser=params.Text(120)
+        ),
         old_model: str | None = typer.Option(None, help="Model name on the old side (overrides --model)."),
         new_model: str | None = typer.Option(None, help="Model name on the new side (overrides --model)."),
         api: str = typer.Option("chat", help="API to probe: chat or completions."),
-        context: int = typer.Option(None, help="Context length, when the server does not report it.",
-                                    parser=params.count(lo=8, hi=inputs.MAX_TOKENS)),
+        context: int = typer.Option(
+            None,
+            help="Context length, when the server does not report it.",
+            parser=params.count(lo=8, hi=inputs.MAX_TOKENS),
+        ),
         only: list[str] = typer.Option(None, "--only", help="Run only these probe ids or categories."),
         skip: list[str] = typer.Option(None, "--skip", help="Skip these probe ids or categories."),
-        budget_s: float = typer.Option(60.0, "--budget-s", help="Time cap for open-ended generations.",
-                                       parser=params.SECONDS),
+        budget_s: float = typer.Option(
+            60.0, "--budget-s", help="Time cap for open-ended generations.", parser=params.SECONDS
+        ),
         api_key_env: str | None = params.api_key_env(" (both sides)"),
         list_probes: bool = typer.Option(False, "--list", help="List the probes and exit."),
         json_out: bool = params.json_flag("the report"),
@@ -157,5 +177,6 @@ def register(app: typer.Typer) -> None:
             report = run(run_probes(first, second, probes, opts, on_progress=lambda m: status.update(m)))
         show_report(_shown(report), json_out, render)
         if report.breaking_differences:
-            raise CheckFailed(f"{len(report.breaking_differences)} breaking difference(s): "
-                              + ", ".join(report.breaking_differences))
+            raise CheckFailed(
+                f"{len(report.breaking_differences)} breaking difference(s): " + ", ".join(report.breaking_differences)
+            )

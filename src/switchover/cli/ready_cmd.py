@@ -37,12 +37,17 @@ def register(app: typer.Typer) -> None:
     def ready(
         url: str = typer.Argument(..., help="Base URL of the server, e.g. http://127.0.0.1:8000", parser=params.URL),
         model: str = params.served_model(" to request"),
-        max_ms: float = typer.Option(5000.0, "--max-ms", help="Budget for the 1-token generation, in ms.",
-                                     parser=params.MILLISECONDS),
+        max_ms: float = typer.Option(
+            5000.0, "--max-ms", help="Budget for the 1-token generation, in ms.", parser=params.MILLISECONDS
+        ),
         api_key_env: str = params.api_key_env(),
-        engine: str | None = typer.Option(None, "--engine", help=f"Its engine ({ENGINE_NAMES}), optionally "
-                                          "ENGINE@VERSION: its profile tells a loading answer apart (default: any "
-                                          "profile's loading answer is named as that engine's)."),
+        engine: str | None = typer.Option(
+            None,
+            "--engine",
+            help=f"Its engine ({ENGINE_NAMES}), optionally "
+            "ENGINE@VERSION: its profile tells a loading answer apart (default: any "
+            "profile's loading answer is named as that engine's).",
+        ),
         json_out: bool = params.json_flag(),
     ) -> None:
         """Is this instance able to generate a token right now? Exit 0 ready, 1 not ready, 3 unreachable.
@@ -53,12 +58,16 @@ def register(app: typer.Typer) -> None:
         from switchover.redaction import redact
 
         name, version = _engine_ref(engine)
-        result = run(check_ready(url, model=model, max_ms=max_ms, api_key_env=api_key_env, engine=name,
-                                 engine_version=version))
+        result = run(
+            check_ready(url, model=model, max_ms=max_ms, api_key_env=api_key_env, engine=name, engine_version=version)
+        )
         if json_out:
             print_json(result.model_copy(update={"url": redact(result.url)}))  # a key may sit in a URL's path
         else:
             colour = "green" if result.ready else "red"
-            console.print(f"[{colour}]{result.state.value}[/] {escape(redact(url))}: {escape(result.reason)}",
-                          highlight=False, soft_wrap=True)
+            console.print(
+                f"[{colour}]{result.state.value}[/] {escape(redact(url))}: {escape(result.reason)}",
+                highlight=False,
+                soft_wrap=True,
+            )
         sys.exit(int(result.exit_code))

@@ -28,8 +28,10 @@ def register(app: typer.Typer) -> None:
 
         rd = RunDir.open(run_dir)
         if not rd.has("config.json"):
-            raise BadInput(f"{run_dir}: not a check run directory (no config.json)",
-                           hint="pass a directory written by `switchover check`")
+            raise BadInput(
+                f"{run_dir}: not a check run directory (no config.json)",
+                hint="pass a directory written by `switchover check`",
+            )
         old = rd.read_json("check") if rd.has("check.json") else {}
         rebuilt = build_report(rd, total_s=old.get("total_s"), created_wall=old.get("created_wall"))
         out = write_outputs(rd, rebuilt)

@@ -19,12 +19,19 @@ if TYPE_CHECKING:
     from switchover.review.models import ReviewSummary
     from switchover.review.store import ReviewStore
 
-app = typer.Typer(no_args_is_help=True, help="Human spot-checks of new's answers next to old's (docs/review.md).\n\n"
-                                            "Example: switchover review serve -c switchover.yaml --port 8790")
+app = typer.Typer(
+    no_args_is_help=True,
+    help="Human spot-checks of new's answers next to old's (docs/review.md).\n\n"
+    "Example: switchover review serve -c switchover.yaml --port 8790",
+)
 
 _CONFIG = params.config_file("The migration file with a `gateway:` section.")
-_DB = typer.Option(None, "--db", parser=params.PATH,
-                   help="The review database (default: gateway.run_dir / gateway.review.db of the config).")
+_DB = typer.Option(
+    None,
+    "--db",
+    parser=params.PATH,
+    help="The review database (default: gateway.run_dir / gateway.review.db of the config).",
+)
 
 
 def _db_path(config: Path, db: Path | None) -> Path:
@@ -50,8 +57,10 @@ def _open(config: Path, db: Path | None) -> ReviewStore | None:
 
 
 def _nothing_yet(config: Path, db: Path | None) -> str:
-    return (f"no pairs recorded yet (no review database at {_db_path(config, db)}; the gateway writes it once "
-            "gateway.review.pairs_per_day > 0 and pairs are sampled)")
+    return (
+        f"no pairs recorded yet (no review database at {_db_path(config, db)}; the gateway writes it once "
+        "gateway.review.pairs_per_day > 0 and pairs are sampled)"
+    )
 
 
 def _summary(store: ReviewStore | None) -> ReviewSummary:
@@ -71,10 +80,12 @@ def serve(
     config: Path = _CONFIG,
     db: Path = _DB,
     host: str = typer.Option("127.0.0.1", "--host", help="Loopback address to serve on (127.0.0.1 or ::1)."),
-    port: int = typer.Option(8790, "--port", parser=params.Number(lo=0, hi=65535, integer=True),
-                             help="Port (0: any free one)."),
-    seconds: float = typer.Option(0, "--seconds", parser=params.non_negative(7 * 86400),
-                                  help="Stop after this long (0: until Ctrl-C)."),
+    port: int = typer.Option(
+        8790, "--port", parser=params.Number(lo=0, hi=65535, integer=True), help="Port (0: any free one)."
+    ),
+    seconds: float = typer.Option(
+        0, "--seconds", parser=params.non_negative(7 * 86400), help="Stop after this long (0: until Ctrl-C)."
+    ),
 ) -> None:
     """Serve the review page on loopback: each pair's prompt with old's and new's answers; rate new as better,
     same, worse or broken. Ratings are stored in the database at once (they survive restarts).
@@ -90,8 +101,11 @@ def serve(
 
     async def main() -> None:
         async with serving(ReviewApp(store), host, port) as url:
-            console.print(f"review page: {url}  (database {escape(str(store.path))}; Ctrl-C to stop)", highlight=False,
-                          soft_wrap=True)
+            console.print(
+                f"review page: {url}  (database {escape(str(store.path))}; Ctrl-C to stop)",
+                highlight=False,
+                soft_wrap=True,
+            )
             await asyncio.sleep(seconds) if seconds else await asyncio.Event().wait()
 
     try:
@@ -103,11 +117,7 @@ def serve(
 
 
 @app.command()
-def summary(
-    config: Path = _CONFIG,
-    db: Path = _DB,
-    json_out: bool = params.json_flag("the summary"),
-) -> None:
+def summary(config: Path = _CONFIG, db: Path = _DB, json_out: bool = params.json_flag("the summary")) -> None:
     """Ratings per task type: counts and the worse-or-broken share with its 95 % Wilson interval.
 
     Example: switchover review summary -c switchover.yaml --json
@@ -121,15 +131,20 @@ def summary(
         console.print(escape(_nothing_yet(config, db)), highlight=False, soft_wrap=True)
     for t in [*s.types, s.total]:
         share = "-" if t.bad_share is None else f"{t.bad_share:.0%} [{t.bad_low:.0%}, {t.bad_high:.0%}]"
-        console.print(f"{escape(t.task_type):<16} pairs {t.pairs:>5}  rated {t.rated:>5}  "
-                      + "  ".join(f"{k} {v}" for k, v in t.counts.items()) + f"  worse-or-broken {share}",
-                      highlight=False, soft_wrap=True)
+        console.print(
+            f"{escape(t.task_type):<16} pairs {t.pairs:>5}  rated {t.rated:>5}  "
+            + "  ".join(f"{k} {v}" for k, v in t.counts.items())
+            + f"  worse-or-broken {share}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @app.command()
 def export(
-    out: Path = typer.Option(..., "--out", "-o", parser=params.OUT_FILE,
-                             help="Output file: .jsonl or .parquet (by its suffix, or --format)."),
+    out: Path = typer.Option(
+        ..., "--out", "-o", parser=params.OUT_FILE, help="Output file: .jsonl or .parquet (by its suffix, or --format)."
+    ),
     config: Path = _CONFIG,
     db: Path = _DB,
     fmt: str = typer.Option("", "--format", help="jsonl or parquet (default: from the file name)."),
@@ -161,10 +176,15 @@ def export(
 def gate(
     config: Path = _CONFIG,
     db: Path = _DB,
-    max_bad: float = typer.Option(10.0, "--max-bad", parser=params.PERCENT,
-                                  help="Worse-or-broken share allowed, percent."),
-    min_ratings: int = typer.Option(30, "--min-ratings", parser=params.count(hi=10_000_000),
-                                    help="Ratings needed before the gate can pass (fewer: hold)."),
+    max_bad: float = typer.Option(
+        10.0, "--max-bad", parser=params.PERCENT, help="Worse-or-broken share allowed, percent."
+    ),
+    min_ratings: int = typer.Option(
+        30,
+        "--min-ratings",
+        parser=params.count(hi=10_000_000),
+        help="Ratings needed before the gate can pass (fewer: hold).",
+    ),
     json_out: bool = params.json_flag("the verdict"),
 ) -> None:
     """The rating gate: exit 0 when worse-or-broken ≤ --max-bad with at least --min-ratings ratings (overall and

@@ -26,7 +26,7 @@ from switchover.rollout.stages import ABANDON_CRITERIA
 
 app = typer.Typer(
     help="Staged rollout: shadow → 5 → 20 → 50 → 100 % → holding, gated, audited, reversible.\n\n"
-         "Example: switchover rollout advance -c switchover.yaml -m 'shadow clean for 24 h'",
+    "Example: switchover rollout advance -c switchover.yaml -m 'shadow clean for 24 h'",
     no_args_is_help=True,
 )
 
@@ -73,8 +73,12 @@ def init(
     if not config.is_file():
         raise BadInput(f"{config}: no such file", hint="write old: and new: first, or use --print")
     write_schedule(config)
-    console.print(f"added the checklist schedule to {escape(str(config))}; set gateway.review.pairs_per_day (e.g. "
-                  "200) so the 20 % and 50 % stages have spot-check ratings", highlight=False, soft_wrap=True)
+    console.print(
+        f"added the checklist schedule to {escape(str(config))}; set gateway.review.pairs_per_day (e.g. "
+        "200) so the 20 % and 50 % stages have spot-check ratings",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command()
@@ -107,10 +111,17 @@ def advance(
     config: Path = CONFIG,
     ledger: Path = LEDGER,
     reason: str = typer.Option(None, "--reason", "-m", help="Why, for the audit log (required with --waive)."),
-    force: bool = typer.Option(False, "--force", help="Advance past a hold (never past a failed hard gate, "
-                               "missing entry evidence or a stage's min_duration_s)."),
-    waive: list[str] = typer.Option([], "--waive", help="Repeatable: enter without this entry item (e.g. "
-                                    "rollout.entry_check, precanary.cache_key); --reason says why; audited."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Advance past a hold (never past a failed hard gate, missing entry evidence or a stage's min_duration_s).",
+    ),
+    waive: list[str] = typer.Option(
+        [],
+        "--waive",
+        help="Repeatable: enter without this entry item (e.g. "
+        "rollout.entry_check, precanary.cache_key); --reason says why; audited.",
+    ),
     json_out: bool = JSON,
 ) -> None:
     """Go to the next stage if the gates pass and its entry evidence is there (a passing check before shadow; the
@@ -122,16 +133,19 @@ def advance(
     if waive and not (reason or "").strip():
         raise BadInput("--waive needs --reason saying why the evidence is not needed")
     waivers = {item: reason for item in waive}
-    _finish(_rollout(config, ledger=ledger).advance(why=reason or "gates passed", force=force, waivers=waivers),
-            json_out)
+    _finish(
+        _rollout(config, ledger=ledger).advance(why=reason or "gates passed", force=force, waivers=waivers), json_out
+    )
 
 
 @app.command()
 def rollback(
     config: Path = CONFIG,
     to: str = typer.Option(
-        None, "--to", help="previous (one stage back) or zero (0 %, all old); default: previous, or "
-        "rollout.holding.on_fail (zero) inside the rollback window."
+        None,
+        "--to",
+        help="previous (one stage back) or zero (0 %, all old); default: previous, or "
+        "rollout.holding.on_fail (zero) inside the rollback window.",
     ),
     reason: str = REASON,
     force: bool = typer.Option(False, "--force", help="Roll back even when old fails its readiness check."),
@@ -147,8 +161,10 @@ def rollback(
     rollout = _rollout(config)
     state = rollout.state()
     if state.index < 0:  # already all old: the state a rollback asks for, so an emergency script can run it again
-        console.print(f"nothing to roll back: the rollout is at 0 % ({state.status.value}); all traffic is on old",
-                      highlight=False)
+        console.print(
+            f"nothing to roll back: the rollout is at 0 % ({state.status.value}); all traffic is on old",
+            highlight=False,
+        )
         return
     _finish(rollout.rollback(to=to, why=reason, force=force), json_out)  # type: ignore[arg-type]
 
@@ -168,12 +184,13 @@ def holding(
     rollout = _rollout(config, ledger=ledger)
     state = rollout.state()
     if state.holding is None or state.status.value != "holding":  # no window yet: a state, not bad input (0)
-        line = (f"no rollback window yet: the rollout is {state.status.value} at stage {state.stage_name}; it opens "
-                "when the last stage (weight 100) is entered (`switchover rollout prerequisites` lists what a "
-                "rollback needs now)")
+        line = (
+            f"no rollback window yet: the rollout is {state.status.value} at stage {state.stage_name}; it opens "
+            "when the last stage (weight 100) is entered (`switchover rollout prerequisites` lists what a "
+            "rollback needs now)"
+        )
         if json_out:
-            print_json({"holding": None, "status": state.status.value, "stage": state.stage_name,
-                        "message": line})
+            print_json({"holding": None, "status": state.status.value, "stage": state.stage_name, "message": line})
         else:
             console.print(escape(line), highlight=False, soft_wrap=True)
         return
@@ -222,11 +239,7 @@ def abandon(
 
 
 @app.command()
-def reset(
-    config: Path = CONFIG,
-    reason: str = REASON,
-    json_out: bool = JSON,
-) -> None:
+def reset(config: Path = CONFIG, reason: str = REASON, json_out: bool = JSON) -> None:
     """Start over at 0 % with the stages now in switchover.yaml (the audit log is kept).
 
     Example: switchover rollout reset -m "new engine build 2026-11-30"
@@ -234,8 +247,9 @@ def reset(
     _finish(_rollout(config).reset(why=reason), json_out)
 
 
-def _check_or_hold(rollout: Rollout, auto_advance: bool, tick: str, results: list[dict[str, object]] | None
-                   ) -> ActionResult | None:
+def _check_or_hold(
+    rollout: Rollout, auto_advance: bool, tick: str, results: list[dict[str, object]] | None
+) -> ActionResult | None:
     """One watch tick; None (a hold, said) when its evidence could not be reached."""
     try:
         return rollout.check(auto_advance=auto_advance, why="watch: every gate passed")
@@ -252,8 +266,9 @@ def watch(
     config: Path = CONFIG,
     ledger: Path = LEDGER,
     interval: float = typer.Option(10.0, "--interval", parser=params.SECONDS, help="Seconds between checks."),
-    max_checks: int = typer.Option(60, "--max-checks", parser=params.count(hi=1_000_000),
-                                   help="Stop after this many checks (bounded)."),
+    max_checks: int = typer.Option(
+        60, "--max-checks", parser=params.count(hi=1_000_000), help="Stop after this many checks (bounded)."
+    ),
     auto_advance: bool = typer.Option(False, "--auto-advance", help="Advance whenever every gate passes."),
     json_out: bool = JSON,
 ) -> None:
@@ -305,8 +320,12 @@ def compare(
     config: Path = CONFIG,
     ledger: Path = LEDGER,
     mode: str = typer.Option("shadow", "--mode", help="shadow (mirrored vs primary) or arms (new vs old)."),
-    since: float = typer.Option(0.0, "--since", parser=params.non_negative(inputs.MAX_SECONDS),
-                                help="Only rows from the last N seconds (0: all)."),
+    since: float = typer.Option(
+        0.0,
+        "--since",
+        parser=params.non_negative(inputs.MAX_SECONDS),
+        help="Only rows from the last N seconds (0: all).",
+    ),
     json_out: bool = JSON,
 ) -> None:
     """Old against new, metric by metric, with KS / Mann-Whitney / chi-square beyond the A/A noise.
@@ -323,12 +342,7 @@ def compare(
     clients = ClientMixCounter()  # what the clients send, counted in the same pass (docs/rollout.md#client-defaults)
     old, new = samples_from_ledger(clients.watch(rows), kind)  # streamed: the samples are kept, not the rows
     report = compare_samples(
-        old,
-        new,
-        mode=kind,
-        alpha=th.alpha,
-        noise_margin=th.noise_margin,
-        min_samples=th.min_samples,
+        old, new, mode=kind, alpha=th.alpha, noise_margin=th.noise_margin, min_samples=th.min_samples
     )
     report.ledger_bad_lines = skipped.bad_lines
     note = skipped.note()

@@ -19,9 +19,24 @@ if TYPE_CHECKING:
     from switchover.rollout.holding import HoldingReport, Prerequisite
     from switchover.rollout.judge.panel import JudgeReport
 
-COLOURS = {"pass": "green", "hold": "yellow", "fail": "red", "advance": "green", "rollback": "red", "ok": "green",
-           "failed": "red", "missing": "red", "unverified": "yellow", "end": "green", "rollback_blocked": "red",
-           "open": "white", "closing": "green", "closed": "dim", "extended": "yellow"}
+COLOURS = {
+    "pass": "green",
+    "hold": "yellow",
+    "fail": "red",
+    "advance": "green",
+    "rollback": "red",
+    "ok": "green",
+    "failed": "red",
+    "missing": "red",
+    "unverified": "yellow",
+    "end": "green",
+    "rollback_blocked": "red",
+    "open": "white",
+    "closing": "green",
+    "closed": "dim",
+    "extended": "yellow",
+}
+
 
 def when(ts: float | None) -> str:
     if not ts:
@@ -68,11 +83,13 @@ def print_report(r: GateReport) -> None:
     for col in ("gate", "verdict", "hard", "reason"):
         table.add_column(col)
     for g in r.results:
-        table.add_row(g.gate.value, f"[{COLOURS[g.verdict]}]{g.verdict}[/]", "yes" if g.hard else "no",
-                      escape(g.reason))
+        table.add_row(
+            g.gate.value, f"[{COLOURS[g.verdict]}]{g.verdict}[/]", "yes" if g.hard else "no", escape(g.reason)
+        )
     for c in r.custom:
-        table.add_row(escape(c.name), f"[{COLOURS[c.verdict]}]{c.verdict}[/]", "yes" if c.hard else "no",
-                      escape(c.reason))
+        table.add_row(
+            escape(c.name), f"[{COLOURS[c.verdict]}]{c.verdict}[/]", "yes" if c.hard else "no", escape(c.reason)
+        )
     if r.results or r.custom:
         console.print(table)
     if r.holding is not None:
@@ -101,16 +118,26 @@ def print_judge(j: JudgeReport) -> None:
         effect = "-" if d.effect is None else f"{d.effect * 100:+.1f} %" if pct else f"{d.effect * 100:+.2f} pp"
         floor = f"{'±' if d.two_sided else '+'}{d.floor * 100:g} {'%' if pct else 'pp'}"
         left = "-" if d.to_decision is None else f"{d.to_decision * 100:.1f} {'points' if pct else 'pp'}"
-        table.add_row(d.metric, d.test, f"[{COLOURS[word[d.direction]]}]{d.direction}[/]",
-                      f"{d.requests_old}/{d.requests_new}", effect, d.interval.text(d.unit), floor, left)
+        table.add_row(
+            d.metric,
+            d.test,
+            f"[{COLOURS[word[d.direction]]}]{d.direction}[/]",
+            f"{d.requests_old}/{d.requests_new}",
+            effect,
+            d.interval.text(d.unit),
+            floor,
+            left,
+        )
     console.print(table)
     for n in j.notes:
         console.print(f"[dim]note: {escape(n)}[/]", highlight=False)
 
 
 def print_entry(e: EntryReport) -> None:
-    table = Table(title=f"evidence to enter {e.stage}" + ("" if e.enforced else " (rollout.entry.enabled false: "
-                                                          "reported, not enforced)"))
+    table = Table(
+        title=f"evidence to enter {e.stage}"
+        + ("" if e.enforced else " (rollout.entry.enabled false: reported, not enforced)")
+    )
     for col in ("item", "status", "reason", "produced by"):
         table.add_column(col)
     for i in e.items:
@@ -136,17 +163,25 @@ def print_holding(h: HoldingReport) -> None:
         table.add_column(col)
     for w in h.windows:
         gates = ", ".join(f"{n} [{COLOURS[v]}]{v}[/]" for n, v, _ in w.verdicts()) or "[yellow]unwatched[/]"
-        table.add_row(w.failure_type.value, f"[{COLOURS[w.status]}]{w.status}[/]", when(w.ends_at), gates,
-                      escape(w.reason))
+        table.add_row(
+            w.failure_type.value, f"[{COLOURS[w.status]}]{w.status}[/]", when(w.ends_at), gates, escape(w.reason)
+        )
     console.print(table)
     colour = COLOURS[h.old.verdict]
-    console.print(f"old ready: [{colour}]{h.old.verdict}[/] ({escape(h.old.reason)}; {h.old.checks} checks, "
-                  f"{h.old.failures} failed)", highlight=False, soft_wrap=True)
+    console.print(
+        f"old ready: [{colour}]{h.old.verdict}[/] ({escape(h.old.reason)}; {h.old.checks} checks, "
+        f"{h.old.failures} failed)",
+        highlight=False,
+        soft_wrap=True,
+    )
     print_prerequisites(h.prerequisites)
     for text in h.warnings:
         console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
-    console.print(f"holding: [{COLOURS.get(h.decision, 'yellow')}]{h.decision}[/] — {escape(h.reason)}",
-                  highlight=False, soft_wrap=True)
+    console.print(
+        f"holding: [{COLOURS.get(h.decision, 'yellow')}]{h.decision}[/] — {escape(h.reason)}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def print_clients(mix: ClientMix) -> None:
@@ -155,11 +190,15 @@ def print_clients(mix: ClientMix) -> None:
         console.print("clients: no request row carries the client's fields", highlight=False)
         return
     used = ", ".join(f"{f.field} {f.share_set:.0%}" for f in mix.fields if f.set)
-    console.print(f"clients ({mix.requests} requests) set: {used or 'no sampling field'}", highlight=False,
-                  markup=False)
+    console.print(
+        f"clients ({mix.requests} requests) set: {used or 'no sampling field'}", highlight=False, markup=False
+    )
     for sfx in mix.suffixes:
-        console.print(f"  a fixed {sfx.role} ending on {sfx.share:.0%} of requests (hash {sfx.hash})",
-                      highlight=False, markup=False)
+        console.print(
+            f"  a fixed {sfx.role} ending on {sfx.share:.0%} of requests (hash {sfx.hash})",
+            highlight=False,
+            markup=False,
+        )
     for f in mix.findings:
         console.print(f"[yellow]differs on new:[/] {escape(f.detail)}", highlight=False, soft_wrap=True)
     for n in mix.notes:

@@ -20,8 +20,9 @@ RUNS_DIR = typer.Option(Path("runs"), help="Where run directories go.", parser=p
 def _fail_unless_measured(res: Any) -> None:
     """Exit 1 when no point of the sweep was measured (every launch failed): nothing was found out."""
     if res.points and all(p.error for p in res.points):
-        raise CheckFailed(f"no point of the sweep was measured: {res.points[0].error}",
-                          hint=f"see {res.run_dir}/sweep.html")
+        raise CheckFailed(
+            f"no point of the sweep was measured: {res.points[0].error}", hint=f"see {res.run_dir}/sweep.html"
+        )
 
 
 def sweep_cmd(
@@ -34,8 +35,9 @@ def sweep_cmd(
     output_tokens: int = typer.Option(64, help="Output tokens per request.", parser=params.TOKENS),
     concurrency: str = typer.Option("1,2,4,8", help="Concurrency ladder."),
     requests: int = typer.Option(20, help="Measured requests per step.", parser=params.count()),
-    ready_timeout: float = typer.Option(600.0, help="Seconds to wait for each launch to generate.",
-                                        parser=params.SECONDS),
+    ready_timeout: float = typer.Option(
+        600.0, help="Seconds to wait for each launch to generate.", parser=params.SECONDS
+    ),
     runs_dir: Path = RUNS_DIR,
     json_out: bool = params.json_flag("the sweep (sweep.json)"),
 ) -> None:

@@ -23,11 +23,18 @@ if TYPE_CHECKING:  # the installer and process control are imported when a comma
 DEFAULT_OLD_PORT: int = literal("switchover.testbed.processes", "DEFAULT_OLD_PORT")
 DEFAULT_NEW_PORT: int = literal("switchover.testbed.processes", "DEFAULT_NEW_PORT")
 
-app = typer.Typer(help="Install, start and stop the real-engine test bed (vLLM CPU + llama-server).\n\n"
-                  "Example: switchover testbed setup && switchover testbed up --model smollm2", no_args_is_help=True)
+app = typer.Typer(
+    help="Install, start and stop the real-engine test bed (vLLM CPU + llama-server).\n\n"
+    "Example: switchover testbed setup && switchover testbed up --model smollm2",
+    no_args_is_help=True,
+)
 
-DirOpt = typer.Option(None, "--dir", help=f"Test-bed folder (default: $SWITCHOVER_TESTBED_DIR or {default_root()}).",
-                      parser=params.OUT_DIR)
+DirOpt = typer.Option(
+    None,
+    "--dir",
+    help=f"Test-bed folder (default: $SWITCHOVER_TESTBED_DIR or {default_root()}).",
+    parser=params.OUT_DIR,
+)
 NameOpt = typer.Option("default", "--name", help="Instance name, so several beds can run side by side.")
 
 
@@ -67,8 +74,9 @@ def up(
     model: str = typer.Option("tiny", help="tiny | tiny-v2 | smollm2"),
     old_port: int = typer.Option(DEFAULT_OLD_PORT, help="Port for old = vLLM CPU.", parser=params.PORT),
     new_port: int = typer.Option(DEFAULT_NEW_PORT, help="Port for new = llama-server.", parser=params.PORT),
-    timeout: float = typer.Option(300.0, help="Seconds to wait for both engines to generate a token.",
-                                  parser=params.SECONDS),
+    timeout: float = typer.Option(
+        300.0, help="Seconds to wait for both engines to generate a token.", parser=params.SECONDS
+    ),
     root: Path = DirOpt,
     name: str = NameOpt,
     json_out: bool = params.json_flag("the started engines"),
@@ -82,21 +90,31 @@ def up(
 
     layout = Layout.default(root)
     prepare_folder(layout.root)
-    state, results = processes.up(layout, model=model, name=name, old_port=old_port, new_port=new_port,
-                                  timeout_s=timeout,
-                                  on_event=lambda m: err_console.print(m, highlight=False, markup=False))
+    state, results = processes.up(
+        layout,
+        model=model,
+        name=name,
+        old_port=old_port,
+        new_port=new_port,
+        timeout_s=timeout,
+        on_event=lambda m: err_console.print(m, highlight=False, markup=False),
+    )
     if json_out:
         print_json(state)
         return
     for proc, res in zip(state.engines, results, strict=True):
-        console.print(f"{proc.role}: {proc.url}  ({proc.engine}, model {proc.served_name!r}; {res.reason})",
-                      highlight=False, markup=False)
+        console.print(
+            f"{proc.role}: {proc.url}  ({proc.engine}, model {proc.served_name!r}; {res.reason})",
+            highlight=False,
+            markup=False,
+        )
     console.print(f"stop with: switchover testbed down{'' if name == 'default' else ' --name ' + name}")
 
 
 @app.command()
-def status(root: Path = DirOpt, name: str = NameOpt,
-           json_out: bool = params.json_flag("the engines and their states")) -> None:
+def status(
+    root: Path = DirOpt, name: str = NameOpt, json_out: bool = params.json_flag("the engines and their states")
+) -> None:
     """Show the engines this bed started and whether each can generate now. Exit 1 when one is not ready.
 
     Example: switchover testbed status --json

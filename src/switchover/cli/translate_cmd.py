@@ -20,26 +20,55 @@ LAUNCH_MAX_BYTES = 256 * 1024
 
 
 def translate_cmd(
-    launch: str = typer.Argument(..., help="The old launch: a command line or script, a `docker run` line, a "
-                                 "Kubernetes container (YAML with args), a YAML of settings, or @FILE holding one."),
-    target: str = typer.Option(..., "--to", help="Engine to translate to, optionally with its version: sglang, "
-                               "sglang@0.5.5, vllm==0.11.0 (default version: the newest release read, and said)."),
-    source: str = typer.Option(None, "--from", help="Engine of the old launch, optionally with its version: "
-                               "vllm@0.6.3 (default: read from the command or the image tag)."),
+    launch: str = typer.Argument(
+        ...,
+        help="The old launch: a command line or script, a `docker run` line, a "
+        "Kubernetes container (YAML with args), a YAML of settings, or @FILE holding one.",
+    ),
+    target: str = typer.Option(
+        ...,
+        "--to",
+        help="Engine to translate to, optionally with its version: sglang, "
+        "sglang@0.5.5, vllm==0.11.0 (default version: the newest release read, and said).",
+    ),
+    source: str = typer.Option(
+        None,
+        "--from",
+        help="Engine of the old launch, optionally with its version: "
+        "vllm@0.6.3 (default: read from the command or the image tag).",
+    ),
     from_version: str = typer.Option(None, "--from-version", help="Version of the old launch's engine."),
     to_version: str = typer.Option(None, "--to-version", help="Version of the target engine."),
-    files: list[str] = typer.Option(None, "--file", help="NAME=PATH: a file the launch names (a --config or "
-                                    "--extra_llm_api_options YAML, a docker --env-file), read in its place."),
-    model: str = typer.Option(None, "--model", "-m", help="Model dir or builtin:ID: converts the memory knob with "
-                              "--gpu, and sizes a hardware move."),
+    files: list[str] = typer.Option(
+        None,
+        "--file",
+        help="NAME=PATH: a file the launch names (a --config or "
+        "--extra_llm_api_options YAML, a docker --env-file), read in its place.",
+    ),
+    model: str = typer.Option(
+        None,
+        "--model",
+        "-m",
+        help="Model dir or builtin:ID: converts the memory knob with --gpu, and sizes a hardware move.",
+    ),
     gpu: str = typer.Option(None, "--gpu", "--from-gpu", help="The old launch's GPU (`switchover hw gpus`)."),
-    gpu_mem_gib: float = typer.Option(None, "--gpu-mem-gib", help="Total GPU memory in GiB (instead of --gpu).",
-                                      parser=params.GIB),
+    gpu_mem_gib: float = typer.Option(
+        None, "--gpu-mem-gib", help="Total GPU memory in GiB (instead of --gpu).", parser=params.GIB
+    ),
     to_gpu: str = typer.Option(None, "--to-gpu", help="Move to this GPU (default: the old launch's)."),
-    to_gpus: int = typer.Option(None, "--to-gpus", parser=params.count(hi=inputs.MAX_GPUS),
-                                help="Move to this many GPUs: TP/PP/DP chosen with plan parallel."),
-    bench: str = typer.Option(None, "--bench", parser=params.PATH, help="A bench run of the target engine: adds "
-                              "which cap bound and the flag to raise (docs/bench.md#binding-cap)."),
+    to_gpus: int = typer.Option(
+        None,
+        "--to-gpus",
+        parser=params.count(hi=inputs.MAX_GPUS),
+        help="Move to this many GPUs: TP/PP/DP chosen with plan parallel.",
+    ),
+    bench: str = typer.Option(
+        None,
+        "--bench",
+        parser=params.PATH,
+        help="A bench run of the target engine: adds "
+        "which cap bound and the flag to raise (docs/bench.md#binding-cap).",
+    ),
     json_out: bool = params.json_flag(),
 ) -> None:
     """Translate a launch between engines and versions: every input flag is translated, already the target's
@@ -69,17 +98,31 @@ def translate_cmd(
     if src is None:
         found = detect_engine(launch)
         if found is None:
-            raise BadInput("--from not given and the launch names no engine", hint="pass --from vllm (or sglang, "
-                           "tgi, llamacpp, trtllm), with @VERSION when you know it")
+            raise BadInput(
+                "--from not given and the launch names no engine",
+                hint="pass --from vllm (or sglang, tgi, llamacpp, trtllm), with @VERSION when you know it",
+            )
         src = found[0]
     card = resolve_model(model)[0] if model else None
     total = (gpu_mem_gib or find_gpu(gpu).total_gib) if card is not None and (gpu or gpu_mem_gib) else None
     moving = to_gpu is not None or to_gpus is not None
-    move = HardwareMove(from_gpu=gpu and find_gpu(gpu).name, to_gpu=to_gpu and find_gpu(to_gpu).name,
-                        to_gpus=to_gpus) if moving else None
-    result = translate(src, launch, dst, card=card, gpu_total_gib=total, gpu_name=gpu and find_gpu(gpu).name,
-                       source_version=src_version,
-                       target_version=dst_version, files=_named_files(files), move=move)
+    move = (
+        HardwareMove(from_gpu=gpu and find_gpu(gpu).name, to_gpu=to_gpu and find_gpu(to_gpu).name, to_gpus=to_gpus)
+        if moving
+        else None
+    )
+    result = translate(
+        src,
+        launch,
+        dst,
+        card=card,
+        gpu_total_gib=total,
+        gpu_name=gpu and find_gpu(gpu).name,
+        source_version=src_version,
+        target_version=dst_version,
+        files=_named_files(files),
+        move=move,
+    )
     if bench is not None:
         bench_advice(result, str(bench))
     if json_out:
@@ -89,9 +132,20 @@ def translate_cmd(
     refused = [f.input.typed for f in result.flags if f.input.validity == "refused"]
     lost = [f.input.typed for f in result.flags if f.outcome == "lost" and f.input.validity != "refused"]
     if refused or lost:
-        raise CheckFailed("; ".join(part for part in (
-            f"refused by {result.source_engine} {result.source_version or ''}: {', '.join(refused)}".replace(
-                "  ", " ") if refused else "", f"lost: {', '.join(lost)}" if lost else "") if part))
+        raise CheckFailed(
+            "; ".join(
+                part
+                for part in (
+                    f"refused by {result.source_engine} {result.source_version or ''}: {', '.join(refused)}".replace(
+                        "  ", " "
+                    )
+                    if refused
+                    else "",
+                    f"lost: {', '.join(lost)}" if lost else "",
+                )
+                if part
+            )
+        )
 
 
 def _engine_ref(option: str, text: str | None, version: str | None) -> tuple[str | None, str | None]:
@@ -146,8 +200,7 @@ def _print_translation(result: Translation) -> None:
 
     from switchover.words import plain
 
-    for label, note in (("from", result.source_note), ("to", result.target_note), *(("note", n) for n in
-                                                                                    result.notes)):
+    for label, note in (("from", result.source_note), ("to", result.target_note), *(("note", n) for n in result.notes)):
         if note:
             console.print(f"[yellow]{label}:[/] {escape(note)}", highlight=False)
     for step in result.steps:
@@ -156,14 +209,22 @@ def _print_translation(result: Translation) -> None:
     if result.yaml_config:
         import yaml
 
-        console.print("# extra_llm_api_options.yaml\n" + yaml.safe_dump(result.yaml_config, sort_keys=False),
-                      highlight=False, markup=False)
+        console.print(
+            "# extra_llm_api_options.yaml\n" + yaml.safe_dump(result.yaml_config, sort_keys=False),
+            highlight=False,
+            markup=False,
+        )
     table = Table("input", "via", "outcome", "becomes", "why")
     for f in result.flags:
         shown = f.input.typed + ("" if f.input.value is None else f" {f.input.value}")
         outcome = f.outcome + (" (refused)" if f.input.validity == "refused" else "")
-        table.add_row(escape(shown[:60]), f.input.via, escape(outcome), escape(" ".join(f.rendered)[:60]),
-                      escape((f.detail or "")[:200]))
+        table.add_row(
+            escape(shown[:60]),
+            f.input.via,
+            escape(outcome),
+            escape(" ".join(f.rendered)[:60]),
+            escape((f.detail or "")[:200]),
+        )
     console.print(table)
     for d in result.derived:
         console.print(f"  derived {escape(d.what)} = {escape(plain(d.value))}: {escape(d.why)}", highlight=False)

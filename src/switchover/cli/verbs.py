@@ -178,12 +178,16 @@ def _command_doc(tree: ast.Module, name: str) -> str | None:
 def _group_doc(tree: ast.Module) -> str | None:
     """A sub-group's help: `app = typer.Typer(help="...")`, else the docstring of its `@app.callback()`."""
     for node in tree.body:
-        if (isinstance(node, ast.Assign) and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["app"]
-                and isinstance(node.value, ast.Call)):
+        if (
+            isinstance(node, ast.Assign)
+            and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["app"]
+            and isinstance(node.value, ast.Call)
+        ):
             for k in node.value.keywords:
                 if k.arg == "help":
-                    return k.value.value if isinstance(k.value, ast.Constant) and isinstance(k.value.value, str) \
-                        else None
+                    return (
+                        k.value.value if isinstance(k.value, ast.Constant) and isinstance(k.value.value, str) else None
+                    )
     for node in tree.body:
         if isinstance(node, ast.FunctionDef):
             for deco in node.decorator_list:
@@ -213,8 +217,13 @@ def literal(module: str, name: str) -> Any:
             continue
         for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
             value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
-                if isinstance(node, ast.AnnAssign) else []
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AnnAssign)
+                else []
+            )
             if value is not None and [t.id for t in targets if isinstance(t, ast.Name)] == [name]:
                 with contextlib.suppress(ValueError):
                     return ast.literal_eval(value)
@@ -224,9 +233,17 @@ def literal(module: str, name: str) -> Any:
 # an option's value named by its unit (`--timeout-s SECONDS`) rather than its Python type (typer shows `<float>`)
 _UNIT_METAVARS = {"s": "SECONDS", "ms": "MS", "gib": "GIB", "mib": "MIB", "url": "URL"}
 # the shared option words (docs/cli.md) whose value is not what their name says
-_WORD_METAVARS = {"old": "URL", "new": "URL", "config": "FILE", "output": "PATH", "out": "PATH",
-                  "api-key-env": "VAR", "engine": "ENGINE[@VERSION]", "old-engine": "ENGINE[@VERSION]",
-                  "new-engine": "ENGINE[@VERSION]"}
+_WORD_METAVARS = {
+    "old": "URL",
+    "new": "URL",
+    "config": "FILE",
+    "output": "PATH",
+    "out": "PATH",
+    "api-key-env": "VAR",
+    "engine": "ENGINE[@VERSION]",
+    "old-engine": "ENGINE[@VERSION]",
+    "new-engine": "ENGINE[@VERSION]",
+}
 
 
 class _NamedArgument(typer.core.TyperArgument):

@@ -31,11 +31,24 @@ def render(r: EquivalenceReport) -> None:
     for d in r.greedy:
         where = "-" if d.identical else f"{d.first_char}/{d.first_token if d.first_token is not None else '?'}"
         agree = "" if d.token_agreement is None else f"{d.token_agreement:.2f}"
-        after = "" if d.identical else (f"{_short(d.old_text[len(d.common_prefix):], 16)!r} → "
-                                        f"{_short(d.new_text[len(d.common_prefix):], 16)!r}")
-        t.add_row(escape(d.id), d.kind, "yes" if d.identical else "no", where, agree,
-                  escape(repr(_short(d.common_prefix))), escape(after),
-                  "[red]" + escape("; ".join(d.flags)) + "[/]" if d.flags else "")
+        after = (
+            ""
+            if d.identical
+            else (
+                f"{_short(d.old_text[len(d.common_prefix) :], 16)!r} → "
+                f"{_short(d.new_text[len(d.common_prefix) :], 16)!r}"
+            )
+        )
+        t.add_row(
+            escape(d.id),
+            d.kind,
+            "yes" if d.identical else "no",
+            where,
+            agree,
+            escape(repr(_short(d.common_prefix))),
+            escape(after),
+            "[red]" + escape("; ".join(d.flags)) + "[/]" if d.flags else "",
+        )
     console.print(t)
     s = r.summary
     if s:
@@ -43,39 +56,65 @@ def render(r: EquivalenceReport) -> None:
             f"identical {s.identical}/{s.prompts}, flagged {s.flagged}, failed {s.failed}; token agreement "
             f"{s.token_agreement_mean}; common prefix chars p10/p50/p90 {s.prefix_chars_p10}/{s.prefix_chars_p50}/"
             f"{s.prefix_chars_p90}; tokens p50 {s.prefix_tokens_p50}; mean |Δlogprob| before divergence "
-            f"{s.logprob_delta_mean}; near ties at divergence {s.near_ties}", highlight=False, soft_wrap=True)
+            f"{s.logprob_delta_mean}; near ties at divergence {s.near_ties}",
+            highlight=False,
+            soft_wrap=True,
+        )
     for side in r.structured:
         bad = [f"{c.id}: {c.status} ({c.reason})" for c in side.cases if c.status != "valid"]
-        console.print(f"structured output {side.url}: {side.summary()}"
-                      + (f" — {'; '.join(bad)}" if bad else ""), highlight=False, soft_wrap=True, markup=False)
+        console.print(
+            f"structured output {side.url}: {side.summary()}" + (f" — {'; '.join(bad)}" if bad else ""),
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
     for li in r.long_inputs:
         if li.skipped:
             console.print(f"long inputs {li.url}: skipped ({li.skipped})", highlight=False, markup=False)
             continue
         lt = Table(title=escape(f"long inputs {li.url} (context {li.context})"))
-        for col in ("target", "prompt tokens", "status", "finish", "tokens", "repetition", "loop", "early stop",
-                    "drift"):
+        for col in (
+            "target",
+            "prompt tokens",
+            "status",
+            "finish",
+            "tokens",
+            "repetition",
+            "loop",
+            "early stop",
+            "drift",
+        ):
             lt.add_column(col)
         for c in li.checks:
-            lt.add_row(f"{c.target_fraction:.0%}", str(c.prompt_tokens),
-                       escape(c.status if not c.error else c.error[:60]),
-                       str(c.finish_reason), str(c.completion_tokens), str(c.repetition),
-                       "[red]yes[/]" if c.loop else "no",
-                       "[red]yes[/]" if c.early_stop else ("—" if c.early_stop is None else "no"),
-                       f"[red]{c.script_drift}[/]" if c.script_drift else "")
+            lt.add_row(
+                f"{c.target_fraction:.0%}",
+                str(c.prompt_tokens),
+                escape(c.status if not c.error else c.error[:60]),
+                str(c.finish_reason),
+                str(c.completion_tokens),
+                str(c.repetition),
+                "[red]yes[/]" if c.loop else "no",
+                "[red]yes[/]" if c.early_stop else ("—" if c.early_stop is None else "no"),
+                f"[red]{c.script_drift}[/]" if c.script_drift else "",
+            )
         console.print(lt)
         if li.boundary:
             b = li.boundary
+
             def tok(n: int | None, what: str) -> str:
                 return f"{n} {what}" if n is not None else f"{what}: not reported by the server"
 
-            console.print(f"longest input that succeeded: {tok(b.longest_ok_prompt_tokens, 'prompt tokens')} "
-                          f"({tok(b.longest_ok_text_tokens, 'text tokens')}, aimed at {b.longest_ok_target_tokens}; "
-                          f"configured context {b.configured_context}); shortest failure "
-                          f"{tok(b.shortest_failed_text_tokens, 'text tokens')}, aimed at "
-                          f"{b.shortest_failed_target_tokens}"
-                          f"{': ' + b.failure if b.failure else ''} [{b.steps} requests]", highlight=False,
-                          soft_wrap=True, markup=False)
+            console.print(
+                f"longest input that succeeded: {tok(b.longest_ok_prompt_tokens, 'prompt tokens')} "
+                f"({tok(b.longest_ok_text_tokens, 'text tokens')}, aimed at {b.longest_ok_target_tokens}; "
+                f"configured context {b.configured_context}); shortest failure "
+                f"{tok(b.shortest_failed_text_tokens, 'text tokens')}, aimed at "
+                f"{b.shortest_failed_target_tokens}"
+                f"{': ' + b.failure if b.failure else ''} [{b.steps} requests]",
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
 
 
 def register(app: typer.Typer) -> None:
@@ -84,15 +123,20 @@ def register(app: typer.Typer) -> None:
         old: str = params.endpoint("old"),
         new: str = params.endpoint("new"),
         config: Path | None = params.config_file(
-            "switchover.yaml: take old/new url, model and api_key_env from it.", None),
+            "switchover.yaml: take old/new url, model and api_key_env from it.", None
+        ),
         prompts: Path = typer.Option(None, "--prompts", help="JSONL prompts: {id, messages|prompt, max_tokens}."),
         model: str = params.served_model(" for both sides"),
         old_model: str | None = typer.Option(None, help="Model name on the old side."),
         new_model: str | None = typer.Option(None, help="Model name on the new side."),
-        context: int = typer.Option(None, help="Context length when the servers do not report it.",
-                                    parser=params.count(lo=64, hi=inputs.MAX_TOKENS)),
-        structured: int = typer.Option(5, help="Number of JSON-schema prompts per side (0 skips).",
-                                       parser=params.count(lo=0, hi=100)),
+        context: int = typer.Option(
+            None,
+            help="Context length when the servers do not report it.",
+            parser=params.count(lo=64, hi=inputs.MAX_TOKENS),
+        ),
+        structured: int = typer.Option(
+            5, help="Number of JSON-schema prompts per side (0 skips).", parser=params.count(lo=0, hi=100)
+        ),
         long_inputs: bool = typer.Option(True, "--long-inputs/--no-long-inputs", help="Run the long-input checks."),
         fail_on_flagged: bool = typer.Option(False, "--fail-on-flagged", help="Exit 1 when any prompt is flagged."),
         api_key_env: str | None = params.api_key_env(" (both sides)"),
@@ -121,9 +165,15 @@ def register(app: typer.Typer) -> None:
         cases = load_jsonl(prompts) if prompts else BUILTIN
         opts = VerifyOptions(structured=structured, long_inputs=long_inputs)
         with err_console.status("verifying...") as status:
-            report = run(run_verify(Target(old, old_model or model, api_key_env, context),
-                                    Target(new, new_model or model, api_key_env, context), cases, opts,
-                                    on_progress=lambda m: status.update(m)))
+            report = run(
+                run_verify(
+                    Target(old, old_model or model, api_key_env, context),
+                    Target(new, new_model or model, api_key_env, context),
+                    cases,
+                    opts,
+                    on_progress=lambda m: status.update(m),
+                )
+            )
         show_report(report, json_out, render)
         if fail_on_flagged and report.summary and report.summary.flagged:
             raise CheckFailed(f"{report.summary.flagged} prompt(s) flagged")

@@ -17,9 +17,7 @@ class BenchSlos(BaseModel):
     e2e_p99_ms: float | None = Field(default=None, gt=0, description="p99 E2E limit per step, ms")
     max_error_rate: float | None = Field(default=None, ge=0, le=1, description="Error-rate limit per step")
     max_regression_pct: float | None = Field(
-        default=None,
-        ge=0,
-        description="New may be at most this % worse than old on a p99 (only when significant)",
+        default=None, ge=0, description="New may be at most this % worse than old on a p99 (only when significant)"
     )
 
 

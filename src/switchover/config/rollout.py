@@ -127,8 +127,10 @@ def check_selector(text: str) -> str:
         inner = inner[1:-1]
     if len(text) > MAX_SELECTOR or not _SELECTOR.fullmatch(inner):
         shown = text if len(text) <= 80 else text[:79] + "…"
-        raise ValueError(f'must be label matchers only, comma separated, each name op "value" with op one of '
-                         f'=, !=, =~, !~ (e.g. job="gateway",namespace=~"llm.*"), got {shown!r}')
+        raise ValueError(
+            f'must be label matchers only, comma separated, each name op "value" with op one of '
+            f'=, !=, =~, !~ (e.g. job="gateway",namespace=~"llm.*"), got {shown!r}'
+        )
     return text
 
 
@@ -139,8 +141,12 @@ class PrometheusSource(BaseModel):
 
     url: BaseUrl = Field(description="Prometheus base URL, e.g. http://127.0.0.1:9090")
     selector: str = Field(default="", description='Extra label matchers added to every query, e.g. job="gateway"')
-    timeout_s: float = Field(default=5.0, gt=0, le=300, description="Seconds one whole query may take (connect, "
-                             "headers, body and redirects together)")
+    timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=300,
+        description="Seconds one whole query may take (connect, headers, body and redirects together)",
+    )
 
     @field_validator("selector")
     @classmethod
@@ -205,8 +211,10 @@ class RolloutSettings(BaseModel):
         default_factory=CostSettings, description="The large stage's cost-per-request gate (rollout_entry.py)"
     )
     peak_s: float = Field(
-        default=PEAK_S, gt=0, description="The peak a shadow or large stage must cover: `rollout status` warns "
-        "about such a stage whose min_duration_s is shorter"
+        default=PEAK_S,
+        gt=0,
+        description="The peak a shadow or large stage must cover: `rollout status` warns "
+        "about such a stage whose min_duration_s is shorter",
     )
 
     @field_validator("stages", mode="before")
@@ -298,10 +306,7 @@ def _stage_from(item: Any) -> Any:
         n = int(item.strip().rstrip("%"))
         return {"name": f"{n}%", "weight": n}
     if isinstance(item, dict) and "name" not in item and "weight" in item:
-        return {
-            **item,
-            "name": "shadow" if item.get("weight") == 0 and item.get("shadow") else f"{item['weight']}%",
-        }
+        return {**item, "name": "shadow" if item.get("weight") == 0 and item.get("shadow") else f"{item['weight']}%"}
     return item
 
 

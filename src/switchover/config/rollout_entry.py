@@ -24,11 +24,14 @@ class EntrySettings(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     enabled: bool = Field(
-        default=True, description="Refuse to enter shadow / canary / the large stage without the evidence below "
-        "(false: reported by `rollout gates`, never enforced)"
+        default=True,
+        description="Refuse to enter shadow / canary / the large stage without the evidence below "
+        "(false: reported by `rollout gates`, never enforced)",
     )
     check_max_age_s: float = Field(
-        default=7 * DAY_S, gt=0, le=MAX_SECONDS,
+        default=7 * DAY_S,
+        gt=0,
+        le=MAX_SECONDS,
         description="A passing `switchover check` older than this does not count (engines and configs move on)",
     )
     sla: Literal["standard", "strong"] = Field(
@@ -36,14 +39,16 @@ class EntrySettings(BaseModel):
         description="strong: a hot switch needs the human spot-check sampler (gateway.review.pairs_per_day > 0)",
     )
     shared_gpu: bool | None = Field(
-        default=None, description="Old and new share GPUs during the canary (then canary_plan is needed); "
+        default=None,
+        description="Old and new share GPUs during the canary (then canary_plan is needed); "
         "unset: not stated, the memory item is missing",
     )
     canary_plan: str | None = Field(
         default=None, description="The JSON `switchover plan canary ... --json` wrote (relative to switchover.yaml)"
     )
     cache_key: Literal["versioned", "no_cache", "unversioned"] | None = Field(
-        default=None, description="How caches in front of the engine are keyed: versioned (model id + weights, "
+        default=None,
+        description="How caches in front of the engine are keyed: versioned (model id + weights, "
         "tokenizer and template hashes, `switchover cachekey`), no_cache, or unversioned (refused); unset: missing",
     )
 
@@ -62,12 +67,11 @@ class CostSettings(BaseModel):
     gpus_new: int = Field(default=1, ge=1, le=4096, description="GPUs one new replica uses")
     gpus_old: int = Field(default=1, ge=1, le=4096, description="GPUs one old replica uses")
     bench: str | None = Field(
-        default=None, description="A bench run directory measuring old and new (relative to switchover.yaml); "
+        default=None,
+        description="A bench run directory measuring old and new (relative to switchover.yaml); "
         "default: the bench of the newest passing check",
     )
-    max_ratio: float = Field(
-        default=1.0, gt=0, description="New's cost per request may be at most this times old's"
-    )
+    max_ratio: float = Field(default=1.0, gt=0, description="New's cost per request may be at most this times old's")
     large_weight: int = Field(
         default=50, ge=1, le=100, description="The first stage with at least this weight is the large stage"
     )

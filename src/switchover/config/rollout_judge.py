@@ -11,14 +11,19 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-JudgeMetric = Literal[
-    "tpot_ms", "ttft_ms", "e2e_ms", "output_tokens", "error", "fallback", "truncated", "json_invalid"
-]
+JudgeMetric = Literal["tpot_ms", "ttft_ms", "e2e_ms", "output_tokens", "error", "fallback", "truncated", "json_invalid"]
 JUDGE_METRICS: tuple[JudgeMetric, ...] = get_args(JudgeMetric)
 LATENCY_METRICS: tuple[JudgeMetric, ...] = ("tpot_ms", "ttft_ms", "e2e_ms")
 RATE_METRICS: tuple[JudgeMetric, ...] = ("error", "fallback", "truncated", "json_invalid")
-DEFAULT_METRICS: tuple[JudgeMetric, ...] = ("tpot_ms", "ttft_ms", "output_tokens", "error", "fallback", "truncated",
-                                            "json_invalid")
+DEFAULT_METRICS: tuple[JudgeMetric, ...] = (
+    "tpot_ms",
+    "ttft_ms",
+    "output_tokens",
+    "error",
+    "fallback",
+    "truncated",
+    "json_invalid",
+)
 
 
 class JudgeConfig(BaseModel):
@@ -28,12 +33,16 @@ class JudgeConfig(BaseModel):
 
     enabled: bool = Field(default=False, description="Judge stages with the anytime-valid judge (beside the gates)")
     alpha: float = Field(
-        default=0.01, gt=0, lt=0.5,
+        default=0.01,
+        gt=0,
+        lt=0.5,
         description="Chance, per metric and test over a whole stage watched at every tick, that a wrong "
         "decision is ever declared",
     )
     shift_floor: float = Field(
-        default=0.02, gt=0, lt=1,
+        default=0.02,
+        gt=0,
+        lt=1,
         description="Latency and length: a shift of the bulk (median of new/old) smaller than this share is no "
         "regression",
     )
@@ -41,7 +50,9 @@ class JudgeConfig(BaseModel):
         default=0.10, gt=0, lt=10, description="Latency p99: new/old - 1 smaller than this is no regression"
     )
     rate_floor: float = Field(
-        default=0.001, gt=0, lt=1,
+        default=0.001,
+        gt=0,
+        lt=1,
         description="Errors, fallbacks, truncations, invalid JSON: a rise (new minus old) smaller than this "
         "absolute share is no regression",
     )
@@ -56,6 +67,8 @@ class JudgeConfig(BaseModel):
     )
     hard: bool = Field(default=True, description="A regression rolls back (false: it only holds)")
     max_pairs: int = Field(
-        default=50_000, ge=100, le=1_000_000,
+        default=50_000,
+        ge=100,
+        le=1_000_000,
         description="Pairs of requests judged per metric at most (memory bound); later requests are not read",
     )

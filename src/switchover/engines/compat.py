@@ -219,20 +219,29 @@ def sm_of(cc: str | None) -> int | None:
     return int(major) * 10 + int(minor) if ok else None
 
 
-def check_build(build: EngineBuild, version: str, driver: str | None, gpu_ccs: list[str | None],
-                data: CompatData) -> CompatFinding:
+def check_build(
+    build: EngineBuild, version: str, driver: str | None, gpu_ccs: list[str | None], data: CompatData
+) -> CompatFinding:
     """One build against a host's driver version and GPUs' compute capabilities."""
-    base: dict[str, Any] = {"engine": build.engine, "version": version, "build_cuda": build.cuda,
-                            "default_build": build.default}
+    base: dict[str, Any] = {
+        "engine": build.engine,
+        "version": version,
+        "build_cuda": build.cuda,
+        "default_build": build.default,
+    }
     sources = [build.source]
     verified = build.verified
     label = f"{build.engine} {version} (CUDA {build.cuda} build{'' if build.default else ', a non-default variant'})"
     sms = [sm_of(cc) for cc in gpu_ccs]
     known = [s for s in sms if s is not None]
     if build.min_sm is not None and known and min(known) < build.min_sm:
-        return CompatFinding(**base, status="fails", sources=sources, verified=verified,
-                             message=f"{label} ships kernels for sm{build.min_sm} and newer; the host has "
-                                     f"sm{min(known)}")
+        return CompatFinding(
+            **base,
+            status="fails",
+            sources=sources,
+            verified=verified,
+            message=f"{label} ships kernels for sm{build.min_sm} and newer; the host has sm{min(known)}",
+        )
     family, toolkit = data.family(build.cuda), data.toolkit(build.cuda)
     if family is None:  # the validator makes this impossible for packaged data
         return CompatFinding(**base, status="unknown", message=f"no CUDA {build.cuda} family data")
@@ -245,26 +254,45 @@ def check_build(build: EngineBuild, version: str, driver: str | None, gpu_ccs: l
         sources.append(toolkit.source)
         need += f", >= {toolkit.min_driver} for the full CUDA {build.cuda} feature set"
     if host is None:
-        return CompatFinding(**base, status="unknown", sources=sources, verified=verified,
-                             message=f"{label} needs {need}; the host's driver is not known "
-                                     "(fingerprint the host with `switchover hw fingerprint --json`)")
+        return CompatFinding(
+            **base,
+            status="unknown",
+            sources=sources,
+            verified=verified,
+            message=f"{label} needs {need}; the host's driver is not known "
+            "(fingerprint the host with `switchover hw fingerprint --json`)",
+        )
     if not host >= fam_min:
-        return CompatFinding(**base, status="fails", sources=sources, verified=verified,
-                             message=f"{label} cannot run on driver {driver}: needs {need}")
+        return CompatFinding(
+            **base,
+            status="fails",
+            sources=sources,
+            verified=verified,
+            message=f"{label} cannot run on driver {driver}: needs {need}",
+        )
     if toolkit is not None and not host >= (_driver_version(toolkit.min_driver) or _ZERO):
-        return CompatFinding(**base, status="degraded", sources=sources, verified=verified and toolkit.verified,
-                             message=f"{label} runs on driver {driver} only through minor-version compatibility "
-                                     f"(below {toolkit.min_driver}): kernels that need PTX JIT for a newer toolkit "
-                                     "fail (cudaErrorUnsupportedPtxVersion)" + (f"; {build.note}" if build.note
-                                                                               else ""))
+        return CompatFinding(
+            **base,
+            status="degraded",
+            sources=sources,
+            verified=verified and toolkit.verified,
+            message=f"{label} runs on driver {driver} only through minor-version compatibility "
+            f"(below {toolkit.min_driver}): kernels that need PTX JIT for a newer toolkit "
+            "fail (cudaErrorUnsupportedPtxVersion)" + (f"; {build.note}" if build.note else ""),
+        )
     tail = "" if toolkit is not None else f" (CUDA {build.cuda}'s own driver minimum is not in the data)"
-    return CompatFinding(**base, status="ok", sources=sources, verified=verified and (toolkit is None or
-                                                                                      toolkit.verified),
-                         message=f"{label} runs on driver {driver}: needs {need}{tail}")
+    return CompatFinding(
+        **base,
+        status="ok",
+        sources=sources,
+        verified=verified and (toolkit is None or toolkit.verified),
+        message=f"{label} runs on driver {driver}: needs {need}{tail}",
+    )
 
 
-def check_engine(pin: EnginePin, driver: str | None, gpu_ccs: list[str | None], gpu_present: bool,
-                 data: CompatData | None = None) -> list[CompatFinding]:
+def check_engine(
+    pin: EnginePin, driver: str | None, gpu_ccs: list[str | None], gpu_present: bool, data: CompatData | None = None
+) -> list[CompatFinding]:
     """Every known build of a pinned engine version against a host (one finding per build)."""
     d = data or load_compat()
     if pin.version is None:
@@ -272,22 +300,44 @@ def check_engine(pin: EnginePin, driver: str | None, gpu_ccs: list[str | None], 
 
         newest = newest_release(pin.engine, load_profile(pin.engine).version_read)
         if newest is None:
-            return [CompatFinding(engine=pin.engine, version=None, status="unknown",
-                                  message=f"{pin.engine}: no version pinned and no release of it is known, so its "
-                                          f"CUDA build is unknown (pass --engine {pin.engine}@VERSION)")]
-        said = f"{pin.engine}: no version pinned: {newest}, the newest known, is assumed (pass --engine " \
-               f"{pin.engine}@VERSION); "
-        return [f.model_copy(update={"message": said + f.message})
-                for f in check_engine(EnginePin(engine=pin.engine, version=newest), driver, gpu_ccs, gpu_present, d)]
+            return [
+                CompatFinding(
+                    engine=pin.engine,
+                    version=None,
+                    status="unknown",
+                    message=f"{pin.engine}: no version pinned and no release of it is known, so its "
+                    f"CUDA build is unknown (pass --engine {pin.engine}@VERSION)",
+                )
+            ]
+        said = (
+            f"{pin.engine}: no version pinned: {newest}, the newest known, is assumed (pass --engine "
+            f"{pin.engine}@VERSION); "
+        )
+        return [
+            f.model_copy(update={"message": said + f.message})
+            for f in check_engine(EnginePin(engine=pin.engine, version=newest), driver, gpu_ccs, gpu_present, d)
+        ]
     if not gpu_present:
-        return [CompatFinding(engine=pin.engine, version=pin.version, status="unknown",
-                              message=f"{pin.label}: the host has no GPU; CUDA builds cannot run there (a CPU "
-                                      "build is another package)")]
+        return [
+            CompatFinding(
+                engine=pin.engine,
+                version=pin.version,
+                status="unknown",
+                message=f"{pin.label}: the host has no GPU; CUDA builds cannot run there (a CPU "
+                "build is another package)",
+            )
+        ]
     builds = d.builds_for(pin.engine, pin.version)
     if not builds:
-        return [CompatFinding(engine=pin.engine, version=pin.version, status="unknown",
-                              message=f"{pin.label}: the compatibility data has no build of this version "
-                                      "(engines/data/matrix/compat.yaml), so its driver needs are unknown")]
+        return [
+            CompatFinding(
+                engine=pin.engine,
+                version=pin.version,
+                status="unknown",
+                message=f"{pin.label}: the compatibility data has no build of this version "
+                "(engines/data/matrix/compat.yaml), so its driver needs are unknown",
+            )
+        ]
     return [check_build(b, pin.version, driver, gpu_ccs, d) for b in builds]
 
 
@@ -302,8 +352,9 @@ def driver_support(driver: str | None, data: CompatData | None = None) -> str | 
     if not families:
         return f"driver {driver} is below every CUDA family minimum in the data"
     top = max(full, key=lambda c: tuple(int(x) for x in c.split(".")), default=None)
-    return (f"driver {driver} runs CUDA {', '.join(families)} builds (minor-version compatibility)"
-            + (f"; full feature set (PTX JIT) up to CUDA {top}" if top else "; no toolkit's own driver minimum met"))
+    return f"driver {driver} runs CUDA {', '.join(families)} builds (minor-version compatibility)" + (
+        f"; full feature set (PTX JIT) up to CUDA {top}" if top else "; no toolkit's own driver minimum met"
+    )
 
 
 # ---- format rules by release -----------------------------------------------------------------------------------
@@ -374,12 +425,18 @@ def format_rules_at(engine: str, version: str | None) -> tuple[FormatMatrix, str
     only the ranged rules that hold there; what none covers is unknown."""
     base, read = load_matrix(), load_format_releases().read_of(engine)
     if version is None:
-        return base, (None if read.read_at else f"the {engine} format rules were read where no release is recorded "
-                                                 f"({read.source})")
+        return base, (
+            None
+            if read.read_at
+            else f"the {engine} format rules were read where no release is recorded ({read.source})"
+        )
     if read.versions is not None and in_range(read.versions, version):
         newer = read.read_at is not None and release_key(version) > release_key(read.read_at)
-        return base, (f"the {engine} format rules were read at {read.read_at}; {version} is newer: they are assumed "
-                      "to still hold" if newer else None)
+        return base, (
+            f"the {engine} format rules were read at {read.read_at}; {version} is newer: they are assumed to still hold"
+            if newer
+            else None
+        )
     ranged = [r.rule() for r in load_format_releases().rules if r.engine == engine and in_range(r.versions, version)]
     rules = [r for r in base.rules if r.engine != engine] + ranged
     return FormatMatrix.model_validate({"formats": base.formats, "rules": rules}), None
@@ -400,9 +457,19 @@ def lookup_at(engine: str, fmt: str, device: Device, sm: int | None, version: st
         verdict = verdict.model_copy(update={"reason": f"{engine} {version} {said}"})
     if verdict.loads is None and version is not None and verdict.source is None:
         read = load_format_releases().read_of(engine)
-        covered = sorted({r.versions for r in load_format_releases().rules
-                          if r.engine == engine and r.format == fmt and r.device == device}, key=_range_start)
+        covered = sorted(
+            {
+                r.versions
+                for r in load_format_releases().rules
+                if r.engine == engine and r.format == fmt and r.device == device
+            },
+            key=_range_start,
+        )
         spans = ", ".join([*covered, *([read.versions] if read.versions else [])]) or "none"
-        verdict = verdict.model_copy(update={"reason": f"unknown: no {engine} {fmt} rule read covers {engine} "
-                                                       f"{version} (the releases read for it: {spans})"})
+        verdict = verdict.model_copy(
+            update={
+                "reason": f"unknown: no {engine} {fmt} rule read covers {engine} "
+                f"{version} (the releases read for it: {spans})"
+            }
+        )
     return verdict

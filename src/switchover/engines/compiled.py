@@ -56,8 +56,10 @@ def read_compiled_engine(ref: str | Path) -> CompiledEngine | None:
         return None
     pretrained = cfg["pretrained_config"]
     if not isinstance(pretrained, dict) or not isinstance(cfg["build_config"], dict):
-        raise BadInput(f"{folder / 'config.json'}: pretrained_config and build_config must be objects in a "
-                       "TensorRT-LLM engine's config.json")
+        raise BadInput(
+            f"{folder / 'config.json'}: pretrained_config and build_config must be objects in a "
+            "TensorRT-LLM engine's config.json"
+        )
     mapping: dict[str, Any] = pretrained["mapping"] if isinstance(pretrained.get("mapping"), dict) else {}
     tp, pp = _positive(mapping.get("tp_size")), _positive(mapping.get("pp_size"))
     world = _positive(mapping.get("world_size")) or ((tp or 1) * (pp or 1))
@@ -66,8 +68,15 @@ def read_compiled_engine(ref: str | Path) -> CompiledEngine | None:
     ranks = sorted((int(m.group(1)), f.name) for f in folder.iterdir() for m in [_RANK.match(f.name)] if m)
     present = {r for r, _ in ranks}
     quant: dict[str, Any] = pretrained["quantization"] if isinstance(pretrained.get("quantization"), dict) else {}
-    return CompiledEngine(path=str(folder), version=_text(cfg.get("version")),
-                          architecture=_text(pretrained.get("architecture")), dtype=_text(pretrained.get("dtype")),
-                          quant_algo=_text(quant.get("quant_algo")), world_size=world, tp_size=tp, pp_size=pp,
-                          rank_files=[name for _, name in ranks],
-                          missing_ranks=[r for r in range(world) if r not in present])
+    return CompiledEngine(
+        path=str(folder),
+        version=_text(cfg.get("version")),
+        architecture=_text(pretrained.get("architecture")),
+        dtype=_text(pretrained.get("dtype")),
+        quant_algo=_text(quant.get("quant_algo")),
+        world_size=world,
+        tp_size=tp,
+        pp_size=pp,
+        rank_files=[name for _, name in ranks],
+        missing_ranks=[r for r in range(world) if r not in present],
+    )

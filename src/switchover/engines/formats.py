@@ -32,21 +32,28 @@ class ConfigName(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     method: Literal["compressed-tensors", "modelopt"]
-    weights: dict[str, Any] = Field(default_factory=dict, description="compressed-tensors: weight args that must "
-                                    "equal these (type, num_bits)")
+    weights: dict[str, Any] = Field(
+        default_factory=dict, description="compressed-tensors: weight args that must equal these (type, num_bits)"
+    )
     activations: Literal["none", "any"] | dict[str, Any] = Field(
-        default="any", description="compressed-tensors: no input_activations, any, or args that must equal these")
+        default="any", description="compressed-tensors: no input_activations, any, or args that must equal these"
+    )
     algo_contains: str | None = Field(default=None, description="ModelOpt: text in the algorithm (lower case)")
-    algo_excludes: list[str] = Field(default_factory=list, description="ModelOpt: text that must not be in it "
-                                     "(fp8 names exclude fp4: W4A8_NVFP4_FP8 has 4-bit weights)")
+    algo_excludes: list[str] = Field(
+        default_factory=list,
+        description="ModelOpt: text that must not be in it (fp8 names exclude fp4: W4A8_NVFP4_FP8 has 4-bit weights)",
+    )
     how: str = Field(description="what the report says; {bits} and {algo} are filled in")
 
     def matches(self, method: str, weights: dict[str, Any] | None, acts: dict[str, Any] | None, algo: str) -> bool:
         if method != self.method:
             return False
         if method == "modelopt":
-            return (self.algo_contains is not None and self.algo_contains in algo
-                    and not any(x in algo for x in self.algo_excludes))
+            return (
+                self.algo_contains is not None
+                and self.algo_contains in algo
+                and not any(x in algo for x in self.algo_excludes)
+            )
         if weights is None or any(weights.get(k) != v for k, v in self.weights.items()):
             return False
         if self.activations == "none":
@@ -76,8 +83,9 @@ class FormatSpec(BaseModel):
     quant_methods: list[str] = Field(default_factory=list)
     names: list[ConfigName] = Field(default_factory=list, description="for the methods of SHARED_METHODS")
     names_source: str | None = None
-    compiled: CompiledSpec | None = Field(default=None, description="set for a compiled engine: it runs only on "
-                                          "the GPU architecture it was built for")
+    compiled: CompiledSpec | None = Field(
+        default=None, description="set for a compiled engine: it runs only on the GPU architecture it was built for"
+    )
 
 
 class FormatRule(CitedFact):
@@ -114,8 +122,11 @@ class FormatRule(CitedFact):
         lo = f"sm{self.sm_min}" if self.sm_min is not None else "any"
         if self.sm_max is None:
             return f"{lo}+" if self.sm_min is not None else "any GPU"
-        return f"{lo if self.sm_min is not None else 'below'} to sm{self.sm_max - 1}" if self.sm_min is not None \
+        return (
+            f"{lo if self.sm_min is not None else 'below'} to sm{self.sm_max - 1}"
+            if self.sm_min is not None
             else f"below sm{self.sm_max}"
+        )
 
 
 class FormatMatrix(BaseModel):
@@ -133,8 +144,9 @@ class FormatMatrix(BaseModel):
         for name, spec in self.formats.items():
             unknown = sorted(set(spec.quant_methods) - known_methods)
             if unknown:
-                raise ValueError(f"formats.{name}.quant_methods: {unknown} are not quantization methods of "
-                                 "data/quantization.yaml")
+                raise ValueError(
+                    f"formats.{name}.quant_methods: {unknown} are not quantization methods of data/quantization.yaml"
+                )
             for n in spec.names:
                 if n.method not in spec.quant_methods:
                     raise ValueError(f"formats.{name}.names: {n.method} is not in its quant_methods")
@@ -146,10 +158,13 @@ class FormatMatrix(BaseModel):
             if rule.format != ANY_FORMAT and rule.format not in self.formats:
                 raise ValueError(f"rules.{i}.format: unknown format {rule.format!r}")
             for j, other in enumerate(self.rules[:i]):
-                if (other.engine, other.format, other.device) == (rule.engine, rule.format, rule.device) \
-                        and _overlap(other, rule):
-                    raise ValueError(f"rules.{i}: overlaps rules.{j} ({rule.engine} {rule.format} {rule.device} "
-                                     f"{rule.sm_range} vs {other.sm_range})")
+                if (other.engine, other.format, other.device) == (rule.engine, rule.format, rule.device) and _overlap(
+                    other, rule
+                ):
+                    raise ValueError(
+                        f"rules.{i}: overlaps rules.{j} ({rule.engine} {rule.format} {rule.device} "
+                        f"{rule.sm_range} vs {other.sm_range})"
+                    )
         return self
 
 
@@ -179,8 +194,7 @@ class FormatVerdict(BaseModel):
     verified: bool = False
 
 
-def lookup(engine: str, fmt: str, device: Device, sm: int | None,
-           matrix: FormatMatrix | None = None) -> FormatVerdict:
+def lookup(engine: str, fmt: str, device: Device, sm: int | None, matrix: FormatMatrix | None = None) -> FormatVerdict:
     """The rule for (engine, format, device, sm): an exact format rule first, then the engine's `*` rule; with a
     GPU of unknown compute capability only a rule without an sm range can answer."""
     m = matrix or load_matrix()
@@ -191,9 +205,15 @@ def lookup(engine: str, fmt: str, device: Device, sm: int | None,
         if device == "cuda" and sm is None:
             ranged = [r for r in candidates if r.sm_min is not None or r.sm_max is not None]
             if ranged:
-                return FormatVerdict(engine=engine, format=fmt, device=device, sm=None, loads=None,
-                                     reason=f"unknown: {engine}'s {fmt} support depends on the compute capability, "
-                                            "which is not known for this GPU")
+                return FormatVerdict(
+                    engine=engine,
+                    format=fmt,
+                    device=device,
+                    sm=None,
+                    loads=None,
+                    reason=f"unknown: {engine}'s {fmt} support depends on the compute capability, "
+                    "which is not known for this GPU",
+                )
         hit = next((r for r in candidates if device == "cpu" or sm is None or r.covers(sm)), None)
         if hit is None:
             continue
@@ -204,11 +224,26 @@ def lookup(engine: str, fmt: str, device: Device, sm: int | None,
             reason = f"{engine} does not load {fmt} on {where}"
         if hit.note:
             reason += f" ({hit.note})"
-        return FormatVerdict(engine=engine, format=fmt, device=device, sm=sm, loads=hit.loads, kernel=hit.kernel,
-                             reason=reason, source=hit.source, verified=hit.verified)
+        return FormatVerdict(
+            engine=engine,
+            format=fmt,
+            device=device,
+            sm=sm,
+            loads=hit.loads,
+            kernel=hit.kernel,
+            reason=reason,
+            source=hit.source,
+            verified=hit.verified,
+        )
     where = "CPU" if device == "cpu" else f"sm{sm}" if sm is not None else "this GPU"
-    return FormatVerdict(engine=engine, format=fmt, device=device, sm=sm, loads=None,
-                         reason=f"unknown: the format matrix has no fact for {engine} {fmt} on {where}")
+    return FormatVerdict(
+        engine=engine,
+        format=fmt,
+        device=device,
+        sm=sm,
+        loads=None,
+        reason=f"unknown: the format matrix has no fact for {engine} {fmt} on {where}",
+    )
 
 
 # ---- naming a checkpoint's format ------------------------------------------------------------------------------
@@ -240,8 +275,11 @@ def _shared_method_format(qc: dict[str, Any], method: str) -> tuple[str | None, 
     if base == "modelopt":
         return None, f"ModelOpt {algo}: not a format of the matrix"
     kind = weights.get("type") if weights else None
-    return None, f"compressed-tensors {kind} {bits}-bit weights with {acts and acts.get('num_bits')}-bit " \
-                 "activations: not a format of the matrix"
+    return (
+        None,
+        f"compressed-tensors {kind} {bits}-bit weights with {acts and acts.get('num_bits')}-bit "
+        "activations: not a format of the matrix",
+    )
 
 
 def format_of_config(qc: Any) -> tuple[str | None, str]:

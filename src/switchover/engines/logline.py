@@ -48,4 +48,4 @@ def _cut(line: str, m: re.Match[str]) -> str:
     if b - a > MAX_TEXT:
         b = a + MAX_TEXT
     lo = max(len(head), a - 40)
-    return f"{head}…{line[lo:b + 40]}…"
+    return f"{head}…{line[lo : b + 40]}…"

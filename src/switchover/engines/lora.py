@@ -22,7 +22,8 @@ class AdapterListing(BaseModel):
     path: str
     shape: Literal["models_parent", "lora_adapters"] = Field(
         description="models_parent: /v1/models entries whose parent is the base model; lora_adapters: a JSON list "
-                    "of {id, path, scale}")
+        "of {id, path, scale}"
+    )
 
 
 class LoraSemantics(BaseModel):

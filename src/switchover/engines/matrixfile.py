@@ -26,5 +26,6 @@ def validated(model: type[M], data: Any, what: str) -> M:
 
 def packaged(name: str) -> Any:
     """The parsed YAML of engines/data/matrix/<name>."""
-    return yaml.safe_load(resources.files("switchover.engines").joinpath("data", "matrix", name).read_text(
-        encoding="utf-8"))
+    return yaml.safe_load(
+        resources.files("switchover.engines").joinpath("data", "matrix", name).read_text(encoding="utf-8")
+    )

@@ -62,8 +62,11 @@ class MetricSpec(_Cited):
     unit: MetricUnit
     buckets: list[float] | None = None
     labels: list[str] = Field(default_factory=list)
-    versions: str | None = Field(default=None, description="release range this spelling holds for ('>=0.9.2', "
-                                 "'<0.10.2'), read in the release data; None = every release the profile covers")
+    versions: str | None = Field(
+        default=None,
+        description="release range this spelling holds for ('>=0.9.2', "
+        "'<0.10.2'), read in the release data; None = every release the profile covers",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -84,7 +87,8 @@ class MetricsEndpoint(_Cited):
     identity_labels: list[str] = Field(
         default_factory=list,
         description="labels that say which deployment a series is from (the model served, an engine-core index), "
-                    "not which subset of requests: `alerts translate` may drop a matcher on one (with a warning)")
+        "not which subset of requests: `alerts translate` may drop a matcher on one (with a warning)",
+    )
     identity_source: str | None = Field(default=None, description="where the identity labels are defined")
 
     @model_validator(mode="after")
@@ -175,10 +179,13 @@ class ContextLengthSource(_Cited):
     entry for the model, or of another GET path's JSON object; `versions` is the release range it holds for."""
 
     path: str = Field(pattern=r"^/[A-Za-z0-9_./-]*$", description="GET path, e.g. /v1/models or /props")
-    field: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
-                       description="dotted key: in the model's entry of /v1/models' `data`, else in the whole object")
-    versions: str | None = Field(default=None, description="PEP 440 range (build tags for llama.cpp); None: all "
-                                 "releases read")
+    field: str = Field(
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
+        description="dotted key: in the model's entry of /v1/models' `data`, else in the whole object",
+    )
+    versions: str | None = Field(
+        default=None, description="PEP 440 range (build tags for llama.cpp); None: all releases read"
+    )
 
     @field_validator("versions")
     @classmethod
@@ -201,8 +208,9 @@ class Overhead(_Cited):
     """A memory cost the engine pays outside the KV pool, with a default from real logs."""
 
     gib: float
-    at_batched_tokens: int | None = Field(default=None, description="measured at this max batched tokens; "
-                                          "scaled linearly for other values")
+    at_batched_tokens: int | None = Field(
+        default=None, description="measured at this max batched tokens; scaled linearly for other values"
+    )
 
 
 class ActivationModel(BaseModel):
@@ -211,16 +219,21 @@ class ActivationModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     profile_tokens: Literal["max_batched_tokens", "max_model_len_unless_chunked"] = Field(
-        description="tokens in the dummy forward: the step budget (V1) or a full max_model_len prefill (V0)")
+        description="tokens in the dummy forward: the step budget (V1) or a full max_model_len prefill (V0)"
+    )
     chunked_above: int | None = Field(default=None, description="V0 turns chunked prefill on above this mml")
     chunked_tokens: int | None = Field(default=None, description="V0 step budget once chunked prefill is on")
     forward_bytes_per_token_element: float = Field(
-        description="bytes per token per element of (hidden + 3 x intermediate/TP): MLP and residual tensors")
+        description="bytes per token per element of (hidden + 3 x intermediate/TP): MLP and residual tensors"
+    )
     sampler_bytes_per_seq_vocab: dict[int, float] = Field(
-        default_factory=dict, description="sampler warm-up bytes per (sequence x vocab entry), by max_num_seqs; "
-                                          "log-interpolated between keys")
+        default_factory=dict,
+        description="sampler warm-up bytes per (sequence x vocab entry), by max_num_seqs; "
+        "log-interpolated between keys",
+    )
     sampler_combines: Literal["max", "sum"] = Field(
-        default="max", description="max: the forward's tensors are freed before the sampler runs")
+        default="max", description="max: the forward's tensors are freed before the sampler runs"
+    )
     base_gib: float = 0.0
 
 
@@ -232,9 +245,12 @@ class LoadOverheadModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     rope_cache_bytes_per_element: float = Field(
-        default=0.0, description="bytes per (max_position x rotary dim) element of the cos/sin cache the model keeps")
-    allocator_round_mib: float = Field(default=0.0, description="blocks of at least allocator_large_mib are "
-                                                                "rounded up to a multiple of this (0: no rounding)")
+        default=0.0, description="bytes per (max_position x rotary dim) element of the cos/sin cache the model keeps"
+    )
+    allocator_round_mib: float = Field(
+        default=0.0,
+        description="blocks of at least allocator_large_mib are rounded up to a multiple of this (0: no rounding)",
+    )
     allocator_large_mib: float = Field(default=10.0, description="smallest block rounded that way")
     base_gib: float = Field(default=0.0, description="fitted remainder (kernel images, small buffers)")
 
@@ -245,16 +261,18 @@ class OverheadBand(_Cited):
     versions: str = Field(description="e.g. '>=0.8,<0.21' (numeric comparison, missing parts are 0)")
     default_fraction: float | None = None
     activation: ActivationModel | None = None
-    non_torch_gib_by_tp: dict[int, float] = Field(default_factory=dict,
-                                                  description="largest key <= TP applies")
+    non_torch_gib_by_tp: dict[int, float] = Field(default_factory=dict, description="largest key <= TP applies")
     cuda_graph_subtracted: bool = False
     cuda_graph_gib: float = 0.0
     baseline_held_gib_by_tp: dict[int, float] = Field(
-        default_factory=dict, description="memory the process holds when the engine takes its free-memory baseline "
-                                          "(CUDA context, distributed init), largest key <= TP; free at start = total "
-                                          "- this (instead of memory.cuda_context_gib)")
+        default_factory=dict,
+        description="memory the process holds when the engine takes its free-memory baseline "
+        "(CUDA context, distributed init), largest key <= TP; free at start = total "
+        "- this (instead of memory.cuda_context_gib)",
+    )
     weight_load: LoadOverheadModel | None = Field(
-        default=None, description="memory the weight load holds beyond the parameter bytes (counted with non-torch)")
+        default=None, description="memory the weight load holds beyond the parameter bytes (counted with non-torch)"
+    )
     fitted_on: list[str] = Field(default_factory=list, description="calibration point ids (bench/data)")
 
     @field_validator("versions")
@@ -269,8 +287,10 @@ class Fp8KvBelow(_Cited):
     """What the engine does with an fp8 KV cache on a GPU below `min_sm` (hardware/capability.py warns with it)."""
 
     min_sm: int = Field(description="compute capability (e.g. 89) from which the engine reads fp8 KV natively")
-    pool_bytes_per_element: float = Field(description="bytes per KV element the pool is sized with below min_sm "
-                                          "(1: still fp8; 2: the engine falls back to 16-bit KV)")
+    pool_bytes_per_element: float = Field(
+        description="bytes per KV element the pool is sized with below min_sm "
+        "(1: still fp8; 2: the engine falls back to 16-bit KV)"
+    )
     consequence: str = Field(description="what the user gets below min_sm, from the engine's source")
 
 
@@ -288,28 +308,44 @@ class MemorySemantics(_Cited):
     wiggle_room: float | None = None
     page_tokens: int = Field(description="tokens per KV block/page by default")
     sliding_window_slack: Literal["none", "max_batched_tokens"] = Field(
-        default="none", description="extra tokens a sliding-window layer keeps beyond the window")
+        default="none", description="extra tokens a sliding-window layer keeps beyond the window"
+    )
     overheads: dict[str, Overhead] = Field(default_factory=dict)
     overhead_model: list[OverheadBand] = Field(default_factory=list, description="by engine version, newest last")
     mla_kv_bytes_per_layer: dict[str, float] = Field(
-        default_factory=dict, description="bytes per token per layer of an MLA latent, by KV cache dtype, where the "
-                                          "engine stores scales with it (vLLM fp8_ds_mla, SGLang fp8)")
-    hybrid_page_unification: bool = Field(default=False, description="the attention block grows until one "
-                                          "attention page holds a Mamba/GDN state page (vLLM)")
-    hybrid_state_pages_per_request: int = Field(default=1, description="state pages a running request holds per "
-                                                "linear/Mamba layer (2 in vLLM's prefix-caching align mode)")
-    refuses_below_one_request: bool = Field(default=False, description="start-up fails when the pool cannot hold "
-                                            "one request of max_model_len")
-    cuda_context_gib: float | None = Field(default=None, description="memory a fresh process holds before loading "
-                                           "(CUDA context): free at start = total - this")
-    fp8_kv_below: Fp8KvBelow | None = Field(default=None, description="fp8 KV cache on GPUs without native fp8 "
-                                            "support in this engine (None: not read from its source)")
+        default_factory=dict,
+        description="bytes per token per layer of an MLA latent, by KV cache dtype, where the "
+        "engine stores scales with it (vLLM fp8_ds_mla, SGLang fp8)",
+    )
+    hybrid_page_unification: bool = Field(
+        default=False,
+        description="the attention block grows until one attention page holds a Mamba/GDN state page (vLLM)",
+    )
+    hybrid_state_pages_per_request: int = Field(
+        default=1,
+        description="state pages a running request holds per "
+        "linear/Mamba layer (2 in vLLM's prefix-caching align mode)",
+    )
+    refuses_below_one_request: bool = Field(
+        default=False, description="start-up fails when the pool cannot hold one request of max_model_len"
+    )
+    cuda_context_gib: float | None = Field(
+        default=None,
+        description="memory a fresh process holds before loading (CUDA context): free at start = total - this",
+    )
+    fp8_kv_below: Fp8KvBelow | None = Field(
+        default=None,
+        description="fp8 KV cache on GPUs without native fp8 support in this engine (None: not read from its source)",
+    )
 
     @model_validator(mode="after")
     def _budget_has_its_numbers(self) -> MemorySemantics:
         """Each budget's formula needs its numbers from the engine's source: none is made up at plan time."""
-        need = {"fraction_of_total": ["default_fraction"], "fraction_of_free_after_load": ["default_fraction"],
-                "cap_with_wiggle": ["default_fraction", "wiggle_room"]}.get(self.budget, [])
+        need = {
+            "fraction_of_total": ["default_fraction"],
+            "fraction_of_free_after_load": ["default_fraction"],
+            "cap_with_wiggle": ["default_fraction", "wiggle_room"],
+        }.get(self.budget, [])
         missing = [name for name in need if getattr(self, name) is None]
         if missing:
             raise ValueError(f"budget {self.budget} needs {' and '.join(missing)}")
@@ -336,20 +372,26 @@ class EngineProfile(BaseModel):
     name: str
     display_name: str
     version_read: str
-    resolved_version: str | None = Field(default=None, description="the release this view of the profile was "
-                                         "resolved for (flags and metrics whose `versions` hold there); None = "
-                                         "the variants without a range, or the newest")
+    resolved_version: str | None = Field(
+        default=None,
+        description="the release this view of the profile was "
+        "resolved for (flags and metrics whose `versions` hold there); None = "
+        "the variants without a range, or the newest",
+    )
     release_scheme: Literal["release", "build"] = Field(
-        default="release", description="how the engine numbers its releases: dotted releases (0.6.3, v2.0.2) or "
-                                       "build tags (b3995)")
+        default="release",
+        description="how the engine numbers its releases: dotted releases (0.6.3, v2.0.2) or build tags (b3995)",
+    )
     metric_prefix: str
     metrics_endpoint: MetricsEndpoint
     metrics: dict[str, MetricSpec]
     api: ApiSemantics
     readiness: Readiness
     context_length: list[ContextLengthSource] = Field(
-        default_factory=list, description="where the running server reports its context length, tried in order; "
-                                          "empty: not read from this engine's source (the length is unknown)")
+        default_factory=list,
+        description="where the running server reports its context length, tried in order; "
+        "empty: not read from this engine's source (the length is unknown)",
+    )
     flags: dict[str, FlagSpec]
     defaults: dict[str, DefaultValue] = Field(default_factory=dict)
     memory: MemorySemantics
@@ -360,10 +402,15 @@ class EngineProfile(BaseModel):
         unknown = sorted(set(self.metrics) - set(METRIC_INTENTS))
         if unknown:
             raise ValueError(f"unknown metric intents: {', '.join(unknown)}")
-        if (self.memory.budget == "fraction_of_free_at_start" and self.memory.default_fraction is None
-                and "mem_fraction_reserve" not in self.defaults):
-            raise ValueError("memory: budget fraction_of_free_at_start needs default_fraction or "
-                             "defaults.mem_fraction_reserve (the engine's auto fraction)")
+        if (
+            self.memory.budget == "fraction_of_free_at_start"
+            and self.memory.default_fraction is None
+            and "mem_fraction_reserve" not in self.defaults
+        ):
+            raise ValueError(
+                "memory: budget fraction_of_free_at_start needs default_fraction or "
+                "defaults.mem_fraction_reserve (the engine's auto fraction)"
+            )
         return self
 
     def metric(self, intent: str) -> MetricSpec | None:
@@ -413,8 +460,11 @@ def _resolve_variants(raw: dict[str, Any], section: str, version: str | None) ->
     for intent, entry in list(table.items()):
         variants = entry if isinstance(entry, list) else [entry]
         if version is None:
-            held = [v for v in variants if not v.get("versions") or _range(str(v["versions"])).contains(
-                _NEWEST, prereleases=True)]
+            held = [
+                v
+                for v in variants
+                if not v.get("versions") or _range(str(v["versions"])).contains(_NEWEST, prereleases=True)
+            ]
         else:
             held = [v for v in variants if not v.get("versions") or _in_range(str(v["versions"]), version)]
         if held:
@@ -470,7 +520,9 @@ def metric_variants(name: str) -> dict[str, tuple[MetricSpec, ...]]:
     key = profile_key(name)
     raw = yaml.safe_load(_profile_text(key)).get("metrics") or {}
     try:
-        return {intent: tuple(MetricSpec.model_validate(v) for v in (entry if isinstance(entry, list) else [entry]))
-                for intent, entry in raw.items()}
+        return {
+            intent: tuple(MetricSpec.model_validate(v) for v in (entry if isinstance(entry, list) else [entry]))
+            for intent, entry in raw.items()
+        }
     except ValidationError as exc:  # a packaging bug, but say which file
         raise BadInput(f"engine profile {key}.yaml is invalid: {exc}") from None

@@ -32,16 +32,24 @@ class _Frozen(BaseModel):
 class ParserRules(_Frozen):
     """How the release's command-line parser matches what a user typed to an option."""
 
-    abbrev: bool = Field(default=False, description="argparse allow_abbrev: a unique prefix of a long option "
-                                                    "selects it (SGLang's --tp for --tp-size)")
+    abbrev: bool = Field(
+        default=False,
+        description="argparse allow_abbrev: a unique prefix of a long option selects it (SGLang's --tp for --tp-size)",
+    )
     underscores: bool = Field(default=False, description="--a_b is read as --a-b (vLLM's FlexibleArgumentParser)")
-    dotted_keys: bool = Field(default=False, description="--a.b VALUE sets key b of the JSON option --a (vLLM's "
-                                                         "FlexibleArgumentParser)")
-    attached_short: bool = Field(default=False, description="a one-letter short option that takes a value may have "
-                                                            "it attached (-O3 is -O 3: argparse)")
-    attached_values: dict[str, str] = Field(default_factory=dict, description="a short option typed with its value "
-                                            "attached -> the spelling the parser hands the value to ({'-O': "
-                                            "'--optimization-level'}: vLLM's rewrite of -O3)")
+    dotted_keys: bool = Field(
+        default=False, description="--a.b VALUE sets key b of the JSON option --a (vLLM's FlexibleArgumentParser)"
+    )
+    attached_short: bool = Field(
+        default=False,
+        description="a one-letter short option that takes a value may have it attached (-O3 is -O 3: argparse)",
+    )
+    attached_values: dict[str, str] = Field(
+        default_factory=dict,
+        description="a short option typed with its value "
+        "attached -> the spelling the parser hands the value to ({'-O': "
+        "'--optimization-level'}: vLLM's rewrite of -O3)",
+    )
     source: str = Field(description="where the rule was read (path in the release)")
 
 
@@ -54,8 +62,9 @@ class ReleaseRead(_Frozen):
     date: str | None = Field(default=None, description="release date (YYYY-MM-DD) when the archive says it")
     parser: ParserRules
     files: list[str] = Field(description="source files the options and metrics were read from")
-    env_prefix_aliases: dict[str, str] = Field(default_factory=dict, description="a variable prefix the release "
-                                               "reads as another ({'SGL_': 'SGLANG_'})")
+    env_prefix_aliases: dict[str, str] = Field(
+        default_factory=dict, description="a variable prefix the release reads as another ({'SGL_': 'SGLANG_'})"
+    )
 
 
 class FlagSpan(_Frozen):
@@ -66,16 +75,22 @@ class FlagSpan(_Frozen):
     path: str = Field(description="the file that defines the option in these releases")
     aliases: list[str] = Field(default_factory=list, description="other option strings for the same option")
     takes_value: bool = Field(description="False: a switch (store_true, BooleanOptionalAction, clap bool flag)")
-    value_optional: bool = Field(default=False, description="the value may be left out (argparse nargs='?'): "
-                                                            "`--flag` alone is accepted, and so is `--flag VALUE`")
+    value_optional: bool = Field(
+        default=False,
+        description="the value may be left out (argparse nargs='?'): "
+        "`--flag` alone is accepted, and so is `--flag VALUE`",
+    )
     kind: Kind = "unknown"
     choices: list[str] | None = Field(default=None, description="the values the parser accepts; None = any")
-    choices_open: bool = Field(default=False, description="choices is what could be read statically, and the "
-                                                          "release may accept more (plugins)")
+    choices_open: bool = Field(
+        default=False, description="choices is what could be read statically, and the release may accept more (plugins)"
+    )
     default: str | None = Field(default=None, description="the default as written in the source")
     negation: str | None = Field(default=None, description="the option that turns a switch off (--no-x)")
-    negations: list[str] = Field(default_factory=list, description="further spellings that turn it off "
-                                                                   "(llama.cpp -nocb beside --no-cont-batching)")
+    negations: list[str] = Field(
+        default_factory=list,
+        description="further spellings that turn it off (llama.cpp -nocb beside --no-cont-batching)",
+    )
     env: str | None = Field(default=None, description="environment variable that sets it (TGI, llama.cpp)")
     deprecated: str | None = Field(default=None, description="the release's own deprecation note")
 
@@ -110,12 +125,17 @@ class EngineReleases(_Frozen):
     releases: list[ReleaseRead]
     flags: dict[str, list[FlagSpan]]
     metrics: dict[str, list[MetricSpan]] = Field(default_factory=dict)
-    environment: dict[str, list[EnvSpan]] = Field(default_factory=dict, description="environment variables the "
-                                                  "engine reads itself (an empty table: not extracted)")
+    environment: dict[str, list[EnvSpan]] = Field(
+        default_factory=dict,
+        description="environment variables the engine reads itself (an empty table: not extracted)",
+    )
     notes: list[str] = Field(default_factory=list, description="how names were recorded (e.g. counters' _total)")
-    env_namespaces: list[str] = Field(default_factory=list, description="prefixes of the engine's own variables "
-                                      "(VLLM_): a name outside them that the table lacks may be read by a library "
-                                      "the engine loads (unknown, not absent)")
+    env_namespaces: list[str] = Field(
+        default_factory=list,
+        description="prefixes of the engine's own variables "
+        "(VLLM_): a name outside them that the table lacks may be read by a library "
+        "the engine loads (unknown, not absent)",
+    )
 
     @model_validator(mode="after")
     def _spans_name_reads(self) -> EngineReleases:
@@ -123,9 +143,9 @@ class EngineReleases(_Frozen):
         keys = [release_key(r.version) for r in self.releases]
         if keys != sorted(keys) or len(set(keys)) != len(keys):
             raise ValueError("releases must be in ascending version order, each once")
-        tables: tuple[tuple[str, dict[str, list[FlagSpan]] | dict[str, list[MetricSpan]] | dict[str, list[EnvSpan]]],
-                      ...] = (("flag", self.flags), ("metric", self.metrics), ("environment variable",
-                                                                               self.environment))
+        tables: tuple[
+            tuple[str, dict[str, list[FlagSpan]] | dict[str, list[MetricSpan]] | dict[str, list[EnvSpan]]], ...
+        ] = (("flag", self.flags), ("metric", self.metrics), ("environment variable", self.environment))
         for kind, table in tables:
             for name, spans in table.items():
                 for span in spans:
@@ -165,15 +185,21 @@ class Resolution:
             return f"no {self.engine} version given: the newest read, {self.before.version}, is assumed"
         if self.coverage == "between":
             assert self.before is not None and self.after is not None
-            return (f"{self.engine} {self.asked} was not read: facts that agree in {self.before.version} and "
-                    f"{self.after.version} (the releases read on each side) are used; the rest is unknown")
+            return (
+                f"{self.engine} {self.asked} was not read: facts that agree in {self.before.version} and "
+                f"{self.after.version} (the releases read on each side) are used; the rest is unknown"
+            )
         if self.coverage == "newer_than_read":
             assert self.before is not None
-            return (f"{self.engine} {self.asked} is newer than the newest release read ({self.before.version}): "
-                    f"what {self.before.version} has is assumed still there; anything else is unknown, not refused")
+            return (
+                f"{self.engine} {self.asked} is newer than the newest release read ({self.before.version}): "
+                f"what {self.before.version} has is assumed still there; anything else is unknown, not refused"
+            )
         assert self.after is not None
-        return (f"{self.engine} {self.asked} is older than the oldest release read ({self.after.version}): its flags "
-                "and metrics are unknown, not checked")
+        return (
+            f"{self.engine} {self.asked} is older than the oldest release read ({self.after.version}): its flags "
+            "and metrics are unknown, not checked"
+        )
 
 
 @dataclass(frozen=True)
@@ -274,35 +300,70 @@ class ReleaseView:
         here = _span_at(spans, data, res.before.version) if spans else None
         if res.coverage in ("exact", "newest_assumed"):
             if here is not None:
-                return Lookup(name, "present", f"{what} in {data.engine} {res.before.version}", here,
-                              data.url(res.before.ref, here.path))
+                return Lookup(
+                    name,
+                    "present",
+                    f"{what} in {data.engine} {res.before.version}",
+                    here,
+                    data.url(res.before.ref, here.path),
+                )
             gone = _last_before(spans, res.before.version) if spans else None
-            why = (f"not a {what} in {data.engine} {res.before.version} (last in {gone.last}, "
-                   f"{data.url(self._ref(gone.last), gone.path)})" if gone else
-                   f"not a {what} in any {data.engine} release read up to {res.before.version}")
+            why = (
+                f"not a {what} in {data.engine} {res.before.version} (last in {gone.last}, "
+                f"{data.url(self._ref(gone.last), gone.path)})"
+                if gone
+                else f"not a {what} in any {data.engine} release read up to {res.before.version}"
+            )
             return Lookup(name, "absent", why, gone)
         if res.coverage == "newer_than_read":
             if here is not None:
-                return Lookup(name, "present", f"{what} in {data.engine} {res.before.version}, the newest read "
-                              f"({res.asked} was not read)", here, data.url(res.before.ref, here.path))
-            return Lookup(name, "unknown", f"not in {data.engine} {res.before.version}, the newest release read; "
-                                           f"{res.asked} was not read")
+                return Lookup(
+                    name,
+                    "present",
+                    f"{what} in {data.engine} {res.before.version}, the newest read ({res.asked} was not read)",
+                    here,
+                    data.url(res.before.ref, here.path),
+                )
+            return Lookup(
+                name,
+                "unknown",
+                f"not in {data.engine} {res.before.version}, the newest release read; {res.asked} was not read",
+            )
         assert res.after is not None  # between two reads
         there = _span_at(spans, data, res.after.version) if spans else None
         if here is not None and there is not None and here == there:
-            return Lookup(name, "present", f"{what} in {data.engine} {res.before.version} and "
-                                           f"{res.after.version}", here, data.url(res.before.ref, here.path))
+            return Lookup(
+                name,
+                "present",
+                f"{what} in {data.engine} {res.before.version} and {res.after.version}",
+                here,
+                data.url(res.before.ref, here.path),
+            )
         if here is None and there is None:
-            return Lookup(name, "absent", f"not a {what} in {data.engine} {res.before.version} nor "
-                                          f"{res.after.version} (the releases read around {res.asked})")
+            return Lookup(
+                name,
+                "absent",
+                f"not a {what} in {data.engine} {res.before.version} nor "
+                f"{res.after.version} (the releases read around {res.asked})",
+            )
         if here is not None and there is not None:  # in both reads around it, defined differently
-            return Lookup(name, "present", f"{what} in {data.engine} {res.before.version} and {res.after.version} "
-                                           f"(defined differently: {res.asked} was not read, so a value is taken as "
-                                           "accepted only when both accept it)", here,
-                          data.url(res.before.ref, here.path), alternatives=(here, there))
-        return Lookup(name, "unknown", f"a {what} in {data.engine} {res.before.version if here else res.after.version}"
-                                       f" but not in {res.after.version if here else res.before.version}; "
-                                       f"{res.asked} was not read")
+            return Lookup(
+                name,
+                "present",
+                f"{what} in {data.engine} {res.before.version} and {res.after.version} "
+                f"(defined differently: {res.asked} was not read, so a value is taken as "
+                "accepted only when both accept it)",
+                here,
+                data.url(res.before.ref, here.path),
+                alternatives=(here, there),
+            )
+        return Lookup(
+            name,
+            "unknown",
+            f"a {what} in {data.engine} {res.before.version if here else res.after.version}"
+            f" but not in {res.after.version if here else res.before.version}; "
+            f"{res.asked} was not read",
+        )
 
     def _ref(self, version: str) -> str:
         return next(r.ref for r in self.data.releases if r.version == version)
@@ -336,10 +397,17 @@ class ReleaseView:
         first = _span_at(self.data.flags[here], self.data, res.before.version)
         second = _span_at(self.data.flags[there], self.data, res.after.version)
         assert first is not None and second is not None
-        return Lookup(here, "present", f"{typed} is {here} in {self.engine} {res.before.version} and {there} in "
-                                       f"{res.after.version} ({res.asked} was not read: a value is taken as accepted "
-                                       "only when both accept it)", first, self.data.url(res.before.ref, first.path),
-                      f"{typed} is {here} or {there} (renamed between the releases read)", (first, second))
+        return Lookup(
+            here,
+            "present",
+            f"{typed} is {here} in {self.engine} {res.before.version} and {there} in "
+            f"{res.after.version} ({res.asked} was not read: a value is taken as accepted "
+            "only when both accept it)",
+            first,
+            self.data.url(res.before.ref, first.path),
+            f"{typed} is {here} or {there} (renamed between the releases read)",
+            (first, second),
+        )
 
     def option(self, typed: str) -> Lookup:
         """The option a typed spelling selects at this version, the way the engine's parser matches it: exactly,
@@ -361,18 +429,28 @@ class ReleaseView:
             base = spelled.split(".", 1)[0]
             if base in options:
                 found = self._lookup(options[base], self.data.flags.get(options[base]), "flag")
-                return Lookup(found.name, found.status, found.reason, found.span, found.url,
-                              f"{typed} sets the key {spelled.split('.', 1)[1]!r} of {options[base]} (JSON; "
-                              f"{rules.source})", found.alternatives)
+                return Lookup(
+                    found.name,
+                    found.status,
+                    found.reason,
+                    found.span,
+                    found.url,
+                    f"{typed} sets the key {spelled.split('.', 1)[1]!r} of {options[base]} (JSON; {rules.source})",
+                    found.alternatives,
+                )
         if canonical is None and rules is not None and rules.abbrev and spelled.startswith("--") and len(spelled) > 2:
             hits = sorted({c for s, c in options.items() if s.startswith("--") and s.startswith(spelled)})
             if len(hits) == 1:
                 canonical = hits[0]
                 matched_as = f"{typed} is an abbreviation of {canonical} ({rules.source})"
             elif len(hits) > 1:
-                return Lookup(typed, "absent", f"{typed} is an ambiguous abbreviation in {self.engine} "
-                                               f"{self.resolution.before.version if self.resolution.before else ''}"
-                                               f" ({', '.join(hits[:6])}): the engine refuses it")
+                return Lookup(
+                    typed,
+                    "absent",
+                    f"{typed} is an ambiguous abbreviation in {self.engine} "
+                    f"{self.resolution.before.version if self.resolution.before else ''}"
+                    f" ({', '.join(hits[:6])}): the engine refuses it",
+                )
         if canonical is None and rules is not None and (attached := self._attached(typed, options, rules)):
             return attached
         if canonical is None:
@@ -381,26 +459,44 @@ class ReleaseView:
         if matched_as is None and canonical != typed:
             span = found.span if isinstance(found.span, FlagSpan) else None
             negatives = {span.negation, *span.negations} if span else set()
-            matched_as = (f"{typed} turns off {canonical}" if typed in negatives or spelled in negatives
-                          else f"{typed} is another spelling of {canonical}")
+            matched_as = (
+                f"{typed} turns off {canonical}"
+                if typed in negatives or spelled in negatives
+                else f"{typed} is another spelling of {canonical}"
+            )
         return Lookup(found.name, found.status, found.reason, found.span, found.url, matched_as, found.alternatives)
 
     def _attached(self, typed: str, options: dict[str, str], rules: ParserRules) -> Lookup | None:
         """A short option typed with its value attached (-O3), where the release's parser reads one."""
         for prefix, target in rules.attached_values.items():
             if typed.startswith(prefix) and len(typed) > len(prefix):
-                value = typed[len(prefix):].removeprefix("=")
+                value = typed[len(prefix) :].removeprefix("=")
                 found = self.option(target)
-                return Lookup(found.name, found.status, found.reason, found.span, found.url,
-                              f"{typed} is read as {target} {value} ({rules.source})", found.alternatives, value)
+                return Lookup(
+                    found.name,
+                    found.status,
+                    found.reason,
+                    found.span,
+                    found.url,
+                    f"{typed} is read as {target} {value} ({rules.source})",
+                    found.alternatives,
+                    value,
+                )
         short = typed[:2]
         if rules.attached_short and len(typed) > 2 and typed[0] == "-" and typed[1] != "-" and short in options:
             found = self._lookup(options[short], self.data.flags.get(options[short]), "flag")
             if isinstance(found.span, FlagSpan) and found.span.takes_value:
                 value = typed[2:].removeprefix("=")
-                return Lookup(found.name, found.status, found.reason, found.span, found.url,
-                              f"{typed} is {short} with the value {value} attached ({rules.source})",
-                              found.alternatives, value)
+                return Lookup(
+                    found.name,
+                    found.status,
+                    found.reason,
+                    found.span,
+                    found.url,
+                    f"{typed} is {short} with the value {value} attached ({rules.source})",
+                    found.alternatives,
+                    value,
+                )
         return None
 
     def env_var(self, variable: str) -> Lookup:
@@ -413,20 +509,30 @@ class ReleaseView:
         if found.status != "absent":
             return found
         rel = self.resolution.before
-        for old, new in (rel.env_prefix_aliases.items() if rel else ()):
+        for old, new in rel.env_prefix_aliases.items() if rel else ():
             if variable.startswith(old):
-                renamed = new + variable[len(old):]
+                renamed = new + variable[len(old) :]
                 again = self._lookup(renamed, self.data.environment.get(renamed), "environment variable")
                 if again.status == "present":
-                    return Lookup(again.name, again.status, again.reason, again.span, again.url,
-                                  f"{variable} is read as {renamed} by {self.engine} {rel.version if rel else ''}",
-                                  again.alternatives)
+                    return Lookup(
+                        again.name,
+                        again.status,
+                        again.reason,
+                        again.span,
+                        again.url,
+                        f"{variable} is read as {renamed} by {self.engine} {rel.version if rel else ''}",
+                        again.alternatives,
+                    )
         spaces = self.data.env_namespaces
         if spaces and not variable.startswith(tuple(spaces)) and variable not in self.data.environment:
             own = ", ".join(p + "*" for p in spaces)
-            return Lookup(variable, "unknown", f"{variable} is not one of {self.engine}'s own variables ({own}) and "
-                                               f"{self.engine} does not read it by name: a library it loads may; "
-                                               "not checked")
+            return Lookup(
+                variable,
+                "unknown",
+                f"{variable} is not one of {self.engine}'s own variables ({own}) and "
+                f"{self.engine} does not read it by name: a library it loads may; "
+                "not checked",
+            )
         return found
 
     def env_option(self, variable: str) -> Lookup | None:

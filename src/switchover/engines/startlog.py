@@ -97,14 +97,18 @@ class EngineLog(BaseModel):
     aliases: list[str] = Field(default_factory=list)
     start: list[Marker]
     ready: list[Marker] = Field(default_factory=list)
-    requests: list[Marker] = Field(default_factory=list, description="per-request lines (a client's text): "
-                                   "never a marker, a fact or a fallback")
+    requests: list[Marker] = Field(
+        default_factory=list, description="per-request lines (a client's text): never a marker, a fact or a fallback"
+    )
     patterns: list[Pattern]
     inferred: list[Inference] = Field(default_factory=list)
     synonyms: dict[str, dict[str, str]] = Field(default_factory=dict)
     synonyms_source: str | None = None
-    value_prefixes: list[str] = Field(default_factory=list, description="prefixes a value may be written with "
-                                      "(torch.bfloat16 for bfloat16): dropped before two values are compared")
+    value_prefixes: list[str] = Field(
+        default_factory=list,
+        description="prefixes a value may be written with "
+        "(torch.bfloat16 for bfloat16): dropped before two values are compared",
+    )
     value_prefixes_source: str | None = None
     flags: list[FlagRule] = Field(default_factory=list)
     flags_source: str | None = None
@@ -123,8 +127,13 @@ class StartlogData(BaseModel):
             ids = [p.id for p in eng.patterns]
             if len(ids) != len(set(ids)):
                 raise ValueError(f"{name}: duplicate pattern ids")
-            used = [p.field for p in eng.patterns if p.field] + [i.field for i in eng.inferred] + [
-                k for i in eng.inferred for k in i.when] + [f.field for f in eng.flags] + list(eng.synonyms)
+            used = (
+                [p.field for p in eng.patterns if p.field]
+                + [i.field for i in eng.inferred]
+                + [k for i in eng.inferred for k in i.when]
+                + [f.field for f in eng.flags]
+                + list(eng.synonyms)
+            )
             unknown = sorted({f for f in used if f not in self.fields})
             if unknown:
                 raise ValueError(f"{name}: unknown fields {unknown}")
@@ -198,7 +207,7 @@ def normalise(value: str, prefixes: list[str] | tuple[str, ...] = ()) -> str:
     v = value.strip().strip("'\"").lower()
     for prefix in prefixes:
         if v.startswith(prefix.lower()):
-            v = v[len(prefix):]
+            v = v[len(prefix) :]
     return v
 
 
@@ -229,6 +238,7 @@ def startup_window(lines: list[str], eng: EngineLog) -> tuple[int, int]:
     """[begin, end) of the last start-up: a log opened in append mode holds several. It begins up to GROUP_LINES
     before its first start marker (engines print a few lines before any line that names them), never before the
     previous start-up's ready line or last marker, and ends at its own ready line."""
+
     def is_ready(line: str) -> bool:
         return any(_compile(m.regex).search(line) for m in eng.ready)
 
@@ -268,8 +278,9 @@ def _partial(value: str | None) -> bool:
     return m is not None and int(m.group(1)) < int(m.group(2))
 
 
-def parse_log(lines: list[str], eng: EngineLog, common: list[Pattern], *,
-              offset: int = 0) -> tuple[list[Finding], list[Fallback]]:
+def parse_log(
+    lines: list[str], eng: EngineLog, common: list[Pattern], *, offset: int = 0
+) -> tuple[list[Finding], list[Fallback]]:
     """Findings per field (the highest rank, then the last line, wins) and every fallback line, in log order."""
     best: dict[str, tuple[int, Finding]] = {}
     fallbacks: list[Fallback] = []
@@ -303,8 +314,10 @@ def parse_log(lines: list[str], eng: EngineLog, common: list[Pattern], *,
             for p in common:
                 cm = p.compiled.search(line)
                 if cm:
-                    add(p.fallback or "downgrade", Evidence(line=n, text=excerpt(line, cm), pattern=p.id,
-                                                            source=p.source))
+                    add(
+                        p.fallback or "downgrade",
+                        Evidence(line=n, text=excerpt(line, cm), pattern=p.id, source=p.source),
+                    )
                     break
     return [f for _, f in best.values()], fallbacks
 
@@ -321,8 +334,10 @@ def complete(findings: list[Finding], eng: EngineLog, fields: dict[str, str], re
     for inf in eng.inferred:
         if inf.field in by_field:
             continue
-        if all(k in by_field and by_field[k].value is not None and _same(k, by_field[k].value or "", v, eng)
-               for k, v in inf.when.items()):
+        if all(
+            k in by_field and by_field[k].value is not None and _same(k, by_field[k].value or "", v, eng)
+            for k, v in inf.when.items()
+        ):
             by_field[inf.field] = Finding(field=inf.field, value=inf.value, how="inferred", source=inf.source)
     return [by_field.get(f) or Finding(field=f, how="missing", reason=reason) for f in told_fields(eng, fields)]
 
@@ -377,20 +392,31 @@ def compare(findings: list[Finding], expected: dict[str, tuple[str, str]], eng: 
     out = []
     for field, (value, origin) in expected.items():
         found = by_field[field].value if field in by_field else None
-        status: Literal["match", "mismatch", "unverified"] = "unverified" if found is None else (
-            "match" if _same(field, value, found, eng) else "mismatch")
+        status: Literal["match", "mismatch", "unverified"] = (
+            "unverified" if found is None else ("match" if _same(field, value, found, eng) else "mismatch")
+        )
         out.append(Expectation(field=field, expected=value, origin=origin, found=found, status=status))
     return out
 
 
 def expectations_from_report(old: StartlogReport) -> dict[str, tuple[str, str]]:
     """Every value an earlier start-up logged or inferred, as an expectation citing where it was read."""
-    return {f.field: (f.value, f"{old.log} line {f.evidence.line}" if f.evidence else f"{old.log} ({f.how})")
-            for f in old.findings if f.value is not None and f.how != "missing"}
+    return {
+        f.field: (f.value, f"{old.log} line {f.evidence.line}" if f.evidence else f"{old.log} ({f.how})")
+        for f in old.findings
+        if f.value is not None and f.how != "missing"
+    }
 
 
-def check_text(text: str, engine: str, *, log: str = "-", expect: list[str] | None = None,
-               flags: str | None = None, baseline: dict[str, tuple[str, str]] | None = None) -> StartlogReport:
+def check_text(
+    text: str,
+    engine: str,
+    *,
+    log: str = "-",
+    expect: list[str] | None = None,
+    flags: str | None = None,
+    baseline: dict[str, tuple[str, str]] | None = None,
+) -> StartlogReport:
     """The whole check on a log's text (pure): findings, fallbacks, expectations and the verdict. Expectations:
     `baseline` (an earlier start-up), then the launch flags, then --expect, each overriding the one before."""
     data = load_data()
@@ -405,8 +431,10 @@ def check_text(text: str, engine: str, *, log: str = "-", expect: list[str] | No
     oom = find_oom(window, load_oom().engines.get(key, []), offset=begin)
     quiet = bool(eng.quiet_marker and any(_compile(eng.quiet_marker).search(x) for x in window))
     if not found and not fallbacks and not quiet and not oom:
-        raise BadInput(f"{log}: no {eng.display_name} start-up line found in {len(lines)} lines",
-                       hint="is it this engine's log, from its start? (--engine names the engine)")
+        raise BadInput(
+            f"{log}: no {eng.display_name} start-up line found in {len(lines)} lines",
+            hint="is it this engine's log, from its start? (--engine names the engine)",
+        )
     reason = "not in the log" + (" (printed only at a higher log verbosity)" if quiet else "")
     findings = complete(found, eng, data.fields, reason)
     expectations = compare(findings, expected, eng)
@@ -419,17 +447,25 @@ def check_text(text: str, engine: str, *, log: str = "-", expect: list[str] | No
         verdict = "downgrade"
     else:
         verdict = "ok"
-    return StartlogReport(engine=key, log=log, start_line=begin + 1, lines_read=len(window), findings=findings,
-                          fallbacks=fallbacks, expectations=expectations, oom=oom, verdict=verdict,
-                          hint=" ".join(h for h in (oom_hint(oom), eng.quiet_hint if quiet else None) if h) or None)
+    return StartlogReport(
+        engine=key,
+        log=log,
+        start_line=begin + 1,
+        lines_read=len(window),
+        findings=findings,
+        fallbacks=fallbacks,
+        expectations=expectations,
+        oom=oom,
+        verdict=verdict,
+        hint=" ".join(h for h in (oom_hint(oom), eng.quiet_hint if quiet else None) if h) or None,
+    )
 
 
 def detect_engine(text: str, log: str = "-") -> str:
     """The one engine whose start-up markers the log holds; BadInput when none or several do."""
     engines = load_data().engines
     lines = log_lines(text, list(engines.values()))
-    hits = [k for k, eng in engines.items()
-            if any(_compile(m.regex).search(line) for m in eng.start for line in lines)]
+    hits = [k for k, eng in engines.items() if any(_compile(m.regex).search(line) for m in eng.start for line in lines)]
     if len(hits) != 1:
         found = f"markers of {', '.join(hits)}" if hits else "no engine's start-up marker"
         raise BadInput(f"{log}: cannot tell the engine ({found})", hint=f"pass --engine ({', '.join(engine_names())})")
@@ -440,8 +476,14 @@ def _read_log(path: str | Path) -> str:
     return read_bytes(path, max_bytes=MAX_LOG_BYTES, what="log").decode("utf-8", errors="replace")
 
 
-def check_file(path: str | Path, engine: str | None, *, expect: list[str] | None = None,
-               flags: str | None = None, against: str | Path | None = None) -> StartlogReport:
+def check_file(
+    path: str | Path,
+    engine: str | None,
+    *,
+    expect: list[str] | None = None,
+    flags: str | None = None,
+    against: str | Path | None = None,
+) -> StartlogReport:
     """Read a log (size-capped, undecodable bytes replaced) and check it; no engine: the one the log names.
     `against`: an earlier start-up log of the same engine (the old host) whose choices are the expectations."""
     given = engine
@@ -455,7 +497,9 @@ def check_file(path: str | Path, engine: str | None, *, expect: list[str] | None
         old_engine = given or detect_engine(old_text, str(against))
         key = engine_log(engine)[0]
         if engine_log(old_engine)[0] != key:
-            raise BadInput(f"--against {against}: a {old_engine} log, this is {key}: engines name their choices "
-                           "differently, so compare a log with one of the same engine")
+            raise BadInput(
+                f"--against {against}: a {old_engine} log, this is {key}: engines name their choices "
+                "differently, so compare a log with one of the same engine"
+            )
         baseline = expectations_from_report(check_text(old_text, key, log=str(against)))
     return check_text(text, engine, log=str(path), expect=expect, flags=flags, baseline=baseline)

@@ -22,8 +22,10 @@ class OomPattern(BaseModel):
 
     id: str
     regex: str
-    detail: str | None = Field(default=None, description="a second regex on the same line: a figure the engine "
-                               "names (the maximum length that fits)")
+    detail: str | None = Field(
+        default=None,
+        description="a second regex on the same line: a figure the engine names (the maximum length that fits)",
+    )
     stage: Stage
     change: str
     sources: list[str] = Field(min_length=1)
@@ -76,15 +78,28 @@ def find_oom(lines: list[str], patterns: list[OomPattern], *, offset: int = 0) -
             seen.add(p.id)
             d = compiled(p.detail).search(line) if p.detail else None
             value = m.group("value") if "value" in m.re.groupindex else None
-            out.append(OutOfMemory(stage=p.stage, value=value, detail=d.group("value") if d else None,
-                                   change=p.change, sources=p.sources,
-                                   evidence=Evidence(line=n, text=excerpt(line, m), pattern=p.id, source=p.sources[0])))
+            out.append(
+                OutOfMemory(
+                    stage=p.stage,
+                    value=value,
+                    detail=d.group("value") if d else None,
+                    change=p.change,
+                    sources=p.sources,
+                    evidence=Evidence(line=n, text=excerpt(line, m), pattern=p.id, source=p.sources[0]),
+                )
+            )
             break
     return out
 
 
 def oom_hint(oom: list[OutOfMemory]) -> str | None:
     """One sentence per out-of-memory message: where it was and what to change."""
-    return " ".join(f"out of memory at start-up (line {o.evidence.line}, {o.stage.replace('_', ' ')}"
-                    + (f", the engine estimates {o.detail} fits" if o.detail else "") + f"): {o.change}."
-                    for o in oom) or None
+    return (
+        " ".join(
+            f"out of memory at start-up (line {o.evidence.line}, {o.stage.replace('_', ' ')}"
+            + (f", the engine estimates {o.detail} fits" if o.detail else "")
+            + f"): {o.change}."
+            for o in oom
+        )
+        or None
+    )

@@ -295,6 +295,8 @@ def argo_rollout(
             "queries read switchover's gateway metrics: run the gateway as a sidecar in both "
             "ReplicaSets (weight 100 in canary pods, 0 in stable) so arm=new/old labels each side"
         )
-    notes.append("old and new must both fit while the canary runs: two resident copies of the weights "
-                 "(`switchover plan canary`, docs/plan.md)")
+    notes.append(
+        "old and new must both fit while the canary runs: two resident copies of the weights "
+        "(`switchover plan canary`, docs/plan.md)"
+    )
     return ExportResult(target="argo", format="yaml", documents=docs, cannot_express=LIMITS, notes=notes)

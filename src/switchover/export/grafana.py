@@ -75,37 +75,61 @@ def panels(settings: RolloutSettings | None = None) -> list[Panel]:
     new_routed = f'sum(rate({mn.ROUTED}{{job=~"$job",arm="new"}}[{W}]))'
     new_errors = f'sum(rate({mn.REQUESTS}{{job=~"$job",arm="new",outcome=~"{mn.ERROR_OUTCOMES}"}}[{W}]))'
     return [
-        Panel("Requests per second by arm (the arm that answered)", "reqps",
-              [(f"{by_arm} (rate({mn.REQUESTS}{sel}[{W}]))", "{{arm}}")]),
-        Panel("Weight of new: configured vs in force", "percent", [
-            (f"max({mn.WEIGHT}{sel})", "configured"),
-            (f"max({mn.EFFECTIVE_WEIGHT}{sel})", "in force"),
-            (f"max({mn.KILL_SWITCH_LATCHED}{sel}) * 100", "kill switch latched (100 = yes)"),
-        ]),
-        Panel("New-arm error ratio (client got an error)", "percentunit",
-              [(f"{new_errors} / clamp_min({new_routed}, 1e-9)", "error ratio")], gate=th.max_error_rate),
-        Panel("Fallback ratio (new failed before the first byte; old answered)", "percentunit",
-              [(f"sum(rate({mn.FALLBACKS}{sel}[{W}])) / clamp_min({new_routed}, 1e-9)", "fallback ratio")],
-              gate=th.max_fallback_ratio),
-        Panel("TTFT p50 / p99 by arm", "s",
-              [(q50.format(h=mn.TTFT, s=sel), "p50 {{arm}}"), (q99.format(h=mn.TTFT, s=sel), "p99 {{arm}}")]),
-        Panel("TPOT p50 / p99 by arm", "s",
-              [(q50.format(h=mn.TPOT, s=sel), "p50 {{arm}}"), (q99.format(h=mn.TPOT, s=sel), "p99 {{arm}}")]),
-        Panel("TTFT p99 ratio new / old (gate line at the threshold)", "none",
-              [(f"{arm_q99(mn.TTFT, 'new')} / {arm_q99(mn.TTFT, 'old')}", "ttft p99 new/old")],
-              gate=th.max_ttft_p99_ratio),
+        Panel(
+            "Requests per second by arm (the arm that answered)",
+            "reqps",
+            [(f"{by_arm} (rate({mn.REQUESTS}{sel}[{W}]))", "{{arm}}")],
+        ),
+        Panel(
+            "Weight of new: configured vs in force",
+            "percent",
+            [
+                (f"max({mn.WEIGHT}{sel})", "configured"),
+                (f"max({mn.EFFECTIVE_WEIGHT}{sel})", "in force"),
+                (f"max({mn.KILL_SWITCH_LATCHED}{sel}) * 100", "kill switch latched (100 = yes)"),
+            ],
+        ),
+        Panel(
+            "New-arm error ratio (client got an error)",
+            "percentunit",
+            [(f"{new_errors} / clamp_min({new_routed}, 1e-9)", "error ratio")],
+            gate=th.max_error_rate,
+        ),
+        Panel(
+            "Fallback ratio (new failed before the first byte; old answered)",
+            "percentunit",
+            [(f"sum(rate({mn.FALLBACKS}{sel}[{W}])) / clamp_min({new_routed}, 1e-9)", "fallback ratio")],
+            gate=th.max_fallback_ratio,
+        ),
+        Panel(
+            "TTFT p50 / p99 by arm",
+            "s",
+            [(q50.format(h=mn.TTFT, s=sel), "p50 {{arm}}"), (q99.format(h=mn.TTFT, s=sel), "p99 {{arm}}")],
+        ),
+        Panel(
+            "TPOT p50 / p99 by arm",
+            "s",
+            [(q50.format(h=mn.TPOT, s=sel), "p50 {{arm}}"), (q99.format(h=mn.TPOT, s=sel), "p99 {{arm}}")],
+        ),
+        Panel(
+            "TTFT p99 ratio new / old (gate line at the threshold)",
+            "none",
+            [(f"{arm_q99(mn.TTFT, 'new')} / {arm_q99(mn.TTFT, 'old')}", "ttft p99 new/old")],
+            gate=th.max_ttft_p99_ratio,
+        ),
         Panel("Shadow requests by result", "reqps", [(f"sum by (result) (rate({mn.SHADOW}{sel}[{W}]))", "{{result}}")]),
         Panel("In flight", "short", [(f"sum({mn.IN_FLIGHT}{sel})", "in flight")]),
-        Panel("Routing decisions by reason", "reqps",
-              [(f"sum by (arm, reason) (rate({mn.ROUTED}{sel}[{W}]))", "{{arm}} {{reason}}")]),
+        Panel(
+            "Routing decisions by reason",
+            "reqps",
+            [(f"sum by (arm, reason) (rate({mn.ROUTED}{sel}[{W}]))", "{{arm}} {{reason}}")],
+        ),
     ]
 
 
 def panel_queries(settings: RolloutSettings | None = None) -> list[dict[str, Any]]:
     """The panels as Grafana JSON: ids 1, 2, ... in order, laid out two a row."""
-    return [
-        _ts(i + 1, panel, x=PANEL_W * (i % 2), y=PANEL_H * (i // 2)) for i, panel in enumerate(panels(settings))
-    ]
+    return [_ts(i + 1, panel, x=PANEL_W * (i % 2), y=PANEL_H * (i // 2)) for i, panel in enumerate(panels(settings))]
 
 
 def grafana_dashboard(settings: RolloutSettings | None = None, *, title: str = "switchover gateway") -> ExportResult:

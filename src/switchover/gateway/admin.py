@@ -22,8 +22,12 @@ class Admin:
     def __init__(self, gateway: Gateway) -> None:
         self.g = gateway
         self.routes: dict[str, dict[str, Endpoint]] = {
-            "/health": {"GET": self.health}, "/ready": {"GET": self.ready}, "/metrics": {"GET": self.metrics},
-            "/admin/reset": {"POST": self.reset}, "/admin/state": {"GET": self.state}}
+            "/health": {"GET": self.health},
+            "/ready": {"GET": self.ready},
+            "/metrics": {"GET": self.metrics},
+            "/admin/reset": {"POST": self.reset},
+            "/admin/state": {"GET": self.state},
+        }
 
     def find(self, request: FrontRequest) -> Endpoint | Reply | None:
         """The endpoint for an own path (HEAD as GET), a 405 for a wrong method, None for a proxied path."""
@@ -49,13 +53,17 @@ class Admin:
     def _is_admin(self, request: FrontRequest) -> bool:
         token = self.g.admin_token
         given = request.headers.get(ADMIN_HEADER) or ""
-        return (token is not None and request.remote in ("127.0.0.1", "::1")
-                and secrets.compare_digest(given.encode(), token.encode()))
+        return (
+            token is not None
+            and request.remote in ("127.0.0.1", "::1")
+            and secrets.compare_digest(given.encode(), token.encode())
+        )
 
     async def reset(self, request: FrontRequest) -> Reply:
         if not self._is_admin(request):
-            return error_reply(403, "admin endpoints take loopback requests with the token in <run_dir>/admin.token",
-                               "forbidden")
+            return error_reply(
+                403, "admin endpoints take loopback requests with the token in <run_dir>/admin.token", "forbidden"
+            )
         was = self.g.killswitch.latched
         self.g.reset_kill_switch()
         return json_reply({"was_latched": was, "latched": False})
@@ -67,13 +75,30 @@ class Admin:
         snap = g.killswitch.snapshot(time.monotonic())
         live = g.live
         gw = live.gw
-        return json_reply({
-            "weight": gw.weight, "rollback": gw.rollback, "draining": g.draining, "in_flight": len(g.inflight),
-            "kill_switch": {"latched": snap.latched, "samples": snap.samples, "bad": snap.bad,
-                            "ratio": snap.ratio, "reason": snap.reason, "counted_samples": snap.counted_samples,
-                            "counted_bad": snap.counted_bad, "held": snap.held,
-                            "max_client_share": gw.kill_switch.max_client_share},
-            "clients": {"mode": live.clients.mode, "keys": live.clients.keys,
-                        "engine_keys_sent": live.clients.adds_engine_keys},
-            "connections": g.connections(),
-            "ledger": str(g.ledger.path), "ledger_rows": g.ledger.written})
+        return json_reply(
+            {
+                "weight": gw.weight,
+                "rollback": gw.rollback,
+                "draining": g.draining,
+                "in_flight": len(g.inflight),
+                "kill_switch": {
+                    "latched": snap.latched,
+                    "samples": snap.samples,
+                    "bad": snap.bad,
+                    "ratio": snap.ratio,
+                    "reason": snap.reason,
+                    "counted_samples": snap.counted_samples,
+                    "counted_bad": snap.counted_bad,
+                    "held": snap.held,
+                    "max_client_share": gw.kill_switch.max_client_share,
+                },
+                "clients": {
+                    "mode": live.clients.mode,
+                    "keys": live.clients.keys,
+                    "engine_keys_sent": live.clients.adds_engine_keys,
+                },
+                "connections": g.connections(),
+                "ledger": str(g.ledger.path),
+                "ledger_rows": g.ledger.written,
+            }
+        )

@@ -38,8 +38,20 @@ from switchover.review.sampler import LabelCap
 from switchover.wire.passthrough import H1Pool
 
 LEDGER_FLUSH_S = 0.1  # ledger rows reach the file within this (one write syscall per batch, not per row)
-_SHADOW_COPY = ("path", "routed", "arm", "outcome", "status", "stream", "ttft_ms", "tpot_ms", "e2e_ms",
-                "completion_tokens", "tokens_source", "finish_reason")
+_SHADOW_COPY = (
+    "path",
+    "routed",
+    "arm",
+    "outcome",
+    "status",
+    "stream",
+    "ttft_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "completion_tokens",
+    "tokens_source",
+    "finish_reason",
+)
 log = logging.getLogger("switchover.gateway")
 
 
@@ -53,31 +65,43 @@ def resolve_live(migration: Migration, config_path: Path | None) -> Live:
             f"gateway.clients: {' and '.join(a + '.api_key_env' for a in keyed)} is set, but the default client "
             "policy (passthrough) never sends the engines' keys: clients' own credentials go to the engines",
             hint="choose one: `clients: {mode: keys, keys_env: [CLIENT_KEY]}` (clients present a key, the gateway "
-                 "sends the engine's), `clients: {mode: passthrough}`, or `clients: {mode: open}` (anyone gets the "
-                 "engine's key; see docs/gateway.md, Security model)")
+            "sends the engine's), `clients: {mode: passthrough}`, or `clients: {mode: open}` (anyone gets the "
+            "engine's key; see docs/gateway.md, Security model)",
+        )
     return live
 
 
 class Gateway:
     """State shared by all requests: live config, kill switch, ledger, metrics, upstream pool, shadow."""
 
-    def __init__(self, migration: Migration, config_path: Path | None = None, *, log_prompts: bool = False,
-                 run_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        migration: Migration,
+        config_path: Path | None = None,
+        *,
+        log_prompts: bool = False,
+        run_dir: Path | None = None,
+    ) -> None:
         self.config_path = config_path
         self.live = resolve_live(migration, config_path)
         gw = self.live.gw
         self.run_dir = run_dir or gw.resolved_run_dir(config_path)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.log_prompts = log_prompts
-        self.ledger = Ledger(self.run_dir, int(gw.ledger_rotate_mb * (1 << 20)), flush_interval_s=LEDGER_FLUSH_S,
-                             keep_files=gw.ledger_keep_files)
+        self.ledger = Ledger(
+            self.run_dir,
+            int(gw.ledger_rotate_mb * (1 << 20)),
+            flush_interval_s=LEDGER_FLUSH_S,
+            keep_files=gw.ledger_keep_files,
+        )
         self.metrics = GatewayMetrics()
         self.metrics.preset(fallback_statuses=self.live.fail_statuses)
         self.budget = MemoryBudget(gw.limits.memory_budget_bytes)  # every buffer draws from it (budget.py)
         self.metrics.watch_budget(self.budget)
         ks = gw.kill_switch
-        self.killswitch = KillSwitch(ks.window, ks.min_samples, ks.max_fallback_ratio, ks.enabled,
-                                     client_share=ks.max_client_share)
+        self.killswitch = KillSwitch(
+            ks.window, ks.min_samples, ks.max_fallback_ratio, ks.enabled, client_share=ks.max_client_share
+        )
         self.tenant_seed = b""  # the deployment's tenant seed (clients.deployment_seed), read at start
         self.latch_file = LatchFile(self.run_dir)
         self.lock = RunDirLock(self.run_dir)
@@ -141,8 +165,11 @@ class Gateway:
     def _announce_clients(self, live: Live) -> None:
         c = live.clients
         if c.mode == "open":
-            log.warning("clients: OPEN: anyone who reaches %s:%d gets the engines' keys attached (gateway.clients)",
-                        live.gw.listen.host, live.gw.listen.port)
+            log.warning(
+                "clients: OPEN: anyone who reaches %s:%d gets the engines' keys attached (gateway.clients)",
+                live.gw.listen.host,
+                live.gw.listen.port,
+            )
         elif c.mode == "keys":
             log.info("clients: keys (%d client keys); the engines' own keys are sent", c.keys)
         else:
@@ -157,8 +184,12 @@ class Gateway:
         log.info("draining: %d in flight, up to %g s", len(self.inflight), limit)
         cut = await self.inflight.drain(limit)
         if cut:
-            log.warning("drain limit (%g s) reached: %d requests cut (streams ended with an error event, ledger "
-                        "outcome drain_cutoff)", limit, cut)
+            log.warning(
+                "drain limit (%g s) reached: %d requests cut (streams ended with an error event, ledger "
+                "outcome drain_cutoff)",
+                limit,
+                cut,
+            )
         return cut
 
     # ---- requests ----------------------------------------------------------------------------------
@@ -175,10 +206,17 @@ class Gateway:
         """The front refused a connection or request: count it, and write a ledger row when a request existed."""
         self.count_refused(reason)
         if request is not None:
-            self.write_row({"ts": time.time(), "request_id": request_id(request.headers.get("x-request-id")),
-                            "path": request.path, "stream": False,
-                            "outcome": "refused" if status >= 500 else "bad_request", "status": status,
-                            "error": reason})
+            self.write_row(
+                {
+                    "ts": time.time(),
+                    "request_id": request_id(request.headers.get("x-request-id")),
+                    "path": request.path,
+                    "stream": False,
+                    "outcome": "refused" if status >= 500 else "bad_request",
+                    "status": status,
+                    "error": reason,
+                }
+            )
 
     def count_refused(self, reason: str) -> None:
         self.metrics.child(self.metrics.refused, reason).inc()
@@ -231,8 +269,9 @@ class Gateway:
             self.metrics.kill_switch_trips.inc()
             self._save_latch()
             self._publish_config()
-            log.error("KILL SWITCH tripped, weight latched to 0 until `switchover gateway reset`: %s",
-                      self.killswitch.reason)
+            log.error(
+                "KILL SWITCH tripped, weight latched to 0 until `switchover gateway reset`: %s", self.killswitch.reason
+            )
         snap = self.killswitch.snapshot(now)
         self.metrics.kill_switch_ratio.set(float("nan") if snap.ratio is None else snap.ratio)
 
@@ -279,8 +318,9 @@ class Gateway:
         old, self.live = self.live.gw, live
         g = live.gw
         ks = g.kill_switch
-        self.killswitch.configure(ks.window, ks.min_samples, ks.max_fallback_ratio, ks.enabled,
-                                  client_share=ks.max_client_share)
+        self.killswitch.configure(
+            ks.window, ks.min_samples, ks.max_fallback_ratio, ks.enabled, client_share=ks.max_client_share
+        )
         if (old.listen, old.run_dir, old.tenant_seed_file) != (g.listen, g.run_dir, g.tenant_seed_file):
             log.warning("listen / run_dir / tenant_seed_file changes take effect only after a restart")
         if self.front is not None:
@@ -288,8 +328,15 @@ class Gateway:
         self.budget.limit = g.limits.memory_budget_bytes
         if old.clients != g.clients:
             self._announce_clients(live)
-        log.info("config reloaded: weight %g -> %g, rollback %s -> %s, shadow %g%% -> %g%%",
-                 old.weight, g.weight, old.rollback, g.rollback, old.shadow.percent, g.shadow.percent)
+        log.info(
+            "config reloaded: weight %g -> %g, rollback %s -> %s, shadow %g%% -> %g%%",
+            old.weight,
+            g.weight,
+            old.rollback,
+            g.rollback,
+            old.shadow.percent,
+            g.shadow.percent,
+        )
         self.metrics.child(self.metrics.reloads, "ok").inc()
         self._publish_config()
         return True

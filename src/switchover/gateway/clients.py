@@ -60,8 +60,10 @@ def read_key_file(path: Path) -> dict[str, str]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"gateway.clients.key_file: cannot read {path}: {getattr(exc, 'strerror', None) or exc}",
-                       hint="make one with `switchover gateway hash-key NAME < key.txt >> keys.txt`") from None
+        raise BadInput(
+            f"gateway.clients.key_file: cannot read {path}: {getattr(exc, 'strerror', None) or exc}",
+            hint="make one with `switchover gateway hash-key NAME < key.txt >> keys.txt`",
+        ) from None
     out: dict[str, str] = {}
     for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
@@ -77,9 +79,11 @@ def read_key_file(path: Path) -> dict[str, str]:
 
 
 def _seed_error(path: Path, why: str) -> BadInput:
-    return BadInput(f"gateway.tenant_seed_file {path}: {why}",
-                    hint=f"move it away and restart: a new seed is made (tenants may change arm once), or restore "
-                         f"the deployment's own {SEED_FILE}")
+    return BadInput(
+        f"gateway.tenant_seed_file {path}: {why}",
+        hint=f"move it away and restart: a new seed is made (tenants may change arm once), or restore "
+        f"the deployment's own {SEED_FILE}",
+    )
 
 
 def deployment_seed(path: Path) -> bytes:
@@ -98,7 +102,7 @@ def deployment_seed(path: Path) -> bytes:
         raw = fh.read(256)
     if not _SEED.fullmatch(raw):
         raise _seed_error(path, f"not a seed (expected {2 * SEED_BYTES} lower-case hex digits)")
-    return bytes.fromhex(raw[:2 * SEED_BYTES].decode())
+    return bytes.fromhex(raw[: 2 * SEED_BYTES].decode())
 
 
 def _make_seed(path: Path) -> None:
@@ -154,8 +158,9 @@ class ClientPolicy:
         for name in cfg.keys_env:
             value = os.environ.get(name)
             if not value:
-                raise BadInput(f"gateway.clients.keys_env: environment variable {shown_env_name(name)} is not set or "
-                               "empty")
+                raise BadInput(
+                    f"gateway.clients.keys_env: environment variable {shown_env_name(name)} is not set or empty"
+                )
             self._digests[digest(value)] = name
         if cfg.key_file:
             path = Path(cfg.key_file).expanduser()
@@ -164,8 +169,10 @@ class ClientPolicy:
             self._digests.update(read_key_file(path))
         unknown = sorted(self.tenant_namers - set(self._digests.values()))
         if unknown:
-            raise BadInput(f"gateway.clients.tenant_header_keys: {', '.join(unknown)} is not the name of a client key "
-                           f"(known: {', '.join(sorted(set(self._digests.values())))})")
+            raise BadInput(
+                f"gateway.clients.tenant_header_keys: {', '.join(unknown)} is not the name of a client key "
+                f"(known: {', '.join(sorted(set(self._digests.values())))})"
+            )
 
     @property
     def keys(self) -> int:

@@ -21,16 +21,56 @@ import re
 from collections.abc import Iterable
 from urllib.parse import unquote_plus
 
-HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
-                        "upgrade", "proxy-authorization", "proxy-authenticate"})
-GATEWAY_OWN = frozenset({"host", "content-length", "accept-encoding", "expect", "x-switchover-route",
-                         "x-switchover-admin"})
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "proxy-authorization",
+        "proxy-authenticate",
+    }
+)
+GATEWAY_OWN = frozenset(
+    {"host", "content-length", "accept-encoding", "expect", "x-switchover-route", "x-switchover-admin"}
+)
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
-FORWARDING = frozenset({"forwarded", "x-real-ip", "x-client-ip", "true-client-ip", "cf-connecting-ip",
-                        "x-cluster-client-ip", "x-original-forwarded-for", "client-ip"})
+FORWARDING = frozenset(
+    {
+        "forwarded",
+        "x-real-ip",
+        "x-client-ip",
+        "true-client-ip",
+        "cf-connecting-ip",
+        "x-cluster-client-ip",
+        "x-original-forwarded-for",
+        "client-ip",
+    }
+)
 # a name (header or query parameter) that says it carries a secret or an account: words, split on - _ . or case
-_SECRET_WORDS = ("key", "apikey", "token", "secret", "password", "passwd", "pass", "pwd", "auth", "authorization",
-                 "credential", "credentials", "signature", "sig", "cookie", "organization", "project", "jwt")
+_SECRET_WORDS = (
+    "key",
+    "apikey",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "pass",
+    "pwd",
+    "auth",
+    "authorization",
+    "credential",
+    "credentials",
+    "signature",
+    "sig",
+    "cookie",
+    "organization",
+    "project",
+    "jwt",
+)
 _SECRET_NAME = re.compile(r"(?:^|[-_.\s])(?:" + "|".join(_SECRET_WORDS) + r")(?:$|[-_.\s])", re.IGNORECASE)
 
 
@@ -55,8 +95,14 @@ def connection_named(items: Iterable[tuple[str, str]]) -> frozenset[str]:
     return frozenset(named)
 
 
-def forward_headers(items: list[tuple[str, str]], credentials: frozenset[str], *, keep_credentials: bool,
-                    api_key: str | None, peer: str | None = None) -> list[tuple[str, str]]:
+def forward_headers(
+    items: list[tuple[str, str]],
+    credentials: frozenset[str],
+    *,
+    keep_credentials: bool,
+    api_key: str | None,
+    peer: str | None = None,
+) -> list[tuple[str, str]]:
     """The header lines an upstream gets: hop-by-hop, gateway-owned and forwarding fields dropped, credential
     fields (listed or credential-named) dropped unless `keep_credentials`, `Authorization: Bearer <api_key>` added
     when a key is given, and `X-Forwarded-For: <peer>` when the client's address is given (primary arms only)."""

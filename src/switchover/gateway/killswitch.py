@@ -53,8 +53,9 @@ class KillSwitch:
     least `min_samples` requests (both counted with each client's share capped at `client_share`); then stays
     latched (hysteresis by latch) until `reset()`."""
 
-    def __init__(self, window: float, min_samples: int, max_ratio: float, enabled: bool = True,
-                 client_share: float = 1.0) -> None:
+    def __init__(
+        self, window: float, min_samples: int, max_ratio: float, enabled: bool = True, client_share: float = 1.0
+    ) -> None:
         self.window = window
         self.min_samples = min_samples
         self.max_ratio = max_ratio
@@ -67,8 +68,9 @@ class KillSwitch:
         self.latched = False
         self.reason: str | None = None
 
-    def configure(self, window: float, min_samples: int, max_ratio: float, enabled: bool = True,
-                  client_share: float = 1.0) -> None:
+    def configure(
+        self, window: float, min_samples: int, max_ratio: float, enabled: bool = True, client_share: float = 1.0
+    ) -> None:
         """Apply a reloaded config; the window's samples and the latch are kept."""
         self.window, self.min_samples, self.max_ratio, self.enabled = window, min_samples, max_ratio, enabled
         self.client_share = client_share
@@ -108,11 +110,14 @@ class KillSwitch:
         n, b = self._counted()
         if n >= self.min_samples and n and b / n > self.max_ratio:
             self.latched = True
-            self.reason = (f"{b:g}/{n:g} new-arm requests failed or fell back in {self.window:g} s "
-                           f"(> {self.max_ratio:g})")
+            self.reason = (
+                f"{b:g}/{n:g} new-arm requests failed or fell back in {self.window:g} s (> {self.max_ratio:g})"
+            )
             if self.client_share < 1 and self._per_client:
-                self.reason += (f", counted with each client's share capped at {self.client_share:g} "
-                                f"({len(self._events)} requests, {self._bad} bad, {len(self._per_client)} clients)")
+                self.reason += (
+                    f", counted with each client's share capped at {self.client_share:g} "
+                    f"({len(self._events)} requests, {self._bad} bad, {len(self._per_client)} clients)"
+                )
             return True
         return False
 
@@ -136,7 +141,14 @@ class KillSwitch:
         ratio = b / n if n >= self.min_samples and n else None
         capped = self.client_share < 1 and bool(self._per_client)
         raw = len(self._events)
-        held = (capped and not self.latched and self.enabled and raw >= self.min_samples
-                and self._bad / raw > self.max_ratio and (ratio is None or ratio <= self.max_ratio))
-        return KillSwitchSnapshot(self.latched, raw, self._bad, ratio, self.reason,
-                                  n if capped else None, b if capped else None, held)
+        held = (
+            capped
+            and not self.latched
+            and self.enabled
+            and raw >= self.min_samples
+            and self._bad / raw > self.max_ratio
+            and (ratio is None or ratio <= self.max_ratio)
+        )
+        return KillSwitchSnapshot(
+            self.latched, raw, self._bad, ratio, self.reason, n if capped else None, b if capped else None, held
+        )

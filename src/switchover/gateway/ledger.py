@@ -80,10 +80,13 @@ class LedgerSkips:
             counted = self.retired_files - self.retired_uncounted
             parts = [f"up to {self.retired_rows} ledger rows"] if counted else []
             if self.retired_uncounted:
-                parts.append(f"the rows of {self.retired_uncounted} file(s) written before a gateway restart "
-                             "(not counted)")
-            said.append(f"{' and '.join(parts)} were deleted by ledger retention ({self.retired_files} {files}, "
-                        "gateway.ledger_keep_files) and are missing here")
+                parts.append(
+                    f"the rows of {self.retired_uncounted} file(s) written before a gateway restart (not counted)"
+                )
+            said.append(
+                f"{' and '.join(parts)} were deleted by ledger retention ({self.retired_files} {files}, "
+                "gateway.ledger_keep_files) and are missing here"
+            )
         return "; ".join(said) or None
 
     def count_retired(self, run_dir: Path, since: float | None = None) -> None:
@@ -209,8 +212,9 @@ class Ledger:
     `keep_files` (None: keeps every file). Rows are flushed to the file at most `flush_interval_s` after they are
     written (0: every row), and on flush() / close()."""
 
-    def __init__(self, run_dir: Path, rotate_bytes: int = 64 << 20, flush_interval_s: float = 0.0,
-                 keep_files: int | None = None) -> None:
+    def __init__(
+        self, run_dir: Path, rotate_bytes: int = 64 << 20, flush_interval_s: float = 0.0, keep_files: int | None = None
+    ) -> None:
         self.run_dir = run_dir
         self.rotate_bytes = rotate_bytes
         self.keep_files = keep_files
@@ -301,8 +305,12 @@ class Ledger:
                 self.files_deleted += 1
                 self._record_retired(old.name, span)
                 # said in gateway.log: a report over the run dir no longer sees these rows
-                log.info("ledger retention: deleted %s, %s rows (keep_files %d)", old.name,
-                         "uncounted" if span[0] is None else span[0], self.keep_files)
+                log.info(
+                    "ledger retention: deleted %s, %s rows (keep_files %d)",
+                    old.name,
+                    "uncounted" if span[0] is None else span[0],
+                    self.keep_files,
+                )
             except FileNotFoundError:
                 pass
             except OSError as exc:  # disk full of something else, permissions: keep writing, say why (at each rotation)
@@ -340,8 +348,22 @@ class Ledger:
 
 SUFFIX_CHARS = 64  # the fixed ending hashed: long enough for "Answer in JSON, no markdown." and its like
 _NUMBERS = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
-SAMPLING_FIELDS = frozenset({*_NUMBERS, "top_k", "min_p", "repetition_penalty", "max_tokens", "max_completion_tokens",
-                             "seed", "stop", "response_format", "n", "logit_bias", "logprobs"})
+SAMPLING_FIELDS = frozenset(
+    {
+        *_NUMBERS,
+        "top_k",
+        "min_p",
+        "repetition_penalty",
+        "max_tokens",
+        "max_completion_tokens",
+        "seed",
+        "stop",
+        "response_format",
+        "n",
+        "logit_bias",
+        "logprobs",
+    }
+)
 
 
 def _number(v: Any) -> float | None:

@@ -61,10 +61,17 @@ class Live:
 
 def _route_states(gw: GatewayConfig) -> tuple[RouteState, RouteState]:
     """Both RouteStates of a config (kill switch open, latched), built once per config rather than per request."""
+
     def state(killed: bool) -> RouteState:
-        return RouteState(weight=gw.weight, rollback=gw.rollback, killed=killed,
-                          max_context_tokens=gw.max_context_tokens, bypass_paths=tuple(gw.bypass_paths),
-                          override_enabled=gw.override_header_enabled)
+        return RouteState(
+            weight=gw.weight,
+            rollback=gw.rollback,
+            killed=killed,
+            max_context_tokens=gw.max_context_tokens,
+            bypass_paths=tuple(gw.bypass_paths),
+            override_enabled=gw.override_header_enabled,
+        )
+
     return state(False), state(True)
 
 
@@ -81,8 +88,15 @@ def build_live(m: Migration, config_dir: Path | None = None) -> Live:
             upstreams[arm] = Upstream.of(url)
         except ValueError as exc:
             raise BadInput(f"{arm}.url: {exc}") from None
-    return Live(gw=gw, urls={"old": m.old.url, "new": m.new.url}, models={"old": m.old.model, "new": m.new.model},
-                keys={"old": m.old.api_key(), "new": m.new.api_key()},
-                fail_statuses=frozenset(gw.fallback.statuses), estimator=est,
-                clients=ClientPolicy(gw.clients, config_dir), upstreams=upstreams, allowed=tuple(gw.allowed_paths),
-                states=_route_states(gw))
+    return Live(
+        gw=gw,
+        urls={"old": m.old.url, "new": m.new.url},
+        models={"old": m.old.model, "new": m.new.model},
+        keys={"old": m.old.api_key(), "new": m.new.api_key()},
+        fail_statuses=frozenset(gw.fallback.statuses),
+        estimator=est,
+        clients=ClientPolicy(gw.clients, config_dir),
+        upstreams=upstreams,
+        allowed=tuple(gw.allowed_paths),
+        states=_route_states(gw),
+    )

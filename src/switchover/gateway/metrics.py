@@ -26,41 +26,52 @@ class GatewayMetrics:
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r = self.registry = CollectorRegistry(auto_describe=True)
         p = "switchover_gateway_"
-        self.requests = Counter(p + "requests", "Requests answered, by the arm that answered and outcome",
-                                ["arm", "outcome"], registry=r)
+        self.requests = Counter(
+            p + "requests", "Requests answered, by the arm that answered and outcome", ["arm", "outcome"], registry=r
+        )
         self.routed = Counter(p + "routed", "Routing decisions, by arm and reason", ["arm", "reason"], registry=r)
-        self.fallbacks = Counter(p + "fallbacks", "New-arm requests replayed on old, by reason", ["reason"],
-                                 registry=r)
-        self.new_arm_bad = Counter(p + "new_arm_failures", "New-arm requests that fell back or failed",
-                                   registry=r)
-        self.kill_switch = Gauge(p + "kill_switch_latched", "1 while the kill switch holds the weight at 0",
-                                 registry=r)
+        self.fallbacks = Counter(p + "fallbacks", "New-arm requests replayed on old, by reason", ["reason"], registry=r)
+        self.new_arm_bad = Counter(p + "new_arm_failures", "New-arm requests that fell back or failed", registry=r)
+        self.kill_switch = Gauge(p + "kill_switch_latched", "1 while the kill switch holds the weight at 0", registry=r)
         self.kill_switch_trips = Counter(p + "kill_switch_trips", "Times the kill switch tripped", registry=r)
-        self.kill_switch_ratio = Gauge(p + "kill_switch_ratio",
-                                       "New-arm failure ratio in the window (NaN below min_samples)", registry=r)
+        self.kill_switch_ratio = Gauge(
+            p + "kill_switch_ratio", "New-arm failure ratio in the window (NaN below min_samples)", registry=r
+        )
         self.weight = Gauge(p + "weight_percent", "Configured weight of new, percent", registry=r)
-        self.effective_weight = Gauge(p + "effective_weight_percent",
-                                      "Weight in force (0 under rollback or kill switch)", registry=r)
+        self.effective_weight = Gauge(
+            p + "effective_weight_percent", "Weight in force (0 under rollback or kill switch)", registry=r
+        )
         self.in_flight = Gauge(p + "in_flight", "Requests being served", registry=r)
         self.draining = Gauge(p + "draining", "1 after SIGTERM while in-flight requests finish", registry=r)
         self.reloads = Counter(p + "config_reloads", "Config reloads, by result", ["result"], registry=r)
-        self.ttft = Histogram(p + "ttft_seconds", "Arrival to first content event, by arm", ["arm"],
-                              buckets=_LAT, registry=r)
-        self.tpot = Histogram(p + "tpot_seconds", "(E2E - TTFT) / (tokens - 1), by arm", ["arm"],
-                              buckets=_TPOT, registry=r)
+        self.ttft = Histogram(
+            p + "ttft_seconds", "Arrival to first content event, by arm", ["arm"], buckets=_LAT, registry=r
+        )
+        self.tpot = Histogram(
+            p + "tpot_seconds", "(E2E - TTFT) / (tokens - 1), by arm", ["arm"], buckets=_TPOT, registry=r
+        )
         self.e2e = Histogram(p + "e2e_seconds", "Arrival to last byte, by arm", ["arm"], buckets=_LAT, registry=r)
-        self.shadow = Counter(p + "shadow", "Mirrored requests, by result (ok, error, dropped)", ["result"],
-                              registry=r)
-        self.refused = Counter(p + "refused", "Connections and requests the gateway refused itself, by reason "
-                               "(framing, limits, timeouts, path, client key, body)", ["reason"], registry=r)
-        self.ledger_errors = Counter(p + "ledger_write_errors", "Ledger rows that could not be written",
-                                     registry=r)
-        self.memory = Gauge(p + "memory_budget_used_bytes", "Bytes drawn from the memory budget now, by kind "
-                            "(request_body, parsed_json, answer, shadow, review)", ["kind"], registry=r)
-        self.memory_limit = Gauge(p + "memory_budget_bytes", "The memory budget (limits.memory_budget_bytes)",
-                                  registry=r)
-        self.memory_peak = Gauge(p + "memory_budget_peak_bytes", "The most ever drawn from the budget at once",
-                                 registry=r)
+        self.shadow = Counter(p + "shadow", "Mirrored requests, by result (ok, error, dropped)", ["result"], registry=r)
+        self.refused = Counter(
+            p + "refused",
+            "Connections and requests the gateway refused itself, by reason "
+            "(framing, limits, timeouts, path, client key, body)",
+            ["reason"],
+            registry=r,
+        )
+        self.ledger_errors = Counter(p + "ledger_write_errors", "Ledger rows that could not be written", registry=r)
+        self.memory = Gauge(
+            p + "memory_budget_used_bytes",
+            "Bytes drawn from the memory budget now, by kind (request_body, parsed_json, answer, shadow, review)",
+            ["kind"],
+            registry=r,
+        )
+        self.memory_limit = Gauge(
+            p + "memory_budget_bytes", "The memory budget (limits.memory_budget_bytes)", registry=r
+        )
+        self.memory_peak = Gauge(
+            p + "memory_budget_peak_bytes", "The most ever drawn from the budget at once", registry=r
+        )
         self.preset()
 
     def preset(self, fallback_statuses: Iterable[int] = ()) -> None:

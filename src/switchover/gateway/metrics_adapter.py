@@ -24,9 +24,12 @@ from switchover.errors import CheckFailed, Unreachable
 from switchover.measure.prometheus import metric_families
 
 # factor to multiply a source value by to express it in the target unit
-_UNIT_FACTORS: dict[tuple[str, str], float] = {("seconds", "milliseconds"): 1000.0,
-                                              ("milliseconds", "seconds"): 0.001,
-                                              ("ratio", "percent"): 100.0, ("percent", "ratio"): 0.01}
+_UNIT_FACTORS: dict[tuple[str, str], float] = {
+    ("seconds", "milliseconds"): 1000.0,
+    ("milliseconds", "seconds"): 0.001,
+    ("ratio", "percent"): 100.0,
+    ("percent", "ratio"): 0.01,
+}
 _SUMMED_GAUGE_UNITS = {"requests", "tokens", "blocks"}
 
 
@@ -74,8 +77,9 @@ def plan(src: EngineProfile, dst: EngineProfile) -> Plan:
     return out
 
 
-def rebucket(src_bounds: list[float], src_cum: list[float], dst_bounds: list[float],
-             total: float) -> tuple[list[float], float]:
+def rebucket(
+    src_bounds: list[float], src_cum: list[float], dst_bounds: list[float], total: float
+) -> tuple[list[float], float]:
     """Cumulative counts at `dst_bounds` from cumulative counts at finite `src_bounds` (sorted), by linear
     interpolation (lower edge 0 below the first bound); returns them and the worst-case absolute error."""
     out: list[float] = []
@@ -130,8 +134,10 @@ def _samples_by_name(text: str) -> dict[str, list[tuple[dict[str, str], float]]]
                 found[s.name].append((dict(s.labels), float(s.value)))
     except (ValueError, TypeError, IndexError) as exc:  # prometheus_client's parser on text that is not metrics
         first = text.lstrip()[:60].splitlines()[0] if text.strip() else "(empty)"
-        raise Unreachable(f"the scrape is not Prometheus text exposition ({type(exc).__name__}; it starts "
-                          f"{first!r})", hint="point --upstream at the engine's base URL or its /metrics") from None
+        raise Unreachable(
+            f"the scrape is not Prometheus text exposition ({type(exc).__name__}; it starts {first!r})",
+            hint="point --upstream at the engine's base URL or its /metrics",
+        ) from None
     return found
 
 
@@ -139,8 +145,13 @@ def convert(text: str, p: Plan, model: str | None = None) -> tuple[str, dict[str
     """Source exposition text -> target exposition text, plus a report (served, missing, error bounds)."""
     samples = _samples_by_name(text)
     lines: list[str] = []
-    report: dict[str, Any] = {"served": [], "absent_in_scrape": [], "sum_absent_in_scrape": [],
-                              "skipped": dict(p.skipped), "error_bounds": {}}
+    report: dict[str, Any] = {
+        "served": [],
+        "absent_in_scrape": [],
+        "sum_absent_in_scrape": [],
+        "skipped": dict(p.skipped),
+        "error_bounds": {},
+    }
     bound_lines: list[str] = []
     for m in p.mappings:
         s, d = m.src, m.dst
@@ -156,9 +167,12 @@ def convert(text: str, p: Plan, model: str | None = None) -> tuple[str, dict[str
         report["served"].append(m.intent)
         lines += header + body
     if bound_lines:
-        lines += ["# HELP switchover_adapter_rebucket_error_bound Worst-case absolute error (counts) of a "
-                  "re-bucketed cumulative count", "# TYPE switchover_adapter_rebucket_error_bound gauge",
-                  *bound_lines]
+        lines += [
+            "# HELP switchover_adapter_rebucket_error_bound Worst-case absolute error (counts) of a "
+            "re-bucketed cumulative count",
+            "# TYPE switchover_adapter_rebucket_error_bound gauge",
+            *bound_lines,
+        ]
     return "\n".join(lines) + "\n", report
 
 
@@ -178,8 +192,13 @@ def _scalar(samples: dict[str, list[tuple[dict[str, str], float]]], m: Mapping, 
     return [f"{name}{_fmt(k)} {_num(sum(v) / len(v) if mean else sum(v))}" for k, v in sorted(agg.items())]
 
 
-def _histogram(samples: dict[str, list[tuple[dict[str, str], float]]], m: Mapping, model: str | None,
-               bound_lines: list[str], report: dict[str, Any]) -> list[str] | None:
+def _histogram(
+    samples: dict[str, list[tuple[dict[str, str], float]]],
+    m: Mapping,
+    model: str | None,
+    bound_lines: list[str],
+    report: dict[str, Any],
+) -> list[str] | None:
     s, d = m.src, m.dst
     buckets = samples.get(s.name + "_bucket")
     if not buckets:
@@ -216,6 +235,7 @@ def _histogram(samples: dict[str, list[tuple[dict[str, str], float]]], m: Mappin
 
 
 # ---- I/O edge: scrape and serve ------------------------------------------------------------------------
+
 
 def scrape_url(upstream: str, src: EngineProfile) -> str:
     """The source engine's metrics URL: `upstream` as given when it has a path, else its profile's path."""

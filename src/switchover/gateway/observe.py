@@ -39,8 +39,16 @@ def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def measure(t0_ns: int, stream: bool, *, first_ns: int | None, last_ns: int | None, usage: Usage | None,
-            text_events: int, finish_reason: str | None) -> ObservedTimings:
+def measure(
+    t0_ns: int,
+    stream: bool,
+    *,
+    first_ns: int | None,
+    last_ns: int | None,
+    usage: Usage | None,
+    text_events: int,
+    finish_reason: str | None,
+) -> ObservedTimings:
     """TTFT (streams only), E2E, TPOT (only with N from usage, N >= 2) and N, from when the first token and the
     last event carrying choices (or a whole body) arrived; N falls back to the events with text when usage is
     absent (tokens_source "chunks"), which TPOT never uses."""
@@ -51,27 +59,58 @@ def measure(t0_ns: int, stream: bool, *, first_ns: int | None, last_ns: int | No
     ttft = ttft_ms(t0_ns, first_ns) if stream else None
     e2e = e2e_ms(t0_ns, last_ns)
     return ObservedTimings(
-        ttft_ms=ttft, tpot_ms=tpot_ms(ttft, e2e, n) if source == "usage" else None, e2e_ms=e2e,
-        completion_tokens=n, tokens_source=source,
-        prompt_tokens=_count(usage.prompt_tokens) if usage is not None else None, finish_reason=finish_reason)
+        ttft_ms=ttft,
+        tpot_ms=tpot_ms(ttft, e2e, n) if source == "usage" else None,
+        e2e_ms=e2e,
+        completion_tokens=n,
+        tokens_source=source,
+        prompt_tokens=_count(usage.prompt_tokens) if usage is not None else None,
+        finish_reason=finish_reason,
+    )
 
 
 def record_timings(rec: RequestRecord) -> ObservedTimings:
     """`measure` over a wire client's record (the shadow's): N from usage only, never a count of chunks."""
     first = first_token_ns(rec.chunk_ns, rec.chunk_text)
     last = last_event_ns(rec.chunk_ns) if rec.stream else rec.end_ns
-    return measure(rec.send_ns, rec.stream, first_ns=first, last_ns=last, usage=rec.usage, text_events=0,
-                   finish_reason=rec.finish_reason)
+    return measure(
+        rec.send_ns,
+        rec.stream,
+        first_ns=first,
+        last_ns=last,
+        usage=rec.usage,
+        text_events=0,
+        finish_reason=rec.finish_reason,
+    )
 
 
 class Observer:
     """Watches a response as it passes: folds its events (wire/fold.py) without keeping text, and counts them."""
 
     detail: ClassVar[bool] = False  # wire.fold.Folded: keep no text, reasoning, tool calls or logprobs
-    __slots__ = ("_first_token_ns", "_last_event_ns", "_text_events", "body_ns", "chunk_choice", "chunk_ns",
-                 "chunk_text", "done_seen", "engine_timings", "events", "failure", "finish_reasons",
-                 "first_event_ns", "last_ns", "parser", "response_id", "response_model", "simple", "status",
-                 "usage", "usage_ns")
+    __slots__ = (
+        "_first_token_ns",
+        "_last_event_ns",
+        "_text_events",
+        "body_ns",
+        "chunk_choice",
+        "chunk_ns",
+        "chunk_text",
+        "done_seen",
+        "engine_timings",
+        "events",
+        "failure",
+        "finish_reasons",
+        "first_event_ns",
+        "last_ns",
+        "parser",
+        "response_id",
+        "response_model",
+        "simple",
+        "status",
+        "usage",
+        "usage_ns",
+    )
 
     def __init__(self) -> None:
         self.parser = SSEParser()
@@ -156,8 +195,15 @@ class Observer:
         """This response's TTFT, TPOT, E2E and N by the bench's formulas, measured from `t0_ns` (perf_counter_ns)."""
         self._tally()
         last = self._last_event_ns if self._last_event_ns is not None else self.body_ns
-        return measure(t0_ns, stream, first_ns=self._first_token_ns, last_ns=last, usage=self.usage,
-                       text_events=self._text_events, finish_reason=self.finish_reason)
+        return measure(
+            t0_ns,
+            stream,
+            first_ns=self._first_token_ns,
+            last_ns=last,
+            usage=self.usage,
+            text_events=self._text_events,
+            finish_reason=self.finish_reason,
+        )
 
     # ------------------------------------------------------------------ feeding
 

@@ -82,7 +82,10 @@ def route(meta: RequestMeta, state: RouteState) -> Decision:
         return Decision("old", "kill_switch", bucket, client)
     if state.override_enabled and meta.override in ("old", "new"):
         return Decision("new" if meta.override == "new" else "old", "override", bucket, client)
-    if (state.max_context_tokens is not None and meta.prompt_tokens_est is not None
-            and meta.prompt_tokens_est > state.max_context_tokens):
+    if (
+        state.max_context_tokens is not None
+        and meta.prompt_tokens_est is not None
+        and meta.prompt_tokens_est > state.max_context_tokens
+    ):
         return Decision("old", "pinned_long", bucket, client)
     return Decision("new" if bucket < threshold(state.weight) else "old", "weight", bucket, client)

@@ -30,8 +30,7 @@ def prompt_text(obj: dict[str, Any]) -> tuple[str, int]:
             if isinstance(content, str):
                 parts.append(content)
             elif isinstance(content, list):
-                parts.extend(c["text"] for c in content
-                             if isinstance(c, dict) and isinstance(c.get("text"), str))
+                parts.extend(c["text"] for c in content if isinstance(c, dict) and isinstance(c.get("text"), str))
     return "\n".join(parts), ids
 
 
@@ -48,8 +47,9 @@ class PromptEstimator:
             try:
                 tok = encoder_from_file(tokenizer_path, "gateway.tokenizer (tokenizer.json)")
             except ImportError:
-                raise BadInput("gateway.tokenizer needs the `tokenizers` package (pip install 'switchover[model]')",
-                               ) from None
+                raise BadInput(
+                    "gateway.tokenizer needs the `tokenizers` package (pip install 'switchover[model]')"
+                ) from None
             except BadInput as exc:
                 raise BadInput(f"gateway.tokenizer: {exc.message}") from None
             self._encode = lambda text: len(tok.encode(text, add_special_tokens=False).ids)

@@ -70,9 +70,13 @@ def read_body(path: str, method: str, body: bytes) -> dict[str, Any] | None:
         if generation:
             raise ClientError(400, f"the request body must be a JSON object, got {type(parsed).__name__}")
         return None
-    for name, types, what in (("model", (str,), "a string"), ("stream", (bool,), "true or false"),
-                              ("stream_options", (dict,), "an object"),
-                              ("max_tokens", (int,), "an integer"), ("max_completion_tokens", (int,), "an integer")):
+    for name, types, what in (
+        ("model", (str,), "a string"),
+        ("stream", (bool,), "true or false"),
+        ("stream_options", (dict,), "an object"),
+        ("max_tokens", (int,), "an integer"),
+        ("max_completion_tokens", (int,), "an integer"),
+    ):
         value = parsed.get(name)
         if value is not None and (not isinstance(value, types) or (types == (int,) and isinstance(value, bool))):
             raise ClientError(400, f"'{name}' must be {what}, got {orjson.dumps(value)[:60].decode()}")
@@ -87,13 +91,17 @@ async def priced_body(request: FrontRequest, hold: Hold, max_values: int) -> dic
         return None
     tokens = await count_tokens(body, max_values)
     if tokens is None:
-        raise ClientError(413, f"the request body has more than {max_values} JSON values "
-                               "(gateway.limits.max_json_values)", reason="json_too_large")
+        raise ClientError(
+            413,
+            f"the request body has more than {max_values} JSON values (gateway.limits.max_json_values)",
+            reason="json_too_large",
+        )
     try:
         hold.add("parsed_json", parsed_cost(body, tokens))
     except OverBudget as exc:
-        raise ClientError(exc.status, str(exc), "bad_request" if exc.whole else "refused",
-                          reason="memory_budget") from None
+        raise ClientError(
+            exc.status, str(exc), "bad_request" if exc.whole else "refused", reason="memory_budget"
+        ) from None
     return read_body(request.path, request.method, body)
 
 
@@ -124,16 +132,22 @@ class Proxy:
         g = self.g
         live = g.live
         row: dict[str, Any] = {
-            "ts": time.time(), "request_id": request_id(request.headers.get("x-request-id")), "path": request.path,
-            "stream": False, "outcome": "bad_request", "status": 0}
+            "ts": time.time(),
+            "request_id": request_id(request.headers.get("x-request-id")),
+            "path": request.path,
+            "stream": False,
+            "outcome": "bad_request",
+            "status": 0,
+        }
         try:
             obj, decision = await self._admit(request, live, row, hold)
         except ClientError as exc:
             row.update(outcome=exc.outcome, status=exc.status, error=redact(str(exc))[:200])  # may quote the body
             g.count_refused(exc.reason)
             g.write_row(row)
-            reply = error_reply(exc.status, str(exc), "invalid_request_error" if exc.status != 401 else
-                                "authentication_error")
+            reply = error_reply(
+                exc.status, str(exc), "invalid_request_error" if exc.status != 401 else "authentication_error"
+            )
             if exc.status == 401:
                 reply.headers["WWW-Authenticate"] = "Bearer"
             elif exc.status == 503:
@@ -175,8 +189,9 @@ class Proxy:
             if task is not None:
                 task.uncancel()
             row.update(outcome="drain_cutoff", status=503, error="drain_cutoff")
-            return error_reply(503, "the gateway is shutting down; this request was cut at its drain limit",
-                               "gateway_shutdown")
+            return error_reply(
+                503, "the gateway is shutting down; this request was cut at its drain limit", "gateway_shutdown"
+            )
         except ConnectionResetError:
             row.update(outcome="client_disconnected", status=499, error="client went away")
             raise
@@ -191,13 +206,17 @@ class Proxy:
             if shadowed is not None:
                 g.shadow_done_later(shadowed, row)
 
-    async def _admit(self, request: FrontRequest, live: Live, row: dict[str, Any],
-                     hold: Hold) -> tuple[dict[str, Any] | None, Decision]:
+    async def _admit(
+        self, request: FrontRequest, live: Live, row: dict[str, Any], hold: Hold
+    ) -> tuple[dict[str, Any] | None, Decision]:
         """Check the request (path, client key, body) and route it; ClientError for what the client got wrong."""
         gw = live.gw
         if not path_allowed(request.path, live.allowed):
-            raise ClientError(404, f"{request.path[:100]} is not served by this gateway (gateway.allowed_paths)",
-                              reason="path_not_allowed")
+            raise ClientError(
+                404,
+                f"{request.path[:100]} is not served by this gateway (gateway.allowed_paths)",
+                reason="path_not_allowed",
+            )
         verdict = live.clients.check(request.headers.get)
         if not verdict.allowed:
             raise ClientError(401, verdict.reason, "unauthorized", "unauthorized")
@@ -213,10 +232,18 @@ class Proxy:
         override = request.headers.get(OVERRIDE_HEADER)
         meta = RequestMeta(request.path, tenant, est, override, live.clients.counted_as(verdict))
         decision = route(meta, live.route_state(self.g.killswitch.latched))
-        row.update(tenant=tenant, bucket=decision.bucket, routed=decision.arm, route_reason=decision.reason,
-                   arm=decision.arm, prompt_tokens_est=est, outcome="error",
-                   task_type=self.g.task_labels(gw.task_types,
-                                                task_type(gw.task_types, request.path, asked, request.headers.get)))
+        row.update(
+            tenant=tenant,
+            bucket=decision.bucket,
+            routed=decision.arm,
+            route_reason=decision.reason,
+            arm=decision.arm,
+            prompt_tokens_est=est,
+            outcome="error",
+            task_type=self.g.task_labels(
+                gw.task_types, task_type(gw.task_types, request.path, asked, request.headers.get)
+            ),
+        )
         if self.g.log_prompts and obj:  # secrets masked before the ledger; a long prompt off the event loop
             text = prompt_text(obj)[0]
             row["prompt"] = redact(text) if len(text) <= 4096 else await asyncio.to_thread(redact, text)
@@ -239,33 +266,63 @@ class Proxy:
             out["stream_options"] = {**(obj.get("stream_options") or {}), "include_usage": True}
         return orjson.dumps(out)
 
-    async def _open(self, live: Live, arm: str, request: FrontRequest, obj: dict[str, Any] | None,
-                    first_timeout_s: float, fail_statuses: frozenset[int], hold: Hold | None = None) -> Opened:
+    async def _open(
+        self,
+        live: Live,
+        arm: str,
+        request: FrontRequest,
+        obj: dict[str, Any] | None,
+        first_timeout_s: float,
+        fail_statuses: frozenset[int],
+        hold: Hold | None = None,
+    ) -> Opened:
         t = live.gw.timeouts
         up = live.upstreams[arm]
-        headers = forward_headers(request.headers.items, live.clients.credentials,
-                                  keep_credentials=not live.clients.adds_engine_keys, api_key=live.engine_key(arm),
-                                  peer=request.remote)
+        headers = forward_headers(
+            request.headers.items,
+            live.clients.credentials,
+            keep_credentials=not live.clients.adds_engine_keys,
+            api_key=live.engine_key(arm),
+            peer=request.remote,
+        )
         body = request.body
         out = self._body_for(live, arm, body, obj) if body else None
         if hold is not None and out is not None and out is not body:
             hold.add("request_body", len(out))  # the arm's copy (model renamed, usage asked for)
         return await open_upstream(
-            self.g.pool, up.origin, up.target(request.upstream_target), method=request.method, headers=headers,
-            body=out, first_timeout_s=first_timeout_s,
-            connect_timeout_s=t.connect_ms / 1000, idle_timeout_s=t.idle_ms / 1000, fail_statuses=fail_statuses,
-            observer=TextObserver if asks_for_json(obj) else Observer, hold=hold)
+            self.g.pool,
+            up.origin,
+            up.target(request.upstream_target),
+            method=request.method,
+            headers=headers,
+            body=out,
+            first_timeout_s=first_timeout_s,
+            connect_timeout_s=t.connect_ms / 1000,
+            idle_timeout_s=t.idle_ms / 1000,
+            fail_statuses=fail_statuses,
+            observer=TextObserver if asks_for_json(obj) else Observer,
+            hold=hold,
+        )
 
-    async def _serve(self, request: FrontRequest, live: Live, decision: Decision, obj: dict[str, Any] | None,
-                     row: dict[str, Any], ticket: Ticket, hold: Hold) -> tuple[Reply | FrontStream, Any]:
+    async def _serve(
+        self,
+        request: FrontRequest,
+        live: Live,
+        decision: Decision,
+        obj: dict[str, Any] | None,
+        row: dict[str, Any],
+        ticket: Ticket,
+        hold: Hold,
+    ) -> tuple[Reply | FrontStream, Any]:
         gw = live.gw
         metrics = self.g.metrics
         arm = decision.arm
         opened: Opened | None = None
         if arm == "new":
             try:
-                opened = await self._open(live, "new", request, obj, gw.fallback.on_timeout_ms / 1000,
-                                          live.fail_statuses, hold)
+                opened = await self._open(
+                    live, "new", request, obj, gw.fallback.on_timeout_ms / 1000, live.fail_statuses, hold
+                )
                 if opened.obs.malformed or (opened.sse and opened.obs.error):
                     opened.close()
                     raise Failed("malformed" if opened.obs.malformed else "stream_error", opened.status)
@@ -277,8 +334,9 @@ class Proxy:
         row["arm"] = arm
         if opened is None:
             try:
-                opened = await self._open(live, "old", request, obj, gw.timeouts.first_byte_ms / 1000, frozenset(),
-                                          hold)
+                opened = await self._open(
+                    live, "old", request, obj, gw.timeouts.first_byte_ms / 1000, frozenset(), hold
+                )
             except Failed as f:
                 status = 504 if f.reason == "timeout" else 502
                 row.update(outcome="error", status=status, error=f"old: {f}")
@@ -311,14 +369,20 @@ class Proxy:
         row.update(outcome=outcome, status=opened.status, error=None if ok else f"status_{opened.status}")
         return Reply(opened.status, raw, headers, content_type=None), opened.obs
 
-    def _maybe_shadow(self, live: Live, decision: Decision, request: FrontRequest, obj: dict[str, Any] | None,
-                      row: dict[str, Any]) -> Any:
+    def _maybe_shadow(
+        self, live: Live, decision: Decision, request: FrontRequest, obj: dict[str, Any] | None, row: dict[str, Any]
+    ) -> Any:
         """Start the mirror of a sampled generation request; credentials never travel with it (new's own key
         does, in keys / open mode)."""
         cfg = live.gw.shadow
         shadow = self.g.shadow
-        if (shadow is None or obj is None or request.method != "POST" or request.path not in GENERATION_PATHS
-                or not shadow.sampled(cfg)):
+        if (
+            shadow is None
+            or obj is None
+            or request.method != "POST"
+            or request.path not in GENERATION_PATHS
+            or not shadow.sampled(cfg)
+        ):
             return None
         asked = row.get("model")
         if cfg.upstream == "new":
@@ -329,8 +393,9 @@ class Proxy:
         else:
             name, model, key = cfg.upstream, cfg.model or asked, None
             url = cfg.upstream + request.upstream_target
-        headers = dict(forward_headers(request.headers.items, live.clients.credentials, keep_credentials=False,
-                                       api_key=key))
+        headers = dict(
+            forward_headers(request.headers.items, live.clients.credentials, keep_credentials=False, api_key=key)
+        )
         headers["Content-Type"] = "application/json"
         body = shadow_body(obj, model, cfg.max_tokens_clamp)
         budget = self.g.budget
@@ -347,8 +412,9 @@ class Proxy:
             result.add_done_callback(lambda _fut: budget.give("shadow", n))
         return result
 
-    def _review(self, live: Live, request: FrontRequest, obj: dict[str, Any] | None, row: dict[str, Any],
-                hold: Hold) -> bool:
+    def _review(
+        self, live: Live, request: FrontRequest, obj: dict[str, Any] | None, row: dict[str, Any], hold: Hold
+    ) -> bool:
         """Offer the request to the spot-check sampler, with what its pair holds drawn from the budget until the pair
         ends (two copies of the body and the parsed request they are rendered from); no room: no pair."""
         spot, budget = self.g.spotcheck, self.g.budget
@@ -373,9 +439,15 @@ class Proxy:
             return
         if obs is not None:
             t = obs.timings(t0, row["stream"])
-            row.update(finish_reason=t.finish_reason, prompt_tokens=t.prompt_tokens, e2e_ms=t.e2e_ms,
-                       completion_tokens=t.completion_tokens, tokens_source=t.tokens_source, ttft_ms=t.ttft_ms,
-                       tpot_ms=t.tpot_ms)
+            row.update(
+                finish_reason=t.finish_reason,
+                prompt_tokens=t.prompt_tokens,
+                e2e_ms=t.e2e_ms,
+                completion_tokens=t.completion_tokens,
+                tokens_source=t.tokens_source,
+                ttft_ms=t.ttft_ms,
+                tpot_ms=t.tpot_ms,
+            )
             if t.ttft_ms is not None:
                 metrics.child(metrics.ttft, arm).observe(t.ttft_ms / 1000)
             if t.tpot_ms is not None:
@@ -389,8 +461,8 @@ class Proxy:
             row["finish_reason"] = "error"
         metrics.child(metrics.e2e, arm).observe(done_s)
         metrics.child(metrics.requests, arm, outcome).inc()
-        if decision.arm == "new" and outcome not in ("client_disconnected", "drain_cutoff", "gateway_error",
-                                                     "refused"):
-            failed_on_new = arm == "new" and (outcome == "failed_mid_stream"
-                                              or (outcome == "error" and row["status"] >= 500))
+        if decision.arm == "new" and outcome not in ("client_disconnected", "drain_cutoff", "gateway_error", "refused"):
+            failed_on_new = arm == "new" and (
+                outcome == "failed_mid_stream" or (outcome == "error" and row["status"] >= 500)
+            )
             self.g.count_new(bool(row.get("fallback_reason")) or failed_on_new, decision.client)

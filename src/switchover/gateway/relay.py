@@ -33,9 +33,12 @@ class Relayed:
 def error_event(message: str, model: str | None, code: int = 502, kind: str = "upstream_error") -> bytes:
     """An OpenAI-style in-band error (the openai SDKs raise on an `error` key), a finish_reason of 'error'
     for clients that only read choices, then [DONE]. Starts with a blank line to end any partial event."""
-    payload = {"error": {"message": message, "type": kind, "code": code},
-               "object": "error", "model": model,
-               "choices": [{"index": 0, "delta": {}, "text": "", "finish_reason": "error"}]}
+    payload = {
+        "error": {"message": message, "type": kind, "code": code},
+        "object": "error",
+        "model": model,
+        "choices": [{"index": 0, "delta": {}, "text": "", "finish_reason": "error"}],
+    }
     return b"\n\ndata: " + orjson.dumps(payload) + b"\n\ndata: [DONE]\n\n"
 
 
@@ -119,8 +122,9 @@ class IdleTimer:
             self.expired = True
             self.task.cancel()
         else:
-            self.handle = self.loop.call_at((since if since is not None else self.loop.time()) + self.idle_s,
-                                            self._fire)
+            self.handle = self.loop.call_at(
+                (since if since is not None else self.loop.time()) + self.idle_s, self._fire
+            )
 
     def timed_out(self) -> bool:
         """After a CancelledError: True when this timer caused it (and nobody else cancelled the task)."""
@@ -190,17 +194,28 @@ def _outcome(opened: Opened, failure: str | None, asked: str | None) -> tuple[Re
     if failure is None and not opened.obs.complete:
         failure = "truncated"
     if failure == "drain_cutoff":
-        return (Relayed("drain_cutoff", opened.status, failure),
-                error_event("the gateway is shutting down: this stream was cut at its drain limit", asked, 503,
-                            "gateway_shutdown"))
+        return (
+            Relayed("drain_cutoff", opened.status, failure),
+            error_event(
+                "the gateway is shutting down: this stream was cut at its drain limit", asked, 503, "gateway_shutdown"
+            ),
+        )
     if failure is not None:
-        return (Relayed("failed_mid_stream", opened.status, failure),
-                error_event(f"upstream failed mid-stream: {failure}", asked))
+        return (
+            Relayed("failed_mid_stream", opened.status, failure),
+            error_event(f"upstream failed mid-stream: {failure}", asked),
+        )
     return Relayed("ok" if opened.status < 400 else "error", opened.status), b""
 
 
-async def relay_stream(request: Any, opened: Opened, asked: str | None, headers: dict[str, str],
-                       strip_usage: bool = False, cutoff: Cutoff | None = None) -> Relayed:
+async def relay_stream(
+    request: Any,
+    opened: Opened,
+    asked: str | None,
+    headers: dict[str, str],
+    strip_usage: bool = False,
+    cutoff: Cutoff | None = None,
+) -> Relayed:
     """Write the SSE response through; returns the outcome. Bytes go through as read unless the model name
     must be rewritten or a usage chunk the client did not ask for must be left out: then events are
     re-framed (payloads are never re-encoded). A stream cut by the drain ends with an error event too."""
@@ -235,8 +250,9 @@ async def relay_stream(request: Any, opened: Opened, asked: str | None, headers:
                 failure = "idle_timeout"
                 break
             except ConnectionError as exc:
-                failure = ("drain_cutoff" if cutoff is not None and cutoff.cut
-                           else f"disconnected ({type(exc).__name__})")
+                failure = (
+                    "drain_cutoff" if cutoff is not None and cutoff.cut else f"disconnected ({type(exc).__name__})"
+                )
                 break
             timer.read_since = None
             now = time.perf_counter_ns()

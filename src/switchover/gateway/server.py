@@ -77,9 +77,16 @@ async def serve(migration: Migration, config_path: Path, *, log_prompts: bool = 
         quiet_gc()  # the proxied path allocates hundreds of objects per request (gctune.py)
         write_gateway_file(gateway.run_dir, url, config_path)
         g = gateway.live.gw
-        log.info("gateway on %s: old %s, new %s, weight %g%%, rollback %s, shadow %g%%; ledger %s",
-                 url, gateway.live.urls["old"], gateway.live.urls["new"], g.weight, g.rollback, g.shadow.percent,
-                 gateway.run_dir)
+        log.info(
+            "gateway on %s: old %s, new %s, weight %g%%, rollback %s, shadow %g%%; ledger %s",
+            url,
+            gateway.live.urls["old"],
+            gateway.live.urls["new"],
+            g.weight,
+            g.rollback,
+            g.shadow.percent,
+            gateway.run_dir,
+        )
         try:
             await stop.wait()
             cut = await gateway.drain()

@@ -30,10 +30,15 @@ if TYPE_CHECKING:
 GENERATION_PATHS = ("/v1/completions", "/v1/chat/completions")
 
 _LABELS: dict[FailureKind, str] = {
-    FailureKind.CONNECT: "connect", FailureKind.CONNECT_TIMEOUT: "timeout",
-    FailureKind.FIRST_BYTE_TIMEOUT: "timeout", FailureKind.IDLE_TIMEOUT: "timeout",
-    FailureKind.TOTAL_TIMEOUT: "timeout", FailureKind.STREAM_ERROR: "stream_error", FailureKind.PROTOCOL: "malformed",
-    FailureKind.TRUNCATED: "truncated", FailureKind.CANCELLED: "cancelled",
+    FailureKind.CONNECT: "connect",
+    FailureKind.CONNECT_TIMEOUT: "timeout",
+    FailureKind.FIRST_BYTE_TIMEOUT: "timeout",
+    FailureKind.IDLE_TIMEOUT: "timeout",
+    FailureKind.TOTAL_TIMEOUT: "timeout",
+    FailureKind.STREAM_ERROR: "stream_error",
+    FailureKind.PROTOCOL: "malformed",
+    FailureKind.TRUNCATED: "truncated",
+    FailureKind.CANCELLED: "cancelled",
 }
 
 
@@ -65,9 +70,17 @@ def shadow_result(name: str, rec: RequestRecord) -> ShadowResult:
         error = f"disconnected ({f.message[:120]})"
     else:
         error = _LABELS.get(f.kind, f.kind.value)
-    return ShadowResult(upstream=name, dropped=False, status=rec.status, ttft_ms=t.ttft_ms, tpot_ms=t.tpot_ms,
-                        e2e_ms=t.e2e_ms, completion_tokens=t.completion_tokens, finish_reason=t.finish_reason,
-                        error=error)
+    return ShadowResult(
+        upstream=name,
+        dropped=False,
+        status=rec.status,
+        ttft_ms=t.ttft_ms,
+        tpot_ms=t.tpot_ms,
+        e2e_ms=t.e2e_ms,
+        completion_tokens=t.completion_tokens,
+        finish_reason=t.finish_reason,
+        error=error,
+    )
 
 
 class Shadow:
@@ -86,8 +99,9 @@ class Shadow:
     def sampled(self, cfg: ShadowConfig) -> bool:
         return cfg.percent > 0 and (cfg.percent >= 100 or self.rng.random() * 100 < cfg.percent)
 
-    def start(self, cfg: ShadowConfig, url: str, name: str, body: bytes, headers: dict[str, str],
-              connect_timeout_s: float) -> asyncio.Task[ShadowResult] | ShadowResult:
+    def start(
+        self, cfg: ShadowConfig, url: str, name: str, body: bytes, headers: dict[str, str], connect_timeout_s: float
+    ) -> asyncio.Task[ShadowResult] | ShadowResult:
         """A running mirror of `body` POSTed to `url` (base + path) with exactly `headers` (plus Host and
         Content-Length), or a dropped ShadowResult when the bound is full."""
         if self.in_flight >= cfg.max_concurrency:
@@ -117,8 +131,9 @@ class Shadow:
             client = self.clients[key] = EngineClient(origin, timeouts=timeouts)
         return client
 
-    async def _run(self, cfg: ShadowConfig, url: str, name: str, body: bytes, headers: dict[str, str],
-                   connect_timeout_s: float) -> ShadowResult:
+    async def _run(
+        self, cfg: ShadowConfig, url: str, name: str, body: bytes, headers: dict[str, str], connect_timeout_s: float
+    ) -> ShadowResult:
         total = cfg.timeout_ms / 1000
         timeouts = Timeouts(connect=min(connect_timeout_s, total), first_byte=total, idle=total, total=total)
         parts = urlsplit(url)

@@ -43,8 +43,9 @@ def render_prompt(obj: dict[str, Any]) -> str:
                 continue
             content = m.get("content")
             if isinstance(content, list):
-                content = "\n".join(c["text"] for c in content
-                                    if isinstance(c, dict) and isinstance(c.get("text"), str))
+                content = "\n".join(
+                    c["text"] for c in content if isinstance(c, dict) and isinstance(c.get("text"), str)
+                )
             lines.append(f"{m.get('role', '?')}: {content if isinstance(content, str) else ''}")
         return "\n".join(lines)
     prompt = obj.get("prompt")
@@ -57,8 +58,9 @@ def answer_text(rec: RequestRecord) -> str:
     """The answer of choice 0 (tool calls appended as JSON), or what went wrong."""
     text = rec.text
     if rec.tool_calls:
-        text += "\n" + "\n".join(orjson.dumps({"name": t.name, "arguments": t.arguments}).decode()
-                                 for t in rec.tool_calls)
+        text += "\n" + "\n".join(
+            orjson.dumps({"name": t.name, "arguments": t.arguments}).decode() for t in rec.tool_calls
+        )
     return text
 
 
@@ -101,8 +103,7 @@ class SpotCheck:
     def maybe(self, live: Live, request: FrontRequest, obj: dict[str, Any] | None, row: dict[str, Any]) -> bool:
         """Start a pair for this request when it is sampled; True when one was started."""
         cfg = live.gw.review
-        if (cfg.pairs_per_day <= 0 or obj is None or request.method != "POST"
-                or request.path not in GENERATION_PATHS):
+        if cfg.pairs_per_day <= 0 or obj is None or request.method != "POST" or request.path not in GENERATION_PATHS:
             return False
         asked = row.get("model")
         kind = row.get("task_type") or task_type(live.gw.task_types, request.path, asked, request.headers.get)
@@ -114,13 +115,22 @@ class SpotCheck:
             quota.give_back(utc_day(now), kind)
             self.skipped += 1
             return False
-        headers = {arm: dict(forward_headers(request.headers.items, live.clients.credentials,
-                                             keep_credentials=False, api_key=live.engine_key(arm)))
-                   for arm in ("old", "new")}
+        headers = {
+            arm: dict(
+                forward_headers(
+                    request.headers.items,
+                    live.clients.credentials,
+                    keep_credentials=False,
+                    api_key=live.engine_key(arm),
+                )
+            )
+            for arm in ("old", "new")
+        }
         bodies = {arm: shadow_body(obj, live.models[arm] or asked, None) for arm in ("old", "new")}
         target = copy_target(request.upstream_target)  # no ?api_key= on a copy
-        task = asyncio.ensure_future(self._pair(live, cfg, target, request.path, bodies, headers,
-                                                kind, row["request_id"], asked, obj, now))
+        task = asyncio.ensure_future(
+            self._pair(live, cfg, target, request.path, bodies, headers, kind, row["request_id"], asked, obj, now)
+        )
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return True
@@ -133,14 +143,28 @@ class SpotCheck:
             client = self.clients[key] = EngineClient(url, timeouts=t)
         return client
 
-    async def _pair(self, live: Live, cfg: ReviewConfig, target: str, path: str, bodies: dict[str, bytes],
-                    headers: dict[str, dict[str, str]], kind: str, request_id: str, model: str | None,
-                    obj: dict[str, Any], ts: float) -> None:
+    async def _pair(
+        self,
+        live: Live,
+        cfg: ReviewConfig,
+        target: str,
+        path: str,
+        bodies: dict[str, bytes],
+        headers: dict[str, dict[str, str]],
+        kind: str,
+        request_id: str,
+        model: str | None,
+        obj: dict[str, Any],
+        ts: float,
+    ) -> None:
         timeout_s = cfg.timeout_ms / 1000
         try:
-            old, new = await asyncio.gather(*(
-                self._client(live.urls[arm], timeout_s).post(target, bodies[arm], headers[arm], stream=True)
-                for arm in ("old", "new")))
+            old, new = await asyncio.gather(
+                *(
+                    self._client(live.urls[arm], timeout_s).post(target, bodies[arm], headers[arm], stream=True)
+                    for arm in ("old", "new")
+                )
+            )
         except asyncio.CancelledError:
             return
         except Exception as exc:  # a header the wire client refuses: no pair, said once
@@ -148,13 +172,25 @@ class SpotCheck:
             return
         clean = Redactor(cfg)
         # redaction is CPU work over client text (up to review.max_chars each): off the event loop (issue 22)
-        pair = await asyncio.to_thread(lambda: Pair(
-            ts=ts, day=utc_day(ts), task_type=kind, request_id=request_id, path=path, model=model,
-            prompt=clean(render_prompt(obj)), old_answer=clean(answer_text(old)),
-            new_answer=clean(answer_text(new)), old_status=old.status, new_status=new.status,
-            old_error=None if old.failure is None else clean(old.failure.message)[:300],
-            new_error=None if new.failure is None else clean(new.failure.message)[:300],
-            old_finish_reason=old.finish_reason, new_finish_reason=new.finish_reason))
+        pair = await asyncio.to_thread(
+            lambda: Pair(
+                ts=ts,
+                day=utc_day(ts),
+                task_type=kind,
+                request_id=request_id,
+                path=path,
+                model=model,
+                prompt=clean(render_prompt(obj)),
+                old_answer=clean(answer_text(old)),
+                new_answer=clean(answer_text(new)),
+                old_status=old.status,
+                new_status=new.status,
+                old_error=None if old.failure is None else clean(old.failure.message)[:300],
+                new_error=None if new.failure is None else clean(new.failure.message)[:300],
+                old_finish_reason=old.finish_reason,
+                new_finish_reason=new.finish_reason,
+            )
+        )
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(None, lambda: self._open(cfg).add_pair(pair))

@@ -55,8 +55,10 @@ class RunDirLock:
         except OSError:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "another process"
             os.close(fd)
-            raise BadInput(f"gateway.run_dir {self.path.parent} is in use by another gateway (pid {holder})",
-                           hint="stop it first, or give this gateway its own run_dir") from None
+            raise BadInput(
+                f"gateway.run_dir {self.path.parent} is in use by another gateway (pid {holder})",
+                hint="stop it first, or give this gateway its own run_dir",
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._fd = fd
@@ -87,14 +89,23 @@ class LogFile(logging.FileHandler):
         super().__init__(run_dir / LOG_FILE, encoding="utf-8")
 
     def _open(self) -> io.TextIOWrapper:
-        return io.TextIOWrapper(safefile.open_append(self.run_dir, LOG_FILE), encoding="utf-8",
-                                errors="backslashreplace", write_through=True)
+        return io.TextIOWrapper(
+            safefile.open_append(self.run_dir, LOG_FILE),
+            encoding="utf-8",
+            errors="backslashreplace",
+            write_through=True,
+        )
 
 
 def write_gateway_file(run_dir: Path, url: str, config_path: Path) -> Path:
     """gateway.json: this gateway's URL, pid and config, written whole (call this while holding the run-dir lock)."""
-    return safefile.write_whole(run_dir, ADDRESS_FILE, orjson.dumps(
-        {"url": url, "pid": os.getpid(), "config": str(config_path.resolve()), "ledger_dir": str(run_dir)}))
+    return safefile.write_whole(
+        run_dir,
+        ADDRESS_FILE,
+        orjson.dumps(
+            {"url": url, "pid": os.getpid(), "config": str(config_path.resolve()), "ledger_dir": str(run_dir)}
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -140,8 +151,9 @@ class LatchFile:
     def save(self, latched: bool, reason: str | None) -> None:
         """Write the latch whole and durably (safefile: unique temp file, fsync, rename, fsync the folder); an
         OSError (UnsafeFile among them) when it cannot be."""
-        safefile.write_whole(self.path.parent, LATCH_FILE,
-                             orjson.dumps({"latched": latched, "reason": reason, "ts": time.time()}))
+        safefile.write_whole(
+            self.path.parent, LATCH_FILE, orjson.dumps({"latched": latched, "reason": reason, "ts": time.time()})
+        )
 
 
 def lock_holder(run_dir: Path) -> int | None:
@@ -159,8 +171,7 @@ def lock_holder(run_dir: Path) -> int | None:
         return _written_pid_alive(run_dir)
     for line in table.splitlines():  # "1: FLOCK  ADVISORY  WRITE <pid> <maj>:<min>:<inode> 0 EOF"
         parts = line.split()
-        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5].rsplit(":", 1)[-1] == str(ino) \
-                and parts[4].isdigit():
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5].rsplit(":", 1)[-1] == str(ino) and parts[4].isdigit():
             return int(parts[4])
     return None
 
@@ -183,12 +194,15 @@ def admin_url(host: str, port: int, file_port: int | None) -> str:
     """The admin base URL from the gateway's own config (gateway.listen); gateway.json gives only the bound port, and
     only when the config asks for any port (0). Unreachable when the two disagree (a stale file)."""
     if port and file_port != port:
-        raise Unreachable(f"gateway.json names port {file_port} but gateway.listen.port is {port}: the file is "
-                          "stale or from another config; the admin token was not sent",
-                          hint="restart the gateway with this config, or check --config")
+        raise Unreachable(
+            f"gateway.json names port {file_port} but gateway.listen.port is {port}: the file is "
+            "stale or from another config; the admin token was not sent",
+            hint="restart the gateway with this config, or check --config",
+        )
     if not port and file_port is None:
-        raise Unreachable("gateway.listen.port is 0 (any port) and gateway.json names no port: the admin token was "
-                          "not sent")
+        raise Unreachable(
+            "gateway.listen.port is 0 (any port) and gateway.json names no port: the admin token was not sent"
+        )
     connect = _WILDCARDS.get(host, host)
     shown = f"[{connect}]" if ":" in connect else connect
     return f"http://{shown}:{port or file_port}"
@@ -210,11 +224,16 @@ def find_gateway(run_dir: Path, host: str, port: int) -> tuple[str, str]:
         raise Unreachable(f"{none}: {run_dir / ADDRESS_FILE} is not a gateway's address file", hint=hint)
     pid, holder = info["pid"], lock_holder(run_dir)
     if holder is None:
-        raise Unreachable(f"{none}: {run_dir / ADDRESS_FILE} is stale (its gateway, pid {pid}, no longer holds "
-                          f"{run_dir}); the admin token was not sent", hint=hint)
+        raise Unreachable(
+            f"{none}: {run_dir / ADDRESS_FILE} is stale (its gateway, pid {pid}, no longer holds "
+            f"{run_dir}); the admin token was not sent",
+            hint=hint,
+        )
     if holder != pid:
-        raise Unreachable(f"{run_dir / ADDRESS_FILE} is stale: it names pid {pid} but the gateway holding {run_dir} "
-                          f"is pid {holder}; the admin token was not sent")
+        raise Unreachable(
+            f"{run_dir / ADDRESS_FILE} is stale: it names pid {pid} but the gateway holding {run_dir} "
+            f"is pid {holder}; the admin token was not sent"
+        )
     try:
         file_port = urlsplit(info["url"]).port
     except ValueError:

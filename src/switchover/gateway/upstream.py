@@ -112,11 +112,21 @@ async def _first_events(resp: H1Response, obs: Observer, hold: Hold | None) -> t
     return bytes(head), events
 
 
-async def open_upstream(pool: H1Pool, origin: Origin, target: str, *, method: str,
-                        headers: list[tuple[str, str]], body: bytes | None, first_timeout_s: float,
-                        connect_timeout_s: float, idle_timeout_s: float,
-                        fail_statuses: frozenset[int] = frozenset(),
-                        observer: type[Observer] = Observer, hold: Hold | None = None) -> Opened:
+async def open_upstream(
+    pool: H1Pool,
+    origin: Origin,
+    target: str,
+    *,
+    method: str,
+    headers: list[tuple[str, str]],
+    body: bytes | None,
+    first_timeout_s: float,
+    connect_timeout_s: float,
+    idle_timeout_s: float,
+    fail_statuses: frozenset[int] = frozenset(),
+    observer: type[Observer] = Observer,
+    hold: Hold | None = None,
+) -> Opened:
     """Send the request; wait for the status and the first SSE event (or the whole non-SSE body) within
     `first_timeout_s`. Raises Failed when nothing usable arrived (connect error, a status in `fail_statuses`,
     timeout, a disconnect before the first event). Later reads are bounded by `idle_timeout_s` (the relay).

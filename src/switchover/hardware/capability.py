@@ -11,9 +11,11 @@ from switchover.engines.compat import sm_of
 if TYPE_CHECKING:
     from switchover.engines.profile import EngineProfile
 
-CAPABILITY_SOURCE = ("NVIDIA CUDA C++ Programming Guide, compute capabilities "
-                     "(https://docs.nvidia.com/cuda/cuda-c-programming-guide/): bf16 tensor-core math from compute "
-                     "capability 8.0 (Ampere); fp8 tensor-core math from 8.9 (Ada, Hopper)")
+CAPABILITY_SOURCE = (
+    "NVIDIA CUDA C++ Programming Guide, compute capabilities "
+    "(https://docs.nvidia.com/cuda/cuda-c-programming-guide/): bf16 tensor-core math from compute "
+    "capability 8.0 (Ampere); fp8 tensor-core math from 8.9 (Ada, Hopper)"
+)
 
 
 class CapabilityWarning(BaseModel):
@@ -42,11 +44,17 @@ def _fp8_kv_unknown_engine(sm: int, setting: str) -> CapabilityWarning | None:
     said = "; ".join(f"{p.display_name} below sm{f.min_sm}: {f.consequence}" for p, f in known if sm < f.min_sm)
     unread = ", ".join(p.display_name for p in profiles if p.memory.fp8_kv_below is None)
     return CapabilityWarning(
-        setting=setting, needs="sm89 (fp8)", have=f"sm{sm}",
-        consequence=("the engine is not given, so what it does with fp8 KV on this GPU is not known (give the "
-                     "engine for its profile's facts)" + (f". {said}" if said else "")
-                     + (f". Not read from the source of: {unread}" if unread else "")),
-        source="; ".join([f"{p.name}: {f.source}" for p, f in known if sm < f.min_sm] or [CAPABILITY_SOURCE]))
+        setting=setting,
+        needs="sm89 (fp8)",
+        have=f"sm{sm}",
+        consequence=(
+            "the engine is not given, so what it does with fp8 KV on this GPU is not known (give the "
+            "engine for its profile's facts)"
+            + (f". {said}" if said else "")
+            + (f". Not read from the source of: {unread}" if unread else "")
+        ),
+        source="; ".join([f"{p.name}: {f.source}" for p, f in known if sm < f.min_sm] or [CAPABILITY_SOURCE]),
+    )
 
 
 def _fp8_kv_warning(sm: int, kv_dtype: str, engine: EngineProfile | None) -> CapabilityWarning | None:
@@ -60,47 +68,87 @@ def _fp8_kv_warning(sm: int, kv_dtype: str, engine: EngineProfile | None) -> Cap
         if sm >= 89:
             return None
         return CapabilityWarning(
-            setting=setting, needs="sm89 (fp8)", have=f"sm{sm}",
+            setting=setting,
+            needs="sm89 (fp8)",
+            have=f"sm{sm}",
             consequence=f"what {engine.display_name} does with fp8 KV on this GPU is not in its profile (not read "
-                        "from its source): the pool is planned at 1 byte per element; check its start-up log for "
-                        "the KV dtype and the token count",
-            source=f"{engine.name} profile: no memory.fp8_kv_below")
+            "from its source): the pool is planned at 1 byte per element; check its start-up log for "
+            "the KV dtype and the token count",
+            source=f"{engine.name} profile: no memory.fp8_kv_below",
+        )
     if sm >= facts.min_sm:
         return None
-    return CapabilityWarning(setting=setting, needs=f"sm{facts.min_sm}", have=f"sm{sm}",
-                             consequence=facts.consequence, source=f"{engine.name}: {facts.source}")
+    return CapabilityWarning(
+        setting=setting,
+        needs=f"sm{facts.min_sm}",
+        have=f"sm{sm}",
+        consequence=facts.consequence,
+        source=f"{engine.name}: {facts.source}",
+    )
 
 
-def check_capabilities(compute_capability: str | None, *, dtype: str = "auto", model_dtype: str = "bfloat16",
-                       kv_dtype: str = "auto", quantization: str | None = None,
-                       engine: EngineProfile | None = None) -> list[CapabilityWarning]:
+def check_capabilities(
+    compute_capability: str | None,
+    *,
+    dtype: str = "auto",
+    model_dtype: str = "bfloat16",
+    kv_dtype: str = "auto",
+    quantization: str | None = None,
+    engine: EngineProfile | None = None,
+) -> list[CapabilityWarning]:
     """Warnings for bf16 below sm80, fp8 KV cache below the engine's native fp8 support (its profile), fp8
     weights below sm89. Without a compute capability nothing can be checked: one warning says which settings went
     unchecked (never an empty list that reads as "all fine")."""
     sm = _sm(compute_capability)
     if sm is None:
-        asked = [s for s, wanted in (
-            (f"dtype {dtype} (model {model_dtype})", dtype.lower() in ("bfloat16", "bf16") or (
-                dtype == "auto" and model_dtype.lower() in ("bfloat16", "bf16"))),
-            (f"kv_cache_dtype {kv_dtype}", kv_dtype.lower().startswith("fp8")),
-            (f"quantization {quantization}", (quantization or "").lower().startswith("fp8"))) if wanted]
+        asked = [
+            s
+            for s, wanted in (
+                (
+                    f"dtype {dtype} (model {model_dtype})",
+                    dtype.lower() in ("bfloat16", "bf16")
+                    or (dtype == "auto" and model_dtype.lower() in ("bfloat16", "bf16")),
+                ),
+                (f"kv_cache_dtype {kv_dtype}", kv_dtype.lower().startswith("fp8")),
+                (f"quantization {quantization}", (quantization or "").lower().startswith("fp8")),
+            )
+            if wanted
+        ]
         if not asked:
             return []
-        return [CapabilityWarning(setting=", ".join(asked), needs="sm80 (bf16) / sm89 (fp8)", have="unknown",
-                                  consequence="not checked: the GPU's compute capability is unknown (name a catalog "
-                                              "GPU with --gpu, see `switchover hw gpus`)")]
+        return [
+            CapabilityWarning(
+                setting=", ".join(asked),
+                needs="sm80 (bf16) / sm89 (fp8)",
+                have="unknown",
+                consequence="not checked: the GPU's compute capability is unknown (name a catalog "
+                "GPU with --gpu, see `switchover hw gpus`)",
+            )
+        ]
     have = f"sm{sm}"
     out: list[CapabilityWarning] = []
-    wants_bf16 = dtype.lower() in ("bfloat16", "bf16") or (dtype == "auto" and model_dtype.lower() in (
-        "bfloat16", "bf16"))
+    wants_bf16 = dtype.lower() in ("bfloat16", "bf16") or (
+        dtype == "auto" and model_dtype.lower() in ("bfloat16", "bf16")
+    )
     if wants_bf16 and sm < 80:
-        out.append(CapabilityWarning(setting=f"dtype {dtype} (model {model_dtype})", needs="sm80", have=have,
-                                     consequence="served in float16 instead: different numerics, overflow risk on "
-                                                 "bf16-trained weights"))
+        out.append(
+            CapabilityWarning(
+                setting=f"dtype {dtype} (model {model_dtype})",
+                needs="sm80",
+                have=have,
+                consequence="served in float16 instead: different numerics, overflow risk on bf16-trained weights",
+            )
+        )
     if kv_dtype.lower().startswith("fp8") and (warning := _fp8_kv_warning(sm, kv_dtype, engine)) is not None:
         out.append(warning)
     if (quantization or "").lower().startswith("fp8") and sm < 89:
-        out.append(CapabilityWarning(setting=f"quantization {quantization}", needs="sm89", have=have,
-                                     consequence="weight-only fp8 (dequantised to 16-bit for compute) or refusal "
-                                                 "below sm80: no fp8 speed-up"))
+        out.append(
+            CapabilityWarning(
+                setting=f"quantization {quantization}",
+                needs="sm89",
+                have=have,
+                consequence="weight-only fp8 (dequantised to 16-bit for compute) or refusal "
+                "below sm80: no fp8 speed-up",
+            )
+        )
     return out

@@ -34,11 +34,13 @@ class KernelChange(BaseModel):
     with the rules of the pinned release from format_releases.yaml)."""
 
     engine: str
-    version: str | None = Field(default=None, description="the engine release whose rules apply (None: the newest "
-                                "known)")
+    version: str | None = Field(
+        default=None, description="the engine release whose rules apply (None: the newest known)"
+    )
     format: str = Field(description="the checkpoint's format as its config names it (fp16 and bf16 apart)")
-    matrix_format: str | None = Field(default=None, description="the format matrix's key for it (16-bit weights "
-                                      "share the 'bf16' rules)")
+    matrix_format: str | None = Field(
+        default=None, description="the format matrix's key for it (16-bit weights share the 'bf16' rules)"
+    )
     a_loads: bool | None
     a_kernel: str | None
     b_loads: bool | None
@@ -72,8 +74,10 @@ def load_fingerprint(ref: str) -> HostFingerprint:
         return _from_catalog(ref)
     path = Path(ref)
     if not path.exists():
-        raise BadInput(f"{ref}: no such file", hint="write one with `switchover hw fingerprint --json > a.json`, "
-                       "or use catalog:H100-80G")
+        raise BadInput(
+            f"{ref}: no such file",
+            hint="write one with `switchover hw fingerprint --json > a.json`, or use catalog:H100-80G",
+        )
     data = load_json(path, max_bytes=16 << 20, what="fingerprint JSON")
     try:
         return HostFingerprint.model_validate(data)
@@ -107,41 +111,93 @@ def _in_catalog(name: str) -> bool:
 def _gpu_changes(a: GpuFingerprint, b: GpuFingerprint) -> list[Change]:
     out: list[Change] = []
     if a.name != b.name:
-        out.append(Change(field="gpu", a=a.name, b=b.name, impact="different GPU model: re-plan capacity and "
-                          "re-run bench; kernels and attention backends are chosen per GPU"))
+        out.append(
+            Change(
+                field="gpu",
+                a=a.name,
+                b=b.name,
+                impact="different GPU model: re-plan capacity and "
+                "re-run bench; kernels and attention backends are chosen per GPU",
+            )
+        )
     if a.memory_total_mib != b.memory_total_mib:
         delta = (b.memory_total_mib - a.memory_total_mib) / 1024
-        out.append(Change(field="memory_total_mib", a=str(a.memory_total_mib), b=str(b.memory_total_mib),
-                          impact=f"{delta:+.1f} GiB per GPU: the same memory fraction gives a "
-                                 f"{'larger' if delta > 0 else 'smaller'} KV pool (`switchover plan capacity`); "
-                                 "engine defaults tiered by memory (max_num_seqs, chunk sizes) may change"))
+        out.append(
+            Change(
+                field="memory_total_mib",
+                a=str(a.memory_total_mib),
+                b=str(b.memory_total_mib),
+                impact=f"{delta:+.1f} GiB per GPU: the same memory fraction gives a "
+                f"{'larger' if delta > 0 else 'smaller'} KV pool (`switchover plan capacity`); "
+                "engine defaults tiered by memory (max_num_seqs, chunk sizes) may change",
+            )
+        )
     sa, sb = sm_of(a.compute_capability), sm_of(b.compute_capability)
     if sa != sb and sa is not None and sb is not None:
         notes = []
-        for bound, what in ((80, "bf16 and FlashAttention-2"), (89, "fp8 (weights and KV cache)"),
-                            (90, "Hopper kernels (FlashAttention-3, FlashMLA)")):
+        for bound, what in (
+            (80, "bf16 and FlashAttention-2"),
+            (89, "fp8 (weights and KV cache)"),
+            (90, "Hopper kernels (FlashAttention-3, FlashMLA)"),
+        ):
             if min(sa, sb) < bound <= max(sa, sb):
                 notes.append(f"{what} {'lost' if sb < sa else 'gained'} (needs sm{bound})")
-        out.append(Change(field="compute_capability", a=a.compute_capability, b=b.compute_capability,
-                          impact="; ".join(notes) or f"same feature tier ({CAPABILITY_SOURCE})"))
+        out.append(
+            Change(
+                field="compute_capability",
+                a=a.compute_capability,
+                b=b.compute_capability,
+                impact="; ".join(notes) or f"same feature tier ({CAPABILITY_SOURCE})",
+            )
+        )
     if a.bandwidth_gbs and b.bandwidth_gbs and a.bandwidth_gbs != b.bandwidth_gbs:
         ratio = a.bandwidth_gbs / b.bandwidth_gbs
-        out.append(Change(field="bandwidth_gbs", a=f"{a.bandwidth_gbs:g}", b=f"{b.bandwidth_gbs:g}",
-                          impact=f"decode is memory-bound: expect TPOT about x{ratio:.2f} at low concurrency"))
+        out.append(
+            Change(
+                field="bandwidth_gbs",
+                a=f"{a.bandwidth_gbs:g}",
+                b=f"{b.bandwidth_gbs:g}",
+                impact=f"decode is memory-bound: expect TPOT about x{ratio:.2f} at low concurrency",
+            )
+        )
     if (a.pcie_gen, a.pcie_width) != (b.pcie_gen, b.pcie_width) and None not in (b.pcie_gen, b.pcie_width):
-        out.append(Change(field="pcie", a=f"gen{a.pcie_gen} x{a.pcie_width}", b=f"gen{b.pcie_gen} x{b.pcie_width}",
-                          impact="host<->GPU bandwidth changes weight loading, CPU offload and KV offload speed; "
-                                 "a link trained below its max (gen/width) is worth checking"))
+        out.append(
+            Change(
+                field="pcie",
+                a=f"gen{a.pcie_gen} x{a.pcie_width}",
+                b=f"gen{b.pcie_gen} x{b.pcie_width}",
+                impact="host<->GPU bandwidth changes weight loading, CPU offload and KV offload speed; "
+                "a link trained below its max (gen/width) is worth checking",
+            )
+        )
     if None not in (a.nvlink_active_links, b.nvlink_active_links) and a.nvlink_active_links != b.nvlink_active_links:
-        out.append(Change(field="nvlink_active_links", a=str(a.nvlink_active_links), b=str(b.nvlink_active_links),
-                          impact="TP all-reduce over " + ("PCIe: TP>1 slows down" if not b.nvlink_active_links
-                                                         else "NVLink: TP>1 gets cheaper")))
+        out.append(
+            Change(
+                field="nvlink_active_links",
+                a=str(a.nvlink_active_links),
+                b=str(b.nvlink_active_links),
+                impact="TP all-reduce over "
+                + ("PCIe: TP>1 slows down" if not b.nvlink_active_links else "NVLink: TP>1 gets cheaper"),
+            )
+        )
     if a.l2_mib != b.l2_mib and a.l2_mib and b.l2_mib:
-        out.append(Change(field="l2_mib", a=f"{a.l2_mib:g}", b=f"{b.l2_mib:g}",
-                          impact="L2 size changes small-batch kernel behaviour; compare bench knees, not means"))
+        out.append(
+            Change(
+                field="l2_mib",
+                a=f"{a.l2_mib:g}",
+                b=f"{b.l2_mib:g}",
+                impact="L2 size changes small-batch kernel behaviour; compare bench knees, not means",
+            )
+        )
     if a.mig_enabled != b.mig_enabled and b.mig_enabled is not None:
-        out.append(Change(field="mig_enabled", a=str(a.mig_enabled), b=str(b.mig_enabled),
-                          impact="MIG slices expose a fraction of memory and SMs: plan against the slice"))
+        out.append(
+            Change(
+                field="mig_enabled",
+                a=str(a.mig_enabled),
+                b=str(b.mig_enabled),
+                impact="MIG slices expose a fraction of memory and SMs: plan against the slice",
+            )
+        )
     return out
 
 
@@ -149,16 +205,34 @@ def diff_hosts(a: HostFingerprint, b: HostFingerprint, a_name: str = "A", b_name
     """Every difference between two hosts that changes how an engine runs, with its impact."""
     changes: list[Change] = []
     if a.gpu_present != b.gpu_present:
-        changes.append(Change(field="gpu_present", a=str(a.gpu_present), b=str(b.gpu_present),
-                              impact=f"one host has no GPU ({a.reason or b.reason})"))
+        changes.append(
+            Change(
+                field="gpu_present",
+                a=str(a.gpu_present),
+                b=str(b.gpu_present),
+                impact=f"one host has no GPU ({a.reason or b.reason})",
+            )
+        )
     if len(a.gpus) != len(b.gpus):
-        changes.append(Change(field="gpu_count", a=str(len(a.gpus)), b=str(len(b.gpus)),
-                              impact="legal TP/PP/DP layouts change (`switchover plan parallel --gpus N`)"))
+        changes.append(
+            Change(
+                field="gpu_count",
+                a=str(len(a.gpus)),
+                b=str(len(b.gpus)),
+                impact="legal TP/PP/DP layouts change (`switchover plan parallel --gpus N`)",
+            )
+        )
     for field, what in (("driver_version", "driver"), ("cuda_driver_version", "CUDA (driver API)")):
         va, vb = getattr(a, field), getattr(b, field)
         if va != vb and va and vb:
-            changes.append(Change(field=field, a=va, b=vb,
-                                  impact=f"{what} changes: engine wheels need a minimum CUDA; kernels may differ"))
+            changes.append(
+                Change(
+                    field=field,
+                    a=va,
+                    b=vb,
+                    impact=f"{what} changes: engine wheels need a minimum CUDA; kernels may differ",
+                )
+            )
     seen: set[tuple[str, str | None, str | None]] = set()
     for ga, gb in zip(a.gpus, b.gpus, strict=False):  # identical GPUs report once
         for change in _gpu_changes(ga, gb):
@@ -179,8 +253,9 @@ def engine_findings(pins: list[EnginePin], host: HostFingerprint) -> list[Compat
     """Each pinned engine version against a host's driver and GPUs (engines/data/matrix/compat.yaml)."""
     out: list[CompatFinding] = []
     for pin in pins:
-        out += check_engine(pin, host.driver_version, [g.compute_capability for g in host.gpus],
-                            host.gpu_present and bool(host.gpus))
+        out += check_engine(
+            pin, host.driver_version, [g.compute_capability for g in host.gpus], host.gpu_present and bool(host.gpus)
+        )
     return out
 
 
@@ -193,11 +268,13 @@ def checkpoint_label(fmt: str, dtype: str | None) -> str:
     if fmt != "bf16":
         return fmt
     return {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32"}.get(
-        (dtype or "").lower(), "bf16")
+        (dtype or "").lower(), "bf16"
+    )
 
 
-def _kernel_message(who: str, label: str, va: FormatVerdict, vb: FormatVerdict, where: tuple[str, str],
-                    names: tuple[str, str]) -> str:
+def _kernel_message(
+    who: str, label: str, va: FormatVerdict, vb: FormatVerdict, where: tuple[str, str], names: tuple[str, str]
+) -> str:
     """One sentence: what this checkpoint loads with on B, against A."""
     (a_name, b_name), (wa, wb) = names, where
     this = f"this {label} checkpoint"
@@ -205,7 +282,8 @@ def _kernel_message(who: str, label: str, va: FormatVerdict, vb: FormatVerdict, 
         return f"{who}: unknown whether {this} loads on {b_name} ({vb.reason})"
     if vb.loads is False:
         return f"{who}: {this} will not load on {b_name} ({vb.reason})" + (
-            f"; on {a_name} it loads with {va.kernel}" if va.loads else "")
+            f"; on {a_name} it loads with {va.kernel}" if va.loads else ""
+        )
     if va.loads and va.kernel == vb.kernel:
         return f"{who}: {this} loads with the same kernel on both hosts ({vb.kernel})"
     if va.loads:
@@ -213,9 +291,17 @@ def _kernel_message(who: str, label: str, va: FormatVerdict, vb: FormatVerdict, 
     return f"{who}: {this} will load with {vb.kernel} on {b_name} ({wb}); on {a_name}: {va.reason}"
 
 
-def kernel_changes(fmt: str, engines: list[str], a: HostFingerprint, b: HostFingerprint, a_name: str = "A",
-                   b_name: str = "B", *, versions: dict[str, str] | None = None,
-                   dtype: str | None = None) -> list[KernelChange]:
+def kernel_changes(
+    fmt: str,
+    engines: list[str],
+    a: HostFingerprint,
+    b: HostFingerprint,
+    a_name: str = "A",
+    b_name: str = "B",
+    *,
+    versions: dict[str, str] | None = None,
+    dtype: str | None = None,
+) -> list[KernelChange]:
     """For each engine (at its release in `versions`, else the newest known): the kernel this checkpoint format
     loads with on A and on B, said as a sentence that names the checkpoint as its config does (`dtype`)."""
     (da, sa), (db, sb) = _device(a), _device(b)
@@ -229,16 +315,27 @@ def kernel_changes(fmt: str, engines: list[str], a: HostFingerprint, b: HostFing
         if label == "bf16" and vb.loads and db == "cuda" and sb is not None and sb < BF16_MIN_SM:
             msg += f"; {b_name} (sm{sb}) has no bf16 tensor cores: served as fp16 ({CAPABILITY_SOURCE})"
         note = format_rules_at(engine, version)[1]
-        out.append(KernelChange(engine=engine, version=version, format=label, matrix_format=fmt, a_loads=va.loads,
-                                a_kernel=va.kernel, b_loads=vb.loads, b_kernel=vb.kernel,
-                                message=msg + (f" [{note}]" if note else ""),
-                                sources=[x for x in dict.fromkeys([va.source, vb.source]) if x],
-                                verified=va.verified and vb.verified))
+        out.append(
+            KernelChange(
+                engine=engine,
+                version=version,
+                format=label,
+                matrix_format=fmt,
+                a_loads=va.loads,
+                a_kernel=va.kernel,
+                b_loads=vb.loads,
+                b_kernel=vb.kernel,
+                message=msg + (f" [{note}]" if note else ""),
+                sources=[x for x in dict.fromkeys([va.source, vb.source]) if x],
+                verified=va.verified and vb.verified,
+            )
+        )
     return out
 
 
-def compiled_findings(engine: CompiledEngine, a: HostFingerprint, b: HostFingerprint, a_name: str = "A",
-                      b_name: str = "B") -> list[CompiledFinding]:
+def compiled_findings(
+    engine: CompiledEngine, a: HostFingerprint, b: HostFingerprint, a_name: str = "A", b_name: str = "B"
+) -> list[CompiledFinding]:
     """A compiled engine taken as built on A (its directory does not record the GPU): whether B can run it, by the
     GPU architecture, the GPU count its ranks need and the rank files present (formats.yaml `compiled`, cited)."""
     spec = load_matrix().formats[engine.format].compiled
@@ -247,29 +344,66 @@ def compiled_findings(engine: CompiledEngine, a: HostFingerprint, b: HostFingerp
     built = f"built by TensorRT-LLM {engine.version}" if engine.version else "its TensorRT-LLM version unrecorded"
     out: list[CompiledFinding] = []
     if engine.missing_ranks:
-        out.append(CompiledFinding(engine_dir=where, status="fails", sources=[spec.layout_source], message=(
-            f"{where}: built for {engine.world_size} rank(s) but rank file(s) "
-            f"{', '.join(f'rank{r}.engine' for r in engine.missing_ranks[:8])} are missing")))
+        out.append(
+            CompiledFinding(
+                engine_dir=where,
+                status="fails",
+                sources=[spec.layout_source],
+                message=(
+                    f"{where}: built for {engine.world_size} rank(s) but rank file(s) "
+                    f"{', '.join(f'rank{r}.engine' for r in engine.missing_ranks[:8])} are missing"
+                ),
+            )
+        )
     (da, sa), (db, sb) = _device(a), _device(b)
     status: Literal["runs", "fails", "unknown"]
     if db == "cpu":
         status, msg = "fails", f"{b_name} has no GPU: a TensorRT engine runs on an NVIDIA GPU"
     elif da == "cpu" or sa is None or sb is None:
-        status, msg = "unknown", (f"the compute capability of {a_name if sa is None else b_name} is unknown: cannot "
-                                  f"tell whether an engine built on {a_name} runs on {b_name}")
+        status, msg = (
+            "unknown",
+            (
+                f"the compute capability of {a_name if sa is None else b_name} is unknown: cannot "
+                f"tell whether an engine built on {a_name} runs on {b_name}"
+            ),
+        )
     elif sa != sb:
-        status, msg = "fails", (f"an engine built on {a_name} (sm{sa}) does not run on {b_name} (sm{sb}): "
-                                f"{spec.architecture}; rebuild it on {b_name} from its checkpoint (trtllm-build), or "
-                                "serve the checkpoint itself")
+        status, msg = (
+            "fails",
+            (
+                f"an engine built on {a_name} (sm{sa}) does not run on {b_name} (sm{sb}): "
+                f"{spec.architecture}; rebuild it on {b_name} from its checkpoint (trtllm-build), or "
+                "serve the checkpoint itself"
+            ),
+        )
     else:
-        status, msg = "runs", (f"same GPU architecture (sm{sa}) on both hosts: it runs on {b_name} with the same "
-                               f"TensorRT-LLM version ({built})")
+        status, msg = (
+            "runs",
+            (
+                f"same GPU architecture (sm{sa}) on both hosts: it runs on {b_name} with the same "
+                f"TensorRT-LLM version ({built})"
+            ),
+        )
         if a.gpus and b.gpus and a.gpus[0].name != b.gpus[0].name:
             msg += f"; its kernels were tuned on {a.gpus[0].name}, so re-run bench on {b.gpus[0].name}"
-    out.append(CompiledFinding(engine_dir=where, status=status, message=f"{where} ({built}): {msg}",
-                               sources=[spec.architecture_source, spec.layout_source]))
+    out.append(
+        CompiledFinding(
+            engine_dir=where,
+            status=status,
+            message=f"{where} ({built}): {msg}",
+            sources=[spec.architecture_source, spec.layout_source],
+        )
+    )
     if db == "cuda" and len(b.gpus) < engine.world_size:
-        out.append(CompiledFinding(engine_dir=where, status="fails", sources=[spec.layout_source], message=(
-            f"{where}: built for {engine.world_size} GPU(s) (TP {engine.tp_size or 1} x PP {engine.pp_size or 1}); "
-            f"{b_name} has {len(b.gpus)}")))
+        out.append(
+            CompiledFinding(
+                engine_dir=where,
+                status="fails",
+                sources=[spec.layout_source],
+                message=(
+                    f"{where}: built for {engine.world_size} GPU(s) (TP {engine.tp_size or 1} x PP "
+                    f"{engine.pp_size or 1}); {b_name} has {len(b.gpus)}"
+                ),
+            )
+        )
     return out

@@ -21,24 +21,32 @@ class GpuFingerprint(BaseModel):
     name: str
     memory_total_mib: int = Field(ge=1, le=MAX_GIB * 1024, description="Total memory as NVML reports it, MiB")
     compute_capability: str | None = Field(default=None, description="e.g. 9.0; None: not reported")
-    pcie_gen: int | None = Field(default=None, description="PCIe generation the link runs at now (it may be lower "
-                                                           "than pcie_gen_max while idle); None: not reported")
-    pcie_gen_max: int | None = Field(default=None, description="Highest PCIe generation possible with this GPU "
-                                                               "in this system; None: not reported")
-    pcie_width: int | None = Field(default=None, description="PCIe lanes the link runs with now (it may be "
-                                                             "fewer while idle); None: not reported")
-    pcie_width_max: int | None = Field(default=None, description="Most PCIe lanes possible with this GPU in this "
-                                                                 "system; None: not reported")
-    nvlink_active_links: int | None = Field(default=None, description="Active NVLink links; 0: no NVLink (PCIe "
-                                                                      "only); None: not known")
+    pcie_gen: int | None = Field(
+        default=None,
+        description="PCIe generation the link runs at now (it may be lower "
+        "than pcie_gen_max while idle); None: not reported",
+    )
+    pcie_gen_max: int | None = Field(
+        default=None, description="Highest PCIe generation possible with this GPU in this system; None: not reported"
+    )
+    pcie_width: int | None = Field(
+        default=None, description="PCIe lanes the link runs with now (it may be fewer while idle); None: not reported"
+    )
+    pcie_width_max: int | None = Field(
+        default=None, description="Most PCIe lanes possible with this GPU in this system; None: not reported"
+    )
+    nvlink_active_links: int | None = Field(
+        default=None, description="Active NVLink links; 0: no NVLink (PCIe only); None: not known"
+    )
     power_limit_w: float | None = Field(default=None, description="Power management limit, W; None: not reported")
-    mig_enabled: bool | None = Field(default=None, description="MIG mode is on; None: not reported (a GPU without "
-                                                           "MIG)")
+    mig_enabled: bool | None = Field(default=None, description="MIG mode is on; None: not reported (a GPU without MIG)")
     catalog_name: str | None = Field(default=None, description="matching catalog entry, if any")
-    l2_mib: float | None = Field(default=None, description="L2 cache, MiB, from the catalog entry; None: "
-                                                           "no entry, or it does not say")
-    bandwidth_gbs: float | None = Field(default=None, description="Memory bandwidth, GB/s, from the catalog entry; "
-                                                                  "None: no entry")
+    l2_mib: float | None = Field(
+        default=None, description="L2 cache, MiB, from the catalog entry; None: no entry, or it does not say"
+    )
+    bandwidth_gbs: float | None = Field(
+        default=None, description="Memory bandwidth, GB/s, from the catalog entry; None: no entry"
+    )
 
     @field_validator("compute_capability")
     @classmethod
@@ -112,8 +120,9 @@ def fingerprint(nvml: Any | None = None) -> HostFingerprint:
         try:
             import pynvml  # nvidia-ml-py
         except ImportError:
-            return HostFingerprint(gpu_present=False, host=_host(),
-                                   reason="nvidia-ml-py is not installed (pip install 'switchover[gpu]')")
+            return HostFingerprint(
+                gpu_present=False, host=_host(), reason="nvidia-ml-py is not installed (pip install 'switchover[gpu]')"
+            )
         nvml = pynvml
     lib: Any = nvml
     try:
@@ -124,10 +133,13 @@ def fingerprint(nvml: Any | None = None) -> HostFingerprint:
         count = lib.nvmlDeviceGetCount()
         cuda = _try(lib.nvmlSystemGetCudaDriverVersion_v2) or _try(lib.nvmlSystemGetCudaDriverVersion)
         result = HostFingerprint(
-            gpu_present=count > 0, reason=None if count else "NVML found no GPU", host=_host(),
+            gpu_present=count > 0,
+            reason=None if count else "NVML found no GPU",
+            host=_host(),
             driver_version=_text(_try(lib.nvmlSystemGetDriverVersion)),
             cuda_driver_version=f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else None,
-            nvml_version=_text(_try(lib.nvmlSystemGetNVMLVersion)))
+            nvml_version=_text(_try(lib.nvmlSystemGetNVMLVersion)),
+        )
         for i in range(count):
             h = lib.nvmlDeviceGetHandleByIndex(i)
             name = _text(lib.nvmlDeviceGetName(h))
@@ -137,16 +149,24 @@ def fingerprint(nvml: Any | None = None) -> HostFingerprint:
             power = _try(lib.nvmlDeviceGetPowerManagementLimit, h)
             mig = _try(lib.nvmlDeviceGetMigMode, h)
             spec = match_catalog(name, mem)
-            result.gpus.append(GpuFingerprint(
-                index=i, name=name, memory_total_mib=mem, compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
-                pcie_gen=_try(lib.nvmlDeviceGetCurrPcieLinkGeneration, h),
-                pcie_gen_max=_try(lib.nvmlDeviceGetMaxPcieLinkGeneration, h),
-                pcie_width=_try(lib.nvmlDeviceGetCurrPcieLinkWidth, h),
-                pcie_width_max=_try(lib.nvmlDeviceGetMaxPcieLinkWidth, h),
-                nvlink_active_links=links, power_limit_w=power / 1000 if isinstance(power, int) else None,
-                mig_enabled=bool(mig[0]) if isinstance(mig, list | tuple) else None,
-                catalog_name=spec.name if spec else None, l2_mib=spec.l2_mib if spec else None,
-                bandwidth_gbs=spec.bandwidth_gbs if spec else None))
+            result.gpus.append(
+                GpuFingerprint(
+                    index=i,
+                    name=name,
+                    memory_total_mib=mem,
+                    compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
+                    pcie_gen=_try(lib.nvmlDeviceGetCurrPcieLinkGeneration, h),
+                    pcie_gen_max=_try(lib.nvmlDeviceGetMaxPcieLinkGeneration, h),
+                    pcie_width=_try(lib.nvmlDeviceGetCurrPcieLinkWidth, h),
+                    pcie_width_max=_try(lib.nvmlDeviceGetMaxPcieLinkWidth, h),
+                    nvlink_active_links=links,
+                    power_limit_w=power / 1000 if isinstance(power, int) else None,
+                    mig_enabled=bool(mig[0]) if isinstance(mig, list | tuple) else None,
+                    catalog_name=spec.name if spec else None,
+                    l2_mib=spec.l2_mib if spec else None,
+                    bandwidth_gbs=spec.bandwidth_gbs if spec else None,
+                )
+            )
         return result
     finally:
         _try(lib.nvmlShutdown)
@@ -155,8 +175,16 @@ def fingerprint(nvml: Any | None = None) -> HostFingerprint:
 def fingerprint_from_catalog(name: str, count: int = 1) -> HostFingerprint:
     """A synthetic fingerprint of `count` catalog GPUs, to diff against a real host."""
     spec = find_gpu(name)
-    gpus = [GpuFingerprint(index=i, name=spec.name, memory_total_mib=spec.memory_mib,
-                           compute_capability=spec.compute_capability, catalog_name=spec.name, l2_mib=spec.l2_mib,
-                           bandwidth_gbs=spec.bandwidth_gbs)
-            for i in range(count)]
+    gpus = [
+        GpuFingerprint(
+            index=i,
+            name=spec.name,
+            memory_total_mib=spec.memory_mib,
+            compute_capability=spec.compute_capability,
+            catalog_name=spec.name,
+            l2_mib=spec.l2_mib,
+            bandwidth_gbs=spec.bandwidth_gbs,
+        )
+        for i in range(count)
+    ]
     return HostFingerprint(gpu_present=True, gpus=gpus, host={"source": f"catalog:{spec.name}"})

@@ -177,9 +177,9 @@ class FrontConnection(ReplyWriter, asyncio.Protocol):
         for pos in range(0, len(data), FEED_SLICE):
             if self._dead or self.closed:
                 return
-            self._feed_slice(data[pos:pos + FEED_SLICE] if len(data) > FEED_SLICE else data)
+            self._feed_slice(data[pos : pos + FEED_SLICE] if len(data) > FEED_SLICE else data)
             if (self._burst_calls > BURST_CALLS or self._burst_bytes > BURST_BYTES) and not self._dead:
-                rest = data[pos + FEED_SLICE:]
+                rest = data[pos + FEED_SLICE :]
                 if rest:
                     self._backlog.appendleft(rest)  # before anything read later
                 if not self._yielding and not self.closed:
@@ -280,8 +280,11 @@ class FrontConnection(ReplyWriter, asyncio.Protocol):
             raise Refusal(405, f"method {method} is not allowed", "method")
         h = self._headers
         conn = h.get("connection")
-        if (parser.should_upgrade() or "upgrade" in h
-                or (conn is not None and "upgrade" in (t.strip().lower() for t in conn.split(",")))):
+        if (
+            parser.should_upgrade()
+            or "upgrade" in h
+            or (conn is not None and "upgrade" in (t.strip().lower() for t in conn.split(",")))
+        ):
             raise Refusal(400, "protocol upgrades are not supported", "upgrade")
         te = h.get("transfer-encoding")
         if te is not None and (version == "1.0" or te.strip().lower() != "chunked" or h.count("transfer-encoding") > 1):
@@ -316,7 +319,8 @@ class FrontConnection(ReplyWriter, asyncio.Protocol):
             raise Refusal(413, f"request body over {self.limits.max_body_bytes} bytes", "body_too_large")
         budget = self.front.budget
         if budget.by_kind["request_body"] + n > self.limits.max_buffered_body_bytes or not budget.take(
-                "request_body", n):
+            "request_body", n
+        ):
             raise Refusal(503, "the gateway holds too many request bodies; retry", "body_memory")
         if self._joined is not None:
             self._joined += body
@@ -346,8 +350,12 @@ class FrontConnection(ReplyWriter, asyncio.Protocol):
     # ---- answering -----------------------------------------------------------------------------------
     def keep_after(self, request: FrontRequest) -> bool:
         """Whether the connection stays open after this request's answer."""
-        return (request.keep_alive and not self._dead and not self.front.closing_all
-                and self.served < self.limits.keepalive_requests)
+        return (
+            request.keep_alive
+            and not self._dead
+            and not self.front.closing_all
+            and self.served < self.limits.keepalive_requests
+        )
 
     def _start_next(self) -> None:
         req = self.queue.popleft()

@@ -34,15 +34,23 @@ def fd_budget(wanted: int) -> int:
 class Front:
     """What all connections share: the handler, the limits, and the counts the limits are checked against."""
 
-    def __init__(self, handler: Handler, limits: LimitsConfig, on_refused: RefusedHook | None = None,
-                 budget: MemoryBudget | None = None) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        limits: LimitsConfig,
+        on_refused: RefusedHook | None = None,
+        budget: MemoryBudget | None = None,
+    ) -> None:
         self.handler = handler
         self.limits = limits
         self.on_refused = on_refused
         self.max_connections = fd_budget(limits.max_connections)
         if self.max_connections < limits.max_connections:
-            log.warning("limits.max_connections %d lowered to %d by the file-descriptor limit",
-                        limits.max_connections, self.max_connections)
+            log.warning(
+                "limits.max_connections %d lowered to %d by the file-descriptor limit",
+                limits.max_connections,
+                self.max_connections,
+            )
         self.conns: set[FrontConnection] = set()
         self.per_peer: dict[str, int] = {}
         self.budget = budget or MemoryBudget(limits.memory_budget_bytes)  # request bodies draw from it
@@ -57,8 +65,14 @@ class Front:
 
 
 @contextlib.asynccontextmanager
-async def serve_front(handler: Handler, host: str, port: int, limits: LimitsConfig | None = None,
-                      on_refused: RefusedHook | None = None, budget: MemoryBudget | None = None) -> Any:
+async def serve_front(
+    handler: Handler,
+    host: str,
+    port: int,
+    limits: LimitsConfig | None = None,
+    on_refused: RefusedHook | None = None,
+    budget: MemoryBudget | None = None,
+) -> Any:
     """Listen on host:port; yields (server, front). On exit: stop listening, close connections, cancel what
     still runs."""
     loop = asyncio.get_running_loop()

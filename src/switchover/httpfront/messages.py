@@ -21,8 +21,13 @@ class Reply:
 
     __slots__ = ("body", "headers", "status")
 
-    def __init__(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None,
-                 content_type: str | None = "application/json") -> None:
+    def __init__(
+        self,
+        status: int,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+        content_type: str | None = "application/json",
+    ) -> None:
         self.status = status
         self.body = body
         self.headers = headers if headers is not None else {}
@@ -68,8 +73,16 @@ class FrontRequest:
 
     __slots__ = ("_conn", "body", "headers", "keep_alive", "method", "target", "version")
 
-    def __init__(self, conn: FrontConnection, method: str, target: Target, version: str, headers: Headers,
-                 body: bytes, keep_alive: bool) -> None:
+    def __init__(
+        self,
+        conn: FrontConnection,
+        method: str,
+        target: Target,
+        version: str,
+        headers: Headers,
+        body: bytes,
+        keep_alive: bool,
+    ) -> None:
         self._conn = conn
         self.method = method
         self.target = target

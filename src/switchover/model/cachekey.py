@@ -36,8 +36,7 @@ def _hashes(path: str, mtime_ns: int) -> ModelHashes:
     from switchover.model.weights import weights_hash
 
     tpl = load_template(path).sha256 or "no-template"
-    return ModelHashes(weights=weights_hash(path).hash, tokenizer=load_tokenizer(path).info.fingerprint,
-                       template=tpl)
+    return ModelHashes(weights=weights_hash(path).hash, tokenizer=load_tokenizer(path).info.fingerprint, template=tpl)
 
 
 def model_hashes(path: str | Path) -> ModelHashes:
@@ -46,8 +45,14 @@ def model_hashes(path: str | Path) -> ModelHashes:
     return _hashes(str(p.resolve()), p.stat().st_mtime_ns)
 
 
-def cachekey(prompt: str, *, model_id: str, model_path: str | Path | None = None,
-             hashes: ModelHashes | None = None, width: int = 16) -> CacheKey:
+def cachekey(
+    prompt: str,
+    *,
+    model_id: str,
+    model_path: str | Path | None = None,
+    hashes: ModelHashes | None = None,
+    width: int = 16,
+) -> CacheKey:
     """A cache key for `prompt` under a model; give the model's files (`model_path`) or precomputed `hashes`.
 
     >>> cachekey("hi", model_id="m", hashes=ModelHashes(weights="a" * 32, tokenizer="b" * 64, template="c" * 64)).key
@@ -59,5 +64,6 @@ def cachekey(prompt: str, *, model_id: str, model_path: str | Path | None = None
         hashes = model_hashes(model_path)
     ph = hashlib.sha256(prompt.encode()).hexdigest()
     parts = [model_id, hashes.weights[:width], hashes.tokenizer[:width], hashes.template[:width], ph[:width]]
-    return CacheKey(key="|".join(parts), model_id=model_id, weights=parts[1], tokenizer=parts[2], template=parts[3],
-                    prompt=parts[4])
+    return CacheKey(
+        key="|".join(parts), model_id=model_id, weights=parts[1], tokenizer=parts[2], template=parts[3], prompt=parts[4]
+    )

@@ -37,12 +37,29 @@ class LayerKind(StrEnum):
 CACHELESS_PER_TOKEN = {LayerKind.LINEAR, LayerKind.MAMBA, LayerKind.NONE}
 
 DTYPE_BYTES: dict[str, float] = {
-    "float32": 4, "fp32": 4, "f32": 4, "float": 4,
-    "float16": 2, "fp16": 2, "f16": 2, "half": 2,
-    "bfloat16": 2, "bf16": 2,
-    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_e4m3fn": 1, "int8": 1, "q8_0": 1.0625,
-    "q4_0": 0.5625, "q4_1": 0.625, "q5_0": 0.6875, "q5_1": 0.75, "iq4_nl": 0.5625,
-    "nvfp4": 0.5625, "mxfp8": 1.03125,
+    "float32": 4,
+    "fp32": 4,
+    "f32": 4,
+    "float": 4,
+    "float16": 2,
+    "fp16": 2,
+    "f16": 2,
+    "half": 2,
+    "bfloat16": 2,
+    "bf16": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_e4m3fn": 1,
+    "int8": 1,
+    "q8_0": 1.0625,
+    "q4_0": 0.5625,
+    "q4_1": 0.625,
+    "q5_0": 0.6875,
+    "q5_1": 0.75,
+    "iq4_nl": 0.5625,
+    "nvfp4": 0.5625,
+    "mxfp8": 1.03125,
 }  # q*: GGML block sizes (ggml/src/ggml.c type traits); nvfp4: head_dim/2 + head_dim/16 (capacity.md §1)
 
 
@@ -60,8 +77,9 @@ class AttentionSpec(BaseModel):
     indexer_bytes_per_token: float = Field(default=0.0, description="DeepSeek-V3.2 NSA indexer K, per layer")
     global_head_dim: int | None = Field(default=None, description="Gemma-style global (full) layers' own head dim")
     global_kv_heads: int | None = Field(default=None, description="Gemma-style global layers' own KV heads")
-    draft_layers: int = Field(default=0, description="MTP / next-token layers the checkpoint carries (KV when "
-                                                     "speculative decoding uses them)")
+    draft_layers: int = Field(
+        default=0, description="MTP / next-token layers the checkpoint carries (KV when speculative decoding uses them)"
+    )
 
 
 class StateSpec(BaseModel):
@@ -99,13 +117,17 @@ class ModelCard(BaseModel):
     state: StateSpec | None = None
     moe: MoESpec | None = None
     weights: WeightsInfo
-    mlp_width: int = Field(default=0, description="MLP activation elements per token: intermediate_size, or "
-                                                  "experts per token x expert size (+ shared) for MoE")
-    tied_embeddings: bool = Field(default=False, description="lm_head reuses the token embedding "
-                                                             "(tie_word_embeddings)")
+    mlp_width: int = Field(
+        default=0,
+        description="MLP activation elements per token: intermediate_size, or "
+        "experts per token x expert size (+ shared) for MoE",
+    )
+    tied_embeddings: bool = Field(default=False, description="lm_head reuses the token embedding (tie_word_embeddings)")
     notes: list[str] = Field(default_factory=list)
-    integrity: CheckpointIntegrity | None = Field(default=None, description="shards and headers against the index "
-                                                  "and config.json (model folders with safetensors or an index)")
+    integrity: CheckpointIntegrity | None = Field(
+        default=None,
+        description="shards and headers against the index and config.json (model folders with safetensors or an index)",
+    )
 
     def count(self, kind: LayerKind) -> int:
         """How many layers are of this kind."""
@@ -153,9 +175,16 @@ def _require(cfg: dict[str, Any], what: str, groups: list[tuple[str, ...]]) -> l
 def _layer_kinds(cfg: dict[str, Any], n_layers: int, arch: str, mla: bool) -> list[LayerKind]:
     attn = LayerKind.MLA if mla else LayerKind.FULL
     if isinstance(cfg.get("layer_types"), list):
-        names = {"full_attention": attn, "attention": attn, "global": attn, "sliding_attention": LayerKind.SLIDING,
-                 "chunked_attention": LayerKind.SLIDING, "sliding": LayerKind.SLIDING,
-                 "linear_attention": LayerKind.LINEAR, "mamba": LayerKind.MAMBA}
+        names = {
+            "full_attention": attn,
+            "attention": attn,
+            "global": attn,
+            "sliding_attention": LayerKind.SLIDING,
+            "chunked_attention": LayerKind.SLIDING,
+            "sliding": LayerKind.SLIDING,
+            "linear_attention": LayerKind.LINEAR,
+            "mamba": LayerKind.MAMBA,
+        }
         unknown = sorted({t for t in cfg["layer_types"] if t not in names})
         if unknown:
             raise BadInput(f"cannot size {arch}: unknown layer_types {unknown}", hint=f"known: {sorted(names)}")
@@ -190,34 +219,59 @@ def _layer_kinds(cfg: dict[str, Any], n_layers: int, arch: str, mla: bool) -> li
 
 def _state_spec(cfg: dict[str, Any], arch: str, kinds: list[LayerKind], hidden: int) -> StateSpec | None:
     if LayerKind.LINEAR in kinds:
-        nk, nv, dk, dv, k = _require(cfg, f"{arch} linear-attention state", [
-            ("linear_num_key_heads",), ("linear_num_value_heads",), ("linear_key_head_dim",),
-            ("linear_value_head_dim",), ("linear_conv_kernel_dim",)])
-        return StateSpec(kind="gdn", conv_elements=(k - 1) * (2 * nk * dk + nv * dv), ssm_elements=nv * dk * dv,
-                         num_heads=nv)
+        nk, nv, dk, dv, k = _require(
+            cfg,
+            f"{arch} linear-attention state",
+            [
+                ("linear_num_key_heads",),
+                ("linear_num_value_heads",),
+                ("linear_key_head_dim",),
+                ("linear_value_head_dim",),
+                ("linear_conv_kernel_dim",),
+            ],
+        )
+        return StateSpec(
+            kind="gdn", conv_elements=(k - 1) * (2 * nk * dk + nv * dv), ssm_elements=nv * dk * dv, num_heads=nv
+        )
     if LayerKind.MAMBA not in kinds:
         return None
     if _first(cfg, "mamba_num_heads", "mamba_n_heads") is not None:  # Mamba2 (Nemotron-H, Granite-4)
-        heads, head_dim, d_state, groups, conv = _require(cfg, f"{arch} mamba2 state", [
-            ("mamba_num_heads", "mamba_n_heads"), ("mamba_head_dim", "mamba_d_head"),
-            ("ssm_state_size", "mamba_d_state"), ("n_groups", "mamba_n_groups"), ("conv_kernel", "mamba_d_conv")])
+        heads, head_dim, d_state, groups, conv = _require(
+            cfg,
+            f"{arch} mamba2 state",
+            [
+                ("mamba_num_heads", "mamba_n_heads"),
+                ("mamba_head_dim", "mamba_d_head"),
+                ("ssm_state_size", "mamba_d_state"),
+                ("n_groups", "mamba_n_groups"),
+                ("conv_kernel", "mamba_d_conv"),
+            ],
+        )
         d_inner = heads * head_dim
-        return StateSpec(kind="mamba2", conv_elements=(conv - 1) * (d_inner + 2 * groups * d_state),
-                         ssm_elements=heads * head_dim * d_state, num_heads=heads)
-    expand, d_state, conv = _require(cfg, f"{arch} mamba state", [
-        ("mamba_expand",), ("mamba_d_state",), ("mamba_d_conv",)])
+        return StateSpec(
+            kind="mamba2",
+            conv_elements=(conv - 1) * (d_inner + 2 * groups * d_state),
+            ssm_elements=heads * head_dim * d_state,
+            num_heads=heads,
+        )
+    expand, d_state, conv = _require(
+        cfg, f"{arch} mamba state", [("mamba_expand",), ("mamba_d_state",), ("mamba_d_conv",)]
+    )
     d_inner = int(expand * hidden)
-    return StateSpec(kind="mamba1", conv_elements=(conv - 1) * d_inner, ssm_elements=d_inner * d_state,
-                     num_heads=d_inner)
+    return StateSpec(
+        kind="mamba1", conv_elements=(conv - 1) * d_inner, ssm_elements=d_inner * d_state, num_heads=d_inner
+    )
 
 
 def _moe_spec(cfg: dict[str, Any]) -> MoESpec | None:
     experts = _first(cfg, "n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts")
     if not experts or int(experts) <= 1:
         return None
-    return MoESpec(num_experts=int(experts),
-                   experts_per_token=_first(cfg, "num_experts_per_tok", "num_experts_per_token", "moe_topk"),
-                   shared_experts=int(_first(cfg, "n_shared_experts", "num_shared_experts") or 0))
+    return MoESpec(
+        num_experts=int(experts),
+        experts_per_token=_first(cfg, "num_experts_per_tok", "num_experts_per_token", "moe_topk"),
+        shared_experts=int(_first(cfg, "n_shared_experts", "num_shared_experts") or 0),
+    )
 
 
 def card_from_config(cfg: dict[str, Any], name: str = "model", source: str = "config.json") -> ModelCard:
@@ -227,9 +281,15 @@ def card_from_config(cfg: dict[str, Any], name: str = "model", source: str = "co
     cfg = text_config(cfg)  # multimodal wrappers keep the decoder in text_config (or llm_config)
     check_config_fields(cfg, source)
     arch = (cfg.get("architectures") or [cfg.get("model_type") or "unknown"])[0]
-    n_layers, n_heads, hidden = _require(cfg, arch, [
-        ("num_hidden_layers", "n_layer", "num_layers"), ("num_attention_heads", "n_head"),
-        ("hidden_size", "d_model", "n_embd")])
+    n_layers, n_heads, hidden = _require(
+        cfg,
+        arch,
+        [
+            ("num_hidden_layers", "n_layer", "num_layers"),
+            ("num_attention_heads", "n_head"),
+            ("hidden_size", "d_model", "n_embd"),
+        ],
+    )
     notes: list[str] = []
     for key, value in (("num_hidden_layers", n_layers), ("num_attention_heads", n_heads), ("hidden_size", hidden)):
         if not isinstance(value, int) or value <= 0:
@@ -249,8 +309,10 @@ def card_from_config(cfg: dict[str, Any], name: str = "model", source: str = "co
         head_from = "qk_nope_head_dim + qk_rope_head_dim (MLA query/key size; the cache holds the latent)"
     else:
         if hidden % n_heads:
-            raise BadInput(f"cannot size {arch}: no head_dim and hidden_size {hidden} is not a multiple of "
-                           f"num_attention_heads {n_heads}")
+            raise BadInput(
+                f"cannot size {arch}: no head_dim and hidden_size {hidden} is not a multiple of "
+                f"num_attention_heads {n_heads}"
+            )
         head_dim, head_from = hidden // n_heads, "hidden_size/num_attention_heads (no head_dim in config)"
         notes.append(f"head_dim absent from config: using hidden/heads = {head_dim}, as the HF model class does")
     v_head_dim = int(cfg.get("v_head_dim") or head_dim)
@@ -264,17 +326,26 @@ def card_from_config(cfg: dict[str, Any], name: str = "model", source: str = "co
     state = _state_spec(cfg, arch, kinds, hidden)
     leftovers = sorted(k for k in cfg if any(s in k for s in ("mamba", "ssm_", "linear_attn", "rwkv")))
     if state is None and leftovers:
-        raise BadInput(f"cannot size {arch}: it has recurrent-state fields {leftovers} but no layer layout",
-                       hint="needs layer_types, hybrid_override_pattern, full_attention_interval or "
-                            "attn_layer_period/attn_layer_offset")
+        raise BadInput(
+            f"cannot size {arch}: it has recurrent-state fields {leftovers} but no layer layout",
+            hint="needs layer_types, hybrid_override_pattern, full_attention_interval or "
+            "attn_layer_period/attn_layer_offset",
+        )
     window = cfg.get("sliding_window") if LayerKind.SLIDING in kinds else None
-    attention = AttentionSpec(num_heads=n_heads, num_kv_heads=1 if mla else kv_heads, head_dim=head_dim,
-                              v_head_dim=v_head_dim, head_dim_from=head_from, sliding_window=window,
-                              kv_lora_rank=cfg.get("kv_lora_rank"), qk_rope_head_dim=rope,
-                              indexer_bytes_per_token=indexer,
-                              global_head_dim=_first(cfg, "global_head_dim", "global_attention_head_dim"),
-                              global_kv_heads=_first(cfg, "num_global_key_value_heads", "global_num_key_value_heads"),
-                              draft_layers=mtp_layers(cfg))
+    attention = AttentionSpec(
+        num_heads=n_heads,
+        num_kv_heads=1 if mla else kv_heads,
+        head_dim=head_dim,
+        v_head_dim=v_head_dim,
+        head_dim_from=head_from,
+        sliding_window=window,
+        kv_lora_rank=cfg.get("kv_lora_rank"),
+        qk_rope_head_dim=rope,
+        indexer_bytes_per_token=indexer,
+        global_head_dim=_first(cfg, "global_head_dim", "global_attention_head_dim"),
+        global_kv_heads=_first(cfg, "num_global_key_value_heads", "global_num_key_value_heads"),
+        draft_layers=mtp_layers(cfg),
+    )
     dtype = str(_first(cfg, "torch_dtype", "dtype") or "bfloat16")
     moe = _moe_spec(cfg)
     weights, wnotes = estimate_weights(cfg, kv_heads, cfg.get("quantization_config"))
@@ -284,14 +355,26 @@ def card_from_config(cfg: dict[str, Any], name: str = "model", source: str = "co
         shared = int(cfg.get("shared_expert_intermediate_size") or expert * moe.shared_experts)
         inter = expert * int(moe.experts_per_token or 1) + shared
     notes += wnotes
-    card = ModelCard(name=name, source=source, architecture=arch, model_type=str(cfg.get("model_type") or ""),
-                     num_layers=n_layers, hidden_size=hidden, vocab_size=cfg.get("vocab_size"),
-                     max_position_embeddings=cfg.get("max_position_embeddings"), dtype=dtype, layers=kinds,
-                     attention=attention, state=state, moe=moe,
-                     weights=weights, mlp_width=inter, notes=notes,
-                     # the HF default for Gemma is tied, as model/inventory.py prices it
-                     tied_embeddings=bool(cfg.get("tie_word_embeddings",
-                                                  str(cfg.get("model_type", "")).startswith("gemma"))))
+    card = ModelCard(
+        name=name,
+        source=source,
+        architecture=arch,
+        model_type=str(cfg.get("model_type") or ""),
+        num_layers=n_layers,
+        hidden_size=hidden,
+        vocab_size=cfg.get("vocab_size"),
+        max_position_embeddings=cfg.get("max_position_embeddings"),
+        dtype=dtype,
+        layers=kinds,
+        attention=attention,
+        state=state,
+        moe=moe,
+        weights=weights,
+        mlp_width=inter,
+        notes=notes,
+        # the HF default for Gemma is tied, as model/inventory.py prices it
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", str(cfg.get("model_type", "")).startswith("gemma"))),
+    )
     return card
 
 
@@ -315,12 +398,18 @@ def card_from_gguf(path: Path) -> ModelCard:
     if isinstance(kv_heads, list):
         kv_heads = max(kv_heads, default=None)
     cfg: dict[str, Any] = {
-        "architectures": [f"gguf:{arch}"], "model_type": arch,
-        "num_hidden_layers": field(p + "block_count"), "num_attention_heads": field(p + "attention.head_count"),
-        "num_key_value_heads": kv_heads, "hidden_size": field(p + "embedding_length"),
-        "head_dim": field(p + "attention.key_length"), "v_head_dim": field(p + "attention.value_length"),
-        "max_position_embeddings": field(p + "context_length"), "sliding_window": field(p + "attention.sliding_window"),
-        "num_experts": field(p + "expert_count"), "num_experts_per_tok": field(p + "expert_used_count"),
+        "architectures": [f"gguf:{arch}"],
+        "model_type": arch,
+        "num_hidden_layers": field(p + "block_count"),
+        "num_attention_heads": field(p + "attention.head_count"),
+        "num_key_value_heads": kv_heads,
+        "hidden_size": field(p + "embedding_length"),
+        "head_dim": field(p + "attention.key_length"),
+        "v_head_dim": field(p + "attention.value_length"),
+        "max_position_embeddings": field(p + "context_length"),
+        "sliding_window": field(p + "attention.sliding_window"),
+        "num_experts": field(p + "expert_count"),
+        "num_experts_per_tok": field(p + "expert_used_count"),
         "kv_lora_rank": field(p + "attention.kv_lora_rank"),
         "qk_rope_head_dim": field(p + "rope.dimension_count") if field(p + "attention.kv_lora_rank") else None,
         "vocab_size": field(p + "vocab_size"),
@@ -340,8 +429,15 @@ def card_from_gguf(path: Path) -> ModelCard:
         kind = ggml_type_name(ty)
         by_type[kind] = by_type.get(kind, 0) + nbytes
         params += math.prod(shape)
-    weights = WeightsInfo(origin="gguf", total_bytes=sum(by_type.values()), params=params, bytes_by_dtype=by_type,
-                          files=[path.name], quantization=dtype, source=f"exact: GGUF tensor table of {path.name}")
+    weights = WeightsInfo(
+        origin="gguf",
+        total_bytes=sum(by_type.values()),
+        params=params,
+        bytes_by_dtype=by_type,
+        files=[path.name],
+        quantization=dtype,
+        source=f"exact: GGUF tensor table of {path.name}",
+    )
     return card.model_copy(update={"weights": weights, "dtype": dtype})
 
 
@@ -366,10 +462,12 @@ def load_model_card(path: str | Path) -> ModelCard:
     if cfg is None:
         raise BadInput(f"{config}: no such file")
     if "build_config" in cfg and "pretrained_config" in cfg:  # formats.yaml trtllm-engine: not a checkpoint
-        raise BadInput(f"{config.parent}: a compiled TensorRT-LLM engine, not a checkpoint: its sizes are fixed at "
-                       "build time and it runs only on the GPU architecture it was built on",
-                       hint="plan with the checkpoint it was built from; `switchover hw diff A B -m "
-                            f"{config.parent}` says whether host B can run it")
+        raise BadInput(
+            f"{config.parent}: a compiled TensorRT-LLM engine, not a checkpoint: its sizes are fixed at "
+            "build time and it runs only on the GPU architecture it was built on",
+            hint="plan with the checkpoint it was built from; `switchover hw diff A B -m "
+            f"{config.parent}` says whether host B can run it",
+        )
     name = config.parent.name if config.name == "config.json" else config.stem
     if not cfg.get("quantization_config"):
         # ModelOpt writes its scheme beside config.json
@@ -381,10 +479,14 @@ def load_model_card(path: str | Path) -> ModelCard:
     if exact is not None:
         excluded = mtp_bytes(cfg, card.weights)
         if excluded:
-            exact = exact.model_copy(update={
-                "total_bytes": exact.total_bytes - excluded, "excluded_bytes": exact.excluded_bytes + excluded,
-                "source": exact.source + f"; minus {excluded / 2**30:.2f} GiB of MTP layers (estimated; loaded "
-                                         "only with speculative decoding)"})
+            exact = exact.model_copy(
+                update={
+                    "total_bytes": exact.total_bytes - excluded,
+                    "excluded_bytes": exact.excluded_bytes + excluded,
+                    "source": exact.source + f"; minus {excluded / 2**30:.2f} GiB of MTP layers (estimated; loaded "
+                    "only with speculative decoding)",
+                }
+            )
         card = card.model_copy(update={"weights": exact})
     return _checked(card, config.parent, cfg)
 
@@ -396,9 +498,9 @@ def _checked(card: ModelCard, folder: Path, cfg: dict[str, Any]) -> ModelCard:
     if report is None:
         return card
     if report.errors:
-        raise CheckFailed(f"{folder}: checkpoint integrity: " + "; ".join(f.message for f in report.errors),
-                          hint="re-download the missing or mismatched files, or fix config.json")
+        raise CheckFailed(
+            f"{folder}: checkpoint integrity: " + "; ".join(f.message for f in report.errors),
+            hint="re-download the missing or mismatched files, or fix config.json",
+        )
     warnings = [f"checkpoint: {f.message}" for f in report.findings if f.severity == "warning"]
     return card.model_copy(update={"integrity": report, "notes": card.notes + warnings})
-
-

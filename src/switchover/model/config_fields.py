@@ -17,23 +17,79 @@ MAX_FIELD = 1 << 40  # no size, count or vocabulary in a config comes near 10^12
 
 # whole numbers >= 0 (0 or absent: the feature is off, or the field falls back to another)
 COUNTS = (
-    "head_dim", "v_head_dim", "qk_nope_head_dim", "qk_rope_head_dim", "kv_lora_rank", "q_lora_rank",
-    "index_head_dim", "index_n_heads", "sliding_window", "sliding_window_pattern", "max_position_embeddings",
-    "vocab_size", "intermediate_size", "ffn_dim", "n_inner", "intermediate_size_mlp", "dense_intermediate_size",
-    "moe_intermediate_size", "expert_intermediate_size", "shared_expert_intermediate_size",
-    "n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts", "num_experts_per_tok",
-    "num_experts_per_token", "moe_topk", "n_shared_experts", "num_shared_experts", "first_k_dense_replace",
-    "moe_layer_freq", "decoder_sparse_step", "interleave_moe_layer_step", "expert_layer_offset", "attn_layer_offset",
-    "full_attention_interval", "global_head_dim", "global_attention_head_dim", "num_global_key_value_heads",
-    "global_num_key_value_heads", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-    "linear_value_head_dim", "linear_conv_kernel_dim", "mamba_num_heads", "mamba_n_heads", "mamba_head_dim",
-    "mamba_d_head", "ssm_state_size", "mamba_d_state", "n_groups", "mamba_n_groups", "conv_kernel", "mamba_d_conv",
-    "mamba_dt_rank", "num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers",
+    "head_dim",
+    "v_head_dim",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "index_head_dim",
+    "index_n_heads",
+    "sliding_window",
+    "sliding_window_pattern",
+    "max_position_embeddings",
+    "vocab_size",
+    "intermediate_size",
+    "ffn_dim",
+    "n_inner",
+    "intermediate_size_mlp",
+    "dense_intermediate_size",
+    "moe_intermediate_size",
+    "expert_intermediate_size",
+    "shared_expert_intermediate_size",
+    "n_routed_experts",
+    "num_experts",
+    "num_local_experts",
+    "moe_num_experts",
+    "num_experts_per_tok",
+    "num_experts_per_token",
+    "moe_topk",
+    "n_shared_experts",
+    "num_shared_experts",
+    "first_k_dense_replace",
+    "moe_layer_freq",
+    "decoder_sparse_step",
+    "interleave_moe_layer_step",
+    "expert_layer_offset",
+    "attn_layer_offset",
+    "full_attention_interval",
+    "global_head_dim",
+    "global_attention_head_dim",
+    "num_global_key_value_heads",
+    "global_num_key_value_heads",
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_conv_kernel_dim",
+    "mamba_num_heads",
+    "mamba_n_heads",
+    "mamba_head_dim",
+    "mamba_d_head",
+    "ssm_state_size",
+    "mamba_d_state",
+    "n_groups",
+    "mamba_n_groups",
+    "conv_kernel",
+    "mamba_d_conv",
+    "mamba_dt_rank",
+    "num_nextn_predict_layers",
+    "mtp_num_hidden_layers",
+    "num_mtp_layers",
 )
 PERIODS = ("attn_layer_period", "expert_layer_period")  # divisors: whole numbers >= 1
 REALS = ("mamba_expand",)  # positive numbers
-VISION_COUNTS = ("hidden_size", "embed_dim", "width", "num_hidden_layers", "depth", "layers", "intermediate_size",
-                 "patch_size", "out_hidden_size")
+VISION_COUNTS = (
+    "hidden_size",
+    "embed_dim",
+    "width",
+    "num_hidden_layers",
+    "depth",
+    "layers",
+    "intermediate_size",
+    "patch_size",
+    "out_hidden_size",
+)
 
 
 def _whole(value: Any) -> bool:
@@ -49,8 +105,9 @@ def _check(cfg: dict[str, Any], source: str, prefix: str, keys: tuple[str, ...],
         if value is None:
             continue
         if not _whole(value) or not lo <= value <= MAX_FIELD:
-            raise BadInput(f"{source}: {prefix}{key} must be a whole number from {lo} to {MAX_FIELD}, "
-                           f"got {str(value)[:40]!r}")
+            raise BadInput(
+                f"{source}: {prefix}{key} must be a whole number from {lo} to {MAX_FIELD}, got {str(value)[:40]!r}"
+            )
 
 
 def check_config_fields(cfg: dict[str, Any], source: str) -> None:
@@ -59,8 +116,12 @@ def check_config_fields(cfg: dict[str, Any], source: str) -> None:
     _check(cfg, source, "", PERIODS, 1)
     for key in REALS:
         value = cfg.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
-                                  or not math.isfinite(value) or not 0 < value <= MAX_FIELD):
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or not 0 < value <= MAX_FIELD
+        ):
             raise BadInput(f"{source}: {key} must be a positive number, got {str(value)[:40]!r}")
     for key in ("num_hidden_layers", "n_layer", "num_layers"):
         value = cfg.get(key)

@@ -12,10 +12,22 @@ from pydantic import BaseModel, Field
 from switchover.engines import list_profiles, load_profile
 from switchover.model.source import gguf_fields, read_json, resolve
 
-SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
-            "frequency_penalty", "max_new_tokens")
-_ALIASES = {"temp": "temperature", "repeat_penalty": "repetition_penalty", "penalty_repeat": "repetition_penalty",
-            "max_tokens": "max_new_tokens"}
+SAMPLING = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "max_new_tokens",
+)
+_ALIASES = {
+    "temp": "temperature",
+    "repeat_penalty": "repetition_penalty",
+    "penalty_repeat": "repetition_penalty",
+    "max_tokens": "max_new_tokens",
+}
 
 
 def _canon(name: str) -> str:
@@ -33,17 +45,23 @@ def load_generation(path: str | Path) -> GenerationDefaults:
     kind, p = resolve(path)
     if kind == "gguf":
         meta = gguf_fields(p)
-        fields = {_canon(k.removeprefix("general.sampling.")): v for k, v in meta.items()
-                  if k.startswith("general.sampling.")}
+        fields = {
+            _canon(k.removeprefix("general.sampling.")): v for k, v in meta.items() if k.startswith("general.sampling.")
+        }
         fields = {k: v for k, v in fields.items() if k in SAMPLING}
-        return GenerationDefaults(source=str(p), origin="GGUF general.sampling.*" if fields else None, fields=fields,
-                                  eos_token_id=meta.get("tokenizer.ggml.eos_token_id"))
+        return GenerationDefaults(
+            source=str(p),
+            origin="GGUF general.sampling.*" if fields else None,
+            fields=fields,
+            eos_token_id=meta.get("tokenizer.ggml.eos_token_id"),
+        )
     cfg = read_json(p / "generation_config.json")
     if cfg is None:
         return GenerationDefaults(source=str(p), origin=None)
     fields = {_canon(k): v for k, v in cfg.items() if _canon(k) in SAMPLING}
-    return GenerationDefaults(source=str(p), origin="generation_config.json", fields=fields,
-                              eos_token_id=cfg.get("eos_token_id"))
+    return GenerationDefaults(
+        source=str(p), origin="generation_config.json", fields=fields, eos_token_id=cfg.get("eos_token_id")
+    )
 
 
 class EffectiveRow(BaseModel):
@@ -66,16 +84,18 @@ class GenerationDiff(BaseModel):
 def effective(model: GenerationDefaults, engine: str) -> dict[str, tuple[Any, str]]:
     """What a request that omits sampling fields gets from `engine` serving this model: value and origin."""
     api = load_profile(engine).api
-    out: dict[str, tuple[Any, str]] = {_canon(k): (v, "engine default") for k, v in api.default_sampling.items()
-                                       if _canon(k) in SAMPLING}
+    out: dict[str, tuple[Any, str]] = {
+        _canon(k): (v, "engine default") for k, v in api.default_sampling.items() if _canon(k) in SAMPLING
+    }
     if api.generation_config_applied:
         for k, v in model.fields.items():
             out[k] = (v, "model")
     return out
 
 
-def diff_generation(old: GenerationDefaults, new: GenerationDefaults, old_engine: str | None = None,
-                    new_engine: str | None = None) -> GenerationDiff:
+def diff_generation(
+    old: GenerationDefaults, new: GenerationDefaults, old_engine: str | None = None, new_engine: str | None = None
+) -> GenerationDiff:
     """File-level changes, and effective defaults per engine (or old engine -> new engine when both are given)."""
     d = GenerationDiff(old=old, new=new)
     for k in sorted(set(old.fields) | set(new.fields)):

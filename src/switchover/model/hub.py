@@ -17,9 +17,19 @@ from pathlib import Path
 from switchover.errors import BadInput
 
 #: The files a plan reads; weights are never downloaded (their size comes from the index).
-HUB_FILES = ["config.json", "generation_config.json", "model.safetensors.index.json", "hf_quant_config.json",
-             "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-             "chat_template.jinja", "chat_template.json", "params.json"]
+HUB_FILES = [
+    "config.json",
+    "generation_config.json",
+    "model.safetensors.index.json",
+    "hf_quant_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.model",
+    "chat_template.jinja",
+    "chat_template.json",
+    "params.json",
+]
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9_.-]{1,96}$")
 
@@ -44,8 +54,9 @@ def _remote_files(repo_id: str, revision: str | None) -> tuple[str, dict[str, in
 
     info = HfApi().model_info(repo_id, revision=revision, files_metadata=True)
     wanted = set(HUB_FILES)
-    return str(info.sha or revision or "main"), {s.rfilename: s.size for s in info.siblings or []
-                                                 if s.rfilename in wanted}
+    return str(info.sha or revision or "main"), {
+        s.rfilename: s.size for s in info.siblings or [] if s.rfilename in wanted
+    }
 
 
 def _network_errors() -> tuple[type[BaseException], ...]:
@@ -66,24 +77,32 @@ def _download(repo_id: str, filename: str, commit: str, cache_dir: str | None, s
     path = Path(hf_hub_download(repo_id, filename, revision=commit, cache_dir=cache_dir))
     got = path.stat().st_size
     if size is not None and got != size:
-        raise BadInput(f"{repo_id}: {filename} arrived with {got} bytes, but the hub's file list says {size}",
-                       hint="retry (the repo may have changed between the two requests), or pass a local folder")
+        raise BadInput(
+            f"{repo_id}: {filename} arrived with {got} bytes, but the hub's file list says {size}",
+            hint="retry (the repo may have changed between the two requests), or pass a local folder",
+        )
     return path
 
 
 def _checked(repo_id: str, files: dict[str, int | None]) -> list[str]:
     """The files to fetch, each size-checked before anything is written; config.json must be among them."""
     if "config.json" not in files:
-        raise BadInput(f"{repo_id}: the repo has no config.json at its top level",
-                       hint="the repo may be GGUF-only; pass the .gguf file")
+        raise BadInput(
+            f"{repo_id}: the repo has no config.json at its top level",
+            hint="the repo may be GGUF-only; pass the .gguf file",
+        )
     for name, size in sorted(files.items()):
         if size is None:
-            raise BadInput(f"{repo_id}: the hub did not report the size of {name}, so it is not downloaded",
-                           hint="download the repo's config and index files yourself and pass the folder")
+            raise BadInput(
+                f"{repo_id}: the hub did not report the size of {name}, so it is not downloaded",
+                hint="download the repo's config and index files yourself and pass the folder",
+            )
         if size > MAX_FILE_BYTES:
-            raise BadInput(f"{repo_id}: {name} is {size / 2**20:.0f} MiB, over the {MAX_FILE_BYTES >> 20} MiB a "
-                           "planner file may be; not downloaded",
-                           hint="pass a local model folder")
+            raise BadInput(
+                f"{repo_id}: {name} is {size / 2**20:.0f} MiB, over the {MAX_FILE_BYTES >> 20} MiB a "
+                "planner file may be; not downloaded",
+                hint="pass a local model folder",
+            )
     return sorted(files)
 
 
@@ -92,16 +111,22 @@ def _from_cache(repo_id: str, revision: str | None, cache_dir: str | None, why: 
     from huggingface_hub.errors import LocalEntryNotFoundError
 
     try:  # local_files_only: reads the cache, never the network, writes nothing
-        return Path(snapshot_download(repo_id, revision=revision, cache_dir=cache_dir, allow_patterns=HUB_FILES,
-                                      local_files_only=True))
+        return Path(
+            snapshot_download(
+                repo_id, revision=revision, cache_dir=cache_dir, allow_patterns=HUB_FILES, local_files_only=True
+            )
+        )
     except LocalEntryNotFoundError:
-        raise BadInput(f"{repo_id}: not a local path, and the Hugging Face cache has no snapshot of it ({why})",
-                       hint="download it once with network access (the same command fetches config.json and the "
-                            "safetensors index only), or pass a local model folder") from None
+        raise BadInput(
+            f"{repo_id}: not a local path, and the Hugging Face cache has no snapshot of it ({why})",
+            hint="download it once with network access (the same command fetches config.json and the "
+            "safetensors index only), or pass a local model folder",
+        ) from None
 
 
-def fetch_repo(repo_id: str, *, revision: str | None = None, cache_dir: str | Path | None = None,
-               offline: bool | None = None) -> Path:
+def fetch_repo(
+    repo_id: str, *, revision: str | None = None, cache_dir: str | Path | None = None, offline: bool | None = None
+) -> Path:
     """The local snapshot folder holding the planner's files of `repo_id`: from the cache when offline or when the
     hub cannot be reached; otherwise the hub's file list is read first and only the planner's files, each under
     MAX_FILE_BYTES, are downloaded (no weight file, no file of unknown size)."""
@@ -113,8 +138,10 @@ def fetch_repo(repo_id: str, *, revision: str | None = None, cache_dir: str | Pa
             RevisionNotFoundError,
         )
     except ImportError:  # pragma: no cover - the `model` extra brings it
-        raise BadInput(f"{repo_id}: reading a Hugging Face repo id needs huggingface_hub",
-                       hint="pip install 'switchover[model]', or pass a local model folder") from None
+        raise BadInput(
+            f"{repo_id}: reading a Hugging Face repo id needs huggingface_hub",
+            hint="pip install 'switchover[model]', or pass a local model folder",
+        ) from None
     offline = _offline() if offline is None else offline
     cache = str(cache_dir) if cache_dir else None
     unreachable: tuple[type[BaseException], ...] = (HfHubHTTPError, *_network_errors())
@@ -135,17 +162,25 @@ def fetch_repo(repo_id: str, *, revision: str | None = None, cache_dir: str | Pa
                     if name != "config.json":
                         _download(repo_id, name, commit, cache, files[name])
     except (RepositoryNotFoundError, GatedRepoError) as exc:
-        raise BadInput(f"{repo_id}: the Hugging Face hub refused the repo ({type(exc).__name__})",
-                       hint="check the id; gated repos need HF_TOKEN") from None
+        raise BadInput(
+            f"{repo_id}: the Hugging Face hub refused the repo ({type(exc).__name__})",
+            hint="check the id; gated repos need HF_TOKEN",
+        ) from None
     except RevisionNotFoundError:
         raise BadInput(f"{repo_id}: revision {revision!r} not found on the hub") from None
     except unreachable as exc:
-        raise BadInput(f"{repo_id}: fetching from the Hugging Face hub failed: {type(exc).__name__}",
-                       hint="retry, set HF_HUB_OFFLINE=1 to use the cache, or pass a local folder") from None
+        raise BadInput(
+            f"{repo_id}: fetching from the Hugging Face hub failed: {type(exc).__name__}",
+            hint="retry, set HF_HUB_OFFLINE=1 to use the cache, or pass a local folder",
+        ) from None
     except ValueError as exc:  # HFValidationError: the hub's own id rules (no '--', no leading/trailing '-' or '.')
-        raise BadInput(f"{repo_id}: not a local path, nor a valid Hugging Face repo id ({str(exc)[:120]})",
-                       hint="check the path or the id (owner/name)") from None
+        raise BadInput(
+            f"{repo_id}: not a local path, nor a valid Hugging Face repo id ({str(exc)[:120]})",
+            hint="check the path or the id (owner/name)",
+        ) from None
     if not (path / "config.json").exists():
-        raise BadInput(f"{repo_id}: the snapshot at {path} has no config.json",
-                       hint="the repo may be GGUF-only; pass the .gguf file")
+        raise BadInput(
+            f"{repo_id}: the snapshot at {path} has no config.json",
+            hint="the repo may be GGUF-only; pass the .gguf file",
+        )
     return path

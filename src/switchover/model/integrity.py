@@ -53,28 +53,51 @@ def _names(items: list[str] | set[str]) -> str:
     return ", ".join(ordered[:_SHOWN]) + more
 
 
-def _shard_findings(folder: Path, weight_map: dict[str, str], tables: dict[Path, list[Tensor]]
-                    ) -> list[IntegrityFinding]:
+def _shard_findings(
+    folder: Path, weight_map: dict[str, str], tables: dict[Path, list[Tensor]]
+) -> list[IntegrityFinding]:
     """Shards the index names that are absent, and tensors the index places in a shard whose header lacks them."""
     listed = set(weight_map.values())
     present = {p.name for p in tables}
     missing = listed - present
     if missing and missing == listed:
-        return [IntegrityFinding(check="shards", severity="unchecked", message=(
-            f"none of the {len(listed)} shard(s) {INDEX} names is on disk: sizes come from the index, the weights "
-            "themselves are not checked"))]
+        return [
+            IntegrityFinding(
+                check="shards",
+                severity="unchecked",
+                message=(
+                    f"none of the {len(listed)} shard(s) {INDEX} names is on disk: sizes come from the index, the "
+                    "weights themselves are not checked"
+                ),
+            )
+        ]
     if missing:
-        return [IntegrityFinding(check="shards", severity="error", message=(
-            f"{len(missing)} of the {len(listed)} shard(s) {INDEX} names are missing from {folder}: "
-            f"{_names(missing)} (an interrupted download? fetch them again)"))]
+        return [
+            IntegrityFinding(
+                check="shards",
+                severity="error",
+                message=(
+                    f"{len(missing)} of the {len(listed)} shard(s) {INDEX} names are missing from {folder}: "
+                    f"{_names(missing)} (an interrupted download? fetch them again)"
+                ),
+            )
+        ]
     in_headers = {p.name: {t[0] for t in table} for p, table in tables.items()}
     absent = {name for name, shard in weight_map.items() if name not in in_headers.get(shard, set())}
     if absent:
-        return [IntegrityFinding(check="index_tensors", severity="error", message=(
-            f"{len(absent)} tensor(s) {INDEX} places in a shard are not in that shard's header: {_names(absent)} "
-            "(a shard from another revision of the checkpoint?)"))]
-    return [IntegrityFinding(check="shards", severity="ok",
-                             message=f"all {len(listed)} shard(s) {INDEX} names are on disk")]
+        return [
+            IntegrityFinding(
+                check="index_tensors",
+                severity="error",
+                message=(
+                    f"{len(absent)} tensor(s) {INDEX} places in a shard are not in that shard's header: "
+                    f"{_names(absent)} (a shard from another revision of the checkpoint?)"
+                ),
+            )
+        ]
+    return [
+        IntegrityFinding(check="shards", severity="ok", message=f"all {len(listed)} shard(s) {INDEX} names are on disk")
+    ]
 
 
 def _layer_finding(cfg: dict[str, Any], names: list[str]) -> IntegrityFinding:
@@ -82,20 +105,31 @@ def _layer_finding(cfg: dict[str, Any], names: list[str]) -> IntegrityFinding:
     found = {int(m.group(1)) for n in names if not _TOWER.search(n) for m in [_LAYER.search(n)] if m}
     configured = cfg.get("num_hidden_layers")
     if not found or not isinstance(configured, int):
-        return IntegrityFinding(check="layers", severity="unchecked", message=(
-            "no tensor is named model.layers.N: the decoder layer count is not checked"))
+        return IntegrityFinding(
+            check="layers",
+            severity="unchecked",
+            message=("no tensor is named model.layers.N: the decoder layer count is not checked"),
+        )
     extra = mtp_layers(cfg)
     expected = configured + extra
     how = f"num_hidden_layers {configured}" + (f" + {extra} MTP layer(s)" if extra else "")
     gaps = sorted(set(range(max(found) + 1)) - found)
     if len(found) < configured or gaps:
         missing = sorted(set(range(configured)) - found)
-        return IntegrityFinding(check="layers", severity="error", message=(
-            f"the weights hold {len(found)} decoder layer(s) for {how}"
-            + (f"; layers {_names({str(i) for i in missing})} have no tensors" if missing else "")))
+        return IntegrityFinding(
+            check="layers",
+            severity="error",
+            message=(
+                f"the weights hold {len(found)} decoder layer(s) for {how}"
+                + (f"; layers {_names({str(i) for i in missing})} have no tensors" if missing else "")
+            ),
+        )
     if len(found) > expected:
-        return IntegrityFinding(check="layers", severity="warning", message=(
-            f"the weights hold {len(found)} decoder layers for {how}: the extra layers are not loaded"))
+        return IntegrityFinding(
+            check="layers",
+            severity="warning",
+            message=(f"the weights hold {len(found)} decoder layers for {how}: the extra layers are not loaded"),
+        )
     return IntegrityFinding(check="layers", severity="ok", message=f"{len(found)} decoder layers, as {how}")
 
 
@@ -103,8 +137,13 @@ def _embedding_findings(cfg: dict[str, Any], shapes: dict[str, list[int]]) -> li
     """The token embedding's [vocab, hidden] shape against vocab_size and hidden_size."""
     embeds = [(n, s) for n, s in shapes.items() if n.endswith("embed_tokens.weight") and not _TOWER.search(n)]
     if len(embeds) != 1 or len(embeds[0][1]) != 2:
-        return [IntegrityFinding(check="hidden_size", severity="unchecked", message=(
-            "no single 2-D embed_tokens.weight tensor: hidden size and vocabulary are not checked"))]
+        return [
+            IntegrityFinding(
+                check="hidden_size",
+                severity="unchecked",
+                message=("no single 2-D embed_tokens.weight tensor: hidden size and vocabulary are not checked"),
+            )
+        ]
     name, (rows, cols) = embeds[0]
     out: list[IntegrityFinding] = []
     for check, field, got in (("hidden_size", "hidden_size", cols), ("vocab", "vocab_size", rows)):
@@ -112,8 +151,13 @@ def _embedding_findings(cfg: dict[str, Any], shapes: dict[str, list[int]]) -> li
         if not isinstance(want, int):
             out.append(IntegrityFinding(check=check, severity="unchecked", message=f"config.json has no {field}"))
         elif want != got:
-            out.append(IntegrityFinding(check=check, severity="error", message=(
-                f"{name} is [{rows}, {cols}]: {got} does not match config.json {field} {want}")))
+            out.append(
+                IntegrityFinding(
+                    check=check,
+                    severity="error",
+                    message=(f"{name} is [{rows}, {cols}]: {got} does not match config.json {field} {want}"),
+                )
+            )
         else:
             out.append(IntegrityFinding(check=check, severity="ok", message=f"{field} {want}, as {name}"))
     return out
@@ -123,23 +167,30 @@ def _params_finding(raw: dict[str, Any], cfg: dict[str, Any], shapes: dict[str, 
     """Parameters in the headers against the config's parameter inventory (16-bit checkpoints only: packed
     quantized tensors have other shapes)."""
     if raw.get("quantization_config") or isinstance(raw.get("vision_config"), dict):
-        return IntegrityFinding(check="params", severity="unchecked", message=(
-            "quantized or multimodal checkpoint: packed or tower tensors make the inventory not comparable"))
+        return IntegrityFinding(
+            check="params",
+            severity="unchecked",
+            message=("quantized or multimodal checkpoint: packed or tower tensors make the inventory not comparable"),
+        )
     stored = sum(math.prod(s) for s in shapes.values())
     if cfg.get("tie_word_embeddings") and "lm_head.weight" in shapes:
         stored -= math.prod(shapes["lm_head.weight"])  # a tied copy stored anyway is not a parameter of its own
     try:
         expected = sum(g.params for g in weight_groups(raw))
     except (KeyError, TypeError, ValueError):
-        return IntegrityFinding(check="params", severity="unchecked",
-                                message="config.json lacks the fields for a parameter inventory")
+        return IntegrityFinding(
+            check="params", severity="unchecked", message="config.json lacks the fields for a parameter inventory"
+        )
     if expected <= 0:
         return IntegrityFinding(check="params", severity="unchecked", message="the inventory has no parameters")
     drift = (stored - expected) / expected
     figures = f"{stored:,} parameters in the headers, {expected:,} from config.json ({drift:+.1%})"
     if abs(drift) > PARAMS_TOLERANCE:
-        return IntegrityFinding(check="params", severity="warning", message=(
-            f"{figures}: past {PARAMS_TOLERANCE:.0%}, the config does not describe these weights"))
+        return IntegrityFinding(
+            check="params",
+            severity="warning",
+            message=(f"{figures}: past {PARAMS_TOLERANCE:.0%}, the config does not describe these weights"),
+        )
     return IntegrityFinding(check="params", severity="ok", message=figures)
 
 

@@ -61,36 +61,47 @@ def _attention(cfg: dict[str, Any], prefix: str, hidden: int, n: int) -> list[We
         rank, rope = int(cfg["kv_lora_rank"]), int(cfg["qk_rope_head_dim"])
         nope, v = int(cfg.get("qk_nope_head_dim") or 128), int(cfg.get("v_head_dim") or 128)
         q_rank = cfg.get("q_lora_rank")
-        groups = [WeightGroup(f"{prefix}.kv_a_proj_with_mqa", "attn", rank + rope, hidden, n, shard="replicated"),
-                  WeightGroup(f"{prefix}.kv_b_proj", "attn", heads * (nope + v), rank, n),
-                  WeightGroup(f"{prefix}.o_proj", "attn", hidden, heads * v, n)]
+        groups = [
+            WeightGroup(f"{prefix}.kv_a_proj_with_mqa", "attn", rank + rope, hidden, n, shard="replicated"),
+            WeightGroup(f"{prefix}.kv_b_proj", "attn", heads * (nope + v), rank, n),
+            WeightGroup(f"{prefix}.o_proj", "attn", hidden, heads * v, n),
+        ]
         if q_rank:
-            groups += [WeightGroup(f"{prefix}.q_a_proj", "attn", int(q_rank), hidden, n, shard="replicated"),
-                       WeightGroup(f"{prefix}.q_b_proj", "attn", heads * (nope + rope), int(q_rank), n)]
+            groups += [
+                WeightGroup(f"{prefix}.q_a_proj", "attn", int(q_rank), hidden, n, shard="replicated"),
+                WeightGroup(f"{prefix}.q_b_proj", "attn", heads * (nope + rope), int(q_rank), n),
+            ]
         else:
             groups.append(WeightGroup(f"{prefix}.q_proj", "attn", heads * (nope + rope), hidden, n))
         if cfg.get("index_head_dim"):  # DeepSeek-V3.2 NSA indexer
             ih, iheads = int(cfg["index_head_dim"]), int(cfg.get("index_n_heads") or 64)
-            groups += [WeightGroup(f"{prefix}.indexer.wq_b", "attn", iheads * ih, int(q_rank or hidden), n,
-                                   shard="replicated"),
-                       WeightGroup(f"{prefix}.indexer.wk", "attn", ih, hidden, n, shard="replicated")]
+            groups += [
+                WeightGroup(
+                    f"{prefix}.indexer.wq_b", "attn", iheads * ih, int(q_rank or hidden), n, shard="replicated"
+                ),
+                WeightGroup(f"{prefix}.indexer.wk", "attn", ih, hidden, n, shard="replicated"),
+            ]
         return groups
     kv = int(_get(cfg, "num_key_value_heads", "num_kv_heads", default=heads))
     hd = int(cfg.get("head_dim") or hidden // heads)
-    return [WeightGroup(f"{prefix}.q_proj", "attn", heads * hd, hidden, n),
-            WeightGroup(f"{prefix}.k_proj", "attn", kv * hd, hidden, n, shard="kv"),
-            WeightGroup(f"{prefix}.v_proj", "attn", kv * hd, hidden, n, shard="kv"),
-            WeightGroup(f"{prefix}.o_proj", "attn", hidden, heads * hd, n)]
+    return [
+        WeightGroup(f"{prefix}.q_proj", "attn", heads * hd, hidden, n),
+        WeightGroup(f"{prefix}.k_proj", "attn", kv * hd, hidden, n, shard="kv"),
+        WeightGroup(f"{prefix}.v_proj", "attn", kv * hd, hidden, n, shard="kv"),
+        WeightGroup(f"{prefix}.o_proj", "attn", hidden, heads * hd, n),
+    ]
 
 
 def _linear_attention(cfg: dict[str, Any], prefix: str, hidden: int, n: int) -> list[WeightGroup]:
     """Gated DeltaNet (Qwen3-Next / Qwen3.5): modeling_qwen3_next.py Qwen3NextGatedDeltaNet."""
     nk, nv = int(cfg["linear_num_key_heads"]), int(cfg["linear_num_value_heads"])
     dk, dv, k = int(cfg["linear_key_head_dim"]), int(cfg["linear_value_head_dim"]), int(cfg["linear_conv_kernel_dim"])
-    return [WeightGroup(f"{prefix}.in_proj_qkvz", "attn", 2 * nk * dk + 2 * nv * dv, hidden, n),
-            WeightGroup(f"{prefix}.in_proj_ba", "attn", 2 * nv, hidden, n),
-            WeightGroup(f"{prefix}.conv1d", "attn", 2 * nk * dk + nv * dv, k, n, linear=False),
-            WeightGroup(f"{prefix}.out_proj", "attn", hidden, nv * dv, n)]
+    return [
+        WeightGroup(f"{prefix}.in_proj_qkvz", "attn", 2 * nk * dk + 2 * nv * dv, hidden, n),
+        WeightGroup(f"{prefix}.in_proj_ba", "attn", 2 * nv, hidden, n),
+        WeightGroup(f"{prefix}.conv1d", "attn", 2 * nk * dk + nv * dv, k, n, linear=False),
+        WeightGroup(f"{prefix}.out_proj", "attn", hidden, nv * dv, n),
+    ]
 
 
 def _mamba(cfg: dict[str, Any], prefix: str, hidden: int, n: int) -> list[WeightGroup]:
@@ -98,34 +109,44 @@ def _mamba(cfg: dict[str, Any], prefix: str, hidden: int, n: int) -> list[Weight
     heads = _get(cfg, "mamba_num_heads", "mamba_n_heads")
     if heads is not None:
         d_inner = int(heads) * int(_get(cfg, "mamba_head_dim", "mamba_d_head", default=64))
-        ng, ds = int(_get(cfg, "n_groups", "mamba_n_groups", default=1)), int(_get(cfg, "ssm_state_size",
-                                                                                 "mamba_d_state", default=128))
+        ng, ds = (
+            int(_get(cfg, "n_groups", "mamba_n_groups", default=1)),
+            int(_get(cfg, "ssm_state_size", "mamba_d_state", default=128)),
+        )
         conv = int(_get(cfg, "conv_kernel", "mamba_d_conv", default=4))
-        return [WeightGroup(f"{prefix}.in_proj", "attn", 2 * d_inner + 2 * ng * ds + int(heads), hidden, n),
-                WeightGroup(f"{prefix}.conv1d", "attn", d_inner + 2 * ng * ds, conv, n, linear=False),
-                WeightGroup(f"{prefix}.out_proj", "attn", hidden, d_inner, n)]
+        return [
+            WeightGroup(f"{prefix}.in_proj", "attn", 2 * d_inner + 2 * ng * ds + int(heads), hidden, n),
+            WeightGroup(f"{prefix}.conv1d", "attn", d_inner + 2 * ng * ds, conv, n, linear=False),
+            WeightGroup(f"{prefix}.out_proj", "attn", hidden, d_inner, n),
+        ]
     d_inner = int(float(_get(cfg, "mamba_expand", default=2)) * hidden)
     ds, conv = int(_get(cfg, "mamba_d_state", default=16)), int(_get(cfg, "mamba_d_conv", default=4))
     dt_rank = int(_get(cfg, "mamba_dt_rank", default=-(-hidden // 16)))
-    return [WeightGroup(f"{prefix}.in_proj", "attn", 2 * d_inner, hidden, n),
-            WeightGroup(f"{prefix}.x_proj", "attn", dt_rank + 2 * ds, d_inner, n),
-            WeightGroup(f"{prefix}.dt_proj", "attn", d_inner, dt_rank, n),
-            WeightGroup(f"{prefix}.A_log", "attn", d_inner, ds + conv, n, linear=False),
-            WeightGroup(f"{prefix}.out_proj", "attn", hidden, d_inner, n)]
+    return [
+        WeightGroup(f"{prefix}.in_proj", "attn", 2 * d_inner, hidden, n),
+        WeightGroup(f"{prefix}.x_proj", "attn", dt_rank + 2 * ds, d_inner, n),
+        WeightGroup(f"{prefix}.dt_proj", "attn", d_inner, dt_rank, n),
+        WeightGroup(f"{prefix}.A_log", "attn", d_inner, ds + conv, n, linear=False),
+        WeightGroup(f"{prefix}.out_proj", "attn", hidden, d_inner, n),
+    ]
 
 
 def _mlp(prefix: str, role: Role, hidden: int, inter: int, n: int, gated: bool = True) -> list[WeightGroup]:
     up = [WeightGroup(f"{prefix}.gate_proj", role, inter, hidden, n, hidden_axis="in")] if gated else []
-    return [*up, WeightGroup(f"{prefix}.up_proj", role, inter, hidden, n, hidden_axis="in"),
-            WeightGroup(f"{prefix}.down_proj", role, hidden, inter, n, hidden_axis="out")]
+    return [
+        *up,
+        WeightGroup(f"{prefix}.up_proj", role, inter, hidden, n, hidden_axis="in"),
+        WeightGroup(f"{prefix}.down_proj", role, hidden, inter, n, hidden_axis="out"),
+    ]
 
 
 def _moe(cfg: dict[str, Any], prefix: str, hidden: int, n: int) -> list[WeightGroup]:
     experts = int(_get(cfg, "n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts"))
-    inter = int(_get(cfg, "moe_intermediate_size", "expert_intermediate_size", "intermediate_size",
-                     default=4 * hidden))
-    groups = [WeightGroup(f"{prefix}.gate", "router", experts, hidden, n, shard="replicated"),
-              *_mlp(f"{prefix}.experts.0", "expert", hidden, inter, n * experts)]
+    inter = int(_get(cfg, "moe_intermediate_size", "expert_intermediate_size", "intermediate_size", default=4 * hidden))
+    groups = [
+        WeightGroup(f"{prefix}.gate", "router", experts, hidden, n, shard="replicated"),
+        *_mlp(f"{prefix}.experts.0", "expert", hidden, inter, n * experts),
+    ]
     shared_inter = cfg.get("shared_expert_intermediate_size")
     shared = int(_get(cfg, "n_shared_experts", "num_shared_experts", default=0) or 0)
     if shared_inter:  # Qwen2-MoE / Qwen3-Next: one shared expert of its own size, plus a 1-output gate
@@ -145,11 +166,12 @@ def _vision(vc: dict[str, Any], text_hidden: int) -> list[WeightGroup]:
     inter = int(_get(vc, "intermediate_size", default=4 * h))
     patch = int(_get(vc, "patch_size", default=14))
     out = int(_get(vc, "out_hidden_size", default=text_hidden))
-    return [WeightGroup("vision_tower.attn", "vision", 4 * h, h, depth, shard="replicated"),
-            WeightGroup("vision_tower.mlp", "vision", 2 * inter, h, depth, shard="replicated"),
-            WeightGroup("vision_tower.patch_embed", "vision", h, 3 * patch * patch * 2, linear=False,
-                        shard="replicated"),
-            WeightGroup("multi_modal_projector", "vision", out, h * 4, shard="replicated")]
+    return [
+        WeightGroup("vision_tower.attn", "vision", 4 * h, h, depth, shard="replicated"),
+        WeightGroup("vision_tower.mlp", "vision", 2 * inter, h, depth, shard="replicated"),
+        WeightGroup("vision_tower.patch_embed", "vision", h, 3 * patch * patch * 2, linear=False, shard="replicated"),
+        WeightGroup("multi_modal_projector", "vision", out, h * 4, shard="replicated"),
+    ]
 
 
 def text_config(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -209,8 +231,11 @@ def weight_groups(raw: dict[str, Any]) -> list[WeightGroup]:
             groups += _moe(cfg, "model.layers.0.mlp", hidden, n)
         elif ffn == "mlp":
             groups += _mlp("model.layers.0.mlp", "mlp", hidden, dense_inter, n, gated=pattern is None)
-    groups.append(WeightGroup("model.layers.0.input_layernorm", "norm", 2 * n_layers + 1, hidden, linear=False,
-                              shard="replicated"))
+    groups.append(
+        WeightGroup(
+            "model.layers.0.input_layernorm", "norm", 2 * n_layers + 1, hidden, linear=False, shard="replicated"
+        )
+    )
     if isinstance(raw.get("vision_config"), dict):
         groups += _vision(raw["vision_config"], hidden)
     return groups

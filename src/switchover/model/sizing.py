@@ -45,6 +45,7 @@ class WeightsInfo(BaseModel):
         shard = 1.0 - self.replicated_fraction - self.kv_fraction
         return self.total_bytes * (self.replicated_fraction + shard / tp + self.kv_fraction / kv_div)
 
+
 def estimate_weights(cfg: dict[str, Any], kv_heads: int, quant_cfg: Any) -> tuple[WeightsInfo, list[str]]:
     """Bytes from the config's parameter inventory, priced by the quantization method when one is named."""
     notes: list[str] = []
@@ -65,22 +66,33 @@ def estimate_weights(cfg: dict[str, Any], kv_heads: int, quant_cfg: Any) -> tupl
     named = quant_cfg.get("quant_method") if isinstance(quant_cfg, dict) else None
     method = named if isinstance(named, str) else None
     if scheme is not None:
-        origin, source, warning = "quantization-table", (
-            f"estimated: config.json parameter inventory priced as {scheme.describe()} "
-            "(quantization table, data/quantization.yaml)"), None
+        origin, source, warning = (
+            "quantization-table",
+            (
+                f"estimated: config.json parameter inventory priced as {scheme.describe()} "
+                "(quantization table, data/quantization.yaml)"
+            ),
+            None,
+        )
     else:
         origin, source = "estimated", "estimated: config.json parameter inventory at 2 bytes/param (bf16)"
-        warning = ("weights are a 16-bit estimate from config.json (no safetensors index or weight files): "
-                   + ("the quantization method is unknown, so a quantized checkpoint is oversized"
-                      if unknown else
-                      f"the quantization_config could not be read ({failure}), so a quantized checkpoint is "
-                      "oversized" if failure else
-                      "pass --weights-gib or a model folder/repo with model.safetensors.index.json for the exact "
-                      "size"))
-    info = WeightsInfo(origin=origin, total_bytes=int(priced.total_bytes), params=priced.params,
-                       quantization=method or (scheme.method if scheme else None),
-                       scheme=scheme.describe() if scheme else None, source=source, warning=warning,
-                       **shard_fractions(groups, scheme, kv_heads))
+        warning = "weights are a 16-bit estimate from config.json (no safetensors index or weight files): " + (
+            "the quantization method is unknown, so a quantized checkpoint is oversized"
+            if unknown
+            else f"the quantization_config could not be read ({failure}), so a quantized checkpoint is oversized"
+            if failure
+            else "pass --weights-gib or a model folder/repo with model.safetensors.index.json for the exact size"
+        )
+    info = WeightsInfo(
+        origin=origin,
+        total_bytes=int(priced.total_bytes),
+        params=priced.params,
+        quantization=method or (scheme.method if scheme else None),
+        scheme=scheme.describe() if scheme else None,
+        source=source,
+        warning=warning,
+        **shard_fractions(groups, scheme, kv_heads),
+    )
     return info, notes
 
 
@@ -102,6 +114,7 @@ def mtp_bytes(cfg: dict[str, Any], info: WeightsInfo) -> int:
     groups = weight_groups(cfg)
     edge = sum(group_bytes(g, None) for g in groups if g.role in ("embed", "lm_head", "vision"))
     return int(n * max(est.total_bytes - edge, 0) / layers)
+
 
 MAX_HEADER_BYTES = 100 * 2**20  # the safetensors format's own limit on the JSON header
 Tensor = tuple[str, str, list[int], int, int]  # name, dtype, shape, absolute data offset, bytes
@@ -151,17 +164,26 @@ def safetensors_table(path: Path) -> list[Tensor]:
             continue
         spec = entry if isinstance(entry, dict) else {}
         dtype, shape, offsets = spec.get("dtype"), spec.get("shape"), spec.get("data_offsets")
-        if not isinstance(dtype, str) or not isinstance(shape, list) or not all(_whole(d) for d in shape) \
-                or not isinstance(offsets, list) or len(offsets) != 2 or not all(_whole(o) for o in offsets) \
-                or not offsets[0] <= offsets[1] <= data_bytes:
-            raise BadInput(f"{path}: tensor {str(name)[:80]!r} has no valid dtype, shape and data_offsets inside "
-                           "the file (corrupt or truncated safetensors)")
+        if (
+            not isinstance(dtype, str)
+            or not isinstance(shape, list)
+            or not all(_whole(d) for d in shape)
+            or not isinstance(offsets, list)
+            or len(offsets) != 2
+            or not all(_whole(o) for o in offsets)
+            or not offsets[0] <= offsets[1] <= data_bytes
+        ):
+            raise BadInput(
+                f"{path}: tensor {str(name)[:80]!r} has no valid dtype, shape and data_offsets inside "
+                "the file (corrupt or truncated safetensors)"
+            )
         out.append((name, dtype, list(shape), base + offsets[0], offsets[1] - offsets[0]))
     return out
 
 
-def weights_from_safetensors(files: list[Path], quant: str | None = None,
-                             tables: dict[Path, list[Tensor]] | None = None) -> WeightsInfo:
+def weights_from_safetensors(
+    files: list[Path], quant: str | None = None, tables: dict[Path, list[Tensor]] | None = None
+) -> WeightsInfo:
     """Exact bytes (data offsets) and parameter counts (shapes) from safetensors headers."""
     by_dtype: dict[str, int] = {}
     params = 0
@@ -169,8 +191,14 @@ def weights_from_safetensors(files: list[Path], quant: str | None = None,
         for _name, dtype, shape, _offset, nbytes in (tables or {}).get(path) or safetensors_table(path):
             by_dtype[dtype] = by_dtype.get(dtype, 0) + nbytes
             params += math.prod(shape)
-    return WeightsInfo(origin="safetensors", total_bytes=sum(by_dtype.values()), params=params,
-                       bytes_by_dtype=by_dtype, files=[p.name for p in files], quantization=quant)
+    return WeightsInfo(
+        origin="safetensors",
+        total_bytes=sum(by_dtype.values()),
+        params=params,
+        bytes_by_dtype=by_dtype,
+        files=[p.name for p in files],
+        quantization=quant,
+    )
 
 
 def exact_weights(folder: Path, estimate: WeightsInfo, cfg: dict[str, Any] | None = None) -> WeightsInfo | None:
@@ -184,8 +212,9 @@ def exact_weights(folder: Path, estimate: WeightsInfo, cfg: dict[str, Any] | Non
     if isinstance(weight_map, dict) and not all(isinstance(v, str) for v in weight_map.values()):
         raise BadInput(f"{index_path}: weight_map must map tensor names to shard file names")
     listed = set(weight_map.values()) if isinstance(weight_map, dict) else set()
-    keep = {k: getattr(estimate, k) for k in ("quantization", "scheme", "replicated_fraction", "kv_fraction",
-                                                "kv_heads")}
+    keep = {
+        k: getattr(estimate, k) for k in ("quantization", "scheme", "replicated_fraction", "kv_fraction", "kv_heads")
+    }
     if listed and listed <= {p.name for p in shards}:
         shards = [p for p in shards if p.name in listed]  # Mistral repos also ship consolidated.safetensors
     if shards and (not listed or listed <= {p.name for p in shards}):
@@ -198,21 +227,34 @@ def exact_weights(folder: Path, estimate: WeightsInfo, cfg: dict[str, Any] | Non
         total = (index.get("metadata") or {}).get("total_size")
         if not isinstance(total, int) or isinstance(total, bool) or total <= 0:
             raise BadInput(f"{index_path}: metadata.total_size is missing or not a positive integer")
-        info = WeightsInfo(origin="safetensors-index", total_bytes=total, params=estimate.params,
-                           files=[index_path.name], source="exact: model.safetensors.index.json metadata.total_size",
-                           **keep)
+        info = WeightsInfo(
+            origin="safetensors-index",
+            total_bytes=total,
+            params=estimate.params,
+            files=[index_path.name],
+            source="exact: model.safetensors.index.json metadata.total_size",
+            **keep,
+        )
         names = set(weight_map) if isinstance(weight_map, dict) else set()
         sizes = {}
     else:
         return None
     text = text_config(cfg or {})
-    if text.get("tie_word_embeddings") and "lm_head.weight" in names and text.get("vocab_size") \
-            and text.get("hidden_size"):
+    if (
+        text.get("tie_word_embeddings")
+        and "lm_head.weight" in names
+        and text.get("vocab_size")
+        and text.get("hidden_size")
+    ):
         # its size from the header when the shards are here; the index has names only (priced at 2 bytes)
         tied = sizes.get("lm_head.weight") or int(text["vocab_size"]) * int(text["hidden_size"]) * 2
         how = "" if "lm_head.weight" in sizes else ", estimated at 2 bytes/param"
-        info = info.model_copy(update={
-            "total_bytes": info.total_bytes - tied, "excluded_bytes": tied,
-            "source": info.source + f"; minus {tied / 2**30:.2f} GiB of lm_head.weight (tie_word_embeddings: "
-                                    f"engines reuse the embedding{how})"})
+        info = info.model_copy(
+            update={
+                "total_bytes": info.total_bytes - tied,
+                "excluded_bytes": tied,
+                "source": info.source + f"; minus {tied / 2**30:.2f} GiB of lm_head.weight (tie_word_embeddings: "
+                f"engines reuse the embedding{how})",
+            }
+        )
     return info

@@ -32,8 +32,10 @@ def resolve(path: str | Path) -> tuple[Kind, Path]:
         return "hf", p
     if len(ggufs) == 1:
         return "gguf", ggufs[0]
-    raise BadInput(f"{p}: no tokenizer.json/config.json" + (f" and {len(ggufs)} .gguf files; name one" if ggufs
-                                                             else " and no .gguf file"))
+    raise BadInput(
+        f"{p}: no tokenizer.json/config.json"
+        + (f" and {len(ggufs)} .gguf files; name one" if ggufs else " and no .gguf file")
+    )
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -54,15 +56,18 @@ def _gguf_fields(path: str, mtime: float) -> dict[str, Any]:
         raise BadInput("reading GGUF needs the `gguf` package", hint="pip install 'switchover[model]'") from None
     try:
         reader = gguf.GGUFReader(path)
-        tensors = [(t.name, int(t.tensor_type), [int(x) for x in t.shape], int(t.data_offset), int(t.n_bytes))
-                   for t in reader.tensors]
+        tensors = [
+            (t.name, int(t.tensor_type), [int(x) for x in t.shape], int(t.data_offset), int(t.n_bytes))
+            for t in reader.tensors
+        ]
     except Exception as exc:  # the reader raises ValueError, IndexError, struct and numpy errors on bad files
         raise BadInput(f"{path}: not a readable GGUF file: {type(exc).__name__}: {exc}") from None
     out: dict[str, Any] = {}
     arch = reader.fields.get("general.architecture")
     try:
-        prefixes: tuple[str, ...] = ("tokenizer.", "general.", f"{arch.contents()}.") if arch else ("tokenizer.",
-                                                                                                  "general.")
+        prefixes: tuple[str, ...] = (
+            ("tokenizer.", "general.", f"{arch.contents()}.") if arch else ("tokenizer.", "general.")
+        )
     except (ValueError, IndexError, TypeError):
         prefixes = ("tokenizer.", "general.")
     for key, field in reader.fields.items():

@@ -15,13 +15,17 @@ from switchover.model.source import MAX_JSON_BYTES, gguf_fields, read_json, reso
 from switchover.textfile import read_text
 
 CONVERSATIONS: dict[str, list[dict[str, str]]] = {
-    "system+user": [{"role": "system", "content": "You are a concise assistant."},
-                    {"role": "user", "content": "What is the capital of France?"}],
+    "system+user": [
+        {"role": "system", "content": "You are a concise assistant."},
+        {"role": "user", "content": "What is the capital of France?"},
+    ],
     "user only": [{"role": "user", "content": "What is the capital of France?"}],
-    "multi-turn": [{"role": "system", "content": "You are a concise assistant."},
-                   {"role": "user", "content": "Hi!"},
-                   {"role": "assistant", "content": "Hello. How can I help?"},
-                   {"role": "user", "content": "Name a prime number."}],
+    "multi-turn": [
+        {"role": "system", "content": "You are a concise assistant."},
+        {"role": "user", "content": "Hi!"},
+        {"role": "assistant", "content": "Hello. How can I help?"},
+        {"role": "user", "content": "Name a prime number."},
+    ],
     "chinese": [{"role": "user", "content": "法国的首都是哪里?"}],
 }
 
@@ -89,11 +93,17 @@ def render(t: Template, messages: list[dict[str, str]], add_generation_prompt: b
     env.globals["strftime_now"] = lambda fmt: datetime(2026, 1, 1).strftime(fmt)  # fixed date: stable diffs
     import json
 
-    env.filters["tojson"] = lambda x, indent=None, ensure_ascii=False: json.dumps(x, indent=indent,
-                                                                                 ensure_ascii=ensure_ascii)
+    env.filters["tojson"] = lambda x, indent=None, ensure_ascii=False: json.dumps(
+        x, indent=indent, ensure_ascii=ensure_ascii
+    )
     try:
-        return env.from_string(t.text).render(messages=messages, add_generation_prompt=add_generation_prompt,
-                                              bos_token=t.bos or "", eos_token=t.eos or "", tools=None)
+        return env.from_string(t.text).render(
+            messages=messages,
+            add_generation_prompt=add_generation_prompt,
+            bos_token=t.bos or "",
+            eos_token=t.eos or "",
+            tools=None,
+        )
     except JinjaError as exc:
         raise TemplateError(f"{type(exc).__name__}: {exc}") from None
 
@@ -116,8 +126,12 @@ def _common_suffix(a: str, b: str) -> int:
 def markers(t: Template) -> Markers:
     """Render sentinel contents and read the separators between them."""
     s, u, a, u2 = "\x01S\x01", "\x01U\x01", "\x01A\x01", "\x01V\x01"
-    msgs = [{"role": "system", "content": s}, {"role": "user", "content": u},
-            {"role": "assistant", "content": a}, {"role": "user", "content": u2}]
+    msgs = [
+        {"role": "system", "content": s},
+        {"role": "user", "content": u},
+        {"role": "assistant", "content": a},
+        {"role": "user", "content": u2},
+    ]
     try:
         out = render(t, msgs, add_generation_prompt=True)
         solo = render(t, [{"role": "user", "content": u}], add_generation_prompt=False)
@@ -136,9 +150,9 @@ def markers(t: Template) -> Markers:
             seps[name] = "(content missing)"
             continue
         seps[name] = rest[:i]
-        rest = rest[i + len(sentinel):]
+        rest = rest[i + len(sentinel) :]
     if bos and seps.get("start", "").startswith(bos):
-        seps["start"] = seps["start"][len(bos):]
+        seps["start"] = seps["start"][len(bos) :]
     if s not in out:
         system = "dropped"
     elif out.find(s) > out.find(u):
@@ -147,9 +161,9 @@ def markers(t: Template) -> Markers:
         system = "merged into the first user turn"
     else:
         system = "own turn"
-    head = solo[:solo.find(u)]
+    head = solo[: solo.find(u)]
     if bos and head.startswith(bos):
-        head = head[len(bos):]
+        head = head[len(bos) :]
     sep = seps.get("system -> user", "")
     extra = head[: len(head) - _common_suffix(head, sep)] if system == "own turn" else ""
     return Markers(separators=seps, system=system, default_system=extra.strip() or None)
@@ -187,10 +201,30 @@ def diff_templates(old: Template, new: Template) -> TemplateDiff:
                 outs.append(None)
                 errs.append(f"{'old' if t is old else 'new'}: {exc}")
         a, b = outs
-        uni = "".join(difflib.unified_diff((a or "").splitlines(keepends=True), (b or "").splitlines(keepends=True),
-                                           fromfile=f"old {name}", tofile=f"new {name}"))
-        rows.append(RenderDiff(conversation=name, old=a, new=b, same=a == b and a is not None, unified=uni,
-                               error="; ".join(errs) or None))
-    return TemplateDiff(old=old, new=new, same_text=old.sha256 == new.sha256 and old.text is not None,
-                        same_renders=all(r.same for r in rows), renders=rows, old_markers=markers(old),
-                        new_markers=markers(new))
+        uni = "".join(
+            difflib.unified_diff(
+                (a or "").splitlines(keepends=True),
+                (b or "").splitlines(keepends=True),
+                fromfile=f"old {name}",
+                tofile=f"new {name}",
+            )
+        )
+        rows.append(
+            RenderDiff(
+                conversation=name,
+                old=a,
+                new=b,
+                same=a == b and a is not None,
+                unified=uni,
+                error="; ".join(errs) or None,
+            )
+        )
+    return TemplateDiff(
+        old=old,
+        new=new,
+        same_text=old.sha256 == new.sha256 and old.text is not None,
+        same_renders=all(r.same for r in rows),
+        renders=rows,
+        old_markers=markers(old),
+        new_markers=markers(new),
+    )

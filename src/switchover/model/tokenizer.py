@@ -20,15 +20,27 @@ SPECIAL_ROLES = ("bos", "eos", "pad", "unk")
 
 # Built-in corpus: the kinds of text whose token counts shift between tokenizers (CJK first: docs/diff-model.md).
 CORPUS: list[tuple[str, str]] = [
-    ("english", "The quarterly report shows revenue grew by twelve percent, driven by strong demand in Europe and "
-                "a recovery in consumer electronics. Operating costs rose modestly."),
-    ("chinese", "换模型至少要一起换四样东西:权重、tokenizer、chat template、采样参数默认值。"
-                "任何一样没对齐,都会表现为新模型更差,而实际上是新模型被旧假设套住了。"),
-    ("chinese-long", "新 tokenizer 对中文的切分更碎,同一个 prompt 多出百分之二十五的 token,"
-                     "于是原本刚好不截断的请求开始被截,而告警只会显示输出质量下降。"
-                     "缓存键里必须有模型版本,否则命中旧的 KV,输出乱码或语义漂移。"),
-    ("code", "def add_two_numbers(a: int, b: int) -> int:\n    \"\"\"Return the sum.\"\"\"\n    return a + b\n\n"
-             "for i in range(10):\n    print(add_two_numbers(i, i * 2))\n"),
+    (
+        "english",
+        "The quarterly report shows revenue grew by twelve percent, driven by strong demand in Europe and "
+        "a recovery in consumer electronics. Operating costs rose modestly.",
+    ),
+    (
+        "chinese",
+        "换模型至少要一起换四样东西:权重、tokenizer、chat template、采样参数默认值。"
+        "任何一样没对齐,都会表现为新模型更差,而实际上是新模型被旧假设套住了。",
+    ),
+    (
+        "chinese-long",
+        "新 tokenizer 对中文的切分更碎,同一个 prompt 多出百分之二十五的 token,"
+        "于是原本刚好不截断的请求开始被截,而告警只会显示输出质量下降。"
+        "缓存键里必须有模型版本,否则命中旧的 KV,输出乱码或语义漂移。",
+    ),
+    (
+        "code",
+        'def add_two_numbers(a: int, b: int) -> int:\n    """Return the sum."""\n    return a + b\n\n'
+        "for i in range(10):\n    print(add_two_numbers(i, i * 2))\n",
+    ),
     ("json", '{"user": {"id": 1842, "name": "Ana", "tags": ["admin", "beta"], "limits": {"tokens": 4000}}}'),
     ("mixed", "Deploy to 生产环境 at 09:30 UTC; rollback window 24h; owner: 运维组 (ops@example.com)."),
 ]
@@ -68,8 +80,7 @@ def _merge_str(m: Any) -> str:
 
 def _fingerprint(tokens: list[str], merges: list[str], special: dict[str, str | None]) -> str:
     h = hashlib.sha256()
-    h.update(json.dumps([tokens, merges, [special.get(r) for r in SPECIAL_ROLES[:2]]],
-                        ensure_ascii=False).encode())
+    h.update(json.dumps([tokens, merges, [special.get(r) for r in SPECIAL_ROLES[:2]]], ensure_ascii=False).encode())
     return h.hexdigest()
 
 
@@ -120,9 +131,16 @@ def _load_hf(d: Path) -> LoadedTokenizer:
         note = "token counts need the `tokenizers` package (pip install 'switchover[model]')"
     except BadInput as exc:  # a tokenizer.json the library cannot load: identity still works
         note = f"tokenizer.json could not be loaded for encoding: {exc.message}"
-    info = TokenizerInfo(source=str(d), kind="hf", model_type=model.get("type"), vocab_size=size, special=special,
-                         added_special=sorted(a["content"] for a in added if a.get("special")),
-                         fingerprint=_fingerprint(tokens, merges, special), encoder_note=note)
+    info = TokenizerInfo(
+        source=str(d),
+        kind="hf",
+        model_type=model.get("type"),
+        vocab_size=size,
+        special=special,
+        added_special=sorted(a["content"] for a in added if a.get("special")),
+        fingerprint=_fingerprint(tokens, merges, special),
+        encoder_note=note,
+    )
     return LoadedTokenizer(info, tokens, merges, encoder)
 
 
@@ -146,20 +164,34 @@ def _load_gguf(f: Path) -> LoadedTokenizer:
         try:
             from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-            enc = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)},
-                                       merges=[(m.split(" ", 1)[0], m.split(" ", 1)[-1]) for m in merges]))
+            enc = Tokenizer(
+                models.BPE(
+                    vocab={t: i for i, t in enumerate(tokens)},
+                    merges=[(m.split(" ", 1)[0], m.split(" ", 1)[-1]) for m in merges],
+                )
+            )
             enc.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
             enc.decoder = decoders.ByteLevel()
             enc.add_special_tokens(control)
             encoder = enc
-            note = (f"rebuilt from GGUF as byte-level BPE with the GPT-2 split regex (GGUF pre-tokenizer "
-                    f"{meta.get('tokenizer.ggml.pre')!r}); counts are close, not exact")
+            note = (
+                f"rebuilt from GGUF as byte-level BPE with the GPT-2 split regex (GGUF pre-tokenizer "
+                f"{meta.get('tokenizer.ggml.pre')!r}); counts are close, not exact"
+            )
         except ImportError:
             note = "token counts need the `tokenizers` package"
     else:
         note = f"no encoder for GGUF tokenizer model {gmodel!r}: vocabulary compared, counts not computed"
-    info = TokenizerInfo(source=str(f), kind="gguf", model_type=gmodel, vocab_size=len(tokens), special=special,
-                         added_special=control, fingerprint=_fingerprint(tokens, merges, special), encoder_note=note)
+    info = TokenizerInfo(
+        source=str(f),
+        kind="gguf",
+        model_type=gmodel,
+        vocab_size=len(tokens),
+        special=special,
+        added_special=control,
+        fingerprint=_fingerprint(tokens, merges, special),
+        encoder_note=note,
+    )
     return LoadedTokenizer(info, tokens, merges, encoder)
 
 
@@ -196,17 +228,31 @@ class TokenizerDiff(BaseModel):
     over_budget: list[str] = Field(default_factory=list)
 
 
-def diff_tokenizers(old: LoadedTokenizer, new: LoadedTokenizer, corpus: list[tuple[str, str]] | None = None,
-                    budget: int | None = None, sample: int = 12) -> TokenizerDiff:
+def diff_tokenizers(
+    old: LoadedTokenizer,
+    new: LoadedTokenizer,
+    corpus: list[tuple[str, str]] | None = None,
+    budget: int | None = None,
+    sample: int = 12,
+) -> TokenizerDiff:
     """Vocabulary, special tokens and the token-count shift over a corpus (the built-in one by default)."""
     new_ids = {t: i for i, t in enumerate(new.tokens)}
     old_set, new_set = set(old.tokens), set(new.tokens)
     shared = sum(1 for i, t in enumerate(old.tokens) if new_ids.get(t) == i)
     moved = sum(1 for i, t in enumerate(old.tokens) if t in new_ids and new_ids[t] != i)
     only_old, only_new = sorted(old_set - new_set), sorted(new_set - old_set)
-    d = TokenizerDiff(old=old.info, new=new.info, same=old.info.fingerprint == new.info.fingerprint,
-                      vocab_shared=shared, vocab_moved=moved, only_old=only_old[:sample], only_new=only_new[:sample],
-                      only_old_count=len(only_old), only_new_count=len(only_new), budget=budget)
+    d = TokenizerDiff(
+        old=old.info,
+        new=new.info,
+        same=old.info.fingerprint == new.info.fingerprint,
+        vocab_shared=shared,
+        vocab_moved=moved,
+        only_old=only_old[:sample],
+        only_new=only_new[:sample],
+        only_old_count=len(only_old),
+        only_new_count=len(only_new),
+        budget=budget,
+    )
     for role in SPECIAL_ROLES:
         sa, sb = old.info.special.get(role), new.info.special.get(role)
         if sa != sb:

@@ -20,8 +20,9 @@ def is_quantized(group: WeightGroup, scheme: QuantScheme) -> bool:
     return not is_ignored(group.name, scheme)
 
 
-def group_bytes(group: WeightGroup, scheme: QuantScheme | None, params: float | None = None,
-                hidden: int | None = None) -> float:
+def group_bytes(
+    group: WeightGroup, scheme: QuantScheme | None, params: float | None = None, hidden: int | None = None
+) -> float:
     """Bytes of a group (or of `params` of it, e.g. one TP rank's share) as loaded; with `hidden`, quantized
     weights get the engine's hidden-dim padding (the files hold the unpadded size)."""
     n = group.params if params is None else params
@@ -60,12 +61,17 @@ class WeightBytes(BaseModel):
     rank_bytes_tp: dict[int, float] = Field(default_factory=dict)
 
 
-def price(groups: list[WeightGroup], scheme: QuantScheme | None, kv_heads: int | None,
-          tps: tuple[int, ...] = (1, 2, 4, 8, 16), hidden: int | None = None) -> WeightBytes:
+def price(
+    groups: list[WeightGroup],
+    scheme: QuantScheme | None,
+    kv_heads: int | None,
+    tps: tuple[int, ...] = (1, 2, 4, 8, 16),
+    hidden: int | None = None,
+) -> WeightBytes:
     """Total bytes (as loaded) and per-rank bytes for common TP sizes."""
     total = sum(group_bytes(g, scheme, hidden=hidden) for g in groups)
     quantized = sum(g.params for g in groups if scheme is not None and is_quantized(g, scheme))
-    ranks = {tp: sum(group_bytes(g, scheme, per_rank_params(g, tp, kv_heads), hidden) for g in groups)
-             for tp in tps}
-    return WeightBytes(total_bytes=total, params=sum(g.params for g in groups), quantized_params=quantized,
-                       rank_bytes_tp=ranks)
+    ranks = {tp: sum(group_bytes(g, scheme, per_rank_params(g, tp, kv_heads), hidden) for g in groups) for tp in tps}
+    return WeightBytes(
+        total_bytes=total, params=sum(g.params for g in groups), quantized_params=quantized, rank_bytes_tp=ranks
+    )

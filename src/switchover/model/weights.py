@@ -46,8 +46,9 @@ def weights_hash(path: str | Path) -> WeightsFingerprint:
     kind, p = resolve(path)
     if kind == "gguf":
         files = [p]
-        table = {p: [(n, ggml_type_name(ty), shape, off, nb)
-                     for n, ty, shape, off, nb in gguf_fields(p)["__tensors__"]]}
+        table = {
+            p: [(n, ggml_type_name(ty), shape, off, nb) for n, ty, shape, off, nb in gguf_fields(p)["__tensors__"]]
+        }
         fmt = "gguf"
     else:
         files = sorted(p.glob("*.safetensors"))
@@ -55,8 +56,9 @@ def weights_hash(path: str | Path) -> WeightsFingerprint:
             raise BadInput(f"{p}: no *.safetensors files (only safetensors and GGUF weights are hashed)")
         table = {f: safetensors_table(f) for f in files}
         fmt = "safetensors"
-    rows = sorted(((name, dt, shape, off, nb, f) for f, t in table.items() for name, dt, shape, off, nb in t),
-                  key=lambda r: r[0])
+    rows = sorted(
+        ((name, dt, shape, off, nb, f) for f, t in table.items() for name, dt, shape, off, nb in t), key=lambda r: r[0]
+    )
     h = hashlib.blake2b(digest_size=16)
     dtypes: dict[str, int] = {}
     params = hashed = 0
@@ -78,6 +80,14 @@ def weights_hash(path: str | Path) -> WeightsFingerprint:
     finally:
         for fh in handles.values():
             fh.close()
-    return WeightsFingerprint(source=str(p), format=fmt, files=[str(f) for f in files], tensors=len(rows),
-                              params=params, dtypes=dtypes, bytes_hashed=hashed, hash=h.hexdigest(),
-                              seconds=round(time.perf_counter() - t0, 3))
+    return WeightsFingerprint(
+        source=str(p),
+        format=fmt,
+        files=[str(f) for f in files],
+        tensors=len(rows),
+        params=params,
+        dtypes=dtypes,
+        bytes_hashed=hashed,
+        hash=h.hexdigest(),
+        seconds=round(time.perf_counter() - t0, 3),
+    )

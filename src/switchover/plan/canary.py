@@ -79,8 +79,9 @@ def _per_token(layout: KVLayout) -> float:
     return max(layout.bytes_per_token + layout.sliding_bytes_per_token, 1.0)
 
 
-def _split_knobs(profile: EngineProfile, old: CapacityResult, new: CapacityResult
-                 ) -> tuple[Knobs, Knobs, list[list[str]]]:
+def _split_knobs(
+    profile: EngineProfile, old: CapacityResult, new: CapacityResult
+) -> tuple[Knobs, Knobs, list[list[str]]]:
     """Knobs that give both copies about the same pool, per budget kind, from each copy's single-instance plan
     (the memory free at start, weights and overheads the one capacity model priced)."""
     mem = profile.memory
@@ -112,13 +113,17 @@ def _split_knobs(profile: EngineProfile, old: CapacityResult, new: CapacityResul
     if mem.budget == "fraction_of_free_at_start":
         frac = min(0.95, (old.instance.weights_gib + each) / free)  # copy 1 stops at its half; the cap pins both
     ks = [Knobs(memory_fraction=frac, kv_tokens_cap=c) for c in caps]
-    flags = [(_flag(profile, "gpu_memory_fraction", frac) if frac is not None else [])
-             + _flag(profile, "kv_cache_explicit_size", c) for c in caps]
+    flags = [
+        (_flag(profile, "gpu_memory_fraction", frac) if frac is not None else [])
+        + _flag(profile, "kv_cache_explicit_size", c)
+        for c in caps
+    ]
     return ks[0], ks[1], flags
 
 
-def _second_fraction(profile: EngineProfile, first: CapacityResult, new_single: CapacityResult, knobs: Knobs,
-                     free_left: float) -> Knobs:
+def _second_fraction(
+    profile: EngineProfile, first: CapacityResult, new_single: CapacityResult, knobs: Knobs, free_left: float
+) -> Knobs:
     """SGLang-style budgets take their fraction of what is free when the copy starts: the second copy's fraction is
     what its weights and capped pool need of the memory the first left free."""
     if profile.memory.budget != "fraction_of_free_at_start" or knobs.kv_tokens_cap is None:
@@ -128,8 +133,13 @@ def _second_fraction(profile: EngineProfile, first: CapacityResult, new_single: 
     return knobs.model_copy(update={"memory_fraction": f2})
 
 
-def _warnings(plan_copies: list[CanaryCopy], single: CapacityResult, old: ModelCard, new: ModelCard,
-              given: tuple[float | None, float | None]) -> list[str]:
+def _warnings(
+    plan_copies: list[CanaryCopy],
+    single: CapacityResult,
+    old: ModelCard,
+    new: ModelCard,
+    given: tuple[float | None, float | None],
+) -> list[str]:
     """Copies that do not start, weights that are estimates, overheads nothing models, each copy's share."""
     warnings = [c.instance.problem for c in plan_copies if c.instance.problem]
     if single.engine_version is not None and single.engine_version.note:
@@ -149,48 +159,107 @@ def _table(percents: tuple[float, ...], single_conc: int, c_old: int, c_new: int
     table = []
     for pct in percents:
         if pct <= 0 or pct >= 100:
-            table.append(CanaryRow(canary_percent=pct, copies=1, old_concurrency=single_conc if pct <= 0 else None,
-                                   new_concurrency=single_conc if pct >= 100 else None,
-                                   sustainable_total=single_conc))
+            table.append(
+                CanaryRow(
+                    canary_percent=pct,
+                    copies=1,
+                    old_concurrency=single_conc if pct <= 0 else None,
+                    new_concurrency=single_conc if pct >= 100 else None,
+                    sustainable_total=single_conc,
+                )
+            )
             continue
         r = pct / 100
         total = math.floor(min(c_old / (1 - r), c_new / r)) if c_old and c_new else 0
-        table.append(CanaryRow(canary_percent=pct, copies=2, old_concurrency=c_old, new_concurrency=c_new,
-                               sustainable_total=total))
+        table.append(
+            CanaryRow(
+                canary_percent=pct, copies=2, old_concurrency=c_old, new_concurrency=c_new, sustainable_total=total
+            )
+        )
     return table
 
 
-def canary_plan(old: ModelCard, profile: EngineProfile, gpu_total_gib: float, *, new: ModelCard | None = None,
-                tp: int = 1, kv_dtype: str = "auto", context: int = 8192, max_model_len: int | None = None,
-                other_residents_gib: float = 0.0, overheads: dict[str, float] | None = None,
-                weights_gib: float | None = None, new_weights_gib: float | None = None, gpu_name: str | None = None,
-                engine_version: str | None = None,
-                percents: tuple[float, ...] = (0, 1, 5, 20, 50, 100)) -> CanaryPlan:
+def canary_plan(
+    old: ModelCard,
+    profile: EngineProfile,
+    gpu_total_gib: float,
+    *,
+    new: ModelCard | None = None,
+    tp: int = 1,
+    kv_dtype: str = "auto",
+    context: int = 8192,
+    max_model_len: int | None = None,
+    other_residents_gib: float = 0.0,
+    overheads: dict[str, float] | None = None,
+    weights_gib: float | None = None,
+    new_weights_gib: float | None = None,
+    gpu_name: str | None = None,
+    engine_version: str | None = None,
+    percents: tuple[float, ...] = (0, 1, 5, 20, 50, 100),
+) -> CanaryPlan:
     """Two copies (old, new) on one GPU under `profile`'s semantics, each sized by `plan capacity`'s function with
     the memory the earlier copy left free, and capacity by canary percentage."""
     new = new or old
-    same: dict[str, Any] = dict(gpu_name=gpu_name, tp=tp, kv_dtype=kv_dtype, max_model_len=max_model_len,
-                                context=context, overheads=overheads, engine_version=engine_version)
-    single = capacity(old, profile, gpu_total_gib, weights_gib=weights_gib, other_residents_gib=other_residents_gib,
-                      **same)
-    new_single = single if new is old and new_weights_gib == weights_gib else capacity(
-        new, profile, gpu_total_gib, weights_gib=new_weights_gib, other_residents_gib=other_residents_gib, **same)
+    same: dict[str, Any] = dict(
+        gpu_name=gpu_name,
+        tp=tp,
+        kv_dtype=kv_dtype,
+        max_model_len=max_model_len,
+        context=context,
+        overheads=overheads,
+        engine_version=engine_version,
+    )
+    single = capacity(
+        old, profile, gpu_total_gib, weights_gib=weights_gib, other_residents_gib=other_residents_gib, **same
+    )
+    new_single = (
+        single
+        if new is old and new_weights_gib == weights_gib
+        else capacity(
+            new, profile, gpu_total_gib, weights_gib=new_weights_gib, other_residents_gib=other_residents_gib, **same
+        )
+    )
     k_old, k_new, flags = _split_knobs(profile, single, new_single)
-    first = capacity(old, profile, gpu_total_gib, weights_gib=weights_gib, knobs=k_old,
-                     other_residents_gib=other_residents_gib, **same)
+    first = capacity(
+        old,
+        profile,
+        gpu_total_gib,
+        weights_gib=weights_gib,
+        knobs=k_old,
+        other_residents_gib=other_residents_gib,
+        **same,
+    )
     held = other_residents_gib + resident_gib(first)
-    k_new2 = _second_fraction(profile, first, new_single, k_new, new_single.instance.free_at_start_gib
-                              - resident_gib(first))
+    k_new2 = _second_fraction(
+        profile, first, new_single, k_new, new_single.instance.free_at_start_gib - resident_gib(first)
+    )
     if k_new2 is not k_new:
         flags[1] = _flag(profile, "gpu_memory_fraction", k_new2.memory_fraction or 0.0) + _flag(
-            profile, "kv_cache_explicit_size", k_new2.kv_tokens_cap or 0)
-    second = capacity(new, profile, gpu_total_gib, weights_gib=new_weights_gib, knobs=k_new2,
-                      other_residents_gib=held, **same)
-    copies = [CanaryCopy(role=role, model=card.name, flags=fl, instance=res.instance, tokens=res.tokens,
-                         concurrency=res.max_concurrency if res.instance.starts else 0)
-              for role, card, res, fl in (("old", old, first, flags[0]), ("new", new, second, flags[1]))]
+            profile, "kv_cache_explicit_size", k_new2.kv_tokens_cap or 0
+        )
+    second = capacity(
+        new, profile, gpu_total_gib, weights_gib=new_weights_gib, knobs=k_new2, other_residents_gib=held, **same
+    )
+    copies = [
+        CanaryCopy(
+            role=role,
+            model=card.name,
+            flags=fl,
+            instance=res.instance,
+            tokens=res.tokens,
+            concurrency=res.max_concurrency if res.instance.starts else 0,
+        )
+        for role, card, res, fl in (("old", old, first, flags[0]), ("new", new, second, flags[1]))
+    ]
     single_conc = single.max_concurrency if single.instance.starts else 0
-    return CanaryPlan(engine=profile.name, engine_version=single.engine_version, gpu_total_gib=gpu_total_gib,
-                      context=single.context, single_tokens=single.tokens, single_concurrency=single_conc,
-                      copies=copies, table=_table(percents, single_conc, copies[0].concurrency, copies[1].concurrency),
-                      warnings=_warnings(copies, single, old, new, (weights_gib, new_weights_gib)))
+    return CanaryPlan(
+        engine=profile.name,
+        engine_version=single.engine_version,
+        gpu_total_gib=gpu_total_gib,
+        context=single.context,
+        single_tokens=single.tokens,
+        single_concurrency=single_conc,
+        copies=copies,
+        table=_table(percents, single_conc, copies[0].concurrency, copies[1].concurrency),
+        warnings=_warnings(copies, single, old, new, (weights_gib, new_weights_gib)),
+    )

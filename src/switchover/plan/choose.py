@@ -29,10 +29,23 @@ from switchover.plan.parallel import check_layout
 FactKind = Literal["format", "context", "capacity", "concurrency", "rate", "feature", "api_field", "probe"]
 
 #: API semantics compared against the clients' current engine (`--from`): each is a cited profile fact
-COMPARED_API = ("stop_matching", "stop_string_in_output", "unknown_field_policy", "unknown_model_policy",
-                "seed_per_request", "n_gt_1", "generation_config_applied", "validation_status", "overload_status",
-                "error_body", "streaming_usage", "cached_tokens_reported", "context_overflow", "openai_json_schema",
-                "max_stop_strings")
+COMPARED_API = (
+    "stop_matching",
+    "stop_string_in_output",
+    "unknown_field_policy",
+    "unknown_model_policy",
+    "seed_per_request",
+    "n_gt_1",
+    "generation_config_applied",
+    "validation_status",
+    "overload_status",
+    "error_body",
+    "streaming_usage",
+    "cached_tokens_reported",
+    "context_overflow",
+    "openai_json_schema",
+    "max_stop_strings",
+)
 
 
 class Hardware(BaseModel):
@@ -50,8 +63,15 @@ class Hardware(BaseModel):
 def catalog_hardware(name: str, count: int) -> Hardware:
     """COUNT GPUs of a catalog model."""
     spec = find_gpu(name)
-    return Hardware(device="cuda", label=f"{count} x {spec.name}", gpu_name=spec.name, gpu_count=count,
-                    total_gib=spec.total_gib, sm=spec.sm, source=f"GPU catalog: {spec.source}")
+    return Hardware(
+        device="cuda",
+        label=f"{count} x {spec.name}",
+        gpu_name=spec.name,
+        gpu_count=count,
+        total_gib=spec.total_gib,
+        sm=spec.sm,
+        source=f"GPU catalog: {spec.source}",
+    )
 
 
 def fingerprint_hardware(fp: HostFingerprint, ref: str) -> Hardware:
@@ -62,8 +82,15 @@ def fingerprint_hardware(fp: HostFingerprint, ref: str) -> Hardware:
     sm = sm_of(g.compute_capability)
     name = g.catalog_name
     total = find_gpu(name).total_gib if name else g.memory_total_mib / 1024
-    return Hardware(device="cuda", label=f"{len(fp.gpus)} x {name or g.name}", gpu_name=name,
-                    gpu_count=len(fp.gpus), total_gib=total, sm=sm, source=f"fingerprint {ref}")
+    return Hardware(
+        device="cuda",
+        label=f"{len(fp.gpus)} x {name or g.name}",
+        gpu_name=name,
+        gpu_count=len(fp.gpus),
+        total_gib=total,
+        sm=sm,
+        source=f"fingerprint {ref}",
+    )
 
 
 def cpu_hardware() -> Hardware:
@@ -92,8 +119,12 @@ class ProbeEvidence(BaseModel):
 
 def probe_evidence(report: Any, ref: str) -> ProbeEvidence:
     """Evidence from a ProbeReport (switchover.probe.report)."""
-    return ProbeEvidence(old_engine=report.old.engine, new_engine=report.new.engine if report.new else None,
-                         breaking=[r.id for r in report.results if r.breaking_difference], source=f"probe {ref}")
+    return ProbeEvidence(
+        old_engine=report.old.engine,
+        new_engine=report.new.engine if report.new else None,
+        breaking=[r.id for r in report.results if r.breaking_difference],
+        source=f"probe {ref}",
+    )
 
 
 class Fact(BaseModel):
@@ -123,8 +154,9 @@ class EngineChoice(BaseModel):
     engine: str
     display_name: str
     profile_version: str
-    engine_version: EngineVersion | None = Field(default=None, description="the release assessed: as pinned "
-                                                 "(-e ENGINE@VERSION), else the newest known, and said")
+    engine_version: EngineVersion | None = Field(
+        default=None, description="the release assessed: as pinned (-e ENGINE@VERSION), else the newest known, and said"
+    )
     loads: bool | None
     kernel: str | None = None
     capacity: CapacitySummary | None = None
@@ -149,8 +181,7 @@ class EngineChoice(BaseModel):
             return f"blocked: {self.blockers[0].what}: {self.blockers[0].detail}"
         tail = f", {len(self.unverified)} unverified" if self.unverified else ""
         if self.unknowns:
-            return (f"no blocker; {len(self.unknowns)} unknown ({', '.join(f.what for f in self.unknowns[:3])})"
-                    + tail)
+            return f"no blocker; {len(self.unknowns)} unknown ({', '.join(f.what for f in self.unknowns[:3])})" + tail
         return "no blocker; every fact known" + tail
 
 
@@ -170,40 +201,88 @@ class ChooseResult(BaseModel):
         return {c.engine: c.verdict() for c in self.engines}
 
 
-def _capacity_fact(card: ModelCard, profile: EngineProfile, hw: Hardware, req: Requirements,
-                   version: str | None = None) -> tuple[Fact, CapacitySummary | None]:
+def _capacity_fact(
+    card: ModelCard, profile: EngineProfile, hw: Hardware, req: Requirements, version: str | None = None
+) -> tuple[Fact, CapacitySummary | None]:
     if hw.device == "cpu":
-        return Fact(kind="capacity", what="capacity per replica", ok=None,
-                    detail="not computed: `plan capacity` models GPU memory, not a CPU host"), None
+        return Fact(
+            kind="capacity",
+            what="capacity per replica",
+            ok=None,
+            detail="not computed: `plan capacity` models GPU memory, not a CPU host",
+        ), None
     if hw.total_gib is None:
-        return Fact(kind="capacity", what="capacity per replica", ok=None,
-                    detail="not computed: the GPU's memory is unknown"), None
+        return Fact(
+            kind="capacity", what="capacity per replica", ok=None, detail="not computed: the GPU's memory is unknown"
+        ), None
     tp = hw.gpu_count
     try:
         check_layout(card, profile, tp, 1)
     except BadInput as exc:
-        return Fact(kind="capacity", what=f"TP={tp} layout", ok=False, detail=exc.message,
-                    source=f"{profile.name} profile parallel rules (plan parallel)", verified=True), None
+        return Fact(
+            kind="capacity",
+            what=f"TP={tp} layout",
+            ok=False,
+            detail=exc.message,
+            source=f"{profile.name} profile parallel rules (plan parallel)",
+            verified=True,
+        ), None
     try:
-        res = capacity(card, profile, hw.total_gib, gpu_name=hw.gpu_name, tp=tp, max_model_len=req.context,
-                       context=req.context, engine_version=version)
+        res = capacity(
+            card,
+            profile,
+            hw.total_gib,
+            gpu_name=hw.gpu_name,
+            tp=tp,
+            max_model_len=req.context,
+            context=req.context,
+            engine_version=version,
+        )
     except BadInput as exc:
         return Fact(kind="capacity", what="capacity per replica", ok=None, detail=f"TP={tp}: {exc.message}"), None
-    summary = CapacitySummary(tp=tp, kv_tokens=res.tokens, max_concurrency=res.max_concurrency, context=res.context,
-                              binding=res.binding_limit, starts=res.instance.starts)
-    err = (f"likely {res.range.low_tokens:,}+ tokens, median error {res.range.median_abs_error:.0%}" if res.range
-           else f"error unknown: {res.range_missing}" if res.range_missing else "")
-    source = (f"switchover plan capacity ({profile.name} {res.budget} memory model; weights: {res.weights_source})")
+    summary = CapacitySummary(
+        tp=tp,
+        kv_tokens=res.tokens,
+        max_concurrency=res.max_concurrency,
+        context=res.context,
+        binding=res.binding_limit,
+        starts=res.instance.starts,
+    )
+    err = (
+        f"likely {res.range.low_tokens:,}+ tokens, median error {res.range.median_abs_error:.0%}"
+        if res.range
+        else f"error unknown: {res.range_missing}"
+        if res.range_missing
+        else ""
+    )
+    source = f"switchover plan capacity ({profile.name} {res.budget} memory model; weights: {res.weights_source})"
     if not res.instance.starts:
-        return Fact(kind="capacity", what="fits", ok=False, source=source, verified=res.range is not None,
-                    detail=f"does not start on {hw.label} with TP={tp}: {res.instance.problem}"), summary
+        return Fact(
+            kind="capacity",
+            what="fits",
+            ok=False,
+            source=source,
+            verified=res.range is not None,
+            detail=f"does not start on {hw.label} with TP={tp}: {res.instance.problem}",
+        ), summary
     if res.max_concurrency < 1:
-        return Fact(kind="capacity", what="fits one request", ok=False, source=source, verified=res.range is not None,
-                    detail=f"TP={tp}: KV {res.tokens:,} tokens cannot hold one request of {res.context:,} tokens "
-                           f"({err})"), summary
-    return Fact(kind="capacity", what="capacity per replica", ok=True, source=source, verified=res.range is not None,
-                detail=f"TP={tp}: KV {res.tokens:,} tokens, {res.max_concurrency} concurrent requests of "
-                       f"{res.context:,} tokens (binding: {res.binding_limit}; {err})"), summary
+        return Fact(
+            kind="capacity",
+            what="fits one request",
+            ok=False,
+            source=source,
+            verified=res.range is not None,
+            detail=f"TP={tp}: KV {res.tokens:,} tokens cannot hold one request of {res.context:,} tokens ({err})",
+        ), summary
+    return Fact(
+        kind="capacity",
+        what="capacity per replica",
+        ok=True,
+        source=source,
+        verified=res.range is not None,
+        detail=f"TP={tp}: KV {res.tokens:,} tokens, {res.max_concurrency} concurrent requests of "
+        f"{res.context:,} tokens (binding: {res.binding_limit}; {err})",
+    ), summary
 
 
 def _api_differences(profile: EngineProfile, current: EngineProfile) -> list[str]:
@@ -211,69 +290,130 @@ def _api_differences(profile: EngineProfile, current: EngineProfile) -> list[str
     for fact in COMPARED_API:
         mine, theirs = getattr(profile.api, fact), getattr(current.api, fact)
         if mine != theirs:
-            out.append(f"{fact}: {current.name} {theirs!r} -> {profile.name} {mine!r} "
-                       f"[{profile.api.sources.get(fact, '?')}]")
+            out.append(
+                f"{fact}: {current.name} {theirs!r} -> {profile.name} {mine!r} [{profile.api.sources.get(fact, '?')}]"
+            )
     return out
 
 
-def assess(engine: str, card: ModelCard, fmt: str | None, fmt_reason: str, hw: Hardware, req: Requirements,
-           probe: ProbeEvidence | None = None, version: str | None = None) -> EngineChoice:
+def assess(
+    engine: str,
+    card: ModelCard,
+    fmt: str | None,
+    fmt_reason: str,
+    hw: Hardware,
+    req: Requirements,
+    probe: ProbeEvidence | None = None,
+    version: str | None = None,
+) -> EngineChoice:
     """Every fact for one engine at a release (None: the newest known)."""
     profile = load_profile(engine, version)
-    choice = EngineChoice(engine=profile.name, display_name=profile.display_name,
-                          profile_version=profile.version_read, loads=None,
-                          engine_version=resolve_version(profile, version))
+    choice = EngineChoice(
+        engine=profile.name,
+        display_name=profile.display_name,
+        profile_version=profile.version_read,
+        loads=None,
+        engine_version=resolve_version(profile, version),
+    )
     if fmt is None:
-        choice.facts.append(Fact(kind="format", what="loads the weights", ok=None,
-                                 detail=f"unknown: the checkpoint's format is not in the matrix ({fmt_reason})"))
+        choice.facts.append(
+            Fact(
+                kind="format",
+                what="loads the weights",
+                ok=None,
+                detail=f"unknown: the checkpoint's format is not in the matrix ({fmt_reason})",
+            )
+        )
     else:
         v = lookup_at(profile.name, fmt, hw.device, hw.sm, version)
         choice.loads, choice.kernel = v.loads, v.kernel
-        choice.facts.append(Fact(kind="format", what=f"loads {fmt}", ok=v.loads, detail=v.reason, source=v.source,
-                                 verified=v.verified))
+        choice.facts.append(
+            Fact(kind="format", what=f"loads {fmt}", ok=v.loads, detail=v.reason, source=v.source, verified=v.verified)
+        )
     if req.context and card.max_position_embeddings and req.context > card.max_position_embeddings:
-        choice.facts.append(Fact(kind="context", what=f"context {req.context:,}", ok=False, source=card.source,
-                                 verified=True, detail=f"the model's max_position_embeddings is "
-                                                       f"{card.max_position_embeddings:,}"))
+        choice.facts.append(
+            Fact(
+                kind="context",
+                what=f"context {req.context:,}",
+                ok=False,
+                source=card.source,
+                verified=True,
+                detail=f"the model's max_position_embeddings is {card.max_position_embeddings:,}",
+            )
+        )
     elif choice.loads is not False:
         fact, summary = _capacity_fact(card, profile, hw, req, version)
         choice.facts.append(fact)
         choice.capacity = summary
         if req.concurrency is not None:
             if summary is None or not summary.starts:
-                choice.facts.append(Fact(kind="concurrency", what=f"{req.concurrency} concurrent", ok=None
-                                         if summary is None else False, detail="no capacity figure"
-                                         if summary is None else "the instance does not start"))
+                choice.facts.append(
+                    Fact(
+                        kind="concurrency",
+                        what=f"{req.concurrency} concurrent",
+                        ok=None if summary is None else False,
+                        detail="no capacity figure" if summary is None else "the instance does not start",
+                    )
+                )
             else:
                 ok = summary.max_concurrency >= req.concurrency
-                choice.facts.append(Fact(kind="concurrency", what=f"{req.concurrency} concurrent", ok=ok,
-                                         source=fact.source, verified=fact.verified,
-                                         detail=f"{summary.max_concurrency} per replica at {summary.context:,} "
-                                                f"tokens ({summary.binding})"))
+                choice.facts.append(
+                    Fact(
+                        kind="concurrency",
+                        what=f"{req.concurrency} concurrent",
+                        ok=ok,
+                        source=fact.source,
+                        verified=fact.verified,
+                        detail=f"{summary.max_concurrency} per replica at {summary.context:,} "
+                        f"tokens ({summary.binding})",
+                    )
+                )
     if req.rate is not None:
-        choice.facts.append(Fact(kind="rate", what=f"{req.rate:g} req/s", ok=None,
-                                 detail="unknown: a request-rate target needs measured throughput "
-                                        "(`switchover bench`); no figure is predicted"))
+        choice.facts.append(
+            Fact(
+                kind="rate",
+                what=f"{req.rate:g} req/s",
+                ok=None,
+                detail="unknown: a request-rate target needs measured throughput "
+                "(`switchover bench`); no figure is predicted",
+            )
+        )
     for feature in req.features:
         s = feature_support(profile, feature)
-        choice.facts.append(Fact(kind="feature", what=feature, ok=s.supported, detail=s.detail, source=s.source,
-                                 verified=s.verified))
+        choice.facts.append(
+            Fact(kind="feature", what=feature, ok=s.supported, detail=s.detail, source=s.source, verified=s.verified)
+        )
     for text in req.api_fields:
         name, count = parse_api_field(text)
         s = api_field_support(profile, name, count)
-        choice.facts.append(Fact(kind="api_field", what=s.what, ok=s.supported, detail=s.detail, source=s.source,
-                                 verified=s.verified))
+        choice.facts.append(
+            Fact(kind="api_field", what=s.what, ok=s.supported, detail=s.detail, source=s.source, verified=s.verified)
+        )
     if probe is not None:
         if profile.name == probe.new_engine:
             ok = not probe.breaking
-            choice.facts.append(Fact(kind="probe", what="probed against the clients' engine", ok=ok,
-                                     source=probe.source, verified=True,
-                                     detail=f"{len(probe.breaking)} breaking differences from {probe.old_engine}"
-                                            + (f": {', '.join(probe.breaking[:8])}" if probe.breaking else "")))
+            choice.facts.append(
+                Fact(
+                    kind="probe",
+                    what="probed against the clients' engine",
+                    ok=ok,
+                    source=probe.source,
+                    verified=True,
+                    detail=f"{len(probe.breaking)} breaking differences from {probe.old_engine}"
+                    + (f": {', '.join(probe.breaking[:8])}" if probe.breaking else ""),
+                )
+            )
         elif profile.name == probe.old_engine:
-            choice.facts.append(Fact(kind="probe", what="probed against the clients' engine", ok=True,
-                                     source=probe.source, verified=True,
-                                     detail="the engine the clients were probed on (old side)"))
+            choice.facts.append(
+                Fact(
+                    kind="probe",
+                    what="probed against the clients' engine",
+                    ok=True,
+                    source=probe.source,
+                    verified=True,
+                    detail="the engine the clients were probed on (old side)",
+                )
+            )
     if req.current_engine:
         current = load_profile(req.current_engine)
         if current.name != profile.name:
@@ -283,13 +423,26 @@ def assess(engine: str, card: ModelCard, fmt: str | None, fmt_reason: str, hw: H
 
 def _rank_key(c: EngineChoice) -> tuple[Any, ...]:
     conc = c.capacity.max_concurrency if c.capacity is not None and c.capacity.starts else -1
-    return (bool(c.blockers), len(c.blockers), len(c.unknowns), len(c.unverified), len(c.api_differences), -conc,
-            c.engine)
+    return (
+        bool(c.blockers),
+        len(c.blockers),
+        len(c.unknowns),
+        len(c.unverified),
+        len(c.api_differences),
+        -conc,
+        c.engine,
+    )
 
 
-def choose(card: ModelCard, qc: dict[str, Any] | None, hw: Hardware, req: Requirements,
-           probe: ProbeEvidence | None = None, engines: tuple[str, ...] = ENGINES,
-           versions: dict[str, str] | None = None) -> ChooseResult:
+def choose(
+    card: ModelCard,
+    qc: dict[str, Any] | None,
+    hw: Hardware,
+    req: Requirements,
+    probe: ProbeEvidence | None = None,
+    engines: tuple[str, ...] = ENGINES,
+    versions: dict[str, str] | None = None,
+) -> ChooseResult:
     """The engines ranked for this model, hardware and requirements, each at its pinned release in `versions`
     (else the newest known)."""
     fmt, why = format_of_card(card, qc)
@@ -297,10 +450,24 @@ def choose(card: ModelCard, qc: dict[str, Any] | None, hw: Hardware, req: Requir
     choices = sorted((assess(e, card, fmt, why, hw, req, probe, pinned.get(e)) for e in engines), key=_rank_key)
     for i, c in enumerate(choices, 1):
         c.rank = i
-    notes = [f"capacity is per replica of TP={hw.gpu_count} over all {hw.gpu_count} GPUs; weights "
-             f"{card.weights.source or card.weights.origin}"] if hw.device == "cuda" else []
+    notes = (
+        [
+            f"capacity is per replica of TP={hw.gpu_count} over all {hw.gpu_count} GPUs; weights "
+            f"{card.weights.source or card.weights.origin}"
+        ]
+        if hw.device == "cuda"
+        else []
+    )
     if card.weights.warning:
         notes.append(card.weights.warning)
     notes.append("facts marked unverified were not read in the engine's source or docs (see the data files)")
-    return ChooseResult(model=card.name, model_source=card.source, format=fmt, format_reason=why, hardware=hw,
-                        requirements=req, engines=choices, notes=notes)
+    return ChooseResult(
+        model=card.name,
+        model_source=card.source,
+        format=fmt,
+        format_reason=why,
+        hardware=hw,
+        requirements=req,
+        engines=choices,
+        notes=notes,
+    )

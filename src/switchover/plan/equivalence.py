@@ -26,16 +26,39 @@ class KnobEquivalent(BaseModel):
     explanation: str
 
 
-def equivalent_memory_knob(card: ModelCard, src: EngineProfile, dst: EngineProfile, gpu_total_gib: float,
-                           src_fraction: float, *, tp: int = 1, pp: int = 1, kv_dtype: str = "auto",
-                           overheads: dict[str, float] | None = None, gpu_name: str | None = None,
-                           max_model_len: int | None = None, src_version: str | None = None,
-                           dst_version: str | None = None) -> KnobEquivalent | None:
+def equivalent_memory_knob(
+    card: ModelCard,
+    src: EngineProfile,
+    dst: EngineProfile,
+    gpu_total_gib: float,
+    src_fraction: float,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    kv_dtype: str = "auto",
+    overheads: dict[str, float] | None = None,
+    gpu_name: str | None = None,
+    max_model_len: int | None = None,
+    src_version: str | None = None,
+    dst_version: str | None = None,
+) -> KnobEquivalent | None:
     """Solve the target's knob for the pool `src_fraction` gives in the source engine; None if it cannot match."""
+
     def plan(profile: EngineProfile, version: str | None, knobs: Knobs) -> CapacityResult | None:
         try:
-            return capacity(card, profile, gpu_total_gib, knobs=knobs, engine_version=version, gpu_name=gpu_name, tp=tp,
-                            pp=pp, kv_dtype=kv_dtype, overheads=overheads, max_model_len=max_model_len)
+            return capacity(
+                card,
+                profile,
+                gpu_total_gib,
+                knobs=knobs,
+                engine_version=version,
+                gpu_name=gpu_name,
+                tp=tp,
+                pp=pp,
+                kv_dtype=kv_dtype,
+                overheads=overheads,
+                max_model_len=max_model_len,
+            )
         except BadInput:  # no max_model_len known: nothing to size
             return None
 
@@ -46,9 +69,14 @@ def equivalent_memory_knob(card: ModelCard, src: EngineProfile, dst: EngineProfi
     flag = src.flags["gpu_memory_fraction"].flag
     if dst.memory.budget == "explicit_context":
         ctx = int(target * GIB // max(source.layout.bytes_per_token, 1))
-        return KnobEquivalent(intent="max_context_length", value=ctx, pool_gib=target, source_pool_gib=target,
-                              explanation=f"{flag} {src_fraction:g} gives a {target:.2f} GiB KV pool "
-                                          f"({source.instance.formula}); -c {ctx} holds as many tokens")
+        return KnobEquivalent(
+            intent="max_context_length",
+            value=ctx,
+            pool_gib=target,
+            source_pool_gib=target,
+            explanation=f"{flag} {src_fraction:g} gives a {target:.2f} GiB KV pool "
+            f"({source.instance.formula}); -c {ctx} holds as many tokens",
+        )
 
     def pool(fraction: float) -> float:
         res = plan(dst, dst_version, Knobs(memory_fraction=fraction))
@@ -65,6 +93,11 @@ def equivalent_memory_knob(card: ModelCard, src: EngineProfile, dst: EngineProfi
             hi = mid
     value = round(hi, 3)
     dst_flag = dst.flags["gpu_memory_fraction"].flag or dst.flags["gpu_memory_fraction"].yaml_key
-    return KnobEquivalent(intent="gpu_memory_fraction", value=value, pool_gib=pool(value), source_pool_gib=target,
-                          explanation=f"{flag} {src_fraction:g} gives a {target:.2f} GiB KV pool on this GPU; "
-                                      f"{dst_flag} {value:g} gives the same in {dst.name} ({dst.memory.budget})")
+    return KnobEquivalent(
+        intent="gpu_memory_fraction",
+        value=value,
+        pool_gib=pool(value),
+        source_pool_gib=target,
+        explanation=f"{flag} {src_fraction:g} gives a {target:.2f} GiB KV pool on this GPU; "
+        f"{dst_flag} {value:g} gives the same in {dst.name} ({dst.memory.budget})",
+    )

@@ -51,10 +51,11 @@ def verdict(result: CapacityResult) -> str:
     if not result.instance.starts:
         return f"does not fit: {result.instance.problem}"
     if result.max_concurrency < 1:
-        return (f"does not fit: the KV pool ({result.tokens:,} tokens) holds no request of {result.context:,} "
-                "tokens")
-    return (f"fits: {result.max_concurrency} requests of {result.context:,} tokens at once "
-            f"(binding: {result.binding_limit})")
+        return f"does not fit: the KV pool ({result.tokens:,} tokens) holds no request of {result.context:,} tokens"
+    return (
+        f"fits: {result.max_concurrency} requests of {result.context:,} tokens at once "
+        f"(binding: {result.binding_limit})"
+    )
 
 
 def _try(rerun: Rerun, **change: Any) -> CapacityResult | None:
@@ -64,8 +65,18 @@ def _try(rerun: Rerun, **change: Any) -> CapacityResult | None:
         return None
 
 
-def advise(result: CapacityResult, card: ModelCard, profile: EngineProfile, rerun: Rerun, *, tp: int, pp: int,
-           kv_dtype: str, memory_fraction: float | None, max_gpus: int = 8) -> FitAdvice:
+def advise(
+    result: CapacityResult,
+    card: ModelCard,
+    profile: EngineProfile,
+    rerun: Rerun,
+    *,
+    tp: int,
+    pp: int,
+    kv_dtype: str,
+    memory_fraction: float | None,
+    max_gpus: int = 8,
+) -> FitAdvice:
     """The verdict, and when it does not fit every single change among the usual ones that makes it fit."""
     from switchover.plan.parallel import shape_problems
 
@@ -75,8 +86,9 @@ def advise(result: CapacityResult, card: ModelCard, profile: EngineProfile, reru
 
     def keep(change: str, flags: str, after: CapacityResult | None, note: str = "") -> None:
         if after is not None and _fits(after):
-            options.append(FitOption(change=change, flags=flags, tokens=after.tokens,
-                                     concurrency=after.max_concurrency, note=note))
+            options.append(
+                FitOption(change=change, flags=flags, tokens=after.tokens, concurrency=after.max_concurrency, note=note)
+            )
 
     n = tp * 2
     while n * pp <= max_gpus:
@@ -87,23 +99,35 @@ def advise(result: CapacityResult, card: ModelCard, profile: EngineProfile, reru
                 break
         n *= 2
     if kv_dtype in ("auto", "", None) and profile.flag("kv_cache_dtype") is not None:
-        keep("an FP8 KV cache (half the bytes per token; check quality on your task)", "--kv-dtype fp8",
-             _try(rerun, kv_dtype="fp8"))
+        keep(
+            "an FP8 KV cache (half the bytes per token; check quality on your task)",
+            "--kv-dtype fp8",
+            _try(rerun, kv_dtype="fp8"),
+        )
     knob = profile.flag("gpu_memory_fraction")
     default = profile.memory.default_fraction
     current = memory_fraction if memory_fraction is not None else default
     if knob is not None and current is not None and current < HIGH_FRACTION:
-        keep(f"a higher memory knob ({knob.flag} {HIGH_FRACTION}; default {default})",
-             f"--memory-fraction {HIGH_FRACTION}", _try(rerun, knobs=Knobs(memory_fraction=HIGH_FRACTION)),
-             note="leaves less room for other processes and fragmentation")
+        keep(
+            f"a higher memory knob ({knob.flag} {HIGH_FRACTION}; default {default})",
+            f"--memory-fraction {HIGH_FRACTION}",
+            _try(rerun, knobs=Knobs(memory_fraction=HIGH_FRACTION)),
+            note="leaves less room for other processes and fragmentation",
+        )
     if card.weights.quantization is None and card.weights.params:
         for label, bytes_per_param in _QUANTIZED:
             gib = card.weights.params * bytes_per_param / 2**30 / (tp * pp)
-            keep(f"a {label} checkpoint of the same model (~{gib:.1f} GiB of weights per GPU)",
-                 f"--weights-gib {gib:.1f}", _try(rerun, weights_gib=gib),
-                 note="an estimate at that many bytes per parameter; a real checkpoint's size is in its index")
+            keep(
+                f"a {label} checkpoint of the same model (~{gib:.1f} GiB of weights per GPU)",
+                f"--weights-gib {gib:.1f}",
+                _try(rerun, weights_gib=gib),
+                note="an estimate at that many bytes per parameter; a real checkpoint's size is in its index",
+            )
     if result.tokens > 0:
         shorter = result.tokens
-        keep(f"a shorter context: at most {shorter:,} tokens per request", f"--max-model-len {shorter}",
-             _try(rerun, max_model_len=shorter, context=shorter))
+        keep(
+            f"a shorter context: at most {shorter:,} tokens per request",
+            f"--max-model-len {shorter}",
+            _try(rerun, max_model_len=shorter, context=shorter),
+        )
     return FitAdvice(fits=False, verdict=verdict(result), options=options)

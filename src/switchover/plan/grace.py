@@ -20,8 +20,10 @@ COMPOSE_DEFAULT_GRACE_S = 10.0  # docker compose stop_grace_period default
 MAX_FILES = 2000
 SCAN_MAX_BYTES = 4 << 20  # per deploy file
 SUMMARY_MAX_BYTES = 64 << 20
-_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m(?!s))?\s*(?:(\d+(?:\.\d+)?)s)?\s*"
-                       r"(?:(\d+(?:\.\d+)?)ms)?\s*(?:(\d+(?:\.\d+)?)us)?\s*$")
+_DURATION = re.compile(
+    r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m(?!s))?\s*(?:(\d+(?:\.\d+)?)s)?\s*"
+    r"(?:(\d+(?:\.\d+)?)ms)?\s*(?:(\d+(?:\.\d+)?)us)?\s*$"
+)
 
 
 class GraceNeed(BaseModel):
@@ -66,8 +68,13 @@ class GraceReport(BaseModel):
         return all(f.ok for f in self.findings)
 
 
-def required_grace(max_tokens: int, tpot_p99_ms: float, ttft_p99_ms: float | None = None,
-                   margin_s: float | None = None, source: str = "flags") -> GraceNeed:
+def required_grace(
+    max_tokens: int,
+    tpot_p99_ms: float,
+    ttft_p99_ms: float | None = None,
+    margin_s: float | None = None,
+    source: str = "flags",
+) -> GraceNeed:
     """max_tokens x TPOT p99 + TTFT p99 + margin (default 10% of the generation, at least 5 s). A TTFT that was
     not measured (None) is left out and stays None in the result, never shown as 0."""
     require(max_tokens, "--max-tokens", lo=1, hi=MAX_TOKENS, integer=True)
@@ -78,10 +85,15 @@ def required_grace(max_tokens: int, tpot_p99_ms: float, ttft_p99_ms: float | Non
         require(margin_s, "--margin-s", lo=0, hi=MAX_SECONDS)
     generation = max_tokens * tpot_p99_ms / 1000
     margin = max(5.0, 0.1 * generation) if margin_s is None else margin_s
-    return GraceNeed(max_tokens=max_tokens, tpot_p99_ms=tpot_p99_ms, ttft_p99_ms=ttft_p99_ms, margin_s=margin,
-                     generation_s=round(generation, 3),
-                     required_s=round(generation + (ttft_p99_ms or 0.0) / 1000 + margin, 3),
-                     source=source)
+    return GraceNeed(
+        max_tokens=max_tokens,
+        tpot_p99_ms=tpot_p99_ms,
+        ttft_p99_ms=ttft_p99_ms,
+        margin_s=margin,
+        generation_s=round(generation, 3),
+        required_s=round(generation + (ttft_p99_ms or 0.0) / 1000 + margin, 3),
+        source=source,
+    )
 
 
 def latency_from_bench(run_dir: Path, endpoint: str | None = None) -> tuple[float, float | None, str]:
@@ -95,8 +107,9 @@ def latency_from_bench(run_dir: Path, endpoint: str | None = None) -> tuple[floa
     return latency_from_steps(steps, f"bench {path.parent.name}", str(path), endpoint)
 
 
-def latency_from_steps(steps: Any, where: str, label: str, endpoint: str | None = None) -> tuple[float, float | None,
-                                                                                                 str]:
+def latency_from_steps(
+    steps: Any, where: str, label: str, endpoint: str | None = None
+) -> tuple[float, float | None, str]:
     """Worst TPOT p99 and TTFT p99 (ms) over a bench report's steps (as summary.json holds them); `where` names
     the run in the source, `label` the file in errors."""
     tpots, ttfts = [], []
@@ -197,54 +210,106 @@ def scan_file(path: Path, need: GraceNeed, display: str) -> list[Finding]:
         for _, n, ln in graces:
             value = parse_duration(_scalar(n))
             ok = value is not None and value >= need.required_s
-            out.append(Finding(file=display, line=ln, setting="terminationGracePeriodSeconds", value_s=value,
-                               required_s=need.required_s, ok=ok,
-                               message="covers the longest generation" if ok else
-                               f"{value} s is shorter than the {need.required_s:.0f} s the longest request needs: "
-                               "in-flight requests are killed mid-generation"))
+            out.append(
+                Finding(
+                    file=display,
+                    line=ln,
+                    setting="terminationGracePeriodSeconds",
+                    value_s=value,
+                    required_s=need.required_s,
+                    ok=ok,
+                    message="covers the longest generation"
+                    if ok
+                    else f"{value} s is shorter than the {need.required_s:.0f} s the longest request needs: "
+                    "in-flight requests are killed mid-generation",
+                )
+            )
         if pod_specs and not graces:
             p, n, ln = pod_specs[0]
             ok = need.required_s <= K8S_DEFAULT_GRACE_S
-            out.append(Finding(file=display, line=ln, setting="terminationGracePeriodSeconds (absent)",
-                               value_s=K8S_DEFAULT_GRACE_S, required_s=need.required_s, ok=ok,
-                               message=f"not set: Kubernetes default {K8S_DEFAULT_GRACE_S:.0f} s"
-                               + ("" if ok else f" < {need.required_s:.0f} s needed")))
+            out.append(
+                Finding(
+                    file=display,
+                    line=ln,
+                    setting="terminationGracePeriodSeconds (absent)",
+                    value_s=K8S_DEFAULT_GRACE_S,
+                    required_s=need.required_s,
+                    ok=ok,
+                    message=f"not set: Kubernetes default {K8S_DEFAULT_GRACE_S:.0f} s"
+                    + ("" if ok else f" < {need.required_s:.0f} s needed"),
+                )
+            )
         for p, n, ln in entries:
             if p[-1] == "preStop":
                 sleep = _prestop_sleep(n)
                 if sleep is not None:
                     grace = next((parse_duration(_scalar(g)) for _, g, _ in graces), K8S_DEFAULT_GRACE_S) or 0.0
                     ok = grace - sleep >= need.required_s
-                    out.append(Finding(file=display, line=ln, setting="preStop sleep", value_s=sleep,
-                                       required_s=need.required_s, ok=ok,
-                                       message=f"preStop sleeps {sleep:.0f} s inside the {grace:.0f} s grace period"
-                                       + ("" if ok else f": only {grace - sleep:.0f} s remain to drain")))
+                    out.append(
+                        Finding(
+                            file=display,
+                            line=ln,
+                            setting="preStop sleep",
+                            value_s=sleep,
+                            required_s=need.required_s,
+                            ok=ok,
+                            message=f"preStop sleeps {sleep:.0f} s inside the {grace:.0f} s grace period"
+                            + ("" if ok else f": only {grace - sleep:.0f} s remain to drain"),
+                        )
+                    )
             elif p[-1] == "stop_grace_period":
                 value = parse_duration(_scalar(n))
                 ok = value is not None and value >= need.required_s
-                out.append(Finding(file=display, line=ln, setting="stop_grace_period", value_s=value,
-                                   required_s=need.required_s, ok=ok,
-                                   message="covers the longest generation" if ok else
-                                   f"{value} s < {need.required_s:.0f} s needed: SIGKILL mid-generation"))
+                out.append(
+                    Finding(
+                        file=display,
+                        line=ln,
+                        setting="stop_grace_period",
+                        value_s=value,
+                        required_s=need.required_s,
+                        ok=ok,
+                        message="covers the longest generation"
+                        if ok
+                        else f"{value} s < {need.required_s:.0f} s needed: SIGKILL mid-generation",
+                    )
+                )
             elif "timeout" in p[-1].lower() and isinstance(n, yaml.ScalarNode):
                 value = parse_duration(_scalar(n))
                 if value is None or value <= 0:
                     continue
                 ok = value >= gen_s
-                out.append(Finding(file=display, line=ln, setting=p[-1], value_s=value, required_s=round(gen_s, 3),
-                                   ok=ok, message="longer than the longest generation" if ok else
-                                   f"{value} s cuts off generations that take up to {gen_s:.0f} s (the server "
-                                   "keeps generating for a client that left)"))
+                out.append(
+                    Finding(
+                        file=display,
+                        line=ln,
+                        setting=p[-1],
+                        value_s=value,
+                        required_s=round(gen_s, 3),
+                        ok=ok,
+                        message="longer than the longest generation"
+                        if ok
+                        else f"{value} s cuts off generations that take up to {gen_s:.0f} s (the server "
+                        "keeps generating for a client that left)",
+                    )
+                )
         if "services" in keys and any(p[0] == "services" for p, _, _ in entries):
             services = [(p, ln) for p, _, ln in entries if len(p) == 2 and p[0] == "services"]
             for p, ln in services:
                 has = any(q[:2] == p and q[-1] == "stop_grace_period" for q, _, _ in entries)
                 if not has:
                     ok = need.required_s <= COMPOSE_DEFAULT_GRACE_S
-                    out.append(Finding(file=display, line=ln, setting=f"{p[1]}: stop_grace_period (absent)",
-                                       value_s=COMPOSE_DEFAULT_GRACE_S, required_s=need.required_s, ok=ok,
-                                       message=f"not set: compose default {COMPOSE_DEFAULT_GRACE_S:.0f} s"
-                                       + ("" if ok else f" < {need.required_s:.0f} s needed")))
+                    out.append(
+                        Finding(
+                            file=display,
+                            line=ln,
+                            setting=f"{p[1]}: stop_grace_period (absent)",
+                            value_s=COMPOSE_DEFAULT_GRACE_S,
+                            required_s=need.required_s,
+                            ok=ok,
+                            message=f"not set: compose default {COMPOSE_DEFAULT_GRACE_S:.0f} s"
+                            + ("" if ok else f" < {need.required_s:.0f} s needed"),
+                        )
+                    )
     return out
 
 
@@ -279,5 +344,6 @@ def grace_report(need: GraceNeed, scan_root: Path | None = None, client_timeout_
         if client_timeout_s < gen:
             report.warnings.append(
                 f"client timeout {client_timeout_s:g} s < {gen:.0f} s server generation time: users give up while "
-                "the server keeps generating (wasted capacity, amplified during a canary)")
+                "the server keeps generating (wasted capacity, amplified during a canary)"
+            )
     return report

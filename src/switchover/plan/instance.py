@@ -26,8 +26,11 @@ class Knobs(BaseModel):
     memory_fraction: float | None = Field(default=None, description="the engine's own fraction knob")
     kv_tokens_cap: int | None = Field(default=None, description="explicit pool size in tokens (max-total-tokens…)")
     context_tokens: int | None = Field(default=None, description="llama.cpp -c (total over slots)")
-    kv_pool_gib: float | None = Field(default=None, description="explicit pool size (vLLM --kv-cache-memory-bytes, "
-                                      "VLLM_CPU_KVCACHE_SPACE): skips the fraction maths")
+    kv_pool_gib: float | None = Field(
+        default=None,
+        description="explicit pool size (vLLM --kv-cache-memory-bytes, "
+        "VLLM_CPU_KVCACHE_SPACE): skips the fraction maths",
+    )
 
 
 class Overheads(BaseModel):
@@ -43,8 +46,12 @@ class Overheads(BaseModel):
         return self.activation_peak_gib + self.non_torch_gib + self.cuda_graph_gib
 
 
-def resolve_overheads(profile: EngineProfile, overrides: dict[str, float] | None = None,
-                      batched_tokens: int | None = None, modelled: ModelledOverheads | None = None) -> Overheads:
+def resolve_overheads(
+    profile: EngineProfile,
+    overrides: dict[str, float] | None = None,
+    batched_tokens: int | None = None,
+    modelled: ModelledOverheads | None = None,
+) -> Overheads:
     """User overrides by name (activation_peak, non_torch, cuda_graph), else the profile's overhead model for the
     engine version (`modelled`), else the profile's flat defaults from real logs (a default measured at some
     max-batched-tokens is scaled linearly to `batched_tokens`)."""
@@ -59,8 +66,11 @@ def resolve_overheads(profile: EngineProfile, overrides: dict[str, float] | None
         if name in overrides:
             values[name], sources[name] = overrides[name], "user override"
         elif modelled is not None:
-            values[name] = {"activation_peak": modelled.activation_gib, "non_torch": modelled.non_torch_gib,
-                            "cuda_graph": modelled.cuda_graph_gib}[name]
+            values[name] = {
+                "activation_peak": modelled.activation_gib,
+                "non_torch": modelled.non_torch_gib,
+                "cuda_graph": modelled.cuda_graph_gib,
+            }[name]
             sources[name] = modelled.sources[name]
         elif name in profile.memory.overheads:
             item = profile.memory.overheads[name]
@@ -70,8 +80,12 @@ def resolve_overheads(profile: EngineProfile, overrides: dict[str, float] | None
                 sources[name] = f"{item.source}; scaled to {batched_tokens} batched tokens"
         else:
             values[name], sources[name] = 0.0, "not modelled for this engine"
-    return Overheads(activation_peak_gib=values["activation_peak"], non_torch_gib=values["non_torch"],
-                     cuda_graph_gib=values["cuda_graph"], sources=sources)
+    return Overheads(
+        activation_peak_gib=values["activation_peak"],
+        non_torch_gib=values["non_torch"],
+        cuda_graph_gib=values["cuda_graph"],
+        sources=sources,
+    )
 
 
 class Instance(BaseModel):
@@ -87,8 +101,11 @@ class Instance(BaseModel):
     starts: bool
     formula: str
     problem: str | None = None
-    fits_memory: bool = Field(default=True, description="the knobs leave memory for a pool (False: `problem` is a "
-                              "memory refusal; True with starts False: refused for another reason)")
+    fits_memory: bool = Field(
+        default=True,
+        description="the knobs leave memory for a pool (False: `problem` is a "
+        "memory refusal; True with starts False: refused for another reason)",
+    )
 
 
 def pick_tier(table: dict[str, Any], total_gib: float, gpu_name: str | None) -> Any:
@@ -116,15 +133,28 @@ def sglang_style_auto_fraction(profile: EngineProfile, total_gib: float, tp: int
     chunk_table = profile.defaults.get("chunked_prefill_by_memory")
     chunk = pick_tier(chunk_table.value, total_gib * GIB / 1e9, None) if chunk_table else floor
     graph_bs = profile.defaults["cuda_graph_max_bs"].value if "cuda_graph_max_bs" in profile.defaults else 0
-    reserved_mib = (r["base_mib"] + r["per_chunked_prefill_token_mib"] * max(chunk or floor, floor)
-                    + r["per_cuda_graph_bs_mib"] * graph_bs + r["per_rank_mib"] * tp * pp)
+    reserved_mib = (
+        r["base_mib"]
+        + r["per_chunked_prefill_token_mib"] * max(chunk or floor, floor)
+        + r["per_cuda_graph_bs_mib"] * graph_bs
+        + r["per_rank_mib"] * tp * pp
+    )
     if "above_gb" in r and total_gib * GIB / 1e9 > r["above_gb"]:
         reserved_mib = max(reserved_mib, r["min_reserve_gib_above_60gb"] * 1024)
     return (total_gib * 1024 - reserved_mib) / (total_gib * 1024)
 
 
-def start_instance(profile: EngineProfile, free_gib: float, total_gib: float, weights_gib: float,
-                   over: Overheads, layout: KVLayout, knobs: Knobs, tp: int = 1, pp: int = 1) -> Instance:
+def start_instance(
+    profile: EngineProfile,
+    free_gib: float,
+    total_gib: float,
+    weights_gib: float,
+    over: Overheads,
+    layout: KVLayout,
+    knobs: Knobs,
+    tp: int = 1,
+    pp: int = 1,
+) -> Instance:
     """One instance starting with `free_gib` free on a `total_gib` GPU, under the profile's budget semantics."""
     mem = profile.memory
     budget = mem.budget
@@ -137,16 +167,20 @@ def start_instance(profile: EngineProfile, free_gib: float, total_gib: float, we
         footprint = requested
         formula = f"KV = {frac:g} x {total_gib:.2f} - weights {weights_gib:.2f} - overheads {fixed:.2f}"
         if requested > free_gib + 1e-9:
-            problem = (f"asks for {frac:g} x {total_gib:.2f} = {requested:.2f} GiB but only {free_gib:.2f} GiB is "
-                       "free: the engine refuses to start (free memory less than desired utilization)")
+            problem = (
+                f"asks for {frac:g} x {total_gib:.2f} = {requested:.2f} GiB but only {free_gib:.2f} GiB is "
+                "free: the engine refuses to start (free memory less than desired utilization)"
+            )
     elif budget == "fraction_of_free_at_start":
         if frac is None:  # the profile has the reserve formula when it has no default (checked on load)
             frac = sglang_style_auto_fraction(profile, total_gib, tp, pp) or mem.fraction()
         kv = free_gib - weights_gib - over.non_torch_gib - free_gib * (1 - frac)
         # the rest of the free memory is left to activations and graphs; it is not held at start
         footprint = frac * free_gib + over.activation_peak_gib + over.cuda_graph_gib
-        formula = (f"KV = free {free_gib:.2f} - weights {weights_gib:.2f} - non-torch {over.non_torch_gib:.2f}"
-                   f" - free x (1 - {frac:.3f})")
+        formula = (
+            f"KV = free {free_gib:.2f} - weights {weights_gib:.2f} - non-torch {over.non_torch_gib:.2f}"
+            f" - free x (1 - {frac:.3f})"
+        )
     elif budget == "fraction_of_free_after_load":
         kv = (free_gib - weights_gib - fixed) * frac  # type: ignore[operator]
         footprint = weights_gib + fixed + kv
@@ -156,8 +190,7 @@ def start_instance(profile: EngineProfile, free_gib: float, total_gib: float, we
         after_warmup = free_gib - weights_gib - fixed
         kv = after_warmup - (1 - wiggle * frac) * total_gib  # type: ignore[operator]
         footprint = weights_gib + fixed + max(kv, 0.0)
-        formula = (f"KV = free after warm-up {after_warmup:.2f} - (1 - {wiggle:g} x {frac:g}) x total "
-                   f"{total_gib:.2f}")
+        formula = f"KV = free after warm-up {after_warmup:.2f} - (1 - {wiggle:g} x {frac:g}) x total {total_gib:.2f}"
     else:  # explicit_context: the pool is what -c asks for
         ctx = knobs.context_tokens or 0
         kv = ctx * layout.bytes_per_token / GIB
@@ -177,6 +210,16 @@ def start_instance(profile: EngineProfile, free_gib: float, total_gib: float, we
             formula += f"; capped at {knobs.kv_tokens_cap} tokens"
     if kv <= 0 and problem is None:
         problem = f"no memory left for KV ({kv:.2f} GiB): weights {weights_gib:.2f} + overheads {fixed:.2f} GiB"
-    return Instance(knobs=knobs, fraction_used=frac, free_at_start_gib=free_gib, weights_gib=weights_gib,
-                    overheads_gib=fixed, kv_pool_gib=max(kv, 0.0), footprint_gib=footprint,
-                    starts=problem is None, formula=formula, problem=problem, fits_memory=problem is None)
+    return Instance(
+        knobs=knobs,
+        fraction_used=frac,
+        free_at_start_gib=free_gib,
+        weights_gib=weights_gib,
+        overheads_gib=fixed,
+        kv_pool_gib=max(kv, 0.0),
+        footprint_gib=footprint,
+        starts=problem is None,
+        formula=formula,
+        problem=problem,
+        fits_memory=problem is None,
+    )

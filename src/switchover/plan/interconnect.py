@@ -74,12 +74,19 @@ def from_catalog(name: str, gpus: int) -> Interconnect:
     if links is None:
         return Interconnect(gpus=gpus, nvlink=None, facts=[f"{spec.name}: no interconnect facts in the catalog"])
     gen, lanes = links.pcie or (None, None)
-    ic = Interconnect(gpus=gpus, nvlink=links.nvlink_domain > 1, nvlink_domain=links.nvlink_domain,
-                      nvlink_gbs=spec.nvlink_gbs if links.nvlink_domain > 1 else None, pcie_gbs=pcie_gbs(gen, lanes),
-                      pcie_link=f"gen{gen} x{lanes}" if gen else None)
-    ic.facts.append(f"{spec.name}: NVLink domain {links.nvlink_domain} GPU(s)"
-                    + (f", {spec.nvlink_gbs:g} GB/s per GPU ({spec.source})" if ic.nvlink_gbs else "")
-                    + f"; {links.source}")
+    ic = Interconnect(
+        gpus=gpus,
+        nvlink=links.nvlink_domain > 1,
+        nvlink_domain=links.nvlink_domain,
+        nvlink_gbs=spec.nvlink_gbs if links.nvlink_domain > 1 else None,
+        pcie_gbs=pcie_gbs(gen, lanes),
+        pcie_link=f"gen{gen} x{lanes}" if gen else None,
+    )
+    ic.facts.append(
+        f"{spec.name}: NVLink domain {links.nvlink_domain} GPU(s)"
+        + (f", {spec.nvlink_gbs:g} GB/s per GPU ({spec.source})" if ic.nvlink_gbs else "")
+        + f"; {links.source}"
+    )
     if ic.pcie_gbs:
         ic.facts.append(f"PCIe gen{gen} x{lanes}: {ic.pcie_gbs:g} GB/s per direction ({load_data().pcie_source})")
     if gpus > 1:
@@ -97,11 +104,15 @@ def from_fingerprint(fp: HostFingerprint, gpus: int | None = None) -> Interconne
     if nvlink is None:
         ic.facts.append("NVLink: NVML did not report the link state of every GPU")
     else:
-        ic.facts.append(f"NVLink: {sum(1 for x in links if x)} of {n} GPU(s) with active links (NVML, "
-                        f"{min(x or 0 for x in links)}-{max(x or 0 for x in links)} links each)")
+        ic.facts.append(
+            f"NVLink: {sum(1 for x in links if x)} of {n} GPU(s) with active links (NVML, "
+            f"{min(x or 0 for x in links)}-{max(x or 0 for x in links)} links each)"
+        )
     if rows and any(x for x in links) and not nvlink:
-        ic.warnings.append("only some GPUs have active NVLink links: a TP group must stay inside one NVLink group "
-                           "(check `nvidia-smi topo -m`)")
+        ic.warnings.append(
+            "only some GPUs have active NVLink links: a TP group must stay inside one NVLink group "
+            "(check `nvidia-smi topo -m`)"
+        )
     names = {g.catalog_name for g in rows}
     only = next(iter(names)) if len(names) == 1 else None
     catalog = load_data().gpus.get(only) if only else None
@@ -112,25 +123,32 @@ def from_fingerprint(fp: HostFingerprint, gpus: int | None = None) -> Interconne
         if catalog:
             ic.facts.append(f"NVLink domain {catalog.nvlink_domain} for {rows[0].catalog_name} ({catalog.source})")
         else:
-            ic.warnings.append("which GPUs NVLink joins is not in the fingerprint: TP wider than 2 is assumed to "
-                               "cross PCIe (check `nvidia-smi topo -m`)")
+            ic.warnings.append(
+                "which GPUs NVLink joins is not in the fingerprint: TP wider than 2 is assumed to "
+                "cross PCIe (check `nvidia-smi topo -m`)"
+            )
     cur = [(g.pcie_gen, g.pcie_width) for g in rows if pcie_gbs(g.pcie_gen, g.pcie_width)]
     unknown = [g.index for g in rows if g.pcie_gen and g.pcie_width and not pcie_gbs(g.pcie_gen, g.pcie_width)]
     if unknown:
-        ic.facts.append(f"PCIe: link of GPU(s) {', '.join(map(str, unknown))} not rated (generation or width not in "
-                        "the data file)")
+        ic.facts.append(
+            f"PCIe: link of GPU(s) {', '.join(map(str, unknown))} not rated (generation or width not in the data file)"
+        )
     if cur:
-        gen, lanes = min(cur, key=lambda c: (pcie_gbs(*c) or 0))
+        gen, lanes = min(cur, key=lambda c: pcie_gbs(*c) or 0)
         ic.pcie_gbs = pcie_gbs(gen, lanes)
         ic.pcie_link = f"gen{gen} x{lanes}"
-        ic.facts.append(f"PCIe: slowest GPU link gen{gen} x{lanes} = {ic.pcie_gbs:g} GB/s per direction "
-                        f"({load_data().pcie_source})")
+        ic.facts.append(
+            f"PCIe: slowest GPU link gen{gen} x{lanes} = {ic.pcie_gbs:g} GB/s per direction ({load_data().pcie_source})"
+        )
         for g in rows:
             if (g.pcie_gen_max and g.pcie_gen and g.pcie_gen < g.pcie_gen_max) or (
-                    g.pcie_width_max and g.pcie_width and g.pcie_width < g.pcie_width_max):
-                ic.warnings.append(f"GPU {g.index}: PCIe link at gen{g.pcie_gen} x{g.pcie_width} of "
-                                   f"gen{g.pcie_gen_max} x{g.pcie_width_max} (NVML; an idle GPU may train down to save "
-                                   "power: read it again under load)")
+                g.pcie_width_max and g.pcie_width and g.pcie_width < g.pcie_width_max
+            ):
+                ic.warnings.append(
+                    f"GPU {g.index}: PCIe link at gen{g.pcie_gen} x{g.pcie_width} of "
+                    f"gen{g.pcie_gen_max} x{g.pcie_width_max} (NVML; an idle GPU may train down to save "
+                    "power: read it again under load)"
+                )
     if n > 1:
         ic.facts.extend(tp_facts())
     return ic
@@ -172,12 +190,17 @@ def tp_caveat(card: ModelCard, ic: Interconnect | None, tp: int, pp: int) -> tup
     per_token = allreduce_bytes_per_token(card, tp)
     if link == "pcie":
         speed = f"{ic.pcie_link}, {ic.pcie_gbs:g} GB/s" if ic.pcie_gbs else "PCIe"
-        ms = f", >= {per_token * 1000 / (ic.pcie_gbs * 1e9) * 1e3:.1f} ms of link time per 1,000 tokens" if (
-            ic.pcie_gbs) else ""
+        ms = (
+            f", >= {per_token * 1000 / (ic.pcie_gbs * 1e9) * 1e3:.1f} ms of link time per 1,000 tokens"
+            if (ic.pcie_gbs)
+            else ""
+        )
         nv = f"; NVLink would give {ic.nvlink_gbs / 2:g}" if ic.nvlink_gbs else ""
         f = load_data().tensor_parallel
-        return link, (f"TP={tp} all-reduces over PCIe ({speed}{nv}): {per_token / 1024:.0f} KiB per token per GPU"
-                      f"{ms}; PP or DP puts fewer bytes on PCIe (see {f.pcie_guidance_source})")
+        return link, (
+            f"TP={tp} all-reduces over PCIe ({speed}{nv}): {per_token / 1024:.0f} KiB per token per GPU"
+            f"{ms}; PP or DP puts fewer bytes on PCIe (see {f.pcie_guidance_source})"
+        )
     if link == "unknown":
         return link, f"TP={tp}: whether it all-reduces over NVLink or PCIe is not known (give --fingerprint)"
     return link, None
@@ -192,14 +215,17 @@ class Host(BaseModel):
     interconnect: Interconnect | None = None
 
 
-def host_from(fp: HostFingerprint | None, *, gpu_name: str | None, total_gib: float | None,
-              gpus: int | None) -> Host:
+def host_from(fp: HostFingerprint | None, *, gpu_name: str | None, total_gib: float | None, gpus: int | None) -> Host:
     """Merge a fingerprint with --gpu/--gpu-mem-gib/--gpus (the options win for memory and count)."""
     if fp is None:
         if gpus is None:
             raise BadInput("--gpus is needed (or --fingerprint host.json, whose GPUs are counted)")
-        return Host(gpus=gpus, total_gib=total_gib, gpu_name=gpu_name,
-                    interconnect=from_catalog(gpu_name, gpus) if gpu_name else None)
+        return Host(
+            gpus=gpus,
+            total_gib=total_gib,
+            gpu_name=gpu_name,
+            interconnect=from_catalog(gpu_name, gpus) if gpu_name else None,
+        )
     if not fp.gpu_present or not fp.gpus:
         raise BadInput(f"--fingerprint: no GPU in it ({fp.reason or 'empty GPU list'})")
     n = gpus or len(fp.gpus)
@@ -209,9 +235,11 @@ def host_from(fp: HostFingerprint | None, *, gpu_name: str | None, total_gib: fl
     name = gpu_name or first.catalog_name
     if total_gib is None:
         if any(g.mig_enabled for g in fp.gpus[:n]):  # NVML reports the whole GPU; a MIG instance sees a slice
-            raise BadInput("--fingerprint: MIG is enabled on its GPUs, and the fingerprint holds the whole GPU's "
-                           "memory, not the slice an engine sees",
-                           hint="pass --gpu-mem-gib with the MIG slice's memory")
+            raise BadInput(
+                "--fingerprint: MIG is enabled on its GPUs, and the fingerprint holds the whole GPU's "
+                "memory, not the slice an engine sees",
+                hint="pass --gpu-mem-gib with the MIG slice's memory",
+            )
         measured = first.memory_total_mib / 1024
         # the catalog holds the CUDA-visible total (a little under NVML's); a smaller measured total is another SKU
         total_gib = min(find_gpu(name).total_gib, measured) if name else measured

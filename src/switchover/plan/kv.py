@@ -54,8 +54,7 @@ class KVLayout(BaseModel):
         state_page = self.state_bytes_per_sequence / self.state_layers
         return alignment * math.ceil(state_page / (alignment * self.bytes_per_token_layer))
 
-    def request_bytes(self, context: int, page_tokens: int = 1, window_slack: int = 0,
-                      state_pages: int = 1) -> float:
+    def request_bytes(self, context: int, page_tokens: int = 1, window_slack: int = 0, state_pages: int = 1) -> float:
         """Bytes one request holds at `context` tokens, pages rounded up (docs/plan.md#capacity). Sliding layers keep
         the window plus `window_slack` tokens (vLLM: W - 1 + max_num_batched_tokens, docs/plan.md#capacity)."""
         pages = math.ceil(context / page_tokens)
@@ -82,13 +81,22 @@ def _mla_layer_bytes(card: ModelCard, kv_dtype: str, mla_bytes: dict[str, float]
     if per_layer is None or LayerKind.MLA in card.layers:
         return per_layer
     if key not in DTYPE_BYTES:  # a layout name of the engine's own (vLLM fp8_ds_mla): MLA only
-        raise BadInput(f"KV cache dtype {kv_dtype!r} is a layout for MLA models; {card.name} has no MLA layers",
-                       hint="use auto or fp8")
+        raise BadInput(
+            f"KV cache dtype {kv_dtype!r} is a layout for MLA models; {card.name} has no MLA layers",
+            hint="use auto or fp8",
+        )
     return None  # a plain dtype (SGLang fp8): the MLA size does not apply to other attention
 
 
-def kv_layout(card: ModelCard, tp: int = 1, pp: int = 1, kv_dtype: str = "auto", *,
-              mla_bytes: dict[str, float] | None = None, draft_layers: int = 0) -> KVLayout:
+def kv_layout(
+    card: ModelCard,
+    tp: int = 1,
+    pp: int = 1,
+    kv_dtype: str = "auto",
+    *,
+    mla_bytes: dict[str, float] | None = None,
+    draft_layers: int = 0,
+) -> KVLayout:
     """Per-GPU KV bytes for the worst pipeline stage of `card` under TP x PP. `mla_bytes` is the engine profile's
     per-layer size of an MLA latent by KV dtype when the engine keeps scales with it (`memory.mla_kv_bytes_per_layer`:
     vLLM fp8_ds_mla, SGLang fp8); `draft_layers` adds MTP/EAGLE layers that share the pool (speculative decoding),
@@ -123,8 +131,10 @@ def kv_layout(card: ModelCard, tp: int = 1, pp: int = 1, kv_dtype: str = "auto",
         g_kv = att.global_kv_heads or att.num_kv_heads
         g_rank = 1 if tp > g_kv else g_kv // tp
         global_layer = 2 * (att.global_head_dim or att.head_dim) * g_rank * dt
-        notes.append(f"global layers: {g_kv} KV heads x head_dim {att.global_head_dim or att.head_dim} "
-                     "(their own shape, from global_head_dim / num_global_key_value_heads)")
+        notes.append(
+            f"global layers: {g_kv} KV heads x head_dim {att.global_head_dim or att.head_dim} "
+            "(their own shape, from global_head_dim / num_global_key_value_heads)"
+        )
     if card.family == "hybrid" or card.family == "sliding":
         stages = _stages(card.layers, pp)
 
@@ -147,8 +157,21 @@ def kv_layout(card: ModelCard, tp: int = 1, pp: int = 1, kv_dtype: str = "auto",
         notes.append(f"{state_layers} {s.kind} layers hold {per_seq / 2**20:.2f} MiB each per sequence (/TP)")
     if pp > 1 and card.num_layers % pp:
         notes.append(f"{card.num_layers} layers over PP={pp} is uneven: the worst stage has {len(worst)} layers")
-    return KVLayout(tp=tp, pp=pp, kv_dtype=kv_dtype, dtype_bytes=dt, kv_heads_per_rank=kvh_rank,
-                    kv_heads_replicated=replicated, layers_on_stage=len(worst), full_layers=full,
-                    sliding_layers=sliding, sliding_window=att.sliding_window, state_layers=state_layers,
-                    bytes_per_token_layer=per_layer, bytes_per_token=full * global_layer,
-                    sliding_bytes_per_token=sliding * per_layer, state_bytes_per_sequence=state_bytes, notes=notes)
+    return KVLayout(
+        tp=tp,
+        pp=pp,
+        kv_dtype=kv_dtype,
+        dtype_bytes=dt,
+        kv_heads_per_rank=kvh_rank,
+        kv_heads_replicated=replicated,
+        layers_on_stage=len(worst),
+        full_layers=full,
+        sliding_layers=sliding,
+        sliding_window=att.sliding_window,
+        state_layers=state_layers,
+        bytes_per_token_layer=per_layer,
+        bytes_per_token=full * global_layer,
+        sliding_bytes_per_token=sliding * per_layer,
+        state_bytes_per_sequence=state_bytes,
+        notes=notes,
+    )

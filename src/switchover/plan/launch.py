@@ -45,15 +45,29 @@ from switchover.plan.launch_settings import apply_deferred, mapping, read_config
 from switchover.plan.launch_values import RANGES, TRUE_FALSE, is_option
 
 _PYTHON = ("python", "python3")
-__all__ = ["CONFIG_FILE", "DEVICES", "ENV_FILE", "MODEL", "RANGES", "InputFlag", "LaunchIntent", "Via", "detect_engine",
-           "parse_launch", "resolve_engine"]
+__all__ = [
+    "CONFIG_FILE",
+    "DEVICES",
+    "ENV_FILE",
+    "MODEL",
+    "RANGES",
+    "InputFlag",
+    "LaunchIntent",
+    "Via",
+    "detect_engine",
+    "parse_launch",
+    "resolve_engine",
+]
 
 
 @cache
 def _commands() -> tuple[tuple[str, tuple[str, ...], str], ...]:
     """(engine, command words, model argument) for every profile's launch spellings, longest first."""
-    out = [(name, tuple(command.split()), model_arg) for name in list_profiles()
-           for command, model_arg in load_profile(name).launch.commands()]
+    out = [
+        (name, tuple(command.split()), model_arg)
+        for name in list_profiles()
+        for command, model_arg in load_profile(name).launch.commands()
+    ]
     return tuple(sorted(out, key=lambda c: -len(c[1])))
 
 
@@ -107,8 +121,11 @@ def _raw(text: str, files: dict[str, str]) -> RawLaunch | dict[str, Any]:
                 return data
     found = parse_script(text, _is_launch)
     if found is None:
-        raise BadInput("no engine launch found in the text", hint="give a command such as `vllm serve MODEL ...`, "
-                       "a `docker run` line, a Kubernetes container with args, or a YAML of settings")
+        raise BadInput(
+            "no engine launch found in the text",
+            hint="give a command such as `vllm serve MODEL ...`, "
+            "a `docker run` line, a Kubernetes container with args, or a YAML of settings",
+        )
     return found
 
 
@@ -135,14 +152,18 @@ def _walk(r: Reader, words: list[str], model_flags: set[str], positional: bool) 
             if positional and r.out.model is None:
                 r.out.model = token
                 continue
-            opt = Opt(typed=token, validity="refused" if r.view else "unknown",
-                       detail=f"an argument no option of {r.label} takes (the parser refuses a stray word)"
-                       if r.view else r.unchecked())
+            opt = Opt(
+                typed=token,
+                validity="refused" if r.view else "unknown",
+                detail=f"an argument no option of {r.label} takes (the parser refuses a stray word)"
+                if r.view
+                else r.unchecked(),
+            )
             record(r, opt, None, "argv")
             continue
         opt = r.option(token)  # the whole word first: the release's parser may read a value joined to it (-O3)
         if opt.attached is not None:
-            name, eq, inline = token[:len(token) - len(opt.attached)].removesuffix("="), "=", opt.attached
+            name, eq, inline = token[: len(token) - len(opt.attached)].removesuffix("="), "=", opt.attached
             opt.typed = name
         else:
             name, eq, inline = _split(r, token)
@@ -193,8 +214,10 @@ def _no_equals(r: Reader, opt: Opt, word: str) -> None:
     if rules is None or rules.equals != "none" or head.canonical is None:
         return
     opt.canonical, opt.validity = head.canonical, "refused"
-    opt.detail = (f"{word}: {r.label} reads the whole word as an option name and has none such; it takes "
-                  f"{head.canonical} VALUE as two words ({rules.source})")
+    opt.detail = (
+        f"{word}: {r.label} reads the whole word as an option name and has none such; it takes "
+        f"{head.canonical} VALUE as two words ({rules.source})"
+    )
 
 
 def _dotted(r: Reader, name: str, opt: Opt, value: Any) -> dict[str, Any] | None:
@@ -223,16 +246,22 @@ def _bare(r: Reader, opt: Opt, name: str, spec: Any) -> None:
     if optional and all(optional):
         return
     if any(optional):
-        opt.validity, opt.detail = "unknown", (f"{name} given without a value: the releases read around {r.label} "
-                                               "differ on whether its value may be left out")
+        opt.validity, opt.detail = (
+            "unknown",
+            (
+                f"{name} given without a value: the releases read around {r.label} "
+                "differ on whether its value may be left out"
+            ),
+        )
         return
     if opt.intent == MODEL or opt.span is not None or (spec is not None and spec.kind != "bool"):
         where = f" ({opt.url})" if opt.url else ""
         opt.validity, opt.detail = "refused", f"{name} needs a value in {r.label}{where}"
 
 
-def _value(words: list[str], i: int, eq: str, inline: str, takes: bool | None, kind: str,
-           unknown: bool) -> tuple[Any, int]:
+def _value(
+    words: list[str], i: int, eq: str, inline: str, takes: bool | None, kind: str, unknown: bool
+) -> tuple[Any, int]:
     """The value the option at words[i-1] consumes and the index after it: `--x=v`; a value (list options: every
     word up to the next option); a true/false word after a boolean (or after a switch: the engine then refuses it);
     for an option nothing is known about, the next word that is not an option."""
@@ -281,8 +310,10 @@ def _environment(r: Reader, env: list[EnvSetting]) -> None:
             opt = _env_only(r, item)
             opt.intent = spec_intent
             if opt.validity == "unknown":
-                opt.detail = (f"a {r.profile.name} environment setting read in {r.profile.flags[spec_intent].source};"
-                              f" {opt.detail or 'not checked'}")
+                opt.detail = (
+                    f"a {r.profile.name} environment setting read in {r.profile.flags[spec_intent].source};"
+                    f" {opt.detail or 'not checked'}"
+                )
         else:
             opt = _env_only(r, item)
         if found is not None and {found.name, *(opt.span.aliases if opt.span else [])} & model_flags:
@@ -308,49 +339,75 @@ def _env_elsewhere(r: Reader, name: str) -> str | None:
         seen = [s for s in spans if s.env == name]
         if seen:
             when = ", ".join(f"{s.first}..{s.last}" for s in seen)
-            return (f"{r.label} reads no option from {name} ({option} reads it in {when}): the variable is "
-                    f"ignored ({r.view.data.url(r.view.data.releases[-1].ref, seen[-1].path)})")
+            return (
+                f"{r.label} reads no option from {name} ({option} reads it in {when}): the variable is "
+                f"ignored ({r.view.data.url(r.view.data.releases[-1].ref, seen[-1].path)})"
+            )
     return None
 
 
 def _env_only(r: Reader, item: EnvSetting) -> Opt:
     kind = cfg.env_kind(r.profile, item.name)
     if kind == "devices":
-        return Opt(typed=item.name, intent=DEVICES, validity="ok",
-                    detail=f"the GPUs the process sees ({cfg.VISIBLE_DEVICES_SOURCE})")
+        return Opt(
+            typed=item.name,
+            intent=DEVICES,
+            validity="ok",
+            detail=f"the GPUs the process sees ({cfg.VISIBLE_DEVICES_SOURCE})",
+        )
     found = r.view.env_var(item.name) if r.view is not None else None
     if found is not None and found.status == "present":  # read by the engine itself at this release (its table)
         note = found.span.deprecated if isinstance(found.span, EnvSpan) else None
-        said = [s for s in (f"read by {r.label} itself ({found.url})" if kind == "library" else None,
-                            found.matched_as, f"deprecated: {note}" if note else None) if s]
+        said = [
+            s
+            for s in (
+                f"read by {r.label} itself ({found.url})" if kind == "library" else None,
+                found.matched_as,
+                f"deprecated: {note}" if note else None,
+            )
+            if s
+        ]
         return Opt(typed=item.name, validity="ok", url=found.url, detail="; ".join(said) or None)
     if found is not None and kind == "engine":  # the engine's own prefix: not read there, or no table to tell
         if found.status == "absent":
-            return Opt(typed=item.name, validity="refused", url=found.url,
-                       detail=f"{r.label} reads no {item.name}: it is ignored ({found.reason})")
+            return Opt(
+                typed=item.name,
+                validity="refused",
+                url=found.url,
+                detail=f"{r.label} reads no {item.name}: it is ignored ({found.reason})",
+            )
         return Opt(typed=item.name, detail=found.reason)
-    why = {"library": "read by a library (Hugging Face, NCCL, CUDA, PyTorch), not an engine option: not checked",
-           "engine": f"a {r.profile.name} environment variable; those are not in the release data: not checked",
-           "other": f"not an option of {r.label} that the release data knows: not checked"}[kind]
+    why = {
+        "library": "read by a library (Hugging Face, NCCL, CUDA, PyTorch), not an engine option: not checked",
+        "engine": f"a {r.profile.name} environment variable; those are not in the release data: not checked",
+        "other": f"not an option of {r.label} that the release data knows: not checked",
+    }[kind]
     return Opt(typed=item.name, detail=why)
 
 
-def resolve_engine(engine: str,
-                   version: str | None) -> tuple[EngineProfile, ReleaseView | None, str | None, str | None]:
+def resolve_engine(
+    engine: str, version: str | None
+) -> tuple[EngineProfile, ReleaseView | None, str | None, str | None]:
     """The profile and release view at `version`; the version read (asked, else the newest read) and the note."""
     engine = profile_key(engine)
     view = release_data.view(engine, version)
     if view is None:
         profile = load_profile(engine, version)
-        return profile, None, version, f"no {profile.launch.command.split()[0]} release data: flags not checked " \
-                                       "against a release (only the profile's cited spellings are known)"
+        return (
+            profile,
+            None,
+            version,
+            f"no {profile.launch.command.split()[0]} release data: flags not checked "
+            "against a release (only the profile's cited spellings are known)",
+        )
     res = view.resolution
     at = version or (res.before.version if res.before else None)
     return load_profile(engine, at), view, at, res.note
 
 
-def parse_launch(engine: str, text: str, *, version: str | None = None,
-                 files: dict[str, str] | None = None) -> LaunchIntent:
+def parse_launch(
+    engine: str, text: str, *, version: str | None = None, files: dict[str, str] | None = None
+) -> LaunchIntent:
     """Records and intents of a launch of `engine` at `version` (None: the newest release read, said in the note).
     `files`: contents of files the launch names (a --config YAML, a docker --env-file), by the name used."""
     key = profile_key(engine)
@@ -369,8 +426,9 @@ def parse_launch(engine: str, text: str, *, version: str | None = None,
             notes.append(f"the image tag says {hit[1]}, the version given is {version}: {version} is used")
     profile, view, at, note = resolve_engine(key, version)
     out = LaunchIntent(engine=key, version=at, version_note=note, notes=notes)
-    r = Reader(profile=profile, view=view, files=files, out=out, table=spellings(profile),
-                json_parts=json_parts(profile))
+    r = Reader(
+        profile=profile, view=view, files=files, out=out, table=spellings(profile), json_parts=json_parts(profile)
+    )
     if isinstance(raw, dict):
         mapping(r, raw)
     else:
@@ -390,9 +448,15 @@ def _launch(r: Reader, raw: RawLaunch) -> None:
     if found is not None and found[0] != r.profile.name:
         raise BadInput(f"the launch runs {found[0]}, not {r.profile.name}", hint=f"pass --from {found[0]}")
     model_args = _model_flags(r.profile)
-    positional = found[2] == "positional" if found else (r.profile.launch.model_arg == "positional" and not (
-        raw.image and _image_engine(raw.image) and model_args & set(words)))
-    words = words[found[1]:] if found else words
+    positional = (
+        found[2] == "positional"
+        if found
+        else (
+            r.profile.launch.model_arg == "positional"
+            and not (raw.image and _image_engine(raw.image) and model_args & set(words))
+        )
+    )
+    words = words[found[1] :] if found else words
     env = list(raw.env)
     for name in raw.env_files:
         text = r.files.get(name) or r.files.get(Path(name).name)

@@ -24,28 +24,131 @@ _SUDO_VALUE = {"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"}
 # (https://docs.astral.sh/uv/reference/cli/#uv-run), `uvx CMD`, `conda run -n ENV CMD`
 # (https://docs.conda.io/projects/conda/en/latest/commands/run.html), `pipx run CMD`; options that take a value
 _RUNNERS = {("uv", "run"), ("uvx",), ("conda", "run"), ("pipx", "run")}
-_RUNNER_VALUE = {"--with", "-w", "--with-requirements", "--python", "-p", "--project", "--directory", "--env-file",
-                 "--extra", "--group", "--index", "--index-url", "--from", "-n", "--name", "--prefix", "--cwd"}
+_RUNNER_VALUE = {
+    "--with",
+    "-w",
+    "--with-requirements",
+    "--python",
+    "-p",
+    "--project",
+    "--directory",
+    "--env-file",
+    "--extra",
+    "--group",
+    "--index",
+    "--index-url",
+    "--from",
+    "-n",
+    "--name",
+    "--prefix",
+    "--cwd",
+}
 _SHELLS = {"sh", "bash", "dash", "zsh"}
 RUNTIMES = ("docker", "podman", "nvidia-docker")
 # `docker run` options that take a value (https://docs.docker.com/reference/cli/docker/container/run/); every other
 # option is a switch. Short switches combine (`-it`, `-dit`).
-_DOCKER_VALUE = frozenset({
-    "-a", "--attach", "--add-host", "--annotation", "--blkio-weight", "--blkio-weight-device", "--cap-add",
-    "--cap-drop", "--cgroup-parent", "--cgroupns", "--cidfile", "--cpu-count", "--cpu-percent", "--cpu-period",
-    "--cpu-quota", "--cpu-rt-period", "--cpu-rt-runtime", "-c", "--cpu-shares", "--cpus", "--cpuset-cpus",
-    "--cpuset-mems", "--detach-keys", "--device", "--device-cgroup-rule", "--device-read-bps", "--device-read-iops",
-    "--device-write-bps", "--device-write-iops", "--dns", "--dns-option", "--dns-search", "--domainname",
-    "--entrypoint", "-e", "--env", "--env-file", "--expose", "--gpus", "--group-add", "--health-cmd",
-    "--health-interval", "--health-retries", "--health-start-interval", "--health-start-period", "--health-timeout",
-    "-h", "--hostname", "--ip", "--ip6", "--ipc", "--isolation", "--kernel-memory", "-l", "--label", "--label-file",
-    "--link", "--link-local-ip", "--log-driver", "--log-opt", "--mac-address", "-m", "--memory",
-    "--memory-reservation", "--memory-swap", "--memory-swappiness", "--mount", "--name", "--network", "--net",
-    "--network-alias", "--oom-score-adj", "--pid", "--pids-limit", "--platform", "-p", "--publish", "--pull",
-    "--restart", "--runtime", "--security-opt", "--shm-size", "--stop-signal", "--stop-timeout", "--storage-opt",
-    "--sysctl", "--tmpfs", "--ulimit", "-u", "--user", "--userns", "--uts", "-v", "--volume", "--volume-driver",
-    "--volumes-from", "-w", "--workdir"
-})
+_DOCKER_VALUE = frozenset(
+    {
+        "-a",
+        "--attach",
+        "--add-host",
+        "--annotation",
+        "--blkio-weight",
+        "--blkio-weight-device",
+        "--cap-add",
+        "--cap-drop",
+        "--cgroup-parent",
+        "--cgroupns",
+        "--cidfile",
+        "--cpu-count",
+        "--cpu-percent",
+        "--cpu-period",
+        "--cpu-quota",
+        "--cpu-rt-period",
+        "--cpu-rt-runtime",
+        "-c",
+        "--cpu-shares",
+        "--cpus",
+        "--cpuset-cpus",
+        "--cpuset-mems",
+        "--detach-keys",
+        "--device",
+        "--device-cgroup-rule",
+        "--device-read-bps",
+        "--device-read-iops",
+        "--device-write-bps",
+        "--device-write-iops",
+        "--dns",
+        "--dns-option",
+        "--dns-search",
+        "--domainname",
+        "--entrypoint",
+        "-e",
+        "--env",
+        "--env-file",
+        "--expose",
+        "--gpus",
+        "--group-add",
+        "--health-cmd",
+        "--health-interval",
+        "--health-retries",
+        "--health-start-interval",
+        "--health-start-period",
+        "--health-timeout",
+        "-h",
+        "--hostname",
+        "--ip",
+        "--ip6",
+        "--ipc",
+        "--isolation",
+        "--kernel-memory",
+        "-l",
+        "--label",
+        "--label-file",
+        "--link",
+        "--link-local-ip",
+        "--log-driver",
+        "--log-opt",
+        "--mac-address",
+        "-m",
+        "--memory",
+        "--memory-reservation",
+        "--memory-swap",
+        "--memory-swappiness",
+        "--mount",
+        "--name",
+        "--network",
+        "--net",
+        "--network-alias",
+        "--oom-score-adj",
+        "--pid",
+        "--pids-limit",
+        "--platform",
+        "-p",
+        "--publish",
+        "--pull",
+        "--restart",
+        "--runtime",
+        "--security-opt",
+        "--shm-size",
+        "--stop-signal",
+        "--stop-timeout",
+        "--storage-opt",
+        "--sysctl",
+        "--tmpfs",
+        "--ulimit",
+        "-u",
+        "--user",
+        "--userns",
+        "--uts",
+        "-v",
+        "--volume",
+        "--volume-driver",
+        "--volumes-from",
+        "-w",
+        "--workdir",
+    }
+)
 MAX_DEPTH = 4  # bash -c inside a Kubernetes sh -c ... : deeper nesting is not a launch anyone writes
 # A Windows launch (llama.cpp ships llama-server.exe): a program given as X.exe, .\X or C:\...\X. cmd.exe and
 # PowerShell have no backslash escape (a path keeps its backslashes) and continue a line with ^ (cmd.exe,
@@ -95,6 +198,7 @@ def is_windows(text: str) -> bool:
 
 def _expand(text: str, variables: dict[str, str]) -> str:
     """Shell variables defined earlier in the script substituted outside single quotes (unknown ones kept)."""
+
     def sub(part: str) -> str:
         return _VAR.sub(lambda m: variables.get(m.group(1) or m.group(2), m.group(0)), part)
 
@@ -123,8 +227,7 @@ def _continued(line: str, windows: bool) -> bool:
     return end.endswith("\\") and not end.endswith("\\\\")
 
 
-def _logical_lines(text: str, variables: dict[str, str], files: dict[str, str],
-                   windows: bool = False) -> Iterator[str]:
+def _logical_lines(text: str, variables: dict[str, str], files: dict[str, str], windows: bool = False) -> Iterator[str]:
     """Lines with continuations joined (backslash; ^ or a backtick on Windows) and heredoc bodies taken out (into
     `files` when redirected to a file: `cat << EOF > config.yml`); lazily, so variables set by earlier lines expand
     in later heredocs."""
@@ -153,7 +256,7 @@ def _logical_lines(text: str, variables: dict[str, str], files: dict[str, str],
         i += 1  # the delimiter line
         content = "\n".join(body) + "\n"
         content = content if doc.group(1) else _expand(content, variables)
-        target = re.search(r">\s*(\S+)", line[: doc.start()] + " " + line[doc.end():])
+        target = re.search(r">\s*(\S+)", line[: doc.start()] + " " + line[doc.end() :])
         if target:
             files[_expand(target.group(1), variables).strip("'\"")] = content
         yield line[: doc.start()]
@@ -235,8 +338,8 @@ def _strip_prefixes(words: list[str]) -> list[EnvSetting]:
                 flag = words.pop(0)
                 if flag in _SUDO_VALUE and words:
                     words.pop(0)
-        elif runner := next((r for r in _RUNNERS if tuple(words[:len(r)]) == r), None):
-            del words[:len(runner)]
+        elif runner := next((r for r in _RUNNERS if tuple(words[: len(r)]) == r), None):
+            del words[: len(runner)]
             while words and words[0].startswith("-"):  # uv run --with x, conda run -n env
                 flag, eq, _ = words.pop(0).partition("=")
                 if flag in _RUNNER_VALUE and not eq and words:
@@ -246,8 +349,9 @@ def _strip_prefixes(words: list[str]) -> list[EnvSetting]:
     return env
 
 
-def _segment(words: list[str], variables: dict[str, str], exported: list[EnvSetting], is_command: IsCommand,
-             depth: int) -> RawLaunch | None:
+def _segment(
+    words: list[str], variables: dict[str, str], exported: list[EnvSetting], is_command: IsCommand, depth: int
+) -> RawLaunch | None:
     """One command: assignments and `export` remembered; a launch (direct, docker run, sh -c) returned."""
     words = list(words)
     if words[0] == "export":
@@ -311,7 +415,7 @@ def _docker_run(words: list[str], env: list[EnvSetting], is_command: IsCommand, 
     if i >= len(words):
         raise BadInput("docker run has no image")
     out.image = words[i]
-    out.words = [*entrypoint, *words[i + 1:]]
+    out.words = [*entrypoint, *words[i + 1 :]]
     if len(out.words) > 1 and program_name(out.words[0]) in _SHELLS:
         inner = _shell_c(out.words, out.env, is_command, depth)
         if inner is not None:
@@ -363,8 +467,11 @@ def _compose_env(items: Any) -> list[EnvSetting]:
         pairs = list(items.items())
     elif isinstance(items, list):
         pairs = [(k, v) for k, _, v in (str(x).partition("=") for x in items if isinstance(x, str | int | float))]
-    return [EnvSetting(str(k), "" if v is None else str(v), "compose environment") for k, v in pairs
-            if re.fullmatch(_NAME, str(k))]
+    return [
+        EnvSetting(str(k), "" if v is None else str(v), "compose environment")
+        for k, v in pairs
+        if re.fullmatch(_NAME, str(k))
+    ]
 
 
 def parse_manifest(data: Any, is_command: IsCommand) -> RawLaunch | None:

@@ -13,8 +13,24 @@ from switchover.yamlfile import load_document
 
 # Library settings every engine process reads the same way (Hugging Face hub, NCCL, CUDA, PyTorch, OpenMP): passed
 # on unchanged to whatever engine runs next. CUDA_VISIBLE_DEVICES is a fact of its own (which GPUs the process sees).
-LIBRARY_ENV = ("HF_", "HUGGING_FACE_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_", "NCCL_", "CUDA_", "TORCH_",
-               "PYTORCH_", "OMP_", "MKL_", "NVIDIA_", "GLOO_", "UCX_", "TRITON_", "NVTE_")
+LIBRARY_ENV = (
+    "HF_",
+    "HUGGING_FACE_",
+    "HUGGINGFACE_",
+    "TRANSFORMERS_",
+    "TOKENIZERS_",
+    "NCCL_",
+    "CUDA_",
+    "TORCH_",
+    "PYTORCH_",
+    "OMP_",
+    "MKL_",
+    "NVIDIA_",
+    "GLOO_",
+    "UCX_",
+    "TRITON_",
+    "NVTE_",
+)
 VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 # CUDA C++ Programming Guide, "CUDA Environment Variables": the devices a process sees, in order
 VISIBLE_DEVICES_SOURCE = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#env-vars"
@@ -26,7 +42,7 @@ def visible_devices(value: str) -> int | None:
     count) -> 2; None for `all`, an empty value or something else."""
     text = value.strip().strip("'\"")
     if text.startswith("device="):
-        text = text[len("device="):]
+        text = text[len("device=") :]
     if not text or text.lower() in ("all", "none", "void"):
         return None
     items = [x for x in text.split(",") if x.strip()]
@@ -55,8 +71,7 @@ def read_yaml_mapping(text: str, what: str) -> dict[str, Any] | list[Any] | None
 
 def yaml_keys(profile: EngineProfile) -> dict[str, str]:
     """YAML key (dotted; each of its '|' spellings) -> intent, from the profile's `yaml_key`s."""
-    return {key: intent for intent, spec in profile.flags.items() if spec.yaml_key
-            for key in spec.yaml_key.split("|")}
+    return {key: intent for intent, spec in profile.flags.items() if spec.yaml_key for key in spec.yaml_key.split("|")}
 
 
 def yaml_sections(profile: EngineProfile) -> dict[str, dict[str, str]]:

@@ -47,8 +47,9 @@ class LaunchIntent(BaseModel):
     unknown: list[str] = Field(default_factory=list, description="typed spellings with no intent, not accepted")
     inputs: list[InputFlag] = Field(default_factory=list)
     produced: dict[int, list[str]] = Field(default_factory=dict, description="input index -> intents it set")
-    rest: dict[int, Any] = Field(default_factory=dict, description="input index -> the keys of a config section "
-                                 "no intent took")
+    rest: dict[int, Any] = Field(
+        default_factory=dict, description="input index -> the keys of a config section no intent took"
+    )
     image: str | None = None
     gpu_count: int | None = Field(default=None, description="GPUs the process sees (CUDA_VISIBLE_DEVICES, --gpus)")
     notes: list[str] = Field(default_factory=list)
@@ -85,8 +86,11 @@ class Opt:
             return
         why = next(p[1] for p in problems if p is not None)
         self.validity = "unknown"
-        self.detail = (f"{why}; the releases read around {label} define {name} differently and the other takes it"
-                       if len(spans) > 1 else why)
+        self.detail = (
+            f"{why}; the releases read around {label} define {name} differently and the other takes it"
+            if len(spans) > 1
+            else why
+        )
 
     def takes_value(self, spec: FlagSpec | None) -> bool | None:
         """True/False when the release data or the profile says; None: unknown (a boolean may take true/false,
@@ -155,7 +159,8 @@ def is_negation(typed: str, canonical: str, span: FlagSpan) -> bool:
     if norm in negatives or typed in negatives:
         return True
     return any(n.startswith(norm) for n in negatives) and not any(
-        s.startswith(norm) for s in (canonical, *span.aliases))
+        s.startswith(norm) for s in (canonical, *span.aliases)
+    )
 
 
 def spellings(profile: EngineProfile) -> dict[str, tuple[str, bool]]:
@@ -184,8 +189,17 @@ def json_parts(profile: EngineProfile) -> dict[str, dict[str, str]]:
 def record(r: Reader, opt: Opt, value: Any, via: Via) -> int:
     spec = r.profile.flags.get(opt.intent) if opt.intent else None
     option = opt.canonical or (spec.flag if spec is not None else None)
-    r.out.inputs.append(InputFlag(typed=opt.typed, option=option, value=value, via=via, validity=opt.validity,
-                                  validity_detail=opt.detail, intent=opt.intent))
+    r.out.inputs.append(
+        InputFlag(
+            typed=opt.typed,
+            option=option,
+            value=value,
+            via=via,
+            validity=opt.validity,
+            validity_detail=opt.detail,
+            intent=opt.intent,
+        )
+    )
     return len(r.out.inputs) - 1
 
 
@@ -241,8 +255,13 @@ def apply_json(r: Reader, index: int, intent: str | None, value: Any, parts: dic
     flag's intent (a section with none keeps it as the record's rest)."""
     data = value
     try:
-        data = pairs_of(value) if intent and r.profile.flags[intent].kv_pairs else json.loads(value) if isinstance(
-            value, str) else value
+        data = (
+            pairs_of(value)
+            if intent and r.profile.flags[intent].kv_pairs
+            else json.loads(value)
+            if isinstance(value, str)
+            else value
+        )
     except (ValueError, BadInput):
         record = r.out.inputs[index]
         record.validity, record.validity_detail = "refused", f"{record.typed}: not valid JSON ({str(value)[:60]!r})"

@@ -49,8 +49,13 @@ def _listed(r: Reader, key: str, value: Any, listed: set[str], intent: str | Non
     free-form mapping's are not)."""
     assert r.view is not None
     found = r.view.option(YAML + key)
-    opt = Opt(typed=key, intent=intent, validity=VALIDITY[found.status], url=found.url,
-              detail=None if found.status == "present" else found.reason.replace(YAML, "config key "))
+    opt = Opt(
+        typed=key,
+        intent=intent,
+        validity=VALIDITY[found.status],
+        url=found.url,
+        detail=None if found.status == "present" else found.reason.replace(YAML, "config key "),
+    )
     if found.status != "present" or not isinstance(found.span, FlagSpan):
         return opt
     opt.span = found.span
@@ -76,8 +81,10 @@ def mapping(r: Reader, data: dict[str, Any]) -> None:
             r.out.model = str(value)
             record(r, Opt(typed=key, intent=MODEL, validity="ok"), value, "config")
             continue
-        as_option = next((o for o in (r.option(s) for s in cfg.option_spellings(key))
-                          if o.validity == "ok" or o.intent), r.option(cfg.option_spellings(key)[0]))
+        as_option = next(
+            (o for o in (r.option(s) for s in cfg.option_spellings(key)) if o.validity == "ok" or o.intent),
+            r.option(cfg.option_spellings(key)[0]),
+        )
         if listed:
             opt = _listed(r, key, value, listed, keys.get(key) or (None if key in sections else as_option.intent))
         elif key in keys or key in sections:

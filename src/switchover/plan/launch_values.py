@@ -69,8 +69,9 @@ def value_problem(name: str, span: FlagSpan, value: Any, label: str, url: str | 
         if span.choices is not None and text not in span.choices:
             shown = ", ".join(span.choices[:16]) + (" ..." if len(span.choices) > 16 else "")
             if span.choices_open:
-                return "unknown", (f"{text!r} is not among the choices read in {label} ({shown}); plugins may "
-                                   f"register more{where}")
+                return "unknown", (
+                    f"{text!r} is not among the choices read in {label} ({shown}); plugins may register more{where}"
+                )
             return "refused", f"{text!r} is not a choice of {name} in {label} (choices: {shown}){where}"
         if span.kind == "int" and not (_INT.fullmatch(text) or _HUMAN.fullmatch(text)):
             return "refused", f"{name} takes an integer in {label}, not {text[:40]!r}{where}"

@@ -40,15 +40,17 @@ class KneeLimits(BaseModel):
     capacity: float = Field(description="The load the cap and timeouts use: CI low, else the knee, else the top step")
     step_load: float = Field(description="The ladder step whose latencies set the timeouts (at or below capacity)")
     peak: float | None = Field(default=None, description="The service's peak load, as given (--peak)")
-    weight_cap_percent: int | None = Field(default=None, description="At most this % of traffic to new; None "
-                                                                     "without --peak")
+    weight_cap_percent: int | None = Field(
+        default=None, description="At most this % of traffic to new; None without --peak"
+    )
     margin: float
     e2e_p99_ms: float | None = None
     ttft_p99_ms: float | None = None
     itl_p99_ms: float | None = None
     client_timeout_s: float | None = Field(default=None, description="E2E p99 × (1 + margin), rounded up")
-    fallback_on_timeout_ms: float | None = Field(default=None, description="gateway.fallback.on_timeout_ms: TTFT "
-                                                                           "p99 × (1 + margin)")
+    fallback_on_timeout_ms: float | None = Field(
+        default=None, description="gateway.fallback.on_timeout_ms: TTFT p99 × (1 + margin)"
+    )
     idle_ms: float | None = Field(default=None, description="gateway.timeouts.idle_ms: ITL p99 × (1 + margin)")
     planned_weight: float | None = Field(default=None, description="--weight, the canary weight planned")
     notes: list[str] = Field(default_factory=list)
@@ -68,8 +70,16 @@ def _p99(steps: list[StepSummary], attr: str) -> float | None:
     return max(values) if values else None  # over repeats: the worst
 
 
-def limits(report: BenchReport, bench: str, *, endpoint: str = "new", bucket: str | None = None,
-           peak: float | None = None, margin: float = 0.5, planned_weight: float | None = None) -> KneeLimits:
+def limits(
+    report: BenchReport,
+    bench: str,
+    *,
+    endpoint: str = "new",
+    bucket: str | None = None,
+    peak: float | None = None,
+    margin: float = 0.5,
+    planned_weight: float | None = None,
+) -> KneeLimits:
     """The weight cap and timeouts from `endpoint`'s knee in `bucket` (the only one measured when None)."""
     keys = [k for k in report.knees if k.split("/", 1)[0] == endpoint]
     if not keys:
@@ -90,12 +100,16 @@ def limits(report: BenchReport, bench: str, *, endpoint: str = "new", bucket: st
     notes = []
     if knee.found and knee.concurrency is not None:
         capacity = knee.ci_low if knee.ci_low is not None else knee.concurrency
-        notes.append(f"capacity = the knee's {'CI low end' if knee.ci_low is not None else 'fit'} {capacity:g} "
-                     f"{unit} ({knee.metric})")
+        notes.append(
+            f"capacity = the knee's {'CI low end' if knee.ci_low is not None else 'fit'} {capacity:g} "
+            f"{unit} ({knee.metric})"
+        )
     else:
         capacity = loads[-1]
-        notes.append(f"no knee within the ladder ({knee.message}): new holds at least {capacity:g} {unit}, the top "
-                     "step; the cap is a lower bound — extend the ladder to find the knee")
+        notes.append(
+            f"no knee within the ladder ({knee.message}): new holds at least {capacity:g} {unit}, the top "
+            "step; the cap is a lower bound — extend the ladder to find the knee"
+        )
     step_load = max([x for x in loads if x <= capacity] or [loads[0]])
     at = [s for s in steps if _load(s) == step_load]
     e2e, ttft, itl = _p99(at, "e2e_ms"), _p99(at, "ttft_ms"), _p99(at, "itl_ms")
@@ -106,13 +120,27 @@ def limits(report: BenchReport, bench: str, *, endpoint: str = "new", bucket: st
     if e2e is None:
         notes.append(f"E2E p99 not measured at {step_load:g} {unit}: no client timeout")
     return KneeLimits(
-        bench=bench, endpoint=endpoint, bucket=chosen, metric=knee.metric, unit=unit, knee_found=knee.found,
-        knee=knee.concurrency, knee_ci_low=knee.ci_low, capacity=capacity, step_load=step_load, peak=peak,
-        weight_cap_percent=cap, margin=margin, e2e_p99_ms=e2e, ttft_p99_ms=ttft, itl_p99_ms=itl,
+        bench=bench,
+        endpoint=endpoint,
+        bucket=chosen,
+        metric=knee.metric,
+        unit=unit,
+        knee_found=knee.found,
+        knee=knee.concurrency,
+        knee_ci_low=knee.ci_low,
+        capacity=capacity,
+        step_load=step_load,
+        peak=peak,
+        weight_cap_percent=cap,
+        margin=margin,
+        e2e_p99_ms=e2e,
+        ttft_p99_ms=ttft,
+        itl_p99_ms=itl,
         client_timeout_s=math.ceil(e2e * grow / 1000) if e2e is not None else None,
         fallback_on_timeout_ms=math.ceil(ttft * grow) if ttft is not None else None,
         idle_ms=max(MIN_IDLE_MS, math.ceil(itl * grow)) if itl is not None else None,
-        planned_weight=planned_weight, notes=notes,
+        planned_weight=planned_weight,
+        notes=notes,
     )
 
 
@@ -123,5 +151,7 @@ def read_bench(path: Path) -> BenchReport:
     try:
         return BenchReport.model_validate(data)
     except ValidationError as exc:
-        raise BadInput(f"{file}: not a bench summary.json ({exc.error_count()} problems, first at "
-                       f"{'.'.join(str(p) for p in exc.errors()[0]['loc'])})") from None
+        raise BadInput(
+            f"{file}: not a bench summary.json ({exc.error_count()} problems, first at "
+            f"{'.'.join(str(p) for p in exc.errors()[0]['loc'])})"
+        ) from None

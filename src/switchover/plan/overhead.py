@@ -29,8 +29,17 @@ from switchover.model.card import ModelCard
 GIB = 2**30
 MIB = 2**20
 
-__all__ = ["EngineVersion", "ModelledOverheads", "band_for", "default_fraction", "model_overheads",
-           "newest_known", "parse_version", "resolve_version", "version_matches"]
+__all__ = [
+    "EngineVersion",
+    "ModelledOverheads",
+    "band_for",
+    "default_fraction",
+    "model_overheads",
+    "newest_known",
+    "parse_version",
+    "resolve_version",
+    "version_matches",
+]
 
 
 class EngineVersion(BaseModel):
@@ -38,11 +47,14 @@ class EngineVersion(BaseModel):
 
     engine: str
     asked: str | None = Field(description="the release the user named (None: not named)")
-    version: str | None = Field(description="the release planned for: as asked, else the newest known; None when "
-                                "no release of this engine is known")
+    version: str | None = Field(
+        description="the release planned for: as asked, else the newest known; None when "
+        "no release of this engine is known"
+    )
     band: str | None = Field(default=None, description="the profile's overhead band that covers it (None: none)")
-    note: str | None = Field(default=None, description="how the version was chosen, or what the data does not "
-                             "cover at it")
+    note: str | None = Field(
+        default=None, description="how the version was chosen, or what the data does not cover at it"
+    )
 
     @property
     def label(self) -> str:
@@ -78,20 +90,33 @@ def resolve_version(profile: EngineProfile, asked: str | None) -> EngineVersion:
     newest = newest_known(profile)
     version = stated or newest
     if version is None:
-        return EngineVersion(engine=profile.name, asked=None, version=None,
-                             note=f"no {profile.name} version given and no release of it is known (profile read "
-                                  f"at {profile.version_read[:80]}): version-banded data is not applied")
+        return EngineVersion(
+            engine=profile.name,
+            asked=None,
+            version=None,
+            note=f"no {profile.name} version given and no release of it is known (profile read "
+            f"at {profile.version_read[:80]}): version-banded data is not applied",
+        )
     band, _ = band_for(profile, version)
     notes = [] if stated else [f"no {profile.name} version given: {version}, the newest known, is assumed"]
     if stated and newest is not None and release_key(stated) > release_key(newest):
-        notes.append(f"{profile.name} {stated} is newer than the newest release known ({newest}): what the data "
-                     f"says of {newest} is assumed to still hold")
+        notes.append(
+            f"{profile.name} {stated} is newer than the newest release known ({newest}): what the data "
+            f"says of {newest} is assumed to still hold"
+        )
     if band is None and profile.memory.overhead_model:
         bands = ", ".join(b.versions for b in profile.memory.overhead_model)
-        notes.append(f"the {profile.name} profile has no overhead model for {version} (its bands: {bands}): its "
-                     "flat overhead defaults apply, not a model fitted at this version")
-    return EngineVersion(engine=profile.name, asked=stated, version=version,
-                         band=band.versions if band is not None else None, note="; ".join(notes) or None)
+        notes.append(
+            f"the {profile.name} profile has no overhead model for {version} (its bands: {bands}): its "
+            "flat overhead defaults apply, not a model fitted at this version"
+        )
+    return EngineVersion(
+        engine=profile.name,
+        asked=stated,
+        version=version,
+        band=band.versions if band is not None else None,
+        note="; ".join(notes) or None,
+    )
 
 
 def default_fraction(profile: EngineProfile, version: str | None) -> float | None:
@@ -132,8 +157,12 @@ def dense_rank_blocks(card: ModelCard, tp: int) -> list[int] | None:
     heads, kv = a.num_heads / tp, max(a.num_kv_heads / tp, 1)
     inter = card.mlp_width / tp
     h = card.hidden_size
-    layer = [int((heads + 2 * kv) * a.head_dim * h * elem), int(h * heads * a.head_dim * elem),
-             int(2 * inter * h * elem), int(h * inter * elem)]
+    layer = [
+        int((heads + 2 * kv) * a.head_dim * h * elem),
+        int(h * heads * a.head_dim * elem),
+        int(2 * inter * h * elem),
+        int(h * inter * elem),
+    ]
     vocab = [int((card.vocab_size or 0) / tp * h * elem)] * 2
     return layer * card.num_layers + vocab
 
@@ -151,11 +180,16 @@ def weight_load_overhead(model: LoadOverheadModel, card: ModelCard, tp: int) -> 
     """(rotary cache GiB, allocator rounding GiB, total GiB, how) for one rank."""
     rope = (card.max_position_embeddings or 0) * card.attention.head_dim * model.rope_cache_bytes_per_element / GIB
     blocks = dense_rank_blocks(card, tp)
-    rounding = (allocator_rounding_bytes(blocks, model.allocator_round_mib, model.allocator_large_mib) / GIB
-                if blocks is not None else 0.0)
-    how = (f"rotary cache {rope:.3f} + allocator rounding {rounding:.3f}"
-           + ("" if blocks is not None else " (not modelled: not a dense 16-bit layout)")
-           + f" + {model.base_gib:g} GiB fitted")
+    rounding = (
+        allocator_rounding_bytes(blocks, model.allocator_round_mib, model.allocator_large_mib) / GIB
+        if blocks is not None
+        else 0.0
+    )
+    how = (
+        f"rotary cache {rope:.3f} + allocator rounding {rounding:.3f}"
+        + ("" if blocks is not None else " (not modelled: not a dense 16-bit layout)")
+        + f" + {model.base_gib:g} GiB fitted"
+    )
     return rope, rounding, rope + rounding + model.base_gib, how
 
 
@@ -172,15 +206,28 @@ class ModelledOverheads(BaseModel):
     sampler_seqs: int
     sampler_gib: float
     forward_gib: float
-    baseline_held_gib: float | None = Field(default=None, description="held when the engine takes its free-memory "
-                                            "baseline (context, distributed init); None: the profile's CUDA context")
-    weight_load_gib: float = Field(default=0.0, description="held by the weight load beyond the parameter bytes "
-                                   "(included in non_torch_gib)")
+    baseline_held_gib: float | None = Field(
+        default=None,
+        description="held when the engine takes its free-memory "
+        "baseline (context, distributed init); None: the profile's CUDA context",
+    )
+    weight_load_gib: float = Field(
+        default=0.0, description="held by the weight load beyond the parameter bytes (included in non_torch_gib)"
+    )
     sources: dict[str, str] = Field(default_factory=dict)
 
 
-def model_overheads(profile: EngineProfile, card: ModelCard, *, version: str | None, tp: int, seqs: int | None,
-                    batched_tokens: int | None, max_model_len: int, eager: bool = False) -> ModelledOverheads | None:
+def model_overheads(
+    profile: EngineProfile,
+    card: ModelCard,
+    *,
+    version: str | None,
+    tp: int,
+    seqs: int | None,
+    batched_tokens: int | None,
+    max_model_len: int,
+    eager: bool = False,
+) -> ModelledOverheads | None:
     """Activation, non-torch and CUDA-graph memory for one instance, or None when the profile has no model."""
     band, label = band_for(profile, version)
     if band is None:
@@ -215,17 +262,39 @@ def model_overheads(profile: EngineProfile, card: ModelCard, *, version: str | N
     if band.weight_load is not None:
         _, _, load, load_how = weight_load_overhead(band.weight_load, card, tp)
         load = round(load, 3)
-    non_torch_source = (f"{cite}: TP={tp}" if keys else missing) if band.weight_load is None else (
-        f"{cite}: memory the weight load holds beyond the parameter bytes = {load_how}")
+    non_torch_source = (
+        (f"{cite}: TP={tp}" if keys else missing)
+        if band.weight_load is None
+        else (f"{cite}: memory the weight load holds beyond the parameter bytes = {load_how}")
+    )
     return ModelledOverheads(
-        band=band.versions, version=label, default_fraction=band.default_fraction,
-        activation_gib=round(activation, 3), non_torch_gib=round(non_torch + load, 3), cuda_graph_gib=graph,
-        profile_tokens=tokens, sampler_seqs=seq_count, sampler_gib=round(sampler, 3), forward_gib=round(forward, 3),
-        baseline_held_gib=held, weight_load_gib=load,
-        sources={"activation_peak": f"{cite}: max(sampler {sampler:.2f}, forward {forward:.2f}) + base at "
-                                    f"{seq_count} seqs x {card.vocab_size} vocab, {tokens} tokens"
-                 if act is not None else flat_activation.source if flat_activation is not None else missing,
-                 "non_torch": non_torch_source,
-                 "cuda_graph": f"{cite}: " + ("estimate subtracted" if graph else
-                                              "not subtracted by this version" if not band.cuda_graph_subtracted
-                                              else "eager mode, no graphs")})
+        band=band.versions,
+        version=label,
+        default_fraction=band.default_fraction,
+        activation_gib=round(activation, 3),
+        non_torch_gib=round(non_torch + load, 3),
+        cuda_graph_gib=graph,
+        profile_tokens=tokens,
+        sampler_seqs=seq_count,
+        sampler_gib=round(sampler, 3),
+        forward_gib=round(forward, 3),
+        baseline_held_gib=held,
+        weight_load_gib=load,
+        sources={
+            "activation_peak": f"{cite}: max(sampler {sampler:.2f}, forward {forward:.2f}) + base at "
+            f"{seq_count} seqs x {card.vocab_size} vocab, {tokens} tokens"
+            if act is not None
+            else flat_activation.source
+            if flat_activation is not None
+            else missing,
+            "non_torch": non_torch_source,
+            "cuda_graph": f"{cite}: "
+            + (
+                "estimate subtracted"
+                if graph
+                else "not subtracted by this version"
+                if not band.cuda_graph_subtracted
+                else "eager mode, no graphs"
+            ),
+        },
+    )

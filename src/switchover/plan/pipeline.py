@@ -80,8 +80,10 @@ def rule_for(engine: str, version: str | None) -> tuple[PlacementRule | None, st
 
     entries = rules().get(engine, [])
     if not entries:
-        return None, (f"{engine}: where its pipeline stages put the embedding and lm_head is not in the data; "
-                      "layers and edges are priced evenly across stages")
+        return None, (
+            f"{engine}: where its pipeline stages put the embedding and lm_head is not in the data; "
+            "layers and edges are priced evenly across stages"
+        )
     newest = max(entries, key=lambda r: release_key(r.read_at))
     if version is None:
         return newest, None
@@ -91,8 +93,9 @@ def rule_for(engine: str, version: str | None) -> tuple[PlacementRule | None, st
                 return entry, None
         except ValueError:  # a llama.cpp build number is not PEP 440: no entry covers it
             break
-    return newest, (f"{engine} {version}: pipeline placement not read at this release; the rule read at "
-                    f"{newest.read_at} is used")
+    return newest, (
+        f"{engine} {version}: pipeline placement not read at this release; the rule read at {newest.read_at} is used"
+    )
 
 
 def stage_layers(n_layers: int, pp: int, split: Split) -> list[int]:
@@ -113,8 +116,14 @@ def stage_layers(n_layers: int, pp: int, split: Split) -> list[int]:
 def _edges(card: ModelCard, tp: int) -> tuple[float, float, list[str]]:
     """(embedding bytes, untied lm_head bytes) on one TP rank (both are split over the vocabulary), with notes."""
     if not card.vocab_size:
-        return 0.0, 0.0, ["config.json has no vocab_size: the embedding and lm_head are priced as part of the "
-                          "layers, evenly across stages"]
+        return (
+            0.0,
+            0.0,
+            [
+                "config.json has no vocab_size: the embedding and lm_head are priced as part of the "
+                "layers, evenly across stages"
+            ],
+        )
     matrix = card.vocab_size * card.hidden_size * EDGE_BYTES_PER_PARAM / tp
     return matrix, (0.0 if card.tied_embeddings else matrix), []
 
@@ -134,8 +143,10 @@ def placement(card: ModelCard, engine: str, version: str | None, tp: int, pp: in
         notes.append("expert and dense layers are priced at the average layer size")
     tied_copy = bool(pp > 1 and card.tied_embeddings and rule is not None and rule.tied == "copy")
     if pp > 1 and card.tied_embeddings and not tied_copy and embed:
-        notes.append(f"whether {engine} keeps a copy of the tied embedding on the last stage is not in the data: "
-                     f"the last stage may hold {embed / GIB:.2f} GiB more")
+        notes.append(
+            f"whether {engine} keeps a copy of the tied embedding on the last stage is not in the data: "
+            f"the last stage may hold {embed / GIB:.2f} GiB more"
+        )
     stages, start = [], 0
     for i, n in enumerate(parts):
         holds, extra = [], 0.0
@@ -147,16 +158,40 @@ def placement(card: ModelCard, engine: str, version: str | None, tp: int, pp: in
             extra += head + (embed if tied_copy else 0.0)
             if tied_copy:
                 holds.append("a copy of the embedding for the tied lm_head")
-        stages.append(StageWeights(stage=i, first_layer=start, last_layer=start + n - 1, layers=n, holds=holds,
-                                   weights_gib_per_gpu=round((n * per_layer + extra) / GIB, 3)))
+        stages.append(
+            StageWeights(
+                stage=i,
+                first_layer=start,
+                last_layer=start + n - 1,
+                layers=n,
+                holds=holds,
+                weights_gib_per_gpu=round((n * per_layer + extra) / GIB, 3),
+            )
+        )
         start += n
     heaviest = max(range(pp), key=lambda i: (stages[i].weights_gib_per_gpu, -i))
-    words = {"remainder_before_last": "leftover layers one each to the stages before the last",
-             "remainder_on_last": "leftover layers all on the last stage",
-             "remainder_on_last_stages": "leftover layers one each to the last stages"}
-    rule_text = (f"{engine}: {words[rule.split]}; embedding on the first stage; final norm and lm_head on the last"
-                 + ("; a tied lm_head keeps its own copy of the embedding on the last stage" if rule.tied == "copy"
-                    else "") + (f" (override: {rule.partition_env})" if rule.partition_env else "")
-                 + f"; read at {rule.read_at}") if rule else f"{engine}: no placement rule in the data"
-    return PipelinePlacement(engine=engine, pp=pp, tp=tp, stages=stages, heaviest_stage=heaviest, rule=rule_text,
-                             sources=rule.sources if rule else [], notes=notes)
+    words = {
+        "remainder_before_last": "leftover layers one each to the stages before the last",
+        "remainder_on_last": "leftover layers all on the last stage",
+        "remainder_on_last_stages": "leftover layers one each to the last stages",
+    }
+    rule_text = (
+        (
+            f"{engine}: {words[rule.split]}; embedding on the first stage; final norm and lm_head on the last"
+            + ("; a tied lm_head keeps its own copy of the embedding on the last stage" if rule.tied == "copy" else "")
+            + (f" (override: {rule.partition_env})" if rule.partition_env else "")
+            + f"; read at {rule.read_at}"
+        )
+        if rule
+        else f"{engine}: no placement rule in the data"
+    )
+    return PipelinePlacement(
+        engine=engine,
+        pp=pp,
+        tp=tp,
+        stages=stages,
+        heaviest_stage=heaviest,
+        rule=rule_text,
+        sources=rule.sources if rule else [],
+        notes=notes,
+    )

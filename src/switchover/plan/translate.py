@@ -14,39 +14,51 @@ from pydantic import BaseModel, Field, computed_field
 from switchover.engines import EngineProfile, FlagSpec, load_profile
 from switchover.engines.releases import FlagSpan
 from switchover.model.card import ModelCard
-from switchover.plan.launch import (
-    LaunchIntent,
-    parse_launch,
-    resolve_engine,
-)
+from switchover.plan.launch import LaunchIntent, parse_launch, resolve_engine
 from switchover.plan.launch_values import value_problem
 from switchover.plan.translate_hardware import HardwareMove, gguf_step, move_hardware
 from switchover.plan.translate_json import base, has_members, member, render_json, target_option
 from switchover.plan.translate_nodes import nodes
 from switchover.plan.translate_results import FlagResult, flag_result, model_words
 from switchover.plan.translate_speculation import speculation
-from switchover.plan.translate_values import (
-    CONVERSIONS,
-    CONVERTED,
-    Derived,
-    LostKind,
-    Outcome,
-    Render,
-    Result,
-    spelled,
-)
+from switchover.plan.translate_values import CONVERSIONS, CONVERTED, Derived, LostKind, Outcome, Render, Result, spelled
 from switchover.words import plain
 
 # Intents that are not values to copy: they need the model and GPU to convert (see plan capacity).
 MEANING_DIFFERS = {"gpu_memory_fraction", "block_size", "max_batched_tokens_per_step", "max_waiting_queue"}
 # API facts compared between engines for the "different default / behaviour" part of the report.
-API_FACTS = ("generation_config_applied", "default_sampling", "max_stop_strings", "stop_matching",
-             "stop_string_in_output", "finish_reasons", "unknown_field_policy", "unknown_model_policy",
-             "seed_per_request", "n_gt_1", "validation_status", "overload_status", "error_body",
-             "context_overflow", "cached_tokens_reported", "openai_json_schema", "ignore_eos_field",
-             "min_tokens_field")
-__all__ = ["Derived", "FlagResult", "HardwareMove", "LaunchIntent", "LostItem", "Translation", "api_differences",
-           "parse_launch", "render", "translate"]
+API_FACTS = (
+    "generation_config_applied",
+    "default_sampling",
+    "max_stop_strings",
+    "stop_matching",
+    "stop_string_in_output",
+    "finish_reasons",
+    "unknown_field_policy",
+    "unknown_model_policy",
+    "seed_per_request",
+    "n_gt_1",
+    "validation_status",
+    "overload_status",
+    "error_body",
+    "context_overflow",
+    "cached_tokens_reported",
+    "openai_json_schema",
+    "ignore_eos_field",
+    "min_tokens_field",
+)
+__all__ = [
+    "Derived",
+    "FlagResult",
+    "HardwareMove",
+    "LaunchIntent",
+    "LostItem",
+    "Translation",
+    "api_differences",
+    "parse_launch",
+    "render",
+    "translate",
+]
 
 
 class LostItem(BaseModel):
@@ -85,8 +97,16 @@ class Translation(BaseModel):
     @property
     def lost(self) -> list[LostItem]:
         """Lost flags and API differences, as one list (what `check` reports)."""
-        flags = [LostItem(intent=f.input.intent or f.input.typed, kind=f.kind or "no_equivalent",
-                          detail=f.detail or "", source=f.source) for f in self.flags if f.outcome == "lost"]
+        flags = [
+            LostItem(
+                intent=f.input.intent or f.input.typed,
+                kind=f.kind or "no_equivalent",
+                detail=f.detail or "",
+                source=f.source,
+            )
+            for f in self.flags
+            if f.outcome == "lost"
+        ]
         return flags + list(self.api)
 
     @property
@@ -96,6 +116,7 @@ class Translation(BaseModel):
 
 
 # ---- placing values in the target ------------------------------------------------------------------------------
+
 
 def _on_command_line(spec: FlagSpec) -> bool:
     return bool(spec.flag and spec.kind != "none" and " " not in spec.flag)
@@ -113,17 +134,28 @@ def _place(r: Render, intent: str, value: Any) -> Result:
     if _on_command_line(spec):
         name, span, missing, url = target_option(r, spec)
         if name is None:
-            return Result("lost", detail=f"no spelling of {spec.flag} in {r.target_label}: {missing}", kind="refused",
-                          source=spec.source)
+            return Result(
+                "lost",
+                detail=f"no spelling of {spec.flag} in {r.target_label}: {missing}",
+                kind="refused",
+                source=spec.source,
+            )
         words = _flag_words(spec, name, span, value, r.dst.launch.bool_style)
         if not words:
-            return Result("default_matches", detail=f"{_describe(spec, intent, value)} is {r.dst.name}'s default",
-                          source=url or spec.source)
+            return Result(
+                "default_matches",
+                detail=f"{_describe(spec, intent, value)} is {r.dst.name}'s default",
+                source=url or spec.source,
+            )
         shown = words[1] if len(words) == 2 else (words[1:] if len(words) > 2 else None)
         problem = value_problem(name, span, shown, r.target_label, url) if span is not None else None
         if problem is not None:
-            return Result("lost", detail=f"{r.target_label} would refuse it: {problem[1]}", kind="refused",
-                          source=url or spec.source)
+            return Result(
+                "lost",
+                detail=f"{r.target_label} would refuse it: {problem[1]}",
+                kind="refused",
+                source=url or spec.source,
+            )
         r.argv.extend(words)
         return Result("translated", words, detail, url or spec.source)
     if spec.yaml_key:
@@ -135,8 +167,7 @@ def _place(r: Render, intent: str, value: Any) -> Result:
         return Result("translated", [f"{spec.yaml_key}: {json.dumps(node[leaf])}"], detail, spec.source)
     assert spec.env
     if spec.kind == "bool" and not value and not spec.default:
-        return Result("default_matches", detail=f"{spec.env} left unset is off in {r.target_label}",
-                      source=spec.source)
+        return Result("default_matches", detail=f"{spec.env} left unset is off in {r.target_label}", source=spec.source)
     r.env[spec.env] = _env_word(spec, value)
     return Result("translated", [f"{spec.env}={r.env[spec.env]}"], detail, spec.source)
 
@@ -195,44 +226,78 @@ def _not_copied(r: Render, name: str, value: Any) -> Result | None:
     src, dst = r.src, r.dst
     sspec, dspec = src.flags.get(name), dst.flags.get(name)
     if dspec is None:
-        gone = r.dview.option(sspec.flag) if r.dview is not None and sspec is not None and sspec.flag and \
-            src.name == dst.name else None
-        why = f"removed: {gone.reason}" if gone is not None and gone.status == "absent" else \
-            f"{dst.name} has no such setting at {r.target_label}"
-        return Result("lost", detail=f"{_describe(sspec, name, value)}: {why}", kind="no_equivalent",
-                      source=sspec.source if sspec else None)
+        gone = (
+            r.dview.option(sspec.flag)
+            if r.dview is not None and sspec is not None and sspec.flag and src.name == dst.name
+            else None
+        )
+        why = (
+            f"removed: {gone.reason}"
+            if gone is not None and gone.status == "absent"
+            else f"{dst.name} has no such setting at {r.target_label}"
+        )
+        return Result(
+            "lost",
+            detail=f"{_describe(sspec, name, value)}: {why}",
+            kind="no_equivalent",
+            source=sspec.source if sspec else None,
+        )
     # one_way: the source applied its value as the shared intent where it applied it at all (TGI --max-batch-size)
     differs = sspec is not None and not (dspec.equivalent and (sspec.equivalent or sspec.one_way))
     converted = name in r.details
     if (differs or name in MEANING_DIFFERS) and src.name != dst.name and not converted and name not in r.forced:
         why = f": {dspec.note}" if dspec.one_way and dspec.note else " — size it with `switchover plan capacity`"
-        return Result("lost", detail=f"{_describe(sspec, name, value)} in {src.name} is not {_describe(dspec, name)} "
-                                     f"in {dst.name}; not copied{why}", source=dspec.source, kind="different_meaning")
+        return Result(
+            "lost",
+            detail=f"{_describe(sspec, name, value)} in {src.name} is not {_describe(dspec, name)} "
+            f"in {dst.name}; not copied{why}",
+            source=dspec.source,
+            kind="different_meaning",
+        )
     settable = _on_command_line(dspec) or bool(dspec.yaml_key) or bool(dspec.env)
     if not settable:
         if name.endswith("_parallel_size") and value == 1:
             why = f"a size of 1 is no parallelism: one {dst.name} process"
-            return Result("default_matches", detail=f"{r.details[name]}; {why}" if name in r.details else why,
-                          source=dspec.source)
+            return Result(
+                "default_matches", detail=f"{r.details[name]}; {why}" if name in r.details else why, source=dspec.source
+            )
         if dspec.default is not None and value == dspec.default:
-            return Result("default_matches", detail=f"{dst.name} always does this ({dspec.note or dspec.default})",
-                          source=dspec.source)
+            return Result(
+                "default_matches",
+                detail=f"{dst.name} always does this ({dspec.note or dspec.default})",
+                source=dspec.source,
+            )
         note = dspec.note or dspec.semantics
-        return Result("lost", detail=f"{sspec.flag if sspec else name}={value} has no {dst.name} equivalent"
-                                     + (f" ({note})" if note else ""), source=dspec.source, kind="no_equivalent")
-    if sspec is not None and dspec.kind != sspec.kind and name not in CONVERTED and not converted and not (
-            {dspec.kind, sspec.kind} <= {"str", "list"}):
-        return Result("lost", detail=f"{sspec.flag}={value} ({sspec.kind}) vs {dspec.flag or dspec.yaml_key} "
-                                     f"({dspec.kind}) in {dst.name}: {dspec.note or dspec.semantics or ''}",
-                      source=dspec.source, kind="different_meaning")
+        return Result(
+            "lost",
+            detail=f"{sspec.flag if sspec else name}={value} has no {dst.name} equivalent"
+            + (f" ({note})" if note else ""),
+            source=dspec.source,
+            kind="no_equivalent",
+        )
+    if (
+        sspec is not None
+        and dspec.kind != sspec.kind
+        and name not in CONVERTED
+        and not converted
+        and not ({dspec.kind, sspec.kind} <= {"str", "list"})
+    ):
+        return Result(
+            "lost",
+            detail=f"{sspec.flag}={value} ({sspec.kind}) vs {dspec.flag or dspec.yaml_key} "
+            f"({dspec.kind}) in {dst.name}: {dspec.note or dspec.semantics or ''}",
+            source=dspec.source,
+            kind="different_meaning",
+        )
     return None
 
 
 def _copy(r: Render, name: str, value: Any) -> None:
     """Copy one value (shaped as a list or a single string where the target wants one), or say why not."""
     if name == "metrics_enable" and value and r.dst.metrics_endpoint.enabled_by_default:
-        r.results[name] = Result("default_matches", detail=f"metrics are on by default in {r.dst.name}",
-                                 source=r.dst.metrics_endpoint.source)
+        r.results[name] = Result(
+            "default_matches", detail=f"metrics are on by default in {r.dst.name}", source=r.dst.metrics_endpoint.source
+        )
         return
     why = _not_copied(r, name, value)
     if why is not None:
@@ -263,8 +328,13 @@ def _constraints(r: Render) -> None:
             continue
         value, base = r.values[intent], r.values.get(other, r.dst.flags[other].default if other in r.dst.flags else 1)
         if isinstance(value, int) and isinstance(base, int) and value > 0 and base % value:
-            r.lose(intent, "refused", f"{spec.flag} {value} must divide {r.dst.flags[other].flag} {base} in "
-                   f"{r.target_label} (it refuses to start otherwise)", spec.rule_source or spec.source)
+            r.lose(
+                intent,
+                "refused",
+                f"{spec.flag} {value} must divide {r.dst.flags[other].flag} {base} in "
+                f"{r.target_label} (it refuses to start otherwise)",
+                spec.rule_source or spec.source,
+            )
 
 
 def _carried(r: Render) -> None:
@@ -276,26 +346,54 @@ def _carried(r: Render) -> None:
             continue
         lost = [x for _, x in done if x.outcome == "lost"]
         first = lost[0] if lost else done[0][1]
-        outcome: Outcome = done[0][1].outcome if len(done) == 1 else "lost" if lost else "default_matches" if all(
-            x.outcome == "default_matches" for _, x in done) else "translated"
-        r.results[name] = Result(outcome, [w for _, x in done for w in x.rendered], "; ".join(
-            f"carried by {c}" + (f": {x.detail}" if x.detail else "") for c, x in done), first.source, first.kind)
+        outcome: Outcome = (
+            done[0][1].outcome
+            if len(done) == 1
+            else "lost"
+            if lost
+            else "default_matches"
+            if all(x.outcome == "default_matches" for _, x in done)
+            else "translated"
+        )
+        r.results[name] = Result(
+            outcome,
+            [w for _, x in done for w in x.rendered],
+            "; ".join(f"carried by {c}" + (f": {x.detail}" if x.detail else "") for c, x in done),
+            first.source,
+            first.kind,
+        )
 
 
-def render(intent: LaunchIntent, target: str, *, target_version: str | None = None, card: ModelCard | None = None,
-           gpu_total_gib: float | None = None, move: HardwareMove | None = None,
-           gpu_name: str | None = None) -> Translation:
+def render(
+    intent: LaunchIntent,
+    target: str,
+    *,
+    target_version: str | None = None,
+    card: ModelCard | None = None,
+    gpu_total_gib: float | None = None,
+    move: HardwareMove | None = None,
+    gpu_name: str | None = None,
+) -> Translation:
     """The target engine's launch for `intent` at `target_version` (None: the newest read), with what became of
     every input flag. With a model card and the GPU's memory, the memory knob is converted to the target's meaning;
     with a hardware move, the layout, memory knob, context and concurrency are derived for the new GPUs."""
     src = load_profile(intent.engine, intent.version)
     dst, dview, at, note = resolve_engine(target, target_version)
-    r = Render(src=src, dst=dst, dview=dview, target_label=f"{dst.name} {at}" if at else dst.name,
-               values=dict(intent.values), card=card, gpu_total_gib=gpu_total_gib, gpu_name=gpu_name)
+    r = Render(
+        src=src,
+        dst=dst,
+        dview=dview,
+        target_label=f"{dst.name} {at}" if at else dst.name,
+        values=dict(intent.values),
+        card=card,
+        gpu_total_gib=gpu_total_gib,
+        gpu_name=gpu_name,
+    )
     r.model = intent.model or "MODEL"
     if intent.model is None:
-        r.notes.append("the launch names no model" + ("" if src.name == dst.name else
-                                                      ": MODEL stands for it in the command"))
+        r.notes.append(
+            "the launch names no model" + ("" if src.name == dst.name else ": MODEL stands for it in the command")
+        )
     r.gpu_count = intent.gpu_count
     if move is not None:
         move_hardware(r, intent, move)
@@ -314,10 +412,22 @@ def render(intent: LaunchIntent, target: str, *, target_version: str | None = No
     flags = [flag_result(r, intent, i, item) for i, item in enumerate(intent.inputs)]
     if r.yaml_cfg and dst.launch.config_file:
         r.argv += [dst.launch.config_file, "extra_llm_api_options.yaml"]
-    return Translation(source_engine=src.name, source_version=intent.version, source_note=intent.version_note,
-                       target_engine=dst.name, target_version=at, target_note=note, argv=r.argv,
-                       env={k: v for k, v in r.env.items() if v != ""}, yaml_config=r.yaml_cfg or None, flags=flags,
-                       derived=r.derived, steps=r.steps, api=api_differences(src, dst), notes=intent.notes + r.notes)
+    return Translation(
+        source_engine=src.name,
+        source_version=intent.version,
+        source_note=intent.version_note,
+        target_engine=dst.name,
+        target_version=at,
+        target_note=note,
+        argv=r.argv,
+        env={k: v for k, v in r.env.items() if v != ""},
+        yaml_config=r.yaml_cfg or None,
+        flags=flags,
+        derived=r.derived,
+        steps=r.steps,
+        api=api_differences(src, dst),
+        notes=intent.notes + r.notes,
+    )
 
 
 def api_differences(src: EngineProfile, dst: EngineProfile) -> list[LostItem]:
@@ -328,20 +438,41 @@ def api_differences(src: EngineProfile, dst: EngineProfile) -> list[LostItem]:
     for fact in API_FACTS:
         a, b = getattr(src.api, fact), getattr(dst.api, fact)
         if a != b:
-            out.append(LostItem(intent=f"api.{fact}", kind="different_default",
-                                detail=f"{fact}: {src.name} {plain(a)} -> {dst.name} {plain(b)}",
-                                source=dst.api.sources.get(fact)))
+            out.append(
+                LostItem(
+                    intent=f"api.{fact}",
+                    kind="different_default",
+                    detail=f"{fact}: {src.name} {plain(a)} -> {dst.name} {plain(b)}",
+                    source=dst.api.sources.get(fact),
+                )
+            )
     return out
 
 
-def translate(source: str, text: str, target: str, *, card: ModelCard | None = None,
-              gpu_total_gib: float | None = None, gpu_name: str | None = None, source_version: str | None = None,
-              target_version: str | None = None, files: dict[str, str] | None = None,
-              move: HardwareMove | None = None) -> Translation:
+def translate(
+    source: str,
+    text: str,
+    target: str,
+    *,
+    card: ModelCard | None = None,
+    gpu_total_gib: float | None = None,
+    gpu_name: str | None = None,
+    source_version: str | None = None,
+    target_version: str | None = None,
+    files: dict[str, str] | None = None,
+    move: HardwareMove | None = None,
+) -> Translation:
     """Parse `text` as a `source` launch (at `source_version`) and render it for `target` (at `target_version`)."""
     intent = parse_launch(source, text, version=source_version, files=files)
-    return render(intent, target, target_version=target_version, card=card, gpu_total_gib=gpu_total_gib, move=move,
-                  gpu_name=gpu_name)
+    return render(
+        intent,
+        target,
+        target_version=target_version,
+        card=card,
+        gpu_total_gib=gpu_total_gib,
+        move=move,
+        gpu_name=gpu_name,
+    )
 
 
 def bench_advice(t: Translation, run_dir: str) -> None:
@@ -353,6 +484,9 @@ def bench_advice(t: Translation, run_dir: str) -> None:
 
     report = RunDir.open(run_dir).read_json("summary", BenchReport)
     engines = {e.label: e.engine for e in report.endpoints}
-    ours = [lim.model_copy(update={"raise_flag": raise_flag(t.target_engine, t.target_version, lim.binding)})
-            for lim in report.limits if engines.get(lim.endpoint) == t.target_engine]
+    ours = [
+        lim.model_copy(update={"raise_flag": raise_flag(t.target_engine, t.target_version, lim.binding)})
+        for lim in report.limits
+        if engines.get(lim.endpoint) == t.target_engine
+    ]
     t.notes.extend(advice(ours, engines))

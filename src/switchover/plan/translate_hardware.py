@@ -53,17 +53,24 @@ def _set(r: Render, intent: str, value: Any, why: str, source: str | None = None
 def _layout(r: Render, intent: LaunchIntent, gpus: int, total: float, gpu_name: str | None) -> Layout | None:
     assert r.card is not None
     mml = intent.values.get("max_context_length")
-    layouts = plan_layouts(r.card, r.dst, gpus, total, gpu_name=gpu_name,
-                           max_model_len=mml if isinstance(mml, int) and mml > 0 else None,
-                           kv_dtype=str(intent.values.get("kv_cache_dtype", "auto")))
+    layouts = plan_layouts(
+        r.card,
+        r.dst,
+        gpus,
+        total,
+        gpu_name=gpu_name,
+        max_model_len=mml if isinstance(mml, int) and mml > 0 else None,
+        kv_dtype=str(intent.values.get("kv_cache_dtype", "auto")),
+    )
     legal = [x for x in layouts if x.legal]
     pp = intent.values.get("pipeline_parallel_size")
     shaped = [x for x in legal if x.pp == (pp if isinstance(pp, int) else 1) and x.gpus_used == gpus]
     legal = shaped + [x for x in legal if x not in shaped]  # the source's shape first, then plan parallel's order
     if not legal:
         reasons = "; ".join(sorted({why for x in layouts for why in x.reasons}))[:300]
-        r.notes.append(f"no layout of {r.card.name} fits {gpus} x {gpu_name or f'{total:.0f} GiB'} in {r.dst.name}: "
-                       f"{reasons}")
+        r.notes.append(
+            f"no layout of {r.card.name} fits {gpus} x {gpu_name or f'{total:.0f} GiB'} in {r.dst.name}: {reasons}"
+        )
         return None
     return legal[0]
 
@@ -71,8 +78,10 @@ def _layout(r: Render, intent: LaunchIntent, gpus: int, total: float, gpu_name: 
 def move_hardware(r: Render, intent: LaunchIntent, move: HardwareMove) -> None:
     """Layout, memory knob, context and concurrency for the target's GPUs (needs the model card)."""
     if r.card is None:
-        r.notes.append("hardware move: pass --model (a model dir or builtin:ID) to choose the layout and re-derive "
-                       "memory, context and concurrency; the source's values are kept")
+        r.notes.append(
+            "hardware move: pass --model (a model dir or builtin:ID) to choose the layout and re-derive "
+            "memory, context and concurrency; the source's values are kept"
+        )
         return
     gpu = move.to_gpu or move.from_gpu
     spec = find_gpu(gpu) if gpu else None
@@ -86,20 +95,31 @@ def move_hardware(r: Render, intent: LaunchIntent, move: HardwareMove) -> None:
     layout = _layout(r, intent, gpus, total, gpu_name)
     if layout is None:
         return
-    why = (f"plan parallel's first legal layout for {where}: TP={layout.tp} PP={layout.pp} DP={layout.dp} "
-           f"EP={layout.ep}, {layout.kv_tokens_per_replica} KV tokens per replica")
+    why = (
+        f"plan parallel's first legal layout for {where}: TP={layout.tp} PP={layout.pp} DP={layout.dp} "
+        f"EP={layout.ep}, {layout.kv_tokens_per_replica} KV tokens per replica"
+    )
     for name, attr in _PARALLEL:
         value = getattr(layout, attr)
         flag = r.dst.flags.get(name)
         if name == "data_parallel_size" and value > 1 and (flag is None or not flag.flag):
-            r.derived.append(Derived(what="replicas", value=value, why=f"{why}; {r.dst.name} has no data-parallel "
-                                     f"flag: run {value} instances, one per GPU group", source=flag.source if flag
-                                     else None))
+            r.derived.append(
+                Derived(
+                    what="replicas",
+                    value=value,
+                    why=f"{why}; {r.dst.name} has no data-parallel flag: run {value} instances, one per GPU group",
+                    source=flag.source if flag else None,
+                )
+            )
         elif value > 1 or isinstance(r.values.get(name), int):
             _set(r, name, value, why)
     if layout.ep > 1:
-        _set(r, "expert_parallel", layout.ep if r.dst.flags.get("expert_parallel") and r.dst.flags[
-            "expert_parallel"].kind == "int" else True, why)
+        _set(
+            r,
+            "expert_parallel",
+            layout.ep if r.dst.flags.get("expert_parallel") and r.dst.flags["expert_parallel"].kind == "int" else True,
+            why,
+        )
     elif "expert_parallel" in r.values:
         _set(r, "expert_parallel", False if isinstance(r.values["expert_parallel"], bool) else 1, why)
     if "CUDA_VISIBLE_DEVICES" in intent.env or intent.gpu_count is not None:
@@ -115,39 +135,77 @@ def _memory(r: Render, intent: LaunchIntent, layout: Layout, total: float, gpu_n
     mml = mml if isinstance(mml, int) and mml > 0 else None
     seqs = intent.values.get("max_concurrent_sequences")
     seqs = seqs if isinstance(seqs, int) and seqs > 0 else None
-    res = capacity(r.card, r.dst, total, gpu_name=gpu_name, tp=layout.tp, pp=layout.pp,
-                   kv_dtype=str(intent.values.get("kv_cache_dtype", "auto")), max_model_len=mml,
-                   max_num_seqs=seqs if r.dst.memory.budget != "explicit_context" else None,
-                   engine_version=r.dst.resolved_version)
+    res = capacity(
+        r.card,
+        r.dst,
+        total,
+        gpu_name=gpu_name,
+        tp=layout.tp,
+        pp=layout.pp,
+        kv_dtype=str(intent.values.get("kv_cache_dtype", "auto")),
+        max_model_len=mml,
+        max_num_seqs=seqs if r.dst.memory.budget != "explicit_context" else None,
+        engine_version=r.dst.resolved_version,
+    )
     source = r.dst.memory.source
     context = res.max_model_len
     fits = [row for row in res.table if row.kv_concurrency >= 1]
     if res.kv_concurrency < 1 and fits:
         context = max(row.max_model_len for row in fits)
-        _set(r, "max_context_length", context, f"the {where} KV pool ({res.tokens} tokens) does not hold one "
-             f"request of {res.max_model_len}; {context} is the longest that fits", source)
+        _set(
+            r,
+            "max_context_length",
+            context,
+            f"the {where} KV pool ({res.tokens} tokens) does not hold one "
+            f"request of {res.max_model_len}; {context} is the longest that fits",
+            source,
+        )
     r.values.pop("kv_cache_explicit_size", None)
     if r.dst.memory.budget == "explicit_context":
         if not isinstance(r.values.get("max_context_length"), int):
-            _set(r, "max_context_length", context, f"the model's context ({context}): slots reserve their whole "
-                 "context, so it is said, not left to the model", source)
+            _set(
+                r,
+                "max_context_length",
+                context,
+                f"the model's context ({context}): slots reserve their whole "
+                "context, so it is said, not left to the model",
+                source,
+            )
         slots = _slots_that_fit(r, layout, total, gpu_name, context, seqs or 4)
-        _set(r, "max_concurrent_sequences", slots, f"{slots} slots of {context} tokens fit on {where} (plan "
-             "capacity: each slot holds its whole context)", source)
+        _set(
+            r,
+            "max_concurrent_sequences",
+            slots,
+            f"{slots} slots of {context} tokens fit on {where} (plan capacity: each slot holds its whole context)",
+            source,
+        )
         r.values.pop("gpu_memory_fraction", None)
         ctx_flag = r.dst.flags["max_context_length"].flag if "max_context_length" in r.dst.flags else "its context"
-        r.results["gpu_memory_fraction"] = Result("translated", detail=f"re-derived for {where}: {r.dst.name} sizes "
-                                                  f"its KV by {ctx_flag} (context x slots), not by a fraction",
-                                                  source=source)
+        r.results["gpu_memory_fraction"] = Result(
+            "translated",
+            detail=f"re-derived for {where}: {r.dst.name} sizes "
+            f"its KV by {ctx_flag} (context x slots), not by a fraction",
+            source=source,
+        )
         return
     fraction = res.instance.fraction_used
     if fraction is not None and r.dst.flags.get("gpu_memory_fraction") is not None:
-        _set(r, "gpu_memory_fraction", round(fraction, 3),
-             f"re-derived for {where}: {res.instance.kv_pool_gib:.1f} GiB KV pool, {res.tokens} tokens "
-             f"({res.budget})", source)
-    r.derived.append(Derived(what="expected_concurrency", value=res.max_concurrency,
-                             why=f"requests of {res.context} tokens {r.dst.name} runs at once on {where} (binding: "
-                                 f"{res.binding_limit}); plan capacity gives the table", source=source))
+        _set(
+            r,
+            "gpu_memory_fraction",
+            round(fraction, 3),
+            f"re-derived for {where}: {res.instance.kv_pool_gib:.1f} GiB KV pool, {res.tokens} tokens ({res.budget})",
+            source,
+        )
+    r.derived.append(
+        Derived(
+            what="expected_concurrency",
+            value=res.max_concurrency,
+            why=f"requests of {res.context} tokens {r.dst.name} runs at once on {where} (binding: "
+            f"{res.binding_limit}); plan capacity gives the table",
+            source=source,
+        )
+    )
 
 
 def _slots_that_fit(r: Render, layout: Layout, total: float, gpu_name: str | None, context: int, asked: int) -> int:
@@ -156,8 +214,17 @@ def _slots_that_fit(r: Render, layout: Layout, total: float, gpu_name: str | Non
     lo, hi = 0, asked
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        res = capacity(r.card, r.dst, total, gpu_name=gpu_name, tp=layout.tp, pp=layout.pp, max_model_len=context,
-                       slots=mid, engine_version=r.dst.resolved_version)
+        res = capacity(
+            r.card,
+            r.dst,
+            total,
+            gpu_name=gpu_name,
+            tp=layout.tp,
+            pp=layout.pp,
+            max_model_len=context,
+            slots=mid,
+            engine_version=r.dst.resolved_version,
+        )
         if res.instance.starts:
             lo = mid
         else:
@@ -175,9 +242,15 @@ def gguf_step(r: Render, intent: LaunchIntent, move: HardwareMove | None) -> Non
         return
     if "gpu_layers" in r.dst.flags and "gpu_layers" not in r.values and "gpu_layers" not in r.src.flags:
         r.values["gpu_layers"] = _ALL_LAYERS
-        r.derived.append(Derived(what="gpu_layers", value=_ALL_LAYERS, why=f"{r.src.name} ran every layer on the GPU; "
-                                 f"{r.dst.name} offloads the first N layers (N past the model's layers: all)",
-                                 source=r.dst.flags["gpu_layers"].source))
+        r.derived.append(
+            Derived(
+                what="gpu_layers",
+                value=_ALL_LAYERS,
+                why=f"{r.src.name} ran every layer on the GPU; "
+                f"{r.dst.name} offloads the first N layers (N past the model's layers: all)",
+                source=r.dst.flags["gpu_layers"].source,
+            )
+        )
     if r.model.endswith(conv.loads) or intent.model is None:
         return
     outtype, why = _quantization(r, intent, move, conv.outtypes)
@@ -210,13 +283,13 @@ def _quantization(r: Render, intent: LaunchIntent, move: HardwareMove | None, ou
         why = f"the checkpoint's own precision ({dtype})"
     gpu = (move.to_gpu or move.from_gpu) if move else None
     spec = find_gpu(gpu) if gpu else None
-    total = (spec.total_gib if spec else r.gpu_total_gib)
+    total = spec.total_gib if spec else r.gpu_total_gib
     if card is None or not total:
         return start, why + "; no GPU given, so not checked against its memory"
     gpus = (move.to_gpus if move and move.to_gpus else None) or _source_gpus(intent)
     budget = total * gpus * 0.9  # room left for the KV cache and buffers
     order = ["bf16", "f16", "q8_0", "Q4_K_M"]
-    for kind in order[order.index(start):] if start in order else [start]:
+    for kind in order[order.index(start) :] if start in order else [start]:
         need = card.weights.params * _BYTES[kind] / 2**30
         if need <= budget or kind == "Q4_K_M":
             if kind != start:

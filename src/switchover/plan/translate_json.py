@@ -21,8 +21,9 @@ def target_option(r: Render, spec: FlagSpec) -> tuple[str | None, FlagSpan | Non
     reason = None
     for name in spec.spellings():
         found = r.dview.option(name)
-        if (found.status == "present" and found.matched_as is None) or (found.status == "present" and (
-                found.matched_as and "another spelling" in found.matched_as)):
+        if (found.status == "present" and found.matched_as is None) or (
+            found.status == "present" and (found.matched_as and "another spelling" in found.matched_as)
+        ):
             return name, found.span if isinstance(found.span, FlagSpan) else None, None, found.url
         if found.status == "unknown":
             return spec.flag, None, None, None
@@ -68,8 +69,9 @@ def render_json(r: Render) -> None:
         members = r.json_members.get(flag, [])
         if name is None:
             for intent in members:
-                r.results[intent] = Result("lost", detail=f"no {flag} in {r.target_label}: {missing}",
-                                           kind="refused", source=spec.source)
+                r.results[intent] = Result(
+                    "lost", detail=f"no {flag} in {r.target_label}: {missing}", kind="refused", source=spec.source
+                )
             continue
         words = [name, json.dumps(obj)]
         r.argv.extend(words)

@@ -33,7 +33,8 @@ def _rendezvous(r: Render) -> None:
         values[_HOST], values[_PORT] = host.strip("[]"), int(port)
         r.details[_HOST] = r.details[_PORT] = (
             f"{src[_ADDRESS].flag} HOST:PORT is {r.dst.flags[_HOST].flag} HOST and {r.dst.flags[_PORT].flag} PORT in "
-            f"{r.target_label} (the head node's address for torch.distributed)")
+            f"{r.target_label} (the head node's address for torch.distributed)"
+        )
         r.follows[_ADDRESS] = (_HOST, _PORT)
     elif (_HOST in values or _PORT in values) and not _settable(r, _HOST) and _settable(r, _ADDRESS):
         given = [x for x in (_HOST, _PORT) if x in values]
@@ -42,9 +43,9 @@ def _rendezvous(r: Render) -> None:
         if host is None or port is None:
             return
         values[_ADDRESS] = f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
-        r.details[_ADDRESS] = (f"the head node's host and port are one HOST:PORT in {r.target_label}"
-                               + ("" if len(given) == 2 else f" ({'port' if _HOST in given else 'host'}: the "
-                                  f"{r.src.name} default)"))
+        r.details[_ADDRESS] = f"the head node's host and port are one HOST:PORT in {r.target_label}" + (
+            "" if len(given) == 2 else f" ({'port' if _HOST in given else 'host'}: the {r.src.name} default)"
+        )
         for name in given:
             r.follows[name] = _ADDRESS
 
@@ -59,6 +60,12 @@ def _worker_node(r: Render) -> None:
     if "headless" in r.values or "headless" in r.src.flags:
         return
     r.values["headless"] = True
-    r.derived.append(Derived(what="headless", value=True, source=spec.source,
-                             why=f"node rank {rank} runs only its workers for the head node's instance in "
-                                 f"{r.src.name}; {r.dst.name} does so with {spec.flag} (no API server there)"))
+    r.derived.append(
+        Derived(
+            what="headless",
+            value=True,
+            source=spec.source,
+            why=f"node rank {rank} runs only its workers for the head node's instance in "
+            f"{r.src.name}; {r.dst.name} does so with {spec.flag} (no API server there)",
+        )
+    )

@@ -25,8 +25,8 @@ class FlagResult(BaseModel):
     kind: LostKind | None = Field(default=None, description="for lost flags: what kind of loss")
 
 
-
 # ---- one result per input flag -----------------------------------------------------------------------------------
+
 
 def model_words(r: Render, model: str | None) -> list[str]:
     """The target's words naming the model; none when the launch names none and the engine stays (it finds its
@@ -40,15 +40,21 @@ def flag_result(r: Render, intent: LaunchIntent, index: int, item: InputFlag) ->
     """What became of one input flag, from the results of the intents it set."""
     produced = intent.produced.get(index, [])
     if item.validity == "refused":
-        return FlagResult(input=item, outcome="lost", kind="refused",
-                          detail=f"the source version refuses it: {item.validity_detail}")
+        return FlagResult(
+            input=item, outcome="lost", kind="refused", detail=f"the source version refuses it: {item.validity_detail}"
+        )
     if item.intent == MODEL:
-        return FlagResult(input=item, outcome="translated", rendered=model_words(r, r.model),
-                          detail=r.details.get(MODEL))
+        return FlagResult(
+            input=item, outcome="translated", rendered=model_words(r, r.model), detail=r.details.get(MODEL)
+        )
     if item.intent == DEVICES:
         value = r.env.get(item.typed, item.value)
-        return FlagResult(input=item, outcome="translated", rendered=[f"{item.typed}={value}"],
-                          detail=r.details.get(DEVICES, "CUDA reads it the same in every engine"))
+        return FlagResult(
+            input=item,
+            outcome="translated",
+            rendered=[f"{item.typed}={value}"],
+            detail=r.details.get(DEVICES, "CUDA reads it the same in every engine"),
+        )
     if item.intent in (CONFIG_FILE, ENV_FILE):
         return _file_result(r, intent, item)
     results = [r.results[i] for i in produced if i in r.results]
@@ -62,13 +68,19 @@ def flag_result(r: Render, intent: LaunchIntent, index: int, item: InputFlag) ->
     lost = [x for x in results if x.outcome == "lost"]
     rendered = list(dict.fromkeys(w for x in results for w in x.rendered))
     if lost:
-        return FlagResult(input=item, outcome="lost", rendered=rendered, detail="; ".join(
-            [x.detail or "" for x in lost] + ([remainder] if remainder else [])), source=lost[0].source,
-            kind=lost[0].kind)
+        return FlagResult(
+            input=item,
+            outcome="lost",
+            rendered=rendered,
+            detail="; ".join([x.detail or "" for x in lost] + ([remainder] if remainder else [])),
+            source=lost[0].source,
+            kind=lost[0].kind,
+        )
     outcome: Outcome = "default_matches" if all(x.outcome == "default_matches" for x in results) else "translated"
     details = [x.detail for x in results if x.detail] + ([remainder] if remainder else [])
-    return FlagResult(input=item, outcome=outcome, rendered=rendered, detail="; ".join(details) or None,
-                      source=results[0].source)
+    return FlagResult(
+        input=item, outcome=outcome, rendered=rendered, detail="; ".join(details) or None, source=results[0].source
+    )
 
 
 def _remainder(r: Render, intent: LaunchIntent, index: int, item: InputFlag, produced: list[str]) -> str | None:
@@ -87,25 +99,42 @@ def _remainder(r: Render, intent: LaunchIntent, index: int, item: InputFlag, pro
 def _file_result(r: Render, intent: LaunchIntent, item: InputFlag) -> FlagResult:
     """A config file (its settings are records of their own) or a docker --env-file that was not given."""
     if item.intent == ENV_FILE:
-        return FlagResult(input=item, outcome="lost", kind="not_understood",
-                          detail=f"env file {item.value} not given: its variables are not read (pass --file)")
+        return FlagResult(
+            input=item,
+            outcome="lost",
+            kind="not_understood",
+            detail=f"env file {item.value} not given: its variables are not read (pass --file)",
+        )
     if any("config file" in n and repr(str(item.value)) in n for n in intent.notes):
-        return FlagResult(input=item, outcome="lost", kind="not_understood",
-                          detail=f"config file {item.value} not given: its settings are not read (pass --file)")
+        return FlagResult(
+            input=item,
+            outcome="lost",
+            kind="not_understood",
+            detail=f"config file {item.value} not given: its settings are not read (pass --file)",
+        )
     read = sum(1 for x in intent.inputs if x.via == "config")
-    return FlagResult(input=item, outcome="translated", detail=f"read: its {read} settings are listed one by one",
-                      rendered=[r.dst.launch.config_file] if r.yaml_cfg and r.dst.launch.config_file else [])
+    return FlagResult(
+        input=item,
+        outcome="translated",
+        detail=f"read: its {read} settings are listed one by one",
+        rendered=[r.dst.launch.config_file] if r.yaml_cfg and r.dst.launch.config_file else [],
+    )
 
 
 def _without_intent(r: Render, intent: LaunchIntent, item: InputFlag) -> FlagResult:
     """A flag no intent covers: refused at the source, passed through unchanged (same engine, or a library's
     environment variable), or lost with why."""
     if item.validity == "refused" and item.intent is None:
-        return FlagResult(input=item, outcome="lost", detail=f"the source version refuses it: {item.validity_detail}",
-                          kind="refused")
+        return FlagResult(
+            input=item, outcome="lost", detail=f"the source version refuses it: {item.validity_detail}", kind="refused"
+        )
     if item.intent is not None:
-        return FlagResult(input=item, outcome="lost", detail=item.validity_detail or "its value could not be read",
-                          kind="refused" if item.validity == "refused" else "not_understood")
+        return FlagResult(
+            input=item,
+            outcome="lost",
+            detail=item.validity_detail or "its value could not be read",
+            kind="refused" if item.validity == "refused" else "not_understood",
+        )
     if item.via == "env":
         return _env_through(r, item)
     if r.src.name == r.dst.name and item.via == "config" and (item.option is None or r.dview is None):
@@ -113,40 +142,68 @@ def _without_intent(r: Render, intent: LaunchIntent, item: InputFlag) -> FlagRes
             r.yaml_cfg.setdefault(item.typed, {}).update(item.value)
         else:
             r.yaml_cfg.setdefault(item.typed, item.value)
-        return FlagResult(input=item, outcome="passed_through", rendered=[f"{item.typed}: {json.dumps(item.value)}"],
-                          detail=f"kept in the config file; {item.validity_detail or 'not checked'}")
+        return FlagResult(
+            input=item,
+            outcome="passed_through",
+            rendered=[f"{item.typed}: {json.dumps(item.value)}"],
+            detail=f"kept in the config file; {item.validity_detail or 'not checked'}",
+        )
     if r.src.name == r.dst.name and item.option and item.validity == "ok":
         return _same_option(r, item)
     if item.validity == "ok":
-        return FlagResult(input=item, outcome="lost", kind="no_equivalent",
-                          detail=f"{item.option} ({r.src.name}) has no known {r.dst.name} equivalent: no intent maps "
-                                 "it, so it is not guessed")
-    return FlagResult(input=item, outcome="lost", kind="not_understood",
-                      detail=f"{item.typed!r}: not understood ({item.validity_detail}); check by hand")
+        return FlagResult(
+            input=item,
+            outcome="lost",
+            kind="no_equivalent",
+            detail=f"{item.option} ({r.src.name}) has no known {r.dst.name} equivalent: no intent maps "
+            "it, so it is not guessed",
+        )
+    return FlagResult(
+        input=item,
+        outcome="lost",
+        kind="not_understood",
+        detail=f"{item.typed!r}: not understood ({item.validity_detail}); check by hand",
+    )
 
 
 def _env_through(r: Render, item: InputFlag) -> FlagResult:
     kind = env_kind(r.src, item.typed)
     if kind == "library" or (kind == "engine" and r.src.name == r.dst.name):
         r.env[item.typed] = str(item.value)
-        return FlagResult(input=item, outcome="passed_through", rendered=[f"{item.typed}={item.value}"],
-                          detail="read by a library the same way in any engine" if kind == "library" else
-                          f"a {r.src.name} variable, kept for {r.target_label} (not checked there)")
-    return FlagResult(input=item, outcome="lost", kind="no_equivalent",
-                      detail=f"{item.typed} is read by {r.src.name}, not by {r.dst.name}")
+        return FlagResult(
+            input=item,
+            outcome="passed_through",
+            rendered=[f"{item.typed}={item.value}"],
+            detail="read by a library the same way in any engine"
+            if kind == "library"
+            else f"a {r.src.name} variable, kept for {r.target_label} (not checked there)",
+        )
+    return FlagResult(
+        input=item,
+        outcome="lost",
+        kind="no_equivalent",
+        detail=f"{item.typed} is read by {r.src.name}, not by {r.dst.name}",
+    )
 
 
 def _same_option(r: Render, item: InputFlag) -> FlagResult:
     """A same-engine upgrade: the option kept where the target version has it with the same kind."""
     assert item.option is not None
-    dotted = item.typed.startswith(item.option + ".") and r.dview is not None and bool(
-        r.dview.parser and r.dview.parser.dotted_keys)  # --json-option.key VALUE, where the target reads it too
+    dotted = (
+        item.typed.startswith(item.option + ".")
+        and r.dview is not None
+        and bool(r.dview.parser and r.dview.parser.dotted_keys)
+    )  # --json-option.key VALUE, where the target reads it too
     values = [] if item.value is None else item.value if isinstance(item.value, list) else [item.value]
     words = [item.typed if dotted else item.option] + [json.dumps(v) if isinstance(v, dict) else str(v) for v in values]
     if r.dview is None:
         r.argv.extend(words)
-        return FlagResult(input=item, outcome="passed_through", rendered=words,
-                          detail=f"kept as is; not checked at {r.target_label}: no release data")
+        return FlagResult(
+            input=item,
+            outcome="passed_through",
+            rendered=words,
+            detail=f"kept as is; not checked at {r.target_label}: no release data",
+        )
     found = r.dview.option(item.option)
     if found.status == "absent":
         return FlagResult(input=item, outcome="lost", kind="refused", detail=f"removed: {found.reason}")
@@ -157,11 +214,21 @@ def _same_option(r: Render, item: InputFlag) -> FlagResult:
     span = found.span if isinstance(found.span, FlagSpan) and found.status == "present" else None
     reshaped = _reshaped(item, span, words)
     if isinstance(reshaped, str):
-        return FlagResult(input=item, outcome="lost", kind="refused", source=found.url,
-                          detail=f"{r.target_label} would refuse it: {reshaped}")
+        return FlagResult(
+            input=item,
+            outcome="lost",
+            kind="refused",
+            source=found.url,
+            detail=f"{r.target_label} would refuse it: {reshaped}",
+        )
     r.argv.extend(reshaped)
-    return FlagResult(input=item, outcome="passed_through", rendered=reshaped, source=found.url,
-                      detail=None if found.status == "present" else f"not checked: {found.reason}")
+    return FlagResult(
+        input=item,
+        outcome="passed_through",
+        rendered=reshaped,
+        source=found.url,
+        detail=None if found.status == "present" else f"not checked: {found.reason}",
+    )
 
 
 _ON_WORDS = ("on", "true", "1", "enabled")

@@ -31,9 +31,11 @@ def speculation(r: Render) -> None:
     _mtp(r)
     if "speculative_model" in v and "speculative_method" not in v and _settable(r, "speculative_method"):
         spec = r.dst.flags["speculative_method"]
-        r.details["speculative_model"] = (f"{r.dst.name} also needs {spec.flag or spec.yaml_key} for the method "
-                                          f"(EAGLE, EAGLE3, a standalone draft ...): {r.src.name} detects it from the "
-                                          "draft checkpoint, so it is not guessed here")
+        r.details["speculative_model"] = (
+            f"{r.dst.name} also needs {spec.flag or spec.yaml_key} for the method "
+            f"(EAGLE, EAGLE3, a standalone draft ...): {r.src.name} detects it from the "
+            "draft checkpoint, so it is not guessed here"
+        )
     _chain(r)
 
 
@@ -45,8 +47,12 @@ def _mtp(r: Render) -> None:
         v.setdefault("speculative_tokens", layers)
         r.details["speculative_tokens"] = f"{layers} MTP modules draft {layers} tokens ({_MTP_SOURCE})"
         r.follows["speculative_mtp_layers"] = "speculative_tokens"
-    elif (v.get("speculative_method") == "mtp" and "speculative_tokens" in v and "speculative_mtp_layers" not in v
-          and _settable(r, "speculative_mtp_layers")):
+    elif (
+        v.get("speculative_method") == "mtp"
+        and "speculative_tokens" in v
+        and "speculative_mtp_layers" not in v
+        and _settable(r, "speculative_mtp_layers")
+    ):
         v["speculative_mtp_layers"] = v.pop("speculative_tokens")
         r.details["speculative_mtp_layers"] = f"MTP drafts one token per module ({_MTP_SOURCE})"
         r.follows["speculative_tokens"] = "speculative_mtp_layers"
@@ -59,21 +65,40 @@ def _chain(r: Render) -> None:
     tokens = v.get("speculative_tokens")
     if v.get("speculative_method") == "ngram" and _settable(r, "speculative_topk"):
         if tokens is not None:
-            r.lose("speculative_tokens", "different_meaning", f"{tokens} tokens per lookup: {r.dst.name} sizes "
-                   "n-gram drafts by its own window settings, not by a token count")
+            r.lose(
+                "speculative_tokens",
+                "different_meaning",
+                f"{tokens} tokens per lookup: {r.dst.name} sizes "
+                "n-gram drafts by its own window settings, not by a token count",
+            )
         return
     if isinstance(tokens, int) and _settable(r, "speculative_topk") and "speculative_topk" not in v:
         v["speculative_topk"] = 1
-        r.derived.append(Derived(what="speculative_topk", value=1, why=f"{r.src.name} drafts a chain: one token "
-                                 "per step", source=_CHAIN_SOURCE))
+        r.derived.append(
+            Derived(
+                what="speculative_topk",
+                value=1,
+                why=f"{r.src.name} drafts a chain: one token per step",
+                source=_CHAIN_SOURCE,
+            )
+        )
         if _settable(r, "speculative_draft_tokens") and "speculative_draft_tokens" not in v:
             v["speculative_draft_tokens"] = tokens + 1
-            r.derived.append(Derived(what="speculative_draft_tokens", value=tokens + 1, source=_CHAIN_SOURCE,
-                                     why=f"a chain of {tokens} steps verifies {tokens + 1} tokens"))
+            r.derived.append(
+                Derived(
+                    what="speculative_draft_tokens",
+                    value=tokens + 1,
+                    source=_CHAIN_SOURCE,
+                    why=f"a chain of {tokens} steps verifies {tokens + 1} tokens",
+                )
+            )
         return
     if not _settable(r, "speculative_topk") and v.get("speculative_topk") == 1:
         r.default("speculative_topk", f"one token per step: {r.dst.name} drafts a chain", _CHAIN_SOURCE)
     draft = v.get("speculative_draft_tokens")
     if isinstance(tokens, int) and draft == tokens + 1 and not _settable(r, "speculative_draft_tokens"):
-        r.default("speculative_draft_tokens", f"{draft} = {tokens} steps + 1: what a chain of {tokens} verifies",
-                  _CHAIN_SOURCE)
+        r.default(
+            "speculative_draft_tokens",
+            f"{draft} = {tokens} steps + 1: what a chain of {tokens} verifies",
+            _CHAIN_SOURCE,
+        )

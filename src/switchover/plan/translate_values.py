@@ -91,8 +91,17 @@ def spelled(spec: FlagSpec, value: Any, span: FlagSpan | None = None) -> Any:
     return (token if token in names else names[0]) if names else value
 
 
-_KV_DTYPE_FAMILY = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e4m3fn": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2",
-                    "auto": "auto", "bf16": "auto", "bfloat16": "auto", "f16": "auto", "float16": "auto"}
+_KV_DTYPE_FAMILY = {
+    "fp8": "fp8_e4m3",
+    "fp8_e4m3": "fp8_e4m3",
+    "fp8_e4m3fn": "fp8_e4m3",
+    "fp8_e5m2": "fp8_e5m2",
+    "auto": "auto",
+    "bf16": "auto",
+    "bfloat16": "auto",
+    "f16": "auto",
+    "float16": "auto",
+}
 
 
 def kv_dtype_for(target: FlagSpec, value: str) -> str | None:
@@ -115,20 +124,38 @@ def kv_dtype_for(target: FlagSpec, value: str) -> str | None:
 def memory_knob(r: Render) -> None:
     """With a model card and the GPU's memory, convert the memory fraction to the target's meaning."""
     values, src, dst = r.values, r.src, r.dst
-    if (r.card is None or not r.gpu_total_gib or "gpu_memory_fraction" not in values or src.name == dst.name
-            or "gpu_memory_fraction" in r.details or "gpu_memory_fraction" in r.forced):
+    if (
+        r.card is None
+        or not r.gpu_total_gib
+        or "gpu_memory_fraction" not in values
+        or src.name == dst.name
+        or "gpu_memory_fraction" in r.details
+        or "gpu_memory_fraction" in r.forced
+    ):
         return  # a hardware move already derived it in the target's own meaning: converting it again is wrong
     mml = values.get("max_context_length")
-    eq = equivalent_memory_knob(r.card, src, dst, r.gpu_total_gib, float(values["gpu_memory_fraction"]),
-                                tp=int(values.get("tensor_parallel_size", 1)),
-                                pp=int(values.get("pipeline_parallel_size", 1)),
-                                kv_dtype=str(values.get("kv_cache_dtype", "auto")), gpu_name=r.gpu_name,
-                                max_model_len=mml if isinstance(mml, int) and mml > 0 else None,
-                                src_version=src.resolved_version, dst_version=dst.resolved_version)
+    eq = equivalent_memory_knob(
+        r.card,
+        src,
+        dst,
+        r.gpu_total_gib,
+        float(values["gpu_memory_fraction"]),
+        tp=int(values.get("tensor_parallel_size", 1)),
+        pp=int(values.get("pipeline_parallel_size", 1)),
+        kv_dtype=str(values.get("kv_cache_dtype", "auto")),
+        gpu_name=r.gpu_name,
+        max_model_len=mml if isinstance(mml, int) and mml > 0 else None,
+        src_version=src.resolved_version,
+        dst_version=dst.resolved_version,
+    )
     values.pop("gpu_memory_fraction")
     if eq is None:
-        r.lose("gpu_memory_fraction", "different_meaning",
-               f"no {dst.name} setting reproduces the source KV pool on this GPU", dst.memory.source)
+        r.lose(
+            "gpu_memory_fraction",
+            "different_meaning",
+            f"no {dst.name} setting reproduces the source KV pool on this GPU",
+            dst.memory.source,
+        )
     elif eq.intent == "max_context_length" and isinstance(values.get("max_context_length"), int):
         mml = int(values["max_context_length"])
         fit = max(1, int(eq.value) // mml)  # slots of a full context each that the same memory holds
@@ -137,17 +164,20 @@ def memory_knob(r: Render) -> None:
         r.forced.add("max_concurrent_sequences")
         r.details["gpu_memory_fraction"] = (
             f"converted, not copied: {eq.explanation}; that is {values['max_concurrent_sequences']} slots of {mml} "
-            "tokens" + (f" (not {asked}: slots reserve their whole context)" if isinstance(asked, int) and asked > fit
-                        else ""))
-        r.results["gpu_memory_fraction"] = Result("translated", detail=r.details["gpu_memory_fraction"],
-                                                  source=dst.memory.source)
+            "tokens"
+            + (f" (not {asked}: slots reserve their whole context)" if isinstance(asked, int) and asked > fit else "")
+        )
+        r.results["gpu_memory_fraction"] = Result(
+            "translated", detail=r.details["gpu_memory_fraction"], source=dst.memory.source
+        )
         r.details["max_concurrent_sequences"] = r.details["gpu_memory_fraction"]
     else:
         values[eq.intent] = eq.value
         r.details[eq.intent] = f"converted, not copied: {eq.explanation}"
         if eq.intent != "gpu_memory_fraction":
-            r.results["gpu_memory_fraction"] = Result("translated", detail=r.details[eq.intent],
-                                                      source=dst.memory.source)
+            r.results["gpu_memory_fraction"] = Result(
+                "translated", detail=r.details[eq.intent], source=dst.memory.source
+            )
 
 
 def expert_parallel(r: Render) -> None:
@@ -174,8 +204,9 @@ def chunked_prefill(r: Render) -> None:
     on = on if isinstance(on, bool) else on != -1
     if spec is not None and spec.kind == "int":
         if on:
-            r.default("chunked_prefill", f"chunked prefill is on by default in {r.dst.name} ({spec.default})",
-                      spec.source)
+            r.default(
+                "chunked_prefill", f"chunked prefill is on by default in {r.dst.name} ({spec.default})", spec.source
+            )
         else:
             r.values["chunked_prefill"] = -1
     else:
@@ -190,8 +221,9 @@ def kv_dtype(r: Render) -> None:
     spec = r.dst.flags["kv_cache_dtype"]
     mapped = kv_dtype_for(spec, value)
     if mapped is None and _KV_DTYPE_FAMILY.get(str(value).lower()) == "auto":
-        r.default("kv_cache_dtype", f"{value} KV is the model dtype, {r.dst.name}'s default ({spec.default})",
-                  spec.source)
+        r.default(
+            "kv_cache_dtype", f"{value} KV is the model dtype, {r.dst.name}'s default ({spec.default})", spec.source
+        )
     elif mapped is None:
         r.lose("kv_cache_dtype", "no_equivalent", f"KV dtype {value!r} has no {r.dst.name} spelling", spec.source)
     else:
@@ -211,21 +243,33 @@ def context_over_slots(r: Render) -> None:
         return
     r.values["max_context_length"] = ctx * slots
     r.forced.add("max_concurrent_sequences")
-    r.details["max_context_length"] = (f"{spec.flag} is shared by all {slots} slots: context x slots = "
-                                       f"{ctx * slots}; each slot holds its full context in memory (no paging)")
+    r.details["max_context_length"] = (
+        f"{spec.flag} is shared by all {slots} slots: context x slots = "
+        f"{ctx * slots}; each slot holds its full context in memory (no paging)"
+    )
 
 
 def metrics_on(r: Render) -> None:
     """Metrics on by default in the source stay on in a target where they are off by default."""
     src, dst = r.src, r.dst
     metrics_flag = dst.flags.get("metrics_enable")
-    if (metrics_flag is not None and metrics_flag.kind == "bool" and src.metrics_endpoint.enabled_by_default
-            and not dst.metrics_endpoint.enabled_by_default and "metrics_enable" not in r.values):
+    if (
+        metrics_flag is not None
+        and metrics_flag.kind == "bool"
+        and src.metrics_endpoint.enabled_by_default
+        and not dst.metrics_endpoint.enabled_by_default
+        and "metrics_enable" not in r.values
+    ):
         r.values["metrics_enable"] = True
-        r.derived.append(Derived(what="metrics_enable", value=True,
-                                 why=f"metrics are on by default in {src.name}, off in {dst.name}: switched on "
-                                     f"({dst.metrics_endpoint.enable}); scrape {dst.metrics_endpoint.path}",
-                                 source=dst.metrics_endpoint.source))
+        r.derived.append(
+            Derived(
+                what="metrics_enable",
+                value=True,
+                why=f"metrics are on by default in {src.name}, off in {dst.name}: switched on "
+                f"({dst.metrics_endpoint.enable}); scrape {dst.metrics_endpoint.path}",
+                source=dst.metrics_endpoint.source,
+            )
+        )
     if dst.metrics_endpoint.enable and "YAML" in dst.metrics_endpoint.enable and r.values.get("metrics_enable"):
         r.yaml_cfg["enable_iter_perf_stats"] = True
 
@@ -242,16 +286,29 @@ def shared_meanings(r: Render) -> None:
         tokens = set((src_spec.canonical or {}).values())
         if value not in tokens:
             if src_spec.mapped_values_only or spec.mapped_values_only:
-                r.lose(intent, "no_equivalent", f"{src_spec.flag} {value!r}: no source maps it to a {r.dst.name} "
-                       f"{spec.flag or intent} value (names differ between engines)", spec.source)
+                r.lose(
+                    intent,
+                    "no_equivalent",
+                    f"{src_spec.flag} {value!r}: no source maps it to a {r.dst.name} "
+                    f"{spec.flag or intent} value (names differ between engines)",
+                    spec.source,
+                )
             continue
         spelled = {v: k for k, v in (spec.canonical or {}).items()}.get(value)
         if spec.default_means == value:
-            r.default(intent, f"{value!r} is what {r.dst.name} does when {spec.flag or intent} is not given "
-                              f"(default: {spec.default})", spec.source)
+            r.default(
+                intent,
+                f"{value!r} is what {r.dst.name} does when {spec.flag or intent} is not given "
+                f"(default: {spec.default})",
+                spec.source,
+            )
         elif spelled is None:
-            r.lose(intent, "no_equivalent", f"{r.dst.name} has no spelling of {value!r} for {spec.flag or intent}",
-                   spec.source)
+            r.lose(
+                intent,
+                "no_equivalent",
+                f"{r.dst.name} has no spelling of {value!r} for {spec.flag or intent}",
+                spec.source,
+            )
 
 
 def sharded(r: Render) -> None:
@@ -274,8 +331,12 @@ def sharded(r: Render) -> None:
         r.details["tensor_parallel_size"] = f"sharded over the {gpus} GPUs the launch sees: tensor parallelism {gpus}"
         r.follows["sharded"] = "tensor_parallel_size"
     else:
-        r.lose("sharded", "different_meaning", "shards over every visible GPU, and the launch does not say how many "
-               "(give CUDA_VISIBLE_DEVICES, docker --gpus or --to-gpus)")
+        r.lose(
+            "sharded",
+            "different_meaning",
+            "shards over every visible GPU, and the launch does not say how many "
+            "(give CUDA_VISIBLE_DEVICES, docker --gpus or --to-gpus)",
+        )
 
 
 _EVERY_LAYER = 256  # no released model has this many layers: an offload count at least this large means all of them
@@ -289,20 +350,37 @@ def gpu_layers(r: Render) -> None:
         return
     value = r.values["gpu_layers"]
     layers = r.card.num_layers if r.card is not None else None
-    everything = value == "all" or (isinstance(value, int) and (
-        value >= _EVERY_LAYER or (layers is not None and value >= layers)))
+    everything = value == "all" or (
+        isinstance(value, int) and (value >= _EVERY_LAYER or (layers is not None and value >= layers))
+    )
     if everything:
-        r.default("gpu_layers", f"every layer on the GPU ({value}), as {r.dst.name} runs"
-                  + (f" ({layers} layers)" if layers else ""), spec.source if spec else None)
+        r.default(
+            "gpu_layers",
+            f"every layer on the GPU ({value}), as {r.dst.name} runs" + (f" ({layers} layers)" if layers else ""),
+            spec.source if spec else None,
+        )
     elif isinstance(value, str):
-        r.lose("gpu_layers", "different_meaning", f"-ngl {value}: as many layers as fit, decided at start; "
-               f"{r.dst.name} runs every layer on the GPU", spec.source if spec else None)
+        r.lose(
+            "gpu_layers",
+            "different_meaning",
+            f"-ngl {value}: as many layers as fit, decided at start; {r.dst.name} runs every layer on the GPU",
+            spec.source if spec else None,
+        )
     elif layers is None:
-        r.lose("gpu_layers", "different_meaning", f"{value} layers on the GPU: whether that is all of them needs the "
-               f"model (--model); {r.dst.name} runs every layer on the GPU")
+        r.lose(
+            "gpu_layers",
+            "different_meaning",
+            f"{value} layers on the GPU: whether that is all of them needs the "
+            f"model (--model); {r.dst.name} runs every layer on the GPU",
+        )
     else:
-        r.lose("gpu_layers", "different_meaning", f"only {value} of {layers} layers on the GPU: {r.dst.name} has no "
-               "partial layer offload (every layer runs on the GPU)", spec.source if spec else None)
+        r.lose(
+            "gpu_layers",
+            "different_meaning",
+            f"only {value} of {layers} layers on the GPU: {r.dst.name} has no "
+            "partial layer offload (every layer runs on the GPU)",
+            spec.source if spec else None,
+        )
 
 
 # vLLM's pooling tasks and the --convert each needs on a checkpoint that is not a pooling model
@@ -320,8 +398,10 @@ def model_task(r: Render) -> None:
         return
     if "pooling" in (spec.canonical or {}).values():
         r.values["model_task"] = "pooling"
-        r.details["model_task"] = (f"{task} is a pooling task: {spec.flag} pooling; a checkpoint that is not a pooling "
-                                   f"model also needs --convert {_POOLING_TASKS[task]} ({_TASK_SOURCE})")
+        r.details["model_task"] = (
+            f"{task} is a pooling task: {spec.flag} pooling; a checkpoint that is not a pooling "
+            f"model also needs --convert {_POOLING_TASKS[task]} ({_TASK_SOURCE})"
+        )
 
 
 def attention_dp(r: Render) -> None:
@@ -333,15 +413,33 @@ def attention_dp(r: Render) -> None:
     dp = r.values["data_parallel_size"]
     spec = r.dst.flags.get("attention_dp")
     if spec is not None and (spec.flag or spec.yaml_key):
-        r.default("data_parallel_size", f"attention DP over the TP group: {r.dst.name} sizes it by tensor "
-                  "parallelism", spec.source)
+        r.default(
+            "data_parallel_size",
+            f"attention DP over the TP group: {r.dst.name} sizes it by tensor parallelism",
+            spec.source,
+        )
     else:
-        r.lose("data_parallel_size", "different_meaning", f"--dp-size {dp} with attention DP is attention data "
-               f"parallelism inside the TP group (no replicas); {r.dst.name} has no such mode", r.src.flags[
-                   "attention_dp"].source if "attention_dp" in r.src.flags else None)
+        r.lose(
+            "data_parallel_size",
+            "different_meaning",
+            f"--dp-size {dp} with attention DP is attention data "
+            f"parallelism inside the TP group (no replicas); {r.dst.name} has no such mode",
+            r.src.flags["attention_dp"].source if "attention_dp" in r.src.flags else None,
+        )
 
 
 # conversions that depend on what a value means, in order, before the values are copied
-CONVERSIONS = (model_task, attention_dp, shared_meanings, sharded, gpu_layers, memory_knob, expert_parallel,
-               chunked_prefill, kv_dtype, context_over_slots, metrics_on)
+CONVERSIONS = (
+    model_task,
+    attention_dp,
+    shared_meanings,
+    sharded,
+    gpu_layers,
+    memory_knob,
+    expert_parallel,
+    chunked_prefill,
+    kv_dtype,
+    context_over_slots,
+    metrics_on,
+)
 CONVERTED = {"expert_parallel", "chunked_prefill"}  # their kinds differ between engines by design

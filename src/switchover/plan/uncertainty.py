@@ -29,8 +29,7 @@ class PoolRange(BaseModel):
 @cache
 def _residuals() -> dict[str, Any]:
     try:
-        text = resources.files("switchover.plan").joinpath("data").joinpath("accuracy.yaml").read_text(
-            encoding="utf-8")
+        text = resources.files("switchover.plan").joinpath("data").joinpath("accuracy.yaml").read_text(encoding="utf-8")
     except (FileNotFoundError, NotADirectoryError):
         return {}
     data = yaml.safe_load(text) or {}
@@ -49,7 +48,12 @@ def pool_range(engine: str, dense: bool, tokens: int) -> PoolRange | None:
         return None
     low, high = min(float(entry["low"]), 0.0), max(float(entry["high"]), 0.0)
     upper = None if low <= -0.95 else int(tokens / (1 + low))
-    return PoolRange(tokens=tokens, low_tokens=int(tokens / (1 + high)), high_tokens=upper,
-                     points=int(entry["points"]), median_abs_error=float(entry["median_abs"]),
-                     source=f"blind residuals of {entry['points']} logged {residual_key(engine, dense)} start-ups "
-                            "(bench/plan_accuracy.py, evaluation set)")
+    return PoolRange(
+        tokens=tokens,
+        low_tokens=int(tokens / (1 + high)),
+        high_tokens=upper,
+        points=int(entry["points"]),
+        median_abs_error=float(entry["median_abs"]),
+        source=f"blind residuals of {entry['points']} logged {residual_key(engine, dense)} start-ups "
+        "(bench/plan_accuracy.py, evaluation set)",
+    )

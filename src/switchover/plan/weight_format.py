@@ -25,15 +25,27 @@ class WeightFormat(BaseModel):
     verified: bool = False
 
 
-def weight_format(card: ModelCard, qc: dict[str, Any] | None, engine: str, compute_capability: str | None,
-                  version: str | None = None) -> WeightFormat:
+def weight_format(
+    card: ModelCard, qc: dict[str, Any] | None, engine: str, compute_capability: str | None, version: str | None = None
+) -> WeightFormat:
     """The matrix's verdict for this checkpoint on `engine` at release `version` (None: the newest known) on a GPU
     of `compute_capability` (None: a GPU given by memory size only, so only a rule without a compute-capability
     range can answer)."""
     fmt, why = format_of_card(card, qc)
     if fmt is None:
-        return WeightFormat(format="unknown", named_from=why, loads=None,
-                            reason=f"unknown: the checkpoint's format is not in the matrix ({why})")
+        return WeightFormat(
+            format="unknown",
+            named_from=why,
+            loads=None,
+            reason=f"unknown: the checkpoint's format is not in the matrix ({why})",
+        )
     v = lookup_at(engine, fmt, "cuda", sm_of(compute_capability), version)
-    return WeightFormat(format=fmt, named_from=why, loads=v.loads, kernel=v.kernel, reason=v.reason,
-                        source=v.source, verified=v.verified)
+    return WeightFormat(
+        format=fmt,
+        named_from=why,
+        loads=v.loads,
+        kernel=v.kernel,
+        reason=v.reason,
+        source=v.source,
+        verified=v.verified,
+    )

@@ -40,8 +40,9 @@ class ProbeContext:
         base.update(params)
         return base
 
-    async def send(self, prompt: str | None = None, *, include_usage: bool = True, raw: bool = False,
-                   **params: Any) -> RequestRecord:
+    async def send(
+        self, prompt: str | None = None, *, include_usage: bool = True, raw: bool = False, **params: Any
+    ) -> RequestRecord:
         """One request; raises EndpointDown when the server cannot be reached any more."""
         body = params if raw else self.body(prompt, **params)
         rec = await self.client.generate(self.api, body, include_usage=include_usage)

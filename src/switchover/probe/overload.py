@@ -41,8 +41,16 @@ from switchover.wire.records import Failure, FailureKind, RequestRecord
 Verdict = Literal["rejects", "queues", "slows", "neither"]
 REJECT_STATUSES = frozenset({429, 503})
 # failures that mean no HTTP exchange took place: nothing was measured
-_NO_ANSWER = frozenset({FailureKind.CONNECT, FailureKind.CONNECT_TIMEOUT, FailureKind.FIRST_BYTE_TIMEOUT,
-                        FailureKind.TOTAL_TIMEOUT, FailureKind.DISCONNECTED, FailureKind.PROTOCOL})
+_NO_ANSWER = frozenset(
+    {
+        FailureKind.CONNECT,
+        FailureKind.CONNECT_TIMEOUT,
+        FailureKind.FIRST_BYTE_TIMEOUT,
+        FailureKind.TOTAL_TIMEOUT,
+        FailureKind.DISCONNECTED,
+        FailureKind.PROTOCOL,
+    }
+)
 
 
 class OverloadStep(BaseModel):
@@ -75,8 +83,10 @@ class OverloadReport(BaseModel):
     waiting_metric: str | None = None
     steps: list[OverloadStep]
     reason: str
-    stopped: str | None = Field(default=None, description="Why the run ended before its last level (the whole-run "
-                                "deadline); None: every level ran")
+    stopped: str | None = Field(
+        default=None,
+        description="Why the run ended before its last level (the whole-run deadline); None: every level ran",
+    )
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -84,8 +94,9 @@ def _pct(values: list[float], q: float) -> float | None:
     return percentile(values, q) if values else None
 
 
-async def _waiting(client: EngineClient, name: str | None, path: str = "/metrics",
-                   timeout_s: float = 5.0) -> float | None:
+async def _waiting(
+    client: EngineClient, name: str | None, path: str = "/metrics", timeout_s: float = 5.0
+) -> float | None:
     """The waiting gauge now (summed over its series, read by bench/scrape.py's parser), or None without one
     (no gauge in the profile, /metrics not answering within timeout_s or unreadable, or the series not exposed)."""
     if name is None:
@@ -114,10 +125,18 @@ async def _slots(client: EngineClient, profile: EngineProfile | None) -> int | N
     return slots if isinstance(slots, int) and not isinstance(slots, bool) else None
 
 
-async def _level(client: EngineClient, model: str | None, concurrency: int, waves: int, max_tokens: int,
-                 waiting_name: str | None, extra: dict[str, object], metrics_path: str = "/metrics",
-                 reject: Collection[int] = REJECT_STATUSES, deadline: float = math.inf
-                 ) -> tuple[OverloadStep, list[Failure]]:
+async def _level(
+    client: EngineClient,
+    model: str | None,
+    concurrency: int,
+    waves: int,
+    max_tokens: int,
+    waiting_name: str | None,
+    extra: dict[str, object],
+    metrics_path: str = "/metrics",
+    reject: Collection[int] = REJECT_STATUSES,
+    deadline: float = math.inf,
+) -> tuple[OverloadStep, list[Failure]]:
     """One level, its requests cancelled at `deadline` (time.monotonic()) if still running (then `cut`); and the
     failures of its requests."""
     t0 = time.monotonic()
@@ -126,8 +145,14 @@ async def _level(client: EngineClient, model: str | None, concurrency: int, wave
 
     async def one(i: int) -> None:
         async with sem:
-            rec = await client.complete(f"Count slowly from one to one hundred. ({i})", model=model,
-                                        max_tokens=max_tokens, temperature=0, stream=True, **extra)
+            rec = await client.complete(
+                f"Count slowly from one to one hundred. ({i})",
+                model=model,
+                max_tokens=max_tokens,
+                temperature=0,
+                stream=True,
+                **extra,
+            )
             records.append(rec)
 
     waiting_max: float | None = None
@@ -147,15 +172,25 @@ async def _level(client: EngineClient, model: str | None, concurrency: int, wave
     if not cut:
         await task
     ok = [r for r in records if r.failure is None]
-    rejected = sum(1 for r in records if r.failure is not None and r.failure.kind is FailureKind.HTTP_STATUS
-                   and r.status in reject)
+    rejected = sum(
+        1 for r in records if r.failure is not None and r.failure.kind is FailureKind.HTTP_STATUS and r.status in reject
+    )
     ttft = [r.ttft_ns / 1e6 for r in ok if r.ttft_ns is not None]
     tpots = [t for r in ok if (t := _tpot(r)) is not None]
     failures = [r.failure for r in records if r.failure is not None]
-    return OverloadStep(concurrency=concurrency, sent=len(records), ok=len(ok), rejected=rejected,
-                        other_errors=len(records) - len(ok) - rejected, ttft_p50_ms=_pct(ttft, 50),
-                        ttft_p90_ms=_pct(ttft, 90), tpot_p50_ms=_pct(tpots, 50), waiting_max=waiting_max,
-                        seconds=round(time.monotonic() - t0, 2), cut=cut), failures
+    return OverloadStep(
+        concurrency=concurrency,
+        sent=len(records),
+        ok=len(ok),
+        rejected=rejected,
+        other_errors=len(records) - len(ok) - rejected,
+        ttft_p50_ms=_pct(ttft, 50),
+        ttft_p90_ms=_pct(ttft, 90),
+        tpot_p50_ms=_pct(tpots, 50),
+        waiting_max=waiting_max,
+        seconds=round(time.monotonic() - t0, 2),
+        cut=cut,
+    ), failures
 
 
 def _tpot(rec: RequestRecord) -> float | None:
@@ -169,8 +204,9 @@ def _tpot(rec: RequestRecord) -> float | None:
     return timing.tpot_ms(ttft, e2e, n)
 
 
-def judge(steps: list[OverloadStep], queue_factor: float = 2.0) -> tuple[Verdict, int | None, int | None,
-                                                                         int | None, str]:
+def judge(
+    steps: list[OverloadStep], queue_factor: float = 2.0
+) -> tuple[Verdict, int | None, int | None, int | None, str]:
     """The verdict from the levels (pure): rejects beats queues beats slows."""
     base = steps[0] if steps else None
     first_reject = next((s.concurrency for s in steps if s.rejected), None)
@@ -185,17 +221,37 @@ def judge(steps: list[OverloadStep], queue_factor: float = 2.0) -> tuple[Verdict
             if first_slow is None and tpot_up:
                 first_slow = s.concurrency
     if first_reject is not None:
-        return "rejects", first_reject, first_queue, first_slow, (
-            f"429/503 from concurrency {first_reject} on" + (f"; requests waited from {first_queue}"
-                                                             if first_queue else ""))
+        return (
+            "rejects",
+            first_reject,
+            first_queue,
+            first_slow,
+            (
+                f"429/503 from concurrency {first_reject} on"
+                + (f"; requests waited from {first_queue}" if first_queue else "")
+            ),
+        )
     if first_queue is not None:
-        how = "the engine's waiting gauge above 0" if any(s.waiting_max for s in steps) else (
-            f"TTFT p50 ≥ {queue_factor:g}× its value at concurrency 1 while TPOT held")
-        return "queues", None, first_queue, first_slow, f"no rejection; requests wait from concurrency " \
-                                                        f"{first_queue} ({how})"
+        how = (
+            "the engine's waiting gauge above 0"
+            if any(s.waiting_max for s in steps)
+            else (f"TTFT p50 ≥ {queue_factor:g}× its value at concurrency 1 while TPOT held")
+        )
+        return (
+            "queues",
+            None,
+            first_queue,
+            first_slow,
+            f"no rejection; requests wait from concurrency {first_queue} ({how})",
+        )
     if first_slow is not None:
-        return "slows", None, None, first_slow, f"no rejection and no queue; TPOT p50 ≥ {queue_factor:g}× " \
-                                                f"from concurrency {first_slow} (a bigger batch)"
+        return (
+            "slows",
+            None,
+            None,
+            first_slow,
+            f"no rejection and no queue; TPOT p50 ≥ {queue_factor:g}× from concurrency {first_slow} (a bigger batch)",
+        )
     top = steps[-1].concurrency if steps else 0
     return "neither", None, None, None, f"nothing up to concurrency {top}: raise --max-concurrency past the limit"
 
@@ -206,8 +262,10 @@ def _reachable(url: str, listing: ModelListing, timeout_s: float, profile: Engin
     if listing.failure is None and listing.status == 503:
         whose = loading_engine(503, listing.text, profiles_for(profile.name if profile else None))
         what = f"still loading: {whose}'s loading answer" if whose else "still loading?"
-        raise CheckFailed(f"{url} answers GET /v1/models with 503 before any load ({what}); nothing was measured",
-                          hint=f"wait until `switchover ready {url}` passes")
+        raise CheckFailed(
+            f"{url} answers GET /v1/models with 503 before any load ({what}); nothing was measured",
+            hint=f"wait until `switchover ready {url}` passes",
+        )
     if listing.failure is None or listing.failure.kind not in _NO_ANSWER:
         return
     kind = listing.failure.kind
@@ -215,8 +273,9 @@ def _reachable(url: str, listing: ModelListing, timeout_s: float, profile: Engin
         why = f"no answer to GET /v1/models within {timeout_s:g} s (--timeout-s)"
     else:
         why = printable(listing.failure.message, 300)
-    raise Unreachable(f"{url}: {why}; nothing was measured",
-                      hint="is the engine up on that address and scheme (http:// or https://)?")
+    raise Unreachable(
+        f"{url}: {why}; nothing was measured", hint="is the engine up on that address and scheme (http:// or https://)?"
+    )
 
 
 def _first_level_measured(url: str, step: OverloadStep, failures: list[Failure]) -> None:
@@ -239,10 +298,19 @@ def _levels(max_concurrency: int) -> list[int]:
     return levels
 
 
-async def run_overload(url: str, *, model: str | None = None, profile: EngineProfile | None = None,
-                       max_concurrency: int = 16, waves: int = 2, max_tokens: int = 32, timeout_s: float = 120.0,
-                       api_key_env: str | None = None, queue_factor: float = 2.0,
-                       max_run_s: float = 900.0) -> OverloadReport:
+async def run_overload(
+    url: str,
+    *,
+    model: str | None = None,
+    profile: EngineProfile | None = None,
+    max_concurrency: int = 16,
+    waves: int = 2,
+    max_tokens: int = 32,
+    timeout_s: float = 120.0,
+    api_key_env: str | None = None,
+    queue_factor: float = 2.0,
+    max_run_s: float = 900.0,
+) -> OverloadReport:
     """Raise concurrency 1, 2, 4, ... up to max_concurrency; bounded by (1 + 2 + ... ) × waves requests, each by
     timeout_s, and the whole run by max_run_s."""
     deadline = time.monotonic() + max_run_s
@@ -267,8 +335,9 @@ async def run_overload(url: str, *, model: str | None = None, profile: EnginePro
             if time.monotonic() >= deadline:
                 stopped = f"the {max_run_s:g} s run deadline (--max-run-s) passed before concurrency {c}"
                 break
-            step, failed = await _level(client, model, c, waves, max_tokens, waiting_name, extra, metrics_path,
-                                        reject, deadline)
+            step, failed = await _level(
+                client, model, c, waves, max_tokens, waiting_name, extra, metrics_path, reject, deadline
+            )
             steps.append(step)
             if c == levels[0]:
                 _first_level_measured(url, step, failed)
@@ -279,6 +348,17 @@ async def run_overload(url: str, *, model: str | None = None, profile: EnginePro
     if stopped is not None and verdict == "neither":
         top = max((s.concurrency for s in steps if not s.cut), default=0)
         reason = f"nothing up to concurrency {top} before the deadline: raise --max-run-s (or lower --waves)"
-    return OverloadReport(url=url, engine=profile.name if profile else None, model=model, verdict=verdict,
-                          first_reject_at=rej, first_queue_at=que, first_slow_at=slow, slots=slots,
-                          waiting_metric=waiting_name, steps=steps, reason=reason, stopped=stopped)
+    return OverloadReport(
+        url=url,
+        engine=profile.name if profile else None,
+        model=model,
+        verdict=verdict,
+        first_reject_at=rej,
+        first_queue_at=que,
+        first_slow_at=slow,
+        slots=slots,
+        waiting_metric=waiting_name,
+        steps=steps,
+        reason=reason,
+        stopped=stopped,
+    )

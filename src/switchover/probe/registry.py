@@ -62,8 +62,16 @@ class Probe(Declaration):
     def judge(self, old: Observation, new: Observation | None) -> ProbeResult:
         verdict = judge(old, new)
         return ProbeResult(
-            id=self.id, title=self.title, category=self.category, request=self.request, observes=self.observes,
-            breaking=self.breaking, breaks=self.breaks, old=old, new=new, verdict=verdict,
+            id=self.id,
+            title=self.title,
+            category=self.category,
+            request=self.request,
+            observes=self.observes,
+            breaking=self.breaking,
+            breaks=self.breaks,
+            old=old,
+            new=new,
+            verdict=verdict,
             breaking_difference=self.breaking and verdict == "differs",
         )
 
@@ -86,15 +94,45 @@ def _norm(value: Any) -> Any:
 
 
 REGISTRY: dict[str, Probe] = {}
-CATEGORY_ORDER = ("stop", "finish_reason", "request", "sampling", "n", "usage", "response_format", "length",
-                  "errors", "logprobs", "stream", "response", "tools")
+CATEGORY_ORDER = (
+    "stop",
+    "finish_reason",
+    "request",
+    "sampling",
+    "n",
+    "usage",
+    "response_format",
+    "length",
+    "errors",
+    "logprobs",
+    "stream",
+    "response",
+    "tools",
+)
 
 
-def probe(*, id: str, title: str, category: str, request: str, observes: str, breaking: bool,
-          breaks: str, expect: ExpectFn | None = None) -> Callable[[RunFn], RunFn]:
+def probe(
+    *,
+    id: str,
+    title: str,
+    category: str,
+    request: str,
+    observes: str,
+    breaking: bool,
+    breaks: str,
+    expect: ExpectFn | None = None,
+) -> Callable[[RunFn], RunFn]:
     """Register an observing coroutine as a probe (with the profile's prediction of what it observes)."""
-    return Declaration(id=id, title=title, category=category, request=request, observes=observes, breaking=breaking,
-                       breaks=breaks, expect=expect).register
+    return Declaration(
+        id=id,
+        title=title,
+        category=category,
+        request=request,
+        observes=observes,
+        breaking=breaking,
+        breaks=breaks,
+        expect=expect,
+    ).register
 
 
 def all_probes() -> list[Probe]:
@@ -113,8 +151,9 @@ def select(only: list[str] | None = None, skip: list[str] | None = None) -> list
     known = {p.id for p in probes} | {p.category for p in probes}
     for name in (only or []) + (skip or []):
         if name not in known:
-            raise BadInput(f"--only/--skip: unknown probe or category {name!r}",
-                           hint="`switchover probe --list` shows them")
+            raise BadInput(
+                f"--only/--skip: unknown probe or category {name!r}", hint="`switchover probe --list` shows them"
+            )
     if only:
         probes = [p for p in probes if p.id in only or p.category in only]
     if skip:

@@ -26,26 +26,31 @@ class ProbeOptions:
     request_timeout_s: float = 120.0
 
 
-async def _observe_side(target: Target, probes: list[Probe], opts: ProbeOptions,
-                        on_progress: Callable[[str], None]) -> tuple[EndpointInfo, dict[str, Observation]]:
+async def _observe_side(
+    target: Target, probes: list[Probe], opts: ProbeOptions, on_progress: Callable[[str], None]
+) -> tuple[EndpointInfo, dict[str, Observation]]:
     obs: dict[str, Observation] = {}
-    timeouts = Timeouts(connect=5.0, first_byte=opts.request_timeout_s, idle=opts.request_timeout_s,
-                        total=opts.request_timeout_s)
+    timeouts = Timeouts(
+        connect=5.0, first_byte=opts.request_timeout_s, idle=opts.request_timeout_s, total=opts.request_timeout_s
+    )
     async with EngineClient(target.url, api_key_env=target.api_key_env, timeouts=timeouts) as client:
         found = await discover_target(client, target)
         if found.listing.failure is not None:
             reason = found.listing.failure.message
-            return (EndpointInfo(url=target.url, model=target.model, reachable=False, reason=reason),
-                    {p.id: Observation.skipped(f"endpoint unreachable: {reason}") for p in probes})
+            return (
+                EndpointInfo(url=target.url, model=target.model, reachable=False, reason=reason),
+                {p.id: Observation.skipped(f"endpoint unreachable: {reason}") for p in probes},
+            )
         model = found.model
         if model is None:
             reason = "no model given and /v1/models lists none"
-            return (EndpointInfo(url=target.url, reachable=False, reason=reason),
-                    {p.id: Observation.skipped(reason) for p in probes})
+            return (
+                EndpointInfo(url=target.url, reachable=False, reason=reason),
+                {p.id: Observation.skipped(reason) for p in probes},
+            )
         context = found.context.tokens if found.context is not None else None
         info = EndpointInfo(url=target.url, engine=target.engine, model=model, context=context)
-        ctx = ProbeContext(client=client, model=model, api=opts.api, context=context,
-                           time_budget_s=opts.time_budget_s)
+        ctx = ProbeContext(client=client, model=model, api=opts.api, context=context, time_budget_s=opts.time_budget_s)
         down: str | None = None
         for p in probes:
             if down is not None:
@@ -83,8 +88,13 @@ def _check_profile(engine: str, version: str | None, probes: list[Probe], obs: d
             o.profile_match = matches(o.value, pred)
 
 
-async def run_probes(old: Target, new: Target | None, probes: list[Probe], opts: ProbeOptions | None = None,
-                     on_progress: Callable[[str], None] = lambda _: None) -> ProbeReport:
+async def run_probes(
+    old: Target,
+    new: Target | None,
+    probes: list[Probe],
+    opts: ProbeOptions | None = None,
+    on_progress: Callable[[str], None] = lambda _: None,
+) -> ProbeReport:
     """Observe every probe on old, then on new (sequentially, so timings do not interfere), and judge."""
     opts = opts or ProbeOptions()
     old_info, old_obs = await _observe_side(old, probes, opts, on_progress)
@@ -94,9 +104,16 @@ async def run_probes(old: Target, new: Target | None, probes: list[Probe], opts:
     results = [p.judge(old_obs[p.id], new_obs[p.id] if new_obs is not None else None) for p in probes]
     gone = [i for i in (old_info, new_info) if i is not None and not i.reachable]
     return ProbeReport(
-        old=old_info, new=new_info, results=results,
+        old=old_info,
+        new=new_info,
+        results=results,
         breaking_differences=[r.id for r in results if r.breaking_difference],
-        partial=bool(gone), partial_reason="; ".join(f"{i.url}: {i.reason}" for i in gone) or None,
-        profile_mismatches=[f"{side}:{r.id}" for r in results for side, o in (("old", r.old), ("new", r.new))
-                            if o is not None and o.profile_match is False],
+        partial=bool(gone),
+        partial_reason="; ".join(f"{i.url}: {i.reason}" for i in gone) or None,
+        profile_mismatches=[
+            f"{side}:{r.id}"
+            for r in results
+            for side, o in (("old", r.old), ("new", r.new))
+            if o is not None and o.profile_match is False
+        ],
     )

@@ -21,7 +21,7 @@ def pick_stop(text: str, length: int = 4) -> tuple[str, int] | None:
         return None
     start = max(2, len(text) // 3)
     for pos in list(range(start, len(text) - length)) + list(range(2, start)):
-        s = text[pos:pos + length]
+        s = text[pos : pos + length]
         if _usable(s) and text.find(s) == pos:
             return s, pos
     return None
@@ -70,7 +70,7 @@ def outcome(out: str, reference: str, stop: str, pos: int) -> StopOutcome:
     """How a request with `stop` ended, given the unstopped reference and the stop's position in it."""
     if out == reference[:pos]:
         return "trimmed"
-    if out == reference[:pos + len(stop)]:
+    if out == reference[: pos + len(stop)]:
         return "kept"
     if len(out) <= pos + len(stop) and reference.startswith(out) and out:
         return "trimmed" if len(out) <= pos else "kept"

@@ -17,8 +17,7 @@ TEMPLATES = {"check.html": TEMPLATE, "bench.html": BENCH_TEMPLATE}
 
 @cache
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.DictLoader(TEMPLATES), autoescape=True,
-                              undefined=jinja2.StrictUndefined)
+    return jinja2.Environment(loader=jinja2.DictLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined)
 
 
 def render_page(template: str, /, **context: Any) -> str:

@@ -42,11 +42,19 @@ class Plot(BaseModel):
 
 
 LEGACY_IDS = {
-    "s000.scheduling": "engine.scheduling", "s000.kv_cache": "engine.kv_cache", "s000.batching": "engine.batching",
-    "s000.kernels": "engine.kernels", "s000.defaults": "engine.defaults", "s000.observability": "engine.observability",
-    "s001.weights": "model.weights", "s001.tokenizer": "model.tokenizer", "s001.chat_template": "model.chat_template",
-    "s001.sampling_defaults": "model.sampling_defaults", "s001.grace": "rollout.grace",
-    "s001.client_timeout": "rollout.client_timeout", "s000.rollback": "rollout.rollback",
+    "s000.scheduling": "engine.scheduling",
+    "s000.kv_cache": "engine.kv_cache",
+    "s000.batching": "engine.batching",
+    "s000.kernels": "engine.kernels",
+    "s000.defaults": "engine.defaults",
+    "s000.observability": "engine.observability",
+    "s001.weights": "model.weights",
+    "s001.tokenizer": "model.tokenizer",
+    "s001.chat_template": "model.chat_template",
+    "s001.sampling_defaults": "model.sampling_defaults",
+    "s001.grace": "rollout.grace",
+    "s001.client_timeout": "rollout.client_timeout",
+    "s000.rollback": "rollout.rollback",
 }
 """Checklist ids of switchover 0.1 run directories and configs (`check.waive`) -> today's ids."""
 
@@ -97,10 +105,12 @@ class PartRun(BaseModel):
     """One part of the pre-flight (probe, verify, bench, ...): did it run, how long, which files."""
 
     part: str
-    status: PartStatus = Field(description="ran; failed: it raised, an endpoint was down, its result was unreadable "
-                                           "or the check was interrupted; disabled: turned off in switchover.yaml, "
-                                           "left out on the command line (--only, --skip), or its inputs not given; "
-                                           "unavailable: a module it needs could not be imported")
+    status: PartStatus = Field(
+        description="ran; failed: it raised, an endpoint was down, its result was unreadable "
+        "or the check was interrupted; disabled: turned off in switchover.yaml, "
+        "left out on the command line (--only, --skip), or its inputs not given; "
+        "unavailable: a module it needs could not be imported"
+    )
     reason: str | None = Field(default=None, description="Why it did not run or failed; None when it ran")
     seconds: float | None = Field(default=None, description="How long it ran, s; None: it did not start")
     files: list[str] = Field(default_factory=list, description="What it wrote, relative to the run directory")

@@ -15,13 +15,21 @@ RATINGS: tuple[Rating, ...] = ("better", "same", "worse", "broken")
 BAD: frozenset[str] = frozenset({"worse", "broken"})
 
 # what a pair holds for each arm (old_* and new_*: the same field once per arm)
-ArmAnswer = Annotated[str, Field(
-    description="The arm's answer to its copy of the request (old_ or new_, as the field is named): choice 0's text, "
-                "tool calls appended as JSON lines; redacted")]
+ArmAnswer = Annotated[
+    str,
+    Field(
+        description="The arm's answer to its copy of the request (old_ or new_, as the field is named): choice 0's "
+        "text, tool calls appended as JSON lines; redacted"
+    ),
+]
 ArmStatus = Annotated[int | None, Field(description="HTTP status of the arm's copy; None: no response")]
-ArmError = Annotated[str | None, Field(
-    description="Why the arm's copy failed (the wire client's message, redacted, at most 300 characters); None: it did "
-                "not fail")]
+ArmError = Annotated[
+    str | None,
+    Field(
+        description="Why the arm's copy failed (the wire client's message, redacted, at most 300 characters); None: "
+        "it did not fail"
+    ),
+]
 BadShare = Annotated[float | None, Field(description="(worse + broken) / rated; None before any rating")]
 
 
@@ -35,8 +43,9 @@ class Pair(BaseModel):
     request_id: str
     path: str
     model: str | None = Field(default=None, description="The model the client asked for")
-    prompt: str = Field(description="What the reviewer reads: each chat message as 'role: text', or the completion "
-                                    "prompt; redacted")
+    prompt: str = Field(
+        description="What the reviewer reads: each chat message as 'role: text', or the completion prompt; redacted"
+    )
     old_answer: ArmAnswer
     new_answer: ArmAnswer
     old_status: ArmStatus = None
@@ -65,10 +74,12 @@ class TypeSummary(BaseModel):
     rated: int = Field(description="Pairs rated (a pair rated again counts once, with its latest rating)")
     counts: dict[str, int] = Field(description="Pairs per latest rating: better, same, worse, broken")
     bad_share: BadShare
-    bad_low: float | None = Field(default=None, description="Lower bound of bad_share's 95 % Wilson interval; None "
-                                                            "before any rating")
-    bad_high: float | None = Field(default=None, description="Upper bound of bad_share's 95 % Wilson interval; None "
-                                                             "before any rating")
+    bad_low: float | None = Field(
+        default=None, description="Lower bound of bad_share's 95 % Wilson interval; None before any rating"
+    )
+    bad_high: float | None = Field(
+        default=None, description="Upper bound of bad_share's 95 % Wilson interval; None before any rating"
+    )
 
 
 class ReviewSummary(BaseModel):
@@ -95,9 +106,15 @@ def summarize(task_type: str, pairs: int, counts: dict[str, int]) -> TypeSummary
     rated = sum(full.values())
     bad = full["worse"] + full["broken"]
     interval = wilson(bad, rated)
-    return TypeSummary(task_type=task_type, pairs=pairs, rated=rated, counts=full,
-                       bad_share=bad / rated if rated else None,
-                       bad_low=interval[0] if interval else None, bad_high=interval[1] if interval else None)
+    return TypeSummary(
+        task_type=task_type,
+        pairs=pairs,
+        rated=rated,
+        counts=full,
+        bad_share=bad / rated if rated else None,
+        bad_low=interval[0] if interval else None,
+        bad_high=interval[1] if interval else None,
+    )
 
 
 class GateVerdict(BaseModel):
@@ -109,19 +126,30 @@ class GateVerdict(BaseModel):
     bad_share: BadShare = None
 
 
-def rating_gate(summary: ReviewSummary, max_bad_share: float, min_ratings: int,
-                per_type: bool = True) -> GateVerdict:
+def rating_gate(summary: ReviewSummary, max_bad_share: float, min_ratings: int, per_type: bool = True) -> GateVerdict:
     """worse-or-broken ≤ max_bad_share with at least min_ratings ratings, overall and (with `per_type`) for every
     task type that has min_ratings ratings itself; too few ratings holds, never passes."""
     total = summary.total
     if total.rated < min_ratings:
-        return GateVerdict(verdict="hold", rated=total.rated, bad_share=total.bad_share,
-                           reason=f"{total.rated} ratings, {min_ratings} needed")
+        return GateVerdict(
+            verdict="hold",
+            rated=total.rated,
+            bad_share=total.bad_share,
+            reason=f"{total.rated} ratings, {min_ratings} needed",
+        )
     judged = [total, *(t for t in summary.types if t.rated >= min_ratings)] if per_type else [total]
     over = [t for t in judged if t.bad_share is not None and t.bad_share > max_bad_share]
     if over:
         worst = ", ".join(f"{t.task_type} {t.bad_share:.0%} of {t.rated}" for t in over)
-        return GateVerdict(verdict="fail", rated=total.rated, bad_share=total.bad_share,
-                           reason=f"worse-or-broken above {max_bad_share:.0%}: {worst}")
-    return GateVerdict(verdict="pass", rated=total.rated, bad_share=total.bad_share,
-                       reason=f"worse-or-broken {total.bad_share:.0%} of {total.rated} (≤ {max_bad_share:.0%})")
+        return GateVerdict(
+            verdict="fail",
+            rated=total.rated,
+            bad_share=total.bad_share,
+            reason=f"worse-or-broken above {max_bad_share:.0%}: {worst}",
+        )
+    return GateVerdict(
+        verdict="pass",
+        rated=total.rated,
+        bad_share=total.bad_share,
+        reason=f"worse-or-broken {total.bad_share:.0%} of {total.rated} (≤ {max_bad_share:.0%})",
+    )

@@ -50,9 +50,9 @@ def _number(m: re.Match[str]) -> str:
     for i in range(len(run) - 1, _NUMBER_MIDDLE - 1, -1):
         if not _DIGIT.match(run[i]):
             continue
-        nxt = run[i + 1] if i + 1 < len(run) else text[after:after + 1]
+        nxt = run[i + 1] if i + 1 < len(run) else text[after : after + 1]
         if not _WORD_OR_DOT.match(nxt):
-            return "[number]" + run[i + 1:]
+            return "[number]" + run[i + 1 :]
     return head + run
 
 

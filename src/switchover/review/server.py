@@ -28,12 +28,17 @@ from switchover.review.store import ReviewStore
 
 TOKEN_HEADER = "x-review-token"
 MAX_ID = (1 << 62) - 1  # pair ids are SQLite integers: anything larger is not one (and would overflow)
-_SECURITY = {"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
-             "Cache-Control": "no-store",
-             "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; "
-                                        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'"}
-LIMITS = LimitsConfig(max_connections=64, max_connections_per_client=64, max_body_bytes=64 << 10,
-                      header_timeout_s=10, body_timeout_s=10)
+_SECURITY = {
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'",
+}
+LIMITS = LimitsConfig(
+    max_connections=64, max_connections_per_client=64, max_body_bytes=64 << 10, header_timeout_s=10, body_timeout_s=10
+)
 
 
 def check_loopback(host: str) -> str:
@@ -45,8 +50,10 @@ def check_loopback(host: str) -> str:
     except ValueError:
         addr = None
     if addr is None or not addr.is_loopback:
-        raise BadInput(f"--host must be a loopback address (127.0.0.1, ::1), got {host!r}",
-                       hint="reach it from elsewhere through an SSH tunnel: ssh -L 8790:127.0.0.1:8790 host")
+        raise BadInput(
+            f"--host must be a loopback address (127.0.0.1, ::1), got {host!r}",
+            hint="reach it from elsewhere through an SSH tunnel: ssh -L 8790:127.0.0.1:8790 host",
+        )
     return addr.compressed
 
 
@@ -115,8 +122,12 @@ class ReviewApp:
             except orjson.JSONDecodeError:
                 raise BadInput("the body must be JSON") from None
             pid = body.get("pair_id") if isinstance(body, dict) else None
-            if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid <= MAX_ID \
-                    or not isinstance(body.get("rating"), str):
+            if (
+                not isinstance(pid, int)
+                or isinstance(pid, bool)
+                or not 0 < pid <= MAX_ID
+                or not isinstance(body.get("rating"), str)
+            ):
                 raise BadInput('send {"pair_id": <int>, "rating": "better|same|worse|broken", "note": "..."}')
             note, rater = body.get("note") or "", body.get("rater") or ""
             if not isinstance(note, str) or not isinstance(rater, str):
@@ -124,8 +135,11 @@ class ReviewApp:
             row = await self._db(self.store.rate, body["pair_id"], body["rating"], note, rater)
             summary = await self._db(self.store.summary)
             return json_reply({"rated": row.model_dump(), "summary": summary.model_dump()})
-        return error_reply(405 if path in ("/api/summary", "/api/next", "/api/rate") else 404,
-                           f"{method} {path[:80]} is not part of the review API", "not_found")
+        return error_reply(
+            405 if path in ("/api/summary", "/api/next", "/api/rate") else 404,
+            f"{method} {path[:80]} is not part of the review API",
+            "not_found",
+        )
 
 
 @contextlib.asynccontextmanager

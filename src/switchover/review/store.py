@@ -42,8 +42,9 @@ CREATE TABLE IF NOT EXISTS ratings (
 CREATE INDEX IF NOT EXISTS ratings_pair ON ratings(pair_id);
 """
 _PAIR_COLS = [f for f in Pair.model_fields if f != "id"]
-_LATEST = ("SELECT r.* FROM ratings r JOIN (SELECT pair_id, MAX(id) AS id FROM ratings GROUP BY pair_id) l "
-           "ON r.id = l.id")
+_LATEST = (
+    "SELECT r.* FROM ratings r JOIN (SELECT pair_id, MAX(id) AS id FROM ratings GROUP BY pair_id) l ON r.id = l.id"
+)
 NOTE_MAX = 2000
 BUSY_TIMEOUT_MS = 2000  # one wait for the write lock inside SQLite
 WRITE_DEADLINE_S = 10.0  # a write retried on "busy" / "locked" until this long after it started
@@ -62,8 +63,10 @@ def _check_files(path: Path, create: bool) -> tuple[int, int]:
     """Refuse a database (or companion) that is a symlink, not a regular file, another user's or hard-linked, in
     a folder that is unsafe; create a missing one owner-only when `create`. Returns its (device, inode)."""
     if not create and not os.path.lexists(path):
-        raise BadInput(f"no review database at {path}",
-                       hint="the gateway writes it once gateway.review.pairs_per_day > 0 and pairs are sampled")
+        raise BadInput(
+            f"no review database at {path}",
+            hint="the gateway writes it once gateway.review.pairs_per_day > 0 and pairs are sampled",
+        )
     with safefile.folder_fd(path.parent) as dfd:
         for suffix in COMPANIONS:
             name = path.name + suffix
@@ -114,8 +117,9 @@ class ReviewStore:
         """This thread's connection, opened on first use."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                                   check_same_thread=False)  # closed by close(), from whichever thread
+            conn = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            )  # closed by close(), from whichever thread
             try:
                 conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
                 self._retry(lambda: conn.execute("PRAGMA journal_mode=WAL"))
@@ -185,8 +189,11 @@ class ReviewStore:
 
     def next_unrated(self, task_type: str | None = None, after: int = 0) -> Pair | None:
         """The oldest pair without a rating (of one task type, after a pair id)."""
-        sql = ("SELECT * FROM pairs p WHERE p.id > ? AND NOT EXISTS (SELECT 1 FROM ratings r WHERE r.pair_id = p.id)"
-               + (" AND p.task_type = ?" if task_type else "") + " ORDER BY p.id LIMIT 1")
+        sql = (
+            "SELECT * FROM pairs p WHERE p.id > ? AND NOT EXISTS (SELECT 1 FROM ratings r WHERE r.pair_id = p.id)"
+            + (" AND p.task_type = ?" if task_type else "")
+            + " ORDER BY p.id LIMIT 1"
+        )
         rows = self._read(sql, (after, task_type) if task_type else (after,))
         return Pair(**dict(rows[0])) if rows else None
 
@@ -200,14 +207,15 @@ class ReviewStore:
         """Store a rating; BadInput for an unknown pair or rating."""
         if rating not in RATINGS:
             raise BadInput(f"rating must be one of {', '.join(RATINGS)}, got {rating[:20]!r}")
-        row = RatingRow(pair_id=pair_id, rating=rating, note=note[:NOTE_MAX], rater=rater[:100],
-                        ts=time.time())
+        row = RatingRow(pair_id=pair_id, rating=rating, note=note[:NOTE_MAX], rater=rater[:100], ts=time.time())
 
         def insert(conn: sqlite3.Connection) -> None:
             if conn.execute("SELECT 1 FROM pairs WHERE id = ?", (pair_id,)).fetchall() == []:
                 raise BadInput(f"no pair {pair_id}")
-            conn.execute("INSERT INTO ratings (pair_id, rating, note, rater, ts) VALUES (?, ?, ?, ?, ?)",
-                         (row.pair_id, row.rating, row.note, row.rater, row.ts))
+            conn.execute(
+                "INSERT INTO ratings (pair_id, rating, note, rater, ts) VALUES (?, ?, ?, ?, ?)",
+                (row.pair_id, row.rating, row.note, row.rater, row.ts),
+            )
 
         self._write(insert)
         return row
@@ -217,8 +225,9 @@ class ReviewStore:
         pairs = {t: n for t, n in self._read("SELECT task_type, COUNT(*) FROM pairs GROUP BY task_type")}
         counts: dict[str, dict[str, int]] = {t: {} for t in pairs}
         for t, rating, n in self._read(
-                f"SELECT p.task_type, l.rating, COUNT(*) FROM ({_LATEST}) l JOIN pairs p ON p.id = l.pair_id "
-                "GROUP BY p.task_type, l.rating"):
+            f"SELECT p.task_type, l.rating, COUNT(*) FROM ({_LATEST}) l JOIN pairs p ON p.id = l.pair_id "
+            "GROUP BY p.task_type, l.rating"
+        ):
             counts.setdefault(t, {})[rating] = int(n)
         types = [summarize(t, int(pairs.get(t, 0)), c) for t, c in sorted(counts.items())]
         total: dict[str, int] = {}
@@ -230,8 +239,10 @@ class ReviewStore:
     # ---- export -------------------------------------------------------------------------------------
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every pair with its latest rating (None when unrated), oldest first, streamed."""
-        sql = (f"SELECT p.*, l.rating, l.note, l.rater, l.ts AS rated_ts FROM pairs p LEFT JOIN ({_LATEST}) l "
-               "ON l.pair_id = p.id ORDER BY p.id")
+        sql = (
+            f"SELECT p.*, l.rating, l.note, l.rater, l.ts AS rated_ts FROM pairs p LEFT JOIN ({_LATEST}) l "
+            "ON l.pair_id = p.id ORDER BY p.id"
+        )
         for row in self.conn.execute(sql):
             yield dict(row)
 

@@ -115,14 +115,31 @@ class ClientMixCounter:
     def mix(self) -> ClientMix:
         n = self.requests
         names = sorted({*DEFAULTED, "max_tokens", "seed", "stop", "response_format", *self.set}) if n else []
-        fields = [FieldUse(field=f, set=self.set[f], share_set=self.set[f] / n, share_default=1 - self.set[f] / n,
-                           values=dict(self.values.get(f, Counter()).most_common(5))) for f in names]
+        fields = [
+            FieldUse(
+                field=f,
+                set=self.set[f],
+                share_set=self.set[f] / n,
+                share_default=1 - self.set[f] / n,
+                values=dict(self.values.get(f, Counter()).most_common(5)),
+            )
+            for f in names
+        ]
         common = sorted(self.endings.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
-        suffixes = [SuffixUse(role=role, hash=h, requests=k, share=k / n)
-                    for (role, h), k in common if k >= 2 and k / n >= COMMON_SUFFIX]
-        return ClientMix(requests=n, without_fields=self.without, fields=fields, response_formats=dict(self.formats),
-                         seeded=self.seeded, stop_sizes={str(k): v for k, v in sorted(self.stops.items())},
-                         suffixes=suffixes)
+        suffixes = [
+            SuffixUse(role=role, hash=h, requests=k, share=k / n)
+            for (role, h), k in common
+            if k >= 2 and k / n >= COMMON_SUFFIX
+        ]
+        return ClientMix(
+            requests=n,
+            without_fields=self.without,
+            fields=fields,
+            response_formats=dict(self.formats),
+            seeded=self.seeded,
+            stop_sizes={str(k): v for k, v in sorted(self.stops.items())},
+            suffixes=suffixes,
+        )
 
 
 def _default(api: Any, name: str) -> Any:
@@ -136,37 +153,72 @@ def findings(counter: ClientMixCounter, old: Any, new: Any) -> list[Finding]:
         return []
     out: list[Finding] = []
     gen = old.api.generation_config_applied or new.api.generation_config_applied
-    caveat = (" (unless the model's generation_config.json sets it: "
-              + ", ".join(f"{p.name} applies it" for p in (old, new) if p.api.generation_config_applied) + ")"
-              if gen else "")
+    caveat = (
+        " (unless the model's generation_config.json sets it: "
+        + ", ".join(f"{p.name} applies it" for p in (old, new) if p.api.generation_config_applied)
+        + ")"
+        if gen
+        else ""
+    )
     for name in DEFAULTED:
         share = 1 - counter.set[name] / n
         a, b = _default(old.api, name), _default(new.api, name)
         if share > 0 and a != b:
-            out.append(Finding(field=name, share=share, source=new.api.sources.get("default_sampling"),
-                               detail=f"{share:.0%} of requests leave {name} unset: {old.name}'s default "
-                                      f"{_shown(a)}, {new.name}'s {_shown(b)}{caveat}"))
+            out.append(
+                Finding(
+                    field=name,
+                    share=share,
+                    source=new.api.sources.get("default_sampling"),
+                    detail=f"{share:.0%} of requests leave {name} unset: {old.name}'s default "
+                    f"{_shown(a)}, {new.name}'s {_shown(b)}{caveat}",
+                )
+            )
     unset = counter.max_tokens_unset / n
     if unset and old.api.max_tokens_omitted != new.api.max_tokens_omitted:
-        out.append(Finding(field="max_tokens", share=unset, source=new.api.sources.get("max_tokens_omitted"),
-                           detail=f"{unset:.0%} of requests send no max_tokens: {old.name} generates "
-                                  f"{old.api.max_tokens_omitted}; {new.name} {new.api.max_tokens_omitted}"))
+        out.append(
+            Finding(
+                field="max_tokens",
+                share=unset,
+                source=new.api.sources.get("max_tokens_omitted"),
+                detail=f"{unset:.0%} of requests send no max_tokens: {old.name} generates "
+                f"{old.api.max_tokens_omitted}; {new.name} {new.api.max_tokens_omitted}",
+            )
+        )
     limit, before = new.api.max_stop_strings, old.api.max_stop_strings
-    over = sum(v for k, v in counter.stops.items()
-               if limit is not None and k > limit and (before is None or k <= before))  # refused on new only
+    over = sum(
+        v for k, v in counter.stops.items() if limit is not None and k > limit and (before is None or k <= before)
+    )  # refused on new only
     if over:
-        out.append(Finding(field="stop", share=over / n, source=new.api.sources.get("max_stop_strings"),
-                           detail=f"{over / n:.0%} of requests send more than {new.name}'s {limit} stop strings "
-                                  f"({old.name} takes them)"))
+        out.append(
+            Finding(
+                field="stop",
+                share=over / n,
+                source=new.api.sources.get("max_stop_strings"),
+                detail=f"{over / n:.0%} of requests send more than {new.name}'s {limit} stop strings "
+                f"({old.name} takes them)",
+            )
+        )
     schema = counter.formats.get("json_schema", 0)
     if schema and old.api.openai_json_schema and not new.api.openai_json_schema:
-        out.append(Finding(field="response_format", share=schema / n, source=new.api.sources.get("openai_json_schema"),
-                           detail=f"{schema / n:.0%} of requests ask for a json_schema response_format, which "
-                                  f"{new.name} does not take in the OpenAI shape"))
+        out.append(
+            Finding(
+                field="response_format",
+                share=schema / n,
+                source=new.api.sources.get("openai_json_schema"),
+                detail=f"{schema / n:.0%} of requests ask for a json_schema response_format, which "
+                f"{new.name} does not take in the OpenAI shape",
+            )
+        )
     if counter.seeded and old.api.seed_per_request != new.api.seed_per_request:
-        out.append(Finding(field="seed", share=counter.seeded / n, source=new.api.sources.get("seed_per_request"),
-                           detail=f"{counter.seeded / n:.0%} of requests send a seed: {old.name} "
-                                  f"{old.api.seed_per_request}, {new.name} {new.api.seed_per_request}"))
+        out.append(
+            Finding(
+                field="seed",
+                share=counter.seeded / n,
+                source=new.api.sources.get("seed_per_request"),
+                detail=f"{counter.seeded / n:.0%} of requests send a seed: {old.name} "
+                f"{old.api.seed_per_request}, {new.name} {new.api.seed_per_request}",
+            )
+        )
     return out
 
 
@@ -174,16 +226,23 @@ def _shown(v: Any) -> str:
     return "not in the profile (unknown)" if v is None else f"{v:g}" if isinstance(v, int | float) else str(v)
 
 
-def client_mix(counter: ClientMixCounter, old_engine: str | None, new_engine: str | None,
-               old_version: str | None = None, new_version: str | None = None) -> ClientMix:
+def client_mix(
+    counter: ClientMixCounter,
+    old_engine: str | None,
+    new_engine: str | None,
+    old_version: str | None = None,
+    new_version: str | None = None,
+) -> ClientMix:
     """The mix, with findings when both engines have a profile (a plain OpenAI server has none: said)."""
     from switchover.engines import load_profile
 
     mix = counter.mix()
     mix.old_engine, mix.new_engine = old_engine, new_engine
     if counter.without:
-        mix.notes.append(f"{counter.without} request rows carry no client fields (written by an older gateway, or "
-                         "not a JSON generation request)")
+        mix.notes.append(
+            f"{counter.without} request rows carry no client fields (written by an older gateway, or "
+            "not a JSON generation request)"
+        )
     if not old_engine or not new_engine:
         mix.notes.append("an endpoint has no engine profile (engine: openai): its defaults are unknown, not compared")
         return mix
@@ -214,8 +273,11 @@ def ledger_mix(m: Any, config_path: Path | None, since_s: float | None = None) -
     engines = [None if ep.engine.value == "openai" else str(ep.engine.value) for ep in (m.old, m.new)]
     if path is None or not path.exists():
         mix = ClientMix(requests=0, old_engine=engines[0], new_engine=engines[1])
-        mix.notes.append("no gateway ledger to read (gateway.run_dir or rollout.ledger" +
-                         (f"; {path} does not exist" if path is not None else ": neither is set") + ")")
+        mix.notes.append(
+            "no gateway ledger to read (gateway.run_dir or rollout.ledger"
+            + (f"; {path} does not exist" if path is not None else ": neither is set")
+            + ")"
+        )
         return mix
     counter = ClientMixCounter()
     skipped = LedgerSkips()

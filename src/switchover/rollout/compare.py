@@ -209,9 +209,7 @@ def _histogram(a: np.ndarray, b: np.ndarray, max_bins: int = 30) -> Histogram:
     if len(edges) - 1 > max_bins:
         edges = np.histogram_bin_edges(both, bins=max_bins)
     return Histogram(
-        edges=[float(e) for e in edges],
-        old=np.histogram(a, edges)[0].tolist(),
-        new=np.histogram(b, edges)[0].tolist(),
+        edges=[float(e) for e in edges], old=np.histogram(a, edges)[0].tolist(), new=np.histogram(b, edges)[0].tolist()
     )
 
 
@@ -270,14 +268,7 @@ def compare_metric(
         statistic, p, scaled = fn(x, y)
         beyond = p < alpha_each and scaled > noise_margin * noise[name]
         results.append(
-            TestResult(
-                test=name,
-                statistic=statistic,
-                p_value=p,
-                scaled=scaled,
-                noise=noise[name],
-                beyond_noise=beyond,
-            )
+            TestResult(test=name, statistic=statistic, p_value=p, scaled=scaled, noise=noise[name], beyond_noise=beyond)
         )
     hits = [r for r in results if r.beyond_noise]
     if hits:
@@ -318,7 +309,12 @@ def compare_samples(
     ]
     notes = [n for n in (old.sampled_note("old"), new.sampled_note("new")) if n]
     return ComparisonReport(
-        mode=mode, alpha=alpha, noise_margin=noise_margin, splits=splits, min_samples=min_samples, metrics=out,
+        mode=mode,
+        alpha=alpha,
+        noise_margin=noise_margin,
+        splits=splits,
+        min_samples=min_samples,
+        metrics=out,
         notes=notes,
     )
 
@@ -351,9 +347,7 @@ def _add_pair(old: ArmSamples, new: ArmSamples, primary: LedgerRecord | ShadowRe
     )
 
 
-def samples_from_ledger(
-    records: Iterable[LedgerRow], mode: Literal["shadow", "arms"]
-) -> tuple[ArmSamples, ArmSamples]:
+def samples_from_ledger(records: Iterable[LedgerRow], mode: Literal["shadow", "arms"]) -> tuple[ArmSamples, ArmSamples]:
     """Old and new samples: `shadow` pairs each mirrored request with its primary (old) answer, from shadow
     rows and from request rows of older ledgers that embed `shadow`; `arms` groups request rows by the arm
     the policy routed them to. Outcomes that say nothing about an arm (client mistakes, disconnects, drain

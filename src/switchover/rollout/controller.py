@@ -62,7 +62,15 @@ class ActionResult(BaseModel):
     """What `advance` / `rollback` / `abandon` / one `watch` check did."""
 
     action: Literal[
-        "advance", "hold", "rollback", "auto_rollback", "abandon", "none", "idle", "refused", "rollback_blocked",
+        "advance",
+        "hold",
+        "rollback",
+        "auto_rollback",
+        "abandon",
+        "none",
+        "idle",
+        "refused",
+        "rollback_blocked",
         "holding_end",
     ]
     state: StatusView
@@ -97,9 +105,12 @@ class Rollout:
         # looked up at call time so a test (or an embedding tool) can replace the module's checkers
         old = migration.old  # old's own loading answer (its profile's readiness) tells loading from refusing
         engine = None if old.engine.value == "openai" else str(old.engine.value)
-        self.holding = HoldingDesk(self, ready=ready or (lambda *a: rollback_ready.ready_check(
-            *a, engine=engine, engine_version=old.engine_version)),
-                                   metrics=metrics or (lambda url: rollback_ready.metrics_check(url)))
+        self.holding = HoldingDesk(
+            self,
+            ready=ready
+            or (lambda *a: rollback_ready.ready_check(*a, engine=engine, engine_version=old.engine_version)),
+            metrics=metrics or (lambda url: rollback_ready.metrics_check(url)),
+        )
 
     # --- reading -------------------------------------------------------------------------------------
     def state(self) -> RolloutState:
@@ -148,16 +159,14 @@ class Rollout:
             judge=stage_judge(self.settings.judge, state, self.ledger_path, self.clock()) if judge else None,
         )
 
-    def window(self, state: RolloutState, *, window_s: float | None = None,
-               gates: Sequence[CustomGate] = ()) -> Window:
+    def window(self, state: RolloutState, *, window_s: float | None = None, gates: Sequence[CustomGate] = ()) -> Window:
         """The evidence of the current stage (for its built-in gates and custom `gates`): the last window_s
         seconds, never before the stage was entered."""
         now = self.clock()
         since = now - (window_s or self.settings.window_s)
         if state.entered_at is not None:
             since = max(since, state.entered_at)
-        return read_window(self.settings, self.ledger_path, since=since, now=now, with_shadow=state.shadow,
-                           gates=gates)
+        return read_window(self.settings, self.ledger_path, since=since, now=now, with_shadow=state.shadow, gates=gates)
 
     def window_stats(self, state: RolloutState) -> WindowStats:
         return self.window(state).stats
@@ -207,8 +216,9 @@ class Rollout:
         items = entry_items(self, state, en.needs(state.stages, state.index + 1, self.settings.cost.large_weight))
         dwell = en.min_duration_item(state.stage, state.entered_at, self.clock())
         items += [dwell] if dwell is not None else []
-        return en.EntryReport(stage=nxt.name, items=en.apply_waivers(items, waivers or {}),
-                              enforced=self.settings.entry.enabled)
+        return en.EntryReport(
+            stage=nxt.name, items=en.apply_waivers(items, waivers or {}), enforced=self.settings.entry.enabled
+        )
 
     def gate_report(self, state: RolloutState | None = None, waivers: dict[str, str] | None = None) -> GateReport:
         """Judge the current stage's exit gates and the next stage's entry conditions (or, while holding, every
@@ -226,17 +236,28 @@ class Rollout:
                 window_s=0,
                 notes=["not started: the first stage has no exit gates; its entry needs the evidence listed"],
             )
-            return GateReport(stage="0%", decision="hold" if held else "advance", results=[], stats=stats,
-                              entry=entry)
+            return GateReport(stage="0%", decision="hold" if held else "advance", results=[], stats=stats, entry=entry)
         custom_gates = [self.settings.custom_gate(n) for n in stage.custom]
         window = self.window(state, gates=custom_gates)
         results = evaluate(window.stats, stage.gates or [], self.settings.gates)
-        custom = judge_custom(custom_gates, self.settings, window, since_switch=self.rows_since_switch,
-                              query=self.query, review=self.review_summary)
+        custom = judge_custom(
+            custom_gates,
+            self.settings,
+            window,
+            since_switch=self.rows_since_switch,
+            query=self.query,
+            review=self.review_summary,
+        )
         blockers = sm.entry_blockers(state, now, dwell=False) + self.holding.entry_blockers(state)
         judged = stage_judge(self.settings.judge, state, self.ledger_path, now)
-        decision = with_judge(decide(results, blockers, custom), judged, self.settings.judge, results=results,
-                              custom=custom, blockers=blockers)
+        decision = with_judge(
+            decide(results, blockers, custom),
+            judged,
+            self.settings.judge,
+            results=results,
+            custom=custom,
+            blockers=blockers,
+        )
         return GateReport(
             stage=stage.name,
             decision="hold" if decision == "advance" and held else decision,
@@ -278,9 +299,13 @@ class Rollout:
                 return self._auto_rollback(state, report)
             entry = report.entry
             if entry is not None and entry.blocking:
-                return ActionResult(action="refused", state=self.view(state), report=report,
-                                    message=f"refused: entering {entry.stage} needs evidence: {entry.refusal()}; "
-                                    "or --waive ITEM --reason TEXT (audited)")
+                return ActionResult(
+                    action="refused",
+                    state=self.view(state),
+                    report=report,
+                    message=f"refused: entering {entry.stage} needs evidence: {entry.refusal()}; "
+                    "or --waive ITEM --reason TEXT (audited)",
+                )
             if report.decision == "hold" and not force:
                 return ActionResult(
                     action="hold",
@@ -316,11 +341,19 @@ class Rollout:
         why = "hard gate failed: " + "; ".join(failed)
         return self._roll_back(state, to=to or self.settings.on_fail, why=why, report=report)  # type: ignore[arg-type]
 
-    def _roll_back(self, state: RolloutState, *, to: Literal["previous", "zero"], why: str,
-                   report: GateReport | None = None) -> ActionResult:
+    def _roll_back(
+        self, state: RolloutState, *, to: Literal["previous", "zero"], why: str, report: GateReport | None = None
+    ) -> ActionResult:
         """Go back (one stage, or to 0 %), drive the gateway, audit; automatic when a gate report decided it."""
-        new, tr = sm.rollback(state, to=to, now=self.clock(), who=actor(), why=why, automatic=report is not None,
-                              gates=report.summary() if report is not None else None)
+        new, tr = sm.rollback(
+            state,
+            to=to,
+            now=self.clock(),
+            who=actor(),
+            why=why,
+            automatic=report is not None,
+            gates=report.summary() if report is not None else None,
+        )
         lines = self._commit(new, tr, rollback_flag=new.index < 0)
         return ActionResult(
             action="auto_rollback" if report is not None else "rollback",
@@ -332,9 +365,7 @@ class Rollout:
             + (f": {why}" if report is not None else f" (new weight {tr.to_weight}%)"),
         )
 
-    def rollback(
-        self, *, to: Literal["previous", "zero"] | None = None, why: str, force: bool = False
-    ) -> ActionResult:
+    def rollback(self, *, to: Literal["previous", "zero"] | None = None, why: str, force: bool = False) -> ActionResult:
         """By hand. While holding (or after it) old's readiness is checked first: a rollback onto an old engine
         that cannot answer is refused unless forced. `to` defaults to holding.on_fail while holding."""
         with self.store.locked():

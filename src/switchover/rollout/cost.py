@@ -44,17 +44,31 @@ class BucketCost(BaseModel):
 
 def best_step(steps: list[StepSummary], endpoint: str, bucket: int | str | None) -> StepSummary | None:
     """The endpoint's step of `bucket` with the most output tokens per second among those with few failures."""
-    ok = [s for s in steps if s.endpoint == endpoint and s.bucket == bucket and s.out_tok_per_s and s.req_per_s
-          and (s.error_rate or 0.0) <= MAX_STEP_ERRORS]
+    ok = [
+        s
+        for s in steps
+        if s.endpoint == endpoint
+        and s.bucket == bucket
+        and s.out_tok_per_s
+        and s.req_per_s
+        and (s.error_rate or 0.0) <= MAX_STEP_ERRORS
+    ]
     return max(ok, key=lambda s: s.out_tok_per_s or 0.0) if ok else None
 
 
 def arm_cost(step: StepSummary, price: float, gpus: int) -> ArmCost:
     rps, tps = step.req_per_s or 0.0, step.out_tok_per_s or 0.0
     hourly = price * gpus
-    return ArmCost(endpoint=step.endpoint, bucket=step.bucket, load=step.concurrency or step.rate, req_per_s=rps,
-                   out_tok_per_s=tps, tokens_per_request=tps / rps, cost_per_request=hourly / 3600 / rps,
-                   cost_per_1k_tokens=hourly / 3600 / tps * 1000)
+    return ArmCost(
+        endpoint=step.endpoint,
+        bucket=step.bucket,
+        load=step.concurrency or step.rate,
+        req_per_s=rps,
+        out_tok_per_s=tps,
+        tokens_per_request=tps / rps,
+        cost_per_request=hourly / 3600 / rps,
+        cost_per_1k_tokens=hourly / 3600 / tps * 1000,
+    )
 
 
 def bucket_costs(report: BenchReport, cost: CostSettings) -> list[BucketCost]:
@@ -76,21 +90,30 @@ def judge_cost(cost: CostSettings, report: BenchReport | None, problem: str | No
     """pass when new's cost per request is within max_ratio of old's in every bucket; missing without a price or
     a bench measuring both."""
     base = dict(id=COST, title="cost per request of new at the large stage")
-    cmd = ("rollout.cost.gpu_hour_price: PRICE and a bench of old and new (switchover check's bench part, or "
-           "switchover bench ... with rollout.cost.bench: RUN_DIR)")
+    cmd = (
+        "rollout.cost.gpu_hour_price: PRICE and a bench of old and new (switchover check's bench part, or "
+        "switchover bench ... with rollout.cost.bench: RUN_DIR)"
+    )
     if cost.gpu_hour_price is None:
         return EntryItem(**base, status="missing", reason="rollout.cost.gpu_hour_price is not stated", command=cmd)
     if report is None:
         return EntryItem(**base, status="missing", reason=problem or "no bench run to price", command=cmd)
     rows = bucket_costs(report, cost)
     if not rows:
-        return EntryItem(**base, status="missing", reason="the bench has no bucket where both old and new have a "
-                         f"step with output tokens per second and ≤ {MAX_STEP_ERRORS:.0%} failures", command=cmd)
+        return EntryItem(
+            **base,
+            status="missing",
+            reason="the bench has no bucket where both old and new have a "
+            f"step with output tokens per second and ≤ {MAX_STEP_ERRORS:.0%} failures",
+            command=cmd,
+        )
     worst = max(rows, key=lambda r: r.ratio)
-    text = (f"bucket {worst.bucket}: new {worst.new.cost_per_request:.3g} per request "
-            f"({worst.new.out_tok_per_s:.0f} tok/s at load {_load(worst.new)}) vs old {worst.old.cost_per_request:.3g} "
-            f"({worst.old.out_tok_per_s:.0f} tok/s at load {_load(worst.old)}): ratio {worst.ratio:.2f}, "
-            f"max {cost.max_ratio:g}")
+    text = (
+        f"bucket {worst.bucket}: new {worst.new.cost_per_request:.3g} per request "
+        f"({worst.new.out_tok_per_s:.0f} tok/s at load {_load(worst.new)}) vs old {worst.old.cost_per_request:.3g} "
+        f"({worst.old.out_tok_per_s:.0f} tok/s at load {_load(worst.old)}): ratio {worst.ratio:.2f}, "
+        f"max {cost.max_ratio:g}"
+    )
     if worst.ratio > cost.max_ratio:
         return EntryItem(**base, status="fail", reason=text)
     return EntryItem(**base, status="pass", reason=text)

@@ -120,8 +120,10 @@ def short_stages(stages: Sequence[StageSpec], peak_s: float, large_weight: int) 
     out = []
     for s in stages[:-1]:
         if (s.shadow or s.weight >= large_weight) and s.min_duration_s < peak_s:
-            out.append(f"stage {s.name} has min_duration_s {s.min_duration_s:g} s, shorter than the peak it must "
-                       f"cover (rollout.peak_s {peak_s:g} s): it may advance before the peak was seen")
+            out.append(
+                f"stage {s.name} has min_duration_s {s.min_duration_s:g} s, shorter than the peak it must "
+                f"cover (rollout.peak_s {peak_s:g} s): it may advance before the peak was seen"
+            )
     return out
 
 
@@ -134,35 +136,53 @@ def judge_check(found: CheckEvidence | None, *, now: float, max_age_s: float, co
     cmd = f"switchover check -c {config}"
     base = dict(id=CHECK, title="a passing `switchover check` of this migration", command=cmd)
     if found is None:
-        return EntryItem(**base, status="missing", reason="no `switchover check` run of this migration's old and "
-                         "new endpoints was found")
+        return EntryItem(
+            **base,
+            status="missing",
+            reason="no `switchover check` run of this migration's old and new endpoints was found",
+        )
     age = now - found.created_wall
     where = f"check {Path(found.run_dir).name}"
     if found.overall != "go":
         return EntryItem(**base, status="fail", reason=f"{where} is {found.overall}: {found.overall_reason}")
     if age > max_age_s:
-        return EntryItem(**base, status="missing", reason=f"{where} passed, but {age / 86400:.1f} days ago "
-                         f"(rollout.entry.check_max_age_s {max_age_s / 86400:g} days)")
+        return EntryItem(
+            **base,
+            status="missing",
+            reason=f"{where} passed, but {age / 86400:.1f} days ago "
+            f"(rollout.entry.check_max_age_s {max_age_s / 86400:g} days)",
+        )
     return EntryItem(id=CHECK, title=base["title"], status="pass", reason=f"{where} is go: {found.overall_reason}")
 
 
 def judge_memory(entry: EntrySettings, plan: dict[str, object] | None, problem: str | None) -> EntryItem:
     """Old and new fit on the shared GPUs (`plan canary`), or they do not share GPUs (stated)."""
     base = dict(id=MEMORY, title="memory for old and new on the shared GPUs")
-    cmd = ("switchover plan canary -m OLD_MODEL --new-model NEW_MODEL -e ENGINE --gpu GPU --json > canary.json; "
-           "then rollout.entry.shared_gpu: true and rollout.entry.canary_plan: canary.json "
-           "(or shared_gpu: false when they run on separate GPUs)")
+    cmd = (
+        "switchover plan canary -m OLD_MODEL --new-model NEW_MODEL -e ENGINE --gpu GPU --json > canary.json; "
+        "then rollout.entry.shared_gpu: true and rollout.entry.canary_plan: canary.json "
+        "(or shared_gpu: false when they run on separate GPUs)"
+    )
     if entry.shared_gpu is False:
-        return EntryItem(**base, status="pass", reason="old and new run on separate GPUs (rollout.entry.shared_gpu: "
-                         "false)")
+        return EntryItem(
+            **base, status="pass", reason="old and new run on separate GPUs (rollout.entry.shared_gpu: false)"
+        )
     if entry.shared_gpu is None:
         return EntryItem(**base, status="missing", reason="rollout.entry.shared_gpu is not stated", command=cmd)
     if problem is not None or plan is None:
-        return EntryItem(**base, status="missing", reason=problem or "rollout.entry.canary_plan is not set",
-                         command=cmd)
+        return EntryItem(
+            **base, status="missing", reason=problem or "rollout.entry.canary_plan is not set", command=cmd
+        )
     copies = plan.get("copies")
-    stuck = [f"{c.get('role')}: {(c.get('instance') or {}).get('problem')}" for c in copies
-             if isinstance(c, dict) and not (c.get("instance") or {}).get("starts")] if isinstance(copies, list) else []
+    stuck = (
+        [
+            f"{c.get('role')}: {(c.get('instance') or {}).get('problem')}"
+            for c in copies
+            if isinstance(c, dict) and not (c.get("instance") or {}).get("starts")
+        ]
+        if isinstance(copies, list)
+        else []
+    )
     if not isinstance(copies, list) or len(copies) < 2:
         return EntryItem(**base, status="missing", reason="the canary plan holds no two copies", command=cmd)
     if stuck:
@@ -174,8 +194,10 @@ def judge_memory(entry: EntrySettings, plan: dict[str, object] | None, problem: 
 def judge_grace(found: CheckEvidence | None, config: str) -> EntryItem:
     """The check's rollout.grace item: every configured drain grace covers the longest generation."""
     base = dict(id=GRACE, title="drain grace ≥ the longest generation")
-    cmd = f"switchover check -c {config} (its bench and grace parts), or switchover plan grace --bench RUN " \
-          "--max-tokens N --scan DEPLOY_DIR"
+    cmd = (
+        f"switchover check -c {config} (its bench and grace parts), or switchover plan grace --bench RUN "
+        "--max-tokens N --scan DEPLOY_DIR"
+    )
     if found is None or found.grace is None:
         return EntryItem(**base, status="missing", reason="no check run judged rollout.grace", command=cmd)
     if found.grace == "go":
@@ -189,16 +211,26 @@ def judge_grace(found: CheckEvidence | None, config: str) -> EntryItem:
 def judge_cache_key(entry: EntrySettings) -> EntryItem:
     """Caches in front of the engine are keyed by model version (or there are none), as stated."""
     base = dict(id=CACHE_KEY, title="a versioned cache key")
-    cmd = ("switchover cachekey NEW_MODEL --model-id ID (the key's parts); then rollout.entry.cache_key: versioned "
-           "(or no_cache)")
+    cmd = (
+        "switchover cachekey NEW_MODEL --model-id ID (the key's parts); then rollout.entry.cache_key: versioned "
+        "(or no_cache)"
+    )
     if entry.cache_key == "versioned":
-        return EntryItem(**base, status="pass", reason="stated: cache keys carry the model id and the weights, "
-                         "tokenizer and template hashes")
+        return EntryItem(
+            **base,
+            status="pass",
+            reason="stated: cache keys carry the model id and the weights, tokenizer and template hashes",
+        )
     if entry.cache_key == "no_cache":
         return EntryItem(**base, status="pass", reason="stated: no cache in front of the engine")
     if entry.cache_key == "unversioned":
-        return EntryItem(**base, status="fail", reason="stated unversioned: after the switch the cache serves old's "
-                         "answers and prefix state to new's requests", command=cmd)
+        return EntryItem(
+            **base,
+            status="fail",
+            reason="stated unversioned: after the switch the cache serves old's "
+            "answers and prefix state to new's requests",
+            command=cmd,
+        )
     return EntryItem(**base, status="missing", reason="rollout.entry.cache_key is not stated", command=cmd)
 
 
@@ -210,11 +242,16 @@ def judge_rollback_window(settings: RolloutSettings, stages: Sequence[StageSpec]
     if not settings.holding.enabled:
         return EntryItem(**base, status="missing", reason="rollout.holding.enabled is false", command=cmd)
     if last is None or last.weight != 100:
-        return EntryItem(**base, status="missing", reason="the last stage is not 100 %: no holding window opens",
-                         command=cmd)
+        return EntryItem(
+            **base, status="missing", reason="the last stage is not 100 %: no holding window opens", command=cmd
+        )
     longest = max(w.duration_s for w in settings.holding.windows.values())
-    return EntryItem(**base, status="pass", reason=f"old is kept and watched for {longest / 3600:g} h after 100 % "
-                     f"({', '.join(t.value for t in settings.holding.windows)})")
+    return EntryItem(
+        **base,
+        status="pass",
+        reason=f"old is kept and watched for {longest / 3600:g} h after 100 % "
+        f"({', '.join(t.value for t in settings.holding.windows)})",
+    )
 
 
 def judge_review(entry: EntrySettings, review: ReviewConfig | None) -> EntryItem:
@@ -224,9 +261,13 @@ def judge_review(entry: EntrySettings, review: ReviewConfig | None) -> EntryItem
         return EntryItem(**base, status="pass", reason="rollout.entry.sla is standard: spot checks not required")
     if review is not None and review.pairs_per_day > 0:
         return EntryItem(**base, status="pass", reason=f"gateway.review samples {review.pairs_per_day} pairs a day")
-    return EntryItem(**base, status="fail", reason="sla strong: a hot switch with no human spot-check ability is "
-                     "refused (gateway.review.pairs_per_day is 0 or there is no gateway)",
-                     command="gateway.review.pairs_per_day: 200, then `switchover review` to rate pairs")
+    return EntryItem(
+        **base,
+        status="fail",
+        reason="sla strong: a hot switch with no human spot-check ability is "
+        "refused (gateway.review.pairs_per_day is 0 or there is no gateway)",
+        command="gateway.review.pairs_per_day: 200, then `switchover review` to rate pairs",
+    )
 
 
 def min_duration_item(stage: StageSpec | None, entered_at: float | None, now: float) -> EntryItem | None:
@@ -234,15 +275,22 @@ def min_duration_item(stage: StageSpec | None, entered_at: float | None, now: fl
     if stage is None or not stage.min_duration_s or entered_at is None or now - entered_at >= stage.min_duration_s:
         return None
     left = stage.min_duration_s - (now - entered_at)
-    return EntryItem(id=MIN_DURATION, title=f"stage {stage.name} stays {stage.min_duration_s:g} s", status="missing",
-                     reason=f"stage {stage.name} needs {stage.min_duration_s:g} s before advancing "
-                     f"({now - entered_at:.0f} s so far, {left:.0f} s left)", command="wait")
+    return EntryItem(
+        id=MIN_DURATION,
+        title=f"stage {stage.name} stays {stage.min_duration_s:g} s",
+        status="missing",
+        reason=f"stage {stage.name} needs {stage.min_duration_s:g} s before advancing "
+        f"({now - entered_at:.0f} s so far, {left:.0f} s left)",
+        command="wait",
+    )
 
 
 def apply_waivers(items: list[EntryItem], waivers: dict[str, str]) -> list[EntryItem]:
     """Blocking items named in `waivers` become waived, carrying the reason."""
-    return [i.model_copy(update=dict(status="waived", waived=waivers[i.id])) if i.blocks and i.id in waivers else i
-            for i in items]
+    return [
+        i.model_copy(update=dict(status="waived", waived=waivers[i.id])) if i.blocks and i.id in waivers else i
+        for i in items
+    ]
 
 
 def check_waivers(waivers: dict[str, str]) -> None:
@@ -287,12 +335,25 @@ def find_check(runs_dir: Path, migration: Migration) -> CheckEvidence | None:
         return None
     _, run_dir, report = max(found, key=lambda f: f[0])
     grace = next((i for i in report.items if i.id == "rollout.grace"), None)
-    bench = next((f.split("/")[0] for p in report.parts if p.part == "bench" and p.status == "ran" for f in p.files
-                  if f.endswith("/summary.json")), None)
-    return CheckEvidence(run_dir=str(run_dir), overall=report.overall, overall_reason=report.overall_reason,
-                         created_wall=report.created_wall, grace=grace.verdict if grace else None,
-                         grace_reason=grace.reason if grace else "",
-                         bench_dir=str(run_dir / bench) if bench else None)
+    bench = next(
+        (
+            f.split("/")[0]
+            for p in report.parts
+            if p.part == "bench" and p.status == "ran"
+            for f in p.files
+            if f.endswith("/summary.json")
+        ),
+        None,
+    )
+    return CheckEvidence(
+        run_dir=str(run_dir),
+        overall=report.overall,
+        overall_reason=report.overall_reason,
+        created_wall=report.created_wall,
+        grace=grace.verdict if grace else None,
+        grace_reason=grace.reason if grace else "",
+        bench_dir=str(run_dir / bench) if bench else None,
+    )
 
 
 def read_plan(path: Path) -> tuple[dict[str, object] | None, str | None]:

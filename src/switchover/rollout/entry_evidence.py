@@ -30,15 +30,17 @@ def entry_items(rollout: Rollout, state: RolloutState, needed: list[str]) -> lis
         return []
     settings, entry = rollout.settings, rollout.settings.entry
     config = str(rollout.config_path)
-    found = en.find_check(runs_dir(rollout), rollout.migration) if {en.CHECK, en.GRACE, en.COST} & set(needed) \
-        else None
+    found = en.find_check(runs_dir(rollout), rollout.migration) if {en.CHECK, en.GRACE, en.COST} & set(needed) else None
     out: list[en.EntryItem] = []
     for item in needed:
         if item == en.CHECK:
             out.append(en.judge_check(found, now=rollout.clock(), max_age_s=entry.check_max_age_s, config=config))
         elif item == en.MEMORY:
-            plan, problem = (en.read_plan(_beside(rollout.config_path, entry.canary_plan))
-                             if entry.canary_plan and entry.shared_gpu else (None, None))
+            plan, problem = (
+                en.read_plan(_beside(rollout.config_path, entry.canary_plan))
+                if entry.canary_plan and entry.shared_gpu
+                else (None, None)
+            )
             out.append(en.judge_memory(entry, plan, problem))
         elif item == en.GRACE:
             out.append(en.judge_grace(found, config))
@@ -60,8 +62,13 @@ def _cost(rollout: Rollout, found: en.CheckEvidence | None) -> en.EntryItem:
     cost = rollout.settings.cost
     if cost.gpu_hour_price is None:
         return judge_cost(cost, None, None)
-    bench = (_beside(rollout.config_path, cost.bench) if cost.bench
-             else Path(found.bench_dir) if found is not None and found.bench_dir else None)
+    bench = (
+        _beside(rollout.config_path, cost.bench)
+        if cost.bench
+        else Path(found.bench_dir)
+        if found is not None and found.bench_dir
+        else None
+    )
     if bench is None:
         return judge_cost(cost, None, "no bench run: rollout.cost.bench is not set and the newest check ran no bench")
     report, problem = read_bench(bench)

@@ -14,14 +14,7 @@ from switchover.gateway.ledger import LedgerSkips
 from switchover.ledger_record import LedgerRecord, LedgerRow
 from switchover.review.models import ReviewSummary
 from switchover.rollout.baseline import Baseline
-from switchover.rollout.custom_gates import (
-    CustomGateResult,
-    LedgerTally,
-    Series,
-    View,
-    evaluate_custom,
-    promql_vector,
-)
+from switchover.rollout.custom_gates import CustomGateResult, LedgerTally, Series, View, evaluate_custom, promql_vector
 from switchover.rollout.gates import WindowStats, stats_from_ledger, stats_from_prometheus, stream_ledger_rows
 from switchover.rollout.rows import TaskTyper, row_view
 
@@ -77,8 +70,7 @@ def read_window(
     rows = window_rows(ledger(), since, now, skipped)
     if tally.needs_rows:
         rows = _feeding(rows, tally, typer)
-    stats = stats_from_ledger(rows, window_s=now - since, with_shadow=with_shadow, th=settings.gates,
-                              skipped=skipped)
+    stats = stats_from_ledger(rows, window_s=now - since, with_shadow=with_shadow, th=settings.gates, skipped=skipped)
     return Window(since, now, stats, skipped, tally)
 
 
@@ -96,8 +88,10 @@ def with_baseline(stats: WindowStats, baseline: Baseline | None, min_samples: in
         used.append("TPOT")
     if not used:
         return stats
-    note = (f"old's {' and '.join(used)} p99 come from the baseline taken before 100 % "
-            f"(ledger {baseline.window_start or 0:.0f}–{baseline.window_end or 0:.0f})")
+    note = (
+        f"old's {' and '.join(used)} p99 come from the baseline taken before 100 % "
+        f"(ledger {baseline.window_start or 0:.0f}–{baseline.window_end or 0:.0f})"
+    )
     return stats.model_copy(update={"old": old, "notes": [*stats.notes, note]})
 
 
@@ -128,6 +122,14 @@ def judge_custom(
     switch_views: Iterable[View] = ()
     if since_switch is not None and any(g.builtin == "cache_hits_after_switch" for g in gates):
         switch_views = _LazyViews(since_switch, typer)
-    return evaluate_custom(gates, window.tally, settings.gates, window_s=window.now - window.since,
-                           prometheus=settings.prometheus, baseline=baseline, views_since_switch=switch_views,
-                           query=query, review=review)
+    return evaluate_custom(
+        gates,
+        window.tally,
+        settings.gates,
+        window_s=window.now - window.since,
+        prometheus=settings.prometheus,
+        baseline=baseline,
+        views_since_switch=switch_views,
+        query=query,
+        review=review,
+    )

@@ -17,13 +17,7 @@ from pydantic import BaseModel, Field, computed_field
 from switchover.config.rollout import GateName, GateThresholds, PrometheusSource
 from switchover.errors import BadInput
 from switchover.gateway.ledger import CLOCK_SLACK_S, LedgerSkips, ledger_files, read_ledger_files
-from switchover.ledger_record import (
-    ARM_ERROR_OUTCOMES,
-    CLIENT_OUTCOMES,
-    NOT_AN_ARM_OUTCOMES,
-    LedgerRecord,
-    LedgerRow,
-)
+from switchover.ledger_record import ARM_ERROR_OUTCOMES, CLIENT_OUTCOMES, NOT_AN_ARM_OUTCOMES, LedgerRecord, LedgerRow
 from switchover.measure.percentiles import percentile
 from switchover.rollout import metric_names as mn
 from switchover.rollout.compare import ComparisonReport, compare_samples, samples_from_ledger
@@ -139,9 +133,7 @@ def _ratio_gate(
     base: dict[str, Any] = dict(gate=gate, hard=hard, threshold=limit, samples=min(old_n, new_n))
     if old_n < min_samples or new_n < min_samples or old_p is None or new_p is None:
         return GateResult(
-            **base,
-            verdict="hold",
-            reason=f"{what}: old {old_n} / new {new_n} samples, {min_samples} each needed",
+            **base, verdict="hold", reason=f"{what}: old {old_n} / new {new_n} samples, {min_samples} each needed"
         )
     if old_p <= 0:
         return GateResult(**base, verdict="hold", reason=f"{what}: old p99 is {old_p:g} ms, no ratio")
@@ -185,11 +177,7 @@ def _shadow_gate(report: ComparisonReport | None, hard: bool, th: GateThresholds
     unmeasured = [m.metric for m in report.metrics if not (m.n_old or m.n_new)]
     extra = f" (not measured: {', '.join(unmeasured)})" if unmeasured else ""
     return GateResult(
-        **base,
-        verdict="pass",
-        samples=samples,
-        observed=0.0,
-        reason=f"no metric differs beyond the A/A noise{extra}",
+        **base, verdict="pass", samples=samples, observed=0.0, reason=f"no metric differs beyond the A/A noise{extra}"
     )
 
 
@@ -201,13 +189,7 @@ def evaluate(stats: WindowStats, gates: Iterable[GateName], th: GateThresholds) 
         if gate == GateName.ERROR_RATE:
             out.append(
                 _count_gate(
-                    gate,
-                    stats.new.errors,
-                    stats.new.requests,
-                    th.max_error_rate,
-                    th.min_samples,
-                    hard,
-                    "errors",
+                    gate, stats.new.errors, stats.new.requests, th.max_error_rate, th.min_samples, hard, "errors"
                 )
             )
         elif gate == GateName.FALLBACK_RATIO:
@@ -289,8 +271,9 @@ def ledger_paths(path: Path) -> list[Path]:
     )
 
 
-def stream_ledger_rows(path: Path, since: float | None = None, skipped: LedgerSkips | None = None
-                       ) -> Iterator[LedgerRow]:
+def stream_ledger_rows(
+    path: Path, since: float | None = None, skipped: LedgerSkips | None = None
+) -> Iterator[LedgerRow]:
     """Request and shadow rows at or after `since`, one at a time (memory flat in the ledger's length);
     unreadable lines are counted in `skipped` once the iterator is exhausted, and the rows of that span that ledger
     retention deleted at once."""
@@ -300,8 +283,6 @@ def stream_ledger_rows(path: Path, since: float | None = None, skipped: LedgerSk
     if since is not None:
         files = files_that_may_hold(files, since)
     return (r for r in read_ledger_files(files, skipped) if since is None or r.ts >= since)
-
-
 
 
 def files_that_may_hold(files: Sequence[Path], since: float) -> list[Path]:
@@ -370,10 +351,7 @@ def stats_from_ledger(
     start: float | None = None
     end: float | None = None
     mirrored: list[LedgerRow] = []  # all samples_from_ledger(..., "shadow") looks at
-    lat: dict[str, dict[str, list[float]]] = {
-        "old": {"ttft": [], "tpot": []},
-        "new": {"ttft": [], "tpot": []},
-    }
+    lat: dict[str, dict[str, list[float]]] = {"old": {"ttft": [], "tpot": []}, "new": {"ttft": [], "tpot": []}}
     by_outcome: Counter[str] = Counter()
     unrouted = 0
     for r in rows:

@@ -58,8 +58,7 @@ class HoldingState(BaseModel):
 def start_holding(settings: HoldingSettings, now: float) -> HoldingState:
     """A fresh holding window starting `now`."""
     return HoldingState(
-        started_at=now,
-        windows={k: WindowState(ends_at=now + w.duration_s) for k, w in settings.windows.items()},
+        started_at=now, windows={k: WindowState(ends_at=now + w.duration_s) for k, w in settings.windows.items()}
     )
 
 
@@ -78,14 +77,18 @@ class OldArmView(BaseModel):
     """Can old take the traffic back right now? Its readiness is a gate of the holding window."""
 
     url: str
-    verdict: Verdict = Field(description="pass: the latest check is fresh and ready; fail: it was not ready; hold: "
-                                         "no check yet, or the latest is stale")
+    verdict: Verdict = Field(
+        description="pass: the latest check is fresh and ready; fail: it was not ready; hold: "
+        "no check yet, or the latest is stale"
+    )
     at_risk: bool = Field(description="Old is not known to be able to take the traffic back (verdict is not pass)")
     reason: str
     last: ReadyRecord | None = Field(default=None, description="The latest check; None: old was never checked")
     age_s: float | None = Field(default=None, description="Seconds since the latest check; None: never checked")
-    checks: int = Field(default=0, description="Checks since holding started (before holding: all of them; none "
-                                               "that recent: the latest alone)")
+    checks: int = Field(
+        default=0,
+        description="Checks since holding started (before holding: all of them; none that recent: the latest alone)",
+    )
     failures: int = Field(default=0, description="Failed checks since holding started")
 
 
@@ -103,11 +106,21 @@ def judge_old(url: str, records: list[ReadyRecord], now: float, stale_after_s: f
         return OldArmView(**base, verdict="hold", at_risk=True, reason="old has not been checked yet")
     age = now - last.ts
     if not last.ready:
-        return OldArmView(**base, age_s=age, verdict="fail", at_risk=True,
-                          reason=f"old cannot serve ({last.state}: {last.reason}); the rollback window is at risk")
+        return OldArmView(
+            **base,
+            age_s=age,
+            verdict="fail",
+            at_risk=True,
+            reason=f"old cannot serve ({last.state}: {last.reason}); the rollback window is at risk",
+        )
     if age > stale_after_s:
-        return OldArmView(**base, age_s=age, verdict="hold", at_risk=True,
-                          reason=f"last check of old is {age:.0f} s old (stale after {stale_after_s:g} s)")
+        return OldArmView(
+            **base,
+            age_s=age,
+            verdict="hold",
+            at_risk=True,
+            reason=f"last check of old is {age:.0f} s old (stale after {stale_after_s:g} s)",
+        )
     return OldArmView(**base, age_s=age, verdict="pass", at_risk=False, reason=f"old ready: {last.reason}")
 
 
@@ -127,25 +140,44 @@ class Prerequisite(BaseModel):
 def judge_drill(found: tuple[str, DrillResult] | None, now: float, req: DrillRequirement) -> Prerequisite:
     """The latest drill as a prerequisite: recent, recovered, within the acceptable outage."""
     if found is None:
-        return Prerequisite(name="drill", status="missing", required=req.required,
-                            detail=f"no drill.json under {req.runs}: run `switchover drill` (time "
-                            "the rollback once)")
+        return Prerequisite(
+            name="drill",
+            status="missing",
+            required=req.required,
+            detail=f"no drill.json under {req.runs}: run `switchover drill` (time the rollback once)",
+        )
     path, d = found
     age = now - d.started_wall
     if age > req.max_age_s:
-        return Prerequisite(name="drill", status="missing", required=req.required,
-                            detail=f"the last drill ({path}) is {age / 86400:.1f} days old, over "
-                            f"{req.max_age_s / 86400:g}: run it again")
+        return Prerequisite(
+            name="drill",
+            status="missing",
+            required=req.required,
+            detail=f"the last drill ({path}) is {age / 86400:.1f} days old, over "
+            f"{req.max_age_s / 86400:g}: run it again",
+        )
     if not d.ok or d.recovery_s is None:
-        return Prerequisite(name="drill", status="failed", required=req.required,
-                            detail=f"the last drill did not recover: {d.reason} ({path})")
+        return Prerequisite(
+            name="drill",
+            status="failed",
+            required=req.required,
+            detail=f"the last drill did not recover: {d.reason} ({path})",
+        )
     budget = req.max_recovery_s if req.max_recovery_s is not None else d.max_recovery_s
     if budget is not None and d.recovery_s > budget:
-        return Prerequisite(name="drill", status="failed", required=req.required,
-                            detail=f"recovery {d.recovery_s:.2f} s > acceptable {budget:g} s ({path})")
+        return Prerequisite(
+            name="drill",
+            status="failed",
+            required=req.required,
+            detail=f"recovery {d.recovery_s:.2f} s > acceptable {budget:g} s ({path})",
+        )
     within = f", within {budget:g} s" if budget is not None else ""
-    return Prerequisite(name="drill", status="ok", required=req.required,
-                        detail=f"first good answer on old {d.recovery_s:.2f} s after stopping new{within} ({path})")
+    return Prerequisite(
+        name="drill",
+        status="ok",
+        required=req.required,
+        detail=f"first good answer on old {d.recovery_s:.2f} s after stopping new{within} ({path})",
+    )
 
 
 class WindowReport(BaseModel):
@@ -196,9 +228,16 @@ def judge_window(
     now: float,
 ) -> WindowReport:
     """One window's status (pure): closed stays closed; a due window closes only on all-pass with old ready."""
-    base: dict[str, Any] = dict(failure_type=ftype, duration_s=duration_s, ends_at=ws.ends_at,
-                remaining_s=max(0.0, ws.ends_at - now), closed_at=ws.closed_at, gates=gates, custom=custom,
-                unwatched=not gates and not custom)
+    base: dict[str, Any] = dict(
+        failure_type=ftype,
+        duration_s=duration_s,
+        ends_at=ws.ends_at,
+        remaining_s=max(0.0, ws.ends_at - now),
+        closed_at=ws.closed_at,
+        gates=gates,
+        custom=custom,
+        unwatched=not gates and not custom,
+    )
     if ws.closed_at is not None:
         return WindowReport(**base, status="closed", reason="closed")
     report = WindowReport(**base, status="open")
@@ -209,11 +248,13 @@ def judge_window(
         return report.model_copy(update={"reason": f"{ws.ends_at - now:.0f} s left"})
     short = [f"{n} ({v})" for n, v, _ in report.verdicts() if v != "pass"]
     if short:
-        return report.model_copy(update={"status": "extended", "reason": "time is up but not every gate passes: "
-                                         + ", ".join(short)})
+        return report.model_copy(
+            update={"status": "extended", "reason": "time is up but not every gate passes: " + ", ".join(short)}
+        )
     if old.verdict != "pass":
-        return report.model_copy(update={"status": "extended",
-                                         "reason": f"time is up but old is not known to be ready ({old.reason})"})
+        return report.model_copy(
+            update={"status": "extended", "reason": f"time is up but old is not known to be ready ({old.reason})"}
+        )
     why = "time is up, nothing watched it (closes on time alone)" if report.unwatched else "time is up, gates pass"
     return report.model_copy(update={"status": "closing", "reason": why})
 
@@ -228,24 +269,36 @@ def decide_holding(
     warnings = []
     unwatched = [w.failure_type.value for w in windows if w.unwatched and w.status != "closed"]
     if unwatched:
-        warnings.append(f"no gate watches {', '.join(unwatched)}: those windows close on time alone "
-                        "(add a custom gate or the spot-check rating gate)")
+        warnings.append(
+            f"no gate watches {', '.join(unwatched)}: those windows close on time alone "
+            "(add a custom gate or the spot-check rating gate)"
+        )
     if old.at_risk:
         warnings.append(f"rollback window at risk: {old.reason}")
-    warnings += [f"rollback prerequisite {p.name}: {p.status}: {p.detail}" for p in prerequisites
-                 if p.status != "ok"]
-    base: dict[str, Any] = dict(started_at=state.started_at, ends_at=state.ends_at, ended_at=state.ended_at,
-                                at_risk=old.at_risk, windows=windows, old=old, prerequisites=prerequisites,
-                                warnings=warnings)
+    warnings += [f"rollback prerequisite {p.name}: {p.status}: {p.detail}" for p in prerequisites if p.status != "ok"]
+    base: dict[str, Any] = dict(
+        started_at=state.started_at,
+        ends_at=state.ends_at,
+        ended_at=state.ended_at,
+        at_risk=old.at_risk,
+        windows=windows,
+        old=old,
+        prerequisites=prerequisites,
+        warnings=warnings,
+    )
     if failed:
         what = "; ".join(f"{t.value}: {r}" for t, r in failed)
         if old.verdict != "pass":
-            return HoldingReport(**base, decision="rollback_blocked",
-                                 reason=f"{what}; but old cannot take the traffic back ({old.reason})")
+            return HoldingReport(
+                **base,
+                decision="rollback_blocked",
+                reason=f"{what}; but old cannot take the traffic back ({old.reason})",
+            )
         return HoldingReport(**base, decision="rollback", reason=what)
     if not open_after:
-        return HoldingReport(**base, decision="end", closing=closing,
-                             reason="every failure type's window has closed: old may be retired")
+        return HoldingReport(
+            **base, decision="end", closing=closing, reason="every failure type's window has closed: old may be retired"
+        )
     left = ", ".join(f"{w.failure_type.value} ({w.reason})" for w in open_after)
     return HoldingReport(**base, decision="hold", closing=closing, reason=f"holding: {left}")
 

@@ -82,8 +82,15 @@ class HoldingDesk:
 
     def prerequisites(self, old: OldArmView) -> list[Prerequisite]:
         m = self.r.migration.old
-        return collect_prerequisites(config_path=self.r.config_path, old_url=m.url, old_engine=m.engine.value,
-                                     settings=self.settings, old=old, now=self.r.clock(), metrics=self.metrics)
+        return collect_prerequisites(
+            config_path=self.r.config_path,
+            old_url=m.url,
+            old_engine=m.engine.value,
+            settings=self.settings,
+            old=old,
+            now=self.r.clock(),
+            metrics=self.metrics,
+        )
 
     def entry_blockers(self, state: RolloutState) -> list[str]:
         """Before the stage that opens the holding window: a fresh check of old, and every prerequisite."""
@@ -100,17 +107,27 @@ class HoldingDesk:
             return new, []
         now = self.r.clock()
         # the last stage's window, streamed (Prometheus as the source: no ledger rows, an empty baseline)
-        rows = (window_rows(self.r.ledger_path(), tr.ts - self.r.settings.window_s, tr.ts)
-                if self.r.settings.source == "ledger" else iter(()))
-        baseline = take_baseline(rows, now=now, max_samples=self.settings.baseline_samples,
-                                 typer=TaskTyper(self.r.settings.task_types))
+        rows = (
+            window_rows(self.r.ledger_path(), tr.ts - self.r.settings.window_s, tr.ts)
+            if self.r.settings.source == "ledger"
+            else iter(())
+        )
+        baseline = take_baseline(
+            rows, now=now, max_samples=self.settings.baseline_samples, typer=TaskTyper(self.r.settings.task_types)
+        )
         self.r.store.write_model(BASELINE_FILE, baseline)
         holding = start_holding(self.settings, now)
         windows = ", ".join(f"{k.value} {w.duration_s / 3600:g} h" for k, w in self.settings.windows.items())
-        line = Transition(ts=now, who=actor(), action="holding_start", from_stage=new.stage_name,
-                          to_stage=new.stage_name, from_weight=new.weight, to_weight=new.weight,
-                          why=f"rollback window opened (old kept warm): {windows}; baseline of old from "
-                          f"{baseline.ttft_n} answers")
+        line = Transition(
+            ts=now,
+            who=actor(),
+            action="holding_start",
+            from_stage=new.stage_name,
+            to_stage=new.stage_name,
+            from_weight=new.weight,
+            to_weight=new.weight,
+            why=f"rollback window opened (old kept warm): {windows}; baseline of old from {baseline.ttft_n} answers",
+        )
         return sm.enter_holding(new, holding), [line]
 
     # --- judging ---------------------------------------------------------------------------------------------
@@ -149,15 +166,27 @@ class HoldingDesk:
                 continue
             if eval_s not in cache:  # one read per evaluation window, for every gate judged on it
                 since = max(now - eval_s, state.holding.started_at)
-                cache[eval_s] = read_window(self.r.settings, self.r.ledger_path, since=since, now=now,
-                                            with_shadow=False, gates=list(by_eval[eval_s].values()))
+                cache[eval_s] = read_window(
+                    self.r.settings,
+                    self.r.ledger_path,
+                    since=since,
+                    now=now,
+                    with_shadow=False,
+                    gates=list(by_eval[eval_s].values()),
+                )
             window = cache[eval_s]
             stats = with_baseline(window.stats, baseline, th.min_samples)
             main_stats = main_stats or stats
             results = evaluate(stats, builtin, th)
-            customs = judge_custom(custom, self.r.settings, window, baseline=baseline,
-                                   since_switch=self.r.rows_since_switch, query=self.r.query,
-                                   review=self.r.review_summary)
+            customs = judge_custom(
+                custom,
+                self.r.settings,
+                window,
+                baseline=baseline,
+                since_switch=self.r.rows_since_switch,
+                query=self.r.query,
+                review=self.r.review_summary,
+            )
             reports.append(judge_window(ftype, duration, ws, results, customs, old, now))
         pre = self.prerequisites(old)
         report = decide_holding(state.holding, reports, old, pre)
@@ -170,10 +199,15 @@ class HoldingDesk:
         report, stats = self.report(state)
         open_ = [w for w in report.windows if w.status != "closed"]
         decision = {"rollback": "rollback", "end": "advance"}.get(report.decision, "hold")
-        return GateReport(stage=state.stage_name, decision=decision,  # type: ignore[arg-type]
-                          results=[g for w in open_ for g in w.gates], custom=[c for w in open_ for c in w.custom],
-                          stats=stats, holding=report,
-                          blockers=[report.reason] if report.decision in ("hold", "rollback_blocked") else [])
+        return GateReport(
+            stage=state.stage_name,
+            decision=decision,  # type: ignore[arg-type]
+            results=[g for w in open_ for g in w.gates],
+            custom=[c for w in open_ for c in w.custom],
+            stats=stats,
+            holding=report,
+            blockers=[report.reason] if report.decision in ("hold", "rollback_blocked") else [],
+        )
 
     # --- acting ----------------------------------------------------------------------------------------------
     def step(self, state: RolloutState, *, why: str, force: bool) -> ActionResult:
@@ -189,16 +223,28 @@ class HoldingDesk:
         if hr.decision == "rollback":
             return self.r._auto_rollback(state, report, to=self.settings.on_fail)
         if hr.decision == "rollback_blocked":
-            return ActionResult(action="rollback_blocked", state=self.r.view(state), report=report,
-                                message=f"ROLLBACK BLOCKED: {hr.reason}")
+            return ActionResult(
+                action="rollback_blocked",
+                state=self.r.view(state),
+                report=report,
+                message=f"ROLLBACK BLOCKED: {hr.reason}",
+            )
         now = self.r.clock()
         closing = list(hr.closing)
         forced = force and hr.decision == "hold"
         if forced:
             closing = [w.failure_type for w in hr.windows if w.status != "closed"]
-        lines = [self._line("window_end", state, now,
-                            f"{ftype.value} window closed" + (f" early by hand: {why}" if forced else ""),
-                            report.summary(), window=ftype.value) for ftype in closing]
+        lines = [
+            self._line(
+                "window_end",
+                state,
+                now,
+                f"{ftype.value} window closed" + (f" early by hand: {why}" if forced else ""),
+                report.summary(),
+                window=ftype.value,
+            )
+            for ftype in closing
+        ]
         holding = close_windows(state.holding, closing, now)
         new = sm.update_holding(state, holding) if closing else state
         if holding.ended_at is not None:
@@ -209,16 +255,36 @@ class HoldingDesk:
             for line in lines:
                 self.r.store.append(line)
         if holding.ended_at is not None:
-            return ActionResult(action="holding_end", state=self.r.view(new), report=report, transitions=lines,
-                                transition=lines[-1], message="holding ended: old may be retired")
+            return ActionResult(
+                action="holding_end",
+                state=self.r.view(new),
+                report=report,
+                transitions=lines,
+                transition=lines[-1],
+                message="holding ended: old may be retired",
+            )
         closed = f"closed {', '.join(f.value for f in closing)}; " if closing else ""
-        return ActionResult(action="hold", state=self.r.view(new), report=report, transitions=lines,
-                            message=f"holding: {closed}{hr.reason}")
+        return ActionResult(
+            action="hold",
+            state=self.r.view(new),
+            report=report,
+            transitions=lines,
+            message=f"holding: {closed}{hr.reason}",
+        )
 
-    def _line(self, action: str, state: RolloutState, now: float, why: str, gates: dict[str, str],
-              window: str | None = None) -> Transition:
-        data: dict[str, Any] = dict(ts=now, who=actor(), action=action, from_stage=state.stage_name,
-                                    to_stage=state.stage_name, from_weight=state.weight, to_weight=state.weight,
-                                    why=why, gates=gates, window=window)
+    def _line(
+        self, action: str, state: RolloutState, now: float, why: str, gates: dict[str, str], window: str | None = None
+    ) -> Transition:
+        data: dict[str, Any] = dict(
+            ts=now,
+            who=actor(),
+            action=action,
+            from_stage=state.stage_name,
+            to_stage=state.stage_name,
+            from_weight=state.weight,
+            to_weight=state.weight,
+            why=why,
+            gates=gates,
+            window=window,
+        )
         return Transition(**data)
-

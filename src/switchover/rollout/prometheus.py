@@ -108,8 +108,9 @@ def _connect(scheme: str, host: str, port: int, deadline: _Deadline) -> socket.s
         try:
             sock.connect(addr)
             if scheme == "https":
-                sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host,
-                                                                do_handshake_on_connect=False)
+                sock = ssl.create_default_context().wrap_socket(
+                    sock, server_hostname=host, do_handshake_on_connect=False
+                )
                 deadline.watch(sock)
                 sock.do_handshake()
             return sock
@@ -175,17 +176,23 @@ def _fetch(source: PrometheusSource, url: str, query: str) -> tuple[int, bytes |
             if not location or _origin(target) != home:
                 shown = urllib.parse.urlsplit(target)
                 where = printable(f"{shown.scheme}://{shown.netloc}", 200) if location else "nowhere"
-                raise Unreachable(f"Prometheus {source.url} redirected {query!r} to {where}: not followed (the "
-                                  "query goes only to rollout.prometheus.url's host; set it to the final address)")
+                raise Unreachable(
+                    f"Prometheus {source.url} redirected {query!r} to {where}: not followed (the "
+                    "query goes only to rollout.prometheus.url's host; set it to the final address)"
+                )
             url = target
         raise Unreachable(f"Prometheus {source.url}: more than {MAX_REDIRECTS} redirects for {query!r}")
     except TimeoutError:
-        raise Unreachable(f"Prometheus {source.url} did not answer {query!r} within {source.timeout_s:g} s "
-                          "(rollout.prometheus.timeout_s bounds the whole query)") from None
+        raise Unreachable(
+            f"Prometheus {source.url} did not answer {query!r} within {source.timeout_s:g} s "
+            "(rollout.prometheus.timeout_s bounds the whole query)"
+        ) from None
     except (http.client.HTTPException, OSError) as exc:
         if deadline.fired:
-            raise Unreachable(f"Prometheus {source.url} did not answer {query!r} within {source.timeout_s:g} s "
-                              "(rollout.prometheus.timeout_s bounds the whole query)") from None
+            raise Unreachable(
+                f"Prometheus {source.url} did not answer {query!r} within {source.timeout_s:g} s "
+                "(rollout.prometheus.timeout_s bounds the whole query)"
+            ) from None
         raise Unreachable(f"Prometheus {source.url} unreachable: {printable(str(exc), 300)}") from None
     finally:
         deadline.cancel()
@@ -211,8 +218,10 @@ def promql_vector(source: PrometheusSource, query: str) -> Series:
             raise BadInput(f"Prometheus rejected {query!r}: {detail or status}")
         raise Unreachable(f"Prometheus {source.url} answered {status} to {query!r}" + (f": {detail}" if detail else ""))
     if raw is None:
-        raise BadInput(f"Prometheus answered {query!r} with more than {MAX_ANSWER_BYTES >> 20} MiB: a gate "
-                       "query must aggregate (sum by, histogram_quantile), not list raw series")
+        raise BadInput(
+            f"Prometheus answered {query!r} with more than {MAX_ANSWER_BYTES >> 20} MiB: a gate "
+            "query must aggregate (sum by, histogram_quantile), not list raw series"
+        )
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -243,9 +252,14 @@ def series_of(source: PrometheusSource, query: str, data: Any) -> Series:
             return [({}, _value(data["result"]))]
         if kind != "vector" or not isinstance(data.get("result"), list):
             raise ValueError(f"resultType {printable(repr(kind), 80)}")
-        return [({printable(str(k), 200): printable(str(v), 200) for k, v in dict(item.get("metric") or {}).items()},
-                 _value(item["value"]))
-                for item in data["result"]]
+        return [
+            (
+                {printable(str(k), 200): printable(str(v), 200) for k, v in dict(item.get("metric") or {}).items()},
+                _value(item["value"]),
+            )
+            for item in data["result"]
+        ]
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise Unreachable(f"Prometheus {source.url} answered {query!r} in an unexpected shape "
-                          f"({printable(str(exc), 200)})") from None
+        raise Unreachable(
+            f"Prometheus {source.url} answered {query!r} in an unexpected shape ({printable(str(exc), 200)})"
+        ) from None

@@ -34,11 +34,15 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coro).result()
 
 
-def ready_check(url: str, model: str | None, max_ms: float, *, engine: str | None = None,
-                engine_version: str | None = None) -> Readiness:
+def ready_check(
+    url: str, model: str | None, max_ms: float, *, engine: str | None = None, engine_version: str | None = None
+) -> Readiness:
     """`switchover ready`'s 1-token check, synchronously; a loading answer is told by `engine`'s profile."""
-    return run_sync(check_ready(url, model=model, max_ms=max_ms, connect_timeout_s=2.0, engine=engine,
-                                engine_version=engine_version))
+    return run_sync(
+        check_ready(
+            url, model=model, max_ms=max_ms, connect_timeout_s=2.0, engine=engine, engine_version=engine_version
+        )
+    )
 
 
 def metrics_check(url: str) -> str | None:
@@ -54,8 +58,9 @@ def metrics_check(url: str) -> str | None:
 
 def record(res: Readiness, now: float) -> ReadyRecord:
     """A readiness result as an old_ready.jsonl line."""
-    return ReadyRecord(ts=now, url=res.url, ready=res.ready, state=res.state.value, reason=res.reason,
-                       elapsed_ms=res.elapsed_ms)
+    return ReadyRecord(
+        ts=now, url=res.url, ready=res.ready, state=res.state.value, reason=res.reason, elapsed_ms=res.elapsed_ms
+    )
 
 
 def latest_drill(runs: Path) -> tuple[Path, DrillResult] | None:
@@ -82,8 +87,12 @@ def _resolve(base: Path, p: str) -> Path:
 
 def _paths(base: Path, items: list[str], what: str, name: Literal["config", "weights"], hint: str) -> Prerequisite:
     if not items:
-        return Prerequisite(name=name, status="unverified", required=False,
-                            detail=f"no {what} listed: set rollout.holding.prerequisites.{hint}")
+        return Prerequisite(
+            name=name,
+            status="unverified",
+            required=False,
+            detail=f"no {what} listed: set rollout.holding.prerequisites.{hint}",
+        )
     missing, empty = [], []
     for item in items:
         p = _resolve(base, item)
@@ -92,8 +101,9 @@ def _paths(base: Path, items: list[str], what: str, name: Literal["config", "wei
         elif p.is_dir() and not any(p.iterdir()):
             empty.append(str(p))
     if missing or empty:
-        parts = ([f"missing: {', '.join(missing)}"] if missing else []) + ([f"empty: {', '.join(empty)}"]
-                                                                          if empty else [])
+        parts = ([f"missing: {', '.join(missing)}"] if missing else []) + (
+            [f"empty: {', '.join(empty)}"] if empty else []
+        )
         return Prerequisite(name=name, status="failed", detail=f"{what}: " + "; ".join(parts))
     return Prerequisite(name=name, status="ok", detail=f"{what} present: {', '.join(items)}")
 
@@ -108,10 +118,16 @@ def route_prerequisite(config_path: Path) -> Prerequisite:
     except OSError as exc:
         return Prerequisite(name="route", status="failed", detail=f"{config_path}: cannot read: {exc.strerror}")
     if not os.access(config_path, os.W_OK) or not os.access(config_path.parent, os.W_OK):
-        return Prerequisite(name="route", status="failed",
-                            detail=f"{config_path} (or its folder) is not writable: the rollback line cannot be set")
-    return Prerequisite(name="route", status="ok",
-                        detail=f"gateway.rollback / weight in {config_path.name} can be set (hot reload, no release)")
+        return Prerequisite(
+            name="route",
+            status="failed",
+            detail=f"{config_path} (or its folder) is not writable: the rollback line cannot be set",
+        )
+    return Prerequisite(
+        name="route",
+        status="ok",
+        detail=f"gateway.rollback / weight in {config_path.name} can be set (hot reload, no release)",
+    )
 
 
 def collect_prerequisites(
@@ -143,18 +159,29 @@ def collect_prerequisites(
 
 def _monitoring(old_url: str, engine: str, enabled: bool, metrics: MetricsCheck) -> Prerequisite:
     if not enabled:
-        return Prerequisite(name="monitoring", status="unverified", required=False,
-                            detail="not checked (rollout.holding.prerequisites.monitoring: false)")
+        return Prerequisite(
+            name="monitoring",
+            status="unverified",
+            required=False,
+            detail="not checked (rollout.holding.prerequisites.monitoring: false)",
+        )
     from switchover.engines.profile import load_profile
 
     try:
         path = load_profile(engine).metrics_endpoint.path
     except SwitchoverError:
-        return Prerequisite(name="monitoring", status="unverified", required=False,
-                            detail=f"no engine profile for {engine!r}: its metrics endpoint is not known")
+        return Prerequisite(
+            name="monitoring",
+            status="unverified",
+            required=False,
+            detail=f"no engine profile for {engine!r}: its metrics endpoint is not known",
+        )
     url = old_url.rstrip("/") + path
     problem = metrics(url)
     if problem:
-        return Prerequisite(name="monitoring", status="failed",
-                            detail=f"old's metrics {url} did not answer: {problem} (dashboards would go dark)")
+        return Prerequisite(
+            name="monitoring",
+            status="failed",
+            detail=f"old's metrics {url} did not answer: {problem} (dashboards would go dark)",
+        )
     return Prerequisite(name="monitoring", status="ok", detail=f"old's metrics answer at {url}")

@@ -18,11 +18,13 @@ from switchover.rollout.rollback_ready import latest_drill
 class RollbackEvidence(BaseModel):
     """What `check` keeps as rollback.json and `report` shows."""
 
-    rollout_status: str = Field(description="The rollout's status: not_started, in_progress, rolled_back, complete, "
-                                            "holding or abandoned")
+    rollout_status: str = Field(
+        description="The rollout's status: not_started, in_progress, rolled_back, complete, holding or abandoned"
+    )
     stage: str = Field(description="The rollout's stage ('0%' before the first)")
-    drill: DrillResult | None = Field(default=None, description="The latest drill (drill.json under "
-                                                                "holding.drill.runs); None: none found")
+    drill: DrillResult | None = Field(
+        default=None, description="The latest drill (drill.json under holding.drill.runs); None: none found"
+    )
     drill_file: str | None = None
     prerequisites: list[Prerequisite] = Field(default_factory=list, description="What a rollback needs, checked now")
     holding: HoldingReport | None = Field(default=None, description="The last holding report, while/after holding")

@@ -50,8 +50,10 @@ def has_rollout(text: str) -> bool:
 def with_schedule(text: str) -> str:
     """The migration file's text with the checklist schedule appended (it must have no rollout: section)."""
     if has_rollout(text):
-        raise BadInput("switchover.yaml already has a rollout: section; `switchover rollout init --print` shows the "
-                       "checklist schedule to merge by hand")
+        raise BadInput(
+            "switchover.yaml already has a rollout: section; `switchover rollout init --print` shows the "
+            "checklist schedule to merge by hand"
+        )
     return text + ("" if not text or text.endswith("\n") else "\n") + "\n" + SECTION
 
 

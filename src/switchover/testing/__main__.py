@@ -15,16 +15,22 @@ EXAMPLE = "Example: python -m switchover.testing zero --port 0 --itl-ms 1"
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m switchover.testing",
-                                 description="A fake OpenAI-compatible engine on 127.0.0.1 (tests and benchmarks).",
-                                 epilog=EXAMPLE)
+    ap = argparse.ArgumentParser(
+        prog="python -m switchover.testing",
+        description="A fake OpenAI-compatible engine on 127.0.0.1 (tests and benchmarks).",
+        epilog=EXAMPLE,
+    )
     sub = ap.add_subparsers(dest="kind", required=True)
-    zero = sub.add_parser("zero", help="zero-work streaming (the load generator's harness); prints the port",
-                          epilog=EXAMPLE)
+    zero = sub.add_parser(
+        "zero", help="zero-work streaming (the load generator's harness); prints the port", epilog=EXAMPLE
+    )
     zero.add_argument("--chunks", type=int, default=128, help="events per response when max_tokens is absent")
     zero.add_argument("--itl-ms", type=float, default=0.0, help="pause between events (0 = all at once)")
-    scripted = sub.add_parser("scripted", help="fault-injecting engine (X-Fault header or POST /faults)",
-                              epilog="Example: python -m switchover.testing scripted --port 9001 --name new")
+    scripted = sub.add_parser(
+        "scripted",
+        help="fault-injecting engine (X-Fault header or POST /faults)",
+        epilog="Example: python -m switchover.testing scripted --port 9001 --name new",
+    )
     scripted.add_argument("--name", default="new", help="this engine's name for X-Fault-Arm")
     scripted.add_argument("--model", default="fake-model")
     scripted.add_argument("--delay-ms", type=float, default=0.0, help="latency before every answer")
@@ -36,6 +42,7 @@ def parser() -> argparse.ArgumentParser:
 
 async def _scripted(args: argparse.Namespace) -> None:
     from switchover.testing.engine import FakeEngine  # here: the zero-work server does not load aiohttp's server
+
     if args.load_s > 0:
         await asyncio.sleep(args.load_s)  # the scenario: an engine that takes this long to start listening
     engine = await FakeEngine(args.name, args.model, args.delay_ms).start(port=args.port)

@@ -34,8 +34,15 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 class FakeEngine:
     """The aiohttp application, its fault script, and optionally a persona or a raw handler."""
 
-    def __init__(self, name: str = "fake", model: str | None = None, delay_ms: float = 0.0, keep_bodies: int = 0,
-                 persona: Persona | None = None, handler: Handler | None = None) -> None:
+    def __init__(
+        self,
+        name: str = "fake",
+        model: str | None = None,
+        delay_ms: float = 0.0,
+        keep_bodies: int = 0,
+        persona: Persona | None = None,
+        handler: Handler | None = None,
+    ) -> None:
         self.name = name
         self.persona = persona
         self.model = model or (persona.served if persona else "fake-model")
@@ -50,14 +57,18 @@ class FakeEngine:
         self._rng = random.Random(0)
         self._runner: web.AppRunner | None = None
         self._routes: dict[tuple[str, str], Handler] = {
-            ("POST", "/v1/completions"): self._generate, ("POST", "/v1/chat/completions"): self._generate,
-            ("POST", "/v1/embeddings"): self._embeddings, ("GET", "/v1/models"): self._models,
-            ("GET", "/health"): self._health, ("GET", "/stats"): self._stats, ("POST", "/faults"): self._faults,
-            ("POST", "/tokenize"): self._tokenize}
+            ("POST", "/v1/completions"): self._generate,
+            ("POST", "/v1/chat/completions"): self._generate,
+            ("POST", "/v1/embeddings"): self._embeddings,
+            ("GET", "/v1/models"): self._models,
+            ("GET", "/health"): self._health,
+            ("GET", "/stats"): self._stats,
+            ("POST", "/faults"): self._faults,
+            ("POST", "/tokenize"): self._tokenize,
+        }
 
     # ---- the script ----------------------------------------------------------------------------------------
-    def script(self, sequence: list[str] | None = None, weights: dict[str, float] | None = None,
-               seed: int = 0) -> None:
+    def script(self, sequence: list[str] | None = None, weights: dict[str, float] | None = None, seed: int = 0) -> None:
         """Set what the next requests do (a sequence is consumed first, then weighted random, then ok)."""
         self._sequence = list(sequence or [])
         self._weights = list((weights or {}).items())
@@ -127,8 +138,7 @@ class FakeEngine:
             return await self.handler(request)
         route = self._routes.get((request.method, request.path))
         if route is None:
-            return web.json_response({"error": {"message": "not found", "type": "not_found", "code": 404}},
-                                     status=404)
+            return web.json_response({"error": {"message": "not found", "type": "not_found", "code": 404}}, status=404)
         return await route(request)
 
     # ---- routes --------------------------------------------------------------------------------------------
@@ -137,15 +147,23 @@ class FakeEngine:
 
     async def _stats(self, request: web.Request) -> web.Response:
         s = self.stats
-        return web.json_response({"requests": s.requests, "by_mode": s.by_mode, "completed": s.completed,
-                                  "cancelled": s.cancelled, "in_flight": s.in_flight})
+        return web.json_response(
+            {
+                "requests": s.requests,
+                "by_mode": s.by_mode,
+                "completed": s.completed,
+                "cancelled": s.cancelled,
+                "in_flight": s.in_flight,
+            }
+        )
 
     async def _faults(self, request: web.Request) -> web.Response:
         spec = await self._body(request)
         bad = _bad_script(spec)
         if spec is None or bad:  # a 400 naming the field, not a handler traceback or a script that breaks later
-            return web.json_response({"error": {"message": bad or "a JSON object", "type": "invalid_request_error",
-                                                "code": 400}}, status=400)
+            return web.json_response(
+                {"error": {"message": bad or "a JSON object", "type": "invalid_request_error", "code": 400}}, status=400
+            )
         self.script(spec.get("sequence"), spec.get("weights"), int(spec.get("seed", 0)))
         return web.json_response({"ok": True})
 
@@ -163,8 +181,14 @@ class FakeEngine:
 
     async def _embeddings(self, request: web.Request) -> web.Response:
         self.stats.requests += 1
-        return web.json_response({"object": "list", "model": self.model, "upstream": self.name,
-                                  "data": [{"object": "embedding", "index": 0, "embedding": [0.0]}]})
+        return web.json_response(
+            {
+                "object": "list",
+                "model": self.model,
+                "upstream": self.name,
+                "data": [{"object": "embedding", "index": 0, "embedding": [0.0]}],
+            }
+        )
 
     async def _body(self, request: web.Request) -> dict[str, Any] | None:
         try:
@@ -180,7 +204,7 @@ class FakeEngine:
         try:
             body = await self._body(request)
             if self.keep_bodies and body is not None:
-                s.bodies = [*s.bodies[-(self.keep_bodies - 1):], body] if self.keep_bodies > 1 else [body]
+                s.bodies = [*s.bodies[-(self.keep_bodies - 1) :], body] if self.keep_bodies > 1 else [body]
             mode, _, arg = self._pick(request).partition(":")
             if not modes.bad_mode(mode, arg):  # counted by known mode only: a client's X-Fault cannot grow the dict
                 s.by_mode[mode] = s.by_mode.get(mode, 0) + 1
@@ -196,18 +220,21 @@ class FakeEngine:
         finally:
             s.in_flight -= 1
 
-    async def _answer(self, request: web.Request, body: dict[str, Any] | None, mode: str,
-                      arg: str) -> web.StreamResponse:
+    async def _answer(
+        self, request: web.Request, body: dict[str, Any] | None, mode: str, arg: str
+    ) -> web.StreamResponse:
         chat = request.path.endswith("/chat/completions")
         bad = modes.bad_mode(mode, arg)
         if bad:
-            return web.json_response({"error": {"message": bad, "type": "invalid_request_error", "code": 400}},
-                                     status=400)
+            return web.json_response(
+                {"error": {"message": bad, "type": "invalid_request_error", "code": 400}}, status=400
+            )
         if self.persona is not None and mode == "ok":
             return await persona.answer(self.persona, request, body, chat)
         if body is None:
-            return web.json_response({"error": {"message": "invalid JSON", "type": "invalid_request_error",
-                                                "code": 400}}, status=400)
+            return web.json_response(
+                {"error": {"message": "invalid JSON", "type": "invalid_request_error", "code": 400}}, status=400
+            )
         return await modes.respond(modes.Call(request, body, mode, arg, self.model, self.stats), self.delay_s)
 
 
@@ -218,9 +245,13 @@ def _bad_script(spec: dict[str, Any] | None) -> str | None:
     seq, weights, seed = spec.get("sequence"), spec.get("weights"), spec.get("seed", 0)
     if seq is not None and not (isinstance(seq, list) and all(isinstance(m, str) for m in seq)):
         return "sequence: a list of mode strings"
-    if weights is not None and not (isinstance(weights, dict) and all(
-            isinstance(w, int | float) and not isinstance(w, bool) and 0 <= w < float("inf")
-            for w in weights.values()) and (not weights or sum(weights.values()) > 0)):
+    if weights is not None and not (
+        isinstance(weights, dict)
+        and all(
+            isinstance(w, int | float) and not isinstance(w, bool) and 0 <= w < float("inf") for w in weights.values()
+        )
+        and (not weights or sum(weights.values()) > 0)
+    ):
         return "weights: an object of mode -> non-negative number, not all 0"
     try:
         int(seed)

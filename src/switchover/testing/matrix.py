@@ -13,13 +13,26 @@ import orjson
 from switchover.testing.engine import FakeEngine
 
 DEFAULT_MIX: dict[str, float] = {
-    "ok": 40, "status:503": 8, "status:500": 4, "status:400": 2, "refuse": 6, "hang:1.5": 4, "die_mid:0": 4,
-    "die_mid:2": 6, "drip:5": 6, "malformed:0": 3, "malformed:2": 5,
-    "error_event:1": 4, "truncate:2": 4, "hang:0.05": 4}
+    "ok": 40,
+    "status:503": 8,
+    "status:500": 4,
+    "status:400": 2,
+    "refuse": 6,
+    "hang:1.5": 4,
+    "die_mid:0": 4,
+    "die_mid:2": 6,
+    "drip:5": 6,
+    "malformed:0": 3,
+    "malformed:2": 5,
+    "error_event:1": 4,
+    "truncate:2": 4,
+    "hang:0.05": 4,
+}
 
 
-async def fault_matrix(run_dir: Any, n: int, concurrency: int = 32, seed: int = 1,
-                       mix: dict[str, float] | None = None) -> dict[str, Any]:
+async def fault_matrix(
+    run_dir: Any, n: int, concurrency: int = 32, seed: int = 1, mix: dict[str, float] | None = None
+) -> dict[str, Any]:
     """Send `n` requests (stream and not, chat and completions) through a gateway whose two upstreams fail at
     random; returns counts to check that every request got exactly one ledger row and none hung."""
     import aiohttp
@@ -37,11 +50,20 @@ async def fault_matrix(run_dir: Any, n: int, concurrency: int = 32, seed: int = 
     bound_s = (300 + 1000 + 500 * 2) / 1000 + 1.0  # fallback wait + old first byte + idle gaps + 1 s slack
     rng = random.Random(seed)
     async with old.running() as old_url, new.running() as new_url:
-        m = Migration.model_validate({
-            "old": {"url": old_url, "engine": "vllm"}, "new": {"url": new_url, "engine": "llamacpp"},
-            "gateway": {"weight": 50, "run_dir": str(run_dir), "fallback": {"on_timeout_ms": 300},
-                        "timeouts": timeouts, "kill_switch": {"enabled": False},
-                        "shadow": {"percent": 10, "max_concurrency": 4, "timeout_ms": 1500}}})
+        m = Migration.model_validate(
+            {
+                "old": {"url": old_url, "engine": "vllm"},
+                "new": {"url": new_url, "engine": "llamacpp"},
+                "gateway": {
+                    "weight": 50,
+                    "run_dir": str(run_dir),
+                    "fallback": {"on_timeout_ms": 300},
+                    "timeouts": timeouts,
+                    "kill_switch": {"enabled": False},
+                    "shadow": {"percent": 10, "max_concurrency": 4, "timeout_ms": 1500},
+                },
+            }
+        )
         gw = Gateway(m, None, run_dir=run_dir)
         durations: list[float] = []
         statuses: dict[int, int] = {}
@@ -58,8 +80,10 @@ async def fault_matrix(run_dir: Any, n: int, concurrency: int = 32, seed: int = 
 
         watcher = asyncio.ensure_future(watch_lag())
         t_start = time.perf_counter()
-        async with running_gateway(gw, port=0) as url, aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=concurrency)) as http:
+        async with (
+            running_gateway(gw, port=0) as url,
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as http,
+        ):
 
             async def one(i: int) -> None:
                 rid = f"req-{i:06d}"
@@ -72,8 +96,12 @@ async def fault_matrix(run_dir: Any, n: int, concurrency: int = 32, seed: int = 
                 async with sem:
                     t0 = time.perf_counter()
                     try:
-                        async with http.post(url + path, data=orjson.dumps(body), timeout=aiohttp.ClientTimeout(
-                                total=bound_s + 5), headers={"X-Request-Id": rid, "x-tenant-id": f"t{i % 97}"}) as r:
+                        async with http.post(
+                            url + path,
+                            data=orjson.dumps(body),
+                            timeout=aiohttp.ClientTimeout(total=bound_s + 5),
+                            headers={"X-Request-Id": rid, "x-tenant-id": f"t{i % 97}"},
+                        ) as r:
                             await r.read()
                             statuses[r.status] = statuses.get(r.status, 0) + 1
                     except (aiohttp.ClientError, TimeoutError) as exc:
@@ -93,9 +121,17 @@ async def fault_matrix(run_dir: Any, n: int, concurrency: int = 32, seed: int = 
     outcomes: dict[str, int] = {}
     for r in rows:
         outcomes[r.outcome] = outcomes.get(r.outcome, 0) + 1
-    return {"requests": n, "rows": len(rows), "missing": len(set(sent) - set(ids)),
-            "duplicates": len(ids) - len(set(ids)), "outcomes": outcomes, "client_statuses": statuses,
-            "max_duration_s": max(durations, default=None),
-            "bound_s": bound_s, "elapsed_s": elapsed, "max_loop_lag_s": lag,
-            "over_bound": sum(d >= bound_s for d in durations),
-            "fallbacks": sum(1 for r in rows if r.fallback_reason)}
+    return {
+        "requests": n,
+        "rows": len(rows),
+        "missing": len(set(sent) - set(ids)),
+        "duplicates": len(ids) - len(set(ids)),
+        "outcomes": outcomes,
+        "client_statuses": statuses,
+        "max_duration_s": max(durations, default=None),
+        "bound_s": bound_s,
+        "elapsed_s": elapsed,
+        "max_loop_lag_s": lag,
+        "over_bound": sum(d >= bound_s for d in durations),
+        "fallbacks": sum(1 for r in rows if r.fallback_reason),
+    }

@@ -28,8 +28,21 @@ from aiohttp import web
 
 from switchover.testing import render
 
-MODES = ("ok", "refuse", "status", "hang", "stall", "die_mid", "drip", "trickle", "malformed", "error_event",
-         "truncate", "no_usage", "json")
+MODES = (
+    "ok",
+    "refuse",
+    "status",
+    "hang",
+    "stall",
+    "die_mid",
+    "drip",
+    "trickle",
+    "malformed",
+    "error_event",
+    "truncate",
+    "no_usage",
+    "json",
+)
 JSON_PIECES = ('{"a":', " 1}")
 ID = "cmpl-fake"
 _CUT_AFTER_K = ("stall", "die_mid", "malformed", "error_event", "truncate")  # modes whose arg is K events
@@ -101,7 +114,7 @@ class _Writer:
             await self.resp.write(data)
             return
         for i in range(len(data)):
-            await self.resp.write(data[i:i + 1])
+            await self.resp.write(data[i : i + 1])
             await asyncio.sleep(self.byte_gap_s)  # the scenario: slow bytes
 
 
@@ -137,8 +150,12 @@ async def _end_stall(call: Call, out: _Writer) -> None:
 
 
 _ENDINGS: dict[str, Callable[[Call, _Writer], Awaitable[None]]] = {
-    "die_mid": _end_cut, "malformed": _end_malformed, "error_event": _end_error_event, "truncate": _end_silent,
-    "stall": _end_stall}
+    "die_mid": _end_cut,
+    "malformed": _end_malformed,
+    "error_event": _end_error_event,
+    "truncate": _end_silent,
+    "stall": _end_stall,
+}
 
 
 async def _stream(call: Call) -> web.StreamResponse:

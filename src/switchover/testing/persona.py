@@ -11,14 +11,59 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-VOCAB = ["the", " sea", " light", "house", " keep", "er", " found", " bottle", " with", " a", " note", ",",
-         " and", " wave", "s", " night", " storm", ".", " he", " read", " it", " again", " old", " map"]
+VOCAB = [
+    "the",
+    " sea",
+    " light",
+    "house",
+    " keep",
+    "er",
+    " found",
+    " bottle",
+    " with",
+    " a",
+    " note",
+    ",",
+    " and",
+    " wave",
+    "s",
+    " night",
+    " storm",
+    ".",
+    " he",
+    " read",
+    " it",
+    " again",
+    " old",
+    " map",
+]
 EOS = "<|im_end|>"
-KNOWN_FIELDS = {"model", "messages", "prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "n", "stop",
-                "stream", "stream_options", "logprobs", "top_logprobs", "logit_bias", "response_format", "tools",
-                "tool_choice"}
-TOOL_CALL = {"index": 0, "id": "c1", "type": "function",
-             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+KNOWN_FIELDS = {
+    "model",
+    "messages",
+    "prompt",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "seed",
+    "n",
+    "stop",
+    "stream",
+    "stream_options",
+    "logprobs",
+    "top_logprobs",
+    "logit_bias",
+    "response_format",
+    "tools",
+    "tool_choice",
+}
+TOOL_CALL = {
+    "index": 0,
+    "id": "c1",
+    "type": "function",
+    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+}
 
 
 @dataclass
@@ -144,12 +189,12 @@ def apply_stop(p: Persona, toks: list[str], stop: list[str], finish: str) -> tup
             best = (pos, s)
     if best is None:
         return toks, finish
-    cut = text[:best[0] + len(best[1])] if p.keep_stop else text[:best[0]]
+    cut = text[: best[0] + len(best[1])] if p.keep_stop else text[: best[0]]
     out, acc = [], 0
     for t in toks:  # re-split the cut text on the original token boundaries
         if acc >= len(cut):
             break
-        out.append(t[:len(cut) - acc])
+        out.append(t[: len(cut) - acc])
         acc += len(t)
     return out, p.stop_finish
 
@@ -176,7 +221,7 @@ def _ids(p: Persona, body: dict[str, Any], prompt: str, mt: int, i: int) -> list
     if temp == 0 or (p.honour_top_k and body.get("top_k") == 1):
         ids = greedy_ids(prompt, mt)
         if p.salt:
-            ids = ids[:p.salt_after] + greedy_ids(prompt + p.salt, mt)[p.salt_after:]
+            ids = ids[: p.salt_after] + greedy_ids(prompt + p.salt, mt)[p.salt_after :]
         return ids
     seed = body.get("seed")
     rng = random.Random(f"{seed}:{i}:{temp}") if seed is not None and p.honour_seed else random.Random()
@@ -204,8 +249,11 @@ def plan(p: Persona, body: dict[str, Any], chat: bool) -> Plan:
     n = 1 if p.n_mode == "ignore" else int(body.get("n", 1))
     choices = [_choice(p, body, [VOCAB[t] for t in _ids(p, body, prompt, mt, i)]) for i in range(n)]
     completion = sum(len(t) for t, _ in choices)
-    usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
-                             "total_tokens": prompt_tokens + completion}
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion,
+        "total_tokens": prompt_tokens + completion,
+    }
     if p.cached_tokens:
         usage["prompt_tokens_details"] = {"cached_tokens": prompt_tokens // 2}
     tools = bool(body.get("tools") and body.get("tool_choice"))
@@ -213,10 +261,17 @@ def plan(p: Persona, body: dict[str, Any], chat: bool) -> Plan:
         raise Refused(p.validation_status, "tools not supported")
     k = body.get("top_logprobs")
     opts = body.get("stream_options") or {}
-    return Plan(chat=chat, stream=bool(body.get("stream")), model=p.served if p.echo_model else "some/path",
-                choices=choices, usage=usage, tools=tools, logprobs=bool(body.get("logprobs")),
-                top=k if k is not None else p.default_top_logprobs,
-                include_usage=bool(opts.get("include_usage") or p.usage_unasked))
+    return Plan(
+        chat=chat,
+        stream=bool(body.get("stream")),
+        model=p.served if p.echo_model else "some/path",
+        choices=choices,
+        usage=usage,
+        tools=tools,
+        logprobs=bool(body.get("logprobs")),
+        top=k if k is not None else p.default_top_logprobs,
+        include_usage=bool(opts.get("include_usage") or p.usage_unasked),
+    )
 
 
 def _whole_choice(pl: Plan, i: int, toks: list[str], finish: str) -> dict[str, Any]:
@@ -230,15 +285,19 @@ def _whole_choice(pl: Plan, i: int, toks: list[str], finish: str) -> dict[str, A
     else:
         ch["text"] = text
     if pl.logprobs:
-        ch["logprobs"] = {"content": [{"token": t, "logprob": -1.0,
-                                       "top_logprobs": [{"token": t, "logprob": -1.0}] * pl.top} for t in toks]}
+        ch["logprobs"] = {
+            "content": [
+                {"token": t, "logprob": -1.0, "top_logprobs": [{"token": t, "logprob": -1.0}] * pl.top} for t in toks
+            ]
+        }
     return ch
 
 
 def whole(pl: Plan) -> web.Response:
     out = [_whole_choice(pl, i, toks, finish) for i, (toks, finish) in enumerate(pl.choices)]
-    return web.json_response({"id": "x", "object": "chat.completion", "model": pl.model, "choices": out,
-                              "usage": pl.usage})
+    return web.json_response(
+        {"id": "x", "object": "chat.completion", "model": pl.model, "choices": out, "usage": pl.usage}
+    )
 
 
 def events(pl: Plan) -> list[dict[str, Any]]:
@@ -253,8 +312,12 @@ def events(pl: Plan) -> list[dict[str, Any]]:
             add({"index": i, "delta": {"role": "assistant"}})
         if pl.tools:
             for part in ('{"city"', ': "Paris"}'):
-                add({"index": i, "delta": {"tool_calls": [
-                    {"index": 0, "function": {"name": "get_weather", "arguments": part}}]}})
+                add(
+                    {
+                        "index": i,
+                        "delta": {"tool_calls": [{"index": 0, "function": {"name": "get_weather", "arguments": part}}]},
+                    }
+                )
         for t in toks:
             add({"index": i, "delta": {"content": t}} if pl.chat else {"index": i, "text": t})
         fin: dict[str, Any] = {"index": i, "finish_reason": finish}

@@ -5,5 +5,16 @@ from switchover.verify.prompts import BUILTIN, PromptCase, load_jsonl
 from switchover.verify.report import EquivalenceReport
 from switchover.verify.runner import VerifyOptions, run_verify
 
-__all__ = ["BUILTIN", "Divergence", "EquivalenceReport", "GreedySummary", "Output", "PromptCase", "VerifyOptions",
-           "compare", "load_jsonl", "run_verify", "summarize"]
+__all__ = [
+    "BUILTIN",
+    "Divergence",
+    "EquivalenceReport",
+    "GreedySummary",
+    "Output",
+    "PromptCase",
+    "VerifyOptions",
+    "compare",
+    "load_jsonl",
+    "run_verify",
+    "summarize",
+]

@@ -55,17 +55,30 @@ def output_from(rec: RequestRecord) -> Output:
             lps.extend(float(x) if x is not None else float("nan") for x in entry.get("token_logprobs") or [])
             tops.extend({str(k): float(v) for k, v in (t or {}).items()} for t in entry.get("top_logprobs") or [])
     if tokens:
-        return Output(text=rec.text, tokens=tokens, token_source="logprobs", logprobs=lps or None, top=tops or None,
-                      finish_reason=rec.finish_reason)
+        return Output(
+            text=rec.text,
+            tokens=tokens,
+            token_source="logprobs",
+            logprobs=lps or None,
+            top=tops or None,
+            finish_reason=rec.finish_reason,
+        )
     chunks = [c for c in rec.chunk_text if c]
-    return Output(text=rec.text, tokens=chunks or None, token_source="chunks" if chunks else None,
-                  finish_reason=rec.finish_reason)
+    return Output(
+        text=rec.text, tokens=chunks or None, token_source="chunks" if chunks else None, finish_reason=rec.finish_reason
+    )
 
 
 async def greedy_output(client: EngineClient, model: str, case: PromptCase, top: int = 5) -> Output:
     """Temperature 0 with logprobs; when logprobs are refused, a stream (tokens from the chunks)."""
-    body: dict[str, Any] = {"model": model, "messages": case.as_messages(), "temperature": 0,
-                            "max_tokens": case.max_tokens, "logprobs": True, "top_logprobs": top}
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": case.as_messages(),
+        "temperature": 0,
+        "max_tokens": case.max_tokens,
+        "logprobs": True,
+        "top_logprobs": top,
+    }
     rec = await send(client, body)
     if rec.failure is not None and rec.failure.kind == FailureKind.HTTP_STATUS:
         body = {k: v for k, v in body.items() if k not in ("logprobs", "top_logprobs")}

@@ -10,14 +10,18 @@ from switchover.verify.greedy import send
 from switchover.verify.report import Boundary, LongInputCheck, LongInputSide
 from switchover.wire import EngineClient
 
-_EN_TEXT = ("the harbour council met on a grey morning to review the budget for the new sea wall and the ferry "
-            "schedule while the fishermen argued about quotas and the price of diesel near the old market hall "
-            "where children sold lemonade and a retired teacher kept careful notes about the tides and the "
-            "weather for a book she planned to publish in the spring")
+_EN_TEXT = (
+    "the harbour council met on a grey morning to review the budget for the new sea wall and the ferry "
+    "schedule while the fishermen argued about quotas and the price of diesel near the old market hall "
+    "where children sold lemonade and a retired teacher kept careful notes about the tides and the "
+    "weather for a book she planned to publish in the spring"
+)
 _EN = _EN_TEXT.split()
-_ZH = list("港口委员会在一个灰色的早晨开会讨论新海堤的预算和渡轮时刻表"
-           "渔民们在旧市场附近争论配额和柴油价格孩子们卖柠檬水"
-           "一位退休教师认真记录潮汐和天气准备明年春天出版一本书")
+_ZH = list(
+    "港口委员会在一个灰色的早晨开会讨论新海堤的预算和渡轮时刻表"
+    "渔民们在旧市场附近争论配额和柴油价格孩子们卖柠檬水"
+    "一位退休教师认真记录潮汐和天气准备明年春天出版一本书"
+)
 INSTRUCTION = {"en": "\n\nSummarize the text above in one sentence.", "zh": "\n\n请用一句话总结上面的文字。"}
 
 
@@ -47,26 +51,36 @@ async def _chars_per_token(client: EngineClient, model: str, lang: str) -> float
 
 async def _attempt(client: EngineClient, model: str, tokens: int, lang: str, cpt: float, max_tokens: int):
     text = filler(int(tokens * cpt), lang) + INSTRUCTION[lang]
-    body = {"model": model, "messages": [{"role": "user", "content": text}], "temperature": 0,
-            "max_tokens": max_tokens}
+    body = {"model": model, "messages": [{"role": "user", "content": text}], "temperature": 0, "max_tokens": max_tokens}
     return text, await send(client, body)
 
 
-async def check_at(client: EngineClient, model: str, context: int, fraction: float, lang: str = "en",
-                   max_tokens: int = 64) -> LongInputCheck:
+async def check_at(
+    client: EngineClient, model: str, context: int, fraction: float, lang: str = "en", max_tokens: int = 64
+) -> LongInputCheck:
     cpt = await _chars_per_token(client, model, lang)
     text, rec = await _attempt(client, model, int(context * fraction), lang, cpt, max_tokens)
     usage = rec.usage
     if rec.failure is not None:
-        return LongInputCheck(target_fraction=fraction, status="error", error=rec.failure.message[:200],
-                              prompt_tokens=usage.prompt_tokens if usage else None)
+        return LongInputCheck(
+            target_fraction=fraction,
+            status="error",
+            error=rec.failure.message[:200],
+            prompt_tokens=usage.prompt_tokens if usage else None,
+        )
     completion = usage.completion_tokens if usage else None
     return LongInputCheck(
-        target_fraction=fraction, prompt_tokens=usage.prompt_tokens if usage else None, status="ok",
-        completion_tokens=completion, finish_reason=rec.finish_reason,
-        repetition=round(textcheck.repetition(rec.text), 3), loop=textcheck.is_loop(rec.text),
+        target_fraction=fraction,
+        prompt_tokens=usage.prompt_tokens if usage else None,
+        status="ok",
+        completion_tokens=completion,
+        finish_reason=rec.finish_reason,
+        repetition=round(textcheck.repetition(rec.text), 3),
+        loop=textcheck.is_loop(rec.text),
         early_stop=textcheck.early_stop(rec.finish_reason, completion),
-        script_drift=textcheck.script_drift(text, rec.text), text=rec.text[:200])
+        script_drift=textcheck.script_drift(text, rec.text),
+        text=rec.text[:200],
+    )
 
 
 async def find_boundary(client: EngineClient, model: str, context: int, max_steps: int = 7) -> Boundary:
@@ -108,8 +122,9 @@ async def find_boundary(client: EngineClient, model: str, context: int, max_step
     return b
 
 
-async def long_input_side(client: EngineClient, model: str, context: int | None, fractions=(0.6, 0.7),
-                          boundary: bool = True) -> LongInputSide:
+async def long_input_side(
+    client: EngineClient, model: str, context: int | None, fractions=(0.6, 0.7), boundary: bool = True
+) -> LongInputSide:
     side = LongInputSide(url=client.base_url, context=context)
     if not context:
         side.skipped = "context length unknown (pass --context)"

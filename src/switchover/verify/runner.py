@@ -33,13 +33,21 @@ async def _ready(client: EngineClient, target: Target) -> tuple[str, int | None]
     return found.model, found.context.tokens if found.context is not None else None
 
 
-async def run_verify(old: Target, new: Target, cases: list[PromptCase], opts: VerifyOptions | None = None,
-                     on_progress: Callable[[str], None] = lambda _: None) -> EquivalenceReport:
+async def run_verify(
+    old: Target,
+    new: Target,
+    cases: list[PromptCase],
+    opts: VerifyOptions | None = None,
+    on_progress: Callable[[str], None] = lambda _: None,
+) -> EquivalenceReport:
     opts = opts or VerifyOptions()
-    t = Timeouts(connect=5, first_byte=opts.request_timeout_s, idle=opts.request_timeout_s,
-                 total=opts.request_timeout_s)
-    async with EngineClient(old.url, api_key_env=old.api_key_env, timeouts=t) as a, \
-            EngineClient(new.url, api_key_env=new.api_key_env, timeouts=t) as b:
+    t = Timeouts(
+        connect=5, first_byte=opts.request_timeout_s, idle=opts.request_timeout_s, total=opts.request_timeout_s
+    )
+    async with (
+        EngineClient(old.url, api_key_env=old.api_key_env, timeouts=t) as a,
+        EngineClient(new.url, api_key_env=new.api_key_env, timeouts=t) as b,
+    ):
         model_a, ctx_a = await _ready(a, old)
         model_b, ctx_b = await _ready(b, new)
         report = EquivalenceReport(old_url=old.url, new_url=new.url, model_old=model_a, model_new=model_b)

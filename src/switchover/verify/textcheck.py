@@ -17,7 +17,7 @@ def units(text: str) -> list[str]:
 def repetition(text: str, n: int = 3) -> float:
     """Share of n-grams of units that repeat an earlier n-gram (0 = none, near 1 = a loop)."""
     u = units(text)
-    grams = [tuple(u[i:i + n]) for i in range(len(u) - n + 1)]
+    grams = [tuple(u[i : i + n]) for i in range(len(u) - n + 1)]
     if len(grams) < 4:
         return 0.0
     counts = Counter(grams)
@@ -46,8 +46,16 @@ def script_of(ch: str) -> str | None:
     if not ch.isalpha():
         return None
     name = unicodedata.name(ch, "")
-    for key, script in (("CJK", "cjk"), ("LATIN", "latin"), ("CYRILLIC", "cyrillic"), ("ARABIC", "arabic"),
-                        ("GREEK", "greek"), ("HANGUL", "hangul"), ("HIRAGANA", "kana"), ("KATAKANA", "kana")):
+    for key, script in (
+        ("CJK", "cjk"),
+        ("LATIN", "latin"),
+        ("CYRILLIC", "cyrillic"),
+        ("ARABIC", "arabic"),
+        ("GREEK", "greek"),
+        ("HANGUL", "hangul"),
+        ("HIRAGANA", "kana"),
+        ("KATAKANA", "kana"),
+    ):
         if key in name:
             return script
     return "other"

@@ -136,8 +136,12 @@ class EngineClient:
             authority = self._raw_authority = parts.netloc
             self._raw_path = parts.path
             for api, path in _PATHS.items():
-                lines = [f"POST {parts.path}{path} HTTP/1.1", f"Host: {authority}", "Accept: */*",
-                         *(f"{k}: {v}" for k, v in self._headers.items())]
+                lines = [
+                    f"POST {parts.path}{path} HTTP/1.1",
+                    f"Host: {authority}",
+                    "Accept: */*",
+                    *(f"{k}: {v}" for k, v in self._headers.items()),
+                ]
                 try:
                     self._raw_heads[api] = ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
                 except UnicodeEncodeError:  # never echo the header: it may hold the key
@@ -176,8 +180,7 @@ class EngineClient:
             if pool is not None:
                 pool.close()
             host, port = self._raw_addr
-            pool = self._pool = RawPool(host, port, self.base_url, self._max_connections, self.timeouts,
-                                        self._stamps)
+            pool = self._pool = RawPool(host, port, self.base_url, self._max_connections, self.timeouts, self._stamps)
         return pool
 
     def chunk_stamps(self) -> str | None:
@@ -207,11 +210,7 @@ class EngineClient:
             body = {**body, "stream_options": opts}
         payload = orjson.dumps(body)
         rec = RequestRecord(
-            api=api,
-            stream=stream,
-            model=body.get("model"),
-            started_wall=time.time(),
-            send_ns=time.perf_counter_ns(),
+            api=api, stream=stream, model=body.get("model"), started_wall=time.time(), send_ns=time.perf_counter_ns()
         )
         if self.transport == "raw":
             await self._generate_raw(rec, self._raw_heads[api] + b"%d\r\n\r\n" % len(payload) + payload, stream)
@@ -219,8 +218,9 @@ class EngineClient:
             await self._generate_aiohttp(rec, self.base_url + _PATHS[api], payload, stream)
         return rec
 
-    async def post(self, target: str, payload: bytes, headers: Mapping[str, str], *,
-                   stream: bool = True) -> RequestRecord:
+    async def post(
+        self, target: str, payload: bytes, headers: Mapping[str, str], *, stream: bool = True
+    ) -> RequestRecord:
         """POST a body the caller built to `target` (path and query, after this client's base URL), with this
         client's headers overridden by `headers` (Host and Content-Length are set here); folded, timed and bounded
         like `generate` (the gateway's shadow mirrors a client's request this way). Raises BadInput for a header
@@ -233,11 +233,16 @@ class EngineClient:
                 fields[k.lower()] = (k, v)
         path = target.split("?", 1)[0]
         api: Api = "chat" if path.endswith("/chat/completions") else "completions"
-        rec = RequestRecord(api=api, stream=stream, model=None, started_wall=time.time(),
-                            send_ns=time.perf_counter_ns())
+        rec = RequestRecord(
+            api=api, stream=stream, model=None, started_wall=time.time(), send_ns=time.perf_counter_ns()
+        )
         if self.transport == "raw":
-            lines = [f"POST {self._raw_path}{target} HTTP/1.1", f"Host: {self._raw_authority}",
-                     *(f"{k}: {v}" for k, v in fields.values()), f"Content-Length: {len(payload)}"]
+            lines = [
+                f"POST {self._raw_path}{target} HTTP/1.1",
+                f"Host: {self._raw_authority}",
+                *(f"{k}: {v}" for k, v in fields.values()),
+                f"Content-Length: {len(payload)}",
+            ]
             try:
                 head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
             except UnicodeEncodeError:
@@ -247,8 +252,9 @@ class EngineClient:
             await self._generate_aiohttp(rec, self.base_url + target, payload, stream, dict(fields.values()))
         return rec
 
-    async def _generate_aiohttp(self, rec: RequestRecord, url: str, payload: bytes, stream: bool,
-                                headers: dict[str, str] | None = None) -> None:
+    async def _generate_aiohttp(
+        self, rec: RequestRecord, url: str, payload: bytes, stream: bool, headers: dict[str, str] | None = None
+    ) -> None:
         session = self._open()
         self._aiohttp_streams += 1
         for attempt in (0, 1):
@@ -278,13 +284,21 @@ class EngineClient:
             rec.send_ns = time.perf_counter_ns()
             if await pool.exchange(rec, request, stream, fresh=True):
                 rec.end_ns = time.perf_counter_ns()
-                rec.failure = Failure(FailureKind.DISCONNECTED,
-                                      "server closed the connection before answering", rec.status)
+                rec.failure = Failure(
+                    FailureKind.DISCONNECTED, "server closed the connection before answering", rec.status
+                )
         if stream and not rec.texts and rec.chunk_text:
             join_streamed_text(rec)  # a stream that ended in a failure keeps its partial text
 
-    async def _exchange(self, rec: RequestRecord, session: aiohttp.ClientSession, url: str, payload: bytes,
-                        stream: bool, headers: dict[str, str] | None) -> None:
+    async def _exchange(
+        self,
+        rec: RequestRecord,
+        session: aiohttp.ClientSession,
+        url: str,
+        payload: bytes,
+        stream: bool,
+        headers: dict[str, str] | None,
+    ) -> None:
         """One HTTP exchange; fills `rec`. Raises only the connection errors `generate` may retry."""
         loop = asyncio.get_running_loop()
         t = self.timeouts
@@ -346,8 +360,9 @@ class EngineClient:
             rec.failure = Failure(FailureKind.CANCELLED, "cancelled by the caller", rec.status)
             raise
 
-    async def _read_stream(self, rec: RequestRecord, resp: aiohttp.ClientResponse, cm: asyncio.Timeout,
-                           total_deadline: float) -> None:
+    async def _read_stream(
+        self, rec: RequestRecord, resp: aiohttp.ClientResponse, cm: asyncio.Timeout, total_deadline: float
+    ) -> None:
         """Read an SSE body to its end, folding events as they arrive; each read re-arms the idle timeout."""
         loop = asyncio.get_running_loop()
         t = self.timeouts
@@ -401,22 +416,45 @@ class EngineClient:
                     body = await _read_bounded(resp, self.timeouts.max_body)
                     if body is None:
                         resp.close()
-                        return HttpResult(resp.status, b"", (time.perf_counter_ns() - t0) / 1e6, Failure(
-                            FailureKind.PROTOCOL, f"{method} {path}: body over {self.timeouts.max_body} bytes",
-                            resp.status))
+                        return HttpResult(
+                            resp.status,
+                            b"",
+                            (time.perf_counter_ns() - t0) / 1e6,
+                            Failure(
+                                FailureKind.PROTOCOL,
+                                f"{method} {path}: body over {self.timeouts.max_body} bytes",
+                                resp.status,
+                            ),
+                        )
                     return HttpResult(resp.status, body, (time.perf_counter_ns() - t0) / 1e6)
         except TimeoutError:
-            return HttpResult(None, b"", (time.perf_counter_ns() - t0) / 1e6,
-                              Failure(FailureKind.FIRST_BYTE_TIMEOUT, f"{method} {path} timed out"))
+            return HttpResult(
+                None,
+                b"",
+                (time.perf_counter_ns() - t0) / 1e6,
+                Failure(FailureKind.FIRST_BYTE_TIMEOUT, f"{method} {path} timed out"),
+            )
         except aiohttp.ClientConnectorError as exc:
-            return HttpResult(None, b"", (time.perf_counter_ns() - t0) / 1e6,
-                              Failure(FailureKind.CONNECT, connect_text(self.base_url, exc.os_error, exc)))
+            return HttpResult(
+                None,
+                b"",
+                (time.perf_counter_ns() - t0) / 1e6,
+                Failure(FailureKind.CONNECT, connect_text(self.base_url, exc.os_error, exc)),
+            )
         except aiohttp.ConnectionTimeoutError:
-            return HttpResult(None, b"", (time.perf_counter_ns() - t0) / 1e6,
-                              Failure(FailureKind.CONNECT_TIMEOUT, f"connect to {self.base_url} timed out"))
+            return HttpResult(
+                None,
+                b"",
+                (time.perf_counter_ns() - t0) / 1e6,
+                Failure(FailureKind.CONNECT_TIMEOUT, f"connect to {self.base_url} timed out"),
+            )
         except aiohttp.ClientError as exc:
-            return HttpResult(None, b"", (time.perf_counter_ns() - t0) / 1e6,
-                              Failure(FailureKind.DISCONNECTED, f"{type(exc).__name__}: {exc}"))
+            return HttpResult(
+                None,
+                b"",
+                (time.perf_counter_ns() - t0) / 1e6,
+                Failure(FailureKind.DISCONNECTED, f"{type(exc).__name__}: {exc}"),
+            )
 
     async def models(self) -> list[str]:
         """Model ids from /v1/models; [] when the list cannot be read."""
@@ -460,5 +498,3 @@ def _stale_connection(exc: BaseException) -> bool:
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return True
     return "Can not write request body" in str(exc) or isinstance(exc.__cause__, BrokenPipeError | ConnectionResetError)
-
-

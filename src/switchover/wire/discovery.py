@@ -129,8 +129,9 @@ def _positive_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-async def _read_source(client: EngineClient, src: ContextLengthSource, listing: ModelListing, model: str | None,
-                       fetched: dict[str, Any]) -> int | None:
+async def _read_source(
+    client: EngineClient, src: ContextLengthSource, listing: ModelListing, model: str | None, fetched: dict[str, Any]
+) -> int | None:
     """One source's value: from the listing already read, else from its path (each path fetched once)."""
     if src.path == MODELS_PATH:
         return _positive_int(_field(listing.entry(model), src.field))
@@ -143,8 +144,9 @@ async def _read_source(client: EngineClient, src: ContextLengthSource, listing: 
     return _positive_int(_field(fetched[src.path], src.field))
 
 
-async def read_context(client: EngineClient, listing: ModelListing, model: str | None,
-                       profiles: Sequence[EngineProfile]) -> ContextLength:
+async def read_context(
+    client: EngineClient, listing: ModelListing, model: str | None, profiles: Sequence[EngineProfile]
+) -> ContextLength:
     """The context length from the first profile source that answers (a positive integer), naming it; the sources
     read from the model list already fetched go first (they cost no request)."""
     fetched: dict[str, Any] = {}
@@ -169,8 +171,15 @@ def loading_engine(status: int | None, text: str, profiles: Sequence[EngineProfi
     return None
 
 
-async def discover(client: EngineClient, *, model: str | None = None, engine: str | None = None,
-                   version: str | None = None, context: bool = True, timeout_s: float = 15.0) -> Discovered:
+async def discover(
+    client: EngineClient,
+    *,
+    model: str | None = None,
+    engine: str | None = None,
+    version: str | None = None,
+    context: bool = True,
+    timeout_s: float = 15.0,
+) -> Discovered:
     """List the models once, pick the model and, when asked, read the context length the profile says where."""
     listing = await list_models(client, timeout_s)
     chosen = pick_model(listing, model)
@@ -180,15 +189,26 @@ async def discover(client: EngineClient, *, model: str | None = None, engine: st
     return Discovered(url=client.base_url, listing=listing, model=chosen, context=ctx)
 
 
-async def discover_target(client: EngineClient, target: Target, *, context: bool = True,
-                          timeout_s: float = 15.0) -> Discovered:
+async def discover_target(
+    client: EngineClient, target: Target, *, context: bool = True, timeout_s: float = 15.0
+) -> Discovered:
     """A target's discovery: the one a composer passed in, else found now (a context given on it is kept)."""
     if target.discovered is not None:
         found = target.discovered
     else:
-        found = await discover(client, model=target.model, engine=target.engine, version=target.engine_version,
-                               context=context and target.context is None, timeout_s=timeout_s)
+        found = await discover(
+            client,
+            model=target.model,
+            engine=target.engine,
+            version=target.engine_version,
+            context=context and target.context is None,
+            timeout_s=timeout_s,
+        )
     if target.context is not None:
-        found = Discovered(url=found.url, listing=found.listing, model=found.model,
-                           context=ContextLength(tokens=target.context, source="given"))
+        found = Discovered(
+            url=found.url,
+            listing=found.listing,
+            model=found.model,
+            context=ContextLength(tokens=target.context, source="given"),
+        )
     return found

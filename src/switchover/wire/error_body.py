@@ -33,8 +33,13 @@ def _s(value: Any) -> str | None:
 
 def _openai_shaped(shape: ErrorShape, fields: dict[str, Any]) -> ErrorBody:
     """OpenAI's error fields (message, type, code, param), from the `error` object or the body itself."""
-    return ErrorBody(shape=shape, message=str(fields.get("message", "")), type=_s(fields.get("type")),
-                     code=_s(fields.get("code")), param=_s(fields.get("param")))
+    return ErrorBody(
+        shape=shape,
+        message=str(fields.get("message", "")),
+        type=_s(fields.get("type")),
+        code=_s(fields.get("code")),
+        param=_s(fields.get("param")),
+    )
 
 
 def parse_error_obj(obj: Any) -> ErrorBody | None:

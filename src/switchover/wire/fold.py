@@ -165,8 +165,9 @@ def _apply_common(rec: Folded, obj: dict[str, Any], t_ns: int | None) -> None:
         rec.engine_timings = timings
 
 
-def apply_events(rec: Folded, events: Iterable[tuple[bytes, str | None] | tuple[bytes, str | None, str | None]],
-                 t_ns: int) -> bool:
+def apply_events(
+    rec: Folded, events: Iterable[tuple[bytes, str | None] | tuple[bytes, str | None, str | None]], t_ns: int
+) -> bool:
     """Fold the SSE events one read completed (all stamped `t_ns`) into the record; True once [DONE] was seen
     (events after it are ignored). Runs once per token, so the usual event (one choice, a delta or text) takes the
     fewest steps; streamed text goes to the chunk arrays only (joined once at the end)."""
@@ -186,8 +187,9 @@ def apply_events(rec: Folded, events: Iterable[tuple[bytes, str | None] | tuple[
             obj = loads(data)
         except orjson.JSONDecodeError:
             obj = None
-        if (obj.__class__ is not dict or ev[1] == "error" or "error" in obj or obj.get("object") == "error") \
-                and _error_event(rec, obj, ev[1], data):
+        if (
+            obj.__class__ is not dict or ev[1] == "error" or "error" in obj or obj.get("object") == "error"
+        ) and _error_event(rec, obj, ev[1], data):
             continue
         try:
             choices = obj.get("choices")
@@ -222,8 +224,7 @@ def _error_event(rec: Folded, obj: Any, event: str | None, data: bytes) -> bool:
     event); True when the event is consumed, False when it is an ordinary chunk after all."""
     err = error_event(obj, event, data)
     if err is not None:
-        rec.failure = Failure(FailureKind.STREAM_ERROR, f"error event mid-stream: {err.message[:300]}", rec.status,
-                              err)
+        rec.failure = Failure(FailureKind.STREAM_ERROR, f"error event mid-stream: {err.message[:300]}", rec.status, err)
         return True
     if obj.__class__ is not dict:
         _malformed(rec, data)
@@ -254,8 +255,9 @@ def fold_body(rec: Folded, obj: dict[str, Any]) -> None:
     """Fold a whole body's JSON object: an error object without choices is Failure HTTP_STATUS."""
     err = parse_error_obj(obj)
     if err is not None and not obj.get("choices"):
-        rec.failure = Failure(FailureKind.HTTP_STATUS, f"error body with status {rec.status}: {err.message}",
-                              rec.status, err)
+        rec.failure = Failure(
+            FailureKind.HTTP_STATUS, f"error body with status {rec.status}: {err.message}", rec.status, err
+        )
         return
     try:
         choices = obj.get("choices") or []

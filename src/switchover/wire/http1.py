@@ -66,7 +66,7 @@ class ResponseParser:
                 state, pos = got
             elif state in (_DATA, _LENGTH):  # a chunk's data, or a Content-Length body
                 take = self._left if self._left < end - pos else end - pos
-                out.append(data[pos:pos + take])
+                out.append(data[pos : pos + take])
                 pos += take
                 self._left -= take
                 if self._left == 0:
@@ -107,7 +107,7 @@ class ResponseParser:
         if not size:
             return _TRAILER, pos
         if data.startswith(b"\r\n", pos + size):  # the whole chunk is here: take it in one step
-            out.append(data[pos:pos + size])
+            out.append(data[pos : pos + size])
             return _SIZE, pos + size + 2
         self._left = size
         return _DATA, pos
@@ -161,7 +161,7 @@ def _size_line(data: bytes, pos: int, end: int) -> tuple[int, int] | None:
     m = _CHUNK_LINE(data, pos)  # extensions, a bare LF, or a line not all here yet
     if m is None:
         if data.find(b"\n", pos) >= 0:
-            raise HttpProtocolError(f"bad chunk-size line {data[pos:pos + 40]!r}")
+            raise HttpProtocolError(f"bad chunk-size line {data[pos : pos + 40]!r}")
         if end - pos > _MAX_LINE:
             raise HttpProtocolError("chunk-size line too long")
         return None
@@ -234,8 +234,20 @@ class LlhttpResponseParser:
     64-event chunked stream costs about a sixth of the pure-Python parse. Responses to HEAD are not supported
     (the generation client only POSTs; the gateway's pass-through keeps ResponseParser)."""
 
-    __slots__ = ("_body", "_fallback", "_fed", "_history", "_interim", "_p", "_returned", "done", "extra",
-                 "headers", "keep_alive", "status")
+    __slots__ = (
+        "_body",
+        "_fallback",
+        "_fed",
+        "_history",
+        "_interim",
+        "_p",
+        "_returned",
+        "done",
+        "extra",
+        "headers",
+        "keep_alive",
+        "status",
+    )
 
     def __init__(self) -> None:
         import httptools
@@ -352,7 +364,7 @@ class LlhttpResponseParser:
         history, self._history, self._body = self._history or [], None, []
         body = b"".join(fb.feed(piece) for piece in history)  # HttpProtocolError if it refuses them too
         self._sync()
-        out, self._returned = body[self._returned:], len(body)
+        out, self._returned = body[self._returned :], len(body)
         return out
 
     def _from_fallback(self, data: bytes) -> bytes:

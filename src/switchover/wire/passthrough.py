@@ -290,20 +290,29 @@ class H1Pool:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout_s):
-                _, conn = await loop.create_connection(lambda: _Conn(self, key), host, port,
-                                                       ssl=self._ssl if tls else None)
+                _, conn = await loop.create_connection(
+                    lambda: _Conn(self, key), host, port, ssl=self._ssl if tls else None
+                )
         except OSError as exc:
             raise UpstreamConnectError(f"{type(exc).__name__}: {exc}") from None
         return conn
 
-    async def request(self, method: str, url: URL, headers: Iterable[tuple[str, str]], body: bytes | None,
-                      connect_timeout_s: float) -> H1Response:
+    async def request(
+        self, method: str, url: URL, headers: Iterable[tuple[str, str]], body: bytes | None, connect_timeout_s: float
+    ) -> H1Response:
         """`send` to a parsed URL (its host, port and scheme pick the connection, its path and query the target)."""
         origin = Origin(url.raw_host or "", url.port or (443 if url.scheme == "https" else 80), url.scheme == "https")
         return await self.send(method, origin, url.raw_path_qs, headers, body, connect_timeout_s)
 
-    async def send(self, method: str, origin: Origin, target: str, headers: Iterable[tuple[str, str]],
-                   body: bytes | None, connect_timeout_s: float) -> H1Response:
+    async def send(
+        self,
+        method: str,
+        origin: Origin,
+        target: str,
+        headers: Iterable[tuple[str, str]],
+        body: bytes | None,
+        connect_timeout_s: float,
+    ) -> H1Response:
         """Send the request to `origin` and wait for the response head. Where it goes is `origin` alone: `target`
         is only the request line's path. A connection lost before any response byte is retried once on a fresh
         connection (the server closed an idle keep-alive connection meanwhile). Raises ValueError for a target or

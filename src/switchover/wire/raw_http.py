@@ -170,8 +170,9 @@ class _Conn:
 
     # -- exchange
 
-    def start(self, rec: RequestRecord, request: bytes, stream: bool, fb_ns: int,
-              total_ns: int) -> asyncio.Future[bool]:
+    def start(
+        self, rec: RequestRecord, request: bytes, stream: bool, fb_ns: int, total_ns: int
+    ) -> asyncio.Future[bool]:
         """Send one request; the returned future is True when nothing came back and a resend is safe."""
         self.rec = rec
         self.fut = fut = self.pool.loop.create_future()
@@ -311,8 +312,9 @@ class _Conn:
 class RawPool:
     """Keep-alive connections to one host:port, at most `limit` open (or opening) at once."""
 
-    def __init__(self, host: str, port: int, url: str, limit: int, timeouts: Timeouts,
-                 stamps: StampCounts | None = None) -> None:
+    def __init__(
+        self, host: str, port: int, url: str, limit: int, timeouts: Timeouts, stamps: StampCounts | None = None
+    ) -> None:
         self.host = host
         self.port = port
         self.url = url
@@ -434,13 +436,15 @@ class RawPool:
                 except TimeoutError:
                     now = rec.end_ns = time.perf_counter_ns()
                     if connecting is not None and connecting.expired():
-                        rec.failure = Failure(FailureKind.CONNECT_TIMEOUT,
-                                              f"connect to {self.url} timed out after {t.connect:g} s")
+                        rec.failure = Failure(
+                            FailureKind.CONNECT_TIMEOUT, f"connect to {self.url} timed out after {t.connect:g} s"
+                        )
                     elif now >= total_ns - 1_000_000:
                         rec.failure = Failure(FailureKind.TOTAL_TIMEOUT, f"total timeout after {t.total:g} s")
                     else:
-                        rec.failure = Failure(FailureKind.FIRST_BYTE_TIMEOUT,
-                                              f"first byte timeout after {t.first_byte:g} s")
+                        rec.failure = Failure(
+                            FailureKind.FIRST_BYTE_TIMEOUT, f"first byte timeout after {t.first_byte:g} s"
+                        )
                     return False
                 except OSError as exc:
                     rec.end_ns = time.perf_counter_ns()

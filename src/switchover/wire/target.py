@@ -75,8 +75,9 @@ def normalise_path(raw: str | bytes) -> str:
 def parse_target(raw: bytes) -> Target:
     """Check a request target (bytes as received) and build what is forwarded; TargetError (400) otherwise."""
     if not raw.startswith(b"/") or raw.startswith(b"//"):
-        raise TargetError(f"the request target must be a path starting with a single '/' (origin-form), "
-                          f"got {_show(raw)}")
+        raise TargetError(
+            f"the request target must be a path starting with a single '/' (origin-form), got {_show(raw)}"
+        )
     if b"#" in raw:
         raise TargetError(f"a fragment ('#') is not allowed in a request target: {_show(raw)}")
     path_b, sep, query_b = raw.partition(b"?")

@@ -72,20 +72,44 @@ class Snapshot:
     facts: Extracted
 
 
-def compact(engine: str, snapshots: Iterable[Snapshot], *, source_url: str, generated_by: str,
-            notes: list[str] | None = None, env_namespaces: list[str] | None = None) -> EngineReleases:
+def compact(
+    engine: str,
+    snapshots: Iterable[Snapshot],
+    *,
+    source_url: str,
+    generated_by: str,
+    notes: list[str] | None = None,
+    env_namespaces: list[str] | None = None,
+) -> EngineReleases:
     """Merge per-release facts into spans: a span is a maximal run of consecutive releases read in which the
     option (or metric) is defined identically; a release that lacks it ends the span."""
     ordered = sorted(snapshots, key=lambda s: release_key(s.version))
     flags = {name: [FlagSpan(**span) for span in spans] for name, spans in _runs(ordered, "flags").items()}
     metrics = {name: [MetricSpan(**span) for span in spans] for name, spans in _runs(ordered, "metrics").items()}
     environment = {name: [EnvSpan(**span) for span in spans] for name, spans in _runs(ordered, "environment").items()}
-    releases = [ReleaseRead(version=s.version, ref=s.ref, archive=s.archive, date=s.date, parser=s.facts.parser,
-                            files=sorted(set(s.facts.files)), env_prefix_aliases=dict(s.facts.env_prefix_aliases))
-                for s in ordered]
-    return EngineReleases(engine=engine, generated_by=generated_by, source_url=source_url, releases=releases,
-                          flags=flags, metrics=metrics, environment=environment, notes=list(notes or []),
-                          env_namespaces=list(env_namespaces or []))
+    releases = [
+        ReleaseRead(
+            version=s.version,
+            ref=s.ref,
+            archive=s.archive,
+            date=s.date,
+            parser=s.facts.parser,
+            files=sorted(set(s.facts.files)),
+            env_prefix_aliases=dict(s.facts.env_prefix_aliases),
+        )
+        for s in ordered
+    ]
+    return EngineReleases(
+        engine=engine,
+        generated_by=generated_by,
+        source_url=source_url,
+        releases=releases,
+        flags=flags,
+        metrics=metrics,
+        environment=environment,
+        notes=list(notes or []),
+        env_namespaces=list(env_namespaces or []),
+    )
 
 
 def _runs(ordered: list[Snapshot], attr: str) -> dict[str, list[dict[str, Any]]]:
@@ -99,8 +123,11 @@ def _runs(ordered: list[Snapshot], attr: str) -> dict[str, list[dict[str, Any]]]
                 continue
             fact = _MODELS[attr](first=snap.version, last=snap.version, **raw).model_dump(exclude={"first", "last"})
             last = spans[-1] if spans else None
-            if last is not None and last["_next"] == snap.version and {k: v for k, v in last.items() if k not in (
-                    "first", "last", "_next")} == fact:
+            if (
+                last is not None
+                and last["_next"] == snap.version
+                and {k: v for k, v in last.items() if k not in ("first", "last", "_next")} == fact
+            ):
                 last["last"] = snap.version
             else:
                 spans.append({**fact, "first": snap.version, "last": snap.version})
@@ -110,7 +137,10 @@ def _runs(ordered: list[Snapshot], attr: str) -> dict[str, list[dict[str, Any]]]
 
 
 _MODELS: dict[str, type[FlagSpan] | type[MetricSpan] | type[EnvSpan]] = {
-    "flags": FlagSpan, "metrics": MetricSpan, "environment": EnvSpan}
+    "flags": FlagSpan,
+    "metrics": MetricSpan,
+    "environment": EnvSpan,
+}
 
 
 def _following(ordered: list[Snapshot], version: str) -> str | None:

@@ -20,7 +20,9 @@ _TOKENS = re.compile(
     r"|'(?:\\(?:x[0-9a-fA-F]{2}|u\{[0-9a-fA-F]+\}|[^\n])|[^\\'\n])'"
     r'|(?<![0-9A-Za-z_])r(?P<hash>#*)".*?(?:"(?P=hash)|\Z)'
     r'|(?<![0-9A-Za-z_])R"(?P<delim>[^()\\\s]{0,16})\(.*?(?:\)(?P=delim)"|\Z)'
-    r"|(?P<comment>//[^\n]*|/\*.*?(?:\*/|\Z))", re.S)
+    r"|(?P<comment>//[^\n]*|/\*.*?(?:\*/|\Z))",
+    re.S,
+)
 
 
 def _literal_end(text: str, i: int) -> int:

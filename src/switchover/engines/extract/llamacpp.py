@@ -41,8 +41,11 @@ def _old_block_facts(block: str) -> dict[str, Any]:
     takes_value = re.search(r"\bCHECK_ARG\b|\+\+i\b|argv\s*\[\s*\+\+\s*i\s*\]", block) is not None
     if not takes_value:
         return {"takes_value": False, "kind": "bool", "choices": None}
-    kind = "float" if re.search(r"\bsto(?:f|d|ld)\s*\(\s*argv\s*\[\s*i\s*\]", block) else (
-        "int" if re.search(r"\bsto(?:i|l|ul|ll|ull)\s*\(\s*argv\s*\[\s*i\s*\]", block) else "str")
+    kind = (
+        "float"
+        if re.search(r"\bsto(?:f|d|ld)\s*\(\s*argv\s*\[\s*i\s*\]", block)
+        else ("int" if re.search(r"\bsto(?:i|l|ul|ll|ull)\s*\(\s*argv\s*\[\s*i\s*\]", block) else "str")
+    )
     names = set(_FROM_ARGV.findall(block))
     choices: list[str] = []
     first = len(block)
@@ -61,7 +64,7 @@ def _usage_defaults(code: str, params: Params) -> dict[str, str]:
     out: dict[str, str] = {}
     for m in _USAGE.finditer(code):
         end = closing(code, m.end() - 1)
-        parts = split_top(code[m.end():end])
+        parts = split_top(code[m.end() : end])
         if len(parts) < 3:
             continue
         spelled = literal(parts[1]) or ""
@@ -80,7 +83,7 @@ def common_cpp_options(source: str, header: str | None, server: str = "") -> dic
     m = _FIND_ARG.search(code)
     if m is None:
         return {}
-    body = code[m.end():closing(code, m.end() - 1)]
+    body = code[m.end() : closing(code, m.end() - 1)]
     root = re.search(r"(\w+)\s*&\s*params", m.group(0))
     params = Params(structs=read_structs(header) if header else {}, root=root.group(1) if root else "gpt_params")
     defaults = _usage_defaults(code, params)
@@ -89,14 +92,18 @@ def common_cpp_options(source: str, header: str | None, server: str = "") -> dic
     for im in _OLD_IF.finditer(body):
         names = literals(im.group(1))
         end = closing(body, im.end() - 1)
-        facts = _old_block_facts(body[im.end():end])
+        facts = _old_block_facts(body[im.end() : end])
         longs = [n for n in names if n.startswith("--")]
         canonical = longs[0] if longs else names[0]
         default = next((defaults[n] for n in names if n in defaults), None)
         if canonical not in out:
-            out[canonical] = {"path": COMMON_CPP, "aliases": [n for n in names if n != canonical],
-                              "default": default, **facts}
-            sets[canonical] = dict(_FIELD_SET.findall(body[im.end():end]))
+            out[canonical] = {
+                "path": COMMON_CPP,
+                "aliases": [n for n in names if n != canonical],
+                "default": default,
+                **facts,
+            }
+            sets[canonical] = dict(_FIELD_SET.findall(body[im.end() : end]))
     for variable, target in env_fields(code, server).items():
         setters = [o for o, fields in sets.items() if target in fields]
         if any(sets[o][target].strip() in ("true", "false") for o in setters):
@@ -128,7 +135,7 @@ def _json_metrics(code: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for m in _SECTION.finditer(code):
         end = closing(code, m.start())
-        for name in _NAMED.findall(code[m.end():end]):
+        for name in _NAMED.findall(code[m.end() : end]):
             out.setdefault(name, m.group(1))
     return out
 
@@ -140,7 +147,7 @@ def _item_metrics(code: str) -> dict[str, str]:
         if m.group(1) not in kinds:
             continue
         end = closing(code, m.end() - 1)
-        for item in split_top(code[m.end():end]):
+        for item in split_top(code[m.end() : end]):
             names = literals(item)
             if item.startswith("{") and names:
                 out.setdefault(names[0], kinds[m.group(1)])
@@ -181,5 +188,10 @@ def extract(tree: SourceTree) -> Extracted:
     rules = ParserRules(underscores=_UNDERSCORES.search(parse_source) is not None, source=path)
     found, files = server_metrics(tree)
     env, env_files, _ = environment(tree, flags)
-    return Extracted(parser=rules, flags=flags, metrics=found, environment=env, files=list(dict.fromkeys(
-        [path, *([COMMON_H] if header else []), *files, *env_files])))
+    return Extracted(
+        parser=rules,
+        flags=flags,
+        metrics=found,
+        environment=env,
+        files=list(dict.fromkeys([path, *([COMMON_H] if header else []), *files, *env_files])),
+    )

@@ -62,8 +62,11 @@ class CppReads:
                 continue
             kinds = {kind for _, kind, _ in seen if kind != "unknown"}
             defaults = {default for _, _, default in seen}
-            out[name] = {"path": seen[0][0], "kind": next(iter(kinds)) if len(kinds) == 1 else "unknown",
-                         "default": next(iter(defaults)) if len(defaults) == 1 else None}
+            out[name] = {
+                "path": seen[0][0],
+                "kind": next(iter(kinds)) if len(kinds) == 1 else "unknown",
+                "default": next(iter(defaults)) if len(defaults) == 1 else None,
+            }
         return out
 
 
@@ -105,10 +108,11 @@ def enclosing_function(code: str, at: int) -> tuple[str, list[str]] | None:
             head = _HEAD.search(code[window:i])
             if head is not None:
                 open_at = _open_paren(code, window + head.start())
-                name = re.search(r"(\w+)\s*$", code[max(0, open_at - 120):open_at]) if open_at > 0 else None
+                name = re.search(r"(\w+)\s*$", code[max(0, open_at - 120) : open_at]) if open_at > 0 else None
                 if name is not None and name.group(1) not in _KEYWORDS:
-                    params = [n for n in (_param_name(x) for x in split_top(code[open_at + 1:window + head.start()]))
-                              if n]
+                    params = [
+                        n for n in (_param_name(x) for x in split_top(code[open_at + 1 : window + head.start()])) if n
+                    ]
                     return name.group(1), params
                 if name is None:
                     return None
@@ -119,7 +123,7 @@ def enclosing_function(code: str, at: int) -> tuple[str, list[str]] | None:
 def _declared(code: str, start: int) -> bool:
     """Whether the name at `start` is being declared or defined (`std::string common_get_env(...)`), not called:
     a type name stands before it."""
-    before = re.search(r"(\w+)\s*[*&]?\s*$", code[max(0, start - 80):start])
+    before = re.search(r"(\w+)\s*[*&]?\s*$", code[max(0, start - 80) : start])
     return before is not None and before.group(1) not in _BEFORE_CALL
 
 
@@ -134,7 +138,7 @@ def _calls(code: str, names: set[str]) -> Iterable[tuple[str, int, int, list[str
             continue
         close = closing(code, m.end() - 1)
         if close > 0:
-            yield m.group(1), m.start(), close, split_top(code[m.end():close])
+            yield m.group(1), m.start(), close, split_top(code[m.end() : close])
 
 
 def _uses(expr: str, names: set[str]) -> bool:
@@ -157,10 +161,13 @@ def wrappers(sources: dict[str, str]) -> dict[str, Wrapper]:
                     continue
                 name, params = function
                 body_start = blank.rfind("{", 0, start)
-                body = code[blank.rfind(")", 0, body_start):start]
+                body = code[blank.rfind(")", 0, body_start) : start]
                 for i, param in enumerate(params):
-                    derived = {param} | {v for v, e in re.findall(r"\b(\w+)\s*(?:=|\()\s*([^;]*);", body)
-                                         if _uses(e, {param}) and v != param}
+                    derived = {param} | {
+                        v
+                        for v, e in re.findall(r"\b(\w+)\s*(?:=|\()\s*([^;]*);", body)
+                        if _uses(e, {param}) and v != param
+                    }
                     if _uses(args[0], derived):
                         default_at = next((j for j, p in enumerate(params) if p.startswith("default")), None)
                         found[name] = Wrapper(name_at=i, default_at=default_at)
@@ -194,14 +201,17 @@ def _names(arg: str, code: str, at: int, defines: dict[str, list[str]]) -> list[
         return None
     start = loops[-1].end()  # the innermost loop before the read
     if code[start] == "{":
-        table = code[start + 1:closing(code, start)]
+        table = code[start + 1 : closing(code, start)]
     else:
         table_name = re.match(r"\w+", code[start:])
-        inits = list(re.finditer(rf"\b{table_name.group(0)}\s*(?:\[\s*\d*\s*\])?\s*=?\s*\{{", code[:start])
-                     ) if table_name else []
+        inits = (
+            list(re.finditer(rf"\b{table_name.group(0)}\s*(?:\[\s*\d*\s*\])?\s*=?\s*\{{", code[:start]))
+            if table_name
+            else []
+        )
         if not inits:
             return None
-        table = code[inits[-1].end():closing(code, inits[-1].end() - 1)]
+        table = code[inits[-1].end() : closing(code, inits[-1].end() - 1)]
     out: list[str] = []
     for entry in split_top(table):
         first = split_top(entry[1:-1])[0] if entry.startswith("{") and split_top(entry[1:-1]) else entry
@@ -212,15 +222,15 @@ def _names(arg: str, code: str, at: int, defines: dict[str, list[str]]) -> list[
 
 def _kind(code: str, start: int, end: int) -> str:
     """int or float where the value read goes straight into a number conversion, or a local holding it does."""
-    before = code[max(0, start - 40):start]
+    before = code[max(0, start - 40) : start]
     if re.search(_TO_INT + r"$", before):
         return "int"
     if re.search(_TO_FLOAT + r"$", before):
         return "float"
-    local = _LOCAL.search(code[code.rfind("\n", 0, start) + 1:start])
+    local = _LOCAL.search(code[code.rfind("\n", 0, start) + 1 : start])
     if local is None:
         return "unknown"
-    after = code[end:end + 400]
+    after = code[end : end + 400]
     if re.search(_TO_INT + re.escape(local.group(1)) + r"\b", after):
         return "int"
     if re.search(_TO_FLOAT + re.escape(local.group(1)) + r"\b", after):
@@ -275,8 +285,9 @@ def source_paths(tree: SourceTree) -> list[str]:
     return out
 
 
-def environment(tree: SourceTree, flags: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], list[str],
-                                                                          list[str]]:
+def environment(
+    tree: SourceTree, flags: dict[str, dict[str, Any]]
+) -> tuple[dict[str, dict[str, Any]], list[str], list[str]]:
     """The variables one build reads (but the options' own env names), the files that cite them, and the reads
     not resolved to a name (path:line). Wrappers are looked for in the files that call getenv themselves."""
     texts = {p: tree.read(p) or "" for p in source_paths(tree)}
@@ -286,6 +297,8 @@ def environment(tree: SourceTree, flags: dict[str, dict[str, Any]]) -> tuple[dic
         if any(name in text for name in (*_BASE, *found)):
             cpp_reads(path, text, found, reads)
     option_env = {f["env"] for f in flags.values() if f.get("env")}
-    facts = {**reads.facts(option_env), **{k: v for k, v in negative_env(tree, flags).items()
-                                            if k not in option_env and k not in reads.reads}}
+    facts = {
+        **reads.facts(option_env),
+        **{k: v for k, v in negative_env(tree, flags).items() if k not in option_env and k not in reads.reads},
+    }
     return facts, sorted({f["path"] for f in facts.values()}), reads.unnamed

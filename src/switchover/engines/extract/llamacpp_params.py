@@ -11,13 +11,19 @@ from dataclasses import dataclass, field
 from switchover.engines.extract.clike import closing, literal, split_top, strip_comments
 
 _STRUCT = re.compile(r"\bstruct\s+(\w+)\s*(?:final\s*)?(?::[^{;]*)?\{")
-_MEMBER = re.compile(r"^(?P<type>[\w:<>,\s\*&]+?)\s*\b(?P<name>\w+)\s*(?:\[[^\]]*\])?\s*"
-                     r"(?:=\s*(?P<init>.+)|\{(?P<brace>.*)\})?$", re.S)
+_MEMBER = re.compile(
+    r"^(?P<type>[\w:<>,\s\*&]+?)\s*\b(?P<name>\w+)\s*(?:\[[^\]]*\])?\s*"
+    r"(?:=\s*(?P<init>.+)|\{(?P<brace>.*)\})?$",
+    re.S,
+)
 _NUMBER = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fFlLuU]*$")
 _PRINTF = re.compile(r"%[-+ #0]*\d*(?:\.(\d+))?(?:hh|h|ll|l|z|j|t|L)?([diouxXfFeEgGcsp%])")
 _DEFAULT_AT = re.compile(r"default(?:\s+is|\s*:|\s*=)\s*", re.I)
-_CAST = re.compile(r"^(?:\((?:unsigned\s+)?(?:double|float|int|long|bool|size_t|u?int(?:8|16|32|64)_t)\)\s*|"
-                   r"static_cast\s*<[^>]+>\s*\((?P<static>.*)\)$)", re.S)
+_CAST = re.compile(
+    r"^(?:\((?:unsigned\s+)?(?:double|float|int|long|bool|size_t|u?int(?:8|16|32|64)_t)\)\s*|"
+    r"static_cast\s*<[^>]+>\s*\((?P<static>.*)\)$)",
+    re.S,
+)
 _ASSIGN = re.compile(r"\bparams\.([\w.]+)\s*=\s*([^;]+);")
 
 
@@ -55,10 +61,11 @@ def read_structs(header: str) -> dict[str, dict[str, tuple[str, str | None]]]:
         if end < 0:
             continue
         members: dict[str, tuple[str, str | None]] = {}
-        for statement in split_top(code[m.end():end], ";"):
+        for statement in split_top(code[m.end() : end], ";"):
             statement = re.sub(r"^\s*#.*$", "", statement, flags=re.M).strip()
-            declares = "(" in statement.split("=", 1)[0] or statement.startswith(("struct ", "enum ", "using ",
-                                                                                   "typedef"))
+            declares = "(" in statement.split("=", 1)[0] or statement.startswith(
+                ("struct ", "enum ", "using ", "typedef")
+            )
             if declares and not re.match(r"(struct|enum)\s+\w+\s+\w+\s*(=|$)", statement):
                 continue  # a method, a nested type or an alias; `struct X member;` is a member
             mm = _MEMBER.match(statement)
@@ -90,7 +97,7 @@ def value_text(expr: str, params: Params, depth: int = 0) -> str | None:
     expr = re.sub(r"\.c_str\(\)$", "", expr)
     cast = _CAST.match(expr)
     if cast:
-        return value_text(cast.group("static") or expr[cast.end():], params, depth + 1)
+        return value_text(cast.group("static") or expr[cast.end() :], params, depth + 1)
     text = literal(expr)
     if text is not None:
         return text
@@ -155,8 +162,8 @@ def split_ternary(expr: str) -> tuple[str, str, str] | None:
             depth -= 1
         elif depth == 0 and c == "?" and q < 0:
             q = i
-        elif depth == 0 and c == ":" and q >= 0 and expr[i - 1] != ":" and expr[i + 1:i + 2] != ":":
-            return expr[:q], expr[q + 1:i], expr[i + 1:]
+        elif depth == 0 and c == ":" and q >= 0 and expr[i - 1] != ":" and expr[i + 1 : i + 2] != ":":
+            return expr[:q], expr[q + 1 : i], expr[i + 1 :]
         i += 1
     return None
 
@@ -180,8 +187,8 @@ def help_default(help_expr: str, params: Params) -> str | None:
     if call is None:
         text = literal(help_expr)
         return _literal_default(text) if text else None
-    inner = help_expr.strip()[call.end() - 1:]
-    args = split_top(inner[1:closing(inner, 0)])
+    inner = help_expr.strip()[call.end() - 1 :]
+    args = split_top(inner[1 : closing(inner, 0)])
     fmt = literal(args[0]) if args else None
     if fmt is None:
         return None
@@ -192,7 +199,7 @@ def help_default(help_expr: str, params: Params) -> str | None:
     for m in _PRINTF.finditer(fmt):
         if m.group(2) == "%":
             continue
-        if m.start() == at.end() or (m.start() > at.end() and fmt[at.end():m.start()].strip(" '`\"") == ""):
+        if m.start() == at.end() or (m.start() > at.end() and fmt[at.end() : m.start()].strip(" '`\"") == ""):
             if place + 1 >= len(args):
                 return None
             value = value_text(args[place + 1], params)
@@ -207,5 +214,5 @@ def _literal_default(text: str) -> str | None:
     at = _DEFAULT_AT.search(text)
     if at is None:
         return None
-    m = re.match(r"['`\"]?([^\s,;)'`\"%]+)", text[at.end():])
+    m = re.match(r"['`\"]?([^\s,;)'`\"%]+)", text[at.end() :])
     return m.group(1) if m else None

@@ -35,9 +35,19 @@ from switchover.engines.extract.pyvalues import (
 ARGPARSE_PARSERS = {"argparse.ArgumentParser"}
 _SWITCH_ACTIONS = {"store_true", "store_false", "store_const", "count", "help", "version", "append_const"}
 _SWITCH_BASES = {"_StoreTrueAction", "_StoreFalseAction", "_StoreConstAction", "_CountAction", "_AppendConstAction"}
-_KIND_NAMES = {"int": "int", "float": "float", "str": "str", "bool": "bool", "json.loads": "json",
-               "ast.literal_eval": "json", "loads": "json", "dict": "json", "list": "list", "Path": "str",
-               "pathlib.Path": "str"}
+_KIND_NAMES = {
+    "int": "int",
+    "float": "float",
+    "str": "str",
+    "bool": "bool",
+    "json.loads": "json",
+    "ast.literal_eval": "json",
+    "loads": "json",
+    "dict": "json",
+    "list": "list",
+    "Path": "str",
+    "pathlib.Path": "str",
+}
 _MAX_NOTE = 240
 _LITERAL_PARSERS = {"json.loads", "ast.literal_eval", "literal_eval"}
 
@@ -129,8 +139,12 @@ def flag_facts(ev: Evaluator, opt: Option) -> tuple[str, dict[str, Any]] | None:
     nargs = _plain_or(kw.get("nargs"), None)
     takes_value = not switch and nargs != 0
     kind = "bool" if switch else _kind(ev, kw.get("type"), nargs)
-    facts: dict[str, Any] = {"path": opt.path, "aliases": [s for s in opt.strings if s != name],
-                             "takes_value": takes_value, "kind": kind}
+    facts: dict[str, Any] = {
+        "path": opt.path,
+        "aliases": [s for s in opt.strings if s != name],
+        "takes_value": takes_value,
+        "kind": kind,
+    }
     if takes_value and nargs == "?":
         facts["value_optional"] = True
     choices = kw.get("choices")
@@ -181,8 +195,10 @@ def _action(ev: Evaluator, action: V | None) -> tuple[bool, bool]:
             return True, True
         if bases & _SWITCH_BASES:
             return True, False
-        init = next((s for k in ev.mro(action) for s in k.node.body if isinstance(s, ast.FunctionDef)
-                     and s.name == "__init__"), None)
+        init = next(
+            (s for k in ev.mro(action) for s in k.node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"),
+            None,
+        )
         return init is not None and "nargs=0" in text_of(init).replace(" ", ""), False
     return False, False
 
@@ -223,8 +239,14 @@ def _func_kind(ev: Evaluator, func: FuncV) -> str:
                 return inner
     if node.returns is not None:
         ret = text_of(node.returns).replace("Optional[", "").replace("typing.", "")
-        for word, kind in (("bool", "bool"), ("int", "int"), ("float", "float"), ("list", "list"),
-                           ("List", "list"), ("str", "str")):
+        for word, kind in (
+            ("bool", "bool"),
+            ("int", "int"),
+            ("float", "float"),
+            ("list", "list"),
+            ("List", "list"),
+            ("str", "str"),
+        ):
             if re.match(rf"^{word}\b", ret):
                 return kind
         if re.match(r"^(dict|Dict|Mapping)\b", ret):
@@ -236,8 +258,14 @@ def _func_kind(ev: Evaluator, func: FuncV) -> str:
 
 def _by_name(text: str) -> str:
     low = text.lower()
-    for needle, kind in (("json", "json"), ("float", "float"), ("bool", "bool"), ("int", "int"), ("list", "list"),
-                         ("str", "str")):
+    for needle, kind in (
+        ("json", "json"),
+        ("float", "float"),
+        ("bool", "bool"),
+        ("int", "int"),
+        ("list", "list"),
+        ("str", "str"),
+    ):
         if needle in low:
             return kind
     return "unknown"
@@ -313,7 +341,7 @@ def deprecation(kwargs: dict[str, V], strings: list[str]) -> str | None:
         if not _DEPRECATED_ANY.search(text) or (named and not named & set(strings)):
             return None
     note = " ".join(text.split())
-    return (note[:_MAX_NOTE - 3] + "...") if len(note) > _MAX_NOTE else (note or "deprecated")
+    return (note[: _MAX_NOTE - 3] + "...") if len(note) > _MAX_NOTE else (note or "deprecated")
 
 
 def parser_rules(ev: Evaluator, parser: ParserV) -> tuple[bool, str]:
@@ -322,8 +350,7 @@ def parser_rules(ev: Evaluator, parser: ParserV) -> tuple[bool, str]:
     if isinstance(allow, Const):
         return bool(allow.value), parser.path
     if isinstance(parser.cls, ClassV):
-        init = next((s for s in parser.cls.node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"),
-                    None)
+        init = next((s for s in parser.cls.node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
         if init is not None and "allow_abbrev" in text_of(init):
             return "allow_abbrev=False" not in text_of(init).replace(" ", ""), parser.cls.mod.path
     return True, parser.path
@@ -332,8 +359,10 @@ def parser_rules(ev: Evaluator, parser: ParserV) -> tuple[bool, str]:
 def attached_short(flags: dict[str, dict[str, Any]]) -> bool:
     """Whether the options hold a one-letter short option that takes a value: argparse reads `-q VALUE` typed as
     `-qVALUE` (or `-q=VALUE`) for any such option, so a launch may attach the value."""
-    return any(facts.get("takes_value") and any(re.fullmatch(r"-[^-]", s) for s in (name, *facts.get("aliases", [])))
-               for name, facts in flags.items())
+    return any(
+        facts.get("takes_value") and any(re.fullmatch(r"-[^-]", s) for s in (name, *facts.get("aliases", [])))
+        for name, facts in flags.items()
+    )
 
 
 def collect(ev: Evaluator, parsers: list[ParserV]) -> dict[str, dict[str, Any]]:
@@ -354,6 +383,24 @@ def evaluator(source: Source, hooks: list[Any] | None = None) -> Evaluator:
     return Evaluator(source, [*(hooks or []), argparse_hook])
 
 
-__all__ = ["GroupV", "Map", "Option", "ParserV", "Seq", "SubparsersV", "argparse_hook", "choices_of", "collect",
-           "default_text", "deprecation", "evaluator", "flag_facts", "is_parser_class", "literal_values",
-           "new_parser", "parser_rules", "run_function", "type_kind"]
+__all__ = [
+    "GroupV",
+    "Map",
+    "Option",
+    "ParserV",
+    "Seq",
+    "SubparsersV",
+    "argparse_hook",
+    "choices_of",
+    "collect",
+    "default_text",
+    "deprecation",
+    "evaluator",
+    "flag_facts",
+    "is_parser_class",
+    "literal_values",
+    "new_parser",
+    "parser_rules",
+    "run_function",
+    "type_kind",
+]

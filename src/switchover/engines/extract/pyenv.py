@@ -120,8 +120,12 @@ class EnvReader:
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and text_of(node.value) in _ENVIRON:
             name = self._name(node.slice, mod)
             return EnvRead(name, mod.path, self._kind_around(node, mod)) if name else None
-        if (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In | ast.NotIn)
-                and text_of(node.comparators[0]) in _ENVIRON):
+        if (
+            isinstance(node, ast.Compare)
+            and len(node.ops) == 1
+            and isinstance(node.ops[0], ast.In | ast.NotIn)
+            and text_of(node.comparators[0]) in _ENVIRON
+        ):
             name = self._name(node.left, mod)
             return EnvRead(name, mod.path) if name else None  # a presence test says nothing of the value
         return None
@@ -144,8 +148,14 @@ class EnvReader:
     # --- wrappers
     def _wrapped(self, call: ast.Call, mod: Module) -> EnvRead | None:
         """A call to a package function that reads the variable its argument names."""
-        literals = [a for a in [*call.args, *(k.value for k in call.keywords)] if isinstance(a, ast.Constant)
-                    and isinstance(a.value, str) and _NAME.fullmatch(a.value) and a.value.startswith(self.prefixes)]
+        literals = [
+            a
+            for a in [*call.args, *(k.value for k in call.keywords)]
+            if isinstance(a, ast.Constant)
+            and isinstance(a.value, str)
+            and _NAME.fullmatch(a.value)
+            and a.value.startswith(self.prefixes)
+        ]
         if not literals:
             return None
         func = self.ev.eval(call.func, mod, {})
@@ -160,8 +170,11 @@ class EnvReader:
         default = None
         if wrapper.default_param is not None:
             given = _param(call, wrapper, wrapper.default_param)
-            default = self._default(given, mod) if given is not None else _signature_default(self.ev, func,
-                                                                                              wrapper.default_param)
+            default = (
+                self._default(given, mod)
+                if given is not None
+                else _signature_default(self.ev, func, wrapper.default_param)
+            )
         choices = None
         if wrapper.choices_param is not None:
             given = _param(call, wrapper, wrapper.choices_param)
@@ -184,14 +197,20 @@ class EnvReader:
             if not isinstance(sub, ast.Call) or not any(isinstance(a, ast.Name) and a.id in params for a in sub.args):
                 continue
             callee = self.ev.eval(sub.func, func.mod, {})
-            inner = self._wrapper(callee) if isinstance(callee, FuncV) and not isinstance(
-                callee.node, ast.Lambda) else None
+            inner = (
+                self._wrapper(callee) if isinstance(callee, FuncV) and not isinstance(callee.node, ast.Lambda) else None
+            )
             named = _param(sub, inner, inner.name_param) if inner is not None else None
             if inner is None or not (isinstance(named, ast.Name) and named.id in params):
                 continue
             kind = annotation_kind(text_of(node.returns)) if node.returns is not None else inner.kind
-            return _Wrapper(params, named.id, "default" if "default" in params else None,
-                            "choices" if "choices" in params else None, kind)
+            return _Wrapper(
+                params,
+                named.id,
+                "default" if "default" in params else None,
+                "choices" if "choices" in params else None,
+                kind,
+            )
         return None
 
     def _choices(self, node: ast.expr, mod: Module) -> tuple[str, ...] | None:
@@ -208,9 +227,13 @@ class EnvReader:
         return tuple(listed) if listed is not None else None
 
     def _class(self, node: ast.expr, mod: Module) -> ClassV | None:
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Call)
-                and text_of(node.value.func) == "__import__" and node.value.args
-                and isinstance(node.value.args[0], ast.Constant)):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Call)
+            and text_of(node.value.func) == "__import__"
+            and node.value.args
+            and isinstance(node.value.args[0], ast.Constant)
+        ):
             target = self.ev.source.module(str(node.value.args[0].value))
             found: V = self.ev.module_value(target, node.attr) if target is not None else Unknown(node.attr)
         else:
@@ -297,12 +320,16 @@ def _wrapper_of(node: ast.FunctionDef | ast.AsyncFunctionDef) -> _Wrapper | None
             named = sub.slice  # `os.environ[name] = ...` writes the variable: not a read
         if not (isinstance(named, ast.Name) and named.id in params):
             continue
-        default = fallback.id if isinstance(fallback, ast.Name) and fallback.id in params else (
-            "default" if "default" in params else None)
+        default = (
+            fallback.id
+            if isinstance(fallback, ast.Name) and fallback.id in params
+            else ("default" if "default" in params else None)
+        )
         kind = annotation_kind(text_of(node.returns)) if node.returns is not None else "unknown"
         if kind == "unknown":
-            kind = next((k for k in ("bool", "int", "float", "str") if re.search(rf"(^|_){k}(_|$)", node.name)),
-                        "unknown")
+            kind = next(
+                (k for k in ("bool", "int", "float", "str") if re.search(rf"(^|_){k}(_|$)", node.name)), "unknown"
+            )
         return _Wrapper(params, named.id, default, "choices" if "choices" in params else None, kind)
     return None
 
@@ -312,13 +339,25 @@ def annotation_kind(text: str) -> str:
     str."""
     text = text.replace("typing.", "").strip("'\" ")
     if text.startswith("Callable[") and "]," in text:
-        text = text[text.index("],") + 2:-1].strip()
+        text = text[text.index("],") + 2 : -1].strip()
     text = re.sub(r"^Optional\[(.*)\]$", r"\1", text)
     parts = [p.strip() for p in text.split("|") if p.strip() not in ("None", "")]
     head = parts[0] if len(parts) == 1 else ""
-    for prefix, kind in (("bool", "bool"), ("int", "int"), ("float", "float"), ("str", "str"), ("Literal", "str"),
-                         ("list", "list"), ("List", "list"), ("set", "list"), ("Set", "list"), ("tuple", "list"),
-                         ("Tuple", "list"), ("dict", "json"), ("Dict", "json")):
+    for prefix, kind in (
+        ("bool", "bool"),
+        ("int", "int"),
+        ("float", "float"),
+        ("str", "str"),
+        ("Literal", "str"),
+        ("list", "list"),
+        ("List", "list"),
+        ("set", "list"),
+        ("Set", "list"),
+        ("tuple", "list"),
+        ("Tuple", "list"),
+        ("dict", "json"),
+        ("Dict", "json"),
+    ):
         if re.match(rf"{prefix}\b", head):
             return kind
     return "unknown"
@@ -346,18 +385,25 @@ def merge(reads: list[EnvRead]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name, found in sorted(by_name.items()):
         strong = {r.kind for r in found if r.kind not in _WEAK}
-        kind = strong.pop() if len(strong) == 1 else "unknown" if strong else (
-            "str" if any(r.kind == "str" for r in found) else "unknown")
+        kind = (
+            strong.pop()
+            if len(strong) == 1
+            else "unknown"
+            if strong
+            else ("str" if any(r.kind == "str" for r in found) else "unknown")
+        )
         defaults = {r.default for r in found if r.default is not None}
         choices = next((r.choices for r in found if r.choices is not None), None)
         note = next((r.deprecated for r in found if r.deprecated is not None), None)
-        out[name] = EnvRead(name, found[0].path, kind, defaults.pop() if len(defaults) == 1 else None,
-                            choices, note).facts()
+        out[name] = EnvRead(
+            name, found[0].path, kind, defaults.pop() if len(defaults) == 1 else None, choices, note
+        ).facts()
     return out
 
 
-def scan(source: Source, ev: Evaluator, prefixes: tuple[str, ...], *, skip: tuple[str, ...] = ()
-         ) -> dict[str, dict[str, Any]]:
+def scan(
+    source: Source, ev: Evaluator, prefixes: tuple[str, ...], *, skip: tuple[str, ...] = ()
+) -> dict[str, dict[str, Any]]:
     """Every variable with one of `prefixes` that the package reads by name, anywhere but tests and `skip`."""
     reader = EnvReader(ev, prefixes)
     reads: list[EnvRead] = []

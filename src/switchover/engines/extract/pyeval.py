@@ -224,8 +224,11 @@ class Evaluator:
             found = self._own_attr(klass, name, bound)
             if found is not None:
                 return found
-        return Method(bound, name) if bound is not None and not isinstance(bound, ClassV) else Unknown(
-            f"{cls.node.name}.{name}")
+        return (
+            Method(bound, name)
+            if bound is not None and not isinstance(bound, ClassV)
+            else Unknown(f"{cls.node.name}.{name}")
+        )
 
     def _own_attr(self, cls: ClassV, name: str, bound: V | None) -> V | None:
         for stmt in cls.node.body:
@@ -380,12 +383,15 @@ class Evaluator:
         defaults = a.defaults
         for i, name in enumerate(params):
             di = i - (len(params) - len(defaults))
-            env[name] = args[i] if i < len(args) else kwargs.get(name, self.eval(
-                defaults[di], func.mod, {}) if di >= 0 else Unknown(name))
+            env[name] = (
+                args[i]
+                if i < len(args)
+                else kwargs.get(name, self.eval(defaults[di], func.mod, {}) if di >= 0 else Unknown(name))
+            )
         for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True):
             env[p.arg] = kwargs.get(p.arg, self.eval(d, func.mod, {}) if d is not None else Unknown(p.arg))
         if a.vararg:
-            env[a.vararg.arg] = Seq(list(args[len(params):]))
+            env[a.vararg.arg] = Seq(list(args[len(params) :]))
         if a.kwarg:
             env[a.kwarg.arg] = Map({k: v for k, v in kwargs.items() if k not in env})
         return env

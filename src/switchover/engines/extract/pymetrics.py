@@ -17,8 +17,9 @@ from switchover.engines.extract.pyvalues import Const, text_of
 _TYPES = (("histogram", "histogram"), ("summary", "summary"), ("counter", "counter"), ("gauge", "gauge"))
 
 
-def metrics_in(source: Source, paths: tuple[str, ...], *, prefix: str, hidden_when: str | None = None
-               ) -> dict[str, dict[str, str]]:
+def metrics_in(
+    source: Source, paths: tuple[str, ...], *, prefix: str, hidden_when: str | None = None
+) -> dict[str, dict[str, str]]:
     """name -> {path, type} for the series defined in `paths` (files, or folders ending with '/').
 
     A definition under an `if` whose condition names `hidden_when` (vLLM's --show-hidden-metrics-for-version) is
@@ -98,12 +99,20 @@ def _through_variable(call: ast.Call, scope: ast.AST, prefix: str) -> list[str]:
         sources = lists.get(loop.iter.id, []) if isinstance(loop.iter, ast.Name) else [loop.iter]
         for source in sources:
             for elt in source.elts if isinstance(source, ast.List | ast.Tuple) else []:
-                picked = elt.elts[index] if isinstance(elt, ast.Tuple) and index < len(elt.elts) else (
-                    elt if isinstance(target, ast.Name) else None)
+                picked = (
+                    elt.elts[index]
+                    if isinstance(elt, ast.Tuple) and index < len(elt.elts)
+                    else (elt if isinstance(target, ast.Name) else None)
+                )
                 if picked is not None:
                     literals.append(picked)
-    return [lit.value for lit in literals if isinstance(lit, ast.Constant) and isinstance(lit.value, str)
-            and re.fullmatch(re.escape(prefix) + r"[A-Za-z_:][\w:]*", lit.value)]
+    return [
+        lit.value
+        for lit in literals
+        if isinstance(lit, ast.Constant)
+        and isinstance(lit.value, str)
+        and re.fullmatch(re.escape(prefix) + r"[A-Za-z_:][\w:]*", lit.value)
+    ]
 
 
 def _kind(call: ast.Call) -> str | None:

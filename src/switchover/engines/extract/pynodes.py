@@ -35,8 +35,17 @@ if TYPE_CHECKING:
     from switchover.engines.extract.pyeval import Evaluator
 
 Env = dict[str, V]
-_TYPING_ORIGINS = {"List": "list", "Dict": "dict", "Tuple": "tuple", "Set": "set", "FrozenSet": "set",
-                   "Type": "type", "Sequence": "list", "Iterable": "list", "Mapping": "dict"}
+_TYPING_ORIGINS = {
+    "List": "list",
+    "Dict": "dict",
+    "Tuple": "tuple",
+    "Set": "set",
+    "FrozenSet": "set",
+    "Type": "type",
+    "Sequence": "list",
+    "Iterable": "list",
+    "Mapping": "dict",
+}
 FIELD_MARK = "__field__"
 
 
@@ -99,8 +108,12 @@ def _joined(ev: Evaluator, node: ast.JoinedStr, mod: Module, env: Env) -> V:
     return Const("".join(parts))
 
 
-_BINOPS: dict[type, Callable[[Any, Any], Any]] = {ast.Add: operator.add, ast.Mult: operator.mul,
-                                                  ast.Sub: operator.sub, ast.Mod: operator.mod}
+_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Mult: operator.mul,
+    ast.Sub: operator.sub,
+    ast.Mod: operator.mod,
+}
 
 
 def _binop(ev: Evaluator, node: ast.BinOp, mod: Module, env: Env) -> V:
@@ -134,9 +147,15 @@ def _subscript(ev: Evaluator, node: ast.Subscript, mod: Module, env: Env) -> V:
         elts = inner.elts if isinstance(inner, ast.Tuple) else [inner]
         origin = obj.short if isinstance(obj, Ext) else (obj.node.name if isinstance(obj, ClassV) else obj.origin)
         # a string is a forward reference where a type is expected; Literal values and Annotated metadata are data
-        args = [ev.annotation(e, mod) if isinstance(e, ast.Constant) and isinstance(e.value, str)
-                and origin != "Literal" and not (origin == "Annotated" and i > 0) else ev.eval(e, mod, env)
-                for i, e in enumerate(elts)]
+        args = [
+            ev.annotation(e, mod)
+            if isinstance(e, ast.Constant)
+            and isinstance(e.value, str)
+            and origin != "Literal"
+            and not (origin == "Annotated" and i > 0)
+            else ev.eval(e, mod, env)
+            for i, e in enumerate(elts)
+        ]
         if isinstance(obj, Generic) and obj.origin == "Annotated" and not obj.args:
             return Generic("Annotated", args)
         return Generic(_TYPING_ORIGINS.get(origin, origin), args)
@@ -225,10 +244,24 @@ def _lambda(ev: Evaluator, node: ast.Lambda, mod: Module, env: Env) -> V:
 
 
 EXPR: dict[type, Callable[..., V]] = {
-    ast.Constant: _constant, ast.Name: _name, ast.Attribute: _attribute, ast.List: _sequence, ast.Tuple: _sequence,
-    ast.Set: _sequence, ast.Dict: _dict, ast.JoinedStr: _joined, ast.BinOp: _binop, ast.UnaryOp: _unary,
-    ast.Subscript: _subscript, ast.Call: _call, ast.ListComp: _comprehension, ast.SetComp: _comprehension,
-    ast.GeneratorExp: _comprehension, ast.DictComp: _dictcomp, ast.IfExp: _ifexp, ast.Lambda: _lambda,
+    ast.Constant: _constant,
+    ast.Name: _name,
+    ast.Attribute: _attribute,
+    ast.List: _sequence,
+    ast.Tuple: _sequence,
+    ast.Set: _sequence,
+    ast.Dict: _dict,
+    ast.JoinedStr: _joined,
+    ast.BinOp: _binop,
+    ast.UnaryOp: _unary,
+    ast.Subscript: _subscript,
+    ast.Call: _call,
+    ast.ListComp: _comprehension,
+    ast.SetComp: _comprehension,
+    ast.GeneratorExp: _comprehension,
+    ast.DictComp: _dictcomp,
+    ast.IfExp: _ifexp,
+    ast.Lambda: _lambda,
 }
 
 
@@ -323,10 +356,21 @@ def _s_break(ev: Evaluator, stmt: ast.stmt, mod: Module, env: Env) -> None:
 
 
 STMT: dict[type, Callable[..., None]] = {
-    ast.Assign: _s_assign, ast.AnnAssign: _s_annassign, ast.AugAssign: _s_augassign, ast.Expr: _s_expr,
-    ast.Return: _s_return, ast.If: _s_if, ast.For: _s_for, ast.With: _s_block, ast.Try: _s_block,
-    ast.Delete: _s_delete, ast.FunctionDef: _s_def, ast.Import: _s_import, ast.ImportFrom: _s_import,
-    ast.Break: _s_break, ast.Raise: _s_break,
+    ast.Assign: _s_assign,
+    ast.AnnAssign: _s_annassign,
+    ast.AugAssign: _s_augassign,
+    ast.Expr: _s_expr,
+    ast.Return: _s_return,
+    ast.If: _s_if,
+    ast.For: _s_for,
+    ast.With: _s_block,
+    ast.Try: _s_block,
+    ast.Delete: _s_delete,
+    ast.FunctionDef: _s_def,
+    ast.Import: _s_import,
+    ast.ImportFrom: _s_import,
+    ast.Break: _s_break,
+    ast.Raise: _s_break,
 }
 
 
@@ -342,8 +386,13 @@ def _b_sorted(ev: Evaluator, args: list[V], kwargs: dict[str, V]) -> V:
     out = _b_list(ev, args[:1], {})
     if isinstance(out, Seq) and all(isinstance(i, Const) for i in out.items) and "key" not in kwargs:
         try:
-            return Seq(sorted(out.items, key=lambda c: c.value, reverse=bool(  # type: ignore[attr-defined]
-                plain(kwargs["reverse"]) if "reverse" in kwargs else False)))
+            return Seq(
+                sorted(
+                    out.items,
+                    key=lambda c: c.value,  # type: ignore[attr-defined]
+                    reverse=bool(plain(kwargs["reverse"]) if "reverse" in kwargs else False),
+                )
+            )
         except TypeError:
             return out
     return out
@@ -377,16 +426,41 @@ def _b_str(ev: Evaluator, args: list[V], kwargs: dict[str, V]) -> V:
 
 
 BUILTINS: dict[str, Callable[[Evaluator, list[V], dict[str, V]], V]] = {
-    "list": _b_list, "tuple": _b_list, "set": _b_list, "frozenset": _b_list, "sorted": _b_sorted,
-    "dict": _b_dict, "copy.deepcopy": lambda ev, a, k: deep_copy(a[0]) if a else Unknown("deepcopy"),
+    "list": _b_list,
+    "tuple": _b_list,
+    "set": _b_list,
+    "frozenset": _b_list,
+    "sorted": _b_sorted,
+    "dict": _b_dict,
+    "copy.deepcopy": lambda ev, a, k: deep_copy(a[0]) if a else Unknown("deepcopy"),
     "copy.copy": lambda ev, a, k: deep_copy(a[0]) if a else Unknown("copy"),
-    "typing.get_args": _b_get_args, "typing_extensions.get_args": _b_get_args, "get_args": _b_get_args,
-    "dataclasses.field": _b_field, "field": _b_field, "pydantic.Field": _b_field, "msgspec.field": _b_field,
+    "typing.get_args": _b_get_args,
+    "typing_extensions.get_args": _b_get_args,
+    "get_args": _b_get_args,
+    "dataclasses.field": _b_field,
+    "field": _b_field,
+    "pydantic.Field": _b_field,
+    "msgspec.field": _b_field,
     "str": _b_str,
 }
 
-_STR_METHODS = {"replace", "lower", "upper", "strip", "lstrip", "rstrip", "removeprefix", "removesuffix", "split",
-                "join", "format", "startswith", "endswith", "title", "capitalize"}
+_STR_METHODS = {
+    "replace",
+    "lower",
+    "upper",
+    "strip",
+    "lstrip",
+    "rstrip",
+    "removeprefix",
+    "removesuffix",
+    "split",
+    "join",
+    "format",
+    "startswith",
+    "endswith",
+    "title",
+    "capitalize",
+}
 
 
 def call_method(ev: Evaluator, method: Method, args: list[V], kwargs: dict[str, V]) -> V:
@@ -401,8 +475,9 @@ def call_method(ev: Evaluator, method: Method, args: list[V], kwargs: dict[str, 
             if name == "join":
                 items = ev.iterate(args[0]) if args else None
                 return Const(obj.value.join(str(plain(i)) for i in items)) if items is not None else Unknown("join")
-            return Const(getattr(obj.value, name)(*[plain(a) for a in args],
-                                                  **{k: plain(v) for k, v in kwargs.items()}))
+            return Const(
+                getattr(obj.value, name)(*[plain(a) for a in args], **{k: plain(v) for k, v in kwargs.items()})
+            )
         except (ValueError, TypeError, KeyError, IndexError):
             return Unknown(f"str.{name}(...)")
     return Unknown(f".{name}(...)")
@@ -442,8 +517,14 @@ def _seq_method(ev: Evaluator, obj: Seq, name: str, args: list[V]) -> V:
     elif name == "copy":
         return Seq(list(obj.items))
     elif name == "index" and args:
-        return next((Const(i) for i, v in enumerate(obj.items) if isinstance(v, Const) and isinstance(
-            args[0], Const) and v.value == args[0].value), Unknown("index"))
+        return next(
+            (
+                Const(i)
+                for i, v in enumerate(obj.items)
+                if isinstance(v, Const) and isinstance(args[0], Const) and v.value == args[0].value
+            ),
+            Unknown("index"),
+        )
     else:
         return Unknown(f"list.{name}(...)")
     return Const(None)

@@ -130,8 +130,6 @@ class Break(Exception):
     pass
 
 
-
-
 def text_of(node: ast.AST) -> str:
     try:
         return ast.unparse(node)

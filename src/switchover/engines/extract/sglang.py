@@ -14,15 +14,7 @@ import re
 from typing import Any
 
 from switchover.engines.extract import Extracted, SourceTree
-from switchover.engines.extract.pyargs import (
-    GroupV,
-    Option,
-    ParserV,
-    attached_short,
-    collect,
-    evaluator,
-    new_parser,
-)
+from switchover.engines.extract.pyargs import GroupV, Option, ParserV, attached_short, collect, evaluator, new_parser
 from switchover.engines.extract.pyeval import Evaluator, Source
 from switchover.engines.extract.pymetrics import metrics_in
 from switchover.engines.extract.pytypes import atoms, field_default
@@ -47,8 +39,12 @@ from switchover.engines.releases import ParserRules
 _SERVER_ARGS = "sglang.srt.server_args"
 _PARSER_SITES = (("sglang/srt/server_args.py", "prepare_server_args"), ("sglang/launch_server.py", None))
 # collectors, plus the HTTP request series that lived in the utils module before observability/ (0.5.x)
-_METRIC_FILES = ("sglang/srt/metrics/", "sglang/srt/observability/", "sglang/srt/utils/common.py",
-                 "sglang/srt/utils.py")
+_METRIC_FILES = (
+    "sglang/srt/metrics/",
+    "sglang/srt/observability/",
+    "sglang/srt/utils/common.py",
+    "sglang/srt/utils.py",
+)
 _REGISTRY_OPTIONS = ("--reasoning-parser", "--tool-call-parser")  # parser registries plugins register into
 
 
@@ -72,8 +68,14 @@ def extract(tree: SourceTree) -> Extracted:
     env = environment(ev, source)
     # the files options and metrics come from (each environment variable cites its own file: they are many)
     cited = {f["path"] for f in flags.values()} | {m["path"] for m in metrics.values()} | {rules.source}
-    return Extracted(parser=rules, flags=flags, metrics=metrics, files=sorted(cited), environment=env,
-                     env_prefix_aliases=prefix_aliases(source))
+    return Extracted(
+        parser=rules,
+        flags=flags,
+        metrics=metrics,
+        files=sorted(cited),
+        environment=env,
+        env_prefix_aliases=prefix_aliases(source),
+    )
 
 
 def _rules(source: Source) -> ParserRules:
@@ -84,12 +86,18 @@ def _rules(source: Source) -> ParserRules:
         if text is None:
             continue
         tree = ast.parse(text)
-        scope: ast.AST = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function),
-                              tree) if function else tree
+        scope: ast.AST = (
+            next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function), tree)
+            if function
+            else tree
+        )
         calls = [n for n in ast.walk(scope) if isinstance(n, ast.Call) and text_of(n.func).endswith("ArgumentParser")]
         if calls:
-            off = any(k.arg == "allow_abbrev" and isinstance(k.value, ast.Constant) and k.value.value is False
-                      for c in calls for k in c.keywords)
+            off = any(
+                k.arg == "allow_abbrev" and isinstance(k.value, ast.Constant) and k.value.value is False
+                for c in calls
+                for k in c.keywords
+            )
             return ParserRules(abbrev=not off, underscores=False, source=path)
     return ParserRules(abbrev=True, underscores=False, source="sglang/launch_server.py")
 
@@ -114,9 +122,12 @@ def _open_choices(ev: Evaluator, server_args: ClassV, parser: ParserV, flags: di
         if not isinstance(func, FuncV) or isinstance(func.node, ast.Lambda):
             continue
         for node in ast.walk(func.node):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in ("extend", "append", "add", "update")
-                    and isinstance(node.func.value, ast.Name)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("extend", "append", "add", "update")
+                and isinstance(node.func.value, ast.Name)
+            ):
                 extendable.add(id(ev.module_value(func.mod, node.func.value.id)))
     for opt in parser.options:
         longs = [s for s in opt.strings if s.startswith("--")]
@@ -178,8 +189,15 @@ def _field_option(ev: Evaluator, fdef: FieldDef) -> Option | None:
     hint = ev.annotation(fdef.annotation, fdef.owner.mod)
     if not (isinstance(hint, Generic) and hint.origin == "Annotated" and len(hint.args) > 1):
         return None
-    meta = next((m for m in hint.args[1:] if (isinstance(m, Instance) and m.cls.node.name == "Arg")
-                 or (isinstance(m, Const) and isinstance(m.value, str))), None)
+    meta = next(
+        (
+            m
+            for m in hint.args[1:]
+            if (isinstance(m, Instance) and m.cls.node.name == "Arg")
+            or (isinstance(m, Const) and isinstance(m.value, str))
+        ),
+        None,
+    )
     if meta is None:
         return None
     arg: dict[str, V] = dict(meta.attrs) if isinstance(meta, Instance) else {"help": meta}
@@ -188,8 +206,10 @@ def _field_option(ev: Evaluator, fdef: FieldDef) -> Option | None:
     cli = arg.get("cli_name")
     name = str(cli.value) if isinstance(cli, Const) and cli.value else "--" + fdef.name.replace("_", "-")
     aliases = arg.get("aliases")
-    strings = [name, *([str(a.value) for a in aliases.items if isinstance(a, Const)]
-                       if isinstance(aliases, Seq) else [])]
+    strings = [
+        name,
+        *([str(a.value) for a in aliases.items if isinstance(a, Const)] if isinstance(aliases, Seq) else []),
+    ]
     kw: dict[str, V] = {"help": arg.get("help", Const(""))}
     default = field_default(ev, fdef)
     if default is not None:
@@ -212,18 +232,27 @@ def _typed(ev: Evaluator, raw: V, arg: dict[str, V]) -> dict[str, V]:
     literal = next((a for a in found if a.kind == "Literal"), None)
     if literal is not None:
         values = list(literal.values)
-        typ = parser_fn if parser_fn is not None and not _none(parser_fn) else Ext(
-            "int" if values and isinstance(values[0], Const) and isinstance(values[0].value, int) else "str")
+        typ = (
+            parser_fn
+            if parser_fn is not None and not _none(parser_fn)
+            else Ext("int" if values and isinstance(values[0], Const) and isinstance(values[0].value, int) else "str")
+        )
         return {"choices": given.get("choices", Seq(values)), "type": typ}
     head = found[0] if len(found) == 1 else None
     if head is not None and head.kind == "list" and _none(parser_fn):
         elem = head.values[0] if head.values else Ext("str")
-        return {"nargs": given.get("nargs", Const("+")), "type": _infer(ev, elem),
-                **({"choices": given["choices"]} if "choices" in given else {})}
+        return {
+            "nargs": given.get("nargs", Const("+")),
+            "type": _infer(ev, elem),
+            **({"choices": given["choices"]} if "choices" in given else {}),
+        }
     if head is not None and head.kind == "bool":
         return {"action": Const("store_true")}
-    typ = parser_fn if parser_fn is not None and not _none(parser_fn) else (
-        _infer(ev, raw) if head is not None else Ext("str"))
+    typ = (
+        parser_fn
+        if parser_fn is not None and not _none(parser_fn)
+        else (_infer(ev, raw) if head is not None else Ext("str"))
+    )
     out: dict[str, V] = {"type": typ}
     out.update({k: v for k, v in given.items() if k != "const"})
     return out

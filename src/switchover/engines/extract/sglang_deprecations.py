@@ -38,9 +38,12 @@ class Deprecation:
 
     def note(self) -> str:
         """The EnvSpan.deprecated text."""
-        text = "Deprecated." + (f" Use {self.replacement} instead." if self.replacement else "") + (
-            f" {' '.join(self.hint.split())}" if self.hint else "")
-        return text if len(text) <= _MAX_NOTE else text[:_MAX_NOTE - 3] + "..."
+        text = (
+            "Deprecated."
+            + (f" Use {self.replacement} instead." if self.replacement else "")
+            + (f" {' '.join(self.hint.split())}" if self.hint else "")
+        )
+        return text if len(text) <= _MAX_NOTE else text[: _MAX_NOTE - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -78,16 +81,23 @@ def deprecations(ev: Evaluator, mod: Module) -> dict[str, Deprecation]:
         seen = out.get(found.name)
         if seen is not None:
             hints = list(dict.fromkeys(h for h in (seen.hint, found.hint) if h))
-            found = Deprecation(found.name, seen.replacement or found.replacement, " ".join(hints) or None,
-                                seen.forwarded or found.forwarded)
+            found = Deprecation(
+                found.name,
+                seen.replacement or found.replacement,
+                " ".join(hints) or None,
+                seen.forwarded or found.forwarded,
+            )
         out[found.name] = found
     return out
 
 
 def _by_calls(mod: Module) -> Iterator[Deprecation]:
     """`warn_fn("OLD", "NEW")`: a module function that warns when a parameter's variable is set."""
-    handlers = {s.name: roles for s in mod.node.body if isinstance(s, ast.FunctionDef)
-                and (roles := _function_roles(s)) is not None}
+    handlers = {
+        s.name: roles
+        for s in mod.node.body
+        if isinstance(s, ast.FunctionDef) and (roles := _function_roles(s)) is not None
+    }
     for call in ast.walk(mod.node):
         if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in handlers:
             found = _from_call(call, handlers[call.func.id], skip_self=False)
@@ -98,11 +108,20 @@ def _by_calls(mod: Module) -> Iterator[Deprecation]:
 def _by_loops(mod: Module) -> Iterator[Deprecation]:
     """`for old, new in {"OLD_MS": "NEW_S"}.items(): if old in os.environ: warn(...deprecated...)`, the dict a
     literal assigned to a name in the module (or one of its functions)."""
-    literals = {t.id: s.value for s in ast.walk(mod.node) if isinstance(s, ast.Assign) and isinstance(s.value, ast.Dict)
-                for t in s.targets if isinstance(t, ast.Name)}
+    literals = {
+        t.id: s.value
+        for s in ast.walk(mod.node)
+        if isinstance(s, ast.Assign) and isinstance(s.value, ast.Dict)
+        for t in s.targets
+        if isinstance(t, ast.Name)
+    }
     for loop in ast.walk(mod.node):
-        if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Tuple) and len(loop.target.elts) == 2
-                and _method_call(loop.iter, "items", literal=False)):
+        if not (
+            isinstance(loop, ast.For)
+            and isinstance(loop.target, ast.Tuple)
+            and len(loop.target.elts) == 2
+            and _method_call(loop.iter, "items", literal=False)
+        ):
             continue
         assert isinstance(loop.iter.func, ast.Attribute)
         table = literals.get(text_of(loop.iter.func.value))
@@ -147,10 +166,14 @@ def _from_call(call: ast.Call, roles: _Roles, *, skip_self: bool, old: str | Non
     replacement = _name(bound.get(roles.new or ""))
     transform = bound.get(roles.transform or "")
     transformed = transform is not None and not (isinstance(transform, ast.Constant) and transform.value is None)
-    hints = [v.value for p, v in bound.items() if p not in (roles.old, roles.new, roles.transform)
-             and isinstance(v, ast.Constant) and isinstance(v.value, str)]
-    return Deprecation(name, replacement, hints[0] if hints else None,
-                       replacement is not None and roles.forwards and not transformed)
+    hints = [
+        v.value
+        for p, v in bound.items()
+        if p not in (roles.old, roles.new, roles.transform) and isinstance(v, ast.Constant) and isinstance(v.value, str)
+    ]
+    return Deprecation(
+        name, replacement, hints[0] if hints else None, replacement is not None and roles.forwards and not transformed
+    )
 
 
 def _function_roles(func: ast.FunctionDef) -> _Roles | None:
@@ -170,13 +193,21 @@ def _class_roles(cls: ClassV) -> _Roles | None:
     init = next((m for m in methods if m.name == "__init__"), None)
     if init is None:
         return None
-    warns = [m for m in methods if m is not init and _says_deprecated(m) and any(
-        _tests_environ(m, a.arg) for a in m.args.args[1:])]
+    warns = [
+        m
+        for m in methods
+        if m is not init and _says_deprecated(m) and any(_tests_environ(m, a.arg) for a in m.args.args[1:])
+    ]
     if not warns:
         return None
     params = tuple(a.arg for a in init.args.args)
-    kept = {t.attr: s.value.id for s in ast.walk(init) if isinstance(s, ast.Assign) and isinstance(s.value, ast.Name)
-            for t in s.targets if isinstance(t, ast.Attribute) and text_of(t.value) == "self"}
+    kept = {
+        t.attr: s.value.id
+        for s in ast.walk(init)
+        if isinstance(s, ast.Assign) and isinstance(s.value, ast.Name)
+        for t in s.targets
+        if isinstance(t, ast.Attribute) and text_of(t.value) == "self"
+    }
     new = next((kept[a] for a in kept if any(_writes_environ(m, ast.Attribute, a) for m in warns)), None)
     called = {text_of(c.func).removeprefix("self.") for m in warns for c in ast.walk(m) if isinstance(c, ast.Call)}
     transform = next((kept[a] for a in kept if a in called), None)
@@ -185,8 +216,11 @@ def _class_roles(cls: ClassV) -> _Roles | None:
 
 # --- small readers of the handler's body
 def _run_at_import(mod: Module) -> list[ast.FunctionDef]:
-    called = {s.value.func.id for s in mod.node.body if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
-              and isinstance(s.value.func, ast.Name)}
+    called = {
+        s.value.func.id
+        for s in mod.node.body
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Name)
+    }
     return [s for s in mod.node.body if isinstance(s, ast.FunctionDef) and s.name in called]
 
 
@@ -194,18 +228,29 @@ def _method_call(node: ast.AST, method: str, *, literal: bool = True) -> TypeGua
     """`x.method("...")` (with a string first argument when `literal`)."""
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method):
         return False
-    return not literal or (bool(node.args) and isinstance(node.args[0], ast.Constant)
-                           and isinstance(node.args[0].value, str))
+    return not literal or (
+        bool(node.args) and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+    )
 
 
 def _tests_environ(scope: ast.AST, param: str) -> bool:
     """`param in os.environ` / `not in` / `os.getenv(param)` somewhere in `scope`."""
     for node in ast.walk(scope):
-        if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == param
-                and isinstance(node.ops[0], ast.In | ast.NotIn) and text_of(node.comparators[0]) in _ENVIRON):
+        if (
+            isinstance(node, ast.Compare)
+            and isinstance(node.left, ast.Name)
+            and node.left.id == param
+            and isinstance(node.ops[0], ast.In | ast.NotIn)
+            and text_of(node.comparators[0]) in _ENVIRON
+        ):
             return True
-        if (isinstance(node, ast.Call) and text_of(node.func) in ("os.getenv", "os.environ.get") and node.args
-                and isinstance(node.args[0], ast.Name) and node.args[0].id == param):
+        if (
+            isinstance(node, ast.Call)
+            and text_of(node.func) in ("os.getenv", "os.environ.get")
+            and node.args
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id == param
+        ):
             return True
     return False
 
@@ -214,12 +259,16 @@ def _writes_environ(scope: ast.AST, kind: type[ast.expr] | None = None, name: st
     """`os.environ[...] = ...` in `scope`; with `kind`, only where the key is that parameter (a Name) or that
     attribute of self."""
     for node in ast.walk(scope):
-        if not (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)
-                and text_of(node.value) in _ENVIRON):
+        if not (
+            isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and text_of(node.value) in _ENVIRON
+        ):
             continue
         key = node.slice
-        if kind is None or (kind is ast.Name and isinstance(key, ast.Name) and key.id == name) or (
-                kind is ast.Attribute and isinstance(key, ast.Attribute) and key.attr == name):
+        if (
+            kind is None
+            or (kind is ast.Name and isinstance(key, ast.Name) and key.id == name)
+            or (kind is ast.Attribute and isinstance(key, ast.Attribute) and key.attr == name)
+        ):
             return True
     return False
 
@@ -227,17 +276,24 @@ def _writes_environ(scope: ast.AST, kind: type[ast.expr] | None = None, name: st
 def _written_value_is_read(scope: ast.AST, new: str, old: str) -> bool:
     """`os.environ[new] = os.environ[old]`: the replacement gets the old name's value as it was set."""
     for node in ast.walk(scope):
-        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Name)
-                                                 and t.slice.id == new for t in node.targets)):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Name) and t.slice.id == new for t in node.targets
+        ):
             value = node.value
-            return (isinstance(value, ast.Subscript) and text_of(value.value) in _ENVIRON
-                    and isinstance(value.slice, ast.Name) and value.slice.id == old)
+            return (
+                isinstance(value, ast.Subscript)
+                and text_of(value.value) in _ENVIRON
+                and isinstance(value.slice, ast.Name)
+                and value.slice.id == old
+            )
     return False
 
 
 def _says_deprecated(scope: ast.AST) -> bool:
-    return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and _SAYS_DEPRECATED.search(n.value)
-               for n in ast.walk(scope))
+    return any(
+        isinstance(n, ast.Constant) and isinstance(n.value, str) and _SAYS_DEPRECATED.search(n.value)
+        for n in ast.walk(scope)
+    )
 
 
 def _text(node: ast.expr | None) -> str | None:

@@ -61,8 +61,12 @@ def _registry(ev: Evaluator, source: Source) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     aliases: list[EnvRead] = []
     for stmt in registry.node.body:
-        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-                and isinstance(stmt.value, ast.Call)):
+        if not (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.Call)
+        ):
             continue
         cls = ev.eval(stmt.value.func, registry.mod, {})
         if not (isinstance(cls, ClassV) and any(k.node.name == _FIELD_BASE for k in ev.mro(cls))):
@@ -74,8 +78,14 @@ def _registry(ev: Evaluator, source: Source) -> dict[str, dict[str, Any]]:
         out[name] = EnvRead(name, registry.mod.path, kind, default).facts()
         alias = next((k.value for k in call.keywords if k.arg == "deprecated_name"), None)
         if isinstance(alias, ast.Constant) and isinstance(alias.value, str):  # read while `name` is unset
-            aliases.append(EnvRead(alias.value, registry.mod.path, kind, deprecated=Deprecation(
-                alias.value, name, f"Read only while {name} is unset.").note()))
+            aliases.append(
+                EnvRead(
+                    alias.value,
+                    registry.mod.path,
+                    kind,
+                    deprecated=Deprecation(alias.value, name, f"Read only while {name} is unset.").note(),
+                )
+            )
     for read in aliases:
         out.setdefault(read.name, read.facts())
     return out

@@ -22,8 +22,10 @@ _STRUCT = re.compile(r"\bstruct\s+Args\s*\{")
 _ENUM = re.compile(r"\benum\s+(\w+)\s*\{")
 _ATTR = re.compile(r"#\[\s*(clap|arg|command|value)\s*\(")
 _FIELD = re.compile(r"(?:pub(?:\([^)]*\))?\s+)?(\w+)\s*:\s*(.+)$", re.S)
-_METRIC = re.compile(r'\b(?:metrics::)?(increment_counter|absolute_counter|counter|increment_gauge|decrement_gauge'
-                     r'|gauge|histogram)!\s*\(\s*"(tgi_\w+)"')
+_METRIC = re.compile(
+    r"\b(?:metrics::)?(increment_counter|absolute_counter|counter|increment_gauge|decrement_gauge"
+    r'|gauge|histogram)!\s*\(\s*"(tgi_\w+)"'
+)
 _MATCHER = re.compile(r'Matcher::(Full|Prefix|Suffix)\(\s*(?:String::from\()?\s*"([^"]+)"')
 
 
@@ -40,7 +42,7 @@ def words(name: str) -> list[str]:
             nxt = word[i + 1]
             now = "lower" if c.islower() else "upper" if c.isupper() else mode
             if now == "lower" and nxt.isupper():
-                out.append(word[start:i + 1])
+                out.append(word[start : i + 1])
                 start, mode = i + 1, ""
             elif mode == "upper" and c.isupper() and nxt.islower():
                 out.append(word[start:i])
@@ -83,13 +85,13 @@ def _attributes(chunk: str) -> tuple[_Attrs, str]:
         close_at = closing(rest, open_at) if open_at >= 0 else -1
         if close_at < 0:
             break
-        m = _ATTR.match(rest[:close_at + 1])
+        m = _ATTR.match(rest[: close_at + 1])
         if m:
-            inner = rest[m.end():rest.rindex(")", 0, close_at)]
+            inner = rest[m.end() : rest.rindex(")", 0, close_at)]
             for part in split_top(inner):
                 key, eq, val = part.partition("=")
                 attrs.items.append((key.strip(), val.strip() if eq else None))
-        rest = rest[close_at + 1:].lstrip()
+        rest = rest[close_at + 1 :].lstrip()
     return attrs, rest
 
 
@@ -113,7 +115,7 @@ def value_enums(code: str) -> dict[str, list[str]]:
     `skip` variants left out; `alias` values added)."""
     out: dict[str, list[str]] = {}
     for m in _ENUM.finditer(code):
-        head = code[max(0, code.rfind("\n\n", 0, m.start())):m.start()]
+        head = code[max(0, code.rfind("\n\n", 0, m.start())) : m.start()]
         if "ValueEnum" not in head:
             continue
         end = closing(code, m.end() - 1)
@@ -121,7 +123,7 @@ def value_enums(code: str) -> dict[str, list[str]]:
             continue
         rename = re.search(r'rename_all\s*=\s*"([^"]+)"', re.sub(r"#\[serde\([^]]*\]", "", head))
         names: list[str] = []
-        for chunk in split_top(code[m.end():end]):
+        for chunk in split_top(code[m.end() : end]):
             attrs, rest = _attributes(chunk)
             ident = re.match(r"\w+", rest)
             if ident is None or attrs.has("skip"):
@@ -177,14 +179,18 @@ def value_optional(rust_type: str, attrs: _Attrs) -> bool:
         if key == "min_values" and arity == "0":
             return True
         bounds = re.fullmatch(r"(\d*)\.\.(=?)(\d*)", arity) if key == "num_args" else None
-        if bounds and int(bounds.group(1) or 0) == 0 and (not bounds.group(3) or int(bounds.group(3)) > (
-                0 if bounds.group(2) else 1)):
+        if (
+            bounds
+            and int(bounds.group(1) or 0) == 0
+            and (not bounds.group(3) or int(bounds.group(3)) > (0 if bounds.group(2) else 1))
+        ):
             return True
     return False
 
 
-def _option(name: str, rust_type: str, attrs: _Attrs, enums: dict[str, list[str]], doc: str
-            ) -> tuple[str, dict[str, Any]]:
+def _option(
+    name: str, rust_type: str, attrs: _Attrs, enums: dict[str, list[str]], doc: str
+) -> tuple[str, dict[str, Any]]:
     """One field's option: canonical spelling and its facts (FlagSpan fields)."""
     inner, optional, repeated = _unwrap(rust_type)
     long = literal(attrs.value("long") or "") or kebab(name) if attrs.has("long") else None
@@ -192,14 +198,26 @@ def _option(name: str, rust_type: str, attrs: _Attrs, enums: dict[str, list[str]
     short = (short_raw.strip("'") if short_raw else name[0]) if attrs.has("short") else None
     action = (attrs.value("action") or "").rsplit("::", 1)[-1]
     switch = (inner == "bool" and not optional and action not in ("Set", "Append")) or action in (
-        "SetTrue", "SetFalse", "Count", "Help", "Version")
+        "SetTrue",
+        "SetFalse",
+        "Count",
+        "Help",
+        "Version",
+    )
     if repeated or attrs.has("value_delimiter") or action == "Append":
         kind = "list"
     elif inner == "bool":
         kind = "bool"
     else:
-        kind = "int" if inner in _INTS else "float" if inner in _FLOATS else "str" if inner in _STRS else (
-            "str" if inner in enums else "unknown")
+        kind = (
+            "int"
+            if inner in _INTS
+            else "float"
+            if inner in _FLOATS
+            else "str"
+            if inner in _STRS
+            else ("str" if inner in enums else "unknown")
+        )
     choices = enums.get(inner) if not switch else None
     if inner == "bool" and not switch:
         choices = ["true", "false"]  # clap's BoolValueParser
@@ -208,15 +226,24 @@ def _option(name: str, rust_type: str, attrs: _Attrs, enums: dict[str, list[str]
         env = literal(attrs.value("env") or "") or screaming(name)
     default = attrs.value("default_value")
     default = literal(default) if default else attrs.value("default_value_t")
-    aliases = [f"--{a}" for key in ("alias", "visible_alias") for a in filter(None, (
-        literal(v) for v in attrs.values(key)))]
+    aliases = [
+        f"--{a}" for key in ("alias", "visible_alias") for a in filter(None, (literal(v) for v in attrs.values(key)))
+    ]
     canonical = f"--{long}" if long else f"-{short}"
     if long and short:
         aliases.insert(0, f"-{short}")
     deprecated = doc if re.search(r"deprecat|legacy", doc, re.I) else None
-    fact: dict[str, Any] = {"path": LAUNCHER, "aliases": aliases, "takes_value": not switch,
-                            "value_optional": not switch and value_optional(rust_type, attrs), "kind": kind,
-                            "choices": choices, "default": default, "env": env, "deprecated": deprecated}
+    fact: dict[str, Any] = {
+        "path": LAUNCHER,
+        "aliases": aliases,
+        "takes_value": not switch,
+        "value_optional": not switch and value_optional(rust_type, attrs),
+        "kind": kind,
+        "choices": choices,
+        "default": default,
+        "env": env,
+        "deprecated": deprecated,
+    }
     return canonical, fact
 
 
@@ -230,7 +257,7 @@ def launcher_options(original: str) -> dict[str, dict[str, Any]]:
     enums = value_enums(code)
     out: dict[str, dict[str, Any]] = {}
     pos = m.end()
-    for chunk in split_top(code[m.end():end]):
+    for chunk in split_top(code[m.end() : end]):
         at = code.find(chunk, pos)
         pos = at + len(chunk)
         attrs, rest = _attributes(chunk)
@@ -284,5 +311,10 @@ def extract(tree: SourceTree) -> Extracted:
     found, files = metrics(tree)
     flags = launcher_options(source)
     env, env_files, _ = environment(tree, source, {f["env"] for f in flags.values() if f["env"]})
-    return Extracted(parser=rules, flags=flags, metrics=found, environment=env,
-                     files=list(dict.fromkeys([LAUNCHER, *files, *env_files])))
+    return Extracted(
+        parser=rules,
+        flags=flags,
+        metrics=found,
+        environment=env,
+        files=list(dict.fromkeys([LAUNCHER, *files, *env_files])),
+    )

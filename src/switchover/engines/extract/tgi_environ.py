@@ -20,8 +20,10 @@ ROUTER_DIRS = ("router/", "backends/v2/", "backends/v3/")
 ROUTER_MAINS = ("router/src/main.rs", "backends/v3/src/main.rs", "backends/v2/src/main.rs")
 SERVER_DIR = "server/text_generation_server/"
 _RUST_READ = re.compile(r"\b(?:(?:std::)?env::var(?:_os)?|EnvFilter::(?:try_)?from_env)\s*\(")
-_RUST_CONST = re.compile(r"\b(?:let|const|static)\s+(?:mut\s+)?(\w+)\s*(?::\s*&(?:'static\s+)?str\s*)?=\s*"
-                         r'("[^"]*")\s*;')
+_RUST_CONST = re.compile(
+    r"\b(?:let|const|static)\s+(?:mut\s+)?(\w+)\s*(?::\s*&(?:'static\s+)?str\s*)?=\s*"
+    r'("[^"]*")\s*;'
+)
 _METHOD = re.compile(r"\s*\??\s*\.\s*(\w+)\s*(?:::\s*<\s*(\w+)\s*>\s*)?\(")
 _PARSE_TYPE = re.compile(r"parse\s*::\s*<\s*(\w+)\s*>")
 _LET_TYPED = re.compile(r"\blet\s+(?:mut\s+)?\w+\s*:\s*(\w+)\s*=\s*$")
@@ -48,8 +50,9 @@ class EnvReads:
     choices: dict[str, list[list[str] | None]] = field(default_factory=dict)
     unnamed: list[str] = field(default_factory=list)
 
-    def add(self, name: str, path: str, kind: str = "unknown", default: str | None = None,
-            choices: list[str] | None = None) -> None:
+    def add(
+        self, name: str, path: str, kind: str = "unknown", default: str | None = None, choices: list[str] | None = None
+    ) -> None:
         """One read of `name` in `path`."""
         if not _NAME.fullmatch(name):
             self.unnamed.append(f"{path}: {name!r}")
@@ -68,9 +71,12 @@ class EnvReads:
             if name in skip:
                 continue
             kinds, defaults, choices = self.kinds[name], self.defaults[name], self.choices[name]
-            out[name] = {"path": path, "kind": next(iter(kinds)) if len(kinds) == 1 else "unknown",
-                         "default": next(iter(defaults)) if len(defaults) == 1 else None,
-                         "choices": choices[0] if all(c == choices[0] for c in choices) else None}
+            out[name] = {
+                "path": path,
+                "kind": next(iter(kinds)) if len(kinds) == 1 else "unknown",
+                "default": next(iter(defaults)) if len(defaults) == 1 else None,
+                "choices": choices[0] if all(c == choices[0] for c in choices) else None,
+            }
         return out
 
 
@@ -89,13 +95,18 @@ def _chain(code: str, end: int) -> list[tuple[str, str, str]]:
         close = closing(code, m.end() - 1)
         if close < 0:
             return calls
-        calls.append((m.group(1), m.group(2) or "", code[m.end():close]))
+        calls.append((m.group(1), m.group(2) or "", code[m.end() : close]))
         i = close + 1
 
 
 def _rust_kind(type_name: str) -> str:
-    return "int" if type_name in _INTS else "float" if type_name in _FLOATS else (
-        "bool" if type_name == "bool" else "unknown")
+    return (
+        "int"
+        if type_name in _INTS
+        else "float"
+        if type_name in _FLOATS
+        else ("bool" if type_name == "bool" else "unknown")
+    )
 
 
 def rust_reads(path: str, source: str, reads: EnvReads) -> None:
@@ -108,7 +119,7 @@ def rust_reads(path: str, source: str, reads: EnvReads) -> None:
         end = closing(code, m.end() - 1)
         if end < 0:
             continue
-        arg = code[m.end():end].strip()
+        arg = code[m.end() : end].strip()
         if not arg:  # from_env(): a library's own variables
             continue
         name = literal(arg)
@@ -120,20 +131,27 @@ def rust_reads(path: str, source: str, reads: EnvReads) -> None:
             continue
         calls = _chain(code, end)
         kind = "unknown"
-        parsed = [_PARSE_TYPE.search(f"{method}::<{fish}>" if fish else args) for method, fish, args in calls
-                  if method == "parse" or "parse" in args]
+        parsed = [
+            _PARSE_TYPE.search(f"{method}::<{fish}>" if fish else args)
+            for method, fish, args in calls
+            if method == "parse" or "parse" in args
+        ]
         typed = next((t.group(1) for t in parsed if t), None)
         if typed is None and any(method == "parse" or "parse()" in args for method, _, args in calls):
-            head = _LET_TYPED.search(code[max(0, code.rfind(";", 0, m.start()), code.rfind("{", 0, m.start())):
-                                          m.start()])
+            head = _LET_TYPED.search(
+                code[max(0, code.rfind(";", 0, m.start()), code.rfind("{", 0, m.start())) : m.start()]
+            )
             typed = head.group(1) if head else None
         if typed:
             kind = _rust_kind(typed)
         default = next((args for method, _, args in calls if method in ("unwrap_or", "unwrap_or_else")), None)
         default = re.sub(r"^\|[^|]*\|\s*", "", default.strip()) if default is not None else None
         default = re.sub(r"\.\s*(?:to_string|into|to_owned)\s*\(\s*\)$", "", default) if default else None
-        text = (literal(default) if default.startswith('"') else default) if default and _LITERAL.fullmatch(
-            default) else None
+        text = (
+            (literal(default) if default.startswith('"') else default)
+            if default and _LITERAL.fullmatch(default)
+            else None
+        )
         reads.add(name, path, kind, text)
 
 
@@ -145,8 +163,10 @@ def passed_router_options(launcher: str) -> set[str]:
     if m is None:
         return set()
     end = closing(code, m.end() - 1)
-    words = (literal(re.sub(r"\.\s*(?:to_string|into|to_owned)\s*\(\s*\)$", "", part)) for part in
-             split_top(code[m.end():end]))
+    words = (
+        literal(re.sub(r"\.\s*(?:to_string|into|to_owned)\s*\(\s*\)$", "", part))
+        for part in split_top(code[m.end() : end])
+    )
     return {w for w in words if w and w.startswith("--")}
 
 
@@ -183,8 +203,11 @@ def _py_kind(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str:
     """The kind a read's value is turned into: int()/float()/json.loads() around it, or a comparison (after an
     optional .lower()/.strip()) with words such as "1"/"true" only."""
     up = parents.get(node)
-    while isinstance(up, ast.Attribute) and up.attr in ("lower", "upper", "strip") and isinstance(
-            parents.get(up), ast.Call):
+    while (
+        isinstance(up, ast.Attribute)
+        and up.attr in ("lower", "upper", "strip")
+        and isinstance(parents.get(up), ast.Call)
+    ):
         node, up = parents[up], parents.get(parents[up])
     if isinstance(up, ast.Call) and node in up.args and _dotted(up.func) in _PY_CONVERSIONS:
         return _PY_CONVERSIONS[_dotted(up.func)]
@@ -219,8 +242,12 @@ def python_reads(path: str, source: str, reads: EnvReads) -> None:
             default = node.args[1] if len(node.args) > 1 else None
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _dotted(node.value) in _PY_ENVIRON:
             name_node = node.slice
-        elif (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In | ast.NotIn)
-              and _dotted(node.comparators[0]) in _PY_ENVIRON):
+        elif (
+            isinstance(node, ast.Compare)
+            and len(node.ops) == 1
+            and isinstance(node.ops[0], ast.In | ast.NotIn)
+            and _dotted(node.comparators[0]) in _PY_ENVIRON
+        ):
             name_node = node.left
         else:
             continue
@@ -231,8 +258,9 @@ def python_reads(path: str, source: str, reads: EnvReads) -> None:
         reads.add(name_node.value, path, kind, _const_text(default))
 
 
-def environment(tree: SourceTree, launcher: str, option_env: set[str]) -> tuple[dict[str, dict[str, Any]],
-                                                                              list[str], list[str]]:
+def environment(
+    tree: SourceTree, launcher: str, option_env: set[str]
+) -> tuple[dict[str, dict[str, Any]], list[str], list[str]]:
     """The variables one TGI release reads (without `option_env`, the launcher options' own), the files that cite
     them, and the reads whose name is not a literal."""
     reads = EnvReads()

@@ -20,10 +20,28 @@ SERVE = "tensorrt_llm/commands/serve.py"
 SERVE_MODULE = "tensorrt_llm.commands.serve"
 HELPERS = ("tensorrt_llm/commands/common_llm_options.py",)
 COLLECTOR = "tensorrt_llm/metrics/collector.py"
-_KINDS = {"int": "int", "float": "float", "str": "str", "bool": "bool", "INT": "int", "FLOAT": "float",
-          "STRING": "str", "BOOL": "bool", "IntRange": "int", "FloatRange": "float", "Path": "str", "File": "str"}
-_METRIC_TYPES = {"Counter": "counter", "Gauge": "gauge", "Histogram": "histogram", "Summary": "summary",
-                 "Info": "gauge", "Enum": "gauge"}
+_KINDS = {
+    "int": "int",
+    "float": "float",
+    "str": "str",
+    "bool": "bool",
+    "INT": "int",
+    "FLOAT": "float",
+    "STRING": "str",
+    "BOOL": "bool",
+    "IntRange": "int",
+    "FloatRange": "float",
+    "Path": "str",
+    "File": "str",
+}
+_METRIC_TYPES = {
+    "Counter": "counter",
+    "Gauge": "gauge",
+    "Histogram": "histogram",
+    "Summary": "summary",
+    "Info": "gauge",
+    "Enum": "gauge",
+}
 
 
 def _name(node: ast.expr) -> str:
@@ -59,11 +77,15 @@ Scope = tuple[Evaluator, Module]
 
 def _strings(node: ast.expr, scope: Scope | None, keys: bool = False) -> list[str] | None:
     """The strings an expression holds (a dict's keys when `keys`), or None when not every item is a known string."""
-    if isinstance(node, (ast.List, ast.Tuple)) and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
-                                                       for e in node.elts):
+    if isinstance(node, (ast.List, ast.Tuple)) and all(
+        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts
+    ):
         return [str(e.value) for e in node.elts if isinstance(e, ast.Constant)]
-    if isinstance(node, ast.Dict) and keys and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
-                                                   for k in node.keys):
+    if (
+        isinstance(node, ast.Dict)
+        and keys
+        and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.keys)
+    ):
         return [str(k.value) for k in node.keys if isinstance(k, ast.Constant)]
     if scope is None:
         return None
@@ -71,8 +93,11 @@ def _strings(node: ast.expr, scope: Scope | None, keys: bool = False) -> list[st
     value = ev.eval(node, mod, {})
     if keys and hasattr(value, "items") and isinstance(value.items, dict):
         value = Seq([Const(k) for k in value.items])
-    if isinstance(value, Seq) and value.items and all(
-            isinstance(v, Const) and isinstance(v.value, str) for v in value.items):
+    if (
+        isinstance(value, Seq)
+        and value.items
+        and all(isinstance(v, Const) and isinstance(v.value, str) for v in value.items)
+    ):
         return [str(v.value) for v in value.items if isinstance(v, Const)]
     return None
 
@@ -104,26 +129,34 @@ def option_facts(call: ast.Call, scope: Scope | None = None) -> tuple[str, dict[
     if not names:
         return None
     kw = {k.arg: k.value for k in call.keywords if k.arg}
-    switch = negation is not None or any(isinstance(kw.get(k), ast.Constant) and kw[k].value is True  # type: ignore
-                                         for k in ("is_flag", "count"))
+    switch = negation is not None or any(
+        isinstance(kw.get(k), ast.Constant) and kw[k].value is True  # type: ignore
+        for k in ("is_flag", "count")
+    )
     kind, choices = _type_facts(kw.get("type"), scope)
     note, tag = _help(kw.get("help"))
     longs = [n for n in names if n.startswith("--")]
     canonical = f"--{parameter}" if f"--{parameter}" in longs else longs[0] if longs else names[0]
     return canonical, {
-        "path": SERVE, "aliases": [n for n in names if n != canonical], "takes_value": not switch,
+        "path": SERVE,
+        "aliases": [n for n in names if n != canonical],
+        "takes_value": not switch,
         # click's multiple=True takes one value per occurrence (`--x a --x b`), unlike argparse's nargs='+'
-        "kind": "bool" if switch else kind, "choices": None if switch else choices,
-        "default": _literal(kw.get("default")), "negation": negation,
-        "deprecated": (note or "deprecated")[:300] if tag == "deprecated" or "deprecat" in note.lower() else None}
+        "kind": "bool" if switch else kind,
+        "choices": None if switch else choices,
+        "default": _literal(kw.get("default")),
+        "negation": negation,
+        "deprecated": (note or "deprecated")[:300] if tag == "deprecated" or "deprecat" in note.lower() else None,
+    }
 
 
 def _help(node: ast.expr | None) -> tuple[str, str | None]:
     """An option's help text and stability tag: a string, or `help_info_with_stability_tag(text, tag)` (1.1+)."""
     if isinstance(node, ast.Call) and node.args and "stability" in _name(node.func):
         tag = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "tag"), None)
-        return _joined(node.args[0]), tag.value if isinstance(tag, ast.Constant) and isinstance(tag.value, str) \
-            else None
+        return _joined(node.args[0]), tag.value if isinstance(tag, ast.Constant) and isinstance(
+            tag.value, str
+        ) else None
     return (_joined(node), None) if node is not None else ("", None)
 
 
@@ -146,8 +179,14 @@ def _serve_command(module: ast.Module) -> ast.FunctionDef | None:
                 named = dec.args[0].value if dec.args and isinstance(dec.args[0], ast.Constant) else node.name
                 if named in ("serve", "trtllm-serve"):
                     return node
-    return next((n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "serve"
-                 and any(_is_option(d) for d in n.decorator_list)), None)
+    return next(
+        (
+            n
+            for n in module.body
+            if isinstance(n, ast.FunctionDef) and n.name == "serve" and any(_is_option(d) for d in n.decorator_list)
+        ),
+        None,
+    )
 
 
 def _decorator_options(func: ast.FunctionDef) -> list[ast.Call]:
@@ -200,17 +239,37 @@ def popped_keys(source: Source) -> dict[str, dict[str, Any]]:
     command = _serve_command(ast.parse(text)) if text is not None else None
     if command is None:
         return {}
-    merged = {t.id for node in ast.walk(command) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-              and _name(node.value.func) == "update_llm_args_with_extra_dict"
-              for t in node.targets if isinstance(t, ast.Name)}
+    merged = {
+        t.id
+        for node in ast.walk(command)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Call)
+        and _name(node.value.func) == "update_llm_args_with_extra_dict"
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
     out: dict[str, dict[str, Any]] = {}
     for node in ast.walk(command):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "pop" and \
-                isinstance(node.func.value, ast.Name) and node.func.value.id in merged and node.args and \
-                isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-            out[PREFIX + node.args[0].value] = {"path": SERVE, "aliases": [], "takes_value": True, "kind": "unknown",
-                                                "choices": None, "default": None, "negation": None,
-                                                "deprecated": None}
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "pop"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in merged
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            out[PREFIX + node.args[0].value] = {
+                "path": SERVE,
+                "aliases": [],
+                "takes_value": True,
+                "kind": "unknown",
+                "choices": None,
+                "default": None,
+                "negation": None,
+                "deprecated": None,
+            }
     return out
 
 
@@ -256,8 +315,11 @@ def collector_metrics(tree: SourceTree) -> dict[str, dict[str, Any]]:
         if not name:
             continue
         kind = _name(node.func)
-        served = name.removesuffix("_total") + "_total" if kind == "Counter" else (
-            name + "_info" if kind == "Info" else name)
+        served = (
+            name.removesuffix("_total") + "_total"
+            if kind == "Counter"
+            else (name + "_info" if kind == "Info" else name)
+        )
         out.setdefault(served, {"path": COLLECTOR, "type": _METRIC_TYPES[kind]})
     return out
 

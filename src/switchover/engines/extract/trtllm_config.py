@@ -94,13 +94,22 @@ def _classes(hint: V) -> list[ClassV]:
 
 def _facts(ev: Evaluator, fdef: FieldDef, found: list[Atom], classes: list[ClassV]) -> dict[str, Any]:
     kind, choices = _kind(ev, found, classes)
-    call = fdef.default if isinstance(fdef.default, ast.Call) and text_of(fdef.default.func).endswith(
-        "Field") else None
+    call = fdef.default if isinstance(fdef.default, ast.Call) and text_of(fdef.default.func).endswith("Field") else None
     kw = {k.arg: k.value for k in call.keywords if k.arg} if call is not None else {}
-    default_node = kw.get("default", call.args[0] if call is not None and call.args else None) if call is not None \
+    default_node = (
+        kw.get("default", call.args[0] if call is not None and call.args else None)
+        if call is not None
         else fdef.default
-    return {"path": fdef.owner.mod.path, "takes_value": True, "kind": kind, "choices": choices,
-            "default": _default(ev, default_node, fdef), "negation": None, "deprecated": _deprecated(kw)}
+    )
+    return {
+        "path": fdef.owner.mod.path,
+        "takes_value": True,
+        "kind": kind,
+        "choices": choices,
+        "default": _default(ev, default_node, fdef),
+        "negation": None,
+        "deprecated": _deprecated(kw),
+    }
 
 
 def _kind(ev: Evaluator, found: list[Atom], classes: list[ClassV]) -> tuple[str, list[str] | None]:
@@ -117,8 +126,9 @@ def _kind(ev: Evaluator, found: list[Atom], classes: list[ClassV]) -> tuple[str,
     closed = [a for a in found if a.kind in ("Literal", "enum")]
     if closed and len(closed) == len(found):
         values = [v.value for a in closed if a.kind == "Literal" for v in a.values if isinstance(v, Const)]
-        values += [m.value.value for c in classes if ev.is_enum(c) for m in ev.enum_members(c)
-                   if isinstance(m.value, Const)]
+        values += [
+            m.value.value for c in classes if ev.is_enum(c) for m in ev.enum_members(c) if isinstance(m.value, Const)
+        ]
         if values and all(isinstance(v, str) for v in values):
             return "str", list(dict.fromkeys(values))
         if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
@@ -137,10 +147,15 @@ def _default(ev: Evaluator, node: ast.expr | None, fdef: FieldDef) -> str | None
         return None
     value: V = ev.eval(node, fdef.owner.mod, {})
     if isinstance(value, Member):  # an enum member: its string value, else its name (LoadFormat.AUTO is 0)
-        value = value.value if isinstance(value.value, Const) and isinstance(value.value.value, str) else Const(
-            value.name)
-    if not isinstance(value, Const) or value.value is None or value.value is Ellipsis or isinstance(
-            value.value, (list, dict)):
+        value = (
+            value.value if isinstance(value.value, Const) and isinstance(value.value.value, str) else Const(value.name)
+        )
+    if (
+        not isinstance(value, Const)
+        or value.value is None
+        or value.value is Ellipsis
+        or isinstance(value.value, (list, dict))
+    ):
         return None  # none, required (`...`), or built by a factory
     return str(value.value).lower() if isinstance(value.value, bool) else str(value.value)
 
@@ -178,9 +193,19 @@ def _discriminator(ev: Evaluator, members: list[ClassV], prefix: str, out: dict[
             found = _dispatch(func)
             if found is not None:
                 key, choices = found
-                out.setdefault(PREFIX + prefix + key, {
-                    "path": klass.mod.path, "aliases": [], "takes_value": True, "kind": "str", "choices": choices,
-                    "default": None, "negation": None, "deprecated": None})
+                out.setdefault(
+                    PREFIX + prefix + key,
+                    {
+                        "path": klass.mod.path,
+                        "aliases": [],
+                        "takes_value": True,
+                        "kind": "str",
+                        "choices": choices,
+                        "default": None,
+                        "negation": None,
+                        "deprecated": None,
+                    },
+                )
                 return
 
 
@@ -189,11 +214,21 @@ def _dispatch(func: FuncV) -> tuple[str, list[str]] | None:
     key = None
     table: list[str] = []
     for node in ast.walk(func.node):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and \
-                node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             key = key or node.args[0].value
-        if isinstance(node, ast.Dict) and node.keys and not table and all(
-                isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.keys) and all(
-                isinstance(v, ast.Name) for v in node.values):
+        if (
+            isinstance(node, ast.Dict)
+            and node.keys
+            and not table
+            and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.keys)
+            and all(isinstance(v, ast.Name) for v in node.values)
+        ):
             table = [str(k.value) for k in node.keys if isinstance(k, ast.Constant)]
     return (key, table) if key is not None and table else None

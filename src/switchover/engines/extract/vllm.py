@@ -33,9 +33,14 @@ from switchover.engines.extract.vllm_registry import registered_names
 from switchover.engines.releases import ParserRules
 
 # where `make_arg_parser` is imported for the server, newest layout first
-_ENTRY_MODULES = ("vllm.entrypoints.cli.serve", "vllm.scripts", "vllm.entrypoints.openai.api_server",
-                  "vllm.entrypoints.openai.cli_args", "vllm.entrypoints.launchers.cli_args",
-                  "vllm.entrypoints.common.cli_args")
+_ENTRY_MODULES = (
+    "vllm.entrypoints.cli.serve",
+    "vllm.scripts",
+    "vllm.entrypoints.openai.api_server",
+    "vllm.entrypoints.openai.cli_args",
+    "vllm.entrypoints.launchers.cli_args",
+    "vllm.entrypoints.common.cli_args",
+)
 # options whose values are names in a registry of the release (parsers registered by decorator or lazily)
 _REGISTRIES = {
     "--tool-call-parser": ("ToolParserManager", ("vllm.tool_parsers", "vllm.entrypoints.openai.tool_parsers")),
@@ -109,7 +114,8 @@ def _serve_subparser(ev: Evaluator, source: Source, parser_cls: V) -> ParserV | 
     if cli is not None:
         for stmt in cli.node.body:
             if isinstance(stmt, ast.ClassDef) and any(
-                    isinstance(s, ast.FunctionDef) and s.name == "subparser_init" for s in stmt.body):
+                isinstance(s, ast.FunctionDef) and s.name == "subparser_init" for s in stmt.body
+            ):
                 cls = ClassV(cli, stmt)
                 subs = SubparsersV(new_parser(ev, parser_cls))
                 init = ev.attr(Instance(cls), "subparser_init")
@@ -123,8 +129,7 @@ def _serve_subparser(ev: Evaluator, source: Source, parser_cls: V) -> ParserV | 
             subs_seen: list[SubparsersV] = []
 
             def spy(e: Evaluator, func: V, args: list[V], kwargs: dict[str, V]) -> V | None:
-                if getattr(func, "name", None) == "add_subparsers" and isinstance(getattr(func, "obj", None),
-                                                                                   ParserV):
+                if getattr(func, "name", None) == "add_subparsers" and isinstance(getattr(func, "obj", None), ParserV):
                     subs = SubparsersV(func.obj)  # type: ignore[attr-defined]
                     subs_seen.append(subs)
                     return subs
@@ -152,12 +157,18 @@ def _rules(ev: Evaluator, parser: ParserV, flags: dict[str, dict[str, Any]]) -> 
     if isinstance(cls, ClassV):
         parse = next((s for s in cls.node.body if isinstance(s, ast.FunctionDef) and s.name == "parse_args"), None)
         text = text_of(parse) if parse is not None else ""
-        underscores = "replace('_', '-')" in text or "replace(\"_\", \"-\")" in text or "repl" in text
+        underscores = "replace('_', '-')" in text or 'replace("_", "-")' in text or "repl" in text
         dotted = parse is not None and _splits_on_dots(parse)
         rewrites = _attached_rewrites(parse, flags) if parse is not None else {}
         path = cls.mod.path
-    return ParserRules(abbrev=abbrev, underscores=underscores, dotted_keys=dotted,
-                       attached_short=attached_short(flags), attached_values=rewrites, source=path)
+    return ParserRules(
+        abbrev=abbrev,
+        underscores=underscores,
+        dotted_keys=dotted,
+        attached_short=attached_short(flags),
+        attached_values=rewrites,
+        source=path,
+    )
 
 
 def _attached_rewrites(parse: ast.FunctionDef, flags: dict[str, dict[str, Any]]) -> dict[str, str]:
@@ -169,10 +180,20 @@ def _attached_rewrites(parse: ast.FunctionDef, flags: dict[str, dict[str, Any]])
     for node in ast.walk(parse):
         if not isinstance(node, ast.If):
             continue
-        prefix = next((str(c.args[0].value) for c in ast.walk(node.test) if isinstance(c, ast.Call)
-                       and isinstance(c.func, ast.Attribute) and c.func.attr == "startswith" and c.args
-                       and isinstance(c.args[0], ast.Constant) and isinstance(c.args[0].value, str)
-                       and re.fullmatch(r"-[^-]", c.args[0].value)), None)
+        prefix = next(
+            (
+                str(c.args[0].value)
+                for c in ast.walk(node.test)
+                if isinstance(c, ast.Call)
+                and isinstance(c.func, ast.Attribute)
+                and c.func.attr == "startswith"
+                and c.args
+                and isinstance(c.args[0], ast.Constant)
+                and isinstance(c.args[0].value, str)
+                and re.fullmatch(r"-[^-]", c.args[0].value)
+            ),
+            None,
+        )
         target = _handed_to(node.body) if prefix is not None and prefix not in out else None
         if prefix is None or target is None or target == prefix:
             continue
@@ -204,11 +225,21 @@ def _splits_on_dots(parse: ast.FunctionDef) -> bool:
     """parse_args tests an argument for a '.' and splits it there into the option and its keys."""
     tests = splits = False
     for node in ast.walk(parse):
-        if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant) and node.left.value == "."
-                and isinstance(node.ops[0], ast.In)):
+        if (
+            isinstance(node, ast.Compare)
+            and isinstance(node.left, ast.Constant)
+            and node.left.value == "."
+            and isinstance(node.ops[0], ast.In)
+        ):
             tests = True
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "split"
-                and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == "."):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "split"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value == "."
+        ):
             splits = True
     return tests and splits
 
@@ -228,7 +259,7 @@ def _inverses(ev: Evaluator, parser: ParserV, flags: dict[str, dict[str, Any]]) 
         for prefix, inverse in (("--enable-", "--disable-"), ("--disable-", "--enable-")):
             if name.startswith(prefix):
                 facts["negations"] = [facts["negation"], *facts.get("negations", [])]
-                facts["negation"] = inverse + name[len(prefix):]
+                facts["negation"] = inverse + name[len(prefix) :]
 
 
 def _registries(ev: Evaluator, source: Source, flags: dict[str, dict[str, Any]]) -> None:

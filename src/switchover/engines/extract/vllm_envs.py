@@ -52,8 +52,9 @@ def environment(ev: Evaluator, source: Source) -> dict[str, dict[str, Any]]:
         if kind == "unknown":
             kind = declared.get(key, "unknown")
         note = _warned(ev, value, mod) or _deprecation(lines, key_node)
-        out[key] = EnvRead(key, mod.path, kind, own.default if own else None, own.choices if own else None,
-                           note).facts()
+        out[key] = EnvRead(
+            key, mod.path, kind, own.default if own else None, own.choices if own else None, note
+        ).facts()
         fallbacks += [r for r in reads if r.name != key]
     for read in fallbacks:
         out.setdefault(read.name, EnvRead(read.name, mod.path, read.kind, read.default, read.choices).facts())
@@ -77,8 +78,7 @@ def _warned(ev: Evaluator, value: ast.expr, mod: Module) -> str | None:
     if not isinstance(func, FuncV) or isinstance(func.node, ast.Lambda):
         return None
     params = [a.arg for a in [*func.node.args.posonlyargs, *func.node.args.args]]
-    bound = {p: a for p, a in zip(params, value.args, strict=False)} | {k.arg: k.value for k in value.keywords
-                                                                          if k.arg}
+    bound = {p: a for p, a in zip(params, value.args, strict=False)} | {k.arg: k.value for k in value.keywords if k.arg}
     for call in ast.walk(func.node):
         if not (isinstance(call, ast.Call) and text_of(call.func).endswith("warn") and call.args):
             continue
@@ -103,13 +103,13 @@ def _filled(message: ast.expr, bound: dict[str, ast.expr]) -> str | None:
 
 def _short(note: str) -> str:
     note = " ".join(note.split())
-    return note if len(note) <= _MAX_NOTE else note[:_MAX_NOTE - 3] + "..."
+    return note if len(note) <= _MAX_NOTE else note[: _MAX_NOTE - 3] + "..."
 
 
 def _deprecation(lines: list[str], key: ast.expr) -> str | None:
     """The comment block right above a table entry, when it says the variable is deprecated."""
     block: list[str] = []
-    for line in reversed(lines[:key.lineno - 1]):
+    for line in reversed(lines[: key.lineno - 1]):
         text = line.strip()
         if not text.startswith("#"):
             break

@@ -28,8 +28,9 @@ class ConfigRules:
         inner = ev.module_value(func.mod, "_compute_kwargs")
         if isinstance(inner, FuncV):
             text += text_of(inner.node)
-        return cls(dataclass_json="is_dataclass" in text,
-                   optional_value="{bool, str, type(None)}" in text.replace("\n", " "))
+        return cls(
+            dataclass_json="is_dataclass" in text, optional_value="{bool, str, type(None)}" in text.replace("\n", " ")
+        )
 
 
 def config_kwargs(ev: Evaluator, cls: ClassV, rules: ConfigRules) -> Map:
@@ -76,13 +77,18 @@ def _by_type(found: list[Atom], rules: ConfigRules) -> dict[str, V]:
 def _literal(atom: Atom) -> dict[str, V]:
     values = list(atom.values)
     first = values[0].value if values and isinstance(values[0], Const) else ""
-    return {"choices": Seq(values), "type": Ext("int" if isinstance(first, int) and not isinstance(first, bool)
-                                                else "str")}
+    return {
+        "choices": Seq(values),
+        "type": Ext("int" if isinstance(first, int) and not isinstance(first, bool) else "str"),
+    }
 
 
 def _collection(atom: Atom) -> dict[str, V]:
-    elements = [a for a in atom.values if not (isinstance(a, Ext) and a.short == "Ellipsis")
-                and not (isinstance(a, Const) and a.value is Ellipsis)]
+    elements = [
+        a
+        for a in atom.values
+        if not (isinstance(a, Ext) and a.short == "Ellipsis") and not (isinstance(a, Const) and a.value is Ellipsis)
+    ]
     kw: dict[str, V] = {"nargs": Const("+")}
     first = elements[0] if elements else Ext("str")
     if isinstance(first, Generic) and first.origin == "Literal":

@@ -35,8 +35,11 @@ def _lazy(ev: Evaluator, init: Module, manager: str) -> list[str]:
     seen: list[str] = []
 
     def hook(e: Evaluator, func: V, args: list[V], kwargs: dict[str, V]) -> V | None:
-        name = func.node.name if isinstance(func, FuncV) and hasattr(func.node, "name") else (
-            func.name if isinstance(func, Method) else "")
+        name = (
+            func.node.name
+            if isinstance(func, FuncV) and hasattr(func.node, "name")
+            else (func.name if isinstance(func, Method) else "")
+        )
         if name not in _LAZY:
             return None
         given = kwargs.get("name", args[0] if args else None)
@@ -85,11 +88,17 @@ def _decorated(tree: ast.AST, manager: str) -> set[str]:
         if not isinstance(node, ast.ClassDef):
             continue
         for deco in node.decorator_list:
-            if not (isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute)
-                    and deco.func.attr in _DECORATOR and ast.unparse(deco.func.value).endswith(manager)):
+            if not (
+                isinstance(deco, ast.Call)
+                and isinstance(deco.func, ast.Attribute)
+                and deco.func.attr in _DECORATOR
+                and ast.unparse(deco.func.value).endswith(manager)
+            ):
                 continue
-            arg = next((k.value for k in deco.keywords if k.arg in ("name", "module_name")),
-                       deco.args[0] if deco.args else None)
+            arg = next(
+                (k.value for k in deco.keywords if k.arg in ("name", "module_name")),
+                deco.args[0] if deco.args else None,
+            )
             if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                 names.add(arg.value)
             elif isinstance(arg, ast.List | ast.Tuple):

@@ -130,12 +130,26 @@ def to_row(line: bytes, arms: Arms, seed: bytes = b"") -> dict[str, Any] | None:
     tenant = _text(raw.get(TENANT))
     path = (_text(raw.get("path")) or "").partition("?")[0]
     row: dict[str, Any] = {
-        "ts": ts, "request_id": clean_request_id(_text(raw.get("request_id"))), "tenant": tenant_hash(tenant, seed),
-        "bucket": None, "path": path, "routed": routed, "route_reason": reason, "arm": arm,
-        "fallback_reason": None, "outcome": outcome, "status": status, "stream": stream, "model": None,
-        "ttft_ms": None, "tpot_ms": None,
+        "ts": ts,
+        "request_id": clean_request_id(_text(raw.get("request_id"))),
+        "tenant": tenant_hash(tenant, seed),
+        "bucket": None,
+        "path": path,
+        "routed": routed,
+        "route_reason": reason,
+        "arm": arm,
+        "fallback_reason": None,
+        "outcome": outcome,
+        "status": status,
+        "stream": stream,
+        "model": None,
+        "ttft_ms": None,
+        "tpot_ms": None,
         "e2e_ms": None if duration is None or arm is None else max(0.0, duration - request_ms),
-        "prompt_tokens": None, "completion_tokens": None, "finish_reason": None, "shadowed": None,
+        "prompt_tokens": None,
+        "completion_tokens": None,
+        "finish_reason": None,
+        "shadowed": None,
         "tokens_source": None,
     }
     if outcome == "fallback_ok":
@@ -148,10 +162,16 @@ def to_row(line: bytes, arms: Arms, seed: bytes = b"") -> dict[str, Any] | None:
 def counts_against_new(row: dict[str, Any]) -> bool | None:
     """For the kill switch, as the built-in gateway counts: None when the row says nothing about new; else
     whether it was bad (a fallback, or new failing with a 5xx or mid-stream)."""
-    if row.get("routed") != "new" or row.get("outcome") in ("client_disconnected", "drain_cutoff",
-                                                             "gateway_error", "refused", "bad_request"):
+    if row.get("routed") != "new" or row.get("outcome") in (
+        "client_disconnected",
+        "drain_cutoff",
+        "gateway_error",
+        "refused",
+        "bad_request",
+    ):
         return None
     if row.get("fallback_reason"):
         return True
-    return row.get("arm") == "new" and (row["outcome"] == "failed_mid_stream"
-                                        or (row["outcome"] == "error" and row["status"] >= 500))
+    return row.get("arm") == "new" and (
+        row["outcome"] == "failed_mid_stream" or (row["outcome"] == "error" and row["status"] >= 500)
+    )

@@ -22,8 +22,20 @@ from switchover.gateway.ledger import Ledger
 from switchover.gateway.shadow import GENERATION_PATHS, Shadow, shadow_body
 from switchover.ledger_record import ShadowResult
 
-SHADOW_COPY = ("path", "routed", "arm", "outcome", "status", "stream", "ttft_ms", "tpot_ms", "e2e_ms",
-               "completion_tokens", "tokens_source", "finish_reason")
+SHADOW_COPY = (
+    "path",
+    "routed",
+    "arm",
+    "outcome",
+    "status",
+    "stream",
+    "ttft_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "completion_tokens",
+    "tokens_source",
+    "finish_reason",
+)
 MAX_WAITING = 10_000  # primaries and mirror results held for their other half, each
 
 
@@ -45,8 +57,16 @@ class MirrorJoin:
         self.primaries: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.written = 0
 
-    def copy(self, cfg: ShadowConfig, new_url: str, model: str | None, path: str, request_id: str, body: bytes,
-             connect_timeout_s: float) -> str:
+    def copy(
+        self,
+        cfg: ShadowConfig,
+        new_url: str,
+        model: str | None,
+        path: str,
+        request_id: str,
+        body: bytes,
+        connect_timeout_s: float,
+    ) -> str:
         """Start the mirror of one copy Envoy sent; returns what happened (for logs and tests)."""
         if path.partition("?")[0] not in GENERATION_PATHS:
             return "not a generation path"
@@ -59,8 +79,14 @@ class MirrorJoin:
             return "not JSON"
         if not isinstance(obj, dict):
             return "not a JSON object"
-        result = self.shadow.start(cfg, new_url + path, "new", shadow_body(obj, cfg.model or model,
-                                   cfg.max_tokens_clamp), {"Content-Type": "application/json"}, connect_timeout_s)
+        result = self.shadow.start(
+            cfg,
+            new_url + path,
+            "new",
+            shadow_body(obj, cfg.model or model, cfg.max_tokens_clamp),
+            {"Content-Type": "application/json"},
+            connect_timeout_s,
+        )
         if isinstance(result, ShadowResult):
             self._done(request_id, result)
             return "dropped"

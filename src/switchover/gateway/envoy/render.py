@@ -30,8 +30,9 @@ STDOUT_LOG = "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.Stdo
 LISTENER = "type.googleapis.com/envoy.config.listener.v3.Listener"
 ROUTES = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 CLUSTER = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
-PREVIOUS_PRIORITIES = ("type.googleapis.com/envoy.extensions.retry.priority.previous_priorities.v3."
-                       "PreviousPrioritiesConfig")
+PREVIOUS_PRIORITIES = (
+    "type.googleapis.com/envoy.extensions.retry.priority.previous_priorities.v3.PreviousPrioritiesConfig"
+)
 
 HTTP_OPTIONS = "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 UPSTREAM_IDLE = "2s"
@@ -89,17 +90,24 @@ def _static_cluster(name: str, host: str, port: int, connect_ms: float, tls: boo
         "name": name,
         "type": "STATIC" if is_ip else "STRICT_DNS",
         "connect_timeout": _secs(connect_ms),
-        "load_assignment": {"cluster_name": name, "endpoints": [
-            {"lb_endpoints": [{"endpoint": {"address": {"socket_address": {"address": host, "port_value": port}}}}]}
-        ]},
+        "load_assignment": {
+            "cluster_name": name,
+            "endpoints": [
+                {"lb_endpoints": [{"endpoint": {"address": {"socket_address": {"address": host, "port_value": port}}}}]}
+            ],
+        },
     }
     if tls:
         c["transport_socket"] = {"name": "envoy.transport_sockets.tls", "typed_config": {"@type": TLS, "sni": host}}
     # an idle pooled connection is closed before the engine's own keep-alive timer (5 s in uvicorn and llama.cpp's
     # HTTP server) can close it under a request: that race would read as a reset, and a reset on new as a fallback
-    c["typed_extension_protocol_options"] = {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
-        "@type": HTTP_OPTIONS, "common_http_protocol_options": {"idle_timeout": UPSTREAM_IDLE},
-        "explicit_http_config": {"http_protocol_options": {}}}}
+    c["typed_extension_protocol_options"] = {
+        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+            "@type": HTTP_OPTIONS,
+            "common_http_protocol_options": {"idle_timeout": UPSTREAM_IDLE},
+            "explicit_http_config": {"http_protocol_options": {}},
+        }
+    }
     return c
 
 
@@ -107,13 +115,26 @@ def clusters(migration: Migration, control_port: int | None = None) -> list[dict
     """old, new, the aggregate new_then_old and (live plane) the control endpoint's cluster."""
     gw = migration.gateway or GatewayConfig()
     connect_ms = gw.timeouts.connect_ms
-    out = [_static_cluster(arm, *_endpoint(getattr(migration, arm).url, arm)[:2], connect_ms,
-                           _endpoint(getattr(migration, arm).url, arm)[2]) for arm in ("old", "new")]
-    out.append({
-        "name": NEW_THEN_OLD, "connect_timeout": _secs(connect_ms), "lb_policy": "CLUSTER_PROVIDED",
-        "cluster_type": {"name": "envoy.clusters.aggregate",
-                         "typed_config": {"@type": AGGREGATE, "clusters": ["new", "old"]}},
-    })
+    out = [
+        _static_cluster(
+            arm,
+            *_endpoint(getattr(migration, arm).url, arm)[:2],
+            connect_ms,
+            _endpoint(getattr(migration, arm).url, arm)[2],
+        )
+        for arm in ("old", "new")
+    ]
+    out.append(
+        {
+            "name": NEW_THEN_OLD,
+            "connect_timeout": _secs(connect_ms),
+            "lb_policy": "CLUSTER_PROVIDED",
+            "cluster_type": {
+                "name": "envoy.clusters.aggregate",
+                "typed_config": {"@type": AGGREGATE, "clusters": ["new", "old"]},
+            },
+        }
+    )
     if control_port is not None:
         out.append(_static_cluster(CONTROL, "127.0.0.1", control_port, 1000))
     return out
@@ -126,8 +147,10 @@ def _retry(gw: GatewayConfig) -> dict[str, Any]:
         "num_retries": 1,
         "per_try_idle_timeout": _secs(gw.fallback.on_timeout_ms),
         # after a try on new (priority 0 of the aggregate) the retry goes to the next priority: old
-        "retry_priority": {"name": "envoy.retry_priorities.previous_priorities",
-                           "typed_config": {"@type": PREVIOUS_PRIORITIES, "update_frequency": 1}},
+        "retry_priority": {
+            "name": "envoy.retry_priorities.previous_priorities",
+            "typed_config": {"@type": PREVIOUS_PRIORITIES, "update_frequency": 1},
+        },
     }
 
 
@@ -151,14 +174,22 @@ def _canary(gw: GatewayConfig, routing: Routing, mirror_to: str) -> dict[str, An
         "retry_policy": _retry(gw),
     }
     if 0 < share < BUCKETS:
-        route["weighted_clusters"] = {"use_hash_policy": True, "clusters": [
-            {"name": NEW_THEN_OLD, "weight": share}, {"name": "old", "weight": BUCKETS - share}]}
+        route["weighted_clusters"] = {
+            "use_hash_policy": True,
+            "clusters": [{"name": NEW_THEN_OLD, "weight": share}, {"name": "old", "weight": BUCKETS - share}],
+        }
     else:
         route["cluster"] = NEW_THEN_OLD if share == BUCKETS else "old"
     if gw.shadow.percent > 0:
-        route["request_mirror_policies"] = [{"cluster": mirror_to, "runtime_fraction": {
-            "default_value": {"numerator": round(gw.shadow.percent * 10_000), "denominator": "MILLION"},
-            "runtime_key": "switchover.shadow_percent"}}]
+        route["request_mirror_policies"] = [
+            {
+                "cluster": mirror_to,
+                "runtime_fraction": {
+                    "default_value": {"numerator": round(gw.shadow.percent * 10_000), "denominator": "MILLION"},
+                    "runtime_key": "switchover.shadow_percent",
+                },
+            }
+        ]
     return route
 
 
@@ -168,22 +199,45 @@ def route_config(migration: Migration, routing: Routing, *, control: bool = Fals
     gw = migration.gateway or GatewayConfig()
     routes: list[dict[str, Any]] = []
     if control:
-        peer = {"header": {"key": PEER_HEADER, "value": "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%"},
-                "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
-        routes += [{"name": "control", "match": {"path": p}, "request_headers_to_add": [peer],
-                    "route": {"cluster": CONTROL, "timeout": "10s"}} for p in CONTROL_PATHS]
+        peer = {
+            "header": {"key": PEER_HEADER, "value": "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%"},
+            "append_action": "OVERWRITE_IF_EXISTS_OR_ADD",
+        }
+        routes += [
+            {
+                "name": "control",
+                "match": {"path": p},
+                "request_headers_to_add": [peer],
+                "route": {"cluster": CONTROL, "timeout": "10s"},
+            }
+            for p in CONTROL_PATHS
+        ]
     allowed = gw.allowed_paths
     pinned = [a for a in allowed if any(_under(a, b) for b in gw.bypass_paths)]
     pinned += [b for b in gw.bypass_paths if b not in pinned and any(_under(b, a) for a in allowed)]
-    routes += [{"name": "bypass", "match": _match(p), "route": {"cluster": "old", "timeout": "0s"}}
-               for p in sorted(pinned, key=len, reverse=True)]
+    routes += [
+        {"name": "bypass", "match": _match(p), "route": {"cluster": "old", "timeout": "0s"}}
+        for p in sorted(pinned, key=len, reverse=True)
+    ]
     # the live plane mirrors to its control endpoint, which measures the copy on new (mirror.py); the export to new
     canary = _canary(gw, routing, CONTROL if control else "new")
-    routes += [{"name": routing.reason, "match": _match(a), "route": canary}
-               for a in sorted(allowed, key=len, reverse=True) if a not in pinned]
-    routes.append({"name": "not_allowed", "match": {"prefix": "/"}, "direct_response": {
-        "status": 404, "body": {"inline_string": '{"error": {"message": "path not served by this gateway", '
-                                                 '"type": "not_found"}}'}}})
+    routes += [
+        {"name": routing.reason, "match": _match(a), "route": canary}
+        for a in sorted(allowed, key=len, reverse=True)
+        if a not in pinned
+    ]
+    routes.append(
+        {
+            "name": "not_allowed",
+            "match": {"prefix": "/"},
+            "direct_response": {
+                "status": 404,
+                "body": {
+                    "inline_string": '{"error": {"message": "path not served by this gateway", "type": "not_found"}}'
+                },
+            },
+        }
+    )
     return {"name": "switchover", "virtual_hosts": [{"name": "llm", "domains": ["*"], "routes": routes}]}
 
 
@@ -196,8 +250,10 @@ def _hcm(gw: GatewayConfig, routes: dict[str, Any], access_log: list[dict[str, A
         "http_filters": [
             # the whole body is held before a try starts (as the built-in gateway does), so a retry on old can
             # replay it; over the limit: 413
-            {"name": "envoy.filters.http.buffer",
-             "typed_config": {"@type": BUFFER, "max_request_bytes": min(lim.max_body_bytes, MAX_BUFFER)}},
+            {
+                "name": "envoy.filters.http.buffer",
+                "typed_config": {"@type": BUFFER, "max_request_bytes": min(lim.max_body_bytes, MAX_BUFFER)},
+            },
             {"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER}},
         ],
         "access_log": access_log,
@@ -218,31 +274,54 @@ def _hcm(gw: GatewayConfig, routes: dict[str, Any], access_log: list[dict[str, A
     }
 
 
-def listener(migration: Migration, routes: dict[str, Any], *, port: int | None = None,
-             access_log: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def listener(
+    migration: Migration,
+    routes: dict[str, Any],
+    *,
+    port: int | None = None,
+    access_log: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The one listener: a connection cap, then the HTTP connection manager with `routes` (inline or via RDS)."""
     gw = migration.gateway or GatewayConfig()
     return {
         "name": "switchover",
-        "address": {"socket_address": {"address": gw.listen.host,
-                                       "port_value": gw.listen.port if port is None else port}},
-        "filter_chains": [{"filters": [
-            {"name": "envoy.filters.network.connection_limit", "typed_config": {
-                "@type": CONN_LIMIT, "stat_prefix": "switchover", "max_connections": gw.limits.max_connections}},
-            {"name": "envoy.filters.network.http_connection_manager",
-             "typed_config": _hcm(gw, routes, access_log or [])},
-        ]}],
+        "address": {
+            "socket_address": {"address": gw.listen.host, "port_value": gw.listen.port if port is None else port}
+        },
+        "filter_chains": [
+            {
+                "filters": [
+                    {
+                        "name": "envoy.filters.network.connection_limit",
+                        "typed_config": {
+                            "@type": CONN_LIMIT,
+                            "stat_prefix": "switchover",
+                            "max_connections": gw.limits.max_connections,
+                        },
+                    },
+                    {
+                        "name": "envoy.filters.network.http_connection_manager",
+                        "typed_config": _hcm(gw, routes, access_log or []),
+                    },
+                ]
+            }
+        ],
     }
 
 
 def stdout_access_log(fields: dict[str, str]) -> list[dict[str, Any]]:
     """Envoy's JSON access log on its stdout (read by the plane through a pipe; never a file of its own)."""
-    return [{"name": "envoy.access_loggers.stdout", "typed_config": {
-        "@type": STDOUT_LOG, "log_format": {"json_format": fields}}}]
+    return [
+        {
+            "name": "envoy.access_loggers.stdout",
+            "typed_config": {"@type": STDOUT_LOG, "log_format": {"json_format": fields}},
+        }
+    ]
 
 
-def static_bootstrap(migration: Migration, routing: Routing, *, listen_port: int | None = None,
-                     admin_port: int = 9901) -> dict[str, Any]:
+def static_bootstrap(
+    migration: Migration, routing: Routing, *, listen_port: int | None = None, admin_port: int = 9901
+) -> dict[str, Any]:
     """One self-contained bootstrap (what `export envoy` prints)."""
     return {
         "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
@@ -255,8 +334,10 @@ def static_bootstrap(migration: Migration, routing: Routing, *, listen_port: int
 
 def _source(path: str, directory: str) -> dict[str, Any]:
     # watched_directory: a file moved into the directory reloads the path (the plane writes then renames)
-    return {"path_config_source": {"path": path, "watched_directory": {"path": directory}},
-            "resource_api_version": "V3"}
+    return {
+        "path_config_source": {"path": path, "watched_directory": {"path": directory}},
+        "resource_api_version": "V3",
+    }
 
 
 @dataclass(frozen=True)
@@ -272,15 +353,19 @@ class XdsFiles:
         return {
             "node": {"id": node_id, "cluster": "switchover"},
             "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
-            "dynamic_resources": {"lds_config": _source(self.path("lds.yaml"), self.directory),
-                                  "cds_config": _source(self.path("cds.yaml"), self.directory)},
+            "dynamic_resources": {
+                "lds_config": _source(self.path("lds.yaml"), self.directory),
+                "cds_config": _source(self.path("cds.yaml"), self.directory),
+            },
         }
 
-    def resources(self, migration: Migration, routing: Routing, control_port: int,
-                  log_fields: dict[str, str]) -> dict[str, dict[str, Any]]:
+    def resources(
+        self, migration: Migration, routing: Routing, control_port: int, log_fields: dict[str, str]
+    ) -> dict[str, dict[str, Any]]:
         """lds.yaml, rds.yaml, cds.yaml as DiscoveryResponse documents; only rds.yaml changes with the routing."""
-        rds = {"rds": {"route_config_name": "switchover", "config_source": _source(self.path("rds.yaml"),
-                                                                                   self.directory)}}
+        rds = {
+            "rds": {"route_config_name": "switchover", "config_source": _source(self.path("rds.yaml"), self.directory)}
+        }
         lst = listener(migration, rds, access_log=stdout_access_log(log_fields))
         rc = route_config(migration, routing, control=True)
         return {

@@ -16,8 +16,11 @@ if TYPE_CHECKING:
 def _failure_detail(rec: RequestRecord) -> dict[str, Any]:
     assert rec.failure is not None
     body = rec.failure.body
-    return {"status": rec.failure.status, "kind": rec.failure.kind.value,
-            "message": (body.message if body else rec.failure.message)[:200]}
+    return {
+        "status": rec.failure.status,
+        "kind": rec.failure.kind.value,
+        "message": (body.message if body else rec.failure.message)[:200],
+    }
 
 
 def rejected(rec: RequestRecord) -> dict[str, Any] | None:
@@ -49,8 +52,9 @@ def refusal(rec: RequestRecord, what: str) -> Observation | None:
     if (lost := not_answered(rec, what)) is not None:
         return lost
     if (rej := rejected(rec)) is not None:
-        return Observation(value=rejected_value(rej["status"]),
-                           summary=f"HTTP {rej['status']}: {rej['message'][:80]}", detail=rej)
+        return Observation(
+            value=rejected_value(rej["status"]), summary=f"HTTP {rej['status']}: {rej['message'][:80]}", detail=rej
+        )
     return None
 
 

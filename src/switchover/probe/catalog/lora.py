@@ -34,16 +34,23 @@ def adapters_from(listing: AdapterListing, body: Any) -> tuple[list[str], dict[s
         return None
     ids = {str(m.get("id")) for m in data if isinstance(m, dict)}
     found = [m for m in data if isinstance(m, dict) and m.get("parent") and m.get("parent") != m.get("id")]
-    return [_name(m.get("id")) for m in found], {"base_models": sorted(_name(i) for i in ids)[:8],
-                                                  "parents": sorted({_name(m["parent"]) for m in found})[:8]}
+    return [_name(m.get("id")) for m in found], {
+        "base_models": sorted(_name(i) for i in ids)[:8],
+        "parents": sorted({_name(m["parent"]) for m in found})[:8],
+    }
 
 
-@probe(id="lora.adapters", title="LoRA adapters the server has mounted", category="lora",
-       request="GET /lora-adapters, then GET /v1/models (the adapter listings of engines/data/matrix/lora.yaml)",
-       observes="the names of the mounted adapters: a /lora-adapters entry's file name, or a /v1/models entry whose "
-                "parent is the base model",
-       breaking=True, breaks="clients that pick an adapter by name (the model field) or by id (a lora list) get the "
-                             "base model or an error")
+@probe(
+    id="lora.adapters",
+    title="LoRA adapters the server has mounted",
+    category="lora",
+    request="GET /lora-adapters, then GET /v1/models (the adapter listings of engines/data/matrix/lora.yaml)",
+    observes="the names of the mounted adapters: a /lora-adapters entry's file name, or a /v1/models entry whose "
+    "parent is the base model",
+    breaking=True,
+    breaks="clients that pick an adapter by name (the model field) or by id (a lora list) get the "
+    "base model or an error",
+)
 async def adapters(ctx: ProbeContext) -> Observation:
     tried: list[str] = []
     for listing in sorted(listings(), key=lambda x: x.shape != "lora_adapters"):  # the specific listing first
@@ -61,8 +68,10 @@ async def adapters(ctx: ProbeContext) -> Observation:
             continue
         names, evidence = read
         shown = sorted(names)[:MAX_ADAPTERS]
-        summary = (f"{len(names)} adapter(s): {', '.join(shown[:6])}" if names else "no adapters mounted") + \
-            f" (GET {listing.path})"
-        return Observation(value=shown, summary=summary, detail={"listing": listing.path, "count": len(names),
-                                                                  **evidence})
+        summary = (
+            f"{len(names)} adapter(s): {', '.join(shown[:6])}" if names else "no adapters mounted"
+        ) + f" (GET {listing.path})"
+        return Observation(
+            value=shown, summary=summary, detail={"listing": listing.path, "count": len(names), **evidence}
+        )
     return Observation.skipped("not applicable: no LoRA adapter listing answered (" + "; ".join(tried)[:200] + ")")

@@ -33,14 +33,18 @@ def _count_expected(api: ApiSemantics) -> dict[str, bool | int]:
     return {"accepted": True, "status": 200, "honoured": 6}
 
 
-@probe(id="stop.count", title="Stop strings honoured out of 6", category="stop",
-       request="6 requests at temperature 0, each with 6 stop strings; list k holds a string from the greedy "
-               "output at position k and 5 strings that never occur",
-       observes="whether the list is accepted, and which positions of the list stop generation",
-       breaking=True,
-       breaks="clients that pass more stop strings than the new engine honours run past their delimiters "
-              "(or get HTTP 400 for the whole request)",
-       expect=_count_expected)
+@probe(
+    id="stop.count",
+    title="Stop strings honoured out of 6",
+    category="stop",
+    request="6 requests at temperature 0, each with 6 stop strings; list k holds a string from the greedy "
+    "output at position k and 5 strings that never occur",
+    observes="whether the list is accepted, and which positions of the list stop generation",
+    breaking=True,
+    breaks="clients that pass more stop strings than the new engine honours run past their delimiters "
+    "(or get HTTP 400 for the whole request)",
+    expect=_count_expected,
+)
 async def stop_count(ctx: ProbeContext) -> Observation:
     text, s, pos = await _reference_stop(ctx)
     honoured: list[int] = []
@@ -49,41 +53,58 @@ async def stop_count(ctx: ProbeContext) -> Observation:
         end_if(not_answered(rec, f"stop list {k + 1}"))
         rej = rejected(rec)
         if rej is not None:
-            return Observation(value={"accepted": False, "status": rej["status"], "honoured": 0},
-                               summary=f"6 stop strings rejected: HTTP {rej['status']} {rej['message'][:80]}",
-                               detail=rej)
+            return Observation(
+                value={"accepted": False, "status": rej["status"], "honoured": 0},
+                summary=f"6 stop strings rejected: HTTP {rej['status']} {rej['message'][:80]}",
+                detail=rej,
+            )
         if stops.outcome(rec.text, text, s, pos) != "not hit":
             honoured.append(k + 1)
-    return Observation(value={"accepted": True, "status": 200, "honoured": len(honoured)},
-                       summary=f"{len(honoured)} of 6 honoured (positions {honoured or 'none'})",
-                       detail={"stop": s, "positions_honoured": honoured})
+    return Observation(
+        value={"accepted": True, "status": 200, "honoured": len(honoured)},
+        summary=f"{len(honoured)} of 6 honoured (positions {honoured or 'none'})",
+        detail={"stop": s, "positions_honoured": honoured},
+    )
 
 
-@probe(id="stop.kept", title="Stop string kept in the output", category="stop",
-       request="temperature 0 with one stop string taken from the greedy output",
-       observes="whether the returned text ends before the stop string or includes it",
-       breaking=True,
-       breaks="clients that strip (or expect) the delimiter themselves get it doubled or missing",
-       expect=lambda api: StopKept.KEPT if api.stop_string_in_output else StopKept.TRIMMED)
+@probe(
+    id="stop.kept",
+    title="Stop string kept in the output",
+    category="stop",
+    request="temperature 0 with one stop string taken from the greedy output",
+    observes="whether the returned text ends before the stop string or includes it",
+    breaking=True,
+    breaks="clients that strip (or expect) the delimiter themselves get it doubled or missing",
+    expect=lambda api: StopKept.KEPT if api.stop_string_in_output else StopKept.TRIMMED,
+)
 async def stop_kept(ctx: ProbeContext) -> Observation:
     text, s, pos = await _reference_stop(ctx)
     rec = await send_ok(ctx, "request with stop", temperature=0, max_tokens=48, stop=[s])
     out = stops.outcome(rec.text, text, s, pos)
-    return Observation(value=out, summary=f"{out} (stop {s!r}, finish_reason {rec.finish_reason})",
-                       detail={"stop": s, "text": rec.text[-60:]})
+    return Observation(
+        value=out,
+        summary=f"{out} (stop {s!r}, finish_reason {rec.finish_reason})",
+        detail={"stop": s, "text": rec.text[-60:]},
+    )
 
 
-@probe(id="stop.matching", title="Stop matched on text or on tokens", category="stop",
-       request="temperature 0 with a stop string spanning two streamed tokens, then one inside a single token",
-       observes="whether each stop string ends generation (text matching does; token-sequence matching does not)",
-       breaking=True,
-       breaks="stop strings that do not align with token boundaries stop matching: outputs run on past them",
-       expect=lambda api: StopMatching.TOKEN if api.stop_matching == "token_ids" else StopMatching.TEXT)
+@probe(
+    id="stop.matching",
+    title="Stop matched on text or on tokens",
+    category="stop",
+    request="temperature 0 with a stop string spanning two streamed tokens, then one inside a single token",
+    observes="whether each stop string ends generation (text matching does; token-sequence matching does not)",
+    breaking=True,
+    breaks="stop strings that do not align with token boundaries stop matching: outputs run on past them",
+    expect=lambda api: StopMatching.TOKEN if api.stop_matching == "token_ids" else StopMatching.TEXT,
+)
 async def stop_matching(ctx: ProbeContext) -> Observation:
     text, chunks = await _reference(ctx)
     found: dict[str, str] = {}
-    for name, pick in (("spanning", stops.straddling_stop(chunks, text)),
-                       ("inside", stops.inside_token_stop(chunks, text))):
+    for name, pick in (
+        ("spanning", stops.straddling_stop(chunks, text)),
+        ("inside", stops.inside_token_stop(chunks, text)),
+    ):
         if pick is None:
             continue
         s, pos = pick
@@ -92,5 +113,6 @@ async def stop_matching(ctx: ProbeContext) -> Observation:
     if not found:
         return Observation.failed("no multi-character tokens in the greedy output to build a stop from")
     kind = StopMatching.TEXT if all(v == "matched" for v in found.values()) else StopMatching.TOKEN
-    return Observation(value=kind, summary=f"{kind} matching ({', '.join(f'{k}: {v}' for k, v in found.items())})",
-                       detail=found)
+    return Observation(
+        value=kind, summary=f"{kind} matching ({', '.join(f'{k}: {v}' for k, v in found.items())})", detail=found
+    )

@@ -35,9 +35,18 @@ class _Frame:
     two_sided: bool = False
 
     def undecided(self, reason: str) -> Decision:
-        return Decision(test=self.test, metric=self.metric, direction="undecided", unit=self.unit, floor=self.floor,
-                        two_sided=self.two_sided, requests_old=self.n_old, requests_new=self.n_new, alpha=self.alpha,
-                        reason=f"{self.metric} {self.test}: {reason}")
+        return Decision(
+            test=self.test,
+            metric=self.metric,
+            direction="undecided",
+            unit=self.unit,
+            floor=self.floor,
+            two_sided=self.two_sided,
+            requests_old=self.n_old,
+            requests_new=self.n_new,
+            alpha=self.alpha,
+            reason=f"{self.metric} {self.test}: {reason}",
+        )
 
 
 def log_ratio_values(old: np.ndarray, new: np.ndarray, *, counts: bool = False) -> np.ndarray:
@@ -56,8 +65,16 @@ def log_ratios(old: np.ndarray, new: np.ndarray, *, counts: bool = False) -> np.
     return r + JITTER * np.random.default_rng(0).uniform(-1, 1, size=n)
 
 
-def bulk_ratio(metric: str, old: np.ndarray, new: np.ndarray, *, floor: float, alpha: float,
-               two_sided: bool = False, counts: bool = False) -> Decision:
+def bulk_ratio(
+    metric: str,
+    old: np.ndarray,
+    new: np.ndarray,
+    *,
+    floor: float,
+    alpha: float,
+    two_sided: bool = False,
+    counts: bool = False,
+) -> Decision:
     """Bulk shift (p50): the typical new/old ratio over pairs of requests, by betting on symmetry (symmetry.py).
     Two-sided (output length): each side at alpha / 2."""
     r = log_ratios(old, new, counts=counts)
@@ -68,8 +85,9 @@ def bulk_ratio(metric: str, old: np.ndarray, new: np.ndarray, *, floor: float, a
     s = symmetry.scales(r)
     direction = bulk_direction(r, s, floor=floor, alpha=alpha, two_sided=two_sided)
     low, high = symmetry.interval(r, s, alpha / 2 if two_sided else alpha)
-    interval = Interval(low=math.expm1(low) if math.isfinite(low) else None,
-                        high=math.expm1(high) if math.isfinite(high) else None)
+    interval = Interval(
+        low=math.expm1(low) if math.isfinite(low) else None, high=math.expm1(high) if math.isfinite(high) else None
+    )
     return _decision(base, direction, math.expm1(float(np.median(r))), interval)
 
 
@@ -128,8 +146,7 @@ def tail_direction(old_lo: float, old_hi: float, new_lo: float, new_hi: float, f
     return "undecided"
 
 
-def rate_difference(metric: str, bad_old: np.ndarray, bad_new: np.ndarray, *, floor: float,
-                    alpha: float) -> Decision:
+def rate_difference(metric: str, bad_old: np.ndarray, bad_new: np.ndarray, *, floor: float, alpha: float) -> Decision:
     """Rates: new's share of bad requests minus old's over pairs of requests, with its betting confidence sequence."""
     n = min(len(bad_old), len(bad_new))
     base = _Frame("rate_difference", metric, "difference", floor, alpha, n, n)
@@ -156,11 +173,27 @@ def _decision(base: _Frame, direction: Direction, effect: float | None, interval
     pct = base.unit == "ratio"
     est = "-" if effect is None else (f"{effect * 100:+.1f} %" if pct else f"{effect * 100:+.2f} pp")
     floor_text = f"{'±' if base.two_sided else '+'}{base.floor * 100:g} {'%' if pct else 'pp'}"
-    what = {"regress": "regression: the whole interval lies beyond", "ok": "no regression: the interval lies within",
-            "undecided": "undecided: the interval straddles"}[direction]
-    reason = (f"{base.metric} {base.test} {est} {interval.text(base.unit)} ({what} the floor {floor_text}; "
-              f"{base.n_old} old / {base.n_new} new requests)")
-    return Decision(test=base.test, metric=base.metric, direction=direction, unit=base.unit, effect=effect,
-                    interval=interval, floor=base.floor, two_sided=base.two_sided, requests_old=base.n_old,
-                    requests_new=base.n_new, alpha=base.alpha, reason=reason,
-                    to_decision=0.0 if direction != "undecided" else distance(interval, base.floor, base.two_sided))
+    what = {
+        "regress": "regression: the whole interval lies beyond",
+        "ok": "no regression: the interval lies within",
+        "undecided": "undecided: the interval straddles",
+    }[direction]
+    reason = (
+        f"{base.metric} {base.test} {est} {interval.text(base.unit)} ({what} the floor {floor_text}; "
+        f"{base.n_old} old / {base.n_new} new requests)"
+    )
+    return Decision(
+        test=base.test,
+        metric=base.metric,
+        direction=direction,
+        unit=base.unit,
+        effect=effect,
+        interval=interval,
+        floor=base.floor,
+        two_sided=base.two_sided,
+        requests_old=base.n_old,
+        requests_new=base.n_new,
+        alpha=base.alpha,
+        reason=reason,
+        to_decision=0.0 if direction != "undecided" else distance(interval, base.floor, base.two_sided),
+    )

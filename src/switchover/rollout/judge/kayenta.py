@@ -49,9 +49,14 @@ def hodges_lehmann(control: np.ndarray, canary: np.ndarray, max_pairs: int = 250
     return float(np.median(rng.choice(y, max_pairs) - rng.choice(x, max_pairs)))
 
 
-def classify(control: np.ndarray, canary: np.ndarray, *, conf_level: float = CONF_LEVEL,
-             fraction: float = FRACTION, direction: Literal["increase", "decrease", "either"] = "increase",
-             ) -> Classification:
+def classify(
+    control: np.ndarray,
+    canary: np.ndarray,
+    *,
+    conf_level: float = CONF_LEVEL,
+    fraction: float = FRACTION,
+    direction: Literal["increase", "decrease", "either"] = "increase",
+) -> Classification:
     """High / Low / Pass for one metric, Kayenta's rule on the Mann-Whitney interval (or Nodata)."""
     if not len(control) or not len(canary):
         return "Nodata"

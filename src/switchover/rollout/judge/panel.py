@@ -68,8 +68,10 @@ def tenant_guard(d: Decision, old: ArmStreams, cfg: JudgeConfig, *, counts: bool
     if aa.direction != "regress":
         return d
     effect = "-" if aa.effect is None else f"{aa.effect * 100:+.1f} %"
-    why = (f"{d.reason}; held undecided: old's even and odd tenant buckets differ by {effect} "
-           f"{aa.interval.text('ratio')}, beyond the floor, so the arms' difference may be their tenants'")
+    why = (
+        f"{d.reason}; held undecided: old's even and odd tenant buckets differ by {effect} "
+        f"{aa.interval.text('ratio')}, beyond the floor, so the arms' difference may be their tenants'"
+    )
     return d.model_copy(update={"direction": "undecided", "to_decision": None, "reason": why})
 
 

@@ -23,8 +23,9 @@ GRID = np.linspace(-1.0, 1.0, 4001)
 """Candidate differences at which bounds are read (0.05 pp apart)."""
 
 
-def log_wealth_up(n_pos: np.ndarray | int, n_zero: np.ndarray | int, n_neg: np.ndarray | int,
-                  m: float | np.ndarray) -> np.ndarray:
+def log_wealth_up(
+    n_pos: np.ndarray | int, n_zero: np.ndarray | int, n_neg: np.ndarray | int, m: float | np.ndarray
+) -> np.ndarray:
     """log of the mixture wealth against 'd <= m' (grows when new is worse than old by more than m)."""
     m = np.asarray(m, dtype=float)[..., None]
     lam = STAKES / (1 + m)  # keeps 1 + lam (-1 - m) > 0
@@ -36,8 +37,9 @@ def log_wealth_up(n_pos: np.ndarray | int, n_zero: np.ndarray | int, n_neg: np.n
     return _log_mean_exp(terms)
 
 
-def log_wealth_down(n_pos: np.ndarray | int, n_zero: np.ndarray | int, n_neg: np.ndarray | int,
-                    m: float | np.ndarray) -> np.ndarray:
+def log_wealth_down(
+    n_pos: np.ndarray | int, n_zero: np.ndarray | int, n_neg: np.ndarray | int, m: float | np.ndarray
+) -> np.ndarray:
     """log of the mixture wealth against 'd >= m' (grows when new is worse by less than m, or better)."""
     m = np.asarray(m, dtype=float)[..., None]
     lam = STAKES / (1 - m)  # keeps 1 - lam (1 - m) > 0

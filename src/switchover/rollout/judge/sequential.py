@@ -31,8 +31,7 @@ def jittered(r: np.ndarray, seed: int = 0) -> np.ndarray:
     return r + JITTER * np.random.default_rng(seed).uniform(-1, 1, size=r.shape)
 
 
-def bulk_first(r: np.ndarray, *, floor: float, alpha: float, two_sided: bool = False) -> tuple[np.ndarray,
-                                                                                                  np.ndarray]:
+def bulk_first(r: np.ndarray, *, floor: float, alpha: float, two_sided: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """First regress and first ok pair count per rollout for the bulk-ratio test on log-ratios r (runs x pairs);
     as decide.bulk_direction, the earlier of the two wins and the other is NEVER."""
     edge = math.log1p(floor)
@@ -53,8 +52,9 @@ def bulk_first(r: np.ndarray, *, floor: float, alpha: float, two_sided: bool = F
     return first_regress, first_ok
 
 
-def tail_first(old: np.ndarray, new: np.ndarray, *, floor: float, alpha: float, every: int) -> tuple[np.ndarray,
-                                                                                                    np.ndarray]:
+def tail_first(
+    old: np.ndarray, new: np.ndarray, *, floor: float, alpha: float, every: int
+) -> tuple[np.ndarray, np.ndarray]:
     """First regress and first ok tick per rollout for the p99-ratio test, read every `every` pairs."""
     n = old.shape[-1]
     ticks = np.arange(every, n + 1, every)
@@ -85,8 +85,9 @@ def _orders(x: np.ndarray, k_lo: int, k_hi: int) -> tuple[np.ndarray, np.ndarray
     return pick(k_lo), pick(k_hi)
 
 
-def rate_first(bad_old: np.ndarray, bad_new: np.ndarray, *, floor: float, alpha: float) -> tuple[np.ndarray,
-                                                                                                np.ndarray]:
+def rate_first(
+    bad_old: np.ndarray, bad_new: np.ndarray, *, floor: float, alpha: float
+) -> tuple[np.ndarray, np.ndarray]:
     """First regress and first ok tick per rollout for the rate-difference test (runs x pairs of 0/1)."""
     pos, zero, neg = rates.pair_counts(bad_old, bad_new)
     thr = math.log(1 / alpha)

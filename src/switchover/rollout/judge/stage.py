@@ -25,7 +25,9 @@ from switchover.rollout.verdicts import GateResult
 
 StageDecision = Literal["advance", "hold", "rollback"]
 COVERS: dict[GateName, str] = {
-    GateName.ERROR_RATE: "error", GateName.FALLBACK_RATIO: "fallback", GateName.TTFT_P99_RATIO: "ttft_ms",
+    GateName.ERROR_RATE: "error",
+    GateName.FALLBACK_RATIO: "fallback",
+    GateName.TTFT_P99_RATIO: "ttft_ms",
     GateName.TPOT_P99_RATIO: "tpot_ms",
 }
 """The built-in gate whose hold (too few samples) a judge's 'no regression' on this metric may end early."""
@@ -60,8 +62,7 @@ def with_judge(
         return "rollback" if cfg.hard else "hold"
     if report.verdict == "ok" and cfg.end_early and decision == "hold":
         vouched = {d.metric for d in report.decisions if d.direction == "ok" and d.requests}
-        gates_ok = all(r.verdict == "pass" or (r.verdict == "hold" and COVERS.get(r.gate) in vouched)
-                       for r in results)
+        gates_ok = all(r.verdict == "pass" or (r.verdict == "hold" and COVERS.get(r.gate) in vouched) for r in results)
         others_pass = all(c.verdict == "pass" for c in custom) and not blockers
         return "advance" if gates_ok and others_pass else decision
     return decision

@@ -50,8 +50,19 @@ class ArmStreams:
 
 
 OBSERVED = ("error", "fallback", "json_invalid", "truncated", "ttft_ms", "tpot_ms", "e2e_ms", "output_tokens")
-Observation = tuple[float, bool, int | None, float | None, float | None, float | None, float | None, float | None,
-                    float | None, float | None, float | None]
+Observation = tuple[
+    float,
+    bool,
+    int | None,
+    float | None,
+    float | None,
+    float | None,
+    float | None,
+    float | None,
+    float | None,
+    float | None,
+    float | None,
+]
 """(ts, routed to new, tenant bucket parity, then one value or None per OBSERVED metric): what the judge keeps of a
 row (a few hundred bytes, not the row)."""
 
@@ -71,7 +82,8 @@ def observe(r: LedgerRecord) -> Observation:
         r.ttft_ms if answered else None,
         r.tpot_ms if answered else None,
         r.e2e_ms if answered else None,
-        float(r.completion_tokens) if answered and r.completion_tokens is not None and r.tokens_source == "usage"
+        float(r.completion_tokens)
+        if answered and r.completion_tokens is not None and r.tokens_source == "usage"
         else None,
     )
 

@@ -37,7 +37,10 @@ def train_tokenizer(vocab: int) -> PreTrainedTokenizerFast:
     )
     bpe.train(corpus, trainer)
     tok = PreTrainedTokenizerFast(
-        tokenizer_object=bpe, bos_token="<|endoftext|>", eos_token="<|im_end|>", pad_token="<|pad|>",
+        tokenizer_object=bpe,
+        bos_token="<|endoftext|>",
+        eos_token="<|im_end|>",
+        pad_token="<|pad|>",
         model_max_length=2048,
     )
     tok.chat_template = CHATML
@@ -64,10 +67,19 @@ def main() -> None:
 
     torch.manual_seed(args.seed)
     config = LlamaConfig(
-        vocab_size=len(tok), hidden_size=args.hidden, intermediate_size=2 * args.hidden,
-        num_hidden_layers=args.layers, num_attention_heads=4, num_key_value_heads=2, head_dim=args.hidden // 4,
-        max_position_embeddings=2048, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id, tie_word_embeddings=False, rope_theta=10000.0,  # type: ignore[call-arg]
+        vocab_size=len(tok),
+        hidden_size=args.hidden,
+        intermediate_size=2 * args.hidden,
+        num_hidden_layers=args.layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=args.hidden // 4,
+        max_position_embeddings=2048,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        tie_word_embeddings=False,
+        rope_theta=10000.0,  # type: ignore[call-arg]
     )
     model = LlamaForCausalLM(config)
     with torch.no_grad():

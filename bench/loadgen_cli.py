@@ -152,45 +152,22 @@ def tool_vllm(a: argparse.Namespace, url: str, c: int, ds: Path, work: Path) -> 
     from switchover.testbed.layout import Layout
 
     sys.path.insert(0, str(HERE))
-    from loadgen_vs_peers import VLLM_RUNNER
+    from loadgen_vs_peers import vllm_bench_argv
 
     py = Layout.default().vllm_python
     if not py.exists():
         return {"failed": f"{py} missing: run `switchover testbed setup`"}
-    cmd = [
-        str(py),
-        "-c",
-        VLLM_RUNNER,
-        "--backend",
-        "openai-chat",
-        "--base-url",
+    cmd = vllm_bench_argv(
+        py,
         url,
-        "--endpoint",
-        "/v1/chat/completions",
-        "--model",
-        "zero",
-        "--tokenizer",
         a.tokenizer,
-        "--dataset-name",
-        "random",
-        "--random-input-len",
-        "128",
-        "--random-output-len",
-        str(a.chunks),
-        "--num-prompts",
-        str(a.requests),
-        "--max-concurrency",
-        str(c),
-        "--ignore-eos",
-        "--num-warmups",
-        "0",
-        "--disable-tqdm",
-        "--save-result",
-        "--result-dir",
-        str(work),
-        "--result-filename",
-        f"vllm-c{c}.json",
-    ]
+        chat=True,
+        input_len=128,
+        output_len=a.chunks,
+        prompts=a.requests,
+        concurrency=c,
+        result=work / f"vllm-c{c}.json",
+    )
     r = run_child(a.client_core, cmd, a.timeout, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     res = work / f"vllm-c{c}.json"
     if r.get("rc") != 0 or not res.exists():

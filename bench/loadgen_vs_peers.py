@@ -281,46 +281,74 @@ def run_aiperf(core: int, url: str, a: argparse.Namespace, n: int, work: Path) -
     }
 
 
-def run_vllm(core: int, url: str, a: argparse.Namespace, n: int, work: Path) -> dict[str, float]:
-    from switchover.testbed.layout import Layout
-
-    py = Layout.default().vllm_python
-    if not py.exists():
-        raise RuntimeError(f"{py} missing: run `switchover testbed setup`")
-    cmd = [
+def vllm_bench_argv(
+    py: Path,
+    url: str,
+    tokenizer: str,
+    *,
+    chat: bool,
+    input_len: int,
+    output_len: int,
+    prompts: int,
+    concurrency: int,
+    result: Path,
+) -> list[str]:
+    """vLLM `bench serve` (through VLLM_RUNNER) with random prompts, EOS ignored, no warm-ups, its result as JSON."""
+    api = (
+        ["--backend", "openai-chat", "--endpoint", "/v1/chat/completions"]
+        if chat
+        else ["--backend", "openai", "--endpoint", "/v1/completions"]
+    )
+    return [
         str(py),
         "-c",
         VLLM_RUNNER,
-        "--backend",
-        "openai",
+        *api,
         "--base-url",
         url,
-        "--endpoint",
-        "/v1/completions",
         "--model",
         "zero",
         "--tokenizer",
-        a.tokenizer,
+        tokenizer,
         "--dataset-name",
         "random",
         "--random-input-len",
-        "16",
+        str(input_len),
         "--random-output-len",
-        str(a.chunks),
+        str(output_len),
         "--num-prompts",
-        str(n),
+        str(prompts),
         "--max-concurrency",
-        str(a.concurrency),
+        str(concurrency),
         "--ignore-eos",
         "--num-warmups",
         "0",
         "--disable-tqdm",
         "--save-result",
         "--result-dir",
-        str(work),
+        str(result.parent),
         "--result-filename",
-        f"vllm-{n}.json",
+        result.name,
     ]
+
+
+def run_vllm(core: int, url: str, a: argparse.Namespace, n: int, work: Path) -> dict[str, float]:
+    from switchover.testbed.layout import Layout
+
+    py = Layout.default().vllm_python
+    if not py.exists():
+        raise RuntimeError(f"{py} missing: run `switchover testbed setup`")
+    cmd = vllm_bench_argv(
+        py,
+        url,
+        a.tokenizer,
+        chat=False,
+        input_len=16,
+        output_len=a.chunks,
+        prompts=n,
+        concurrency=a.concurrency,
+        result=work / f"vllm-{n}.json",
+    )
     out = subprocess.run(
         pinned(core, cmd), capture_output=True, text=True, timeout=a.timeout, env={**os.environ, "HF_HUB_OFFLINE": "1"}
     )

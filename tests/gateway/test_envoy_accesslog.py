@@ -119,3 +119,9 @@ def test_the_log_format_names_the_tenant_header() -> None:
     assert {"%RESPONSE_CODE%", "%BYTES_SENT%", "%DURATION%", "%RESPONSE_DURATION%", "%UPSTREAM_CLUSTER%"} <= set(
         log_fields("x-team").values()
     )
+
+
+def test_without_the_request_duration_e2e_is_not_measured_rather_than_the_whole_duration() -> None:
+    row = to_row(line(request_ms="-"), ARMS)
+    assert row is not None and row["e2e_ms"] is None
+    assert to_row(line(), ARMS)["e2e_ms"] == 10  # type: ignore[index]

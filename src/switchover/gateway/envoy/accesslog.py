@@ -126,7 +126,7 @@ def to_row(line: bytes, arms: Arms, seed: bytes = b"") -> dict[str, Any] | None:
     arm = arms.of_host(_text(raw.get("host"))) if routed is not None else None
     stream = (_text(raw.get("content_type")) or "").startswith("text/event-stream")
     outcome = _outcome(status, routed, arm, flags, stream)
-    duration, request_ms = _num(raw.get("duration_ms")), _num(raw.get("request_ms")) or 0.0
+    duration, request_ms = _num(raw.get("duration_ms")), _num(raw.get("request_ms"))
     tenant = _text(raw.get(TENANT))
     path = (_text(raw.get("path")) or "").partition("?")[0]
     row: dict[str, Any] = {
@@ -145,7 +145,7 @@ def to_row(line: bytes, arms: Arms, seed: bytes = b"") -> dict[str, Any] | None:
         "model": None,
         "ttft_ms": None,
         "tpot_ms": None,
-        "e2e_ms": None if duration is None or arm is None else max(0.0, duration - request_ms),
+        "e2e_ms": None if duration is None or request_ms is None or arm is None else max(0.0, duration - request_ms),
         "prompt_tokens": None,
         "completion_tokens": None,
         "finish_reason": None,

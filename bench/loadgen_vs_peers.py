@@ -125,8 +125,8 @@ async def _timing(url: str, concurrency: int, duration: float) -> dict[str, floa
 
 async def _bench_run(url: str, concurrency: int, requests: int, chunks: int, runs_dir: str) -> dict[str, float]:
     """The whole `switchover bench` pipeline on one endpoint: prompts fitted, rows streamed to Parquet, summary."""
-    from switchover.bench.results import BenchPlan, EndpointSpec
     from switchover.bench.runner import BenchRun
+    from switchover.evidence.bench import BenchPlan, EndpointSpec
 
     plan = BenchPlan(
         name="memory",

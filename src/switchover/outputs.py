@@ -14,7 +14,6 @@ from pydantic import BaseModel, Field, TypeAdapter
 
 from switchover.alerts.translate import TranslationReport
 from switchover.bench.recompute import Recomputed
-from switchover.bench.results import BenchReport, Calibration
 from switchover.bench.sweep import SweepReport
 from switchover.config.migration import Migration
 from switchover.demo import DemoResult
@@ -22,6 +21,7 @@ from switchover.doctor import Diagnosis, Symptom
 from switchover.drill import DrillResult
 from switchover.engines.startlog import StartlogReport
 from switchover.errors import BadInput
+from switchover.evidence.bench import BenchReport, Calibration
 from switchover.export.result import ExportResult
 from switchover.hardware.catalog import GpuSpec
 from switchover.hardware.diff import HostDiff

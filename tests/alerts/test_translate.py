@@ -16,9 +16,9 @@ import yaml
 from switchover.alerts.mapping import SeriesRef, target_of
 from switchover.alerts.shift import BenchShifts, stat_for
 from switchover.alerts.translate import ANNOTATION, TranslationReport, dump_rules, translate_rules
-from switchover.bench.results import BenchReport
 from switchover.engines.profile import MetricSpec, load_profile
 from switchover.errors import BadInput
+from switchover.evidence.bench import BenchReport
 from switchover.runs import RunDir
 from switchover.testing import require_tool
 from tests.alerts.command import run_alerts

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from switchover.bench.knee import KneeResult
 from switchover.bench.report import _series, render
-from switchover.bench.results import BenchPlan, BenchReport, EndpointInfo, EndpointSpec
 from switchover.bench.stats import Dist, StepSummary
+from switchover.evidence.bench import BenchPlan, BenchReport, EndpointInfo, EndpointSpec
 
 
 def _dist(v: float) -> Dist:
@@ -186,7 +186,7 @@ def test_the_console_and_the_page_share_the_step_columns():
 
 def test_a_delta_not_measured_is_a_dash_not_a_percent():
     from switchover.bench.ab import MetricDelta
-    from switchover.bench.results import AbStep
+    from switchover.evidence.bench import AbStep
 
     plan = BenchPlan(endpoints=[EndpointSpec(label="old", url="http://a")], buckets=[128], requests=5)
     d = MetricDelta(

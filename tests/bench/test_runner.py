@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from switchover.bench.results import BenchPlan, BenchReport, EndpointSpec
 from switchover.bench.runner import BenchRun
 from switchover.errors import Unreachable
+from switchover.evidence.bench import BenchPlan, BenchReport, EndpointSpec
 from switchover.runs import RunDir
 from switchover.testing import await_until
 from switchover.testing.zerowork import ZeroWorkServer

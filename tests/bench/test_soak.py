@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from switchover.bench.results import BenchPlan, BenchReport, EndpointSpec
 from switchover.bench.runner import BenchRun
 from switchover.bench.soak import DriftRow, Window, drift_table
 from switchover.bench.stats import StepSummary
+from switchover.evidence.bench import BenchPlan, BenchReport, EndpointSpec
 from switchover.runs import RunDir
 from switchover.testing import await_until
 from switchover.testing.zerowork import ZeroWorkServer

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from switchover.bench.results import BenchPlan, EndpointSpec
 from switchover.bench.sweep import SweepPoint, commands, parse_params, run_sweep
 from switchover.errors import BadInput
+from switchover.evidence.bench import BenchPlan, EndpointSpec
 from switchover.testbed.processes import free_port
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from switchover.bench.results import BenchPlan, EndpointSpec
 from switchover.bench.runner import BenchRun
 from switchover.bench.stats import summarize_step
 from switchover.bench.worker import share
 from switchover.bench.workload import arrival_offsets
+from switchover.evidence.bench import BenchPlan, EndpointSpec
 from switchover.testing.zerowork import ZeroWorkServer
 
 

@@ -6,7 +6,6 @@ from typing import Any
 
 from switchover.bench.ab import MetricDelta
 from switchover.bench.knee import KneeResult
-from switchover.bench.results import AbStep, BenchPlan, BenchReport, EndpointSpec
 from switchover.bench.stats import Dist, StepSummary
 from switchover.check.evidence import (
     ChatCount,
@@ -22,6 +21,7 @@ from switchover.check.evidence import (
 )
 from switchover.config.bench import BenchSlos
 from switchover.config.check import CheckSection
+from switchover.evidence.bench import AbStep, BenchPlan, BenchReport, EndpointSpec
 from switchover.model.diff import ModelDiff, ModelFacts, Reason
 from switchover.model.generation import GenerationDefaults, GenerationDiff
 from switchover.model.template import Markers, RenderDiff, Template, TemplateDiff

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from switchover.bench.results import BenchPlan
 from switchover.cli import bench_cmd
+from switchover.evidence.bench import BenchPlan
 from tests.cli import cases as C
 from tests.cli.runner import run_cli
 from tests.cli.workspace import CLOSED

@@ -11,8 +11,8 @@ import shlex
 
 import pytest
 
-from switchover.bench.results import BenchPlan, BenchReport, EndpointSpec
 from switchover.bench.sweep import run_sweep
+from switchover.evidence.bench import BenchPlan, BenchReport, EndpointSpec
 from switchover.runs import RunDir
 from switchover.testbed import processes
 from switchover.testbed.install import OFFLINE_ENV, installed

@@ -14,9 +14,9 @@ import subprocess
 
 import pytest
 
-from switchover.bench.results import BenchPlan, BenchReport, EndpointSpec
 from switchover.bench.runner import BenchRun
 from switchover.bench.stats import first_token_ns, last_chunk_ns
+from switchover.evidence.bench import BenchPlan, BenchReport, EndpointSpec
 from switchover.testbed import processes
 from switchover.testbed.layout import bed_models
 from switchover.testing import await_until

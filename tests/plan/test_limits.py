@@ -11,10 +11,10 @@ import orjson
 import pytest
 
 from switchover.bench.knee import KneeResult, knee_with_ci
-from switchover.bench.results import BenchPlan, BenchReport, EndpointSpec
 from switchover.bench.stats import Dist, StepSummary
 from switchover.cli.app import main
 from switchover.errors import BadInput
+from switchover.evidence.bench import BenchPlan, BenchReport, EndpointSpec
 from switchover.plan.limits import MIN_IDLE_MS, limits, read_bench
 
 LADDER = [1, 2, 4, 8, 16, 32]

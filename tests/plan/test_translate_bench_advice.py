@@ -7,8 +7,8 @@ import orjson
 import pytest
 
 from switchover.bench.capbind import StepLimit
-from switchover.bench.results import BenchPlan, BenchReport, EndpointInfo, EndpointSpec
 from switchover.errors import BadInput
+from switchover.evidence.bench import BenchPlan, BenchReport, EndpointInfo, EndpointSpec
 from switchover.plan.translate import bench_advice, translate
 from switchover.runs import RunDir
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from switchover.bench.results import BenchReport
 from switchover.errors import BadInput
+from switchover.evidence.bench import BenchReport
 from switchover.runs import RunDir
 
 # the profile intent -> the bench's per-step distribution of the same quantity (docs/metrics.md)

@@ -11,9 +11,9 @@ import sys
 import time
 from collections.abc import AsyncIterator
 
-from switchover.bench.results import Calibration
 from switchover.bench.scheduler import StepBounds, StopFlag, run_concurrency
 from switchover.errors import SwitchoverError
+from switchover.evidence.bench import Calibration
 from switchover.measure.percentiles import percentile
 from switchover.subproc import stop
 from switchover.testing.zerowork import ZeroWorkServer

@@ -10,12 +10,12 @@ from typing import Any
 
 import orjson
 
-from switchover.bench.results import BenchPlan, EndpointInfo, EndpointSpec
 from switchover.bench.scrape import Scraper
 from switchover.bench.workload import TokenCounter
 from switchover.config import Migration
 from switchover.config.bench import BenchSection
 from switchover.errors import BadInput, Unreachable
+from switchover.evidence.bench import BenchPlan, EndpointInfo, EndpointSpec
 from switchover.inputs import base_url
 from switchover.wire import EngineClient, Timeouts
 

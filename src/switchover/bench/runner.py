@@ -19,7 +19,6 @@ from switchover.bench.clientload import ClientMemory, ClientQueue, open_files_fo
 from switchover.bench.conclude import KNEE_LIMIT, StepValues, ab_steps, knees
 from switchover.bench.endpoints import Endpoint, load_tokenizer, open_endpoint
 from switchover.bench.reporter import NullReporter, Reporter
-from switchover.bench.results import BenchPlan, BenchReport, Calibration, StepTime
 from switchover.bench.rows import ROW_SCHEMA, STAT_COLUMNS, RowSink, row_from_record
 from switchover.bench.samples import Samples
 from switchover.bench.scheduler import Sent, StepBounds, StopFlag, run_concurrency, run_schedule
@@ -38,6 +37,7 @@ from switchover.bench.workload import (
     unit_words,
 )
 from switchover.errors import BadInput
+from switchover.evidence.bench import BenchPlan, BenchReport, Calibration, StepTime
 from switchover.runs import RecordWriter, RunDir
 from switchover.wire import FailureKind, RequestRecord
 

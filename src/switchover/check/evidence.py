@@ -27,7 +27,7 @@ from switchover.textfile import read_bytes
 
 if TYPE_CHECKING:  # another verb's result: imported when a run directory is read (`_model`), so a check whose
     # package is missing still reports the rest
-    from switchover.bench.results import BenchReport
+    from switchover.evidence.bench import BenchReport
     from switchover.model.diff import ModelDiff
     from switchover.probe.report import ProbeReport
     from switchover.rollout.client_defaults import ClientMix
@@ -205,7 +205,7 @@ def load_evidence(rd: RunDir) -> Evidence:
             unreadable(part, str(exc).splitlines()[0])
     bench_dir = find_bench_dir(rd)
     if bench_dir is not None:
-        from switchover.bench.results import BenchReport
+        from switchover.evidence.bench import BenchReport
 
         ev.bench_dir = bench_dir
         try:

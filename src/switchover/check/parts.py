@@ -29,7 +29,7 @@ from switchover.wire import EngineClient, Timeouts
 if TYPE_CHECKING:  # the other verbs are imported when their part runs (a missing one is an "unavailable" part)
     from pydantic import BaseModel
 
-    from switchover.bench.results import BenchReport
+    from switchover.evidence.bench import BenchReport
     from switchover.model.diff import ModelDiff
     from switchover.plan.capacity import CapacityResult
     from switchover.probe.report import ProbeReport
@@ -414,8 +414,8 @@ class _BenchProgress:
 
 async def bench_part(m: Migration, s: CheckSection, run_path: Path, progress: Progress) -> tuple[BenchReport, Path]:
     from switchover.bench.report import write_report
-    from switchover.bench.results import BenchPlan, EndpointSpec
     from switchover.bench.runner import BenchRun
+    from switchover.evidence.bench import BenchPlan, EndpointSpec
     from switchover.runs import RunDir
 
     b = s.bench

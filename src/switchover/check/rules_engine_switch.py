@@ -12,7 +12,7 @@ from switchover.check.judging import Judgement, Limits, pct, short_text
 from switchover.verify.report import EquivalenceReport, LongInputCheck, LongInputSide, StructuredSide
 
 if TYPE_CHECKING:
-    from switchover.bench.results import BenchReport
+    from switchover.evidence.bench import BenchReport
     from switchover.probe.report import ProbeReport, ProbeResult
 
 S = TypeVar("S", StructuredSide, LongInputSide)

@@ -239,7 +239,7 @@ def render(report: Any) -> None:
 def _plan(**kw: Any):
     from pydantic import ValidationError
 
-    from switchover.bench.results import BenchPlan
+    from switchover.evidence.bench import BenchPlan
 
     try:
         return BenchPlan(**{k: v for k, v in kw.items() if v is not None})
@@ -506,7 +506,7 @@ def report_cmd(run_dir: Path = typer.Argument(..., help="A bench run directory."
     Example: switchover bench report runs/20261129T120000Z-bench
     """
     from switchover.bench.report import write_report
-    from switchover.bench.results import BenchReport
+    from switchover.evidence.bench import BenchReport
     from switchover.runs import RunDir
 
     rd = RunDir.open(run_dir)

@@ -46,10 +46,10 @@ def sweep_cmd(
     Example: switchover bench sweep --launch "vllm serve M --port 8000 --block-size {bs}" --param bs=16,32
     --url http://127.0.0.1:8000 --engine vllm
     """
-    from switchover.bench.results import EndpointSpec
     from switchover.bench.sweep import parse_params, run_sweep
     from switchover.cli.bench_cmd import MAX_CONCURRENCY, _plan
     from switchover.engines import load_profile
+    from switchover.evidence.bench import EndpointSpec
     from switchover.runs import prepare_folder
 
     if engine is not None:

@@ -3,12 +3,16 @@
 Two kinds of row, told apart by `kind`: a request row (`LedgerRecord`, written when the client's response
 ends; rows without `kind` are request rows) and a shadow row (`ShadowRecord`, written when a mirrored copy
 of a request ends, self-contained so a reader needs no join). Never holds prompts (unless --log-prompts) or
-secrets."""
+secrets. The writers build `RequestRow` / `ShadowRow` (typed, with the same fields, serialised once at write
+time); the readers validate lines into the pydantic models."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from dataclasses import dataclass, fields
+from operator import attrgetter
+from typing import Annotated, Any, Literal
 
+import orjson
 from pydantic import BaseModel, Field
 
 from switchover.fields import TASK_TYPE, FinishReason
@@ -206,3 +210,106 @@ LEFT_OUT = {"kind", "shadow", "prompt", "client"}
 def row_fields() -> frozenset[str]:
     """Every field an expression may name."""
     return frozenset(k for k in LedgerRecord.model_fields if k not in LEFT_OUT)
+
+
+# ---- the write side: a row built through a request's life, serialised once -----------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class RequestRow:
+    """A request row as the gateway fills it in while the request runs: LedgerRecord's fields (less `kind`, which a
+    request row leaves out, and the legacy embedded `shadow`), typed, so a misspelt field fails mypy; a dataclass
+    with slots because the gateway makes one per request."""
+
+    ts: float
+    request_id: str
+    tenant: str | None = None
+    bucket: int | None = None
+    path: str
+    routed: Arm | None = None
+    route_reason: str | None = None
+    arm: Arm | None = None
+    fallback_reason: str | None = None
+    outcome: Outcome = "bad_request"
+    status: int = 0
+    stream: bool = False
+    model: str | None = None
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    shadowed: bool | None = None
+    task_type: str | None = None
+    json_valid: bool | None = None
+    cached_tokens: int | None = None
+    reviewed: bool | None = None
+    prompt: str | None = None
+    tokens_source: str | None = None
+    prompt_tokens_est: int | None = None
+    error: str | None = None
+    client: dict[str, Any] | None = None  # ClientSampling's fields (gateway/ledger.py client_sampling), nulls kept
+
+    def to_json(self) -> bytes:
+        """The JSONL line (newline included): fields in schema order, None values left out."""
+        values = zip(_REQUEST_FIELDS, _request_values(self), strict=True)
+        return orjson.dumps({k: v for k, v in values if v is not None}) + b"\n"
+
+
+_REQUEST_FIELDS = tuple(f.name for f in fields(RequestRow))
+_request_values = attrgetter(*_REQUEST_FIELDS)  # one C call for every field's value
+
+
+@dataclass(slots=True, kw_only=True)
+class ShadowRow:
+    """A shadow row as the writers build it: ShadowRecord's fields; the primary's copied when its row is written
+    (`of`), the mirror's result and the time added when the mirror ends."""
+
+    ts: float = 0.0
+    request_id: str
+    path: str
+    routed: Arm | None = None
+    arm: Arm | None = None
+    outcome: Outcome
+    status: int
+    stream: bool
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    completion_tokens: int | None = None
+    tokens_source: str | None = None
+    finish_reason: str | None = None
+    shadow: ShadowResult | None = None
+
+    @classmethod
+    def of(cls, primary: RequestRow) -> ShadowRow:
+        """The primary's side of a shadow row (its result and time are set when the mirror ends)."""
+        return cls(
+            request_id=primary.request_id,
+            path=primary.path,
+            routed=primary.routed,
+            arm=primary.arm,
+            outcome=primary.outcome,
+            status=primary.status,
+            stream=primary.stream,
+            ttft_ms=primary.ttft_ms,
+            tpot_ms=primary.tpot_ms,
+            e2e_ms=primary.e2e_ms,
+            completion_tokens=primary.completion_tokens,
+            tokens_source=primary.tokens_source,
+            finish_reason=primary.finish_reason,
+        )
+
+    def to_json(self) -> bytes:
+        """The JSONL line (newline included): `kind` first, fields in schema order, None values left out (in the
+        mirror's result too)."""
+        row: dict[str, Any] = {"kind": "shadow"}
+        for k, v in zip(_SHADOW_FIELDS, _shadow_values(self), strict=True):
+            if v is not None:
+                row[k] = v.model_dump(exclude_none=True) if isinstance(v, ShadowResult) else v
+        return orjson.dumps(row) + b"\n"
+
+
+_SHADOW_FIELDS = tuple(f.name for f in fields(ShadowRow))
+_shadow_values = attrgetter(*_SHADOW_FIELDS)

@@ -22,9 +22,9 @@ import yaml
 
 from switchover.config import load_migration
 from switchover.gateway.app import Gateway
-from switchover.gateway.ledger import read_ledger, read_requests
 from switchover.gateway.policy import bucket_of, tenant_hash, threshold
 from switchover.gateway.server import running
+from switchover.ledger_files import read_ledger, read_requests
 from switchover.ledger_record import LedgerRecord, ShadowRecord
 from switchover.readiness import check_ready
 from switchover.testbed import processes

@@ -186,7 +186,7 @@ async def test_shadow_to_20_then_automatic_rollback_when_new_stops(bed, new_llam
 
         t = time.time()
         await _traffic(gw, url, bed.model, tenants=10)
-        from switchover.gateway.ledger import read_requests
+        from switchover.ledger_files import read_requests
 
         after = [r for r in read_requests(gw.run_dir) if r.ts >= t]
         assert after and all(r.arm == "old" and r.outcome == "ok" for r in after)

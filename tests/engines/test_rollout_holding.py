@@ -20,8 +20,8 @@ from switchover.cli.app import invoke
 from switchover.config import load_migration
 from switchover.drill import run_drill
 from switchover.gateway.app import Gateway
-from switchover.gateway.ledger import read_requests
 from switchover.gateway.server import running
+from switchover.ledger_files import read_requests
 from switchover.rollout.controller import Rollout
 from switchover.runs import RunDir
 from tests.engines.test_rollout_gateway import (

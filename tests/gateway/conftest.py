@@ -17,8 +17,8 @@ import yaml
 
 from switchover.config import load_migration
 from switchover.gateway.app import Gateway
-from switchover.gateway.ledger import read_ledger, read_requests
 from switchover.gateway.server import running as running_gateway
+from switchover.ledger_files import read_ledger, read_requests
 from switchover.ledger_record import LedgerRecord, ShadowRecord
 from switchover.testbed.processes import free_port
 from switchover.testing import FakeEngine, render

@@ -11,7 +11,7 @@ import aiohttp
 import orjson
 import yaml
 
-from switchover.gateway.ledger import read_ledger
+from switchover.ledger_files import read_ledger
 from switchover.testing import FakeEngine, await_until
 from switchover.wire.sse import parse_all
 from tests.gateway.conftest import chat

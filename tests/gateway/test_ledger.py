@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import orjson
 
-from switchover.gateway.ledger import Ledger, LedgerSkips, ledger_files, read_ledger, read_requests
+from switchover.gateway.ledger import Ledger
+from switchover.ledger_files import LedgerSkips, ledger_files, read_ledger, read_requests
 from switchover.ledger_record import LedgerRecord, ShadowRecord, ShadowResult
 
 

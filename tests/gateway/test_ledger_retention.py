@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from switchover.config.gateway import GatewayConfig
-from switchover.gateway.ledger import (
+from switchover.gateway.ledger import Ledger
+from switchover.ledger_files import (
     CLOCK_SLACK_S,
     RETIRED,
-    Ledger,
     LedgerSkips,
     ledger_files,
     read_ledger,
@@ -116,7 +116,7 @@ def test_a_torn_manifest_line_does_not_swallow_the_next_entry(tmp_path) -> None:
 def test_the_newest_manifest_entries_are_read_and_a_fifo_is_not(tmp_path, monkeypatch) -> None:
     import os
 
-    import switchover.gateway.ledger as ledger_mod
+    import switchover.ledger_files as ledger_mod
 
     monkeypatch.setattr(ledger_mod, "MAX_RETIRED_BYTES", 200)
     lines = [f'{{"file": "ledger-{i:05d}.jsonl", "rows": 1, "last_ts": {i}}}' for i in range(40)]
@@ -141,7 +141,7 @@ def test_gate_and_compare_readers_count_the_deleted_rows_of_their_window(tmp_pat
 
 
 def test_a_tail_read_that_starts_on_a_line_boundary_keeps_that_line(tmp_path, monkeypatch) -> None:
-    import switchover.gateway.ledger as ledger_mod
+    import switchover.ledger_files as ledger_mod
 
     line = '{"file": "ledger-00000.jsonl", "rows": 1, "last_ts": 1}\n'
     (tmp_path / RETIRED).write_text(line * 4)

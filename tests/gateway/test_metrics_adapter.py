@@ -9,7 +9,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from switchover.engines.profile import list_profiles, load_profile
-from switchover.gateway.metrics_adapter import convert, plan, rebucket, unit_factor
+from switchover.engines.series_map import plan, unit_factor
+from switchover.gateway.metrics_adapter import convert, rebucket
 
 SRC = [0.1, 0.2, 0.4, 0.8, 1.6]
 

@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from switchover.errors import BadInput
-from switchover.gateway.ledger import RETIRED, Ledger
+from switchover.gateway.ledger import Ledger
 from switchover.gateway.state import LatchFile, LogFile, RunDirLock, write_admin_token, write_gateway_file
+from switchover.ledger_files import RETIRED
 from tests.gateway.test_ledger import rec
 
 BAIT = b"precious: not the gateway's\n"

@@ -44,8 +44,6 @@ _DRILL = "the rollback view reads the last drill's result"
 _BENCH_MODELS = "the bench result models' field types are still defined in bench/ (to move to evidence/, issue 25)"
 #: (importing package or module, imported module) -> why the edge is there today. Remove an entry when it goes.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("alerts", "switchover.gateway"): _GATEWAY_LEDGER,
-    ("alerts", "switchover.gateway.metrics_adapter"): _GATEWAY_LEDGER,
     ("bench", "switchover.readiness"): _READY,
     ("bench", "switchover.report.builder"): "the one HTML builder renders bench's report.html too",
     ("doctor", "switchover.plan.canary"): "doctor lists the canary plan's findings",
@@ -68,8 +66,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("plan", "switchover.bench.stats"): _MEASURE,
     ("rollout", "switchover.bench.stats"): _MEASURE,
     ("rollout", "switchover.drill"): _DRILL,
-    ("rollout", "switchover.gateway.ledger"): _GATEWAY_LEDGER,
-    ("rollout", "switchover.gateway.metrics_adapter"): _GATEWAY_LEDGER,
     ("rollout", "switchover.plan.grace"): "the holding cost uses the drain-grace arithmetic of plan/grace.py",
     ("rollout", "switchover.readiness"): _READY,
     ("rollout", "switchover.report.models"): "a stage's entry reads the check report's verdict",
@@ -77,7 +73,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("rollout", "switchover.review.store"): _REVIEW,
     ("testbed", "switchover.readiness"): _READY,
     ("testing", "switchover.gateway.app"): "the fault matrix runs a real gateway against fake engines",
-    ("testing", "switchover.gateway.ledger"): "the fault matrix reads the gateway's ledger rows",
     ("testing", "switchover.gateway.server"): "the fault matrix runs a real gateway against fake engines",
 }
 

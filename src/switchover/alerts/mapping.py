@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from switchover.engines.profile import EngineProfile, MetricSpec, metric_variants
-from switchover.gateway.metrics_adapter import unit_factor
+from switchover.engines.series_map import unit_factor
 
 Suffix = Literal["", "_bucket", "_sum", "_count"]
 HISTOGRAM_PARTS: tuple[Suffix, ...] = ("_bucket", "_sum", "_count")

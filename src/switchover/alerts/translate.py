@@ -28,8 +28,8 @@ from switchover.alerts.rules import dump_rules, recorded_names, rules_of
 from switchover.alerts.shift import BenchShifts
 from switchover.alerts.thresholds import ENGINE_STATE_INTENTS, LATENCY_INTENTS, thresholds
 from switchover.engines import releases
+from switchover.engines import series_map as metrics_adapter
 from switchover.engines.profile import EngineProfile, MetricSpec, load_profile
-from switchover.gateway import metrics_adapter
 
 __all__ = [
     "ANNOTATION",

@@ -17,7 +17,7 @@ from switchover.cli import rollout_render as render
 from switchover.cli.common import console, print_json
 from switchover.config import load_migration
 from switchover.errors import BadInput, ExitCode, Unreachable
-from switchover.gateway.ledger import LedgerSkips
+from switchover.ledger_files import LedgerSkips
 from switchover.rollout.client_defaults import ClientMixCounter, client_mix
 from switchover.rollout.compare import compare_samples, samples_from_ledger
 from switchover.rollout.controller import ActionResult, Rollout

@@ -1,13 +1,11 @@
-"""The ledger: request rows and shadow rows as JSONL in the gateway's run directory, rotated by size.
+"""The ledger writer: request rows and shadow rows as JSONL in the gateway's run directory, rotated by size
+(read back by switchover/ledger_files.py, which readers import instead of the gateway).
 
 Files are `<run_dir>/ledger-00000.jsonl`, `ledger-00001.jsonl`, …; the highest number is the one being
 written. A restart continues with the next number, so nothing is overwritten. Rows are buffered and flushed
 at least every `flush_interval_s` (the gateway uses 0.1 s), so a reader (the rollout gates) sees a row at
 most that long after it was written. A request row is written when the client's response ends; the result
 of its mirror (if any) is a separate shadow row written when the mirror ends.
-
-Readers never stop at a bad line: they skip it and count it in `LedgerSkips` (a torn last line of the newest
-file is counted apart: it is normal while the gateway writes).
 
 Retention (`keep_files`) deletes the oldest files; each deletion appends a line to `ledger-retired.jsonl` (the
 file, its rows and their time range), so a reader can say how many rows of the window it reads are gone.
@@ -21,180 +19,18 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-import stat
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from switchover import safefile
-from switchover.ledger_record import LedgerRecord, LedgerRow, ShadowRecord
+from switchover.ledger_files import LEDGER_NAME, RETIRED, ledger_files
+from switchover.ledger_record import LedgerRecord, RequestRow, ShadowRecord, ShadowRow
 
 log = logging.getLogger("switchover.gateway")
-_NAME = re.compile(r"^ledger-(\d{5,})\.jsonl$")
-MAX_EXAMPLES = 3
-RETIRED = "ledger-retired.jsonl"  # one line per file deleted by retention (not a ledger file: _NAME does not match)
-MAX_RETIRED_BYTES = 16 << 20  # the newest ~100k deletions are read (6 TB of ledger at 64 MiB a file)
-CLOCK_SLACK_S = 300.0
-"""How far back the wall clock may have stepped between a row's arrival time and its write (NTP)."""
-
-
-def ledger_files(run_dir: Path) -> list[Path]:
-    """The ledger files in write order."""
-    if not run_dir.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in run_dir.iterdir() if (m := _NAME.match(p.name))]
-    return [p for _, p in sorted(found)]
-
-
-@dataclass
-class LedgerSkips:
-    """Lines a reader skipped: bad ones (not JSON, wrong shape) and torn tails (a line still being written)."""
-
-    bad_lines: int = 0
-    torn_tail: int = 0
-    examples: list[str] = field(default_factory=list)  # "file:line: reason", at most MAX_EXAMPLES
-    retired_files: int = 0  # files that retention deleted and that may have held rows of the span read (RETIRED)
-    retired_rows: int = 0  # rows those files held, where counted
-    retired_uncounted: int = 0  # of those files, the ones written before a restart: their rows were not counted
-
-    def bad(self, where: str, reason: str) -> None:
-        """Count one bad line; keep the first few as examples."""
-        self.bad_lines += 1
-        if len(self.examples) < MAX_EXAMPLES:
-            self.examples.append(f"{where}: {reason}")
-
-    def note(self) -> str | None:
-        """A sentence for reports, or None when no line was bad and no row was deleted by retention."""
-        said = []
-        if self.bad_lines:
-            were = "line could not be read and was" if self.bad_lines == 1 else "lines could not be read and were"
-            said.append(f"{self.bad_lines} ledger {were} skipped ({'; '.join(self.examples)})")
-        if self.retired_files:
-            files = "file" if self.retired_files == 1 else "files"
-            counted = self.retired_files - self.retired_uncounted
-            parts = [f"up to {self.retired_rows} ledger rows"] if counted else []
-            if self.retired_uncounted:
-                parts.append(
-                    f"the rows of {self.retired_uncounted} file(s) written before a gateway restart (not counted)"
-                )
-            said.append(
-                f"{' and '.join(parts)} were deleted by ledger retention ({self.retired_files} {files}, "
-                "gateway.ledger_keep_files) and are missing here"
-            )
-        return "; ".join(said) or None
-
-    def count_retired(self, run_dir: Path, since: float | None = None) -> None:
-        """Add the files retention deleted from `run_dir` that may have held a row that arrived at or after
-        `since` (the file's latest arrival time, less CLOCK_SLACK_S; a file with no known time counts)."""
-        for entry in retired(run_dir):
-            last = entry.get("last_ts")
-            if since is not None and isinstance(last, int | float) and last < since - CLOCK_SLACK_S:
-                continue
-            self.retired_files += 1
-            rows = entry.get("rows")
-            if isinstance(rows, int) and rows >= 0:
-                self.retired_rows += rows
-            else:
-                self.retired_uncounted += 1
-
-
-def retired(run_dir: Path) -> list[dict[str, Any]]:
-    """The retention manifest's entries, oldest first: its newest MAX_RETIRED_BYTES (the entries a recent window
-    can need); unreadable lines are passed over, and anything but a regular file is not read."""
-    path = Path(run_dir) / RETIRED
-    try:
-        st = path.stat()
-        if not stat.S_ISREG(st.st_mode):
-            return []
-        with path.open("rb") as fh:
-            start = max(0, st.st_size - MAX_RETIRED_BYTES - 1)  # one byte before: is the first line whole?
-            fh.seek(start)
-            data = fh.read(MAX_RETIRED_BYTES + 1)
-    except OSError:
-        return []
-    if start:  # drop through the first newline: a partial line, or the byte before a whole one
-        data = data.partition(b"\n")[2]
-    out = []
-    for line in data.splitlines():
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(obj, dict):
-            out.append(obj)
-    return out
-
-
-def _reason(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"]) or "row"
-    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"{loc}: {err['msg']}{more}"
-
-
-def parse_row(line: bytes) -> LedgerRow:
-    """One ledger line as a request or shadow row (no `kind`: request); ValueError with a short reason."""
-    try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        raise ValueError("not JSON") from None
-    if not isinstance(obj, dict):
-        raise ValueError(f"not a JSON object ({type(obj).__name__})")
-    kind = obj.get("kind", "request")
-    model: type[LedgerRecord] | type[ShadowRecord]
-    if kind == "request":
-        model = LedgerRecord
-    elif kind == "shadow":
-        model = ShadowRecord
-    else:
-        raise ValueError(f"unknown kind {str(kind)[:40]!r}")
-    try:
-        return model.model_validate(obj)
-    except ValidationError as exc:
-        raise ValueError(f"not a {kind} row: {_reason(exc)}") from None
-
-
-def read_ledger_files(files: Sequence[Path], skipped: LedgerSkips | None = None) -> Iterator[LedgerRow]:
-    """Every readable row of `files` (in that order); bad lines and the newest file's torn tail are counted
-    in `skipped` (complete once the iterator is exhausted)."""
-    skips = skipped if skipped is not None else LedgerSkips()
-    for i, path in enumerate(files):
-        newest = i == len(files) - 1
-        try:
-            fh = path.open("rb")
-        except FileNotFoundError:
-            continue  # deleted by ledger retention between the listing and now: its rows are gone by policy
-        with fh:
-            for n, line in enumerate(fh, 1):
-                if not line.endswith(b"\n") and newest:
-                    skips.torn_tail += 1  # still being written
-                    break
-                if not line.strip():
-                    continue
-                try:
-                    yield parse_row(line)
-                except ValueError as exc:
-                    torn = "" if line.endswith(b"\n") else " (a torn line: the writer stopped mid-line)"
-                    skips.bad(f"{path.name}:{n}", f"{exc}{torn}")
-
-
-def read_ledger(run_dir: str | Path, skipped: LedgerSkips | None = None) -> Iterator[LedgerRow]:
-    """Every readable request and shadow row of a run directory, oldest file first (see LedgerSkips; the rows
-    retention deleted are counted there too)."""
-    if skipped is not None:
-        skipped.count_retired(Path(run_dir))
-    return read_ledger_files(ledger_files(Path(run_dir)), skipped)
-
-
-def read_requests(run_dir: str | Path, skipped: LedgerSkips | None = None) -> Iterator[LedgerRecord]:
-    """The request rows only (shadow rows are left out)."""
-    return (r for r in read_ledger(run_dir, skipped) if isinstance(r, LedgerRecord))
 
 
 def _span_of(path: Path) -> list[Any]:
@@ -224,7 +60,7 @@ class Ledger:
         self._dirty = False
         safefile.ensure_dir(run_dir)
         files = ledger_files(run_dir)
-        self._index = int(_NAME.match(files[-1].name).group(1)) + 1 if files else 0  # type: ignore[union-attr]
+        self._index = int(LEDGER_NAME.match(files[-1].name).group(1)) + 1 if files else 0  # type: ignore[union-attr]
         self._fh: IO[bytes] | None = None
         self._size = 0
         self._span: list[Any] = [0, None, None]  # the open file's [rows, earliest ts, latest ts]
@@ -243,7 +79,7 @@ class Ledger:
         return self._fh
 
     def write(self, record: LedgerRecord | ShadowRecord) -> None:
-        """A typed row (request or shadow)."""
+        """A validated row (request or shadow), as a reader's model holds it."""
         row = record.model_dump(exclude_none=True)
         if isinstance(record, ShadowRecord):
             self.write_shadow(row)
@@ -251,24 +87,30 @@ class Ledger:
             row.pop("kind", None)
             self.write_row(row)
 
-    def write_row(self, row: dict[str, Any]) -> None:
-        """A request row with LedgerRecord's fields (None values are left out; no `kind` means request)."""
-        self._append(row)
+    def write_row(self, row: RequestRow | dict[str, Any]) -> None:
+        """A request row: the gateway's typed row, or a dict with LedgerRecord's fields (the Envoy plane's access-log
+        rows; None values are left out; no `kind` means request)."""
+        if isinstance(row, RequestRow):
+            self._append(row.to_json(), row.ts)
+        else:
+            self._append(_line(row), row.get("ts"))
         self.written += 1
 
-    def write_shadow(self, row: dict[str, Any]) -> None:
-        """A shadow row with ShadowRecord's fields; `shadow` a dict or a ShadowResult (`kind` is set to
-        "shadow"; None values are left out, in `shadow` too)."""
-        shadow = row.get("shadow")
-        if isinstance(shadow, BaseModel):
-            shadow = shadow.model_dump(exclude_none=True)
-        elif isinstance(shadow, dict):
-            shadow = {k: v for k, v in shadow.items() if v is not None}
-        self._append({**row, "kind": "shadow", "shadow": shadow})
+    def write_shadow(self, row: ShadowRow | dict[str, Any]) -> None:
+        """A shadow row: the typed row, or a dict with ShadowRecord's fields and `shadow` a dict or a ShadowResult
+        (`kind` is set to "shadow"; None values are left out, in `shadow` too)."""
+        if isinstance(row, ShadowRow):
+            self._append(row.to_json(), row.ts)
+        else:
+            shadow = row.get("shadow")
+            if isinstance(shadow, BaseModel):
+                shadow = shadow.model_dump(exclude_none=True)
+            elif isinstance(shadow, dict):
+                shadow = {k: v for k, v in shadow.items() if v is not None}
+            self._append(_line({**row, "kind": "shadow", "shadow": shadow}), row.get("ts"))
         self.shadows_written += 1
 
-    def _append(self, row: dict[str, Any]) -> None:
-        line = orjson.dumps({k: v for k, v in row.items() if v is not None}) + b"\n"
+    def _append(self, line: bytes, ts: Any) -> None:
         if self._fh is not None and self._size + len(line) > self.rotate_bytes and self._size > 0:
             self._fh.close()
             self._fh = None
@@ -281,7 +123,7 @@ class Ledger:
         fh = self._open()
         fh.write(line)
         self._size += len(line)
-        span, ts = self._span, row.get("ts")
+        span = self._span
         span[0] += 1
         if isinstance(ts, int | float):  # rows end (and are written) out of arrival order: keep the range
             if span[1] is None or ts < span[1]:
@@ -342,6 +184,10 @@ class Ledger:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+
+
+def _line(row: dict[str, Any]) -> bytes:
+    return orjson.dumps({k: v for k, v in row.items() if v is not None}) + b"\n"
 
 
 # ---- what the client sent of the sampling fields (a request row's `client`) ------------------------------------

@@ -1,13 +1,13 @@
 """Metrics adapter: re-serve the new engine's Prometheus metrics under the old engine's names, units and
 histogram buckets, so dashboards and alerts written for the old engine keep working during a migration.
 
-Names, types, units and buckets come from the engine profiles (`switchover.engines.load_profile`), matched by
-intent (ttft, e2e, running, ...). Re-bucketing assumes observations are spread uniformly inside each source
-bucket and interpolates the cumulative count linearly. Error bound: for a target bound b inside the source
-bucket (s_i, s_{i+1}], the true cumulative count lies in [C(s_i), C(s_{i+1})], so the estimate is off by at
-most the count of that one source bucket, C(s_{i+1}) - C(s_i); it is exact where b equals a source bound, and
-`_sum` / `_count` are carried over exactly. Above the last finite source bound the estimate is the lower end
-C(s_last) (error at most the +Inf overflow count). The bound per series is exported as
+Names, types, units and buckets come from the engine profiles (`switchover.engines.load_profile`), matched by intent
+(ttft, e2e, running, ...): which series are served is engines/series_map.py's `plan`. Re-bucketing assumes
+observations are spread uniformly inside each source bucket and interpolates the cumulative count linearly. Error
+bound: for a target bound b inside the source bucket (s_i, s_{i+1}], the true cumulative count lies in [C(s_i),
+C(s_{i+1})], so the estimate is off by at most the count of that one source bucket, C(s_{i+1}) - C(s_i); it is exact
+where b equals a source bound, and `_sum` / `_count` are carried over exactly. Above the last finite source bound
+the estimate is the lower end C(s_last) (error at most the +Inf overflow count). The bound per series is exported as
 `switchover_adapter_rebucket_error_bound` (counts) so a reader can judge it.
 """
 
@@ -16,65 +16,16 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any
 
 from switchover.engines.profile import EngineProfile, MetricSpec
-from switchover.errors import CheckFailed, Unreachable
+from switchover.engines.series_map import Mapping, Plan
+from switchover.engines.series_map import plan as plan  # the CLI's entry: which series are served
+from switchover.errors import Unreachable
 from switchover.measure.prometheus import metric_families
+from switchover.wire.metrics_page import scrape as scrape  # the CLI's and the served app's scrape
 
-# factor to multiply a source value by to express it in the target unit
-_UNIT_FACTORS: dict[tuple[str, str], float] = {
-    ("seconds", "milliseconds"): 1000.0,
-    ("milliseconds", "seconds"): 0.001,
-    ("ratio", "percent"): 100.0,
-    ("percent", "ratio"): 0.01,
-}
 _SUMMED_GAUGE_UNITS = {"requests", "tokens", "blocks"}
-
-
-@dataclass(frozen=True)
-class Mapping:
-    """How one intent goes from the source engine's series to the target's."""
-
-    intent: str
-    src: MetricSpec
-    dst: MetricSpec
-    factor: float
-
-
-@dataclass
-class Plan:
-    mappings: list[Mapping] = field(default_factory=list)
-    skipped: dict[str, str] = field(default_factory=dict)  # intent -> why it is not served
-
-
-def unit_factor(src: str, dst: str) -> float | None:
-    if src == dst:
-        return 1.0
-    return _UNIT_FACTORS.get((src, dst))
-
-
-def plan(src: EngineProfile, dst: EngineProfile) -> Plan:
-    """Which target series can be produced from the source engine, and why the others cannot."""
-    out = Plan()
-    for intent, d in dst.metrics.items():
-        s = src.metrics.get(intent)
-        if s is None:
-            out.skipped[intent] = f"{src.name} has no {intent} metric"
-            continue
-        factor = unit_factor(s.unit, d.unit)
-        if factor is None:
-            out.skipped[intent] = f"unit {s.unit} cannot be converted to {d.unit}"
-            continue
-        if d.type == "histogram" and s.type != "histogram":
-            out.skipped[intent] = f"{s.name} is a {s.type}; a histogram cannot be rebuilt from it"
-            continue
-        if d.type == "summary" or s.type == "summary":
-            out.skipped[intent] = "summaries (quantiles) cannot be converted"
-            continue
-        out.mappings.append(Mapping(intent, s, d, factor))
-    return out
 
 
 def rebucket(
@@ -242,24 +193,6 @@ def scrape_url(upstream: str, src: EngineProfile) -> str:
     from urllib.parse import urlsplit
 
     return upstream if urlsplit(upstream).path not in ("", "/") else upstream.rstrip("/") + src.metrics_endpoint.path
-
-
-async def scrape(url: str, timeout_s: float = 5.0) -> str:
-    """GET the engine's metrics text through the wire client (the one engine-facing client)."""
-    from urllib.parse import urlsplit
-
-    from switchover.wire import EngineClient, Timeouts
-
-    parts = urlsplit(url)
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    timeouts = Timeouts(connect=timeout_s, first_byte=timeout_s, idle=timeout_s, total=timeout_s)
-    async with EngineClient(f"{parts.scheme}://{parts.netloc}", timeouts=timeouts) as client:
-        res = await client.request("GET", path, timeout=timeout_s)
-    if res.failure is not None:
-        raise Unreachable(f"{url}: {res.failure.message}")
-    if res.status != 200:  # it answered: an error answer is a failed check (1), not unreachable (3)
-        raise CheckFailed(f"{url}: HTTP {res.status}", hint="is the engine's metrics endpoint enabled?")
-    return res.body.decode("utf-8", "replace")
 
 
 def adapter_app(url: str, p: Plan, model: str | None) -> Any:

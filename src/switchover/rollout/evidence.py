@@ -10,7 +10,7 @@ from pathlib import Path
 
 from switchover.config.rollout import PrometheusSource, RolloutSettings
 from switchover.config.rollout_custom import CustomGate
-from switchover.gateway.ledger import LedgerSkips
+from switchover.ledger_files import LedgerSkips
 from switchover.ledger_record import LedgerRecord, LedgerRow
 from switchover.review.models import ReviewSummary
 from switchover.rollout.baseline import Baseline

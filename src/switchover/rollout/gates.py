@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, computed_field
 
 from switchover.config.rollout import GateName, GateThresholds, PrometheusSource
 from switchover.errors import BadInput
-from switchover.gateway.ledger import CLOCK_SLACK_S, LedgerSkips, ledger_files, read_ledger_files
+from switchover.ledger_files import CLOCK_SLACK_S, LedgerSkips, ledger_files, read_ledger_files
 from switchover.ledger_record import ARM_ERROR_OUTCOMES, CLIENT_OUTCOMES, NOT_AN_ARM_OUTCOMES, LedgerRecord, LedgerRow
 from switchover.measure.percentiles import percentile
 from switchover.rollout import metric_names as mn

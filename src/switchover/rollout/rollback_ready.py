@@ -47,7 +47,7 @@ def ready_check(
 
 def metrics_check(url: str) -> str | None:
     """GET the engine's metrics page through the wire client; None when it answered 200."""
-    from switchover.gateway.metrics_adapter import scrape
+    from switchover.wire.metrics_page import scrape
 
     try:
         run_sync(scrape(url, timeout_s=5.0))

@@ -39,8 +39,8 @@ async def fault_matrix(
 
     from switchover.config import Migration
     from switchover.gateway.app import Gateway
-    from switchover.gateway.ledger import read_requests
     from switchover.gateway.server import running as running_gateway
+    from switchover.ledger_files import read_requests
 
     mix = mix or DEFAULT_MIX
     old, new = FakeEngine("old"), FakeEngine("new")

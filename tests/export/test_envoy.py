@@ -35,13 +35,10 @@ def test_weights_stickiness_fallback_mirror_and_bypass(make_migration) -> None:
     assert [r["match"]["path_separated_prefix"] for r in bypass] == ["/v1/embeddings"]  # /v1/audio: not allowed
     assert all(r["route"]["cluster"] == "old" for r in bypass)
     assert routes[-1]["name"] == "not_allowed" and routes[-1]["direct_response"]["status"] == 404
-    route = next(r for r in routes if r["name"] == "weight")["route"]
-    assert route["hash_policy"] == [{"header": {"header_name": "x-team"}}]
-    assert route["weighted_clusters"]["use_hash_policy"] is True
-    assert route["weighted_clusters"]["clusters"] == [
-        {"name": "new_then_old", "weight": 500},
-        {"name": "old", "weight": 9500},
-    ]
+    to_new, to_old = [r for r in routes if r["name"] == "weight"][:2]
+    assert to_new["match"]["dynamic_metadata"][0]["value"] == {"double_match": {"range": {"start": 0, "end": 500}}}
+    assert (to_new["route"]["cluster"], to_old["route"]["cluster"]) == ("new_then_old", "old")
+    route = to_new["route"]
     assert route["retry_policy"]["retriable_status_codes"] == [500, 502, 503, 504]
     assert route["request_mirror_policies"][0]["runtime_fraction"]["default_value"] == {
         "numerator": 100_000,
@@ -60,6 +57,7 @@ def test_edge_weights_and_rollback_leave_out_empty_clusters(
     doc = envoy_config(make_migration(weight=weight, rollback=rollback, shadow=0)).documents[0]
     route = next(r for r in _route(doc) if r["name"] in ("weight", "rollback"))["route"]
     assert [route["cluster"]] == cluster_names and "weighted_clusters" not in route
+    assert not any("dynamic_metadata" in r["match"] for r in _route(doc))  # one route per allowed prefix
     assert "request_mirror_policies" not in route
 
 

@@ -125,3 +125,47 @@ def test_without_the_request_duration_e2e_is_not_measured_rather_than_the_whole_
     row = to_row(line(request_ms="-"), ARMS)
     assert row is not None and row["e2e_ms"] is None
     assert to_row(line(), ARMS)["e2e_ms"] == 10  # type: ignore[index]
+
+
+def test_the_lua_filters_figures_fill_the_row_and_tokens_count_only_from_usage() -> None:
+    row = to_row(
+        line(
+            content_type="text/event-stream",
+            duration_ms=112,
+            request_ms=2,
+            tenant_hash="00000000000004d2",
+            bucket=1234,
+            usage=True,
+            completion_tokens=11,
+            prompt_tokens=3,
+            finish_reason="stop",
+            ttft_ms=10.5,
+        ),
+        ARMS,
+    )
+    assert row is not None
+    assert (row["tenant"], row["bucket"]) == ("00000000000004d2", 1234)
+    assert (row["completion_tokens"], row["tokens_source"], row["prompt_tokens"]) == (11, "usage", 3)
+    assert (row["finish_reason"], row["ttft_ms"], row["tpot_ms"]) == ("stop", 10.5, (110 - 10.5) / 10)
+    LedgerRecord.model_validate(row)
+
+
+@pytest.mark.parametrize(
+    "over",
+    [
+        {"usage": None, "completion_tokens": 11},  # a count not from usage is not the server's count
+        {"usage": True, "completion_tokens": "-"},
+        {"usage": True, "completion_tokens": -3},
+        {"usage": True, "completion_tokens": 2.5},
+        {"usage": True, "completion_tokens": 11, "status": 502},  # an error answer's body is not read into the row
+    ],
+)
+def test_token_figures_that_are_not_a_servers_usage_count_stay_null(over: dict[str, Any]) -> None:
+    row = to_row(line(**over), ARMS)
+    assert row is not None and row["completion_tokens"] is None and row["tokens_source"] is None
+
+
+def test_a_line_without_the_filters_hash_hashes_the_raw_header_and_has_no_bucket() -> None:
+    row = to_row(line(tenant_hash="not-a-hash", bucket=12), ARMS, b"k" * 32)
+    assert row is not None
+    assert (row["tenant"], row["bucket"]) == (tenant_hash("team-a", b"k" * 32), None)

@@ -132,7 +132,8 @@ def test_weight_rollback_and_sighup_reach_envoy_without_a_restart(plane: Plane) 
     plane.config.write_text(edited)
     os.utime(plane.config, ns=(st.st_atime_ns, st.st_mtime_ns))
     plane.proc.send_signal(signal.SIGHUP)
-    wait_until(lambda: any(post(plane.url, f"t{t}")[1] == "new" for t in range(20)), 5, "SIGHUP reload")
+    # 6 % of 200 tenants: none on new has a chance of 0.94^200 (4e-6)
+    wait_until(lambda: any(post(plane.url, f"t{t}")[1] == "new" for t in range(200)), 5, "SIGHUP reload")
     assert plane.envoy_pid() == pid  # one Envoy process throughout
 
 
@@ -317,6 +318,6 @@ def test_mirrored_copies_of_old_routed_requests_become_shadow_rows(plane: Plane)
     wait_until(lambda: len(shadow_rows()) >= len(on_old), 10, "a shadow row for every old-routed request")
     shadows = shadow_rows()
     assert {s["request_id"] for s in shadows} == on_old  # none for the requests new served itself
-    assert all(s["routed"] == "old" and s["shadow"]["status"] == 200 for s in shadows)
+    assert all(s["routed"] == "old" and s["shadow"].get("status") == 200 for s in shadows), shadows[:2]
     # `shadowed` is set when the copy reached switchover before its primary's log line (most do); never on new's
     assert {r["request_id"] for r in requests if r.get("shadowed")} <= on_old

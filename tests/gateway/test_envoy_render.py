@@ -53,18 +53,36 @@ def test_allowed_paths_route_by_weight_bypass_goes_to_old_and_the_rest_is_404(mi
     assert names == [
         ("bypass", "/v1/embeddings"),
         ("weight", "/v1/chat/completions"),
+        ("weight", "/v1/chat/completions"),
+        ("weight", "/v1/completions"),
         ("weight", "/v1/completions"),
         ("not_allowed", "/"),
     ]  # /v1/audio is bypassed but not allowed: 404 as in the built-in gateway
     assert routes[0]["route"]["cluster"] == "old"
     assert routes[-1]["direct_response"]["status"] == 404
-    canary = routes[1]["route"]
-    assert canary["weighted_clusters"] == {
-        "use_hash_policy": True,
-        "clusters": [{"name": NEW_THEN_OLD, "weight": 500}, {"name": "old", "weight": 9500}],
-    }
-    assert canary["hash_policy"] == [{"header": {"header_name": "x-team"}}]
-    assert canary["request_mirror_policies"][0]["runtime_fraction"]["default_value"]["numerator"] == 100_000
+    to_new, to_old = routes[1], routes[2]
+    # policy.route's test: bucket < weight x 100 goes to new (the Lua filter writes the bucket)
+    assert to_new["match"]["dynamic_metadata"] == [
+        {
+            "filter": "switchover",
+            "path": [{"key": "bucket"}],
+            "value": {"double_match": {"range": {"start": 0, "end": 500}}},
+        }
+    ]
+    assert to_new["route"]["cluster"] == NEW_THEN_OLD
+    assert to_old["route"]["cluster"] == "old" and "dynamic_metadata" not in to_old["match"]
+    assert to_new["route"]["request_mirror_policies"][0]["runtime_fraction"]["default_value"]["numerator"] == 100_000
+
+
+def test_the_lua_filter_runs_before_the_router_and_not_on_control_or_404_routes(migration) -> None:
+    lst = static_bootstrap(migration, Routing(weight=5), seed=b"\x01" * 32)["static_resources"]["listeners"][0]
+    hcm = lst["filter_chains"][0]["filters"][1]["typed_config"]
+    names = [f["name"] for f in hcm["http_filters"]]
+    assert names == ["envoy.filters.http.buffer", "envoy.filters.http.lua", "envoy.filters.http.router"]
+    assert '"' + "01" * 32 + '"' in hcm["http_filters"][1]["typed_config"]["default_source_code"]["inline_string"]
+    routes = _routes(route_config(migration, Routing(weight=5), control=True))
+    off = [r["name"] for r in routes if "typed_per_filter_config" in r]
+    assert set(off) == {"control", "not_allowed"} and off.count("control") == 4
 
 
 @pytest.mark.parametrize(
@@ -81,7 +99,9 @@ def test_rollback_kill_switch_and_edge_weights_route_to_one_cluster_named_after_
 ) -> None:
     canary = _routes(route_config(migration, routing))[1]
     assert canary["name"] == name
-    assert canary["route"]["cluster"] == cluster and "weighted_clusters" not in canary["route"]
+    assert canary["route"]["cluster"] == cluster and "dynamic_metadata" not in canary["match"]
+    following = _routes(route_config(migration, routing))[2]
+    assert following["match"] != canary["match"]  # one route for the prefix, not two
 
 
 def test_control_paths_go_to_the_plane_with_the_peer_address_stamped_by_envoy(migration) -> None:

@@ -1,5 +1,6 @@
 """`export envoy`: the static form of the configuration the Envoy data plane runs (gateway/envoy/render.py):
-weighted clusters with header-hash stickiness, an aggregate cluster [new, old] so a failed try on new is retried
+tenant buckets computed by a Lua filter with the built-in gateway's hash (unkeyed here: an export holds no
+deployment seed), the routes matching the bucket, an aggregate cluster [new, old] so a failed try on new is retried
 on old, request mirroring to new, bypass paths pinned to old, 404 outside the allowed paths. Tested with Envoy 1.40.
 """
 
@@ -73,7 +74,10 @@ def envoy_config(
     routing = Routing(weight=w, rollback=gw.rollback)
     doc = static_bootstrap(migration, routing, listen_port=listen_port, admin_port=admin_port)
     notes = [
-        f"weight of new: {routing.new_share / 100:g} % of tenants (hash of header {gw.tenant_header!r}); "
+        f"weight of new: {routing.new_share / 100:g} % of tenants (the built-in gateway's bucket of header "
+        f"{gw.tenant_header!r}, else the bearer token, computed by the Lua filter with an empty seed: anyone can "
+        "pick a tenant id that lands on new; `switchover gateway` with data_plane: envoy keys it with the "
+        "deployment's seed); "
         "rollback: route everything to cluster old (or run `switchover gateway` with data_plane: envoy, which "
         "keeps Envoy in step with the file)",
         f"admin on 127.0.0.1:{admin_port}; shadow share at runtime: POST "

@@ -3,9 +3,11 @@ built-in gateway's rows (ledger_record.LedgerRecord), so rollout compare, the ga
 data plane. Pure: a line in, a row out.
 
 Command operators: https://www.envoyproxy.io/docs/envoy/v1.40.0/configuration/observability/access_log/usage
-What Envoy cannot see is null, never guessed (docs/gateway.md, Data planes): the model asked for and every token
-figure (the body is not parsed), ttft_ms / tpot_ms (Envoy times the first upstream byte, not the first token:
-`first_byte_ms` below is kept out of the row for that reason). Mirrors are measured apart (mirror.py).
+The answer's own figures come from the plane's Lua filter (lua.py) through %DYNAMIC_METADATA(switchover:...)%: the
+tenant's hash and bucket, usage.completion_tokens / prompt_tokens (tokens_source 'usage'), finish_reason, and
+ttft_ms (the first event with text, microsecond clock). What neither sees is null, never guessed (docs/gateway.md,
+Data planes): the model asked for, a stream's tokens without usage. Envoy's own %RESPONSE_DURATION% times the first
+upstream byte, not the first token, so it is kept out of the row. Mirrors are measured apart (mirror.py).
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from typing import Any
 
 import orjson
 
+from switchover.gateway.envoy.lua import NAMESPACE
 from switchover.gateway.headers import request_id as clean_request_id
-from switchover.gateway.policy import tenant_hash
+from switchover.gateway.policy import BUCKETS, tenant_hash
+from switchover.measure.timing import tpot_ms
 
 FIELDS_BASE = {
     "ts": "%START_TIME(%s.%3f)%",
@@ -34,6 +38,10 @@ FIELDS_BASE = {
     "request_ms": "%REQUEST_DURATION%",  # first to last byte of the request received
     "first_byte_ms": "%RESPONSE_DURATION%",  # first byte of the request to the first byte from upstream
     "content_type": "%RESP(CONTENT-TYPE)%",
+    "failure": "%UPSTREAM_TRANSPORT_FAILURE_REASON%",
+    **{k: f"%DYNAMIC_METADATA({NAMESPACE}:{k})%" for k in ("tenant_hash", "bucket", "usage")},
+    **{k: f"%DYNAMIC_METADATA({NAMESPACE}:{k})%" for k in ("completion_tokens", "prompt_tokens", "finish_reason")},
+    "ttft_ms": f"%DYNAMIC_METADATA({NAMESPACE}:ttft_ms)%",
 }
 TENANT = "tenant"
 PEER = "peer"
@@ -108,6 +116,38 @@ def _fallback_reason(flags: set[str], attempts: float | None) -> str:
     return "retried" if (attempts or 0) > 1 else "unknown"
 
 
+def _count(value: Any) -> int | None:
+    n = _num(value)
+    return int(n) if n is not None and n >= 0 and n == int(n) else None
+
+
+def _tenant(raw: dict[str, Any], seed: bytes) -> tuple[str, int | None]:
+    """The tenant's hash and bucket as the Lua filter computed them (policy.tenant_hash with the seed), else the
+    hash of the raw header here (a line from a filter that did not run) with no bucket."""
+    given, bucket = _text(raw.get("tenant_hash")), _count(raw.get("bucket"))
+    if given and len(given) == 16 and all(c in "0123456789abcdef" for c in given):
+        return given, bucket if bucket is not None and bucket < BUCKETS else None
+    return tenant_hash(_text(raw.get(TENANT)), seed), None
+
+
+def _answer(raw: dict[str, Any], stream: bool, e2e: float | None) -> dict[str, Any]:
+    """What the Lua filter read in the answer: tokens from usage (else null), finish_reason, TTFT and TPOT."""
+    done = _count(raw.get("completion_tokens"))
+    from_usage = raw.get("usage") is True and done is not None
+    ttft = _num(raw.get("ttft_ms")) if stream else None
+    ttft = ttft if ttft is not None and ttft >= 0 else None
+    n = done if from_usage else None
+    finish = _text(raw.get("finish_reason"))
+    return {
+        "ttft_ms": ttft,
+        "tpot_ms": tpot_ms(ttft, e2e, n),
+        "prompt_tokens": _count(raw.get("prompt_tokens")),
+        "completion_tokens": n,
+        "finish_reason": finish[:40] if finish else None,
+        "tokens_source": "usage" if from_usage else None,
+    }
+
+
 def to_row(line: bytes, arms: Arms, seed: bytes = b"") -> dict[str, Any] | None:
     """The ledger row for one access-log line; None for a line that is not one (or a control-path request)."""
     try:
@@ -127,13 +167,14 @@ def to_row(line: bytes, arms: Arms, seed: bytes = b"") -> dict[str, Any] | None:
     stream = (_text(raw.get("content_type")) or "").startswith("text/event-stream")
     outcome = _outcome(status, routed, arm, flags, stream)
     duration, request_ms = _num(raw.get("duration_ms")), _num(raw.get("request_ms"))
-    tenant = _text(raw.get(TENANT))
+    e2e = None if duration is None or request_ms is None or arm is None else max(0.0, duration - request_ms)
+    tenant, bucket = _tenant(raw, seed)
     path = (_text(raw.get("path")) or "").partition("?")[0]
     row: dict[str, Any] = {
         "ts": ts,
         "request_id": clean_request_id(_text(raw.get("request_id"))),
-        "tenant": tenant_hash(tenant, seed),
-        "bucket": None,
+        "tenant": tenant,
+        "bucket": bucket,
         "path": path,
         "routed": routed,
         "route_reason": reason,
@@ -143,14 +184,9 @@ def to_row(line: bytes, arms: Arms, seed: bytes = b"") -> dict[str, Any] | None:
         "status": status,
         "stream": stream,
         "model": None,
-        "ttft_ms": None,
-        "tpot_ms": None,
-        "e2e_ms": None if duration is None or request_ms is None or arm is None else max(0.0, duration - request_ms),
-        "prompt_tokens": None,
-        "completion_tokens": None,
-        "finish_reason": None,
+        "e2e_ms": e2e,
+        **_answer(raw if arm is not None and 200 <= status < 300 else {}, stream, e2e),
         "shadowed": None,
-        "tokens_source": None,
     }
     if outcome == "fallback_ok":
         row["fallback_reason"] = _fallback_reason(flags, _num(raw.get("attempts")))

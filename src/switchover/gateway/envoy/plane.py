@@ -65,11 +65,11 @@ LIMITS = (
     "old is also retried once, on old",
     "shadow: Envoy mirrors every request of the route to switchover, which replays on new only the copies whose "
     "primary went to old (the others are dropped, or cancelled when already running); old's side of a shadow row "
-    "is null (Envoy does not read answers), so the shadow comparison holds",
-    "ttft_ms, tpot_ms, tokens and model are null in the ledger (Envoy does not read bodies): token and TPOT gates "
-    "need the engines' Prometheus metrics",
-    "tenant buckets: Envoy's hash of the raw tenant header (not the keyed hash of the built-in gateway); a request "
-    "without the header is routed at random",
+    "is read from the answer by the Lua filter as it streams",
+    "ttft_ms (millisecond-exact), tokens and finish_reason come from the Lua filter's bounded read of each answer "
+    "(usage asked for on streams, the usage-only event dropped when it lies within one chunk); model is null",
+    "tenant buckets: the built-in gateway's keyed hash, computed by a Lua filter in Envoy; a tenant id that is "
+    "not ASCII may be read differently by Envoy and the built-in gateway",
     "kill switch: computed from the access log, so it acts once Envoy has flushed the lines (about 0.1 s)",
 )
 
@@ -135,13 +135,14 @@ class EnvoyPlane:
         folder = Path(self.files.directory)
         safefile.ensure_dir(folder)
         docs = self.files.resources(
-            self.migration, self.routing, self.control_port, accesslog.log_fields(gw.tenant_header)
+            self.migration, self.routing, self.control_port, accesslog.log_fields(gw.tenant_header), self.seed
         )
         for name in ("cds.yaml", "rds.yaml", "lds.yaml"):  # clusters first: the routes name them
             text = yaml.safe_dump(docs[name], sort_keys=False)
             path = folder / name
             if not path.exists() or path.read_text(encoding="utf-8") != text:
-                safefile.write_whole(folder, name, text)
+                # lds.yaml holds the seed (the Lua filter's key): owner-only, as the seed file is
+                safefile.write_whole(folder, name, text, mode=0o600 if name == "lds.yaml" else 0o644)
 
     def _file_sig(self) -> tuple[int, int, int] | None:
         try:

@@ -4,9 +4,12 @@ atomic rename; Envoy reloads a path_config_source when a file is moved onto it:
 https://www.envoyproxy.io/docs/envoy/v1.40.0/api-v3/config/core/v3/config_source.proto).
 
 The routes are what policy.route decides, in Envoy's words: bypass paths pinned to old, the canary weight as a
-weighted cluster picked by a hash of the tenant header (sticky), new as an aggregate cluster [new, old] so a try
-that fails on new before the response headers is retried on old, mirroring to new, and a 404 for paths outside
-gateway.allowed_paths. Rollback and the kill switch are a route to old, named after the reason.
+route to new for the tenant buckets below the weight (the bucket is policy.bucket_of(policy.tenant_hash(tenant,
+seed)), computed by the Lua filter, lua.py, into dynamic metadata that RouteMatch.dynamic_metadata reads:
+https://www.envoyproxy.io/docs/envoy/v1.40.0/api-v3/config/route/v3/route_components.proto) and to old for the
+others, new as an aggregate cluster [new, old] so a try that fails on new before the response headers is retried
+on old, mirroring, and a 404 for paths outside gateway.allowed_paths. Rollback and the kill switch are a route to
+old, named after the reason.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from urllib.parse import urlsplit
 from switchover.config import Migration
 from switchover.config.gateway import GatewayConfig
 from switchover.errors import BadInput
+from switchover.gateway.envoy import lua
 
 ROUTER = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
 BUFFER = "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer"
@@ -163,23 +167,13 @@ def _under(path: str, prefix: str) -> bool:
     return prefix == "/" or path == prefix or path.startswith(prefix + "/")
 
 
-def _canary(gw: GatewayConfig, routing: Routing, mirror_to: str) -> dict[str, Any]:
-    share = routing.new_share
+def _canary(gw: GatewayConfig, cluster: str, mirror_to: str) -> dict[str, Any]:
     route: dict[str, Any] = {
+        "cluster": cluster,
         "timeout": "0s",
         "idle_timeout": _secs(gw.timeouts.idle_ms),
-        # the tenant header's hash picks the weighted cluster (a tenant stays on its arm at a given weight);
-        # without the header Envoy has no hash and picks at random
-        "hash_policy": [{"header": {"header_name": gw.tenant_header}}],
         "retry_policy": _retry(gw),
     }
-    if 0 < share < BUCKETS:
-        route["weighted_clusters"] = {
-            "use_hash_policy": True,
-            "clusters": [{"name": NEW_THEN_OLD, "weight": share}, {"name": "old", "weight": BUCKETS - share}],
-        }
-    else:
-        route["cluster"] = NEW_THEN_OLD if share == BUCKETS else "old"
     if gw.shadow.percent > 0:
         route["request_mirror_policies"] = [
             {
@@ -191,6 +185,34 @@ def _canary(gw: GatewayConfig, routing: Routing, mirror_to: str) -> dict[str, An
             }
         ]
     return route
+
+
+def _below(share: int) -> dict[str, Any]:
+    """Matches a request whose tenant bucket (set by the Lua filter) is below `share`, as policy.route's test."""
+    return {
+        "filter": lua.NAMESPACE,
+        "path": [{"key": "bucket"}],
+        "value": {"double_match": {"range": {"start": 0, "end": share}}},
+    }
+
+
+def _weighted(gw: GatewayConfig, routing: Routing, prefix: str, mirror_to: str) -> list[dict[str, Any]]:
+    """The canary routes of one allowed prefix: buckets below the weight to new (then old), the rest to old."""
+    share = routing.new_share
+    if share in (0, BUCKETS):
+        cluster = NEW_THEN_OLD if share == BUCKETS else "old"
+        return [{"name": routing.reason, "match": _match(prefix), "route": _canary(gw, cluster, mirror_to)}]
+    return [
+        {
+            "name": routing.reason,
+            "match": {**_match(prefix), "dynamic_metadata": [_below(share)]},
+            "route": _canary(gw, NEW_THEN_OLD, mirror_to),
+        },
+        {"name": routing.reason, "match": _match(prefix), "route": _canary(gw, "old", mirror_to)},
+    ]
+
+
+LUA_OFF = {"envoy.filters.http.lua": {"@type": lua.LUA_PER_ROUTE, "disabled": True}}
 
 
 def route_config(migration: Migration, routing: Routing, *, control: bool = False) -> dict[str, Any]:
@@ -209,6 +231,7 @@ def route_config(migration: Migration, routing: Routing, *, control: bool = Fals
                 "match": {"path": p},
                 "request_headers_to_add": [peer],
                 "route": {"cluster": CONTROL, "timeout": "10s"},
+                "typed_per_filter_config": LUA_OFF,
             }
             for p in CONTROL_PATHS
         ]
@@ -220,16 +243,15 @@ def route_config(migration: Migration, routing: Routing, *, control: bool = Fals
         for p in sorted(pinned, key=len, reverse=True)
     ]
     # the live plane mirrors to its control endpoint, which measures the copy on new (mirror.py); the export to new
-    canary = _canary(gw, routing, CONTROL if control else "new")
-    routes += [
-        {"name": routing.reason, "match": _match(a), "route": canary}
-        for a in sorted(allowed, key=len, reverse=True)
-        if a not in pinned
-    ]
+    mirror_to = CONTROL if control else "new"
+    for a in sorted(allowed, key=len, reverse=True):
+        if a not in pinned:
+            routes += _weighted(gw, routing, a, mirror_to)
     routes.append(
         {
             "name": "not_allowed",
             "match": {"prefix": "/"},
+            "typed_per_filter_config": LUA_OFF,
             "direct_response": {
                 "status": 404,
                 "body": {
@@ -241,7 +263,7 @@ def route_config(migration: Migration, routing: Routing, *, control: bool = Fals
     return {"name": "switchover", "virtual_hosts": [{"name": "llm", "domains": ["*"], "routes": routes}]}
 
 
-def _hcm(gw: GatewayConfig, routes: dict[str, Any], access_log: list[dict[str, Any]]) -> dict[str, Any]:
+def _hcm(gw: GatewayConfig, routes: dict[str, Any], access_log: list[dict[str, Any]], seed: bytes) -> dict[str, Any]:
     lim = gw.limits
     return {
         "@type": HCM,
@@ -253,6 +275,14 @@ def _hcm(gw: GatewayConfig, routes: dict[str, Any], access_log: list[dict[str, A
             {
                 "name": "envoy.filters.http.buffer",
                 "typed_config": {"@type": BUFFER, "max_request_bytes": min(lim.max_body_bytes, MAX_BUFFER)},
+            },
+            # the tenant's bucket (routing), usage asked for on streams, and old's / new's answer read (lua.py)
+            {
+                "name": "envoy.filters.http.lua",
+                "typed_config": {
+                    "@type": lua.LUA,
+                    "default_source_code": {"inline_string": lua.script(seed, gw.tenant_header)},
+                },
             },
             {"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER}},
         ],
@@ -280,6 +310,7 @@ def listener(
     *,
     port: int | None = None,
     access_log: list[dict[str, Any]] | None = None,
+    seed: bytes = b"",
 ) -> dict[str, Any]:
     """The one listener: a connection cap, then the HTTP connection manager with `routes` (inline or via RDS)."""
     gw = migration.gateway or GatewayConfig()
@@ -301,7 +332,7 @@ def listener(
                     },
                     {
                         "name": "envoy.filters.network.http_connection_manager",
-                        "typed_config": _hcm(gw, routes, access_log or []),
+                        "typed_config": _hcm(gw, routes, access_log or [], seed),
                     },
                 ]
             }
@@ -320,13 +351,14 @@ def stdout_access_log(fields: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def static_bootstrap(
-    migration: Migration, routing: Routing, *, listen_port: int | None = None, admin_port: int = 9901
+    migration: Migration, routing: Routing, *, listen_port: int | None = None, admin_port: int = 9901, seed: bytes = b""
 ) -> dict[str, Any]:
-    """One self-contained bootstrap (what `export envoy` prints)."""
+    """One self-contained bootstrap (what `export envoy` prints); tenant buckets keyed by `seed`."""
+    routes = {"route_config": route_config(migration, routing)}
     return {
         "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
         "static_resources": {
-            "listeners": [listener(migration, {"route_config": route_config(migration, routing)}, port=listen_port)],
+            "listeners": [listener(migration, routes, port=listen_port, seed=seed)],
             "clusters": clusters(migration),
         },
     }
@@ -360,13 +392,14 @@ class XdsFiles:
         }
 
     def resources(
-        self, migration: Migration, routing: Routing, control_port: int, log_fields: dict[str, str]
+        self, migration: Migration, routing: Routing, control_port: int, log_fields: dict[str, str], seed: bytes = b""
     ) -> dict[str, dict[str, Any]]:
-        """lds.yaml, rds.yaml, cds.yaml as DiscoveryResponse documents; only rds.yaml changes with the routing."""
+        """lds.yaml, rds.yaml, cds.yaml as DiscoveryResponse documents; only rds.yaml changes with the routing.
+        lds.yaml holds the deployment's seed (the Lua filter's key): the plane writes it readable by its owner."""
         rds = {
             "rds": {"route_config_name": "switchover", "config_source": _source(self.path("rds.yaml"), self.directory)}
         }
-        lst = listener(migration, rds, access_log=stdout_access_log(log_fields))
+        lst = listener(migration, rds, access_log=stdout_access_log(log_fields), seed=seed)
         rc = route_config(migration, routing, control=True)
         return {
             "lds.yaml": {"resources": [{"@type": LISTENER, **lst}]},

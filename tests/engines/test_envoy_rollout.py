@@ -185,10 +185,9 @@ def test_rollout_shadow_5_50_100_splits_within_3_points_with_a_row_per_request(d
         gates = json.loads(plane.cli("rollout", "gates", "--json").stdout)
         shadow_gate = next(g for g in gates["results"] if g["gate"] == "shadow_distribution")
         print(data_plane, "shadow gate:", shadow_gate["verdict"], shadow_gate.get("reason"), shadow_gate["samples"])
-        if data_plane == "envoy":  # new's side of each copy is measured, old's (the primary's answer) is not: hold
-            assert shadow_gate["verdict"] == "hold" and "(0/" in shadow_gate["reason"]
-        else:
-            assert shadow_gate["verdict"] == "pass" and shadow_gate["samples"] >= 20
+        # both sides on both planes: on Envoy old's answer is read by the plane's Lua filter as it streams (usage
+        # asked for, finish_reason), new's by switchover's replay of the mirrored copy
+        assert shadow_gate["verdict"] == "pass" and shadow_gate["samples"] >= 20, shadow_gate
         for weight in (5, 50, 100):
             _advance(plane, weight)
             since = time.time()
@@ -256,5 +255,8 @@ def test_the_plane_streams_from_vllm_and_llama_server_with_a_row_each(data_plane
             "outcomes:",
             sorted((r["outcome"], r.get("fallback_reason")) for r in rows if r["outcome"] != "ok"),
         )
+        tries = plane.run_dir / "envoy" / "tries.log"
+        if tries.exists():  # Envoy's own account of each failed try (flags, transport failure, connection id)
+            print(data_plane, "failed tries:", tries.read_text().strip() or "none")
     finally:
         stop(plane.proc)

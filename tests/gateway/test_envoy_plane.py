@@ -284,6 +284,11 @@ def test_a_stream_cut_mid_way_reaches_the_client_cut_and_the_ledger_says_so(plan
     wait_until(lambda: rows(plane.run_dir), 5, "the row")
     row = rows(plane.run_dir)[-1]
     assert row["outcome"] == "failed_mid_stream" and row["stream"] is True
+    # the try itself is in the failed-tries log, with Envoy's own flags for it
+    tries = plane.run_dir / "envoy" / "tries.log"
+    wait_until(lambda: tries.exists() and row["request_id"] in tries.read_text(), 5, "the failed try's line")
+    (failed,) = [json.loads(x) for x in tries.read_text().splitlines() if row["request_id"] in x]
+    assert failed["flags"] not in ("-", ""), failed
 
 
 def test_mirrored_copies_of_old_routed_requests_become_shadow_rows(plane: Plane) -> None:

@@ -151,3 +151,14 @@ def test_idle_upstream_connections_close_before_an_engines_keepalive_timer(migra
     for c in arms:
         opts = c["typed_extension_protocol_options"]["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]
         assert float(opts["common_http_protocol_options"]["idle_timeout"].rstrip("s")) < 5
+
+
+def test_the_live_plane_logs_each_failed_try_with_its_own_flags_and_transport_failure(migration, tmp_path) -> None:
+    files = XdsFiles(str(tmp_path))
+    lds = files.resources(migration, Routing(weight=5), 4000, {"status": "%RESPONSE_CODE%"})["lds.yaml"]
+    hcm = lds["resources"][0]["filter_chains"][0]["filters"][1]["typed_config"]
+    (log,) = hcm["http_filters"][-1]["typed_config"]["upstream_log"]
+    assert log["typed_config"]["path"] == str(tmp_path / "tries.log")
+    fields = log["typed_config"]["log_format"]["json_format"]
+    assert fields["failure"] == "%UPSTREAM_TRANSPORT_FAILURE_REASON%" and fields["flags"] == "%RESPONSE_FLAGS%"
+    assert len(log["filter"]["or_filter"]["filters"]) == 3  # a 5xx, no status (a reset), or any response flag

@@ -38,6 +38,7 @@ PREVIOUS_PRIORITIES = (
     "type.googleapis.com/envoy.extensions.retry.priority.previous_priorities.v3.PreviousPrioritiesConfig"
 )
 
+TRIES_LOG = "tries.log"  # the live plane's failed tries, beside the xDS files
 HTTP_OPTIONS = "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 UPSTREAM_IDLE = "2s"
 NEW_THEN_OLD = "new_then_old"  # the aggregate cluster: new, and old when a try on new failed
@@ -263,7 +264,45 @@ def route_config(migration: Migration, routing: Routing, *, control: bool = Fals
     return {"name": "switchover", "virtual_hosts": [{"name": "llm", "domains": ["*"], "routes": routes}]}
 
 
-def _hcm(gw: GatewayConfig, routes: dict[str, Any], access_log: list[dict[str, Any]], seed: bytes) -> dict[str, Any]:
+FILE_LOG = "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog"
+# one line per failed try (the router's upstream_log: each try's own flags and transport failure, which the
+# request's line does not keep once a retry on old answered)
+TRY_FIELDS = {
+    "ts": "%START_TIME(%s.%6f)%",
+    "request_id": "%REQ(X-REQUEST-ID)%",
+    "host": "%UPSTREAM_HOST%",
+    "attempt": "%UPSTREAM_REQUEST_ATTEMPT_COUNT%",
+    "status": "%RESPONSE_CODE%",
+    "flags": "%RESPONSE_FLAGS%",
+    "details": "%RESPONSE_CODE_DETAILS%",
+    "failure": "%UPSTREAM_TRANSPORT_FAILURE_REASON%",
+    "connection": "%UPSTREAM_CONNECTION_ID%",
+    "local": "%UPSTREAM_LOCAL_ADDRESS%",
+    "first_byte_ms": "%RESPONSE_DURATION%",
+}
+
+
+def _status_filter(op: str, value: int) -> dict[str, Any]:
+    cmp = {"op": op, "value": {"default_value": value, "runtime_key": f"switchover.try_log_{op.lower()}"}}
+    return {"status_code_filter": {"comparison": cmp}}
+
+
+def tries_log(path: str) -> list[dict[str, Any]]:
+    """The router's upstream_log: failed tries (a 5xx, no status, or any response flag) as JSON lines in `path`
+    (https://www.envoyproxy.io/docs/envoy/v1.40.0/api-v3/extensions/filters/http/router/v3/router.proto)."""
+    failed = [_status_filter("GE", 500), _status_filter("EQ", 0), {"response_flag_filter": {}}]
+    return [
+        {
+            "name": "envoy.access_loggers.file",
+            "filter": {"or_filter": {"filters": failed}},
+            "typed_config": {"@type": FILE_LOG, "path": path, "log_format": {"json_format": TRY_FIELDS}},
+        }
+    ]
+
+
+def _hcm(
+    gw: GatewayConfig, routes: dict[str, Any], access_log: list[dict[str, Any]], seed: bytes, tries: str | None
+) -> dict[str, Any]:
     lim = gw.limits
     return {
         "@type": HCM,
@@ -284,7 +323,10 @@ def _hcm(gw: GatewayConfig, routes: dict[str, Any], access_log: list[dict[str, A
                     "default_source_code": {"inline_string": lua.script(seed, gw.tenant_header)},
                 },
             },
-            {"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER}},
+            {
+                "name": "envoy.filters.http.router",
+                "typed_config": {"@type": ROUTER, **({"upstream_log": tries_log(tries)} if tries else {})},
+            },
         ],
         "access_log": access_log,
         "use_remote_address": True,  # x-forwarded-for from a client is not trusted
@@ -311,6 +353,7 @@ def listener(
     port: int | None = None,
     access_log: list[dict[str, Any]] | None = None,
     seed: bytes = b"",
+    tries: str | None = None,
 ) -> dict[str, Any]:
     """The one listener: a connection cap, then the HTTP connection manager with `routes` (inline or via RDS)."""
     gw = migration.gateway or GatewayConfig()
@@ -332,7 +375,7 @@ def listener(
                     },
                     {
                         "name": "envoy.filters.network.http_connection_manager",
-                        "typed_config": _hcm(gw, routes, access_log or [], seed),
+                        "typed_config": _hcm(gw, routes, access_log or [], seed, tries),
                     },
                 ]
             }
@@ -399,7 +442,8 @@ class XdsFiles:
         rds = {
             "rds": {"route_config_name": "switchover", "config_source": _source(self.path("rds.yaml"), self.directory)}
         }
-        lst = listener(migration, rds, access_log=stdout_access_log(log_fields), seed=seed)
+        tries = self.path(TRIES_LOG)
+        lst = listener(migration, rds, access_log=stdout_access_log(log_fields), seed=seed, tries=tries)
         rc = route_config(migration, routing, control=True)
         return {
             "lds.yaml": {"resources": [{"@type": LISTENER, **lst}]},

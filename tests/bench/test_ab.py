@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from switchover.bench.ab import compare_samples, regression_checks, slo_checks
-from switchover.bench.stats import Dist, StepSummary
 from switchover.config.bench import BenchSlos
+from switchover.evidence.bench_step import StepSummary
+from switchover.measure.distribution import Dist
 
 
 def test_shifted_distribution_is_significant_with_the_right_sign():

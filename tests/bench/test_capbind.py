@@ -5,18 +5,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-
-from switchover.bench.capbind import (
-    Scrape,
-    StepLimit,
-    advice,
-    engine_version,
-    judge,
-    raise_flag,
-    request_cap,
-    scrapes_by_endpoint,
-)
 from switchover.bench.steptable import limit_columns
+from switchover.evidence.bench_caps import Scrape, StepLimit, advice, raise_flag
+
+from switchover.bench.capbind import engine_version, judge, request_cap, scrapes_by_endpoint
 
 
 def _s(running: float | None, waiting: float | None, kv: float | None = None, t: int = 0) -> Scrape:
@@ -136,7 +128,6 @@ def test_the_step_table_shows_the_cap_and_the_oom_answers_of_each_step() -> None
 def test_step_limits_read_the_scrapes_inside_each_step_and_its_oom_answers(tmp_path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
-
     from switchover.bench.scrape import SCRAPE_SCHEMA
 
     def scrape(t: int, intent: str, value: float) -> dict[str, object]:

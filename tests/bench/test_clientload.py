@@ -6,9 +6,10 @@ import resource
 
 import pytest
 
-from switchover.bench.clientload import ClientMemory, client_queue, open_files_for, peak_rss_mb, rss_mb
-from switchover.bench.stats import Dist, StepSummary
+from switchover.bench.clientload import client_queue, open_files_for, peak_rss_mb, rss_mb
 from switchover.errors import BadInput
+from switchover.evidence.bench_step import ClientMemory, StepSummary
+from switchover.measure.distribution import Dist
 
 
 def _step(concurrency: int | None, req_per_s: float, e2e_mean_ms: float, rate: float | None = None) -> StepSummary:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from switchover.bench.knee import KneeResult
 from switchover.bench.report import _series, render
-from switchover.bench.stats import Dist, StepSummary
 from switchover.evidence.bench import BenchPlan, BenchReport, EndpointInfo, EndpointSpec
+from switchover.evidence.bench_findings import KneeResult
+from switchover.evidence.bench_step import StepSummary
+from switchover.measure.distribution import Dist
 
 
 def _dist(v: float) -> Dist:
@@ -114,7 +115,7 @@ def test_ab_rows_and_checks_name_the_load_never_zero():
 
 def test_the_page_escapes_what_it_shows_and_keeps_its_own_markup():
     """Built by the one jinja2 builder (autoescape): names from the command line or engines are text, never markup."""
-    from switchover.bench.ab import SloCheck
+    from switchover.evidence.bench_findings import SloCheck
 
     plan = BenchPlan(endpoints=[EndpointSpec(label="old", url="http://a")], buckets=[128], requests=5)
     steps = [
@@ -185,8 +186,8 @@ def test_the_console_and_the_page_share_the_step_columns():
 
 
 def test_a_delta_not_measured_is_a_dash_not_a_percent():
-    from switchover.bench.ab import MetricDelta
     from switchover.evidence.bench import AbStep
+    from switchover.evidence.bench_findings import MetricDelta
 
     plan = BenchPlan(endpoints=[EndpointSpec(label="old", url="http://a")], buckets=[128], requests=5)
     d = MetricDelta(

@@ -12,9 +12,10 @@ import sys
 import pytest
 
 from switchover.bench.runner import BenchRun
-from switchover.bench.soak import DriftRow, Window, drift_table
-from switchover.bench.stats import StepSummary
+from switchover.bench.soak import drift_table
 from switchover.evidence.bench import BenchPlan, BenchReport, EndpointSpec
+from switchover.evidence.bench_findings import DriftRow, Window
+from switchover.evidence.bench_step import StepSummary
 from switchover.runs import RunDir
 from switchover.testing import await_until
 from switchover.testing.zerowork import ZeroWorkServer
@@ -56,7 +57,7 @@ async def test_a_soak_checkpoints_into_closed_parts_and_reports_windows_and_drif
 
 
 def _window(index: int, tpot_p99: float, rss: float) -> Window:
-    from switchover.bench.stats import Dist
+    from switchover.measure.distribution import Dist
 
     d = Dist(count=10, mean=1, std=0, min=1, max=tpot_p99, p50=1, p90=1, p95=1, p99=tpot_p99)
     s = StepSummary(
@@ -229,7 +230,8 @@ def _row(t_s: float) -> dict:
 
 
 def test_a_stalled_window_is_a_window_with_no_requests_and_drift_flags_it():
-    from switchover.bench.soak import Soak, Windows
+    from switchover.bench.soak import Windows
+    from switchover.evidence.bench_findings import Soak
 
     s = 1_000_000_000
     soak = Soak(window_s=10.0, checkpoint_s=5.0)
@@ -248,7 +250,8 @@ def test_a_stalled_window_is_a_window_with_no_requests_and_drift_flags_it():
 
 def test_the_last_window_cut_short_by_the_steps_end_is_marked_partial_and_left_out_of_the_timeline():
     from switchover.bench.report import soak_figure
-    from switchover.bench.soak import Soak, Windows
+    from switchover.bench.soak import Windows
+    from switchover.evidence.bench_findings import Soak
 
     s = 1_000_000_000
     soak = Soak(window_s=10.0, checkpoint_s=5.0)

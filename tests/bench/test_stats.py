@@ -6,7 +6,6 @@ import pytest
 
 from switchover.bench.stats import (
     Slo,
-    describe,
     mean_inflight,
     meets_slo,
     metric_samples,
@@ -14,6 +13,7 @@ from switchover.bench.stats import (
     steady_state,
     summarize_step,
 )
+from switchover.measure.distribution import describe
 from switchover.measure.percentiles import percentile
 
 MS = 1_000_000

@@ -8,16 +8,9 @@ import re
 import numpy as np
 import pytest
 
-from switchover.bench.workload import (
-    FILLER,
-    arrival_offsets,
-    bucket_prompt,
-    cache_buster,
-    fit_bucket,
-    load_dataset,
-    unit_words,
-)
+from switchover.bench.workload import arrival_offsets, bucket_prompt, cache_buster, fit_bucket, load_dataset, unit_words
 from switchover.errors import BadInput
+from switchover.evidence.bench_findings import FILLER
 
 
 def word_counter(bos: int = 1, two_token_words: frozenset[str] = frozenset()):
@@ -94,7 +87,7 @@ def test_cache_buster_costs_a_few_microseconds_of_cpu_per_request():
 
 
 def test_chat_prompts_are_messages():
-    from switchover.bench.workload import BucketFit
+    from switchover.evidence.bench_findings import BucketFit
 
     fit = BucketFit(bucket="32", target=32, words=20, achieved=32, deviation=0, method="x", probes=1)
     p = bucket_prompt("chat", fit, 0, ("k",), 8)

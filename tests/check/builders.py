@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from switchover.bench.ab import MetricDelta
-from switchover.bench.knee import KneeResult
-from switchover.bench.stats import Dist, StepSummary
 from switchover.check.evidence import (
     ChatCount,
     CheckConfig,
@@ -22,6 +19,9 @@ from switchover.check.evidence import (
 from switchover.config.bench import BenchSlos
 from switchover.config.check import CheckSection
 from switchover.evidence.bench import AbStep, BenchPlan, BenchReport, EndpointSpec
+from switchover.evidence.bench_findings import KneeResult, MetricDelta
+from switchover.evidence.bench_step import StepSummary
+from switchover.measure.distribution import Dist
 from switchover.model.diff import ModelDiff, ModelFacts, Reason
 from switchover.model.generation import GenerationDefaults, GenerationDiff
 from switchover.model.template import Markers, RenderDiff, Template, TemplateDiff

@@ -5,9 +5,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from switchover.bench.capbind import StepLimit
 from switchover.check.judging import Limits
 from switchover.check.rules_live_switch import binding_cap, oom_rate, warmup_tail
+from switchover.evidence.bench_caps import StepLimit
 from switchover.warmup import Warmup
 
 

@@ -10,11 +10,13 @@ import numpy as np
 import orjson
 import pytest
 
-from switchover.bench.knee import KneeResult, knee_with_ci
-from switchover.bench.stats import Dist, StepSummary
+from switchover.bench.knee import knee_with_ci
 from switchover.cli.app import main
 from switchover.errors import BadInput
 from switchover.evidence.bench import BenchPlan, BenchReport, EndpointSpec
+from switchover.evidence.bench_findings import KneeResult
+from switchover.evidence.bench_step import StepSummary
+from switchover.measure.distribution import Dist
 from switchover.plan.limits import MIN_IDLE_MS, limits, read_bench
 
 LADDER = [1, 2, 4, 8, 16, 32]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from switchover.bench.capbind import StepLimit
 from switchover.errors import BadInput
 from switchover.evidence.bench import BenchPlan, BenchReport, EndpointInfo, EndpointSpec
+from switchover.evidence.bench_caps import StepLimit
 from switchover.plan.translate import bench_advice, translate
 from switchover.runs import RunDir
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from switchover.bench.stats import StepSummary
 from switchover.config import load_migration
 from switchover.config.rollout_entry import CostSettings
 from switchover.evidence.bench import BenchPlan, BenchReport, EndpointSpec
+from switchover.evidence.bench_step import StepSummary
 from switchover.rollout.controller import Rollout
 from switchover.rollout.cost import bucket_costs, judge_cost, read_bench
 from tests.rollout.builders import Clock, write_ledger

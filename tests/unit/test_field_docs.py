@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from switchover.bench.stats import StepSummary
 from switchover.evidence.bench import AbStep, StepTime
+from switchover.evidence.bench_step import StepSummary
 from switchover.ledger_record import LedgerRecord, ShadowRecord, ShadowResult
 from switchover.model.diff import ModelDiff
 from switchover.readiness import Readiness

@@ -33,7 +33,6 @@ VERBS = frozenset(
 #: The composers: they run several verbs, so they may import any.
 COMPOSERS = frozenset({"check", "demo", "outputs", "cli", "__main__"})
 
-_MEASURE = "the shared measuring vocabulary still lives in bench/ (to move to a foundation room, issue 25)"
 _GATEWAY_LEDGER = (
     "the gateway's ledger rows and metrics are the rollout's and the alerts' input (a foundation "
     "room for the ledger row is issue 25's typed-row work)"
@@ -41,30 +40,17 @@ _GATEWAY_LEDGER = (
 _REVIEW = "review pairs are sampled by the gateway and judged by the rollout (review/ is their shared store)"
 _READY = "the 1-token readiness check is used as a measuring tool by these verbs"
 _DRILL = "the rollback view reads the last drill's result"
-_BENCH_MODELS = "the bench result models' field types are still defined in bench/ (to move to evidence/, issue 25)"
 #: (importing package or module, imported module) -> why the edge is there today. Remove an entry when it goes.
 ALLOWED: dict[tuple[str, str], str] = {
     ("bench", "switchover.readiness"): _READY,
     ("bench", "switchover.report.builder"): "the one HTML builder renders bench's report.html too",
     ("doctor", "switchover.plan.canary"): "doctor lists the canary plan's findings",
     ("drill", "switchover.readiness"): _READY,
-    # evidence/bench.py (moved from bench/results.py) still types its fields with models defined in bench/
-    ("evidence", "switchover.bench.ab"): _BENCH_MODELS,
-    ("evidence", "switchover.bench.capbind"): _BENCH_MODELS,
-    ("evidence", "switchover.bench.clientload"): _BENCH_MODELS,
-    ("evidence", "switchover.bench.knee"): _BENCH_MODELS,
-    ("evidence", "switchover.bench.soak"): _BENCH_MODELS,
-    ("evidence", "switchover.bench.stats"): _BENCH_MODELS,
-    ("evidence", "switchover.bench.workload"): _BENCH_MODELS,
     ("export", "switchover.gateway.envoy"): "export and the gateway's Envoy plane share one renderer",
     ("export", "switchover.rollout"): "export renders the rollout's gates (Argo Rollouts, Grafana)",
     ("gateway", "switchover.review.models"): _REVIEW,
     ("gateway", "switchover.review.sampler"): _REVIEW,
     ("gateway", "switchover.review.store"): _REVIEW,
-    ("plan", "switchover.bench.capbind"): "translate's bench advice reads which cap bound in a bench run (added "
-    "the day this test landed: to move out)",
-    ("plan", "switchover.bench.stats"): _MEASURE,
-    ("rollout", "switchover.bench.stats"): _MEASURE,
     ("rollout", "switchover.drill"): _DRILL,
     ("rollout", "switchover.plan.grace"): "the holding cost uses the drain-grace arithmetic of plan/grace.py",
     ("rollout", "switchover.readiness"): _READY,

@@ -7,39 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from pydantic import BaseModel, Field
 from scipy import stats as sps
 
-from switchover.bench.stats import StepSummary
 from switchover.config.bench import BenchSlos
+from switchover.evidence.bench_findings import MetricDelta, SloCheck
+from switchover.evidence.bench_step import StepSummary
 from switchover.measure.percentiles import percentile
-
-
-class MetricDelta(BaseModel):
-    """new vs old on one metric at one step."""
-
-    metric: str
-    stat: str
-    old: float
-    new: float
-    delta_pct: float | None
-    p_value: float | None = Field(description="Mann-Whitney U, two-sided, on per-request samples")
-    ci_low: float | None = Field(default=None, description="Bootstrap 95% CI of new − old for the stat")
-    ci_high: float | None = None
-    significant: bool
-    n_old: int
-    n_new: int
-
-
-class SloCheck(BaseModel):
-    name: str
-    endpoint: str
-    step: int
-    concurrency: int | float | None
-    value: float | None
-    limit: float
-    passed: bool
-    note: str = ""
 
 
 def _stat(a: np.ndarray, stat: str) -> float:

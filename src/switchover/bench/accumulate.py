@@ -16,19 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from switchover.bench.clientload import ClientQueue, client_queue
+from switchover.bench.clientload import client_queue
 from switchover.bench.samples import Samples
-from switchover.bench.stats import (
-    CLIENT_LOAD_LIMIT,
-    STEADY_FRACTION,
-    Row,
-    Slo,
-    Steady,
-    StepSummary,
-    meets_slo,
-    request_metrics,
-)
+from switchover.bench.stats import CLIENT_LOAD_LIMIT, Row, Slo, meets_slo, request_metrics
 from switchover.bench.step_tallies import InflightTally, LengthTally
+from switchover.evidence.bench_step import STEADY_FRACTION, ClientQueue, Steady, StepSummary
 from switchover.measure.timing import NS_PER_MS
 
 if TYPE_CHECKING:

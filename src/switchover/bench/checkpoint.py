@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from switchover.bench.accumulate import StepAccumulator
 from switchover.bench.conclude import StepValues
-from switchover.bench.soak import Soak, drift_table
-from switchover.bench.stats import StepSummary
-from switchover.bench.workload import BucketFit
+from switchover.bench.soak import drift_table
 from switchover.errors import BadInput
 from switchover.evidence.bench import BenchReport, Calibration, StepTime
+from switchover.evidence.bench_findings import BucketFit, Soak
+from switchover.evidence.bench_step import StepSummary
 from switchover.runs import RunDir
 
 if TYPE_CHECKING:

@@ -12,49 +12,10 @@ import os
 import resource
 import sys
 
-from pydantic import BaseModel, Field
-
-from switchover.bench.stats import STEADY_FRACTION, StepSummary
 from switchover.errors import BadInput
+from switchover.evidence.bench_step import STEADY_FRACTION, ClientQueue, StepSummary
 
 FDS_SPARE = 64  # files besides the streams: the run's Parquet files, the dataset, stdio, the event loop's own
-
-
-class ClientQueue(BaseModel):
-    """One step's requests on the wire vs waiting in the client."""
-
-    endpoint: str
-    step: int
-    repeat: int = 0
-    bucket: str | None = None
-    concurrency: int | None = Field(default=None, description="Requests asked to be in flight (concurrency mode)")
-    rate: float | None = None
-    on_wire: float | None = Field(default=None, description="Mean requests out at the server: req/s × mean E2E")
-    in_client: float | None = Field(
-        default=None, description="Mean slots waiting in the client: concurrency − on_wire (concurrency mode)"
-    )
-    send_lag_ms_mean: float | None = Field(
-        default=None,
-        description="Mean time from when a request could go (its slot freed, or its scheduled time) to its send, ms",
-    )
-    send_lag_ms_max: float | None = None
-    client_bound: bool | None = Field(
-        default=None,
-        description="The client held back load: on the wire below "
-        f"{STEADY_FRACTION:.0%} of the concurrency asked, or sends late in rate mode",
-    )
-
-
-class ClientMemory(BaseModel):
-    """The bench process's memory: before the first step (dataset and prompts loaded) and at its peak."""
-
-    idle_rss_mb: float | None = Field(default=None, description="Resident memory before the first step, MB")
-    peak_rss_mb: float | None = Field(default=None, description="Peak resident memory of the process, MB")
-    open_files_limit: int | None = Field(default=None, description="RLIMIT_NOFILE soft limit the run had")
-
-    @property
-    def growth_mb(self) -> float | None:
-        return None if self.idle_rss_mb is None or self.peak_rss_mb is None else self.peak_rss_mb - self.idle_rss_mb
 
 
 def client_queue(s: StepSummary, lag_n: int, lag_sum_ns: int, lag_max_ns: int) -> ClientQueue:
@@ -107,4 +68,4 @@ def open_files_for(streams: int) -> int:
     return int(soft)
 
 
-__all__ = ["ClientMemory", "ClientQueue", "client_queue", "open_files_for", "peak_rss_mb", "rss_mb"]
+__all__ = ["client_queue", "open_files_for", "peak_rss_mb", "rss_mb"]

@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from switchover.bench.ab import compare_samples
-from switchover.bench.knee import KneeResult, knee_with_ci
+from switchover.bench.knee import knee_with_ci
 from switchover.bench.samples import Samples
-from switchover.bench.stats import StepSummary
 from switchover.evidence.bench import AbStep, BenchPlan
+from switchover.evidence.bench_findings import KneeResult
+from switchover.evidence.bench_step import StepSummary
 from switchover.measure.percentiles import percentile
 
 KNEE_LIMIT = 10_000  # per-request values per step kept for the knee's bootstrap and the A/B tests (then a sample)

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from pydantic import BaseModel, Field
+
+from switchover.evidence.bench_findings import KneeResult
 
 MIN_RISE = 0.25
 MIN_SLOPE_RATIO = 2.0
@@ -88,25 +89,6 @@ def find_knee(
     if fit is None or not is_bend(fit, xs[-1], min_rise, min_slope_ratio):
         return None
     return fit
-
-
-class KneeResult(BaseModel):
-    """Where (and whether) the curve bends, with a bootstrap CI and what happens past it."""
-
-    metric: str = Field(description="e.g. tpot p99")
-    found: bool
-    concurrency: float | None = Field(default=None, description="Fitted knee (may fall between ladder steps)")
-    step_concurrency: int | float | None = Field(default=None, description="Highest ladder value at or below it")
-    ci_low: float | None = None
-    ci_high: float | None = None
-    bootstrap_found: float | None = Field(default=None, description="Share of resamples that found a knee")
-    slope_before: float | None = None
-    slope_after: float | None = None
-    verdict: str | None = Field(default=None, description="queue | slow | both | unclear (past the knee)")
-    ttft_growth: float | None = None
-    tpot_growth: float | None = None
-    message: str
-    notes: list[str] = Field(default_factory=list)
 
 
 def queue_or_slow(ttft_knee: float, ttft_last: float, tpot_knee: float, tpot_last: float) -> tuple[str, float, float]:

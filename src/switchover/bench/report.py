@@ -12,11 +12,12 @@ from markupsafe import Markup
 from plotly.subplots import make_subplots
 
 from switchover.atomicfile import write_atomic
-from switchover.bench.capbind import advice, step_limits
-from switchover.bench.stats import StepSummary
+from switchover.bench.capbind import step_limits
 from switchover.bench.steptable import fmt as _f
 from switchover.bench.steptable import limit_columns, step_flags, step_table
 from switchover.evidence.bench import BenchReport
+from switchover.evidence.bench_caps import advice
+from switchover.evidence.bench_step import StepSummary
 from switchover.report.builder import render_page
 from switchover.runs import RunDir
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from switchover.bench.stats import StepSummary
+from switchover.evidence.bench_step import StepSummary
 
 
 class Reporter(Protocol):

@@ -15,7 +15,7 @@ from switchover.bench.ab import regression_checks, slo_checks
 from switchover.bench.accumulate import StepAccumulator
 from switchover.bench.batch import StepRows
 from switchover.bench.checkpoint import check_checkpoint, restore, resumed_step, write_checkpoint
-from switchover.bench.clientload import ClientMemory, ClientQueue, open_files_for, peak_rss_mb, rss_mb
+from switchover.bench.clientload import open_files_for, peak_rss_mb, rss_mb
 from switchover.bench.conclude import KNEE_LIMIT, StepValues, ab_steps, knees
 from switchover.bench.endpoints import Endpoint, load_tokenizer, open_endpoint
 from switchover.bench.reporter import NullReporter, Reporter
@@ -23,10 +23,9 @@ from switchover.bench.rows import ROW_SCHEMA, STAT_COLUMNS, RowSink, row_from_re
 from switchover.bench.samples import Samples
 from switchover.bench.scheduler import Sent, StepBounds, StopFlag, run_concurrency, run_schedule
 from switchover.bench.scrape import SCRAPE_SCHEMA, Scraper
-from switchover.bench.soak import PartWriter, Soak, Windows, drift_table
-from switchover.bench.stats import Slo, StepSummary
+from switchover.bench.soak import PartWriter, Windows, drift_table
+from switchover.bench.stats import Slo
 from switchover.bench.workload import (
-    BucketFit,
     Prompt,
     bucket_prompt,
     fit_bucket,
@@ -38,6 +37,8 @@ from switchover.bench.workload import (
 )
 from switchover.errors import BadInput
 from switchover.evidence.bench import BenchPlan, BenchReport, Calibration, StepTime
+from switchover.evidence.bench_findings import BucketFit, Soak
+from switchover.evidence.bench_step import ClientMemory, ClientQueue, StepSummary
 from switchover.runs import RecordWriter, RunDir
 from switchover.wire import FailureKind, RequestRecord
 

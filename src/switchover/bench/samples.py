@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from switchover.bench.sketch import Quantiles
-from switchover.bench.stats import PERCENTILES, Dist, describe
+from switchover.measure.distribution import PERCENTILES, Dist, describe
 
 BATCH = 8192  # values buffered before they are folded into the sketch and the running moments
 

@@ -19,57 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from pydantic import BaseModel, Field
 
 from switchover.atomicfile import is_temp
 from switchover.bench.accumulate import StepAccumulator
 from switchover.bench.scrape import PROCESS_RSS as ENGINE_RSS
-from switchover.bench.stats import StepSummary
+from switchover.evidence.bench_findings import DriftRow, Soak, Window
 from switchover.runs import RecordWriter
 
 DRIFT_PCT = 10.0  # a change of more than 10% between the first and the last window is flagged
-
-
-class Window(BaseModel):
-    """One window of a soak step: its requests (by completion time) summarised, and memory when it closed."""
-
-    endpoint: str
-    index: int
-    start_s: float = Field(description="seconds since the step started")
-    end_s: float
-    start_wall: float
-    summary: StepSummary
-    client_rss_mb: float | None = Field(default=None, description="this process's resident memory at the close")
-    engine_rss_mb: float | None = Field(default=None, description="engine /metrics process_resident_memory_bytes")
-    partial: bool = Field(
-        default=False,
-        description="the step's last window, cut short by the step's end: its "
-        "rates are over a shorter span (the drift table and the timeline leave it out)",
-    )
-
-
-class DriftRow(BaseModel):
-    """First vs last full window of one endpoint on one quantity."""
-
-    endpoint: str
-    metric: str
-    first: float | None
-    last: float | None
-    change_pct: float | None
-    flagged: bool
-    note: str = ""
-
-
-class Soak(BaseModel):
-    """summary.json `soak`: how the run was checkpointed, its windows and the drift between them."""
-
-    window_s: float
-    checkpoint_s: float
-    checkpoints: int = 0
-    resumed: list[float] = Field(default_factory=list, description="wall times at which the run was resumed")
-    windows: list[Window] = Field(default_factory=list)
-    drift: list[DriftRow] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
 
 
 def client_rss_mb() -> float:

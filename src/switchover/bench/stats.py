@@ -8,30 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Any
 
-import numpy as np
 from pydantic import BaseModel, Field
 
+from switchover.evidence.bench_step import STEADY_FRACTION, Steady, StepSummary
 from switchover.measure import timing
 from switchover.measure.timing import NS_PER_MS as NS_PER_MS  # re-exported for bench.recompute
 
-PERCENTILES = (50, 90, 95, 99)
-STEADY_FRACTION = 0.9  # a step is steady when it held >= 90% of its target concurrency (or rate)
 CLIENT_LOAD_LIMIT = 0.7  # above 70% of the calibrated client ceiling a step is not trustworthy
 
 Row = Mapping[str, Any]
-
-# the labels that place a step in a run: its summary, its start and end, its A/B comparison
-EndpointLabel = Annotated[str, Field(description="The endpoint's label (old, new, ...: the plan's endpoints)")]
-StepIndex = Annotated[
-    int, Field(description="The load level: its index in the plan's concurrency (or rates) list; 0 for a trace")
-]
-RepeatIndex = Annotated[int, Field(description="Which repetition of the step (0 up to the plan's repeats - 1)")]
-BucketLabel = Annotated[
-    str | None,
-    Field(description="The input-length bucket: its target prompt tokens (one of the plan's buckets), or 'dataset'"),
-]
 
 
 @dataclass(slots=True)
@@ -100,47 +87,6 @@ def request_metrics(row: Row) -> RequestMetrics:
 # ---------------------------------------------------------------------------------------------- distributions
 
 
-class Dist(BaseModel):
-    """Summary of one metric over a step's requests (percentiles: numpy linear interpolation, as vLLM)."""
-
-    count: int
-    mean: float
-    std: float  # population std (ddof=0), as vLLM and SGLang print
-    min: float
-    max: float
-    p50: float
-    p90: float
-    p95: float
-    p99: float
-    quantiles: Literal["exact", "sketch"] = Field(
-        default="exact",
-        description="exact: numpy over every value; sketch: a DDSketch (relative error 0.5%), for "
-        "steps with more values than the exact limit (bench/samples.py)",
-    )
-
-    def get(self, stat: str) -> float:
-        return float(getattr(self, stat))
-
-
-def describe(values: Sequence[float] | np.ndarray) -> Dist | None:
-    """count/mean/std/min/max/p50/p90/p95/p99; None for no values."""
-    if len(values) == 0:
-        return None
-    a = np.asarray(values, dtype=float)
-    p = np.percentile(a, PERCENTILES)
-    return Dist(
-        count=int(a.size),
-        mean=float(a.mean()),
-        std=float(a.std()),
-        min=float(a.min()),
-        max=float(a.max()),
-        p50=float(p[0]),
-        p90=float(p[1]),
-        p95=float(p[2]),
-        p99=float(p[3]),
-    )
-
-
 # ---------------------------------------------------------------------------------------------- SLOs, goodput
 
 
@@ -191,15 +137,6 @@ def mean_inflight(intervals: Iterable[tuple[int, int]], start: int, stop: int) -
     return area / (stop - start)
 
 
-class Steady(BaseModel):
-    """Whether the step held its target load while it measured."""
-
-    reached: bool | None
-    achieved: float | None = Field(description="Mean in-flight requests (concurrency mode) or sent req/s (rate mode)")
-    target: float | None
-    note: str = ""
-
-
 def steady_state(rows: Sequence[Row], concurrency: int | None, rate: float | None) -> Steady:
     """Concurrency mode: time-weighted in-flight between the first and last measured send >= 90% of target.
     Rate mode: measured sends per second over the same window >= 90% of the target rate."""
@@ -221,92 +158,6 @@ def steady_state(rows: Sequence[Row], concurrency: int | None, rate: float | Non
 
 
 # ---------------------------------------------------------------------------------------------- step summary
-
-
-class LengthCheck(BaseModel):
-    """Achieved vs wanted token counts (ISL from usage.prompt_tokens; N vs re-tokenized and max_tokens)."""
-
-    isl_target: int | None = None
-    isl_mean: float | None = None
-    isl_min: int | None = None
-    isl_max: int | None = None
-    isl_off_by_more_than_1: int = 0
-    isl_unreported: int = 0
-    osl_target: int | None = None
-    n_below_target: int = 0
-    n_above_target: int = 0
-    n_usage_missing: int = 0
-    retok_compared: int = 0
-    retok_mismatch: int = 0
-    retok_mean_abs_diff: float | None = None
-
-
-class WorkerLoad(BaseModel):
-    """One worker process's share of a multi-process step: its target and what it achieved."""
-
-    worker: int
-    target: float | None = Field(description="its streams (concurrency mode) or req/s (rate mode)")
-    achieved: float | None
-    reached: bool | None
-    requests: int
-    failed: int
-    stopped: str | None = None
-
-
-class StepSummary(BaseModel):
-    """Everything measured in one step of one endpoint (latencies in ms)."""
-
-    endpoint: EndpointLabel
-    step: StepIndex
-    repeat: RepeatIndex = 0
-    concurrency: int | None = Field(
-        default=None, description="Requests kept in flight (concurrency mode); None in rate or trace mode"
-    )
-    rate: float | None = Field(default=None, description="Target arrival rate, req/s (rate mode); None otherwise")
-    bucket: BucketLabel = None
-    requests: int = Field(description="Measured requests (warm-up excluded)")
-    warmup: int = Field(description="Warm-up requests (not measured)")
-    ok: int
-    failed: int
-    duration_s: float | None = Field(
-        description="From the first measured send to the last end, s (a resumed step's outage left out); None: no span"
-    )
-    req_per_s: float | None = Field(description="Successful requests / duration_s")
-    out_tok_per_s: float | None = Field(
-        description="Output tokens (N) of the successful requests / duration_s; None unless every one of them has N"
-    )
-    chunks_per_s: float | None = Field(
-        description="Events carrying choices received by the successful requests / duration_s"
-    )
-    goodput_req_per_s: float | None = Field(
-        default=None, description="Requests meeting every SLO / duration_s; None without SLOs"
-    )
-    slo_attainment: float | None = Field(
-        default=None, description="Share of the measured requests meeting every SLO; None without SLOs"
-    )
-    error_rate: float | None = Field(description="failed / requests; None: no measured request")
-    errors: dict[str, int] = Field(default_factory=dict, description="Failed requests by failure kind")
-    ttft_ms: Dist | None = None
-    tpot_ms: Dist | None = None
-    itl_ms: Dist | None = None
-    e2e_ms: Dist | None = None
-    ntpot_ms: Dist | None = None
-    missing: dict[str, dict[str, int]] = Field(default_factory=dict, description="metric -> reason -> requests")
-    lengths: LengthCheck = Field(default_factory=LengthCheck)
-    steady: Steady | None = None
-    one_read: int = Field(
-        default=0,
-        description="Successful requests (N > 1) whose tokens all arrived in one read: "
-        "TPOT 0 and TTFT = E2E (the server flushed them together, or the client read late)",
-    )
-    itl_zero: int = Field(
-        default=0,
-        description="ITL gaps of 0: events that arrived in the same read (coalesced by the server or the network); "
-        "they pull the ITL percentiles down, so the step says how many of `itl_ms.count` they are",
-    )
-    workers: list[WorkerLoad] = Field(default_factory=list, description="bench --workers: each process's load")
-    client_load: float | None = Field(default=None, description="Share of the calibrated client ceiling used")
-    client_flag: bool = False
 
 
 def summarize_step(

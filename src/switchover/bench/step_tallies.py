@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from switchover.bench.stats import LengthCheck, Row
+from switchover.bench.stats import Row
+from switchover.evidence.bench_step import LengthCheck
 
 
 class LengthTally:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from switchover.bench.stats import StepSummary
+from switchover.evidence.bench_step import StepSummary
 
 if TYPE_CHECKING:
-    from switchover.bench.capbind import StepLimit
+    from switchover.evidence.bench_caps import StepLimit
 
 
 def fmt(v: float | None, digits: int = 1) -> str:

@@ -19,11 +19,12 @@ import plotly.graph_objects as go
 from pydantic import BaseModel, Field
 
 from switchover.atomicfile import write_atomic
-from switchover.bench.capbind import advice, engine_version, launch_cap, step_limits
+from switchover.bench.capbind import engine_version, launch_cap, step_limits
 from switchover.bench.oom import process_end
 from switchover.bench.runner import BenchRun, Reporter
 from switchover.errors import BadInput, SwitchoverError
 from switchover.evidence.bench import BenchPlan, BenchReport, EndpointSpec
+from switchover.evidence.bench_caps import advice
 from switchover.readiness import check_ready
 from switchover.runs import RunDir
 

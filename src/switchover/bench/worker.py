@@ -25,8 +25,9 @@ from switchover.bench.accumulate import StepAccumulator
 from switchover.bench.rows import ROW_SCHEMA, STAT_COLUMNS, RowSink, row_from_record
 from switchover.bench.scheduler import Sent, StepBounds, StopFlag, run_concurrency, run_schedule
 from switchover.bench.stats import Slo
-from switchover.bench.workload import BucketFit, iter_arrival_offsets, load_dataset, make_prompt, request_body
+from switchover.bench.workload import iter_arrival_offsets, load_dataset, make_prompt, request_body
 from switchover.evidence.bench import BenchPlan
+from switchover.evidence.bench_findings import BucketFit
 from switchover.runs import RecordWriter
 from switchover.wire import EngineClient, RequestRecord, Timeouts
 

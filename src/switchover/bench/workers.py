@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from switchover.bench.accumulate import StepAccumulator
-from switchover.bench.stats import WorkerLoad
 from switchover.bench.worker import WorkerSpec, share
 from switchover.errors import SwitchoverError
+from switchover.evidence.bench_step import WorkerLoad
 
 if TYPE_CHECKING:
     from pathlib import Path

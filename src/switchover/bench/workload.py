@@ -19,23 +19,15 @@ from typing import Any, Literal
 
 import numpy as np
 import orjson
-from pydantic import BaseModel, Field
 
 from switchover.errors import BadInput, Unreachable
+from switchover.evidence.bench_findings import FILLER, BucketFit
 from switchover.textfile import check_text_file, read_text
 from switchover.wire import EngineClient, FailureKind
 
 Arrival = Literal["constant", "poisson", "gamma"]
 Api = Literal["completions", "chat"]
 
-# Short, common words: one token each in most BPE vocabularies, so a prompt grows about one token per word.
-_FILLER_TEXT = (
-    "the of and to in is it for on with as by at from this that be or are not all can new one use "
-    "data value name list file path line type time text key item test code call read write open close "
-    "start end first last next set get add run load save find make show keep move send hold turn pick "
-    "red blue green black white small large short long high low left right over under near far good"
-)
-FILLER: list[str] = _FILLER_TEXT.split()
 _FILLER_WORDS = tuple(FILLER)
 BUSTER_WORDS = 4
 
@@ -161,19 +153,6 @@ class TokenCounter:
             if ids is not None:
                 return len(ids) + self.offset
         return await self.by_usage(text)
-
-
-class BucketFit(BaseModel):
-    """How a bucket's prompt length was fitted on one server."""
-
-    bucket: str
-    target: int
-    words: int
-    achieved: int
-    deviation: int
-    method: str
-    probes: int
-    vocab: list[str] = Field(default_factory=lambda: list(FILLER), description="words prompts are made of")
 
 
 async def fit_bucket(

@@ -4,10 +4,10 @@ bench part (its `limits`, bench/capbind.py)."""
 
 from __future__ import annotations
 
-from switchover.bench.capbind import WORDS, advice
 from switchover.check.evidence import Evidence
 from switchover.check.judging import Judgement, Limits
 from switchover.check.rules_engine_switch import _bench_link
+from switchover.evidence.bench_caps import WORDS, advice
 
 
 def warmup_tail(ev: Evidence, lim: Limits) -> Judgement:

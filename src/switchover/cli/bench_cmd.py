@@ -175,8 +175,8 @@ def _client(report: Any) -> None:
 
 def render(report: Any) -> None:
     """Console summary: the step table, knees, A/B deltas, checks, where the run directory is."""
-    from switchover.bench.capbind import advice
     from switchover.bench.steptable import limit_columns, step_table
+    from switchover.evidence.bench_caps import advice
 
     head, rows = step_table(report.steps, (*limit_columns(report.limits), ("steady", _steady)))
     table = Table(title=f"switchover bench {report.name}")

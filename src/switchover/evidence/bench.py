@@ -6,14 +6,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from switchover.bench.ab import MetricDelta, SloCheck
-from switchover.bench.capbind import StepLimit
-from switchover.bench.clientload import ClientMemory, ClientQueue
-from switchover.bench.knee import KneeResult
-from switchover.bench.soak import Soak
-from switchover.bench.stats import BucketLabel, EndpointLabel, RepeatIndex, StepIndex, StepSummary
-from switchover.bench.workload import BucketFit
 from switchover.config.bench import BenchSlos
+from switchover.evidence.bench_caps import StepLimit
+from switchover.evidence.bench_findings import BucketFit, KneeResult, MetricDelta, SloCheck, Soak
+from switchover.evidence.bench_step import (
+    BucketLabel,
+    ClientMemory,
+    ClientQueue,
+    EndpointLabel,
+    RepeatIndex,
+    StepIndex,
+    StepSummary,
+)
 
 DEFAULT_BUCKETS = [128, 512, 2048]
 DEFAULT_LADDER = [1, 2, 4, 8, 16, 32, 64]

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from switchover.bench.stats import StepSummary
 from switchover.errors import BadInput
 from switchover.evidence.bench import BenchReport
+from switchover.evidence.bench_step import StepSummary
 from switchover.plan.grace import SUMMARY_MAX_BYTES
 from switchover.textfile import load_json
 

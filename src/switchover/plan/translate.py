@@ -478,8 +478,8 @@ def translate(
 def bench_advice(t: Translation, run_dir: str) -> None:
     """Onto `t.notes`, one line per cap that bound in a bench run of the target engine (bench/capbind.py): "on
     <engine> at <load> the <cap> bound: raise <flag>", the flag as the target version has it (issue 28)."""
-    from switchover.bench.capbind import advice, raise_flag
     from switchover.evidence.bench import BenchReport
+    from switchover.evidence.bench_caps import advice, raise_flag
     from switchover.runs import RunDir
 
     report = RunDir.open(run_dir).read_json("summary", BenchReport)

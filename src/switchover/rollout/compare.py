@@ -23,8 +23,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 from scipy import stats
 
-from switchover.bench.stats import describe
 from switchover.ledger_record import NOT_AN_ARM_OUTCOMES, LedgerRecord, LedgerRow, ShadowRecord, ShadowResult
+from switchover.measure.distribution import describe
 
 Verdict = Literal["same", "differs", "insufficient"]
 TestName = Literal["ks", "mann_whitney", "chi_square"]

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from switchover.bench.stats import StepSummary
 from switchover.config.rollout_entry import CostSettings
 from switchover.errors import BadInput
 from switchover.evidence.bench import BenchReport
+from switchover.evidence.bench_step import StepSummary
 from switchover.plan.grace import SUMMARY_MAX_BYTES
 from switchover.rollout.entry import COST, EntryItem
 from switchover.textfile import load_json

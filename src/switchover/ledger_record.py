@@ -251,6 +251,10 @@ class RequestRow:
     error: str | None = None
     client: dict[str, Any] | None = None  # ClientSampling's fields (gateway/ledger.py client_sampling), nulls kept
 
+    def as_dict(self) -> dict[str, Any]:
+        """Every field, None included, in schema order."""
+        return dict(zip(_REQUEST_FIELDS, _request_values(self), strict=True))
+
     def to_json(self) -> bytes:
         """The JSONL line (newline included): fields in schema order, None values left out."""
         values = zip(_REQUEST_FIELDS, _request_values(self), strict=True)

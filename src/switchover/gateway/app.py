@@ -2,8 +2,9 @@
 
 - live.py: the config snapshot (hot-reloaded here, swapped whole); clients.py: who may send what
 - front.py: untrusted bytes to checked requests; admin.py: the gateway's own endpoints
-- proxy.py: one proxied request (route, relay, fallback, shadow, ledger row); inflight.py: the drain
-- killswitch.py + state.py: the latch and the run-directory files (fail closed); ledger.py; metrics.py
+- proxy.py: one proxied request (route, relay, fallback, shadow, ledger row), given the parts below it uses (not
+  the Gateway); inflight.py: the drain
+- killswitch.py + state.py: the latch and the run-directory files (fail closed); ledger.py + ledger_sink.py; metrics.py
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import contextlib
 import logging
 import time
 from pathlib import Path
-from typing import Any
 
 from switchover.config import Migration, load_migration
 from switchover.errors import BadInput
@@ -21,9 +21,10 @@ from switchover.gateway.admin import Admin
 from switchover.gateway.clients import deployment_seed
 from switchover.gateway.headers import request_id
 from switchover.gateway.inflight import InFlight
-from switchover.gateway.killswitch import KillSwitch
+from switchover.gateway.killswitch import KillSwitch, NewArmWatch
 from switchover.gateway.ledger import Ledger
-from switchover.gateway.live import Live, build_live
+from switchover.gateway.ledger_sink import LedgerSink
+from switchover.gateway.live import Deployment, Live, build_live
 from switchover.gateway.metrics import GatewayMetrics
 from switchover.gateway.policy import threshold
 from switchover.gateway.proxy import Proxy
@@ -33,25 +34,10 @@ from switchover.gateway.state import LatchFile, RunDirLock, write_admin_token
 from switchover.httpfront.budget import MemoryBudget
 from switchover.httpfront.listener import Front
 from switchover.httpfront.messages import FrontRequest, FrontStream, Reply
-from switchover.ledger_record import ShadowResult
-from switchover.review.sampler import LabelCap
+from switchover.ledger_record import RequestRow
 from switchover.wire.passthrough import H1Pool
 
 LEDGER_FLUSH_S = 0.1  # ledger rows reach the file within this (one write syscall per batch, not per row)
-_SHADOW_COPY = (
-    "path",
-    "routed",
-    "arm",
-    "outcome",
-    "status",
-    "stream",
-    "ttft_ms",
-    "tpot_ms",
-    "e2e_ms",
-    "completion_tokens",
-    "tokens_source",
-    "finish_reason",
-)
 log = logging.getLogger("switchover.gateway")
 
 
@@ -83,11 +69,10 @@ class Gateway:
         run_dir: Path | None = None,
     ) -> None:
         self.config_path = config_path
-        self.live = resolve_live(migration, config_path)
+        self.deployment = Deployment(resolve_live(migration, config_path), log_prompts=log_prompts)
         gw = self.live.gw
         self.run_dir = run_dir or gw.resolved_run_dir(config_path)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.log_prompts = log_prompts
         self.ledger = Ledger(
             self.run_dir,
             int(gw.ledger_rotate_mb * (1 << 20)),
@@ -102,30 +87,62 @@ class Gateway:
         self.killswitch = KillSwitch(
             ks.window, ks.min_samples, ks.max_fallback_ratio, ks.enabled, client_share=ks.max_client_share
         )
-        self.tenant_seed = b""  # the deployment's tenant seed (clients.deployment_seed), read at start
         self.latch_file = LatchFile(self.run_dir)
         self.lock = RunDirLock(self.run_dir)
         self.admin_token: str | None = None
         self.pool = H1Pool()  # the old / new arms
-        self.shadow: Shadow | None = None
+        self.shadow = Shadow()
         self.inflight = InFlight()
         self.spotcheck = SpotCheck(self.run_dir)
-        self.task_labels = LabelCap()  # header-named task types: bounded
+        self.sink = LedgerSink(self.ledger, self.metrics)
         self.metrics.in_flight.set_function(lambda: len(self.inflight))  # read at scrape time
-        self.draining = False
         self.front: Front | None = None
         self.admin = Admin(self)
-        self.proxy = Proxy(self)
+        self.proxy = Proxy(
+            self.deployment,
+            kill_switch=NewArmWatch(lambda: self.killswitch.latched, self.count_new),
+            pool=self.pool,
+            sink=self.sink,
+            metrics=self.metrics,
+            budget=self.budget,
+            inflight=self.inflight,
+            shadow=self.shadow,
+            spotcheck=self.spotcheck,
+        )
         self._sig = self._file_sig()
         self._tasks: list[asyncio.Task[None]] = []
-        self._shadows: set[asyncio.Future[Any]] = set()
         self._publish_config()
+
+    # ---- what the request path shares with the rest (kept here for the admin endpoints, the CLI and tests) -----
+    @property
+    def live(self) -> Live:
+        return self.deployment.live
+
+    @live.setter
+    def live(self, live: Live) -> None:
+        self.deployment.live = live
+
+    @property
+    def tenant_seed(self) -> bytes:
+        return self.deployment.tenant_seed
+
+    @property
+    def log_prompts(self) -> bool:
+        return self.deployment.log_prompts
+
+    @log_prompts.setter
+    def log_prompts(self, on: bool) -> None:
+        self.deployment.log_prompts = on
+
+    @property
+    def draining(self) -> bool:
+        return self.inflight.draining
 
     # ---- lifecycle ---------------------------------------------------------------------------------
     async def start(self, front: Front | None = None) -> None:
         """Take the run directory (after the port is bound), write the admin token, restore the latch."""
         self.lock.acquire()
-        self.tenant_seed = deployment_seed(self.live.gw.resolved_seed_file(self.config_path, self.run_dir))
+        self.deployment.tenant_seed = deployment_seed(self.live.gw.resolved_seed_file(self.config_path, self.run_dir))
         self.front = front
         self.admin_token = write_admin_token(self.run_dir)
         latch = self.latch_file.load()
@@ -136,7 +153,6 @@ class Gateway:
             if not latch.error:
                 log.warning("kill switch is latched from before the restart: %s", latch.reason)
         self._publish_config()
-        self.shadow = Shadow()
         self._tasks.append(asyncio.ensure_future(self._flush_ledger()))
         if self.config_path is not None:
             self._tasks.append(asyncio.ensure_future(self._watch()))
@@ -148,12 +164,9 @@ class Gateway:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
-        if self.shadow is not None:
-            await self.shadow.close()
+        await self.shadow.close()
         await self.spotcheck.close()
-        for fut in list(self._shadows):  # mirrors cancelled by close(): their rows are written now
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await fut
+        await self.sink.settle()  # mirrors cancelled by close(): their rows are written now
         self.pool.close()
         self.ledger.close()
         if self.admin_token is not None:
@@ -178,7 +191,7 @@ class Gateway:
     async def drain(self, seconds: float | None = None) -> int:
         """Readiness goes 503 and new requests are refused; in-flight ones get up to `seconds`; the rest are cut
         (streams end with an error event). Returns how many were cut."""
-        self.draining = True
+        self.inflight.draining = True
         self.metrics.draining.set(1)
         limit = self.live.gw.drain_seconds if seconds is None else seconds
         log.info("draining: %d in flight, up to %g s", len(self.inflight), limit)
@@ -206,59 +219,25 @@ class Gateway:
         """The front refused a connection or request: count it, and write a ledger row when a request existed."""
         self.count_refused(reason)
         if request is not None:
-            self.write_row(
-                {
-                    "ts": time.time(),
-                    "request_id": request_id(request.headers.get("x-request-id")),
-                    "path": request.path,
-                    "stream": False,
-                    "outcome": "refused" if status >= 500 else "bad_request",
-                    "status": status,
-                    "error": reason,
-                }
+            self.sink.write(
+                RequestRow(
+                    ts=time.time(),
+                    request_id=request_id(request.headers.get("x-request-id")),
+                    path=request.path,
+                    outcome="refused" if status >= 500 else "bad_request",
+                    status=status,
+                    error=reason,
+                )
             )
 
     def count_refused(self, reason: str) -> None:
-        self.metrics.child(self.metrics.refused, reason).inc()
+        self.metrics.count_refused(reason)
 
     def connections(self) -> dict[str, int]:
         front = self.front
         if front is None:
             return {}
         return {"open": len(front.conns), "max": front.max_connections, "addresses": len(front.per_peer)}
-
-    def write_row(self, row: dict[str, Any]) -> None:
-        try:
-            # the row holds exactly LedgerRecord's fields (tests read every outcome back through the model);
-            # skipping per-row validation keeps it off the hot path
-            self.ledger.write_row(row)
-        except Exception:
-            self.metrics.ledger_errors.inc()
-            log.exception("ledger row %s could not be written", row.get("request_id"))
-
-    def shadow_done_later(self, shadow: Any, row: dict[str, Any]) -> None:
-        """Write the shadow's own ledger row when the mirror ends (the request's row is already written)."""
-        primary = {k: row.get(k) for k in _SHADOW_COPY}
-        primary["request_id"] = row["request_id"]
-        if isinstance(shadow, asyncio.Future):
-            self._shadows.add(shadow)
-            shadow.add_done_callback(lambda fut: self._write_shadow(primary, fut))
-        else:
-            self._write_shadow(primary, shadow)
-
-    def _write_shadow(self, primary: dict[str, Any], shadow: Any) -> None:
-        if isinstance(shadow, asyncio.Future):
-            self._shadows.discard(shadow)
-            result = None if shadow.cancelled() or shadow.exception() else shadow.result()
-            if result is None:
-                result = ShadowResult(upstream="new", dropped=False, error="cancelled")
-            self.metrics.child(self.metrics.shadow, "error" if result.error else "ok").inc()
-            shadow = result
-        try:
-            self.ledger.write_shadow({**primary, "ts": time.time(), "shadow": shadow.model_dump(exclude_none=True)})
-        except Exception:
-            self.metrics.ledger_errors.inc()
-            log.exception("shadow row %s could not be written", primary.get("request_id"))
 
     # ---- kill switch -------------------------------------------------------------------------------
     def count_new(self, bad: bool, client: str | None = None) -> None:

@@ -28,10 +28,12 @@ class Ticket(Cutoff):
 
 
 class InFlight:
-    """The set of running requests; `drain()` waits for it to empty."""
+    """The set of running requests; `drain()` waits for it to empty. `draining` is set when shutdown begins: from
+    then on new requests are refused."""
 
     def __init__(self) -> None:
         self.tickets: set[Ticket] = set()
+        self.draining = False
         self._empty = asyncio.Event()
         self._empty.set()
 

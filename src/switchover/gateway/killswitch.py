@@ -9,6 +9,7 @@ Requests of no known client (passthrough, open, a single key) are counted whole.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -152,3 +153,12 @@ class KillSwitch:
         return KillSwitchSnapshot(
             self.latched, raw, self._bad, ratio, self.reason, n if capped else None, b if capped else None, held
         )
+
+
+@dataclass(frozen=True)
+class NewArmWatch:
+    """The kill switch as the request path sees it: whether it is latched now (a routing input), and where each
+    outcome of a request routed to new is recorded (bad or not, and for which client; it may trip the switch)."""
+
+    latched: Callable[[], bool]
+    record: Callable[[bool, str | None], None]

@@ -13,6 +13,7 @@ from switchover.errors import BadInput
 from switchover.gateway.clients import ClientPolicy
 from switchover.gateway.policy import RouteState
 from switchover.gateway.prompt import PromptEstimator
+from switchover.review.sampler import LabelCap
 from switchover.wire.passthrough import Origin
 
 ARMS = ("old", "new")
@@ -100,3 +101,14 @@ def build_live(m: Migration, config_dir: Path | None = None) -> Live:
         allowed=tuple(gw.allowed_paths),
         states=_route_states(gw),
     )
+
+
+@dataclass
+class Deployment:
+    """What every request reads of the running deployment: the live config snapshot (swapped whole on reload), the
+    tenant seed (read at start), whether prompts are logged, and the bounded set of task labels."""
+
+    live: Live
+    tenant_seed: bytes = b""
+    log_prompts: bool = False
+    task_labels: LabelCap = field(default_factory=LabelCap)

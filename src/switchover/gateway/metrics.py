@@ -104,5 +104,9 @@ class GatewayMetrics:
             found = self._children[key] = metric.labels(*labels)
         return found
 
+    def count_refused(self, reason: str) -> None:
+        """A connection or request the gateway refused itself (a limit, draining, what the client sent)."""
+        self.child(self.refused, reason).inc()
+
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -1,6 +1,11 @@
 """One proxied request: check it, route it (`policy.route`), relay it from old or new with fallback before the
 first byte, start its shadow, and write its ledger row when the client's answer ends.
 
+The proxy sees the gateway only through what it needs (passed in, not reached for): the deployment (live config,
+tenant seed, prompt logging, task labels), the kill switch's view, the upstream pool, the ledger sink, the metrics,
+the memory budget and the in-flight set (with the drain flag), the shadow and the spot-check sampler. Its row is a
+typed `RequestRow`, filled in as the request goes and written once.
+
 What a client got wrong is the client's: a path outside the allowlist, a missing key, a body the gateway cannot
 read are 4xx answers with ledger outcome `bad_request` / `unauthorized`, and never count against an arm. A request
 the memory budget has no room for now is a 503 with Retry-After (outcome `refused`), one that could never fit (or a
@@ -13,30 +18,32 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from switchover.gateway.headers import forward_headers, request_id
-from switchover.gateway.inflight import Ticket
+from switchover.gateway.inflight import InFlight, Ticket
 from switchover.gateway.jsoncost import count_tokens, parsed_cost
+from switchover.gateway.killswitch import NewArmWatch
 from switchover.gateway.ledger import client_sampling
-from switchover.gateway.live import Live
+from switchover.gateway.ledger_sink import LedgerSink, Mirror
+from switchover.gateway.live import Deployment, Live
+from switchover.gateway.metrics import GatewayMetrics
 from switchover.gateway.observe import Observer, TextObserver, asks_for_json, json_valid
 from switchover.gateway.policy import Decision, RequestMeta, route, tenant_hash
 from switchover.gateway.prompt import prompt_text
 from switchover.gateway.relay import normalised_body, relay_stream
-from switchover.gateway.shadow import GENERATION_PATHS, shadow_body
+from switchover.gateway.shadow import GENERATION_PATHS, Shadow, shadow_body
+from switchover.gateway.spotcheck import SpotCheck
 from switchover.gateway.upstream import Failed, Opened, open_upstream
-from switchover.httpfront.budget import Hold, OverBudget
+from switchover.httpfront.budget import Hold, MemoryBudget, OverBudget
 from switchover.httpfront.messages import FrontRequest, FrontStream, Reply, error_reply
-from switchover.ledger_record import ShadowResult
+from switchover.ledger_record import Arm, Outcome, RequestRow, ShadowResult
 from switchover.redaction import redact
 from switchover.review.sampler import task_type
+from switchover.wire.passthrough import H1Pool
 from switchover.wire.target import path_allowed
-
-if TYPE_CHECKING:
-    from switchover.gateway.app import Gateway
 
 RETRY_AFTER_S = "1"  # a 503 for a full memory budget: buffers drain as requests end
 OVERRIDE_HEADER = "x-switchover-route"
@@ -47,7 +54,7 @@ log = logging.getLogger("switchover.gateway")
 class ClientError(Exception):
     """Something wrong with what the client sent: answered with `status`, ledger outcome `outcome`."""
 
-    def __init__(self, status: int, message: str, outcome: str = "bad_request", reason: str = "bad_body") -> None:
+    def __init__(self, status: int, message: str, outcome: Outcome = "bad_request", reason: str = "bad_body") -> None:
         super().__init__(message)
         self.status = status
         self.outcome = outcome
@@ -114,14 +121,34 @@ def wants_usage_injected(obj: dict[str, Any]) -> bool:
 
 
 class Proxy:
-    """The request path of a Gateway."""
+    """The request path of a Gateway, given the collaborators it uses (see the module's docstring)."""
 
-    def __init__(self, gateway: Gateway) -> None:
-        self.g = gateway
+    def __init__(
+        self,
+        deployment: Deployment,
+        *,
+        kill_switch: NewArmWatch,
+        pool: H1Pool,
+        sink: LedgerSink,
+        metrics: GatewayMetrics,
+        budget: MemoryBudget,
+        inflight: InFlight,
+        shadow: Shadow,
+        spotcheck: SpotCheck,
+    ) -> None:
+        self.deployment = deployment
+        self.kill_switch = kill_switch
+        self.pool = pool
+        self.sink = sink
+        self.metrics = metrics
+        self.budget = budget
+        self.inflight = inflight
+        self.shadow = shadow
+        self.spotcheck = spotcheck
 
     async def handle(self, request: FrontRequest) -> Reply | FrontStream:
         """The request with its share of the memory budget, returned when its answer is out."""
-        hold = self.g.budget.hold()
+        hold = self.budget.hold()
         try:
             return await self._handle(request, hold)
         finally:
@@ -129,22 +156,15 @@ class Proxy:
 
     async def _handle(self, request: FrontRequest, hold: Hold) -> Reply | FrontStream:
         t0 = time.perf_counter_ns()
-        g = self.g
-        live = g.live
-        row: dict[str, Any] = {
-            "ts": time.time(),
-            "request_id": request_id(request.headers.get("x-request-id")),
-            "path": request.path,
-            "stream": False,
-            "outcome": "bad_request",
-            "status": 0,
-        }
+        live = self.deployment.live
+        metrics, sink = self.metrics, self.sink
+        row = RequestRow(ts=time.time(), request_id=request_id(request.headers.get("x-request-id")), path=request.path)
         try:
             obj, decision = await self._admit(request, live, row, hold)
         except ClientError as exc:
-            row.update(outcome=exc.outcome, status=exc.status, error=redact(str(exc))[:200])  # may quote the body
-            g.count_refused(exc.reason)
-            g.write_row(row)
+            row.outcome, row.status, row.error = exc.outcome, exc.status, redact(str(exc))[:200]  # may quote the body
+            metrics.count_refused(exc.reason)
+            sink.write(row)
             reply = error_reply(
                 exc.status, str(exc), "invalid_request_error" if exc.status != 401 else "authentication_error"
             )
@@ -152,62 +172,62 @@ class Proxy:
                 reply.headers["WWW-Authenticate"] = "Bearer"
             elif exc.status == 503:
                 reply.headers["Retry-After"] = RETRY_AFTER_S
-            reply.headers["X-Request-Id"] = row["request_id"]
+            reply.headers["X-Request-Id"] = row.request_id
             return reply
         except Exception as exc:  # a bug in the gateway, not the client's doing: said so, never an arm's failure
-            log.exception("unexpected error checking request %s", row["request_id"])
-            row.update(outcome="gateway_error", status=500, error=f"gateway: {type(exc).__name__}")
-            g.write_row(row)
+            log.exception("unexpected error checking request %s", row.request_id)
+            row.outcome, row.status, row.error = "gateway_error", 500, f"gateway: {type(exc).__name__}"
+            sink.write(row)
             return error_reply(500, "internal error in the gateway", "internal_error")
-        if g.draining:
-            row.update(outcome="refused", status=503, error="draining")
-            g.count_refused("draining")
-            g.write_row(row)
+        if self.inflight.draining:
+            row.outcome, row.status, row.error = "refused", 503, "draining"
+            metrics.count_refused("draining")
+            sink.write(row)
             refused = error_reply(503, "the gateway is shutting down; retry", "draining")
             refused.headers["Connection"] = "close"
             return refused
-        g.metrics.child(g.metrics.routed, decision.arm, decision.reason).inc()
+        metrics.child(metrics.routed, decision.arm, decision.reason).inc()
         shadowed = self._maybe_shadow(live, decision, request, obj, row)
         if live.gw.review.pairs_per_day and self._review(live, request, obj, row, hold):
-            row["reviewed"] = True
-        ticket = g.inflight.enter()
+            row.reviewed = True
+        ticket = self.inflight.enter()
         obs = None
         try:
             resp, obs = await self._serve(request, live, decision, obj, row, ticket, hold)
             return resp
         except OverBudget as exc:  # an answer the budget had no room for: the gateway's state, not an arm's fault
-            row.update(outcome="refused", status=503, error=f"memory_budget ({exc.kind})")
-            g.count_refused("memory_budget")
+            row.outcome, row.status, row.error = "refused", 503, f"memory_budget ({exc.kind})"
+            metrics.count_refused("memory_budget")
             reply = error_reply(503, str(exc), "overloaded")
             reply.headers["Retry-After"] = RETRY_AFTER_S
             return reply
         except asyncio.CancelledError:
             if not ticket.cut:
-                row.update(outcome="client_disconnected", status=499, error="client went away")
+                row.outcome, row.status, row.error = "client_disconnected", 499, "client went away"
                 raise
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
-            row.update(outcome="drain_cutoff", status=503, error="drain_cutoff")
+            row.outcome, row.status, row.error = "drain_cutoff", 503, "drain_cutoff"
             return error_reply(
                 503, "the gateway is shutting down; this request was cut at its drain limit", "gateway_shutdown"
             )
         except ConnectionResetError:
-            row.update(outcome="client_disconnected", status=499, error="client went away")
+            row.outcome, row.status, row.error = "client_disconnected", 499, "client went away"
             raise
         except Exception as exc:
-            log.exception("unexpected error on request %s", row["request_id"])
-            row.update(outcome="gateway_error", status=500, error=f"gateway: {type(exc).__name__}")
+            log.exception("unexpected error on request %s", row.request_id)
+            row.outcome, row.status, row.error = "gateway_error", 500, f"gateway: {type(exc).__name__}"
             return error_reply(500, "internal error in the gateway", "internal_error")
         finally:
-            g.inflight.leave(ticket)
+            self.inflight.leave(ticket)
             self._observe(row, obs, t0, decision)
-            g.write_row(row)
+            sink.write(row)
             if shadowed is not None:
-                g.shadow_done_later(shadowed, row)
+                sink.shadow_later(shadowed, row)
 
     async def _admit(
-        self, request: FrontRequest, live: Live, row: dict[str, Any], hold: Hold
+        self, request: FrontRequest, live: Live, row: RequestRow, hold: Hold
     ) -> tuple[dict[str, Any] | None, Decision]:
         """Check the request (path, client key, body) and route it; ClientError for what the client got wrong."""
         gw = live.gw
@@ -222,31 +242,25 @@ class Proxy:
             raise ClientError(401, verdict.reason, "unauthorized", "unauthorized")
         obj = await priced_body(request, hold, gw.limits.max_json_values)
         asked = obj.get("model") if obj is not None else None
-        row["stream"] = bool(obj and obj.get("stream"))
-        row["model"] = asked
+        dep = self.deployment
+        row.stream = bool(obj and obj.get("stream"))
+        row.model = asked
         if obj is not None and request.path in GENERATION_PATHS:  # what it set of the sampling fields (issue 28)
-            row["client"] = client_sampling(obj, self.g.tenant_seed)
+            row.client = client_sampling(obj, dep.tenant_seed)
         tenant_key = live.clients.tenant_key(request.headers.get, verdict, gw.tenant_header)
-        tenant = tenant_hash(tenant_key, self.g.tenant_seed)
+        tenant = tenant_hash(tenant_key, dep.tenant_seed)
         est = live.estimator.estimate(obj) if live.estimator is not None and obj else None
         override = request.headers.get(OVERRIDE_HEADER)
         meta = RequestMeta(request.path, tenant, est, override, live.clients.counted_as(verdict))
-        decision = route(meta, live.route_state(self.g.killswitch.latched))
-        row.update(
-            tenant=tenant,
-            bucket=decision.bucket,
-            routed=decision.arm,
-            route_reason=decision.reason,
-            arm=decision.arm,
-            prompt_tokens_est=est,
-            outcome="error",
-            task_type=self.g.task_labels(
-                gw.task_types, task_type(gw.task_types, request.path, asked, request.headers.get)
-            ),
-        )
-        if self.g.log_prompts and obj:  # secrets masked before the ledger; a long prompt off the event loop
+        decision = route(meta, live.route_state(self.kill_switch.latched()))
+        row.tenant, row.bucket = tenant, decision.bucket
+        row.routed = row.arm = decision.arm
+        row.route_reason, row.prompt_tokens_est, row.outcome = decision.reason, est, "error"
+        labelled = task_type(gw.task_types, request.path, asked, request.headers.get)
+        row.task_type = dep.task_labels(gw.task_types, labelled)
+        if dep.log_prompts and obj:  # secrets masked before the ledger; a long prompt off the event loop
             text = prompt_text(obj)[0]
-            row["prompt"] = redact(text) if len(text) <= 4096 else await asyncio.to_thread(redact, text)
+            row.prompt = redact(text) if len(text) <= 4096 else await asyncio.to_thread(redact, text)
         return obj, decision
 
     def _body_for(self, live: Live, arm: str, body: bytes, obj: dict[str, Any] | None) -> bytes:
@@ -290,7 +304,7 @@ class Proxy:
         if hold is not None and out is not None and out is not body:
             hold.add("request_body", len(out))  # the arm's copy (model renamed, usage asked for)
         return await open_upstream(
-            self.g.pool,
+            self.pool,
             up.origin,
             up.target(request.upstream_target),
             method=request.method,
@@ -310,13 +324,13 @@ class Proxy:
         live: Live,
         decision: Decision,
         obj: dict[str, Any] | None,
-        row: dict[str, Any],
+        row: RequestRow,
         ticket: Ticket,
         hold: Hold,
     ) -> tuple[Reply | FrontStream, Any]:
         gw = live.gw
-        metrics = self.g.metrics
-        arm = decision.arm
+        metrics = self.metrics
+        arm: Arm = decision.arm
         opened: Opened | None = None
         if arm == "new":
             try:
@@ -328,10 +342,10 @@ class Proxy:
                     raise Failed("malformed" if opened.obs.malformed else "stream_error", opened.status)
             except Failed as f:
                 opened = None
-                row["fallback_reason"] = f.reason
+                row.fallback_reason = f.reason
                 metrics.child(metrics.fallbacks, f.reason).inc()
                 arm = "old"
-        row["arm"] = arm
+        row.arm = arm
         if opened is None:
             try:
                 opened = await self._open(
@@ -339,13 +353,13 @@ class Proxy:
                 )
             except Failed as f:
                 status = 504 if f.reason == "timeout" else 502
-                row.update(outcome="error", status=status, error=f"old: {f}")
+                row.outcome, row.status, row.error = "error", status, f"old: {f}"
                 return error_reply(status, f"upstream failed: {f.reason}", "upstream_unavailable"), None
         ctype = opened.resp.headers.get("content-type", "application/octet-stream")
-        headers = {"Content-Type": ctype, "X-Request-Id": row["request_id"]}
+        headers = {"Content-Type": ctype, "X-Request-Id": row.request_id}
         if gw.expose_arm_header:
             headers[ARM_HEADER] = arm
-        asked = row.get("model")
+        asked = row.model
         if opened.sse:
             headers["Cache-Control"] = "no-cache"
             ticket.streaming = opened
@@ -357,34 +371,28 @@ class Proxy:
                 raise
             finally:
                 ticket.streaming = None
-            row.update(outcome=result.outcome, status=result.status, error=result.error)
-            if result.outcome == "ok" and row.get("fallback_reason"):
-                row["outcome"] = "fallback_ok"
+            row.outcome, row.status, row.error = result.outcome, result.status, result.error
+            if result.outcome == "ok" and row.fallback_reason:
+                row.outcome = "fallback_ok"
             assert result.response is not None
             return result.response, opened.obs
         raw = normalised_body(opened, asked)
         opened.resp.release()
         ok = opened.status < 400
-        outcome = ("fallback_ok" if row.get("fallback_reason") else "ok") if ok else "error"
-        row.update(outcome=outcome, status=opened.status, error=None if ok else f"status_{opened.status}")
+        row.outcome = ("fallback_ok" if row.fallback_reason else "ok") if ok else "error"
+        row.status, row.error = opened.status, None if ok else f"status_{opened.status}"
         return Reply(opened.status, raw, headers, content_type=None), opened.obs
 
     def _maybe_shadow(
-        self, live: Live, decision: Decision, request: FrontRequest, obj: dict[str, Any] | None, row: dict[str, Any]
-    ) -> Any:
+        self, live: Live, decision: Decision, request: FrontRequest, obj: dict[str, Any] | None, row: RequestRow
+    ) -> Mirror | None:
         """Start the mirror of a sampled generation request; credentials never travel with it (new's own key
         does, in keys / open mode)."""
         cfg = live.gw.shadow
-        shadow = self.g.shadow
-        if (
-            shadow is None
-            or obj is None
-            or request.method != "POST"
-            or request.path not in GENERATION_PATHS
-            or not shadow.sampled(cfg)
-        ):
+        shadow = self.shadow
+        if obj is None or request.method != "POST" or request.path not in GENERATION_PATHS or not shadow.sampled(cfg):
             return None
-        asked = row.get("model")
+        asked = row.model
         if cfg.upstream == "new":
             if decision.arm == "new":
                 return None  # the primary already goes there
@@ -398,26 +406,26 @@ class Proxy:
         )
         headers["Content-Type"] = "application/json"
         body = shadow_body(obj, model, cfg.max_tokens_clamp)
-        budget = self.g.budget
-        row["shadowed"] = True
+        budget, metrics = self.budget, self.metrics
+        row.shadowed = True
         if not budget.take("shadow", len(body)):  # the copy outlives the request: drawn until the mirror ends
-            self.g.metrics.child(self.g.metrics.shadow, "dropped").inc()
+            metrics.child(metrics.shadow, "dropped").inc()
             return ShadowResult(upstream=name, dropped=True, error="memory_budget")
         result = shadow.start(cfg, url, name, body, headers, live.gw.timeouts.connect_ms / 1000)
         n = len(body)
         if isinstance(result, ShadowResult):
             budget.give("shadow", n)
-            self.g.metrics.child(self.g.metrics.shadow, "dropped").inc()
+            metrics.child(metrics.shadow, "dropped").inc()
         else:
             result.add_done_callback(lambda _fut: budget.give("shadow", n))
         return result
 
     def _review(
-        self, live: Live, request: FrontRequest, obj: dict[str, Any] | None, row: dict[str, Any], hold: Hold
+        self, live: Live, request: FrontRequest, obj: dict[str, Any] | None, row: RequestRow, hold: Hold
     ) -> bool:
         """Offer the request to the spot-check sampler, with what its pair holds drawn from the budget until the pair
         ends (two copies of the body and the parsed request they are rendered from); no room: no pair."""
-        spot, budget = self.g.spotcheck, self.g.budget
+        spot, budget = self.spotcheck, self.budget
         n = 2 * len(request.body) + hold.drawn.get("parsed_json", 0)
         if not budget.take("review", n):
             return False
@@ -429,40 +437,34 @@ class Proxy:
         next(iter(started)).add_done_callback(lambda _t: budget.give("review", n))
         return True
 
-    def _observe(self, row: dict[str, Any], obs: Observer | None, t0: int, decision: Decision) -> None:
+    def _observe(self, row: RequestRow, obs: Observer | None, t0: int, decision: Decision) -> None:
         """Timings and token counts by the bench's formulas (Observer.timings, measure/timing.py), the per-arm
         metrics, and the kill switch's view of the new arm."""
-        metrics = self.g.metrics
+        metrics = self.metrics
         done_s = (time.perf_counter_ns() - t0) / 1e9  # arrival to the answer's last byte (the e2e histogram)
-        arm = row.get("arm")
+        arm = row.arm
         if arm is None:
             return
         if obs is not None:
-            t = obs.timings(t0, row["stream"])
-            row.update(
-                finish_reason=t.finish_reason,
-                prompt_tokens=t.prompt_tokens,
-                e2e_ms=t.e2e_ms,
-                completion_tokens=t.completion_tokens,
-                tokens_source=t.tokens_source,
-                ttft_ms=t.ttft_ms,
-                tpot_ms=t.tpot_ms,
-            )
+            t = obs.timings(t0, row.stream)
+            row.finish_reason, row.prompt_tokens, row.e2e_ms = t.finish_reason, t.prompt_tokens, t.e2e_ms
+            row.completion_tokens, row.tokens_source = t.completion_tokens, t.tokens_source
+            row.ttft_ms, row.tpot_ms = t.ttft_ms, t.tpot_ms
             if t.ttft_ms is not None:
                 metrics.child(metrics.ttft, arm).observe(t.ttft_ms / 1000)
             if t.tpot_ms is not None:
                 metrics.child(metrics.tpot, arm).observe(t.tpot_ms / 1000)
             if obs.usage is not None and isinstance(obs.usage.cached_tokens, int):
-                row["cached_tokens"] = obs.usage.cached_tokens
-            if isinstance(obs, TextObserver) and row["outcome"] in ("ok", "fallback_ok"):
-                row["json_valid"] = json_valid(obs.text)
-        outcome = row["outcome"]
-        if outcome == "failed_mid_stream" and row.get("finish_reason") is None:
-            row["finish_reason"] = "error"
+                row.cached_tokens = obs.usage.cached_tokens
+            if isinstance(obs, TextObserver) and row.outcome in ("ok", "fallback_ok"):
+                row.json_valid = json_valid(obs.text)
+        outcome = row.outcome
+        if outcome == "failed_mid_stream" and row.finish_reason is None:
+            row.finish_reason = "error"
         metrics.child(metrics.e2e, arm).observe(done_s)
         metrics.child(metrics.requests, arm, outcome).inc()
         if decision.arm == "new" and outcome not in ("client_disconnected", "drain_cutoff", "gateway_error", "refused"):
             failed_on_new = arm == "new" and (
-                outcome == "failed_mid_stream" or (outcome == "error" and row["status"] >= 500)
+                outcome == "failed_mid_stream" or (outcome == "error" and row.status >= 500)
             )
-            self.g.count_new(bool(row.get("fallback_reason")) or failed_on_new, decision.client)
+            self.kill_switch.record(bool(row.fallback_reason) or failed_on_new, decision.client)

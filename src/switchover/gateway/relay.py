@@ -15,6 +15,7 @@ import orjson
 
 from switchover.gateway.observe import Observer
 from switchover.gateway.upstream import MAX_EVENT_BYTES, Opened
+from switchover.ledger_record import Outcome
 from switchover.wire.sse import SSEEvent
 
 Rewrite = Callable[[bytes], bytes]
@@ -24,7 +25,7 @@ Rewrite = Callable[[bytes], bytes]
 class Relayed:
     """How the relay ended."""
 
-    outcome: str  # a LedgerRecord.Outcome value
+    outcome: Outcome
     status: int
     error: str | None = None
     response: Any = None  # the front's FrontStream; the handler must return it

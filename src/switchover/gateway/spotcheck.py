@@ -24,6 +24,7 @@ from switchover.gateway.headers import copy_target, forward_headers
 from switchover.gateway.live import Live
 from switchover.gateway.shadow import GENERATION_PATHS, shadow_body
 from switchover.httpfront.messages import FrontRequest
+from switchover.ledger_record import RequestRow
 from switchover.review.models import Pair
 from switchover.review.sampler import Quota, Redactor, task_type
 from switchover.review.store import ReviewStore
@@ -100,13 +101,13 @@ class SpotCheck:
             self.store = ReviewStore.open(path)
         return self.store
 
-    def maybe(self, live: Live, request: FrontRequest, obj: dict[str, Any] | None, row: dict[str, Any]) -> bool:
+    def maybe(self, live: Live, request: FrontRequest, obj: dict[str, Any] | None, row: RequestRow) -> bool:
         """Start a pair for this request when it is sampled; True when one was started."""
         cfg = live.gw.review
         if cfg.pairs_per_day <= 0 or obj is None or request.method != "POST" or request.path not in GENERATION_PATHS:
             return False
-        asked = row.get("model")
-        kind = row.get("task_type") or task_type(live.gw.task_types, request.path, asked, request.headers.get)
+        asked = row.model
+        kind = row.task_type or task_type(live.gw.task_types, request.path, asked, request.headers.get)
         now = time.time()
         quota = self._quota(cfg)
         if not quota.take(utc_day(now), kind):
@@ -129,7 +130,7 @@ class SpotCheck:
         bodies = {arm: shadow_body(obj, live.models[arm] or asked, None) for arm in ("old", "new")}
         target = copy_target(request.upstream_target)  # no ?api_key= on a copy
         task = asyncio.ensure_future(
-            self._pair(live, cfg, target, request.path, bodies, headers, kind, row["request_id"], asked, obj, now)
+            self._pair(live, cfg, target, request.path, bodies, headers, kind, row.request_id, asked, obj, now)
         )
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)

@@ -1,5 +1,5 @@
 """Envoy's JSON access log (its own formatter) and the ledger row each line becomes, in the SAME schema as the
-built-in gateway's rows (ledger_record.LedgerRecord), so rollout compare, the gates, review and check read either
+built-in gateway's rows (ledger_record.RequestRow), so rollout compare, the gates, review and check read either
 data plane. Pure: a line in, a row out.
 
 Command operators: https://www.envoyproxy.io/docs/envoy/v1.40.0/configuration/observability/access_log/usage
@@ -13,13 +13,14 @@ upstream byte, not the first token, so it is kept out of the row. Mirrors are me
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from switchover.gateway.envoy.lua import NAMESPACE
 from switchover.gateway.headers import request_id as clean_request_id
 from switchover.gateway.policy import BUCKETS, tenant_hash
+from switchover.ledger_record import Arm, Outcome, RequestRow
 from switchover.measure.timing import tpot_ms
 
 FIELDS_BASE = {
@@ -63,8 +64,8 @@ class Arms:
 
     addresses: dict[str, str]  # 'host:port' -> 'old' | 'new'
 
-    def of_host(self, host: str | None) -> str | None:
-        return self.addresses.get(host) if host else None
+    def of_host(self, host: str | None) -> Arm | None:
+        return cast("Arm | None", self.addresses.get(host) if host else None)  # the plane maps to 'old' / 'new' only
 
 
 def _num(value: Any) -> float | None:
@@ -82,7 +83,7 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value not in ("", "-") else None
 
 
-def _routed(route: str | None, cluster: str | None) -> tuple[str | None, str | None]:
+def _routed(route: str | None, cluster: str | None) -> tuple[Arm | None, str | None]:
     """(routed arm, route_reason) from the route's name and the weighted cluster chosen."""
     if route in ("bypass", "rollback", "kill_switch"):
         return "old", route
@@ -93,7 +94,7 @@ def _routed(route: str | None, cluster: str | None) -> tuple[str | None, str | N
     return None, None
 
 
-def _outcome(status: int, routed: str | None, arm: str | None, flags: set[str], stream: bool) -> str:
+def _outcome(status: int, routed: Arm | None, arm: Arm | None, flags: set[str], stream: bool) -> Outcome:
     if flags & CLIENT_GONE:
         return "client_disconnected"
     if routed is None:
@@ -149,6 +150,12 @@ def _answer(raw: dict[str, Any], stream: bool, e2e: float | None) -> dict[str, A
 
 
 def to_row(line: bytes, arms: Arms, seed: bytes = b"") -> dict[str, Any] | None:
+    """request_row as a dict of every field (None included): what the plane indexes and the ledger writes."""
+    row = request_row(line, arms, seed)
+    return None if row is None else row.as_dict()
+
+
+def request_row(line: bytes, arms: Arms, seed: bytes = b"") -> RequestRow | None:
     """The ledger row for one access-log line; None for a line that is not one (or a control-path request)."""
     try:
         raw = orjson.loads(line)
@@ -170,28 +177,25 @@ def to_row(line: bytes, arms: Arms, seed: bytes = b"") -> dict[str, Any] | None:
     e2e = None if duration is None or request_ms is None or arm is None else max(0.0, duration - request_ms)
     tenant, bucket = _tenant(raw, seed)
     path = (_text(raw.get("path")) or "").partition("?")[0]
-    row: dict[str, Any] = {
-        "ts": ts,
-        "request_id": clean_request_id(_text(raw.get("request_id"))),
-        "tenant": tenant,
-        "bucket": bucket,
-        "path": path,
-        "routed": routed,
-        "route_reason": reason,
-        "arm": arm,
-        "fallback_reason": None,
-        "outcome": outcome,
-        "status": status,
-        "stream": stream,
-        "model": None,
-        "e2e_ms": e2e,
+    row = RequestRow(
+        ts=ts,
+        request_id=clean_request_id(_text(raw.get("request_id"))),
+        tenant=tenant,
+        bucket=bucket,
+        path=path,
+        routed=routed,
+        route_reason=reason,
+        arm=arm,
+        outcome=outcome,
+        status=status,
+        stream=stream,
+        e2e_ms=e2e,
         **_answer(raw if arm is not None and 200 <= status < 300 else {}, stream, e2e),
-        "shadowed": None,
-    }
+    )
     if outcome == "fallback_ok":
-        row["fallback_reason"] = _fallback_reason(flags, _num(raw.get("attempts")))
+        row.fallback_reason = _fallback_reason(flags, _num(raw.get("attempts")))
     if outcome in ("error", "failed_mid_stream", "refused", "bad_request"):
-        row["error"] = _text(raw.get("details")) or ",".join(sorted(flags)) or f"status_{status}"
+        row.error = _text(raw.get("details")) or ",".join(sorted(flags)) or f"status_{status}"
     return row
 
 

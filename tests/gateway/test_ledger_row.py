@@ -126,6 +126,32 @@ def test_request_rows_are_written_in_schema_order(captured: dict[str, Any]) -> N
             assert keys == sorted(keys, key=rank.__getitem__), keys
 
 
+def test_the_typed_rows_hold_exactly_the_ledger_schemas_fields() -> None:
+    from switchover.ledger_record import LedgerRecord, RequestRow, ShadowRecord, ShadowRow
+
+    # a request row leaves `kind` out, and no writer embeds `shadow` any more (older ledgers did)
+    assert [f.name for f in fields(RequestRow)] == [k for k in LedgerRecord.model_fields if k not in ("kind", "shadow")]
+    assert [f.name for f in fields(ShadowRow)] == [k for k in ShadowRecord.model_fields if k != "kind"]
+
+
+def test_a_typed_row_reads_back_as_the_readers_model_with_nothing_lost() -> None:
+    from switchover.ledger_files import parse_row
+    from switchover.ledger_record import LedgerRecord, RequestRow, ShadowRecord, ShadowResult, ShadowRow
+
+    row = RequestRow(ts=1.5, request_id="r", path="/v1/completions", outcome="ok", status=200, stream=True)
+    row.client, row.ttft_ms, row.arm = {"set": ["seed"], "seed": True, "top_p": None}, 2.5, "new"
+    back = parse_row(row.to_json())
+    assert isinstance(back, LedgerRecord) and back.client is not None
+    assert back.model_dump(exclude_none=True, exclude={"kind", "client"}) == {
+        k: v for k, v in row.as_dict().items() if v is not None and k != "client"
+    }
+    assert (back.client.set, back.client.seed, back.client.top_p) == (["seed"], True, None)
+    shadow = ShadowRow.of(row)
+    shadow.ts, shadow.shadow = 2.0, ShadowResult(upstream="new", status=500, error="status_500")
+    again = parse_row(shadow.to_json())
+    assert isinstance(again, ShadowRecord) and again.shadow.error == "status_500" and again.arm == "new"
+
+
 def test_the_golden_file_covers_every_outcome_the_fake_can_produce_here() -> None:
     golden = orjson.loads(GOLDEN.read_bytes())
     outcomes = {row["outcome"] for rows in golden.values() for row in rows}

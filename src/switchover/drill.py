@@ -20,10 +20,10 @@ from pydantic import BaseModel, Field
 from switchover.atomicfile import write_atomic
 from switchover.errors import BadInput
 from switchover.inputs import base_url
-from switchover.readiness import check_ready
 from switchover.redaction import redact
 from switchover.termtext import printable
 from switchover.warmup import Warmup, WarmupSettings, measure, ttft_probe
+from switchover.wire.readiness import check_ready
 
 Progress = Callable[[str], None]
 

@@ -38,7 +38,6 @@ from switchover.plan.parallel import Layout
 from switchover.plan.translate import Translation
 from switchover.probe.overload import OverloadReport
 from switchover.probe.report import ProbeReport
-from switchover.readiness import Readiness
 from switchover.report.models import CheckReport
 from switchover.review.models import GateVerdict, ReviewSummary
 from switchover.rollout.compare import ComparisonReport
@@ -47,6 +46,7 @@ from switchover.rollout.gates import GateReport
 from switchover.rollout.holding import HoldingReport, Prerequisite
 from switchover.testbed.processes import BedState
 from switchover.verify.report import EquivalenceReport
+from switchover.wire.readiness import Readiness
 
 
 class AlertsAdds(BaseModel):

@@ -108,7 +108,7 @@ MACHINERY = [
     (["alerts", "translate", "--help"], ("switchover.alerts",)),
     (["probe", "--help"], ("switchover.probe", "switchover.engines", "switchover.config")),
     (["verify", "--help"], ("switchover.verify", "switchover.probe", "switchover.config")),
-    (["ready", "--help"], ("switchover.readiness", "switchover.engines")),
+    (["ready", "--help"], ("switchover.wire.readiness", "switchover.engines")),
     (["validate", "--help"], ("switchover.config",)),
     (["schema", "--help"], ("switchover.config", "switchover.outputs")),
     (["testbed", "--help"], ("switchover.testbed.processes", "switchover.testbed.install", "switchover.runs")),

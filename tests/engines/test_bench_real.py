@@ -133,7 +133,7 @@ async def test_engine_killed_mid_run_gives_recorded_errors_and_stops_by_error_ra
         start_new_session=True,
     )
     try:
-        from switchover.readiness import check_ready
+        from switchover.wire.readiness import check_ready
 
         for _ in range(120):
             if (await check_ready(f"http://127.0.0.1:{port}", max_ms=5000, connect_timeout_s=1)).ready:

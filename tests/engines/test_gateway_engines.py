@@ -26,9 +26,9 @@ from switchover.gateway.policy import bucket_of, tenant_hash, threshold
 from switchover.gateway.server import running
 from switchover.ledger_files import read_ledger, read_requests
 from switchover.ledger_record import LedgerRecord, ShadowRecord
-from switchover.readiness import check_ready
 from switchover.testbed import processes
 from switchover.testbed.layout import bed_models
+from switchover.wire.readiness import check_ready
 from switchover.wire.sse import parse_all
 
 pytestmark = pytest.mark.engines

@@ -20,13 +20,13 @@ from safetensors.numpy import save_file
 
 from switchover.probe.catalog.lora import adapters
 from switchover.probe.context import ProbeContext
-from switchover.readiness import check_ready
 from switchover.subproc import stop
 from switchover.testbed import processes
 from switchover.testbed.install import installed
 from switchover.testbed.layout import Layout, bed_models
 from switchover.testing import missing
 from switchover.wire import EngineClient
+from switchover.wire.readiness import check_ready
 
 pytestmark = pytest.mark.engines
 RANK = 4

@@ -12,12 +12,12 @@ import time
 
 import pytest
 
-from switchover.readiness import ReadyState, check_ready
 from switchover.subproc import stop
 from switchover.testbed import processes
 from switchover.testbed.install import installed
 from switchover.testbed.layout import Layout, bed_models
 from switchover.testing import missing
+from switchover.wire.readiness import ReadyState, check_ready
 
 pytestmark = pytest.mark.engines
 

@@ -21,10 +21,10 @@ import yaml
 from switchover.config import load_migration
 from switchover.gateway.app import Gateway
 from switchover.gateway.server import running
-from switchover.readiness import check_ready
 from switchover.rollout.controller import Rollout
 from switchover.testbed import processes
 from switchover.testbed.layout import bed_models
+from switchover.wire.readiness import check_ready
 
 pytestmark = pytest.mark.engines
 

@@ -102,8 +102,8 @@ def test_an_engine_killed_mid_verify_gives_a_partial_report(bed: Any, tmp_path: 
     import subprocess
     import time
 
-    from switchover.readiness import check_ready
     from switchover.testbed.layout import bed_models
+    from switchover.wire.readiness import check_ready
 
     model = bed_models(bed.layout)[bed.key]
     port = processes.free_port()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from switchover.readiness import ReadyState, check_ready
 from switchover.wire import EngineClient, FailureKind
+from switchover.wire.readiness import ReadyState, check_ready
 
 from .conftest import Bed
 

@@ -13,7 +13,6 @@ from switchover.config import load_migration
 from switchover.config.rollout import GateName, RolloutSettings
 from switchover.config.rollout_holding import DrillRequirement, FailureType, HoldingSettings
 from switchover.drill import DrillResult
-from switchover.readiness import Readiness, ReadyState
 from switchover.rollout import rollback_ready
 from switchover.rollout.controller import Rollout
 from switchover.rollout.custom_gates import CustomGateResult
@@ -29,6 +28,7 @@ from switchover.rollout.holding import (
     judge_window,
 )
 from switchover.rollout.verdicts import GateResult
+from switchover.wire.readiness import Readiness, ReadyState
 from tests.rollout.builders import Clock, cli, traffic, write_ledger
 
 OLD = "http://127.0.0.1:18001"

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from switchover.config import load_migration
-from switchover.readiness import Readiness
 from switchover.rollout import rollback_ready
 from switchover.rollout.controller import Rollout
+from switchover.wire.readiness import Readiness
 
 CONFIG = """
 old: {url: "http://127.0.0.1:9/v1", engine: llamacpp, engine_version: b4000}

@@ -11,10 +11,10 @@ from switchover.evidence.bench import AbStep, StepTime
 from switchover.evidence.bench_step import StepSummary
 from switchover.ledger_record import LedgerRecord, ShadowRecord, ShadowResult
 from switchover.model.diff import ModelDiff
-from switchover.readiness import Readiness
 from switchover.review.models import GateVerdict, Pair, TypeSummary
 from switchover.rollout.holding import ReadyRecord
 from switchover.verify.divergence import Divergence, Output
+from switchover.wire.readiness import Readiness
 
 
 def _described(model: type[BaseModel], field: str) -> str:

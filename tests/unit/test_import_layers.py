@@ -25,7 +25,6 @@ VERBS = frozenset(
         "drill",
         "doctor",
         "export",
-        "readiness",
         "report",
         "testbed",
     }
@@ -38,14 +37,11 @@ _GATEWAY_LEDGER = (
     "room for the ledger row is issue 25's typed-row work)"
 )
 _REVIEW = "review pairs are sampled by the gateway and judged by the rollout (review/ is their shared store)"
-_READY = "the 1-token readiness check is used as a measuring tool by these verbs"
 _DRILL = "the rollback view reads the last drill's result"
 #: (importing package or module, imported module) -> why the edge is there today. Remove an entry when it goes.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("bench", "switchover.readiness"): _READY,
     ("bench", "switchover.report.builder"): "the one HTML builder renders bench's report.html too",
     ("doctor", "switchover.plan.canary"): "doctor lists the canary plan's findings",
-    ("drill", "switchover.readiness"): _READY,
     ("export", "switchover.gateway.envoy"): "export and the gateway's Envoy plane share one renderer",
     ("export", "switchover.rollout"): "export renders the rollout's gates (Argo Rollouts, Grafana)",
     ("gateway", "switchover.review.models"): _REVIEW,
@@ -53,11 +49,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("gateway", "switchover.review.store"): _REVIEW,
     ("rollout", "switchover.drill"): _DRILL,
     ("rollout", "switchover.plan.grace"): "the holding cost uses the drain-grace arithmetic of plan/grace.py",
-    ("rollout", "switchover.readiness"): _READY,
     ("rollout", "switchover.report.models"): "a stage's entry reads the check report's verdict",
     ("rollout", "switchover.review.models"): _REVIEW,
     ("rollout", "switchover.review.store"): _REVIEW,
-    ("testbed", "switchover.readiness"): _READY,
     ("testing", "switchover.gateway.app"): "the fault matrix runs a real gateway against fake engines",
     ("testing", "switchover.gateway.server"): "the fault matrix runs a real gateway against fake engines",
 }

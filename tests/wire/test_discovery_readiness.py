@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from switchover.readiness import ReadyState, check_ready
 from switchover.testing import FakeEngine
+from switchover.wire.readiness import ReadyState, check_ready
 
 
 def _answer(status: int, message: str):

@@ -25,8 +25,8 @@ from switchover.bench.runner import BenchRun, Reporter
 from switchover.errors import BadInput, SwitchoverError
 from switchover.evidence.bench import BenchPlan, BenchReport, EndpointSpec
 from switchover.evidence.bench_caps import advice
-from switchover.readiness import check_ready
 from switchover.runs import RunDir
+from switchover.wire.readiness import check_ready
 
 
 def parse_params(specs: list[str]) -> dict[str, list[str]]:

@@ -54,8 +54,8 @@ def register(app: typer.Typer) -> None:
 
         Example: switchover ready http://127.0.0.1:8000 --max-ms 2000
         """
-        from switchover.readiness import check_ready
         from switchover.redaction import redact
+        from switchover.wire.readiness import check_ready
 
         name, version = _engine_ref(engine)
         result = run(

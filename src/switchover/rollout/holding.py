@@ -18,9 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from switchover.config.rollout_holding import DrillRequirement, FailureType, HoldingSettings
 from switchover.drill import DrillResult
-from switchover.readiness import READY_STATES, ElapsedMs
 from switchover.rollout.custom_gates import CustomGateResult
 from switchover.rollout.verdicts import GateResult
+from switchover.wire.readiness import READY_STATES, ElapsedMs
 
 Verdict = Literal["pass", "hold", "fail"]
 HoldingDecision = Literal["hold", "rollback", "rollback_blocked", "end"]

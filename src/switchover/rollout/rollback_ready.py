@@ -13,11 +13,11 @@ from typing import Any, Literal, TypeVar
 from switchover.config.rollout_holding import HoldingSettings
 from switchover.drill import DrillResult
 from switchover.errors import SwitchoverError
-from switchover.readiness import Readiness, check_ready
 from switchover.rollout.driver import set_gateway_fields
 from switchover.rollout.holding import OldArmView, PrereqStatus, Prerequisite, ReadyRecord, judge_drill
 from switchover.runs import MAX_JSON_BYTES
 from switchover.textfile import read_bytes
+from switchover.wire.readiness import Readiness, check_ready
 
 T = TypeVar("T")
 ReadyCheck = Callable[[str, "str | None", float], Readiness]

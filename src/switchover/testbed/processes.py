@@ -19,9 +19,9 @@ from pydantic import BaseModel
 
 from switchover.atomicfile import write_atomic
 from switchover.errors import BadInput, SwitchoverError
-from switchover.readiness import Readiness, check_ready
 from switchover.testbed.install import OFFLINE_ENV, installed
 from switchover.testbed.layout import BedModel, Layout, bed_models
+from switchover.wire.readiness import Readiness, check_ready
 
 DEFAULT_OLD_PORT = 18001
 DEFAULT_NEW_PORT = 18002

@@ -9,8 +9,8 @@ import pytest
 from aiohttp import web
 
 from switchover.errors import ExitCode
-from switchover.readiness import ReadyState, check_ready
 from switchover.testing import FakeEngine
+from switchover.wire.readiness import ReadyState, check_ready
 
 MODELS = {"object": "list", "data": [{"id": "m", "object": "model"}]}
 DONE = {

@@ -5,10 +5,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+
+from switchover.bench.capbind import MIN_SCRAPES, engine_version, judge, request_cap, scrapes_by_endpoint
 from switchover.bench.steptable import limit_columns
 from switchover.evidence.bench_caps import Scrape, StepLimit, advice, raise_flag
-
-from switchover.bench.capbind import engine_version, judge, request_cap, scrapes_by_endpoint
 
 
 def _s(running: float | None, waiting: float | None, kv: float | None = None, t: int = 0) -> Scrape:
@@ -19,13 +19,13 @@ def _s(running: float | None, waiting: float | None, kv: float | None = None, t:
     ("scrapes", "cap", "binding"),
     [
         ([], None, "unknown"),
-        ([_s(None, None)], None, "unknown"),  # the engine serves neither gauge
-        ([_s(4, 0), _s(3, 0)], 4, "none"),  # nobody waited
-        ([_s(4, 2), _s(4, 3), _s(4, 0)], 4, "requests"),  # waited with every slot busy
-        ([_s(2, 5, 0.99), _s(2, 6, 0.97)], 8, "kv_cache"),  # waited with the KV cache full, below the cap
-        ([_s(3, 1, 0.40), _s(3, 2, 0.50)], 8, "tokens"),  # waited below the cap, KV not full: the step budget
-        ([_s(6, 2, 0.3), _s(6, 1, 0.3), _s(2, 1, 0.3)], None, "requests"),  # cap inferred from the peak (6)
-        ([_s(4, 2, 0.99), _s(4, 2, 0.2), _s(4, 1, 0.2)], 4, "requests"),  # the majority of the waiting scrapes
+        ([_s(None, None)] * 6, None, "unknown"),  # the engine serves neither gauge
+        ([_s(4, 0), _s(3, 0)] * 3, 4, "none"),  # nobody waited
+        ([_s(4, 2), _s(4, 3), _s(4, 0)] * 2, 4, "requests"),  # waited with every slot busy
+        ([_s(2, 5, 0.99), _s(2, 6, 0.97)] * 3, 8, "kv_cache"),  # waited with the KV cache full, below the cap
+        ([_s(3, 1, 0.40), _s(3, 2, 0.50)] * 3, 8, "tokens"),  # waited below the cap, KV not full: the step budget
+        ([_s(6, 2, 0.3), _s(6, 1, 0.3), _s(2, 1, 0.3)] * 2, None, "requests"),  # cap inferred from the peak (6)
+        ([_s(4, 2, 0.99), _s(4, 2, 0.2), _s(4, 1, 0.2)] * 2, 4, "requests"),  # the majority of the waiting scrapes
     ],
 )
 def test_the_binding_cap_is_what_most_scrapes_with_requests_waiting_show(
@@ -38,10 +38,24 @@ def test_the_binding_cap_is_what_most_scrapes_with_requests_waiting_show(
 
 
 def test_an_inferred_cap_says_it_is_inferred() -> None:
-    _, detail, _ = judge([_s(6, 2), _s(6, 1)], None)
+    _, detail, _ = judge([_s(6, 2), _s(6, 1)] * 3, None)
     assert "inferred" in detail
-    _, detail, _ = judge([_s(6, 2), _s(6, 1)], 6)
+    _, detail, _ = judge([_s(6, 2), _s(6, 1)] * 3, 6)
     assert "inferred" not in detail
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, MIN_SCRAPES - 1])
+def test_a_step_with_fewer_scrapes_than_needed_is_not_measured_instead_of_a_guess(n: int) -> None:
+    # before: 2 scrapes that both showed a queue at the cap gave "requests" (vLLM CPU flipped between runs so)
+    got, detail, shares = judge([_s(1, 3)] * n, 1)
+    assert (got, shares) == ("unknown", {})
+    assert detail.startswith(f"not measured: {n} scrapes in the step (< {MIN_SCRAPES} needed)")
+    assert judge([_s(1, 3)] * MIN_SCRAPES, 1)[0] == "requests"
+
+
+def test_scrapes_that_lack_a_gauge_do_not_count_towards_the_readings_needed() -> None:
+    partial = [_s(1, None), _s(None, 3)] * 4 + [_s(1, 3)] * (MIN_SCRAPES - 1)
+    assert judge(partial, 1)[1].startswith(f"not measured: {MIN_SCRAPES - 1} scrapes")
 
 
 def test_scrape_rows_sum_running_and_waiting_over_label_sets_and_keep_the_highest_kv_usage() -> None:
@@ -128,6 +142,7 @@ def test_the_step_table_shows_the_cap_and_the_oom_answers_of_each_step() -> None
 def test_step_limits_read_the_scrapes_inside_each_step_and_its_oom_answers(tmp_path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     from switchover.bench.scrape import SCRAPE_SCHEMA
 
     def scrape(t: int, intent: str, value: float) -> dict[str, object]:
@@ -142,16 +157,10 @@ def test_step_limits_read_the_scrapes_inside_each_step_and_its_oom_answers(tmp_p
         }
 
     # step 0 (t 0-100): nobody waits; step 1 (t 200-300): both slots busy, one waits; a scrape between the steps
-    rows = [
-        scrape(50, "running", 1),
-        scrape(50, "waiting", 0),
-        scrape(150, "running", 2),
-        scrape(150, "waiting", 9),
-        scrape(250, "running", 2),
-        scrape(250, "waiting", 1),
-        scrape(260, "running", 2),
-        scrape(260, "waiting", 2),
-    ]
+    readings = (
+        [(t, 1, 0) for t in range(10, 60, 10)] + [(150, 2, 9)] + [(t, 2, 1 + t % 20 // 10) for t in range(210, 260, 10)]
+    )
+    rows = [scrape(t, intent, v) for t, run, wait in readings for intent, v in (("running", run), ("waiting", wait))]
     pq.write_table(pa.Table.from_pylist(rows, schema=SCRAPE_SCHEMA), tmp_path / "metrics.parquet")
     pq.write_table(
         pa.Table.from_pylist(
@@ -183,8 +192,8 @@ def test_step_limits_read_the_scrapes_inside_each_step_and_its_oom_answers(tmp_p
     from switchover.bench.capbind import step_limits
 
     first, second = step_limits(tmp_path, report)
-    assert (first.binding, first.scrapes, first.load, first.oom) == ("none", 1, "c=1", 0)
-    assert (second.binding, second.scrapes, second.request_cap, second.waiting_max) == ("requests", 2, 2, 2)
+    assert (first.binding, first.scrapes, first.load, first.oom) == ("none", 5, "c=1", 0)
+    assert (second.binding, second.scrapes, second.request_cap, second.waiting_max) == ("requests", 5, 2, 2)
     assert second.oom == 1 and second.requests == 1 and second.raise_flag and second.raise_flag.flag == "--parallel"
     assert set(second.series) == {"running", "waiting"}  # the names scraped (here the intents), each checked
     assert step_limits(tmp_path, report, caps={"new": 4})[1].binding == "tokens"  # below a cap of 4: not the cap
@@ -217,3 +226,27 @@ def test_the_series_a_verdict_read_is_checked_in_the_release_data_at_the_version
     assert got["running"].startswith("vllm:num_requests_running: present at 0.32.0 (https://github.com/vllm-project/")
     assert got["kv_usage"] == "vllm:gpu_cache_usage_perc: absent at 0.32.0"  # V0's name, gone by 0.32.0
     assert series_check(None, None, {"running": "x"}) == {}
+
+
+def test_a_scrape_sent_before_the_step_and_answered_inside_it_is_not_the_steps(tmp_path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from switchover.bench.capbind import step_limits
+    from switchover.bench.scrape import SCRAPE_SCHEMA
+
+    # before: a scrape counted by its arrival alone, so three slow answers that read the idle engine before the step
+    # (sent at 100-120, answered at 201-203) were three of the step's readings
+    slow = [(100, 201, 0, 0), (110, 202, 0, 0), (120, 203, 0, 0)]  # (sent, answered, running, waiting)
+    readings = slow + [(t - 5, t, 2, 1) for t in range(210, 260, 10)]
+    rows = [
+        {"endpoint": "new", "t_ns": t, "sent_ns": sent, "wall": 0.0, "intent": k, "name": k, "labels": "{}", "value": v}
+        for sent, t, run, wait in readings
+        for k, v in (("running", run), ("waiting", wait))
+    ]
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCRAPE_SCHEMA), tmp_path / "metrics.parquet")
+    times = [SimpleNamespace(endpoint="new", bucket="128", step=0, repeat=0, start_ns=200, end_ns=300)]
+    steps = [SimpleNamespace(endpoint="new", bucket="128", step=0, repeat=0, concurrency=3, rate=None, requests=1)]
+    ep = SimpleNamespace(label="new", engine="llamacpp", info={"/props": {"total_slots": 2, "build_info": "b11434"}})
+    (lim,) = step_limits(tmp_path, SimpleNamespace(endpoints=[ep], steps=steps, step_times=times))
+    assert (lim.scrapes, lim.waiting_scrapes, lim.binding) == (5, 5, "requests")

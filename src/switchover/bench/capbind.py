@@ -9,7 +9,8 @@ Per scrape in the step, with requests waiting (the `waiting` gauge > 0):
   is known, the step's peak of `running`, said as inferred);
 - running below the cap with the KV cache not full → the per-step token budget binds (vLLM schedules at most
   max_num_batched_tokens a step).
-The verdict is the reason most scrapes with waiting requests show; no waiting request: nothing bound at this load.
+The verdict is the reason most scrapes with waiting requests show; no waiting request: nothing bound at this load;
+fewer than MIN_SCRAPES readings in the step: not measured (said with the count).
 """
 
 from __future__ import annotations
@@ -24,14 +25,20 @@ from switchover.bench.oom import StepKey, StepOom, records, step_ooms
 from switchover.evidence.bench_caps import RAISE, WORDS, Binding, Scrape, StepLimit, raise_flag
 
 KV_FULL = 0.95  # "near 100 %": a gauge of 0..1 (vllm:kv_cache_usage_perc, llamacpp:kv_cache_usage_ratio)
+# a verdict is the majority of a step's readings: below this many it would be the chance of one or two scrapes (on a
+# loaded host vLLM CPU's /metrics answered once in 2 s, so a short step held 2-6 scrapes and the verdict flipped)
+MIN_SCRAPES = 5
 
 
 def judge(scrapes: list[Scrape], request_cap: int | None) -> tuple[Binding, str, dict[str, float]]:
-    """The binding cap of one step from its scrapes (pure: the table tests drive it)."""
-    if not scrapes:
-        return "unknown", "no /metrics scrape fell inside the step", {}
-    if all(s.waiting is None for s in scrapes) or all(s.running is None for s in scrapes):
+    """The binding cap of one step from its scrapes (pure: the table tests drive it); a step with fewer than
+    MIN_SCRAPES readings is not measured, not guessed."""
+    if scrapes and (all(s.waiting is None for s in scrapes) or all(s.running is None for s in scrapes)):
         return "unknown", "the engine served no running/waiting gauges (see the scrape note)", {}
+    scrapes = [s for s in scrapes if s.waiting is not None and s.running is not None]
+    if len(scrapes) < MIN_SCRAPES:
+        fix = "lengthen the step (--requests, --duration) or shorten --scrape-interval"
+        return "unknown", f"not measured: {len(scrapes)} scrapes in the step (< {MIN_SCRAPES} needed); {fix}", {}
     queued = [s for s in scrapes if s.waiting]
     if not queued:
         return "none", "no request waited: neither cap bound at this load", {}
@@ -146,9 +153,12 @@ def step_limits(run_dir: Path, report: Any, caps: Mapping[str, int] | None = Non
     rows = ds.dataset(str(path), format="parquet").to_table().to_pylist() if path is not None else []
     by_ep = scrapes_by_endpoint(rows)
     names: dict[str, dict[str, str]] = defaultdict(dict)  # endpoint -> intent -> series name scraped
+    sent: dict[tuple[str, int], int] = {}  # (endpoint, arrival) -> when the scrape was sent (runs before: unknown)
     for r in rows:
         if r.get("intent") in ("running", "waiting", "kv_usage"):
             names[str(r["endpoint"])][str(r["intent"])] = str(r["name"])
+            if r.get("sent_ns") is not None:
+                sent[(str(r["endpoint"]), int(r["t_ns"]))] = int(r["sent_ns"])
     ooms = step_ooms(run_dir)
     eps = {e.label: e for e in report.endpoints}
     loads = {(s.endpoint, s.bucket or "", s.step, s.repeat): s for s in report.steps}
@@ -161,7 +171,12 @@ def step_limits(run_dir: Path, report: Any, caps: Mapping[str, int] | None = Non
         cap, source = request_cap(engine, info)
         if caps and t.endpoint in caps:
             cap, source = caps[t.endpoint], "the launch command"
-        inside = [s for s in by_ep.get(t.endpoint, []) if t.start_ns <= s.t_ns <= t.end_ns]
+        # a scrape is the step's when it was sent and answered inside it (a slow answer may have read the step before)
+        inside = [
+            s
+            for s in by_ep.get(t.endpoint, [])
+            if t.start_ns <= sent.get((t.endpoint, s.t_ns), s.t_ns) and s.t_ns <= t.end_ns
+        ]
         binding, detail, shares = judge(inside, cap)
         summary = loads.get(key)
         oom = ooms.get(key, StepOom(requests=summary.requests if summary else 0, oom=0, engine_dead=0, texts=[]))

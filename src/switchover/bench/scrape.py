@@ -18,6 +18,7 @@ SCRAPE_SCHEMA = pa.schema(
     [
         ("endpoint", pa.string()),
         ("t_ns", pa.int64()),  # perf_counter_ns when the scrape answer arrived (same clock as requests)
+        ("sent_ns", pa.int64()),  # perf_counter_ns when the scrape was sent: the values were read in between
         ("wall", pa.float64()),
         ("intent", pa.string()),  # ttft, running, kv_usage, ... (engine profile intents)
         ("name", pa.string()),  # sample name as exposed (histograms: _bucket/_sum/_count)
@@ -28,6 +29,9 @@ SCRAPE_SCHEMA = pa.schema(
 
 HOLD_ROWS = 20_000  # scraped rows held before they are handed to the run's writer (a step may last hours)
 PROCESS_RSS = "process_resident_memory_bytes"  # the Prometheus client libraries' process collector (Linux)
+# a slow answer is late, not failed: on a loaded 2-core host vLLM CPU's /metrics took up to 2 s during a step, and a
+# 2 s limit dropped those scrapes (a step then held 2-6 readings)
+SCRAPE_TIMEOUT_S = 10.0
 
 
 def wanted_series(engine: str | None) -> tuple[dict[str, str], str]:
@@ -46,7 +50,8 @@ def wanted_series(engine: str | None) -> tuple[dict[str, str], str]:
 
 
 class Scraper:
-    """Polls one endpoint's metrics every `interval_s` until stopped; failures are counted, not raised."""
+    """Polls one endpoint's metrics every `interval_s` until stopped, on a fixed schedule (a scrape's own latency
+    does not stretch the period past max(interval, latency)); failures are counted, not raised."""
 
     def __init__(
         self,
@@ -69,7 +74,8 @@ class Scraper:
         self._stop = asyncio.Event()
 
     async def once(self) -> None:
-        res = await self.client.request("GET", self.path, timeout=max(self.interval_s, 2.0))
+        sent = time.perf_counter_ns()
+        res = await self.client.request("GET", self.path, timeout=max(self.interval_s, SCRAPE_TIMEOUT_S))
         t_ns, wall = time.perf_counter_ns(), time.time()
         self.scrapes += 1
         if res.failure or res.status != 200:
@@ -80,6 +86,7 @@ class Scraper:
             res.body.decode(errors="replace"), self.wanted, endpoint=self.endpoint, t_ns=t_ns, wall=wall, errors=errors
         )
         for r in rows:
+            r["sent_ns"] = sent
             if r["name"] == PROCESS_RSS:
                 self.process_rss = r["value"]
         self.rows.extend(rows)
@@ -96,10 +103,14 @@ class Scraper:
         return rows
 
     async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        due = loop.time()
         while not self._stop.is_set():
             await self.once()
+            # the next tick of the schedule; ticks a slow scrape overran are skipped, not caught up in a burst
+            due = max(due + self.interval_s, loop.time())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), timeout=self.interval_s)
+                await asyncio.wait_for(self._stop.wait(), timeout=max(due - loop.time(), 0.0))
 
     def start(self) -> None:
         if self.wanted and self.interval_s > 0:

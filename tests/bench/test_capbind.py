@@ -139,6 +139,14 @@ def test_the_step_table_shows_the_cap_and_the_oom_answers_of_each_step() -> None
     assert cap[1](other) == "—" and oom[1](other) == "—"  # type: ignore[arg-type]
 
 
+def test_the_step_table_says_a_step_with_too_few_scrapes_was_not_measured_with_their_count() -> None:
+    # before: the cell said "unknown", the same as an engine serving no gauges
+    binding, detail, _ = judge([_s(1, 3)] * 2, 1)
+    lim = _limit("new", 1, binding, "c=4", flag=None).model_copy(update={"detail": detail, "scrapes": 2})
+    cap, _ = limit_columns([lim])
+    assert cap[1](SimpleNamespace(endpoint="new", bucket="128", step=1, repeat=0)) == "not measured (2 scrapes)"  # type: ignore[arg-type]
+
+
 def test_step_limits_read_the_scrapes_inside_each_step_and_its_oom_answers(tmp_path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq

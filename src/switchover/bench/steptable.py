@@ -81,6 +81,8 @@ def limit_columns(limits: Sequence[StepLimit]) -> tuple[Column, ...]:
 
     def cap(s: StepSummary) -> str:
         lim = find(s)
+        if lim is not None and lim.detail.startswith("not measured"):  # too few scrapes: said, with their count
+            return f"not measured ({lim.scrapes} scrapes)"
         return "—" if lim is None else lim.binding.replace("_", " ")
 
     def oom(s: StepSummary) -> str:

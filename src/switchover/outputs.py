@@ -22,6 +22,7 @@ from switchover.drill import DrillResult
 from switchover.engines.startlog import StartlogReport
 from switchover.errors import BadInput
 from switchover.evidence.bench import BenchReport, Calibration
+from switchover.evidence.review import GateVerdict, ReviewSummary
 from switchover.export.result import ExportResult
 from switchover.hardware.catalog import GpuSpec
 from switchover.hardware.diff import HostDiff
@@ -39,7 +40,6 @@ from switchover.plan.translate import Translation
 from switchover.probe.overload import OverloadReport
 from switchover.probe.report import ProbeReport
 from switchover.report.models import CheckReport
-from switchover.review.models import GateVerdict, ReviewSummary
 from switchover.rollout.compare import ComparisonReport
 from switchover.rollout.controller import ActionResult, StatusView
 from switchover.rollout.gates import GateReport

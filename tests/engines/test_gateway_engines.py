@@ -397,7 +397,7 @@ async def test_metrics_adapter_on_real_engine_scrapes(bed):
 
 async def test_spot_check_pairs_hold_both_real_engines_answers_redacted(bed, tmp_path):
     """Against the test bed's own llama-server: this module's new_arm is stopped by an earlier test."""
-    from switchover.review.store import ReviewStore
+    from switchover.evidence.review_store import ReviewStore
 
     review = {"pairs_per_day": 3, "per_type_per_day": 3, "sample_percent": 100, "max_concurrency": 4}
     async with (

@@ -8,8 +8,8 @@ import orjson
 import pytest
 
 from switchover.errors import BadInput
+from switchover.evidence.review_store import ReviewStore
 from switchover.review.server import ReviewApp, check_loopback, serving
-from switchover.review.store import ReviewStore
 from switchover.testing import await_until
 from tests.gateway.conftest import chat, stack
 

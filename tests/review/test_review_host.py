@@ -6,8 +6,8 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
+from switchover.evidence.review_store import ReviewStore
 from switchover.review.server import ReviewApp, serving
-from switchover.review.store import ReviewStore
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "localhost", "::1"])

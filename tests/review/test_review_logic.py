@@ -7,8 +7,8 @@ import random
 import pytest
 
 from switchover.config.gateway import ReviewConfig, TaskRule, TaskTypesConfig
-from switchover.review.models import ReviewSummary, rating_gate, summarize, wilson
-from switchover.review.sampler import Quota, Redactor, task_type
+from switchover.evidence.review import ReviewSummary, rating_gate, summarize, wilson
+from switchover.gateway.review_sampler import Quota, Redactor, task_type
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,7 @@ def test_a_sample_that_cannot_start_gives_its_place_back():
 
 
 def test_header_named_task_types_are_capped_and_rule_types_always_pass():
-    from switchover.review.sampler import LabelCap
+    from switchover.gateway.review_sampler import LabelCap
 
     cfg = TaskTypesConfig(rules=[TaskRule(type="sql", header="x-app", equals="sqlbot")])
     cap = LabelCap(limit=3)

@@ -3,8 +3,8 @@ ratings still there after the server restarts."""
 
 from __future__ import annotations
 
+from switchover.evidence.review_store import ReviewStore
 from switchover.review.server import ReviewApp, serving
-from switchover.review.store import ReviewStore
 from tests.review.cdp import chromium
 from tests.review.test_review_store import pair
 

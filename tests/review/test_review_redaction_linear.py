@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from switchover.config.gateway import MAX_REVIEW_CHARS, ReviewConfig
-from switchover.review import sampler
-from switchover.review.sampler import Redactor
+from switchover.gateway import review_sampler as sampler
+from switchover.gateway.review_sampler import Redactor
 from tests.gateway.conftest import chat, stack
 
 MB = 1 << 20

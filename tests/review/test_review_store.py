@@ -7,8 +7,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from switchover.errors import BadInput
-from switchover.review.models import Pair
-from switchover.review.store import ReviewStore
+from switchover.evidence.review import Pair
+from switchover.evidence.review_store import ReviewStore
 
 
 def pair(i: int, kind: str = "chat") -> Pair:

@@ -11,8 +11,8 @@ import aiohttp
 import orjson
 import pytest
 
+from switchover.evidence.review_store import ReviewStore
 from switchover.review.server import ReviewApp, serving
-from switchover.review.store import ReviewStore
 from tests.review.test_review_store import pair
 
 POSTS = 300

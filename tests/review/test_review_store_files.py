@@ -10,7 +10,7 @@ import stat
 import pytest
 
 from switchover.errors import BadInput
-from switchover.review.store import ReviewStore
+from switchover.evidence.review_store import ReviewStore
 from tests.review.test_review_store import pair
 
 

@@ -272,8 +272,8 @@ def test_an_invalid_expression_in_the_file_is_a_usage_error_naming_the_field(tmp
 
 
 def _rated(db: Path, ratings: dict[str, list[str]]) -> None:
-    from switchover.review.models import Pair
-    from switchover.review.store import ReviewStore
+    from switchover.evidence.review import Pair
+    from switchover.evidence.review_store import ReviewStore
 
     store = ReviewStore.open(db)
     try:

@@ -9,9 +9,9 @@ from pydantic import BaseModel
 
 from switchover.evidence.bench import AbStep, StepTime
 from switchover.evidence.bench_step import StepSummary
+from switchover.evidence.review import GateVerdict, Pair, TypeSummary
 from switchover.ledger_record import LedgerRecord, ShadowRecord, ShadowResult
 from switchover.model.diff import ModelDiff
-from switchover.review.models import GateVerdict, Pair, TypeSummary
 from switchover.rollout.holding import ReadyRecord
 from switchover.verify.divergence import Divergence, Output
 from switchover.wire.readiness import Readiness

@@ -36,7 +36,6 @@ _GATEWAY_LEDGER = (
     "the gateway's ledger rows and metrics are the rollout's and the alerts' input (a foundation "
     "room for the ledger row is issue 25's typed-row work)"
 )
-_REVIEW = "review pairs are sampled by the gateway and judged by the rollout (review/ is their shared store)"
 _DRILL = "the rollback view reads the last drill's result"
 #: (importing package or module, imported module) -> why the edge is there today. Remove an entry when it goes.
 ALLOWED: dict[tuple[str, str], str] = {
@@ -44,14 +43,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("doctor", "switchover.plan.canary"): "doctor lists the canary plan's findings",
     ("export", "switchover.gateway.envoy"): "export and the gateway's Envoy plane share one renderer",
     ("export", "switchover.rollout"): "export renders the rollout's gates (Argo Rollouts, Grafana)",
-    ("gateway", "switchover.review.models"): _REVIEW,
-    ("gateway", "switchover.review.sampler"): _REVIEW,
-    ("gateway", "switchover.review.store"): _REVIEW,
     ("rollout", "switchover.drill"): _DRILL,
     ("rollout", "switchover.plan.grace"): "the holding cost uses the drain-grace arithmetic of plan/grace.py",
     ("rollout", "switchover.report.models"): "a stage's entry reads the check report's verdict",
-    ("rollout", "switchover.review.models"): _REVIEW,
-    ("rollout", "switchover.review.store"): _REVIEW,
     ("testing", "switchover.gateway.app"): "the fault matrix runs a real gateway against fake engines",
     ("testing", "switchover.gateway.server"): "the fault matrix runs a real gateway against fake engines",
 }

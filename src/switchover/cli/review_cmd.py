@@ -16,8 +16,8 @@ from switchover.cli.common import console, print_json, run
 from switchover.errors import BadInput
 
 if TYPE_CHECKING:
-    from switchover.review.models import ReviewSummary
-    from switchover.review.store import ReviewStore
+    from switchover.evidence.review import ReviewSummary
+    from switchover.evidence.review_store import ReviewStore
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -48,7 +48,7 @@ def _db_path(config: Path, db: Path | None) -> Path:
 def _open(config: Path, db: Path | None) -> ReviewStore | None:
     """The review database; None when the config's is not there yet (no pair sampled: a state, not bad input). A
     database named with --db must exist (exit 2 otherwise: the user named a file that is not there)."""
-    from switchover.review.store import ReviewStore
+    from switchover.evidence.review_store import ReviewStore
 
     path = _db_path(config, db)
     if db is None and not os.path.lexists(path):
@@ -65,7 +65,7 @@ def _nothing_yet(config: Path, db: Path | None) -> str:
 
 def _summary(store: ReviewStore | None) -> ReviewSummary:
     """The store's summary; an empty one (no pairs, no ratings) when nothing is recorded yet."""
-    from switchover.review.models import ReviewSummary, summarize
+    from switchover.evidence.review import ReviewSummary, summarize
 
     if store is None:
         return ReviewSummary(types=[], total=summarize("all", 0, {}))
@@ -155,7 +155,7 @@ def export(
     """
     import tempfile
 
-    from switchover.review.store import ReviewStore
+    from switchover.evidence.review_store import ReviewStore
 
     kind = fmt or out.suffix.lstrip(".")
     if kind not in ("jsonl", "parquet"):
@@ -192,7 +192,7 @@ def gate(
 
     Example: switchover review gate -c switchover.yaml --max-bad 5 --min-ratings 50
     """
-    from switchover.review.models import rating_gate
+    from switchover.evidence.review import rating_gate
 
     store = _open(config, db)
     verdict = rating_gate(_summary(store), max_bad / 100, min_ratings)

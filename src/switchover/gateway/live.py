@@ -13,7 +13,7 @@ from switchover.errors import BadInput
 from switchover.gateway.clients import ClientPolicy
 from switchover.gateway.policy import RouteState
 from switchover.gateway.prompt import PromptEstimator
-from switchover.review.sampler import LabelCap
+from switchover.gateway.review_sampler import LabelCap
 from switchover.wire.passthrough import Origin
 
 ARMS = ("old", "new")

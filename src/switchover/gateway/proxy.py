@@ -34,6 +34,7 @@ from switchover.gateway.observe import Observer, TextObserver, asks_for_json, js
 from switchover.gateway.policy import Decision, RequestMeta, route, tenant_hash
 from switchover.gateway.prompt import prompt_text
 from switchover.gateway.relay import normalised_body, relay_stream
+from switchover.gateway.review_sampler import task_type
 from switchover.gateway.shadow import GENERATION_PATHS, Shadow, shadow_body
 from switchover.gateway.spotcheck import SpotCheck
 from switchover.gateway.upstream import Failed, Opened, open_upstream
@@ -41,7 +42,6 @@ from switchover.httpfront.budget import Hold, MemoryBudget, OverBudget
 from switchover.httpfront.messages import FrontRequest, FrontStream, Reply, error_reply
 from switchover.ledger_record import Arm, Outcome, RequestRow, ShadowResult
 from switchover.redaction import redact
-from switchover.review.sampler import task_type
 from switchover.wire.passthrough import H1Pool
 from switchover.wire.target import path_allowed
 

@@ -20,14 +20,14 @@ from typing import Any
 import orjson
 
 from switchover.config.gateway import ReviewConfig
+from switchover.evidence.review import Pair
+from switchover.evidence.review_store import ReviewStore
 from switchover.gateway.headers import copy_target, forward_headers
 from switchover.gateway.live import Live
+from switchover.gateway.review_sampler import Quota, Redactor, task_type
 from switchover.gateway.shadow import GENERATION_PATHS, shadow_body
 from switchover.httpfront.messages import FrontRequest
 from switchover.ledger_record import RequestRow
-from switchover.review.models import Pair
-from switchover.review.sampler import Quota, Redactor, task_type
-from switchover.review.store import ReviewStore
 from switchover.wire.client import EngineClient, Timeouts
 from switchover.wire.records import RequestRecord
 

@@ -21,10 +21,10 @@ import orjson
 
 from switchover.config.gateway import LimitsConfig
 from switchover.errors import BadInput
+from switchover.evidence.review_store import ReviewStore
 from switchover.httpfront.listener import serve_front
 from switchover.httpfront.messages import FrontRequest, Reply, error_reply, json_reply
 from switchover.review.page import SCRIPT, page
-from switchover.review.store import ReviewStore
 
 TOKEN_HEADER = "x-review-token"
 MAX_ID = (1 << 62) - 1  # pair ids are SQLite integers: anything larger is not one (and would overflow)

@@ -17,8 +17,8 @@ from switchover.config import Migration
 from switchover.config.rollout import PrometheusSource, RolloutSettings
 from switchover.config.rollout_custom import CustomGate
 from switchover.errors import BadInput
+from switchover.evidence.review import ReviewSummary
 from switchover.ledger_record import LedgerRow
-from switchover.review.models import ReviewSummary
 from switchover.rollout import entry as en
 from switchover.rollout import rollback_ready
 from switchover.rollout import stages as sm
@@ -197,7 +197,7 @@ class Rollout:
         path = gateway.resolved_run_dir(self.config_path) / gateway.review.db
         if not path.is_file():
             return None
-        from switchover.review.store import ReviewStore
+        from switchover.evidence.review_store import ReviewStore
 
         store = ReviewStore.open(path, create=False)
         try:

@@ -16,9 +16,9 @@ from pydantic import BaseModel, Field
 
 from switchover.config.rollout import GateThresholds, PrometheusSource
 from switchover.config.rollout_custom import CustomGate
+from switchover.evidence.review import ReviewSummary, rating_gate
 from switchover.expr import compile_expr
 from switchover.ledger_record import NOT_AN_ARM_OUTCOMES, row_fields
-from switchover.review.models import ReviewSummary, rating_gate
 from switchover.rollout.baseline import Baseline
 from switchover.rollout.compare import compare_metric
 from switchover.rollout.prometheus import Series, promql_vector
@@ -365,7 +365,7 @@ def cache_hits_after_switch(gate: CustomGate, views_since_switch: Iterable[View]
 
 def spot_check_rating(gate: CustomGate, summary: ReviewSummary | None, min_samples: int) -> CustomGateResult:
     """The people's verdict (`switchover review`): worse-or-broken share ≤ max with ≥ min_samples ratings, overall
-    and per task type (review.models.rating_gate)."""
+    and per task type (evidence.review.rating_gate)."""
     base: dict[str, Any] = dict(
         name=gate.name, kind=gate.kind, builtin=gate.builtin, hard=bool(gate.hard), threshold=gate.max
     )

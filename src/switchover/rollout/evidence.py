@@ -10,9 +10,9 @@ from pathlib import Path
 
 from switchover.config.rollout import PrometheusSource, RolloutSettings
 from switchover.config.rollout_custom import CustomGate
+from switchover.evidence.review import ReviewSummary
 from switchover.ledger_files import LedgerSkips
 from switchover.ledger_record import LedgerRecord, LedgerRow
-from switchover.review.models import ReviewSummary
 from switchover.rollout.baseline import Baseline
 from switchover.rollout.custom_gates import CustomGateResult, LedgerTally, Series, View, evaluate_custom, promql_vector
 from switchover.rollout.gates import WindowStats, stats_from_ledger, stats_from_prometheus, stream_ledger_rows

@@ -26,7 +26,7 @@ import orjson
 from switchover import safefile
 from switchover.atomicfile import atomic_path
 from switchover.errors import BadInput
-from switchover.review.models import RATINGS, Pair, RatingRow, ReviewSummary, summarize
+from switchover.evidence.review import RATINGS, Pair, RatingRow, ReviewSummary, summarize
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS pairs (

@@ -62,3 +62,12 @@ async def test_a_scrape_slower_than_the_interval_is_followed_at_once_not_by_a_bu
     await asyncio.sleep(1.0)
     await s.stop()
     assert 3 <= s.scrapes <= 5, s.scrapes  # one every 0.3 s: the ticks it overran are skipped
+
+
+async def test_stopping_does_not_wait_for_a_slow_scrape_in_flight() -> None:
+    s = Scraper(_Slow(8.0), "new", "vllm", 0.1)  # type: ignore[arg-type]
+    s.start()
+    await asyncio.sleep(0.1)
+    t0 = time.monotonic()
+    await s.stop()
+    assert time.monotonic() - t0 < 3.0  # the 8 s answer is dropped after the stop grace, not waited for

@@ -32,6 +32,7 @@ PROCESS_RSS = "process_resident_memory_bytes"  # the Prometheus client libraries
 # a slow answer is late, not failed: on a loaded 2-core host vLLM CPU's /metrics took up to 2 s during a step, and a
 # 2 s limit dropped those scrapes (a step then held 2-6 readings)
 SCRAPE_TIMEOUT_S = 10.0
+STOP_GRACE_S = 2.0  # how long stopping waits for a scrape in flight (the run's end is not held up to the limit above)
 
 
 def wanted_series(engine: str | None) -> tuple[dict[str, str], str]:
@@ -120,7 +121,8 @@ class Scraper:
         self._stop.set()
         if self._task is not None:
             try:
-                await asyncio.wait_for(self._task, timeout=5)
+                # a scrape still waiting on a slow answer at the end of the run is dropped, not waited for
+                await asyncio.wait_for(self._task, timeout=STOP_GRACE_S)
             except (TimeoutError, asyncio.CancelledError):
                 self._task.cancel()
 

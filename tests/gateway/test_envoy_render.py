@@ -162,3 +162,12 @@ def test_the_live_plane_logs_each_failed_try_with_its_own_flags_and_transport_fa
     fields = log["typed_config"]["log_format"]["json_format"]
     assert fields["failure"] == "%UPSTREAM_TRANSPORT_FAILURE_REASON%" and fields["flags"] == "%RESPONSE_FLAGS%"
     assert len(log["filter"]["or_filter"]["filters"]) == 3  # a 5xx, no status (a reset), or any response flag
+
+
+def test_each_request_to_an_engine_gets_its_own_connection(migration) -> None:
+    # a pooled connection the engine closes after an answer (llama-server after every stream) would fail under
+    # the next request and fall back to old: tests/gateway/test_envoy_pool.py shows it against such an engine
+    for c in static_bootstrap(migration, Routing())["static_resources"]["clusters"]:
+        if c["name"] in ("old", "new"):
+            opts = c["typed_extension_protocol_options"]["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]
+            assert opts["common_http_protocol_options"]["max_requests_per_connection"] == 1

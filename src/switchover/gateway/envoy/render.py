@@ -104,12 +104,18 @@ def _static_cluster(name: str, host: str, port: int, connect_ms: float, tls: boo
     }
     if tls:
         c["transport_socket"] = {"name": "envoy.transport_sockets.tls", "typed_config": {"@type": TLS, "sni": host}}
-    # an idle pooled connection is closed before the engine's own keep-alive timer (5 s in uvicorn and llama.cpp's
-    # HTTP server) can close it under a request: that race would read as a reset, and a reset on new as a fallback
+    # One request per upstream connection: an engine may close a connection right after a complete answer without
+    # `Connection: close` (llama-server at b11434 closes after every streamed answer: its chunked content provider
+    # returns false after sink.done(), which cpp-httplib takes for a cancelled write,
+    # https://github.com/ggml-org/llama.cpp/blob/b11434/tools/server/server-http.cpp and
+    # vendor/cpp-httplib/httplib.cpp write_content_chunked), or when its keep-alive timer fires (5 s in uvicorn and
+    # cpp-httplib). A pooled connection reused in that window fails under the next request (UC, no status), and on
+    # new the retry goes to old: a fallback new never earned. The built-in gateway resends such a request on a
+    # fresh connection to the same arm; Envoy cannot retry on the same arm before old, so it never reuses one.
     c["typed_extension_protocol_options"] = {
         "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
             "@type": HTTP_OPTIONS,
-            "common_http_protocol_options": {"idle_timeout": UPSTREAM_IDLE},
+            "common_http_protocol_options": {"idle_timeout": UPSTREAM_IDLE, "max_requests_per_connection": 1},
             "explicit_http_config": {"http_protocol_options": {}},
         }
     }

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from switchover.errors import BadInput
-from switchover.plan.grace import grace_report, latency_from_bench, parse_duration, required_grace
+from switchover.plan.grace import parse_duration, required_grace
+from switchover.plan.grace_files import grace_report, latency_from_bench
 
 K8S = """apiVersion: apps/v1
 kind: Deployment

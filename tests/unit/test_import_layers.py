@@ -44,7 +44,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("export", "switchover.gateway.envoy"): "export and the gateway's Envoy plane share one renderer",
     ("export", "switchover.rollout"): "export renders the rollout's gates (Argo Rollouts, Grafana)",
     ("rollout", "switchover.drill"): _DRILL,
-    ("rollout", "switchover.plan.grace"): "the holding cost uses the drain-grace arithmetic of plan/grace.py",
     ("rollout", "switchover.report.models"): "a stage's entry reads the check report's verdict",
     ("testing", "switchover.gateway.app"): "the fault matrix runs a real gateway against fake engines",
     ("testing", "switchover.gateway.server"): "the fault matrix runs a real gateway against fake engines",

@@ -451,7 +451,8 @@ def grace_part(
     m: Migration, s: CheckSection, base: Path, bench_dir: Path | None, bench_report: BaseModel | None = None
 ) -> GraceEvidence:
     """Drain grace from the bench part's latencies: its report as passed in memory, else its summary.json."""
-    from switchover.plan.grace import latency_from_bench, latency_from_steps, required_grace, scan
+    from switchover.plan.grace import latency_from_steps, required_grace
+    from switchover.plan.grace_files import latency_from_bench, scan
 
     g = s.grace
     ev = GraceEvidence(max_tokens=g.max_tokens, client_timeout_s=g.client_timeout_s)

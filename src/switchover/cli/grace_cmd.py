@@ -45,7 +45,8 @@ def grace_cmd(
 
     Example: switchover plan grace --max-tokens 2000 --tpot-p99-ms 35 --scan deploy/
     """
-    from switchover.plan.grace import grace_report, latency_from_bench, required_grace
+    from switchover.plan.grace import required_grace
+    from switchover.plan.grace_files import grace_report, latency_from_bench
 
     source = "flags"
     if bench is not None:

@@ -19,6 +19,7 @@ from switchover.evidence.bench_step import (
     StepSummary,
 )
 
+SUMMARY_MAX_BYTES = 64 << 20  # the largest summary.json a reader loads (plan, rollout: a bench run's summary)
 DEFAULT_BUCKETS = [128, 512, 2048]
 DEFAULT_LADDER = [1, 2, 4, 8, 16, 32, 64]
 

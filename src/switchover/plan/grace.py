@@ -1,10 +1,10 @@
-"""Drain grace and timeouts: how long the longest generation takes, and which deploy files stop or time out
-sooner (docs/plan.md, Grace: max_tokens x TPOT p99, plus TTFT and a margin; 2000 x 35 ms = 70 s)."""
+"""Drain grace and timeouts: how long the longest generation takes, and which deploy settings stop or time out
+sooner (docs/plan.md, Grace: max_tokens x TPOT p99, plus TTFT and a margin; 2000 x 35 ms = 70 s). Pure: the
+files it judges are read by plan/grace_files.py."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -12,14 +12,9 @@ from pydantic import BaseModel, Field
 
 from switchover.errors import BadInput
 from switchover.inputs import MAX_MS, MAX_SECONDS, MAX_TOKENS, number_problem, require
-from switchover.textfile import load_json, read_text
-from switchover.yamlfile import checked_nodes
 
 K8S_DEFAULT_GRACE_S = 30.0  # Kubernetes PodSpec.terminationGracePeriodSeconds default
 COMPOSE_DEFAULT_GRACE_S = 10.0  # docker compose stop_grace_period default
-MAX_FILES = 2000
-SCAN_MAX_BYTES = 4 << 20  # per deploy file
-SUMMARY_MAX_BYTES = 64 << 20
 _DURATION = re.compile(
     r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m(?!s))?\s*(?:(\d+(?:\.\d+)?)s)?\s*"
     r"(?:(\d+(?:\.\d+)?)ms)?\s*(?:(\d+(?:\.\d+)?)us)?\s*$"
@@ -94,17 +89,6 @@ def required_grace(
         required_s=round(generation + (ttft_p99_ms or 0.0) / 1000 + margin, 3),
         source=source,
     )
-
-
-def latency_from_bench(run_dir: Path, endpoint: str | None = None) -> tuple[float, float | None, str]:
-    """Worst TPOT p99 and TTFT p99 (ms) over the steps of a bench run's summary.json; TTFT None when no step
-    measured it (the source says so)."""
-    path = run_dir / "summary.json" if run_dir.is_dir() else run_dir
-    if not path.exists():
-        raise BadInput(f"{path}: no such file", hint="pass a bench run directory (runs/<id>)")
-    data = load_json(path, max_bytes=SUMMARY_MAX_BYTES, what="bench summary.json")
-    steps = data.get("steps", []) if isinstance(data, dict) else []
-    return latency_from_steps(steps, f"bench {path.parent.name}", str(path), endpoint)
 
 
 def latency_from_steps(
@@ -193,11 +177,8 @@ def _prestop_sleep(node: yaml.Node) -> float | None:
     return float(m.group(1)) if m else None
 
 
-def scan_file(path: Path, need: GraceNeed, display: str) -> list[Finding]:
-    """Grace periods, preStop hooks and timeouts in one YAML file (all documents); BadInput when it cannot be
-    read as YAML (line and column), so no setting is skipped unsaid."""
-    text = read_text(path, max_bytes=SCAN_MAX_BYTES, what="deploy YAML file")
-    docs = list(checked_nodes(text, display, max_bytes=SCAN_MAX_BYTES))
+def deploy_findings(docs: list[yaml.Node | None], need: GraceNeed, display: str) -> list[Finding]:
+    """Grace periods, preStop hooks and timeouts in the parsed documents of one YAML file, against the need."""
     out: list[Finding] = []
     gen_s = need.server_s
     for doc in docs:
@@ -313,37 +294,12 @@ def scan_file(path: Path, need: GraceNeed, display: str) -> list[Finding]:
     return out
 
 
-def scan(root: Path, need: GraceNeed, skipped: list[str] | None = None) -> list[Finding]:
-    """Every *.yaml / *.yml under `root` (or the one file), at most MAX_FILES, in path order. A single file that
-    is not YAML is bad input; in a folder (Helm templates are not YAML) it is listed in `skipped` with why."""
-    if not root.exists():
-        raise BadInput(f"{root}: no such file or directory")
-    if root.is_file():
-        return sorted(scan_file(root, need, str(root)), key=lambda f: f.line)
-    files = sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
-    out: list[Finding] = []
-    for path in files[:MAX_FILES]:
-        try:
-            out.extend(sorted(scan_file(path, need, str(path.relative_to(root))), key=lambda f: f.line))
-        except BadInput as exc:
-            if skipped is None:
-                raise
-            skipped.append(exc.message)
-    if len(files) > MAX_FILES and skipped is not None:
-        skipped.append(f"{len(files) - MAX_FILES} more YAML files under {root} not read (limit {MAX_FILES})")
-    return out
-
-
-def grace_report(need: GraceNeed, scan_root: Path | None = None, client_timeout_s: float | None = None) -> GraceReport:
-    """The need, the scan findings, and the client-timeout check."""
-    report = GraceReport(need=need, client_timeout_s=client_timeout_s)
-    if scan_root is not None:
-        report.findings = scan(scan_root, need, report.skipped)
-    if client_timeout_s is not None:
-        gen = need.server_s
-        if client_timeout_s < gen:
-            report.warnings.append(
-                f"client timeout {client_timeout_s:g} s < {gen:.0f} s server generation time: users give up while "
-                "the server keeps generating (wasted capacity, amplified during a canary)"
-            )
-    return report
+def timeout_warning(need: GraceNeed, client_timeout_s: float) -> str | None:
+    """A client timeout shorter than the server's generation: users give up while the server keeps generating."""
+    gen = need.server_s
+    if client_timeout_s >= gen:
+        return None
+    return (
+        f"client timeout {client_timeout_s:g} s < {gen:.0f} s server generation time: users give up while "
+        "the server keeps generating (wasted capacity, amplified during a canary)"
+    )

@@ -18,9 +18,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from switchover.errors import BadInput
-from switchover.evidence.bench import BenchReport
+from switchover.evidence.bench import SUMMARY_MAX_BYTES, BenchReport
 from switchover.evidence.bench_step import StepSummary
-from switchover.plan.grace import SUMMARY_MAX_BYTES
 from switchover.textfile import load_json
 
 MIN_IDLE_MS = 1000.0  # a gap shorter than a second between two reads is scheduling noise, not a stall

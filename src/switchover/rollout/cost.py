@@ -13,9 +13,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from switchover.config.rollout_entry import CostSettings
 from switchover.errors import BadInput
-from switchover.evidence.bench import BenchReport
+from switchover.evidence.bench import SUMMARY_MAX_BYTES, BenchReport
 from switchover.evidence.bench_step import StepSummary
-from switchover.plan.grace import SUMMARY_MAX_BYTES
 from switchover.rollout.entry import COST, EntryItem
 from switchover.textfile import load_json
 

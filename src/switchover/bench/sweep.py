@@ -69,7 +69,10 @@ class SweepPoint(BaseModel):
     out_tok_per_s: dict[str, float] = Field(default_factory=dict)
     knee: float | None = None
     knee_message: str | None = None
-    caps: dict[str, str] = Field(default_factory=dict, description="load -> the cap that bound (bench/capbind.py)")
+    caps: dict[str, str] = Field(
+        default_factory=dict,
+        description="load (bucket@load when the run has prompt buckets) -> the cap that bound (bench/capbind.py)",
+    )
     oom: dict[str, int] = Field(default_factory=dict, description="load -> out-of-memory answers (bench/oom.py)")
     oom_rate: dict[str, float] = Field(default_factory=dict, description="load -> OOM answers / measured requests")
     engine_end: str | None = Field(default=None, description="The engine process ended during its bench: how")
@@ -133,14 +136,15 @@ def _limits(p: SweepPoint, report: BenchReport, cmd: list[str]) -> None:
         report.limits = step_limits(Path(report.run_dir), report, caps={ep.label: cap})
         RunDir.open(report.run_dir).write_json("summary", report)
     loads = {(s.endpoint, s.bucket or "", s.step, s.repeat): _load(s.concurrency, s.rate) for s in report.steps}
+    requests: dict[str, int] = {}
     for lim in report.limits:
         load = loads.get((lim.endpoint, lim.bucket, lim.step, lim.repeat))
         if load is None:
             continue
-        p.caps[load] = lim.binding
+        p.caps[f"{lim.bucket}@{load}" if lim.bucket else load] = lim.binding  # buckets at one load: one verdict each
         p.oom[load] = p.oom.get(load, 0) + lim.oom
-        if lim.requests:
-            p.oom_rate[load] = round(lim.oom / lim.requests, 4)
+        requests[load] = requests.get(load, 0) + lim.requests
+    p.oom_rate = {load: round(p.oom[load] / n, 4) for load, n in requests.items() if n}
     p.advice = advice(report.limits, {ep.label: ep.engine})
 
 

@@ -15,50 +15,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from pydantic import BaseModel, Field
-
 from switchover.atomicfile import write_atomic
 from switchover.errors import BadInput
+from switchover.evidence.drill import DrillResult
 from switchover.inputs import base_url
 from switchover.redaction import redact
 from switchover.termtext import printable
-from switchover.warmup import Warmup, WarmupSettings, measure, ttft_probe
+from switchover.warmup import WarmupSettings, measure, ttft_probe
 from switchover.wire.readiness import check_ready
 
 Progress = Callable[[str], None]
-
-
-class DrillResult(BaseModel):
-    """Timings of one drill, in seconds (perf_counter); `recovery_s` is the figure for the report."""
-
-    url: str
-    stop_command: str
-    start_command: str
-    started_wall: float = Field(description="Wall-clock start (label only)")
-    stop_s: float | None = Field(default=None, description="Stop command issued → exited")
-    stop_exit_code: int | None = None
-    start_s: float | None = Field(default=None, description="Start command issued → exited (None: runs in foreground)")
-    start_exit_code: int | None = None
-    foreground_pid: int | None = Field(default=None, description="The start command still running as the server")
-    ready_after_start_s: float | None = Field(default=None, description="Start command issued → first good response")
-    recovery_s: float | None = Field(default=None, description="Stop issued → first good response on the old engine")
-    checks: int = Field(default=0, description="Readiness checks made")
-    last_state: str | None = None
-    last_reason: str | None = None
-    ok: bool = False
-    reason: str = ""
-    model: str | None = Field(default=None, description="The model the first good response came from")
-    max_recovery_s: float | None = None
-    within_budget: bool | None = None
-    warmup: Warmup | None = Field(
-        default=None,
-        description="The warm-up tail after the first good response (switchover.warmup); None: not measured",
-    )
-    switch_s: float | None = Field(
-        default=None,
-        description="Stop issued → old at its steady TTFT (recovery_s + the "
-        "warm-up tail); None: warm-up not measured or not steady",
-    )
 
 
 async def run_drill(

@@ -18,10 +18,11 @@ from switchover.bench.sweep import SweepReport
 from switchover.config.migration import Migration
 from switchover.demo import DemoResult
 from switchover.doctor import Diagnosis, Symptom
-from switchover.drill import DrillResult
 from switchover.engines.startlog import StartlogReport
 from switchover.errors import BadInput
 from switchover.evidence.bench import BenchReport, Calibration
+from switchover.evidence.check import CheckReport
+from switchover.evidence.drill import DrillResult
 from switchover.evidence.review import GateVerdict, ReviewSummary
 from switchover.export.result import ExportResult
 from switchover.hardware.catalog import GpuSpec
@@ -39,7 +40,6 @@ from switchover.plan.parallel import Layout
 from switchover.plan.translate import Translation
 from switchover.probe.overload import OverloadReport
 from switchover.probe.report import ProbeReport
-from switchover.report.models import CheckReport
 from switchover.rollout.compare import ComparisonReport
 from switchover.rollout.controller import ActionResult, StatusView
 from switchover.rollout.gates import GateReport

@@ -21,6 +21,7 @@ from switchover.config.check import CheckSection
 from switchover.evidence.bench import AbStep, BenchPlan, BenchReport, EndpointSpec
 from switchover.evidence.bench_findings import KneeResult, MetricDelta
 from switchover.evidence.bench_step import StepSummary
+from switchover.evidence.check import EndpointSummary, PartRun
 from switchover.measure.distribution import Dist
 from switchover.model.diff import ModelDiff, ModelFacts, Reason
 from switchover.model.generation import GenerationDefaults, GenerationDiff
@@ -28,7 +29,6 @@ from switchover.model.template import Markers, RenderDiff, Template, TemplateDif
 from switchover.model.tokenizer import TokenizerDiff, TokenizerInfo
 from switchover.model.weights import WeightsFingerprint
 from switchover.probe.report import EndpointInfo, Observation, ProbeReport, ProbeResult
-from switchover.report.models import EndpointSummary, PartRun
 from switchover.verify.divergence import Divergence, GreedySummary
 from switchover.verify.report import (
     Boundary,

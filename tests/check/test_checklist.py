@@ -10,7 +10,7 @@ import pytest
 
 from switchover.check.judging import Judgement, item, load_checklist
 from switchover.check.rules import RULES
-from switchover.report.models import LEGACY_IDS, CheckItem
+from switchover.evidence.check import LEGACY_IDS, CheckItem
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "checklist.md").read_text(encoding="utf-8")

@@ -273,7 +273,7 @@ def test_weights_warn_names_a_quantization_change_from_diff_model() -> None:
 
 
 def _rollback(drill: dict | None, prereqs: dict[str, str], holding_at_risk: bool | None = None):  # type: ignore[no-untyped-def]
-    from switchover.drill import DrillResult
+    from switchover.evidence.drill import DrillResult
     from switchover.rollout.holding import HoldingReport, OldArmView, Prerequisite
     from switchover.rollout.rollback_view import RollbackEvidence
 

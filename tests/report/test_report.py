@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 
 from switchover.check.runner import build_report, write_outputs
+from switchover.evidence.check import CheckItem, overall_verdict
 from switchover.report.html import render_html
 from switchover.report.markdown import render_markdown
-from switchover.report.models import CheckItem, overall_verdict
 from tests.check import builders as b
 
 

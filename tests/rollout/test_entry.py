@@ -17,7 +17,7 @@ from switchover.config.gateway import ReviewConfig
 from switchover.config.rollout import RolloutSettings
 from switchover.config.rollout_entry import EntrySettings
 from switchover.errors import BadInput
-from switchover.report.models import CheckItem, CheckReport, EndpointSummary, PartRun
+from switchover.evidence.check import CheckItem, CheckReport, EndpointSummary, PartRun
 from switchover.rollout import entry as en
 from switchover.rollout.controller import Rollout
 from tests.rollout.builders import Clock, cli, write_ledger

@@ -12,7 +12,7 @@ import yaml
 from switchover.config import load_migration
 from switchover.config.rollout import GateName, RolloutSettings
 from switchover.config.rollout_holding import DrillRequirement, FailureType, HoldingSettings
-from switchover.drill import DrillResult
+from switchover.evidence.drill import DrillResult
 from switchover.rollout import rollback_ready
 from switchover.rollout.controller import Rollout
 from switchover.rollout.custom_gates import CustomGateResult

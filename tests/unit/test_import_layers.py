@@ -36,15 +36,12 @@ _GATEWAY_LEDGER = (
     "the gateway's ledger rows and metrics are the rollout's and the alerts' input (a foundation "
     "room for the ledger row is issue 25's typed-row work)"
 )
-_DRILL = "the rollback view reads the last drill's result"
 #: (importing package or module, imported module) -> why the edge is there today. Remove an entry when it goes.
 ALLOWED: dict[tuple[str, str], str] = {
     ("bench", "switchover.report.builder"): "the one HTML builder renders bench's report.html too",
     ("doctor", "switchover.plan.canary"): "doctor lists the canary plan's findings",
     ("export", "switchover.gateway.envoy"): "export and the gateway's Envoy plane share one renderer",
     ("export", "switchover.rollout"): "export renders the rollout's gates (Argo Rollouts, Grafana)",
-    ("rollout", "switchover.drill"): _DRILL,
-    ("rollout", "switchover.report.models"): "a stage's entry reads the check report's verdict",
     ("testing", "switchover.gateway.app"): "the fault matrix runs a real gateway against fake engines",
     ("testing", "switchover.gateway.server"): "the fault matrix runs a real gateway against fake engines",
 }

@@ -18,10 +18,10 @@ from pydantic import BaseModel, Field, ValidationError
 from switchover.config.bench import BenchSlos
 from switchover.config.check import CheckSection
 from switchover.errors import BadInput
+from switchover.evidence.check import EndpointSummary, PartRun
 from switchover.plan.capacity import CapacityResult
 from switchover.plan.grace import Finding, GraceNeed
 from switchover.plan.translate import LostItem, Translation
-from switchover.report.models import EndpointSummary, PartRun
 from switchover.runs import MAX_JSON_BYTES, RunDir
 from switchover.textfile import read_bytes
 

@@ -11,7 +11,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from switchover.check.evidence import Evidence
-from switchover.report.models import CHECKLIST_DOC, CheckItem, Citation, Figure, Link, Verdict, current_id
+from switchover.evidence.check import CHECKLIST_DOC, CheckItem, Citation, Figure, Link, Verdict, current_id
 
 T = TypeVar("T")
 

@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 
 from switchover.check.evidence import Evidence
 from switchover.check.judging import short_text
-from switchover.report.models import Plot
+from switchover.evidence.check import Plot
 
 COLORS = {"old": "#1f77b4", "new": "#d62728"}
 

@@ -10,7 +10,7 @@ from switchover.check import rules_model as mod
 from switchover.check import rules_rollback
 from switchover.check.evidence import Evidence
 from switchover.check.judging import ChecklistEntry, Judgement, Limits, item, load_checklist
-from switchover.report.models import CheckItem
+from switchover.evidence.check import CheckItem
 
 Rule = Callable[[Evidence, Limits], Judgement]
 

@@ -18,7 +18,7 @@ from switchover.config import Endpoint, Migration
 from switchover.config.bench import BenchSlos
 from switchover.config.check import CheckSection
 from switchover.errors import SwitchoverError
-from switchover.report.models import CheckReport, EndpointSummary, PartRun
+from switchover.evidence.check import CheckReport, EndpointSummary, PartRun
 from switchover.runs import RunDir
 from switchover.wire import EngineClient
 from switchover.wire.discovery import Discovered, discover
@@ -46,7 +46,7 @@ def build_report(rd: RunDir, *, total_s: float | None = None, created_wall: floa
     """Judge a check run directory: pure over what the parts left there (also used by `switchover report`)."""
     from switchover.check.plots import build_plots
     from switchover.check.rules import judge_all
-    from switchover.report.models import overall_verdict
+    from switchover.evidence.check import overall_verdict
 
     ev = load_evidence(rd)
     items = judge_all(ev)

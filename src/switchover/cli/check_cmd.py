@@ -12,7 +12,7 @@ from switchover.check.registry import NAMES
 from switchover.cli import params
 from switchover.cli.common import console, err_console, print_json, run
 from switchover.errors import BadInput, CheckFailed
-from switchover.report.models import CheckReport
+from switchover.evidence.check import CheckReport
 
 VERDICT_STYLE = {
     "go": "bold green",

@@ -7,9 +7,9 @@ import time
 from plotly.offline import get_plotlyjs
 
 from switchover import __version__
+from switchover.evidence.check import CheckReport
 from switchover.redaction import redact_data
 from switchover.report.builder import render_page
-from switchover.report.models import CheckReport
 
 AREA_TITLES = {
     "engine": "Engine switch: six impact areas",

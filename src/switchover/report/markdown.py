@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from switchover.evidence.check import CheckReport
 from switchover.redaction import redact
-from switchover.report.models import CheckReport
 
 _MARK = {"go": "✅ go", "no-go": "❌ no-go", "warn": "⚠️ warn", "not-run": "⏺ not run"}
 _OVERALL = {"go": "✅ GO", "no-go": "❌ NO-GO", "incomplete": "⏺ INCOMPLETE"}

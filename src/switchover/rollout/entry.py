@@ -20,7 +20,7 @@ from switchover.config.gateway import ReviewConfig
 from switchover.config.rollout import RolloutSettings, StageSpec
 from switchover.config.rollout_entry import EntrySettings
 from switchover.errors import BadInput
-from switchover.report.models import CheckReport
+from switchover.evidence.check import CheckReport
 from switchover.textfile import load_json
 
 EntryStatus = Literal["pass", "missing", "fail", "waived"]

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from switchover.config.rollout_holding import DrillRequirement, FailureType, HoldingSettings
-from switchover.drill import DrillResult
+from switchover.evidence.drill import DrillResult
 from switchover.rollout.custom_gates import CustomGateResult
 from switchover.rollout.verdicts import GateResult
 from switchover.wire.readiness import READY_STATES, ElapsedMs

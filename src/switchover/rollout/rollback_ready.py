@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from switchover.config.rollout_holding import HoldingSettings
-from switchover.drill import DrillResult
 from switchover.errors import SwitchoverError
+from switchover.evidence.drill import DrillResult
 from switchover.rollout.driver import set_gateway_fields
 from switchover.rollout.holding import OldArmView, PrereqStatus, Prerequisite, ReadyRecord, judge_drill
 from switchover.runs import MAX_JSON_BYTES

@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from switchover.config import Migration
-from switchover.drill import DrillResult
+from switchover.evidence.drill import DrillResult
 from switchover.rollout.controller import Rollout
 from switchover.rollout.holding import HoldingReport, Prerequisite
 from switchover.rollout.rollback_ready import latest_drill

@@ -1,13 +1,14 @@
-"""The judge's anytime-valid building blocks: quantile confidence sequences, betting on symmetry, rate bounds."""
+"""The judge's anytime-valid building blocks: quantile confidence sequences, betting on ranks, rate bounds."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 import pytest
 
-from switchover.rollout.judge import quantiles, rates, symmetry
+from switchover.rollout.judge import quantiles, ranks, rates, sequential
 
 
 @pytest.mark.parametrize("p, c", [(0.5, 8.0), (0.99, 200.0)])
@@ -44,30 +45,49 @@ def test_quantile_interval_is_unbounded_with_no_data_and_open_above_for_a_p99_of
     assert quantiles.quantile_interval(np.arange(20.0), 0.99, 0.01)[1] == math.inf
 
 
-def test_symmetry_wealth_stays_below_one_over_alpha_in_most_aa_runs_and_crosses_under_a_shift() -> None:
+def test_below_past_counts_earlier_old_values_at_or_below_each_value_ties_included() -> None:
+    rng = np.random.default_rng(12)
+    x, v = rng.integers(0, 6, (3, 70)).astype(float), rng.integers(0, 6, (3, 70)).astype(float)
+    want = np.array([[(x[i, :k] <= v[i, k]).sum() for k in range(70)] for i in range(3)])
+    assert (ranks.below_past(x, v) == want).all()
+    assert (ranks.below_past(x[0], v[0]) == want[0]).all()
+
+
+@pytest.mark.parametrize("counts", [False, True])
+def test_rank_wealth_reaches_one_over_alpha_in_at_most_alpha_of_aa_runs_watched_at_every_pair(counts: bool) -> None:
     rng = np.random.default_rng(2)
-    r = rng.standard_normal((1000, 1500)) - rng.standard_normal((1000, 1500))
-    s = symmetry.scales(r)
-    aa = (symmetry.first_crossing(symmetry.log_wealth(r, s, 0.0, 1), math.log(100)) > 0).mean()
-    assert aa <= 0.015
-    shifted = r + 0.3
-    hit = symmetry.first_crossing(symmetry.log_wealth(shifted, symmetry.scales(shifted), 0.0, 1), math.log(100))
-    assert (hit > 0).mean() > 0.99
+    if counts:  # token counts: few distinct values, ties everywhere (broken by the jitter)
+        old, new = rng.integers(10, 20, (1500, 1500)), rng.integers(10, 20, (1500, 1500))
+    else:
+        old, new = rng.lognormal(0, 0.5, (1500, 1500)), rng.lognormal(0, 0.5, (1500, 1500))
+    x, y = sequential.log_pairs(old, new, counts=counts)
+    psi = ranks.scores(x, y, 0.0)  # the null's boundary: no shift, no floor
+    alarms = (ranks.first_crossing(ranks.log_wealth(psi), math.log(100)) > 0).mean()
+    assert alarms <= 0.01 + 3 * math.sqrt(0.01 * 0.99 / 1500)  # alpha plus three binomial standard errors
+    shifted = ranks.scores(x, y + 0.2, 0.0)
+    assert (ranks.first_crossing(ranks.log_wealth(shifted), math.log(100)) > 0).mean() > 0.99
 
 
-def test_symmetry_scale_uses_only_earlier_pairs() -> None:
-    r = np.array([0.1, 0.1, 100.0, 0.1])
-    s = symmetry.scales(r)
-    assert s[0] == 1.0 and s[2] == pytest.approx(1.25 * 0.1)  # the 100 at k=3 is not in its own scale
-    assert s[3] == pytest.approx(1.25 * (0.1 + 0.1 + symmetry.CAP) / 3)
+def test_rank_scores_use_only_earlier_old_values_and_start_at_zero() -> None:
+    x, y = np.array([0.0, 1.0, 2.0, 3.0]), np.array([5.0, 0.5, 0.5, -1.0])
+    psi = ranks.scores(x, y, 0.0)
+    assert psi.tolist() == [0.0, 1 - 1, (1 - 2) / 2, (0 - 3) / 3]  # F over earlier old values, 0 at the first
+    changed = ranks.scores(np.array([0.0, 1.0, 2.0, 99.0]), y, 0.0)
+    assert changed[:3].tolist() == psi[:3].tolist()  # a later old value does not move an earlier score
 
 
-def test_symmetry_interval_holds_the_true_shift_and_narrows_with_more_pairs() -> None:
+def test_rank_wealth_is_monotone_in_the_shift_tested() -> None:
+    rng = np.random.default_rng(6)
+    x, y = rng.standard_normal(400), rng.standard_normal(400) + 0.1
+    walls = [ranks.log_wealth(ranks.scores(x, y, c0)) for c0 in (-0.2, 0.0, 0.1, 0.3)]
+    assert all((a >= b - 1e-12).all() for a, b in itertools.pairwise(walls))
+
+
+def test_rank_interval_holds_the_true_shift_and_narrows_with_more_pairs() -> None:
     rng = np.random.default_rng(3)
-    r = 0.1 + rng.standard_normal(4000) * 0.3 - rng.standard_normal(4000) * 0.3
-    few, many = r[:300], r
-    lo1, hi1 = symmetry.interval(few, symmetry.scales(few), 0.01)
-    lo2, hi2 = symmetry.interval(many, symmetry.scales(many), 0.01)
+    x, y = rng.standard_normal(4000) * 0.3, 0.1 + rng.standard_normal(4000) * 0.3
+    lo1, hi1 = ranks.interval(x[:300], y[:300], 0.01)
+    lo2, hi2 = ranks.interval(x, y, 0.01)
     assert lo1 < 0.1 < hi1 and lo2 < 0.1 < hi2
     assert hi2 - lo2 < hi1 - lo1
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from switchover.rollout.judge import quantiles, rates, symmetry
+from switchover.rollout.judge import quantiles, ranks, rates
 from switchover.rollout.judge.models import Decision, Direction, Interval, JudgeTest, Unit, distance
 
 JITTER = 1e-9
@@ -58,11 +58,12 @@ def log_ratio_values(old: np.ndarray, new: np.ndarray, *, counts: bool = False) 
     return np.nan_to_num(r, nan=0.0, posinf=50.0, neginf=-50.0)
 
 
-def log_ratios(old: np.ndarray, new: np.ndarray, *, counts: bool = False) -> np.ndarray:
-    """log(new_k / old_k) over the pairs k < min(len), ties broken by a seeded jitter of at most JITTER."""
+def log_pairs(old: np.ndarray, new: np.ndarray, *, counts: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """log old_k and log new_k over the pairs k < min(len), each moved by a seeded jitter of at most JITTER."""
     n = min(len(old), len(new))
-    r = log_ratio_values(np.asarray(old[:n]), np.asarray(new[:n]), counts=counts)
-    return r + JITTER * np.random.default_rng(0).uniform(-1, 1, size=n)
+    jit = JITTER * np.random.default_rng(0).uniform(-1, 1, size=2 * n)  # interleaved: a prefix keeps its jitter
+    x = ranks.log_values(np.asarray(old[:n]), counts=counts) + jit[0::2]
+    return x, ranks.log_values(np.asarray(new[:n]), counts=counts) + jit[1::2]
 
 
 def bulk_ratio(
@@ -75,36 +76,41 @@ def bulk_ratio(
     two_sided: bool = False,
     counts: bool = False,
 ) -> Decision:
-    """Bulk shift (p50): the typical new/old ratio over pairs of requests, by betting on symmetry (symmetry.py).
+    """Bulk shift (p50): the typical new/old ratio over pairs of requests, by betting on ranks (ranks.py).
     Two-sided (output length): each side at alpha / 2."""
-    r = log_ratios(old, new, counts=counts)
-    t = len(r)
+    x, y = log_pairs(old, new, counts=counts)
+    t = len(x)
     base = _Frame("bulk_ratio", metric, "ratio", floor, alpha, t, t, two_sided)
     if t == 0:
         return base.undecided("no pairs of requests yet")
-    s = symmetry.scales(r)
-    direction = bulk_direction(r, s, floor=floor, alpha=alpha, two_sided=two_sided)
-    low, high = symmetry.interval(r, s, alpha / 2 if two_sided else alpha)
+    direction = bulk_direction(x, y, floor=floor, alpha=alpha, two_sided=two_sided)
+    low, high = ranks.interval(x, y, alpha / 2 if two_sided else alpha)
     interval = Interval(
         low=math.expm1(low) if math.isfinite(low) else None, high=math.expm1(high) if math.isfinite(high) else None
     )
-    return _decision(base, direction, math.expm1(float(np.median(r))), interval)
+    effect = math.expm1(float(np.median(log_ratio_values(old[:t], new[:t], counts=counts))))
+    return _decision(base, direction, effect, interval)
 
 
-def bulk_direction(r: np.ndarray, s: np.ndarray, *, floor: float, alpha: float, two_sided: bool) -> Direction:
+def bulk_wealth(x: np.ndarray, y: np.ndarray, *, floor: float, two_sided: bool) -> dict[str, np.ndarray]:
+    """The running log-wealth of each bet behind a bulk decision: up (shift above log(1 + floor)), below (under
+    it); two-sided also down (below -log(1 + floor)) and above (over it)."""
+    edge = math.log1p(floor)
+    own = ranks.below_past(x, x)
+    psi = ranks.scores(x, y, edge, own)
+    out = {"up": ranks.log_wealth(psi), "below": ranks.log_wealth(-psi)}
+    if two_sided:
+        psi = ranks.scores(x, y, -edge, own)
+        out["down"], out["above"] = ranks.log_wealth(-psi), ranks.log_wealth(psi)
+    return out
+
+
+def bulk_direction(x: np.ndarray, y: np.ndarray, *, floor: float, alpha: float, two_sided: bool) -> Direction:
     """Whichever side's wealth reached 1/alpha first: above log(1 + floor) is a regression, below it is ok
     (two-sided: below -log(1 + floor) is a regression too, and ok needs both sides, each at alpha / 2)."""
-    edge = math.log1p(floor)
-    a = alpha / 2 if two_sided else alpha
-    thr = math.log(1 / a)
-    firsts: dict[str, np.ndarray | np.integer | int] = {
-        "up": symmetry.first_crossing(symmetry.log_wealth(r, s, edge, 1), thr),
-        "below": symmetry.first_crossing(symmetry.log_wealth(r, s, edge, -1), thr),
-    }
-    if two_sided:
-        firsts["down"] = symmetry.first_crossing(symmetry.log_wealth(r, s, -edge, -1), thr)
-        firsts["above"] = symmetry.first_crossing(symmetry.log_wealth(r, s, -edge, 1), thr)
-    return combine(firsts, two_sided)
+    thr = math.log((2 if two_sided else 1) / alpha)
+    wealth = bulk_wealth(x, y, floor=floor, two_sided=two_sided)
+    return combine({k: ranks.first_crossing(w, thr) for k, w in wealth.items()}, two_sided)
 
 
 def combine(firsts: dict[str, np.ndarray | np.integer | int], two_sided: bool) -> Direction:

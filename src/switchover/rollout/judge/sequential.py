@@ -1,8 +1,8 @@
 """The judge's tests over many replayed rollouts at once (one row per rollout, one column per pair of requests):
 when each rollout would first be declared a regression (or no regression) if the judge were read at every tick.
 
-The same rules as decide.py, written over cumulative counts so a power study of thousands of rollouts runs in
-seconds; tests/rollout/test_judge_sequential.py checks that both give the same decision at every tick.
+The same rules as decide.py, written over running sums so a power study of thousands of rollouts runs in
+seconds; tests/rollout/test_judge_decisions.py checks that both give the same decision at every checked tick.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from switchover.rollout.judge import quantiles, rates, symmetry
-from switchover.rollout.judge.decide import JITTER
+from switchover.rollout.judge import quantiles, ranks, rates
+from switchover.rollout.judge.decide import JITTER, bulk_wealth
 
 NEVER = np.iinfo(np.int64).max
 """The 'first tick' of a rollout that never decided."""
@@ -26,27 +26,37 @@ def first_true(hits: np.ndarray, ticks: np.ndarray | None = None) -> np.ndarray:
     return np.where(any_hit, at, NEVER)
 
 
-def jittered(r: np.ndarray, seed: int = 0) -> np.ndarray:
-    """r moved by at most JITTER (ties broken at random, as decide.log_ratios does)."""
-    return r + JITTER * np.random.default_rng(seed).uniform(-1, 1, size=r.shape)
+def log_pairs(
+    old: np.ndarray, new: np.ndarray, *, counts: bool = False, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """log old and log new (runs x pairs), each moved by at most JITTER (ties broken at random, as decide.log_pairs
+    does)."""
+    rng = np.random.default_rng(seed)
+    x = ranks.log_values(old, counts=counts) + JITTER * rng.uniform(-1, 1, size=np.shape(old))
+    return x, ranks.log_values(new, counts=counts) + JITTER * rng.uniform(-1, 1, size=np.shape(new))
 
 
-def bulk_first(r: np.ndarray, *, floor: float, alpha: float, two_sided: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """First regress and first ok pair count per rollout for the bulk-ratio test on log-ratios r (runs x pairs);
-    as decide.bulk_direction, the earlier of the two wins and the other is NEVER."""
-    edge = math.log1p(floor)
-    a = alpha / 2 if two_sided else alpha
-    thr = math.log(1 / a)
-    s = symmetry.scales(r)
+def bulk_first(
+    x: np.ndarray, y: np.ndarray, *, floor: float, alpha: float, two_sided: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """First regress and first ok pair count per rollout for the bulk-ratio test on log values x (old) and y (new),
+    runs x pairs; as decide.bulk_direction, the earlier of the two wins and the other is NEVER."""
+    wealth = bulk_wealth(x, y, floor=floor, two_sided=two_sided)
+    return bulk_first_from(wealth, alpha=alpha, two_sided=two_sided)
 
-    def at(c0: float, sign: int) -> np.ndarray:
-        f = symmetry.first_crossing(symmetry.log_wealth(r, s, c0, sign), thr)
+
+def bulk_first_from(wealth: dict[str, np.ndarray], *, alpha: float, two_sided: bool) -> tuple[np.ndarray, np.ndarray]:
+    """bulk_first from the log-wealths of decide.bulk_wealth (so many alphas can be read from one computation)."""
+    thr = math.log((2 if two_sided else 1) / alpha)
+
+    def at(key: str) -> np.ndarray:
+        f = ranks.first_crossing(wealth[key], thr)
         return np.where(f == 0, NEVER, f)
 
-    regress, ok = at(edge, 1), at(edge, -1)
+    regress, ok = at("up"), at("below")
     if two_sided:
-        regress = np.minimum(regress, at(-edge, -1))
-        ok = np.maximum(ok, at(-edge, 1))
+        regress = np.minimum(regress, at("down"))
+        ok = np.maximum(ok, at("above"))
     first_regress = np.where(regress <= ok, regress, NEVER)
     first_ok = np.where(ok < regress, ok, NEVER)
     return first_regress, first_ok

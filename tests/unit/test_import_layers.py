@@ -38,7 +38,6 @@ _GATEWAY_LEDGER = (
 )
 #: (importing package or module, imported module) -> why the edge is there today. Remove an entry when it goes.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("bench", "switchover.report.builder"): "the one HTML builder renders bench's report.html too",
     ("doctor", "switchover.plan.canary"): "doctor lists the canary plan's findings",
     ("export", "switchover.gateway.envoy"): "export and the gateway's Envoy plane share one renderer",
     ("export", "switchover.rollout"): "export renders the rollout's gates (Argo Rollouts, Grafana)",

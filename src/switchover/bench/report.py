@@ -13,12 +13,13 @@ from plotly.subplots import make_subplots
 
 from switchover.atomicfile import write_atomic
 from switchover.bench.capbind import step_limits
+from switchover.bench.report_template import BENCH_TEMPLATE
 from switchover.bench.steptable import fmt as _f
 from switchover.bench.steptable import limit_columns, step_flags, step_table
 from switchover.evidence.bench import BenchReport
 from switchover.evidence.bench_caps import advice
 from switchover.evidence.bench_step import StepSummary
-from switchover.report.builder import render_page
+from switchover.htmlpage import render_page
 from switchover.runs import RunDir
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
@@ -294,7 +295,7 @@ def render(report: BenchReport) -> str:
         ),
     )
     return render_page(
-        "bench.html",
+        BENCH_TEMPLATE,
         name=report.name,
         style=_STYLE,
         ended_early=(report.stopped_reason or "interrupted") if report.interrupted or report.stopped_reason else None,

@@ -8,8 +8,9 @@ from plotly.offline import get_plotlyjs
 
 from switchover import __version__
 from switchover.evidence.check import CheckReport
+from switchover.htmlpage import render_page
 from switchover.redaction import redact_data
-from switchover.report.builder import render_page
+from switchover.report.template import TEMPLATE
 
 AREA_TITLES = {
     "engine": "Engine switch: six impact areas",
@@ -26,7 +27,7 @@ def render_html(report: CheckReport) -> str:
     for i in report.items:
         areas.setdefault(i.area, []).append(i)
     return render_page(
-        "check.html",
+        TEMPLATE,
         r=report,
         counts=report.counts(),
         created=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(report.created_wall)),

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 
-from switchover.testing.matrix import fault_matrix
+from switchover.gateway.fault_matrix import fault_matrix
 
 
 def main() -> None:

@@ -12,15 +12,12 @@ from __future__ import annotations
 import difflib
 import re
 from importlib import resources
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, Field, TypeAdapter
 
 from switchover.errors import BadInput
-
-if TYPE_CHECKING:
-    from switchover.plan.canary import CanaryPlan
 
 
 class Cause(BaseModel):
@@ -52,22 +49,6 @@ class CanaryFigures(BaseModel):
     sustainable_total: dict[str, int] = Field(description="canary % -> concurrent requests the pair sustains")
     command: str = Field(description="the `plan canary` command that prints the same figures")
     notes: list[str] = Field(default_factory=list)
-
-
-def canary_figures(plan: CanaryPlan, gpu: str, command: str) -> CanaryFigures:
-    """The figures of a canary plan, as doctor prints them."""
-    return CanaryFigures(
-        engine=plan.engine_version.label if plan.engine_version else plan.engine,
-        gpu=gpu,
-        context=plan.context,
-        single_tokens=plan.single_tokens,
-        copy_tokens=[c.tokens for c in plan.copies],
-        sustainable_total={
-            f"{r.canary_percent:g}": r.sustainable_total for r in plan.table if 0 < r.canary_percent < 100
-        },
-        command=command,
-        notes=plan.warnings,
-    )
 
 
 class Symptom(BaseModel):

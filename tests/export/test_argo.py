@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from switchover.errors import BadInput
+from switchover.evidence import gateway_series as mn
 from switchover.export.argo import argo_rollout, validate
-from switchover.rollout import metric_names as mn
 from switchover.testing import require_tool
 
 

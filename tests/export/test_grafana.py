@@ -10,8 +10,8 @@ import orjson
 import yaml
 
 from switchover.config.rollout import RolloutSettings
+from switchover.evidence import gateway_series as mn
 from switchover.export.grafana import grafana_dashboard
-from switchover.rollout import metric_names as mn
 from switchover.testing import require_tool
 
 

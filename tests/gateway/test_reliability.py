@@ -3,7 +3,7 @@ The 10,000-request version is bench/gateway_reliability.py."""
 
 from __future__ import annotations
 
-from switchover.testing.matrix import fault_matrix
+from switchover.gateway.fault_matrix import fault_matrix
 
 
 async def test_random_faults_give_exactly_one_ledger_outcome_each_and_nothing_hangs(tmp_path):

@@ -14,7 +14,7 @@ import pytest
 
 from switchover.config.rollout import GateName, GateThresholds, PrometheusSource
 from switchover.errors import Unreachable
-from switchover.rollout import metric_names as mn
+from switchover.evidence import gateway_series as mn
 from switchover.rollout.gates import (
     ArmWindow,
     GateResult,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from switchover.evidence import gateway_series as mn
 from switchover.gateway.metrics import GatewayMetrics
-from switchover.rollout import metric_names as mn
 
 
 def test_every_queried_series_is_exported_by_the_gateway() -> None:

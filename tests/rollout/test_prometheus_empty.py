@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from switchover.config.rollout import PrometheusSource
-from switchover.rollout import metric_names as mn
+from switchover.evidence import gateway_series as mn
 from switchover.rollout.gates import stats_from_prometheus
 from tests.rollout.test_gates import _FakePrometheus, prometheus  # noqa: F401  (fixture)
 

@@ -4,14 +4,18 @@ engine and a GPU, the figures of that command (the one capacity model `plan cana
 from __future__ import annotations
 
 import shlex
+from typing import TYPE_CHECKING
 
 import typer
 
 from switchover import inputs
 from switchover.cli import params
 from switchover.cli.common import console, print_json
-from switchover.doctor import SYMPTOMS, CanaryFigures, Diagnosis, canary_figures, diagnose
+from switchover.doctor import SYMPTOMS, CanaryFigures, Diagnosis, diagnose
 from switchover.errors import BadInput
+
+if TYPE_CHECKING:
+    from switchover.plan.canary import CanaryPlan
 
 VERDICT_WORDS = {
     "tune": "tune this engine (not a reason to swap)",
@@ -169,3 +173,19 @@ def register(app: typer.Typer) -> None:
             return
         for i, d in enumerate(found):
             _print(d, i < len(found) - 1)
+
+
+def canary_figures(plan: CanaryPlan, gpu: str, command: str) -> CanaryFigures:
+    """The figures of a canary plan, as doctor prints them."""
+    return CanaryFigures(
+        engine=plan.engine_version.label if plan.engine_version else plan.engine,
+        gpu=gpu,
+        context=plan.context,
+        single_tokens=plan.single_tokens,
+        copy_tokens=[c.tokens for c in plan.copies],
+        sustainable_total={
+            f"{r.canary_percent:g}": r.sustainable_total for r in plan.table if 0 < r.canary_percent < 100
+        },
+        command=command,
+        notes=plan.warnings,
+    )

@@ -21,8 +21,8 @@ from switchover.config import Migration
 from switchover.config.rollout import GateName, RolloutSettings, StageSpec, check_selector
 from switchover.engines.profile import load_profile
 from switchover.errors import BadInput
+from switchover.evidence import gateway_series as mn
 from switchover.export.result import ExportResult, Limitation
-from switchover.rollout import metric_names as mn
 
 Metrics = Literal["gateway", "engines"]
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from switchover.config.rollout import RolloutSettings
+from switchover.evidence import gateway_series as mn
 from switchover.export.result import ExportResult, Limitation
-from switchover.rollout import metric_names as mn
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 W = "$__rate_interval"

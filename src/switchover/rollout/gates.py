@@ -16,10 +16,10 @@ from pydantic import BaseModel, Field, computed_field
 
 from switchover.config.rollout import GateName, GateThresholds, PrometheusSource
 from switchover.errors import BadInput
+from switchover.evidence import gateway_series as mn
 from switchover.ledger_files import CLOCK_SLACK_S, LedgerSkips, ledger_files, read_ledger_files
 from switchover.ledger_record import ARM_ERROR_OUTCOMES, CLIENT_OUTCOMES, NOT_AN_ARM_OUTCOMES, LedgerRecord, LedgerRow
 from switchover.measure.percentiles import percentile
-from switchover.rollout import metric_names as mn
 from switchover.rollout.compare import ComparisonReport, compare_samples, samples_from_ledger
 from switchover.rollout.custom_gates import CustomGateResult, promql_vector
 from switchover.rollout.entry import EntryReport

@@ -244,16 +244,22 @@ def test_the_plane_streams_from_vllm_and_llama_server_with_a_row_each(data_plane
         assert statuses == [200] * 24
         rows = _rows_for(plane, 24, since)
         assert {r["arm"] for r in rows} == {"old", "new"} and all(r["stream"] for r in rows)
-        # through Envoy, 1 of 24 requests to the bed's llama-server was retried on old in 2 of 4 runs (a 5xx or a
-        # reset before the headers: Envoy's log line does not say which); the client still got old's answer
-        assert all(r["outcome"] in ("ok", "fallback_ok") for r in rows), [
+        # every one served by its own arm: llama-server closes its connection after each stream, and a pooled
+        # connection reused in that window fell back to old through Envoy (before one request per connection)
+        assert all(r["outcome"] == "ok" for r in rows), [
             (r["outcome"], r.get("fallback_reason"), r.get("error")) for r in rows if r["outcome"] != "ok"
         ]
-        assert all(r["arm"] == "old" and r["status"] == 200 for r in rows if r["outcome"] == "fallback_ok")
         print(
             data_plane,
             "outcomes:",
             sorted((r["outcome"], r.get("fallback_reason")) for r in rows if r["outcome"] != "ok"),
+        )
+        # old's and new's own usage counts on both planes (on Envoy the Lua filter asked for usage and read it)
+        assert all(r.get("tokens_source") == "usage" and r.get("completion_tokens") for r in rows)
+        print(
+            data_plane,
+            "tokens:",
+            sorted({(r["arm"], r.get("completion_tokens"), r.get("tokens_source")) for r in rows}),
         )
         tries = plane.run_dir / "envoy" / "tries.log"
         if tries.exists():  # Envoy's own account of each failed try (flags, transport failure, connection id)

@@ -179,6 +179,17 @@ def test_a_client_that_asked_for_usage_gets_it_and_a_plain_json_answer_is_read_t
     assert (plain["completion_tokens"], plain["finish_reason"], plain.get("ttft_ms")) == (1, "length", None)
 
 
+def test_usage_is_asked_only_for_a_top_level_stream_true_without_stream_options(bed: Bed) -> None:
+    bodies = [
+        {"prompt": 'say "stream": true', "extra": {"stream": True}},  # nested, and inside a string: not a stream
+        {"prompt": "hi", "stream": True, "stream_options": {"include_usage": False}},  # the client's choice stands
+        {"prompt": "hi", "stream": False},
+    ]
+    for b in bodies:
+        bed.post(b, {"x-team": "n"})
+    assert bed.seen["old"] + bed.seen["new"] == bodies  # forwarded as sent
+
+
 def test_an_answer_the_filter_cannot_read_passes_untouched_with_null_fields(bed: Bed) -> None:
     got = bed.post({"prompt": "hi", "stream": True}, {"x-team": "g", "X-Mode": "garbage"})
     assert got.endswith(b"not json\n\n") and b"z" * 5000 in got and b"\xff\xfe" in got

@@ -1,6 +1,6 @@
 """The house style is checked where the tests run (issue 25): `ruff check`, `ruff format --check` over every Python
 file, and `mypy --strict` over the foundation packages that every verb builds on (wire, engines, model, hardware,
-config, measure). A failure prints the tool's own report."""
+config, measure, evidence). A failure prints the tool's own report."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PY_TREES = ["src", "tests", "bench", "scripts"]
-STRICT = ["measure", "wire", "engines", "model", "hardware", "config"]
+STRICT = ["measure", "wire", "evidence", "engines", "model", "hardware", "config"]
 
 
 def _tool(name: str) -> list[str]:

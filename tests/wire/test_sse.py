@@ -137,3 +137,70 @@ def test_whole_events_is_none_or_what_a_fresh_parser_returns(stream: tuple[bytes
         and all(b[:6] == b"data: " and b"\n" not in b for b in data[:-2].split(b"\n\n"))
     )
     assert (fast is not None) == one_line  # every read of whole one-line events takes the fast path
+
+
+def _parse_payloads(chunks: list[bytes]) -> list[tuple[bytes, str | None]]:
+    """What the raw transport reads: feed_payloads where it answers, feed_raw where it does not."""
+    p = SSEParser()
+    out: list[tuple[bytes, str | None]] = []
+    for c in chunks:
+        payloads = p.feed_payloads(c)
+        if payloads is None:
+            out.extend((e[0], e[1]) for e in p.feed_raw(c))
+        else:
+            out.extend((d, None) for d in payloads)
+    out.extend((e.data, e.event) for e in p.finish())
+    return out
+
+
+@st.composite
+def engine_streams(draw: st.DrawFn) -> tuple[bytes, list[tuple[bytes, str | None]]]:
+    """Mostly one-line `data:` events with LF framing, as engines send them, now and then something else."""
+    out: list[bytes] = []
+    expected: list[tuple[bytes, str | None]] = []
+    for _ in range(draw(st.integers(0, 12))):
+        value = draw(_value).encode()
+        kind = draw(st.integers(0, 9))
+        if kind < 7:
+            out.append(b"data: " + value + b"\n\n")
+            expected.append((value, None))
+        elif kind == 7:
+            out.append(b": ping\n\n")
+        elif kind == 8:
+            out.append(b"event: error\ndata: " + value + b"\n\n")
+            expected.append((value, "error"))
+        else:
+            out.append(b"data: " + value + b"\r\n\r\n")
+            expected.append((value, None))
+    return b"".join(out), expected
+
+
+@settings(max_examples=400, deadline=None)
+@given(engine_streams(), st.lists(st.integers(0, 400), max_size=30))
+def test_payloads_of_one_line_events_are_the_events_feed_reads_under_any_split(
+    stream: tuple[bytes, list[tuple[bytes, str | None]]], cuts: list[int]
+) -> None:
+    data, expected = stream
+    assert _parse_payloads([data]) == expected
+    assert _parse_payloads(_split(data, cuts)) == expected
+    assert _parse_payloads([data[i : i + 1] for i in range(len(data))]) == expected
+
+
+@settings(max_examples=400, deadline=None)
+@given(streams(), st.lists(st.integers(0, 400), max_size=30))
+def test_payloads_and_feed_raw_together_read_every_stream_as_feed_does(
+    stream: tuple[bytes, list[SSEEvent]], cuts: list[int]
+) -> None:
+    data, expected = stream
+    assert _parse_payloads(_split(data, cuts)) == [(e.data, e.event) for e in expected]
+
+
+def test_an_unfinished_event_waits_in_the_buffer_and_answers_none_when_it_needs_the_full_parser() -> None:
+    p = SSEParser()
+    assert p.feed_payloads(b'data: {"a":1}\n\ndata: {"b"') == [b'{"a":1}']
+    assert p.pending == len(b'data: {"b"')
+    assert p.feed_payloads(b":2}\n\ndata: [DONE]\n\n") == [b'{"b":2}', b"[DONE]"]
+    q = SSEParser()
+    assert q.feed_payloads(b"data: x\n") == []
+    assert q.feed_payloads(b": ping\n\n") is None and q.pending == len(b"data: x\n")  # untouched: feed_raw's turn
+    assert [e[0] for e in q.feed_raw(b": ping\n\n")] == [b"x"]

@@ -22,7 +22,16 @@ from typing import TYPE_CHECKING
 
 from switchover.wire import stamps
 from switchover.wire.error_body import parse_error_body
-from switchover.wire.fold import apply_body, apply_events, connect_text, ended, err_text, join_streamed_text, too_large
+from switchover.wire.fold import (
+    apply_body,
+    apply_events,
+    apply_payloads,
+    connect_text,
+    ended,
+    err_text,
+    join_streamed_text,
+    too_large,
+)
 from switchover.wire.http1 import HttpProtocolError, LlhttpResponseParser
 from switchover.wire.records import Failure, FailureKind, RequestRecord
 from switchover.wire.sse import SSEParser
@@ -132,7 +141,11 @@ class _Conn:
                 if rec.first_byte_ns is None:
                     rec.first_byte_ns = now
                     self._arm(min(now + self.pool.idle_ns, self.total_ns) - time.perf_counter_ns())
-                apply_events(rec, self.sse.feed_raw(body), now)
+                payloads = self.sse.feed_payloads(body)
+                if payloads is not None:
+                    apply_payloads(rec, payloads, now)
+                else:
+                    apply_events(rec, self.sse.feed_raw(body), now)
                 if self.sse.pending > self.pool.timeouts.max_body:
                     self._too_large(rec, "an unfinished SSE event", now)
                     return

@@ -63,6 +63,24 @@ class SSEParser:
             return [(d, none, ident) for d in payloads]
         return self.feed(chunk)
 
+    def feed_payloads(self, chunk: bytes) -> list[bytes] | None:
+        """`feed` for streams of one-line `data:` events with LF framing (what engines send): the payloads of the
+        events this read completed (an unfinished last event stays buffered, raw, as `feed` keeps it); None, with
+        the parser untouched, for anything else (CR, comments, other fields, several data lines), which `feed_raw`
+        must then see. Only the data comes back: such events carry neither an `event:` type nor an `id:`."""
+        if self._skip_lf or self._data or self._event is not None or b"\r" in chunk or b"\r" in self._buf:
+            return None
+        buf = self._buf + chunk if self._buf else chunk
+        cut = buf.rfind(b"\n\n") + 2
+        if cut < 2:  # no event finished in this read: the bytes wait for the rest
+            self._buf = buf
+            return []
+        payloads = _one_line_data(buf[:cut] if cut < len(buf) else buf)
+        if payloads is None:
+            return None
+        self._buf = buf[cut:]
+        return payloads
+
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """Parse one read; returns the events it completed (possibly none)."""
         if not chunk:
@@ -153,11 +171,12 @@ def whole_events(chunk: bytes) -> list[SSEEvent] | None:
 
 def _one_line_data(whole: bytes) -> list[bytes] | None:
     """The payloads when `whole` (ending in LF LF, no CR) is nothing but one-line `data: ...` events (what engines
-    send); else None. Two scans and one split: k joins 'LF LF data: ' plus the final LF LF and no other LF mean
-    exactly k + 1 such events, and the payloads come out of the split unsliced."""
-    if whole[:6] == b"data: " and whole.count(b"\n") == 2 * (whole.count(b"\n\ndata: ") + 1):
-        return whole[6:-2].split(b"\n\ndata: ")
-    return None
+    send); else None. One split and one count: k + 1 payloads split at 'LF LF data: ' and no LF but the 2(k + 1)
+    of their ends mean exactly k + 1 such events, and the payloads come out of the split unsliced."""
+    if whole[:6] != b"data: ":
+        return None
+    payloads = whole[6:-2].split(b"\n\ndata: ")
+    return payloads if whole.count(b"\n") == 2 * len(payloads) else None
 
 
 def parse_all(chunks: list[bytes]) -> list[SSEEvent]:

@@ -31,13 +31,13 @@ import math
 import numpy as np
 
 STAKES = np.array([0.15, 0.5])
-"""Fractions of wealth staked per pair: 0.15 is near the growth-optimal stake for a +10 % shift against a 2 %
-floor on the recorded TPOT traces (bench/judge_power.py); 0.5 catches large shifts sooner."""
+"""Fractions of wealth staked per pair: 0.15 detected a +10 % TPOT shift against the 2 % floor soonest at p90 on
+the recorded traces (bench/judge_power.py's scenarios); 0.5 catches large shifts sooner."""
 WEIGHTS = np.array([0.9, 0.1])
-"""Prior weight of each stake. Measured on 1,000 replayed rollouts of the llama-server trace at alpha 0.01 (median /
-p90 pairs): a fixed grid of 7 stakes x 2 scales (the bet before): +10 % 626 / 1,348, +20 % 154 / 300; 0.15 alone:
-744 / 1,206 and 326 / 435; these two at 9:1: 708 / 1,231 and 200 / 332; a predictable plug-in stake (aGRAPA,
-clipped to [0, 0.9]) was no better at p90 (611 / 1,249)."""
+"""Prior weight of each stake. Measured once on these rank scores (a replay of bench/judge_power.py's scenarios,
+1,000 rollouts of the llama-server trace, alpha 0.01; median / p90 pairs for +10 % and +20 %): the former grid of
+7 stakes averaged: 626 / 1,348 and 154 / 300; 0.15 alone: 744 / 1,206 and 326 / 435; these two at 9:1: 708 / 1,231
+and 200 / 332; a predictable plug-in stake (aGRAPA, clipped to [0, 0.9]) was no better at p90 (611 / 1,249)."""
 GRID = np.linspace(-3.0, 3.0, 1201)
 """Candidate log-shifts at which the interval is read (0.5 % apart, ratios from 1/20 to 20)."""
 LOG_FLOOR = 1e-12

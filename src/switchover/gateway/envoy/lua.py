@@ -158,7 +158,8 @@ function envoy_on_request(h)
     local body = h:body()
     if body and body:length() <= MAX_INJECT then
       local s = body:getBytes(0, body:length())
-      local ok, stream, opts, open = pcall(top_level, s)
+      local ok, stream, opts, open = false, false, false, nil
+      if s:find('"stream"', 1, true) then ok, stream, opts, open = pcall(top_level, s) end
       if ok and stream and not opts then
         body:setBytes(s:sub(1, open) .. '"stream_options":{"include_usage":true},' .. s:sub(open + 1))
         h:streamInfo():dynamicMetadata():set(NS, "asked_usage", true)  -- objects from before body() are stale
@@ -205,24 +206,25 @@ local function watch(h)
   local head, tail, scanned, first, at_boundary = "", "", 0, nil, true
   for chunk in h:bodyChunks() do
     local n = chunk:length()
-    if #head < EDGE then head = head .. chunk:getBytes(0, math.min(n, EDGE - #head)) end
+    -- one copy of a small chunk (an SSE event or a few) serves every look below; a large one is read in parts
+    local s = n <= 2 * EDGE and chunk:getBytes(0, n) or nil
+    if #head < EDGE then
+      head = head .. (s and s:sub(1, EDGE - #head) or chunk:getBytes(0, math.min(n, EDGE - #head)))
+    end
     local cut = math.min(n, EDGE)
-    tail = (tail .. chunk:getBytes(n - cut, cut)):sub(-EDGE)
+    tail = (tail .. (s and s:sub(-cut) or chunk:getBytes(n - cut, cut))):sub(-EDGE)
     if stream and first == nil and scanned < MAX_SCAN and n > 0 then
-      local look = chunk:getBytes(0, math.min(n, FIRST_SCAN))
+      local look = s or chunk:getBytes(0, math.min(n, FIRST_SCAN))
       scanned = scanned + #look
       if look:find('[^\\]"text"%s*:%s*"[^"]') or look:find('[^\\]"content"%s*:%s*"[^"]') then
         first = tonumber(h:timestampString(EnvoyTimestampResolution.MICROSECOND))
       end
     end
-    if dropping and n > 0 and n <= 2 * EDGE then
-      local s = chunk:getBytes(0, n)
+    if dropping and s and n > 0 then
       local kept = s:find('"usage"', 1, true) and strip(s, at_boundary)
       if kept then chunk:setBytes(kept) end
-      at_boundary = s:sub(-2) == "\n\n"
-    else
-      at_boundary = n >= 2 and chunk:getBytes(n - 2, 2) == "\n\n"
     end
+    if n >= 2 then at_boundary = (s and s:sub(-2) or chunk:getBytes(n - 2, 2)) == "\n\n" end
   end
   local md = h:streamInfo():dynamicMetadata()
   local text = stream and tail or (#head < EDGE and head or tail)

@@ -83,6 +83,17 @@ def test_rank_wealth_is_monotone_in_the_shift_tested() -> None:
     assert all((a >= b - 1e-12).all() for a, b in itertools.pairwise(walls))
 
 
+def test_rank_wealth_keeps_gaining_on_a_small_steady_edge_that_fixed_stakes_lose_on() -> None:
+    # mean 0.008, variance 1/6 (the rank score's): a fixed stake of 0.15 or 0.5 loses on average, so a judge with
+    # only fixed stakes never decides and its interval stops narrowing; the fading bet decides
+    rng = np.random.default_rng(0)
+    psi = np.where(rng.random(400_000) < (1 + 0.008 / 0.41) / 2, 0.41, -0.41)
+    assert 0 < ranks.first_crossing(ranks.log_wealth(psi), math.log(100)) < 400_000
+    assert np.cumsum(np.log1p(0.15 * psi))[-1] < 0 and np.cumsum(np.log1p(0.5 * psi))[-1] < 0
+    stakes = ranks.fading(20_000)
+    assert stakes[0] == ranks.FADING_CAP and (np.diff(stakes) <= 0).all() and stakes[-1] < 0.05
+
+
 def test_rank_interval_holds_the_true_shift_and_narrows_with_more_pairs() -> None:
     rng = np.random.default_rng(3)
     x, y = rng.standard_normal(4000) * 0.3, 0.1 + rng.standard_normal(4000) * 0.3

@@ -27,7 +27,7 @@ _PER_ROW = tuple(c for c in COLUMNS if c not in LABELS and c not in ("chunk_ns",
 class RowBatch:
     """Rows of one step (its labels shared) as columns; `add` per finished request, `table()` for Parquet."""
 
-    __slots__ = ("chunk_ns", "chunk_text", "cols", "first", "labels", "offsets")
+    __slots__ = ("_ns", "chunk_ns", "chunk_text", "cols", "first", "labels", "offsets")
 
     def __init__(self, labels: dict[str, Any]) -> None:
         self.labels = {k: labels.get(k) for k in LABELS}
@@ -36,6 +36,7 @@ class RowBatch:
         self.chunk_text: list[str] = []
         self.offsets: list[int] = [0]  # row i's events are chunk_ns[offsets[i]:offsets[i + 1]]
         self.first: list[int] = []  # row i's first event with text (the first token), -1 when none
+        self._ns: np.ndarray | None = None  # chunk_ns as numpy, made once for the statistics and the table
 
     def __len__(self) -> int:
         return len(self.first)
@@ -100,7 +101,7 @@ class RowBatch:
             if f.name in self.labels:
                 arrays.append(pa.array([self.labels[f.name]] * n, f.type))
             elif f.name == "chunk_ns":
-                arrays.append(pa.ListArray.from_arrays(offsets, pa.array(self.chunk_ns, pa.int64())))
+                arrays.append(pa.ListArray.from_arrays(offsets, pa.array(self._chunk_ns(), pa.int64())))
             elif f.name == "chunk_text":
                 arrays.append(pa.ListArray.from_arrays(offsets, pa.array(self.chunk_text, pa.string())))
             else:
@@ -132,8 +133,15 @@ class RowBatch:
             "n_ok": np.array([v is not None for v in n_out], dtype=bool),
             "first": np.array(self.first, dtype=np.int64),
             "offsets": np.array(self.offsets, dtype=np.int64),
-            "chunk_ns": np.array(self.chunk_ns, dtype=np.int64),
+            "chunk_ns": self._chunk_ns(),
         }
+
+    def _chunk_ns(self) -> np.ndarray:
+        """Every row's event times as one int64 array (converted once: a flush needs it twice)."""
+        if self._ns is None or len(self._ns) != len(self.chunk_ns):
+            self._ns = np.array(self.chunk_ns, dtype=np.int64)
+            self._ns.flags.writeable = False  # shared by the statistics and the Parquet table
+        return self._ns
 
 
 class StepRows:

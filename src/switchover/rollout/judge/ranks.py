@@ -64,7 +64,9 @@ def below_past(x: np.ndarray, v: np.ndarray) -> np.ndarray:
     x2, v2 = np.atleast_2d(x), np.atleast_2d(v)
     rows, n = x2.shape
     # ranks over x and v together; a stable sort puts x[j] before an equal v[k], so x[j] <= v[k] <=> rank below
-    rank = np.argsort(np.argsort(np.concatenate([x2, v2], axis=1), axis=1, kind="stable"), axis=1, kind="stable")
+    order = np.argsort(np.concatenate([x2, v2], axis=1), axis=1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.broadcast_to(np.arange(2 * n), order.shape), axis=1)  # order's inverse
     rx, rv = rank[:, :n], rank[:, n:]
     block = max(16, int(2 * math.sqrt(n)))
     out = np.zeros((rows, n), dtype=np.int64)

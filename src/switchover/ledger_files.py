@@ -49,6 +49,7 @@ class LedgerSkips:
     retired_files: int = 0  # files that retention deleted and that may have held rows of the span read (RETIRED)
     retired_rows: int = 0  # rows those files held, where counted
     retired_uncounted: int = 0  # of those files, the ones written before a restart: their rows were not counted
+    missing: str | None = None  # the run dir or file read does not exist yet: nothing recorded there (a state)
 
     def bad(self, where: str, reason: str) -> None:
         """Count one bad line; keep the first few as examples."""
@@ -57,8 +58,14 @@ class LedgerSkips:
             self.examples.append(f"{where}: {reason}")
 
     def note(self) -> str | None:
-        """A sentence for reports, or None when no line was bad and no row was deleted by retention."""
+        """A sentence for reports, or None when the ledger exists, no line was bad and no row was deleted by
+        retention."""
         said = []
+        if self.missing is not None:
+            said.append(
+                f"no ledger at {self.missing} yet: nothing recorded there (the gateway writes it once it serves "
+                "a request: `switchover gateway -c FILE`)"
+            )
         if self.bad_lines:
             were = "line could not be read and was" if self.bad_lines == 1 else "lines could not be read and were"
             said.append(f"{self.bad_lines} ledger {were} skipped ({'; '.join(self.examples)})")

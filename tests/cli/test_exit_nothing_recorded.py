@@ -1,6 +1,7 @@
 """Nothing recorded yet is a state, not bad input (docs/cli.md): before the gateway has sampled a pair, `review
 summary` says so and exits 0, `review gate` holds (1), `review export` writes an empty file (0) and `review serve`
-says there is nothing to review (0); a database the user names with --db that is not there stays exit 2."""
+says there is nothing to review (0); before the gateway wrote its ledger, `rollout compare` says so (0) and the
+gates hold; a database or ledger the user names (--db, --ledger) that is not there stays exit 2."""
 
 from __future__ import annotations
 
@@ -57,3 +58,41 @@ def test_a_database_named_with_db_that_is_not_there_is_still_bad_input(tmp_path:
     for verb in (["summary"], ["gate"], ["export", "-o", str(tmp_path / "x.jsonl")]):
         code, _, err, _ = run_cli(["review", *verb, "--db", str(tmp_path / "typo.sqlite")])
         assert code == BAD_INPUT and "no review database" in err, (verb, err)
+
+
+def _rollout_config(tmp_path: Path) -> Path:
+    """A migration whose gateway has never run: its run_dir (the rollout's ledger) does not exist yet."""
+    p = tmp_path / "switchover.yaml"
+    p.write_text(
+        "old: {url: 'http://127.0.0.1:9', engine: vllm}\n"
+        "new: {url: 'http://127.0.0.1:10', engine: llamacpp}\n"
+        "gateway:\n  run_dir: never-written\n"
+    )
+    code, _, err, _ = run_cli(["rollout", "init", "-c", str(p)])
+    assert code == OK, err
+    return p
+
+
+def test_rollout_compare_before_the_gateway_wrote_its_ledger_is_0_saying_nothing_is_recorded(tmp_path: Path) -> None:
+    config = str(_rollout_config(tmp_path))
+    for mode in ("shadow", "arms"):
+        code, out, err, _ = run_cli(["rollout", "compare", "-c", config, "--mode", mode, "--json"])
+        assert code == OK, (mode, err)
+        assert any("no ledger at" in n and "never-written" in n for n in json.loads(out)["notes"]), out
+
+
+def test_rollout_gates_and_watch_in_a_stage_before_any_ledger_hold_and_say_why(tmp_path: Path) -> None:
+    config = str(_rollout_config(tmp_path))
+    code, _, err, _ = run_cli(["rollout", "advance", "-c", config, "--waive", "rollout.entry_check", "-m", "t"])
+    assert code == OK, err
+    code, out, err, _ = run_cli(["rollout", "gates", "-c", config])
+    assert code == FAILED and "decision: hold" in out and "no ledger at" in out, (out, err)
+    code, out, err, _ = run_cli(["rollout", "watch", "-c", config, "--max-checks", "1", "--interval", "0.01"])
+    assert code == OK and "shadow: hold" in out and "no ledger at" in out, (out, err)
+
+
+def test_a_ledger_named_with_ledger_that_is_not_there_is_still_bad_input(tmp_path: Path) -> None:
+    config = str(_rollout_config(tmp_path))
+    for verb in ("compare", "gates"):
+        code, _, err, _ = run_cli(["rollout", verb, "-c", config, "--ledger", str(tmp_path / "typo")])
+        assert code == BAD_INPUT and "--ledger" in err and "typo" in err, (verb, err)

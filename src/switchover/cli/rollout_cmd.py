@@ -39,6 +39,11 @@ FAILED_ACTIONS = ("hold", "auto_rollback", "refused", "rollback_blocked")
 
 def _rollout(config: Path, ledger: Path | None = None) -> Rollout:
     """The rollout of the migration file at `config`, read and validated here, once per command."""
+    if ledger is not None and not ledger.exists():  # typed by the user: a typo, unlike a run dir not written yet
+        raise BadInput(
+            f"--ledger {ledger}: no such file or directory",
+            hint="point --ledger at the gateway's run_dir (ledger-NNNNN.jsonl files)",
+        )
     return Rollout(load_migration(config), config, ledger=ledger)
 
 

@@ -15,7 +15,6 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, Field, computed_field
 
 from switchover.config.rollout import GateName, GateThresholds, PrometheusSource
-from switchover.errors import BadInput
 from switchover.evidence import gateway_series as mn
 from switchover.ledger_files import CLOCK_SLACK_S, LedgerSkips, ledger_files, read_ledger_files
 from switchover.ledger_record import ARM_ERROR_OUTCOMES, CLIENT_OUTCOMES, NOT_AN_ARM_OUTCOMES, LedgerRecord, LedgerRow
@@ -259,16 +258,17 @@ class LedgerRows(NamedTuple):
     skipped: LedgerSkips
 
 
-def ledger_paths(path: Path) -> list[Path]:
-    """The ledger files of a gateway run dir (or one .jsonl file), in write order; BadInput when absent."""
+def ledger_paths(path: Path, skipped: LedgerSkips | None = None) -> list[Path]:
+    """The ledger files of a gateway run dir (or one .jsonl file), in write order. A path that does not exist yet
+    holds no rows: nothing was recorded (a gateway that has not served yet), a state the gates hold on, said in
+    `skipped`'s note; a --ledger the user typed is checked where it is given (cli/rollout_cmd.py)."""
     if path.is_dir():
         return ledger_files(path) or sorted(path.glob("*.jsonl"))
     if path.is_file():
         return [path]
-    raise BadInput(
-        f"ledger {path}: no such file or directory",
-        hint="point --ledger at the gateway's run_dir (ledger-NNNNN.jsonl files)",
-    )
+    if skipped is not None:
+        skipped.missing = str(path)
+    return []
 
 
 def stream_ledger_rows(
@@ -277,7 +277,7 @@ def stream_ledger_rows(
     """Request and shadow rows at or after `since`, one at a time (memory flat in the ledger's length);
     unreadable lines are counted in `skipped` once the iterator is exhausted, and the rows of that span that ledger
     retention deleted at once."""
-    files = ledger_paths(path)  # checked now, not at the first next()
+    files = ledger_paths(path, skipped)  # checked now, not at the first next()
     if skipped is not None and path.is_dir():
         skipped.count_retired(path, since)
     if since is not None:

@@ -129,7 +129,8 @@ gateway:
 
 
 def test_every_tenant_lands_on_the_arm_policy_route_gives_it_with_the_deployments_seed(bed: Bed) -> None:
-    keys = [f"team-{i}" for i in range(300)]
+    # short ids, and ids across blake2b's 128-byte block boundaries (one, two and many blocks after the key block)
+    keys = [f"team-{i}" for i in range(300)] + [f"{n}-".ljust(n, "x") for n in (127, 128, 129, 256, 3000)]
     for k in keys:
         bed.post({"prompt": "hi"}, {"x-team": k})
     for k in ("sk-one", "sk-two"):  # no tenant header: the bearer token is the tenant, as in the built-in gateway

@@ -26,6 +26,8 @@ CACHE_TENANTS = 10000  # bucket cache per Envoy worker, emptied when full
 
 _SCRIPT = r"""
 local bit = require("bit")
+local ffi = require("ffi")
+local LITTLE = ffi.abi("le")
 local NS = "@NS@"
 local SEED = "@SEED@"
 local TENANT_HEADER = "@HEADER@"
@@ -50,24 +52,31 @@ local function word(s, i)  -- 8 bytes of s from index i, little-endian
   return w
 end
 
+-- a top-level function, not a closure made per block: LuaJIT compiles the rounds (a closure per call would not be)
+local function g(v, a, b, c, d, x, y)
+  v[a] = v[a] + v[b] + x; v[d] = ror(bxor(v[d], v[a]), 32)
+  v[c] = v[c] + v[d]; v[b] = ror(bxor(v[b], v[c]), 24)
+  v[a] = v[a] + v[b] + y; v[d] = ror(bxor(v[d], v[a]), 16)
+  v[c] = v[c] + v[d]; v[b] = ror(bxor(v[b], v[c]), 63)
+end
+
 local function compress(h, block, t, last)
   local v, m = {}, {}
   for i = 1, 8 do v[i] = h[i]; v[i + 8] = IV[i] end
   v[13] = bxor(v[13], t)
   if last then v[15] = bnot(v[15]) end
-  for i = 0, 15 do m[i] = word(block, 1 + 8 * i) end
-  local function g(a, b, c, d, x, y)
-    v[a] = v[a] + v[b] + x; v[d] = ror(bxor(v[d], v[a]), 32)
-    v[c] = v[c] + v[d]; v[b] = ror(bxor(v[b], v[c]), 24)
-    v[a] = v[a] + v[b] + y; v[d] = ror(bxor(v[d], v[a]), 16)
-    v[c] = v[c] + v[d]; v[b] = ror(bxor(v[b], v[c]), 63)
+  if LITTLE then  -- the block's 16 little-endian words, read in place
+    local words = ffi.cast("const uint64_t *", block)
+    for i = 0, 15 do m[i] = words[i] end
+  else
+    for i = 0, 15 do m[i] = word(block, 1 + 8 * i) end
   end
   for r = 1, 12 do
     local s = SIGMA[r]
-    g(1, 5, 9, 13, m[s[1]], m[s[2]]); g(2, 6, 10, 14, m[s[3]], m[s[4]])
-    g(3, 7, 11, 15, m[s[5]], m[s[6]]); g(4, 8, 12, 16, m[s[7]], m[s[8]])
-    g(1, 6, 11, 16, m[s[9]], m[s[10]]); g(2, 7, 12, 13, m[s[11]], m[s[12]])
-    g(3, 8, 9, 14, m[s[13]], m[s[14]]); g(4, 5, 10, 15, m[s[15]], m[s[16]])
+    g(v, 1, 5, 9, 13, m[s[1]], m[s[2]]); g(v, 2, 6, 10, 14, m[s[3]], m[s[4]])
+    g(v, 3, 7, 11, 15, m[s[5]], m[s[6]]); g(v, 4, 8, 12, 16, m[s[7]], m[s[8]])
+    g(v, 1, 6, 11, 16, m[s[9]], m[s[10]]); g(v, 2, 7, 12, 13, m[s[11]], m[s[12]])
+    g(v, 3, 8, 9, 14, m[s[13]], m[s[14]]); g(v, 4, 5, 10, 15, m[s[15]], m[s[16]])
   end
   for i = 1, 8 do h[i] = bxor(h[i], v[i], v[i + 8]) end
 end

@@ -10,10 +10,8 @@ from rich.markup import escape
 
 from switchover.cli import params
 from switchover.cli.common import console, err_console, print_json, run
-from switchover.drill import run_drill
 from switchover.errors import ExitCode
 from switchover.runs import RunDir
-from switchover.warmup import WarmupSettings
 
 
 def _progress(line: str) -> None:
@@ -68,6 +66,9 @@ def register(app: typer.Typer) -> None:
         Example: switchover drill --stop-new 'systemctl stop llm-new' --start-old 'systemctl start llm-old'
         --url http://127.0.0.1:8000 --max-recovery-s 120
         """
+        from switchover.drill import run_drill  # here, not at import: `drill --help` stays quick
+        from switchover.warmup import WarmupSettings
+
         rd = RunDir.create(runs, "drill")
         result = run(
             run_drill(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 from rich.markup import escape
@@ -15,14 +15,11 @@ from switchover import inputs
 from switchover.cli import params
 from switchover.cli import rollout_render as render
 from switchover.cli.common import console, print_json
-from switchover.config import load_migration
 from switchover.errors import BadInput, ExitCode, Unreachable
-from switchover.ledger_files import LedgerSkips
-from switchover.rollout.client_defaults import ClientMixCounter, client_mix
-from switchover.rollout.compare import compare_samples, samples_from_ledger
-from switchover.rollout.controller import ActionResult, Rollout
-from switchover.rollout.gates import stream_ledger_rows
-from switchover.rollout.stages import ABANDON_CRITERIA
+from switchover.rollout.abandon import ABANDON_CRITERIA
+
+if TYPE_CHECKING:  # the machinery is imported by the commands that run, so `rollout --help` stays quick
+    from switchover.rollout.controller import ActionResult, Rollout
 
 app = typer.Typer(
     help="Staged rollout: shadow → 5 → 20 → 50 → 100 % → holding, gated, audited, reversible.\n\n"
@@ -39,6 +36,9 @@ FAILED_ACTIONS = ("hold", "auto_rollback", "refused", "rollback_blocked")
 
 def _rollout(config: Path, ledger: Path | None = None) -> Rollout:
     """The rollout of the migration file at `config`, read and validated here, once per command."""
+    from switchover.config import load_migration
+    from switchover.rollout.controller import Rollout
+
     if ledger is not None and not ledger.exists():  # typed by the user: a typo, unlike a run dir not written yet
         raise BadInput(
             f"--ledger {ledger}: no such file or directory",
@@ -337,6 +337,11 @@ def compare(
 
     Example: switchover rollout compare -c switchover.yaml --mode shadow --json
     """
+    from switchover.ledger_files import LedgerSkips
+    from switchover.rollout.client_defaults import ClientMixCounter, client_mix
+    from switchover.rollout.compare import compare_samples, samples_from_ledger
+    from switchover.rollout.gates import stream_ledger_rows
+
     if mode not in ("shadow", "arms"):
         raise BadInput(f"--mode must be 'shadow' or 'arms', got {mode!r}")
     rollout = _rollout(config, ledger=ledger)

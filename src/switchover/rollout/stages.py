@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from switchover.config.rollout import StageSpec
 from switchover.errors import BadInput
+from switchover.rollout.abandon import ABANDON_CRITERIA, ABANDON_THRESHOLD
 from switchover.rollout.holding import HoldingState
 
 
@@ -23,30 +24,6 @@ class Status(StrEnum):
     COMPLETE = "complete"  # at the last stage (after the holding window, when there is one)
     HOLDING = "holding"  # at 100 %, the rollback window open: old kept warm and checked (holding.py)
     ABANDONED = "abandoned"  # terminal: the migration was called off (docs/rollout.md)
-
-
-class Criterion(BaseModel):
-    """One of the abandonment criteria (docs/rollout.md)."""
-
-    key: str
-    text: str
-
-
-# When to give up the migration (docs/rollout.md): consider stopping when any two of these hold.
-ABANDON_CRITERIA: tuple[Criterion, ...] = (
-    Criterion(
-        key="hard_metrics",
-        text="two of the three hard metrics miss structurally: not a tuning problem, "
-        "the engine's way of working does not fit the input shape",
-    ),
-    Criterion(key="unreadable_logs", text="nobody on the team can read the new engine's scheduler logs"),
-    Criterion(key="release_cadence", text="the new engine's release cadence cannot keep up with the fixes needed"),
-    Criterion(
-        key="narrow_gain",
-        text="the gain is concentrated in one scenario; everything else needs extra compensating logic",
-    ),
-)
-ABANDON_THRESHOLD = 2  # "any two of the above"
 
 
 Action = Literal[

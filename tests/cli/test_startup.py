@@ -113,6 +113,9 @@ MACHINERY = [
     (["schema", "--help"], ("switchover.config", "switchover.outputs")),
     (["testbed", "--help"], ("switchover.testbed.processes", "switchover.testbed.install", "switchover.runs")),
     (["testbed", "up", "--help"], ("switchover.testbed.processes", "switchover.runs")),
+    (["rollout", "--help"], ("switchover.rollout.controller", "switchover.rollout.compare", "scipy", "aiohttp")),
+    (["rollout", "abandon", "--help"], ("switchover.rollout.controller", "switchover.rollout.holding", "scipy")),
+    (["drill", "--help"], ("switchover.drill", "switchover.warmup", "aiohttp")),
 ]
 
 

@@ -58,7 +58,8 @@ LIMITS = [
         feature="per-arm TTFT/TPOT metrics and the ledger",
         why="Envoy measures upstream time to headers and total time, not time to first token",
         instead="scrape the engines' own TTFT histograms (see `switchover export grafana`); with "
-        "gateway.data_plane: envoy switchover writes ledger rows from Envoy's access log (no TTFT/TPOT/tokens)",
+        "gateway.data_plane: envoy switchover writes ledger rows from Envoy's access log, with TTFT, usage tokens "
+        "and finish_reason read by the same Lua filter",
     ),
 ]
 

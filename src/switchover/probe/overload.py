@@ -90,7 +90,7 @@ class OverloadReport(BaseModel):
 
 
 def _pct(values: list[float], q: float) -> float | None:
-    """The q-th percentile (bench/stats.py's one definition); None, not measured, for no values."""
+    """The q-th percentile (measure/percentiles.py's one definition); None, not measured, for no values."""
     return percentile(values, q) if values else None
 
 

@@ -266,6 +266,7 @@ def tool_guidellm(a: argparse.Namespace, url: str, c: int, ds: Path, work: Path)
     )
 
 
+STARTUP = ("cli", "stripped", "vllm")  # tools whose start-up CPU --startup measures (AIPerf, guidellm: too slow)
 TOOLS = {
     "cli": tool_cli,
     "stripped": tool_stripped,
@@ -305,6 +306,10 @@ def cli_main(a: argparse.Namespace, start_server: Any, stop: Any) -> int:
                     t0 = time.monotonic()
                     res = TOOLS[tool](a, url, c, ds, work) if tool in TOOLS else {"failed": "unknown tool"}
                     res["wall_s"] = time.monotonic() - t0
+                    if a.startup and tool in STARTUP and "cpu_s" in res:  # the same tool sending c requests
+                        small = TOOLS[tool](argparse.Namespace(**{**vars(a), "requests": c}), url, c, ds, work)
+                        if "cpu_s" in small:
+                            res["startup_cpu_s"] = small["cpu_s"]
                     results[(tool, c)] = res
                     loads[(tool, c)] = " ".join(f"{x:.2f}" for x in os.getloadavg())
                     print(
@@ -352,8 +357,36 @@ def _print(
                 f"{tool:<10}{r['req_per_s']:>8.0f}{ratio:>9.2f}×{r['cpu_s']:>8.1f}{r['peak_rss_mb']:>13.0f}  "
                 f"{loads[(tool, c)]:<12}{note}"
             )
+        _print_per_core(a, tools, c, results)
         failed |= _verdict(c, results)
     return 1 if failed else 0
+
+
+def per_core(r: dict[str, Any], requests: int, c: int) -> float | None:
+    """Requests one core sustains in the measuring phase: the run's requests beyond the start-up run's c, over the
+    CPU seconds beyond its start-up run's (imports, dataset, connections); None when not measured or not above
+    the start-up run's CPU (the load on a shared box does not slow this figure the way it slows wall req/s)."""
+    if "startup_cpu_s" not in r or "cpu_s" not in r:
+        return None
+    work = r["cpu_s"] - r["startup_cpu_s"]
+    return (requests - c) / work if work > 0 else None
+
+
+def _print_per_core(a: argparse.Namespace, tools: list[str], c: int, results: dict[tuple[str, int], Any]) -> None:
+    """--startup: CPU per request with each tool's start-up taken out, and the CLI's ratio on that basis."""
+    if not a.startup:
+        return
+    cli = per_core(results.get(("cli", c), {}), a.requests, c)
+    for tool in tools:
+        r = results[(tool, c)]
+        core = per_core(r, a.requests, c)
+        if core is None:
+            continue
+        ratio = f", CLI {cli / core:.2f}× per core" if cli and tool != "cli" else ""
+        print(
+            f"  {tool}: {1000 / core:.3f} ms CPU per request once started (start-up run of {c} requests: "
+            f"{r['startup_cpu_s']:.1f} s CPU), {core:.0f} req/s per core{ratio}"
+        )
 
 
 def _verdict(c: int, results: dict[tuple[str, int], dict[str, Any]]) -> bool:

@@ -457,6 +457,12 @@ def main() -> None:
         "dataset, Parquet, summary) beside the stripped path, vLLM, AIPerf and guidellm (loadgen_cli.py)",
     )
     ap.add_argument("--peer-requests", type=int, default=3000, help="--cli: requests for AIPerf and guidellm")
+    ap.add_argument(
+        "--startup",
+        action="store_true",
+        help="--cli: also run the CLI, the stripped path and vLLM with c requests, and give CPU per request with "
+        "start-up taken out (req/s per core: steady where the wall clock is shared)",
+    )
     a = ap.parse_args()
     if a.cli:
         _cli(a)

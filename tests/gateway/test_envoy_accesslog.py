@@ -8,11 +8,17 @@ from typing import Any
 import orjson
 import pytest
 
-from switchover.gateway.envoy.accesslog import Arms, counts_against_new, log_fields, to_row
+from switchover.gateway.envoy.accesslog import Arms, counts_against_new, log_fields, request_row
 from switchover.gateway.policy import tenant_hash
-from switchover.ledger_record import LedgerRecord
+from switchover.ledger_record import LedgerRecord, RequestRow
 
 ARMS = Arms({"127.0.0.1:1": "old", "127.0.0.1:2": "new"})
+
+
+def _row(raw: bytes) -> RequestRow:
+    row = request_row(raw, ARMS)
+    assert row is not None
+    return row
 
 
 def line(**over: Any) -> bytes:
@@ -58,26 +64,26 @@ def line(**over: Any) -> bytes:
     ],
 )
 def test_a_line_becomes_the_row_the_builtin_gateway_would_write(over: dict, want: tuple) -> None:
-    row = to_row(line(**over), ARMS)
+    row = request_row(line(**over), ARMS)
     assert row is not None
-    assert (row["routed"], row["arm"], row["outcome"], row["route_reason"], row["fallback_reason"]) == want
-    LedgerRecord.model_validate(row)  # the same schema: every reader reads it
+    assert (row.routed, row.arm, row.outcome, row.route_reason, row.fallback_reason) == want
+    LedgerRecord.model_validate(row.as_dict())  # the same schema: every reader reads it
 
 
 def test_the_tenant_is_hashed_with_the_deployment_seed_and_never_stored_raw() -> None:
-    row = to_row(line(), ARMS, b"seed")
-    assert row is not None and row["tenant"] == tenant_hash("team-a", b"seed")
-    assert b"team-a" not in orjson.dumps(row)
-    assert to_row(line(tenant="-"), ARMS)["tenant"] == tenant_hash(None)  # no header: anonymous
+    row = request_row(line(), ARMS, b"seed")
+    assert row is not None and row.tenant == tenant_hash("team-a", b"seed")
+    assert b"team-a" not in row.to_json()
+    assert _row(line(tenant="-")).tenant == tenant_hash(None)  # no header: anonymous
 
 
 def test_times_path_and_stream_come_from_envoys_fields_and_what_envoy_cannot_see_is_null() -> None:
-    row = to_row(line(content_type="text/event-stream; charset=utf-8"), ARMS)
-    assert row["ts"] == 1796450000.125 and row["path"] == "/v1/completions"
-    assert row["e2e_ms"] == 10.0  # DURATION less REQUEST_DURATION: from the whole request read to the end
-    assert row["stream"] is True
+    row = _row(line(content_type="text/event-stream; charset=utf-8"))
+    assert row.ts == 1796450000.125 and row.path == "/v1/completions"
+    assert row.e2e_ms == 10.0  # DURATION less REQUEST_DURATION: from the whole request read to the end
+    assert row.stream is True
     assert all(
-        row[k] is None
+        getattr(row, k) is None
         for k in (
             "ttft_ms",
             "tpot_ms",
@@ -96,7 +102,7 @@ def test_times_path_and_stream_come_from_envoys_fields_and_what_envoy_cannot_see
     [b"not json", b"[]", b'{"route": "control", "status": 200, "ts": "1"}', orjson.dumps({"status": "-", "ts": "1"})],
 )
 def test_lines_that_are_not_request_lines_give_no_row(raw: bytes) -> None:
-    assert to_row(raw, ARMS) is None
+    assert request_row(raw, ARMS) is None
 
 
 @pytest.mark.parametrize(
@@ -111,7 +117,7 @@ def test_lines_that_are_not_request_lines_give_no_row(raw: bytes) -> None:
     ],
 )
 def test_the_kill_switch_counts_new_arm_rows_as_the_builtin_gateway_does(over: dict, want: bool | None) -> None:
-    assert counts_against_new(to_row(line(**over), ARMS)) is want
+    assert counts_against_new(_row(line(**over))) is want
 
 
 def test_the_log_format_names_the_tenant_header() -> None:
@@ -122,13 +128,13 @@ def test_the_log_format_names_the_tenant_header() -> None:
 
 
 def test_without_the_request_duration_e2e_is_not_measured_rather_than_the_whole_duration() -> None:
-    row = to_row(line(request_ms="-"), ARMS)
-    assert row is not None and row["e2e_ms"] is None
-    assert to_row(line(), ARMS)["e2e_ms"] == 10  # type: ignore[index]
+    row = request_row(line(request_ms="-"), ARMS)
+    assert row is not None and row.e2e_ms is None
+    assert _row(line()).e2e_ms == 10
 
 
 def test_the_lua_filters_figures_fill_the_row_and_tokens_count_only_from_usage() -> None:
-    row = to_row(
+    row = request_row(
         line(
             content_type="text/event-stream",
             duration_ms=112,
@@ -144,10 +150,10 @@ def test_the_lua_filters_figures_fill_the_row_and_tokens_count_only_from_usage()
         ARMS,
     )
     assert row is not None
-    assert (row["tenant"], row["bucket"]) == ("00000000000004d2", 1234)
-    assert (row["completion_tokens"], row["tokens_source"], row["prompt_tokens"]) == (11, "usage", 3)
-    assert (row["finish_reason"], row["ttft_ms"], row["tpot_ms"]) == ("stop", 10.5, (110 - 10.5) / 10)
-    LedgerRecord.model_validate(row)
+    assert (row.tenant, row.bucket) == ("00000000000004d2", 1234)
+    assert (row.completion_tokens, row.tokens_source, row.prompt_tokens) == (11, "usage", 3)
+    assert (row.finish_reason, row.ttft_ms, row.tpot_ms) == ("stop", 10.5, (110 - 10.5) / 10)
+    LedgerRecord.model_validate(row.as_dict())
 
 
 @pytest.mark.parametrize(
@@ -161,11 +167,11 @@ def test_the_lua_filters_figures_fill_the_row_and_tokens_count_only_from_usage()
     ],
 )
 def test_token_figures_that_are_not_a_servers_usage_count_stay_null(over: dict[str, Any]) -> None:
-    row = to_row(line(**over), ARMS)
-    assert row is not None and row["completion_tokens"] is None and row["tokens_source"] is None
+    row = request_row(line(**over), ARMS)
+    assert row is not None and row.completion_tokens is None and row.tokens_source is None
 
 
 def test_a_line_without_the_filters_hash_hashes_the_raw_header_and_has_no_bucket() -> None:
-    row = to_row(line(tenant_hash="not-a-hash", bucket=12), ARMS, b"k" * 32)
+    row = request_row(line(tenant_hash="not-a-hash", bucket=12), ARMS, b"k" * 32)
     assert row is not None
-    assert (row["tenant"], row["bucket"]) == (tenant_hash("team-a", b"k" * 32), None)
+    assert (row.tenant, row.bucket) == (tenant_hash("team-a", b"k" * 32), None)

@@ -11,23 +11,24 @@ import orjson
 from switchover.config.gateway import ShadowConfig
 from switchover.gateway.envoy.mirror import MirrorJoin
 from switchover.gateway.ledger import Ledger, ledger_files
-from switchover.ledger_record import ShadowRecord
+from switchover.ledger_record import Arm, RequestRow, ShadowRecord
 from switchover.testing import FakeEngine
 
 BODY = orjson.dumps({"prompt": "hi", "max_tokens": 4})
 CFG = ShadowConfig(percent=100)
 
 
-def _row(rid: str, routed: str) -> dict:
-    return {
-        "request_id": rid,
-        "path": "/v1/completions",
-        "routed": routed,
-        "arm": routed,
-        "outcome": "ok",
-        "status": 200,
-        "stream": False,
-    }
+def _row(rid: str, routed: Arm) -> RequestRow:
+    return RequestRow(
+        ts=1.0,
+        request_id=rid,
+        path="/v1/completions",
+        routed=routed,
+        arm=routed,
+        outcome="ok",
+        status=200,
+        stream=False,
+    )
 
 
 def _shadow_rows(run_dir: Path) -> list[dict]:

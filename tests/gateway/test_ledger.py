@@ -76,7 +76,7 @@ def test_rows_are_batched_until_the_flush_interval_or_flush(tmp_path):
 
 
 def shadow_dict(i: int) -> dict:
-    """A shadow row as the gateway passes it to write_shadow (a plain dict, None values included)."""
+    """A shadow row's fields as a plain dict, None values included (validated into ShadowRecord to be written)."""
     return {
         "ts": i + 0.5,
         "request_id": f"r{i}",
@@ -107,8 +107,8 @@ def shadow_dict(i: int) -> dict:
 
 def test_shadow_rows_round_trip_next_to_request_rows(tmp_path):
     led = Ledger(tmp_path)
-    led.write_row(rec(1).model_dump(exclude={"kind"}) | {"shadowed": True})
-    led.write_shadow(shadow_dict(1))
+    led.write(rec(1).model_copy(update={"shadowed": True}))
+    led.write(ShadowRecord.model_validate(shadow_dict(1)))
     led.write(ShadowRecord.model_validate(shadow_dict(2)))
     led.close()
     lines = [orjson.loads(x) for x in ledger_files(tmp_path)[0].read_bytes().splitlines()]
@@ -137,7 +137,7 @@ def test_bad_lines_are_skipped_and_counted_and_a_torn_tail_counted_apart(tmp_pat
         fh.write(orjson.dumps(shadow_dict(1) | {"kind": "mirror"}) + b"\n")  # line 6: unknown kind
     led = Ledger(tmp_path)
     led.write(rec(3))
-    led.write_shadow(shadow_dict(3))
+    led.write(ShadowRecord.model_validate(shadow_dict(3)))
     led.close()
     with ledger_files(tmp_path)[1].open("ab") as fh:
         fh.write(b'{"ts": 4.0, "request_')  # being written
@@ -179,7 +179,7 @@ def test_rotation_with_shadow_rows_keeps_every_row_in_order(tmp_path):
     for i in range(20):
         led.write(rec(i))
         if i % 2 == 0:
-            led.write_shadow(shadow_dict(i))
+            led.write(ShadowRecord.model_validate(shadow_dict(i)))
     led.close()
     files = ledger_files(tmp_path)
     assert len(files) > 5 and all(f.stat().st_size <= 900 for f in files)

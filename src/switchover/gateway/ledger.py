@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import IO, Any
 
 import orjson
-from pydantic import BaseModel
 
 from switchover import safefile
 from switchover.ledger_files import LEDGER_NAME, RETIRED, ledger_files
@@ -79,35 +78,23 @@ class Ledger:
         return self._fh
 
     def write(self, record: LedgerRecord | ShadowRecord) -> None:
-        """A validated row (request or shadow), as a reader's model holds it."""
-        row = record.model_dump(exclude_none=True)
+        """A validated row (request or shadow), as a reader's model holds it: its fields in schema order, None values
+        left out (a request row without `kind`)."""
         if isinstance(record, ShadowRecord):
-            self.write_shadow(row)
+            self._append(_line(record.model_dump(exclude_none=True)), record.ts)
+            self.shadows_written += 1
         else:
-            row.pop("kind", None)
-            self.write_row(row)
+            self._append(_line(record.model_dump(exclude_none=True, exclude={"kind"})), record.ts)
+            self.written += 1
 
-    def write_row(self, row: RequestRow | dict[str, Any]) -> None:
-        """A request row: the gateway's typed row, or a dict with LedgerRecord's fields (the Envoy plane's access-log
-        rows; None values are left out; no `kind` means request)."""
-        if isinstance(row, RequestRow):
-            self._append(row.to_json(), row.ts)
-        else:
-            self._append(_line(row), row.get("ts"))
+    def write_row(self, row: RequestRow) -> None:
+        """A request row as the gateway or the Envoy plane built it (ledger_record.RequestRow)."""
+        self._append(row.to_json(), row.ts)
         self.written += 1
 
-    def write_shadow(self, row: ShadowRow | dict[str, Any]) -> None:
-        """A shadow row: the typed row, or a dict with ShadowRecord's fields and `shadow` a dict or a ShadowResult
-        (`kind` is set to "shadow"; None values are left out, in `shadow` too)."""
-        if isinstance(row, ShadowRow):
-            self._append(row.to_json(), row.ts)
-        else:
-            shadow = row.get("shadow")
-            if isinstance(shadow, BaseModel):
-                shadow = shadow.model_dump(exclude_none=True)
-            elif isinstance(shadow, dict):
-                shadow = {k: v for k, v in shadow.items() if v is not None}
-            self._append(_line({**row, "kind": "shadow", "shadow": shadow}), row.get("ts"))
+    def write_shadow(self, row: ShadowRow) -> None:
+        """A shadow row as the gateway or the Envoy plane built it (ledger_record.ShadowRow)."""
+        self._append(row.to_json(), row.ts)
         self.shadows_written += 1
 
     def _append(self, line: bytes, ts: Any) -> None:

@@ -20,7 +20,7 @@ import orjson
 from switchover.gateway.envoy.lua import NAMESPACE
 from switchover.gateway.headers import request_id as clean_request_id
 from switchover.gateway.policy import BUCKETS, tenant_hash
-from switchover.ledger_record import Arm, Outcome, RequestRow
+from switchover.ledger_record import NOT_AN_ARM_OUTCOMES, Arm, Outcome, RequestRow
 from switchover.measure.timing import tpot_ms
 
 FIELDS_BASE = {
@@ -149,12 +149,6 @@ def _answer(raw: dict[str, Any], stream: bool, e2e: float | None) -> dict[str, A
     }
 
 
-def to_row(line: bytes, arms: Arms, seed: bytes = b"") -> dict[str, Any] | None:
-    """request_row as a dict of every field (None included): what the plane indexes and the ledger writes."""
-    row = request_row(line, arms, seed)
-    return None if row is None else row.as_dict()
-
-
 def request_row(line: bytes, arms: Arms, seed: bytes = b"") -> RequestRow | None:
     """The ledger row for one access-log line; None for a line that is not one (or a control-path request)."""
     try:
@@ -199,19 +193,11 @@ def request_row(line: bytes, arms: Arms, seed: bytes = b"") -> RequestRow | None
     return row
 
 
-def counts_against_new(row: dict[str, Any]) -> bool | None:
+def counts_against_new(row: RequestRow) -> bool | None:
     """For the kill switch, as the built-in gateway counts: None when the row says nothing about new; else
     whether it was bad (a fallback, or new failing with a 5xx or mid-stream)."""
-    if row.get("routed") != "new" or row.get("outcome") in (
-        "client_disconnected",
-        "drain_cutoff",
-        "gateway_error",
-        "refused",
-        "bad_request",
-    ):
+    if row.routed != "new" or row.outcome in NOT_AN_ARM_OUTCOMES:
         return None
-    if row.get("fallback_reason"):
+    if row.fallback_reason:
         return True
-    return row.get("arm") == "new" and (
-        row["outcome"] == "failed_mid_stream" or (row["outcome"] == "error" and row["status"] >= 500)
-    )
+    return row.arm == "new" and (row.outcome == "failed_mid_stream" or (row.outcome == "error" and row.status >= 500))

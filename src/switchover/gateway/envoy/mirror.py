@@ -20,22 +20,8 @@ import orjson
 from switchover.config.gateway import ShadowConfig
 from switchover.gateway.ledger import Ledger
 from switchover.gateway.shadow import GENERATION_PATHS, Shadow, shadow_body
-from switchover.ledger_record import ShadowResult
+from switchover.ledger_record import RequestRow, ShadowResult, ShadowRow
 
-SHADOW_COPY = (
-    "path",
-    "routed",
-    "arm",
-    "outcome",
-    "status",
-    "stream",
-    "ttft_ms",
-    "tpot_ms",
-    "e2e_ms",
-    "completion_tokens",
-    "tokens_source",
-    "finish_reason",
-)
 MAX_WAITING = 10_000  # primaries and mirror results held for their other half, each
 
 
@@ -54,7 +40,7 @@ class MirrorJoin:
         self.shadow = Shadow()
         self.running: dict[str, asyncio.Task[ShadowResult]] = {}
         self.results: OrderedDict[str, ShadowResult] = OrderedDict()
-        self.primaries: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.primaries: OrderedDict[str, ShadowRow] = OrderedDict()  # the primary's side of its shadow row
         self.written = 0
 
     def copy(
@@ -71,7 +57,7 @@ class MirrorJoin:
         if path.partition("?")[0] not in GENERATION_PATHS:
             return "not a generation path"
         primary = self.primaries.get(request_id)
-        if primary is not None and primary.get("routed") == "new":
+        if primary is not None and primary.routed == "new":
             return "primary went to new"
         try:
             obj = orjson.loads(body)
@@ -105,29 +91,30 @@ class MirrorJoin:
         primary = self.primaries.pop(request_id, None)
         if primary is None:
             _bounded_put(self.results, request_id, result)
-        elif primary.get("routed") != "new":
-            self._write(request_id, primary, result)
+        elif primary.routed != "new":
+            self._write(primary, result)
 
-    def primary(self, row: dict[str, Any]) -> bool:
+    def primary(self, row: RequestRow) -> bool:
         """The primary's row, before it is written: True (set `shadowed`) when a mirror of it ran or runs."""
-        rid = row["request_id"]
-        if row.get("routed") == "new":
+        rid = row.request_id
+        if row.routed == "new":
             task = self.running.pop(rid, None)
             if task is not None:
                 task.cancel()
             self.results.pop(rid, None)
-            _bounded_put(self.primaries, rid, {"routed": "new"})
+            _bounded_put(self.primaries, rid, ShadowRow.of(row))  # a copy arriving later is dropped
             return False
-        fields = {k: row.get(k) for k in SHADOW_COPY}
+        side = ShadowRow.of(row)
         result = self.results.pop(rid, None)
         if result is not None:
-            self._write(rid, fields, result)
+            self._write(side, result)
             return True
-        _bounded_put(self.primaries, rid, fields)
+        _bounded_put(self.primaries, rid, side)
         return rid in self.running
 
-    def _write(self, request_id: str, primary: dict[str, Any], result: ShadowResult) -> None:
-        self.ledger.write_shadow({**primary, "request_id": request_id, "ts": time.time(), "shadow": result})
+    def _write(self, primary: ShadowRow, result: ShadowResult) -> None:
+        primary.ts, primary.shadow = time.time(), result
+        self.ledger.write_shadow(primary)
         self.written += 1
 
     async def close(self) -> None:

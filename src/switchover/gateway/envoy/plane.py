@@ -11,7 +11,7 @@ the route, and files are what N replicas on other machines can read without a co
 Every change the built-in gateway reacts to reaches Envoy here: an edit of gateway.weight / rollback (polled like
 the built-in gateway, or SIGHUP), a kill-switch trip (computed from Envoy's access log, as the built-in gateway
 counts: accesslog.counts_against_new), `gateway reset`. Envoy's JSON access log arrives on its stdout (a pipe) and
-every line becomes a ledger row (accesslog.to_row). `gateway state` / `reset` reach the control endpoint below
+every line becomes a ledger row (accesslog.request_row). `gateway state` / `reset` reach the control endpoint below
 through Envoy's listener, which stamps the caller's address; the token is the same admin.token.
 """
 
@@ -185,11 +185,11 @@ class EnvoyPlane:
     # ---- access log -> ledger + kill switch ---------------------------------------------------------
     def take_line(self, line: bytes) -> None:
         """One access-log line: its ledger row, and the kill switch fed as the built-in gateway feeds it."""
-        row = accesslog.to_row(line, self.arms, self.seed)
+        row = accesslog.request_row(line, self.arms, self.seed)
         if row is None:
             return
         if self.mirrors.primary(row):
-            row["shadowed"] = True
+            row.shadowed = True
         self.ledger.write_row(row)
         self.written += 1
         bad = accesslog.counts_against_new(row)

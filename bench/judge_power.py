@@ -392,7 +392,7 @@ def calibrate(st: Study) -> Calibration:
             cal.judge_alpha[(metric, test)] = calibrated_alpha(runs, test)
         if metric == "tpot_ms":
             cal.tpot_on_ticks = calibrated_on_ticks(runs, st.ticks)
-        z = kayenta_z(st.head(a, st.args.kayenta_runs), st.ticks, rng)
+        z = kayenta_z(a, st.ticks, rng)  # as many calibration rollouts as the judge's: calibrated the same way
         # Kayenta at its own 98 % unless that, watched at every tick, alarms on more than 1 % of A/A rollouts
         cal.kayenta_crit[metric] = max(st.crit98, float(np.quantile(z.max(axis=1), 1 - FA_TARGET)))
     return cal

@@ -258,3 +258,84 @@ def test_a_scrape_sent_before_the_step_and_answered_inside_it_is_not_the_steps(t
     ep = SimpleNamespace(label="new", engine="llamacpp", info={"/props": {"total_slots": 2, "build_info": "b11434"}})
     (lim,) = step_limits(tmp_path, SimpleNamespace(endpoints=[ep], steps=steps, step_times=times))
     assert (lim.scrapes, lim.waiting_scrapes, lim.binding) == (5, 5, "requests")
+
+
+# ---- the flag to raise, read from the profiles through engines/data/matrix/cap_raises.yaml -----------------------
+
+
+@pytest.mark.parametrize(
+    ("engine", "version", "binding", "flag", "status"),
+    [
+        ("vllm", "0.6.3", "requests", "--max-num-seqs", "present"),
+        ("vllm", "0.32.0", "tokens", "--max-num-batched-tokens", "present"),
+        ("vllm", "0.32.0", "kv_cache", "--gpu-memory-utilization", "present"),  # the fraction, not the byte size
+        ("sglang", "0.5.2", "requests", "--max-running-requests", "present"),
+        ("sglang", "0.5.2", "tokens", "--chunked-prefill-size", "present"),
+        ("sglang", "0.5.2", "kv_cache", "--mem-fraction-static", "present"),
+        ("llamacpp", "b11434", "requests", "--parallel", "present"),
+        ("llamacpp", "b11434", "kv_cache", "--ctx-size", "present"),  # --fit takes no fraction: the explicit size
+        ("tgi", "v3.1.1", "requests", "--max-batch-size", "present"),
+        ("trtllm", None, "kv_cache", "--kv_cache_free_gpu_memory_fraction", "present"),
+    ],
+)
+def test_each_engines_flag_for_a_binding_is_its_profiles_flag_for_the_bindings_intent(
+    engine: str, version: str | None, binding: str, flag: str, status: str
+) -> None:
+    got = raise_flag(engine, version, binding)
+    assert got is not None and (got.flag, got.status) == (flag, status)
+
+
+def test_the_request_cap_flags_a_launch_command_is_read_for_are_the_profiles_newest() -> None:
+    from switchover.evidence.bench_caps import RAISE
+
+    # the table this data replaced, for the engines it covered
+    assert RAISE["vllm"] == {
+        "requests": "--max-num-seqs",
+        "tokens": "--max-num-batched-tokens",
+        "kv_cache": "--gpu-memory-utilization",
+    }
+    assert RAISE["sglang"] == {
+        "requests": "--max-running-requests",
+        "tokens": "--chunked-prefill-size",
+        "kv_cache": "--mem-fraction-static",
+    }
+    assert RAISE["llamacpp"] == {"requests": "--parallel", "kv_cache": "--ctx-size"}
+    assert RAISE.get("openai", {}).get("requests") is None  # no profile: no flag
+
+
+def test_llamacpps_batch_size_is_not_advice_where_it_was_read_and_unknown_before_that() -> None:
+    assert raise_flag("llamacpp", "b11434", "tokens") is None  # a request waits only for a slot (cited)
+    older = raise_flag("llamacpp", "b3995", "tokens")
+    assert older is not None and (older.flag, older.status) == ("--batch-size", "unknown")
+    assert "read at b11434 only" in older.note
+
+
+def test_a_profile_without_the_bindings_intent_says_unknown_and_the_advice_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from switchover.evidence import bench_caps
+
+    data = bench_caps.CapRaises.model_validate({"bindings": {"tokens": [{"intent": "no_such_intent"}]}})
+    monkeypatch.setattr(bench_caps, "cap_raises", lambda: data)
+    bench_caps.cap_flag.cache_clear()
+    try:
+        got = raise_flag("vllm", "0.32.0", "tokens")
+        assert got is not None and (got.flag, got.status) == (None, "unknown")
+        assert got.note == "the vllm profile has no launch flag for no_such_intent at 0.32.0"
+        lim = _limit("new", 1, "tokens", "c=4").model_copy(update={"raise_flag": got})
+        assert advice([lim], {"new": "vllm"}) == [
+            "on vllm at c=4 the per-step token budget bound: unknown (the vllm profile has no launch flag for "
+            "no_such_intent at 0.32.0)"
+        ]
+    finally:
+        bench_caps.cap_flag.cache_clear()
+
+
+def test_a_not_raising_fact_without_a_url_source_is_refused() -> None:
+    from switchover.engines.matrixfile import validated
+    from switchover.errors import BadInput
+    from switchover.evidence.bench_caps import CapRaises
+
+    fact = {"engine": "e", "binding": "tokens", "intent": "i", "versions": ">=1", "read_at": "1", "why": "w"}
+    with pytest.raises(BadInput, match=r"not_raising\.0\.source"):
+        validated(CapRaises, {"bindings": {}, "not_raising": [fact | {"source": "seed"}]}, "cap_raises.yaml")

@@ -4,26 +4,13 @@ bench's console both say it)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from functools import cache
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Binding = Literal["requests", "tokens", "kv_cache", "none", "unknown"]
-# the launch flag that raises each cap, per engine; each is looked up in the release data at the version served
-RAISE: dict[str, dict[str, str]] = {
-    "vllm": {
-        "requests": "--max-num-seqs",
-        "tokens": "--max-num-batched-tokens",
-        "kv_cache": "--gpu-memory-utilization",
-    },
-    "sglang": {
-        "requests": "--max-running-requests",
-        "tokens": "--chunked-prefill-size",
-        "kv_cache": "--mem-fraction-static",
-    },
-    "llamacpp": {"requests": "--parallel", "kv_cache": "--ctx-size"},
-}
 WORDS = {"requests": "request-count cap", "tokens": "per-step token budget", "kv_cache": "KV cache (token budget)"}
 
 
@@ -39,7 +26,9 @@ class Scrape(BaseModel):
 class Raise(BaseModel):
     """The flag that raises a cap, as the release data knows it at the version served."""
 
-    flag: str
+    model_config = ConfigDict(frozen=True)
+
+    flag: str | None = Field(description="None: no flag known at the version served (status unknown, note says why)")
     status: Literal["present", "absent", "unknown"]
     url: str | None = None
     note: str = ""
@@ -78,11 +67,122 @@ class StepLimit(BaseModel):
         return self.oom / self.requests if self.requests else None
 
 
-def raise_flag(engine: str | None, version: str | None, binding: str) -> Raise | None:
-    """The flag that raises `binding` on `engine`, checked in the release data at `version`."""
-    flag = RAISE.get(engine or "", {}).get(binding)
-    if flag is None or engine is None:
+class Candidate(BaseModel):
+    """A profile intent whose flag may raise a binding."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    intent: str
+    kind: str | None = Field(default=None, description="the flag must take this kind of value (float: a fraction)")
+
+
+class NotRaising(BaseModel):
+    """An intent an engine has that does not raise a binding there, read in its source."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: str
+    binding: str
+    intent: str
+    versions: str = Field(description="release range it holds for (PEP 440 specifier set; llama.cpp: build numbers)")
+    read_at: str
+    why: str
+    source: str
+
+    @field_validator("source")
+    @classmethod
+    def _cited(cls, value: str) -> str:
+        if not value.startswith("https://"):
+            raise ValueError("an engine fact cites its source as a URL at a release")
+        return value
+
+
+class CapRaises(BaseModel):
+    """engines/data/matrix/cap_raises.yaml: which intents raise which binding."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bindings: dict[str, list[Candidate]]
+    not_raising: list[NotRaising] = Field(default_factory=list)
+
+
+@cache
+def cap_raises() -> CapRaises:
+    """The packaged binding -> intent data, validated."""
+    from switchover.engines.matrixfile import packaged, validated
+
+    return validated(CapRaises, packaged("cap_raises.yaml"), "cap_raises.yaml")
+
+
+@cache
+def cap_flag(engine: str, version: str | None, binding: str) -> Raise | None:
+    """The flag that raises `binding` as `engine`'s profile has it at `version` (status "unknown" when the profile has
+    none for the binding's intents, or at a release the data on it was not read for); None: no flag raises it, or
+    the engine has no profile."""
+    from switchover.engines.names import ENGINES
+    from switchover.engines.profile import _in_range, load_profile
+    from switchover.errors import BadInput
+
+    candidates = cap_raises().bindings.get(binding)
+    if engine not in ENGINES or not candidates:
         return None
+    try:
+        profile = load_profile(engine, version)
+    except BadInput as exc:
+        return Raise(flag=None, status="unknown", note=exc.message)
+    for cand in candidates:
+        spec = profile.flag(cand.intent)
+        if spec is None or spec.flag is None or (cand.kind is not None and spec.kind != cand.kind):
+            continue
+        for nr in cap_raises().not_raising:
+            if (nr.engine, nr.binding, nr.intent) != (engine, binding, cand.intent):
+                continue
+            if version is None or _in_range(nr.versions, version):
+                return None
+            return Raise(
+                flag=spec.flag, status="unknown", note=f"whether {spec.flag} raises it was read at {nr.read_at} only"
+            )
+        return Raise(flag=spec.flag, status="present")
+    at = f"at {version}" if version else "at the newest release it covers"
+    intents = ", ".join(c.intent for c in candidates)
+    return Raise(flag=None, status="unknown", note=f"the {engine} profile has no launch flag for {intents} {at}")
+
+
+class _NewestFlags(Mapping[str, dict[str, str]]):
+    """engine -> binding -> the flag at the newest release the profile covers, read from the data on first use
+    (bench/capbind.py's launch_cap reads the request cap's flag from it)."""
+
+    def __getitem__(self, engine: str) -> dict[str, str]:
+        from switchover.engines.names import ENGINES
+
+        if engine not in ENGINES:
+            raise KeyError(engine)
+        flags = {b: cap_flag(engine, None, b) for b in cap_raises().bindings}
+        return {b: r.flag for b, r in flags.items() if r is not None and r.flag is not None and r.status == "present"}
+
+    def __iter__(self) -> Iterator[str]:
+        from switchover.engines.names import ENGINES
+
+        return iter(ENGINES)
+
+    def __len__(self) -> int:
+        from switchover.engines.names import ENGINES
+
+        return len(ENGINES)
+
+
+RAISE: Mapping[str, dict[str, str]] = _NewestFlags()
+
+
+def raise_flag(engine: str | None, version: str | None, binding: str) -> Raise | None:
+    """The flag that raises `binding` on `engine` (cap_flag: the profile's at `version`), checked in the release data
+    at `version`."""
+    if engine is None:
+        return None
+    choice = cap_flag(engine, version, binding)
+    if choice is None or choice.flag is None or choice.status != "present":
+        return choice
+    flag = choice.flag
     from switchover.engines.releases import view
 
     v = view(engine, version)
@@ -110,6 +210,8 @@ def advice(limits: Iterable[StepLimit], engines: Mapping[str, str | None]) -> li
         flag = lim.raise_flag
         if flag is None:
             todo = "no flag known for it in this engine"
+        elif flag.flag is None:
+            todo = f"unknown ({flag.note})"
         elif flag.status == "present":
             where = "; ".join(x for x in (flag.url, flag.note) if x)
             todo = f"raise {flag.flag}" + (f" ({where})" if where else "")

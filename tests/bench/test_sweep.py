@@ -118,3 +118,27 @@ def test_two_prompt_buckets_at_one_load_keep_one_cap_verdict_each_and_the_oom_ra
     _limits(p, report, [])
     assert p.caps == {"short@8": "requests", "long@8": "tokens"}  # before: {"8": "tokens"}, short's verdict lost
     assert p.oom == {"8": 3} and p.oom_rate == {"8": 0.075}  # 3 of 40 requests, not 3 of the last bucket's 30
+
+
+def test_a_run_with_one_prompt_bucket_keys_its_caps_by_load_alone(tmp_path) -> None:
+    from switchover.bench.sweep import _limits
+    from switchover.evidence.bench import BenchReport, EndpointInfo, StepLimit, StepSummary
+
+    ep = EndpointInfo(engine="vllm", url="http://127.0.0.1:9", label="new", output_control="ignore_eos", model="m")
+    step = dict(endpoint="new", duration_s=1.0, req_per_s=1.0, chunks_per_s=1.0, out_tok_per_s=1.0, error_rate=0.0)
+    steps = [StepSummary(**step, step=0, bucket="32", concurrency=4, warmup=False, ok=10, failed=0, requests=10)]
+    limits = [
+        StepLimit(endpoint="new", bucket="32", step=0, repeat=0, load="4", binding="requests", detail="", scrapes=9)
+    ]
+    report = BenchReport(
+        name="r",
+        created_wall=0.0,
+        plan=BenchPlan(endpoints=[], requests=10),
+        endpoints=[ep],
+        steps=steps,
+        limits=limits,
+        run_dir=str(tmp_path),
+    )
+    p = SweepPoint(params={}, run_dir=str(tmp_path))
+    _limits(p, report, [])
+    assert p.caps == {"4": "requests"}

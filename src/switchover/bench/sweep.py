@@ -71,7 +71,7 @@ class SweepPoint(BaseModel):
     knee_message: str | None = None
     caps: dict[str, str] = Field(
         default_factory=dict,
-        description="load (bucket@load when the run has prompt buckets) -> the cap that bound (bench/capbind.py)",
+        description="load (bucket@load when the run has several prompt buckets) -> the cap that bound",
     )
     oom: dict[str, int] = Field(default_factory=dict, description="load -> out-of-memory answers (bench/oom.py)")
     oom_rate: dict[str, float] = Field(default_factory=dict, description="load -> OOM answers / measured requests")
@@ -137,11 +137,12 @@ def _limits(p: SweepPoint, report: BenchReport, cmd: list[str]) -> None:
         RunDir.open(report.run_dir).write_json("summary", report)
     loads = {(s.endpoint, s.bucket or "", s.step, s.repeat): _load(s.concurrency, s.rate) for s in report.steps}
     requests: dict[str, int] = {}
+    several = len({lim.bucket for lim in report.limits}) > 1  # then each bucket at a load keeps its own verdict
     for lim in report.limits:
         load = loads.get((lim.endpoint, lim.bucket, lim.step, lim.repeat))
         if load is None:
             continue
-        p.caps[f"{lim.bucket}@{load}" if lim.bucket else load] = lim.binding  # buckets at one load: one verdict each
+        p.caps[f"{lim.bucket}@{load}" if several else load] = lim.binding
         p.oom[load] = p.oom.get(load, 0) + lim.oom
         requests[load] = requests.get(load, 0) + lim.requests
     p.oom_rate = {load: round(p.oom[load] / n, 4) for load, n in requests.items() if n}

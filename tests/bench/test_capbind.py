@@ -285,22 +285,26 @@ def test_each_engines_flag_for_a_binding_is_its_profiles_flag_for_the_bindings_i
     assert got is not None and (got.flag, got.status) == (flag, status)
 
 
-def test_the_request_cap_flags_a_launch_command_is_read_for_are_the_profiles_newest() -> None:
-    from switchover.evidence.bench_caps import RAISE
+def test_the_flags_at_the_newest_release_are_the_table_the_data_replaced() -> None:
+    from switchover.evidence.bench_caps import cap_flag
+
+    def newest(engine: str) -> dict[str, str]:
+        got = {b: cap_flag(engine, None, b) for b in ("requests", "tokens", "kv_cache")}
+        return {b: r.flag for b, r in got.items() if r is not None and r.flag is not None and r.status == "present"}
 
     # the table this data replaced, for the engines it covered
-    assert RAISE["vllm"] == {
+    assert newest("vllm") == {
         "requests": "--max-num-seqs",
         "tokens": "--max-num-batched-tokens",
         "kv_cache": "--gpu-memory-utilization",
     }
-    assert RAISE["sglang"] == {
+    assert newest("sglang") == {
         "requests": "--max-running-requests",
         "tokens": "--chunked-prefill-size",
         "kv_cache": "--mem-fraction-static",
     }
-    assert RAISE["llamacpp"] == {"requests": "--parallel", "kv_cache": "--ctx-size"}
-    assert RAISE.get("openai", {}).get("requests") is None  # no profile: no flag
+    assert newest("llamacpp") == {"requests": "--parallel", "kv_cache": "--ctx-size"}
+    assert cap_flag("openai", None, "requests") is None  # no profile: no flag
 
 
 def test_llamacpps_batch_size_is_not_advice_where_it_was_read_and_unknown_before_that() -> None:

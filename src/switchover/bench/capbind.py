@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from switchover.bench.oom import StepKey, StepOom, records, step_ooms
-from switchover.evidence.bench_caps import RAISE, WORDS, Binding, Scrape, StepLimit, raise_flag
+from switchover.evidence.bench_caps import WORDS, Binding, Scrape, StepLimit, cap_flag, raise_flag
 
 KV_FULL = 0.95  # "near 100 %": a gauge of 0..1 (vllm:kv_cache_usage_perc, llamacpp:kv_cache_usage_ratio)
 # a verdict is the majority of a step's readings: below this many it would be the chance of one or two scrapes (on a
@@ -108,7 +108,8 @@ def request_cap(engine: str | None, info: Mapping[str, Any]) -> tuple[int | None
 def launch_cap(engine: str | None, version: str | None, argv: list[str]) -> int | None:
     """The request cap a launch command sets (vLLM --max-num-seqs N, llama.cpp -np N ...): the flag and its aliases
     as the release data knows them at `version`; None when the launch does not set it."""
-    flag = RAISE.get(engine or "", {}).get("requests")
+    choice = cap_flag(engine, version, "requests") if engine else None
+    flag = choice.flag if choice is not None else None
     if flag is None or engine is None:
         return None
     from switchover.engines.releases import FlagSpan, view

@@ -201,7 +201,7 @@ class ContextLengthSource(_Cited):
 
     def holds_at(self, version: str | None) -> bool:
         """Whether this source holds at a release (None: any release read)."""
-        return self.versions is None or version is None or _in_range(self.versions, version)
+        return self.versions is None or version is None or in_range(self.versions, version)
 
 
 class Overhead(_Cited):
@@ -444,7 +444,7 @@ def _range(spec: str) -> SpecifierSet:
     return SpecifierSet(_BUILD_TAG.sub(r"\1", "," + spec.strip())[1:])
 
 
-def _in_range(spec: str, version: str) -> bool:
+def in_range(spec: str, version: str) -> bool:
     """Whether a release (0.8.5.post1, 1.2.0rc1, b3995) lies in a range such as '>=0.8,<0.10.2' (PEP 440
     comparisons, pre-releases included)."""
     return _range(spec).contains(release_key(version), prereleases=True)
@@ -466,7 +466,7 @@ def _resolve_variants(raw: dict[str, Any], section: str, version: str | None) ->
                 if not v.get("versions") or _range(str(v["versions"])).contains(_NEWEST, prereleases=True)
             ]
         else:
-            held = [v for v in variants if not v.get("versions") or _in_range(str(v["versions"]), version)]
+            held = [v for v in variants if not v.get("versions") or in_range(str(v["versions"]), version)]
         if held:
             table[intent] = held[-1]
         else:

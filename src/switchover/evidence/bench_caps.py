@@ -4,7 +4,7 @@ bench's console both say it)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import Literal
 
@@ -120,7 +120,7 @@ def cap_flag(engine: str, version: str | None, binding: str) -> Raise | None:
     none for the binding's intents, or at a release the data on it was not read for); None: no flag raises it, or
     the engine has no profile."""
     from switchover.engines.names import ENGINES
-    from switchover.engines.profile import _in_range, load_profile
+    from switchover.engines.profile import in_range, load_profile
     from switchover.errors import BadInput
 
     candidates = cap_raises().bindings.get(binding)
@@ -137,7 +137,7 @@ def cap_flag(engine: str, version: str | None, binding: str) -> Raise | None:
         for nr in cap_raises().not_raising:
             if (nr.engine, nr.binding, nr.intent) != (engine, binding, cand.intent):
                 continue
-            if version is None or _in_range(nr.versions, version):
+            if version is None or in_range(nr.versions, version):
                 return None
             return Raise(
                 flag=spec.flag, status="unknown", note=f"whether {spec.flag} raises it was read at {nr.read_at} only"
@@ -146,32 +146,6 @@ def cap_flag(engine: str, version: str | None, binding: str) -> Raise | None:
     at = f"at {version}" if version else "at the newest release it covers"
     intents = ", ".join(c.intent for c in candidates)
     return Raise(flag=None, status="unknown", note=f"the {engine} profile has no launch flag for {intents} {at}")
-
-
-class _NewestFlags(Mapping[str, dict[str, str]]):
-    """engine -> binding -> the flag at the newest release the profile covers, read from the data on first use
-    (bench/capbind.py's launch_cap reads the request cap's flag from it)."""
-
-    def __getitem__(self, engine: str) -> dict[str, str]:
-        from switchover.engines.names import ENGINES
-
-        if engine not in ENGINES:
-            raise KeyError(engine)
-        flags = {b: cap_flag(engine, None, b) for b in cap_raises().bindings}
-        return {b: r.flag for b, r in flags.items() if r is not None and r.flag is not None and r.status == "present"}
-
-    def __iter__(self) -> Iterator[str]:
-        from switchover.engines.names import ENGINES
-
-        return iter(ENGINES)
-
-    def __len__(self) -> int:
-        from switchover.engines.names import ENGINES
-
-        return len(ENGINES)
-
-
-RAISE: Mapping[str, dict[str, str]] = _NewestFlags()
 
 
 def raise_flag(engine: str | None, version: str | None, binding: str) -> Raise | None:

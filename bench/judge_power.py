@@ -6,8 +6,10 @@ real engines (bench/data/judge_traces.json, written by bench/judge_traces.py; ho
 A rollout is replayed as two arms drawing requests at random (with replacement) from one engine's trace; A/A
 rollouts give both arms the same trace, A/B rollouts change the new arm (TPOT x1.05/1.10/1.20; the slowest 2 % of
 TPOTs x1.5, a p99-only shift; +1 % errors; +2 % truncations; output length x0.9). The judge is read after every
-pair of requests (its p99 test every 20); today's gates and Kayenta every `--tick` pairs (Kayenta's own advice is
-at least 50 points per metric). Kayenta is shown at its 98 % interval and with its critical value calibrated to a
+pair of requests (its p99 test every 20); today's gates at their own schedule, Kayenta first at 50 pairs (its own
+advice is at least 50 points per metric) and then every `--tick` pairs (10: close to watching continuously, as the
+judge is; a Kayenta read more often needs a higher critical value for the same false-alarm rate, and its
+calibration finds it). Kayenta is shown at its 98 % interval and with its critical value calibrated to a
 1 % false-alarm rate under the same watching; the judge at its default alpha and calibrated the same way (the
 largest alpha whose A/A false-alarm rate stays <= 1 %). Both are calibrated on A/A rollouts drawn with their own
 seed and then judged on other rollouts, so calibration and evaluation never share data.
@@ -42,6 +44,7 @@ from switchover.rollout.judge.decide import JITTER, bulk_wealth
 
 TRACES = Path(__file__).parent / "data" / "judge_traces.json"
 FA_TARGET = 0.01
+KAYENTA_FIRST = 50  # Kayenta's first read: its advice of at least 50 points per metric
 TAIL_EVERY = 20  # pairs between reads of the judge's p99 test in the study (its other tests: every pair)
 TODAY_TICKS = (
     50,
@@ -504,7 +507,9 @@ def main() -> None:
     ap.add_argument("--kayenta-runs", type=int, default=500)
     ap.add_argument("--today-runs", type=int, default=30, help="today's gates are slow: fewer rollouts")
     ap.add_argument("--pairs", type=int, default=3000, help="requests per arm in one rollout")
-    ap.add_argument("--tick", type=int, default=50, help="pairs between reads of Kayenta")
+    ap.add_argument(
+        "--tick", type=int, default=10, help=f"pairs between reads of Kayenta (the first at {KAYENTA_FIRST} pairs)"
+    )
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     if not (100 <= args.pairs <= 20_000 and 10 <= args.runs <= 100_000 and 10 <= args.tick <= args.pairs):
@@ -519,7 +524,7 @@ def main() -> None:
         traces=traces,
         cfg=JudgeConfig(enabled=True),
         th=th,
-        ticks=np.arange(args.tick, args.pairs + 1, args.tick),
+        ticks=np.arange(max(KAYENTA_FIRST, args.tick), args.pairs + 1, args.tick),
         today_ticks=np.array([t for t in TODAY_TICKS if th.min_samples <= t <= args.pairs]),
         crit98=float(stats.norm.ppf(0.5 + kayenta.CONF_LEVEL / 2)),
     )
@@ -538,7 +543,7 @@ def main() -> None:
         f"{args.pairs} pairs per rollout."
     )
     print(
-        f"Kayenta read every {args.tick} pairs ({args.kayenta_runs} rollouts); today's gates at "
+        f"Kayenta read at {st.ticks[0]} pairs, then every {args.tick} ({args.kayenta_runs} rollouts); today's gates at "
         f"{', '.join(str(t) for t in st.today_ticks)} pairs ({args.today_runs} rollouts)\n"
     )
     cal = calibrate(st)

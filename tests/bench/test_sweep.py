@@ -89,21 +89,32 @@ def test_a_points_line_says_where_a_cap_bound_and_where_oom_answers_came() -> No
     assert SweepPoint(params={}, run_dir=None).line() == ""
 
 
-def test_two_prompt_buckets_at_one_load_keep_one_cap_verdict_each_and_the_oom_rate_pools_them(tmp_path) -> None:
+def _point_limits(tmp_path, load: int, verdicts: list[tuple[str, str, int, int]]) -> SweepPoint:
+    """A sweep point's caps and OOM figures from a bench report with one step per (bucket, verdict, requests, OOM)
+    at one concurrency."""
     from switchover.bench.sweep import _limits
     from switchover.evidence.bench import BenchReport, EndpointInfo, StepLimit, StepSummary
 
     ep = EndpointInfo(engine="vllm", url="http://127.0.0.1:9", label="new", output_control="ignore_eos", model="m")
     step = dict(endpoint="new", duration_s=1.0, req_per_s=1.0, chunks_per_s=1.0, out_tok_per_s=1.0, error_rate=0.0)
     steps = [
-        StepSummary(**step, step=0, bucket=b, concurrency=8, warmup=False, ok=10, failed=0, requests=10)
-        for b in ("short", "long")
+        StepSummary(**step, step=0, bucket=b, concurrency=load, warmup=False, ok=n, failed=0, requests=n)
+        for b, _, n, _ in verdicts
     ]
     limits = [
         StepLimit(
-            endpoint="new", bucket=b, step=0, repeat=0, load="8", binding=cap, detail="", scrapes=9, requests=n, oom=oom
+            endpoint="new",
+            bucket=b,
+            step=0,
+            repeat=0,
+            load=str(load),
+            binding=cap,
+            detail="",
+            scrapes=9,
+            requests=n,
+            oom=oom,
         )
-        for b, cap, n, oom in (("short", "requests", 10, 0), ("long", "tokens", 30, 3))
+        for b, cap, n, oom in verdicts
     ]
     report = BenchReport(
         name="r",
@@ -116,29 +127,15 @@ def test_two_prompt_buckets_at_one_load_keep_one_cap_verdict_each_and_the_oom_ra
     )
     p = SweepPoint(params={}, run_dir=str(tmp_path))
     _limits(p, report, [])
+    return p
+
+
+def test_two_prompt_buckets_at_one_load_keep_one_cap_verdict_each_and_the_oom_rate_pools_them(tmp_path) -> None:
+    p = _point_limits(tmp_path, 8, [("short", "requests", 10, 0), ("long", "tokens", 30, 3)])
     assert p.caps == {"short@8": "requests", "long@8": "tokens"}  # before: {"8": "tokens"}, short's verdict lost
     assert p.oom == {"8": 3} and p.oom_rate == {"8": 0.075}  # 3 of 40 requests, not 3 of the last bucket's 30
 
 
 def test_a_run_with_one_prompt_bucket_keys_its_caps_by_load_alone(tmp_path) -> None:
-    from switchover.bench.sweep import _limits
-    from switchover.evidence.bench import BenchReport, EndpointInfo, StepLimit, StepSummary
-
-    ep = EndpointInfo(engine="vllm", url="http://127.0.0.1:9", label="new", output_control="ignore_eos", model="m")
-    step = dict(endpoint="new", duration_s=1.0, req_per_s=1.0, chunks_per_s=1.0, out_tok_per_s=1.0, error_rate=0.0)
-    steps = [StepSummary(**step, step=0, bucket="32", concurrency=4, warmup=False, ok=10, failed=0, requests=10)]
-    limits = [
-        StepLimit(endpoint="new", bucket="32", step=0, repeat=0, load="4", binding="requests", detail="", scrapes=9)
-    ]
-    report = BenchReport(
-        name="r",
-        created_wall=0.0,
-        plan=BenchPlan(endpoints=[], requests=10),
-        endpoints=[ep],
-        steps=steps,
-        limits=limits,
-        run_dir=str(tmp_path),
-    )
-    p = SweepPoint(params={}, run_dir=str(tmp_path))
-    _limits(p, report, [])
+    p = _point_limits(tmp_path, 4, [("32", "requests", 10, 0)])
     assert p.caps == {"4": "requests"}

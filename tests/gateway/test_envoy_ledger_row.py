@@ -8,7 +8,6 @@ tests/gateway/data/envoy_ledger_rows_golden.json`."""
 from __future__ import annotations
 
 import sys
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -19,31 +18,14 @@ from switchover.config import load_migration
 from switchover.gateway.envoy.plane import EnvoyPlane
 from switchover.gateway.ledger import ledger_files
 from switchover.ledger_record import ShadowResult
+from tests.gateway.test_envoy_accesslog import line
+from tests.gateway.test_ledger_row import assert_schema_order
 
 GOLDEN = Path(__file__).parent / "data" / "envoy_ledger_rows_golden.json"
 SEED = b"k" * 32
 
 
-def _line(**over: Any) -> bytes:
-    base = {
-        "ts": "1796450000.125",
-        "request_id": "req-1",
-        "path": "/v1/completions?x=1",
-        "route": "weight",
-        "cluster": "old",
-        "host": "127.0.0.1:1",
-        "status": 200,
-        "flags": "-",
-        "details": "via_upstream",
-        "attempts": 1,
-        "bytes_sent": 10,
-        "duration_ms": 12,
-        "request_ms": 2,
-        "first_byte_ms": 8,
-        "content_type": "application/json",
-        "tenant": "team-a",
-    }
-    return orjson.dumps({**base, **over})
+_line = line  # the access-log line of tests/gateway/test_envoy_accesslog.py
 
 
 _NEW = {"cluster": "new_then_old", "host": "127.0.0.1:2"}
@@ -134,15 +116,7 @@ def test_the_envoy_planes_typed_rows_write_the_same_json_as_its_dict_rows_did(na
 
 
 def test_the_envoy_planes_rows_are_in_schema_order(captured: dict[str, Any]) -> None:
-    from switchover.ledger_record import RequestRow, ShadowRow
-
-    order = {f.name: i for i, f in enumerate(fields(RequestRow))}
-    shadow_order = {f.name: i for i, f in enumerate(fields(ShadowRow))}
-    for rows in captured.values():
-        for row in rows:
-            keys = [k for k in row if k != "kind"]
-            rank = shadow_order if row.get("kind") == "shadow" else order
-            assert keys == sorted(keys, key=rank.__getitem__), keys
+    assert_schema_order(captured)
 
 
 def test_the_envoy_golden_file_covers_both_shadow_orders_and_every_outcome_envoy_logs() -> None:

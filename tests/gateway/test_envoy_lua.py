@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +22,7 @@ from switchover.subproc import stop
 from switchover.testbed.processes import free_port
 from switchover.testing import FakeEngine, wait_until
 from tests.export.test_envoy import _envoy
+from tests.gateway.test_envoy_plane import start_plane
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 WORDS = ["a", "b", "c", "d", "e"]
@@ -112,16 +110,9 @@ gateway:
   drain_seconds: 1
   run_dir: run
 """)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "switchover", "gateway", "--config", str(cfg)],
-            env={**os.environ, "PYTHONPATH": SRC},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
         run_dir = tmp_path / "run"
+        proc = start_plane(cfg, run_dir)
         try:
-            wait_until(lambda: proc.poll() is not None or (run_dir / "gateway.json").exists(), 60, "the plane's start")
-            assert proc.poll() is None, f"switchover gateway exited with {proc.returncode}"
             seed = deployment_seed(run_dir / "tenant.seed")
             yield Bed(f"http://127.0.0.1:{port}", run_dir, seed, seen)
         finally:

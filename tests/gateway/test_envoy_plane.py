@@ -69,6 +69,24 @@ def post(url: str, tenant: str) -> tuple[int, str]:
         return exc.code, "error"
 
 
+def start_plane(cfg: Path, run_dir: Path) -> subprocess.Popen[bytes]:
+    """`switchover gateway --config cfg` with the Envoy plane, once it has written run_dir/gateway.json (stopped and
+    failed loudly when it exits first)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "switchover", "gateway", "--config", str(cfg)],
+        env={**os.environ, "PYTHONPATH": SRC},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_until(lambda: proc.poll() is not None or (run_dir / "gateway.json").exists(), 60, "the plane's start")
+        assert proc.poll() is None, f"switchover gateway exited with {proc.returncode}"
+    except BaseException:
+        stop(proc)
+        raise
+    return proc
+
+
 def rows(run_dir: Path) -> list[dict]:
     return [json.loads(line) for f in ledger_files(run_dir) for line in f.read_text().splitlines() if line]
 
@@ -95,16 +113,9 @@ gateway:
   drain_seconds: 2
   run_dir: run
 """)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "switchover", "gateway", "--config", str(cfg)],
-            env={**os.environ, "PYTHONPATH": SRC},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
         run_dir = tmp_path / "run"
+        proc = start_plane(cfg, run_dir)
         try:
-            wait_until(lambda: proc.poll() is not None or (run_dir / "gateway.json").exists(), 60, "the plane's start")
-            assert proc.poll() is None, f"switchover gateway exited with {proc.returncode}"
             yield Plane(proc, f"http://127.0.0.1:{port}", admin, cfg, run_dir, old, new)
         finally:
             stop(proc)

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -23,6 +20,7 @@ from switchover.subproc import stop
 from switchover.testbed.processes import free_port
 from switchover.testing import FakeEngine, wait_until
 from tests.export.test_envoy import _envoy
+from tests.gateway.test_envoy_plane import start_plane
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 CLOSE_AFTER_S = 0.2  # the window in which the closing connection sits in Envoy's pool
@@ -87,15 +85,9 @@ gateway:
   drain_seconds: 1
   run_dir: run
 """)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "switchover", "gateway", "--config", str(cfg)],
-            env={**os.environ, "PYTHONPATH": SRC},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
         run_dir = tmp_path / "run"
+        proc = start_plane(cfg, run_dir)
         try:
-            wait_until(lambda: proc.poll() is not None or (run_dir / "gateway.json").exists(), 60, "the plane's start")
             for i in range(10):  # back to back: each next request comes inside the previous connection's window
                 req = urllib.request.Request(
                     f"http://127.0.0.1:{port}/v1/completions",

@@ -16,7 +16,7 @@ import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from pydantic import ValidationError
@@ -189,3 +189,65 @@ def read_ledger(run_dir: str | Path, skipped: LedgerSkips | None = None) -> Iter
 def read_requests(run_dir: str | Path, skipped: LedgerSkips | None = None) -> Iterator[LedgerRecord]:
     """The request rows only (shadow rows are left out)."""
     return (r for r in read_ledger(run_dir, skipped) if isinstance(r, LedgerRecord))
+
+
+# --- reading a run dir for a window (the rollout gates, compare, check) -----------------------------------
+
+
+class LedgerRows(NamedTuple):
+    """The rows a reader got, and the lines it skipped."""
+
+    rows: list[LedgerRow]
+    skipped: LedgerSkips
+
+
+def ledger_paths(path: Path, skipped: LedgerSkips | None = None) -> list[Path]:
+    """The ledger files of a gateway run dir (or one .jsonl file), in write order. A path that does not exist yet
+    holds no rows: nothing was recorded (a gateway that has not served yet), a state the gates hold on, said in
+    `skipped`'s note; a --ledger the user typed is checked where it is given (cli/rollout_cmd.py)."""
+    if path.is_dir():
+        return ledger_files(path) or sorted(path.glob("*.jsonl"))
+    if path.is_file():
+        return [path]
+    if skipped is not None:
+        skipped.missing = str(path)
+    return []
+
+
+def stream_ledger_rows(
+    path: Path, since: float | None = None, skipped: LedgerSkips | None = None
+) -> Iterator[LedgerRow]:
+    """Request and shadow rows at or after `since`, one at a time (memory flat in the ledger's length);
+    unreadable lines are counted in `skipped` once the iterator is exhausted, and the rows of that span that ledger
+    retention deleted at once."""
+    files = ledger_paths(path, skipped)  # checked now, not at the first next()
+    if skipped is not None and path.is_dir():
+        skipped.count_retired(path, since)
+    if since is not None:
+        files = files_that_may_hold(files, since)
+    return (r for r in read_ledger_files(files, skipped) if since is None or r.ts >= since)
+
+
+def files_that_may_hold(files: Sequence[Path], since: float) -> list[Path]:
+    """The ledger files that can hold a row that arrived at or after `since` (wall clock): a row is written
+    after its request arrived, so a closed file last modified (well) before `since` holds none and is not read
+    again on every gate tick (the rollout's CPU stays flat in the ledger's age). The newest file is always read."""
+    keep = []
+    for i, p in enumerate(files):
+        if i == len(files) - 1:
+            keep.append(p)
+            continue
+        try:
+            mtime = p.stat().st_mtime
+        except OSError:
+            continue  # rotated away (retention) between the listing and now
+        if mtime >= since - CLOCK_SLACK_S:
+            keep.append(p)
+    return keep
+
+
+def read_ledger_rows(path: Path, since: float | None = None) -> LedgerRows:
+    """Request and shadow rows at or after `since`, from a gateway run dir or one .jsonl file. Unreadable
+    lines are skipped and counted, never fatal: a bad line must not block a rollback."""
+    skipped = LedgerSkips()
+    return LedgerRows(list(stream_ledger_rows(path, since, skipped)), skipped)

@@ -130,7 +130,7 @@ def test_the_newest_manifest_entries_are_read_and_a_fifo_is_not(tmp_path, monkey
 
 
 def test_gate_and_compare_readers_count_the_deleted_rows_of_their_window(tmp_path) -> None:
-    from switchover.rollout.gates import stream_ledger_rows
+    from switchover.ledger_files import stream_ledger_rows
 
     _written(tmp_path, range(60), keep_files=2, ts_step=1000.0)
     whole = LedgerSkips()

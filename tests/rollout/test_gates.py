@@ -15,16 +15,9 @@ import pytest
 from switchover.config.rollout import GateName, GateThresholds, PrometheusSource
 from switchover.errors import Unreachable
 from switchover.evidence import gateway_series as mn
-from switchover.rollout.gates import (
-    ArmWindow,
-    GateResult,
-    WindowStats,
-    decide,
-    evaluate,
-    read_ledger_rows,
-    stats_from_ledger,
-    stats_from_prometheus,
-)
+from switchover.ledger_files import read_ledger_rows
+from switchover.rollout.gates import ArmWindow, GateResult, WindowStats, decide, evaluate, stats_from_ledger
+from switchover.rollout.prometheus_window import stats_from_prometheus
 from tests.rollout.builders import traffic, write_ledger
 
 TH = GateThresholds(min_samples=50, max_error_rate=0.02, max_fallback_ratio=0.05, max_ttft_p99_ratio=1.5)

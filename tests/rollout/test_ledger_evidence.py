@@ -12,10 +12,11 @@ import pytest
 
 from switchover.config import load_migration
 from switchover.config.rollout import GateName, GateThresholds
+from switchover.ledger_files import read_ledger_rows
 from switchover.ledger_record import CLIENT_OUTCOMES, NOT_AN_ARM_OUTCOMES, LedgerRecord, ShadowRecord
 from switchover.rollout.compare import compare_samples, samples_from_ledger
 from switchover.rollout.controller import Rollout
-from switchover.rollout.gates import evaluate, read_ledger_rows, stats_from_ledger
+from switchover.rollout.gates import evaluate, stats_from_ledger
 from tests.rollout.builders import Clock, at_five_percent_by_cli, cli, row, traffic, write_ledger
 
 TH = GateThresholds(min_samples=50, max_error_rate=0.02)

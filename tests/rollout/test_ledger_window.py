@@ -6,8 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from switchover.ledger_files import LedgerSkips
-from switchover.rollout.gates import files_that_may_hold, stream_ledger_rows
+from switchover.ledger_files import LedgerSkips, files_that_may_hold, stream_ledger_rows
 from tests.rollout.builders import traffic, write_ledger
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from switchover.config.rollout import PrometheusSource
 from switchover.evidence import gateway_series as mn
-from switchover.rollout.gates import stats_from_prometheus
+from switchover.rollout.prometheus_window import stats_from_prometheus
 from tests.rollout.test_gates import _FakePrometheus, prometheus  # noqa: F401  (fixture)
 
 

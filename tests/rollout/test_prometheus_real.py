@@ -21,7 +21,8 @@ from switchover.config.rollout_custom import CustomGate
 from switchover.errors import BadInput
 from switchover.gateway.metrics import GatewayMetrics
 from switchover.rollout.custom_gates import CustomGateResult, evaluate_custom
-from switchover.rollout.gates import evaluate, stats_from_prometheus
+from switchover.rollout.gates import evaluate
+from switchover.rollout.prometheus_window import stats_from_prometheus
 from switchover.subproc import stop
 from switchover.testbed.processes import free_port
 from switchover.testing import require_tool, wait_until

@@ -337,10 +337,9 @@ def compare(
 
     Example: switchover rollout compare -c switchover.yaml --mode shadow --json
     """
-    from switchover.ledger_files import LedgerSkips
+    from switchover.ledger_files import LedgerSkips, stream_ledger_rows
     from switchover.rollout.client_defaults import ClientMixCounter, client_mix
     from switchover.rollout.compare import compare_samples, samples_from_ledger
-    from switchover.rollout.gates import stream_ledger_rows
 
     if mode not in ("shadow", "arms"):
         raise BadInput(f"--mode must be 'shadow' or 'arms', got {mode!r}")

@@ -266,8 +266,7 @@ def ledger_mix(m: Any, config_path: Path | None, since_s: float | None = None) -
     all of it), with what differs on new; a missing ledger is said in the notes, with no requests."""
     import time
 
-    from switchover.ledger_files import LedgerSkips
-    from switchover.rollout.gates import stream_ledger_rows
+    from switchover.ledger_files import LedgerSkips, stream_ledger_rows
 
     path = ledger_of(m, config_path)
     engines = [None if ep.engine.value == "openai" else str(ep.engine.value) for ep in (m.old, m.new)]

@@ -18,6 +18,7 @@ from switchover.config.rollout import PrometheusSource, RolloutSettings
 from switchover.config.rollout_custom import CustomGate
 from switchover.errors import BadInput
 from switchover.evidence.review import ReviewSummary
+from switchover.ledger_files import stream_ledger_rows
 from switchover.ledger_record import LedgerRow
 from switchover.rollout import entry as en
 from switchover.rollout import rollback_ready
@@ -25,7 +26,7 @@ from switchover.rollout import stages as sm
 from switchover.rollout.custom_gates import Series, promql_vector
 from switchover.rollout.driver import apply_to_gateway
 from switchover.rollout.evidence import Window, judge_custom, read_window
-from switchover.rollout.gates import GateReport, WindowStats, decide, evaluate, stream_ledger_rows
+from switchover.rollout.gates import GateReport, WindowStats, decide, evaluate
 from switchover.rollout.holding import HoldingReport
 from switchover.rollout.holding_control import HoldingDesk
 from switchover.rollout.judge.panel import JudgeReport

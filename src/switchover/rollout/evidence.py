@@ -11,11 +11,12 @@ from pathlib import Path
 from switchover.config.rollout import PrometheusSource, RolloutSettings
 from switchover.config.rollout_custom import CustomGate
 from switchover.evidence.review import ReviewSummary
-from switchover.ledger_files import LedgerSkips
+from switchover.ledger_files import LedgerSkips, stream_ledger_rows
 from switchover.ledger_record import LedgerRecord, LedgerRow
 from switchover.rollout.baseline import Baseline
 from switchover.rollout.custom_gates import CustomGateResult, LedgerTally, Series, View, evaluate_custom, promql_vector
-from switchover.rollout.gates import WindowStats, stats_from_ledger, stats_from_prometheus, stream_ledger_rows
+from switchover.rollout.gates import WindowStats, stats_from_ledger
+from switchover.rollout.prometheus_window import stats_from_prometheus
 from switchover.rollout.rows import TaskTyper, row_view
 
 Query = Callable[[PrometheusSource, str], Series]

@@ -8,19 +8,17 @@ it pass. A failed hard gate means roll back; a failed soft gate only holds.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
 
-from switchover.config.rollout import GateName, GateThresholds, PrometheusSource
-from switchover.evidence import gateway_series as mn
-from switchover.ledger_files import CLOCK_SLACK_S, LedgerSkips, ledger_files, read_ledger_files
+from switchover.config.rollout import GateName, GateThresholds
+from switchover.ledger_files import LedgerSkips
 from switchover.ledger_record import ARM_ERROR_OUTCOMES, CLIENT_OUTCOMES, NOT_AN_ARM_OUTCOMES, LedgerRecord, LedgerRow
 from switchover.measure.percentiles import percentile
 from switchover.rollout.compare import ComparisonReport, compare_samples, samples_from_ledger
-from switchover.rollout.custom_gates import CustomGateResult, promql_vector
+from switchover.rollout.custom_gates import CustomGateResult
 from switchover.rollout.entry import EntryReport
 from switchover.rollout.holding import HoldingReport
 from switchover.rollout.judge.panel import JudgeReport
@@ -248,68 +246,6 @@ def decide(
     return "advance"
 
 
-# --- evidence from the ledger -------------------------------------------------------------------------
-
-
-class LedgerRows(NamedTuple):
-    """The rows a reader got, and the lines it skipped."""
-
-    rows: list[LedgerRow]
-    skipped: LedgerSkips
-
-
-def ledger_paths(path: Path, skipped: LedgerSkips | None = None) -> list[Path]:
-    """The ledger files of a gateway run dir (or one .jsonl file), in write order. A path that does not exist yet
-    holds no rows: nothing was recorded (a gateway that has not served yet), a state the gates hold on, said in
-    `skipped`'s note; a --ledger the user typed is checked where it is given (cli/rollout_cmd.py)."""
-    if path.is_dir():
-        return ledger_files(path) or sorted(path.glob("*.jsonl"))
-    if path.is_file():
-        return [path]
-    if skipped is not None:
-        skipped.missing = str(path)
-    return []
-
-
-def stream_ledger_rows(
-    path: Path, since: float | None = None, skipped: LedgerSkips | None = None
-) -> Iterator[LedgerRow]:
-    """Request and shadow rows at or after `since`, one at a time (memory flat in the ledger's length);
-    unreadable lines are counted in `skipped` once the iterator is exhausted, and the rows of that span that ledger
-    retention deleted at once."""
-    files = ledger_paths(path, skipped)  # checked now, not at the first next()
-    if skipped is not None and path.is_dir():
-        skipped.count_retired(path, since)
-    if since is not None:
-        files = files_that_may_hold(files, since)
-    return (r for r in read_ledger_files(files, skipped) if since is None or r.ts >= since)
-
-
-def files_that_may_hold(files: Sequence[Path], since: float) -> list[Path]:
-    """The ledger files that can hold a row that arrived at or after `since` (wall clock): a row is written
-    after its request arrived, so a closed file last modified (well) before `since` holds none and is not read
-    again on every gate tick (the rollout's CPU stays flat in the ledger's age). The newest file is always read."""
-    keep = []
-    for i, p in enumerate(files):
-        if i == len(files) - 1:
-            keep.append(p)
-            continue
-        try:
-            mtime = p.stat().st_mtime
-        except OSError:
-            continue  # rotated away (retention) between the listing and now
-        if mtime >= since - CLOCK_SLACK_S:
-            keep.append(p)
-    return keep
-
-
-def read_ledger_rows(path: Path, since: float | None = None) -> LedgerRows:
-    """Request and shadow rows at or after `since`, from a gateway run dir or one .jsonl file. Unreadable
-    lines are skipped and counted, never fatal: a bad line must not block a rollback."""
-    skipped = LedgerSkips()
-    return LedgerRows(list(stream_ledger_rows(path, since, skipped)), skipped)
-
-
 def _p99(values: list[float]) -> float | None:
     return percentile(values, 99) if values else None
 
@@ -411,57 +347,3 @@ def stats_from_ledger(
     if bad_note:
         stats.warnings.append(bad_note)
     return stats
-
-
-# --- evidence from Prometheus ---------------------------------------------------------------------------
-
-
-def promql(source: PrometheusSource, query: str) -> float | None:
-    """One instant query; the value of its first series, None when empty or NaN (custom_gates.promql_vector)."""
-    series = promql_vector(source, query)
-    return series[0][1] if series else None
-
-
-def stats_from_prometheus(source: PrometheusSource, *, window_s: float) -> WindowStats:
-    """The same evidence from the gateway's metrics (shadow distributions need the ledger)."""
-    w = f"{int(window_s)}s"
-    sel = source.selector
-
-    def q(expr: str) -> float | None:
-        return promql(source, expr)
-
-    def n(expr: str) -> int:
-        v = q(expr)
-        return round(v) if v is not None else 0  # a labelled counter has no series until its first increment
-
-    requests_expr = mn.new_requests(w, sel)
-    requests = q(requests_expr)
-    new = ArmWindow(
-        requests=round(requests) if requests is not None else 0,
-        errors=n(mn.new_errors(w, sel)),
-        fallbacks=n(mn.fallbacks(w, sel)),
-    )
-    warnings = []
-    if requests is None:
-        warnings.append(
-            f"Prometheus has no series for new's requests ({requests_expr}): nothing was measured, not zero traffic "
-            "for certain; check rollout.prometheus.selector and that Prometheus scrapes the gateway's /metrics"
-        )
-    old = ArmWindow()
-    for name, arm in (("old", old), ("new", new)):
-        for hist, attr in ((mn.TTFT, "ttft"), (mn.TPOT, "tpot")):
-            count = n(mn.count(hist, name, w, sel))
-            p99 = q(mn.quantile(hist, 0.99, name, w, sel)) if count else None
-            setattr(arm, f"{attr}_n", count)
-            setattr(arm, f"{attr}_p99_ms", p99 * 1000 if p99 is not None else None)
-    return WindowStats(
-        source="prometheus",
-        window_s=window_s,
-        old=old,
-        new=new,
-        notes=[
-            "histogram_quantile interpolates within buckets: p99 is as fine as the buckets",
-            "shadow distribution tests need per-request rows: use the ledger source",
-        ],
-        warnings=warnings,
-    )

@@ -204,12 +204,17 @@ async def _traffic(
 
 
 async def _mirrors_done(gateway: Any, say: Say, limit_s: float = 120.0) -> None:
-    """Wait (bounded) until the shadow copies finished, so their rows are in the ledger the gates read."""
+    """Wait (bounded) until the shadow copies finished and their rows are on disk, where the gates read them: a
+    mirror's row is written by its done-callback (one loop turn after it ends), and the ledger reaches the file on
+    the gateway's 0.1 s timer, which cannot run while the rollout's synchronous check holds the loop."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         if len(gateway.inflight) == 0 and (gateway.shadow is None or gateway.shadow.in_flight == 0):
+            await asyncio.sleep(0.05)  # the done-callbacks that write the shadow rows run
+            gateway.ledger.flush()
             return
         await asyncio.sleep(0.25)
+    gateway.ledger.flush()
     say(f"rollout: shadow copies still running after {limit_s:g} s; judging what the ledger has")
 
 

@@ -97,3 +97,22 @@ def test_a_stream_counts_as_answered_only_when_it_ends_cleanly() -> None:
     assert not _complete_stream(cut_by_gateway)
     assert not _complete_stream(b'data: {"choices":[]}\n\n')  # no [DONE]
     assert not _complete_stream(b"")
+
+
+async def test_the_demo_rollout_judges_the_shadow_rows_of_the_traffic_it_just_sent(tmp_path: Path) -> None:
+    """Each round's mirrors are on disk before the gates read the ledger: their rows are written by done-callbacks
+    and flushed on the gateway's timer, neither of which runs while the synchronous check holds the loop (before,
+    the first shadow decision read 0 of the 20 mirrored rows whenever they all landed inside one flush interval)."""
+    from switchover.testbed.processes import free_port
+    from switchover.testing import FakeEngine
+
+    old, new = await FakeEngine().start(), await FakeEngine().start()
+    cfg = tmp_path / "switchover.yaml"
+    cfg.write_text(demo.demo_config(old.url, new.url, free_port()))
+    try:
+        summary = await demo.gateway_rollout(load_migration(cfg), cfg, "fake", lambda _s: None, requests=20)
+    finally:
+        await old.stop()
+        await new.stop()
+    shadow_gate = next(g for g in summary.steps[1].gates if g["gate"] == "shadow_distribution")
+    assert shadow_gate["samples"] >= 15, shadow_gate

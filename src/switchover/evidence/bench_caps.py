@@ -5,7 +5,7 @@ bench's console both say it)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from functools import cache
+from functools import cache, lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -114,7 +114,7 @@ def cap_raises() -> CapRaises:
     return validated(CapRaises, packaged("cap_raises.yaml"), "cap_raises.yaml")
 
 
-@cache
+@lru_cache(maxsize=256)  # keyed by the version an engine reports: bounded, whatever a server says it is
 def cap_flag(engine: str, version: str | None, binding: str) -> Raise | None:
     """The flag that raises `binding` as `engine`'s profile has it at `version` (status "unknown" when the profile has
     none for the binding's intents, or at a release the data on it was not read for); None: no flag raises it, or

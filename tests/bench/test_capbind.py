@@ -343,3 +343,79 @@ def test_a_not_raising_fact_without_a_url_source_is_refused() -> None:
     fact = {"engine": "e", "binding": "tokens", "intent": "i", "versions": ">=1", "read_at": "1", "why": "w"}
     with pytest.raises(BadInput, match=r"not_raising\.0\.source"):
         validated(CapRaises, {"bindings": {}, "not_raising": [fact | {"source": "seed"}]}, "cap_raises.yaml")
+
+
+# --- the request cap an endpoint reports, where its engine's profile says it does (profile `request_cap:`) ---------
+
+TOTAL_SLOTS_URL = "https://github.com/ggml-org/llama.cpp/blob/b11434/tools/server/server-context.cpp"
+
+
+@pytest.mark.parametrize(
+    ("engine", "info", "cap"),
+    [
+        ("llamacpp", {"/props": {"build_info": "b11434-0a1b2c3", "total_slots": 2}}, 2),  # a build read
+        ("llamacpp", {"/props": {"build_info": "b9096-0a1b2c3", "total_slots": 3}}, 3),  # between builds read
+        ("llamacpp", {"/props": {"build_info": "b0-unknown", "total_slots": 4}}, 4),  # build not reported
+        ("llamacpp", {"/props": {"total_slots": 0}}, None),  # not a cap
+        ("llamacpp", {"/props": {"total_slots": True}}, None),  # not a number
+        ("llamacpp", {"/props": {"total_slots": "2"}}, None),
+        ("llamacpp", {"/version": {"version": "x"}}, None),  # no /props answer
+        ("vllm", {"/props": {"total_slots": 2}, "/version": {"version": "0.32.0"}}, None),  # profile has no entry
+        ("sglang", {"/props": {"total_slots": 2}}, None),
+        ("nosuchengine", {"/props": {"total_slots": 2}}, None),  # no profile
+        (None, {"/props": {"total_slots": 2}}, None),
+    ],
+)
+def test_the_request_cap_is_read_only_where_the_engine_profile_says_the_server_reports_it(
+    engine: str | None, info: dict, cap: int | None
+) -> None:
+    got, source = request_cap(engine, info)
+    assert got == cap
+    if cap is not None:
+        assert source == f"/props total_slots ({TOTAL_SLOTS_URL})"  # the wording users saw before, for b11434
+
+
+def test_any_engine_whose_profile_names_a_request_cap_field_gets_its_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    # no engine-name branch: SGLang given a profile entry (made up for the test) is read the same way
+    from switchover.engines import profile
+    from switchover.engines.profile import RequestCapSource, load_profile
+
+    entry = RequestCapSource(path="/props", field="limits.slots", versions=">=0.4", source="https://example.test/x")
+    fake = load_profile("sglang").model_copy(update={"request_cap": [entry]})
+    monkeypatch.setattr(profile, "load_profile", lambda name, version=None: fake)
+    info = {"/version": {"version": "0.5.1"}, "/props": {"limits": {"slots": 6}}}
+    assert request_cap("sglang", info) == (6, "/props limits.slots (https://example.test/x)")
+    older = {"/version": {"version": "0.3.0"}, "/props": {"limits": {"slots": 6}}}
+    cap, why = request_cap("sglang", older)
+    assert cap is None and why is not None and "0.3.0" in why and ">=0.4" in why
+
+
+def test_a_llamacpp_build_older_than_the_data_gets_no_request_cap_and_says_why() -> None:
+    cap, why = request_cap("llamacpp", {"/props": {"build_info": "b3000-0a1b2c3", "total_slots": 2}})
+    assert cap is None
+    assert why is not None and why.startswith("not read:") and "b3000" in why and "b3135" in why
+
+
+def test_a_llamacpp_build_newer_than_the_data_keeps_its_cap_and_says_it_is_assumed() -> None:
+    cap, source = request_cap("llamacpp", {"/props": {"build_info": "b99999-0a1b2c3", "total_slots": 2}})
+    assert cap == 2
+    assert source is not None and source.startswith(f"/props total_slots ({TOTAL_SLOTS_URL}; ")
+    assert "b99999 is newer than the newest release read" in source
+
+
+@pytest.mark.parametrize(
+    ("engine", "info", "version"),
+    [
+        ("llamacpp", {"/props": {"build_info": "b11434-0a1b2c3"}}, "b11434"),
+        ("llamacpp", {"/props": {"build_info": "b0-unknown"}}, None),  # built without its git history
+        ("llamacpp", {"/props": {"build_info": "unknown"}}, None),
+        ("llamacpp", {"/props": {"build_info": 11434}}, None),
+        ("vllm", {"/props": {"build_info": "b11434-0a1b2c3"}}, None),  # vLLM is not numbered by build tags
+        ("nosuchengine", {"/props": {"build_info": "b11434"}}, None),
+        ("sglang", {"/version": {"version": "0.5.1"}}, "0.5.1"),
+    ],
+)
+def test_the_engine_version_is_read_from_what_the_endpoint_reported(
+    engine: str, info: dict, version: str | None
+) -> None:
+    assert engine_version(engine, info) == version

@@ -5,8 +5,9 @@ engine has it at the version served.
 
 Per scrape in the step, with requests waiting (the `waiting` gauge > 0):
 - the KV cache at or above KV_FULL → the token budget (KV cache) binds;
-- running at the request cap → the request cap binds (the cap from /props total_slots, the launch, or, when none
-  is known, the step's peak of `running`, said as inferred);
+- running at the request cap → the request cap binds (the cap the server reports where its profile's `request_cap:`
+  says it does (llama.cpp /props total_slots), the launch, or, when none is known, the step's peak of `running`,
+  said as inferred);
 - running below the cap with the KV cache not full → the per-step token budget binds (vLLM schedules at most
   max_num_batched_tokens a step).
 The verdict is the reason most scrapes with waiting requests show; no waiting request: nothing bound at this load;
@@ -15,7 +16,6 @@ fewer than MIN_SCRAPES readings in the step: not measured (said with the count).
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -83,26 +83,67 @@ def scrapes_by_endpoint(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[Scr
 
 
 def engine_version(engine: str | None, info: Mapping[str, Any]) -> str | None:
-    """The version an endpoint reported at the start of the run: vLLM/SGLang /version, llama.cpp /props build."""
+    """The version an endpoint reported at the start of the run: vLLM/SGLang /version, and for an engine numbered by
+    build tags (its profile's release_scheme: llama.cpp) the /props build_info."""
     version = info.get("/version")
     if isinstance(version, dict) and isinstance(version.get("version"), str):
         return str(version["version"])
     props = info.get("/props")
     build = props.get("build_info") if isinstance(props, dict) else None
-    m = re.match(r"b(\d+)", build) if isinstance(build, str) else None
-    # build number 0: built without its git history (llama.cpp's CMake default), so the release is not known
-    return f"b{m.group(1)}" if m and engine == "llamacpp" and int(m.group(1)) > 0 else None
+    from switchover.engines.names import ENGINES
+
+    if not isinstance(build, str) or engine not in ENGINES:
+        return None
+    from switchover.engines.profile import load_profile
+    from switchover.engines.versions import build_tag
+
+    return build_tag(build) if load_profile(engine).release_scheme == "build" else None
 
 
 def request_cap(engine: str | None, info: Mapping[str, Any]) -> tuple[int | None, str | None]:
-    """The request-count cap the endpoint reported, when it does: llama.cpp /props total_slots."""
-    props = info.get("/props")
-    slots = props.get("total_slots") if isinstance(props, dict) else None
-    if engine == "llamacpp" and isinstance(slots, int) and slots > 0:
-        return slots, (
-            "/props total_slots (https://github.com/ggml-org/llama.cpp/blob/b11434/tools/server/server-context.cpp)"
-        )
+    """The request-count cap the endpoint reported where its engine's profile says the server reports one
+    (`request_cap:`, llama.cpp /props total_slots): (cap, where it was read, cited); (None, why it was not used) at
+    a release outside the range the data holds for; (None, None) when the endpoint reported none."""
+    from switchover.engines.names import ENGINES
+    from switchover.engines.profile import load_profile
+
+    if engine not in ENGINES:
+        return None, None
+    version = engine_version(engine, info)
+    for src in load_profile(engine).request_cap:
+        cap = _field(info.get(src.path), src.field)
+        if not isinstance(cap, int) or isinstance(cap, bool) or cap <= 0:
+            continue
+        try:
+            holds = src.holds_at(version)
+        except ValueError:
+            return None, f"not read: {engine} {version!r} is not a release, so {src.where} cannot be placed"
+        if not holds:
+            return None, (
+                f"not read: {src.where} is the request cap in {engine} {src.versions} ({src.source}); "
+                f"{engine} {version} is outside that range"
+            )
+        return cap, f"{src.where} ({src.source}{_coverage(engine, version)})"
     return None, None
+
+
+def _field(obj: Any, dotted: str) -> Any:
+    for key in dotted.split("."):
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _coverage(engine: str, version: str | None) -> str:
+    """'; <the release data's note>' for a release newer than the newest read (what it has is assumed), else ''."""
+    if version is None:
+        return ""
+    from switchover.engines.releases import view
+
+    v = view(engine, version)
+    note = v.resolution.note if v is not None and v.resolution.coverage == "newer_than_read" else None
+    return f"; {note}" if note else ""
 
 
 def launch_cap(engine: str | None, version: str | None, argv: list[str]) -> int | None:

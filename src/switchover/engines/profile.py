@@ -204,6 +204,11 @@ class ContextLengthSource(_Cited):
         return self.versions is None or version is None or in_range(self.versions, version)
 
 
+class RequestCapSource(ContextLengthSource):
+    """Where a running server reports its request-count cap (the requests it runs at once: llama.cpp's /props
+    total_slots), a field of a GET path's JSON object; `versions` is the release range it holds for."""
+
+
 class Overhead(_Cited):
     """A memory cost the engine pays outside the KV pool, with a default from real logs."""
 
@@ -391,6 +396,11 @@ class EngineProfile(BaseModel):
         default_factory=list,
         description="where the running server reports its context length, tried in order; "
         "empty: not read from this engine's source (the length is unknown)",
+    )
+    request_cap: list[RequestCapSource] = Field(
+        default_factory=list,
+        description="where the running server reports its request-count cap, tried in order; empty: it reports none "
+        "that was read in its source (bench infers the cap)",
     )
     flags: dict[str, FlagSpec]
     defaults: dict[str, DefaultValue] = Field(default_factory=dict)

@@ -63,6 +63,16 @@ def check_release_form(engine: str, scheme: str, version: str) -> None:
         raise ValueError(f"{text[:40]!r} is a build tag; {engine} releases are numbered like 0.6.3")
 
 
+_BUILD_INFO = re.compile(r"b(\d{1,9})(?!\d)")
+
+
+def build_tag(build_info: str) -> str | None:
+    """The release tag of a llama.cpp build string ('b11434-0a1b2c3' -> 'b11434'); None for build 0 (built without
+    its git history, CMake's default: the release is not known) or text of another form."""
+    m = _BUILD_INFO.match(build_info)
+    return f"b{int(m.group(1))}" if m and int(m.group(1)) > 0 else None
+
+
 def split_engine_ref(text: str) -> tuple[str, str | None]:
     """`ENGINE`, `ENGINE@VERSION` or `ENGINE==VERSION` as (engine, version or None); the version is checked with
     `release_key` (ValueError naming it), the engine name is not (the profiles know the engines)."""

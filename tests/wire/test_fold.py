@@ -150,3 +150,23 @@ async def test_post_refuses_a_header_that_would_break_its_line() -> None:
         with pytest.raises(BadInput) as err:
             await c.post("/v1/completions", b"{}", {"X-A": "ok\r\nX-Injected: 1"})
     assert "ok" not in str(err.value)  # the value (it may hold a key) is never echoed
+
+
+@pytest.mark.parametrize("bad", ['"12"', "1e40", "1000000000000000000000000000000", "true", "-5", "[1]", "12.0"])
+def test_a_usage_count_that_is_not_a_whole_number_in_range_is_unreported_and_the_bench_row_still_stores(
+    bad: str,
+) -> None:
+    from switchover.bench.accumulate import StepAccumulator
+    from switchover.bench.batch import RowBatch
+
+    usage = f'{{"usage": {{"prompt_tokens": {bad}, "completion_tokens": 1, "total_tokens": {bad}, '
+    usage += f'"prompt_tokens_details": {{"cached_tokens": {bad}}}}}, "choices": []}}'
+    rec = fold(chunk("a"), b"data: " + usage.encode() + b"\n\n", b"data: [DONE]\n\n")
+    assert rec.usage is not None and rec.usage.completion_tokens == 1
+    assert rec.usage.prompt_tokens is None and rec.usage.total_tokens is None and rec.usage.cached_tokens is None
+    batch = RowBatch({"endpoint": "x", "step": 0, "repeat": 0, "concurrency": 1, "rate": None, "bucket": "d"})
+    batch.add(rec, index=0, warmup=False, sched_ns=None, isl_target=None, osl_target=1)
+    assert batch.table().column("prompt_tokens").to_pylist() == [None]  # an int32 column: a bad count once crashed
+    acc = StepAccumulator(labels=batch.labels)
+    acc.add_batch(batch)
+    assert acc.lengths.check().isl_unreported == 1

@@ -35,10 +35,6 @@ class ObservedTimings:
     finish_reason: str | None
 
 
-def _count(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def measure(
     t0_ns: int,
     stream: bool,
@@ -52,7 +48,7 @@ def measure(
     """TTFT (streams only), E2E, TPOT (only with N from usage, N >= 2) and N, from when the first token and the
     last event carrying choices (or a whole body) arrived; N falls back to the events with text when usage is
     absent (tokens_source "chunks"), which TPOT never uses."""
-    n = _count(usage.completion_tokens) if usage is not None else None
+    n = usage.completion_tokens if usage is not None else None
     source: TokensSource | None = "usage" if n is not None else None
     if n is None and stream and text_events:
         n, source = text_events, "chunks"
@@ -64,7 +60,7 @@ def measure(
         e2e_ms=e2e,
         completion_tokens=n,
         tokens_source=source,
-        prompt_tokens=_count(usage.prompt_tokens) if usage is not None else None,
+        prompt_tokens=usage.prompt_tokens if usage is not None else None,
         finish_reason=finish_reason,
     )
 
@@ -173,11 +169,11 @@ class Observer:
 
     @property
     def prompt_tokens(self) -> int | None:
-        return None if self.usage is None else _count(self.usage.prompt_tokens)
+        return None if self.usage is None else self.usage.prompt_tokens
 
     @property
     def completion_tokens(self) -> int | None:
-        return None if self.usage is None else _count(self.usage.completion_tokens)
+        return None if self.usage is None else self.usage.completion_tokens
 
     @property
     def first_content_ns(self) -> int | None:

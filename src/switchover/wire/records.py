@@ -43,14 +43,23 @@ class Usage:
 
     @classmethod
     def from_obj(cls, obj: dict[str, Any]) -> Usage:
+        """The counts of a response's `usage` object; a count that is not a whole number in 0..MAX_COUNT (a string,
+        a float, a bool, a list, a negative or huge number) is not a count: None, as if unreported."""
         details = obj.get("prompt_tokens_details") or {}
         cached = details.get("cached_tokens") if isinstance(details, dict) else None
         return cls(
-            prompt_tokens=obj.get("prompt_tokens"),
-            completion_tokens=obj.get("completion_tokens"),
-            total_tokens=obj.get("total_tokens"),
-            cached_tokens=cached,
+            prompt_tokens=_count(obj.get("prompt_tokens")),
+            completion_tokens=_count(obj.get("completion_tokens")),
+            total_tokens=_count(obj.get("total_tokens")),
+            cached_tokens=_count(cached),
         )
+
+
+MAX_COUNT = (1 << 31) - 1  # token counts are stored as int32 (bench rows' Parquet schema)
+
+
+def _count(v: object) -> int | None:
+    return v if type(v) is int and 0 <= v <= MAX_COUNT else None
 
 
 @dataclass(slots=True)

@@ -11,16 +11,18 @@ it reads are gone.
 
 from __future__ import annotations
 
+import os
 import re
 import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import orjson
 from pydantic import ValidationError
 
+from switchover.errors import BadInput
 from switchover.ledger_record import LedgerRecord, LedgerRow, ShadowRecord
 
 LEDGER_NAME = re.compile(r"^ledger-(\d{5,})\.jsonl$")
@@ -50,6 +52,7 @@ class LedgerSkips:
     retired_rows: int = 0  # rows those files held, where counted
     retired_uncounted: int = 0  # of those files, the ones written before a restart: their rows were not counted
     missing: str | None = None  # the run dir or file read does not exist yet: nothing recorded there (a state)
+    not_files: list[str] = field(default_factory=list)  # "name (a FIFO)": ledger names in the run dir, not read
 
     def bad(self, where: str, reason: str) -> None:
         """Count one bad line; keep the first few as examples."""
@@ -66,6 +69,8 @@ class LedgerSkips:
                 f"no ledger at {self.missing} yet: nothing recorded there (the gateway writes it once it serves "
                 "a request: `switchover gateway -c FILE`)"
             )
+        if self.not_files:
+            said.append(f"not regular files, so not read: {', '.join(self.not_files)}")
         if self.bad_lines:
             were = "line could not be read and was" if self.bad_lines == 1 else "lines could not be read and were"
             said.append(f"{self.bad_lines} ledger {were} skipped ({'; '.join(self.examples)})")
@@ -154,6 +159,41 @@ def parse_row(line: bytes) -> LedgerRow:
         raise ValueError(f"not a {kind} row: {_reason(exc)}") from None
 
 
+class _NotRegular(OSError):
+    """A ledger path that is not a regular file (a FIFO, a device, a socket): reading it could block or never end."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words, from its st_mode."""
+    kinds = {
+        "a FIFO": stat.S_ISFIFO,
+        "a character device": stat.S_ISCHR,
+        "a block device": stat.S_ISBLK,
+        "a socket": stat.S_ISSOCK,
+        "a directory": stat.S_ISDIR,
+    }
+    return next((word for word, test in kinds.items() if test(mode)), "not a regular file")
+
+
+def _open_regular(path: Path) -> BinaryIO:
+    """`path` opened for reading only if it is a regular file: opened without blocking (a FIFO's open waits for a
+    writer) and checked on the descriptor (no window between a check and the open); _NotRegular otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _NotRegular(file_kind(mode))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_ledger_files(files: Sequence[Path], skipped: LedgerSkips | None = None) -> Iterator[LedgerRow]:
     """Every readable row of `files` (in that order); bad lines and the newest file's torn tail are counted
     in `skipped` (complete once the iterator is exhausted)."""
@@ -161,9 +201,12 @@ def read_ledger_files(files: Sequence[Path], skipped: LedgerSkips | None = None)
     for i, path in enumerate(files):
         newest = i == len(files) - 1
         try:
-            fh = path.open("rb")
+            fh = _open_regular(path)
         except FileNotFoundError:
             continue  # deleted by ledger retention between the listing and now: its rows are gone by policy
+        except _NotRegular as exc:
+            skips.not_files.append(f"{path.name} ({exc.kind})")
+            continue
         with fh:
             for n, line in enumerate(fh, 1):
                 if not line.endswith(b"\n") and newest:
@@ -204,11 +247,21 @@ class LedgerRows(NamedTuple):
 def ledger_paths(path: Path, skipped: LedgerSkips | None = None) -> list[Path]:
     """The ledger files of a gateway run dir (or one .jsonl file), in write order. A path that does not exist yet
     holds no rows: nothing was recorded (a gateway that has not served yet), a state the gates hold on, said in
-    `skipped`'s note; a --ledger the user typed is checked where it is given (cli/rollout_cmd.py)."""
+    `skipped`'s note; a --ledger the user typed is checked where it is given (cli/rollout_cmd.py). A path that is
+    there but is neither (a FIFO, a device: reading it could block or never end) is BadInput, and is not read."""
     if path.is_dir():
         return ledger_files(path) or sorted(path.glob("*.jsonl"))
     if path.is_file():
         return [path]
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        mode = None  # not there (or a dangling link): nothing recorded yet
+    if mode is not None:
+        raise BadInput(
+            f"ledger {path}: {file_kind(mode)}, not a ledger file or run directory",
+            hint="point it at the gateway's run_dir (ledger-NNNNN.jsonl files) or one ledger .jsonl file",
+        )
     if skipped is not None:
         skipped.missing = str(path)
     return []

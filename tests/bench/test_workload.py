@@ -8,7 +8,16 @@ import re
 import numpy as np
 import pytest
 
-from switchover.bench.workload import arrival_offsets, bucket_prompt, cache_buster, fit_bucket, load_dataset, unit_words
+from switchover.bench.workload import (
+    PromptMaker,
+    arrival_offsets,
+    bucket_prompt,
+    cache_buster,
+    fit_bucket,
+    load_dataset,
+    unit_words,
+    with_buster,
+)
 from switchover.errors import BadInput
 from switchover.evidence.bench_findings import FILLER
 
@@ -75,15 +84,57 @@ def test_cache_busters_of_a_step_are_distinct_across_blocks_and_the_same_when_dr
     assert first[:50] != [cache_buster(7, ("128", 2, 0, i)) for i in range(50)]  # another step, other words
 
 
-def test_cache_buster_costs_a_few_microseconds_of_cpu_per_request():
-    import time
+def test_a_step_draws_one_seeded_generator_per_block_of_requests_not_one_per_request(monkeypatch):
+    from switchover.bench import workload
 
-    cache_buster(0, ("128", 0, 0, 0))
-    t0 = time.process_time()
-    for i in range(5000):
-        cache_buster(0, ("128", 0, 0, i))
-    # one seeded generator per request cost ~19 us each (a seventh of a bench run's CPU); blocks cost ~2 us
-    assert time.process_time() - t0 < 0.05
+    made = []
+    real = workload._rng
+    monkeypatch.setattr(workload, "_rng", lambda *parts: made.append(parts) or real(*parts))
+    workload._buster_block.cache_clear()
+    make = PromptMaker(_Plan(), _fit(), None, ("128", 9, 0))
+    for i in range(5000):  # one generator per request once cost a seventh of a bench run's CPU
+        make(i)
+    assert len([m for m in made if m[1] == "buster"]) == -(-5000 // workload.BUSTER_BLOCK)
+
+
+class _Plan:
+    api = "chat"
+    seed = 5
+    output_tokens = 8
+    allow_prefix_cache = False
+
+
+def _fit():
+    from switchover.evidence.bench_findings import BucketFit
+
+    return BucketFit(bucket="32", target=32, words=20, achieved=32, deviation=0, method="x", probes=1)
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("source", ["bucket", "dataset"])
+def test_a_steps_prompt_maker_gives_each_request_the_prompt_its_key_names(tmp_path, api, shared, source):
+    plan = _Plan()
+    plan.api, plan.allow_prefix_cache = api, shared
+    dataset = None
+    if source == "dataset":
+        line = {"prompt": "tell me"} if api == "completions" else {"messages": [{"role": "user", "content": "hi"}]}
+        path = tmp_path / "d.jsonl"
+        path.write_text("\n".join(json.dumps({**line, "max_tokens": k + 1}) for k in range(3)))
+        dataset = load_dataset(path, 8)
+    head = ("32", 2, 1)
+    make = PromptMaker(plan, None if dataset else _fit(), dataset, head)
+    for i in [*range(5), 1023, 1024, 1025, 3000, 7, 2]:  # across blocks, and back
+        key = (*head, i)
+        if dataset is None:
+            want = bucket_prompt(api, _fit(), plan.seed, key, plan.output_tokens, unique=not shared)
+        else:
+            want = dataset[i % 3] if shared else with_buster(dataset[i % 3], cache_buster(plan.seed, key, True))
+        assert make(i) == want
+    if not shared:
+        assert make(1) != make(2)
+    if dataset is not None and api == "chat":  # the dataset's own messages are never changed
+        assert dataset[0].payload == [{"role": "user", "content": "hi"}]
 
 
 def test_chat_prompts_are_messages():

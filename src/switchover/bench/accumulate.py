@@ -30,6 +30,8 @@ EXACT_LIMIT = 20_000  # per-request metrics kept exactly (then a reservoir) per 
 ITL_LIMIT = 200_000  # pooled ITL gaps kept exactly per step
 METRICS = ("ttft", "tpot", "e2e", "ntpot", "itl")
 _LABELS = ("endpoint", "step", "repeat", "concurrency", "rate", "bucket")
+# LengthTally.add_columns's arguments, in order
+_LENGTH_COLUMNS = ("prompt_tokens", "isl_target", "osl_target", "completion_tokens", "retok_tokens")
 _COUNTS = (
     "rows",
     "measured",
@@ -161,14 +163,10 @@ class StepAccumulator:
         mi = np.flatnonzero(meas)
         self.measured += int(mi.size)
         c = b.cols
-        for i in mi.tolist():
-            self.lengths.add_values(
-                c["prompt_tokens"][i],
-                c["isl_target"][i],
-                c["osl_target"][i],
-                c["completion_tokens"][i],
-                c["retok_tokens"][i],
-            )
+        cols = [c[k] for k in _LENGTH_COLUMNS]
+        if mi.size < n:  # warm-ups in the batch: the measured rows only
+            cols = [[col[i] for i in mi.tolist()] for col in cols]
+        self.lengths.add_columns(*cols)
         sched = c["sched_ns"]
         has_sched = meas & np.array([v is not None for v in sched], dtype=bool)
         if has_sched.any():

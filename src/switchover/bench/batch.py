@@ -5,6 +5,7 @@ dict, a metrics object and a list of gaps per request (a third of a 40,000-reque
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import accumulate, chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -12,7 +13,7 @@ import pyarrow as pa
 
 from switchover.bench.rows import COLUMNS, ROW_SCHEMA
 from switchover.redaction import redact
-from switchover.wire import RequestRecord
+from switchover.wire import Failure, RequestRecord
 
 if TYPE_CHECKING:
     from switchover.bench.accumulate import StepAccumulator
@@ -25,25 +26,25 @@ _PER_ROW = tuple(c for c in COLUMNS if c not in LABELS and c not in ("chunk_ns",
 
 
 class RowBatch:
-    """Rows of one step (its labels shared) as columns; `add` per finished request, `table()` for Parquet."""
+    """Rows of one step (its labels shared): `add` keeps each finished request's record and a tuple of its labels,
+    and the columns (`cols`, the event lists, `table()`, `arrays()`) are built once per batch by comprehensions over
+    them, not value by value on the hot path."""
 
-    __slots__ = ("_ns", "chunk_ns", "chunk_text", "cols", "first", "labels", "offsets")
+    __slots__ = ("_built", "_chunks", "labels", "meta", "recs")
 
     def __init__(self, labels: dict[str, Any]) -> None:
         self.labels = {k: labels.get(k) for k in LABELS}
-        self.cols: dict[str, list[Any]] = {c: [] for c in _PER_ROW}
-        self.chunk_ns: list[int] = []  # every row's event times, one after the other
-        self.chunk_text: list[str] = []
-        self.offsets: list[int] = [0]  # row i's events are chunk_ns[offsets[i]:offsets[i + 1]]
-        self.first: list[int] = []  # row i's first event with text (the first token), -1 when none
-        self._ns: np.ndarray | None = None  # chunk_ns as numpy, made once for the statistics and the table
+        self.recs: list[RequestRecord] = []
+        self.meta: list[tuple[int, bool, int | None, int | None, int | None, int | None]] = []
+        self._chunks = 0
+        self._built: _Columns | None = None
 
     def __len__(self) -> int:
-        return len(self.first)
+        return len(self.recs)
 
     @property
     def chunks(self) -> int:
-        return len(self.chunk_ns)
+        return self._chunks
 
     def add(
         self,
@@ -56,71 +57,72 @@ class RowBatch:
         osl_target: int | None,
         retok_tokens: int | None = None,
     ) -> None:
-        """One finished request: the values `rows.row_from_record` gives (failure messages masked here)."""
-        c = self.cols
-        usage, failure = rec.usage, rec.failure
-        c["isl_target"].append(isl_target)
-        c["osl_target"].append(osl_target)
-        c["index"].append(index)
-        c["warmup"].append(warmup)
-        c["sched_ns"].append(sched_ns)
-        c["send_ns"].append(rec.send_ns)
-        c["headers_ns"].append(rec.headers_ns)
-        c["first_byte_ns"].append(rec.first_byte_ns)
-        c["end_ns"].append(rec.end_ns)
-        c["usage_ns"].append(rec.usage_ns)
-        c["started_wall"].append(rec.started_wall)
-        c["status"].append(rec.status)
-        c["finish_reason"].append(rec.finish_reasons.get(0))
-        c["prompt_tokens"].append(usage.prompt_tokens if usage else None)
-        c["completion_tokens"].append(usage.completion_tokens if usage else None)
-        c["cached_tokens"].append(usage.cached_tokens if usage else None)
-        c["retok_tokens"].append(retok_tokens)
-        c["done_seen"].append(rec.done_seen)
-        c["failure_kind"].append(failure.kind.value if failure else None)
-        msg = failure.message if failure else None
-        c["failure_message"].append(redact(msg) if msg else msg)  # an error body may quote a key: masked
-        c["output_text"].append(rec.texts.get(0, ""))
-        ns, texts = rec.chunk_ns, rec.chunk_text
-        self.chunk_ns += ns
-        self.chunk_text += texts
-        self.offsets.append(len(self.chunk_ns))
-        first = -1
-        for i, t in enumerate(texts):
-            if t:
-                first = i if i < len(ns) else -1
-                break
-        self.first.append(first)
+        """One finished request (its record is final: nothing changes it after it ends)."""
+        self.recs.append(rec)
+        self.meta.append((index, warmup, sched_ns, isl_target, osl_target, retok_tokens))
+        self._chunks += len(rec.chunk_ns)
+        self._built = None
+
+    @property
+    def cols(self) -> dict[str, list[Any]]:
+        """The per-row columns (the values `rows.row_from_record` gives; failure messages masked)."""
+        return self._columns().cols
+
+    @property
+    def chunk_ns(self) -> np.ndarray:
+        """Every row's event times, one after the other (row i's are chunk_ns[offsets[i]:offsets[i + 1]]), int64
+        and read-only (the statistics and the Parquet table share it)."""
+        return self._columns().chunk_ns
+
+    @property
+    def chunk_text(self) -> list[str]:
+        return self._columns().chunk_text
+
+    @property
+    def offsets(self) -> list[int]:
+        return self._columns().offsets
+
+    @property
+    def first(self) -> list[int]:
+        """Row i's first event with text (the first token), -1 when none."""
+        return self._columns().first
+
+    def _columns(self) -> _Columns:
+        if self._built is None:
+            self._built = _Columns(self.recs, self.meta)
+        return self._built
 
     def table(self) -> pa.Table:
         """The rows as one Parquet-ready table (ROW_SCHEMA)."""
-        n = len(self)
+        n, built = len(self), self._columns()
         arrays: list[pa.Array] = []
-        offsets = pa.array(self.offsets, pa.int32())
+        offsets = pa.array(built.offsets, pa.int32())
         for f in ROW_SCHEMA:
             if f.name in self.labels:
                 arrays.append(pa.array([self.labels[f.name]] * n, f.type))
             elif f.name == "chunk_ns":
-                arrays.append(pa.ListArray.from_arrays(offsets, pa.array(self._chunk_ns(), pa.int64())))
+                arrays.append(pa.ListArray.from_arrays(offsets, pa.array(built.chunk_ns, pa.int64())))
             elif f.name == "chunk_text":
-                arrays.append(pa.ListArray.from_arrays(offsets, pa.array(self.chunk_text, pa.string())))
+                arrays.append(pa.ListArray.from_arrays(offsets, pa.array(built.chunk_text, pa.string())))
             else:
-                arrays.append(pa.array(self.cols[f.name], f.type))
+                arrays.append(pa.array(built.cols[f.name], f.type))
         return pa.Table.from_arrays(arrays, schema=ROW_SCHEMA)
 
     def row(self, i: int) -> dict[str, Any]:
         """Row i as a dict (the per-row form: bench/rows.py)."""
-        a, b = self.offsets[i], self.offsets[i + 1]
+        built = self._columns()
+        a, b = built.offsets[i], built.offsets[i + 1]
         return {
             **self.labels,
-            **{k: v[i] for k, v in self.cols.items()},
-            "chunk_ns": self.chunk_ns[a:b],
-            "chunk_text": self.chunk_text[a:b],
+            **{k: v[i] for k, v in built.cols.items()},
+            "chunk_ns": built.chunk_ns[a:b].tolist(),
+            "chunk_text": built.chunk_text[a:b],
         }
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The columns the statistics need, as numpy arrays (nulls as masks: `*_ok`)."""
-        c = self.cols
+        built = self._columns()
+        c = built.cols
         end = c["end_ns"]
         n_out = c["completion_tokens"]
         return {
@@ -131,17 +133,65 @@ class RowBatch:
             "ok": np.array([k is None for k in c["failure_kind"]], dtype=bool),
             "n": np.array([0 if v is None else v for v in n_out], dtype=np.int64),
             "n_ok": np.array([v is not None for v in n_out], dtype=bool),
-            "first": np.array(self.first, dtype=np.int64),
-            "offsets": np.array(self.offsets, dtype=np.int64),
-            "chunk_ns": self._chunk_ns(),
+            "first": np.array(built.first, dtype=np.int64),
+            "offsets": np.array(built.offsets, dtype=np.int64),
+            "chunk_ns": built.chunk_ns,
         }
 
-    def _chunk_ns(self) -> np.ndarray:
-        """Every row's event times as one int64 array (converted once: a flush needs it twice)."""
-        if self._ns is None or len(self._ns) != len(self.chunk_ns):
-            self._ns = np.array(self.chunk_ns, dtype=np.int64)
-            self._ns.flags.writeable = False  # shared by the statistics and the Parquet table
-        return self._ns
+
+class _Columns:
+    """A batch's rows as columns, each built in one pass over the records."""
+
+    __slots__ = ("chunk_ns", "chunk_text", "cols", "first", "offsets")
+
+    def __init__(
+        self, recs: list[RequestRecord], meta: list[tuple[int, bool, int | None, int | None, int | None, int | None]]
+    ) -> None:
+        usages = [r.usage for r in recs]
+        failures = [r.failure for r in recs]
+        index, warmup, sched, isl, osl, retok = (list(c) for c in zip(*meta, strict=True)) if meta else ([],) * 6
+        self.cols: dict[str, list[Any]] = {
+            "isl_target": isl,
+            "osl_target": osl,
+            "index": index,
+            "warmup": warmup,
+            "sched_ns": sched,
+            "send_ns": [r.send_ns for r in recs],
+            "headers_ns": [r.headers_ns for r in recs],
+            "first_byte_ns": [r.first_byte_ns for r in recs],
+            "end_ns": [r.end_ns for r in recs],
+            "usage_ns": [r.usage_ns for r in recs],
+            "started_wall": [r.started_wall for r in recs],
+            "status": [r.status for r in recs],
+            "finish_reason": [r.finish_reasons.get(0) for r in recs],
+            "prompt_tokens": [u.prompt_tokens if u else None for u in usages],
+            "completion_tokens": [u.completion_tokens if u else None for u in usages],
+            "cached_tokens": [u.cached_tokens if u else None for u in usages],
+            "retok_tokens": retok,
+            "done_seen": [r.done_seen for r in recs],
+            "failure_kind": [f.kind.value if f else None for f in failures],
+            "failure_message": [_masked(f) for f in failures],
+            "output_text": [r.texts.get(0, "") for r in recs],
+        }
+        self.offsets: list[int] = [0, *accumulate(len(r.chunk_ns) for r in recs)]
+        stamps = chain.from_iterable(r.chunk_ns for r in recs)
+        self.chunk_ns = np.fromiter(stamps, dtype=np.int64, count=self.offsets[-1])
+        self.chunk_ns.flags.writeable = False
+        self.chunk_text: list[str] = list(chain.from_iterable(r.chunk_text for r in recs))
+        self.first = [_first_text(r.chunk_text, len(r.chunk_ns)) for r in recs]
+
+
+def _masked(f: Failure | None) -> str | None:
+    """A failure's message with secrets masked (an error body may quote a key)."""
+    return None if f is None else (redact(f.message) if f.message else f.message)
+
+
+def _first_text(texts: list[str], events: int) -> int:
+    """The index of the first event with text, -1 when none (or when the texts outnumber the stamps)."""
+    for i, t in enumerate(texts):
+        if t:
+            return i if i < events else -1
+    return -1
 
 
 class StepRows:

@@ -27,11 +27,11 @@ from switchover.bench.soak import PartWriter, Windows, drift_table
 from switchover.bench.stats import Slo
 from switchover.bench.workload import (
     Prompt,
+    PromptMaker,
     bucket_prompt,
     fit_bucket,
     iter_arrival_offsets,
     load_dataset,
-    make_prompt,
     request_body,
     unit_words,
 )
@@ -160,8 +160,8 @@ class BenchRun:
                         f"({fit.deviation:+d}) on this server"
                     )
 
-    def _prompt(self, bucket: str, key: tuple[object, ...], index: int) -> Prompt:
-        return make_prompt(self.plan, self.fits.get(bucket), self.dataset, key, index)
+    def _prompts(self, bucket: str, head: tuple[object, ...]) -> PromptMaker:
+        return PromptMaker(self.plan, self.fits.get(bucket), self.dataset, head)
 
     # ------------------------------------------------------------------ one step
 
@@ -202,10 +202,12 @@ class BenchRun:
         label = ep.spec.label
         windows = self.windows
 
+        make = self._prompts(bucket, (bucket, load.step, repeat))
+
         async def send(j: int) -> RequestRecord:
             i = j + first
             self.current_issued = i + 1
-            p = self._prompt(bucket, (bucket, load.step, repeat, i), i)
+            p = make(i)
             prompts[j] = p
             rec = await ep.client.generate(p.api, request_body(plan, p, ep.info.model, ep.extra, ep.min_field))
             if rec.failure is not None and rec.failure.kind != FailureKind.CANCELLED:

@@ -75,11 +75,11 @@ class Samples:
     def _keep(self, batch: np.ndarray, seen: int) -> None:
         limit = self.limit
         if limit is None or seen + batch.size <= limit:
-            self.kept.extend(batch.tolist())
+            self.kept.frombytes(batch.tobytes())
             return
         room = max(limit - len(self.kept), 0)
         if room:
-            self.kept.extend(batch[:room].tolist())
+            self.kept.frombytes(batch[:room].tobytes())
         rest = batch[room:]
         # reservoir (Algorithm R): the value numbered n (0-based) replaces a random slot when j = U[0, n] < limit
         numbers = np.arange(seen + room, seen + room + rest.size)

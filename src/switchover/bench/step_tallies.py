@@ -12,6 +12,14 @@ from switchover.bench.stats import Row
 from switchover.evidence.bench_step import LengthCheck
 
 
+def _ints(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """A column of ints or None as int64 values (None as 0) and the mask of those present."""
+    if None not in values:
+        return np.array(values, dtype=np.int64).reshape(-1), np.ones(len(values), dtype=bool)
+    ok = np.array([v is not None for v in values], dtype=bool)
+    return np.array([0 if v is None else v for v in values], dtype=np.int64), ok
+
+
 class LengthTally:
     """Running form of the length checks (LengthCheck)."""
 
@@ -59,6 +67,36 @@ class LengthTally:
             self.retok_n += 1
             self.retok_mismatch += d != 0
             self.retok_sum += d
+
+    def add_columns(self, pt: list[Any], it: list[Any], ot: list[Any], n: list[Any], rt: list[Any]) -> None:
+        """`add_values` of every row at once: the measured rows' columns (ints or None, ints in int32's range)."""
+        rows = len(pt)
+        if not rows:
+            return
+        self.isl_rows += rows
+        self.isl_targets.update(v for v in it if v is not None)
+        self.osl_targets.update(v for v in ot if v is not None)
+        p, p_ok = _ints(pt)
+        i, i_ok = _ints(it)
+        if p_ok.any():
+            got = p[p_ok]
+            self.isl_n += int(got.size)
+            self.isl_sum += int(got.sum())
+            lo, hi = int(got.min()), int(got.max())
+            self.isl_min = lo if self.isl_min is None else min(self.isl_min, lo)
+            self.isl_max = hi if self.isl_max is None else max(self.isl_max, hi)
+            self.off_by_more += int((np.abs(p - i) > 1)[p_ok & i_ok].sum())
+        out, out_ok = _ints(n)
+        self.usage_missing += rows - int(out_ok.sum())
+        o, o_ok = _ints(ot)
+        both = out_ok & o_ok
+        self.below += int((out < o)[both].sum())
+        self.above += int((out > o)[both].sum())
+        r, r_ok = _ints(rt)
+        d = np.abs(r - out)[r_ok & out_ok]
+        self.retok_n += int(d.size)
+        self.retok_mismatch += int((d != 0).sum())
+        self.retok_sum += int(d.sum())
 
     def merge(self, o: LengthTally) -> None:
         self.isl_targets |= o.isl_targets

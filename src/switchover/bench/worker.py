@@ -25,7 +25,7 @@ from switchover.bench.accumulate import StepAccumulator
 from switchover.bench.rows import ROW_SCHEMA, STAT_COLUMNS, RowSink, row_from_record
 from switchover.bench.scheduler import Sent, StepBounds, StopFlag, run_concurrency, run_schedule
 from switchover.bench.stats import Slo
-from switchover.bench.workload import iter_arrival_offsets, load_dataset, make_prompt, request_body
+from switchover.bench.workload import PromptMaker, iter_arrival_offsets, load_dataset, request_body
 from switchover.evidence.bench import BenchPlan
 from switchover.evidence.bench_findings import BucketFit
 from switchover.runs import RecordWriter
@@ -91,9 +91,11 @@ async def run_worker(spec: WorkerSpec, go: Any) -> dict[str, Any]:
 
         retok = load_tokenizer(plan.tokenizer)
 
+    make = PromptMaker(plan, spec.fit, dataset, (spec.bucket, spec.step, spec.repeat))
+
     async def send(j: int) -> RequestRecord:
         i = w + n * j  # request numbers interleave: worker w sends w, w + N, w + 2N ... of the one schedule
-        p = make_prompt(plan, spec.fit, dataset, (spec.bucket, spec.step, spec.repeat, i), i)
+        p = make(i)
         prompts[j] = p
         return await client.generate(p.api, request_body(plan, p, spec.model, spec.extra, spec.min_field))
 

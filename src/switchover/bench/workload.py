@@ -13,9 +13,8 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import orjson
@@ -197,9 +196,9 @@ async def fit_bucket(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Prompt:
-    """One request's input."""
+class Prompt(NamedTuple):
+    """One request's input (a named tuple: one is made per request, and a tuple is made in a quarter of the time of
+    a frozen dataclass)."""
 
     api: Api
     payload: str | list[dict[str, Any]]
@@ -224,26 +223,56 @@ def bucket_prompt(
 
 
 def with_buster(p: Prompt, buster: str) -> Prompt:
-    """A dataset prompt with the cache-buster words in front of its text (of its first message, for chat)."""
+    """A dataset prompt with the cache-buster words in front of its text (of its first message, for chat; the other
+    messages are the dataset's own, shared: nothing changes a prompt's messages once made)."""
     if isinstance(p.payload, str):
         return Prompt(p.api, f"{buster} {p.payload}", p.isl_target, p.max_tokens, p.bucket, p.at_s)
-    msgs = [dict(m) for m in p.payload]
-    if isinstance(msgs[0].get("content"), str):
-        msgs[0]["content"] = f"{buster} {msgs[0]['content']}"
+    msgs = list(p.payload)
+    first = msgs[0]
+    if isinstance(first.get("content"), str):
+        msgs[0] = {**first, "content": f"{buster} {first['content']}"}
     return Prompt(p.api, msgs, p.isl_target, p.max_tokens, p.bucket, p.at_s)
 
 
-def make_prompt(
-    plan: Any, fit: BucketFit | None, dataset: list[Prompt] | None, key: tuple[object, ...], index: int
-) -> Prompt:
-    """The prompt of request `key` (number `index` in its step) of a run (`plan` a BenchPlan): a fitted bucket's,
-    or the dataset's line `index` (cycling), with its cache-buster unless --allow-prefix-cache."""
-    unique = not plan.allow_prefix_cache
-    if dataset is not None:
-        p = dataset[index % len(dataset)]
-        return with_buster(p, cache_buster(plan.seed, key, True)) if unique else p
-    assert fit is not None
-    return bucket_prompt(plan.api, fit, plan.seed, key, plan.output_tokens, unique=unique)
+class PromptMaker:
+    """The prompts of one step's requests, request `number` keyed `head + (number,)`: a fitted bucket's, or the
+    dataset's line `number` (cycling), with its cache-buster unless --allow-prefix-cache (`plan` a BenchPlan). What
+    every request of the step shares (the bucket's filler, the vocabulary) is made once, and the cache-busters a
+    block at a time, so a request costs a lookup and one string."""
+
+    def __init__(
+        self, plan: Any, fit: BucketFit | None, dataset: list[Prompt] | None, head: tuple[object, ...]
+    ) -> None:
+        if dataset is None and fit is None:
+            raise ValueError("a prompt needs a fitted bucket or a dataset")
+        self.api: Api = plan.api
+        self.seed, self.osl, self.head = plan.seed, plan.output_tokens, head
+        self.fit, self.dataset = fit, dataset
+        vocab: Sequence[str] = FILLER if fit is None else fit.vocab
+        self.vocab = _FILLER_WORDS if tuple(vocab) == _FILLER_WORDS else tuple(vocab)
+        self.filler = "" if fit is None else _filler_text(self.seed, fit.bucket, fit.words, self.vocab)
+        self.shared = None if not plan.allow_prefix_cache else cache_buster(self.seed, head, False, self.vocab)
+        self._block, self._busters = -1, [""]
+
+    def buster(self, number: int) -> str:
+        """Request `number`'s cache-buster (cache_buster's words for the key `head + (number,)`)."""
+        if self.shared is not None:
+            return self.shared
+        if number < 0:
+            return cache_buster(self.seed, (*self.head, number), True, self.vocab)
+        block = number // BUSTER_BLOCK
+        if block != self._block:
+            self._busters, self._block = _buster_block(self.seed, self.head, block, self.vocab), block
+        return self._busters[number % BUSTER_BLOCK]
+
+    def __call__(self, number: int) -> Prompt:
+        if self.dataset is not None:
+            p = self.dataset[number % len(self.dataset)]
+            return p if self.shared is not None else with_buster(p, self.buster(number))
+        fit = self.fit
+        assert fit is not None
+        text = f"{self.buster(number)} {self.filler}"
+        return Prompt(self.api, as_payload(self.api, text), fit.target, self.osl, fit.bucket)
 
 
 def request_body(plan: Any, p: Prompt, model: str, extra: dict[str, Any], min_field: str | None) -> dict[str, Any]:

@@ -1,9 +1,11 @@
 """CLI mode of bench/loadgen_vs_peers.py: the whole `switchover bench` command as a user types it (JSONL dataset,
 prompt fitting, rows to Parquet, summary) beside the stripped path (scheduler + wire client only, the same chat
 bodies) and beside vLLM `bench serve`, AIPerf and guidellm where installed, against one zero-work server, each
-client pinned to one core; one run per tool and concurrency.
+client pinned to one core. The CLI and the stripped path run --repeats times (default 3) at each concurrency,
+alternating, and each is represented by its median run (every run's req/s is printed): one run of either on a
+shared 2-core box varied by up to ±8 %, enough to move their ratio across a target. The peers run once.
 
-    python bench/loadgen_vs_peers.py --cli [--concurrency 64,1024] [--requests 40000] [--chunks 64]
+    python bench/loadgen_vs_peers.py --cli [--concurrency 64,1024] [--requests 40000] [--chunks 64] [--repeats 3]
         [--tools cli,stripped,vllm,aiperf,guidellm] [--peer-requests 3000]
 
 Per tool: its own req/s (first send to last response, as the tool reports it), CPU seconds and peak RSS of the
@@ -267,6 +269,7 @@ def tool_guidellm(a: argparse.Namespace, url: str, c: int, ds: Path, work: Path)
 
 
 STARTUP = ("cli", "stripped", "vllm")  # tools whose start-up CPU --startup measures (AIPerf, guidellm: too slow)
+REPEATED = ("cli", "stripped")  # run --repeats times, alternating, compared by their medians (the others once)
 TOOLS = {
     "cli": tool_cli,
     "stripped": tool_stripped,
@@ -295,6 +298,7 @@ def cli_main(a: argparse.Namespace, start_server: Any, stop: Any) -> int:
     levels = [int(x) for x in str(a.concurrency).split(",")]
     results: dict[tuple[str, int], dict[str, Any]] = {}
     loads: dict[tuple[str, int], str] = {}
+    rounds = max(a.repeats, 1)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         ds = work / "prompts.jsonl"
@@ -302,24 +306,56 @@ def cli_main(a: argparse.Namespace, start_server: Any, stop: Any) -> int:
         server, url = start_server(a.server_core, a.chunks)
         try:
             for c in levels:
+                runs: dict[str, list[dict[str, Any]]] = {t: [] for t in tools}
+                for r in range(rounds):
+                    for tool in tools:
+                        if r and tool not in REPEATED:
+                            continue
+                        res = _one(a, tool, url, c, ds, work, startup=r == 0)
+                        runs[tool].append(res)
+                        loads[(tool, c)] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+                        print(
+                            f"[{tool} c={c} round {r + 1}: {res.get('req_per_s', 0) or 0:.0f} req/s, "
+                            f"{res['wall_s']:.0f} s]",
+                            file=sys.stderr,
+                        )
                 for tool in tools:
-                    t0 = time.monotonic()
-                    res = TOOLS[tool](a, url, c, ds, work) if tool in TOOLS else {"failed": "unknown tool"}
-                    res["wall_s"] = time.monotonic() - t0
-                    if a.startup and tool in STARTUP and "cpu_s" in res:  # the same tool sending c requests
-                        small = TOOLS[tool](argparse.Namespace(**{**vars(a), "requests": c}), url, c, ds, work)
-                        if "cpu_s" in small:
-                            res["startup_cpu_s"] = small["cpu_s"]
-                    results[(tool, c)] = res
-                    loads[(tool, c)] = " ".join(f"{x:.2f}" for x in os.getloadavg())
-                    print(
-                        f"[{tool} c={c}: {res.get('req_per_s', 0) or 0:.0f} req/s, {res['wall_s']:.0f} s]",
-                        file=sys.stderr,
-                    )
-                    shutil.rmtree(work / "runs", ignore_errors=True)
+                    results[(tool, c)] = median_run(runs[tool])
         finally:
             stop(server)
     return _print(a, tools, levels, results, loads)
+
+
+def _one(a: argparse.Namespace, tool: str, url: str, c: int, ds: Path, work: Path, *, startup: bool) -> dict[str, Any]:
+    """One run of `tool` at concurrency c (and, with --startup on the first round, its start-up run of c requests)."""
+    t0 = time.monotonic()
+    res = TOOLS[tool](a, url, c, ds, work) if tool in TOOLS else {"failed": "unknown tool"}
+    res["wall_s"] = time.monotonic() - t0
+    if startup and a.startup and tool in STARTUP and "cpu_s" in res:  # the same tool sending c requests
+        small = TOOLS[tool](argparse.Namespace(**{**vars(a), "requests": c}), url, c, ds, work)
+        if "cpu_s" in small:
+            res["startup_cpu_s"] = small["cpu_s"]
+    shutil.rmtree(work / "runs", ignore_errors=True)
+    return res
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median req/s (the lower middle of an even count) standing for the tool, with every run's
+    req/s in `rounds`, its largest RSS growth (a memory bound must hold in every run) and its first start-up CPU;
+    a failed run fails the tool."""
+    failed = [r for r in runs if "failed" in r]
+    if failed or not runs:
+        return failed[0] if failed else {"failed": "no run"}
+    ranked = sorted(runs, key=lambda r: r["req_per_s"])
+    out = dict(ranked[(len(ranked) - 1) // 2])
+    out["rounds"] = [r["req_per_s"] for r in runs]
+    if all("self_peak_rss_mb" in r for r in runs):
+        worst = max(runs, key=lambda r: r["self_peak_rss_mb"] - r["idle_rss_mb"])
+        out["self_peak_rss_mb"], out["idle_rss_mb"] = worst["self_peak_rss_mb"], worst["idle_rss_mb"]
+    out.pop("startup_cpu_s", None)
+    if "startup_cpu_s" in runs[0]:
+        out["startup_cpu_s"] = runs[0]["startup_cpu_s"]
+    return out
 
 
 def _print(
@@ -346,9 +382,11 @@ def _print(
                 continue
             ratio = cli.get("req_per_s", 0) / r["req_per_s"] if r.get("req_per_s") and "req_per_s" in cli else 0
             note = ""
+            if len(r.get("rounds", ())) > 1:
+                note = "median of " + " / ".join(f"{x:.0f}" for x in r["rounds"]) + " req/s; "
             if tool == "cli":
                 growth = r["self_peak_rss_mb"] - r["idle_rss_mb"]
-                note = (
+                note += (
                     f"idle RSS {r['idle_rss_mb']:.0f} MB (peak − idle {growth:.0f} MB); on the wire "
                     f"{r['on_wire']:.0f} of {c}, waiting in the client {r['in_client']:.0f}; "
                     f"send lag {r['send_lag_ms']:.2f} ms; Parquet {r['parquet_mb']:.1f} MB"

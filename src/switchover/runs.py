@@ -59,7 +59,13 @@ class RecordWriter:
     is written under a unique temporary name and renamed into place whole on `close`."""
 
     def __init__(
-        self, path: Path, schema: pa.Schema, *, redacted: bool = True, statistics: bool | list[str] = True
+        self,
+        path: Path,
+        schema: pa.Schema,
+        *,
+        redacted: bool = True,
+        statistics: bool | list[str] = True,
+        dictionary: bool | list[str] = True,
     ) -> None:
         self.path = path
         self.schema = schema
@@ -67,7 +73,11 @@ class RecordWriter:
         self._tmp = temp_path(path)
         # statistics: the columns whose min/max go into every row group's metadata, which the writer holds until it
         # closes (for list and long-text columns that is ~27 KB a row group: name the scalar columns for long runs)
-        self._writer: pq.ParquetWriter | None = pq.ParquetWriter(self._tmp, schema, write_statistics=statistics)
+        # dictionary: the columns dictionary-encoded (repeated values); for unique ones such as timestamps it only
+        # costs time and bytes
+        self._writer: pq.ParquetWriter | None = pq.ParquetWriter(
+            self._tmp, schema, write_statistics=statistics, use_dictionary=dictionary
+        )
         self.rows = 0
 
     def append(self, rows: list[Mapping[str, Any]]) -> None:

@@ -19,7 +19,7 @@ from switchover.bench.clientload import open_files_for, peak_rss_mb, rss_mb
 from switchover.bench.conclude import KNEE_LIMIT, StepValues, ab_steps, knees
 from switchover.bench.endpoints import Endpoint, load_tokenizer, open_endpoint
 from switchover.bench.reporter import NullReporter, Reporter
-from switchover.bench.rows import ROW_SCHEMA, STAT_COLUMNS, RowSink, row_from_record
+from switchover.bench.rows import DICT_COLUMNS, ROW_SCHEMA, STAT_COLUMNS, RowSink, row_from_record
 from switchover.bench.samples import Samples
 from switchover.bench.scheduler import Sent, StepBounds, StopFlag, run_concurrency, run_schedule
 from switchover.bench.scrape import SCRAPE_SCHEMA, Scraper
@@ -400,7 +400,13 @@ class BenchRun:
         if not plan.checkpoint_s:
             # RowSink masks failure messages; statistics for scalar columns only (writer memory per row group)
             self.metrics_writer = rd.record_writer("metrics", SCRAPE_SCHEMA)
-            return RecordWriter(rd.file("requests.parquet"), ROW_SCHEMA, redacted=False, statistics=STAT_COLUMNS)
+            return RecordWriter(
+                rd.file("requests.parquet"),
+                ROW_SCHEMA,
+                redacted=False,
+                statistics=STAT_COLUMNS,
+                dictionary=DICT_COLUMNS,
+            )
         report.soak = Soak(**ck["soak"]) if ck else Soak(window_s=plan.window_s, checkpoint_s=plan.checkpoint_s)
         if ck:
             report.soak.resumed.append(time.time())
@@ -418,7 +424,11 @@ class BenchRun:
             rd.path / "metrics", SCRAPE_SCHEMA, first_part=int(ck["metrics_parts"]) if ck else 0
         )
         return PartWriter(
-            rd.path / "requests", ROW_SCHEMA, first_part=int(ck["parts"]) if ck else 0, statistics=STAT_COLUMNS
+            rd.path / "requests",
+            ROW_SCHEMA,
+            first_part=int(ck["parts"]) if ck else 0,
+            statistics=STAT_COLUMNS,
+            dictionary=DICT_COLUMNS,
         )
 
     async def _close(

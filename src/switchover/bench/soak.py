@@ -44,12 +44,17 @@ class PartWriter:
     checkpoint is readable even if the process dies next."""
 
     def __init__(
-        self, folder: Path, schema: pa.Schema, first_part: int = 0, statistics: bool | list[str] = True
+        self,
+        folder: Path,
+        schema: pa.Schema,
+        first_part: int = 0,
+        statistics: bool | list[str] = True,
+        dictionary: bool | list[str] = True,
     ) -> None:
         self.folder = folder
         self.folder.mkdir(exist_ok=True)
         self.schema = schema
-        self.statistics = statistics
+        self.statistics, self.dictionary = statistics, dictionary
         self.part = first_part
         self.rows = 0
         self._writer: RecordWriter | None = None
@@ -62,7 +67,11 @@ class PartWriter:
             return
         if self._writer is None:  # rows come masked (bench/rows.RowSink) or hold no free text (scrapes)
             self._writer = RecordWriter(
-                self.folder / f"part-{self.part:05d}.parquet", self.schema, redacted=False, statistics=self.statistics
+                self.folder / f"part-{self.part:05d}.parquet",
+                self.schema,
+                redacted=False,
+                statistics=self.statistics,
+                dictionary=self.dictionary,
             )
         self._writer.append(rows)
         self.rows += len(rows)

@@ -22,7 +22,7 @@ import orjson
 from pydantic import BaseModel
 
 from switchover.bench.accumulate import StepAccumulator
-from switchover.bench.rows import ROW_SCHEMA, STAT_COLUMNS, RowSink, row_from_record
+from switchover.bench.rows import DICT_COLUMNS, ROW_SCHEMA, STAT_COLUMNS, RowSink, row_from_record
 from switchover.bench.scheduler import Sent, StepBounds, StopFlag, run_concurrency, run_schedule
 from switchover.bench.stats import Slo
 from switchover.bench.workload import PromptMaker, iter_arrival_offsets, load_dataset, request_body
@@ -80,7 +80,7 @@ async def run_worker(spec: WorkerSpec, go: Any) -> dict[str, Any]:
         "rate": spec.rate / spec.workers if spec.rate else None,
     }
     acc = StepAccumulator(slo=slo, labels=labels, seed=plan.seed + spec.worker)
-    writer = RecordWriter(Path(spec.out), ROW_SCHEMA, redacted=False, statistics=STAT_COLUMNS)
+    writer = RecordWriter(Path(spec.out), ROW_SCHEMA, redacted=False, statistics=STAT_COLUMNS, dictionary=DICT_COLUMNS)
     sink = RowSink(writer)
     stop = StopFlag()
     n, w = spec.workers, spec.worker

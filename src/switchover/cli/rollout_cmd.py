@@ -44,6 +44,13 @@ def _rollout(config: Path, ledger: Path | None = None) -> Rollout:
             f"--ledger {ledger}: no such file or directory",
             hint="point --ledger at the gateway's run_dir (ledger-NNNNN.jsonl files)",
         )
+    if ledger is not None and not (ledger.is_dir() or ledger.is_file()):  # a FIFO or a device: never read
+        from switchover.ledger_files import file_kind
+
+        raise BadInput(
+            f"--ledger {ledger}: {file_kind(ledger.stat().st_mode)}, not a ledger file or run directory",
+            hint="point --ledger at the gateway's run_dir (ledger-NNNNN.jsonl files)",
+        )
     return Rollout(load_migration(config), config, ledger=ledger)
 
 

@@ -51,7 +51,11 @@ class StepLimit(BaseModel):
     waiting_max: float | None = None
     kv_usage_max: float | None = None
     request_cap: int | None = None
-    request_cap_source: str | None = Field(default=None, description="where the cap came from; None: inferred")
+    request_cap_source: str | None = Field(
+        default=None,
+        description="where the cap came from (cited), or why the one the endpoint reported was not used "
+        "('not read: ...'); None: none reported (the cap is inferred)",
+    )
     raise_flag: Raise | None = None
     requests: int = 0
     oom: int = Field(default=0, description="Answers carrying an engine's out-of-memory text (bench/oom.py)")

@@ -11,9 +11,11 @@ import time
 import pytest
 from aiohttp import web
 
+from switchover.engines.profile import RequestCapSource, load_profile
 from switchover.errors import CheckFailed, Unreachable
-from switchover.probe.overload import _tpot, _waiting, run_overload
+from switchover.probe.overload import _slots, _tpot, _waiting, run_overload
 from switchover.testing import FakeEngine
+from switchover.testing.engine import stream_parts
 from switchover.wire import EngineClient
 from switchover.wire.records import RequestRecord, Usage
 from tests.loopback import tcp_server
@@ -141,3 +143,87 @@ async def test_an_engine_still_loading_is_not_read_as_rejecting_from_concurrency
     async with FakeEngine(handler=loading).running() as url:
         with pytest.raises(CheckFailed, match=r"still loading: llama\.cpp"):
             await run_overload(url, max_concurrency=2, waves=1, timeout_s=2)
+
+
+# --- the engine's own slots: the profile's `request_cap:` at the release the engine reports (engines/server_facts) ---
+
+TOTAL_SLOTS_URL = "https://github.com/ggml-org/llama.cpp/blob/b11434/tools/server/server-context.cpp"
+
+
+def _llama_like(props: dict[str, object]) -> tuple[FakeEngine, list[str]]:
+    """A llama-server look-alike: /v1/models, `props` at GET /props, 404 at /version, and a 2-token streamed answer;
+    the list records every GET path asked."""
+    gets: list[str] = []
+
+    async def handle(req: web.Request) -> web.StreamResponse:
+        if req.method == "GET":
+            gets.append(req.path)
+        if req.method == "GET" and req.path == "/v1/models":
+            return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
+        if req.method == "GET" and req.path == "/props":
+            return web.json_response(props)
+        if req.method == "POST" and req.path == "/v1/completions":
+            chunk = b'data: {"choices":[{"index":0,"text":"%s","finish_reason":null}]}\n\n'
+            usage = b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\n'
+            return await stream_parts(req, [chunk % b"a", chunk % b"b", usage, b"data: [DONE]\n\n"])
+        return web.json_response({"error": {"code": 404, "message": "File Not Found"}}, status=404)
+
+    return FakeEngine(handler=handle), gets
+
+
+async def test_llamacpp_b11434_reports_its_slots_from_props_total_slots_cited_at_a_release() -> None:
+    """What users saw before (slots 4 for the test bed's b11434), now with where it was read."""
+    engine, _ = _llama_like({"build_info": "b11434-0a1b2c3", "total_slots": 4})
+    async with engine.running() as url:
+        r = await run_overload(url, profile=load_profile("llamacpp"), max_concurrency=1, waves=1, timeout_s=5)
+    assert r.slots == 4
+    assert r.slots_source == f"/props total_slots ({TOTAL_SLOTS_URL})"
+
+
+async def test_a_llamacpp_build_older_than_the_request_cap_data_gets_no_slots_and_says_why() -> None:
+    """Before, /props total_slots was read at any build (the api block's slots_path held for no release range)."""
+    engine, _ = _llama_like({"build_info": "b3000-0a1b2c3", "total_slots": 4})
+    async with engine.running() as url:
+        r = await run_overload(url, profile=load_profile("llamacpp"), max_concurrency=1, waves=1, timeout_s=5)
+    assert r.slots is None
+    assert r.slots_source is not None and r.slots_source.startswith("not read:")
+    assert "b3000" in r.slots_source and ">=b3135" in r.slots_source
+
+
+@pytest.mark.parametrize(
+    ("props", "slots"),
+    [
+        ({"build_info": "b0-unknown", "total_slots": 2}, 2),  # built without its git history: any release read
+        ({"total_slots": True}, None),  # a JSON bool is not a count
+        ({"total_slots": 0}, None),  # not a cap
+        ({"total_slots": "4"}, None),
+        ({}, None),
+    ],
+)
+async def test_the_slots_are_a_positive_whole_number_the_engine_reported(props: dict, slots: int | None) -> None:
+    engine, _ = _llama_like(props)
+    async with engine.running() as url, EngineClient(url) as client:
+        got, source = await _slots(client, load_profile("llamacpp"))
+    assert got == slots
+    assert (source is not None) == (slots is not None)
+
+
+async def test_an_engine_whose_profile_names_a_request_cap_gets_its_slots_without_an_engine_branch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SGLang given a request_cap entry (made up for the test) is read the same way; before, only the api block's
+    slots_path/slots_field were read, so it got none."""
+    entry = RequestCapSource(path="/props", field="total_slots", versions=">=0.4", source="https://example.test/x")
+    fake = load_profile("sglang").model_copy(update={"request_cap": [entry]})
+    engine, _ = _llama_like({"total_slots": 6})
+    async with engine.running() as url, EngineClient(url) as client:
+        assert await _slots(client, fake) == (6, "/props total_slots (https://example.test/x)")
+
+
+async def test_an_engine_without_request_cap_data_is_not_asked_for_one() -> None:
+    engine, gets = _llama_like({"total_slots": 4})
+    async with engine.running() as url:
+        r = await run_overload(url, profile=load_profile("vllm"), max_concurrency=1, waves=1, timeout_s=5)
+        s = await run_overload(url, max_concurrency=1, waves=1, timeout_s=5)
+    assert (r.slots, r.slots_source, s.slots, s.slots_source) == (None, None, None, None)
+    assert "/props" not in gets

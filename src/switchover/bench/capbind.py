@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from switchover.bench.oom import StepKey, StepOom, records, step_ooms
+from switchover.engines.server_facts import engine_version, request_cap
 from switchover.evidence.bench_caps import WORDS, Binding, Scrape, StepLimit, cap_flag, raise_flag
 
 KV_FULL = 0.95  # "near 100 %": a gauge of 0..1 (vllm:kv_cache_usage_perc, llamacpp:kv_cache_usage_ratio)
@@ -80,70 +81,6 @@ def scrapes_by_endpoint(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[Scr
             Scrape(t_ns=t_ns, running=v.get("running"), waiting=v.get("waiting"), kv_usage=v.get("kv_usage"))
         )
     return out
-
-
-def engine_version(engine: str | None, info: Mapping[str, Any]) -> str | None:
-    """The version an endpoint reported at the start of the run: vLLM/SGLang /version, and for an engine numbered by
-    build tags (its profile's release_scheme: llama.cpp) the /props build_info."""
-    version = info.get("/version")
-    if isinstance(version, dict) and isinstance(version.get("version"), str):
-        return str(version["version"])
-    props = info.get("/props")
-    build = props.get("build_info") if isinstance(props, dict) else None
-    from switchover.engines.names import ENGINES
-
-    if not isinstance(build, str) or engine not in ENGINES:
-        return None
-    from switchover.engines.profile import load_profile
-    from switchover.engines.versions import build_tag
-
-    return build_tag(build) if load_profile(engine).release_scheme == "build" else None
-
-
-def request_cap(engine: str | None, info: Mapping[str, Any]) -> tuple[int | None, str | None]:
-    """The request-count cap the endpoint reported where its engine's profile says the server reports one
-    (`request_cap:`, llama.cpp /props total_slots): (cap, where it was read, cited); (None, why it was not used) at
-    a release outside the range the data holds for; (None, None) when the endpoint reported none."""
-    from switchover.engines.names import ENGINES
-    from switchover.engines.profile import load_profile
-
-    if engine not in ENGINES:
-        return None, None
-    version = engine_version(engine, info)
-    for src in load_profile(engine).request_cap:
-        cap = _field(info.get(src.path), src.field)
-        if not isinstance(cap, int) or isinstance(cap, bool) or cap <= 0:
-            continue
-        try:
-            holds = src.holds_at(version)
-        except ValueError:
-            return None, f"not read: {engine} {version!r} is not a release, so {src.where} cannot be placed"
-        if not holds:
-            return None, (
-                f"not read: {src.where} is the request cap in {engine} {src.versions} ({src.source}); "
-                f"{engine} {version} is outside that range"
-            )
-        return cap, f"{src.where} ({src.source}{_coverage(engine, version)})"
-    return None, None
-
-
-def _field(obj: Any, dotted: str) -> Any:
-    for key in dotted.split("."):
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
-def _coverage(engine: str, version: str | None) -> str:
-    """'; <the release data's note>' for a release newer than the newest read (what it has is assumed), else ''."""
-    if version is None:
-        return ""
-    from switchover.engines.releases import view
-
-    v = view(engine, version)
-    note = v.resolution.note if v is not None and v.resolution.coverage == "newer_than_read" else None
-    return f"; {note}" if note else ""
 
 
 def launch_cap(engine: str | None, version: str | None, argv: list[str]) -> int | None:

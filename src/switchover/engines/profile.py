@@ -98,9 +98,6 @@ class MetricsEndpoint(_Cited):
         return self
 
 
-OPTIONAL_API_FACTS = frozenset({"slots_path", "slots_field"})
-
-
 class ApiSemantics(BaseModel):
     """OpenAI-compatible API behaviour of one engine; `sources` cites every field."""
 
@@ -127,16 +124,12 @@ class ApiSemantics(BaseModel):
     max_tokens_omitted: str
     context_overflow: Literal["clamp", "reject_400", "reject_422", "finish_length"]
     openai_json_schema: bool = Field(description="OpenAI-shaped response_format json_schema accepted")
-    slots_path: str | None = Field(default=None, description="GET path reporting the parallel request limit")
-    slots_field: str | None = Field(default=None, description="field of that answer holding the limit")
     sources: dict[str, str]
     unverified: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _every_field_cited(self) -> ApiSemantics:
         facts = set(type(self).model_fields) - {"sources", "unverified"}
-        # an optional fact an engine lacks (left out of its file, so None) needs no source; one it states does
-        facts -= {f for f in OPTIONAL_API_FACTS if getattr(self, f) is None}
         missing = sorted(facts - set(self.sources))
         if missing:
             raise ValueError(f"api facts without a source: {', '.join(missing)}")

@@ -21,6 +21,7 @@ deadline (`max_run_s`): a level still running at it is stopped, and the report s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from collections.abc import Collection
@@ -29,6 +30,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from switchover.engines.profile import EngineProfile
+from switchover.engines.server_facts import info_paths, reported_cap
 from switchover.errors import CheckFailed, Unreachable
 from switchover.measure import timing
 from switchover.measure.percentiles import percentile
@@ -80,6 +82,11 @@ class OverloadReport(BaseModel):
     first_queue_at: int | None = None
     first_slow_at: int | None = None
     slots: int | None = Field(default=None, description="The engine's own parallel limit, where it reports one")
+    slots_source: str | None = Field(
+        default=None,
+        description="Where `slots` was read (cited), or why what the engine reported was not used (its release is "
+        "outside the range the profile's request_cap holds for); None: the engine reports none",
+    )
     waiting_metric: str | None = None
     steps: list[OverloadStep]
     reason: str
@@ -109,20 +116,19 @@ async def _waiting(
     return sum(values) if values else None
 
 
-async def _slots(client: EngineClient, profile: EngineProfile | None) -> int | None:
-    """The engine's own parallel limit where its profile names an endpoint for it (llama-server's /props)."""
-    api = profile.api if profile is not None else None
-    if api is None or not api.slots_path or not api.slots_field:
-        return None
-    res = await client.request("GET", api.slots_path, timeout=5)
-    if res.failure is not None or res.status != 200:
-        return None
-    try:
-        body = res.json()
-    except ValueError:
-        return None
-    slots = body.get(api.slots_field) if isinstance(body, dict) else None
-    return slots if isinstance(slots, int) and not isinstance(slots, bool) else None
+async def _slots(client: EngineClient, profile: EngineProfile | None) -> tuple[int | None, str | None]:
+    """The engine's own parallel limit where its profile's `request_cap:` says the server reports one (llama-server's
+    /props total_slots) and holds at the release it reports: (slots, where read, cited), (None, why not used) or
+    (None, None); engines/server_facts.py reads it, as bench's binding cap does."""
+    if profile is None or not profile.request_cap:
+        return None, None
+    info: dict[str, object] = {}
+    for path in info_paths(profile):
+        res = await client.request("GET", path, timeout=5)
+        if res.failure is None and res.status == 200:
+            with contextlib.suppress(ValueError):
+                info[path] = res.json()
+    return reported_cap(profile, info)
 
 
 async def _level(
@@ -327,7 +333,7 @@ async def run_overload(
         listing = await list_models(client, min(timeout_s, max_run_s))
         _reachable(url, listing, min(timeout_s, max_run_s), profile)
         model = pick_model(listing, model)
-        slots = await _slots(client, profile)
+        slots, slots_source = await _slots(client, profile)
         # every answer the same length where the engine can be told to ignore EOS (its profile says how)
         field = profile.api.ignore_eos_field if profile is not None else None
         extra: dict[str, object] = {field: True} if field else {}
@@ -357,6 +363,7 @@ async def run_overload(
         first_queue_at=que,
         first_slow_at=slow,
         slots=slots,
+        slots_source=slots_source,
         waiting_metric=waiting_name,
         steps=steps,
         reason=reason,

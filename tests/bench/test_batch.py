@@ -8,6 +8,8 @@ import random
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from switchover.bench.accumulate import StepAccumulator
 from switchover.bench.batch import RowBatch
@@ -158,3 +160,48 @@ def test_a_redacting_record_writer_refuses_a_prepared_table(tmp_path: pathlib.Pa
     with pytest.raises(ValueError, match="redacting writer"):
         writer.append_table(pa.table({"a": [1]}))
     writer.close()
+
+
+texts_st = st.lists(st.text(max_size=6), max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(texts_st, st.integers(-2, 2)), min_size=1, max_size=8))
+def test_event_texts_of_any_script_come_out_of_the_table_and_row_as_they_went_in(shapes):
+    """Texts in any script (ASCII, accents, CJK, emoji; empty ones), and as many or fewer/more texts than stamps."""
+    recs = []
+    for i, (texts, extra_stamps) in enumerate(shapes):
+        stamps = list(range(100 * i, 100 * i + max(len(texts) + extra_stamps, 0)))
+        recs.append(
+            (
+                RequestRecord(
+                    api="chat",
+                    stream=True,
+                    model="m",
+                    started_wall=0.0,
+                    send_ns=1,
+                    status=200,
+                    end_ns=5,
+                    chunk_ns=stamps,
+                    chunk_text=texts,
+                    texts={0: "".join(texts)},
+                ),
+                {"index": i, "warmup": False, "sched_ns": None, "isl_target": None, "osl_target": 4},
+            )
+        )
+    (b,) = _batches(recs, [len(recs)])
+    want = [row_from_record(rec, **LABELS, **extra) for rec, extra in recs]
+    got = b.table().to_pylist()
+    assert [g["chunk_text"] for g in got] == [w["chunk_text"] for w in want]
+    assert [g["chunk_ns"] for g in got] == [w["chunk_ns"] for w in want]
+    assert got == pa.Table.from_pylist(want, schema=ROW_SCHEMA).to_pylist()
+    assert [b.row(i) for i in range(len(b))] == [{**w, "retok_tokens": None} for w in want]
+
+
+def test_a_text_no_json_parser_gives_is_stored_marked_not_crashing_the_flush():
+    rec = RequestRecord(
+        api="chat", stream=True, model="m", started_wall=0.0, send_ns=1, chunk_ns=[2, 3], chunk_text=["a", "\ud800"]
+    )
+    b = RowBatch(LABELS)
+    b.add(rec, index=0, warmup=False, sched_ns=None, isl_target=None, osl_target=2)
+    assert b.table().column("chunk_text").to_pylist() == [["a", "?"]]

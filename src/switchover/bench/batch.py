@@ -5,13 +5,12 @@ dict, a metrics object and a list of gaps per request (a third of a 40,000-reque
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import accumulate, chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
-from switchover.bench.rows import COLUMNS, ROW_SCHEMA
+from switchover.bench.rows import ROW_SCHEMA
 from switchover.redaction import redact
 from switchover.wire import Failure, RequestRecord
 
@@ -22,29 +21,54 @@ if TYPE_CHECKING:
     from switchover.bench.workload import Prompt
 
 LABELS = ("endpoint", "step", "repeat", "concurrency", "rate", "bucket")
-_PER_ROW = tuple(c for c in COLUMNS if c not in LABELS and c not in ("chunk_ns", "chunk_text"))
+
+
+# the per-row values `add` takes from a record, in this order (then the six the caller gives: _META)
+_FROM_RECORD = (
+    "send_ns",
+    "headers_ns",
+    "first_byte_ns",
+    "end_ns",
+    "usage_ns",
+    "started_wall",
+    "status",
+    "finish_reason",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "done_seen",
+    "failure_kind",
+    "failure_message",
+    "output_text",
+)
+_META = ("index", "warmup", "sched_ns", "isl_target", "osl_target", "retok_tokens")
 
 
 class RowBatch:
-    """Rows of one step (its labels shared): `add` keeps each finished request's record and a tuple of its labels,
-    and the columns (`cols`, the event lists, `table()`, `arrays()`) are built once per batch by comprehensions over
-    them, not value by value on the hot path."""
+    """Rows of one step (its labels shared). `add` takes what the rows need from a finished record while it is still
+    in the CPU's cache: its scalar values as one tuple, its event stamps and texts onto two flat lists (references,
+    no conversion). The record is then let go. A flush builds the statistics' numpy arrays and the Parquet table
+    from those lists at once, per row group, not value by value per request."""
 
-    __slots__ = ("_built", "_chunks", "labels", "meta", "recs")
+    __slots__ = ("_cols", "_ns", "first", "labels", "offsets", "stamps", "text_offsets", "texts", "values")
 
     def __init__(self, labels: dict[str, Any]) -> None:
         self.labels = {k: labels.get(k) for k in LABELS}
-        self.recs: list[RequestRecord] = []
-        self.meta: list[tuple[int, bool, int | None, int | None, int | None, int | None]] = []
-        self._chunks = 0
-        self._built: _Columns | None = None
+        self.values: list[tuple[Any, ...]] = []  # per row: _FROM_RECORD then _META
+        self.stamps: list[int] = []  # every row's event times, one after the other
+        self.offsets = [0]  # row i's stamps are stamps[offsets[i]:offsets[i + 1]]
+        self.texts: list[str] = []  # every row's event texts, one after the other
+        self.text_offsets = [0]  # row i's texts are texts[text_offsets[i]:text_offsets[i + 1]]
+        self.first: list[int] = []  # row i's first event with text (the first token), -1 when none
+        self._cols: dict[str, list[Any]] | None = None
+        self._ns: np.ndarray | None = None
 
     def __len__(self) -> int:
-        return len(self.recs)
+        return len(self.values)
 
     @property
     def chunks(self) -> int:
-        return self._chunks
+        return len(self.stamps)
 
     def add(
         self,
@@ -57,72 +81,86 @@ class RowBatch:
         osl_target: int | None,
         retok_tokens: int | None = None,
     ) -> None:
-        """One finished request (its record is final: nothing changes it after it ends)."""
-        self.recs.append(rec)
-        self.meta.append((index, warmup, sched_ns, isl_target, osl_target, retok_tokens))
-        self._chunks += len(rec.chunk_ns)
-        self._built = None
+        """One finished request: the values `rows.row_from_record` gives (failure messages masked here)."""
+        usage, failure, texts = rec.usage, rec.failure, rec.chunk_text
+        self.values.append(
+            (
+                rec.send_ns,
+                rec.headers_ns,
+                rec.first_byte_ns,
+                rec.end_ns,
+                rec.usage_ns,
+                rec.started_wall,
+                rec.status,
+                rec.finish_reasons.get(0),
+                usage.prompt_tokens if usage else None,
+                usage.completion_tokens if usage else None,
+                usage.cached_tokens if usage else None,
+                rec.done_seen,
+                failure.kind.value if failure else None,
+                _masked(failure),
+                rec.texts.get(0, ""),
+                index,
+                warmup,
+                sched_ns,
+                isl_target,
+                osl_target,
+                retok_tokens,
+            )
+        )
+        self.stamps += rec.chunk_ns
+        self.offsets.append(len(self.stamps))
+        self.texts += texts
+        self.text_offsets.append(len(self.texts))
+        self.first.append(_first_text(texts, len(rec.chunk_ns)))
+        self._cols = self._ns = None
 
     @property
     def cols(self) -> dict[str, list[Any]]:
         """The per-row columns (the values `rows.row_from_record` gives; failure messages masked)."""
-        return self._columns().cols
+        if self._cols is None:
+            by_column = zip(*self.values, strict=True) if self.values else iter([()] * len(_FROM_RECORD + _META))
+            self._cols = {name: list(col) for name, col in zip(_FROM_RECORD + _META, by_column, strict=True)}
+        return self._cols
 
     @property
     def chunk_ns(self) -> np.ndarray:
-        """Every row's event times, one after the other (row i's are chunk_ns[offsets[i]:offsets[i + 1]]), int64
-        and read-only (the statistics and the Parquet table share it)."""
-        return self._columns().chunk_ns
-
-    @property
-    def chunk_text(self) -> list[str]:
-        return self._columns().chunk_text
-
-    @property
-    def offsets(self) -> list[int]:
-        return self._columns().offsets
-
-    @property
-    def first(self) -> list[int]:
-        """Row i's first event with text (the first token), -1 when none."""
-        return self._columns().first
-
-    def _columns(self) -> _Columns:
-        if self._built is None:
-            self._built = _Columns(self.recs, self.meta)
-        return self._built
+        """Every row's event times as one read-only int64 array (converted once: the statistics and the Parquet
+        table of a flush share it)."""
+        if self._ns is None:
+            self._ns = np.array(self.stamps, dtype=np.int64)
+            self._ns.flags.writeable = False
+        return self._ns
 
     def table(self) -> pa.Table:
         """The rows as one Parquet-ready table (ROW_SCHEMA)."""
-        n, built = len(self), self._columns()
+        n, cols = len(self), self.cols
         arrays: list[pa.Array] = []
-        offsets = pa.array(built.offsets, pa.int32())
         for f in ROW_SCHEMA:
             if f.name in self.labels:
                 arrays.append(pa.array([self.labels[f.name]] * n, f.type))
             elif f.name == "chunk_ns":
-                arrays.append(pa.ListArray.from_arrays(offsets, pa.array(built.chunk_ns, pa.int64())))
+                arrays.append(pa.ListArray.from_arrays(pa.array(self.offsets, pa.int32()), pa.array(self.chunk_ns)))
             elif f.name == "chunk_text":
-                arrays.append(pa.ListArray.from_arrays(offsets, pa.array(built.chunk_text, pa.string())))
+                arrays.append(pa.ListArray.from_arrays(pa.array(self.text_offsets, pa.int32()), _strings(self.texts)))
             else:
-                arrays.append(pa.array(built.cols[f.name], f.type))
+                arrays.append(pa.array(cols[f.name], f.type))
         return pa.Table.from_arrays(arrays, schema=ROW_SCHEMA)
 
     def row(self, i: int) -> dict[str, Any]:
         """Row i as a dict (the per-row form: bench/rows.py)."""
-        built = self._columns()
-        a, b = built.offsets[i], built.offsets[i + 1]
+        a, b = self.offsets[i], self.offsets[i + 1]
+        ta, tb = self.text_offsets[i], self.text_offsets[i + 1]
         return {
             **self.labels,
-            **{k: v[i] for k, v in built.cols.items()},
-            "chunk_ns": built.chunk_ns[a:b].tolist(),
-            "chunk_text": built.chunk_text[a:b],
+            **{k: v[i] for k, v in self.cols.items()},
+            "chunk_ns": self.stamps[a:b],
+            "chunk_text": self.texts[ta:tb],
         }
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The columns the statistics need, as numpy arrays (nulls as masks: `*_ok`)."""
-        built = self._columns()
-        c = built.cols
+        c = self.cols
         end = c["end_ns"]
         n_out = c["completion_tokens"]
         return {
@@ -133,52 +171,19 @@ class RowBatch:
             "ok": np.array([k is None for k in c["failure_kind"]], dtype=bool),
             "n": np.array([0 if v is None else v for v in n_out], dtype=np.int64),
             "n_ok": np.array([v is not None for v in n_out], dtype=bool),
-            "first": np.array(built.first, dtype=np.int64),
-            "offsets": np.array(built.offsets, dtype=np.int64),
-            "chunk_ns": built.chunk_ns,
+            "first": np.array(self.first, dtype=np.int64),
+            "offsets": np.array(self.offsets, dtype=np.int64),
+            "chunk_ns": self.chunk_ns,
         }
 
 
-class _Columns:
-    """A batch's rows as columns, each built in one pass over the records."""
-
-    __slots__ = ("chunk_ns", "chunk_text", "cols", "first", "offsets")
-
-    def __init__(
-        self, recs: list[RequestRecord], meta: list[tuple[int, bool, int | None, int | None, int | None, int | None]]
-    ) -> None:
-        usages = [r.usage for r in recs]
-        failures = [r.failure for r in recs]
-        index, warmup, sched, isl, osl, retok = (list(c) for c in zip(*meta, strict=True)) if meta else ([],) * 6
-        self.cols: dict[str, list[Any]] = {
-            "isl_target": isl,
-            "osl_target": osl,
-            "index": index,
-            "warmup": warmup,
-            "sched_ns": sched,
-            "send_ns": [r.send_ns for r in recs],
-            "headers_ns": [r.headers_ns for r in recs],
-            "first_byte_ns": [r.first_byte_ns for r in recs],
-            "end_ns": [r.end_ns for r in recs],
-            "usage_ns": [r.usage_ns for r in recs],
-            "started_wall": [r.started_wall for r in recs],
-            "status": [r.status for r in recs],
-            "finish_reason": [r.finish_reasons.get(0) for r in recs],
-            "prompt_tokens": [u.prompt_tokens if u else None for u in usages],
-            "completion_tokens": [u.completion_tokens if u else None for u in usages],
-            "cached_tokens": [u.cached_tokens if u else None for u in usages],
-            "retok_tokens": retok,
-            "done_seen": [r.done_seen for r in recs],
-            "failure_kind": [f.kind.value if f else None for f in failures],
-            "failure_message": [_masked(f) for f in failures],
-            "output_text": [r.texts.get(0, "") for r in recs],
-        }
-        self.offsets: list[int] = [0, *accumulate(len(r.chunk_ns) for r in recs)]
-        stamps = chain.from_iterable(r.chunk_ns for r in recs)
-        self.chunk_ns = np.fromiter(stamps, dtype=np.int64, count=self.offsets[-1])
-        self.chunk_ns.flags.writeable = False
-        self.chunk_text: list[str] = list(chain.from_iterable(r.chunk_text for r in recs))
-        self.first = [_first_text(r.chunk_text, len(r.chunk_ns)) for r in recs]
+def _strings(texts: list[str]) -> pa.Array:
+    """Event texts as an Arrow string array; a lone surrogate (which no JSON parser gives) is stored marked rather
+    than failing the row group."""
+    try:
+        return pa.array(texts, pa.string())
+    except UnicodeEncodeError:
+        return pa.array([t.encode("utf-8", "replace").decode() for t in texts], pa.string())
 
 
 def _masked(f: Failure | None) -> str | None:

@@ -3,7 +3,9 @@ prompt fitting, rows to Parquet, summary) beside the stripped path (scheduler + 
 bodies) and beside vLLM `bench serve`, AIPerf and guidellm where installed, against one zero-work server, each
 client pinned to one core. The CLI and the stripped path run --repeats times (default 3) at each concurrency,
 alternating, and each is represented by its median run (every run's req/s is printed): one run of either on a
-shared 2-core box varied by up to ±8 %, enough to move their ratio across a target. The peers run once.
+shared 2-core box varied by up to ±8 %, enough to move their ratio across a target. The peers run once. At
+c >= 10,000 the CLI also runs once with 2.5x the requests (the same dataset, cycled), and its memory is called flat
+when its peak over idle grew at most 10 % (+ 10 MB).
 
     python bench/loadgen_vs_peers.py --cli [--concurrency 64,1024] [--requests 40000] [--chunks 64] [--repeats 3]
         [--tools cli,stripped,vllm,aiperf,guidellm] [--peer-requests 3000]
@@ -269,6 +271,9 @@ def tool_guidellm(a: argparse.Namespace, url: str, c: int, ds: Path, work: Path)
 
 
 STARTUP = ("cli", "stripped", "vllm")  # tools whose start-up CPU --startup measures (AIPerf, guidellm: too slow)
+FLAT, FLAT_SLACK_MB = 0.10, 10  # "flat memory": a run FLAT_FACTOR× longer grows at most 10 % (+ 10 MB) more
+FLAT_FACTOR = 2.5  # at c >= FLAT_FROM the CLI also runs once with this many times the requests
+FLAT_FROM = 10_000
 REPEATED = ("cli", "stripped")  # run --repeats times, alternating, compared by their medians (the others once)
 TOOLS = {
     "cli": tool_cli,
@@ -321,6 +326,16 @@ def cli_main(a: argparse.Namespace, start_server: Any, stop: Any) -> int:
                         )
                 for tool in tools:
                     results[(tool, c)] = median_run(runs[tool])
+                cli = results.get(("cli", c), {})
+                if c >= FLAT_FROM and "req_per_s" in cli:  # the same step, FLAT_FACTOR× as many requests
+                    more = argparse.Namespace(**{**vars(a), "requests": int(a.requests * FLAT_FACTOR)})
+                    longer = _one(more, "cli", url, c, ds, work, startup=False)  # the same dataset, cycled
+                    if "req_per_s" in longer:
+                        cli["longer"] = longer
+                    print(
+                        f"[cli c={c}, {more.requests} requests: peak {longer.get('self_peak_rss_mb', 0):.0f} MB]",
+                        file=sys.stderr,
+                    )
         finally:
             stop(server)
     return _print(a, tools, levels, results, loads)
@@ -450,9 +465,19 @@ def _verdict(c: int, results: dict[tuple[str, int], dict[str, Any]]) -> bool:
                 cli["req_per_s"] >= want * vllm["req_per_s"],
             )
         )
-    if c >= 1024:
-        growth = cli["self_peak_rss_mb"] - cli["idle_rss_mb"]
+    growth = cli["self_peak_rss_mb"] - cli["idle_rss_mb"]
+    if c == 1024:
         checks.append((f"CLI peak RSS {growth:.0f} MB above idle (≤ 150 MB)", growth <= 150))
+    longer = cli.get("longer")
+    if longer:  # flat: the growth over idle does not grow with the number of requests
+        more = longer["self_peak_rss_mb"] - longer["idle_rss_mb"]
+        checks.append(
+            (
+                f"CLI memory flat in the request count: {growth:.0f} MB above idle at {cli['requests']:,} requests, "
+                f"{more:.0f} MB at {longer['requests']:,} (≤ {FLAT:.0%} more, + {FLAT_SLACK_MB} MB)",
+                more <= growth * (1 + FLAT) + FLAT_SLACK_MB,
+            )
+        )
     for text, ok in checks:
         print(f"  {'met' if ok else 'MISSED'}: {text}")
         missed |= not ok

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from tests.cli.runner import run_cli
+from tests.rollout.builders import never_run_config
 
 OK, FAILED, BAD_INPUT = 0, 1, 2
 
@@ -60,21 +61,8 @@ def test_a_database_named_with_db_that_is_not_there_is_still_bad_input(tmp_path:
         assert code == BAD_INPUT and "no review database" in err, (verb, err)
 
 
-def _rollout_config(tmp_path: Path) -> Path:
-    """A migration whose gateway has never run: its run_dir (the rollout's ledger) does not exist yet."""
-    p = tmp_path / "switchover.yaml"
-    p.write_text(
-        "old: {url: 'http://127.0.0.1:9', engine: vllm}\n"
-        "new: {url: 'http://127.0.0.1:10', engine: llamacpp}\n"
-        "gateway:\n  run_dir: never-written\n"
-    )
-    code, _, err, _ = run_cli(["rollout", "init", "-c", str(p)])
-    assert code == OK, err
-    return p
-
-
 def test_rollout_compare_before_the_gateway_wrote_its_ledger_is_0_saying_nothing_is_recorded(tmp_path: Path) -> None:
-    config = str(_rollout_config(tmp_path))
+    config = str(never_run_config(tmp_path))
     for mode in ("shadow", "arms"):
         code, out, err, _ = run_cli(["rollout", "compare", "-c", config, "--mode", mode, "--json"])
         assert code == OK, (mode, err)
@@ -82,7 +70,7 @@ def test_rollout_compare_before_the_gateway_wrote_its_ledger_is_0_saying_nothing
 
 
 def test_rollout_gates_and_watch_in_a_stage_before_any_ledger_hold_and_say_why(tmp_path: Path) -> None:
-    config = str(_rollout_config(tmp_path))
+    config = str(never_run_config(tmp_path))
     code, _, err, _ = run_cli(["rollout", "advance", "-c", config, "--waive", "rollout.entry_check", "-m", "t"])
     assert code == OK, err
     code, out, err, _ = run_cli(["rollout", "gates", "-c", config])
@@ -92,7 +80,7 @@ def test_rollout_gates_and_watch_in_a_stage_before_any_ledger_hold_and_say_why(t
 
 
 def test_a_ledger_named_with_ledger_that_is_not_there_is_still_bad_input(tmp_path: Path) -> None:
-    config = str(_rollout_config(tmp_path))
+    config = str(never_run_config(tmp_path))
     for verb in ("compare", "gates"):
         code, _, err, _ = run_cli(["rollout", verb, "-c", config, "--ledger", str(tmp_path / "typo")])
         assert code == BAD_INPUT and "--ledger" in err and "typo" in err, (verb, err)

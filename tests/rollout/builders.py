@@ -181,3 +181,18 @@ rollout:
   entry:
     enabled: false   # these tests judge the stage gates; the entry evidence is tested in test_entry*.py
 """
+
+
+def never_run_config(tmp_path: Path) -> Path:
+    """A migration with a rollout initialised whose gateway has never run: its run_dir (the ledger) is not there."""
+    from tests.cli.runner import run_cli
+
+    p = tmp_path / "switchover.yaml"
+    p.write_text(
+        "old: {url: 'http://127.0.0.1:9', engine: vllm}\n"
+        "new: {url: 'http://127.0.0.1:10', engine: llamacpp}\n"
+        "gateway:\n  run_dir: never-written\n"
+    )
+    code, _, err, _ = run_cli(["rollout", "init", "-c", str(p)])
+    assert code == 0, err
+    return p

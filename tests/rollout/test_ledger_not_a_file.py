@@ -18,7 +18,7 @@ from switchover.errors import BadInput
 from switchover.ledger_files import LedgerSkips, ledger_paths, read_ledger_rows, stream_ledger_rows
 from tests.cli import runner
 from tests.cli.runner import run_cli
-from tests.rollout.builders import traffic, write_ledger
+from tests.rollout.builders import never_run_config, traffic, write_ledger
 
 BAD_INPUT = 2
 QUICK_S = 10.0  # a verb that reads nothing answers in well under this; a FIFO would block until the alarm
@@ -44,14 +44,7 @@ def special(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
 
 def _config(tmp_path: Path, ledger: Path | None = None) -> Path:
     """A migration with a rollout in its first stage, its ledger the gateway run dir or `ledger`."""
-    p = tmp_path / "switchover.yaml"
-    p.write_text(
-        "old: {url: 'http://127.0.0.1:9', engine: vllm}\n"
-        "new: {url: 'http://127.0.0.1:10', engine: llamacpp}\n"
-        "gateway:\n  run_dir: never-written\n"
-    )
-    code, _, err, _ = run_cli(["rollout", "init", "-c", str(p)])
-    assert code == 0, err
+    p = never_run_config(tmp_path)
     code, _, err, _ = run_cli(["rollout", "advance", "-c", str(p), "--waive", "rollout.entry_check", "-m", "t"])
     assert code == 0, err
     if ledger is not None:

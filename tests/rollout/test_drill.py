@@ -6,10 +6,12 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 from unittest.mock import patch
 
 import pytest
@@ -19,6 +21,7 @@ from switchover.drill import redact, run_drill
 from switchover.errors import BadInput
 from switchover.testbed.processes import free_port
 from switchover.warmup import WarmupSettings
+from switchover.wire.readiness import Readiness, check_ready
 
 FAKE = f"{sys.executable} -m switchover.testing zero"  # the shared fake engine, as a process
 
@@ -30,19 +33,34 @@ def _kill(pid: int | None) -> None:
 
 
 async def test_drill_times_a_foreground_start_until_the_first_good_response(tmp_path: Path) -> None:
+    """The drill polls through answers that are not ready and stops at the first good one, timed from the start
+    command. The engine may listen only once the drill has seen it not ready (its start command waits for a gate
+    that the first failed check opens), so on no box, fast or loaded, can the first check be the good one."""
     port = free_port()
+    gate = tmp_path / "gate"
+    states: list[str] = []
+
+    async def observed(*args: Any, **kwargs: Any) -> Readiness:
+        r = await check_ready(*args, **kwargs)
+        states.append(r.state.value)
+        if not r.ready:
+            gate.touch()
+        return r
+
     # the scenario: a stand-in "old engine" process for the drill to stop
     victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    wait = f"while [ ! -e {shlex.quote(str(gate))} ]; do sleep 0.01; done"
     try:
-        res = await run_drill(
-            stop_cmd=f"kill {victim.pid}",
-            start_cmd=f"{FAKE} --port {port} --load-s 0.5",
-            url=f"http://127.0.0.1:{port}",
-            ready_timeout_s=30,
-            poll_s=0.1,
-            log=tmp_path / "start.log",
-            max_recovery_s=60,
-        )
+        with patch("switchover.drill.check_ready", observed):
+            res = await run_drill(
+                stop_cmd=f"kill {victim.pid}",
+                start_cmd=f"{wait}; exec {FAKE} --port {port} --load-s 0.5",
+                url=f"http://127.0.0.1:{port}",
+                ready_timeout_s=30,
+                poll_s=0.1,
+                log=tmp_path / "start.log",
+                max_recovery_s=60,
+            )
     finally:
         victim.kill()
     try:
@@ -51,7 +69,10 @@ async def test_drill_times_a_foreground_start_until_the_first_good_response(tmp_
         assert res.start_s is None and res.foreground_pid  # the server itself keeps running
         assert res.ready_after_start_s is not None and res.ready_after_start_s >= 0.5  # it slept 0.5 s first
         assert res.recovery_s is not None and res.recovery_s >= res.ready_after_start_s
-        assert res.checks >= 2 and res.within_budget is True
+        assert res.within_budget is True
+        # polled on through "refused" while nothing listened, and stopped at the first good answer
+        assert res.checks == len(states) >= 2, states
+        assert states[0] == "refused" and states[-1] == "ready" and "ready" not in states[:-1], states
     finally:
         _kill(res.foreground_pid)
 

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
+import os
 import socket
+import stat
+import struct
+import termios
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -432,14 +438,118 @@ async def _stream_while_the_loop_is_blocked(gap_s: float, block_s: float) -> tup
 kernel_only = pytest.mark.skipif(stamps.SO_TIMESTAMPNS is None, reason="no kernel receive timestamps here")
 
 
+HOLD_S = 0.1  # how long the blocked loop leaves the first event unread once it is in the client's socket
+STAMP_SLACK_NS = 20_000_000  # a kernel stamp converted to perf_counter: within the clock-offset bracket's error
+
+
+def _client_end(addr: Any) -> socket.socket | None:
+    """A duplicate of this process's socket bound to `addr` (the client's end of a loopback connection), to ask the
+    kernel how many bytes wait in it unread; None if none is found."""
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError, ValueError):
+            fd = int(name)
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                continue
+            dup = socket.socket(fileno=os.dup(fd))
+            with contextlib.suppress(OSError):
+                if dup.family == socket.AF_INET and dup.getsockname() == addr:
+                    return dup
+            dup.close()
+    return None
+
+
+def _unread(sock: socket.socket) -> int:
+    """Bytes in the socket's receive queue that no one has read yet (FIONREAD)."""
+    return int(struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0])
+
+
+def _until(cond: Callable[[], bool], what: str, errors: list[str], limit_s: float = 10.0) -> None:
+    """Poll `cond` (a thread's wait on the kernel's state, bounded); a wait that runs out is recorded in `errors`."""
+    end = time.monotonic() + limit_s
+    while not cond():
+        if time.monotonic() > end:
+            errors.append(f"no {what} within {limit_s:g} s")
+            return
+        time.sleep(0.001)
+
+
+async def _stream_with_the_first_event_held_unread() -> tuple[Any, list[int], list[int], int, str | None]:
+    """One streamed answer of two events from a server thread, ordered by events, not sleeps: the server sends the
+    first event only while the client's event loop is blocked, the loop stays blocked HOLD_S after that event is in
+    its socket, and the second event is sent only once the loop has read the first (no unread bytes left), so they
+    are never read together. Returns the record, each event's send bracket (before, after) and when the loop
+    unblocked."""
+    before: list[int] = []
+    after: list[int] = []
+    errors: list[str] = []
+    unblocked: list[int] = []
+    blocked, first_in = threading.Event(), threading.Event()
+    loop = asyncio.get_running_loop()
+    lsock = socket.create_server(("127.0.0.1", 0))
+
+    def hog() -> None:
+        blocked.set()
+        first_in.wait(10)  # the scenario: the event loop busy while the first event arrives (a busy client) ...
+        time.sleep(HOLD_S)  # ... and for HOLD_S after it is in the socket
+        unblocked.append(time.perf_counter_ns())
+
+    def send(conn: socket.socket, ev: bytes) -> None:
+        before.append(time.perf_counter_ns())
+        conn.sendall(b"%x\r\n%s\r\n" % (len(ev), ev))
+
+    def serve() -> None:
+        conn, peer = lsock.accept()
+        client = _client_end(peer)
+        with conn:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # each event leaves at once, no Nagle wait
+            conn.recv(65536)
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+                b"Connection: close\r\n\r\n"
+            )
+            loop.call_soon_threadsafe(hog)
+            _until(blocked.is_set, "blocked loop", errors)
+            send(conn, chunk("a"))
+            if client is None:
+                errors.append("the client's socket was not found")
+            else:
+                _until(lambda: _unread(client) > 0, "first event in the client's socket", errors)
+            after.append(time.perf_counter_ns())
+            first_in.set()
+            if client is not None:
+                _until(lambda: _unread(client) == 0, "read of the first event", errors)
+                client.close()
+            send(conn, chunk("b", "stop") + b"data: [DONE]\n\n")
+            after.append(time.perf_counter_ns())
+            conn.sendall(b"0\r\n\r\n")
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    try:
+        async with EngineClient(f"http://127.0.0.1:{lsock.getsockname()[1]}", transport="raw") as c:
+            rec = await c.complete("p", model="m", stream=True)
+            said = c.chunk_stamps()
+    finally:
+        first_in.set()
+        th.join(10)
+        lsock.close()
+    assert not errors, errors
+    assert rec.ok and rec.text == "ab", rec.failure
+    assert len(before) == len(after) == len(rec.chunk_ns) == 2 and len(unblocked) == 1
+    return rec, before, after, unblocked[0], said
+
+
 @kernel_only
 async def test_chunk_stamp_is_the_kernel_arrival_not_when_a_busy_loop_reads_it() -> None:
-    rec, sent, unblocked, stamps = await _stream_while_the_loop_is_blocked(0.15, 0.2)
-    assert sent[0] < unblocked - 30_000_000  # the first event waited in the socket while the loop was blocked
-    lags = [t - s for t, s in zip(rec.chunk_ns, sent, strict=True)]
-    assert all(0 <= lag < 20_000_000 for lag in lags), lags  # stamped at arrival, not 30+ ms later
+    """Each chunk's time is the kernel's arrival stamp, inside the server's send of it, not when the blocked loop
+    got to read it (HOLD_S later for the first event): by ordering, so a loaded box cannot break it."""
+    rec, before, after, unblocked, said = await _stream_with_the_first_event_held_unread()
+    assert after[0] + HOLD_S * 1e9 <= unblocked  # the first event waited in the socket while the loop was blocked
+    for t, b, a in zip(rec.chunk_ns, before, after, strict=True):
+        assert b - STAMP_SLACK_NS <= t <= a + STAMP_SLACK_NS, (t - b, a - b)  # stamped while being sent
+    assert rec.chunk_ns[0] < unblocked - HOLD_S * 1e9 / 2  # a read-time stamp would be at or after `unblocked`
     assert rec.coalesced_chunks == 0
-    assert stamps == "kernel receive time (SO_TIMESTAMPNS)"
+    assert said == "kernel receive time (SO_TIMESTAMPNS)"
 
 
 @kernel_only

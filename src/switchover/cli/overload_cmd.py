@@ -113,6 +113,8 @@ def register(app: typer.Typer) -> None:
             )
         console.print(table)
         slots = f"; the engine reports {report.slots} slots" if report.slots else ""
+        if report.slots is None and report.slots_source:
+            slots = f"; slots {report.slots_source}"
         console.print(f"{report.verdict.upper()}: {escape(report.reason)}{slots}", highlight=False, soft_wrap=True)
         if report.stopped:
             console.print(f"[yellow]stopped early:[/] {escape(report.stopped)}", highlight=False, soft_wrap=True)

@@ -44,7 +44,7 @@ def reported_cap(profile: EngineProfile, info: Mapping[str, Any]) -> tuple[int |
     engine = profile.name
     version = served_version(profile, info)
     for src in profile.request_cap:
-        cap = _field(info.get(src.path), src.field)
+        cap = dotted_field(info.get(src.path), src.field)
         if not isinstance(cap, int) or isinstance(cap, bool) or cap <= 0:
             continue
         try:
@@ -75,7 +75,8 @@ def _profile(engine: str | None) -> EngineProfile | None:
     return profiles.load_profile(engine) if engine in ENGINES else None
 
 
-def _field(obj: Any, dotted: str) -> Any:
+def dotted_field(obj: Any, dotted: str) -> Any:
+    """The value at a dotted path in nested JSON objects ("a.b" is obj["a"]["b"]); None where a level is missing."""
     for key in dotted.split("."):
         if not isinstance(obj, dict):
             return None

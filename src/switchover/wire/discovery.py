@@ -117,14 +117,6 @@ def profiles_for(engine: str | None, version: str | None = None) -> list[EngineP
     return [load_profile(name) for name in ENGINES]
 
 
-def _field(obj: Any, dotted: str) -> Any:
-    for key in dotted.split("."):
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
 def _positive_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
@@ -133,15 +125,17 @@ async def _read_source(
     client: EngineClient, src: ContextLengthSource, listing: ModelListing, model: str | None, fetched: dict[str, Any]
 ) -> int | None:
     """One source's value: from the listing already read, else from its path (each path fetched once)."""
+    from switchover.engines.server_facts import dotted_field
+
     if src.path == MODELS_PATH:
-        return _positive_int(_field(listing.entry(model), src.field))
+        return _positive_int(dotted_field(listing.entry(model), src.field))
     if src.path not in fetched:
         res = await client.request("GET", src.path, timeout=10)
         try:
             fetched[src.path] = res.json() if res.failure is None and res.status == 200 else None
         except orjson.JSONDecodeError:
             fetched[src.path] = None
-    return _positive_int(_field(fetched[src.path], src.field))
+    return _positive_int(dotted_field(fetched[src.path], src.field))
 
 
 async def read_context(

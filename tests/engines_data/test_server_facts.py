@@ -43,3 +43,23 @@ def test_the_release_is_what_the_server_reported_in_the_form_its_profile_numbers
 def test_bench_reads_the_same_functions_probe_does() -> None:
     """One home for the fact: bench's binding cap uses these, not a copy."""
     assert capbind.request_cap is request_cap and capbind.engine_version is engine_version
+
+
+@pytest.mark.parametrize(
+    ("info", "version", "kv_name", "note"),
+    [
+        ({"/version": {"version": "0.8.0"}}, "0.8.0", "vllm:gpu_cache_usage_perc", None),  # read exactly
+        ({"/version": {"version": "0.32.0"}}, "0.32.0", "vllm:kv_cache_usage_perc", None),
+        ({}, None, "vllm:kv_cache_usage_perc", "reported no release number"),
+        ({"/version": {"version": "weird!"}}, None, "vllm:kv_cache_usage_perc", "in no form the release data reads"),
+        ({"/version": {"version": "99.0.0"}}, "99.0.0", "vllm:kv_cache_usage_perc", "newer than the newest release"),
+    ],
+)
+def test_the_profile_served_has_the_spellings_of_the_release_reported_and_says_what_it_assumed(
+    info: dict, version: str | None, kv_name: str, note: str | None
+) -> None:
+    from switchover.engines.server_facts import served_profile
+
+    prof, got, said = served_profile("vllm", info)
+    assert got == version and prof.metrics["kv_usage"].name == kv_name
+    assert (said is None) if note is None else (note in (said or ""))

@@ -69,12 +69,13 @@ async def open_endpoint(spec: EndpointSpec, plan: BenchPlan) -> Endpoint:
                 info[path] = _trim(r.json())
     extra: dict[str, Any] = {}
     min_field = None
-    profile_version = None
+    profile_version = version = version_note = None
     tokenize_path = "/tokenize"
     if spec.engine:
-        from switchover.engines import load_profile
+        from switchover.engines.server_facts import served_profile
 
-        prof = load_profile(spec.engine)  # BadInput names the known engines
+        # the spellings of the release served (BadInput names the known engines)
+        prof, version, version_note = served_profile(spec.engine, info)
         profile_version = prof.version_read
         tokenize_path = prof.api.tokenize_path or ""
         if prof.api.ignore_eos_field:
@@ -96,6 +97,8 @@ async def open_endpoint(spec: EndpointSpec, plan: BenchPlan) -> Endpoint:
         url=spec.url,
         engine=spec.engine,
         engine_profile=profile_version,
+        engine_version=version,
+        engine_version_note=version_note,
         model=model,
         served_models=served,
         info=info,

@@ -124,7 +124,10 @@ class BenchRun:
         if len(set(labels)) != len(labels):
             raise BadInput(f"endpoint labels must be unique, got {labels}")
         for spec in plan.endpoints:
-            self.eps.append(await open_endpoint(spec, plan))
+            ep = await open_endpoint(spec, plan)
+            self.eps.append(ep)
+            if ep.info.engine_version_note:  # which release's metric and flag spellings were assumed
+                self.rep.note(f"{spec.label}: {ep.info.engine_version_note}")
         if plan.tokenizer:
             self.retok = load_tokenizer(plan.tokenizer)
         if plan.dataset:
@@ -353,7 +356,12 @@ class BenchRun:
         rd.write_json("endpoints", {"endpoints": [e.info.model_dump() for e in self.eps]})
         for ep in self.eps:
             ep.scraper = Scraper(
-                ep.client, ep.spec.label, ep.spec.engine, plan.scrape_interval_s, on_rows=self.metrics_writer.append
+                ep.client,
+                ep.spec.label,
+                ep.spec.engine,
+                plan.scrape_interval_s,
+                on_rows=self.metrics_writer.append,
+                version=ep.info.engine_version,
             )
             ep.scraper.start()
         trace = self.dataset is not None and self.dataset[0].at_s is not None

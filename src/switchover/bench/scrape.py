@@ -35,8 +35,10 @@ SCRAPE_TIMEOUT_S = 10.0
 STOP_GRACE_S = 2.0  # how long stopping waits for a scrape in flight (the run's end is not held up to the limit above)
 
 
-def wanted_series(engine: str | None) -> tuple[dict[str, str], str]:
-    """(series name -> intent, metrics path) from the engine profile; empty when there is no profile."""
+def wanted_series(engine: str | None, version: str | None = None) -> tuple[dict[str, str], str]:
+    """(series name -> intent, metrics path) from the engine profile at the release served (None: the newest
+    spellings); empty when there is no profile. vLLM before 0.9.2 serves its KV cache usage as
+    vllm:gpu_cache_usage_perc, from 0.9.2 as vllm:kv_cache_usage_perc (the profile cites both)."""
     always = {PROCESS_RSS: "process_rss"}  # the engine process's memory, for drift over a soak (bench/soak.py)
     if not engine:
         return always, "/metrics"
@@ -44,7 +46,7 @@ def wanted_series(engine: str | None) -> tuple[dict[str, str], str]:
     from switchover.errors import BadInput
 
     try:
-        prof = load_profile(engine)
+        prof = load_profile(engine, version)
     except BadInput:
         return always, "/metrics"
     return {**always, **{spec.name: intent for intent, spec in prof.metrics.items()}}, prof.metrics_endpoint.path
@@ -62,9 +64,10 @@ class Scraper:
         interval_s: float,
         on_rows: Callable[[list[dict[str, Any]]], None] | None = None,
         hold: int = HOLD_ROWS,
+        version: str | None = None,
     ) -> None:
         self.client, self.endpoint, self.interval_s = client, endpoint, interval_s
-        self.wanted, self.path = wanted_series(engine)
+        self.wanted, self.path = wanted_series(engine, version)
         self.rows: list[dict[str, Any]] = []
         self.on_rows, self.hold = on_rows, hold  # past `hold` rows, they go to `on_rows` (a writer) at once
         self.series: set[str] = set()  # names of the series kept so far (also those already taken)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from switchover.engines import profile as profiles
 from switchover.engines.names import ENGINES
 from switchover.engines.versions import build_tag
+from switchover.errors import BadInput
 
 if TYPE_CHECKING:
     from switchover.engines.profile import EngineProfile
@@ -58,6 +59,37 @@ def reported_cap(profile: EngineProfile, info: Mapping[str, Any]) -> tuple[int |
             )
         return cap, f"{src.where} ({src.source}{_coverage(engine, version)})"
     return None, None
+
+
+def served_profile(engine: str, info: Mapping[str, Any]) -> tuple[EngineProfile, str | None, str | None]:
+    """The engine's profile with the flag and metric spellings of the release the endpoint reported: (profile, that
+    release or None, a note or None). The note says what was assumed: the newest spellings when the server named no
+    release or one in no form the release data reads, else the release data's own coverage note (between two
+    releases read, newer or older than any read); None when the release was read exactly."""
+    base = profiles.load_profile(engine)
+    version = served_version(base, info)
+    if version is None:
+        return (
+            base,
+            None,
+            f"{engine}: the server reported no release number; the newest spellings of its flags and metrics "
+            "are assumed",
+        )
+    try:
+        prof = profiles.load_profile(engine, version)
+    except BadInput:
+        return (
+            base,
+            None,
+            (
+                f"{engine}: the release the server reported ({version!r}) is in no form the release data reads; the "
+                "newest spellings of its flags and metrics are assumed"
+            ),
+        )
+    from switchover.engines.releases import view
+
+    v = view(engine, version)
+    return prof, version, v.resolution.note if v is not None else None
 
 
 def engine_version(engine: str | None, info: Mapping[str, Any]) -> str | None:

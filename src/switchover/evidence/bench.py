@@ -101,6 +101,14 @@ class EndpointInfo(BaseModel):
     url: str
     engine: str | None
     engine_profile: str | None = Field(default=None, description="profile version read, when known")
+    engine_version: str | None = Field(
+        default=None,
+        description="the release the endpoint reported (/version, llama.cpp /props build_info): the flag and metric "
+        "spellings used are that release's; None: not reported (the newest are assumed, said in engine_version_note)",
+    )
+    engine_version_note: str | None = Field(
+        default=None, description="what was assumed about the release's spellings; None: read exactly"
+    )
     model: str
     served_models: list[str] = Field(default_factory=list)
     info: dict[str, Any] = Field(default_factory=dict, description="bodies of /version, /props ... (trimmed)")

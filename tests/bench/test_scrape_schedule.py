@@ -71,3 +71,28 @@ async def test_stopping_does_not_wait_for_a_slow_scrape_in_flight() -> None:
     t0 = time.monotonic()
     await s.stop()
     assert time.monotonic() - t0 < 3.0  # the 8 s answer is dropped after the stop grace, not waited for
+
+
+class _Secret:
+    """An engine whose label values quote a key (a model path with a token in it, say)."""
+
+    async def request(self, method: str, path: str, timeout: float | None = None) -> HttpResult:
+        text = 'vllm:num_requests_running{model_name="/m?token=sk-abcdefabcdefabcdef12"} 2.0\n'
+        text += "vllm:num_requests_waiting 1\n"
+        return HttpResult(200, text.encode(), 1.0)
+
+
+async def test_label_values_are_masked_once_per_distinct_text_so_writing_the_rows_needs_no_redaction(
+    monkeypatch,
+) -> None:
+    from switchover.bench import scrape
+
+    calls: list[str] = []
+    real = scrape.redact
+    monkeypatch.setattr(scrape, "redact", lambda text: calls.append(text) or real(text))
+    s = Scraper(_Secret(), "new", "vllm", 0.1)  # type: ignore[arg-type]
+    for _ in range(50):
+        await s.once()
+    rows = s.take()
+    assert len(rows) == 100 and not any("sk-abcdef" in r["labels"] for r in rows)
+    assert len(calls) <= 1 + 4  # the endpoint, then each distinct name and label text once, not once a row

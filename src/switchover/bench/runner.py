@@ -403,11 +403,11 @@ class BenchRun:
         plan = self.plan
         if plan.workers > 1:  # each worker writes its own part; the parent writes none
             self.parts = rd.path / "requests"
-            self.metrics_writer = rd.record_writer("metrics", SCRAPE_SCHEMA)
+            self.metrics_writer = rd.record_writer("metrics", SCRAPE_SCHEMA, redacted=False)  # the scraper masks
             return PartWriter(self.parts, ROW_SCHEMA)
         if not plan.checkpoint_s:
             # RowSink masks failure messages; statistics for scalar columns only (writer memory per row group)
-            self.metrics_writer = rd.record_writer("metrics", SCRAPE_SCHEMA)
+            self.metrics_writer = rd.record_writer("metrics", SCRAPE_SCHEMA, redacted=False)  # the scraper masks
             return RecordWriter(
                 rd.file("requests.parquet"),
                 ROW_SCHEMA,

@@ -332,6 +332,8 @@ def cli_main(a: argparse.Namespace, start_server: Any, stop: Any) -> int:
                     longer = _one(more, "cli", url, c, ds, work, startup=False)  # the same dataset, cycled
                     if "req_per_s" in longer:
                         cli["longer"] = longer
+                    else:  # said, never a silently skipped check
+                        cli["longer_failed"] = str(longer.get("failed", "no result"))[:300]
                     print(
                         f"[cli c={c}, {more.requests} requests: peak {longer.get('self_peak_rss_mb', 0):.0f} MB]",
                         file=sys.stderr,
@@ -469,6 +471,9 @@ def _verdict(c: int, results: dict[tuple[str, int], dict[str, Any]]) -> bool:
     if c == 1024:
         checks.append((f"CLI peak RSS {growth:.0f} MB above idle (≤ 150 MB)", growth <= 150))
     longer = cli.get("longer")
+    if c >= FLAT_FROM and not longer:
+        why = cli.get("longer_failed", "the longer run did not run")
+        checks.append((f"CLI memory flat in the request count: not measured ({why})", False))
     if longer:  # flat: the growth over idle does not grow with the number of requests
         more = longer["self_peak_rss_mb"] - longer["idle_rss_mb"]
         checks.append(

@@ -29,3 +29,13 @@ def test_the_largest_memory_growth_of_any_run_is_what_the_bound_is_checked_again
 def test_one_failed_run_fails_the_tool():
     assert "failed" in median_run([run(9000), {"failed": "timed out after 600 s"}, run(9100)])
     assert median_run([])["failed"] == "no run"
+
+
+def test_a_flatness_check_whose_longer_run_failed_is_said_missed_not_skipped(capsys):
+    from loadgen_cli import _verdict
+
+    cli = {**run(7000, growth=270), "requests": 40000, "longer_failed": "timed out after 600 s"}
+    assert _verdict(10000, {("cli", 10000): cli}) is True
+    assert (
+        "MISSED: CLI memory flat in the request count: not measured (timed out after 600 s)" in capsys.readouterr().out
+    )

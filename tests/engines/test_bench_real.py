@@ -91,6 +91,13 @@ async def test_ladder_1_to_4_vllm_vs_llamacpp_is_complete_and_consistent(bed, tm
     assert "TPOT" in html and "new vs old".lower() in html.lower()
     assert len(report.ab) == 2 * 4 and all(a.deltas for a in report.ab)  # new vs old at every step of both buckets
     assert {e.chunk_stamps for e in report.endpoints} == {"kernel receive time (SO_TIMESTAMPNS)"}
+    # the spellings of the release each engine reports: vLLM's /version is read exactly; the bed's llama-server is
+    # built without its git history (build_info b0-unknown), so the newest spellings are assumed, and said
+    old, new = report.endpoints
+    assert (old.engine_version, old.engine_version_note) == ("0.32.0", None)
+    assert new.engine_version is None and "no release number" in (new.engine_version_note or "")
+    kv = rd.query("select distinct name from metrics where endpoint = 'old' and intent = 'kv_usage'")
+    assert [r["name"] for r in kv] == ["vllm:kv_cache_usage_perc"]
 
 
 async def test_chat_prompts_hit_the_target_length_through_the_real_chat_templates(bed, tmp_path):

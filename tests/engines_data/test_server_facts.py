@@ -63,3 +63,11 @@ def test_the_profile_served_has_the_spellings_of_the_release_reported_and_says_w
     prof, got, said = served_profile("vllm", info)
     assert got == version and prof.metrics["kv_usage"].name == kv_name
     assert (said is None) if note is None else (note in (said or ""))
+
+
+def test_a_long_or_hostile_release_text_is_quoted_short_and_escaped_in_the_note() -> None:
+    from switchover.engines.server_facts import served_profile
+
+    _, version, note = served_profile("vllm", {"/version": {"version": "\x1b[2J" + "x" * 5000}})
+    assert version is None and note is not None
+    assert "\x1b" not in note and len(note) < 300

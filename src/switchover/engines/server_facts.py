@@ -82,8 +82,8 @@ def served_profile(engine: str, info: Mapping[str, Any]) -> tuple[EngineProfile,
             base,
             None,
             (
-                f"{engine}: the release the server reported ({version!r}) is in no form the release data reads; the "
-                "newest spellings of its flags and metrics are assumed"
+                f"{engine}: the release the server reported ({version[:60]!r}) is in no form the release data "
+                "reads; the newest spellings of its flags and metrics are assumed"
             ),
         )
     from switchover.engines.releases import view
